@@ -1,0 +1,101 @@
+"""The ``raytpu`` command: a thin dispatcher over ``raytpu.commands.*``.
+
+Each command module defines ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int`` and imports
+only the standard library at module level, so ``raytpu describe`` starts fast; heavy imports
+(cdktn, ray, jax) happen inside ``run``. Errors become ``error: <field>: <problem>; valid: <...>``
+on stderr with exit 2 (bad input) or 1 (runtime failure), never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import re
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from raytpu.errors import EXIT_INVALID, InvalidInput, InvalidInputs, RaytpuError
+
+ORDER = ("catalog", "describe", "validate", "synth", "local", "demo", "submit", "smoke")
+"""Help-listing order; any other module in ``raytpu.commands`` is listed after these."""
+
+
+def command_names() -> list[str]:
+    """The subcommands: every module of ``raytpu.commands``, in ``ORDER`` first."""
+    import raytpu.commands
+
+    found = {m.name for m in pkgutil.iter_modules(raytpu.commands.__path__)}
+    return [n for n in ORDER if n in found] + sorted(found - set(ORDER))
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with the kit's error format (``error: <field>: <problem>; valid: <...>``) and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        field, problem, valid = self.explain(message)
+        fail(field, problem, valid)
+
+    def explain(self, message: str) -> tuple[str, str, str]:
+        """Splits an argparse message into the field it concerns, the problem and what is valid."""
+        usage = f"see `{self.prog} --help`"
+        if match := re.match(r"argument (\S+?)(?:/\S+)?: (invalid choice: .*?)(?: \(choose from (.*)\))?$", message):
+            return match[1], match[2], (match[3] or usage).replace("'", "")
+        if match := re.match(r"argument (\S+?)(?:/\S+)?: (.*)$", message):
+            return match[1], match[2], usage
+        if match := re.match(r"the following arguments are required: (.*)$", message):
+            return match[1], "is required", usage
+        return "arguments", message, usage
+
+    def options(self) -> str:
+        """This parser's option strings, for listing what is valid."""
+        return ", ".join(o for action in self._actions for o in action.option_strings) or "(none)"
+
+
+def fail(field: str, problem: str, valid: str) -> NoReturn:
+    """Prints one usage problem in the contract's format and exits 2."""
+    sys.stderr.write(f"error: {field}: {problem}; valid: {valid}\n")
+    sys.exit(EXIT_INVALID)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full parser; imports every command module (all are standard-library-only at import)."""
+    parser = _Parser(prog="raytpu", description="Ray on Cloud TPU, as code.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name in command_names():
+        module = importlib.import_module(f"raytpu.commands.{name}")
+        command = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(command)
+        command.set_defaults(_run=module.run, _parser=command)
+    return parser
+
+
+def report(error: RaytpuError) -> None:
+    """Writes an error in the contract's format, one line per problem."""
+    problems = error.problems if isinstance(error, InvalidInputs) else [error]
+    for problem in problems:
+        sys.stderr.write(f"error: {problem}\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``raytpu`` console script; returns the exit code."""
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:
+        fail(unknown[0], "is not a known option", f"options of `{args._parser.prog}`: {args._parser.options()}")
+    try:
+        return int(args._run(args))
+    except (InvalidInput, InvalidInputs, RaytpuError) as exc:
+        report(exc)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("error: interrupted\n")
+        return 130
+    except BrokenPipeError:  # `raytpu catalog | head`: the reader left; not an error of ours
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,499 @@
+"""An emulated TPU slice on the local machine: real Ray processes that look to Ray like GKE TPU hosts.
+
+One Ray head (no TPU) plus one ``ray start --block`` process per emulated host. Each host process
+gets the environment the GKE TPU webhook injects (``TPU_NAME``, ``TPU_WORKER_ID``,
+``TPU_WORKER_HOSTNAMES``, ``TPU_ACCELERATOR_TYPE``, ``TPU_TOPOLOGY``) and ``{"TPU": chips_per_host}``;
+Ray's own TPU accelerator manager then derives, exactly as on GKE, the resources
+``accelerator_type:TPU-V6E``, ``<TPU_NAME>`` and ``TPU-v6e-16-head`` (worker 0) and the labels
+``ray.io/accelerator-type``, ``ray.io/tpu-slice-name``, ``ray.io/tpu-worker-id``,
+``ray.io/tpu-topology`` and ``ray.io/tpu-pod-type``. The "chips" are JAX CPU devices:
+``JAX_PLATFORMS=cpu`` and ``JAX_NUM_CPU_DEVICES=<chips_per_host>`` in each host's environment.
+
+Every process is its own process group (``ray start`` makes itself a group leader), recorded by PID
+in a run directory (``$RAYTPU_LOCAL_DIR``, default ``.raytpu/local`` under the working directory),
+so ``raytpu local up|status|down`` work across invocations and :func:`stop` always cleans up: it
+signals each recorded group, then any leftover process whose command line names this cluster's
+private Ray temp dir. It never touches Ray processes it did not start.
+
+Standard library only at import; ``ray`` is imported inside the functions that talk to the cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from raytpu.errors import RuntimeFailure, invalid_value
+from raytpu.plan import SlicePlan
+
+STATE_FILE = "cluster.json"
+ENV_RUN_DIR = "RAYTPU_LOCAL_DIR"
+ENV_EMULATED = "RAYTPU_EMULATED"
+"""Set to ``1`` in every emulated host's environment; the smoke check reads it (perf checks informational)."""
+
+DEFAULT_RUN_DIR = Path(".raytpu") / "local"
+HOST_CPUS = 2
+"""Logical CPUs per emulated host: one for the slice bundle, one spare for helpers."""
+HEAD_CPUS = 2
+OBJECT_STORE_BYTES = 128 * 1024 * 1024
+START_TIMEOUT_S = 120.0
+READY_MARKER = "Ray runtime started"
+
+Progress = Callable[[str], None]
+
+_WEBHOOK_ENV = ("TPU_NAME", "TPU_WORKER_ID", "TPU_WORKER_HOSTNAMES", "TPU_ACCELERATOR_TYPE", "TPU_TOPOLOGY",
+                "TPU_PROCESS_ADDRESSES", "TPU_PROCESS_PORT", "TPU_VISIBLE_CHIPS", "JAX_PLATFORMS",
+                "JAX_NUM_CPU_DEVICES")
+
+
+@dataclass
+class NodeProc:
+    """One ``ray start --block`` process (a process-group leader) and what it emulates.
+
+    Attributes:
+        role: ``head`` or ``host``.
+        pid: PID of the ``ray start`` process; also its process group id.
+        log: Its stdout/stderr file.
+        slice_name: The emulated slice (``TPU_NAME``); empty for the head.
+        worker_id: ``TPU_WORKER_ID``; -1 for the head.
+        killed: True once :func:`kill_host` has taken it down on purpose.
+    """
+
+    role: str
+    pid: int
+    log: str
+    slice_name: str = ""
+    worker_id: int = -1
+    killed: bool = False
+
+
+@dataclass
+class LocalCluster:
+    """The recorded state of one local emulated cluster (``<run dir>/cluster.json``).
+
+    Attributes:
+        run_dir: Where state and logs live.
+        temp_dir: Ray's private temp dir (short, under /tmp, for unix socket paths).
+        address: GCS address ``host:port`` (what ``ray.init(address=...)`` and ``RAY_ADDRESS`` take).
+        plan: The SlicePlan of every slice, as JSON.
+        slices: Emulated slice names (``TPU_NAME``), one per slice.
+        nodes: Every process started, head first.
+        started_s: Seconds from the first ``ray start`` until every node had registered.
+    """
+
+    run_dir: str
+    temp_dir: str
+    address: str
+    plan: dict[str, Any]
+    slices: list[str]
+    nodes: list[NodeProc] = field(default_factory=list)
+    started_s: float = 0.0
+
+    @property
+    def slice_plan(self) -> SlicePlan:
+        """The SlicePlan every slice of this cluster follows."""
+        return SlicePlan.from_json(self.plan)
+
+    def hosts(self, slice_name: str | None = None) -> list[NodeProc]:
+        """Host processes (not killed), optionally of one slice."""
+        return [n for n in self.nodes if n.role == "host" and not n.killed
+                and (slice_name is None or n.slice_name == slice_name)]
+
+    def save(self) -> None:
+        """Writes the state file atomically."""
+        path = Path(self.run_dir) / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, run_dir: str | Path) -> LocalCluster | None:
+        """The cluster recorded in ``run_dir``, or None when there is none."""
+        path = Path(run_dir) / STATE_FILE
+        if not path.exists():
+            return None
+        data = json.loads(path.read_text())
+        data["nodes"] = [NodeProc(**n) for n in data.get("nodes", [])]
+        return cls(**data)
+
+    def driver_env(self) -> dict[str, str]:
+        """Environment for a driver process (``python -m raytpu.workloads.smoke``) on this cluster."""
+        env = {k: v for k, v in os.environ.items() if k not in _WEBHOOK_ENV}
+        env.update({"RAY_ADDRESS": self.address, "RAY_AUTH_MODE": "disabled", ENV_EMULATED: "1",
+                    "RAY_USAGE_STATS_ENABLED": "0"})
+        return env
+
+
+def run_dir(explicit: str | Path | None = None) -> Path:
+    """The run directory: ``explicit``, else ``$RAYTPU_LOCAL_DIR``, else ``./.raytpu/local``."""
+    chosen = explicit or os.environ.get(ENV_RUN_DIR) or DEFAULT_RUN_DIR
+    return Path(chosen).resolve()
+
+
+def slice_names(plan: SlicePlan, count: int, prefix: str = "raytpu-local") -> list[str]:
+    """Names of ``count`` emulated slices of ``plan`` (the ``TPU_NAME`` GKE would give each)."""
+    return [f"{prefix}-{plan.ray_pod_type}-{i}" for i in range(count)]
+
+
+def host_env(plan: SlicePlan, slice_name: str, worker_id: int) -> dict[str, str]:
+    """What the GKE TPU webhook and the KubeRay worker group put in one TPU host's environment.
+
+    Plus the emulation of chips as JAX CPU devices (``JAX_PLATFORMS=cpu``,
+    ``JAX_NUM_CPU_DEVICES=chips_per_host``) and ``RAYTPU_EMULATED=1``.
+    """
+    env = {
+        "TPU_NAME": slice_name,
+        "TPU_WORKER_ID": str(worker_id),
+        "TPU_ACCELERATOR_TYPE": plan.gke_accelerator_type,
+        "TPU_TOPOLOGY": plan.topology,
+        "JAX_PLATFORMS": "cpu",
+        "JAX_NUM_CPU_DEVICES": str(plan.chips_per_host),
+        ENV_EMULATED: "1",
+    }
+    if not plan.single_host:
+        env["TPU_WORKER_HOSTNAMES"] = ",".join(f"{slice_name}-w{i}" for i in range(plan.hosts))
+    return env
+
+
+def expected_labels(plan: SlicePlan, slice_name: str, worker_id: int) -> dict[str, str]:
+    """The ``ray.io/*`` labels Ray derives for one host of ``plan`` (what the smoke check verifies)."""
+    return {
+        "ray.io/accelerator-type": plan.ray_accelerator_type,
+        "ray.io/tpu-slice-name": slice_name,
+        "ray.io/tpu-worker-id": str(worker_id),
+        "ray.io/tpu-topology": plan.topology,
+        "ray.io/tpu-pod-type": plan.ray_pod_type,
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _base_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _WEBHOOK_ENV and k != "RAY_ADDRESS"}
+    env.update({"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1"})
+    return env
+
+
+def _ray_exe() -> str:
+    beside = Path(sys.executable).parent / "ray"
+    return str(beside) if beside.exists() else (shutil.which("ray") or "ray")
+
+
+def _node_args(cluster: LocalCluster, head: bool) -> list[str]:
+    args = [_ray_exe(), "start", "--block", "--disable-usage-stats", "--temp-dir", cluster.temp_dir,
+            "--object-store-memory", str(OBJECT_STORE_BYTES), "--node-ip-address", "127.0.0.1",
+            "--dashboard-agent-listen-port", str(_free_port()), "--metrics-export-port", str(_free_port()),
+            "--runtime-env-agent-port", str(_free_port()), "--log-style", "record"]
+    if head:
+        port = cluster.address.rsplit(":", 1)[1]
+        args += ["--head", "--port", port, "--num-cpus", str(HEAD_CPUS), "--include-dashboard", "false",
+                 "--ray-client-server-port", str(_free_port())]
+    else:
+        args += ["--address", cluster.address]
+    return args
+
+
+def _spawn(cluster: LocalCluster, role: str, env: dict[str, str], args: list[str], name: str,
+           slice_name: str = "", worker_id: int = -1) -> NodeProc:
+    log = Path(cluster.run_dir) / "logs" / f"{name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, cwd=cluster.run_dir)
+    node = NodeProc(role=role, pid=proc.pid, log=str(log), slice_name=slice_name, worker_id=worker_id)
+    cluster.nodes.append(node)
+    cluster.save()
+    return node
+
+
+def _start_host(cluster: LocalCluster, plan: SlicePlan, slice_name: str, worker_id: int) -> NodeProc:
+    env = _base_env() | host_env(plan, slice_name, worker_id)
+    args = [*_node_args(cluster, head=False), "--num-cpus", str(HOST_CPUS),
+            "--resources", json.dumps({"TPU": plan.chips_per_host})]
+    return _spawn(cluster, "host", env, args, f"{slice_name}-w{worker_id}", slice_name, worker_id)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child of ours counts as dead
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def _wait_started(nodes: list[NodeProc], deadline: float, progress: Progress, t0: float) -> None:
+    pending = list(nodes)
+    while pending:
+        for node in list(pending):
+            text = Path(node.log).read_text(errors="replace") if Path(node.log).exists() else ""
+            what = "head" if node.role == "head" else f"{node.slice_name} worker {node.worker_id}"
+            if READY_MARKER in text:
+                pending.remove(node)
+                progress(f"  {what} up ({time.monotonic() - t0:.1f}s)")
+            elif not _alive(node.pid):
+                _reap(node.pid)
+                tail = "\n".join(text.strip().splitlines()[-15:])
+                raise RuntimeFailure(f"local.{what}: `ray start` exited before the node came up "
+                                     f"(log {node.log}):\n{tail}")
+        if pending and time.monotonic() > deadline:
+            names = ", ".join(f"{n.slice_name or 'head'}/{n.worker_id}" for n in pending)
+            raise RuntimeFailure(f"local: nodes not up within the start timeout: {names}; see {nodes[0].log}")
+        if pending:
+            time.sleep(0.2)
+
+
+def start(plan: SlicePlan, num_slices: int = 1, directory: str | Path | None = None,
+          progress: Progress | None = None, timeout_s: float = START_TIMEOUT_S,
+          prefix: str = "raytpu-local") -> LocalCluster:
+    """Starts a head plus ``num_slices`` emulated slices of ``plan``; stops everything on failure.
+
+    Args:
+        plan: The slice shape (hosts, chips per host, pod type) every slice follows.
+        num_slices: How many such slices.
+        directory: Run directory (default :func:`run_dir`).
+        progress: Called with one line per milestone (the CLI writes them to stderr).
+        timeout_s: Bound on the whole start, registration included.
+        prefix: Slice name prefix (``TPU_NAME`` is ``<prefix>-<pod type>-<i>``).
+
+    Raises:
+        InvalidInput: ``num_slices`` < 1.
+        RuntimeFailure: a cluster is already recorded in the run directory, or a node failed to start.
+    """
+    if num_slices < 1:
+        raise invalid_value("slices", num_slices, "must be at least 1", "1, 2, ...")
+    say = progress or (lambda _line: None)
+    where = run_dir(directory)
+    existing = LocalCluster.load(where)
+    if existing is not None and any(_alive(n.pid) for n in existing.nodes if not n.killed):
+        raise RuntimeFailure(f"local: a cluster is already running from {where} (address {existing.address}); "
+                             "run `raytpu local down` first")
+    if existing is not None:
+        stop(where)
+    where.mkdir(parents=True, exist_ok=True)
+    temp_dir = f"/tmp/raytpu-{secrets.token_hex(3)}"
+    cluster = LocalCluster(run_dir=str(where), temp_dir=temp_dir, address=f"127.0.0.1:{_free_port()}",
+                           plan=plan.to_json(), slices=slice_names(plan, num_slices, prefix))
+    cluster.save()
+    t0 = time.monotonic()
+    deadline = t0 + timeout_s
+    try:
+        say(f"starting Ray head at {cluster.address} (run dir {where})")
+        head = _spawn(cluster, "head", _base_env(), _node_args(cluster, head=True), "head")
+        _wait_started([head], deadline, say, t0)
+        say(f"starting {num_slices} emulated {plan.generation} {plan.topology} slice(s): "
+            f"{plan.hosts} host(s) x {plan.chips_per_host} chips ({plan.machine_type}) each")
+        hosts = [_start_host(cluster, plan, name, w) for name in cluster.slices for w in range(plan.hosts)]
+        _wait_started(hosts, deadline, say, t0)
+        wait_for_nodes(cluster, 1 + len(hosts), max(deadline - time.monotonic(), 5.0))
+        cluster.started_s = round(time.monotonic() - t0, 2)
+        cluster.save()
+        say(f"cluster ready in {cluster.started_s:.1f}s: {len(hosts)} host node(s), address {cluster.address}")
+        return cluster
+    except BaseException:
+        stop(where)
+        raise
+
+
+def add_host(cluster: LocalCluster, slice_name: str, worker_id: int, timeout_s: float = 60.0) -> NodeProc:
+    """Starts (or restarts: a replacement) one host of ``slice_name``; returns once it is up."""
+    node = _start_host(cluster, cluster.slice_plan, slice_name, worker_id)
+    _wait_started([node], time.monotonic() + timeout_s, lambda _l: None, time.monotonic())
+    return node
+
+
+def kill_host(cluster: LocalCluster, slice_name: str, worker_id: int) -> NodeProc:
+    """SIGKILLs one host's whole process group (a host failure) and records it as killed."""
+    for node in cluster.hosts(slice_name):
+        if node.worker_id == worker_id:
+            _signal_group(node.pid, signal.SIGKILL)
+            _reap(node.pid)
+            node.killed = True
+            cluster.save()
+            return node
+    raise RuntimeFailure(f"local: no live host {slice_name} worker {worker_id}")
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _processes_under(temp_dir: str) -> Iterator[int]:
+    """PIDs whose command line names ``temp_dir`` (this cluster's raylets, workers and agents)."""
+    me = os.getpid()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if temp_dir in cmdline:
+            yield int(entry.name)
+
+
+def stop(directory: str | Path | None = None, grace_s: float = 10.0) -> int:
+    """Stops the cluster recorded in the run directory; always removes its state. Returns processes signalled.
+
+    SIGTERM to every recorded process group, SIGKILL to what is left after ``grace_s``, then SIGKILL to
+    any leftover process naming this cluster's private temp dir. Safe to call when nothing runs.
+    """
+    where = run_dir(directory)
+    cluster = LocalCluster.load(where)
+    if cluster is None:
+        return 0
+    pids = [n.pid for n in cluster.nodes]
+    for pid in reversed(pids):  # hosts first, head last
+        _signal_group(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        for pid in pids:
+            _reap(pid)
+        time.sleep(0.2)
+    for pid in pids:
+        _signal_group(pid, signal.SIGKILL)
+        _reap(pid)
+    stragglers = list(_processes_under(cluster.temp_dir)) if cluster.temp_dir.startswith("/tmp/raytpu-") else []
+    for pid in stragglers:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    shutil.rmtree(cluster.temp_dir, ignore_errors=True)
+    (where / STATE_FILE).unlink(missing_ok=True)
+    return len(pids) + len(stragglers)
+
+
+def live_pids(cluster: LocalCluster) -> list[int]:
+    """Every live process of this cluster: recorded group leaders and anything naming its temp dir."""
+    found = {n.pid for n in cluster.nodes if _alive(n.pid)}
+    found.update(p for p in _processes_under(cluster.temp_dir) if _alive(p))
+    return sorted(found)
+
+
+def _connect(cluster: LocalCluster) -> bool:
+    """ray.init onto the cluster unless already connected; True when this call connected."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.init(address=cluster.address, log_to_driver=False, logging_level="ERROR",
+             configure_logging=False)
+    return True
+
+
+def wait_for_nodes(cluster: LocalCluster, count: int, timeout_s: float) -> list[dict[str, Any]]:
+    """Waits until ``count`` nodes are alive in the GCS; returns ``ray.nodes()``."""
+    import ray
+
+    connected = _connect(cluster)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            nodes = [n for n in ray.nodes() if n.get("Alive")]
+            if len(nodes) >= count:
+                return nodes
+            if time.monotonic() > deadline:
+                raise RuntimeFailure(f"local: {len(nodes)} of {count} nodes registered within {timeout_s:.0f}s")
+            time.sleep(0.3)
+    finally:
+        if connected:
+            ray.shutdown()
+
+
+@dataclass(frozen=True)
+class HostStatus:
+    """One row of ``raytpu local status``."""
+
+    slice_name: str
+    worker_id: int
+    pid: int
+    node_id: str
+    resources: str
+    labels_ok: bool
+    alive: bool
+
+
+def status(cluster: LocalCluster) -> list[HostStatus]:
+    """Every recorded node with what the GCS says about it (node id, resources, label check, liveness)."""
+    import ray
+
+    plan = cluster.slice_plan
+    by_key: dict[tuple[str, int], dict[str, Any]] = {}
+    head_node: dict[str, Any] = {}
+    connected = _connect(cluster)
+    try:
+        for node in ray.nodes():
+            if not node.get("Alive"):
+                continue
+            labels = node.get("Labels") or {}
+            if "ray.io/tpu-worker-id" in labels:
+                by_key[(labels.get("ray.io/tpu-slice-name", ""), int(labels["ray.io/tpu-worker-id"]))] = node
+            elif (node.get("Resources") or {}).get("node:__internal_head__"):
+                head_node = node
+    finally:
+        if connected:
+            ray.shutdown()
+    rows = []
+    for proc in cluster.nodes:
+        if proc.role == "head":
+            info = head_node
+            labels_ok = True
+        else:
+            info = by_key.get((proc.slice_name, proc.worker_id), {})
+            labels = info.get("Labels") or {}
+            want = expected_labels(plan, proc.slice_name, proc.worker_id)
+            labels_ok = all(labels.get(k) == v for k, v in want.items())
+        resources = {k: v for k, v in (info.get("Resources") or {}).items()
+                     if not k.startswith(("node:", "memory", "object_store_memory"))}
+        rows.append(HostStatus(
+            slice_name=proc.slice_name or "(head)", worker_id=proc.worker_id, pid=proc.pid,
+            node_id=str(info.get("NodeID", ""))[:12],
+            resources=", ".join(f"{k}={v:g}" for k, v in sorted(resources.items())),
+            labels_ok=labels_ok, alive=_alive(proc.pid) and bool(info) and not proc.killed))
+    return rows
+
+
+def render_status(rows: list[HostStatus]) -> str:
+    """The status rows as a text table."""
+    header = ("SLICE", "HOST", "PID", "NODE", "ALIVE", "LABELS", "RESOURCES")
+    body = [(r.slice_name, "-" if r.worker_id < 0 else str(r.worker_id), str(r.pid), r.node_id or "-",
+             "yes" if r.alive else "NO", "ok" if r.labels_ok else "MISMATCH", r.resources) for r in rows]
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+                     for row in [header, *body])

@@ -1,0 +1,199 @@
+"""Smoke verdicts: find them in logs, render them as a table, write them as JSON and JUnit XML.
+
+The smoke workload prints exactly one line ``RAYTPU_SMOKE_VERDICT {json}`` per slice it checked.
+The JSON object (a *verdict*) has these keys::
+
+    slice: str            the TPU slice's name (TPU_NAME / ray.io/tpu-slice-name)
+    healthy: bool
+    generation, topology, pod_type: str
+    hosts_expected, hosts_found: int
+    duration_s: float
+    checks: [{name: str, ok: bool, detail: str, value: number|null, expected: number|null}]
+    hosts: [{worker_id: int, node_id: str, ip: str, devices: int, ok: bool, problems: [str]}]
+
+Standard library only: ``raytpu local smoke``, ``raytpu smoke`` and ``raytpu demo`` all use it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+MARKER = "RAYTPU_SMOKE_VERDICT"
+OK_MARK = "✓"
+FAIL_MARK = "✗"
+JSON_NAME = "smoke.json"
+JUNIT_NAME = "smoke.junit.xml"
+
+_LINE = re.compile(rf"{MARKER}\s+(\{{.*\}})\s*$")
+
+Verdict = dict[str, Any]
+
+
+def format_verdict_line(verdict: Mapping[str, Any]) -> str:
+    """The one line the smoke workload prints for ``verdict`` (inverse of :func:`parse_verdict_line`)."""
+    return f"{MARKER} {json.dumps(dict(verdict), sort_keys=True, separators=(',', ':'))}"
+
+
+def parse_verdict_lines(text: str) -> list[Verdict]:
+    """Every verdict in ``text`` (a whole log), in order; lines that fail to parse are skipped.
+
+    The marker may be preceded by a log prefix (``(pid=..)``, a timestamp); the JSON runs to the end
+    of the line.
+    """
+    found = []
+    for line in text.splitlines():
+        if MARKER not in line:
+            continue
+        match = _LINE.search(line.rstrip("\r"))
+        if not match:
+            continue
+        try:
+            data = json.loads(match.group(1))
+        except json.JSONDecodeError:
+            continue
+        if isinstance(data, dict) and "slice" in data and "healthy" in data:
+            found.append(data)
+    return found
+
+
+def parse_verdict_line(text: str) -> Verdict | None:
+    """The last verdict in ``text`` (one line or a whole log), or None when there is none."""
+    found = parse_verdict_lines(text)
+    return found[-1] if found else None
+
+
+def _number(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return str(value)
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _mark(ok: Any) -> str:
+    return OK_MARK if ok else FAIL_MARK
+
+
+def _table(rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for j, row in enumerate(rows):
+        lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+        if j == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return lines
+
+
+def render_table(verdicts: Iterable[Mapping[str, Any]]) -> str:
+    """A readable report: one summary row per slice, then one row per check (✓/✗), then bad hosts."""
+    verdicts = list(verdicts)
+    if not verdicts:
+        return "no smoke verdicts"
+    rows = [["", "slice", "pod type", "topology", "hosts", "duration"]]
+    for v in verdicts:
+        rows.append([_mark(v.get("healthy")), str(v.get("slice", "?")), str(v.get("pod_type", "")),
+                     str(v.get("topology", "")), f"{v.get('hosts_found', '?')}/{v.get('hosts_expected', '?')}",
+                     f"{float(v.get('duration_s') or 0.0):.1f}s"])
+    lines = _table(rows)
+    for v in verdicts:
+        lines.append("")
+        state = "healthy" if v.get("healthy") else "UNHEALTHY"
+        lines.append(f"{_mark(v.get('healthy'))} {v.get('slice', '?')} ({v.get('generation', '')} "
+                     f"{v.get('topology', '')}): {state}")
+        checks = v.get("checks") or []
+        if checks:
+            check_rows = [["", "check", "value", "expected", "detail"]]
+            for c in checks:
+                check_rows.append([_mark(c.get("ok")), str(c.get("name", "?")), _number(c.get("value")),
+                                   _number(c.get("expected")), str(c.get("detail", ""))])
+            lines.extend("  " + line for line in _table(check_rows))
+        for h in v.get("hosts") or []:
+            if not h.get("ok", True):
+                problems = "; ".join(str(p) for p in h.get("problems") or []) or "not ok"
+                lines.append(f"  {FAIL_MARK} host {h.get('worker_id', '?')} ({h.get('ip') or 'no ip'}): {problems}")
+    healthy = sum(1 for v in verdicts if v.get("healthy"))
+    lines.append("")
+    lines.append(f"{healthy}/{len(verdicts)} slices healthy")
+    return "\n".join(lines)
+
+
+def all_healthy(verdicts: Iterable[Mapping[str, Any]]) -> bool:
+    """True when there is at least one verdict and every one is healthy."""
+    verdicts = list(verdicts)
+    return bool(verdicts) and all(bool(v.get("healthy")) for v in verdicts)
+
+
+def junit_xml(verdicts: Iterable[Mapping[str, Any]], suite_name: str = "raytpu.smoke") -> str:
+    """JUnit XML: a ``<testsuite>`` per slice, a ``<testcase>`` per check, ``<failure>`` with the detail.
+
+    A slice marked unhealthy with no failed check gets a ``slice-healthy`` failure so it never
+    reads as green; each host that is not ok adds a failed ``host-<worker_id>`` case.
+    """
+    root = ET.Element("testsuites", name=suite_name)
+    total_tests = total_failures = 0
+    total_time = 0.0
+    for v in verdicts:
+        name = str(v.get("slice", "?"))
+        cases: list[tuple[str, bool, str]] = []
+        for c in v.get("checks") or []:
+            detail = str(c.get("detail", ""))
+            if c.get("value") is not None or c.get("expected") is not None:
+                detail = f"{detail} (value {_number(c.get('value'))}, expected {_number(c.get('expected'))})".strip()
+            cases.append((str(c.get("name", "?")), bool(c.get("ok")), detail))
+        for h in v.get("hosts") or []:
+            if not h.get("ok", True):
+                cases.append((f"host-{h.get('worker_id', '?')}", False,
+                              "; ".join(str(p) for p in h.get("problems") or []) or "host not ok"))
+        if not v.get("healthy") and all(ok for _, ok, _ in cases):
+            cases.append(("slice-healthy", False, "the smoke check marked this slice unhealthy"))
+        duration = float(v.get("duration_s") or 0.0)
+        failures = sum(1 for _, ok, _ in cases if not ok)
+        suite = ET.SubElement(root, "testsuite", name=name, tests=str(len(cases)), failures=str(failures),
+                              errors="0", time=f"{duration:.3f}")
+        props = ET.SubElement(suite, "properties")
+        for key in ("generation", "topology", "pod_type", "hosts_expected", "hosts_found"):
+            ET.SubElement(props, "property", name=key, value=str(v.get(key, "")))
+        for case_name, ok, detail in cases:
+            case = ET.SubElement(suite, "testcase", classname=f"{suite_name}.{name}", name=case_name, time="0")
+            if not ok:
+                failure = ET.SubElement(case, "failure", message=detail or "failed", type="SmokeCheckFailed")
+                failure.text = detail
+        total_tests += len(cases)
+        total_failures += failures
+        total_time += duration
+    root.set("tests", str(total_tests))
+    root.set("failures", str(total_failures))
+    root.set("errors", "0")
+    root.set("time", f"{total_time:.3f}")
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def write_reports(verdicts: Iterable[Mapping[str, Any]], directory: str | os.PathLike[str],
+                  extra: Mapping[str, Any] | None = None) -> tuple[Path, Path]:
+    """Writes ``smoke.json`` and ``smoke.junit.xml`` into ``directory`` (created); returns both paths.
+
+    The JSON is ``{"healthy": bool, "slices": [verdict, ...], **extra}``.
+    """
+    verdicts = [dict(v) for v in verdicts]
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    json_path = out / JSON_NAME
+    junit_path = out / JUNIT_NAME
+    document = {"healthy": all_healthy(verdicts), "slices": verdicts, **(extra or {})}
+    json_path.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
+    junit_path.write_text(junit_xml(verdicts))
+    return json_path, junit_path
