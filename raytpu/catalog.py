@@ -14,6 +14,9 @@ from itertools import combinations_with_replacement
 
 from raytpu.errors import InvalidInput, invalid_choice
 
+RAY_OPERATOR_MIN_GKE_VERSION = "1.30.0-gke.1747000"
+"""Oldest GKE version with the Ray Operator add-on: the floor of every cluster the kit makes."""
+
 MULTI_HOST_CHIPS_PER_VM = 4
 """GKE multi-host TPU node pools are built from 4-chip VMs, whatever the generation."""
 
@@ -45,6 +48,7 @@ class Generation:
         max_dim: Largest single torus dimension offered.
         multi_host_placement: ``compact`` or ``workload-policy`` (tpu7x rejects COMPACT).
         min_gke_version: Oldest GKE version that schedules this generation (Standard).
+        min_gke_version_autopilot: The same on Autopilot; None means as on Standard.
         zones: Zones seen offering it (not exhaustive; informational).
     """
 
@@ -61,8 +65,15 @@ class Generation:
     max_chips: int
     max_dim: int
     multi_host_placement: str
-    min_gke_version: str = "1.30.0-gke.1747000"
+    min_gke_version: str = RAY_OPERATOR_MIN_GKE_VERSION
+    min_gke_version_autopilot: str | None = None
     zones: tuple[str, ...] = ()
+
+    def min_gke_version_for(self, mode: str) -> str:
+        """Oldest GKE version that schedules this generation in cluster ``mode`` (standard|autopilot)."""
+        if mode == "autopilot" and self.min_gke_version_autopilot:
+            return self.min_gke_version_autopilot
+        return self.min_gke_version
 
     @property
     def multi_host_machine_type(self) -> MachineType:
@@ -172,7 +183,7 @@ GENERATIONS: dict[str, Generation] = {
             zones=("us-central2-b",),
         ),
         _v5e_like("v5e", "tpu-v5-lite-podslice", "v5litepod", 16, 197, "TPU-V5LITEPOD", "ct5lp-hightpu",
-                  "1.30.0-gke.1747000", ("us-central1-a", "us-west4-a", "us-south1-a")),
+                  RAY_OPERATOR_MIN_GKE_VERSION, ("us-central1-a", "us-west4-a", "us-south1-a")),
         Generation(
             name="v5p",
             gke_accelerator="tpu-v5p-slice",
@@ -207,6 +218,7 @@ GENERATIONS: dict[str, Generation] = {
             max_dim=24,
             multi_host_placement="workload-policy",
             min_gke_version="1.34.0-gke.2201000",
+            min_gke_version_autopilot="1.34.1-gke.3084001",
             zones=("us-central1-c",),
         ),
     )

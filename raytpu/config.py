@@ -8,9 +8,11 @@ so that ``raytpu validate`` reports every problem at once, each with its field p
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 import types
 import typing
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,6 +25,16 @@ from raytpu.errors import InvalidInput, InvalidInputs
 from raytpu.plan import SlicePlan, plan_slice
 
 DEFAULT_CONFIG = "raytpu.yaml"
+CONFIG_ENV = "RAYTPU_CONFIG"
+
+
+def default_path(environ: Mapping[str, str] | None = None) -> str:
+    """The config read when none is named: ``$RAYTPU_CONFIG``, else ``raytpu.yaml``.
+
+    ``cdktf synth``/``deploy`` (cdktf.json's app) and every CLI command agree on it. There is no silent
+    fallback to the example: deploying the example's project by accident is worse than an error.
+    """
+    return (os.environ if environ is None else environ).get(CONFIG_ENV) or DEFAULT_CONFIG
 
 Mode = Literal["standard", "autopilot"]
 ReleaseChannel = Literal["RAPID", "REGULAR", "STABLE", "EXTENDED"]
@@ -112,12 +124,17 @@ class Slice(_Strict):
 
 
 class Workload(_Strict):
-    """A KubeRay object the workloads stack applies: ``kind`` runs on slice ``slice``."""
+    """A KubeRay object the workloads stack applies: ``kind`` runs on slice ``slice``.
+
+    ``model`` (serve only) is the Hugging Face model id Ray Serve LLM serves, sharded over all chips of
+    the slice; unset means ``raytpu.kuberay.DEFAULT_SERVE_MODEL``.
+    """
 
     name: str
     kind: WorkloadKind
     slice: str
     image: str = RAY_IMAGE
+    model: str | None = None
 
 
 class Config(_Strict):
@@ -155,7 +172,8 @@ def load(path: str | Path = DEFAULT_CONFIG) -> Config:
         text = path.read_text()
     except OSError as exc:
         raise InvalidInput("config", f"cannot read {str(path)!r} ({exc.strerror})",
-                           "a readable raytpu.yaml path") from None
+                           f"a readable config path (start from raytpu.example.yaml; {CONFIG_ENV} names "
+                           f"the default)") from None
     return parse(text, str(path))
 
 
@@ -210,6 +228,11 @@ def semantic_problems(config: Config) -> list[InvalidInput]:
             add(_dns_problem(f"workloads[{i}].name", work.name))
         if work.slice not in names:
             add(errors.invalid_choice(f"workloads[{i}].slice", work.slice, names))
+        elif config.slice(work.slice).provisioning == "queued":
+            add(errors.invalid_value(
+                f"workloads[{i}].slice", work.slice,
+                "uses provisioning: queued, whose ProvisioningRequest takes a single PodSet (KubeRay's head + "
+                "workers are rejected)", "a slice with provisioning on-demand, spot, reservation or flex-start"))
     return problems
 
 

@@ -22,6 +22,7 @@ the dashboard or Serve with ``kubectl port-forward``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,11 +52,15 @@ WORKER_GROUP = "tpu"
 """groupName of the TPU worker group."""
 TPU_ENV = {"JAX_PLATFORMS": "tpu,cpu", "ENABLE_PJRT_COMPATIBILITY": "true"}
 """``tpu,cpu``, not a bare ``tpu``, which crashes some images (FACTS §4)."""
-DEFAULT_SERVE_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
+DEFAULT_SERVE_MODEL = "Qwen/Qwen3-0.6B"
+"""Small, ungated, and its 16 attention / 8 KV heads divide every tensor-parallel size up to 16 chips."""
 
 PROVISIONING_MODES = ("on-demand", "spot", "reservation", "flex-start", "queued")
 MODES = ("standard", "autopilot")
 SUBMISSION_MODES = ("K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode")
+MAX_NAME_LENGTH = {"RayCluster": 53, "RayJob": 47, "RayService": 47}
+"""KubeRay's name limits (it appends suffixes to derive cluster and pod names); names are DNS-1035 labels."""
+_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
 # --------------------------------------------------------------------------------------------- options
@@ -72,7 +77,7 @@ class Target:
             mode's node selector and toleration. Default ``on-demand`` (nothing added).
         mode: ``standard`` | ``autopilot``. Default ``standard``.
         compute_class: Autopilot ComputeClass to select (``cloud.google.com/compute-class``); when set,
-            the class carries the spot/reservation choice, so no spot/reservation selector is added.
+            the class carries the spot/reservation/flex-start choice, so no selector of those is added.
             Default None (no compute-class selector).
         reservation: Specific reservation name, selected on Autopilot without a compute class. Default None.
     """
@@ -97,9 +102,10 @@ class Target:
                    compute_class: str | None = None) -> Target:
         """The target of config slice ``item`` (``slices`` defaults to its ``count``).
 
-        On Autopilot ``compute_class`` defaults to :func:`compute_class_name` of the slice.
+        On Autopilot ``compute_class`` defaults to :func:`compute_class_name` of the slice (the workloads
+        stack creates one per slice, except for queued slices, which get none).
         """
-        autopilot = config.cluster.mode == "autopilot"
+        autopilot = config.cluster.mode == "autopilot" and item.provisioning != "queued"
         return cls(
             plan=item.plan(),
             slices=item.count if slices is None else slices,
@@ -178,9 +184,18 @@ def compute_class_name(slice_name: str) -> str:
     return f"raytpu-{slice_name}"
 
 
-def py_modules_uri(bucket: str, version: str = __version__) -> str:
-    """Where the kit's core is uploaded for jobs' ``py_modules``: ``gs://<bucket>/raytpu/raytpu-<version>.zip``."""
+def core_zip_uri(bucket: str, version: str = __version__) -> str:
+    """Where the kit's core zip is uploaded: ``gs://<bucket>/raytpu/raytpu-<version>.zip``."""
     return f"gs://{bucket}/raytpu/raytpu-{version}.zip"
+
+
+def py_modules_uri(version: str = __version__, mount_path: str = GCS_MOUNT_PATH) -> str:
+    """How jobs reach that zip: ``file:///mnt/gcs/raytpu/raytpu-<version>.zip``, through the GCS FUSE mount.
+
+    Ray reads ``file://`` py_modules natively, so the image needs no GCS client library (a ``gs://``
+    URI would need ``smart_open`` and ``google-cloud-storage`` on every node).
+    """
+    return f"file://{mount_path}/raytpu/raytpu-{version}.zip"
 
 
 def checkpoint_uri(bucket: str, name: str) -> str:
@@ -210,7 +225,7 @@ def _selector_and_tolerations(target: Target) -> tuple[dict[str, str], list[dict
     elif target.provisioning == "reservation" and target.mode == "autopilot" and target.reservation:
         selector[RESERVATION_NAME_LABEL] = target.reservation
         selector[RESERVATION_AFFINITY_LABEL] = "specific"
-    if target.provisioning == "flex-start":
+    if target.provisioning == "flex-start" and not target.compute_class:
         flag(FLEX_START_LABEL)
     elif target.provisioning == "queued":
         flag(QUEUED_LABEL)
@@ -315,7 +330,18 @@ def ray_cluster_spec(target: Target, pods: Pods, *, worker_env: Mapping[str, str
     }
 
 
-def _metadata(name: str, namespace: str, labels: Mapping[str, str] | None) -> dict[str, Any]:
+def check_name(kind: str, name: str) -> str:
+    """Returns ``name`` if KubeRay accepts it for ``kind``, else raises InvalidInput saying why."""
+    limit = MAX_NAME_LENGTH[kind]
+    if len(name) > limit or not _DNS_1035.match(name):
+        raise errors.invalid_value(f"{kind} name", name, "is not a valid KubeRay name",
+                                   f"a DNS-1035 label of at most {limit} characters: lowercase letters, digits, "
+                                   "'-'; starts with a letter")
+    return name
+
+
+def _metadata(kind: str, name: str, namespace: str, labels: Mapping[str, str] | None) -> dict[str, Any]:
+    check_name(kind, name)
     meta: dict[str, Any] = {"name": name, "namespace": namespace,
                             "labels": {"app.kubernetes.io/managed-by": "raytpu", **(labels or {})}}
     return meta
@@ -328,8 +354,8 @@ def ray_cluster(name: str, target: Target, pods: Pods, *, namespace: str = "defa
     A queued-provisioning target is allowed here, but GKE only creates queued nodes for a
     ProvisioningRequest, which supports one PodSet; see :func:`ray_job`.
     """
-    return {"apiVersion": API_VERSION, "kind": "RayCluster", "metadata": _metadata(name, namespace, labels),
-            "spec": ray_cluster_spec(target, pods)}
+    return {"apiVersion": API_VERSION, "kind": "RayCluster",
+            "metadata": _metadata("RayCluster", name, namespace, labels), "spec": ray_cluster_spec(target, pods)}
 
 
 def _reject_queued(target: Target, kind: str) -> None:
@@ -371,7 +397,7 @@ def ray_job(name: str, target: Target, pods: Pods, *, entrypoint: str, namespace
     }
     if runtime:
         spec["runtimeEnvYAML"] = json.dumps(dict(runtime), sort_keys=True)  # JSON is YAML
-    return {"apiVersion": API_VERSION, "kind": "RayJob", "metadata": _metadata(name, namespace, labels),
+    return {"apiVersion": API_VERSION, "kind": "RayJob", "metadata": _metadata("RayJob", name, namespace, labels),
             "spec": spec}
 
 
@@ -419,7 +445,7 @@ def ray_service(name: str, target: Target, pods: Pods, *, serve: Mapping[str, An
     return {
         "apiVersion": API_VERSION,
         "kind": "RayService",
-        "metadata": _metadata(name, namespace, labels),
+        "metadata": _metadata("RayService", name, namespace, labels),
         "spec": {
             "upgradeStrategy": {"type": upgrade_strategy},
             "serveConfigV2": json.dumps(dict(serve), sort_keys=True),  # JSON is YAML
@@ -453,7 +479,8 @@ def workload_manifest(config: Config, workload: Workload, *, service_account: st
 
     ``smoke`` and ``train`` become RayJobs (entrypoints :func:`smoke_entrypoint`, :func:`train_entrypoint`)
     that receive the kit's core through ``runtimeEnvYAML.py_modules`` (``py_modules``, default
-    :func:`py_modules_uri` of ``bucket``); ``serve`` becomes a RayService (:func:`serve_config`).
+    :func:`py_modules_uri`: the zip :func:`core_zip_uri` names, read through the bucket's FUSE mount);
+    ``serve`` becomes a RayService (:func:`serve_config`).
     ``service_account`` and ``bucket`` may be Terraform tokens: they are copied, never parsed.
 
     Raises:
@@ -464,14 +491,15 @@ def workload_manifest(config: Config, workload: Workload, *, service_account: st
     pods = Pods(image=workload.image, service_account=service_account, bucket=bucket)
     labels = {"raytpu.dev/workload": workload.kind, "raytpu.dev/slice": item.name}
     name = name or workload.name
-    runtime = runtime_env([py_modules or py_modules_uri(bucket)])
+    runtime = runtime_env([py_modules or py_modules_uri()])
     if workload.kind == "smoke":
         return ray_job(name, target, pods, entrypoint=smoke_entrypoint(target.plan, target.slices),
                        namespace=namespace, limits=SMOKE_LIMITS, runtime=runtime, labels=labels)
     if workload.kind == "train":
         return ray_job(name, target, pods, entrypoint=train_entrypoint(target.plan, checkpoint_uri(bucket, name)),
                        namespace=namespace, limits=TRAIN_LIMITS, runtime=runtime, labels=labels)
-    return ray_service(name, target, pods, serve=serve_config(target.plan, replicas=target.slices),
+    serve = serve_config(target.plan, model=workload.model or DEFAULT_SERVE_MODEL, replicas=target.slices)
+    return ray_service(name, target, pods, serve=serve,
                        namespace=namespace, labels=labels)
 
 
@@ -485,7 +513,8 @@ def workload_manifests(config: Config, *, service_account: str, bucket: str, nam
         service_account: Kubernetes service account of the Ray pods (may be a Terraform token).
         bucket: Bucket mounted through GCS FUSE, holding checkpoints and the core zip (may be a token).
         namespace: Namespace of every object. Default ``default``.
-        py_modules: URI of the kit's core zip. Default :func:`py_modules_uri` of ``bucket``.
+        py_modules: URI of the kit's core zip. Default :func:`py_modules_uri` (``file://`` through the
+            bucket's FUSE mount; upload the zip to :func:`core_zip_uri` of the bucket).
         compute_classes: Autopilot only: slice name -> ComputeClass name. Default
             :func:`compute_class_name` of each slice.
 
@@ -500,6 +529,12 @@ def workload_manifests(config: Config, *, service_account: str, bucket: str, nam
     ]
 
 
+def _slice_image(config: Config, slice_name: str) -> str:
+    on_slice = [w for w in config.workloads if w.slice == slice_name]
+    smoke = [w for w in on_slice if w.kind == "smoke"]
+    return (smoke or on_slice)[0].image if on_slice else RAY_IMAGE
+
+
 def smoke_jobs(config: Config, *, service_account: str, bucket: str, namespace: str = "default",
                py_modules: str | None = None, image: str | None = None,
                compute_classes: Mapping[str, str] | None = None,
@@ -508,14 +543,16 @@ def smoke_jobs(config: Config, *, service_account: str, bucket: str, namespace: 
 
     Jobs are named ``smoke-<slice>-<i>[-<suffix>]``; each reserves one whole slice, so copies of a slice
     land on different node pools. Slices with queued provisioning are skipped (a RayJob with workers is
-    rejected there); the caller reports them.
+    rejected there); the caller reports them. ``image`` defaults to the image of the config's smoke
+    workload on that slice, else of any workload on it, else ``RAY_IMAGE``.
     """
     classes = compute_classes or {}
     jobs = []
     for item in config.slices:
         if item.provisioning == "queued":
             continue
-        work = Workload(name=f"smoke-{item.name}", kind="smoke", slice=item.name, image=image or RAY_IMAGE)
+        work = Workload(name=f"smoke-{item.name}", kind="smoke", slice=item.name,
+                        image=image or _slice_image(config, item.name))
         for i in range(item.count):
             name = f"smoke-{item.name}-{i}" + (f"-{suffix}" if suffix else "")
             jobs.append(workload_manifest(config, work, service_account=service_account, bucket=bucket,

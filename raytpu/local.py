@@ -20,7 +20,9 @@ Standard library only at import; ``ray`` is imported inside the functions that t
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -39,16 +41,20 @@ from raytpu.plan import SlicePlan
 
 STATE_FILE = "cluster.json"
 ENV_RUN_DIR = "RAYTPU_LOCAL_DIR"
+ENV_CLUSTER = "RAYTPU_LOCAL_CLUSTER"
+"""Set to the cluster's private temp dir in every process of a local cluster (nodes, their workers, drivers
+started by :func:`run_workload`): how :func:`stop` and the test suite find them all, reparented or not."""
 ENV_EMULATED = "RAYTPU_EMULATED"
 """Set to ``1`` in every emulated host's environment; the smoke check reads it (perf checks informational)."""
 
 DEFAULT_RUN_DIR = Path(".raytpu") / "local"
+TMP_PREFIX = "/tmp/raytpu-"
+ENV_TMP_PREFIX = "RAYTPU_LOCAL_TMP_PREFIX"
 HOST_CPUS = 2
 """Logical CPUs per emulated host: one for the slice bundle, one spare for helpers."""
 HEAD_CPUS = 2
 OBJECT_STORE_BYTES = 128 * 1024 * 1024
 START_TIMEOUT_S = 120.0
-READY_MARKER = "Ray runtime started"
 
 Progress = Callable[[str], None]
 
@@ -131,7 +137,7 @@ class LocalCluster:
         """Environment for a driver process (``python -m raytpu.workloads.smoke``) on this cluster."""
         env = {k: v for k, v in os.environ.items() if k not in _WEBHOOK_ENV}
         env.update({"RAY_ADDRESS": self.address, "RAY_AUTH_MODE": "disabled", ENV_EMULATED: "1",
-                    "RAY_USAGE_STATS_ENABLED": "0"})
+                    "RAY_USAGE_STATS_ENABLED": "0", ENV_CLUSTER: self.temp_dir})
         return env
 
 
@@ -139,6 +145,18 @@ def run_dir(explicit: str | Path | None = None) -> Path:
     """The run directory: ``explicit``, else ``$RAYTPU_LOCAL_DIR``, else ``./.raytpu/local``."""
     chosen = explicit or os.environ.get(ENV_RUN_DIR) or DEFAULT_RUN_DIR
     return Path(chosen).resolve()
+
+
+def temp_prefix() -> str:
+    """Prefix of a new cluster's private Ray temp dir: ``$RAYTPU_LOCAL_TMP_PREFIX`` (tests), else ``/tmp/raytpu-``.
+
+    Always under ``/tmp/raytpu-`` (short unix socket paths; :func:`stop` only sweeps such dirs).
+    """
+    prefix = os.environ.get(ENV_TMP_PREFIX, TMP_PREFIX)
+    if not prefix.startswith(TMP_PREFIX) or "/" in prefix[len(TMP_PREFIX):]:
+        raise invalid_value(ENV_TMP_PREFIX, prefix, f"must start with {TMP_PREFIX} and name no subdirectory",
+                            f"{TMP_PREFIX}<letters>-")
+    return prefix
 
 
 def slice_names(plan: SlicePlan, count: int, prefix: str = "raytpu-local") -> list[str]:
@@ -183,9 +201,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _base_env() -> dict[str, str]:
+def _base_env(cluster: LocalCluster) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _WEBHOOK_ENV and k != "RAY_ADDRESS"}
-    env.update({"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1"})
+    env.update({"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1",
+                ENV_CLUSTER: cluster.temp_dir})
     return env
 
 
@@ -194,11 +213,14 @@ def _ray_exe() -> str:
     return str(beside) if beside.exists() else (shutil.which("ray") or "ray")
 
 
-def _node_args(cluster: LocalCluster, head: bool) -> list[str]:
-    args = [_ray_exe(), "start", "--block", "--disable-usage-stats", "--temp-dir", cluster.temp_dir,
+def _node_args(cluster: LocalCluster, head: bool, name: str) -> list[str]:
+    temp = f"{cluster.temp_dir}/{name}"
+    args = [_ray_exe(), "start", "--disable-usage-stats", "--temp-dir", temp, "--include-log-monitor", "false",
             "--object-store-memory", str(OBJECT_STORE_BYTES), "--node-ip-address", "127.0.0.1",
             "--dashboard-agent-listen-port", str(_free_port()), "--metrics-export-port", str(_free_port()),
-            "--runtime-env-agent-port", str(_free_port()), "--log-style", "record"]
+            "--runtime-env-agent-port", str(_free_port()), "--dashboard-agent-grpc-port", str(_free_port()),
+            "--node-manager-port", str(_free_port()), "--object-manager-port", str(_free_port()),
+            "--log-style", "record"]
     if head:
         port = cluster.address.rsplit(":", 1)[1]
         args += ["--head", "--port", port, "--num-cpus", str(HEAD_CPUS), "--include-dashboard", "false",
@@ -210,11 +232,13 @@ def _node_args(cluster: LocalCluster, head: bool) -> list[str]:
 
 def _spawn(cluster: LocalCluster, role: str, env: dict[str, str], args: list[str], name: str,
            slice_name: str = "", worker_id: int = -1) -> NodeProc:
+    """Runs ``ray start`` as the leader of a new session; the node's daemons stay in its process group."""
     log = Path(cluster.run_dir) / "logs" / f"{name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as out:
         proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, cwd=cluster.run_dir)
+    _STARTERS[proc.pid] = proc
     node = NodeProc(role=role, pid=proc.pid, log=str(log), slice_name=slice_name, worker_id=worker_id)
     cluster.nodes.append(node)
     cluster.save()
@@ -222,47 +246,90 @@ def _spawn(cluster: LocalCluster, role: str, env: dict[str, str], args: list[str
 
 
 def _start_host(cluster: LocalCluster, plan: SlicePlan, slice_name: str, worker_id: int) -> NodeProc:
-    env = _base_env() | host_env(plan, slice_name, worker_id)
-    args = [*_node_args(cluster, head=False), "--num-cpus", str(HOST_CPUS),
+    env = _base_env(cluster) | host_env(plan, slice_name, worker_id)
+    args = [*_node_args(cluster, False, f"{len(cluster.nodes)}"), "--num-cpus", str(HOST_CPUS),
             "--resources", json.dumps({"TPU": plan.chips_per_host})]
     return _spawn(cluster, "host", env, args, f"{slice_name}-w{worker_id}", slice_name, worker_id)
 
 
-def _alive(pid: int) -> bool:
+_STARTERS: dict[int, subprocess.Popen[bytes]] = {}
+"""``ray start`` processes of this Python process, by PID (to collect their exit codes)."""
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """Fields of /proc/PID/stat after the command name (state first), or None when gone."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie child of ours counts as dead
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+            return f.read().rsplit(")", 1)[1].split()
     except OSError:
-        return False
+        return None
+
+
+def _alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    fields = _proc_stat(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+def _group(pgid: int) -> list[int]:
+    """Live (non-zombie) PIDs in process group ``pgid``."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _proc_stat(int(entry.name))
+            if fields is not None and fields[0] != "Z" and int(fields[2]) == pgid:
+                members.append(int(entry.name))
+    return members
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _ours(pgid: int, temp_dir: str) -> list[int]:
+    """Members of ``pgid`` if that group is still one of this cluster's nodes (a member names ``temp_dir``).
+
+    Guards against signalling a recycled process group id.
+    """
+    members = _group(pgid)
+    return members if any(temp_dir in _cmdline(p) for p in members) else []
+
+
+def node_alive(cluster: LocalCluster, node: NodeProc) -> bool:
+    """The node's process group still runs (its raylet and friends), and it was not killed on purpose."""
+    return not node.killed and bool(_ours(node.pid, cluster.temp_dir))
 
 
 def _reap(pid: int) -> None:
-    try:
+    proc = _STARTERS.get(pid)
+    if proc is not None:
+        proc.poll()
+        return
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def _wait_started(nodes: list[NodeProc], deadline: float, progress: Progress, t0: float) -> None:
+    """Waits for each ``ray start`` to exit 0 (the node registered with the GCS)."""
     pending = list(nodes)
     while pending:
         for node in list(pending):
-            text = Path(node.log).read_text(errors="replace") if Path(node.log).exists() else ""
             what = "head" if node.role == "head" else f"{node.slice_name} worker {node.worker_id}"
-            if READY_MARKER in text:
-                pending.remove(node)
+            proc = _STARTERS.get(node.pid)
+            code = proc.poll() if proc is not None else (None if _alive(node.pid) else 0)
+            if code is None:
+                continue
+            pending.remove(node)
+            if code == 0:
                 progress(f"  {what} up ({time.monotonic() - t0:.1f}s)")
-            elif not _alive(node.pid):
-                _reap(node.pid)
-                tail = "\n".join(text.strip().splitlines()[-15:])
-                raise RuntimeFailure(f"local.{what}: `ray start` exited before the node came up "
-                                     f"(log {node.log}):\n{tail}")
+                continue
+            text = Path(node.log).read_text(errors="replace") if Path(node.log).exists() else ""
+            tail = "\n".join(text.strip().splitlines()[-15:])
+            raise RuntimeFailure(f"local.{what}: `ray start` failed with exit code {code} "
+                                 f"(log {node.log}):\n{tail}")
         if pending and time.monotonic() > deadline:
             names = ", ".join(f"{n.slice_name or 'head'}/{n.worker_id}" for n in pending)
             raise RuntimeFailure(f"local: nodes not up within the start timeout: {names}; see {nodes[0].log}")
@@ -292,13 +359,13 @@ def start(plan: SlicePlan, num_slices: int = 1, directory: str | Path | None = N
     say = progress or (lambda _line: None)
     where = run_dir(directory)
     existing = LocalCluster.load(where)
-    if existing is not None and any(_alive(n.pid) for n in existing.nodes if not n.killed):
+    if existing is not None and any(node_alive(existing, n) for n in existing.nodes):
         raise RuntimeFailure(f"local: a cluster is already running from {where} (address {existing.address}); "
                              "run `raytpu local down` first")
     if existing is not None:
         stop(where)
     where.mkdir(parents=True, exist_ok=True)
-    temp_dir = f"/tmp/raytpu-{secrets.token_hex(3)}"
+    temp_dir = f"{temp_prefix()}{secrets.token_hex(3)}"
     cluster = LocalCluster(run_dir=str(where), temp_dir=temp_dir, address=f"127.0.0.1:{_free_port()}",
                            plan=plan.to_json(), slices=slice_names(plan, num_slices, prefix))
     cluster.save()
@@ -306,7 +373,7 @@ def start(plan: SlicePlan, num_slices: int = 1, directory: str | Path | None = N
     deadline = t0 + timeout_s
     try:
         say(f"starting Ray head at {cluster.address} (run dir {where})")
-        head = _spawn(cluster, "head", _base_env(), _node_args(cluster, head=True), "head")
+        head = _spawn(cluster, "head", _base_env(cluster), _node_args(cluster, True, "0"), "head")
         _wait_started([head], deadline, say, t0)
         say(f"starting {num_slices} emulated {plan.generation} {plan.topology} slice(s): "
             f"{plan.hosts} host(s) x {plan.chips_per_host} chips ({plan.machine_type}) each")
@@ -333,7 +400,12 @@ def kill_host(cluster: LocalCluster, slice_name: str, worker_id: int) -> NodePro
     """SIGKILLs one host's whole process group (a host failure) and records it as killed."""
     for node in cluster.hosts(slice_name):
         if node.worker_id == worker_id:
-            _signal_group(node.pid, signal.SIGKILL)
+            workers = _host_processes(cluster, node)  # Ray workers run in their own sessions
+            if _ours(node.pid, cluster.temp_dir):
+                _signal_group(node.pid, signal.SIGKILL)
+            for pid in workers:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
             _reap(node.pid)
             node.killed = True
             cluster.save()
@@ -341,67 +413,92 @@ def kill_host(cluster: LocalCluster, slice_name: str, worker_id: int) -> NodePro
     raise RuntimeFailure(f"local: no live host {slice_name} worker {worker_id}")
 
 
-def _signal_group(pid: int, sig: int) -> None:
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+def _host_processes(cluster: LocalCluster, node: NodeProc) -> list[int]:
+    """Processes of one emulated host: tagged with the cluster and carrying the host's TPU_NAME/TPU_WORKER_ID."""
+    want = {f"TPU_NAME={node.slice_name}".encode(), f"TPU_WORKER_ID={node.worker_id}".encode()}
+    found = []
+    for pid in _processes_under(cluster.temp_dir):
+        try:
+            environ = set(Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"))
+        except OSError:
+            continue
+        if want <= environ:
+            found.append(pid)
+    return found
 
 
-def _processes_under(temp_dir: str) -> Iterator[int]:
-    """PIDs whose command line names ``temp_dir`` (this cluster's raylets, workers and agents)."""
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def tagged_processes(prefix: str = TMP_PREFIX) -> dict[int, str]:
+    """Live processes carrying ``RAYTPU_LOCAL_CLUSTER=<prefix>...`` (any local cluster's): pid -> temp dir."""
+    needle = f"{ENV_CLUSTER}={prefix}".encode()
+    found = {}
     me = os.getpid()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == me:
             continue
         try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            environ = (entry / "environ").read_bytes()
         except OSError:
             continue
-        if temp_dir in cmdline:
+        if needle in environ and _alive(int(entry.name)):
+            for item in environ.split(b"\0"):
+                if item.startswith(needle):
+                    found[int(entry.name)] = item.split(b"=", 1)[1].decode(errors="replace")
+    return found
+
+
+def _processes_under(temp_dir: str) -> Iterator[int]:
+    """PIDs of this cluster: tagged with its temp dir, or naming it on their command line."""
+    me = os.getpid()
+    tagged = {p for p, t in tagged_processes(temp_dir).items() if t == temp_dir}
+    yield from sorted(tagged)
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != me and int(entry.name) not in tagged \
+                and temp_dir in _cmdline(int(entry.name)) and _alive(int(entry.name)):
             yield int(entry.name)
 
 
-def stop(directory: str | Path | None = None, grace_s: float = 10.0) -> int:
+def stop(directory: str | Path | None = None, grace_s: float = 5.0) -> int:
     """Stops the cluster recorded in the run directory; always removes its state. Returns processes signalled.
 
-    SIGTERM to every recorded process group, SIGKILL to what is left after ``grace_s``, then SIGKILL to
-    any leftover process naming this cluster's private temp dir. Safe to call when nothing runs.
+    SIGTERM to every recorded process group that is still this cluster's, SIGKILL to what is left after
+    ``grace_s``, then SIGKILL to any leftover process naming this cluster's private temp dir. Safe to
+    call when nothing runs; never signals a process this module did not start.
     """
     where = run_dir(directory)
     cluster = LocalCluster.load(where)
     if cluster is None:
         return 0
-    pids = [n.pid for n in cluster.nodes]
-    for pid in reversed(pids):  # hosts first, head last
-        _signal_group(pid, signal.SIGTERM)
+    groups = [n.pid for n in cluster.nodes if _ours(n.pid, cluster.temp_dir)]
+    for pgid in reversed(groups):  # hosts first, head last
+        _signal_group(pgid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
-        for pid in pids:
-            _reap(pid)
+    while time.monotonic() < deadline and any(_group(g) for g in groups):
         time.sleep(0.2)
-    for pid in pids:
-        _signal_group(pid, signal.SIGKILL)
-        _reap(pid)
-    stragglers = list(_processes_under(cluster.temp_dir)) if cluster.temp_dir.startswith("/tmp/raytpu-") else []
+    for pgid in groups:
+        if _group(pgid):
+            _signal_group(pgid, signal.SIGKILL)
+    stragglers = list(_processes_under(cluster.temp_dir)) if cluster.temp_dir.startswith(TMP_PREFIX) else []
     for pid in stragglers:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    for node in cluster.nodes:
+        _reap(node.pid)
     shutil.rmtree(cluster.temp_dir, ignore_errors=True)
     (where / STATE_FILE).unlink(missing_ok=True)
-    return len(pids) + len(stragglers)
+    return len(groups) + len(stragglers)
 
 
 def live_pids(cluster: LocalCluster) -> list[int]:
-    """Every live process of this cluster: recorded group leaders and anything naming its temp dir."""
-    found = {n.pid for n in cluster.nodes if _alive(n.pid)}
-    found.update(p for p in _processes_under(cluster.temp_dir) if _alive(p))
+    """Every live process of this cluster: members of its nodes' process groups and anything naming its temp dir."""
+    found: set[int] = set()
+    for node in cluster.nodes:
+        found.update(_ours(node.pid, cluster.temp_dir))
+    found.update(_processes_under(cluster.temp_dir))
     return sorted(found)
 
 
@@ -412,7 +509,7 @@ def _connect(cluster: LocalCluster) -> bool:
     if ray.is_initialized():
         return False
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(address=cluster.address, log_to_driver=False, logging_level="ERROR",
+    ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR,
              configure_logging=False)
     return True
 
@@ -485,7 +582,7 @@ def status(cluster: LocalCluster) -> list[HostStatus]:
             slice_name=proc.slice_name or "(head)", worker_id=proc.worker_id, pid=proc.pid,
             node_id=str(info.get("NodeID", ""))[:12],
             resources=", ".join(f"{k}={v:g}" for k, v in sorted(resources.items())),
-            labels_ok=labels_ok, alive=_alive(proc.pid) and bool(info) and not proc.killed))
+            labels_ok=labels_ok, alive=node_alive(cluster, proc) and bool(info)))
     return rows
 
 
@@ -497,3 +594,95 @@ def render_status(rows: list[HostStatus]) -> str:
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
                      for row in [header, *body])
+
+
+def workload_command(module: str, plan: SlicePlan, *extra: str) -> list[str]:
+    """``python -m raytpu.workloads.<module> --generation G --topology T --machine-type MT ...``."""
+    return [sys.executable, "-m", f"raytpu.workloads.{module}", "--generation", plan.generation,
+            "--topology", plan.topology, "--machine-type", plan.machine_type, *extra]
+
+
+def run_workload(cluster: LocalCluster, module: str, *extra: str, timeout_s: float = 600.0,
+                 echo: Progress | None = None) -> subprocess.CompletedProcess[str]:
+    """Runs a workload as a driver process on the cluster (as a RayJob entrypoint would); bounded.
+
+    stderr lines are passed to ``echo`` as they come (progress), stdout is captured.
+
+    Raises:
+        RuntimeFailure: the workload ran past ``timeout_s`` (it is killed).
+    """
+    cmd = workload_command(module, cluster.slice_plan, *extra)
+    proc = subprocess.Popen(cmd, env=cluster.driver_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    err_lines: list[str] = []
+
+    def pump() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            err_lines.append(line)
+            if echo is not None:
+                echo(line.rstrip("\n"))
+
+    import threading
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise RuntimeFailure(f"local.{module}: the workload ran past {timeout_s:g}s and was killed") from None
+    reader.join(timeout=5)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, "".join(err_lines))
+
+
+def descendants_rss_bytes(root: int | None = None) -> int:
+    """Resident memory of ``root`` (default this process) and all its descendants, in bytes."""
+    root = os.getpid() if root is None else root
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    page = os.sysconf("SC_PAGE_SIZE")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            statm = (entry / "statm").read_text().split()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        pid = int(entry.name)
+        children.setdefault(int(fields[1]), []).append(pid)
+        rss[pid] = int(statm[1]) * page
+    total, stack = 0, [root]
+    while stack:
+        pid = stack.pop()
+        total += rss.get(pid, 0)
+        stack.extend(children.get(pid, []))
+    return total
+
+
+class PeakMemory:
+    """Samples :func:`descendants_rss_bytes` in a background thread; ``peak_bytes`` is the maximum seen."""
+
+    def __init__(self, interval_s: float = 0.5) -> None:
+        import threading
+
+        self.interval_s = interval_s
+        self.peak_bytes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak_bytes = max(self.peak_bytes, descendants_rss_bytes())
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)

@@ -116,6 +116,13 @@ def test_bad_config_names_the_field_and_lists_valid_values(path: str, value: obj
     assert valid in found[field].valid
 
 
+def test_workloads_cannot_run_on_queued_slices() -> None:
+    data = edited("slices.0.provisioning", "queued")
+    found = {p.field: p for p in problems_of(data)}
+    assert "single PodSet" in found["workloads[0].slice"].problem
+    assert "on-demand" in found["workloads[0].slice"].valid
+
+
 def test_flex_start_excludes_reservations() -> None:
     data = edited("slices.0.provisioning", "flex-start")
     data["slices"][0]["reservation"] = "res-1"

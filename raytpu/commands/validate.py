@@ -9,13 +9,15 @@ HELP = "check a raytpu.yaml; every problem is reported with its field path"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the optional CONFIG path."""
-    parser.add_argument("config", metavar="CONFIG", nargs="?", default="raytpu.yaml",
-                        help="path of the config (default: raytpu.yaml)")
+    parser.add_argument("config", metavar="CONFIG", nargs="?", default=None,
+                        help="path of the config (default: $RAYTPU_CONFIG, else raytpu.yaml)")
 
 
 def run(args: argparse.Namespace) -> int:
     """Loads the config; prints a one-line summary per slice when it is valid."""
-    from raytpu.config import load
+    from raytpu.config import default_path, load
+
+    args.config = args.config or default_path()
 
     config = load(args.config)
     print(f"{args.config}: valid ({config.cluster.mode} cluster {config.cluster.name!r} in {config.region}, "

@@ -1,0 +1,85 @@
+"""The one place the CDK framework and its provider bindings are imported.
+
+raytpu runs on CDK Terrain (``cdktn``, the community continuation of CDK for Terraform). Every other
+module imports framework names from here, so moving to another CDKTF-compatible framework (back to
+``cdktf``/``cdktf_cdktf_provider_google``, say) means editing this file only: the provider bindings of
+both share submodule and class names.
+
+Importing this module starts the jsii runtime (node), so only construct modules and stacks import it.
+"""
+
+from __future__ import annotations
+
+import os
+
+# jsii prints a large banner on every start under Node 20, which cdktf-cli 0.21 (the pinned CLI) needs.
+# Node 20 works for synth (FACTS.md section 7); keep stderr readable. A user can still unset it.
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+from cdktn import (
+    App,
+    Fn,
+    GcsBackend,
+    ITerraformDependable,
+    TerraformOutput,
+    TerraformResource,
+    TerraformStack,
+    Token,
+)
+from cdktn_provider_google import (
+    compute_firewall,
+    compute_network,
+    compute_resource_policy,
+    compute_router,
+    compute_router_nat,
+    compute_subnetwork,
+    container_cluster,
+    container_node_pool,
+    data_google_client_config,
+    project_iam_member,
+    service_account,
+    service_account_iam_member,
+    storage_bucket,
+    storage_bucket_iam_member,
+)
+from cdktn_provider_google import provider as google_provider
+from cdktn_provider_kubernetes import manifest as kubernetes_manifest
+from cdktn_provider_kubernetes import namespace_v1 as kubernetes_namespace
+from cdktn_provider_kubernetes import provider as kubernetes_provider
+from cdktn_provider_kubernetes import service_account_v1 as kubernetes_service_account
+from constructs import Construct
+
+FRAMEWORK = "cdktn"
+"""Name of the CDK framework in use (recorded in bench output)."""
+
+__all__ = [
+    "FRAMEWORK",
+    "App",
+    "Construct",
+    "Fn",
+    "GcsBackend",
+    "ITerraformDependable",
+    "TerraformOutput",
+    "TerraformResource",
+    "TerraformStack",
+    "Token",
+    "compute_firewall",
+    "compute_network",
+    "compute_resource_policy",
+    "compute_router",
+    "compute_router_nat",
+    "compute_subnetwork",
+    "container_cluster",
+    "container_node_pool",
+    "data_google_client_config",
+    "google_provider",
+    "kubernetes_manifest",
+    "kubernetes_namespace",
+    "kubernetes_provider",
+    "kubernetes_service_account",
+    "project_iam_member",
+    "service_account",
+    "service_account_iam_member",
+    "storage_bucket",
+    "storage_bucket_iam_member",
+]

@@ -1,0 +1,274 @@
+"""GkeCluster: a private, Workload-Identity GKE cluster (Standard or Autopilot) with the Ray Operator add-on."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from raytpu import errors
+from raytpu.catalog import RAY_OPERATOR_MIN_GKE_VERSION, generation
+from raytpu.modules import _props
+from raytpu.modules.cdk import Construct, container_cluster
+from raytpu.modules.head_pool import HeadPool, HeadPoolProps
+from raytpu.modules.tpu_slice_pool import TpuSlicePool, TpuSlicePoolProps
+from raytpu.modules.workload_identity import WorkloadIdentity, WorkloadIdentityProps
+from raytpu.plan import SlicePlan
+
+"""Oldest GKE version with the Ray Operator add-on (FACTS.md section 1)."""
+
+NODE_OAUTH_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
+"""Node VMs get the cloud-platform scope; what they may do is limited by the node service account's roles."""
+
+ClusterMode = Literal["standard", "autopilot"]
+MODES = ("standard", "autopilot")
+RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
+_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:-gke\.(\d+))?$")
+
+
+def version_key(version: str) -> tuple[int, int, int, int]:
+    """Sort key of a GKE version such as ``1.31.2-gke.1115000``."""
+    match = _VERSION.match(version)
+    if not match:
+        raise errors.invalid_value("min_master_version", version, "is not a GKE version",
+                                   "a version such as 1.31.2-gke.1115000")
+    return tuple(int(part or 0) for part in match.groups())  # type: ignore[return-value]
+
+
+def min_gke_version(plans: Iterable[SlicePlan], mode: str = "standard") -> str:
+    """The oldest GKE version that runs the Ray Operator add-on and every generation in ``plans``.
+
+    On Autopilot a generation may need a newer version than on Standard (tpu7x does).
+    """
+    needed = (generation(p.generation).min_gke_version_for(mode) for p in plans)
+    return max([RAY_OPERATOR_MIN_GKE_VERSION, *needed], key=version_key)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuthorizedNetwork:
+    """A CIDR block allowed to reach the control plane's public endpoint."""
+
+    name: str
+    cidr: str
+
+    def __post_init__(self) -> None:
+        try:
+            ipaddress.ip_network(self.cidr)
+        except (ValueError, TypeError):
+            raise errors.invalid_value("master_authorized_networks.cidr", self.cidr, "is not a CIDR range",
+                                       "an IPv4 range such as 203.0.113.0/24") from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class GkeClusterProps:
+    """Props of :class:`GkeCluster`.
+
+    Attributes:
+        name: Cluster name.
+        project: GCP project id (also names the Workload Identity pool ``<project>.svc.id.goog``).
+        location: Region of the (regional) cluster.
+        network: The VPC's id or self link.
+        subnetwork: The subnet's id or self link.
+        pods_range_name: Subnet secondary range for Pods.
+        services_range_name: Subnet secondary range for Services.
+        mode: ``standard`` (node pools, default pool removed) or ``autopilot`` (no node pools).
+        release_channel: GKE release channel; default ``RAPID`` (TPU generations arrive there first).
+        min_master_version: Oldest control-plane version; default: none (the channel's default). Stacks set
+            it from :func:`min_gke_version` of their slices.
+        master_cidr: The control plane's private /28; default ``172.16.0.32/28``.
+        master_authorized_networks: CIDRs allowed to reach the public endpoint; default none, i.e. only
+            addresses inside the VPC reach the control plane.
+        node_service_account: Email of the service account nodes run as; default: the Compute Engine
+            default service account (stacks pass a least-privilege one).
+        labels: Resource labels; ``managed-by: raytpu`` is always added.
+        deletion_protection: Terraform refuses to destroy the cluster while true; default true.
+        gcs_fuse: Enable the GCS FUSE CSI driver (bucket volumes for checkpoints); default true.
+        ray_cluster_logging: Ray Operator sends Ray logs to Cloud Logging; default true.
+        ray_cluster_monitoring: Ray Operator sends Ray metrics to Managed Prometheus; default true.
+        overrides: Escape hatch: raw fields of ``google_container_cluster`` by path.
+    """
+
+    name: str
+    project: str
+    location: str
+    network: str
+    subnetwork: str
+    pods_range_name: str
+    services_range_name: str
+    mode: ClusterMode = "standard"
+    release_channel: str = "RAPID"
+    min_master_version: str | None = None
+    master_cidr: str = "172.16.0.32/28"
+    master_authorized_networks: tuple[AuthorizedNetwork, ...] = ()
+    node_service_account: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    deletion_protection: bool = True
+    gcs_fuse: bool = True
+    ray_cluster_logging: bool = True
+    ray_cluster_monitoring: bool = True
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _props.check_name("name", self.name, max_len=40)
+        _props.check_region("location", self.location)
+        _props.check_choice("mode", self.mode, MODES)
+        _props.check_choice("release_channel", self.release_channel, RELEASE_CHANNELS)
+        if self.min_master_version is not None:
+            version_key(self.min_master_version)
+        try:
+            master = ipaddress.ip_network(self.master_cidr)
+        except (ValueError, TypeError):
+            master = None
+        if master is None or master.prefixlen != 28:
+            raise errors.invalid_value("master_cidr", self.master_cidr, "is not a /28 range",
+                                       "a private /28 such as 172.16.0.32/28")
+        for net in self.master_authorized_networks:
+            if not isinstance(net, AuthorizedNetwork):
+                raise errors.invalid_value("master_authorized_networks", net, "is not an AuthorizedNetwork",
+                                           "AuthorizedNetwork(name=..., cidr=...)")
+        _props.check_labels("labels", self.labels)
+        _props.check_overrides("overrides", self.overrides)
+
+
+class GkeCluster(Construct):
+    """A private regional GKE cluster ready for Ray on TPU.
+
+    Always on: Ray Operator add-on (with Ray logging and monitoring as configured), Workload Identity,
+    private nodes with a public endpoint limited to ``master_authorized_networks``, Dataplane V2 (which
+    enforces NetworkPolicy), shielded nodes with secure boot, GCS FUSE CSI driver, release channel,
+    no client certificate, no legacy ABAC. Standard clusters remove the default node pool; add pools
+    with :meth:`add_slice_pool` and :meth:`add_head_pool`.
+
+    Resource ids: ``cluster``.
+    """
+
+    def __init__(self, scope: Construct, id: str, props: GkeClusterProps) -> None:
+        super().__init__(scope, id)
+        self.props = props
+        standard = props.mode == "standard"
+        cc = container_cluster
+        addons = cc.ContainerClusterAddonsConfig(
+            ray_operator_config=[cc.ContainerClusterAddonsConfigRayOperatorConfig(
+                enabled=True,
+                ray_cluster_logging_config=cc.ContainerClusterAddonsConfigRayOperatorConfigRayClusterLoggingConfig(
+                    enabled=props.ray_cluster_logging),
+                ray_cluster_monitoring_config=(
+                    cc.ContainerClusterAddonsConfigRayOperatorConfigRayClusterMonitoringConfig(
+                        enabled=props.ray_cluster_monitoring)),
+            )],
+            gcs_fuse_csi_driver_config=cc.ContainerClusterAddonsConfigGcsFuseCsiDriverConfig(enabled=props.gcs_fuse),
+        )
+        mode_fields: dict[str, Any]
+        if standard:
+            mode_fields = {
+                "remove_default_node_pool": True,
+                "initial_node_count": 1,
+                "enable_shielded_nodes": True,
+                "node_config": cc.ContainerClusterNodeConfig(
+                    image_type="COS_CONTAINERD",
+                    service_account=props.node_service_account,
+                    oauth_scopes=list(NODE_OAUTH_SCOPES),
+                    metadata={"disable-legacy-endpoints": "true"},
+                    shielded_instance_config=cc.ContainerClusterNodeConfigShieldedInstanceConfig(
+                        enable_secure_boot=True, enable_integrity_monitoring=True),
+                    workload_metadata_config=cc.ContainerClusterNodeConfigWorkloadMetadataConfig(mode="GKE_METADATA"),
+                ),
+            }
+        else:
+            mode_fields = {"enable_autopilot": True}
+            if props.node_service_account:
+                mode_fields["cluster_autoscaling"] = cc.ContainerClusterClusterAutoscaling(
+                    auto_provisioning_defaults=cc.ContainerClusterClusterAutoscalingAutoProvisioningDefaults(
+                        service_account=props.node_service_account, oauth_scopes=list(NODE_OAUTH_SCOPES)))
+        self.cluster = cc.ContainerCluster(
+            self, "cluster",
+            name=props.name,
+            project=props.project,
+            location=props.location,
+            network=props.network,
+            subnetwork=props.subnetwork,
+            networking_mode="VPC_NATIVE",
+            ip_allocation_policy=cc.ContainerClusterIpAllocationPolicy(
+                cluster_secondary_range_name=props.pods_range_name,
+                services_secondary_range_name=props.services_range_name,
+            ),
+            private_cluster_config=cc.ContainerClusterPrivateClusterConfig(
+                enable_private_nodes=True,
+                enable_private_endpoint=False,
+                master_ipv4_cidr_block=props.master_cidr,
+                master_global_access_config=cc.ContainerClusterPrivateClusterConfigMasterGlobalAccessConfig(
+                    enabled=True),
+            ),
+            master_authorized_networks_config=cc.ContainerClusterMasterAuthorizedNetworksConfig(
+                gcp_public_cidrs_access_enabled=False,
+                cidr_blocks=[cc.ContainerClusterMasterAuthorizedNetworksConfigCidrBlocks(
+                    cidr_block=n.cidr, display_name=n.name) for n in props.master_authorized_networks],
+            ),
+            master_auth=cc.ContainerClusterMasterAuth(
+                client_certificate_config=cc.ContainerClusterMasterAuthClientCertificateConfig(
+                    issue_client_certificate=False)),
+            workload_identity_config=cc.ContainerClusterWorkloadIdentityConfig(
+                workload_pool=f"{props.project}.svc.id.goog"),
+            datapath_provider="ADVANCED_DATAPATH",
+            # Dataplane V2 enforces NetworkPolicy itself; the Calico add-on stays off.
+            network_policy=cc.ContainerClusterNetworkPolicy(enabled=False),
+            enable_intranode_visibility=True,
+            release_channel=cc.ContainerClusterReleaseChannel(channel=props.release_channel),
+            min_master_version=props.min_master_version,
+            addons_config=addons,
+            logging_config=cc.ContainerClusterLoggingConfig(enable_components=["SYSTEM_COMPONENTS", "WORKLOADS"]),
+            monitoring_config=cc.ContainerClusterMonitoringConfig(
+                enable_components=["SYSTEM_COMPONENTS"],
+                managed_prometheus=cc.ContainerClusterMonitoringConfigManagedPrometheus(enabled=True),
+            ),
+            enable_legacy_abac=False,
+            resource_labels=_props.with_default_labels(props.labels),
+            deletion_protection=props.deletion_protection,
+            **mode_fields,
+        )
+        _props.apply_overrides(self.cluster, props.overrides)
+
+    @property
+    def name(self) -> str:
+        """The cluster's name (a token)."""
+        return self.cluster.name
+
+    @property
+    def endpoint(self) -> str:
+        """The control plane's IP address (a token)."""
+        return self.cluster.endpoint
+
+    @property
+    def ca_certificate(self) -> str:
+        """The cluster CA, base64-encoded PEM (a token)."""
+        return self.cluster.master_auth.cluster_ca_certificate
+
+    @property
+    def workload_pool(self) -> str:
+        """The Workload Identity pool, ``<project>.svc.id.goog``."""
+        return f"{self.props.project}.svc.id.goog"
+
+    def _require_standard(self, what: str) -> None:
+        if self.props.mode != "standard":
+            raise errors.forbidden("mode", self.props.mode, f"for {what} (Autopilot has no node pools)",
+                                   "mode='standard', or a ComputeClass for Autopilot TPUs")
+
+    def add_slice_pool(self, id: str, props: TpuSlicePoolProps) -> TpuSlicePool:
+        """Adds a TPU node pool to this (Standard) cluster and returns it (``cluster``, ``location`` and
+        ``project`` of ``props`` are set to this cluster's)."""
+        self._require_standard("add_slice_pool")
+        return TpuSlicePool(self, id, replace(props, cluster=self.cluster.id, location=self.props.location,
+                                              project=self.props.project))
+
+    def add_head_pool(self, id: str, props: HeadPoolProps) -> HeadPool:
+        """Adds the CPU pool for Ray heads to this (Standard) cluster and returns it (cluster fields set)."""
+        self._require_standard("add_head_pool")
+        return HeadPool(self, id, replace(props, cluster=self.cluster.id, location=self.props.location,
+                                          project=self.props.project))
+
+    def add_workload_identity(self, id: str, props: WorkloadIdentityProps) -> WorkloadIdentity:
+        """Adds a Google service account bound to a KSA of this cluster; the binding waits for the cluster
+        (the identity pool exists only once a Workload Identity cluster does)."""
+        return WorkloadIdentity(self, id, props, after=[self.cluster])

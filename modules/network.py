@@ -1,0 +1,146 @@
+"""Network: the VPC a private GKE cluster needs (subnet with pod/service ranges, Cloud NAT, flow logs)."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from raytpu import errors
+from raytpu.modules import _props
+from raytpu.modules.cdk import (
+    Construct,
+    compute_firewall,
+    compute_network,
+    compute_router,
+    compute_router_nat,
+    compute_subnetwork,
+)
+
+PODS_RANGE = "pods"
+SERVICES_RANGE = "services"
+
+
+@dataclass(frozen=True, kw_only=True)
+class NetworkProps:
+    """Props of :class:`Network`.
+
+    Attributes:
+        name: Name of the VPC; the subnet, router and NAT are named after it (``<name>-subnet``...).
+        project: GCP project id.
+        region: Region of the subnet, router and NAT.
+        subnet_cidr: Primary range of the subnet (nodes).
+        pods_cidr: Secondary range ``pods`` (Pod IPs, VPC-native).
+        services_cidr: Secondary range ``services`` (ClusterIP Services).
+        flow_log_sampling: Fraction of flows VPC flow logs sample; default 0.5 (half).
+        flow_log_interval: Flow log aggregation interval; default ``INTERVAL_5_SEC``.
+        nat_log_filter: Which NAT events are logged; default ``ERRORS_ONLY``.
+        overrides: Escape hatch: raw fields of the subnet (``google_compute_subnetwork``) by path.
+    """
+
+    name: str
+    project: str
+    region: str
+    subnet_cidr: str = "10.10.0.0/20"
+    pods_cidr: str = "10.16.0.0/14"
+    services_cidr: str = "10.20.0.0/20"
+    flow_log_sampling: float = 0.5
+    flow_log_interval: str = "INTERVAL_5_SEC"
+    nat_log_filter: str = "ERRORS_ONLY"
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _props.check_name("name", self.name, max_len=50)
+        _props.check_region("region", self.region)
+        nets = {}
+        for name in ("subnet_cidr", "pods_cidr", "services_cidr"):
+            value = getattr(self, name)
+            try:
+                nets[name] = ipaddress.ip_network(value)
+            except (ValueError, TypeError):
+                raise errors.invalid_value(name, value, "is not a CIDR range",
+                                           "an IPv4 range such as 10.10.0.0/20") from None
+        for a, b in (("subnet_cidr", "pods_cidr"), ("subnet_cidr", "services_cidr"), ("pods_cidr", "services_cidr")):
+            if nets[a].overlaps(nets[b]):
+                raise errors.invalid_value(b, str(nets[b]), f"overlaps {a} ({nets[a]})", "disjoint ranges")
+        _props.check_range("flow_log_sampling", self.flow_log_sampling, 0.0, 1.0)
+        _props.check_choice("flow_log_interval", self.flow_log_interval,
+                            ("INTERVAL_5_SEC", "INTERVAL_30_SEC", "INTERVAL_1_MIN", "INTERVAL_5_MIN",
+                             "INTERVAL_10_MIN", "INTERVAL_15_MIN"))
+        _props.check_choice("nat_log_filter", self.nat_log_filter, ("ERRORS_ONLY", "TRANSLATIONS_ONLY", "ALL"))
+        _props.check_overrides("overrides", self.overrides)
+
+
+class Network(Construct):
+    """A custom-mode VPC with one subnet, Cloud Router and Cloud NAT (private nodes need egress).
+
+    Resources (ids are stable API): ``vpc``, ``subnet``, ``router``, ``nat``, ``deny-ingress``. The subnet
+    has private Google access on, VPC flow logs on, and secondary ranges ``pods`` and ``services``.
+    ``deny-ingress`` is an explicit, logged lowest-priority deny of all ingress (the VPC's own firewall
+    rather than the implied one); GKE's own allow rules (priority 1000) take precedence over it.
+    """
+
+    def __init__(self, scope: Construct, id: str, props: NetworkProps) -> None:
+        super().__init__(scope, id)
+        self.props = props
+        self.vpc = compute_network.ComputeNetwork(
+            self, "vpc", name=props.name, project=props.project,
+            auto_create_subnetworks=False, routing_mode="REGIONAL",
+        )
+        self.subnet = compute_subnetwork.ComputeSubnetwork(
+            self, "subnet",
+            name=f"{props.name}-subnet",
+            project=props.project,
+            region=props.region,
+            network=self.vpc.id,
+            ip_cidr_range=props.subnet_cidr,
+            private_ip_google_access=True,
+            secondary_ip_range=[
+                compute_subnetwork.ComputeSubnetworkSecondaryIpRange(range_name=PODS_RANGE,
+                                                                     ip_cidr_range=props.pods_cidr),
+                compute_subnetwork.ComputeSubnetworkSecondaryIpRange(range_name=SERVICES_RANGE,
+                                                                     ip_cidr_range=props.services_cidr),
+            ],
+            log_config=compute_subnetwork.ComputeSubnetworkLogConfig(
+                aggregation_interval=props.flow_log_interval,
+                flow_sampling=props.flow_log_sampling,
+                metadata="INCLUDE_ALL_METADATA",
+            ),
+        )
+        self.router = compute_router.ComputeRouter(
+            self, "router", name=f"{props.name}-router", project=props.project,
+            region=props.region, network=self.vpc.id,
+        )
+        self.nat = compute_router_nat.ComputeRouterNat(
+            self, "nat",
+            name=f"{props.name}-nat",
+            project=props.project,
+            region=props.region,
+            router=self.router.name,
+            nat_ip_allocate_option="AUTO_ONLY",
+            source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES",
+            log_config=compute_router_nat.ComputeRouterNatLogConfig(enable=True, filter=props.nat_log_filter),
+        )
+        self.deny_ingress = compute_firewall.ComputeFirewall(
+            self, "deny-ingress",
+            name=f"{props.name}-deny-ingress",
+            project=props.project,
+            network=self.vpc.id,
+            direction="INGRESS",
+            priority=65534,
+            source_ranges=["0.0.0.0/0"],
+            deny=[compute_firewall.ComputeFirewallDeny(protocol="all")],
+            log_config=compute_firewall.ComputeFirewallLogConfig(metadata="INCLUDE_ALL_METADATA"),
+        )
+        _props.apply_overrides(self.subnet, props.overrides)
+
+    @property
+    def pods_range_name(self) -> str:
+        """Name of the secondary range for Pods."""
+        return PODS_RANGE
+
+    @property
+    def services_range_name(self) -> str:
+        """Name of the secondary range for Services."""
+        return SERVICES_RANGE

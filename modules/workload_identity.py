@@ -1,0 +1,241 @@
+"""Identities: the Google service account Ray pods act as (Workload Identity), the Kubernetes service
+account bound to it, and a least-privilege service account for nodes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from raytpu import errors
+from raytpu.modules import _props
+from raytpu.modules.cdk import (
+    Construct,
+    ITerraformDependable,
+    kubernetes_namespace,
+    kubernetes_service_account,
+    project_iam_member,
+    service_account,
+    service_account_iam_member,
+    storage_bucket_iam_member,
+)
+
+ACCOUNT_ID = re.compile(r"^[a-z](?:[a-z0-9-]{4,28})[a-z0-9]$")
+BUCKET_ROLES = ("roles/storage.objectUser", "roles/storage.objectViewer", "roles/storage.objectCreator",
+                "roles/storage.objectAdmin")
+NODE_ROLES = (
+    "roles/logging.logWriter",
+    "roles/monitoring.metricWriter",
+    "roles/monitoring.viewer",
+    "roles/stackdriver.resourceMetadata.writer",
+    "roles/autoscaling.metricsWriter",
+    "roles/artifactregistry.reader",
+)
+"""What GKE nodes need (GKE hardening guide's minimal node service account) plus pulling images."""
+GSA_ANNOTATION = "iam.gke.io/gcp-service-account"
+
+
+def _check_account_id(field_name: str, value: str) -> None:
+    if not ACCOUNT_ID.match(value):
+        raise errors.invalid_value(field_name, value, "is not a service account id",
+                                   "6-30 characters: lowercase letters, digits, hyphens; starts with a letter")
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkloadIdentityProps:
+    """Props of :class:`WorkloadIdentity`.
+
+    Attributes:
+        project: GCP project id (the Workload Identity pool is ``<project>.svc.id.goog``).
+        account_id: Id of the Google service account (``<id>@<project>.iam.gserviceaccount.com``).
+        namespace: Namespace of the Kubernetes service account.
+        ksa_name: Name of the Kubernetes service account Ray pods run as.
+        bucket: Name of the bucket the pods may use (a token is fine).
+        bucket_role: What they may do there; default ``roles/storage.objectUser`` (read, write, delete
+            objects; no bucket administration).
+        display_name: Shown in the console; default ``raytpu Ray workloads``.
+        overrides: Escape hatch: raw fields of ``google_service_account`` by path.
+    """
+
+    project: str
+    account_id: str
+    namespace: str
+    ksa_name: str
+    bucket: str
+    bucket_role: str = "roles/storage.objectUser"
+    display_name: str = "raytpu Ray workloads"
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check_account_id("account_id", self.account_id)
+        _props.check_name("namespace", self.namespace)
+        _props.check_name("ksa_name", self.ksa_name)
+        _props.check_choice("bucket_role", self.bucket_role, BUCKET_ROLES)
+        _props.check_overrides("overrides", self.overrides)
+
+    @property
+    def member(self) -> str:
+        """The Workload Identity principal of the KSA."""
+        return f"serviceAccount:{self.project}.svc.id.goog[{self.namespace}/{self.ksa_name}]"
+
+
+class WorkloadIdentity(Construct):
+    """A Google service account that the KSA ``namespace/ksa_name`` may impersonate, with access to one
+    bucket and nothing else.
+
+    Resource ids: ``gsa``, ``workload-identity-user``, ``bucket-access``. Create it with
+    :meth:`GkeCluster.add_workload_identity` so the binding waits for the cluster's identity pool; the
+    KSA itself is a Kubernetes object (:class:`KubernetesServiceAccount`, in the workloads stack).
+    """
+
+    def __init__(self, scope: Construct, id: str, props: WorkloadIdentityProps, *,
+                 after: Sequence[ITerraformDependable] = ()) -> None:
+        super().__init__(scope, id)
+        self.props = props
+        self.gsa = service_account.ServiceAccount(
+            self, "gsa", account_id=props.account_id, project=props.project, display_name=props.display_name)
+        self.binding = service_account_iam_member.ServiceAccountIamMember(
+            self, "workload-identity-user",
+            service_account_id=self.gsa.name,
+            role="roles/iam.workloadIdentityUser",
+            member=props.member,
+            depends_on=list(after) or None,
+        )
+        self.bucket_access = storage_bucket_iam_member.StorageBucketIamMember(
+            self, "bucket-access", bucket=props.bucket, role=props.bucket_role,
+            member=f"serviceAccount:{self.gsa.email}",
+        )
+        _props.apply_overrides(self.gsa, props.overrides)
+
+    @property
+    def email(self) -> str:
+        """The Google service account's email (a token)."""
+        return self.gsa.email
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeServiceAccountProps:
+    """Props of :class:`NodeServiceAccount`.
+
+    Attributes:
+        project: GCP project id.
+        account_id: Id of the service account nodes run as.
+        roles: Project roles granted; default :data:`NODE_ROLES` (logs, metrics, image pulls).
+        display_name: Shown in the console; default ``raytpu GKE nodes``.
+    """
+
+    project: str
+    account_id: str
+    roles: tuple[str, ...] = NODE_ROLES
+    display_name: str = "raytpu GKE nodes"
+
+    def __post_init__(self) -> None:
+        _check_account_id("account_id", self.account_id)
+        for role in self.roles:
+            if not role.startswith("roles/") or role in ("roles/owner", "roles/editor"):
+                raise errors.invalid_value("roles", role, "is not a least-privilege predefined role",
+                                           "roles/... other than owner and editor")
+
+
+class NodeServiceAccount(Construct):
+    """A least-privilege service account for GKE nodes (instead of the Compute Engine default one).
+
+    Resource ids: ``sa``, ``role-<role without roles/ and dots>``.
+    """
+
+    def __init__(self, scope: Construct, id: str, props: NodeServiceAccountProps) -> None:
+        super().__init__(scope, id)
+        self.props = props
+        self.sa = service_account.ServiceAccount(
+            self, "sa", account_id=props.account_id, project=props.project, display_name=props.display_name)
+        for role in props.roles:
+            project_iam_member.ProjectIamMember(
+                self, "role-" + role.removeprefix("roles/").replace(".", "-"),
+                project=props.project, role=role, member=f"serviceAccount:{self.sa.email}")
+
+    @property
+    def email(self) -> str:
+        """The service account's email (a token)."""
+        return self.sa.email
+
+
+@dataclass(frozen=True, kw_only=True)
+class KubernetesServiceAccountProps:
+    """Props of :class:`KubernetesServiceAccount`.
+
+    Attributes:
+        name: The KSA's name.
+        namespace: Its namespace; default ``default``.
+        gsa_email: The Google service account it acts as (annotation ``iam.gke.io/gcp-service-account``).
+        automount_token: Mount a Kubernetes API token into pods; default false (Ray pods do not call the API).
+    """
+
+    name: str
+    gsa_email: str
+    namespace: str = "default"
+    automount_token: bool = False
+
+    def __post_init__(self) -> None:
+        _props.check_name("name", self.name)
+        _props.check_name("namespace", self.namespace)
+
+
+class KubernetesServiceAccount(Construct):
+    """The Kubernetes half of Workload Identity. Resource id: ``ksa`` (``kubernetes_service_account_v1``)."""
+
+    def __init__(self, scope: Construct, id: str, props: KubernetesServiceAccountProps) -> None:
+        super().__init__(scope, id)
+        self.props = props
+        ksa = kubernetes_service_account
+        self.ksa = ksa.ServiceAccountV1(
+            self, "ksa",
+            metadata=ksa.ServiceAccountV1Metadata(
+                name=props.name, namespace=props.namespace,
+                annotations={GSA_ANNOTATION: props.gsa_email},
+                labels={"app.kubernetes.io/managed-by": "raytpu"},
+            ),
+            automount_service_account_token=props.automount_token,
+        )
+
+    @property
+    def name(self) -> str:
+        """The KSA's name (a token, so users of it depend on it)."""
+        return self.ksa.metadata.name
+
+
+@dataclass(frozen=True, kw_only=True)
+class KubernetesNamespaceProps:
+    """Props of :class:`KubernetesNamespace`.
+
+    Attributes:
+        name: The namespace.
+        labels: Kubernetes labels; ``app.kubernetes.io/managed-by: raytpu`` is always added.
+    """
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _props.check_name("name", self.name)
+        if self.name in ("default", "kube-system", "kube-public"):
+            raise errors.forbidden("name", self.name, "(a namespace Kubernetes creates itself)",
+                                   "a namespace of your own, such as ray")
+
+
+class KubernetesNamespace(Construct):
+    """A namespace for Ray objects. Resource id: ``namespace`` (``kubernetes_namespace_v1``)."""
+
+    def __init__(self, scope: Construct, id: str, props: KubernetesNamespaceProps) -> None:
+        super().__init__(scope, id)
+        self.props = props
+        self.namespace = kubernetes_namespace.NamespaceV1(
+            self, "namespace",
+            metadata=[kubernetes_namespace.NamespaceV1Metadata(
+                name=props.name, labels={"app.kubernetes.io/managed-by": "raytpu", **props.labels})],
+        )
+
+    @property
+    def name(self) -> str:
+        """The namespace's name (a token, so objects in it wait for it)."""
+        return self.namespace.metadata.get(0).name

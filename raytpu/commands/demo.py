@@ -1,0 +1,171 @@
+"""``raytpu demo``: what ``make run`` runs — the whole kit on this machine, no cloud account needed.
+
+1. validate and describe the config (default ``raytpu.example.yaml``);
+2. synthesize its stacks (``raytpu synth``, in the background) when the CDK layer is installed;
+3. bring up an emulated slice of the config's train slice (``raytpu.local``);
+4. run the smoke workload and a few JaxTrainer steps on it, as a RayJob would;
+5. print a readable report and write it as JSON (``--report``, default ``reports/demo.json``);
+6. tear everything down, always.
+
+Exit 0 when every step passed, 1 when one failed (the report says which), 2 for a bad config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HELP = "run the example end to end locally: validate, describe, synth, emulated slice, smoke, train, report"
+
+DEFAULT_CONFIG = "raytpu.example.yaml"
+DEFAULT_REPORT = "reports/demo.json"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds ``--config``, ``--report``, ``--steps``, ``--out``, ``--no-synth``."""
+    parser.add_argument("--config", default=DEFAULT_CONFIG, help=f"config to demo (default: {DEFAULT_CONFIG})")
+    parser.add_argument("--report", default=DEFAULT_REPORT, help=f"JSON report path (default: {DEFAULT_REPORT})")
+    parser.add_argument("--steps", type=int, default=30, help="training steps (default 30)")
+    parser.add_argument("--out", default="cdktf.out", help="synth output directory (default: cdktf.out)")
+    parser.add_argument("--no-synth", action="store_true", help="skip synthesizing the stacks")
+    parser.add_argument("--dir", default=".raytpu/demo", help="run directory of the demo's local cluster")
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(f"raytpu demo: {line}\n")
+    sys.stderr.flush()
+
+
+def _step(report: dict[str, Any], name: str, ok: bool, started: float, **details: Any) -> None:
+    report["steps"].append({"step": name, "ok": ok, "duration_s": round(time.monotonic() - started, 2), **details})
+    _say(f"{'ok  ' if ok else 'FAIL'} {name} ({time.monotonic() - started:.1f}s)")
+
+
+def _synth_available() -> bool:
+    import importlib.util
+
+    try:
+        return all(importlib.util.find_spec(m) is not None for m in ("cdktn", "raytpu.stacks.app"))
+    except (ImportError, ValueError):
+        return False
+
+
+def _start_synth(config_path: str, out: str) -> Any:
+    import subprocess
+
+    # `raytpu synth` calls raytpu.stacks.app.synth; a child process keeps jsii's node runtime out of the demo.
+    return subprocess.Popen([sys.executable, "-m", "raytpu", "synth", config_path, "--out", out],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Runs the demo; returns 0 when every step passed."""
+    from raytpu import local
+    from raytpu import report as smoke_report
+    from raytpu.commands.describe import render
+    from raytpu.commands.local import config_slice_plan
+    from raytpu.config import load
+    from raytpu.workloads.train import parse_result
+
+    t0 = time.monotonic()
+    report: dict[str, Any] = {"config": args.config, "steps": [], "ok": False}
+    started = time.monotonic()
+    config = load(args.config)  # InvalidInputs -> exit 2 before anything starts
+    plans = config.plans()
+    _step(report, "validate", True, started, slices=len(plans), workloads=len(config.workloads))
+    for name, plan in plans.items():
+        print(f"== slice {name!r}\n{render(plan)}\n")
+    plan = config_slice_plan(config)
+    synth_proc = None
+    if args.no_synth:
+        report["steps"].append({"step": "synth", "ok": True, "skipped": "--no-synth"})
+    elif not _synth_available():
+        report["steps"].append({"step": "synth", "ok": True, "skipped": "raytpu.stacks.app or cdktn not installed"})
+        _say("skip synth: raytpu.stacks.app or cdktn is not installed")
+    else:
+        _say(f"synthesizing the stacks of {args.config} into {args.out} (in the background)")
+        synth_started = time.monotonic()
+        synth_proc = _start_synth(args.config, args.out)
+
+    verdicts: list[dict[str, Any]] = []
+    train: dict[str, Any] | None = None
+    with local.PeakMemory() as memory:
+        try:
+            started = time.monotonic()
+            cluster = local.start(plan, 1, args.dir, progress=_say)
+            _step(report, "local slice up", True, started, address=cluster.address, slices=cluster.slices,
+                  hosts=plan.hosts, chips_per_host=plan.chips_per_host)
+
+            started = time.monotonic()
+            done = local.run_workload(cluster, "smoke", timeout_s=240)
+            verdicts = smoke_report.parse_verdict_lines(done.stdout)
+            _step(report, "smoke", done.returncode == 0 and smoke_report.all_healthy(verdicts), started,
+                  exit_code=done.returncode, **({} if verdicts else {"stderr": done.stderr[-2000:]}))
+
+            started = time.monotonic()
+            storage = Path(cluster.run_dir) / "checkpoints"
+            shutil.rmtree(storage, ignore_errors=True)  # a fresh run, not a resume of the last demo
+            done = local.run_workload(cluster, "train", "--storage-path", str(storage), "--steps", str(args.steps),
+                                      "--checkpoint-every", str(max(args.steps // 3, 1)), timeout_s=300)
+            train = parse_result(done.stdout)
+            ok = done.returncode == 0 and bool(train and train.get("ok"))
+            _step(report, "train", ok, started, exit_code=done.returncode,
+                  **({} if train else {"stderr": done.stderr[-2000:]}))
+        except Exception as exc:  # the report names the failure; teardown below always runs
+            report["steps"].append({"step": "error", "ok": False, "error": f"{type(exc).__name__}: {exc}"})
+            _say(f"FAIL {type(exc).__name__}: {exc}")
+        finally:
+            started = time.monotonic()
+            local.stop(args.dir)
+            _step(report, "teardown", True, started)
+    if synth_proc is not None:
+        out, err = synth_proc.communicate(timeout=600)
+        files = [line.strip() for line in out.splitlines() if line.strip()]
+        _step(report, "synth", synth_proc.returncode == 0, synth_started, files=files,
+              **({} if synth_proc.returncode == 0 else {"stderr": err[-2000:]}))
+
+    report["smoke"] = verdicts
+    report["train"] = train
+    report["peak_memory_mib"] = round(memory.peak_bytes / 2**20)
+    report["duration_s"] = round(time.monotonic() - t0, 1)
+    report["ok"] = all(s["ok"] for s in report["steps"])
+    path = Path(args.report)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    print(render_report(report, smoke_report.render_table(verdicts) if verdicts else "no smoke verdict"))
+    print(f"\nreport written to {path}")
+    return 0 if report["ok"] else 1
+
+
+def render_report(report: dict[str, Any], smoke_table: str) -> str:
+    """The demo's summary: steps, smoke table, training figures."""
+    lines = ["== demo steps"]
+    for s in report["steps"]:
+        mark = "✓" if s["ok"] else "✗"
+        extra = f"skipped: {s['skipped']}" if s.get("skipped") else s.get("error", "")
+        lines.append(f"  {mark} {s['step']:<15} {s.get('duration_s', 0):>6.1f}s  {extra}".rstrip())
+    lines += ["", "== smoke", smoke_table, "", "== train (JaxTrainer, one worker per host)"]
+    train = report.get("train")
+    if train:
+        lines += [f"  steps             {train.get('steps_done')}/{train.get('steps')} on {train.get('workers')} "
+                  f"workers, {train.get('devices')} devices, global batch {train.get('global_batch')}",
+                  f"  loss              {_num(train.get('first_loss'))} -> {_num(train.get('final_loss'))}",
+                  f"  step time         {_num(train.get('step_time_s'), 's')}",
+                  f"  throughput        {_num(train.get('samples_per_s'))} samples/s",
+                  f"  checkpoint        {train.get('checkpoint')}"]
+        if train.get("error"):
+            lines.append(f"  error             {train['error']}")
+    else:
+        lines.append("  no training result")
+    lines += ["", f"wall time {report['duration_s']:.1f}s, peak memory {report['peak_memory_mib']} MiB, "
+              f"{'PASSED' if report['ok'] else 'FAILED'}"]
+    return "\n".join(lines)
+
+
+def _num(value: Any, unit: str = "") -> str:
+    return "-" if value is None else f"{value:.4g}{unit}"

@@ -1,0 +1,67 @@
+"""``raytpu synth [CONFIG] [--out DIR]``: the CDK app ``cdktf synth`` runs, without the node CLI.
+
+Writes ``DIR/stacks/<stack>/cdk.tf.json`` (default ``cdktf.out``) for the cluster and workloads stacks
+of CONFIG (default ``raytpu.yaml``). The app is synthesized into a temporary directory beside DIR and
+moved into place only when it is complete, so a bad config or a failing construct leaves DIR as it was.
+Progress goes to stderr; stdout gets one line per stack file written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HELP = "synthesize the Terraform JSON of every stack of a raytpu.yaml (what `cdktf synth` runs)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds CONFIG and --out."""
+    parser.add_argument("config", metavar="CONFIG", nargs="?", default=None,
+                        help="path of the config (default: $RAYTPU_CONFIG, else raytpu.yaml)")
+    parser.add_argument("--out", metavar="DIR", default="cdktf.out",
+                        help="output directory (default: cdktf.out, as cdktf uses)")
+
+
+def _progress(message: str) -> None:
+    sys.stderr.write(f"raytpu synth: {message}\n")
+    sys.stderr.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Validates the config, synthesizes into a temporary directory, then replaces DIR with it."""
+    from raytpu.config import default_path, load
+
+    args.config = args.config or default_path()
+
+    started = time.monotonic()
+    config = load(args.config)
+    _progress(f"{args.config}: valid ({config.cluster.mode}, {len(config.slices)} slice kind(s), "
+              f"{len(config.workloads)} workload(s))")
+    _progress("loading CDK Terrain and provider bindings")
+    from raytpu.stacks.app import synth
+
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        _progress("synthesizing")
+        written = synth(config, tmp)
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+            os.replace(out, old / out.name)
+            os.replace(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    for path in written:
+        print(out / path.relative_to(tmp))
+    _progress(f"done in {time.monotonic() - started:.1f}s: {len(written)} stack(s) in {out}/stacks")
+    return 0

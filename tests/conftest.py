@@ -1,0 +1,60 @@
+"""Shared fixtures: emulated-slice clusters, and the session check that no Ray process outlives the run.
+
+Every local cluster the suite starts gets a private Ray temp dir under ``/tmp/raytpu-t<pid>-`` and every
+one of its processes (nodes, their Ray workers, workload drivers) carries
+``RAYTPU_LOCAL_CLUSTER=<that dir>`` in its environment. The session fixture compares those processes
+before and after the run, kills any leftover by PID and fails the run when there was one. Nothing
+here signals a process it did not start (no ``ray stop``, no pkill).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from raytpu import local
+from raytpu.plan import SlicePlan
+
+SESSION_PREFIX = f"{local.TMP_PREFIX}t{os.getpid()}-"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_ray_process_outlives_the_run() -> Iterator[None]:
+    """Fails the session when a process of a cluster started by this run is still alive at the end."""
+    os.environ[local.ENV_TMP_PREFIX] = SESSION_PREFIX
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    before = set(local.tagged_processes(SESSION_PREFIX))
+    yield
+    deadline = time.monotonic() + 10
+    leaked = {}
+    while time.monotonic() < deadline:  # killed workers may take a moment to exit
+        leaked = {p: t for p, t in local.tagged_processes(SESSION_PREFIX).items() if p not in before}
+        if not leaked:
+            break
+        time.sleep(0.5)
+    for pid in leaked:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    assert not leaked, f"Ray processes outlived the test run (killed now): {sorted(leaked)}"
+
+
+@pytest.fixture(scope="session")
+def start_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., local.LocalCluster]]:
+    """Starts local clusters (each in its own run dir); stops every one at the end of the session at the latest."""
+    started: list[Path] = []
+
+    def start(plan: SlicePlan, num_slices: int = 1) -> local.LocalCluster:
+        directory = tmp_path_factory.mktemp("local")
+        started.append(directory)
+        return local.start(plan, num_slices, directory, timeout_s=240)
+
+    yield start
+    for directory in started:
+        local.stop(directory)

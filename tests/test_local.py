@@ -1,0 +1,130 @@
+"""raytpu.local: the emulated slice's environment, state and the `raytpu local` command across invocations."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from raytpu import local
+from raytpu.config import load
+from raytpu.plan import plan_slice
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "raytpu.example.yaml"
+
+
+def example_train_plan():
+    from raytpu.commands.local import config_slice_plan
+
+    return config_slice_plan(load(EXAMPLE))
+
+
+@pytest.mark.unit
+def test_host_env_multi_host_matches_what_the_gke_webhook_injects() -> None:
+    plan = example_train_plan()
+    env = local.host_env(plan, "s-0", 2)
+    assert env["TPU_NAME"] == "s-0"
+    assert env["TPU_WORKER_ID"] == "2"
+    assert env["TPU_ACCELERATOR_TYPE"] == plan.gke_accelerator_type
+    assert env["TPU_TOPOLOGY"] == plan.topology
+    assert len(env["TPU_WORKER_HOSTNAMES"].split(",")) == plan.hosts
+    assert env["JAX_PLATFORMS"] == "cpu"
+    assert env["JAX_NUM_CPU_DEVICES"] == str(plan.chips_per_host)
+
+
+@pytest.mark.unit
+def test_host_env_single_host_has_no_worker_hostnames() -> None:
+    single = plan_slice("v6e", "2x4")
+    assert single.single_host
+    assert "TPU_WORKER_HOSTNAMES" not in local.host_env(single, "s", 0)
+
+
+MULTI_HOST = [("v4", "2x2x2"), ("v5e", "4x4"), ("v5p", "2x2x2"), ("v6e", "4x4"), ("tpu7x", "2x2x2")]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("gen", "topology"), MULTI_HOST)
+def test_rays_tpu_detection_of_the_emulated_env_gives_the_plans_labels_and_resources(
+        gen: str, topology: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ray._private.accelerators.tpu import TPUAcceleratorManager
+
+    plan = plan_slice(gen, topology)
+    for worker in (0, plan.hosts - 1):
+        for key, value in local.host_env(plan, "s-0", worker).items():
+            monkeypatch.setenv(key, value)
+        assert TPUAcceleratorManager.get_current_node_accelerator_labels() | {
+            "ray.io/accelerator-type": TPUAcceleratorManager.get_current_node_accelerator_type()
+        } == local.expected_labels(plan, "s-0", worker)
+        extra = TPUAcceleratorManager.get_current_node_additional_resources() or {}
+        assert extra.get("s-0") == 1
+        assert (plan.head_resource in extra) == (worker == 0)
+
+
+@pytest.mark.unit
+def test_slice_names_are_distinct_and_name_the_pod_type() -> None:
+    plan = example_train_plan()
+    names = local.slice_names(plan, 3)
+    assert len(set(names)) == 3
+    assert all(plan.ray_pod_type in n for n in names)
+
+
+@pytest.mark.unit
+def test_stop_without_a_cluster_is_a_no_op(tmp_path: Path) -> None:
+    assert local.stop(tmp_path) == 0
+
+
+@pytest.mark.unit
+def test_temp_prefix_outside_tmp_raytpu_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
+    from raytpu.errors import InvalidInput
+
+    monkeypatch.setenv(local.ENV_TMP_PREFIX, "/home/x/")
+    with pytest.raises(InvalidInput, match=local.ENV_TMP_PREFIX):
+        local.temp_prefix()
+
+
+def _raytpu(*args: str, run_dir: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, RAYTPU_LOCAL_DIR=str(run_dir))
+    return subprocess.run([sys.executable, "-m", "raytpu", "local", *args], env=env, capture_output=True,
+                          text=True, timeout=timeout, cwd=EXAMPLE.parent)
+
+
+@pytest.mark.slice
+@pytest.mark.timeout(600)
+def test_local_cli_up_status_smoke_down_across_invocations(tmp_path: Path) -> None:
+    single = plan_slice("v6e", "2x2")  # one 4-chip host: the cheapest slice to bring up
+    try:
+        up = _raytpu("up", "--generation", single.generation, "--topology", single.topology, run_dir=tmp_path)
+        assert up.returncode == 0, up.stderr
+        assert "RAY_ADDRESS=" in up.stdout
+        assert "worker 0 up" in up.stderr  # progress while nodes start
+
+        status = _raytpu("status", "--json", run_dir=tmp_path)
+        assert status.returncode == 0, status.stderr
+        nodes = json.loads(status.stdout)["nodes"]
+        assert [n["alive"] for n in nodes] == [True, True]
+        assert all(n["labels_ok"] for n in nodes)
+        assert f"{single.head_resource}=1" in nodes[1]["resources"]
+
+        again = _raytpu("up", "--generation", single.generation, "--topology", single.topology, run_dir=tmp_path)
+        assert again.returncode == 1 and "already running" in again.stderr
+
+        smoke = _raytpu("smoke", "--json", run_dir=tmp_path)
+        assert smoke.returncode == 0, smoke.stderr
+        verdicts = json.loads(smoke.stdout)["slices"]
+        assert verdicts[0]["healthy"] and verdicts[0]["hosts_found"] == 1
+    finally:
+        down = _raytpu("down", run_dir=tmp_path)
+    assert down.returncode == 0
+    after = _raytpu("status", run_dir=tmp_path)
+    assert after.returncode == 1 and "no local cluster" in after.stderr
+
+
+@pytest.mark.unit
+def test_local_cli_up_rejects_an_impossible_slice(tmp_path: Path) -> None:
+    bad = _raytpu("up", "--generation", "v6e", "--topology", "3x3", run_dir=tmp_path)
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("error: ") and "Traceback" not in bad.stderr

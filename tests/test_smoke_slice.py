@@ -1,0 +1,206 @@
+"""Whole-slice reservation and the smoke check on emulated slices (real Ray, JAX on CPU).
+
+One module-scoped cluster of two 2-host slices; tests run in file order and the later ones break it
+(a host killed, then replaced).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from raytpu import local, report
+from raytpu.catalog import generation
+from raytpu.plan import SlicePlan, plan_slice
+from raytpu.workloads import smoke
+
+pytestmark = [pytest.mark.slice, pytest.mark.timeout(300)]
+
+SHORT_S = 4.0
+STATE: dict[str, Any] = {}
+"""Carries a pending placement group from one test to the next (tests run in file order)."""
+
+
+def connect(cluster: local.LocalCluster) -> None:
+    import logging
+
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR)
+
+
+@pytest.fixture(scope="module")
+def plan() -> SlicePlan:
+    """v6e 2x4 as two 4-chip hosts (xpk's shape): the smallest multi-host slice."""
+    return plan_slice("v6e", "2x4", generation("v6e").multi_host_machine_type.name)
+
+
+@pytest.fixture(scope="module")
+def cluster(start_cluster: Any, plan: SlicePlan) -> Iterator[local.LocalCluster]:
+    started = start_cluster(plan, 2)
+    connect(started)
+    yield started
+    import ray
+
+    ray.shutdown()
+    local.stop(started.run_dir)
+
+
+def bundle_nodes(pg: Any) -> list[str]:
+    import ray
+    from ray.util.placement_group import placement_group_table
+
+    table = placement_group_table(pg)
+    assert table["state"] == "CREATED", table
+    node_ids = list(table["bundles_to_node_id"].values())
+    assert node_ids and ray.is_initialized()
+    return node_ids
+
+
+def slice_of(node_ids: list[str]) -> set[tuple[str, str]]:
+    import ray
+
+    labels = {n["NodeID"]: n["Labels"] for n in ray.nodes()}
+    return {(labels[n]["ray.io/tpu-slice-name"], labels[n]["ray.io/tpu-worker-id"]) for n in node_ids}
+
+
+def run_smoke(cluster: local.LocalCluster, *extra: str) -> subprocess.CompletedProcess[str]:
+    return local.run_workload(cluster, "smoke", "--slices", str(len(cluster.slices)), "--reserve-timeout-s", "30",
+                              *extra, timeout_s=240)
+
+
+def test_hosts_carry_the_gke_labels_and_only_worker_0_the_head_resource(cluster: local.LocalCluster,
+                                                                          plan: SlicePlan) -> None:
+    rows = [r for r in local.status(cluster) if r.worker_id >= 0]
+    assert len(rows) == 2 * plan.hosts
+    assert all(r.alive and r.labels_ok for r in rows)
+    assert [plan.head_resource in r.resources for r in rows] == [w == 0 for _ in cluster.slices
+                                                                  for w in range(plan.hosts)]
+
+
+def test_whole_slice_reservation_lands_on_one_slice(cluster: local.LocalCluster, plan: SlicePlan) -> None:
+    held = smoke.reserve_slice(plan, timeout_s=30)
+    try:
+        placed = slice_of(bundle_nodes(held.placement_group))
+        assert {name for name, _ in placed} == {held.slice_name}
+        assert {worker for _, worker in placed} == {str(w) for w in range(plan.hosts)}
+    finally:
+        held.release()
+
+
+def test_rays_slice_placement_group_also_takes_one_whole_slice(cluster: local.LocalCluster,
+                                                                 plan: SlicePlan) -> None:
+    import ray
+    from ray.util.tpu import slice_placement_group
+
+    spg = slice_placement_group(plan.topology, plan.ray_accelerator_type, chips_per_vm=plan.chips_per_host,
+                                head_reservation_timeout_s=30)
+    try:
+        ray.get(spg.placement_group.ready(), timeout=30)
+        assert len({name for name, _ in slice_of(bundle_nodes(spg.placement_group))}) == 1
+    finally:
+        spg.shutdown()
+
+
+def test_two_reservations_take_different_slices_and_a_third_waits(cluster: local.LocalCluster,
+                                                                   plan: SlicePlan) -> None:
+    first = smoke.reserve_slice(plan, timeout_s=30)
+    second = smoke.reserve_slice(plan, timeout_s=30)
+    try:
+        assert {first.slice_name, second.slice_name} == set(cluster.slices)
+        assert slice_of(bundle_nodes(first.placement_group)).isdisjoint(slice_of(bundle_nodes(second.placement_group)))
+        with pytest.raises(TimeoutError, match="busy"):
+            smoke.reserve_slice(plan, timeout_s=SHORT_S)
+    finally:
+        first.release()
+        second.release()
+    again = smoke.reserve_slice(plan, timeout_s=30)  # released slices are free again
+    again.release()
+
+
+def test_smoke_passes_on_healthy_slices(cluster: local.LocalCluster, plan: SlicePlan) -> None:
+    done = run_smoke(cluster)
+    verdicts = report.parse_verdict_lines(done.stdout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(v["slice"] for v in verdicts) == sorted(cluster.slices)
+    for v in verdicts:
+        assert v["healthy"] and v["hosts_found"] == plan.hosts
+        checks = {c["name"]: c for c in v["checks"]}
+        assert checks["psum"]["value"] == checks["psum"]["expected"] == plan.chips * (plan.chips + 1) / 2
+        assert checks["devices_total"]["value"] == plan.chips
+        assert "informational" in checks["matmul_tflops_ratio"]["detail"]
+
+
+def test_one_host_missing_nothing_is_placed_and_the_timeout_names_the_slice(cluster: local.LocalCluster,
+                                                                            plan: SlicePlan) -> None:
+    import ray
+    from ray.util.placement_group import placement_group_table
+    from ray.util.tpu import slice_placement_group
+
+    broken, healthy = cluster.slices
+    local.kill_host(cluster, broken, 1)
+    _wait_dead(broken, 1)
+    with pytest.raises(TimeoutError) as caught:
+        smoke.reserve_slice(plan, slice_name=broken, timeout_s=SHORT_S)
+    assert broken in str(caught.value) and "missing worker 1" in str(caught.value)
+    assert "nothing was placed" in str(caught.value)
+
+    # Ray's own call, unpinned, while the intact slice is busy: its head lands on the broken slice's
+    # worker 0 and the worker bundles stay pending (no partial placement).
+    held = smoke.reserve_slice(plan, slice_name=healthy, timeout_s=30)
+    try:
+        spg = slice_placement_group(plan.topology, plan.ray_accelerator_type, chips_per_vm=plan.chips_per_host,
+                                    head_reservation_timeout_s=10)
+        ready, _ = ray.wait([spg.placement_group.ready()], timeout=SHORT_S)
+        assert not ready
+        table = placement_group_table(spg.placement_group)
+        assert table["state"] != "CREATED" and not any(table["bundles_to_node_id"].values())
+        STATE["pending_spg"] = spg  # the next test removes it
+    finally:
+        held.release()
+
+
+def test_smoke_fails_on_the_broken_slice_naming_the_missing_host(cluster: local.LocalCluster) -> None:
+    spg = STATE.pop("pending_spg", None)
+    if spg is not None:  # free the healthy slice's competitor first
+        spg.shutdown()
+    broken, healthy = cluster.slices
+    done = run_smoke(cluster)
+    assert done.returncode == 1
+    verdicts = {v["slice"]: v for v in report.parse_verdict_lines(done.stdout)}
+    assert verdicts[healthy]["healthy"]
+    bad = verdicts[broken]
+    assert not bad["healthy"] and bad["hosts_found"] == bad["hosts_expected"] - 1
+    present = next(c for c in bad["checks"] if c["name"] == "hosts_present")
+    assert not present["ok"] and "missing worker id(s) 1" in present["detail"]
+    assert [h["worker_id"] for h in bad["hosts"] if not h["ok"]] == [1]
+
+
+def test_a_replacement_host_makes_the_slice_whole_again(cluster: local.LocalCluster, plan: SlicePlan) -> None:
+    broken, _ = cluster.slices
+    local.add_host(cluster, broken, 1)
+    held = smoke.reserve_slice(plan, slice_name=broken, timeout_s=30)
+    try:
+        assert {name for name, _ in slice_of(bundle_nodes(held.placement_group))} == {broken}
+    finally:
+        held.release()
+
+
+def _wait_dead(slice_name: str, worker: int, timeout_s: float = 90) -> None:
+    import time
+
+    import ray
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        alive = [n for n in ray.nodes() if n["Alive"] and n["Labels"].get("ray.io/tpu-slice-name") == slice_name
+                 and n["Labels"].get("ray.io/tpu-worker-id") == str(worker)]
+        if not alive:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{slice_name} worker {worker} still alive in the GCS after {timeout_s}s")

@@ -1,0 +1,336 @@
+"""Synth tests of the stacks and the app: the example configs (Standard and Autopilot) synthesized once
+each, cross-stack references resolved in the JSON, the GCS backend, `raytpu synth` and `npx cdktf synth`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _synth import (
+    AUTOPILOT_EXAMPLE,
+    REPO,
+    STANDARD_EXAMPLE,
+    by_name,
+    only,
+    read_stacks,
+    resources,
+    synth_config,
+    synth_text,
+)
+
+pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]
+
+
+@pytest.fixture(scope="module")
+def standard() -> dict[str, dict[str, Any]]:
+    return synth_config(str(STANDARD_EXAMPLE))[1]
+
+
+@pytest.fixture(scope="module")
+def autopilot() -> dict[str, dict[str, Any]]:
+    return synth_config(str(AUTOPILOT_EXAMPLE))[1]
+
+
+def test_example_apps_have_a_cluster_and_a_workloads_stack(standard: dict, autopilot: dict) -> None:
+    assert sorted(standard) == ["ray-tpu-cluster", "ray-tpu-workloads"]
+    assert sorted(autopilot) == ["ray-tpu-auto-cluster", "ray-tpu-auto-workloads"]
+
+
+def test_standard_cluster_is_private_hardened_and_runs_the_ray_operator(standard: dict) -> None:
+    cluster = only(standard["ray-tpu-cluster"], "google_container_cluster")
+    assert cluster["addons_config"]["ray_operator_config"] == [{
+        "enabled": True, "ray_cluster_logging_config": {"enabled": True},
+        "ray_cluster_monitoring_config": {"enabled": True}}]
+    assert cluster["addons_config"]["gcs_fuse_csi_driver_config"] == {"enabled": True}
+    assert cluster["workload_identity_config"] == {"workload_pool": "my-ml-project.svc.id.goog"}
+    assert cluster["private_cluster_config"]["enable_private_nodes"] is True
+    assert cluster["master_authorized_networks_config"]["gcp_public_cidrs_access_enabled"] is False
+    assert cluster["enable_shielded_nodes"] is True
+    assert cluster["node_config"]["shielded_instance_config"]["enable_secure_boot"] is True
+    assert cluster["datapath_provider"] == "ADVANCED_DATAPATH"
+    assert cluster["release_channel"] == {"channel": "RAPID"}
+    assert cluster["deletion_protection"] is True
+    assert cluster["remove_default_node_pool"] is True
+    assert cluster["resource_labels"] == {"managed-by": "raytpu"}
+    assert cluster["min_master_version"] == "1.31.2-gke.1115000"  # v6e's minimum beats the Ray add-on's
+    assert "enable_autopilot" not in cluster
+
+
+def test_standard_pools_follow_the_slice_plans(standard: dict) -> None:
+    pools = by_name(standard["ray-tpu-cluster"], "google_container_node_pool")
+    assert sorted(pools) == ["ray-head", "serve-0", "train-0"]
+    train, serve, head = pools["train-0"], pools["serve-0"], pools["ray-head"]
+    assert (train["node_config"]["machine_type"], train["node_count"]) == ("ct6e-standard-4t", 4)
+    assert train["placement_policy"] == {"type": "COMPACT", "tpu_topology": "4x4"}
+    assert (serve["node_config"]["machine_type"], serve["node_count"]) == ("ct6e-standard-8t", 1)
+    assert "placement_policy" not in serve and serve["node_config"]["spot"] is True
+    assert head["node_config"]["machine_type"] == "n2-standard-8"
+    assert head["node_locations"] == ["us-east5-b"]
+    node_sa = "${google_service_account.node-identity_sa_B6B5F54D.email}"
+    assert {p["node_config"]["service_account"] for p in pools.values()} == {node_sa}
+
+
+def test_network_bucket_and_identity(standard: dict) -> None:
+    stack = standard["ray-tpu-cluster"]
+    subnet = only(stack, "google_compute_subnetwork")
+    assert subnet["private_ip_google_access"] is True and subnet["log_config"]["flow_sampling"] == 0.5
+    assert [r["range_name"] for r in subnet["secondary_ip_range"]] == ["pods", "services"]
+    assert only(stack, "google_compute_router_nat")["log_config"] == {"enable": True, "filter": "ERRORS_ONLY"}
+    bucket = only(stack, "google_storage_bucket")
+    assert bucket["name"] == "my-ml-project-ray-tpu-ray"
+    assert bucket["uniform_bucket_level_access"] is True
+    assert bucket["public_access_prevention"] == "enforced"
+    assert bucket["versioning"] == {"enabled": True}
+    binding = only(stack, "google_service_account_iam_member")
+    assert binding["role"] == "roles/iam.workloadIdentityUser"
+    assert binding["member"] == "serviceAccount:my-ml-project.svc.id.goog[ray/ray]"
+    assert binding["depends_on"] == ["google_container_cluster.gke_cluster_C5D95197"]
+    access = only(stack, "google_storage_bucket_iam_member")
+    assert access["role"] == "roles/storage.objectUser"
+    assert access["bucket"] == "${google_storage_bucket.storage_bucket_6AF501AE.name}"
+    roles = sorted(r["role"] for r in resources(stack, "google_project_iam_member").values())
+    assert "roles/owner" not in roles and "roles/editor" not in roles and "roles/logging.logWriter" in roles
+
+
+def test_cluster_outputs_everything_a_workload_needs(standard: dict) -> None:
+    outputs = standard["ray-tpu-cluster"]["output"]
+    for name in ("endpoint", "ca_certificate", "cluster_name", "location", "service_account", "bucket",
+                 "namespace", "project", "gsa_email", "slice_train_plan", "slice_serve_plan"):
+        assert name in outputs, name
+    assert outputs["location"]["value"] == "us-east5"
+    assert outputs["service_account"]["value"] == "ray"
+    plan = json.loads(outputs["slice_train_plan"]["value"])
+    assert (plan["hosts"], plan["chips"], plan["ray_pod_type"], plan["placement"]) == (4, 16, "v6e-16", "compact")
+
+
+def _remote_state_refs(value: Any) -> set[str]:
+    text = json.dumps(value)
+    prefix = "data.terraform_remote_state."
+    return {part.split("}")[0] for part in text.split("${")[1:] if part.startswith(prefix)}
+
+
+@pytest.mark.parametrize("example", ["standard", "autopilot"])
+def test_cross_stack_references_resolve(example: str, standard: dict, autopilot: dict) -> None:
+    stacks = standard if example == "standard" else autopilot
+    cluster_id, workloads_id = sorted(stacks)
+    cluster, workloads = stacks[cluster_id], stacks[workloads_id]
+    refs = _remote_state_refs(workloads)
+    assert refs, "the workloads stack reads the cluster stack's outputs"
+    remote = workloads["data"]["terraform_remote_state"]
+    assert list(remote) == [f"cross-stack-reference-input-{cluster_id}"]
+    for ref in refs:
+        _, _, name, outputs, output = ref.split(".", 4)
+        assert name in remote and outputs == "outputs"
+        assert output in cluster["output"], f"{ref} names an output the cluster stack does not declare"
+    provider = workloads["provider"]["kubernetes"][0]
+    assert provider["host"].startswith("https://${data.terraform_remote_state.")
+    assert provider["cluster_ca_certificate"].startswith("${base64decode(data.terraform_remote_state.")
+    assert provider["token"] == "${data.google_client_config.client.access_token}"
+    assert "TfToken" not in json.dumps(workloads) and "TfToken" not in json.dumps(cluster)
+
+
+def test_workloads_stack_applies_the_kuberay_objects(standard: dict) -> None:
+    stack = standard["ray-tpu-workloads"]
+    manifests = resources(stack, "kubernetes_manifest").values()
+    objects = {m["manifest"]["metadata"]["name"]: m["manifest"] for m in manifests}
+    assert {n: o["kind"] for n, o in objects.items()} == {"smoke": "RayJob", "train": "RayJob", "serve": "RayService"}
+    ksa = only(stack, "kubernetes_service_account_v1")
+    assert ksa["metadata"]["annotations"]["iam.gke.io/gcp-service-account"].startswith(
+        "${data.terraform_remote_state.")
+    text = json.dumps(objects["train"])
+    assert "${kubernetes_service_account_v1." in text  # the KSA, by reference
+    assert "${data.terraform_remote_state." in text  # the bucket, from the cluster stack
+    assert all(o["metadata"]["namespace"].startswith("${kubernetes_namespace_v1.") for o in objects.values())
+
+
+def test_local_backend_without_state_bucket(standard: dict) -> None:
+    for stack in standard.values():
+        assert "local" in stack["terraform"]["backend"]
+
+
+def test_autopilot_cluster_has_no_node_pools_and_gets_compute_classes(autopilot: dict) -> None:
+    cluster_stack = autopilot["ray-tpu-auto-cluster"]
+    cluster = only(cluster_stack, "google_container_cluster")
+    assert cluster["enable_autopilot"] is True
+    assert "node_config" not in cluster and "remove_default_node_pool" not in cluster
+    assert cluster["addons_config"]["ray_operator_config"][0]["enabled"] is True
+    assert cluster["cluster_autoscaling"]["auto_provisioning_defaults"]["service_account"].startswith(
+        "${google_service_account.node-identity")
+    assert cluster["min_master_version"].startswith("1.34.")  # a tpu7x slice
+    assert resources(cluster_stack, "google_container_node_pool") == {}
+    assert resources(cluster_stack, "google_compute_resource_policy") == {}
+    classes = {m["manifest"]["metadata"]["name"]: m["manifest"]
+               for m in resources(autopilot["ray-tpu-auto-workloads"], "kubernetes_manifest").values()
+               if m["manifest"]["kind"] == "ComputeClass"}
+    assert sorted(classes) == ["raytpu-batch", "raytpu-big", "raytpu-train"]
+    assert classes["raytpu-train"]["spec"]["priorities"] == [{
+        "tpu": {"type": "tpu-v6e-slice", "count": 4, "topology": "4x4"},
+        "reservations": {"affinity": "Specific", "specific": [{"name": "v6e-training", "project": "my-ml-project"}]}}]
+    assert classes["raytpu-batch"]["spec"]["priorities"] == [{
+        "tpu": {"type": "tpu-v5-lite-podslice", "count": 4, "topology": "2x4"}, "spot": True}]
+    assert classes["raytpu-big"]["spec"]["priorities"][0]["flexStart"] == {"enabled": True}
+
+
+def test_autopilot_example_uses_a_gcs_backend(autopilot: dict) -> None:
+    for sid, stack in autopilot.items():
+        assert stack["terraform"]["backend"] == {"gcs": {"bucket": "my-ml-project-tfstate", "prefix": f"raytpu/{sid}"}}
+    remote = autopilot["ray-tpu-auto-workloads"]["data"]["terraform_remote_state"]
+    assert next(iter(remote.values()))["backend"] == "gcs"
+
+
+# ------------------------------------------------------------------------------------ the CLI, the app
+
+
+def _raytpu(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "raytpu", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+
+
+def _strip(stack: dict[str, Any]) -> dict[str, Any]:
+    """A stack without what legitimately differs between two synths of the same config: the local
+    backend's state paths, which cdktn makes absolute from the working directory."""
+    copy = json.loads(json.dumps(stack))
+    backend = copy.get("terraform", {}).get("backend", {})
+    if "local" in backend:
+        backend["local"].pop("path", None)
+    for remote in copy.get("data", {}).get("terraform_remote_state", {}).values():
+        if remote.get("backend") == "local":
+            remote["config"].pop("path", None)
+    return copy
+
+
+def test_raytpu_synth_writes_the_stacks_and_matches_the_app(tmp_path: Path, standard: dict) -> None:
+    result = _raytpu("synth", str(STANDARD_EXAMPLE), "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    assert "raytpu synth: done" in result.stderr
+    written = read_stacks(tmp_path / "out")
+    assert sorted(written) == sorted(standard)
+    assert [line for line in result.stdout.splitlines()] == [
+        str(tmp_path / "out" / "stacks" / sid / "cdk.tf.json") for sid in sorted(standard)]
+    for sid in standard:
+        assert _strip(written[sid]) == _strip(standard[sid])
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")], "no temporary dir left behind"
+
+
+def test_raytpu_synth_bad_config_exits_2_and_writes_nothing(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(STANDARD_EXAMPLE.read_text().replace("topology: 4x4", "topology: 4x5"))
+    out = tmp_path / "out"
+    result = _raytpu("synth", str(bad), "--out", str(out))
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: slices[0].topology:")
+    assert "Traceback" not in result.stderr
+    assert not out.exists() and list(tmp_path.iterdir()) == [bad]
+
+
+def test_raytpu_synth_replaces_an_old_outdir_atomically(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    (out / "stacks" / "stale").mkdir(parents=True)
+    result = _raytpu("synth", str(STANDARD_EXAMPLE), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in (out / "stacks").iterdir()) == ["ray-tpu-cluster", "ray-tpu-workloads"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_app_reads_raytpu_config_else_raytpu_yaml() -> None:
+    from raytpu.config import default_path
+
+    assert default_path({"RAYTPU_CONFIG": "x.yaml"}) == "x.yaml"
+    assert default_path({}) == "raytpu.yaml"
+
+
+def test_npx_cdktf_synth_matches_raytpu_synth(tmp_path: Path, autopilot: dict) -> None:
+    """CI exercises the node CLI once: `npx cdktf synth` (cdktf.json's app) == `raytpu synth`."""
+    cdktf = REPO / "node_modules" / ".bin" / "cdktf"
+    if not cdktf.exists():
+        if os.environ.get("CI"):
+            pytest.fail("node_modules/.bin/cdktf is missing: run `npm ci` (the Makefile does)")
+        pytest.skip("node_modules/.bin/cdktf is missing: run `npm ci`")
+    out = tmp_path / "cdktf.out"
+    env = {**os.environ, "RAYTPU_CONFIG": str(AUTOPILOT_EXAMPLE), "CHECKPOINT_DISABLE": "1", "CI": "1",
+           "CDKTF_DISABLE_PLUGIN_CACHE_ENV": "1"}
+    result = subprocess.run([str(cdktf), "synth", "--output", str(out)], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=400)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    written = read_stacks(out)
+    assert sorted(written) == sorted(autopilot)
+    for sid in autopilot:
+        assert _strip(written[sid]) == _strip(autopilot[sid]), sid
+    assert shutil.which("node") is not None
+
+
+EVERY_MODE = """
+project: my-ml-project
+region: us-central1
+cluster: {name: modes}
+storage: {bucket: modes-ckpt}
+slices:
+  - {name: od, generation: v5p, topology: 2x2x4, zone: us-central1-a, count: 2}
+  - {name: sp, generation: v5e, topology: 2x4, machine_type: ct5lp-hightpu-4t, zone: us-central1-a,
+     provisioning: spot}
+  - {name: rs, generation: v6e, topology: 2x4, zone: us-central1-b, provisioning: reservation, reservation: r1}
+  - {name: fs, generation: tpu7x, topology: 4x4x4, zone: us-central1-c, provisioning: flex-start,
+     max_run_duration_s: 7200, disk_size_gib: 200}
+  - {name: qd, generation: v4, topology: 2x2x1, zone: us-central1-a, provisioning: queued}
+"""
+
+
+def test_every_provisioning_mode_through_the_config() -> None:
+    stacks = synth_text(EVERY_MODE)
+    cluster = stacks["modes-cluster"]
+    pools = by_name(cluster, "google_container_node_pool")
+    assert sorted(pools) == ["fs-0", "od-0", "od-1", "qd-0", "ray-head", "rs-0", "sp-0"]
+    assert pools["od-1"]["node_count"] == 4 and pools["od-1"]["placement_policy"]["tpu_topology"] == "2x2x4"
+    assert pools["sp-0"]["node_count"] == 2 and pools["sp-0"]["node_config"]["spot"] is True
+    assert pools["rs-0"]["node_config"]["reservation_affinity"]["values"] == ["r1"]
+    assert "placement_policy" not in pools["rs-0"]  # one ct6e-standard-8t host
+    flex = pools["fs-0"]
+    assert flex["node_config"]["flex_start"] is True and flex["node_config"]["max_run_duration"] == "7200s"
+    assert flex["node_config"]["disk_size_gb"] == 200
+    assert flex["autoscaling"] == {"min_node_count": 0, "max_node_count": 16, "location_policy": "ANY"}
+    assert list(flex["placement_policy"]) == ["policy_name"]  # type unset with a workload policy
+    assert flex["placement_policy"]["policy_name"].startswith("${google_compute_resource_policy.gke_slice-fs-0_")
+    assert by_name(cluster, "google_compute_resource_policy")["fs-0-wp"]["workload_policy"] == {
+        "type": "HIGH_THROUGHPUT", "accelerator_topology": "4x4x4"}
+    assert pools["qd-0"]["queued_provisioning"] == {"enabled": True}
+    assert pools["qd-0"]["autoscaling"]["min_node_count"] == 0
+    assert only(cluster, "google_container_cluster")["min_master_version"] == "1.34.0-gke.2201000"
+    assert sorted(pools["ray-head"]["node_locations"]) == ["us-central1-a", "us-central1-b", "us-central1-c"]
+    assert only(cluster, "google_storage_bucket")["name"] == "modes-ckpt"
+
+
+def test_add_slice_rejects_a_taken_name() -> None:
+    from raytpu.config import parse
+    from raytpu.errors import InvalidInput
+    from raytpu.modules.cdk import App
+    from raytpu.stacks.cluster import ClusterStack, ClusterStackProps
+
+    config = parse(STANDARD_EXAMPLE.read_text())
+    stack = ClusterStack(App(outdir=tempfile.mkdtemp()), "c", ClusterStackProps(config=config))
+    with pytest.raises(InvalidInput) as info:
+        stack.add_slice(config.slices[0])
+    assert info.value.field == "slice.name"
+
+
+@pytest.mark.parametrize("example", ["standard", "autopilot"])
+def test_synthesized_kuberay_objects_pass_the_crd_schemas_and_webhook_rules(
+        example: str, standard: dict, autopilot: dict) -> None:
+    """What the workloads stack applies (tokens and all) is what the KubeRay v1.7.0 CRDs accept."""
+    from crd import schema_errors, webhook_errors
+
+    stacks = standard if example == "standard" else autopilot
+    workloads = stacks[sorted(stacks)[1]]
+    objects = [m["manifest"] for m in resources(workloads, "kubernetes_manifest").values()
+               if m["manifest"]["apiVersion"] == "ray.io/v1"]
+    assert len(objects) == 3
+    for manifest in objects:
+        name = manifest["metadata"]["name"]
+        assert schema_errors(manifest) == [], name
+        assert webhook_errors(manifest) == [], name
