@@ -1,14 +1,18 @@
-"""Bucket: a private GCS bucket for checkpoints, compile caches and Ray logs."""
+"""Bucket: a private GCS bucket for checkpoints, compile caches and Ray logs; BucketObject: a local file
+uploaded into it (the kit's core zip)."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from raytpu import errors
 from raytpu.modules import _props
-from raytpu.modules.cdk import Construct, storage_bucket
+from raytpu.modules.cdk import AssetType, Construct, TerraformAsset, storage_bucket, storage_bucket_object
 
 BUCKET_NAME_RULE = "3-63 characters: lowercase letters, digits, '-', '_', '.'; starts and ends with a letter or digit"
 
@@ -55,10 +59,81 @@ class BucketProps:
         _props.check_overrides("overrides", self.overrides)
 
 
+OBJECT_NAME_RULE = "1-1024 bytes of UTF-8, no carriage return or line feed, not '.' or '..'"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BucketObjectProps:
+    """Props of :class:`BucketObject`.
+
+    Attributes:
+        name: Object name in the bucket, e.g. ``raytpu/raytpu-0.1.0.zip``.
+        source: Path of the local file to upload; it must exist when the construct is created (it is read
+            then, and copied into the synth output when the app synthesizes).
+        content_type: ``Content-Type`` of the object; default none (GCS stores ``application/octet-stream``).
+        bucket: The bucket's name; default none, set by :meth:`Bucket.add_object`.
+        overrides: Escape hatch: raw fields of ``google_storage_bucket_object`` by path.
+    """
+
+    name: str
+    source: str
+    content_type: str | None = None
+    bucket: str | None = None
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        name = self.name
+        if not _props.is_token(name) and not (
+            isinstance(name, str) and 1 <= len(name.encode()) <= 1024 and name not in (".", "..")
+            and "\r" not in name and "\n" not in name
+        ):
+            raise errors.invalid_value("name", name, "is not a GCS object name", OBJECT_NAME_RULE)
+        if not isinstance(self.source, str) or not Path(self.source).is_file():
+            raise errors.invalid_value("source", self.source, "is not a file", "the path of an existing local file")
+        _props.check_overrides("overrides", self.overrides)
+
+
+class BucketObject(Construct):
+    """A local file uploaded as an object. The file becomes a Terraform asset: copied into the stack's
+    synth output (``assets/<asset id>/<hash>/<file name>``) and referenced by that relative path, so the
+    stack directory is self-contained. Both the asset's hash and ``source_md5hash`` follow the file's
+    bytes: a changed file re-uploads the object, an unchanged one leaves the plan empty.
+
+    Resource ids: ``asset`` (the TerraformAsset), ``object``.
+    """
+
+    def __init__(self, scope: Construct, id: str, props: BucketObjectProps) -> None:
+        super().__init__(scope, id)
+        if props.bucket is None:
+            raise errors.missing("bucket", "to create a BucketObject directly",
+                                 "set it, or create the object with Bucket.add_object")
+        self.props = props
+        source = Path(props.source).resolve()
+        data = source.read_bytes()
+        self.md5_hash = base64.b64encode(hashlib.md5(data, usedforsecurity=False).digest()).decode()
+        """Base64 MD5 of the file, as GCS reports an object's ``md5Hash``."""
+        self.asset = TerraformAsset(self, "asset", path=str(source), type=AssetType.FILE,
+                                    asset_hash=hashlib.sha256(data).hexdigest()[:32])
+        self.object = storage_bucket_object.StorageBucketObject(
+            self, "object",
+            bucket=props.bucket,
+            name=props.name,
+            source=self.asset.path,
+            source_md5_hash=self.md5_hash,
+            content_type=props.content_type,
+        )
+        _props.apply_overrides(self.object, props.overrides)
+
+    @property
+    def name(self) -> str:
+        """The object's name (a token)."""
+        return self.object.name
+
+
 class Bucket(Construct):
     """A bucket with uniform bucket-level access, public access prevention enforced and versioning.
 
-    Resource id: ``bucket``.
+    Resource id: ``bucket``. Children: :meth:`add_object`.
     """
 
     def __init__(self, scope: Construct, id: str, props: BucketProps) -> None:
@@ -88,3 +163,7 @@ class Bucket(Construct):
     def name(self) -> str:
         """The bucket's name (a token)."""
         return self.bucket.name
+
+    def add_object(self, id: str, props: BucketObjectProps) -> BucketObject:
+        """Uploads a local file into this bucket and returns it (``bucket`` of ``props`` is set to this one)."""
+        return BucketObject(self, id, replace(props, bucket=self.bucket.name))

@@ -18,9 +18,11 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 from cdktn import (
     App,
+    AssetType,
     Fn,
     GcsBackend,
     ITerraformDependable,
+    TerraformAsset,
     TerraformOutput,
     TerraformResource,
     TerraformStack,
@@ -41,6 +43,7 @@ from cdktn_provider_google import (
     service_account_iam_member,
     storage_bucket,
     storage_bucket_iam_member,
+    storage_bucket_object,
 )
 from cdktn_provider_google import provider as google_provider
 from cdktn_provider_kubernetes import manifest as kubernetes_manifest
@@ -55,10 +58,12 @@ FRAMEWORK = "cdktn"
 __all__ = [
     "FRAMEWORK",
     "App",
+    "AssetType",
     "Construct",
     "Fn",
     "GcsBackend",
     "ITerraformDependable",
+    "TerraformAsset",
     "TerraformOutput",
     "TerraformResource",
     "TerraformStack",
@@ -82,4 +87,5 @@ __all__ = [
     "service_account_iam_member",
     "storage_bucket",
     "storage_bucket_iam_member",
+    "storage_bucket_object",
 ]

@@ -22,6 +22,7 @@ Standard library only.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -358,28 +359,58 @@ def run_id(now: float | None = None) -> str:
 
 # --------------------------------------------------------------------------------------------- the core zip
 
-CORE_EXCLUDED = ("stacks", "modules")
-"""Subpackages left out of the jobs' core zip: CDK code never runs inside a Ray job."""
+CORE_MODULES = ("__init__.py", "catalog.py", "config.py", "errors.py", "kuberay.py", "plan.py", "py.typed",
+                "report.py")
+"""Top-level files of ``raytpu`` in the jobs' core zip: the pure-Python core a Ray job may import. The
+CLI, ``gke``/``local`` and the CDK subpackages (``stacks``, ``modules``) never run inside a Ray job."""
+
+CORE_PACKAGES = ("workloads",)
+"""Subpackages of ``raytpu`` in the core zip, whole (``*.py`` and ``py.typed``; no ``__pycache__``)."""
+
+CORE_ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+"""The timestamp of every zip entry (the earliest a zip can hold), so the same sources give the same bytes."""
+
+
+def core_zip_files(root: str | Path | None = None) -> list[tuple[str, Path]]:
+    """``(name in the zip, source file)`` of every core file, sorted by name; ``root`` is the ``raytpu``
+    package directory (default: the imported package's). Symlinked subpackages (the source tree's
+    ``workloads``) are followed."""
+    if root is None:
+        import raytpu
+
+        root = Path(raytpu.__file__).resolve().parent
+    root = Path(root)
+    files = {f"raytpu/{name}": root / name for name in CORE_MODULES if (root / name).is_file()}
+    for package in CORE_PACKAGES:
+        base = root / package
+        for dirpath, dirnames, filenames in os.walk(base, followlinks=True):
+            rel = Path(dirpath).relative_to(base)
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
+            for name in filenames:
+                if name.endswith((".py", ".typed")) and not name.startswith("."):
+                    files[(Path("raytpu") / package / rel / name).as_posix()] = Path(dirpath) / name
+    return sorted(files.items())
+
+
+def core_zip_bytes(root: str | Path | None = None) -> bytes:
+    """The core zip for ``py_modules``, deterministically: the same sources give the same bytes on every
+    machine (sorted entries, fixed timestamps and modes, stored uncompressed: deflate output differs
+    between zlib builds). One top-level directory, ``raytpu/``, as Ray's ``py_modules`` expects of a zip."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+        for name, path in core_zip_files(root):
+            info = zipfile.ZipInfo(name, date_time=CORE_ZIP_DATE)
+            info.create_system = 3  # Unix, whatever builds it
+            info.external_attr = 0o100644 << 16  # a regular file, rw-r--r--
+            info.compress_type = zipfile.ZIP_STORED
+            archive.writestr(info, path.read_bytes())
+    return buffer.getvalue()
 
 
 def build_core_zip(dest: str | Path) -> Path:
-    """Zips the installed ``raytpu`` package (workloads included, CDK subpackages excluded) for ``py_modules``.
-
-    The zip has one top-level directory, ``raytpu/``, as Ray's ``py_modules`` expects of a remote zip;
-    symlinked subpackages (the source tree's ``workloads``) are followed.
-    """
-    import raytpu
-
-    root = Path(raytpu.__file__).resolve().parent
+    """Writes :func:`core_zip_bytes` (the core and its workloads; no CLI, no CDK code) to ``dest``."""
     dest = Path(dest)
-    with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as archive:
-        for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
-            rel = Path(dirpath).relative_to(root)
-            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith(".")
-                                 and not (rel == Path(".") and d in CORE_EXCLUDED))
-            for name in sorted(filenames):
-                if name.endswith((".py", ".typed")):
-                    archive.write(Path(dirpath) / name, (Path("raytpu") / rel / name).as_posix())
+    dest.write_bytes(core_zip_bytes())
     return dest
 
 

@@ -184,9 +184,15 @@ def compute_class_name(slice_name: str) -> str:
     return f"raytpu-{slice_name}"
 
 
+def core_zip_object(version: str = __version__) -> str:
+    """The object name of the kit's core zip in the bucket: ``raytpu/raytpu-<version>.zip`` (the cluster
+    stack uploads it there; :func:`core_zip_uri` and :func:`py_modules_uri` both name it)."""
+    return f"raytpu/raytpu-{version}.zip"
+
+
 def core_zip_uri(bucket: str, version: str = __version__) -> str:
     """Where the kit's core zip is uploaded: ``gs://<bucket>/raytpu/raytpu-<version>.zip``."""
-    return f"gs://{bucket}/raytpu/raytpu-{version}.zip"
+    return f"gs://{bucket}/{core_zip_object(version)}"
 
 
 def py_modules_uri(version: str = __version__, mount_path: str = GCS_MOUNT_PATH) -> str:
@@ -195,7 +201,7 @@ def py_modules_uri(version: str = __version__, mount_path: str = GCS_MOUNT_PATH)
     Ray reads ``file://`` py_modules natively, so the image needs no GCS client library (a ``gs://``
     URI would need ``smart_open`` and ``google-cloud-storage`` on every node).
     """
-    return f"file://{mount_path}/raytpu/raytpu-{version}.zip"
+    return f"file://{mount_path}/{core_zip_object(version)}"
 
 
 def checkpoint_uri(bucket: str, name: str) -> str:
@@ -514,7 +520,7 @@ def workload_manifests(config: Config, *, service_account: str, bucket: str, nam
         bucket: Bucket mounted through GCS FUSE, holding checkpoints and the core zip (may be a token).
         namespace: Namespace of every object. Default ``default``.
         py_modules: URI of the kit's core zip. Default :func:`py_modules_uri` (``file://`` through the
-            bucket's FUSE mount; upload the zip to :func:`core_zip_uri` of the bucket).
+            bucket's FUSE mount of the zip at :func:`core_zip_uri`, which the cluster stack uploads).
         compute_classes: Autopilot only: slice name -> ComputeClass name. Default
             :func:`compute_class_name` of each slice.
 

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import atexit
+import hashlib
 import json
+import shutil
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from raytpu import errors
+from raytpu import errors, gke, kuberay
 from raytpu.config import Config, Slice
-from raytpu.modules.bucket import Bucket, BucketProps
+from raytpu.modules.bucket import Bucket, BucketObject, BucketObjectProps, BucketProps
 from raytpu.modules.cdk import Construct, GcsBackend, TerraformOutput, TerraformStack, google_provider
 from raytpu.modules.gke_cluster import AuthorizedNetwork, GkeCluster, GkeClusterProps, min_gke_version
 from raytpu.modules.head_pool import HeadPool, HeadPoolProps
@@ -16,6 +21,24 @@ from raytpu.modules.network import Network, NetworkProps
 from raytpu.modules.tpu_slice_pool import TpuSlicePool, TpuSlicePoolProps
 from raytpu.modules.workload_identity import NodeServiceAccount, NodeServiceAccountProps, WorkloadIdentityProps
 from raytpu.plan import SlicePlan
+
+_CORE_ZIP_DIR: Path | None = None
+
+
+def core_zip_file() -> Path:
+    """The core zip (:func:`raytpu.gke.core_zip_bytes`) in a file named like its object
+    (``raytpu-<version>.zip``), in a temporary directory removed when the process exits: the asset is
+    copied from it when the app synthesizes. Same sources, same bytes, same path in the synth output."""
+    global _CORE_ZIP_DIR
+    if _CORE_ZIP_DIR is None:
+        _CORE_ZIP_DIR = Path(tempfile.mkdtemp(prefix="raytpu-core-"))
+        atexit.register(shutil.rmtree, _CORE_ZIP_DIR, True)
+    data = gke.core_zip_bytes()
+    path = _CORE_ZIP_DIR / hashlib.sha256(data).hexdigest()[:16] / Path(kuberay.core_zip_object()).name
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return path
 
 
 def _account_id(cluster: str, suffix: str) -> str:
@@ -51,8 +74,12 @@ class ClusterStack(TerraformStack):
     ``endpoint``, ``ca_certificate``, ``cluster_name``, ``location``, ``project``, ``mode``, ``namespace``,
     ``service_account`` (the KSA), ``gsa_email``, ``bucket`` and ``slice_<name>_plan`` (the SlicePlan JSON).
 
-    Construct ids (API): ``network``, ``node-identity``, ``gke``, ``storage``, ``gke/workload-identity``,
-    ``gke/head-pool``, ``gke/slice-<slice>-<i>``.
+    The bucket gets the kit's core zip (:func:`core_zip_file`) as object
+    :func:`raytpu.kuberay.core_zip_object`, which the workloads stack's RayJobs load as ``py_modules``
+    through the GCS FUSE mount (:func:`raytpu.kuberay.py_modules_uri`).
+
+    Construct ids (API): ``network``, ``node-identity``, ``gke``, ``storage``, ``storage/core-zip``,
+    ``gke/workload-identity``, ``gke/head-pool``, ``gke/slice-<slice>-<i>``.
     """
 
     def __init__(self, scope: Construct, id: str, props: ClusterStackProps) -> None:
@@ -95,6 +122,8 @@ class ClusterStack(TerraformStack):
         ))
         self.bucket = Bucket(self, "storage", BucketProps(
             name=config.bucket, project=config.project, location=config.region, labels=dict(cluster.labels)))
+        self.core_zip: BucketObject = self.bucket.add_object("core-zip", BucketObjectProps(
+            name=kuberay.core_zip_object(), source=str(core_zip_file()), content_type="application/zip"))
         self.identity = self.cluster.add_workload_identity("workload-identity", WorkloadIdentityProps(
             project=config.project, account_id=_account_id(cluster.name, "ray"),
             namespace=props.namespace, ksa_name=props.ksa_name, bucket=self.bucket.name))

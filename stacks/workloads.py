@@ -67,6 +67,10 @@ class WorkloadsStack(TerraformStack):
         super().__init__(scope, id)
         self.props = props
         cluster = props.cluster
+        # The RayJobs load the core zip the cluster stack uploads (cluster.core_zip). A resource's
+        # depends_on cannot name a resource of another stack, so the order is the stacks': deploying this
+        # stack waits for the cluster stack, object included (the outputs read below imply it; stated here).
+        self.add_dependency(cluster)
         config = props.config or cluster.config
         self.config = config
         google_provider.GoogleProvider(self, "google", project=config.project, region=config.region)

@@ -263,6 +263,12 @@ def test_npx_cdktf_synth_matches_raytpu_synth(tmp_path: Path, autopilot: dict) -
     assert sorted(written) == sorted(autopilot)
     for sid in autopilot:
         assert _strip(written[sid]) == _strip(autopilot[sid]), sid
+    # The core zip asset: same relative path (its hash) and the same bytes as the in-process synth.
+    ours = synth_config(str(AUTOPILOT_EXAMPLE))[0]
+    source = only(written["ray-tpu-auto-cluster"], "google_storage_bucket_object")["source"]
+    asset = out / "stacks" / "ray-tpu-auto-cluster" / source
+    assert asset.is_file(), source
+    assert asset.read_bytes() == (ours / "stacks" / "ray-tpu-auto-cluster" / source).read_bytes()
     assert shutil.which("node") is not None
 
 

@@ -44,7 +44,8 @@ def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--upload-core", action="store_true",
                         help="zip the installed raytpu package and `gcloud storage cp` it to "
                              "gs://<bucket>/raytpu/raytpu-<version>.zip (or to --py-modules if that is gs://) "
-                             "before applying")
+                             "before applying (the cluster stack's deploy uploads it too; use this for a core "
+                             "changed since)")
     parser.add_argument("--run-id", help="suffix of RayJob names (default: base-36 time)")
     parser.add_argument("--poll-s", type=float, default=10.0, help="status polling interval (default 10)")
     parser.add_argument("--dry-run", action="store_true", help="print the manifests as YAML; apply nothing")
