@@ -195,10 +195,20 @@ def expected_labels(plan: SlicePlan, slice_name: str, worker_id: int) -> dict[st
     }
 
 
+_PORTS_GIVEN: set[int] = set()
+"""Ports already handed out by this process (the kernel may offer a just-closed port again)."""
+
+
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free TCP port not handed out before by this process."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _PORTS_GIVEN:
+            _PORTS_GIVEN.add(port)
+            return port
+    raise RuntimeFailure("local: no free TCP port found")
 
 
 def _base_env(cluster: LocalCluster) -> dict[str, str]:
@@ -312,9 +322,25 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
-def _wait_started(nodes: list[NodeProc], deadline: float, progress: Progress, t0: float) -> None:
-    """Waits for each ``ray start`` to exit 0 (the node registered with the GCS)."""
+PORT_CLASH = ("address already in use", "port number", "used by other components", "timed out during startup")
+START_RETRIES = 2
+"""A node whose ``ray start`` lost a port race is started again (new ports) this many times."""
+
+
+def _respawn(cluster: LocalCluster, node: NodeProc) -> NodeProc:
+    """Starts ``node`` again with fresh ports (its failed record is dropped)."""
+    cluster.nodes.remove(node)
+    if node.role == "head":
+        cluster.address = f"127.0.0.1:{_free_port()}"
+        return _spawn(cluster, "head", _base_env(cluster), _node_args(cluster, True, "0"), "head")
+    return _start_host(cluster, cluster.slice_plan, node.slice_name, node.worker_id)
+
+
+def _wait_started(cluster: LocalCluster, nodes: list[NodeProc], deadline: float, progress: Progress,
+                  t0: float) -> None:
+    """Waits for each ``ray start`` to exit 0 (the node registered with the GCS); retries port clashes."""
     pending = list(nodes)
+    retries = START_RETRIES * len(nodes)
     while pending:
         for node in list(pending):
             what = "head" if node.role == "head" else f"{node.slice_name} worker {node.worker_id}"
@@ -327,6 +353,14 @@ def _wait_started(nodes: list[NodeProc], deadline: float, progress: Progress, t0
                 progress(f"  {what} up ({time.monotonic() - t0:.1f}s)")
                 continue
             text = Path(node.log).read_text(errors="replace") if Path(node.log).exists() else ""
+            if retries > 0 and any(clash in text.lower() for clash in PORT_CLASH):
+                retries -= 1
+                progress(f"  {what}: port clash, starting it again")
+                for pid in _ours(node.pid, cluster.temp_dir):  # a half-started node
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, signal.SIGKILL)
+                pending.append(_respawn(cluster, node))
+                continue
             tail = "\n".join(text.strip().splitlines()[-15:])
             raise RuntimeFailure(f"local.{what}: `ray start` failed with exit code {code} "
                                  f"(log {node.log}):\n{tail}")
@@ -374,11 +408,11 @@ def start(plan: SlicePlan, num_slices: int = 1, directory: str | Path | None = N
     try:
         say(f"starting Ray head at {cluster.address} (run dir {where})")
         head = _spawn(cluster, "head", _base_env(cluster), _node_args(cluster, True, "0"), "head")
-        _wait_started([head], deadline, say, t0)
+        _wait_started(cluster, [head], deadline, say, t0)
         say(f"starting {num_slices} emulated {plan.generation} {plan.topology} slice(s): "
             f"{plan.hosts} host(s) x {plan.chips_per_host} chips ({plan.machine_type}) each")
         hosts = [_start_host(cluster, plan, name, w) for name in cluster.slices for w in range(plan.hosts)]
-        _wait_started(hosts, deadline, say, t0)
+        _wait_started(cluster, hosts, deadline, say, t0)
         wait_for_nodes(cluster, 1 + len(hosts), max(deadline - time.monotonic(), 5.0))
         cluster.started_s = round(time.monotonic() - t0, 2)
         cluster.save()
@@ -392,7 +426,7 @@ def start(plan: SlicePlan, num_slices: int = 1, directory: str | Path | None = N
 def add_host(cluster: LocalCluster, slice_name: str, worker_id: int, timeout_s: float = 60.0) -> NodeProc:
     """Starts (or restarts: a replacement) one host of ``slice_name``; returns once it is up."""
     node = _start_host(cluster, cluster.slice_plan, slice_name, worker_id)
-    _wait_started([node], time.monotonic() + timeout_s, lambda _l: None, time.monotonic())
+    _wait_started(cluster, [node], time.monotonic() + timeout_s, lambda _l: None, time.monotonic())
     return node
 
 
@@ -462,7 +496,7 @@ def _processes_under(temp_dir: str) -> Iterator[int]:
             yield int(entry.name)
 
 
-def stop(directory: str | Path | None = None, grace_s: float = 5.0) -> int:
+def stop(directory: str | Path | None = None, grace_s: float = 1.0) -> int:
     """Stops the cluster recorded in the run directory; always removes its state. Returns processes signalled.
 
     SIGTERM to every recorded process group that is still this cluster's, SIGKILL to what is left after
@@ -588,7 +622,7 @@ def status(cluster: LocalCluster) -> list[HostStatus]:
 
 def render_status(rows: list[HostStatus]) -> str:
     """The status rows as a text table."""
-    header = ("SLICE", "HOST", "PID", "NODE", "ALIVE", "LABELS", "RESOURCES")
+    header = ("SLICE", "HOST", "PGID", "NODE", "ALIVE", "LABELS", "RESOURCES")
     body = [(r.slice_name, "-" if r.worker_id < 0 else str(r.worker_id), str(r.pid), r.node_id or "-",
              "yes" if r.alive else "NO", "ok" if r.labels_ok else "MISMATCH", r.resources) for r in rows]
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
@@ -637,8 +671,10 @@ def run_workload(cluster: LocalCluster, module: str, *extra: str, timeout_s: flo
     return subprocess.CompletedProcess(cmd, proc.returncode, out, "".join(err_lines))
 
 
-def descendants_rss_bytes(root: int | None = None) -> int:
-    """Resident memory of ``root`` (default this process) and all its descendants, in bytes."""
+def tree_rss_bytes(root: int | None = None, tag_prefix: str | None = None) -> int:
+    """Resident memory of ``root`` (default: this process), its descendants and, with ``tag_prefix``, every
+    process of a local cluster whose temp dir starts with it (node daemons are reparented away from us).
+    """
     root = os.getpid() if root is None else root
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
@@ -647,28 +683,34 @@ def descendants_rss_bytes(root: int | None = None) -> int:
         if not entry.name.isdigit():
             continue
         try:
-            stat = (entry / "stat").read_text()
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
             statm = (entry / "statm").read_text().split()
         except OSError:
             continue
-        fields = stat.rsplit(")", 1)[1].split()
         pid = int(entry.name)
         children.setdefault(int(fields[1]), []).append(pid)
         rss[pid] = int(statm[1]) * page
-    total, stack = 0, [root]
+    seen: set[int] = set()
+    stack = [root, *(tagged_processes(tag_prefix) if tag_prefix else [])]
     while stack:
         pid = stack.pop()
-        total += rss.get(pid, 0)
+        if pid in seen:
+            continue
+        seen.add(pid)
         stack.extend(children.get(pid, []))
-    return total
+    return sum(rss.get(pid, 0) for pid in seen)
 
 
 class PeakMemory:
-    """Samples :func:`descendants_rss_bytes` in a background thread; ``peak_bytes`` is the maximum seen."""
+    """Samples :func:`tree_rss_bytes` in a background thread; ``peak_bytes`` is the maximum seen.
 
-    def __init__(self, interval_s: float = 0.5) -> None:
+    A sum of RSS (shared pages counted once per process): an upper bound of the real footprint.
+    """
+
+    def __init__(self, tag_prefix: str | None = None, interval_s: float = 0.5) -> None:
         import threading
 
+        self.tag_prefix = tag_prefix
         self.interval_s = interval_s
         self.peak_bytes = 0
         self._stop = threading.Event()
@@ -676,7 +718,7 @@ class PeakMemory:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.peak_bytes = max(self.peak_bytes, descendants_rss_bytes())
+            self.peak_bytes = max(self.peak_bytes, tree_rss_bytes(tag_prefix=self.tag_prefix))
             self._stop.wait(self.interval_s)
 
     def __enter__(self) -> PeakMemory:

@@ -9,6 +9,7 @@ here signals a process it did not start (no ``ray stop``, no pkill).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -38,10 +39,8 @@ def no_ray_process_outlives_the_run() -> Iterator[None]:
             break
         time.sleep(0.5)
     for pid in leaked:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
     assert not leaked, f"Ray processes outlived the test run (killed now): {sorted(leaked)}"
 
 

@@ -12,12 +12,12 @@ import pytest
 
 from raytpu import local
 from raytpu.config import load
-from raytpu.plan import plan_slice
+from raytpu.plan import SlicePlan, plan_slice
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "raytpu.example.yaml"
 
 
-def example_train_plan():
+def example_train_plan() -> SlicePlan:
     from raytpu.commands.local import config_slice_plan
 
     return config_slice_plan(load(EXAMPLE))
@@ -128,3 +128,25 @@ def test_local_cli_up_rejects_an_impossible_slice(tmp_path: Path) -> None:
     bad = _raytpu("up", "--generation", "v6e", "--topology", "3x3", run_dir=tmp_path)
     assert bad.returncode == 2
     assert bad.stderr.startswith("error: ") and "Traceback" not in bad.stderr
+
+
+@pytest.mark.slice
+@pytest.mark.timeout(300)
+def test_a_node_that_loses_a_port_race_is_started_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = local._free_port
+    calls = {"n": 0}
+
+    def clashing() -> int:  # the head's first two ports collide, as when the kernel reoffers a port
+        calls["n"] += 1
+        if calls["n"] <= 3:
+            return 50007  # one port, three times
+        return real()
+
+    monkeypatch.setattr(local, "_free_port", clashing)
+    lines: list[str] = []
+    cluster = local.start(plan_slice("v6e", "2x2"), 1, tmp_path, progress=lines.append, timeout_s=240)
+    try:
+        assert any("port clash" in line for line in lines), lines
+        assert [r.alive for r in local.status(cluster)] == [True, True]
+    finally:
+        local.stop(tmp_path)

@@ -93,3 +93,28 @@ def test_host_killed_mid_run_resumes_from_checkpoint_and_finishes(cluster: local
     assert summary["restarts"] >= 1 and summary["resumed_from"] > 0, (summary, err[-6000:])
     losses = [h["loss"] for h in summary["history"]]
     assert losses[-1] < losses[0]
+
+
+@pytest.mark.slice
+@pytest.mark.timeout(300)
+def test_no_free_slice_fails_after_bounded_retries(cluster: local.LocalCluster, tmp_path: Path) -> None:
+    import logging
+
+    import ray
+
+    from raytpu.workloads import smoke
+
+    ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR)
+    try:
+        held = smoke.reserve_slice(cluster.slice_plan, timeout_s=60)  # the only slice is busy
+        started = time.monotonic()
+        done = local.run_workload(cluster, "train", "--storage-path", str(tmp_path), "--steps", "5",
+                                  "--start-timeout-s", "5", "--slice-retries", "1", timeout_s=200)
+        elapsed = time.monotonic() - started
+        held.release()
+    finally:
+        ray.shutdown()
+    summary = train.parse_result(done.stdout)
+    assert done.returncode == 1 and summary is not None and not summary["ok"]
+    assert summary.get("error"), summary
+    assert elapsed < 120

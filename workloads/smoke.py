@@ -538,6 +538,10 @@ def main(argv: list[str] | None = None) -> int:
     except InvalidInput as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except ConnectionError as exc:
+        print(f"error: address: cannot reach a Ray cluster ({exc}); valid: RAY_ADDRESS or --address of a "
+              "running cluster (`raytpu local up`)", file=sys.stderr)
+        return 1
     healthy = bool(verdicts) and all(v["healthy"] for v in verdicts)
     summary = ", ".join(f"{v['slice']}: {'healthy' if v['healthy'] else 'UNHEALTHY'}" for v in verdicts)
     print(f"smoke: {summary}", file=sys.stderr)

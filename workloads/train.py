@@ -253,6 +253,10 @@ def main(argv: list[str] | None = None) -> int:
     except InvalidInput as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except ConnectionError as exc:
+        print(f"error: address: cannot reach a Ray cluster ({exc}); valid: RAY_ADDRESS or --address of a "
+              "running cluster (`raytpu local up`)", file=sys.stderr)
+        return 1
     return 0 if summary["ok"] else 1
 
 

@@ -1,10 +1,11 @@
 """``raytpu demo``: what ``make run`` runs — the whole kit on this machine, no cloud account needed.
 
 1. validate and describe the config (default ``raytpu.example.yaml``);
-2. synthesize its stacks (``raytpu synth``, in the background) when the CDK layer is installed;
+2. synthesize its stacks (``raytpu synth`` in a child process) when the CDK layer is installed;
 3. bring up an emulated slice of the config's train slice (``raytpu.local``);
 4. run the smoke workload and a few JaxTrainer steps on it, as a RayJob would;
-5. print a readable report and write it as JSON (``--report``, default ``reports/demo.json``);
+5. print a readable report and write it as JSON (``--report``, default ``reports/demo.json``; the smoke
+   verdicts also as ``smoke.json`` and ``smoke.junit.xml`` beside it);
 6. tear everything down, always.
 
 Exit 0 when every step passed, 1 when one failed (the report says which), 2 for a bad config.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import time
@@ -81,22 +83,28 @@ def run(args: argparse.Namespace) -> int:
     for name, plan in plans.items():
         print(f"== slice {name!r}\n{render(plan)}\n")
     plan = config_slice_plan(config)
-    synth_proc = None
     if args.no_synth:
         report["steps"].append({"step": "synth", "ok": True, "skipped": "--no-synth"})
     elif not _synth_available():
         report["steps"].append({"step": "synth", "ok": True, "skipped": "raytpu.stacks.app or cdktn not installed"})
         _say("skip synth: raytpu.stacks.app or cdktn is not installed")
     else:
-        _say(f"synthesizing the stacks of {args.config} into {args.out} (in the background)")
+        _say(f"synthesizing the stacks of {args.config} into {args.out}")
         synth_started = time.monotonic()
         synth_proc = _start_synth(args.config, args.out)
+        out, err = synth_proc.communicate(timeout=600)
+        files = [line.strip() for line in out.splitlines() if line.strip()]
+        _step(report, "synth", synth_proc.returncode == 0, synth_started, files=files,
+              **({} if synth_proc.returncode == 0 else {"stderr": err[-2000:]}))
 
     verdicts: list[dict[str, Any]] = []
     train: dict[str, Any] | None = None
-    with local.PeakMemory() as memory:
+    # a temp-dir prefix of our own: the memory sampler counts this cluster's processes, nobody else's
+    os.environ[local.ENV_TMP_PREFIX] = f"{local.TMP_PREFIX}d{os.getpid()}-"
+    with local.PeakMemory(tag_prefix=os.environ[local.ENV_TMP_PREFIX]) as memory:
         try:
             started = time.monotonic()
+            local.stop(args.dir)  # the demo's own run dir: clear what an interrupted demo may have left
             cluster = local.start(plan, 1, args.dir, progress=_say)
             _step(report, "local slice up", True, started, address=cluster.address, slices=cluster.slices,
                   hosts=plan.hosts, chips_per_host=plan.chips_per_host)
@@ -123,11 +131,6 @@ def run(args: argparse.Namespace) -> int:
             started = time.monotonic()
             local.stop(args.dir)
             _step(report, "teardown", True, started)
-    if synth_proc is not None:
-        out, err = synth_proc.communicate(timeout=600)
-        files = [line.strip() for line in out.splitlines() if line.strip()]
-        _step(report, "synth", synth_proc.returncode == 0, synth_started, files=files,
-              **({} if synth_proc.returncode == 0 else {"stderr": err[-2000:]}))
 
     report["smoke"] = verdicts
     report["train"] = train
@@ -137,6 +140,8 @@ def run(args: argparse.Namespace) -> int:
     path = Path(args.report)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    if verdicts:
+        smoke_report.write_reports(verdicts, path.parent)  # smoke.json + smoke.junit.xml beside it
     print(render_report(report, smoke_report.render_table(verdicts) if verdicts else "no smoke verdict"))
     print(f"\nreport written to {path}")
     return 0 if report["ok"] else 1
@@ -147,7 +152,10 @@ def render_report(report: dict[str, Any], smoke_table: str) -> str:
     lines = ["== demo steps"]
     for s in report["steps"]:
         mark = "✓" if s["ok"] else "✗"
-        extra = f"skipped: {s['skipped']}" if s.get("skipped") else s.get("error", "")
+        extra = f"skipped: {s['skipped']}" if s.get("skipped") else s.get("error", "").strip()
+        if "\n" in extra:  # a start failure carries a log tail: show its first and last line here
+            lines_of = extra.splitlines()
+            extra = f"{lines_of[0]} ... {lines_of[-1]}"
         lines.append(f"  {mark} {s['step']:<15} {s.get('duration_s', 0):>6.1f}s  {extra}".rstrip())
     lines += ["", "== smoke", smoke_table, "", "== train (JaxTrainer, one worker per host)"]
     train = report.get("train")

@@ -124,7 +124,8 @@ def _down(args: argparse.Namespace) -> int:
     from raytpu import local
 
     count = local.stop(args.dir)
-    _progress(f"stopped ({count} process group(s) signalled)" if count else "nothing to stop")
+    _progress(f"stopped ({count} process group(s) and leftover process(es) signalled)" if count
+              else "nothing to stop")
     return 0
 
 

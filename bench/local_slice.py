@@ -1,0 +1,112 @@
+"""Benchmark of the local emulated slice: start time, whole-slice reservation latency, smoke duration.
+
+    .venv/bin/python bench/local_slice.py [--repeats 3] [--config raytpu.example.yaml] [--json]
+
+Each repeat starts a fresh cluster (head + one Ray node per emulated host), connects a driver, reserves
+the whole slice ``--reservations`` times (``raytpu.workloads.smoke.reserve_slice``: completeness check,
+head claim, pinned ``slice_placement_group``, bounded wait), runs the smoke workload as a driver process
+(as a RayJob would), and tears the cluster down. Prints medians (and min/max) as a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from raytpu import local, report
+from raytpu.commands.local import config_slice_plan
+from raytpu.config import load
+from raytpu.plan import SlicePlan, plan_slice
+
+
+def one_repeat(plan: SlicePlan, reservations: int) -> dict[str, float]:
+    """One fresh cluster: its start time, reservation latencies (median), smoke wall and in-workload time."""
+    import ray
+
+    from raytpu.workloads import smoke
+
+    with tempfile.TemporaryDirectory(prefix="raytpu-bench-") as directory:
+        started = time.monotonic()
+        cluster = local.start(plan, 1, directory)
+        figures = {"start_s": time.monotonic() - started}
+        try:
+            ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR)
+            latencies = []
+            for _ in range(reservations):
+                held = smoke.reserve_slice(plan, timeout_s=60)
+                latencies.append(held.latency_s)
+                held.release()
+                time.sleep(0.2)  # let the removal settle before the next reservation
+            ray.shutdown()
+            figures["reserve_s"] = statistics.median(latencies)
+            started = time.monotonic()
+            done = local.run_workload(cluster, "smoke", timeout_s=300)
+            figures["smoke_s"] = time.monotonic() - started
+            verdict = report.parse_verdict_line(done.stdout)
+            if done.returncode != 0 or verdict is None:
+                raise SystemExit(f"smoke failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
+            figures["smoke_checks_s"] = float(verdict["duration_s"])
+        finally:
+            if ray.is_initialized():
+                ray.shutdown()
+            started = time.monotonic()
+            local.stop(directory)
+            figures["stop_s"] = time.monotonic() - started
+    return figures
+
+
+LABELS = {
+    "start_s": "slice start (head + hosts registered)",
+    "reserve_s": "whole-slice reservation latency",
+    "smoke_s": "smoke workload, wall (driver start to exit)",
+    "smoke_checks_s": "smoke checks inside the workload",
+    "stop_s": "teardown",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the benchmark and prints the table (or JSON)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--reservations", type=int, default=5, help="reservations per repeat")
+    parser.add_argument("--config", default="raytpu.example.yaml", help="emulate this config's train slice")
+    parser.add_argument("--generation", default=None)
+    parser.add_argument("--topology", default=None)
+    parser.add_argument("--machine-type", default=None)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    if args.generation and args.topology:
+        plan = plan_slice(args.generation, args.topology, args.machine_type)
+    else:
+        plan = config_slice_plan(load(Path(args.config)))
+    rows = []
+    for i in range(args.repeats):
+        figures = one_repeat(plan, args.reservations)
+        print(f"repeat {i + 1}/{args.repeats}: " + ", ".join(f"{k} {v:.2f}" for k, v in figures.items()),
+              file=sys.stderr)
+        rows.append(figures)
+    summary = {k: {"median": statistics.median(r[k] for r in rows), "min": min(r[k] for r in rows),
+                   "max": max(r[k] for r in rows)} for k in LABELS}
+    if args.json:
+        print(json.dumps({"plan": plan.to_json(), "repeats": args.repeats, "figures": summary}, indent=2))
+        return 0
+    print(f"local emulated slice: {plan.generation} {plan.topology}, {plan.hosts} hosts x {plan.chips_per_host} "
+          f"chips, {args.repeats} repeats on {os.cpu_count()} CPUs")
+    width = max(len(v) for v in LABELS.values())
+    print(f"{'figure'.ljust(width)}  {'median':>8}  {'min':>8}  {'max':>8}")
+    for key, label in LABELS.items():
+        s = summary[key]
+        print(f"{label.ljust(width)}  {s['median']:>7.2f}s  {s['min']:>7.2f}s  {s['max']:>7.2f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
