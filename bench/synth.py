@@ -34,34 +34,18 @@ TARGETS = {"example/floor": 1.5, "slices-32/slices-1": 1.3}
 
 
 def floor_app(outdir: str) -> None:
-    """The framework floor: one cluster in a bare app, same binding modules imported as raytpu's."""
-    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-    from cdktn import App, TerraformStack
-    from cdktn_provider_google import (  # noqa: F401  (imported for parity with raytpu.modules.cdk)
-        compute_firewall,
-        compute_network,
-        compute_resource_policy,
-        compute_router,
-        compute_router_nat,
-        compute_subnetwork,
-        container_cluster,
-        container_node_pool,
-        data_google_client_config,
-        project_iam_member,
-        service_account,
-        service_account_iam_member,
-        storage_bucket,
-        storage_bucket_iam_member,
-    )
-    from cdktn_provider_google import provider as google_provider
-    from cdktn_provider_kubernetes import manifest, namespace_v1, service_account_v1  # noqa: F401
-    from cdktn_provider_kubernetes import provider as kubernetes_provider  # noqa: F401
+    """The framework floor: one cluster in a bare app.
 
-    app = App(outdir=outdir)
-    stack = TerraformStack(app, "floor")
-    google_provider.GoogleProvider(stack, "google", project="my-ml-project", region="us-east5")
-    container_cluster.ContainerCluster(stack, "cluster", name="ray-tpu", location="us-east5",
-                                       enable_autopilot=True, deletion_protection=True)
+    ``raytpu.modules.cdk`` is the one module that imports cdktn and the provider bindings (nothing of
+    raytpu's constructs), so importing it gives the floor exactly raytpu's binding imports.
+    """
+    from raytpu.modules import cdk
+
+    app = cdk.App(outdir=outdir)
+    stack = cdk.TerraformStack(app, "floor")
+    cdk.google_provider.GoogleProvider(stack, "google", project="my-ml-project", region="us-east5")
+    cdk.container_cluster.ContainerCluster(stack, "cluster", name="ray-tpu", location="us-east5",
+                                           enable_autopilot=True, deletion_protection=True)
     app.synth()
 
 

@@ -6,25 +6,20 @@ import ipaddress
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 from raytpu import errors
 from raytpu.catalog import RAY_OPERATOR_MIN_GKE_VERSION, generation
+from raytpu.config import MODES, RELEASE_CHANNELS
+from raytpu.config import Mode as ClusterMode
 from raytpu.modules import _props
+from raytpu.modules._node_pool import NODE_OAUTH_SCOPES
 from raytpu.modules.cdk import Construct, container_cluster
 from raytpu.modules.head_pool import HeadPool, HeadPoolProps
 from raytpu.modules.tpu_slice_pool import TpuSlicePool, TpuSlicePoolProps
 from raytpu.modules.workload_identity import WorkloadIdentity, WorkloadIdentityProps
 from raytpu.plan import SlicePlan
 
-"""Oldest GKE version with the Ray Operator add-on (FACTS.md section 1)."""
-
-NODE_OAUTH_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
-"""Node VMs get the cloud-platform scope; what they may do is limited by the node service account's roles."""
-
-ClusterMode = Literal["standard", "autopilot"]
-MODES = ("standard", "autopilot")
-RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
 _VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:-gke\.(\d+))?$")
 
 

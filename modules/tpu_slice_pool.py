@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 from raytpu import errors
+from raytpu.config import PROVISIONING_MODES, Provisioning
+from raytpu.kuberay import QUEUED_LABEL
 from raytpu.modules import _props
+from raytpu.modules._node_pool import NodePoolProps, hardened_node_config
 from raytpu.modules.cdk import Construct, compute_resource_policy, container_node_pool
 from raytpu.plan import TPU_RESOURCE, SlicePlan
 
-Provisioning = Literal["on-demand", "spot", "reservation", "flex-start", "queued"]
-PROVISIONING = ("on-demand", "spot", "reservation", "flex-start", "queued")
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
-QUEUED_LABEL = "cloud.google.com/gke-queued"
-"""Pods must select ``cloud.google.com/gke-queued: "true"`` to land on a queued-provisioning pool."""
 MAX_RUN_DURATION_S = (600, 7 * 24 * 3600)
-NODE_OAUTH_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 
 
 @dataclass(frozen=True, kw_only=True)
-class TpuSlicePoolProps:
+class TpuSlicePoolProps(NodePoolProps):
     """Props of :class:`TpuSlicePool`.
 
     Attributes:
@@ -35,13 +32,7 @@ class TpuSlicePoolProps:
         reservation_project: Project that owns ``reservation``; default: the pool's project (a shared
             reservation from another project is named ``projects/<p>/reservations/<r>``).
         max_run_duration_s: Flex-start only: nodes are reclaimed after this long; default GKE's 7 days.
-        disk_size_gib: Boot disk per host; default 100.
-        service_account: Email the nodes run as; default: the Compute Engine default service account.
-        labels: GCP resource labels of the nodes; ``managed-by: raytpu`` is always added.
-        cluster: The cluster's id; default none, set by :meth:`GkeCluster.add_slice_pool`.
-        location: The cluster's location; default none, set by :meth:`GkeCluster.add_slice_pool`.
-        project: GCP project id; default none, set by :meth:`GkeCluster.add_slice_pool`.
-        overrides: Escape hatch: raw fields of ``google_container_node_pool`` by path.
+        (and the fields of :class:`NodePoolProps`: disk, service account, labels, cluster, overrides)
     """
 
     name: str
@@ -51,21 +42,15 @@ class TpuSlicePoolProps:
     reservation: str | None = None
     reservation_project: str | None = None
     max_run_duration_s: int | None = None
-    disk_size_gib: int = 100
-    service_account: str | None = None
-    labels: Mapping[str, str] = field(default_factory=dict)
-    cluster: str | None = None
-    location: str | None = None
-    project: str | None = None
-    overrides: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         _props.check_name("name", self.name, max_len=40)
         if not isinstance(self.plan, SlicePlan):
             raise errors.invalid_value("plan", self.plan, "is not a SlicePlan",
                                        "raytpu.plan.plan_slice(generation, topology)")
         _props.check_zone("zone", self.zone)
-        _props.check_choice("provisioning", self.provisioning, PROVISIONING)
+        _props.check_choice("provisioning", self.provisioning, PROVISIONING_MODES)
         mode = self.provisioning
         if mode == "reservation" and not self.reservation:
             raise errors.missing("reservation", "with provisioning='reservation'",
@@ -81,9 +66,6 @@ class TpuSlicePoolProps:
                 raise errors.forbidden("max_run_duration_s", self.max_run_duration_s, f"with provisioning={mode!r}",
                                        "only with provisioning='flex-start'")
             _props.check_range("max_run_duration_s", self.max_run_duration_s, *MAX_RUN_DURATION_S, " seconds")
-        _props.check_range("disk_size_gib", self.disk_size_gib, 10, 65536, " GiB")
-        _props.check_labels("labels", self.labels)
-        _props.check_overrides("overrides", self.overrides)
 
     @property
     def region(self) -> str:
@@ -110,10 +92,7 @@ class TpuSlicePool(Construct):
 
     def __init__(self, scope: Construct, id: str, props: TpuSlicePoolProps) -> None:
         super().__init__(scope, id)
-        for name in ("cluster", "location", "project"):
-            if getattr(props, name) is None:
-                raise errors.missing(name, "to create a TpuSlicePool directly",
-                                     "set it, or create the pool with GkeCluster.add_slice_pool")
+        props.require_cluster("TpuSlicePool", "add_slice_pool")
         self.props = props
         plan = props.plan
         mode = props.provisioning
@@ -168,19 +147,10 @@ class TpuSlicePool(Construct):
             queued_provisioning=np.ContainerNodePoolQueuedProvisioning(enabled=True) if mode == "queued" else None,
             management=np.ContainerNodePoolManagement(auto_repair=not dynamic, auto_upgrade=True),
             upgrade_settings=np.ContainerNodePoolUpgradeSettings(max_surge=0, max_unavailable=1, strategy="SURGE"),
-            node_config=np.ContainerNodePoolNodeConfig(
-                machine_type=plan.machine_type,
-                image_type="COS_CONTAINERD",
-                disk_size_gb=props.disk_size_gib,
-                service_account=props.service_account,
-                oauth_scopes=list(NODE_OAUTH_SCOPES),
-                metadata={"disable-legacy-endpoints": "true"},
-                resource_labels=_props.with_default_labels(props.labels),
+            node_config=hardened_node_config(
+                props, plan.machine_type,
                 reservation_affinity=affinity,
                 taint=[np.ContainerNodePoolNodeConfigTaint(key=TPU_RESOURCE, value="present", effect="NO_SCHEDULE")],
-                workload_metadata_config=np.ContainerNodePoolNodeConfigWorkloadMetadataConfig(mode="GKE_METADATA"),
-                shielded_instance_config=np.ContainerNodePoolNodeConfigShieldedInstanceConfig(
-                    enable_secure_boot=True, enable_integrity_monitoring=True),
                 **node_config,
             ),
             **sizing,

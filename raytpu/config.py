@@ -39,6 +39,9 @@ def default_path(environ: Mapping[str, str] | None = None) -> str:
 Mode = Literal["standard", "autopilot"]
 ReleaseChannel = Literal["RAPID", "REGULAR", "STABLE", "EXTENDED"]
 Provisioning = Literal["on-demand", "spot", "reservation", "flex-start", "queued"]
+PROVISIONING_MODES: tuple[str, ...] = typing.get_args(Provisioning)
+MODES: tuple[str, ...] = typing.get_args(Mode)
+RELEASE_CHANNELS: tuple[str, ...] = typing.get_args(ReleaseChannel)
 WorkloadKind = Literal["smoke", "train", "serve"]
 
 PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raytpu import __version__, errors
-from raytpu.config import RAY_IMAGE, Config, Slice, Workload
+from raytpu.config import MODES, PROVISIONING_MODES, RAY_IMAGE, Config, Slice, Workload
 from raytpu.plan import TPU_RESOURCE, SlicePlan
 
 API_VERSION = "ray.io/v1"
@@ -55,8 +55,6 @@ TPU_ENV = {"JAX_PLATFORMS": "tpu,cpu", "ENABLE_PJRT_COMPATIBILITY": "true"}
 DEFAULT_SERVE_MODEL = "Qwen/Qwen3-0.6B"
 """Small, ungated, and its 16 attention / 8 KV heads divide every tensor-parallel size up to 16 chips."""
 
-PROVISIONING_MODES = ("on-demand", "spot", "reservation", "flex-start", "queued")
-MODES = ("standard", "autopilot")
 SUBMISSION_MODES = ("K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode")
 MAX_NAME_LENGTH = {"RayCluster": 53, "RayJob": 47, "RayService": 47}
 """KubeRay's name limits (it appends suffixes to derive cluster and pod names); names are DNS-1035 labels."""

@@ -20,7 +20,7 @@ from raytpu.plan import ACCELERATOR_LABEL, TOPOLOGY_LABEL, TPU_RESOURCE, SlicePl
 pytestmark = pytest.mark.unit
 
 MODES = ("standard", "autopilot")
-PROVISIONING = ("on-demand", "spot", "reservation", "flex-start", "queued")
+PROVISIONING = ("on-demand", "spot", "reservation", "flex-start", "queued")  # spelled out: an independent list
 
 
 def _plan_cases() -> list[tuple[str, str, str | None]]:

@@ -38,9 +38,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from raytpu.errors import InvalidInput
 from raytpu.plan import SlicePlan, plan_slice
 from raytpu.report import format_verdict_line
+from raytpu.workloads._entry import guarded
 
 SLICE_LABEL = "ray.io/tpu-slice-name"
 WORKER_LABEL = "ray.io/tpu-worker-id"
@@ -533,20 +533,15 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: 0 when every slice is healthy, 1 otherwise, 2 for an impossible slice."""
     args = build_parser().parse_args(argv)
-    try:
-        verdicts = run(args)
-    except InvalidInput as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except ConnectionError as exc:
-        print(f"error: address: cannot reach a Ray cluster ({exc}); valid: RAY_ADDRESS or --address of a "
-              "running cluster (`raytpu local up`)", file=sys.stderr)
-        return 1
-    healthy = bool(verdicts) and all(v["healthy"] for v in verdicts)
-    summary = ", ".join(f"{v['slice']}: {'healthy' if v['healthy'] else 'UNHEALTHY'}" for v in verdicts)
-    print(f"smoke: {summary}", file=sys.stderr)
-    return 0 if healthy else 1
 
+    def body() -> int:
+        verdicts = run(args)
+        healthy = bool(verdicts) and all(v["healthy"] for v in verdicts)
+        summary = ", ".join(f"{v['slice']}: {'healthy' if v['healthy'] else 'UNHEALTHY'}" for v in verdicts)
+        print(f"smoke: {summary}", file=sys.stderr)
+        return 0 if healthy else 1
+
+    return guarded(body)
 
 if __name__ == "__main__":
     sys.exit(main())

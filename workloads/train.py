@@ -32,8 +32,8 @@ import tempfile
 import time
 from typing import Any
 
-from raytpu.errors import InvalidInput
 from raytpu.plan import SlicePlan, plan_slice
+from raytpu.workloads._entry import guarded
 
 MARKER = "RAYTPU_TRAIN_RESULT"
 STATE_FILE = "state.npz"
@@ -248,17 +248,7 @@ def parse_result(text: str) -> dict[str, Any] | None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: 0 when training finished every step, 1 otherwise, 2 for an impossible slice."""
     args = build_parser().parse_args(argv)
-    try:
-        summary = run(args)
-    except InvalidInput as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except ConnectionError as exc:
-        print(f"error: address: cannot reach a Ray cluster ({exc}); valid: RAY_ADDRESS or --address of a "
-              "running cluster (`raytpu local up`)", file=sys.stderr)
-        return 1
-    return 0 if summary["ok"] else 1
-
+    return guarded(lambda: 0 if run(args)["ok"] else 1)
 
 if __name__ == "__main__":
     sys.exit(main())
