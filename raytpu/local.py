@@ -671,25 +671,19 @@ def run_workload(cluster: LocalCluster, module: str, *extra: str, timeout_s: flo
     return subprocess.CompletedProcess(cmd, proc.returncode, out, "".join(err_lines))
 
 
-def tree_rss_bytes(root: int | None = None, tag_prefix: str | None = None) -> int:
-    """Resident memory of ``root`` (default: this process), its descendants and, with ``tag_prefix``, every
-    process of a local cluster whose temp dir starts with it (node daemons are reparented away from us).
-    """
+def tree_processes(root: int | None = None, tag_prefix: str | None = None) -> set[int]:
+    """``root`` (default: this process), its descendants and, with ``tag_prefix``, every process of a local
+    cluster whose temp dir starts with it (node daemons are reparented away from us)."""
     root = os.getpid() if root is None else root
     children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    page = os.sysconf("SC_PAGE_SIZE")
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            statm = (entry / "statm").read_text().split()
         except OSError:
             continue
-        pid = int(entry.name)
-        children.setdefault(int(fields[1]), []).append(pid)
-        rss[pid] = int(statm[1]) * page
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
     seen: set[int] = set()
     stack = [root, *(tagged_processes(tag_prefix) if tag_prefix else [])]
     while stack:
@@ -698,13 +692,34 @@ def tree_rss_bytes(root: int | None = None, tag_prefix: str | None = None) -> in
             continue
         seen.add(pid)
         stack.extend(children.get(pid, []))
-    return sum(rss.get(pid, 0) for pid in seen)
+    return seen
+
+
+def memory_bytes(pids: set[int]) -> tuple[int, int]:
+    """(sum of RSS, sum of PSS) of ``pids``, from ``/proc/<pid>/smaps_rollup``.
+
+    RSS counts a page shared by n processes n times (an upper bound); PSS charges each process 1/n
+    of it, so the PSS sum is the footprint the group really holds in memory.
+    """
+    rss = pss = 0
+    for pid in pids:
+        try:
+            text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            key, _, rest = line.partition(":")
+            if key in ("Rss", "Pss"):
+                kib = int(rest.split()[0]) * 1024
+                rss, pss = (rss + kib, pss) if key == "Rss" else (rss, pss + kib)
+    return rss, pss
 
 
 class PeakMemory:
-    """Samples :func:`tree_rss_bytes` in a background thread; ``peak_bytes`` is the maximum seen.
+    """Samples the memory of this process tree (and a local cluster's) in a background thread.
 
-    A sum of RSS (shared pages counted once per process): an upper bound of the real footprint.
+    ``peak_pss_bytes`` (what the group really holds) and ``peak_rss_bytes`` (sum of RSS, an upper bound)
+    are the maxima seen.
     """
 
     def __init__(self, tag_prefix: str | None = None, interval_s: float = 0.5) -> None:
@@ -712,13 +727,16 @@ class PeakMemory:
 
         self.tag_prefix = tag_prefix
         self.interval_s = interval_s
-        self.peak_bytes = 0
+        self.peak_rss_bytes = 0
+        self.peak_pss_bytes = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.peak_bytes = max(self.peak_bytes, tree_rss_bytes(tag_prefix=self.tag_prefix))
+            rss, pss = memory_bytes(tree_processes(tag_prefix=self.tag_prefix))
+            self.peak_rss_bytes = max(self.peak_rss_bytes, rss)
+            self.peak_pss_bytes = max(self.peak_pss_bytes, pss)
             self._stop.wait(self.interval_s)
 
     def __enter__(self) -> PeakMemory:

@@ -134,7 +134,8 @@ def run(args: argparse.Namespace) -> int:
 
     report["smoke"] = verdicts
     report["train"] = train
-    report["peak_memory_mib"] = round(memory.peak_bytes / 2**20)
+    report["peak_memory_mib"] = round(memory.peak_pss_bytes / 2**20)
+    report["peak_memory_rss_sum_mib"] = round(memory.peak_rss_bytes / 2**20)
     report["duration_s"] = round(time.monotonic() - t0, 1)
     report["ok"] = all(s["ok"] for s in report["steps"])
     path = Path(args.report)
@@ -170,7 +171,8 @@ def render_report(report: dict[str, Any], smoke_table: str) -> str:
             lines.append(f"  error             {train['error']}")
     else:
         lines.append("  no training result")
-    lines += ["", f"wall time {report['duration_s']:.1f}s, peak memory {report['peak_memory_mib']} MiB, "
+    lines += ["", f"wall time {report['duration_s']:.1f}s, peak memory {report['peak_memory_mib']} MiB "
+              f"(PSS of every process; RSS sum {report['peak_memory_rss_sum_mib']} MiB), "
               f"{'PASSED' if report['ok'] else 'FAILED'}"]
     return "\n".join(lines)
 

@@ -1,0 +1,40 @@
+"""`raytpu demo`, what `make run` runs: the whole kit end to end on this machine (real synth, Ray, JAX)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from raytpu import local
+
+pytestmark = pytest.mark.slice
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.timeout(600)
+def test_demo_passes_every_step_within_memory_and_leaves_nothing_running(tmp_path: Path) -> None:
+    report_path = tmp_path / "reports" / "demo.json"
+    env = {k: v for k, v in os.environ.items() if k != local.ENV_TMP_PREFIX}  # the demo picks its own
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "raytpu", "demo", "--steps", "10", "--report", str(report_path),
+         "--out", str(tmp_path / "cdktf.out"), "--dir", str(tmp_path / "run")],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=540)
+    assert proc.returncode == 0, err[-3000:]
+    report = json.loads(report_path.read_text())
+    steps = {s["step"]: s for s in report["steps"]}
+    assert list(steps) == ["validate", "synth", "local slice up", "smoke", "train", "teardown"]
+    assert all(s["ok"] for s in steps.values())
+    assert sorted(Path(f).parent.name for f in steps["synth"]["files"]) == ["ray-tpu-cluster", "ray-tpu-workloads"]
+    assert report["smoke"] and all(v["healthy"] for v in report["smoke"])
+    assert report["train"]["final_loss"] < report["train"]["first_loss"]
+    assert report["peak_memory_mib"] < 6 * 1024
+    assert (report_path.parent / "smoke.junit.xml").exists()
+    assert "host 0" in out, "the slice map of describe is part of the demo's output"
+    assert not local.tagged_processes(f"{local.TMP_PREFIX}d{proc.pid}-")
