@@ -184,17 +184,6 @@ def host_env(plan: SlicePlan, slice_name: str, worker_id: int) -> dict[str, str]
     return env
 
 
-def expected_labels(plan: SlicePlan, slice_name: str, worker_id: int) -> dict[str, str]:
-    """The ``ray.io/*`` labels Ray derives for one host of ``plan`` (what the smoke check verifies)."""
-    return {
-        "ray.io/accelerator-type": plan.ray_accelerator_type,
-        "ray.io/tpu-slice-name": slice_name,
-        "ray.io/tpu-worker-id": str(worker_id),
-        "ray.io/tpu-topology": plan.topology,
-        "ray.io/tpu-pod-type": plan.ray_pod_type,
-    }
-
-
 _PORTS_GIVEN: set[int] = set()
 """Ports already handed out by this process (the kernel may offer a just-closed port again)."""
 
@@ -608,7 +597,7 @@ def status(cluster: LocalCluster) -> list[HostStatus]:
         else:
             info = by_key.get((proc.slice_name, proc.worker_id), {})
             labels = info.get("Labels") or {}
-            want = expected_labels(plan, proc.slice_name, proc.worker_id)
+            want = plan.ray_labels(proc.slice_name, proc.worker_id)
             labels_ok = all(labels.get(k) == v for k, v in want.items())
         resources = {k: v for k, v in (info.get("Resources") or {}).items()
                      if not k.startswith(("node:", "memory", "object_store_memory"))}

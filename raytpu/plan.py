@@ -26,6 +26,12 @@ ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
 TPU_RESOURCE = "google.com/tpu"
 
+RAY_ACCELERATOR_LABEL = "ray.io/accelerator-type"
+RAY_SLICE_LABEL = "ray.io/tpu-slice-name"
+RAY_WORKER_LABEL = "ray.io/tpu-worker-id"
+RAY_TOPOLOGY_LABEL = "ray.io/tpu-topology"
+RAY_POD_TYPE_LABEL = "ray.io/tpu-pod-type"
+
 
 @dataclass(frozen=True)
 class SlicePlan:
@@ -83,6 +89,16 @@ class SlicePlan:
     def mesh_dims(self) -> int:
         """2 or 3: the torus dimensionality."""
         return len(self.topology.split("x"))
+
+    def ray_labels(self, slice_name: str, worker_id: int) -> dict[str, str]:
+        """The ``ray.io/*`` node labels Ray's TPU detection gives host ``worker_id`` of slice ``slice_name``."""
+        return {
+            RAY_ACCELERATOR_LABEL: self.ray_accelerator_type,
+            RAY_SLICE_LABEL: slice_name,
+            RAY_WORKER_LABEL: str(worker_id),
+            RAY_TOPOLOGY_LABEL: self.topology,
+            RAY_POD_TYPE_LABEL: self.ray_pod_type,
+        }
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON form (``raytpu describe --json``, stack outputs)."""

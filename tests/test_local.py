@@ -58,7 +58,7 @@ def test_rays_tpu_detection_of_the_emulated_env_gives_the_plans_labels_and_resou
             monkeypatch.setenv(key, value)
         assert TPUAcceleratorManager.get_current_node_accelerator_labels() | {
             "ray.io/accelerator-type": TPUAcceleratorManager.get_current_node_accelerator_type()
-        } == local.expected_labels(plan, "s-0", worker)
+        } == plan.ray_labels("s-0", worker)
         extra = TPUAcceleratorManager.get_current_node_additional_resources() or {}
         assert extra.get("s-0") == 1
         assert (plan.head_resource in extra) == (worker == 0)

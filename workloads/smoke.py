@@ -38,15 +38,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from raytpu.plan import SlicePlan, plan_slice
+from raytpu.plan import RAY_POD_TYPE_LABEL, RAY_SLICE_LABEL, RAY_WORKER_LABEL, SlicePlan, plan_slice
 from raytpu.report import format_verdict_line
 from raytpu.workloads._entry import guarded
 
-SLICE_LABEL = "ray.io/tpu-slice-name"
-WORKER_LABEL = "ray.io/tpu-worker-id"
-POD_TYPE_LABEL = "ray.io/tpu-pod-type"
-TOPOLOGY_LABEL = "ray.io/tpu-topology"
-ACCELERATOR_LABEL = "ray.io/accelerator-type"
 ENV_EMULATED = "RAYTPU_EMULATED"
 
 MIN_MATMUL_RATIO = 0.4
@@ -97,10 +92,10 @@ def inventory(plan: SlicePlan, nodes: list[dict[str, Any]] | None = None) -> dic
     found: dict[str, SliceInventory] = {}
     for node in nodes if nodes is not None else ray.nodes():
         labels = node.get("Labels") or {}
-        if not node.get("Alive") or labels.get(POD_TYPE_LABEL) != plan.ray_pod_type:
+        if not node.get("Alive") or labels.get(RAY_POD_TYPE_LABEL) != plan.ray_pod_type:
             continue
-        name = labels.get(SLICE_LABEL) or str(node.get("NodeID"))
-        worker = int(labels.get(WORKER_LABEL, "0"))
+        name = labels.get(RAY_SLICE_LABEL) or str(node.get("NodeID"))
+        worker = int(labels.get(RAY_WORKER_LABEL, "0"))
         found.setdefault(name, SliceInventory(name=name, hosts_expected=plan.hosts)).nodes[worker] = node
     return dict(sorted(found.items()))
 
@@ -157,7 +152,7 @@ def _claim_head(plan: SlicePlan, slice_name: str, timeout_s: float) -> Any:
     from ray.util.placement_group import placement_group, remove_placement_group
 
     pg = placement_group([{plan.head_resource: 1}],
-                         bundle_label_selector=[{WORKER_LABEL: "0", SLICE_LABEL: slice_name}])
+                         bundle_label_selector=[{RAY_WORKER_LABEL: "0", RAY_SLICE_LABEL: slice_name}])
     ready, _ = ray.wait([pg.ready()], timeout=max(timeout_s, 0.1))
     if not ready:
         remove_placement_group(pg)
@@ -203,7 +198,7 @@ def reserve_slice(plan: SlicePlan, slice_name: str | None = None, timeout_s: flo
                 topology=plan.topology, accelerator_version=plan.ray_accelerator_type,
                 chips_per_vm=plan.chips_per_host,
                 resources_per_bundle={"CPU": 1, "TPU": plan.chips_per_host},
-                bundle_label_selector=[{SLICE_LABEL: inv.name} for _ in range(plan.hosts)],
+                bundle_label_selector=[{RAY_SLICE_LABEL: inv.name} for _ in range(plan.hosts)],
                 head_reservation_timeout_s=max(deadline - time.monotonic(), 0.1))
             reservation = Reservation(inv.name, handle, head_pg, 0.0)
             ready, _ = ray.wait([handle.placement_group.ready()], timeout=max(deadline - time.monotonic(), 0.1))
@@ -329,11 +324,6 @@ def _check(name: str, ok: bool, detail: str, value: float | None = None,
     return {"name": name, "ok": bool(ok), "detail": detail, "value": value, "expected": expected}
 
 
-def _expected_labels(plan: SlicePlan, slice_name: str, worker_id: int) -> dict[str, str]:
-    return {ACCELERATOR_LABEL: plan.ray_accelerator_type, SLICE_LABEL: slice_name,
-            WORKER_LABEL: str(worker_id), TOPOLOGY_LABEL: plan.topology, POD_TYPE_LABEL: plan.ray_pod_type}
-
-
 def check_slice(plan: SlicePlan, inv: SliceInventory, args: argparse.Namespace) -> dict[str, Any]:
     """Checks one slice; returns its verdict (see :mod:`raytpu.report`)."""
     import ray
@@ -345,7 +335,7 @@ def check_slice(plan: SlicePlan, inv: SliceInventory, args: argparse.Namespace) 
     for worker, node in sorted(inv.nodes.items()):
         labels = node.get("Labels") or {}
         problems = [f"label {k}={labels.get(k)!r}, expected {v!r}"
-                    for k, v in _expected_labels(plan, inv.name, worker).items() if labels.get(k) != v]
+                    for k, v in plan.ray_labels(inv.name, worker).items() if labels.get(k) != v]
         tpu = (node.get("Resources") or {}).get("TPU", 0)
         if tpu != plan.chips_per_host:
             problems.append(f"TPU resource {tpu:g}, expected {plan.chips_per_host}")
@@ -354,8 +344,8 @@ def check_slice(plan: SlicePlan, inv: SliceInventory, args: argparse.Namespace) 
                          "problems": problems}
     for worker in inv.missing:
         hosts[worker] = {"worker_id": worker, "node_id": "", "ip": "", "devices": 0, "ok": False,
-                         "problems": [f"host missing: no alive Ray node with {SLICE_LABEL}={inv.name} "
-                                      f"{WORKER_LABEL}={worker}"]}
+                         "problems": [f"host missing: no alive Ray node with {RAY_SLICE_LABEL}={inv.name} "
+                                      f"{RAY_WORKER_LABEL}={worker}"]}
     missing = ", ".join(str(w) for w in inv.missing)
     checks.append(_check("hosts_present", inv.complete,
                          f"{len(inv.nodes)}/{plan.hosts} hosts" + (f"; missing worker id(s) {missing}"
