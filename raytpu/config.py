@@ -39,6 +39,7 @@ def default_path(environ: Mapping[str, str] | None = None) -> str:
 Mode = Literal["standard", "autopilot"]
 ReleaseChannel = Literal["RAPID", "REGULAR", "STABLE", "EXTENDED"]
 Provisioning = Literal["on-demand", "spot", "reservation", "flex-start", "queued"]
+Fallback = Literal["on-demand", "spot", "flex-start"]
 PROVISIONING_MODES: tuple[str, ...] = typing.get_args(Provisioning)
 MODES: tuple[str, ...] = typing.get_args(Mode)
 RELEASE_CHANNELS: tuple[str, ...] = typing.get_args(ReleaseChannel)
@@ -107,7 +108,9 @@ class Slice(_Strict):
 
     ``machine_type`` defaults to the VM that carries the whole topology if one exists, else the
     4-chip VM. ``disk_size_gib`` (Standard only) defaults to 100. ``max_run_duration_s`` applies
-    to flex-start only (default: GKE's 7 days).
+    to flex-start only (default: GKE's 7 days). ``fallback`` (Autopilot only; default none) lists the
+    capacity to try, in order, when ``provisioning`` has none: ``provisioning: reservation`` with
+    ``fallback: [spot]`` asks the slice's ComputeClass for the reservation first, then Spot.
     """
 
     name: str
@@ -120,6 +123,7 @@ class Slice(_Strict):
     machine_type: str | None = None
     disk_size_gib: int | None = None
     max_run_duration_s: int | None = None
+    fallback: tuple[Fallback, ...] = ()
 
     def plan(self) -> SlicePlan:
         """This slice's SlicePlan (raises InvalidInput on an impossible shape)."""
@@ -308,12 +312,31 @@ def _slice_problems(config: Config, item: Slice, path: str, seen: set[str]) -> l
     if item.count < 1:
         add(errors.invalid_value(f"{path}.count", item.count, "is below 1", "a whole number >= 1"))
     problems.extend(_provisioning_problems(config, item, path))
+    problems.extend(_fallback_problems(config, item, path))
     if config.cluster.mode == "autopilot" and item.disk_size_gib is not None:
         add(errors.forbidden(f"{path}.disk_size_gib", item.disk_size_gib,
                              "with cluster.mode: autopilot (node pool setting)", "remove it, or use mode: standard"))
     if item.disk_size_gib is not None and not 10 <= item.disk_size_gib <= 65536:
         add(errors.invalid_value(f"{path}.disk_size_gib", item.disk_size_gib, "is out of range", "10 to 65536"))
     return problems
+
+
+def _fallback_problems(config: Config, item: Slice, path: str) -> list[InvalidInput]:
+    if not item.fallback:
+        return []
+    field = f"{path}.fallback"
+    shown = list(item.fallback)
+    if config.cluster.mode != "autopilot":
+        return [errors.forbidden(field, shown, "with cluster.mode: standard (a node pool has one provisioning mode)",
+                                 "remove fallback, or use mode: autopilot (ComputeClass priorities)")]
+    if item.provisioning == "queued":
+        return [errors.forbidden(field, shown, "with provisioning: queued (ProvisioningRequests take no fallback)",
+                                 "remove fallback")]
+    order = [item.provisioning, *item.fallback]
+    if len(set(order)) != len(order):
+        return [errors.invalid_value(field, shown, f"repeats a mode (provisioning is {item.provisioning})",
+                                     "distinct modes that differ from provisioning")]
+    return []
 
 
 def _provisioning_problems(config: Config, item: Slice, path: str) -> list[InvalidInput]:

@@ -44,15 +44,18 @@ class WorkloadsStackProps:
 
 
 def tpu_priorities(item: Slice, project: str) -> tuple[TpuPriority, ...]:
-    """The ComputeClass priorities of a slice, as its provisioning says (queued: none, it uses
-    ProvisioningRequests, not compute classes)."""
+    """The ComputeClass priorities of a slice: its provisioning, then each of its ``fallback`` modes in order
+    (e.g. reservation, then spot). Queued slices get none: they use ProvisioningRequests, not compute classes."""
     plan = item.plan()
-    mode = item.provisioning
-    if mode == "queued":
+    if item.provisioning == "queued":
         return ()
-    if mode == "reservation":
-        return (TpuPriority(plan=plan, reservation=item.reservation, reservation_project=project),)
-    return (TpuPriority(plan=plan, spot=mode == "spot", flex_start=mode == "flex-start"),)
+
+    def priority(mode: str) -> TpuPriority:
+        if mode == "reservation":
+            return TpuPriority(plan=plan, reservation=item.reservation, reservation_project=project)
+        return TpuPriority(plan=plan, spot=mode == "spot", flex_start=mode == "flex-start")
+
+    return tuple(priority(mode) for mode in (item.provisioning, *item.fallback))
 
 
 class WorkloadsStack(TerraformStack):

@@ -123,6 +123,29 @@ def test_workloads_cannot_run_on_queued_slices() -> None:
     assert "on-demand" in found["workloads[0].slice"].valid
 
 
+@pytest.mark.parametrize(("mode", "provisioning", "fallback", "problem"), [
+    ("standard", "reservation", ["spot"], "with cluster.mode: standard"),
+    ("autopilot", "queued", ["spot"], "with provisioning: queued"),
+    ("autopilot", "spot", ["spot"], "repeats a mode"),
+    ("autopilot", "reservation", ["spot", "spot"], "repeats a mode"),
+])
+def test_fallback_is_autopilot_only_and_distinct(mode: str, provisioning: str, fallback: list[str],
+                                                 problem: str) -> None:
+    data = edited("cluster.mode", mode)
+    data["workloads"] = []
+    data["slices"][0].update(provisioning=provisioning, fallback=fallback,
+                             **({"reservation": "r1"} if provisioning == "reservation" else {}))
+    found = {p.field: p for p in problems_of(data)}
+    assert problem in found["slices[0].fallback"].problem
+
+
+def test_fallback_rejects_reservation_and_queued_as_fallback_modes() -> None:
+    data = edited("cluster.mode", "autopilot")
+    data["slices"][0]["fallback"] = ["reservation"]
+    found = {p.field: p for p in problems_of(data)}
+    assert "on-demand, spot, flex-start" in found["slices[0].fallback[0]"].valid
+
+
 def test_flex_start_excludes_reservations() -> None:
     data = edited("slices.0.provisioning", "flex-start")
     data["slices"][0]["reservation"] = "res-1"

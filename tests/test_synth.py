@@ -170,9 +170,11 @@ def test_autopilot_cluster_has_no_node_pools_and_gets_compute_classes(autopilot:
                for m in resources(autopilot["ray-tpu-auto-workloads"], "kubernetes_manifest").values()
                if m["manifest"]["kind"] == "ComputeClass"}
     assert sorted(classes) == ["raytpu-batch", "raytpu-big", "raytpu-train"]
-    assert classes["raytpu-train"]["spec"]["priorities"] == [{
-        "tpu": {"type": "tpu-v6e-slice", "count": 4, "topology": "4x4"},
-        "reservations": {"affinity": "Specific", "specific": [{"name": "v6e-training", "project": "my-ml-project"}]}}]
+    assert classes["raytpu-train"]["spec"]["priorities"] == [
+        {"tpu": {"type": "tpu-v6e-slice", "count": 4, "topology": "4x4"},
+         "reservations": {"affinity": "Specific", "specific": [{"name": "v6e-training", "project": "my-ml-project"}]}},
+        {"tpu": {"type": "tpu-v6e-slice", "count": 4, "topology": "4x4"}, "spot": True},  # fallback: [spot]
+    ]
     assert classes["raytpu-batch"]["spec"]["priorities"] == [{
         "tpu": {"type": "tpu-v5-lite-podslice", "count": 4, "topology": "2x4"}, "spot": True}]
     assert classes["raytpu-big"]["spec"]["priorities"][0]["flexStart"] == {"enabled": True}
