@@ -6,6 +6,10 @@ Each repeat starts a fresh cluster (head + one Ray node per emulated host), conn
 the whole slice ``--reservations`` times (``raytpu.workloads.smoke.reserve_slice``: completeness check,
 head claim, pinned ``slice_placement_group``, bounded wait), runs the smoke workload as a driver process
 (as a RayJob would), and tears the cluster down. Prints medians (and min/max) as a table.
+
+Baselines measured side by side on the same cluster, with their ratios: a bare Ray placement group of the
+same bundles (one ``{"TPU": chips_per_host}`` per host, STRICT_SPREAD) for the reservation, and a driver
+that only connects and disconnects (``ray.init``/``ray.shutdown``) for the smoke workload.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import json
 import logging
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +34,7 @@ from raytpu.plan import SlicePlan, plan_slice
 def one_repeat(plan: SlicePlan, reservations: int) -> dict[str, float]:
     """One fresh cluster: its start time, reservation latencies (median), smoke wall and in-workload time."""
     import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
 
     from raytpu.workloads import smoke
 
@@ -38,14 +44,26 @@ def one_repeat(plan: SlicePlan, reservations: int) -> dict[str, float]:
         figures = {"start_s": time.monotonic() - started}
         try:
             ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR)
-            latencies = []
-            for _ in range(reservations):
+            latencies: dict[str, list[float]] = {"reserve_s": [], "plain_pg_s": []}
+            for _ in range(reservations):  # interleaved: the kit's reservation, then the bare primitive
+                started = time.monotonic()
                 held = smoke.reserve_slice(plan, timeout_s=60)
-                latencies.append(held.latency_s)
+                latencies["reserve_s"].append(time.monotonic() - started)
                 held.release()
                 time.sleep(0.2)  # let the removal settle before the next reservation
+                started = time.monotonic()
+                group = placement_group([{"TPU": plan.chips_per_host, "CPU": 0}] * plan.hosts,
+                                        strategy="STRICT_SPREAD")
+                ray.get(group.ready(), timeout=60)
+                latencies["plain_pg_s"].append(time.monotonic() - started)
+                remove_placement_group(group)
+                time.sleep(0.2)
             ray.shutdown()
-            figures["reserve_s"] = statistics.median(latencies)
+            figures.update({k: statistics.median(v) for k, v in latencies.items()})
+            started = time.monotonic()
+            subprocess.run([sys.executable, "-c", "import ray; ray.init(); ray.shutdown()"],
+                           env=cluster.driver_env(), check=True, capture_output=True, timeout=120)
+            figures["bare_driver_s"] = time.monotonic() - started
             started = time.monotonic()
             done = local.run_workload(cluster, "smoke", timeout_s=300)
             figures["smoke_s"] = time.monotonic() - started
@@ -65,8 +83,10 @@ def one_repeat(plan: SlicePlan, reservations: int) -> dict[str, float]:
 LABELS = {
     "start_s": "slice start (head + hosts registered)",
     "reserve_s": "whole-slice reservation latency",
+    "plain_pg_s": "  baseline: bare placement group, same bundles",
     "smoke_s": "smoke workload, wall (driver start to exit)",
     "smoke_checks_s": "smoke checks inside the workload",
+    "bare_driver_s": "  baseline: driver that only connects",
     "stop_s": "teardown",
 }
 
@@ -96,16 +116,28 @@ def main(argv: list[str] | None = None) -> int:
     summary = {k: {"median": statistics.median(r[k] for r in rows), "min": min(r[k] for r in rows),
                    "max": max(r[k] for r in rows)} for k in LABELS}
     if args.json:
-        print(json.dumps({"plan": plan.to_json(), "repeats": args.repeats, "figures": summary}, indent=2))
+        print(json.dumps({"plan": plan.to_json(), "repeats": args.repeats, "figures": summary,
+                          "ratios": ratios(summary)}, indent=2))
         return 0
     print(f"local emulated slice: {plan.generation} {plan.topology}, {plan.hosts} hosts x {plan.chips_per_host} "
           f"chips, {args.repeats} repeats on {os.cpu_count()} CPUs")
     width = max(len(v) for v in LABELS.values())
-    print(f"{'figure'.ljust(width)}  {'median':>8}  {'min':>8}  {'max':>8}")
+    print(f"{'figure'.ljust(width)}  {'median':>9}  {'min':>9}  {'max':>9}")
     for key, label in LABELS.items():
         s = summary[key]
-        print(f"{label.ljust(width)}  {s['median']:>7.2f}s  {s['min']:>7.2f}s  {s['max']:>7.2f}s")
+        print(f"{label.ljust(width)}  {s['median']:>8.3f}s  {s['min']:>8.3f}s  {s['max']:>8.3f}s")
+    for name, value in ratios(summary).items():
+        print(f"ratio {name}: {value:.2f}x")
     return 0
+
+
+def ratios(summary: dict[str, dict[str, float]]) -> dict[str, float]:
+    """The kit's figures over their side-by-side baselines (medians)."""
+    def over(a: str, b: str) -> float:
+        return summary[a]["median"] / max(summary[b]["median"], 1e-9)
+
+    return {"reservation / bare placement group": over("reserve_s", "plain_pg_s"),
+            "smoke wall / bare driver": over("smoke_s", "bare_driver_s")}
 
 
 if __name__ == "__main__":
