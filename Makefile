@@ -40,6 +40,7 @@ lint: $(VENV)/.installed
 
 typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy -p raytpu
+	$(VENV)/bin/mypy tests bench examples/platform_app/app.py
 
 test: setup lint typecheck
 	$(VENV)/bin/pytest

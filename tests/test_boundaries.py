@@ -21,7 +21,7 @@ CATALOG = ROOT / "raytpu" / "catalog.py"
 
 def imported_roots(path: Path) -> set[str]:
     """Top-level names of every module a file imports, at any depth of the file."""
-    roots = set()
+    roots: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             roots.update(alias.name for alias in node.names)

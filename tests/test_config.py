@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import ValidationError
 
 from raytpu.config import Config, load, parse
 from raytpu.errors import InvalidInput, InvalidInputs
@@ -31,8 +32,8 @@ def test_example_config_is_valid_and_plans_both_slices() -> None:
 
 def test_models_are_frozen() -> None:
     config = load(EXAMPLE)
-    with pytest.raises(Exception):  # noqa: B017 - pydantic raises ValidationError on a frozen model
-        config.project = "other"  # type: ignore[misc]
+    with pytest.raises(ValidationError, match="frozen"):
+        config.project = "other"
     assert isinstance(config, Config)
 
 
@@ -40,7 +41,10 @@ def problems_of(data: dict) -> list[InvalidInput]:
     with pytest.raises((InvalidInput, InvalidInputs)) as exc:
         parse(yaml.safe_dump(data))
     err = exc.value
-    return list(err.problems) if isinstance(err, InvalidInputs) else [err]
+    if isinstance(err, InvalidInputs):
+        return list(err.problems)
+    assert isinstance(err, InvalidInput)
+    return [err]
 
 
 def edited(path: str, value: object) -> dict:

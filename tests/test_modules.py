@@ -239,7 +239,7 @@ def test_props_are_frozen_and_keyword_only() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         props.zone = "us-east5-a"
     with pytest.raises(TypeError):
-        TpuSlicePoolProps("p", plan_slice("v6e", "4x4"), "us-east5-b")  # type: ignore[call-arg]
+        TpuSlicePoolProps("p", plan_slice("v6e", "4x4"), "us-east5-b")  # type: ignore[call-arg, arg-type]
 
 
 def test_autopilot_cluster_refuses_node_pools() -> None:
