@@ -172,9 +172,10 @@ class Config(_Strict):
         raise errors.invalid_choice("slice", name, (s.name for s in self.slices))
 
 
-def load(path: str | Path = DEFAULT_CONFIG) -> Config:
-    """Reads and fully validates a config file; raises InvalidInputs listing every problem."""
-    path = Path(path)
+def load(path: str | Path | None = None) -> Config:
+    """Reads and fully validates a config file (default :func:`default_path`); raises InvalidInputs
+    listing every problem."""
+    path = Path(path or default_path())
     try:
         text = path.read_text()
     except OSError as exc:

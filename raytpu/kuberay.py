@@ -48,6 +48,10 @@ GCS_MOUNT_PATH = "/mnt/gcs"
 """Where every Ray pod sees the bucket through GCS FUSE."""
 MXLA_PORT = 8081
 """Multi-host TPU slices talk over this container port (named ``mxla`` as in GKE's samples)."""
+SLICE_LABEL = "raytpu.dev/slice"
+"""Label of every object the builders make: the config slice it runs on."""
+WORKLOAD_LABEL = "raytpu.dev/workload"
+"""Label of every object the builders make: its workload kind (smoke, train, serve)."""
 WORKER_GROUP = "tpu"
 """groupName of the TPU worker group."""
 TPU_ENV = {"JAX_PLATFORMS": "tpu,cpu", "ENABLE_PJRT_COMPATIBILITY": "true"}
@@ -493,7 +497,7 @@ def workload_manifest(config: Config, workload: Workload, *, service_account: st
     item = config.slice(workload.slice)
     target = Target.from_slice(config, item, slices=slices, compute_class=compute_class)
     pods = Pods(image=workload.image, service_account=service_account, bucket=bucket)
-    labels = {"raytpu.dev/workload": workload.kind, "raytpu.dev/slice": item.name}
+    labels = {WORKLOAD_LABEL: workload.kind, SLICE_LABEL: item.name}
     name = name or workload.name
     runtime = runtime_env([py_modules or py_modules_uri()])
     if workload.kind == "smoke":

@@ -38,6 +38,7 @@ from typing import Any
 
 from raytpu.errors import RuntimeFailure, invalid_value
 from raytpu.plan import SlicePlan
+from raytpu.report import text_table
 
 STATE_FILE = "cluster.json"
 ENV_RUN_DIR = "RAYTPU_LOCAL_DIR"
@@ -614,9 +615,7 @@ def render_status(rows: list[HostStatus]) -> str:
     header = ("SLICE", "HOST", "PGID", "NODE", "ALIVE", "LABELS", "RESOURCES")
     body = [(r.slice_name, "-" if r.worker_id < 0 else str(r.worker_id), str(r.pid), r.node_id or "-",
              "yes" if r.alive else "NO", "ok" if r.labels_ok else "MISMATCH", r.resources) for r in rows]
-    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-                     for row in [header, *body])
+    return "\n".join(text_table([header, *body], rule=False))
 
 
 def workload_command(module: str, plan: SlicePlan, *extra: str) -> list[str]:

@@ -87,12 +87,13 @@ def _mark(ok: Any) -> str:
     return OK_MARK if ok else FAIL_MARK
 
 
-def _table(rows: Sequence[Sequence[str]]) -> list[str]:
+def text_table(rows: Sequence[Sequence[str]], rule: bool = True) -> list[str]:
+    """Rows (the first is the header) as aligned text lines; ``rule`` underlines the header."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = []
     for j, row in enumerate(rows):
         lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
-        if j == 0:
+        if j == 0 and rule:
             lines.append("  ".join("-" * w for w in widths))
     return lines
 
@@ -107,7 +108,7 @@ def render_table(verdicts: Iterable[Mapping[str, Any]]) -> str:
         rows.append([_mark(v.get("healthy")), str(v.get("slice", "?")), str(v.get("pod_type", "")),
                      str(v.get("topology", "")), f"{v.get('hosts_found', '?')}/{v.get('hosts_expected', '?')}",
                      f"{float(v.get('duration_s') or 0.0):.1f}s"])
-    lines = _table(rows)
+    lines = text_table(rows)
     for v in verdicts:
         lines.append("")
         state = "healthy" if v.get("healthy") else "UNHEALTHY"
@@ -119,7 +120,7 @@ def render_table(verdicts: Iterable[Mapping[str, Any]]) -> str:
             for c in checks:
                 check_rows.append([_mark(c.get("ok")), str(c.get("name", "?")), _number(c.get("value")),
                                    _number(c.get("expected")), str(c.get("detail", ""))])
-            lines.extend("  " + line for line in _table(check_rows))
+            lines.extend("  " + line for line in text_table(check_rows))
         for h in v.get("hosts") or []:
             if not h.get("ok", True):
                 problems = "; ".join(str(p) for p in h.get("problems") or []) or "not ok"

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from raytpu.cli import report
-from raytpu.config import Config, default_path, load
+from raytpu.config import Config, load
 from raytpu.errors import RaytpuError
 from raytpu.modules.cdk import App
 from raytpu.stacks.cluster import ClusterStack, ClusterStackProps
@@ -41,7 +41,7 @@ def synth(config: Config, outdir: str | Path) -> list[Path]:
 def main() -> int:
     """Entry point of ``cdktf.json``'s app: synthesizes into the CLI's outdir (``CDKTF_OUTDIR``)."""
     try:
-        config = load(default_path())
+        config = load()
         app, *_ = build(config)
         app.synth()
     except RaytpuError as exc:

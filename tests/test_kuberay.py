@@ -306,7 +306,7 @@ def test_workload_manifests_one_per_workload_valid_and_tokens_kept(mode: str) ->
         assert template["spec"]["volumes"][0]["csi"]["volumeAttributes"]["bucketName"] == TOKEN_BUCKET
         selector = template["spec"]["nodeSelector"]
         if mode == "autopilot":
-            assert selector[kuberay.COMPUTE_CLASS_LABEL] == f"raytpu-{m['metadata']['labels']['raytpu.dev/slice']}"
+            assert selector[kuberay.COMPUTE_CLASS_LABEL] == f"raytpu-{m['metadata']['labels'][kuberay.SLICE_LABEL]}"
         else:
             assert kuberay.COMPUTE_CLASS_LABEL not in selector
     smoke, train, serve, big = manifests

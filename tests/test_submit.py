@@ -301,6 +301,10 @@ def test_smoke_one_job_per_slice_copy_reports_and_exits_1_on_unhealthy(
     assert doc["healthy"] is False and doc["skipped_slices"] == ["dws"] and doc["run_id"] == "n1"
     assert [v["job"] for v in doc["slices"]] == names
     assert doc["slices"][2]["checks"][0]["detail"].startswith("no RAYTPU_SMOKE_VERDICT line")
+    serve = config.slice("serve").plan()  # a job that gave no verdict is still described by its slice's plan
+    assert {k: doc["slices"][2][k] for k in ("generation", "topology", "pod_type", "hosts_expected")} == {
+        "generation": serve.generation, "topology": serve.topology, "pod_type": serve.ray_pod_type,
+        "hosts_expected": serve.hosts}
     root = ET.parse(tmp_path / "out" / "smoke.junit.xml").getroot()
     assert [s.get("name") for s in root.findall("testsuite")] == ["tpu-train-a", "tpu-train-b", "smoke-serve-0-n1"]
     assert root.get("failures") == "2"

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raytpu.plan import RAY_POD_TYPE_LABEL, RAY_SLICE_LABEL, RAY_WORKER_LABEL, SlicePlan, plan_slice
-from raytpu.report import format_verdict_line
+from raytpu.report import all_healthy, format_verdict_line
 from raytpu.workloads._entry import guarded
 
 ENV_EMULATED = "RAYTPU_EMULATED"
@@ -526,7 +526,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def body() -> int:
         verdicts = run(args)
-        healthy = bool(verdicts) and all(v["healthy"] for v in verdicts)
+        healthy = all_healthy(verdicts)
         summary = ", ".join(f"{v['slice']}: {'healthy' if v['healthy'] else 'UNHEALTHY'}" for v in verdicts)
         print(f"smoke: {summary}", file=sys.stderr)
         return 0 if healthy else 1

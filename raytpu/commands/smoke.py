@@ -13,10 +13,11 @@ workers cannot use queued capacity).
 from __future__ import annotations
 
 import argparse
-import itertools
 import sys
 import time
 from typing import Any
+
+from raytpu.plan import SlicePlan
 
 HELP = "run the smoke check on every slice of a deployed stack; JSON + JUnit report; exit 1 if one is unhealthy"
 
@@ -33,28 +34,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--image", help="image of the smoke jobs (default: the config's smoke workload image)")
 
 
-def failed_verdict(job: dict[str, Any], problem: str) -> dict[str, Any]:
+def failed_verdict(job: dict[str, Any], plan: SlicePlan, problem: str) -> dict[str, Any]:
     """The verdict of a job that gave none: unhealthy, with ``problem`` as its one failed check."""
-    from raytpu.plan import TOPOLOGY_LABEL
-
-    spec = job["spec"]["rayClusterSpec"]
-    group = spec["workerGroupSpecs"][0]
-    entry = spec_args(job["spec"]["entrypoint"])
-    hosts = int(group["numOfHosts"])
     return {
         "slice": job["metadata"]["name"], "job": job["metadata"]["name"], "healthy": False,
-        "generation": entry.get("generation", ""),
-        "topology": group["template"]["spec"]["nodeSelector"].get(TOPOLOGY_LABEL, ""),
-        "pod_type": "", "hosts_expected": hosts, "hosts_found": 0, "duration_s": 0.0,
+        "generation": plan.generation, "topology": plan.topology, "pod_type": plan.ray_pod_type,
+        "hosts_expected": plan.hosts, "hosts_found": 0, "duration_s": 0.0,
         "checks": [{"name": "job", "ok": False, "detail": problem, "value": None, "expected": None}],
         "hosts": [],
     }
-
-
-def spec_args(entrypoint: str) -> dict[str, str]:
-    """``--key value`` pairs of an entrypoint command line."""
-    parts = entrypoint.split()
-    return {p[2:].replace("-", "_"): v for p, v in itertools.pairwise(parts) if p.startswith("--")}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -95,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
         if not found:
             why = (f"no {report.MARKER} line in the job's log; RayJob {state.describe()}" if state.done
                    else f"timed out after {args.timeout_s:g}s; RayJob {state.describe()}")
-            found = [failed_verdict(job, why)]
+            plan = config.slice(job["metadata"]["labels"][kuberay.SLICE_LABEL]).plan()
+            found = [failed_verdict(job, plan, why)]
         elif not state.succeeded:
             for v in found:
                 v["healthy"] = False

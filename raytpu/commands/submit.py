@@ -33,7 +33,8 @@ def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--stack", required=True, help="the cluster stack's id in the outputs file "
                                                        "(e.g. ray-tpu-cluster; the cluster name works too)")
-    parser.add_argument("--config", default="raytpu.yaml", help="the config file (default raytpu.yaml)")
+    parser.add_argument("--config", default=None,
+                        help="the config file (default: $RAYTPU_CONFIG, else raytpu.yaml)")
     parser.add_argument("--outputs", default=DEFAULT_OUTPUTS,
                         help=f"stack outputs: the file `cdktf deploy --outputs-file` wrote, or "
                              f"`terraform output -json` saved (default {DEFAULT_OUTPUTS})")
@@ -56,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     from raytpu import config as config_mod
     from raytpu import errors, gke, kuberay, report
 
+    args.config = args.config or config_mod.default_path()
     config = config_mod.load(args.config)
     names = [w.name for w in config.workloads]
     work = next((w for w in config.workloads if w.name == args.workload), None)
