@@ -7,8 +7,9 @@ CHECKOV_VENV := .venv-checkov
 UV_VERSION := 0.13.9
 UV_FLAGS := --quiet
 export RAY_USAGE_STATS_ENABLED := 0
+export CHECKPOINT_DISABLE := 1
 
-.PHONY: setup run test lint typecheck bench clean
+.PHONY: setup run test test-unit lint typecheck bench clean
 
 setup: $(VENV)/.installed $(CHECKOV_VENV)/.installed node_modules/.installed
 
@@ -44,6 +45,10 @@ typecheck: $(VENV)/.installed
 
 test: setup lint typecheck
 	$(VENV)/bin/pytest
+
+# The fast tier: catalog, planner, specs, config, CLI contract, KubeRay manifests (no CDK synth, no Ray cluster).
+test-unit: $(VENV)/.installed
+	$(VENV)/bin/pytest -m unit -q
 
 bench: setup
 	$(VENV)/bin/python bench/describe.py

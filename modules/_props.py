@@ -1,4 +1,4 @@
-"""Shared checks for construct props and the ``overrides`` escape hatch (standard library + raytpu.errors)."""
+"""Shared checks for construct options that no spec covers, and the ``overrides`` escape hatch."""
 
 from __future__ import annotations
 
@@ -7,12 +7,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from raytpu import errors
+from raytpu.spec import REGION, ZONE, label_problems
 
-LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 RESOURCE_NAME = re.compile(r"^[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$")
-ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
-REGION = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
 
 MANAGED_BY_LABEL = {"managed-by": "raytpu"}
 """Added to every labelled resource so inventories can find what raytpu created."""
@@ -53,26 +50,22 @@ def check_range(field: str, value: int | float | None, low: int | float, high: i
 
 
 def check_zone(field: str, value: str) -> None:
-    """A GCP zone such as ``us-east5-b``."""
+    """A GCP zone such as ``us-east5-b`` (the spec's pattern, :data:`raytpu.spec.ZONE`)."""
     if not isinstance(value, str) or not ZONE.match(value):
         raise errors.invalid_value(field, value, "is not a GCP zone", "a zone such as us-east5-b")
 
 
 def check_region(field: str, value: str) -> None:
-    """A GCP region such as ``us-east5``."""
+    """A GCP region such as ``us-east5`` (the spec's pattern, :data:`raytpu.spec.REGION`)."""
     if not isinstance(value, str) or not REGION.match(value):
         raise errors.invalid_value(field, value, "is not a GCP region", "a region such as us-east5")
 
 
 def check_labels(field: str, labels: Mapping[str, str]) -> None:
-    """GCP resource labels: lowercase keys and values, at most 63 characters."""
-    for key, value in labels.items():
-        if not LABEL_KEY.match(key):
-            raise errors.invalid_value(f"{field}[{key!r}]", key, "is not a valid label key",
-                                       "lowercase letters, digits, '_' and '-', starting with a letter")
-        if not isinstance(value, str) or not LABEL_VALUE.match(value):
-            raise errors.invalid_value(f"{field}[{key!r}]", value, "is not a valid label value",
-                                       "up to 63 lowercase letters, digits, '_' and '-'")
+    """GCP resource labels (the spec's rule, :func:`raytpu.spec.label_problems`)."""
+    found = label_problems(field, labels)
+    if found:
+        raise errors.InvalidInputs(found)
 
 
 def check_overrides(field: str, overrides: Mapping[str, Any]) -> None:

@@ -13,8 +13,7 @@ from typing import Any
 from raytpu import errors
 from raytpu.modules import _props
 from raytpu.modules.cdk import AssetType, Construct, TerraformAsset, storage_bucket, storage_bucket_object
-
-BUCKET_NAME_RULE = "3-63 characters: lowercase letters, digits, '-', '_', '.'; starts and ends with a letter or digit"
+from raytpu.spec import bucket_problems
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,12 +43,8 @@ class BucketProps:
     overrides: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        name = self.name
-        if not _props.is_token(name) and not (
-            isinstance(name, str) and 3 <= len(name) <= 63 and name[0].isalnum() and name[-1].isalnum()
-            and all(c.islower() or c.isdigit() or c in "-_." for c in name)
-        ):
-            raise errors.invalid_value("name", name, "is not a bucket name", BUCKET_NAME_RULE)
+        if not _props.is_token(self.name) and (found := bucket_problems("name", self.name)):
+            raise errors.InvalidInputs(found)
         _props.check_range("noncurrent_version_retention_days", self.noncurrent_version_retention_days, 1, 3650,
                            " days")
         if self.soft_delete_retention_s != 0:

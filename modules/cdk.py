@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 # jsii prints a large banner on every start under Node 20, which cdktf-cli 0.21 (the pinned CLI) needs.
-# Node 20 works for synth (FACTS.md section 7); keep stderr readable. A user can still unset it.
+# Node 20 works for synth (cdktf-cli 0.21.0 declares node >= 18.12); keep stderr readable. A user can still unset it.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 from cdktn import (

@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from raytpu import errors
 from raytpu.catalog import RAY_OPERATOR_MIN_GKE_VERSION, generation
-from raytpu.config import MODES, RELEASE_CHANNELS
-from raytpu.config import Mode as ClusterMode
 from raytpu.modules import _props
 from raytpu.modules._node_pool import NODE_OAUTH_SCOPES
 from raytpu.modules.cdk import Construct, container_cluster
-from raytpu.modules.head_pool import HeadPool, HeadPoolProps
-from raytpu.modules.tpu_slice_pool import TpuSlicePool, TpuSlicePoolProps
+from raytpu.modules.head_pool import HeadPool, HeadPoolOptions, HeadPoolProps
+from raytpu.modules.network import Network
+from raytpu.modules.tpu_slice_pool import TpuSlicePool, TpuSlicePoolOptions, TpuSlicePoolProps
 from raytpu.modules.workload_identity import WorkloadIdentity, WorkloadIdentityProps
 from raytpu.plan import SlicePlan
+from raytpu.spec import GkeSpec
 
 _VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:-gke\.(\d+))?$")
 
@@ -42,89 +41,58 @@ def min_gke_version(plans: Iterable[SlicePlan], mode: str = "standard") -> str:
 
 
 @dataclass(frozen=True, kw_only=True)
-class AuthorizedNetwork:
-    """A CIDR block allowed to reach the control plane's public endpoint."""
-
-    name: str
-    cidr: str
-
-    def __post_init__(self) -> None:
-        try:
-            ipaddress.ip_network(self.cidr)
-        except (ValueError, TypeError):
-            raise errors.invalid_value("master_authorized_networks.cidr", self.cidr, "is not a CIDR range",
-                                       "an IPv4 range such as 203.0.113.0/24") from None
-
-
-@dataclass(frozen=True, kw_only=True)
-class GkeClusterProps:
-    """Props of :class:`GkeCluster`.
+class GkeClusterOptions:
+    """What a caller chooses for the cluster.
 
     Attributes:
-        name: Cluster name.
-        project: GCP project id (also names the Workload Identity pool ``<project>.svc.id.goog``).
-        location: Region of the (regional) cluster.
-        network: The VPC's id or self link.
-        subnetwork: The subnet's id or self link.
-        pods_range_name: Subnet secondary range for Pods.
-        services_range_name: Subnet secondary range for Services.
-        mode: ``standard`` (node pools, default pool removed) or ``autopilot`` (no node pools).
-        release_channel: GKE release channel; default ``RAPID`` (TPU generations arrive there first).
+        spec: The cluster (name, mode, release channel, authorized networks, labels, deletion protection).
         min_master_version: Oldest control-plane version; default: none (the channel's default). Stacks set
             it from :func:`min_gke_version` of their slices.
-        master_cidr: The control plane's private /28; default ``172.16.0.32/28``.
-        master_authorized_networks: CIDRs allowed to reach the public endpoint; default none, i.e. only
-            addresses inside the VPC reach the control plane.
         node_service_account: Email of the service account nodes run as; default: the Compute Engine
             default service account (stacks pass a least-privilege one).
-        labels: Resource labels; ``managed-by: raytpu`` is always added.
-        deletion_protection: Terraform refuses to destroy the cluster while true; default true.
         gcs_fuse: Enable the GCS FUSE CSI driver (bucket volumes for checkpoints); default true.
         ray_cluster_logging: Ray Operator sends Ray logs to Cloud Logging; default true.
         ray_cluster_monitoring: Ray Operator sends Ray metrics to Managed Prometheus; default true.
         overrides: Escape hatch: raw fields of ``google_container_cluster`` by path.
     """
 
-    name: str
-    project: str
-    location: str
-    network: str
-    subnetwork: str
-    pods_range_name: str
-    services_range_name: str
-    mode: ClusterMode = "standard"
-    release_channel: str = "RAPID"
+    spec: GkeSpec
     min_master_version: str | None = None
-    master_cidr: str = "172.16.0.32/28"
-    master_authorized_networks: tuple[AuthorizedNetwork, ...] = ()
     node_service_account: str | None = None
-    labels: Mapping[str, str] = field(default_factory=dict)
-    deletion_protection: bool = True
     gcs_fuse: bool = True
     ray_cluster_logging: bool = True
     ray_cluster_monitoring: bool = True
     overrides: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        _props.check_name("name", self.name, max_len=40)
-        _props.check_region("location", self.location)
-        _props.check_choice("mode", self.mode, MODES)
-        _props.check_choice("release_channel", self.release_channel, RELEASE_CHANNELS)
         if self.min_master_version is not None:
             version_key(self.min_master_version)
-        try:
-            master = ipaddress.ip_network(self.master_cidr)
-        except (ValueError, TypeError):
-            master = None
-        if master is None or master.prefixlen != 28:
-            raise errors.invalid_value("master_cidr", self.master_cidr, "is not a /28 range",
-                                       "a private /28 such as 172.16.0.32/28")
-        for net in self.master_authorized_networks:
-            if not isinstance(net, AuthorizedNetwork):
-                raise errors.invalid_value("master_authorized_networks", net, "is not an AuthorizedNetwork",
-                                           "AuthorizedNetwork(name=..., cidr=...)")
-        _props.check_labels("labels", self.labels)
         _props.check_overrides("overrides", self.overrides)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GkeClusterProps(GkeClusterOptions):
+    """Props of :class:`GkeCluster`: its options, where it lives, and the network it joins.
+
+    Attributes:
+        project: GCP project id (also names the Workload Identity pool ``<project>.svc.id.goog``).
+        location: Region of the (regional) cluster.
+        network: The Network construct (VPC, subnet, pod/service ranges; its spec's ``master_cidr`` is the
+            control plane's private /28).
+    """
+
+    project: str
+    location: str
+    network: Network
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _props.check_region("location", self.location)
+
+
+def _fields(options: Any) -> dict[str, Any]:
+    """An options dataclass's fields, shallow (to extend it into props)."""
+    return {f.name: getattr(options, f.name) for f in fields(options)}
 
 
 class GkeCluster(Construct):
@@ -142,7 +110,9 @@ class GkeCluster(Construct):
     def __init__(self, scope: Construct, id: str, props: GkeClusterProps) -> None:
         super().__init__(scope, id)
         self.props = props
-        standard = props.mode == "standard"
+        spec = props.spec
+        standard = not spec.autopilot
+        network = props.network
         cc = container_cluster
         addons = cc.ContainerClusterAddonsConfig(
             ray_operator_config=[cc.ContainerClusterAddonsConfigRayOperatorConfig(
@@ -161,6 +131,11 @@ class GkeCluster(Construct):
                 "remove_default_node_pool": True,
                 "initial_node_count": 1,
                 "enable_shielded_nodes": True,
+                # Dataplane V2 enforces NetworkPolicy itself; the Calico add-on stays off. Both fields are
+                # ConflictsWith enable_autopilot in the provider (resource_container_cluster.go); Autopilot has
+                # Dataplane V2 and intranode visibility on by default.
+                "network_policy": cc.ContainerClusterNetworkPolicy(enabled=False),
+                "enable_intranode_visibility": True,
                 "node_config": cc.ContainerClusterNodeConfig(
                     image_type="COS_CONTAINERD",
                     service_account=props.node_service_account,
@@ -179,27 +154,27 @@ class GkeCluster(Construct):
                         service_account=props.node_service_account, oauth_scopes=list(NODE_OAUTH_SCOPES)))
         self.cluster = cc.ContainerCluster(
             self, "cluster",
-            name=props.name,
+            name=spec.name,
             project=props.project,
             location=props.location,
-            network=props.network,
-            subnetwork=props.subnetwork,
+            network=network.vpc.id,
+            subnetwork=network.subnet.id,
             networking_mode="VPC_NATIVE",
             ip_allocation_policy=cc.ContainerClusterIpAllocationPolicy(
-                cluster_secondary_range_name=props.pods_range_name,
-                services_secondary_range_name=props.services_range_name,
+                cluster_secondary_range_name=network.pods_range_name,
+                services_secondary_range_name=network.services_range_name,
             ),
             private_cluster_config=cc.ContainerClusterPrivateClusterConfig(
                 enable_private_nodes=True,
                 enable_private_endpoint=False,
-                master_ipv4_cidr_block=props.master_cidr,
+                master_ipv4_cidr_block=network.props.spec.master_cidr,
                 master_global_access_config=cc.ContainerClusterPrivateClusterConfigMasterGlobalAccessConfig(
                     enabled=True),
             ),
             master_authorized_networks_config=cc.ContainerClusterMasterAuthorizedNetworksConfig(
                 gcp_public_cidrs_access_enabled=False,
                 cidr_blocks=[cc.ContainerClusterMasterAuthorizedNetworksConfigCidrBlocks(
-                    cidr_block=n.cidr, display_name=n.name) for n in props.master_authorized_networks],
+                    cidr_block=n.cidr, display_name=n.name) for n in spec.master_authorized_networks],
             ),
             master_auth=cc.ContainerClusterMasterAuth(
                 client_certificate_config=cc.ContainerClusterMasterAuthClientCertificateConfig(
@@ -207,10 +182,7 @@ class GkeCluster(Construct):
             workload_identity_config=cc.ContainerClusterWorkloadIdentityConfig(
                 workload_pool=f"{props.project}.svc.id.goog"),
             datapath_provider="ADVANCED_DATAPATH",
-            # Dataplane V2 enforces NetworkPolicy itself; the Calico add-on stays off.
-            network_policy=cc.ContainerClusterNetworkPolicy(enabled=False),
-            enable_intranode_visibility=True,
-            release_channel=cc.ContainerClusterReleaseChannel(channel=props.release_channel),
+            release_channel=cc.ContainerClusterReleaseChannel(channel=spec.release_channel),
             min_master_version=props.min_master_version,
             addons_config=addons,
             logging_config=cc.ContainerClusterLoggingConfig(enable_components=["SYSTEM_COMPONENTS", "WORKLOADS"]),
@@ -219,8 +191,8 @@ class GkeCluster(Construct):
                 managed_prometheus=cc.ContainerClusterMonitoringConfigManagedPrometheus(enabled=True),
             ),
             enable_legacy_abac=False,
-            resource_labels=_props.with_default_labels(props.labels),
-            deletion_protection=props.deletion_protection,
+            resource_labels=_props.with_default_labels(spec.labels),
+            deletion_protection=spec.deletion_protection,
             **mode_fields,
         )
         _props.apply_overrides(self.cluster, props.overrides)
@@ -246,22 +218,19 @@ class GkeCluster(Construct):
         return f"{self.props.project}.svc.id.goog"
 
     def _require_standard(self, what: str) -> None:
-        if self.props.mode != "standard":
-            raise errors.forbidden("mode", self.props.mode, f"for {what} (Autopilot has no node pools)",
+        if self.props.spec.autopilot:
+            raise errors.forbidden("mode", self.props.spec.mode, f"for {what} (Autopilot has no node pools)",
                                    "mode='standard', or a ComputeClass for Autopilot TPUs")
 
-    def add_slice_pool(self, id: str, props: TpuSlicePoolProps) -> TpuSlicePool:
-        """Adds a TPU node pool to this (Standard) cluster and returns it (``cluster``, ``location`` and
-        ``project`` of ``props`` are set to this cluster's)."""
+    def add_slice_pool(self, id: str, options: TpuSlicePoolOptions) -> TpuSlicePool:
+        """Adds a TPU node pool (one copy of a slice) to this Standard cluster and returns it."""
         self._require_standard("add_slice_pool")
-        return TpuSlicePool(self, id, replace(props, cluster=self.cluster.id, location=self.props.location,
-                                              project=self.props.project))
+        return TpuSlicePool(self, id, TpuSlicePoolProps(**_fields(options), cluster=self))
 
-    def add_head_pool(self, id: str, props: HeadPoolProps) -> HeadPool:
-        """Adds the CPU pool for Ray heads to this (Standard) cluster and returns it (cluster fields set)."""
+    def add_head_pool(self, id: str, options: HeadPoolOptions) -> HeadPool:
+        """Adds the CPU pool for Ray heads to this Standard cluster and returns it."""
         self._require_standard("add_head_pool")
-        return HeadPool(self, id, replace(props, cluster=self.cluster.id, location=self.props.location,
-                                          project=self.props.project))
+        return HeadPool(self, id, HeadPoolProps(**_fields(options), cluster=self))
 
     def add_workload_identity(self, id: str, props: WorkloadIdentityProps) -> WorkloadIdentity:
         """Adds a Google service account bound to a KSA of this cluster; the binding waits for the cluster

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from raytpu import errors
 from raytpu.modules import _props
 from raytpu.modules.cdk import (
     Construct,
@@ -17,6 +15,7 @@ from raytpu.modules.cdk import (
     compute_router_nat,
     compute_subnetwork,
 )
+from raytpu.spec import NetworkSpec
 
 PODS_RANGE = "pods"
 SERVICES_RANGE = "services"
@@ -30,9 +29,8 @@ class NetworkProps:
         name: Name of the VPC; the subnet, router and NAT are named after it (``<name>-subnet``...).
         project: GCP project id.
         region: Region of the subnet, router and NAT.
-        subnet_cidr: Primary range of the subnet (nodes).
-        pods_cidr: Secondary range ``pods`` (Pod IPs, VPC-native).
-        services_cidr: Secondary range ``services`` (ClusterIP Services).
+        spec: The ranges (subnet, pods, services; the control plane's ``master_cidr`` is the cluster's);
+            default ``NetworkSpec()``.
         flow_log_sampling: Fraction of flows VPC flow logs sample; default 0.5 (half).
         flow_log_interval: Flow log aggregation interval; default ``INTERVAL_5_SEC``.
         nat_log_filter: Which NAT events are logged; default ``ERRORS_ONLY``.
@@ -42,9 +40,7 @@ class NetworkProps:
     name: str
     project: str
     region: str
-    subnet_cidr: str = "10.10.0.0/20"
-    pods_cidr: str = "10.16.0.0/14"
-    services_cidr: str = "10.20.0.0/20"
+    spec: NetworkSpec = field(default_factory=NetworkSpec)
     flow_log_sampling: float = 0.5
     flow_log_interval: str = "INTERVAL_5_SEC"
     nat_log_filter: str = "ERRORS_ONLY"
@@ -53,17 +49,6 @@ class NetworkProps:
     def __post_init__(self) -> None:
         _props.check_name("name", self.name, max_len=50)
         _props.check_region("region", self.region)
-        nets = {}
-        for name in ("subnet_cidr", "pods_cidr", "services_cidr"):
-            value = getattr(self, name)
-            try:
-                nets[name] = ipaddress.ip_network(value)
-            except (ValueError, TypeError):
-                raise errors.invalid_value(name, value, "is not a CIDR range",
-                                           "an IPv4 range such as 10.10.0.0/20") from None
-        for a, b in (("subnet_cidr", "pods_cidr"), ("subnet_cidr", "services_cidr"), ("pods_cidr", "services_cidr")):
-            if nets[a].overlaps(nets[b]):
-                raise errors.invalid_value(b, str(nets[b]), f"overlaps {a} ({nets[a]})", "disjoint ranges")
         _props.check_range("flow_log_sampling", self.flow_log_sampling, 0.0, 1.0)
         _props.check_choice("flow_log_interval", self.flow_log_interval,
                             ("INTERVAL_5_SEC", "INTERVAL_30_SEC", "INTERVAL_1_MIN", "INTERVAL_5_MIN",
@@ -94,13 +79,13 @@ class Network(Construct):
             project=props.project,
             region=props.region,
             network=self.vpc.id,
-            ip_cidr_range=props.subnet_cidr,
+            ip_cidr_range=props.spec.subnet_cidr,
             private_ip_google_access=True,
             secondary_ip_range=[
                 compute_subnetwork.ComputeSubnetworkSecondaryIpRange(range_name=PODS_RANGE,
-                                                                     ip_cidr_range=props.pods_cidr),
+                                                                     ip_cidr_range=props.spec.pods_cidr),
                 compute_subnetwork.ComputeSubnetworkSecondaryIpRange(range_name=SERVICES_RANGE,
-                                                                     ip_cidr_range=props.services_cidr),
+                                                                     ip_cidr_range=props.spec.services_cidr),
             ],
             log_config=compute_subnetwork.ComputeSubnetworkLogConfig(
                 aggregation_interval=props.flow_log_interval,

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from raytpu.errors import EXIT_INVALID, InvalidInput, InvalidInputs, RaytpuError
+from raytpu.errors import EXIT_INVALID, InvalidInput, InvalidInputs, RaytpuError, report
 
 ORDER = ("catalog", "describe", "validate", "synth", "local", "demo", "submit", "smoke")
 """Help-listing order; any other module in ``raytpu.commands`` is listed after these."""
@@ -70,13 +70,6 @@ def build_parser() -> argparse.ArgumentParser:
         module.add_arguments(command)
         command.set_defaults(_run=module.run, _parser=command)
     return parser
-
-
-def report(error: RaytpuError) -> None:
-    """Writes an error in the contract's format, one line per problem."""
-    problems = error.problems if isinstance(error, InvalidInputs) else [error]
-    for problem in problems:
-        sys.stderr.write(f"error: {problem}\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,9 +6,12 @@ Every check in the kit raises one of these helpers' results, so the CLI can prin
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
-EXIT_OK = 0
+T = TypeVar("T")
+
 EXIT_RUNTIME = 1
 EXIT_INVALID = 2
 
@@ -32,6 +35,10 @@ class InvalidInput(RaytpuError, ValueError):
         self.valid = valid
         super().__init__(f"{field}: {problem}; valid: {valid}")
 
+    def at(self, prefix: str) -> InvalidInput:
+        """The same problem, its field placed under ``prefix`` (``slices[1]`` + ``reservation``)."""
+        return InvalidInput(join_path(prefix, self.field), self.problem, self.valid)
+
 
 class InvalidInputs(RaytpuError, ValueError):
     """Several bad values found in one pass (a config file), reported together."""
@@ -43,10 +50,56 @@ class InvalidInputs(RaytpuError, ValueError):
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
+def join_path(prefix: str, field: str) -> str:
+    """``slices[1]`` + ``zone`` -> ``slices[1].zone``; ``labels`` + ``['Team']`` -> ``labels['Team']``."""
+    if not prefix:
+        return field
+    return f"{prefix}{field}" if field.startswith("[") else f"{prefix}.{field}"
+
+
+def problems_of(error: InvalidInput | InvalidInputs) -> list[InvalidInput]:
+    """The single problems an error carries."""
+    return list(error.problems) if isinstance(error, InvalidInputs) else [error]
+
+
+class Problems:
+    """Collects every problem of one pass (``raytpu validate`` reports them all), each under its path."""
+
+    def __init__(self) -> None:
+        self.items: list[InvalidInput] = []
+
+    def add(self, problem: InvalidInput, prefix: str = "") -> None:
+        """Records ``problem`` under ``prefix``."""
+        self.items.append(problem.at(prefix))
+
+    def build(self, prefix: str, make: Callable[[], T]) -> T | None:
+        """Runs ``make``; its problems are recorded under ``prefix`` and None is returned instead."""
+        try:
+            return make()
+        except (InvalidInput, InvalidInputs) as exc:
+            for problem in problems_of(exc):
+                self.add(problem, prefix)
+            return None
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def raise_any(self) -> None:
+        """Raises every recorded problem at once (InvalidInputs), if there is one."""
+        if self.items:
+            raise InvalidInputs(self.items)
+
+
 class RuntimeFailure(RaytpuError):
     """Something ran and failed (an unhealthy slice, a failed job): exit 1."""
 
     exit_code = EXIT_RUNTIME
+
+
+def report(error: RaytpuError) -> None:
+    """Writes an error in the CLI contract's format to stderr, one ``error: ...`` line per problem."""
+    for problem in problems_of(error) if isinstance(error, InvalidInput | InvalidInputs) else [error]:
+        sys.stderr.write(f"error: {problem}\n")
 
 
 def listing(values: Iterable[object], limit: int = _MAX_LISTED) -> str:

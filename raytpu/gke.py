@@ -1,17 +1,5 @@
-"""Talking to a deployed stack: its outputs file, and ``kubectl`` for applying and watching KubeRay objects.
-
-Stack outputs. Two shapes are read (``raytpu submit/smoke --outputs FILE``):
-
-- what ``cdktf deploy --outputs-file FILE`` (or ``cdktn deploy``) writes: ``{"<stack id>": {"<output>": value}}``;
-  the stack is picked by ``--stack``: the cluster stack's id (``<cluster name>-cluster``), or just the
-  cluster name;
-- what ``terraform output -json`` prints in the stack's directory (``cdktf.out/stacks/<id>``):
-  ``{"<output>": {"value": value, ...}}`` (no stack level; ``--stack`` is then only a label).
-
-Output names are matched loosely (case, ``_``/``-`` ignored, and a construct-path prefix such as
-``cluster_cluster_name`` still ends in ``cluster_name``). Required: ``cluster_name``, ``location``,
-``bucket``, ``service_account`` (or ``ksa``; the Kubernetes service account). Optional: ``project``,
-``namespace`` (default ``default``), ``kube_context``.
+"""Talking to a deployed stack (its :class:`~raytpu.outputs.StackOutputs`): ``kubectl`` for applying and
+watching KubeRay objects, and the kit's core zip.
 
 kubectl. Every call goes through :class:`Kubectl`, which runs the ``kubectl`` found on ``PATH``; the
 context is ``--context`` if given, else the one ``gcloud container clusters get-credentials`` creates
@@ -25,7 +13,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -36,128 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from raytpu import errors
-from raytpu.errors import InvalidInput, RuntimeFailure
-
-DEFAULT_OUTPUTS = "outputs.json"
-"""Where ``cdktf deploy --outputs-file outputs.json`` (the documented deploy command) writes outputs."""
-
-_FIELDS = {
-    "cluster_name": ("cluster_name", "cluster"),
-    "location": ("location", "cluster_location"),
-    "bucket": ("bucket", "bucket_name"),
-    "service_account": ("service_account", "ksa", "kubernetes_service_account", "ksa_name"),
-    "project": ("project", "project_id"),
-    "namespace": ("namespace", "ksa_namespace"),
-    "kube_context": ("kube_context", "context"),
-}
-_REQUIRED = ("cluster_name", "location", "bucket", "service_account")
-
-
-def _norm(key: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", key.lower())
-
-
-@dataclass(frozen=True)
-class StackOutputs:
-    """What a workload needs from a deployed cluster stack."""
-
-    stack: str
-    cluster_name: str
-    location: str
-    bucket: str
-    service_account: str
-    project: str | None = None
-    namespace: str = "default"
-    kube_context: str | None = None
-
-    @property
-    def gke_context(self) -> str | None:
-        """The kubeconfig context name ``gcloud container clusters get-credentials`` creates."""
-        if not self.project:
-            return None
-        return f"gke_{self.project}_{self.location}_{self.cluster_name}"
-
-    @property
-    def credentials_command(self) -> str:
-        """The gcloud command that creates that context."""
-        project = f" --project {self.project}" if self.project else ""
-        return f"gcloud container clusters get-credentials {self.cluster_name} --location {self.location}{project}"
-
-
-def _unwrap(value: Any) -> Any:
-    """``terraform output -json`` wraps each value as ``{"value": v, "type": t, "sensitive": s}``."""
-    if isinstance(value, dict) and "value" in value and set(value) <= {"value", "type", "sensitive"}:
-        return value["value"]
-    return value
-
-
-def _flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested outputs (cdktf nests outputs of nested constructs by construct id) as ``a_b_c`` keys."""
-    out: dict[str, Any] = {}
-    for key, value in values.items():
-        name = f"{prefix}_{key}" if prefix else key
-        value = _unwrap(value)
-        if isinstance(value, dict):
-            out.update(_flatten(value, name))
-        else:
-            out[name] = value
-    return out
-
-
-def parse_outputs(data: Any, stack: str, source: str = "outputs") -> StackOutputs:
-    """Reads ``data`` (either shape described in the module docstring) for ``stack``.
-
-    Raises:
-        InvalidInput: no such stack in a cdktf outputs file, or a required output is missing.
-    """
-    if not isinstance(data, dict) or not data:
-        raise InvalidInput("outputs", f"{source} holds no stack outputs",
-                           "the JSON `cdktf deploy --outputs-file FILE` or `terraform output -json` writes")
-    values: dict[str, Any]
-    if all(isinstance(_unwrap(v), dict) for v in data.values()) and not any(
-            isinstance(v, dict) and "value" in v for v in data.values()):
-        key = stack if stack in data else f"{stack}-cluster"
-        if key not in data:
-            raise errors.invalid_choice("--stack", stack, sorted(data), f" (stacks in {source})")
-        values = {k: _unwrap(v) for k, v in data[key].items()}
-    else:
-        values = {k: _unwrap(v) for k, v in data.items()}
-    normalised = {_norm(k): v for k, v in _flatten(values).items()}
-    found: dict[str, Any] = {}
-    for field, aliases in _FIELDS.items():
-        for alias in aliases:
-            key = _norm(alias)
-            hit = normalised.get(key)
-            if hit is None:
-                hit = next((v for k, v in normalised.items() if k.endswith(key)), None)
-            if hit is not None:
-                found[field] = str(hit)
-                break
-    missing = [f for f in _REQUIRED if f not in found]
-    if missing:
-        raise errors.missing(f"outputs.{missing[0]}", f"in {source} for stack {stack!r} (missing: "
-                             f"{', '.join(missing)}; found: {', '.join(sorted(values)) or 'nothing'})",
-                             "outputs " + ", ".join(_REQUIRED) + " of the cluster stack")
-    return StackOutputs(stack=stack, **found)
-
-
-def read_outputs(path: str | Path, stack: str) -> StackOutputs:
-    """Reads a stack outputs file; InvalidInput (exit 2) when it is missing or unreadable."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InvalidInput("--outputs", f"cannot read {str(path)!r} ({exc.strerror})",
-                           "the file `cdktf deploy --outputs-file FILE` wrote (default "
-                           f"{DEFAULT_OUTPUTS}), or `terraform output -json > FILE`") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput("--outputs", f"{str(path)!r} is not JSON ({exc.msg} at line {exc.lineno})",
-                           "the JSON `cdktf deploy --outputs-file` writes") from None
-    return parse_outputs(data, stack, str(path))
-
+from raytpu.errors import RuntimeFailure
+from raytpu.outputs import StackOutputs
 
 Runner = Callable[..., "subprocess.CompletedProcess[str]"]
 
@@ -217,20 +84,25 @@ class Kubectl:
         return result.stdout if result.returncode == 0 else ""
 
 
+def gke_context(outputs: StackOutputs) -> str:
+    """The kubeconfig context name ``gcloud container clusters get-credentials`` creates for the stack's cluster."""
+    return f"gke_{outputs.project}_{outputs.location}_{outputs.cluster_name}"
+
+
 def connect(outputs: StackOutputs, context: str | None = None, runner: Runner = subprocess.run) -> Kubectl:
-    """A Kubectl for the stack's cluster: ``context``, else the outputs' or the gcloud-named context.
+    """A Kubectl for the stack's cluster: ``context``, else the gcloud-named context.
 
     Raises:
         RuntimeFailure: the gcloud-named context is not in the kubeconfig (names the command to create it).
     """
-    chosen = context or outputs.kube_context
-    if chosen is None and outputs.gke_context is not None:
-        probe = Kubectl(outputs.namespace, runner=runner)
-        if outputs.gke_context not in probe.contexts():
-            raise RuntimeFailure(f"kubectl: no context {outputs.gke_context!r} for cluster "
-                                 f"{outputs.cluster_name!r}; valid: run `{outputs.credentials_command}` or pass "
-                                 "--context")
-        chosen = outputs.gke_context
+    chosen = context
+    if chosen is None:
+        chosen = gke_context(outputs)
+        if chosen not in Kubectl(outputs.namespace, runner=runner).contexts():
+            command = (f"gcloud container clusters get-credentials {outputs.cluster_name} --location "
+                       f"{outputs.location} --project {outputs.project}")
+            raise RuntimeFailure(f"kubectl: no context {chosen!r} for cluster {outputs.cluster_name!r}; valid: run "
+                                 f"`{command}` or pass --context")
     return Kubectl(outputs.namespace, chosen, runner=runner)
 
 
@@ -359,8 +231,8 @@ def run_id(now: float | None = None) -> str:
 
 # --------------------------------------------------------------------------------------------- the core zip
 
-CORE_MODULES = ("__init__.py", "catalog.py", "config.py", "errors.py", "kuberay.py", "plan.py", "py.typed",
-                "report.py")
+CORE_MODULES = ("__init__.py", "catalog.py", "errors.py", "kinds.py", "kuberay.py", "plan.py", "provisioning.py",
+                "py.typed", "report.py", "spec.py")
 """Top-level files of ``raytpu`` in the jobs' core zip: the pure-Python core a Ray job may import. The
 CLI, ``gke``/``local`` and the CDK subpackages (``stacks``, ``modules``) never run inside a Ray job."""
 

@@ -15,7 +15,7 @@ so ``raytpu local up|status|down`` work across invocations and :func:`stop` alwa
 signals each recorded group, then any leftover process whose command line names this cluster's
 private Ray temp dir. It never touches Ray processes it did not start.
 
-Standard library only at import; ``ray`` is imported inside the functions that talk to the cluster.
+Standard library and psutil at import; ``ray`` is imported inside the functions that talk to the cluster.
 """
 
 from __future__ import annotations
@@ -36,9 +36,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+
+from raytpu.catalog import generation
 from raytpu.errors import RuntimeFailure, invalid_value
+from raytpu.kinds import kind
 from raytpu.plan import SlicePlan
 from raytpu.report import text_table
+from raytpu.spec import SliceSpec, WorkloadSpec
 
 STATE_FILE = "cluster.json"
 ENV_RUN_DIR = "RAYTPU_LOCAL_DIR"
@@ -111,6 +116,16 @@ class LocalCluster:
     def slice_plan(self) -> SlicePlan:
         """The SlicePlan every slice of this cluster follows."""
         return SlicePlan.from_json(self.plan)
+
+    @property
+    def slice_spec(self) -> SliceSpec:
+        """The emulated slices as one SliceSpec (``count`` = slices here), what workloads are given."""
+        plan = self.slice_plan
+        return SliceSpec(name="local", plan=plan, zone=generation(plan.generation).zones[0], count=len(self.slices))
+
+    def workload(self, kind_name: str) -> WorkloadSpec:
+        """The spec a workload of ``kind_name`` run on these slices receives (``RAYTPU_WORKLOAD``)."""
+        return WorkloadSpec(name=f"local-{kind_name}", kind=kind(kind_name), slice=self.slice_spec)
 
     def hosts(self, slice_name: str | None = None) -> list[NodeProc]:
         """Host processes (not killed), optionally of one slice."""
@@ -256,37 +271,44 @@ _STARTERS: dict[int, subprocess.Popen[bytes]] = {}
 """``ray start`` processes of this Python process, by PID (to collect their exit codes)."""
 
 
-def _proc_stat(pid: int) -> list[str] | None:
-    """Fields of /proc/PID/stat after the command name (state first), or None when gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
+def _live() -> Iterator[psutil.Process]:
+    """Every live (non-zombie) process but this one, with its environment-free attributes cached."""
+    me = os.getpid()
+    for proc in psutil.process_iter(["pid", "status"]):
+        if proc.info["pid"] != me and proc.info["status"] != psutil.STATUS_ZOMBIE:
+            yield proc
 
 
 def _alive(pid: int) -> bool:
     """The process exists and is not a zombie."""
-    fields = _proc_stat(pid)
-    return fields is not None and fields[0] != "Z"
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _group(pgid: int) -> list[int]:
     """Live (non-zombie) PIDs in process group ``pgid``."""
     members = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            fields = _proc_stat(int(entry.name))
-            if fields is not None and fields[0] != "Z" and int(fields[2]) == pgid:
-                members.append(int(entry.name))
+    for proc in _live():
+        with contextlib.suppress(OSError):
+            if os.getpgid(proc.pid) == pgid:
+                members.append(proc.pid)
     return members
 
 
 def _cmdline(pid: int) -> str:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
+        return " ".join(psutil.Process(pid).cmdline())
+    except psutil.Error:
         return ""
+
+
+def _environ(proc: psutil.Process) -> dict[str, str]:
+    try:
+        return proc.environ()
+    except psutil.Error:
+        return {}
 
 
 def _ours(pgid: int, temp_dir: str) -> list[int]:
@@ -439,15 +461,13 @@ def kill_host(cluster: LocalCluster, slice_name: str, worker_id: int) -> NodePro
 
 def _host_processes(cluster: LocalCluster, node: NodeProc) -> list[int]:
     """Processes of one emulated host: tagged with the cluster and carrying the host's TPU_NAME/TPU_WORKER_ID."""
-    want = {f"TPU_NAME={node.slice_name}".encode(), f"TPU_WORKER_ID={node.worker_id}".encode()}
+    want = {"TPU_NAME": node.slice_name, "TPU_WORKER_ID": str(node.worker_id)}
     found = []
     for pid in _processes_under(cluster.temp_dir):
-        try:
-            environ = set(Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"))
-        except OSError:
-            continue
-        if want <= environ:
-            found.append(pid)
+        with contextlib.suppress(psutil.Error):
+            environ = psutil.Process(pid).environ()
+            if all(environ.get(k) == v for k, v in want.items()):
+                found.append(pid)
     return found
 
 
@@ -458,32 +478,21 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 def tagged_processes(prefix: str = TMP_PREFIX) -> dict[int, str]:
     """Live processes carrying ``RAYTPU_LOCAL_CLUSTER=<prefix>...`` (any local cluster's): pid -> temp dir."""
-    needle = f"{ENV_CLUSTER}={prefix}".encode()
     found = {}
-    me = os.getpid()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if needle in environ and _alive(int(entry.name)):
-            for item in environ.split(b"\0"):
-                if item.startswith(needle):
-                    found[int(entry.name)] = item.split(b"=", 1)[1].decode(errors="replace")
+    for proc in _live():
+        tag = _environ(proc).get(ENV_CLUSTER, "")
+        if tag.startswith(prefix):
+            found[proc.pid] = tag
     return found
 
 
 def _processes_under(temp_dir: str) -> Iterator[int]:
     """PIDs of this cluster: tagged with its temp dir, or naming it on their command line."""
-    me = os.getpid()
     tagged = {p for p, t in tagged_processes(temp_dir).items() if t == temp_dir}
     yield from sorted(tagged)
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != me and int(entry.name) not in tagged \
-                and temp_dir in _cmdline(int(entry.name)) and _alive(int(entry.name)):
-            yield int(entry.name)
+    for proc in _live():
+        if proc.pid not in tagged and temp_dir in _cmdline(proc.pid):
+            yield proc.pid
 
 
 def stop(directory: str | Path | None = None, grace_s: float = 1.0) -> int:
@@ -515,15 +524,6 @@ def stop(directory: str | Path | None = None, grace_s: float = 1.0) -> int:
     shutil.rmtree(cluster.temp_dir, ignore_errors=True)
     (where / STATE_FILE).unlink(missing_ok=True)
     return len(groups) + len(stragglers)
-
-
-def live_pids(cluster: LocalCluster) -> list[int]:
-    """Every live process of this cluster: members of its nodes' process groups and anything naming its temp dir."""
-    found: set[int] = set()
-    for node in cluster.nodes:
-        found.update(_ours(node.pid, cluster.temp_dir))
-    found.update(_processes_under(cluster.temp_dir))
-    return sorted(found)
 
 
 def _connect(cluster: LocalCluster) -> bool:
@@ -618,23 +618,22 @@ def render_status(rows: list[HostStatus]) -> str:
     return "\n".join(text_table([header, *body], rule=False))
 
 
-def workload_command(module: str, plan: SlicePlan, *extra: str) -> list[str]:
-    """``python -m raytpu.workloads.<module> --generation G --topology T --machine-type MT ...``."""
-    return [sys.executable, "-m", f"raytpu.workloads.{module}", "--generation", plan.generation,
-            "--topology", plan.topology, "--machine-type", plan.machine_type, *extra]
+def workload_command(kind_name: str, *extra: str) -> list[str]:
+    """``python -m raytpu.workloads.<program> ...``: what the RayJob entrypoint of kind ``kind_name`` runs."""
+    return [sys.executable, "-m", kind(kind_name).module, *extra]
 
 
-def run_workload(cluster: LocalCluster, module: str, *extra: str, timeout_s: float = 600.0,
+def run_workload(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: float = 600.0,
                  echo: Progress | None = None) -> subprocess.CompletedProcess[str]:
-    """Runs a workload as a driver process on the cluster (as a RayJob entrypoint would); bounded.
-
-    stderr lines are passed to ``echo`` as they come (progress), stdout is captured.
+    """Runs a workload as a driver process on the cluster (as a RayJob entrypoint would, its spec in
+    ``RAYTPU_WORKLOAD``); bounded. stderr lines are passed to ``echo`` as they come (progress), stdout is captured.
 
     Raises:
         RuntimeFailure: the workload ran past ``timeout_s`` (it is killed).
     """
-    cmd = workload_command(module, cluster.slice_plan, *extra)
-    proc = subprocess.Popen(cmd, env=cluster.driver_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    cmd = workload_command(kind_name, *extra)
+    env = cluster.driver_env() | cluster.workload(kind_name).env()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     err_lines: list[str] = []
 
@@ -654,52 +653,35 @@ def run_workload(cluster: LocalCluster, module: str, *extra: str, timeout_s: flo
     except subprocess.TimeoutExpired:
         _signal_group(proc.pid, signal.SIGKILL)
         proc.wait()
-        raise RuntimeFailure(f"local.{module}: the workload ran past {timeout_s:g}s and was killed") from None
+        raise RuntimeFailure(f"local.{kind_name}: the workload ran past {timeout_s:g}s and was killed") from None
     reader.join(timeout=5)
     return subprocess.CompletedProcess(cmd, proc.returncode, out, "".join(err_lines))
 
 
 def tree_processes(root: int | None = None, tag_prefix: str | None = None) -> set[int]:
     """``root`` (default: this process), its descendants and, with ``tag_prefix``, every process of a local
-    cluster whose temp dir starts with it (node daemons are reparented away from us)."""
-    root = os.getpid() if root is None else root
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    cluster whose temp dir starts with it (node daemons are reparented away from us) and their descendants."""
+    roots = [os.getpid() if root is None else root, *(tagged_processes(tag_prefix) if tag_prefix else [])]
     seen: set[int] = set()
-    stack = [root, *(tagged_processes(tag_prefix) if tag_prefix else [])]
-    while stack:
-        pid = stack.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        stack.extend(children.get(pid, []))
+    for pid in roots:
+        with contextlib.suppress(psutil.Error):
+            seen.add(pid)
+            seen.update(child.pid for child in psutil.Process(pid).children(recursive=True))
     return seen
 
 
 def memory_bytes(pids: set[int]) -> tuple[int, int]:
-    """(sum of RSS, sum of PSS) of ``pids``, from ``/proc/<pid>/smaps_rollup``.
+    """(sum of RSS, sum of PSS) of ``pids``.
 
     RSS counts a page shared by n processes n times (an upper bound); PSS charges each process 1/n
     of it, so the PSS sum is the footprint the group really holds in memory.
     """
     rss = pss = 0
     for pid in pids:
-        try:
-            text = Path(f"/proc/{pid}/smaps_rollup").read_text()
-        except OSError:
-            continue
-        for line in text.splitlines():
-            key, _, rest = line.partition(":")
-            if key in ("Rss", "Pss"):
-                kib = int(rest.split()[0]) * 1024
-                rss, pss = (rss + kib, pss) if key == "Rss" else (rss, pss + kib)
+        with contextlib.suppress(psutil.Error):
+            info = psutil.Process(pid).memory_full_info()
+            rss += info.rss
+            pss += getattr(info, "pss", info.rss)
     return rss, pss
 
 

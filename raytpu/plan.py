@@ -49,6 +49,8 @@ class SlicePlan:
         placement: ``none`` (single-host), ``compact`` or ``workload-policy`` (multi-host tpu7x).
         ray_accelerator_type: Ray's accelerator type (``TPU-V6E``).
         ray_pod_type: Ray's pod type (``v6e-16``); its head resource is ``TPU-<pod type>-head``.
+        ray_reservable: The pinned Ray (``raytpu.catalog.RAY_VERSION``) can reserve this shape as one slice
+            (``slice_placement_group``); GKE provisions shapes Ray cannot (e.g. v5p 4x4x28).
         hbm_gib_per_chip: HBM per chip, from the catalog.
         peak_bf16_tflops_per_chip: Peak bf16 TFLOP/s per chip, from the catalog.
         node_selector: The labels a pod selects to land on this slice's nodes.
@@ -65,6 +67,7 @@ class SlicePlan:
     placement: Placement
     ray_accelerator_type: str
     ray_pod_type: str
+    ray_reservable: bool
     hbm_gib_per_chip: float
     peak_bf16_tflops_per_chip: float
     node_selector: dict[str, str] = field(hash=False)
@@ -79,16 +82,6 @@ class SlicePlan:
         """What GKE puts in ``TPU_ACCELERATOR_TYPE`` (``v6e-16``; ``tpu7x-8`` for Ironwood)."""
         gen = generation(self.generation)
         return f"{gen.gke_pod_prefix}-{self.ray_pod_type.rsplit('-', 1)[1]}"
-
-    @property
-    def tpu_per_host(self) -> int:
-        """``google.com/tpu`` requested (and limited) per pod: all chips of its host."""
-        return self.chips_per_host
-
-    @property
-    def mesh_dims(self) -> int:
-        """2 or 3: the torus dimensionality."""
-        return len(self.topology.split("x"))
 
     def ray_labels(self, slice_name: str, worker_id: int) -> dict[str, str]:
         """The ``ray.io/*`` node labels Ray's TPU detection gives host ``worker_id`` of slice ``slice_name``."""
@@ -142,6 +135,7 @@ def plan_slice(generation_name: str, topology: str, machine_type: str | None = N
         placement=placement,
         ray_accelerator_type=gen.ray_accelerator_type,
         ray_pod_type=f"{gen.ray_pod_prefix}-{cores}",
+        ray_reservable=topology in gen.ray_topologies,
         hbm_gib_per_chip=gen.hbm_gib_per_chip,
         peak_bf16_tflops_per_chip=gen.peak_bf16_tflops_per_chip,
         node_selector={ACCELERATOR_LABEL: gen.gke_accelerator, TOPOLOGY_LABEL: topology},

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from raytpu import errors, kuberay
-from raytpu.config import Config, Slice
+from raytpu import kuberay
 from raytpu.modules.cdk import (
     Construct,
     Fn,
@@ -15,7 +14,7 @@ from raytpu.modules.cdk import (
     google_provider,
     kubernetes_provider,
 )
-from raytpu.modules.compute_class import ComputeClass, ComputeClassProps, TpuPriority, compute_class_name
+from raytpu.modules.compute_class import ComputeClass, ComputeClassProps
 from raytpu.modules.ray_workload import RayWorkload, RayWorkloadProps
 from raytpu.modules.workload_identity import (
     KubernetesNamespace,
@@ -23,6 +22,7 @@ from raytpu.modules.workload_identity import (
     KubernetesServiceAccount,
     KubernetesServiceAccountProps,
 )
+from raytpu.spec import SliceSpec, WorkloadSpec
 from raytpu.stacks.cluster import ClusterStack
 
 
@@ -31,37 +31,17 @@ class WorkloadsStackProps:
     """Props of :class:`WorkloadsStack`.
 
     Attributes:
-        cluster: The ClusterStack whose outputs configure the kubernetes provider.
-        config: Config whose ``workloads`` are applied; default: the cluster stack's config.
+        cluster: The ClusterStack whose outputs configure the kubernetes provider; its spec (with every slice
+            added to it) is what the workloads run on.
     """
 
     cluster: ClusterStack
-    config: Config | None = None
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.cluster, ClusterStack):
-            raise errors.invalid_value("cluster", self.cluster, "is not a ClusterStack", "a ClusterStack")
-
-
-def tpu_priorities(item: Slice, project: str) -> tuple[TpuPriority, ...]:
-    """The ComputeClass priorities of a slice: its provisioning, then each of its ``fallback`` modes in order
-    (e.g. reservation, then spot). Queued slices get none: they use ProvisioningRequests, not compute classes."""
-    plan = item.plan()
-    if item.provisioning == "queued":
-        return ()
-
-    def priority(mode: str) -> TpuPriority:
-        if mode == "reservation":
-            return TpuPriority(plan=plan, reservation=item.reservation, reservation_project=project)
-        return TpuPriority(plan=plan, spot=mode == "spot", flex_start=mode == "flex-start")
-
-    return tuple(priority(mode) for mode in (item.provisioning, *item.fallback))
 
 
 class WorkloadsStack(TerraformStack):
     """The Kubernetes side: a kubernetes provider from the cluster stack's endpoint and CA (access token
     from ``google_client_config``), the Workload Identity KSA, one ComputeClass per slice on Autopilot,
-    and one KubeRay object per ``config.workloads`` entry (:func:`raytpu.kuberay.workload_manifests`).
+    and one KubeRay object per workload of the cluster's spec (:func:`raytpu.kuberay.workload_manifests`).
 
     Construct ids (API): ``namespace``, ``ksa``, ``compute-class-<slice>``, ``workload-<name>``.
     """
@@ -74,9 +54,8 @@ class WorkloadsStack(TerraformStack):
         # depends_on cannot name a resource of another stack, so the order is the stacks': deploying this
         # stack waits for the cluster stack, object included (the outputs read below imply it; stated here).
         self.add_dependency(cluster)
-        config = props.config or cluster.config
-        self.config = config
-        google_provider.GoogleProvider(self, "google", project=config.project, region=config.region)
+        spec = cluster.spec
+        google_provider.GoogleProvider(self, "google", project=spec.project, region=spec.region)
         client = data_google_client_config.DataGoogleClientConfig(self, "client")
         kubernetes_provider.KubernetesProvider(
             self, "kubernetes",
@@ -84,24 +63,44 @@ class WorkloadsStack(TerraformStack):
             cluster_ca_certificate=Fn.base64decode(cluster.cluster.ca_certificate),
             token=client.access_token,
         )
-        if config.storage.state_bucket:
-            GcsBackend(self, bucket=config.storage.state_bucket, prefix=f"raytpu/{id}")
+        if spec.storage.state_bucket:
+            GcsBackend(self, bucket=spec.storage.state_bucket, prefix=f"raytpu/{id}")
 
-        self.namespace = KubernetesNamespace(self, "namespace", KubernetesNamespaceProps(name=cluster.namespace))
+        self.namespace = KubernetesNamespace(self, "namespace", KubernetesNamespaceProps(name=spec.namespace))
         self.service_account = KubernetesServiceAccount(self, "ksa", KubernetesServiceAccountProps(
-            name=cluster.ksa_name, namespace=self.namespace.name, gsa_email=cluster.identity.email))
+            name=spec.ksa_name, namespace=self.namespace.name, gsa_email=cluster.identity.email))
         self.compute_classes: dict[str, ComputeClass] = {}
-        if cluster.mode == "autopilot":
-            for item in cluster.slices:
-                priorities = tpu_priorities(item, config.project)
-                if priorities:
-                    self.compute_classes[item.name] = ComputeClass(
-                        self, f"compute-class-{item.name}",
-                        ComputeClassProps(name=compute_class_name(item.name), priorities=priorities))
-        manifests = kuberay.workload_manifests(
-            config, service_account=self.service_account.name, bucket=cluster.bucket.name,
+        for item in spec.slices:
+            self._compute_class(item)
+        self.workloads: list[RayWorkload] = []
+        for work in spec.workloads:
+            self._apply(work)
+
+    def add_workload(self, work: WorkloadSpec) -> RayWorkload:
+        """Adds a workload on one of the cluster stack's slices (one added with ``ClusterStack.add_slice`` too)
+        and returns its KubeRay object. Call it after the last ``add_slice``.
+
+        Raises:
+            InvalidInputs: its slice is not the cluster's or its name is taken (``workloads[<i>]...``).
+        """
+        self.props.cluster.spec = self.props.cluster.spec.with_workload(work)
+        return self._apply(work)
+
+    def _compute_class(self, item: SliceSpec) -> None:
+        """On Autopilot, the slice's ComputeClass (once; a slice added to the cluster stack after this stack was
+        built gets it with its first workload). Queued slices use ProvisioningRequests instead."""
+        spec = self.props.cluster.spec
+        if spec.cluster.autopilot and item.provisioning.priority is not None and item.name not in self.compute_classes:
+            self.compute_classes[item.name] = ComputeClass(
+                self, f"compute-class-{item.name}", ComputeClassProps(slice=item, project=spec.project))
+
+    def _apply(self, work: WorkloadSpec) -> RayWorkload:
+        cluster = self.props.cluster
+        self._compute_class(work.slice)
+        manifest = kuberay.workload_manifest(
+            cluster.spec, work, service_account=self.service_account.name, bucket=cluster.bucket.name,
             namespace=self.namespace.name,
-            compute_classes={n: c.props.name for n, c in self.compute_classes.items()} or None,
-        )
-        self.workloads = [RayWorkload(self, f"workload-{m['metadata']['name']}", RayWorkloadProps(manifest=m))
-                          for m in manifests]
+            args=kuberay.train_args(cluster.bucket.name, work.name) if work.kind.name == "train" else ())
+        workload = RayWorkload(self, f"workload-{work.name}", RayWorkloadProps(manifest=manifest))
+        self.workloads.append(workload)
+        return workload

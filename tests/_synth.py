@@ -7,6 +7,8 @@ import functools
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -42,17 +44,91 @@ def synth_config(path: str) -> tuple[Path, dict[str, dict[str, Any]]]:
 
 def synth_text(text: str) -> dict[str, dict[str, Any]]:
     """Synthesizes the app of config text (cached by text)."""
-    return _synth_text(text)
+    return synth_text_out(text)[1]
 
 
 @functools.cache
-def _synth_text(text: str) -> dict[str, dict[str, Any]]:
+def synth_text_out(text: str) -> tuple[Path, dict[str, dict[str, Any]]]:
+    """Synthesizes the app of config text once; returns (outdir, stacks)."""
     from raytpu.config import parse
     from raytpu.stacks.app import synth
 
     outdir = _tmpdir()
     synth(parse(text), outdir)
-    return read_stacks(outdir)
+    return outdir, read_stacks(outdir)
+
+
+EVERY_MODE = """
+project: my-ml-project
+region: us-central1
+cluster: {name: modes}
+storage: {bucket: modes-ckpt}
+slices:
+  - {name: od, generation: v5p, topology: 2x2x4, zone: us-central1-a, count: 2}
+  - {name: sp, generation: v5e, topology: 2x4, machine_type: ct5lp-hightpu-4t, zone: us-central1-a,
+     provisioning: spot}
+  - {name: rs, generation: v6e, topology: 2x4, zone: us-central1-b, provisioning: reservation, reservation: r1}
+  - {name: fs, generation: tpu7x, topology: 4x4x4, zone: us-central1-c, provisioning: flex-start,
+     max_run_duration_s: 7200, disk_size_gib: 200}
+  - {name: qd, generation: v4, topology: 2x2x1, zone: us-central1-a, provisioning: queued}
+"""
+"""A Standard config with one slice per provisioning mode (and every placement)."""
+
+PLATFORM_APP = REPO / "examples" / "platform_app" / "app.py"
+
+
+@functools.cache
+def synth_platform_app() -> tuple[Path, dict[str, dict[str, Any]]]:
+    """Runs the outside-app example (``python examples/platform_app/app.py OUTDIR``) from a directory outside
+    the repo, once; returns (outdir, stacks)."""
+    outdir = _tmpdir() / "cdktf.out"
+    result = subprocess.run([sys.executable, str(PLATFORM_APP), str(outdir)], cwd=outdir.parent,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return outdir, read_stacks(outdir)
+
+
+RESEARCH: dict[str, Any] = dict(name="research", generation="v5p", topology="2x2x4", zone="us-east5-a",
+                                provisioning="spot")
+IRON: dict[str, Any] = dict(name="iron", generation="tpu7x", topology="2x2x2", zone="us-east5-c")
+BURST: dict[str, Any] = dict(name="burst", generation="v6e", topology="2x4", zone="us-central1-b",
+                             provisioning="flex-start")
+LATE: dict[str, Any] = dict(name="late", generation="v5e", topology="2x2", zone="us-central1-a", provisioning="spot")
+"""Slices added to the examples through ``ClusterStack.add_slice`` (:func:`synth_added_slices`); LATE after the
+workloads stack exists."""
+
+
+@functools.cache
+def synth_added_slices() -> tuple[Path, dict[str, dict[str, Any]]]:
+    """Both examples, each with slices added through ClusterStack.add_slice and workloads on them added through
+    WorkloadsStack.add_workload (what an outside app does), in one app: stacks ``std-*`` and ``auto-*``."""
+    from raytpu.config import load
+    from raytpu.kinds import kind
+    from raytpu.modules.cdk import App
+    from raytpu.spec import SliceSpec, WorkloadSpec
+    from raytpu.stacks.cluster import ClusterStack, ClusterStackProps
+    from raytpu.stacks.workloads import WorkloadsStack, WorkloadsStackProps
+
+    outdir = _tmpdir()
+    app = App(outdir=str(outdir))
+    standard = ClusterStack(app, "std-cluster", ClusterStackProps(spec=load(STANDARD_EXAMPLE)))
+    research, iron = SliceSpec.create(**RESEARCH), SliceSpec.create(**IRON)
+    assert [len(standard.add_slice(s)) for s in (research, iron)] == [1, 1]  # one pool per copy on Standard
+    std_work = WorkloadsStack(app, "std-workloads", WorkloadsStackProps(cluster=standard))
+    std_work.add_workload(WorkloadSpec(name="research-train", kind=kind("train"), slice=research))
+    std_work.add_workload(WorkloadSpec(name="research-serve", kind=kind("serve"), slice=research))
+    std_work.add_workload(WorkloadSpec(name="iron-smoke", kind=kind("smoke"), slice=iron))
+
+    auto = ClusterStack(app, "auto-cluster", ClusterStackProps(spec=load(AUTOPILOT_EXAMPLE)))
+    burst = SliceSpec.create(**BURST)
+    assert auto.add_slice(burst) == []  # Autopilot: no node pools, a ComputeClass in the workloads stack
+    auto_work = WorkloadsStack(app, "auto-workloads", WorkloadsStackProps(cluster=auto))
+    auto_work.add_workload(WorkloadSpec(name="burst-smoke", kind=kind("smoke"), slice=burst))
+    late = SliceSpec.create(**LATE)
+    auto.add_slice(late)  # after the workloads stack was built: its first workload brings its ComputeClass
+    auto_work.add_workload(WorkloadSpec(name="late-smoke", kind=kind("smoke"), slice=late))
+    app.synth()
+    return outdir, read_stacks(outdir)
 
 
 def resources(stack: dict[str, Any], rtype: str) -> dict[str, dict[str, Any]]:

@@ -7,8 +7,8 @@ what ``kubectl apply --validate=strict`` and field pruning would catch), ``x-kub
 accepts an integer or a string, ``nullable`` accepts null. CEL rules (``x-kubernetes-validations``)
 are not evaluated.
 
-The CRDs live in ``../shared/kuberay-crds/v1.7.0/`` relative to the repository (CI checks ``shared/``
-out beside the clone); ``RAYTPU_KUBERAY_CRDS`` overrides the directory.
+The CRDs are vendored in ``tests/data/kuberay-crds/v1.7.0/`` (see the README there);
+``RAYTPU_KUBERAY_CRDS`` overrides the directory.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ WEBHOOK_LABEL = ("app.kubernetes.io/name", "kuberay")
 def crd_dir() -> Path:
     """The directory holding the KubeRay CRD YAMLs."""
     env = os.environ.get("RAYTPU_KUBERAY_CRDS")
-    return Path(env) if env else REPO.parent / "shared" / "kuberay-crds" / KUBERAY_VERSION
+    return Path(env) if env else REPO / "tests" / "data" / "kuberay-crds" / KUBERAY_VERSION
 
 
 def _strict(node: Any) -> Any:
@@ -73,8 +73,8 @@ def schema(kind: str) -> dict[str, Any]:
     """The strict JSON Schema of ``kind`` (RayCluster, RayJob, RayService) at ``ray.io/v1``."""
     path = crd_dir() / CRD_FILES[kind]
     if not path.is_file():
-        raise FileNotFoundError(f"KubeRay CRD {path} not found: check out shared/ beside the repository "
-                                "or set RAYTPU_KUBERAY_CRDS")
+        raise FileNotFoundError(f"KubeRay CRD {path} not found (vendored under tests/data/kuberay-crds; "
+                                "RAYTPU_KUBERAY_CRDS overrides the directory)")
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     crd = yaml.load(path.read_text(), Loader=loader)
     version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")

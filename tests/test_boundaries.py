@@ -30,10 +30,69 @@ def imported_roots(path: Path) -> set[str]:
     return roots
 
 
+def imported_modules(path: Path) -> set[str]:
+    """Every module a shipped file imports (see :func:`imports_of`), relative imports resolved against its package."""
+    package = path.relative_to(ROOT).with_suffix("").parts[:-1]
+    if package and package[0] in LINKED:  # installed as raytpu.<folder>
+        package = ("raytpu", *package)
+    return imports_of(path.read_text(), package)
+
+
+def imports_of(source: str, package: tuple[str, ...]) -> set[str]:
+    """Every module ``source`` imports, dotted, at any depth; ``from a import b`` counts both ``a`` and ``a.b``
+    (``b`` may be a submodule)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = ".".join([*package[:len(package) - node.level + 1], *([node.module] if node.module else [])])
+            else:
+                base = node.module or ""
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+def top_level(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
+SPEC_LAYER = [ROOT / "raytpu" / f"{name}.py" for name in ("spec", "provisioning", "kinds", "catalog", "plan",
+                                                           "errors")]
+
+
+@pytest.mark.parametrize("path", SPEC_LAYER, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_spec_layer_imports_no_pydantic_cdk_ray_or_jax(path: Path) -> None:
+    """DESIGN.md "The one spec": the spec layer imports neither pydantic, CDK nor Ray (nor JAX)."""
+    heavy = {"pydantic", "cdktn", "cdktf", "constructs", "jsii", "ray", "jax", "yaml"}
+    assert not top_level(imported_modules(path)) & heavy
+    assert not {m for m in imported_modules(path) if m.startswith(("raytpu.config", "raytpu.cli", "raytpu.stacks",
+                                                                    "raytpu.modules", "raytpu.commands"))}
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "stacks").glob("*.py")), ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_stacks_read_specs_not_the_config_or_the_cli(path: Path) -> None:
+    """Stacks take a ClusterSpec; parsing ``raytpu.yaml`` is the CLI's and the CDK app's job."""
+    found = imported_modules(path)
+    assert not {m for m in found if m.split(".")[:2] in (["raytpu", "config"], ["raytpu", "cli"])}, sorted(found)
+    assert "pydantic" not in top_level(found)
+
+
+def test_import_finder_sees_every_spelling_of_an_import() -> None:
+    """The AST checks above would miss nothing: plain, from-, aliased, nested and relative imports all count."""
+    source = ("import raytpu.config as c\nfrom raytpu import cli\nfrom . import cluster\nfrom ..spec import X\n"
+              "def f():\n    from raytpu.config import load\n")
+    found = imports_of(source, ("raytpu", "stacks"))
+    assert {"raytpu.config", "raytpu.cli", "raytpu.stacks.cluster", "raytpu.spec", "raytpu.config.load"} <= found
+
+
 def test_shipped_files_are_found() -> None:
     names = {p.relative_to(ROOT).as_posix() for p in SHIPPED}
     assert "raytpu/catalog.py" in names
     assert any(n.startswith("workloads/") for n in names)
+    assert {"stacks/app.py", "stacks/cluster.py", "stacks/workloads.py"} <= names
 
 
 @pytest.mark.parametrize("path", [p for p in SHIPPED if p.parent.name == "workloads"],

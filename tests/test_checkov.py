@@ -1,7 +1,12 @@
-"""checkov on every synthesized stack of the example configs (Standard and Autopilot): 0 failed checks.
+"""checkov on every stack the synth tiers synthesize: 0 failed checks except the documented skips.
 
-Skips live in ``checkov-skips.yaml`` with a reason each (checkov cannot read inline skips in
-cdk.tf.json), optionally limited to one cluster mode. checkov is located at ``$RAYTPU_CHECKOV`` or
+Scanned: the example configs (Standard and Autopilot), the every-provisioning-mode config, the outside-app
+example, and both examples with slices and workloads added through ``ClusterStack.add_slice`` /
+``WorkloadsStack.add_workload``. checkov runs once over all of them (one start-up); each failure is then
+judged against ``checkov-skips.yaml`` for the cluster mode of its stack. Skips carry a reason each (checkov
+cannot read inline skips in cdk.tf.json), optionally limited to one cluster mode and to the resources whose
+fields match its ``where`` (dotted path: value), and every skip must be needed by some scanned stack of its
+modes (no stale skips). checkov is located at ``$RAYTPU_CHECKOV`` or
 ``.venv-checkov/bin/checkov``.
 """
 
@@ -9,63 +14,157 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from _synth import EXAMPLES, REPO, checkov_bin, synth_config
+from _synth import (
+    EVERY_MODE,
+    EXAMPLES,
+    REPO,
+    checkov_bin,
+    synth_added_slices,
+    synth_config,
+    synth_platform_app,
+    synth_text_out,
+)
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]
 
 SKIPS_FILE = REPO / "checkov-skips.yaml"
+MODES = ("standard", "autopilot")
+
+SOURCES: dict[str, Callable[[], tuple[Path, dict[str, Any]]]] = {
+    "example-standard": lambda: synth_config(str(EXAMPLES["standard"])),
+    "example-autopilot": lambda: synth_config(str(EXAMPLES["autopilot"])),
+    "every-mode": lambda: synth_text_out(EVERY_MODE),
+    "platform-app": synth_platform_app,
+    "added-slices": synth_added_slices,
+}
+# (source, stack id, cluster mode): every stack of every source above.
+STACKS = [
+    ("example-standard", "ray-tpu-cluster", "standard"), ("example-standard", "ray-tpu-workloads", "standard"),
+    ("example-autopilot", "ray-tpu-auto-cluster", "autopilot"),
+    ("example-autopilot", "ray-tpu-auto-workloads", "autopilot"),
+    ("every-mode", "modes-cluster", "standard"), ("every-mode", "modes-workloads", "standard"),
+    ("platform-app", "acme-cluster", "standard"), ("platform-app", "acme-workloads", "standard"),
+    ("added-slices", "std-cluster", "standard"), ("added-slices", "std-workloads", "standard"),
+    ("added-slices", "auto-cluster", "autopilot"), ("added-slices", "auto-workloads", "autopilot"),
+]
 
 
-def skips_for(mode: str) -> list[str]:
-    """Check ids skipped for stacks of a cluster mode."""
-    entries = yaml.safe_load(SKIPS_FILE.read_text())["skips"]
-    return [e["check"] for e in entries if mode in e.get("modes", ["standard", "autopilot"])]
+def skip_entries() -> list[dict[str, Any]]:
+    return list(yaml.safe_load(SKIPS_FILE.read_text())["skips"])
+
+
+def skips_for(mode: str) -> list[dict[str, Any]]:
+    """Skip entries that apply to stacks of a cluster mode."""
+    return [e for e in skip_entries() if mode in e.get("modes", list(MODES))]
+
+
+def _get(node: Any, path: str) -> Any:
+    for part in path.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def resource_of(stack: dict[str, Any], logical_id: str) -> dict[str, Any]:
+    """A resource of a synthesized stack by its logical id (checkov's ``resource.<id>``)."""
+    found = [r[logical_id] for r in stack.get("resource", {}).values() if logical_id in r]
+    assert len(found) == 1, logical_id
+    return found[0]
+
+
+def skipped(entry: dict[str, Any], check: str, resource: dict[str, Any]) -> bool:
+    """Whether ``entry`` covers failing ``check`` on ``resource``: same check, and every ``where`` path of the
+    entry has its value in the resource (a skip can be limited to the resources it is about)."""
+    return entry["check"] == check and all(_get(resource, k) == v for k, v in entry.get("where", {}).items())
+
+
+def unskipped(failures: list[str], mode: str, stack: dict[str, Any]) -> list[str]:
+    """The failures (``<check> resource.<id>``) no skip for ``mode`` covers."""
+    left = []
+    for failure in failures:
+        check, address = failure.split()
+        resource = resource_of(stack, address.split(".", 1)[1])
+        if not any(skipped(e, check, resource) for e in skips_for(mode)):
+            left.append(failure)
+    return left
 
 
 def test_every_skip_has_a_reason_and_a_known_mode() -> None:
-    for entry in yaml.safe_load(SKIPS_FILE.read_text())["skips"]:
+    checks = [e["check"] for e in skip_entries()]
+    assert len(checks) == len(set(checks)), "one entry per check"
+    for entry in skip_entries():
         assert entry["check"].startswith(("CKV_", "CKV2_")), entry
         assert len(entry.get("reason", "")) > 40, f"{entry['check']}: give a real reason"
-        assert set(entry.get("modes", ["standard"])) <= {"standard", "autopilot"}
+        assert set(entry.get("modes", MODES)) <= set(MODES)
+        assert set(entry) <= {"check", "reason", "modes", "where"}, entry
+        assert isinstance(entry.get("where", {}), dict), entry
 
 
-def run_checkov(stack_file: Path, skips: list[str]) -> dict[str, Any]:
+def test_the_scan_covers_every_synthesized_stack() -> None:
+    for source, build in SOURCES.items():
+        assert sorted(build()[1]) == sorted(sid for src, sid, _ in STACKS if src == source), source
+
+
+def _stack_file(source: str, sid: str) -> Path:
+    return (SOURCES[source]()[0] / "stacks" / sid / "cdk.tf.json").resolve()
+
+
+@pytest.fixture(scope="module")
+def scan() -> dict[Path, dict[str, list[str]]]:
+    """checkov over every stack at once, no skips: resolved stack file -> {"passed": [...], "failed": [...],
+    "parsing_errors": [...]} of ``<check id> <resource>``."""
     checkov = checkov_bin()
     if checkov is None:
         pytest.fail("checkov not found: set RAYTPU_CHECKOV or install it in .venv-checkov")
-    args = [str(checkov), "-f", str(stack_file), "--framework", "terraform_json", "-o", "json", "--quiet",
-            "--compact", "--skip-download"]
-    if skips:
-        args += ["--skip-check", ",".join(skips)]
-    result = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=stack_file.parent)
+    files = [_stack_file(source, sid) for source, sid, _ in STACKS]
+    args = [str(checkov), "--framework", "terraform_json", "-o", "json", "--compact", "--skip-download"]
+    for path in files:
+        args += ["-f", str(path)]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=500, cwd="/")
     assert result.stdout.strip(), result.stderr[-2000:]
     report = json.loads(result.stdout)
-    reports = report if isinstance(report, list) else [report]
-    summary: dict[str, Any] = {"passed": 0, "failed": 0, "skipped": 0, "parsing_errors": 0, "failures": []}
-    for item in reports:
-        if "summary" not in item:  # an empty report ("no resources") is a plain dict with zero counts
+    found: dict[Path, dict[str, list[str]]] = {f: {"passed": [], "failed": [], "parsing_errors": []} for f in files}
+    for item in report if isinstance(report, list) else [report]:
+        if "results" not in item:  # an empty report ("no resources") is a plain dict with zero counts
             continue
-        for key in ("passed", "failed", "skipped", "parsing_errors"):
-            summary[key] += item["summary"][key]
-        summary["failures"] += [f"{c['check_id']} {c['resource']}" for c in item["results"]["failed_checks"]]
-    return summary
+        for key in ("passed", "failed"):
+            for check in item["results"].get(f"{key}_checks", []):
+                found[Path(check["file_abs_path"]).resolve()][key].append(f"{check['check_id']} {check['resource']}")
+        for path in item["results"].get("parsing_errors", []):
+            found[Path(path).resolve()]["parsing_errors"].append(str(path))
+    return found
 
 
-CASES = [(mode, kind) for mode in EXAMPLES for kind in ("cluster", "workloads")]
+@pytest.mark.parametrize(("source", "sid", "mode"), STACKS, ids=[f"{s}/{sid}" for s, sid, _ in STACKS])
+def test_checkov_passes_every_synthesized_stack(scan: dict[Path, dict[str, list[str]]], source: str, sid: str,
+                                                mode: str) -> None:
+    result = scan[_stack_file(source, sid)]
+    failed = unskipped(result["failed"], mode, SOURCES[source]()[1][sid])
+    print(f"checkov {source}/{sid} ({mode}): {len(result['passed'])} passed, {len(failed)} failed, "
+          f"{len(result['failed']) - len(failed)} skipped")
+    assert result["parsing_errors"] == []
+    assert failed == []
+    assert len(result["passed"]) > 0
 
 
-@pytest.mark.parametrize(("mode", "kind"), CASES, ids=[f"{m}-{k}" for m, k in CASES])
-def test_checkov_passes_every_example_stack(mode: str, kind: str) -> None:
-    outdir, stacks = synth_config(str(EXAMPLES[mode]))
-    sid = next(s for s in stacks if s.endswith(f"-{kind}"))
-    summary = run_checkov(outdir / "stacks" / sid / "cdk.tf.json", skips_for(mode))
-    print(f"checkov {mode}/{sid}: {summary['passed']} passed, {summary['failed']} failed, "
-          f"{summary['skipped']} skipped")
-    assert summary["parsing_errors"] == 0
-    assert summary["failed"] == 0, summary["failures"]
-    assert summary["passed"] > 0
+def test_every_skip_is_needed_by_a_stack_of_its_modes(scan: dict[Path, dict[str, list[str]]]) -> None:
+    """A skip no scanned stack trips is stale: remove it (or narrow its modes)."""
+    for entry in skip_entries():
+        for mode in entry.get("modes", MODES):
+            tripped = [sid for source, sid, m in STACKS if m == mode
+                       for f in scan[_stack_file(source, sid)]["failed"]
+                       if skipped(entry, f.split()[0], resource_of(SOURCES[source]()[1][sid],
+                                                                  f.split()[1].split(".", 1)[1]))]
+            assert tripped, f"{entry['check']} is skipped for {mode} stacks but none of them fails it"
+
+
+def test_a_where_limited_skip_leaves_other_resources_checked() -> None:
+    entry = {"check": "CKV_GCP_9", "where": {"node_config.flex_start": True}}
+    assert skipped(entry, "CKV_GCP_9", {"node_config": {"flex_start": True}})
+    assert not skipped(entry, "CKV_GCP_9", {"node_config": {"spot": True}})
+    assert not skipped(entry, "CKV_GCP_10", {"node_config": {"flex_start": True}})

@@ -6,10 +6,13 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from raytpu import kinds, provisioning, spec
+from raytpu.catalog import GENERATIONS, RAY_VERSION
 from raytpu.cli import main
 
 pytestmark = pytest.mark.unit
@@ -17,8 +20,9 @@ pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "raytpu.example.yaml"
 DESCRIBE_KEYS = {"generation", "topology", "machine_type", "gke_accelerator", "hosts", "chips_per_host", "chips",
-                 "single_host", "placement", "ray_accelerator_type", "ray_pod_type", "hbm_gib_per_chip",
-                 "peak_bf16_tflops_per_chip", "node_selector"}
+                 "single_host", "placement", "ray_accelerator_type", "ray_pod_type", "ray_reservable",
+                 "hbm_gib_per_chip", "peak_bf16_tflops_per_chip", "node_selector"}
+"""DESIGN.md's describe keys plus ``ray_reservable`` (issue 7: the catalog's two truths, shown side by side)."""
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -36,6 +40,7 @@ def test_describe_json_has_exactly_the_contract_keys(capsys: pytest.CaptureFixtu
     data = json.loads(out)
     assert set(data) == DESCRIBE_KEYS
     assert (data["hosts"], data["chips_per_host"], data["chips"], data["placement"]) == (4, 4, 16, "compact")
+    assert data["ray_reservable"] is True
     assert data["node_selector"] == {"cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
                                      "cloud.google.com/gke-tpu-topology": "4x4"}
 
@@ -49,10 +54,41 @@ def test_describe_draws_hosts_as_rows_and_chips_as_cells(capsys: pytest.CaptureF
     assert "TPU-v6e-8-head" in rows[0]
 
 
-def test_describe_elides_rows_of_huge_slices(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(capsys, "describe", "v4", "16x16x16")
+@pytest.mark.parametrize(("generation", "topology", "more"), [("v4", "8x16x16", 496), ("v5p", "16x20x28", 2224)])
+def test_describe_elides_rows_of_huge_slices(capsys: pytest.CaptureFixture[str], generation: str, topology: str,
+                                             more: int) -> None:
+    code, out, _ = run_cli(capsys, "describe", generation, topology)
     assert code == 0
-    assert "1008 more hosts of 4 chips" in out
+    assert f"{more} more hosts of 4 chips" in out
+
+
+# GKE provisions v5p 4x4x28 (v5p-896, 448 chips, 112 hosts:
+# https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus); Ray 2.60's VALID_TPU_TOPOLOGY
+# (ray/_private/accelerators/tpu.py:105-131) has no v5p dimension above 24, so Ray cannot reserve it.
+REACHABLE_BY_GKE_ONLY = ("v5p", "4x4x28")
+
+
+def test_describe_json_shows_a_gke_only_shape_as_not_ray_reservable(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "describe", *REACHABLE_BY_GKE_ONLY, "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert (data["chips"], data["hosts"], data["ray_pod_type"], data["ray_reservable"]) == (448, 112, "v5p-896",
+                                                                                           False)
+
+
+@pytest.mark.parametrize(("generation", "topology", "says"), [
+    ("v5p", "4x4x28", f"NO: GKE provisions it, but Ray {RAY_VERSION} cannot reserve it as one slice (nearest it "
+                      "can: 4x8x12, 8x8x8, 4x4x20)"),
+    ("tpu7x", "16x24x24", f"NO: GKE provisions it, but Ray {RAY_VERSION} cannot reserve it"),
+    ("v6e", "4x4", f"yes (Ray {RAY_VERSION} slice_placement_group)"),
+    ("v5p", "16x16x24", "yes"),
+])
+def test_describe_text_shows_whether_ray_can_reserve_the_slice(capsys: pytest.CaptureFixture[str], generation: str,
+                                                               topology: str, says: str) -> None:
+    code, out, _ = run_cli(capsys, "describe", generation, topology)
+    assert code == 0
+    line = next(line for line in out.splitlines() if line.strip().startswith("ray reservable"))
+    assert says in line
 
 
 def test_catalog_json_lists_every_generation_and_topology(capsys: pytest.CaptureFixture[str]) -> None:
@@ -60,19 +96,91 @@ def test_catalog_json_lists_every_generation_and_topology(capsys: pytest.Capture
     assert code == 0
     data = json.loads(out)
     assert list(data) == ["v4", "v5e", "v5p", "v6e", "tpu7x"]
-    assert "4x4" in data["v6e"]["topologies"] and "16x16x16" in data["v4"]["topologies"]
+    assert "4x4" in data["v6e"]["topologies"] and "8x16x16" in data["v4"]["topologies"]
+    for name, gen in GENERATIONS.items():
+        assert data[name]["topologies"] == list(gen.topologies)
+        assert data[name]["ray_reservable_topologies"] == [t for t in gen.topologies if t in gen.ray_topologies]
+    assert "4x4x28" in data["v5p"]["topologies"] and "4x4x28" not in data["v5p"]["ray_reservable_topologies"]
+    assert len(data["tpu7x"]["ray_reservable_topologies"]) == 10
 
 
 def test_catalog_table_shows_host_counts(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "catalog")
     assert code == 0
     assert "4x4(4h)" in out and "2x4(1h)" in out
+    assert "4x4x28(112h)*" in out, "GKE-only shapes are starred"
+    assert "8x8x8(128h) " in out
+    assert f"* = GKE only: Ray {RAY_VERSION} cannot reserve it" in out
 
 
 def test_validate_accepts_the_example(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "validate", str(EXAMPLE))
     assert code == 0
     assert "train: 1 x v6e 4x4 = 4 host(s)" in out
+    assert "cannot reserve" not in out
+
+
+def _write(tmp_path: Path, data: dict[str, Any]) -> str:
+    path = tmp_path / "raytpu.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def _example() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
+    return data
+
+
+def _gke_only_train_slice(data: dict[str, Any]) -> dict[str, Any]:
+    generation, topology = REACHABLE_BY_GKE_ONLY
+    data["slices"][0].update(generation=generation, topology=topology, zone="us-east5-a")
+    return data
+
+
+def test_validate_accepts_a_ray_unsupported_slice_without_workloads(capsys: pytest.CaptureFixture[str],
+                                                                    tmp_path: Path) -> None:
+    data = _gke_only_train_slice(_example())
+    data["workloads"] = [w for w in data["workloads"] if w["slice"] != "train"]
+    code, out, err = run_cli(capsys, "validate", _write(tmp_path, data))
+    assert code == 0, err
+    line = next(line for line in out.splitlines() if line.strip().startswith("train:"))
+    assert "1 x v5p 4x4x28 = 112 host(s)" in line
+    assert f"Ray {RAY_VERSION} cannot reserve it (no workloads)" in line
+
+
+def test_validate_rejects_a_workload_on_a_ray_unsupported_slice(capsys: pytest.CaptureFixture[str],
+                                                                tmp_path: Path) -> None:
+    data = _gke_only_train_slice(_example())
+    data["workloads"] = [{"name": "train", "kind": "train", "slice": "train"}]
+    code, out, err = run_cli(capsys, "validate", _write(tmp_path, data))
+    assert code == 2
+    assert out == "" and "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("error: workloads[0].slice: 'train' is v5p 4x4x28")
+    assert f"Ray {RAY_VERSION} cannot reserve" in lines[0]
+    assert "; valid: " in lines[0] and "nearest: 4x8x12, 8x8x8, 4x4x20" in lines[0]
+
+
+@pytest.mark.parametrize("mode", provisioning.MODES.values(), ids=lambda m: m.name)
+def test_validate_accepts_every_registered_provisioning_mode(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                             mode: provisioning.Provisioning) -> None:
+    data = _example()
+    data["slices"].append({"name": "extra", "generation": "v6e", "topology": "2x2", "zone": "us-east5-b",
+                           "provisioning": mode.name, **({"reservation": "res-1"} if mode.needs_reservation else {})})
+    code, out, err = run_cli(capsys, "validate", _write(tmp_path, data))
+    assert code == 0, err
+    assert f"extra: 1 x v6e 2x2 = 1 host(s) x 4 chips (ct6e-standard-4t), {mode.name}, us-east5-b" in out
+
+
+@pytest.mark.parametrize("kind", kinds.KINDS.values(), ids=lambda k: k.name)
+def test_validate_accepts_every_registered_workload_kind(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                         kind: kinds.WorkloadKind) -> None:
+    data = _example()
+    data["workloads"] = [{"name": "w", "kind": kind.name, "slice": "train"}]
+    code, out, err = run_cli(capsys, "validate", _write(tmp_path, data))
+    assert code == 0, err
+    assert "1 workload(s)" in out
 
 
 ARG_CASES = [
@@ -114,6 +222,7 @@ CONFIG_CASES = [
     ("unknown-top-key", None, "colour", "project, region, cluster"),
     ("3d-on-2d", None, "slices[0].topology", "4x4"),
     ("2d-on-3d", None, "slices[0].topology", "2x2x1"),
+    ("v4-beyond-8x16x16", None, "slices[0].topology", "up to 8x16x16"),
     ("bad-dims", None, "slices[0].topology", "4x4x8"),
     ("wrong-machine", None, "slices[0].machine_type", "ct6e-standard-4t"),
     ("bad-slice-name", None, "slices[0].name", "lowercase letters"),
@@ -122,6 +231,25 @@ CONFIG_CASES = [
     ("bad-project", None, "project", "6-30 characters"),
     ("bad-cluster-name", None, "cluster.name", "1-40 characters"),
     ("zone-outside-region", None, "slices[0].zone", "us-east5-a"),
+    ("bad-label-key", None, "cluster.labels['Team']", "starting with a letter"),
+    ("head-pool-min-above-max", None, "cluster.head_pool.min_nodes", "0 to 2"),
+    ("reservation-missing", None, "slices[1].reservation", "specific reservation"),
+    ("disk-too-small", None, "slices[0].disk_size_gib", "10 to 65536 GiB"),
+    ("cidr-overlap", None, "network.pods_cidr", "disjoint"),
+    ("master-not-28", None, "network.master_cidr", "/28"),
+    ("bad-region", None, "region", "us-east5"),
+    ("authorized-network-cidr", None, "cluster.master_authorized_networks[0].cidr", "IPv4"),
+    ("fallback-on-standard", None, "slices[1].fallback", "mode: autopilot"),
+    ("bad-provisioning", None, "slices[0].provisioning", ", ".join(provisioning.NAMES)),
+    ("bad-kind", None, "workloads[0].kind", ", ".join(kinds.NAMES)),
+    ("bad-mode", None, "cluster.mode", ", ".join(spec.CLUSTER_MODES)),
+    ("bad-release-channel", None, "cluster.release_channel", ", ".join(spec.RELEASE_CHANNELS)),
+    ("duplicate-slice", None, "slices[1].name", "unique"),
+    ("duplicate-workload", None, "workloads[1].name", "unique"),
+    ("unknown-workload-slice", None, "workloads[2].slice", "train, serve"),
+    ("queued-slice-with-workload", None, "workloads[2].slice", "on-demand, spot, reservation, flex-start"),
+    ("default-bucket-too-long", None, "storage.bucket", "3-63 characters"),
+    ("wrong-type", None, "slices[0].count", "a whole number"),
 ]
 
 
@@ -140,6 +268,27 @@ def _config_text(case: str) -> str:
         "bad-project": lambda: data.update(project="1project"),
         "bad-cluster-name": lambda: data["cluster"].update(name="ray-"),
         "zone-outside-region": lambda: first.update(zone="us-central1-b"),
+        "v4-beyond-8x16x16": lambda: first.update(generation="v4", topology="16x16x16"),
+        "bad-label-key": lambda: data["cluster"].update(labels={"Team": "ml"}),
+        "head-pool-min-above-max": lambda: data["cluster"].update(head_pool={"min_nodes": 3, "max_nodes": 2}),
+        "reservation-missing": lambda: second.update(provisioning="reservation"),
+        "disk-too-small": lambda: first.update(disk_size_gib=1),
+        "cidr-overlap": lambda: data.update(network={"pods_cidr": "10.8.0.0/14"}),
+        "master-not-28": lambda: data.update(network={"master_cidr": "172.16.0.0/26"}),
+        "bad-region": lambda: data.update(region="us-east-5"),
+        "authorized-network-cidr": lambda: data["cluster"].update(
+            master_authorized_networks=[{"name": "office", "cidr": "1.2.3.4/40"}]),
+        "fallback-on-standard": lambda: second.update(fallback=["on-demand"]),
+        "bad-provisioning": lambda: first.update(provisioning="preemptible"),
+        "bad-kind": lambda: data["workloads"][0].update(kind="notebook"),
+        "bad-mode": lambda: data["cluster"].update(mode="serverless"),
+        "bad-release-channel": lambda: data["cluster"].update(release_channel="FAST"),
+        "duplicate-slice": lambda: second.update(name="train"),
+        "duplicate-workload": lambda: data["workloads"][1].update(name="smoke"),
+        "unknown-workload-slice": lambda: data["workloads"][2].update(slice="inference"),
+        "queued-slice-with-workload": lambda: second.update(provisioning="queued"),
+        "default-bucket-too-long": lambda: (data.update(project="p" * 30), data["cluster"].update(name="c" * 30)),
+        "wrong-type": lambda: first.update(count="many"),
     }
     edits[case]()
     return yaml.safe_dump(data)
@@ -157,8 +306,26 @@ def test_validate_bad_config_exits_2_with_field_and_valid_values(capsys: pytest.
     assert all(line.startswith("error: ") and "; valid: " in line for line in lines)
     matching = [line for line in lines if line.startswith(f"error: {field}: ")]
     assert matching, err
-    assert valid in matching[0]
+    assert valid in matching[0].split("; valid: ", 1)[1]
     assert "Traceback" not in err and out == ""
+
+
+def test_validate_prints_one_line_per_problem(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Several problems at once: exactly one `error: <path>: ...; valid: ...` line each, in one run."""
+    data = _example()
+    data["cluster"]["labels"] = {"Team": "ml"}
+    data["cluster"]["head_pool"] = {"min_nodes": 5, "max_nodes": 1}
+    data["slices"][1]["disk_size_gib"] = 5
+    data["slices"][1]["reservation"] = "res-1"
+    data["network"] = {"master_cidr": "172.16.0.0/24"}
+    data["workloads"][1]["name"] = "smoke"
+    code, out, err = run_cli(capsys, "validate", _write(tmp_path, data))
+    assert code == 2 and out == ""
+    lines = err.splitlines()
+    assert sorted(line.split(": ", 2)[1] for line in lines) == sorted([
+        "cluster.labels['Team']", "cluster.head_pool.min_nodes", "slices[1].disk_size_gib", "slices[1].reservation",
+        "network.master_cidr", "workloads[1].name"])
+    assert all(line.startswith("error: ") and line.count("; valid: ") == 1 for line in lines)
 
 
 def test_validate_missing_file_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -178,6 +345,21 @@ def test_console_errors_have_no_traceback_end_to_end() -> None:
     assert "Traceback" not in proc.stderr
 
 
+def test_validate_errors_have_no_traceback_end_to_end(tmp_path: Path) -> None:
+    data = _example()
+    data["cluster"]["labels"] = {"Team": "ml"}
+    data["slices"][1]["reservation"] = "res-1"
+    proc = _subprocess("-m", "raytpu", "validate", _write(tmp_path, data))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == "" and "Traceback" not in proc.stderr
+    assert proc.stderr.splitlines() == [
+        "error: cluster.labels['Team']: 'Team' is not a valid label key; valid: lowercase letters, digits, '_' and "
+        "'-', starting with a letter; at most 63 characters",
+        "error: slices[1].reservation: 'res-1' is not allowed with provisioning: spot (spot VMs never consume "
+        "reservations); valid: remove reservation, or set provisioning: reservation",
+    ]
+
+
 def test_describe_imports_no_cdktn_ray_jax_or_pydantic() -> None:
     """The fast path: describe must not load the CDK framework, Ray, JAX, nor even pydantic/yaml."""
     proc = _subprocess("-c", (
@@ -190,7 +372,8 @@ def test_describe_imports_no_cdktn_ray_jax_or_pydantic() -> None:
     assert proc.stderr.strip() == "[]"
 
 
-@pytest.mark.parametrize("module", ["raytpu.catalog", "raytpu.plan", "raytpu.config", "raytpu.errors"])
+@pytest.mark.parametrize("module", ["raytpu.catalog", "raytpu.plan", "raytpu.config", "raytpu.errors", "raytpu.spec",
+                                    "raytpu.provisioning", "raytpu.kinds"])
 def test_core_modules_import_no_cdktn_ray_or_jax(module: str) -> None:
     proc = _subprocess("-c", (
         f"import sys, {module}\n"

@@ -7,6 +7,7 @@ import ast
 import base64
 import hashlib
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -35,14 +36,21 @@ def _names(data: bytes) -> list[str]:
 # ---------------------------------------------------------------------------------------------- contents
 
 
+CORE = {f"raytpu/{m}.py" for m in ("__init__", "catalog", "errors", "kinds", "kuberay", "plan", "provisioning",
+                                    "report", "spec")} | {"raytpu/py.typed"}
+"""The top level of the zip, spelled out: the pure-Python core a Ray job may import (specs, not the config)."""
+
+
 def test_core_zip_holds_the_core_and_the_workloads_only() -> None:
     names = _names(gke.core_zip_bytes())
     assert {n.split("/", 1)[0] for n in names} == {"raytpu"}
-    assert {"raytpu/__init__.py", "raytpu/catalog.py", "raytpu/plan.py", "raytpu/errors.py", "raytpu/config.py",
-            "raytpu/report.py", "raytpu/kuberay.py", "raytpu/workloads/__init__.py",
-            "raytpu/workloads/smoke.py"} <= set(names)
+    assert {n for n in names if n.count("/") == 1} == CORE
+    assert {"raytpu/workloads/__init__.py", "raytpu/workloads/smoke.py", "raytpu/workloads/train.py",
+            "raytpu/workloads/serve.py"} <= set(names)
     assert not [n for n in names if n.startswith(("raytpu/stacks/", "raytpu/modules/", "raytpu/commands/"))]
-    assert not {"raytpu/cli.py", "raytpu/__main__.py", "raytpu/gke.py", "raytpu/local.py"} & set(names)
+    assert not {"raytpu/cli.py", "raytpu/__main__.py", "raytpu/gke.py", "raytpu/local.py", "raytpu/outputs.py",
+                "raytpu/cdktf_app.py", "raytpu/kube.py"} & set(names)
+    assert "raytpu/config.py" not in names  # jobs receive their spec as JSON; they never parse YAML
     assert not [n for n in names if "__pycache__" in n or not n.endswith((".py", ".typed"))]
     assert names == sorted(names)
 
@@ -117,19 +125,49 @@ def test_core_imports_from_the_zip_alone(tmp_path: Path) -> None:
         f"zip_path = {str(path)!r}\n"
         "assert not [p for p in sys.path if 'site-packages' in p], sys.path\n"
         "sys.path.insert(0, zip_path)\n"
-        "import raytpu.plan, raytpu.catalog, raytpu.errors, raytpu.report\n"
+        "import raytpu.plan, raytpu.catalog, raytpu.errors, raytpu.report, raytpu.kuberay\n"
         "assert raytpu.plan.__file__.startswith(zip_path), raytpu.plan.__file__\n"
         "assert raytpu.plan.plan_slice('v6e', '4x4').hosts == 4\n"
         "spec = importlib.util.find_spec('raytpu.workloads.smoke')\n"
         "assert spec is not None and spec.origin.startswith(zip_path), spec\n"
         "assert importlib.util.find_spec('raytpu.stacks') is None\n"
         "assert importlib.util.find_spec('raytpu.modules') is None\n"
+        "assert importlib.util.find_spec('raytpu.config') is None\n"
         "print('ok')\n"
     )
     result = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True,
                             timeout=60, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+def test_a_job_reads_its_workload_spec_from_the_zip_alone_without_pydantic_or_yaml(tmp_path: Path) -> None:
+    """What a RayJob's driver does first: ``WorkloadSpec.from_env()`` from ``RAYTPU_WORKLOAD``, with only the zip
+    and the standard library on ``sys.path`` (no pydantic, no PyYAML: the image need not have them)."""
+    from raytpu.config import load
+
+    spec = load(str(AUTOPILOT_EXAMPLE))
+    work = spec.workload("train")
+    path = gke.build_core_zip(tmp_path / "raytpu.zip")
+    code = (
+        "import importlib.util, json, sys\n"
+        f"zip_path = {str(path)!r}\n"
+        "sys.path[:] = [zip_path] + [p for p in sys.path if 'site-packages' not in p and 'dist-packages' not in p]\n"
+        "assert importlib.util.find_spec('pydantic') is None and importlib.util.find_spec('yaml') is None\n"
+        "from raytpu.spec import WorkloadSpec\n"
+        "import raytpu.spec\n"
+        "assert raytpu.spec.__file__.startswith(zip_path), raytpu.spec.__file__\n"
+        "work = WorkloadSpec.from_env()\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'yaml', 'ray', 'jax', 'cdktn'))\n"
+        "assert not bad and 'raytpu.config' not in sys.modules, bad\n"
+        "print(json.dumps(work.to_json(), sort_keys=True))\n"
+    )
+    env = {**os.environ, **work.env()}
+    result = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True,
+                            timeout=60, cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == work.to_json()
+    assert work.slice.provisioning.name == "reservation" and work.slice.fallback  # a spec with every part set
 
 
 # ---------------------------------------------------------------------------------------------- uploaded

@@ -1,4 +1,15 @@
-"""Unit tests of raytpu.kuberay: manifests validate against the KubeRay v1.7.0 CRDs and the TPU webhook's rules."""
+"""Unit tests of raytpu.kuberay: manifests built from specs validate against the KubeRay v1.7.0 CRDs and the
+GKE Ray TPU webhook's rules, and every RayJob carries its WorkloadSpec to the pod (which never re-plans).
+
+Upstream rules the validators in ``tests/crd.py`` encode:
+
+- CRD schemas: ``ray-operator/config/crd/bases/ray.io_{rayclusters,rayjobs,rayservices}.yaml`` at KubeRay v1.7.0
+  (vendored in ``tests/data/kuberay-crds/v1.7.0``);
+- TPU webhook: GoogleCloudPlatform/ai-on-gke ``ray-on-gke/tpu/kuberay-tpu-webhook/main.go``
+  (``validateRayCluster``: ``numOfHosts == max(chips(topology) / google.com/tpu per pod, 1)``; it only mutates
+  pods labelled ``app.kubernetes.io/name: kuberay``);
+- operator: ``ray-operator/controllers/ray/utils/validation.go`` (names, replicas, RayJob fields).
+"""
 
 from __future__ import annotations
 
@@ -11,27 +22,50 @@ import pytest
 import yaml
 from crd import effective_pod_labels, operator_errors, schema_errors, webhook_errors
 
-from raytpu import kuberay
+from raytpu import kinds, kuberay
 from raytpu.catalog import GENERATIONS, generation
-from raytpu.config import Config, parse
-from raytpu.errors import InvalidInput
-from raytpu.plan import ACCELERATOR_LABEL, TOPOLOGY_LABEL, TPU_RESOURCE, SlicePlan, plan_slice
+from raytpu.config import parse
+from raytpu.errors import InvalidInput, InvalidInputs
+from raytpu.plan import ACCELERATOR_LABEL, TOPOLOGY_LABEL, TPU_RESOURCE, plan_slice
+from raytpu.provisioning import MODES
+from raytpu.spec import WORKLOAD_ENV, ClusterSpec, GkeSpec, SliceSpec, WorkloadSpec
 
 pytestmark = pytest.mark.unit
 
-MODES = ("standard", "autopilot")
+CLUSTER_MODES = ("standard", "autopilot")
 PROVISIONING = ("on-demand", "spot", "reservation", "flex-start", "queued")  # spelled out: an independent list
+ZONE = "us-east5-b"
+BUCKET = "my-bucket"
+KSA = "ray-ksa"
+IMAGE = "us-docker.pkg.dev/p/r/ray-tpu:2.60.0"
+
+# The labels GKE puts on nodes of each capacity type (and taints them with, value "true", effect NoSchedule):
+# Spot https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms#scheduling-workloads,
+# flex-start https://cloud.google.com/kubernetes-engine/docs/how-to/dws-flex-start-training-tpu,
+# queued https://cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest;
+# Autopilot selects a custom ComputeClass by ``cloud.google.com/compute-class``
+# (https://cloud.google.com/kubernetes-engine/docs/concepts/about-custom-compute-classes).
+SPOT = "cloud.google.com/gke-spot"
+FLEX_START = "cloud.google.com/gke-flex-start"
+QUEUED = "cloud.google.com/gke-queued"
+COMPUTE_CLASS = "cloud.google.com/compute-class"
+STANDARD_FLAG = {"on-demand": None, "spot": SPOT, "reservation": None, "flex-start": FLEX_START, "queued": QUEUED}
 
 
 def _plan_cases() -> list[tuple[str, str, str | None]]:
-    """Per generation: smallest, two multi-host shapes and the largest; plus every machine type of 2x4."""
+    """Per generation: smallest, two multi-host shapes and the largest Ray reserves; plus every machine type of 2x4.
+
+    (GKE provisions a few larger shapes Ray cannot reserve as one slice; a workload on them is rejected before
+    any manifest is built: see ``test_a_shape_ray_cannot_reserve_gets_no_manifest``.)
+    """
     cases: list[tuple[str, str, str | None]] = []
     for name in GENERATIONS:
-        tops = generation(name).topologies
-        cases += [(name, t, None) for t in dict.fromkeys([tops[0], tops[1], tops[3], tops[-1]])]
-    for name in GENERATIONS:
         gen = generation(name)
-        for machine in gen.machine_types:
+        tops = gen.topologies
+        largest = [t for t in tops if t in gen.ray_topologies][-1]
+        cases += [(name, t, None) for t in dict.fromkeys([tops[0], tops[1], tops[3], largest])]
+    for name in GENERATIONS:
+        for machine in generation(name).machine_types:
             try:
                 plan_slice(name, "2x4", machine.name)
             except InvalidInput:
@@ -44,72 +78,205 @@ PLAN_CASES = _plan_cases()
 PLAN_IDS = [f"{g}-{t}-{m or 'default'}" for g, t, m in PLAN_CASES]
 
 
-def _target(plan: SlicePlan, mode: str = "standard", provisioning: str = "on-demand", slices: int = 2,
-            compute_class: str | None = None) -> kuberay.Target:
-    return kuberay.Target(plan=plan, slices=slices, provisioning=provisioning, mode=mode,
-                          compute_class=compute_class,
-                          reservation="my-res" if provisioning == "reservation" else None)
+def _slice(gen: str = "v6e", topology: str = "4x4", machine: str | None = None, provisioning: str = "on-demand",
+           count: int = 2, name: str = "train") -> SliceSpec:
+    extra: dict[str, Any] = {"reservation": "my-res"} if provisioning == "reservation" else {}
+    return SliceSpec.create(name=name, generation=gen, topology=topology, zone=ZONE, machine_type=machine,
+                            provisioning=provisioning, count=count, **extra)
 
 
-PODS = kuberay.Pods(image="us-docker.pkg.dev/p/r/ray-tpu:2.60.0", service_account="ray-ksa", bucket="my-bucket")
+def _work(item: SliceSpec | None = None, kind: str = "smoke", name: str = "w", **extra: Any) -> WorkloadSpec:
+    return WorkloadSpec(name=name, kind=kinds.kind(kind), slice=item or _slice(), **extra)
 
 
-def _all_kinds(target: kuberay.Target) -> list[dict[str, Any]]:
-    out = [kuberay.ray_cluster("rc", target, PODS)]
-    if target.provisioning != "queued":
-        out.append(kuberay.ray_job("rj", target, PODS, entrypoint="python -m x",
-                                   runtime=kuberay.runtime_env(["gs://b/raytpu.zip"])))
-        out.append(kuberay.ray_service("rs", target, PODS, serve=kuberay.serve_config(target.plan)))
+def _cluster(item: SliceSpec, mode: str = "standard", with_workloads: bool = True) -> ClusterSpec:
+    works = tuple(WorkloadSpec(name=k, kind=kinds.kind(k), slice=item, image=IMAGE)
+                  for k in (kinds.NAMES if with_workloads else ()))
+    return ClusterSpec(project="my-ml-project", region="us-east5", cluster=GkeSpec(name="ray-tpu", mode=mode),
+                       slices=(item,), workloads=works)
+
+
+PODS = kuberay.Pods(image=IMAGE, service_account=KSA, bucket=BUCKET)
+
+
+def _manifests(spec: ClusterSpec, run: str = "") -> list[dict[str, Any]]:
+    """A standalone RayCluster plus the object of every workload, as ``raytpu submit`` builds them."""
+    out = [kuberay.ray_cluster("rc", spec.workloads[0], PODS, autopilot=spec.cluster.autopilot)]
+    for work in spec.workloads:
+        name = f"{work.name}-{run}" if run and work.kind.is_job else work.name
+        out.append(kuberay.workload_manifest(
+            spec, work, service_account=KSA, bucket=BUCKET, namespace="ray", name=name,
+            args=kuberay.train_args(BUCKET, name) if work.kind.name == "train" else ()))
     return out
+
+
+def _cluster_of(manifest: dict[str, Any]) -> dict[str, Any]:
+    spec = manifest["spec"]
+    return {"RayCluster": spec, "RayJob": spec.get("rayClusterSpec"),
+            "RayService": spec.get("rayClusterConfig")}[manifest["kind"]]
 
 
 def _worker(manifest: dict[str, Any]) -> dict[str, Any]:
-    spec = manifest["spec"]
-    cluster = {"RayCluster": spec, "RayJob": spec.get("rayClusterSpec"),
-               "RayService": spec.get("rayClusterConfig")}[manifest["kind"]]
-    return cluster["workerGroupSpecs"][0]
+    return _cluster_of(manifest)["workerGroupSpecs"][0]
 
 
-def _walk(node: Any) -> list[Any]:
-    out = [node]
-    if isinstance(node, dict):
-        for v in node.values():
-            out += _walk(v)
-    elif isinstance(node, list):
-        for v in node:
-            out += _walk(v)
-    return out
+def _runtime(job: dict[str, Any]) -> dict[str, Any]:
+    loaded = yaml.safe_load(job["spec"]["runtimeEnvYAML"])  # KubeRay parses runtimeEnvYAML as YAML
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def _expected_placement(item: SliceSpec, mode: str) -> tuple[dict[str, str], set[str]]:
+    """(extra nodeSelector, extra toleration keys) of a slice, from the spelled-out table above."""
+    if mode == "autopilot" and item.provisioning.name != "queued":  # queued has no ComputeClass priority
+        return {COMPUTE_CLASS: f"raytpu-{item.name}"}, set()
+    flag = STANDARD_FLAG[item.provisioning.name]
+    return ({flag: "true"}, {flag}) if flag else ({}, set())
 
 
 # ---------------------------------------------------------------------- CRD schema + webhook, table-driven
 
 
+def test_the_registry_has_exactly_the_documented_provisioning_modes() -> None:
+    assert tuple(MODES) == PROVISIONING
+    assert tuple(kinds.KINDS) == ("smoke", "train", "serve")
+
+
 @pytest.mark.parametrize(("gen", "topology", "machine"), PLAN_CASES, ids=PLAN_IDS)
-@pytest.mark.parametrize("mode", MODES)
-def test_every_kind_validates_against_crd_and_webhook_for_each_plan(gen: str, topology: str, machine: str | None,
-                                                                    mode: str) -> None:
-    plan = plan_slice(gen, topology, machine)
-    for manifest in _all_kinds(_target(plan, mode, compute_class="raytpu-x" if mode == "autopilot" else None)):
-        assert schema_errors(manifest) == [], manifest["kind"]
+@pytest.mark.parametrize("provisioning", PROVISIONING)
+@pytest.mark.parametrize("mode", CLUSTER_MODES)
+def test_every_kind_validates_against_crd_and_webhook_for_each_plan_provisioning_and_mode(
+        gen: str, topology: str, machine: str | None, provisioning: str, mode: str) -> None:
+    item = _slice(gen, topology, machine, provisioning)
+    plan = item.plan
+    if not MODES[provisioning].runs_ray:
+        # queued: its ProvisioningRequest takes one PodSet, a Ray cluster has two (head + TPU workers)
+        # (https://cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest#limitations)
+        for kind in kinds.NAMES:
+            with pytest.raises(InvalidInputs, match="single PodSet"):
+                _work(item, kind)
+        _cluster(item, mode, with_workloads=False)  # the slice itself is valid
+        return
+    manifests = _manifests(_cluster(item, mode), run="r1")
+    assert [m["kind"] for m in manifests] == ["RayCluster", "RayJob", "RayJob", "RayService"]
+    selected, tolerated = _expected_placement(item, mode)
+    for manifest in manifests:
+        assert schema_errors(manifest) == [], (manifest["kind"], schema_errors(manifest))
         assert webhook_errors(manifest) == [], manifest["kind"]
         assert operator_errors(manifest) == [], manifest["kind"]
         group = _worker(manifest)
         assert group["numOfHosts"] == plan.hosts
         assert group["replicas"] == group["minReplicas"] == group["maxReplicas"] == 2
+        pod = group["template"]["spec"]
+        tpus = str(plan.chips_per_host)
+        assert pod["containers"][0]["resources"] == {"requests": {TPU_RESOURCE: tpus}, "limits": {TPU_RESOURCE: tpus}}
+        assert pod["nodeSelector"] == {**plan.node_selector, **selected}
+        assert {t["key"] for t in pod["tolerations"]} == {TPU_RESOURCE, *tolerated}
+
+
+@pytest.mark.parametrize(("gen", "topology"), [
+    (g, next(t for t in reversed(generation(g).topologies) if t not in generation(g).ray_topologies))
+    for g in GENERATIONS if set(generation(g).topologies) - set(generation(g).ray_topologies)])
+def test_a_shape_ray_cannot_reserve_gets_no_manifest(gen: str, topology: str) -> None:
+    """Ray 2.60's ``slice_placement_group`` raises outside VALID_TPU_TOPOLOGY
+    (ray-project/ray: python/ray/util/tpu.py); the spec refuses the workload, naming the nearest shapes."""
+    item = _slice(gen, topology)
+    with pytest.raises(InvalidInputs) as info:
+        _work(item, "train")
+    (problem,) = info.value.problems
+    assert problem.field == "slice" and "cannot reserve as one slice" in problem.problem
+    assert all(t in problem.valid for t in generation(gen).nearest_ray_topologies(topology))
+
+
+# ---------------------------------------------------------------------- provisioning, from the registry
 
 
 @pytest.mark.parametrize("provisioning", PROVISIONING)
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize(("gen", "topology", "machine"),
-                         [("v6e", "4x4", None), ("tpu7x", "2x2x2", None), ("v5e", "2x4", "ct5lp-hightpu-8t")])
-def test_every_provisioning_mode_validates(provisioning: str, mode: str, gen: str, topology: str,
-                                           machine: str | None) -> None:
-    plan = plan_slice(gen, topology, machine)
-    for compute_class in ((None, "raytpu-train") if mode == "autopilot" else (None,)):
-        for manifest in _all_kinds(_target(plan, mode, provisioning, compute_class=compute_class)):
-            assert schema_errors(manifest) == [], (manifest["kind"], schema_errors(manifest))
-            assert webhook_errors(manifest) == []
-            assert operator_errors(manifest) == []
+@pytest.mark.parametrize("mode", CLUSTER_MODES)
+def test_tpu_placement_comes_from_the_provisioning_registry(provisioning: str, mode: str) -> None:
+    item = _slice(provisioning=provisioning)
+    selector, tolerations = kuberay.tpu_placement(item, autopilot=mode == "autopilot")
+    selected, tolerated = _expected_placement(item, mode)
+    assert selector == {**item.plan.node_selector, **selected}
+    # every TPU node is tainted google.com/tpu=present:NoSchedule
+    # (https://cloud.google.com/kubernetes-engine/docs/concepts/tpus#tpu-taints)
+    assert tolerations[0] == {"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+    assert {t["key"] for t in tolerations} == {TPU_RESOURCE, *tolerated}
+    mode_spec = MODES[provisioning]
+    if mode == "standard" or mode_spec.priority is None:
+        flag, tolerate = mode_spec.pod_placement()
+        assert (selector, tolerations[1:]) == ({**item.plan.node_selector, **flag}, tolerate)
+        for toleration in tolerate:
+            assert toleration == {"key": mode_spec.pod_flag, "operator": "Equal", "value": "true",
+                                  "effect": "NoSchedule"}
+    else:  # the ComputeClass carries spot / reservation / flex-start on Autopilot
+        assert selector[COMPUTE_CLASS] == kuberay.compute_class_name(item.name) == "raytpu-train"
+        assert not {SPOT, FLEX_START, QUEUED} & set(selector)
+
+
+def test_autopilot_slices_each_select_their_own_compute_class() -> None:
+    items = (_slice(name="train"), _slice(name="batch", provisioning="spot", topology="2x4"))
+    spec = ClusterSpec(project="my-ml-project", region="us-east5", cluster=GkeSpec(name="ray-tpu", mode="autopilot"),
+                       slices=items, workloads=(_work(items[0], "train", "train"), _work(items[1], "serve", "serve")))
+    selectors = [_worker(m)["template"]["spec"]["nodeSelector"][COMPUTE_CLASS] for m in _manifests(spec)[1:]]
+    assert selectors == ["raytpu-train", "raytpu-batch"]
+
+
+# ---------------------------------------------------------------------- the pod gets its spec, never re-plans
+
+
+@pytest.mark.parametrize("mode", CLUSTER_MODES)
+@pytest.mark.parametrize(("gen", "topology", "machine"), PLAN_CASES, ids=PLAN_IDS)
+def test_every_rayjob_carries_its_workload_spec_and_a_plain_entrypoint(gen: str, topology: str,
+                                                                        machine: str | None, mode: str) -> None:
+    spec = _cluster(_slice(gen, topology, machine, "spot"), mode)
+    jobs = [m for m in _manifests(spec, run="r9") if m["kind"] == "RayJob"]
+    assert [j["metadata"]["name"] for j in jobs] == ["smoke-r9", "train-r9"]
+    for job, work in zip(jobs, [w for w in spec.workloads if w.kind.is_job], strict=True):
+        runtime = _runtime(job)
+        assert runtime["py_modules"] == [kuberay.py_modules_uri()]
+        carried = runtime["env_vars"][WORKLOAD_ENV]
+        assert WorkloadSpec.from_json(json.loads(carried)) == work
+        assert WorkloadSpec.from_env(runtime["env_vars"]) == work
+        program = f"python -m raytpu.workloads.{work.kind.program}"
+        run = job["metadata"]["name"]
+        flags = f" --storage-path gs://{BUCKET}/checkpoints/{run} --name {run}" if work.kind.name == "train" else ""
+        assert job["spec"]["entrypoint"] == program + flags
+        for replanning in ("--generation", "--topology", "--machine-type", "--slices"):
+            assert replanning not in job["spec"]["entrypoint"]
+
+
+def test_ray_job_spec_in_env_overrides_a_stale_one_and_keeps_other_env() -> None:
+    work = _work(kind="train")
+    stale = _work(_slice(topology="2x4"), kind="train").env()
+    job = kuberay.ray_job("j", work, PODS, args=["--name", "j"],
+                          runtime=kuberay.runtime_env(["gs://b/z.zip"], {"K": "V", **stale}))
+    assert _runtime(job) == {"py_modules": ["gs://b/z.zip"], "env_vars": {"K": "V", **work.env()}}
+    assert job["spec"]["entrypoint"] == "python -m raytpu.workloads.train --name j"
+
+
+@pytest.mark.parametrize(("kind", "limits"), [
+    ("smoke", (True, 300, 1800, 1200, 0, "K8sJobMode")),
+    ("train", (True, 600, 24 * 3600, 3600, 0, "K8sJobMode")),
+])
+def test_ray_job_has_its_kinds_bounded_unattended_knobs(kind: str, limits: tuple[Any, ...]) -> None:
+    spec = kuberay.ray_job("j", _work(kind=kind), PODS)["spec"]
+    assert (spec["shutdownAfterJobFinishes"], spec["ttlSecondsAfterFinished"], spec["activeDeadlineSeconds"],
+            spec["preRunningDeadlineSeconds"], spec["backoffLimit"], spec["submissionMode"]) == limits
+
+
+def test_a_serving_kind_becomes_a_rayservice_named_like_its_workload() -> None:
+    spec = _cluster(_slice())
+    service = kuberay.workload_manifest(spec, spec.workload("serve"), service_account=KSA, bucket=BUCKET)
+    assert (service["kind"], service["metadata"]["name"]) == ("RayService", "serve")
+    assert "runtimeEnvYAML" not in service["spec"] and "entrypoint" not in service["spec"]
+
+
+@pytest.mark.parametrize(("field", "value"), [("submission_mode", "Nope"), ("active_deadline_s", 0),
+                                              ("pre_running_deadline_s", -1), ("ttl_s", -1), ("backoff_limit", -1)])
+def test_job_limits_reject_bad_values(field: str, value: Any) -> None:
+    with pytest.raises(InvalidInput, match=field):
+        kinds.JobLimits(**{field: value})
 
 
 # ---------------------------------------------------------------------- specific properties
@@ -117,154 +284,115 @@ def test_every_provisioning_mode_validates(provisioning: str, mode: str, gen: st
 
 @pytest.mark.parametrize(("machine", "hosts", "tpus"), [("ct6e-standard-8t", 1, "8"), ("ct6e-standard-4t", 2, "4")])
 def test_v6e_2x4_worker_group_follows_machine_type(machine: str, hosts: int, tpus: str) -> None:
-    plan = plan_slice("v6e", "2x4", machine)
-    group = kuberay.worker_group(_target(plan, slices=3), PODS)
+    item = _slice("v6e", "2x4", machine, count=3)
+    group = kuberay.worker_group(_work(item), PODS, autopilot=False)
     container = group["template"]["spec"]["containers"][0]
     assert group["numOfHosts"] == hosts
     assert group["replicas"] == 3
     assert container["resources"] == {"requests": {TPU_RESOURCE: tpus}, "limits": {TPU_RESOURCE: tpus}}
-    assert group["template"]["spec"]["nodeSelector"] == plan.node_selector
+    assert group["template"]["spec"]["nodeSelector"] == item.plan.node_selector
     ports = [p for p in container.get("ports", []) if p["containerPort"] == kuberay.MXLA_PORT]
     assert ports == ([] if hosts == 1 else [{"containerPort": 8081, "name": "mxla"}])
 
 
+def test_worker_group_spans_the_workloads_slices_not_the_slice_count() -> None:
+    item = _slice(count=3)
+    assert kuberay.worker_group(_work(item, slices=2), PODS, autopilot=False)["replicas"] == 2
+    assert kuberay.worker_group(_work(item), PODS, autopilot=False)["replicas"] == 3
+
+
 def test_worker_env_has_tpu_settings_and_extra_env() -> None:
-    group = kuberay.worker_group(_target(plan_slice("v6e", "4x4")), PODS, env={"A": "1"})
+    group = kuberay.worker_group(_work(), PODS, autopilot=False, env={"A": "1"})
     env = {e["name"]: e["value"] for e in group["template"]["spec"]["containers"][0]["env"]}
     assert env == {"JAX_PLATFORMS": "tpu,cpu", "ENABLE_PJRT_COMPATIBILITY": "true", "A": "1"}
 
 
-@pytest.mark.parametrize(("provisioning", "mode", "compute_class", "selected", "tolerated"), [
-    ("on-demand", "standard", None, {}, set()),
-    ("spot", "standard", None, {kuberay.SPOT_LABEL: "true"}, {kuberay.SPOT_LABEL}),
-    ("spot", "autopilot", None, {kuberay.SPOT_LABEL: "true"}, {kuberay.SPOT_LABEL}),
-    ("spot", "autopilot", "cc", {kuberay.COMPUTE_CLASS_LABEL: "cc"}, set()),
-    ("reservation", "standard", None, {}, set()),
-    ("reservation", "autopilot", None,
-     {kuberay.RESERVATION_NAME_LABEL: "my-res", kuberay.RESERVATION_AFFINITY_LABEL: "specific"}, set()),
-    ("flex-start", "standard", None, {kuberay.FLEX_START_LABEL: "true"}, {kuberay.FLEX_START_LABEL}),
-    ("flex-start", "autopilot", "cc", {kuberay.COMPUTE_CLASS_LABEL: "cc"}, set()),
-    ("queued", "standard", None, {kuberay.QUEUED_LABEL: "true"}, {kuberay.QUEUED_LABEL}),
-])
-def test_provisioning_adds_its_selector_and_toleration(provisioning: str, mode: str, compute_class: str | None,
-                                                       selected: dict[str, str], tolerated: set[str]) -> None:
-    plan = plan_slice("v6e", "4x4")
-    group = kuberay.worker_group(_target(plan, mode, provisioning, compute_class=compute_class), PODS)
-    spec = group["template"]["spec"]
-    assert spec["nodeSelector"] == {**plan.node_selector, **selected}
-    keys = {t["key"] for t in spec["tolerations"]}
-    assert keys == {TPU_RESOURCE, *tolerated}
-
-
 def test_pods_are_not_relabelled_away_from_kuberay_so_the_webhook_sees_them() -> None:
-    manifest = kuberay.ray_cluster("rc", _target(plan_slice("v6e", "4x4")),
-                                   kuberay.Pods(labels={"team": "ml"}))
+    manifest = kuberay.ray_cluster("rc", _work(), kuberay.Pods(labels={"team": "ml"}))
     template = manifest["spec"]["workerGroupSpecs"][0]["template"]
     assert "app.kubernetes.io/name" not in template["metadata"]["labels"]
     assert effective_pod_labels(template)["app.kubernetes.io/name"] == "kuberay"
 
 
 def test_gcs_fuse_volume_ksa_and_annotation_on_every_pod() -> None:
-    manifest = kuberay.ray_cluster("rc", _target(plan_slice("v6e", "4x4")), PODS)
+    manifest = kuberay.ray_cluster("rc", _work(), PODS)
     for template in (manifest["spec"]["headGroupSpec"]["template"],
                      manifest["spec"]["workerGroupSpecs"][0]["template"]):
         assert template["metadata"]["annotations"] == {"gke-gcsfuse/volumes": "true"}
-        assert template["spec"]["serviceAccountName"] == "ray-ksa"
+        assert template["spec"]["serviceAccountName"] == KSA
         assert template["spec"]["volumes"][0]["csi"] == {
             "driver": "gcsfuse.csi.storage.gke.io",
-            "volumeAttributes": {"bucketName": "my-bucket", "mountOptions": "implicit-dirs"}}
+            "volumeAttributes": {"bucketName": BUCKET, "mountOptions": "implicit-dirs"}}
         assert template["spec"]["containers"][0]["volumeMounts"] == [{"name": "gcs-bucket", "mountPath": "/mnt/gcs"}]
 
 
 def test_no_bucket_means_no_volume_and_no_annotation() -> None:
-    manifest = kuberay.ray_cluster("rc", _target(plan_slice("v6e", "4x4")), kuberay.Pods())
+    manifest = kuberay.ray_cluster("rc", _work(), kuberay.Pods())
     head = manifest["spec"]["headGroupSpec"]["template"]
     assert "volumes" not in head["spec"] and "metadata" not in head
     assert "serviceAccountName" not in head["spec"]
 
 
 def test_services_stay_cluster_ip_only() -> None:
-    for manifest in _all_kinds(_target(plan_slice("v6e", "4x4"))):
-        cluster = manifest["spec"].get("rayClusterSpec") or manifest["spec"].get("rayClusterConfig") \
-            or manifest["spec"]
+    for manifest in _manifests(_cluster(_slice())):
+        cluster = _cluster_of(manifest)
         assert cluster["headGroupSpec"]["serviceType"] == "ClusterIP"
         assert "enableIngress" not in cluster["headGroupSpec"]
         assert "LoadBalancer" not in json.dumps(manifest)
         assert "serveService" not in manifest["spec"]
 
 
-def test_ray_job_has_bounded_unattended_knobs() -> None:
-    limits = kuberay.JobLimits(active_deadline_s=100, pre_running_deadline_s=50, ttl_s=7, backoff_limit=1)
-    job = kuberay.ray_job("j", _target(plan_slice("v6e", "4x4")), PODS, entrypoint="python -m x", limits=limits,
-                          runtime=kuberay.runtime_env(["gs://b/z.zip"], {"K": "V"}))
-    spec = job["spec"]
-    assert (spec["shutdownAfterJobFinishes"], spec["ttlSecondsAfterFinished"], spec["activeDeadlineSeconds"],
-            spec["preRunningDeadlineSeconds"], spec["backoffLimit"], spec["submissionMode"]) == (
-        True, 7, 100, 50, 1, "K8sJobMode")
-    assert yaml.safe_load(spec["runtimeEnvYAML"]) == {"py_modules": ["gs://b/z.zip"], "env_vars": {"K": "V"}}
-
-
-@pytest.mark.parametrize(("field", "value"), [("submission_mode", "Nope"), ("active_deadline_s", 0),
-                                              ("pre_running_deadline_s", -1), ("ttl_s", -1)])
-def test_job_limits_reject_bad_values(field: str, value: Any) -> None:
-    with pytest.raises(InvalidInput, match=field):
-        kuberay.JobLimits(**{field: value})
-
-
-def test_target_rejects_unknown_provisioning_and_mode() -> None:
-    plan = plan_slice("v6e", "4x4")
-    with pytest.raises(InvalidInput, match="provisioning: 'cheap' is not allowed; valid: on-demand, spot"):
-        kuberay.Target(plan=plan, provisioning="cheap")
-    with pytest.raises(InvalidInput, match=r"cluster\.mode"):
-        kuberay.Target(plan=plan, mode="serverless")
-    with pytest.raises(InvalidInput, match="slices"):
-        kuberay.Target(plan=plan, slices=0)
-
-
-@pytest.mark.parametrize("builder", ["job", "service"])
-def test_queued_provisioning_rejects_ray_job_and_service_clearly(builder: str) -> None:
-    target = _target(plan_slice("v6e", "4x4"), provisioning="queued")
-    with pytest.raises(InvalidInput) as info:
-        if builder == "job":
-            kuberay.ray_job("j", target, PODS, entrypoint="x")
-        else:
-            kuberay.ray_service("s", target, PODS, serve={})
-    assert info.value.field == "provisioning"
-    assert "single PodSet" in info.value.problem
+@pytest.mark.parametrize("kind", kinds.NAMES)
+def test_a_queued_slice_runs_no_ray_workload_of_any_kind(kind: str) -> None:
+    with pytest.raises(InvalidInputs) as info:
+        _work(_slice(provisioning="queued"), kind)
+    (problem,) = info.value.problems
+    assert problem.field == "slice"
+    assert "single PodSet" in problem.problem
+    assert problem.valid.endswith("on-demand, spot, reservation, flex-start")
 
 
 def test_serve_config_reserves_whole_slices_and_shards_over_all_chips() -> None:
-    plan = plan_slice("v6e", "4x4")
-    service = kuberay.ray_service("llm", _target(plan, slices=2), PODS,
-                                  serve=kuberay.serve_config(plan, model="m", replicas=2))
+    item = _slice("v6e", "4x4", count=2)
+    work = _work(item, "serve", model="m")
+    service = kuberay.ray_service("llm", work, PODS)
     assert service["spec"]["upgradeStrategy"] == {"type": "None"}
     app = yaml.safe_load(service["spec"]["serveConfigV2"])["applications"][0]
     assert app["import_path"] == "ray.serve.llm:build_openai_app"
     llm = app["args"]["llm_configs"][0]
-    assert llm["accelerator_type"] == plan.ray_accelerator_type
+    assert llm["model_loading_config"] == {"model_id": "m", "model_source": "m"}
+    assert llm["accelerator_type"] == item.plan.ray_accelerator_type
     assert llm["accelerator_config"] == {"kind": "tpu", "topology": "4x4"}
-    assert llm["engine_kwargs"]["tensor_parallel_size"] == plan.chips == 16
+    assert llm["engine_kwargs"]["tensor_parallel_size"] == item.plan.chips == 16
     assert llm["deployment_config"]["autoscaling_config"] == {"min_replicas": 2, "max_replicas": 2}
     assert llm["runtime_env"]["env_vars"]["TPU_MULTIHOST_BACKEND"] == "ray"
     env = {e["name"]: e["value"] for e in _worker(service)["template"]["spec"]["containers"][0]["env"]}
     assert env["TPU_MULTIHOST_BACKEND"] == "ray"
 
 
+def test_serve_config_defaults_to_the_kits_model_on_a_single_host() -> None:
+    config = kuberay.serve_config(_work(_slice("v6e", "2x4", count=1), "serve"))
+    llm = config["applications"][0]["args"]["llm_configs"][0]
+    assert llm["model_loading_config"]["model_id"] == kuberay.DEFAULT_SERVE_MODEL
+    assert "TPU_MULTIHOST_BACKEND" not in llm["runtime_env"]["env_vars"]
+    assert llm["deployment_config"]["autoscaling_config"] == {"min_replicas": 1, "max_replicas": 1}
+
+
 @pytest.mark.serve
 def test_serve_config_is_accepted_by_ray_serve_llm() -> None:
     """The serveConfigV2 args parse as Ray 2.60's LLMServingArgs (skipped without ray[llm])."""
     builder = pytest.importorskip("ray.llm._internal.serve.core.ingress.builder")
-    plan = plan_slice("v6e", "2x4")
-    args = kuberay.serve_config(plan)["applications"][0]["args"]
+    item = _slice("v6e", "2x4")
+    args = kuberay.serve_config(_work(item, "serve"))["applications"][0]["args"]
     parsed = builder.LLMServingArgs.model_validate(args)
     config = parsed.llm_configs[0]
     config = config if not isinstance(config, dict) else pytest.fail("llm_configs not parsed")
-    assert config.accelerator_type == plan.ray_accelerator_type
+    assert config.accelerator_type == item.plan.ray_accelerator_type
 
 
 def test_upgrade_strategy_is_checked() -> None:
     with pytest.raises(InvalidInput, match="upgrade_strategy"):
-        kuberay.ray_service("s", _target(plan_slice("v6e", "4x4")), PODS, serve={}, upgrade_strategy="Rolling")
+        kuberay.ray_service("s", _work(kind="serve"), PODS, upgrade_strategy="Rolling")
 
 
 # ---------------------------------------------------------------------- from the config
@@ -290,10 +418,16 @@ TOKEN_KSA = "${TfToken[TOKEN.12]}"
 TOKEN_BUCKET = "${TfToken[TOKEN.13]}"
 
 
-@pytest.mark.parametrize("mode", MODES)
+def _stack_manifests(spec: ClusterSpec, **kwargs: Any) -> list[dict[str, Any]]:
+    """What the workloads stack applies: one object per workload, train checkpointing under its own name."""
+    return [kuberay.workload_manifest(spec, work, args=kuberay.train_args(kwargs["bucket"], work.name)
+                                      if work.kind.name == "train" else (), **kwargs) for work in spec.workloads]
+
+
+@pytest.mark.parametrize("mode", CLUSTER_MODES)
 def test_workload_manifests_one_per_workload_valid_and_tokens_kept(mode: str) -> None:
-    config = parse(CONFIG.replace("MODE", mode))
-    manifests = kuberay.workload_manifests(config, service_account=TOKEN_KSA, bucket=TOKEN_BUCKET, namespace="ml")
+    spec = parse(CONFIG.replace("MODE", mode))
+    manifests = _stack_manifests(spec, service_account=TOKEN_KSA, bucket=TOKEN_BUCKET, namespace="ml")
     assert [(m["kind"], m["metadata"]["name"]) for m in manifests] == [
         ("RayJob", "smoke"), ("RayJob", "train"), ("RayService", "serve"), ("RayJob", "big-smoke")]
     for m in manifests:
@@ -306,68 +440,91 @@ def test_workload_manifests_one_per_workload_valid_and_tokens_kept(mode: str) ->
         assert template["spec"]["volumes"][0]["csi"]["volumeAttributes"]["bucketName"] == TOKEN_BUCKET
         selector = template["spec"]["nodeSelector"]
         if mode == "autopilot":
-            assert selector[kuberay.COMPUTE_CLASS_LABEL] == f"raytpu-{m['metadata']['labels'][kuberay.SLICE_LABEL]}"
+            assert selector[COMPUTE_CLASS] == f"raytpu-{m['metadata']['labels'][kuberay.SLICE_LABEL]}"
         else:
-            assert kuberay.COMPUTE_CLASS_LABEL not in selector
+            assert COMPUTE_CLASS not in selector
     smoke, train, serve, big = manifests
     llm = yaml.safe_load(serve["spec"]["serveConfigV2"])["applications"][0]["args"]["llm_configs"][0]
     assert llm["model_loading_config"] == {"model_id": "org/model-x", "model_source": "org/model-x"}
     assert llm["engine_kwargs"]["tensor_parallel_size"] == 8
-    assert smoke["spec"]["entrypoint"] == ("python -m raytpu.workloads.smoke --generation v6e --topology 4x4 "
-                                           "--machine-type ct6e-standard-4t --slices 2")
+    assert smoke["spec"]["entrypoint"] == "python -m raytpu.workloads.smoke"
     assert _worker(smoke)["replicas"] == 2
-    assert yaml.safe_load(smoke["spec"]["runtimeEnvYAML"]) == {
-        "py_modules": [f"file:///mnt/gcs/raytpu/raytpu-{kuberay.__version__}.zip"]}
+    runtime = _runtime(smoke)
+    assert runtime["py_modules"] == [f"file:///mnt/gcs/raytpu/raytpu-{kuberay.__version__}.zip"]
+    assert set(runtime["env_vars"]) == {WORKLOAD_ENV}
+    carried = WorkloadSpec.from_env(runtime["env_vars"])
+    assert carried == spec.workload("smoke") and carried.slice_count == 2 and carried.plan == spec.slice("train").plan
     assert kuberay.core_zip_uri("b") == f"gs://b/raytpu/raytpu-{kuberay.__version__}.zip"
     assert train["spec"]["entrypoint"] == (
-        "python -m raytpu.workloads.train --generation v6e --topology 2x4 --machine-type ct6e-standard-4t "
-        f"--storage-path gs://{TOKEN_BUCKET}/checkpoints/train")
+        f"python -m raytpu.workloads.train --storage-path gs://{TOKEN_BUCKET}/checkpoints/train --name train")
+    assert WorkloadSpec.from_env(_runtime(train)["env_vars"]).plan.machine_type == "ct6e-standard-4t"
     assert _worker(train)["numOfHosts"] == 2
     assert _worker(train)["template"]["spec"]["containers"][0]["image"] == "example.com/ray-tpu:1"
-    flex = _worker(big)["template"]["spec"]["nodeSelector"].get(kuberay.FLEX_START_LABEL)
+    flex = _worker(big)["template"]["spec"]["nodeSelector"].get(FLEX_START)
     assert flex == ("true" if mode == "standard" else None)  # on Autopilot the ComputeClass carries it
     assert _worker(big)["template"]["spec"]["nodeSelector"][TOPOLOGY_LABEL] == "2x2x4"
     assert _worker(big)["template"]["spec"]["nodeSelector"][ACCELERATOR_LABEL] == plan_slice(
         "tpu7x", "2x2x4").gke_accelerator
+    assert [m["metadata"]["labels"] for m in manifests] == [
+        {"app.kubernetes.io/managed-by": "raytpu", kuberay.WORKLOAD_LABEL: k, kuberay.SLICE_LABEL: s}
+        for k, s in [("smoke", "train"), ("train", "small"), ("serve", "serve"), ("smoke", "big")]]
 
 
-def test_workload_manifests_take_py_modules_uri_and_compute_class_overrides() -> None:
-    config = parse(CONFIG.replace("MODE", "autopilot"))
-    manifests = kuberay.workload_manifests(config, service_account="k", bucket="b", py_modules="gs://x/y.zip",
-                                           compute_classes={"train": "custom"})
-    assert yaml.safe_load(manifests[0]["spec"]["runtimeEnvYAML"])["py_modules"] == ["gs://x/y.zip"]
-    assert _worker(manifests[0])["template"]["spec"]["nodeSelector"][kuberay.COMPUTE_CLASS_LABEL] == "custom"
+def test_workload_manifest_takes_a_py_modules_uri_and_the_slices_compute_class() -> None:
+    spec = parse(CONFIG.replace("MODE", "autopilot"))
+    manifest = kuberay.workload_manifest(spec, spec.workload("smoke"), service_account="k", bucket="b",
+                                         py_modules="gs://x/y.zip")
+    assert _runtime(manifest)["py_modules"] == ["gs://x/y.zip"]
+    assert _worker(manifest)["template"]["spec"]["nodeSelector"][COMPUTE_CLASS] == "raytpu-train"
 
 
-def test_workload_on_queued_slice_is_invalid_input() -> None:
-    """`raytpu validate` rejects this config; the builders guard configs assembled in code too."""
+def test_workload_on_queued_slice_is_invalid_input_with_its_config_path() -> None:
+    """`raytpu validate` rejects this config: the error carries the workload's path."""
     text = CONFIG.replace("MODE", "standard").replace("provisioning: spot", "provisioning: queued")
-    with pytest.raises(InvalidInput, match="provisioning: 'queued' is not allowed for a RayService"):
-        kuberay.workload_manifests(Config.model_validate(yaml.safe_load(text)), service_account="k", bucket="b")
+    with pytest.raises(InvalidInputs) as info:
+        parse(text)
+    (problem,) = info.value.problems
+    assert problem.field == "workloads[2].slice" and "single PodSet" in problem.problem
 
 
-def test_smoke_jobs_one_single_slice_job_per_slice_copy() -> None:
+def test_smoke_jobs_one_single_slice_job_per_slice_copy_queued_left_out() -> None:
     serve_workload = "  - {name: serve, kind: serve, slice: serve, model: org/model-x}\n"
     text = CONFIG.replace("MODE", "standard").replace("provisioning: spot", "provisioning: queued")
-    text = text.replace(serve_workload, "")
-    jobs = kuberay.smoke_jobs(parse(text), service_account="k", bucket="b", image="img", suffix="abc")
+    spec = parse(text.replace(serve_workload, ""))
+    jobs = kuberay.smoke_jobs(spec, service_account="k", bucket="b", image="img", suffix="abc")
     assert [j["metadata"]["name"] for j in jobs] == ["smoke-train-0-abc", "smoke-train-1-abc",
                                                      "smoke-small-0-abc", "smoke-big-0-abc"]
-    for job in jobs:
+    works = kuberay.smoke_workloads(spec, image="img")
+    assert [base for base, _ in works] == ["smoke-train-0", "smoke-train-1", "smoke-small-0", "smoke-big-0"]
+    for job, (_, work) in zip(jobs, works, strict=True):
         assert schema_errors(job) == []
         assert webhook_errors(job) == []
+        assert operator_errors(job) == []
         assert _worker(job)["replicas"] == 1
-        assert "--slices" not in job["spec"]["entrypoint"]
+        assert job["spec"]["entrypoint"] == "python -m raytpu.workloads.smoke"
+        carried = WorkloadSpec.from_env(_runtime(job)["env_vars"])
+        assert carried == work and carried.slice_count == 1 and carried.kind.name == "smoke"
+        assert carried.slice == spec.slice(job["metadata"]["labels"][kuberay.SLICE_LABEL])
         assert _worker(job)["template"]["spec"]["containers"][0]["image"] == "img"
 
 
+def test_smoke_jobs_take_the_image_of_the_slices_smoke_workload_else_of_any_workload_on_it() -> None:
+    text = CONFIG.replace("MODE", "standard").replace("{name: smoke, kind: smoke, slice: train}",
+                                                      "{name: smoke, kind: smoke, slice: train, image: s:1}")
+    spec = parse(text)
+    images = {j["metadata"]["name"]: _worker(j)["template"]["spec"]["containers"][0]["image"]
+              for j in kuberay.smoke_jobs(spec, service_account="k", bucket="b")}
+    assert images == {"smoke-train-0": "s:1", "smoke-train-1": "s:1", "smoke-serve-0": kuberay.RAY_IMAGE,
+                      "smoke-small-0": "example.com/ray-tpu:1", "smoke-big-0": kuberay.RAY_IMAGE}
+
+
 def test_builders_return_fresh_json_serialisable_dicts() -> None:
-    target = _target(plan_slice("v6e", "4x4"))
-    a = kuberay.ray_cluster("rc", target, PODS)
-    b = kuberay.ray_cluster("rc", target, PODS)
+    work = _work()
+    a = kuberay.ray_cluster("rc", work, PODS)
+    b = kuberay.ray_cluster("rc", work, PODS)
     assert a == b and a is not b
     a["spec"]["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"]["x"] = "y"
-    assert "x" not in target.plan.node_selector
+    assert "x" not in work.plan.node_selector
     assert json.loads(json.dumps(b)) == b
 
 
@@ -375,7 +532,7 @@ def test_builders_return_fresh_json_serialisable_dicts() -> None:
 
 
 def _job() -> dict[str, Any]:
-    return kuberay.ray_job("j", _target(plan_slice("v6e", "4x4")), PODS, entrypoint="x")
+    return kuberay.ray_job("j", _work(), PODS)
 
 
 @pytest.mark.parametrize(("mutate", "expected"), [
@@ -429,8 +586,7 @@ def test_webhook_checker_catches_each_rule(mutate: Any, expected: str) -> None:
     (lambda m: m["spec"].__setitem__("runtimeEnvYAML", "- a list"), "runtimeEnvYAML"),
 ])
 def test_operator_checker_catches_each_rule(mutate: Any, expected: str) -> None:
-    manifest = kuberay.ray_job("j", _target(plan_slice("v6e", "4x4")), PODS, entrypoint="x",
-                               runtime=kuberay.runtime_env(["file:///z.zip"]))
+    manifest = kuberay.ray_job("j", _work(), PODS, runtime=kuberay.runtime_env(["file:///z.zip"]))
     assert operator_errors(manifest) == []
     mutate(manifest)
     assert any(expected in e for e in operator_errors(manifest)), operator_errors(manifest)
@@ -438,17 +594,20 @@ def test_operator_checker_catches_each_rule(mutate: Any, expected: str) -> None:
 
 def test_builders_reject_names_kuberay_would_reject() -> None:
     with pytest.raises(InvalidInput, match="at most 47 characters"):
-        kuberay.ray_job("j" * 48, _target(plan_slice("v6e", "4x4")), PODS, entrypoint="x")
+        kuberay.ray_job("j" * 48, _work(), PODS)
     with pytest.raises(InvalidInput, match="RayService name"):
-        kuberay.ray_service("Serve", _target(plan_slice("v6e", "4x4")), PODS, serve={})
+        kuberay.ray_service("Serve", _work(kind="serve"), PODS)
 
 
 # ---------------------------------------------------------------------- import boundary
 
 
-def test_kuberay_and_report_import_no_cdktn_ray_or_jax() -> None:
-    code = ("import sys, raytpu.kuberay, raytpu.report; "
-            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('cdktn', 'ray', 'jax', 'constructs')); "
+def test_kuberay_spec_and_report_import_no_cdktn_ray_jax_pydantic_or_yaml() -> None:
+    """They run inside Ray jobs (the core zip): no CDK, no Ray/JAX at import, and no config parsing."""
+    code = ("import sys, raytpu.kuberay, raytpu.report, raytpu.spec; "
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('cdktn', 'ray', 'jax', 'constructs', 'pydantic', 'yaml')); "
+            "bad += ['raytpu.config'] if 'raytpu.config' in sys.modules else []; "
             "print(bad); sys.exit(1 if bad else 0)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -463,9 +622,11 @@ def test_example_configs_workloads_and_smoke_jobs_validate(path: str) -> None:
 
     from raytpu.config import load
 
-    config = load(REPO / path)
-    manifests = kuberay.workload_manifests(config, service_account="ray-ksa", bucket="b") + kuberay.smoke_jobs(
-        config, service_account="ray-ksa", bucket="b", suffix="x1")
-    assert len(manifests) >= len(config.workloads) + 1
+    spec = load(REPO / path)
+    manifests = _stack_manifests(spec, service_account="ray-ksa", bucket="b") + kuberay.smoke_jobs(
+        spec, service_account="ray-ksa", bucket="b", suffix="x1")
+    assert len(manifests) == len(spec.workloads) + sum(s.count for s in spec.slices if s.provisioning.runs_ray)
     for m in manifests:
         assert schema_errors(m) == [] and webhook_errors(m) == [] and operator_errors(m) == [], m["metadata"]
+        if m["kind"] == "RayJob":
+            assert WorkloadSpec.from_env(_runtime(m)["env_vars"]).slice in spec.slices

@@ -13,11 +13,19 @@ pytestmark = pytest.mark.unit
 ALL_SHAPES = [(g.name, t) for g in GENERATIONS.values() for t in g.topologies]
 
 
-def test_table_covers_every_generation_up_to_at_least_4096_chips() -> None:
+LARGEST = {
+    # GKE's per-generation tables (https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus;
+    # AI-Hypercomputer/xpk src/xpk/core/system_characteristics.py aa4255bf L348-604): the largest slice.
+    "v4": ("8x16x16", 2048), "v5e": ("16x16", 256), "v5p": ("16x20x28", 8960), "v6e": ("16x16", 256),
+    "tpu7x": ("16x24x24", 9216),
+}
+
+
+def test_table_covers_every_generation_up_to_its_largest_slice() -> None:
     for gen in GENERATIONS.values():
-        assert max(chips_in(t) for t in gen.topologies) == gen.max_chips
+        assert (gen.topologies[-1], max(chips_in(t) for t in gen.topologies)) == LARGEST[gen.name]
     assert max(chips_in(t) for _, t in ALL_SHAPES) >= 4096
-    assert len(ALL_SHAPES) > 100
+    assert len(ALL_SHAPES) > 200
 
 
 @pytest.mark.parametrize(("gen_name", "topology"), ALL_SHAPES)
@@ -35,13 +43,18 @@ def test_every_valid_shape_plans_consistently(gen_name: str, topology: str) -> N
         assert plan.placement == ("workload-policy" if gen_name == "tpu7x" else "compact")
     assert plan.ray_pod_type == f"{gen.ray_pod_prefix}-{plan.chips * gen.tensorcores_per_chip}"
     assert plan.node_selector == {ACCELERATOR_LABEL: gen.gke_accelerator, TOPOLOGY_LABEL: topology}
-    assert plan.tpu_per_host == plan.chips_per_host
+    assert plan.ray_reservable == (topology in gen.ray_topologies)
+    assert plan.hbm_gib_per_chip == gen.hbm_gib_per_chip
     assert SlicePlan.from_json(plan.to_json()) == plan
 
 
 @pytest.mark.parametrize(("gen_name", "topology"), ALL_SHAPES)
 def test_pod_type_agrees_with_rays_inference(gen_name: str, topology: str) -> None:
-    """Ray derives the pod type (and the ``TPU-<pod>-head`` resource) itself; ours must match."""
+    """Ray derives the pod type (and the ``TPU-<pod>-head`` resource) itself; ours must match.
+
+    Ray 2.60: ``infer_tpu_pod_type_from_topology`` (ray/_private/accelerators/tpu.py:292-308, a module
+    function that ``reserve_tpu_slice`` calls at tpu.py:522), ``normalize_tpu_accelerator_type`` (tpu.py:620-630).
+    """
     from ray._private.accelerators.tpu import infer_tpu_pod_type_from_topology, normalize_tpu_accelerator_type
 
     plan = plan_slice(gen_name, topology)
@@ -49,8 +62,21 @@ def test_pod_type_agrees_with_rays_inference(gen_name: str, topology: str) -> No
     assert normalize_tpu_accelerator_type(plan.gke_accelerator_type) == plan.ray_pod_type
 
 
+@pytest.mark.parametrize(("gen_name", "topology"), ALL_SHAPES)
+def test_ray_reservable_agrees_with_rays_topology_check(gen_name: str, topology: str) -> None:
+    """``ray_reservable`` is what Ray's own check says of the shape as the kit spells it
+    (``TPUAcceleratorManager.is_valid_tpu_accelerator_topology``, ray/_private/accelerators/tpu.py:752-779)."""
+    from ray._private.accelerators.tpu import TPUAcceleratorManager
+
+    plan = plan_slice(gen_name, topology)
+    assert TPUAcceleratorManager.is_valid_tpu_accelerator_topology(plan.ray_accelerator_type, topology) == (
+        plan.ray_reservable)
+
+
 KNOWN = [
     # (generation, topology, machine type or None) -> (machine type, hosts, chips/host, placement, pod type)
+    # GKE: https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus (hosts = chips / 4 when multi-host);
+    # pod types count TensorCores (2 per chip on v4, v5p, tpu7x): Ray's tpu.py:292-308.
     ("v6e", "1x1", None, "ct6e-standard-1t", 1, 1, "none", "v6e-1"),
     ("v6e", "2x2", None, "ct6e-standard-4t", 1, 4, "none", "v6e-4"),
     ("v6e", "2x4", None, "ct6e-standard-8t", 1, 8, "none", "v6e-8"),
@@ -62,13 +88,18 @@ KNOWN = [
     ("v5e", "8x8", None, "ct5lp-hightpu-4t", 16, 4, "compact", "v5litepod-64"),
     ("v4", "2x2x1", None, "ct4p-hightpu-4t", 1, 4, "none", "v4-8"),
     ("v4", "2x2x2", None, "ct4p-hightpu-4t", 2, 4, "compact", "v4-16"),
-    ("v4", "16x16x16", None, "ct4p-hightpu-4t", 1024, 4, "compact", "v4-8192"),
+    ("v4", "8x16x16", None, "ct4p-hightpu-4t", 512, 4, "compact", "v4-4096"),
     ("v5p", "2x2x1", None, "ct5p-hightpu-4t", 1, 4, "none", "v5p-8"),
     ("v5p", "4x4x8", None, "ct5p-hightpu-4t", 32, 4, "compact", "v5p-256"),
     ("v5p", "8x8x8", None, "ct5p-hightpu-4t", 128, 4, "compact", "v5p-1024"),
+    ("v5p", "4x4x28", None, "ct5p-hightpu-4t", 112, 4, "compact", "v5p-896"),
+    ("v5p", "12x24x24", None, "ct5p-hightpu-4t", 1728, 4, "compact", "v5p-13824"),
+    ("v5p", "4x12x116", None, "ct5p-hightpu-4t", 1392, 4, "compact", "v5p-11136"),
+    ("v5p", "16x20x28", None, "ct5p-hightpu-4t", 2240, 4, "compact", "v5p-17920"),
     ("tpu7x", "2x2x1", None, "tpu7x-standard-4t", 1, 4, "none", "v7x-8"),
     ("tpu7x", "2x2x2", None, "tpu7x-standard-4t", 2, 4, "workload-policy", "v7x-16"),
     ("tpu7x", "4x4x4", None, "tpu7x-standard-4t", 16, 4, "workload-policy", "v7x-128"),
+    ("tpu7x", "16x24x24", None, "tpu7x-standard-4t", 2304, 4, "workload-policy", "v7x-18432"),
 ]
 
 
@@ -98,7 +129,12 @@ BAD = [
     ("v4", "8x4x4", None, "topology", "canonical order (write '4x4x8')", "4x4x8"),
     ("v6e", "4x2", None, "topology", "canonical order (write '2x4')", "2x4"),
     ("v6e", "32x32", None, "topology", "larger than v6e's largest slice", "16x16"),
-    ("v4", "16x16x32", None, "topology", "larger than v4's largest slice", "16x16x16"),
+    ("v4", "16x16x32", None, "topology", "larger than v4's largest slice", "8x16x16"),
+    ("v4", "16x16x16", None, "topology", "larger than v4's largest slice (8x16x16, 2048 chips)", "8x16x16"),
+    ("v5p", "16x16x48", None, "topology", "larger than v5p's largest slice (16x20x28, 8960 chips)", "16x20x28"),
+    ("v5p", "4x4x24", None, "topology", "not a v5p slice shape", "96 in all"),
+    ("v5p", "16x16x32", None, "topology", "not a v5p slice shape", "16x20x28"),
+    ("tpu7x", "24x24x24", None, "topology", "larger than tpu7x's largest slice", "16x24x24"),
     ("v6e", "4by4", None, "topology", "not a topology like AxB", "4x4"),
     ("v6e", "", None, "topology", "not a topology like AxB", "4x4"),
     ("v6e", "0x4", None, "topology", "not a topology like AxB", "4x4"),

@@ -70,8 +70,7 @@ def slice_of(node_ids: list[str]) -> set[tuple[str, str]]:
 
 
 def run_smoke(cluster: local.LocalCluster, *extra: str) -> subprocess.CompletedProcess[str]:
-    return local.run_workload(cluster, "smoke", "--slices", str(len(cluster.slices)), "--reserve-timeout-s", "30",
-                              *extra, timeout_s=240)
+    return local.run_workload(cluster, "smoke", "--reserve-timeout-s", "30", *extra, timeout_s=240)
 
 
 def test_hosts_carry_the_gke_labels_and_only_worker_0_the_head_resource(cluster: local.LocalCluster,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -15,12 +16,17 @@ from typing import Any
 import pytest
 from _synth import (
     AUTOPILOT_EXAMPLE,
+    EVERY_MODE,
+    EXAMPLES,
+    IRON,
     REPO,
+    RESEARCH,
     STANDARD_EXAMPLE,
     by_name,
     only,
     read_stacks,
     resources,
+    synth_added_slices,
     synth_config,
     synth_text,
 )
@@ -99,21 +105,42 @@ def test_network_bucket_and_identity(standard: dict) -> None:
     assert "roles/owner" not in roles and "roles/editor" not in roles and "roles/logging.logWriter" in roles
 
 
-def test_cluster_outputs_everything_a_workload_needs(standard: dict) -> None:
-    outputs = standard["ray-tpu-cluster"]["output"]
-    for name in ("endpoint", "ca_certificate", "cluster_name", "location", "service_account", "bucket",
-                 "namespace", "project", "gsa_email", "slice_train_plan", "slice_serve_plan"):
-        assert name in outputs, name
-    assert outputs["location"]["value"] == "us-east5"
-    assert outputs["service_account"]["value"] == "ray"
-    plan = json.loads(outputs["slice_train_plan"]["value"])
-    assert (plan["hosts"], plan["chips"], plan["ray_pod_type"], plan["placement"]) == (4, 16, "v6e-16", "compact")
+@pytest.mark.parametrize("example", ["standard", "autopilot"])
+def test_cluster_stack_outputs_exactly_the_stack_outputs_schema(example: str, standard: dict,
+                                                                autopilot: dict) -> None:
+    """`raytpu submit`/`smoke` read StackOutputs: the cluster stack writes those names and nothing else."""
+    from raytpu.outputs import StackOutputs
+
+    stacks = standard if example == "standard" else autopilot
+    cluster_id, workloads_id = sorted(stacks)
+    written = stacks[cluster_id]["output"]
+    # The only other outputs are cdktn's own plumbing for the workloads stack's cross-stack references:
+    # sensitive, and each one read by the workloads stack (not a name `raytpu submit` reads).
+    plumbing = {n: o for n, o in written.items() if n.startswith("cross-stack-output-")}
+    read = {ref.split(".")[-1] for ref in _remote_state_refs(stacks[workloads_id])}
+    assert set(plumbing) == read
+    assert all(o["sensitive"] is True and "description" not in o for o in plumbing.values())
+    outputs = {n: o for n, o in written.items() if n not in plumbing}
+    assert sorted(outputs) == sorted(StackOutputs.names())
+    descriptions = StackOutputs.descriptions()
+    assert set(descriptions) == set(StackOutputs.names())
+    for name, output in outputs.items():
+        assert output["description"] == descriptions[name] and descriptions[name], name
+        assert output.get("sensitive", False) is False, name
+    region = "us-east5" if example == "standard" else "us-central1"
+    assert outputs["location"]["value"] == region
+    assert outputs["project"]["value"] == "my-ml-project"
+    assert (outputs["namespace"]["value"], outputs["service_account"]["value"]) == ("ray", "ray")
+    assert outputs["endpoint"]["value"].startswith("${google_container_cluster.gke_cluster_")
+    assert outputs["cluster_name"]["value"].startswith("${google_container_cluster.gke_cluster_")
+    assert outputs["bucket"]["value"].startswith("${google_storage_bucket.storage_bucket_")
+    assert "output" not in stacks[workloads_id]
 
 
 def _remote_state_refs(value: Any) -> set[str]:
-    text = json.dumps(value)
-    prefix = "data.terraform_remote_state."
-    return {part.split("}")[0] for part in text.split("${")[1:] if part.startswith(prefix)}
+    """Every ``data.terraform_remote_state.<name>.outputs.<output>`` a stack reads, inside function calls too."""
+    return set(re.findall(r"data\.terraform_remote_state\.[A-Za-z0-9_-]+\.outputs\.[A-Za-z0-9_-]+",
+                          json.dumps(value)))
 
 
 @pytest.mark.parametrize("example", ["standard", "autopilot"])
@@ -274,22 +301,6 @@ def test_npx_cdktf_synth_matches_raytpu_synth(tmp_path: Path, autopilot: dict) -
     assert shutil.which("node") is not None
 
 
-EVERY_MODE = """
-project: my-ml-project
-region: us-central1
-cluster: {name: modes}
-storage: {bucket: modes-ckpt}
-slices:
-  - {name: od, generation: v5p, topology: 2x2x4, zone: us-central1-a, count: 2}
-  - {name: sp, generation: v5e, topology: 2x4, machine_type: ct5lp-hightpu-4t, zone: us-central1-a,
-     provisioning: spot}
-  - {name: rs, generation: v6e, topology: 2x4, zone: us-central1-b, provisioning: reservation, reservation: r1}
-  - {name: fs, generation: tpu7x, topology: 4x4x4, zone: us-central1-c, provisioning: flex-start,
-     max_run_duration_s: 7200, disk_size_gib: 200}
-  - {name: qd, generation: v4, topology: 2x2x1, zone: us-central1-a, provisioning: queued}
-"""
-
-
 def test_every_provisioning_mode_through_the_config() -> None:
     stacks = synth_text(EVERY_MODE)
     cluster = stacks["modes-cluster"]
@@ -314,24 +325,149 @@ def test_every_provisioning_mode_through_the_config() -> None:
     assert only(cluster, "google_storage_bucket")["name"] == "modes-ckpt"
 
 
-def test_add_slice_rejects_a_taken_name() -> None:
-    from raytpu.config import parse
-    from raytpu.errors import InvalidInput
+def _stack(path: Path) -> Any:
+    from raytpu.config import load
     from raytpu.modules.cdk import App
     from raytpu.stacks.cluster import ClusterStack, ClusterStackProps
 
-    config = parse(STANDARD_EXAMPLE.read_text())
-    stack = ClusterStack(App(outdir=tempfile.mkdtemp()), "c", ClusterStackProps(config=config))
-    with pytest.raises(InvalidInput) as info:
-        stack.add_slice(config.slices[0])
-    assert info.value.field == "slice.name"
+    return ClusterStack(App(outdir=tempfile.mkdtemp()), "c", ClusterStackProps(spec=load(path)))
+
+
+# A slice that does not fit the cluster it is added to: (example, slice fields, reported path). Paths index the
+# slice as the next entry of `slices` (both examples list their slices first, so the new one is the last).
+ADD_SLICE_REJECTS = [
+    ("standard", dict(name="train", generation="v6e", topology="2x4", zone="us-east5-b"), "slices[2].name"),
+    ("standard", dict(name="east", generation="v6e", topology="2x4", zone="us-east1-d"), "slices[2].zone"),
+    ("standard", dict(name="fb", generation="v6e", topology="2x4", zone="us-east5-b", provisioning="spot",
+                      fallback=("flex-start",)), "slices[2].fallback"),
+    ("autopilot", dict(name="big", generation="v6e", topology="2x4", zone="us-central1-b"), "slices[3].name"),
+    ("autopilot", dict(name="west", generation="v6e", topology="2x4", zone="us-west4-a"), "slices[3].zone"),
+    ("autopilot", dict(name="disk", generation="v6e", topology="2x4", zone="us-central1-b", disk_size_gib=200),
+     "slices[3].disk_size_gib"),
+]
+
+
+@pytest.mark.parametrize(("example", "fields", "path"), ADD_SLICE_REJECTS,
+                         ids=[f"{e}-{p}" for e, _, p in ADD_SLICE_REJECTS])
+def test_add_slice_that_does_not_fit_raises_with_its_config_path(example: str, fields: dict[str, Any],
+                                                                 path: str) -> None:
+    from raytpu.errors import InvalidInputs
+    from raytpu.spec import SliceSpec
+
+    stack = _stack(EXAMPLES[example])
+    before = stack.spec
+    with pytest.raises(InvalidInputs) as info:
+        stack.add_slice(SliceSpec.create(**fields))
+    assert [p.field for p in info.value.problems] == [path]
+    assert stack.spec == before, "a rejected slice leaves the stack's spec as it was"
+    assert sorted(stack.pools) == sorted(s.name for s in before.slices)
+
+
+def test_add_workload_on_a_foreign_slice_or_a_taken_name_raises_with_its_config_path() -> None:
+    from raytpu.config import load
+    from raytpu.errors import InvalidInputs
+    from raytpu.kinds import kind
+    from raytpu.modules.cdk import App
+    from raytpu.spec import SliceSpec, WorkloadSpec
+    from raytpu.stacks.cluster import ClusterStack, ClusterStackProps
+    from raytpu.stacks.workloads import WorkloadsStack, WorkloadsStackProps
+
+    app = App(outdir=tempfile.mkdtemp())
+    stack = ClusterStack(app, "c", ClusterStackProps(spec=load(STANDARD_EXAMPLE)))
+    workloads = WorkloadsStack(app, "w", WorkloadsStackProps(cluster=stack))
+    foreign = SliceSpec.create(name="foreign", generation="v6e", topology="2x4", zone="us-east5-b")
+    cases = [(WorkloadSpec(name="elsewhere", kind=kind("smoke"), slice=foreign), "workloads[3].slice"),
+             (WorkloadSpec(name="train", kind=kind("smoke"), slice=stack.spec.slices[0]), "workloads[3].name")]
+    for work, path in cases:
+        with pytest.raises(InvalidInputs) as info:
+            workloads.add_workload(work)
+        assert [p.field for p in info.value.problems] == [path]
+    assert len(workloads.workloads) == 3 and len(stack.spec.workloads) == 3
+
+
+@pytest.fixture(scope="module")
+def extended() -> dict[str, dict[str, Any]]:
+    return synth_added_slices()[1]
+
+
+def _objects(stack: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {m["manifest"]["metadata"]["name"]: m["manifest"] for m in resources(stack, "kubernetes_manifest").values()}
+
+
+def test_added_slices_get_their_pools_and_raise_the_cluster_version(extended: dict) -> None:
+    cluster = extended["std-cluster"]
+    pools = by_name(cluster, "google_container_node_pool")
+    assert sorted(pools) == ["iron-0", "ray-head", "research-0", "serve-0", "train-0"]
+    research = pools["research-0"]
+    assert (research["node_config"]["machine_type"], research["node_count"]) == ("ct5p-hightpu-4t", 4)
+    assert research["placement_policy"] == {"type": "COMPACT", "tpu_topology": "2x2x4"}
+    assert research["node_config"]["spot"] is True and research["node_locations"] == ["us-east5-a"]
+    assert list(pools["iron-0"]["placement_policy"]) == ["policy_name"]  # tpu7x multi-host: workload policy
+    # FACTS.md section 1: tpu7x on Standard needs 1.34.0-gke.2201000 (the example's v6e alone: 1.31.2).
+    assert only(cluster, "google_container_cluster")["min_master_version"] == "1.34.0-gke.2201000"
+    from raytpu.outputs import StackOutputs
+
+    for sid in ("std-cluster", "auto-cluster"):  # added slices add no outputs
+        declared = [n for n in extended[sid]["output"] if not n.startswith("cross-stack-output-")]
+        assert sorted(declared) == sorted(StackOutputs.names()), sid
+
+
+@pytest.mark.parametrize(("name", "kind"), [("research-train", "RayJob"), ("research-serve", "RayService"),
+                                             ("iron-smoke", "RayJob")])
+def test_workload_on_an_added_slice_selects_that_slice(extended: dict, name: str, kind: str) -> None:
+    from crd import cluster_spec, operator_errors, schema_errors, webhook_errors
+
+    from raytpu.spec import SliceSpec
+
+    objects = _objects(extended["std-workloads"])
+    assert {"smoke", "train", "serve"} <= set(objects)  # the config's own workloads are still there
+    manifest = objects[name]
+    assert manifest["kind"] == kind
+    item = SliceSpec.create(**(RESEARCH if name.startswith("research") else IRON))
+    plan = item.plan
+    assert manifest["metadata"]["labels"]["raytpu.dev/slice"] == item.name
+    [group] = cluster_spec(manifest)["workerGroupSpecs"]
+    template = group["template"]["spec"]
+    # FACTS.md section 4: numOfHosts = hosts per slice; google.com/tpu requests == limits == chips per host;
+    # nodeSelector gke-tpu-accelerator + gke-tpu-topology (+ the mode's node label: Spot's
+    # cloud.google.com/gke-spot, https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms).
+    assert group["numOfHosts"] == plan.hosts and group["replicas"] == item.count
+    selector = dict(plan.node_selector)
+    if item.provisioning.name == "spot":
+        selector["cloud.google.com/gke-spot"] = "true"
+    assert template["nodeSelector"] == selector
+    [container] = template["containers"]
+    tpus = str(plan.chips_per_host)
+    assert container["resources"] == {"requests": {"google.com/tpu": tpus}, "limits": {"google.com/tpu": tpus}}
+    if kind == "RayJob":
+        env = json.loads(manifest["spec"]["runtimeEnvYAML"])["env_vars"]
+        assert json.loads(env["RAYTPU_WORKLOAD"])["slice"] == item.to_json()  # the pod never re-plans
+    assert schema_errors(manifest) == [] and webhook_errors(manifest) == [] and operator_errors(manifest) == []
+
+
+@pytest.mark.parametrize(("work", "slice_name", "priority"), [
+    ("burst-smoke", "burst", {"tpu": {"type": "tpu-v6e-slice", "count": 8, "topology": "2x4"},
+                              "flexStart": {"enabled": True}}),
+    ("late-smoke", "late", {"tpu": {"type": "tpu-v5-lite-podslice", "count": 4, "topology": "2x2"}, "spot": True}),
+])
+def test_autopilot_added_slice_gets_a_compute_class_its_workload_selects(extended: dict, work: str,
+                                                                         slice_name: str,
+                                                                         priority: dict[str, Any]) -> None:
+    objects = _objects(extended["auto-workloads"])
+    compute_class = objects[f"raytpu-{slice_name}"]
+    assert compute_class["kind"] == "ComputeClass"
+    assert compute_class["spec"]["priorities"] == [priority]
+    [group] = objects[work]["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    # FACTS.md section 3: pods select their ComputeClass with cloud.google.com/compute-class.
+    assert group["template"]["spec"]["nodeSelector"]["cloud.google.com/compute-class"] == f"raytpu-{slice_name}"
+    assert resources(extended["auto-cluster"], "google_container_node_pool") == {}
 
 
 @pytest.mark.parametrize("example", ["standard", "autopilot"])
 def test_synthesized_kuberay_objects_pass_the_crd_schemas_and_webhook_rules(
         example: str, standard: dict, autopilot: dict) -> None:
     """What the workloads stack applies (tokens and all) is what the KubeRay v1.7.0 CRDs accept."""
-    from crd import schema_errors, webhook_errors
+    from crd import operator_errors, schema_errors, webhook_errors
 
     stacks = standard if example == "standard" else autopilot
     workloads = stacks[sorted(stacks)[1]]
@@ -342,3 +478,4 @@ def test_synthesized_kuberay_objects_pass_the_crd_schemas_and_webhook_rules(
         name = manifest["metadata"]["name"]
         assert schema_errors(manifest) == [], name
         assert webhook_errors(manifest) == [], name
+        assert operator_errors(manifest) == [], name

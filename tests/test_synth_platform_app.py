@@ -4,32 +4,24 @@ raytpu.stacks and raytpu.modules, adds a slice and a bucket of its own, and synt
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from typing import Any
 
 import pytest
-from _synth import REPO, by_name, read_stacks, resources
+from _synth import by_name, resources, synth_platform_app
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(300)]
 
-APP = REPO / "examples" / "platform_app" / "app.py"
-
 
 @pytest.fixture(scope="module")
-def stacks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    out = tmp_path_factory.mktemp("platform") / "cdktf.out"
-    result = subprocess.run([sys.executable, str(APP), str(out)], cwd=tmp_path_factory.getbasetemp(),
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return read_stacks(out)
+def stacks() -> dict[str, dict[str, Any]]:
+    return synth_platform_app()[1]
 
 
 def test_outside_app_synthesizes_both_stacks(stacks: dict[str, Any]) -> None:
     assert sorted(stacks) == ["acme-cluster", "acme-workloads"]
 
 
-def test_outside_app_slice_becomes_a_pool_and_an_output(stacks: dict[str, Any]) -> None:
+def test_outside_app_slice_becomes_a_pool(stacks: dict[str, Any]) -> None:
     cluster = stacks["acme-cluster"]
     pools = by_name(cluster, "google_container_node_pool")
     assert sorted(pools) == ["ray-head", "research-0", "train-0", "train-1"]
@@ -39,9 +31,41 @@ def test_outside_app_slice_becomes_a_pool_and_an_output(stacks: dict[str, Any]) 
     assert research["placement_policy"] == {"type": "COMPACT", "tpu_topology": "2x2x4"}
     assert research["node_config"]["spot"] is True
     assert research["node_locations"] == ["us-east5-a"]
-    assert json.loads(cluster["output"]["slice_research_plan"]["value"])["ray_pod_type"] == "v5p-32"
     assert pools["train-1"]["node_config"]["reservation_affinity"]["values"] == ["acme-v6e"]
     assert pools["ray-head"]["node_locations"] == ["us-east5-b"]  # head pool zones: the YAML's slices
+
+
+def test_outside_app_outputs_are_the_stack_outputs_schema(stacks: dict[str, Any]) -> None:
+    from raytpu.outputs import StackOutputs
+
+    outputs = stacks["acme-cluster"]["output"]
+    declared = {n: o for n, o in outputs.items() if not n.startswith("cross-stack-output-")}
+    assert sorted(declared) == sorted(StackOutputs.names())
+    assert declared["namespace"]["value"] == "ml"  # the app's own namespace reaches `raytpu submit`
+
+
+def test_outside_app_workload_runs_on_its_own_slice(stacks: dict[str, Any]) -> None:
+    from crd import operator_errors, schema_errors, webhook_errors
+
+    objects = {m["manifest"]["metadata"]["name"]: m["manifest"]
+               for m in resources(stacks["acme-workloads"], "kubernetes_manifest").values()}
+    assert {n: o["kind"] for n, o in objects.items()} == {"smoke": "RayJob", "research-train": "RayJob"}
+    job = objects["research-train"]
+    assert job["metadata"]["labels"]["raytpu.dev/slice"] == "research"
+    assert job["metadata"]["namespace"].startswith("${kubernetes_namespace_v1.")
+    [group] = job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    # FACTS.md section 4: numOfHosts = hosts (v5p 2x2x4: 4 VMs of 4 chips), one replica per slice.
+    assert (group["numOfHosts"], group["replicas"]) == (4, 1)
+    assert group["template"]["spec"]["nodeSelector"] == {
+        "cloud.google.com/gke-tpu-accelerator": "tpu-v5p-slice", "cloud.google.com/gke-tpu-topology": "2x2x4",
+        "cloud.google.com/gke-spot": "true"}
+    env = json.loads(job["spec"]["runtimeEnvYAML"])["env_vars"]
+    spec = json.loads(env["RAYTPU_WORKLOAD"])
+    assert (spec["name"], spec["kind"], spec["slice"]["name"]) == ("research-train", "train", "research")
+    assert spec["slice"]["plan"]["ray_pod_type"] == "v5p-32"
+    assert job["spec"]["entrypoint"].startswith("python -m raytpu.workloads.train ")
+    for manifest in objects.values():
+        assert schema_errors(manifest) == [] and webhook_errors(manifest) == [] and operator_errors(manifest) == []
 
 
 def test_outside_app_module_and_props(stacks: dict[str, Any]) -> None:

@@ -67,10 +67,10 @@ def test_training_converges(cluster: local.LocalCluster, tmp_path: Path) -> None
 def test_host_killed_mid_run_resumes_from_checkpoint_and_finishes(cluster: local.LocalCluster,
                                                                    tmp_path: Path) -> None:
     plan = cluster.slice_plan
-    cmd = local.workload_command("train", plan, "--storage-path", str(tmp_path), "--steps", "40",
+    cmd = local.workload_command("train", "--storage-path", str(tmp_path), "--steps", "40",
                                  "--checkpoint-every", "5", "--step-sleep-s", "0.3", "--max-failures", "2")
-    proc = subprocess.Popen(cmd, env=cluster.driver_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    env = cluster.driver_env() | cluster.workload("train").env()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 180
         # a checkpoint counts once Ray Train has registered it (its snapshot file names one)

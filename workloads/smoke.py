@@ -2,9 +2,11 @@
 
 Runs unchanged as a GKE RayJob entrypoint and on the local emulated slice::
 
-    python -m raytpu.workloads.smoke --generation v6e --topology 4x4 [--machine-type MT] [--slices N]
+    RAYTPU_WORKLOAD='<WorkloadSpec JSON>' python -m raytpu.workloads.smoke [--slice-name NAME]
 
-For every slice of the plan's pod type it finds (at least ``--slices``), it prints one line
+The slice's shape and how many slices to expect come from the workload spec (``RAYTPU_WORKLOAD``, set by
+the RayJob's runtime env or ``raytpu local``); the job never re-plans its slice from flags.
+For every slice of the plan's pod type it finds (at least the spec's slice count), it prints one line
 ``RAYTPU_SMOKE_VERDICT {json}`` (format: :mod:`raytpu.report`) and exits 1 when any slice is unhealthy.
 
 Checks, per host and per slice:
@@ -12,7 +14,8 @@ Checks, per host and per slice:
 - ``hosts_present``: every worker id 0..hosts-1 is alive (a missing host names its worker id);
 - ``labels``: each host's ``ray.io/*`` labels and ``TPU_*`` env agree with the plan and the slice;
 - ``reservation``: the whole slice is reserved with ``ray.util.tpu.slice_placement_group`` within
-  ``--reserve-timeout-s`` (checked complete first, then pinned to the slice by label, FACTS §5);
+  ``--reserve-timeout-s`` (checked complete first, then pinned to the slice by its
+  ``ray.io/tpu-slice-name`` label: an unpinned reservation can take worker 0 of an incomplete slice);
 - ``devices_per_host`` / ``devices_total``: ``jax.local_devices()`` on each host, ``jax.device_count()``;
 - ``psum``: a cross-host all-reduce (multi-process JAX) of known answer ``n(n+1)/2``;
 - ``allreduce_bandwidth_gbps``: bus bandwidth of an all-reduce (always informational: no catalog figure);
@@ -38,8 +41,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from raytpu.plan import RAY_POD_TYPE_LABEL, RAY_SLICE_LABEL, RAY_WORKER_LABEL, SlicePlan, plan_slice
+from raytpu.plan import RAY_POD_TYPE_LABEL, RAY_SLICE_LABEL, RAY_WORKER_LABEL, SlicePlan
 from raytpu.report import all_healthy, format_verdict_line
+from raytpu.spec import WorkloadSpec
 from raytpu.workloads._entry import guarded
 
 ENV_EMULATED = "RAYTPU_EMULATED"
@@ -88,16 +92,18 @@ class SliceInventory:
 def inventory(plan: SlicePlan, nodes: list[dict[str, Any]] | None = None) -> dict[str, SliceInventory]:
     """Slices of ``plan``'s pod type among alive nodes, by name (sorted)."""
     import ray
+    from ray.util.tpu import get_tpu_nodes_for_slice, get_tpu_slice_name_from_node
 
+    nodes = ray.nodes() if nodes is None else nodes
+    ours = [n for n in nodes if (n.get("Labels") or {}).get(RAY_POD_TYPE_LABEL) == plan.ray_pod_type]
     found: dict[str, SliceInventory] = {}
-    for node in nodes if nodes is not None else ray.nodes():
-        labels = node.get("Labels") or {}
-        if not node.get("Alive") or labels.get(RAY_POD_TYPE_LABEL) != plan.ray_pod_type:
-            continue
-        name = labels.get(RAY_SLICE_LABEL) or str(node.get("NodeID"))
-        worker = int(labels.get(RAY_WORKER_LABEL, "0"))
-        found.setdefault(name, SliceInventory(name=name, hosts_expected=plan.hosts)).nodes[worker] = node
-    return dict(sorted(found.items()))
+    for name in sorted({get_tpu_slice_name_from_node(n) or str(n.get("NodeID")) for n in ours}):
+        members = get_tpu_nodes_for_slice(name, ours) or [n for n in ours if str(n.get("NodeID")) == name and
+                                                          n.get("Alive")]
+        if members:
+            found[name] = SliceInventory(name=name, hosts_expected=plan.hosts, nodes={
+                int((n.get("Labels") or {}).get(RAY_WORKER_LABEL, "0")): n for n in members})
+    return found
 
 
 # ---------------------------------------------------------------------------------------------- reservation
@@ -138,7 +144,13 @@ class Reservation:
 
 
 def _idle(inv: SliceInventory) -> bool:
-    """Every host of the slice has all its TPU free (a missing TPU key means 0 free, FACTS §5)."""
+    """Every host of the slice has all its TPU free (a missing TPU key means 0 free).
+
+    Ray has no public per-node free-resources API: its own public ``ray.util.tpu.get_num_ready_tpu_slices``
+    reads the same ``ray._private.state.available_resources_per_node`` (ray/util/tpu.py, Ray 2.60) but counts a
+    node whose free ``TPU`` key is missing as idle, and Ray drops the key when 0 is free: a busy slice reads as
+    ready there. So this reads the state itself and treats a missing key as 0.
+    """
     from ray._private.state import available_resources_per_node
 
     free = available_resources_per_node()
@@ -480,12 +492,8 @@ def _gate(check: dict[str, Any], enforce: bool, where: str) -> dict[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The workload's flags (the RayJob entrypoint passes generation, topology, machine type, slices)."""
+    """The workload's per-run flags (its slice comes from ``RAYTPU_WORKLOAD``)."""
     parser = argparse.ArgumentParser(prog="python -m raytpu.workloads.smoke", description=__doc__.split("\n")[0])
-    parser.add_argument("--generation", required=True)
-    parser.add_argument("--topology", required=True)
-    parser.add_argument("--machine-type", default=None)
-    parser.add_argument("--slices", type=int, default=1, help="slices expected (missing ones are unhealthy)")
     parser.add_argument("--slice-name", default=None, help="check only this slice")
     parser.add_argument("--reserve-timeout-s", type=float, default=60.0)
     parser.add_argument("--check-timeout-s", type=float, default=180.0)
@@ -502,7 +510,9 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Checks the slices; returns their verdicts (also printed, one line each)."""
     import ray
 
-    plan = plan_slice(args.generation, args.topology, args.machine_type)
+    work = WorkloadSpec.from_env()
+    plan = work.plan
+    expected = work.slice_count
     if not ray.is_initialized():
         ray.init(address=args.address or os.environ.get("RAY_ADDRESS") or "auto", log_to_driver=False,
                  logging_level=logging.ERROR)
@@ -511,8 +521,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         slices = {args.slice_name: slices.get(args.slice_name,
                                               SliceInventory(args.slice_name, hosts_expected=plan.hosts))}
     verdicts = [check_slice(plan, inv, args) for inv in slices.values()]
-    for i in range(len(verdicts), args.slices):
-        inv = SliceInventory(f"<missing {plan.ray_pod_type} slice {i + 1} of {args.slices}>",
+    for i in range(len(verdicts), expected):
+        inv = SliceInventory(f"<missing {plan.ray_pod_type} slice {i + 1} of {expected}>",
                              hosts_expected=plan.hosts)
         verdicts.append(check_slice(plan, inv, args))
     for v in verdicts:

@@ -2,9 +2,10 @@
 
 Runs unchanged as a GKE RayJob entrypoint and on the local emulated slice::
 
-    python -m raytpu.workloads.train --generation v6e --topology 4x4 [--machine-type MT] --storage-path PATH
+    RAYTPU_WORKLOAD='<WorkloadSpec JSON>' python -m raytpu.workloads.train --storage-path PATH [--name RUN]
 
-The ScalingConfig comes from the SlicePlan (``use_tpu=True``, ``topology``, ``accelerator_type``,
+The slice comes from the workload spec (``RAYTPU_WORKLOAD``; the job never re-plans it). The ScalingConfig
+comes from its SlicePlan (``use_tpu=True``, ``topology``, ``accelerator_type``,
 ``num_workers = hosts``, ``TPU = chips per host``), so Ray reserves one whole slice. Every worker is a
 JAX process (``jax.distributed`` is initialised by Ray Train; on an emulated slice the hosts set
 ``JAX_PLATFORMS=cpu`` and ``JAX_NUM_CPU_DEVICES``); the global batch is sharded over every device of
@@ -32,7 +33,8 @@ import tempfile
 import time
 from typing import Any
 
-from raytpu.plan import SlicePlan, plan_slice
+from raytpu.plan import SlicePlan
+from raytpu.spec import WorkloadSpec
 from raytpu.workloads._entry import guarded
 
 MARKER = "RAYTPU_TRAIN_RESULT"
@@ -172,11 +174,8 @@ def build_trainer(plan: SlicePlan, args: argparse.Namespace) -> Any:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The workload's flags (the RayJob entrypoint passes generation, topology, machine type, storage path)."""
+    """The workload's per-run flags (its slice comes from ``RAYTPU_WORKLOAD``)."""
     parser = argparse.ArgumentParser(prog="python -m raytpu.workloads.train", description=__doc__.split("\n")[0])
-    parser.add_argument("--generation", required=True)
-    parser.add_argument("--topology", required=True)
-    parser.add_argument("--machine-type", default=None)
     parser.add_argument("--storage-path", required=True, help="checkpoint root: a local dir or gs://bucket/path")
     parser.add_argument("--name", default="raytpu-train", help="run name (a directory under the storage path)")
     parser.add_argument("--steps", type=int, default=60)
@@ -199,7 +198,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """Fits the trainer; returns the summary (also printed as ``RAYTPU_TRAIN_RESULT {json}``)."""
     import ray
 
-    plan = plan_slice(args.generation, args.topology, args.machine_type)
+    plan = WorkloadSpec.from_env().plan
     if not args.storage_path.startswith(("gs://", "s3://")):
         args.storage_path = os.path.abspath(args.storage_path)
     env = {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": str(args.start_timeout_s),

@@ -1,38 +1,42 @@
 """An outside CDK app: a platform team reuses raytpu's stacks and modules in its own app.
 
-It loads its base ``platform.yaml``, adds a TPU slice of its own that the YAML does not list (a spot
-v5p 2x2x4 for research), adds a bucket of its own with raytpu's Bucket module, and synthesizes.
-Run it from anywhere: ``python examples/platform_app/app.py [OUTDIR]`` (default ``cdktf.out`` here), or
-``npx cdktf synth`` in this directory (its cdktf.json runs this file).
+It loads its base ``platform.yaml``, puts Ray objects in its own namespace, adds a TPU slice of its own that
+the YAML does not list (a spot v5p 2x2x4 for research) and a training workload on it, adds a bucket of its own
+with raytpu's Bucket module, and synthesizes. Run it from anywhere: ``python examples/platform_app/app.py
+[OUTDIR]`` (default ``cdktf.out`` here), or ``npx cdktf synth`` in this directory (its cdktf.json runs this file).
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
-from raytpu.config import Slice, load
+from raytpu.config import load
+from raytpu.kinds import kind
 from raytpu.modules.bucket import Bucket, BucketProps
 from raytpu.modules.cdk import App  # cdktn.App; importing it via raytpu also quiets jsii's node banner
+from raytpu.spec import SliceSpec, WorkloadSpec
 from raytpu.stacks.cluster import ClusterStack, ClusterStackProps
 from raytpu.stacks.workloads import WorkloadsStack, WorkloadsStackProps
 
 HERE = Path(__file__).resolve().parent
 
-RESEARCH = Slice(name="research", generation="v5p", topology="2x2x4", zone="us-east5-a",
-                 count=1, provisioning="spot")
+RESEARCH = SliceSpec.create(name="research", generation="v5p", topology="2x2x4", zone="us-east5-a",
+                            provisioning="spot")
 """The team's own slice: 16 v5p chips on 4 spot hosts."""
 
 
 def build(outdir: str | None = None) -> App:
-    """The platform app: raytpu's two stacks plus the team's slice and bucket."""
-    config = load(HERE / "platform.yaml")
+    """The platform app: raytpu's two stacks plus the team's slice, a workload on it, and a bucket."""
+    spec = replace(load(HERE / "platform.yaml"), namespace="ml")
     app = App(outdir=outdir) if outdir else App()
-    cluster = ClusterStack(app, "acme-cluster", ClusterStackProps(config=config, namespace="ml"))
+    cluster = ClusterStack(app, "acme-cluster", ClusterStackProps(spec=spec))
     cluster.add_slice(RESEARCH)
-    Bucket(cluster, "datasets", BucketProps(name="acme-ml-platform-datasets", project=config.project,
-                                            location=config.region, labels={"team": "platform"}))
-    WorkloadsStack(app, "acme-workloads", WorkloadsStackProps(cluster=cluster))
+    Bucket(cluster, "datasets", BucketProps(name="acme-ml-platform-datasets", project=spec.project,
+                                            location=spec.region, labels={"team": "platform"}))
+    workloads = WorkloadsStack(app, "acme-workloads", WorkloadsStackProps(cluster=cluster))
+    workloads.add_workload(WorkloadSpec(name="research-train", kind=kind("train"), slice=RESEARCH))
     return app
 
 

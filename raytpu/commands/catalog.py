@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from raytpu.catalog import GENERATIONS
+from raytpu.catalog import GENERATIONS, RAY_VERSION
 from raytpu.plan import plan_slice
 
 HELP = "list every TPU generation and its valid topologies"
@@ -31,7 +31,10 @@ def catalog_json() -> dict[str, dict[str, object]]:
             "multi_host_placement": gen.multi_host_placement,
             "min_gke_version": gen.min_gke_version,
             "zones_seen": list(gen.zones),
+            "hbm_gbps_per_chip": gen.hbm_gbps_per_chip,
+            "ici_gbps_per_chip": gen.ici_gbps_per_chip,
             "topologies": list(gen.topologies),
+            "ray_reservable_topologies": [t for t in gen.topologies if t in gen.ray_topologies],
             "single_host_topologies": list(gen.single_host_topologies),
         }
     return out
@@ -47,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{gen.name}  {gen.gke_accelerator}  {gen.mesh_dims}D  {gen.ray_accelerator_type}  "
               f"HBM {gen.hbm_gib_per_chip:g} GiB/chip  {gen.peak_bf16_tflops_per_chip:g} bf16 TFLOP/s/chip")
         print(f"  machine types: {machines}")
-        rows = [f"{topo}({plan_slice(gen.name, topo).hosts}h)" for topo in gen.topologies]
-        print("  topologies (hosts): " + " ".join(rows))
+        rows = [f"{topo}({plan_slice(gen.name, topo).hosts}h){'' if topo in gen.ray_topologies else '*'}"
+                for topo in gen.topologies]
+        print("  topologies (hosts; * = GKE only: Ray " + RAY_VERSION + " cannot reserve it): " + " ".join(rows))
     return 0

@@ -77,12 +77,11 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     report: dict[str, Any] = {"config": args.config, "steps": [], "ok": False}
     started = time.monotonic()
-    config = load(args.config)  # InvalidInputs -> exit 2 before anything starts
-    plans = config.plans()
-    _step(report, "validate", True, started, slices=len(plans), workloads=len(config.workloads))
-    for name, plan in plans.items():
-        print(f"== slice {name!r}\n{render(plan)}\n")
-    plan = config_slice_plan(config)
+    spec = load(args.config)  # InvalidInputs -> exit 2 before anything starts
+    _step(report, "validate", True, started, slices=len(spec.slices), workloads=len(spec.workloads))
+    for item in spec.slices:
+        print(f"== slice {item.name!r}\n{render(item.plan)}\n")
+    plan = config_slice_plan(spec)
     if args.no_synth:
         report["steps"].append({"step": "synth", "ok": True, "skipped": "--no-synth"})
     elif not _synth_available():

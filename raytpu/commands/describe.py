@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from raytpu.catalog import RAY_VERSION, generation
 from raytpu.plan import SlicePlan, plan_slice
 
 HELP = "show the SlicePlan of one slice shape (hosts, chips, machine type, placement, Ray pod type)"
@@ -46,12 +47,21 @@ def render(plan: SlicePlan) -> str:
         "",
         f"  placement            {plan.placement}",
         f"  ray pod type         {plan.ray_pod_type} ({plan.ray_accelerator_type}, head resource {plan.head_resource})",
-        f"  kuberay numOfHosts   {plan.hosts}   google.com/tpu per pod: {plan.tpu_per_host}",
+        f"  ray reservable       {_reservable(plan)}",
+        f"  kuberay numOfHosts   {plan.hosts}   google.com/tpu per pod: {plan.chips_per_host}",
         f"  node selector        {selector}",
         f"  per chip             {plan.hbm_gib_per_chip:g} GiB HBM, {plan.peak_bf16_tflops_per_chip:g} bf16 TFLOP/s",
         f"  slice peak           {plan.peak_bf16_tflops_per_chip * plan.chips / 1000:.1f} bf16 PFLOP/s, "
         f"{plan.hbm_gib_per_chip * plan.chips:g} GiB HBM",
     ])
+
+
+def _reservable(plan: SlicePlan) -> str:
+    if plan.ray_reservable:
+        return f"yes (Ray {RAY_VERSION} slice_placement_group)"
+    nearest = ", ".join(generation(plan.generation).nearest_ray_topologies(plan.topology))
+    return (f"NO: GKE provisions it, but Ray {RAY_VERSION} cannot reserve it as one slice (nearest it can: "
+            f"{nearest}); fine for a slice with no Ray workloads")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -66,12 +66,12 @@ def plan_from_args(args: argparse.Namespace) -> Any:
     return config_slice_plan(load(path), args.slice_name)
 
 
-def config_slice_plan(config: Any, slice_name: str | None = None) -> Any:
+def config_slice_plan(spec: Any, slice_name: str | None = None) -> Any:
     """The plan of ``slice_name``, else of the train workload's slice, else of the first slice."""
     if slice_name is None:
-        trains = [w.slice for w in config.workloads if w.kind == "train"]
-        slice_name = trains[0] if trains else config.slices[0].name
-    return config.slice(slice_name).plan()
+        trains = [w.slice for w in spec.workloads if w.kind.name == "train"]
+        return (trains[0] if trains else spec.slices[0]).plan
+    return spec.slice(slice_name, "--slice").plan
 
 
 def _cluster(args: argparse.Namespace) -> Any:
@@ -135,7 +135,7 @@ def _smoke(args: argparse.Namespace) -> int:
     cluster = _cluster(args)
     plan = cluster.slice_plan
     _progress(f"smoke check of {len(cluster.slices)} {plan.ray_pod_type} slice(s) at {cluster.address}")
-    done = local.run_workload(cluster, "smoke", "--slices", str(len(cluster.slices)), timeout_s=args.timeout_s)
+    done = local.run_workload(cluster, "smoke", timeout_s=args.timeout_s)
     verdicts = report.parse_verdict_lines(done.stdout)
     if not verdicts:
         tail = "\n".join(done.stderr.strip().splitlines()[-20:])

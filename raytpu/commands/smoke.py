@@ -50,20 +50,21 @@ def run(args: argparse.Namespace) -> int:
     from raytpu import config as config_mod
     from raytpu import errors, gke, kuberay, report
     from raytpu.commands.submit import print_yaml
+    from raytpu.outputs import StackOutputs
 
-    config = config_mod.load(args.config)
-    outputs = gke.read_outputs(args.outputs, args.stack)
+    spec = config_mod.load(args.config)
+    outputs = StackOutputs.read(args.outputs, args.stack)
     suffix = args.run_id or gke.run_id()
-    jobs = kuberay.smoke_jobs(config, service_account=outputs.service_account, bucket=outputs.bucket,
+    jobs = kuberay.smoke_jobs(spec, service_account=outputs.service_account, bucket=outputs.bucket,
                               namespace=outputs.namespace, py_modules=args.py_modules, image=args.image,
                               suffix=suffix)
-    skipped = [s.name for s in config.slices if s.provisioning == "queued"]
+    skipped = [s.name for s in spec.slices if not s.provisioning.runs_ray]
     for name in skipped:
-        print(f"warning: slice {name}: skipped (queued provisioning cannot run a RayJob with workers)",
-              file=sys.stderr)
+        print(f"warning: slice {name}: skipped ({spec.slice(name).provisioning.name} provisioning cannot run a "
+              "RayJob with workers)", file=sys.stderr)
     if not jobs:
         raise errors.InvalidInput("slices", "no slice can run a smoke RayJob",
-                                  "at least one slice with provisioning other than queued")
+                                  "at least one slice whose provisioning runs a Ray cluster")
     if args.dry_run:
         print_yaml(jobs)
         return 0
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         if not found:
             why = (f"no {report.MARKER} line in the job's log; RayJob {state.describe()}" if state.done
                    else f"timed out after {args.timeout_s:g}s; RayJob {state.describe()}")
-            plan = config.slice(job["metadata"]["labels"][kuberay.SLICE_LABEL]).plan()
+            plan = spec.slice(job["metadata"]["labels"][kuberay.SLICE_LABEL]).plan
             found = [failed_verdict(job, plan, why)]
         elif not state.succeeded:
             for v in found:

@@ -29,10 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
     """Options shared with ``raytpu smoke``."""
-    from raytpu.gke import DEFAULT_OUTPUTS
+    from raytpu.outputs import DEFAULT_OUTPUTS
 
     parser.add_argument("--stack", required=True, help="the cluster stack's id in the outputs file "
-                                                       "(e.g. ray-tpu-cluster; the cluster name works too)")
+                                                       "(<cluster name>-cluster, e.g. ray-tpu-cluster)")
     parser.add_argument("--config", default=None,
                         help="the config file (default: $RAYTPU_CONFIG, else raytpu.yaml)")
     parser.add_argument("--outputs", default=DEFAULT_OUTPUTS,
@@ -56,19 +56,19 @@ def run(args: argparse.Namespace) -> int:
     """Builds, applies and (with --wait) follows the workload."""
     from raytpu import config as config_mod
     from raytpu import errors, gke, kuberay, report
+    from raytpu.outputs import StackOutputs
 
     args.config = args.config or config_mod.default_path()
-    config = config_mod.load(args.config)
-    names = [w.name for w in config.workloads]
-    work = next((w for w in config.workloads if w.name == args.workload), None)
-    if work is None:
-        raise errors.invalid_choice("WORKLOAD", args.workload, names or ["(none: add workloads to the config)"],
-                                    f" (workloads in {args.config})")
-    outputs = gke.read_outputs(args.outputs, args.stack)
-    name = work.name if work.kind == "serve" else f"{work.name}-{args.run_id or gke.run_id()}"
-    manifest = kuberay.workload_manifest(config, work, service_account=outputs.service_account,
+    spec = config_mod.load(args.config)
+    work = spec.workload(args.workload)
+    outputs = StackOutputs.read(args.outputs, args.stack)
+    # every RayJob submission is a new run: its own name, and (train) its own checkpoint directory
+    name = f"{work.name}-{args.run_id or gke.run_id()}" if work.kind.is_job else work.name
+    manifest = kuberay.workload_manifest(spec, work, service_account=outputs.service_account,
                                          bucket=outputs.bucket, namespace=outputs.namespace,
-                                         py_modules=args.py_modules, name=name)
+                                         py_modules=args.py_modules, name=name,
+                                         args=kuberay.train_args(outputs.bucket, name)
+                                         if work.kind.name == "train" else ())
     if args.dry_run:
         print_yaml([manifest])
         return 0
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
                                     f"`kubectl -n {outputs.namespace} describe rayservice {name}`")
     state = gke.wait_for_jobs(kubectl, [name], timeout_s=args.timeout_s, poll_s=args.poll_s)[name]
     log = kubectl.logs(f"job/{name}")
-    if work.kind == "smoke":
+    if work.kind.name == "smoke":
         verdicts = report.parse_verdict_lines(log)
         print(report.render_table(verdicts))
         healthy = report.all_healthy(verdicts)

@@ -39,9 +39,9 @@ def run(args: argparse.Namespace) -> int:
     args.config = args.config or default_path()
 
     started = time.monotonic()
-    config = load(args.config)
-    _progress(f"{args.config}: valid ({config.cluster.mode}, {len(config.slices)} slice kind(s), "
-              f"{len(config.workloads)} workload(s))")
+    spec = load(args.config)
+    _progress(f"{args.config}: valid ({spec.cluster.mode}, {len(spec.slices)} slice kind(s), "
+              f"{len(spec.workloads)} workload(s))")
     _progress("loading CDK Terrain and provider bindings")
     from raytpu.stacks.app import synth
 
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         _progress("synthesizing")
-        written = synth(config, tmp)
+        written = synth(spec, tmp)
         if out.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
             os.replace(out, old / out.name)

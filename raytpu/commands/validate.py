@@ -15,15 +15,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Loads the config; prints a one-line summary per slice when it is valid."""
+    from raytpu.catalog import RAY_VERSION
     from raytpu.config import default_path, load
 
     args.config = args.config or default_path()
 
-    config = load(args.config)
-    print(f"{args.config}: valid ({config.cluster.mode} cluster {config.cluster.name!r} in {config.region}, "
-          f"{len(config.slices)} slice kind(s), {len(config.workloads)} workload(s))")
-    for item in config.slices:
-        plan = item.plan()
+    spec = load(args.config)
+    print(f"{args.config}: valid ({spec.cluster.mode} cluster {spec.cluster.name!r} in {spec.region}, "
+          f"{len(spec.slices)} slice kind(s), {len(spec.workloads)} workload(s))")
+    for item in spec.slices:
+        plan = item.plan
+        ray = "" if plan.ray_reservable else f"; Ray {RAY_VERSION} cannot reserve it (no workloads)"
         print(f"  {item.name}: {item.count} x {plan.generation} {plan.topology} = {plan.hosts} host(s) x "
-              f"{plan.chips_per_host} chips ({plan.machine_type}), {item.provisioning}, {item.zone}")
+              f"{plan.chips_per_host} chips ({plan.machine_type}), {item.provisioning.name}, {item.zone}{ray}")
     return 0

@@ -1,0 +1,30 @@
+"""The app ``cdktf.json`` runs (``cdktf synth``/``deploy``): compile the config, build both stacks, synthesize.
+
+The config is ``$RAYTPU_CONFIG``, else ``raytpu.yaml`` (:func:`raytpu.config.default_path`); the output
+directory is the one the CLI names (``CDKTF_OUTDIR``). This is the one place a config meets the stacks, which
+themselves only read specs.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from raytpu.errors import RaytpuError, report
+
+
+def main() -> int:
+    """Synthesizes both stacks of the default config; exit 2 with the config's problems when it is invalid."""
+    from raytpu.config import load
+    from raytpu.stacks.app import build
+
+    try:
+        app, *_ = build(load())
+        app.synth()
+    except RaytpuError as exc:
+        report(exc)
+        return exc.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

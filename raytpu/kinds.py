@@ -1,0 +1,99 @@
+"""Workload kinds: what a ``workloads[].kind`` runs, as which KubeRay object, within which limits. One home per kind.
+
+A kind knows its program (a module of :mod:`raytpu.workloads`, run as the RayJob entrypoint or imported by
+the RayService), the KubeRay object it becomes and, for jobs, the bounds on an unattended run. Adding a kind is
+one entry in :data:`KINDS` plus its program (and tests). Standard library only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from raytpu import errors
+
+SUBMISSION_MODES = ("K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode")
+RAY_IMAGE = "rayproject/ray:2.60.0-py311"
+"""Default image of Ray pods."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobLimits:
+    """Bounds on an unattended RayJob (every wait is bounded).
+
+    Attributes:
+        active_deadline_s: Whole-job deadline (``activeDeadlineSeconds``). Default 3600.
+        pre_running_deadline_s: Fail a job still not running after this long, e.g. waiting for TPU
+            capacity (``preRunningDeadlineSeconds``). Default 1800.
+        ttl_s: Seconds the finished RayJob's cluster lingers (``ttlSecondsAfterFinished``). Default 300.
+        backoff_limit: Retries of the whole job (``backoffLimit``). Default 0.
+        submission_mode: ``K8sJobMode`` (a submitter Job whose logs carry the driver's output) or
+            ``HTTPMode``/``InteractiveMode``/``SidecarMode``. Default ``K8sJobMode``.
+        shutdown_after_finish: Delete the Ray cluster when the job ends. Default True.
+    """
+
+    active_deadline_s: int = 3600
+    pre_running_deadline_s: int = 1800
+    ttl_s: int = 300
+    backoff_limit: int = 0
+    submission_mode: str = "K8sJobMode"
+    shutdown_after_finish: bool = True
+
+    def __post_init__(self) -> None:
+        if self.submission_mode not in SUBMISSION_MODES:
+            raise errors.invalid_choice("submission_mode", self.submission_mode, SUBMISSION_MODES)
+        for name in ("active_deadline_s", "pre_running_deadline_s"):
+            if getattr(self, name) < 1:
+                raise errors.invalid_value(name, getattr(self, name), "is below 1", "seconds >= 1")
+        for name in ("ttl_s", "backoff_limit"):
+            if getattr(self, name) < 0:
+                raise errors.invalid_value(name, getattr(self, name), "is negative", "a whole number >= 0")
+
+
+@dataclass(frozen=True)
+class WorkloadKind:
+    """One workload kind.
+
+    Attributes:
+        name: What ``raytpu.yaml`` says (``train``).
+        program: Its module, ``raytpu.workloads.<program>``.
+        object_kind: ``RayJob`` (one-shot: runs ``python -m raytpu.workloads.<program>``) or ``RayService``.
+        limits: Bounds of a RayJob; None for a RayService.
+        takes_model: The workload serves a model (``workloads[].model`` applies).
+    """
+
+    name: str
+    program: str
+    object_kind: Literal["RayJob", "RayService"]
+    limits: JobLimits | None = None
+    takes_model: bool = False
+
+    @property
+    def module(self) -> str:
+        """The program's import path."""
+        return f"raytpu.workloads.{self.program}"
+
+    @property
+    def is_job(self) -> bool:
+        """A one-shot RayJob (as opposed to a long-lived RayService)."""
+        return self.object_kind == "RayJob"
+
+
+KINDS: dict[str, WorkloadKind] = {k.name: k for k in (
+    WorkloadKind("smoke", "smoke", "RayJob",
+                 JobLimits(active_deadline_s=1800, pre_running_deadline_s=1200, ttl_s=300)),
+    WorkloadKind("train", "train", "RayJob",
+                 JobLimits(active_deadline_s=24 * 3600, pre_running_deadline_s=3600, ttl_s=600)),
+    WorkloadKind("serve", "serve", "RayService", takes_model=True),
+)}
+"""Every kind, by name."""
+
+NAMES: tuple[str, ...] = tuple(KINDS)
+
+
+def kind(name: str, field: str = "kind") -> WorkloadKind:
+    """The kind called ``name``; InvalidInput listing the kinds otherwise."""
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise errors.invalid_choice(field, name, NAMES) from None

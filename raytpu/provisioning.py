@@ -1,0 +1,142 @@
+"""Provisioning modes: how a TPU slice's capacity is obtained. One home per mode.
+
+Each :class:`Provisioning` value knows its own rules (which slice fields it needs or forbids), the node-pool
+fields it sets on Standard (:class:`PoolFields`, provider-neutral: the TpuSlicePool construct maps them 1:1
+onto ``google_container_node_pool``), the labels and tolerations a pod needs to land on its nodes, and its
+entry in an Autopilot ComputeClass's ``spec.priorities``. Adding a mode is one entry in :data:`MODES`
+(plus tests). Standard library only.
+
+Sources: GKE docs "About TPUs in GKE" / "Plan TPUs" (https://cloud.google.com/kubernetes-engine/docs/concepts/tpus),
+Spot VMs (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms), flex-start
+(https://cloud.google.com/kubernetes-engine/docs/concepts/dws), queued provisioning
+(https://cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest), ComputeClass TPU priorities
+(https://cloud.google.com/kubernetes-engine/docs/concepts/about-custom-compute-classes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from raytpu import errors
+from raytpu.errors import InvalidInput
+
+TPU_TAINT = "google.com/tpu"
+"""GKE taints every TPU node ``google.com/tpu=present:NoSchedule``; every TPU pod tolerates it."""
+SPOT_LABEL = "cloud.google.com/gke-spot"
+FLEX_START_LABEL = "cloud.google.com/gke-flex-start"
+QUEUED_LABEL = "cloud.google.com/gke-queued"
+COMPUTE_CLASS_LABEL = "cloud.google.com/compute-class"
+RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+MAX_RUN_DURATION_S = (600, 7 * 24 * 3600)
+"""Flex-start ``max_run_duration`` bounds: 10 minutes to GKE's 7-day maximum."""
+
+
+@dataclass(frozen=True)
+class PoolFields:
+    """What a mode sets on a Standard TPU node pool (mapped onto provider fields by TpuSlicePool).
+
+    Attributes:
+        spot: ``node_config.spot``.
+        flex_start: ``node_config.flex_start`` (also required by queued provisioning).
+        queued: ``queued_provisioning.enabled``.
+        reservation: ``SPECIFIC_RESERVATION`` affinity on the slice's reservation; else ``NO_RESERVATION``.
+        scale_from_zero: Autoscale 0..hosts per zone instead of a fixed ``node_count`` (capacity on demand).
+        auto_repair: ``management.auto_repair`` (flex-start and queued nodes must not be repaired).
+    """
+
+    spot: bool = False
+    flex_start: bool = False
+    queued: bool = False
+    reservation: bool = False
+    scale_from_zero: bool = False
+    auto_repair: bool = True
+
+
+@dataclass(frozen=True)
+class Provisioning:
+    """One provisioning mode.
+
+    Attributes:
+        name: What ``raytpu.yaml`` says (``spot``).
+        pool: Its node-pool fields on Standard.
+        pod_flag: A node label GKE sets on its nodes that pods select (``"true"``) and tolerate; None if none.
+        needs_reservation: The slice must name a reservation; every other mode forbids one.
+        runs_ray: A Ray cluster (head + TPU worker group) can run on it. Queued provisioning cannot:
+            its ProvisioningRequest takes a single PodSet.
+        priority: Its ComputeClass priority fields on Autopilot (beside ``tpu``); None: not offered there.
+        why_no_reservation: Why a reservation cannot be combined with it (error text).
+    """
+
+    name: str
+    pool: PoolFields
+    pod_flag: str | None = None
+    needs_reservation: bool = False
+    runs_ray: bool = True
+    priority: Mapping[str, Any] | None = field(default_factory=dict)
+    why_no_reservation: str = "a reservation is only consumed with provisioning: reservation"
+
+    def problems(self, reservation: str | None, max_run_duration_s: int | None) -> list[InvalidInput]:
+        """This mode's rules over a slice's fields, with field names relative to the slice."""
+        found = []
+        if self.needs_reservation and not reservation:
+            found.append(errors.missing("reservation", f"with provisioning: {self.name}",
+                                        "the name of a specific reservation in the project"))
+        if not self.needs_reservation and reservation:
+            found.append(errors.forbidden("reservation", reservation,
+                                          f"with provisioning: {self.name} ({self.why_no_reservation})",
+                                          "remove reservation, or set provisioning: reservation"))
+        if max_run_duration_s is not None:
+            if self.name != "flex-start":
+                found.append(errors.forbidden("max_run_duration_s", max_run_duration_s,
+                                              f"with provisioning: {self.name}", "only with provisioning: flex-start"))
+            elif not MAX_RUN_DURATION_S[0] <= max_run_duration_s <= MAX_RUN_DURATION_S[1]:
+                found.append(errors.invalid_value("max_run_duration_s", max_run_duration_s, "is out of range",
+                                                  f"{MAX_RUN_DURATION_S[0]} to {MAX_RUN_DURATION_S[1]} seconds"))
+        return found
+
+    def pod_placement(self) -> tuple[dict[str, str], list[dict[str, Any]]]:
+        """(nodeSelector entries, tolerations) a pod needs on a Standard pool of this mode."""
+        if self.pod_flag is None:
+            return {}, []
+        return ({self.pod_flag: "true"},
+                [{"key": self.pod_flag, "operator": "Equal", "value": "true", "effect": "NoSchedule"}])
+
+    def compute_class_priority(self, tpu: Mapping[str, Any], reservation: str | None,
+                               project: str) -> dict[str, Any]:
+        """This mode's ``spec.priorities`` entry for a TPU shape ``tpu`` (``{type, count, topology}``)."""
+        if self.priority is None:
+            raise errors.forbidden("provisioning", self.name, "in an Autopilot ComputeClass",
+                                   ", ".join(m.name for m in MODES.values() if m.priority is not None))
+        entry: dict[str, Any] = {"tpu": dict(tpu), **self.priority}
+        if self.needs_reservation:
+            entry["reservations"] = {"affinity": "Specific", "specific": [{"name": reservation, "project": project}]}
+        return entry
+
+
+MODES: dict[str, Provisioning] = {p.name: p for p in (
+    Provisioning("on-demand", PoolFields()),
+    Provisioning("spot", PoolFields(spot=True), pod_flag=SPOT_LABEL, priority={"spot": True},
+                 why_no_reservation="spot VMs never consume reservations"),
+    Provisioning("reservation", PoolFields(reservation=True), needs_reservation=True),
+    Provisioning("flex-start", PoolFields(flex_start=True, scale_from_zero=True, auto_repair=False),
+                 pod_flag=FLEX_START_LABEL, priority={"flexStart": {"enabled": True}},
+                 why_no_reservation="flex-start capacity is exclusive with reservations"),
+    # GKE requires flex-start together with queued provisioning on the pool (provisioningrequest docs:
+    # `--flex-start --enable-queued-provisioning`; xpk core/capacity.py).
+    Provisioning("queued", PoolFields(flex_start=True, queued=True, scale_from_zero=True, auto_repair=False),
+                 pod_flag=QUEUED_LABEL, runs_ray=False, priority=None,
+                 why_no_reservation="queued provisioning (DWS) is exclusive with reservations"),
+)}
+"""Every mode, by name, in the order ``raytpu.yaml`` documents them."""
+
+NAMES: tuple[str, ...] = tuple(MODES)
+
+
+def mode(name: str, field: str = "provisioning") -> Provisioning:
+    """The mode called ``name``; InvalidInput listing the modes otherwise."""
+    try:
+        return MODES[name]
+    except KeyError:
+        raise errors.invalid_choice(field, name, NAMES) from None

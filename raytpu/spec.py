@@ -1,0 +1,588 @@
+"""The one spec: frozen values every layer reads (constructs, stacks, KubeRay builders, CLI, workloads).
+
+``raytpu.yaml`` is parsed once (:mod:`raytpu.config`, pydantic) and compiled into a :class:`ClusterSpec`;
+its attribute paths are the config's paths (``spec.cluster.labels`` is ``cluster.labels``). Every rule lives
+here, once: each spec checks its own fields when it is built and raises every problem at once, each named by
+its field (``labels['Team']``); :class:`ClusterSpec` checks what spans its parts (``slices[1].zone`` inside
+``region``). The config compiler places each problem under the path it built the spec at, so ``raytpu
+validate`` reports ``cluster.labels['Team']``. Consumers trust a spec: a spec that exists is valid.
+
+Standard library and the kit's core only: no pydantic, no CDK, no Ray.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from functools import partial
+from typing import Any
+
+from raytpu import errors, kinds
+from raytpu.catalog import RAY_VERSION, generation
+from raytpu.errors import InvalidInput, InvalidInputs, Problems
+from raytpu.kinds import RAY_IMAGE, WorkloadKind
+from raytpu.plan import SlicePlan, plan_slice
+from raytpu.provisioning import MODES as PROVISIONING_MODES
+from raytpu.provisioning import Provisioning
+from raytpu.provisioning import mode as provisioning_mode
+
+CLUSTER_MODES = ("standard", "autopilot")
+RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
+
+PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+CLUSTER_NAME = re.compile(r"^[a-z](?:[a-z0-9-]{0,38}[a-z0-9])?$")
+DNS_LABEL = re.compile(r"^[a-z](?:[a-z0-9-]{0,28}[a-z0-9])?$")
+REGION = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
+ZONE = re.compile(r"^([a-z]+-[a-z]+[0-9]+)-[a-z]$")
+BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
+LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
+DISK_SIZE_GIB = (10, 65536)
+DEFAULT_DISK_SIZE_GIB = 100
+"""Boot disk of every node the kit makes, unless a slice sets ``disk_size_gib``."""
+NODE_COUNT = (0, 1000)
+
+WORKLOAD_ENV = "RAYTPU_WORKLOAD"
+"""Environment variable that carries a workload's spec (JSON) into its Ray job: workloads never re-plan."""
+
+
+# ---------------------------------------------------------------------------------------------- field rules
+# Each returns the problems of one value, named by ``field``; specs and construct props call the same ones.
+
+
+def dns_label_problems(field: str, value: object) -> list[InvalidInput]:
+    """A slice or workload name: a DNS label of at most 30 characters (it prefixes pool and object names)."""
+    if isinstance(value, str) and DNS_LABEL.match(value):
+        return []
+    return [errors.invalid_value(field, value, "is not DNS-safe", "1-30 characters: lowercase letters, digits, "
+                                 "hyphens; starts with a letter, ends with a letter or digit")]
+
+
+def bucket_problems(field: str, value: object) -> list[InvalidInput]:
+    """A GCS bucket name (https://cloud.google.com/storage/docs/buckets#naming)."""
+    if isinstance(value, str) and BUCKET.match(value):
+        return []
+    return [errors.invalid_value(field, value, "is not a bucket name",
+                                 "3-63 characters: lowercase letters, digits, '-', '_', '.'; starts and ends with "
+                                 "a letter or digit")]
+
+
+def label_problems(field: str, labels: Mapping[str, str]) -> list[InvalidInput]:
+    """GCP resource labels (https://cloud.google.com/resource-manager/docs/labels-overview#requirements)."""
+    found = []
+    for key, value in labels.items():
+        if not isinstance(key, str) or not LABEL_KEY.match(key):
+            found.append(errors.invalid_value(f"{field}[{key!r}]", key, "is not a valid label key",
+                                              "lowercase letters, digits, '_' and '-', starting with a letter; "
+                                              "at most 63 characters"))
+        elif not isinstance(value, str) or not LABEL_VALUE.match(value):
+            found.append(errors.invalid_value(f"{field}[{key!r}]", value, "is not a valid label value",
+                                              "up to 63 lowercase letters, digits, '_' and '-'"))
+    return found
+
+
+def cidr_problems(field: str, value: object) -> list[InvalidInput]:
+    """An IPv4 range such as ``10.10.0.0/20``."""
+    try:
+        ipaddress.IPv4Network(value)
+    except (ValueError, TypeError):
+        return [errors.invalid_value(field, value, "is not a CIDR range", "an IPv4 range such as 10.10.0.0/20")]
+    return []
+
+
+def range_problems(field: str, value: object, low: int, high: int, unit: str = "") -> list[InvalidInput]:
+    """A whole number within ``[low, high]``."""
+    if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
+        return []
+    return [errors.invalid_value(field, value, "is out of range", f"{low} to {high}{unit}")]
+
+
+def choice_problems(field: str, value: object, choices: tuple[str, ...]) -> list[InvalidInput]:
+    """One of a fixed set."""
+    return [] if value in choices else [errors.invalid_choice(field, value, choices)]
+
+
+def _raise(found: list[InvalidInput]) -> None:
+    if found:
+        raise InvalidInputs(found)
+
+
+# ---------------------------------------------------------------------------------------------- cluster parts
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeadPoolSpec:
+    """The CPU node pool Ray heads run on (Standard clusters).
+
+    Attributes:
+        machine_type: CPU machine type; default ``n2-standard-8`` (a Ray head with dashboard and GCS).
+        min_nodes: Autoscaling minimum per zone; default 1.
+        max_nodes: Autoscaling maximum per zone; default 3.
+    """
+
+    machine_type: str = "n2-standard-8"
+    min_nodes: int = 1
+    max_nodes: int = 3
+
+    def __post_init__(self) -> None:
+        found = range_problems("min_nodes", self.min_nodes, *NODE_COUNT)
+        found += range_problems("max_nodes", self.max_nodes, 1, NODE_COUNT[1])
+        if not found and self.min_nodes > self.max_nodes:
+            found.append(errors.invalid_value("min_nodes", self.min_nodes, f"is above max_nodes ({self.max_nodes})",
+                                              f"0 to {self.max_nodes}"))
+        _raise(found)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuthorizedNetwork:
+    """A CIDR allowed to reach the control plane's IP endpoint."""
+
+    name: str
+    cidr: str
+
+    def __post_init__(self) -> None:
+        _raise(cidr_problems("cidr", self.cidr))
+
+
+@dataclass(frozen=True, kw_only=True)
+class GkeSpec:
+    """The GKE cluster (config section ``cluster``).
+
+    Attributes:
+        name: Cluster name, 1-40 characters.
+        mode: ``standard`` (node pools; default) or ``autopilot``.
+        release_channel: ``RAPID`` (default: TPU generations arrive there first), ``REGULAR``, ``STABLE``,
+            ``EXTENDED``.
+        deletion_protection: Terraform refuses to destroy the cluster while true; default true.
+        master_authorized_networks: CIDRs allowed to reach the control plane's IP endpoint; default none.
+        head_pool: The Ray head pool; Standard default ``HeadPoolSpec()``; Autopilot has none (it is an error).
+        labels: GCP resource labels of everything the kit creates; default none.
+    """
+
+    name: str
+    mode: str = "standard"
+    release_channel: str = "RAPID"
+    deletion_protection: bool = True
+    master_authorized_networks: tuple[AuthorizedNetwork, ...] = ()
+    head_pool: HeadPoolSpec | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        found = []
+        if not isinstance(self.name, str) or not CLUSTER_NAME.match(self.name):
+            found.append(errors.invalid_value(
+                "name", self.name, "is not a GKE cluster name",
+                "1-40 characters: lowercase letters, digits, hyphens; starts with a letter, ends with a letter or "
+                "digit"))
+        found += choice_problems("mode", self.mode, CLUSTER_MODES)
+        found += choice_problems("release_channel", self.release_channel, RELEASE_CHANNELS)
+        found += label_problems("labels", self.labels)
+        if self.mode == "autopilot" and self.head_pool is not None:
+            found.append(errors.forbidden("head_pool", "set", "with mode: autopilot (Autopilot has no node pools)",
+                                          "remove head_pool, or use mode: standard"))
+        if self.mode == "standard" and self.head_pool is None:
+            object.__setattr__(self, "head_pool", HeadPoolSpec())
+        _raise(found)
+
+    @property
+    def autopilot(self) -> bool:
+        """Autopilot (TPUs per pod through ComputeClasses) rather than Standard (node pools)."""
+        return self.mode == "autopilot"
+
+
+@dataclass(frozen=True, kw_only=True)
+class NetworkSpec:
+    """VPC ranges (config section ``network``); the defaults fit one cluster per VPC."""
+
+    subnet_cidr: str = "10.10.0.0/20"
+    pods_cidr: str = "10.16.0.0/14"
+    services_cidr: str = "10.20.0.0/20"
+    master_cidr: str = "172.16.0.32/28"
+
+    def __post_init__(self) -> None:
+        found: list[InvalidInput] = []
+        nets = {}
+        for name in ("subnet_cidr", "pods_cidr", "services_cidr", "master_cidr"):
+            bad = cidr_problems(name, getattr(self, name))
+            found += bad
+            if not bad:
+                nets[name] = ipaddress.IPv4Network(getattr(self, name))
+        names = list(nets)  # declaration order: a clash is reported on the later field
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                if nets[a].overlaps(nets[b]):
+                    found.append(errors.invalid_value(b, str(nets[b]), f"overlaps {a} ({nets[a]})",
+                                                      "four disjoint private ranges"))
+        if "master_cidr" in nets and nets["master_cidr"].prefixlen != 28:
+            found.append(errors.invalid_value("master_cidr", self.master_cidr, "is not a /28",
+                                              "a private /28 such as 172.16.0.32/28"))
+        _raise(found)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StorageSpec:
+    """Buckets (config section ``storage``).
+
+    Attributes:
+        bucket: Checkpoints, compile caches, the kit's core zip; default ``<project>-<cluster>-ray``.
+        state_bucket: Terraform state (GCS backend); default none (local state).
+    """
+
+    bucket: str | None = None
+    state_bucket: str | None = None
+
+    def __post_init__(self) -> None:
+        found = []
+        for name in ("bucket", "state_bucket"):
+            if getattr(self, name) is not None:
+                found += bucket_problems(name, getattr(self, name))
+        _raise(found)
+
+
+# ---------------------------------------------------------------------------------------------- slices
+
+
+@dataclass(frozen=True, kw_only=True)
+class SliceSpec:
+    """One kind of TPU slice: its shape (a SlicePlan), where it lives and how its capacity is obtained.
+
+    Build one with :meth:`create` (from generation/topology names) or directly from a plan.
+
+    Attributes:
+        name: DNS-safe name; node pools are ``<name>-<i>``, the Autopilot ComputeClass ``raytpu-<name>``.
+        plan: The slice's SlicePlan.
+        zone: The one zone of its hosts.
+        count: How many such slices (one node pool each on Standard); default 1.
+        provisioning: How capacity is obtained; default on-demand.
+        reservation: The specific reservation (with ``reservation`` provisioning only).
+        fallback: Autopilot only: modes to try, in order, after ``provisioning`` (ComputeClass priorities).
+        max_run_duration_s: Flex-start only: nodes are reclaimed after this long; default GKE's 7 days.
+        disk_size_gib: Boot disk per host (Standard only); default 100 there.
+    """
+
+    name: str
+    plan: SlicePlan
+    zone: str
+    count: int = 1
+    provisioning: Provisioning = PROVISIONING_MODES["on-demand"]
+    reservation: str | None = None
+    fallback: tuple[Provisioning, ...] = ()
+    max_run_duration_s: int | None = None
+    disk_size_gib: int | None = None
+
+    def __post_init__(self) -> None:
+        found = dns_label_problems("name", self.name)
+        if not isinstance(self.zone, str) or not ZONE.match(self.zone):
+            found.append(errors.invalid_value("zone", self.zone, "is not a GCP zone", "a zone such as us-east5-b"))
+        found += range_problems("count", self.count, 1, 1000)
+        found += self.provisioning.problems(self.reservation, self.max_run_duration_s)
+        found += self._fallback_problems()
+        if self.disk_size_gib is not None:
+            found += range_problems("disk_size_gib", self.disk_size_gib, *DISK_SIZE_GIB, " GiB")
+        _raise(found)
+
+    def _fallback_problems(self) -> list[InvalidInput]:
+        if not self.fallback:
+            return []
+        shown = [m.name for m in self.fallback]
+        if self.provisioning.priority is None:
+            return [errors.forbidden("fallback", shown, f"with provisioning: {self.provisioning.name} (it has no "
+                                     "ComputeClass priority to fall back from)", "remove fallback")]
+        offered = _fallback_offered()
+        for i, fallback_mode in enumerate(self.fallback):
+            if fallback_mode.name not in offered:
+                return [errors.invalid_choice(f"fallback[{i}]", fallback_mode.name, offered)]
+        order = [self.provisioning.name, *shown]
+        if len(set(order)) != len(order):
+            return [errors.invalid_value("fallback", shown, f"repeats a mode (provisioning is "
+                                         f"{self.provisioning.name})", "distinct modes that differ from provisioning")]
+        return []
+
+    @classmethod
+    def create(cls, *, name: str, generation: str, topology: str, zone: str, machine_type: str | None = None,
+               provisioning: str = "on-demand", fallback: tuple[str, ...] = (), **rest: Any) -> SliceSpec:
+        """Plans the shape and builds the spec; raises every problem at once (plan and fields)."""
+        problems = Problems()
+        plan = problems.build("", lambda: plan_slice(generation, topology, machine_type))
+        mode = problems.build("", lambda: _mode(provisioning, "provisioning"))
+        modes = [problems.build("", partial(_fallback_mode, m, f"fallback[{i}]")) for i, m in enumerate(fallback)]
+        if mode is None:  # the mode's own rules cannot be judged; the other fields still are
+            rest = {k: v for k, v in rest.items() if k not in ("reservation", "max_run_duration_s")}
+        spec = problems.build("", lambda: cls(
+            name=name, plan=plan or _STAND_IN_PLAN, zone=zone, provisioning=mode or PROVISIONING_MODES["on-demand"],
+            fallback=tuple(m for m in modes if m is not None) if mode else (), **rest))
+        problems.raise_any()
+        assert spec is not None
+        return spec
+
+    @property
+    def region(self) -> str:
+        """The zone's region."""
+        return self.zone.rsplit("-", 1)[0]
+
+    @property
+    def disk_gib(self) -> int:
+        """Boot disk per host: ``disk_size_gib``, else ``DEFAULT_DISK_SIZE_GIB``."""
+        return self.disk_size_gib or DEFAULT_DISK_SIZE_GIB
+
+    @property
+    def pool_names(self) -> list[str]:
+        """Node pool (and emulated slice) names of the copies: ``<name>-0``, ``<name>-1``, ..."""
+        return [f"{self.name}-{i}" for i in range(self.count)]
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (stack outputs, the pod's workload spec)."""
+        return {"name": self.name, "plan": self.plan.to_json(), "zone": self.zone, "count": self.count,
+                "provisioning": self.provisioning.name, "reservation": self.reservation,
+                "fallback": [m.name for m in self.fallback], "max_run_duration_s": self.max_run_duration_s,
+                "disk_size_gib": self.disk_size_gib}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SliceSpec:
+        """Inverse of :meth:`to_json`."""
+        fields = dict(data)
+        return cls(**{**fields, "plan": SlicePlan.from_json(fields["plan"]),
+                      "provisioning": _mode(fields["provisioning"], "provisioning"),
+                      "fallback": tuple(_mode(m, "fallback") for m in fields.get("fallback", ()))})
+
+
+def _mode(name: str, field: str) -> Provisioning:
+    return provisioning_mode(name, field)
+
+
+def _fallback_offered() -> list[str]:
+    """Modes a slice may fall back to: ComputeClass priorities that need no reservation of their own."""
+    return [m.name for m in PROVISIONING_MODES.values() if m.priority is not None and not m.needs_reservation]
+
+
+def _fallback_mode(name: str, field: str) -> Provisioning:
+    if name not in PROVISIONING_MODES:  # an unknown name: list what a fallback may be, not every mode
+        raise errors.invalid_choice(field, name, _fallback_offered())
+    return PROVISIONING_MODES[name]
+
+
+_STAND_IN_PLAN = plan_slice("v6e", "2x2")
+"""Checks a slice's other fields while its shape is impossible, so every problem is reported together."""
+
+
+# ---------------------------------------------------------------------------------------------- workloads
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkloadSpec:
+    """A Ray workload on one kind of slice.
+
+    Attributes:
+        name: DNS-safe name (the KubeRay object's name; RayJobs add a run suffix).
+        kind: What runs (:mod:`raytpu.kinds`).
+        slice: The slice it runs on.
+        image: Container image of its Ray pods; default ``RAY_IMAGE``.
+        model: Serving kinds only: Hugging Face model id (or a path on the mounted bucket); default the kit's.
+        slices: How many slices of ``slice`` it spans; default all of them (``slice.count``).
+    """
+
+    name: str
+    kind: WorkloadKind
+    slice: SliceSpec
+    image: str = RAY_IMAGE
+    model: str | None = None
+    slices: int | None = None
+
+    def __post_init__(self) -> None:
+        found = dns_label_problems("name", self.name)
+        if not self.slice.provisioning.runs_ray:
+            found.append(errors.invalid_value(
+                "slice", self.slice.name, f"uses provisioning: {self.slice.provisioning.name}, whose "
+                "ProvisioningRequest takes a single PodSet (KubeRay's head + workers are rejected)",
+                "a slice whose provisioning runs a Ray cluster: " +
+                ", ".join(m.name for m in PROVISIONING_MODES.values() if m.runs_ray)))
+        if not self.plan.ray_reservable:
+            nearest = generation(self.plan.generation).nearest_ray_topologies(self.plan.topology)
+            found.append(errors.invalid_value(
+                "slice", self.slice.name, f"is {self.plan.generation} {self.plan.topology}, which GKE provisions but "
+                f"Ray {RAY_VERSION} cannot reserve as one slice (slice_placement_group raises ValueError outside "
+                "its VALID_TPU_TOPOLOGY)", f"a slice of a shape Ray {RAY_VERSION} reserves, nearest: "
+                f"{', '.join(nearest)}; or keep this slice without workloads"))
+        if self.model is not None and not self.kind.takes_model:
+            found.append(errors.forbidden("model", self.model, f"for kind {self.kind.name}",
+                                          "only with kinds " + ", ".join(k.name for k in kinds.KINDS.values()
+                                                                         if k.takes_model)))
+        if self.slices is not None:
+            found += range_problems("slices", self.slices, 1, self.slice.count)
+        _raise(found)
+
+    @property
+    def plan(self) -> SlicePlan:
+        """The slice's plan."""
+        return self.slice.plan
+
+    @property
+    def slice_count(self) -> int:
+        """How many slices it spans (``slices``, resolved)."""
+        return self.slice.count if self.slices is None else self.slices
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form a Ray job receives in ``RAYTPU_WORKLOAD``."""
+        return {"name": self.name, "kind": self.kind.name, "slice": self.slice.to_json(), "image": self.image,
+                "model": self.model, "slices": self.slices}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> WorkloadSpec:
+        """Inverse of :meth:`to_json`."""
+        fields = dict(data)
+        return cls(**{**fields, "kind": kinds.kind(fields["kind"]), "slice": SliceSpec.from_json(fields["slice"])})
+
+    def env(self) -> dict[str, str]:
+        """``{RAYTPU_WORKLOAD: <json>}``: how the spec travels into the job's environment."""
+        return {WORKLOAD_ENV: json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))}
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> WorkloadSpec:
+        """The spec a job was given (``RAYTPU_WORKLOAD``); InvalidInput when it is missing or unreadable."""
+        text = (os.environ if environ is None else environ).get(WORKLOAD_ENV)
+        if not text:
+            raise errors.missing(WORKLOAD_ENV, "in the environment (the job's workload spec)",
+                                 "run through `raytpu submit`/`raytpu local`, or set it to WorkloadSpec.to_json()")
+        try:
+            return cls.from_json(json.loads(text))
+        except (ValueError, KeyError, TypeError) as exc:
+            if isinstance(exc, InvalidInput | InvalidInputs):
+                raise
+            raise errors.invalid_value(WORKLOAD_ENV, text[:80], f"is not a workload spec ({exc})",
+                                       "the JSON of WorkloadSpec.to_json()") from None
+
+
+# ---------------------------------------------------------------------------------------------- the cluster
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterSpec:
+    """One GKE cluster and everything on it: the whole of ``raytpu.yaml``, valid.
+
+    Attributes:
+        project: GCP project id.
+        region: GCP region of the cluster, network and bucket.
+        cluster: The GKE cluster.
+        network: VPC ranges; default ``NetworkSpec()``.
+        storage: Buckets; default ``StorageSpec()``.
+        slices: TPU slice kinds (at least one).
+        workloads: Ray workloads on them; default none.
+        namespace: Namespace of Ray objects and of the Kubernetes service account; default ``ray``.
+        ksa_name: Kubernetes service account Ray pods run as (Workload Identity); default ``ray``.
+    """
+
+    project: str
+    region: str
+    cluster: GkeSpec
+    network: NetworkSpec = NetworkSpec()
+    storage: StorageSpec = StorageSpec()
+    slices: tuple[SliceSpec, ...]
+    workloads: tuple[WorkloadSpec, ...] = ()
+    namespace: str = "ray"
+    ksa_name: str = "ray"
+
+    def __post_init__(self) -> None:
+        _raise(cluster_problems(project=self.project, region=self.region, cluster=self.cluster,
+                                storage=self.storage, slices=self.slices, workloads=self.workloads))
+
+    @property
+    def bucket(self) -> str:
+        """The checkpoint bucket's name: ``storage.bucket``, else ``<project>-<cluster>-ray``."""
+        return self.storage.bucket or f"{self.project}-{self.cluster.name}-ray"
+
+    @property
+    def plans(self) -> dict[str, SlicePlan]:
+        """Slice name -> SlicePlan."""
+        return {s.name: s.plan for s in self.slices}
+
+    def slice(self, name: str, field: str = "slice") -> SliceSpec:
+        """The slice called ``name``; InvalidInput listing the names otherwise."""
+        for item in self.slices:
+            if item.name == name:
+                return item
+        raise errors.invalid_choice(field, name, [s.name for s in self.slices])
+
+    def workload(self, name: str, field: str = "WORKLOAD") -> WorkloadSpec:
+        """The workload called ``name``; InvalidInput listing the names otherwise."""
+        for work in self.workloads:
+            if work.name == name:
+                return work
+        raise errors.invalid_choice(field, name, [w.name for w in self.workloads] or
+                                    ["(none: add workloads to the config)"])
+
+    def with_slice(self, item: SliceSpec) -> ClusterSpec:
+        """This spec plus one slice (checked like every other: unique name, zone in the region, mode rules)."""
+        return replace(self, slices=(*self.slices, item))
+
+    def with_workload(self, work: WorkloadSpec) -> ClusterSpec:
+        """This spec plus one workload on one of its slices."""
+        return replace(self, workloads=(*self.workloads, work))
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON summary (cluster, slices and workloads), for reports and stack outputs."""
+        return {"project": self.project, "region": self.region, "cluster": asdict(self.cluster),
+                "slices": [s.to_json() for s in self.slices], "workloads": [w.to_json() for w in self.workloads]}
+
+
+def cluster_problems(*, project: object, region: object, cluster: GkeSpec | None, storage: StorageSpec | None,
+                     slices: Sequence[SliceSpec | None], workloads: Sequence[WorkloadSpec | None]
+                     ) -> list[InvalidInput]:
+    """The rules of :class:`ClusterSpec`: its own fields and what spans its parts, named by config path.
+
+    A part given as None failed its own rules: the rules that need it are skipped and the others still run
+    (``raytpu validate`` reports every problem at once), with list indices kept as in the config.
+    """
+    found = []
+    project_ok = isinstance(project, str) and bool(PROJECT_ID.match(project))
+    region_ok = isinstance(region, str) and bool(REGION.match(region))
+    if not project_ok:
+        found.append(errors.invalid_value("project", project, "is not a GCP project id",
+                                          "6-30 characters: lowercase letters, digits, hyphens; starts with a "
+                                          "letter; does not end with a hyphen"))
+    if not region_ok:
+        found.append(errors.invalid_value("region", region, "is not a GCP region", "a region such as us-east5"))
+    if project_ok and cluster is not None and storage is not None and storage.bucket is None:
+        found += [p.at("storage") for p in bucket_problems("bucket", f"{project}-{cluster.name}-ray")]
+    if not slices:
+        found.append(errors.missing("slices", "(at least one slice)", "a list of slices as in raytpu.example.yaml"))
+    for i, item in enumerate(slices):
+        if item is None:
+            continue
+        earlier = [s.name for s in slices[:i] if s is not None]
+        found += [p.at(f"slices[{i}]") for p in _slice_problems(item, earlier, region if region_ok else None,
+                                                                 cluster)]
+    for i, work in enumerate(workloads):
+        if work is None:
+            continue
+        if work.name in [w.name for w in workloads[:i] if w is not None]:
+            found.append(errors.invalid_value(f"workloads[{i}].name", work.name, "is used by an earlier workload",
+                                              "a unique name per workload"))
+        if work.slice not in slices:
+            found.append(errors.invalid_choice(f"workloads[{i}].slice", work.slice.name,
+                                               list(dict.fromkeys(s.name for s in slices if s is not None))))
+    return found
+
+
+def _slice_problems(item: SliceSpec, earlier: list[str], region: object, cluster: GkeSpec | None
+                    ) -> list[InvalidInput]:
+    """One slice's rules within its cluster (``region`` None: the region is invalid, zones are not judged)."""
+    found = []
+    if item.name in earlier:
+        found.append(errors.invalid_value("name", item.name, "is used by an earlier slice", "a unique name per slice"))
+    if region is not None and item.region != region:
+        found.append(errors.invalid_value("zone", item.zone, f"is not a zone of region {region!r}",
+                                          f"{region}-a, {region}-b, ... (`raytpu catalog --json` lists "
+                                          f"zones seen offering {item.plan.generation})"))
+    if cluster is not None and cluster.autopilot and item.disk_size_gib is not None:
+        found.append(errors.forbidden("disk_size_gib", item.disk_size_gib,
+                                      "with cluster.mode: autopilot (node pool setting)",
+                                      "remove it, or use mode: standard"))
+    if cluster is not None and not cluster.autopilot and item.fallback:
+        found.append(errors.forbidden("fallback", [m.name for m in item.fallback],
+                                      "with cluster.mode: standard (a node pool has one provisioning mode)",
+                                      "remove fallback, or use mode: autopilot (ComputeClass priorities)"))
+    return found

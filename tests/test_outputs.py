@@ -1,0 +1,238 @@
+"""raytpu.outputs.StackOutputs: one schema of what the cluster stack exports, read from either JSON shape.
+
+The two shapes are what the Terraform tools write:
+
+- ``cdktf deploy --outputs-file FILE``: ``{"<stack id>": {"<output>": value}}``
+  (https://developer.hashicorp.com/terraform/cdktf/cli-reference/commands#deploy, ``--outputs-file``);
+- ``terraform output -json``: ``{"<output>": {"value": value, "type": type, "sensitive": bool}}``
+  (https://developer.hashicorp.com/terraform/cli/commands/output#json).
+
+``--stack`` names the cluster stack by its exact id (``<cluster name>-cluster``, ``raytpu.stacks.app.stack_ids``).
+Bad input exits 2 with one line ``error: <field>: <problem>; valid: <...>`` and no traceback (DESIGN: CLI contract).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from raytpu import cli
+from raytpu.errors import InvalidInput
+from raytpu.outputs import DEFAULT_OUTPUTS, StackOutputs
+
+unit = pytest.mark.unit
+
+STACK = "ray-tpu-cluster"
+VALUES = {"endpoint": "34.1.2.3", "ca_certificate": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t", "cluster_name": "ray-tpu",
+          "location": "us-east5", "project": "my-ml-project", "namespace": "ray", "service_account": "ray",
+          "bucket": "my-ml-project-ray-tpu-ray"}
+NAMES = ("endpoint", "ca_certificate", "cluster_name", "location", "project", "namespace", "service_account",
+         "bucket")  # spelled out: the schema the cluster stack and the readers agree on
+EXPECTED = StackOutputs(**VALUES)
+
+
+def cdktf_shape(values: dict[str, Any] | None = None, **stacks: dict[str, Any]) -> dict[str, Any]:
+    """``cdktf deploy --outputs-file``: stacks by id; the workloads stack exports nothing."""
+    return {STACK: dict(VALUES if values is None else values), "ray-tpu-workloads": {}, **stacks}
+
+
+def terraform_shape(values: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``terraform output -json`` in the cluster stack's directory, cdktf's cross-stack outputs included."""
+    out = {k: {"sensitive": False, "type": "string", "value": v}
+           for k, v in (VALUES if values is None else values).items()}
+    out["cross-stack-output-google_storage_bucketstorage_bucket_6AF501AEname"] = {
+        "sensitive": True, "type": "string", "value": VALUES["bucket"]}
+    return out
+
+
+# ---------------------------------------------------------------------- the schema
+
+
+@unit
+def test_names_are_the_fields_in_order_and_each_is_described() -> None:
+    assert StackOutputs.names() == NAMES
+    descriptions = StackOutputs.descriptions()
+    assert tuple(descriptions) == NAMES and all(descriptions.values())
+
+
+@pytest.mark.synth
+@pytest.mark.timeout(600)
+def test_names_are_exactly_the_outputs_a_synthesized_cluster_stack_writes() -> None:
+    from _synth import EXAMPLES, synth_config
+
+    for path in EXAMPLES.values():
+        _, stacks = synth_config(str(path))
+        (cluster_id,) = [sid for sid in stacks if sid.endswith("-cluster")]
+        outputs = stacks[cluster_id]["output"]
+        # cdktf adds `cross-stack-output-*` (sensitive) for the workloads stack's references; they are its own
+        declared = {k: v for k, v in outputs.items() if not k.startswith("cross-stack-output-")}
+        assert sorted(declared) == sorted(StackOutputs.names()), path
+        assert {k: v["description"] for k, v in declared.items()} == StackOutputs.descriptions()
+        assert not any(v["sensitive"] for v in declared.values())
+        other = [sid for sid in stacks if sid != cluster_id]
+        assert all("output" not in stacks[sid] for sid in other)  # the cluster stack is the one to name
+
+
+# ---------------------------------------------------------------------- both shapes, one result
+
+
+@unit
+@pytest.mark.parametrize("shape", [cdktf_shape, terraform_shape])
+def test_both_json_shapes_parse_to_the_same_outputs(shape: Any) -> None:
+    assert StackOutputs.parse(shape(), STACK) == EXPECTED
+
+
+@unit
+@pytest.mark.parametrize("shape", [cdktf_shape, terraform_shape])
+def test_both_json_shapes_read_from_a_file_to_the_same_outputs(tmp_path: Path, shape: Any) -> None:
+    path = tmp_path / "outputs.json"
+    path.write_text(json.dumps(shape(), indent=2))
+    assert StackOutputs.read(path, STACK) == EXPECTED
+
+
+@unit
+def test_extra_outputs_and_other_stacks_are_ignored() -> None:
+    data = cdktf_shape({**VALUES, "extra": "x"}, **{"other-cluster": {**VALUES, "cluster_name": "other"}})
+    assert StackOutputs.parse(data, STACK) == EXPECTED
+    assert StackOutputs.parse(data, "other-cluster").cluster_name == "other"
+
+
+# ---------------------------------------------------------------------- a missing output is named
+
+
+@unit
+@pytest.mark.parametrize("shape", [cdktf_shape, terraform_shape])
+@pytest.mark.parametrize("name", NAMES)
+def test_a_missing_output_is_named(shape: Any, name: str) -> None:
+    values = {k: v for k, v in VALUES.items() if k != name}
+    with pytest.raises(InvalidInput) as info:
+        StackOutputs.parse(shape(values), STACK, "o.json")
+    assert info.value.field == f"outputs.{name}"
+    assert info.value.problem == f"is required in o.json for stack {STACK!r} (missing: {name})"
+    assert ", ".join(NAMES) in info.value.valid
+
+
+@unit
+@pytest.mark.parametrize("found", [
+    {"clusterName": "ray-tpu"}, {"cluster-name": "ray-tpu"}, {"gke_cluster_name": "ray-tpu"},
+    {"CLUSTER_NAME": "ray-tpu"}, {"cluster": "ray-tpu"}, {"gke": {"cluster_name": "ray-tpu"}},
+])
+def test_output_names_are_exact_no_loose_matching(found: dict[str, Any]) -> None:
+    values = {**{k: v for k, v in VALUES.items() if k != "cluster_name"}, **found}
+    with pytest.raises(InvalidInput) as info:
+        StackOutputs.parse(cdktf_shape(values), STACK)
+    assert info.value.field == "outputs.cluster_name"
+
+
+@unit
+def test_outputs_of_an_older_kit_list_every_missing_name() -> None:
+    old = {"cluster_name": "ray-tpu", "location": "us-east5", "bucket": "b", "ksa": "ray"}
+    with pytest.raises(InvalidInput) as info:
+        StackOutputs.parse(cdktf_shape(old), STACK)
+    assert info.value.field == "outputs.endpoint"
+    assert "(missing: endpoint, ca_certificate, project, namespace, service_account)" in info.value.problem
+
+
+# ---------------------------------------------------------------------- --stack is the exact stack id
+
+
+@unit
+@pytest.mark.parametrize("stack", [
+    "ray-tpu",                 # the cluster name: no alias
+    "ray-tpu-clusters", "ray",  # no suffix guessing, no prefix matching
+    "Ray-Tpu-Cluster", "ray_tpu_cluster", " ray-tpu-cluster",  # no loose matching
+    "cluster",
+])
+def test_stack_must_be_the_exact_stack_id_and_the_valid_ids_are_listed(stack: str) -> None:
+    data = cdktf_shape(**{"team-b-cluster": dict(VALUES)})
+    with pytest.raises(InvalidInput) as info:
+        StackOutputs.parse(data, stack, "outputs.json")
+    assert str(info.value) == (f"--stack: {stack!r} is not allowed (cluster stacks in outputs.json); "
+                               "valid: ray-tpu-cluster, team-b-cluster")
+
+
+@unit
+def test_unknown_stack_in_a_file_without_cluster_stacks_lists_every_stack() -> None:
+    with pytest.raises(InvalidInput) as info:
+        StackOutputs.parse({"a-workloads": {}, "b": {"x": 1}}, STACK, "o.json")
+    assert str(info.value) == f"--stack: {STACK!r} is not allowed (stacks in o.json); valid: a-workloads, b"
+
+
+@unit
+def test_a_stack_that_holds_no_object_is_invalid() -> None:
+    with pytest.raises(InvalidInput) as info:
+        StackOutputs.parse({STACK: ["x"], "other": {}}, STACK, "o.json")
+    assert (info.value.field, info.value.problem) == ("--outputs", f"o.json: stack {STACK!r} holds no outputs")
+
+
+# ---------------------------------------------------------------------- unreadable files, through the CLI
+
+
+CONFIG = """\
+project: my-ml-project
+region: us-east5
+cluster: {name: ray-tpu}
+slices:
+  - {name: train, generation: v6e, topology: 4x4, zone: us-east5-b}
+workloads:
+  - {name: train, kind: train, slice: train}
+"""
+
+
+def _write(path: Path, content: str | bytes | None) -> None:
+    if content is None:
+        return
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content == "<dir>":
+        path.mkdir()
+    else:
+        path.write_text(content)
+
+
+@unit
+@pytest.mark.parametrize(("content", "message"), [
+    (None, "error: --outputs: cannot read 'outputs.json' (No such file or directory); valid: the file "
+           f"`cdktf deploy --outputs-file FILE` wrote (default {DEFAULT_OUTPUTS}), or `terraform output -json > FILE`"),
+    ("<dir>", "error: --outputs: cannot read 'outputs.json' (Is a directory)"),
+    ("ray-tpu-cluster:\n  endpoint: x\n", "error: --outputs: 'outputs.json' is not JSON (Expecting value at line 1)"),
+    ("", "error: --outputs: 'outputs.json' is not JSON (Expecting value at line 1)"),
+    ('{"ray-tpu-cluster": {"endpoint": ', "error: --outputs: 'outputs.json' is not JSON (Expecting value at line 1)"),
+    (b"\x1f\x8b\x08\x00\xff\xfe", "error: --outputs: 'outputs.json' is not JSON (not UTF-8 text: byte 1)"),
+    ("[]", "error: --outputs: outputs.json holds no stack outputs"),
+    ("{}", "error: --outputs: outputs.json holds no stack outputs"),
+    ('"ray-tpu-cluster"', "error: --outputs: outputs.json holds no stack outputs"),
+    (json.dumps(cdktf_shape({k: v for k, v in VALUES.items() if k != "bucket"})),
+     f"error: outputs.bucket: is required in outputs.json for stack {STACK!r} (missing: bucket)"),
+    (json.dumps({"ray-tpu-workloads": {}}),
+     f"error: --stack: {STACK!r} is not allowed (stacks in outputs.json); valid: ray-tpu-workloads"),
+])
+@pytest.mark.parametrize("command", ["submit", "smoke"])
+def test_bad_outputs_file_exits_2_with_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str], content: str | bytes | None,
+                                                message: str, command: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-kubectl-here"))  # nothing may reach a cluster
+    (tmp_path / "raytpu.yaml").write_text(CONFIG)
+    _write(tmp_path / "outputs.json", content)
+    argv = ["submit", "train"] if command == "submit" else ["smoke"]
+    assert cli.main([*argv, "--stack", STACK, "--outputs", "outputs.json", "--run-id", "r1"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith(message), err
+    assert "Traceback" not in err
+
+
+@unit
+def test_default_outputs_file_is_the_documented_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """``cdktf deploy --outputs-file outputs.json`` (the documented deploy) is what --outputs defaults to."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "raytpu.yaml").write_text(CONFIG)
+    (tmp_path / DEFAULT_OUTPUTS).write_text(json.dumps(cdktf_shape()))
+    assert cli.main(["submit", "train", "--stack", STACK, "--run-id", "r1", "--dry-run"]) == 0
+    assert f"gs://{VALUES['bucket']}/checkpoints/train-r1" in capsys.readouterr().out
