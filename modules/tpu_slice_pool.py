@@ -133,7 +133,10 @@ class TpuSlicePool(Construct):
             **sizing,  # type: ignore[arg-type]
         )
         if self.workload_policy is not None:
-            # The binding makes placement_policy.type required, but with a workload policy it must stay
-            # unset (setting it causes a diff on every apply): write the block raw.
-            self.pool.add_override("placement_policy", {"policy_name": self.workload_policy.name})
+            # A workload policy replaces COMPACT: `type` is Required in the schema but must be empty, and GKE stores
+            # the topology, so it is stated too (the block is ForceNew: a missing field would replace the pool on
+            # every apply). Provider resource_container_node_pool.go placement_policy (e03b7622); the same shape as
+            # vllm-project/ci-infra's tpu7x pools; GKE: https://cloud.google.com/kubernetes-engine/docs/how-to/tpu-ironwood
+            self.pool.add_override("placement_policy", {"type": "", "policy_name": self.workload_policy.name,
+                                                        "tpu_topology": plan.topology})
         _props.apply_overrides(self.pool, props.overrides)

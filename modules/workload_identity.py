@@ -34,6 +34,13 @@ NODE_ROLES = (
 )
 """What GKE nodes need (GKE hardening guide's minimal node service account) plus pulling images."""
 GSA_ANNOTATION = "iam.gke.io/gcp-service-account"
+BUCKET_METADATA_ROLE = "roles/storage.legacyBucketReader"
+"""Granted beside ``bucket_role`` because Ray Train's checkpoint storage opens the bucket through pyarrow's
+GcsFileSystem, whose ``create_dir``/``get_file_info`` on a bucket path calls ``GetBucketMetadata``, i.e.
+``storage.buckets.get`` (apache/arrow cpp/src/arrow/filesystem/gcsfs.cc, ``GetBucketMetadata``), which
+``roles/storage.objectUser`` lacks; this GA bucket-level role adds it (with object listing), nothing that writes.
+GKE's Ray-on-TPU get-started Terraform grants the same (kubernetes-engine-samples ai-ml/gke-ray/tpu/get-started
+cluster/main.tf)."""
 
 
 def _check_account_id(field_name: str, value: str) -> None:
@@ -84,7 +91,8 @@ class WorkloadIdentity(Construct):
     """A Google service account that the KSA ``namespace/ksa_name`` may impersonate, with access to one
     bucket and nothing else.
 
-    Resource ids: ``gsa``, ``workload-identity-user``, ``bucket-access``. Create it with
+    Resource ids: ``gsa``, ``workload-identity-user``, ``bucket-access`` (objects: ``bucket_role``),
+    ``bucket-metadata`` (``storage.buckets.get``, :data:`BUCKET_METADATA_ROLE`). Create it with
     :meth:`GkeCluster.add_workload_identity` so the binding waits for the cluster's identity pool; the
     KSA itself is a Kubernetes object (:class:`KubernetesServiceAccount`, in the workloads stack).
     """
@@ -104,6 +112,10 @@ class WorkloadIdentity(Construct):
         )
         self.bucket_access = storage_bucket_iam_member.StorageBucketIamMember(
             self, "bucket-access", bucket=props.bucket, role=props.bucket_role,
+            member=f"serviceAccount:{self.gsa.email}",
+        )
+        self.bucket_metadata = storage_bucket_iam_member.StorageBucketIamMember(
+            self, "bucket-metadata", bucket=props.bucket, role=BUCKET_METADATA_ROLE,
             member=f"serviceAccount:{self.gsa.email}",
         )
         _props.apply_overrides(self.gsa, props.overrides)

@@ -1,21 +1,18 @@
-"""Talking to a deployed stack (its :class:`~raytpu.outputs.StackOutputs`): ``kubectl`` for applying and
-watching KubeRay objects, and the kit's core zip.
+"""Operating a deployed stack (its :class:`~raytpu.outputs.StackOutputs`): connect with google-auth, follow
+RayJobs and RayServices with progress, tell a busy or unschedulable slice from a broken one, and ship the
+kit's core zip.
 
-kubectl. Every call goes through :class:`Kubectl`, which runs the ``kubectl`` found on ``PATH``; the
-context is ``--context`` if given, else the one ``gcloud container clusters get-credentials`` creates
-(``gke_<project>_<location>_<cluster>``) when it exists, else an error naming that gcloud command. GKE
-cannot be reached from the test machine, so the tests put a recording ``kubectl`` script on ``PATH``.
-Standard library only.
+Every call to the cluster goes through :class:`raytpu.kube.KubeClient` (the official ``kubernetes`` client,
+Application Default Credentials, the stack's endpoint and CA): no ``kubectl`` and no ``gcloud`` at run time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
-import json
 import os
-import shutil
-import subprocess
 import sys
+import threading
 import time
 import zipfile
 from collections.abc import Callable, Iterable, Mapping
@@ -24,86 +21,19 @@ from pathlib import Path
 from typing import Any
 
 from raytpu.errors import RuntimeFailure
+from raytpu.kube import KubeClient
 from raytpu.outputs import StackOutputs
 
-Runner = Callable[..., "subprocess.CompletedProcess[str]"]
+Progress = Callable[[str], None]
 
 
-class Kubectl:
-    """A thin ``kubectl`` wrapper: apply manifests, read objects and logs, with one context and namespace."""
-
-    def __init__(self, namespace: str = "default", context: str | None = None, binary: str = "kubectl",
-                 runner: Runner = subprocess.run) -> None:
-        self.namespace = namespace
-        self.context = context
-        self.binary = binary
-        self._run_process = runner
-
-    def _base(self) -> list[str]:
-        path = shutil.which(self.binary)
-        if path is None:
-            raise RuntimeFailure(f"kubectl: {self.binary!r} not found on PATH; valid: install kubectl "
-                                 "(e.g. `gcloud components install kubectl`)")
-        return [path, *(["--context", self.context] if self.context else [])]
-
-    def run(self, args: list[str], stdin: str | None = None, namespaced: bool = True,
-            check: bool = True) -> subprocess.CompletedProcess[str]:
-        """Runs ``kubectl [--context C] [-n NS] ARGS``; RuntimeFailure with its stderr when it fails."""
-        cmd = [*self._base(), *(["-n", self.namespace] if namespaced else []), *args]
-        result = self._run_process(cmd, input=stdin, capture_output=True, text=True, check=False)
-        if check and result.returncode != 0:
-            detail = (result.stderr or result.stdout).strip().splitlines()
-            raise RuntimeFailure(f"kubectl {' '.join(args[:2])}: failed (exit {result.returncode}): "
-                                 f"{detail[-1] if detail else 'no output'}; valid: a reachable cluster and "
-                                 "the Ray Operator add-on (check `kubectl get crd rayjobs.ray.io`)")
-        return result
-
-    def contexts(self) -> list[str]:
-        """Context names in the kubeconfig."""
-        return self.run(["config", "get-contexts", "-o", "name"], namespaced=False).stdout.split()
-
-    def apply(self, manifests: Iterable[Mapping[str, Any]]) -> list[str]:
-        """``kubectl apply -f -`` of a ``v1`` List of ``manifests``; returns the ``kind/name`` lines."""
-        document = {"apiVersion": "v1", "kind": "List", "items": [dict(m) for m in manifests]}
-        out = self.run(["apply", "-f", "-"], stdin=json.dumps(document, indent=2) + "\n")
-        return [line for line in out.stdout.splitlines() if line.strip()]
-
-    def get(self, kind: str, name: str) -> dict[str, Any] | None:
-        """The object as JSON, or None when it does not exist."""
-        result = self.run(["get", kind, name, "-o", "json"], check=False)
-        if result.returncode != 0:
-            if "NotFound" in result.stderr or "not found" in result.stderr:
-                return None
-            self.run(["get", kind, name, "-o", "json"])  # raises with the error
-        data = json.loads(result.stdout)
-        return data if isinstance(data, dict) else None
-
-    def logs(self, target: str, tail: int = -1) -> str:
-        """``kubectl logs TARGET`` (e.g. ``job/<rayjob>``, the K8sJobMode submitter); empty on failure."""
-        result = self.run(["logs", target, f"--tail={tail}"], check=False)
-        return result.stdout if result.returncode == 0 else ""
+def connect(outputs: StackOutputs, credentials: Any = None) -> KubeClient:
+    """A client of the stack's cluster (its endpoint and CA), authenticated with ``credentials`` (default: ADC)."""
+    return KubeClient(outputs.endpoint, outputs.ca_certificate, outputs.namespace, credentials)
 
 
-def gke_context(outputs: StackOutputs) -> str:
-    """The kubeconfig context name ``gcloud container clusters get-credentials`` creates for the stack's cluster."""
-    return f"gke_{outputs.project}_{outputs.location}_{outputs.cluster_name}"
-
-
-def connect(outputs: StackOutputs, context: str | None = None, runner: Runner = subprocess.run) -> Kubectl:
-    """A Kubectl for the stack's cluster: ``context``, else the gcloud-named context.
-
-    Raises:
-        RuntimeFailure: the gcloud-named context is not in the kubeconfig (names the command to create it).
-    """
-    chosen = context
-    if chosen is None:
-        chosen = gke_context(outputs)
-        if chosen not in Kubectl(outputs.namespace, runner=runner).contexts():
-            command = (f"gcloud container clusters get-credentials {outputs.cluster_name} --location "
-                       f"{outputs.location} --project {outputs.project}")
-            raise RuntimeFailure(f"kubectl: no context {chosen!r} for cluster {outputs.cluster_name!r}; valid: run "
-                                 f"`{command}` or pass --context")
-    return Kubectl(outputs.namespace, chosen, runner=runner)
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------------------------- RayJob status
@@ -152,38 +82,78 @@ def job_state(name: str, obj: Mapping[str, Any] | None) -> JobState:
                     reason=str(status.get("reason", "")))
 
 
-def wait_for_jobs(kubectl: Kubectl, names: Iterable[str], *, timeout_s: float, poll_s: float = 10.0,
-                  progress: Callable[[str], None] | None = None,
-                  clock: Callable[[], float] = time.monotonic,
-                  sleep: Callable[[float], None] = time.sleep) -> dict[str, JobState]:
-    """Polls RayJobs until each is done or ``timeout_s`` passes; returns the last state of each.
+def follow_jobs(client: KubeClient, names: Iterable[str], *, timeout_s: float,
+                progress: Progress | None = None, clock: Callable[[], float] = time.monotonic) -> dict[str, JobState]:
+    """Watches RayJobs until each is done or ``timeout_s`` passes; returns the last state of each.
 
-    Progress lines (``[  12s] smoke-train-0: Running/RUNNING``) go to ``progress`` (default stderr) when a
-    job's state changes; with no change for a minute, the pending jobs are listed again.
+    One watch per job (resumed across dropped streams and expired versions by the client); a progress line
+    (``[  12s] smoke-train-0: Running/RUNNING``) whenever a job's state changes.
     """
-    say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
-    pending = list(dict.fromkeys(names))
-    states: dict[str, JobState] = {}
+    say = progress or _stderr
     start = clock()
-    last_said = start
-    while True:
-        changed = []
-        for name in list(pending):
-            state = job_state(name, kubectl.get("rayjob", name))
-            if states.get(name) != state:
-                changed.append(name)
-            states[name] = state
-            if state.done:
-                pending.remove(name)
-        elapsed = clock() - start
-        heartbeat = clock() - last_said >= 60
-        for name in (pending if heartbeat and not changed else changed):
-            say(f"[{elapsed:5.0f}s] {name}: {states[name].describe()}")
-        if changed or heartbeat:
-            last_said = clock()
-        if not pending or elapsed >= timeout_s:
-            return states
-        sleep(min(poll_s, max(timeout_s - elapsed, 0.1)))
+    states = {name: JobState(name, exists=False) for name in dict.fromkeys(names)}
+    lock = threading.Lock()
+    failures: list[BaseException] = []
+
+    def follow(name: str) -> None:
+        try:
+            for obj in client.watch("RayJob", name, timeout_s=timeout_s):
+                state = job_state(name, obj)
+                with lock:
+                    changed = states[name] != state
+                    states[name] = state
+                if changed:
+                    say(f"[{clock() - start:5.0f}s] {name}: {state.describe()}")
+                if state.done:
+                    return
+        except BaseException as exc:  # reported by the caller's thread
+            failures.append(exc)
+
+    threads = [threading.Thread(target=follow, args=(name,), daemon=True) for name in states]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=max(timeout_s - (clock() - start), 0) + 5)
+    if failures:
+        raise failures[0]
+    return dict(states)
+
+
+class LogStreamer:
+    """Streams the driver log of a K8sJobMode RayJob (its submitter Job's pod) to ``sink`` while it runs.
+
+    The submitter pod appears only once the Ray cluster is up; until then the streamer looks again every
+    ``poll_s``. It stops when the pod's log ends (the driver exited) or :meth:`stop` is called.
+    """
+
+    def __init__(self, client: KubeClient, job_name: str, sink: Callable[[str], Any], poll_s: float = 3.0) -> None:
+        self.client = client
+        self.job_name = job_name
+        self.sink = sink
+        self.poll_s = poll_s
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        """Starts streaming in a background thread."""
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """The job is over: read what is left of the log (one last look for a pod), then stop."""
+        self._done.set()
+        self._thread.join(timeout=timeout_s)
+
+    def _run(self) -> None:
+        while True:
+            last_look = self._done.is_set()
+            streamed = False
+            with contextlib.suppress(RuntimeFailure):  # no pod yet, or a broken stream: look again
+                for line in self.client.job_logs(self.job_name, follow=True):
+                    streamed = True
+                    self.sink(line)
+            if streamed or last_look:
+                return
+            self._done.wait(self.poll_s)
 
 
 def service_ready(obj: Mapping[str, Any] | None) -> bool:
@@ -195,31 +165,27 @@ def service_ready(obj: Mapping[str, Any] | None) -> bool:
     return status.get("serviceStatus") == "Running"
 
 
-def wait_for_service(kubectl: Kubectl, name: str, *, timeout_s: float, poll_s: float = 10.0,
-                     progress: Callable[[str], None] | None = None,
-                     clock: Callable[[], float] = time.monotonic,
-                     sleep: Callable[[float], None] = time.sleep) -> bool:
-    """Polls RayService ``name`` until it is ready (True) or ``timeout_s`` passes (False)."""
-    say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+def wait_for_service(client: KubeClient, name: str, *, timeout_s: float, progress: Progress | None = None,
+                     clock: Callable[[], float] = time.monotonic) -> bool:
+    """Watches RayService ``name`` until it is ready (True) or ``timeout_s`` passes (False)."""
+    say = progress or _stderr
     start = clock()
     last = ""
-    while True:
-        obj = kubectl.get("rayservice", name)
+    for obj in client.watch("RayService", name, timeout_s=timeout_s):
         ready = service_ready(obj)
-        status = (obj or {}).get("status") or {}
+        status = obj.get("status") or {}
         now = "ready" if ready else str(status.get("serviceStatus") or "not ready")
         if now != last:
             say(f"[{clock() - start:5.0f}s] {name}: {now}")
             last = now
         if ready:
             return True
-        if clock() - start >= timeout_s:
-            return False
-        sleep(min(poll_s, max(timeout_s - (clock() - start), 0.1)))
+    return False
 
 
 def run_id(now: float | None = None) -> str:
-    """A short, time-ordered suffix for RayJob names (base 36 seconds since the epoch: 6 characters)."""
+    """A short, time-ordered suffix for RayJob names (base 36 seconds since the epoch: ``RUN_ID_LENGTH``, 6
+    characters until 2059; job names are capped with it, :data:`raytpu.spec.MULTI_HOST_NAME_LIMIT`)."""
     value = int(time.time() if now is None else now)
     digits = "0123456789abcdefghijklmnopqrstuvwxyz"
     out = ""
@@ -293,18 +259,23 @@ def upload_target(py_modules: str | None, bucket: str) -> str:
     return py_modules if py_modules and py_modules.startswith("gs://") else core_zip_uri(bucket)
 
 
-def upload_core(uri: str, runner: Runner = subprocess.run) -> None:
-    """Builds the core zip and copies it to ``uri`` with ``gcloud storage cp`` (RuntimeFailure on error)."""
-    import tempfile
+STORAGE_API = "https://storage.googleapis.com"
 
-    gcloud = shutil.which("gcloud")
-    if gcloud is None:
-        raise RuntimeFailure("gcloud: not found on PATH; valid: install the Google Cloud CLI, or upload "
-                             f"the core zip to {uri} yourself and drop --upload-core")
-    with tempfile.TemporaryDirectory() as tmp:
-        path = build_core_zip(Path(tmp) / Path(uri).name)
-        result = runner([gcloud, "storage", "cp", str(path), uri], capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        detail = (result.stderr or result.stdout).strip().splitlines()
-        raise RuntimeFailure(f"gcloud storage cp: failed (exit {result.returncode}): "
-                             f"{detail[-1] if detail else 'no output'}; valid: write access to {uri}")
+
+def upload_core(uri: str, credentials: Any = None, api: str = STORAGE_API) -> None:
+    """Builds the core zip and uploads it to ``uri`` (``gs://bucket/object``) through the GCS JSON API
+    (https://cloud.google.com/storage/docs/uploading-objects#uploading-an-object, simple ``uploadType=media``)
+    as the caller's Application Default Credentials (RuntimeFailure, one line, on error)."""
+    import google.auth
+    from google.auth.transport.requests import AuthorizedSession
+
+    bucket, _, name = uri.removeprefix("gs://").partition("/")
+    if credentials is None:
+        credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/devstorage.read_write"])
+    session = AuthorizedSession(credentials)
+    response = session.post(f"{api}/upload/storage/v1/b/{bucket}/o",
+                            params={"uploadType": "media", "name": name}, data=core_zip_bytes(),
+                            headers={"Content-Type": "application/zip"}, timeout=120)
+    if response.status_code >= 300:
+        raise RuntimeFailure(f"upload {uri}: HTTP {response.status_code} {response.reason}; valid: "
+                             f"storage.objects.create on gs://{bucket} for the caller's credentials")

@@ -265,6 +265,15 @@ class KubeClient:
         """Pods in the namespace matching ``label_selector`` (e.g. ``job-name=smoke-x``)."""
         return self._list(resource("Pod"), [("labelSelector", label_selector)])
 
+    def all_pods(self, field_selector: str = "", label_selector: str = "") -> list[dict[str, Any]]:
+        """Pods of every namespace (e.g. ``spec.nodeName=<node>``: what holds a node, whoever runs it)."""
+        res = resource("Pod")
+        query = [*([("fieldSelector", field_selector)] if field_selector else []),
+                 *([("labelSelector", label_selector)] if label_selector else [])]
+        data = self._json(_what("list", res, None, "*"), "GET", f"{res.base}/{res.plural}", res, None,
+                          query=query) or {}
+        return [item for item in data.get("items") or [] if isinstance(item, dict)]
+
     def nodes(self, label_selector: str) -> list[dict[str, Any]]:
         """Nodes matching ``label_selector`` (e.g. a TPU node pool's ``cloud.google.com/gke-nodepool=...``)."""
         return self._list(resource("Node"), [("labelSelector", label_selector)])

@@ -35,7 +35,7 @@ from raytpu.kinds import RAY_IMAGE, WorkloadKind
 from raytpu.kinds import kind as workload_kind
 from raytpu.plan import TPU_RESOURCE
 from raytpu.provisioning import COMPUTE_CLASS_LABEL
-from raytpu.spec import ClusterSpec, SliceSpec, WorkloadSpec
+from raytpu.spec import MULTI_HOST_NAME_LIMIT, ClusterSpec, SliceSpec, WorkloadSpec
 
 API_VERSION = "ray.io/v1"
 RAY_VERSION = "2.60.0"
@@ -254,8 +254,13 @@ def check_name(kind: str, name: str) -> str:
     return name
 
 
-def _metadata(kind: str, name: str, namespace: str, labels: Mapping[str, str] | None) -> dict[str, Any]:
+def _metadata(kind: str, name: str, namespace: str, labels: Mapping[str, str] | None,
+              work: WorkloadSpec | None = None) -> dict[str, Any]:
     check_name(kind, name)
+    if work is not None and not work.plan.single_host and len(name) > MULTI_HOST_NAME_LIMIT:
+        raise errors.invalid_value(f"{kind} name", name, f"is longer than {MULTI_HOST_NAME_LIMIT} characters with a "
+                                   "multi-host TPU worker group (GKE's TPU webhook would truncate it)",
+                                   f"at most {MULTI_HOST_NAME_LIMIT} characters (a shorter --run-id)")
     meta: dict[str, Any] = {"name": name, "namespace": namespace,
                             "labels": {"app.kubernetes.io/managed-by": "raytpu", **(labels or {})}}
     return meta
@@ -305,7 +310,7 @@ def ray_job(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = Fals
         "runtimeEnvYAML": json.dumps({**dict(runtime or {}), "env_vars": env}, sort_keys=True),  # JSON is YAML
         "rayClusterSpec": ray_cluster_spec(work, pods, autopilot=autopilot),
     }
-    return {"apiVersion": API_VERSION, "kind": "RayJob", "metadata": _metadata("RayJob", name, namespace, labels),
+    return {"apiVersion": API_VERSION, "kind": "RayJob", "metadata": _metadata("RayJob", name, namespace, labels, work),
             "spec": spec}
 
 
@@ -355,7 +360,7 @@ def ray_service(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = 
     return {
         "apiVersion": API_VERSION,
         "kind": "RayService",
-        "metadata": _metadata("RayService", name, namespace, labels),
+        "metadata": _metadata("RayService", name, namespace, labels, work),
         "spec": {
             "upgradeStrategy": {"type": upgrade_strategy},
             "serveConfigV2": json.dumps(serve_config(work), sort_keys=True),  # JSON is YAML

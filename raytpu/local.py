@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -102,6 +103,7 @@ class LocalCluster:
         slices: Emulated slice names (``TPU_NAME``), one per slice.
         nodes: Every process started, head first.
         started_s: Seconds from the first ``ray start`` until every node had registered.
+        dashboard: URL of the head's dashboard (Ray's Job Submission API).
     """
 
     run_dir: str
@@ -111,6 +113,7 @@ class LocalCluster:
     slices: list[str]
     nodes: list[NodeProc] = field(default_factory=list)
     started_s: float = 0.0
+    dashboard: str = ""
 
     @property
     def slice_plan(self) -> SlicePlan:
@@ -238,7 +241,10 @@ def _node_args(cluster: LocalCluster, head: bool, name: str) -> list[str]:
             "--log-style", "record"]
     if head:
         port = cluster.address.rsplit(":", 1)[1]
-        args += ["--head", "--port", port, "--num-cpus", str(HEAD_CPUS), "--include-dashboard", "false",
+        # the dashboard serves Ray's Job Submission API (`raytpu submit --local`), as the head on GKE does
+        dashboard_port = cluster.dashboard.rsplit(":", 1)[1]
+        args += ["--head", "--port", port, "--num-cpus", str(HEAD_CPUS), "--include-dashboard", "true",
+                 "--dashboard-host", "127.0.0.1", "--dashboard-port", dashboard_port,
                  "--ray-client-server-port", str(_free_port())]
     else:
         args += ["--address", cluster.address]
@@ -344,6 +350,7 @@ def _respawn(cluster: LocalCluster, node: NodeProc) -> NodeProc:
     cluster.nodes.remove(node)
     if node.role == "head":
         cluster.address = f"127.0.0.1:{_free_port()}"
+        cluster.dashboard = f"http://127.0.0.1:{_free_port()}"
         return _spawn(cluster, "head", _base_env(cluster), _node_args(cluster, True, "0"), "head")
     return _start_host(cluster, cluster.slice_plan, node.slice_name, node.worker_id)
 
@@ -413,7 +420,8 @@ def start(plan: SlicePlan, num_slices: int = 1, directory: str | Path | None = N
     where.mkdir(parents=True, exist_ok=True)
     temp_dir = f"{temp_prefix()}{secrets.token_hex(3)}"
     cluster = LocalCluster(run_dir=str(where), temp_dir=temp_dir, address=f"127.0.0.1:{_free_port()}",
-                           plan=plan.to_json(), slices=slice_names(plan, num_slices, prefix))
+                           plan=plan.to_json(), slices=slice_names(plan, num_slices, prefix),
+                           dashboard=f"http://127.0.0.1:{_free_port()}")
     cluster.save()
     t0 = time.monotonic()
     deadline = t0 + timeout_s
@@ -656,6 +664,40 @@ def run_workload(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: 
         raise RuntimeFailure(f"local.{kind_name}: the workload ran past {timeout_s:g}s and was killed") from None
     reader.join(timeout=5)
     return subprocess.CompletedProcess(cmd, proc.returncode, out, "".join(err_lines))
+
+
+def submit_job(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: float = 600.0,
+               sink: Progress | None = None, poll_s: float = 1.0) -> str:
+    """Submits a workload through Ray's Job Submission API (as KubeRay's submitter does on GKE), streams its
+    driver log to ``sink`` and returns its final status (``SUCCEEDED``, ``FAILED``, ``STOPPED``).
+
+    The job gets its spec in ``RAYTPU_WORKLOAD`` (runtime env), exactly as a RayJob's entrypoint does.
+
+    Raises:
+        RuntimeFailure: the job did not finish within ``timeout_s`` (it is stopped).
+    """
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    client = JobSubmissionClient(cluster.dashboard)
+    env = cluster.workload(kind_name).env() | {ENV_EMULATED: "1"}
+    job_id = client.submit_job(entrypoint=shlex.join(workload_command(kind_name, *extra)),
+                               runtime_env={"env_vars": env})
+    say = sink or (lambda _line: None)
+    shown = 0
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status = client.get_job_status(job_id)
+        logs = client.get_job_logs(job_id)
+        for line in logs[shown:].splitlines():
+            say(line)
+        shown = len(logs)
+        if status in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED):
+            return str(status.value)
+        if time.monotonic() > deadline:
+            client.stop_job(job_id)
+            raise RuntimeFailure(f"local.{kind_name}: job {job_id} still {status.value} after {timeout_s:g}s; "
+                                 "valid: a larger --timeout-s")
+        time.sleep(poll_s)
 
 
 def tree_processes(root: int | None = None, tag_prefix: str | None = None) -> set[int]:

@@ -111,7 +111,7 @@ def render_table(verdicts: Iterable[Mapping[str, Any]]) -> str:
     lines = text_table(rows)
     for v in verdicts:
         lines.append("")
-        state = "healthy" if v.get("healthy") else "UNHEALTHY"
+        state = state_of(v) if state_of(v) in ("healthy", "busy", "unschedulable") else "UNHEALTHY"
         lines.append(f"{_mark(v.get('healthy'))} {v.get('slice', '?')} ({v.get('generation', '')} "
                      f"{v.get('topology', '')}): {state}")
         checks = v.get("checks") or []
@@ -131,6 +131,15 @@ def render_table(verdicts: Iterable[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+STATES = ("healthy", "busy", "unschedulable", "unhealthy")
+"""What a slice can be found in: only ``unhealthy`` means broken (a busy or capacity-starved slice is not)."""
+
+
+def state_of(verdict: Mapping[str, Any]) -> str:
+    """The verdict's state: its ``state`` key, else ``healthy``/``unhealthy`` from ``healthy``."""
+    return str(verdict.get("state") or ("healthy" if verdict.get("healthy") else "unhealthy"))
+
+
 def all_healthy(verdicts: Iterable[Mapping[str, Any]]) -> bool:
     """True when there is at least one verdict and every one is healthy."""
     verdicts = list(verdicts)
@@ -141,7 +150,8 @@ def junit_xml(verdicts: Iterable[Mapping[str, Any]], suite_name: str = "raytpu.s
     """JUnit XML: a ``<testsuite>`` per slice, a ``<testcase>`` per check, ``<failure>`` with the detail.
 
     A slice marked unhealthy with no failed check gets a ``slice-healthy`` failure so it never
-    reads as green; each host that is not ok adds a failed ``host-<worker_id>`` case.
+    reads as green; each host that is not ok adds a failed ``host-<worker_id>`` case. A busy or
+    unschedulable slice was not checked: its cases are ``<skipped>``, not failures.
     """
     root = ET.Element("testsuites", name=suite_name)
     total_tests = total_failures = 0
@@ -161,7 +171,8 @@ def junit_xml(verdicts: Iterable[Mapping[str, Any]], suite_name: str = "raytpu.s
         if not v.get("healthy") and all(ok for _, ok, _ in cases):
             cases.append(("slice-healthy", False, "the smoke check marked this slice unhealthy"))
         duration = float(v.get("duration_s") or 0.0)
-        failures = sum(1 for _, ok, _ in cases if not ok)
+        not_checked = state_of(v) in ("busy", "unschedulable")
+        failures = 0 if not_checked else sum(1 for _, ok, _ in cases if not ok)
         suite = ET.SubElement(root, "testsuite", name=name, tests=str(len(cases)), failures=str(failures),
                               errors="0", time=f"{duration:.3f}")
         props = ET.SubElement(suite, "properties")
@@ -169,7 +180,9 @@ def junit_xml(verdicts: Iterable[Mapping[str, Any]], suite_name: str = "raytpu.s
             ET.SubElement(props, "property", name=key, value=str(v.get(key, "")))
         for case_name, ok, detail in cases:
             case = ET.SubElement(suite, "testcase", classname=f"{suite_name}.{name}", name=case_name, time="0")
-            if not ok:
+            if not ok and not_checked:
+                ET.SubElement(case, "skipped", message=f"{state_of(v)}: {detail}")
+            elif not ok:
                 failure = ET.SubElement(case, "failure", message=detail or "failed", type="SmokeCheckFailed")
                 failure.text = detail
         total_tests += len(cases)

@@ -46,6 +46,15 @@ DEFAULT_DISK_SIZE_GIB = 100
 """Boot disk of every node the kit makes, unless a slice sets ``disk_size_gib``."""
 NODE_COUNT = (0, 1000)
 
+MULTI_HOST_NAME_LIMIT = 35
+"""Longest RayJob/RayService name with a multi-host TPU worker group. The GKE TPU webhook sets each pod's
+subdomain to ``CheckName(<RayCluster name>-headless)``, which keeps the LAST 50 characters, while KubeRay names
+the headless Service ``<RayCluster name>-headless`` uncut; KubeRay's RayCluster name is the RayJob/RayService
+name plus a 6-character suffix (``-xxxxx``), so a name over 35 characters yields ``TPU_WORKER_HOSTNAMES`` that
+resolve nowhere (ai-on-gke kuberay-tpu-webhook ``CheckName``; ray-operator utils ``GenerateRayClusterName``)."""
+RUN_ID_LENGTH = 6
+"""A job submission's run suffix (``<name>-<run id>``; :func:`raytpu.gke.run_id`, base-36 seconds)."""
+
 WORKLOAD_ENV = "RAYTPU_WORKLOAD"
 """Environment variable that carries a workload's spec (JSON) into its Ray job: workloads never re-plan."""
 
@@ -283,6 +292,13 @@ class SliceSpec:
         found += self._fallback_problems()
         if self.disk_size_gib is not None:
             found += range_problems("disk_size_gib", self.disk_size_gib, *DISK_SIZE_GIB, " GiB")
+        smoke_job = f"smoke-{self.name}-{self.count - 1}-" + "x" * RUN_ID_LENGTH if isinstance(self.count, int) else ""
+        if not found and not self.plan.single_host and len(smoke_job) > MULTI_HOST_NAME_LIMIT:
+            found.append(errors.invalid_value(
+                "name", self.name, f"is too long for a multi-host slice: its smoke jobs ({smoke_job}) would exceed "
+                f"{MULTI_HOST_NAME_LIMIT} characters, and GKE's TPU webhook truncates longer names so the hosts "
+                "cannot find each other", f"at most {len(self.name) - len(smoke_job) + MULTI_HOST_NAME_LIMIT} "
+                "characters"))
         _raise(found)
 
     def _fallback_problems(self) -> list[InvalidInput]:
@@ -400,6 +416,13 @@ class WorkloadSpec:
                 "ProvisioningRequest takes a single PodSet (KubeRay's head + workers are rejected)",
                 "a slice whose provisioning runs a Ray cluster: " +
                 ", ".join(m.name for m in PROVISIONING_MODES.values() if m.runs_ray)))
+        longest = len(self.name) + (1 + RUN_ID_LENGTH if self.kind.is_job else 0)
+        if not found and not self.plan.single_host and longest > MULTI_HOST_NAME_LIMIT:
+            found.append(errors.invalid_value(
+                "name", self.name, f"is too long for a {self.kind.object_kind} on a multi-host slice: GKE's TPU "
+                f"webhook truncates names over {MULTI_HOST_NAME_LIMIT} characters (run suffix included), so the "
+                "hosts cannot find each other", f"at most {MULTI_HOST_NAME_LIMIT - longest + len(self.name)} "
+                "characters"))
         if not self.plan.ray_reservable:
             nearest = generation(self.plan.generation).nearest_ray_topologies(self.plan.topology)
             found.append(errors.invalid_value(

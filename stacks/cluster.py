@@ -11,7 +11,14 @@ from pathlib import Path
 
 from raytpu import gke, kuberay
 from raytpu.modules.bucket import Bucket, BucketObject, BucketObjectProps, BucketProps
-from raytpu.modules.cdk import Construct, GcsBackend, TerraformOutput, TerraformStack, google_provider
+from raytpu.modules.cdk import (
+    Construct,
+    GcsBackend,
+    LocalBackend,
+    TerraformOutput,
+    TerraformStack,
+    google_provider,
+)
 from raytpu.modules.gke_cluster import GkeCluster, GkeClusterProps, min_gke_version
 from raytpu.modules.head_pool import HeadPool, HeadPoolOptions
 from raytpu.modules.network import Network, NetworkProps
@@ -37,6 +44,17 @@ def core_zip_file() -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
     return path
+
+
+def declare_backend(stack: TerraformStack, id: str, spec: ClusterSpec) -> None:
+    """The stack's Terraform state: GCS with ``storage.state_bucket``, else a local file named by a path relative
+    to the stack's directory (``cdktf.out/stacks/<id>/``), so the project root's ``terraform.<id>.tfstate`` as
+    cdktf's default, but the synthesized JSON names no absolute path: it is the same wherever the checkout lives
+    (and the workloads stack's remote-state lookup of the cluster stack resolves from its sibling directory)."""
+    if spec.storage.state_bucket:
+        GcsBackend(stack, bucket=spec.storage.state_bucket, prefix=f"raytpu/{id}")
+    else:
+        LocalBackend(stack, path=f"../../../terraform.{id}.tfstate")
 
 
 def _account_id(cluster: str, suffix: str) -> str:
@@ -80,8 +98,7 @@ class ClusterStack(TerraformStack):
         gke = spec.cluster
         labels = dict(gke.labels)
         google_provider.GoogleProvider(self, "google", project=spec.project, region=spec.region)
-        if spec.storage.state_bucket:
-            GcsBackend(self, bucket=spec.storage.state_bucket, prefix=f"raytpu/{id}")
+        declare_backend(self, id, spec)
 
         self.network = Network(self, "network", NetworkProps(
             name=gke.name, project=spec.project, region=spec.region, spec=spec.network))

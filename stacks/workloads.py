@@ -8,7 +8,6 @@ from raytpu import kuberay
 from raytpu.modules.cdk import (
     Construct,
     Fn,
-    GcsBackend,
     TerraformStack,
     data_google_client_config,
     google_provider,
@@ -23,7 +22,7 @@ from raytpu.modules.workload_identity import (
     KubernetesServiceAccountProps,
 )
 from raytpu.spec import SliceSpec, WorkloadSpec
-from raytpu.stacks.cluster import ClusterStack
+from raytpu.stacks.cluster import ClusterStack, declare_backend
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,8 +62,7 @@ class WorkloadsStack(TerraformStack):
             cluster_ca_certificate=Fn.base64decode(cluster.cluster.ca_certificate),
             token=client.access_token,
         )
-        if spec.storage.state_bucket:
-            GcsBackend(self, bucket=spec.storage.state_bucket, prefix=f"raytpu/{id}")
+        declare_backend(self, id, spec)
 
         self.namespace = KubernetesNamespace(self, "namespace", KubernetesNamespaceProps(name=spec.namespace))
         self.service_account = KubernetesServiceAccount(self, "ksa", KubernetesServiceAccountProps(

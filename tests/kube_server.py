@@ -388,7 +388,10 @@ class KubeApiServer:
         self._changed.notify_all()
 
     def _items(self, plural: str, namespace: str | None, query: dict[str, str]) -> list[dict[str, Any]]:
-        items = [o for (p, ns, _), o in sorted(self._objects.items()) if p == plural and ns == namespace]
+        # a namespaced kind listed without a namespace (``/api/v1/pods``) lists every namespace, as kube-apiserver does
+        items = [o for (p, ns, _), o in sorted(self._objects.items(), key=lambda kv: (kv[0][0], kv[0][1] or "",
+                                                                                         kv[0][2]))
+                 if p == plural and (namespace is None or ns == namespace)]
         return [copy.deepcopy(o) for o in items if _selected(o, query)]
 
     # ---------------------------------------------------------------------------------- handling

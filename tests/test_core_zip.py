@@ -27,6 +27,7 @@ pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]
 
 EXAMPLES = {"standard": (STANDARD_EXAMPLE, "ray-tpu-cluster"), "autopilot": (AUTOPILOT_EXAMPLE, "ray-tpu-auto-cluster")}
 CDK = ("cdktn", "cdktf", "constructs", "jsii", "raytpu.stacks", "raytpu.modules")
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _names(data: bytes) -> list[str]:
@@ -45,8 +46,9 @@ def test_core_zip_holds_the_core_and_the_workloads_only() -> None:
     names = _names(gke.core_zip_bytes())
     assert {n.split("/", 1)[0] for n in names} == {"raytpu"}
     assert {n for n in names if n.count("/") == 1} == CORE
-    assert {"raytpu/workloads/__init__.py", "raytpu/workloads/smoke.py", "raytpu/workloads/train.py",
-            "raytpu/workloads/serve.py"} <= set(names)
+    programs = {f"raytpu/workloads/{p.name}" for p in (ROOT / "workloads").glob("*.py")}
+    assert {"raytpu/workloads/__init__.py", "raytpu/workloads/smoke.py", "raytpu/workloads/train.py"} <= programs
+    assert programs <= set(names)
     assert not [n for n in names if n.startswith(("raytpu/stacks/", "raytpu/modules/", "raytpu/commands/"))]
     assert not {"raytpu/cli.py", "raytpu/__main__.py", "raytpu/gke.py", "raytpu/local.py", "raytpu/outputs.py",
                 "raytpu/cdktf_app.py", "raytpu/kube.py"} & set(names)

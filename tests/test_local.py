@@ -86,9 +86,10 @@ def test_temp_prefix_outside_tmp_raytpu_is_rejected(monkeypatch: pytest.MonkeyPa
         local.temp_prefix()
 
 
-def _raytpu(*args: str, run_dir: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def _raytpu(*args: str, run_dir: Path, timeout: float = 300, command: str = "local"
+            ) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, RAYTPU_LOCAL_DIR=str(run_dir))
-    return subprocess.run([sys.executable, "-m", "raytpu", "local", *args], env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "raytpu", command, *args], env=env, capture_output=True,
                           text=True, timeout=timeout, cwd=EXAMPLE.parent)
 
 
@@ -116,6 +117,20 @@ def test_local_cli_up_status_smoke_down_across_invocations(tmp_path: Path) -> No
         assert smoke.returncode == 0, smoke.stderr
         verdicts = json.loads(smoke.stdout)["slices"]
         assert verdicts[0]["healthy"] and verdicts[0]["hosts_found"] == 1
+
+        # `raytpu submit --local`: the same program and spec through Ray's Job Submission API, followed
+        config = ["--config", str(EXAMPLE), "--local"]
+        job = _raytpu("train", *config, "--run-id", "l1", run_dir=tmp_path, command="submit")
+        assert job.returncode == 0, job.stderr[-3000:]
+        assert '"ok": true' in job.stdout and "Ray job train-l1: SUCCEEDED" in job.stderr
+        service = _raytpu("serve", *config, run_dir=tmp_path, command="submit")
+        assert service.returncode == 2 and "--local runs RayJobs" in service.stderr
+        cluster = local.LocalCluster.load(tmp_path)
+        assert cluster is not None
+        local.kill_host(cluster, cluster.slices[0], 0)  # the only host: the smoke job finds it missing, fails
+        failed = _raytpu("smoke", *config, "--run-id", "l2", run_dir=tmp_path, command="submit")
+        assert failed.returncode == 1, failed.stderr[-3000:]
+        assert "error: smoke-l2: Ray job ended FAILED" in failed.stderr and "UNHEALTHY" in failed.stdout
     finally:
         down = _raytpu("down", run_dir=tmp_path)
     assert down.returncode == 0

@@ -177,8 +177,11 @@ def test_pool_shape_per_generation(pools: dict[str, Any], name: str, gen: str, t
         assert policy is None, "single-host pools must not set a placement policy / tpu_topology"
     elif placement == "compact":
         assert policy == {"type": "COMPACT", "tpu_topology": topo}
-    else:  # FACTS.md section 2: policy_name, type left unset (setting it causes a diff on every apply)
-        assert "type" not in policy and "tpu_topology" not in policy
+    else:
+        # tpu7x multi-host: a workload policy instead of COMPACT; placement_policy.type is Required in the schema
+        # (resource_container_node_pool.go, hashicorp/terraform-provider-google e03b7622) and stays empty, and GKE
+        # stores tpu_topology, so it is stated (the block is ForceNew: leaving it out replaces the pool every apply)
+        assert policy["type"] == "" and policy["tpu_topology"] == topo
         assert policy["policy_name"].startswith("${google_compute_resource_policy.")
 
 

@@ -374,3 +374,49 @@ def test_registry_names_are_their_keys_in_order() -> None:
     assert all(name == mode.name for name, mode in provisioning.MODES.items())
     assert kinds.NAMES == ("smoke", "train", "serve")
     assert all(name == kind.name for name, kind in kinds.KINDS.items())
+
+
+# ------------------------------------------------------------------ names GKE's TPU webhook would truncate
+
+NAME_CAP_CONFIG = """\
+project: my-ml-project
+region: us-east5
+cluster: {{name: ray-tpu}}
+slices:
+  - {{name: {slice}, generation: v6e, topology: {topology}, zone: us-east5-b}}
+workloads:
+  - {{name: {work}, kind: {kind}, slice: {slice}}}
+"""
+
+
+@pytest.mark.parametrize(("slice_name", "topology", "work", "kind", "field", "limit"), [
+    # multi-host (v6e 4x4 = 4 hosts): smoke-<slice>-0-<6-char run id> must fit 35 characters
+    ("s" * 21, "4x4", "train", "train", "slices[0].name", 20),
+    # a RayJob is <name>-<run id>: 35 - 7 = 28 characters
+    ("train", "4x4", "t" * 29, "train", "workloads[0].name", 28),
+])
+def test_names_the_tpu_webhook_would_truncate_are_rejected_on_multi_host_slices(
+        slice_name: str, topology: str, work: str, kind: str, field: str, limit: int) -> None:
+    """ai-on-gke kuberay-tpu-webhook ``CheckName`` keeps the last 50 characters of ``<cluster>-headless`` while
+    KubeRay names the Service uncut: RayJob/RayService names over 35 characters break multi-host slices."""
+    text = NAME_CAP_CONFIG.format(slice=slice_name, topology=topology, work=work, kind=kind)
+    with pytest.raises((InvalidInput, InvalidInputs)) as caught:
+        parse(text)
+    assert isinstance(caught.value, InvalidInput | InvalidInputs)
+    found = [p for p in problems_of(caught.value) if p.field == field]
+    assert found and "truncat" in found[0].problem and found[0].valid.startswith(f"at most {limit} characters")
+
+
+def test_long_names_are_fine_on_single_host_slices() -> None:
+    """One host needs no headless-service hostnames: only the DNS-label rules apply."""
+    spec = parse(NAME_CAP_CONFIG.format(slice="s" * 30, topology="2x4", work="t" * 30, kind="train"))
+    assert spec.workloads[0].plan.single_host
+
+
+def test_a_manual_run_id_that_makes_a_multi_host_job_name_too_long_is_rejected() -> None:
+    from raytpu import kuberay
+
+    spec = parse(NAME_CAP_CONFIG.format(slice="train", topology="4x4", work="train", kind="train"))
+    with pytest.raises(InvalidInput, match="longer than 35 characters"):
+        kuberay.workload_manifest(spec, spec.workloads[0], service_account="ray", bucket="b",
+                                  name="train-" + "r" * 30)

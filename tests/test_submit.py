@@ -1,28 +1,33 @@
-"""``raytpu submit`` and ``raytpu smoke`` against a recording ``kubectl``, and the stack outputs reader.
+"""``raytpu submit`` and ``raytpu smoke`` end to end, at the Kubernetes API boundary.
 
-GKE cannot be reached from the test machine, so the boundary is ``kubectl``: each test puts a fake
-``kubectl`` first on PATH that records its exact arguments and stdin and answers with canned RayJob
-JSON (a sequence of states per job) and canned driver logs. The tests assert the exact manifests
-applied (and that they pass the KubeRay CRD schema and the TPU webhook rules) and the exit codes.
+GKE cannot be reached from the test machine, so the boundary is the Kubernetes API itself: a loopback HTTPS
+server (tests/kube_server.py) that speaks the paths the kit uses, validates every applied body against the
+vendored KubeRay CRDs and records the requests; credentials are real google-auth Application Default Credentials
+(a service-account key file whose token endpoint is that server). Tests script what KubeRay would write into a
+RayJob's status and its submitter pod's log, and assert the exact objects applied, the output and exit codes.
 """
 
 from __future__ import annotations
 
+import ast
 import json
-import os
-import stat
-import sys
+import threading
+import time
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from crd import operator_errors, schema_errors, webhook_errors
+from google.oauth2 import service_account
+from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, make_tls, serving
 
 from raytpu import cli, gke, kuberay, report
 from raytpu.config import parse
-from raytpu.spec import WORKLOAD_ENV, WorkloadSpec
+from raytpu.spec import WorkloadSpec
 
 pytestmark = pytest.mark.unit
 
@@ -46,102 +51,86 @@ OUTPUTS = {STACK: {"endpoint": "34.1.2.3", "ca_certificate": "LS0tLS1CRUdJTg==",
                    "service_account": "ray-workloads", "bucket": "my-bucket"},
            "ray-tpu-workloads": {}}
 """What ``cdktf deploy --outputs-file`` writes for the two stacks (the workloads stack exports nothing)."""
-CONTEXT = "gke_my-ml-project_us-east5_ray-tpu"
-
-FAKE_KUBECTL = """\
-#!{python}
-import json, os, sys
-d = os.environ["FAKE_KUBECTL_DIR"]
-args = sys.argv[1:]
-stdin = sys.stdin.read() if args[-2:] == ["-f", "-"] else ""
-with open(os.path.join(d, "calls.jsonl"), "a") as f:
-    f.write(json.dumps({{"args": args, "stdin": stdin}}) + "\\n")
-rest = list(args)
-for flag in ("--context", "-n"):
-    if flag in rest:
-        i = rest.index(flag)
-        del rest[i:i + 2]
-if rest[:2] == ["config", "get-contexts"]:
-    print(open(os.path.join(d, "contexts")).read())
-elif rest[0] == "apply":
-    for item in json.loads(stdin)["items"]:
-        print(item["kind"].lower() + ".ray.io/" + item["metadata"]["name"] + " created")
-elif rest[0] == "get":
-    path = os.path.join(d, rest[1] + "-" + rest[2] + ".json")
-    if not os.path.exists(path):
-        sys.stderr.write('Error from server (NotFound): ' + rest[1] + ' "' + rest[2] + '" not found\\n')
-        sys.exit(1)
-    states = json.load(open(path))
-    count_path = path + ".count"
-    n = int(open(count_path).read()) if os.path.exists(count_path) else 0
-    open(count_path, "w").write(str(n + 1))
-    print(json.dumps(states[min(n, len(states) - 1)]))
-elif rest[0] == "logs":
-    path = os.path.join(d, "logs-" + rest[1].split("/", 1)[1] + ".txt")
-    if not os.path.exists(path):
-        sys.stderr.write("error: not found\\n")
-        sys.exit(1)
-    sys.stdout.write(open(path).read())
-else:
-    sys.stderr.write("fake kubectl: unexpected " + " ".join(args) + "\\n")
-    sys.exit(3)
-"""
 
 
-class FakeCluster:
-    """The fake kubectl's directory: canned states and logs in, recorded calls out."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
+class Cluster:
+    """The deployed stack as ``raytpu`` sees it: a loopback Kubernetes API (tests/kube_server.py) behind the
+    outputs file, and scripted RayJob/RayService progress (what KubeRay would write into their status)."""
 
-    def job(self, name: str, *states: tuple[str, str], kind: str = "rayjob") -> None:
-        objs = [{"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": name},
-                 "status": {"jobDeploymentStatus": dep, "jobStatus": job}} for dep, job in states]
-        (self.root / f"{kind}-{name}.json").write_text(json.dumps(objs))
+    def __init__(self, server: KubeApiServer) -> None:
+        self.server = server
+        self.threads: list[threading.Thread] = []
 
-    def service(self, name: str, *statuses: dict[str, Any]) -> None:
-        objs = [{"kind": "RayService", "metadata": {"name": name}, "status": s} for s in statuses]
-        (self.root / f"rayservice-{name}.json").write_text(json.dumps(objs))
+    def applied(self, plural: str = "") -> list[dict[str, Any]]:
+        """The bodies of every server-side apply, in order."""
+        return [json.loads(r.body) for r in self.server.of("PATCH", f"/{plural}/" if plural else "")]
 
-    def logs(self, name: str, text: str) -> None:
-        (self.root / f"logs-{name}.txt").write_text(text)
+    def job(self, name: str, *states: tuple[str, str], log: str = "", plural: str = "rayjobs") -> None:
+        """Once ``name`` is applied, moves it through ``states`` (deployment, job status); the submitter pod
+        (``job-name=<name>``) with ``log`` appears before the last state, as KubeRay's K8sJobMode runs it."""
 
-    def contexts(self, *names: str) -> None:
-        (self.root / "contexts").write_text("\n".join(names) + "\n")
+        def drive() -> None:
+            deadline = time.monotonic() + 20
+            while self.server.get_object(plural, name) is None:
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.02)
+            for i, (deployment, job) in enumerate(states):
+                if i == len(states) - 1 and log:
+                    self.server.add_pod(f"{name}-submit", {"job-name": name}, log.splitlines())
+                status = ({"jobDeploymentStatus": deployment, **({"jobStatus": job} if job else {})}
+                          if plural == "rayjobs" else {"serviceStatus": deployment,
+                                                        "conditions": [{"type": "Ready", "status": job}]})
+                self.server.set_status(plural, name, status)
+                time.sleep(0.05)
 
-    @property
-    def calls(self) -> list[dict[str, Any]]:
-        path = self.root / "calls.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+        thread = threading.Thread(target=drive, daemon=True)
+        thread.start()
+        self.threads.append(thread)
 
-    def applied(self) -> list[dict[str, Any]]:
-        """Every manifest piped to ``kubectl apply -f -``."""
-        items = []
-        for call in self.calls:
-            if "apply" in call["args"]:
-                doc = json.loads(call["stdin"])
-                assert doc["kind"] == "List" and doc["apiVersion"] == "v1"
-                items += doc["items"]
-        return items
+    def tpu_node(self, pool: str, node: str, holder: str | None = None) -> None:
+        """A node of node pool ``pool``; with ``holder``, a running pod of another namespace requesting its TPUs."""
+        self.server.put({"apiVersion": "v1", "kind": "Node",
+                         "metadata": {"name": node, "labels": {"cloud.google.com/gke-nodepool": pool}}},
+                        namespace=None)
+        if holder:
+            self.server.put({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": holder, "namespace": "team-a"},
+                             "spec": {"nodeName": node, "containers": [{"name": "w", "image": "x", "resources": {
+                                 "requests": {"google.com/tpu": "4"}, "limits": {"google.com/tpu": "4"}}}]},
+                             "status": {"phase": "Running"}}, namespace="team-a")
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
+    return make_tls(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture(scope="module")
+def sa_key() -> ServiceAccountKey:
+    return ServiceAccountKey.generate()
 
 
 @pytest.fixture
-def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    script = bin_dir / "kubectl"
-    script.write_text(FAKE_KUBECTL.format(python=sys.executable))
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    state = tmp_path / "kube"
-    state.mkdir()
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_KUBECTL_DIR", str(state))
-    (tmp_path / "raytpu.yaml").write_text(CONFIG)
-    (tmp_path / "outputs.json").write_text(json.dumps(OUTPUTS))
-    monkeypatch.chdir(tmp_path)
-    cluster = FakeCluster(state)
-    cluster.contexts("kind-local", CONTEXT)
-    return cluster
+def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tls: TlsFiles,
+         sa_key: ServiceAccountKey) -> Iterator[Cluster]:
+    """A working directory with raytpu.yaml and outputs.json pointing at a loopback API server, and Application
+    Default Credentials (a service-account key file whose token endpoint is that server): google-auth for real."""
+    with serving(tls, sa_key) as server:
+        (tmp_path / "raytpu.yaml").write_text(CONFIG)
+        outputs = {STACK: {**OUTPUTS[STACK], "endpoint": server.url, "ca_certificate": tls.ca_b64},
+                   "ray-tpu-workloads": {}}
+        (tmp_path / "outputs.json").write_text(json.dumps(outputs))
+        key = tmp_path / "adc.json"
+        key.write_text(json.dumps(sa_key.info(server.token_uri)))
+        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(tls.ca_path))
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+        monkeypatch.chdir(tmp_path)
+        cluster = Cluster(server)
+        yield cluster
+        for thread in cluster.threads:
+            thread.join(timeout=5)
 
 
 def main(*argv: str) -> int:
@@ -173,11 +162,11 @@ def carried_spec(manifest: dict[str, Any]) -> WorkloadSpec:
 # ---------------------------------------------------------------------- submit
 
 
-def test_submit_smoke_waits_applies_exact_manifest_and_prints_verdicts(
-        fake: FakeCluster, capsys: pytest.CaptureFixture[str]) -> None:
-    fake.job("smoke-r1", ("Initializing", ""), ("Running", "RUNNING"), ("Complete", "SUCCEEDED"))
-    fake.logs("smoke-r1", f"2026-11-30 job started\n{verdict_line('tpu-a')}\n{verdict_line('tpu-b')}\nbye\n")
-    code = main("submit", "smoke", "--stack", STACK, "--wait", "--run-id", "r1", "--poll-s", "0.01")
+def test_submit_smoke_waits_applies_exact_manifest_streams_the_log_and_prints_verdicts(
+        fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    fake.job("smoke-r1", ("Initializing", ""), ("Running", "RUNNING"), ("Complete", "SUCCEEDED"),
+             log=f"2026-11-30 job started\n{verdict_line('tpu-a')}\n{verdict_line('tpu-b')}\nbye")
+    code = main("submit", "smoke", "--stack", STACK, "--wait", "--run-id", "r1")
     out, err = capsys.readouterr()
     assert code == 0, err
     assert fake.applied() == [expected("smoke", "smoke-r1")]
@@ -185,72 +174,69 @@ def test_submit_smoke_waits_applies_exact_manifest_and_prints_verdicts(
     assert schema_errors(manifest) == [] and webhook_errors(manifest) == [] and operator_errors(manifest) == []
     assert manifest["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] == 2
     assert "smoke-r1: Running/RUNNING" in err and "smoke-r1: Complete/SUCCEEDED" in err
+    assert "2026-11-30 job started" in out and "bye" in out  # the submitter's log, streamed
     assert "✓  tpu-a" in out and "2/2 slices healthy" in out
-    calls = [c["args"] for c in fake.calls]
-    assert calls[0] == ["config", "get-contexts", "-o", "name"]
-    assert calls[1] == ["--context", CONTEXT, "-n", "ray", "apply", "-f", "-"]
-    assert calls[-1] == ["--context", CONTEXT, "-n", "ray", "logs", "job/smoke-r1", "--tail=-1"]
+    (patch,) = fake.server.of("PATCH")
+    assert patch.path == "/apis/ray.io/v1/namespaces/ray/rayjobs/smoke-r1"
+    assert patch.query == {"fieldManager": "raytpu", "force": "false", "fieldValidation": "Strict"}
+    assert patch.headers["content-type"] == "application/apply-patch+yaml"
+    # google-auth got a token from the (loopback) token endpoint, and every API call carries one the server issued
+    assert fake.server.of("POST", "/token")
+    assert all(r.bearer and r.bearer in fake.server._valid_tokens for r in fake.server.api_requests())
 
 
-def test_submit_train_without_wait_applies_and_returns(fake: FakeCluster,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_submit_train_without_wait_applies_and_returns(fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
     code = main("submit", "train", "--stack", STACK, "--run-id", "r2")
     out, _ = capsys.readouterr()
     assert code == 0
     assert fake.applied() == [expected("train", "train-r2")]
-    assert fake.applied()[0]["spec"]["entrypoint"] == (
-        "python -m raytpu.workloads.train --storage-path gs://my-bucket/checkpoints/train-r2 --name train-r2")
-    assert carried_spec(fake.applied()[0]) == parse(CONFIG).workload("train")
     assert "submitted RayJob train-r2" in out
-    assert not any("get" in c["args"] for c in fake.calls)
+    assert [r.method for r in fake.server.api_requests()] == ["PATCH"]
 
 
-def test_submit_failed_job_exits_1_with_error(fake: FakeCluster, capsys: pytest.CaptureFixture[str]) -> None:
-    fake.job("train-r3", ("Running", "RUNNING"), ("Failed", "FAILED"))
-    fake.logs("train-r3", "Traceback: boom\n")
-    code = main("submit", "train", "--stack", STACK, "--wait", "--run-id", "r3", "--poll-s", "0.01")
+def test_submit_failed_job_exits_1_with_error(fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    fake.job("train-r3", ("Running", "RUNNING"), ("Failed", "FAILED"), log="Traceback: boom")
+    assert main("submit", "train", "--stack", STACK, "--wait", "--run-id", "r3") == 1
     out, err = capsys.readouterr()
-    assert code == 1
-    assert "Traceback: boom" in out
-    assert "error: train-r3: RayJob ended Failed/FAILED" in err
+    assert "Traceback: boom" in out  # the driver's log, not ours
+    assert err.splitlines()[-1].startswith("error: train-r3: RayJob ended Failed/FAILED")
 
 
-def test_submit_unhealthy_smoke_exits_1(fake: FakeCluster, capsys: pytest.CaptureFixture[str]) -> None:
-    fake.job("smoke-r4", ("Complete", "SUCCEEDED"))
-    fake.logs("smoke-r4", verdict_line("tpu-a", healthy=False) + "\n")
-    assert main("submit", "smoke", "--stack", STACK, "--wait", "--run-id", "r4", "--poll-s", "0") == 1
+def test_submit_unhealthy_smoke_exits_1(fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    fake.job("smoke-r4", ("Complete", "SUCCEEDED"), log=verdict_line("tpu-a", healthy=False))
+    assert main("submit", "smoke", "--stack", STACK, "--wait", "--run-id", "r4") == 1
     out, err = capsys.readouterr()
-    assert "✗  tpu-a" in out and "unhealthy" in err
+    assert "0/1 slices healthy" in out and "unhealthy slice" in err
 
 
-def test_submit_wait_times_out_with_exit_1(fake: FakeCluster, capsys: pytest.CaptureFixture[str]) -> None:
+def test_submit_wait_times_out_with_exit_1(fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
     fake.job("train-r5", ("Initializing", ""))
-    code = main("submit", "train", "--stack", STACK, "--wait", "--run-id", "r5", "--poll-s", "0.01",
-                "--timeout-s", "0.2")
-    assert code == 1
-    assert "still Initializing/- after 0.2s" in capsys.readouterr().err
+    assert main("submit", "train", "--stack", STACK, "--wait", "--run-id", "r5", "--timeout-s", "1") == 1
+    err = capsys.readouterr().err
+    assert "error: train-r5: still Initializing/- after 1s" in err and "Traceback" not in err
 
 
-def test_submit_serve_applies_rayservice_and_waits_until_ready(fake: FakeCluster,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
-    fake.service("serve", {"serviceStatus": ""}, {"conditions": [{"type": "Ready", "status": "True"}]})
-    code = main("submit", "serve", "--stack", STACK, "--wait", "--poll-s", "0.01")
-    out, _ = capsys.readouterr()
-    assert code == 0
+def test_submit_serve_applies_rayservice_waits_until_ready_and_prints_the_endpoint(
+        fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    fake.job("serve", ("WaitForServeDeploymentReady", "False"), ("Running", "True"), plural="rayservices")
+    assert main("submit", "serve", "--stack", STACK, "--wait", "--timeout-s", "10") == 0
+    out, err = capsys.readouterr()
     assert fake.applied() == [expected("serve", "serve")]
     assert schema_errors(fake.applied()[0]) == [] and operator_errors(fake.applied()[0]) == []
-    assert "RayService serve is ready" in out
+    # KubeRay's Serve Service is <name>-serve-svc (ray-operator/controllers/ray/utils/util.go, v1.7.0)
+    assert out.splitlines()[-2:] == ["endpoint: http://serve-serve-svc.ray.svc.cluster.local:8000/v1",
+                                     f"model: {kuberay.DEFAULT_SERVE_MODEL}"]
+    assert "serve: ready" in err
 
 
-def test_submit_dry_run_prints_yaml_and_runs_no_kubectl(fake: FakeCluster,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_submit_dry_run_prints_yaml_and_calls_no_api(fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
     assert main("submit", "train", "--stack", STACK, "--dry-run", "--run-id", "r6") == 0
     assert list(yaml.safe_load_all(capsys.readouterr().out)) == [expected("train", "train-r6")]
-    assert fake.calls == []
+    assert fake.server.requests == []
 
 
 def test_every_rayjob_submission_is_a_new_run_and_a_rayservice_keeps_its_name(
-        fake: FakeCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+        fake: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each RayJob submission is ``<workload>-<run id>`` (default run id: :func:`gke.run_id`), so it never updates
     an earlier job, and train checkpoints under its own run; re-applying a RayService updates it in place."""
     ids = iter(["k1", "k2", "k3", "k4", "k5"])
@@ -268,8 +254,7 @@ def test_every_rayjob_submission_is_a_new_run_and_a_rayservice_keeps_its_name(
     assert [carried_spec(m) for m in applied[:3]] == [spec.workload("train")] * 2 + [spec.workload("smoke")]
 
 
-def test_default_run_id_names_the_job_workload_dash_run_id(fake: FakeCluster,
-                                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_default_run_id_names_the_job_workload_dash_run_id(fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
     before = gke.run_id()
     assert main("submit", "train", "--stack", STACK) == 0
     (job,) = fake.applied()
@@ -287,51 +272,57 @@ def test_default_run_id_names_the_job_workload_dash_run_id(fake: FakeCluster,
     (("submit", "train", "--stack", "other"),
      "error: --stack: 'other' is not allowed (cluster stacks in outputs.json); valid: ray-tpu-cluster\n"),
     (("submit", "train", "--stack", "ray-tpu"), "error: --stack: 'ray-tpu' is not allowed"),
+    (("submit", "train"), "error: --stack: is required (or --local)"),
     (("smoke", "--stack", "ray-tpu"), "error: --stack: 'ray-tpu' is not allowed"),
     (("smoke", "--stack", STACK, "--outputs", "missing.json"), "error: --outputs: cannot read"),
     (("smoke", "--stack", STACK, "--config", "nope.yaml"), "error: config: cannot read 'nope.yaml'"),
 ])
-def test_bad_input_exits_2_with_a_clear_message_and_no_kubectl(
-        fake: FakeCluster, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], message: str) -> None:
+def test_bad_input_exits_2_with_a_clear_message_and_no_api_call(
+        fake: Cluster, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], message: str) -> None:
     assert main(*argv) == 2
     err = capsys.readouterr().err
     assert err.startswith(message) and "Traceback" not in err
     assert len(err.splitlines()) == 1, err
-    assert fake.calls == []
+    assert fake.server.requests == []
 
 
-def test_missing_kube_context_names_the_gcloud_command(fake: FakeCluster,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    fake.contexts("kind-local")
-    assert main("submit", "train", "--stack", STACK, "--run-id", "r7") == 1
+def test_ray_operator_missing_is_one_line_and_exit_1(fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    fake.server.serve_ray = False  # the cluster serves no ray.io/v1: the add-on is off
+    assert main("submit", "train", "--stack", STACK, "--run-id", "r9") == 1
     err = capsys.readouterr().err
-    assert ("run `gcloud container clusters get-credentials ray-tpu --location us-east5 --project my-ml-project`"
-            in err)
-    assert fake.applied() == []
+    assert len(err.splitlines()) == 1 and "is the Ray Operator add-on enabled?" in err and "Traceback" not in err
 
 
-def test_explicit_context_is_used_without_probing(fake: FakeCluster) -> None:
-    assert main("submit", "train", "--stack", STACK, "--run-id", "r8", "--context", "mine") == 0
-    assert [c["args"][:2] for c in fake.calls] == [["--context", "mine"]]
+def test_no_kubectl_or_gcloud_subprocess_remains_in_raytpu() -> None:
+    """The kit talks to GKE through the Kubernetes API and google-auth only: no kubectl or gcloud at run time."""
+    root = Path(__file__).resolve().parents[1] / "raytpu"
+    offenders = []
+    for path in root.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in ("kubectl", "gcloud"):
+                offenders.append(f"{path.relative_to(root)}:{node.lineno}")
+            if isinstance(node, ast.Attribute) and node.attr in ("run", "Popen", "check_output") and \
+                    isinstance(node.value, ast.Name) and node.value.id == "subprocess" and path.name == "gke.py":
+                offenders.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert offenders == []
 
 
 # ---------------------------------------------------------------------- smoke
 
 
 def test_smoke_one_job_per_slice_copy_reports_and_exits_1_on_unhealthy(
-        fake: FakeCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+        fake: Cluster, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     names = ["smoke-train-0-n1", "smoke-train-1-n1", "smoke-serve-0-n1"]
-    for name in names:
-        fake.job(name, ("Running", "RUNNING"), ("Complete", "SUCCEEDED"))
-    fake.logs(names[0], verdict_line("tpu-train-a") + "\n")
-    fake.logs(names[1], verdict_line("tpu-train-b", healthy=False) + "\n")
-    fake.logs(names[2], "driver died before printing a verdict\n")
-    code = main("smoke", "--stack", STACK, "--run-id", "n1", "--poll-s", "0.01", "--report", "out")
+    fake.job(names[0], ("Running", "RUNNING"), ("Complete", "SUCCEEDED"), log=verdict_line("tpu-train-a"))
+    fake.job(names[1], ("Running", "RUNNING"), ("Complete", "SUCCEEDED"),
+             log=verdict_line("tpu-train-b", healthy=False))
+    fake.job(names[2], ("Running", "RUNNING"), ("Complete", "SUCCEEDED"), log="driver died before a verdict")
+    code = main("smoke", "--stack", STACK, "--run-id", "n1", "--report", "out", "--timeout-s", "20")
     out, err = capsys.readouterr()
     assert code == 1
     applied = fake.applied()
     assert [m["metadata"]["name"] for m in applied] == names
-    assert len([c for c in fake.calls if "apply" in c["args"]]) == 1
     config = parse(CONFIG)
     assert applied == kuberay.smoke_jobs(config, service_account="ray-workloads", bucket="my-bucket",
                                          namespace="ray", suffix="n1")
@@ -341,7 +332,7 @@ def test_smoke_one_job_per_slice_copy_reports_and_exits_1_on_unhealthy(
     assert applied[0]["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"] == (
         "example.com/ray-tpu:smoke")
     assert "warning: slice dws: skipped (queued provisioning" in err
-    assert "error: smoke: 2 of 3 slices unhealthy (smoke-train-1-n1, smoke-serve-0-n1)" in err
+    assert "error: smoke: 2 of 3 slices failed (smoke-train-1-n1 unhealthy, smoke-serve-0-n1 unhealthy)" in err
     assert "1/3 slices healthy" in out
     doc = json.loads((tmp_path / "out" / "smoke.json").read_text())
     assert doc["healthy"] is False and doc["skipped_slices"] == ["dws"] and doc["run_id"] == "n1"
@@ -356,34 +347,74 @@ def test_smoke_one_job_per_slice_copy_reports_and_exits_1_on_unhealthy(
     assert root.get("failures") == "2"
 
 
-def test_smoke_all_healthy_exits_0(fake: FakeCluster, capsys: pytest.CaptureFixture[str]) -> None:
+def test_smoke_all_healthy_exits_0(fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
     for i, name in enumerate(["smoke-train-0-n2", "smoke-train-1-n2", "smoke-serve-0-n2"]):
-        fake.job(name, ("Complete", "SUCCEEDED"))
-        fake.logs(name, verdict_line(f"tpu-{i}") + "\n")
-    assert main("smoke", "--stack", STACK, "--run-id", "n2", "--poll-s", "0") == 0
+        fake.job(name, ("Complete", "SUCCEEDED"), log=verdict_line(f"tpu-{i}"))
+    assert main("smoke", "--stack", STACK, "--run-id", "n2", "--timeout-s", "20") == 0
     assert "3/3 slices healthy" in capsys.readouterr().out
     assert Path("reports/smoke.junit.xml").is_file()
 
 
-def test_smoke_failed_job_with_healthy_verdict_is_still_unhealthy(fake: FakeCluster,
+def test_smoke_failed_job_with_healthy_verdict_is_still_unhealthy(fake: Cluster,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    for name in ["smoke-train-0-n3", "smoke-train-1-n3", "smoke-serve-0-n3"]:
-        fake.job(name, ("Complete", "SUCCEEDED"))
-        fake.logs(name, verdict_line(name) + "\n")
-    fake.job("smoke-serve-0-n3", ("Failed", "FAILED"))
-    assert main("smoke", "--stack", STACK, "--run-id", "n3", "--poll-s", "0") == 1
+    for name in ["smoke-train-0-n3", "smoke-train-1-n3"]:
+        fake.job(name, ("Complete", "SUCCEEDED"), log=verdict_line(name))
+    fake.job("smoke-serve-0-n3", ("Failed", "FAILED"), log=verdict_line("smoke-serve-0-n3"))
+    assert main("smoke", "--stack", STACK, "--run-id", "n3", "--timeout-s", "20") == 1
     assert "RayJob ended Failed/FAILED" in capsys.readouterr().out
 
 
-def test_smoke_timeout_counts_as_unhealthy(fake: FakeCluster, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main("smoke", "--stack", STACK, "--run-id", "n4", "--poll-s", "0.01", "--timeout-s", "0.1")
+def test_smoke_timeout_counts_as_unhealthy(fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main("smoke", "--stack", STACK, "--run-id", "n4", "--timeout-s", "1")
     out, _ = capsys.readouterr()
     assert code == 1
-    assert "timed out after 0.1s; RayJob not found" in out
+    assert "timed out after 1s; RayJob New/-" in out  # applied, but KubeRay never moved it
+
+
+def test_busy_slice_gets_no_job_and_is_not_a_failure_unless_strict(
+        fake: Cluster, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A copy whose nodes run another team's TPU pod is ``busy``: no smoke job goes there (smoke and a workload
+    never split a slice), the report names the holder, and only ``--strict`` makes it fail the run."""
+    fake.tpu_node("train-0", "gke-train-0-a", holder="research-job-worker-0")
+    fake.tpu_node("train-1", "gke-train-1-a")
+    for run in ("b1", "b2"):
+        for name in (f"smoke-train-1-{run}", f"smoke-serve-0-{run}"):
+            fake.job(name, ("Complete", "SUCCEEDED"), log=verdict_line(name))
+    assert main("smoke", "--stack", STACK, "--run-id", "b1", "--timeout-s", "20", "--report", "out") == 0
+    out, err = capsys.readouterr()
+    assert [m["metadata"]["name"] for m in fake.applied()] == ["smoke-train-1-b1", "smoke-serve-0-b1"]
+    assert "slice train-0: busy (team-a/research-job-worker-0); no smoke job" in err
+    assert "busy" in out and "2/3 slices healthy" in out
+    doc = json.loads((tmp_path / "out" / "smoke.json").read_text())
+    busy = doc["slices"][0]
+    assert busy["state"] == "busy" and "team-a/research-job-worker-0" in busy["checks"][0]["detail"]
+    root = ET.parse(tmp_path / "out" / "smoke.junit.xml").getroot()
+    assert root.get("failures") == "0" and root.find("testsuite/testcase/skipped") is not None
+    assert main("smoke", "--stack", STACK, "--run-id", "b2", "--timeout-s", "20", "--strict") == 1
+    assert "smoke-train-0-b2 busy" in capsys.readouterr().err
+
+
+def test_slice_without_capacity_is_unschedulable_not_unhealthy(fake: Cluster,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """A job whose pods never got capacity is ``unschedulable`` (the scheduler's and autoscaler's events say
+    why: spot/flex-start/queued capacity not granted, quota), which exits 0 unless ``--strict``."""
+    fake.job("smoke-train-0-u1", ("Complete", "SUCCEEDED"), log=verdict_line("a"))
+    fake.job("smoke-serve-0-u1", ("Complete", "SUCCEEDED"), log=verdict_line("b"))
+    fake.job("smoke-train-1-u1", ("Initializing", ""))
+    fake.server.put({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "smoke-train-1-u1-tpu-worker-0", "labels": {"ray.io/originated-from-cr-name": "smoke-train-1-u1"}},
+        "spec": {"containers": [{"name": "ray-worker", "image": "x"}]}, "status": {"phase": "Pending"}})
+    fake.server.put({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e1"},
+                     "involvedObject": {"kind": "Pod", "name": "smoke-train-1-u1-tpu-worker-0"},
+                     "reason": "NotTriggerScaleUp",
+                     "message": "pod didn't trigger scale-up: 1 max node group size reached"})
+    assert main("smoke", "--stack", STACK, "--run-id", "u1", "--timeout-s", "3") == 0
+    out = capsys.readouterr().out
+    assert "unschedulable" in out and "NotTriggerScaleUp: pod didn't trigger scale-up" in out
 
 
 def test_smoke_jobs_carry_their_slices_spec_and_queued_slices_are_skipped_with_a_warning(
-        fake: FakeCluster, capsys: pytest.CaptureFixture[str]) -> None:
+        fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
     assert main("smoke", "--stack", STACK, "--run-id", "d1", "--dry-run") == 0
     out, err = capsys.readouterr()
     jobs = list(yaml.safe_load_all(out))
@@ -395,10 +426,10 @@ def test_smoke_jobs_carry_their_slices_spec_and_queued_slices_are_skipped_with_a
         assert carried.slice == spec.slice(job["metadata"]["labels"][kuberay.SLICE_LABEL])
         assert job["spec"]["entrypoint"] == "python -m raytpu.workloads.smoke"
     assert err.splitlines() == ["warning: slice dws: skipped (queued provisioning cannot run a RayJob with workers)"]
-    assert fake.calls == []
+    assert fake.server.requests == []
 
 
-def test_smoke_with_only_queued_slices_exits_2(fake: FakeCluster, capsys: pytest.CaptureFixture[str]) -> None:
+def test_smoke_with_only_queued_slices_exits_2(fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
     Path("raytpu.yaml").write_text(CONFIG.split("slices:")[0] + "slices:\n"
                                    "  - {name: dws, generation: v6e, topology: 2x2, zone: us-east5-b, "
                                    "provisioning: queued}\n")
@@ -407,7 +438,7 @@ def test_smoke_with_only_queued_slices_exits_2(fake: FakeCluster, capsys: pytest
     assert err.splitlines()[-1] == ("error: slices: no slice can run a smoke RayJob; valid: at least one slice whose "
                                     "provisioning runs a Ray cluster")
     assert "warning: slice dws: skipped" in err and "Traceback" not in err
-    assert fake.calls == []
+    assert fake.server.requests == []
 
 
 # ---------------------------------------------------------------------- RayJob status and run ids
@@ -443,19 +474,38 @@ def test_core_zip_has_one_top_level_package_with_workloads_and_no_cdk(tmp_path: 
     assert "raytpu/config.py" not in names  # jobs receive specs; they never parse YAML
 
 
-def test_upload_core_copies_the_zip_to_the_py_modules_uri(fake: FakeCluster, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    gcloud = tmp_path / "bin" / "gcloud"
-    gcloud.write_text(f"#!{sys.executable}\nimport json, os, sys, zipfile\n"
-                      "names = zipfile.ZipFile(sys.argv[3]).namelist()\n"
-                      "open(os.path.join(os.environ['FAKE_KUBECTL_DIR'], 'gcloud.json'), 'w').write("
-                      "json.dumps({'args': sys.argv[1:], 'names': names}))\n")
-    gcloud.chmod(0o755)
-    assert main("submit", "train", "--stack", STACK, "--run-id", "u1", "--upload-core") == 0
-    record = json.loads((fake.root / "gcloud.json").read_text())
-    uri = f"gs://my-bucket/raytpu/raytpu-{kuberay.__version__}.zip"
-    assert record["args"][:2] == ["storage", "cp"] and record["args"][3] == uri
-    assert {"raytpu/plan.py", "raytpu/spec.py"} <= set(record["names"]) and "raytpu/config.py" not in record["names"]
-    runtime = yaml.safe_load(fake.applied()[0]["spec"]["runtimeEnvYAML"])
-    assert runtime["py_modules"] == [f"file:///mnt/gcs/raytpu/raytpu-{kuberay.__version__}.zip"]
-    assert set(runtime["env_vars"]) == {WORKLOAD_ENV}
+def test_upload_core_posts_the_zip_to_the_gcs_json_api(tmp_path: Path, sa_key: ServiceAccountKey) -> None:
+    """The upload at the HTTP boundary (GCS cannot be reached from here): a simple media upload
+    (https://cloud.google.com/storage/docs/uploading-objects) with the caller's OAuth token, to a loopback server."""
+    import zipfile
+
+    seen: dict[str, Any] = {}
+
+    class Storage(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            seen.update(path=self.path, auth=self.headers.get("Authorization"),
+                        type=self.headers.get("Content-Type"),
+                        body=self.rfile.read(int(self.headers["Content-Length"])))
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    httpd = HTTPServer(("127.0.0.1", 0), Storage)
+    threading.Thread(target=httpd.handle_request, daemon=True).start()
+    creds = service_account.Credentials.from_service_account_info(sa_key.info("https://unused.invalid/token"))
+    creds.token = "test-token"
+    creds.expiry = None
+    try:
+        uri = f"gs://my-bucket/raytpu/raytpu-{kuberay.__version__}.zip"
+        gke.upload_core(uri, creds, api=f"http://127.0.0.1:{httpd.server_address[1]}")
+    finally:
+        httpd.server_close()
+    assert seen["path"] == (f"/upload/storage/v1/b/my-bucket/o?uploadType=media&name=raytpu%2Fraytpu-"
+                            f"{kuberay.__version__}.zip")
+    assert seen["auth"] == "Bearer test-token" and seen["type"] == "application/zip"
+    (tmp_path / "z.zip").write_bytes(seen["body"])
+    names = zipfile.ZipFile(tmp_path / "z.zip").namelist()
+    assert {"raytpu/plan.py", "raytpu/spec.py"} <= set(names) and "raytpu/config.py" not in names

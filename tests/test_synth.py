@@ -98,9 +98,14 @@ def test_network_bucket_and_identity(standard: dict) -> None:
     assert binding["role"] == "roles/iam.workloadIdentityUser"
     assert binding["member"] == "serviceAccount:my-ml-project.svc.id.goog[ray/ray]"
     assert binding["depends_on"] == ["google_container_cluster.gke_cluster_C5D95197"]
-    access = only(stack, "google_storage_bucket_iam_member")
-    assert access["role"] == "roles/storage.objectUser"
-    assert access["bucket"] == "${google_storage_bucket.storage_bucket_6AF501AE.name}"
+    grants = {g["role"]: g for g in resources(stack, "google_storage_bucket_iam_member").values()}
+    # exactly what the workloads use: objects (read, write, delete checkpoints), and storage.buckets.get, which
+    # pyarrow's GcsFileSystem calls (apache/arrow cpp/src/arrow/filesystem/gcsfs.cc GetBucketMetadata) and
+    # roles/storage.objectUser lacks (https://cloud.google.com/storage/docs/access-control/iam-roles)
+    assert sorted(grants) == ["roles/storage.legacyBucketReader", "roles/storage.objectUser"]
+    for grant in grants.values():
+        assert grant["bucket"] == "${google_storage_bucket.storage_bucket_6AF501AE.name}"
+        assert grant["member"].startswith("serviceAccount:${google_service_account.")
     roles = sorted(r["role"] for r in resources(stack, "google_project_iam_member").values())
     assert "roles/owner" not in roles and "roles/editor" not in roles and "roles/logging.logWriter" in roles
 
@@ -314,7 +319,9 @@ def test_every_provisioning_mode_through_the_config() -> None:
     assert flex["node_config"]["flex_start"] is True and flex["node_config"]["max_run_duration"] == "7200s"
     assert flex["node_config"]["disk_size_gb"] == 200
     assert flex["autoscaling"] == {"min_node_count": 0, "max_node_count": 16, "location_policy": "ANY"}
-    assert list(flex["placement_policy"]) == ["policy_name"]  # type unset with a workload policy
+    # a workload policy: type Required but empty, tpu_topology stated as GKE stores it (see test_modules)
+    assert sorted(flex["placement_policy"]) == ["policy_name", "tpu_topology", "type"]
+    assert flex["placement_policy"]["type"] == "" and flex["placement_policy"]["tpu_topology"] == "4x4x4"
     assert flex["placement_policy"]["policy_name"].startswith("${google_compute_resource_policy.gke_slice-fs-0_")
     assert by_name(cluster, "google_compute_resource_policy")["fs-0-wp"]["workload_policy"] == {
         "type": "HIGH_THROUGHPUT", "accelerator_topology": "4x4x4"}
@@ -402,7 +409,7 @@ def test_added_slices_get_their_pools_and_raise_the_cluster_version(extended: di
     assert (research["node_config"]["machine_type"], research["node_count"]) == ("ct5p-hightpu-4t", 4)
     assert research["placement_policy"] == {"type": "COMPACT", "tpu_topology": "2x2x4"}
     assert research["node_config"]["spot"] is True and research["node_locations"] == ["us-east5-a"]
-    assert list(pools["iron-0"]["placement_policy"]) == ["policy_name"]  # tpu7x multi-host: workload policy
+    assert sorted(pools["iron-0"]["placement_policy"]) == ["policy_name", "tpu_topology", "type"]  # workload policy
     # FACTS.md section 1: tpu7x on Standard needs 1.34.0-gke.2201000 (the example's v6e alone: 1.31.2).
     assert only(cluster, "google_container_cluster")["min_master_version"] == "1.34.0-gke.2201000"
     from raytpu.outputs import StackOutputs
@@ -479,3 +486,24 @@ def test_synthesized_kuberay_objects_pass_the_crd_schemas_and_webhook_rules(
         assert schema_errors(manifest) == [], name
         assert webhook_errors(manifest) == [], name
         assert operator_errors(manifest) == [], name
+
+
+def test_synth_is_byte_identical_wherever_it_runs(tmp_path: Path) -> None:
+    """Without ``storage.state_bucket`` the local backend and the workloads stack's remote-state lookup name the
+    state file by a path relative to the stack's directory, so two checkouts (here: two working directories)
+    synthesize the same bytes; cdktf's default names an absolute path of the project root."""
+    example = Path(__file__).resolve().parents[1] / "raytpu.example.yaml"
+    outs = []
+    for where in ("a/deep/checkout", "b"):
+        cwd = tmp_path / where
+        cwd.mkdir(parents=True)
+        done = subprocess.run([sys.executable, "-m", "raytpu", "synth", str(example), "--out", "out"], cwd=cwd,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        outs.append(cwd / "out" / "stacks")
+    files = sorted(p.relative_to(outs[0]) for p in outs[0].rglob("*") if p.is_file())
+    assert files and files == sorted(p.relative_to(outs[1]) for p in outs[1].rglob("*") if p.is_file())
+    for rel in files:
+        assert (outs[0] / rel).read_bytes() == (outs[1] / rel).read_bytes(), rel
+    text = (outs[0] / "ray-tpu-workloads" / "cdk.tf.json").read_text()
+    assert str(tmp_path) not in text and '"path": "../../../terraform.ray-tpu-cluster.tfstate"' in text

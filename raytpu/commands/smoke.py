@@ -1,13 +1,15 @@
 """``raytpu smoke --stack NAME``: the nightly check of every TPU slice of a deployed stack.
 
 One single-slice smoke RayJob per slice copy (``count`` jobs per config slice,
-:func:`raytpu.kuberay.smoke_jobs`), applied with ``kubectl apply -f -``; the jobs are polled together
-(progress on stderr) up to ``--timeout-s``; each job's driver log (``kubectl logs job/<name>``, the
-K8sJobMode submitter) is searched for its ``RAYTPU_SMOKE_VERDICT`` line. A job that failed, timed out
-or printed no verdict counts as an unhealthy slice. The table goes to stdout, ``smoke.json`` and
-``smoke.junit.xml`` to ``--report`` (default ``reports/``). Exit 0 when every slice is healthy, 1 when
-one is not, 2 on bad input. Slices with queued provisioning are skipped with a warning (a RayJob with
-workers cannot use queued capacity).
+:func:`raytpu.kuberay.smoke_jobs`), server-side applied through the Kubernetes API (:mod:`raytpu.gke`), but
+only to copies nothing else holds: a copy a workload is using is reported ``busy`` (with its holders,
+:mod:`raytpu.occupancy`) and gets no job, so smoke never splits a slice with a workload. The jobs are
+watched together (progress on stderr) up to ``--timeout-s``; each job's driver log (its K8sJobMode submitter
+pod) is searched for its ``RAYTPU_SMOKE_VERDICT`` line. A job whose pods never got capacity (scheduling
+events) is ``unschedulable``; one that failed, timed out otherwise or printed no verdict is ``unhealthy``.
+The table goes to stdout, ``smoke.json`` and ``smoke.junit.xml`` to ``--report`` (default ``reports/``).
+Exit 1 only when a slice is unhealthy (``--strict``: also busy or unschedulable), 0 otherwise, 2 on bad input.
+Slices whose provisioning cannot run a Ray cluster (queued) are skipped with a warning.
 """
 
 from __future__ import annotations
@@ -32,15 +34,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout-s", type=float, default=1800.0,
                         help="how long to wait for all smoke jobs (default 1800)")
     parser.add_argument("--image", help="image of the smoke jobs (default: the config's smoke workload image)")
+    parser.add_argument("--strict", action="store_true",
+                        help="exit 1 for busy and unschedulable slices too (default: only for unhealthy ones)")
 
 
-def failed_verdict(job: dict[str, Any], plan: SlicePlan, problem: str) -> dict[str, Any]:
-    """The verdict of a job that gave none: unhealthy, with ``problem`` as its one failed check."""
+def failed_verdict(job: dict[str, Any], plan: SlicePlan, problem: str, state: str = "unhealthy") -> dict[str, Any]:
+    """The verdict of a job that gave none: ``state`` (unhealthy, busy, unschedulable), ``problem`` its one check."""
     return {
-        "slice": job["metadata"]["name"], "job": job["metadata"]["name"], "healthy": False,
+        "slice": job["metadata"]["name"], "job": job["metadata"]["name"], "healthy": False, "state": state,
         "generation": plan.generation, "topology": plan.topology, "pod_type": plan.ray_pod_type,
         "hosts_expected": plan.hosts, "hosts_found": 0, "duration_s": 0.0,
-        "checks": [{"name": "job", "ok": False, "detail": problem, "value": None, "expected": None}],
+        "checks": [{"name": "job" if state == "unhealthy" else state, "ok": False, "detail": problem, "value": None,
+                    "expected": None}],
         "hosts": [],
     }
 
@@ -48,7 +53,7 @@ def failed_verdict(job: dict[str, Any], plan: SlicePlan, problem: str) -> dict[s
 def run(args: argparse.Namespace) -> int:
     """Applies the smoke jobs, waits, collects verdicts, prints the table and writes the reports."""
     from raytpu import config as config_mod
-    from raytpu import errors, gke, kuberay, report
+    from raytpu import errors, gke, kuberay, occupancy, report
     from raytpu.commands.submit import print_yaml
     from raytpu.outputs import StackOutputs
 
@@ -68,32 +73,26 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print_yaml(jobs)
         return 0
-    kubectl = gke.connect(outputs, args.context)
     if args.upload_core:
         gke.upload_core(gke.upload_target(args.py_modules, outputs.bucket))
     started = time.monotonic()
-    for line in kubectl.apply(jobs):
-        print(line, file=sys.stderr)
-    names = [j["metadata"]["name"] for j in jobs]
-    states = gke.wait_for_jobs(kubectl, names, timeout_s=args.timeout_s, poll_s=args.poll_s)
     verdicts: list[dict[str, Any]] = []
-    for job in jobs:
-        name = job["metadata"]["name"]
-        state = states[name]
-        found = report.parse_verdict_lines(kubectl.logs(f"job/{name}"))
-        if not found:
-            why = (f"no {report.MARKER} line in the job's log; RayJob {state.describe()}" if state.done
-                   else f"timed out after {args.timeout_s:g}s; RayJob {state.describe()}")
-            plan = spec.slice(job["metadata"]["labels"][kuberay.SLICE_LABEL]).plan
-            found = [failed_verdict(job, plan, why)]
-        elif not state.succeeded:
-            for v in found:
-                v["healthy"] = False
-                v.setdefault("checks", []).append({"name": "job", "ok": False, "value": None, "expected": None,
-                                                   "detail": f"RayJob ended {state.describe()}"})
-        for v in found:
-            v.setdefault("job", name)
-        verdicts.extend(found)
+    with gke.connect(outputs) as client:
+        free = []
+        for job in jobs:
+            item = spec.slice(job["metadata"]["labels"][kuberay.SLICE_LABEL])
+            index = int(job["metadata"]["name"].removesuffix(f"-{suffix}").rsplit("-", 1)[1])
+            held_by = occupancy.holders(client, item, index, spec.cluster.autopilot)
+            if held_by:
+                print(f"slice {item.pool_names[index]}: busy ({', '.join(held_by)}); no smoke job", file=sys.stderr)
+                verdicts.append(failed_verdict(job, item.plan, f"in use by {', '.join(held_by)}", "busy"))
+                continue
+            client.apply(job)
+            print(f"applied RayJob {job['metadata']['name']}", file=sys.stderr)
+            free.append(job)
+        states = gke.follow_jobs(client, [j["metadata"]["name"] for j in free], timeout_s=args.timeout_s)
+        for job in free:
+            verdicts.extend(_job_verdicts(client, job, states[job["metadata"]["name"]], spec, args.timeout_s))
     print(report.render_table(verdicts))
     try:
         json_path, junit_path = report.write_reports(verdicts, args.report, extra={
@@ -103,8 +102,35 @@ def run(args: argparse.Namespace) -> int:
         raise errors.RuntimeFailure(f"--report: cannot write {args.report!r} ({exc.strerror}); valid: a writable "
                                     "directory") from None
     print(f"reports: {json_path} {junit_path}", file=sys.stderr)
-    if not report.all_healthy(verdicts):
-        bad = [str(v.get("job") or v.get("slice")) for v in verdicts if not v.get("healthy")]
-        raise errors.RuntimeFailure(f"smoke: {len(bad)} of {len(verdicts)} slices unhealthy ({', '.join(bad)}); "
+    gating = ("unhealthy", "busy", "unschedulable") if args.strict else ("unhealthy",)
+    bad = [f"{v.get('job') or v.get('slice')} {report.state_of(v)}" for v in verdicts
+           if report.state_of(v) in gating]
+    if bad:
+        raise errors.RuntimeFailure(f"smoke: {len(bad)} of {len(verdicts)} slices failed ({', '.join(bad)}); "
                                     f"valid: every slice healthy (details in {json_path})")
     return 0
+
+
+def _job_verdicts(client: Any, job: dict[str, Any], state: Any, spec: Any, timeout_s: float) -> list[dict[str, Any]]:
+    """The verdicts one smoke job gave, or the one that explains why it gave none."""
+    from raytpu import kuberay, occupancy, report
+
+    name = job["metadata"]["name"]
+    found = report.parse_verdict_lines("\n".join(client.job_logs(name)))
+    plan = spec.slice(job["metadata"]["labels"][kuberay.SLICE_LABEL]).plan
+    if not found:
+        never_ran = state.deployment in ("", "New", "Initializing", "Waiting") or "PreRunning" in state.reason
+        reason = occupancy.unschedulable_reason(client, name) if never_ran or not state.done else None
+        if reason:
+            return [failed_verdict(job, plan, f"no capacity: {reason}", "unschedulable")]
+        why = (f"no {report.MARKER} line in the job's log; RayJob {state.describe()}" if state.done
+               else f"timed out after {timeout_s:g}s; RayJob {state.describe()}")
+        return [failed_verdict(job, plan, why)]
+    if not state.succeeded:
+        for v in found:
+            v["healthy"] = False
+            v.setdefault("checks", []).append({"name": "job", "ok": False, "value": None, "expected": None,
+                                               "detail": f"RayJob ended {state.describe()}"})
+    for v in found:
+        v.setdefault("job", name)
+    return found

@@ -1,22 +1,27 @@
-"""``raytpu submit WORKLOAD --stack NAME``: apply one workload of ``raytpu.yaml`` to a deployed stack.
+"""``raytpu submit WORKLOAD --stack NAME``: run one workload of ``raytpu.yaml`` on a deployed stack (or, with
+``--local``, on the emulated slice).
 
-The workload's KubeRay object (:func:`raytpu.kuberay.workload_manifest`) is built from the config and the
-stack outputs (cluster, location, KSA, bucket; see :mod:`raytpu.gke` for the outputs file shapes) and
-piped to ``kubectl apply -f -``. RayJobs get a run suffix (``train-t5x2kq``) so every submission is a
-new job; a RayService keeps its name (re-applying updates it). ``--wait`` follows the job to its end
-(progress on stderr), prints its driver log (the K8sJobMode submitter Job's ``kubectl logs``) and, for a
-smoke workload, the verdict table. Exit 0 on success, 1 when the job failed, timed out or a slice is
-unhealthy, 2 on bad input (unknown workload, missing outputs file).
+The workload's KubeRay object (:func:`raytpu.kuberay.workload_manifest`) is built from the config's spec and
+the stack outputs (endpoint, CA, namespace, KSA, bucket; :class:`raytpu.outputs.StackOutputs`) and
+server-side applied through the Kubernetes API with Application Default Credentials (:mod:`raytpu.gke`):
+no kubectl, no gcloud. RayJobs get a run suffix (``train-t5x2kq``) so every submission is a new run with its
+own checkpoint directory; a RayService keeps its name (applying again updates it). ``--wait`` follows the job
+to its end (progress on stderr, the submitter's log streamed to stdout) and exits with its result; for a
+RayService it waits until it serves and prints the endpoint. Exit 0 on success, 1 when the job failed, timed
+out or a slice is unhealthy, 2 on bad input (unknown workload, missing outputs).
+
+``--local`` submits the same program, with the same spec in ``RAYTPU_WORKLOAD``, to the running emulated slice
+(``raytpu local up``) through Ray's Job Submission API and follows it the same way.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 HELP = "apply a workload of raytpu.yaml (RayJob or RayService) to a deployed stack, optionally waiting for it"
 
-LOG_TAIL_LINES = 40
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,42 +30,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_stack_arguments(parser)
     parser.add_argument("--wait", action="store_true", help="wait for the RayJob to finish (RayService: ready)")
     parser.add_argument("--timeout-s", type=float, default=3600.0, help="how long --wait waits (default 3600)")
+    parser.add_argument("--local", action="store_true",
+                        help="run it on the emulated slice (`raytpu local up`) through Ray's Job Submission API "
+                             "and follow it; --stack and --outputs are not needed")
+    parser.add_argument("--dir", default=None, help="with --local: the local cluster's run directory")
 
 
 def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
     """Options shared with ``raytpu smoke``."""
     from raytpu.outputs import DEFAULT_OUTPUTS
 
-    parser.add_argument("--stack", required=True, help="the cluster stack's id in the outputs file "
-                                                       "(<cluster name>-cluster, e.g. ray-tpu-cluster)")
+    parser.add_argument("--stack", help="the cluster stack's id in the outputs file "
+                                         "(<cluster name>-cluster, e.g. ray-tpu-cluster); required unless --local")
     parser.add_argument("--config", default=None,
                         help="the config file (default: $RAYTPU_CONFIG, else raytpu.yaml)")
     parser.add_argument("--outputs", default=DEFAULT_OUTPUTS,
                         help=f"stack outputs: the file `cdktf deploy --outputs-file` wrote, or "
                              f"`terraform output -json` saved (default {DEFAULT_OUTPUTS})")
-    parser.add_argument("--context", help="kubeconfig context (default: the one gcloud get-credentials names)")
     parser.add_argument("--py-modules", help="URI of the raytpu zip in the jobs' runtime env (default "
                                              "file:///mnt/gcs/raytpu/raytpu-<version>.zip: the bucket's "
                                              "gs://<bucket>/raytpu/raytpu-<version>.zip through GCS FUSE)")
     parser.add_argument("--upload-core", action="store_true",
-                        help="zip the installed raytpu package and `gcloud storage cp` it to "
+                        help="zip the installed raytpu package and upload it (GCS JSON API, ADC) to "
                              "gs://<bucket>/raytpu/raytpu-<version>.zip (or to --py-modules if that is gs://) "
                              "before applying (the cluster stack's deploy uploads it too; use this for a core "
                              "changed since)")
     parser.add_argument("--run-id", help="suffix of RayJob names (default: base-36 time)")
-    parser.add_argument("--poll-s", type=float, default=10.0, help="status polling interval (default 10)")
     parser.add_argument("--dry-run", action="store_true", help="print the manifests as YAML; apply nothing")
 
 
 def run(args: argparse.Namespace) -> int:
     """Builds, applies and (with --wait) follows the workload."""
     from raytpu import config as config_mod
-    from raytpu import errors, gke, kuberay, report
+    from raytpu import errors, gke, kuberay
     from raytpu.outputs import StackOutputs
 
     args.config = args.config or config_mod.default_path()
     spec = config_mod.load(args.config)
     work = spec.workload(args.workload)
+    if args.local:
+        return _run_local(work, args)
+    if not args.stack:
+        raise errors.missing("--stack", "(or --local)", "the cluster stack's id, <cluster name>-cluster")
     outputs = StackOutputs.read(args.outputs, args.stack)
     # every RayJob submission is a new run: its own name, and (train) its own checkpoint directory
     name = f"{work.name}-{args.run_id or gke.run_id()}" if work.kind.is_job else work.name
@@ -72,42 +83,102 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print_yaml([manifest])
         return 0
-    kubectl = gke.connect(outputs, args.context)
     if args.upload_core:
         gke.upload_core(gke.upload_target(args.py_modules, outputs.bucket))
-    for line in kubectl.apply([manifest]):
-        print(line, file=sys.stderr)
-    kind = manifest["kind"]
-    if not args.wait:
-        hint = "rayservice" if kind == "RayService" else "rayjob"
-        print(f"submitted {kind} {name}; follow with `kubectl -n {outputs.namespace} get {hint} {name} -w`")
-        return 0
-    if kind == "RayService":
-        if gke.wait_for_service(kubectl, name, timeout_s=args.timeout_s, poll_s=args.poll_s):
-            print(f"RayService {name} is ready (ClusterIP service {name}-serve-svc; "
-                  f"`kubectl -n {outputs.namespace} port-forward svc/{name}-serve-svc 8000`)")
+    with gke.connect(outputs) as client:
+        client.apply(manifest)
+        kind = manifest["kind"]
+        print(f"applied {kind} {name} in namespace {outputs.namespace}", file=sys.stderr)
+        if not args.wait:
+            print(f"submitted {kind} {name}; `raytpu submit {work.name} --stack {args.stack} --wait` follows "
+                  "a service, a job's progress is its RayJob status")
             return 0
-        raise errors.RuntimeFailure(f"{name}: RayService not ready after {args.timeout_s:g}s; valid: check "
-                                    f"`kubectl -n {outputs.namespace} describe rayservice {name}`")
-    state = gke.wait_for_jobs(kubectl, [name], timeout_s=args.timeout_s, poll_s=args.poll_s)[name]
-    log = kubectl.logs(f"job/{name}")
-    if work.kind.name == "smoke":
-        verdicts = report.parse_verdict_lines(log)
-        print(report.render_table(verdicts))
-        healthy = report.all_healthy(verdicts)
-    else:
-        print("\n".join(log.splitlines()[-LOG_TAIL_LINES:]))
-        healthy = True
+        if kind == "RayService":
+            return _wait_service(client, name, work, outputs.namespace, args.timeout_s)
+        return _follow_job(client, name, work.kind.name, args.timeout_s)
+
+
+SERVE_PORT = 8000
+"""Ray Serve's HTTP port, which KubeRay's ``<name>-serve-svc`` Service exposes."""
+
+
+def _wait_service(client: Any, name: str, work: Any, namespace: str, timeout_s: float) -> int:
+    """Waits until the RayService serves, then prints its in-cluster OpenAI endpoint and model."""
+    from raytpu import errors, gke, kuberay
+
+    if not gke.wait_for_service(client, name, timeout_s=timeout_s):
+        raise errors.RuntimeFailure(f"{name}: RayService not ready after {timeout_s:g}s; valid: a larger "
+                                    "--timeout-s, or the RayService's status conditions")
+    # KubeRay names the Serve Service <name>-serve-svc (ray-operator/controllers/ray/utils/util.go, v1.7.0)
+    print(f"endpoint: http://{name}-serve-svc.{namespace}.svc.cluster.local:{SERVE_PORT}/v1")
+    print(f"model: {work.model or kuberay.DEFAULT_SERVE_MODEL}")
+    return 0
+
+
+def _follow_job(client: Any, name: str, kind_name: str, timeout_s: float) -> int:
+    """Follows a RayJob: progress on stderr, the submitter's log on stdout, exit with its result."""
+    from raytpu import errors, gke, report
+
+    lines: list[str] = []
+
+    def show(line: str) -> None:
+        lines.append(line)
+        print(line, flush=True)
+
+    streamer = gke.LogStreamer(client, name, sink=show)
+    streamer.start()
+    try:
+        state = gke.follow_jobs(client, [name], timeout_s=timeout_s)[name]
+    finally:
+        streamer.stop()
     if not state.done:
-        raise errors.RuntimeFailure(f"{name}: still {state.describe()} after {args.timeout_s:g}s; valid: a larger "
-                                    f"--timeout-s, or check `kubectl -n {outputs.namespace} describe rayjob {name}`")
+        raise errors.RuntimeFailure(f"{name}: still {state.describe()} after {timeout_s:g}s; valid: a larger "
+                                    "--timeout-s, or the RayJob's status")
+    _show_verdicts(kind_name, lines)
     if not state.succeeded:
-        raise errors.RuntimeFailure(f"{name}: RayJob ended {state.describe()}; valid: see "
-                                    f"`kubectl -n {outputs.namespace} logs job/{name}`")
-    if not healthy:
+        raise errors.RuntimeFailure(f"{name}: RayJob ended {state.describe()}; valid: see its driver log above")
+    if kind_name == "smoke" and not report.all_healthy(report.parse_verdict_lines("\n".join(lines))):
         raise errors.RuntimeFailure(f"{name}: smoke check found an unhealthy slice (or printed no verdict); "
                                     "valid: every slice healthy")
-    print(f"RayJob {name}: {state.describe()}")
+    print(f"RayJob {name}: {state.describe()}", file=sys.stderr)
+    return 0
+
+
+def _show_verdicts(kind_name: str, lines: list[str]) -> None:
+    """A smoke job's verdicts, as the table ``raytpu smoke`` prints."""
+    from raytpu import report
+
+    if kind_name == "smoke":
+        print(report.render_table(report.parse_verdict_lines("\n".join(lines))))
+
+
+def _run_local(work: Any, args: argparse.Namespace) -> int:
+    """``--local``: the same program and spec on the emulated slice, through Ray's Job Submission API."""
+    from pathlib import Path
+
+    from raytpu import errors, gke, local
+
+    if not work.kind.is_job:
+        raise errors.invalid_value("WORKLOAD", work.name, f"is a {work.kind.object_kind}; --local runs RayJobs",
+                                   "a job workload (smoke, train), or `raytpu local serve` for serving")
+    cluster = local.LocalCluster.load(local.run_dir(args.dir))
+    if cluster is None:
+        raise errors.RuntimeFailure(f"local: no local cluster recorded in {local.run_dir(args.dir)}; valid: start "
+                                    "one with `raytpu local up`")
+    run_name = f"{work.name}-{args.run_id or gke.run_id()}"
+    extra = (["--storage-path", str(Path(cluster.run_dir) / "checkpoints" / run_name), "--name", run_name]
+             if work.kind.name == "train" else [])
+    lines: list[str] = []
+
+    def show(line: str) -> None:
+        lines.append(line)
+        print(line, flush=True)
+
+    status = local.submit_job(cluster, work.kind.name, *extra, timeout_s=args.timeout_s, sink=show)
+    _show_verdicts(work.kind.name, lines)
+    if status != "SUCCEEDED":
+        raise errors.RuntimeFailure(f"{run_name}: Ray job ended {status}; valid: see its driver log above")
+    print(f"Ray job {run_name}: {status}", file=sys.stderr)
     return 0
 
 

@@ -1,0 +1,75 @@
+"""A slice in use is not a failed slice: tell ``busy`` and ``unschedulable`` slices apart from ``unhealthy`` ones.
+
+Before ``raytpu smoke`` submits a smoke RayJob to a slice copy, :func:`holders` looks at what already runs on
+it: on Standard, the pods (any namespace) on the nodes of the copy's node pool (``cloud.google.com/gke-nodepool
+=<slice>-<i>``, a label GKE sets on every node) that request ``google.com/tpu``; on Autopilot, the running pods
+that select the slice's ComputeClass. A held slice is reported ``busy`` (naming the holders) and gets no smoke
+job, so smoke and a workload never split a slice. After the jobs end, :func:`unschedulable_reason` explains a
+job that never started: its pods' scheduling events (``FailedScheduling``, ``NotTriggerScaleUp``,
+``FailedScaleUp``: no capacity yet for spot, flex-start or queued slices, quota) make the slice ``unschedulable``.
+
+Pod labels: KubeRay marks every pod of a RayJob's cluster ``ray.io/originated-from-cr-name=<RayJob>``
+(ray-operator/controllers/ray/utils/constant.go, RayOriginatedFromCRNameLabelKey, KubeRay >= 1.2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from raytpu.kube import KubeClient
+from raytpu.plan import TPU_RESOURCE
+from raytpu.provisioning import COMPUTE_CLASS_LABEL
+from raytpu.spec import SliceSpec
+
+NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
+"""GKE labels every node with its node pool's name."""
+ORIGIN_LABEL = "ray.io/originated-from-cr-name"
+SCHEDULING_REASONS = ("FailedScheduling", "NotTriggerScaleUp", "FailedScaleUp", "FailedCreate")
+"""Event reasons that mean "no capacity for these pods" (kube-scheduler, cluster autoscaler, KubeRay)."""
+
+
+def _requests_tpu(pod: Mapping[str, Any]) -> bool:
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        if TPU_RESOURCE in (resources.get("requests") or {}) or TPU_RESOURCE in (resources.get("limits") or {}):
+            return True
+    return False
+
+
+def _active(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Pending", "Running")
+
+
+def _name(pod: Mapping[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace', '?')}/{meta.get('name', '?')}"
+
+
+def holders(client: KubeClient, item: SliceSpec, index: int, autopilot: bool) -> list[str]:
+    """Pods (``namespace/name``) that hold copy ``index`` of slice ``item`` now; empty when it is free."""
+    if autopilot:
+        class_name = f"raytpu-{item.name}"
+        pods = client.all_pods(field_selector="status.phase=Running")
+        return sorted(_name(p) for p in pods if _requests_tpu(p) and
+                      ((p.get("spec") or {}).get("nodeSelector") or {}).get(COMPUTE_CLASS_LABEL) == class_name)
+    found: set[str] = set()
+    for node in client.nodes(f"{NODE_POOL_LABEL}={item.pool_names[index]}"):
+        node_name = (node.get("metadata") or {}).get("name", "")
+        for pod in client.all_pods(field_selector=f"spec.nodeName={node_name}"):
+            if _active(pod) and _requests_tpu(pod):
+                found.add(_name(pod))
+    return sorted(found)
+
+
+def unschedulable_reason(client: KubeClient, job_name: str) -> str | None:
+    """Why the pods of RayJob ``job_name`` never started, from their scheduling events; None if no such event."""
+    reasons = []
+    for pod in client.pods(f"{ORIGIN_LABEL}={job_name}"):
+        if (pod.get("status") or {}).get("phase") != "Pending":
+            continue
+        pod_name = (pod.get("metadata") or {}).get("name", "")
+        for event in client.events(f"involvedObject.name={pod_name}"):
+            if event.get("reason") in SCHEDULING_REASONS:
+                reasons.append(f"{event.get('reason')}: {str(event.get('message', '')).strip()[:300]}")
+    return reasons[-1] if reasons else None
