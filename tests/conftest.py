@@ -15,6 +15,7 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,6 +43,22 @@ def no_ray_process_outlives_the_run() -> Iterator[None]:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
     assert not leaked, f"Ray processes outlived the test run (killed now): {sorted(leaked)}"
+
+
+@pytest.fixture(scope="session")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A CA and a server certificate for the loopback Kubernetes API server (tests/kube_server.py)."""
+    from kube_server import make_tls
+
+    return make_tls(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture(scope="session")
+def sa_key() -> Any:
+    """A service-account key pair whose JWT assertions the loopback token endpoint checks."""
+    from kube_server import ServiceAccountKey
+
+    return ServiceAccountKey.generate()
 
 
 @pytest.fixture(scope="session")

@@ -32,7 +32,6 @@ from kube_server import (
     apply_conflict,
     forbidden,
     internal_error,
-    make_tls,
     serving,
     status_body,
     unauthorized,
@@ -63,16 +62,6 @@ def rayjob(name: str = JOB, **spec: Any) -> dict[str, Any]:
 
 def job_status(deployment: str, job: str = "") -> dict[str, str]:
     return {"jobDeploymentStatus": deployment, **({"jobStatus": job} if job else {})}
-
-
-@pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
-    return make_tls(tmp_path_factory.mktemp("tls"))
-
-
-@pytest.fixture(scope="module")
-def sa_key() -> ServiceAccountKey:
-    return ServiceAccountKey.generate()
 
 
 @pytest.fixture

@@ -160,7 +160,9 @@ def valid_config(rng: random.Random) -> dict[str, Any]:
     if storage:
         doc["storage"] = storage
     names: set[str] = set()
-    doc["slices"] = [_slice(rng, _unique(rng, names, 1, 30), region, autopilot, for_ray=rng.random() < 0.5)
+    # valid names stay short enough for GKE's TPU webhook on multi-host slices (raytpu.spec.MULTI_HOST_NAME_LIMIT:
+    # smoke-<slice>-<i>-<run id> and <job>-<run id> within 35 characters)
+    doc["slices"] = [_slice(rng, _unique(rng, names, 1, 18), region, autopilot, for_ray=rng.random() < 0.5)
                      for _ in range(rng.randint(1, 4))]
     hosts = [s for s in doc["slices"] if ray_ready(s)]
     if hosts and rng.random() < 0.8:
@@ -168,7 +170,7 @@ def valid_config(rng: random.Random) -> dict[str, Any]:
         work_names: set[str] = set()
         for _ in range(rng.randint(1, 3)):
             kind = rng.choice(tuple(KINDS))
-            work: dict[str, Any] = {"name": _unique(rng, work_names, 1, 30), "kind": kind,
+            work: dict[str, Any] = {"name": _unique(rng, work_names, 1, 28), "kind": kind,
                                     "slice": rng.choice(hosts)["name"]}
             if KINDS[kind].takes_model and rng.random() < 0.5:
                 work["model"] = rng.choice(("Qwen/Qwen3-0.6B", "meta-llama/Llama-3.1-8B", "/mnt/gcs/models/m"))
@@ -218,14 +220,14 @@ def _add_workload(rng: random.Random, doc: dict[str, Any], item: dict[str, Any],
     """Appends a workload on ``item`` and returns its path prefix."""
     works = doc.setdefault("workloads", [])
     taken = {w["name"] for w in works}
-    works.append({"name": _unique(rng, taken, 1, 30), "kind": rng.choice(tuple(KINDS)), "slice": item["name"],
+    works.append({"name": _unique(rng, taken, 1, 28), "kind": rng.choice(tuple(KINDS)), "slice": item["name"],
                   **extra})
     return f"workloads[{len(works) - 1}]"
 
 
 def _new_slice(rng: random.Random, doc: dict[str, Any], **fields: Any) -> tuple[int, dict[str, Any]]:
     taken = {s["name"] for s in doc["slices"]}
-    item = _slice(rng, _unique(rng, taken, 1, 30), doc["region"], _autopilot(doc))
+    item = _slice(rng, _unique(rng, taken, 1, 18), doc["region"], _autopilot(doc))
     item.pop("machine_type", None)
     _set_provisioning(item, fields.pop("provisioning", "on-demand"))
     item.update(fields)
@@ -482,6 +484,22 @@ def b_workload_unknown_slice(rng: random.Random, doc: dict[str, Any]) -> str:
     return f"{prefix}.slice"
 
 
+def b_long_multi_host_slice_name(rng: random.Random, doc: dict[str, Any]) -> str:
+    """A multi-host slice whose smoke jobs' names GKE's TPU webhook would truncate (over 35 characters)."""
+    i, item = _new_slice(rng, doc, generation="v6e", topology="4x4")
+    item.pop("count", None)
+    item["name"] = _unique(rng, {s["name"] for s in doc["slices"]}, 21, 30)
+    return _slice_path(i, "name")
+
+
+def b_long_multi_host_job_name(rng: random.Random, doc: dict[str, Any]) -> str:
+    """A RayJob on a multi-host slice whose ``<name>-<run id>`` would pass 35 characters."""
+    _, item = _new_slice(rng, doc, generation="v6e", topology="4x4")
+    prefix = _add_workload(rng, doc, item, kind="train")
+    doc["workloads"][-1]["name"] = _unique(rng, {w["name"] for w in doc["workloads"]}, 29, 30)
+    return f"{prefix}.name"
+
+
 def b_workload_on_queued(rng: random.Random, doc: dict[str, Any]) -> str:
     _, item = _new_slice(rng, doc, provisioning="queued")
     return f"{_add_workload(rng, doc, item)}.slice"
@@ -646,6 +664,8 @@ BREAKERS = [
     Breaker("disk-on-autopilot", "cross", "slices", b_disk_on_autopilot),
     Breaker("workload-unknown-slice", "part", "workloads", b_workload_unknown_slice),
     Breaker("workload-on-queued", "part", "workloads", b_workload_on_queued),
+    Breaker("long-multi-host-slice-name", "part", "slices", b_long_multi_host_slice_name),
+    Breaker("long-multi-host-job-name", "part", "workloads", b_long_multi_host_job_name),
     Breaker("workload-on-unreservable", "part", "workloads", b_workload_on_unreservable),
     Breaker("workload-name", "part", "workloads", b_workload_name),
     Breaker("duplicate-workload", "cross", "workloads", b_duplicate_workload),

@@ -23,7 +23,7 @@ import pytest
 import yaml
 from crd import operator_errors, schema_errors, webhook_errors
 from google.oauth2 import service_account
-from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, make_tls, serving
+from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, serving
 
 from raytpu import cli, gke, kuberay, report
 from raytpu.config import parse
@@ -99,16 +99,6 @@ class Cluster:
                              "spec": {"nodeName": node, "containers": [{"name": "w", "image": "x", "resources": {
                                  "requests": {"google.com/tpu": "4"}, "limits": {"google.com/tpu": "4"}}}]},
                              "status": {"phase": "Running"}}, namespace="team-a")
-
-
-@pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
-    return make_tls(tmp_path_factory.mktemp("tls"))
-
-
-@pytest.fixture(scope="module")
-def sa_key() -> ServiceAccountKey:
-    return ServiceAccountKey.generate()
 
 
 @pytest.fixture
