@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from raytpu.kube import KubeClient
+from raytpu.kuberay import compute_class_name
 from raytpu.plan import TPU_RESOURCE
 from raytpu.provisioning import COMPUTE_CLASS_LABEL
 from raytpu.spec import SliceSpec
@@ -49,7 +50,7 @@ def _name(pod: Mapping[str, Any]) -> str:
 def holders(client: KubeClient, item: SliceSpec, index: int, autopilot: bool) -> list[str]:
     """Pods (``namespace/name``) that hold copy ``index`` of slice ``item`` now; empty when it is free."""
     if autopilot:
-        class_name = f"raytpu-{item.name}"
+        class_name = compute_class_name(item.name)
         pods = client.all_pods(field_selector="status.phase=Running")
         return sorted(_name(p) for p in pods if _requests_tpu(p) and
                       ((p.get("spec") or {}).get("nodeSelector") or {}).get(COMPUTE_CLASS_LABEL) == class_name)

@@ -111,7 +111,7 @@ def render_table(verdicts: Iterable[Mapping[str, Any]]) -> str:
     lines = text_table(rows)
     for v in verdicts:
         lines.append("")
-        state = state_of(v) if state_of(v) in ("healthy", "busy", "unschedulable") else "UNHEALTHY"
+        state = state_of(v).replace("unhealthy", "UNHEALTHY")
         lines.append(f"{_mark(v.get('healthy'))} {v.get('slice', '?')} ({v.get('generation', '')} "
                      f"{v.get('topology', '')}): {state}")
         checks = v.get("checks") or []

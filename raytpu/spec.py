@@ -17,7 +17,7 @@ import json
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -544,11 +544,6 @@ class ClusterSpec:
     def with_workload(self, work: WorkloadSpec) -> ClusterSpec:
         """This spec plus one workload on one of its slices."""
         return replace(self, workloads=(*self.workloads, work))
-
-    def to_json(self) -> dict[str, Any]:
-        """A JSON summary (cluster, slices and workloads), for reports and stack outputs."""
-        return {"project": self.project, "region": self.region, "cluster": asdict(self.cluster),
-                "slices": [s.to_json() for s in self.slices], "workloads": [w.to_json() for w in self.workloads]}
 
 
 def cluster_problems(*, project: object, region: object, cluster: GkeSpec | None, storage: StorageSpec | None,

@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         raise errors.RuntimeFailure(f"--report: cannot write {args.report!r} ({exc.strerror}); valid: a writable "
                                     "directory") from None
     print(f"reports: {json_path} {junit_path}", file=sys.stderr)
-    gating = ("unhealthy", "busy", "unschedulable") if args.strict else ("unhealthy",)
+    gating = set(report.STATES) - {"healthy"} if args.strict else {"unhealthy"}
     bad = [f"{v.get('job') or v.get('slice')} {report.state_of(v)}" for v in verdicts
            if report.state_of(v) in gating]
     if bad:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any
 
 HELP = "apply a workload of raytpu.yaml (RayJob or RayService) to a deployed stack, optionally waiting for it"
@@ -120,12 +121,7 @@ def _follow_job(client: Any, name: str, kind_name: str, timeout_s: float) -> int
     from raytpu import errors, gke, report
 
     lines: list[str] = []
-
-    def show(line: str) -> None:
-        lines.append(line)
-        print(line, flush=True)
-
-    streamer = gke.LogStreamer(client, name, sink=show)
+    streamer = gke.LogStreamer(client, name, sink=_echo(lines))
     streamer.start()
     try:
         state = gke.follow_jobs(client, [name], timeout_s=timeout_s)[name]
@@ -134,22 +130,35 @@ def _follow_job(client: Any, name: str, kind_name: str, timeout_s: float) -> int
     if not state.done:
         raise errors.RuntimeFailure(f"{name}: still {state.describe()} after {timeout_s:g}s; valid: a larger "
                                     "--timeout-s, or the RayJob's status")
-    _show_verdicts(kind_name, lines)
+    verdicts = _show_verdicts(kind_name, lines)
     if not state.succeeded:
         raise errors.RuntimeFailure(f"{name}: RayJob ended {state.describe()}; valid: see its driver log above")
-    if kind_name == "smoke" and not report.all_healthy(report.parse_verdict_lines("\n".join(lines))):
+    if kind_name == "smoke" and not report.all_healthy(verdicts):
         raise errors.RuntimeFailure(f"{name}: smoke check found an unhealthy slice (or printed no verdict); "
                                     "valid: every slice healthy")
     print(f"RayJob {name}: {state.describe()}", file=sys.stderr)
     return 0
 
 
-def _show_verdicts(kind_name: str, lines: list[str]) -> None:
-    """A smoke job's verdicts, as the table ``raytpu smoke`` prints."""
+def _echo(lines: list[str]) -> Callable[[str], None]:
+    """A log sink that prints each driver line and keeps it (for the verdicts a smoke job prints)."""
+
+    def show(line: str) -> None:
+        lines.append(line)
+        print(line, flush=True)
+
+    return show
+
+
+def _show_verdicts(kind_name: str, lines: list[str]) -> list[dict[str, Any]]:
+    """A smoke job's verdicts, printed as the table ``raytpu smoke`` prints; none for other kinds."""
     from raytpu import report
 
-    if kind_name == "smoke":
-        print(report.render_table(report.parse_verdict_lines("\n".join(lines))))
+    if kind_name != "smoke":
+        return []
+    verdicts = report.parse_verdict_lines("\n".join(lines))
+    print(report.render_table(verdicts))
+    return verdicts
 
 
 def _run_local(work: Any, args: argparse.Namespace) -> int:
@@ -160,7 +169,7 @@ def _run_local(work: Any, args: argparse.Namespace) -> int:
 
     if not work.kind.is_job:
         raise errors.invalid_value("WORKLOAD", work.name, f"is a {work.kind.object_kind}; --local runs RayJobs",
-                                   "a job workload (smoke, train), or `raytpu local serve` for serving")
+                                   "a job workload (smoke, train)")
     cluster = local.LocalCluster.load(local.run_dir(args.dir))
     if cluster is None:
         raise errors.RuntimeFailure(f"local: no local cluster recorded in {local.run_dir(args.dir)}; valid: start "
@@ -169,12 +178,7 @@ def _run_local(work: Any, args: argparse.Namespace) -> int:
     extra = (["--storage-path", str(Path(cluster.run_dir) / "checkpoints" / run_name), "--name", run_name]
              if work.kind.name == "train" else [])
     lines: list[str] = []
-
-    def show(line: str) -> None:
-        lines.append(line)
-        print(line, flush=True)
-
-    status = local.submit_job(cluster, work.kind.name, *extra, timeout_s=args.timeout_s, sink=show)
+    status = local.submit_job(cluster, work.kind.name, *extra, timeout_s=args.timeout_s, sink=_echo(lines))
     _show_verdicts(work.kind.name, lines)
     if status != "SUCCEEDED":
         raise errors.RuntimeFailure(f"{run_name}: Ray job ended {status}; valid: see its driver log above")
