@@ -4,12 +4,16 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 CHECKOV_VENV := .venv-checkov
+SERVE_VENV := .venv-serve
+TORCH_WHEELS ?= /opt/wheels
+# torch==2.13.0+cpu (vLLM's CPU build needs it) is not on PyPI: these machines keep it in $(TORCH_WHEELS);
+# elsewhere: make TORCH_WHEELS=https://download.pytorch.org/whl/cpu/torch/
 UV_VERSION := 0.13.9
 UV_FLAGS := --quiet
 export RAY_USAGE_STATS_ENABLED := 0
 export CHECKPOINT_DISABLE := 1
 
-.PHONY: setup run test test-unit lint typecheck bench clean
+.PHONY: setup run serve test test-unit test-serve lint typecheck bench bench-serve clean
 
 setup: $(VENV)/.installed $(CHECKOV_VENV)/.installed node_modules/.installed
 
@@ -25,6 +29,16 @@ $(VENV)/.installed: requirements.lock pyproject.toml
 	$(VENV)/bin/uv pip install $(UV_FLAGS) --python $(VENV)/bin/python --no-deps -e .
 	touch $@
 
+# The serve tier's own environment: Ray Serve LLM on vLLM's CPU build (a complete lock: --no-deps keeps out
+# the CUDA vllm that ray[llm] declares; see the lock's header).
+$(SERVE_VENV)/.installed: requirements-serve.lock pyproject.toml
+	test -x $(SERVE_VENV)/bin/python || $(PYTHON) -m venv $(SERVE_VENV)
+	test -x $(SERVE_VENV)/bin/uv || $(SERVE_VENV)/bin/pip install -qq --disable-pip-version-check uv==$(UV_VERSION)
+	$(SERVE_VENV)/bin/uv pip install $(UV_FLAGS) --python $(SERVE_VENV)/bin/python --no-deps \
+		--find-links $(TORCH_WHEELS) -r requirements-serve.lock
+	$(SERVE_VENV)/bin/uv pip install $(UV_FLAGS) --python $(SERVE_VENV)/bin/python --no-deps -e .
+	touch $@
+
 $(CHECKOV_VENV)/.installed: requirements-checkov.lock
 	$(call install_lock,$(CHECKOV_VENV),requirements-checkov.lock)
 	touch $@
@@ -36,6 +50,10 @@ node_modules/.installed: package.json package-lock.json
 run: $(VENV)/.installed
 	$(VENV)/bin/raytpu demo
 
+# Serving on the emulated slice: deploy the example's serving workload, ask it with the openai client, tear down.
+serve: $(SERVE_VENV)/.installed
+	$(SERVE_VENV)/bin/raytpu demo --serve
+
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 
@@ -43,8 +61,13 @@ typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy -p raytpu
 	$(VENV)/bin/mypy tests bench examples/platform_app/app.py
 
-test: setup lint typecheck
+test: setup $(SERVE_VENV)/.installed lint typecheck
 	$(VENV)/bin/pytest
+	$(SERVE_VENV)/bin/pytest -m serve
+
+# The serve tier alone: Ray Serve LLM + vLLM's CPU build behind the official openai client (.venv-serve).
+test-serve: $(SERVE_VENV)/.installed
+	$(SERVE_VENV)/bin/pytest -m serve
 
 # The fast tier: catalog, planner, specs, config, CLI contract, KubeRay manifests (no CDK synth, no Ray cluster).
 test-unit: $(VENV)/.installed
@@ -55,5 +78,9 @@ bench: setup
 	$(VENV)/bin/python bench/synth.py
 	$(VENV)/bin/python bench/local_slice.py
 
+# Ray Serve LLM vs vLLM's own OpenAI server on the tiny model, side by side in one run.
+bench-serve: $(SERVE_VENV)/.installed
+	$(SERVE_VENV)/bin/python bench/serve.py
+
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) node_modules cdktf.out .raytpu reports
+	rm -rf $(VENV) $(CHECKOV_VENV) $(SERVE_VENV) node_modules cdktf.out .raytpu reports

@@ -117,7 +117,11 @@ class WorkloadModel(_Strict):
     kind: str
     slice: str
     image: str | None = None
+    slices: int | None = None
     model: str | None = None
+    model_source: str | None = None
+    max_model_len: int | None = None
+    engine_kwargs: dict[str, Any] | None = None
 
 
 class Config(_Strict):

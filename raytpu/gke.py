@@ -198,7 +198,7 @@ def run_id(now: float | None = None) -> str:
 # --------------------------------------------------------------------------------------------- the core zip
 
 CORE_MODULES = ("__init__.py", "catalog.py", "errors.py", "kinds.py", "kuberay.py", "plan.py", "provisioning.py",
-                "py.typed", "report.py", "spec.py")
+                "py.typed", "report.py", "serving.py", "spec.py")
 """Top-level files of ``raytpu`` in the jobs' core zip: the pure-Python core a Ray job may import. The
 CLI, ``gke``/``local`` and the CDK subpackages (``stacks``, ``modules``) never run inside a Ray job."""
 

@@ -14,7 +14,11 @@ from raytpu import errors
 
 SUBMISSION_MODES = ("K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode")
 RAY_IMAGE = "rayproject/ray:2.60.0-py311"
-"""Default image of Ray pods."""
+"""Default image of Ray pods of job kinds."""
+SERVE_IMAGE = "vllm/vllm-tpu:nightly-20260701-6af3d12-9969466"
+"""Default image of a serving RayService: vLLM-TPU with Ray and ``ray.serve.llm`` bundled, pinned by tag (GKE's
+``ai-ml/gke-ray/tpu/get-started`` serve sample: "the first to bundle Ray 2.56, vLLM, and ray.serve.llm on TPU").
+``rayproject/ray`` images carry no vLLM."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,7 +63,8 @@ class WorkloadKind:
         program: Its module, ``raytpu.workloads.<program>``.
         object_kind: ``RayJob`` (one-shot: runs ``python -m raytpu.workloads.<program>``) or ``RayService``.
         limits: Bounds of a RayJob; None for a RayService.
-        takes_model: The workload serves a model (``workloads[].model`` applies).
+        takes_model: The workload serves a model (``workloads[].model`` and the other serving fields apply).
+        image: Default image of its Ray pods.
     """
 
     name: str
@@ -67,6 +72,7 @@ class WorkloadKind:
     object_kind: Literal["RayJob", "RayService"]
     limits: JobLimits | None = None
     takes_model: bool = False
+    image: str = RAY_IMAGE
 
     @property
     def module(self) -> str:
@@ -84,7 +90,7 @@ KINDS: dict[str, WorkloadKind] = {k.name: k for k in (
                  JobLimits(active_deadline_s=1800, pre_running_deadline_s=1200, ttl_s=300)),
     WorkloadKind("train", "train", "RayJob",
                  JobLimits(active_deadline_s=24 * 3600, pre_running_deadline_s=3600, ttl_s=600)),
-    WorkloadKind("serve", "serve", "RayService", takes_model=True),
+    WorkloadKind("serve", "serve", "RayService", takes_model=True, image=SERVE_IMAGE),
 )}
 """Every kind, by name."""
 

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from raytpu import __version__, errors
+from raytpu import __version__, errors, serving
 from raytpu.kinds import RAY_IMAGE, WorkloadKind
 from raytpu.kinds import kind as workload_kind
 from raytpu.plan import TPU_RESOURCE
@@ -44,7 +44,7 @@ RAY_VERSION = "2.60.0"
 GCSFUSE_ANNOTATION = "gke-gcsfuse/volumes"
 GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
 GCS_VOLUME = "gcs-bucket"
-GCS_MOUNT_PATH = "/mnt/gcs"
+GCS_MOUNT_PATH = serving.GCS_MOUNT_PATH
 """Where every Ray pod sees the bucket through GCS FUSE."""
 MXLA_PORT = 8081
 """Multi-host TPU slices talk over this container port (named ``mxla`` as in GKE's samples)."""
@@ -57,8 +57,6 @@ WORKER_GROUP = "tpu"
 TPU_ENV = {"JAX_PLATFORMS": "tpu,cpu", "ENABLE_PJRT_COMPATIBILITY": "true"}
 """``tpu,cpu``, not a bare ``tpu``, which crashes with "Unknown backend cpu" (GoogleCloudPlatform/
 kubernetes-engine-samples ai-ml/gke-ray/tpu/get-started)."""
-DEFAULT_SERVE_MODEL = "Qwen/Qwen3-0.6B"
-"""Small, ungated, and its 16 attention / 8 KV heads divide every tensor-parallel size up to 16 chips."""
 
 MAX_NAME_LENGTH = {"RayCluster": 53, "RayJob": 47, "RayService": 47}
 """KubeRay's name limits (it appends suffixes to derive cluster and pod names); names are DNS-1035 labels."""
@@ -193,7 +191,7 @@ def head_group(pods: Pods) -> dict[str, Any]:
             {"containerPort": 6379, "name": "gcs"},
             {"containerPort": 8265, "name": "dashboard"},
             {"containerPort": 10001, "name": "client"},
-            {"containerPort": 8000, "name": "serve"},
+            {"containerPort": serving.SERVE_PORT, "name": "serve"},
         ],
         "resources": {
             "requests": {"cpu": pods.head_cpu, "memory": pods.head_memory},
@@ -314,59 +312,55 @@ def ray_job(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = Fals
             "spec": spec}
 
 
-def serve_config(work: WorkloadSpec, *, app_name: str = "llm", max_model_len: int = 4096) -> dict[str, Any]:
-    """Ray Serve LLM (``ray.serve.llm:build_openai_app``) serving ``work.model`` on whole slices.
-
-    Each replica reserves one whole slice (``accelerator_config`` carries the topology:
-    https://docs.ray.io/en/latest/serve/llm/user-guides/tpu.html) and
-    shards the model over all its chips (``tensor_parallel_size`` = chips); one replica per slice.
-    """
-    plan = work.plan
-    model = work.model or DEFAULT_SERVE_MODEL
-    engine_env = {"VLLM_XLA_CACHE_PATH": "/tmp/vllm-xla-cache"}
-    if not plan.single_host:
-        engine_env["TPU_MULTIHOST_BACKEND"] = "ray"
-    replicas = work.slice_count
-    llm_config = {
-        "model_loading_config": {"model_id": model, "model_source": model},
-        "accelerator_type": plan.ray_accelerator_type,
-        "accelerator_config": {"kind": "tpu", "topology": plan.topology},
-        "engine_kwargs": {"tensor_parallel_size": plan.chips, "max_model_len": max_model_len},
-        "deployment_config": {"autoscaling_config": {"min_replicas": replicas, "max_replicas": replicas}},
-        "runtime_env": {"env_vars": engine_env},
-    }
-    return {"applications": [{
-        "name": app_name,
-        "route_prefix": "/",
-        "import_path": "ray.serve.llm:build_openai_app",
-        "args": {"llm_configs": [llm_config]},
-    }]}
-
-
 UPGRADE_STRATEGIES = ("None", "NewCluster", "NewClusterWithIncrementalUpgrade")
 
 
 def ray_service(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = False, namespace: str = "default",
-                upgrade_strategy: str = "None", labels: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """A RayService serving ``work`` (its :func:`serve_config`).
+                upgrade_strategy: str = "None", labels: Mapping[str, str] | None = None,
+                py_modules: str | None = None) -> dict[str, Any]:
+    """A RayService serving ``work`` with Ray Serve LLM (:func:`raytpu.serving.serve_config`).
 
-    ``upgrade_strategy`` defaults to ``None``: KubeRay's default upgrade builds a second cluster,
-    i.e. twice the TPUs (https://docs.ray.io/en/latest/cluster/kubernetes/user-guides/rayservice.html).
-    Serve stays behind KubeRay's ClusterIP ``<name>-serve-svc``.
+    - ``upgradeStrategy`` defaults to ``None``: ``NewCluster`` builds a second cluster, i.e. a second set of
+      slices, before switching (https://docs.ray.io/en/latest/cluster/kubernetes/user-guides/rayservice.html,
+      "zero downtime upgrade"). With ``None`` a change of ``serveConfigV2`` (model, engine args, replicas) is
+      applied in place to the running cluster (Serve redeploys the app: replicas restart, the endpoint is down
+      while the model loads); a change of ``rayClusterConfig`` (image, pods) is not rolled out until the
+      RayService is recreated.
+    - Readiness: KubeRay marks the RayService ready, and its ``<name>-serve-svc`` (ClusterIP, port
+      ``serving.SERVE_PORT``: the OpenAI API) routes to a pod, only once the app is ``RUNNING``, which Ray Serve
+      LLM reaches after the engine has loaded the model.
+    - TPU workers get vLLM's XLA compilation cache on an emptyDir (node-local disk, ``serving.XLA_CACHE_PATH``).
+    - The app imports its ingress from the kit's core (``py_modules``, default :func:`py_modules_uri` when the
+      pods mount a bucket).
     """
     if upgrade_strategy not in UPGRADE_STRATEGIES:
         raise errors.invalid_choice("upgrade_strategy", upgrade_strategy, UPGRADE_STRATEGIES)
     worker_env = {} if work.plan.single_host else {"TPU_MULTIHOST_BACKEND": "ray"}
+    cluster = ray_cluster_spec(work, pods, autopilot=autopilot, worker_env=worker_env)
+    _add_xla_cache(cluster["workerGroupSpecs"][0]["template"]["spec"])
     return {
         "apiVersion": API_VERSION,
         "kind": "RayService",
         "metadata": _metadata("RayService", name, namespace, labels, work),
         "spec": {
             "upgradeStrategy": {"type": upgrade_strategy},
-            "serveConfigV2": json.dumps(serve_config(work), sort_keys=True),  # JSON is YAML
-            "rayClusterConfig": ray_cluster_spec(work, pods, autopilot=autopilot, worker_env=worker_env),
+            "serveConfigV2": json.dumps(serving.serve_config(  # JSON is YAML
+                work, mounted_bucket=pods.bucket,
+                py_modules=(py_modules or py_modules_uri(),) if py_modules or pods.bucket else ()),
+                sort_keys=True),
+            "rayClusterConfig": cluster,
         },
     }
+
+
+XLA_CACHE_VOLUME = "xla-cache"
+
+
+def _add_xla_cache(pod_spec: dict[str, Any]) -> None:
+    """Mounts an emptyDir (node-local disk) at ``serving.XLA_CACHE_PATH`` in the pod's Ray container."""
+    pod_spec.setdefault("volumes", []).append({"name": XLA_CACHE_VOLUME, "emptyDir": {}})
+    pod_spec["containers"][0].setdefault("volumeMounts", []).append(
+        {"name": XLA_CACHE_VOLUME, "mountPath": serving.XLA_CACHE_PATH})
 
 
 # --------------------------------------------------------------------------------------------- workloads
@@ -382,14 +376,15 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, service_account:
     spec in ``RAYTPU_WORKLOAD``; ``args`` are per-run flags of the program (train: its storage path, run name).
     ``service_account`` and ``bucket`` may be Terraform tokens: they are copied, never parsed.
     """
-    pods = Pods(image=work.image, service_account=service_account, bucket=bucket)
+    pods = Pods(image=work.pod_image, service_account=service_account, bucket=bucket)
     labels = {WORKLOAD_LABEL: work.kind.name, SLICE_LABEL: work.slice.name}
     name = name or work.name
     autopilot = spec.cluster.autopilot
     if work.kind.is_job:
         return ray_job(name, work, pods, autopilot=autopilot, args=args, namespace=namespace, labels=labels,
                        runtime=runtime_env([py_modules or py_modules_uri()]))
-    return ray_service(name, work, pods, autopilot=autopilot, namespace=namespace, labels=labels)
+    return ray_service(name, work, pods, autopilot=autopilot, namespace=namespace, labels=labels,
+                       py_modules=py_modules)
 
 
 def train_args(bucket: str, run_name: str) -> list[str]:
@@ -398,10 +393,12 @@ def train_args(bucket: str, run_name: str) -> list[str]:
 
 
 def slice_image(spec: ClusterSpec, item: SliceSpec) -> str:
-    """The image a smoke job on ``item`` runs: its smoke workload's, else any workload's on it, else RAY_IMAGE."""
+    """The image a smoke job on ``item`` runs: its smoke workload's, else the image a workload on it names
+    (a team's own image carries JAX), else the smoke kind's default."""
     on_slice = [w for w in spec.workloads if w.slice == item]
-    smoke = [w for w in on_slice if w.kind.name == "smoke"]
-    return (smoke or on_slice)[0].image if on_slice else RAY_IMAGE
+    smoke = [w.pod_image for w in on_slice if w.kind.name == "smoke"]
+    named = [w.image for w in on_slice if w.image is not None]
+    return (smoke or named or [workload_kind("smoke").image])[0]
 
 
 def smoke_workloads(spec: ClusterSpec, image: str | None = None) -> list[tuple[str, WorkloadSpec]]:

@@ -632,15 +632,16 @@ def workload_command(kind_name: str, *extra: str) -> list[str]:
 
 
 def run_workload(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: float = 600.0,
-                 echo: Progress | None = None) -> subprocess.CompletedProcess[str]:
+                 echo: Progress | None = None, work: WorkloadSpec | None = None) -> subprocess.CompletedProcess[str]:
     """Runs a workload as a driver process on the cluster (as a RayJob entrypoint would, its spec in
-    ``RAYTPU_WORKLOAD``); bounded. stderr lines are passed to ``echo`` as they come (progress), stdout is captured.
+    ``RAYTPU_WORKLOAD``: ``work``, default :meth:`LocalCluster.workload`); bounded. stderr lines are passed to
+    ``echo`` as they come (progress), stdout is captured.
 
     Raises:
         RuntimeFailure: the workload ran past ``timeout_s`` (it is killed).
     """
     cmd = workload_command(kind_name, *extra)
-    env = cluster.driver_env() | cluster.workload(kind_name).env()
+    env = cluster.driver_env() | (work or cluster.workload(kind_name)).env()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     err_lines: list[str] = []

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from raytpu import errors, kinds
+from raytpu import errors, kinds, serving
 from raytpu.catalog import RAY_VERSION, generation
 from raytpu.errors import InvalidInput, InvalidInputs, Problems
-from raytpu.kinds import RAY_IMAGE, WorkloadKind
+from raytpu.kinds import WorkloadKind
 from raytpu.plan import SlicePlan, plan_slice
 from raytpu.provisioning import MODES as PROVISIONING_MODES
 from raytpu.provisioning import Provisioning
@@ -54,6 +54,9 @@ name plus a 6-character suffix (``-xxxxx``), so a name over 35 characters yields
 resolve nowhere (ai-on-gke kuberay-tpu-webhook ``CheckName``; ray-operator utils ``GenerateRayClusterName``)."""
 RUN_ID_LENGTH = 6
 """A job submission's run suffix (``<name>-<run id>``; :func:`raytpu.gke.run_id`, base-36 seconds)."""
+
+SERVING_FIELDS = ("model", "model_source", "max_model_len", "engine_kwargs")
+"""WorkloadSpec fields only a serving kind takes."""
 
 WORKLOAD_ENV = "RAYTPU_WORKLOAD"
 """Environment variable that carries a workload's spec (JSON) into its Ray job: workloads never re-plan."""
@@ -396,17 +399,26 @@ class WorkloadSpec:
         name: DNS-safe name (the KubeRay object's name; RayJobs add a run suffix).
         kind: What runs (:mod:`raytpu.kinds`).
         slice: The slice it runs on.
-        image: Container image of its Ray pods; default ``RAY_IMAGE``.
-        model: Serving kinds only: Hugging Face model id (or a path on the mounted bucket); default the kit's.
+        image: Container image of its Ray pods; default its kind's (:attr:`pod_image`).
         slices: How many slices of ``slice`` it spans; default all of them (``slice.count``).
+        model: Serving only: the served model name (``/v1/models``), also its source unless ``model_source``
+            is set; default ``serving.DEFAULT_MODEL``.
+        model_source: Serving only: Hugging Face id or ``gs://BUCKET/PATH`` (read through the pods' GCS FUSE
+            mount when it is the kit's bucket); default ``model``.
+        max_model_len: Serving only: context length (prompt + completion); default 4096.
+        engine_kwargs: Serving only: more vLLM engine args, checked by name against vLLM's
+            (:func:`raytpu.serving.engine_kwargs_problems`).
     """
 
     name: str
     kind: WorkloadKind
     slice: SliceSpec
-    image: str = RAY_IMAGE
-    model: str | None = None
+    image: str | None = None
     slices: int | None = None
+    model: str | None = None
+    model_source: str | None = None
+    max_model_len: int | None = None
+    engine_kwargs: Mapping[str, Any] | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         found = dns_label_problems("name", self.name)
@@ -430,10 +442,18 @@ class WorkloadSpec:
                 f"Ray {RAY_VERSION} cannot reserve as one slice (slice_placement_group raises ValueError outside "
                 "its VALID_TPU_TOPOLOGY)", f"a slice of a shape Ray {RAY_VERSION} reserves, nearest: "
                 f"{', '.join(nearest)}; or keep this slice without workloads"))
-        if self.model is not None and not self.kind.takes_model:
-            found.append(errors.forbidden("model", self.model, f"for kind {self.kind.name}",
-                                          "only with kinds " + ", ".join(k.name for k in kinds.KINDS.values()
-                                                                         if k.takes_model)))
+        for name in SERVING_FIELDS:
+            if getattr(self, name) is not None and not self.kind.takes_model:
+                found.append(errors.forbidden(name, getattr(self, name), f"for kind {self.kind.name}",
+                                              "only with kinds " + ", ".join(k.name for k in kinds.KINDS.values()
+                                                                             if k.takes_model)))
+        if self.kind.takes_model:
+            found += serving.slice_problems(self.plan)
+            found += serving.model_source_problems(self.model_source)
+            if self.max_model_len is not None:
+                found += range_problems("max_model_len", self.max_model_len, serving.MIN_MAX_MODEL_LEN, 10**7,
+                                        " tokens")
+            found += serving.engine_kwargs_problems(self.engine_kwargs, self.plan.chips, self.plan.hosts)
         if self.slices is not None:
             found += range_problems("slices", self.slices, 1, self.slice.count)
         _raise(found)
@@ -444,6 +464,11 @@ class WorkloadSpec:
         return self.slice.plan
 
     @property
+    def pod_image(self) -> str:
+        """The image its Ray pods run: ``image``, else its kind's default."""
+        return self.image or self.kind.image
+
+    @property
     def slice_count(self) -> int:
         """How many slices it spans (``slices``, resolved)."""
         return self.slice.count if self.slices is None else self.slices
@@ -451,7 +476,7 @@ class WorkloadSpec:
     def to_json(self) -> dict[str, Any]:
         """The JSON form a Ray job receives in ``RAYTPU_WORKLOAD``."""
         return {"name": self.name, "kind": self.kind.name, "slice": self.slice.to_json(), "image": self.image,
-                "model": self.model, "slices": self.slices}
+                "slices": self.slices, **{name: getattr(self, name) for name in SERVING_FIELDS}}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> WorkloadSpec:

@@ -38,7 +38,7 @@ def _names(data: bytes) -> list[str]:
 
 
 CORE = {f"raytpu/{m}.py" for m in ("__init__", "catalog", "errors", "kinds", "kuberay", "plan", "provisioning",
-                                    "report", "spec")} | {"raytpu/py.typed"}
+                                    "report", "serving", "spec")} | {"raytpu/py.typed"}
 """The top level of the zip, spelled out: the pure-Python core a Ray job may import (specs, not the config)."""
 
 

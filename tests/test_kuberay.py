@@ -22,7 +22,7 @@ import pytest
 import yaml
 from crd import effective_pod_labels, operator_errors, schema_errors, webhook_errors
 
-from raytpu import kinds, kuberay
+from raytpu import __version__, kinds, kuberay, serving
 from raytpu.catalog import GENERATIONS, generation
 from raytpu.config import parse
 from raytpu.errors import InvalidInput, InvalidInputs
@@ -85,13 +85,18 @@ def _slice(gen: str = "v6e", topology: str = "4x4", machine: str | None = None, 
                             provisioning=provisioning, count=count, **extra)
 
 
+def _servable(item: SliceSpec) -> bool:
+    """Ray Serve LLM 2.60 places a replica on this slice (not a v5e/v6e 2x4 of 4-chip hosts: test_serving)."""
+    return not serving.slice_problems(item.plan)
+
+
 def _work(item: SliceSpec | None = None, kind: str = "smoke", name: str = "w", **extra: Any) -> WorkloadSpec:
     return WorkloadSpec(name=name, kind=kinds.kind(kind), slice=item or _slice(), **extra)
 
 
 def _cluster(item: SliceSpec, mode: str = "standard", with_workloads: bool = True) -> ClusterSpec:
     works = tuple(WorkloadSpec(name=k, kind=kinds.kind(k), slice=item, image=IMAGE)
-                  for k in (kinds.NAMES if with_workloads else ()))
+                  for k in (kinds.NAMES if with_workloads else ()) if k != "serve" or _servable(item))
     return ClusterSpec(project="my-ml-project", region="us-east5", cluster=GkeSpec(name="ray-tpu", mode=mode),
                        slices=(item,), workloads=works)
 
@@ -158,7 +163,7 @@ def test_every_kind_validates_against_crd_and_webhook_for_each_plan_provisioning
         _cluster(item, mode, with_workloads=False)  # the slice itself is valid
         return
     manifests = _manifests(_cluster(item, mode), run="r1")
-    assert [m["kind"] for m in manifests] == ["RayCluster", "RayJob", "RayJob", "RayService"]
+    assert [m["kind"] for m in manifests] == ["RayCluster", "RayJob", "RayJob"] + ["RayService"] * _servable(item)
     selected, tolerated = _expected_placement(item, mode)
     for manifest in manifests:
         assert schema_errors(manifest) == [], (manifest["kind"], schema_errors(manifest))
@@ -352,42 +357,29 @@ def test_a_queued_slice_runs_no_ray_workload_of_any_kind(kind: str) -> None:
     assert problem.valid.endswith("on-demand, spot, reservation, flex-start")
 
 
-def test_serve_config_reserves_whole_slices_and_shards_over_all_chips() -> None:
+def test_ray_service_serves_the_specs_app_with_a_local_xla_cache() -> None:
     item = _slice("v6e", "4x4", count=2)
     work = _work(item, "serve", model="m")
     service = kuberay.ray_service("llm", work, PODS)
-    assert service["spec"]["upgradeStrategy"] == {"type": "None"}
-    app = yaml.safe_load(service["spec"]["serveConfigV2"])["applications"][0]
-    assert app["import_path"] == "ray.serve.llm:build_openai_app"
-    llm = app["args"]["llm_configs"][0]
-    assert llm["model_loading_config"] == {"model_id": "m", "model_source": "m"}
-    assert llm["accelerator_type"] == item.plan.ray_accelerator_type
-    assert llm["accelerator_config"] == {"kind": "tpu", "topology": "4x4"}
-    assert llm["engine_kwargs"]["tensor_parallel_size"] == item.plan.chips == 16
-    assert llm["deployment_config"]["autoscaling_config"] == {"min_replicas": 2, "max_replicas": 2}
-    assert llm["runtime_env"]["env_vars"]["TPU_MULTIHOST_BACKEND"] == "ray"
-    env = {e["name"]: e["value"] for e in _worker(service)["template"]["spec"]["containers"][0]["env"]}
+    assert service["spec"]["upgradeStrategy"] == {"type": "None"}  # NewCluster would need a second set of slices
+    config = yaml.safe_load(service["spec"]["serveConfigV2"])
+    assert config == serving.serve_config(work, mounted_bucket=BUCKET, py_modules=(kuberay.py_modules_uri(),))
+    (app,) = config["applications"]  # the ingress comes from the kit's core zip, as RayJobs' programs do
+    assert app["runtime_env"] == {"py_modules": [f"file:///mnt/gcs/raytpu/raytpu-{__version__}.zip"]}
+    assert app["args"]["ingress_cls_config"] == {"ingress_cls": "raytpu.workloads.openai_ingress:OpenAIErrorIngress"}
+    pod = _worker(service)["template"]["spec"]
+    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
     assert env["TPU_MULTIHOST_BACKEND"] == "ray"
+    assert {"name": "xla-cache", "emptyDir": {}} in pod["volumes"]
+    assert {"name": "xla-cache", "mountPath": serving.XLA_CACHE_PATH} in pod["containers"][0]["volumeMounts"]
+    head_ports = service["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0]["ports"]
+    assert {"containerPort": serving.SERVE_PORT, "name": "serve"} in head_ports
 
 
-def test_serve_config_defaults_to_the_kits_model_on_a_single_host() -> None:
-    config = kuberay.serve_config(_work(_slice("v6e", "2x4", count=1), "serve"))
-    llm = config["applications"][0]["args"]["llm_configs"][0]
-    assert llm["model_loading_config"]["model_id"] == kuberay.DEFAULT_SERVE_MODEL
-    assert "TPU_MULTIHOST_BACKEND" not in llm["runtime_env"]["env_vars"]
-    assert llm["deployment_config"]["autoscaling_config"] == {"min_replicas": 1, "max_replicas": 1}
-
-
-@pytest.mark.serve
-def test_serve_config_is_accepted_by_ray_serve_llm() -> None:
-    """The serveConfigV2 args parse as Ray 2.60's LLMServingArgs (skipped without ray[llm])."""
-    builder = pytest.importorskip("ray.llm._internal.serve.core.ingress.builder")
-    item = _slice("v6e", "2x4")
-    args = kuberay.serve_config(_work(item, "serve"))["applications"][0]["args"]
-    parsed = builder.LLMServingArgs.model_validate(args)
-    config = parsed.llm_configs[0]
-    config = config if not isinstance(config, dict) else pytest.fail("llm_configs not parsed")
-    assert config.accelerator_type == item.plan.ray_accelerator_type
+def test_a_serving_workload_runs_the_vllm_tpu_image_by_default() -> None:
+    assert _work(kind="serve").pod_image == kinds.SERVE_IMAGE
+    assert _work(kind="serve", image="example.com/serve:1").pod_image == "example.com/serve:1"
+    assert {_work(kind=k).pod_image for k in ("smoke", "train")} == {kinds.RAY_IMAGE}
 
 
 def test_upgrade_strategy_is_checked() -> None:

@@ -39,6 +39,7 @@ import pytest
 import yaml
 
 from raytpu import config as config_module
+from raytpu import serving
 from raytpu.catalog import GENERATIONS, generation
 from raytpu.errors import InvalidInput, InvalidInputs, problems_of
 from raytpu.kinds import KINDS
@@ -125,6 +126,25 @@ def ray_ready(item: dict[str, Any]) -> bool:
     return mode.runs_ray and plan.ray_reservable
 
 
+def servable(item: dict[str, Any]) -> bool:
+    """Ray Serve LLM places a replica on the slice (raytpu.serving.slice_problems: not a 2x4 of 4-chip hosts)."""
+    return not serving.slice_problems(plan_slice(item["generation"], item["topology"], item.get("machine_type")))
+
+
+def _serving_fields(rng: random.Random) -> dict[str, Any]:
+    """Some of a serving workload's optional fields, each valid for every servable slice."""
+    fields: dict[str, Any] = {}
+    if rng.random() < 0.5:
+        fields["model"] = rng.choice(("Qwen/Qwen3-0.6B", "meta-llama/Llama-3.1-8B", "/mnt/gcs/models/m"))
+    if rng.random() < 0.3:
+        fields["model_source"] = rng.choice(("gs://weights/models/qwen", "org/name", "/models/local"))
+    if rng.random() < 0.3:
+        fields["max_model_len"] = rng.choice((512, 4096, 32768))
+    if rng.random() < 0.3:
+        fields["engine_kwargs"] = {"max_num_seqs": rng.randint(1, 256), "enable_prefix_caching": rng.random() < 0.5}
+    return fields
+
+
 def valid_config(rng: random.Random) -> dict[str, Any]:
     """A config every rule accepts."""
     region = rng.choice(REGIONS)
@@ -169,11 +189,11 @@ def valid_config(rng: random.Random) -> dict[str, Any]:
         doc["workloads"] = []
         work_names: set[str] = set()
         for _ in range(rng.randint(1, 3)):
-            kind = rng.choice(tuple(KINDS))
-            work: dict[str, Any] = {"name": _unique(rng, work_names, 1, 28), "kind": kind,
-                                    "slice": rng.choice(hosts)["name"]}
-            if KINDS[kind].takes_model and rng.random() < 0.5:
-                work["model"] = rng.choice(("Qwen/Qwen3-0.6B", "meta-llama/Llama-3.1-8B", "/mnt/gcs/models/m"))
+            item = rng.choice(hosts)
+            kind = rng.choice(tuple(KINDS) if servable(item) else tuple(k for k in KINDS if not KINDS[k].takes_model))
+            work: dict[str, Any] = {"name": _unique(rng, work_names, 1, 28), "kind": kind, "slice": item["name"]}
+            if KINDS[kind].takes_model:
+                work.update(_serving_fields(rng))
             if rng.random() < 0.3:
                 work["image"] = "us-docker.pkg.dev/p/r/ray:2.60.0-tpu"
             doc["workloads"].append(work)
@@ -542,8 +562,16 @@ def b_workload_kind(rng: random.Random, doc: dict[str, Any]) -> str:
 
 def b_model_on_job(rng: random.Random, doc: dict[str, Any]) -> str:
     k, work = _a_workload(rng, doc)
+    for name in ("model_source", "max_model_len", "engine_kwargs"):
+        work.pop(name, None)
     work.update(kind=rng.choice([n for n, kind in KINDS.items() if not kind.takes_model]), model="Qwen/Qwen3-0.6B")
     return f"workloads[{k}].model"
+
+
+def b_engine_kwarg(rng: random.Random, doc: dict[str, Any]) -> str:
+    _, item = _new_slice(rng, doc, generation="v6e", topology="2x4")  # one 8-chip host: servable
+    typo = rng.choice(("max_num_seq", "tensor_parallel", "gpu_mem_utilization", "model"))
+    return _add_workload(rng, doc, item, kind="serve", engine_kwargs={typo: 1}) + f".engine_kwargs.{typo}"
 
 
 UNKNOWN_KEYS = [("", "zones"), ("cluster", "node_pools"), ("network", "vpc"), ("storage", "region"),
@@ -671,6 +699,7 @@ BREAKERS = [
     Breaker("duplicate-workload", "cross", "workloads", b_duplicate_workload),
     Breaker("workload-kind", "part", "workloads", b_workload_kind),
     Breaker("model-on-job", "part", "workloads", b_model_on_job),
+    Breaker("engine-kwarg", "part", "workloads", b_engine_kwarg),
     Breaker("unknown-key", "structure", "any", b_unknown_key),
     Breaker("wrong-type", "structure", "any", b_wrong_type),
     Breaker("missing-key", "structure", "any", b_missing_key),
@@ -698,6 +727,7 @@ def generate(seed: int = SEED, count: int = CONFIGS) -> list[Case]:
     """The configs of one run: even indexes valid, odd ones broken (every tenth config in two places)."""
     rng = random.Random(seed)
     cases = []
+    singles = 0  # single-breaker cases so far: they cycle through BREAKERS, so each is used
     for index in range(count):
         doc = valid_config(rng)
         case = Case(index, doc)
@@ -705,7 +735,8 @@ def generate(seed: int = SEED, count: int = CONFIGS) -> list[Case]:
             if index % 10 == 9:
                 chosen = list(rng.choice(PAIRS))
             else:
-                chosen = [BREAKERS[(index // 2) % len(BREAKERS)]]
+                chosen = [BREAKERS[singles % len(BREAKERS)]]
+                singles += 1
             for breaker in chosen:
                 case.broken.append(breaker.name)
                 case.expected.append(breaker.edit(rng, doc))

@@ -27,6 +27,7 @@ from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, serving
 
 from raytpu import cli, gke, kuberay, report
 from raytpu.config import parse
+from raytpu.serving import DEFAULT_MODEL
 from raytpu.spec import WorkloadSpec
 
 pytestmark = pytest.mark.unit
@@ -215,7 +216,7 @@ def test_submit_serve_applies_rayservice_waits_until_ready_and_prints_the_endpoi
     assert schema_errors(fake.applied()[0]) == [] and operator_errors(fake.applied()[0]) == []
     # KubeRay's Serve Service is <name>-serve-svc (ray-operator/controllers/ray/utils/util.go, v1.7.0)
     assert out.splitlines()[-2:] == ["endpoint: http://serve-serve-svc.ray.svc.cluster.local:8000/v1",
-                                     f"model: {kuberay.DEFAULT_SERVE_MODEL}"]
+                                     f"model: {DEFAULT_MODEL}"]
     assert "serve: ready" in err
 
 

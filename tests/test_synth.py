@@ -208,7 +208,7 @@ def test_autopilot_cluster_has_no_node_pools_and_gets_compute_classes(autopilot:
         {"tpu": {"type": "tpu-v6e-slice", "count": 4, "topology": "4x4"}, "spot": True},  # fallback: [spot]
     ]
     assert classes["raytpu-batch"]["spec"]["priorities"] == [{
-        "tpu": {"type": "tpu-v5-lite-podslice", "count": 4, "topology": "2x4"}, "spot": True}]
+        "tpu": {"type": "tpu-v5-lite-podslice", "count": 8, "topology": "2x4"}, "spot": True}]
     assert classes["raytpu-big"]["spec"]["priorities"][0]["flexStart"] == {"enabled": True}
 
 

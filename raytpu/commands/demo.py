@@ -9,6 +9,10 @@
 6. tear everything down, always.
 
 Exit 0 when every step passed, 1 when one failed (the report says which), 2 for a bad config.
+
+``--serve`` (``make serve``, in ``.venv-serve``) is the serving demo instead: an emulated slice of the
+config's serving workload's slice, its app deployed as ``raytpu local serve`` does, a few questions asked with
+the official ``openai`` client (time to first token, tokens/s), peak memory, and the teardown, always.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="cdktf.out", help="synth output directory (default: cdktf.out)")
     parser.add_argument("--no-synth", action="store_true", help="skip synthesizing the stacks")
     parser.add_argument("--dir", default=".raytpu/demo", help="run directory of the demo's local cluster")
+    parser.add_argument("--serve", action="store_true", help="the serving demo instead (make serve): slice up, "
+                        "deploy, ask with the openai client, tear down")
 
 
 def _say(line: str) -> None:
@@ -74,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
     from raytpu.config import load
     from raytpu.workloads.train import parse_result
 
+    if args.serve:
+        return serve_demo(args)
     t0 = time.monotonic()
     report: dict[str, Any] = {"config": args.config, "steps": [], "ok": False}
     started = time.monotonic()
@@ -178,3 +186,36 @@ def render_report(report: dict[str, Any], smoke_table: str) -> str:
 
 def _num(value: Any, unit: str = "") -> str:
     return "-" if value is None else f"{value:.4g}{unit}"
+
+
+def serve_demo(args: argparse.Namespace) -> int:
+    """``make serve``: the config's serving workload on its own emulated slice, asked, torn down; 0 on success."""
+    from raytpu import local
+    from raytpu.commands.local import deploy_serve, serving_workload
+    from raytpu.config import load
+    from raytpu.errors import InvalidInput
+    from raytpu.llm_client import ask
+
+    t0 = time.monotonic()
+    serving = [w for w in load(args.config).workloads if w.kind.takes_model]
+    if not serving:
+        raise InvalidInput("config", f"{args.config} has no serving workload", "a config with a `kind: serve` "
+                           "workload, e.g. raytpu.example.yaml")
+    directory = f"{args.dir}-serve"
+    os.environ[local.ENV_TMP_PREFIX] = f"{local.TMP_PREFIX}s{os.getpid()}-"
+    ok = False
+    with local.PeakMemory(tag_prefix=os.environ[local.ENV_TMP_PREFIX]) as memory:
+        try:
+            local.stop(directory)
+            cluster = local.start(serving[0].plan, 1, directory, progress=_say)
+            url, model = deploy_serve(cluster, serving_workload(cluster, args.config, serving[0].name), 420.0)
+            print(f"endpoint: {url}\nmodel: {model}", flush=True)
+            ok = all(r.completion_tokens > 0 for r in ask(url, model))
+        except Exception as exc:  # one line names the failure; teardown below always runs
+            _say(f"FAIL {type(exc).__name__}: {exc}")
+        finally:
+            local.stop(directory)
+    print(f"peak memory {memory.peak_pss_bytes / 2**30:.2f} GiB PSS of every process (RSS sum "
+          f"{memory.peak_rss_bytes / 2**30:.2f} GiB), wall time {time.monotonic() - t0:.0f}s, torn down, "
+          f"{'PASSED' if ok else 'FAILED'}")
+    return 0 if ok else 1

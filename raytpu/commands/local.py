@@ -1,9 +1,13 @@
-"""``raytpu local up|status|down|smoke``: an emulated TPU slice on this machine (real Ray, JAX on CPU).
+"""``raytpu local up|status|down|smoke|serve``: an emulated TPU slice on this machine (real Ray, JAX on CPU).
 
 ``up`` starts a Ray head plus one Ray node per emulated TPU host, with the resources, labels and
 ``TPU_*`` environment a GKE TPU slice has (see :mod:`raytpu.local`); by default the train slice of
 ``raytpu.example.yaml`` (or of ``--config``). State lives in ``$RAYTPU_LOCAL_DIR`` (default
-``.raytpu/local``), so later ``status``, ``smoke`` and ``down`` find it. Progress goes to stderr.
+``.raytpu/local``), so later ``status``, ``smoke``, ``serve`` and ``down`` find it. Progress goes to stderr.
+
+``serve`` deploys the config's serving workload (its model fields and engine args; the model itself is the
+tiny offline one) as the CPU twin of its Ray Serve LLM app onto the running slice, prints ``endpoint:`` and
+``model:`` and leaves it serving until ``down``; it needs vLLM's CPU build (``.venv-serve``, ``make serve``).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-HELP = "run an emulated TPU slice locally: up, status, down, smoke"
+HELP = "run an emulated TPU slice locally: up, status, down, smoke, serve"
 
 DEFAULT_CONFIG = "raytpu.example.yaml"
 
@@ -41,6 +45,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     smoke.add_argument("--json", action="store_true", help="print the verdicts as JSON instead of a table")
     smoke.add_argument("--report", default=None, metavar="DIR", help="also write smoke.json and smoke.junit.xml")
     smoke.add_argument("--timeout-s", type=float, default=300.0)
+    serve = actions.add_parser("serve", help="deploy the serving workload (vLLM's CPU build) onto the local slice "
+                               "and print its OpenAI endpoint; it serves until `down`")
+    serve.add_argument("--config", default=None, help=f"take the serving workload from this config (default: "
+                       f"{DEFAULT_CONFIG} if present)")
+    serve.add_argument("--workload", default=None, help="the config's serving workload (default: the first)")
+    serve.add_argument("--ask", action="store_true", help="then ask a few questions with the openai client")
+    serve.add_argument("--timeout-s", type=float, default=420.0, help="bound on the deploy (default 420)")
+
+
+def _echo(line: str) -> None:
+    sys.stderr.write(f"{line}\n")
 
 
 def _progress(line: str) -> None:
@@ -87,7 +102,7 @@ def _cluster(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Dispatches the action."""
-    return int({"up": _up, "status": _status, "down": _down, "smoke": _smoke}[args.action](args))
+    return int({"up": _up, "status": _status, "down": _down, "smoke": _smoke, "serve": _serve}[args.action](args))
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -150,3 +165,68 @@ def _smoke(args: argparse.Namespace) -> int:
     else:
         print(report.render_table(verdicts))
     return 0 if report.all_healthy(verdicts) and done.returncode == 0 else 1
+
+
+def serving_workload(cluster: Any, config: str | None = None, name: str | None = None) -> Any:
+    """The serving WorkloadSpec to deploy on ``cluster``: the config's (``name``, else its first serving
+    workload) moved onto the local slice, else the defaults. Its slice must be the one running."""
+    from dataclasses import replace
+
+    from raytpu import errors
+    from raytpu.config import load
+    from raytpu.spec import SERVING_FIELDS
+
+    local_work = cluster.workload("serve")
+    path = config or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).exists() else None)
+    if path is None:
+        if name is not None:
+            raise errors.missing("config", "with --workload", "--config naming a raytpu.yaml")
+        return local_work
+    serving = [w for w in load(path).workloads if w.kind.takes_model]
+    chosen = [w for w in serving if name in (None, w.name)]
+    if not chosen:
+        if name is None:
+            return local_work
+        raise errors.invalid_choice("workload", name, [w.name for w in serving] or ["(no serving workload)"])
+    work = chosen[0]
+    if work.plan != cluster.slice_plan:
+        running = cluster.slice_plan
+        raise errors.invalid_value("workload", work.name, f"runs on a {work.plan.generation} {work.plan.topology} "
+                                   f"slice; the local cluster emulates {running.generation} {running.topology}",
+                                   f"`raytpu local down` then `raytpu local up --slice {work.slice.name}`")
+    return replace(local_work, name=work.name, **{f: getattr(work, f) for f in SERVING_FIELDS})
+
+
+def deploy_serve(cluster: Any, work: Any, timeout_s: float) -> tuple[str, str]:
+    """Runs the serve workload on ``cluster`` (progress on stderr); returns its (endpoint URL, model)."""
+    import importlib.util
+
+    from raytpu import local
+    from raytpu.errors import RuntimeFailure
+
+    if importlib.util.find_spec("vllm") is None:
+        raise RuntimeFailure(f"local.serve: vLLM is not installed in {sys.executable}'s environment; valid: "
+                             "the serve environment (`make serve` builds .venv-serve; then `.venv-serve/bin/raytpu "
+                             "local up --slice serve` and `.venv-serve/bin/raytpu local serve`)")
+    _progress(f"deploying {work.name} (CPU twin) onto {cluster.address}")
+    done = local.run_workload(cluster, "serve", "--deploy-timeout-s", f"{timeout_s:g}", timeout_s=timeout_s + 60,
+                              echo=_echo, work=work)
+    found = dict(line.split(": ", 1) for line in done.stdout.splitlines() if ": " in line)
+    if done.returncode != 0 or not {"endpoint", "model"} <= found.keys():
+        raise RuntimeFailure(f"local.serve: the serve workload exited {done.returncode} without an endpoint; "
+                             "valid: its log above")
+    return found["endpoint"].strip(), found["model"].strip()
+
+
+def _serve(args: argparse.Namespace) -> int:
+    cluster = _cluster(args)
+    url, model = deploy_serve(cluster, serving_workload(cluster, args.config, args.workload), args.timeout_s)
+    print(f"endpoint: {url}")
+    print(f"model: {model}")
+    sys.stdout.flush()
+    if args.ask:
+        from raytpu.llm_client import ask
+
+        ask(url, model)
+    _progress("serving until `raytpu local down`")
+    return 0

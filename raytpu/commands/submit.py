@@ -99,20 +99,16 @@ def run(args: argparse.Namespace) -> int:
         return _follow_job(client, name, work.kind.name, args.timeout_s)
 
 
-SERVE_PORT = 8000
-"""Ray Serve's HTTP port, which KubeRay's ``<name>-serve-svc`` Service exposes."""
-
-
 def _wait_service(client: Any, name: str, work: Any, namespace: str, timeout_s: float) -> int:
     """Waits until the RayService serves, then prints its in-cluster OpenAI endpoint and model."""
-    from raytpu import errors, gke, kuberay
+    from raytpu import errors, gke, serving
 
     if not gke.wait_for_service(client, name, timeout_s=timeout_s):
         raise errors.RuntimeFailure(f"{name}: RayService not ready after {timeout_s:g}s; valid: a larger "
                                     "--timeout-s, or the RayService's status conditions")
     # KubeRay names the Serve Service <name>-serve-svc (ray-operator/controllers/ray/utils/util.go, v1.7.0)
-    print(f"endpoint: http://{name}-serve-svc.{namespace}.svc.cluster.local:{SERVE_PORT}/v1")
-    print(f"model: {work.model or kuberay.DEFAULT_SERVE_MODEL}")
+    print(f"endpoint: http://{name}-serve-svc.{namespace}.svc.cluster.local:{serving.SERVE_PORT}/v1")
+    print(f"model: {work.model or serving.DEFAULT_MODEL}")
     return 0
 
 

@@ -1,0 +1,379 @@
+"""Ray Serve LLM (vLLM) on whole TPU slices: the LLMConfig of a serving workload, built from its spec.
+
+One builder for every place the app is deployed: the RayService's ``serveConfigV2`` (:mod:`raytpu.kuberay`)
+and the local emulated slice (``raytpu local serve``, :mod:`raytpu.workloads.serve`) both call
+:func:`serve_config`. The app is Ray's own ``ray.serve.llm:build_openai_app`` (OpenAI-compatible ``/v1``)
+with one ``LLMConfig``:
+
+- ``accelerator_type`` = Ray's name for the generation (``TPU-V6E``) and
+  ``accelerator_config = {"kind": "tpu", "topology": ...}``: each replica reserves one whole slice through
+  ``ray.util.tpu.slice_placement_group``, one bundle per host (Ray 2.60
+  ``ray/llm/_internal/serve/core/configs/accelerators.py`` ``TPUAccelerator``;
+  https://docs.ray.io/en/latest/serve/llm/user-guides/tpu.html);
+- ``engine_kwargs``: ``tensor_parallel_size`` = chips of the slice, ``max_model_len``, and
+  ``distributed_executor_backend: "ray"`` on a multi-host slice (GKE's sample
+  ``ai-ml/gke-ray/rayserve/llm/tpu/serve_tpu_multihost.py``), plus the workload's own, whose names are
+  checked against vLLM 0.29.0's (:data:`VLLM_ENGINE_ARGS`; a typo is exit 2 at ``raytpu validate``);
+- ``deployment_config.autoscaling_config``: ``min_replicas = max_replicas`` = slices (a replica is a slice);
+- ``model_loading_config``: the served name and its source: a Hugging Face id, or ``gs://`` on the bucket
+  the pods mount through GCS FUSE (read in place at the mount path, no copy).
+
+:data:`CPU_TWIN` is the one place that says how the local twin differs. Standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import io
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from raytpu import errors
+from raytpu.catalog import RAY_VERSION, generation
+from raytpu.errors import InvalidInput
+from raytpu.plan import SlicePlan
+
+if TYPE_CHECKING:
+    from raytpu.spec import WorkloadSpec
+
+VLLM_VERSION = "0.29.0"
+"""The vLLM that Ray 2.60's ``ray[llm]`` extra pins (``vllm[audio]==0.29.0`` in its METADATA)."""
+BUILDER = "ray.serve.llm:build_openai_app"
+APP_NAME = "llm"
+DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
+"""Small, ungated, and its 16 attention / 8 KV heads divide every tensor-parallel size up to 16 chips."""
+DEFAULT_MAX_MODEL_LEN = 4096
+MIN_MAX_MODEL_LEN = 16
+SERVE_PORT = 8000
+"""Serve's HTTP proxy port: KubeRay's ``<name>-serve-svc`` targets it (KubeRay ``DefaultServingPort``)."""
+GCS_MOUNT_PATH = "/mnt/gcs"
+"""Where every Ray pod sees the kit's bucket through GCS FUSE."""
+XLA_CACHE_PATH = "/mnt/xla-cache"
+"""vLLM's XLA compilation cache: an emptyDir on the node's local disk. GKE's multi-host sample keeps it off
+GCS FUSE: "Use local disk to prevent multi-host GCSFuse race conditions"."""
+KIT_ENGINE_ARGS = {"model": "the workload's model_source", "served_model_name": "the workload's model",
+                   "max_model_len": "the workload's max_model_len"}
+"""Engine args the kit sets from the workload's own fields (Ray Serve LLM itself rejects ``model`` and
+``served_model_name`` in ``engine_kwargs``); the value says which field to set instead."""
+
+VLLM_ENGINE_ARGS: tuple[str, ...] = (
+    "_api_process_count", "_api_process_rank", "additional_config", "aggregate_engine_logging", "all2all_backend",
+    "allow_deprecated_quantization", "allowed_local_media_path", "allowed_media_domains", "async_scheduling",
+    "attention_backend", "attention_config", "block_size", "code_revision", "collect_detailed_traces",
+    "compilation_config", "config_format", "convert", "cp_kv_cache_interleave_size",
+    "cpu_distributed_timeout_seconds", "cpu_offload_gb", "cpu_offload_params", "cudagraph_capture_sizes",
+    "cudagraph_metrics", "data_parallel_address", "data_parallel_backend", "data_parallel_external_lb",
+    "data_parallel_hybrid_lb", "data_parallel_multi_port_external_lb", "data_parallel_rank",
+    "data_parallel_rpc_port", "data_parallel_size", "data_parallel_size_local", "data_parallel_start_rank",
+    "dbo_decode_token_threshold", "dbo_prefill_token_threshold", "dcp_comm_backend", "dcp_kv_cache_interleave_size",
+    "dcp_q_replicate", "decode_context_parallel_size", "default_mm_loras", "device_ids", "diffusion_config",
+    "disable_cascade_attn", "disable_chunked_mm_input", "disable_custom_all_reduce",
+    "disable_hybrid_kv_cache_manager", "disable_log_stats", "disable_nccl_for_dp_synchronization",
+    "disable_sliding_window", "distributed_executor_backend", "distributed_timeout_seconds", "download_dir",
+    "dtype", "ec_manager_config", "ec_transfer_config", "enable_batch_sharded_sampling",
+    "enable_bf16x3_router_gemm", "enable_chunked_prefill", "enable_cumem_allocator", "enable_dbo",
+    "enable_elastic_ep", "enable_ep_weight_filter", "enable_eplb", "enable_expert_parallel",
+    "enable_fault_tolerance", "enable_flashinfer_autotune", "enable_layerwise_nvtx_tracing", "enable_log_requests",
+    "enable_logging_iteration_details", "enable_lora", "enable_mamba_cache_stochastic_rounding",
+    "enable_mfu_metrics", "enable_mixed_moe_lora_format", "enable_mm_embeds", "enable_mm_processor_stats",
+    "enable_moe_shared_loras", "enable_prefix_caching", "enable_prompt_embeds", "enable_return_routed_experts",
+    "enable_sleep_mode", "enable_tower_connector_lora", "enable_trace_replay", "enforce_eager", "eplb_config",
+    "expert_placement_strategy", "fail_on_environ_validation", "fault_tolerance_config", "fully_sharded_loras",
+    "gdn_prefill_backend", "generation_config", "gpu_memory_utilization", "hf_config_path", "hf_overrides",
+    "hf_token", "ignore_patterns", "interleave_mm_strings", "io_processor_plugin", "ir_op_priority",
+    "jit_monitor_mode", "jit_monitor_verbose", "kda_prefill_backend", "kernel_config", "kv_cache_dtype",
+    "kv_cache_dtype_skip_layers", "kv_cache_memory_bytes", "kv_cache_metrics", "kv_cache_metrics_sample",
+    "kv_events_config", "kv_offloading_backend", "kv_offloading_size", "kv_sharing_fast_prefill",
+    "kv_transfer_config", "language_model_only", "limit_mm_per_prompt", "linear_backend", "load_format",
+    "logits_processors", "logprobs_mode", "long_prefill_token_threshold", "lora_dtype", "lora_target_modules",
+    "mamba_backend", "mamba_block_size", "mamba_cache_dtype", "mamba_cache_mode", "mamba_cache_philox_rounds",
+    "mamba_config", "mamba_ssm_cache_dtype", "mamba_ssu_algorithm", "master_addr", "master_port", "max_cpu_loras",
+    "max_cudagraph_capture_size", "max_logprobs", "max_lora_rank", "max_loras", "max_model_len",
+    "max_num_batched_tokens", "max_num_queued_reqs", "max_num_queued_tokens", "max_num_scheduled_tokens",
+    "max_num_seqs", "max_parallel_loading_workers", "media_io_kwargs", "mm_device_do_normalize",
+    "mm_encoder_attn_backend", "mm_encoder_attn_dtype", "mm_encoder_fp8_scale_path",
+    "mm_encoder_fp8_scale_save_margin", "mm_encoder_fp8_scale_save_path", "mm_encoder_only", "mm_encoder_tp_mode",
+    "mm_hasher_algorithm", "mm_ipc_gpu_memory_gb", "mm_processor_cache_gb", "mm_processor_cache_type",
+    "mm_processor_device", "mm_processor_kwargs", "mm_shm_cache_max_object_size_mb", "mm_tensor_ipc", "model",
+    "model_class_overrides", "model_impl", "model_loader_extra_config", "model_weights", "moe_backend", "nnodes",
+    "node_rank", "num_gpu_blocks_override", "numa_bind", "numa_bind_cpus", "numa_bind_nodes", "offload_backend",
+    "offload_group_size", "offload_num_in_group", "offload_params", "offload_prefetch_step", "optimization_level",
+    "otlp_traces_endpoint", "override_generation_config", "per_request_spec_decode_metrics", "performance_mode",
+    "pipeline_parallel_size", "pooler_config", "prefill_context_parallel_size", "prefill_schedule_interval",
+    "prefix_cache_retention_interval", "prefix_caching_hash_algo", "prefix_match_unit", "profiler_config",
+    "pt_load_map_location", "quantization", "quantization_config", "ray_workers_use_nsight", "reasoning_config",
+    "reasoning_parser", "reasoning_parser_plugin", "renderer_num_workers", "replayssm_buffer_len",
+    "return_sampling_mask", "revision", "runner", "safetensors_load_strategy", "safetensors_prefetch_block_size",
+    "safetensors_prefetch_num_threads", "scheduler_cls", "scheduler_reserve_full_isl", "scheduling_policy", "seed",
+    "served_model_name", "show_hidden_metrics_for_version", "shutdown_timeout", "skip_mm_profiling",
+    "skip_tokenizer_init", "spec_method", "spec_model", "spec_tokens", "specialize_active_lora",
+    "speculative_config", "stream_interval", "structured_outputs_config", "tensor_parallel_size", "tokenizer",
+    "tokenizer_mode", "tokenizer_revision", "tokens_only", "trust_remote_code", "ubatch_size", "use_fp64_gumbel",
+    "use_replayssm", "use_tqdm_on_load", "video_pruning_method", "video_pruning_rate", "watermark",
+    "weight_transfer_config", "worker_cls", "worker_extension_cls",
+)
+"""Field names of vLLM 0.29.0's ``AsyncEngineArgs`` (the keys Ray Serve LLM passes to the engine).
+
+Recorded so that ``raytpu validate`` checks engine kwargs where vLLM is not installed; the serve tier compares
+this tuple with ``dataclasses.fields(vllm.engine.arg_utils.AsyncEngineArgs)`` and vLLM's own CLI parser.
+"""
+
+VLLM_FRONTEND_ARGS: tuple[str, ...] = (
+    "allow_credentials", "allowed_headers", "allowed_methods", "allowed_origins", "api_key", "chat_template",
+    "chat_template_content_format", "cohere_format", "cohere_is_reasoning_model", "data_parallel_supervisor_port",
+    "default_chat_template_kwargs", "disable_access_log_for_endpoints", "disable_fastapi_docs",
+    "disable_uvicorn_access_log", "dp_supervisor_probe_failure_threshold", "dp_supervisor_probe_interval_s",
+    "dp_supervisor_probe_timeout_s", "enable_auto_tool_choice", "enable_flash_late_interaction",
+    "enable_force_include_usage", "enable_log_deltas", "enable_log_outputs", "enable_offline_docs",
+    "enable_per_request_metrics", "enable_prompt_tokens_details", "enable_request_id_headers",
+    "enable_server_load_tracking", "enable_ssl_refresh", "enable_tokenizer_info_endpoint",
+    "exclude_tools_when_tool_choice_none", "fingerprint_mode", "fingerprint_value", "h11_max_header_count",
+    "h11_max_incomplete_event_size", "host", "log_config_file", "log_error_stack", "lora_modules", "max_log_len",
+    "middleware", "port", "response_role", "return_tokens_as_token_ids", "root_path", "sse_keep_alive_interval",
+    "ssl_ca_certs", "ssl_cert_reqs", "ssl_certfile", "ssl_ciphers", "ssl_keyfile", "tokens_only",
+    "tool_call_parser", "tool_parser_plugin", "tool_server", "trust_request_chat_template", "uds",
+    "uvicorn_log_level",
+)
+"""Field names of vLLM 0.29.0's ``FrontendArgs``: Ray Serve LLM accepts these in ``engine_kwargs`` too."""
+
+
+
+# ------------------------------------------------------------------------------------------- engine kwargs
+
+
+def engine_kwargs_problems(kwargs: Any, chips: int, hosts: int, field: str = "engine_kwargs") -> list[InvalidInput]:
+    """What is wrong with a workload's extra vLLM engine args, one problem per bad key or value.
+
+    Names must be fields of vLLM 0.29.0's ``AsyncEngineArgs``/``FrontendArgs`` (recorded here so that
+    ``raytpu validate`` needs no vLLM; the serve tier checks the record against vLLM and its own parser);
+    ``tensor_parallel_size`` x ``pipeline_parallel_size`` must use every chip of the slice a replica reserves,
+    and a multi-host engine runs on Ray's executor (the slice's hosts are Ray nodes, not vLLM processes).
+    """
+    if kwargs is None:
+        return []
+    if not isinstance(kwargs, Mapping):
+        return [errors.invalid_value(field, kwargs, "is not a mapping", "a mapping of vLLM engine argument names "
+                                     "to values")]
+    known = set(VLLM_ENGINE_ARGS) | set(VLLM_FRONTEND_ARGS)
+    public = sorted(n for n in known if not n.startswith("_"))
+    found = []
+    for key in kwargs:
+        where = f"{field}.{key}"
+        if key in KIT_ENGINE_ARGS:
+            found.append(InvalidInput(where, "is set by the kit", KIT_ENGINE_ARGS[key] + " instead"))
+        elif key not in known:
+            close = [f"{n} (set {KIT_ENGINE_ARGS[n]})" if n in KIT_ENGINE_ARGS else n
+                     for n in difflib.get_close_matches(str(key), public, n=3, cutoff=0.6)]
+            found.append(InvalidInput(where, f"{key!r} is not a vLLM {VLLM_VERSION} engine argument",
+                                      ", ".join(close) if close else f"a field of vLLM {VLLM_VERSION}'s "
+                                      "AsyncEngineArgs or FrontendArgs (e.g. max_num_seqs, max_num_batched_tokens)"))
+    if found:
+        return found
+    pp = kwargs.get("pipeline_parallel_size", 1)
+    tp = kwargs.get("tensor_parallel_size", chips // pp if isinstance(pp, int) and pp >= 1 else chips)
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (tp, pp)) or tp * pp != chips:
+        found.append(errors.invalid_value(
+            f"{field}.tensor_parallel_size", tp, f"x pipeline_parallel_size {pp} does not use the {chips} chips of "
+            "the slice a replica reserves", f"tensor_parallel_size x pipeline_parallel_size = {chips}"))
+    backend = kwargs.get("distributed_executor_backend", "ray")
+    if hosts > 1 and backend != "ray":
+        found.append(errors.invalid_value(f"{field}.distributed_executor_backend", backend,
+                                          "is not the executor Ray Serve LLM runs a multi-host TPU engine with", "ray"))
+    return found
+
+
+def engine_cli_args(kwargs: Mapping[str, Any]) -> list[str]:
+    """``engine_kwargs`` as the command line of ``vllm serve`` (``--max-model-len 512 --enforce-eager``)."""
+    argv: list[str] = []
+    for key, value in kwargs.items():
+        flag = "--" + key.replace("_", "-")
+        if value is None:
+            continue
+        if value is True:
+            argv.append(flag)
+        elif value is False:
+            argv.append("--no-" + key.replace("_", "-"))
+        elif isinstance(value, Mapping):
+            argv += [flag, json.dumps(value)]
+        elif isinstance(value, list | tuple):
+            argv += [flag, *(str(v) for v in value)]
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+def parse_with_vllm(kwargs: Mapping[str, Any], field: str = "engine_kwargs") -> dict[str, Any]:
+    """Names and values of ``kwargs`` through vLLM's own CLI parser (needs vLLM); returns the parsed args.
+
+    Raises:
+        InvalidInput: vLLM's parser rejects them (its message, e.g. ``invalid int value: 'x'``).
+    """
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.entrypoints.launchers.cli_args import FrontendArgs
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = FrontendArgs.add_cli_args(AsyncEngineArgs.add_cli_args(FlexibleArgumentParser(prog="vllm")))
+    parser.exit_on_error = False
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            parsed = parser.parse_args(engine_cli_args(kwargs))
+    except (SystemExit, Exception) as exc:  # argparse reports through SystemExit(2) or ArgumentError
+        text = (err.getvalue().strip().splitlines() or [str(exc)])[-1]
+        raise InvalidInput(field, f"rejected by vLLM {VLLM_VERSION}'s argument parser: {text}",
+                           "values vLLM's `vllm serve --help` accepts") from None
+    return vars(parsed)
+
+
+# ------------------------------------------------------------------------------------------ the slice
+
+RAY_8_CHIP_HOST_GENERATIONS = ("v5e", "v6e")
+"""Ray 2.60 ``TPU_8_CHIPS_PER_HOST_TYPES = ("v5litepod", "v6e")`` (``ray/_private/accelerators/tpu.py:71``)."""
+RAY_SINGLE_HOST_TOPOLOGIES = ("1x1", "2x2", "2x4")
+"""Ray 2.60 ``TPU_SINGLE_HOST_TOPOLOGIES`` (``ray/_private/accelerators/tpu.py:74``)."""
+
+
+def ray_serve_chips_per_host(plan: SlicePlan) -> int:
+    """The chips per host Ray Serve LLM 2.60 assumes for the slice: ``get_chips_per_host(topology, version)``
+    (``ray/_private/accelerators/tpu.py:325``), since its ``TPUAccelerator`` calls ``slice_placement_group``
+    without ``chips_per_vm`` (``ray/llm/_internal/serve/core/configs/accelerators.py``)."""
+    if plan.generation in RAY_8_CHIP_HOST_GENERATIONS and plan.topology in RAY_SINGLE_HOST_TOPOLOGIES:
+        return plan.chips
+    return 4
+
+
+def slice_problems(plan: SlicePlan, field: str = "slice") -> list[InvalidInput]:
+    """A slice Ray Serve LLM would reserve with hosts of another size never gets a replica placed."""
+    assumed = ray_serve_chips_per_host(plan)
+    if assumed == plan.chips_per_host:
+        return []
+    single = [m.name for m in generation(plan.generation).machine_types if m.chips == plan.chips]
+    return [errors.invalid_value(
+        field, f"{plan.generation} {plan.topology} on {plan.hosts} x {plan.machine_type}",
+        f"cannot be served: Ray Serve LLM {RAY_VERSION} reserves a {plan.generation} {plan.topology} slice as "
+        f"hosts of {assumed} chips (it passes no chips_per_vm to slice_placement_group), so no replica would "
+        f"ever be placed on hosts of {plan.chips_per_host}",
+        f"machine_type {single[0]} (one host of {plan.chips} chips)" if single else "another slice")]
+
+
+# ------------------------------------------------------------------------------------------ model source
+
+
+def model_source_problems(source: str | None, field: str = "model_source") -> list[InvalidInput]:
+    """A model source is a Hugging Face id (``org/name``), an absolute path in the image, or ``gs://B/PATH``."""
+    if source is None:
+        return []
+    if source.startswith("gs://"):
+        bucket, _, path = source[len("gs://"):].partition("/")
+        if not bucket or not path.strip("/"):
+            return [errors.invalid_value(field, source, "names no object path in the bucket",
+                                         "gs://BUCKET/PATH/TO/MODEL_DIR")]
+        return []
+    if "://" in source:
+        return [errors.invalid_value(field, source, "uses a scheme the kit does not read",
+                                     "gs://BUCKET/PATH, a Hugging Face id (org/name) or an absolute path")]
+    if not source.strip() or source != source.strip():
+        return [errors.invalid_value(field, source, "is blank or padded", "a Hugging Face id or a path")]
+    return []
+
+
+def model_source_in_pod(source: str, mounted_bucket: str | None, mount_path: str = GCS_MOUNT_PATH) -> str:
+    """Where a pod reads ``source``: ``gs://<mounted_bucket>/P`` is ``<mount_path>/P`` (GCS FUSE, no copy);
+    another bucket stays ``gs://`` (Ray Serve LLM downloads it to local disk first)."""
+    bucket, _, path = source.removeprefix("gs://").partition("/")
+    if source.startswith("gs://") and mounted_bucket is not None and bucket == mounted_bucket:
+        return f"{mount_path.rstrip('/')}/{path.strip('/')}"
+    return source
+
+
+# -------------------------------------------------------------------------------------------- the config
+
+
+def llm_config(work: WorkloadSpec, *, mounted_bucket: str | None = None) -> dict[str, Any]:
+    """Ray Serve LLM's ``LLMConfig`` (a plain dict) of serving workload ``work``: one whole slice per replica."""
+    plan = work.plan
+    model = work.model or DEFAULT_MODEL
+    extra = dict(work.engine_kwargs or {})
+    pp = extra.get("pipeline_parallel_size", 1)
+    engine: dict[str, Any] = {"tensor_parallel_size": plan.chips // pp,
+                              "max_model_len": work.max_model_len or DEFAULT_MAX_MODEL_LEN}
+    env = {"VLLM_XLA_CACHE_PATH": XLA_CACHE_PATH}
+    if not plan.single_host:
+        engine["distributed_executor_backend"] = "ray"
+        env["TPU_MULTIHOST_BACKEND"] = "ray"
+    return {
+        "model_loading_config": {"model_id": model,
+                                 "model_source": model_source_in_pod(work.model_source or model, mounted_bucket)},
+        "accelerator_type": plan.ray_accelerator_type,
+        "accelerator_config": {"kind": "tpu", "topology": plan.topology},
+        "engine_kwargs": engine | extra,
+        "deployment_config": {"autoscaling_config": {"min_replicas": work.slice_count,
+                                                     "max_replicas": work.slice_count}},
+        "runtime_env": {"env_vars": env},
+    }
+
+
+LOCAL_MAX_MODEL_LEN = 1024
+
+CPU_TWIN: dict[str, Any] = {
+    "accelerator_type": None,
+    "accelerator_config": {"kind": "cpu"},
+    "engine_kwargs": {"tensor_parallel_size": 1, "pipeline_parallel_size": 1, "enforce_eager": True,
+                      "max_model_len": LOCAL_MAX_MODEL_LEN, "distributed_executor_backend": None},
+    "env_vars": {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": "1",
+                 "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"},
+}
+"""Everything the local CPU twin changes in :func:`llm_config`'s TPU config, besides the model (the tiny
+offline one of :mod:`raytpu.workloads.tiny_llm`); nothing else differs.
+
+- ``accelerator_config {"kind": "cpu"}`` and no ``accelerator_type`` (Ray 2.60 rejects a TPU type with
+  ``cpu``: ``vllm_models.py``); Ray then places the replica in ``{"CPU": 1}`` bundles instead of a slice.
+- ``tensor_parallel_size`` 1: vLLM's CPU build runs one process; the emulated chips are not devices.
+- ``enforce_eager``: no Inductor compile (minutes of C++ on 2 cores for a model that runs in microseconds).
+- ``max_model_len`` 1024: the tiny model's context.
+- ``distributed_executor_backend`` dropped: vLLM's CPU build has no ``ray`` executor (vllm#21602).
+- engine env: a 1 GiB KV cache, one OpenMP thread, no thread pinning, offline Hugging Face.
+"""
+
+
+def cpu_twin(config: Mapping[str, Any], model: str, model_path: str) -> dict[str, Any]:
+    """The TPU ``config`` (:func:`llm_config`) with :data:`CPU_TWIN` applied, serving ``model`` from ``model_path``."""
+    twin = json.loads(json.dumps(config))
+    twin["model_loading_config"] = {"model_id": model, "model_source": model_path}
+    for key in ("accelerator_type", "accelerator_config"):
+        if CPU_TWIN[key] is None:
+            twin.pop(key, None)
+        else:
+            twin[key] = CPU_TWIN[key]
+    engine = twin["engine_kwargs"]
+    for key, value in CPU_TWIN["engine_kwargs"].items():
+        if value is None:
+            engine.pop(key, None)
+        else:
+            engine[key] = value
+    twin["runtime_env"] = {"env_vars": dict(CPU_TWIN["env_vars"])}
+    return twin
+
+
+INGRESS = "raytpu.workloads.openai_ingress:OpenAIErrorIngress"
+"""Ray's OpenAI ingress with OpenAI's error shape for an unknown model (:mod:`raytpu.workloads.openai_ingress`)."""
+
+
+def serve_config(work: WorkloadSpec, *, mounted_bucket: str | None = None, app_name: str = APP_NAME,
+                 cpu_model: tuple[str, str] | None = None, py_modules: tuple[str, ...] = ()) -> dict[str, Any]:
+    """serveConfigV2 (a RayService's ``applications``): one ``build_openai_app`` app with :func:`llm_config`.
+
+    The app's ingress is :data:`INGRESS`, imported from the kit's core (``py_modules``: the zip on the bucket,
+    on GKE; installed, locally). ``cpu_model`` = (served name, local path) makes it the local CPU twin
+    (:func:`cpu_twin`).
+    """
+    config = llm_config(work, mounted_bucket=mounted_bucket)
+    if cpu_model is not None:
+        config = cpu_twin(config, *cpu_model)
+    app: dict[str, Any] = {"name": app_name, "route_prefix": "/", "import_path": BUILDER,
+                           "args": {"llm_configs": [config], "ingress_cls_config": {"ingress_cls": INGRESS}}}
+    if py_modules:
+        app["runtime_env"] = {"py_modules": list(py_modules)}
+    return {"applications": [app]}

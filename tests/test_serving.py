@@ -1,0 +1,192 @@
+"""The serving workload's spec and its Ray Serve LLM config (no Ray, no vLLM: the serve tier runs those).
+
+Ray's rules cited here are Ray 2.60's (``ray/llm/_internal/serve``): ``accelerator_config`` with a TPU topology
+makes each replica one ``slice_placement_group`` with one bundle per host (``configs/accelerators.py``
+``TPUAccelerator``), and ``accelerator_type`` must be absent with ``kind: cpu`` (``engines/vllm/vllm_models.py``).
+The serve tier (``tests/test_serve.py``) parses these configs with Ray's own models and vLLM's own parser.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from test_cli import EXAMPLE, run_cli
+
+from raytpu import kinds, serving
+from raytpu.errors import InvalidInputs
+from raytpu.spec import SliceSpec, WorkloadSpec
+
+pytestmark = pytest.mark.unit
+
+ZONE = "us-east5-b"
+
+
+def _slice(topology: str = "4x4", count: int = 2, machine: str | None = None) -> SliceSpec:
+    return SliceSpec.create(name="serve", generation="v6e", topology=topology, zone=ZONE, machine_type=machine,
+                            count=count)
+
+
+def _work(item: SliceSpec | None = None, kind: str = "serve", **extra: Any) -> WorkloadSpec:
+    return WorkloadSpec(name="llm", kind=kinds.kind(kind), slice=item or _slice(), **extra)
+
+
+def _problems(**extra: Any) -> dict[str, str]:
+    with pytest.raises(InvalidInputs) as info:
+        _work(**extra)
+    return {p.field: f"{p.problem}; valid: {p.valid}" for p in info.value.problems}
+
+
+def test_a_multi_host_replica_reserves_one_whole_slice_and_shards_over_all_its_chips() -> None:
+    work = _work(_slice("4x4", count=2), model="org/m", max_model_len=8192, engine_kwargs={"max_num_seqs": 64})
+    llm = serving.llm_config(work)
+    assert llm["accelerator_type"] == "TPU-V6E"
+    assert llm["accelerator_config"] == {"kind": "tpu", "topology": "4x4"}
+    assert llm["engine_kwargs"] == {"tensor_parallel_size": 16, "max_model_len": 8192,
+                                    "distributed_executor_backend": "ray", "max_num_seqs": 64}
+    assert llm["deployment_config"] == {"autoscaling_config": {"min_replicas": 2, "max_replicas": 2}}
+    assert llm["model_loading_config"] == {"model_id": "org/m", "model_source": "org/m"}
+    assert llm["runtime_env"]["env_vars"] == {"VLLM_XLA_CACHE_PATH": serving.XLA_CACHE_PATH,
+                                              "TPU_MULTIHOST_BACKEND": "ray"}
+
+
+def test_a_single_host_slice_serves_the_default_model_on_one_engine_process() -> None:
+    llm = serving.llm_config(_work(_slice("2x4", count=3), slices=1))
+    assert llm["model_loading_config"]["model_id"] == serving.DEFAULT_MODEL
+    assert llm["engine_kwargs"] == {"tensor_parallel_size": 8, "max_model_len": serving.DEFAULT_MAX_MODEL_LEN}
+    assert "TPU_MULTIHOST_BACKEND" not in llm["runtime_env"]["env_vars"]
+    assert llm["deployment_config"]["autoscaling_config"] == {"min_replicas": 1, "max_replicas": 1}  # slices: 1
+
+
+def test_pipeline_parallel_splits_the_slice_without_leaving_chips_idle() -> None:
+    llm = serving.llm_config(_work(engine_kwargs={"pipeline_parallel_size": 2}))
+    assert (llm["engine_kwargs"]["tensor_parallel_size"], llm["engine_kwargs"]["pipeline_parallel_size"]) == (8, 2)
+
+
+def test_a_model_on_the_kits_bucket_is_read_through_the_gcs_fuse_mount() -> None:
+    work = _work(model="llama", model_source="gs://kit-bucket/models/llama/")
+    assert serving.llm_config(work, mounted_bucket="kit-bucket")["model_loading_config"] == {
+        "model_id": "llama", "model_source": f"{serving.GCS_MOUNT_PATH}/models/llama"}
+    other = serving.llm_config(work, mounted_bucket="another")["model_loading_config"]
+    assert other["model_source"] == "gs://kit-bucket/models/llama/"  # Ray Serve LLM downloads it first
+
+
+@pytest.mark.parametrize(("extra", "field", "says"), [
+    ({"engine_kwargs": {"max_num_seq": 4}}, "engine_kwargs.max_num_seq", "valid: max_num_seqs"),
+    ({"engine_kwargs": {"max_model_length": 4}}, "engine_kwargs.max_model_length",
+     "max_model_len (set the workload's max_model_len)"),
+    ({"engine_kwargs": {"served_model_name": "x"}}, "engine_kwargs.served_model_name", "the workload's model"),
+    ({"engine_kwargs": {"model": "x"}}, "engine_kwargs.model", "the workload's model_source instead"),
+    ({"engine_kwargs": {"tensor_parallel_size": 4}}, "engine_kwargs.tensor_parallel_size",
+     "does not use the 16 chips"),
+    ({"engine_kwargs": {"tensor_parallel_size": True}}, "engine_kwargs.tensor_parallel_size", "= 16"),
+    ({"engine_kwargs": {"pipeline_parallel_size": 3}}, "engine_kwargs.tensor_parallel_size", "= 16"),
+    ({"engine_kwargs": {"distributed_executor_backend": "mp"}}, "engine_kwargs.distributed_executor_backend",
+     "valid: ray"),
+    ({"engine_kwargs": ["max_num_seqs"]}, "engine_kwargs", "is not a mapping"),
+    ({"model_source": "gs://bucket"}, "model_source", "names no object path"),
+    ({"model_source": "s3://bucket/m"}, "model_source", "scheme"),
+    ({"model_source": " org/m"}, "model_source", "padded"),
+    ({"max_model_len": 8}, "max_model_len", "16 to"),
+    ({"max_model_len": "long"}, "max_model_len", "out of range"),
+])
+def test_bad_serving_fields_name_the_field_and_what_is_valid(extra: dict[str, Any], field: str, says: str) -> None:
+    problems = _problems(**extra)
+    assert field in problems, problems
+    assert says in problems[field]
+
+
+def test_a_single_host_engine_may_use_vllms_own_executor() -> None:
+    _work(_slice("2x4", count=1), engine_kwargs={"distributed_executor_backend": "mp"})
+
+
+@pytest.mark.parametrize("field", ["model_source", "max_model_len", "engine_kwargs", "model"])
+@pytest.mark.parametrize("kind", ["smoke", "train"])
+def test_serving_fields_are_refused_on_job_kinds(kind: str, field: str) -> None:
+    value = {"model_source": "org/m", "max_model_len": 512, "engine_kwargs": {"max_num_seqs": 4}, "model": "m"}[field]
+    problems = _problems(kind=kind, **{field: value})
+    assert problems[field].endswith("valid: only with kinds serve")
+
+
+def test_the_spec_travels_with_its_serving_fields() -> None:
+    work = _work(model="m", model_source="gs://b/m", max_model_len=2048, engine_kwargs={"max_num_seqs": 8})
+    assert WorkloadSpec.from_json(work.to_json()) == work
+
+
+def test_the_cpu_twin_changes_only_what_cpu_twin_lists() -> None:
+    work = _work(_slice("2x4", count=1), engine_kwargs={"max_num_seqs": 8})
+    tpu = serving.serve_config(work)["applications"][0]["args"]["llm_configs"][0]
+    cpu = serving.serve_config(work, cpu_model=("tiny", "/models/tiny"))["applications"][0]["args"]["llm_configs"][0]
+    assert {k for k in tpu.keys() | cpu.keys() if tpu.get(k) != cpu.get(k)} == {
+        "model_loading_config", "accelerator_type", "accelerator_config", "engine_kwargs", "runtime_env"}
+    assert "accelerator_type" not in cpu and cpu["accelerator_config"] == {"kind": "cpu"}
+    changed = {k for k in tpu["engine_kwargs"].keys() | cpu["engine_kwargs"].keys()
+               if tpu["engine_kwargs"].get(k) != cpu["engine_kwargs"].get(k)}
+    assert changed <= set(serving.CPU_TWIN["engine_kwargs"])
+    assert cpu["engine_kwargs"]["max_num_seqs"] == 8  # the workload's own engine args travel to the twin
+    assert cpu["deployment_config"] == tpu["deployment_config"]
+
+
+def test_engine_cli_args_spell_vllms_flags() -> None:
+    assert serving.engine_cli_args({"max_model_len": 512, "enforce_eager": True, "enable_prefix_caching": False,
+                                    "hf_overrides": {"a": 1}, "seed": None}) == [
+        "--max-model-len", "512", "--enforce-eager", "--no-enable-prefix-caching", "--hf-overrides", '{"a": 1}']
+
+
+def test_validate_reports_every_bad_engine_arg_with_exit_2(capsys: pytest.CaptureFixture[str],
+                                                         tmp_path: Path) -> None:
+    data = yaml.safe_load(EXAMPLE.read_text())
+    serve = next(w for w in data["workloads"] if w["kind"] == "serve")
+    serve.update(engine_kwargs={"max_num_seq": 4, "tensor_parallel_size": 3}, max_model_len=4, model_source="ftp://x")
+    data["workloads"].append({"name": "smoke2", "kind": "smoke", "slice": "train", "engine_kwargs": {}})
+    path = tmp_path / "raytpu.yaml"
+    path.write_text(yaml.safe_dump(data))
+    code, out, err = run_cli(capsys, "validate", str(path))
+    assert code == 2 and out == ""
+    index = data["workloads"].index(serve)
+    fields = [line.split(": ", 2)[1] for line in err.splitlines()]
+    assert fields == [f"workloads[{index}].model_source", f"workloads[{index}].max_model_len",
+                      f"workloads[{index}].engine_kwargs.max_num_seq", "workloads[3].engine_kwargs"], err
+    assert "Traceback" not in err
+
+
+def test_a_2x4_of_two_4_chip_hosts_cannot_be_served_and_validate_says_which_machine_can() -> None:
+    """Ray Serve LLM 2.60 reserves a v5e/v6e 2x4 as one 8-chip host (``get_chips_per_host``,
+    ``ray/_private/accelerators/tpu.py:325``; its ``TPUAccelerator`` passes no ``chips_per_vm``)."""
+    problems = _problems(item=_slice("2x4", count=1, machine="ct6e-standard-4t"))
+    assert "hosts of 8 chips" in problems["slice"] and problems["slice"].endswith(
+        "valid: machine_type ct6e-standard-8t (one host of 8 chips)")
+    _work(_slice("2x4", count=1, machine="ct6e-standard-8t"))
+    assert serving.ray_serve_chips_per_host(_slice("4x4").plan) == 4
+
+
+def _recorded_cluster(tmp_path: Path, topology: str) -> str:
+    """A local cluster's state file only (no process): what `raytpu local serve` reads before it deploys."""
+    from raytpu import local
+    from raytpu.plan import plan_slice
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    local.LocalCluster(run_dir=str(run_dir), temp_dir=str(tmp_path / "tmp"), address="127.0.0.1:1",
+                       plan=plan_slice("v6e", topology).to_json(), slices=["s0"]).save()
+    return str(run_dir)
+
+
+@pytest.mark.parametrize(("topology", "argv", "code", "says"), [
+    ("4x4", (), 2, "error: workload: 'serve' runs on a v6e 2x4 slice; the local cluster emulates v6e 4x4; "
+                   "valid: `raytpu local down` then `raytpu local up --slice serve`"),
+    ("2x4", ("--workload", "chat"), 2, "error: workload: 'chat' is not allowed; valid: serve\n"),
+    ("2x4", (), 1, "error: local.serve: vLLM is not installed in"),
+])
+def test_local_serve_refuses_before_deploying(capsys: pytest.CaptureFixture[str], tmp_path: Path, topology: str,
+                                               argv: tuple[str, ...], code: int, says: str) -> None:
+    """The last case is the hint to use the serve environment, where vLLM is missing (the core venv)."""
+    if code == 1 and importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vLLM is installed here: `raytpu local serve` would deploy")
+    run_dir = _recorded_cluster(tmp_path, topology)
+    got, out, err = run_cli(capsys, "local", "--dir", run_dir, "serve", "--config", str(EXAMPLE), *argv)
+    assert (got, out) == (code, "")
+    assert err.startswith(says), err

@@ -1,0 +1,155 @@
+"""The serving workload on the local emulated slice: the CPU twin of the slice's Ray Serve LLM app, deployed.
+
+On GKE a serving workload is a RayService whose Serve config :func:`raytpu.serving.serve_config` builds from
+its spec (KubeRay deploys it; no program of ours runs). On the emulated slice this program deploys the same
+app, built by the same function with :data:`raytpu.serving.CPU_TWIN` applied (vLLM's CPU build; the tiny
+offline model of :mod:`raytpu.workloads.tiny_llm`), onto the running cluster::
+
+    RAYTPU_WORKLOAD=<spec JSON> python -m raytpu.workloads.serve --address ADDR [--port P]
+
+prints ``endpoint: http://127.0.0.1:PORT/v1`` and ``model: NAME`` on their own lines once ``/v1/models``
+lists the model, and exits; the app keeps running (Serve is detached) until the cluster stops
+(``raytpu local down``). Progress goes to stderr. Needs ``ray[serve,llm]`` and vLLM (``.venv-serve``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import socket
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from raytpu import serving
+from raytpu.errors import RuntimeFailure, missing
+from raytpu.spec import WorkloadSpec
+from raytpu.workloads import tiny_llm
+from raytpu.workloads._entry import guarded
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A deployed app: its OpenAI base URL (``http://127.0.0.1:PORT/v1``) and served model name."""
+
+    url: str
+    model: str
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(f"raytpu serve: {line}\n")
+    sys.stderr.flush()
+
+
+def deploy_local(address: str, work: WorkloadSpec, *, port: int | None = None, cache_dir: str | None = None,
+                 timeout_s: float = 300.0, progress: Callable[[str], None] = _say) -> Endpoint:
+    """Deploys the CPU twin of ``work``'s app onto the Ray cluster at ``address``; returns once it answers.
+
+    The engine args are first run through vLLM's own argument parser (a bad value is exit 2, not a replica
+    that crash-loops). Serve's HTTP proxy runs on the head only (every emulated host shares 127.0.0.1) on
+    ``port`` (default: a free one; an already running Serve keeps its port). The driver disconnects; the app
+    stays.
+
+    Raises:
+        InvalidInput: vLLM's parser rejects the engine kwargs.
+        RuntimeFailure: the app failed to deploy or did not answer within ``timeout_s``.
+    """
+    tiny = tiny_llm.ensure(cache_dir)
+    config = serving.serve_config(work, cpu_model=(tiny.name, str(tiny.path)))
+    app = config["applications"][0]
+    serving.parse_with_vllm(app["args"]["llm_configs"][0]["engine_kwargs"])
+
+    import ray
+    from ray import serve
+    from ray.serve.context import _get_global_client
+    from ray.serve.llm import build_openai_app
+
+    ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR, configure_logging=False)
+    try:
+        serve.start(proxy_location="HeadOnly", http_options={"host": "127.0.0.1", "port": port or _free_port()})
+        client = _get_global_client()
+        bound = client.http_config.port if client is not None else port
+        progress(f"deploying {tiny.name} ({tiny.path}) as app {app['name']!r}, Serve HTTP on 127.0.0.1:{bound}")
+        t0 = time.monotonic()
+        serve._run(build_openai_app(app["args"]), name=app["name"], route_prefix=app["route_prefix"],
+                   _blocking=False)
+        _wait_running(app["name"], t0 + timeout_s, progress)
+        endpoint = Endpoint(f"http://127.0.0.1:{bound}/v1", tiny.name)
+        _wait_answering(endpoint, t0 + timeout_s)
+        progress(f"app {app['name']!r} answers after {time.monotonic() - t0:.1f}s")
+        return endpoint
+    finally:
+        ray.shutdown()
+
+
+def _wait_running(app_name: str, deadline: float, progress: Callable[[str], None]) -> None:
+    from ray import serve
+
+    last = ""
+    while True:
+        app = serve.status().applications.get(app_name)
+        state = str(getattr(app, "status", "NOT_STARTED")).rsplit(".", 1)[-1]
+        if state != last:
+            progress(f"app {app_name!r}: {state}")
+            last = state
+        if state == "RUNNING":
+            return
+        if state in ("DEPLOY_FAILED", "UNHEALTHY"):
+            details = {name: d.message for name, d in (app.deployments.items() if app else []) if d.message}
+            raise RuntimeFailure(f"serve: app {app_name!r} is {state}: {app.message if app else ''} {details}")
+        if time.monotonic() > deadline:
+            raise RuntimeFailure(f"serve: app {app_name!r} still {state} at the deploy timeout; valid: a larger "
+                                 "--deploy-timeout-s")
+        time.sleep(1.0)
+
+
+def _wait_answering(endpoint: Endpoint, deadline: float) -> None:
+    while True:
+        try:
+            with urllib.request.urlopen(f"{endpoint.url}/models", timeout=5) as resp:
+                if any(m.get("id") == endpoint.model for m in json.loads(resp.read()).get("data", [])):
+                    return
+        except (OSError, urllib.error.URLError, ValueError):
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeFailure(f"serve: {endpoint.url}/models does not list {endpoint.model} at the deploy timeout")
+        time.sleep(0.5)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m raytpu.workloads.serve", description=__doc__.split("\n")[0])
+    parser.add_argument("--address", default=None, help="Ray GCS address (default $RAY_ADDRESS)")
+    parser.add_argument("--port", type=int, default=None, help="Serve HTTP port (default: a free one)")
+    parser.add_argument("--cache-dir", default=None, help=f"tiny model cache (default ${tiny_llm.ENV_CACHE_DIR} "
+                        f"or {tiny_llm.DEFAULT_CACHE_DIR})")
+    parser.add_argument("--deploy-timeout-s", type=float, default=300.0)
+    args = parser.parse_args(argv)
+
+    def body() -> int:
+        work = WorkloadSpec.from_env()
+        address = args.address or os.environ.get("RAY_ADDRESS")
+        if not address:
+            raise missing("address", "to deploy onto a running cluster",
+                          "--address or RAY_ADDRESS of a running cluster (`raytpu local up`)")
+        endpoint = deploy_local(address, work, port=args.port, cache_dir=args.cache_dir,
+                                timeout_s=args.deploy_timeout_s)
+        print(f"endpoint: {endpoint.url}")
+        print(f"model: {endpoint.model}")
+        return 0
+
+    return guarded(body)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
