@@ -18,6 +18,7 @@ import argparse
 import json
 import logging
 import os
+import secrets
 import statistics
 import subprocess
 import sys
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--machine-type", default=None)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))  # token auth as on GKE; one token per process
     if args.generation and args.topology:
         plan = plan_slice(args.generation, args.topology, args.machine_type)
     else:

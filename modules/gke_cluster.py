@@ -5,19 +5,26 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
+from datetime import date, datetime, time, timedelta
 from typing import Any
 
 from raytpu import errors
 from raytpu.catalog import RAY_OPERATOR_MIN_GKE_VERSION, generation
 from raytpu.modules import _props
 from raytpu.modules._node_pool import NODE_OAUTH_SCOPES
-from raytpu.modules.cdk import Construct, container_cluster
+from raytpu.modules.cdk import (
+    Construct,
+    Precondition,
+    TerraformResourceLifecycle,
+    container_cluster,
+    data_google_container_engine_versions,
+)
 from raytpu.modules.head_pool import HeadPool, HeadPoolOptions, HeadPoolProps
 from raytpu.modules.network import Network
 from raytpu.modules.tpu_slice_pool import TpuSlicePool, TpuSlicePoolOptions, TpuSlicePoolProps
 from raytpu.modules.workload_identity import WorkloadIdentity, WorkloadIdentityProps
 from raytpu.plan import SlicePlan
-from raytpu.spec import GkeSpec
+from raytpu.spec import GkeSpec, MaintenanceWindowSpec
 
 _VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:-gke\.(\d+))?$")
 
@@ -36,8 +43,51 @@ def min_gke_version(plans: Iterable[SlicePlan], mode: str = "standard") -> str:
 
     On Autopilot a generation may need a newer version than on Standard (tpu7x does).
     """
-    needed = (generation(p.generation).min_gke_version_for(mode) for p in plans)
-    return max([RAY_OPERATOR_MIN_GKE_VERSION, *needed], key=version_key)
+    return version_floor(plans, mode)[0]
+
+
+def version_floor(plans: Iterable[SlicePlan], mode: str = "standard") -> tuple[str, str]:
+    """(oldest GKE version the cluster may run, what needs it): the newest of the Ray Operator add-on's floor
+    and every generation's in ``plans`` (catalog ``min_gke_version``)."""
+    floor = (RAY_OPERATOR_MIN_GKE_VERSION, "the Ray Operator add-on")
+    for name in sorted({p.generation for p in plans}):
+        needed = generation(name).min_gke_version_for(mode)
+        if version_key(needed) > version_key(floor[0]):
+            floor = (needed, f"{name} on {mode.capitalize()}")
+    return floor
+
+
+_HCL_VERSION = 'regex("^([0-9]+)[.]([0-9]+)[.]([0-9]+)-gke[.]([0-9]+)", {version})'
+
+
+def hcl_version_at_least(version: str, floor: str) -> str:
+    """A Terraform expression (no ``${}``): GKE version ``version`` (an expression) is ``floor`` or newer.
+
+    Terraform has no version comparison; the four numbers of ``1.34.0-gke.2201000`` are compared in order.
+    ``try`` makes an unparsable version false, so the precondition fails with its message instead of an error.
+    """
+    parts = [f"tonumber({_HCL_VERSION.format(version=version)}[{i}])" for i in range(4)]
+    wanted = version_key(floor)
+    condition = f"{parts[3]} >= {wanted[3]}"
+    for i in (2, 1, 0):
+        condition = f"({parts[i]} > {wanted[i]} || ({parts[i]} == {wanted[i]} && {condition}))"
+    return f"try({condition}, false)"
+
+
+WINDOW_ANCHOR = date(2025, 1, 4)
+"""The date part of the window's start and end times, a Saturday: GKE takes the time of day and the duration
+from them and the days from the recurrence (its own example starts a ``BYDAY=SA,SU`` window on 2000-01-01)."""
+
+
+def maintenance_policy(window: MaintenanceWindowSpec) -> container_cluster.ContainerClusterMaintenancePolicy:
+    """The cluster's recurring maintenance window (``recurring_window``: RFC 3339 start/end, RFC 5545 rule)."""
+    hour, minute = (int(p) for p in window.start_utc.split(":"))
+    start = datetime.combine(WINDOW_ANCHOR, time(hour, minute))
+    end = start + timedelta(hours=window.hours)
+    stamp = "%Y-%m-%dT%H:%M:%SZ"
+    return container_cluster.ContainerClusterMaintenancePolicy(
+        recurring_window=container_cluster.ContainerClusterMaintenancePolicyRecurringWindow(
+            start_time=start.strftime(stamp), end_time=end.strftime(stamp), recurrence=window.recurrence))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,8 +96,11 @@ class GkeClusterOptions:
 
     Attributes:
         spec: The cluster (name, mode, release channel, authorized networks, labels, deletion protection).
-        min_master_version: Oldest control-plane version; default: none (the channel's default). Stacks set
-            it from :func:`min_gke_version` of their slices.
+        min_master_version: The control plane's create version; default: none, the release channel's
+            default (GKE refuses a stale pinned patch version; the provider sends it as the create version).
+        version_floor: (version, what needs it): a precondition fails the plan, naming both, when the release
+            channel's default version is older; default the Ray Operator add-on's floor. Stacks set it
+            from :func:`version_floor` of their slices.
         node_service_account: Email of the service account nodes run as; default: the Compute Engine
             default service account (stacks pass a least-privilege one).
         gcs_fuse: Enable the GCS FUSE CSI driver (bucket volumes for checkpoints); default true.
@@ -58,6 +111,7 @@ class GkeClusterOptions:
 
     spec: GkeSpec
     min_master_version: str | None = None
+    version_floor: tuple[str, str] = (RAY_OPERATOR_MIN_GKE_VERSION, "the Ray Operator add-on")
     node_service_account: str | None = None
     gcs_fuse: bool = True
     ray_cluster_logging: bool = True
@@ -67,6 +121,7 @@ class GkeClusterOptions:
     def __post_init__(self) -> None:
         if self.min_master_version is not None:
             version_key(self.min_master_version)
+        version_key(self.version_floor[0])
         _props.check_overrides("overrides", self.overrides)
 
 
@@ -99,7 +154,8 @@ class GkeCluster(Construct):
     """A private regional GKE cluster ready for Ray on TPU.
 
     Always on: Ray Operator add-on (with Ray logging and monitoring as configured), Workload Identity,
-    private nodes with a public endpoint limited to ``master_authorized_networks``, Dataplane V2 (which
+    private nodes, the API reached through GKE's DNS-based endpoint with IAM (``control_plane: dns``) or through
+    the IP endpoint from ``master_authorized_networks`` only, Dataplane V2 (which
     enforces NetworkPolicy), shielded nodes with secure boot, GCS FUSE CSI driver, release channel,
     no client certificate, no legacy ABAC. Standard clusters remove the default node pool; add pools
     with :meth:`add_slice_pool` and :meth:`add_head_pool`.
@@ -176,6 +232,9 @@ class GkeCluster(Construct):
                 cidr_blocks=[cc.ContainerClusterMasterAuthorizedNetworksConfigCidrBlocks(
                     cidr_block=n.cidr, display_name=n.name) for n in spec.master_authorized_networks],
             ),
+            control_plane_endpoints_config=cc.ContainerClusterControlPlaneEndpointsConfig(
+                dns_endpoint_config=cc.ContainerClusterControlPlaneEndpointsConfigDnsEndpointConfig(
+                    allow_external_traffic=spec.control_plane == "dns")),
             master_auth=cc.ContainerClusterMasterAuth(
                 client_certificate_config=cc.ContainerClusterMasterAuthClientCertificateConfig(
                     issue_client_certificate=False)),
@@ -190,12 +249,29 @@ class GkeCluster(Construct):
                 enable_components=["SYSTEM_COMPONENTS"],
                 managed_prometheus=cc.ContainerClusterMonitoringConfigManagedPrometheus(enabled=True),
             ),
+            maintenance_policy=maintenance_policy(spec.maintenance_window),
             enable_legacy_abac=False,
             resource_labels=_props.with_default_labels(spec.labels),
             deletion_protection=spec.deletion_protection,
             **mode_fields,
         )
+        self.versions = data_google_container_engine_versions.DataGoogleContainerEngineVersions(
+            self, "versions", project=props.project, location=props.location)
+        self.require_version(*props.version_floor)
         _props.apply_overrides(self.cluster, props.overrides)
+
+    def require_version(self, floor: str, needed_by: str) -> None:
+        """Fails the plan unless the release channel's default version (the version GKE creates the cluster
+        at; ``google_container_engine_versions``) is ``floor`` or newer; the message names both."""
+        version_key(floor)
+        channel = self.props.spec.release_channel
+        default = self.versions.release_channel_default_version.lookup(channel)
+        self.cluster.lifecycle = TerraformResourceLifecycle(precondition=[Precondition(
+            condition=f"${{{hcl_version_at_least(default, floor)}}}",
+            error_message=f"GKE's {channel} release channel creates clusters at a version older than {floor}, "
+                          f"which {needed_by} needs; valid: " + ("a faster release_channel (RAPID), or " if
+                                                                 channel != "RAPID" else "") +
+                          f"wait until {channel}'s default version reaches {floor}.")])
 
     @property
     def name(self) -> str:
@@ -204,12 +280,17 @@ class GkeCluster(Construct):
 
     @property
     def endpoint(self) -> str:
-        """The control plane's IP address (a token)."""
+        """Where clients reach the API (a token): the DNS-based endpoint (``control_plane: dns``) or the IP."""
+        if self.props.spec.control_plane == "dns":
+            return self.cluster.control_plane_endpoints_config.dns_endpoint_config.endpoint
         return self.cluster.endpoint
 
     @property
     def ca_certificate(self) -> str:
-        """The cluster CA, base64-encoded PEM (a token)."""
+        """The CA clients verify the API with: the cluster CA, base64-encoded PEM (a token), for the IP endpoint;
+        empty for the DNS-based one, whose certificate is publicly trusted."""
+        if self.props.spec.control_plane == "dns":
+            return ""
         return self.cluster.master_auth.cluster_ca_certificate
 
     @property

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from raytpu import errors
 from raytpu.modules import _props
 from raytpu.modules._node_pool import NodePoolOptions, hardened_node_config
-from raytpu.modules.cdk import Construct, compute_resource_policy, container_node_pool
+from raytpu.modules.cdk import Construct, TerraformResourceLifecycle, compute_resource_policy, container_node_pool
 from raytpu.provisioning import RESERVATION_KEY, TPU_TAINT
 from raytpu.spec import SliceSpec
 
@@ -53,6 +53,17 @@ class TpuSlicePoolProps(TpuSlicePoolOptions):
     """Props of :class:`TpuSlicePool`: its options and the cluster it joins (``GkeCluster.add_slice_pool``)."""
 
     cluster: GkeCluster
+
+
+
+TPU_HOST_DRIFT = ("node_config[0].advanced_machine_features", "node_config[0].shielded_instance_config",
+                  "upgrade_settings")
+"""Fields GKE rewrites on TPU hosts, ignored after create so a later plan never replaces a slice.
+
+``advanced_machine_features`` is ForceNew and not Computed (provider ``node_config.go``) while GKE sets
+``threads_per_core=1`` on TPU machine types (cloud-foundation-fabric PR #3972); ``shielded_instance_config`` is
+ForceNew; ``upgrade_settings`` is rewritten too. vllm-project/ci-infra ignores the same on its live TPU pools
+(``terraform/gcp_old/tpu-inference/k8s/clusters.tf:419-436``, commit d7afa9c)."""
 
 
 class TpuSlicePool(Construct):
@@ -130,6 +141,7 @@ class TpuSlicePool(Construct):
                 taint=[np.ContainerNodePoolNodeConfigTaint(key=TPU_TAINT, value="present", effect="NO_SCHEDULE")],
                 **node_config,
             ),
+            lifecycle=TerraformResourceLifecycle(ignore_changes=list(TPU_HOST_DRIFT)),
             **sizing,  # type: ignore[arg-type]
         )
         if self.workload_policy is not None:

@@ -35,10 +35,41 @@ MULTI_HOST_CHIPS_PER_VM = 4
 
 @dataclass(frozen=True)
 class MachineType:
-    """A GCE machine type that carries TPU chips: its name and chips per VM."""
+    """A GCE machine type that carries TPU chips: its name, chips, vCPUs and memory per VM.
+
+    vCPUs and memory are Compute Engine's (``gcloud compute machine-types list``; GKE's table:
+    https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus).
+    """
 
     name: str
     chips: int
+    vcpus: int
+    memory_gib: int
+
+    @property
+    def allocatable_cpu_m(self) -> int:
+        """Millicores GKE leaves to pods: 6% of the first core, 1% of the next, 0.5% of the next 2 and 0.25% of
+        every core above 4 are reserved (https://cloud.google.com/kubernetes-engine/docs/concepts/
+        plan-node-sizes#memory_and_cpu_reservations; nodes here run at most 110 pods, so no extra 400m)."""
+        reserved = _tiered(self.vcpus * 1000, ((1000, 0.06), (1000, 0.01), (2000, 0.005), (None, 0.0025)))
+        return self.vcpus * 1000 - int(reserved + 0.999)
+
+    @property
+    def allocatable_memory_mib(self) -> int:
+        """MiB GKE leaves to pods: 25% of the first 4 GiB, 20% of the next 4, 10% of the next 8, 6% of the next
+        112 and 2% above 128 GiB are reserved, plus a 100 MiB eviction threshold (same page)."""
+        total = self.memory_gib * 1024
+        reserved = _tiered(total, ((4096, 0.25), (4096, 0.20), (8192, 0.10), (114688, 0.06), (None, 0.02)))
+        return total - int(reserved + 0.999) - 100
+
+
+def _tiered(amount: float, tiers: tuple[tuple[float | None, float], ...]) -> float:
+    """The sum of ``rate`` x the part of ``amount`` in each consecutive tier of ``size`` (None: the rest)."""
+    total, left = 0.0, amount
+    for size, rate in tiers:
+        part = left if size is None else min(left, size)
+        total, left = total + part * rate, left - part
+    return total
 
 
 @dataclass(frozen=True)
@@ -181,11 +212,11 @@ RAY_V7X = ("2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8
 
 
 def _generation_2d(name: str, label: str, prefix: str, hbm: float, hbm_gbps: float, ici_gbps: float,
-                   tflops: float, ray_type: str, machine_prefix: str, min_gke: str,
+                   tflops: float, ray_type: str, machines: tuple[MachineType, ...], min_gke: str,
                    zones: tuple[str, ...]) -> Generation:
     return Generation(
         name=name, gke_accelerator=label,
-        machine_types=tuple(MachineType(f"{machine_prefix}-{n}t", n) for n in (1, 4, 8)),
+        machine_types=machines,
         mesh_dims=2, topologies=SHAPES_2D, ray_topologies=RAY_2D,
         hbm_gib_per_chip=hbm, hbm_gbps_per_chip=hbm_gbps, ici_gbps_per_chip=ici_gbps,
         peak_bf16_tflops_per_chip=tflops, tensorcores_per_chip=1, ray_accelerator_type=ray_type,
@@ -198,7 +229,7 @@ GENERATIONS: dict[str, Generation] = {
     g.name: g
     for g in (
         Generation(
-            name="v4", gke_accelerator="tpu-v4-podslice", machine_types=(MachineType("ct4p-hightpu-4t", 4),),
+            name="v4", gke_accelerator="tpu-v4-podslice", machine_types=(MachineType("ct4p-hightpu-4t", 4, 240, 407),),
             mesh_dims=3, topologies=SHAPES_V4, ray_topologies=_ray_box(12, 12, 16),
             # https://cloud.google.com/tpu/docs/v4: "275 teraflops", "32 GiB, 1200 GBps"; no per-chip ICI figure.
             hbm_gib_per_chip=32, hbm_gbps_per_chip=1200, ici_gbps_per_chip=None, peak_bf16_tflops_per_chip=275,
@@ -207,9 +238,11 @@ GENERATIONS: dict[str, Generation] = {
         ),
         # https://cloud.google.com/tpu/docs/v5e: 197 TFLOP/s, "16 GB, 819 GBps", ICI 400 GBps bidirectional.
         _generation_2d("v5e", "tpu-v5-lite-podslice", "v5litepod", 16, 819, 400, 197, "TPU-V5LITEPOD",
-                       "ct5lp-hightpu", RAY_OPERATOR_MIN_GKE_VERSION, ("us-central1-a", "us-west4-a", "us-south1-a")),
+                       (MachineType("ct5lp-hightpu-1t", 1, 24, 48), MachineType("ct5lp-hightpu-4t", 4, 112, 192),
+                        MachineType("ct5lp-hightpu-8t", 8, 224, 384)),
+                       RAY_OPERATOR_MIN_GKE_VERSION, ("us-central1-a", "us-west4-a", "us-south1-a")),
         Generation(
-            name="v5p", gke_accelerator="tpu-v5p-slice", machine_types=(MachineType("ct5p-hightpu-4t", 4),),
+            name="v5p", gke_accelerator="tpu-v5p-slice", machine_types=(MachineType("ct5p-hightpu-4t", 4, 208, 448),),
             mesh_dims=3, topologies=SHAPES_V5P, ray_topologies=_ray_box(16, 16, 24),
             # https://cloud.google.com/tpu/docs/v5p-training: 459 TFLOP/s, HBM 2765 GBps, ICI 1200 GBps.
             hbm_gib_per_chip=95, hbm_gbps_per_chip=2765, ici_gbps_per_chip=1200, peak_bf16_tflops_per_chip=459,
@@ -217,11 +250,13 @@ GENERATIONS: dict[str, Generation] = {
             multi_host_placement="compact", zones=("us-east5-a", "us-central1-a"),
         ),
         # https://cloud.google.com/tpu/docs/v6e: 918 TFLOP/s, HBM 1638 GBps, ICI 800 GBps bidirectional.
-        _generation_2d("v6e", "tpu-v6e-slice", "v6e", 32, 1638, 800, 918, "TPU-V6E", "ct6e-standard",
+        _generation_2d("v6e", "tpu-v6e-slice", "v6e", 32, 1638, 800, 918, "TPU-V6E",
+                       (MachineType("ct6e-standard-1t", 1, 44, 176), MachineType("ct6e-standard-4t", 4, 180, 720),
+                        MachineType("ct6e-standard-8t", 8, 360, 1440)),
                        "1.31.2-gke.1115000",
                        ("us-east5-b", "us-east1-d", "us-central1-b", "europe-west4-a", "asia-northeast1-b")),
         Generation(
-            name="tpu7x", gke_accelerator="tpu7x", machine_types=(MachineType("tpu7x-standard-4t", 4),),
+            name="tpu7x", gke_accelerator="tpu7x", machine_types=(MachineType("tpu7x-standard-4t", 4, 224, 960),),
             mesh_dims=3, topologies=SHAPES_TPU7X, ray_topologies=RAY_V7X,
             # https://cloud.google.com/tpu/docs/tpu7x: 2307 TFLOP/s, 192 GiB, HBM 7380 GB/s, ICI 1200 GB/s.
             hbm_gib_per_chip=192, hbm_gbps_per_chip=7380, ici_gbps_per_chip=1200, peak_bf16_tflops_per_chip=2307,

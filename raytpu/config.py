@@ -27,6 +27,7 @@ from raytpu.spec import (
     ClusterSpec,
     GkeSpec,
     HeadPoolSpec,
+    MaintenanceWindowSpec,
     NetworkSpec,
     SliceSpec,
     StorageSpec,
@@ -66,6 +67,14 @@ class HeadPoolModel(_Strict):
     max_nodes: int | None = None
 
 
+class MaintenanceWindowModel(_Strict):
+    """``cluster.maintenance_window`` (defaults: :class:`raytpu.spec.MaintenanceWindowSpec`)."""
+
+    days: tuple[str, ...] | None = None
+    start_utc: str | None = None
+    hours: int | None = None
+
+
 class ClusterModel(_Strict):
     """``cluster`` (defaults: :class:`raytpu.spec.GkeSpec`)."""
 
@@ -73,9 +82,11 @@ class ClusterModel(_Strict):
     mode: str | None = None
     release_channel: str | None = None
     deletion_protection: bool | None = None
+    control_plane: str | None = None
     master_authorized_networks: tuple[AuthorizedNetworkModel, ...] = ()
     head_pool: HeadPoolModel | None = None
     labels: dict[str, str] = Field(default_factory=dict)
+    maintenance_window: MaintenanceWindowModel | None = None
 
 
 class NetworkModel(_Strict):
@@ -189,9 +200,13 @@ def compile_config(config: Config) -> ClusterSpec:
     if cluster.head_pool is not None:  # a broken head pool is reported; the cluster is checked with the default
         head_pool = problems.build("cluster.head_pool", partial(HeadPoolSpec, **_given(cluster.head_pool)))
         head_pool = head_pool or HeadPoolSpec()
+    window = MaintenanceWindowSpec()
+    if cluster.maintenance_window is not None:  # a broken window is reported; the cluster is checked with the default
+        window = problems.build("cluster.maintenance_window",
+                                partial(MaintenanceWindowSpec, **_given(cluster.maintenance_window))) or window
     gke = problems.build("cluster", partial(GkeSpec, **{
         **_given(cluster), "master_authorized_networks": tuple(n for n in networks if n is not None),
-        "head_pool": head_pool}))
+        "head_pool": head_pool, "maintenance_window": window}))
     network = problems.build("network", partial(NetworkSpec, **_given(config.network)))
     storage = problems.build("storage", partial(StorageSpec, **_given(config.storage)))
     slices = [problems.build(f"slices[{i}]", partial(SliceSpec.create, **_given(s)))

@@ -121,6 +121,7 @@ RESOURCES = {r.kind: r for r in (
     Resource("Job", "batch/v1", "jobs"),
     Resource("NetworkPolicy", "networking.k8s.io/v1", "networkpolicies"),
     Resource("Ingress", "networking.k8s.io/v1", "ingresses"),
+    Resource("CustomResourceDefinition", "apiextensions.k8s.io/v1", "customresourcedefinitions", namespaced=False),
 )}
 """The kinds :class:`KubeClient` knows, by kind; :func:`resource` also accepts ``rayjob`` and ``rayjobs``."""
 
@@ -148,8 +149,11 @@ def api_host(endpoint: str) -> str:
 
 
 def ca_pem(ca_certificate: str | None) -> str | None:
-    """The PEM of GKE's ``cluster_ca_certificate`` output (base64 of a PEM); PEM itself is accepted too."""
-    if ca_certificate is None or "-----BEGIN" in ca_certificate:
+    """The PEM of GKE's ``cluster_ca_certificate`` output (base64 of a PEM); PEM itself is accepted too. None or
+    empty: trust the system CAs (GKE's DNS-based endpoint has a publicly trusted certificate)."""
+    if not ca_certificate:
+        return None
+    if "-----BEGIN" in ca_certificate:
         return ca_certificate
     try:
         text = base64.b64decode(ca_certificate.strip(), validate=True).decode("ascii")
@@ -206,6 +210,35 @@ class KubeClient:
             raise KubeError(404, f"404 Not Found: {what}: the server answered not found",
                             "a cluster and namespace that serve this object")
         return out
+
+    def check_schema(self, obj: Mapping[str, Any], needs: str) -> None:
+        """Refuses ``obj`` before it is applied when the cluster's CRD of its kind does not declare every field it
+        sets: KubeRay's CRDs grow fields release by release, and an older operator (GKE's Ray Operator add-on
+        follows the cluster's version) would reject or silently drop them. ``needs`` names the oldest KubeRay the
+        kit supports. No check when reading CRDs is forbidden (the apply then reports what the server says).
+
+        Raises:
+            KubeError: a field the served CRD lacks, named with its path.
+        """
+        res, _ = _manifest_target(obj)
+        name, crds = res.display, RESOURCES["CustomResourceDefinition"]
+        try:
+            crd = self._json(_what("get", crds, name, ""), "GET", crds.path("", name), crds, name)
+        except KubeError as exc:
+            if exc.status == 403:
+                return
+            raise
+        if crd is None:
+            raise _not_served(res)
+        version = res.api_version.rpartition("/")[2]
+        served = [v for v in crd.get("spec", {}).get("versions", []) if v.get("name") == version]
+        schema = (served[0].get("schema") or {}).get("openAPIV3Schema") if served else None
+        missing = undeclared_fields(obj, schema or {})
+        if missing:
+            raise KubeError(422, f"the cluster's {name} (KubeRay) does not declare {', '.join(missing[:3])}"
+                            f"{f' and {len(missing) - 3} more' if len(missing) > 3 else ''}: its KubeRay is older "
+                            f"than the kit's objects need", f"KubeRay {needs} or newer: a GKE version whose Ray "
+                            "Operator add-on ships it (the add-on follows the cluster's version)")
 
     def get(self, kind: str, name: str) -> dict[str, Any] | None:
         """The object, or None when it does not exist (a missing resource type is an error, not None)."""
@@ -581,6 +614,31 @@ class _Expired(Exception):
 
 class _Dropped(Exception):
     """A stream broke before its end: watch again from the last resourceVersion."""
+
+
+def undeclared_fields(value: Any, schema: Mapping[str, Any], path: str = "") -> list[str]:
+    """Paths of ``value``'s fields that OpenAPI ``schema`` (a CRD's structural schema) does not declare; a node
+    that preserves unknown fields or maps arbitrary keys (``additionalProperties``) declares everything below."""
+    if schema.get("x-kubernetes-preserve-unknown-fields") or not schema:
+        return []
+    if isinstance(value, Mapping):
+        props = schema.get("properties")
+        extra = schema.get("additionalProperties")
+        found = []
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            if path == "" and key in ("apiVersion", "kind", "metadata"):
+                continue
+            if props is not None and key in props:
+                found += undeclared_fields(item, props[key], where)
+            elif isinstance(extra, Mapping):
+                found += undeclared_fields(item, extra, where)
+            elif extra is not True:
+                found.append(where)
+        return found
+    if isinstance(value, list) and isinstance(schema.get("items"), Mapping):
+        return [f for i, item in enumerate(value) for f in undeclared_fields(item, schema["items"], f"{path}[{i}]")]
+    return []
 
 
 def _manifest_target(obj: Mapping[str, Any]) -> tuple[Resource, str]:

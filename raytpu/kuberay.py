@@ -31,9 +31,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raytpu import __version__, errors, serving
+from raytpu.catalog import generation
 from raytpu.kinds import RAY_IMAGE, WorkloadKind
 from raytpu.kinds import kind as workload_kind
-from raytpu.plan import TPU_RESOURCE
+from raytpu.plan import TPU_RESOURCE, SlicePlan
 from raytpu.provisioning import COMPUTE_CLASS_LABEL
 from raytpu.spec import MULTI_HOST_NAME_LIMIT, ClusterSpec, SliceSpec, WorkloadSpec
 
@@ -57,6 +58,16 @@ WORKER_GROUP = "tpu"
 TPU_ENV = {"JAX_PLATFORMS": "tpu,cpu", "ENABLE_PJRT_COMPATIBILITY": "true"}
 """``tpu,cpu``, not a bare ``tpu``, which crashes with "Unknown backend cpu" (GoogleCloudPlatform/
 kubernetes-engine-samples ai-ml/gke-ray/tpu/get-started)."""
+
+AUTH_MODE = "token"
+"""Ray's token authentication, on every cluster: Ray 2.60 turns it on by default, and without it anyone who reaches
+the dashboard port runs code. KubeRay (1.6+: ``authOptions``, ``ray-operator/apis/ray/v1/raycluster_types.go``)
+then creates a Secret with a random token per cluster and sets ``RAY_AUTH_MODE``/``RAY_AUTH_TOKEN`` on the head,
+the workers and the RayJob submitter (``controllers/ray/common/pod.go``). ``mode`` must be stated: the CRD has
+no default and the operator enables auth only for ``token`` (``utils/util.go`` ``IsAuthEnabled``). The emulated
+slice runs in the same mode (:mod:`raytpu.local`)."""
+MIN_KUBERAY_VERSION = "1.6.0"
+"""The oldest KubeRay the kit's objects need: ``authOptions`` and ``preRunningDeadlineSeconds`` arrived in 1.6."""
 
 MAX_NAME_LENGTH = {"RayCluster": 53, "RayJob": 47, "RayService": 47}
 """KubeRay's name limits (it appends suffixes to derive cluster and pod names); names are DNS-1035 labels."""
@@ -207,17 +218,36 @@ def head_group(pods: Pods) -> dict[str, Any]:
     }
 
 
+HOST_SHARE = 0.9
+"""The Ray worker's share of its TPU host's allocatable CPU and memory; the rest is for GKE's DaemonSets and the
+GCS FUSE sidecar GKE injects into the pod (whose requests add to the pod's)."""
+
+
+def host_resources(plan: SlicePlan, autopilot: bool) -> dict[str, dict[str, str]]:
+    """A TPU worker container's resources: all the host's chips, and on Standard :data:`HOST_SHARE` of the
+    machine type's allocatable CPU and memory as requests (memory also as limit), so the pod is not BestEffort,
+    the first evicted. Autopilot applies its own default requests to pods without them
+    (https://cloud.google.com/kubernetes-engine/docs/concepts/autopilot-resource-requests)."""
+    tpus = str(plan.chips_per_host)
+    resources = {"requests": {TPU_RESOURCE: tpus}, "limits": {TPU_RESOURCE: tpus}}
+    if not autopilot:
+        machine = generation(plan.generation).machine_type(plan.machine_type)
+        memory = f"{int(machine.allocatable_memory_mib * HOST_SHARE)}Mi"
+        resources["requests"] |= {"cpu": f"{int(machine.allocatable_cpu_m * HOST_SHARE)}m", "memory": memory}
+        resources["limits"]["memory"] = memory
+    return resources
+
+
 def worker_group(work: WorkloadSpec, pods: Pods, *, autopilot: bool, env: Mapping[str, str] | None = None,
                  group_name: str = WORKER_GROUP) -> dict[str, Any]:
     """The TPU worker group: one pod per host, ``numOfHosts`` hosts per replica, one replica per slice."""
     plan = work.plan
     selector, tolerations = tpu_placement(work.slice, autopilot)
-    tpus = str(plan.chips_per_host)
     container: dict[str, Any] = {
         "name": "ray-worker",
         "image": pods.image,
         "env": _env({**TPU_ENV, **pods.env, **(env or {})}),
-        "resources": {"requests": {TPU_RESOURCE: tpus}, "limits": {TPU_RESOURCE: tpus}},
+        "resources": host_resources(plan, autopilot),
     }
     if not plan.single_host:
         container["ports"] = [{"containerPort": MXLA_PORT, "name": "mxla"}]
@@ -237,6 +267,7 @@ def ray_cluster_spec(work: WorkloadSpec, pods: Pods, *, autopilot: bool,
     """A RayCluster ``spec``: head + the TPU worker group (embedded as is in RayJob and RayService)."""
     return {
         "rayVersion": RAY_VERSION,
+        "authOptions": {"mode": AUTH_MODE},
         "headGroupSpec": head_group(pods),
         "workerGroupSpecs": [worker_group(work, pods, autopilot=autopilot, env=worker_env)],
     }

@@ -42,6 +42,7 @@ import psutil
 from raytpu.catalog import generation
 from raytpu.errors import RuntimeFailure, invalid_value
 from raytpu.kinds import kind
+from raytpu.kuberay import AUTH_MODE
 from raytpu.plan import SlicePlan
 from raytpu.report import text_table
 from raytpu.spec import SliceSpec, WorkloadSpec
@@ -104,6 +105,7 @@ class LocalCluster:
         nodes: Every process started, head first.
         started_s: Seconds from the first ``ray start`` until every node had registered.
         dashboard: URL of the head's dashboard (Ray's Job Submission API).
+        auth_token_path: The file holding the cluster's Ray auth token (:func:`auth_token_file`).
     """
 
     run_dir: str
@@ -114,6 +116,12 @@ class LocalCluster:
     nodes: list[NodeProc] = field(default_factory=list)
     started_s: float = 0.0
     dashboard: str = ""
+    auth_token_path: str = ""
+
+    def auth_env(self) -> dict[str, str]:
+        """Ray's token authentication, as on GKE (``raytpu.kuberay.AUTH_MODE``): every node, worker and driver
+        of the cluster reads the token from :attr:`auth_token_path` (``RAY_AUTH_TOKEN_PATH``)."""
+        return {"RAY_AUTH_MODE": AUTH_MODE, "RAY_AUTH_TOKEN_PATH": self.auth_token_path}
 
     @property
     def slice_plan(self) -> SlicePlan:
@@ -155,8 +163,8 @@ class LocalCluster:
     def driver_env(self) -> dict[str, str]:
         """Environment for a driver process (``python -m raytpu.workloads.smoke``) on this cluster."""
         env = {k: v for k, v in os.environ.items() if k not in _WEBHOOK_ENV}
-        env.update({"RAY_ADDRESS": self.address, "RAY_AUTH_MODE": "disabled", ENV_EMULATED: "1",
-                    "RAY_USAGE_STATS_ENABLED": "0", ENV_CLUSTER: self.temp_dir})
+        env.update({"RAY_ADDRESS": self.address, ENV_EMULATED: "1", "RAY_USAGE_STATS_ENABLED": "0",
+                    ENV_CLUSTER: self.temp_dir, **self.auth_env()})
         return env
 
 
@@ -221,8 +229,8 @@ def _free_port() -> int:
 
 def _base_env(cluster: LocalCluster) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _WEBHOOK_ENV and k != "RAY_ADDRESS"}
-    env.update({"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1",
-                ENV_CLUSTER: cluster.temp_dir})
+    env.update({"RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1", ENV_CLUSTER: cluster.temp_dir,
+                **cluster.auth_env()})
     return env
 
 
@@ -390,6 +398,19 @@ def _wait_started(cluster: LocalCluster, nodes: list[NodeProc], deadline: float,
             time.sleep(0.2)
 
 
+def auth_token_file(where: Path) -> Path:
+    """The cluster's Ray auth token file: this process's own token when it has one (``RAY_AUTH_TOKEN`` or
+    ``RAY_AUTH_TOKEN_PATH``; Ray caches one token per process, so every cluster one process drives shares it),
+    else a new random token in ``<run dir>/auth_token`` (mode 0600)."""
+    given = os.environ.get("RAY_AUTH_TOKEN_PATH")
+    if given and Path(given).is_file():
+        return Path(given)
+    path = where / "auth_token"
+    path.touch(mode=0o600)
+    path.write_text(os.environ.get("RAY_AUTH_TOKEN") or secrets.token_hex(32))
+    return path
+
+
 def start(plan: SlicePlan, num_slices: int = 1, directory: str | Path | None = None,
           progress: Progress | None = None, timeout_s: float = START_TIMEOUT_S,
           prefix: str = "raytpu-local") -> LocalCluster:
@@ -421,7 +442,7 @@ def start(plan: SlicePlan, num_slices: int = 1, directory: str | Path | None = N
     temp_dir = f"{temp_prefix()}{secrets.token_hex(3)}"
     cluster = LocalCluster(run_dir=str(where), temp_dir=temp_dir, address=f"127.0.0.1:{_free_port()}",
                            plan=plan.to_json(), slices=slice_names(plan, num_slices, prefix),
-                           dashboard=f"http://127.0.0.1:{_free_port()}")
+                           dashboard=f"http://127.0.0.1:{_free_port()}", auth_token_path=str(auth_token_file(where)))
     cluster.save()
     t0 = time.monotonic()
     deadline = t0 + timeout_s
@@ -540,7 +561,7 @@ def _connect(cluster: LocalCluster) -> bool:
 
     if ray.is_initialized():
         return False
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.update(cluster.auth_env())
     ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR,
              configure_logging=False)
     return True
@@ -679,6 +700,7 @@ def submit_job(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: fl
     """
     from ray.job_submission import JobStatus, JobSubmissionClient
 
+    os.environ.update(cluster.auth_env())  # the client sends the cluster's token (Ray reads it from the env)
     client = JobSubmissionClient(cluster.dashboard)
     env = cluster.workload(kind_name).env() | {ENV_EMULATED: "1"}
     job_id = client.submit_job(entrypoint=shlex.join(workload_command(kind_name, *extra)),

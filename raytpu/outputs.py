@@ -29,8 +29,8 @@ class StackOutputs:
     """What a workload needs from a deployed cluster stack.
 
     Attributes:
-        endpoint: The control plane's address (https).
-        ca_certificate: The cluster CA, base64-encoded PEM.
+        endpoint: The control plane's address (https): GKE's DNS-based endpoint, or its IP with control_plane ip.
+        ca_certificate: The cluster CA, base64-encoded PEM; empty for the DNS-based endpoint (publicly trusted).
         cluster_name: The GKE cluster's name.
         location: Its region.
         project: Its GCP project.

@@ -31,6 +31,7 @@ from raytpu.provisioning import Provisioning
 from raytpu.provisioning import mode as provisioning_mode
 
 CLUSTER_MODES = ("standard", "autopilot")
+CONTROL_PLANE_ACCESS = ("dns", "ip")
 RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
 
 PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
@@ -126,6 +127,53 @@ def _raise(found: list[InvalidInput]) -> None:
 # ---------------------------------------------------------------------------------------------- cluster parts
 
 
+WEEKDAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
+HH_MM = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MaintenanceWindowSpec:
+    """When GKE may auto-upgrade nodes (config section ``cluster.maintenance_window``), in UTC.
+
+    A node upgrade recreates a multi-host slice, and nodes on a release channel always auto-upgrade (GKE:
+    "Node auto-upgrade defaults to true and cannot be disabled", ReleaseChannel API reference), so the kit
+    confines upgrades to a weekly window. GKE requires "at least 48 hours of maintenance availability in a
+    32-day rolling window", counting only windows of at least four hours
+    (https://cloud.google.com/kubernetes-engine/docs/maintenance-window); any 32 days hold each weekday at least
+    four times, so ``len(days) * 4 * hours >= 48``.
+
+    Attributes:
+        days: Weekdays (``MO`` ... ``SU``); default ``SA``, ``SU``.
+        start_utc: Start, ``HH:MM`` UTC; default ``02:00``.
+        hours: Length, 4 to 24 hours; default 6.
+    """
+
+    days: tuple[str, ...] = ("SA", "SU")
+    start_utc: str = "02:00"
+    hours: int = 6
+
+    def __post_init__(self) -> None:
+        found = [errors.invalid_choice(f"days[{i}]", day, WEEKDAYS) for i, day in enumerate(self.days)
+                 if day not in WEEKDAYS]
+        if not self.days or len(set(self.days)) != len(self.days):
+            found.append(errors.invalid_value("days", list(self.days), "is empty or repeats a day",
+                                              "distinct weekdays: " + ", ".join(WEEKDAYS)))
+        if not isinstance(self.start_utc, str) or not HH_MM.match(self.start_utc):
+            found.append(errors.invalid_value("start_utc", self.start_utc, "is not a time of day", "HH:MM, UTC"))
+        found += range_problems("hours", self.hours, 4, 24, " (GKE counts only windows of 4 hours or more)")
+        if not found and len(self.days) * 4 * self.hours < 48:
+            found.append(errors.invalid_value(
+                "hours", self.hours, f"x {len(self.days)} day(s) a week allows {len(self.days) * 4 * self.hours} "
+                "hours in some 32-day span; GKE requires at least 48",
+                f"at least {-(-48 // (4 * len(self.days)))} hours, or more days"))
+        _raise(found)
+
+    @property
+    def recurrence(self) -> str:
+        """The RFC 5545 rule GKE takes (``FREQ=WEEKLY;BYDAY=SA,SU``)."""
+        return "FREQ=WEEKLY;BYDAY=" + ",".join(self.days)
+
+
 @dataclass(frozen=True, kw_only=True)
 class HeadPoolSpec:
     """The CPU node pool Ray heads run on (Standard clusters).
@@ -170,18 +218,24 @@ class GkeSpec:
         release_channel: ``RAPID`` (default: TPU generations arrive there first), ``REGULAR``, ``STABLE``,
             ``EXTENDED``.
         deletion_protection: Terraform refuses to destroy the cluster while true; default true.
+        control_plane: How ``cdktf deploy`` and ``raytpu`` reach the API: ``dns`` (default), GKE's DNS-based
+            endpoint, reachable from anywhere but answering only callers whose Google identity IAM allows (no
+            address opened); or ``ip``, the IP endpoint, only from ``master_authorized_networks``.
         master_authorized_networks: CIDRs allowed to reach the control plane's IP endpoint; default none.
         head_pool: The Ray head pool; Standard default ``HeadPoolSpec()``; Autopilot has none (it is an error).
         labels: GCP resource labels of everything the kit creates; default none.
+        maintenance_window: When GKE may upgrade nodes (and so recreate slices); default weekends.
     """
 
     name: str
     mode: str = "standard"
     release_channel: str = "RAPID"
     deletion_protection: bool = True
+    control_plane: str = "dns"
     master_authorized_networks: tuple[AuthorizedNetwork, ...] = ()
     head_pool: HeadPoolSpec | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+    maintenance_window: MaintenanceWindowSpec = field(default_factory=MaintenanceWindowSpec)
 
     def __post_init__(self) -> None:
         found = []
@@ -192,6 +246,14 @@ class GkeSpec:
                 "digit"))
         found += choice_problems("mode", self.mode, CLUSTER_MODES)
         found += choice_problems("release_channel", self.release_channel, RELEASE_CHANNELS)
+        found += choice_problems("control_plane", self.control_plane, CONTROL_PLANE_ACCESS)
+        if self.control_plane == "ip" and not self.master_authorized_networks:
+            # A private-nodes cluster with no authorized network and public CIDR access off accepts no one on its
+            # public endpoint, not even VMs in its VPC (their traffic leaves through Cloud NAT).
+            found.append(errors.invalid_value(
+                "control_plane", "ip", "with no master_authorized_networks leaves the API reachable from nowhere "
+                "cdktf deploy or raytpu could run", "control_plane: dns (the default), or master_authorized_networks "
+                "listing the CIDRs you deploy from"))
         found += label_problems("labels", self.labels)
         if self.mode == "autopilot" and self.head_pool is not None:
             found.append(errors.forbidden("head_pool", "set", "with mode: autopilot (Autopilot has no node pools)",

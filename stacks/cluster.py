@@ -19,7 +19,7 @@ from raytpu.modules.cdk import (
     TerraformStack,
     google_provider,
 )
-from raytpu.modules.gke_cluster import GkeCluster, GkeClusterProps, min_gke_version
+from raytpu.modules.gke_cluster import GkeCluster, GkeClusterProps, version_floor
 from raytpu.modules.head_pool import HeadPool, HeadPoolOptions
 from raytpu.modules.network import Network, NetworkProps
 from raytpu.modules.tpu_slice_pool import TpuSlicePool, TpuSlicePoolOptions
@@ -106,7 +106,7 @@ class ClusterStack(TerraformStack):
             project=spec.project, account_id=_account_id(gke.name, "node")))
         self.cluster = GkeCluster(self, "gke", GkeClusterProps(
             spec=gke, project=spec.project, location=spec.region, network=self.network,
-            min_master_version=min_gke_version((s.plan for s in spec.slices), gke.mode),
+            version_floor=version_floor((s.plan for s in spec.slices), gke.mode),
             node_service_account=self.node_identity.email,
         ))
         self.bucket = Bucket(self, "storage", BucketProps(
@@ -135,15 +135,14 @@ class ClusterStack(TerraformStack):
     def add_slice(self, item: SliceSpec) -> list[TpuSlicePool]:
         """Adds a slice kind to the cluster and its spec (so workloads can run on it): on Standard,
         ``item.count`` node pools (``<name>-0``, ``<name>-1``...), returned; on Autopilot none (the workloads
-        stack creates its ComputeClass). Raises the cluster's minimum version if the generation needs it.
+        stack creates its ComputeClass). Raises the cluster's version floor if the generation needs it.
 
         Raises:
             InvalidInputs: the slice does not fit the cluster (its name is taken, its zone is outside the region,
                 a setting its cluster mode forbids), each problem under ``slices[<i>]``.
         """
         self.spec = self.spec.with_slice(item)
-        self.cluster.cluster.min_master_version = min_gke_version((s.plan for s in self.spec.slices),
-                                                                  self.spec.cluster.mode)
+        self.cluster.require_version(*version_floor((s.plan for s in self.spec.slices), self.spec.cluster.mode))
         return self._add_pools(item)
 
     def _add_pools(self, item: SliceSpec) -> list[TpuSlicePool]:

@@ -38,8 +38,8 @@ class WorkloadsStackProps:
 
 
 class WorkloadsStack(TerraformStack):
-    """The Kubernetes side: a kubernetes provider from the cluster stack's endpoint and CA (access token
-    from ``google_client_config``), the Workload Identity KSA, one ComputeClass per slice on Autopilot,
+    """The Kubernetes side: a kubernetes provider from the cluster stack's endpoint (and CA, for the IP endpoint;
+    access token from ``google_client_config``), the Workload Identity KSA, one ComputeClass per slice on Autopilot,
     and one KubeRay object per workload of the cluster's spec (:func:`raytpu.kuberay.workload_manifests`).
 
     Construct ids (API): ``namespace``, ``ksa``, ``compute-class-<slice>``, ``workload-<name>``.
@@ -56,12 +56,11 @@ class WorkloadsStack(TerraformStack):
         spec = cluster.spec
         google_provider.GoogleProvider(self, "google", project=spec.project, region=spec.region)
         client = data_google_client_config.DataGoogleClientConfig(self, "client")
+        # The DNS-based endpoint has a publicly trusted certificate (no CA); the IP endpoint, the cluster's own CA.
         kubernetes_provider.KubernetesProvider(
-            self, "kubernetes",
-            host=f"https://{cluster.cluster.endpoint}",
-            cluster_ca_certificate=Fn.base64decode(cluster.cluster.ca_certificate),
-            token=client.access_token,
-        )
+            self, "kubernetes", host=f"https://{cluster.cluster.endpoint}", token=client.access_token,
+            cluster_ca_certificate=None if spec.cluster.control_plane == "dns"
+            else Fn.base64decode(cluster.cluster.ca_certificate))
         declare_backend(self, id, spec)
 
         self.namespace = KubernetesNamespace(self, "namespace", KubernetesNamespaceProps(name=spec.namespace))

@@ -26,10 +26,16 @@ SESSION_PREFIX = f"{local.TMP_PREFIX}t{os.getpid()}-"
 
 
 @pytest.fixture(scope="session", autouse=True)
-def no_ray_process_outlives_the_run() -> Iterator[None]:
-    """Fails the session when a process of a cluster started by this run is still alive at the end."""
+def no_ray_process_outlives_the_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Fails the session when a process of a cluster started by this run is still alive at the end.
+
+    Every cluster of the run uses Ray's token authentication, as on GKE, with one token for the session: Ray
+    caches the token once per process, and this process drives every cluster."""
     os.environ[local.ENV_TMP_PREFIX] = SESSION_PREFIX
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    token = tmp_path_factory.mktemp("ray-auth") / "auth_token"
+    token.write_text(os.urandom(32).hex())
+    token.chmod(0o600)
+    os.environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)})
     before = set(local.tagged_processes(SESSION_PREFIX))
     yield
     deadline = time.monotonic() + 10

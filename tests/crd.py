@@ -69,18 +69,25 @@ def _strict(node: Any) -> Any:
 
 
 @functools.cache
-def schema(kind: str) -> dict[str, Any]:
-    """The strict JSON Schema of ``kind`` (RayCluster, RayJob, RayService) at ``ray.io/v1``."""
+def crd(kind: str) -> dict[str, Any]:
+    """The vendored CustomResourceDefinition of ``kind`` (parsed once; callers copy before editing)."""
     path = crd_dir() / CRD_FILES[kind]
     if not path.is_file():
         raise FileNotFoundError(f"KubeRay CRD {path} not found (vendored under tests/data/kuberay-crds; "
                                 "RAYTPU_KUBERAY_CRDS overrides the directory)")
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    crd = yaml.load(path.read_text(), Loader=loader)
-    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
+    loaded: dict[str, Any] = yaml.load(path.read_text(), Loader=loader)
+    return loaded
+
+
+@functools.cache
+def schema(kind: str) -> dict[str, Any]:
+    """The strict JSON Schema of ``kind`` (RayCluster, RayJob, RayService) at ``ray.io/v1``."""
+    crd_ = crd(kind)
+    version = next(v for v in crd_["spec"]["versions"] if v["name"] == "v1")
     out = _strict(copy.deepcopy(version["schema"]["openAPIV3Schema"]))
-    out["properties"]["apiVersion"] = {"const": f"{crd['spec']['group']}/v1"}
-    out["properties"]["kind"] = {"const": crd["spec"]["names"]["kind"]}
+    out["properties"]["apiVersion"] = {"const": f"{crd_['spec']['group']}/v1"}
+    out["properties"]["kind"] = {"const": crd_["spec"]["names"]["kind"]}
     out["required"] = sorted({*out.get("required", []), "apiVersion", "kind", "metadata", "spec"})
     return out
 
@@ -150,13 +157,21 @@ _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 NAME_LIMITS = {"RayCluster": 53, "RayJob": 47, "RayService": 47}
 
 
+def _version(text: object) -> tuple[int, ...]:
+    try:
+        return tuple(int(p) for p in str(text).split(".")[:2])
+    except ValueError:
+        return (0,)
+
+
 def operator_errors(manifest: dict[str, Any]) -> list[str]:
     """A few of the KubeRay operator's own checks (``ray-operator/controllers/ray/utils/validation.go``).
 
     Name length and DNS-1035 form; worker groups ``minReplicas <= replicas <= maxReplicas`` and
     ``numOfHosts >= 1``; RayJob ``ttlSecondsAfterFinished``/``backoffLimit`` >= 0, a positive
     ``activeDeadlineSeconds``, ``runtimeEnvYAML`` a YAML mapping; RayService ``serveConfigV2`` a YAML
-    mapping and a known ``upgradeStrategy.type``. (The CRDs' CEL rules only cover fields the kit never
+    mapping and a known ``upgradeStrategy.type``; ``authOptions.mode: token`` needs ``rayVersion`` >= 2.52.0.
+    (The CRDs' CEL rules only cover fields the kit never
     sets: ``managedBy``, ``deletionStrategy``, ``gcsFaultToleranceOptions``.)
     """
     problems = []
@@ -169,6 +184,10 @@ def operator_errors(manifest: dict[str, Any]) -> list[str]:
             problems.append(f"{group['groupName']}: replicas {want} outside [{low}, {high}]")
         if group.get("numOfHosts", 1) < 1:
             problems.append(f"{group['groupName']}: numOfHosts < 1")
+    cluster = cluster_spec(manifest)
+    if (cluster.get("authOptions") or {}).get("mode") == "token" and _version(cluster.get("rayVersion")) < (2, 52):
+        # utils/validation.go (v1.7.0): token auth needs spec.rayVersion set and >= 2.52.0
+        problems.append(f"authOptions.mode token with rayVersion {cluster.get('rayVersion')!r} (needs >= 2.52.0)")
     spec = manifest["spec"]
     if kind == "RayJob":
         for key in ("ttlSecondsAfterFinished", "backoffLimit"):

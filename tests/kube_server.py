@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from crd import CRD_FILES, schema_errors
+from crd import CRD_FILES, crd, schema_errors
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
@@ -69,6 +69,7 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     "configmaps": ("v1", "ConfigMap", True),
     "nodes": ("v1", "Node", False),
     "jobs": ("batch/v1", "Job", True),
+    "customresourcedefinitions": ("apiextensions.k8s.io/v1", "CustomResourceDefinition", False),
 }
 _PATH = re.compile(r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
                    r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>log))?$")
@@ -271,6 +272,9 @@ class KubeApiServer:
         self._rv = itertools.count(100)
         self._last_rv = 99
         self._logs: dict[str, list[str]] = {}
+        self.crds: dict[str, dict[str, Any]] = {crd(kind)["metadata"]["name"]: crd(kind) for kind in CRD_FILES}
+        """The CRDs the cluster serves, by name (the vendored KubeRay ones, shared: a test that edits one replaces
+        it with its own copy first)."""
         self._changed = threading.Condition()
         self._closing = threading.Event()
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -454,7 +458,8 @@ class KubeApiServer:
         if path.startswith("/apis/ray.io") and not self.serve_ray:
             h.send_text(404, "404 page not found\n")
             return
-        discovery = {"/api/v1": "v1", "/apis/batch/v1": "batch/v1", "/apis/ray.io/v1": "ray.io/v1"}
+        discovery = {"/api/v1": "v1", "/apis/batch/v1": "batch/v1", "/apis/ray.io/v1": "ray.io/v1",
+                     "/apis/apiextensions.k8s.io/v1": "apiextensions.k8s.io/v1"}
         if h.command == "GET" and path in discovery:
             h.send_json(200, _discovery(discovery[path]))
             return
@@ -525,6 +530,8 @@ class KubeApiServer:
 
     def _get(self, h: _Handler, plural: str, namespace: str | None, name: str) -> None:
         obj = self._objects.get((plural, namespace, name))
+        if plural == "customresourcedefinitions" and self.serve_ray:
+            obj = self.crds.get(name)
         group = RESOURCES[plural][0].rpartition("/")[0]
         h.send_json(200, obj) if obj else h.send_json(404, not_found(plural, group, name))
 

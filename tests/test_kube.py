@@ -538,6 +538,8 @@ def test_bad_inputs_exit_2_naming_the_field(call: Any, field: str) -> None:
 def test_ca_certificate_is_decoded_from_gkes_base64(tls: TlsFiles) -> None:
     assert kube.ca_pem(tls.ca_b64) == tls.ca_pem.decode()
     assert kube.ca_pem(tls.ca_pem.decode()) == tls.ca_pem.decode()
+    # the DNS-based endpoint's stack outputs an empty CA: its certificate is publicly trusted (system CAs)
+    assert kube.ca_pem("") is None and kube.ca_pem(None) is None
 
 
 def test_importing_the_module_loads_no_client_library() -> None:

@@ -174,7 +174,11 @@ def test_every_kind_validates_against_crd_and_webhook_for_each_plan_provisioning
         assert group["replicas"] == group["minReplicas"] == group["maxReplicas"] == 2
         pod = group["template"]["spec"]
         tpus = str(plan.chips_per_host)
-        assert pod["containers"][0]["resources"] == {"requests": {TPU_RESOURCE: tpus}, "limits": {TPU_RESOURCE: tpus}}
+        resources = pod["containers"][0]["resources"]
+        assert resources["requests"][TPU_RESOURCE] == resources["limits"][TPU_RESOURCE] == tpus
+        # Standard: CPU and memory requested from the machine type (not BestEffort); Autopilot sets its own
+        assert {"cpu", "memory"} <= resources["requests"].keys() if mode == "standard" else \
+            resources == {"requests": {TPU_RESOURCE: tpus}, "limits": {TPU_RESOURCE: tpus}}
         assert pod["nodeSelector"] == {**plan.node_selector, **selected}
         assert {t["key"] for t in pod["tolerations"]} == {TPU_RESOURCE, *tolerated}
 
@@ -287,6 +291,24 @@ def test_job_limits_reject_bad_values(field: str, value: Any) -> None:
 # ---------------------------------------------------------------------- specific properties
 
 
+@pytest.mark.parametrize(("machine", "cpu", "memory"), [
+    # (machine type, GKE allocatable: vCPUs and GiB minus GKE's reservation; 90% of it is the worker's request)
+    ("ct6e-standard-4t", "161532m", "643960Mi"),  # 180 vCPU, 720 GiB -> 179.48 vCPU, 698.74 GiB allocatable
+    ("ct6e-standard-8t", "323127m", "1294241Mi"),  # 360 vCPU, 1440 GiB -> 359.03 vCPU, 1404.34 GiB
+    ("ct5lp-hightpu-4t", "100485m", "167087Mi"),  # 112 vCPU, 192 GiB -> 111.65 vCPU, 181.30 GiB
+])
+def test_a_tpu_worker_requests_most_of_its_hosts_allocatable_cpu_and_memory(machine: str, cpu: str,
+                                                                             memory: str) -> None:
+    """GKE reserves CPU (6% of the first core, 1% of the second, 0.5% of the next two, 0.25% above four) and memory
+    (25/20/10/6/2% tiers plus a 100 MiB eviction threshold) on every node
+    (https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes#memory_and_cpu_reservations)."""
+    gen = "v5e" if machine.startswith("ct5lp") else "v6e"
+    resources = kuberay.host_resources(_slice(gen, "2x4", machine).plan, autopilot=False)
+    assert (resources["requests"]["cpu"], resources["requests"]["memory"], resources["limits"]["memory"]) == (
+        cpu, memory, memory)
+    assert "cpu" not in resources["limits"]  # no CFS throttling of the host's input pipeline
+
+
 @pytest.mark.parametrize(("machine", "hosts", "tpus"), [("ct6e-standard-8t", 1, "8"), ("ct6e-standard-4t", 2, "4")])
 def test_v6e_2x4_worker_group_follows_machine_type(machine: str, hosts: int, tpus: str) -> None:
     item = _slice("v6e", "2x4", machine, count=3)
@@ -294,7 +316,10 @@ def test_v6e_2x4_worker_group_follows_machine_type(machine: str, hosts: int, tpu
     container = group["template"]["spec"]["containers"][0]
     assert group["numOfHosts"] == hosts
     assert group["replicas"] == 3
-    assert container["resources"] == {"requests": {TPU_RESOURCE: tpus}, "limits": {TPU_RESOURCE: tpus}}
+    shape = generation("v6e").machine_type(machine)
+    cpu, memory = f"{int(shape.allocatable_cpu_m * 0.9)}m", f"{int(shape.allocatable_memory_mib * 0.9)}Mi"
+    assert container["resources"] == {"requests": {TPU_RESOURCE: tpus, "cpu": cpu, "memory": memory},
+                                      "limits": {TPU_RESOURCE: tpus, "memory": memory}}
     assert group["template"]["spec"]["nodeSelector"] == item.plan.node_selector
     ports = [p for p in container.get("ports", []) if p["containerPort"] == kuberay.MXLA_PORT]
     assert ports == ([] if hosts == 1 else [{"containerPort": 8081, "name": "mxla"}])

@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -109,6 +111,18 @@ def test_local_cli_up_status_smoke_down_across_invocations(tmp_path: Path) -> No
         assert [n["alive"] for n in nodes] == [True, True]
         assert all(n["labels_ok"] for n in nodes)
         assert f"{single.head_resource}=1" in nodes[1]["resources"]
+
+        # Ray's token authentication is on, as KubeRay's authOptions turn it on for GKE (raytpu.kuberay.AUTH_MODE):
+        # the Job Submission API refuses a request without the cluster's token and answers one with it.
+        cluster = local.LocalCluster.load(tmp_path)
+        assert cluster is not None and cluster.auth_env()["RAY_AUTH_MODE"] == "token"
+        token = Path(cluster.auth_token_path).read_text().strip()
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{cluster.dashboard}/api/jobs/", timeout=30)
+        assert refused.value.code in (401, 403)
+        request = urllib.request.Request(f"{cluster.dashboard}/api/jobs/", headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(request, timeout=30) as answered:
+            assert answered.status == 200
 
         again = _raytpu("up", "--generation", single.generation, "--topology", single.topology, run_dir=tmp_path)
         assert again.returncode == 1 and "already running" in again.stderr

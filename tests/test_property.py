@@ -45,7 +45,7 @@ from raytpu.errors import InvalidInput, InvalidInputs, problems_of
 from raytpu.kinds import KINDS
 from raytpu.plan import machine_types_for, plan_slice
 from raytpu.provisioning import MODES
-from raytpu.spec import ClusterSpec, NetworkSpec
+from raytpu.spec import WEEKDAYS, ClusterSpec, NetworkSpec
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]
 
@@ -161,10 +161,17 @@ def valid_config(rng: random.Random) -> dict[str, Any]:
         cluster["master_authorized_networks"] = [
             {"name": _label(rng, 1, 20), "cidr": f"{rng.randint(1, 223)}.{rng.randint(0, 255)}.{rng.randint(0, 255)}"
                                                   f".0/24"} for _ in range(rng.randint(1, 2))]
+    if cluster.get("master_authorized_networks") and rng.random() < 0.5:
+        cluster["control_plane"] = "ip"  # the IP endpoint needs a network to be reachable from
     if not autopilot and rng.random() < 0.4:
         low = rng.randint(0, 3)
         cluster["head_pool"] = {"machine_type": rng.choice(HEAD_MACHINES), "min_nodes": low,
                                 "max_nodes": rng.randint(max(low, 1), 6)}
+    if rng.random() < 0.3:
+        days = sorted(rng.sample(WEEKDAYS, rng.randint(1, 7)), key=WEEKDAYS.index)
+        start = f"{rng.randint(0, 23):02d}:{rng.choice((0, 30)):02d}"
+        cluster["maintenance_window"] = {"days": days, "start_utc": start,  # >= 48 h in any 32 days:
+                                         "hours": rng.randint(max(4, -(-12 // len(days))), 24)}
     if rng.random() < 0.5:
         cluster["labels"] = {_label(rng, 1, 20, chars=LOWER + string.digits + "_-"):
                              _label(rng, 1, 20, first=LOWER + string.digits, chars=LOWER + string.digits + "_-")
@@ -315,6 +322,24 @@ def b_head_pool_bounds(rng: random.Random, doc: dict[str, Any]) -> str:
         return "cluster.head_pool.max_nodes"
     doc["cluster"]["head_pool"] = {"min_nodes": 1001, "max_nodes": 3}
     return "cluster.head_pool.min_nodes"
+
+
+def b_maintenance_window(rng: random.Random, doc: dict[str, Any]) -> str:
+    case = rng.randrange(3)
+    if case == 0:
+        doc["cluster"]["maintenance_window"] = {"days": ["SU"], "hours": rng.randint(4, 11)}  # under 48 h
+        return "cluster.maintenance_window.hours"
+    if case == 1:
+        doc["cluster"]["maintenance_window"] = {"start_utc": rng.choice(("24:00", "2am", "02:60"))}
+        return "cluster.maintenance_window.start_utc"
+    doc["cluster"]["maintenance_window"] = {"days": ["SA", rng.choice(("Sunday", "sun", "SN"))]}
+    return "cluster.maintenance_window.days[1]"
+
+
+def b_control_plane(rng: random.Random, doc: dict[str, Any]) -> str:
+    doc["cluster"].pop("master_authorized_networks", None)
+    doc["cluster"]["control_plane"] = rng.choice(("ip", "public", "private"))
+    return "cluster.control_plane"
 
 
 def b_network_cidr(rng: random.Random, doc: dict[str, Any]) -> str:
@@ -669,6 +694,8 @@ BREAKERS = [
     Breaker("authorized-cidr", "part", "cluster", b_authorized_cidr),
     Breaker("head-pool-on-autopilot", "part", "cluster", b_head_pool_on_autopilot),
     Breaker("head-pool-bounds", "part", "cluster", b_head_pool_bounds),
+    Breaker("maintenance-window", "part", "cluster", b_maintenance_window),
+    Breaker("control-plane", "part", "cluster", b_control_plane),
     Breaker("network-cidr", "part", "network", b_network_cidr),
     Breaker("network-overlap", "part", "network", b_network_overlap),
     Breaker("master-not-28", "part", "network", b_master_not_28),

@@ -26,6 +26,7 @@ from raytpu.spec import (
     ClusterSpec,
     GkeSpec,
     HeadPoolSpec,
+    MaintenanceWindowSpec,
     NetworkSpec,
     SliceSpec,
     StorageSpec,
@@ -166,6 +167,20 @@ DIRECT: list[tuple[str, Callable[[], object], str, str, str]] = [
      "slices[0].fallback", "with cluster.mode: standard", "mode: autopilot"),
     ("cluster-default-bucket-too-long", lambda: a_cluster(project="p" * 30, name="c" * 30), "storage.bucket",
      "not a bucket name", "3-63"),
+    # FACTS.md section 8: with no authorized network and public CIDR access off, the IP endpoint accepts no one
+    ("control-plane-ip-alone", lambda: GkeSpec(name="ray", control_plane="ip"), "control_plane",
+     "reachable from nowhere", "control_plane: dns (the default), or master_authorized_networks"),
+    ("control-plane-choice", lambda: GkeSpec(name="ray", control_plane="public"), "control_plane", "'public'",
+     "dns, ip"),
+    # GKE: at least 48 h of maintenance availability in any 32 days, windows of 4 h or more
+    # (https://cloud.google.com/kubernetes-engine/docs/maintenance-window)
+    ("window-too-short", lambda: MaintenanceWindowSpec(hours=3), "hours", "out of range", "4 to 24"),
+    ("window-under-48h", lambda: MaintenanceWindowSpec(days=("SU",), hours=8), "hours",
+     "allows 32 hours in some 32-day span; GKE requires at least 48", "at least 12 hours, or more days"),
+    ("window-day", lambda: MaintenanceWindowSpec(days=("SAT",)), "days[0]", "'SAT'", "MO, TU, WE, TH, FR, SA, SU"),
+    ("window-no-days", lambda: MaintenanceWindowSpec(days=()), "days", "is empty or repeats", "distinct weekdays"),
+    ("window-repeated-day", lambda: MaintenanceWindowSpec(days=("SA", "SA", "SU")), "days", "repeats", "distinct"),
+    ("window-start", lambda: MaintenanceWindowSpec(start_utc="25:00"), "start_utc", "not a time of day", "HH:MM"),
 ]
 
 
@@ -200,6 +215,8 @@ SAME_RULE: list[tuple[str, Callable[[dict[str, Any]], object], Callable[[], obje
                               reservation="res-1"), "slices[1]"),
     ("network-overlap", lambda d: d.update(network={"pods_cidr": "10.10.0.0/16"}),
      lambda: NetworkSpec(pods_cidr="10.10.0.0/16"), "network"),
+    ("maintenance-window", lambda d: d["cluster"].update(maintenance_window={"days": ["SA"], "hours": 4}),
+     lambda: MaintenanceWindowSpec(days=("SA",), hours=4), "cluster.maintenance_window"),
     ("disk-size", lambda d: d["slices"][0].update(disk_size_gib=5),
      lambda: SliceSpec.create(name="train", generation="v6e", topology="4x4", zone=ZONE, disk_size_gib=5),
      "slices[0]"),

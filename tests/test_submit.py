@@ -10,6 +10,7 @@ RayJob's status and its submitter pod's log, and assert the exact objects applie
 from __future__ import annotations
 
 import ast
+import copy
 import json
 import threading
 import time
@@ -23,7 +24,7 @@ import pytest
 import yaml
 from crd import operator_errors, schema_errors, webhook_errors
 from google.oauth2 import service_account
-from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, serving
+from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, serving, status_body
 
 from raytpu import cli, gke, kuberay, report
 from raytpu.config import parse
@@ -182,7 +183,37 @@ def test_submit_train_without_wait_applies_and_returns(fake: Cluster, capsys: py
     assert code == 0
     assert fake.applied() == [expected("train", "train-r2")]
     assert "submitted RayJob train-r2" in out
-    assert [r.method for r in fake.server.api_requests()] == ["PATCH"]
+    # the served CRD first (every field the RayJob sets must be declared), then the server-side apply
+    assert [(r.method, r.path) for r in fake.server.api_requests()] == [
+        ("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/rayjobs.ray.io"),
+        ("PATCH", "/apis/ray.io/v1/namespaces/ray/rayjobs/train-r2")]
+
+
+def test_an_older_kuberay_is_named_before_anything_is_applied(fake: Cluster,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """KubeRay 1.5's RayJob CRD has no ``authOptions`` (added in 1.6.0, ray-project/kuberay#4179): the vendored
+    v1.7.0 CRD with that field removed stands in for it."""
+    crd = fake.server.crds["rayjobs.ray.io"] = copy.deepcopy(fake.server.crds["rayjobs.ray.io"])
+    cluster_schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"][
+        "rayClusterSpec"]["properties"]
+    del cluster_schema["authOptions"]
+    assert main("submit", "train", "--stack", STACK, "--run-id", "r9") == 1
+    _, err = capsys.readouterr()
+    assert err == ("error: kubernetes: the cluster's rayjobs.ray.io (KubeRay) does not declare "
+                   "spec.rayClusterSpec.authOptions: its KubeRay is older than the kit's objects need; valid: KubeRay "
+                   "1.6.0 or newer: a GKE version whose Ray Operator add-on ships it (the add-on follows the "
+                   "cluster's version)\n")
+    assert fake.applied() == []
+
+
+def test_the_crd_check_steps_aside_when_reading_crds_is_forbidden(fake: Cluster) -> None:
+    """A principal may apply RayJobs without ``container.customResourceDefinitions.get``: the apply itself then
+    reports what the server says."""
+    fake.server.fail("GET", "customresourcedefinitions", 403, status_body(
+        403, "Forbidden", 'customresourcedefinitions.apiextensions.k8s.io "rayjobs.ray.io" is forbidden: requires '
+                          'one of ["container.customResourceDefinitions.get"]'))
+    assert main("submit", "train", "--stack", STACK, "--run-id", "r8") == 0
+    assert fake.applied() == [expected("train", "train-r8")]
 
 
 def test_submit_failed_job_exits_1_with_error(fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:

@@ -65,8 +65,63 @@ def test_standard_cluster_is_private_hardened_and_runs_the_ray_operator(standard
     assert cluster["deletion_protection"] is True
     assert cluster["remove_default_node_pool"] is True
     assert cluster["resource_labels"] == {"managed-by": "raytpu"}
-    assert cluster["min_master_version"] == "1.31.2-gke.1115000"  # v6e's minimum beats the Ray add-on's
+    assert "min_master_version" not in cluster  # the release channel chooses; the floor is a precondition
+    # Node upgrades (which recreate slices) only on weekends, 02:00-08:00 UTC: 48 h in any 32 days, GKE's minimum
+    # (https://cloud.google.com/kubernetes-engine/docs/maintenance-window); provider: recurring_window's three
+    # fields are Required, RFC 3339 times and an RFC 5545 rule (resource_container_cluster.go).
+    assert cluster["maintenance_policy"] == {"recurring_window": {
+        "start_time": "2025-01-04T02:00:00Z", "end_time": "2025-01-04T08:00:00Z",
+        "recurrence": "FREQ=WEEKLY;BYDAY=SA,SU"}}
+    assert _floor(cluster) == ("1.31.2-gke.1115000", "v6e on Standard")  # v6e's minimum beats the Ray add-on's
     assert "enable_autopilot" not in cluster
+
+
+_FLOOR = re.compile(r"older than (\S+), which (.+) needs;")
+
+
+def _floor(cluster: dict[str, Any]) -> tuple[str, str]:
+    """(version, what needs it) of the cluster's version-floor precondition (its error message says both)."""
+    (condition,) = cluster["lifecycle"]["precondition"]
+    match = _FLOOR.search(condition["error_message"])
+    assert match, condition["error_message"]
+    return match[1], match[2]
+
+
+def _terraform_console(expression: str) -> str:
+    """Evaluates one expression with Terraform itself (``terraform console``: built-in functions only, no
+    provider, no state)."""
+    with tempfile.TemporaryDirectory() as empty:
+        done = subprocess.run(["terraform", "console"], input=expression, cwd=empty, capture_output=True, text=True,
+                              timeout=60, env={**os.environ, "TF_CLI_CONFIG_FILE": "/dev/null",
+                                               "CHECKPOINT_DISABLE": "1"})
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize("example", ["standard", "autopilot"])
+def test_the_version_floor_is_judged_by_terraform_against_the_channels_default(example: str,
+                                                                               request: pytest.FixtureRequest) -> None:
+    """The precondition as synthesized, evaluated by Terraform with the data source's value replaced by versions
+    around the floor. ``min_master_version`` is sent as the create version and GKE refuses stale patch versions
+    (resource_container_cluster.go: InitialClusterVersion), so the kit leaves it to the release channel
+    (``google_container_engine_versions.release_channel_default_version[<channel>]``, a map keyed by channel)."""
+    stacks = request.getfixturevalue(example)
+    cluster_stack = next(s for sid, s in stacks.items() if sid.endswith("-cluster"))
+    cluster = only(cluster_stack, "google_container_cluster")
+    (versions_id,) = cluster_stack["data"]["google_container_engine_versions"]
+    condition = cluster["lifecycle"]["precondition"][0]["condition"]
+    channel = cluster["release_channel"]["channel"]
+    reference = f'data.google_container_engine_versions.{versions_id}.release_channel_default_version["{channel}"]'
+    assert condition.startswith("${") and reference in condition
+    floor, _ = _floor(cluster)
+    major, minor, patch, build = (int(p) for p in re.split(r"[.]|-gke[.]", floor))
+    cases = {floor: True, f"{major}.{minor}.{patch}-gke.{build - 1}": False,
+             f"{major}.{minor}.{patch}-gke.{build + 1}": True, f"{major}.{minor + 1}.0-gke.1": True,
+             f"{major}.{minor - 1}.99-gke.99999999": False,
+             f"{major + 1}.0.0-gke.0": True, "not-a-version": False}
+    listed = ", ".join(condition[2:-1].replace(reference, json.dumps(v)) for v in cases)
+    verdicts = re.findall(r"\b(true|false)\b", _terraform_console(f"[{listed}]"))
+    assert verdicts == [str(v).lower() for v in cases.values()], cases
 
 
 def test_standard_pools_follow_the_slice_plans(standard: dict) -> None:
@@ -163,7 +218,16 @@ def test_cross_stack_references_resolve(example: str, standard: dict, autopilot:
         assert output in cluster["output"], f"{ref} names an output the cluster stack does not declare"
     provider = workloads["provider"]["kubernetes"][0]
     assert provider["host"].startswith("https://${data.terraform_remote_state.")
-    assert provider["cluster_ca_certificate"].startswith("${base64decode(data.terraform_remote_state.")
+    # control_plane: dns (the default): the kubernetes provider reaches GKE's DNS-based endpoint, whose certificate
+    # is publicly trusted (no CA), with a Google access token that IAM checks; the endpoint attribute is
+    # control_plane_endpoints_config.0.dns_endpoint_config.0.endpoint (provider resource_container_cluster.go;
+    # GKE: https://cloud.google.com/kubernetes-engine/docs/concepts/network-isolation)
+    assert "cluster_ca_certificate" not in provider
+    (host_ref,) = [r for r in refs if r in provider["host"]]
+    assert cluster["output"][host_ref.rsplit(".", 1)[1]]["value"].endswith(
+        ".control_plane_endpoints_config[0].dns_endpoint_config[0].endpoint}")
+    (gke,) = cluster["resource"]["google_container_cluster"].values()
+    assert gke["control_plane_endpoints_config"] == {"dns_endpoint_config": {"allow_external_traffic": True}}
     assert provider["token"] == "${data.google_client_config.client.access_token}"
     assert "TfToken" not in json.dumps(workloads) and "TfToken" not in json.dumps(cluster)
 
@@ -195,7 +259,8 @@ def test_autopilot_cluster_has_no_node_pools_and_gets_compute_classes(autopilot:
     assert cluster["addons_config"]["ray_operator_config"][0]["enabled"] is True
     assert cluster["cluster_autoscaling"]["auto_provisioning_defaults"]["service_account"].startswith(
         "${google_service_account.node-identity")
-    assert cluster["min_master_version"].startswith("1.34.")  # a tpu7x slice
+    assert "min_master_version" not in cluster
+    assert _floor(cluster) == ("1.34.1-gke.3084001", "tpu7x on Autopilot")
     assert resources(cluster_stack, "google_container_node_pool") == {}
     assert resources(cluster_stack, "google_compute_resource_policy") == {}
     classes = {m["manifest"]["metadata"]["name"]: m["manifest"]
@@ -327,7 +392,7 @@ def test_every_provisioning_mode_through_the_config() -> None:
         "type": "HIGH_THROUGHPUT", "accelerator_topology": "4x4x4"}
     assert pools["qd-0"]["queued_provisioning"] == {"enabled": True}
     assert pools["qd-0"]["autoscaling"]["min_node_count"] == 0
-    assert only(cluster, "google_container_cluster")["min_master_version"] == "1.34.0-gke.2201000"
+    assert _floor(only(cluster, "google_container_cluster")) == ("1.34.0-gke.2201000", "tpu7x on Standard")
     assert sorted(pools["ray-head"]["node_locations"]) == ["us-central1-a", "us-central1-b", "us-central1-c"]
     assert only(cluster, "google_storage_bucket")["name"] == "modes-ckpt"
 
@@ -411,7 +476,7 @@ def test_added_slices_get_their_pools_and_raise_the_cluster_version(extended: di
     assert research["node_config"]["spot"] is True and research["node_locations"] == ["us-east5-a"]
     assert sorted(pools["iron-0"]["placement_policy"]) == ["policy_name", "tpu_topology", "type"]  # workload policy
     # FACTS.md section 1: tpu7x on Standard needs 1.34.0-gke.2201000 (the example's v6e alone: 1.31.2).
-    assert only(cluster, "google_container_cluster")["min_master_version"] == "1.34.0-gke.2201000"
+    assert _floor(only(cluster, "google_container_cluster")) == ("1.34.0-gke.2201000", "tpu7x on Standard")
     from raytpu.outputs import StackOutputs
 
     for sid in ("std-cluster", "auto-cluster"):  # added slices add no outputs
@@ -445,7 +510,8 @@ def test_workload_on_an_added_slice_selects_that_slice(extended: dict, name: str
     assert template["nodeSelector"] == selector
     [container] = template["containers"]
     tpus = str(plan.chips_per_host)
-    assert container["resources"] == {"requests": {"google.com/tpu": tpus}, "limits": {"google.com/tpu": tpus}}
+    assert container["resources"]["requests"]["google.com/tpu"] == container["resources"]["limits"]["google.com/tpu"]
+    assert container["resources"]["limits"]["google.com/tpu"] == tpus
     if kind == "RayJob":
         env = json.loads(manifest["spec"]["runtimeEnvYAML"])["env_vars"]
         assert json.loads(env["RAYTPU_WORKLOAD"])["slice"] == item.to_json()  # the pod never re-plans

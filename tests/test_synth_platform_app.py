@@ -78,3 +78,7 @@ def test_outside_app_module_and_props(stacks: dict[str, Any]) -> None:
     master = next(iter(resources(cluster, "google_container_cluster").values()))
     assert master["master_authorized_networks_config"]["cidr_blocks"] == [
         {"cidr_block": "198.51.100.0/24", "display_name": "corp-vpn"}]
+    # control_plane: ip: the DNS endpoint refuses outside traffic; the provider reaches the IP endpoint with the CA
+    assert master["control_plane_endpoints_config"] == {"dns_endpoint_config": {"allow_external_traffic": False}}
+    provider = stacks["acme-workloads"]["provider"]["kubernetes"][0]
+    assert provider["cluster_ca_certificate"].startswith("${base64decode(data.terraform_remote_state.")

@@ -78,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     verdicts: list[dict[str, Any]] = []
     with gke.connect(outputs) as client:
+        if jobs:
+            client.check_schema(jobs[0], kuberay.MIN_KUBERAY_VERSION)  # every smoke job has the same fields
         free = []
         for job in jobs:
             item = spec.slice(job["metadata"]["labels"][kuberay.SLICE_LABEL])

@@ -87,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
     if args.upload_core:
         gke.upload_core(gke.upload_target(args.py_modules, outputs.bucket))
     with gke.connect(outputs) as client:
+        client.check_schema(manifest, kuberay.MIN_KUBERAY_VERSION)
         client.apply(manifest)
         kind = manifest["kind"]
         print(f"applied {kind} {name} in namespace {outputs.namespace}", file=sys.stderr)
