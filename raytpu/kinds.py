@@ -15,6 +15,8 @@ from raytpu import errors
 SUBMISSION_MODES = ("K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode")
 RAY_IMAGE = "rayproject/ray:2.60.0-py311"
 """Default image of Ray pods of job kinds."""
+JAX_VERSION = "0.10.2"
+"""The JAX the job kinds pin (``jax[tpu]`` on GKE; the same ``jax`` on CPU in ``requirements.lock``)."""
 SERVE_IMAGE = "vllm/vllm-tpu:nightly-20260701-6af3d12-9969466"
 """Default image of a serving RayService: vLLM-TPU with Ray and ``ray.serve.llm`` bundled, pinned by tag (GKE's
 ``ai-ml/gke-ray/tpu/get-started`` serve sample: "the first to bundle Ray 2.56, vLLM, and ray.serve.llm on TPU").
@@ -65,6 +67,11 @@ class WorkloadKind:
         limits: Bounds of a RayJob; None for a RayService.
         takes_model: The workload serves a model (``workloads[].model`` and the other serving fields apply).
         image: Default image of its Ray pods.
+        packages: What its program imports that :attr:`image` lacks, pinned: installed by the job's runtime env
+            (``pip``) on every node, as GKE's Ray TPU samples install ``jax[tpu]``. ``rayproject/ray`` images
+            carry Ray and NumPy, not JAX.
+        cpu_packages: The same on CPU, where TPU wheels do not install: what the import test
+            (``tests/test_images.py``) builds beside Ray to stand in for the image.
     """
 
     name: str
@@ -73,6 +80,8 @@ class WorkloadKind:
     limits: JobLimits | None = None
     takes_model: bool = False
     image: str = RAY_IMAGE
+    packages: tuple[str, ...] = ()
+    cpu_packages: tuple[str, ...] = ()
 
     @property
     def module(self) -> str:
@@ -87,9 +96,12 @@ class WorkloadKind:
 
 KINDS: dict[str, WorkloadKind] = {k.name: k for k in (
     WorkloadKind("smoke", "smoke", "RayJob",
-                 JobLimits(active_deadline_s=1800, pre_running_deadline_s=1200, ttl_s=300)),
+                 JobLimits(active_deadline_s=1800, pre_running_deadline_s=1200, ttl_s=300),
+                 packages=(f"jax[tpu]=={JAX_VERSION}",), cpu_packages=(f"jax=={JAX_VERSION}",)),
     WorkloadKind("train", "train", "RayJob",
-                 JobLimits(active_deadline_s=24 * 3600, pre_running_deadline_s=3600, ttl_s=600)),
+                 JobLimits(active_deadline_s=24 * 3600, pre_running_deadline_s=3600, ttl_s=600),
+                 packages=(f"jax[tpu]=={JAX_VERSION}", "ray[train]==2.60.0"),
+                 cpu_packages=(f"jax=={JAX_VERSION}", "ray[train]==2.60.0")),
     WorkloadKind("serve", "serve", "RayService", takes_model=True, image=SERVE_IMAGE),
 )}
 """Every kind, by name."""

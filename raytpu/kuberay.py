@@ -303,11 +303,14 @@ def ray_cluster(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = 
             "spec": ray_cluster_spec(work, pods, autopilot=autopilot)}
 
 
-def runtime_env(py_modules: Sequence[str] = (), env_vars: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """A Ray runtime env: ``py_modules`` URIs (the kit's core zip) and env vars."""
+def runtime_env(py_modules: Sequence[str] = (), env_vars: Mapping[str, str] | None = None,
+                pip: Sequence[str] = ()) -> dict[str, Any]:
+    """A Ray runtime env: ``py_modules`` URIs (the kit's core zip), pinned ``pip`` packages and env vars."""
     out: dict[str, Any] = {}
     if py_modules:
         out["py_modules"] = list(py_modules)
+    if pip:
+        out["pip"] = list(pip)
     if env_vars:
         out["env_vars"] = dict(env_vars)
     return out
@@ -413,7 +416,7 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, service_account:
     autopilot = spec.cluster.autopilot
     if work.kind.is_job:
         return ray_job(name, work, pods, autopilot=autopilot, args=args, namespace=namespace, labels=labels,
-                       runtime=runtime_env([py_modules or py_modules_uri()]))
+                       runtime=runtime_env([py_modules or py_modules_uri()], pip=work.packages))
     return ray_service(name, work, pods, autopilot=autopilot, namespace=namespace, labels=labels,
                        py_modules=py_modules)
 

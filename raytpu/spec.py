@@ -531,6 +531,12 @@ class WorkloadSpec:
         return self.image or self.kind.image
 
     @property
+    def packages(self) -> tuple[str, ...]:
+        """What its job installs on top of the image: its kind's packages with the kind's image; none with an
+        image of the team's own, which carries what the program imports."""
+        return self.kind.packages if self.image is None else ()
+
+    @property
     def slice_count(self) -> int:
         """How many slices it spans (``slices``, resolved)."""
         return self.slice.count if self.slices is None else self.slices

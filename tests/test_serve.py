@@ -172,6 +172,20 @@ def test_the_kits_record_of_rays_chips_per_host_is_rays() -> None:
             assert serving.ray_serve_chips_per_host(plan) == get_chips_per_host(topology, gen.ray_pod_prefix), plan
 
 
+def test_the_serving_programs_import_everything_from_the_core_zip_in_the_serve_environment(tmp_path: Path) -> None:
+    """The serving kind's stand-in environment (this one: Ray Serve LLM + vLLM's CPU build) with the kit's core
+    zip on ``PYTHONPATH`` as ``py_modules`` puts it: the RayService's ingress and the local serve program import."""
+    from raytpu import gke
+
+    core = tmp_path / "core.zip"
+    core.write_bytes(gke.core_zip_bytes())
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "import_check.py"), "raytpu.workloads.openai_ingress",
+                           "raytpu.workloads.serve", "raytpu.workloads.tiny_llm"], cwd=tmp_path,
+                          env={"PATH": os.environ["PATH"], "PYTHONPATH": str(core), "HOME": str(tmp_path),
+                               "PYTHONNOUSERSITE": "1"}, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+
+
 def test_the_cpu_twin_is_one_cpu_bundle() -> None:
     engine = _parsed(serving.serve_config(SERVE, cpu_model=("tiny", "/models/tiny")))
     assert engine.placement_bundles == [{"CPU": 1}]
