@@ -50,6 +50,7 @@ from cdktn_provider_google import (
     storage_bucket_object,
 )
 from cdktn_provider_google import provider as google_provider
+from cdktn_provider_kubernetes import data_kubernetes_resource
 from cdktn_provider_kubernetes import manifest as kubernetes_manifest
 from cdktn_provider_kubernetes import namespace_v1 as kubernetes_namespace
 from cdktn_provider_kubernetes import provider as kubernetes_provider
@@ -85,6 +86,7 @@ __all__ = [
     "container_node_pool",
     "data_google_client_config",
     "data_google_container_engine_versions",
+    "data_kubernetes_resource",
     "google_provider",
     "kubernetes_manifest",
     "kubernetes_namespace",

@@ -8,7 +8,13 @@ from typing import Any
 
 from raytpu import errors
 from raytpu.modules import _props
-from raytpu.modules.cdk import Construct, kubernetes_manifest
+from raytpu.modules.cdk import (
+    Construct,
+    Precondition,
+    TerraformResourceLifecycle,
+    data_kubernetes_resource,
+    kubernetes_manifest,
+)
 
 KUBERAY_KINDS = ("RayCluster", "RayJob", "RayService")
 
@@ -20,11 +26,15 @@ class RayWorkloadProps:
     Attributes:
         manifest: The object, as built by :func:`raytpu.kuberay.workload_manifests` (values may be tokens).
         field_manager: Server-side-apply field manager; default ``raytpu``.
+        requires: Fields (``spec.x.y``) the cluster's CRD of the kind must declare, and the KubeRay version that
+            brought them: a precondition reads the live CRD and names what is missing, before
+            ``kubernetes_manifest`` plans against it; default none (no check).
         overrides: Escape hatch: raw fields of the ``kubernetes_manifest`` resource by path.
     """
 
     manifest: Mapping[str, Any]
     field_manager: str = "raytpu"
+    requires: tuple[tuple[str, ...], str] | None = None
     overrides: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -48,16 +58,39 @@ class RayWorkloadProps:
         return str(self.manifest["metadata"]["name"])
 
 
+CRD_PLURALS = {"RayCluster": "rayclusters", "RayJob": "rayjobs", "RayService": "rayservices"}
+
+
+def hcl_crd_declares(crd_object: str, field_path: str) -> str:
+    """A Terraform expression (no ``${}``): the CRD ``crd_object`` (an expression: the live object) declares
+    ``field_path`` (``spec.a.b``) in its ``v1`` schema."""
+    properties = "".join(f".properties.{part}" for part in field_path.split("."))
+    return f'can([for v in {crd_object}.spec.versions : v if v.name == "v1"][0].schema.openAPIV3Schema{properties})'
+
+
 class RayWorkload(Construct):
-    """Applies one KubeRay object. Resource id: ``manifest``."""
+    """Applies one KubeRay object. Resource ids: ``manifest``; ``crd`` (the live CRD, with ``requires``)."""
 
     def __init__(self, scope: Construct, id: str, props: RayWorkloadProps) -> None:
         super().__init__(scope, id)
         self.props = props
         km = kubernetes_manifest
+        lifecycle = None
+        if props.requires:
+            fields_, version = props.requires
+            crd = data_kubernetes_resource.DataKubernetesResource(
+                self, "crd", api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition",
+                metadata=data_kubernetes_resource.DataKubernetesResourceMetadata(
+                    name=f"{CRD_PLURALS[props.kind]}.ray.io"))
+            lifecycle = TerraformResourceLifecycle(precondition=[Precondition(
+                condition=f"${{{hcl_crd_declares(crd.fqn + '.object', f)}}}",
+                error_message=f"The cluster's KubeRay (GKE's Ray Operator add-on) serves a {props.kind} CRD without "
+                              f"{f}, which KubeRay {version} brought; valid: a GKE version whose Ray Operator "
+                              f"add-on ships KubeRay {version} or newer.") for f in fields_])
         self.manifest = km.Manifest(
             self, "manifest",
             manifest=dict(props.manifest),
             field_manager=km.ManifestFieldManager(name=props.field_manager, force_conflicts=False),
+            lifecycle=lifecycle,
         )
         _props.apply_overrides(self.manifest, props.overrides)

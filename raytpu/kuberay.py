@@ -24,6 +24,7 @@ the dashboard or Serve with ``kubectl port-forward``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -68,6 +69,13 @@ no default and the operator enables auth only for ``token`` (``utils/util.go`` `
 slice runs in the same mode (:mod:`raytpu.local`)."""
 MIN_KUBERAY_VERSION = "1.6.0"
 """The oldest KubeRay the kit's objects need: ``authOptions`` and ``preRunningDeadlineSeconds`` arrived in 1.6."""
+NEWEST_FIELDS = {
+    "RayCluster": ("spec.authOptions",),
+    "RayJob": ("spec.rayClusterSpec.authOptions", "spec.preRunningDeadlineSeconds"),
+    "RayService": ("spec.rayClusterConfig.authOptions",),
+}
+"""Per kind, the fields the kit sets that arrived last (in :data:`MIN_KUBERAY_VERSION`): a served CRD without them
+belongs to an older KubeRay (the workloads stack checks them before planning an object)."""
 
 MAX_NAME_LENGTH = {"RayCluster": 53, "RayJob": 47, "RayService": 47}
 """KubeRay's name limits (it appends suffixes to derive cluster and pod names); names are DNS-1035 labels."""
@@ -86,6 +94,8 @@ class Pods:
         head_memory: Head pod memory request and limit. Default ``"8Gi"``.
         env: Extra environment for every Ray container. Default none.
         labels: Extra pod labels. Default none.
+        cluster: The GKE cluster's name: on Autopilot, multi-host tpu7x pods select its slice's workload policy
+            (:func:`workload_policy_name`). Default None.
     """
 
     image: str = RAY_IMAGE
@@ -95,9 +105,20 @@ class Pods:
     head_memory: str = "8Gi"
     env: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
+    cluster: str | None = None
 
 
 # --------------------------------------------------------------------------------------------- names
+
+
+PLACEMENT_POLICY_LABEL = "cloud.google.com/placement-policy-name"
+
+
+def workload_policy_name(cluster_name: str, slice_name: str) -> str:
+    """The HIGH_THROUGHPUT workload policy of an Autopilot cluster's multi-host tpu7x slice: a regional Compute
+    Engine resource policy, so the cluster's name goes in (hashed: names stay within 63 characters)."""
+    digest = hashlib.sha256(cluster_name.encode()).hexdigest()[:6]
+    return f"{slice_name}-wp-{digest}"
 
 
 def compute_class_name(slice_name: str) -> str:
@@ -137,14 +158,22 @@ def _env(values: Mapping[str, str]) -> list[dict[str, Any]]:
     return [{"name": k, "value": str(v)} for k, v in values.items()]
 
 
-def tpu_placement(item: SliceSpec, autopilot: bool) -> tuple[dict[str, str], list[dict[str, Any]]]:
+def tpu_placement(item: SliceSpec, autopilot: bool,
+                  cluster: str | None = None) -> tuple[dict[str, str], list[dict[str, Any]]]:
     """(nodeSelector, tolerations) of the TPU pods of slice ``item``.
 
     The slice's accelerator and topology labels, the TPU taint's toleration, and either the slice's Autopilot
-    ComputeClass (which carries spot/reservation/flex-start) or the provisioning mode's own node label.
+    ComputeClass (which carries spot/reservation/flex-start) or the provisioning mode's own node label. On
+    Autopilot a multi-host tpu7x slice also selects its HIGH_THROUGHPUT workload policy (GKE: Ironwood rejects
+    COMPACT; https://cloud.google.com/kubernetes-engine/docs/how-to/tpu-ironwood), which needs ``cluster``.
     """
     selector = dict(item.plan.node_selector)
     tolerations: list[dict[str, Any]] = [{"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
+    if autopilot and item.plan.placement == "workload-policy":
+        if cluster is None:
+            raise errors.missing("cluster", f"for the workload policy of Autopilot slice {item.name}",
+                                 "Pods(cluster=<the GKE cluster's name>)")
+        selector[PLACEMENT_POLICY_LABEL] = workload_policy_name(cluster, item.name)
     if autopilot and item.provisioning.priority is not None:
         selector[COMPUTE_CLASS_LABEL] = compute_class_name(item.name)
     else:
@@ -242,7 +271,7 @@ def worker_group(work: WorkloadSpec, pods: Pods, *, autopilot: bool, env: Mappin
                  group_name: str = WORKER_GROUP) -> dict[str, Any]:
     """The TPU worker group: one pod per host, ``numOfHosts`` hosts per replica, one replica per slice."""
     plan = work.plan
-    selector, tolerations = tpu_placement(work.slice, autopilot)
+    selector, tolerations = tpu_placement(work.slice, autopilot, pods.cluster)
     container: dict[str, Any] = {
         "name": "ray-worker",
         "image": pods.image,
@@ -410,7 +439,7 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, service_account:
     spec in ``RAYTPU_WORKLOAD``; ``args`` are per-run flags of the program (train: its storage path, run name).
     ``service_account`` and ``bucket`` may be Terraform tokens: they are copied, never parsed.
     """
-    pods = Pods(image=work.pod_image, service_account=service_account, bucket=bucket)
+    pods = Pods(image=work.pod_image, service_account=service_account, bucket=bucket, cluster=spec.cluster.name)
     labels = {WORKLOAD_LABEL: work.kind.name, SLICE_LABEL: work.slice.name}
     name = name or work.name
     autopilot = spec.cluster.autopilot

@@ -17,6 +17,7 @@ from raytpu.modules.cdk import (
     LocalBackend,
     TerraformOutput,
     TerraformStack,
+    compute_resource_policy,
     google_provider,
 )
 from raytpu.modules.gke_cluster import GkeCluster, GkeClusterProps, version_floor
@@ -122,6 +123,8 @@ class ClusterStack(TerraformStack):
                 spec=gke.head_pool, zones=tuple(sorted({s.zone for s in spec.slices})),
                 service_account=self.node_identity.email, labels=labels))
         self.pools: dict[str, list[TpuSlicePool]] = {}
+        self.workload_policies: dict[str, compute_resource_policy.ComputeResourcePolicy] = {}
+        """Autopilot: the workload policy of each multi-host tpu7x slice, by slice name."""
         for item in spec.slices:
             self._add_pools(item)
         values = {"endpoint": self.cluster.endpoint, "ca_certificate": self.cluster.ca_certificate,
@@ -152,5 +155,14 @@ class ClusterStack(TerraformStack):
             for i in range(item.count):
                 pools.append(self.cluster.add_slice_pool(f"slice-{item.name}-{i}", TpuSlicePoolOptions(
                     slice=item, index=i, service_account=self.node_identity.email, labels=dict(gke.labels))))
+        elif item.plan.placement == "workload-policy":
+            # Autopilot places a multi-host tpu7x slice by a pre-created HIGH_THROUGHPUT workload policy that its
+            # pods select (cloud.google.com/placement-policy-name; raytpu.kuberay.tpu_placement); Ironwood rejects
+            # COMPACT (https://cloud.google.com/kubernetes-engine/docs/how-to/tpu-ironwood).
+            self.workload_policies[item.name] = compute_resource_policy.ComputeResourcePolicy(
+                self, f"workload-policy-{item.name}", name=kuberay.workload_policy_name(gke.name, item.name),
+                project=self.spec.project, region=item.region,
+                workload_policy=compute_resource_policy.ComputeResourcePolicyWorkloadPolicy(
+                    type="HIGH_THROUGHPUT", accelerator_topology=item.plan.topology))
         self.pools[item.name] = pools
         return pools

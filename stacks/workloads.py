@@ -98,6 +98,7 @@ class WorkloadsStack(TerraformStack):
             cluster.spec, work, service_account=self.service_account.name, bucket=cluster.bucket.name,
             namespace=self.namespace.name,
             args=kuberay.train_args(cluster.bucket.name, work.name) if work.kind.name == "train" else ())
-        workload = RayWorkload(self, f"workload-{work.name}", RayWorkloadProps(manifest=manifest))
+        workload = RayWorkload(self, f"workload-{work.name}", RayWorkloadProps(
+            manifest=manifest, requires=(kuberay.NEWEST_FIELDS[manifest["kind"]], kuberay.MIN_KUBERAY_VERSION)))
         self.workloads.append(workload)
         return workload

@@ -101,7 +101,7 @@ def _cluster(item: SliceSpec, mode: str = "standard", with_workloads: bool = Tru
                        slices=(item,), workloads=works)
 
 
-PODS = kuberay.Pods(image=IMAGE, service_account=KSA, bucket=BUCKET)
+PODS = kuberay.Pods(image=IMAGE, service_account=KSA, bucket=BUCKET, cluster="ray-tpu")
 
 
 def _manifests(spec: ClusterSpec, run: str = "") -> list[dict[str, Any]]:
@@ -134,7 +134,10 @@ def _runtime(job: dict[str, Any]) -> dict[str, Any]:
 def _expected_placement(item: SliceSpec, mode: str) -> tuple[dict[str, str], set[str]]:
     """(extra nodeSelector, extra toleration keys) of a slice, from the spelled-out table above."""
     if mode == "autopilot" and item.provisioning.name != "queued":  # queued has no ComputeClass priority
-        return {COMPUTE_CLASS: f"raytpu-{item.name}"}, set()
+        # a multi-host tpu7x slice also selects its workload policy (Ironwood rejects COMPACT; FACTS.md section 8)
+        policy = {"cloud.google.com/placement-policy-name": kuberay.workload_policy_name("ray-tpu", item.name)}
+        return {COMPUTE_CLASS: f"raytpu-{item.name}", **(policy if item.plan.placement == "workload-policy" else {})}, \
+            set()
     flag = STANDARD_FLAG[item.provisioning.name]
     return ({flag: "true"}, {flag}) if flag else ({}, set())
 
@@ -204,7 +207,7 @@ def test_a_shape_ray_cannot_reserve_gets_no_manifest(gen: str, topology: str) ->
 @pytest.mark.parametrize("mode", CLUSTER_MODES)
 def test_tpu_placement_comes_from_the_provisioning_registry(provisioning: str, mode: str) -> None:
     item = _slice(provisioning=provisioning)
-    selector, tolerations = kuberay.tpu_placement(item, autopilot=mode == "autopilot")
+    selector, tolerations = kuberay.tpu_placement(item, autopilot=mode == "autopilot", cluster="ray-tpu")
     selected, tolerated = _expected_placement(item, mode)
     assert selector == {**item.plan.node_selector, **selected}
     # every TPU node is tainted google.com/tpu=present:NoSchedule

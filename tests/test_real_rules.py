@@ -13,12 +13,15 @@ RCNP = google/services/container/resource_container_node_pool.go.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import pytest
 from _synth import resources, synth_text
 
+from raytpu import kuberay
 from raytpu.catalog import GENERATIONS
 from raytpu.provisioning import MODES
 
@@ -68,6 +71,69 @@ def private_cluster_block(cluster: dict[str, Any]) -> str | None:
     return None if cidr is None or str(cidr).endswith("/28") else f"master_ipv4_cidr_block {cidr} is not a /28"
 
 
+def create_version_not_pinned(cluster: dict[str, Any]) -> str | None:
+    """RCC:2999: ``min_master_version`` is sent as the cluster's ``InitialClusterVersion``, and GKE refuses a
+    version it no longer offers ("Master version ... is unsupported"): a pinned patch version goes stale
+    (FACTS.md section 8). Unset, GKE creates the cluster at the release channel's default (RCC:1667)."""
+    version = cluster.get("min_master_version")
+    return f"min_master_version pinned to {version}" if version else None
+
+
+def control_plane_reachable(cluster: dict[str, Any]) -> str | None:
+    """A private-nodes cluster whose public endpoint has no authorized network (and public CIDR access off) accepts
+    no one, not even VMs in its VPC; GKE's DNS-based endpoint with external traffic allowed is reachable with IAM
+    from anywhere (FACTS.md section 8; https://cloud.google.com/kubernetes-engine/docs/concepts/network-isolation)."""
+    dns = _get(cluster, "control_plane_endpoints_config.dns_endpoint_config.allow_external_traffic")
+    networks = _get(cluster, "master_authorized_networks_config.cidr_blocks")
+    return None if dns or networks else "no DNS endpoint for outside traffic and no authorized network"
+
+
+_DAYS = re.compile(r"BYDAY=([A-Z,]+)")
+
+
+def maintenance_window_allows_48h(cluster: dict[str, Any]) -> str | None:
+    """RCC:1252-1280: ``recurring_window`` needs ``start_time``, ``end_time`` (RFC 3339) and ``recurrence`` (RFC
+    5545). GKE: "at least 48 hours of maintenance availability in a 32-day rolling window. Only contiguous
+    availability windows of at least four hours are considered"
+    (https://cloud.google.com/kubernetes-engine/docs/maintenance-window). Any 32 days hold each weekday 4 times."""
+    window = _get(cluster, "maintenance_policy.recurring_window")
+    if window is None:
+        return None
+    if not all(window.get(k) for k in ("start_time", "end_time", "recurrence")):
+        return "recurring_window without its Required start_time, end_time and recurrence"
+    stamp = "%Y-%m-%dT%H:%M:%SZ"
+    hours = (datetime.strptime(window["end_time"], stamp) - datetime.strptime(window["start_time"], stamp))
+    hours_each = hours.total_seconds() / 3600
+    days = _DAYS.search(window["recurrence"])
+    per_week = len(days[1].split(",")) if days else 7
+    if hours_each < 4 or per_week * 4 * hours_each < 48:
+        return f"{per_week} window(s) a week of {hours_each:g} h: under GKE's 48 h in 32 days"
+    return None
+
+
+def tpu_host_drift_ignored(pool: dict[str, Any]) -> str | None:
+    """Node config blocks that are ForceNew (provider node_config.go: ``advanced_machine_features`` at
+    NC:1280-1309, not Computed; ``shielded_instance_config`` at NC:646-670) and that GKE rewrites on TPU hosts
+    (``threads_per_core=1``: cloud-foundation-fabric PR #3972; vllm-project/ci-infra ignores both on its live TPU
+    pools, clusters.tf:419-436): unless ignored, the next plan replaces the slice."""
+    ignored = set((pool.get("lifecycle") or {}).get("ignore_changes") or [])
+    wanted = {"node_config[0].advanced_machine_features", "node_config[0].shielded_instance_config"}
+    return None if wanted <= ignored else f"TPU pool does not ignore {sorted(wanted - ignored)}"
+
+
+def autopilot_ironwood_placed_by_policy(stack: dict[str, Any], slices: dict[str, str]) -> str | None:
+    """Autopilot multi-host tpu7x: a pre-created HIGH_THROUGHPUT workload policy with the slice's topology, which its
+    pods select with ``cloud.google.com/placement-policy-name`` (FACTS.md section 8; GKE Ironwood docs
+    https://cloud.google.com/kubernetes-engine/docs/how-to/tpu-ironwood). ``slices``: name -> topology."""
+    policies = {p["name"]: p for p in resources(stack, "google_compute_resource_policy").values()}
+    for name, topology in slices.items():
+        policy = policies.get(kuberay.workload_policy_name(CLUSTER_NAMES["autopilot"], name))
+        if policy is None or policy.get("workload_policy") != {"type": "HIGH_THROUGHPUT",
+                                                                 "accelerator_topology": topology}:
+            return f"no HIGH_THROUGHPUT workload policy of topology {topology} for {name}"
+    return None
+
+
 def placement_type_required(pool: dict[str, Any]) -> str | None:
     """RCNP placement_policy: ``type`` is Required in the block (a workload policy leaves it empty, not absent)."""
     policy = pool.get("placement_policy")
@@ -111,9 +177,12 @@ def no_guest_accelerator(pool: dict[str, Any]) -> str | None:
     return "TPU pool sets guest_accelerator" if _get(pool, "node_config.guest_accelerator") else None
 
 
+CLUSTER_NAMES = {"standard": "rules-stan", "autopilot": "rules-auto"}
+
+
 def _matrix_config(mode: str) -> str:
     """One slice per generation x single/multi-host x provisioning mode, in one cluster."""
-    lines = [f"project: my-ml-project\nregion: us-central1\ncluster: {{name: rules-{mode[:4]}, mode: {mode}}}",
+    lines = [f"project: my-ml-project\nregion: us-central1\ncluster: {{name: {CLUSTER_NAMES[mode]}, mode: {mode}}}",
              "slices:"]
     for gen in GENERATIONS.values():
         shapes = {"s": next(iter(gen.single_host_topologies)), "m": "2x2x2" if gen.mesh_dims == 3 else "4x4"}
@@ -162,6 +231,19 @@ def test_cluster_obeys_the_providers_rules(matrix: dict[str, dict[str, Any]]) ->
     for cluster in resources(_cluster_stack(matrix), "google_container_cluster").values():
         assert autopilot_conflicts(cluster) is None
         assert private_cluster_block(cluster) is None
+        assert create_version_not_pinned(cluster) is None
+        assert control_plane_reachable(cluster) is None
+        assert maintenance_window_allows_48h(cluster) is None
+
+
+def test_autopilot_places_multi_host_ironwood_by_a_workload_policy(matrix: dict[str, dict[str, Any]]) -> None:
+    stack = _cluster_stack(matrix)
+    cluster = next(iter(resources(stack, "google_container_cluster").values()))
+    if not cluster.get("enable_autopilot"):
+        return
+    ironwood = {f"tpu7x-m-{name}": "2x2x2" for name, prov in MODES.items() if prov.priority is not None}
+    assert autopilot_ironwood_placed_by_policy(stack, ironwood) is None
+    assert autopilot_ironwood_placed_by_policy(stack, {"tpu7x-m-other": "2x2x2"}) is not None  # fires
 
 
 def test_every_tpu_pool_obeys_the_providers_and_gkes_rules(matrix: dict[str, dict[str, Any]]) -> None:
@@ -171,7 +253,8 @@ def test_every_tpu_pool_obeys_the_providers_and_gkes_rules(matrix: dict[str, dic
         hosts, topology = _slice_of(name.rsplit("-", 1)[0])
         problems = [p for p in (placement_type_required(pool), single_host_no_topology(pool, hosts),
                                 multi_host_topology_stated(pool, hosts, topology), queued_needs_flex_start(pool),
-                                dynamic_pools_not_repaired(pool), no_guest_accelerator(pool)) if p]
+                                dynamic_pools_not_repaired(pool), no_guest_accelerator(pool),
+                                tpu_host_drift_ignored(pool)) if p]
         assert problems == [], name
 
 
@@ -197,6 +280,7 @@ def test_autopilot_conflict_rule_fires_for_each_field() -> None:
     (queued_needs_flex_start, {"queued_provisioning": {"enabled": True}, "node_config": {}}, ()),
     (dynamic_pools_not_repaired, {"node_config": {"flex_start": True}, "management": {"auto_repair": True}}, ()),
     (no_guest_accelerator, {"node_config": {"guest_accelerator": [{"type": "nvidia-l4", "count": 1}]}}, ()),
+    (tpu_host_drift_ignored, {"lifecycle": {"ignore_changes": ["upgrade_settings"]}}, ()),
 ])
 def test_each_pool_rule_fires(rule: Callable[..., str | None], pool: dict[str, Any], args: tuple[Any, ...]) -> None:
     assert rule(copy.deepcopy(pool), *args) is not None
@@ -204,3 +288,18 @@ def test_each_pool_rule_fires(rule: Callable[..., str | None], pool: dict[str, A
 
 def test_master_cidr_rule_fires() -> None:
     assert private_cluster_block({"private_cluster_config": {"master_ipv4_cidr_block": "172.16.0.0/24"}})
+
+
+@pytest.mark.parametrize(("rule", "cluster"), [
+    (create_version_not_pinned, {"min_master_version": "1.31.2-gke.1115000"}),
+    (control_plane_reachable, {"control_plane_endpoints_config": {"dns_endpoint_config": {
+        "allow_external_traffic": False}}, "master_authorized_networks_config": {"cidr_blocks": []}}),
+    (maintenance_window_allows_48h, {"maintenance_policy": {"recurring_window": {
+        "start_time": "2025-01-04T02:00:00Z", "end_time": "2025-01-04T10:00:00Z",
+        "recurrence": "FREQ=WEEKLY;BYDAY=SA"}}}),
+    (maintenance_window_allows_48h, {"maintenance_policy": {"recurring_window": {
+        "start_time": "2025-01-04T02:00:00Z", "end_time": "2025-01-04T05:00:00Z", "recurrence": "FREQ=DAILY"}}}),
+    (maintenance_window_allows_48h, {"maintenance_policy": {"recurring_window": {"recurrence": "FREQ=DAILY"}}}),
+])
+def test_each_cluster_rule_fires(rule: Callable[[dict[str, Any]], str | None], cluster: dict[str, Any]) -> None:
+    assert rule(cluster) is not None

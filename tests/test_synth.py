@@ -31,6 +31,8 @@ from _synth import (
     synth_text,
 )
 
+from raytpu import kuberay
+
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]
 
 
@@ -122,6 +124,48 @@ def test_the_version_floor_is_judged_by_terraform_against_the_channels_default(e
     listed = ", ".join(condition[2:-1].replace(reference, json.dumps(v)) for v in cases)
     verdicts = re.findall(r"\b(true|false)\b", _terraform_console(f"[{listed}]"))
     assert verdicts == [str(v).lower() for v in cases.values()], cases
+
+
+def _pruned_crd(kind: str, field_path: str, keep_last: bool) -> dict[str, Any]:
+    """The vendored v1.7.0 CRD of ``kind`` cut down to the schema nodes along ``field_path`` (the last one left out
+    when not ``keep_last``: a CRD of a KubeRay that predates the field)."""
+    from crd import crd
+
+    full = next(v for v in crd(kind)["spec"]["versions"] if v["name"] == "v1")["schema"]["openAPIV3Schema"]
+    parts = field_path.split(".")
+    pruned: dict[str, Any] = {}
+    node, out = full, pruned
+    for i, part in enumerate(parts):
+        if i == len(parts) - 1 and not keep_last:
+            break
+        out["properties"] = {part: {}}
+        node, out = node["properties"][part], out["properties"][part]
+    out.update({k: v for k, v in node.items() if k == "type"})
+    return {"spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": pruned}}]}}
+
+
+def test_the_kuberay_version_check_is_judged_by_terraform_against_the_crds(standard: dict) -> None:
+    """Each KubeRay object of the workloads stack carries a precondition over the live CRD
+    (``data.kubernetes_resource``): ``kubernetes_manifest`` plans against the cluster's CRDs, so an older KubeRay
+    would fail the plan on a field it lacks (``authOptions``, ``preRunningDeadlineSeconds``: KubeRay 1.6.0). Terraform
+    evaluates each condition here against the vendored v1.7.0 CRD and against it without the field."""
+    stack = standard["ray-tpu-workloads"]
+    checked = 0
+    for manifest in resources(stack, "kubernetes_manifest").values():
+        kind = manifest["manifest"]["kind"]
+        if kind not in kuberay.NEWEST_FIELDS:
+            continue
+        conditions = manifest["lifecycle"]["precondition"]
+        assert [f for f in kuberay.NEWEST_FIELDS[kind] if not any(f in c["error_message"] for c in conditions)] == []
+        for condition, field_path in zip(conditions, kuberay.NEWEST_FIELDS[kind], strict=True):
+            reference = re.search(r"data\.kubernetes_resource\.[\w-]+\.object", condition["condition"])
+            assert reference is not None
+            cases = [condition["condition"][2:-1].replace(reference[0], f"jsondecode({json.dumps(json.dumps(crd))})")
+                     for crd in (_pruned_crd(kind, field_path, True), _pruned_crd(kind, field_path, False))]
+            verdicts = re.findall(r"\b(true|false)\b", _terraform_console(f"[{', '.join(cases)}]"))
+            assert verdicts == ["true", "false"], (kind, field_path)
+            checked += 1
+    assert checked >= 4  # smoke, train (two fields each), serve
 
 
 def test_standard_pools_follow_the_slice_plans(standard: dict) -> None:
@@ -262,7 +306,12 @@ def test_autopilot_cluster_has_no_node_pools_and_gets_compute_classes(autopilot:
     assert "min_master_version" not in cluster
     assert _floor(cluster) == ("1.34.1-gke.3084001", "tpu7x on Autopilot")
     assert resources(cluster_stack, "google_container_node_pool") == {}
-    assert resources(cluster_stack, "google_compute_resource_policy") == {}
+    # Autopilot places the multi-host tpu7x slice ("big", 2x2x2) by a HIGH_THROUGHPUT workload policy its pods
+    # select with cloud.google.com/placement-policy-name (FACTS.md section 8; Ironwood rejects COMPACT:
+    # https://cloud.google.com/kubernetes-engine/docs/how-to/tpu-ironwood)
+    (policy,) = resources(cluster_stack, "google_compute_resource_policy").values()
+    assert policy["workload_policy"] == {"type": "HIGH_THROUGHPUT", "accelerator_topology": "2x2x2"}
+    assert policy["name"] == kuberay.workload_policy_name("ray-tpu-auto", "big") and policy["region"] == "us-central1"
     classes = {m["manifest"]["metadata"]["name"]: m["manifest"]
                for m in resources(autopilot["ray-tpu-auto-workloads"], "kubernetes_manifest").values()
                if m["manifest"]["kind"] == "ComputeClass"}
