@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from raytpu import kuberay
+from raytpu import errors, kuberay
 from raytpu.modules.cdk import (
     Construct,
     Fn,
@@ -40,7 +40,8 @@ class WorkloadsStackProps:
 class WorkloadsStack(TerraformStack):
     """The Kubernetes side: a kubernetes provider from the cluster stack's endpoint (and CA, for the IP endpoint;
     access token from ``google_client_config``), the Workload Identity KSA, one ComputeClass per slice on Autopilot,
-    and one KubeRay object per workload of the cluster's spec (:func:`raytpu.kuberay.workload_manifests`).
+    and one RayService per serving workload of the cluster's spec (:func:`raytpu.kuberay.workload_manifest`);
+    the spec's one-shot workloads (RayJobs) are ``raytpu submit``'s.
 
     Construct ids (API): ``namespace``, ``ksa``, ``compute-class-<slice>``, ``workload-<name>``.
     """
@@ -49,7 +50,7 @@ class WorkloadsStack(TerraformStack):
         super().__init__(scope, id)
         self.props = props
         cluster = props.cluster
-        # The RayJobs load the core zip the cluster stack uploads (cluster.core_zip). A resource's
+        # The RayServices load the core zip the cluster stack uploads (cluster.core_zip). A resource's
         # depends_on cannot name a resource of another stack, so the order is the stacks': deploying this
         # stack waits for the cluster stack, object included (the outputs read below imply it; stated here).
         self.add_dependency(cluster)
@@ -71,15 +72,27 @@ class WorkloadsStack(TerraformStack):
             self._compute_class(item)
         self.workloads: list[RayWorkload] = []
         for work in spec.workloads:
-            self._apply(work)
+            if not work.kind.is_job:  # one-shot RayJobs are submitted (`raytpu submit`), never applied here
+                self._apply(work)
 
     def add_workload(self, work: WorkloadSpec) -> RayWorkload:
-        """Adds a workload on one of the cluster stack's slices (one added with ``ClusterStack.add_slice`` too)
-        and returns its KubeRay object. Call it after the last ``add_slice``.
+        """Adds a long-lived workload (a RayService) on one of the cluster stack's slices (one added with
+        ``ClusterStack.add_slice`` too) and returns its KubeRay object. Call it after the last ``add_slice``.
+
+        Terraform owns long-lived objects only: a finished RayJob stays behind (KubeRay deletes its cluster, not
+        the RayJob), so a second deploy would do nothing, an edit would never re-run it, and deleting it would
+        re-run a day-long job. RayJobs are submitted with ``raytpu submit``.
 
         Raises:
+            InvalidInput: ``work`` is a one-shot kind (it names what to run instead).
             InvalidInputs: its slice is not the cluster's or its name is taken (``workloads[<i>]...``).
         """
+        if work.kind.is_job:
+            raise errors.invalid_value(
+                "kind", work.kind.name, f"of workload {work.name!r} is a one-shot RayJob, which Terraform does not "
+                "apply (a finished RayJob stays: redeploys do nothing, deleting it re-runs the job)",
+                f"`raytpu submit {work.name} --stack {self.props.cluster.spec.cluster.name}-cluster` for the job "
+                "(list it in the config's workloads), add_workload for RayServices")
         self.props.cluster.spec = self.props.cluster.spec.with_workload(work)
         return self._apply(work)
 
@@ -94,10 +107,8 @@ class WorkloadsStack(TerraformStack):
     def _apply(self, work: WorkloadSpec) -> RayWorkload:
         cluster = self.props.cluster
         self._compute_class(work.slice)
-        manifest = kuberay.workload_manifest(
-            cluster.spec, work, service_account=self.service_account.name, bucket=cluster.bucket.name,
-            namespace=self.namespace.name,
-            args=kuberay.train_args(cluster.bucket.name, work.name) if work.kind.name == "train" else ())
+        manifest = kuberay.workload_manifest(cluster.spec, work, service_account=self.service_account.name,
+                                             bucket=cluster.bucket.name, namespace=self.namespace.name)
         workload = RayWorkload(self, f"workload-{work.name}", RayWorkloadProps(
             manifest=manifest, requires=(kuberay.NEWEST_FIELDS[manifest["kind"]], kuberay.MIN_KUBERAY_VERSION)))
         self.workloads.append(workload)

@@ -115,18 +115,17 @@ def synth_added_slices() -> tuple[Path, dict[str, dict[str, Any]]]:
     research, iron = SliceSpec.create(**RESEARCH), SliceSpec.create(**IRON)
     assert [len(standard.add_slice(s)) for s in (research, iron)] == [1, 1]  # one pool per copy on Standard
     std_work = WorkloadsStack(app, "std-workloads", WorkloadsStackProps(cluster=standard))
-    std_work.add_workload(WorkloadSpec(name="research-train", kind=kind("train"), slice=research))
     std_work.add_workload(WorkloadSpec(name="research-serve", kind=kind("serve"), slice=research))
-    std_work.add_workload(WorkloadSpec(name="iron-smoke", kind=kind("smoke"), slice=iron))
+    std_work.add_workload(WorkloadSpec(name="iron-serve", kind=kind("serve"), slice=iron))
 
     auto = ClusterStack(app, "auto-cluster", ClusterStackProps(spec=load(AUTOPILOT_EXAMPLE)))
     burst = SliceSpec.create(**BURST)
     assert auto.add_slice(burst) == []  # Autopilot: no node pools, a ComputeClass in the workloads stack
     auto_work = WorkloadsStack(app, "auto-workloads", WorkloadsStackProps(cluster=auto))
-    auto_work.add_workload(WorkloadSpec(name="burst-smoke", kind=kind("smoke"), slice=burst))
+    auto_work.add_workload(WorkloadSpec(name="burst-serve", kind=kind("serve"), slice=burst))
     late = SliceSpec.create(**LATE)
     auto.add_slice(late)  # after the workloads stack was built: its first workload brings its ComputeClass
-    auto_work.add_workload(WorkloadSpec(name="late-smoke", kind=kind("smoke"), slice=late))
+    auto_work.add_workload(WorkloadSpec(name="late-serve", kind=kind("serve"), slice=late))
     app.synth()
     return outdir, read_stacks(outdir)
 

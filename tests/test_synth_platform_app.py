@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from _synth import by_name, resources, synth_platform_app
+from _synth import PLATFORM_APP, RESEARCH, by_name, resources, synth_platform_app
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(300)]
 
@@ -45,27 +45,50 @@ def test_outside_app_outputs_are_the_stack_outputs_schema(stacks: dict[str, Any]
 
 
 def test_outside_app_workload_runs_on_its_own_slice(stacks: dict[str, Any]) -> None:
-    from crd import operator_errors, schema_errors, webhook_errors
+    from crd import cluster_spec, operator_errors, schema_errors, webhook_errors
 
     objects = {m["manifest"]["metadata"]["name"]: m["manifest"]
                for m in resources(stacks["acme-workloads"], "kubernetes_manifest").values()}
-    assert {n: o["kind"] for n, o in objects.items()} == {"smoke": "RayJob", "research-train": "RayJob"}
-    job = objects["research-train"]
-    assert job["metadata"]["labels"]["raytpu.dev/slice"] == "research"
-    assert job["metadata"]["namespace"].startswith("${kubernetes_namespace_v1.")
-    [group] = job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    # the YAML's smoke workload is a RayJob: `raytpu submit`'s, not Terraform's
+    assert {n: o["kind"] for n, o in objects.items()} == {"research-serve": "RayService"}
+    service = objects["research-serve"]
+    assert service["metadata"]["labels"]["raytpu.dev/slice"] == "research"
+    assert service["metadata"]["namespace"].startswith("${kubernetes_namespace_v1.")
+    [group] = cluster_spec(service)["workerGroupSpecs"]
     # FACTS.md section 4: numOfHosts = hosts (v5p 2x2x4: 4 VMs of 4 chips), one replica per slice.
     assert (group["numOfHosts"], group["replicas"]) == (4, 1)
     assert group["template"]["spec"]["nodeSelector"] == {
         "cloud.google.com/gke-tpu-accelerator": "tpu-v5p-slice", "cloud.google.com/gke-tpu-topology": "2x2x4",
         "cloud.google.com/gke-spot": "true"}
-    env = json.loads(job["spec"]["runtimeEnvYAML"])["env_vars"]
-    spec = json.loads(env["RAYTPU_WORKLOAD"])
-    assert (spec["name"], spec["kind"], spec["slice"]["name"]) == ("research-train", "train", "research")
-    assert spec["slice"]["plan"]["ray_pod_type"] == "v5p-32"
-    assert job["spec"]["entrypoint"].startswith("python -m raytpu.workloads.train ")
+    (app,) = json.loads(service["spec"]["serveConfigV2"])["applications"]
+    (llm,) = app["args"]["llm_configs"]
+    assert llm["accelerator_config"] == {"kind": "tpu", "topology": "2x2x4"}
+    assert llm["engine_kwargs"]["tensor_parallel_size"] == 16
     for manifest in objects.values():
         assert schema_errors(manifest) == [] and webhook_errors(manifest) == [] and operator_errors(manifest) == []
+
+
+def test_outside_app_cannot_hand_terraform_a_one_shot_job() -> None:
+    """Migration: an app that still adds a RayJob to the workloads stack gets an error naming what to run."""
+    from raytpu.config import load
+    from raytpu.errors import InvalidInput
+    from raytpu.kinds import kind
+    from raytpu.modules.cdk import App
+    from raytpu.spec import SliceSpec, WorkloadSpec
+    from raytpu.stacks.cluster import ClusterStack, ClusterStackProps
+    from raytpu.stacks.workloads import WorkloadsStack, WorkloadsStackProps
+
+    app = App()
+    cluster = ClusterStack(app, "acme-cluster", ClusterStackProps(spec=load(PLATFORM_APP.parent / "platform.yaml")))
+    research = SliceSpec.create(**RESEARCH)
+    cluster.add_slice(research)
+    workloads = WorkloadsStack(app, "acme-workloads", WorkloadsStackProps(cluster=cluster))
+    with pytest.raises(InvalidInput) as info:
+        workloads.add_workload(WorkloadSpec(name="research-train", kind=kind("train"), slice=research))
+    assert str(info.value) == (
+        "kind: 'train' of workload 'research-train' is a one-shot RayJob, which Terraform does not apply (a finished "
+        "RayJob stays: redeploys do nothing, deleting it re-runs the job); valid: `raytpu submit research-train "
+        "--stack acme-ray-cluster` for the job (list it in the config's workloads), add_workload for RayServices")
 
 
 def test_outside_app_module_and_props(stacks: dict[str, Any]) -> None:

@@ -1,7 +1,7 @@
 """An outside CDK app: a platform team reuses raytpu's stacks and modules in its own app.
 
 It loads its base ``platform.yaml``, puts Ray objects in its own namespace, adds a TPU slice of its own that
-the YAML does not list (a spot v5p 2x2x4 for research) and a training workload on it, adds a bucket of its own
+the YAML does not list (a spot v5p 2x2x4 for research) and a serving workload on it, adds a bucket of its own
 with raytpu's Bucket module, and synthesizes. Run it from anywhere: ``python examples/platform_app/app.py
 [OUTDIR]`` (default ``cdktf.out`` here), or ``npx cdktf synth`` in this directory (its cdktf.json runs this file).
 """
@@ -28,7 +28,8 @@ RESEARCH = SliceSpec.create(name="research", generation="v5p", topology="2x2x4",
 
 
 def build(outdir: str | None = None) -> App:
-    """The platform app: raytpu's two stacks plus the team's slice, a workload on it, and a bucket."""
+    """The platform app: raytpu's two stacks plus the team's slice, a RayService on it, and a bucket. (Its
+    one-shot jobs are `raytpu submit`'s, not Terraform's.)"""
     spec = replace(load(HERE / "platform.yaml"), namespace="ml")
     app = App(outdir=outdir) if outdir else App()
     cluster = ClusterStack(app, "acme-cluster", ClusterStackProps(spec=spec))
@@ -36,7 +37,7 @@ def build(outdir: str | None = None) -> App:
     Bucket(cluster, "datasets", BucketProps(name="acme-ml-platform-datasets", project=spec.project,
                                             location=spec.region, labels={"team": "platform"}))
     workloads = WorkloadsStack(app, "acme-workloads", WorkloadsStackProps(cluster=cluster))
-    workloads.add_workload(WorkloadSpec(name="research-train", kind=kind("train"), slice=RESEARCH))
+    workloads.add_workload(WorkloadSpec(name="research-serve", kind=kind("serve"), slice=RESEARCH))
     return app
 
 

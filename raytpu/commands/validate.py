@@ -28,4 +28,9 @@ def run(args: argparse.Namespace) -> int:
         ray = "" if plan.ray_reservable else f"; Ray {RAY_VERSION} cannot reserve it (no workloads)"
         print(f"  {item.name}: {item.count} x {plan.generation} {plan.topology} = {plan.hosts} host(s) x "
               f"{plan.chips_per_host} chips ({plan.machine_type}), {item.provisioning.name}, {item.zone}{ray}")
+    stack = f"{spec.cluster.name}-cluster"
+    for work in spec.workloads:
+        how = ("a RayService the workloads stack applies" if not work.kind.is_job else
+               f"a RayJob run by `raytpu submit {work.name} --stack {stack}` (Terraform applies no RayJob)")
+        print(f"  {work.name}: {work.kind.name} on {work.slice.name}, {how}")
     return 0
