@@ -23,6 +23,7 @@ from raytpu import errors, kinds
 from raytpu.catalog import GENERATIONS
 from raytpu.errors import InvalidInput, InvalidInputs, Problems
 from raytpu.spec import (
+    AlertingSpec,
     AuthorizedNetwork,
     ClusterSpec,
     GkeSpec,
@@ -105,6 +106,12 @@ class StorageModel(_Strict):
     state_bucket: str | None = None
 
 
+class AlertingModel(_Strict):
+    """``alerting`` (rules: :class:`raytpu.spec.AlertingSpec`)."""
+
+    notification_channels: tuple[str, ...] = ()
+
+
 class SliceModel(_Strict):
     """``slices[]`` (defaults and rules: :class:`raytpu.spec.SliceSpec`)."""
 
@@ -145,6 +152,7 @@ class Config(_Strict):
     storage: StorageModel = StorageModel()
     slices: tuple[SliceModel, ...]
     workloads: tuple[WorkloadModel, ...] = ()
+    alerting: AlertingModel | None = None
 
 
 def _given(model: BaseModel) -> dict[str, Any]:
@@ -209,6 +217,8 @@ def compile_config(config: Config) -> ClusterSpec:
         "head_pool": head_pool, "maintenance_window": window}))
     network = problems.build("network", partial(NetworkSpec, **_given(config.network)))
     storage = problems.build("storage", partial(StorageSpec, **_given(config.storage)))
+    alerting = None if config.alerting is None else problems.build(
+        "alerting", partial(AlertingSpec, notification_channels=config.alerting.notification_channels))
     slices = [problems.build(f"slices[{i}]", partial(SliceSpec.create, **_given(s)))
               for i, s in enumerate(config.slices)]
     built = {s.name: s for s in slices if s is not None}
@@ -230,7 +240,8 @@ def compile_config(config: Config) -> ClusterSpec:
         raise AssertionError("unreachable: a part failed without a problem")
     spec = problems.build("", partial(
         ClusterSpec, project=config.project, region=config.region, cluster=gke, network=network, storage=storage,
-        slices=tuple(s for s in slices if s is not None), workloads=tuple(w for w in workloads if w is not None)))
+        slices=tuple(s for s in slices if s is not None), workloads=tuple(w for w in workloads if w is not None),
+        alerting=alerting))
     problems.raise_any()
     assert spec is not None
     return spec

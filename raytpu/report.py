@@ -30,6 +30,7 @@ OK_MARK = "✓"
 FAIL_MARK = "✗"
 JSON_NAME = "smoke.json"
 JUNIT_NAME = "smoke.junit.xml"
+MARKDOWN_NAME = "smoke.md"
 
 _LINE = re.compile(rf"{MARKER}\s+(\{{.*\}})\s*$")
 
@@ -39,6 +40,37 @@ Verdict = dict[str, Any]
 def format_verdict_line(verdict: Mapping[str, Any]) -> str:
     """The one line the smoke workload prints for ``verdict`` (inverse of :func:`parse_verdict_line`)."""
     return f"{MARKER} {json.dumps(dict(verdict), sort_keys=True, separators=(',', ':'))}"
+
+
+LOG_KEY = "raytpu_smoke"
+"""The key of the smoke result in its structured log line (Cloud Logging: ``jsonPayload.raytpu_smoke``)."""
+
+
+def headline(verdict: Mapping[str, Any]) -> str:
+    """What on-call reads first: ``slice X unhealthy: host 2: <problem>`` (the first cause found), or
+    ``slice X healthy: 4/4 hosts``."""
+    state = state_of(verdict)
+    head = f"slice {verdict.get('slice', '?')} {state}"
+    if state == "healthy":
+        return f"{head}: {verdict.get('hosts_found', '?')}/{verdict.get('hosts_expected', '?')} hosts"
+    causes = [f"host {h.get('worker_id', '?')}: {'; '.join(str(p) for p in h.get('problems') or []) or 'not ok'}"
+              for h in verdict.get("hosts") or [] if not h.get("ok", True)]
+    found, expected = verdict.get("hosts_found"), verdict.get("hosts_expected")
+    if isinstance(found, int) and isinstance(expected, int) and found < expected:
+        causes.insert(0, f"{expected - found} of {expected} host(s) missing")
+    causes += [f"{c.get('name', '?')}: {c.get('detail', '')}".rstrip(": ")
+               for c in verdict.get("checks") or [] if not c.get("ok", True)]
+    return f"{head}: {causes[0]}" if causes else head
+
+
+def log_entry(verdict: Mapping[str, Any]) -> dict[str, Any]:
+    """The verdict as one structured log line: Cloud Logging reads a JSON line of a container's stdout as
+    ``jsonPayload``, ``severity`` as the entry's severity and ``message`` as its summary
+    (https://cloud.google.com/logging/docs/structured-logging). The log-based metric counts these by state."""
+    state = state_of(verdict)
+    return {"severity": "ERROR" if state == "unhealthy" else "INFO", "message": headline(verdict),
+            LOG_KEY: {"slice": verdict.get("slice"), "state": state, "pod_type": verdict.get("pod_type"),
+                      "hosts_found": verdict.get("hosts_found"), "hosts_expected": verdict.get("hosts_expected")}}
 
 
 def parse_verdict_lines(text: str) -> list[Verdict]:
@@ -196,9 +228,29 @@ def junit_xml(verdicts: Iterable[Mapping[str, Any]], suite_name: str = "raytpu.s
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
+def render_markdown(verdicts: Iterable[Mapping[str, Any]]) -> str:
+    """The smoke result as Markdown (a CI job summary): one row per slice with its headline, then the checks and
+    hosts that failed."""
+    verdicts = list(verdicts)
+    marks = {"healthy": OK_MARK, "busy": "⏸", "unschedulable": "⏳", "unhealthy": FAIL_MARK}
+    unhealthy = sum(1 for v in verdicts if state_of(v) == "unhealthy")
+    lines = [f"## TPU smoke: {len(verdicts) - unhealthy}/{len(verdicts)} slices not unhealthy", "",
+             "| | slice | pod type | hosts | state |", "|---|---|---|---|---|"]
+    for v in verdicts:
+        lines.append(f"| {marks.get(state_of(v), '?')} | `{v.get('slice', '?')}` | {v.get('pod_type', '')} | "
+                     f"{v.get('hosts_found', '?')}/{v.get('hosts_expected', '?')} | {headline(v)} |")
+    failed = [(v, c) for v in verdicts for c in v.get("checks") or [] if not c.get("ok", True)]
+    if failed:
+        lines += ["", "| slice | failed check | value | expected | detail |", "|---|---|---|---|---|"]
+        lines += [f"| `{v.get('slice', '?')}` | {c.get('name', '?')} | {_number(c.get('value'))} | "
+                  f"{_number(c.get('expected'))} | {c.get('detail', '')} |" for v, c in failed]
+    return "\n".join(lines) + "\n"
+
+
 def write_reports(verdicts: Iterable[Mapping[str, Any]], directory: str | os.PathLike[str],
                   extra: Mapping[str, Any] | None = None) -> tuple[Path, Path]:
-    """Writes ``smoke.json`` and ``smoke.junit.xml`` into ``directory`` (created); returns both paths.
+    """Writes ``smoke.json``, ``smoke.junit.xml`` and ``smoke.md`` (:func:`render_markdown`, for a CI job
+    summary) into ``directory`` (created); returns the JSON and JUnit paths.
 
     The JSON is ``{"healthy": bool, "slices": [verdict, ...], **extra}``.
     """
@@ -210,4 +262,5 @@ def write_reports(verdicts: Iterable[Mapping[str, Any]], directory: str | os.Pat
     document = {"healthy": all_healthy(verdicts), "slices": verdicts, **(extra or {})}
     json_path.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
     junit_path.write_text(junit_xml(verdicts))
+    (out / MARKDOWN_NAME).write_text(render_markdown(verdicts))
     return json_path, junit_path

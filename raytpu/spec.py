@@ -297,6 +297,33 @@ class NetworkSpec:
         _raise(found)
 
 
+NOTIFICATION_CHANNEL = re.compile(r"^projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/notificationChannels/[0-9]+$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AlertingSpec:
+    """Nightly-smoke alerting (config section ``alerting``; opt-in): a log-based metric counts the smoke jobs'
+    unhealthy verdicts and a Cloud Monitoring alert policy notifies ``notification_channels`` with the slice and
+    its cause.
+
+    Attributes:
+        notification_channels: Cloud Monitoring channels (``projects/P/notificationChannels/N``), at least one.
+    """
+
+    notification_channels: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        found = [errors.invalid_value(f"notification_channels[{i}]", c, "is not a notification channel name",
+                                      "projects/PROJECT/notificationChannels/NUMBER (`gcloud beta monitoring "
+                                      "channels list`)")
+                 for i, c in enumerate(self.notification_channels)
+                 if not isinstance(c, str) or not NOTIFICATION_CHANNEL.match(c)]
+        if not self.notification_channels:
+            found.append(errors.missing("notification_channels", "to alert anyone",
+                                        "one or more projects/PROJECT/notificationChannels/NUMBER"))
+        _raise(found)
+
+
 @dataclass(frozen=True, kw_only=True)
 class StorageSpec:
     """Buckets (config section ``storage``).
@@ -589,6 +616,7 @@ class ClusterSpec:
         workloads: Ray workloads on them; default none.
         namespace: Namespace of Ray objects and of the Kubernetes service account; default ``ray``.
         ksa_name: Kubernetes service account Ray pods run as (Workload Identity); default ``ray``.
+        alerting: Nightly-smoke alerting; default none (off).
     """
 
     project: str
@@ -600,6 +628,7 @@ class ClusterSpec:
     workloads: tuple[WorkloadSpec, ...] = ()
     namespace: str = "ray"
     ksa_name: str = "ray"
+    alerting: AlertingSpec | None = None
 
     def __post_init__(self) -> None:
         _raise(cluster_problems(project=self.project, region=self.region, cluster=self.cluster,

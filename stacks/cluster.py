@@ -23,6 +23,7 @@ from raytpu.modules.cdk import (
 from raytpu.modules.gke_cluster import GkeCluster, GkeClusterProps, version_floor
 from raytpu.modules.head_pool import HeadPool, HeadPoolOptions
 from raytpu.modules.network import Network, NetworkProps
+from raytpu.modules.smoke_alerting import SmokeAlerting, SmokeAlertingProps
 from raytpu.modules.tpu_slice_pool import TpuSlicePool, TpuSlicePoolOptions
 from raytpu.modules.workload_identity import NodeServiceAccount, NodeServiceAccountProps, WorkloadIdentityProps
 from raytpu.outputs import StackOutputs
@@ -127,6 +128,11 @@ class ClusterStack(TerraformStack):
         """Autopilot: the workload policy of each multi-host tpu7x slice, by slice name."""
         for item in spec.slices:
             self._add_pools(item)
+        self.alerting: SmokeAlerting | None = None
+        if spec.alerting is not None:
+            self.alerting = SmokeAlerting(self, "smoke-alerting", SmokeAlertingProps(
+                project=spec.project, cluster_name=gke.name, namespace=spec.namespace,
+                notification_channels=spec.alerting.notification_channels))
         values = {"endpoint": self.cluster.endpoint, "ca_certificate": self.cluster.ca_certificate,
                   "cluster_name": self.cluster.name, "location": spec.region, "project": spec.project,
                   "namespace": spec.namespace, "service_account": spec.ksa_name, "bucket": self.bucket.name}

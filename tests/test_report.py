@@ -110,3 +110,30 @@ def test_junit_escapes_markup_in_details() -> None:
     v["checks"][0]["detail"] = "<host> & \"3\" missing ]]>"
     root = ET.fromstring(report.junit_xml([v]))
     assert root.find("testsuite/testcase/failure").text.startswith("<host> & \"3\" missing ]]>")  # type: ignore[union-attr]
+
+
+def test_the_headline_names_the_first_cause_and_the_log_entry_is_cloud_loggings_shape() -> None:
+    """Cloud Logging reads a JSON line of a container's stdout as jsonPayload, with ``severity`` and ``message``
+    special (https://cloud.google.com/logging/docs/structured-logging)."""
+    missing = verdict("s1", healthy=False, hosts_found=3, hosts_expected=4)
+    assert report.headline(missing) == "slice s1 unhealthy: 1 of 4 host(s) missing"
+    sick = verdict("s2", healthy=False, hosts_found=4,
+                   hosts=[{"worker_id": 2, "ok": False, "problems": ["matmul 0.3x of peak"]}])
+    assert report.headline(sick).startswith("slice s2 unhealthy: host 2: matmul 0.3x of peak")
+    entry = report.log_entry(sick)
+    assert (entry["severity"], entry["message"], entry[report.LOG_KEY]["state"]) == (
+        "ERROR", report.headline(sick), "unhealthy")
+    assert report.log_entry(verdict("s3"))["severity"] == "INFO"
+    assert report.log_entry(verdict("s4", healthy=False, state="busy"))["severity"] == "INFO"  # busy is not broken
+    line = json.dumps(entry)
+    assert report.parse_verdict_lines(line) == []  # the structured line is not a verdict line
+
+
+def test_markdown_summary_has_a_row_per_slice_and_the_failed_checks(tmp_path: Path) -> None:
+    verdicts = [verdict("good"), verdict("bad", healthy=False), verdict("held", healthy=False, state="busy")]
+    text = report.render_markdown(verdicts)
+    assert text.startswith("## TPU smoke: 2/3 slices not unhealthy")
+    assert "| ✗ | `bad` | v6e-16 | 3/4 | slice bad unhealthy: 1 of 4 host(s) missing |" in text
+    assert "| `bad` | hosts | 3 | 4 | host 3 missing |" in text
+    report.write_reports(verdicts, tmp_path)
+    assert (tmp_path / report.MARKDOWN_NAME).read_text() == text

@@ -6,6 +6,7 @@ One module-scoped cluster of two 2-host slices; tests run in file order and the 
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from typing import Any
@@ -178,6 +179,12 @@ def test_smoke_fails_on_the_broken_slice_naming_the_missing_host(cluster: local.
     present = next(c for c in bad["checks"] if c["name"] == "hosts_present")
     assert not present["ok"] and "missing worker id(s) 1" in present["detail"]
     assert [h["worker_id"] for h in bad["hosts"] if not h["ok"]] == [1]
+    # one structured line per slice for Cloud Logging (jsonPayload): what the alerting metric counts and on-call reads
+    entries = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    logged = {e[report.LOG_KEY]["slice"]: e for e in entries}
+    assert logged[broken]["severity"] == "ERROR" and logged[broken][report.LOG_KEY]["state"] == "unhealthy"
+    assert logged[broken]["message"] == f"slice {broken} unhealthy: 1 of {bad['hosts_expected']} host(s) missing"
+    assert logged[healthy]["severity"] == "INFO"
 
 
 def test_a_replacement_host_makes_the_slice_whole_again(cluster: local.LocalCluster, plan: SlicePlan) -> None:

@@ -22,6 +22,7 @@ from raytpu.spec import (
     DEFAULT_DISK_SIZE_GIB,
     RELEASE_CHANNELS,
     WORKLOAD_ENV,
+    AlertingSpec,
     AuthorizedNetwork,
     ClusterSpec,
     GkeSpec,
@@ -172,6 +173,10 @@ DIRECT: list[tuple[str, Callable[[], object], str, str, str]] = [
      "reachable from nowhere", "control_plane: dns (the default), or master_authorized_networks"),
     ("control-plane-choice", lambda: GkeSpec(name="ray", control_plane="public"), "control_plane", "'public'",
      "dns, ip"),
+    ("alerting-channel", lambda: AlertingSpec(notification_channels=("pagerduty",)), "notification_channels[0]",
+     "not a notification channel name", "projects/PROJECT/notificationChannels/NUMBER"),
+    ("alerting-no-channel", lambda: AlertingSpec(notification_channels=()), "notification_channels",
+     "is required to alert anyone", "one or more"),
     # GKE: at least 48 h of maintenance availability in any 32 days, windows of 4 h or more
     # (https://cloud.google.com/kubernetes-engine/docs/maintenance-window)
     ("window-too-short", lambda: MaintenanceWindowSpec(hours=3), "hours", "out of range", "4 to 24"),
@@ -215,6 +220,8 @@ SAME_RULE: list[tuple[str, Callable[[dict[str, Any]], object], Callable[[], obje
                               reservation="res-1"), "slices[1]"),
     ("network-overlap", lambda d: d.update(network={"pods_cidr": "10.10.0.0/16"}),
      lambda: NetworkSpec(pods_cidr="10.10.0.0/16"), "network"),
+    ("alerting", lambda d: d.update(alerting={"notification_channels": ["pager"]}),
+     lambda: AlertingSpec(notification_channels=("pager",)), "alerting"),
     ("maintenance-window", lambda d: d["cluster"].update(maintenance_window={"days": ["SA"], "hours": 4}),
      lambda: MaintenanceWindowSpec(days=("SA",), hours=4), "cluster.maintenance_window"),
     ("disk-size", lambda d: d["slices"][0].update(disk_size_gib=5),

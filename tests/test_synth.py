@@ -168,6 +168,30 @@ def test_the_kuberay_version_check_is_judged_by_terraform_against_the_crds(stand
     assert checked == 1  # the one RayService (Terraform applies no RayJob)
 
 
+def test_alerting_is_opt_in_and_pages_with_the_slice_and_its_cause(standard: dict, autopilot: dict) -> None:
+    """The autopilot example opts in (``alerting.notification_channels``); the standard one does not. The metric
+    counts the smoke jobs' structured lines (``jsonPayload.raytpu_smoke.state="unhealthy"``; GKE ships container
+    stdout to Cloud Logging, which reads a JSON line as jsonPayload); the policy's subject and body are Monitoring
+    documentation variables, escaped from Terraform (``$${`` is a literal ``${`` in Terraform's JSON syntax)."""
+    assert resources(standard["ray-tpu-cluster"], "google_logging_metric") == {}
+    cluster = autopilot["ray-tpu-auto-cluster"]
+    (metric,) = resources(cluster, "google_logging_metric").values()
+    assert metric["filter"] == ('resource.type="k8s_container" AND resource.labels.cluster_name="ray-tpu-auto" AND '
+                                'resource.labels.namespace_name="ray" AND jsonPayload.raytpu_smoke.state="unhealthy"')
+    assert metric["label_extractors"] == {"slice": "EXTRACT(jsonPayload.raytpu_smoke.slice)",
+                                          "reason": "EXTRACT(jsonPayload.message)"}
+    assert {label["key"] for label in metric["metric_descriptor"]["labels"]} == {"slice", "reason"}
+    (policy,) = resources(cluster, "google_monitoring_alert_policy").values()
+    assert policy["notification_channels"] == ["projects/my-ml-project/notificationChannels/1234567890"]
+    (condition,) = policy["conditions"]
+    assert condition["condition_threshold"]["filter"].startswith(
+        f'metric.type="logging.googleapis.com/user/{metric["name"]}"')
+    assert (condition["condition_threshold"]["comparison"], condition["condition_threshold"]["threshold_value"]) == (
+        "COMPARISON_GT", 0)
+    subject = _terraform_console(json.dumps(policy["documentation"]["subject"]))
+    assert "TPU slice ${metric.label.slice} unhealthy" in subject  # what Monitoring receives, as Terraform reads it
+
+
 def test_standard_pools_follow_the_slice_plans(standard: dict) -> None:
     pools = by_name(standard["ray-tpu-cluster"], "google_container_node_pool")
     assert sorted(pools) == ["ray-head", "serve-0", "train-0"]

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import os
 import sys
@@ -42,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raytpu.plan import RAY_POD_TYPE_LABEL, RAY_SLICE_LABEL, RAY_WORKER_LABEL, SlicePlan
-from raytpu.report import all_healthy, format_verdict_line
+from raytpu.report import all_healthy, format_verdict_line, log_entry
 from raytpu.spec import WorkloadSpec
 from raytpu.workloads._entry import guarded
 
@@ -527,6 +528,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         verdicts.append(check_slice(plan, inv, args))
     for v in verdicts:
         print(format_verdict_line(v), flush=True)
+        print(json.dumps(log_entry(v), sort_keys=True), flush=True)  # Cloud Logging's structured line
     return verdicts
 
 
