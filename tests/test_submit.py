@@ -184,9 +184,20 @@ def test_submit_train_without_wait_applies_and_returns(fake: Cluster, capsys: py
     assert fake.applied() == [expected("train", "train-r2")]
     assert "submitted RayJob train-r2" in out
     # the served CRD first (every field the RayJob sets must be declared), then the server-side apply
+    # then that the run's name is free (server-side apply would update an existing run in place)
     assert [(r.method, r.path) for r in fake.server.api_requests()] == [
         ("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/rayjobs.ray.io"),
+        ("GET", "/apis/ray.io/v1/namespaces/ray/rayjobs/train-r2"),
         ("PATCH", "/apis/ray.io/v1/namespaces/ray/rayjobs/train-r2")]
+
+
+def test_a_run_id_that_names_an_existing_run_is_refused(fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two submissions in the same second get the same base-36 run id: the second must not update the first."""
+    assert main("submit", "train", "--stack", STACK, "--run-id", "r7") == 0
+    assert main("submit", "train", "--stack", STACK, "--run-id", "r7") == 2
+    _, err = capsys.readouterr()
+    assert "error: --run-id: 'r7' names RayJob train-r7, which exists" in err
+    assert len(fake.server.of("PATCH")) == 1
 
 
 def test_an_older_kuberay_is_named_before_anything_is_applied(fake: Cluster,

@@ -88,6 +88,11 @@ def run(args: argparse.Namespace) -> int:
         gke.upload_core(gke.upload_target(args.py_modules, outputs.bucket))
     with gke.connect(outputs) as client:
         client.check_schema(manifest, kuberay.MIN_KUBERAY_VERSION)
+        if work.kind.is_job and client.get("RayJob", name) is not None:
+            # server-side apply would update that run in place: a new run never reuses a name
+            raise errors.invalid_value("--run-id", name.removeprefix(f"{work.name}-"), f"names RayJob {name}, "
+                                       "which exists (run ids are base-36 seconds: two submissions in one second "
+                                       "share one)", "a --run-id of no existing run, or resubmit a second later")
         client.apply(manifest)
         kind = manifest["kind"]
         print(f"applied {kind} {name} in namespace {outputs.namespace}", file=sys.stderr)
