@@ -452,13 +452,12 @@ def train_args(bucket: str, run_name: str) -> list[str]:
     return ["--storage-path", checkpoint_uri(bucket, run_name), "--name", run_name]
 
 
-def slice_image(spec: ClusterSpec, item: SliceSpec) -> str:
-    """The image a smoke job on ``item`` runs: its smoke workload's, else the image a workload on it names
-    (a team's own image carries JAX), else the smoke kind's default."""
-    on_slice = [w for w in spec.workloads if w.slice == item]
-    smoke = [w.pod_image for w in on_slice if w.kind.name == "smoke"]
-    named = [w.image for w in on_slice if w.image is not None]
-    return (smoke or named or [workload_kind("smoke").image])[0]
+def slice_image(spec: ClusterSpec, item: SliceSpec) -> str | None:
+    """The image a smoke job on ``item`` runs when it is not the smoke kind's default: the one its smoke workload or
+    any workload on it names (a team's own image carries JAX). None: the smoke kind's image and packages."""
+    on_slice = [w for w in spec.workloads if w.slice == item and w.image is not None]
+    smoke = [w.image for w in on_slice if w.kind.name == "smoke"]
+    return (smoke or [w.image for w in on_slice] or [None])[0]
 
 
 def smoke_workloads(spec: ClusterSpec, image: str | None = None) -> list[tuple[str, WorkloadSpec]]:

@@ -536,6 +536,11 @@ def test_smoke_jobs_take_the_image_of_the_slices_smoke_workload_else_of_any_work
               for j in kuberay.smoke_jobs(spec, service_account="k", bucket="b")}
     assert images == {"smoke-train-0": "s:1", "smoke-train-1": "s:1", "smoke-serve-0": kuberay.RAY_IMAGE,
                       "smoke-small-0": "example.com/ray-tpu:1", "smoke-big-0": kuberay.RAY_IMAGE}
+    # the kind's image comes with the kind's packages (JAX); a team's own image carries its own
+    pip = {j["metadata"]["name"]: _runtime(j).get("pip") for j in kuberay.smoke_jobs(spec, service_account="k",
+                                                                                    bucket="b")}
+    assert pip["smoke-serve-0"] == pip["smoke-big-0"] == list(kinds.kind("smoke").packages)
+    assert pip["smoke-train-0"] is None and pip["smoke-small-0"] is None
 
 
 def test_builders_return_fresh_json_serialisable_dicts() -> None:
