@@ -404,8 +404,8 @@ def auth_token_file(where: Path) -> Path:
     else a new random token in ``<run dir>/auth_token`` (mode 0600)."""
     given = os.environ.get("RAY_AUTH_TOKEN_PATH")
     if given and Path(given).is_file():
-        return Path(given)
-    path = where / "auth_token"
+        return Path(given).resolve()
+    path = (where / "auth_token").resolve()  # absolute: every node runs in the run dir, the driver may not
     path.touch(mode=0o600)
     path.write_text(os.environ.get("RAY_AUTH_TOKEN") or secrets.token_hex(32))
     return path
@@ -555,13 +555,19 @@ def stop(directory: str | Path | None = None, grace_s: float = 1.0) -> int:
     return len(groups) + len(stragglers)
 
 
+def _speak_auth(cluster: LocalCluster) -> None:
+    """This process uses ``cluster``'s token auth. Call it before Ray loads: Ray reads its auth mode once, when
+    ``ray._raylet`` is imported."""
+    os.environ.update(cluster.auth_env())
+
+
 def _connect(cluster: LocalCluster) -> bool:
     """ray.init onto the cluster unless already connected; True when this call connected."""
+    _speak_auth(cluster)
     import ray
 
     if ray.is_initialized():
         return False
-    os.environ.update(cluster.auth_env())
     ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR,
              configure_logging=False)
     return True
@@ -569,6 +575,7 @@ def _connect(cluster: LocalCluster) -> bool:
 
 def wait_for_nodes(cluster: LocalCluster, count: int, timeout_s: float) -> list[dict[str, Any]]:
     """Waits until ``count`` nodes are alive in the GCS; returns ``ray.nodes()``."""
+    _speak_auth(cluster)
     import ray
 
     connected = _connect(cluster)
@@ -601,6 +608,7 @@ class HostStatus:
 
 def status(cluster: LocalCluster) -> list[HostStatus]:
     """Every recorded node with what the GCS says about it (node id, resources, label check, liveness)."""
+    _speak_auth(cluster)
     import ray
 
     plan = cluster.slice_plan
@@ -698,9 +706,9 @@ def submit_job(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: fl
     Raises:
         RuntimeFailure: the job did not finish within ``timeout_s`` (it is stopped).
     """
+    _speak_auth(cluster)  # the client sends the cluster's token
     from ray.job_submission import JobStatus, JobSubmissionClient
 
-    os.environ.update(cluster.auth_env())  # the client sends the cluster's token (Ray reads it from the env)
     client = JobSubmissionClient(cluster.dashboard)
     env = cluster.workload(kind_name).env() | {ENV_EMULATED: "1"}
     job_id = client.submit_job(entrypoint=shlex.join(workload_command(kind_name, *extra)),

@@ -19,12 +19,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.timeout(600)
 def test_demo_passes_every_step_within_memory_and_leaves_nothing_running(tmp_path: Path) -> None:
+    """As `make run` runs it: a relative run directory, and no Ray token of the caller's (the demo's cluster makes
+    its own, which every node and the demo itself must read)."""
     report_path = tmp_path / "reports" / "demo.json"
-    env = {k: v for k, v in os.environ.items() if k != local.ENV_TMP_PREFIX}  # the demo picks its own
+    env = {k: v for k, v in os.environ.items()  # the demo picks its own temp prefix and token
+           if k not in (local.ENV_TMP_PREFIX, "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "raytpu", "demo", "--steps", "10", "--report", str(report_path),
-         "--out", str(tmp_path / "cdktf.out"), "--dir", str(tmp_path / "run")],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+         "--config", str(ROOT / "raytpu.example.yaml"), "--out", str(tmp_path / "cdktf.out"), "--dir", "run"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = proc.communicate(timeout=540)
     assert proc.returncode == 0, err[-3000:]
     report = json.loads(report_path.read_text())

@@ -90,7 +90,8 @@ def test_temp_prefix_outside_tmp_raytpu_is_rejected(monkeypatch: pytest.MonkeyPa
 
 def _raytpu(*args: str, run_dir: Path, timeout: float = 300, command: str = "local"
             ) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, RAYTPU_LOCAL_DIR=str(run_dir))
+    # as a user runs them: no Ray token of the caller's; `up` makes the cluster's own, every later command reads it
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")} | {"RAYTPU_LOCAL_DIR": str(run_dir)}
     return subprocess.run([sys.executable, "-m", "raytpu", command, *args], env=env, capture_output=True,
                           text=True, timeout=timeout, cwd=EXAMPLE.parent)
 
