@@ -25,30 +25,23 @@ import json
 import os
 import secrets
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from raytpu import local, serving
-from raytpu.commands.local import serving_workload
+from raytpu.commands.local import deploy_serve, serving_workload
 from raytpu.config import load
 from raytpu.llm_client import StreamResult, astream_chat
 from raytpu.workloads import tiny_llm
+from raytpu.workloads.serve import Endpoint, free_port, wait_answering
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "raytpu.example.yaml"
 WORK = next(w for w in load(EXAMPLE).workloads if w.kind.takes_model)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -91,24 +84,11 @@ def measure(url: str, model: str, concurrency: list[int], rounds: int, max_token
     return out
 
 
-def _wait_models(url: str, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{url}/models", timeout=5) as resp:
-                if resp.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(1)
-    raise RuntimeError(f"{url} did not answer within {timeout_s:.0f}s")
-
-
 def bench_vllm(model: tiny_llm.TinyModel, args: argparse.Namespace) -> dict[str, Any]:
     """vLLM's own OpenAI server (``python -m vllm.entrypoints.openai.api_server``) with the twin's engine args."""
     app = serving.serve_config(WORK, cpu_model=(model.name, str(model.path)))["applications"][0]
     twin = app["args"]["llm_configs"][0]
-    port = _free_port()
+    port = free_port()
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model.path),
            "--served-model-name", model.name, "--host", "127.0.0.1", "--port", str(port),
            *serving.engine_cli_args(twin["engine_kwargs"])]
@@ -117,13 +97,14 @@ def bench_vllm(model: tiny_llm.TinyModel, args: argparse.Namespace) -> dict[str,
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        with _tree_peak(proc.pid) as tree:
-            _wait_models(f"http://127.0.0.1:{port}/v1", 300)
+        with local.PeakMemory(root=proc.pid) as tree:
+            wait_answering(Endpoint(f"http://127.0.0.1:{port}/v1", model.name), time.monotonic() + 300)
             ready_s = time.monotonic() - t0
             print(f"vLLM OpenAI server ready in {ready_s:.0f}s", file=sys.stderr, flush=True)
             figures = measure(f"http://127.0.0.1:{port}/v1", model.name, args.concurrency, args.rounds,
                               args.max_tokens)
-        return {"ready_s": ready_s, "peak_pss_gib": tree.peak / 2**30, "by_concurrency": figures, "log": log.name}
+        return {"ready_s": ready_s, "peak_pss_gib": tree.peak_pss_bytes / 2**30, "by_concurrency": figures,
+                "log": log.name}
     finally:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGTERM)
@@ -146,43 +127,14 @@ def bench_ray(model: tiny_llm.TinyModel, args: argparse.Namespace) -> dict[str, 
             try:
                 t0 = time.monotonic()
                 cluster = local.start(WORK.plan, 1, directory)
-                done = local.run_workload(cluster, "serve", "--cache-dir", str(model.path.parent), timeout_s=600,
-                                          work=serving_workload(cluster, str(EXAMPLE), WORK.name))
-                if done.returncode != 0:
-                    raise RuntimeError(f"deploy failed: {done.stderr[-3000:]}")
-                lines = dict(line.split(": ", 1) for line in done.stdout.splitlines() if ": " in line)
+                url, served = deploy_serve(cluster, serving_workload(cluster, str(EXAMPLE), WORK.name), 600.0)
                 ready_s = time.monotonic() - t0
                 print(f"Ray Serve LLM ready in {ready_s:.0f}s (cluster {cluster.started_s:.0f}s)",
                       file=sys.stderr, flush=True)
-                figures = measure(lines["endpoint"], lines["model"], args.concurrency, args.rounds, args.max_tokens)
+                figures = measure(url, served, args.concurrency, args.rounds, args.max_tokens)
             finally:
                 local.stop(directory)
         return {"ready_s": ready_s, "peak_pss_gib": peak.peak_pss_bytes / 2**30, "by_concurrency": figures}
-
-
-class _tree_peak:
-    """Peak PSS of a process tree (``pid`` and its descendants), sampled every 0.5 s."""
-
-    def __init__(self, pid: int) -> None:
-        import threading
-
-        self.pid = pid
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, local.memory_bytes(local.tree_processes(self.pid))[1])
-            self._stop.wait(0.5)
-
-    def __enter__(self) -> _tree_peak:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(5)
 
 
 def main() -> int:
@@ -196,6 +148,7 @@ def main() -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))  # token auth as on GKE; one token per process
     model = tiny_llm.ensure(args.cache_dir)
+    os.environ[tiny_llm.ENV_CACHE_DIR] = str(model.path.parent)  # the Ray deployment serves this same model
     print("vLLM's own OpenAI server:", file=sys.stderr, flush=True)
     vllm_fig = bench_vllm(model, args)
     print("Ray Serve LLM on the emulated slice:", file=sys.stderr, flush=True)

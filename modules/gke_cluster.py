@@ -38,17 +38,10 @@ def version_key(version: str) -> tuple[int, int, int, int]:
     return tuple(int(part or 0) for part in match.groups())  # type: ignore[return-value]
 
 
-def min_gke_version(plans: Iterable[SlicePlan], mode: str = "standard") -> str:
-    """The oldest GKE version that runs the Ray Operator add-on and every generation in ``plans``.
-
-    On Autopilot a generation may need a newer version than on Standard (tpu7x does).
-    """
-    return version_floor(plans, mode)[0]
-
-
 def version_floor(plans: Iterable[SlicePlan], mode: str = "standard") -> tuple[str, str]:
     """(oldest GKE version the cluster may run, what needs it): the newest of the Ray Operator add-on's floor
-    and every generation's in ``plans`` (catalog ``min_gke_version``)."""
+    and every generation's in ``plans`` (catalog ``min_gke_version``; on Autopilot a generation may need a newer
+    version than on Standard, as tpu7x does)."""
     floor = (RAY_OPERATOR_MIN_GKE_VERSION, "the Ray Operator add-on")
     for name in sorted({p.generation for p in plans}):
         needed = generation(name).min_gke_version_for(mode)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raytpu import errors
+from raytpu.kube import resource
 from raytpu.modules import _props
 from raytpu.modules.cdk import (
     Construct,
@@ -58,9 +59,6 @@ class RayWorkloadProps:
         return str(self.manifest["metadata"]["name"])
 
 
-CRD_PLURALS = {"RayCluster": "rayclusters", "RayJob": "rayjobs", "RayService": "rayservices"}
-
-
 def hcl_crd_declares(crd_object: str, field_path: str) -> str:
     """A Terraform expression (no ``${}``): the CRD ``crd_object`` (an expression: the live object) declares
     ``field_path`` (``spec.a.b``) in its ``v1`` schema."""
@@ -81,7 +79,7 @@ class RayWorkload(Construct):
             crd = data_kubernetes_resource.DataKubernetesResource(
                 self, "crd", api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition",
                 metadata=data_kubernetes_resource.DataKubernetesResourceMetadata(
-                    name=f"{CRD_PLURALS[props.kind]}.ray.io"))
+                    name=resource(props.kind).display))
             lifecycle = TerraformResourceLifecycle(precondition=[Precondition(
                 condition=f"${{{hcl_crd_declares(crd.fqn + '.object', f)}}}",
                 error_message=f"The cluster's KubeRay (GKE's Ray Operator add-on) serves a {props.kind} CRD without "

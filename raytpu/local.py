@@ -575,10 +575,9 @@ def _connect(cluster: LocalCluster) -> bool:
 
 def wait_for_nodes(cluster: LocalCluster, count: int, timeout_s: float) -> list[dict[str, Any]]:
     """Waits until ``count`` nodes are alive in the GCS; returns ``ray.nodes()``."""
-    _speak_auth(cluster)
+    connected = _connect(cluster)  # first: it gives this process the cluster's token before Ray loads
     import ray
 
-    connected = _connect(cluster)
     try:
         deadline = time.monotonic() + timeout_s
         while True:
@@ -608,13 +607,12 @@ class HostStatus:
 
 def status(cluster: LocalCluster) -> list[HostStatus]:
     """Every recorded node with what the GCS says about it (node id, resources, label check, liveness)."""
-    _speak_auth(cluster)
+    connected = _connect(cluster)  # first: it gives this process the cluster's token before Ray loads
     import ray
 
     plan = cluster.slice_plan
     by_key: dict[tuple[str, int], dict[str, Any]] = {}
     head_node: dict[str, Any] = {}
-    connected = _connect(cluster)
     try:
         for node in ray.nodes():
             if not node.get("Alive"):
@@ -759,15 +757,17 @@ def memory_bytes(pids: set[int]) -> tuple[int, int]:
 
 
 class PeakMemory:
-    """Samples the memory of this process tree (and a local cluster's) in a background thread.
+    """Samples the memory of a process tree (``root``, default this process; and a local cluster's) in a
+    background thread.
 
     ``peak_pss_bytes`` (what the group really holds) and ``peak_rss_bytes`` (sum of RSS, an upper bound)
     are the maxima seen.
     """
 
-    def __init__(self, tag_prefix: str | None = None, interval_s: float = 0.5) -> None:
+    def __init__(self, tag_prefix: str | None = None, interval_s: float = 0.5, root: int | None = None) -> None:
         import threading
 
+        self.root = root
         self.tag_prefix = tag_prefix
         self.interval_s = interval_s
         self.peak_rss_bytes = 0
@@ -777,7 +777,7 @@ class PeakMemory:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            rss, pss = memory_bytes(tree_processes(tag_prefix=self.tag_prefix))
+            rss, pss = memory_bytes(tree_processes(self.root, tag_prefix=self.tag_prefix))
             self.peak_rss_bytes = max(self.peak_rss_bytes, rss)
             self.peak_pss_bytes = max(self.peak_pss_bytes, pss)
             self._stop.wait(self.interval_s)

@@ -297,7 +297,7 @@ class NetworkSpec:
         _raise(found)
 
 
-NOTIFICATION_CHANNEL = re.compile(r"^projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/notificationChannels/[0-9]+$")
+NOTIFICATION_CHANNEL = re.compile(rf"^projects/{PROJECT_ID.pattern[1:-1]}/notificationChannels/[0-9]+$")
 
 
 @dataclass(frozen=True, kw_only=True)

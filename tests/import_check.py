@@ -12,7 +12,10 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 
 def imported(module: str) -> set[tuple[str, str | None]]:
@@ -46,6 +49,19 @@ def missing(module: str) -> list[str]:
         except ImportError as exc:
             problems.append(f"{module}: {name}{'.' + attr if attr else ''}: {exc}")
     return problems
+
+
+def run_with_core_zip(python: str | Path, workdir: Path, *modules: str) -> subprocess.CompletedProcess[str]:
+    """This checker run by ``python`` on ``modules``, with nothing but the kit's core zip on ``PYTHONPATH`` (as Ray's
+    ``py_modules`` puts it) and ``workdir`` as home and working directory. Called from the test process."""
+    from raytpu import gke
+
+    core = workdir / "core.zip"
+    core.write_bytes(gke.core_zip_bytes())
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(core), "HOME": str(workdir), "PYTHONNOUSERSITE": "1",
+           "JAX_PLATFORMS": "cpu"}
+    return subprocess.run([str(python), __file__, *modules], cwd=workdir, env=env, capture_output=True, text=True,
+                          timeout=300)
 
 
 if __name__ == "__main__":

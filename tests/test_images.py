@@ -16,8 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from import_check import run_with_core_zip
 
-from raytpu import gke, kinds, kuberay
+from raytpu import kinds, kuberay
 
 pytestmark = [pytest.mark.slice, pytest.mark.timeout(900)]
 
@@ -41,23 +42,13 @@ def _environment(directory: Path, packages: tuple[str, ...]) -> Path:
 def test_a_job_kinds_program_imports_everything_in_its_image_plus_its_packages(kind: kinds.WorkloadKind,
                                                                                 tmp_path: Path) -> None:
     assert kind.image == kinds.RAY_IMAGE and kind.packages  # the image lacks JAX: the packages bring it
-    python = _environment(tmp_path, kind.cpu_packages)
-    core = tmp_path / "core.zip"
-    core.write_bytes(gke.core_zip_bytes())
-    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(core), "HOME": str(tmp_path), "JAX_PLATFORMS": "cpu"}
-    done = subprocess.run([str(python), str(ROOT / "tests" / "import_check.py"), kind.module], env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = run_with_core_zip(_environment(tmp_path, kind.cpu_packages), tmp_path, kind.module)
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
 
 
 def test_without_its_packages_the_image_lacks_what_the_program_imports(tmp_path: Path) -> None:
     """The check has teeth: the train program in the bare image stand-in misses JAX."""
-    python = _environment(tmp_path, ())
-    core = tmp_path / "core.zip"
-    core.write_bytes(gke.core_zip_bytes())
-    done = subprocess.run([str(python), str(ROOT / "tests" / "import_check.py"), kinds.kind("train").module],
-                          env={"PATH": os.environ["PATH"], "PYTHONPATH": str(core), "HOME": str(tmp_path)},
-                          capture_output=True, text=True, timeout=300)
+    done = run_with_core_zip(_environment(tmp_path, ()), tmp_path, kinds.kind("train").module)
     assert done.returncode == 1 and "jax" in done.stdout, done.stdout
 
 

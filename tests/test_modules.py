@@ -505,17 +505,17 @@ def test_autopilot_cluster_refuses_node_pools(built: dict[str, Any]) -> None:
         assert info.value.field == "mode"
 
 
-def test_min_gke_version_takes_the_newest_requirement() -> None:
-    from raytpu.modules.gke_cluster import RAY_OPERATOR_MIN_GKE_VERSION, min_gke_version
+def test_version_floor_takes_the_newest_requirement() -> None:
+    from raytpu.modules.gke_cluster import RAY_OPERATOR_MIN_GKE_VERSION, version_floor
 
     # FACTS.md section 1: Ray Operator 1.30.0-gke.1747000; v6e 1.31.2-gke.1115000; tpu7x Standard
     # 1.34.0-gke.2201000, Autopilot 1.34.1-gke.3084001.
-    assert min_gke_version([]) == RAY_OPERATOR_MIN_GKE_VERSION
-    assert min_gke_version([plan_slice("v5e", "2x2")]) == RAY_OPERATOR_MIN_GKE_VERSION
-    assert min_gke_version([plan_slice("v5e", "2x2"), plan_slice("v6e", "4x4")]) == "1.31.2-gke.1115000"
-    assert min_gke_version([plan_slice("tpu7x", "2x2x2"), plan_slice("v6e", "4x4")]) == "1.34.0-gke.2201000"
-    assert min_gke_version([plan_slice("tpu7x", "2x2x2")], "autopilot") == "1.34.1-gke.3084001"
-    assert min_gke_version([plan_slice("v6e", "4x4")], "autopilot") == "1.31.2-gke.1115000"
+    assert version_floor([])[0] == RAY_OPERATOR_MIN_GKE_VERSION
+    assert version_floor([plan_slice("v5e", "2x2")])[0] == RAY_OPERATOR_MIN_GKE_VERSION
+    assert version_floor([plan_slice("v5e", "2x2"), plan_slice("v6e", "4x4")])[0] == "1.31.2-gke.1115000"
+    assert version_floor([plan_slice("tpu7x", "2x2x2"), plan_slice("v6e", "4x4")])[0] == "1.34.0-gke.2201000"
+    assert version_floor([plan_slice("tpu7x", "2x2x2")], "autopilot")[0] == "1.34.1-gke.3084001"
+    assert version_floor([plan_slice("v6e", "4x4")], "autopilot")[0] == "1.31.2-gke.1115000"
 
 
 def test_resource_ids_are_stable(stack: dict[str, Any]) -> None:

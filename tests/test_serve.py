@@ -175,14 +175,10 @@ def test_the_kits_record_of_rays_chips_per_host_is_rays() -> None:
 def test_the_serving_programs_import_everything_from_the_core_zip_in_the_serve_environment(tmp_path: Path) -> None:
     """The serving kind's stand-in environment (this one: Ray Serve LLM + vLLM's CPU build) with the kit's core
     zip on ``PYTHONPATH`` as ``py_modules`` puts it: the RayService's ingress and the local serve program import."""
-    from raytpu import gke
+    from import_check import run_with_core_zip
 
-    core = tmp_path / "core.zip"
-    core.write_bytes(gke.core_zip_bytes())
-    done = subprocess.run([sys.executable, str(ROOT / "tests" / "import_check.py"), "raytpu.workloads.openai_ingress",
-                           "raytpu.workloads.serve", "raytpu.workloads.tiny_llm"], cwd=tmp_path,
-                          env={"PATH": os.environ["PATH"], "PYTHONPATH": str(core), "HOME": str(tmp_path),
-                               "PYTHONNOUSERSITE": "1"}, capture_output=True, text=True, timeout=300)
+    done = run_with_core_zip(sys.executable, tmp_path, "raytpu.workloads.openai_ingress", "raytpu.workloads.serve",
+                             "raytpu.workloads.tiny_llm")
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
 
 

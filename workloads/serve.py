@@ -41,7 +41,8 @@ class Endpoint:
     model: str
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -77,7 +78,7 @@ def deploy_local(address: str, work: WorkloadSpec, *, port: int | None = None, c
 
     ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR, configure_logging=False)
     try:
-        serve.start(proxy_location="HeadOnly", http_options={"host": "127.0.0.1", "port": port or _free_port()})
+        serve.start(proxy_location="HeadOnly", http_options={"host": "127.0.0.1", "port": port or free_port()})
         client = _get_global_client()
         bound = client.http_config.port if client is not None else port
         progress(f"deploying {tiny.name} ({tiny.path}) as app {app['name']!r}, Serve HTTP on 127.0.0.1:{bound}")
@@ -86,7 +87,7 @@ def deploy_local(address: str, work: WorkloadSpec, *, port: int | None = None, c
                    _blocking=False)
         _wait_running(app["name"], t0 + timeout_s, progress)
         endpoint = Endpoint(f"http://127.0.0.1:{bound}/v1", tiny.name)
-        _wait_answering(endpoint, t0 + timeout_s)
+        wait_answering(endpoint, t0 + timeout_s)
         progress(f"app {app['name']!r} answers after {time.monotonic() - t0:.1f}s")
         return endpoint
     finally:
@@ -114,7 +115,8 @@ def _wait_running(app_name: str, deadline: float, progress: Callable[[str], None
         time.sleep(1.0)
 
 
-def _wait_answering(endpoint: Endpoint, deadline: float) -> None:
+def wait_answering(endpoint: Endpoint, deadline: float) -> None:
+    """Returns once ``endpoint``'s ``/v1/models`` lists its model; RuntimeFailure at ``deadline``."""
     while True:
         try:
             with urllib.request.urlopen(f"{endpoint.url}/models", timeout=5) as resp:
