@@ -73,6 +73,40 @@ def _tiered(amount: float, tiers: tuple[tuple[float | None, float], ...]) -> flo
 
 
 @dataclass(frozen=True)
+class SmokeFloors:
+    """What a healthy device of a generation reaches in the smoke check, as fractions of the catalog's figures.
+
+    ``raytpu.workloads.smoke`` gates every device on these on real TPU. Each floor sits well below what a healthy
+    device measures (the sources below) and above one half, so a device running at half speed fails.
+    Measured references (public, the same method as the smoke check's):
+
+    - matmul: JAX's Pallas TPU matmul guide (jax-ml/jax ``docs/pallas/tpu/matmul.ipynb``, "XLA matmul" cell):
+      XLA's bf16 8192x8192x8192 matmul at 92.3% of v5e's 197 TFLOP/s. AI-Hypercomputer/accelerator-microbenchmarks
+      ``Ironwood/Ironwood_Microbenchmarks_readme.md`` (5158b04, gemm_multiple_run): tpu7x bf16 4096^3 at 893 and
+      16384^3 at 950 TFLOP/s per device, 77% and 82% of 1153.5 (half of 2307: a tpu7x chip is two JAX devices).
+    - HBM: the same repository's ``Ironwood/guides/hbm/hbm.md`` (5158b04): a copy of 128 MiB or more moves 3200 GB/s
+      per device (read + write counted, as here), 87% of tpu7x's 7380 GB/s per chip.
+    - ICI: the same repository's ``Ironwood/guides/collectives/all_gather.md`` (5158b04): 179 GB/s on tpu7x
+      2x2x1 and 2x2x2, 0.15 of its 1200 GB/s per chip. jax-ml/scaling-book ``tpus.md`` (ICI table): one-way
+      bandwidth per link 4.5e10 B/s (v5e), 9e10 (v5p, v6e); a slice without wraparound links (v5e/v6e below 16 per
+      axis, v4/v5p/tpu7x below a full 4x4x4 cube) moves about one link's one-way rate per chip in an all-reduce:
+      0.11 of the per-chip figure on v5e and v6e, 0.075 on v5p.
+
+    Attributes:
+        matmul_of_peak: bf16 TFLOP/s of a chain of 8192x8192 matmuls in one compiled loop, over the per-device
+            share of ``peak_bf16_tflops_per_chip``.
+        hbm_of_spec: GB/s of a streaming read + write of a 512 MiB array in one compiled loop, over the per-device
+            share of ``hbm_gbps_per_chip``.
+        busbw_of_ici: All-reduce bus bandwidth per chip (256 MiB per device), over ``ici_gbps_per_chip``; None where
+            the catalog has no ICI figure (the figure is then reported, not gated).
+    """
+
+    matmul_of_peak: float
+    hbm_of_spec: float
+    busbw_of_ici: float | None
+
+
+@dataclass(frozen=True)
 class Generation:
     """One TPU generation as GKE and Ray see it.
 
@@ -95,6 +129,12 @@ class Generation:
         min_gke_version: Oldest GKE version that schedules this generation (Standard).
         min_gke_version_autopilot: The same on Autopilot; None means as on Standard.
         zones: Zones seen offering it (not exhaustive; informational).
+        jax_device_kinds: What ``jax.Device.device_kind`` reports for this generation (libtpu's own name for the
+            hardware, independent of the env GKE sets): jax 0.10.2 ``jax/_src/mesh_utils.py:30-37`` names
+            ``'TPU v4'``, ``'TPU v5 lite'``, ``'TPU v5e'``, ``'TPU v5p'``, ``'TPU v6 lite'``, ``'TPU7x'``; jax's
+            ``_src/tpu_info.py`` (HEAD) also matches ``'TPU v5'`` (v5p) and ``'TPU v6e'``.
+        smoke: The smoke check's per-device floors for this generation (:class:`SmokeFloors`); every
+            generation of :data:`GENERATIONS` has them.
     """
 
     name: str
@@ -115,6 +155,8 @@ class Generation:
     min_gke_version: str = RAY_OPERATOR_MIN_GKE_VERSION
     min_gke_version_autopilot: str | None = None
     zones: tuple[str, ...] = ()
+    jax_device_kinds: tuple[str, ...] = ()
+    smoke: SmokeFloors | None = None
 
     def min_gke_version_for(self, mode: str) -> str:
         """Oldest GKE version that schedules this generation in cluster ``mode`` (standard|autopilot)."""
@@ -213,7 +255,7 @@ RAY_V7X = ("2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8
 
 def _generation_2d(name: str, label: str, prefix: str, hbm: float, hbm_gbps: float, ici_gbps: float,
                    tflops: float, ray_type: str, machines: tuple[MachineType, ...], min_gke: str,
-                   zones: tuple[str, ...]) -> Generation:
+                   zones: tuple[str, ...], device_kinds: tuple[str, ...], smoke: SmokeFloors) -> Generation:
     return Generation(
         name=name, gke_accelerator=label,
         machine_types=machines,
@@ -221,7 +263,7 @@ def _generation_2d(name: str, label: str, prefix: str, hbm: float, hbm_gbps: flo
         hbm_gib_per_chip=hbm, hbm_gbps_per_chip=hbm_gbps, ici_gbps_per_chip=ici_gbps,
         peak_bf16_tflops_per_chip=tflops, tensorcores_per_chip=1, ray_accelerator_type=ray_type,
         ray_pod_prefix=prefix, gke_pod_prefix=prefix, multi_host_placement="compact", min_gke_version=min_gke,
-        zones=zones,
+        zones=zones, jax_device_kinds=device_kinds, smoke=smoke,
     )
 
 
@@ -234,13 +276,19 @@ GENERATIONS: dict[str, Generation] = {
             # https://cloud.google.com/tpu/docs/v4: "275 teraflops", "32 GiB, 1200 GBps"; no per-chip ICI figure.
             hbm_gib_per_chip=32, hbm_gbps_per_chip=1200, ici_gbps_per_chip=None, peak_bf16_tflops_per_chip=275,
             tensorcores_per_chip=2, ray_accelerator_type="TPU-V4", ray_pod_prefix="v4", gke_pod_prefix="v4",
-            multi_host_placement="compact", zones=("us-central2-b",),
+            multi_host_placement="compact", zones=("us-central2-b",), jax_device_kinds=("TPU v4",),
+            # smoke floors: XLA's matmul as on v5e (92% measured there; both TensorCores are one megacore device),
+            # copies as on tpu7x (87% measured); no ICI figure to gate on
+            smoke=SmokeFloors(matmul_of_peak=0.7, hbm_of_spec=0.6, busbw_of_ici=None),
         ),
         # https://cloud.google.com/tpu/docs/v5e: 197 TFLOP/s, "16 GB, 819 GBps", ICI 400 GBps bidirectional.
         _generation_2d("v5e", "tpu-v5-lite-podslice", "v5litepod", 16, 819, 400, 197, "TPU-V5LITEPOD",
                        (MachineType("ct5lp-hightpu-1t", 1, 24, 48), MachineType("ct5lp-hightpu-4t", 4, 112, 192),
                         MachineType("ct5lp-hightpu-8t", 8, 224, 384)),
-                       RAY_OPERATOR_MIN_GKE_VERSION, ("us-central1-a", "us-west4-a", "us-south1-a")),
+                       RAY_OPERATOR_MIN_GKE_VERSION, ("us-central1-a", "us-west4-a", "us-south1-a"),
+                       ("TPU v5 lite", "TPU v5e"),
+                       # matmul 92% of peak measured (JAX's Pallas matmul guide); ICI about 0.11 without wraparound
+                       SmokeFloors(matmul_of_peak=0.75, hbm_of_spec=0.6, busbw_of_ici=0.05)),
         Generation(
             name="v5p", gke_accelerator="tpu-v5p-slice", machine_types=(MachineType("ct5p-hightpu-4t", 4, 208, 448),),
             mesh_dims=3, topologies=SHAPES_V5P, ray_topologies=_ray_box(16, 16, 24),
@@ -248,13 +296,19 @@ GENERATIONS: dict[str, Generation] = {
             hbm_gib_per_chip=95, hbm_gbps_per_chip=2765, ici_gbps_per_chip=1200, peak_bf16_tflops_per_chip=459,
             tensorcores_per_chip=2, ray_accelerator_type="TPU-V5P", ray_pod_prefix="v5p", gke_pod_prefix="v5p",
             multi_host_placement="compact", zones=("us-east5-a", "us-central1-a"),
+            jax_device_kinds=("TPU v5p", "TPU v5"),
+            # smoke floors: matmul as on v5e (megacore device), copies as on tpu7x; ICI about 0.075 below a full cube
+            smoke=SmokeFloors(matmul_of_peak=0.7, hbm_of_spec=0.6, busbw_of_ici=0.035),
         ),
         # https://cloud.google.com/tpu/docs/v6e: 918 TFLOP/s, HBM 1638 GBps, ICI 800 GBps bidirectional.
         _generation_2d("v6e", "tpu-v6e-slice", "v6e", 32, 1638, 800, 918, "TPU-V6E",
                        (MachineType("ct6e-standard-1t", 1, 44, 176), MachineType("ct6e-standard-4t", 4, 180, 720),
                         MachineType("ct6e-standard-8t", 8, 360, 1440)),
                        "1.31.2-gke.1115000",
-                       ("us-east5-b", "us-east1-d", "us-central1-b", "europe-west4-a", "asia-northeast1-b")),
+                       ("us-east5-b", "us-east1-d", "us-central1-b", "europe-west4-a", "asia-northeast1-b"),
+                       ("TPU v6 lite", "TPU v6e"),
+                       # matmul as on v5e, copies as on tpu7x; ICI about 0.11 without wraparound (one 90 GB/s link)
+                       SmokeFloors(matmul_of_peak=0.7, hbm_of_spec=0.6, busbw_of_ici=0.05)),
         Generation(
             name="tpu7x", gke_accelerator="tpu7x", machine_types=(MachineType("tpu7x-standard-4t", 4, 224, 960),),
             mesh_dims=3, topologies=SHAPES_TPU7X, ray_topologies=RAY_V7X,
@@ -262,7 +316,10 @@ GENERATIONS: dict[str, Generation] = {
             hbm_gib_per_chip=192, hbm_gbps_per_chip=7380, ici_gbps_per_chip=1200, peak_bf16_tflops_per_chip=2307,
             tensorcores_per_chip=2, ray_accelerator_type="TPU-V7X", ray_pod_prefix="v7x", gke_pod_prefix="tpu7x",
             multi_host_placement="workload-policy", min_gke_version="1.34.0-gke.2201000",
-            min_gke_version_autopilot="1.34.1-gke.3084001", zones=("us-central1-c",),
+            min_gke_version_autopilot="1.34.1-gke.3084001", zones=("us-central1-c",), jax_device_kinds=("TPU7x",),
+            # smoke floors: measured per device (accelerator-microbenchmarks): matmul 77-82% of peak, copies 87% of
+            # spec, an all-gather 0.15 of the ICI figure
+            smoke=SmokeFloors(matmul_of_peak=0.6, hbm_of_spec=0.65, busbw_of_ici=0.05),
         ),
     )
 }

@@ -8,8 +8,17 @@ The JSON object (a *verdict*) has these keys::
     generation, topology, pod_type: str
     hosts_expected, hosts_found: int
     duration_s: float
-    checks: [{name: str, ok: bool, detail: str, value: number|null, expected: number|null}]
+    checks: [{name: str, ok: bool, detail: str, value: number|null, expected: number|null,
+              informational?: bool}]   informational: reported, does not gate on this hardware (ok is then true)
     hosts: [{worker_id: int, node_id: str, ip: str, devices: int, ok: bool, problems: [str]}]
+    perf?: [{metric: str, unit: str, worker_id: int|null, device: int|null, value: number|null,
+             reference: number|null, ratio: number|null, min_ratio: number|null, gates: bool,
+             peer_ratio: number|null, min_peer_ratio: number|null, ok: bool}]
+                          one row per device and metric (matmul_tflops, hbm_bandwidth) and one per slice-wide
+                          figure (allreduce_busbw, allreduce_latency): ratio = value / reference (the catalog's
+                          per-device figure), gated by min_ratio where ``gates``; peer_ratio = value / the slice's
+                          median, gated by min_peer_ratio everywhere; ok = no gating threshold missed
+    injected?: [str]      fault injection that was active (tests, drills)
 
 Standard library only: ``raytpu local smoke``, ``raytpu smoke`` and ``raytpu demo`` all use it.
 """
@@ -153,14 +162,58 @@ def render_table(verdicts: Iterable[Mapping[str, Any]]) -> str:
                 check_rows.append([_mark(c.get("ok")), str(c.get("name", "?")), _number(c.get("value")),
                                    _number(c.get("expected")), str(c.get("detail", ""))])
             lines.extend("  " + line for line in text_table(check_rows))
+        perf, hidden = perf_rows(v)
+        if perf:
+            lines.extend("  " + line for line in text_table(perf))
+            if hidden:
+                lines.append(f"  ({hidden} more device rows within their thresholds; the JSON report has every row)")
         for h in v.get("hosts") or []:
             if not h.get("ok", True):
                 problems = "; ".join(str(p) for p in h.get("problems") or []) or "not ok"
                 lines.append(f"  {FAIL_MARK} host {h.get('worker_id', '?')} ({h.get('ip') or 'no ip'}): {problems}")
+        for line in v.get("injected") or []:
+            lines.append(f"  fault injection: {line}")
     healthy = sum(1 for v in verdicts if v.get("healthy"))
     lines.append("")
     lines.append(f"{healthy}/{len(verdicts)} slices healthy")
     return "\n".join(lines)
+
+
+PERF_ROWS_SHOWN = 32
+"""Past this many device rows, tables show only the rows that miss a threshold and the slowest device per metric."""
+
+
+def _against(ratio: Any, floor: Any, gates: bool, what: str) -> str:
+    if ratio is None:
+        return "-"
+    if floor is None:
+        return f"{_number(ratio)}{what} (no threshold)"
+    return f"{_number(ratio)}{what} (min {_number(floor)}, gates here: {'yes' if gates else 'no'})"
+
+
+def perf_rows(verdict: Mapping[str, Any], limit: int = PERF_ROWS_SHOWN) -> tuple[list[list[str]], int]:
+    """The verdict's ``perf`` rows as a table (header first; empty without rows), each figure with its thresholds
+    and whether they gate here; and how many healthy device rows were left out (past ``limit`` device rows only
+    the ones that miss a threshold and the slowest per metric are shown)."""
+    rows = list(verdict.get("perf") or [])
+    if not rows:
+        return [], 0
+    devices = [r for r in rows if r.get("device") is not None]
+    shown = rows
+    if len(devices) > limit:
+        slowest = {id(min((d for d in devices if d.get("metric") == m), key=lambda d: d.get("value") or 0.0))
+                   for m in {d.get("metric") for d in devices}}
+        shown = [r for r in rows if r.get("device") is None or not r.get("ok", True) or id(r) in slowest]
+    table = [["", "perf", "host", "device", "value", "vs catalog", "vs slice median"]]
+    for r in shown:
+        worker = r.get("worker_id")
+        table.append([_mark(r.get("ok", True)), str(r.get("metric", "?")), "slice" if worker is None else str(worker),
+                      "-" if r.get("device") is None else str(r["device"]),
+                      f"{_number(r.get('value'))} {r.get('unit', '')}".strip(),
+                      _against(r.get("ratio"), r.get("min_ratio"), bool(r.get("gates")),
+                               f" of {_number(r.get('reference'))}" if r.get("reference") is not None else ""),
+                      _against(r.get("peer_ratio"), r.get("min_peer_ratio"), True, "x")])
+    return table, len(rows) - len(shown)
 
 
 STATES = ("healthy", "busy", "unschedulable", "unhealthy")
@@ -244,6 +297,16 @@ def render_markdown(verdicts: Iterable[Mapping[str, Any]]) -> str:
         lines += ["", "| slice | failed check | value | expected | detail |", "|---|---|---|---|---|"]
         lines += [f"| `{v.get('slice', '?')}` | {c.get('name', '?')} | {_number(c.get('value'))} | "
                   f"{_number(c.get('expected'))} | {c.get('detail', '')} |" for v, c in failed]
+    for v in verdicts:
+        perf, hidden = perf_rows(v)
+        if perf:
+            lines += ["", f"`{v.get('slice', '?')}` per device and interconnect:", "",
+                      "| " + " | ".join(perf[0]) + " |", "|" + "---|" * len(perf[0])]
+            lines += ["| " + " | ".join(row) + " |" for row in perf[1:]]
+            if hidden:
+                lines += ["", f"{hidden} more device rows within their thresholds (smoke.json has every row)."]
+        for line in v.get("injected") or []:
+            lines += ["", f"Fault injection in `{v.get('slice', '?')}`: {line}"]
     return "\n".join(lines) + "\n"
 
 

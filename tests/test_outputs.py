@@ -235,4 +235,5 @@ def test_default_outputs_file_is_the_documented_one(tmp_path: Path, monkeypatch:
     (tmp_path / "raytpu.yaml").write_text(CONFIG)
     (tmp_path / DEFAULT_OUTPUTS).write_text(json.dumps(cdktf_shape()))
     assert cli.main(["submit", "train", "--stack", STACK, "--run-id", "r1", "--dry-run"]) == 0
-    assert f"gs://{VALUES['bucket']}/checkpoints/train-r1" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"bucketName: {VALUES['bucket']}" in out and "--storage-path /mnt/gcs/checkpoints --name train-r1" in out

@@ -137,3 +137,51 @@ def test_markdown_summary_has_a_row_per_slice_and_the_failed_checks(tmp_path: Pa
     assert "| `bad` | hosts | 3 | 4 | host 3 missing |" in text
     report.write_reports(verdicts, tmp_path)
     assert (tmp_path / report.MARKDOWN_NAME).read_text() == text
+
+
+def perf_row(metric: str, worker: int | None, device: int | None, value: float, ok: bool = True,
+             gates: bool = False) -> dict[str, Any]:
+    """A ``perf`` row as the smoke check writes it (v6e: 918 TFLOP/s, 1638 GB/s per device, 800 GB/s ICI)."""
+    unit, reference, floor = {"matmul_tflops": ("TFLOP/s", 918.0, 0.7), "hbm_bandwidth": ("GB/s", 1638.0, 0.6),
+                              "allreduce_busbw": ("GB/s", 800.0, 0.05)}[metric]
+    return {"metric": metric, "unit": unit, "worker_id": worker, "device": device, "value": value,
+            "reference": reference, "ratio": value / reference, "min_ratio": floor, "gates": gates,
+            "peer_ratio": None if device is None else 1.0, "min_peer_ratio": None if device is None else 0.5, "ok": ok}
+
+
+def test_the_table_shows_every_device_and_the_ici_figure_with_thresholds_and_gating() -> None:
+    rows = [perf_row(m, w, d, 0.02 if m == "matmul_tflops" else 30.0) for m in ("matmul_tflops", "hbm_bandwidth")
+            for w in range(2) for d in range(4)]
+    rows.append(perf_row("allreduce_busbw", None, None, 0.5))
+    text = report.render_table([verdict(perf=rows, injected=["RAYTPU_SMOKE_INJECT_SLOW_DEVICE: host 1 device 2"])])
+    lines = text.splitlines()
+    header = next(line for line in lines if "perf" in line and "vs catalog" in line)
+    assert header.split() == ["perf", "host", "device", "value", "vs", "catalog", "vs", "slice", "median"]
+    matmul = [line for line in lines if " matmul_tflops " in line]
+    assert len(matmul) == 8 and len([line for line in lines if " hbm_bandwidth " in line]) == 8
+    assert "0.02 TFLOP/s" in matmul[0] and "2.179e-05 of 918 (min 0.7, gates here: no)" in matmul[0]
+    assert "1x (min 0.5, gates here: yes)" in matmul[0]
+    ici = next(line for line in lines if "allreduce_busbw" in line)
+    assert ici.split()[1:5] == ["allreduce_busbw", "slice", "-", "0.5"] and "of 800 (min 0.05, gates here: no)" in ici
+    assert "  fault injection: RAYTPU_SMOKE_INJECT_SLOW_DEVICE: host 1 device 2" in text
+
+
+def test_past_32_devices_the_table_keeps_the_rows_that_matter() -> None:
+    rows = [perf_row(m, w, d, 700.0 + w + d, gates=True) for m in ("matmul_tflops", "hbm_bandwidth")
+            for w in range(10) for d in range(4)]
+    rows[13] = perf_row("matmul_tflops", 3, 1, 300.0, ok=False, gates=True)
+    rows.append(perf_row("allreduce_busbw", None, None, 90.0, gates=True))
+    table, hidden = report.perf_rows(verdict(perf=rows))
+    assert [(r[0], r[1], r[2], r[3]) for r in table[1:]] == [  # the failing device, the slowest healthy one, the ICI
+        ("✗", "matmul_tflops", "3", "1"), ("✓", "hbm_bandwidth", "0", "0"), ("✓", "allreduce_busbw", "slice", "-")]
+    assert hidden == 78
+    assert "(78 more device rows within their thresholds; the JSON report has every row)" in report.render_table(
+        [verdict(perf=rows)])
+
+
+def test_markdown_summary_has_the_perf_table_per_slice() -> None:
+    rows = [perf_row("matmul_tflops", 0, 0, 650.0, gates=True), perf_row("allreduce_busbw", None, None, 90.0)]
+    text = report.render_markdown([verdict("s1", perf=rows), verdict("s2")])
+    assert "`s1` per device and interconnect:" in text and "`s2` per device and interconnect" not in text
+    assert "|  | perf | host | device | value | vs catalog | vs slice median |\n|---|---|---|---|---|---|---|" in text
+    assert "| ✓ | matmul_tflops | 0 | 0 | 650 TFLOP/s | 0.7081 of 918 (min 0.7, gates here: yes) |" in text

@@ -1,8 +1,10 @@
-"""workloads/smoke.py pieces that need no cluster: inventory, timeout messages, verdicts of broken slices."""
+"""workloads/smoke.py pieces that need no cluster: inventory, timeout messages, verdicts of broken slices, and how
+the host checks' results are judged on TPU (made-up results; the emulated slice runs the same code on CPU)."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -83,3 +85,246 @@ def test_verdict_lines_round_trip_through_the_report_parser(plan: SlicePlan, cap
     verdict = smoke.check_slice(plan, inv, args())
     print(format_verdict_line(verdict))
     assert parse_verdict_line(capsys.readouterr().out) == verdict
+
+
+# ---------------------------------------------------------------------------------------------- judging results
+# The host check's results, made up: what `judge` turns into checks, host problems and perf rows. The emulated
+# slice runs the same code with CPU devices (tests/test_smoke_slice.py); these show what it does on TPU.
+
+HEALTHY = 0.85
+"""A healthy device's share of the catalog's peak and HBM figures in these results."""
+
+
+def result(plan: SlicePlan, worker: int, *, platform: str = "tpu", kind: str = "TPU v6 lite",
+           per_chip: int = 1, matmul: list[float] | None = None, hbm: list[float] | None = None,
+           busbw: float | None = None, hostname: str | None = None, peer_ip: str | None = None) -> dict[str, Any]:
+    """One host's result as ``_host_check`` returns it; pods named as the KubeRay TPU webhook names them
+    (``<group>-<replica>-<worker>.<cluster>-headless``, kuberay-tpu-webhook main.go:273-287, 848)."""
+    from raytpu.catalog import generation
+
+    gen = generation(plan.generation)
+    devices = plan.chips_per_host * per_chip
+    peer = (worker + 1) % plan.hosts
+    names = [f"tpu-group-0-{i}.c-headless" for i in range(plan.hosts)]
+    return {"process_id": worker, "node_id": f"a-{worker}", "ip": f"10.0.0.{worker}",
+            "hostname": hostname or f"tpu-group-0-{worker}",
+            "peer": {"worker": peer, "name": names[peer], "ip": peer_ip or f"10.0.0.{peer}", "error": ""},
+            "env": {"TPU_WORKER_HOSTNAMES": ",".join(names), "TPU_WORKER_ID": str(worker),
+                    smoke.ENV_EMULATED: "1" if platform == "cpu" else ""},
+            "platform": platform, "devices": devices, "devices_total": plan.chips * per_chip, "device_kind": kind,
+            "sizes": {"allreduce_mib": 256, "allreduce_iters": 20, "latency_iters": 200},
+            "hbm_bytes": [gen.hbm_gib_per_chip * 0.95 / per_chip * 2**30] * devices,
+            "psum": plan.chips * per_chip * (plan.chips * per_chip + 1) / 2,
+            "allreduce_gbps": (0.1 * gen.ici_gbps_per_chip / per_chip if gen.ici_gbps_per_chip else 50.0)
+            if busbw is None else busbw, "latency_us": 20.0,
+            "matmul_tflops": matmul or [HEALTHY * gen.peak_bf16_tflops_per_chip / per_chip] * devices,
+            "hbm_gbps": hbm or [HEALTHY * gen.hbm_gbps_per_chip / per_chip] * devices}
+
+
+def judged(plan: SlicePlan, results: dict[int, dict[str, Any]], *flags: str) -> dict[str, Any]:
+    """The verdict ``judge`` gives ``results`` on a reserved slice."""
+    import time
+
+    hosts = {w: {"worker_id": w, "node_id": f"a-{w}", "ip": f"10.0.0.{w}", "devices": 0, "ok": True, "problems": []}
+             for w in range(plan.hosts)}
+    checks: list[dict[str, Any]] = []
+    perf = smoke.judge(plan, smoke.build_parser().parse_args(list(flags)), results, checks, hosts)
+    return smoke._verdict(plan, "a", plan.hosts, checks, hosts, time.monotonic(), perf)
+
+
+def by_name(verdict: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in verdict["checks"]}
+
+
+@pytest.fixture
+def on_gke(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver runs outside an emulated slice."""
+    monkeypatch.delenv(smoke.ENV_EMULATED, raising=False)
+
+
+def test_a_healthy_tpu_slice_passes_and_every_figure_gates(plan: SlicePlan, on_gke: None) -> None:
+    verdict = judged(plan, {w: result(plan, w) for w in range(plan.hosts)})
+    checks = by_name(verdict)
+    assert verdict["healthy"], [c for c in verdict["checks"] if not c["ok"]]
+    for name in ("matmul_tflops_ratio", "matmul_tflops_peer_ratio", "hbm_bandwidth_ratio", "hbm_bandwidth_peer_ratio",
+                 "allreduce_bandwidth_gbps", "device_kind", "worker_hostnames", "hbm_ratio"):
+        assert not checks[name].get("informational"), name
+    assert len([r for r in verdict["perf"] if r["device"] is not None]) == 2 * plan.chips
+    assert all(r["gates"] for r in verdict["perf"] if r["metric"] != "allreduce_latency")
+
+
+def test_one_chip_at_half_speed_is_named_as_the_slowest_device(plan: SlicePlan, on_gke: None) -> None:
+    """The old check averaged each host and passed a host with one chip at half speed (87.5% of its peers)."""
+    results = {w: result(plan, w) for w in range(plan.hosts)}
+    results[2]["matmul_tflops"][1] *= 0.5
+    verdict = judged(plan, results)
+    checks = by_name(verdict)
+    assert not verdict["healthy"]
+    assert not checks["matmul_tflops_ratio"]["ok"]
+    assert checks["matmul_tflops_ratio"]["detail"].startswith("slowest of 16 devices: host 2 device 1,")
+    assert checks["matmul_tflops_ratio"]["value"] == pytest.approx(HEALTHY / 2, rel=1e-3)
+    assert checks["matmul_tflops_peer_ratio"]["ok"]  # exactly half its peers: caught by the catalog floor
+    assert [h["worker_id"] for h in verdict["hosts"] if not h["ok"]] == [2]
+    assert [(r["worker_id"], r["device"]) for r in verdict["perf"] if not r["ok"]] == [(2, 1)]
+
+
+def test_a_whole_slice_at_half_speed_fails_the_catalog_floor(plan: SlicePlan, on_gke: None) -> None:
+    """Peers cannot see it (all equally slow); the per-generation floor (0.7 of peak on v6e) does."""
+    results = {w: result(plan, w, matmul=[0.45 * 918] * plan.chips_per_host) for w in range(plan.hosts)}
+    verdict = judged(plan, results)
+    checks = by_name(verdict)
+    assert not verdict["healthy"] and not checks["matmul_tflops_ratio"]["ok"]
+    assert checks["matmul_tflops_ratio"]["expected"] == 0.7 and checks["matmul_tflops_peer_ratio"]["ok"]
+
+
+def test_on_an_emulated_slice_catalog_floors_inform_and_peers_gate(plan: SlicePlan,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(smoke.ENV_EMULATED, "1")
+    results = {w: result(plan, w, platform="cpu", kind="cpu", matmul=[0.02] * 4, hbm=[30.0] * 4)
+               for w in range(plan.hosts)}
+    verdict = judged(plan, results)
+    checks = by_name(verdict)
+    assert verdict["healthy"]
+    assert checks["matmul_tflops_ratio"]["informational"] and "not met here" in checks["matmul_tflops_ratio"]["detail"]
+    assert checks["device_kind"]["informational"] and checks["worker_hostnames"]["informational"]
+    results[3]["matmul_tflops"][0] = 0.004  # a fifth of its peers
+    slow = judged(plan, results)
+    assert not slow["healthy"] and not by_name(slow)["matmul_tflops_peer_ratio"]["ok"]
+    assert by_name(slow)["matmul_tflops_peer_ratio"]["detail"] == ("host 3 device 0 at 0.20x the slice median "
+                                                                   "0.02 TFLOP/s")
+    assert [h["worker_id"] for h in slow["hosts"] if not h["ok"]] == [3]
+
+
+def test_hbm_bandwidth_is_gated_per_device_against_the_catalog(plan: SlicePlan, on_gke: None) -> None:
+    results = {w: result(plan, w) for w in range(plan.hosts)}
+    results[0]["hbm_gbps"][3] = 0.55 * 1638  # v6e: 1638 GB/s per chip; floor 0.6
+    verdict = judged(plan, results)
+    check = by_name(verdict)["hbm_bandwidth_ratio"]
+    assert not verdict["healthy"] and not check["ok"] and "host 0 device 3" in check["detail"]
+    assert check["value"] == pytest.approx(0.55) and check["expected"] == 0.6
+
+
+@pytest.mark.parametrize(("gen", "topology", "per_chip", "busbw_per_device", "healthy"), [
+    ("v6e", "4x4", 1, 0.06 * 800, True),     # floor 0.05 of 800 GB/s = 40 GB/s per chip
+    ("v6e", "4x4", 1, 0.04 * 800, False),
+    ("tpu7x", "2x2x2", 2, 0.03 * 1200, True),  # two devices per chip: 0.06 of 1200 per chip
+    ("tpu7x", "2x2x2", 2, 0.02 * 1200, False),
+    ("v4", "2x2x2", 1, 1.0, True),            # no ICI figure: reported, not gated
+])
+def test_allreduce_bus_bandwidth_gates_against_the_ici_figure(gen: str, topology: str, per_chip: int,
+                                                               busbw_per_device: float, healthy: bool,
+                                                               on_gke: None) -> None:
+    from raytpu.catalog import generation
+
+    sliced = plan_slice(gen, topology)
+    kind = generation(gen).jax_device_kinds[0]
+    results = {w: result(sliced, w, kind=kind, per_chip=per_chip, busbw=busbw_per_device)
+               for w in range(sliced.hosts)}
+    verdict = judged(sliced, results)
+    check = by_name(verdict)["allreduce_bandwidth_gbps"]
+    assert verdict["healthy"] is healthy, check
+    assert check["value"] == pytest.approx(busbw_per_device * per_chip, rel=1e-3)
+    assert bool(check.get("informational")) is (gen == "v4")
+    row = next(r for r in verdict["perf"] if r["metric"] == "allreduce_busbw")
+    assert row["gates"] is (gen != "v4") and row["reference"] == generation(gen).ici_gbps_per_chip
+
+
+def test_the_device_kind_libtpu_reports_must_be_the_plans_generation(plan: SlicePlan, on_gke: None) -> None:
+    results = {w: result(plan, w) for w in range(plan.hosts)}
+    results[1]["device_kind"] = "TPU v5 lite"
+    verdict = judged(plan, results)
+    assert not verdict["healthy"] and not by_name(verdict)["device_kind"]["ok"]
+    assert verdict["hosts"][1]["problems"] == ["JAX reports 'TPU v5 lite' devices, not v6e"]
+
+
+def test_pod_hostnames_and_their_dns_records_are_checked_against_ray_nodes(plan: SlicePlan, on_gke: None) -> None:
+    """The webhook names pod w ``<group>-<replica>-w`` and lists the FQDNs in TPU_WORKER_HOSTNAMES; DNS from
+    another pod must lead to the host Ray knows as that worker (its own /etc/hosts always resolves)."""
+    results = {w: result(plan, w) for w in range(plan.hosts)}
+    results[1]["hostname"] = "tpu-group-0-3"          # a pod that is not the worker its env says
+    results[1]["peer"].update(ip="10.0.0.9")          # host 1 reaches worker 2's name at someone else
+    results[3]["peer"].update(ip=None, error="[Errno -2] Name or service not known")
+    verdict = judged(plan, results)
+    assert not verdict["healthy"] and not by_name(verdict)["worker_hostnames"]["ok"]
+    problems = {h["worker_id"]: h["problems"] for h in verdict["hosts"] if h["problems"]}
+    assert problems == {
+        1: ["pod hostname 'tpu-group-0-3' is not its TPU_WORKER_HOSTNAMES entry 'tpu-group-0-1' (worker 1)"],
+        2: ["its name 'tpu-group-0-2.c-headless' resolves to 10.0.0.9 from host 1, not to its Ray node IP 10.0.0.2"],
+        0: ["its name 'tpu-group-0-0.c-headless' resolves to nothing from host 3 ([Errno -2] Name or service not "
+            "known), not to its Ray node IP 10.0.0.0"]}
+
+
+def test_fault_injection_is_parsed_strictly_and_reaches_one_host() -> None:
+    from raytpu.errors import InvalidInput
+
+    faults = smoke.Faults.from_env({smoke.ENV_INJECT_SLOW: "1:2:10", smoke.ENV_INJECT_ERROR: "3"})
+    assert faults.for_host(1) == {"error": False, "slow": {2: 10.0}}
+    assert faults.for_host(3) == {"error": True, "slow": {}} and faults.for_host(0) == {"error": False, "slow": {}}
+    assert len(faults.describe()) == 2 and smoke.Faults.from_env({}) == smoke.Faults()
+    for bad in ({smoke.ENV_INJECT_SLOW: "1:2"}, {smoke.ENV_INJECT_SLOW: "a:b:c"}, {smoke.ENV_INJECT_SLOW: "1:2:0.5"},
+                {smoke.ENV_INJECT_ERROR: "one"}):
+        with pytest.raises(InvalidInput):
+            smoke.Faults.from_env(bad)
+
+
+def test_the_check_limit_grows_with_hosts_and_fits_the_jobs_deadline() -> None:
+    from raytpu.kinds import kind
+
+    assert [smoke.check_limit_s(h) for h in (1, 4, 64)] == [182, 188, 308]
+    deadline = kind("smoke").limits.active_deadline_s  # type: ignore[union-attr]
+    assert smoke.check_limit_s(2240, deadline) == (deadline - smoke.RESERVE_TIMEOUT_S) / 2 - 60
+    assert smoke.build_parser().parse_args([]).check_timeout_s is None  # the default comes from the plan
+
+
+def test_each_bundle_is_pinned_to_its_worker_id(plan: SlicePlan) -> None:
+    assert smoke.bundle_selectors(plan, "s") == [{"ray.io/tpu-slice-name": "s", "ray.io/tpu-worker-id": str(i)}
+                                                 for i in range(plan.hosts)]
+
+
+class _Held:
+    latency_s = 0.1
+    released = False
+
+    def release(self) -> None:
+        self.released = True
+
+
+@pytest.mark.parametrize(("stage", "expected_check"), [("reserve_slice", "reservation"), ("_run_hosts", "host_checks"),
+                                                       ("judge", "judge")])
+def test_a_failure_at_any_stage_is_a_verdict_naming_it(plan: SlicePlan, stage: str, expected_check: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    held = _Held()
+
+    def boom(*_args: Any, **_kwargs: Any) -> Any:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(smoke, "reserve_slice", lambda *a, **k: held)
+    monkeypatch.setattr(smoke, "_run_hosts", lambda *a, **k: {})
+    monkeypatch.setattr(smoke, stage, boom)
+    inv = smoke.SliceInventory("a", {w: node(plan, "a", w) for w in range(plan.hosts)}, plan.hosts)
+    verdict = smoke.check_slice(plan, inv, args())
+    failed = [c for c in verdict["checks"] if not c["ok"]]
+    assert not verdict["healthy"] and [c["name"] for c in failed] == [expected_check]
+    assert failed[0]["detail"].endswith("RuntimeError: boom")
+    assert held.released or stage == "reserve_slice"
+
+
+def test_an_unreachable_cluster_still_prints_a_verdict(monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    import ray
+
+    from raytpu.config import load
+
+    spec = load(Path(__file__).resolve().parent.parent / "raytpu.example.yaml")
+    for key, value in spec.workload("smoke").env().items():
+        monkeypatch.setenv(key, value)
+
+    def unreachable(*_args: Any, **_kwargs: Any) -> None:
+        raise ConnectionError("no Ray cluster at 10.9.9.9:6379")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", unreachable)
+    assert smoke.main(["--address", "10.9.9.9:6379"]) == 1
+    verdict = parse_verdict_line(capsys.readouterr().out)
+    assert verdict is not None and not verdict["healthy"]
+    assert verdict["checks"][0]["detail"] == "the check failed: ConnectionError: no Ray cluster at 10.9.9.9:6379"

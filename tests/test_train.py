@@ -1,9 +1,13 @@
-"""workloads/train.py: JaxTrainer on an emulated slice converges, and survives a host killed mid-run."""
+"""workloads/train.py: JaxTrainer on an emulated slice converges, and survives a host killed mid-run; a launch
+reports the steps it ran, checkpoints go through the bucket's mount, a two-host 2x4 stays on one slice, and the
+step compiles once."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from raytpu import local
+from raytpu import kuberay, local
 from raytpu.catalog import generation
-from raytpu.plan import SlicePlan, plan_slice
+from raytpu.plan import RAY_SLICE_LABEL, RAY_WORKER_LABEL, SlicePlan, plan_slice
 from raytpu.workloads import train
 
 
@@ -41,6 +45,48 @@ def test_scaling_config_comes_from_the_slice_plan() -> None:
 
 
 @pytest.mark.unit
+def test_two_host_2x4_pins_its_workers_to_one_named_slice(plan: SlicePlan) -> None:
+    """Ray 2.60 takes a v5e/v6e 2x4 for one 8-chip host (so it reserves no slice); with the slice's name, every
+    worker bundle Ray Train builds from the ScalingConfig (``get_tpu_worker_resources``, as SlicePlacementGroup does)
+    asks for that slice's own resource."""
+    from ray.util.tpu import get_tpu_worker_resources
+
+    assert (plan.hosts, plan.chips_per_host) == (2, 4) and train.ray_assumed_hosts(plan) == 1
+    assert train.ray_assumed_hosts(plan_slice("v6e", "4x4")) == plan_slice("v6e", "4x4").hosts
+    config = train.scaling_config(plan, "slice-a")
+    workers, bundle = get_tpu_worker_resources(plan.topology, plan.ray_accelerator_type,
+                                               resources_per_worker=config.resources_per_worker)
+    assert workers == config.num_workers == 2
+    assert bundle == {"TPU": 4, "CPU": 1, "slice-a": 1}
+    assert "slice-a" not in train.scaling_config(plan).resources_per_worker
+
+
+@pytest.mark.unit
+def test_train_storage_is_under_the_gcs_fuse_mount_of_every_ray_pod() -> None:
+    """Checkpoints go through the bucket's GCS FUSE mount (a local path to Ray Train), not ``gs://`` (pyarrow's
+    GcsFileSystem needs storage.buckets.get); every Ray pod of the job, the driver's head included, mounts it."""
+    from raytpu.config import load
+
+    spec = load(str(Path(__file__).parent.parent / "raytpu.example.yaml"))
+    args = kuberay.train_args("train-r1")
+    assert args == ["--storage-path", f"{kuberay.GCS_MOUNT_PATH}/checkpoints", "--name", "train-r1"]
+    job = kuberay.workload_manifest(spec, spec.workload("train"), service_account="ksa", bucket="b",
+                                    name="train-r1", args=args)
+    cluster = job["spec"]["rayClusterSpec"]
+    for template in [cluster["headGroupSpec"]["template"], *(g["template"] for g in cluster["workerGroupSpecs"])]:
+        mounts = {m["mountPath"] for m in template["spec"]["containers"][0]["volumeMounts"]}
+        assert kuberay.GCS_MOUNT_PATH in mounts
+    assert kuberay.checkpoint_uri("b", "train-r1") == "gs://b/checkpoints/train-r1"
+
+
+@pytest.mark.unit
+def test_every_launch_without_a_name_gets_a_new_run_name() -> None:
+    names = {train.default_run_name() for _ in range(20)}
+    assert len(names) == 20 and all(n.startswith("raytpu-train-") for n in names)
+    assert train.build_parser().parse_args(["--storage-path", "x"]).name is None
+
+
+@pytest.mark.unit
 def test_parse_result_takes_the_last_summary_line() -> None:
     text = f"noise\n{train.MARKER} {{\"ok\": false}}\n{train.MARKER} {{\"ok\": true}}\n"
     assert train.parse_result(text) == {"ok": True}
@@ -50,6 +96,9 @@ def test_parse_result_takes_the_last_summary_line() -> None:
 @pytest.mark.slice
 @pytest.mark.timeout(300)
 def test_training_converges(cluster: local.LocalCluster, tmp_path: Path) -> None:
+    """30 steps of the MLP: the loss halves, a fresh run reports all of its steps, and the step compiles once
+    (XLA compilations counted through jax.monitoring, ``train.COMPILE_EVENT``: none while stepping), its compile
+    time reported apart from its step time."""
     done = local.run_workload(cluster, "train", "--storage-path", str(tmp_path), "--steps", "30",
                               "--checkpoint-every", "10", timeout_s=240)
     summary = train.parse_result(done.stdout)
@@ -60,6 +109,103 @@ def test_training_converges(cluster: local.LocalCluster, tmp_path: Path) -> None
     assert summary["step_time_s"] > 0 and summary["samples_per_s"] > 0
     assert summary["devices"] == cluster.slice_plan.chips
     assert Path(summary["checkpoint"]).is_dir()
+    assert summary["steps_run"] == 30 and summary["start_step"] == 0 and not summary["already_complete"]
+    assert summary["compiles_during_steps"] == 0, summary
+    assert 2 <= summary["compiles"] < 30  # the data and the update function, once each, not once per step
+    assert summary["compile_time_s"] > summary["step_time_s"] > 0
+
+
+@pytest.mark.slice
+@pytest.mark.timeout(400)
+def test_a_relaunch_under_the_same_name_reports_the_steps_it_ran(cluster: local.LocalCluster,
+                                                                 tmp_path: Path) -> None:
+    """Ray Train restores a run from ``storage/name``: a relaunch of a finished run trains nothing and must not
+    report success; one with more steps resumes and reports only the steps it ran."""
+    run = ["--storage-path", str(tmp_path), "--name", "same", "--checkpoint-every", "3"]
+    first = local.run_workload(cluster, "train", *run, "--steps", "6", timeout_s=240)
+    summary = train.parse_result(first.stdout)
+    assert first.returncode == 0 and summary and summary["ok"], first.stderr[-3000:]
+    assert (summary["steps_run"], summary["start_step"], summary["steps_done"]) == (6, 0, 6)
+
+    again = local.run_workload(cluster, "train", *run, "--steps", "6", timeout_s=240)
+    summary = train.parse_result(again.stdout)
+    assert again.returncode == 1 and summary and not summary["ok"], again.stderr[-3000:]
+    assert summary["steps_run"] == 0 and summary["already_complete"] and summary["start_step"] == 6
+    assert "trained nothing" in summary["error"]
+
+    more = local.run_workload(cluster, "train", *run, "--steps", "9", timeout_s=240)
+    summary = train.parse_result(more.stdout)
+    assert more.returncode == 0 and summary and summary["ok"], more.stderr[-3000:]
+    assert (summary["steps_run"], summary["start_step"], summary["steps_done"]) == (3, 6, 9)
+    assert [h["step"] for h in summary["history"]] == [3, 6, 9]
+
+
+@pytest.mark.slice
+@pytest.mark.timeout(300)
+def test_checkpoints_land_under_the_mount_the_job_is_given(cluster: local.LocalCluster, tmp_path: Path) -> None:
+    """The GKE job's own flags (``kuberay.train_args``) with a local directory standing in for the GCS FUSE mount."""
+    done = local.run_workload(cluster, "train", *kuberay.train_args("train-m1", mount_path=str(tmp_path)),
+                              "--steps", "4", "--checkpoint-every", "2", timeout_s=240)
+    summary = train.parse_result(done.stdout)
+    assert done.returncode == 0 and summary and summary["ok"], done.stderr[-3000:]
+    checkpoint = Path(summary["checkpoint"])
+    assert checkpoint.parent == tmp_path / "checkpoints" / "train-m1"
+    assert (checkpoint / train.STATE_FILE).is_file() and (checkpoint / train.META_FILE).is_file()
+
+
+@pytest.mark.slice
+@pytest.mark.timeout(480)
+def test_two_host_2x4_workers_land_on_one_slice_of_two(start_cluster: Any, plan: SlicePlan, tmp_path: Path) -> None:
+    """Two emulated 2-host v6e 2x4 slices, one host of each held busy: unpinned (Ray 2.60's own reservation), the
+    two workers take the two free hosts of two slices; pinned, the run waits for a whole slice (freed here) and
+    both workers run on it."""
+    import ray
+    from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
+    from ray.util.state import list_actors
+
+    two = start_cluster(plan, 2)
+    try:
+        ray.init(address=two.address, log_to_driver=False, logging_level=logging.ERROR)
+        holds = {name: placement_group([{"TPU": plan.chips_per_host}],
+                                       bundle_label_selector=[{RAY_SLICE_LABEL: name, RAY_WORKER_LABEL: "1"}])
+                 for name in two.slices}
+        ray.get([pg.ready() for pg in holds.values()], timeout=60)
+        held_ids = {pg.id.hex() for pg in holds.values()}
+        cmd = local.workload_command("train", "--storage-path", str(tmp_path), "--steps", "4",
+                                     "--checkpoint-every", "2", "--start-timeout-s", "120")
+        env = two.driver_env() | two.workload("train").env()
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        err: list[str] = []
+        assert proc.stderr is not None
+        reader = threading.Thread(target=lambda: err.extend(proc.stderr or []), daemon=True)
+        reader.start()
+        try:
+            deadline = time.monotonic() + 120
+            # wait until the run either waits for a whole slice (pinned) or has placed its workers (unpinned)
+            while not (any(train.PIN_NOTICE in line for line in err) or any(
+                    info["state"] == "CREATED" for pg_id, info in placement_group_table().items()
+                    if pg_id not in held_ids)):
+                assert proc.poll() is None, "".join(err)[-3000:]
+                assert time.monotonic() < deadline, "the run neither waited for a slice nor placed its workers"
+                time.sleep(0.5)
+            remove_placement_group(holds[two.slices[1]])  # slice 1 is whole and idle again
+            out, _ = proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        reader.join(timeout=5)
+        summary = train.parse_result(out)
+        assert proc.returncode == 0 and summary and summary["ok"], "".join(err)[-4000:]
+        labels = {n["NodeID"]: n.get("Labels") or {} for n in ray.nodes()}
+        workers = list_actors(address=two.address, filters=[("class_name", "=", "RayTrainWorker")], detail=True,
+                              limit=1000)
+        slices = {labels[w["node_id"]].get(RAY_SLICE_LABEL) for w in workers}
+        assert len(workers) == plan.hosts and slices == {two.slices[1]}, (workers, slices)
+        assert summary["slice_name"] == summary["pinned_slice"] == two.slices[1]
+    finally:
+        ray.shutdown()
+        local.stop(two.run_dir)
 
 
 @pytest.mark.slice

@@ -9,17 +9,30 @@ comes from its SlicePlan (``use_tpu=True``, ``topology``, ``accelerator_type``,
 ``num_workers = hosts``, ``TPU = chips per host``), so Ray reserves one whole slice. Every worker is a
 JAX process (``jax.distributed`` is initialised by Ray Train; on an emulated slice the hosts set
 ``JAX_PLATFORMS=cpu`` and ``JAX_NUM_CPU_DEVICES``); the global batch is sharded over every device of
-the slice and gradients are all-reduced by ``jit``.
+the slice and gradients are all-reduced by ``jit``. The step is compiled once, ahead of time, before the
+first step: its compile time and its step time are reported apart.
+
+One whole slice, also where Ray 2.60's JaxTrainer cannot see it: for a v5e/v6e ``2x4`` of two 4-chip hosts,
+Ray derives one 8-chip host from the topology and reserves no slice at all (its workers may land on two
+slices). There the driver reserves a whole, idle slice itself (head resource held, pinned by slice name) and
+pins the workers to it with the slice's own Ray resource (:func:`scaling_config`); a restart then waits for
+that slice's replacement host instead of moving to another slice.
+
+Runs and names: ``--name`` is the run (a directory under ``--storage-path``); the default is a new name
+for every launch. Ray Train restores a run's state when its directory exists, so launching an existing name
+resumes it: the summary says from which step (``start_step``) and how many steps this launch ran
+(``steps_run``). A launch that ran no step is not a success: a run already at ``--steps`` exits 1 with
+``already_complete`` (a larger ``--steps`` continues it, a new name starts afresh).
 
 Fault tolerance: rank 0 writes a checkpoint (params, optimizer state, step, loss history) every
-``--checkpoint-every`` steps under ``--storage-path`` (a local directory, or ``gs://bucket/...`` on GKE);
-``FailureConfig(max_failures=--max-failures)`` restarts the worker group from the latest checkpoint
-(on a replacement host or another intact slice). When no slice is free, each attempt to start the
-worker group gives up after ``--start-timeout-s`` and the run fails after ``--slice-retries`` such
-attempts (``controller_failure_limit``) instead of waiting forever.
+``--checkpoint-every`` steps under ``--storage-path`` (a local directory: on GKE the bucket's GCS FUSE mount,
+:func:`raytpu.kuberay.train_args`); ``FailureConfig(max_failures=--max-failures)`` restarts the worker group
+from the latest checkpoint (on a replacement host or another intact slice). When no slice is free, each
+attempt to start the worker group gives up after ``--start-timeout-s`` and the run fails after
+``--slice-retries`` such attempts (``controller_failure_limit``) instead of waiting forever.
 
-Prints one line ``RAYTPU_TRAIN_RESULT {json}`` (steps, first/final loss, loss history, step time,
-throughput, restarts, checkpoint) and exits 1 when training failed.
+Prints one line ``RAYTPU_TRAIN_RESULT {json}`` (steps, steps run, first/final loss, loss history, compile
+time, step time, throughput, restarts, checkpoint, slice) and exits 1 when training failed or ran no step.
 """
 
 from __future__ import annotations
@@ -28,18 +41,30 @@ import argparse
 import json
 import logging
 import os
+import secrets
+import statistics
 import sys
 import tempfile
 import time
 from typing import Any
 
-from raytpu.plan import SlicePlan
+from raytpu.plan import RAY_SLICE_LABEL, SlicePlan
 from raytpu.spec import WorkloadSpec
 from raytpu.workloads._entry import guarded
 
 MARKER = "RAYTPU_TRAIN_RESULT"
 STATE_FILE = "state.npz"
 META_FILE = "meta.json"
+COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+"""What JAX records through ``jax.monitoring`` for every XLA compilation (JAX 0.10: ``jax/_src/dispatch.py:61``,
+recorded around each backend compile in ``jax/_src/interpreters/pxla.py:1513-1518`` via ``dispatch.py:206``)."""
+PIN_NOTICE = "reserving a whole slice"
+"""Begins the stderr line the driver prints before it waits for a slice to pin its workers to."""
+
+
+def default_run_name() -> str:
+    """A run name no earlier launch used: ``raytpu-train-<UTC time>-<random>``."""
+    return f"raytpu-train-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(2)}"
 
 
 def _model_dims(config: dict[str, Any]) -> tuple[int, int]:
@@ -47,16 +72,39 @@ def _model_dims(config: dict[str, Any]) -> tuple[int, int]:
 
 
 def train_loop_per_worker(config: dict[str, Any]) -> None:
-    """One JAX process per host: sharded synthetic batches, MLP regression, momentum SGD, checkpoints."""
+    """One JAX process per host: sharded synthetic batches, MLP regression, momentum SGD, checkpoints.
+
+    Counts XLA compilations through ``jax.monitoring`` (:data:`COMPILE_EVENT`): the data and update functions
+    are compiled once, before the first step, so ``compiles_during_steps`` is 0.
+    """
+    import jax
+    import jax.monitoring
+
+    compiles: list[str] = []
+
+    def on_duration(event: str, duration_secs: float, **kwargs: str | int) -> None:
+        if event == COMPILE_EVENT:
+            compiles.append(str(kwargs.get("fun_name", "")))
+
+    jax.monitoring.register_event_duration_secs_listener(on_duration)
+    try:
+        _train(config, compiles)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(on_duration)
+
+
+def _train(config: dict[str, Any], compiles: list[str]) -> None:
     import jax
     import jax.numpy as jnp
     import numpy as np
+    import ray
     import ray.train
     from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
 
     ctx = ray.train.get_context()
     rank = ctx.get_world_rank()
+    launch = str(config["launch"])
     features, hidden = _model_dims(config)
     steps, batch = int(config["steps"]), int(config["batch_size"])
     every, lr, momentum = int(config["checkpoint_every"]), float(config["lr"]), 0.9
@@ -71,16 +119,14 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     true_w1 = rng.normal(size=(features, hidden)).astype(np.float32) / np.sqrt(features)
     true_w2 = rng.normal(size=(hidden, 1)).astype(np.float32) / np.sqrt(hidden)
 
-    def batch_at(step: int) -> tuple[jax.Array, jax.Array]:
+    def inputs_at(step: int) -> jax.Array:
         def rows(index: Any) -> np.ndarray:
             start = index[0].start or 0 if index else 0
             stop = index[0].stop or global_batch if index else global_batch
             r = np.random.default_rng([step, start])
             return r.normal(size=(stop - start, features)).astype(np.float32)
 
-        x = jax.make_array_from_callback((global_batch, features), data_sharding, rows)
-        y = jax.jit(lambda v: jnp.tanh(v @ true_w1) @ true_w2, out_shardings=data_sharding)(x)
-        return x, y
+        return jax.make_array_from_callback((global_batch, features), data_sharding, rows)
 
     def init_params() -> dict[str, np.ndarray]:
         r = np.random.default_rng(1)
@@ -93,7 +139,9 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         h = jnp.tanh(x @ params["w1"] + params["b1"])
         return jnp.mean((h @ params["w2"] + params["b2"] - y) ** 2)
 
-    @jax.jit
+    # one jitted function each, defined once: a jax.jit of a fresh lambda per step misses the cache every step
+    targets = jax.jit(lambda v: jnp.tanh(v @ true_w1) @ true_w2, out_shardings=data_sharding)
+
     def update(params: Any, velocity: Any, x: jax.Array, y: jax.Array) -> tuple[Any, Any, jax.Array]:
         loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
         velocity = jax.tree.map(lambda v, g: momentum * v + g, velocity, grads)
@@ -104,6 +152,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     host_params = init_params()
     host_velocity = {k: np.zeros_like(v) for k, v in host_params.items()}
     checkpoint = ray.train.get_checkpoint()
+    meta: dict[str, Any] = {}
     if checkpoint is not None:
         with checkpoint.as_directory() as directory:
             saved = np.load(os.path.join(directory, STATE_FILE))
@@ -111,16 +160,32 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
             host_velocity = {k: saved[f"v_{k}"] for k in host_params}
             with open(os.path.join(directory, META_FILE)) as f:
                 meta = json.load(f)
-        start_step, history, restarts = meta["step"], meta["history"], meta["restarts"] + 1
+        start_step, history = meta["step"], meta["history"]
+    same_launch = meta.get("launch") == launch  # else a fresh run, or an earlier launch's state (resumed)
+    restarts = meta["restarts"] + 1 if same_launch else 0
+    launch_start = meta["launch_start"] if same_launch else start_step
+    if start_step >= steps:
+        return  # nothing to run: the driver reports it (no metrics of this launch)
+
     params = jax.device_put(host_params, replicated)
     velocity = jax.device_put(host_velocity, replicated)
+    x_spec = jax.ShapeDtypeStruct((global_batch, features), jnp.float32, sharding=data_sharding)
+    t = time.perf_counter()
+    make_targets = targets.lower(x_spec).compile()
+    step_fn = jax.jit(update, out_shardings=replicated).lower(
+        params, velocity, x_spec, jax.ShapeDtypeStruct((global_batch, 1), jnp.float32, sharding=data_sharding)
+    ).compile()  # a compiled executable never recompiles: a changed input shape or sharding raises instead
+    compile_time = time.perf_counter() - t
+    compiled_before_steps = len(compiles)
+    slice_name = ray.get_runtime_context().get_node_labels().get(RAY_SLICE_LABEL)
 
     step_times: list[float] = []
     window_losses: list[float] = []
     for step in range(start_step, steps):
-        x, y = batch_at(step)
+        x = inputs_at(step)
+        y = make_targets(x)
         t = time.perf_counter()
-        params, velocity, loss = update(params, velocity, x, y)
+        params, velocity, loss = step_fn(params, velocity, x, y)
         loss_value = float(np.asarray(loss.addressable_data(0)))
         step_times.append(time.perf_counter() - t)
         window_losses.append(loss_value)
@@ -129,14 +194,16 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         done = step + 1
         if done % every and done != steps:
             continue
-        timed = step_times[1:] or step_times  # the first step of a process includes compilation
-        step_time = float(np.mean(timed))
+        step_time = statistics.median(step_times)
         history.append({"step": done, "loss": float(np.mean(window_losses))})
         window_losses = []
-        metrics = {"step": done, "loss": loss_value, "step_time_s": step_time,
+        metrics = {"step": done, "loss": loss_value, "step_time_s": step_time, "compile_time_s": compile_time,
                    "samples_per_s": global_batch / step_time if step_time else 0.0,
+                   "compiles": len(compiles), "compiles_during_steps": len(compiles) - compiled_before_steps,
                    "restarts": restarts, "resumed_from": start_step, "history": history,
-                   "global_batch": global_batch, "devices": len(devices), "workers": ctx.get_world_size()}
+                   "launch": launch, "start_step": launch_start, "steps_run": done - launch_start,
+                   "global_batch": global_batch, "devices": len(devices), "workers": ctx.get_world_size(),
+                   "slice_name": slice_name}
         with tempfile.TemporaryDirectory() as tmp:
             ckpt = None
             if rank == 0:
@@ -145,39 +212,81 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
                 arrays.update({f"v_{k}": np.asarray(v) for k, v in host[1].items()})
                 np.savez(os.path.join(tmp, STATE_FILE), **arrays)
                 with open(os.path.join(tmp, META_FILE), "w") as f:
-                    json.dump({"step": done, "history": history, "restarts": restarts}, f)
+                    json.dump({"step": done, "history": history, "restarts": restarts, "launch": launch,
+                               "launch_start": launch_start}, f)
                 ckpt = ray.train.Checkpoint.from_directory(tmp)
             ray.train.report(metrics, checkpoint=ckpt)
 
 
-def scaling_config(plan: SlicePlan) -> Any:
-    """JaxTrainer's ScalingConfig for one whole slice of ``plan``: one worker per host, all its chips."""
+def ray_assumed_hosts(plan: SlicePlan) -> int:
+    """Hosts per slice that Ray 2.60's slice reservation derives from ``plan``'s topology alone.
+
+    ``ray.util.tpu.get_tpu_worker_resources`` (``ray/util/tpu.py:152-241``) takes chips per host from
+    ``get_chips_per_host`` (``ray/_private/accelerators/tpu.py:325-351``): every v5e/v6e topology of up to 8
+    chips is one host. JaxTrainer's reservation (``ray/train/v2/_internal/execution/worker_group/
+    worker_group.py:587-612``) passes no ``chips_per_vm``, and its ScalingConfig has no field for it.
+    """
+    from ray.util.tpu import get_tpu_worker_resources
+
+    hosts, _ = get_tpu_worker_resources(plan.topology, plan.ray_accelerator_type)
+    return hosts
+
+
+def scaling_config(plan: SlicePlan, slice_name: str | None = None) -> Any:
+    """JaxTrainer's ScalingConfig for one whole slice of ``plan``: one worker per host, all its chips.
+
+    With ``slice_name``, each worker also takes that slice's own resource (``<TPU_NAME>: 1``, which Ray puts on
+    every host of a slice for this purpose: ``get_current_node_additional_resources``,
+    ``ray/_private/accelerators/tpu.py:1018-1060``), so all workers land on that one slice. ``label_selector``,
+    the other way to pin, is refused with ``use_tpu=True`` (``ray/train/v2/api/config.py:240-245``).
+    """
     from ray.train.v2.api.config import ScalingConfig
 
+    resources = {"TPU": plan.chips_per_host, "CPU": 1} | ({slice_name: 1} if slice_name else {})
     return ScalingConfig(use_tpu=True, topology=plan.topology, accelerator_type=plan.ray_accelerator_type,
-                         num_workers=plan.hosts, resources_per_worker={"TPU": plan.chips_per_host, "CPU": 1})
+                         num_workers=plan.hosts, resources_per_worker=resources)
 
 
-def build_trainer(plan: SlicePlan, args: argparse.Namespace) -> Any:
-    """The JaxTrainer (not yet fitted) for ``plan`` and the workload's flags."""
+def reserve_for_pinning(plan: SlicePlan, timeout_s: float) -> Any:
+    """Holds a whole, idle slice of ``plan`` for the workers to be pinned to: the smoke check's pinned reservation
+    (:func:`raytpu.workloads.smoke.reserve_slice`, complete slices only) with its bundles given back, its head kept
+    (so other reservations, Ray Train's own included, skip this slice). ``release()`` it after the run.
+
+    Raises:
+        TimeoutError: no such slice within ``timeout_s``.
+    """
+    from raytpu.workloads.smoke import reserve_slice
+
+    held = reserve_slice(plan, timeout_s=timeout_s)
+    held.handle.shutdown()  # the hosts' TPUs go to the workers' placement group; the head pg stays
+    return held
+
+
+def build_trainer(plan: SlicePlan, args: argparse.Namespace, launch: str, slice_name: str | None = None) -> Any:
+    """The JaxTrainer (not yet fitted) for ``plan`` and the workload's flags; ``launch`` tags this launch's
+    metrics, ``slice_name`` pins the workers (:func:`scaling_config`)."""
     from ray.train.v2.api.config import CheckpointConfig, FailureConfig, RunConfig
     from ray.train.v2.jax import JaxTrainer
 
     config = {"steps": args.steps, "batch_size": args.batch_size, "checkpoint_every": args.checkpoint_every,
-              "lr": args.lr, "features": args.features, "hidden": args.hidden, "step_sleep_s": args.step_sleep_s}
+              "lr": args.lr, "features": args.features, "hidden": args.hidden, "step_sleep_s": args.step_sleep_s,
+              "launch": launch}
     run = RunConfig(
         name=args.name, storage_path=args.storage_path,
         failure_config=FailureConfig(max_failures=args.max_failures, controller_failure_limit=args.slice_retries),
         checkpoint_config=CheckpointConfig(num_to_keep=2))
-    return JaxTrainer(train_loop_per_worker, train_loop_config=config, scaling_config=scaling_config(plan),
+    return JaxTrainer(train_loop_per_worker, train_loop_config=config, scaling_config=scaling_config(plan, slice_name),
                       run_config=run)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The workload's per-run flags (its slice comes from ``RAYTPU_WORKLOAD``)."""
     parser = argparse.ArgumentParser(prog="python -m raytpu.workloads.train", description=__doc__.split("\n")[0])
-    parser.add_argument("--storage-path", required=True, help="checkpoint root: a local dir or gs://bucket/path")
-    parser.add_argument("--name", default="raytpu-train", help="run name (a directory under the storage path)")
+    parser.add_argument("--storage-path", required=True,
+                        help="checkpoint root: a directory every Ray node shares (GKE: the bucket's GCS FUSE mount)")
+    parser.add_argument("--name", default=None,
+                        help="run name, a directory under the storage path (default: a new one per launch); "
+                             "an existing run's name resumes it")
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--batch-size", type=int, default=256, help="global batch (rounded to the device count)")
     parser.add_argument("--checkpoint-every", type=int, default=10)
@@ -201,35 +310,68 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     plan = WorkloadSpec.from_env().plan
     if not args.storage_path.startswith(("gs://", "s3://")):
         args.storage_path = os.path.abspath(args.storage_path)
+    args.name = args.name or default_run_name()
+    launch = secrets.token_hex(6)
     env = {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": str(args.start_timeout_s),
            "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": os.environ.get("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")}
     if not ray.is_initialized():
         ray.init(address=args.address or os.environ.get("RAY_ADDRESS") or "auto", log_to_driver=False,
                  logging_level=logging.ERROR, runtime_env={"env_vars": env})
     t0 = time.monotonic()
-    summary: dict[str, Any] = {"ok": False, "slice": f"{plan.generation} {plan.topology}",
-                               "workers": plan.hosts, "steps": args.steps}
+    summary: dict[str, Any] = {"ok": False, "slice": f"{plan.generation} {plan.topology}", "workers": plan.hosts,
+                               "steps": args.steps, "name": args.name, "storage_path": args.storage_path,
+                               "steps_run": 0}
+    held = None
     try:
-        result = build_trainer(plan, args).fit()
-    except Exception as exc:  # TrainingFailedError and friends: reported, exit 1
+        assumed = ray_assumed_hosts(plan)
+        if assumed != plan.hosts:
+            print(f"train: {PIN_NOTICE} of {plan.hosts} hosts x {plan.chips_per_host} chips "
+                  f"({plan.ray_pod_type}) to pin the workers to (Ray takes {plan.topology} for {assumed} host(s))",
+                  file=sys.stderr, flush=True)
+            held = reserve_for_pinning(plan, args.start_timeout_s * max(args.slice_retries, 1))
+            summary["pinned_slice"] = held.slice_name
+        result = build_trainer(plan, args, launch, held.slice_name if held else None).fit()
+    except Exception as exc:  # TrainingFailedError, no slice, and friends: reported, exit 1
         summary.update(error=f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:500]}")
         result = None
+    finally:
+        if held is not None:
+            held.release()
     summary["duration_s"] = round(time.monotonic() - t0, 2)
     if result is not None:
-        metrics = dict(result.metrics or {})
-        history = metrics.get("history") or []
-        summary.update(
-            ok=result.error is None and metrics.get("step") == args.steps,
-            steps_done=metrics.get("step"), first_loss=history[0]["loss"] if history else None,
-            final_loss=metrics.get("loss"), history=history, step_time_s=metrics.get("step_time_s"),
-            samples_per_s=metrics.get("samples_per_s"), restarts=metrics.get("restarts"),
-            resumed_from=metrics.get("resumed_from"), devices=metrics.get("devices"),
-            global_batch=metrics.get("global_batch"),
-            checkpoint=result.checkpoint.path if result.checkpoint else None)
-        if result.error is not None:
-            summary["error"] = f"{type(result.error).__name__}: {str(result.error).splitlines()[0][:500]}"
+        summary.update(_outcome(result, args, launch))
     print(f"{MARKER} {json.dumps(summary, sort_keys=True)}", flush=True)
     return summary
+
+
+def _outcome(result: Any, args: argparse.Namespace, launch: str) -> dict[str, Any]:
+    """The summary fields of a fitted Result. Its metrics are this launch's only when they carry ``launch``: a
+    launch that ran no step gets back the restored run's last metrics from Ray Train."""
+    metrics = dict(result.metrics or {})
+    ours = metrics.get("launch") == launch
+    done = metrics.get("step")
+    out: dict[str, Any] = {"steps_done": done, "checkpoint": result.checkpoint.path if result.checkpoint else None}
+    if result.error is not None:
+        out["error"] = f"{type(result.error).__name__}: {str(result.error).splitlines()[0][:500]}"
+    if not ours:
+        out.update(start_step=done or 0, already_complete=done is not None and done >= args.steps)
+        if out["already_complete"] and result.error is None:
+            out["error"] = (f"run {args.name!r} had already run {done} steps ({args.storage_path}/{args.name}); "
+                            "this launch trained nothing: a new --name starts a new run, a larger --steps "
+                            "continues this one")
+        out.setdefault("error", "this launch reported no step")
+        return out
+    history = metrics.get("history") or []
+    out.update(
+        ok=result.error is None and done == args.steps and metrics["steps_run"] > 0, already_complete=False,
+        steps_run=metrics["steps_run"], start_step=metrics["start_step"],
+        first_loss=history[0]["loss"] if history else None, final_loss=metrics.get("loss"), history=history,
+        compile_time_s=metrics.get("compile_time_s"), step_time_s=metrics.get("step_time_s"),
+        samples_per_s=metrics.get("samples_per_s"), compiles=metrics.get("compiles"),
+        compiles_during_steps=metrics.get("compiles_during_steps"), restarts=metrics.get("restarts"),
+        resumed_from=metrics.get("resumed_from"), devices=metrics.get("devices"),
+        global_batch=metrics.get("global_batch"), slice_name=metrics.get("slice_name"))
+    return out
 
 
 def parse_result(text: str) -> dict[str, Any] | None:
@@ -245,7 +387,7 @@ def parse_result(text: str) -> dict[str, Any] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: 0 when training finished every step, 1 otherwise, 2 for an impossible slice."""
+    """Entry point: 0 when this launch trained to ``--steps``, 1 otherwise, 2 for an impossible slice."""
     args = build_parser().parse_args(argv)
     return guarded(lambda: 0 if run(args)["ok"] else 1)
 

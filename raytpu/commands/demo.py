@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
 
             started = time.monotonic()
             storage = Path(cluster.run_dir) / "checkpoints"
-            shutil.rmtree(storage, ignore_errors=True)  # a fresh run, not a resume of the last demo
+            shutil.rmtree(storage, ignore_errors=True)  # earlier demos' checkpoints (each launch is a new run name)
             done = local.run_workload(cluster, "train", "--storage-path", str(storage), "--steps", str(args.steps),
                                       "--checkpoint-every", str(max(args.steps // 3, 1)), timeout_s=300)
             train = parse_result(done.stdout)
@@ -168,10 +168,13 @@ def render_report(report: dict[str, Any], smoke_table: str) -> str:
     lines += ["", "== smoke", smoke_table, "", "== train (JaxTrainer, one worker per host)"]
     train = report.get("train")
     if train:
-        lines += [f"  steps             {train.get('steps_done')}/{train.get('steps')} on {train.get('workers')} "
-                  f"workers, {train.get('devices')} devices, global batch {train.get('global_batch')}",
+        lines += [f"  steps             {train.get('steps_done')}/{train.get('steps')} ({train.get('steps_run')} run "
+                  f"now) on {train.get('workers')} workers, {train.get('devices')} devices, global batch "
+                  f"{train.get('global_batch')}",
                   f"  loss              {_num(train.get('first_loss'))} -> {_num(train.get('final_loss'))}",
-                  f"  step time         {_num(train.get('step_time_s'), 's')}",
+                  f"  compile time      {_num(train.get('compile_time_s'), 's')} (once, before the first step; "
+                  f"{train.get('compiles_during_steps', '-')} compilations while stepping)",
+                  f"  step time         {_num(train.get('step_time_s'), 's')} (median, compilation excluded)",
                   f"  throughput        {_num(train.get('samples_per_s'))} samples/s",
                   f"  checkpoint        {train.get('checkpoint')}"]
         if train.get("error"):
