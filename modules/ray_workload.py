@@ -1,4 +1,5 @@
-"""RayWorkload: one KubeRay object (RayCluster, RayJob, RayService) applied with ``kubernetes_manifest``."""
+"""RayWorkload: one KubeRay object (RayCluster, RayJob, RayService) applied with ``kubernetes_manifest``, behind
+its NetworkPolicy."""
 
 from __future__ import annotations
 
@@ -31,12 +32,15 @@ class RayWorkloadProps:
             brought them: a precondition reads the live CRD and names what is missing, before
             ``kubernetes_manifest`` plans against it; default none (no check).
         overrides: Escape hatch: raw fields of the ``kubernetes_manifest`` resource by path.
+        network_policy: The object's NetworkPolicy (:func:`raytpu.kuberay.network_policy`), applied before it;
+            default none.
     """
 
     manifest: Mapping[str, Any]
     field_manager: str = "raytpu"
     requires: tuple[tuple[str, ...], str] | None = None
     overrides: Mapping[str, Any] = field(default_factory=dict)
+    network_policy: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         api = self.manifest.get("apiVersion")
@@ -47,6 +51,9 @@ class RayWorkloadProps:
         if not self.manifest.get("metadata", {}).get("name"):
             raise errors.missing("manifest.metadata.name", "", "the object's name")
         _props.check_overrides("overrides", self.overrides)
+        if self.network_policy is not None and self.network_policy.get("kind") != "NetworkPolicy":
+            raise errors.invalid_value("network_policy", self.network_policy.get("kind"), "is not a NetworkPolicy",
+                                       "the object's NetworkPolicy (raytpu.kuberay.network_policy)")
 
     @property
     def kind(self) -> str:
@@ -67,12 +74,16 @@ def hcl_crd_declares(crd_object: str, field_path: str) -> str:
 
 
 class RayWorkload(Construct):
-    """Applies one KubeRay object. Resource ids: ``manifest``; ``crd`` (the live CRD, with ``requires``)."""
+    """Applies one KubeRay object. Resource ids: ``manifest``; ``crd`` (the live CRD, with ``requires``);
+    ``network-policy`` (with ``network_policy``: the object waits for it, so none of its pods runs unguarded)."""
 
     def __init__(self, scope: Construct, id: str, props: RayWorkloadProps) -> None:
         super().__init__(scope, id)
         self.props = props
         km = kubernetes_manifest
+        self.network_policy = None if props.network_policy is None else km.Manifest(
+            self, "network-policy", manifest=dict(props.network_policy),
+            field_manager=km.ManifestFieldManager(name=props.field_manager, force_conflicts=False))
         lifecycle = None
         if props.requires:
             fields_, version = props.requires
@@ -90,5 +101,6 @@ class RayWorkload(Construct):
             manifest=dict(props.manifest),
             field_manager=km.ManifestFieldManager(name=props.field_manager, force_conflicts=False),
             lifecycle=lifecycle,
+            depends_on=[self.network_policy] if self.network_policy is not None else None,
         )
         _props.apply_overrides(self.manifest, props.overrides)

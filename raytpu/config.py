@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from raytpu import errors, kinds
 from raytpu.catalog import GENERATIONS
 from raytpu.errors import InvalidInput, InvalidInputs, Problems
+from raytpu.security import SecuritySpec
 from raytpu.spec import (
     AlertingSpec,
     AuthorizedNetwork,
@@ -112,6 +113,20 @@ class AlertingModel(_Strict):
     notification_channels: tuple[str, ...] = ()
 
 
+class SecurityModel(_Strict):
+    """``security`` (defaults and rules: :class:`raytpu.security.SecuritySpec`)."""
+
+    serve_endpoint: str | None = None
+    serve_from: tuple[str, ...] | None = None
+    dashboard_from: tuple[str, ...] | None = None
+    metrics_from: tuple[str, ...] | None = None
+    operator_from: tuple[str, ...] | None = None
+    serve_api_key_secret: str | None = None
+    writable_root_filesystem: bool | None = None
+    run_as_user: int | None = None
+    run_as_group: int | None = None
+
+
 class SliceModel(_Strict):
     """``slices[]`` (defaults and rules: :class:`raytpu.spec.SliceSpec`)."""
 
@@ -153,6 +168,7 @@ class Config(_Strict):
     slices: tuple[SliceModel, ...]
     workloads: tuple[WorkloadModel, ...] = ()
     alerting: AlertingModel | None = None
+    security: SecurityModel = SecurityModel()
 
 
 def _given(model: BaseModel) -> dict[str, Any]:
@@ -217,6 +233,7 @@ def compile_config(config: Config) -> ClusterSpec:
         "head_pool": head_pool, "maintenance_window": window}))
     network = problems.build("network", partial(NetworkSpec, **_given(config.network)))
     storage = problems.build("storage", partial(StorageSpec, **_given(config.storage)))
+    security = problems.build("security", partial(SecuritySpec, **_given(config.security)))
     alerting = None if config.alerting is None else problems.build(
         "alerting", partial(AlertingSpec, notification_channels=config.alerting.notification_channels))
     slices = [problems.build(f"slices[{i}]", partial(SliceSpec.create, **_given(s)))
@@ -231,7 +248,7 @@ def compile_config(config: Config) -> ClusterSpec:
                          f"workloads[{i}]")
         elif work.slice in built:  # a slice that failed to compile has its own problems reported
             workloads[i] = problems.build(f"workloads[{i}]", partial(_workload, work, built[work.slice]))
-    if problems or gke is None or network is None or storage is None:
+    if problems or gke is None or network is None or storage is None or security is None:
         # The cluster-wide rules still judge the parts that compiled: every problem is reported at once.
         for problem in cluster_problems(project=config.project, region=config.region, cluster=gke, storage=storage,
                                         slices=slices, workloads=workloads):
@@ -241,7 +258,7 @@ def compile_config(config: Config) -> ClusterSpec:
     spec = problems.build("", partial(
         ClusterSpec, project=config.project, region=config.region, cluster=gke, network=network, storage=storage,
         slices=tuple(s for s in slices if s is not None), workloads=tuple(w for w in workloads if w is not None),
-        alerting=alerting))
+        alerting=alerting, security=security))
     problems.raise_any()
     assert spec is not None
     return spec

@@ -23,6 +23,7 @@ from typing import Any
 from raytpu.errors import RuntimeFailure
 from raytpu.kube import KubeClient
 from raytpu.outputs import StackOutputs
+from raytpu.spec import ClusterSpec
 
 Progress = Callable[[str], None]
 
@@ -70,6 +71,19 @@ class JobState:
         text = f"{self.deployment or 'New'}/{self.job or '-'}"
         extra = ": ".join(x for x in (self.reason, self.message) if x)
         return f"{text} ({extra})" if extra else text
+
+
+def apply_guarded(client: KubeClient, obj: Mapping[str, Any], spec: ClusterSpec) -> dict[str, Any]:
+    """Applies a KubeRay object behind its NetworkPolicy (:func:`raytpu.kuberay.network_policy`): the policy first,
+    so none of the object's pods ever runs unguarded, then the object, then the policy again, owned by the object
+    (deleted with it). Returns the server's object."""
+    from raytpu import kuberay
+
+    policy = kuberay.network_policy(obj, spec)
+    client.apply(policy)
+    applied = client.apply(obj)
+    client.apply(kuberay.owned_by(policy, applied))
+    return applied
 
 
 def job_state(name: str, obj: Mapping[str, Any] | None) -> JobState:

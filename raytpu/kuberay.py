@@ -18,8 +18,11 @@ Pod labels: KubeRay itself labels every Ray pod ``app.kubernetes.io/name: kubera
 ``ray-operator/controllers/ray/common/pod.go``; template labels may override it), which is the label the
 GKE Ray TPU webhook selects on. So the templates here deliberately never set ``app.kubernetes.io/name``.
 
-Services stay inside the cluster: the head service is ``ClusterIP`` and no Ingress is requested; reach
-the dashboard or Serve with ``kubectl port-forward``.
+Security (:mod:`raytpu.pod_security`, :mod:`raytpu.network_policy`, config section ``security``): every pod
+runs non-root with no capabilities, the runtime's seccomp profile, a read-only root filesystem and no API token;
+every pod template carries :data:`raytpu.network_policy.CLUSTER_LABEL`, which the object's NetworkPolicy
+(:func:`network_policy`) selects. The head service is ``ClusterIP``; a RayService's OpenAI endpoint is
+``ClusterIP`` too unless ``security.serve_endpoint`` asks for a load balancer.
 """
 
 from __future__ import annotations
@@ -28,15 +31,17 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from raytpu import __version__, errors, serving
+from raytpu import __version__, errors, pod_security, ray_ports, serving
+from raytpu import network_policy as netpol
 from raytpu.catalog import generation
 from raytpu.kinds import RAY_IMAGE, WorkloadKind
 from raytpu.kinds import kind as workload_kind
 from raytpu.plan import TPU_RESOURCE, SlicePlan
 from raytpu.provisioning import COMPUTE_CLASS_LABEL
+from raytpu.security import NAMESPACE_SOURCE, SecuritySpec
 from raytpu.spec import MULTI_HOST_NAME_LIMIT, ClusterSpec, SliceSpec, WorkloadSpec
 
 API_VERSION = "ray.io/v1"
@@ -48,8 +53,6 @@ GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
 GCS_VOLUME = "gcs-bucket"
 GCS_MOUNT_PATH = serving.GCS_MOUNT_PATH
 """Where every Ray pod sees the bucket through GCS FUSE."""
-MXLA_PORT = 8081
-"""Multi-host TPU slices talk over this container port (named ``mxla`` as in GKE's samples)."""
 SLICE_LABEL = "raytpu.dev/slice"
 """Label of every object the builders make: the config slice it runs on."""
 WORKLOAD_LABEL = "raytpu.dev/workload"
@@ -93,6 +96,7 @@ class Pods:
         labels: Extra pod labels. Default none.
         cluster: The GKE cluster's name: on Autopilot, multi-host tpu7x pods select its slice's workload policy
             (:func:`workload_policy_name`). Default None.
+        security: Pod security and exposure settings (config section ``security``). Default: locked down.
     """
 
     image: str = RAY_IMAGE
@@ -103,6 +107,7 @@ class Pods:
     env: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
     cluster: str | None = None
+    security: SecuritySpec = SecuritySpec()
 
 
 # --------------------------------------------------------------------------------------------- names
@@ -144,7 +149,8 @@ def py_modules_uri(version: str = __version__, mount_path: str = GCS_MOUNT_PATH)
 
 
 def checkpoint_uri(bucket: str, name: str) -> str:
-    """A training run's storage path: ``gs://<bucket>/checkpoints/<name>``."""
+    """Where run ``name``'s checkpoints land in the bucket, ``gs://<bucket>/checkpoints/<name>`` (what ``gcloud
+    storage ls`` shows). The job writes them through the GCS FUSE mount (:func:`train_args`), not to this URI."""
     return f"gs://{bucket}/checkpoints/{name}"
 
 
@@ -180,6 +186,14 @@ def tpu_placement(item: SliceSpec, autopilot: bool,
     return selector, tolerations
 
 
+def gcsfuse_mount_options(security: SecuritySpec) -> str:
+    """GCS FUSE mount options: files owned by the pods' non-root user, else the mount is root's and Ray cannot write
+    checkpoints ("If you set runAsUser or runAsGroup ... you must set the uid and gid mount flags":
+    GoogleCloudPlatform/gcs-fuse-csi-driver docs/authentication.md; fsGroup adds file-mode 664 and dir-mode 775,
+    pkg/csi_driver/utils.go)."""
+    return f"implicit-dirs,uid={security.run_as_user},gid={security.run_as_group}"
+
+
 def _volumes(pods: Pods) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, str]]:
     """(volumes, volumeMounts, pod annotations) for the GCS FUSE bucket, or empty when no bucket."""
     if pods.bucket is None:
@@ -188,7 +202,7 @@ def _volumes(pods: Pods) -> tuple[list[dict[str, Any]], list[dict[str, Any]], di
         "name": GCS_VOLUME,
         "csi": {
             "driver": GCSFUSE_DRIVER,
-            "volumeAttributes": {"bucketName": pods.bucket, "mountOptions": "implicit-dirs"},
+            "volumeAttributes": {"bucketName": pods.bucket, "mountOptions": gcsfuse_mount_options(pods.security)},
         },
     }
     return [volume], [{"name": GCS_VOLUME, "mountPath": GCS_MOUNT_PATH}], {GCSFUSE_ANNOTATION: "true"}
@@ -200,14 +214,15 @@ def _pod_template(pods: Pods, container: dict[str, Any], *, node_selector: Mappi
     if mounts:
         container["volumeMounts"] = mounts
     spec: dict[str, Any] = {"containers": [container]}
+    if volumes:
+        spec["volumes"] = volumes
+    pod_security.harden(spec, pods.security)
     if pods.service_account is not None:
         spec["serviceAccountName"] = pods.service_account
     if node_selector:
         spec["nodeSelector"] = dict(node_selector)
     if tolerations:
         spec["tolerations"] = [dict(t) for t in tolerations]
-    if volumes:
-        spec["volumes"] = volumes
     metadata: dict[str, Any] = {}
     if pods.labels:
         metadata["labels"] = dict(pods.labels)
@@ -219,17 +234,12 @@ def _pod_template(pods: Pods, container: dict[str, Any], *, node_selector: Mappi
     return template
 
 
-def head_group(pods: Pods) -> dict[str, Any]:
+def head_group(pods: Pods, serves: bool = False) -> dict[str, Any]:
     """The Ray head: CPU only, ``num-cpus: 0`` (no work lands on it), ClusterIP service, dashboard on 8265."""
     container = {
         "name": "ray-head",
         "image": pods.image,
-        "ports": [
-            {"containerPort": 6379, "name": "gcs"},
-            {"containerPort": 8265, "name": "dashboard"},
-            {"containerPort": 10001, "name": "client"},
-            {"containerPort": serving.SERVE_PORT, "name": "serve"},
-        ],
+        "ports": [p.container_port() for p in ray_ports.head_ports(serves)],
         "resources": {
             "requests": {"cpu": pods.head_cpu, "memory": pods.head_memory},
             "limits": {"cpu": pods.head_cpu, "memory": pods.head_memory},
@@ -252,7 +262,8 @@ GCS FUSE sidecar GKE injects into the pod (whose requests add to the pod's)."""
 def host_resources(plan: SlicePlan, autopilot: bool) -> dict[str, dict[str, str]]:
     """A TPU worker container's resources: all the host's chips, and on Standard :data:`HOST_SHARE` of the
     machine type's allocatable CPU and memory as requests (memory also as limit), so the pod is not BestEffort,
-    the first evicted. Autopilot applies its own default requests to pods without them
+    the first evicted. No CPU limit: CFS quotas throttle the bursts of a host's input pipeline, and the worker has
+    the host to itself. Autopilot applies its own requests to pods without them and sets limits equal to requests
     (https://cloud.google.com/kubernetes-engine/docs/concepts/autopilot-resource-requests)."""
     tpus = str(plan.chips_per_host)
     resources = {"requests": {TPU_RESOURCE: tpus}, "limits": {TPU_RESOURCE: tpus}}
@@ -265,7 +276,7 @@ def host_resources(plan: SlicePlan, autopilot: bool) -> dict[str, dict[str, str]
 
 
 def worker_group(work: WorkloadSpec, pods: Pods, *, autopilot: bool, env: Mapping[str, str] | None = None,
-                 group_name: str = WORKER_GROUP) -> dict[str, Any]:
+                 group_name: str = WORKER_GROUP, serves: bool = False) -> dict[str, Any]:
     """The TPU worker group: one pod per host, ``numOfHosts`` hosts per replica, one replica per slice."""
     plan = work.plan
     selector, tolerations = tpu_placement(work.slice, autopilot, pods.cluster)
@@ -274,9 +285,8 @@ def worker_group(work: WorkloadSpec, pods: Pods, *, autopilot: bool, env: Mappin
         "image": pods.image,
         "env": _env({**TPU_ENV, **pods.env, **(env or {})}),
         "resources": host_resources(plan, autopilot),
+        "ports": [p.container_port() for p in ray_ports.worker_ports(serves, not plan.single_host)],
     }
-    if not plan.single_host:
-        container["ports"] = [{"containerPort": MXLA_PORT, "name": "mxla"}]
     return {
         "groupName": group_name,
         "replicas": work.slice_count,
@@ -289,14 +299,19 @@ def worker_group(work: WorkloadSpec, pods: Pods, *, autopilot: bool, env: Mappin
 
 
 def ray_cluster_spec(work: WorkloadSpec, pods: Pods, *, autopilot: bool,
-                     worker_env: Mapping[str, str] | None = None) -> dict[str, Any]:
+                     worker_env: Mapping[str, str] | None = None, serves: bool = False) -> dict[str, Any]:
     """A RayCluster ``spec``: head + the TPU worker group (embedded as is in RayJob and RayService)."""
     return {
         "rayVersion": RAY_VERSION,
         "authOptions": {"mode": AUTH_MODE},
-        "headGroupSpec": head_group(pods),
-        "workerGroupSpecs": [worker_group(work, pods, autopilot=autopilot, env=worker_env)],
+        "headGroupSpec": head_group(pods, serves),
+        "workerGroupSpecs": [worker_group(work, pods, autopilot=autopilot, env=worker_env, serves=serves)],
     }
+
+
+def _own(pods: Pods, kind: str, name: str) -> Pods:
+    """``pods`` labelled as the pods of KubeRay object ``kind``/``name`` (what its NetworkPolicy selects)."""
+    return replace(pods, labels={**pods.labels, netpol.CLUSTER_LABEL: netpol.cluster_label(kind, name)})
 
 
 def check_name(kind: str, name: str) -> str:
@@ -326,7 +341,7 @@ def ray_cluster(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = 
     """A standalone RayCluster for ``work``'s slice."""
     return {"apiVersion": API_VERSION, "kind": "RayCluster",
             "metadata": _metadata("RayCluster", name, namespace, labels),
-            "spec": ray_cluster_spec(work, pods, autopilot=autopilot)}
+            "spec": ray_cluster_spec(work, _own(pods, "RayCluster", name), autopilot=autopilot)}
 
 
 def runtime_env(py_modules: Sequence[str] = (), env_vars: Mapping[str, str] | None = None,
@@ -356,6 +371,7 @@ def ray_job(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = Fals
     """
     limits = work.kind.limits
     assert limits is not None, f"kind {work.kind.name} is not a RayJob"
+    pods = _own(pods, "RayJob", name)
     env = {**dict((runtime or {}).get("env_vars") or {}), **work.env()}
     spec: dict[str, Any] = {
         "entrypoint": entrypoint(work.kind, *args),
@@ -368,8 +384,28 @@ def ray_job(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = Fals
         "runtimeEnvYAML": json.dumps({**dict(runtime or {}), "env_vars": env}, sort_keys=True),  # JSON is YAML
         "rayClusterSpec": ray_cluster_spec(work, pods, autopilot=autopilot),
     }
+    if limits.submission_mode == "K8sJobMode":
+        spec["submitterPodTemplate"] = submitter_template(pods)
     return {"apiVersion": API_VERSION, "kind": "RayJob", "metadata": _metadata("RayJob", name, namespace, labels, work),
             "spec": spec}
+
+
+SUBMITTER_RESOURCES = {"requests": {"cpu": "500m", "memory": "200Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+"""KubeRay's own default submitter resources (``GetDefaultSubmitterContainer``, ``controllers/ray/common/job.go``)."""
+
+
+def submitter_template(pods: Pods) -> dict[str, Any]:
+    """The K8sJobMode submitter pod: KubeRay's default (the head's image, ``restartPolicy: Never``), hardened.
+
+    KubeRay keeps a given template as is and fills in the container's command (``ray job submit ...``) and env
+    (dashboard address, submission id, the auth token) (``configureSubmitterContainer``,
+    ``controllers/ray/rayjob_controller.go``, v1.6.0/v1.7.0). It talks to the head's dashboard only, so it mounts
+    no bucket and runs on no TPU node.
+    """
+    container = {"name": "ray-job-submitter", "image": pods.image, "resources": SUBMITTER_RESOURCES}
+    template = _pod_template(replace(pods, bucket=None), container)
+    template["spec"]["restartPolicy"] = "Never"
+    return template
 
 
 UPGRADE_STRATEGIES = ("None", "NewCluster", "NewClusterWithIncrementalUpgrade")
@@ -395,25 +431,76 @@ def ray_service(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = 
     """
     if upgrade_strategy not in UPGRADE_STRATEGIES:
         raise errors.invalid_choice("upgrade_strategy", upgrade_strategy, UPGRADE_STRATEGIES)
+    pods = _own(pods, "RayService", name)
     worker_env = {} if work.plan.single_host else {"TPU_MULTIHOST_BACKEND": "ray"}
-    cluster = ray_cluster_spec(work, pods, autopilot=autopilot, worker_env=worker_env)
+    cluster = ray_cluster_spec(work, pods, autopilot=autopilot, worker_env=worker_env, serves=True)
     _add_xla_cache(cluster["workerGroupSpecs"][0]["template"]["spec"])
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "RayService",
-        "metadata": _metadata("RayService", name, namespace, labels, work),
-        "spec": {
-            "upgradeStrategy": {"type": upgrade_strategy},
-            "serveConfigV2": json.dumps(serving.serve_config(  # JSON is YAML
-                work, mounted_bucket=pods.bucket,
-                py_modules=(py_modules or py_modules_uri(),) if py_modules or pods.bucket else ()),
-                sort_keys=True),
-            "rayClusterConfig": cluster,
-        },
+    key_secret = pods.security.serve_api_key_secret
+    if key_secret is not None:
+        for group in (cluster["headGroupSpec"], *cluster["workerGroupSpecs"]):
+            _add_api_key(group["template"]["spec"], key_secret)
+    spec: dict[str, Any] = {
+        "upgradeStrategy": {"type": upgrade_strategy},
+        "serveConfigV2": json.dumps(serving.serve_config(  # JSON is YAML
+            work, mounted_bucket=pods.bucket,
+            py_modules=(py_modules or py_modules_uri(),) if py_modules or pods.bucket else (),
+            api_key_file=SERVE_API_KEY_FILE if key_secret is not None else None),
+            sort_keys=True),
+        "rayClusterConfig": cluster,
     }
+    service = serve_service(name, pods.security)
+    if service is not None:
+        spec["serveService"] = service
+    return {"apiVersion": API_VERSION, "kind": "RayService",
+            "metadata": _metadata("RayService", name, namespace, labels, work), "spec": spec}
+
+
+INTERNAL_LB_ANNOTATION = {"networking.gke.io/load-balancer-type": "Internal"}
+"""GKE's internal passthrough Network Load Balancer
+(https://cloud.google.com/kubernetes-engine/docs/how-to/internal-load-balancing)."""
+
+
+def serve_service(name: str, security: SecuritySpec) -> dict[str, Any] | None:
+    """A RayService's ``serveService`` for a load-balanced endpoint, or None (KubeRay's ClusterIP
+    ``<name>-serve-svc``).
+
+    KubeRay keeps the given name, type, annotations and labels, sets the selector itself (the serving pods of
+    the active cluster) and keeps the ports named ``serve`` (``BuildServeService``,
+    ``controllers/ray/common/service.go``, v1.6.0/v1.7.0). A public load balancer admits only ``serve_from``
+    when it is given (``loadBalancerSourceRanges``).
+    """
+    if security.serve_endpoint == "cluster-ip":
+        return None
+    internal = security.serve_endpoint == "internal-lb"
+    metadata: dict[str, Any] = {"name": f"{name}-serve-svc"}
+    if internal:
+        metadata["annotations"] = dict(INTERNAL_LB_ANNOTATION)
+    port = ray_ports.SERVE
+    spec: dict[str, Any] = {"type": "LoadBalancer", "ports": [
+        {"name": port.name, "port": port.number, "targetPort": port.number, "protocol": "TCP"}]}
+    cidrs = [s for s in security.serve_from if not s.startswith(NAMESPACE_SOURCE)]
+    if cidrs:
+        spec["loadBalancerSourceRanges"] = cidrs
+    return {"metadata": metadata, "spec": spec}
 
 
 XLA_CACHE_VOLUME = "xla-cache"
+SERVE_API_KEY_VOLUME = "serve-api-key"
+SERVE_API_KEY_FILE = "/etc/raytpu/serve-api-key/api-key"
+"""Where a RayService's pods see ``security.serve_api_key_secret``'s ``api-key`` (the ingress replica may land on
+any of them)."""
+
+
+def _add_api_key(pod_spec: dict[str, Any], secret: str) -> None:
+    """Mounts Secret ``secret``'s ``api-key`` read-only at :data:`SERVE_API_KEY_FILE` (readable by the pods' group,
+    ``fsGroup``; a file, not an env var, which every child process and crash dump would carry). The ingress reads
+    it when its replica starts: a rotated key takes effect with the next replica (a Serve config change or restart).
+    """
+    directory, _, key = SERVE_API_KEY_FILE.rpartition("/")
+    pod_spec.setdefault("volumes", []).append({"name": SERVE_API_KEY_VOLUME, "secret": {
+        "secretName": secret, "items": [{"key": key, "path": key}], "defaultMode": 0o440}})
+    pod_spec["containers"][0].setdefault("volumeMounts", []).append(
+        {"name": SERVE_API_KEY_VOLUME, "mountPath": directory, "readOnly": True})
 
 
 def _add_xla_cache(pod_spec: dict[str, Any]) -> None:
@@ -436,7 +523,8 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, service_account:
     spec in ``RAYTPU_WORKLOAD``; ``args`` are per-run flags of the program (train: its storage path, run name).
     ``service_account`` and ``bucket`` may be Terraform tokens: they are copied, never parsed.
     """
-    pods = Pods(image=work.pod_image, service_account=service_account, bucket=bucket, cluster=spec.cluster.name)
+    pods = Pods(image=work.pod_image, service_account=service_account, bucket=bucket, cluster=spec.cluster.name,
+                security=spec.security)
     labels = {WORKLOAD_LABEL: work.kind.name, SLICE_LABEL: work.slice.name}
     name = name or work.name
     autopilot = spec.cluster.autopilot
@@ -447,9 +535,54 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, service_account:
                        py_modules=py_modules)
 
 
-def train_args(bucket: str, run_name: str) -> list[str]:
-    """Per-run flags of the train program: checkpoints under the bucket, a run name of its own."""
-    return ["--storage-path", checkpoint_uri(bucket, run_name), "--name", run_name]
+def pod_templates(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every pod template of a KubeRay object: head, worker groups, and a RayJob's submitter."""
+    spec = obj["spec"]
+    cluster = {"RayCluster": spec, "RayJob": spec.get("rayClusterSpec"),
+               "RayService": spec.get("rayClusterConfig")}[obj["kind"]]
+    templates = [cluster["headGroupSpec"]["template"], *(g["template"] for g in cluster["workerGroupSpecs"])]
+    return templates + ([spec["submitterPodTemplate"]] if "submitterPodTemplate" in spec else [])
+
+
+def network_policy(obj: Mapping[str, Any], spec: ClusterSpec) -> dict[str, Any]:
+    """The NetworkPolicy of KubeRay object ``obj`` (:mod:`raytpu.network_policy`): its ports are the ones its pod
+    templates declare, by name (:mod:`raytpu.ray_ports`); apply it before the object, so no pod ever runs open."""
+    by_name = {p.name: p for p in ray_ports.ALL}
+    declared = {port["name"] for template in pod_templates(obj) for container in template["spec"]["containers"]
+                for port in container.get("ports", [])}
+    meta = obj["metadata"]
+    labels = {k: v for k, v in meta.get("labels", {}).items() if k in (WORKLOAD_LABEL, SLICE_LABEL)}
+    return netpol.network_policy(obj["kind"], meta["name"], meta["namespace"], [by_name[n] for n in sorted(declared)],
+                                 spec.security, subnet_cidr=spec.network.subnet_cidr,
+                                 control_plane_cidr=spec.network.master_cidr, labels=labels)
+
+
+def owned_by(policy: Mapping[str, Any], owner: Mapping[str, Any]) -> dict[str, Any]:
+    """``policy`` owned by the applied object ``owner`` (the server's copy, with its uid): Kubernetes' garbage
+    collector deletes the policy with it."""
+    meta = owner["metadata"]
+    ref = {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": meta["name"], "uid": meta["uid"]}
+    return {**policy, "metadata": {**policy["metadata"], "ownerReferences": [ref]}}
+
+
+def guarded(objs: Sequence[Mapping[str, Any]], spec: ClusterSpec) -> list[dict[str, Any]]:
+    """Each KubeRay object preceded by its NetworkPolicy: the order to apply (and print) them in."""
+    return [doc for obj in objs for doc in (network_policy(obj, spec), dict(obj))]
+
+
+def train_args(run_name: str, mount_path: str = GCS_MOUNT_PATH) -> list[str]:
+    """Per-run flags of the train program: Ray Train storage under the bucket's GCS FUSE mount, a run name of its own.
+
+    ``<mount>/checkpoints`` is a local path to Ray Train (pyarrow's LocalFileSystem), so the run's directory
+    ``<mount>/checkpoints/<run_name>`` is :func:`checkpoint_uri` in the bucket, written by the FUSE driver with the
+    pod's ``roles/storage.objectUser``. A ``gs://`` storage path would go through pyarrow's GcsFileSystem instead
+    (Ray 2.60 ``ray/train/v2/_internal/execution/storage.py:304-325``, ``FileSystem.from_uri``), whose directory
+    creation reads the bucket's metadata (apache/arrow ``cpp/src/arrow/filesystem/gcsfs.cc``,
+    ``CreateDirMarkerRecursive`` -> ``GetBucketMetadata``): ``storage.buckets.get``, which that role lacks. Ray's
+    KubeRay guide checkpoints the same way, under the mount:
+    https://docs.ray.io/en/latest/cluster/kubernetes/examples/distributed-checkpointing-with-gcsfuse.html
+    """
+    return ["--storage-path", f"{mount_path}/checkpoints", "--name", run_name]
 
 
 def slice_image(spec: ClusterSpec, item: SliceSpec) -> str | None:

@@ -362,18 +362,22 @@ INGRESS = "raytpu.workloads.openai_ingress:OpenAIErrorIngress"
 
 
 def serve_config(work: WorkloadSpec, *, mounted_bucket: str | None = None, app_name: str = APP_NAME,
-                 cpu_model: tuple[str, str] | None = None, py_modules: tuple[str, ...] = ()) -> dict[str, Any]:
+                 cpu_model: tuple[str, str] | None = None, py_modules: tuple[str, ...] = (),
+                 api_key_file: str | None = None) -> dict[str, Any]:
     """serveConfigV2 (a RayService's ``applications``): one ``build_openai_app`` app with :func:`llm_config`.
 
     The app's ingress is :data:`INGRESS`, imported from the kit's core (``py_modules``: the zip on the bucket,
     on GKE; installed, locally). ``cpu_model`` = (served name, local path) makes it the local CPU twin
-    (:func:`cpu_twin`).
+    (:func:`cpu_twin`). With ``api_key_file`` (a path every Ray node sees) the ingress requires that key.
     """
     config = llm_config(work, mounted_bucket=mounted_bucket)
     if cpu_model is not None:
         config = cpu_twin(config, *cpu_model)
+    ingress: dict[str, Any] = {"ingress_cls": INGRESS}
+    if api_key_file:
+        ingress["ingress_extra_kwargs"] = {"api_key_file": api_key_file}
     app: dict[str, Any] = {"name": app_name, "route_prefix": "/", "import_path": BUILDER,
-                           "args": {"llm_configs": [config], "ingress_cls_config": {"ingress_cls": INGRESS}}}
+                           "args": {"llm_configs": [config], "ingress_cls_config": ingress}}
     if py_modules:
         app["runtime_env"] = {"py_modules": list(py_modules)}
     return {"applications": [app]}

@@ -29,6 +29,7 @@ from raytpu.plan import SlicePlan, plan_slice
 from raytpu.provisioning import MODES as PROVISIONING_MODES
 from raytpu.provisioning import Provisioning
 from raytpu.provisioning import mode as provisioning_mode
+from raytpu.security import SecuritySpec
 
 CLUSTER_MODES = ("standard", "autopilot")
 CONTROL_PLANE_ACCESS = ("dns", "ip")
@@ -617,6 +618,7 @@ class ClusterSpec:
         namespace: Namespace of Ray objects and of the Kubernetes service account; default ``ray``.
         ksa_name: Kubernetes service account Ray pods run as (Workload Identity); default ``ray``.
         alerting: Nightly-smoke alerting; default none (off).
+        security: What Ray pods may do and who may reach them; default locked down (:class:`SecuritySpec`).
     """
 
     project: str
@@ -629,6 +631,7 @@ class ClusterSpec:
     namespace: str = "ray"
     ksa_name: str = "ray"
     alerting: AlertingSpec | None = None
+    security: SecuritySpec = SecuritySpec()
 
     def __post_init__(self) -> None:
         _raise(cluster_problems(project=self.project, region=self.region, cluster=self.cluster,

@@ -40,7 +40,8 @@ class WorkloadsStackProps:
 class WorkloadsStack(TerraformStack):
     """The Kubernetes side: a kubernetes provider from the cluster stack's endpoint (and CA, for the IP endpoint;
     access token from ``google_client_config``), the Workload Identity KSA, one ComputeClass per slice on Autopilot,
-    and one RayService per serving workload of the cluster's spec (:func:`raytpu.kuberay.workload_manifest`);
+    and one RayService per serving workload of the cluster's spec (:func:`raytpu.kuberay.workload_manifest`) behind
+    its NetworkPolicy (:func:`raytpu.kuberay.network_policy`);
     the spec's one-shot workloads (RayJobs) are ``raytpu submit``'s.
 
     Construct ids (API): ``namespace``, ``ksa``, ``compute-class-<slice>``, ``workload-<name>``.
@@ -110,6 +111,7 @@ class WorkloadsStack(TerraformStack):
         manifest = kuberay.workload_manifest(cluster.spec, work, service_account=self.service_account.name,
                                              bucket=cluster.bucket.name, namespace=self.namespace.name)
         workload = RayWorkload(self, f"workload-{work.name}", RayWorkloadProps(
-            manifest=manifest, requires=(kuberay.NEWEST_FIELDS[manifest["kind"]], kuberay.MIN_KUBERAY_VERSION)))
+            manifest=manifest, requires=(kuberay.NEWEST_FIELDS[manifest["kind"]], kuberay.MIN_KUBERAY_VERSION),
+            network_policy=kuberay.network_policy(manifest, cluster.spec)))
         self.workloads.append(workload)
         return workload

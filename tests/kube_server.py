@@ -45,6 +45,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import k8s_schema
 import yaml
 from crd import CRD_FILES, crd, schema_errors
 from cryptography import x509
@@ -69,6 +70,9 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     "configmaps": ("v1", "ConfigMap", True),
     "nodes": ("v1", "Node", False),
     "jobs": ("batch/v1", "Job", True),
+    "networkpolicies": ("networking.k8s.io/v1", "NetworkPolicy", True),
+    "services": ("v1", "Service", True),
+    "secrets": ("v1", "Secret", True),
     "customresourcedefinitions": ("apiextensions.k8s.io/v1", "CustomResourceDefinition", False),
 }
 _PATH = re.compile(r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
@@ -505,7 +509,8 @@ class KubeApiServer:
             return
         obj = yaml.safe_load(body)
         kind = RESOURCES[plural][1]
-        problems = schema_errors(obj) if kind in CRD_FILES else []
+        problems = (schema_errors(obj) if kind in CRD_FILES else
+                    k8s_schema.schema_errors(obj) if kind in k8s_schema.DEFINITIONS else [])
         body_name = obj.get("metadata", {}).get("name")
         if body_name != name:
             problems.append(f"metadata.name: Invalid value: {body_name!r}: must match {name!r}")

@@ -18,12 +18,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import checkov_skips
 import pytest
-import yaml
 from _synth import (
     EVERY_MODE,
     EXAMPLES,
-    REPO,
     checkov_bin,
     synth_added_slices,
     synth_config,
@@ -33,8 +32,7 @@ from _synth import (
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]
 
-SKIPS_FILE = REPO / "checkov-skips.yaml"
-MODES = ("standard", "autopilot")
+MODES = checkov_skips.MODES
 
 SOURCES: dict[str, Callable[[], tuple[Path, dict[str, Any]]]] = {
     "example-standard": lambda: synth_config(str(EXAMPLES["standard"])),
@@ -56,18 +54,7 @@ STACKS = [
 
 
 def skip_entries() -> list[dict[str, Any]]:
-    return list(yaml.safe_load(SKIPS_FILE.read_text())["skips"])
-
-
-def skips_for(mode: str) -> list[dict[str, Any]]:
-    """Skip entries that apply to stacks of a cluster mode."""
-    return [e for e in skip_entries() if mode in e.get("modes", list(MODES))]
-
-
-def _get(node: Any, path: str) -> Any:
-    for part in path.split("."):
-        node = node.get(part) if isinstance(node, dict) else None
-    return node
+    return checkov_skips.entries("skips")
 
 
 def resource_of(stack: dict[str, Any], logical_id: str) -> dict[str, Any]:
@@ -77,10 +64,7 @@ def resource_of(stack: dict[str, Any], logical_id: str) -> dict[str, Any]:
     return found[0]
 
 
-def skipped(entry: dict[str, Any], check: str, resource: dict[str, Any]) -> bool:
-    """Whether ``entry`` covers failing ``check`` on ``resource``: same check, and every ``where`` path of the
-    entry has its value in the resource (a skip can be limited to the resources it is about)."""
-    return entry["check"] == check and all(_get(resource, k) == v for k, v in entry.get("where", {}).items())
+skipped = checkov_skips.skipped
 
 
 def unskipped(failures: list[str], mode: str, stack: dict[str, Any]) -> list[str]:
@@ -89,20 +73,13 @@ def unskipped(failures: list[str], mode: str, stack: dict[str, Any]) -> list[str
     for failure in failures:
         check, address = failure.split()
         resource = resource_of(stack, address.split(".", 1)[1])
-        if not any(skipped(e, check, resource) for e in skips_for(mode)):
+        if not any(skipped(e, check, resource) for e in checkov_skips.for_mode("skips", mode)):
             left.append(failure)
     return left
 
 
 def test_every_skip_has_a_reason_and_a_known_mode() -> None:
-    checks = [e["check"] for e in skip_entries()]
-    assert len(checks) == len(set(checks)), "one entry per check"
-    for entry in skip_entries():
-        assert entry["check"].startswith(("CKV_", "CKV2_")), entry
-        assert len(entry.get("reason", "")) > 40, f"{entry['check']}: give a real reason"
-        assert set(entry.get("modes", MODES)) <= set(MODES)
-        assert set(entry) <= {"check", "reason", "modes", "where"}, entry
-        assert isinstance(entry.get("where", {}), dict), entry
+    checkov_skips.check_entries("skips")
 
 
 def test_the_scan_covers_every_synthesized_stack() -> None:

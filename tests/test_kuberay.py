@@ -22,7 +22,7 @@ import pytest
 import yaml
 from crd import effective_pod_labels, operator_errors, schema_errors, webhook_errors
 
-from raytpu import __version__, kinds, kuberay, serving
+from raytpu import __version__, kinds, kuberay, pod_security, ray_ports, serving
 from raytpu.catalog import GENERATIONS, generation
 from raytpu.config import parse
 from raytpu.errors import InvalidInput, InvalidInputs
@@ -111,7 +111,7 @@ def _manifests(spec: ClusterSpec, run: str = "") -> list[dict[str, Any]]:
         name = f"{work.name}-{run}" if run and work.kind.is_job else work.name
         out.append(kuberay.workload_manifest(
             spec, work, service_account=KSA, bucket=BUCKET, namespace="ray", name=name,
-            args=kuberay.train_args(BUCKET, name) if work.kind.name == "train" else ()))
+            args=kuberay.train_args(name) if work.kind.name == "train" else ()))
     return out
 
 
@@ -252,7 +252,7 @@ def test_every_rayjob_carries_its_workload_spec_and_a_plain_entrypoint(gen: str,
         assert WorkloadSpec.from_env(runtime["env_vars"]) == work
         program = f"python -m raytpu.workloads.{work.kind.program}"
         run = job["metadata"]["name"]
-        flags = f" --storage-path gs://{BUCKET}/checkpoints/{run} --name {run}" if work.kind.name == "train" else ""
+        flags = f" --storage-path /mnt/gcs/checkpoints --name {run}" if work.kind.name == "train" else ""
         assert job["spec"]["entrypoint"] == program + flags
         for replanning in ("--generation", "--topology", "--machine-type", "--slices"):
             assert replanning not in job["spec"]["entrypoint"]
@@ -324,8 +324,8 @@ def test_v6e_2x4_worker_group_follows_machine_type(machine: str, hosts: int, tpu
     assert container["resources"] == {"requests": {TPU_RESOURCE: tpus, "cpu": cpu, "memory": memory},
                                       "limits": {TPU_RESOURCE: tpus, "memory": memory}}
     assert group["template"]["spec"]["nodeSelector"] == item.plan.node_selector
-    ports = [p for p in container.get("ports", []) if p["containerPort"] == kuberay.MXLA_PORT]
-    assert ports == ([] if hosts == 1 else [{"containerPort": 8081, "name": "mxla"}])
+    ports = [p for p in container.get("ports", []) if p["containerPort"] == ray_ports.MXLA.number]
+    assert ports == ([] if hosts == 1 else [{"containerPort": 8081, "name": "mxla", "protocol": "TCP"}])
 
 
 def test_worker_group_spans_the_workloads_slices_not_the_slice_count() -> None:
@@ -337,7 +337,8 @@ def test_worker_group_spans_the_workloads_slices_not_the_slice_count() -> None:
 def test_worker_env_has_tpu_settings_and_extra_env() -> None:
     group = kuberay.worker_group(_work(), PODS, autopilot=False, env={"A": "1"})
     env = {e["name"]: e["value"] for e in group["template"]["spec"]["containers"][0]["env"]}
-    assert env == {"JAX_PLATFORMS": "tpu,cpu", "ENABLE_PJRT_COMPATIBILITY": "true", "A": "1"}
+    assert env == {"JAX_PLATFORMS": "tpu,cpu", "ENABLE_PJRT_COMPATIBILITY": "true", "A": "1",
+                   "HOME": pod_security.HOME}
 
 
 def test_pods_are_not_relabelled_away_from_kuberay_so_the_webhook_sees_them() -> None:
@@ -353,16 +354,21 @@ def test_gcs_fuse_volume_ksa_and_annotation_on_every_pod() -> None:
                      manifest["spec"]["workerGroupSpecs"][0]["template"]):
         assert template["metadata"]["annotations"] == {"gke-gcsfuse/volumes": "true"}
         assert template["spec"]["serviceAccountName"] == KSA
+        # uid/gid: "If you set runAsUser or runAsGroup ... you must set the uid and gid mount flags"
+        # (GoogleCloudPlatform/gcs-fuse-csi-driver docs/authentication.md), else the mount is root's, read-only to Ray
         assert template["spec"]["volumes"][0]["csi"] == {
             "driver": "gcsfuse.csi.storage.gke.io",
-            "volumeAttributes": {"bucketName": BUCKET, "mountOptions": "implicit-dirs"}}
-        assert template["spec"]["containers"][0]["volumeMounts"] == [{"name": "gcs-bucket", "mountPath": "/mnt/gcs"}]
+            "volumeAttributes": {"bucketName": BUCKET, "mountOptions": "implicit-dirs,uid=1000,gid=100"}}
+        assert template["spec"]["securityContext"]["runAsUser"] == 1000
+        assert template["spec"]["securityContext"]["runAsGroup"] == 100
+        assert template["spec"]["containers"][0]["volumeMounts"][0] == {"name": "gcs-bucket", "mountPath": "/mnt/gcs"}
 
 
 def test_no_bucket_means_no_volume_and_no_annotation() -> None:
     manifest = kuberay.ray_cluster("rc", _work(), kuberay.Pods())
     head = manifest["spec"]["headGroupSpec"]["template"]
-    assert "volumes" not in head["spec"] and "metadata" not in head
+    assert [v["name"] for v in head["spec"]["volumes"]] == list(pod_security.SCRATCH)  # emptyDirs only
+    assert "annotations" not in head["metadata"]
     assert "serviceAccountName" not in head["spec"]
 
 
@@ -401,7 +407,7 @@ def test_ray_service_serves_the_specs_app_with_a_local_xla_cache() -> None:
     assert {"name": "xla-cache", "emptyDir": {}} in pod["volumes"]
     assert {"name": "xla-cache", "mountPath": serving.XLA_CACHE_PATH} in pod["containers"][0]["volumeMounts"]
     head_ports = service["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0]["ports"]
-    assert {"containerPort": serving.SERVE_PORT, "name": "serve"} in head_ports
+    assert {"containerPort": serving.SERVE_PORT, "name": "serve", "protocol": "TCP"} in head_ports
 
 
 def test_a_serving_workload_runs_the_vllm_tpu_image_by_default() -> None:
@@ -440,7 +446,7 @@ TOKEN_BUCKET = "${TfToken[TOKEN.13]}"
 
 def _stack_manifests(spec: ClusterSpec, **kwargs: Any) -> list[dict[str, Any]]:
     """What the workloads stack applies: one object per workload, train checkpointing under its own name."""
-    return [kuberay.workload_manifest(spec, work, args=kuberay.train_args(kwargs["bucket"], work.name)
+    return [kuberay.workload_manifest(spec, work, args=kuberay.train_args(work.name)
                                       if work.kind.name == "train" else (), **kwargs) for work in spec.workloads]
 
 
@@ -476,7 +482,7 @@ def test_workload_manifests_one_per_workload_valid_and_tokens_kept(mode: str) ->
     assert carried == spec.workload("smoke") and carried.slice_count == 2 and carried.plan == spec.slice("train").plan
     assert kuberay.core_zip_uri("b") == f"gs://b/raytpu/raytpu-{kuberay.__version__}.zip"
     assert train["spec"]["entrypoint"] == (
-        f"python -m raytpu.workloads.train --storage-path gs://{TOKEN_BUCKET}/checkpoints/train --name train")
+        "python -m raytpu.workloads.train --storage-path /mnt/gcs/checkpoints --name train")
     assert WorkloadSpec.from_env(_runtime(train)["env_vars"]).plan.machine_type == "ct6e-standard-4t"
     assert _worker(train)["numOfHosts"] == 2
     assert _worker(train)["template"]["spec"]["containers"][0]["image"] == "example.com/ray-tpu:1"

@@ -18,6 +18,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,8 @@ from raytpu.workloads import tiny_llm  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = [ROOT / "raytpu.example.yaml", ROOT / "examples" / "autopilot.yaml"]
 SERVE = next(w for w in load(EXAMPLES[0]).workloads if w.kind.takes_model)
+API_KEY = "sk-raytpu-serve-tier"
+"""The app runs behind an API key, as a RayService with ``security.serve_api_key_secret`` does."""
 REPLICA_TAG = "ServeReplica:llm:LLMServer"
 """Process title of the LLM replica actor (``ray::ServeReplica:<app>:LLMServer:<model>``)."""
 
@@ -65,8 +69,8 @@ class Deployment:
     deploy_s: float
     tokenizer: Any
 
-    def client(self, **kw: Any) -> openai.OpenAI:
-        return openai.OpenAI(base_url=self.endpoint.url, api_key="unused", max_retries=0, timeout=120, **kw)
+    def client(self, api_key: str = API_KEY, **kw: Any) -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.endpoint.url, api_key=api_key, max_retries=0, timeout=120, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +78,8 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixture
     """The example's serving slice, emulated, with its app (CPU twin) deployed by `raytpu local serve`."""
     run_dir = tmp_path_factory.mktemp("serve-local")
     cache = tmp_path_factory.mktemp("tiny-llm")
+    key_file = run_dir / "api-key"
+    key_file.write_text(API_KEY + "\n")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", tiny_llm.ENV_CACHE_DIR: str(cache)}
     peak = local.PeakMemory(tag_prefix=os.environ.get(local.ENV_TMP_PREFIX, local.TMP_PREFIX))
     peak.__enter__()
@@ -82,7 +88,8 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixture
         cluster = local.start(SERVE.plan, 1, run_dir, timeout_s=240)
         t0 = time.monotonic()
         done = subprocess.run([sys.executable, "-m", "raytpu", "local", "--dir", str(run_dir), "serve",
-                               "--config", str(EXAMPLES[0]), "--timeout-s", "400"], cwd=ROOT, env=env,
+                               "--config", str(EXAMPLES[0]), "--timeout-s", "400", "--api-key-file", str(key_file)],
+                              cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=520)
         assert done.returncode == 0, done.stderr[-4000:]
         lines = dict(line.split(": ", 1) for line in done.stdout.splitlines())
@@ -295,9 +302,35 @@ def test_unknown_model_chat_and_completion_errors_have_openais_shape(deployment:
         assert "no-such-model" in error.message
 
 
+def test_a_request_without_an_authorization_header_is_a_401(deployment: Deployment) -> None:
+    """(The official client refuses to send a request without a key, so this one is plain HTTP.)"""
+    body = json.dumps({"model": deployment.endpoint.model, "prompt": "hi", "max_tokens": 4}).encode()
+    request = urllib.request.Request(f"{deployment.endpoint.url}/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=60)
+    assert refused.value.code == 401
+    assert "API key" in json.loads(refused.value.read())["error"]["message"]
+
+
+@pytest.mark.parametrize("key", ["sk-wrong", API_KEY + "x", API_KEY[:-1]])
+def test_a_request_with_a_wrong_api_key_is_refused_in_openais_shape(deployment: Deployment, key: str) -> None:
+    """Every request that reaches the model needs ``Authorization: Bearer <key>`` (the official client sends its
+    ``api_key`` so); the answer is a 401 the client raises as ``AuthenticationError``, in OpenAI's error shape."""
+    client = deployment.client(api_key=key)
+    with pytest.raises(openai.AuthenticationError) as refused:
+        client.chat.completions.create(model=deployment.endpoint.model, max_tokens=4,
+                                       messages=[{"role": "user", "content": "hi"}])
+    error = refused.value.response.json()["error"]
+    assert error["code"] == 401 and "API key" in error["message"], error  # type: the exception's class (Ray's shape)
+    with pytest.raises(openai.AuthenticationError):
+        client.completions.create(model=deployment.endpoint.model, prompt="hi", max_tokens=4)
+    assert [m.id for m in client.models.list().data] == [deployment.endpoint.model]  # the list stays readable
+
+
 def test_sixteen_concurrent_streams_all_complete(deployment: Deployment) -> None:
     async def run() -> list[StreamResult]:
-        client = openai.AsyncOpenAI(base_url=deployment.endpoint.url, api_key="unused", max_retries=0, timeout=300)
+        client = openai.AsyncOpenAI(base_url=deployment.endpoint.url, api_key=API_KEY, max_retries=0, timeout=300)
         try:
             return await asyncio.gather(*(astream_chat(client, deployment.endpoint.model, f"Request {i}",
                                                              max_tokens=24, temperature=1.0, seed=i)

@@ -65,8 +65,8 @@ class Cluster:
         self.threads: list[threading.Thread] = []
 
     def applied(self, plural: str = "") -> list[dict[str, Any]]:
-        """The bodies of every server-side apply, in order."""
-        return [json.loads(r.body) for r in self.server.of("PATCH", f"/{plural}/" if plural else "")]
+        """The bodies of every server-side apply of KubeRay objects (of ``plural``), in order."""
+        return [json.loads(r.body) for r in self.server.of("PATCH", f"/{plural}/" if plural else "/apis/ray.io/")]
 
     def job(self, name: str, *states: tuple[str, str], log: str = "", plural: str = "rayjobs") -> None:
         """Once ``name`` is applied, moves it through ``states`` (deployment, job status); the submitter pod
@@ -139,9 +139,10 @@ def verdict_line(name: str, healthy: bool = True) -> str:
 
 
 def expected(workload: str, name: str) -> dict[str, Any]:
-    """The object ``raytpu submit WORKLOAD`` should apply as ``name`` (train: checkpoints under its run name)."""
+    """The object ``raytpu submit WORKLOAD`` should apply as ``name`` (train: checkpoints under its run name, in the
+    bucket's GCS FUSE mount)."""
     spec = parse(CONFIG)
-    args = ["--storage-path", f"gs://my-bucket/checkpoints/{name}", "--name", name] if workload == "train" else []
+    args = ["--storage-path", "/mnt/gcs/checkpoints", "--name", name] if workload == "train" else []
     return kuberay.workload_manifest(spec, spec.workload(workload), service_account="ray-workloads",
                                      bucket="my-bucket", namespace="ray", name=name, args=args)
 
@@ -168,8 +169,15 @@ def test_submit_smoke_waits_applies_exact_manifest_streams_the_log_and_prints_ve
     assert "smoke-r1: Running/RUNNING" in err and "smoke-r1: Complete/SUCCEEDED" in err
     assert "2026-11-30 job started" in out and "bye" in out  # the submitter's log, streamed
     assert "✓  tpu-a" in out and "2/2 slices healthy" in out
-    (patch,) = fake.server.of("PATCH")
-    assert patch.path == "/apis/ray.io/v1/namespaces/ray/rayjobs/smoke-r1"
+    # its NetworkPolicy first (no pod ever runs unguarded), then the RayJob, then the policy owned by the RayJob
+    policy_path = "/apis/networking.k8s.io/v1/namespaces/ray/networkpolicies/job-smoke-r1"
+    assert [r.path for r in fake.server.of("PATCH")] == [
+        policy_path, "/apis/ray.io/v1/namespaces/ray/rayjobs/smoke-r1", policy_path]
+    policy = kuberay.network_policy(expected("smoke", "smoke-r1"), parse(CONFIG))
+    owner = {"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "smoke-r1", "uid": "uid-smoke-r1"}
+    assert fake.applied("networkpolicies") == [
+        policy, {**policy, "metadata": {**policy["metadata"], "ownerReferences": [owner]}}]
+    patch = fake.server.of("PATCH")[1]
     assert patch.query == {"fieldManager": "raytpu", "force": "false", "fieldValidation": "Strict"}
     assert patch.headers["content-type"] == "application/apply-patch+yaml"
     # google-auth got a token from the (loopback) token endpoint, and every API call carries one the server issued
@@ -185,10 +193,11 @@ def test_submit_train_without_wait_applies_and_returns(fake: Cluster, capsys: py
     assert "submitted RayJob train-r2" in out
     # the served CRD first (every field the RayJob sets must be declared), then the server-side apply
     # then that the run's name is free (server-side apply would update an existing run in place)
+    policy = ("PATCH", "/apis/networking.k8s.io/v1/namespaces/ray/networkpolicies/job-train-r2")
     assert [(r.method, r.path) for r in fake.server.api_requests()] == [
         ("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/rayjobs.ray.io"),
         ("GET", "/apis/ray.io/v1/namespaces/ray/rayjobs/train-r2"),
-        ("PATCH", "/apis/ray.io/v1/namespaces/ray/rayjobs/train-r2")]
+        policy, ("PATCH", "/apis/ray.io/v1/namespaces/ray/rayjobs/train-r2"), policy]
 
 
 def test_a_run_id_that_names_an_existing_run_is_refused(fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
@@ -197,7 +206,7 @@ def test_a_run_id_that_names_an_existing_run_is_refused(fake: Cluster, capsys: p
     assert main("submit", "train", "--stack", STACK, "--run-id", "r7") == 2
     _, err = capsys.readouterr()
     assert "error: --run-id: 'r7' names RayJob train-r7, which exists" in err
-    assert len(fake.server.of("PATCH")) == 1
+    assert len(fake.applied()) == 1
 
 
 def test_an_older_kuberay_is_named_before_anything_is_applied(fake: Cluster,
@@ -262,9 +271,32 @@ def test_submit_serve_applies_rayservice_waits_until_ready_and_prints_the_endpoi
     assert "serve: ready" in err
 
 
+def test_a_public_endpoint_needs_its_api_key_secret_before_anything_is_applied(
+        fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    """The kubelet cannot mount a Secret that does not exist: the RayService's pods would never start."""
+    Path("raytpu.yaml").write_text(CONFIG + "security: {serve_endpoint: public-lb, serve_api_key_secret: serve-key}\n")
+    assert main("submit", "serve", "--stack", STACK) == 2
+    err = capsys.readouterr().err
+    assert ("error: security.serve_api_key_secret: 'serve-key' names no Secret in namespace ray; valid: create it "
+            "first: kubectl -n ray create secret generic serve-key") in err
+    assert fake.applied() == [] and fake.applied("networkpolicies") == []
+    fake.server.put({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "serve-key"},
+                     "data": {"api-key": "c2VjcmV0"}})
+    fake.server.put({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "serve-serve-svc"},
+                     "spec": {"type": "LoadBalancer"}, "status": {"loadBalancer": {"ingress": [{"ip": "34.9.8.7"}]}}})
+    fake.job("serve", ("Running", "True"), plural="rayservices")
+    assert main("submit", "serve", "--stack", STACK, "--wait", "--timeout-s", "10") == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[-3:] == ["endpoint: http://serve-serve-svc.ray.svc.cluster.local:8000/v1",
+                                     f"model: {DEFAULT_MODEL}", "load balancer: http://34.9.8.7:8000/v1"]
+    (service,) = fake.applied()
+    assert service["spec"]["serveService"]["spec"]["type"] == "LoadBalancer"
+
+
 def test_submit_dry_run_prints_yaml_and_calls_no_api(fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
     assert main("submit", "train", "--stack", STACK, "--dry-run", "--run-id", "r6") == 0
-    assert list(yaml.safe_load_all(capsys.readouterr().out)) == [expected("train", "train-r6")]
+    job = expected("train", "train-r6")
+    assert list(yaml.safe_load_all(capsys.readouterr().out)) == [kuberay.network_policy(job, parse(CONFIG)), job]
     assert fake.server.requests == []
 
 
@@ -281,7 +313,7 @@ def test_every_rayjob_submission_is_a_new_run_and_a_rayservice_keeps_its_name(
     assert applied == [expected("train", "train-k1"), expected("train", "train-k2"), expected("smoke", "smoke-k3"),
                        expected("serve", "serve"), expected("serve", "serve")]
     assert [m["spec"]["entrypoint"] for m in applied[:2]] == [
-        f"python -m raytpu.workloads.train --storage-path gs://my-bucket/checkpoints/{run} --name {run}"
+        f"python -m raytpu.workloads.train --storage-path /mnt/gcs/checkpoints --name {run}"
         for run in ("train-k1", "train-k2")]
     spec = parse(CONFIG)
     assert [carried_spec(m) for m in applied[:3]] == [spec.workload("train")] * 2 + [spec.workload("smoke")]
@@ -294,8 +326,9 @@ def test_default_run_id_names_the_job_workload_dash_run_id(fake: Cluster, capsys
     name = job["metadata"]["name"]
     workload, _, run = name.partition("-")
     assert workload == "train" and run.isalnum() and run == run.lower() and before <= run <= gke.run_id()
-    assert f"--storage-path gs://my-bucket/checkpoints/{name} --name {name}" in job["spec"]["entrypoint"]
-    assert f"submitted RayJob {name}" in capsys.readouterr().out
+    assert f"--storage-path /mnt/gcs/checkpoints --name {name}" in job["spec"]["entrypoint"]
+    out, err = capsys.readouterr()
+    assert f"submitted RayJob {name}" in out and f"checkpoints: gs://my-bucket/checkpoints/{name}" in err
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -450,7 +483,9 @@ def test_smoke_jobs_carry_their_slices_spec_and_queued_slices_are_skipped_with_a
         fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
     assert main("smoke", "--stack", STACK, "--run-id", "d1", "--dry-run") == 0
     out, err = capsys.readouterr()
-    jobs = list(yaml.safe_load_all(out))
+    docs = list(yaml.safe_load_all(out))
+    jobs = docs[1::2]
+    assert docs[::2] == [kuberay.network_policy(job, parse(CONFIG)) for job in jobs]  # each job behind its policy
     assert [j["metadata"]["name"] for j in jobs] == ["smoke-train-0-d1", "smoke-train-1-d1", "smoke-serve-0-d1"]
     spec = parse(CONFIG)
     for job in jobs:

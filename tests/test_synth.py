@@ -305,9 +305,13 @@ def test_workloads_stack_applies_long_lived_objects_only(standard: dict) -> None
     a finished job's cluster but not the RayJob (FACTS.md section 8), so a Terraform-owned job would never re-run on
     a deploy and would re-run when deleted."""
     stack = standard["ray-tpu-workloads"]
-    manifests = resources(stack, "kubernetes_manifest").values()
-    objects = {m["manifest"]["metadata"]["name"]: m["manifest"] for m in manifests}
-    assert {n: o["kind"] for n, o in objects.items()} == {"serve": "RayService"}
+    manifests = resources(stack, "kubernetes_manifest")
+    objects = {m["manifest"]["metadata"]["name"]: m["manifest"] for m in manifests.values()}
+    assert {n: o["kind"] for n, o in objects.items()} == {"serve": "RayService", "service-serve": "NetworkPolicy"}
+    # the RayService waits for its NetworkPolicy: none of its pods ever runs unguarded
+    (service,) = [m for m in manifests.values() if m["manifest"]["kind"] == "RayService"]
+    (policy_id,) = [k for k, m in manifests.items() if m["manifest"]["kind"] == "NetworkPolicy"]
+    assert service["depends_on"] == [f"kubernetes_manifest.{policy_id}"]
     ksa = only(stack, "kubernetes_service_account_v1")
     assert ksa["metadata"]["annotations"]["iam.gke.io/gcp-service-account"].startswith(
         "${data.terraform_remote_state.")

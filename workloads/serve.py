@@ -54,7 +54,8 @@ def _say(line: str) -> None:
 
 
 def deploy_local(address: str, work: WorkloadSpec, *, port: int | None = None, cache_dir: str | None = None,
-                 timeout_s: float = 300.0, progress: Callable[[str], None] = _say) -> Endpoint:
+                 timeout_s: float = 300.0, progress: Callable[[str], None] = _say,
+                 api_key_file: str | None = None) -> Endpoint:
     """Deploys the CPU twin of ``work``'s app onto the Ray cluster at ``address``; returns once it answers.
 
     The engine args are first run through vLLM's own argument parser (a bad value is exit 2, not a replica
@@ -67,7 +68,8 @@ def deploy_local(address: str, work: WorkloadSpec, *, port: int | None = None, c
         RuntimeFailure: the app failed to deploy or did not answer within ``timeout_s``.
     """
     tiny = tiny_llm.ensure(cache_dir)
-    config = serving.serve_config(work, cpu_model=(tiny.name, str(tiny.path)))
+    config = serving.serve_config(work, cpu_model=(tiny.name, str(tiny.path)),
+                                  api_key_file=os.path.abspath(api_key_file) if api_key_file else None)
     app = config["applications"][0]
     serving.parse_with_vllm(app["args"]["llm_configs"][0]["engine_kwargs"])
 
@@ -136,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-dir", default=None, help=f"tiny model cache (default ${tiny_llm.ENV_CACHE_DIR} "
                         f"or {tiny_llm.DEFAULT_CACHE_DIR})")
     parser.add_argument("--deploy-timeout-s", type=float, default=300.0)
+    parser.add_argument("--api-key-file", default=None, help="require the API key in this file on every request")
     args = parser.parse_args(argv)
 
     def body() -> int:
@@ -145,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             raise missing("address", "to deploy onto a running cluster",
                           "--address or RAY_ADDRESS of a running cluster (`raytpu local up`)")
         endpoint = deploy_local(address, work, port=args.port, cache_dir=args.cache_dir,
-                                timeout_s=args.deploy_timeout_s)
+                                timeout_s=args.deploy_timeout_s, api_key_file=args.api_key_file)
         print(f"endpoint: {endpoint.url}")
         print(f"model: {endpoint.model}")
         return 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     serve.add_argument("--workload", default=None, help="the config's serving workload (default: the first)")
     serve.add_argument("--ask", action="store_true", help="then ask a few questions with the openai client")
     serve.add_argument("--timeout-s", type=float, default=420.0, help="bound on the deploy (default 420)")
+    serve.add_argument("--api-key-file", default=None, help="require the API key in this file (Authorization: "
+                       "Bearer <key>) on every request, as security.serve_api_key_secret does on GKE")
 
 
 def _echo(line: str) -> None:
@@ -197,7 +200,7 @@ def serving_workload(cluster: Any, config: str | None = None, name: str | None =
     return replace(local_work, name=work.name, **{f: getattr(work, f) for f in SERVING_FIELDS})
 
 
-def deploy_serve(cluster: Any, work: Any, timeout_s: float) -> tuple[str, str]:
+def deploy_serve(cluster: Any, work: Any, timeout_s: float, api_key_file: str | None = None) -> tuple[str, str]:
     """Runs the serve workload on ``cluster`` (progress on stderr); returns its (endpoint URL, model)."""
     import importlib.util
 
@@ -209,8 +212,9 @@ def deploy_serve(cluster: Any, work: Any, timeout_s: float) -> tuple[str, str]:
                              "the serve environment (`make serve` builds .venv-serve; then `.venv-serve/bin/raytpu "
                              "local up --slice serve` and `.venv-serve/bin/raytpu local serve`)")
     _progress(f"deploying {work.name} (CPU twin) onto {cluster.address}")
-    done = local.run_workload(cluster, "serve", "--deploy-timeout-s", f"{timeout_s:g}", timeout_s=timeout_s + 60,
-                              echo=_echo, work=work)
+    key_args = ("--api-key-file", os.path.abspath(api_key_file)) if api_key_file else ()
+    done = local.run_workload(cluster, "serve", "--deploy-timeout-s", f"{timeout_s:g}", *key_args,
+                              timeout_s=timeout_s + 60, echo=_echo, work=work)
     found = dict(line.split(": ", 1) for line in done.stdout.splitlines() if ": " in line)
     if done.returncode != 0 or not {"endpoint", "model"} <= found.keys():
         raise RuntimeFailure(f"local.serve: the serve workload exited {done.returncode} without an endpoint; "
@@ -220,7 +224,8 @@ def deploy_serve(cluster: Any, work: Any, timeout_s: float) -> tuple[str, str]:
 
 def _serve(args: argparse.Namespace) -> int:
     cluster = _cluster(args)
-    url, model = deploy_serve(cluster, serving_workload(cluster, args.config, args.workload), args.timeout_s)
+    url, model = deploy_serve(cluster, serving_workload(cluster, args.config, args.workload), args.timeout_s,
+                              args.api_key_file)
     print(f"endpoint: {url}")
     print(f"model: {model}")
     sys.stdout.flush()

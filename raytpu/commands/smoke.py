@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         raise errors.InvalidInput("slices", "no slice can run a smoke RayJob",
                                   "at least one slice whose provisioning runs a Ray cluster")
     if args.dry_run:
-        print_yaml(jobs)
+        print_yaml(kuberay.guarded(jobs, spec))
         return 0
     if args.upload_core:
         gke.upload_core(gke.upload_target(args.py_modules, outputs.bucket))
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"slice {item.pool_names[index]}: busy ({', '.join(held_by)}); no smoke job", file=sys.stderr)
                 verdicts.append(failed_verdict(job, item.plan, f"in use by {', '.join(held_by)}", "busy"))
                 continue
-            client.apply(job)
+            gke.apply_guarded(client, job, spec)
             print(f"applied RayJob {job['metadata']['name']}", file=sys.stderr)
             free.append(job)
         states = gke.follow_jobs(client, [j["metadata"]["name"] for j in free], timeout_s=args.timeout_s)

@@ -5,8 +5,9 @@ The workload's KubeRay object (:func:`raytpu.kuberay.workload_manifest`) is buil
 the stack outputs (endpoint, CA, namespace, KSA, bucket; :class:`raytpu.outputs.StackOutputs`) and
 server-side applied through the Kubernetes API with Application Default Credentials (:mod:`raytpu.gke`):
 no kubectl, no gcloud. RayJobs get a run suffix (``train-t5x2kq``) so every submission is a new run with its
-own checkpoint directory; a RayService keeps its name (applying again updates it). ``--wait`` follows the job
-to its end (progress on stderr, the submitter's log streamed to stdout) and exits with its result; for a
+own checkpoint directory (train: ``--name`` is that name, under the bucket's GCS FUSE mount,
+:func:`raytpu.kuberay.train_args`); a RayService keeps its name (applying again updates it). ``--wait`` follows
+the job to its end (progress on stderr, the submitter's log streamed to stdout) and exits with its result; for a
 RayService it waits until it serves and prints the endpoint. Exit 0 on success, 1 when the job failed, timed
 out or a slice is unhealthy, 2 on bad input (unknown workload, missing outputs).
 
@@ -79,23 +80,26 @@ def run(args: argparse.Namespace) -> int:
     manifest = kuberay.workload_manifest(spec, work, service_account=outputs.service_account,
                                          bucket=outputs.bucket, namespace=outputs.namespace,
                                          py_modules=args.py_modules, name=name,
-                                         args=kuberay.train_args(outputs.bucket, name)
-                                         if work.kind.name == "train" else ())
+                                         args=kuberay.train_args(name) if work.kind.name == "train" else ())
     if args.dry_run:
-        print_yaml([manifest])
+        print_yaml(kuberay.guarded([manifest], spec))
         return 0
     if args.upload_core:
         gke.upload_core(gke.upload_target(args.py_modules, outputs.bucket))
     with gke.connect(outputs) as client:
         client.check_schema(manifest, kuberay.MIN_KUBERAY_VERSION)
+        if manifest["kind"] == "RayService":
+            _check_api_key_secret(client, spec.security.serve_api_key_secret, outputs.namespace)
         if work.kind.is_job and client.get("RayJob", name) is not None:
             # server-side apply would update that run in place: a new run never reuses a name
             raise errors.invalid_value("--run-id", name.removeprefix(f"{work.name}-"), f"names RayJob {name}, "
                                        "which exists (run ids are base-36 seconds: two submissions in one second "
                                        "share one)", "a --run-id of no existing run, or resubmit a second later")
-        client.apply(manifest)
+        gke.apply_guarded(client, manifest, spec)
         kind = manifest["kind"]
         print(f"applied {kind} {name} in namespace {outputs.namespace}", file=sys.stderr)
+        if work.kind.name == "train":
+            print(f"checkpoints: {kuberay.checkpoint_uri(outputs.bucket, name)}", file=sys.stderr)
         if not args.wait:
             print(f"submitted {kind} {name}; `raytpu submit {work.name} --stack {args.stack} --wait` follows "
                   "a service, a job's progress is its RayJob status")
@@ -103,6 +107,26 @@ def run(args: argparse.Namespace) -> int:
         if kind == "RayService":
             return _wait_service(client, name, work, outputs.namespace, args.timeout_s)
         return _follow_job(client, name, work.kind.name, args.timeout_s)
+
+
+def _check_api_key_secret(client: Any, secret: str | None, namespace: str) -> None:
+    """Refuses a RayService whose ``security.serve_api_key_secret`` does not exist (its pods would never start:
+    the kubelet cannot mount a missing Secret). Not checked when reading Secrets is forbidden."""
+    from raytpu import errors
+    from raytpu.kube import KubeError
+
+    if secret is None:
+        return
+    try:
+        found = client.get("Secret", secret)
+    except KubeError as exc:
+        if exc.status == 403:
+            return
+        raise
+    if found is None:
+        raise errors.invalid_value("security.serve_api_key_secret", secret, f"names no Secret in namespace "
+                                   f"{namespace}", f"create it first: kubectl -n {namespace} create secret generic "
+                                   f"{secret} --from-literal=api-key=$(openssl rand -hex 32)")
 
 
 def _wait_service(client: Any, name: str, work: Any, namespace: str, timeout_s: float) -> int:
@@ -115,6 +139,9 @@ def _wait_service(client: Any, name: str, work: Any, namespace: str, timeout_s: 
     # KubeRay names the Serve Service <name>-serve-svc (ray-operator/controllers/ray/utils/util.go, v1.7.0)
     print(f"endpoint: http://{name}-serve-svc.{namespace}.svc.cluster.local:{serving.SERVE_PORT}/v1")
     print(f"model: {work.model or serving.DEFAULT_MODEL}")
+    service = client.get("Service", f"{name}-serve-svc")  # a load balancer's address, once GKE has given one
+    for ingress in ((service or {}).get("status", {}).get("loadBalancer", {}).get("ingress") or [])[:1]:
+        print(f"load balancer: http://{ingress.get('ip') or ingress.get('hostname')}:{serving.SERVE_PORT}/v1")
     return 0
 
 
@@ -165,9 +192,7 @@ def _show_verdicts(kind_name: str, lines: list[str]) -> list[dict[str, Any]]:
 
 def _run_local(work: Any, args: argparse.Namespace) -> int:
     """``--local``: the same program and spec on the emulated slice, through Ray's Job Submission API."""
-    from pathlib import Path
-
-    from raytpu import errors, gke, local
+    from raytpu import errors, gke, kuberay, local
 
     if not work.kind.is_job:
         raise errors.invalid_value("WORKLOAD", work.name, f"is a {work.kind.object_kind}; --local runs RayJobs",
@@ -177,8 +202,8 @@ def _run_local(work: Any, args: argparse.Namespace) -> int:
         raise errors.RuntimeFailure(f"local: no local cluster recorded in {local.run_dir(args.dir)}; valid: start "
                                     "one with `raytpu local up`")
     run_name = f"{work.name}-{args.run_id or gke.run_id()}"
-    extra = (["--storage-path", str(Path(cluster.run_dir) / "checkpoints" / run_name), "--name", run_name]
-             if work.kind.name == "train" else [])
+    # the run dir stands in for the pods' GCS FUSE mount: <run dir>/checkpoints/<run name>, as on GKE
+    extra = kuberay.train_args(run_name, mount_path=cluster.run_dir) if work.kind.name == "train" else []
     lines: list[str] = []
     status = local.submit_job(cluster, work.kind.name, *extra, timeout_s=args.timeout_s, sink=_echo(lines))
     _show_verdicts(work.kind.name, lines)

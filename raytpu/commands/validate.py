@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 HELP = "check a raytpu.yaml; every problem is reported with its field path"
 
@@ -14,7 +15,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Loads the config; prints a one-line summary per slice when it is valid."""
+    """Loads the config; prints a one-line summary per slice when it is valid, and a warning (stderr) for every
+    ``security`` setting that opens something to the outside."""
     from raytpu.catalog import RAY_VERSION
     from raytpu.config import default_path, load
 
@@ -29,6 +31,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {item.name}: {item.count} x {plan.generation} {plan.topology} = {plan.hosts} host(s) x "
               f"{plan.chips_per_host} chips ({plan.machine_type}), {item.provisioning.name}, {item.zone}{ray}")
     stack = f"{spec.cluster.name}-cluster"
+    for warning in spec.security.warnings():
+        print(f"warning: {warning}", file=sys.stderr)
     for work in spec.workloads:
         how = ("a RayService the workloads stack applies" if not work.kind.is_job else
                f"a RayJob run by `raytpu submit {work.name} --stack {stack}` (Terraform applies no RayJob)")

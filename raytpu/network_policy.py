@@ -1,0 +1,95 @@
+"""One NetworkPolicy per Ray cluster (RayJob, RayService, RayCluster): who may reach its pods, on which port.
+
+GKE Dataplane V2 enforces NetworkPolicy (on by default on Autopilot; the cluster stack turns it on on Standard).
+The policy selects every pod of one KubeRay object (head, TPU workers, RayJob submitter) by the label
+:data:`CLUSTER_LABEL` the kit puts on their templates (KubeRay's own ``ray.io/cluster`` value gets a random suffix
+for RayJobs and RayServices, so it cannot be named in advance) and admits, ingress only:
+
+1. every port from the pods of the same Ray cluster (Ray's internal ports, many chosen at run time:
+   :mod:`raytpu.ray_ports`);
+2. per :mod:`raytpu.ray_ports` audience, the ports of that audience from their sources: the namespace's pods and
+   ``security.dashboard_from`` (dashboard, client), the namespace's pods and the serve sources (Serve), and
+   ``security.metrics_from`` (metrics).
+
+KubeRay's operator calls the head's dashboard (job status, Serve config: ``RayDashboardClient``) and, for a
+RayService, the head pod's Serve health endpoint (``updateHeadPodServeLabel``, ``rayservice_controller.go``,
+KubeRay v1.6.0/v1.7.0), so the operator's sources are admitted to the ``namespace`` and ``serve`` ports too: GKE
+"installs and hosts" the add-on's operator
+(https://cloud.google.com/kubernetes-engine/docs/add-on/ray-on-gke/concepts/overview), i.e. outside the nodes, so
+by default its calls come from the control plane's range (``network.master_cidr``, the private cluster's
+``master_ipv4_cidr_block``); ``security.operator_from`` names other sources (a self-installed KubeRay's namespace).
+Egress is left open (pip installs, Hugging Face, GCS, the metadata server).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from raytpu import ray_ports
+from raytpu.security import NAMESPACE_SOURCE, SecuritySpec
+
+API_VERSION = "networking.k8s.io/v1"
+CLUSTER_LABEL = "raytpu.dev/ray-cluster"
+"""Label of every pod of one KubeRay object: ``<job|service|cluster>-<object name>``."""
+_KIND_PREFIX = {"RayJob": "job", "RayService": "service", "RayCluster": "cluster"}
+NAMESPACE_LABEL = "kubernetes.io/metadata.name"
+"""Every namespace carries its own name under this label (Kubernetes 1.22+, NamespaceDefaultLabelName)."""
+
+
+def cluster_label(kind: str, name: str) -> str:
+    """The :data:`CLUSTER_LABEL` value of the pods of KubeRay object ``kind``/``name`` (at most 63 characters)."""
+    return f"{_KIND_PREFIX[kind]}-{name}"
+
+
+def peer(source: str) -> dict[str, Any]:
+    """A NetworkPolicy peer for a source: ``namespace:NAME`` -> that namespace's pods, a CIDR -> an ipBlock."""
+    if source.startswith(NAMESPACE_SOURCE):
+        return {"namespaceSelector": {"matchLabels": {NAMESPACE_LABEL: source[len(NAMESPACE_SOURCE):]}}}
+    return {"ipBlock": {"cidr": source}}
+
+
+def serve_sources(security: SecuritySpec, subnet_cidr: str) -> tuple[str, ...]:
+    """Who may call the Serve port besides the namespace's pods: ``serve_from``; if empty, the VPC subnet for an
+    internal load balancer (its clients, and the nodes it forwards through), every address for a public one."""
+    if security.serve_from:
+        return security.serve_from
+    return {"internal-lb": (subnet_cidr,), "public-lb": ("0.0.0.0/0",)}.get(security.serve_endpoint, ())
+
+
+def operator_sources(security: SecuritySpec, control_plane_cidr: str) -> tuple[str, ...]:
+    """Where KubeRay's operator calls Ray heads from: ``operator_from``, else the control plane's range."""
+    return security.operator_from or (control_plane_cidr,)
+
+
+def audience_sources(security: SecuritySpec, *, subnet_cidr: str,
+                     control_plane_cidr: str) -> dict[str, list[dict[str, Any]]]:
+    """Audience -> the peers admitted to its ports (besides the cluster's own pods)."""
+    namespace: list[dict[str, Any]] = [{"podSelector": {}}]
+    operator = [peer(s) for s in operator_sources(security, control_plane_cidr)]
+    return {
+        "cluster": [],
+        "namespace": [*namespace, *operator, *(peer(s) for s in security.dashboard_from)],
+        "serve": [*namespace, *operator, *(peer(s) for s in serve_sources(security, subnet_cidr))],
+        "metrics": [peer(s) for s in security.metrics_from],
+    }
+
+
+def network_policy(kind: str, name: str, namespace: str, ports: Sequence[ray_ports.RayPort],
+                   security: SecuritySpec, *, subnet_cidr: str, control_plane_cidr: str,
+                   labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The NetworkPolicy of KubeRay object ``kind``/``name`` whose pods declare ``ports``."""
+    own = {CLUSTER_LABEL: cluster_label(kind, name)}
+    rules: list[dict[str, Any]] = [{"from": [{"podSelector": {"matchLabels": dict(own)}}]}]
+    sources = audience_sources(security, subnet_cidr=subnet_cidr, control_plane_cidr=control_plane_cidr)
+    for audience in ray_ports.AUDIENCES:
+        numbers = sorted({p.number for p in ports if p.audience == audience})
+        if numbers and sources[audience]:
+            rules.append({"from": sources[audience],
+                          "ports": [{"port": n, "protocol": "TCP"} for n in numbers]})
+    return {
+        "apiVersion": API_VERSION, "kind": "NetworkPolicy",
+        "metadata": {"name": own[CLUSTER_LABEL], "namespace": namespace,
+                     "labels": {"app.kubernetes.io/managed-by": "raytpu", **(labels or {})}},
+        "spec": {"podSelector": {"matchLabels": own}, "policyTypes": ["Ingress"], "ingress": rules},
+    }
