@@ -49,8 +49,11 @@ def test_outside_app_workload_runs_on_its_own_slice(stacks: dict[str, Any]) -> N
 
     objects = {m["manifest"]["metadata"]["name"]: m["manifest"]
                for m in resources(stacks["acme-workloads"], "kubernetes_manifest").values()}
-    # the YAML's smoke workload is a RayJob: `raytpu submit`'s, not Terraform's
-    assert {n: o["kind"] for n, o in objects.items()} == {"research-serve": "RayService"}
+    # the YAML's smoke workload is a RayJob: `raytpu submit`'s, not Terraform's; the RayService sits behind its policy
+    assert {n: o["kind"] for n, o in objects.items()} == {"research-serve": "RayService",
+                                                          "service-research-serve": "NetworkPolicy"}
+    policy = objects.pop("service-research-serve")
+    assert policy["spec"]["podSelector"]["matchLabels"] == {"raytpu.dev/ray-cluster": "service-research-serve"}
     service = objects["research-serve"]
     assert service["metadata"]["labels"]["raytpu.dev/slice"] == "research"
     assert service["metadata"]["namespace"].startswith("${kubernetes_namespace_v1.")
