@@ -29,21 +29,31 @@ REPO = Path(__file__).resolve().parents[1]
 SECURITY = SecuritySpec()
 
 
+def _needed() -> list[Path]:
+    """What the sandbox must still see, read-only: the checkout and the interpreter (a venv and its base)."""
+    paths = sorted({REPO, Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}, key=lambda p: len(p.parts))
+    return [p for i, p in enumerate(paths) if not any(p.is_relative_to(q) for q in paths[:i])]
+
+
 def sandbox_script(command: str) -> str:
-    """A shell script (run as root under ``unshare -m``) that enacts the pod rules, then runs ``command``."""
-    python = Path(sys.executable).resolve()
-    lines = ["set -e", "mount --make-rprivate /"]
-    if python.is_relative_to("/root"):  # a private home holds the interpreter (pyenv): expose just it, read-only
-        prefix = Path(sys.base_prefix).resolve()
-        lines += ["mkdir -p /tmp/.sbx && mount -t tmpfs tmpfs /tmp/.sbx && mkdir /tmp/.sbx/py",
-                  f"mount --bind {prefix} /tmp/.sbx/py", "mount -t tmpfs -o mode=755 tmpfs /root",
-                  f"mkdir -p {prefix}", f"mount --bind /tmp/.sbx/py {prefix}"]
+    """A shell script (run as root under ``unshare -m``) that enacts the pod rules, then runs ``command``.
+
+    The checkout and the interpreter stay visible, read-only, even where a pod's emptyDir or a private home would
+    hide them (a clone under ``/tmp``, pyenv under ``/root``): they are bind-mounted aside first and back after.
+    """
     uid, gid = SECURITY.run_as_user, SECURITY.run_as_group
+    hidden = [Path(p) for p in pod_security.SCRATCH.values()] + [Path("/root")]
+    kept = [p for p in _needed() if any(p.is_relative_to(h) for h in hidden)]
+    lines = ["set -e", "mount --make-rprivate /", "mount -t tmpfs tmpfs /mnt"]
+    lines += [f"mkdir -p /mnt/keep{i} && mount --bind {shlex.quote(str(p))} /mnt/keep{i}" for i, p in enumerate(kept)]
+    lines += ["mount -t tmpfs -o mode=755 tmpfs /root"]
     for path in pod_security.SCRATCH.values():  # every emptyDir: writable, owned by the pod's fsGroup
-        parent = str(Path(path).parent)
         if not Path(path).exists():  # a mount point the image lacks (kubelet creates it): under a tmpfs parent
-            lines += [f"mount -t tmpfs tmpfs {parent}", f"mkdir -p {path}"]
+            lines += [f"mount -t tmpfs tmpfs {Path(path).parent}", f"mkdir -p {path}"]
         lines += [f"mount -t tmpfs -o mode=1777 tmpfs {path}", f"chown {uid}:{gid} {path}"]
+    for i, path in enumerate(kept):
+        quoted = shlex.quote(str(path))
+        lines += [f"mkdir -p {quoted}", f"mount --bind /mnt/keep{i} {quoted}", f"mount -o remount,bind,ro {quoted}"]
     lines += ["mount -o remount,bind,ro /",
               f"export HOME={pod_security.HOME} RAYTPU_LOCAL_DIR=/tmp/raytpu-local RAY_USAGE_STATS_ENABLED=0",
               f"exec setpriv --reuid={uid} --regid={gid} --clear-groups --no-new-privs --bounding-set=-all "
@@ -57,6 +67,8 @@ def _can_sandbox() -> str:
     for tool in ("unshare", "setpriv"):
         if shutil.which(tool) is None:
             return f"needs {tool} (util-linux)"
+    if not Path("/mnt").is_dir():
+        return "needs /mnt (where the checkout and interpreter are held while the pod's volumes are mounted)"
     probe = subprocess.run(["unshare", "-m", "true"], capture_output=True, text=True)
     return "" if probe.returncode == 0 else f"unshare -m is not permitted here: {probe.stderr.strip()}"
 
