@@ -51,8 +51,8 @@ def sandbox_script(command: str) -> str:
         if not Path(path).exists():  # a mount point the image lacks (kubelet creates it): under a tmpfs parent
             lines += [f"mount -t tmpfs tmpfs {Path(path).parent}", f"mkdir -p {path}"]
         lines += [f"mount -t tmpfs -o mode=1777 tmpfs {path}", f"chown {uid}:{gid} {path}"]
-    for i, path in enumerate(kept):
-        quoted = shlex.quote(str(path))
+    for i, kept_path in enumerate(kept):
+        quoted = shlex.quote(str(kept_path))
         lines += [f"mkdir -p {quoted}", f"mount --bind /mnt/keep{i} {quoted}", f"mount -o remount,bind,ro {quoted}"]
     lines += ["mount -o remount,bind,ro /",
               f"export HOME={pod_security.HOME} RAYTPU_LOCAL_DIR=/tmp/raytpu-local RAY_USAGE_STATS_ENABLED=0",
