@@ -13,11 +13,12 @@ for RayJobs and RayServices, so it cannot be named in advance) and admits, ingre
 
 KubeRay's operator calls the head's dashboard (job status, Serve config: ``RayDashboardClient``) and, for a
 RayService, the head pod's Serve health endpoint (``updateHeadPodServeLabel``, ``rayservice_controller.go``,
-KubeRay v1.6.0/v1.7.0), so the operator's sources are admitted to the ``namespace`` and ``serve`` ports too: GKE
+KubeRay v1.6.0/v1.7.0), so the operator's sources are admitted to the ``namespace`` and ``serve`` ports too. GKE
 "installs and hosts" the add-on's operator
-(https://cloud.google.com/kubernetes-engine/docs/add-on/ray-on-gke/concepts/overview), i.e. outside the nodes, so
-by default its calls come from the control plane's range (``network.master_cidr``, the private cluster's
-``master_ipv4_cidr_block``); ``security.operator_from`` names other sources (a self-installed KubeRay's namespace).
+(https://cloud.google.com/kubernetes-engine/docs/add-on/ray-on-gke/concepts/overview) without saying where; the
+kit assumes the control plane, so by default its calls come from the control plane's range (``network.master_cidr``,
+the private cluster's ``master_ipv4_cidr_block``). ``security.operator_from`` names other sources (the operator's
+namespace, e.g. for a self-installed KubeRay: ``kubectl get pods -A | grep kuberay`` shows where it runs).
 Egress is left open (pip installs, Hugging Face, GCS, the metadata server).
 """
 
