@@ -535,11 +535,17 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, service_account:
                        py_modules=py_modules)
 
 
+def ray_cluster_of(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The RayCluster spec inside a RayCluster, RayJob (``rayClusterSpec``) or RayService (``rayClusterConfig``)."""
+    spec = obj["spec"]
+    return {"RayCluster": lambda: spec, "RayJob": lambda: spec["rayClusterSpec"],
+            "RayService": lambda: spec["rayClusterConfig"]}[obj["kind"]]()
+
+
 def pod_templates(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Every pod template of a KubeRay object: head, worker groups, and a RayJob's submitter."""
     spec = obj["spec"]
-    cluster = {"RayCluster": spec, "RayJob": spec.get("rayClusterSpec"),
-               "RayService": spec.get("rayClusterConfig")}[obj["kind"]]
+    cluster = ray_cluster_of(obj)
     templates = [cluster["headGroupSpec"]["template"], *(g["template"] for g in cluster["workerGroupSpecs"])]
     return templates + ([spec["submitterPodTemplate"]] if "submitterPodTemplate" in spec else [])
 

@@ -23,6 +23,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from raytpu import kuberay
 from raytpu.catalog import chips_in
 from raytpu.plan import ACCELERATOR_LABEL, TOPOLOGY_LABEL, TPU_RESOURCE
 
@@ -102,11 +103,8 @@ def schema_errors(manifest: dict[str, Any]) -> list[str]:
                   for e in validator.iter_errors(manifest))
 
 
-def cluster_spec(manifest: dict[str, Any]) -> dict[str, Any]:
-    """The RayCluster spec inside any of the three kinds."""
-    spec = manifest["spec"]
-    return {"RayCluster": lambda: spec, "RayJob": lambda: spec["rayClusterSpec"],
-            "RayService": lambda: spec["rayClusterConfig"]}[manifest["kind"]]()
+cluster_spec = kuberay.ray_cluster_of
+"""The RayCluster spec inside any of the three kinds."""
 
 
 def effective_pod_labels(template: dict[str, Any]) -> dict[str, str]:

@@ -97,11 +97,8 @@ def as_pod(template: dict[str, Any], name: str, namespace: str) -> dict[str, Any
 
 def pods_of(obj: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """(role, Pod) of every pod template of ``obj``: ``head``, the worker group's name, ``submitter``."""
-    spec = obj["spec"]
-    cluster = {"RayJob": spec.get("rayClusterSpec"), "RayService": spec.get("rayClusterConfig"),
-               "RayCluster": spec}[obj["kind"]]
-    roles = ["head", *(g["groupName"] for g in cluster["workerGroupSpecs"])]
-    roles += ["submitter"] if "submitterPodTemplate" in spec else []
+    roles = ["head", *(g["groupName"] for g in kuberay.ray_cluster_of(obj)["workerGroupSpecs"])]
+    roles += ["submitter"] if "submitterPodTemplate" in obj["spec"] else []
     meta = obj["metadata"]
     return [(role, as_pod(t, f"{meta['name']}-{role}", meta["namespace"]))
             for role, t in zip(roles, kuberay.pod_templates(obj), strict=True)]

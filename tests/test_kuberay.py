@@ -115,10 +115,7 @@ def _manifests(spec: ClusterSpec, run: str = "") -> list[dict[str, Any]]:
     return out
 
 
-def _cluster_of(manifest: dict[str, Any]) -> dict[str, Any]:
-    spec = manifest["spec"]
-    return {"RayCluster": spec, "RayJob": spec.get("rayClusterSpec"),
-            "RayService": spec.get("rayClusterConfig")}[manifest["kind"]]
+_cluster_of = kuberay.ray_cluster_of
 
 
 def _worker(manifest: dict[str, Any]) -> dict[str, Any]:
