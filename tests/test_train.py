@@ -155,7 +155,8 @@ def test_checkpoints_land_under_the_mount_the_job_is_given(cluster: local.LocalC
 
 @pytest.mark.slice
 @pytest.mark.timeout(480)
-def test_two_host_2x4_workers_land_on_one_slice_of_two(start_cluster: Any, plan: SlicePlan, tmp_path: Path) -> None:
+def test_two_host_2x4_workers_land_on_one_slice_of_two(two_slices: local.LocalCluster, plan: SlicePlan,
+                                                        tmp_path: Path) -> None:
     """Two emulated 2-host v6e 2x4 slices, one host of each held busy: unpinned (Ray 2.60's own reservation), the
     two workers take the two free hosts of two slices; pinned, the run waits for a whole slice (freed here) and
     both workers run on it."""
@@ -163,7 +164,8 @@ def test_two_host_2x4_workers_land_on_one_slice_of_two(start_cluster: Any, plan:
     from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
     from ray.util.state import list_actors
 
-    two = start_cluster(plan, 2)
+    two = two_slices
+    assert two.slice_plan == plan
     try:
         ray.init(address=two.address, log_to_driver=False, logging_level=logging.ERROR)
         holds = {name: placement_group([{"TPU": plan.chips_per_host}],
@@ -204,8 +206,7 @@ def test_two_host_2x4_workers_land_on_one_slice_of_two(start_cluster: Any, plan:
         assert len(workers) == plan.hosts and slices == {two.slices[1]}, (workers, slices)
         assert summary["slice_name"] == summary["pinned_slice"] == two.slices[1]
     finally:
-        ray.shutdown()
-        local.stop(two.run_dir)
+        ray.shutdown()  # the driver's placement groups go with it: the shared cluster is left free
 
 
 @pytest.mark.slice

@@ -38,7 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     up.add_argument("--topology", default=None, help="with --generation")
     up.add_argument("--machine-type", default=None, help="with --generation")
     up.add_argument("--slices", type=int, default=1, help="how many such slices (default 1)")
-    up.add_argument("--timeout-s", type=float, default=180.0, help="bound on the start (default 180)")
+    up.add_argument("--timeout-s", type=float, default=None,
+                    help="bound on the start (default: 60 s plus 60 s per node)")
     status = actions.add_parser("status", help="show each node: slice, host, node id, resources, alive")
     status.add_argument("--json", action="store_true")
     actions.add_parser("down", help="stop every process of the local cluster (by PID) and clean up")

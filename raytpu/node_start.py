@@ -1,0 +1,138 @@
+"""Why one emulated node's ``ray start`` failed, read from its own logs, and what to do about it.
+
+The emulator starts real Ray nodes, so it meets Ray's real start-time limits (Ray 2.60.0), none of which a flag
+or ``RAY_*`` variable sets:
+
+- The raylet waits a fixed 15 s for each of its agents to write its port file
+  (``NodeManager::WaitForDashboardAgentPorts`` -> ``WaitForPersistedPort``, ``src/ray/util/port_persistence.h``,
+  default timeout) and then aborts with ``Timed out waiting for file .../<agent>_port_<node id>``.
+  ``RAY_agent_register_timeout_ms`` does not reach that wait: measured on 2.60.0 with an agent held back 25 s,
+  the raylet aborted after 15 s with the variable at 1 s and at 60 s alike (see ``tests/test_local.py``).
+- ``ray start`` waits a fixed 30 s for its raylet to register with the GCS (``ray._private.node.Node.__init__``,
+  ``raylet_start_wait_time_s = 30``) and then raises "The current node timed out during startup", also when its
+  raylet died long before.
+
+The dashboard agent imports most of Ray's dashboard (about 3 CPU-seconds), so on a busy 2-core machine several
+agents starting at once miss the 15 s. :mod:`raytpu.local` therefore starts hosts a few at a time
+(:func:`raytpu.local.start_slots`), watches each raylet's log to learn of that abort as it happens rather than
+30 s later, and restarts only what a restart can fix: a lost port race on new ports, a slow agent alone.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass
+from enum import Enum
+
+AGENT_PORT_WAIT_S = 15
+"""Ray 2.60.0's fixed wait of a raylet for its agents' port files (see the module docstring)."""
+REGISTER_WAIT_S = 30
+"""Ray 2.60.0's fixed wait of ``ray start`` for its raylet to register (see the module docstring)."""
+
+
+class Cause(Enum):
+    """What stopped a node from starting; each value is its one-word name in messages."""
+
+    PORT = "port taken"
+    AGENT = "agent too slow"
+    REGISTER = "raylet not registered"
+    GCS = "GCS unreachable"
+    MEMORY = "out of memory"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class StartFailure:
+    """A classified failure: its cause, a one-line account, what to do, and whether the emulator retries it.
+
+    Attributes:
+        cause: The :class:`Cause`.
+        detail: The line of Ray's log that shows it (trimmed), or what was observed.
+        remedy: What the user (or the emulator) does about it.
+        retry: ``new ports`` (a port race: start it again on other ports), ``alone`` (start it again with nothing
+            else starting), or ``""`` (a retry would fail the same way).
+    """
+
+    cause: Cause
+    detail: str
+    remedy: str
+    retry: str = ""
+
+    def message(self, what: str) -> str:
+        """One line: ``<what>: <cause>: <detail>; <remedy>``."""
+        return f"{what}: {self.cause.value}: {self.detail}; {self.remedy}"
+
+
+_PORT_SIGNS = ("address already in use", "already occupied", "failed to start the grpc server",
+               "used by other components", "port number")
+"""Ray 2.60.0's words for a port that another process holds: the dashboard's ``Failed to bind to ... because it's
+already occupied`` (``ray/_private/services.py``), the GCS's ``Failed to start the grpc server. The specified port
+is N`` (``src/ray/rpc/grpc_server.cc``), the OS's ``Address already in use``."""
+_MEMORY_SIGNS = ("cannot allocate memory", "memoryerror", "[errno 12]", "no space left on device", "std::bad_alloc")
+_GCS_SIGNS = ("failed to connect to gcs", "timed out while waiting for gcs to become available",
+              "unable to connect to gcs")
+_AGENT_SIGN = "timed out waiting for file"
+_REGISTER_SIGN = "timed out during startup"
+
+
+def raylet_logs(node_temp_dir: str) -> list[str]:
+    """The raylet log files of the node whose ``--temp-dir`` is ``node_temp_dir`` (one node per temp dir)."""
+    return sorted(glob.glob(os.path.join(node_temp_dir, "session_*", "logs", "raylet*.out")))
+
+
+def _read(path: str, limit: int = 200_000) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(os.path.getsize(path) - limit, 0))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _line_with(text: str, sign: str) -> str:
+    for line in text.splitlines():
+        if sign in line.lower():
+            return line.strip()[-240:]
+    return ""
+
+
+def agent_abort(node_temp_dir: str) -> StartFailure | None:
+    """The raylet's abort for an agent that missed Ray's fixed port-file wait, as soon as it is in the log."""
+    for path in raylet_logs(node_temp_dir):
+        line = _line_with(_read(path), _AGENT_SIGN)
+        if line:
+            agent = line.rsplit("/", 1)[-1].split("_port_")[0] or "an agent"
+            return StartFailure(
+                Cause.AGENT,
+                f"its {agent} did not start within Ray's fixed {AGENT_PORT_WAIT_S} s (the raylet aborted)",
+                "the machine is busy; starting it again with no other node starting", retry="alone")
+    return None
+
+
+def diagnose(start_log: str, node_temp_dir: str) -> StartFailure:
+    """Why a ``ray start`` that exited non-zero failed, from its own output and its raylet's log."""
+    text = start_log.lower()
+    aborted = agent_abort(node_temp_dir)
+    if aborted is not None:
+        return aborted
+    raylet = "\n".join(_read(p) for p in raylet_logs(node_temp_dir)).lower()
+    for signs, failure in (
+        (_PORT_SIGNS, StartFailure(Cause.PORT, "", "another process took a port it was given; starting it again "
+                                                   "on new ports", retry="new ports")),
+        (_MEMORY_SIGNS, StartFailure(Cause.MEMORY, "", "free memory (the emulated slice needs about 0.5 GiB per "
+                                                       "host) or emulate a smaller topology")),
+        (_GCS_SIGNS, StartFailure(Cause.GCS, "", "the head is down or overloaded: `raytpu local down`, then "
+                                                 "`raytpu local up`")),
+    ):
+        line = next((_line_with(t, s) for s in signs for t in (text, raylet) if _line_with(t, s)), "")
+        if line:
+            return StartFailure(failure.cause, line, failure.remedy, failure.retry)
+    if _REGISTER_SIGN in text:
+        return StartFailure(Cause.REGISTER, f"its raylet did not register with the GCS within Ray's fixed "
+                                            f"{REGISTER_WAIT_S} s", "the machine is busy; starting it again with "
+                                                                    "no other node starting", retry="alone")
+    last = next((ln.strip() for ln in reversed(start_log.splitlines()) if ln.strip()), "no output")
+    return StartFailure(Cause.UNKNOWN, last[-240:], "see the log named above")
