@@ -9,6 +9,8 @@
   ``NodeServiceAccount``: Google and Kubernetes identities, least-privilege bucket access.
 - :class:`~raytpu.modules.bucket.Bucket`: checkpoints and compile caches.
 - :class:`~raytpu.modules.ray_workload.RayWorkload`: a KubeRay object applied with ``kubernetes_manifest``.
+- :class:`~raytpu.modules.project_services.ProjectServices` / ``RequireApis``: the project's APIs, each resource
+  waiting for its own.
 
 The CDK framework is imported in exactly one place, :mod:`raytpu.modules.cdk`. Importing this package
 imports nothing heavy; import the submodules.

@@ -11,20 +11,25 @@ Importing this module starts the jsii runtime (node), so only construct modules 
 from __future__ import annotations
 
 import os
+from typing import TypeVar
 
 # jsii prints a large banner on every start under Node 20, which cdktf-cli 0.21 (the pinned CLI) needs.
 # Node 20 works for synth (cdktf-cli 0.21.0 declares node >= 18.12); keep stderr readable. A user can still unset it.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
+import jsii
 from cdktn import (
     App,
+    Aspects,
     AssetType,
     Fn,
     GcsBackend,
+    IAspect,
     ITerraformDependable,
     LocalBackend,
     Precondition,
     TerraformAsset,
+    TerraformDataSource,
     TerraformOutput,
     TerraformResource,
     TerraformResourceLifecycle,
@@ -42,9 +47,11 @@ from cdktn_provider_google import (
     container_node_pool,
     data_google_client_config,
     data_google_container_engine_versions,
+    ephemeral_google_client_config,
     logging_metric,
     monitoring_alert_policy,
     project_iam_member,
+    project_service,
     service_account,
     service_account_iam_member,
     storage_bucket,
@@ -57,27 +64,40 @@ from cdktn_provider_kubernetes import manifest as kubernetes_manifest
 from cdktn_provider_kubernetes import namespace_v1 as kubernetes_namespace
 from cdktn_provider_kubernetes import provider as kubernetes_provider
 from cdktn_provider_kubernetes import service_account_v1 as kubernetes_service_account
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 FRAMEWORK = "cdktn"
 """Name of the CDK framework in use (recorded in bench output)."""
 
+_T = TypeVar("_T")
+
+
+def aspect(cls: type[_T]) -> type[_T]:
+    """Declares a class an aspect (``visit(node)``, applied with ``Aspects.of(scope).add``): jsii needs the interface
+    named to call back into Python."""
+    return jsii.implements(IAspect)(cls)
+
 __all__ = [
     "FRAMEWORK",
     "App",
+    "Aspects",
     "AssetType",
     "Construct",
     "Fn",
     "GcsBackend",
+    "IAspect",
+    "IConstruct",
     "ITerraformDependable",
     "LocalBackend",
     "Precondition",
     "TerraformAsset",
+    "TerraformDataSource",
     "TerraformOutput",
     "TerraformResource",
     "TerraformResourceLifecycle",
     "TerraformStack",
     "Token",
+    "aspect",
     "compute_firewall",
     "compute_network",
     "compute_resource_policy",
@@ -89,6 +109,7 @@ __all__ = [
     "data_google_client_config",
     "data_google_container_engine_versions",
     "data_kubernetes_resource",
+    "ephemeral_google_client_config",
     "google_provider",
     "kubernetes_manifest",
     "kubernetes_namespace",
@@ -97,6 +118,7 @@ __all__ = [
     "logging_metric",
     "monitoring_alert_policy",
     "project_iam_member",
+    "project_service",
     "service_account",
     "service_account_iam_member",
     "storage_bucket",

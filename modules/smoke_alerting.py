@@ -30,13 +30,25 @@ class SmokeAlertingProps:
 
 
 class SmokeAlerting(Construct):
-    """A log-based metric and an alert policy over the smoke jobs' structured verdict lines.
+    """A log-based alert policy over the smoke jobs' structured verdict lines, and a log-based metric that counts them.
 
     The smoke program prints one JSON line per slice (:func:`raytpu.report.log_entry`); GKE ships the RayJob
     submitter's stdout to Cloud Logging, which reads it as ``jsonPayload`` (severity, message, ``raytpu_smoke``).
-    The metric counts unhealthy verdicts with the slice and the headline as labels; the policy fires on any and
-    names both in the notification (documentation variables ``${metric.label.*}``,
-    https://cloud.google.com/monitoring/alerts/doc-variables).
+
+    The policy matches those log entries itself (``condition_matched_log``, a LogMatch condition) and names the
+    slice and the headline in the notification (``${log.extracted_label.*}``,
+    https://cloud.google.com/monitoring/alerts/doc-variables). It reads no metric, so the first apply succeeds by
+    construction: a policy on a log-based metric created in the same apply gets 404 "Cannot find metric(s) ... could
+    take up to 10 minutes to become available" and the provider retries only concurrent-edit errors
+    (hashicorp/terraform-provider-google#11102; resource_monitoring_alert_policy.go resourceMonitoringAlertPolicyCreate:
+    ``IsMonitoringConcurrentEditError``); GoogleCloudPlatform/cloud-foundation-fabric PR #3739 could only drop its
+    metric-based alert from the first apply. LogMatch rules (Monitoring API ``AlertPolicy.Condition.LogMatch``,
+    ``AlertStrategy.notification_rate_limit``): the only condition of its policy, a notification rate limit required;
+    each combination of extracted labels (slice, reason) is its own rule for notifications; Cloud Monitoring sends at
+    most one notification per 5 minutes and 20 a day per log-based policy
+    (https://cloud.google.com/logging/docs/alerting/log-based-incidents).
+
+    The metric (unchanged, read by nothing here) keeps the history of unhealthy verdicts for charts.
 
     Resource ids: ``unhealthy-metric``, ``unhealthy-policy``.
     """
@@ -46,21 +58,22 @@ class SmokeAlerting(Construct):
         self.props = props
         lm, ap = logging_metric, monitoring_alert_policy
         name = f"raytpu-smoke-unhealthy-{props.cluster_name}"
+        unhealthy = (f'resource.type="k8s_container" AND resource.labels.cluster_name="{props.cluster_name}" AND '
+                     f'resource.labels.namespace_name="{props.namespace}" AND '
+                     f'jsonPayload.{LOG_KEY}.state="unhealthy"')
+        extractors = {"slice": f"EXTRACT(jsonPayload.{LOG_KEY}.slice)", "reason": "EXTRACT(jsonPayload.message)"}
         self.metric = lm.LoggingMetric(
             self, "unhealthy-metric",
             name=name, project=props.project,
             description=f"Unhealthy TPU slices found by the raytpu smoke jobs of cluster {props.cluster_name}",
-            filter=(f'resource.type="k8s_container" AND resource.labels.cluster_name="{props.cluster_name}" AND '
-                    f'resource.labels.namespace_name="{props.namespace}" AND '
-                    f'jsonPayload.{LOG_KEY}.state="unhealthy"'),
+            filter=unhealthy,
             metric_descriptor=lm.LoggingMetricMetricDescriptor(
                 metric_kind="DELTA", value_type="INT64", labels=[
                     lm.LoggingMetricMetricDescriptorLabels(key="slice", value_type="STRING",
                                                            description="The unhealthy slice"),
                     lm.LoggingMetricMetricDescriptorLabels(key="reason", value_type="STRING",
                                                            description="What smoke found first")]),
-            label_extractors={"slice": f"EXTRACT(jsonPayload.{LOG_KEY}.slice)",
-                              "reason": "EXTRACT(jsonPayload.message)"},
+            label_extractors=extractors,
         )
         self.policy = ap.MonitoringAlertPolicy(
             self, "unhealthy-policy",
@@ -70,19 +83,17 @@ class SmokeAlerting(Construct):
             severity="ERROR",
             conditions=[ap.MonitoringAlertPolicyConditions(
                 display_name="A smoke job found an unhealthy slice",
-                condition_threshold=ap.MonitoringAlertPolicyConditionsConditionThreshold(
-                    filter=f'metric.type="logging.googleapis.com/user/{name}" AND resource.type="k8s_container"',
-                    comparison="COMPARISON_GT", threshold_value=0, duration="0s",
-                    aggregations=[ap.MonitoringAlertPolicyConditionsConditionThresholdAggregations(
-                        alignment_period="300s", per_series_aligner="ALIGN_SUM")]),
+                condition_matched_log=ap.MonitoringAlertPolicyConditionsConditionMatchedLog(
+                    filter=unhealthy, label_extractors=extractors),
             )],
             notification_channels=list(props.notification_channels),
             documentation=ap.MonitoringAlertPolicyDocumentation(
-                subject="TPU slice $${metric.label.slice} unhealthy",  # $$: a Monitoring variable, not Terraform's
-                content=("$${metric.label.reason}\n\nFound by the nightly `raytpu smoke` on cluster "
+                subject="TPU slice $${log.extracted_label.slice} unhealthy",  # $$: a Monitoring variable
+                content=("$${log.extracted_label.reason}\n\nFound by the nightly `raytpu smoke` on cluster "
                          f"{props.cluster_name}. Re-check: `raytpu smoke --stack {props.cluster_name}-cluster "
                          "--outputs outputs.json`; the smoke report lists each host and check."),
                 mime_type="text/markdown"),
-            alert_strategy=ap.MonitoringAlertPolicyAlertStrategy(auto_close="86400s"),
-            depends_on=[self.metric],
+            alert_strategy=ap.MonitoringAlertPolicyAlertStrategy(
+                auto_close="86400s",
+                notification_rate_limit=ap.MonitoringAlertPolicyAlertStrategyNotificationRateLimit(period="300s")),
         )

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from raytpu import errors
+from raytpu.kuberay import workload_policy_name
 from raytpu.modules import _props
 from raytpu.modules._node_pool import NodePoolOptions, hardened_node_config
 from raytpu.modules.cdk import Construct, TerraformResourceLifecycle, compute_resource_policy, container_node_pool
@@ -72,9 +73,13 @@ class TpuSlicePool(Construct):
     Shape (from the SlicePlan): ``machine_type``, ``node_locations = [zone]``, ``hosts`` nodes; multi-host
     pools get ``placement_policy {type=COMPACT, tpu_topology}``, multi-host tpu7x gets a
     ``google_compute_resource_policy`` with a HIGH_THROUGHPUT workload policy referenced by
-    ``placement_policy.policy_name``, single-host pools get no placement policy. Every pool runs the GKE
-    metadata server, is tainted ``google.com/tpu=present:NoSchedule``, states its reservation affinity, and
-    has secure boot on. Provisioning fields come from the slice's mode (:class:`raytpu.provisioning.PoolFields`).
+    ``placement_policy.policy_name``, single-host pools get no placement policy. A resource policy is regional and
+    its name unique per project and region, so the policy is named for the cluster too (``<pool>-wp-<hash of the
+    cluster name>``, :func:`raytpu.kuberay.workload_policy_name`, as on Autopilot): two clusters in one project and
+    region do not share one, and the name keeps GCE's rules (``[a-z]([-a-z0-9]*[a-z0-9])?``, at most 44 of 63).
+    Every pool runs the GKE metadata server, is tainted ``google.com/tpu=present:NoSchedule``, states its
+    reservation affinity, and has secure boot on. Provisioning fields come from the slice's mode
+    (:class:`raytpu.provisioning.PoolFields`).
 
     Resource ids: ``pool``; ``workload-policy`` (multi-host tpu7x only).
     """
@@ -90,11 +95,15 @@ class TpuSlicePool(Construct):
         self.workload_policy: compute_resource_policy.ComputeResourcePolicy | None = None
         placement = None
         if plan.placement == "compact":
+            # Queued pools too: COMPACT + tpu_topology is how a multi-host TPU slice is asked for. cluster-toolkit's
+            # gke-node-pool refuses COMPACT with queued provisioning "unless using TPUs" (main.tf precondition since
+            # bf7c3e1, PR #5218), and its TPU v6e queued blueprint sets exactly this (examples/gke-consumption-options/
+            # dws-flex-start-queued-provisioning/gke-tpu-v6e); tpu7x takes its workload policy below, queued or not.
             placement = np.ContainerNodePoolPlacementPolicy(type="COMPACT", tpu_topology=plan.topology)
         elif plan.placement == "workload-policy":
             self.workload_policy = compute_resource_policy.ComputeResourcePolicy(
                 self, "workload-policy",
-                name=f"{props.name}-wp",
+                name=workload_policy_name(cluster.spec.name, props.name),
                 project=cluster.project,
                 region=item.region,
                 workload_policy=compute_resource_policy.ComputeResourcePolicyWorkloadPolicy(

@@ -35,10 +35,22 @@ MULTI_HOST_CHIPS_PER_VM = 4
 
 @dataclass(frozen=True)
 class MachineType:
-    """A GCE machine type that carries TPU chips: its name, chips, vCPUs and memory per VM.
+    """A GCE machine type that carries TPU chips: its name, chips, vCPUs and memory per VM, as a GKE node has them.
 
-    vCPUs and memory are Compute Engine's (``gcloud compute machine-types list``; GKE's table:
-    https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus).
+    ``vcpus`` is what the node's kubelet sees, so pod requests fit it: GKE runs some TPU machine types with SMT off
+    (ct6e-standard-8t: 180, where Compute Engine lists 360 threads). Every figure is cited beside it from two
+    sources that do not copy each other:
+
+    - [CA] GKE's cluster autoscaler, GoogleCloudPlatform/cluster-autoscaler (7d250507)
+      ``pkg/cloudprovider/gke/machinetypes/deprecated_machine_types_config.go``, ``NewMachineTypeInfo(name, vCPUs,
+      GiB)`` (``withThreadsPerCoreOverride(1)`` on ct6e-standard-8t; ``gke_manager.go`` ``getMachineTypeCpu``:
+      "GCE vCPU count assumes SMT=2, so it can't be used for those machines"); chips: ``deprecated_tpu_config.go``
+      ``fixedTpuCount``.
+    - [GCE] The Compute Engine API, ``gcloud compute machine-types list`` (NAME;CPUS;SHARED_CPU;MEMORY_GB, GiB), as
+      exported in Cyclenerd/google-cloud-pricing-cost-calculator ``tools/machinetypes.csv`` (dac31281; ct4p, since
+      removed there, at 8d3624b). Chips per VM also: the Cloud TPU pages' "Machine type (GKE API)" tables
+      (https://cloud.google.com/tpu/docs/v6e , /v5e) and [TPU7X] https://cloud.google.com/tpu/docs/tpu7x
+      ("Number of vCPUs (4-chip VM)": v5p 208, v6e 180, TPU7x 224; "RAM (GB)": 448, 720, 960).
     """
 
     name: str
@@ -267,11 +279,28 @@ def _generation_2d(name: str, label: str, prefix: str, hbm: float, hbm_gbps: flo
     )
 
 
+# TPU machine types: (name, chips, vCPUs, GiB). vCPUs and GiB from [CA] and [GCE] (see MachineType), which agree
+# unless noted; chips per VM from CA ``fixedTpuCount`` and the Cloud TPU pages' machine type tables.
+CT4P_4T = MachineType("ct4p-hightpu-4t", 4, 240, 407)  # CA: ("ct4p-hightpu-4t", 240, 407); GCE: 240;407.00
+CT5LP_1T = MachineType("ct5lp-hightpu-1t", 1, 24, 48)  # CA: 24, 48; GCE: 24;48.00
+CT5LP_4T = MachineType("ct5lp-hightpu-4t", 4, 112, 192)  # CA: 112, 192; GCE: 112;192.00
+CT5LP_8T = MachineType("ct5lp-hightpu-8t", 8, 224, 384)  # CA: 224, 384; GCE: 224;384.00
+CT5P_4T = MachineType("ct5p-hightpu-4t", 4, 208, 448)  # CA: 208, 448; GCE: 208;448.00; TPU7X: 208, 448
+CT6E_1T = MachineType("ct6e-standard-1t", 1, 44, 176)  # CA: 44, 176; GCE: 44;176.00
+CT6E_4T = MachineType("ct6e-standard-4t", 4, 180, 720)  # CA: 180, 720; GCE: 180;720.00; TPU7X: 180, 720
+CT6E_8T = MachineType("ct6e-standard-8t", 8, 180, 1440)
+"""SMT off on GKE: CA ``NewMachineTypeInfo("ct6e-standard-8t", 180, 1440).withThreadsPerCoreOverride(1)``; GCE lists
+360;1440.00, its hardware threads at 2 per core, i.e. the same 180 cores. 1440 GiB: both."""
+TPU7X_4T = MachineType("tpu7x-standard-4t", 4, 224, 960)
+"""224 vCPUs: CA, GCE and TPU7X agree. Memory: GCE 960.00 and TPU7X 960, while CA has 992; the lower figure keeps
+derived pod requests within what the node really has."""
+
+
 GENERATIONS: dict[str, Generation] = {
     g.name: g
     for g in (
         Generation(
-            name="v4", gke_accelerator="tpu-v4-podslice", machine_types=(MachineType("ct4p-hightpu-4t", 4, 240, 407),),
+            name="v4", gke_accelerator="tpu-v4-podslice", machine_types=(CT4P_4T,),
             mesh_dims=3, topologies=SHAPES_V4, ray_topologies=_ray_box(12, 12, 16),
             # https://cloud.google.com/tpu/docs/v4: "275 teraflops", "32 GiB, 1200 GBps"; no per-chip ICI figure.
             hbm_gib_per_chip=32, hbm_gbps_per_chip=1200, ici_gbps_per_chip=None, peak_bf16_tflops_per_chip=275,
@@ -283,14 +312,13 @@ GENERATIONS: dict[str, Generation] = {
         ),
         # https://cloud.google.com/tpu/docs/v5e: 197 TFLOP/s, "16 GB, 819 GBps", ICI 400 GBps bidirectional.
         _generation_2d("v5e", "tpu-v5-lite-podslice", "v5litepod", 16, 819, 400, 197, "TPU-V5LITEPOD",
-                       (MachineType("ct5lp-hightpu-1t", 1, 24, 48), MachineType("ct5lp-hightpu-4t", 4, 112, 192),
-                        MachineType("ct5lp-hightpu-8t", 8, 224, 384)),
+                       (CT5LP_1T, CT5LP_4T, CT5LP_8T),
                        RAY_OPERATOR_MIN_GKE_VERSION, ("us-central1-a", "us-west4-a", "us-south1-a"),
                        ("TPU v5 lite", "TPU v5e"),
                        # matmul 92% of peak measured (JAX's Pallas matmul guide); ICI about 0.11 without wraparound
                        SmokeFloors(matmul_of_peak=0.75, hbm_of_spec=0.6, busbw_of_ici=0.05)),
         Generation(
-            name="v5p", gke_accelerator="tpu-v5p-slice", machine_types=(MachineType("ct5p-hightpu-4t", 4, 208, 448),),
+            name="v5p", gke_accelerator="tpu-v5p-slice", machine_types=(CT5P_4T,),
             mesh_dims=3, topologies=SHAPES_V5P, ray_topologies=_ray_box(16, 16, 24),
             # https://cloud.google.com/tpu/docs/v5p-training: 459 TFLOP/s, HBM 2765 GBps, ICI 1200 GBps.
             hbm_gib_per_chip=95, hbm_gbps_per_chip=2765, ici_gbps_per_chip=1200, peak_bf16_tflops_per_chip=459,
@@ -302,15 +330,14 @@ GENERATIONS: dict[str, Generation] = {
         ),
         # https://cloud.google.com/tpu/docs/v6e: 918 TFLOP/s, HBM 1638 GBps, ICI 800 GBps bidirectional.
         _generation_2d("v6e", "tpu-v6e-slice", "v6e", 32, 1638, 800, 918, "TPU-V6E",
-                       (MachineType("ct6e-standard-1t", 1, 44, 176), MachineType("ct6e-standard-4t", 4, 180, 720),
-                        MachineType("ct6e-standard-8t", 8, 360, 1440)),
+                       (CT6E_1T, CT6E_4T, CT6E_8T),
                        "1.31.2-gke.1115000",
                        ("us-east5-b", "us-east1-d", "us-central1-b", "europe-west4-a", "asia-northeast1-b"),
                        ("TPU v6 lite", "TPU v6e"),
                        # matmul as on v5e, copies as on tpu7x; ICI about 0.11 without wraparound (one 90 GB/s link)
                        SmokeFloors(matmul_of_peak=0.7, hbm_of_spec=0.6, busbw_of_ici=0.05)),
         Generation(
-            name="tpu7x", gke_accelerator="tpu7x", machine_types=(MachineType("tpu7x-standard-4t", 4, 224, 960),),
+            name="tpu7x", gke_accelerator="tpu7x", machine_types=(TPU7X_4T,),
             mesh_dims=3, topologies=SHAPES_TPU7X, ray_topologies=RAY_V7X,
             # https://cloud.google.com/tpu/docs/tpu7x: 2307 TFLOP/s, 192 GiB, HBM 7380 GB/s, ICI 1200 GB/s.
             hbm_gib_per_chip=192, hbm_gbps_per_chip=7380, ici_gbps_per_chip=1200, peak_bf16_tflops_per_chip=2307,

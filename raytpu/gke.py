@@ -179,21 +179,67 @@ def service_ready(obj: Mapping[str, Any] | None) -> bool:
     return status.get("serviceStatus") == "Running"
 
 
+OPERATOR_GRACE_S = 180.0
+"""How long a RayService's head pod may be Ready with no Serve application status in the RayService before
+:func:`wait_for_service` says the operator cannot reach the head. Once the head pod is ready, KubeRay reads the Serve
+status from the head's dashboard (:8265) on every reconcile and submits the app right after (v1.7.0
+``rayservice_controller.go`` ``reconcileServe``, ``getAndCheckServeStatus``), so with the dashboard reachable the
+status lists the app within seconds. When the operator cannot reach it, the error ("failed to get Serve application
+statuses from the dashboard") goes only to the operator's log (GKE hosts the add-on's), with no event."""
+CHECK_EVERY_S = 30.0
+"""How often :func:`wait_for_service` looks at a RayService that is not changing."""
+
+
+def operator_unreached(client: KubeClient, obj: Mapping[str, Any]) -> bool:
+    """The symptom of an operator that cannot reach the head: the RayService's Ray cluster has a Ready head pod,
+    yet neither its pending nor its active status holds any Serve application status (``applicationStatuses``,
+    which only the operator's dashboard reads fill). Head pods carry KubeRay's ``ray.io/cluster`` and
+    ``ray.io/node-type: head`` labels (``utils/constant.go``)."""
+    status = obj.get("status") or {}
+    sides = [status.get(k) or {} for k in ("pendingServiceStatus", "activeServiceStatus")]
+    if any(side.get("applicationStatuses") for side in sides):
+        return False
+    for cluster in filter(None, (side.get("rayClusterName") for side in sides)):
+        for pod in client.pods(f"ray.io/cluster={cluster},ray.io/node-type=head"):
+            conditions = (pod.get("status") or {}).get("conditions") or []
+            if any(c.get("type") == "Ready" and str(c.get("status")) == "True" for c in conditions):
+                return True
+    return False
+
+
 def wait_for_service(client: KubeClient, name: str, *, timeout_s: float, progress: Progress | None = None,
-                     clock: Callable[[], float] = time.monotonic) -> bool:
-    """Watches RayService ``name`` until it is ready (True) or ``timeout_s`` passes (False)."""
+                     clock: Callable[[], float] = time.monotonic, unreached: str | None = None) -> bool:
+    """Watches RayService ``name`` until it is ready (True) or ``timeout_s`` passes (False).
+
+    With ``unreached`` (a line naming the fix), a service that shows :func:`operator_unreached` for
+    :data:`OPERATOR_GRACE_S` gets that line printed, once; the wait goes on (the cause may pass).
+    """
     say = progress or _stderr
     start = clock()
     last = ""
-    for obj in client.watch("RayService", name, timeout_s=timeout_s):
-        ready = service_ready(obj)
-        status = obj.get("status") or {}
-        now = "ready" if ready else str(status.get("serviceStatus") or "not ready")
-        if now != last:
-            say(f"[{clock() - start:5.0f}s] {name}: {now}")
-            last = now
-        if ready:
-            return True
+    stuck_since: float | None = None
+    while (left := timeout_s - (clock() - start)) > 0:
+        seen: Mapping[str, Any] | None = None
+        for seen in client.watch("RayService", name, timeout_s=min(left, CHECK_EVERY_S)):
+            ready = service_ready(seen)
+            status = seen.get("status") or {}
+            now = "ready" if ready else str(status.get("serviceStatus") or "not ready")
+            if now != last:
+                say(f"[{clock() - start:5.0f}s] {name}: {now}")
+                last = now
+            if ready:
+                return True
+        if seen is not None and client.get("RayService", name) is None:
+            return False  # deleted
+        if unreached is None or seen is None:
+            continue
+        if not operator_unreached(client, seen):
+            stuck_since = None
+        elif stuck_since is None:
+            stuck_since = clock()
+        if stuck_since is not None and clock() - stuck_since >= OPERATOR_GRACE_S:
+            say(unreached)
+            unreached = None
     return False
 
 

@@ -9,7 +9,8 @@ workload's slice (its SlicePlan):
 - ``replicas`` = ``minReplicas`` = ``maxReplicas`` = number of slices;
 - ``google.com/tpu`` requests == limits == ``plan.chips_per_host``;
 - nodeSelector = ``plan.node_selector`` (accelerator + topology), plus the provisioning mode's selector
-  (spot, flex-start, queued; Autopilot: the slice's ComputeClass) and matching tolerations.
+  (spot, flex-start, queued; Autopilot: the slice's ComputeClass) and matching tolerations; on Standard a node
+  affinity pins the group to the slice's own node pools (:func:`pool_affinity`).
 
 A RayJob runs ``python -m raytpu.workloads.<program>`` (its kind's program) and receives its WorkloadSpec as
 JSON in ``RAYTPU_WORKLOAD`` (runtime env): the pod never re-plans its slice.
@@ -186,6 +187,29 @@ def tpu_placement(item: SliceSpec, autopilot: bool,
     return selector, tolerations
 
 
+NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
+"""The label GKE puts on every node: its node pool's name
+(https://cloud.google.com/kubernetes-engine/docs/how-to/node-pools, "Deploy Pods to specific node pools")."""
+
+
+def pool_affinity(item: SliceSpec, autopilot: bool) -> dict[str, Any] | None:
+    """The TPU pods' node affinity on Standard: only the nodes of slice ``item``'s own pools (``<slice>-<i>``).
+
+    Accelerator, topology and provisioning label do not tell apart two slices of one generation and topology (a v6e
+    2x4 on one 8-chip host and one on two 4-chip hosts; an on-demand and a spot copy), and the kit's Standard spot
+    pools carry only the TPU taint every TPU pod tolerates, so on-demand pods fit them too (it is Autopilot that taints
+    its spot nodes: https://cloud.google.com/kubernetes-engine/docs/how-to/autopilot-spot-pods). The pool's name tells
+    them apart. An affinity (``In``), not a nodeSelector: a slice with ``count`` copies has one pool
+    per copy. None on Autopilot, which has no pools: there the slice's own ComputeClass separates it
+    (:func:`tpu_placement`).
+    """
+    if autopilot:
+        return None
+    pools = {"key": NODE_POOL_LABEL, "operator": "In", "values": list(item.pool_names)}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [pools]}]}}}
+
+
 def gcsfuse_mount_options(security: SecuritySpec) -> str:
     """GCS FUSE mount options: files owned by the pods' non-root user, else the mount is root's and Ray cannot write
     checkpoints ("If you set runAsUser or runAsGroup ... you must set the uid and gid mount flags":
@@ -209,7 +233,8 @@ def _volumes(pods: Pods) -> tuple[list[dict[str, Any]], list[dict[str, Any]], di
 
 
 def _pod_template(pods: Pods, container: dict[str, Any], *, node_selector: Mapping[str, str] | None = None,
-                  tolerations: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+                  tolerations: Sequence[Mapping[str, Any]] = (),
+                  affinity: Mapping[str, Any] | None = None) -> dict[str, Any]:
     volumes, mounts, annotations = _volumes(pods)
     if mounts:
         container["volumeMounts"] = mounts
@@ -223,6 +248,8 @@ def _pod_template(pods: Pods, container: dict[str, Any], *, node_selector: Mappi
         spec["nodeSelector"] = dict(node_selector)
     if tolerations:
         spec["tolerations"] = [dict(t) for t in tolerations]
+    if affinity:
+        spec["affinity"] = dict(affinity)
     metadata: dict[str, Any] = {}
     if pods.labels:
         metadata["labels"] = dict(pods.labels)
@@ -294,7 +321,8 @@ def worker_group(work: WorkloadSpec, pods: Pods, *, autopilot: bool, env: Mappin
         "maxReplicas": work.slice_count,
         "numOfHosts": plan.hosts,
         "rayStartParams": {},
-        "template": _pod_template(pods, container, node_selector=selector, tolerations=tolerations),
+        "template": _pod_template(pods, container, node_selector=selector, tolerations=tolerations,
+                                  affinity=pool_affinity(work.slice, autopilot)),
     }
 
 
@@ -424,7 +452,9 @@ def ray_service(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = 
       RayService is recreated.
     - Readiness: KubeRay marks the RayService ready, and its ``<name>-serve-svc`` (ClusterIP, port
       ``serving.SERVE_PORT``: the OpenAI API) routes to a pod, only once the app is ``RUNNING``, which Ray Serve
-      LLM reaches after the engine has loaded the model.
+      LLM reaches after the engine has loaded the model. TPU workers keep KubeRay's own readiness probe (Serve's
+      proxy on :8000 of that pod): the Serve config puts an ingress replica, hence a proxy, on every TPU pod
+      (:func:`raytpu.serving.ingress_deployment_config`).
     - TPU workers get vLLM's XLA compilation cache on an emptyDir (node-local disk, ``serving.XLA_CACHE_PATH``).
     - The app imports its ingress from the kit's core (``py_modules``, default :func:`py_modules_uri` when the
       pods mount a bucket).

@@ -18,13 +18,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from raytpu.kube import KubeClient
-from raytpu.kuberay import compute_class_name
+from raytpu.kuberay import NODE_POOL_LABEL, compute_class_name
 from raytpu.plan import TPU_RESOURCE
 from raytpu.provisioning import COMPUTE_CLASS_LABEL
 from raytpu.spec import SliceSpec
 
-NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
-"""GKE labels every node with its node pool's name."""
 ORIGIN_LABEL = "ray.io/originated-from-cr-name"
 SCHEDULING_REASONS = ("FailedScheduling", "NotTriggerScaleUp", "FailedScaleUp", "FailedCreate")
 """Event reasons that mean "no capacity for these pods" (kube-scheduler, cluster autoscaler, KubeRay)."""

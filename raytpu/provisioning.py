@@ -42,6 +42,13 @@ class PoolFields:
         flex_start: ``node_config.flex_start`` (also required by queued provisioning).
         queued: ``queued_provisioning.enabled``.
         reservation: ``SPECIFIC_RESERVATION`` affinity on the slice's reservation; else ``NO_RESERVATION``.
+            Spot, flex-start and queued pools must not consume one (cluster-toolkit gke-node-pool preconditions).
+            On-demand pools do not either, on purpose, rather than GKE's default ``ANY_RESERVATION``: "any" takes
+            capacity from every matching reservation, single-project first and then reservations shared into the
+            project by others (https://cloud.google.com/kubernetes-engine/docs/how-to/consuming-reservations), so
+            an on-demand slice could drain capacity bought for another team's slice; and Autopilot consumes a
+            reservation only when a reservation affinity asks for one (same page), so on-demand means the same in
+            both cluster modes. A slice that should use a reservation names it (``provisioning: reservation``).
         scale_from_zero: Autoscale 0..hosts per zone instead of a fixed ``node_count`` (capacity on demand).
         auto_repair: ``management.auto_repair`` (flex-start and queued nodes must not be repaired).
     """

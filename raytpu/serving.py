@@ -10,11 +10,14 @@ with one ``LLMConfig``:
   ``ray.util.tpu.slice_placement_group``, one bundle per host (Ray 2.60
   ``ray/llm/_internal/serve/core/configs/accelerators.py`` ``TPUAccelerator``;
   https://docs.ray.io/en/latest/serve/llm/user-guides/tpu.html);
-- ``engine_kwargs``: ``tensor_parallel_size`` = chips of the slice, ``max_model_len``, and
-  ``distributed_executor_backend: "ray"`` on a multi-host slice (GKE's sample
+- ``engine_kwargs``: ``tensor_parallel_size`` = JAX devices of the slice (:func:`jax_devices`: 2 per tpu7x chip),
+  ``max_model_len``, and ``distributed_executor_backend: "ray"`` on a multi-host slice (GKE's sample
   ``ai-ml/gke-ray/rayserve/llm/tpu/serve_tpu_multihost.py``), plus the workload's own, whose names are
-  checked against vLLM 0.29.0's (:data:`VLLM_ENGINE_ARGS`; a typo is exit 2 at ``raytpu validate``);
+  checked against vLLM 0.29.0's (:data:`VLLM_ENGINE_ARGS`; a typo is exit 2 at ``raytpu validate``), and whose
+  parallel layout must fit the default model's heads (:data:`MODEL_SHAPES`);
 - ``deployment_config.autoscaling_config``: ``min_replicas = max_replicas`` = slices (a replica is a slice);
+- on GKE one ingress replica per TPU host (:func:`ingress_deployment_config`), so every host runs a Serve proxy
+  and passes KubeRay's readiness probe;
 - ``model_loading_config``: the served name and its source: a Hugging Face id, or ``gs://`` on the bucket
   the pods mount through GCS FUSE (read in place at the mount path, no copy).
 
@@ -28,10 +31,11 @@ import difflib
 import io
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from raytpu import errors
-from raytpu.catalog import RAY_VERSION, generation
+from raytpu.catalog import RAY_VERSION, chips_in, generation
 from raytpu.errors import InvalidInput
 from raytpu.plan import SlicePlan
 
@@ -43,7 +47,44 @@ VLLM_VERSION = "0.29.0"
 BUILDER = "ray.serve.llm:build_openai_app"
 APP_NAME = "llm"
 DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
-"""Small, ungated, and its 16 attention / 8 KV heads divide every tensor-parallel size up to 16 chips."""
+"""Small and ungated. Its 16 attention heads (:data:`MODEL_SHAPES`) take a tensor-parallel size of at most 16 JAX
+devices: ``raytpu validate`` refuses it on a larger slice unless pipeline stages bring each stage's size down."""
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What vLLM checks a model's parallel layout against, from the model's ``config.json``.
+
+    Attributes:
+        attention_heads: ``num_attention_heads``: ``tensor_parallel_size`` must divide it (vLLM 0.29.0
+            ``vllm/config/model.py`` ``ModelConfig.verify_with_parallel_config``: "Total number of attention heads
+            (...) must be divisible by tensor parallel size", raised when the engine starts).
+        kv_heads: ``num_key_value_heads`` (a TP above it replicates KV heads; informational).
+        layers: ``num_hidden_layers`` (vLLM ``get_pp_indices`` splits them over pipeline stages).
+    """
+
+    attention_heads: int
+    kv_heads: int
+    layers: int
+
+
+MODEL_SHAPES: dict[str, ModelShape] = {
+    # https://huggingface.co/Qwen/Qwen3-0.6B config.json: num_attention_heads 16, num_key_value_heads 8,
+    # num_hidden_layers 28 (model card: "Number of Attention Heads (GQA): 16 for Q and 8 for KV",
+    # "Number of Layers: 28")
+    DEFAULT_MODEL: ModelShape(attention_heads=16, kv_heads=8, layers=28),
+}
+"""Models whose shape the kit knows (by Hugging Face id), so ``raytpu validate`` checks their TP offline; any
+other model is checked by vLLM when its engine starts."""
+
+JAX_DEVICES_PER_CHIP: dict[str, int] = {"tpu7x": 2}
+"""JAX devices per chip where it is not 1: what vLLM on TPU shards over. An Ironwood chip's two TensorCores are two
+JAX devices (jax 0.10.2 ``jax/_src/mesh_utils.py`` ``_get_physical_tpu_mesh`` indexes TPU7x devices by
+``core_on_chip``, while for v4, v5e, v5p and v6e it "requires one device per chip (megacore mode)"; tpu-inference
+``tpu_inference/tpu_info.py`` ``get_num_cores_per_chip``; its GKE multi-host example serves a tpu7x 2x2x2, 8 chips,
+with ``--tensor-parallel-size 16``: ``examples/offload/gke/benchmarks/multi-host/deploy-baseline.yaml``).
+The catalog's ``tensorcores_per_chip`` is 2 for v4 and v5p too, so it is not this count; the figure lives here
+until the catalog models devices per chip."""
 DEFAULT_MAX_MODEL_LEN = 4096
 MIN_MAX_MODEL_LEN = 16
 SERVE_PORT = 8000
@@ -143,19 +184,40 @@ VLLM_FRONTEND_ARGS: tuple[str, ...] = (
 # ------------------------------------------------------------------------------------------- engine kwargs
 
 
-def engine_kwargs_problems(kwargs: Any, chips: int, hosts: int, field: str = "engine_kwargs") -> list[InvalidInput]:
+def jax_devices(plan: SlicePlan) -> int:
+    """The JAX devices of a slice, which a replica's engine shards over: tpu-inference's worker takes
+    ``jax.devices()[:total_devices]`` with ``total_devices`` its TP (vllm-project/tpu-inference 6af3d12, the serving
+    image's, ``tpu_inference/worker/tpu_worker.py`` ``TPUWorker.init_device``), so TP = chips leaves half of an
+    Ironwood slice idle. Chips x :data:`JAX_DEVICES_PER_CHIP`."""
+    return plan.chips * JAX_DEVICES_PER_CHIP.get(plan.generation, 1)
+
+
+def parallel_sizes(kwargs: Mapping[str, Any] | None, devices: int) -> tuple[Any, Any]:
+    """(tensor_parallel_size, pipeline_parallel_size) of a replica: the workload's, else TP = devices / PP."""
+    kwargs = kwargs or {}
+    pp = kwargs.get("pipeline_parallel_size", 1)
+    return kwargs.get("tensor_parallel_size", devices // pp if isinstance(pp, int) and pp >= 1 else devices), pp
+
+
+def engine_kwargs_problems(kwargs: Any, plan: SlicePlan, field: str = "engine_kwargs", model: str | None = None,
+                           model_source: str | None = None) -> list[InvalidInput]:
     """What is wrong with a workload's extra vLLM engine args, one problem per bad key or value.
 
     Names must be fields of vLLM 0.29.0's ``AsyncEngineArgs``/``FrontendArgs`` (recorded here so that
     ``raytpu validate`` needs no vLLM; the serve tier checks the record against vLLM and its own parser);
-    ``tensor_parallel_size`` x ``pipeline_parallel_size`` must use every chip of the slice a replica reserves,
-    and a multi-host engine runs on Ray's executor (the slice's hosts are Ray nodes, not vLLM processes).
+    ``tensor_parallel_size`` x ``pipeline_parallel_size`` must use every JAX device of the slice a replica reserves
+    (:func:`jax_devices`); on a multi-host slice a pipeline stage is one host (tpu-inference 6af3d12
+    ``TPUWorker.init_device`` asserts, with pipeline stages, ``jax.local_device_count() >= total_devices``: "we can
+    only do pp:4, tp:4, but not pp:2, tp:8" on 4 hosts of 4; ``executors/ray_distributed_executor.py``
+    ``_initialize_ray_cluster``: "Cannot use PP across hosts, please set --pipeline-parallel-size to 1 or <hosts>");
+    TP must divide the attention heads of a model the kit knows (:func:`head_problems`; the workload's ``model`` and
+    ``model_source``); a multi-host engine runs on Ray's executor (the slice's hosts are Ray nodes, not vLLM
+    processes).
     """
-    if kwargs is None:
-        return []
-    if not isinstance(kwargs, Mapping):
+    if kwargs is not None and not isinstance(kwargs, Mapping):
         return [errors.invalid_value(field, kwargs, "is not a mapping", "a mapping of vLLM engine argument names "
                                      "to values")]
+    kwargs = kwargs or {}
     known = set(VLLM_ENGINE_ARGS) | set(VLLM_FRONTEND_ARGS)
     public = sorted(n for n in known if not n.startswith("_"))
     found = []
@@ -171,17 +233,56 @@ def engine_kwargs_problems(kwargs: Any, chips: int, hosts: int, field: str = "en
                                       "AsyncEngineArgs or FrontendArgs (e.g. max_num_seqs, max_num_batched_tokens)"))
     if found:
         return found
-    pp = kwargs.get("pipeline_parallel_size", 1)
-    tp = kwargs.get("tensor_parallel_size", chips // pp if isinstance(pp, int) and pp >= 1 else chips)
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (tp, pp)) or tp * pp != chips:
+    devices = jax_devices(plan)
+    tp, pp = parallel_sizes(kwargs, devices)
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (tp, pp)) or tp * pp != devices:
+        per_chip = JAX_DEVICES_PER_CHIP.get(plan.generation, 1)
         found.append(errors.invalid_value(
-            f"{field}.tensor_parallel_size", tp, f"x pipeline_parallel_size {pp} does not use the {chips} chips of "
-            "the slice a replica reserves", f"tensor_parallel_size x pipeline_parallel_size = {chips}"))
+            f"{field}.tensor_parallel_size", tp, f"x pipeline_parallel_size {pp} does not use the {plan.chips} chips "
+            f"({devices} JAX devices) of the slice a replica reserves", f"tensor_parallel_size x "
+            f"pipeline_parallel_size = {devices} (vLLM on TPU shards over JAX devices: {per_chip} per "
+            f"{plan.generation} chip)"))
+    elif plan.hosts > 1 and pp not in (1, plan.hosts):
+        found.append(errors.invalid_value(
+            f"{field}.pipeline_parallel_size", pp, f"splits a slice of {plan.hosts} hosts into stages that span "
+            "hosts (vLLM on TPU runs a pipeline stage on one host's JAX devices)",
+            f"1, or {plan.hosts} (one stage per host, tensor_parallel_size {devices // plan.hosts})"))
+    else:
+        # the field to change: the TP the workload set, else the weights (the TP is then the slice's devices)
+        where = (f"{field}.tensor_parallel_size" if "tensor_parallel_size" in kwargs else
+                 "model_source" if model_source else "model")
+        found += head_problems(tp, plan, model_source or model or DEFAULT_MODEL, where)
     backend = kwargs.get("distributed_executor_backend", "ray")
-    if hosts > 1 and backend != "ray":
+    if plan.hosts > 1 and backend != "ray":
         found.append(errors.invalid_value(f"{field}.distributed_executor_backend", backend,
                                           "is not the executor Ray Serve LLM runs a multi-host TPU engine with", "ray"))
     return found
+
+
+def head_problems(tp: int, plan: SlicePlan, source: str, field: str) -> list[InvalidInput]:
+    """A TP that does not divide the attention heads of a known model (:data:`MODEL_SHAPES`; ``source``: the
+    weights' id), with the layouts that do: one pipeline stage per host, a smaller slice of the same generation, or
+    another model. ``field`` is ``...tensor_parallel_size`` (the value shown is the TP) or ``model``/``model_source``
+    (the value shown is the model)."""
+    shape = MODEL_SHAPES.get(source)
+    if shape is None or shape.attention_heads % tp == 0:
+        return []
+    heads, per_chip, devices = shape.attention_heads, JAX_DEVICES_PER_CHIP.get(plan.generation, 1), jax_devices(plan)
+    per_host = devices // plan.hosts
+    valid = []
+    if plan.hosts > 1 and heads % per_host == 0 and plan.hosts <= shape.layers:
+        valid.append(f"pipeline_parallel_size {plan.hosts} (one stage per host, tensor_parallel_size {per_host})")
+    gen = generation(plan.generation)
+    fits = [t for t in gen.topologies if t in gen.ray_topologies and heads % (chips_in(t) * per_chip) == 0]
+    valid.append(f"a {gen.name} slice of at most {heads} JAX devices ({', '.join(fits)})")
+    valid.append("another model (model / model_source; vLLM checks its heads when the engine starts)")
+    refused = f"(vLLM {VLLM_VERSION} refuses it when the engine starts: verify_with_parallel_config)"
+    if field.endswith("tensor_parallel_size"):
+        return [errors.invalid_value(field, tp, f"does not divide the {heads} attention heads of {source} {refused}",
+                                     ", or ".join(valid))]
+    return [errors.invalid_value(
+        field, source, f"has {heads} attention heads, which tensor_parallel_size {tp} (the {devices} JAX devices of "
+        f"this slice) does not divide {refused}", ", or ".join(valid))]
 
 
 def engine_cli_args(kwargs: Mapping[str, Any]) -> list[str]:
@@ -296,9 +397,8 @@ def llm_config(work: WorkloadSpec, *, mounted_bucket: str | None = None) -> dict
     plan = work.plan
     model = work.model or DEFAULT_MODEL
     extra = dict(work.engine_kwargs or {})
-    pp = extra.get("pipeline_parallel_size", 1)
-    engine: dict[str, Any] = {"tensor_parallel_size": plan.chips // pp,
-                              "max_model_len": work.max_model_len or DEFAULT_MAX_MODEL_LEN}
+    tp, _ = parallel_sizes(extra, jax_devices(plan))
+    engine: dict[str, Any] = {"tensor_parallel_size": tp, "max_model_len": work.max_model_len or DEFAULT_MAX_MODEL_LEN}
     env = {"VLLM_XLA_CACHE_PATH": XLA_CACHE_PATH}
     if not plan.single_host:
         engine["distributed_executor_backend"] = "ray"
@@ -360,6 +460,34 @@ def cpu_twin(config: Mapping[str, Any], model: str, model_path: str) -> dict[str
 INGRESS = "raytpu.workloads.openai_ingress:OpenAIErrorIngress"
 """Ray's OpenAI ingress with OpenAI's error shape for an unknown model (:mod:`raytpu.workloads.openai_ingress`)."""
 
+PROXY_LOCATION = "EveryNode"
+"""Where Serve runs its HTTP proxies, stated although it is Serve's default: on the head and on every node that runs a
+replica of the app, no others (Ray 2.60 ``ray/serve/config.py`` ``ProxyLocation``: "EveryNode: run a proxy on every
+node in the cluster that has at least one replica actor"; ``ray/serve/_private/controller.py``
+``_update_proxy_nodes``). So it alone does not put a proxy on every TPU host: :func:`ingress_deployment_config`
+does. KubeRay's own RayService tests set it the same way (``ray-operator/test/e2erayservice/testdata``, v1.7.0)."""
+
+
+def ingress_deployment_config(work: WorkloadSpec) -> dict[str, Any]:
+    """The ingress deployment's options on GKE: one replica on each TPU host, so each host runs a Serve proxy.
+
+    KubeRay v1.7.0 gives every RayService worker container that has no ``readinessProbe`` of its own an exec probe
+    (``ray-operator/controllers/ray/common/pod.go`` ``initLivenessAndReadinessProbe``): ``bash -c "wget ...
+    localhost:52365/api/local_raylet_healthz | grep success && wget ... localhost:8000/-/healthz | grep success"``
+    with ``failureThreshold`` 1 (``utils/constant.go`` ``ServeReadinessProbeFailureThreshold``). A host without a
+    proxy stays NotReady by design, so the serve Service routes nothing to it (Ray's KubeRay guide "RayService worker
+    Pods aren't ready"), and the RayCluster never reaches ``ready``. On a slice only the LLM server replica's host
+    has one (:data:`PROXY_LOCATION`): the engine's workers on the other hosts are Ray actors, not Serve replicas.
+    ``num_replicas`` = hosts x slices with ``max_replicas_per_node: 1`` puts one ingress replica (Serve's default
+    1 CPU; the head has ``num-cpus: 0``) on every TPU host; ``num_replicas`` replaces Ray Serve LLM's ingress
+    autoscaling default (Ray 2.60 ``ray/llm/_internal/common/dict_utils.py``
+    ``maybe_apply_llm_deployment_config_defaults``). The probe itself needs ``bash``, ``wget`` and ``grep`` in the
+    image: the default (:data:`raytpu.kinds.SERVE_IMAGE`, tpu-inference's nightly, ``.buildkite/nightly_releases.yml``)
+    is built from vllm-project/tpu-inference ``docker/Dockerfile``: ``python:3.12-slim-bookworm`` (Debian: bash,
+    grep) plus ``apt-get install ... wget``. An image of the team's own must have them too.
+    """
+    return {"num_replicas": work.plan.hosts * work.slice_count, "max_replicas_per_node": 1}
+
 
 def serve_config(work: WorkloadSpec, *, mounted_bucket: str | None = None, app_name: str = APP_NAME,
                  cpu_model: tuple[str, str] | None = None, py_modules: tuple[str, ...] = (),
@@ -367,8 +495,10 @@ def serve_config(work: WorkloadSpec, *, mounted_bucket: str | None = None, app_n
     """serveConfigV2 (a RayService's ``applications``): one ``build_openai_app`` app with :func:`llm_config`.
 
     The app's ingress is :data:`INGRESS`, imported from the kit's core (``py_modules``: the zip on the bucket,
-    on GKE; installed, locally). ``cpu_model`` = (served name, local path) makes it the local CPU twin
-    (:func:`cpu_twin`). With ``api_key_file`` (a path every Ray node sees) the ingress requires that key.
+    on GKE; installed, locally), one replica per TPU host (:func:`ingress_deployment_config`). ``cpu_model`` =
+    (served name, local path) makes it the local CPU twin (:func:`cpu_twin`), whose one proxy is the head's
+    (``raytpu local serve`` starts Serve ``HeadOnly``), so its ingress keeps Ray's defaults. With ``api_key_file`` (a
+    path every Ray node sees) the ingress requires that key.
     """
     config = llm_config(work, mounted_bucket=mounted_bucket)
     if cpu_model is not None:
@@ -376,8 +506,10 @@ def serve_config(work: WorkloadSpec, *, mounted_bucket: str | None = None, app_n
     ingress: dict[str, Any] = {"ingress_cls": INGRESS}
     if api_key_file:
         ingress["ingress_extra_kwargs"] = {"api_key_file": api_key_file}
-    app: dict[str, Any] = {"name": app_name, "route_prefix": "/", "import_path": BUILDER,
-                           "args": {"llm_configs": [config], "ingress_cls_config": ingress}}
+    args: dict[str, Any] = {"llm_configs": [config], "ingress_cls_config": ingress}
+    if cpu_model is None:
+        args["ingress_deployment_config"] = ingress_deployment_config(work)
+    app: dict[str, Any] = {"name": app_name, "route_prefix": "/", "import_path": BUILDER, "args": args}
     if py_modules:
         app["runtime_env"] = {"py_modules": list(py_modules)}
-    return {"applications": [app]}
+    return {"proxy_location": PROXY_LOCATION, "applications": [app]}

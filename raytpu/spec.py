@@ -543,7 +543,8 @@ class WorkloadSpec:
             if self.max_model_len is not None:
                 found += range_problems("max_model_len", self.max_model_len, serving.MIN_MAX_MODEL_LEN, 10**7,
                                         " tokens")
-            found += serving.engine_kwargs_problems(self.engine_kwargs, self.plan.chips, self.plan.hosts)
+            found += serving.engine_kwargs_problems(self.engine_kwargs, self.plan, model=self.model,
+                                                    model_source=self.model_source)
         if self.slices is not None:
             found += range_problems("slices", self.slices, 1, self.slice.count)
         _raise(found)
@@ -728,4 +729,14 @@ def _slice_problems(item: SliceSpec, earlier: list[str], region: object, cluster
         found.append(errors.forbidden("fallback", [m.name for m in item.fallback],
                                       "with cluster.mode: standard (a node pool has one provisioning mode)",
                                       "remove fallback, or use mode: autopilot (ComputeClass priorities)"))
+    if cluster is not None and cluster.autopilot and item.provisioning.priority is None:
+        # Autopilot slices are ComputeClass priorities (spot, flexStart, reservations: GKE's custom compute class
+        # docs); queued provisioning is a node-pool flag (--flex-start --enable-queued-provisioning: GKE's
+        # provisioningrequest docs) and Autopilot has no node pools, so such a slice would get nothing at all.
+        found.append(errors.forbidden(
+            "provisioning", item.provisioning.name,
+            "with cluster.mode: autopilot (it is a node-pool setting and Autopilot has no node pools; no "
+            "ComputeClass priority offers it, so the slice would get no capacity)",
+            ", ".join(m.name for m in PROVISIONING_MODES.values() if m.priority is not None) +
+            "; or cluster.mode: standard"))
     return found

@@ -12,6 +12,7 @@ from pathlib import Path
 from raytpu import gke, kuberay
 from raytpu.modules.bucket import Bucket, BucketObject, BucketObjectProps, BucketProps
 from raytpu.modules.cdk import (
+    Aspects,
     Construct,
     GcsBackend,
     LocalBackend,
@@ -23,6 +24,7 @@ from raytpu.modules.cdk import (
 from raytpu.modules.gke_cluster import GkeCluster, GkeClusterProps, version_floor
 from raytpu.modules.head_pool import HeadPool, HeadPoolOptions
 from raytpu.modules.network import Network, NetworkProps
+from raytpu.modules.project_services import ProjectServices, ProjectServicesProps, RequireApis
 from raytpu.modules.smoke_alerting import SmokeAlerting, SmokeAlertingProps
 from raytpu.modules.tpu_slice_pool import TpuSlicePool, TpuSlicePoolOptions
 from raytpu.modules.workload_identity import NodeServiceAccount, NodeServiceAccountProps, WorkloadIdentityProps
@@ -87,7 +89,10 @@ class ClusterStack(TerraformStack):
     :func:`raytpu.kuberay.core_zip_object`, which RayJobs load as ``py_modules`` through the GCS FUSE mount
     (:func:`raytpu.kuberay.py_modules_uri`).
 
-    Construct ids (API): ``network``, ``node-identity``, ``gke``, ``storage``, ``storage/core-zip``,
+    Enables the project's APIs it calls (:class:`raytpu.modules.project_services.ProjectServices`); every resource and
+    data source depends on its own.
+
+    Construct ids (API): ``apis``, ``network``, ``node-identity``, ``gke``, ``storage``, ``storage/core-zip``,
     ``gke/workload-identity``, ``gke/head-pool``, ``gke/slice-<slice>-<i>``.
     """
 
@@ -101,6 +106,9 @@ class ClusterStack(TerraformStack):
         labels = dict(gke.labels)
         google_provider.GoogleProvider(self, "google", project=spec.project, region=spec.region)
         declare_backend(self, id, spec)
+        # A fresh project has these APIs off: enable each, and make every resource wait for the ones it calls.
+        self.apis = ProjectServices(self, "apis", ProjectServicesProps(project=spec.project))
+        Aspects.of(self).add(RequireApis(self.apis))
 
         self.network = Network(self, "network", NetworkProps(
             name=gke.name, project=spec.project, region=spec.region, spec=spec.network))

@@ -9,7 +9,7 @@ from raytpu.modules.cdk import (
     Construct,
     Fn,
     TerraformStack,
-    data_google_client_config,
+    ephemeral_google_client_config,
     google_provider,
     kubernetes_provider,
 )
@@ -37,9 +37,15 @@ class WorkloadsStackProps:
     cluster: ClusterStack
 
 
+TERRAFORM_VERSIONS = ">=1.10.0"
+"""Terraform versions the workloads stack needs: its access token is an ephemeral resource (Terraform 1.10+,
+https://developer.hashicorp.com/terraform/language/resources/ephemeral)."""
+
+
 class WorkloadsStack(TerraformStack):
     """The Kubernetes side: a kubernetes provider from the cluster stack's endpoint (and CA, for the IP endpoint;
-    access token from ``google_client_config``), the Workload Identity KSA, one ComputeClass per slice on Autopilot,
+    access token from the ephemeral ``google_client_config``, never in state), the Workload Identity KSA, one
+    ComputeClass per slice on Autopilot,
     and one RayService per serving workload of the cluster's spec (:func:`raytpu.kuberay.workload_manifest`) behind
     its NetworkPolicy (:func:`raytpu.kuberay.network_policy`);
     the spec's one-shot workloads (RayJobs) are ``raytpu submit``'s.
@@ -49,6 +55,12 @@ class WorkloadsStack(TerraformStack):
 
     def __init__(self, scope: Construct, id: str, props: WorkloadsStackProps) -> None:
         super().__init__(scope, id)
+        # cdktn refuses an ephemeral resource at synth unless the targeted Terraform versions all have them (context
+        # "targetVersions", default ">=1.5.7"; cdktn 0.24 lib/validations/target-versions.js). Set on this stack, so
+        # every app that builds it (cdktf synth, raytpu synth, a platform's own app) targets 1.10+. No
+        # terraform.required_version: checkov 3.3's terraform_json parser fails the whole file on it (a string in the
+        # terraform block), and a Terraform older than 1.10 already stops at the unknown "ephemeral" block.
+        self.node.set_context("targetVersions", {"terraform": TERRAFORM_VERSIONS})
         self.props = props
         cluster = props.cluster
         # The RayServices load the core zip the cluster stack uploads (cluster.core_zip). A resource's
@@ -57,7 +69,12 @@ class WorkloadsStack(TerraformStack):
         self.add_dependency(cluster)
         spec = cluster.spec
         google_provider.GoogleProvider(self, "google", project=spec.project, region=spec.region)
-        client = data_google_client_config.DataGoogleClientConfig(self, "client")
+        # The access token as an ephemeral resource: Terraform opens it on every plan and apply and never writes it to
+        # state or plan files, where a data source's access_token would sit in plain text (Terraform 1.10+:
+        # https://developer.hashicorp.com/terraform/language/resources/ephemeral; provider configuration is one of the
+        # places an ephemeral value may go: hashicorp/terraform-provider-google 8.x
+        # google/services/resourcemanager/ephemeral_google_client_config_test.go, ..._usedInProvider).
+        client = ephemeral_google_client_config.EphemeralGoogleClientConfig(self, "client")
         # The DNS-based endpoint has a publicly trusted certificate (no CA); the IP endpoint, the cluster's own CA.
         kubernetes_provider.KubernetesProvider(
             self, "kubernetes", host=f"https://{cluster.cluster.endpoint}", token=client.access_token,

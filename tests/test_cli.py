@@ -248,6 +248,8 @@ CONFIG_CASES = [
     ("duplicate-workload", None, "workloads[1].name", "unique"),
     ("unknown-workload-slice", None, "workloads[2].slice", "train, serve"),
     ("queued-slice-with-workload", None, "workloads[2].slice", "on-demand, spot, reservation, flex-start"),
+    # issue 18 item 9: no ComputeClass offers queued and Autopilot has no node pools; refused, not silently empty
+    ("queued-on-autopilot", None, "slices[1].provisioning", "on-demand, spot, reservation, flex-start; or cluster"),
     ("default-bucket-too-long", None, "storage.bucket", "3-63 characters"),
     ("wrong-type", None, "slices[0].count", "a whole number"),
 ]
@@ -287,6 +289,7 @@ def _config_text(case: str) -> str:
         "duplicate-workload": lambda: data["workloads"][1].update(name="smoke"),
         "unknown-workload-slice": lambda: data["workloads"][2].update(slice="inference"),
         "queued-slice-with-workload": lambda: second.update(provisioning="queued"),
+        "queued-on-autopilot": lambda: (data["cluster"].update(mode="autopilot"), second.update(provisioning="queued")),
         "default-bucket-too-long": lambda: (data.update(project="p" * 30), data["cluster"].update(name="c" * 30)),
         "wrong-type": lambda: first.update(count="many"),
     }

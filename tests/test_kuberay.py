@@ -95,7 +95,10 @@ def _work(item: SliceSpec | None = None, kind: str = "smoke", name: str = "w", *
 
 
 def _cluster(item: SliceSpec, mode: str = "standard", with_workloads: bool = True) -> ClusterSpec:
-    works = tuple(WorkloadSpec(name=k, kind=kinds.kind(k), slice=item, image=IMAGE)
+    # serve names a model of its own: the default model's 16 attention heads do not take the TP of the largest
+    # slices (issue 18 item 4; test_serving), and these tests are about the manifests of every slice shape
+    works = tuple(WorkloadSpec(name=k, kind=kinds.kind(k), slice=item, image=IMAGE,
+                               model="org/model" if k == "serve" else None)
                   for k in (kinds.NAMES if with_workloads else ()) if k != "serve" or _servable(item))
     return ClusterSpec(project="my-ml-project", region="us-east5", cluster=GkeSpec(name="ray-tpu", mode=mode),
                        slices=(item,), workloads=works)
@@ -160,7 +163,11 @@ def test_every_kind_validates_against_crd_and_webhook_for_each_plan_provisioning
         for kind in kinds.NAMES:
             with pytest.raises(InvalidInputs, match="single PodSet"):
                 _work(item, kind)
-        _cluster(item, mode, with_workloads=False)  # the slice itself is valid
+        if mode == "autopilot":  # queued is a node-pool setting: Autopilot has no pool to queue (issue 18, item 9)
+            with pytest.raises(InvalidInputs, match=r"not allowed with cluster\.mode: autopilot"):
+                _cluster(item, mode, with_workloads=False)
+        else:
+            _cluster(item, mode, with_workloads=False)  # the slice itself is valid
         return
     manifests = _manifests(_cluster(item, mode), run="r1")
     assert [m["kind"] for m in manifests] == ["RayCluster", "RayJob", "RayJob"] + ["RayService"] * _servable(item)
@@ -294,7 +301,9 @@ def test_job_limits_reject_bad_values(field: str, value: Any) -> None:
 @pytest.mark.parametrize(("machine", "cpu", "memory"), [
     # (machine type, GKE allocatable: vCPUs and GiB minus GKE's reservation; 90% of it is the worker's request)
     ("ct6e-standard-4t", "161532m", "643960Mi"),  # 180 vCPU, 720 GiB -> 179.48 vCPU, 698.74 GiB allocatable
-    ("ct6e-standard-8t", "323127m", "1294241Mi"),  # 360 vCPU, 1440 GiB -> 359.03 vCPU, 1404.34 GiB
+    # GKE runs it with SMT off: 180 vCPU (cluster-autoscaler's NewMachineTypeInfo("ct6e-standard-8t", 180, 1440)
+    # .withThreadsPerCoreOverride(1)); 360 was Compute Engine's thread count, and 323127m never fit (issue 18)
+    ("ct6e-standard-8t", "161532m", "1294241Mi"),  # 180 vCPU, 1440 GiB -> 179.48 vCPU, 1404.34 GiB
     ("ct5lp-hightpu-4t", "100485m", "167087Mi"),  # 112 vCPU, 192 GiB -> 111.65 vCPU, 181.30 GiB
 ])
 def test_a_tpu_worker_requests_most_of_its_hosts_allocatable_cpu_and_memory(machine: str, cpu: str,
@@ -411,6 +420,35 @@ def test_a_serving_workload_runs_the_vllm_tpu_image_by_default() -> None:
     assert _work(kind="serve").pod_image == kinds.SERVE_IMAGE
     assert _work(kind="serve", image="example.com/serve:1").pod_image == "example.com/serve:1"
     assert {_work(kind=k).pod_image for k in ("smoke", "train")} == {kinds.RAY_IMAGE}
+
+
+@pytest.mark.parametrize(("gen", "topology", "count", "zone"), [
+    ("v6e", "4x4", 2, ZONE), ("tpu7x", "2x2x2", 1, "us-central1-c"), ("v6e", "2x4", 3, ZONE)])
+def test_every_tpu_host_of_a_rayservice_runs_a_serve_proxy_for_kuberays_readiness_probe(
+        gen: str, topology: str, count: int, zone: str) -> None:
+    """KubeRay v1.7.0 gives a RayService worker container with no readinessProbe of its own an exec probe, ``bash -c
+    "wget ... :52365/api/local_raylet_healthz | grep success && wget ... :8000/-/healthz | grep success"``,
+    failureThreshold 1 (ray-operator/controllers/ray/common/pod.go initLivenessAndReadinessProbe; utils/constant.go
+    BaseWgetHealthCommand, ServeReadinessProbeFailureThreshold). Serve runs a proxy only on the head and on nodes with
+    a replica (Ray 2.60 ray/serve/config.py ProxyLocation.EveryNode; _private/controller.py _update_proxy_nodes), so
+    every TPU pod gets one ingress replica: one per node (max_replicas_per_node), as many as TPU pods."""
+    item = SliceSpec.create(name="serve", generation=gen, topology=topology, zone=zone, count=count)
+    work = _work(item, "serve")
+    service = kuberay.ray_service("llm", work, PODS)
+    config = yaml.safe_load(service["spec"]["serveConfigV2"])
+    assert config["proxy_location"] == "EveryNode"
+    group = _worker(service)
+    ingress = config["applications"][0]["args"]["ingress_deployment_config"]
+    assert ingress == {"num_replicas": group["numOfHosts"] * group["replicas"], "max_replicas_per_node": 1}
+    # the head runs no replica (num-cpus 0): each ingress replica (Serve's default 1 CPU) lands on a TPU pod
+    assert service["spec"]["rayClusterConfig"]["headGroupSpec"]["rayStartParams"]["num-cpus"] == "0"
+    # KubeRay's probe is the one that runs (it is injected only when the container sets none): the default image,
+    # tpu-inference's nightly from its docker/Dockerfile (python:3.12-slim-bookworm + apt wget), has bash and wget
+    assert "readinessProbe" not in group["template"]["spec"]["containers"][0]
+    assert work.pod_image == kinds.SERVE_IMAGE and kinds.SERVE_IMAGE.startswith("vllm/vllm-tpu:nightly-")
+    # the local twin's proxy is the head's (raytpu local serve starts Serve HeadOnly): Ray's ingress defaults
+    twin = serving.serve_config(work, cpu_model=("tiny", "/m"))["applications"][0]["args"]
+    assert "ingress_deployment_config" not in twin
 
 
 def test_upgrade_strategy_is_checked() -> None:

@@ -104,7 +104,9 @@ def _slice(rng: random.Random, name: str, region: str, autopilot: bool, for_ray:
         item["machine_type"] = rng.choice(machine_types_for(gen, topology)).name
     if rng.random() < 0.5:
         item["count"] = rng.randint(1, 3)
-    mode = rng.choice(RAY_MODES if for_ray else tuple(MODES))
+    # Autopilot takes only modes a ComputeClass offers (queued is a node-pool flag: raytpu.spec._slice_problems)
+    mode = rng.choice([m for m in (RAY_MODES if for_ray else tuple(MODES))
+                       if not autopilot or MODES[m].priority is not None])
     if mode != "on-demand" or rng.random() < 0.5:
         item["provisioning"] = mode
     if MODES[mode].needs_reservation:
@@ -131,8 +133,9 @@ def servable(item: dict[str, Any]) -> bool:
     return not serving.slice_problems(plan_slice(item["generation"], item["topology"], item.get("machine_type")))
 
 
-def _serving_fields(rng: random.Random) -> dict[str, Any]:
-    """Some of a serving workload's optional fields, each valid for every servable slice."""
+def _serving_fields(rng: random.Random, item: dict[str, Any]) -> dict[str, Any]:
+    """Some of a serving workload's optional fields, valid for servable slice ``item``: a model the kit knows
+    (raytpu.serving.MODEL_SHAPES) only where the slice's JAX devices, its TP, divide the model's attention heads."""
     fields: dict[str, Any] = {}
     if rng.random() < 0.5:
         fields["model"] = rng.choice(("Qwen/Qwen3-0.6B", "meta-llama/Llama-3.1-8B", "/mnt/gcs/models/m"))
@@ -142,6 +145,10 @@ def _serving_fields(rng: random.Random) -> dict[str, Any]:
         fields["max_model_len"] = rng.choice((512, 4096, 32768))
     if rng.random() < 0.3:
         fields["engine_kwargs"] = {"max_num_seqs": rng.randint(1, 256), "enable_prefix_caching": rng.random() < 0.5}
+    shape = serving.MODEL_SHAPES.get(fields.get("model_source") or fields.get("model") or serving.DEFAULT_MODEL)
+    devices = serving.jax_devices(plan_slice(item["generation"], item["topology"], item.get("machine_type")))
+    if shape is not None and shape.attention_heads % devices:
+        fields["model"] = "meta-llama/Llama-3.1-8B"  # no draw: the generator's sequence stays what it was
     return fields
 
 
@@ -200,7 +207,7 @@ def valid_config(rng: random.Random) -> dict[str, Any]:
             kind = rng.choice(tuple(KINDS) if servable(item) else tuple(k for k in KINDS if not KINDS[k].takes_model))
             work: dict[str, Any] = {"name": _unique(rng, work_names, 1, 28), "kind": kind, "slice": item["name"]}
             if KINDS[kind].takes_model:
-                work.update(_serving_fields(rng))
+                work.update(_serving_fields(rng, item))
             if rng.random() < 0.3:
                 work["image"] = "us-docker.pkg.dev/p/r/ray:2.60.0-tpu"
             doc["workloads"].append(work)
@@ -235,6 +242,8 @@ def _set_mode(doc: dict[str, Any], mode: str) -> None:
     doc["cluster"]["mode"] = mode
     for item in doc["slices"]:
         item.pop("fallback" if mode == "standard" else "disk_size_gib", None)
+        if mode == "autopilot" and MODES[item.get("provisioning", "on-demand")].priority is None:
+            _set_provisioning(item, "flex-start")  # no ComputeClass offers queued
     if mode == "autopilot":
         doc["cluster"].pop("head_pool", None)
 

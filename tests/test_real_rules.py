@@ -22,7 +22,8 @@ import pytest
 from _synth import resources, synth_text
 
 from raytpu import kuberay
-from raytpu.catalog import GENERATIONS
+from raytpu.catalog import GENERATIONS, MachineType
+from raytpu.errors import InvalidInputs
 from raytpu.provisioning import MODES
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]
@@ -177,6 +178,66 @@ def no_guest_accelerator(pool: dict[str, Any]) -> str | None:
     return "TPU pool sets guest_accelerator" if _get(pool, "node_config.guest_accelerator") else None
 
 
+TPU_MACHINE_TYPES = frozenset(m.name for g in GENERATIONS.values() for m in g.machine_types)
+
+
+def queued_and_flex_start_preconditions(pool: dict[str, Any]) -> str | None:
+    """GoogleCloudPlatform/cluster-toolkit modules/compute/gke-node-pool/main.tf preconditions (1047080):
+    "placement_policy cannot be COMPACT when enable_queued_provisioning is true, unless using TPUs" (the TPU
+    exception since bf7c3e1, PR #5218, whose TPU v6e queued blueprint sets COMPACT + tpu_topology); queued and
+    flex-start want ``NO_RESERVATION`` and no nodes at minimum; flex-start excludes spot and a static
+    ``node_count``; spot "only works with reservation_affinity consume_reservation_type NO_RESERVATION"."""
+    queued = bool(_get(pool, "queued_provisioning.enabled"))
+    flex, spot = bool(_get(pool, "node_config.flex_start")), bool(_get(pool, "node_config.spot"))
+    affinity = _get(pool, "node_config.reservation_affinity.consume_reservation_type")
+    if queued and _get(pool, "placement_policy.type") == "COMPACT" and \
+            _get(pool, "node_config.machine_type") not in TPU_MACHINE_TYPES:
+        return "COMPACT with queued provisioning on a machine type that is not a TPU"
+    if (queued or flex or spot) and affinity != "NO_RESERVATION":
+        return f"queued/flex-start/spot pool with reservation affinity {affinity}"
+    if (queued or flex) and (pool.get("node_count") or _get(pool, "autoscaling.min_node_count")):
+        return "queued/flex-start pool with nodes at minimum"
+    if flex and spot:
+        return "flex-start and spot together"
+    return None
+
+
+CA_MACHINES = {
+    # GKE's cluster autoscaler: GoogleCloudPlatform/cluster-autoscaler 7d250507
+    # pkg/cloudprovider/gke/machinetypes/deprecated_machine_types_config.go NewMachineTypeInfo(name, vCPUs, GiB)
+    # (ct6e-standard-8t .withThreadsPerCoreOverride(1): SMT off); chips: deprecated_tpu_config.go fixedTpuCount
+    "ct4p-hightpu-4t": (4, 240, 407), "ct5lp-hightpu-1t": (1, 24, 48), "ct5lp-hightpu-4t": (4, 112, 192),
+    "ct5lp-hightpu-8t": (8, 224, 384), "ct5p-hightpu-4t": (4, 208, 448), "ct6e-standard-1t": (1, 44, 176),
+    "ct6e-standard-4t": (4, 180, 720), "ct6e-standard-8t": (8, 180, 1440), "tpu7x-standard-4t": (4, 224, 992),
+}
+
+
+def worker_fits_its_node(machine_type: str, requests: dict[str, str]) -> str | None:
+    """A pod whose requests exceed a node's allocatable never schedules there. Allocatable: the node's vCPUs and
+    memory as GKE's autoscaler has them (table above) minus GKE's reservations
+    (https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes#memory_and_cpu_reservations)."""
+    chips, vcpus, gib = CA_MACHINES[machine_type]
+    node = MachineType(machine_type, chips, vcpus, gib)
+    cpu_m, memory_mi = int(requests["cpu"].removesuffix("m")), int(requests["memory"].removesuffix("Mi"))
+    if cpu_m > node.allocatable_cpu_m or memory_mi > node.allocatable_memory_mib or \
+            requests["google.com/tpu"] != str(chips):
+        return f"worker requests {requests} do not fit a {machine_type} node ({vcpus} vCPU, {gib} GiB, {chips} chips)"
+    return None
+
+
+GCE_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+"""Compute Engine resource names (resource policies included): RFC 1035, ``[a-z]([-a-z0-9]*[a-z0-9])?``, 1-63
+characters (https://cloud.google.com/compute/docs/naming-resources)."""
+
+
+def resource_policy_names(stack: dict[str, Any]) -> str | None:
+    """Every resource policy has a GCE name (uniqueness per project and region: the two-cluster test below)."""
+    for policy in resources(stack, "google_compute_resource_policy").values():
+        if not GCE_NAME.match(policy["name"]):
+            return f"resource policy name {policy['name']!r} breaks GCE's name rules"
+    return None
+
+
 CLUSTER_NAMES = {"standard": "rules-stan", "autopilot": "rules-auto"}
 
 
@@ -188,6 +249,8 @@ def _matrix_config(mode: str) -> str:
         shapes = {"s": next(iter(gen.single_host_topologies)), "m": "2x2x2" if gen.mesh_dims == 3 else "4x4"}
         for kind, topology in shapes.items():
             for name, prov in MODES.items():
+                if mode == "autopilot" and prov.priority is None:
+                    continue  # refused at validate (test_autopilot_refuses_a_mode_no_compute_class_offers)
                 extra = ", reservation: r1" if prov.needs_reservation else ""
                 lines.append(f"  - {{name: {gen.name}-{kind}-{name}, generation: {gen.name}, topology: {topology}, "
                              f"zone: us-central1-a, provisioning: {name}{extra}}}")
@@ -254,8 +317,78 @@ def test_every_tpu_pool_obeys_the_providers_and_gkes_rules(matrix: dict[str, dic
         problems = [p for p in (placement_type_required(pool), single_host_no_topology(pool, hosts),
                                 multi_host_topology_stated(pool, hosts, topology), queued_needs_flex_start(pool),
                                 dynamic_pools_not_repaired(pool), no_guest_accelerator(pool),
-                                tpu_host_drift_ignored(pool)) if p]
+                                tpu_host_drift_ignored(pool), queued_and_flex_start_preconditions(pool)) if p]
         assert problems == [], name
+
+
+def test_every_standard_tpu_worker_fits_its_pools_nodes(matrix: dict[str, dict[str, Any]]) -> None:
+    """Issue 18 item 1: a worker's requests come from the catalog; they must fit the node GKE really makes."""
+    from raytpu.plan import plan_slice
+
+    pools = {n: p for n, p in _pools(matrix).items() if n != "ray-head"}
+    for name, pool in pools.items():
+        _, topology = _slice_of(name.rsplit("-", 1)[0])
+        plan = plan_slice(name.split("-", 1)[0], topology)
+        assert pool["node_config"]["machine_type"] == plan.machine_type, name
+        requests = kuberay.host_resources(plan, autopilot=False)["requests"]
+        assert worker_fits_its_node(plan.machine_type, requests) is None, name
+    for machine in CA_MACHINES:  # the machine types no matrix shape picks by default (v5e/v6e 8t, 2x4 on 4t)
+        gen = next(g for g in GENERATIONS.values() if machine in {m.name for m in g.machine_types})
+        topology = next(t for t, m in gen.single_host_topologies.items() if m.name == machine)
+        requests = kuberay.host_resources(plan_slice(gen.name, topology, machine), autopilot=False)["requests"]
+        assert worker_fits_its_node(machine, requests) is None, machine
+
+
+def test_workload_policy_names_are_gce_names(matrix: dict[str, dict[str, Any]]) -> None:
+    assert resources(_cluster_stack(matrix), "google_compute_resource_policy")  # tpu7x multi-host: one per slice
+    assert resource_policy_names(_cluster_stack(matrix)) is None
+
+
+LONGEST_CLUSTER = "c" * 39 + "x"
+"""40 characters, GKE's longest cluster name (raytpu.spec.CLUSTER_NAME)."""
+
+
+def test_two_clusters_in_one_project_and_region_never_share_a_workload_policy() -> None:
+    """Issue 18 item 8: Standard tpu7x pools were ``<slice>-<i>-wp`` whatever the cluster. Two clusters with the same
+    slices in one project and region, at the longest names the kit allows: GKE's 40-character cluster name, and the
+    longest multi-host slice name (its smoke jobs ``smoke-<slice>-<i>-<run id>`` fill raytpu.spec's
+    MULTI_HOST_NAME_LIMIT)."""
+    from raytpu.spec import MULTI_HOST_NAME_LIMIT, RUN_ID_LENGTH
+
+    count = 2
+    longest = "s" * (MULTI_HOST_NAME_LIMIT - len(f"smoke--{count - 1}-") - RUN_ID_LENGTH)
+    config = ("project: my-ml-project\nregion: us-central1\ncluster: {{name: {cluster}}}\nslices:\n"
+              f"  - {{{{name: {longest}, generation: tpu7x, topology: 2x2x2, zone: us-central1-a, count: {count}}}}}\n")
+    names = []
+    for cluster in (LONGEST_CLUSTER, LONGEST_CLUSTER[:-1] + "y"):
+        stack = _cluster_stack(synth_text(config.format(cluster=cluster)))
+        policies = {key: p["name"] for key, p in resources(stack, "google_compute_resource_policy").items()}
+        assert len(set(policies.values())) == count and resource_policy_names(stack) is None
+        for pool in resources(stack, "google_container_node_pool").values():  # each pool takes its own policy
+            if pool["name"] != "ray-head":
+                key = pool["placement_policy"]["policy_name"].split(".")[1]
+                assert policies[key].startswith(f"{pool['name']}-wp-"), pool["name"]
+        names.append(set(policies.values()))
+    assert names[0].isdisjoint(names[1]), names
+
+
+def test_autopilot_refuses_a_mode_no_compute_class_offers() -> None:
+    """Issue 18 item 9: Autopilot gets TPUs through ComputeClass priorities (spot, flexStart, reservations:
+    https://cloud.google.com/kubernetes-engine/docs/concepts/about-custom-compute-classes) and has no node pools to
+    mark queued (``--enable-queued-provisioning`` is a node-pool flag:
+    https://cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest). Such a slice used to synthesize
+    nothing at all; now it never reaches synth."""
+    offered = [m.name for m in MODES.values() if m.priority is not None]
+    refused = [name for name, prov in MODES.items() if prov.priority is None]
+    assert refused == ["queued"]
+    for name in refused:
+        config = (f"project: my-ml-project\nregion: us-central1\ncluster: {{name: q, mode: autopilot}}\nslices:\n"
+                  f"  - {{name: q, generation: v6e, topology: 4x4, zone: us-central1-a, provisioning: {name}}}\n")
+        with pytest.raises(InvalidInputs) as exc:
+            synth_text(config)
+        [problem] = exc.value.problems
+        assert problem.field == "slices[0].provisioning" and repr(name) in problem.problem
+        assert problem.valid.startswith(", ".join(offered))
 
 
 # ---------------------------------------------------------------------------------- each rule fires
@@ -281,9 +414,37 @@ def test_autopilot_conflict_rule_fires_for_each_field() -> None:
     (dynamic_pools_not_repaired, {"node_config": {"flex_start": True}, "management": {"auto_repair": True}}, ()),
     (no_guest_accelerator, {"node_config": {"guest_accelerator": [{"type": "nvidia-l4", "count": 1}]}}, ()),
     (tpu_host_drift_ignored, {"lifecycle": {"ignore_changes": ["upgrade_settings"]}}, ()),
+    (queued_and_flex_start_preconditions, {"queued_provisioning": {"enabled": True}, "placement_policy": {
+        "type": "COMPACT"}, "node_config": {"machine_type": "a3-highgpu-8g", "flex_start": True,
+                                            "reservation_affinity": {"consume_reservation_type": "NO_RESERVATION"}}},
+     ()),
+    (queued_and_flex_start_preconditions, {"node_config": {"spot": True, "reservation_affinity": {
+        "consume_reservation_type": "ANY_RESERVATION"}}}, ()),
+    (queued_and_flex_start_preconditions, {"node_config": {"flex_start": True, "reservation_affinity": {
+        "consume_reservation_type": "NO_RESERVATION"}}, "node_count": 2}, ()),
+    (worker_fits_its_node, "ct6e-standard-8t", ({"cpu": "323127m", "memory": "1Mi", "google.com/tpu": "8"},)),
 ])
 def test_each_pool_rule_fires(rule: Callable[..., str | None], pool: dict[str, Any], args: tuple[Any, ...]) -> None:
     assert rule(copy.deepcopy(pool), *args) is not None
+
+
+def test_queued_tpu_pools_may_be_compact_the_rule_is_gpu_only() -> None:
+    """Issue 18 item 7: the kit emits COMPACT + tpu_topology for multi-host queued TPU pools; cluster-toolkit refused
+    that until bf7c3e1 and now refuses it only for non-TPU machine types (rule above)."""
+    pool = {"queued_provisioning": {"enabled": True}, "placement_policy": {"type": "COMPACT", "tpu_topology": "4x4"},
+            "autoscaling": {"min_node_count": 0}, "node_config": {
+                "machine_type": "ct6e-standard-4t", "flex_start": True,
+                "reservation_affinity": {"consume_reservation_type": "NO_RESERVATION"}}}
+    assert queued_and_flex_start_preconditions(pool) is None
+
+
+def test_resource_policy_name_rule_fires() -> None:
+    def stack(name: str) -> dict[str, Any]:
+        return {"resource": {"google_compute_resource_policy": {"p": {"name": name}}}}
+
+    for bad in ("Big-0-wp", "0-wp", "big-0-wp-", "b" * 64, "big_0_wp"):
+        assert resource_policy_names(stack(bad)) is not None, bad
+    assert resource_policy_names(stack("b" * 63)) is None
 
 
 def test_master_cidr_rule_fires() -> None:

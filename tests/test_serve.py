@@ -133,6 +133,19 @@ def _parsed(config: dict[str, Any]) -> Any:
     return VLLMEngineConfig.from_llm_config(llm)
 
 
+def _assert_one_bundle_per_host(engine: Any, plan: Any) -> None:
+    """A replica reserves one worker bundle per host of its slice: Ray Serve LLM's ``TPUAccelerator`` hands the
+    first of its bundles to ``slice_placement_group``, which counts workers from the topology (Ray 2.60
+    ``ray/util/tpu.py`` ``get_tpu_worker_resources``). The bundle list itself has TP / chips-per-host entries
+    (``default_bundles``): twice the hosts on tpu7x, whose TP counts 2 JAX devices per chip (issue 18)."""
+    from ray.util.tpu import get_tpu_worker_resources
+
+    bundle = {"TPU": plan.chips_per_host, f"accelerator_type:{plan.ray_accelerator_type}": 0.001}
+    assert all(b == bundle for b in engine.placement_bundles), (plan.topology, engine.placement_bundles)
+    workers, _ = get_tpu_worker_resources(plan.topology, plan.ray_accelerator_type, resources_per_worker=bundle)
+    assert workers == plan.hosts, (plan.generation, plan.topology)
+
+
 def test_every_rayservice_of_the_examples_is_parsed_by_ray_serve_llm_and_vllm() -> None:
     """The serveConfigV2 of every RayService the workloads stack emits (``kuberay.workload_manifest``, what
     ``WorkloadsStack`` applies), through Ray Serve LLM's models, and its engine args through vLLM's own parser."""
@@ -145,9 +158,7 @@ def test_every_rayservice_of_the_examples_is_parsed_by_ray_serve_llm_and_vllm() 
             manifest = kuberay.workload_manifest(spec, work, service_account="ray", bucket=spec.bucket)
             config = json.loads(manifest["spec"]["serveConfigV2"])
             engine = _parsed(config)
-            assert engine.placement_bundles == [{"TPU": work.plan.chips_per_host,
-                                                 f"accelerator_type:{work.plan.ray_accelerator_type}": 0.001}
-                                                ] * work.plan.hosts
+            _assert_one_bundle_per_host(engine, work.plan)
             serving.parse_with_vllm(config["applications"][0]["args"]["llm_configs"][0]["engine_kwargs"])
             checked += 1
     assert checked >= 2
@@ -161,9 +172,7 @@ def test_every_slice_shape_gives_a_serve_config_ray_serve_llm_parses() -> None:
             item = SliceSpec.create(name="s", generation=gen.name, topology=topology, zone=gen.zones[0], count=2)
             work = WorkloadSpec(name="llm", kind=kinds.kind("serve"), slice=item, model="org/model")
             engine = _parsed(serving.serve_config(work))
-            assert engine.placement_bundles == [{"TPU": item.plan.chips_per_host,
-                                                 f"accelerator_type:{item.plan.ray_accelerator_type}": 0.001}
-                                                ] * item.plan.hosts, (gen.name, topology)
+            _assert_one_bundle_per_host(engine, item.plan)
             assert engine.accelerator.requires_deferred_placement_group  # slice_placement_group per replica
             checked += 1
     assert checked > 20

@@ -62,8 +62,104 @@ def test_a_single_host_slice_serves_the_default_model_on_one_engine_process() ->
 
 
 def test_pipeline_parallel_splits_the_slice_without_leaving_chips_idle() -> None:
-    llm = serving.llm_config(_work(engine_kwargs={"pipeline_parallel_size": 2}))
-    assert (llm["engine_kwargs"]["tensor_parallel_size"], llm["engine_kwargs"]["pipeline_parallel_size"]) == (8, 2)
+    """One stage per host: tpu-inference (6af3d12) ``TPUWorker.init_device`` asserts a stage's TP fits one host's
+    devices ("we can only do pp:4, tp:4, but not pp:2, tp:8" on 4 hosts of 4). This test asked for pp 2 (tp 8) on
+    a v6e 4x4 of 4-chip hosts before issue 18, a layout that engine refuses; it now asks for pp 4 and
+    test_bad_serving_fields_name_the_field_and_what_is_valid refuses pp 2."""
+    llm = serving.llm_config(_work(engine_kwargs={"pipeline_parallel_size": 4}))
+    assert (llm["engine_kwargs"]["tensor_parallel_size"], llm["engine_kwargs"]["pipeline_parallel_size"]) == (4, 4)
+
+
+ZONES = {"v5p": "us-east5-a", "v6e": ZONE, "tpu7x": "us-central1-c"}
+
+
+def _gen_slice(gen: str, topology: str, count: int = 1) -> SliceSpec:
+    return SliceSpec.create(name="serve", generation=gen, topology=topology, zone=ZONES[gen], count=count)
+
+
+@pytest.mark.parametrize(("gen", "topology", "tp"), [
+    # tpu-inference's worker shards over jax.devices()[:TP] (tpu_inference/worker/tpu_worker.py
+    # TPUWorker.init_device); an Ironwood chip is 2 JAX devices (jax/_src/mesh_utils.py _get_physical_tpu_mesh), and
+    # tpu-inference's GKE multi-host example serves a tpu7x 2x2x2 (8 chips) with --tensor-parallel-size 16
+    # (examples/offload/gke/benchmarks/multi-host/deploy-baseline.yaml)
+    ("tpu7x", "2x2x2", 16),
+    ("tpu7x", "2x2x1", 8),
+    ("v6e", "4x4", 16),
+    ("v5p", "2x2x4", 16),  # v5p: one megacore device per chip ("requires one device per chip (megacore mode)")
+])
+def test_a_replica_shards_over_every_jax_device_of_its_slice(gen: str, topology: str, tp: int) -> None:
+    item = _gen_slice(gen, topology)
+    assert serving.jax_devices(item.plan) == tp
+    assert serving.llm_config(_work(item))["engine_kwargs"]["tensor_parallel_size"] == tp
+
+
+def test_a_tpu7x_layout_that_uses_chips_not_devices_is_refused() -> None:
+    """TP = chips on a tpu7x 2x2x2 leaves 8 of its 16 JAX devices idle (issue 18, item 3)."""
+    problems = _problems(item=_gen_slice("tpu7x", "2x2x2"), engine_kwargs={"tensor_parallel_size": 8})
+    assert problems["engine_kwargs.tensor_parallel_size"] == (
+        "8 x pipeline_parallel_size 1 does not use the 8 chips (16 JAX devices) of the slice a replica reserves; "
+        "valid: tensor_parallel_size x pipeline_parallel_size = 16 (vLLM on TPU shards over JAX devices: 2 per tpu7x "
+        "chip)")
+    _work(_gen_slice("tpu7x", "2x2x2"), engine_kwargs={"tensor_parallel_size": 8, "pipeline_parallel_size": 2})
+
+
+HEADS = "has 16 attention heads, which tensor_parallel_size"
+"""vLLM 0.29.0 vllm/config/model.py ModelConfig.verify_with_parallel_config: heads % TP == 0, else ValueError when the
+engine starts; Qwen/Qwen3-0.6B has 16 attention heads (https://huggingface.co/Qwen/Qwen3-0.6B config.json)."""
+REFUSED = (f"does not divide (vLLM {serving.VLLM_VERSION} refuses it when the engine starts: "
+           "verify_with_parallel_config)")
+
+
+@pytest.mark.parametrize(("gen", "topology", "extra", "field", "says"), [
+    # the field named is what the workload set: the TP itself, else the weights (their TP is the slice's devices)
+    ("v6e", "4x8", {}, "model", f"'Qwen/Qwen3-0.6B' {HEADS} 32 (the 32 JAX devices of this slice) {REFUSED}"),
+    ("v6e", "8x8", {"model": serving.DEFAULT_MODEL}, "model", f"'Qwen/Qwen3-0.6B' {HEADS} 64 (the 64 JAX devices"),
+    ("v6e", "4x8", {"model": "chat", "model_source": serving.DEFAULT_MODEL}, "model_source",
+     f"'Qwen/Qwen3-0.6B' {HEADS} 32 (the 32 JAX devices"),
+    ("tpu7x", "2x2x4", {}, "model", f"'Qwen/Qwen3-0.6B' {HEADS} 32 (the 32 JAX devices of this slice)"),
+    ("v5p", "4x4x4", {"engine_kwargs": {"tensor_parallel_size": 64}}, "engine_kwargs.tensor_parallel_size",
+     "64 does not divide the 16 attention heads of Qwen/Qwen3-0.6B (vLLM"),
+])
+def test_a_tp_that_does_not_divide_the_default_models_heads_is_refused_with_the_layouts_that_fit(
+        gen: str, topology: str, extra: dict[str, Any], field: str, says: str) -> None:
+    problems = _problems(item=_gen_slice(gen, topology), **extra)
+    assert list(problems) == [field], problems
+    problem, valid = problems[field].split("; valid: ")
+    assert problem.startswith(says) and problem.endswith("verify_with_parallel_config)")
+    plan = _gen_slice(gen, topology).plan
+    per_host = serving.jax_devices(plan) // plan.hosts
+    assert valid.startswith(f"pipeline_parallel_size {plan.hosts} (one stage per host, tensor_parallel_size "
+                            f"{per_host}), or a {gen} slice of at most 16 JAX devices (")
+    assert valid.endswith("or another model (model / model_source; vLLM checks its heads when the engine starts)")
+
+
+@pytest.mark.parametrize(("gen", "topology", "extra"), [
+    ("v6e", "4x8", {"engine_kwargs": {"pipeline_parallel_size": 8}}),  # TP 4 per host-stage divides 16
+    ("tpu7x", "2x2x4", {"engine_kwargs": {"pipeline_parallel_size": 4}}),  # TP 8
+    ("v6e", "4x8", {"model": "org/m"}),  # a model the kit does not know: vLLM checks it when the engine starts
+    ("v6e", "4x8", {"model": serving.DEFAULT_MODEL, "model_source": "gs://b/models/big"}),
+    ("v6e", "4x4", {}),
+    ("tpu7x", "2x2x2", {}),
+])
+def test_layouts_that_fit_the_models_heads_are_accepted(gen: str, topology: str, extra: dict[str, Any]) -> None:
+    _work(_gen_slice(gen, topology), **extra)
+
+
+def test_validate_refuses_the_default_model_on_a_32_device_slice_in_one_line_with_exit_2(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    data = yaml.safe_load(EXAMPLE.read_text())
+    serve_slice = next(s for s in data["slices"] if s["name"] == "serve")
+    serve_slice["topology"] = "4x8"
+    path = tmp_path / "raytpu.yaml"
+    path.write_text(yaml.safe_dump(data))
+    code, out, err = run_cli(capsys, "validate", str(path))
+    index = next(i for i, w in enumerate(data["workloads"]) if w["kind"] == "serve")
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        f"error: workloads[{index}].model: 'Qwen/Qwen3-0.6B' {HEADS} 32 (the 32 JAX devices of this slice) {REFUSED}; "
+        "valid: pipeline_parallel_size 8 (one stage per host, tensor_parallel_size 4), or a v6e slice of at most 16 "
+        "JAX devices (1x1, 2x2, 2x4, 4x4), or another model (model / model_source; vLLM checks its heads when the "
+        "engine starts)"]
 
 
 def test_a_model_on_the_kits_bucket_is_read_through_the_gcs_fuse_mount() -> None:
@@ -84,6 +180,9 @@ def test_a_model_on_the_kits_bucket_is_read_through_the_gcs_fuse_mount() -> None
      "does not use the 16 chips"),
     ({"engine_kwargs": {"tensor_parallel_size": True}}, "engine_kwargs.tensor_parallel_size", "= 16"),
     ({"engine_kwargs": {"pipeline_parallel_size": 3}}, "engine_kwargs.tensor_parallel_size", "= 16"),
+    # a pipeline stage is one host (tpu-inference TPUWorker.init_device, RayDistributedExecutor._initialize_ray_cluster)
+    ({"engine_kwargs": {"pipeline_parallel_size": 2}}, "engine_kwargs.pipeline_parallel_size",
+     "valid: 1, or 4 (one stage per host, tensor_parallel_size 4)"),
     ({"engine_kwargs": {"distributed_executor_backend": "mp"}}, "engine_kwargs.distributed_executor_backend",
      "valid: ray"),
     ({"engine_kwargs": ["max_num_seqs"]}, "engine_kwargs", "is not a mapping"),

@@ -166,6 +166,13 @@ DIRECT: list[tuple[str, Callable[[], object], str, str, str]] = [
      "slices[0].disk_size_gib", "autopilot", "mode: standard"),
     ("cluster-fallback-on-standard", lambda: a_cluster(a_slice(provisioning="spot", fallback=("on-demand",))),
      "slices[0].fallback", "with cluster.mode: standard", "mode: autopilot"),
+    # Issue 18 item 9: queued provisioning is a node-pool flag (`--flex-start --enable-queued-provisioning`,
+    # https://cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest), Autopilot has no node pools, and
+    # a ComputeClass priority offers spot, flexStart and reservations only (https://cloud.google.com/
+    # kubernetes-engine/docs/concepts/about-custom-compute-classes): the slice used to yield nothing, silently.
+    ("cluster-queued-on-autopilot", lambda: a_cluster(a_slice(provisioning="queued"), mode="autopilot"),
+     "slices[0].provisioning", "'queued' is not allowed with cluster.mode: autopilot",
+     "on-demand, spot, reservation, flex-start; or cluster.mode: standard"),
     ("cluster-default-bucket-too-long", lambda: a_cluster(project="p" * 30, name="c" * 30), "storage.bucket",
      "not a bucket name", "3-63"),
     # FACTS.md section 8: with no authorized network and public CIDR access off, the IP endpoint accepts no one

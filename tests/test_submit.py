@@ -271,6 +271,64 @@ def test_submit_serve_applies_rayservice_waits_until_ready_and_prints_the_endpoi
     assert "serve: ready" in err
 
 
+def _stuck_service(fake: Cluster, *, apps: bool, head_ready: bool) -> None:
+    """Once ``serve`` is applied, KubeRay's view of it: a pending Ray cluster whose head pod is (not) Ready, and
+    (no) Serve application status, which only the operator's reads of the head's dashboard fill in
+    (v1.7.0 rayservice_controller.go reconcileServe / getAndCheckServeStatus)."""
+
+    def drive() -> None:
+        deadline = time.monotonic() + 20
+        while fake.server.get_object("rayservices", "serve") is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        fake.server.put({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "serve-x7k2p-head-abcde", "labels": {
+            "ray.io/cluster": "serve-x7k2p", "ray.io/node-type": "head", "app.kubernetes.io/name": "kuberay"}},
+            "spec": {"containers": [{"name": "ray-head", "image": "vllm/vllm-tpu"}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": str(head_ready)}]}})
+        pending: dict[str, Any] = {"rayClusterName": "serve-x7k2p"}
+        if apps:
+            pending["applicationStatuses"] = {"llm": {"status": "DEPLOYING"}}
+        fake.server.set_status("rayservices", "serve", {
+            "serviceStatus": "", "numServeEndpoints": 0, "pendingServiceStatus": pending,
+            "conditions": [{"type": "Ready", "status": "False", "reason": "Initializing"}]})
+
+    thread = threading.Thread(target=drive, daemon=True)
+    thread.start()
+    fake.threads.append(thread)
+
+
+@pytest.mark.parametrize(("apps", "head_ready", "security", "named"), [
+    (False, True, "", "172.16.0.32/28 (network.master_cidr, the default)"),
+    (False, True, "security: {operator_from: ['namespace:ray-system']}\n",
+     "namespace:ray-system (security.operator_from)"),
+    (True, True, "", None),  # the operator read the Serve status: it reaches the head (a slow model load, say)
+    (False, False, "", None),  # the head is not Ready yet: the operator does not call it yet
+])
+def test_wait_names_operator_from_when_the_operator_cannot_reach_the_head(
+        fake: Cluster, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, apps: bool,
+        head_ready: bool, security: str, named: str | None) -> None:
+    """Issue 18 item 13: the NetworkPolicy admits the operator from ``security.operator_from`` (default the control
+    plane's range); if the operator calls from elsewhere, it never reads the head's Serve status and the RayService
+    stays not ready with no event (the error is only in the operator's log; kuberay PR #1282 shows it with a
+    NetworkPolicy that blocks the head). ``--wait`` names the fix in one line."""
+    monkeypatch.setattr(gke, "OPERATOR_GRACE_S", 0.0)
+    monkeypatch.setattr(gke, "CHECK_EVERY_S", 0.2)
+    Path("raytpu.yaml").write_text(CONFIG + security)
+    _stuck_service(fake, apps=apps, head_ready=head_ready)
+    assert main("submit", "serve", "--stack", STACK, "--wait", "--timeout-s", "2") == 1
+    err = capsys.readouterr().err
+    hints = [line for line in err.splitlines() if "operator_from" in line]
+    assert err.splitlines()[-1] == ("error: serve: RayService not ready after 2s; valid: a larger --timeout-s, or the "
+                                    "RayService's status conditions")
+    if named is None:
+        assert hints == []
+        return
+    assert hints == [
+        "warning: security.operator_from: serve's head pod has been Ready for 0s and KubeRay's operator has read no "
+        f"Serve status from its dashboard (:8265): its NetworkPolicy admits the operator only from {named}; valid: "
+        "where this cluster's operator runs (README, \"Operator reachability\"), e.g. namespace:<its namespace> for "
+        "a self-installed KubeRay"]
+
+
 def test_a_public_endpoint_needs_its_api_key_secret_before_anything_is_applied(
         fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
     """The kubelet cannot mount a Secret that does not exist: the RayService's pods would never start."""

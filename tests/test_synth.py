@@ -172,7 +172,11 @@ def test_alerting_is_opt_in_and_pages_with_the_slice_and_its_cause(standard: dic
     """The autopilot example opts in (``alerting.notification_channels``); the standard one does not. The metric
     counts the smoke jobs' structured lines (``jsonPayload.raytpu_smoke.state="unhealthy"``; GKE ships container
     stdout to Cloud Logging, which reads a JSON line as jsonPayload); the policy's subject and body are Monitoring
-    documentation variables, escaped from Terraform (``$${`` is a literal ``${`` in Terraform's JSON syntax)."""
+    documentation variables, escaped from Terraform (``$${`` is a literal ``${`` in Terraform's JSON syntax).
+
+    The policy matches the same log lines itself (a LogMatch condition with the metric's filter and extractors) rather
+    than reading the metric: a policy on a metric created in the same apply fails for up to 10 minutes
+    (issue 18 item 2; tests/test_first_apply.py), so ``${log.extracted_label.*}`` replaced ``${metric.label.*}``."""
     assert resources(standard["ray-tpu-cluster"], "google_logging_metric") == {}
     cluster = autopilot["ray-tpu-auto-cluster"]
     (metric,) = resources(cluster, "google_logging_metric").values()
@@ -184,12 +188,11 @@ def test_alerting_is_opt_in_and_pages_with_the_slice_and_its_cause(standard: dic
     (policy,) = resources(cluster, "google_monitoring_alert_policy").values()
     assert policy["notification_channels"] == ["projects/my-ml-project/notificationChannels/1234567890"]
     (condition,) = policy["conditions"]
-    assert condition["condition_threshold"]["filter"].startswith(
-        f'metric.type="logging.googleapis.com/user/{metric["name"]}"')
-    assert (condition["condition_threshold"]["comparison"], condition["condition_threshold"]["threshold_value"]) == (
-        "COMPARISON_GT", 0)
+    assert condition["condition_matched_log"] == {"filter": metric["filter"],
+                                                  "label_extractors": metric["label_extractors"]}
     subject = _terraform_console(json.dumps(policy["documentation"]["subject"]))
-    assert "TPU slice ${metric.label.slice} unhealthy" in subject  # what Monitoring receives, as Terraform reads it
+    # what Monitoring receives, as Terraform reads it
+    assert "TPU slice ${log.extracted_label.slice} unhealthy" in subject
 
 
 def test_standard_pools_follow_the_slice_plans(standard: dict) -> None:
@@ -220,7 +223,11 @@ def test_network_bucket_and_identity(standard: dict) -> None:
     binding = only(stack, "google_service_account_iam_member")
     assert binding["role"] == "roles/iam.workloadIdentityUser"
     assert binding["member"] == "serviceAccount:my-ml-project.svc.id.goog[ray/ray]"
-    assert binding["depends_on"] == ["google_container_cluster.gke_cluster_C5D95197"]
+    # the cluster (the identity pool exists only once it does), and the IAM API it calls (tests/test_first_apply.py)
+    (iam_api,) = [k for k, r in resources(stack, "google_project_service").items()
+                  if r["service"] == "iam.googleapis.com"]
+    assert binding["depends_on"] == ["google_container_cluster.gke_cluster_C5D95197",
+                                     f"google_project_service.{iam_api}"]
     grants = {g["role"]: g for g in resources(stack, "google_storage_bucket_iam_member").values()}
     # exactly what the workloads use: objects (read, write, delete checkpoints), and storage.buckets.get, which
     # pyarrow's GcsFileSystem calls (apache/arrow cpp/src/arrow/filesystem/gcsfs.cc GetBucketMetadata) and
@@ -296,7 +303,8 @@ def test_cross_stack_references_resolve(example: str, standard: dict, autopilot:
         ".control_plane_endpoints_config[0].dns_endpoint_config[0].endpoint}")
     (gke,) = cluster["resource"]["google_container_cluster"].values()
     assert gke["control_plane_endpoints_config"] == {"dns_endpoint_config": {"allow_external_traffic": True}}
-    assert provider["token"] == "${data.google_client_config.client.access_token}"
+    # an ephemeral resource's token, never in state (issue 18 item 14; tests/test_first_apply.py)
+    assert provider["token"] == "${ephemeral.google_client_config.client.access_token}"
     assert "TfToken" not in json.dumps(workloads) and "TfToken" not in json.dumps(cluster)
 
 
@@ -468,7 +476,8 @@ def test_every_provisioning_mode_through_the_config() -> None:
     assert sorted(flex["placement_policy"]) == ["policy_name", "tpu_topology", "type"]
     assert flex["placement_policy"]["type"] == "" and flex["placement_policy"]["tpu_topology"] == "4x4x4"
     assert flex["placement_policy"]["policy_name"].startswith("${google_compute_resource_policy.gke_slice-fs-0_")
-    assert by_name(cluster, "google_compute_resource_policy")["fs-0-wp"]["workload_policy"] == {
+    wp_name = kuberay.workload_policy_name("modes", "fs-0")  # per cluster: unique in the project and region
+    assert by_name(cluster, "google_compute_resource_policy")[wp_name]["workload_policy"] == {
         "type": "HIGH_THROUGHPUT", "accelerator_topology": "4x4x4"}
     assert pools["qd-0"]["queued_provisioning"] == {"enabled": True}
     assert pools["qd-0"]["autoscaling"]["min_node_count"] == 0

@@ -105,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
                   "a service, a job's progress is its RayJob status")
             return 0
         if kind == "RayService":
-            return _wait_service(client, name, work, outputs.namespace, args.timeout_s)
+            return _wait_service(client, name, work, outputs.namespace, args.timeout_s,
+                                 unreached=_operator_hint(spec, name))
         return _follow_job(client, name, work.kind.name, args.timeout_s)
 
 
@@ -129,11 +130,27 @@ def _check_api_key_secret(client: Any, secret: str | None, namespace: str) -> No
                                    f"{secret} --from-literal=api-key=$(openssl rand -hex 32)")
 
 
-def _wait_service(client: Any, name: str, work: Any, namespace: str, timeout_s: float) -> int:
-    """Waits until the RayService serves, then prints its in-cluster OpenAI endpoint and model."""
+def _operator_hint(spec: Any, name: str) -> str:
+    """The line ``--wait`` prints when KubeRay's operator cannot reach the head (:func:`raytpu.gke.operator_unreached`):
+    the sources the RayService's NetworkPolicy admits it from, and the option that changes them."""
+    from raytpu import gke
+    from raytpu.network_policy import operator_sources
+
+    sources = ", ".join(operator_sources(spec.security, spec.network.master_cidr))
+    where = "security.operator_from" if spec.security.operator_from else "network.master_cidr, the default"
+    return (f"warning: security.operator_from: {name}'s head pod has been Ready for {gke.OPERATOR_GRACE_S:g}s and "
+            "KubeRay's operator has read no Serve status from its dashboard (:8265): its NetworkPolicy admits the "
+            f"operator only from {sources} ({where}); valid: where this cluster's operator runs (README, "
+            "\"Operator reachability\"), e.g. namespace:<its namespace> for a self-installed KubeRay")
+
+
+def _wait_service(client: Any, name: str, work: Any, namespace: str, timeout_s: float,
+                  unreached: str | None = None) -> int:
+    """Waits until the RayService serves, then prints its in-cluster OpenAI endpoint and model; ``unreached`` is
+    printed if the operator shows it cannot reach the head (:func:`raytpu.gke.wait_for_service`)."""
     from raytpu import errors, gke, serving
 
-    if not gke.wait_for_service(client, name, timeout_s=timeout_s):
+    if not gke.wait_for_service(client, name, timeout_s=timeout_s, unreached=unreached):
         raise errors.RuntimeFailure(f"{name}: RayService not ready after {timeout_s:g}s; valid: a larger "
                                     "--timeout-s, or the RayService's status conditions")
     # KubeRay names the Serve Service <name>-serve-svc (ray-operator/controllers/ray/utils/util.go, v1.7.0)
