@@ -98,24 +98,27 @@ class SmokeFloors:
       16384^3 at 950 TFLOP/s per device, 77% and 82% of 1153.5 (half of 2307: a tpu7x chip is two JAX devices).
     - HBM: the same repository's ``Ironwood/guides/hbm/hbm.md`` (5158b04): a copy of 128 MiB or more moves 3200 GB/s
       per device (read + write counted, as here), 87% of tpu7x's 7380 GB/s per chip.
-    - ICI: the same repository's ``Ironwood/guides/collectives/all_gather.md`` (5158b04): 179 GB/s on tpu7x
-      2x2x1 and 2x2x2, 0.15 of its 1200 GB/s per chip. jax-ml/scaling-book ``tpus.md`` (ICI table): one-way
-      bandwidth per link 4.5e10 B/s (v5e), 9e10 (v5p, v6e); a slice without wraparound links (v5e/v6e below 16 per
-      axis, v4/v5p/tpu7x below a full 4x4x4 cube) moves about one link's one-way rate per chip in an all-reduce:
-      0.11 of the per-chip figure on v5e and v6e, 0.075 on v5p.
+    - ICI: the expected all-reduce bus bandwidth of the slice's topology (:func:`expected_busbw`, from
+      :attr:`Generation.ici_link_gbps`, the axes and their wraparound), gated at one half of it. The one public
+      TPU collective measurement found, AI-Hypercomputer/accelerator-microbenchmarks
+      ``Ironwood/guides/collectives/all_gather.md`` (63b035b, "Expected Results"), is a 4-way all-gather
+      (f32[16384,8,128] to f32[65536,8,128]) at 179 GB/s on tpu7x 2x2x1 and on 2x2x2, not a whole-slice
+      all-reduce, so the half is a margin below the model, not a measured fraction of it.
 
     Attributes:
         matmul_of_peak: bf16 TFLOP/s of a chain of 8192x8192 matmuls in one compiled loop, over the per-device
             share of ``peak_bf16_tflops_per_chip``.
         hbm_of_spec: GB/s of a streaming read + write of a 512 MiB array in one compiled loop, over the per-device
             share of ``hbm_gbps_per_chip``.
-        busbw_of_ici: All-reduce bus bandwidth per chip (256 MiB per device), over ``ici_gbps_per_chip``; None where
-            the catalog has no ICI figure (the figure is then reported, not gated).
+        busbw_of_expected: All-reduce bus bandwidth per chip (256 MiB per device), over the expected figure for
+            the slice's topology (:func:`expected_busbw`); the same floor for each mesh axis's own all-reduce
+            over that axis's expected figure. About one half: a slice (or one axis) below half its links' rate fails,
+            where the old floor (0.035-0.05 of the bidirectional per-chip ICI figure) passed 1/5 to 1/14 of it.
     """
 
     matmul_of_peak: float
     hbm_of_spec: float
-    busbw_of_ici: float | None
+    busbw_of_expected: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,13 @@ class Generation:
         hbm_gib_per_chip: High-bandwidth memory per chip.
         hbm_gbps_per_chip: HBM bandwidth per chip, GB/s.
         ici_gbps_per_chip: Bidirectional inter-chip interconnect bandwidth per chip, GB/s (None: unpublished).
+        ici_link_gbps: One-way ICI bandwidth of one link, GB/s (one link to each neighbour per mesh axis and
+            direction): what :func:`expected_busbw` computes a topology's all-reduce bus bandwidth from.
+            jax-ml/scaling-book ``tpus.md`` (54e2c43, "ICI BW/link (one-way, bytes/s)" table): v4p 4.5e10,
+            v5p 9e10, v5e 4.5e10, v6e 9e10 (its revision 04d8de5 lists 5e10 for v5e and 1e11 for v5p and v6e, the
+            Cloud TPU pages' per-chip figures over 2 directions x 2 links per axis: 400/8, 800/8, 1200/12). tpu7x
+            has no scaling-book row: 1200 GB/s per chip (https://cloud.google.com/tpu/docs/tpu7x) over 2
+            directions x 6 links (3D torus) = 100.
         peak_bf16_tflops_per_chip: Peak dense bf16 TFLOP/s per chip.
         tensorcores_per_chip: TensorCores per chip; pod-type names count cores (``v4-8`` is 4 chips).
         ray_accelerator_type: Ray's ``accelerator_type`` resource suffix (``TPU-V6E``).
@@ -158,6 +168,7 @@ class Generation:
     hbm_gib_per_chip: float
     hbm_gbps_per_chip: float
     ici_gbps_per_chip: float | None
+    ici_link_gbps: float | None
     peak_bf16_tflops_per_chip: float
     tensorcores_per_chip: int
     ray_accelerator_type: str
@@ -266,14 +277,16 @@ RAY_V7X = ("2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8
 
 
 def _generation_2d(name: str, label: str, prefix: str, hbm: float, hbm_gbps: float, ici_gbps: float,
-                   tflops: float, ray_type: str, machines: tuple[MachineType, ...], min_gke: str,
-                   zones: tuple[str, ...], device_kinds: tuple[str, ...], smoke: SmokeFloors) -> Generation:
+                   ici_link_gbps: float, tflops: float, ray_type: str, machines: tuple[MachineType, ...],
+                   min_gke: str, zones: tuple[str, ...], device_kinds: tuple[str, ...],
+                   smoke: SmokeFloors) -> Generation:
     return Generation(
         name=name, gke_accelerator=label,
         machine_types=machines,
         mesh_dims=2, topologies=SHAPES_2D, ray_topologies=RAY_2D,
         hbm_gib_per_chip=hbm, hbm_gbps_per_chip=hbm_gbps, ici_gbps_per_chip=ici_gbps,
-        peak_bf16_tflops_per_chip=tflops, tensorcores_per_chip=1, ray_accelerator_type=ray_type,
+        ici_link_gbps=ici_link_gbps, peak_bf16_tflops_per_chip=tflops, tensorcores_per_chip=1,
+        ray_accelerator_type=ray_type,
         ray_pod_prefix=prefix, gke_pod_prefix=prefix, multi_host_placement="compact", min_gke_version=min_gke,
         zones=zones, jax_device_kinds=device_kinds, smoke=smoke,
     )
@@ -303,50 +316,58 @@ GENERATIONS: dict[str, Generation] = {
             name="v4", gke_accelerator="tpu-v4-podslice", machine_types=(CT4P_4T,),
             mesh_dims=3, topologies=SHAPES_V4, ray_topologies=_ray_box(12, 12, 16),
             # https://cloud.google.com/tpu/docs/v4: "275 teraflops", "32 GiB, 1200 GBps"; no per-chip ICI figure.
-            hbm_gib_per_chip=32, hbm_gbps_per_chip=1200, ici_gbps_per_chip=None, peak_bf16_tflops_per_chip=275,
+            # One-way per link: scaling-book tpus.md "TPU v4p | 4.5e10".
+            hbm_gib_per_chip=32, hbm_gbps_per_chip=1200, ici_gbps_per_chip=None, ici_link_gbps=45,
+            peak_bf16_tflops_per_chip=275,
             tensorcores_per_chip=2, ray_accelerator_type="TPU-V4", ray_pod_prefix="v4", gke_pod_prefix="v4",
             multi_host_placement="compact", zones=("us-central2-b",), jax_device_kinds=("TPU v4",),
             # smoke floors: XLA's matmul as on v5e (92% measured there; both TensorCores are one megacore device),
-            # copies as on tpu7x (87% measured); no ICI figure to gate on
-            smoke=SmokeFloors(matmul_of_peak=0.7, hbm_of_spec=0.6, busbw_of_ici=None),
+            # copies as on tpu7x (87% measured); ICI against the topology's expected figure
+            smoke=SmokeFloors(matmul_of_peak=0.7, hbm_of_spec=0.6),
         ),
         # https://cloud.google.com/tpu/docs/v5e: 197 TFLOP/s, "16 GB, 819 GBps", ICI 400 GBps bidirectional.
-        _generation_2d("v5e", "tpu-v5-lite-podslice", "v5litepod", 16, 819, 400, 197, "TPU-V5LITEPOD",
+        # One-way per link 45 GB/s: scaling-book tpus.md "TPU v5e | 4.5e10".
+        _generation_2d("v5e", "tpu-v5-lite-podslice", "v5litepod", 16, 819, 400, 45, 197, "TPU-V5LITEPOD",
                        (CT5LP_1T, CT5LP_4T, CT5LP_8T),
                        RAY_OPERATOR_MIN_GKE_VERSION, ("us-central1-a", "us-west4-a", "us-south1-a"),
                        ("TPU v5 lite", "TPU v5e"),
-                       # matmul 92% of peak measured (JAX's Pallas matmul guide); ICI about 0.11 without wraparound
-                       SmokeFloors(matmul_of_peak=0.75, hbm_of_spec=0.6, busbw_of_ici=0.05)),
+                       # matmul 92% of peak measured (JAX's Pallas matmul guide)
+                       SmokeFloors(matmul_of_peak=0.75, hbm_of_spec=0.6)),
         Generation(
             name="v5p", gke_accelerator="tpu-v5p-slice", machine_types=(CT5P_4T,),
             mesh_dims=3, topologies=SHAPES_V5P, ray_topologies=_ray_box(16, 16, 24),
             # https://cloud.google.com/tpu/docs/v5p-training: 459 TFLOP/s, HBM 2765 GBps, ICI 1200 GBps.
-            hbm_gib_per_chip=95, hbm_gbps_per_chip=2765, ici_gbps_per_chip=1200, peak_bf16_tflops_per_chip=459,
+            # One-way per link 90 GB/s: scaling-book tpus.md "TPU v5p | 9e10".
+            hbm_gib_per_chip=95, hbm_gbps_per_chip=2765, ici_gbps_per_chip=1200, ici_link_gbps=90,
+            peak_bf16_tflops_per_chip=459,
             tensorcores_per_chip=2, ray_accelerator_type="TPU-V5P", ray_pod_prefix="v5p", gke_pod_prefix="v5p",
             multi_host_placement="compact", zones=("us-east5-a", "us-central1-a"),
             jax_device_kinds=("TPU v5p", "TPU v5"),
-            # smoke floors: matmul as on v5e (megacore device), copies as on tpu7x; ICI about 0.075 below a full cube
-            smoke=SmokeFloors(matmul_of_peak=0.7, hbm_of_spec=0.6, busbw_of_ici=0.035),
+            # smoke floors: matmul as on v5e (megacore device), copies as on tpu7x
+            smoke=SmokeFloors(matmul_of_peak=0.7, hbm_of_spec=0.6),
         ),
         # https://cloud.google.com/tpu/docs/v6e: 918 TFLOP/s, HBM 1638 GBps, ICI 800 GBps bidirectional.
-        _generation_2d("v6e", "tpu-v6e-slice", "v6e", 32, 1638, 800, 918, "TPU-V6E",
+        # One-way per link 90 GB/s: scaling-book tpus.md "TPU v6e | 9e10".
+        _generation_2d("v6e", "tpu-v6e-slice", "v6e", 32, 1638, 800, 90, 918, "TPU-V6E",
                        (CT6E_1T, CT6E_4T, CT6E_8T),
                        "1.31.2-gke.1115000",
                        ("us-east5-b", "us-east1-d", "us-central1-b", "europe-west4-a", "asia-northeast1-b"),
                        ("TPU v6 lite", "TPU v6e"),
-                       # matmul as on v5e, copies as on tpu7x; ICI about 0.11 without wraparound (one 90 GB/s link)
-                       SmokeFloors(matmul_of_peak=0.7, hbm_of_spec=0.6, busbw_of_ici=0.05)),
+                       # matmul as on v5e, copies as on tpu7x
+                       SmokeFloors(matmul_of_peak=0.7, hbm_of_spec=0.6)),
         Generation(
             name="tpu7x", gke_accelerator="tpu7x", machine_types=(TPU7X_4T,),
             mesh_dims=3, topologies=SHAPES_TPU7X, ray_topologies=RAY_V7X,
             # https://cloud.google.com/tpu/docs/tpu7x: 2307 TFLOP/s, 192 GiB, HBM 7380 GB/s, ICI 1200 GB/s.
-            hbm_gib_per_chip=192, hbm_gbps_per_chip=7380, ici_gbps_per_chip=1200, peak_bf16_tflops_per_chip=2307,
+            # One-way per link 100 GB/s: 1200 GB/s per chip over 2 directions x 6 links (see Generation).
+            hbm_gib_per_chip=192, hbm_gbps_per_chip=7380, ici_gbps_per_chip=1200, ici_link_gbps=100,
+            peak_bf16_tflops_per_chip=2307,
             tensorcores_per_chip=2, ray_accelerator_type="TPU-V7X", ray_pod_prefix="v7x", gke_pod_prefix="tpu7x",
             multi_host_placement="workload-policy", min_gke_version="1.34.0-gke.2201000",
             min_gke_version_autopilot="1.34.1-gke.3084001", zones=("us-central1-c",), jax_device_kinds=("TPU7x",),
             # smoke floors: measured per device (accelerator-microbenchmarks): matmul 77-82% of peak, copies 87% of
-            # spec, an all-gather 0.15 of the ICI figure
-            smoke=SmokeFloors(matmul_of_peak=0.6, hbm_of_spec=0.65, busbw_of_ici=0.05),
+            # spec, an all-gather 0.6-0.9 of the topology's expected figure
+            smoke=SmokeFloors(matmul_of_peak=0.6, hbm_of_spec=0.65),
         ),
     )
 }
@@ -389,3 +410,121 @@ def check_topology(gen: Generation, topology: str, field: str = "topology") -> s
     if gen.mesh_dims == 3 and any(d % 4 for d in dims):
         raise InvalidInput(field, f"{topology!r} has a dimension that is not a multiple of 4", valid)
     raise InvalidInput(field, f"{topology!r} is not a {gen.name} slice shape", valid)
+
+
+# ---------------------------------------------------------------------------------------------- ICI expectations
+#
+# The all-reduce bus bandwidth a healthy slice's ICI should reach, per topology and per mesh axis: the one place
+# the smoke check's ICI expectations are computed (raytpu.workloads.smoke gates on them). Model and sources:
+#
+# - Bus bandwidth as NCCL defines it for an all-reduce: ``busbw = algbw x 2(n-1)/n`` with ``algbw = bytes / time``
+#   (NVIDIA/nccl-tests ``doc/PERFORMANCE.md``, "AllReduce"): the rate at which each chip moves the reduce-scatter
+#   and all-gather halves of a ring all-reduce, comparable to a link's rate whatever the number of chips.
+# - Along one mesh axis, each chip has one link to each neighbour. With a wraparound link the axis is a ring and
+#   both directions carry data, so the axis moves ``2 x`` the one-way link rate; without one (a line) each
+#   direction of each link carries everything once, ``1 x`` the one-way rate. jax-ml/scaling-book ``tpus.md``:
+#   bidirectional bandwidth applies "when we have a functioning ring, AKA when we have a wraparound connection on
+#   the particular axis"; no wraparound "typically doubles the time of most communication". An axis of size 1
+#   moves nothing.
+# - Over several axes at once the bandwidths add: scaling-book ``sharding.md`` ("What happens when we AllGather over
+#   multiple axes?": "This increases the available bandwidth by a factor of n_axes"; an AllReduce is a
+#   ReduceScatter plus an AllGather, "2 x AllGather", i.e. the same bus bandwidth).
+# - Wraparound (scaling-book ``tpus.md``, TPU Networking): v5e and v6e (2D, no optical switches) wrap an axis only
+#   at its full size, 16 ("wraparounds along any axis of size 16 (meaning an 8x16 has a wraparound on the long
+#   axis)", "smaller topologies can be requested without wraps on dims < 16"). v4, v5p and tpu7x (3D) get their
+#   wraparounds from the optical switches between 4x4x4 cubes, so only a slice made of whole cubes wraps, on every
+#   axis ("Any multiple of a full cube (e.g. 4x4x4 or 4x4x8) will have wraparounds"; "a 2x2x4 won't have any
+#   wraparounds"). https://cloud.google.com/tpu/docs/v4 (3D mesh and 3D torus): the "twisted tori" on 4-multiple
+#   shapes AxBxC with 2A=B=C or 2A=2B=C twist those wraparounds, which shortens paths between far chips but does
+#   not change a ring's per-axis rate, so the model treats them as plain wraparounds.
+
+
+ICI_AXIS_NAMES = ("x", "y", "z")
+"""Mesh axes in topology order: ``4x8`` is x=4, y=8."""
+ICI_FULL_2D_AXIS = 16
+"""v5e/v6e: an axis wraps around only at the pod's full 16 chips."""
+ICI_CUBE_EDGE = 4
+"""v4/v5p/tpu7x: wraparounds come with whole 4x4x4 cubes."""
+
+
+@dataclass(frozen=True)
+class AxisICI:
+    """One mesh axis of a slice: its size, whether it wraps around, and the all-reduce bus bandwidth per chip an
+    all-reduce over this axis alone should reach (GB/s)."""
+
+    name: str
+    size: int
+    wraparound: bool
+    busbw_gbps: float
+
+    def describe(self, link_gbps: float) -> str:
+        """``size 4, no wraparound: 1 x 90 GB/s one-way per link``."""
+        if self.size < 2:
+            return f"size {self.size}: no links"
+        return (f"size {self.size}, {'wraparound' if self.wraparound else 'no wraparound'}: "
+                f"{2 if self.wraparound else 1} x {link_gbps:g} GB/s one-way per link")
+
+
+@dataclass(frozen=True)
+class SliceICI:
+    """A topology's expected all-reduce bus bandwidth per chip: the sum over its axes (GB/s), and each axis."""
+
+    topology: str
+    link_gbps: float
+    axes: tuple[AxisICI, ...]
+
+    @property
+    def busbw_gbps(self) -> float:
+        """Bus bandwidth per chip of an all-reduce over the whole slice (every axis at once)."""
+        return sum(a.busbw_gbps for a in self.axes)
+
+    def axis(self, name: str) -> AxisICI | None:
+        """The axis called ``name``, if the topology has it."""
+        return next((a for a in self.axes if a.name == name), None)
+
+    def describe(self) -> str:
+        """``x 90 + y 90 (4x4: no wraparound, 90 GB/s one-way per link)``."""
+        parts = " + ".join(f"{a.name} {a.busbw_gbps:g}" for a in self.axes if a.size > 1) or "no links"
+        wraps = [a.name for a in self.axes if a.wraparound]
+        return (f"{parts} ({self.topology}: {'wraparound on ' + ', '.join(wraps) if wraps else 'no wraparound'}, "
+                f"{self.link_gbps:g} GB/s one-way per link)")
+
+
+def ici_wraparound(mesh_dims: int, dims: tuple[int, ...]) -> tuple[bool, ...]:
+    """Which axes of a slice of shape ``dims`` wrap around, for a ``mesh_dims``-D generation (see module doc)."""
+    if mesh_dims == 2:
+        return tuple(d >= ICI_FULL_2D_AXIS for d in dims)
+    whole_cubes = all(d % ICI_CUBE_EDGE == 0 for d in dims)
+    return tuple(whole_cubes and d > 1 for d in dims)
+
+
+def ici_axis_busbw(link_gbps: float, size: int, wraps: bool) -> float:
+    """All-reduce bus bandwidth per chip over one axis: 0 for size 1, else the one-way link rate, doubled by a
+    wraparound (a ring uses both directions)."""
+    if size < 2:
+        return 0.0
+    return link_gbps * (2 if wraps else 1)
+
+
+def ici_expected(link_gbps: float, mesh_dims: int, topology: str) -> SliceICI:
+    """The expected bus bandwidth of ``topology`` (``4x4``, ``2x2x4``) on a generation with ``mesh_dims`` mesh
+    dimensions and ``link_gbps`` one-way per link: each axis's figure and their sum."""
+    return ici_for_dims(link_gbps, mesh_dims, tuple(int(d) for d in topology.split("x")))
+
+
+def ici_for_dims(link_gbps: float, mesh_dims: int, dims: tuple[int, ...],
+             names: tuple[str, ...] = ICI_AXIS_NAMES) -> SliceICI:
+    """:func:`ici_expected` for axis sizes ``dims`` named ``names`` (e.g. the mesh a host built from the devices'
+    physical coordinates, whose axis order need not be the topology string's)."""
+    wraps = ici_wraparound(mesh_dims, dims)
+    return SliceICI("x".join(map(str, dims)), link_gbps,
+                    tuple(AxisICI(names[i], d, w, ici_axis_busbw(link_gbps, d, w))
+                          for i, (d, w) in enumerate(zip(dims, wraps, strict=True))))
+
+
+def expected_busbw(generation_name: str, topology: str) -> SliceICI | None:
+    """:func:`ici_expected` from the catalog's figures for ``generation_name``; None where it has no link rate."""
+    gen = generation(generation_name)
+    if gen.ici_link_gbps is None:
+        return None
+    return ici_expected(gen.ici_link_gbps, gen.mesh_dims, topology)

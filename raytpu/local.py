@@ -758,6 +758,7 @@ def run_workload(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: 
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     err_lines: list[str] = []
+    out_parts: list[str] = []
 
     def pump() -> None:
         assert proc.stderr is not None
@@ -768,16 +769,22 @@ def run_workload(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: 
 
     import threading
 
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
+    # one reader per pipe: `communicate` would read stderr too and take lines from under `pump` (seen under load:
+    # a failed smoke run's stderr came back empty)
+    readers = [threading.Thread(target=pump, daemon=True),
+               threading.Thread(target=lambda: out_parts.append(proc.stdout.read() if proc.stdout else ""),
+                                daemon=True)]
+    for reader in readers:
+        reader.start()
     try:
-        out, _ = proc.communicate(timeout=timeout_s)
+        proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         _signal_group(proc.pid, signal.SIGKILL)
         proc.wait()
         raise RuntimeFailure(f"local.{kind_name}: the workload ran past {timeout_s:g}s and was killed") from None
-    reader.join(timeout=5)
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, "".join(err_lines))
+    for reader in readers:
+        reader.join(timeout=30)
+    return subprocess.CompletedProcess(cmd, proc.returncode, "".join(out_parts), "".join(err_lines))
 
 
 def submit_job(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: float = 600.0,

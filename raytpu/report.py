@@ -15,8 +15,10 @@ The JSON object (a *verdict*) has these keys::
              reference: number|null, ratio: number|null, min_ratio: number|null, gates: bool,
              peer_ratio: number|null, min_peer_ratio: number|null, ok: bool}]
                           one row per device and metric (matmul_tflops, hbm_bandwidth) and one per slice-wide
-                          figure (allreduce_busbw, allreduce_latency): ratio = value / reference (the catalog's
-                          per-device figure), gated by min_ratio where ``gates``; peer_ratio = value / the slice's
+                          figure (allreduce_busbw, allreduce_busbw_<x|y|z> for each mesh axis alone,
+                          allreduce_latency): ratio = value / reference (the catalog's per-device figure; for
+                          all-reduces the bus bandwidth the topology should reach, raytpu.catalog.expected_busbw),
+                          gated by min_ratio where ``gates``; peer_ratio = value / the slice's
                           median, gated by min_peer_ratio everywhere; ok = no gating threshold missed
     injected?: [str]      fault injection that was active (tests, drills)
 

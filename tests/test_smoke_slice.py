@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from raytpu import local, report
-from raytpu.catalog import generation
+from raytpu.catalog import expected_busbw, generation
 from raytpu.plan import SlicePlan, plan_slice
 from raytpu.workloads import smoke
 
@@ -195,9 +195,17 @@ def test_smoke_passes_on_healthy_slices(cluster: local.LocalCluster, plan: Slice
         assert all(r["value"] > 0 and not r["gates"] and r["min_peer_ratio"] == smoke.MIN_PEER_RATIO
                    for k, r in rows.items() if k[2] is not None)
         ici = rows[("allreduce_busbw", None, None)]
-        assert ici["value"] > 0 and ici["reference"] == generation(plan.generation).ici_gbps_per_chip
-        assert ici["min_ratio"] == floors.busbw_of_ici and not ici["gates"]
-        assert checks["allreduce_bandwidth_gbps"]["expected"] == pytest.approx(floors.busbw_of_ici * ici["reference"])
+        expected = expected_busbw(plan.generation, plan.topology)
+        assert expected is not None
+        assert ici["value"] > 0 and ici["reference"] == pytest.approx(expected.busbw_gbps)
+        assert ici["min_ratio"] == floors.busbw_of_expected and not ici["gates"]
+        assert checks["allreduce_bandwidth_gbps"]["expected"] == pytest.approx(floors.busbw_of_expected
+                                                                               * ici["reference"])
+        # each mesh axis's own all-reduce, reported (informational) on the emulated slice
+        for axis in (a for a in expected.axes if a.size > 1):
+            row = rows[(f"allreduce_busbw_{axis.name}", None, None)]
+            assert row["value"] > 0 and not row["gates"] and row["reference"] == pytest.approx(axis.busbw_gbps)
+            assert checks[f"allreduce_axis_{axis.name}_gbps"]["informational"]
         assert rows[("allreduce_latency", None, None)]["value"] > 0 and checks["allreduce_latency_us"]["value"] > 0
         table = report.render_table([v])
         assert "gates here: no" in table and "gates here: yes" in table and "allreduce_busbw" in table

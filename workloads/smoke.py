@@ -35,7 +35,12 @@ Checks, per host and per slice:
   median; ``hbm_bandwidth_ratio`` / ``hbm_bandwidth_peer_ratio``: the same for a large streaming copy against the
   catalog's HBM GB/s; ``hbm_ratio``: memory of every device against the catalog's HBM;
 - ``allreduce_bandwidth_gbps``: bus bandwidth per chip of an all-reduce of hundreds of MiB per device (timed
-  inside one compiled loop) against the catalog's ICI figure; ``allreduce_latency_us``: a 4-byte all-reduce.
+  inside one compiled loop) against the bus bandwidth the slice's topology should reach
+  (:func:`raytpu.catalog.expected_busbw`: the links' one-way rate, the mesh axes and their wraparound);
+  ``allreduce_axis_<x|y|z>_gbps``: the same all-reduce
+  over each mesh axis alone (the devices in a mesh shaped by their physical coordinates, a ``psum`` over one axis
+  name), each against that axis's expected figure, so a weak axis is named; ``allreduce_latency_us``: a 4-byte
+  all-reduce.
 
 Every device's figures are also in the verdict's ``perf`` rows (:mod:`raytpu.report` renders them), each with its
 threshold and whether it gates here. Thresholds (``--perf-thresholds``): ``auto`` (default) applies the catalog
@@ -47,7 +52,8 @@ is a fault on any hardware. Every wait is bounded: ``--reserve-timeout-s``, ``--
 
 Fault injection (tests and drills; named in the verdict's ``injected`` key when used), read by the driver:
 ``RAYTPU_SMOKE_INJECT_SLOW_DEVICE=<worker>:<device>:<factor>`` stretches that device's timed loops by ``factor``
-(a sleep inside the timed region); ``RAYTPU_SMOKE_INJECT_HOST_ERROR=<worker>`` makes that host's check raise.
+(a sleep inside the timed region); ``RAYTPU_SMOKE_INJECT_HOST_ERROR=<worker>`` makes that host's check raise;
+``RAYTPU_SMOKE_INJECT_SLOW_AXIS=<axis>:<factor>`` stretches every host's timed all-reduce over mesh axis ``axis``.
 
 Imports only ray, numpy and the kit's core at module level; jax is imported inside the host task.
 """
@@ -67,7 +73,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from raytpu.catalog import generation
+from raytpu.catalog import ICI_AXIS_NAMES, expected_busbw, generation, ici_for_dims
 from raytpu.errors import invalid_value
 from raytpu.plan import (
     RAY_ACCELERATOR_LABEL,
@@ -86,6 +92,9 @@ ENV_INJECT_SLOW = "RAYTPU_SMOKE_INJECT_SLOW_DEVICE"
 """Fault injection: ``<worker>:<device>:<factor>``, that host's local device looks ``factor`` times slower."""
 ENV_INJECT_ERROR = "RAYTPU_SMOKE_INJECT_HOST_ERROR"
 """Fault injection: ``<worker>``, that host's check raises before JAX starts."""
+ENV_INJECT_SLOW_AXIS = "RAYTPU_SMOKE_INJECT_SLOW_AXIS"
+"""Fault injection: ``<axis>:<factor>`` (axis x, y or z), the all-reduce over that mesh axis looks ``factor`` times
+slower on every host."""
 
 MIN_HBM_RATIO = 0.85
 """On real TPU: device-reported memory per chip over catalog HBM (allocator limits sit below the total)."""
@@ -143,17 +152,31 @@ class Faults:
     Attributes:
         slow: (worker id, local device index, factor): that device's timed loops take ``factor`` times longer.
         error_worker: The worker id whose host check raises.
+        slow_axis: (mesh axis name, factor): every host's timed all-reduce over that axis takes ``factor`` times
+            longer.
     """
 
     slow: tuple[int, int, float] | None = None
     error_worker: int | None = None
+    slow_axis: tuple[str, float] | None = None
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Faults:
-        """Parses the two variables; a malformed value is invalid input (exit 2)."""
+        """Parses the variables; a malformed value is invalid input (exit 2)."""
         env = dict(os.environ) if env is None else env
         slow = env.get(ENV_INJECT_SLOW, "")
         error = env.get(ENV_INJECT_ERROR, "")
+        axis = env.get(ENV_INJECT_SLOW_AXIS, "")
+        slow_axis = None
+        if axis:
+            name, _, factor = axis.partition(":")
+            try:
+                slow_axis = (name, float(factor))
+            except ValueError:
+                slow_axis = None
+            if name not in ICI_AXIS_NAMES or slow_axis is None or slow_axis[1] < 1:
+                raise invalid_value(ENV_INJECT_SLOW_AXIS, axis, "is not <axis>:<factor> with axis x, y or z",
+                                    "e.g. y:4")
         try:
             parts = slow.split(":") if slow else []
             parsed = (int(parts[0]), int(parts[1]), float(parts[2])) if slow else None
@@ -163,12 +186,16 @@ class Faults:
             raise invalid_value(ENV_INJECT_SLOW, slow, "is not <worker>:<device>:<factor>", "e.g. 1:2:10") from None
         if error and not error.isdigit():
             raise invalid_value(ENV_INJECT_ERROR, error, "is not a worker id", "e.g. 1")
-        return cls(parsed, int(error) if error else None)
+        return cls(parsed, int(error) if error else None, slow_axis)
 
     def for_host(self, worker: int) -> dict[str, Any]:
-        """What host ``worker``'s task gets: ``{"error": bool, "slow": {device: factor}}``."""
+        """What host ``worker``'s task gets: ``{"error": bool, "slow": {device: factor}}``, plus
+        ``"slow_axis": {axis: factor}`` (every host) when an axis is slowed."""
         slow = {self.slow[1]: self.slow[2]} if self.slow and self.slow[0] == worker else {}
-        return {"error": self.error_worker == worker, "slow": slow}
+        given: dict[str, Any] = {"error": self.error_worker == worker, "slow": slow}
+        if self.slow_axis:
+            given["slow_axis"] = {self.slow_axis[0]: self.slow_axis[1]}
+        return given
 
     def describe(self) -> list[str]:
         """One line per injected fault (the verdict's ``injected`` key)."""
@@ -177,6 +204,9 @@ class Faults:
             lines.append(f"{ENV_INJECT_SLOW}: host {self.slow[0]} device {self.slow[1]} slowed x{self.slow[2]:g}")
         if self.error_worker is not None:
             lines.append(f"{ENV_INJECT_ERROR}: host {self.error_worker}'s check raises")
+        if self.slow_axis:
+            lines.append(f"{ENV_INJECT_SLOW_AXIS}: the all-reduce over axis {self.slow_axis[0]} slowed "
+                         f"x{self.slow_axis[1]:g}")
         return lines
 
 
@@ -488,6 +518,78 @@ def _allreduce(mesh: Any, local: list[Any], sizes: Sizes) -> tuple[Any, float | 
     return (lambda: jax.block_until_ready(loop(small, 1))), busbw, latency_us
 
 
+def topology_mesh(devices: list[Any], topology: str) -> tuple[Any, tuple[str, ...]] | None:
+    """The slice's devices as an array shaped like its physical mesh, axes ``(x, y[, z], core)``, and those names.
+
+    On TPU each device has ``coords`` (its chip's x, y, z in the slice) and ``core_on_chip`` (tpu7x: two devices
+    per chip), so the array is built from them and each mesh axis is a physical ICI axis. Devices without
+    coordinates (JAX CPU devices on an emulated slice) are laid out in ``jax.devices()`` order in the shape of
+    ``topology``. None when they do not fill that shape (the per-axis all-reduces are then skipped and said so).
+    """
+    import numpy as np
+
+    if devices and all(hasattr(d, "coords") for d in devices):
+        coords = [tuple(int(c) for c in d.coords) for d in devices]
+        cores = [int(getattr(d, "core_on_chip", 0)) for d in devices]
+        dims = tuple(max(c[i] for c in coords) + 1 for i in range(len(coords[0])))
+        if len(dims) > len(ICI_AXIS_NAMES):
+            return None
+        grid = np.empty((*dims, max(cores) + 1), dtype=object)
+        for device, where, core in zip(devices, coords, cores, strict=True):
+            grid[(*where, core)] = device
+        if any(d is None for d in grid.flat):
+            return None
+        return grid, (*ICI_AXIS_NAMES[:len(dims)], "core")
+    dims = tuple(int(d) for d in topology.split("x")) if topology else ()
+    chips = math.prod(dims) if dims else 0
+    if not chips or len(devices) % chips:
+        return None
+    return np.array(devices, dtype=object).reshape(*dims, len(devices) // chips), (*ICI_AXIS_NAMES[:len(dims)],
+                                                                                  "core")
+
+
+def axis_allreduces(devices: list[Any], local: list[Any], topology: str, sizes: Sizes,
+                    stretch: dict[str, float] | None = None) -> list[dict[str, Any]] | None:
+    """All-reduces over each mesh axis of the slice alone (every ICI axis of size 2 or more of
+    :func:`topology_mesh`): a ``psum`` over that axis name, so every line (or ring) of chips along the axis reduces
+    at once and only that axis's links carry data. Each is timed inside one compiled loop like :func:`_allreduce`;
+    bus bandwidth in GB/s per device with ``n`` = the axis size. ``stretch``: fault injection, axis -> factor.
+    Returns ``[{"axis", "size", "gbps"}]`` in axis order, or None when the devices do not form the mesh."""
+    import jax
+    import numpy as np
+    from jax import lax
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    shaped = topology_mesh(devices, topology)
+    if shaped is None:
+        return None
+    grid, names = shaped
+    mesh = Mesh(grid, names)
+    spec = P(names)
+    n = len(devices)
+    columns = max(sizes.allreduce_mib * 2**20 // 4, 1)
+    parts = [jax.device_put(np.zeros((1, columns), np.float32), d) for d in local]
+    big = jax.make_array_from_single_device_arrays((n, columns), NamedSharding(mesh, spec), parts)
+    measured = []
+    for axis, size in zip(names[:-1], grid.shape[:-1], strict=True):
+        if size < 2:
+            continue
+
+        def body(_: Any, x: Any, axis: str = axis) -> Any:
+            y = lax.psum(x, axis)
+            return y.at[0, 0].add(lax.axis_index(axis).astype(y.dtype))
+
+        loop = jax.jit(jax.shard_map(lambda x, k, body=body: lax.fori_loop(0, k, body, x), mesh=mesh,
+                                     in_specs=(spec, P()), out_specs=spec))
+        jax.block_until_ready(loop(big, 1))  # compile and warm up
+        factor = (stretch or {}).get(axis, 1.0)
+        seconds = min(_timed(loop, (big, sizes.allreduce_iters), factor) for _ in range(2))
+        measured.append({"axis": axis, "size": int(size),
+                         "gbps": 2 * (size - 1) / size * columns * 4 * sizes.allreduce_iters / seconds / 1e9})
+    return measured
+
+
 def _per_device(local: list[Any], sizes: Sizes, barrier: Any, stretch: dict[int, float],
                 turns: tuple[int, int] | None) -> tuple[list[float], list[float]]:
     """bf16 TFLOP/s and copy GB/s of every local device, each timed alone inside one compiled loop.
@@ -535,9 +637,10 @@ def _per_device(local: list[Any], sizes: Sizes, barrier: Any, stretch: dict[int,
 
 
 def _host_check(coordinator: str, num_processes: int, process_id: int, init_timeout_s: int,
-                bandwidth_mib: int | None, faults: dict[str, Any]) -> dict[str, Any]:
+                bandwidth_mib: int | None, faults: dict[str, Any], topology: str = "") -> dict[str, Any]:
     """Runs on one host (inside the slice's bundle ``process_id``): identity, JAX multi-process init, devices,
-    psum, all-reduce bandwidth and latency, and every local device's matmul and copy rates."""
+    psum, all-reduce bandwidth (whole slice and per mesh axis of ``topology``) and latency, and every local
+    device's matmul and copy rates."""
     import numpy as np
     import ray
 
@@ -578,6 +681,10 @@ def _host_check(coordinator: str, num_processes: int, process_id: int, init_time
         info["psum"] = float(np.asarray(total.addressable_data(0)))
 
         barrier, info["allreduce_gbps"], info["latency_us"] = _allreduce(mesh, local, sizes)
+        try:  # a failure here is judged (it gates on TPU), not a lost host
+            info["axes"] = axis_allreduces(devices, local, topology, sizes, faults.get("slow_axis"))
+        except Exception as exc:
+            info["axes"], info["axes_error"] = None, _cause(exc)
         slow = {int(k): float(v) for k, v in faults.get("slow", {}).items()}
         turns = None if local[0].platform == "tpu" else (process_id, num_processes)
         info["matmul_tflops"], info["hbm_gbps"] = _per_device(local, sizes, barrier, slow, turns)
@@ -710,7 +817,7 @@ def _run_hosts(plan: SlicePlan, reservation: Reservation, args: argparse.Namespa
         strategy = PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=worker)
         ref = task.options(scheduling_strategy=strategy, resources={"TPU": plan.chips_per_host}).remote(
             f"{coordinator[0]}:{coordinator[1]}", plan.hosts, worker, int(limit), args.bandwidth_mib,
-            faults.for_host(worker))
+            faults.for_host(worker), plan.topology)
         pending[ref] = worker
     results: dict[int, dict[str, Any]] = {}
     failed: dict[int, str] = {}
@@ -877,43 +984,90 @@ def _device_checks(metric: str, unit: str, values: dict[tuple[int, int], float],
 
 def _interconnect_checks(plan: SlicePlan, args: argparse.Namespace, ordered: list[dict[str, Any]], per_chip: int,
                          enforce: bool, where: str, checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The all-reduce bus bandwidth per chip against the catalog's ICI figure (where it has one), and the small
-    message latency (reported only). Returns their ``perf`` rows."""
-    gen = generation(plan.generation)
-    floors = gen.smoke
+    """The all-reduce bus bandwidth per chip, of the whole slice and over each mesh axis alone, against what the
+    slice's topology should reach (:func:`raytpu.catalog.expected_busbw`: links' one-way rate, axes, wraparound), at
+    ``busbw_of_expected`` (about half) of it; and the small message latency (reported only). A weak axis is named
+    by its own check (``axis y: 12 GB/s of 90 expected``). Returns their ``perf`` rows."""
+    floors = generation(plan.generation).smoke
     assert floors is not None
     sizes = ordered[0].get("sizes") or {}
-    measured = [r["allreduce_gbps"] for r in ordered if r.get("allreduce_gbps") is not None]
-    busbw = min(measured) * per_chip if measured else None
-    floor = args.min_busbw_ratio or floors.busbw_of_ici
-    ici = gen.ici_gbps_per_chip
+    floor = args.min_busbw_ratio or floors.busbw_of_expected
+    expected = expected_busbw(plan.generation, plan.topology)
     how = (f"{sizes.get('allreduce_mib')} MiB per device x {sizes.get('allreduce_iters')} in one compiled loop, "
            "slowest host")
-    if busbw is None:
-        check = _informational(_check("allreduce_bandwidth_gbps", True, "informational: one device, no all-reduce"))
-    elif ici is None or floor is None:
-        check = _informational(_check("allreduce_bandwidth_gbps", True, f"informational: bus bandwidth per chip "
-                                      f"{busbw:.4g} GB/s ({how}); the catalog has no ICI figure for "
-                                      f"{plan.generation}", _round(busbw)))
-    else:
-        check = _gate(_check("allreduce_bandwidth_gbps", busbw >= floor * ici,
-                             f"bus bandwidth per chip {busbw:.4g} GB/s ({how}) = {busbw / ici:.3g} of the ICI "
-                             f"figure {ici:g} GB/s (bidirectional per chip; min {floor:g})",
-                             _round(busbw), _round(floor * ici)), enforce, where)
-    checks.append(check)
+    measured = [r["allreduce_gbps"] for r in ordered if r.get("allreduce_gbps") is not None]
+    busbw = min(measured) * per_chip if measured else None
+    reference = expected.busbw_gbps if expected is not None and expected.busbw_gbps > 0 else None
+    rows = [_busbw_check(checks, "allreduce_bandwidth_gbps", "allreduce_busbw", busbw, reference, floor, enforce,
+                         where, f"bus bandwidth per chip {{value}} ({how}) = {{ratio}} of the expected "
+                         f"{{reference}} for {plan.generation} {plan.topology}: "
+                         f"{expected.describe() if expected else ''}", "one device, no all-reduce")]
+    axes = _axis_results(ordered)
+    errors = sorted({f"host {r['process_id']}: {r['axes_error']}" for r in ordered if r.get("axes_error")})
+    if errors:
+        checks.append(_gate(_check("allreduce_axes", False, f"the per-axis all-reduces failed: {'; '.join(errors)}"),
+                            enforce, where))
+    elif axes is None:
+        checks.append(_informational(_check("allreduce_axes", True, "informational: the devices do not form the "
+                                            f"{plan.topology} mesh here, no per-axis all-reduce")))
+    gen = generation(plan.generation)
+    shape = ici_for_dims(gen.ici_link_gbps or 0.0, gen.mesh_dims, tuple(a["size"] for a in axes or []),
+                         tuple(a["axis"] for a in axes or []))
+    for found in axes or []:
+        name = found["axis"]
+        axis = shape.axis(name)
+        assert axis is not None
+        value = found["gbps"] * per_chip
+        rows.append(_busbw_check(checks, f"allreduce_axis_{name}_gbps", f"allreduce_busbw_{name}", value,
+                                 axis.busbw_gbps if gen.ici_link_gbps else None, floor, enforce, where,
+                                 f"axis {name}: {{value}} of {{reference}} expected, all-reduce over this axis "
+                                 f"alone ({axis.describe(shape.link_gbps)}; {how})", ""))
     latency = [r["latency_us"] for r in ordered if r.get("latency_us") is not None]
     checks.append(_informational(_check("allreduce_latency_us", True,
                                         f"informational: 4-byte all-reduce over {ordered[0]['devices_total']} devices, "
                                         f"{sizes.get('latency_iters')} in one loop, slowest host",
                                         _round(max(latency)) if latency else None)))
-    gated = bool(busbw is not None and ici and floor and enforce)
-    return [{"metric": "allreduce_busbw", "worker_id": None, "device": None, "value": _round(busbw), "unit": "GB/s",
-             "reference": ici, "ratio": _round(busbw / ici) if busbw is not None and ici else None,
-             "min_ratio": floor if ici else None, "gates": gated, "peer_ratio": None, "min_peer_ratio": None,
-             "ok": check["ok"] or not gated},
-            {"metric": "allreduce_latency", "worker_id": None, "device": None,
-             "value": _round(max(latency)) if latency else None, "unit": "us", "reference": None, "ratio": None,
-             "min_ratio": None, "gates": False, "peer_ratio": None, "min_peer_ratio": None, "ok": True}]
+    rows.append({"metric": "allreduce_latency", "worker_id": None, "device": None,
+                 "value": _round(max(latency)) if latency else None, "unit": "us", "reference": None, "ratio": None,
+                 "min_ratio": None, "gates": False, "peer_ratio": None, "min_peer_ratio": None, "ok": True})
+    return rows
+
+
+def _axis_results(ordered: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """Each mesh axis's all-reduce, the slowest host's figure per axis (GB/s per device); None when a host could
+    not shape the mesh."""
+    found = [r.get("axes") for r in ordered]
+    if any(f is None for f in found):
+        return None
+    slowest: dict[str, dict[str, Any]] = {}
+    for per_host in found:
+        for axis in per_host or []:
+            if axis["axis"] not in slowest or axis["gbps"] < slowest[axis["axis"]]["gbps"]:
+                slowest[axis["axis"]] = dict(axis)
+    return [slowest[n] for n in ICI_AXIS_NAMES if n in slowest]
+
+
+def _busbw_check(checks: list[dict[str, Any]], name: str, metric: str, value: float | None,
+                 reference: float | None, floor: float, enforce: bool, where: str, detail: str,
+                 no_value: str) -> dict[str, Any]:
+    """One bus bandwidth check (``value`` GB/s per chip against ``floor`` x ``reference``) and its ``perf`` row;
+    informational without a value or a reference, or where thresholds do not apply (``enforce`` False)."""
+    if value is None:
+        check = _informational(_check(name, True, f"informational: {no_value}"))
+    elif reference is None:
+        check = _informational(_check(name, True, f"informational: {value:.4g} GB/s per chip; the catalog has no "
+                                      "ICI link rate for this generation", _round(value)))
+    else:
+        text = detail.format(value=f"{value:.4g} GB/s", reference=f"{reference:.4g} GB/s",
+                             ratio=f"{value / reference:.3g}")
+        check = _gate(_check(name, value >= floor * reference, f"{text} (min {floor:g})", _round(value),
+                             _round(floor * reference)), enforce, where)
+    checks.append(check)
+    gated = bool(value is not None and reference and enforce)
+    return {"metric": metric, "worker_id": None, "device": None, "value": _round(value), "unit": "GB/s",
+            "reference": _round(reference), "ratio": _round(value / reference) if value is not None and reference
+            else None, "min_ratio": floor if reference else None, "gates": gated, "peer_ratio": None,
+            "min_peer_ratio": None, "ok": check["ok"] or not gated}
 
 
 def _round(value: float | None) -> float | None:
@@ -954,7 +1108,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--min-hbm-bw-ratio", type=float, default=None,
                         help="per-device copy bandwidth floor over the catalog's HBM GB/s (default: the generation's)")
     parser.add_argument("--min-busbw-ratio", type=float, default=None,
-                        help="all-reduce bus bandwidth floor over the catalog's ICI GB/s (default: the generation's)")
+                        help="all-reduce bus bandwidth floor (whole slice and each mesh axis) over the figure the "
+                             "slice's topology should reach, raytpu.catalog.expected_busbw (default: the "
+                             "generation's, 0.5)")
     parser.add_argument("--min-peer-ratio", type=float, default=MIN_PEER_RATIO,
                         help=f"every device against its slice's median, on any hardware (default {MIN_PEER_RATIO})")
     parser.add_argument("--min-hbm-ratio", type=float, default=MIN_HBM_RATIO)
@@ -1012,5 +1168,5 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["Faults", "Reservation", "SliceInventory", "bundle_selectors", "check_limit_s", "check_slice",
-           "inventory", "judge", "main", "reserve_slice", "run", "wait_for_hosts"]
+__all__ = ["Faults", "Reservation", "SliceInventory", "axis_allreduces", "bundle_selectors", "check_limit_s",
+           "check_slice", "inventory", "judge", "main", "reserve_slice", "run", "topology_mesh", "wait_for_hosts"]
