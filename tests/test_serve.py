@@ -370,42 +370,59 @@ def test_a_replica_killed_mid_stream_is_replaced(deployment: Deployment) -> None
     """SIGKILL the LLM replica while 4 long streams run: they end early, Serve starts a new replica, serving resumes.
 
     Ray Serve LLM 2.60 ends a stream whose replica died without an error event: the client sees the stream
-    stop before ``max_tokens`` with no ``finish_reason``.
+    stop before ``max_tokens`` with no ``finish_reason``. On a quiet machine the tiny model can generate every token
+    before the kill lands (the engine runs ahead of the streaming path: all 4 streams were seen to deliver their 1000
+    tokens after the kill); such a round tested nothing, so it is played again on the replacement replica, up to 3
+    rounds, and one round must see every stream cut short.
     """
-    before = _replica_pids(deployment.cluster)
-    assert len(before) == 1, before
     client = deployment.client()
-    for _ in range(2):  # warm path: the first chunk must come long before the last token is generated
-        client.completions.create(model=deployment.endpoint.model, prompt="warm", max_tokens=4)
     streams = 4
-    # the kill comes as soon as every stream has its first chunk: the engine keeps generating whatever the client
-    # does, so a stream held back (a barrier) could be generated to max_tokens before the kill on a fast machine
-    started = [threading.Event() for _ in range(streams)]
-    outcomes: list[dict[str, Any]] = [{} for _ in range(streams)]
+    rounds: list[list[dict[str, Any]]] = []
+    for _ in range(3):
+        before = _replica_pids(deployment.cluster)
+        assert len(before) == 1, before
+        for _ in range(2):  # warm path: the first chunk must come long before the last token is generated
+            client.completions.create(model=deployment.endpoint.model, prompt="warm", max_tokens=4)
+        # the kill comes as soon as every stream is accepted and one has its first chunk: the engine keeps
+        # generating whatever the client does, so waiting longer lets it reach max_tokens first
+        accepted = [threading.Event() for _ in range(streams)]
+        started = threading.Event()
+        outcomes: list[dict[str, Any]] = [{} for _ in range(streams)]
 
-    def long_stream(i: int) -> None:
-        out = outcomes[i]
-        out["chunks"], out["finish"] = 0, None
-        try:
-            for chunk in client.completions.create(model=deployment.endpoint.model, prompt=f"Go {i}",
+        def long_stream(i: int, out: dict[str, Any], accepted: threading.Event, started: threading.Event) -> None:
+            out["chunks"], out["finish"] = 0, None
+            try:
+                stream = client.completions.create(model=deployment.endpoint.model, prompt=f"Go {i}",
                                                    max_tokens=1000, temperature=1.0, seed=i, stream=True,
-                                                   extra_body={"ignore_eos": True}):
-                out["chunks"] += 1
-                started[i].set()
-                if chunk.choices and chunk.choices[0].finish_reason:
-                    out["finish"] = chunk.choices[0].finish_reason
-        except Exception as exc:  # a broken stream may also surface as an API or connection error
-            out["error"] = repr(exc)
+                                                   extra_body={"ignore_eos": True})
+                accepted.set()
+                for chunk in stream:
+                    out["chunks"] += 1
+                    started.set()
+                    if chunk.choices and chunk.choices[0].finish_reason:
+                        out["finish"] = chunk.choices[0].finish_reason
+            except Exception as exc:  # a broken stream may also surface as an API or connection error
+                out["error"] = repr(exc)
+            finally:
+                accepted.set()
 
-    workers = [threading.Thread(target=long_stream, args=(i,), daemon=True) for i in range(streams)]
-    for worker in workers:
-        worker.start()
-    assert all(event.wait(120) for event in started), outcomes
-    os.kill(next(iter(before)), signal.SIGKILL)
-    for worker in workers:
-        worker.join(120)
-    assert all(o.get("finish") != "length" for o in outcomes), outcomes  # none finished normally
+        workers = [threading.Thread(target=long_stream, args=(i, outcomes[i], accepted[i], started), daemon=True)
+                   for i in range(streams)]
+        for worker in workers:
+            worker.start()
+        assert all(event.wait(120) for event in accepted) and started.wait(120), outcomes
+        os.kill(next(iter(before)), signal.SIGKILL)
+        for worker in workers:
+            worker.join(120)
+        rounds.append(outcomes)
+        _wait_serving(client, deployment, before)
+        if all(o.get("finish") != "length" for o in outcomes):  # none finished normally
+            break
+    assert all(o.get("finish") != "length" for o in rounds[-1]), rounds
 
+
+def _wait_serving(client: Any, deployment: Deployment, before: set[int]) -> None:
+    """Waits until a new replica (not one of ``before``) answers; prints how long it took."""
     t0 = time.monotonic()
     deadline = t0 + 300
     while True:
