@@ -32,7 +32,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -375,10 +375,10 @@ HEAD = ("", -1)
 def start_slots() -> int:
     """How many hosts start at once at first: one per core this process may run on.
 
-    A host's agents need about 4 CPU-seconds before Ray's fixed 15 s port-file wait runs out
-    (:mod:`raytpu.node_start`). Measured on 2 cores (``bench/local_slice.py --slots 1 2 4``): 4 at once came up
-    with 1 s to spare quiet and missed the wait under load; one per core took 11 s a host under load; one at a
-    time is the slowest. :func:`_start_nodes` drops to one at a time as soon as a host is slow to start.
+    A host's dashboard agent needs about 3 CPU-seconds before Ray's fixed 15 s port-file wait runs out
+    (:mod:`raytpu.node_start`). Measured on 2 cores (``bench/local_start.py --slots 1 2 4``): 4 at once came up
+    with 1 s to spare quiet; one per core took 11 s a host under load; one at a time is the slowest.
+    :func:`_start_nodes` drops to one at a time as soon as a host is slow to start.
     """
     return max(1, len(os.sched_getaffinity(0)))
 
@@ -393,8 +393,12 @@ def start_timeout_s(nodes: int) -> float:
     return 60.0 + 2 * node_start.REGISTER_WAIT_S * nodes
 
 
-def _what(node: NodeProc) -> str:
-    return "head" if node.role == "head" else f"{node.slice_name} worker {node.worker_id}"
+def _key(node: NodeProc) -> tuple[str, int]:
+    return node.slice_name, node.worker_id
+
+
+def _what(key: tuple[str, int]) -> str:
+    return "head" if key == HEAD else f"{key[0]} worker {key[1]}"
 
 
 def _exit_code(node: NodeProc) -> int | None:
@@ -411,9 +415,7 @@ def _phase(node: NodeProc) -> str:
 
 def _discard(cluster: LocalCluster, node: NodeProc) -> None:
     """Kills a failed start's leftovers (a raylet, agents) and forgets it; its logs stay."""
-    for pid in _ours(node.pid, cluster.temp_dir):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+    _sigkill(_ours(node.pid, cluster.temp_dir))
     _reap(node.pid)
     cluster.nodes.remove(node)
     cluster.save()
@@ -447,7 +449,7 @@ def _start_nodes(cluster: LocalCluster, keys: list[tuple[str, int]], slots: int,
             if code == 0:
                 running.remove(node)
                 took = time.monotonic() - launched[node.pid]
-                progress(f"  {_what(node)} up ({time.monotonic() - t0:.1f}s)")
+                progress(f"  {_what(_key(node))} up ({time.monotonic() - t0:.1f}s)")
                 if slots > 1 and took > SLOW_START_S:
                     slots = 1
                     progress(f"  a host took {took:.0f}s to start (Ray aborts one whose agents need more than "
@@ -459,12 +461,12 @@ def _start_nodes(cluster: LocalCluster, keys: list[tuple[str, int]], slots: int,
                 continue
             running.remove(node)
             _discard(cluster, node)
-            key = (node.slice_name, node.worker_id)
+            key = _key(node)
             tries[key] += 1
             if not failure.retry or tries[key] > START_RETRIES:
-                raise RuntimeFailure(f"local.{failure.message(_what(node))} (log {node.log}; raylet log under "
+                raise RuntimeFailure(f"local.{failure.message(_what(key))} (log {node.log}; raylet log under "
                                      f"{node.temp})")
-            progress(f"  {failure.message(_what(node))}")
+            progress(f"  {failure.message(_what(key))}")
             if key == HEAD and failure.retry == "new ports":
                 cluster.address = f"127.0.0.1:{_free_port()}"
                 cluster.dashboard = f"http://127.0.0.1:{_free_port()}"
@@ -475,8 +477,8 @@ def _start_nodes(cluster: LocalCluster, keys: list[tuple[str, int]], slots: int,
             raise RuntimeFailure(f"local: {node_start.Cause.GCS.value}: the head stopped while hosts were starting "
                                  f"(log {head.log}); `raytpu local down`, then `raytpu local up`")
         if (queue or running) and time.monotonic() > deadline:
-            late = [f"{_what(n)} ({_phase(n)}, log {n.log})" for n in running]
-            late += [f"{key[0]} worker {key[1]} (not started)" for key in queue]
+            late = [f"{_what(_key(n))} ({_phase(n)}, log {n.log})" for n in running]
+            late += [f"{_what(key)} (not started)" for key in queue]
             raise RuntimeFailure(f"local: not up within {deadline - t0:.0f}s: " + "; ".join(late)
                                  + "; valid: a larger --timeout-s, or fewer emulated hosts")
         if queue or running:
@@ -564,9 +566,7 @@ def kill_host(cluster: LocalCluster, slice_name: str, worker_id: int) -> NodePro
             workers = _host_processes(cluster, node)  # Ray workers run in their own sessions
             if _ours(node.pid, cluster.temp_dir):
                 _signal_group(node.pid, signal.SIGKILL)
-            for pid in workers:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
+            _sigkill(workers)
             _reap(node.pid)
             node.killed = True
             cluster.save()
@@ -584,6 +584,13 @@ def _host_processes(cluster: LocalCluster, node: NodeProc) -> list[int]:
             if all(environ.get(k) == v for k, v in want.items()):
                 found.append(pid)
     return found
+
+
+def _sigkill(pids: Iterable[int]) -> None:
+    """SIGKILL each of ``pids`` that still exists."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -631,9 +638,7 @@ def stop(directory: str | Path | None = None, grace_s: float = 1.0) -> int:
         if _group(pgid):
             _signal_group(pgid, signal.SIGKILL)
     stragglers = list(_processes_under(cluster.temp_dir)) if cluster.temp_dir.startswith(TMP_PREFIX) else []
-    for pid in stragglers:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+    _sigkill(stragglers)
     for node in cluster.nodes:
         _reap(node.pid)
     shutil.rmtree(cluster.temp_dir, ignore_errors=True)

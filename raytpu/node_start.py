@@ -22,6 +22,7 @@ Standard library only.
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 from dataclasses import dataclass
@@ -76,6 +77,7 @@ _GCS_SIGNS = ("failed to connect to gcs", "timed out while waiting for gcs to be
               "unable to connect to gcs")
 _AGENT_SIGN = "timed out waiting for file"
 _REGISTER_SIGN = "timed out during startup"
+_ALONE = "the machine is busy; starting it again with no other node starting"
 
 
 def raylet_logs(node_temp_dir: str) -> list[str]:
@@ -99,26 +101,31 @@ def _line_with(text: str, sign: str) -> str:
     return ""
 
 
+def _raylet_text(node_temp_dir: str) -> str:
+    return "\n".join(_read(p) for p in raylet_logs(node_temp_dir))
+
+
+def _agent_abort_in(raylet: str) -> StartFailure | None:
+    line = _line_with(raylet, _AGENT_SIGN)
+    if not line:
+        return None
+    agent = line.rsplit("/", 1)[-1].split("_port_")[0] or "an agent"
+    return StartFailure(Cause.AGENT,
+                        f"its {agent} did not start within Ray's fixed {AGENT_PORT_WAIT_S} s (the raylet aborted)",
+                        _ALONE, retry="alone")
+
+
 def agent_abort(node_temp_dir: str) -> StartFailure | None:
     """The raylet's abort for an agent that missed Ray's fixed port-file wait, as soon as it is in the log."""
-    for path in raylet_logs(node_temp_dir):
-        line = _line_with(_read(path), _AGENT_SIGN)
-        if line:
-            agent = line.rsplit("/", 1)[-1].split("_port_")[0] or "an agent"
-            return StartFailure(
-                Cause.AGENT,
-                f"its {agent} did not start within Ray's fixed {AGENT_PORT_WAIT_S} s (the raylet aborted)",
-                "the machine is busy; starting it again with no other node starting", retry="alone")
-    return None
+    return _agent_abort_in(_raylet_text(node_temp_dir))
 
 
 def diagnose(start_log: str, node_temp_dir: str) -> StartFailure:
     """Why a ``ray start`` that exited non-zero failed, from its own output and its raylet's log."""
-    text = start_log.lower()
-    aborted = agent_abort(node_temp_dir)
+    raylet = _raylet_text(node_temp_dir)
+    aborted = _agent_abort_in(raylet)
     if aborted is not None:
         return aborted
-    raylet = "\n".join(_read(p) for p in raylet_logs(node_temp_dir)).lower()
     for signs, failure in (
         (_PORT_SIGNS, StartFailure(Cause.PORT, "", "another process took a port it was given; starting it again "
                                                    "on new ports", retry="new ports")),
@@ -127,12 +134,11 @@ def diagnose(start_log: str, node_temp_dir: str) -> StartFailure:
         (_GCS_SIGNS, StartFailure(Cause.GCS, "", "the head is down or overloaded: `raytpu local down`, then "
                                                  "`raytpu local up`")),
     ):
-        line = next((_line_with(t, s) for s in signs for t in (text, raylet) if _line_with(t, s)), "")
+        line = next(filter(None, (_line_with(t, s) for s in signs for t in (start_log, raylet))), "")
         if line:
-            return StartFailure(failure.cause, line, failure.remedy, failure.retry)
-    if _REGISTER_SIGN in text:
+            return dataclasses.replace(failure, detail=line)
+    if _REGISTER_SIGN in start_log.lower():
         return StartFailure(Cause.REGISTER, f"its raylet did not register with the GCS within Ray's fixed "
-                                            f"{REGISTER_WAIT_S} s", "the machine is busy; starting it again with "
-                                                                    "no other node starting", retry="alone")
+                                            f"{REGISTER_WAIT_S} s", _ALONE, retry="alone")
     last = next((ln.strip() for ln in reversed(start_log.splitlines()) if ln.strip()), "no output")
     return StartFailure(Cause.UNKNOWN, last[-240:], "see the log named above")
