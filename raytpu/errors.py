@@ -6,7 +6,9 @@ Every check in the kit raises one of these helpers' results, so the CLI can prin
 
 from __future__ import annotations
 
+import os
 import sys
+import traceback
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
@@ -91,15 +93,31 @@ class Problems:
 
 
 class RuntimeFailure(RaytpuError):
-    """Something ran and failed (an unhealthy slice, a failed job): exit 1."""
+    """Something ran and failed (an unhealthy slice, a failed job): exit 1.
+
+    ``problem`` says what failed and ``valid`` what would make it work; the message is written
+    ``<problem>; valid: <valid>`` here, once, so no caller spells the separator. Raise it ``from`` the error
+    that caused it: the cause is shown under ``RAYTPU_DEBUG=1``."""
 
     exit_code = EXIT_RUNTIME
 
+    def __init__(self, problem: str, valid: str | None = None) -> None:
+        self.problem = problem
+        self.valid = valid
+        super().__init__(problem if valid is None else f"{problem}; valid: {valid}")
+
+
+DEBUG_ENV = "RAYTPU_DEBUG"
+"""``RAYTPU_DEBUG=1``: an error is followed by the traceback of what caused it (otherwise one line each)."""
+
 
 def report(error: RaytpuError) -> None:
-    """Writes an error in the CLI contract's format to stderr, one ``error: ...`` line per problem."""
+    """Writes an error in the CLI contract's format to stderr, one ``error: ...`` line per problem; under
+    ``RAYTPU_DEBUG=1`` the traceback of its cause chain follows."""
     for problem in problems_of(error) if isinstance(error, InvalidInput | InvalidInputs) else [error]:
         sys.stderr.write(f"error: {problem}\n")
+    if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+        sys.stderr.write("".join(traceback.format_exception(error)))
 
 
 def listing(values: Iterable[object], limit: int = _MAX_LISTED) -> str:
