@@ -9,7 +9,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +27,10 @@ def plan() -> SlicePlan:
 
 
 @pytest.fixture(scope="module")
-def cluster(start_cluster: Any, plan: SlicePlan) -> Iterator[local.LocalCluster]:
-    started = start_cluster(plan, 1)
-    yield started
-    local.stop(started.run_dir)
+def cluster(two_slices: local.LocalCluster, plan: SlicePlan) -> local.LocalCluster:
+    """The session's two 2x4 slices (``conftest.two_slices``): a run reserves one whole slice of them, as on GKE."""
+    assert two_slices.slice_plan == plan
+    return two_slices
 
 
 @pytest.mark.unit
@@ -93,64 +92,68 @@ def test_parse_result_takes_the_last_summary_line() -> None:
     assert train.parse_result("nothing") is None
 
 
+RUN_NAME = "train-m1"
+STEPS, EVERY = 30, 10
+
+
+@pytest.fixture(scope="module")
+def first_run(cluster: local.LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """One run as the GKE job runs it: its own flags (``kuberay.train_args``), a local directory standing in for the
+    bucket's GCS FUSE mount. The convergence, checkpoint and relaunch tests read this one run (a JaxTrainer start
+    costs its two workers' JAX import: one run instead of three)."""
+    mount = tmp_path_factory.mktemp("mount")
+    done = local.run_workload(cluster, "train", *kuberay.train_args(RUN_NAME, mount_path=str(mount)),
+                              "--steps", str(STEPS), "--checkpoint-every", str(EVERY), timeout_s=240)
+    summary = train.parse_result(done.stdout)
+    assert done.returncode == 0 and summary and summary["ok"], done.stderr[-3000:]
+    return mount, summary
+
+
 @pytest.mark.slice
 @pytest.mark.timeout(300)
-def test_training_converges(cluster: local.LocalCluster, tmp_path: Path) -> None:
+def test_training_converges(cluster: local.LocalCluster, first_run: tuple[Path, dict[str, Any]]) -> None:
     """30 steps of the MLP: the loss halves, a fresh run reports all of its steps, and the step compiles once
     (XLA compilations counted through jax.monitoring, ``train.COMPILE_EVENT``: none while stepping), its compile
     time reported apart from its step time."""
-    done = local.run_workload(cluster, "train", "--storage-path", str(tmp_path), "--steps", "30",
-                              "--checkpoint-every", "10", timeout_s=240)
-    summary = train.parse_result(done.stdout)
-    assert done.returncode == 0 and summary and summary["ok"], done.stderr[-3000:]
-    assert summary["steps_done"] == 30 and summary["restarts"] == 0
+    _, summary = first_run
+    assert summary["steps_done"] == STEPS and summary["restarts"] == 0
     losses = [h["loss"] for h in summary["history"]]
-    assert len(losses) == 3 and losses[-1] < 0.5 * losses[0]
+    assert len(losses) == STEPS // EVERY and losses[-1] < 0.5 * losses[0]
     assert summary["step_time_s"] > 0 and summary["samples_per_s"] > 0
     assert summary["devices"] == cluster.slice_plan.chips
-    assert Path(summary["checkpoint"]).is_dir()
-    assert summary["steps_run"] == 30 and summary["start_step"] == 0 and not summary["already_complete"]
+    assert summary["steps_run"] == STEPS and summary["start_step"] == 0 and not summary["already_complete"]
     assert summary["compiles_during_steps"] == 0, summary
-    assert 2 <= summary["compiles"] < 30  # the data and the update function, once each, not once per step
+    assert 2 <= summary["compiles"] < STEPS  # the data and the update function, once each, not once per step
     assert summary["compile_time_s"] > summary["step_time_s"] > 0
+
+
+@pytest.mark.slice
+def test_checkpoints_land_under_the_mount_the_job_is_given(first_run: tuple[Path, dict[str, Any]]) -> None:
+    mount, summary = first_run
+    checkpoint = Path(summary["checkpoint"])
+    assert checkpoint.parent == mount / "checkpoints" / RUN_NAME
+    assert (checkpoint / train.STATE_FILE).is_file() and (checkpoint / train.META_FILE).is_file()
 
 
 @pytest.mark.slice
 @pytest.mark.timeout(400)
 def test_a_relaunch_under_the_same_name_reports_the_steps_it_ran(cluster: local.LocalCluster,
-                                                                 tmp_path: Path) -> None:
+                                                                 first_run: tuple[Path, dict[str, Any]]) -> None:
     """Ray Train restores a run from ``storage/name``: a relaunch of a finished run trains nothing and must not
     report success; one with more steps resumes and reports only the steps it ran."""
-    run = ["--storage-path", str(tmp_path), "--name", "same", "--checkpoint-every", "3"]
-    first = local.run_workload(cluster, "train", *run, "--steps", "6", timeout_s=240)
-    summary = train.parse_result(first.stdout)
-    assert first.returncode == 0 and summary and summary["ok"], first.stderr[-3000:]
-    assert (summary["steps_run"], summary["start_step"], summary["steps_done"]) == (6, 0, 6)
-
-    again = local.run_workload(cluster, "train", *run, "--steps", "6", timeout_s=240)
+    mount, _ = first_run
+    run = [*kuberay.train_args(RUN_NAME, mount_path=str(mount)), "--checkpoint-every", str(EVERY)]
+    again = local.run_workload(cluster, "train", *run, "--steps", str(STEPS), timeout_s=240)
     summary = train.parse_result(again.stdout)
     assert again.returncode == 1 and summary and not summary["ok"], again.stderr[-3000:]
-    assert summary["steps_run"] == 0 and summary["already_complete"] and summary["start_step"] == 6
+    assert summary["steps_run"] == 0 and summary["already_complete"] and summary["start_step"] == STEPS
     assert "trained nothing" in summary["error"]
 
-    more = local.run_workload(cluster, "train", *run, "--steps", "9", timeout_s=240)
+    more = local.run_workload(cluster, "train", *run, "--steps", str(STEPS + EVERY), timeout_s=240)
     summary = train.parse_result(more.stdout)
     assert more.returncode == 0 and summary and summary["ok"], more.stderr[-3000:]
-    assert (summary["steps_run"], summary["start_step"], summary["steps_done"]) == (3, 6, 9)
-    assert [h["step"] for h in summary["history"]] == [3, 6, 9]
-
-
-@pytest.mark.slice
-@pytest.mark.timeout(300)
-def test_checkpoints_land_under_the_mount_the_job_is_given(cluster: local.LocalCluster, tmp_path: Path) -> None:
-    """The GKE job's own flags (``kuberay.train_args``) with a local directory standing in for the GCS FUSE mount."""
-    done = local.run_workload(cluster, "train", *kuberay.train_args("train-m1", mount_path=str(tmp_path)),
-                              "--steps", "4", "--checkpoint-every", "2", timeout_s=240)
-    summary = train.parse_result(done.stdout)
-    assert done.returncode == 0 and summary and summary["ok"], done.stderr[-3000:]
-    checkpoint = Path(summary["checkpoint"])
-    assert checkpoint.parent == tmp_path / "checkpoints" / "train-m1"
-    assert (checkpoint / train.STATE_FILE).is_file() and (checkpoint / train.META_FILE).is_file()
+    assert (summary["steps_run"], summary["start_step"], summary["steps_done"]) == (EVERY, STEPS, STEPS + EVERY)
+    assert [h["step"] for h in summary["history"]] == list(range(EVERY, STEPS + EVERY + 1, EVERY))
 
 
 @pytest.mark.slice
@@ -213,30 +216,43 @@ def test_two_host_2x4_workers_land_on_one_slice_of_two(two_slices: local.LocalCl
 @pytest.mark.timeout(420)
 def test_host_killed_mid_run_resumes_from_checkpoint_and_finishes(cluster: local.LocalCluster,
                                                                    tmp_path: Path) -> None:
+    """The other slice is held, so the run lands on ``slices[0]``, whose last host is killed after the second
+    checkpoint and recreated (as GKE recreates the pod): the run resumes from a checkpoint and finishes."""
+    import ray
+
+    from raytpu.workloads import smoke
+
     plan = cluster.slice_plan
     cmd = local.workload_command("train", "--storage-path", str(tmp_path), "--steps", "40",
                                  "--checkpoint-every", "5", "--step-sleep-s", "0.3", "--max-failures", "2")
     env = cluster.driver_env() | cluster.workload("train").env()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR)
     try:
-        deadline = time.monotonic() + 180
-        # a checkpoint counts once Ray Train has registered it (its snapshot file names one)
-        while not any("checkpoint_2" in f.read_text() for f in tmp_path.glob("*/checkpoint_manager_snapshot.json")):
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            assert time.monotonic() < deadline, "no checkpoint written within 180s"
-            time.sleep(0.5)
-        victim = plan.hosts - 1
-        local.kill_host(cluster, cluster.slices[0], victim)
-        print(f"killed worker {victim}", file=sys.stderr)
-        local.add_host(cluster, cluster.slices[0], victim)  # GKE would recreate the pod
-        out, err = proc.communicate(timeout=300)
+        other = smoke.reserve_slice(plan, cluster.slices[1], timeout_s=60)
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 180
+            # a checkpoint counts once Ray Train has registered it (its snapshot file names one)
+            while not any("checkpoint_2" in f.read_text()
+                          for f in tmp_path.glob("*/checkpoint_manager_snapshot.json")):
+                assert proc.poll() is None, proc.communicate()[1][-3000:]
+                assert time.monotonic() < deadline, "no checkpoint written within 180s"
+                time.sleep(0.5)
+            victim = plan.hosts - 1
+            local.kill_host(cluster, cluster.slices[0], victim)
+            print(f"killed worker {victim}", file=sys.stderr)
+            local.add_host(cluster, cluster.slices[0], victim)  # GKE would recreate the pod
+            out, err = proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        other.release()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        ray.shutdown()
     summary = train.parse_result(out)
     assert proc.returncode == 0 and summary and summary["ok"], err[-4000:]
-    assert summary["steps_done"] == 40
+    assert summary["steps_done"] == 40 and summary["slice_name"] == cluster.slices[0]
     assert summary["restarts"] >= 1 and summary["resumed_from"] > 0, (summary, err[-6000:])
     losses = [h["loss"] for h in summary["history"]]
     assert losses[-1] < losses[0]
@@ -253,12 +269,13 @@ def test_no_free_slice_fails_after_bounded_retries(cluster: local.LocalCluster, 
 
     ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR)
     try:
-        held = smoke.reserve_slice(cluster.slice_plan, timeout_s=60)  # the only slice is busy
+        held = [smoke.reserve_slice(cluster.slice_plan, name, timeout_s=60) for name in cluster.slices]  # all busy
         started = time.monotonic()
         done = local.run_workload(cluster, "train", "--storage-path", str(tmp_path), "--steps", "5",
                                   "--start-timeout-s", "5", "--slice-retries", "1", timeout_s=200)
         elapsed = time.monotonic() - started
-        held.release()
+        for slice_held in held:
+            slice_held.release()
     finally:
         ray.shutdown()
     summary = train.parse_result(done.stdout)
