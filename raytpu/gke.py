@@ -2,7 +2,7 @@
 RayJobs and RayServices with progress, tell a busy or unschedulable slice from a broken one, and ship the
 kit's core zip.
 
-Every call to the cluster goes through :class:`raytpu.kube.KubeClient` (the official ``kubernetes`` client,
+Every call to the cluster goes through :class:`raytpu.k8s.client.KubeClient` (the official ``kubernetes`` client,
 Application Default Credentials, the stack's endpoint and CA): no ``kubectl`` and no ``gcloud`` at run time.
 """
 
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from raytpu.errors import RuntimeFailure
-from raytpu.kube import KubeClient
+from raytpu.k8s.client import KubeClient
 from raytpu.outputs import StackOutputs
 from raytpu.spec import ClusterSpec
 
@@ -338,5 +338,5 @@ def upload_core(uri: str, credentials: Any = None, api: str = STORAGE_API) -> No
                             params={"uploadType": "media", "name": name}, data=core_zip_bytes(),
                             headers={"Content-Type": "application/zip"}, timeout=120)
     if response.status_code >= 300:
-        raise RuntimeFailure(f"upload {uri}: HTTP {response.status_code} {response.reason}; valid: "
+        raise RuntimeFailure(f"upload {uri}: HTTP {response.status_code} {response.reason}",
                              f"storage.objects.create on gs://{bucket} for the caller's credentials")

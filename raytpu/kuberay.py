@@ -76,7 +76,7 @@ MIN_KUBERAY_VERSION = "1.6.0"
 NEWEST_FIELDS = {"RayService": ("spec.rayClusterConfig.authOptions",)}
 """Per kind Terraform applies, the fields the kit sets that arrived last (in :data:`MIN_KUBERAY_VERSION`): a served
 CRD without them belongs to an older KubeRay (the workloads stack checks them before planning an object;
-``raytpu submit`` checks every field of what it applies, :meth:`raytpu.kube.KubeClient.check_schema`)."""
+``raytpu submit`` checks every field of what it applies, :meth:`raytpu.k8s.client.KubeClient.check_schema`)."""
 
 MAX_NAME_LENGTH = {"RayCluster": 53, "RayJob": 47, "RayService": 47}
 """KubeRay's name limits (it appends suffixes to derive cluster and pod names); names are DNS-1035 labels."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from raytpu.kube import KubeClient
+from raytpu.k8s.client import KubeClient
 from raytpu.kuberay import NODE_POOL_LABEL, compute_class_name
 from raytpu.plan import TPU_RESOURCE
 from raytpu.provisioning import COMPUTE_CLASS_LABEL

@@ -50,9 +50,10 @@ def test_core_zip_holds_the_core_and_the_workloads_only() -> None:
     programs = {f"raytpu/workloads/{p.name}" for p in (ROOT / "workloads").glob("*.py")}
     assert {"raytpu/workloads/__init__.py", "raytpu/workloads/smoke.py", "raytpu/workloads/train.py"} <= programs
     assert programs <= set(names)
-    assert not [n for n in names if n.startswith(("raytpu/stacks/", "raytpu/modules/", "raytpu/commands/"))]
+    assert not [n for n in names
+                if n.startswith(("raytpu/stacks/", "raytpu/modules/", "raytpu/commands/", "raytpu/k8s/"))]
     assert not {"raytpu/cli.py", "raytpu/__main__.py", "raytpu/gke.py", "raytpu/local.py", "raytpu/outputs.py",
-                "raytpu/cdktf_app.py", "raytpu/kube.py"} & set(names)
+                "raytpu/cdktf_app.py"} & set(names)
     assert "raytpu/config.py" not in names  # jobs receive their spec as JSON; they never parse YAML
     assert not [n for n in names if "__pycache__" in n or not n.endswith((".py", ".typed"))]
     assert names == sorted(names)

@@ -1,4 +1,4 @@
-"""raytpu.kube at its boundary: the Kubernetes API over loopback HTTPS.
+"""raytpu.k8s.client at its boundary: the Kubernetes API over loopback HTTPS.
 
 GKE cannot be reached from here, so these tests speak the Kubernetes API to ``kube_server.KubeApiServer``, a
 loopback HTTPS server (its CA made for the test and handed over base64-encoded, as GKE outputs it) that
@@ -38,9 +38,10 @@ from kube_server import (
     unavailable,
 )
 
-from raytpu import kube
 from raytpu.errors import EXIT_INVALID, EXIT_RUNTIME, InvalidInput
-from raytpu.kube import ADC_HELP, KubeClient, KubeError
+from raytpu.k8s.client import SCOPES, KubeClient, api_host, ca_pem
+from raytpu.k8s.errors import ADC_HELP, KubeError
+from raytpu.k8s.resources import manifest_target, resource
 
 pytestmark = pytest.mark.unit
 
@@ -77,7 +78,7 @@ def server(tls: TlsFiles, sa_key: ServiceAccountKey, monkeypatch: pytest.MonkeyP
 def sa_creds(sa_key: ServiceAccountKey) -> service_account.Credentials:
     """Service-account credentials from a key file's JSON, as ``gcloud iam service-accounts keys create`` writes it."""
     return service_account.Credentials.from_service_account_info(sa_key.info("https://unused.invalid/token"),
-                                                                 scopes=list(kube.SCOPES))
+                                                                 scopes=list(SCOPES))
 
 
 @pytest.fixture
@@ -516,17 +517,17 @@ def test_a_refused_token_refresh_is_one_line(server: KubeApiServer, client: Kube
     ("gke-abc.us-east5.gke.goog", "https://gke-abc.us-east5.gke.goog"),
 ])
 def test_endpoint_becomes_an_https_url(endpoint: str, url: str) -> None:
-    assert kube.api_host(endpoint) == url
+    assert api_host(endpoint) == url
 
 
 @pytest.mark.parametrize(("call", "field"), [
-    (lambda: kube.api_host("http://34.1.2.3"), "endpoint"),
-    (lambda: kube.api_host(" "), "endpoint"),
-    (lambda: kube.ca_pem("bm90IGEgY2VydA=="), "ca_certificate"),
-    (lambda: kube.resource("Deployment"), "kind"),
-    (lambda: kube._manifest_target({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {}}),
+    (lambda: api_host("http://34.1.2.3"), "endpoint"),
+    (lambda: api_host(" "), "endpoint"),
+    (lambda: ca_pem("bm90IGEgY2VydA=="), "ca_certificate"),
+    (lambda: resource("Deployment"), "kind"),
+    (lambda: manifest_target({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {}}),
      "manifest.metadata.name"),
-    (lambda: kube._manifest_target({"apiVersion": "ray.io/v1alpha1", "kind": "RayJob", "metadata": {"name": "x"}}),
+    (lambda: manifest_target({"apiVersion": "ray.io/v1alpha1", "kind": "RayJob", "metadata": {"name": "x"}}),
      "manifest.apiVersion"),
 ])
 def test_bad_inputs_exit_2_naming_the_field(call: Any, field: str) -> None:
@@ -536,14 +537,14 @@ def test_bad_inputs_exit_2_naming_the_field(call: Any, field: str) -> None:
 
 
 def test_ca_certificate_is_decoded_from_gkes_base64(tls: TlsFiles) -> None:
-    assert kube.ca_pem(tls.ca_b64) == tls.ca_pem.decode()
-    assert kube.ca_pem(tls.ca_pem.decode()) == tls.ca_pem.decode()
+    assert ca_pem(tls.ca_b64) == tls.ca_pem.decode()
+    assert ca_pem(tls.ca_pem.decode()) == tls.ca_pem.decode()
     # the DNS-based endpoint's stack outputs an empty CA: its certificate is publicly trusted (system CAs)
-    assert kube.ca_pem("") is None and kube.ca_pem(None) is None
+    assert ca_pem("") is None and ca_pem(None) is None
 
 
 def test_importing_the_module_loads_no_client_library() -> None:
-    code = ("import sys, raytpu.kube; print(sorted(m for m in sys.modules "
+    code = ("import sys, raytpu.k8s.client; print(sorted(m for m in sys.modules "
             "if m.split('.')[0] in ('kubernetes', 'google', 'urllib3', 'requests')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -114,7 +114,7 @@ def _check_api_key_secret(client: Any, secret: str | None, namespace: str) -> No
     """Refuses a RayService whose ``security.serve_api_key_secret`` does not exist (its pods would never start:
     the kubelet cannot mount a missing Secret). Not checked when reading Secrets is forbidden."""
     from raytpu import errors
-    from raytpu.kube import KubeError
+    from raytpu.k8s.errors import KubeError
 
     if secret is None:
         return

@@ -1,9 +1,4 @@
-"""Talking to a GKE cluster's Kubernetes API: the official ``kubernetes`` client, authenticated by google-auth.
-
-Why not ``kubectl``: the kit runs where only Python is installed (a CI runner with Workload Identity
-Federation, a GKE pod, a laptop with ``gcloud auth application-default login``). :class:`KubeClient` needs
-the cluster stack's outputs (endpoint, CA certificate, namespace) and Application Default Credentials;
-no kubeconfig, no ``kubectl``, no ``gcloud`` at run time.
+"""The Kubernetes API of one cluster and namespace, as the kit uses it: :class:`KubeClient`.
 
 What it does, and why each way:
 
@@ -13,13 +8,14 @@ What it does, and why each way:
 - watch: list, then watch from the list's ``resourceVersion``; a dropped stream resumes from the last
   version seen, an expired one (410 Gone) lists again; bounded by a deadline;
 - logs: pod logs as lines, streamed with ``follow``; :meth:`KubeClient.job_logs` finds the pod of KubeRay's
-  submitter Job (``K8sJobMode``: a Job named like the RayJob, pods labelled ``job-name=<name>``).
+  submitter Job (``K8sJobMode``: a Job named like the RayJob, pods labelled ``job-name=<name>``);
+- requests: through the ``kubernetes`` client's ``ApiClient``, a google-auth bearer token refreshed before it
+  expires and once more on a 401, 5xx/429 and connection errors retried by :mod:`raytpu.k8s.retry`. Its generic
+  ``param_serialize``/``call_api`` rather than the typed APIs (``CoreV1Api``, ``CustomObjectsApi``): one request
+  path for every kind, core and ray.io alike, with the server's JSON as it came (the typed core APIs return models).
 
-Failures: every API or transport failure is one :class:`KubeError` line (exit 1) of the form
-``kubernetes: <status> <reason>: <what>: <problem>; valid: <fix>``: 401 (credentials), 403 (names the IAM
-permission GKE asks for), 404 of a resource type (is the Ray Operator add-on enabled?), 409 (names the
-other field manager), 5xx/429 and connection errors (retried with backoff, then one line), timeouts.
-``kubernetes``, ``urllib3`` and ``google.auth`` are imported inside methods: importing this module is cheap.
+Failures are :class:`~raytpu.k8s.errors.KubeError` lines (:mod:`raytpu.k8s.errors`). ``kubernetes``, ``urllib3``
+and ``google.auth`` are imported inside methods: importing this module is cheap.
 
 GKE cannot be reached from the test machine: ``tests/test_kube.py`` tests this module at the HTTP boundary,
 against a loopback HTTPS server that speaks these API paths (``tests/kube_server.py``).
@@ -29,17 +25,29 @@ from __future__ import annotations
 
 import base64
 import binascii
-import http
 import json
 import math
-import re
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from raytpu import errors
-from raytpu.errors import RuntimeFailure
+from raytpu.k8s.errors import (
+    KubeError,
+    client_error,
+    credentials_error,
+    namespace_missing,
+    no_credentials,
+    not_json,
+    not_served,
+    one_line,
+    status_error,
+    status_obj,
+    stream_broke,
+    transport_error,
+)
+from raytpu.k8s.resources import RESOURCES, Resource, describe_call, manifest_target, resource
+from raytpu.k8s.schema import check_declared
 
 if TYPE_CHECKING:
     import google.auth.credentials
@@ -48,91 +56,15 @@ if TYPE_CHECKING:
     from kubernetes.client import ApiClient, Configuration
     from kubernetes.client.rest import RESTResponse
 
+    from raytpu.k8s.retry import KubeRetry
+
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 """OAuth scope of the access token GKE accepts (what ``gcloud container clusters get-credentials`` uses)."""
 
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
 USER_AGENT = "raytpu"
-RETRIED_STATUSES = frozenset({429, 500, 502, 503, 504})
-MAX_PAUSE_S = 30.0
 WATCH_CAP_S = 3600
 """The longest single watch request; a longer watch re-watches from the last resourceVersion."""
-
-ADC_HELP = ("Application Default Credentials of a principal with access to the cluster: "
-            "`gcloud auth application-default login` on a workstation, Workload Identity Federation in CI "
-            "(e.g. google-github-actions/auth), or the service account of the GKE pod it runs in")
-
-
-class KubeError(RuntimeFailure):
-    """One failed Kubernetes API call, as one line; ``status`` is the HTTP status (0: no HTTP answer)."""
-
-    def __init__(self, status: int, problem: str, valid: str) -> None:
-        self.status = status
-        self.problem = problem
-        self.valid = valid
-        super().__init__(f"kubernetes: {_one_line(problem)}; valid: {_one_line(valid)}")
-
-
-@dataclass(frozen=True)
-class Resource:
-    """A namespaced (or cluster-scoped) kind the kit talks to, and where the API serves it."""
-
-    kind: str
-    api_version: str
-    plural: str
-    namespaced: bool = True
-
-    @property
-    def group(self) -> str:
-        """The API group (``""`` for the core group)."""
-        return self.api_version.rpartition("/")[0]
-
-    @property
-    def base(self) -> str:
-        """The group-version path, also its discovery document (``/api/v1``, ``/apis/ray.io/v1``)."""
-        return f"/apis/{self.api_version}" if self.group else f"/api/{self.api_version}"
-
-    @property
-    def display(self) -> str:
-        """How kubectl and the API server name it in messages: ``rayjobs.ray.io``, ``pods``."""
-        return f"{self.plural}.{self.group}" if self.group else self.plural
-
-    def collection(self, namespace: str) -> str:
-        """The path of the collection (in ``namespace`` when namespaced)."""
-        return f"{self.base}/namespaces/{namespace}/{self.plural}" if self.namespaced else f"{self.base}/{self.plural}"
-
-    def path(self, namespace: str, name: str) -> str:
-        """The path of one object."""
-        return f"{self.collection(namespace)}/{name}"
-
-
-RESOURCES = {r.kind: r for r in (
-    Resource("RayJob", "ray.io/v1", "rayjobs"),
-    Resource("RayService", "ray.io/v1", "rayservices"),
-    Resource("RayCluster", "ray.io/v1", "rayclusters"),
-    Resource("Pod", "v1", "pods"),
-    Resource("Service", "v1", "services"),
-    Resource("ConfigMap", "v1", "configmaps"),
-    Resource("Secret", "v1", "secrets"),
-    Resource("ServiceAccount", "v1", "serviceaccounts"),
-    Resource("Event", "v1", "events"),
-    Resource("Node", "v1", "nodes", namespaced=False),
-    Resource("Namespace", "v1", "namespaces", namespaced=False),
-    Resource("Job", "batch/v1", "jobs"),
-    Resource("NetworkPolicy", "networking.k8s.io/v1", "networkpolicies"),
-    Resource("Ingress", "networking.k8s.io/v1", "ingresses"),
-    Resource("CustomResourceDefinition", "apiextensions.k8s.io/v1", "customresourcedefinitions", namespaced=False),
-)}
-"""The kinds :class:`KubeClient` knows, by kind; :func:`resource` also accepts ``rayjob`` and ``rayjobs``."""
-
-
-def resource(kind: str) -> Resource:
-    """The Resource of ``kind`` (``RayJob``, ``rayjob`` or ``rayjobs``); InvalidInput (exit 2) when unknown."""
-    wanted = kind.lower()
-    for res in RESOURCES.values():
-        if wanted in (res.kind.lower(), res.plural):
-            return res
-    raise errors.invalid_choice("kind", kind, sorted(RESOURCES))
 
 
 def api_host(endpoint: str) -> str:
@@ -193,6 +125,7 @@ class KubeClient:
         self.backoff_s = backoff_s
         self._credentials = credentials
         self._api: ApiClient | None = None
+        self._retry: KubeRetry | None = None
         self._auth_request: google.auth.transport.requests.Request | None = None
         self._served: dict[str, frozenset[str]] = {}
 
@@ -200,9 +133,9 @@ class KubeClient:
 
     def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """Server-side applies ``obj`` (created or updated; fields of other managers conflict); the server's object."""
-        res, name = _manifest_target(obj)
+        res, name = manifest_target(obj)
         namespace = str((obj.get("metadata") or {}).get("namespace") or self.namespace)
-        what = _what("apply", res, name, namespace)
+        what = describe_call("apply", res, name, namespace)
         query = [("fieldManager", self.field_manager), ("force", "false"), ("fieldValidation", "Strict")]
         out = self._json(what, "PATCH", res.path(namespace, name), res, name, query=query, body=dict(obj),
                          content_type=APPLY_CONTENT_TYPE)
@@ -213,42 +146,34 @@ class KubeClient:
 
     def check_schema(self, obj: Mapping[str, Any], needs: str) -> None:
         """Refuses ``obj`` before it is applied when the cluster's CRD of its kind does not declare every field it
-        sets: KubeRay's CRDs grow fields release by release, and an older operator (GKE's Ray Operator add-on
-        follows the cluster's version) would reject or silently drop them. ``needs`` names the oldest KubeRay the
-        kit supports. No check when reading CRDs is forbidden (the apply then reports what the server says).
+        sets (:mod:`raytpu.k8s.schema`). ``needs`` names the oldest KubeRay the kit supports. No check when
+        reading CRDs is forbidden (the apply then reports what the server says).
 
         Raises:
             KubeError: a field the served CRD lacks, named with its path.
         """
-        res, _ = _manifest_target(obj)
+        res, _ = manifest_target(obj)
         name, crds = res.display, RESOURCES["CustomResourceDefinition"]
         try:
-            crd = self._json(_what("get", crds, name, ""), "GET", crds.path("", name), crds, name)
+            crd = self._json(describe_call("get", crds, name, ""), "GET", crds.path("", name), crds, name)
         except KubeError as exc:
             if exc.status == 403:
                 return
             raise
         if crd is None:
-            raise _not_served(res)
-        version = res.api_version.rpartition("/")[2]
-        served = [v for v in crd.get("spec", {}).get("versions", []) if v.get("name") == version]
-        schema = (served[0].get("schema") or {}).get("openAPIV3Schema") if served else None
-        missing = undeclared_fields(obj, schema or {})
-        if missing:
-            raise KubeError(422, f"the cluster's {name} (KubeRay) does not declare {', '.join(missing[:3])}"
-                            f"{f' and {len(missing) - 3} more' if len(missing) > 3 else ''}: its KubeRay is older "
-                            f"than the kit's objects need", f"KubeRay {needs} or newer: a GKE version whose Ray "
-                            "Operator add-on ships it (the add-on follows the cluster's version)")
+            raise not_served(res)
+        check_declared(obj, res, crd, needs)
 
     def get(self, kind: str, name: str) -> dict[str, Any] | None:
         """The object, or None when it does not exist (a missing resource type is an error, not None)."""
         res = resource(kind)
-        return self._json(_what("get", res, name, self.namespace), "GET", res.path(self.namespace, name), res, name)
+        return self._json(describe_call("get", res, name, self.namespace), "GET", res.path(self.namespace, name),
+                          res, name)
 
     def delete(self, kind: str, name: str) -> bool:
         """Deletes the object and what it owns (background propagation); False when it did not exist."""
         res = resource(kind)
-        what = _what("delete", res, name, self.namespace)
+        what = describe_call("delete", res, name, self.namespace)
         out = self._json(what, "DELETE", res.path(self.namespace, name), res, name,
                          query=[("propagationPolicy", "Background")])
         return out is not None
@@ -260,21 +185,27 @@ class KubeClient:
         Without ``resource_version``, the object is listed first (and yielded when it exists), then watched
         from the list's version. A dropped stream resumes from the last version seen; an expired version
         (410 Gone) lists again and continues from there. The consumer may stop at any time (``break``).
+        Hand-written because kubernetes 37.0.2 ``kubernetes.watch.Watch.stream`` resumes nothing once
+        ``timeout_seconds`` is given and meets 410 Gone by watching the same expired version again, never by
+        listing. Drops in a row are counted and paused by the same :mod:`raytpu.k8s.retry` policy as requests.
         """
+        from urllib3.exceptions import MaxRetryError
+
         res = resource(kind)
+        what = describe_call("watch", res, name, self.namespace)
         deadline = time.monotonic() + timeout_s
         version = resource_version
         if version is None:
             obj, version = self._list_one(res, name)
             if obj is not None:
                 yield obj
-        failures = 0
+        retry = self._retry_policy()
         while (left := deadline - time.monotonic()) > 0:
             started = time.monotonic()
             try:
                 for event_type, obj in self._watch_stream(res, name, version, left):
                     version = _resource_version(obj) or version
-                    failures = 0
+                    retry = self._retry_policy()
                     if event_type == "DELETED":
                         return
                     if event_type in ("ADDED", "MODIFIED"):
@@ -286,13 +217,13 @@ class KubeClient:
                 continue
             except _Dropped as drop:
                 if time.monotonic() - started >= self.timeout_s:
-                    failures = 0
-                failures += 1
-                if failures > self.retries:
-                    raise KubeError(0, f"{_what('watch', res, name, self.namespace)}: the stream broke "
-                                       f"{failures} times in a row ({drop})",
-                                    f"a stable connection to {self.host}") from None
-                self._pause(failures - 1)
+                    retry = self._retry_policy()  # a stream that lasted is not a failure in a row
+                try:
+                    retry = retry.increment("GET", res.collection(self.namespace), error=drop)
+                except MaxRetryError as exc:
+                    raise stream_broke(what, self.host, f"the stream broke {len(retry.history) + 1} times in a row "
+                                                        f"({drop})") from exc
+                retry.sleep()
 
     def pods(self, label_selector: str) -> list[dict[str, Any]]:
         """Pods in the namespace matching ``label_selector`` (e.g. ``job-name=smoke-x``)."""
@@ -303,7 +234,7 @@ class KubeClient:
         res = resource("Pod")
         query = [*([("fieldSelector", field_selector)] if field_selector else []),
                  *([("labelSelector", label_selector)] if label_selector else [])]
-        data = self._json(_what("list", res, None, "*"), "GET", f"{res.base}/{res.plural}", res, None,
+        data = self._json(describe_call("list", res, None, "*"), "GET", f"{res.base}/{res.plural}", res, None,
                           query=query) or {}
         return [item for item in data.get("items") or [] if isinstance(item, dict)]
 
@@ -326,8 +257,7 @@ class KubeClient:
             for line in _lines(raw):
                 yield line.decode("utf-8", errors="replace")
         except _Dropped as drop:
-            raise KubeError(0, f"{what}: the log stream broke ({drop})",
-                            f"a stable connection to {self.host}") from None
+            raise stream_broke(what, self.host, f"the log stream broke ({drop})") from drop
         finally:
             _release(raw)
 
@@ -358,22 +288,22 @@ class KubeClient:
 
     def _list(self, res: Resource, query: list[tuple[str, str]]) -> list[dict[str, Any]]:
         """The items of a list call."""
-        data = self._json(_what("list", res, None, self.namespace), "GET", res.collection(self.namespace), res,
-                          None, query=query) or {}
+        data = self._json(describe_call("list", res, None, self.namespace), "GET", res.collection(self.namespace),
+                          res, None, query=query) or {}
         return [item for item in data.get("items") or [] if isinstance(item, dict)]
 
     def _list_one(self, res: Resource, name: str) -> tuple[dict[str, Any] | None, str]:
         """The object (None when absent) and the list's resourceVersion, the point a watch starts from."""
         query = [("fieldSelector", f"metadata.name={name}")]
-        data = self._json(_what("list", res, name, self.namespace), "GET", res.collection(self.namespace), res, None,
-                          query=query) or {}
+        data = self._json(describe_call("list", res, name, self.namespace), "GET", res.collection(self.namespace),
+                          res, None, query=query) or {}
         items = [item for item in data.get("items") or [] if isinstance(item, dict)]
         return (items[0] if items else None), str((data.get("metadata") or {}).get("resourceVersion") or "")
 
     def _watch_stream(self, res: Resource, name: str, version: str,
                       left_s: float) -> Iterator[tuple[str, dict[str, Any]]]:
         """One watch request's ``(type, object)`` events; raises _Expired (410) and _Dropped (a broken stream)."""
-        what = _what("watch", res, name, self.namespace)
+        what = describe_call("watch", res, name, self.namespace)
         query = [("watch", "1"), ("fieldSelector", f"metadata.name={name}"), ("allowWatchBookmarks", "true"),
                  ("timeoutSeconds", str(max(1, min(math.ceil(left_s), WATCH_CAP_S))))]
         if version:
@@ -383,7 +313,7 @@ class KubeClient:
                              read_timeout=min(left_s, WATCH_CAP_S) + self.timeout_s)
         except KubeError as exc:
             if exc.status == 410:
-                raise _Expired() from None
+                raise _Expired() from exc
             raise
         try:
             for line in _lines(raw):
@@ -396,7 +326,7 @@ class KubeClient:
                 if event.get("type") == "ERROR":
                     if obj.get("code") == 410:
                         raise _Expired()
-                    raise _status_error(int(obj.get("code") or 0), obj, what, 1)
+                    raise status_error(int(obj.get("code") or 0), obj, what, 1)
                 yield str(event.get("type")), obj
         finally:
             _release(raw)
@@ -421,24 +351,23 @@ class KubeClient:
             reply = self._send(what, "GET", path, query, None, None, read_timeout, accept, stream=True)
         except _HttpFailure as failure:
             self._absent_or_raise(failure, what, res, name)
-            raise _status_error(404, failure.status_obj, what, failure.attempts) from None
+            raise status_error(404, failure.status_obj, what, failure.attempts) from failure
         return reply.response
 
     def _absent_or_raise(self, failure: _HttpFailure, what: str, res: Resource, name: str | None) -> None:
         """Raises the KubeError of a failed call; returns (None) only when the named object does not exist."""
         if failure.status != 404:
-            raise _status_error(failure.status, failure.status_obj, what, failure.attempts)
+            raise status_error(failure.status, failure.status_obj, what, failure.attempts) from failure
         details = failure.status_obj.get("details") or {}
         if details.get("kind") == "namespaces":
-            raise KubeError(404, f"404 Not Found: {what}: namespace \"{details.get('name')}\" does not exist",
-                            "the namespace from the cluster stack's outputs (the stack creates it)")
+            raise namespace_missing(what, details.get("name")) from failure
         if name is not None and details.get("name") == name:
             return None
         if res.plural not in self._served_plurals(res):
-            raise _not_served(res)
+            raise not_served(res) from failure
         if name is not None:
             return None
-        raise _status_error(404, failure.status_obj, what, failure.attempts)
+        raise status_error(404, failure.status_obj, what, failure.attempts) from failure
 
     def _served_plurals(self, res: Resource) -> frozenset[str]:
         """The resources the API serves in ``res``'s group-version (discovery); empty when the group is absent."""
@@ -450,14 +379,17 @@ class KubeClient:
                 found = frozenset(str(r.get("name")) for r in data.get("resources") or [] if isinstance(r, dict))
             except _HttpFailure as failure:
                 if failure.status != 404:
-                    raise _status_error(failure.status, failure.status_obj, what, failure.attempts) from None
+                    raise status_error(failure.status, failure.status_obj, what, failure.attempts) from failure
                 found = frozenset()
             self._served[res.api_version] = found
         return self._served[res.api_version]
 
     def _send(self, what: str, method: str, path: str, query: list[tuple[str, str]], body: dict[str, Any] | None,
               content_type: str | None, read_timeout: float | None, accept: str, stream: bool = False) -> RESTResponse:
-        """Sends one call, retrying 5xx, 429 and connection errors; a 401 refreshes the token once.
+        """Sends one call; a 401 refreshes the token once. 5xx, 429 and connection errors are retried by the
+        client's pool (:mod:`raytpu.k8s.retry`), an answer that broke after its headers here, by the same policy:
+        the kubernetes client reads bodies after urllib3's ``urlopen`` returned (``preload_content=False``), where
+        its Retry never sees them.
 
         Returns the response of a 2xx/3xx answer, read whole unless ``stream``; raises _HttpFailure for an
         error status, KubeError for a transport or credentials failure.
@@ -466,35 +398,36 @@ class KubeClient:
         from google.auth.exceptions import GoogleAuthError
         from kubernetes.client.exceptions import ApiException
 
-        attempt, refreshed = 0, False
+        retry, refreshed = self._retry_policy(), False
         while True:
             try:
                 reply = self._call(method, path, query, body, content_type, read_timeout, accept)
                 if not stream or reply.status >= 400:
-                    reply.read()  # here, so that a connection broken mid-answer is retried too
+                    reply.read()
             except GoogleAuthError as exc:
-                raise _credentials_error(exc, what) from None
+                raise credentials_error(exc, what) from exc
             except ApiException as exc:  # the client raises urllib3's SSLError as a status-0 ApiException
-                raise self._client_error(exc, what) from None
-            except urllib3.exceptions.HTTPError as exc:
-                if not _transient(exc) or attempt >= self.retries:
-                    raise self._transport_error(exc, what, attempt + 1, read_timeout) from None
-                self._pause(attempt)
-                attempt += 1
+                raise client_error(exc, what, self.host) from exc
+            except urllib3.exceptions.MaxRetryError as exc:  # the pool's retries are spent
+                raise transport_error(exc, what, self.host, self.retries + 1, self.timeout_s, read_timeout) from exc
+            except urllib3.exceptions.HTTPError as exc:  # not worth a retry (a timeout), or the body broke
+                try:
+                    retry = retry.increment(method, path, error=exc)
+                except urllib3.exceptions.HTTPError as final:
+                    raise transport_error(final, what, self.host, len(retry.history) + 1, self.timeout_s,
+                                          read_timeout) from exc
+                retry.sleep()
                 continue
             if reply.status < 400:
                 return reply
-            failure = _HttpFailure(reply.status, reply.read(), attempt + 1)
+            tried = reply.response.retries
+            failure = _HttpFailure(reply.status, reply.read(), len(tried.history) + 1 if tried else 1)
             if reply.status == 401 and not refreshed:
                 refreshed = True
                 try:
                     self._refresh(force=True)
                 except GoogleAuthError as exc:
-                    raise _credentials_error(exc, what) from None
-                continue
-            if reply.status in RETRIED_STATUSES and attempt < self.retries:
-                self._pause(attempt, reply.headers.get("Retry-After"))
-                attempt += 1
+                    raise credentials_error(exc, what) from exc
                 continue
             raise failure
 
@@ -507,53 +440,24 @@ class KubeClient:
                                       auth_settings=["BearerToken"])
         return api.call_api(*request, _request_timeout=(self.timeout_s, read_timeout))
 
-    def _client_error(self, exc: Exception, what: str) -> KubeError:
-        """One line for an error the kubernetes client raised before any answer: TLS, or a malformed request."""
-        reason = _one_line(str(getattr(exc, "reason", None) or exc))
-        if reason.startswith("SSLError "):
-            return self._tls_error(what, reason.removeprefix("SSLError "))
-        return KubeError(0, f"{what}: the request failed ({reason[:300]})", "a request the kubernetes client can send")
-
-    def _tls_error(self, what: str, reason: str) -> KubeError:
-        return KubeError(0, f"{what}: TLS to {self.host} failed ({reason[:300]})",
-                         "the cluster CA certificate from the stack outputs (ca_certificate) for this endpoint")
-
-    def _transport_error(self, exc: Exception, what: str, attempts: int, read_timeout: float | None) -> KubeError:
-        """One line for a request that got no HTTP answer."""
-        import urllib3
-
-        reason = _one_line(str(getattr(exc, "reason", None) or exc))
-        if isinstance(exc, urllib3.exceptions.SSLError):
-            return self._tls_error(what, reason)
-        if isinstance(exc, urllib3.exceptions.TimeoutError) and not isinstance(
-                exc, urllib3.exceptions.NewConnectionError):
-            read = isinstance(exc, urllib3.exceptions.ReadTimeoutError)
-            limit = (read_timeout if read else None) or self.timeout_s
-            return KubeError(0, f"{what}: no answer from {self.host} within {limit:g}s",
-                             "a reachable, responsive control plane (GKE authorized networks must include this "
-                             "machine; retry later if the control plane is upgrading)")
-        tries = f" after {attempts} attempts" if attempts > 1 else ""
-        return KubeError(0, f"{what}: cannot reach {self.host}{tries} ({reason})",
-                         "the cluster endpoint from the stack outputs, reachable from here (GKE authorized networks, "
-                         "or the DNS endpoint)")
-
-    def _pause(self, attempt: int, retry_after: str | None = None) -> None:
-        """Sleeps before retry ``attempt`` (0-based): exponential backoff, or the server's Retry-After if longer."""
-        delay = self.backoff_s * 2 ** attempt
-        if retry_after and retry_after.strip().isdigit():
-            delay = max(delay, float(retry_after))
-        time.sleep(min(delay, MAX_PAUSE_S))
-
     # ------------------------------------------------------------------------------------ client and credentials
 
+    def _retry_policy(self) -> KubeRetry:
+        """The retry policy of every request (:mod:`raytpu.k8s.retry`), made on first use (it loads urllib3)."""
+        if self._retry is None:
+            from raytpu.k8s.retry import policy
+
+            self._retry = policy(self.retries, self.backoff_s)
+        return self._retry
+
     def _client(self) -> ApiClient:
-        """The kubernetes ApiClient, made on first use: TLS to the cluster CA, a google-auth bearer token."""
+        """The kubernetes ApiClient, made on first use: TLS to the cluster CA, a google-auth bearer token, and the
+        retry policy, which kubernetes 37.0.2 ``RESTClientObject`` hands to its urllib3 PoolManager."""
         if self._api is None:
             from kubernetes.client import ApiClient, Configuration
 
             config = Configuration(host=self.host, ca_cert_data=self.ca_pem, api_key={"BearerToken": ""},
-                                   api_key_prefix={"BearerToken": "Bearer"})
-            config.retries = False  # raise transport errors at once: _send retries them, with backoff
+                                   api_key_prefix={"BearerToken": "Bearer"}, retries=self._retry_policy())
             config.refresh_api_key_hook = self._refresh_hook  # type: ignore[assignment]  # typed as None
             self._api = ApiClient(config)
             self._api.user_agent = USER_AGENT
@@ -582,8 +486,7 @@ class KubeClient:
             try:
                 self._credentials, _ = google.auth.default(scopes=list(SCOPES))
             except GoogleAuthError as exc:
-                raise KubeError(0, f"no Application Default Credentials ({_auth_reason(exc)})",
-                                ADC_HELP) from None
+                raise no_credentials(exc) from exc
         return self._credentials
 
     def _token_request(self) -> google.auth.transport.requests.Request:
@@ -604,7 +507,7 @@ class _HttpFailure(Exception):
     def __init__(self, status: int, body: bytes, attempts: int) -> None:
         super().__init__(status)
         self.status = status
-        self.status_obj = _status_obj(body)
+        self.status_obj = status_obj(body)
         self.attempts = attempts
 
 
@@ -614,53 +517,6 @@ class _Expired(Exception):
 
 class _Dropped(Exception):
     """A stream broke before its end: watch again from the last resourceVersion."""
-
-
-def undeclared_fields(value: Any, schema: Mapping[str, Any], path: str = "") -> list[str]:
-    """Paths of ``value``'s fields that OpenAPI ``schema`` (a CRD's structural schema) does not declare; a node
-    that preserves unknown fields or maps arbitrary keys (``additionalProperties``) declares everything below."""
-    if schema.get("x-kubernetes-preserve-unknown-fields") or not schema:
-        return []
-    if isinstance(value, Mapping):
-        props = schema.get("properties")
-        extra = schema.get("additionalProperties")
-        found = []
-        for key, item in value.items():
-            where = f"{path}.{key}" if path else str(key)
-            if path == "" and key in ("apiVersion", "kind", "metadata"):
-                continue
-            if props is not None and key in props:
-                found += undeclared_fields(item, props[key], where)
-            elif isinstance(extra, Mapping):
-                found += undeclared_fields(item, extra, where)
-            elif extra is not True:
-                found.append(where)
-        return found
-    if isinstance(value, list) and isinstance(schema.get("items"), Mapping):
-        return [f for i, item in enumerate(value) for f in undeclared_fields(item, schema["items"], f"{path}[{i}]")]
-    return []
-
-
-def _manifest_target(obj: Mapping[str, Any]) -> tuple[Resource, str]:
-    """The Resource and name of a manifest; InvalidInput when it lacks either or the apiVersion is wrong."""
-    res = resource(str(obj.get("kind", "")))
-    if obj.get("apiVersion") != res.api_version:
-        raise errors.invalid_value("manifest.apiVersion", obj.get("apiVersion"), f"is not served for {res.kind}",
-                                   res.api_version)
-    name = (obj.get("metadata") or {}).get("name")
-    if not name:
-        raise errors.missing("manifest.metadata.name", f"to apply a {res.kind}", "a DNS-1123 name")
-    return res, str(name)
-
-
-def _what(verb: str, res: Resource, name: str | None, namespace: str) -> str:
-    """The call, as kubectl phrases it: ``get rayjobs.ray.io "x" in namespace "ray"``."""
-    target = f'{res.display} "{name}"' if name else res.display
-    return f'{verb} {target} in namespace "{namespace}"' if res.namespaced else f"{verb} {target}"
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
 
 
 def _resource_version(obj: Mapping[str, Any]) -> str:
@@ -674,21 +530,8 @@ def _parse_json(data: bytes, what: str) -> dict[str, Any]:
     except ValueError:
         out = None
     if not isinstance(out, dict):
-        text = _one_line(data[:120].decode(errors="replace"))
-        raise KubeError(0, f"{what}: the answer is not a JSON object ({text})",
-                        "the cluster's API server as the endpoint (not a proxy or load balancer page)")
+        raise not_json(what, data)
     return out
-
-
-def _status_obj(body: bytes) -> dict[str, Any]:
-    """The ``Status`` of an error answer; a plain-text answer (``404 page not found``) becomes its message."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        data = None
-    if isinstance(data, dict) and data.get("kind") == "Status":
-        return data
-    return {"message": _one_line(body[:300].decode("utf-8", errors="replace"))}
 
 
 def _lines(raw: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
@@ -702,7 +545,7 @@ def _lines(raw: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
             *complete, pending = pending.split(b"\n")
             yield from complete
     except (urllib3.exceptions.HTTPError, OSError) as exc:
-        raise _Dropped(_one_line(str(exc))[:200]) from None
+        raise _Dropped(one_line(str(exc))[:200]) from exc
     if pending:
         yield pending
 
@@ -711,113 +554,3 @@ def _release(raw: urllib3.BaseHTTPResponse) -> None:
     """Closes a streamed response (its connection may be mid-stream, so it is not reused)."""
     raw.close()
     raw.release_conn()
-
-
-def _transient(exc: Exception) -> bool:
-    """Whether a transport error is worth retrying: not TLS trust, not a timeout (already waited)."""
-    import urllib3
-
-    if isinstance(exc, urllib3.exceptions.SSLError):
-        return False
-    if isinstance(exc, urllib3.exceptions.NewConnectionError):
-        return True
-    return not isinstance(exc, urllib3.exceptions.TimeoutError)
-
-
-def _credentials_error(exc: Exception, what: str) -> KubeError:
-    """One line for credentials google-auth could not find or refresh (its first argument is the message;
-    a RefreshError's second is the token endpoint's whole answer)."""
-    return KubeError(0, f"{what}: cannot get an access token ({_auth_reason(exc)})", ADC_HELP)
-
-
-def _auth_reason(exc: Exception) -> str:
-    first = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
-    return _one_line(first)[:200]
-
-
-def _not_served(res: Resource) -> KubeError:
-    """A resource type the cluster does not serve: for ray.io, the Ray Operator add-on is off."""
-    if res.group == "ray.io":
-        return KubeError(404, f"404 Not Found: {res.api_version} {res.kind} is not served by this cluster: is the "
-                              "Ray Operator add-on enabled?",
-                         "a cluster with the Ray Operator add-on (the cluster stack enables it; by hand: `gcloud "
-                         "container clusters update CLUSTER --location LOCATION --update-addons=RayOperator=ENABLED`)")
-    return KubeError(404, f"404 Not Found: {res.api_version} {res.kind} is not served by this cluster",
-                     f"a cluster serving {res.api_version}")
-
-
-_PERMISSIONS = re.compile(r'requires one of \[([^\]]*)\] permission')
-_PRINCIPAL = re.compile(r'User "([^"]+)"')
-_MANAGER = re.compile(r'conflict with "([^"]+)"')
-
-
-def _status_error(status: int, obj: Mapping[str, Any], what: str, attempts: int) -> KubeError:
-    """One line for an error status, with the fix that status calls for."""
-    message = _one_line(str(obj.get("message") or ""))[:400]
-    head = f"{status} {_phrase(status)}: {what}"
-    if status == 401:
-        return KubeError(401, f"{head}: the cluster rejected the access token ({message or 'Unauthorized'})",
-                         ADC_HELP)
-    if status == 403:
-        return _forbidden(head, message)
-    if status == 404:
-        return KubeError(404, f"{head}: {message or 'not found'}", "the name of an object that exists")
-    if status == 409:
-        return _conflict(head, obj, message)
-    if status == 422:
-        causes = ", ".join(f"{c.get('field', '')}: {c.get('message', '')}".strip(": ")
-                           for c in (obj.get("details") or {}).get("causes") or [] if isinstance(c, dict))
-        return KubeError(422, f"{head}: the manifest is invalid ({_one_line(causes or message)[:400]})",
-                         "a manifest the served CRD schema accepts (check the kit's and KubeRay's versions match)")
-    if status in RETRIED_STATUSES:
-        tries = f"failed {attempts} times" if attempts > 1 else "failed"
-        return KubeError(status, f"{head}: {tries} ({message or 'no message'})",
-                         "retry later: the control plane is busy or upgrading (GKE answers 5xx during control-plane "
-                         "upgrades and resizes)")
-    return KubeError(status, f"{head}: {message or 'no message'}", "a request this cluster accepts")
-
-
-def _forbidden(head: str, message: str) -> KubeError:
-    """403: the IAM permission GKE names, and who lacks it.
-
-    GKE's authorizer answers, e.g. (apache/airflow#37795): ``pods is forbidden: User "..." cannot create
-    resource "pods" in API group "" in the namespace "staging": requires one of ["container.pods.create"]
-    permission(s).``; custom resources (RayJob) need ``container.thirdPartyObjects.*``
-    (cloud.google.com/kubernetes-engine/docs/reference/api-permissions). roles/container.developer holds both.
-    """
-    found = _PERMISSIONS.search(message)
-    permissions = [p.strip().strip('"') for p in found.group(1).split(",")] if found else []
-    who = _PRINCIPAL.search(message)
-    principal = who.group(1) if who else "the caller"
-    if permissions:
-        names = " or ".join(permissions)
-        return KubeError(403, f"{head}: missing permission {names} ({message})",
-                         f"grant roles/container.developer (or a role with {names}) to {principal}")
-    return KubeError(403, f"{head}: {message or 'Forbidden'}",
-                     f"grant roles/container.developer, or an RBAC Role allowing this, to {principal}")
-
-
-def _conflict(head: str, obj: Mapping[str, Any], message: str) -> KubeError:
-    """409: for server-side apply, the fields another field manager owns, and that manager.
-
-    The API server answers (fabric8io/kubernetes-client#6047): message ``Apply failed with 1 conflict: conflict
-    with "elastic-operator" using elasticsearch.k8s.elastic.co/v1: .spec.nodeSets``, and one ``details.causes``
-    entry per field: ``{"reason": "FieldManagerConflict", "message": "conflict with ...", "field": ".spec..."}``.
-    """
-    causes = [c for c in (obj.get("details") or {}).get("causes") or [] if isinstance(c, dict)]
-    managers = sorted({m for c in causes for m in _MANAGER.findall(str(c.get("message", "")))}
-                      or set(_MANAGER.findall(message)))
-    fields = [str(c.get("field")) for c in causes if c.get("field")]
-    if managers:
-        owners = ", ".join(f'"{m}"' for m in managers)
-        return KubeError(409, f"{head}: field manager {owners} owns {', '.join(fields) or 'fields'} the kit applies",
-                         f"leave those fields to {owners} (drop them from the manifest), or delete the object so the "
-                         "kit's field manager creates it again")
-    return KubeError(409, f"{head}: {message or 'Conflict'}", "apply again once the other change is done")
-
-
-def _phrase(status: int) -> str:
-    try:
-        return http.HTTPStatus(status).phrase
-    except ValueError:
-        return "Error"
