@@ -377,11 +377,11 @@ def generation(name: str, field: str = "generation") -> Generation:
     """Looks a generation up by name; raises InvalidInput listing the known ones."""
     try:
         return GENERATIONS[name]
-    except KeyError:
-        raise invalid_choice(field, name, GENERATIONS) from None
+    except KeyError as exc:
+        raise invalid_choice(field, name, GENERATIONS) from exc
 
 
-def check_topology(gen: Generation, topology: str, field: str = "topology") -> str:
+def offered_topology(gen: Generation, topology: str, field: str = "topology") -> str:
     """Returns ``topology`` if ``gen`` offers it, else raises an error that says why.
 
     The error distinguishes a malformed string, a 2D/3D mix-up, a non-canonical order (and
