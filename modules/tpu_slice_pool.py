@@ -66,7 +66,8 @@ TPU_HOST_DRIFT = ("node_config[0].advanced_machine_features", "node_config[0].sh
 ``advanced_machine_features`` is ForceNew and not Computed (provider ``node_config.go``) while GKE sets
 ``threads_per_core=1`` on TPU machine types (cloud-foundation-fabric PR #3972); ``shielded_instance_config`` is
 ForceNew; ``upgrade_settings`` is rewritten too. vllm-project/ci-infra ignores the same on its live TPU pools
-(``terraform/gcp_old/tpu-inference/k8s/clusters.tf:419-436``, commit d7afa9c)."""
+(``terraform/gcp_old/tpu-inference/k8s/clusters.tf`` at commit d7afa9c, its TPU node pools'
+``lifecycle.ignore_changes``)."""
 
 
 class TpuSlicePool(Construct):

@@ -614,7 +614,7 @@ def train_args(run_name: str, mount_path: str = GCS_MOUNT_PATH) -> list[str]:
     ``<mount>/checkpoints`` is a local path to Ray Train (pyarrow's LocalFileSystem), so the run's directory
     ``<mount>/checkpoints/<run_name>`` is :func:`checkpoint_uri` in the bucket, written by the FUSE driver with the
     pod's ``roles/storage.objectUser``. A ``gs://`` storage path would go through pyarrow's GcsFileSystem instead
-    (Ray 2.60 ``ray/train/v2/_internal/execution/storage.py:304-325``, ``FileSystem.from_uri``), whose directory
+    (Ray 2.60 ``ray.train.v2._internal.execution.storage.get_fs_and_path``, ``FileSystem.from_uri``), whose directory
     creation reads the bucket's metadata (apache/arrow ``cpp/src/arrow/filesystem/gcsfs.cc``,
     ``CreateDirMarkerRecursive`` -> ``GetBucketMetadata``): ``storage.buckets.get``, which that role lacks. Ray's
     KubeRay guide checkpoints the same way, under the mount:
