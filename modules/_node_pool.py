@@ -6,8 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from raytpu import errors
+from raytpu.errors import InvalidInput
 from raytpu.modules import _props
 from raytpu.modules.cdk import container_node_pool
+from raytpu.spec import label_problems
 
 NODE_OAUTH_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 """Access is governed by IAM (Workload Identity), not by scopes."""
@@ -28,8 +31,11 @@ class NodePoolOptions:
     overrides: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        _props.check_labels("labels", self.labels)
-        _props.check_overrides("overrides", self.overrides)
+        errors.raise_found(self._problems())
+
+    def _problems(self) -> list[InvalidInput]:
+        """This options' problems; a subclass adds its own fields' to ``super()._problems()``."""
+        return [*label_problems("labels", self.labels), *_props.override_problems("overrides", self.overrides)]
 
 
 def hardened_node_config(options: NodePoolOptions, machine_type: str, disk_size_gib: int,

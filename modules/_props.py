@@ -1,13 +1,20 @@
-"""Shared checks for construct options that no spec covers, and the ``overrides`` escape hatch."""
+"""Rules for construct options that no spec covers, and the ``overrides`` escape hatch.
+
+Each rule returns the problems of one value (a list of :class:`raytpu.errors.InvalidInput`, empty when it is
+fine), the spec layer's style: a props class adds up its fields' problems and raises them together with
+:func:`raytpu.errors.raise_found`. Rules a spec already states (labels, ranges, choices, bucket names) are
+imported from :mod:`raytpu.spec`, not restated here.
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from raytpu import errors
-from raytpu.spec import REGION, ZONE, label_problems
+from raytpu.errors import InvalidInput
+from raytpu.spec import REGION, ZONE
 
 RESOURCE_NAME = re.compile(r"^[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 
@@ -24,56 +31,42 @@ def is_token(value: object) -> bool:
     return isinstance(value, str) and "${" in value
 
 
-def check_name(field: str, value: str, max_len: int = 63) -> None:
+def resource_name_problems(field: str, value: object, max_len: int = 63) -> list[InvalidInput]:
     """A GCP/Kubernetes resource name: lowercase letters, digits, hyphens; starts with a letter."""
-    if is_token(value):
-        return
-    if not isinstance(value, str) or not RESOURCE_NAME.match(value) or len(value) > max_len:
-        raise errors.invalid_value(field, value, "is not a valid resource name",
-                                   f"1-{max_len} characters: lowercase letters, digits, hyphens; "
-                                   "starts with a letter, ends with a letter or digit")
+    if is_token(value) or (isinstance(value, str) and RESOURCE_NAME.match(value) and len(value) <= max_len):
+        return []
+    return [errors.invalid_value(field, value, "is not a valid resource name",
+                                 f"1-{max_len} characters: lowercase letters, digits, hyphens; "
+                                 "starts with a letter, ends with a letter or digit")]
 
 
-def check_choice(field: str, value: object, choices: Iterable[object]) -> None:
-    """One of a fixed set."""
-    choices = tuple(choices)
-    if value not in choices:
-        raise errors.invalid_choice(field, value, choices)
+def fraction_problems(field: str, value: object) -> list[InvalidInput]:
+    """A number within ``[0, 1]`` (a sampling rate; :func:`raytpu.spec.range_problems` takes whole numbers)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0.0 <= value <= 1.0:
+        return []
+    return [errors.invalid_value(field, value, "is out of range", "0.0 to 1.0")]
 
 
-def check_range(field: str, value: int | float | None, low: int | float, high: int | float, unit: str = "") -> None:
-    """A number within ``[low, high]`` (None passes: it means "use the default")."""
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-        raise errors.invalid_value(field, value, "is out of range", f"{low} to {high}{unit}")
-
-
-def check_zone(field: str, value: str) -> None:
+def zone_problems(field: str, value: object) -> list[InvalidInput]:
     """A GCP zone such as ``us-east5-b`` (the spec's pattern, :data:`raytpu.spec.ZONE`)."""
-    if not isinstance(value, str) or not ZONE.match(value):
-        raise errors.invalid_value(field, value, "is not a GCP zone", "a zone such as us-east5-b")
+    if isinstance(value, str) and ZONE.match(value):
+        return []
+    return [errors.invalid_value(field, value, "is not a GCP zone", "a zone such as us-east5-b")]
 
 
-def check_region(field: str, value: str) -> None:
+def region_problems(field: str, value: object) -> list[InvalidInput]:
     """A GCP region such as ``us-east5`` (the spec's pattern, :data:`raytpu.spec.REGION`)."""
-    if not isinstance(value, str) or not REGION.match(value):
-        raise errors.invalid_value(field, value, "is not a GCP region", "a region such as us-east5")
+    if isinstance(value, str) and REGION.match(value):
+        return []
+    return [errors.invalid_value(field, value, "is not a GCP region", "a region such as us-east5")]
 
 
-def check_labels(field: str, labels: Mapping[str, str]) -> None:
-    """GCP resource labels (the spec's rule, :func:`raytpu.spec.label_problems`)."""
-    found = label_problems(field, labels)
-    if found:
-        raise errors.InvalidInputs(found)
-
-
-def check_overrides(field: str, overrides: Mapping[str, Any]) -> None:
+def override_problems(field: str, overrides: Mapping[str, Any]) -> list[InvalidInput]:
     """Override keys are dotted Terraform attribute paths."""
-    for path in overrides:
-        if not isinstance(path, str) or not path or path.startswith(".") or " " in path:
-            raise errors.invalid_value(f"{field}[{path!r}]", path, "is not a Terraform attribute path",
-                                       "a dotted path such as node_config.disk_type")
+    return [errors.invalid_value(f"{field}[{path!r}]", path, "is not a Terraform attribute path",
+                                 "a dotted path such as node_config.disk_type")
+            for path in overrides
+            if not isinstance(path, str) or not path or path.startswith(".") or " " in path]
 
 
 def apply_overrides(resource: _Overridable, overrides: Mapping[str, Any]) -> None:

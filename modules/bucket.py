@@ -13,7 +13,7 @@ from typing import Any
 from raytpu import errors
 from raytpu.modules import _props
 from raytpu.modules.cdk import AssetType, Construct, TerraformAsset, storage_bucket, storage_bucket_object
-from raytpu.spec import bucket_problems
+from raytpu.spec import bucket_problems, label_problems, range_problems
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,15 +43,15 @@ class BucketProps:
     overrides: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not _props.is_token(self.name) and (found := bucket_problems("name", self.name)):
-            raise errors.InvalidInputs(found)
-        _props.check_range("noncurrent_version_retention_days", self.noncurrent_version_retention_days, 1, 3650,
-                           " days")
+        found = [] if _props.is_token(self.name) else bucket_problems("name", self.name)
+        found += range_problems("noncurrent_version_retention_days", self.noncurrent_version_retention_days, 1,
+                                3650, " days")
         if self.soft_delete_retention_s != 0:
-            _props.check_range("soft_delete_retention_s", self.soft_delete_retention_s, 7 * 24 * 3600,
-                               90 * 24 * 3600, " seconds (or 0 to disable)")
-        _props.check_labels("labels", self.labels)
-        _props.check_overrides("overrides", self.overrides)
+            found += range_problems("soft_delete_retention_s", self.soft_delete_retention_s, 7 * 24 * 3600,
+                                    90 * 24 * 3600, " seconds (or 0 to disable)")
+        found += label_problems("labels", self.labels)
+        found += _props.override_problems("overrides", self.overrides)
+        errors.raise_found(found)
 
 
 OBJECT_NAME_RULE = "1-1024 bytes of UTF-8, no carriage return or line feed, not '.' or '..'"
@@ -77,15 +77,18 @@ class BucketObjectProps:
     overrides: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        found = []
         name = self.name
         if not _props.is_token(name) and not (
             isinstance(name, str) and 1 <= len(name.encode()) <= 1024 and name not in (".", "..")
             and "\r" not in name and "\n" not in name
         ):
-            raise errors.invalid_value("name", name, "is not a GCS object name", OBJECT_NAME_RULE)
+            found.append(errors.invalid_value("name", name, "is not a GCS object name", OBJECT_NAME_RULE))
         if not isinstance(self.source, str) or not Path(self.source).is_file():
-            raise errors.invalid_value("source", self.source, "is not a file", "the path of an existing local file")
-        _props.check_overrides("overrides", self.overrides)
+            found.append(errors.invalid_value("source", self.source, "is not a file",
+                                              "the path of an existing local file"))
+        found += _props.override_problems("overrides", self.overrides)
+        errors.raise_found(found)
 
 
 class BucketObject(Construct):

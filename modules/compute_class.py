@@ -11,7 +11,7 @@ from raytpu.kuberay import compute_class_name
 from raytpu.modules import _props
 from raytpu.modules.cdk import Construct, kubernetes_manifest
 from raytpu.provisioning import MODES
-from raytpu.spec import SliceSpec
+from raytpu.spec import SliceSpec, choice_problems
 
 WHEN_UNSATISFIABLE = ("DoNotScaleUp", "ScaleUpAnyway")
 __all__ = ["ComputeClass", "ComputeClassProps", "compute_class_name"]
@@ -38,13 +38,16 @@ class ComputeClassProps:
     overrides: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        found = []
         if self.slice.provisioning.priority is None:
-            raise errors.forbidden("slice", self.slice.name,
-                                   f"with provisioning: {self.slice.provisioning.name} (no ComputeClass priority)",
-                                   "a slice whose provisioning is one of " +
-                                   ", ".join(m.name for m in MODES.values() if m.priority is not None))
-        _props.check_choice("when_unsatisfiable", self.when_unsatisfiable, WHEN_UNSATISFIABLE)
-        _props.check_overrides("overrides", self.overrides)
+            found.append(errors.forbidden(
+                "slice", self.slice.name,
+                f"with provisioning: {self.slice.provisioning.name} (no ComputeClass priority)",
+                "a slice whose provisioning is one of " +
+                ", ".join(m.name for m in MODES.values() if m.priority is not None)))
+        found += choice_problems("when_unsatisfiable", self.when_unsatisfiable, WHEN_UNSATISFIABLE)
+        found += _props.override_problems("overrides", self.overrides)
+        errors.raise_found(found)
 
     @property
     def name(self) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 
 from raytpu import errors
 from raytpu.catalog import RAY_OPERATOR_MIN_GKE_VERSION, generation
+from raytpu.errors import InvalidInput
 from raytpu.modules import _props
 from raytpu.modules._node_pool import NODE_OAUTH_SCOPES
 from raytpu.modules.cdk import (
@@ -29,13 +30,18 @@ from raytpu.spec import GkeSpec, MaintenanceWindowSpec
 _VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:-gke\.(\d+))?$")
 
 
+def version_problems(field: str, version: str) -> list[InvalidInput]:
+    """A GKE version such as ``1.31.2-gke.1115000``."""
+    if _VERSION.match(version):
+        return []
+    return [errors.invalid_value(field, version, "is not a GKE version", "a version such as 1.31.2-gke.1115000")]
+
+
 def version_key(version: str) -> tuple[int, int, int, int]:
-    """Sort key of a GKE version such as ``1.31.2-gke.1115000``."""
-    match = _VERSION.match(version)
-    if not match:
-        raise errors.invalid_value("min_master_version", version, "is not a GKE version",
-                                   "a version such as 1.31.2-gke.1115000")
-    return tuple(int(part or 0) for part in match.groups())  # type: ignore[return-value]
+    """Sort key of a GKE version such as ``1.31.2-gke.1115000``; raises InvalidInput for anything else."""
+    errors.raise_found(version_problems("min_master_version", version))
+    parts = _VERSION.match(version).groups()  # type: ignore[union-attr]  # it matched: no problem was raised
+    return tuple(int(part or 0) for part in parts)  # type: ignore[return-value]
 
 
 def version_floor(plans: Iterable[SlicePlan], mode: str = "standard") -> tuple[str, str]:
@@ -112,10 +118,15 @@ class GkeClusterOptions:
     overrides: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.min_master_version is not None:
-            version_key(self.min_master_version)
-        version_key(self.version_floor[0])
-        _props.check_overrides("overrides", self.overrides)
+        errors.raise_found(self._problems())
+
+    def _problems(self) -> list[InvalidInput]:
+        """These options' problems; a subclass adds its own fields' to ``super()._problems()``."""
+        found = [] if self.min_master_version is None else version_problems("min_master_version",
+                                                                            self.min_master_version)
+        # the floor is named min_master_version too: it is the version the cluster is held at
+        found += version_problems("min_master_version", self.version_floor[0])
+        return found + _props.override_problems("overrides", self.overrides)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,9 +144,8 @@ class GkeClusterProps(GkeClusterOptions):
     location: str
     network: Network
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _props.check_region("location", self.location)
+    def _problems(self) -> list[InvalidInput]:
+        return [*super()._problems(), *_props.region_problems("location", self.location)]
 
 
 def _fields(options: Any) -> dict[str, Any]:

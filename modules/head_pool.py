@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from raytpu.errors import InvalidInput
 from raytpu.modules import _props
 from raytpu.modules._node_pool import NodePoolOptions, hardened_node_config
 from raytpu.modules.cdk import Construct, container_node_pool
@@ -34,11 +35,9 @@ class HeadPoolOptions(NodePoolOptions):
     name: str = "ray-head"
     zones: Sequence[str] = ()
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _props.check_name("name", self.name, max_len=40)
-        for zone in self.zones:
-            _props.check_zone("zones", zone)
+    def _problems(self) -> list[InvalidInput]:
+        return [*super()._problems(), *_props.resource_name_problems("name", self.name, max_len=40),
+                *(p for zone in self.zones for p in _props.zone_problems("zones", zone))]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from raytpu import errors
 from raytpu.modules import _props
 from raytpu.modules.cdk import (
     Construct,
@@ -15,10 +16,13 @@ from raytpu.modules.cdk import (
     compute_router_nat,
     compute_subnetwork,
 )
-from raytpu.spec import NetworkSpec
+from raytpu.spec import NetworkSpec, choice_problems
 
 PODS_RANGE = "pods"
 SERVICES_RANGE = "services"
+FLOW_LOG_INTERVALS = ("INTERVAL_5_SEC", "INTERVAL_30_SEC", "INTERVAL_1_MIN", "INTERVAL_5_MIN", "INTERVAL_10_MIN",
+                      "INTERVAL_15_MIN")
+NAT_LOG_FILTERS = ("ERRORS_ONLY", "TRANSLATIONS_ONLY", "ALL")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,14 +51,13 @@ class NetworkProps:
     overrides: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        _props.check_name("name", self.name, max_len=50)
-        _props.check_region("region", self.region)
-        _props.check_range("flow_log_sampling", self.flow_log_sampling, 0.0, 1.0)
-        _props.check_choice("flow_log_interval", self.flow_log_interval,
-                            ("INTERVAL_5_SEC", "INTERVAL_30_SEC", "INTERVAL_1_MIN", "INTERVAL_5_MIN",
-                             "INTERVAL_10_MIN", "INTERVAL_15_MIN"))
-        _props.check_choice("nat_log_filter", self.nat_log_filter, ("ERRORS_ONLY", "TRANSLATIONS_ONLY", "ALL"))
-        _props.check_overrides("overrides", self.overrides)
+        errors.raise_found([
+            *_props.resource_name_problems("name", self.name, max_len=50),
+            *_props.region_problems("region", self.region),
+            *_props.fraction_problems("flow_log_sampling", self.flow_log_sampling),
+            *choice_problems("flow_log_interval", self.flow_log_interval, FLOW_LOG_INTERVALS),
+            *choice_problems("nat_log_filter", self.nat_log_filter, NAT_LOG_FILTERS),
+            *_props.override_problems("overrides", self.overrides)])
 
 
 class Network(Construct):

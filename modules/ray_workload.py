@@ -43,17 +43,20 @@ class RayWorkloadProps:
     network_policy: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
+        found = []
         api = self.manifest.get("apiVersion")
         kind = self.manifest.get("kind")
         if api != "ray.io/v1" or kind not in KUBERAY_KINDS:
-            raise errors.invalid_value("manifest", f"{api}/{kind}", "is not a KubeRay object",
-                                       "apiVersion ray.io/v1, kind " + ", ".join(KUBERAY_KINDS))
-        if not self.manifest.get("metadata", {}).get("name"):
-            raise errors.missing("manifest.metadata.name", "", "the object's name")
-        _props.check_overrides("overrides", self.overrides)
+            found.append(errors.invalid_value("manifest", f"{api}/{kind}", "is not a KubeRay object",
+                                              "apiVersion ray.io/v1, kind " + ", ".join(KUBERAY_KINDS)))
+        elif not self.manifest.get("metadata", {}).get("name"):
+            found.append(errors.missing("manifest.metadata.name", "", "the object's name"))
+        found += _props.override_problems("overrides", self.overrides)
         if self.network_policy is not None and self.network_policy.get("kind") != "NetworkPolicy":
-            raise errors.invalid_value("network_policy", self.network_policy.get("kind"), "is not a NetworkPolicy",
-                                       "the object's NetworkPolicy (raytpu.kuberay.network_policy)")
+            found.append(errors.invalid_value("network_policy", self.network_policy.get("kind"),
+                                              "is not a NetworkPolicy",
+                                              "the object's NetworkPolicy (raytpu.kuberay.network_policy)"))
+        errors.raise_found(found)
 
     @property
     def kind(self) -> str:

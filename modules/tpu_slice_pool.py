@@ -6,12 +6,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from raytpu import errors
+from raytpu.errors import InvalidInput
 from raytpu.kuberay import workload_policy_name
 from raytpu.modules import _props
 from raytpu.modules._node_pool import NodePoolOptions, hardened_node_config
 from raytpu.modules.cdk import Construct, TerraformResourceLifecycle, compute_resource_policy, container_node_pool
 from raytpu.provisioning import RESERVATION_KEY, TPU_TAINT
-from raytpu.spec import SliceSpec
+from raytpu.spec import SliceSpec, range_problems
 
 if TYPE_CHECKING:
     from raytpu.modules.gke_cluster import GkeCluster
@@ -35,13 +36,14 @@ class TpuSlicePoolOptions(NodePoolOptions):
     index: int = 0
     reservation_project: str | None = None
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _props.check_range("index", self.index, 0, self.slice.count - 1)
+    def _problems(self) -> list[InvalidInput]:
+        found = [*super()._problems(), *range_problems("index", self.index, 0, self.slice.count - 1)]
         if self.reservation_project is not None and not self.slice.provisioning.needs_reservation:
-            raise errors.forbidden("reservation_project", self.reservation_project,
-                                   f"with provisioning: {self.slice.provisioning.name} (no reservation to own)",
-                                   "remove reservation_project, or use a slice with provisioning: reservation")
+            found.append(errors.forbidden(
+                "reservation_project", self.reservation_project,
+                f"with provisioning: {self.slice.provisioning.name} (no reservation to own)",
+                "remove reservation_project, or use a slice with provisioning: reservation"))
+        return found
 
     @property
     def name(self) -> str:
@@ -64,7 +66,8 @@ TPU_HOST_DRIFT = ("node_config[0].advanced_machine_features", "node_config[0].sh
 ``advanced_machine_features`` is ForceNew and not Computed (provider ``node_config.go``) while GKE sets
 ``threads_per_core=1`` on TPU machine types (cloud-foundation-fabric PR #3972); ``shielded_instance_config`` is
 ForceNew; ``upgrade_settings`` is rewritten too. vllm-project/ci-infra ignores the same on its live TPU pools
-(``terraform/gcp_old/tpu-inference/k8s/clusters.tf:419-436``, commit d7afa9c)."""
+(``terraform/gcp_old/tpu-inference/k8s/clusters.tf`` at commit d7afa9c, its TPU node pools'
+``lifecycle.ignore_changes``)."""
 
 
 class TpuSlicePool(Construct):

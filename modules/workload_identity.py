@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raytpu import errors
+from raytpu.errors import InvalidInput
 from raytpu.modules import _props
 from raytpu.modules.cdk import (
     Construct,
@@ -20,6 +21,7 @@ from raytpu.modules.cdk import (
     service_account_iam_member,
     storage_bucket_iam_member,
 )
+from raytpu.spec import choice_problems
 
 ACCOUNT_ID = re.compile(r"^[a-z](?:[a-z0-9-]{4,28})[a-z0-9]$")
 BUCKET_ROLES = ("roles/storage.objectUser", "roles/storage.objectViewer", "roles/storage.objectCreator",
@@ -43,10 +45,11 @@ GKE's Ray-on-TPU get-started Terraform grants the same (kubernetes-engine-sample
 cluster/main.tf)."""
 
 
-def _check_account_id(field_name: str, value: str) -> None:
-    if not ACCOUNT_ID.match(value):
-        raise errors.invalid_value(field_name, value, "is not a service account id",
-                                   "6-30 characters: lowercase letters, digits, hyphens; starts with a letter")
+def _account_id_problems(field_name: str, value: str) -> list[InvalidInput]:
+    if ACCOUNT_ID.match(value):
+        return []
+    return [errors.invalid_value(field_name, value, "is not a service account id",
+                                 "6-30 characters: lowercase letters, digits, hyphens; starts with a letter")]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,11 +78,12 @@ class WorkloadIdentityProps:
     overrides: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        _check_account_id("account_id", self.account_id)
-        _props.check_name("namespace", self.namespace)
-        _props.check_name("ksa_name", self.ksa_name)
-        _props.check_choice("bucket_role", self.bucket_role, BUCKET_ROLES)
-        _props.check_overrides("overrides", self.overrides)
+        errors.raise_found([
+            *_account_id_problems("account_id", self.account_id),
+            *_props.resource_name_problems("namespace", self.namespace),
+            *_props.resource_name_problems("ksa_name", self.ksa_name),
+            *choice_problems("bucket_role", self.bucket_role, BUCKET_ROLES),
+            *_props.override_problems("overrides", self.overrides)])
 
     @property
     def member(self) -> str:
@@ -143,11 +147,11 @@ class NodeServiceAccountProps:
     display_name: str = "raytpu GKE nodes"
 
     def __post_init__(self) -> None:
-        _check_account_id("account_id", self.account_id)
-        for role in self.roles:
-            if not role.startswith("roles/") or role in ("roles/owner", "roles/editor"):
-                raise errors.invalid_value("roles", role, "is not a least-privilege predefined role",
-                                           "roles/... other than owner and editor")
+        errors.raise_found([
+            *_account_id_problems("account_id", self.account_id),
+            *(errors.invalid_value("roles", role, "is not a least-privilege predefined role",
+                                   "roles/... other than owner and editor")
+              for role in self.roles if not role.startswith("roles/") or role in ("roles/owner", "roles/editor"))])
 
 
 class NodeServiceAccount(Construct):
@@ -189,8 +193,8 @@ class KubernetesServiceAccountProps:
     automount_token: bool = False
 
     def __post_init__(self) -> None:
-        _props.check_name("name", self.name)
-        _props.check_name("namespace", self.namespace)
+        errors.raise_found([*_props.resource_name_problems("name", self.name),
+                            *_props.resource_name_problems("namespace", self.namespace)])
 
 
 class KubernetesServiceAccount(Construct):
@@ -229,10 +233,11 @@ class KubernetesNamespaceProps:
     labels: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        _props.check_name("name", self.name)
+        found = _props.resource_name_problems("name", self.name)
         if self.name in ("default", "kube-system", "kube-public"):
-            raise errors.forbidden("name", self.name, "(a namespace Kubernetes creates itself)",
-                                   "a namespace of your own, such as ray")
+            found.append(errors.forbidden("name", self.name, "(a namespace Kubernetes creates itself)",
+                                          "a namespace of your own, such as ray"))
+        errors.raise_found(found)
 
 
 class KubernetesNamespace(Construct):

@@ -5,10 +5,11 @@ records through :mod:`raytpu.plan`; no TPU literal appears anywhere else. The ca
 
 - ``topologies``: what GKE can provision as one slice (one shape per size, GKE's per-accelerator-type tables:
   https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus , the same rows as
-  AI-Hypercomputer/xpk ``src/xpk/core/system_characteristics.py`` (explicit lists at aa4255bf L348-604, kept
-  since as ``default_topologies``) and the TPU version pages (https://cloud.google.com/tpu/docs/v6e , /v5e).
+  AI-Hypercomputer/xpk ``src/xpk/core/system_characteristics.py`` (explicit lists in
+  ``UserFacingNameToSystemCharacteristics`` at aa4255bf, kept since as ``default_topologies``) and the TPU version
+  pages (https://cloud.google.com/tpu/docs/v6e , /v5e).
 - ``ray_topologies``: what the pinned Ray (2.60) can reserve as one slice: a recorded copy of Ray's
-  ``VALID_TPU_TOPOLOGY`` (``ray/_private/accelerators/tpu.py:105-131``; ``SlicePlacementGroup`` raises
+  ``ray._private.accelerators.tpu.VALID_TPU_TOPOLOGY`` (``SlicePlacementGroup`` raises
   ``ValueError`` outside it), in GKE's canonical order. A test checks it against Ray's own table.
 
 Per-chip figures: Cloud TPU system architecture pages (https://cloud.google.com/tpu/docs/v4 , /v5e ,
@@ -152,7 +153,7 @@ class Generation:
         min_gke_version_autopilot: The same on Autopilot; None means as on Standard.
         zones: Zones seen offering it (not exhaustive; informational).
         jax_device_kinds: What ``jax.Device.device_kind`` reports for this generation (libtpu's own name for the
-            hardware, independent of the env GKE sets): jax 0.10.2 ``jax/_src/mesh_utils.py:30-37`` names
+            hardware, independent of the env GKE sets): jax 0.10.2 ``jax._src.mesh_utils`` (``_TPU_V4`` ...) names
             ``'TPU v4'``, ``'TPU v5 lite'``, ``'TPU v5e'``, ``'TPU v5p'``, ``'TPU v6 lite'``, ``'TPU7x'``; jax's
             ``_src/tpu_info.py`` (HEAD) also matches ``'TPU v5'`` (v5p) and ``'TPU v6e'``.
         smoke: The smoke check's per-device floors for this generation (:class:`SmokeFloors`); every
@@ -234,7 +235,7 @@ SHAPES_2D = ("1x1", "2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16")
 https://cloud.google.com/tpu/docs/v5e ("The following 2D slice shapes are supported for v5e")."""
 
 SHAPES_V4 = ("2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8", "8x8x12", "8x8x16", "8x16x16")
-"""GKE's v4 table (v4-8 ... v4-4096); xpk aa4255bf system_characteristics.py L592-604."""
+"""GKE's v4 table (v4-8 ... v4-4096); xpk aa4255bf ``UserFacingNameToSystemCharacteristics``, its v4 entries."""
 
 SHAPES_V5P = (
     "2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x4x12", "4x8x8",
@@ -251,17 +252,19 @@ SHAPES_V5P = (
     "4x28x52", "8x8x92", "4x12x124", "4x8x188", "4x20x76", "16x16x24", "12x24x24", "16x20x28",
 )
 """GKE's v5p table (v5p-8 ... v5p-17920, one shape per size, e.g. 4x4x28 = v5p-896, 16x20x28 = 8,960 chips);
-xpk aa4255bf system_characteristics.py L479-576 (``default_topologies`` at HEAD)."""
+xpk aa4255bf ``UserFacingNameToSystemCharacteristics``, its v5p
+entries (``default_topologies`` at HEAD)."""
 
 SHAPES_TPU7X = (*SHAPES_V5P[:-1], "16x16x32", "16x20x28", "16x24x24")
-"""xpk aa4255bf system_characteristics.py L348-447: v5p's table plus 16x16x32 and the full 16x24x24 pod."""
+"""xpk aa4255bf ``UserFacingNameToSystemCharacteristics``, its tpu7x entries: v5p's table plus 16x16x32 and the full
+16x24x24 pod."""
 
 _RAY_3D_SMALL = ("2x2x1", "2x2x2", "2x2x4", "2x4x4")
 
 
 def _ray_box(max_x: int, max_y: int, max_z: int) -> tuple[str, ...]:
-    """Ray's ``_get_larger_3d_topologies`` (tpu.py:85-102) in canonical order: every 4-multiple box up to
-    (max_x, max_y, max_z) in any axis order, written non-decreasing."""
+    """Ray 2.60's ``ray._private.accelerators.tpu._get_larger_3d_topologies`` in canonical order: every 4-multiple
+    box up to (max_x, max_y, max_z) in any axis order, written non-decreasing."""
     shapes = set()
     for x in range(4, max_x + 1, 4):
         for y in range(4, max_y + 1, 4):
@@ -271,9 +274,9 @@ def _ray_box(max_x: int, max_y: int, max_z: int) -> tuple[str, ...]:
 
 
 RAY_2D = ("1x1", "2x2", "2x4", "2x8", "4x4", "4x8", "8x8", "8x16", "16x16")
-"""Ray 2.60 VALID_TPU_TOPOLOGY for v5litepod and v6e (tpu.py:105-131); 2x8 is no GKE shape."""
+"""Ray 2.60 ``ray._private.accelerators.tpu.VALID_TPU_TOPOLOGY`` for v5litepod and v6e; 2x8 is no GKE shape."""
 RAY_V7X = ("2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8", "8x8x16", "8x16x16")
-"""Ray 2.60 VALID_TPU_TOPOLOGY for v7x (tpu.py:119-130): 10 shapes."""
+"""Ray 2.60 ``ray._private.accelerators.tpu.VALID_TPU_TOPOLOGY`` for v7x: 10 shapes."""
 
 
 def _generation_2d(name: str, label: str, prefix: str, hbm: float, hbm_gbps: float, ici_gbps: float,
@@ -377,11 +380,11 @@ def generation(name: str, field: str = "generation") -> Generation:
     """Looks a generation up by name; raises InvalidInput listing the known ones."""
     try:
         return GENERATIONS[name]
-    except KeyError:
-        raise invalid_choice(field, name, GENERATIONS) from None
+    except KeyError as exc:
+        raise invalid_choice(field, name, GENERATIONS) from exc
 
 
-def check_topology(gen: Generation, topology: str, field: str = "topology") -> str:
+def offered_topology(gen: Generation, topology: str, field: str = "topology") -> str:
     """Returns ``topology`` if ``gen`` offers it, else raises an error that says why.
 
     The error distinguishes a malformed string, a 2D/3D mix-up, a non-canonical order (and

@@ -55,7 +55,7 @@ class _Parser(argparse.ArgumentParser):
 
 def fail(field: str, problem: str, valid: str) -> NoReturn:
     """Prints one usage problem in the contract's format and exits 2."""
-    sys.stderr.write(f"error: {field}: {problem}; valid: {valid}\n")
+    report(InvalidInput(field, problem, valid))
     sys.exit(EXIT_INVALID)
 
 

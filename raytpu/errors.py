@@ -92,6 +92,15 @@ class Problems:
             raise InvalidInputs(self.items)
 
 
+def raise_found(found: Sequence[InvalidInput]) -> None:
+    """Raises the problems one pass found, together: a single one as itself (InvalidInput), several as
+    InvalidInputs; nothing when there are none. Every ``*_problems`` check's list ends here."""
+    if len(found) == 1:
+        raise found[0]
+    if found:
+        raise InvalidInputs(found)
+
+
 class RuntimeFailure(RaytpuError):
     """Something ran and failed (an unhealthy slice, a failed job): exit 1.
 

@@ -73,7 +73,7 @@ class JobState:
         return f"{text} ({extra})" if extra else text
 
 
-def apply_guarded(client: KubeClient, obj: Mapping[str, Any], spec: ClusterSpec) -> dict[str, Any]:
+def apply_with_network_policy(client: KubeClient, obj: Mapping[str, Any], spec: ClusterSpec) -> dict[str, Any]:
     """Applies a KubeRay object behind its NetworkPolicy (:func:`raytpu.kuberay.network_policy`): the policy first,
     so none of the object's pods ever runs unguarded, then the object, then the policy again, owned by the object
     (deleted with it). Returns the server's object."""

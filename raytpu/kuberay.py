@@ -38,6 +38,7 @@ from typing import Any
 from raytpu import __version__, errors, pod_security, ray_ports, serving
 from raytpu import network_policy as netpol
 from raytpu.catalog import generation
+from raytpu.errors import InvalidInput
 from raytpu.kinds import RAY_IMAGE, WorkloadKind
 from raytpu.kinds import kind as workload_kind
 from raytpu.plan import TPU_RESOURCE, SlicePlan
@@ -342,23 +343,24 @@ def _own(pods: Pods, kind: str, name: str) -> Pods:
     return replace(pods, labels={**pods.labels, netpol.CLUSTER_LABEL: netpol.cluster_label(kind, name)})
 
 
-def check_name(kind: str, name: str) -> str:
-    """Returns ``name`` if KubeRay accepts it for ``kind``, else raises InvalidInput saying why."""
+def object_name_problems(kind: str, name: str, work: WorkloadSpec | None = None) -> list[InvalidInput]:
+    """What is wrong with ``name`` for a KubeRay object of ``kind`` (running ``work``): KubeRay's length and
+    DNS-1035 rule, then GKE's TPU webhook's shorter limit when the worker group is multi-host."""
     limit = MAX_NAME_LENGTH[kind]
     if len(name) > limit or not _DNS_1035.match(name):
-        raise errors.invalid_value(f"{kind} name", name, "is not a valid KubeRay name",
-                                   f"a DNS-1035 label of at most {limit} characters: lowercase letters, digits, "
-                                   "'-'; starts with a letter")
-    return name
+        return [errors.invalid_value(f"{kind} name", name, "is not a valid KubeRay name",
+                                     f"a DNS-1035 label of at most {limit} characters: lowercase letters, digits, "
+                                     "'-'; starts with a letter")]
+    if work is not None and not work.plan.single_host and len(name) > MULTI_HOST_NAME_LIMIT:
+        return [errors.invalid_value(f"{kind} name", name, f"is longer than {MULTI_HOST_NAME_LIMIT} characters "
+                                     "with a multi-host TPU worker group (GKE's TPU webhook would truncate it)",
+                                     f"at most {MULTI_HOST_NAME_LIMIT} characters (a shorter --run-id)")]
+    return []
 
 
 def _metadata(kind: str, name: str, namespace: str, labels: Mapping[str, str] | None,
               work: WorkloadSpec | None = None) -> dict[str, Any]:
-    check_name(kind, name)
-    if work is not None and not work.plan.single_host and len(name) > MULTI_HOST_NAME_LIMIT:
-        raise errors.invalid_value(f"{kind} name", name, f"is longer than {MULTI_HOST_NAME_LIMIT} characters with a "
-                                   "multi-host TPU worker group (GKE's TPU webhook would truncate it)",
-                                   f"at most {MULTI_HOST_NAME_LIMIT} characters (a shorter --run-id)")
+    errors.raise_found(object_name_problems(kind, name, work))
     meta: dict[str, Any] = {"name": name, "namespace": namespace,
                             "labels": {"app.kubernetes.io/managed-by": "raytpu", **(labels or {})}}
     return meta
@@ -601,7 +603,7 @@ def owned_by(policy: Mapping[str, Any], owner: Mapping[str, Any]) -> dict[str, A
     return {**policy, "metadata": {**policy["metadata"], "ownerReferences": [ref]}}
 
 
-def guarded(objs: Sequence[Mapping[str, Any]], spec: ClusterSpec) -> list[dict[str, Any]]:
+def with_network_policies(objs: Sequence[Mapping[str, Any]], spec: ClusterSpec) -> list[dict[str, Any]]:
     """Each KubeRay object preceded by its NetworkPolicy: the order to apply (and print) them in."""
     return [doc for obj in objs for doc in (network_policy(obj, spec), dict(obj))]
 
@@ -612,7 +614,7 @@ def train_args(run_name: str, mount_path: str = GCS_MOUNT_PATH) -> list[str]:
     ``<mount>/checkpoints`` is a local path to Ray Train (pyarrow's LocalFileSystem), so the run's directory
     ``<mount>/checkpoints/<run_name>`` is :func:`checkpoint_uri` in the bucket, written by the FUSE driver with the
     pod's ``roles/storage.objectUser``. A ``gs://`` storage path would go through pyarrow's GcsFileSystem instead
-    (Ray 2.60 ``ray/train/v2/_internal/execution/storage.py:304-325``, ``FileSystem.from_uri``), whose directory
+    (Ray 2.60 ``ray.train.v2._internal.execution.storage.get_fs_and_path``, ``FileSystem.from_uri``), whose directory
     creation reads the bucket's metadata (apache/arrow ``cpp/src/arrow/filesystem/gcsfs.cc``,
     ``CreateDirMarkerRecursive`` -> ``GetBucketMetadata``): ``storage.buckets.get``, which that role lacks. Ray's
     KubeRay guide checkpoints the same way, under the mount:

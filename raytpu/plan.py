@@ -14,9 +14,9 @@ from raytpu.catalog import (
     MULTI_HOST_CHIPS_PER_VM,
     Generation,
     MachineType,
-    check_topology,
     chips_in,
     generation,
+    offered_topology,
 )
 from raytpu.errors import InvalidInput
 
@@ -116,7 +116,7 @@ def plan_slice(generation_name: str, topology: str, machine_type: str | None = N
         field_prefix: Prepended to field names in errors (``slices[0].``).
     """
     gen = generation(generation_name, f"{field_prefix}generation")
-    check_topology(gen, topology, f"{field_prefix}topology")
+    offered_topology(gen, topology, f"{field_prefix}topology")
     chips = chips_in(topology)
     machine = _machine_for(gen, topology, chips, machine_type, f"{field_prefix}machine_type")
     hosts = max(chips // machine.chips, 1)

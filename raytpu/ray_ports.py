@@ -10,7 +10,8 @@ Audiences (who is admitted, besides the pods of the same Ray cluster, which reac
 - ``metrics``: ``security.metrics_from`` only (a Prometheus scraper).
 
 Ray's other ports (raylet, object manager, workers, Ray Train's and JAX's coordinators) are chosen at run time
-(Ray Train v2 picks the JAX coordinator's port with ``get_address_and_port``, ``ray/train/v2/jax/config.py:155``),
+(Ray Train v2 picks the JAX coordinator's port with ``get_address_and_port``: Ray 2.60
+``ray.train.v2.jax.config._JaxBackend.on_start``),
 so a pod's own cluster reaches every port rather than a list that would break them.
 """
 

@@ -65,7 +65,7 @@ SPEC_LAYER = [ROOT / "raytpu" / f"{name}.py" for name in ("spec", "provisioning"
 
 @pytest.mark.parametrize("path", SPEC_LAYER, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_spec_layer_imports_no_pydantic_cdk_ray_or_jax(path: Path) -> None:
-    """DESIGN.md "The one spec": the spec layer imports neither pydantic, CDK nor Ray (nor JAX)."""
+    """docs/DESIGN.md "The one spec": the spec layer imports neither pydantic, CDK nor Ray (nor JAX)."""
     heavy = {"pydantic", "cdktn", "cdktf", "constructs", "jsii", "ray", "jax", "yaml"}
     assert not top_level(imported_modules(path)) & heavy
     assert not {m for m in imported_modules(path) if m.startswith(("raytpu.config", "raytpu.cli", "raytpu.stacks",

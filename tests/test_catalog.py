@@ -2,9 +2,11 @@
 
 - GKE-provisionable shapes (``Generation.topologies``): explicit tables from GKE's "Plan TPUs" page
   (https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus) and the same rows in
-  AI-Hypercomputer/xpk ``src/xpk/core/system_characteristics.py`` at aa4255bf, L348-604.
+  AI-Hypercomputer/xpk ``src/xpk/core/system_characteristics.py`` at aa4255bf,
+  ``UserFacingNameToSystemCharacteristics``.
 - Ray-reservable shapes (``Generation.ray_topologies``): checked against Ray's own ``VALID_TPU_TOPOLOGY``
-  (ray/_private/accelerators/tpu.py:105-131 in the pinned Ray 2.60.0, importable in the test environment).
+  (``ray._private.accelerators.tpu.VALID_TPU_TOPOLOGY`` in the pinned Ray 2.60.0, importable in the test
+  environment).
 """
 
 from __future__ import annotations
@@ -109,10 +111,10 @@ def test_a_standard_tpu_workers_requests_fit_its_node(machine: str) -> None:
 
 GKE_2D = ("1x1", "2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16")
 """https://cloud.google.com/tpu/docs/v6e (table "Topology | TPU chips | Hosts"), https://cloud.google.com/tpu/docs/v5e;
-xpk aa4255bf system_characteristics.py L450-471 (v6e), L579-584 (v5litepod)."""
+xpk aa4255bf ``UserFacingNameToSystemCharacteristics``, its v6e and v5litepod entries."""
 
 GKE_V4 = ("2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8", "8x8x12", "8x8x16", "8x16x16")
-"""GKE's v4 table, v4-8 ... v4-4096; xpk aa4255bf system_characteristics.py L587-604."""
+"""GKE's v4 table, v4-8 ... v4-4096; xpk aa4255bf ``UserFacingNameToSystemCharacteristics``, its v4 entries."""
 
 GKE_V5P = (
     "2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x4x12", "4x8x8", "4x4x20", "4x8x12", "4x4x28",
@@ -127,11 +129,11 @@ GKE_V5P = (
     "12x20x24", "4x28x52", "8x8x92", "4x12x124", "4x8x188", "4x20x76", "16x16x24", "12x24x24", "16x20x28",
 )
 """GKE's v5p table, v5p-8 ... v5p-17920, one shape per size, in xpk's order; xpk aa4255bf
-system_characteristics.py L479-576."""
+``UserFacingNameToSystemCharacteristics``, its v5p entries."""
 
 GKE_TPU7X = frozenset(GKE_V5P) | {"16x16x32", "16x24x24"}
-"""xpk aa4255bf system_characteristics.py L348-447 (listed alphabetically there): v5p's 96 shapes plus 16x16x32
-and the full 9,216-chip 16x24x24 pod."""
+"""xpk aa4255bf ``UserFacingNameToSystemCharacteristics``'s tpu7x entries (listed alphabetically): v5p's 96 shapes
+plus 16x16x32 and the full 9,216-chip 16x24x24 pod."""
 
 GKE_TABLES: dict[str, frozenset[str]] = {"v4": frozenset(GKE_V4), "v5e": frozenset(GKE_2D), "v5p": frozenset(GKE_V5P),
                                          "v6e": frozenset(GKE_2D), "tpu7x": GKE_TPU7X}
@@ -169,7 +171,7 @@ def test_gke_topologies_have_one_canonical_shape_per_size_ordered_by_chips(name:
 
 KNOWN_GKE = [
     # (generation, topology, chips, hosts, GKE/Ray pod type); https://cloud.google.com/kubernetes-engine/docs/
-    # concepts/plan-tpus, xpk aa4255bf system_characteristics.py L348-604.
+    # concepts/plan-tpus, xpk aa4255bf system_characteristics.py ``UserFacingNameToSystemCharacteristics``.
     ("v5p", "4x4x28", 448, 112, "v5p-896"),
     ("v5p", "16x20x28", 8960, 2240, "v5p-17920"),
     ("v5p", "12x24x24", 6912, 1728, "v5p-13824"),
@@ -206,7 +208,7 @@ def test_v4_tops_at_8x16x16() -> None:
 # ---------------------------------------------------------------------------------------------- Ray-reservable
 
 RAY_NAMES = {"v4": "v4", "v5e": "v5litepod", "v5p": "v5p", "v6e": "v6e", "tpu7x": "v7x"}
-"""Ray's generation names (``VALID_TPU_TYPES``, ray/_private/accelerators/tpu.py:81)."""
+"""Ray's generation names (Ray 2.60 ``ray._private.accelerators.tpu.VALID_TPU_TYPES``)."""
 
 
 def canonical(topology: str) -> str:
@@ -223,12 +225,12 @@ def test_ray_names_match_the_catalogs_pod_prefix_and_accelerator_type(name: str)
     gen = GENERATIONS[name]
     assert RAY_NAMES[name] in VALID_TPU_TYPES
     assert gen.ray_pod_prefix == RAY_NAMES[name]
-    assert normalize_tpu_accelerator_type(gen.ray_accelerator_type) == RAY_NAMES[name]  # tpu.py:620-630
+    assert normalize_tpu_accelerator_type(gen.ray_accelerator_type) == RAY_NAMES[name]
 
 
 @pytest.mark.parametrize("name", list(RAY_NAMES))
 def test_ray_reservable_topologies_are_exactly_rays_table(name: str) -> None:
-    """The recorded ``ray_topologies`` equal Ray 2.60's ``VALID_TPU_TOPOLOGY`` (tpu.py:105-131), canonicalized."""
+    """The recorded ``ray_topologies`` equal Ray 2.60's ``VALID_TPU_TOPOLOGY``, canonicalized."""
     import ray
     from ray._private.accelerators.tpu import VALID_TPU_TOPOLOGY
 
@@ -238,7 +240,7 @@ def test_ray_reservable_topologies_are_exactly_rays_table(name: str) -> None:
 
 @pytest.mark.parametrize("name", list(RAY_NAMES))
 def test_every_recorded_ray_topology_is_spelled_as_ray_accepts_it(name: str) -> None:
-    """Ray checks the string as given (``is_valid_tpu_accelerator_topology``, tpu.py:752-779): the kit's
+    """Ray checks the string as given (Ray 2.60 ``TPUAcceleratorManager.is_valid_tpu_accelerator_topology``): the kit's
     canonical spelling must itself be in Ray's table, not only a permutation of it."""
     from ray._private.accelerators.tpu import VALID_TPU_TOPOLOGY
 
@@ -249,7 +251,7 @@ def test_every_recorded_ray_topology_is_spelled_as_ray_accepts_it(name: str) -> 
 
 
 def test_tpu7x_ray_reservable_is_exactly_ten_shapes() -> None:
-    """Ray 2.60's v7x entry (tpu.py:119-130) lists ten shapes, up to 8x16x16."""
+    """Ray 2.60's v7x entry of ``VALID_TPU_TOPOLOGY`` lists ten shapes, up to 8x16x16."""
     assert GENERATIONS["tpu7x"].ray_topologies == ("2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8",
                                                    "8x8x8", "8x8x16", "8x16x16")
 

@@ -1,4 +1,4 @@
-"""The CLI contract of DESIGN.md: names, exit codes, JSON keys, error format, import boundaries."""
+"""The CLI contract of docs/DESIGN.md: names, exit codes, JSON keys, error format, import boundaries."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ EXAMPLE = ROOT / "raytpu.example.yaml"
 DESCRIBE_KEYS = {"generation", "topology", "machine_type", "gke_accelerator", "hosts", "chips_per_host", "chips",
                  "single_host", "placement", "ray_accelerator_type", "ray_pod_type", "ray_reservable",
                  "hbm_gib_per_chip", "peak_bf16_tflops_per_chip", "node_selector"}
-"""DESIGN.md's describe keys plus ``ray_reservable`` (issue 7: the catalog's two truths, shown side by side)."""
+"""docs/DESIGN.md's describe keys plus ``ray_reservable`` (issue 7: the catalog's two truths, shown side by side)."""
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -64,7 +64,7 @@ def test_describe_elides_rows_of_huge_slices(capsys: pytest.CaptureFixture[str],
 
 # GKE provisions v5p 4x4x28 (v5p-896, 448 chips, 112 hosts:
 # https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus); Ray 2.60's VALID_TPU_TOPOLOGY
-# (ray/_private/accelerators/tpu.py:105-131) has no v5p dimension above 24, so Ray cannot reserve it.
+# (ray._private.accelerators.tpu.VALID_TPU_TOPOLOGY) has no v5p dimension above 24, so Ray cannot reserve it.
 REACHABLE_BY_GKE_ONLY = ("v5p", "4x4x28")
 
 

@@ -222,7 +222,8 @@ def test_every_tpu_pool_is_hardened_tainted_and_joins_its_cluster(pools: dict[st
         # What GKE rewrites on TPU hosts is ignored after create, or the next plan replaces the slice:
         # advanced_machine_features is ForceNew and not Computed (provider node_config.go) and GKE sets
         # threads_per_core=1 on TPU VMs (cloud-foundation-fabric PR #3972); vllm-project/ci-infra ignores the
-        # same on its live TPU pools (terraform/gcp_old/tpu-inference/k8s/clusters.tf:419-436, d7afa9c).
+        # same on its live TPU pools (terraform/gcp_old/tpu-inference/k8s/clusters.tf at d7afa9c, the TPU node
+        # pools' lifecycle.ignore_changes).
         assert pool["lifecycle"]["ignore_changes"] == ["node_config[0].advanced_machine_features",
                                                        "node_config[0].shielded_instance_config",
                                                        "upgrade_settings"], name

@@ -8,7 +8,8 @@ The two shapes are what the Terraform tools write:
   (https://developer.hashicorp.com/terraform/cli/commands/output#json).
 
 ``--stack`` names the cluster stack by its exact id (``<cluster name>-cluster``, ``raytpu.stacks.app.stack_ids``).
-Bad input exits 2 with one line ``error: <field>: <problem>; valid: <...>`` and no traceback (DESIGN: CLI contract).
+Bad input exits 2 with one line ``error: <field>: <problem>; valid: <...>`` and no traceback
+(docs/DESIGN.md, "CLI contract").
 """
 
 from __future__ import annotations

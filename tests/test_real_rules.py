@@ -113,10 +113,11 @@ def maintenance_window_allows_48h(cluster: dict[str, Any]) -> str | None:
 
 
 def tpu_host_drift_ignored(pool: dict[str, Any]) -> str | None:
-    """Node config blocks that are ForceNew (provider node_config.go: ``advanced_machine_features`` at
-    NC:1280-1309, not Computed; ``shielded_instance_config`` at NC:646-670) and that GKE rewrites on TPU hosts
+    """Node config blocks that are ForceNew (provider node_config.go, ``schemaNodeConfig``:
+    ``advanced_machine_features``, not Computed; ``shielded_instance_config``) and that GKE rewrites on TPU hosts
     (``threads_per_core=1``: cloud-foundation-fabric PR #3972; vllm-project/ci-infra ignores both on its live TPU
-    pools, clusters.tf:419-436): unless ignored, the next plan replaces the slice."""
+    pools, clusters.tf's ``lifecycle.ignore_changes`` at d7afa9c): unless ignored, the next plan replaces the
+    slice."""
     ignored = set((pool.get("lifecycle") or {}).get("ignore_changes") or [])
     wanted = {"node_config[0].advanced_machine_features", "node_config[0].shielded_instance_config"}
     return None if wanted <= ignored else f"TPU pool does not ignore {sorted(wanted - ignored)}"

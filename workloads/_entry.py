@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 
-from raytpu.errors import EXIT_RUNTIME, RaytpuError, report
+from raytpu.errors import EXIT_RUNTIME, RaytpuError, RuntimeFailure, report
 
 
 def guarded(body: Callable[[], int]) -> int:
@@ -20,6 +19,8 @@ def guarded(body: Callable[[], int]) -> int:
         report(exc)
         return exc.exit_code
     except ConnectionError as exc:
-        print(f"error: address: cannot reach a Ray cluster ({exc}); valid: RAY_ADDRESS or --address of a "
-              "running cluster (`raytpu local up`)", file=sys.stderr)
+        failure = RuntimeFailure(f"address: cannot reach a Ray cluster ({exc})",
+                                 "RAY_ADDRESS or --address of a running cluster (`raytpu local up`)")
+        failure.__cause__ = exc  # reported, not raised: the cause is set by hand for RAYTPU_DEBUG=1
+        report(failure)
         return EXIT_RUNTIME

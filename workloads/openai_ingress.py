@@ -25,6 +25,8 @@ from fastapi import HTTPException
 from ray.llm._internal.serve.core.configs.openai_api_models import OpenAIHTTPException
 from ray.serve.llm.ingress import OpenAiIngress
 
+from raytpu.errors import RuntimeFailure
+
 
 class OpenAIErrorIngress(OpenAiIngress):
     """``OpenAiIngress`` whose unknown-model 404 has OpenAI's error shape, optionally behind an API key."""
@@ -33,13 +35,13 @@ class OpenAIErrorIngress(OpenAiIngress):
         super().__init__(*args, **kwargs)
         self._api_key = Path(api_key_file).read_text().strip().encode() if api_key_file else None
         if self._api_key == b"":
-            raise ValueError(f"api_key_file {api_key_file}: the file is empty; valid: a file holding the API key")
+            raise RuntimeFailure(f"api_key_file {api_key_file}: the file is empty", "a file holding the API key")
 
     async def _get_model_id(self, model: str | None) -> str:
         try:
             return str(await super()._get_model_id(model))
         except HTTPException as exc:
-            raise OpenAIHTTPException(status_code=exc.status_code, message=str(exc.detail)) from None
+            raise OpenAIHTTPException(status_code=exc.status_code, message=str(exc.detail)) from exc
 
     def _authorize(self, request: Any) -> None:
         if self._api_key is None:

@@ -112,8 +112,8 @@ def _wait_running(app_name: str, deadline: float, progress: Callable[[str], None
             details = {name: d.message for name, d in (app.deployments.items() if app else []) if d.message}
             raise RuntimeFailure(f"serve: app {app_name!r} is {state}: {app.message if app else ''} {details}")
         if time.monotonic() > deadline:
-            raise RuntimeFailure(f"serve: app {app_name!r} still {state} at the deploy timeout; valid: a larger "
-                                 "--deploy-timeout-s")
+            raise RuntimeFailure(f"serve: app {app_name!r} still {state} at the deploy timeout",
+                                 "a larger --deploy-timeout-s")
         time.sleep(1.0)
 
 

@@ -209,7 +209,7 @@ def deploy_serve(cluster: Any, work: Any, timeout_s: float, api_key_file: str | 
     from raytpu.errors import RuntimeFailure
 
     if importlib.util.find_spec("vllm") is None:
-        raise RuntimeFailure(f"local.serve: vLLM is not installed in {sys.executable}'s environment; valid: "
+        raise RuntimeFailure(f"local.serve: vLLM is not installed in {sys.executable}'s environment",
                              "the serve environment (`make serve` builds .venv-serve; then `.venv-serve/bin/raytpu "
                              "local up --slice serve` and `.venv-serve/bin/raytpu local serve`)")
     _progress(f"deploying {work.name} (CPU twin) onto {cluster.address}")

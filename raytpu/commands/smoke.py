@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         raise errors.InvalidInput("slices", "no slice can run a smoke RayJob",
                                   "at least one slice whose provisioning runs a Ray cluster")
     if args.dry_run:
-        print_yaml(kuberay.guarded(jobs, spec))
+        print_yaml(kuberay.with_network_policies(jobs, spec))
         return 0
     if args.upload_core:
         gke.upload_core(gke.upload_target(args.py_modules, outputs.bucket))
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"slice {item.pool_names[index]}: busy ({', '.join(held_by)}); no smoke job", file=sys.stderr)
                 verdicts.append(failed_verdict(job, item.plan, f"in use by {', '.join(held_by)}", "busy"))
                 continue
-            gke.apply_guarded(client, job, spec)
+            gke.apply_with_network_policy(client, job, spec)
             print(f"applied RayJob {job['metadata']['name']}", file=sys.stderr)
             free.append(job)
         states = gke.follow_jobs(client, [j["metadata"]["name"] for j in free], timeout_s=args.timeout_s)
@@ -101,8 +101,8 @@ def run(args: argparse.Namespace) -> int:
             "stack": args.stack, "cluster": outputs.cluster_name, "run_id": suffix, "skipped_slices": skipped,
             "wall_s": round(time.monotonic() - started, 1)})
     except OSError as exc:
-        raise errors.RuntimeFailure(f"--report: cannot write {args.report!r} ({exc.strerror}); valid: a writable "
-                                    "directory") from None
+        raise errors.RuntimeFailure(f"--report: cannot write {args.report!r} ({exc.strerror})",
+                                    "a writable directory") from exc
     print(f"reports: {json_path} {junit_path}", file=sys.stderr)
     gating = set(report.STATES) - {"healthy"} if args.strict else {"unhealthy"}
     bad = [f"{v.get('job') or v.get('slice')} {report.state_of(v)}" for v in verdicts

@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
                                          py_modules=args.py_modules, name=name,
                                          args=kuberay.train_args(name) if work.kind.name == "train" else ())
     if args.dry_run:
-        print_yaml(kuberay.guarded([manifest], spec))
+        print_yaml(kuberay.with_network_policies([manifest], spec))
         return 0
     if args.upload_core:
         gke.upload_core(gke.upload_target(args.py_modules, outputs.bucket))
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
             raise errors.invalid_value("--run-id", name.removeprefix(f"{work.name}-"), f"names RayJob {name}, "
                                        "which exists (run ids are base-36 seconds: two submissions in one second "
                                        "share one)", "a --run-id of no existing run, or resubmit a second later")
-        gke.apply_guarded(client, manifest, spec)
+        gke.apply_with_network_policy(client, manifest, spec)
         kind = manifest["kind"]
         print(f"applied {kind} {name} in namespace {outputs.namespace}", file=sys.stderr)
         if work.kind.name == "train":
@@ -151,8 +151,8 @@ def _wait_service(client: Any, name: str, work: Any, namespace: str, timeout_s: 
     from raytpu import errors, gke, serving
 
     if not gke.wait_for_service(client, name, timeout_s=timeout_s, unreached=unreached):
-        raise errors.RuntimeFailure(f"{name}: RayService not ready after {timeout_s:g}s; valid: a larger "
-                                    "--timeout-s, or the RayService's status conditions")
+        raise errors.RuntimeFailure(f"{name}: RayService not ready after {timeout_s:g}s",
+                                    "a larger --timeout-s, or the RayService's status conditions")
     # KubeRay names the Serve Service <name>-serve-svc (ray-operator/controllers/ray/utils/util.go, v1.7.0)
     print(f"endpoint: http://{name}-serve-svc.{namespace}.svc.cluster.local:{serving.SERVE_PORT}/v1")
     print(f"model: {work.model or serving.DEFAULT_MODEL}")
@@ -174,14 +174,14 @@ def _follow_job(client: Any, name: str, kind_name: str, timeout_s: float) -> int
     finally:
         streamer.stop()
     if not state.done:
-        raise errors.RuntimeFailure(f"{name}: still {state.describe()} after {timeout_s:g}s; valid: a larger "
-                                    "--timeout-s, or the RayJob's status")
+        raise errors.RuntimeFailure(f"{name}: still {state.describe()} after {timeout_s:g}s",
+                                    "a larger --timeout-s, or the RayJob's status")
     verdicts = _show_verdicts(kind_name, lines)
     if not state.succeeded:
-        raise errors.RuntimeFailure(f"{name}: RayJob ended {state.describe()}; valid: see its driver log above")
+        raise errors.RuntimeFailure(f"{name}: RayJob ended {state.describe()}", "see its driver log above")
     if kind_name == "smoke" and not report.all_healthy(verdicts):
-        raise errors.RuntimeFailure(f"{name}: smoke check found an unhealthy slice (or printed no verdict); "
-                                    "valid: every slice healthy")
+        raise errors.RuntimeFailure(f"{name}: smoke check found an unhealthy slice (or printed no verdict)",
+                                    "every slice healthy")
     print(f"RayJob {name}: {state.describe()}", file=sys.stderr)
     return 0
 
@@ -216,8 +216,8 @@ def _run_local(work: Any, args: argparse.Namespace) -> int:
                                    "a job workload (smoke, train)")
     cluster = local.LocalCluster.load(local.run_dir(args.dir))
     if cluster is None:
-        raise errors.RuntimeFailure(f"local: no local cluster recorded in {local.run_dir(args.dir)}; valid: start "
-                                    "one with `raytpu local up`")
+        raise errors.RuntimeFailure(f"local: no local cluster recorded in {local.run_dir(args.dir)}",
+                                    "start one with `raytpu local up`")
     run_name = f"{work.name}-{args.run_id or gke.run_id()}"
     # the run dir stands in for the pods' GCS FUSE mount: <run dir>/checkpoints/<run name>, as on GKE
     extra = kuberay.train_args(run_name, mount_path=cluster.run_dir) if work.kind.name == "train" else []
@@ -225,7 +225,7 @@ def _run_local(work: Any, args: argparse.Namespace) -> int:
     status = local.submit_job(cluster, work.kind.name, *extra, timeout_s=args.timeout_s, sink=_echo(lines))
     _show_verdicts(work.kind.name, lines)
     if status != "SUCCEEDED":
-        raise errors.RuntimeFailure(f"{run_name}: Ray job ended {status}; valid: see its driver log above")
+        raise errors.RuntimeFailure(f"{run_name}: Ray job ended {status}", "see its driver log above")
     print(f"Ray job {run_name}: {status}", file=sys.stderr)
     return 0
 
