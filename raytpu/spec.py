@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from raytpu import errors, kinds, serving
+from raytpu import errors, kinds, vllm_rules
 from raytpu.catalog import RAY_VERSION, generation
 from raytpu.errors import InvalidInput, InvalidInputs, Problems
 from raytpu.kinds import WorkloadKind
@@ -492,12 +492,12 @@ class WorkloadSpec:
         image: Container image of its Ray pods; default its kind's (:attr:`pod_image`).
         slices: How many slices of ``slice`` it spans; default all of them (``slice.count``).
         model: Serving only: the served model name (``/v1/models``), also its source unless ``model_source``
-            is set; default ``serving.DEFAULT_MODEL``.
+            is set; default ``vllm_rules.DEFAULT_MODEL``.
         model_source: Serving only: Hugging Face id or ``gs://BUCKET/PATH`` (read through the pods' GCS FUSE
             mount when it is the kit's bucket); default ``model``.
         max_model_len: Serving only: context length (prompt + completion); default 4096.
         engine_kwargs: Serving only: more vLLM engine args, checked by name against vLLM's
-            (:func:`raytpu.serving.engine_kwargs_problems`).
+            (:func:`raytpu.vllm_rules.engine_kwargs_problems`).
     """
 
     name: str
@@ -538,12 +538,12 @@ class WorkloadSpec:
                                               "only with kinds " + ", ".join(k.name for k in kinds.KINDS.values()
                                                                              if k.takes_model)))
         if self.kind.takes_model:
-            found += serving.slice_problems(self.plan)
-            found += serving.model_source_problems(self.model_source)
+            found += vllm_rules.slice_problems(self.plan)
+            found += vllm_rules.model_source_problems(self.model_source)
             if self.max_model_len is not None:
-                found += range_problems("max_model_len", self.max_model_len, serving.MIN_MAX_MODEL_LEN, 10**7,
+                found += range_problems("max_model_len", self.max_model_len, vllm_rules.MIN_MAX_MODEL_LEN, 10**7,
                                         " tokens")
-            found += serving.engine_kwargs_problems(self.engine_kwargs, self.plan, model=self.model,
+            found += vllm_rules.engine_kwargs_problems(self.engine_kwargs, self.plan, model=self.model,
                                                     model_source=self.model_source)
         if self.slices is not None:
             found += range_problems("slices", self.slices, 1, self.slice.count)

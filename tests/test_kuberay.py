@@ -22,7 +22,7 @@ import pytest
 import yaml
 from crd import effective_pod_labels, operator_errors, schema_errors, webhook_errors
 
-from raytpu import __version__, kinds, kuberay, pod_security, ray_ports, serving
+from raytpu import __version__, kinds, kuberay, pod_security, ray_ports, serving, vllm_rules
 from raytpu.catalog import GENERATIONS, generation
 from raytpu.config import parse
 from raytpu.errors import InvalidInput, InvalidInputs
@@ -87,7 +87,7 @@ def _slice(gen: str = "v6e", topology: str = "4x4", machine: str | None = None, 
 
 def _servable(item: SliceSpec) -> bool:
     """Ray Serve LLM 2.60 places a replica on this slice (not a v5e/v6e 2x4 of 4-chip hosts: test_serving)."""
-    return not serving.slice_problems(item.plan)
+    return not vllm_rules.slice_problems(item.plan)
 
 
 def _work(item: SliceSpec | None = None, kind: str = "smoke", name: str = "w", **extra: Any) -> WorkloadSpec:

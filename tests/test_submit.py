@@ -28,8 +28,8 @@ from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, serving, sta
 
 from raytpu import cli, gke, kuberay, report
 from raytpu.config import parse
-from raytpu.serving import DEFAULT_MODEL
 from raytpu.spec import WorkloadSpec
+from raytpu.vllm_rules import DEFAULT_MODEL
 
 pytestmark = pytest.mark.unit
 
