@@ -1,7 +1,9 @@
 """The one spec: frozen values every layer reads (constructs, stacks, KubeRay builders, CLI, workloads).
 
 ``raytpu.yaml`` is parsed once (:mod:`raytpu.config`, pydantic) and compiled into a :class:`ClusterSpec`;
-its attribute paths are the config's paths (``spec.cluster.labels`` is ``cluster.labels``). Every rule lives
+its attribute paths are the config's paths (``spec.cluster.labels`` is ``cluster.labels``). Each config field is
+declared here once, with its default: the config's structure is derived from these dataclasses (a field written
+other than as its type, such as a workload's ``slice`` name, is listed in :data:`raytpu.config.WRITTEN_AS`). Every rule lives
 here, once: each spec checks its own fields when it is built and raises every problem at once, each named by
 its field (``labels['Team']``); :class:`ClusterSpec` checks what spans its parts (``slices[1].zone`` inside
 ``region``). The config compiler places each problem under the path it built the spec at, so ``raytpu
@@ -311,7 +313,7 @@ class AlertingSpec:
         notification_channels: Cloud Monitoring channels (``projects/P/notificationChannels/N``), at least one.
     """
 
-    notification_channels: tuple[str, ...]
+    notification_channels: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         found = [errors.invalid_value(f"notification_channels[{i}]", c, "is not a notification channel name",
