@@ -121,8 +121,8 @@ def llm_config(work: WorkloadSpec, *, mounted_bucket: str | None = None) -> dict
         "accelerator_type": plan.ray_accelerator_type,
         "accelerator_config": {"kind": "tpu", "topology": plan.topology},
         "engine_kwargs": engine | extra,
-        "deployment_config": {"autoscaling_config": {"min_replicas": work.slice_count,
-                                                     "max_replicas": work.slice_count}},
+        "deployment_config": {"autoscaling_config": {"min_replicas": work.slices_spanned,
+                                                     "max_replicas": work.slices_spanned}},
         "runtime_env": {"env_vars": env},
     }
 
@@ -198,7 +198,7 @@ def ingress_deployment_config(work: WorkloadSpec) -> dict[str, Any]:
     is built from vllm-project/tpu-inference ``docker/Dockerfile``: ``python:3.12-slim-bookworm`` (Debian: bash,
     grep) plus ``apt-get install ... wget``. An image of the team's own must have them too.
     """
-    return {"num_replicas": work.plan.hosts * work.slice_count, "max_replicas_per_node": 1}
+    return {"num_replicas": work.plan.hosts * work.slices_spanned, "max_replicas_per_node": 1}
 
 
 def serve_config(work: WorkloadSpec, *, mounted_bucket: str | None = None, app_name: str = APP_NAME,

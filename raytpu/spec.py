@@ -3,10 +3,10 @@
 ``raytpu.yaml`` is parsed once (:mod:`raytpu.config`, pydantic) and compiled into a :class:`ClusterSpec`;
 its attribute paths are the config's paths (``spec.cluster.labels`` is ``cluster.labels``). Each config field is
 declared here once, with its default: the config's structure is derived from these dataclasses (a field written
-other than as its type, such as a workload's ``slice`` name, is listed in :data:`raytpu.config.WRITTEN_AS`). Every rule lives
-here, once: each spec checks its own fields when it is built and raises every problem at once, each named by
-its field (``labels['Team']``); :class:`ClusterSpec` checks what spans its parts (``slices[1].zone`` inside
-``region``). The config compiler places each problem under the path it built the spec at, so ``raytpu
+other than as its type, such as a workload's ``slice`` name, is listed in :data:`raytpu.config.WRITTEN_AS`).
+Every rule lives here, once: each spec checks its own fields when it is built and raises every problem at once,
+each named by its field (``labels['Team']``); :class:`ClusterSpec` checks what spans its parts (``slices[1].zone``
+inside ``region``). The config compiler places each problem under the path it built the spec at, so ``raytpu
 validate`` reports ``cluster.labels['Team']``. Consumers trust a spec: a spec that exists is valid.
 
 Standard library and the kit's core only: no pydantic, no CDK, no Ray.
@@ -568,8 +568,8 @@ class WorkloadSpec:
         return self.kind.packages if self.image is None else ()
 
     @property
-    def slice_count(self) -> int:
-        """How many slices it spans (``slices``, resolved)."""
+    def slices_spanned(self) -> int:
+        """How many copies of :attr:`slice` it spans: ``slices``, else all of them (``slice.count``)."""
         return self.slice.count if self.slices is None else self.slices
 
     def to_json(self) -> dict[str, Any]:
@@ -600,7 +600,7 @@ class WorkloadSpec:
             if isinstance(exc, InvalidInput | InvalidInputs):
                 raise
             raise errors.invalid_value(WORKLOAD_ENV, text[:80], f"is not a workload spec ({exc})",
-                                       "the JSON of WorkloadSpec.to_json()") from None
+                                       "the JSON of WorkloadSpec.to_json()") from exc
 
 
 # ---------------------------------------------------------------------------------------------- the cluster
@@ -650,7 +650,7 @@ class ClusterSpec:
         """Slice name -> SlicePlan."""
         return {s.name: s.plan for s in self.slices}
 
-    def slice(self, name: str, field: str = "slice") -> SliceSpec:
+    def slice_named(self, name: str, field: str = "slice") -> SliceSpec:
         """The slice called ``name``; InvalidInput listing the names otherwise."""
         for item in self.slices:
             if item.name == name:

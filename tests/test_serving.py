@@ -253,8 +253,8 @@ def test_validate_reports_every_bad_engine_arg_with_exit_2(capsys: pytest.Captur
 
 
 def test_a_2x4_of_two_4_chip_hosts_cannot_be_served_and_validate_says_which_machine_can() -> None:
-    """Ray Serve LLM 2.60 reserves a v5e/v6e 2x4 as one 8-chip host (``get_chips_per_host``,
-    ``ray/_private/accelerators/tpu.py:325``; its ``TPUAccelerator`` passes no ``chips_per_vm``)."""
+    """Ray Serve LLM 2.60 reserves a v5e/v6e 2x4 as one 8-chip host (Ray 2.60
+    ``ray._private.accelerators.tpu.get_chips_per_host``; its ``TPUAccelerator`` passes no ``chips_per_vm``)."""
     problems = _problems(item=_slice("2x4", count=1, machine="ct6e-standard-4t"))
     assert "hosts of 8 chips" in problems["slice"] and problems["slice"].endswith(
         "valid: machine_type ct6e-standard-8t (one host of 8 chips)")
