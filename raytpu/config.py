@@ -80,7 +80,8 @@ def structure_of(spec: type) -> type[BaseModel]:
     """The YAML structure of spec dataclass ``spec``, derived from its fields: one key per field (or its
     :data:`WRITTEN_AS` keys), unknown keys refused; a field without a default is required; a field with one may be
     absent or null, meaning the spec's default (:func:`compile_config` leaves it unset); nested spec dataclasses are
-    nested structures."""
+    nested structures. Not ``TypeAdapter(spec)``: pydantic would run the spec's ``__post_init__`` (its value rules)
+    while checking the structure, and could not build the types written by name (:data:`WRITTEN_AS`)."""
     hints = typing.get_type_hints(spec)
     keys: dict[str, Any] = {}
     for field in dataclasses.fields(spec):
