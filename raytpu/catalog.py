@@ -25,7 +25,8 @@ from functools import cached_property
 from raytpu.errors import InvalidInput, invalid_choice
 
 RAY_VERSION = "2.60.0"
-"""The Ray version whose TPU tables ``ray_topologies`` records (what the kit's images and workloads pin)."""
+"""The one Ray version of the kit: whose TPU tables ``ray_topologies`` records, what the kit's images and job
+packages pin (:mod:`raytpu.kinds`) and the RayCluster's ``spec.rayVersion`` (:mod:`raytpu.kuberay`)."""
 
 RAY_OPERATOR_MIN_GKE_VERSION = "1.30.0-gke.1747000"
 """Oldest GKE version with the Ray Operator add-on: the floor of every cluster the kit makes."""

@@ -1,35 +1,37 @@
-"""``raytpu.yaml``: parsed once with pydantic, compiled once into a :class:`~raytpu.spec.ClusterSpec`.
+"""``raytpu.yaml``: its structure checked by pydantic, then compiled once into a :class:`~raytpu.spec.ClusterSpec`.
 
-Pydantic checks the structure (types, unknown keys); every rule about values lives in :mod:`raytpu.spec`
-(and the registries it uses), which :func:`compile_config` runs while placing each problem under the config
-path it came from (``slices[1].reservation``, ``cluster.labels['Team']``). ``raytpu validate`` reports every
-problem at once; whatever it accepts, every layer accepts.
+Every field is declared once, on its spec dataclass (name, type, default; :mod:`raytpu.spec`,
+:mod:`raytpu.security`). This module derives the YAML structure from those dataclasses (:func:`structure_of`):
+pydantic checks types and unknown keys, and every rule about values lives in the specs (and the registries they
+use), which :func:`compile_config` runs while placing each problem under the config path it came from
+(``slices[1].reservation``, ``cluster.labels['Team']``). ``raytpu validate`` reports every problem at once;
+whatever it accepts, every layer accepts.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import operator
 import os
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from raytpu import errors, kinds
 from raytpu.catalog import GENERATIONS
-from raytpu.errors import InvalidInput, InvalidInputs, Problems
+from raytpu.errors import InvalidInput, InvalidInputs, Problems, join_path
 from raytpu.security import SecuritySpec
 from raytpu.spec import (
     AlertingSpec,
-    AuthorizedNetwork,
     ClusterSpec,
     GkeSpec,
-    HeadPoolSpec,
-    MaintenanceWindowSpec,
     NetworkSpec,
     SliceSpec,
     StorageSpec,
@@ -50,130 +52,71 @@ def default_path(environ: Mapping[str, str] | None = None) -> str:
     return (os.environ if environ is None else environ).get(CONFIG_ENV) or DEFAULT_CONFIG
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+# ---------------------------------------------------------------------------------------------- structure
+
+WRITTEN_AS: dict[tuple[type, str], dict[str, Any]] = {
+    # A slice's plan is written as plan_slice's inputs, its modes by name: SliceSpec.create plans and looks them up.
+    (SliceSpec, "plan"): {"generation": str, "topology": str, "machine_type": str | None},
+    (SliceSpec, "provisioning"): {"provisioning": str},
+    (SliceSpec, "fallback"): {"fallback": tuple[str, ...]},
+    # A workload's kind and slice are written by name: compile_config looks them up.
+    (WorkloadSpec, "kind"): {"kind": str},
+    (WorkloadSpec, "slice"): {"slice": str},
+    # Not configurable.
+    (ClusterSpec, "namespace"): {},
+    (ClusterSpec, "ksa_name"): {},
+}
+"""The one place where a spec field is written in YAML other than as its spec type: (spec, field) -> the YAML keys
+and types that stand for it, in its place. Every other field is written as itself."""
+
+_SPEC_OF: dict[type[BaseModel], type] = {}
+_MODEL_NAMES = {ClusterSpec: "Config", GkeSpec: "ClusterModel"}
+"""Pydantic names a structure's class in a wrong-type message (``instance of clustermodel``): the names messages
+have always shown; any other structure is ``<spec name without Spec>Model``."""
 
 
-class AuthorizedNetworkModel(_Strict):
-    """``cluster.master_authorized_networks[]``."""
-
-    name: str
-    cidr: str
-
-
-class HeadPoolModel(_Strict):
-    """``cluster.head_pool`` (defaults: :class:`raytpu.spec.HeadPoolSpec`)."""
-
-    machine_type: str | None = None
-    min_nodes: int | None = None
-    max_nodes: int | None = None
-
-
-class MaintenanceWindowModel(_Strict):
-    """``cluster.maintenance_window`` (defaults: :class:`raytpu.spec.MaintenanceWindowSpec`)."""
-
-    days: tuple[str, ...] | None = None
-    start_utc: str | None = None
-    hours: int | None = None
+@functools.cache
+def structure_of(spec: type) -> type[BaseModel]:
+    """The YAML structure of spec dataclass ``spec``, derived from its fields: one key per field (or its
+    :data:`WRITTEN_AS` keys), unknown keys refused; a field without a default is required; a field with one may be
+    absent or null, meaning the spec's default (:func:`compile_config` leaves it unset); nested spec dataclasses are
+    nested structures. Not ``TypeAdapter(spec)``: pydantic would run the spec's ``__post_init__`` (its value rules)
+    while checking the structure, and could not build the types written by name (:data:`WRITTEN_AS`)."""
+    hints = typing.get_type_hints(spec)
+    keys: dict[str, Any] = {}
+    for field in dataclasses.fields(spec):
+        required = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+        for key, hint in WRITTEN_AS.get((spec, field.name), {field.name: hints[field.name]}).items():
+            written = _written(hint)
+            keys[key] = (written, ...) if required and not _admits_none(hint) else (written | None, None)
+    name = _MODEL_NAMES.get(spec, spec.__name__.removesuffix("Spec") + "Model")
+    model = create_model(name, __config__=ConfigDict(extra="forbid", frozen=True),
+                         __doc__=f"The YAML structure of :class:`{spec.__module__}.{spec.__name__}`.", **keys)
+    _SPEC_OF[model] = spec
+    return model
 
 
-class ClusterModel(_Strict):
-    """``cluster`` (defaults: :class:`raytpu.spec.GkeSpec`)."""
-
-    name: str
-    mode: str | None = None
-    release_channel: str | None = None
-    deletion_protection: bool | None = None
-    control_plane: str | None = None
-    master_authorized_networks: tuple[AuthorizedNetworkModel, ...] = ()
-    head_pool: HeadPoolModel | None = None
-    labels: dict[str, str] = Field(default_factory=dict)
-    maintenance_window: MaintenanceWindowModel | None = None
+def _written(hint: Any) -> Any:
+    """A spec type as written in YAML: spec dataclasses become their structures, inside unions and tuples too."""
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return structure_of(hint)
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return functools.reduce(operator.or_, (_written(a) for a in args))
+    if origin is tuple:
+        return tuple[tuple(a if a is Ellipsis else _written(a) for a in args)]  # type: ignore[misc]
+    return hint
 
 
-class NetworkModel(_Strict):
-    """``network`` (defaults: :class:`raytpu.spec.NetworkSpec`)."""
-
-    subnet_cidr: str | None = None
-    pods_cidr: str | None = None
-    services_cidr: str | None = None
-    master_cidr: str | None = None
+def _admits_none(hint: Any) -> bool:
+    return type(None) in typing.get_args(hint)
 
 
-class StorageModel(_Strict):
-    """``storage`` (defaults: :class:`raytpu.spec.StorageSpec`)."""
-
-    bucket: str | None = None
-    state_bucket: str | None = None
+Config: Any = structure_of(ClusterSpec)
+"""The whole of ``raytpu.yaml``, as written (structure only; :func:`compile_config` makes it a spec)."""
 
 
-class AlertingModel(_Strict):
-    """``alerting`` (rules: :class:`raytpu.spec.AlertingSpec`)."""
-
-    notification_channels: tuple[str, ...] = ()
-
-
-class SecurityModel(_Strict):
-    """``security`` (defaults and rules: :class:`raytpu.security.SecuritySpec`)."""
-
-    serve_endpoint: str | None = None
-    serve_from: tuple[str, ...] | None = None
-    dashboard_from: tuple[str, ...] | None = None
-    metrics_from: tuple[str, ...] | None = None
-    operator_from: tuple[str, ...] | None = None
-    serve_api_key_secret: str | None = None
-    writable_root_filesystem: bool | None = None
-    run_as_user: int | None = None
-    run_as_group: int | None = None
-
-
-class SliceModel(_Strict):
-    """``slices[]`` (defaults and rules: :class:`raytpu.spec.SliceSpec`)."""
-
-    name: str
-    generation: str
-    topology: str
-    zone: str
-    count: int | None = None
-    provisioning: str | None = None
-    reservation: str | None = None
-    machine_type: str | None = None
-    disk_size_gib: int | None = None
-    max_run_duration_s: int | None = None
-    fallback: tuple[str, ...] = ()
-
-
-class WorkloadModel(_Strict):
-    """``workloads[]`` (defaults and rules: :class:`raytpu.spec.WorkloadSpec`, :mod:`raytpu.kinds`)."""
-
-    name: str
-    kind: str
-    slice: str
-    image: str | None = None
-    slices: int | None = None
-    model: str | None = None
-    model_source: str | None = None
-    max_model_len: int | None = None
-    engine_kwargs: dict[str, Any] | None = None
-
-
-class Config(_Strict):
-    """The whole of ``raytpu.yaml``, as written (structure only; :func:`compile_config` makes it a spec)."""
-
-    project: str
-    region: str
-    cluster: ClusterModel
-    network: NetworkModel = NetworkModel()
-    storage: StorageModel = StorageModel()
-    slices: tuple[SliceModel, ...]
-    workloads: tuple[WorkloadModel, ...] = ()
-    alerting: AlertingModel | None = None
-    security: SecurityModel = SecurityModel()
-
-
-def _given(model: BaseModel) -> dict[str, Any]:
-    """The fields a model was given (unset ones take the spec's default: one default, one place)."""
-    return {k: v for k, v in model.model_dump(exclude_none=True).items() if k in model.model_fields_set}
+# ---------------------------------------------------------------------------------------------- parse, compile
 
 
 def load(path: str | Path | None = None) -> ClusterSpec:
@@ -185,7 +128,7 @@ def load(path: str | Path | None = None) -> ClusterSpec:
     except OSError as exc:
         raise InvalidInput("config", f"cannot read {str(path)!r} ({exc.strerror})",
                            f"a readable config path (start from raytpu.example.yaml; {CONFIG_ENV} names "
-                           f"the default)") from None
+                           f"the default)") from exc
     return parse(text, str(path))
 
 
@@ -198,56 +141,42 @@ def parse(text: str, source: str = DEFAULT_CONFIG) -> ClusterSpec:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or "unreadable YAML"
         raise InvalidInput("config", f"{source} is not valid YAML{where}: {problem}",
-                           "a YAML mapping as in raytpu.example.yaml") from None
+                           "a YAML mapping as in raytpu.example.yaml") from exc
     if not isinstance(data, dict):
         shown = "empty" if data is None else f"a {type(data).__name__}, not a mapping"
         raise InvalidInput("config", f"{source} is {shown}", f"a mapping with keys {_keys(Config)}")
     try:
         config = Config.model_validate(data)
     except ValidationError as exc:
-        raise InvalidInputs([_from_pydantic(e) for e in exc.errors()]) from None
+        raise InvalidInputs([_from_pydantic(e) for e in exc.errors()]) from exc
     return compile_config(config)
 
 
-def compile_config(config: Config) -> ClusterSpec:
-    """Compiles a parsed config into a ClusterSpec: every rule runs once, every problem under its config path.
+def compile_config(config: Any) -> ClusterSpec:
+    """Compiles a parsed :data:`Config` into a ClusterSpec: every rule runs once, every problem under its config path.
 
     The parts (cluster, network, storage, each slice, each workload) are checked first and all their problems
     reported together; the rules that span parts (zones in the region, unique names, Autopilot limits) run
     once every part is valid.
     """
     problems = Problems()
-    cluster = config.cluster
-    networks = [problems.build(f"cluster.master_authorized_networks[{i}]", partial(AuthorizedNetwork, **_given(n)))
-                for i, n in enumerate(cluster.master_authorized_networks)]
-    head_pool = None
-    if cluster.head_pool is not None:  # a broken head pool is reported; the cluster is checked with the default
-        head_pool = problems.build("cluster.head_pool", partial(HeadPoolSpec, **_given(cluster.head_pool)))
-        head_pool = head_pool or HeadPoolSpec()
-    window = MaintenanceWindowSpec()
-    if cluster.maintenance_window is not None:  # a broken window is reported; the cluster is checked with the default
-        window = problems.build("cluster.maintenance_window",
-                                partial(MaintenanceWindowSpec, **_given(cluster.maintenance_window))) or window
-    gke = problems.build("cluster", partial(GkeSpec, **{
-        **_given(cluster), "master_authorized_networks": tuple(n for n in networks if n is not None),
-        "head_pool": head_pool, "maintenance_window": window}))
-    network = problems.build("network", partial(NetworkSpec, **_given(config.network)))
-    storage = problems.build("storage", partial(StorageSpec, **_given(config.storage)))
-    security = problems.build("security", partial(SecuritySpec, **_given(config.security)))
-    alerting = None if config.alerting is None else problems.build(
-        "alerting", partial(AlertingSpec, notification_channels=config.alerting.notification_channels))
-    slices = [problems.build(f"slices[{i}]", partial(SliceSpec.create, **_given(s)))
-              for i, s in enumerate(config.slices)]
+    gke = _build(problems, "cluster", GkeSpec, config.cluster)
+    network = _build(problems, "network", NetworkSpec, config.network)
+    storage = _build(problems, "storage", StorageSpec, config.storage)
+    security = _build(problems, "security", SecuritySpec, config.security)
+    alerting = None if config.alerting is None else _build(problems, "alerting", AlertingSpec, config.alerting)
+    slices = [_build(problems, f"slices[{i}]", SliceSpec, s, SliceSpec.create) for i, s in enumerate(config.slices)]
     built = {s.name: s for s in slices if s is not None}
     names = list(dict.fromkeys(s.name for s in config.slices))
     workloads: list[WorkloadSpec | None] = []  # one entry per config workload (None: it failed)
-    for i, work in enumerate(config.workloads):
+    for i, work in enumerate(config.workloads or ()):
         workloads.append(None)
         if work.slice not in names:
             problems.add(errors.invalid_choice("slice", work.slice, names or ["(none: the config has no slices)"]),
                          f"workloads[{i}]")
         elif work.slice in built:  # a slice that failed to compile has its own problems reported
-            workloads[i] = problems.build(f"workloads[{i}]", partial(_workload, work, built[work.slice]))
+            workloads[i] = _build(problems, f"workloads[{i}]", WorkloadSpec, work,
+                                  partial(_workload, built[work.slice]))
     if problems or gke is None or network is None or storage is None or security is None:
         # The cluster-wide rules still judge the parts that compiled: every problem is reported at once.
         for problem in cluster_problems(project=config.project, region=config.region, cluster=gke, storage=storage,
@@ -264,9 +193,52 @@ def compile_config(config: Config) -> ClusterSpec:
     return spec
 
 
-def _workload(work: WorkloadModel, item: SliceSpec) -> WorkloadSpec:
-    fields = _given(work)
-    return WorkloadSpec(**{**fields, "kind": kinds.kind(fields["kind"]), "slice": item})
+_BROKEN = object()
+"""A nested part that failed its rules and has no default to judge its parent with."""
+
+
+def _build(problems: Problems, path: str, spec: type, written: BaseModel | None,
+           make: Callable[..., Any] | None = None) -> Any:
+    """The spec ``spec`` (built by ``make``, default the class) from its section as written (None: absent): only
+    the keys given, so unset ones take the spec's default; nested sections are built first, under their own paths.
+    None when it has problems, which are recorded under ``path``."""
+    given = {}
+    for key in type(written).model_fields if written is not None else ():
+        value = getattr(written, key)
+        if value is not None:
+            part = _part(problems, join_path(path, key), value)
+            if part is not _BROKEN:
+                given[key] = part
+    return problems.build(path, partial(make or spec, **given))
+
+
+def _part(problems: Problems, path: str, value: Any) -> Any:
+    """One written value as its spec value: a nested section is built (a broken one is reported and its parent is
+    judged with the section's default, or without it, :data:`_BROKEN`); a list keeps the items that built."""
+    if isinstance(value, tuple):
+        items = (_part(problems, f"{path}[{i}]", v) for i, v in enumerate(value))
+        return tuple(v for v in items if v is not _BROKEN)
+    if isinstance(value, BaseModel):
+        spec = _SPEC_OF[type(value)]
+        built = _build(problems, path, spec, value)
+        return _BROKEN if built is None and (built := _default(spec)) is None else built
+    return value
+
+
+def _default(spec: type) -> Any:
+    """The spec built from its defaults alone; None when it has required fields."""
+    try:
+        return spec()
+    except (TypeError, InvalidInput, InvalidInputs):
+        return None
+
+
+def _workload(on: SliceSpec, **given: Any) -> WorkloadSpec:
+    """A workload as written: its kind and slice (``on``) looked up by name."""
+    return WorkloadSpec(**{**given, "kind": kinds.kind(given["kind"]), "slice": on})
+
+
+# ---------------------------------------------------------------------------------------------- structure errors
 
 
 def _from_pydantic(error: Any) -> InvalidInput:
@@ -314,12 +286,11 @@ def _model_at(loc: tuple[Any, ...]) -> Any:
 
 
 def _unwrap(node: Any, index: bool = False) -> Any:
-    args = [a for a in typing.get_args(node) if a is not type(None) and a is not Ellipsis]
-    if index and args:
-        return args[0]
-    if typing.get_origin(node) in (typing.Union, types.UnionType) and args:
-        return args[0]
-    return node
+    """``X | None`` -> ``X``; with ``index``, the item type of a list (``tuple[X, ...]`` -> ``X``)."""
+    if typing.get_origin(node) in (typing.Union, types.UnionType):
+        node = next(a for a in typing.get_args(node) if a is not type(None))
+    args = [a for a in typing.get_args(node) if a is not Ellipsis]
+    return args[0] if index and args else node
 
 
 def _keys(model: Any) -> str:

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from raytpu import errors
+from raytpu.catalog import RAY_VERSION
 
 SUBMISSION_MODES = ("K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode")
-RAY_IMAGE = "rayproject/ray:2.60.0-py311"
+RAY_IMAGE = f"rayproject/ray:{RAY_VERSION}-py311"
 """Default image of Ray pods of job kinds."""
 JAX_VERSION = "0.10.2"
 """The JAX the job kinds pin (``jax[tpu]`` on GKE; the same ``jax`` on CPU in ``requirements.lock``)."""
@@ -100,8 +101,8 @@ KINDS: dict[str, WorkloadKind] = {k.name: k for k in (
                  packages=(f"jax[tpu]=={JAX_VERSION}",), cpu_packages=(f"jax=={JAX_VERSION}",)),
     WorkloadKind("train", "train", "RayJob",
                  JobLimits(active_deadline_s=24 * 3600, pre_running_deadline_s=3600, ttl_s=600),
-                 packages=(f"jax[tpu]=={JAX_VERSION}", "ray[train]==2.60.0"),
-                 cpu_packages=(f"jax=={JAX_VERSION}", "ray[train]==2.60.0")),
+                 packages=(f"jax[tpu]=={JAX_VERSION}", f"ray[train]=={RAY_VERSION}"),
+                 cpu_packages=(f"jax=={JAX_VERSION}", f"ray[train]=={RAY_VERSION}")),
     WorkloadKind("serve", "serve", "RayService", takes_model=True, image=SERVE_IMAGE),
 )}
 """Every kind, by name."""
@@ -113,5 +114,5 @@ def kind(name: str, field: str = "kind") -> WorkloadKind:
     """The kind called ``name``; InvalidInput listing the kinds otherwise."""
     try:
         return KINDS[name]
-    except KeyError:
-        raise errors.invalid_choice(field, name, NAMES) from None
+    except KeyError as exc:
+        raise errors.invalid_choice(field, name, NAMES) from exc

@@ -37,7 +37,7 @@ from typing import Any
 
 from raytpu import __version__, errors, pod_security, ray_ports, serving
 from raytpu import network_policy as netpol
-from raytpu.catalog import generation
+from raytpu.catalog import RAY_VERSION, generation
 from raytpu.errors import InvalidInput
 from raytpu.kinds import RAY_IMAGE, WorkloadKind
 from raytpu.kinds import kind as workload_kind
@@ -47,8 +47,6 @@ from raytpu.security import NAMESPACE_SOURCE, SecuritySpec
 from raytpu.spec import MULTI_HOST_NAME_LIMIT, ClusterSpec, SliceSpec, WorkloadSpec
 
 API_VERSION = "ray.io/v1"
-RAY_VERSION = "2.60.0"
-"""The Ray version the kit's images and workloads are built for (``spec.rayVersion``)."""
 
 GCSFUSE_ANNOTATION = "gke-gcsfuse/volumes"
 GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
@@ -317,9 +315,9 @@ def worker_group(work: WorkloadSpec, pods: Pods, *, autopilot: bool, env: Mappin
     }
     return {
         "groupName": group_name,
-        "replicas": work.slice_count,
-        "minReplicas": work.slice_count,
-        "maxReplicas": work.slice_count,
+        "replicas": work.slices_spanned,
+        "minReplicas": work.slices_spanned,
+        "maxReplicas": work.slices_spanned,
         "numOfHosts": plan.hosts,
         "rayStartParams": {},
         "template": _pod_template(pods, container, node_selector=selector, tolerations=tolerations,

@@ -145,5 +145,5 @@ def mode(name: str, field: str = "provisioning") -> Provisioning:
     """The mode called ``name``; InvalidInput listing the modes otherwise."""
     try:
         return MODES[name]
-    except KeyError:
-        raise errors.invalid_choice(field, name, NAMES) from None
+    except KeyError as exc:
+        raise errors.invalid_choice(field, name, NAMES) from exc

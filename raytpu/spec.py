@@ -1,10 +1,12 @@
 """The one spec: frozen values every layer reads (constructs, stacks, KubeRay builders, CLI, workloads).
 
 ``raytpu.yaml`` is parsed once (:mod:`raytpu.config`, pydantic) and compiled into a :class:`ClusterSpec`;
-its attribute paths are the config's paths (``spec.cluster.labels`` is ``cluster.labels``). Every rule lives
-here, once: each spec checks its own fields when it is built and raises every problem at once, each named by
-its field (``labels['Team']``); :class:`ClusterSpec` checks what spans its parts (``slices[1].zone`` inside
-``region``). The config compiler places each problem under the path it built the spec at, so ``raytpu
+its attribute paths are the config's paths (``spec.cluster.labels`` is ``cluster.labels``). Each config field is
+declared here once, with its default: the config's structure is derived from these dataclasses (a field written
+other than as its type, such as a workload's ``slice`` name, is listed in :data:`raytpu.config.WRITTEN_AS`).
+Every rule lives here, once: each spec checks its own fields when it is built and raises every problem at once,
+each named by its field (``labels['Team']``); :class:`ClusterSpec` checks what spans its parts (``slices[1].zone``
+inside ``region``). The config compiler places each problem under the path it built the spec at, so ``raytpu
 validate`` reports ``cluster.labels['Team']``. Consumers trust a spec: a spec that exists is valid.
 
 Standard library and the kit's core only: no pydantic, no CDK, no Ray.
@@ -21,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from raytpu import errors, kinds, serving
+from raytpu import errors, kinds, vllm_rules
 from raytpu.catalog import RAY_VERSION, generation
 from raytpu.errors import InvalidInput, InvalidInputs, Problems
 from raytpu.kinds import WorkloadKind
@@ -311,7 +313,7 @@ class AlertingSpec:
         notification_channels: Cloud Monitoring channels (``projects/P/notificationChannels/N``), at least one.
     """
 
-    notification_channels: tuple[str, ...]
+    notification_channels: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         found = [errors.invalid_value(f"notification_channels[{i}]", c, "is not a notification channel name",
@@ -492,12 +494,12 @@ class WorkloadSpec:
         image: Container image of its Ray pods; default its kind's (:attr:`pod_image`).
         slices: How many slices of ``slice`` it spans; default all of them (``slice.count``).
         model: Serving only: the served model name (``/v1/models``), also its source unless ``model_source``
-            is set; default ``serving.DEFAULT_MODEL``.
+            is set; default ``vllm_rules.DEFAULT_MODEL``.
         model_source: Serving only: Hugging Face id or ``gs://BUCKET/PATH`` (read through the pods' GCS FUSE
             mount when it is the kit's bucket); default ``model``.
         max_model_len: Serving only: context length (prompt + completion); default 4096.
         engine_kwargs: Serving only: more vLLM engine args, checked by name against vLLM's
-            (:func:`raytpu.serving.engine_kwargs_problems`).
+            (:func:`raytpu.vllm_rules.engine_kwargs_problems`).
     """
 
     name: str
@@ -538,12 +540,12 @@ class WorkloadSpec:
                                               "only with kinds " + ", ".join(k.name for k in kinds.KINDS.values()
                                                                              if k.takes_model)))
         if self.kind.takes_model:
-            found += serving.slice_problems(self.plan)
-            found += serving.model_source_problems(self.model_source)
+            found += vllm_rules.slice_problems(self.plan)
+            found += vllm_rules.model_source_problems(self.model_source)
             if self.max_model_len is not None:
-                found += range_problems("max_model_len", self.max_model_len, serving.MIN_MAX_MODEL_LEN, 10**7,
+                found += range_problems("max_model_len", self.max_model_len, vllm_rules.MIN_MAX_MODEL_LEN, 10**7,
                                         " tokens")
-            found += serving.engine_kwargs_problems(self.engine_kwargs, self.plan, model=self.model,
+            found += vllm_rules.engine_kwargs_problems(self.engine_kwargs, self.plan, model=self.model,
                                                     model_source=self.model_source)
         if self.slices is not None:
             found += range_problems("slices", self.slices, 1, self.slice.count)
@@ -566,8 +568,8 @@ class WorkloadSpec:
         return self.kind.packages if self.image is None else ()
 
     @property
-    def slice_count(self) -> int:
-        """How many slices it spans (``slices``, resolved)."""
+    def slices_spanned(self) -> int:
+        """How many copies of :attr:`slice` it spans: ``slices``, else all of them (``slice.count``)."""
         return self.slice.count if self.slices is None else self.slices
 
     def to_json(self) -> dict[str, Any]:
@@ -598,7 +600,7 @@ class WorkloadSpec:
             if isinstance(exc, InvalidInput | InvalidInputs):
                 raise
             raise errors.invalid_value(WORKLOAD_ENV, text[:80], f"is not a workload spec ({exc})",
-                                       "the JSON of WorkloadSpec.to_json()") from None
+                                       "the JSON of WorkloadSpec.to_json()") from exc
 
 
 # ---------------------------------------------------------------------------------------------- the cluster
@@ -648,7 +650,7 @@ class ClusterSpec:
         """Slice name -> SlicePlan."""
         return {s.name: s.plan for s in self.slices}
 
-    def slice(self, name: str, field: str = "slice") -> SliceSpec:
+    def slice_named(self, name: str, field: str = "slice") -> SliceSpec:
         """The slice called ``name``; InvalidInput listing the names otherwise."""
         for item in self.slices:
             if item.name == name:

@@ -38,7 +38,7 @@ def test_example_config_compiles_to_a_cluster_spec_planning_both_slices() -> Non
         "2x4", 1, "ct6e-standard-8t")
     assert config.bucket == "my-ml-project-ray-tpu-ray"
     assert [w.name for w in config.workloads] == ["smoke", "train", "serve"]
-    assert config.workload("serve").slice is config.slice("serve")
+    assert config.workload("serve").slice is config.slice_named("serve")
 
 
 def test_example_config_takes_the_spec_defaults_for_unset_fields() -> None:
@@ -46,8 +46,8 @@ def test_example_config_takes_the_spec_defaults_for_unset_fields() -> None:
     assert config.cluster.head_pool == spec.HeadPoolSpec()
     assert config.network == spec.NetworkSpec()
     assert config.storage == spec.StorageSpec()
-    assert config.slice("train").disk_gib == spec.DEFAULT_DISK_SIZE_GIB
-    assert config.slice("serve").provisioning is provisioning.MODES["spot"]
+    assert config.slice_named("train").disk_gib == spec.DEFAULT_DISK_SIZE_GIB
+    assert config.slice_named("serve").provisioning is provisioning.MODES["spot"]
     assert config.workload("train").kind is kinds.KINDS["train"]
 
 
@@ -242,14 +242,15 @@ def test_explicit_bucket_lifts_the_default_bucket_length_rule() -> None:
 
 def test_the_same_shape_is_provisionable_without_workloads_and_rejected_with_one() -> None:
     """GKE provisions v5p 4x4x28 (v5p-896; https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus);
-    Ray 2.60 cannot reserve it (ray/_private/accelerators/tpu.py:105-131 has no dimension above 24 for v5p)."""
+    Ray 2.60 cannot reserve it (Ray 2.60 ``ray._private.accelerators.tpu.VALID_TPU_TOPOLOGY`` has no dimension above
+    24 for v5p)."""
     data = example()
     data["slices"][0].update(generation="v5p", topology="4x4x28", zone="us-east5-a")
     only_serve = copy.deepcopy(data)
     only_serve["workloads"] = [w for w in data["workloads"] if w["slice"] != "train"]
     config = parse(yaml.safe_dump(only_serve))
-    assert not config.slice("train").plan.ray_reservable
-    assert (config.slice("train").plan.hosts, config.slice("train").plan.ray_pod_type) == (112, "v5p-896")
+    assert not config.slice_named("train").plan.ray_reservable
+    assert (config.slice_named("train").plan.hosts, config.slice_named("train").plan.ray_pod_type) == (112, "v5p-896")
 
     found = problems_of_config(data)
     assert [p.field for p in found] == ["workloads[0].slice", "workloads[1].slice"]
@@ -288,7 +289,7 @@ def test_every_registered_provisioning_mode_is_accepted(mode: provisioning.Provi
         assert f"slices[{len(data['slices']) - 1}].provisioning" in found
         return
     config = parse(yaml.safe_dump(data))
-    assert config.slice(f"s-{mode.name}").provisioning is mode
+    assert config.slice_named(f"s-{mode.name}").provisioning is mode
 
 
 @pytest.mark.parametrize("kind", kinds.KINDS.values(), ids=lambda k: k.name)

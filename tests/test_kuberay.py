@@ -22,7 +22,7 @@ import pytest
 import yaml
 from crd import effective_pod_labels, operator_errors, schema_errors, webhook_errors
 
-from raytpu import __version__, kinds, kuberay, pod_security, ray_ports, serving
+from raytpu import __version__, kinds, kuberay, pod_security, ray_ports, serving, vllm_rules
 from raytpu.catalog import GENERATIONS, generation
 from raytpu.config import parse
 from raytpu.errors import InvalidInput, InvalidInputs
@@ -87,7 +87,7 @@ def _slice(gen: str = "v6e", topology: str = "4x4", machine: str | None = None, 
 
 def _servable(item: SliceSpec) -> bool:
     """Ray Serve LLM 2.60 places a replica on this slice (not a v5e/v6e 2x4 of 4-chip hosts: test_serving)."""
-    return not serving.slice_problems(item.plan)
+    return not vllm_rules.slice_problems(item.plan)
 
 
 def _work(item: SliceSpec | None = None, kind: str = "smoke", name: str = "w", **extra: Any) -> WorkloadSpec:
@@ -514,7 +514,8 @@ def test_workload_manifests_one_per_workload_valid_and_tokens_kept(mode: str) ->
     assert runtime["py_modules"] == [f"file:///mnt/gcs/raytpu/raytpu-{kuberay.__version__}.zip"]
     assert set(runtime["env_vars"]) == {WORKLOAD_ENV}
     carried = WorkloadSpec.from_env(runtime["env_vars"])
-    assert carried == spec.workload("smoke") and carried.slice_count == 2 and carried.plan == spec.slice("train").plan
+    assert carried == spec.workload("smoke") and carried.slices_spanned == 2
+    assert carried.plan == spec.slice_named("train").plan
     assert kuberay.core_zip_uri("b") == f"gs://b/raytpu/raytpu-{kuberay.__version__}.zip"
     assert train["spec"]["entrypoint"] == (
         "python -m raytpu.workloads.train --storage-path /mnt/gcs/checkpoints --name train")
@@ -564,8 +565,8 @@ def test_smoke_jobs_one_single_slice_job_per_slice_copy_queued_left_out() -> Non
         assert _worker(job)["replicas"] == 1
         assert job["spec"]["entrypoint"] == "python -m raytpu.workloads.smoke"
         carried = WorkloadSpec.from_env(_runtime(job)["env_vars"])
-        assert carried == work and carried.slice_count == 1 and carried.kind.name == "smoke"
-        assert carried.slice == spec.slice(job["metadata"]["labels"][kuberay.SLICE_LABEL])
+        assert carried == work and carried.slices_spanned == 1 and carried.kind.name == "smoke"
+        assert carried.slice == spec.slice_named(job["metadata"]["labels"][kuberay.SLICE_LABEL])
         assert _worker(job)["template"]["spec"]["containers"][0]["image"] == "img"
 
 

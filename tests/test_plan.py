@@ -52,8 +52,8 @@ def test_every_valid_shape_plans_consistently(gen_name: str, topology: str) -> N
 def test_pod_type_agrees_with_rays_inference(gen_name: str, topology: str) -> None:
     """Ray derives the pod type (and the ``TPU-<pod>-head`` resource) itself; ours must match.
 
-    Ray 2.60: ``infer_tpu_pod_type_from_topology`` (ray/_private/accelerators/tpu.py:292-308, a module
-    function that ``reserve_tpu_slice`` calls at tpu.py:522), ``normalize_tpu_accelerator_type`` (tpu.py:620-630).
+    Ray 2.60 ``ray._private.accelerators.tpu.infer_tpu_pod_type_from_topology`` (a module function that
+    ``reserve_tpu_slice`` calls) and ``ray._private.accelerators.tpu.normalize_tpu_accelerator_type``.
     """
     from ray._private.accelerators.tpu import infer_tpu_pod_type_from_topology, normalize_tpu_accelerator_type
 
@@ -65,7 +65,7 @@ def test_pod_type_agrees_with_rays_inference(gen_name: str, topology: str) -> No
 @pytest.mark.parametrize(("gen_name", "topology"), ALL_SHAPES)
 def test_ray_reservable_agrees_with_rays_topology_check(gen_name: str, topology: str) -> None:
     """``ray_reservable`` is what Ray's own check says of the shape as the kit spells it
-    (``TPUAcceleratorManager.is_valid_tpu_accelerator_topology``, ray/_private/accelerators/tpu.py:752-779)."""
+    (Ray 2.60 ``ray._private.accelerators.tpu.TPUAcceleratorManager.is_valid_tpu_accelerator_topology``)."""
     from ray._private.accelerators.tpu import TPUAcceleratorManager
 
     plan = plan_slice(gen_name, topology)
@@ -76,7 +76,7 @@ def test_ray_reservable_agrees_with_rays_topology_check(gen_name: str, topology:
 KNOWN = [
     # (generation, topology, machine type or None) -> (machine type, hosts, chips/host, placement, pod type)
     # GKE: https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus (hosts = chips / 4 when multi-host);
-    # pod types count TensorCores (2 per chip on v4, v5p, tpu7x): Ray's tpu.py:292-308.
+    # pod types count TensorCores (2 per chip on v4, v5p, tpu7x): Ray 2.60 infer_tpu_pod_type_from_topology.
     ("v6e", "1x1", None, "ct6e-standard-1t", 1, 1, "none", "v6e-1"),
     ("v6e", "2x2", None, "ct6e-standard-4t", 1, 4, "none", "v6e-4"),
     ("v6e", "2x4", None, "ct6e-standard-8t", 1, 8, "none", "v6e-8"),

@@ -39,7 +39,7 @@ import pytest
 import yaml
 
 from raytpu import config as config_module
-from raytpu import serving
+from raytpu import vllm_rules
 from raytpu.catalog import GENERATIONS, generation
 from raytpu.errors import InvalidInput, InvalidInputs, problems_of
 from raytpu.kinds import KINDS
@@ -129,13 +129,13 @@ def ray_ready(item: dict[str, Any]) -> bool:
 
 
 def servable(item: dict[str, Any]) -> bool:
-    """Ray Serve LLM places a replica on the slice (raytpu.serving.slice_problems: not a 2x4 of 4-chip hosts)."""
-    return not serving.slice_problems(plan_slice(item["generation"], item["topology"], item.get("machine_type")))
+    """Ray Serve LLM places a replica on the slice (raytpu.vllm_rules.slice_problems: not a 2x4 of 4-chip hosts)."""
+    return not vllm_rules.slice_problems(plan_slice(item["generation"], item["topology"], item.get("machine_type")))
 
 
 def _serving_fields(rng: random.Random, item: dict[str, Any]) -> dict[str, Any]:
     """Some of a serving workload's optional fields, valid for servable slice ``item``: a model the kit knows
-    (raytpu.serving.MODEL_SHAPES) only where the slice's JAX devices, its TP, divide the model's attention heads."""
+    (raytpu.vllm_rules.MODEL_SHAPES) only where the slice's JAX devices, its TP, divide the model's attention heads."""
     fields: dict[str, Any] = {}
     if rng.random() < 0.5:
         fields["model"] = rng.choice(("Qwen/Qwen3-0.6B", "meta-llama/Llama-3.1-8B", "/mnt/gcs/models/m"))
@@ -145,8 +145,8 @@ def _serving_fields(rng: random.Random, item: dict[str, Any]) -> dict[str, Any]:
         fields["max_model_len"] = rng.choice((512, 4096, 32768))
     if rng.random() < 0.3:
         fields["engine_kwargs"] = {"max_num_seqs": rng.randint(1, 256), "enable_prefix_caching": rng.random() < 0.5}
-    shape = serving.MODEL_SHAPES.get(fields.get("model_source") or fields.get("model") or serving.DEFAULT_MODEL)
-    devices = serving.jax_devices(plan_slice(item["generation"], item["topology"], item.get("machine_type")))
+    shape = vllm_rules.MODEL_SHAPES.get(fields.get("model_source") or fields.get("model") or vllm_rules.DEFAULT_MODEL)
+    devices = vllm_rules.jax_devices(plan_slice(item["generation"], item["topology"], item.get("machine_type")))
     if shape is not None and shape.attention_heads % devices:
         fields["model"] = "meta-llama/Llama-3.1-8B"  # no draw: the generator's sequence stays what it was
     return fields

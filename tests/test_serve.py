@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from raytpu import kinds, kuberay, local, serving
+from raytpu import kinds, kuberay, local, serving, vllm_rules
 from raytpu.catalog import GENERATIONS
 from raytpu.config import load
 from raytpu.errors import InvalidInput
@@ -179,13 +179,13 @@ def test_every_slice_shape_gives_a_serve_config_ray_serve_llm_parses() -> None:
 
 
 def test_the_kits_record_of_rays_chips_per_host_is_rays() -> None:
-    """serving.ray_serve_chips_per_host, which validate uses to refuse unservable slices, is Ray's own rule."""
+    """vllm_rules.ray_serve_chips_per_host, which validate uses to refuse unservable slices, is Ray's own rule."""
     from ray._private.accelerators.tpu import get_chips_per_host
 
     for gen in GENERATIONS.values():
         for topology in (t for t in gen.topologies if t in gen.ray_topologies):
             plan = SliceSpec.create(name="s", generation=gen.name, topology=topology, zone=gen.zones[0]).plan
-            assert serving.ray_serve_chips_per_host(plan) == get_chips_per_host(topology, gen.ray_pod_prefix), plan
+            assert vllm_rules.ray_serve_chips_per_host(plan) == get_chips_per_host(topology, gen.ray_pod_prefix), plan
 
 
 def test_the_serving_programs_import_everything_from_the_core_zip_in_the_serve_environment(tmp_path: Path) -> None:
@@ -210,14 +210,14 @@ def test_recorded_engine_args_are_vllms() -> None:
     from vllm.entrypoints.launchers.cli_args import FrontendArgs
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    assert set(serving.VLLM_ENGINE_ARGS) == {f.name for f in dataclasses.fields(AsyncEngineArgs)}
-    assert set(serving.VLLM_FRONTEND_ARGS) == {f.name for f in dataclasses.fields(FrontendArgs)}
+    assert set(vllm_rules.VLLM_ENGINE_ARGS) == {f.name for f in dataclasses.fields(AsyncEngineArgs)}
+    assert set(vllm_rules.VLLM_FRONTEND_ARGS) == {f.name for f in dataclasses.fields(FrontendArgs)}
     parser = FrontendArgs.add_cli_args(AsyncEngineArgs.add_cli_args(FlexibleArgumentParser()))
     dests = {a.dest for a in parser._actions if a.dest != "help"}
-    assert dests <= set(serving.VLLM_ENGINE_ARGS) | set(serving.VLLM_FRONTEND_ARGS)
+    assert dests <= set(vllm_rules.VLLM_ENGINE_ARGS) | set(vllm_rules.VLLM_FRONTEND_ARGS)
     import vllm
 
-    assert vllm.__version__.split("+")[0] == serving.VLLM_VERSION
+    assert vllm.__version__.split("+")[0] == vllm_rules.VLLM_VERSION
 
 
 def test_vllms_parser_rejects_bad_values_the_name_check_lets_through() -> None:

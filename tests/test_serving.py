@@ -16,7 +16,7 @@ import pytest
 import yaml
 from test_cli import EXAMPLE, run_cli
 
-from raytpu import kinds, serving
+from raytpu import kinds, serving, vllm_rules
 from raytpu.errors import InvalidInputs
 from raytpu.spec import SliceSpec, WorkloadSpec
 
@@ -55,8 +55,8 @@ def test_a_multi_host_replica_reserves_one_whole_slice_and_shards_over_all_its_c
 
 def test_a_single_host_slice_serves_the_default_model_on_one_engine_process() -> None:
     llm = serving.llm_config(_work(_slice("2x4", count=3), slices=1))
-    assert llm["model_loading_config"]["model_id"] == serving.DEFAULT_MODEL
-    assert llm["engine_kwargs"] == {"tensor_parallel_size": 8, "max_model_len": serving.DEFAULT_MAX_MODEL_LEN}
+    assert llm["model_loading_config"]["model_id"] == vllm_rules.DEFAULT_MODEL
+    assert llm["engine_kwargs"] == {"tensor_parallel_size": 8, "max_model_len": vllm_rules.DEFAULT_MAX_MODEL_LEN}
     assert "TPU_MULTIHOST_BACKEND" not in llm["runtime_env"]["env_vars"]
     assert llm["deployment_config"]["autoscaling_config"] == {"min_replicas": 1, "max_replicas": 1}  # slices: 1
 
@@ -89,7 +89,7 @@ def _gen_slice(gen: str, topology: str, count: int = 1) -> SliceSpec:
 ])
 def test_a_replica_shards_over_every_jax_device_of_its_slice(gen: str, topology: str, tp: int) -> None:
     item = _gen_slice(gen, topology)
-    assert serving.jax_devices(item.plan) == tp
+    assert vllm_rules.jax_devices(item.plan) == tp
     assert serving.llm_config(_work(item))["engine_kwargs"]["tensor_parallel_size"] == tp
 
 
@@ -106,15 +106,15 @@ def test_a_tpu7x_layout_that_uses_chips_not_devices_is_refused() -> None:
 HEADS = "has 16 attention heads, which tensor_parallel_size"
 """vLLM 0.29.0 vllm/config/model.py ModelConfig.verify_with_parallel_config: heads % TP == 0, else ValueError when the
 engine starts; Qwen/Qwen3-0.6B has 16 attention heads (https://huggingface.co/Qwen/Qwen3-0.6B config.json)."""
-REFUSED = (f"does not divide (vLLM {serving.VLLM_VERSION} refuses it when the engine starts: "
+REFUSED = (f"does not divide (vLLM {vllm_rules.VLLM_VERSION} refuses it when the engine starts: "
            "verify_with_parallel_config)")
 
 
 @pytest.mark.parametrize(("gen", "topology", "extra", "field", "says"), [
     # the field named is what the workload set: the TP itself, else the weights (their TP is the slice's devices)
     ("v6e", "4x8", {}, "model", f"'Qwen/Qwen3-0.6B' {HEADS} 32 (the 32 JAX devices of this slice) {REFUSED}"),
-    ("v6e", "8x8", {"model": serving.DEFAULT_MODEL}, "model", f"'Qwen/Qwen3-0.6B' {HEADS} 64 (the 64 JAX devices"),
-    ("v6e", "4x8", {"model": "chat", "model_source": serving.DEFAULT_MODEL}, "model_source",
+    ("v6e", "8x8", {"model": vllm_rules.DEFAULT_MODEL}, "model", f"'Qwen/Qwen3-0.6B' {HEADS} 64 (the 64 JAX devices"),
+    ("v6e", "4x8", {"model": "chat", "model_source": vllm_rules.DEFAULT_MODEL}, "model_source",
      f"'Qwen/Qwen3-0.6B' {HEADS} 32 (the 32 JAX devices"),
     ("tpu7x", "2x2x4", {}, "model", f"'Qwen/Qwen3-0.6B' {HEADS} 32 (the 32 JAX devices of this slice)"),
     ("v5p", "4x4x4", {"engine_kwargs": {"tensor_parallel_size": 64}}, "engine_kwargs.tensor_parallel_size",
@@ -127,7 +127,7 @@ def test_a_tp_that_does_not_divide_the_default_models_heads_is_refused_with_the_
     problem, valid = problems[field].split("; valid: ")
     assert problem.startswith(says) and problem.endswith("verify_with_parallel_config)")
     plan = _gen_slice(gen, topology).plan
-    per_host = serving.jax_devices(plan) // plan.hosts
+    per_host = vllm_rules.jax_devices(plan) // plan.hosts
     assert valid.startswith(f"pipeline_parallel_size {plan.hosts} (one stage per host, tensor_parallel_size "
                             f"{per_host}), or a {gen} slice of at most 16 JAX devices (")
     assert valid.endswith("or another model (model / model_source; vLLM checks its heads when the engine starts)")
@@ -137,7 +137,7 @@ def test_a_tp_that_does_not_divide_the_default_models_heads_is_refused_with_the_
     ("v6e", "4x8", {"engine_kwargs": {"pipeline_parallel_size": 8}}),  # TP 4 per host-stage divides 16
     ("tpu7x", "2x2x4", {"engine_kwargs": {"pipeline_parallel_size": 4}}),  # TP 8
     ("v6e", "4x8", {"model": "org/m"}),  # a model the kit does not know: vLLM checks it when the engine starts
-    ("v6e", "4x8", {"model": serving.DEFAULT_MODEL, "model_source": "gs://b/models/big"}),
+    ("v6e", "4x8", {"model": vllm_rules.DEFAULT_MODEL, "model_source": "gs://b/models/big"}),
     ("v6e", "4x4", {}),
     ("tpu7x", "2x2x2", {}),
 ])
@@ -253,13 +253,13 @@ def test_validate_reports_every_bad_engine_arg_with_exit_2(capsys: pytest.Captur
 
 
 def test_a_2x4_of_two_4_chip_hosts_cannot_be_served_and_validate_says_which_machine_can() -> None:
-    """Ray Serve LLM 2.60 reserves a v5e/v6e 2x4 as one 8-chip host (``get_chips_per_host``,
-    ``ray/_private/accelerators/tpu.py:325``; its ``TPUAccelerator`` passes no ``chips_per_vm``)."""
+    """Ray Serve LLM 2.60 reserves a v5e/v6e 2x4 as one 8-chip host (Ray 2.60
+    ``ray._private.accelerators.tpu.get_chips_per_host``; its ``TPUAccelerator`` passes no ``chips_per_vm``)."""
     problems = _problems(item=_slice("2x4", count=1, machine="ct6e-standard-4t"))
     assert "hosts of 8 chips" in problems["slice"] and problems["slice"].endswith(
         "valid: machine_type ct6e-standard-8t (one host of 8 chips)")
     _work(_slice("2x4", count=1, machine="ct6e-standard-8t"))
-    assert serving.ray_serve_chips_per_host(_slice("4x4").plan) == 4
+    assert vllm_rules.ray_serve_chips_per_host(_slice("4x4").plan) == 4
 
 
 def _recorded_cluster(tmp_path: Path, topology: str) -> str:

@@ -274,11 +274,11 @@ def test_slice_spec_derived_values() -> None:
 
 def test_cluster_spec_lookups_list_the_known_names() -> None:
     cluster = a_cluster(a_slice(), a_slice(name="serve", topology="2x4"), workloads=(a_workload(),))
-    assert cluster.slice("serve").plan.topology == "2x4"
+    assert cluster.slice_named("serve").plan.topology == "2x4"
     assert cluster.plans == {"train": plan_slice("v6e", "4x4"), "serve": plan_slice("v6e", "2x4")}
     assert cluster.bucket == "my-ml-project-ray-tpu-ray"
     with pytest.raises(InvalidInput) as exc:
-        cluster.slice("nope")
+        cluster.slice_named("nope")
     assert (exc.value.field, exc.value.valid) == ("slice", "train, serve")
     with pytest.raises(InvalidInput) as exc:
         cluster.workload("nope")
@@ -292,7 +292,8 @@ def test_with_slice_and_with_workload_check_the_cluster_rules() -> None:
     cluster = a_cluster()
     bigger = cluster.with_slice(a_slice(name="serve", topology="2x4"))
     assert [s.name for s in bigger.slices] == ["train", "serve"]
-    assert bigger.with_workload(a_workload(bigger.slice("serve"), kind="serve")).workloads[0].slice.name == "serve"
+    serve = bigger.slice_named("serve")
+    assert bigger.with_workload(a_workload(serve, kind="serve")).workloads[0].slice.name == "serve"
     assert [p.field for p in problems(lambda: cluster.with_slice(a_slice(topology="2x2")))] == ["slices[1].name"]
     assert [p.field for p in problems(lambda: cluster.with_workload(a_workload(a_slice(name="x"))))] == [
         "workloads[0].slice"]

@@ -28,8 +28,8 @@ from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, serving, sta
 
 from raytpu import cli, gke, kuberay, report
 from raytpu.config import parse
-from raytpu.serving import DEFAULT_MODEL
 from raytpu.spec import WorkloadSpec
+from raytpu.vllm_rules import DEFAULT_MODEL
 
 pytestmark = pytest.mark.unit
 
@@ -462,7 +462,7 @@ def test_smoke_one_job_per_slice_copy_reports_and_exits_1_on_unhealthy(
     assert doc["healthy"] is False and doc["skipped_slices"] == ["dws"] and doc["run_id"] == "n1"
     assert [v["job"] for v in doc["slices"]] == names
     assert doc["slices"][2]["checks"][0]["detail"].startswith("no RAYTPU_SMOKE_VERDICT line")
-    serve = config.slice("serve").plan  # a job that gave no verdict is still described by its slice's plan
+    serve = config.slice_named("serve").plan  # a job that gave no verdict is still described by its slice's plan
     assert {k: doc["slices"][2][k] for k in ("generation", "topology", "pod_type", "hosts_expected")} == {
         "generation": serve.generation, "topology": serve.topology, "pod_type": serve.ray_pod_type,
         "hosts_expected": serve.hosts}
@@ -548,8 +548,8 @@ def test_smoke_jobs_carry_their_slices_spec_and_queued_slices_are_skipped_with_a
     spec = parse(CONFIG)
     for job in jobs:
         carried = carried_spec(job)
-        assert carried.kind.name == "smoke" and carried.slice_count == 1
-        assert carried.slice == spec.slice(job["metadata"]["labels"][kuberay.SLICE_LABEL])
+        assert carried.kind.name == "smoke" and carried.slices_spanned == 1
+        assert carried.slice == spec.slice_named(job["metadata"]["labels"][kuberay.SLICE_LABEL])
         assert job["spec"]["entrypoint"] == "python -m raytpu.workloads.smoke"
     assert err.splitlines() == ["warning: slice dws: skipped (queued provisioning cannot run a RayJob with workers)"]
     assert fake.server.requests == []

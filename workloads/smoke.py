@@ -1135,11 +1135,11 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         if not ray.is_initialized():
             ray.init(address=args.address or os.environ.get("RAY_ADDRESS") or "auto", log_to_driver=False,
                      logging_level=logging.ERROR)
-        slices = wait_for_hosts(plan, work.slice_count, args.slice_name, args.check_timeout_s)
+        slices = wait_for_hosts(plan, work.slices_spanned, args.slice_name, args.check_timeout_s)
         for inv in slices.values():
             verdicts.append(check_slice(plan, inv, args, faults))
-        for i in range(len(verdicts), 1 if args.slice_name else work.slice_count):
-            inv = SliceInventory(f"<missing {plan.ray_pod_type} slice {i + 1} of {work.slice_count}>",
+        for i in range(len(verdicts), 1 if args.slice_name else work.slices_spanned):
+            inv = SliceInventory(f"<missing {plan.ray_pod_type} slice {i + 1} of {work.slices_spanned}>",
                                  hosts_expected=plan.hosts)
             verdicts.append(check_slice(plan, inv, args, faults))
     except Exception as exc:  # e.g. no Ray cluster to reach: still a verdict, naming the cause

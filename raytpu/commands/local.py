@@ -90,7 +90,7 @@ def config_slice_plan(spec: Any, slice_name: str | None = None) -> Any:
     if slice_name is None:
         trains = [w.slice for w in spec.workloads if w.kind.name == "train"]
         return (trains[0] if trains else spec.slices[0]).plan
-    return spec.slice(slice_name, "--slice").plan
+    return spec.slice_named(slice_name, "--slice").plan
 
 
 def _cluster(args: argparse.Namespace) -> Any:

@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
                               suffix=suffix)
     skipped = [s.name for s in spec.slices if not s.provisioning.runs_ray]
     for name in skipped:
-        print(f"warning: slice {name}: skipped ({spec.slice(name).provisioning.name} provisioning cannot run a "
+        print(f"warning: slice {name}: skipped ({spec.slice_named(name).provisioning.name} provisioning cannot run a "
               "RayJob with workers)", file=sys.stderr)
     if not jobs:
         raise errors.InvalidInput("slices", "no slice can run a smoke RayJob",
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
             client.check_schema(jobs[0], kuberay.MIN_KUBERAY_VERSION)  # every smoke job has the same fields
         free = []
         for job in jobs:
-            item = spec.slice(job["metadata"]["labels"][kuberay.SLICE_LABEL])
+            item = spec.slice_named(job["metadata"]["labels"][kuberay.SLICE_LABEL])
             index = int(job["metadata"]["name"].removesuffix(f"-{suffix}").rsplit("-", 1)[1])
             held_by = occupancy.holders(client, item, index, spec.cluster.autopilot)
             if held_by:
@@ -119,7 +119,7 @@ def _job_verdicts(client: Any, job: dict[str, Any], state: Any, spec: Any, timeo
 
     name = job["metadata"]["name"]
     found = report.parse_verdict_lines("\n".join(client.job_logs(name)))
-    plan = spec.slice(job["metadata"]["labels"][kuberay.SLICE_LABEL]).plan
+    plan = spec.slice_named(job["metadata"]["labels"][kuberay.SLICE_LABEL]).plan
     if not found:
         never_ran = state.deployment in ("", "New", "Initializing", "Waiting") or "PreRunning" in state.reason
         reason = occupancy.unschedulable_reason(client, name) if never_ran or not state.done else None

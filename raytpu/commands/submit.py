@@ -148,14 +148,14 @@ def _wait_service(client: Any, name: str, work: Any, namespace: str, timeout_s: 
                   unreached: str | None = None) -> int:
     """Waits until the RayService serves, then prints its in-cluster OpenAI endpoint and model; ``unreached`` is
     printed if the operator shows it cannot reach the head (:func:`raytpu.gke.wait_for_service`)."""
-    from raytpu import errors, gke, serving
+    from raytpu import errors, gke, serving, vllm_rules
 
     if not gke.wait_for_service(client, name, timeout_s=timeout_s, unreached=unreached):
         raise errors.RuntimeFailure(f"{name}: RayService not ready after {timeout_s:g}s",
                                     "a larger --timeout-s, or the RayService's status conditions")
     # KubeRay names the Serve Service <name>-serve-svc (ray-operator/controllers/ray/utils/util.go, v1.7.0)
     print(f"endpoint: http://{name}-serve-svc.{namespace}.svc.cluster.local:{serving.SERVE_PORT}/v1")
-    print(f"model: {work.model or serving.DEFAULT_MODEL}")
+    print(f"model: {work.model or vllm_rules.DEFAULT_MODEL}")
     service = client.get("Service", f"{name}-serve-svc")  # a load balancer's address, once GKE has given one
     for ingress in ((service or {}).get("status", {}).get("loadBalancer", {}).get("ingress") or [])[:1]:
         print(f"load balancer: http://{ingress.get('ip') or ingress.get('hostname')}:{serving.SERVE_PORT}/v1")
