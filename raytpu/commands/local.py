@@ -209,7 +209,7 @@ def deploy_serve(cluster: Any, work: Any, timeout_s: float, api_key_file: str | 
     from raytpu.errors import RuntimeFailure
 
     if importlib.util.find_spec("vllm") is None:
-        raise RuntimeFailure(f"local.serve: vLLM is not installed in {sys.executable}'s environment; valid: "
+        raise RuntimeFailure(f"local.serve: vLLM is not installed in {sys.executable}'s environment",
                              "the serve environment (`make serve` builds .venv-serve; then `.venv-serve/bin/raytpu "
                              "local up --slice serve` and `.venv-serve/bin/raytpu local serve`)")
     _progress(f"deploying {work.name} (CPU twin) onto {cluster.address}")
@@ -218,8 +218,8 @@ def deploy_serve(cluster: Any, work: Any, timeout_s: float, api_key_file: str | 
                               timeout_s=timeout_s + 60, echo=_echo, work=work)
     found = dict(line.split(": ", 1) for line in done.stdout.splitlines() if ": " in line)
     if done.returncode != 0 or not {"endpoint", "model"} <= found.keys():
-        raise RuntimeFailure(f"local.serve: the serve workload exited {done.returncode} without an endpoint; "
-                             "valid: its log above")
+        raise RuntimeFailure(f"local.serve: the serve workload exited {done.returncode} without an endpoint",
+                             "its log above")
     return found["endpoint"].strip(), found["model"].strip()
 
 
