@@ -28,72 +28,22 @@ The modules, one job each:
 - :mod:`~raytpu.local.jobs`: workloads as drivers or through Ray's Job Submission API;
 - :mod:`~raytpu.local.memory`: the memory a cluster's processes hold.
 
-This package re-exports what callers use as ``local.X``. A test that replaces a function replaces it in the
-module that reads it (``raytpu.local.launch.free_port``), not here.
+This package re-exports what callers use as ``local.X``; the rest lives in its module. A test that replaces a
+function replaces it in the module that reads it (``raytpu.local.launch.free_port``), not here.
 
 Standard library and psutil at import; ``ray`` is imported inside the functions that talk to the cluster.
 """
 
 from __future__ import annotations
 
-from raytpu.local.connection import wait_for_nodes
-from raytpu.local.emulation import ENV_EMULATED, host_env, slice_names
+from raytpu.local.emulation import host_env, slice_names
 from raytpu.local.jobs import run_workload, submit_job, workload_command
-from raytpu.local.launch import HEAD_CPUS, HOST_CPUS, OBJECT_STORE_BYTES
-from raytpu.local.memory import PeakMemory, memory_bytes, tree_processes
-from raytpu.local.procs import kill_host, node_alive, stop, tagged_processes
-from raytpu.local.startup import add_host, start, start_slots, start_timeout_s
-from raytpu.local.state import (
-    DEFAULT_RUN_DIR,
-    ENV_CLUSTER,
-    ENV_RUN_DIR,
-    ENV_TMP_PREFIX,
-    STATE_FILE,
-    TMP_PREFIX,
-    LocalCluster,
-    NodeProc,
-    Progress,
-    auth_token_file,
-    run_dir,
-    temp_prefix,
-)
-from raytpu.local.status_table import HostStatus, render_status, status
+from raytpu.local.memory import PeakMemory, tree_processes
+from raytpu.local.procs import kill_host, stop, tagged_processes
+from raytpu.local.startup import add_host, start, start_slots
+from raytpu.local.state import ENV_CLUSTER, ENV_TMP_PREFIX, TMP_PREFIX, LocalCluster, NodeProc, run_dir, temp_prefix
+from raytpu.local.status_table import render_status, status
 
-__all__ = [
-    "DEFAULT_RUN_DIR",
-    "ENV_CLUSTER",
-    "ENV_EMULATED",
-    "ENV_RUN_DIR",
-    "ENV_TMP_PREFIX",
-    "HEAD_CPUS",
-    "HOST_CPUS",
-    "OBJECT_STORE_BYTES",
-    "STATE_FILE",
-    "TMP_PREFIX",
-    "HostStatus",
-    "LocalCluster",
-    "NodeProc",
-    "PeakMemory",
-    "Progress",
-    "add_host",
-    "auth_token_file",
-    "host_env",
-    "kill_host",
-    "memory_bytes",
-    "node_alive",
-    "render_status",
-    "run_dir",
-    "run_workload",
-    "slice_names",
-    "start",
-    "start_slots",
-    "start_timeout_s",
-    "status",
-    "stop",
-    "submit_job",
-    "tagged_processes",
-    "temp_prefix",
-    "tree_processes",
-    "wait_for_nodes",
-    "workload_command",
-]
+__all__ = ["ENV_CLUSTER", "ENV_TMP_PREFIX", "TMP_PREFIX", "LocalCluster", "NodeProc", "PeakMemory", "add_host",
+           "host_env", "kill_host", "render_status", "run_dir", "run_workload", "slice_names", "start", "start_slots",
+           "status", "stop", "submit_job", "tagged_processes", "temp_prefix", "tree_processes", "workload_command"]
