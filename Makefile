@@ -62,7 +62,7 @@ typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy tests bench examples/platform_app/app.py
 
 # The unit tier runs on every core (its tests share nothing); the tiers that start Ray clusters or CDK synths run
-# one test at a time, as a cluster's start is sized for the whole machine (raytpu/node_start.py).
+# one test at a time, as a cluster's start is sized for the whole machine (raytpu/local/diagnose.py).
 PYTEST_PARALLEL := --numprocesses=auto --maxprocesses=4
 
 test: setup $(SERVE_VENV)/.installed lint typecheck

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from raytpu import local, node_start
+from raytpu import local
 from raytpu.config import load
 from raytpu.errors import RuntimeFailure
+from raytpu.local import diagnose, launch
 from raytpu.plan import SlicePlan, plan_slice
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "raytpu.example.yaml"
@@ -166,7 +167,7 @@ def test_local_cli_up_rejects_an_impossible_slice(tmp_path: Path) -> None:
 @pytest.mark.slice
 @pytest.mark.timeout(300)
 def test_a_node_that_loses_a_port_race_is_started_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = local._free_port
+    real = launch.free_port
     calls = {"n": 0}
 
     def clashing() -> int:  # the head's first two ports collide, as when the kernel reoffers a port
@@ -175,7 +176,7 @@ def test_a_node_that_loses_a_port_race_is_started_again(tmp_path: Path, monkeypa
             return 50007  # one port, three times
         return real()
 
-    monkeypatch.setattr(local, "_free_port", clashing)
+    monkeypatch.setattr(launch, "free_port", clashing)  # where startup and launch read it
     lines: list[str] = []
     cluster = local.start(plan_slice("v6e", "2x2"), 1, tmp_path, progress=lines.append)
     try:
@@ -188,7 +189,7 @@ def test_a_node_that_loses_a_port_race_is_started_again(tmp_path: Path, monkeypa
         started = time.monotonic()
         with pytest.raises(RuntimeFailure, match="GCS unreachable: the head stopped") as failed:
             local.add_host(cluster, cluster.slices[0], 0)
-        assert time.monotonic() - started < node_start.REGISTER_WAIT_S, failed.value
+        assert time.monotonic() - started < diagnose.REGISTER_WAIT_S, failed.value
         assert "raytpu local down" in str(failed.value)
     finally:
         local.stop(tmp_path)
@@ -228,7 +229,7 @@ def test_an_agent_past_rays_fixed_wait_is_seen_at_once_and_its_host_started_agai
         hosts_started = next(t for t, line in lines if "at a time" in line)
         told = [(t, line) for t, line in lines if "agent too slow" in line]
         assert len(told) == 1 and "worker 1" in told[0][1] and "no other node starting" in told[0][1], lines
-        assert told[0][0] - hosts_started < node_start.REGISTER_WAIT_S, lines  # before `ray start` gives up
+        assert told[0][0] - hosts_started < diagnose.REGISTER_WAIT_S, lines  # before `ray start` gives up
         assert (tmp_path / "held-once").exists()
         rows = local.status(cluster)
         assert [(r.slice_name, r.worker_id, r.alive) for r in rows] == [

@@ -1,4 +1,4 @@
-"""raytpu.node_start: a failed ``ray start`` told by its real cause, from the lines Ray 2.60.0 really writes.
+"""raytpu.local.diagnose: a failed ``ray start`` told by its real cause, from the lines Ray 2.60.0 really writes.
 
 Each log line below was captured from Ray 2.60.0 on this kind of machine (the emulator's own failures: a port held
 by another process, an agent held back past the raylet's wait, a host whose GCS was gone). The agent case is also
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from raytpu import local
-from raytpu.node_start import AGENT_PORT_WAIT_S, Cause, agent_abort, diagnose
+from raytpu.local.diagnose import AGENT_PORT_WAIT_S, Cause, agent_abort, diagnose
 
 pytestmark = pytest.mark.unit
 

@@ -218,8 +218,8 @@ def deploy_serve(cluster: Any, work: Any, timeout_s: float, api_key_file: str | 
                               timeout_s=timeout_s + 60, echo=_echo, work=work)
     found = dict(line.split(": ", 1) for line in done.stdout.splitlines() if ": " in line)
     if done.returncode != 0 or not {"endpoint", "model"} <= found.keys():
-        raise RuntimeFailure(f"local.serve: the serve workload exited {done.returncode} without an endpoint; "
-                             "valid: its log above")
+        raise RuntimeFailure(f"local.serve: the serve workload exited {done.returncode} without an endpoint",
+                             "its log above")
     return found["endpoint"].strip(), found["model"].strip()
 
 

@@ -13,8 +13,8 @@ or ``RAY_*`` variable sets:
   raylet died long before.
 
 The dashboard agent imports most of Ray's dashboard (about 3 CPU-seconds), so on a busy 2-core machine several
-agents starting at once miss the 15 s. :mod:`raytpu.local` therefore starts hosts a few at a time
-(:func:`raytpu.local.start_slots`), watches each raylet's log to learn of that abort as it happens rather than
+agents starting at once miss the 15 s. :mod:`raytpu.local.startup` therefore starts hosts a few at a time
+(:func:`raytpu.local.startup.start_slots`), watches each raylet's log to learn of that abort as it happens rather than
 30 s later, and restarts only what a restart can fix: a lost port race on new ports, a slow agent alone.
 
 Standard library only.
@@ -70,8 +70,8 @@ class StartFailure:
 _PORT_SIGNS = ("address already in use", "already occupied", "failed to start the grpc server",
                "used by other components", "port number")
 """Ray 2.60.0's words for a port that another process holds: the dashboard's ``Failed to bind to ... because it's
-already occupied`` (``ray/_private/services.py``), the GCS's ``Failed to start the grpc server. The specified port
-is N`` (``src/ray/rpc/grpc_server.cc``), the OS's ``Address already in use``."""
+already occupied`` (``ray._private.services.start_api_server``), the GCS's ``Failed to start the grpc server. The
+specified port is N`` (``GrpcServer::Run``, ``src/ray/rpc/grpc_server.cc``), the OS's ``Address already in use``."""
 _MEMORY_SIGNS = ("cannot allocate memory", "memoryerror", "[errno 12]", "no space left on device", "std::bad_alloc")
 _GCS_SIGNS = ("failed to connect to gcs", "timed out while waiting for gcs to become available",
               "unable to connect to gcs")

@@ -1,0 +1,101 @@
+"""Workloads on a local cluster, run as a RayJob's entrypoint would run them: as a driver process
+(:func:`run_workload`) or through Ray's Job Submission API (:func:`submit_job`), the spec in ``RAYTPU_WORKLOAD``.
+"""
+
+from __future__ import annotations
+
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from raytpu.errors import RuntimeFailure
+from raytpu.kinds import kind
+from raytpu.local.connection import speak_auth
+from raytpu.local.emulation import ENV_EMULATED
+from raytpu.local.procs import signal_group
+from raytpu.local.state import LocalCluster, Progress
+from raytpu.spec import WorkloadSpec
+
+
+def workload_command(kind_name: str, *extra: str) -> list[str]:
+    """``python -m raytpu.workloads.<program> ...``: what the RayJob entrypoint of kind ``kind_name`` runs."""
+    return [sys.executable, "-m", kind(kind_name).module, *extra]
+
+
+def run_workload(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: float = 600.0,
+                 echo: Progress | None = None, work: WorkloadSpec | None = None) -> subprocess.CompletedProcess[str]:
+    """Runs a workload as a driver process on the cluster (as a RayJob entrypoint would, its spec in
+    ``RAYTPU_WORKLOAD``: ``work``, default :meth:`LocalCluster.workload`); bounded. stderr lines are passed to
+    ``echo`` as they come (progress), stdout is captured.
+
+    Raises:
+        RuntimeFailure: the workload ran past ``timeout_s`` (it is killed).
+    """
+    cmd = workload_command(kind_name, *extra)
+    env = cluster.driver_env() | (work or cluster.workload(kind_name)).env()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    err_lines: list[str] = []
+    out_parts: list[str] = []
+
+    def pump() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            err_lines.append(line)
+            if echo is not None:
+                echo(line.rstrip("\n"))
+
+    # one reader per pipe: `communicate` would read stderr too and take lines from under `pump` (seen under load:
+    # a failed smoke run's stderr came back empty)
+    readers = [threading.Thread(target=pump, daemon=True),
+               threading.Thread(target=lambda: out_parts.append(proc.stdout.read() if proc.stdout else ""),
+                                daemon=True)]
+    for reader in readers:
+        reader.start()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired as exc:
+        signal_group(proc.pid, signal.SIGKILL)  # the driver leads its own session: its whole group goes
+        proc.wait()
+        raise RuntimeFailure(f"local.{kind_name}: the workload ran past {timeout_s:g}s and was killed") from exc
+    for reader in readers:
+        reader.join(timeout=30)
+    return subprocess.CompletedProcess(cmd, proc.returncode, "".join(out_parts), "".join(err_lines))
+
+
+def submit_job(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: float = 600.0,
+               sink: Progress | None = None, poll_s: float = 1.0) -> str:
+    """Submits a workload through Ray's Job Submission API (as KubeRay's submitter does on GKE), streams its
+    driver log to ``sink`` and returns its final status (``SUCCEEDED``, ``FAILED``, ``STOPPED``).
+
+    The job gets its spec in ``RAYTPU_WORKLOAD`` (runtime env), exactly as a RayJob's entrypoint does.
+
+    Raises:
+        RuntimeFailure: the job did not finish within ``timeout_s`` (it is stopped).
+    """
+    speak_auth(cluster)  # the client sends the cluster's token
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    client = JobSubmissionClient(cluster.dashboard)
+    env = cluster.workload(kind_name).env() | {ENV_EMULATED: "1"}
+    job_id = client.submit_job(entrypoint=shlex.join(workload_command(kind_name, *extra)),
+                               runtime_env={"env_vars": env})
+    say = sink or (lambda _line: None)
+    shown = 0
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status = client.get_job_status(job_id)
+        logs = client.get_job_logs(job_id)
+        for line in logs[shown:].splitlines():
+            say(line)
+        shown = len(logs)
+        if status in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED):
+            return str(status.value)
+        if time.monotonic() > deadline:
+            client.stop_job(job_id)
+            raise RuntimeFailure(f"local.{kind_name}: job {job_id} still {status.value} after {timeout_s:g}s",
+                                 "a larger --timeout-s")
+        time.sleep(poll_s)

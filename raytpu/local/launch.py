@@ -1,0 +1,111 @@
+"""One ``ray start --block`` process: its command line, its environment, its ports, its log and temp dir.
+
+Each node runs as the leader of a new session (``ray start`` keeps its daemons in its process group), is
+recorded in the state file as soon as it is launched, and carries the cluster's tag
+(:data:`raytpu.local.state.ENV_CLUSTER`), so :func:`raytpu.local.procs.stop` finds it whatever happens next.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from raytpu.errors import RuntimeFailure
+from raytpu.local import procs
+from raytpu.local.emulation import WEBHOOK_ENV, host_env
+from raytpu.local.state import ENV_CLUSTER, LocalCluster, NodeProc
+from raytpu.plan import SlicePlan
+
+HOST_CPUS = 2
+"""Logical CPUs per emulated host: one for the slice bundle, one spare for helpers."""
+HEAD_CPUS = 2
+OBJECT_STORE_BYTES = 128 * 1024 * 1024
+
+_PORTS_GIVEN: set[int] = set()
+"""Ports already handed out by this process (the kernel may offer a just-closed port again)."""
+
+
+def free_port() -> int:
+    """A free TCP port not handed out before by this process."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _PORTS_GIVEN:
+            _PORTS_GIVEN.add(port)
+            return port
+    raise RuntimeFailure("local: no free TCP port found")
+
+
+def _base_env(cluster: LocalCluster) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in WEBHOOK_ENV and k != "RAY_ADDRESS"}
+    env.update({"RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1", ENV_CLUSTER: cluster.temp_dir,
+                **cluster.auth_env()})
+    return env
+
+
+def _ray_exe() -> str:
+    beside = Path(sys.executable).parent / "ray"
+    return str(beside) if beside.exists() else (shutil.which("ray") or "ray")
+
+
+def _node_args(cluster: LocalCluster, head: bool, temp: str) -> list[str]:
+    """``ray start`` for one node. Ray picks every port of a host itself (node manager and object manager 0, each
+    agent binds 0 and writes its port file), so hosts starting together never race for ports; only the head's GCS,
+    dashboard and Ray client ports are the emulator's (they must be known in advance, and Ray 2.60.0 refuses 0 for
+    the client server's: ``ray._private.parameter.RayParams._check_usage``)."""
+    args = [_ray_exe(), "start", "--disable-usage-stats", "--temp-dir", temp, "--include-log-monitor", "false",
+            "--object-store-memory", str(OBJECT_STORE_BYTES), "--node-ip-address", "127.0.0.1",
+            # Ray's default is a fixed 52365, which every second node on one machine would lose
+            "--dashboard-agent-listen-port", "0", "--log-style", "record"]
+    if head:
+        port = cluster.address.rsplit(":", 1)[1]
+        # the dashboard serves Ray's Job Submission API (`raytpu submit --local`), as the head on GKE does
+        dashboard_port = cluster.dashboard.rsplit(":", 1)[1]
+        args += ["--head", "--port", port, "--num-cpus", str(HEAD_CPUS), "--include-dashboard", "true",
+                 "--dashboard-host", "127.0.0.1", "--dashboard-port", dashboard_port,
+                 "--ray-client-server-port", str(free_port())]
+    else:
+        args += ["--address", cluster.address]
+    return args
+
+
+def _spawn(cluster: LocalCluster, role: str, env: dict[str, str], args: list[str], name: str, temp: str,
+           slice_name: str = "", worker_id: int = -1) -> NodeProc:
+    """Runs ``ray start`` as the leader of a new session; the node's daemons stay in its process group."""
+    log = Path(cluster.run_dir) / "logs" / f"{name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, cwd=cluster.run_dir)
+    procs.track(proc)
+    node = NodeProc(role=role, pid=proc.pid, log=str(log), slice_name=slice_name, worker_id=worker_id, temp=temp)
+    cluster.nodes.append(node)
+    cluster.save()
+    return node
+
+
+def _node_temp(cluster: LocalCluster) -> str:
+    """A new node's own ``--temp-dir`` (its session, logs and sockets): one per start attempt."""
+    return f"{cluster.temp_dir}/{len(cluster.nodes)}-{secrets.token_hex(2)}"
+
+
+def start_head(cluster: LocalCluster) -> NodeProc:
+    """Launches the head (no TPU; the GCS, the dashboard and its Job Submission API)."""
+    temp = _node_temp(cluster)
+    return _spawn(cluster, "head", _base_env(cluster), _node_args(cluster, True, temp), "head", temp)
+
+
+def start_host(cluster: LocalCluster, plan: SlicePlan, slice_name: str, worker_id: int) -> NodeProc:
+    """Launches one emulated TPU host: the webhook's environment and ``{"TPU": chips_per_host}``."""
+    env = _base_env(cluster) | host_env(plan, slice_name, worker_id)
+    temp = _node_temp(cluster)
+    args = [*_node_args(cluster, False, temp), "--num-cpus", str(HOST_CPUS),
+            "--resources", json.dumps({"TPU": plan.chips_per_host})]
+    return _spawn(cluster, "host", env, args, f"{slice_name}-w{worker_id}", temp, slice_name, worker_id)

@@ -1,0 +1,174 @@
+"""The run directory and its state file: what one local cluster is, so ``raytpu local up|status|down`` work across
+invocations.
+
+A run directory (``$RAYTPU_LOCAL_DIR``, default ``.raytpu/local`` under the working directory) holds
+``cluster.json`` (:class:`LocalCluster`: every node's PID, the cluster's address and private Ray temp dir), the
+nodes' logs and the cluster's Ray auth token.
+
+Standard library at import (plus the kit's spec layer).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from raytpu.catalog import generation
+from raytpu.errors import invalid_value
+from raytpu.kinds import kind
+from raytpu.kuberay import AUTH_MODE
+from raytpu.local.emulation import ENV_EMULATED, WEBHOOK_ENV
+from raytpu.plan import SlicePlan
+from raytpu.spec import SliceSpec, WorkloadSpec
+
+STATE_FILE = "cluster.json"
+ENV_RUN_DIR = "RAYTPU_LOCAL_DIR"
+ENV_CLUSTER = "RAYTPU_LOCAL_CLUSTER"
+"""Set to the cluster's private temp dir in every process of a local cluster (nodes, their workers, drivers
+started by :func:`raytpu.local.jobs.run_workload`): how :func:`raytpu.local.procs.stop` and the test suite find
+them all, reparented or not."""
+
+DEFAULT_RUN_DIR = Path(".raytpu") / "local"
+TMP_PREFIX = "/tmp/raytpu-"
+ENV_TMP_PREFIX = "RAYTPU_LOCAL_TMP_PREFIX"
+
+Progress = Callable[[str], None]
+"""Where a long operation reports its milestones, one line each (the CLI writes them to stderr)."""
+
+
+@dataclass
+class NodeProc:
+    """One ``ray start --block`` process (a process-group leader) and what it emulates.
+
+    Attributes:
+        role: ``head`` or ``host``.
+        pid: PID of the ``ray start`` process; also its process group id.
+        log: Its stdout/stderr file.
+        slice_name: The emulated slice (``TPU_NAME``); empty for the head.
+        worker_id: ``TPU_WORKER_ID``; -1 for the head.
+        killed: True once :func:`raytpu.local.procs.kill_host` has taken it down on purpose.
+        temp: The node's own ``--temp-dir`` (its Ray session and logs).
+    """
+
+    role: str
+    pid: int
+    log: str
+    slice_name: str = ""
+    worker_id: int = -1
+    killed: bool = False
+    temp: str = ""
+
+
+@dataclass
+class LocalCluster:
+    """The recorded state of one local emulated cluster (``<run dir>/cluster.json``).
+
+    Attributes:
+        run_dir: Where state and logs live.
+        temp_dir: Ray's private temp dir (short, under /tmp, for unix socket paths).
+        address: GCS address ``host:port`` (what ``ray.init(address=...)`` and ``RAY_ADDRESS`` take).
+        plan: The SlicePlan of every slice, as JSON.
+        slices: Emulated slice names (``TPU_NAME``), one per slice.
+        nodes: Every process started, head first.
+        started_s: Seconds from the first ``ray start`` until every node had registered.
+        dashboard: URL of the head's dashboard (Ray's Job Submission API).
+        auth_token_path: The file holding the cluster's Ray auth token (:func:`auth_token_file`).
+    """
+
+    run_dir: str
+    temp_dir: str
+    address: str
+    plan: dict[str, Any]
+    slices: list[str]
+    nodes: list[NodeProc] = field(default_factory=list)
+    started_s: float = 0.0
+    dashboard: str = ""
+    auth_token_path: str = ""
+
+    def auth_env(self) -> dict[str, str]:
+        """Ray's token authentication, as on GKE (``raytpu.kuberay.AUTH_MODE``): every node, worker and driver
+        of the cluster reads the token from :attr:`auth_token_path` (``RAY_AUTH_TOKEN_PATH``)."""
+        return {"RAY_AUTH_MODE": AUTH_MODE, "RAY_AUTH_TOKEN_PATH": self.auth_token_path}
+
+    @property
+    def slice_plan(self) -> SlicePlan:
+        """The SlicePlan every slice of this cluster follows."""
+        return SlicePlan.from_json(self.plan)
+
+    @property
+    def slice_spec(self) -> SliceSpec:
+        """The emulated slices as one SliceSpec (``count`` = slices here), what workloads are given."""
+        plan = self.slice_plan
+        return SliceSpec(name="local", plan=plan, zone=generation(plan.generation).zones[0], count=len(self.slices))
+
+    def workload(self, kind_name: str) -> WorkloadSpec:
+        """The spec a workload of ``kind_name`` run on these slices receives (``RAYTPU_WORKLOAD``)."""
+        return WorkloadSpec(name=f"local-{kind_name}", kind=kind(kind_name), slice=self.slice_spec)
+
+    def hosts(self, slice_name: str | None = None) -> list[NodeProc]:
+        """Host processes (not killed), optionally of one slice."""
+        return [n for n in self.nodes if n.role == "host" and not n.killed
+                and (slice_name is None or n.slice_name == slice_name)]
+
+    def save(self) -> None:
+        """Writes the state file atomically, nodes in (head, slice, worker id) order whatever order they started
+        in: every listing of the cluster reads them in that order."""
+        rank = {name: i for i, name in enumerate(self.slices)}
+        self.nodes.sort(key=lambda n: (n.role != "head", rank.get(n.slice_name, len(rank)), n.worker_id))
+        path = Path(self.run_dir) / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, run_dir: str | Path) -> LocalCluster | None:
+        """The cluster recorded in ``run_dir``, or None when there is none."""
+        path = Path(run_dir) / STATE_FILE
+        if not path.exists():
+            return None
+        data = json.loads(path.read_text())
+        data["nodes"] = [NodeProc(**n) for n in data.get("nodes", [])]
+        return cls(**data)
+
+    def driver_env(self) -> dict[str, str]:
+        """Environment for a driver process (``python -m raytpu.workloads.smoke``) on this cluster."""
+        env = {k: v for k, v in os.environ.items() if k not in WEBHOOK_ENV}
+        env.update({"RAY_ADDRESS": self.address, ENV_EMULATED: "1", "RAY_USAGE_STATS_ENABLED": "0",
+                    ENV_CLUSTER: self.temp_dir, **self.auth_env()})
+        return env
+
+
+def run_dir(explicit: str | Path | None = None) -> Path:
+    """The run directory: ``explicit``, else ``$RAYTPU_LOCAL_DIR``, else ``./.raytpu/local``."""
+    chosen = explicit or os.environ.get(ENV_RUN_DIR) or DEFAULT_RUN_DIR
+    return Path(chosen).resolve()
+
+
+def temp_prefix() -> str:
+    """Prefix of a new cluster's private Ray temp dir: ``$RAYTPU_LOCAL_TMP_PREFIX`` (tests), else ``/tmp/raytpu-``.
+
+    Always under ``/tmp/raytpu-`` (short unix socket paths; :func:`raytpu.local.procs.stop` only sweeps such dirs).
+    """
+    prefix = os.environ.get(ENV_TMP_PREFIX, TMP_PREFIX)
+    if not prefix.startswith(TMP_PREFIX) or "/" in prefix[len(TMP_PREFIX):]:
+        raise invalid_value(ENV_TMP_PREFIX, prefix, f"must start with {TMP_PREFIX} and name no subdirectory",
+                            f"{TMP_PREFIX}<letters>-")
+    return prefix
+
+
+def auth_token_file(where: Path) -> Path:
+    """The cluster's Ray auth token file: this process's own token when it has one (``RAY_AUTH_TOKEN`` or
+    ``RAY_AUTH_TOKEN_PATH``; Ray caches one token per process, so every cluster one process drives shares it),
+    else a new random token in ``<run dir>/auth_token`` (mode 0600)."""
+    given = os.environ.get("RAY_AUTH_TOKEN_PATH")
+    if given and Path(given).is_file():
+        return Path(given).resolve()
+    path = (where / "auth_token").resolve()  # absolute: every node runs in the run dir, the driver may not
+    path.touch(mode=0o600)
+    path.write_text(os.environ.get("RAY_AUTH_TOKEN") or secrets.token_hex(32))
+    return path
