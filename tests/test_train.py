@@ -249,11 +249,11 @@ def test_no_free_slice_fails_after_bounded_retries(cluster: local.LocalCluster, 
 
     import ray
 
-    from raytpu.workloads import smoke
+    from raytpu.workloads import slices
 
     ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR)
     try:
-        held = smoke.reserve_slice(cluster.slice_plan, timeout_s=60)  # the only slice is busy
+        held = slices.reserve_slice(cluster.slice_plan, timeout_s=60)  # the only slice is busy
         started = time.monotonic()
         done = local.run_workload(cluster, "train", "--storage-path", str(tmp_path), "--steps", "5",
                                   "--start-timeout-s", "5", "--slice-retries", "1", timeout_s=200)
