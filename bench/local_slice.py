@@ -3,7 +3,7 @@
     .venv/bin/python bench/local_slice.py [--repeats 3] [--config raytpu.example.yaml] [--json]
 
 Each repeat starts a fresh cluster (head + one Ray node per emulated host), connects a driver, reserves
-the whole slice ``--reservations`` times (``raytpu.workloads.smoke.reserve_slice``: completeness check,
+the whole slice ``--reservations`` times (``raytpu.workloads.slices.reserve_slice``: completeness check,
 head claim, pinned ``slice_placement_group``, bounded wait), runs the smoke workload as a driver process
 (as a RayJob would), and tears the cluster down. Prints medians (and min/max) as a table.
 
@@ -37,7 +37,7 @@ def one_repeat(plan: SlicePlan, reservations: int) -> dict[str, float]:
     import ray
     from ray.util.placement_group import placement_group, remove_placement_group
 
-    from raytpu.workloads import smoke
+    from raytpu.workloads import slices
 
     with tempfile.TemporaryDirectory(prefix="raytpu-bench-") as directory:
         started = time.monotonic()
@@ -48,7 +48,7 @@ def one_repeat(plan: SlicePlan, reservations: int) -> dict[str, float]:
             latencies: dict[str, list[float]] = {"reserve_s": [], "plain_pg_s": []}
             for _ in range(reservations):  # interleaved: the kit's reservation, then the bare primitive
                 started = time.monotonic()
-                held = smoke.reserve_slice(plan, timeout_s=60)
+                held = slices.reserve_slice(plan, timeout_s=60)
                 latencies["reserve_s"].append(time.monotonic() - started)
                 held.release()
                 time.sleep(0.2)  # let the removal settle before the next reservation

@@ -1,32 +1,15 @@
 """Smoke verdicts: find them in logs, render them as a table, write them as JSON and JUnit XML.
 
-The smoke workload prints exactly one line ``RAYTPU_SMOKE_VERDICT {json}`` per slice it checked.
-The JSON object (a *verdict*) has these keys::
-
-    slice: str            the TPU slice's name (TPU_NAME / ray.io/tpu-slice-name)
-    healthy: bool
-    generation, topology, pod_type: str
-    hosts_expected, hosts_found: int
-    duration_s: float
-    checks: [{name: str, ok: bool, detail: str, value: number|null, expected: number|null,
-              informational?: bool}]   informational: reported, does not gate on this hardware (ok is then true)
-    hosts: [{worker_id: int, node_id: str, ip: str, devices: int, ok: bool, problems: [str]}]
-    perf?: [{metric: str, unit: str, worker_id: int|null, device: int|null, value: number|null,
-             reference: number|null, ratio: number|null, min_ratio: number|null, gates: bool,
-             peer_ratio: number|null, min_peer_ratio: number|null, ok: bool}]
-                          one row per device and metric (matmul_tflops, hbm_bandwidth) and one per slice-wide
-                          figure (allreduce_busbw, allreduce_busbw_<x|y|z> for each mesh axis alone,
-                          allreduce_latency): ratio = value / reference (the catalog's per-device figure; for
-                          all-reduces the bus bandwidth the topology should reach, raytpu.catalog.expected_busbw),
-                          gated by min_ratio where ``gates``; peer_ratio = value / the slice's
-                          median, gated by min_peer_ratio everywhere; ok = no gating threshold missed
-    injected?: [str]      fault injection that was active (tests, drills)
+The smoke workload prints exactly one line ``RAYTPU_SMOKE_VERDICT {json}`` per slice it checked; the JSON object
+is a :class:`Verdict` (its keys are the CLI contract: ``smoke.json`` holds the same objects). The readers below
+take any verdict-shaped mapping and read it with defaults: a line another version of the smoke check printed may
+lack keys.
 
 Standard library only: ``raytpu local smoke``, ``raytpu smoke`` and ``raytpu demo`` all use it.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: Python 3.11's TypedDict reads NotRequired only from evaluated
+# annotations (stringified ones leave every key in __required_keys__).
 import json
 import math
 import os
@@ -34,7 +17,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 MARKER = "RAYTPU_SMOKE_VERDICT"
 OK_MARK = "✓"
@@ -45,7 +28,75 @@ MARKDOWN_NAME = "smoke.md"
 
 _LINE = re.compile(rf"{MARKER}\s+(\{{.*\}})\s*$")
 
-Verdict = dict[str, Any]
+
+class Check(TypedDict):
+    """One check of a slice: ``ok`` False fails the slice unless ``informational``."""
+
+    name: str
+    ok: bool
+    detail: str
+    value: float | None
+    expected: float | None
+    informational: NotRequired[bool]  # reported, does not gate on this hardware (ok is then true)
+
+
+class HostRow(TypedDict):
+    """One host of a slice (by TPU worker id) and what is wrong with it."""
+
+    worker_id: int
+    node_id: str
+    ip: str
+    devices: int
+    ok: bool
+    problems: list[str]
+
+
+class PerfRow(TypedDict):
+    """One figure: per device and metric (``matmul_tflops``, ``hbm_bandwidth``), or slice-wide (``worker_id`` and
+    ``device`` None: ``allreduce_busbw``, ``allreduce_busbw_<x|y|z>`` for each mesh axis alone, ``allreduce_latency``).
+
+    ``ratio`` = value / reference (the catalog's per-device figure; for all-reduces the bus bandwidth the topology
+    should reach, ``raytpu.catalog.expected_busbw``), gated by ``min_ratio`` where ``gates``; ``peer_ratio`` = value /
+    the slice's median, gated by ``min_peer_ratio`` everywhere; ``ok``: no gating threshold missed.
+    """
+
+    metric: str
+    unit: str
+    worker_id: int | None
+    device: int | None
+    value: float | None
+    reference: float | None
+    ratio: float | None
+    min_ratio: float | None
+    gates: bool
+    peer_ratio: float | None
+    min_peer_ratio: float | None
+    ok: bool
+
+
+class Verdict(TypedDict):
+    """What the smoke check found on one slice: the JSON object of a verdict line.
+
+    ``slice`` is the TPU slice's name (``TPU_NAME`` / ``ray.io/tpu-slice-name``). ``perf``: the smoke workload always
+    writes it; a verdict made for a job that gave none (``raytpu smoke``) has none. ``injected``: fault injection
+    that was active (tests, drills). ``state``: set by ``raytpu smoke`` for a slice it did not check (one of
+    :data:`STATES`), else it follows ``healthy``. ``job``: the RayJob that checked the slice (``raytpu smoke``).
+    """
+
+    slice: str
+    healthy: bool
+    generation: str
+    topology: str
+    pod_type: str
+    hosts_expected: int
+    hosts_found: int
+    duration_s: float
+    checks: list[Check]
+    hosts: list[HostRow]
+    perf: NotRequired[list[PerfRow]]
+    injected: NotRequired[list[str]]
+    state: NotRequired[str]
+    job: NotRequired[str]
 
 
 def format_verdict_line(verdict: Mapping[str, Any]) -> str:
@@ -88,9 +139,9 @@ def parse_verdict_lines(text: str) -> list[Verdict]:
     """Every verdict in ``text`` (a whole log), in order; lines that fail to parse are skipped.
 
     The marker may be preceded by a log prefix (``(pid=..)``, a timestamp); the JSON runs to the end
-    of the line.
+    of the line. An object with ``slice`` and ``healthy`` counts as a verdict (the readers default the rest).
     """
-    found = []
+    found: list[Verdict] = []
     for line in text.splitlines():
         if MARKER not in line:
             continue
@@ -102,7 +153,7 @@ def parse_verdict_lines(text: str) -> list[Verdict]:
         except json.JSONDecodeError:
             continue
         if isinstance(data, dict) and "slice" in data and "healthy" in data:
-            found.append(data)
+            found.append(cast(Verdict, data))
     return found
 
 

@@ -47,8 +47,10 @@ def test_core_zip_holds_the_core_and_the_workloads_only() -> None:
     names = _names(gke.core_zip_bytes())
     assert {n.split("/", 1)[0] for n in names} == {"raytpu"}
     assert {n for n in names if n.count("/") == 1} == CORE
-    programs = {f"raytpu/workloads/{p.name}" for p in (ROOT / "workloads").glob("*.py")}
-    assert {"raytpu/workloads/__init__.py", "raytpu/workloads/smoke.py", "raytpu/workloads/train.py"} <= programs
+    programs = {f"raytpu/workloads/{p.relative_to(ROOT / 'workloads').as_posix()}"
+                for p in (ROOT / "workloads").rglob("*.py")}
+    assert {"raytpu/workloads/__init__.py", "raytpu/workloads/smoke/__main__.py", "raytpu/workloads/slices.py",
+            "raytpu/workloads/train.py"} <= programs
     assert programs <= set(names)
     assert not [n for n in names
                 if n.startswith(("raytpu/stacks/", "raytpu/modules/", "raytpu/commands/", "raytpu/k8s/"))]

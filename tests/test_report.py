@@ -31,6 +31,20 @@ def verdict(name: str = "tpu-slice-a", healthy: bool = True, **extra: Any) -> di
             "hosts": hosts, **extra}
 
 
+def test_the_verdict_keys_are_the_cli_contract() -> None:
+    """Verdict lines and smoke.json carry exactly these keys (readers in CI and on-call depend on them)."""
+    assert (report.Verdict.__required_keys__, report.Verdict.__optional_keys__) == (
+        {"slice", "healthy", "generation", "topology", "pod_type", "hosts_expected", "hosts_found", "duration_s",
+         "checks", "hosts"}, {"perf", "injected", "state", "job"})
+    assert (report.Check.__required_keys__, report.Check.__optional_keys__) == (
+        {"name", "ok", "detail", "value", "expected"}, {"informational"})
+    assert (report.HostRow.__required_keys__, report.HostRow.__optional_keys__) == (
+        {"worker_id", "node_id", "ip", "devices", "ok", "problems"}, set())
+    assert (report.PerfRow.__required_keys__, report.PerfRow.__optional_keys__) == (
+        {"metric", "unit", "worker_id", "device", "value", "reference", "ratio", "min_ratio", "gates", "peer_ratio",
+         "min_peer_ratio", "ok"}, set())
+
+
 @pytest.mark.parametrize("prefix", ["", "(SmokeDriver pid=12) ", "2026-11-30 04:00:00,000 INFO ", "\t"])
 def test_parse_verdict_line_finds_the_line_in_a_log(prefix: str) -> None:
     v = verdict()

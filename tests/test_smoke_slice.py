@@ -13,7 +13,7 @@ import json
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -21,7 +21,10 @@ import pytest
 from raytpu import local, report
 from raytpu.catalog import expected_busbw, generation
 from raytpu.plan import SlicePlan, plan_slice
-from raytpu.workloads import smoke
+from raytpu.workloads import slices
+from raytpu.workloads.smoke import cli, driver
+from raytpu.workloads.smoke.faults import ENV_INJECT_ERROR, ENV_INJECT_SLOW
+from raytpu.workloads.smoke.options import MIN_PEER_RATIO
 
 pytestmark = [pytest.mark.slice, pytest.mark.timeout(300)]
 
@@ -78,13 +81,13 @@ def run_smoke(cluster: local.LocalCluster, *extra: str) -> subprocess.CompletedP
     return local.run_workload(cluster, "smoke", "--reserve-timeout-s", "30", *extra, timeout_s=240)
 
 
-def only_verdict(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+def only_verdict(done: subprocess.CompletedProcess[str]) -> report.Verdict:
     verdicts = report.parse_verdict_lines(done.stdout)
     assert len(verdicts) == 1, (done.stdout[-2000:], done.stderr[-3000:])
     return verdicts[0]
 
 
-def checks_of(verdict: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def checks_of(verdict: Mapping[str, Any]) -> dict[str, report.Check]:
     return {c["name"]: c for c in verdict["checks"]}
 
 
@@ -98,7 +101,7 @@ def test_hosts_carry_the_gke_labels_and_only_worker_0_the_head_resource(cluster:
 
 
 def test_whole_slice_reservation_lands_on_one_slice(cluster: local.LocalCluster, plan: SlicePlan) -> None:
-    held = smoke.reserve_slice(plan, timeout_s=30)
+    held = slices.reserve_slice(plan, timeout_s=30)
     try:
         placed = slice_of(bundle_nodes(held.placement_group))
         assert {name for name, _ in placed} == {held.slice_name}
@@ -113,7 +116,7 @@ def test_bundle_i_lands_on_the_host_with_worker_id_i(cluster: local.LocalCluster
     from ray.util.placement_group import placement_group_table
 
     for name in cluster.slices * 2:
-        held = smoke.reserve_slice(plan, slice_name=name, timeout_s=30)
+        held = slices.reserve_slice(plan, slice_name=name, timeout_s=30)
         try:
             labels = {n["NodeID"]: n["Labels"] for n in ray.nodes()}
             placed = placement_group_table(held.placement_group)["bundles_to_node_id"]
@@ -125,16 +128,17 @@ def test_bundle_i_lands_on_the_host_with_worker_id_i(cluster: local.LocalCluster
 
 def test_a_topology_ray_refuses_ends_in_a_verdict_and_holds_nothing(cluster: local.LocalCluster,
                                                                      plan: SlicePlan) -> None:
-    """Ray 2.60's SlicePlacementGroup raises ValueError outside VALID_TPU_TOPOLOGY (ray/util/tpu.py:628-638);
-    v6e 1x8 is not in it (tpu.py:105-131). The check names the cause and leaves the slice free."""
+    """Ray 2.60's SlicePlacementGroup raises ValueError outside VALID_TPU_TOPOLOGY
+    (``ray.util.tpu.SlicePlacementGroup._validate_tpu_config``); v6e 1x8 is not in it
+    (``ray._private.accelerators.tpu.VALID_TPU_TOPOLOGY``). The check names the cause and leaves the slice free."""
     name = cluster.slices[0]
     refused = dataclasses.replace(plan, topology="1x8")
-    verdict = smoke.check_slice(refused, smoke.inventory(plan)[name],
-                                smoke.build_parser().parse_args(["--reserve-timeout-s", "10"]))
+    verdict = driver.check_slice(refused, slices.inventory(plan)[name],
+                                 cli.parse_options(["--reserve-timeout-s", "10"]))
     assert not verdict["healthy"]
     reservation = checks_of(verdict)["reservation"]
     assert not reservation["ok"] and "ValueError" in reservation["detail"] and "'1x8'" in reservation["detail"]
-    held = smoke.reserve_slice(plan, slice_name=name, timeout_s=10)  # the claimed head was given back
+    held = slices.reserve_slice(plan, slice_name=name, timeout_s=10)  # the claimed head was given back
     held.release()
 
 
@@ -154,23 +158,23 @@ def test_rays_slice_placement_group_also_takes_one_whole_slice(cluster: local.Lo
 
 def test_two_reservations_take_different_slices_and_a_third_waits(cluster: local.LocalCluster,
                                                                    plan: SlicePlan) -> None:
-    first = smoke.reserve_slice(plan, timeout_s=30)
-    second = smoke.reserve_slice(plan, timeout_s=30)
+    first = slices.reserve_slice(plan, timeout_s=30)
+    second = slices.reserve_slice(plan, timeout_s=30)
     try:
         assert {first.slice_name, second.slice_name} == set(cluster.slices)
         assert slice_of(bundle_nodes(first.placement_group)).isdisjoint(slice_of(bundle_nodes(second.placement_group)))
         with pytest.raises(TimeoutError, match="busy"):
-            smoke.reserve_slice(plan, timeout_s=SHORT_S)
+            slices.reserve_slice(plan, timeout_s=SHORT_S)
     finally:
         first.release()
         second.release()
-    again = smoke.reserve_slice(plan, timeout_s=30)  # released slices are free again
+    again = slices.reserve_slice(plan, timeout_s=30)  # released slices are free again
     again.release()
 
 
 def test_smoke_passes_on_healthy_slices(cluster: local.LocalCluster, plan: SlicePlan) -> None:
     done = run_smoke(cluster)
-    verdicts = report.parse_verdict_lines(done.stdout)
+    verdicts: Sequence[Mapping[str, Any]] = report.parse_verdict_lines(done.stdout)  # as JSON: figures checked below
     assert done.returncode == 0, done.stderr[-3000:]
     assert sorted(v["slice"] for v in verdicts) == sorted(cluster.slices)
     floors = generation(plan.generation).smoke
@@ -192,7 +196,7 @@ def test_smoke_passes_on_healthy_slices(cluster: local.LocalCluster, plan: Slice
         assert {k for k in rows if k[2] is not None} == {(m, w, d) for m in ("matmul_tflops", "hbm_bandwidth")
                                                          for w in range(plan.hosts)
                                                          for d in range(plan.chips_per_host)}
-        assert all(r["value"] > 0 and not r["gates"] and r["min_peer_ratio"] == smoke.MIN_PEER_RATIO
+        assert all(r["value"] > 0 and not r["gates"] and r["min_peer_ratio"] == MIN_PEER_RATIO
                    for k, r in rows.items() if k[2] is not None)
         ici = rows[("allreduce_busbw", None, None)]
         expected = expected_busbw(plan.generation, plan.topology)
@@ -215,12 +219,12 @@ def test_a_slow_device_is_named_and_makes_its_slice_unhealthy(cluster: local.Loc
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """One device 10x slower than its peers (a delay injected into its timed loops) fails the slice on any
     hardware, and the verdict names that device."""
-    monkeypatch.setenv(smoke.ENV_INJECT_SLOW, "1:2:10")
+    monkeypatch.setenv(ENV_INJECT_SLOW, "1:2:10")
     done = run_smoke(cluster, "--slice-name", cluster.slices[0])
     assert done.returncode == 1, done.stderr[-3000:]
     v = only_verdict(done)
     checks = checks_of(v)
-    assert not v["healthy"] and v["injected"] == [f"{smoke.ENV_INJECT_SLOW}: host 1 device 2 slowed x10"]
+    assert not v["healthy"] and v["injected"] == [f"{ENV_INJECT_SLOW}: host 1 device 2 slowed x10"]
     for name in ("matmul_tflops_peer_ratio", "hbm_bandwidth_peer_ratio"):
         assert not checks[name]["ok"] and checks[name]["detail"].startswith("host 1 device 2 at 0.")
     assert sorted((r["metric"], r["worker_id"], r["device"]) for r in v["perf"] if not r["ok"]) == [
@@ -231,7 +235,7 @@ def test_a_slow_device_is_named_and_makes_its_slice_unhealthy(cluster: local.Loc
 
 def test_a_host_whose_check_raises_gives_a_verdict_naming_it(cluster: local.LocalCluster,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(smoke.ENV_INJECT_ERROR, "1")
+    monkeypatch.setenv(ENV_INJECT_ERROR, "1")
     started = time.monotonic()
     done = run_smoke(cluster, "--slice-name", cluster.slices[0])
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
@@ -254,13 +258,13 @@ def test_one_host_missing_nothing_is_placed_and_the_timeout_names_the_slice(clus
     local.kill_host(cluster, broken, 1)
     _wait_dead(broken, 1)
     with pytest.raises(TimeoutError) as caught:
-        smoke.reserve_slice(plan, slice_name=broken, timeout_s=SHORT_S)
+        slices.reserve_slice(plan, slice_name=broken, timeout_s=SHORT_S)
     assert broken in str(caught.value) and "missing worker 1" in str(caught.value)
     assert "nothing was placed" in str(caught.value)
 
     # Ray's own call, unpinned, while the intact slice is busy: its head lands on the broken slice's
     # worker 0 and the worker bundles stay pending (no partial placement).
-    held = smoke.reserve_slice(plan, slice_name=healthy, timeout_s=30)
+    held = slices.reserve_slice(plan, slice_name=healthy, timeout_s=30)
     try:
         spg = slice_placement_group(plan.topology, plan.ray_accelerator_type, chips_per_vm=plan.chips_per_host,
                                     head_reservation_timeout_s=10)
@@ -309,7 +313,7 @@ def test_a_replacement_host_that_joins_late_is_waited_for_and_makes_the_slice_wh
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"for {broken} (missing worker 1)" in done.stderr
     assert sorted(v["slice"] for v in report.parse_verdict_lines(done.stdout) if v["healthy"]) == sorted(cluster.slices)
-    held = smoke.reserve_slice(plan, slice_name=broken, timeout_s=30)
+    held = slices.reserve_slice(plan, slice_name=broken, timeout_s=30)
     try:
         assert {name for name, _ in slice_of(bundle_nodes(held.placement_group))} == {broken}
     finally:

@@ -1,17 +1,24 @@
-"""workloads/smoke.py pieces that need no cluster: inventory, timeout messages, verdicts of broken slices, and how
-the host checks' results are judged on TPU (made-up results; the emulated slice runs the same code on CPU)."""
+"""workloads/smoke/ and workloads/slices.py pieces that need no cluster: inventory, timeout messages, verdicts of
+broken slices, and how the host checks' results are judged on TPU (made-up results; the emulated slice runs the same
+code on CPU)."""
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from raytpu.plan import SlicePlan, plan_slice
-from raytpu.report import parse_verdict_line
-from raytpu.workloads import smoke
+from raytpu.report import Check, HostRow, PerfRow, Verdict, parse_verdict_line
+from raytpu.workloads import slices
+from raytpu.workloads.smoke import cli, driver, measure
+from raytpu.workloads.smoke.faults import ENV_INJECT_ERROR, ENV_INJECT_SLOW, ENV_INJECT_SLOW_AXIS, Faults
+from raytpu.workloads.smoke.judge import judge
+from raytpu.workloads.smoke.options import SmokeOptions
+from raytpu.workloads.smoke.verdict import gate, new_check, slice_verdict
 
 pytestmark = pytest.mark.unit
 
@@ -35,25 +42,25 @@ def test_inventory_groups_hosts_by_slice_and_names_missing_workers(plan: SlicePl
     other = node(plan, "c", 0)
     other["Labels"]["ray.io/tpu-pod-type"] = "v6e-8"  # another shape: ignored
     nodes.append(other)
-    found = smoke.inventory(plan, nodes)
+    found = slices.inventory(plan, nodes)
     assert list(found) == ["a", "b"]
     assert found["a"].complete and found["b"].missing == [2]
     assert found["b"].describe() == "b (missing worker 2)"
 
 
 def test_timeout_message_names_the_slice_and_its_missing_hosts(plan: SlicePlan) -> None:
-    inv = smoke.SliceInventory("b", {0: {}, 1: {}}, plan.hosts)
-    message = smoke._timeout_message(plan, "b", 5.0, {"b": inv}, set())
+    inv = slices.SliceInventory("b", {0: {}, 1: {}}, plan.hosts)
+    message = slices._timeout_message(plan, "b", 5.0, {"b": inv}, set())
     assert "slice 'b'" in message and "missing workers 2, 3" in message and "within 5s" in message
 
 
-def args(**overrides: Any) -> argparse.Namespace:
-    return smoke.build_parser().parse_args([x for k, v in overrides.items() for x in (f"--{k}", str(v))])
+def args(**overrides: Any) -> SmokeOptions:
+    return cli.parse_options([x for k, v in overrides.items() for x in (f"--{k}", str(v))])
 
 
 def test_incomplete_slice_is_unhealthy_without_a_reservation_attempt(plan: SlicePlan) -> None:
-    inv = smoke.SliceInventory("b", {w: node(plan, "b", w) for w in (0, 1, 3)}, plan.hosts)
-    verdict = smoke.check_slice(plan, inv, args())
+    inv = slices.SliceInventory("b", {w: node(plan, "b", w) for w in (0, 1, 3)}, plan.hosts)
+    verdict = driver.check_slice(plan, inv, args())
     assert not verdict["healthy"] and verdict["hosts_found"] == 3 and verdict["hosts_expected"] == plan.hosts
     checks = {c["name"]: c for c in verdict["checks"]}
     assert "missing worker id(s) 2" in checks["hosts_present"]["detail"]
@@ -64,25 +71,25 @@ def test_incomplete_slice_is_unhealthy_without_a_reservation_attempt(plan: Slice
 def test_wrong_topology_label_is_a_host_problem(plan: SlicePlan) -> None:
     nodes = {w: node(plan, "a", w) for w in range(plan.hosts)}
     nodes[1]["Labels"]["ray.io/tpu-topology"] = "2x8"
-    inv = smoke.SliceInventory("a", nodes, plan.hosts)
-    inv_missing = smoke.SliceInventory("a", {k: v for k, v in nodes.items() if k != 3}, plan.hosts)
-    verdict = smoke.check_slice(plan, inv_missing, args())
+    inv = slices.SliceInventory("a", nodes, plan.hosts)
+    inv_missing = slices.SliceInventory("a", {k: v for k, v in nodes.items() if k != 3}, plan.hosts)
+    verdict = driver.check_slice(plan, inv_missing, args())
     assert any("ray.io/tpu-topology" in p for h in verdict["hosts"] for p in h["problems"])
     assert inv.complete
 
 
 def test_perf_checks_are_informational_off_tpu_and_gating_on_tpu(plan: SlicePlan) -> None:
-    check = smoke._check("matmul_tflops_ratio", False, "slow", 0.01, 0.4)
-    assert smoke._gate(dict(check), enforce=False, where="cpu devices")["ok"]
-    assert not smoke._gate(dict(check), enforce=True, where="tpu devices")["ok"]
+    check = new_check("matmul_tflops_ratio", False, "slow", 0.01, 0.4)
+    assert gate(check.copy(), enforce=False, where="cpu devices")["ok"]
+    assert not gate(check.copy(), enforce=True, where="tpu devices")["ok"]
 
 
 def test_verdict_lines_round_trip_through_the_report_parser(plan: SlicePlan, capsys: pytest.CaptureFixture[str]) \
         -> None:
     from raytpu.report import format_verdict_line
 
-    inv = smoke.SliceInventory("b", {}, plan.hosts)
-    verdict = smoke.check_slice(plan, inv, args())
+    inv = slices.SliceInventory("b", {}, plan.hosts)
+    verdict = driver.check_slice(plan, inv, args())
     print(format_verdict_line(verdict))
     assert parse_verdict_line(capsys.readouterr().out) == verdict
 
@@ -99,10 +106,10 @@ def result(plan: SlicePlan, worker: int, *, platform: str = "tpu", kind: str = "
            per_chip: int = 1, matmul: list[float] | None = None, hbm: list[float] | None = None,
            busbw: float | None = None, hostname: str | None = None, peer_ip: str | None = None,
            axes: dict[str, float] | None = None) -> dict[str, Any]:
-    """One host's result as ``_host_check`` returns it; pods named as the KubeRay TPU webhook names them
-    (``<group>-<replica>-<worker>.<cluster>-headless``, kuberay-tpu-webhook main.go:273-287, 848). All-reduces at
-    ``HEALTHY`` of what the topology should reach (whole slice and each axis) unless ``busbw``/``axes`` (GB/s per
-    device) say otherwise."""
+    """One host's result as ``measure.host_check`` returns it; pods named as the KubeRay TPU webhook names them
+    (``<group>-<replica>-<worker>.<cluster>-headless``, kuberay-tpu-webhook 1.2.4 ``mutatePod`` and
+    ``genDNSHostnames``). All-reduces at ``HEALTHY`` of what the topology should reach (whole slice and each axis)
+    unless ``busbw``/``axes`` (GB/s per device) say otherwise."""
     from raytpu.catalog import expected_busbw, generation
 
     gen = generation(plan.generation)
@@ -116,7 +123,7 @@ def result(plan: SlicePlan, worker: int, *, platform: str = "tpu", kind: str = "
             "hostname": hostname or f"tpu-group-0-{worker}",
             "peer": {"worker": peer, "name": names[peer], "ip": peer_ip or f"10.0.0.{peer}", "error": ""},
             "env": {"TPU_WORKER_HOSTNAMES": ",".join(names), "TPU_WORKER_ID": str(worker),
-                    smoke.ENV_EMULATED: "1" if platform == "cpu" else ""},
+                    measure.ENV_EMULATED: "1" if platform == "cpu" else ""},
             "platform": platform, "devices": devices, "devices_total": plan.chips * per_chip, "device_kind": kind,
             "sizes": {"allreduce_mib": 256, "allreduce_iters": 20, "latency_iters": 200},
             "hbm_bytes": [gen.hbm_gib_per_chip * 0.95 / per_chip * 2**30] * devices,
@@ -127,25 +134,25 @@ def result(plan: SlicePlan, worker: int, *, platform: str = "tpu", kind: str = "
             "hbm_gbps": hbm or [HEALTHY * gen.hbm_gbps_per_chip / per_chip] * devices}
 
 
-def judged(plan: SlicePlan, results: dict[int, dict[str, Any]], *flags: str) -> dict[str, Any]:
+def judged(plan: SlicePlan, results: dict[int, dict[str, Any]], *flags: str) -> Verdict:
     """The verdict ``judge`` gives ``results`` on a reserved slice."""
     import time
 
-    hosts = {w: {"worker_id": w, "node_id": f"a-{w}", "ip": f"10.0.0.{w}", "devices": 0, "ok": True, "problems": []}
-             for w in range(plan.hosts)}
-    checks: list[dict[str, Any]] = []
-    perf = smoke.judge(plan, smoke.build_parser().parse_args(list(flags)), results, checks, hosts)
-    return smoke._verdict(plan, "a", plan.hosts, checks, hosts, time.monotonic(), perf)
+    hosts: dict[int, HostRow] = {w: {"worker_id": w, "node_id": f"a-{w}", "ip": f"10.0.0.{w}", "devices": 0,
+                                     "ok": True, "problems": []} for w in range(plan.hosts)}
+    checks: list[Check] = []
+    perf = judge(plan, cli.parse_options(list(flags)), results, checks, hosts)
+    return slice_verdict(plan, "a", plan.hosts, checks, hosts, time.monotonic(), perf)
 
 
-def by_name(verdict: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def by_name(verdict: Mapping[str, Any]) -> dict[str, Check]:
     return {c["name"]: c for c in verdict["checks"]}
 
 
 @pytest.fixture
 def on_gke(monkeypatch: pytest.MonkeyPatch) -> None:
     """The driver runs outside an emulated slice."""
-    monkeypatch.delenv(smoke.ENV_EMULATED, raising=False)
+    monkeypatch.delenv(measure.ENV_EMULATED, raising=False)
 
 
 def test_a_healthy_tpu_slice_passes_and_every_figure_gates(plan: SlicePlan, on_gke: None) -> None:
@@ -185,7 +192,7 @@ def test_a_whole_slice_at_half_speed_fails_the_catalog_floor(plan: SlicePlan, on
 
 def test_on_an_emulated_slice_catalog_floors_inform_and_peers_gate(plan: SlicePlan,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(smoke.ENV_EMULATED, "1")
+    monkeypatch.setenv(measure.ENV_EMULATED, "1")
     results = {w: result(plan, w, platform="cpu", kind="cpu", matmul=[0.02] * 4, hbm=[30.0] * 4)
                for w in range(plan.hosts)}
     verdict = judged(plan, results)
@@ -309,7 +316,7 @@ def test_one_weak_mesh_axis_is_named(on_gke: None) -> None:
 
 
 def test_per_axis_checks_are_informational_on_an_emulated_slice(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(smoke.ENV_EMULATED, "1")
+    monkeypatch.setenv(measure.ENV_EMULATED, "1")
     sliced = plan_slice("v6e", "4x4")
     results = {w: result(sliced, w, platform="cpu", kind="cpu", busbw=0.5, axes={"x": 0.4, "y": 0.01})
                for w in range(sliced.hosts)}
@@ -324,10 +331,10 @@ def test_per_axis_checks_are_informational_on_an_emulated_slice(monkeypatch: pyt
 AXIS_PROBE = """
 import json, os
 import jax
-from raytpu.workloads import smoke
-faults = smoke.Faults.from_env().for_host(0)
+from raytpu.workloads.smoke import faults, measure
+given = faults.Faults.from_env().for_host(0)
 devices = jax.devices()
-print(json.dumps(smoke.axis_allreduces(devices, devices, "2x4", smoke.CPU_SIZES, faults.get("slow_axis"))))
+print(json.dumps(measure.axis_allreduces(devices, devices, "2x4", measure.CPU_SIZES, given.get("slow_axis"))))
 """
 
 
@@ -340,7 +347,7 @@ def test_the_per_axis_all_reduces_run_on_cpu_devices_and_a_slowed_axis_shows() -
     import sys
 
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
-           smoke.ENV_INJECT_SLOW_AXIS: "y:50"}
+           ENV_INJECT_SLOW_AXIS: "y:50"}
     out = subprocess.run([sys.executable, "-c", AXIS_PROBE], env=env, capture_output=True, text=True, timeout=120,
                          check=True)
     axes = json.loads(out.stdout.strip().splitlines()[-1])
@@ -352,13 +359,13 @@ def test_the_per_axis_all_reduces_run_on_cpu_devices_and_a_slowed_axis_shows() -
 def test_a_slowed_axis_is_parsed_strictly_and_reaches_every_host() -> None:
     from raytpu.errors import InvalidInput
 
-    faults = smoke.Faults.from_env({smoke.ENV_INJECT_SLOW_AXIS: "y:4"})
+    faults = Faults.from_env({ENV_INJECT_SLOW_AXIS: "y:4"})
     assert faults.slow_axis == ("y", 4.0)
     assert all(faults.for_host(w)["slow_axis"] == {"y": 4.0} for w in range(4))
-    assert faults.describe() == [f"{smoke.ENV_INJECT_SLOW_AXIS}: the all-reduce over axis y slowed x4"]
+    assert faults.describe() == [f"{ENV_INJECT_SLOW_AXIS}: the all-reduce over axis y slowed x4"]
     for bad in ("y", "w:4", "y:fast", "y:0.5"):
         with pytest.raises(InvalidInput):
-            smoke.Faults.from_env({smoke.ENV_INJECT_SLOW_AXIS: bad})
+            Faults.from_env({ENV_INJECT_SLOW_AXIS: bad})
 
 
 def test_the_device_kind_libtpu_reports_must_be_the_plans_generation(plan: SlicePlan, on_gke: None) -> None:
@@ -389,27 +396,43 @@ def test_pod_hostnames_and_their_dns_records_are_checked_against_ray_nodes(plan:
 def test_fault_injection_is_parsed_strictly_and_reaches_one_host() -> None:
     from raytpu.errors import InvalidInput
 
-    faults = smoke.Faults.from_env({smoke.ENV_INJECT_SLOW: "1:2:10", smoke.ENV_INJECT_ERROR: "3"})
+    faults = Faults.from_env({ENV_INJECT_SLOW: "1:2:10", ENV_INJECT_ERROR: "3"})
     assert faults.for_host(1) == {"error": False, "slow": {2: 10.0}}
     assert faults.for_host(3) == {"error": True, "slow": {}} and faults.for_host(0) == {"error": False, "slow": {}}
-    assert len(faults.describe()) == 2 and smoke.Faults.from_env({}) == smoke.Faults()
-    for bad in ({smoke.ENV_INJECT_SLOW: "1:2"}, {smoke.ENV_INJECT_SLOW: "a:b:c"}, {smoke.ENV_INJECT_SLOW: "1:2:0.5"},
-                {smoke.ENV_INJECT_ERROR: "one"}):
+    assert len(faults.describe()) == 2 and Faults.from_env({}) == Faults()
+    for bad in ({ENV_INJECT_SLOW: "1:2"}, {ENV_INJECT_SLOW: "a:b:c"}, {ENV_INJECT_SLOW: "1:2:0.5"},
+                {ENV_INJECT_ERROR: "one"}):
         with pytest.raises(InvalidInput):
-            smoke.Faults.from_env(bad)
+            Faults.from_env(bad)
+
+
+def test_a_verdict_carries_exactly_the_reports_keys(plan: SlicePlan, on_gke: None) -> None:
+    """What the smoke check prints is the report's Verdict, key for key (the CLI contract, tests/test_report.py)."""
+    judged_verdict = judged(plan, {w: result(plan, w) for w in range(plan.hosts)})
+    assert set(judged_verdict) == Verdict.__required_keys__ | {"perf"}
+    assert all(set(c) - {"informational"} == Check.__required_keys__ for c in judged_verdict["checks"])
+    assert all(set(h) == HostRow.__required_keys__ for h in judged_verdict["hosts"])
+    assert all(set(r) == PerfRow.__required_keys__ for r in judged_verdict["perf"])
+    inv = slices.SliceInventory("b", {w: node(plan, "b", w) for w in (0, 1, 3)}, plan.hosts)
+    broken = driver.check_slice(plan, inv, args(), Faults(error_worker=1))
+    assert set(broken) == Verdict.__required_keys__ | {"perf", "injected"}
+
+
+def test_every_flag_is_an_option_with_the_same_default() -> None:
+    assert vars(cli.build_parser().parse_args([])) == dataclasses.asdict(SmokeOptions())
 
 
 def test_the_check_limit_grows_with_hosts_and_fits_the_jobs_deadline() -> None:
     from raytpu.kinds import kind
 
-    assert [smoke.check_limit_s(h) for h in (1, 4, 64)] == [182, 188, 308]
+    assert [driver.check_limit_s(h) for h in (1, 4, 64)] == [182, 188, 308]
     deadline = kind("smoke").limits.active_deadline_s  # type: ignore[union-attr]
-    assert smoke.check_limit_s(2240, deadline) == (deadline - smoke.RESERVE_TIMEOUT_S) / 2 - 60
-    assert smoke.build_parser().parse_args([]).check_timeout_s is None  # the default comes from the plan
+    assert driver.check_limit_s(2240, deadline) == (deadline - slices.RESERVE_TIMEOUT_S) / 2 - 60
+    assert cli.build_parser().parse_args([]).check_timeout_s is None  # the default comes from the plan
 
 
 def test_each_bundle_is_pinned_to_its_worker_id(plan: SlicePlan) -> None:
-    assert smoke.bundle_selectors(plan, "s") == [{"ray.io/tpu-slice-name": "s", "ray.io/tpu-worker-id": str(i)}
+    assert slices.bundle_selectors(plan, "s") == [{"ray.io/tpu-slice-name": "s", "ray.io/tpu-worker-id": str(i)}
                                                  for i in range(plan.hosts)]
 
 
@@ -430,11 +453,11 @@ def test_a_failure_at_any_stage_is_a_verdict_naming_it(plan: SlicePlan, stage: s
     def boom(*_args: Any, **_kwargs: Any) -> Any:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(smoke, "reserve_slice", lambda *a, **k: held)
-    monkeypatch.setattr(smoke, "_run_hosts", lambda *a, **k: {})
-    monkeypatch.setattr(smoke, stage, boom)
-    inv = smoke.SliceInventory("a", {w: node(plan, "a", w) for w in range(plan.hosts)}, plan.hosts)
-    verdict = smoke.check_slice(plan, inv, args())
+    monkeypatch.setattr(driver, "reserve_slice", lambda *a, **k: held)
+    monkeypatch.setattr(driver, "_run_hosts", lambda *a, **k: {})
+    monkeypatch.setattr(driver, stage, boom)
+    inv = slices.SliceInventory("a", {w: node(plan, "a", w) for w in range(plan.hosts)}, plan.hosts)
+    verdict = driver.check_slice(plan, inv, args())
     failed = [c for c in verdict["checks"] if not c["ok"]]
     assert not verdict["healthy"] and [c["name"] for c in failed] == [expected_check]
     assert failed[0]["detail"].endswith("RuntimeError: boom")
@@ -456,7 +479,7 @@ def test_an_unreachable_cluster_still_prints_a_verdict(monkeypatch: pytest.Monke
 
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setattr(ray, "init", unreachable)
-    assert smoke.main(["--address", "10.9.9.9:6379"]) == 1
+    assert cli.main(["--address", "10.9.9.9:6379"]) == 1
     verdict = parse_verdict_line(capsys.readouterr().out)
     assert verdict is not None and not verdict["healthy"]
     assert verdict["checks"][0]["detail"] == "the check failed: ConnectionError: no Ray cluster at 10.9.9.9:6379"

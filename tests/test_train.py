@@ -220,7 +220,7 @@ def test_host_killed_mid_run_resumes_from_checkpoint_and_finishes(cluster: local
     checkpoint and recreated (as GKE recreates the pod): the run resumes from a checkpoint and finishes."""
     import ray
 
-    from raytpu.workloads import smoke
+    from raytpu.workloads import slices
 
     plan = cluster.slice_plan
     cmd = local.workload_command("train", "--storage-path", str(tmp_path), "--steps", "40",
@@ -228,7 +228,7 @@ def test_host_killed_mid_run_resumes_from_checkpoint_and_finishes(cluster: local
     env = cluster.driver_env() | cluster.workload("train").env()
     ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR)
     try:
-        other = smoke.reserve_slice(plan, cluster.slices[1], timeout_s=60)
+        other = slices.reserve_slice(plan, cluster.slices[1], timeout_s=60)
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.monotonic() + 180
@@ -265,11 +265,11 @@ def test_no_free_slice_fails_after_bounded_retries(cluster: local.LocalCluster, 
 
     import ray
 
-    from raytpu.workloads import smoke
+    from raytpu.workloads import slices
 
     ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR)
     try:
-        held = [smoke.reserve_slice(cluster.slice_plan, name, timeout_s=60) for name in cluster.slices]  # all busy
+        held = [slices.reserve_slice(cluster.slice_plan, name, timeout_s=60) for name in cluster.slices]  # all busy
         started = time.monotonic()
         done = local.run_workload(cluster, "train", "--storage-path", str(tmp_path), "--steps", "5",
                                   "--start-timeout-s", "5", "--slice-retries", "1", timeout_s=200)

@@ -56,8 +56,9 @@ MARKER = "RAYTPU_TRAIN_RESULT"
 STATE_FILE = "state.npz"
 META_FILE = "meta.json"
 COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
-"""What JAX records through ``jax.monitoring`` for every XLA compilation (JAX 0.10: ``jax/_src/dispatch.py:61``,
-recorded around each backend compile in ``jax/_src/interpreters/pxla.py:1513-1518`` via ``dispatch.py:206``)."""
+"""What JAX records through ``jax.monitoring`` for every XLA compilation (JAX 0.10:
+``jax._src.dispatch.BACKEND_COMPILE_EVENT``, recorded around each backend compile by
+``jax._src.interpreters.pxla._cached_compilation`` through ``jax._src.dispatch.log_elapsed_time``)."""
 PIN_NOTICE = "reserving a whole slice"
 """Begins the stderr line the driver prints before it waits for a slice to pin its workers to."""
 
@@ -221,10 +222,10 @@ def _train(config: dict[str, Any], compiles: list[str]) -> None:
 def ray_assumed_hosts(plan: SlicePlan) -> int:
     """Hosts per slice that Ray 2.60's slice reservation derives from ``plan``'s topology alone.
 
-    ``ray.util.tpu.get_tpu_worker_resources`` (``ray/util/tpu.py:152-241``) takes chips per host from
-    ``get_chips_per_host`` (``ray/_private/accelerators/tpu.py:325-351``): every v5e/v6e topology of up to 8
-    chips is one host. JaxTrainer's reservation (``ray/train/v2/_internal/execution/worker_group/
-    worker_group.py:587-612``) passes no ``chips_per_vm``, and its ScalingConfig has no field for it.
+    ``ray.util.tpu.get_tpu_worker_resources`` takes chips per host from
+    ``ray._private.accelerators.tpu.get_chips_per_host``: every v5e/v6e topology of up to 8 chips is one host.
+    JaxTrainer's reservation (Ray 2.60 ``ray.train.v2._internal.execution.worker_group.worker_group.WorkerGroup.
+    _create_placement_group``) passes no ``chips_per_vm``, and its ScalingConfig has no field for it.
     """
     from ray.util.tpu import get_tpu_worker_resources
 
@@ -236,9 +237,10 @@ def scaling_config(plan: SlicePlan, slice_name: str | None = None) -> Any:
     """JaxTrainer's ScalingConfig for one whole slice of ``plan``: one worker per host, all its chips.
 
     With ``slice_name``, each worker also takes that slice's own resource (``<TPU_NAME>: 1``, which Ray puts on
-    every host of a slice for this purpose: ``get_current_node_additional_resources``,
-    ``ray/_private/accelerators/tpu.py:1018-1060``), so all workers land on that one slice. ``label_selector``,
-    the other way to pin, is refused with ``use_tpu=True`` (``ray/train/v2/api/config.py:240-245``).
+    every host of a slice for this purpose: Ray 2.60
+    ``ray._private.accelerators.tpu.TPUAcceleratorManager.get_current_node_additional_resources``), so all workers
+    land on that one slice. ``label_selector``, the other way to pin, is refused with ``use_tpu=True``
+    (``ray.train.v2.api.config.ScalingConfig._validate_tpu_config``).
     """
     from ray.train.v2.api.config import ScalingConfig
 
@@ -249,13 +251,13 @@ def scaling_config(plan: SlicePlan, slice_name: str | None = None) -> Any:
 
 def reserve_for_pinning(plan: SlicePlan, timeout_s: float) -> Any:
     """Holds a whole, idle slice of ``plan`` for the workers to be pinned to: the smoke check's pinned reservation
-    (:func:`raytpu.workloads.smoke.reserve_slice`, complete slices only) with its bundles given back, its head kept
+    (:func:`raytpu.workloads.slices.reserve_slice`, complete slices only) with its bundles given back, its head kept
     (so other reservations, Ray Train's own included, skip this slice). ``release()`` it after the run.
 
     Raises:
         TimeoutError: no such slice within ``timeout_s``.
     """
-    from raytpu.workloads.smoke import reserve_slice
+    from raytpu.workloads.slices import reserve_slice
 
     held = reserve_slice(plan, timeout_s=timeout_s)
     held.handle.shutdown()  # the hosts' TPUs go to the workers' placement group; the head pg stays

@@ -24,7 +24,10 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from raytpu.report import Verdict
 
 HELP = "run the example end to end locally: validate, describe, synth, emulated slice, smoke, train, report"
 
@@ -104,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         _step(report, "synth", synth_proc.returncode == 0, synth_started, files=files,
               **({} if synth_proc.returncode == 0 else {"stderr": err[-2000:]}))
 
-    verdicts: list[dict[str, Any]] = []
+    verdicts: list[Verdict] = []
     train: dict[str, Any] | None = None
     # a temp-dir prefix of our own: the memory sampler counts this cluster's processes, nobody else's
     os.environ[local.ENV_TMP_PREFIX] = f"{local.TMP_PREFIX}d{os.getpid()}-"

@@ -17,9 +17,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from raytpu.plan import SlicePlan
+
+if TYPE_CHECKING:
+    from raytpu.report import Verdict
 
 HELP = "run the smoke check on every slice of a deployed stack; JSON + JUnit report; exit 1 if one is unhealthy"
 
@@ -38,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="exit 1 for busy and unschedulable slices too (default: only for unhealthy ones)")
 
 
-def failed_verdict(job: dict[str, Any], plan: SlicePlan, problem: str, state: str = "unhealthy") -> dict[str, Any]:
+def failed_verdict(job: dict[str, Any], plan: SlicePlan, problem: str, state: str = "unhealthy") -> Verdict:
     """The verdict of a job that gave none: ``state`` (unhealthy, busy, unschedulable), ``problem`` its one check."""
     return {
         "slice": job["metadata"]["name"], "job": job["metadata"]["name"], "healthy": False, "state": state,
@@ -76,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     if args.upload_core:
         gke.upload_core(gke.upload_target(args.py_modules, outputs.bucket))
     started = time.monotonic()
-    verdicts: list[dict[str, Any]] = []
+    verdicts: list[Verdict] = []
     with gke.connect(outputs) as client:
         if jobs:
             client.check_schema(jobs[0], kuberay.MIN_KUBERAY_VERSION)  # every smoke job has the same fields
@@ -113,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _job_verdicts(client: Any, job: dict[str, Any], state: Any, spec: Any, timeout_s: float) -> list[dict[str, Any]]:
+def _job_verdicts(client: Any, job: dict[str, Any], state: Any, spec: Any, timeout_s: float) -> list[Verdict]:
     """The verdicts one smoke job gave, or the one that explains why it gave none."""
     from raytpu import kuberay, occupancy, report
 

@@ -20,7 +20,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from raytpu.report import Verdict
 
 HELP = "apply a workload of raytpu.yaml (RayJob or RayService) to a deployed stack, optionally waiting for it"
 
@@ -196,7 +199,7 @@ def _echo(lines: list[str]) -> Callable[[str], None]:
     return show
 
 
-def _show_verdicts(kind_name: str, lines: list[str]) -> list[dict[str, Any]]:
+def _show_verdicts(kind_name: str, lines: list[str]) -> list[Verdict]:
     """A smoke job's verdicts, printed as the table ``raytpu smoke`` prints; none for other kinds."""
     from raytpu import report
 

@@ -1,0 +1,55 @@
+"""What one smoke run is told: its waits and thresholds (the CLI's flags, :mod:`raytpu.workloads.smoke.cli`).
+
+Library code (:func:`raytpu.workloads.smoke.driver.check_slice`, :func:`raytpu.workloads.smoke.judge.judge`) takes
+these typed options; only the CLI module knows argparse.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from raytpu.workloads.slices import RESERVE_TIMEOUT_S
+
+PerfThresholds = Literal["auto", "on", "off"]
+"""``auto``: the catalog floors gate on real TPU only (informational on an emulated slice); ``on``/``off``: always,
+never."""
+
+MIN_HBM_RATIO = 0.85
+"""On real TPU: device-reported memory per chip over catalog HBM (allocator limits sit below the total)."""
+MIN_PEER_RATIO = 0.5
+"""Every device must reach half its slice's median matmul and copy rate. On TPU the devices of a slice are
+identical, so one at half its peers' rate is broken; on an emulated slice the hosts share the CPU, so they are
+measured one at a time and each device keeps its best of five rounds."""
+
+
+@dataclass(frozen=True)
+class SmokeOptions:
+    """One run's options; None thresholds mean the generation's floor (:class:`raytpu.catalog.SmokeFloors`).
+
+    Attributes:
+        slice_name: Check only this slice (None: every slice of the plan's pod type).
+        reserve_timeout_s: Bound on reserving each whole slice.
+        check_timeout_s: Bound on waiting for late hosts and on the host checks (None: from the plan's hosts,
+            :func:`raytpu.workloads.smoke.driver.check_limit_s`).
+        bandwidth_mib: All-reduce size per device (None: 256 on TPU, 1 on CPU devices).
+        perf_thresholds: Where the catalog floors gate (:data:`PerfThresholds`).
+        min_matmul_ratio: Per-device matmul floor over the catalog peak.
+        min_hbm_bw_ratio: Per-device copy bandwidth floor over the catalog's HBM GB/s.
+        min_busbw_ratio: All-reduce bus bandwidth floor over what the slice's topology should reach.
+        min_peer_ratio: Every device against its slice's median, on any hardware.
+        min_hbm_ratio: Device memory per chip over the catalog's HBM.
+        address: The Ray cluster (None: ``RAY_ADDRESS``, else auto).
+    """
+
+    slice_name: str | None = None
+    reserve_timeout_s: float = RESERVE_TIMEOUT_S
+    check_timeout_s: float | None = None
+    bandwidth_mib: int | None = None
+    perf_thresholds: PerfThresholds = "auto"
+    min_matmul_ratio: float | None = None
+    min_hbm_bw_ratio: float | None = None
+    min_busbw_ratio: float | None = None
+    min_peer_ratio: float = MIN_PEER_RATIO
+    min_hbm_ratio: float = MIN_HBM_RATIO
+    address: str | None = None
