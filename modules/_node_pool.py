@@ -4,16 +4,37 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from raytpu import errors
 from raytpu.errors import InvalidInput
 from raytpu.modules import _props
 from raytpu.modules.cdk import container_node_pool
-from raytpu.spec import label_problems
+from raytpu.spec import GkeSpec, label_problems
 
 NODE_OAUTH_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 """Access is governed by IAM (Workload Identity), not by scopes."""
+
+
+class JoinedClusterProps(Protocol):
+    """What a node pool reads of its cluster's props (:class:`raytpu.modules.gke_cluster.GkeClusterProps`)."""
+
+    @property
+    def project(self) -> str: ...
+    @property
+    def location(self) -> str: ...
+    @property
+    def spec(self) -> GkeSpec: ...
+
+
+class JoinedCluster(Protocol):
+    """The cluster a node pool joins (:class:`raytpu.modules.gke_cluster.GkeCluster`), as the pool reads it: a
+    protocol, so the pools' modules need not import the cluster's module, which imports them."""
+
+    @property
+    def props(self) -> JoinedClusterProps: ...
+    @property
+    def cluster(self) -> Any: ...  # its google_container_cluster (the pool reads its ``id``)
 
 
 @dataclass(frozen=True, kw_only=True)

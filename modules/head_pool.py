@@ -4,16 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from raytpu.errors import InvalidInput
 from raytpu.modules import _props
-from raytpu.modules._node_pool import NodePoolOptions, hardened_node_config
+from raytpu.modules._node_pool import JoinedCluster, NodePoolOptions, hardened_node_config
 from raytpu.modules.cdk import Construct, container_node_pool
 from raytpu.spec import DEFAULT_DISK_SIZE_GIB, HeadPoolSpec
-
-if TYPE_CHECKING:
-    from raytpu.modules.gke_cluster import GkeCluster
 
 HEAD_POOL_LABEL = "raytpu/pool"
 """Kubernetes node label of the head pool's nodes (value ``ray-head``)."""
@@ -44,7 +40,7 @@ class HeadPoolOptions(NodePoolOptions):
 class HeadPoolProps(HeadPoolOptions):
     """Props of :class:`HeadPool`: its options and the cluster it joins (``GkeCluster.add_head_pool``)."""
 
-    cluster: GkeCluster
+    cluster: JoinedCluster
 
 
 class HeadPool(Construct):

@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from raytpu import errors
 from raytpu.errors import InvalidInput
 from raytpu.kuberay import workload_policy_name
 from raytpu.modules import _props
-from raytpu.modules._node_pool import NodePoolOptions, hardened_node_config
+from raytpu.modules._node_pool import JoinedCluster, NodePoolOptions, hardened_node_config
 from raytpu.modules.cdk import Construct, TerraformResourceLifecycle, compute_resource_policy, container_node_pool
 from raytpu.provisioning import RESERVATION_KEY, TPU_TAINT
 from raytpu.spec import SliceSpec, range_problems
-
-if TYPE_CHECKING:
-    from raytpu.modules.gke_cluster import GkeCluster
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,7 +51,7 @@ class TpuSlicePoolOptions(NodePoolOptions):
 class TpuSlicePoolProps(TpuSlicePoolOptions):
     """Props of :class:`TpuSlicePool`: its options and the cluster it joins (``GkeCluster.add_slice_pool``)."""
 
-    cluster: GkeCluster
+    cluster: JoinedCluster
 
 
 

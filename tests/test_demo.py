@@ -29,7 +29,7 @@ def test_demo_passes_every_step_within_memory_and_leaves_nothing_running(tmp_pat
          "--config", str(ROOT / "raytpu.example.yaml"), "--out", str(tmp_path / "cdktf.out"), "--dir", "run"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = proc.communicate(timeout=540)
-    assert proc.returncode == 0, err[-3000:]
+    assert proc.returncode == 0, err[-3000:] + out[-3000:]
     report = json.loads(report_path.read_text())
     steps = {s["step"]: s for s in report["steps"]}
     assert list(steps) == ["validate", "synth", "local slice up", "smoke", "train", "teardown"]

@@ -52,9 +52,11 @@ def _say(line: str) -> None:
     sys.stderr.flush()
 
 
-def _step(report: dict[str, Any], name: str, ok: bool, started: float, **details: Any) -> None:
+def _step(report: dict[str, Any], name: str, ok: bool, started: float, why: str = "", **details: Any) -> None:
+    """Records a step; a failed one says ``why`` on its line (the full account is in the report)."""
     report["steps"].append({"step": name, "ok": ok, "duration_s": round(time.monotonic() - started, 2), **details})
-    _say(f"{'ok  ' if ok else 'FAIL'} {name} ({time.monotonic() - started:.1f}s)")
+    line = f"{'ok  ' if ok else 'FAIL'} {name} ({time.monotonic() - started:.1f}s)"
+    _say(line if ok or not why else f"{line}: {why}")
 
 
 def _synth_available() -> bool:
@@ -122,8 +124,10 @@ def run(args: argparse.Namespace) -> int:
             started = time.monotonic()
             done = local.run_workload(cluster, "smoke", timeout_s=240)
             verdicts = smoke_report.parse_verdict_lines(done.stdout)
+            why = "; ".join(smoke_report.headline(v) for v in verdicts if smoke_report.state_of(v) != "healthy")
             _step(report, "smoke", done.returncode == 0 and smoke_report.all_healthy(verdicts), started,
-                  exit_code=done.returncode, **({} if verdicts else {"stderr": done.stderr[-2000:]}))
+                  why=why or f"exit {done.returncode}, no verdict", exit_code=done.returncode,
+                  **({} if verdicts else {"stderr": done.stderr[-2000:]}))
 
             started = time.monotonic()
             storage = Path(cluster.run_dir) / "checkpoints"
@@ -132,7 +136,8 @@ def run(args: argparse.Namespace) -> int:
                                       "--checkpoint-every", str(max(args.steps // 3, 1)), timeout_s=300)
             train = parse_result(done.stdout)
             ok = done.returncode == 0 and bool(train and train.get("ok"))
-            _step(report, "train", ok, started, exit_code=done.returncode,
+            _step(report, "train", ok, started, why=str((train or {}).get("error") or f"exit {done.returncode}"),
+                  exit_code=done.returncode,
                   **({} if train else {"stderr": done.stderr[-2000:]}))
         except Exception as exc:  # the report names the failure; teardown below always runs
             report["steps"].append({"step": "error", "ok": False, "error": f"{type(exc).__name__}: {exc}"})
