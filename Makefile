@@ -61,14 +61,15 @@ typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy -p raytpu
 	$(VENV)/bin/mypy tests bench examples/platform_app/app.py
 
-# The unit tier runs on every core (its tests share nothing); the tiers that start Ray clusters or CDK synths run
-# one test at a time, as a cluster's start is sized for the whole machine (raytpu/local/diagnose.py).
+# The unit tier runs on every core (its tests share nothing). The synth tier (CDK synth on node: computes) and the
+# slice tier (Ray clusters: wait as much as they compute) run side by side, every slice test in one worker
+# (tests/conftest.py), as a cluster's start is sized for the whole machine (raytpu/local/diagnose.py).
 PYTEST_PARALLEL := --numprocesses=auto --maxprocesses=4
 
 test: setup $(SERVE_VENV)/.installed lint typecheck
 	$(VENV)/bin/pytest -m unit -q $(PYTEST_PARALLEL)
-	$(VENV)/bin/pytest -m "not unit"
-	$(SERVE_VENV)/bin/pytest -m serve
+	$(VENV)/bin/pytest -m "not unit" $(PYTEST_PARALLEL) --dist loadgroup --durations=15
+	$(SERVE_VENV)/bin/pytest -m serve --durations=5
 
 # The serve tier alone: Ray Serve LLM + vLLM's CPU build behind the official openai client (.venv-serve).
 test-serve: $(SERVE_VENV)/.installed
