@@ -19,12 +19,13 @@ import pytest
 from import_check import run_with_core_zip
 
 from raytpu import kinds, kuberay
+from raytpu.catalog import RAY_VERSION
 
 pytestmark = [pytest.mark.slice, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[1]
 UV = Path(sys.executable).parent / "uv"
-IMAGE_STAND_IN = ("ray[default]==2.60.0",)
+IMAGE_STAND_IN = (f"ray[default]=={RAY_VERSION}",)
 """What the kind's image is taken to carry: Ray itself (rayproject/ray images are built around it)."""
 
 

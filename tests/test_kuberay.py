@@ -134,7 +134,7 @@ def _runtime(job: dict[str, Any]) -> dict[str, Any]:
 def _expected_placement(item: SliceSpec, mode: str) -> tuple[dict[str, str], set[str]]:
     """(extra nodeSelector, extra toleration keys) of a slice, from the spelled-out table above."""
     if mode == "autopilot" and item.provisioning.name != "queued":  # queued has no ComputeClass priority
-        # a multi-host tpu7x slice also selects its workload policy (Ironwood rejects COMPACT; FACTS.md section 8)
+        # a multi-host tpu7x slice also selects its workload policy (Ironwood rejects COMPACT; docs/FACTS.md section 8)
         policy = {"cloud.google.com/placement-policy-name": kuberay.workload_policy_name("ray-tpu", item.name)}
         return {COMPUTE_CLASS: f"raytpu-{item.name}", **(policy if item.plan.placement == "workload-policy" else {})}, \
             set()

@@ -30,7 +30,7 @@ PROJECT = "my-project"
 REGION = "us-east5"
 ZONE = "us-east5-b"
 
-# Shapes: FACTS.md section 1 (machine types, hosts) and section 2 (placement): single-host pools set no
+# Shapes: docs/FACTS.md section 1 (machine types, hosts) and section 2 (placement): single-host pools set no
 # placement policy ("TPU topology can't be specified with single-host TPU slice pool"), multi-host
 # v4/v5e/v5p/v6e pools are COMPACT with tpu_topology, multi-host tpu7x uses a HIGH_THROUGHPUT workload policy
 # (https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus).
@@ -53,7 +53,7 @@ NO_RESERVATION = {"consume_reservation_type": "NO_RESERVATION"}
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 
 # One v6e 4x4 (4 hosts) slice per provisioning mode of raytpu.provisioning.MODES, and what its pool must say.
-# Fields (FACTS.md section 2, terraform-provider-google google_container_node_pool):
+# Fields (docs/FACTS.md section 2, terraform-provider-google google_container_node_pool):
 # - spot: node_config.spot (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms);
 # - reservation: node_config.reservation_affinity SPECIFIC_RESERVATION with key
 #   compute.googleapis.com/reservation-name, else NO_RESERVATION stated (GKE TPU pools want it stated;
@@ -170,7 +170,7 @@ def test_pool_shape_per_generation(pools: dict[str, Any], name: str, gen: str, t
                                    want_machine: str, hosts: int, placement: str) -> None:
     pool = pools[f"{name}-0"]
     assert pool["node_config"]["machine_type"] == want_machine
-    assert pool["node_count"] == hosts  # FACTS.md section 2: node_count = hosts
+    assert pool["node_count"] == hosts  # docs/FACTS.md section 2: node_count = hosts
     assert pool["node_locations"] == [ZONE]  # one zone per slice
     assert "guest_accelerator" not in pool["node_config"]  # TPUs never use guest_accelerator (that is GPUs)
     policy = pool.get("placement_policy")
@@ -199,7 +199,7 @@ def test_tpu7x_multi_host_gets_high_throughput_workload_policy(stack: dict[str, 
     name = kuberay.workload_policy_name("c", "tpu7x-multi-0")
     assert list(policies) == [name], "only multi-host tpu7x pools get a workload policy"
     policy = policies[name]
-    # FACTS.md section 2: workload_policy { type = "HIGH_THROUGHPUT", accelerator_topology = "<topo>" }
+    # docs/FACTS.md section 2: workload_policy { type = "HIGH_THROUGHPUT", accelerator_topology = "<topo>" }
     assert policy["workload_policy"] == {"type": "HIGH_THROUGHPUT", "accelerator_topology": "2x2x2"}
     assert policy["region"] == REGION and policy["project"] == PROJECT
 
@@ -209,11 +209,11 @@ def test_every_tpu_pool_is_hardened_tainted_and_joins_its_cluster(pools: dict[st
     assert len(tpu_pools) == len(SHAPES) + len(MODE_CASES) + 2
     for name, pool in tpu_pools.items():
         config = pool["node_config"]
-        # FACTS.md section 3: node pools run the GKE metadata server (Workload Identity)
+        # docs/FACTS.md section 3: node pools run the GKE metadata server (Workload Identity)
         assert config["workload_metadata_config"] == {"mode": "GKE_METADATA"}, name
         assert config["taint"] == [{"key": "google.com/tpu", "value": "present", "effect": "NO_SCHEDULE"}], name
         assert config["shielded_instance_config"]["enable_secure_boot"] is True, name
-        assert "consume_reservation_type" in config["reservation_affinity"], name  # stated, FACTS.md section 2
+        assert "consume_reservation_type" in config["reservation_affinity"], name  # stated, docs/FACTS.md section 2
         assert config["resource_labels"]["managed-by"] == "raytpu", name
         assert config["metadata"] == {"disable-legacy-endpoints": "true"}, name
         assert pool["cluster"].startswith("${google_container_cluster.gke_cluster_"), name
@@ -248,7 +248,7 @@ def test_provisioning_mode_sets_the_pool_fields(pools: dict[str, Any], case: str
     if want["scale_from_zero"]:
         assert "node_count" not in pool
         assert pool["initial_node_count"] == 0
-        # Per-zone limits, not total_*: flex-start TPU pools need them (provider quirk, FACTS.md section 2).
+        # Per-zone limits, not total_*: flex-start TPU pools need them (provider quirk, docs/FACTS.md section 2).
         assert pool["autoscaling"] == {"min_node_count": 0, "max_node_count": MODE_HOSTS, "location_policy": "ANY"}
     else:
         assert pool["node_count"] == MODE_HOSTS
@@ -293,7 +293,7 @@ def test_standard_cluster_takes_its_spec_and_network(stack: dict[str, Any]) -> N
     assert cluster["deletion_protection"] is True
     assert cluster["release_channel"] == {"channel": "RAPID"}
     assert cluster["resource_labels"] == {"managed-by": "raytpu", "team": "ml"}
-    # FACTS.md section 3: ray_operator_config is a LIST block in the bindings.
+    # docs/FACTS.md section 3: ray_operator_config is a LIST block in the bindings.
     assert cluster["addons_config"]["ray_operator_config"] == [{
         "enabled": True, "ray_cluster_logging_config": {"enabled": True},
         "ray_cluster_monitoring_config": {"enabled": True}}]
@@ -315,7 +315,7 @@ def test_autopilot_cluster_has_no_node_config(built: dict[str, Any]) -> None:
     assert cluster["enable_autopilot"] is True
     # hashicorp/terraform-provider-google google/services/container/resource_container_cluster.go (e03b7622):
     # enable_shielded_nodes, network_policy, remove_default_node_pool and enable_intranode_visibility are
-    # ConflictsWith enable_autopilot (FACTS.md section 8); Autopilot rejects node_config.
+    # ConflictsWith enable_autopilot (docs/FACTS.md section 8); Autopilot rejects node_config.
     for field in ("node_config", "remove_default_node_pool", "enable_shielded_nodes", "network_policy",
                   "enable_intranode_visibility", "initial_node_count"):
         assert field not in cluster, field
@@ -325,7 +325,7 @@ def test_autopilot_cluster_has_no_node_config(built: dict[str, Any]) -> None:
 
 
 # ComputeClass priorities per mode (https://cloud.google.com/kubernetes-engine/docs/concepts/about-custom-compute-classes,
-# FACTS.md section 3): spot -> `spot: true`; reservation -> `reservations: {affinity: Specific, specific: [{name,
+# docs/FACTS.md section 3): spot -> `spot: true`; reservation -> `reservations: {affinity: Specific, specific: [{name,
 # project}]}`; flex-start -> `flexStart: {enabled: true}`; on-demand -> the TPU shape alone; queued has none.
 TPU_4X4 = {"type": "tpu-v6e-slice", "count": 4, "topology": "4x4"}
 PRIORITIES = {
@@ -512,7 +512,7 @@ def test_autopilot_cluster_refuses_node_pools(built: dict[str, Any]) -> None:
 def test_version_floor_takes_the_newest_requirement() -> None:
     from raytpu.modules.gke_cluster import RAY_OPERATOR_MIN_GKE_VERSION, version_floor
 
-    # FACTS.md section 1: Ray Operator 1.30.0-gke.1747000; v6e 1.31.2-gke.1115000; tpu7x Standard
+    # docs/FACTS.md section 1: Ray Operator 1.30.0-gke.1747000; v6e 1.31.2-gke.1115000; tpu7x Standard
     # 1.34.0-gke.2201000, Autopilot 1.34.1-gke.3084001.
     assert version_floor([])[0] == RAY_OPERATOR_MIN_GKE_VERSION
     assert version_floor([plan_slice("v5e", "2x2")])[0] == RAY_OPERATOR_MIN_GKE_VERSION
