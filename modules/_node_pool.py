@@ -37,6 +37,13 @@ class JoinedCluster(Protocol):
     def cluster(self) -> Any: ...  # its google_container_cluster (the pool reads its ``id``)
 
 
+
+def joined_to(name: str, cluster: JoinedCluster) -> dict[str, Any]:
+    """The arguments of ``google_container_node_pool`` that name a pool and the cluster it joins (alike for every
+    pool of the kit)."""
+    return {"name": name, "project": cluster.props.project, "cluster": cluster.cluster.id,
+            "location": cluster.props.location}
+
 @dataclass(frozen=True, kw_only=True)
 class NodePoolOptions:
     """Options every node pool shares (bases of HeadPoolOptions and TpuSlicePoolOptions).

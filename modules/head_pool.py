@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from raytpu.errors import InvalidInput
 from raytpu.modules import _props
-from raytpu.modules._node_pool import JoinedCluster, NodePoolOptions, hardened_node_config
+from raytpu.modules._node_pool import JoinedCluster, NodePoolOptions, hardened_node_config, joined_to
 from raytpu.modules.cdk import Construct, container_node_pool
 from raytpu.spec import DEFAULT_DISK_SIZE_GIB, HeadPoolSpec
 
@@ -50,14 +50,10 @@ class HeadPool(Construct):
         super().__init__(scope, id)
         self.props = props
         spec = props.spec
-        cluster = props.cluster.props
         np = container_node_pool
         self.pool = np.ContainerNodePool(
             self, "pool",
-            name=props.name,
-            project=cluster.project,
-            cluster=props.cluster.cluster.id,
-            location=cluster.location,
+            **joined_to(props.name, props.cluster),
             node_locations=list(props.zones) or None,
             initial_node_count=spec.min_nodes,
             autoscaling=np.ContainerNodePoolAutoscaling(min_node_count=spec.min_nodes, max_node_count=spec.max_nodes),

@@ -8,7 +8,7 @@ from raytpu import errors
 from raytpu.errors import InvalidInput
 from raytpu.kuberay import workload_policy_name
 from raytpu.modules import _props
-from raytpu.modules._node_pool import JoinedCluster, NodePoolOptions, hardened_node_config
+from raytpu.modules._node_pool import JoinedCluster, NodePoolOptions, hardened_node_config, joined_to
 from raytpu.modules.cdk import Construct, TerraformResourceLifecycle, compute_resource_policy, container_node_pool
 from raytpu.provisioning import RESERVATION_KEY, TPU_TAINT
 from raytpu.spec import SliceSpec, range_problems
@@ -134,10 +134,7 @@ class TpuSlicePool(Construct):
 
         self.pool = np.ContainerNodePool(
             self, "pool",
-            name=props.name,
-            project=cluster.project,
-            cluster=props.cluster.cluster.id,
-            location=cluster.location,
+            **joined_to(props.name, props.cluster),
             node_locations=[item.zone],
             placement_policy=placement,
             queued_provisioning=np.ContainerNodePoolQueuedProvisioning(enabled=True) if fields.queued else None,

@@ -25,15 +25,6 @@ from raytpu.plan import SlicePlan
 SESSION_PREFIX = f"{local.TMP_PREFIX}t{os.getpid()}-"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every slice test goes to one xdist worker (``make test`` runs the synth and slice tiers side by side): a
-    cluster's start is sized for the whole machine, one cluster start at a time, and the session's shared clusters
-    live in one worker. Synth tests spread over the other workers."""
-    for item in items:
-        if item.get_closest_marker("slice"):
-            item.add_marker(pytest.mark.xdist_group("slice"))
-
-
 @pytest.fixture(scope="session", autouse=True)
 def no_ray_process_outlives_the_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Fails the session when a process of a cluster started by this run is still alive at the end.

@@ -156,6 +156,13 @@ def test_a_relaunch_under_the_same_name_reports_the_steps_it_ran(cluster: local.
     assert [h["step"] for h in summary["history"]] == list(range(EVERY, STEPS + EVERY + 1, EVERY))
 
 
+def _train_workers(address: str) -> list[Any]:
+    """Every Ray Train worker actor the cluster has had, alive or dead."""
+    from ray.util.state import list_actors
+
+    return list_actors(address=address, filters=[("class_name", "=", "RayTrainWorker")], detail=True, limit=1000)
+
+
 @pytest.mark.slice
 @pytest.mark.timeout(480)
 def test_two_host_2x4_workers_land_on_one_slice_of_two(two_slices: local.LocalCluster, plan: SlicePlan,
@@ -165,8 +172,6 @@ def test_two_host_2x4_workers_land_on_one_slice_of_two(two_slices: local.LocalCl
     both workers run on it."""
     import ray
     from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
-    from ray.util.state import list_actors
-
     two = two_slices
     assert two.slice_plan == plan
     try:
@@ -175,6 +180,7 @@ def test_two_host_2x4_workers_land_on_one_slice_of_two(two_slices: local.LocalCl
                                        bundle_label_selector=[{RAY_SLICE_LABEL: name, RAY_WORKER_LABEL: "1"}])
                  for name in two.slices}
         ray.get([pg.ready() for pg in holds.values()], timeout=60)
+        earlier = {w["actor_id"] for w in _train_workers(two.address)}  # the shared cluster's earlier runs
         held_ids = {pg.id.hex() for pg in holds.values()}
         cmd = local.workload_command("train", "--storage-path", str(tmp_path), "--steps", "4",
                                      "--checkpoint-every", "2", "--start-timeout-s", "120")
@@ -203,8 +209,7 @@ def test_two_host_2x4_workers_land_on_one_slice_of_two(two_slices: local.LocalCl
         summary = train.parse_result(out)
         assert proc.returncode == 0 and summary and summary["ok"], "".join(err)[-4000:]
         labels = {n["NodeID"]: n.get("Labels") or {} for n in ray.nodes()}
-        workers = list_actors(address=two.address, filters=[("class_name", "=", "RayTrainWorker")], detail=True,
-                              limit=1000)
+        workers = [w for w in _train_workers(two.address) if w["actor_id"] not in earlier]
         slices = {labels[w["node_id"]].get(RAY_SLICE_LABEL) for w in workers}
         assert len(workers) == plan.hosts and slices == {two.slices[1]}, (workers, slices)
         assert summary["slice_name"] == summary["pinned_slice"] == two.slices[1]
