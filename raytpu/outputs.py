@@ -100,13 +100,13 @@ class StackOutputs:
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
-            raise InvalidInput("--outputs", f"cannot read {str(path)!r} ({exc.strerror})", valid) from None
+            raise InvalidInput("--outputs", f"cannot read {str(path)!r} ({exc.strerror})", valid) from exc
         except UnicodeDecodeError as exc:
             raise InvalidInput("--outputs", f"{str(path)!r} is not JSON (not UTF-8 text: byte {exc.start})",
-                               valid) from None
+                               valid) from exc
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise InvalidInput("--outputs", f"{str(path)!r} is not JSON ({exc.msg} at line {exc.lineno})",
-                               "the JSON `cdktf deploy --outputs-file` writes") from None
+                               "the JSON `cdktf deploy --outputs-file` writes") from exc
         return cls.parse(data, stack, str(path))

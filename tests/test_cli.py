@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -346,6 +347,19 @@ def test_console_errors_have_no_traceback_end_to_end() -> None:
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: topology: '9x9'")
     assert "Traceback" not in proc.stderr
+
+
+def test_raytpu_debug_shows_the_cause_behind_the_one_line_error(tmp_path: Path) -> None:
+    """``RAYTPU_DEBUG=1`` keeps the contract's line first and adds the traceback of its cause (here the OSError
+    behind an unreadable config); without it, the one line alone."""
+    missing = str(tmp_path / "nope.yaml")
+    plain = _subprocess("-m", "raytpu", "validate", missing)
+    debug = subprocess.run([sys.executable, "-m", "raytpu", "validate", missing], capture_output=True, text=True,
+                           cwd=ROOT, timeout=120, env=os.environ | {"RAYTPU_DEBUG": "1"})
+    assert plain.returncode == debug.returncode == 2
+    assert plain.stderr.splitlines() == [debug.stderr.splitlines()[0]]
+    assert debug.stderr.splitlines()[0].startswith("error: config: cannot read")
+    assert "FileNotFoundError" in debug.stderr and "direct cause" in debug.stderr
 
 
 def test_validate_errors_have_no_traceback_end_to_end(tmp_path: Path) -> None:
