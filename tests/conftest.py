@@ -85,8 +85,8 @@ def start_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable
 @pytest.fixture(scope="session")
 def two_slices(start_cluster: Callable[..., local.LocalCluster]) -> local.LocalCluster:
     """Two emulated v6e 2x4 slices of two 4-chip hosts each (xpk's shape, the smallest multi-host slice), shared
-    by the tests that need two slices: ``test_smoke_slice`` (which kills a host and replaces it, leaving both
-    slices whole) and then ``test_train``'s placement among two slices. Started once per session."""
+    by ``test_smoke_slice`` (which kills a host and replaces it, leaving both slices whole) and then every slice
+    test of ``test_train`` (a run reserves one whole slice of the two). Started once per session."""
     from raytpu.catalog import generation
     from raytpu.plan import plan_slice
 

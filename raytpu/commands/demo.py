@@ -126,7 +126,8 @@ def run(args: argparse.Namespace) -> int:
             verdicts = smoke_report.parse_verdict_lines(done.stdout)
             why = "; ".join(smoke_report.headline(v) for v in verdicts if smoke_report.state_of(v) != "healthy")
             _step(report, "smoke", done.returncode == 0 and smoke_report.all_healthy(verdicts), started,
-                  why=why or f"exit {done.returncode}, no verdict", exit_code=done.returncode,
+                  why=why or f"exit {done.returncode}" + ("" if verdicts else ", no verdict"),
+                  exit_code=done.returncode,
                   **({} if verdicts else {"stderr": done.stderr[-2000:]}))
 
             started = time.monotonic()

@@ -236,7 +236,7 @@ class KubeClient:
                  *([("labelSelector", label_selector)] if label_selector else [])]
         data = self._json(describe_call("list", res, None, "*"), "GET", f"{res.base}/{res.plural}", res, None,
                           query=query) or {}
-        return [item for item in data.get("items") or [] if isinstance(item, dict)]
+        return _items(data)
 
     def nodes(self, label_selector: str) -> list[dict[str, Any]]:
         """Nodes matching ``label_selector`` (e.g. a TPU node pool's ``cloud.google.com/gke-nodepool=...``)."""
@@ -290,14 +290,14 @@ class KubeClient:
         """The items of a list call."""
         data = self._json(describe_call("list", res, None, self.namespace), "GET", res.collection(self.namespace),
                           res, None, query=query) or {}
-        return [item for item in data.get("items") or [] if isinstance(item, dict)]
+        return _items(data)
 
     def _list_one(self, res: Resource, name: str) -> tuple[dict[str, Any] | None, str]:
         """The object (None when absent) and the list's resourceVersion, the point a watch starts from."""
         query = [("fieldSelector", f"metadata.name={name}")]
         data = self._json(describe_call("list", res, name, self.namespace), "GET", res.collection(self.namespace),
                           res, None, query=query) or {}
-        items = [item for item in data.get("items") or [] if isinstance(item, dict)]
+        items = _items(data)
         return (items[0] if items else None), str((data.get("metadata") or {}).get("resourceVersion") or "")
 
     def _watch_stream(self, res: Resource, name: str, version: str,
@@ -517,6 +517,11 @@ class _Expired(Exception):
 
 class _Dropped(Exception):
     """A stream broke before its end: watch again from the last resourceVersion."""
+
+
+def _items(data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The objects of a list answer (anything but a mapping is skipped)."""
+    return [item for item in data.get("items") or [] if isinstance(item, dict)]
 
 
 def _resource_version(obj: Mapping[str, Any]) -> str:
