@@ -16,9 +16,19 @@ RayService, the head pod's Serve health endpoint (``updateHeadPodServeLabel``, `
 KubeRay v1.6.0/v1.7.0), so the operator's sources are admitted to the ``namespace`` and ``serve`` ports too. GKE
 "installs and hosts" the add-on's operator
 (https://cloud.google.com/kubernetes-engine/docs/add-on/ray-on-gke/concepts/overview) without saying where; the
-kit assumes the control plane, so by default its calls come from the control plane's range (``network.master_cidr``,
-the private cluster's ``master_ipv4_cidr_block``). ``security.operator_from`` names other sources (the operator's
-namespace, e.g. for a self-installed KubeRay: ``kubectl get pods -A | grep kuberay`` shows where it runs).
+kit assumes the control plane. Its calls reach pods either from the control plane's range (``network.master_cidr``,
+the private cluster's ``master_ipv4_cidr_block``) or, where the control plane reaches the cluster through
+Konnectivity, from the ``konnectivity-agent`` pods in ``kube-system`` ("On AKS and GKE the API server reaches
+in-cluster webhooks through konnectivity agent pods, so the admission call arrives ... with a pod source IP"; GKE
+labels them ``k8s-app: konnectivity-agent``: tigera/operator PR #5212), so both are admitted by default
+(:data:`KONNECTIVITY_AGENTS`). ``security.operator_from`` replaces them (the operator's namespace, e.g. for a
+self-installed KubeRay: ``kubectl get pods -A | grep kuberay`` shows where it runs).
+
+The metrics port admits Managed Service for Prometheus's collectors (:data:`GMP_COLLECTORS`) besides
+``security.metrics_from``: the cluster stack turns on the Ray Operator add-on's Ray metrics
+(``ray_cluster_monitoring_config``, :mod:`raytpu.modules.gke_cluster`), which managed collection scrapes from the
+``collector`` DaemonSet's pods in ``gmp-system`` (pod network, not the host's: GoogleCloudPlatform/prometheus-engine
+``manifests/operator.yaml``, DaemonSet ``collector``, label ``app.kubernetes.io/name: collector``).
 Egress is left open (pip installs, Hugging Face, GCS, the metadata server).
 """
 
@@ -36,6 +46,18 @@ CLUSTER_LABEL = "raytpu.dev/ray-cluster"
 _KIND_PREFIX = {"RayJob": "job", "RayService": "service", "RayCluster": "cluster"}
 NAMESPACE_LABEL = "kubernetes.io/metadata.name"
 """Every namespace carries its own name under this label (Kubernetes 1.22+, NamespaceDefaultLabelName)."""
+
+
+def _pods_in(namespace: str, labels: Mapping[str, str]) -> dict[str, Any]:
+    """A NetworkPolicy peer: the pods with ``labels`` in ``namespace``."""
+    return {"namespaceSelector": {"matchLabels": {NAMESPACE_LABEL: namespace}},
+            "podSelector": {"matchLabels": dict(labels)}}
+
+
+KONNECTIVITY_AGENTS = _pods_in("kube-system", {"k8s-app": "konnectivity-agent"})
+"""The pods the GKE control plane's calls into the cluster come from (tigera/operator PR #5212)."""
+GMP_COLLECTORS = _pods_in("gmp-system", {"app.kubernetes.io/name": "collector"})
+"""Managed Prometheus's scrapers (prometheus-engine ``manifests/operator.yaml``, DaemonSet ``collector``)."""
 
 
 def cluster_label(kind: str, name: str) -> str:
@@ -58,21 +80,24 @@ def serve_sources(security: SecuritySpec, subnet_cidr: str) -> tuple[str, ...]:
     return {"internal-lb": (subnet_cidr,), "public-lb": ("0.0.0.0/0",)}.get(security.serve_endpoint, ())
 
 
-def operator_sources(security: SecuritySpec, control_plane_cidr: str) -> tuple[str, ...]:
-    """Where KubeRay's operator calls Ray heads from: ``operator_from``, else the control plane's range."""
-    return security.operator_from or (control_plane_cidr,)
+def operator_peers(security: SecuritySpec, control_plane_cidr: str) -> list[dict[str, Any]]:
+    """Where KubeRay's operator calls Ray heads from: ``operator_from``, else the control plane's range and the
+    Konnectivity agents it reaches pods through."""
+    if security.operator_from:
+        return [peer(s) for s in security.operator_from]
+    return [peer(control_plane_cidr), KONNECTIVITY_AGENTS]
 
 
 def audience_sources(security: SecuritySpec, *, subnet_cidr: str,
                      control_plane_cidr: str) -> dict[str, list[dict[str, Any]]]:
     """Audience -> the peers admitted to its ports (besides the cluster's own pods)."""
     namespace: list[dict[str, Any]] = [{"podSelector": {}}]
-    operator = [peer(s) for s in operator_sources(security, control_plane_cidr)]
+    operator = operator_peers(security, control_plane_cidr)
     return {
         "cluster": [],
         "namespace": [*namespace, *operator, *(peer(s) for s in security.dashboard_from)],
         "serve": [*namespace, *operator, *(peer(s) for s in serve_sources(security, subnet_cidr))],
-        "metrics": [peer(s) for s in security.metrics_from],
+        "metrics": [GMP_COLLECTORS, *(peer(s) for s in security.metrics_from)],
     }
 
 

@@ -7,7 +7,7 @@ Audiences (who is admitted, besides the pods of the same Ray cluster, which reac
 - ``namespace``: the namespace's own pods, KubeRay's operator and ``security.dashboard_from``. The dashboard's job API
   runs any code it is sent (Ray token auth guards it too: :data:`raytpu.kuberay.AUTH_MODE`).
 - ``serve``: the namespace's pods, the operator and the serve sources (the OpenAI endpoint of a RayService).
-- ``metrics``: ``security.metrics_from`` only (a Prometheus scraper).
+- ``metrics``: Managed Prometheus's collectors and ``security.metrics_from`` (Prometheus scrapers).
 
 Ray's other ports (raylet, object manager, workers, Ray Train's and JAX's coordinators) are chosen at run time
 (Ray Train v2 picks the JAX coordinator's port with ``get_address_and_port``: Ray 2.60

@@ -60,11 +60,12 @@ class SecuritySpec:
             address (the API key guards it).
         dashboard_from: Sources admitted to the dashboard/job API and Ray client ports besides the namespace's pods
             (e.g. a CI runner's range). Default none.
-        metrics_from: Sources admitted to Ray's metrics port (e.g. ``namespace:gmp-system`` for Google Cloud
-            Managed Service for Prometheus). Default none.
+        metrics_from: Sources admitted to Ray's metrics port besides Google Cloud Managed Service for
+            Prometheus's collectors, which are always admitted (e.g. a self-run Prometheus's namespace). Default none.
         operator_from: Where KubeRay's operator calls Ray heads from (dashboard, Serve health). Default: the control
-            plane's range (``network.master_cidr``), where GKE hosts the Ray Operator add-on's operator; name a
-            self-installed operator's namespace (``namespace:ray-system``) instead.
+            plane's range (``network.master_cidr``) and the Konnectivity agents it reaches pods through, where GKE
+            hosts the Ray Operator add-on's operator; name a self-installed operator's namespace
+            (``namespace:ray-system``) instead.
         serve_api_key_secret: A Secret in the namespace whose ``api-key`` every request to the OpenAI endpoint must
             present (``Authorization: Bearer <key>``). Required with ``public-lb``. Default none.
         writable_root_filesystem: Lets Ray containers write outside their scratch volumes (an image that writes

@@ -37,7 +37,7 @@ workloads:
 ENDPOINTS = {
     "cluster-ip": {},
     "internal-lb": {"serve_endpoint": "internal-lb", "dashboard_from": ["10.128.0.0/20"],
-                    "metrics_from": ["namespace:gmp-system"]},
+                    "metrics_from": ["namespace:monitoring"]},
     "public-lb": {"serve_endpoint": "public-lb", "serve_api_key_secret": "serve-key",
                   "serve_from": ["198.51.100.0/24"]},
 }

@@ -108,20 +108,31 @@ INTERNET = "203.0.113.9"
 NEIGHBOUR = Pod(NAMESPACE, {"app": "notebook"})
 OTHER_RAY = Pod(NAMESPACE, {"app.kubernetes.io/name": "kuberay", network_policy.CLUSTER_LABEL: "job-other-r1"})
 OTHER_NAMESPACE = Pod("default", {"app": "notebook"})
-PROMETHEUS = Pod("gmp-system", {"app": "collector"})
+# Managed Prometheus's collector pods, labelled as GoogleCloudPlatform/prometheus-engine manifests/operator.yaml
+# (DaemonSet collector, pod network) labels them; its rule evaluator, in the same namespace, scrapes nothing of Ray's.
+GMP_COLLECTOR = Pod("gmp-system", {"app": "managed-prometheus-collector", "app.kubernetes.io/name": "collector"})
+GMP_RULE_EVALUATOR = Pod("gmp-system", {"app.kubernetes.io/name": "rule-evaluator"})
+SELF_RUN_PROMETHEUS = Pod("monitoring", {"app": "prometheus"})  # the internal-lb matrix's metrics_from
+# GKE's control plane reaches pods through these (tigera/operator PR #5212: GKE labels them k8s-app); another
+# kube-system pod is no more trusted than any pod.
+KONNECTIVITY_AGENT = Pod("kube-system", {"k8s-app": "konnectivity-agent"})
+KUBE_DNS = Pod("kube-system", {"k8s-app": "kube-dns"})
 SOURCES = {"same cluster": None, "namespace pod": NEIGHBOUR, "other Ray cluster": OTHER_RAY,
-           "other namespace": OTHER_NAMESPACE, "prometheus": PROMETHEUS, "control plane": CONTROL_PLANE,
-           "ci runner": CI_RUNNER, "vpc client": VPC_CLIENT, "partner": PARTNER, "internet": INTERNET}
+           "other namespace": OTHER_NAMESPACE, "gmp collector": GMP_COLLECTOR, "gmp rule evaluator": GMP_RULE_EVALUATOR,
+           "self-run prometheus": SELF_RUN_PROMETHEUS, "control plane": CONTROL_PLANE,
+           "konnectivity agent": KONNECTIVITY_AGENT, "kube-dns": KUBE_DNS, "ci runner": CI_RUNNER,
+           "vpc client": VPC_CLIENT, "partner": PARTNER, "internet": INTERNET}
 
-NAMESPACE_WIDE = {"same cluster", "namespace pod", "other Ray cluster", "control plane"}
+NAMESPACE_WIDE = {"same cluster", "namespace pod", "other Ray cluster", "control plane", "konnectivity agent"}
+SCRAPERS = {"same cluster", "gmp collector"}
 EXPECTED: dict[str, dict[int, set[str]]] = {
     # endpoint option -> port -> the sources admitted (besides this, nothing reaches the pod)
-    "cluster-ip": {6379: {"same cluster"}, 52365: {"same cluster"}, 8081: {"same cluster"}, 8080: {"same cluster"},
+    "cluster-ip": {6379: {"same cluster"}, 52365: {"same cluster"}, 8081: {"same cluster"}, 8080: SCRAPERS,
                    8265: NAMESPACE_WIDE, 10001: NAMESPACE_WIDE, 8000: NAMESPACE_WIDE},
     "internal-lb": {6379: {"same cluster"}, 52365: {"same cluster"}, 8081: {"same cluster"},
-                    8080: {"same cluster", "prometheus"}, 8265: NAMESPACE_WIDE | {"ci runner"},
+                    8080: SCRAPERS | {"self-run prometheus"}, 8265: NAMESPACE_WIDE | {"ci runner"},
                     10001: NAMESPACE_WIDE | {"ci runner"}, 8000: NAMESPACE_WIDE | {"vpc client"}},
-    "public-lb": {6379: {"same cluster"}, 52365: {"same cluster"}, 8081: {"same cluster"}, 8080: {"same cluster"},
+    "public-lb": {6379: {"same cluster"}, 52365: {"same cluster"}, 8081: {"same cluster"}, 8080: SCRAPERS,
                   8265: NAMESPACE_WIDE, 10001: NAMESPACE_WIDE, 8000: NAMESPACE_WIDE | {"partner"}},
 }
 
@@ -164,6 +175,22 @@ def test_the_dashboard_of_a_job_is_not_reachable_from_another_namespace_without_
                                    "security": {"dashboard_from": ["namespace:default"]}}))
     assert admits([kuberay.network_policy(job, opened)], target, 8265, OTHER_NAMESPACE)
     assert not admits([kuberay.network_policy(job, opened)], target, 6379, OTHER_NAMESPACE)
+
+
+def test_operator_from_replaces_the_control_plane_and_its_konnectivity_agents() -> None:
+    """A self-installed operator (``operator_from``) is the only operator source: the GKE control plane's range and
+    its Konnectivity agents are no longer admitted to the head's dashboard."""
+    data = {**yaml.safe_load(emitted.MATRIX.replace("MODE", "standard")),
+            "security": {"operator_from": ["namespace:ray-system"]}}
+    spec = parse(yaml.safe_dump(data))
+    job = next(o for o in emitted.objects_of(spec) if o["kind"] == "RayJob")
+    head = next(p for r, p in emitted.pods_of(job) if r == "head")
+    target = Pod(NAMESPACE, effective_pod_labels(head), {"dashboard": 8265})
+    policies = [kuberay.network_policy(job, spec)]
+    operator = Pod("ray-system", {"app.kubernetes.io/name": "kuberay-operator"})
+    assert admits(policies, target, 8265, operator)
+    assert not admits(policies, target, 8265, KONNECTIVITY_AGENT)
+    assert not admits(policies, target, 8265, CONTROL_PLANE)
 
 
 # ------------------------------------------------------------------------------------------ the serving endpoint

@@ -297,7 +297,7 @@ def _stuck_service(fake: Cluster, *, apps: bool, head_ready: bool) -> None:
 
 
 @pytest.mark.parametrize(("apps", "head_ready", "security", "named"), [
-    (False, True, "", "172.16.0.32/28 (network.master_cidr, the default)"),
+    (False, True, "", "172.16.0.32/28 (network.master_cidr) and kube-system's konnectivity-agent pods (the default)"),
     (False, True, "security: {operator_from: ['namespace:ray-system']}\n",
      "namespace:ray-system (security.operator_from)"),
     (True, True, "", None),  # the operator read the Serve status: it reaches the head (a slow model load, say)

@@ -137,13 +137,15 @@ def _operator_hint(spec: Any, name: str) -> str:
     """The line ``--wait`` prints when KubeRay's operator cannot reach the head (:func:`raytpu.gke.operator_unreached`):
     the sources the RayService's NetworkPolicy admits it from, and the option that changes them."""
     from raytpu import gke
-    from raytpu.network_policy import operator_sources
 
-    sources = ", ".join(operator_sources(spec.security, spec.network.master_cidr))
-    where = "security.operator_from" if spec.security.operator_from else "network.master_cidr, the default"
+    if spec.security.operator_from:
+        admitted = f"{', '.join(spec.security.operator_from)} (security.operator_from)"
+    else:
+        admitted = (f"{spec.network.master_cidr} (network.master_cidr) and kube-system's konnectivity-agent pods "
+                    "(the default)")
     return (f"warning: security.operator_from: {name}'s head pod has been Ready for {gke.OPERATOR_GRACE_S:g}s and "
             "KubeRay's operator has read no Serve status from its dashboard (:8265): its NetworkPolicy admits the "
-            f"operator only from {sources} ({where}); valid: where this cluster's operator runs (README, "
+            f"operator only from {admitted}; valid: where this cluster's operator runs (README, "
             "\"Operator reachability\"), e.g. namespace:<its namespace> for a self-installed KubeRay")
 
 
