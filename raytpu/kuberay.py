@@ -289,8 +289,11 @@ def host_resources(plan: SlicePlan, autopilot: bool) -> dict[str, dict[str, str]
     """A TPU worker container's resources: all the host's chips, and on Standard :data:`HOST_SHARE` of the
     machine type's allocatable CPU and memory as requests (memory also as limit), so the pod is not BestEffort,
     the first evicted. No CPU limit: CFS quotas throttle the bursts of a host's input pipeline, and the worker has
-    the host to itself. Autopilot applies its own requests to pods without them and sets limits equal to requests
-    (https://cloud.google.com/kubernetes-engine/docs/concepts/autopilot-resource-requests)."""
+    the host to itself. On Autopilot the TPU count alone: GKE gives each TPU workload its own node, "so each Pod
+    can access all the node's resources" (https://cloud.google.com/kubernetes-engine/docs/how-to/tpus-autopilot),
+    and enforces no default requests on the accelerator compute class
+    (https://cloud.google.com/kubernetes-engine/docs/concepts/autopilot-resource-requests, "Default requests for
+    compute classes": "Accelerator: no default requests enforced")."""
     tpus = str(plan.chips_per_host)
     resources = {"requests": {TPU_RESOURCE: tpus}, "limits": {TPU_RESOURCE: tpus}}
     if not autopilot:
