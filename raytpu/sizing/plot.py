@@ -18,12 +18,16 @@ def write(path: str, found: list[Candidate], best: Candidate | None, title: str,
     import matplotlib.pyplot as plt
 
     points = [c for c in found if c.usable and c.price_per_hour[kind] is not None]
+
+    def price(c: Candidate) -> float:
+        return c.price_per_hour[kind] or 0.0
+
     fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
     for gen in sorted({c.plan.generation for c in points}):
         mine = [c for c in points if c.plan.generation == gen]
-        ax.scatter([100 * c.free_fraction for c in mine], [c.price_per_hour[kind] for c in mine], label=gen, s=22)
+        ax.scatter([100 * c.free_fraction for c in mine], [price(c) for c in mine], label=gen, s=22)
     if best is not None and best.price_per_hour[kind] is not None:
-        ax.scatter([100 * best.free_fraction], [best.price_per_hour[kind]], marker="*", s=320, facecolors="none",
+        ax.scatter([100 * best.free_fraction], [price(best)], marker="*", s=320, facecolors="none",
                    edgecolors="black", linewidths=1.5, label=f"cheapest: {best.plan.generation} {best.plan.topology}")
     ax.set_xlabel("HBM left free (%)")
     ax.set_ylabel(f"{kind.replace('_', '-')} $/h")
