@@ -43,10 +43,10 @@ def plan_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("name", "published"), [
     ("llama-3.1-8b", 8.03e9), ("llama-3.1-70b", 70.6e9), ("llama-3.1-405b", 405.9e9), ("llama-3.3-70b", 70.6e9),
-    ("qwen3-0.6b", 0.6e9), ("qwen3-8b", 8.2e9), ("mixtral-8x7b", 46.7e9)])
+    ("qwen3-0.6b", 0.6e9), ("qwen3-8b-base", 8.2e9), ("mixtral-8x7b", 46.7e9)])
 def test_parameter_counts_from_the_shapes_match_the_published_sizes(name: str, published: float) -> None:
     """Counted from config.json shapes, within 2% of the size each model is published as (the model cards:
-    Llama 3.1 8B/70B/405B, Qwen3-0.6B "0.6B", Qwen3-8B "8.2B", Mixtral 8x7B "46.7B total")."""
+    Llama 3.1 8B/70B/405B, Qwen3-0.6B "0.6B", Qwen3-8B-Base "8.2B", Mixtral 8x7B "46.7B total")."""
     assert models.MODELS[name].params() == pytest.approx(published, rel=0.02)
 
 
@@ -68,16 +68,22 @@ def test_a_hugging_face_config_json_gives_the_same_shape_as_the_table(tmp_path: 
 # ------------------------------------------------------------------------------- held-out published cases
 
 
-def test_llama_3_1_70b_serves_on_v6e_2x4_with_tp_8(capsys: pytest.CaptureFixture[str]) -> None:
-    """GKE's "Serve an LLM using TPU Trillium on GKE with vLLM" (cloud.google.com/kubernetes-engine/docs/tutorials/
-    serve-vllm-tpu) serves Llama 3.1 70b on one ct6e-standard-8t (v6e 2x4) with vLLM's tensor parallelism.
+LLAMA_VLLM_RECIPE = ("AI-Hypercomputer/tpu-recipes inference/trillium/vLLM/Llama3.1/README.md (51a4773b): \"For "
+                     "Llama3.1-8B, 1 chip is sufficient and for the 70B model, at least 8 chips are required\"; "
+                     "MAX_MODEL_LEN=4096, TP=8 (number of chips)")
 
-    Arithmetic: 70,553,706,496 parameters x 2 bytes = 131.42 GiB; KV for one 8192-token sequence:
-    2 x 80 x 8 x 128 x 8192 x 2 bytes = 2.5 GiB; 133.92 GiB in all. v6e 2x2: 4 x 32 GiB x 0.9 = 115.2 < 133.92;
-    v6e 2x4: 8 x 32 x 0.9 = 230.4 >= 133.92."""
-    data = plan_json(capsys, "--model", "llama-3.1-70b", "--mode", "serve", "--context", "8192")
+
+def test_llama_3_1_70b_serves_on_v6e_2x4_with_tp_8(capsys: pytest.CaptureFixture[str]) -> None:
+    """The vLLM TPU recipe (:data:`LLAMA_VLLM_RECIPE`) serves Llama 3.1 70B on v6e-8 with TP 8 and a 4096-token
+    context; GKE's "Serve an LLM using TPU Trillium on GKE with vLLM" (cloud.google.com/kubernetes-engine/docs/
+    tutorials/serve-vllm-tpu) serves it on one ct6e-standard-8t (v6e 2x4, one host).
+
+    Arithmetic: 70,553,706,496 parameters x 2 bytes = 131.42 GiB; KV for one 4096-token sequence:
+    2 x 80 x 8 x 128 x 4096 x 2 bytes = 1.25 GiB; 132.67 GiB in all. v6e 2x2: 4 x 32 GiB x 0.9 = 115.2 < 132.67;
+    v6e 2x4: 8 x 32 x 0.9 = 230.4 >= 132.67."""
+    data = plan_json(capsys, "--model", "llama-3.1-70b", "--mode", "serve", "--context", "4096")
     assert data["model"]["params"] == 70_553_706_496
-    assert data["need"]["total_gib"] == pytest.approx(131.42 + 2.5, abs=0.01)
+    assert data["need"]["total_gib"] == pytest.approx(131.42 + 1.25, abs=0.01)
     assert data["minimal"]["v6e"] == "2x4"
     row = next(c for c in data["candidates"] if (c["generation"], c["topology"]) == ("v6e", "2x4"))
     assert row["servable"] and row["servable_note"] == "TP 8" and row["hosts"] == 1
@@ -85,10 +91,13 @@ def test_llama_3_1_70b_serves_on_v6e_2x4_with_tp_8(capsys: pytest.CaptureFixture
 
 
 def test_llama_3_1_8b_fits_one_v6e_chip_and_four_v5e_chips(capsys: pytest.CaptureFixture[str]) -> None:
-    """Arithmetic: 8,030,261,248 parameters x 2 bytes = 14.96 GiB; KV for 8192 tokens: 2 x 32 x 8 x 128 x 8192 x 2
-    = 1 GiB; 15.96 GiB. v6e 1x1: 32 x 0.9 = 28.8 (fits); v5e 1x1: 16 x 0.9 = 14.4 (does not); v5e 2x2: 57.6."""
-    data = plan_json(capsys, "--model", "llama-3.1-8b", "--context", "8192")
-    assert data["need"]["total_gib"] == pytest.approx(14.96 + 1.0, abs=0.01)
+    """The vLLM TPU recipe (:data:`LLAMA_VLLM_RECIPE`) serves Llama 3.1 8B on v6e-1 (one chip).
+
+    Arithmetic: 8,030,261,248 parameters x 2 bytes = 14.96 GiB; KV for 4096 tokens: 2 x 32 x 8 x 128 x 4096 x 2
+    = 0.5 GiB; 15.46 GiB. v6e 1x1: 32 x 0.9 = 28.8 (fits); v5e 1x1: 16 x 0.9 = 14.4 (does not); v5e 2x2: 57.6."""
+    data = plan_json(capsys, "--model", "llama-3.1-8b", "--context", "4096")
+    assert data["model"]["params"] == 8_030_261_248
+    assert data["need"]["total_gib"] == pytest.approx(14.96 + 0.5, abs=0.01)
     assert data["minimal"]["v6e"] == "1x1" and data["minimal"]["v5e"] == "2x2"
     assert data["cheapest"]["generation"] == "v6e" and data["cheapest"]["topology"] == "1x1"
 

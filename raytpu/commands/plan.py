@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
     for line in need.assumptions:
         print(f"  {line}")
     print(f"  need (TP 1): {need.to_json()['gib']} = {need.to_json()['total_gib']:,} GiB; headroom: "
-          f"{args.headroom:.0%} of HBM kept free (XLA scratch, runtime; vLLM's gpu_memory_utilization 0.9)")
+          f"{args.headroom:.0%} of HBM kept free (XLA scratch buffers, runtime; vLLM leaves 8-10%)")
     print(f"  prices: {table.currency}/h per slice, {table.region} unless noted, read {table.read_on} from "
           f"{table.source}; n/p = not published there")
     print()

@@ -2,8 +2,8 @@
 
 Serve: weights at ``--dtype`` + the KV cache: 2 (K and V) x layers x KV heads x head_dim x context x batch x bytes
 per KV element; vLLM keeps at least one KV head per tensor-parallel rank, so a TP above the KV heads replicates them
-(vLLM 0.29.0 ``vllm/config/model.py`` ``ModelConfig.get_num_kv_heads``: ``max(1, total_num_kv_heads //
-tensor_parallel_size)``).
+(vLLM ``vllm/config/model.py`` ``ModelConfig.get_num_kv_heads``: ``max(1, total_num_kv_heads //
+tensor_parallel_size)``, "so each GPU has at least one KV head"; the same rule in every release read).
 
 Train: weights and gradients at ``--dtype``, optimizer state at ``--optimizer-dtype`` (optax's ``adamw`` keeps ``mu``
 in ``mu_dtype``, default the parameters' dtype, and ``nu`` in the parameters' dtype: ``optax.scale_by_adam``), plus
@@ -13,8 +13,9 @@ never materializes the ``a*s*s`` scores, leaving ``34*s*b*h``; full recomputatio
 ``2*s*b*h``. The loss's logits (tokens x vocab) are not counted: frameworks chunk or shard them.
 
 Headroom: the fraction of HBM kept free for what the estimate leaves out (XLA's scratch buffers and fragmentation,
-the runtime, the program itself). The default 10% is what vLLM leaves by default (``gpu_memory_utilization`` 0.9,
-vLLM 0.29.0 ``vllm/config/cache.py`` ``CacheConfig``).
+the runtime, the program itself). The default keeps 10% free: vLLM's own share of device memory is
+``gpu_memory_utilization``, 0.90 in its older ``EngineArgs`` and 0.92 at vllm-project/vllm 002f10e0
+(``vllm/config/cache.py`` ``CacheConfig``), so 10% is the more cautious of the two; ``--headroom`` changes it.
 """
 
 from __future__ import annotations

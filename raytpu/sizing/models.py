@@ -1,9 +1,9 @@
 """A model's shape, as far as memory goes: the built-in table and the Hugging Face ``config.json`` reader.
 
-Each built-in entry is the model's own ``config.json`` on Hugging Face (the URL beside it); the numbers were read
-through the search tools on 2026-12-02 from public copies of those files, which agree with each other (the Llama
-repositories are gated). Parameters are counted from the shape (:meth:`ModelShape.params`), not copied from a model
-card, and the tests compare the count with the size each model is published as.
+Each built-in entry is the model's own ``config.json`` on Hugging Face (the URL beside it). The Llama repositories
+are gated, so the numbers were read on 2026-12-02, through the search tools, from public verbatim copies of those
+files, named beside each entry. Parameters are counted from the shape (:meth:`ModelShape.params`), not copied from a
+model card, and the tests compare the count with the size each model is published as.
 """
 
 from __future__ import annotations
@@ -99,23 +99,32 @@ def _llama(name: str, repo: str, layers: int, hidden: int, heads: int, intermedi
 
 
 MODELS: dict[str, ModelShape] = {m.name: m for m in (
-    # num_hidden_layers 32, hidden_size 4096, num_attention_heads 32, intermediate_size 14336
+    # num_hidden_layers 32, hidden_size 4096, num_attention_heads 32, num_key_value_heads 8, intermediate_size
+    # 14336, vocab_size 128256, max_position_embeddings 131072, tie_word_embeddings false: the config.json copied in
+    # citsjtu2020/LLM-Prof sglang/Model_Config.md ("Llama-3.1-8B")
     _llama("llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct", 32, 4096, 32, 14336),
-    # 80, 8192, 64, 28672
+    # 80, 8192, 64, 28672 (8 KV heads, vocab 128256, 131072): vulkomilev/oumi configs/recipes/llama3_1/README.md
+    # ("Model Info" tables, taken from the config.json files)
     _llama("llama-3.1-70b", "meta-llama/Llama-3.1-70B-Instruct", 80, 8192, 64, 28672),
-    # 126, 16384, 128, 53248
+    # 126, 16384, 128, 53248 (8 KV heads, head_dim 128, vocab 128256, 131072): several public copies of
+    # Llama-3.1-405B-Instruct's config found by the search tools, in agreement
     _llama("llama-3.1-405b", "meta-llama/Llama-3.1-405B-Instruct", 126, 16384, 128, 53248),
-    # the same shape as 3.1 70B
+    # Llama 3.3 70B has 3.1 70B's architecture (its model card: "Llama 3.3 ... 70B", the same config fields)
     _llama("llama-3.3-70b", "meta-llama/Llama-3.3-70B-Instruct", 80, 8192, 64, 28672),
     # num_hidden_layers 28, hidden_size 1024, num_attention_heads 16, num_key_value_heads 8, head_dim 128,
-    # intermediate_size 3072, vocab_size 151936, max_position_embeddings 40960, tie_word_embeddings true
+    # intermediate_size 3072, vocab_size 151936, max_position_embeddings 40960, tie_word_embeddings true: a copy of
+    # huggingface.co/Qwen/Qwen3-0.6B/raw/main/config.json quoted in a public source file (the search tools'
+    # code corpus); heads and layers as in raytpu.vllm_rules.MODEL_SHAPES
     ModelShape("qwen3-0.6b", 28, 1024, 16, 8, 128, 3072, 151936, 40960, tied_embeddings=True,
                hf_id="Qwen/Qwen3-0.6B", source=_hf("Qwen/Qwen3-0.6B")),
-    # 36, 4096, 32, 8, 128, 12288, 151936, 40960, tie_word_embeddings false
-    ModelShape("qwen3-8b", 36, 4096, 32, 8, 128, 12288, 151936, 40960,
-               hf_id="Qwen/Qwen3-8B", source=_hf("Qwen/Qwen3-8B")),
+    # 36, 4096, 32, 8, 128, 12288, 151936, 32768, tie_word_embeddings false: Chen-Oliver/qwen3-8b-base config.json
+    # (1e44ee1a), "the config.json ... for Qwen/Qwen3-8B-Base"
+    ModelShape("qwen3-8b-base", 36, 4096, 32, 8, 128, 12288, 151936, 32768,
+               hf_id="Qwen/Qwen3-8B-Base", source=_hf("Qwen/Qwen3-8B-Base")),
     # num_hidden_layers 32, hidden_size 4096, num_attention_heads 32, num_key_value_heads 8, intermediate_size
-    # 14336, vocab_size 32000, max_position_embeddings 32768, num_local_experts 8, num_experts_per_tok 2
+    # 14336, vocab_size 32000, max_position_embeddings 32768, num_local_experts 8, num_experts_per_tok 2: a verbatim
+    # MixtralForCausalLM config.json ("router_aux_loss_coef": 0.02, "transformers_version": "4.36.0.dev0") quoted
+    # in a public test file (the search tools' code corpus)
     ModelShape("mixtral-8x7b", 32, 4096, 32, 8, 128, 14336, 32000, 32768, experts=8, experts_per_token=2,
                hf_id="mistralai/Mixtral-8x7B-Instruct-v0.1", source=_hf("mistralai/Mixtral-8x7B-Instruct-v0.1")),
 )}
