@@ -161,8 +161,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {line}")
     print(f"  need (TP 1): {need.to_json()['gib']} = {need.to_json()['total_gib']:,} GiB; headroom: "
           f"{args.headroom:.0%} of HBM kept free (XLA scratch buffers, runtime; vLLM leaves 8-10%)")
-    print(f"  prices: {table.currency}/h per slice, {table.region} unless noted, read {table.read_on} from "
-          f"{table.source}; n/p = not published there")
+    other = ", ".join(f"{g}: {r}" for g, r in table.regions.items() if r != table.region)
+    print(f"  prices: {table.currency}/h per slice, {table.region}{f' ({other})' if other else ''}, read "
+          f"{table.read_on} from {table.source}; n/p = not published there")
     print()
     lines = _table(found, best, minimal, args.all, args.tokens_per_s is not None)
     if len(lines) == 1:

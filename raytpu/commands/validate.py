@@ -64,9 +64,8 @@ def fit_warnings(work: WorkloadSpec) -> list[str]:
         return [f"workloads.{name}: model {source!r} is not in `raytpu plan`'s built-in table, so its fit on "
                 f"{plan.generation} {plan.topology} was not checked (run `raytpu plan --model-config config.json`)"]
     context = work.max_model_len or vllm_rules.DEFAULT_MAX_MODEL_LEN
-    _, note = candidates.servable(plan, shape)
     need = memory.serve_need(shape.params(), shape, dtype="bf16", kv_dtype="bf16", context=context, batch=1,
-                             tensor_parallel=candidates.tensor_parallel(plan, note))
+                             tensor_parallel=candidates.layout(plan, shape).tensor_parallel)
     usable = plan.chips * plan.hbm_gib_per_chip * memory.GIB * (1 - memory.DEFAULT_HEADROOM)
     if need.total <= usable:
         return []

@@ -70,32 +70,35 @@ class Candidate:
                 "usd_per_million_tokens": self.usd_per_million_tokens}
 
 
-def servable(plan: SlicePlan, shape: ModelShape | None) -> tuple[bool | None, str]:
-    """Whether a serving workload of this model on this slice passes the kit's rules, and how or why not.
+@dataclass(frozen=True)
+class Layout:
+    """How the kit would serve a model on a slice: servable or not (None: heads unknown), the tensor-parallel size
+    (what the KV cache is split over) and a note (``TP 8``, ``TP 4 x PP 8``, or why not)."""
 
-    TP over every JAX device first, then one pipeline stage per host (what ``raytpu validate`` offers); a model
-    known only by ``--params`` has no heads to check (None)."""
+    servable: bool | None
+    tensor_parallel: int
+    note: str
+
+
+def layout(plan: SlicePlan, shape: ModelShape | None) -> Layout:
+    """The serving layout of this model on this slice by the kit's rules: TP over every JAX device first, then one
+    pipeline stage per host (what ``raytpu validate`` offers); a model known only by ``--params`` has no heads to
+    check (None)."""
+    devices = vllm_rules.jax_devices(plan)
     problems = vllm_rules.slice_problems(plan)
     if problems:
-        return False, problems[0].problem
+        return Layout(False, devices, problems[0].problem)
     if shape is None:
-        return None, "heads unknown (--params): vLLM checks them when the engine starts"
+        return Layout(None, devices, "heads unknown (--params): vLLM checks them when the engine starts")
     name = shape.hf_id or shape.name
     heads = vllm_rules.ModelShape(attention_heads=shape.heads, kv_heads=shape.kv_heads, layers=shape.layers)
-    devices = vllm_rules.jax_devices(plan)
     if not vllm_rules.engine_kwargs_problems({}, plan, model=name, shape=heads):
-        return True, f"TP {devices}"
-    if plan.hosts > 1 and plan.hosts <= shape.layers:
+        return Layout(True, devices, f"TP {devices}")
+    if 1 < plan.hosts <= shape.layers:
         staged = {"pipeline_parallel_size": plan.hosts}
         if not vllm_rules.engine_kwargs_problems(staged, plan, model=name, shape=heads):
-            return True, f"TP {devices // plan.hosts} x PP {plan.hosts}"
-    return False, f"TP {devices} does not divide {shape.heads} attention heads"
-
-
-def tensor_parallel(plan: SlicePlan, note: str) -> int:
-    """The TP the serving layout uses (for KV replication): the JAX devices, or per host with a pipeline."""
-    devices = vllm_rules.jax_devices(plan)
-    return devices // plan.hosts if "PP" in note else devices
+            return Layout(True, devices // plan.hosts, f"TP {devices // plan.hosts} x PP {plan.hosts}")
+    return Layout(False, devices, f"TP {devices} does not divide {shape.heads} attention heads")
 
 
 def candidates(shape: ModelShape | None, mode: str, need_for: Callable[[int], Need], headroom: float,
@@ -106,14 +109,14 @@ def candidates(shape: ModelShape | None, mode: str, need_for: Callable[[int], Ne
     for gen in GENERATIONS.values():
         for topology in gen.topologies:
             plan = plan_slice(gen.name, topology)
-            ok, note = servable(plan, shape) if mode == "serve" else (None, "")
-            need = need_for(tensor_parallel(plan, note) if mode == "serve" else 1)
+            served = layout(plan, shape) if mode == "serve" else Layout(None, 1, "")
+            need = need_for(served.tensor_parallel)
             per_hour = {k: (None if (p := prices.chip_hour(gen.name, k)) is None else round(p * plan.chips, 4))
                         for k in KINDS}
             per_tokens = {k: (None if (v := per_million_tokens(per_hour[k], tokens_per_s)) is None else round(v, 4))
                           for k in KINDS}
-            found.append(Candidate(plan, vllm_rules.jax_devices(plan), need, headroom, ok, note, per_hour,
-                                   per_tokens))
+            found.append(Candidate(plan, vllm_rules.jax_devices(plan), need, headroom, served.servable, served.note,
+                                   per_hour, per_tokens))
     return found
 
 
