@@ -43,10 +43,11 @@ def plan_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("name", "published"), [
     ("llama-3.1-8b", 8.03e9), ("llama-3.1-70b", 70.6e9), ("llama-3.1-405b", 405.9e9), ("llama-3.3-70b", 70.6e9),
-    ("qwen3-0.6b", 0.6e9), ("qwen3-8b-base", 8.2e9), ("mixtral-8x7b", 46.7e9)])
+    ("qwen3-0.6b", 0.6e9), ("qwen3-8b-base", 8.2e9), ("mixtral-8x7b", 46.7e9), ("gemma-3-12b", 12e9)])
 def test_parameter_counts_from_the_shapes_match_the_published_sizes(name: str, published: float) -> None:
     """Counted from config.json shapes, within 2% of the size each model is published as (the model cards:
-    Llama 3.1 8B/70B/405B, Qwen3-0.6B "0.6B", Qwen3-8B-Base "8.2B", Mixtral 8x7B "46.7B total")."""
+    Llama 3.1 8B/70B/405B, Qwen3-0.6B "0.6B", Qwen3-8B-Base "8.2B", Mixtral 8x7B "46.7B total", Gemma 3 "12B", its
+    language model only)."""
     assert models.MODELS[name].params() == pytest.approx(published, rel=0.02)
 
 
@@ -63,6 +64,29 @@ def test_a_hugging_face_config_json_gives_the_same_shape_as_the_table(tmp_path: 
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
     assert models.load_hf_config(str(path)).params() == models.MODELS["llama-3.1-8b"].params()
+
+
+def test_sliding_window_layers_hold_at_most_their_window(capsys: pytest.CaptureFixture[str]) -> None:
+    """Gemma 3 12B: 8 full-attention layers hold the whole 32768-token context, 40 sliding ones 1024 tokens:
+    2 x (8 x 32768 + 40 x 1024) x 8 KV heads x 256 x 2 bytes = 2.3125 GiB (48 x 32768 would be 12 GiB)."""
+    data = plan_json(capsys, "--model", "gemma-3-12b", "--context", "32768")
+    assert data["need"]["gib"]["kv_cache"] == pytest.approx(2.3125, abs=0.001)
+
+
+@pytest.mark.parametrize(("extra", "sliding"), [
+    ({"sliding_window": 1024, "sliding_window_pattern": 6}, 40),
+    ({"sliding_window": 1024, "layer_types": ["sliding_attention"] * 47 + ["full_attention"]}, 47),
+    ({"sliding_window": 131072, "use_sliding_window": False}, 0),
+    ({"sliding_window": 4096}, 0),  # which layers slide is not said: all counted at full context
+])
+def test_the_config_reader_counts_sliding_layers_only_where_the_config_says_which(
+        tmp_path: Path, extra: dict[str, Any], sliding: int) -> None:
+    config = {"num_hidden_layers": 48, "hidden_size": 3840, "num_attention_heads": 16, "num_key_value_heads": 8,
+              "head_dim": 256, "intermediate_size": 15360, "vocab_size": 262208, "max_position_embeddings": 131072,
+              **extra}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"architectures": ["Gemma3ForConditionalGeneration"], "text_config": config}))
+    assert models.load_hf_config(str(path)).sliding_layers == sliding
 
 
 # ------------------------------------------------------------------------------- held-out published cases
@@ -256,6 +280,12 @@ BAD: list[tuple[str, Any, str]] = [
     ("config too many experts per token", lambda t: ["--model-config", _config(t, num_local_experts=8,
                                                                                num_experts_per_tok=9)],
      "num_experts_per_tok: 9 is more than the 8 experts"),
+    ("config bad sliding pattern", lambda t: ["--model-config", _config(t, sliding_window=1024,
+                                                                        sliding_window_pattern=0)],
+     "--model-config.sliding_window_pattern: 0 is not a positive whole number"),
+    ("config short layer types", lambda t: ["--model-config", _config(t, sliding_window=1024,
+                                                                      layer_types=["full_attention"])],
+     "--model-config.layer_types: ['full_attention'] is not a list of 32 layer types"),
     ("prices missing file", lambda t: ["--model", "llama-3.1-8b", "--prices", str(t / "none.json")], "cannot be read"),
     ("prices not json", lambda t: ["--model", "llama-3.1-8b", "--prices", _prices(t, "nope")], "is not JSON"),
     ("prices no date", lambda t: ["--model", "llama-3.1-8b", "--prices", _prices(t, json.dumps(

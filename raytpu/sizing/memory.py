@@ -1,9 +1,10 @@
 """The HBM a model needs on a slice, to serve or to train, with each assumption written beside its term.
 
 Serve: weights at ``--dtype`` + the KV cache: 2 (K and V) x layers x KV heads x head_dim x context x batch x bytes
-per KV element; vLLM keeps at least one KV head per tensor-parallel rank, so a TP above the KV heads replicates them
-(vLLM ``vllm/config/model.py`` ``ModelConfig.get_num_kv_heads``: ``max(1, total_num_kv_heads //
-tensor_parallel_size)``, "so each GPU has at least one KV head"; the same rule in every release read).
+per KV element (a sliding-window layer holds at most its window: :meth:`ModelShape.kv_token_layers`); vLLM keeps
+at least one KV head per tensor-parallel rank, so a TP above the KV heads replicates them (vLLM
+``vllm/config/model.py`` ``ModelConfig.get_num_kv_heads``: ``max(1, total_num_kv_heads // tensor_parallel_size)``,
+"so each GPU has at least one KV head"; the same rule in every release read).
 
 Train: weights and gradients at ``--dtype``, optimizer state at ``--optimizer-dtype`` (optax's ``adamw`` keeps ``mu``
 in ``mu_dtype``, default the parameters' dtype, and ``nu`` in the parameters' dtype: ``optax.scale_by_adam``), plus
@@ -79,11 +80,14 @@ def serve_need(params: int, shape: ModelShape | None, *, dtype: str, kv_dtype: s
         notes.append("KV cache not counted: --params gives no layers, KV heads or head_dim (give --model or "
                      "--model-config)")
     else:
-        kv = 2 * shape.layers * shape.kv_heads * shape.head_dim * context * batch * DTYPE_BYTES[kv_dtype]
+        kv = 2 * shape.kv_token_layers(context) * shape.kv_heads * shape.head_dim * batch * DTYPE_BYTES[kv_dtype]
         copies = kv_replication(shape, tensor_parallel)
         terms["kv_cache"] = kv * copies
-        notes.append(f"KV cache: 2 x {shape.layers} layers x {shape.kv_heads} KV heads x {shape.head_dim} head_dim "
-                     f"x {context} context x {batch} sequences x {DTYPE_BYTES[kv_dtype]:g} bytes ({kv_dtype})"
+        span = (f"({shape.layers - shape.sliding_layers} layers x {context} context + {shape.sliding_layers} "
+                f"sliding-window layers x {min(context, shape.sliding_window)})" if shape.sliding_layers else
+                f"{shape.layers} layers x {context} context")
+        notes.append(f"KV cache: 2 x {span} x {shape.kv_heads} KV heads x {shape.head_dim} head_dim "
+                     f"x {batch} sequences x {DTYPE_BYTES[kv_dtype]:g} bytes ({kv_dtype})"
                      + (f", x {copies:g} (TP {tensor_parallel} > {shape.kv_heads} KV heads: vLLM replicates them)"
                         if copies > 1 else ""))
         if shape.is_moe:

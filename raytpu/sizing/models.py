@@ -42,6 +42,12 @@ class ModelShape:
         experts: ``num_local_experts`` (Mixtral) or ``num_experts`` (Qwen MoE); 1 for a dense model. Every expert's
             weights are resident when serving or training, though only ``experts_per_token`` run per token.
         experts_per_token: ``num_experts_per_tok``; 1 for a dense model.
+        sliding_layers: Layers whose attention sees only the last ``sliding_window`` tokens (Gemma 3: five of every
+            six, ``sliding_window_pattern`` 6, or ``layer_types`` ``sliding_attention``); their KV cache holds at most
+            that many tokens (vLLM's hybrid KV cache manager allocates sliding-window layers by the window:
+            ``vllm/v1/core/single_type_kv_cache_manager.py`` ``SlidingWindowManager``). 0: every layer attends to
+            the whole context.
+        sliding_window: ``sliding_window`` of those layers (tokens).
         hf_id: The Hugging Face repository, where the shape comes from one.
         source: Where the numbers come from.
     """
@@ -58,8 +64,16 @@ class ModelShape:
     tied_embeddings: bool = False
     experts: int = 1
     experts_per_token: int = 1
+    sliding_layers: int = 0
+    sliding_window: int = 0
     hf_id: str | None = None
     source: str = ""
+
+    def kv_token_layers(self, context: int) -> int:
+        """Tokens x layers the KV cache holds for one sequence of ``context`` tokens: every full-attention layer the
+        whole context, a sliding-window layer at most its window."""
+        window = min(context, self.sliding_window) if self.sliding_layers else context
+        return (self.layers - self.sliding_layers) * context + self.sliding_layers * window
 
     def params(self) -> int:
         """Parameters of a Llama-style decoder: per layer the q, k, v, o projections, a gated MLP (gate, up,
@@ -85,7 +99,8 @@ class ModelShape:
                 "num_key_value_heads": self.kv_heads, "head_dim": self.head_dim,
                 "intermediate_size": self.intermediate, "vocab_size": self.vocab,
                 "max_position_embeddings": self.max_positions, "tie_word_embeddings": self.tied_embeddings,
-                "experts": self.experts, "experts_per_token": self.experts_per_token}
+                "experts": self.experts, "experts_per_token": self.experts_per_token,
+                "sliding_layers": self.sliding_layers, "sliding_window": self.sliding_window}
 
 
 def _hf(repo: str) -> str:
@@ -121,6 +136,14 @@ MODELS: dict[str, ModelShape] = {m.name: m for m in (
     # (1e44ee1a), "the config.json ... for Qwen/Qwen3-8B-Base"
     ModelShape("qwen3-8b-base", 36, 4096, 32, 8, 128, 12288, 151936, 32768,
                hf_id="Qwen/Qwen3-8B-Base", source=_hf("Qwen/Qwen3-8B-Base")),
+    # text_config of google/gemma-3-12b-it: num_hidden_layers 48, hidden_size 3840, num_attention_heads 16,
+    # num_key_value_heads 8, head_dim 256, intermediate_size 15360, vocab_size 262208, max_position_embeddings 131072,
+    # sliding_window 1024, sliding_window_pattern 6 (40 of 48 layers slide), embeddings tied (Gemma3's default): a
+    # verbatim Gemma3ForConditionalGeneration config ("transformers_version": "4.51.3") quoted in a public source
+    # file (the search tools' code corpus). The vision tower (about 0.4B parameters) is not counted.
+    ModelShape("gemma-3-12b", 48, 3840, 16, 8, 256, 15360, 262208, 131072, tied_embeddings=True,
+               sliding_layers=40, sliding_window=1024, hf_id="google/gemma-3-12b-it",
+               source=_hf("google/gemma-3-12b-it")),
     # num_hidden_layers 32, hidden_size 4096, num_attention_heads 32, num_key_value_heads 8, intermediate_size
     # 14336, vocab_size 32000, max_position_embeddings 32768, num_local_experts 8, num_experts_per_tok 2: a verbatim
     # MixtralForCausalLM config.json ("router_aux_loss_coef": 0.02, "transformers_version": "4.36.0.dev0") quoted
@@ -202,8 +225,33 @@ def from_hf_config(config: Any, name: str, field: str = "--model-config") -> Mod
     if not isinstance(tied, bool):
         raise errors.invalid_value(f"{field}.tie_word_embeddings", tied, "is not a boolean", "true or false")
     assert intermediate and vocab and positions
+    sliding, window = _sliding(config, layers, field)
     return ModelShape(name, layers, hidden, heads, kv_heads, head_dim, intermediate, vocab, positions,
-                      tied_embeddings=tied, experts=experts, experts_per_token=per_token, source=name)
+                      tied_embeddings=tied, experts=experts, experts_per_token=per_token, sliding_layers=sliding,
+                      sliding_window=window, source=name)
+
+
+def _sliding(config: Mapping[str, Any], layers: int, field: str) -> tuple[int, int]:
+    """(sliding-window layers, window) where the config says which layers slide: ``layer_types`` or
+    ``sliding_window_pattern`` (every Nth layer attends fully, as Gemma 3's ``Gemma3TextConfig`` lays them out).
+    A bare ``sliding_window`` (Qwen's, off by ``use_sliding_window: false``; Gemma 2's, alternating by code) is
+    not trusted: every layer is then counted at the full context, which overestimates, never under."""
+    window = _int_field(config, "sliding_window", field, MAX_POSITIONS, required=False)
+    if window is None or config.get("use_sliding_window") is False:
+        return 0, 0
+    types = config.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != layers or not all(isinstance(t, str) for t in types):
+            raise errors.invalid_value(f"{field}.layer_types", types, f"is not a list of {layers} layer types",
+                                       "one string per layer (sliding_attention, full_attention)")
+        return sum(t == "sliding_attention" for t in types), window
+    pattern = config.get("sliding_window_pattern", config.get("_sliding_window_pattern"))
+    if pattern is None:
+        return 0, 0
+    if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern < 1:
+        raise errors.invalid_value(f"{field}.sliding_window_pattern", pattern, "is not a positive whole number",
+                                   "N: every Nth layer attends to the whole context")
+    return layers - layers // pattern, window
 
 
 def load_hf_config(path: str, field: str = "--model-config") -> ModelShape:
