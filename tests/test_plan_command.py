@@ -179,6 +179,19 @@ def test_the_default_prices_carry_a_date_a_source_and_every_generation() -> None
     assert all(table.chip_hour(g, "flex_start") is None for g in GENERATIONS), "unpublished: never guessed"
 
 
+CLUSTER_AUTOSCALER_VM_PRICES = {"v4": (12.88, 4), "v5e": (9.6, 8), "v5p": (16.8, 4), "v6e": (21.6, 8)}
+"""A second source for on-demand prices, recorded: GoogleCloudPlatform/cluster-autoscaler
+``pkg/cloudprovider/gke/machinetypes/deprecated_machine_types_config.go`` (a181d5ac), ``withInstancePriceOverride``
+of ct4p-hightpu-4t, ct5lp-hightpu-8t, ct5p-hightpu-4t and ct6e-standard-8t, with each VM's chips."""
+
+
+def test_default_on_demand_prices_agree_with_the_cluster_autoscaler() -> None:
+    table = prices.default_table()
+    for gen, (per_vm, chips) in CLUSTER_AUTOSCALER_VM_PRICES.items():
+        assert table.chip_hour(gen, "on_demand") == pytest.approx(per_vm / chips), gen
+    assert table.chip_hour("tpu7x", "on_demand") is None, "neither source prices tpu7x"
+
+
 def test_prices_file_overrides_and_tokens_give_dollars_per_million(capsys: pytest.CaptureFixture[str],
                                                                    tmp_path: Path) -> None:
     path = tmp_path / "prices.json"

@@ -7,8 +7,13 @@ The default table (:data:`DEFAULT_PRICES`) was read on 2026-12-02 through the se
   come from a machine-readable export of the Cloud Billing Catalog SKUs: skypilot-org/skypilot-catalog
   ``catalogs/v8/gcp/vms.csv`` at 006059e0 (columns ``Price`` and ``SpotPrice`` per slice per zone, divided here by
   the slice's chips: tpu-v5litepod-8 $9.60/h and $1.95941/h for 8 chips; tpu-v5p-8 and tpu-v4-8 are 4 chips).
-- They agree with what Google published at launch: v5e "$1.20 per chip-hour" and Trillium (v6e) "starting at
-  $2.7000 per chip-hour" (Trillium GA announcement, December 2024, as quoted by neowin.net).
+- The on-demand figures agree, to the cent, with a second source that does not copy the first: GKE's cluster
+  autoscaler, GoogleCloudPlatform/cluster-autoscaler ``pkg/cloudprovider/gke/machinetypes/
+  deprecated_machine_types_config.go`` (a181d5ac), whose per-VM ``withInstancePriceOverride`` is 12.88 for
+  ct4p-hightpu-4t, 1.2/4.8/9.6 for ct5lp-hightpu-1t/4t/8t, 16.8 for ct5p-hightpu-4t and 2.7/10.8/21.6 for
+  ct6e-standard-1t/4t/8t (it has no tpu7x row and no spot price: its ``PreemptibleDiscount`` is a flat guess, "no
+  decision regarding TPUs is based on pricing"). And with what Google announced: v5e "$1.20 per chip-hour",
+  Trillium "starting at $2.7000 per chip-hour" (Trillium GA, December 2024, as quoted by neowin.net).
 - Flex-start (Dynamic Workload Scheduler) prices: none found in the sources read, so they are ``None``
   ("not published here"), never guessed. TPU7x (Ironwood) has no row in that export: ``None`` too.
 
