@@ -128,6 +128,7 @@ def _table(found: list[Any], best: Any, minimal: dict[str, Any], show_all: bool,
 def run(args: argparse.Namespace) -> int:
     """Prints the need, the fitting slices (table or JSON) and, with --plot, writes the picture."""
     from raytpu.sizing import candidates, prices
+    from raytpu.sizing.memory import GIB
 
     shape, params = _shape(args)
     _check(args, shape)
@@ -159,8 +160,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"{title}: {params:,} parameters")
     for line in need.assumptions:
         print(f"  {line}")
-    print(f"  need (TP 1): {need.to_json()['gib']} = {need.to_json()['total_gib']:,} GiB; headroom: "
-          f"{args.headroom:.0%} of HBM kept free (XLA scratch buffers, runtime; vLLM leaves 8-10%)")
+    terms = " + ".join(f"{k.replace('_', ' ')} {v / GIB:,.1f}" for k, v in need.terms.items())
+    tp_note = " (at TP 1; a TP above the KV heads adds KV copies)" if args.mode == "serve" and shape else ""
+    print(f"  need: {terms} = {need.total / GIB:,.1f} GiB{tp_note}; "
+          f"headroom: {args.headroom:.0%} of HBM kept free (XLA scratch buffers, runtime; vLLM leaves 8-10%)")
     other = ", ".join(f"{g}: {r}" for g, r in table.regions.items() if r != table.region)
     print(f"  prices: {table.currency}/h per slice, {table.region}{f' ({other})' if other else ''}, read "
           f"{table.read_on} from {table.source}; n/p = not published there")
