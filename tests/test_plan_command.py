@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import struct
 from pathlib import Path
 from typing import Any
@@ -223,6 +224,9 @@ def test_plot_is_a_valid_png(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     width, height = struct.unpack(">II", data[16:24])
     assert width > 100 and height > 100
     assert [p.name for p in tmp_path.iterdir()] == ["plan.png"], "no temporary file left behind"
+    umask = os.umask(0)
+    os.umask(umask)
+    assert target.stat().st_mode & 0o777 == 0o666 & ~umask
 
 
 # ------------------------------------------------------------------------------------------ bad input

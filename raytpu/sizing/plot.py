@@ -33,7 +33,9 @@ def write(path: str, found: list[Candidate], best: Candidate | None, title: str,
     ax.set_ylabel(f"{kind.replace('_', '-')} $/h")
     if points:
         ax.set_yscale("log")
-    ax.set_title(title, fontsize=10)
+    unpriced = sorted({c.plan.generation for c in found if c.usable and c.price_per_hour[kind] is None})
+    ax.set_title(title + (f"\n(not drawn, no {kind.replace('_', '-')} price: {', '.join(unpriced)})"
+                          if unpriced else ""), fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     target = Path(path)
@@ -41,6 +43,9 @@ def write(path: str, found: list[Candidate], best: Candidate | None, title: str,
     os.close(fd)
     try:
         fig.savefig(tmp, format="png")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's file is 0600; the picture gets a plain file's mode
         os.replace(tmp, target)
     finally:
         plt.close(fig)
