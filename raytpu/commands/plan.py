@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from raytpu.sizing.candidates import Candidate
+    from raytpu.sizing.memory import Need
+    from raytpu.sizing.models import ModelShape
 
 HELP = "size a model to every TPU slice of the catalog: HBM fit, Ray, serving rules, $/h"
 
@@ -41,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", metavar="PNG", help="write cost against HBM headroom to this PNG")
 
 
-def _shape(args: argparse.Namespace) -> tuple[Any, int]:
+def _shape(args: argparse.Namespace) -> tuple[ModelShape | None, int]:
     from raytpu import errors
     from raytpu.sizing import models
 
@@ -58,7 +64,7 @@ def _shape(args: argparse.Namespace) -> tuple[Any, int]:
     return None, models.rough_params(args.params)
 
 
-def _check(args: argparse.Namespace, shape: Any) -> None:
+def _check(args: argparse.Namespace, shape: ModelShape | None) -> None:
     from raytpu import errors
     from raytpu.sizing.models import check_context
 
@@ -83,7 +89,7 @@ def _check(args: argparse.Namespace, shape: Any) -> None:
                                        "a path in an existing directory")
 
 
-def _need_for(args: argparse.Namespace, shape: Any, params: int) -> Any:
+def _need_for(args: argparse.Namespace, shape: ModelShape | None, params: int) -> Callable[[int], Need]:
     from raytpu.sizing import memory
 
     if args.mode == "serve":
@@ -99,7 +105,8 @@ def _money(value: float | None) -> str:
     return "n/p" if value is None else f"{value:,.2f}"
 
 
-def _table(found: list[Any], best: Any, minimal: dict[str, Any], show_all: bool, per_tokens: bool) -> list[str]:
+def _table(found: list[Candidate], best: Candidate | None, minimal: dict[str, Candidate], show_all: bool,
+           per_tokens: bool) -> list[str]:
     from raytpu.sizing.memory import GIB
 
     head = ["GEN", "TOPOLOGY", "CHIPS", "HOSTS", "HBM GiB", "NEED GiB", "FREE", "RAY", "SERVABLE",
