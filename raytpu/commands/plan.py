@@ -23,9 +23,10 @@ MAX_BATCH = 1_000_000
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the model (one of --model, --model-config, --params), the workload and the output options."""
     from raytpu.sizing.memory import DEFAULT_HEADROOM, DTYPE_BYTES, OPTIMIZER_STATES, REMAT
+    from raytpu.sizing.models import MODELS
 
     which = parser.add_argument_group("the model (one of)")
-    which.add_argument("--model", help="a built-in model (llama-3.1-8b, ...; see the error for the list)")
+    which.add_argument("--model", help="a built-in model: " + ", ".join(MODELS) + " (or its Hugging Face id)")
     which.add_argument("--model-config", metavar="FILE", help="a Hugging Face config.json")
     which.add_argument("--params", metavar="N", help="a parameter count (8e9) for a rough answer")
     parser.add_argument("--mode", choices=("serve", "train"), default="serve")
