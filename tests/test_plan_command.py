@@ -335,6 +335,18 @@ def test_bad_input_exits_2_naming_the_field_and_what_is_valid(capsys: pytest.Cap
     assert not (tmp_path / "plan.jpg").exists() and not (tmp_path / "plan.png").exists()
 
 
+def test_plot_without_matplotlib_is_bad_input_before_anything_is_written(capsys: pytest.CaptureFixture[str],
+                                                                           tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    code, out, err = run_cli(capsys, "plan", "--model", "llama-3.1-8b", "--plot", str(tmp_path / "plan.png"))
+    assert code == 2 and out == "" and "--plot: " in err and "needs matplotlib" in err and "; valid: " in err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_unknown_model_lists_the_built_in_ones(capsys: pytest.CaptureFixture[str]) -> None:
     _, _, err = run_cli(capsys, "plan", "--model", "gpt-5")
     assert all(name in err for name in models.MODELS)

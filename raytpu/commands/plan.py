@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -88,6 +89,9 @@ def _check(args: argparse.Namespace, shape: ModelShape | None) -> None:
         if not (target.parent if str(target.parent) else Path(".")).is_dir():
             raise errors.invalid_value("--plot", args.plot, "is in a directory that does not exist",
                                        "a path in an existing directory")
+        if importlib.util.find_spec("matplotlib") is None:
+            raise errors.invalid_value("--plot", args.plot, "needs matplotlib, which is not installed",
+                                       "pip install 'raytpu[plot]' (requirements.lock pins it), or no --plot")
 
 
 def _need_for(args: argparse.Namespace, shape: ModelShape | None, params: int) -> Callable[[int], Need]:
