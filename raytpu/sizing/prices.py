@@ -9,10 +9,10 @@ The default table (:data:`DEFAULT_PRICES`) was read on 2026-12-02 through the se
   the slice's chips: tpu-v5litepod-8 $9.60/h and $1.95941/h for 8 chips; tpu-v5p-8 and tpu-v4-8 are 4 chips).
 - The on-demand figures agree, to the cent, with a second source that does not copy the first: GKE's cluster
   autoscaler, GoogleCloudPlatform/cluster-autoscaler ``pkg/cloudprovider/gke/machinetypes/
-  deprecated_machine_types_config.go`` (a181d5ac), whose per-VM ``withInstancePriceOverride`` is 12.88 for
-  ct4p-hightpu-4t, 1.2/4.8/9.6 for ct5lp-hightpu-1t/4t/8t, 16.8 for ct5p-hightpu-4t and 2.7/10.8/21.6 for
-  ct6e-standard-1t/4t/8t (it has no tpu7x row and no spot price: its ``PreemptibleDiscount`` is a flat guess, "no
-  decision regarding TPUs is based on pricing"). And with what Google announced: v5e "$1.20 per chip-hour",
+  deprecated_machine_types_config.go`` (a181d5ac), whose per-VM ``withInstancePriceOverride`` is 12.88 for v4's
+  4-chip VM, 1.2/4.8/9.6 for v5e's 1/4/8-chip VMs, 16.8 for v5p's 4-chip VM and 2.7/10.8/21.6 for v6e's 1/4/8-chip
+  VMs (the machine types of :data:`raytpu.catalog.GENERATIONS`); it has no tpu7x row and no spot price (its
+  ``PreemptibleDiscount`` is a flat guess: "no decision regarding TPUs is based on pricing"). And with what Google announced: v5e "$1.20 per chip-hour",
   Trillium "starting at $2.7000 per chip-hour" (Trillium GA, December 2024, as quoted by neowin.net).
 - Flex-start (Dynamic Workload Scheduler) prices: none found in the sources read, so they are ``None``
   ("not published here"), never guessed. TPU7x (Ironwood) has no row in that export: ``None`` too.
