@@ -12,8 +12,9 @@ The default table (:data:`DEFAULT_PRICES`) was read on 2026-12-02 through the se
   deprecated_machine_types_config.go`` (a181d5ac), whose per-VM ``withInstancePriceOverride`` is 12.88 for v4's
   4-chip VM, 1.2/4.8/9.6 for v5e's 1/4/8-chip VMs, 16.8 for v5p's 4-chip VM and 2.7/10.8/21.6 for v6e's 1/4/8-chip
   VMs (the machine types of :data:`raytpu.catalog.GENERATIONS`); it has no tpu7x row and no spot price (its
-  ``PreemptibleDiscount`` is a flat guess: "no decision regarding TPUs is based on pricing"). And with what Google announced: v5e "$1.20 per chip-hour",
-  Trillium "starting at $2.7000 per chip-hour" (Trillium GA, December 2024, as quoted by neowin.net).
+  ``PreemptibleDiscount`` is a flat guess: "no decision regarding TPUs is based on pricing"). And with what Google
+  announced: v5e "$1.20 per chip-hour", Trillium "starting at $2.7000 per chip-hour" (Trillium GA, December 2024,
+  as quoted by neowin.net).
 - Flex-start (Dynamic Workload Scheduler) prices: none found in the sources read, so they are ``None``
   ("not published here"), never guessed. TPU7x (Ironwood) has no row in that export: ``None`` too.
 
