@@ -169,7 +169,7 @@ def parallel_sizes(kwargs: Mapping[str, Any] | None, devices: int) -> tuple[Any,
 
 
 def engine_kwargs_problems(kwargs: Any, plan: SlicePlan, field: str = "engine_kwargs", model: str | None = None,
-                           model_source: str | None = None) -> list[InvalidInput]:
+                           model_source: str | None = None, shape: ModelShape | None = None) -> list[InvalidInput]:
     """What is wrong with a workload's extra vLLM engine args, one problem per bad key or value.
 
     Names must be fields of vLLM 0.29.0's ``AsyncEngineArgs``/``FrontendArgs`` (recorded here so that
@@ -181,7 +181,8 @@ def engine_kwargs_problems(kwargs: Any, plan: SlicePlan, field: str = "engine_kw
     ``_initialize_ray_cluster``: "Cannot use PP across hosts, please set --pipeline-parallel-size to 1 or <hosts>");
     TP must divide the attention heads of a model the kit knows (:func:`head_problems`; the workload's ``model`` and
     ``model_source``); a multi-host engine runs on Ray's executor (the slice's hosts are Ray nodes, not vLLM
-    processes).
+    processes). ``shape`` stands in for :data:`MODEL_SHAPES` where the caller knows the model's shape itself
+    (``raytpu plan``).
     """
     if kwargs is not None and not isinstance(kwargs, Mapping):
         return [errors.invalid_value(field, kwargs, "is not a mapping", "a mapping of vLLM engine argument names "
@@ -220,7 +221,7 @@ def engine_kwargs_problems(kwargs: Any, plan: SlicePlan, field: str = "engine_kw
         # the field to change: the TP the workload set, else the weights (the TP is then the slice's devices)
         where = (f"{field}.tensor_parallel_size" if "tensor_parallel_size" in kwargs else
                  "model_source" if model_source else "model")
-        found += head_problems(tp, plan, model_source or model or DEFAULT_MODEL, where)
+        found += head_problems(tp, plan, model_source or model or DEFAULT_MODEL, where, shape)
     backend = kwargs.get("distributed_executor_backend", "ray")
     if plan.hosts > 1 and backend != "ray":
         found.append(errors.invalid_value(f"{field}.distributed_executor_backend", backend,
@@ -228,12 +229,13 @@ def engine_kwargs_problems(kwargs: Any, plan: SlicePlan, field: str = "engine_kw
     return found
 
 
-def head_problems(tp: int, plan: SlicePlan, source: str, field: str) -> list[InvalidInput]:
+def head_problems(tp: int, plan: SlicePlan, source: str, field: str,
+                  shape: ModelShape | None = None) -> list[InvalidInput]:
     """A TP that does not divide the attention heads of a known model (:data:`MODEL_SHAPES`; ``source``: the
     weights' id), with the layouts that do: one pipeline stage per host, a smaller slice of the same generation, or
     another model. ``field`` is ``...tensor_parallel_size`` (the value shown is the TP) or ``model``/``model_source``
-    (the value shown is the model)."""
-    shape = MODEL_SHAPES.get(source)
+    (the value shown is the model). ``shape``: the model's, where it is not in :data:`MODEL_SHAPES`."""
+    shape = shape or MODEL_SHAPES.get(source)
     if shape is None or shape.attention_heads % tp == 0:
         return []
     heads, per_chip, devices = shape.attention_heads, JAX_DEVICES_PER_CHIP.get(plan.generation, 1), jax_devices(plan)

@@ -1,0 +1,190 @@
+"""``raytpu plan``: which slice fits a model, to serve or to train, and what it costs per hour."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from raytpu.sizing.candidates import Candidate
+    from raytpu.sizing.memory import Need
+    from raytpu.sizing.models import ModelShape
+
+HELP = "size a model to every TPU slice of the catalog: HBM fit, Ray, serving rules, $/h"
+
+DEFAULT_CONTEXT = 4096
+SHOWN_PER_GENERATION = 3
+MAX_BATCH = 1_000_000
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds the model (one of --model, --model-config, --params), the workload and the output options."""
+    from raytpu.sizing.memory import DEFAULT_HEADROOM, DTYPE_BYTES, OPTIMIZER_STATES, REMAT
+    from raytpu.sizing.models import MODELS
+
+    which = parser.add_argument_group("the model (one of)")
+    which.add_argument("--model", help="a built-in model: " + ", ".join(MODELS) + " (or its Hugging Face id)")
+    which.add_argument("--model-config", metavar="FILE", help="a Hugging Face config.json")
+    which.add_argument("--params", metavar="N", help="a parameter count (8e9) for a rough answer")
+    parser.add_argument("--mode", choices=("serve", "train"), default="serve")
+    parser.add_argument("--context", type=int, default=None,
+                        help=f"tokens per sequence (default {DEFAULT_CONTEXT}, at most the model's)")
+    parser.add_argument("--batch", type=int, default=1, help="sequences at once (serve) or per step (train)")
+    parser.add_argument("--dtype", choices=tuple(DTYPE_BYTES), default="bf16", help="weights (and gradients)")
+    parser.add_argument("--kv-dtype", choices=tuple(DTYPE_BYTES), default="bf16", help="serve: the KV cache")
+    parser.add_argument("--optimizer", choices=tuple(OPTIMIZER_STATES), default="adamw", help="train")
+    parser.add_argument("--optimizer-dtype", choices=tuple(DTYPE_BYTES), default="fp32",
+                        help="train: optimizer state")
+    parser.add_argument("--remat", choices=REMAT, default="full", help="train: activation rematerialization")
+    parser.add_argument("--headroom", type=float, default=DEFAULT_HEADROOM,
+                        help=f"fraction of HBM kept free (default {DEFAULT_HEADROOM:g})")
+    parser.add_argument("--prices", metavar="FILE", help="a JSON price table (default: the built-in one)")
+    parser.add_argument("--tokens-per-s", type=float, default=None, help="serve: output tokens/s of a slice")
+    parser.add_argument("--all", action="store_true", help="list every fitting slice, not the smallest few")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--plot", metavar="PNG", help="write cost against HBM headroom to this PNG")
+
+
+def _shape(args: argparse.Namespace) -> tuple[ModelShape | None, int]:
+    from raytpu import errors
+    from raytpu.sizing import models
+
+    given = [f for f in ("model", "model_config", "params") if getattr(args, f) is not None]
+    if len(given) != 1:
+        problem = "is required" if not given else f"was given with --{given[1].replace('_', '-')}"
+        raise errors.InvalidInput("--model", problem, "exactly one of --model NAME, --model-config FILE, --params N")
+    if args.model is not None:
+        shape = models.model(args.model)
+        return shape, shape.params()
+    if args.model_config is not None:
+        shape = models.load_hf_config(args.model_config)
+        return shape, shape.params()
+    return None, models.rough_params(args.params)
+
+
+def _check(args: argparse.Namespace, shape: ModelShape | None) -> None:
+    from raytpu import errors
+    from raytpu.sizing.models import check_context
+
+    if args.context is None:
+        args.context = min(DEFAULT_CONTEXT, shape.max_positions) if shape else DEFAULT_CONTEXT
+    check_context(args.context, shape)
+    if not 1 <= args.batch <= MAX_BATCH:
+        raise errors.invalid_value("--batch", args.batch, "is out of range", f"1..{MAX_BATCH} sequences")
+    if not 0 <= args.headroom < 0.9:
+        raise errors.invalid_value("--headroom", args.headroom, "is out of range",
+                                   "a fraction in [0, 0.9) of HBM kept free (e.g. 0.1)")
+    if args.tokens_per_s is not None and not 0 < args.tokens_per_s <= 1e9:
+        raise errors.invalid_value("--tokens-per-s", args.tokens_per_s, "is out of range", "a rate in (0, 1e9]")
+    if args.tokens_per_s is not None and args.mode != "serve":
+        raise errors.forbidden("--tokens-per-s", args.tokens_per_s, "with --mode train", "--mode serve")
+    if args.plot is not None:
+        target = Path(args.plot)
+        if target.suffix.lower() != ".png":
+            raise errors.invalid_value("--plot", args.plot, "is not a .png path", "a path ending in .png")
+        if not (target.parent if str(target.parent) else Path(".")).is_dir():
+            raise errors.invalid_value("--plot", args.plot, "is in a directory that does not exist",
+                                       "a path in an existing directory")
+        if importlib.util.find_spec("matplotlib") is None:
+            raise errors.invalid_value("--plot", args.plot, "needs matplotlib, which is not installed",
+                                       "pip install 'raytpu[plot]' (requirements.lock pins it), or no --plot")
+
+
+def _need_for(args: argparse.Namespace, shape: ModelShape | None, params: int) -> Callable[[int], Need]:
+    from raytpu.sizing import memory
+
+    if args.mode == "serve":
+        return lambda tp: memory.serve_need(params, shape, dtype=args.dtype, kv_dtype=args.kv_dtype,
+                                            context=args.context, batch=args.batch, tensor_parallel=tp)
+    need = memory.train_need(params, shape, dtype=args.dtype, optimizer=args.optimizer,
+                             optimizer_dtype=args.optimizer_dtype, context=args.context, batch=args.batch,
+                             remat=args.remat)
+    return lambda tp: need
+
+
+def _money(value: float | None) -> str:
+    return "n/p" if value is None else f"{value:,.2f}"
+
+
+def _table(found: list[Candidate], best: Candidate | None, minimal: dict[str, Candidate], show_all: bool,
+           per_tokens: bool) -> list[str]:
+    from raytpu.sizing.memory import GIB
+
+    head = ["GEN", "TOPOLOGY", "CHIPS", "HOSTS", "HBM GiB", "NEED GiB", "FREE", "RAY", "SERVABLE",
+            "$/h OD", "$/h SPOT", "$/h FLEX"] + (["$/Mtok OD"] if per_tokens else [])
+    rows, hidden = [], 0
+    for gen in dict.fromkeys(c.plan.generation for c in found):
+        fits = [c for c in found if c.plan.generation == gen and c.fits]
+        shown = fits if show_all else fits[:SHOWN_PER_GENERATION]
+        hidden += len(fits) - len(shown)
+        for c in shown:
+            mark = " *" if c is best else (" <" if minimal.get(gen) is c else "")
+            serv = {True: "yes", False: "no", None: "-"}[c.servable] + (f" ({c.servable_note})" if c.servable_note
+                                                                          and c.servable else "")
+            rows.append([gen, c.plan.topology + mark, str(c.plan.chips), str(c.plan.hosts),
+                         f"{c.hbm_bytes / GIB:,.0f}", f"{c.need.total / GIB:,.1f}", f"{100 * c.free_fraction:.0f}%",
+                         "yes" if c.plan.ray_reservable else "no", serv,
+                         *(_money(c.price_per_hour[k]) for k in ("on_demand", "spot", "flex_start")),
+                         *([_money(c.usd_per_million_tokens["on_demand"])] if per_tokens else [])])
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in [head, *rows]]
+    if hidden:
+        lines.append(f"({hidden} larger fitting slices not shown; --all lists them)")
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    """Prints the need, the fitting slices (table or JSON) and, with --plot, writes the picture."""
+    from raytpu.sizing import candidates, prices
+    from raytpu.sizing.memory import GIB
+
+    shape, params = _shape(args)
+    _check(args, shape)
+    table = prices.load(args.prices) if args.prices else prices.default_table()
+    need_for = _need_for(args, shape, params)
+    found = candidates.candidates(shape, args.mode, need_for, args.headroom, table, args.tokens_per_s)
+    minimal = candidates.minimal_fits(found)
+    best = candidates.cheapest(found)
+    name = shape.name if shape else f"{params:.3g} parameters"
+    need = need_for(1)
+    title = (f"{name}, {args.mode}, context {args.context} x batch {args.batch}, {args.dtype}"
+             + (f", {args.optimizer}, remat {args.remat}" if args.mode == "train" else ""))
+    if args.plot:
+        from raytpu.sizing import plot
+
+        plot.write(args.plot, found, best, title)
+    if args.json:
+        print(json.dumps({
+            "model": shape.to_json() if shape else {"name": name, "params": params},
+            "mode": args.mode, "context": args.context, "batch": args.batch, "dtype": args.dtype,
+            "headroom": args.headroom, "need": need.to_json(), "prices": table.to_json(),
+            "tokens_per_s": args.tokens_per_s,
+            "minimal": {g: f"{c.plan.topology}" for g, c in minimal.items()},
+            "cheapest": best.to_json() if best else None,
+            "candidates": [c.to_json() for c in found if c.fits],
+            "plot": args.plot,
+        }, indent=2))
+        return 0
+    print(f"{title}: {params:,} parameters")
+    for line in need.assumptions:
+        print(f"  {line}")
+    terms = " + ".join(f"{k.replace('_', ' ')} {v / GIB:,.1f}" for k, v in need.terms.items())
+    tp_note = " (at TP 1; a TP above the KV heads adds KV copies)" if args.mode == "serve" and shape else ""
+    print(f"  need: {terms} = {need.total / GIB:,.1f} GiB{tp_note}; "
+          f"headroom: {args.headroom:.0%} of HBM kept free (XLA scratch buffers, runtime; vLLM leaves 8-10%)")
+    other = ", ".join(f"{g}: {r}" for g, r in table.regions.items() if r != table.region)
+    print(f"  prices: {table.currency}/h per slice, {table.region}{f' ({other})' if other else ''}, read "
+          f"{table.read_on} from {table.source}; n/p = not published there")
+    print()
+    lines = _table(found, best, minimal, args.all, args.tokens_per_s is not None)
+    if len(lines) == 1:
+        print("no slice of the catalog fits; lower --context/--batch, use a smaller --dtype, or shard across slices")
+    else:
+        print("\n".join(lines))
+        print("< smallest usable slice of its generation; * cheapest usable on-demand"
+              + (f"; plot: {args.plot}" if args.plot else ""))
+    return 0

@@ -1,0 +1,296 @@
+"""A model's shape, as far as memory goes: the built-in table and the Hugging Face ``config.json`` reader.
+
+Each built-in entry is the model's own ``config.json`` on Hugging Face (the URL beside it). The Llama repositories
+are gated, so the numbers were read on 2026-12-02, through the search tools, from public verbatim copies of those
+files, named beside each entry. Parameters are counted from the shape (:meth:`ModelShape.params`), not copied from a
+model card, and the tests compare the count with the size each model is published as.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from raytpu import errors
+from raytpu.errors import InvalidInput
+
+MAX_LAYERS = 10_000
+MAX_DIM = 1_000_000
+MAX_VOCAB = 10_000_000
+MAX_POSITIONS = 100_000_000
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The fields of a decoder-only transformer's ``config.json`` that decide its memory.
+
+    Attributes:
+        name: What ``--model`` calls it (the table's key), or the config file's name.
+        layers: ``num_hidden_layers``.
+        hidden: ``hidden_size``.
+        heads: ``num_attention_heads``.
+        kv_heads: ``num_key_value_heads`` (``num_attention_heads`` when absent: plain multi-head attention).
+        head_dim: ``head_dim``, else ``hidden_size / num_attention_heads``.
+        intermediate: ``intermediate_size`` (per expert: ``moe_intermediate_size`` where the config has one).
+        vocab: ``vocab_size``.
+        max_positions: ``max_position_embeddings``: the longest context the model takes.
+        tied_embeddings: ``tie_word_embeddings``: the output projection reuses the input embedding.
+        experts: ``num_local_experts`` (Mixtral) or ``num_experts`` (Qwen MoE); 1 for a dense model. Every expert's
+            weights are resident when serving or training, though only ``experts_per_token`` run per token.
+        experts_per_token: ``num_experts_per_tok``; 1 for a dense model.
+        sliding_layers: Layers whose attention sees only the last ``sliding_window`` tokens (Gemma 3: five of every
+            six, ``sliding_window_pattern`` 6, or ``layer_types`` ``sliding_attention``); their KV cache holds at most
+            that many tokens (vLLM's hybrid KV cache manager allocates sliding-window layers by the window:
+            ``vllm/v1/core/single_type_kv_cache_manager.py`` ``SlidingWindowManager``). 0: every layer attends to
+            the whole context.
+        sliding_window: ``sliding_window`` of those layers (tokens).
+        hf_id: The Hugging Face repository, where the shape comes from one.
+        source: Where the numbers come from.
+    """
+
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    max_positions: int
+    tied_embeddings: bool = False
+    experts: int = 1
+    experts_per_token: int = 1
+    sliding_layers: int = 0
+    sliding_window: int = 0
+    hf_id: str | None = None
+    source: str = ""
+
+    def kv_token_layers(self, context: int) -> int:
+        """Tokens x layers the KV cache holds for one sequence of ``context`` tokens: every full-attention layer the
+        whole context, a sliding-window layer at most its window."""
+        window = min(context, self.sliding_window) if self.sliding_layers else context
+        return (self.layers - self.sliding_layers) * context + self.sliding_layers * window
+
+    def params(self) -> int:
+        """Parameters of a Llama-style decoder: per layer the q, k, v, o projections, a gated MLP (gate, up,
+        down: 3 x hidden x intermediate) per expert plus the router, and two norms; then the embedding, the
+        output projection unless tied, and the final norm. Biases and q/k norms (a few thousand per layer) are
+        left out."""
+        attention = self.hidden * self.heads * self.head_dim * 2 + self.hidden * self.kv_heads * self.head_dim * 2
+        mlp = 3 * self.hidden * self.intermediate * self.experts
+        router = self.hidden * self.experts if self.experts > 1 else 0
+        per_layer = attention + mlp + router + 2 * self.hidden
+        embeddings = self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
+        return self.layers * per_layer + embeddings + self.hidden
+
+    @property
+    def is_moe(self) -> bool:
+        """A mixture of experts: all experts' weights are held, a few run per token."""
+        return self.experts > 1
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape and its parameter count, for ``raytpu plan --json``."""
+        return {"name": self.name, "hf_id": self.hf_id, "source": self.source, "params": self.params(),
+                "num_hidden_layers": self.layers, "hidden_size": self.hidden, "num_attention_heads": self.heads,
+                "num_key_value_heads": self.kv_heads, "head_dim": self.head_dim,
+                "intermediate_size": self.intermediate, "vocab_size": self.vocab,
+                "max_position_embeddings": self.max_positions, "tie_word_embeddings": self.tied_embeddings,
+                "experts": self.experts, "experts_per_token": self.experts_per_token,
+                "sliding_layers": self.sliding_layers, "sliding_window": self.sliding_window}
+
+
+def _hf(repo: str) -> str:
+    return f"https://huggingface.co/{repo}/blob/main/config.json"
+
+
+def _llama(name: str, repo: str, layers: int, hidden: int, heads: int, intermediate: int) -> ModelShape:
+    # Llama 3.1/3.3: 8 KV heads, head_dim 128, vocab 128256, max_position_embeddings 131072, untied embeddings.
+    return ModelShape(name, layers, hidden, heads, 8, hidden // heads, intermediate, 128256, 131072,
+                      hf_id=repo, source=_hf(repo))
+
+
+MODELS: dict[str, ModelShape] = {m.name: m for m in (
+    # num_hidden_layers 32, hidden_size 4096, num_attention_heads 32, num_key_value_heads 8, intermediate_size
+    # 14336, vocab_size 128256, max_position_embeddings 131072, tie_word_embeddings false: the config.json copied in
+    # citsjtu2020/LLM-Prof sglang/Model_Config.md ("Llama-3.1-8B")
+    _llama("llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct", 32, 4096, 32, 14336),
+    # 80, 8192, 64, 28672 (8 KV heads, vocab 128256, 131072): vulkomilev/oumi configs/recipes/llama3_1/README.md
+    # ("Model Info" tables, taken from the config.json files)
+    _llama("llama-3.1-70b", "meta-llama/Llama-3.1-70B-Instruct", 80, 8192, 64, 28672),
+    # 126, 16384, 128, 53248 (8 KV heads, head_dim 128, vocab 128256, 131072): several public copies of
+    # Llama-3.1-405B-Instruct's config found by the search tools, in agreement
+    _llama("llama-3.1-405b", "meta-llama/Llama-3.1-405B-Instruct", 126, 16384, 128, 53248),
+    # Llama 3.3 70B has 3.1 70B's architecture (its model card: "Llama 3.3 ... 70B", the same config fields)
+    _llama("llama-3.3-70b", "meta-llama/Llama-3.3-70B-Instruct", 80, 8192, 64, 28672),
+    # num_hidden_layers 28, hidden_size 1024, num_attention_heads 16, num_key_value_heads 8, head_dim 128,
+    # intermediate_size 3072, vocab_size 151936, max_position_embeddings 40960, tie_word_embeddings true: a copy of
+    # huggingface.co/Qwen/Qwen3-0.6B/raw/main/config.json quoted in a public source file (the search tools'
+    # code corpus); heads and layers as in raytpu.vllm_rules.MODEL_SHAPES
+    ModelShape("qwen3-0.6b", 28, 1024, 16, 8, 128, 3072, 151936, 40960, tied_embeddings=True,
+               hf_id="Qwen/Qwen3-0.6B", source=_hf("Qwen/Qwen3-0.6B")),
+    # 36, 4096, 32, 8, 128, 12288, 151936, 32768, tie_word_embeddings false: Chen-Oliver/qwen3-8b-base config.json
+    # (1e44ee1a), "the config.json ... for Qwen/Qwen3-8B-Base"
+    ModelShape("qwen3-8b-base", 36, 4096, 32, 8, 128, 12288, 151936, 32768,
+               hf_id="Qwen/Qwen3-8B-Base", source=_hf("Qwen/Qwen3-8B-Base")),
+    # text_config of google/gemma-3-12b-it: num_hidden_layers 48, hidden_size 3840, num_attention_heads 16,
+    # num_key_value_heads 8, head_dim 256, intermediate_size 15360, vocab_size 262208, max_position_embeddings 131072,
+    # sliding_window 1024, sliding_window_pattern 6 (40 of 48 layers slide), embeddings tied (Gemma3's default): a
+    # verbatim Gemma3ForConditionalGeneration config ("transformers_version": "4.51.3") quoted in a public source
+    # file (the search tools' code corpus). The vision tower (about 0.4B parameters) is not counted.
+    ModelShape("gemma-3-12b", 48, 3840, 16, 8, 256, 15360, 262208, 131072, tied_embeddings=True,
+               sliding_layers=40, sliding_window=1024, hf_id="google/gemma-3-12b-it",
+               source=_hf("google/gemma-3-12b-it")),
+    # num_hidden_layers 32, hidden_size 4096, num_attention_heads 32, num_key_value_heads 8, intermediate_size
+    # 14336, vocab_size 32000, max_position_embeddings 32768, num_local_experts 8, num_experts_per_tok 2: a verbatim
+    # MixtralForCausalLM config.json ("router_aux_loss_coef": 0.02, "transformers_version": "4.36.0.dev0") quoted
+    # in a public test file (the search tools' code corpus)
+    ModelShape("mixtral-8x7b", 32, 4096, 32, 8, 128, 14336, 32000, 32768, experts=8, experts_per_token=2,
+               hf_id="mistralai/Mixtral-8x7B-Instruct-v0.1", source=_hf("mistralai/Mixtral-8x7B-Instruct-v0.1")),
+)}
+"""The built-in models, by ``--model`` name."""
+
+
+def model(name: str, field: str = "--model") -> ModelShape:
+    """A built-in model by its name or its Hugging Face id; raises InvalidInput listing them."""
+    found = MODELS.get(name.lower()) or next((m for m in MODELS.values() if m.hf_id == name), None)
+    if found is None:
+        raise errors.invalid_choice(field, name, MODELS, " (a built-in model; or give --model-config FILE or "
+                                    "--params N)")
+    return found
+
+
+def by_hf_id(source: str) -> ModelShape | None:
+    """The built-in model whose Hugging Face id (or name) is ``source``, if any: what ``validate`` can check."""
+    return next((m for m in MODELS.values() if source in (m.hf_id, m.name)), None)
+
+
+# ------------------------------------------------------------------------------------------- config.json
+
+
+def _int_field(config: Mapping[str, Any], key: str, field: str, high: int, required: bool = True) -> int | None:
+    value = config.get(key)
+    if value is None:
+        if required:
+            raise errors.missing(f"{field}.{key}", "in a Hugging Face config.json", f"an integer 1..{high}")
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+        raise errors.invalid_value(f"{field}.{key}", value, "is not a whole number in range", f"an integer 1..{high}")
+    return value
+
+
+def from_hf_config(config: Any, name: str, field: str = "--model-config") -> ModelShape:
+    """The shape in a Hugging Face ``config.json`` (already parsed); every problem names the key.
+
+    Reads ``num_hidden_layers``, ``hidden_size``, ``num_attention_heads``, ``num_key_value_heads`` (default: the
+    attention heads), ``head_dim`` (default: hidden / heads), ``vocab_size``, ``intermediate_size`` (or
+    ``moe_intermediate_size`` for experts), ``max_position_embeddings``, ``tie_word_embeddings``,
+    ``num_local_experts`` / ``num_experts`` and ``num_experts_per_tok``. A multimodal config keeps its language
+    model under ``text_config``; that part is read.
+    """
+    if not isinstance(config, Mapping):
+        raise errors.invalid_value(field, type(config).__name__, "is not a JSON object", "a Hugging Face config.json")
+    if isinstance(config.get("text_config"), Mapping):
+        config = {**config, **config["text_config"]}
+    layers = _int_field(config, "num_hidden_layers", field, MAX_LAYERS)
+    hidden = _int_field(config, "hidden_size", field, MAX_DIM)
+    heads = _int_field(config, "num_attention_heads", field, MAX_DIM)
+    kv_heads = _int_field(config, "num_key_value_heads", field, MAX_DIM, required=False) or heads
+    assert layers and hidden and heads and kv_heads
+    head_dim = _int_field(config, "head_dim", field, MAX_DIM, required=False)
+    if head_dim is None:
+        if hidden % heads:
+            raise errors.invalid_value(f"{field}.hidden_size", hidden, f"is not divisible by num_attention_heads "
+                                       f"{heads}, and there is no head_dim", "a head_dim key, or heads dividing "
+                                       "hidden_size")
+        head_dim = hidden // heads
+    if heads % kv_heads:
+        raise errors.invalid_value(f"{field}.num_key_value_heads", kv_heads, f"does not divide num_attention_heads "
+                                   f"{heads}", "a divisor of num_attention_heads")
+    experts = (_int_field(config, "num_local_experts", field, MAX_LAYERS, required=False)
+               or _int_field(config, "num_experts", field, MAX_LAYERS, required=False) or 1)
+    per_token = _int_field(config, "num_experts_per_tok", field, MAX_LAYERS, required=False) or 1
+    if per_token > experts:
+        raise errors.invalid_value(f"{field}.num_experts_per_tok", per_token, f"is more than the {experts} experts",
+                                   f"1..{experts}")
+    moe_intermediate = _int_field(config, "moe_intermediate_size", field, MAX_DIM, required=False)
+    intermediate = moe_intermediate if experts > 1 and moe_intermediate else _int_field(
+        config, "intermediate_size", field, MAX_DIM)
+    vocab = _int_field(config, "vocab_size", field, MAX_VOCAB)
+    positions = _int_field(config, "max_position_embeddings", field, MAX_POSITIONS)
+    tied = config.get("tie_word_embeddings", False)
+    if not isinstance(tied, bool):
+        raise errors.invalid_value(f"{field}.tie_word_embeddings", tied, "is not a boolean", "true or false")
+    assert intermediate and vocab and positions
+    sliding, window = _sliding(config, layers, field)
+    return ModelShape(name, layers, hidden, heads, kv_heads, head_dim, intermediate, vocab, positions,
+                      tied_embeddings=tied, experts=experts, experts_per_token=per_token, sliding_layers=sliding,
+                      sliding_window=window, source=name)
+
+
+def _sliding(config: Mapping[str, Any], layers: int, field: str) -> tuple[int, int]:
+    """(sliding-window layers, window) where the config says which layers slide: ``layer_types`` or
+    ``sliding_window_pattern`` (every Nth layer attends fully, as Gemma 3's ``Gemma3TextConfig`` lays them out).
+    A bare ``sliding_window`` (Qwen's, off by ``use_sliding_window: false``; Gemma 2's, alternating by code) is
+    not trusted: every layer is then counted at the full context, which overestimates, never under."""
+    window = _int_field(config, "sliding_window", field, MAX_POSITIONS, required=False)
+    if window is None or config.get("use_sliding_window") is False:
+        return 0, 0
+    types = config.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != layers or not all(isinstance(t, str) for t in types):
+            raise errors.invalid_value(f"{field}.layer_types", types, f"is not a list of {layers} layer types",
+                                       "one string per layer (sliding_attention, full_attention)")
+        return sum(t == "sliding_attention" for t in types), window
+    pattern = config.get("sliding_window_pattern", config.get("_sliding_window_pattern"))
+    if pattern is None:
+        return 0, 0
+    if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern < 1:
+        raise errors.invalid_value(f"{field}.sliding_window_pattern", pattern, "is not a positive whole number",
+                                   "N: every Nth layer attends to the whole context")
+    return layers - layers // pattern, window
+
+
+def load_hf_config(path: str, field: str = "--model-config") -> ModelShape:
+    """Reads a ``config.json`` file; a missing, unreadable or malformed file is InvalidInput naming it."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise errors.invalid_value(field, path, f"cannot be read ({exc.strerror or exc})",
+                                   "the path of a Hugging Face config.json") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise errors.invalid_value(field, path, f"is not JSON ({exc.msg}, line {exc.lineno})",
+                                   "a Hugging Face config.json") from exc
+    return from_hf_config(data, path, field)
+
+
+# ------------------------------------------------------------------------------------------- --params
+
+
+MAX_PARAMS = 1e14
+"""100 trillion parameters: above any public model by far; a larger figure is a typo."""
+
+
+def rough_params(text: str, field: str = "--params") -> int:
+    """``8e9`` or ``70000000000`` -> an int; raises InvalidInput for what is not a positive, sane count."""
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise errors.invalid_value(field, text, "is not a number", "a parameter count like 8e9") from exc
+    if not math.isfinite(value) or value < 1e6 or value > MAX_PARAMS:
+        raise errors.invalid_value(field, text, "is out of range", f"1e6 .. {MAX_PARAMS:g} parameters (e.g. 8e9)")
+    return int(value)
+
+
+def check_context(context: int, shape: ModelShape | None, field: str = "--context") -> None:
+    """A context no longer than the model takes (``max_position_embeddings``), and at least one token."""
+    high = shape.max_positions if shape else MAX_POSITIONS
+    if context < 1 or context > high:
+        why = (f"is beyond {shape.name}'s max_position_embeddings ({shape.max_positions})" if shape and context > 1
+               else "is out of range")
+        raise InvalidInput(field, f"{context!r} {why}", f"1..{high} tokens")

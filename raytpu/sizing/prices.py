@@ -1,0 +1,152 @@
+"""TPU prices per chip-hour, in one dated and cited table, and the ``--prices FILE`` reader (same format).
+
+The default table (:data:`DEFAULT_PRICES`) was read on 2026-12-02 through the search tools:
+
+- https://cloud.google.com/tpu/pricing is the price list these figures belong to; the stored copies of that page
+  the tools hold show only its v2/v3/v4 prose, not the per-chip table (it is rendered by a script), so the figures
+  come from a machine-readable export of the Cloud Billing Catalog SKUs: skypilot-org/skypilot-catalog
+  ``catalogs/v8/gcp/vms.csv`` at 006059e0 (columns ``Price`` and ``SpotPrice`` per slice per zone, divided here by
+  the slice's chips: tpu-v5litepod-8 $9.60/h and $1.95941/h for 8 chips; tpu-v5p-8 and tpu-v4-8 are 4 chips).
+- The on-demand figures agree, to the cent, with a second source that does not copy the first: GKE's cluster
+  autoscaler, GoogleCloudPlatform/cluster-autoscaler ``pkg/cloudprovider/gke/machinetypes/
+  deprecated_machine_types_config.go`` (a181d5ac), whose per-VM ``withInstancePriceOverride`` is 12.88 for v4's
+  4-chip VM, 1.2/4.8/9.6 for v5e's 1/4/8-chip VMs, 16.8 for v5p's 4-chip VM and 2.7/10.8/21.6 for v6e's 1/4/8-chip
+  VMs (the machine types of :data:`raytpu.catalog.GENERATIONS`); it has no tpu7x row and no spot price (its
+  ``PreemptibleDiscount`` is a flat guess: "no decision regarding TPUs is based on pricing"). And with what Google
+  announced: v5e "$1.20 per chip-hour", Trillium "starting at $2.7000 per chip-hour" (Trillium GA, December 2024,
+  as quoted by neowin.net).
+- Flex-start (Dynamic Workload Scheduler) prices: none found in the sources read, so they are ``None``
+  ("not published here"), never guessed. TPU7x (Ironwood) has no row in that export: ``None`` too.
+
+Region: ``us-central1`` (v4: ``us-central2``, its only region), the one region where every priced generation has a
+row. Prices vary by region (v6e spot is $0.54421 in us-central1 and $1.215 in us-east5); pass ``--prices FILE`` for
+another region or a negotiated price.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from raytpu import errors
+from raytpu.catalog import GENERATIONS
+
+KINDS = ("on_demand", "spot", "flex_start")
+"""Consumption options priced: on-demand, Spot VMs, flex-start (DWS)."""
+
+DEFAULT_PRICES: dict[str, Any] = {
+    "source": "https://cloud.google.com/tpu/pricing, figures from skypilot-org/skypilot-catalog "
+              "catalogs/v8/gcp/vms.csv@006059e0 (Cloud Billing Catalog SKUs); see raytpu/sizing/prices.py",
+    "read_on": "2026-12-02",
+    "region": "us-central1",
+    "currency": "USD",
+    "per_chip_hour": {
+        "v4": {"on_demand": 3.22, "spot": 0.9215, "flex_start": None, "region": "us-central2"},
+        "v5e": {"on_demand": 1.20, "spot": 0.24493, "flex_start": None},
+        "v5p": {"on_demand": 4.20, "spot": 0.8357, "flex_start": None},
+        "v6e": {"on_demand": 2.70, "spot": 0.54421, "flex_start": None},
+        "tpu7x": {"on_demand": None, "spot": None, "flex_start": None},
+    },
+}
+"""The default price table, in the ``--prices`` file format."""
+
+MAX_CHIP_HOUR = 1000.0
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    """Per chip-hour prices by generation and kind (None: not published in the table's source)."""
+
+    source: str
+    read_on: str
+    region: str
+    currency: str
+    per_chip_hour: dict[str, dict[str, float | None]]
+    regions: dict[str, str]
+
+    def chip_hour(self, generation: str, kind: str) -> float | None:
+        """The price of one chip for one hour, or None where the table has none."""
+        return self.per_chip_hour.get(generation, {}).get(kind)
+
+    def to_json(self) -> dict[str, Any]:
+        """Source, date, region and the per-chip-hour table."""
+        return {"source": self.source, "read_on": self.read_on, "region": self.region, "currency": self.currency,
+                "per_chip_hour": self.per_chip_hour, "regions": self.regions}
+
+
+def parse(data: Any, field: str = "--prices") -> PriceTable:
+    """A price table from its JSON form; every problem names its key and what is valid."""
+    if not isinstance(data, Mapping):
+        raise errors.invalid_value(field, type(data).__name__, "is not a JSON object",
+                                   "{source, read_on, region, per_chip_hour: {GENERATION: {on_demand, spot, "
+                                   "flex_start}}}")
+    for key in ("source", "read_on", "region"):
+        if not isinstance(data.get(key), str) or not data[key].strip():
+            raise errors.missing(f"{field}.{key}", "(every price carries its source, date and region)",
+                                 "a non-empty string" + (" YYYY-MM-DD" if key == "read_on" else ""))
+    try:
+        datetime.date.fromisoformat(data["read_on"])
+    except ValueError as exc:
+        raise errors.invalid_value(f"{field}.read_on", data["read_on"], "is not a date", "YYYY-MM-DD") from exc
+    table = data.get("per_chip_hour")
+    if not isinstance(table, Mapping) or not table:
+        raise errors.missing(f"{field}.per_chip_hour", "with at least one generation",
+                             "{GENERATION: {on_demand, spot, flex_start}}")
+    prices: dict[str, dict[str, float | None]] = {}
+    regions: dict[str, str] = {}
+    for gen, row in table.items():
+        where = f"{field}.per_chip_hour.{gen}"
+        if gen not in GENERATIONS:
+            raise errors.invalid_choice(f"{field}.per_chip_hour", gen, GENERATIONS)
+        if not isinstance(row, Mapping):
+            raise errors.invalid_value(where, row, "is not an object", "{on_demand, spot, flex_start}")
+        extra = set(row) - set(KINDS) - {"region"}
+        if extra:
+            raise errors.invalid_choice(where, sorted(extra)[0], (*KINDS, "region"))
+        prices[gen] = {}
+        for kind in KINDS:
+            value = row.get(kind)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                                      or not 0 < value <= MAX_CHIP_HOUR):
+                raise errors.invalid_value(f"{where}.{kind}", value, "is not a price per chip-hour",
+                                           f"a number in (0, {MAX_CHIP_HOUR:g}], or null where none is published")
+            prices[gen][kind] = None if value is None else float(value)
+        region = row.get("region", data["region"])
+        if not isinstance(region, str) or not region:
+            raise errors.invalid_value(f"{where}.region", region, "is not a region", "a region name like us-east5")
+        regions[gen] = region
+    currency = data.get("currency", "USD")
+    if not isinstance(currency, str):
+        raise errors.invalid_value(f"{field}.currency", currency, "is not a currency code", "USD")
+    return PriceTable(data["source"], data["read_on"], data["region"], currency, prices, regions)
+
+
+def default_table() -> PriceTable:
+    """The built-in table (:data:`DEFAULT_PRICES`)."""
+    return parse(DEFAULT_PRICES, "DEFAULT_PRICES")
+
+
+def load(path: str, field: str = "--prices") -> PriceTable:
+    """Reads a ``--prices`` JSON file (the :data:`DEFAULT_PRICES` format)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise errors.invalid_value(field, path, f"cannot be read ({exc.strerror or exc})",
+                                   "the path of a JSON price table") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise errors.invalid_value(field, path, f"is not JSON ({exc.msg}, line {exc.lineno})",
+                                   "a JSON price table like raytpu/sizing/prices.py DEFAULT_PRICES") from exc
+    return parse(data, field)
+
+
+def per_million_tokens(dollars_per_hour: float | None, tokens_per_s: float | None) -> float | None:
+    """$ per million output tokens at ``tokens_per_s`` (the slice's total decode rate)."""
+    if dollars_per_hour is None or not tokens_per_s:
+        return None
+    return dollars_per_hour / (tokens_per_s * 3600) * 1e6

@@ -1,0 +1,385 @@
+"""``raytpu plan``: the minimal slice for held-out published cases, checked against the HBM arithmetic written out
+here and the recipe that runs it; dated, cited prices; the plot; ``validate``'s fit warning; bad input (exit 2)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from raytpu.catalog import GENERATIONS
+from raytpu.cli import main
+from raytpu.sizing import models, prices
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[1]
+GIB = 1024**3
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def plan_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    code, out, err = run_cli(capsys, "plan", *argv, "--json")
+    assert code == 0, err
+    data: dict[str, Any] = json.loads(out)
+    return data
+
+
+# ------------------------------------------------------------------------------------------- the models
+
+
+@pytest.mark.parametrize(("name", "published"), [
+    ("llama-3.1-8b", 8.03e9), ("llama-3.1-70b", 70.6e9), ("llama-3.1-405b", 405.9e9), ("llama-3.3-70b", 70.6e9),
+    ("qwen3-0.6b", 0.6e9), ("qwen3-8b-base", 8.2e9), ("mixtral-8x7b", 46.7e9), ("gemma-3-12b", 12e9)])
+def test_parameter_counts_from_the_shapes_match_the_published_sizes(name: str, published: float) -> None:
+    """Counted from config.json shapes, within 2% of the size each model is published as (the model cards:
+    Llama 3.1 8B/70B/405B, Qwen3-0.6B "0.6B", Qwen3-8B-Base "8.2B", Mixtral 8x7B "46.7B total", Gemma 3 "12B", its
+    language model only)."""
+    assert models.MODELS[name].params() == pytest.approx(published, rel=0.02)
+
+
+def test_every_built_in_model_cites_its_config_json() -> None:
+    for shape in models.MODELS.values():
+        assert shape.hf_id and shape.source == f"https://huggingface.co/{shape.hf_id}/blob/main/config.json"
+
+
+def test_a_hugging_face_config_json_gives_the_same_shape_as_the_table(tmp_path: Path) -> None:
+    # Llama 3.1 8B's config.json keys (huggingface.co/meta-llama/Llama-3.1-8B-Instruct)
+    config = {"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
+              "intermediate_size": 14336, "vocab_size": 128256, "max_position_embeddings": 131072,
+              "tie_word_embeddings": False, "model_type": "llama"}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    assert models.load_hf_config(str(path)).params() == models.MODELS["llama-3.1-8b"].params()
+
+
+def test_sliding_window_layers_hold_at_most_their_window(capsys: pytest.CaptureFixture[str]) -> None:
+    """Gemma 3 12B: 8 full-attention layers hold the whole 32768-token context, 40 sliding ones 1024 tokens:
+    2 x (8 x 32768 + 40 x 1024) x 8 KV heads x 256 x 2 bytes = 2.3125 GiB (48 x 32768 would be 12 GiB)."""
+    data = plan_json(capsys, "--model", "gemma-3-12b", "--context", "32768")
+    assert data["need"]["gib"]["kv_cache"] == pytest.approx(2.3125, abs=0.001)
+
+
+@pytest.mark.parametrize(("extra", "sliding"), [
+    ({"sliding_window": 1024, "sliding_window_pattern": 6}, 40),
+    ({"sliding_window": 1024, "layer_types": ["sliding_attention"] * 47 + ["full_attention"]}, 47),
+    ({"sliding_window": 131072, "use_sliding_window": False}, 0),
+    ({"sliding_window": 4096}, 0),  # which layers slide is not said: all counted at full context
+])
+def test_the_config_reader_counts_sliding_layers_only_where_the_config_says_which(
+        tmp_path: Path, extra: dict[str, Any], sliding: int) -> None:
+    config = {"num_hidden_layers": 48, "hidden_size": 3840, "num_attention_heads": 16, "num_key_value_heads": 8,
+              "head_dim": 256, "intermediate_size": 15360, "vocab_size": 262208, "max_position_embeddings": 131072,
+              **extra}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"architectures": ["Gemma3ForConditionalGeneration"], "text_config": config}))
+    assert models.load_hf_config(str(path)).sliding_layers == sliding
+
+
+# ------------------------------------------------------------------------------- held-out published cases
+
+
+LLAMA_VLLM_RECIPE = ("AI-Hypercomputer/tpu-recipes inference/trillium/vLLM/Llama3.1/README.md (51a4773b): \"For "
+                     "Llama3.1-8B, 1 chip is sufficient and for the 70B model, at least 8 chips are required\"; "
+                     "MAX_MODEL_LEN=4096, TP=8 (number of chips)")
+
+
+def test_llama_3_1_70b_serves_on_v6e_2x4_with_tp_8(capsys: pytest.CaptureFixture[str]) -> None:
+    """The vLLM TPU recipe (:data:`LLAMA_VLLM_RECIPE`) serves Llama 3.1 70B on v6e-8 with TP 8 and a 4096-token
+    context; GKE's "Serve an LLM using TPU Trillium on GKE with vLLM" (cloud.google.com/kubernetes-engine/docs/
+    tutorials/serve-vllm-tpu) serves it on one ct6e-standard-8t (v6e 2x4, one host).
+
+    Arithmetic: 70,553,706,496 parameters x 2 bytes = 131.42 GiB; KV for one 4096-token sequence:
+    2 x 80 x 8 x 128 x 4096 x 2 bytes = 1.25 GiB; 132.67 GiB in all. v6e 2x2: 4 x 32 GiB x 0.9 = 115.2 < 132.67;
+    v6e 2x4: 8 x 32 x 0.9 = 230.4 >= 132.67."""
+    data = plan_json(capsys, "--model", "llama-3.1-70b", "--mode", "serve", "--context", "4096")
+    assert data["model"]["params"] == 70_553_706_496
+    assert data["need"]["total_gib"] == pytest.approx(131.42 + 1.25, abs=0.01)
+    assert data["minimal"]["v6e"] == "2x4"
+    row = next(c for c in data["candidates"] if (c["generation"], c["topology"]) == ("v6e", "2x4"))
+    assert row["servable"] and row["servable_note"] == "TP 8" and row["hosts"] == 1
+    assert not any((c["generation"], c["topology"]) == ("v6e", "2x2") for c in data["candidates"])
+
+
+def test_llama_3_1_8b_fits_one_v6e_chip_and_four_v5e_chips(capsys: pytest.CaptureFixture[str]) -> None:
+    """The vLLM TPU recipe (:data:`LLAMA_VLLM_RECIPE`) serves Llama 3.1 8B on v6e-1 (one chip).
+
+    Arithmetic: 8,030,261,248 parameters x 2 bytes = 14.96 GiB; KV for 4096 tokens: 2 x 32 x 8 x 128 x 4096 x 2
+    = 0.5 GiB; 15.46 GiB. v6e 1x1: 32 x 0.9 = 28.8 (fits); v5e 1x1: 16 x 0.9 = 14.4 (does not); v5e 2x2: 57.6."""
+    data = plan_json(capsys, "--model", "llama-3.1-8b", "--context", "4096")
+    assert data["model"]["params"] == 8_030_261_248
+    assert data["need"]["total_gib"] == pytest.approx(14.96 + 0.5, abs=0.01)
+    assert data["minimal"]["v6e"] == "1x1" and data["minimal"]["v5e"] == "2x2"
+    assert data["cheapest"]["generation"] == "v6e" and data["cheapest"]["topology"] == "1x1"
+
+
+def test_llama_3_1_70b_trains_on_v6e_32_as_the_maxtext_recipe(capsys: pytest.CaptureFixture[str]) -> None:
+    """AI-Hypercomputer/tpu-recipes ``training/trillium/Llama3.1-70B-MaxText/v6e-32/README.md`` (3596002a) trains
+    Llama 3.1 70B on v6e-32 (4x8) with ``weight_dtype: bfloat16``, ``per_device_batch_size: 2`` (64 sequences on 32
+    chips), ``max_target_length: 8192`` and the decoder layers' inputs offloaded to the host.
+
+    Arithmetic: weights, gradients and AdamW's two moments in bf16 (optax keeps them in the parameters' dtype):
+    70,553,706,496 x 8 bytes = 525.67 GiB; activations of one layer, 34 x (64 x 8192) tokens x 8192 hidden x 1 byte
+    = 136.0 GiB; 661.67 GiB. v6e 4x4: 16 x 32 x 0.9 = 460.8 < 661.67; v6e 4x8: 921.6 >= 661.67."""
+    data = plan_json(capsys, "--model", "llama-3.1-70b", "--mode", "train", "--dtype", "bf16",
+                     "--optimizer", "adamw", "--optimizer-dtype", "bf16", "--batch", "64", "--context", "8192",
+                     "--remat", "offload")
+    assert data["need"]["total_gib"] == pytest.approx(525.67 + 136.0, abs=0.02)
+    assert data["minimal"]["v6e"] == "4x8"
+    assert all(c["servable"] is None for c in data["candidates"]), "training has no serving rules"
+
+
+def test_mixtral_serves_with_every_expert_resident(capsys: pytest.CaptureFixture[str]) -> None:
+    """All 8 experts' weights are held (46.7B parameters), though 2 run per token: 46,702,792,704 x 2 bytes =
+    86.99 GiB; KV for 4096 tokens: 2 x 32 x 8 x 128 x 4096 x 2 = 0.5 GiB. v6e 1x1: 28.8 usable; v6e 2x2: 115.2."""
+    data = plan_json(capsys, "--model", "mixtral-8x7b", "--context", "4096")
+    assert data["model"]["experts"] == 8 and data["need"]["total_gib"] == pytest.approx(86.99 + 0.5, abs=0.02)
+    assert data["minimal"]["v6e"] == "2x2"
+    assert any("all 8 experts" in line for line in data["need"]["assumptions"])
+
+
+def test_kv_heads_are_replicated_when_tp_exceeds_them(capsys: pytest.CaptureFixture[str]) -> None:
+    """Qwen3-0.6B has 8 KV heads: on 16 JAX devices vLLM holds 16 copies' worth (one KV head per rank)."""
+    data = plan_json(capsys, "--model", "qwen3-0.6b", "--context", "4096", "--all")
+    one = next(c for c in data["candidates"] if (c["generation"], c["topology"]) == ("v6e", "2x4"))
+    two = next(c for c in data["candidates"] if (c["generation"], c["topology"]) == ("v6e", "4x4"))
+    kv = 2 * 28 * 8 * 128 * 4096 * 2 / GIB
+    assert two["need_gib"] - one["need_gib"] == pytest.approx(kv, abs=0.01)
+
+
+def test_a_tp_that_does_not_divide_the_heads_is_not_servable(capsys: pytest.CaptureFixture[str]) -> None:
+    """Qwen3-0.6B's 16 heads: v6e 4x8 (32 devices, 8 hosts of 4) is servable only as 8 stages of TP 4."""
+    data = plan_json(capsys, "--model", "qwen3-0.6b", "--all")
+    row = next(c for c in data["candidates"] if (c["generation"], c["topology"]) == ("v6e", "4x8"))
+    assert row["servable"] and row["servable_note"] == "TP 4 x PP 8"
+
+
+# -------------------------------------------------------------------------------------------- prices
+
+
+def test_the_default_prices_carry_a_date_a_source_and_every_generation() -> None:
+    table = prices.default_table()
+    assert datetime.date.fromisoformat(table.read_on) <= datetime.date.today()
+    assert "cloud.google.com/tpu/pricing" in table.source and "skypilot-catalog" in table.source
+    assert set(table.per_chip_hour) == set(GENERATIONS)
+    assert table.chip_hour("v6e", "on_demand") == 2.70 and table.chip_hour("v5e", "on_demand") == 1.20
+    assert all(table.chip_hour(g, "flex_start") is None for g in GENERATIONS), "unpublished: never guessed"
+
+
+CLUSTER_AUTOSCALER_VM_PRICES = {"v4": (12.88, 4), "v5e": (9.6, 8), "v5p": (16.8, 4), "v6e": (21.6, 8)}
+"""A second source for on-demand prices, recorded: GoogleCloudPlatform/cluster-autoscaler
+``pkg/cloudprovider/gke/machinetypes/deprecated_machine_types_config.go`` (a181d5ac), ``withInstancePriceOverride``
+of ct4p-hightpu-4t, ct5lp-hightpu-8t, ct5p-hightpu-4t and ct6e-standard-8t, with each VM's chips."""
+
+
+def test_default_on_demand_prices_agree_with_the_cluster_autoscaler() -> None:
+    table = prices.default_table()
+    for gen, (per_vm, chips) in CLUSTER_AUTOSCALER_VM_PRICES.items():
+        assert table.chip_hour(gen, "on_demand") == pytest.approx(per_vm / chips), gen
+    assert table.chip_hour("tpu7x", "on_demand") is None, "neither source prices tpu7x"
+
+
+def test_prices_file_overrides_and_tokens_give_dollars_per_million(capsys: pytest.CaptureFixture[str],
+                                                                   tmp_path: Path) -> None:
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps({"source": "our contract", "read_on": "2026-11-30", "region": "us-east5",
+                                "per_chip_hour": {"v6e": {"on_demand": 2.0, "spot": 1.0, "flex_start": 1.5}}}))
+    data = plan_json(capsys, "--model", "llama-3.1-8b", "--prices", str(path), "--tokens-per-s", "1000")
+    row = next(c for c in data["candidates"] if (c["generation"], c["topology"]) == ("v6e", "1x1"))
+    assert row["price_per_hour"] == {"on_demand": 2.0, "spot": 1.0, "flex_start": 1.5}
+    assert row["usd_per_million_tokens"]["on_demand"] == pytest.approx(2.0 / 3.6, abs=1e-4)
+    assert data["prices"]["source"] == "our contract" and data["prices"]["read_on"] == "2026-11-30"
+
+
+# ------------------------------------------------------------------------------------------ output
+
+
+def test_the_table_marks_the_cheapest_and_states_the_headroom(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "plan", "--model", "llama-3.1-70b", "--context", "8192", "--batch", "16")
+    assert code == 0, err
+    assert "headroom: 10% of HBM kept free" in out and "read 2026-12-02" in out
+    assert any(line.startswith("v5p") and "2x2x1 *" in line for line in out.splitlines())
+
+
+def test_plot_is_a_valid_png(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    target = tmp_path / "plan.png"
+    code, _, err = run_cli(capsys, "plan", "--model", "llama-3.1-8b", "--plot", str(target))
+    assert code == 0, err
+    data = target.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    assert width > 100 and height > 100
+    assert [p.name for p in tmp_path.iterdir()] == ["plan.png"], "no temporary file left behind"
+    umask = os.umask(0)
+    os.umask(umask)
+    assert target.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+# ------------------------------------------------------------------------------------------ bad input
+
+
+def _config(tmp_path: Path, **change: Any) -> str:
+    config: dict[str, Any] = {"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+                              "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
+                              "max_position_embeddings": 131072}
+    config.update(change)
+    config = {k: v for k, v in config.items() if v is not None}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+def _prices(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "prices.json"
+    path.write_text(text)
+    return str(path)
+
+
+BAD: list[tuple[str, Any, str]] = [
+    ("unknown model", lambda t: ["--model", "llama-9"], "--model: 'llama-9' is not allowed"),
+    ("no model", lambda t: [], "--model: is required"),
+    ("two models", lambda t: ["--model", "llama-3.1-8b", "--params", "8e9"], "--model: was given with --params"),
+    ("params not a number", lambda t: ["--params", "eight"], "--params: 'eight' is not a number"),
+    ("params negative", lambda t: ["--params=-8e9"], "--params: '-8e9' is out of range"),
+    ("params absurd", lambda t: ["--params", "1e20"], "--params: '1e20' is out of range"),
+    ("params nan", lambda t: ["--params", "nan"], "--params: 'nan' is out of range"),
+    ("context beyond the model", lambda t: ["--model", "qwen3-0.6b", "--context", "50000"],
+     "max_position_embeddings (40960)"),
+    ("context zero", lambda t: ["--model", "llama-3.1-8b", "--context", "0"], "--context: 0 is out of range"),
+    ("context negative", lambda t: ["--model", "llama-3.1-8b", "--context", "-5"], "--context: -5 is out of range"),
+    ("context not an int", lambda t: ["--model", "llama-3.1-8b", "--context", "8k"], "--context: invalid int"),
+    ("batch zero", lambda t: ["--model", "llama-3.1-8b", "--batch", "0"], "--batch: 0 is out of range"),
+    ("batch absurd", lambda t: ["--model", "llama-3.1-8b", "--batch", "10000000"], "--batch: 10000000 is out"),
+    ("unknown dtype", lambda t: ["--model", "llama-3.1-8b", "--dtype", "fp16"], "--dtype: invalid choice"),
+    ("unknown mode", lambda t: ["--model", "llama-3.1-8b", "--mode", "tune"], "--mode: invalid choice"),
+    ("unknown optimizer", lambda t: ["--model", "llama-3.1-8b", "--mode", "train", "--optimizer", "rmsprop"],
+     "--optimizer: invalid choice"),
+    ("unknown remat", lambda t: ["--model", "llama-3.1-8b", "--mode", "train", "--remat", "some"],
+     "--remat: invalid choice"),
+    ("headroom too large", lambda t: ["--model", "llama-3.1-8b", "--headroom", "0.95"], "--headroom: 0.95 is out"),
+    ("headroom negative", lambda t: ["--model", "llama-3.1-8b", "--headroom", "-0.1"], "--headroom: -0.1 is out"),
+    ("tokens per s negative", lambda t: ["--model", "llama-3.1-8b", "--tokens-per-s", "-3"], "--tokens-per-s: -3.0"),
+    ("tokens per s for training", lambda t: ["--model", "llama-3.1-8b", "--mode", "train", "--tokens-per-s", "9"],
+     "--tokens-per-s: 9.0 is not allowed with --mode train"),
+    ("plot not png", lambda t: ["--model", "llama-3.1-8b", "--plot", str(t / "plan.jpg")], "is not a .png path"),
+    ("plot in a missing directory", lambda t: ["--model", "llama-3.1-8b", "--plot", str(t / "no" / "p.png")],
+     "is in a directory that does not exist"),
+    ("config missing file", lambda t: ["--model-config", str(t / "none.json")], "cannot be read"),
+    ("config not json", lambda t: ["--model-config", _prices(t, "{not json")], "is not JSON"),
+    ("config not an object", lambda t: ["--model-config", _prices(t, "[1, 2]")], "'list' is not a JSON object"),
+    ("config missing layers", lambda t: ["--model-config", _config(t, num_hidden_layers=None)],
+     "--model-config.num_hidden_layers: is required"),
+    ("config negative hidden", lambda t: ["--model-config", _config(t, hidden_size=-4096)],
+     "--model-config.hidden_size: -4096 is not a whole number"),
+    ("config string heads", lambda t: ["--model-config", _config(t, num_attention_heads="32")],
+     "--model-config.num_attention_heads: '32' is not a whole number"),
+    ("config kv heads not dividing", lambda t: ["--model-config", _config(t, num_key_value_heads=5)],
+     "--model-config.num_key_value_heads: 5 does not divide"),
+    ("config heads not dividing hidden", lambda t: ["--model-config", _config(t, num_attention_heads=3,
+                                                                              num_key_value_heads=1)],
+     "is not divisible by num_attention_heads 3"),
+    ("config bad tie", lambda t: ["--model-config", _config(t, tie_word_embeddings="yes")],
+     "--model-config.tie_word_embeddings: 'yes' is not a boolean"),
+    ("config too many experts per token", lambda t: ["--model-config", _config(t, num_local_experts=8,
+                                                                               num_experts_per_tok=9)],
+     "num_experts_per_tok: 9 is more than the 8 experts"),
+    ("config bad sliding pattern", lambda t: ["--model-config", _config(t, sliding_window=1024,
+                                                                        sliding_window_pattern=0)],
+     "--model-config.sliding_window_pattern: 0 is not a positive whole number"),
+    ("config short layer types", lambda t: ["--model-config", _config(t, sliding_window=1024,
+                                                                      layer_types=["full_attention"])],
+     "--model-config.layer_types: ['full_attention'] is not a list of 32 layer types"),
+    ("prices missing file", lambda t: ["--model", "llama-3.1-8b", "--prices", str(t / "none.json")], "cannot be read"),
+    ("prices not json", lambda t: ["--model", "llama-3.1-8b", "--prices", _prices(t, "nope")], "is not JSON"),
+    ("prices no date", lambda t: ["--model", "llama-3.1-8b", "--prices", _prices(t, json.dumps(
+        {"source": "x", "region": "r", "per_chip_hour": {"v6e": {"on_demand": 1}}}))], "--prices.read_on: is required"),
+    ("prices bad date", lambda t: ["--model", "llama-3.1-8b", "--prices", _prices(t, json.dumps(
+        {"source": "x", "read_on": "last week", "region": "r", "per_chip_hour": {"v6e": {"on_demand": 1}}}))],
+     "--prices.read_on: 'last week' is not a date"),
+    ("prices unknown generation", lambda t: ["--model", "llama-3.1-8b", "--prices", _prices(t, json.dumps(
+        {"source": "x", "read_on": "2026-01-01", "region": "r", "per_chip_hour": {"v9": {"on_demand": 1}}}))],
+     "--prices.per_chip_hour: 'v9' is not allowed"),
+    ("prices negative", lambda t: ["--model", "llama-3.1-8b", "--prices", _prices(t, json.dumps(
+        {"source": "x", "read_on": "2026-01-01", "region": "r", "per_chip_hour": {"v6e": {"spot": -1}}}))],
+     "--prices.per_chip_hour.v6e.spot: -1 is not a price"),
+    ("prices unknown kind", lambda t: ["--model", "llama-3.1-8b", "--prices", _prices(t, json.dumps(
+        {"source": "x", "read_on": "2026-01-01", "region": "r", "per_chip_hour": {"v6e": {"reserved": 1}}}))],
+     "--prices.per_chip_hour.v6e: 'reserved' is not allowed"),
+    ("prices empty table", lambda t: ["--model", "llama-3.1-8b", "--prices", _prices(t, json.dumps(
+        {"source": "x", "read_on": "2026-01-01", "region": "r", "per_chip_hour": {}}))],
+     "--prices.per_chip_hour: is required"),
+]
+
+
+@pytest.mark.parametrize(("case", "argv", "expected"), BAD, ids=[b[0] for b in BAD])
+def test_bad_input_exits_2_naming_the_field_and_what_is_valid(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                               case: str, argv: Any, expected: str) -> None:
+    code, out, err = run_cli(capsys, "plan", *argv(tmp_path))
+    assert code == 2, (case, out, err)
+    assert out == "" and "Traceback" not in err
+    assert err.startswith("error: ") and expected in err and "; valid: " in err, err
+    assert not (tmp_path / "plan.jpg").exists() and not (tmp_path / "plan.png").exists()
+
+
+def test_plot_without_matplotlib_is_bad_input_before_anything_is_written(capsys: pytest.CaptureFixture[str],
+                                                                           tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    code, out, err = run_cli(capsys, "plan", "--model", "llama-3.1-8b", "--plot", str(tmp_path / "plan.png"))
+    assert code == 2 and out == "" and "--plot: " in err and "needs matplotlib" in err and "; valid: " in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unknown_model_lists_the_built_in_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    _, _, err = run_cli(capsys, "plan", "--model", "gpt-5")
+    assert all(name in err for name in models.MODELS)
+
+
+# ------------------------------------------------------------------------------------------ validate
+
+
+def _serving_config(tmp_path: Path, model: str) -> str:
+    data: dict[str, Any] = yaml.safe_load((ROOT / "raytpu.example.yaml").read_text())
+    serve = next(w for w in data["workloads"] if w["kind"] == "serve")
+    serve["model"] = model
+    path = tmp_path / "raytpu.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def test_validate_warns_when_the_model_cannot_fit_its_slice(capsys: pytest.CaptureFixture[str],
+                                                            tmp_path: Path) -> None:
+    """Llama 3.1 405B in bf16 (756 GiB of weights) on the example's v6e 2x4 (230.4 GiB usable): a warning, exit 0."""
+    code, _, err = run_cli(capsys, "validate", _serving_config(tmp_path, "meta-llama/Llama-3.1-405B-Instruct"))
+    assert code == 0, err
+    line = next(line for line in err.splitlines() if "workloads.serve" in line)
+    assert line.startswith("warning: ") and "llama-3.1-405b needs" in line and "230.4 GiB usable" in line
+
+
+def test_validate_says_when_it_cannot_know_the_model(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run_cli(capsys, "validate", _serving_config(tmp_path, "someorg/some-model"))
+    assert code == 0, err
+    assert "not in `raytpu plan`'s built-in table" in err and "was not checked" in err
+
+
+def test_validate_is_quiet_when_the_model_fits(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run_cli(capsys, "validate", _serving_config(tmp_path, "meta-llama/Llama-3.1-70B-Instruct"))
+    assert code == 0, err
+    assert "workloads.serve" not in err
