@@ -13,8 +13,10 @@ Sources:
   kind of the config gives that by construction).
 - [Ray] Ray 2.60 Train v2: the controller derives the slice count from ``num_workers``
   (``ray.train.v2._internal.execution.controller.controller.TrainController`` calls
-  ``ray.util.tpu.get_tpu_num_slices_for_workers``, hosts per slice from ``get_chips_per_host(topology, version)``),
-  and ``WorkerGroup._create_placement_group`` reserves them with ``ray.util.tpu.SlicePlacementGroup(num_slices=N)``.
+  ``ray.util.tpu.get_tpu_num_slices_for_workers``), and ``WorkerGroup._create_placement_group`` reserves them with
+  ``ray.util.tpu.SlicePlacementGroup(num_slices=N)``, which holds each slice's head resource and pins its hosts'
+  bundles by ``ray.io/tpu-slice-name`` only for a slice it takes as multi-host (chips per host from
+  ``ray._private.accelerators.tpu.get_chips_per_host(topology, version)``, no ``chips_per_vm`` from Train).
 - [Webhook] ai-on-gke/kuberay-tpu-webhook ``main.go`` (ef658db) ``mutatePod``: only a TPU container that already
   has ``MEGASCALE_NUM_SLICES`` gets ``MEGASCALE_SLICE_ID`` (its replica index), ``MEGASCALE_COORDINATOR_ADDRESS``
   (``<group>-0-0.<headless service>``, host 0 of replica 0) and ``MEGASCALE_PORT`` (8081).
@@ -62,12 +64,12 @@ def problems(plan: SlicePlan, slices: int, field: str = "slices") -> list[Invali
             "slices: 1 (or leave it unset), or a multi-host slice such as v6e 4x4 or v5p 2x2x2")]
     ray_chips = ray_serve_chips_per_host(plan)
     if ray_chips != plan.chips_per_host:
-        ray_hosts = max(plan.chips // ray_chips, 1)
         return [errors.invalid_value(
-            field, slices, f"cannot be reserved by Ray {RAY_VERSION}: JaxTrainer counts slices as num_workers / "
-            f"hosts per slice, and it takes a {plan.generation} {plan.topology} for {ray_hosts} host(s) of "
-            f"{ray_chips} chips (ray.util.tpu.get_tpu_num_slices_for_workers, get_chips_per_host), not the "
-            f"{plan.hosts} hosts of {plan.chips_per_host} chips this slice has, so it would reserve the wrong slices",
+            field, slices, f"cannot be reserved slice by slice by Ray {RAY_VERSION}: it takes a {plan.generation} "
+            f"{plan.topology} for one host of {ray_chips} chips (ray._private.accelerators.tpu.get_chips_per_host), "
+            f"not the {plan.hosts} hosts of {plan.chips_per_host} chips this slice has, so SlicePlacementGroup "
+            "holds no slice head and pins no slice name: the workers could spread over parts of several slices and "
+            "MEGASCALE_SLICE_ID would not match the slice a worker runs on",
             "slices: 1 (one such slice is pinned whole by the kit), or a larger topology such as "
             f"{plan.generation} 4x4")]
     return []
