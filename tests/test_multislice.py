@@ -224,7 +224,7 @@ def two_v5p(start_cluster: Any) -> local.LocalCluster:
     return start_cluster(plan_slice("v5p", "2x2x2"), 2)
 
 
-def _train_workers(address: str) -> list[dict[str, Any]]:
+def _train_workers(address: str) -> list[Any]:
     from ray.util.state import list_actors
 
     return list_actors(address=address, filters=[("class_name", "=", "RayTrainWorker")], detail=True, limit=1000)
@@ -233,7 +233,9 @@ def _train_workers(address: str) -> list[dict[str, Any]]:
 def _wait_for(what: str, ok: Any, proc: subprocess.Popen[str], err: list[str], timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while not ok():
-        assert proc.poll() is None, "".join(err)[-4000:]
+        if proc.poll() is not None:
+            out = proc.stdout.read() if proc.stdout else ""
+            pytest.fail(f"the run ended (rc {proc.returncode}) before {what}: {out[-3000:]}\n{''.join(err)[-4000:]}")
         assert time.monotonic() < deadline, f"{what} within {timeout_s}s"
         time.sleep(0.5)
 

@@ -248,7 +248,7 @@ def _megascale_view(slices: int) -> dict[str, Any]:
     import ray
     from jax.experimental import multihost_utils
 
-    own_slice = ray.get_runtime_context().get_node_labels().get(RAY_SLICE_LABEL) or ""
+    own_slice = str(ray.get_runtime_context().get_node_labels().get(RAY_SLICE_LABEL) or "")
     mine = np.array([int(os.environ.get("MEGASCALE_SLICE_ID", "-1")), zlib.crc32(own_slice.encode())], np.int64)
     table = np.asarray(multihost_utils.process_allgather(mine)).reshape(jax.process_count(), 2)
     ids, where = [int(v) for v in table[:, 0]], [int(v) for v in table[:, 1]]
@@ -260,12 +260,13 @@ def _megascale_view(slices: int) -> dict[str, Any]:
 
 def _device_grid(devices: list[Any], slice_ids: list[int] | None, slices: int) -> Any:
     """Devices as a ``(slices, devices per slice)`` grid: row ``s`` holds the devices of the processes whose
-    ``MEGASCALE_SLICE_ID`` is ``s`` (TPU devices carry it as ``slice_index``)."""
+    ``MEGASCALE_SLICE_ID`` is ``s`` (on TPU, libtpu gives each device that slice as ``slice_index``, which
+    ``create_hybrid_device_mesh`` reads)."""
     import numpy as np
 
     if slices == 1:
         return np.array(devices).reshape(1, len(devices))
-    if hasattr(devices[0], "slice_index"):
+    if devices[0].platform == "tpu":  # CPU devices carry a slice_index too, 0 on every process
         from jax.experimental import mesh_utils
 
         per_slice = len(devices) // slices
