@@ -25,10 +25,11 @@ reserves N whole slices for them at once (the controller derives N from ``num_wo
 host's bundle in ONE placement group, so the job gets all N slices or none, and a restart after a lost host
 reserves N whole slices again). Ray's JAX backend gives each worker ``MEGASCALE_COORDINATOR_ADDRESS``,
 ``MEGASCALE_NUM_SLICES``, ``MEGASCALE_SLICE_ID`` and ``MEGASCALE_PORT``
-(``ray.train.v2.jax.config._JaxBackend.on_start`` with ``ray.util.tpu.get_tpu_coordinator_env_vars``), as libtpu reads them on GKE. The mesh gets a DCN axis:
-``("slice", "data")``, devices grouped by their process's ``MEGASCALE_SLICE_ID``, the batch sharded over both
-axes (on TPU, ``jax.experimental.mesh_utils.create_hybrid_device_mesh`` lays out the same two axes from the
-devices' ``slice_index``). The summary reports each process's MEGASCALE slice id beside the Ray slice it ran on.
+(``ray.train.v2.jax.config._JaxBackend.on_start`` with ``ray.util.tpu.get_tpu_coordinator_env_vars``), as libtpu
+reads them on GKE. The mesh gets a DCN axis: ``("slice", "data")``, devices grouped by their process's
+``MEGASCALE_SLICE_ID``, the batch sharded over both axes (on TPU, ``jax.experimental.mesh_utils.
+create_hybrid_device_mesh`` lays out the same two axes from the devices' ``slice_index``). The summary reports
+each process's MEGASCALE slice id beside the Ray slice it ran on.
 
 Runs and names: ``--name`` is the run (a directory under ``--storage-path``); the default is a new name
 for every launch. Ray Train restores a run's state when its directory exists, so launching an existing name
