@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import statistics
 import sys
 import tempfile
 import time
 
 from raytpu import local
+from raytpu.local.connection import connect
 from raytpu.plan import plan_slice
 
 
@@ -68,15 +68,15 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
-    import ray
-
     plan = plan_slice("v5p", "2x2x2")
     figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="raytpu-bench-ms-") as directory:
         print(f"starting 2 emulated {plan.ray_pod_type} slices ...", file=sys.stderr)
         cluster = local.start(plan, 2, directory)
+        import ray  # after the start: Ray reads its auth mode once, when it loads (raytpu.local.connection)
+
         try:
-            ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR)
+            connect(cluster)
             times: dict[int, list[float]] = {1: [], 2: []}
             for i in range(args.repeats):
                 for n in (1, 2):  # interleaved
