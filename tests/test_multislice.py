@@ -190,6 +190,27 @@ def test_submit_dry_run_shows_one_rayjob_with_n_replicas_and_megascale_num_slice
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize(("mutate", "expected"), [
+    (lambda env, group: env.update(MEGASCALE_NUM_SLICES="3"), "!= replicas 2"),
+    (lambda env, group: group.update(replicas=1, minReplicas=1, maxReplicas=1), "!= replicas 1"),
+    (lambda env, group: env.update(MEGASCALE_SLICE_ID="0"), "MEGASCALE_SLICE_ID set in the template"),
+    (lambda env, group: env.update(MEGASCALE_COORDINATOR_ADDRESS="h:8081"), "MEGASCALE_COORDINATOR_ADDRESS set"),
+])
+def test_webhook_checker_catches_multi_slice_env_the_webhook_would_get_wrong(mutate: Any, expected: str) -> None:
+    spec = parse(config())
+    job = kuberay.workload_manifest(spec, spec.workload("train"), service_account="ray", bucket="b", namespace="ray",
+                                    name="train-r1", args=[])
+    assert webhook_errors(job) == []
+    (group,) = job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    container = group["template"]["spec"]["containers"][0]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    mutate(env, group)
+    container["env"] = [{"name": k, "value": v} for k, v in env.items()]
+    found = webhook_errors(job)
+    assert any(expected in problem for problem in found), found
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize(("kind", "topology", "slices", "count"), [
     ("train", "4x4", None, 2),   # one slice per run, the other a spare
     ("train", "4x4", 1, 2),
