@@ -73,6 +73,8 @@ class WorkloadKind:
             carry Ray and NumPy, not JAX.
         cpu_packages: The same on CPU, where TPU wheels do not install: what the import test
             (``tests/test_images.py``) builds beside Ray to stand in for the image.
+        spans_slices: One run may span several slices joined over DCN (``workloads[].slices: N``: multi-slice
+            training, :mod:`raytpu.multislice`); other kinds treat ``slices`` as independent copies.
     """
 
     name: str
@@ -83,6 +85,7 @@ class WorkloadKind:
     image: str = RAY_IMAGE
     packages: tuple[str, ...] = ()
     cpu_packages: tuple[str, ...] = ()
+    spans_slices: bool = False
 
     @property
     def module(self) -> str:
@@ -102,7 +105,8 @@ KINDS: dict[str, WorkloadKind] = {k.name: k for k in (
     WorkloadKind("train", "train", "RayJob",
                  JobLimits(active_deadline_s=24 * 3600, pre_running_deadline_s=3600, ttl_s=600),
                  packages=(f"jax[tpu]=={JAX_VERSION}", f"ray[train]=={RAY_VERSION}"),
-                 cpu_packages=(f"jax=={JAX_VERSION}", f"ray[train]=={RAY_VERSION}")),
+                 cpu_packages=(f"jax=={JAX_VERSION}", f"ray[train]=={RAY_VERSION}"),
+                 spans_slices=True),
     WorkloadKind("serve", "serve", "RayService", takes_model=True, image=SERVE_IMAGE),
 )}
 """Every kind, by name."""

@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from raytpu import __version__, errors, pod_security, ray_ports, serving
+from raytpu import __version__, errors, multislice, pod_security, ray_ports, serving
 from raytpu import network_policy as netpol
 from raytpu.catalog import RAY_VERSION, generation
 from raytpu.errors import InvalidInput
@@ -306,13 +306,19 @@ def host_resources(plan: SlicePlan, autopilot: bool) -> dict[str, dict[str, str]
 
 def worker_group(work: WorkloadSpec, pods: Pods, *, autopilot: bool, env: Mapping[str, str] | None = None,
                  group_name: str = WORKER_GROUP, serves: bool = False) -> dict[str, Any]:
-    """The TPU worker group: one pod per host, ``numOfHosts`` hosts per replica, one replica per slice."""
+    """The TPU worker group: one pod per host, ``numOfHosts`` hosts per replica, one replica per slice.
+
+    A multi-slice run (:attr:`WorkloadSpec.multislice`) also sets ``MEGASCALE_NUM_SLICES``: GKE's TPU webhook then
+    gives each replica's pods ``MEGASCALE_SLICE_ID`` (the replica index), ``MEGASCALE_COORDINATOR_ADDRESS`` and
+    ``MEGASCALE_PORT`` (:mod:`raytpu.multislice`). Ray Train overwrites the coordinator and slice id with the ones
+    of the worker group it placed (Ray 2.60 ``ray.train.v2.jax.config._JAX_MULTISLICE_OVERRIDE_KEYS``).
+    """
     plan = work.plan
     selector, tolerations = tpu_placement(work.slice, autopilot, pods.cluster)
     container: dict[str, Any] = {
         "name": "ray-worker",
         "image": pods.image,
-        "env": _env({**TPU_ENV, **pods.env, **(env or {})}),
+        "env": _env({**TPU_ENV, **multislice.slice_env(work.slices_per_run), **pods.env, **(env or {})}),
         "resources": host_resources(plan, autopilot),
         "ports": [p.container_port() for p in ray_ports.worker_ports(serves, not plan.single_host)],
     }

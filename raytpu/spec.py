@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from raytpu import errors, kinds, vllm_rules
+from raytpu import errors, kinds, multislice, vllm_rules
 from raytpu.catalog import RAY_VERSION, generation
 from raytpu.errors import InvalidInput, InvalidInputs, Problems
 from raytpu.kinds import WorkloadKind
@@ -492,7 +492,10 @@ class WorkloadSpec:
         kind: What runs (:mod:`raytpu.kinds`).
         slice: The slice it runs on.
         image: Container image of its Ray pods; default its kind's (:attr:`pod_image`).
-        slices: How many slices of ``slice`` it spans; default all of them (``slice.count``).
+        slices: How many slices of ``slice`` it spans: for a kind that spans slices (``train``), how many slices
+            ONE run reserves together over DCN (multi-slice, :mod:`raytpu.multislice`), default 1, the other
+            copies of ``slice`` kept as spares a restart can move to; for other kinds, how many independent copies
+            it uses, default all of them (``slice.count``).
         model: Serving only: the served model name (``/v1/models``), also its source unless ``model_source``
             is set; default ``vllm_rules.DEFAULT_MODEL``.
         model_source: Serving only: Hugging Face id or ``gs://BUCKET/PATH`` (read through the pods' GCS FUSE
@@ -548,7 +551,10 @@ class WorkloadSpec:
             found += vllm_rules.engine_kwargs_problems(self.engine_kwargs, self.plan, model=self.model,
                                                     model_source=self.model_source)
         if self.slices is not None:
-            found += range_problems("slices", self.slices, 1, self.slice.count)
+            bad = range_problems("slices", self.slices, 1, self.slice.count)
+            found += bad
+            if not bad and self.kind.spans_slices:
+                found += multislice.problems(self.plan, self.slices)
         _raise(found)
 
     @property
@@ -571,6 +577,17 @@ class WorkloadSpec:
     def slices_spanned(self) -> int:
         """How many copies of :attr:`slice` it spans: ``slices``, else all of them (``slice.count``)."""
         return self.slice.count if self.slices is None else self.slices
+
+    @property
+    def slices_per_run(self) -> int:
+        """How many slices one run reserves together (all or none): ``slices`` for a kind that spans slices
+        (multi-slice training), else 1."""
+        return (self.slices or 1) if self.kind.spans_slices else 1
+
+    @property
+    def multislice(self) -> bool:
+        """One run spans several slices joined over DCN."""
+        return self.slices_per_run > 1
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form a Ray job receives in ``RAYTPU_WORKLOAD``."""

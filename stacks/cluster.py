@@ -116,7 +116,8 @@ class ClusterStack(TerraformStack):
             project=spec.project, account_id=_account_id(gke.name, "node")))
         self.cluster = GkeCluster(self, "gke", GkeClusterProps(
             spec=gke, project=spec.project, location=spec.region, network=self.network,
-            version_floor=version_floor((s.plan for s in spec.slices), gke.mode),
+            version_floor=version_floor((s.plan for s in spec.slices), gke.mode,
+                                        multislice=any(w.multislice for w in spec.workloads)),
             node_service_account=self.node_identity.email,
         ))
         self.bucket = Bucket(self, "storage", BucketProps(
@@ -159,7 +160,8 @@ class ClusterStack(TerraformStack):
                 a setting its cluster mode forbids), each problem under ``slices[<i>]``.
         """
         self.spec = self.spec.with_slice(item)
-        self.cluster.require_version(*version_floor((s.plan for s in self.spec.slices), self.spec.cluster.mode))
+        self.cluster.require_version(*version_floor((s.plan for s in self.spec.slices), self.spec.cluster.mode,
+                                                 multislice=any(w.multislice for w in self.spec.workloads)))
         return self._add_pools(item)
 
     def _add_pools(self, item: SliceSpec) -> list[TpuSlicePool]:

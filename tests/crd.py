@@ -117,7 +117,8 @@ def webhook_errors(manifest: dict[str, Any]) -> list[str]:
 
     Per TPU group (one requesting ``google.com/tpu``): the topology and accelerator selectors are
     present; requests == limits; ``numOfHosts == max(chips(topology) / tpu per pod, 1)``; the pods carry
-    ``app.kubernetes.io/name: kuberay``. Pods without TPUs are checked for the label only if they
+    ``app.kubernetes.io/name: kuberay``; with ``MEGASCALE_NUM_SLICES`` (multi-slice) it equals ``replicas`` and the
+    per-replica ``MEGASCALE_*`` are left to the webhook. Pods without TPUs are checked for the label only if they
     select a TPU topology.
     """
     problems = []
@@ -145,6 +146,18 @@ def webhook_errors(manifest: dict[str, Any]) -> list[str]:
         if group.get("numOfHosts", 1) != expected:
             problems.append(f"{name}: numOfHosts {group.get('numOfHosts', 1)} != {expected} "
                             f"(topology {selector[TOPOLOGY_LABEL]}, {per_pod} chips per pod)")
+        env = {e["name"]: e.get("value") for e in tpu_containers[0].get("env", [])}
+        if "MEGASCALE_NUM_SLICES" in env:
+            # kuberay-tpu-webhook main.go (ef658db) mutatePod: with MEGASCALE_NUM_SLICES present it sets
+            # MEGASCALE_SLICE_ID to the pod's replica index and the coordinator to replica 0's host 0, but only
+            # where they are empty: a value in the template would be the same on every replica.
+            if env["MEGASCALE_NUM_SLICES"] != str(group.get("replicas", 1)):
+                problems.append(f"{name}: MEGASCALE_NUM_SLICES {env['MEGASCALE_NUM_SLICES']} != replicas "
+                                f"{group.get('replicas', 1)} (the webhook numbers slices by replica)")
+            for preset in ("MEGASCALE_SLICE_ID", "MEGASCALE_COORDINATOR_ADDRESS"):
+                if env.get(preset):
+                    problems.append(f"{name}: {preset} set in the template; the webhook then leaves it, the same "
+                                    "on every replica")
         key, value = WEBHOOK_LABEL
         if effective_pod_labels(template).get(key) != value:
             problems.append(f"{name}: pods not labelled {key}: {value}; the webhook will not see them")

@@ -18,6 +18,19 @@ slices). There the driver reserves a whole, idle slice itself (head resource hel
 pins the workers to it with the slice's own Ray resource (:func:`scaling_config`); a restart then waits for
 that slice's replacement host instead of moving to another slice.
 
+Multi-slice (``workloads[].slices: N``, :mod:`raytpu.multislice`): ``num_workers = hosts x N``, and Ray Train 2.60
+reserves N whole slices for them at once (the controller derives N from ``num_workers`` with
+``ray.util.tpu.get_tpu_num_slices_for_workers``; ``WorkerGroup._create_placement_group`` builds one
+``SlicePlacementGroup(num_slices=N)``, which holds each slice's head resource in turn and then places every
+host's bundle in ONE placement group, so the job gets all N slices or none, and a restart after a lost host
+reserves N whole slices again). Ray's JAX backend gives each worker ``MEGASCALE_COORDINATOR_ADDRESS``,
+``MEGASCALE_NUM_SLICES``, ``MEGASCALE_SLICE_ID`` and ``MEGASCALE_PORT``
+(``ray.train.v2.jax.config._JaxBackend.on_start`` with ``ray.util.tpu.get_tpu_coordinator_env_vars``), as libtpu
+reads them on GKE. The mesh gets a DCN axis: ``("slice", "data")``, devices grouped by their process's
+``MEGASCALE_SLICE_ID``, the batch sharded over both axes (on TPU, ``jax.experimental.mesh_utils.
+create_hybrid_device_mesh`` lays out the same two axes from the devices' ``slice_index``). The summary reports
+each process's MEGASCALE slice id beside the Ray slice it ran on.
+
 Runs and names: ``--name`` is the run (a directory under ``--storage-path``); the default is a new name
 for every launch. Ray Train restores a run's state when its directory exists, so launching an existing name
 resumes it: the summary says from which step (``start_step``) and how many steps this launch ran
@@ -111,8 +124,10 @@ def _train(config: dict[str, Any], compiles: list[str]) -> None:
     every, lr, momentum = int(config["checkpoint_every"]), float(config["lr"]), 0.9
 
     devices = jax.devices()
-    mesh = Mesh(np.array(devices), ("data",))
-    data_sharding = NamedSharding(mesh, P("data"))
+    slices = int(config.get("slices", 1))
+    megascale = _megascale_view(slices) if slices > 1 else None
+    mesh = Mesh(_device_grid(devices, megascale["slice_ids"] if megascale else None, slices), MESH_AXES)
+    data_sharding = NamedSharding(mesh, P(MESH_AXES))
     replicated = NamedSharding(mesh, P())
     global_batch = max(batch, len(devices)) // len(devices) * len(devices)
 
@@ -204,7 +219,7 @@ def _train(config: dict[str, Any], compiles: list[str]) -> None:
                    "restarts": restarts, "resumed_from": start_step, "history": history,
                    "launch": launch, "start_step": launch_start, "steps_run": done - launch_start,
                    "global_batch": global_batch, "devices": len(devices), "workers": ctx.get_world_size(),
-                   "slice_name": slice_name}
+                   "slice_name": slice_name, "mesh": dict(mesh.shape), "megascale": megascale}
         with tempfile.TemporaryDirectory() as tmp:
             ckpt = None
             if rank == 0:
@@ -217,6 +232,51 @@ def _train(config: dict[str, Any], compiles: list[str]) -> None:
                                "launch_start": launch_start}, f)
                 ckpt = ray.train.Checkpoint.from_directory(tmp)
             ray.train.report(metrics, checkpoint=ckpt)
+
+
+MESH_AXES = ("slice", "data")
+"""The training mesh: ``slice`` crosses the DCN (one entry per slice), ``data`` stays within a slice's ICI."""
+
+
+def _megascale_view(slices: int) -> dict[str, Any]:
+    """Every process's ``MEGASCALE_*`` as Ray set it, gathered (a collective: every process calls it): the slice id
+    of each process (by JAX process index), and whether processes on one Ray slice (``ray.io/tpu-slice-name``)
+    share one slice id and processes on different slices do not."""
+    import zlib
+
+    import jax
+    import numpy as np
+    import ray
+    from jax.experimental import multihost_utils
+
+    own_slice = str(ray.get_runtime_context().get_node_labels().get(RAY_SLICE_LABEL) or "")
+    mine = np.array([int(os.environ.get("MEGASCALE_SLICE_ID", "-1")), zlib.crc32(own_slice.encode())], np.int64)
+    table = np.asarray(multihost_utils.process_allgather(mine)).reshape(jax.process_count(), 2)
+    ids, where = [int(v) for v in table[:, 0]], [int(v) for v in table[:, 1]]
+    pairs = set(zip(ids, where, strict=True))
+    return {"num_slices": int(os.environ.get("MEGASCALE_NUM_SLICES", "0")), "slice_ids": ids,
+            "coordinator": os.environ.get("MEGASCALE_COORDINATOR_ADDRESS"), "port": os.environ.get("MEGASCALE_PORT"),
+            "ids_match_ray_slices": len(pairs) == len(set(ids)) == len(set(where)) == slices}
+
+
+def _device_grid(devices: list[Any], slice_ids: list[int] | None, slices: int) -> Any:
+    """Devices as a ``(slices, devices per slice)`` grid: row ``s`` holds the devices of the processes whose
+    ``MEGASCALE_SLICE_ID`` is ``s`` (on TPU, libtpu gives each device that slice as ``slice_index``, which
+    ``create_hybrid_device_mesh`` reads)."""
+    import numpy as np
+
+    if slices == 1:
+        return np.array(devices).reshape(1, len(devices))
+    if devices[0].platform == "tpu":  # CPU devices carry a slice_index too, 0 on every process
+        from jax.experimental import mesh_utils
+
+        per_slice = len(devices) // slices
+        return mesh_utils.create_hybrid_device_mesh((1, per_slice), (slices, 1), devices)
+    assert slice_ids is not None
+    rows: list[list[Any]] = [[] for _ in range(slices)]
+    for device in sorted(devices, key=lambda d: (d.process_index, d.id)):
+        rows[slice_ids[device.process_index]].append(device)
+    return np.array(rows)
 
 
 def ray_assumed_hosts(plan: SlicePlan) -> int:
@@ -233,8 +293,9 @@ def ray_assumed_hosts(plan: SlicePlan) -> int:
     return hosts
 
 
-def scaling_config(plan: SlicePlan, slice_name: str | None = None) -> Any:
-    """JaxTrainer's ScalingConfig for one whole slice of ``plan``: one worker per host, all its chips.
+def scaling_config(plan: SlicePlan, slice_name: str | None = None, slices: int = 1) -> Any:
+    """JaxTrainer's ScalingConfig for ``slices`` whole slices of ``plan``: one worker per host, all its chips
+    (``num_workers = hosts x slices``: Ray 2.60 reserves that many slices together, see the module docstring).
 
     With ``slice_name``, each worker also takes that slice's own resource (``<TPU_NAME>: 1``, which Ray puts on
     every host of a slice for this purpose: Ray 2.60
@@ -246,7 +307,7 @@ def scaling_config(plan: SlicePlan, slice_name: str | None = None) -> Any:
 
     resources = {"TPU": plan.chips_per_host, "CPU": 1} | ({slice_name: 1} if slice_name else {})
     return ScalingConfig(use_tpu=True, topology=plan.topology, accelerator_type=plan.ray_accelerator_type,
-                         num_workers=plan.hosts, resources_per_worker=resources)
+                         num_workers=plan.hosts * slices, resources_per_worker=resources)
 
 
 def reserve_for_pinning(plan: SlicePlan, timeout_s: float) -> Any:
@@ -264,21 +325,22 @@ def reserve_for_pinning(plan: SlicePlan, timeout_s: float) -> Any:
     return held
 
 
-def build_trainer(plan: SlicePlan, args: argparse.Namespace, launch: str, slice_name: str | None = None) -> Any:
+def build_trainer(plan: SlicePlan, args: argparse.Namespace, launch: str, slice_name: str | None = None,
+                  slices: int = 1) -> Any:
     """The JaxTrainer (not yet fitted) for ``plan`` and the workload's flags; ``launch`` tags this launch's
-    metrics, ``slice_name`` pins the workers (:func:`scaling_config`)."""
+    metrics, ``slice_name`` pins the workers (:func:`scaling_config`), ``slices`` > 1 spans that many slices."""
     from ray.train.v2.api.config import CheckpointConfig, FailureConfig, RunConfig
     from ray.train.v2.jax import JaxTrainer
 
     config = {"steps": args.steps, "batch_size": args.batch_size, "checkpoint_every": args.checkpoint_every,
               "lr": args.lr, "features": args.features, "hidden": args.hidden, "step_sleep_s": args.step_sleep_s,
-              "launch": launch}
+              "launch": launch, "slices": slices}
     run = RunConfig(
         name=args.name, storage_path=args.storage_path,
         failure_config=FailureConfig(max_failures=args.max_failures, controller_failure_limit=args.slice_retries),
         checkpoint_config=CheckpointConfig(num_to_keep=2))
-    return JaxTrainer(train_loop_per_worker, train_loop_config=config, scaling_config=scaling_config(plan, slice_name),
-                      run_config=run)
+    return JaxTrainer(train_loop_per_worker, train_loop_config=config,
+                      scaling_config=scaling_config(plan, slice_name, slices), run_config=run)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -309,7 +371,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """Fits the trainer; returns the summary (also printed as ``RAYTPU_TRAIN_RESULT {json}``)."""
     import ray
 
-    plan = WorkloadSpec.from_env().plan
+    work = WorkloadSpec.from_env()
+    plan, slices = work.plan, work.slices_per_run
     if not args.storage_path.startswith(("gs://", "s3://")):
         args.storage_path = os.path.abspath(args.storage_path)
     args.name = args.name or default_run_name()
@@ -320,19 +383,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ray.init(address=args.address or os.environ.get("RAY_ADDRESS") or "auto", log_to_driver=False,
                  logging_level=logging.ERROR, runtime_env={"env_vars": env})
     t0 = time.monotonic()
-    summary: dict[str, Any] = {"ok": False, "slice": f"{plan.generation} {plan.topology}", "workers": plan.hosts,
+    summary: dict[str, Any] = {"ok": False, "slice": f"{plan.generation} {plan.topology}", "slices": slices,
+                               "workers": plan.hosts * slices,
                                "steps": args.steps, "name": args.name, "storage_path": args.storage_path,
                                "steps_run": 0}
     held = None
     try:
         assumed = ray_assumed_hosts(plan)
-        if assumed != plan.hosts:
+        if assumed != plan.hosts:  # one slice only: validation refuses such a shape across slices
             print(f"train: {PIN_NOTICE} of {plan.hosts} hosts x {plan.chips_per_host} chips "
                   f"({plan.ray_pod_type}) to pin the workers to (Ray takes {plan.topology} for {assumed} host(s))",
                   file=sys.stderr, flush=True)
             held = reserve_for_pinning(plan, args.start_timeout_s * max(args.slice_retries, 1))
             summary["pinned_slice"] = held.slice_name
-        result = build_trainer(plan, args, launch, held.slice_name if held else None).fit()
+        if slices > 1:
+            print(f"train: reserving {slices} whole {plan.ray_pod_type} slices together ({plan.hosts} hosts each, "
+                  f"{plan.hosts * slices} workers); the run waits until {slices} are free, placing none before",
+                  file=sys.stderr, flush=True)
+        result = build_trainer(plan, args, launch, held.slice_name if held else None, slices).fit()
     except Exception as exc:  # TrainingFailedError, no slice, and friends: reported, exit 1
         summary.update(error=f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:500]}")
         result = None
@@ -372,7 +440,8 @@ def _outcome(result: Any, args: argparse.Namespace, launch: str) -> dict[str, An
         samples_per_s=metrics.get("samples_per_s"), compiles=metrics.get("compiles"),
         compiles_during_steps=metrics.get("compiles_during_steps"), restarts=metrics.get("restarts"),
         resumed_from=metrics.get("resumed_from"), devices=metrics.get("devices"),
-        global_batch=metrics.get("global_batch"), slice_name=metrics.get("slice_name"))
+        global_batch=metrics.get("global_batch"), slice_name=metrics.get("slice_name"), mesh=metrics.get("mesh"),
+        megascale=metrics.get("megascale"))
     return out
 
 

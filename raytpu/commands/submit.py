@@ -227,7 +227,8 @@ def _run_local(work: Any, args: argparse.Namespace) -> int:
     # the run dir stands in for the pods' GCS FUSE mount: <run dir>/checkpoints/<run name>, as on GKE
     extra = kuberay.train_args(run_name, mount_path=cluster.run_dir) if work.kind.name == "train" else []
     lines: list[str] = []
-    status = local.submit_job(cluster, work.kind.name, *extra, timeout_s=args.timeout_s, sink=_echo(lines))
+    status = local.submit_job(cluster, work.kind.name, *extra, timeout_s=args.timeout_s, sink=_echo(lines),
+                              slices=work.slices if work.multislice else None)
     _show_verdicts(work.kind.name, lines)
     if status != "SUCCEEDED":
         raise errors.RuntimeFailure(f"{run_name}: Ray job ended {status}", "see its driver log above")

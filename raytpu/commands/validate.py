@@ -40,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
     for work in spec.workloads:
         how = ("a RayService the workloads stack applies" if not work.kind.is_job else
                f"a RayJob run by `raytpu submit {work.name} --stack {stack}` (Terraform applies no RayJob)")
-        print(f"  {work.name}: {work.kind.name} on {work.slice.name}, {how}")
+        span = f" ({work.slices_per_run} slices per run, joined over DCN)" if work.multislice else ""
+        print(f"  {work.name}: {work.kind.name} on {work.slice.name}{span}, {how}")
     for work in spec.workloads:
         for line in fit_warnings(work):
             print(f"warning: {line}", file=sys.stderr)

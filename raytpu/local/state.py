@@ -106,9 +106,10 @@ class LocalCluster:
         plan = self.slice_plan
         return SliceSpec(name="local", plan=plan, zone=generation(plan.generation).zones[0], count=len(self.slices))
 
-    def workload(self, kind_name: str) -> WorkloadSpec:
-        """The spec a workload of ``kind_name`` run on these slices receives (``RAYTPU_WORKLOAD``)."""
-        return WorkloadSpec(name=f"local-{kind_name}", kind=kind(kind_name), slice=self.slice_spec)
+    def workload(self, kind_name: str, slices: int | None = None) -> WorkloadSpec:
+        """The spec a workload of ``kind_name`` run on these slices receives (``RAYTPU_WORKLOAD``), with its
+        ``workloads[].slices`` (a multi-slice training run spans that many; InvalidInput past the slices here)."""
+        return WorkloadSpec(name=f"local-{kind_name}", kind=kind(kind_name), slice=self.slice_spec, slices=slices)
 
     def hosts(self, slice_name: str | None = None) -> list[NodeProc]:
         """Host processes (not killed), optionally of one slice."""

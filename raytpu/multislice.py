@@ -1,0 +1,75 @@
+"""Multi-slice training: one job on N whole slices of one kind, the slices joined by the data-centre network (DCN).
+
+A ``train`` workload with ``slices: N`` (N > 1) runs as ONE RayJob whose TPU worker group has ``replicas: N``
+(one replica per slice, ``numOfHosts`` hosts each) and whose JaxTrainer reserves the N slices together, all or none
+(:mod:`raytpu.workloads.train`). This module holds the rules such a workload obeys, each with its source, and the
+numbers the builders read. Standard library and the kit's core only (the spec layer imports it).
+
+Sources:
+
+- [GKE] "Deploy TPU Multislices in GKE", https://cloud.google.com/tpu/docs/tpu-gke-multislice ("Multislice
+  availability in GKE"): Standard from 1.27.4-gke.900, Autopilot from 1.29.2-gke.1521000; "Multislice only
+  supports multi-host TPU slice node pools"; the slices share "the same TPU type, size, and topology" (one slice
+  kind of the config gives that by construction).
+- [Ray] Ray 2.60 Train v2: the controller derives the slice count from ``num_workers``
+  (``ray.train.v2._internal.execution.controller.controller.TrainController`` calls
+  ``ray.util.tpu.get_tpu_num_slices_for_workers``), and ``WorkerGroup._create_placement_group`` reserves them with
+  ``ray.util.tpu.SlicePlacementGroup(num_slices=N)``, which holds each slice's head resource and pins its hosts'
+  bundles by ``ray.io/tpu-slice-name`` only for a slice it takes as multi-host (chips per host from
+  ``ray._private.accelerators.tpu.get_chips_per_host(topology, version)``, no ``chips_per_vm`` from Train).
+- [Webhook] ai-on-gke/kuberay-tpu-webhook ``main.go`` (ef658db) ``mutatePod``: only a TPU container that already
+  has ``MEGASCALE_NUM_SLICES`` gets ``MEGASCALE_SLICE_ID`` (its replica index), ``MEGASCALE_COORDINATOR_ADDRESS``
+  (``<group>-0-0.<headless service>``, host 0 of replica 0) and ``MEGASCALE_PORT`` (8081).
+"""
+
+from __future__ import annotations
+
+from raytpu import errors
+from raytpu.catalog import RAY_VERSION
+from raytpu.errors import InvalidInput
+from raytpu.plan import SlicePlan
+from raytpu.vllm_rules import ray_serve_chips_per_host
+
+GKE_DOCS = "https://cloud.google.com/tpu/docs/tpu-gke-multislice"
+
+MIN_GKE_VERSION = {"standard": "1.27.4-gke.900", "autopilot": "1.29.2-gke.1521000"}
+"""Oldest GKE version that runs Multislice, per cluster mode [GKE]. Both lie below the Ray Operator add-on's floor
+(:data:`raytpu.catalog.RAY_OPERATOR_MIN_GKE_VERSION`), so a cluster the kit makes always clears them; the stack's
+version precondition still names them (:func:`raytpu.modules.gke_cluster.version_floor`)."""
+
+NUM_SLICES_ENV = "MEGASCALE_NUM_SLICES"
+"""The env var whose presence makes GKE's TPU webhook inject the other ``MEGASCALE_*`` per replica [Webhook]."""
+WEBHOOK_INJECTED_ENV = ("MEGASCALE_SLICE_ID", "MEGASCALE_COORDINATOR_ADDRESS", "MEGASCALE_PORT")
+"""What the webhook then adds to each TPU container [Webhook]."""
+MEGASCALE_PORT = 8081
+"""The DCN coordinator's port: the webhook's ``megascalePortBase`` and Ray 2.60's
+``ray._private.accelerators.tpu.DEFAULT_MEGASCALE_PORT``."""
+
+
+def slice_env(slices: int) -> dict[str, str]:
+    """The worker env a job spanning ``slices`` slices sets (none for one slice: the webhook then injects no
+    ``MEGASCALE_*``, as a single-slice job wants)."""
+    return {NUM_SLICES_ENV: str(slices)} if slices > 1 else {}
+
+
+def problems(plan: SlicePlan, slices: int, field: str = "slices") -> list[InvalidInput]:
+    """Why one job cannot span ``slices`` slices of ``plan`` (none for ``slices <= 1``)."""
+    if slices <= 1:
+        return []
+    shape = f"{plan.generation} {plan.topology} on {plan.hosts} x {plan.machine_type}"
+    if plan.single_host:
+        return [errors.invalid_value(
+            field, slices, f"spans several slices of a single-host slice ({shape}); GKE Multislice runs only on "
+            f"multi-host TPU slice node pools ({GKE_DOCS})",
+            "slices: 1 (or leave it unset), or a multi-host slice such as v6e 4x4 or v5p 2x2x2")]
+    ray_chips = ray_serve_chips_per_host(plan)
+    if ray_chips != plan.chips_per_host:
+        return [errors.invalid_value(
+            field, slices, f"cannot be reserved slice by slice by Ray {RAY_VERSION}: it takes a {plan.generation} "
+            f"{plan.topology} for one host of {ray_chips} chips (ray._private.accelerators.tpu.get_chips_per_host), "
+            f"not the {plan.hosts} hosts of {plan.chips_per_host} chips this slice has, so SlicePlacementGroup "
+            "holds no slice head and pins no slice name: the workers could spread over parts of several slices and "
+            "MEGASCALE_SLICE_ID would not match the slice a worker runs on",
+            "slices: 1 (one such slice is pinned whole by the kit), or a larger topology such as "
+            f"{plan.generation} 4x4")]
+    return []

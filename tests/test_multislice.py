@@ -1,0 +1,332 @@
+"""Multi-slice training (``workloads[].slices: N``, :mod:`raytpu.multislice`): validation against GKE's, Ray's and the
+TPU webhook's rules, the one RayJob ``submit --dry-run`` shows (CRD schema, webhook, operator checks), and, on two
+emulated slices, one JaxTrainer run across both that waits while only one is free, places nothing until both are,
+survives a host of slice 1 killed mid-run and resumes from its checkpoint.
+
+Sources: https://cloud.google.com/tpu/docs/tpu-gke-multislice ("Multislice availability in GKE"); Ray 2.60
+``ray.util.tpu`` (``get_tpu_num_slices_for_workers``, ``SlicePlacementGroup``) and ``ray.train.v2.jax.config``;
+ai-on-gke/kuberay-tpu-webhook ``main.go`` (ef658db) ``mutatePod``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from crd import operator_errors, schema_errors, webhook_errors
+
+from raytpu import cli, kinds, kuberay, local, multislice
+from raytpu.catalog import GENERATIONS, RAY_OPERATOR_MIN_GKE_VERSION
+from raytpu.config import parse
+from raytpu.errors import InvalidInputs
+from raytpu.plan import RAY_SLICE_LABEL, SlicePlan, plan_slice
+from raytpu.spec import SliceSpec, WorkloadSpec
+from raytpu.workloads import train
+
+CONFIG = """\
+project: my-ml-project
+region: {region}
+cluster: {{name: ray-tpu, mode: {mode}}}
+slices:
+  - {{name: train, generation: {generation}, topology: {topology}, zone: {zone}, count: {count}{extra}}}
+workloads:
+  - {{name: train, kind: {kind}, slice: train, slices: {slices}}}
+"""
+GOOD = {"mode": "standard", "generation": "v6e", "topology": "4x4", "zone": "us-east5-b", "count": 2, "extra": "",
+        "kind": "train", "slices": 2}
+OUTPUTS = {"ray-tpu-cluster": {"endpoint": "34.1.2.3", "ca_certificate": "LS0tLS1CRUdJTg==",
+                               "cluster_name": "ray-tpu", "location": "us-east5", "project": "my-ml-project",
+                               "namespace": "ray", "service_account": "ray-workloads", "bucket": "my-bucket"},
+           "ray-tpu-workloads": {}}
+
+
+def config(**changes: Any) -> str:
+    """The config with ``changes``; the region is the zone's."""
+    values = {**GOOD, **changes}
+    return CONFIG.format(region=values["zone"].rsplit("-", 1)[0], **values)
+
+
+# ---------------------------------------------------------------------------------------------- validation
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("changes", "field", "said"), [
+    ({"slices": 3}, "workloads[0].slices", "out of range"),
+    ({"slices": 0}, "workloads[0].slices", "out of range"),
+    ({"slices": -2}, "workloads[0].slices", "out of range"),
+    ({"slices": "two"}, "workloads[0].slices", ""),
+    ({"slices": 2.5}, "workloads[0].slices", ""),
+    ({"slices": 1001, "count": 1001}, "slices[0].count", "out of range"),
+    # single-host slices: GKE Multislice runs only on multi-host node pools
+    ({"topology": "2x2"}, "workloads[0].slices", "single-host"),
+    ({"topology": "2x4"}, "workloads[0].slices", "single-host"),
+    ({"generation": "v5e", "topology": "2x4", "zone": "us-west4-a"}, "workloads[0].slices", "single-host"),
+    ({"generation": "v4", "topology": "2x2x1", "zone": "us-central2-b"}, "workloads[0].slices", "single-host"),
+    # a 2x4 of two 4-chip hosts: Ray 2.60 takes it for one 8-chip host and pins no slice
+    ({"topology": "2x4", "extra": ", machine_type: ct6e-standard-4t"}, "workloads[0].slices", "by Ray 2.60.0"),
+    ({"generation": "v5e", "topology": "2x4", "zone": "us-west4-a", "extra": ", machine_type: ct5lp-hightpu-4t"},
+     "workloads[0].slices", "by Ray 2.60.0"),
+    # a shape Ray cannot reserve at all
+    ({"generation": "v5p", "topology": "4x4x28", "zone": "us-east5-a"}, "workloads[0].slice", "cannot reserve"),
+    # queued provisioning runs no Ray cluster (single-PodSet ProvisioningRequest)
+    ({"extra": ", provisioning: queued"}, "workloads[0].slice", "ProvisioningRequest"),
+])
+def test_bad_multi_slice_configs_exit_2_naming_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                        changes: dict[str, Any], field: str, said: str) -> None:
+    path = tmp_path / "raytpu.yaml"
+    path.write_text(config(**changes))
+    assert cli.main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith(f"error: {field}")]
+    assert lines and said in lines[0] and "; valid: " in lines[0], err
+    assert "Traceback" not in err
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("changes", [
+    {},
+    {"count": 3},  # two of three slices per run
+    {"generation": "v5p", "topology": "2x2x2", "zone": "us-east5-a"},
+    {"generation": "v4", "topology": "2x2x2", "zone": "us-central2-b"},
+    {"mode": "autopilot"},
+    {"extra": ", provisioning: spot"},
+    {"extra": ", provisioning: flex-start"},
+    {"extra": ", provisioning: reservation, reservation: my-res"},
+    {"kind": "serve", "topology": "2x4"},  # serving: slices are independent replicas, single-host is fine
+])
+def test_good_multi_slice_configs_validate(changes: dict[str, Any]) -> None:
+    spec = parse(config(**changes))
+    work = spec.workload("train")
+    assert work.slices_per_run == (2 if work.kind.spans_slices else 1)
+
+
+@pytest.mark.unit
+def test_validation_agrees_with_rays_own_slice_count_for_every_reservable_multi_host_shape() -> None:
+    """For every multi-host shape GKE provisions and Ray 2.60 reserves: validation accepts ``slices: 2`` exactly
+    when Ray's own ``get_tpu_num_slices_for_workers`` (what JaxTrainer's controller calls) counts the kit's
+    ``hosts x 2`` workers as 2 slices AND ``SlicePlacementGroup`` takes the shape as multi-host (it reserves and
+    pins whole slices only then: ``get_chips_per_host`` below the slice's chips)."""
+    from ray._private.accelerators.tpu import get_chips_per_host, get_num_chips_from_topology
+    from ray.util.tpu import get_tpu_num_slices_for_workers
+
+    checked = accepted = 0
+    for gen in GENERATIONS.values():
+        for topology in gen.topologies:
+            if topology not in gen.ray_topologies:
+                continue
+            for machine in gen.machine_types:
+                try:
+                    item = SliceSpec.create(name="s", generation=gen.name, topology=topology, zone=gen.zones[0],
+                                            machine_type=machine.name, count=2)
+                except InvalidInputs:
+                    continue  # this machine type does not build this topology
+                if item.plan.single_host:
+                    continue
+                rays = get_tpu_num_slices_for_workers(
+                    topology=topology, accelerator_type=item.plan.ray_accelerator_type,
+                    num_workers=item.plan.hosts * 2, resources_per_worker={"TPU": item.plan.chips_per_host})
+                pinned = get_chips_per_host(topology, gen.ray_pod_prefix) < get_num_chips_from_topology(topology)
+                ok = not multislice.problems(item.plan, 2)
+                assert ok == (rays == 2 and pinned), (gen.name, topology, machine.name, rays, pinned)
+                checked += 1
+                accepted += ok
+    assert checked > 20 and 0 < accepted < checked
+
+
+@pytest.mark.unit
+def test_scaling_config_spans_hosts_times_slices_workers() -> None:
+    plan = plan_slice("v6e", "4x4")
+    config = train.scaling_config(plan, slices=3)
+    assert config.num_workers == plan.hosts * 3 and config.topology == "4x4" and config.use_tpu
+
+
+@pytest.mark.unit
+def test_gke_multislice_floors_lie_below_the_ray_operator_floor_and_are_named_when_higher(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from raytpu.modules import gke_cluster
+
+    plans = [plan_slice("v6e", "4x4")]
+    for mode, floor in multislice.MIN_GKE_VERSION.items():
+        assert gke_cluster.version_key(floor) < gke_cluster.version_key(RAY_OPERATOR_MIN_GKE_VERSION)
+        assert gke_cluster.version_floor(plans, mode, multislice=True) == gke_cluster.version_floor(plans, mode)
+    monkeypatch.setitem(gke_cluster.MULTISLICE_MIN_GKE_VERSION, "autopilot", "1.99.0-gke.1")
+    assert gke_cluster.version_floor(plans, "autopilot", multislice=True) == ("1.99.0-gke.1",
+                                                                               "Multislice on Autopilot")
+
+
+# ---------------------------------------------------------------------------------------------- KubeRay
+
+
+def _tpu_env(group: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e.get("value", "") for e in group["template"]["spec"]["containers"][0].get("env", [])}
+
+
+@pytest.mark.unit
+def test_submit_dry_run_shows_one_rayjob_with_n_replicas_and_megascale_num_slices(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "raytpu.yaml").write_text(config(count=3))
+    (tmp_path / "outputs.json").write_text(json.dumps(OUTPUTS))
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["submit", "train", "--stack", "ray-tpu-cluster", "--dry-run", "--run-id", "r1"]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    jobs = [d for d in docs if d["kind"] == "RayJob"]
+    assert len(jobs) == 1
+    job = jobs[0]
+    cluster = job["spec"]["rayClusterSpec"]
+    (group,) = cluster["workerGroupSpecs"]
+    assert (group["replicas"], group["minReplicas"], group["maxReplicas"], group["numOfHosts"]) == (2, 2, 2, 4)
+    assert _tpu_env(group)[multislice.NUM_SLICES_ENV] == "2"
+    assert not any(k in _tpu_env(group) for k in multislice.WEBHOOK_INJECTED_ENV)  # the webhook's to inject
+    head = cluster["headGroupSpec"]["template"]["spec"]
+    assert "google.com/tpu" not in json.dumps(head) and "gke-tpu" not in json.dumps(head.get("nodeSelector", {}))
+    assert schema_errors(job) == [] and webhook_errors(job) == [] and operator_errors(job) == []
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("mutate", "expected"), [
+    (lambda env, group: env.update(MEGASCALE_NUM_SLICES="3"), "!= replicas 2"),
+    (lambda env, group: group.update(replicas=1, minReplicas=1, maxReplicas=1), "!= replicas 1"),
+    (lambda env, group: env.update(MEGASCALE_SLICE_ID="0"), "MEGASCALE_SLICE_ID set in the template"),
+    (lambda env, group: env.update(MEGASCALE_COORDINATOR_ADDRESS="h:8081"), "MEGASCALE_COORDINATOR_ADDRESS set"),
+])
+def test_webhook_checker_catches_multi_slice_env_the_webhook_would_get_wrong(mutate: Any, expected: str) -> None:
+    spec = parse(config())
+    job = kuberay.workload_manifest(spec, spec.workload("train"), service_account="ray", bucket="b", namespace="ray",
+                                    name="train-r1", args=[])
+    assert webhook_errors(job) == []
+    (group,) = job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    container = group["template"]["spec"]["containers"][0]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    mutate(env, group)
+    container["env"] = [{"name": k, "value": v} for k, v in env.items()]
+    found = webhook_errors(job)
+    assert any(expected in problem for problem in found), found
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("kind", "topology", "slices", "count"), [
+    ("train", "4x4", None, 2),   # one slice per run, the other a spare
+    ("train", "4x4", 1, 2),
+    ("serve", "2x4", 2, 2),      # two independent serving replicas
+    ("smoke", "4x4", None, 2),
+])
+def test_no_megascale_where_a_run_spans_one_slice(kind: str, topology: str, slices: int | None, count: int) -> None:
+    item = SliceSpec.create(name="s", generation="v6e", topology=topology, zone="us-east5-b", count=count)
+    work = WorkloadSpec(name="w", kind=kinds.kind(kind), slice=item, slices=slices)
+    group = kuberay.worker_group(work, kuberay.Pods(image="x"), autopilot=False)
+    assert multislice.NUM_SLICES_ENV not in _tpu_env(group) and not work.multislice
+
+
+@pytest.mark.unit
+def test_pod_hostnames_with_the_replica_index_stay_dns_labels_for_every_slice_count() -> None:
+    """The webhook names pod ``<group>-<replica>-<host>`` (``mutatePod``); with the largest ``count`` and the
+    largest multi-host slice it is still a DNS label (63 characters); the subdomain (the RayCluster's name) is
+    bounded by ``MULTI_HOST_NAME_LIMIT`` whatever the replica count."""
+    largest = max((plan_slice(g.name, t) for g in GENERATIONS.values() for t in g.topologies),
+                  key=lambda p: p.hosts)
+    hostname = f"{kuberay.WORKER_GROUP}-{1000 - 1}-{largest.hosts - 1}"
+    assert len(hostname) <= 63, hostname
+
+
+# ---------------------------------------------------------------------------------------------- emulated
+
+
+@pytest.fixture(scope="module")
+def two_v5p(start_cluster: Any) -> local.LocalCluster:
+    """Two emulated v5p 2x2x2 slices of two 4-chip hosts each: the smallest multi-host shape Ray 2.60 reserves
+    across slices (the session's v6e 2x4 pair cannot be: :func:`raytpu.multislice.problems`)."""
+    return start_cluster(plan_slice("v5p", "2x2x2"), 2)
+
+
+def _train_workers(address: str) -> list[Any]:
+    from ray.util.state import list_actors
+
+    return list_actors(address=address, filters=[("class_name", "=", "RayTrainWorker")], detail=True, limit=1000)
+
+
+def _wait_for(what: str, ok: Any, proc: subprocess.Popen[str], err: list[str], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not ok():
+        if proc.poll() is not None:
+            out = proc.stdout.read() if proc.stdout else ""
+            pytest.fail(f"the run ended (rc {proc.returncode}) before {what}: {out[-3000:]}\n{''.join(err)[-4000:]}")
+        assert time.monotonic() < deadline, f"{what} within {timeout_s}s"
+        time.sleep(0.5)
+
+
+@pytest.mark.slice
+@pytest.mark.timeout(600)
+def test_one_run_across_two_slices_waits_for_both_then_survives_a_host_kill(two_v5p: local.LocalCluster,
+                                                                            tmp_path: Path) -> None:
+    """Slice 0 held: the run says it waits for two whole slices and places no worker. Freed: it trains on both
+    (4 workers, JAX processes 0-1 on one slice and 2-3 on the other, each with the MEGASCALE env Ray sets, a
+    ``slice x data`` mesh). Host 1 of slice 1 killed after a checkpoint and recreated: the whole run restarts on
+    two whole slices and resumes from the checkpoint."""
+    import ray
+
+    from raytpu.workloads import slices
+
+    cluster = two_v5p
+    plan: SlicePlan = cluster.slice_plan
+    work = cluster.workload("train", 2)
+    cmd = local.workload_command("train", "--storage-path", str(tmp_path), "--steps", "40", "--checkpoint-every", "5",
+                                 "--step-sleep-s", "0.3", "--max-failures", "2", "--start-timeout-s", "20",
+                                 "--slice-retries", "6")
+    ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR)
+    proc = None
+    try:
+        held = slices.reserve_slice(plan, cluster.slices[0], timeout_s=60)
+        earlier = {w["actor_id"] for w in _train_workers(cluster.address)}
+        proc = subprocess.Popen(cmd, env=cluster.driver_env() | work.env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        err: list[str] = []
+        reader = threading.Thread(target=lambda: err.extend(proc.stderr or []), daemon=True)
+        reader.start()
+        _wait_for("the run's wait notice", lambda: any("reserving 2 whole" in line for line in err), proc, err, 60)
+        time.sleep(10)  # the run tries to reserve; with one slice free it places nothing
+        mine = [w for w in _train_workers(cluster.address) if w["actor_id"] not in earlier and w["state"] == "ALIVE"]
+        assert mine == [], mine
+        held.release()
+        _wait_for("a checkpoint", lambda: any("checkpoint_2" in f.read_text()
+                                              for f in tmp_path.glob("*/checkpoint_manager_snapshot.json")),
+                  proc, err, 240)
+        local.kill_host(cluster, cluster.slices[1], plan.hosts - 1)
+        local.add_host(cluster, cluster.slices[1], plan.hosts - 1)  # GKE would recreate the pod
+        out, _ = proc.communicate(timeout=300)
+        reader.join(timeout=5)
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        ray.shutdown()
+    summary = train.parse_result(out)
+    assert proc.returncode == 0 and summary and summary["ok"], "".join(err)[-6000:]
+    assert summary["steps_done"] == 40 and summary["restarts"] >= 1 and summary["resumed_from"] > 0, summary
+    assert summary["slices"] == 2 and summary["workers"] == 2 * plan.hosts
+    assert summary["devices"] == 2 * plan.chips and summary["mesh"] == {"slice": 2, "data": plan.chips}
+    megascale = summary["megascale"]
+    assert megascale["num_slices"] == 2 and sorted(megascale["slice_ids"]) == [0, 0, 1, 1]
+    assert megascale["ids_match_ray_slices"] and megascale["port"] == str(multislice.MEGASCALE_PORT)
+    assert megascale["coordinator"]
+    losses = [h["loss"] for h in summary["history"]]
+    assert losses[-1] < losses[0]
+    labels = {n["NodeID"]: (n.get("Labels") or {}).get(RAY_SLICE_LABEL) for n in ray_nodes(cluster.address)}
+    final = [w for w in _train_workers(cluster.address) if w["actor_id"] not in earlier]
+    assert {labels.get(w["node_id"]) for w in final} == set(cluster.slices)
+
+
+def ray_nodes(address: str) -> list[dict[str, Any]]:
+    import ray
+
+    ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
+    try:
+        return ray.nodes()
+    finally:
+        ray.shutdown()
