@@ -388,7 +388,11 @@ def stamp_joined(plan: SlicePlan) -> None:
     starts (on GKE KubeRay starts the driver once the cluster's pods are ready, so it usually is)."""
     from raytpu.workloads.slices import inventory
 
-    complete = [inv for inv in inventory(plan).values() if inv.complete]
+    try:
+        complete = [inv for inv in inventory(plan).values() if inv.complete]
+    except Exception as exc:  # the timeline is a report: a failed look must not fail the training
+        print(f"train: timeline: could not list the slices ({type(exc).__name__}: {exc})", file=sys.stderr, flush=True)
+        return
     if complete:
         print(stamp_line(stamp("ray_joined", f"{len(complete)} whole {plan.ray_pod_type} slice(s) alive as the "
                                              f"driver started ({', '.join(inv.name for inv in complete)})")),

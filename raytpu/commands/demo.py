@@ -118,10 +118,11 @@ def run(args: argparse.Namespace) -> int:
         try:
             started = time.monotonic()
             local.stop(args.dir)  # the demo's own run dir: clear what an interrupted demo may have left
-            recorder.mark("applied", "validated and synthesized; the emulated slice starts (where GKE would get the "
-                          "RayJob)", timeline.EMULATED)
+            synthesized = any(s["step"] == "synth" and not s.get("skipped") for s in report["steps"])
+            recorder.mark("applied", f"validated{' and synthesized' if synthesized else ''}; the emulated slice "
+                          "starts (where GKE would get the RayJob)", timeline.EMULATED)
+            emulated_phases(recorder)  # each host gets the webhook's variables as it is launched
             cluster = local.start(plan, 1, args.dir, progress=_say)
-            emulated_phases(recorder)
             recorder.mark("ray_joined", f"{plan.hosts} Ray node(s) registered with ray.io/tpu-slice-name="
                           f"{cluster.slices[0]} and their ray.io/tpu-worker-id")
             _step(report, "local slice up", True, started, address=cluster.address, slices=cluster.slices,
@@ -143,7 +144,13 @@ def run(args: argparse.Namespace) -> int:
             done = local.run_workload(cluster, "train", "--storage-path", str(storage), "--steps", str(args.steps),
                                       "--checkpoint-every", str(max(args.steps // 3, 1)), timeout_s=300)
             train = parse_result(done.stdout)
-            recorder.take(s for s in timeline.parse_stamp_lines(done.stdout) if s["phase"] == "first_step")
+            stamps = {s["phase"]: s for s in timeline.parse_stamp_lines(done.stdout)}
+            if "first_step" in stamps:  # what else the minutes before the first step went to, in the demo
+                smoke_s = next(s["duration_s"] for s in report["steps"] if s["step"] == "smoke")
+                placed = (f"; JaxTrainer's workers placed at {stamps['reserved']['wall'] - recorder.start_wall:.1f}s"
+                          if "reserved" in stamps else "")
+                stamps["first_step"]["detail"] += f"; before it the smoke check ({smoke_s:.1f}s){placed}"
+                recorder.take([stamps["first_step"]])
             ok = done.returncode == 0 and bool(train and train.get("ok"))
             _step(report, "train", ok, started, why=str((train or {}).get("error") or f"exit {done.returncode}"),
                   exit_code=done.returncode,

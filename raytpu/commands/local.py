@@ -184,15 +184,15 @@ def _smoke(args: argparse.Namespace) -> int:
 
 def emulated_phases(recorder: Any, hosts_started_wall: float | None = None) -> None:
     """What the emulated slice lacks or imitates, said in the timeline (never faked): no Kubernetes scheduler and no
-    TPU nodes; the webhook's variables set by ``raytpu local`` itself on every host it started (at
-    ``hosts_started_wall``, a wall-clock time; default now)."""
+    TPU nodes; the webhook's variables set by ``raytpu local`` itself on every host it launches (at
+    ``hosts_started_wall``, a wall-clock time; default now: the hosts are being launched)."""
     from raytpu import timeline
 
     recorder.absent("scheduled", "no Kubernetes scheduler on the emulated slice: its hosts are local Ray nodes")
     recorder.absent("nodes_ready", "no TPU nodes on the emulated slice (JAX CPU devices stand in for chips)")
     recorder.take([timeline.stamp(
-        "webhook_env", "TPU_WORKER_ID, TPU_WORKER_HOSTNAMES, TPU_NAME set by `raytpu local` on every emulated host "
-        "as it started it (raytpu.local.host_env), where the GKE TPU webhook sets them at pod admission",
+        "webhook_env", "TPU_WORKER_ID, TPU_WORKER_HOSTNAMES, TPU_NAME given to each emulated host at launch by "
+        "`raytpu local` (raytpu.local.host_env), as the GKE TPU webhook gives them at pod admission",
         timeline.EMULATED, wall=hosts_started_wall)])
 
 
