@@ -164,9 +164,15 @@ def test_local_cli_up_status_smoke_down_across_invocations(tmp_path: Path) -> No
 
         # `raytpu submit --local`: the same program and spec through Ray's Job Submission API, followed
         config = ["--config", str(EXAMPLE), "--local"]
-        job = _raytpu("train", *config, "--run-id", "l1", run_dir=tmp_path, command="submit")
+        began = time.monotonic()
+        job = _raytpu("train", *config, "--run-id", "l1", "--report", str(tmp_path / "l1.json"), run_dir=tmp_path,
+                      command="submit")
+        took = time.monotonic() - began
         assert job.returncode == 0, job.stderr[-3000:]
         assert '"ok": true' in job.stdout and "Ray job train-l1: SUCCEEDED" in job.stderr
+        train_run = json.loads((tmp_path / "l1.json").read_text())
+        assert train_run["run"] == "train-l1" and "train-l1: where the minutes went" in job.stderr
+        assert_emulated_timeline(train_run["timeline"], took)  # joined, JaxTrainer's placement, the first step
         service = _raytpu("serve", *config, run_dir=tmp_path, command="submit")
         assert service.returncode == 2 and "--local runs RayJobs" in service.stderr
         cluster = local.LocalCluster.load(tmp_path)

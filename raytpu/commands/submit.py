@@ -75,6 +75,9 @@ def run(args: argparse.Namespace) -> int:
     args.config = args.config or config_mod.default_path()
     spec = config_mod.load(args.config)
     work = spec.workload(args.workload)
+    if (args.report is not None and not (args.wait or args.local)) or args.report == "":
+        raise errors.invalid_value("--report", args.report, "is the timeline of a run that is followed",
+                                   "a file path, with --wait or --local")
     if args.local:
         return _run_local(work, args)
     if not args.stack:
@@ -253,7 +256,8 @@ def _show_verdicts(kind_name: str, lines: list[str]) -> list[Verdict]:
 
 def _run_local(work: Any, args: argparse.Namespace) -> int:
     """``--local``: the same program and spec on the emulated slice, through Ray's Job Submission API."""
-    from raytpu import errors, gke, kuberay, local
+    from raytpu import errors, gke, kuberay, local, timeline
+    from raytpu.commands.local import emulated_phases
 
     if not work.kind.is_job:
         raise errors.invalid_value("WORKLOAD", work.name, f"is a {work.kind.object_kind}; --local runs RayJobs",
@@ -265,8 +269,16 @@ def _run_local(work: Any, args: argparse.Namespace) -> int:
     run_name = f"{work.name}-{args.run_id or gke.run_id()}"
     # the run dir stands in for the pods' GCS FUSE mount: <run dir>/checkpoints/<run name>, as on GKE
     extra = kuberay.train_args(run_name, mount_path=cluster.run_dir) if work.kind.name == "train" else []
+    recorder = timeline.Recorder.for_command()
+    emulated_phases(recorder, cluster.hosts_recorded_wall())
+    recorder.mark("applied", f"{run_name} submitted through Ray's Job Submission API (the emulated RayJob)",
+                  timeline.EMULATED)
     lines: list[str] = []
-    status = local.submit_job(cluster, work.kind.name, *extra, timeout_s=args.timeout_s, sink=_echo(lines))
+    try:
+        status = local.submit_job(cluster, work.kind.name, *extra, timeout_s=args.timeout_s, sink=_echo(lines))
+    finally:
+        recorder.take(timeline.parse_stamp_lines("\n".join(lines)))
+        _show_timeline(recorder.finish(), run_name, args.report, None)
     _show_verdicts(work.kind.name, lines)
     if status != "SUCCEEDED":
         raise errors.RuntimeFailure(f"{run_name}: Ray job ended {status}", "see its driver log above")
