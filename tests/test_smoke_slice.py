@@ -218,7 +218,7 @@ def test_smoke_passes_on_healthy_slices(cluster: local.LocalCluster, plan: Slice
         assert [s["phase"] for s in v["stamps"]] == ["reserved", "first_step"]
         assert v["stamps"][0]["wall"] <= v["stamps"][1]["wall"] and v["slice"] in v["stamps"][0]["detail"]
     lines = timeline.parse_stamp_lines(done.stdout)
-    assert [s["phase"] for s in lines][0] == "ray_joined" and all(s in lines for v in verdicts for s in v["stamps"])
+    assert lines[0]["phase"] == "ray_joined" and all(s in lines for v in verdicts for s in v["stamps"])
 
 
 def test_a_slow_device_is_named_and_makes_its_slice_unhealthy(cluster: local.LocalCluster, plan: SlicePlan,
