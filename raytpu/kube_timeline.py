@@ -40,6 +40,7 @@ WEBHOOK_ENV = ("TPU_WORKER_ID", "TPU_WORKER_HOSTNAMES")
 EVENT_PODS_PER_LOOK = 4
 """Pending pods whose events one look reads (a slice's pods wait for the same reasons; the next look reads the next
 few), so a 64-host slice costs a few requests per look, not 64."""
+THREAD_PREFIX = "raytpu-timeline-"
 POLL_S = 5.0
 """How often :class:`KubePhases` looks while a run goes on (the times come from the server, not from the poll)."""
 
@@ -155,7 +156,7 @@ class KubePhases:
         self._nodes: dict[str, dict[str, Any]] = {}
         self._looks = 0
         self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"{THREAD_PREFIX}{job_name}", daemon=True)
         self.problem: str | None = None
 
     def start(self) -> KubePhases:
@@ -163,11 +164,12 @@ class KubePhases:
         self._thread.start()
         return self
 
-    def stop(self) -> None:
-        """The run is over: one last look, then stop."""
+    def stop(self, final_look: bool = True) -> None:
+        """The run is over: stop looking, after one last look unless ``final_look`` is False (the command failed)."""
         self._done.set()
         self._thread.join(timeout=60)
-        self.sample()
+        if final_look:
+            self.sample()
 
     def sample(self) -> None:
         """One look: pods, the nodes they are on, the pending pods' events. A failing look is noted, not raised

@@ -123,6 +123,8 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tls: TlsFiles,
         yield cluster
         for thread in cluster.threads:
             thread.join(timeout=5)
+        # no timeline watcher (raytpu.kube_timeline.KubePhases) outlives its command, whatever way it ended
+        assert not [t.name for t in threading.enumerate() if t.name.startswith("raytpu-timeline-")]
 
 
 def main(*argv: str) -> int:
@@ -259,6 +261,7 @@ def test_submit_wait_records_the_runs_timeline_from_pods_nodes_events_and_the_dr
         "8 hosts", "slice reserved", "first host result"]
     assert rows["ray_joined"]["at_s"] < rows["reserved"]["at_s"] < rows["first_step"]["at_s"] <= run["wall_s"]
     assert sum(r["duration_s"] for r in rows.values()) == pytest.approx(run["wall_s"], abs=0.01)
+    assert not [t for t in threading.enumerate() if t.name.startswith("raytpu-timeline-")]
     assert "smoke-tl: where the minutes went" in err and "FailedScheduling x7: 0/3 nodes are available" in err
     # read through the kit's client: the pods by KubeRay's label, each TPU node by name, a pending pod's events
     assert fake.server.of("GET", "/api/v1/namespaces/ray/pods")[0].query["labelSelector"] == \
@@ -573,6 +576,7 @@ def test_smoke_all_healthy_exits_0(fake: Cluster, capsys: pytest.CaptureFixture[
         assert statuses["scheduled"] == statuses["first_step"] == "not reached"
         assert sum(r["duration_s"] for r in run["phases"]) == pytest.approx(run["wall_s"], abs=0.01)
     assert "smoke-train-0-n2: where the minutes went" in out
+    assert not [t for t in threading.enumerate() if t.name.startswith("raytpu-timeline-")]  # none looks on
     assert "`smoke-serve-0-n2`: where the" in Path("reports/smoke.md").read_text()
 
 

@@ -87,31 +87,36 @@ def run(args: argparse.Namespace) -> int:
         free = []
         recorders: dict[str, timeline.Recorder] = {}
         watchers: dict[str, KubePhases] = {}
-        for job in jobs:
-            item = spec.slice_named(job["metadata"]["labels"][kuberay.SLICE_LABEL])
-            index = int(job["metadata"]["name"].removesuffix(f"-{suffix}").rsplit("-", 1)[1])
-            held_by = occupancy.holders(client, item, index, spec.cluster.autopilot)
-            if held_by:
-                print(f"slice {item.pool_names[index]}: busy ({', '.join(held_by)}); no smoke job", file=sys.stderr)
-                verdicts.append(failed_verdict(job, item.plan, f"in use by {', '.join(held_by)}", "busy"))
-                continue
-            name = job["metadata"]["name"]
-            recorders[name] = timeline.Recorder.for_command()
-            gke.apply_with_network_policy(client, job, spec)
-            recorders[name].mark("applied", f"RayJob {name} applied (server-side apply)")
-            watchers[name] = KubePhases(client, name, job, multi_host=not item.plan.single_host).start()
-            print(f"applied RayJob {name}", file=sys.stderr)
-            free.append(job)
-        states = gke.follow_jobs(client, [j["metadata"]["name"] for j in free], timeout_s=args.timeout_s)
         timelines: dict[str, timeline.Timeline] = {}
-        for job in free:
-            name = job["metadata"]["name"]
-            log = "\n".join(client.job_logs(name))
-            verdicts.extend(_job_verdicts(client, job, states[name], spec, args.timeout_s, log))
-            watchers[name].stop()
-            watchers[name].apply_to(recorders[name])
-            recorders[name].take(timeline.parse_stamp_lines(log))
-            timelines[name] = recorders[name].finish(f"RayJob {states[name].describe()}")
+        try:
+            for job in jobs:
+                item = spec.slice_named(job["metadata"]["labels"][kuberay.SLICE_LABEL])
+                index = int(job["metadata"]["name"].removesuffix(f"-{suffix}").rsplit("-", 1)[1])
+                held_by = occupancy.holders(client, item, index, spec.cluster.autopilot)
+                if held_by:
+                    print(f"slice {item.pool_names[index]}: busy ({', '.join(held_by)}); no smoke job", file=sys.stderr)
+                    verdicts.append(failed_verdict(job, item.plan, f"in use by {', '.join(held_by)}", "busy"))
+                    continue
+                name = job["metadata"]["name"]
+                recorders[name] = timeline.Recorder.for_command()
+                gke.apply_with_network_policy(client, job, spec)
+                recorders[name].mark("applied", f"RayJob {name} applied (server-side apply)")
+                watchers[name] = KubePhases(client, name, job, multi_host=not item.plan.single_host).start()
+                print(f"applied RayJob {name}", file=sys.stderr)
+                free.append(job)
+            states = gke.follow_jobs(client, [j["metadata"]["name"] for j in free], timeout_s=args.timeout_s)
+            for job in free:
+                name = job["metadata"]["name"]
+                log = "\n".join(client.job_logs(name))
+                verdicts.extend(_job_verdicts(client, job, states[name], spec, args.timeout_s, log))
+                watcher = watchers.pop(name)
+                watcher.stop()
+                watcher.apply_to(recorders[name])
+                recorders[name].take(timeline.parse_stamp_lines(log))
+                timelines[name] = recorders[name].finish(f"RayJob {states[name].describe()}")
+        finally:
+            for watcher in watchers.values():  # a failure above: no thread goes on looking past the command
+                watcher.stop(final_look=False)
     print(report.render_table(verdicts))
     for name, run_timeline in timelines.items():
         print()
