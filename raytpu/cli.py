@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
+from raytpu import timeline
 from raytpu.errors import EXIT_INVALID, InvalidInput, InvalidInputs, RaytpuError, report
 
 ORDER = ("catalog", "describe", "validate", "synth", "local", "demo", "submit", "smoke")
@@ -74,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``raytpu`` console script; returns the exit code."""
+    timeline.command_started()  # a run's timeline counts from here, before the heavy imports
     args, unknown = build_parser().parse_known_args(argv)
     if unknown:
         fail(unknown[0], "is not a known option", f"options of `{args._parser.prog}`: {args._parser.options()}")
@@ -88,6 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `raytpu catalog | head`: the reader left; not an error of ours
         sys.stderr.close()
         return 0
+    finally:
+        timeline.command_ended()
 
 
 if __name__ == "__main__":

@@ -19,6 +19,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
+from raytpu import timeline
+from raytpu.timeline import Stamp
+
 MARKER = "RAYTPU_SMOKE_VERDICT"
 OK_MARK = "✓"
 FAIL_MARK = "✗"
@@ -97,6 +100,7 @@ class Verdict(TypedDict):
     injected: NotRequired[list[str]]
     state: NotRequired[str]
     job: NotRequired[str]
+    stamps: NotRequired[list[Stamp]]  # timeline phases the check reached (raytpu.timeline): reserved, first_step
 
 
 def format_verdict_line(verdict: Mapping[str, Any]) -> str:
@@ -364,19 +368,22 @@ def render_markdown(verdicts: Iterable[Mapping[str, Any]]) -> str:
 
 
 def write_reports(verdicts: Iterable[Mapping[str, Any]], directory: str | os.PathLike[str],
-                  extra: Mapping[str, Any] | None = None) -> tuple[Path, Path]:
+                  extra: Mapping[str, Any] | None = None,
+                  timelines: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[Path, Path]:
     """Writes ``smoke.json``, ``smoke.junit.xml`` and ``smoke.md`` (:func:`render_markdown`, for a CI job
     summary) into ``directory`` (created); returns the JSON and JUnit paths.
 
-    The JSON is ``{"healthy": bool, "slices": [verdict, ...], **extra}``.
+    The JSON is ``{"healthy": bool, "slices": [verdict, ...], **extra}``, plus ``timelines`` (run name ->
+    :class:`raytpu.timeline.Timeline`: where each run's minutes went) when given; ``smoke.md`` shows them too.
     """
     verdicts = [dict(v) for v in verdicts]
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     json_path = out / JSON_NAME
     junit_path = out / JUNIT_NAME
-    document = {"healthy": all_healthy(verdicts), "slices": verdicts, **(extra or {})}
+    document = {"healthy": all_healthy(verdicts), "slices": verdicts, **(extra or {}),
+                **({"timelines": dict(timelines)} if timelines else {})}
     json_path.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
     junit_path.write_text(junit_xml(verdicts))
-    (out / MARKDOWN_NAME).write_text(render_markdown(verdicts))
+    (out / MARKDOWN_NAME).write_text(render_markdown(verdicts) + timeline.render_markdown(timelines or {}))
     return json_path, junit_path

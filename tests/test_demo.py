@@ -6,9 +6,11 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from test_local import assert_emulated_timeline
 
 from raytpu import local
 
@@ -24,11 +26,13 @@ def test_demo_passes_every_step_within_memory_and_leaves_nothing_running(tmp_pat
     report_path = tmp_path / "reports" / "demo.json"
     env = {k: v for k, v in os.environ.items()  # the demo picks its own temp prefix and token
            if k not in (local.ENV_TMP_PREFIX, "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")}
+    began = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-m", "raytpu", "demo", "--steps", "10", "--report", str(report_path),
          "--config", str(ROOT / "raytpu.example.yaml"), "--out", str(tmp_path / "cdktf.out"), "--dir", "run"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = proc.communicate(timeout=540)
+    took = time.monotonic() - began
     assert proc.returncode == 0, err[-3000:] + out[-3000:]
     report = json.loads(report_path.read_text())
     steps = {s["step"]: s for s in report["steps"]}
@@ -41,3 +45,8 @@ def test_demo_passes_every_step_within_memory_and_leaves_nothing_running(tmp_pat
     assert (report_path.parent / "smoke.junit.xml").exists()
     assert "host 0" in out, "the slice map of describe is part of the demo's output"
     assert not local.tagged_processes(f"{local.TMP_PREFIX}d{proc.pid}-")
+    # where the minutes went: the whole demo, phases the emulated slice lacks said so, the first *training* step
+    assert_emulated_timeline(report["timeline"], took)
+    first = next(r for r in report["timeline"]["phases"] if r["phase"] == "first_step")
+    assert first["detail"].startswith("training step 1 done")
+    assert "== where the minutes went" in out

@@ -11,6 +11,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -100,6 +101,25 @@ def _raytpu(*args: str, run_dir: Path, timeout: float = 300, command: str = "loc
                           text=True, timeout=timeout, cwd=EXAMPLE.parent)
 
 
+def assert_emulated_timeline(run: dict[str, Any], took_s: float) -> None:
+    """A local run's timeline (raytpu.timeline): every phase, in order; the ones the emulated slice lacks said so, the
+    ones it imitates marked emulated, the Ray ones measured; its durations add up to its wall time, which is within
+    5% of the wall time the caller measured around the whole command."""
+    from raytpu import timeline
+
+    rows = {r["phase"]: r for r in run["phases"]}
+    assert list(rows) == list(timeline.PHASES)
+    assert {p: rows[p]["status"] for p in timeline.PHASES} == {
+        "applied": "emulated", "scheduled": "not applicable", "nodes_ready": "not applicable",
+        "webhook_env": "emulated", "ray_joined": "measured", "reserved": "measured", "first_step": "measured",
+        "finished": "measured"}
+    assert "no Kubernetes scheduler" in rows["scheduled"]["detail"]
+    reached = [rows[p]["at_s"] for p in ("ray_joined", "reserved", "first_step", "finished")]
+    assert reached == sorted(reached) and reached[-1] == run["wall_s"]
+    assert sum(r["duration_s"] for r in rows.values()) == pytest.approx(run["wall_s"], abs=0.01)
+    assert run["wall_s"] == pytest.approx(took_s, rel=0.05), (run["wall_s"], took_s)
+
+
 @pytest.mark.slice
 @pytest.mark.timeout(600)
 def test_local_cli_up_status_smoke_down_across_invocations(tmp_path: Path) -> None:
@@ -132,16 +152,27 @@ def test_local_cli_up_status_smoke_down_across_invocations(tmp_path: Path) -> No
         again = _raytpu("up", "--generation", single.generation, "--topology", single.topology, run_dir=tmp_path)
         assert again.returncode == 1 and "already running" in again.stderr
 
+        began = time.monotonic()
         smoke = _raytpu("smoke", "--json", run_dir=tmp_path)
+        took = time.monotonic() - began
         assert smoke.returncode == 0, smoke.stderr
-        verdicts = json.loads(smoke.stdout)["slices"]
+        document = json.loads(smoke.stdout)
+        verdicts = document["slices"]
         assert verdicts[0]["healthy"] and verdicts[0]["hosts_found"] == 1
+        assert_emulated_timeline(document["timeline"], took)
+        assert "where the minutes went" in smoke.stderr  # the table, beside the JSON
 
         # `raytpu submit --local`: the same program and spec through Ray's Job Submission API, followed
         config = ["--config", str(EXAMPLE), "--local"]
-        job = _raytpu("train", *config, "--run-id", "l1", run_dir=tmp_path, command="submit")
+        began = time.monotonic()
+        job = _raytpu("train", *config, "--run-id", "l1", "--report", str(tmp_path / "l1.json"), run_dir=tmp_path,
+                      command="submit")
+        took = time.monotonic() - began
         assert job.returncode == 0, job.stderr[-3000:]
         assert '"ok": true' in job.stdout and "Ray job train-l1: SUCCEEDED" in job.stderr
+        train_run = json.loads((tmp_path / "l1.json").read_text())
+        assert train_run["run"] == "train-l1" and "train-l1: where the minutes went" in job.stderr
+        assert_emulated_timeline(train_run["timeline"], took)  # joined, JaxTrainer's placement, the first step
         service = _raytpu("serve", *config, run_dir=tmp_path, command="submit")
         assert service.returncode == 2 and "--local runs RayJobs" in service.stderr
         cluster = local.LocalCluster.load(tmp_path)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from raytpu import local, report
+from raytpu import local, report, timeline
 from raytpu.catalog import expected_busbw, generation
 from raytpu.plan import SlicePlan, plan_slice
 from raytpu.workloads import slices
@@ -213,6 +213,12 @@ def test_smoke_passes_on_healthy_slices(cluster: local.LocalCluster, plan: Slice
         assert rows[("allreduce_latency", None, None)]["value"] > 0 and checks["allreduce_latency_us"]["value"] > 0
         table = report.render_table([v])
         assert "gates here: no" in table and "gates here: yes" in table and "allreduce_busbw" in table
+        # the timeline stamps it made, in the verdict and as lines (raytpu.timeline): the slice reserved, then the
+        # first host result
+        assert [s["phase"] for s in v["stamps"]] == ["reserved", "first_step"]
+        assert v["stamps"][0]["wall"] <= v["stamps"][1]["wall"] and v["slice"] in v["stamps"][0]["detail"]
+    lines = timeline.parse_stamp_lines(done.stdout)
+    assert lines[0]["phase"] == "ray_joined" and all(s in lines for v in verdicts for s in v["stamps"])
 
 
 def test_a_slow_device_is_named_and_makes_its_slice_unhealthy(cluster: local.LocalCluster, plan: SlicePlan,

@@ -123,6 +123,8 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tls: TlsFiles,
         yield cluster
         for thread in cluster.threads:
             thread.join(timeout=5)
+        # no timeline watcher (raytpu.kube_timeline.KubePhases) outlives its command, whatever way it ended
+        assert not [t.name for t in threading.enumerate() if t.name.startswith("raytpu-timeline-")]
 
 
 def main(*argv: str) -> int:
@@ -183,6 +185,90 @@ def test_submit_smoke_waits_applies_exact_manifest_streams_the_log_and_prints_ve
     # google-auth got a token from the (loopback) token endpoint, and every API call carries one the server issued
     assert fake.server.of("POST", "/token")
     assert all(r.bearer and r.bearer in fake.server._valid_tokens for r in fake.server.api_requests())
+
+
+def test_submit_wait_records_the_runs_timeline_from_pods_nodes_events_and_the_driver(
+        fake: Cluster, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Where the minutes went, read at the API boundary: the pods wait on capacity (kube-scheduler's
+    FailedScheduling, written with ``eventTime`` only, and the autoscaler's TriggeredScaleUp), the TPU nodes turn
+    Ready, the pods are bound (PodScheduled), every TPU pod carries the webhook's TPU_WORKER_ID and
+    TPU_WORKER_HOSTNAMES; the driver's stamp lines give the Ray phases. Times are whole seconds, as the API's
+    ``Time`` fields are."""
+    import math
+
+    from test_timeline import FAILED_SCHEDULING, SCALE_UP, iso, node, ray_pod
+
+    from raytpu import kube_timeline, timeline
+
+    monkeypatch.setattr(kube_timeline, "POLL_S", 0.1)
+    name = "smoke-tl"
+    hosts = [(s, h) for s in range(2) for h in range(4)]  # the smoke workload spans the train slice's 2 copies
+    marks: dict[str, float] = {}
+
+    def drive() -> None:
+        while fake.server.get_object("rayjobs", name) is None:
+            time.sleep(0.02)
+        start = math.ceil(time.time())
+        time.sleep(max(start - time.time(), 0))
+        marks["t"] = start
+        fake.server.put(ray_pod(f"{name}-head", name, None, created=start, scheduled=start, node="cpu-0"))
+        for s, h in hosts:
+            fake.server.put(ray_pod(f"{name}-w{s}{h}", name, h, created=start, scheduled=None, node=None))
+        fake.server.put({**FAILED_SCHEDULING, "involvedObject": {"kind": "Pod", "name": f"{name}-w00"},
+                         "eventTime": iso(start + 0.2, micro=True)})
+        fake.server.put({**SCALE_UP, "involvedObject": {"kind": "Pod", "name": f"{name}-w10"},
+                         "firstTimestamp": iso(start), "lastTimestamp": iso(start)})
+        fake.server.set_status("rayjobs", name, {"jobDeploymentStatus": "Initializing"})
+        time.sleep(max(start + 1.3 - time.time(), 0))
+        for s, h in hosts:
+            fake.server.put(node(f"tpu-{s}-{h}", start + 1), namespace=None)
+            fake.server.put(ray_pod(f"{name}-w{s}{h}", name, h, created=start, scheduled=start + 2,
+                                    node=f"tpu-{s}-{h}"))
+        time.sleep(max(start + 2.2 - time.time(), 0))
+        stamps = [timeline.stamp("ray_joined", "8 hosts", wall=start + 2.3),
+                  timeline.stamp("reserved", "slice reserved", wall=start + 2.4),
+                  timeline.stamp("first_step", "first host result", wall=start + 2.5)]
+        fake.server.add_pod(f"{name}-submit", {"job-name": name},
+                            [timeline.stamp_line(x) for x in stamps] + [verdict_line("tpu-a"), verdict_line("tpu-b")])
+        fake.server.set_status("rayjobs", name, {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"})
+        time.sleep(max(start + 2.7 - time.time(), 0))
+        fake.server.set_status("rayjobs", name, {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"})
+
+    thread = threading.Thread(target=drive, daemon=True)
+    thread.start()
+    fake.threads.append(thread)
+    before = time.time()
+    code = main("submit", "smoke", "--stack", STACK, "--wait", "--run-id", "tl", "--report", str(tmp_path / "t.json"))
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "2/2 slices healthy" in out
+    document = json.loads((tmp_path / "t.json").read_text())
+    assert document["run"] == name
+    run = document["timeline"]
+    rows = {r["phase"]: r for r in run["phases"]}
+    assert list(rows) == list(timeline.PHASES)
+    assert all(r["status"] == "measured" for r in rows.values()), rows
+    offset = marks["t"] - before  # seconds from the recorder's start to the pods' creation, within a fraction
+    assert rows["applied"]["at_s"] < offset + 0.01
+    assert rows["webhook_env"]["at_s"] == pytest.approx(offset, abs=0.6)
+    assert "TPU_WORKER_ID and TPU_WORKER_HOSTNAMES on 8/8 TPU pod(s)" in rows["webhook_env"]["detail"]
+    assert rows["nodes_ready"]["at_s"] == pytest.approx(offset + 1, abs=0.6)
+    assert rows["scheduled"]["at_s"] == pytest.approx(offset + 2, abs=0.6)
+    assert [(w["reason"], w["count"]) for w in rows["scheduled"]["waits"]] == [("TriggeredScaleUp", 1),
+                                                                               ("FailedScheduling", 7)]
+    assert rows["scheduled"]["waits"][1]["message"] == FAILED_SCHEDULING["message"]
+    assert [rows[p]["detail"] for p in ("ray_joined", "reserved", "first_step")] == [
+        "8 hosts", "slice reserved", "first host result"]
+    assert rows["ray_joined"]["at_s"] < rows["reserved"]["at_s"] < rows["first_step"]["at_s"] <= run["wall_s"]
+    assert sum(r["duration_s"] for r in rows.values()) == pytest.approx(run["wall_s"], abs=0.01)
+    assert not [t for t in threading.enumerate() if t.name.startswith("raytpu-timeline-")]
+    assert "smoke-tl: where the minutes went" in err and "FailedScheduling x7: 0/3 nodes are available" in err
+    # read through the kit's client: the pods by KubeRay's label, each TPU node by name, a pending pod's events
+    assert fake.server.of("GET", "/api/v1/namespaces/ray/pods")[0].query["labelSelector"] == \
+        "ray.io/originated-from-cr-name=smoke-tl"
+    assert {r.path for r in fake.server.of("GET", "/api/v1/nodes/")} == {f"/api/v1/nodes/tpu-{s}-{h}" for s, h in hosts}
+    assert {r.query["fieldSelector"] for r in fake.server.of("GET", "/api/v1/namespaces/ray/events")} >= {
+        f"involvedObject.name={name}-w00"}
 
 
 def test_submit_train_without_wait_applies_and_returns(fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
@@ -397,6 +483,9 @@ def test_default_run_id_names_the_job_workload_dash_run_id(fake: Cluster, capsys
      "error: --stack: 'other' is not allowed (cluster stacks in outputs.json); valid: ray-tpu-cluster\n"),
     (("submit", "train", "--stack", "ray-tpu"), "error: --stack: 'ray-tpu' is not allowed"),
     (("submit", "train"), "error: --stack: is required (or --local)"),
+    (("submit", "train", "--stack", STACK, "--report", "t.json"),
+     "error: --report: 't.json' is the timeline of a run that is followed; valid: a file path, with --wait or --local"),
+    (("submit", "train", "--stack", STACK, "--wait", "--report", ""), "error: --report: '' is the timeline"),
     (("smoke", "--stack", "ray-tpu"), "error: --stack: 'ray-tpu' is not allowed"),
     (("smoke", "--stack", STACK, "--outputs", "missing.json"), "error: --outputs: cannot read"),
     (("smoke", "--stack", STACK, "--config", "nope.yaml"), "error: config: cannot read 'nope.yaml'"),
@@ -475,8 +564,20 @@ def test_smoke_all_healthy_exits_0(fake: Cluster, capsys: pytest.CaptureFixture[
     for i, name in enumerate(["smoke-train-0-n2", "smoke-train-1-n2", "smoke-serve-0-n2"]):
         fake.job(name, ("Complete", "SUCCEEDED"), log=verdict_line(f"tpu-{i}"))
     assert main("smoke", "--stack", STACK, "--run-id", "n2", "--timeout-s", "20") == 0
-    assert "3/3 slices healthy" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "3/3 slices healthy" in out
     assert Path("reports/smoke.junit.xml").is_file()
+    # each job's timeline, in the table, smoke.json and the nightly summary (smoke.md): here no pod ever appeared
+    timelines = json.loads(Path("reports/smoke.json").read_text())["timelines"]
+    assert sorted(timelines) == ["smoke-serve-0-n2", "smoke-train-0-n2", "smoke-train-1-n2"]
+    for run in timelines.values():
+        statuses = {r["phase"]: r["status"] for r in run["phases"]}
+        assert statuses["applied"] == statuses["finished"] == "measured"
+        assert statuses["scheduled"] == statuses["first_step"] == "not reached"
+        assert sum(r["duration_s"] for r in run["phases"]) == pytest.approx(run["wall_s"], abs=0.01)
+    assert "smoke-train-0-n2: where the minutes went" in out
+    assert not [t for t in threading.enumerate() if t.name.startswith("raytpu-timeline-")]  # none looks on
+    assert "`smoke-serve-0-n2`: where the" in Path("reports/smoke.md").read_text()
 
 
 def test_smoke_failed_job_with_healthy_verdict_is_still_unhealthy(fake: Cluster,

@@ -63,6 +63,7 @@ from typing import Any
 
 from raytpu.plan import RAY_SLICE_LABEL, SlicePlan
 from raytpu.spec import WorkloadSpec
+from raytpu.timeline import Stamp, stamp, stamp_line
 from raytpu.workloads._entry import guarded
 
 MARKER = "RAYTPU_TRAIN_RESULT"
@@ -94,6 +95,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     import jax
     import jax.monitoring
 
+    config = {**config, "placed_wall": time.time()}  # the workers run once JaxTrainer holds its slice
     compiles: list[str] = []
 
     def on_duration(event: str, duration_secs: float, **kwargs: str | int) -> None:
@@ -197,6 +199,7 @@ def _train(config: dict[str, Any], compiles: list[str]) -> None:
 
     step_times: list[float] = []
     window_losses: list[float] = []
+    first_step_wall: float | None = None
     for step in range(start_step, steps):
         x = inputs_at(step)
         y = make_targets(x)
@@ -205,6 +208,7 @@ def _train(config: dict[str, Any], compiles: list[str]) -> None:
         loss_value = float(np.asarray(loss.addressable_data(0)))
         step_times.append(time.perf_counter() - t)
         window_losses.append(loss_value)
+        first_step_wall = first_step_wall or time.time()
         if config.get("step_sleep_s"):
             time.sleep(float(config["step_sleep_s"]))
         done = step + 1
@@ -219,7 +223,9 @@ def _train(config: dict[str, Any], compiles: list[str]) -> None:
                    "restarts": restarts, "resumed_from": start_step, "history": history,
                    "launch": launch, "start_step": launch_start, "steps_run": done - launch_start,
                    "global_batch": global_batch, "devices": len(devices), "workers": ctx.get_world_size(),
-                   "slice_name": slice_name, "mesh": dict(mesh.shape), "megascale": megascale}
+                   "slice_name": slice_name, "mesh": dict(mesh.shape), "megascale": megascale,
+                   "placed_wall": config["placed_wall"], "first_step_wall": first_step_wall,
+                   "first_step": start_step + 1}
         with tempfile.TemporaryDirectory() as tmp:
             ckpt = None
             if rank == 0:
@@ -389,6 +395,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                "steps_run": 0}
     held = None
     try:
+        stamp_joined(plan)
         assumed = ray_assumed_hosts(plan)
         if assumed != plan.hosts:  # one slice only: validation refuses such a shape across slices
             print(f"train: {PIN_NOTICE} of {plan.hosts} hosts x {plan.chips_per_host} chips "
@@ -442,7 +449,41 @@ def _outcome(result: Any, args: argparse.Namespace, launch: str) -> dict[str, An
         resumed_from=metrics.get("resumed_from"), devices=metrics.get("devices"),
         global_batch=metrics.get("global_batch"), slice_name=metrics.get("slice_name"), mesh=metrics.get("mesh"),
         megascale=metrics.get("megascale"))
+    out["stamps"] = train_stamps(metrics)
     return out
+
+
+def stamp_joined(plan: SlicePlan) -> None:
+    """Prints the ``ray_joined`` stamp (:mod:`raytpu.timeline`) when a whole slice of ``plan`` is alive as the driver
+    starts (on GKE KubeRay starts the driver once the cluster's pods are ready, so it usually is)."""
+    from raytpu.workloads.slices import inventory
+
+    try:
+        complete = [inv for inv in inventory(plan).values() if inv.complete]
+    except Exception as exc:  # the timeline is a report: a failed look must not fail the training
+        print(f"train: timeline: could not list the slices ({type(exc).__name__}: {exc})", file=sys.stderr, flush=True)
+        return
+    if complete:
+        print(stamp_line(stamp("ray_joined", f"{len(complete)} whole {plan.ray_pod_type} slice(s) alive as the "
+                                             f"driver started ({', '.join(inv.name for inv in complete)})")),
+              flush=True)
+
+
+def train_stamps(metrics: dict[str, Any]) -> list[Stamp]:
+    """The run's timeline stamps (:mod:`raytpu.timeline`) from the reported metrics: ``reserved`` when the workers
+    started (JaxTrainer places them only once its slice reservation holds) and ``first_step`` when the first step of
+    this launch had run; printed as stamp lines too."""
+    slice_name = metrics.get("slice_name") or "?"
+    made = []
+    if metrics.get("placed_wall"):
+        made.append(stamp("reserved", f"JaxTrainer's {metrics.get('workers', '?')} worker(s) placed on slice "
+                                      f"{slice_name}", wall=float(metrics["placed_wall"])))
+    if metrics.get("first_step_wall"):
+        made.append(stamp("first_step", f"training step {metrics.get('first_step', '?')} done (compilation before "
+                                        "it)", wall=float(metrics["first_step_wall"])))
+    for item in made:
+        print(stamp_line(item), flush=True)
+    return made
 
 
 def parse_result(text: str) -> dict[str, Any] | None:

@@ -78,16 +78,17 @@ def _start_synth(config_path: str, out: str) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Runs the demo; returns 0 when every step passed."""
-    from raytpu import local
+    from raytpu import local, timeline
     from raytpu import report as smoke_report
     from raytpu.commands.describe import render
-    from raytpu.commands.local import config_slice_plan
+    from raytpu.commands.local import config_slice_plan, emulated_phases
     from raytpu.config import load
     from raytpu.workloads.train import parse_result
 
     if args.serve:
         return serve_demo(args)
     t0 = time.monotonic()
+    recorder = timeline.Recorder.for_command()
     report: dict[str, Any] = {"config": args.config, "steps": [], "ok": False}
     started = time.monotonic()
     spec = load(args.config)  # InvalidInputs -> exit 2 before anything starts
@@ -117,13 +118,20 @@ def run(args: argparse.Namespace) -> int:
         try:
             started = time.monotonic()
             local.stop(args.dir)  # the demo's own run dir: clear what an interrupted demo may have left
+            synthesized = any(s["step"] == "synth" and not s.get("skipped") for s in report["steps"])
+            recorder.mark("applied", f"validated{' and synthesized' if synthesized else ''}; the emulated slice "
+                          "starts (where GKE would get the RayJob)", timeline.EMULATED)
+            emulated_phases(recorder)  # each host gets the webhook's variables as it is launched
             cluster = local.start(plan, 1, args.dir, progress=_say)
+            recorder.mark("ray_joined", f"{plan.hosts} Ray node(s) registered with ray.io/tpu-slice-name="
+                          f"{cluster.slices[0]} and their ray.io/tpu-worker-id")
             _step(report, "local slice up", True, started, address=cluster.address, slices=cluster.slices,
                   hosts=plan.hosts, chips_per_host=plan.chips_per_host)
 
             started = time.monotonic()
             done = local.run_workload(cluster, "smoke", timeout_s=240)
             verdicts = smoke_report.parse_verdict_lines(done.stdout)
+            recorder.take(s for s in timeline.parse_stamp_lines(done.stdout) if s["phase"] == "reserved")
             why = "; ".join(smoke_report.headline(v) for v in verdicts if smoke_report.state_of(v) != "healthy")
             _step(report, "smoke", done.returncode == 0 and smoke_report.all_healthy(verdicts), started,
                   why=why or f"exit {done.returncode}" + ("" if verdicts else ", no verdict"),
@@ -136,6 +144,13 @@ def run(args: argparse.Namespace) -> int:
             done = local.run_workload(cluster, "train", "--storage-path", str(storage), "--steps", str(args.steps),
                                       "--checkpoint-every", str(max(args.steps // 3, 1)), timeout_s=300)
             train = parse_result(done.stdout)
+            stamps = {s["phase"]: s for s in timeline.parse_stamp_lines(done.stdout)}
+            if "first_step" in stamps:  # what else the minutes before the first step went to, in the demo
+                smoke_s = next(s["duration_s"] for s in report["steps"] if s["step"] == "smoke")
+                placed = (f"; JaxTrainer's workers placed at {stamps['reserved']['wall'] - recorder.start_wall:.1f}s"
+                          if "reserved" in stamps else "")
+                stamps["first_step"]["detail"] += f"; before it the smoke check ({smoke_s:.1f}s){placed}"
+                recorder.take([stamps["first_step"]])
             ok = done.returncode == 0 and bool(train and train.get("ok"))
             _step(report, "train", ok, started, why=str((train or {}).get("error") or f"exit {done.returncode}"),
                   exit_code=done.returncode,
@@ -148,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
             local.stop(args.dir)
             _step(report, "teardown", True, started)
 
+    report["timeline"] = recorder.finish("torn down")
     report["smoke"] = verdicts
     report["train"] = train
     report["peak_memory_mib"] = round(memory.peak_pss_bytes / 2**20)
@@ -190,6 +206,10 @@ def render_report(report: dict[str, Any], smoke_table: str) -> str:
             lines.append(f"  error             {train['error']}")
     else:
         lines.append("  no training result")
+    if report.get("timeline"):
+        from raytpu import timeline
+
+        lines += ["", "== " + timeline.render(report["timeline"])]
     lines += ["", f"wall time {report['duration_s']:.1f}s, peak memory {report['peak_memory_mib']} MiB "
               f"(PSS of every process; RSS sum {report['peak_memory_rss_sum_mib']} MiB), "
               f"{'PASSED' if report['ok'] else 'FAILED'}"]

@@ -149,26 +149,51 @@ def _down(args: argparse.Namespace) -> int:
 
 
 def _smoke(args: argparse.Namespace) -> int:
-    from raytpu import local, report
+    from raytpu import local, report, timeline
 
+    recorder = timeline.Recorder.for_command()
     cluster = _cluster(args)
     plan = cluster.slice_plan
     _progress(f"smoke check of {len(cluster.slices)} {plan.ray_pod_type} slice(s) at {cluster.address}")
+    emulated_phases(recorder, cluster.hosts_recorded_wall())
+    recorder.mark("applied", "the smoke driver started on the emulated slice, as a RayJob's submitter starts it",
+                  timeline.EMULATED)
     done = local.run_workload(cluster, "smoke", timeout_s=args.timeout_s)
+    recorder.take(timeline.parse_stamp_lines(done.stdout))
     verdicts = report.parse_verdict_lines(done.stdout)
+    runs = {"smoke": recorder.finish("verdicts read" if verdicts else "the driver ended with no verdict")}
     if not verdicts:
         tail = "\n".join(done.stderr.strip().splitlines()[-20:])
         sys.stderr.write(f"error: local.smoke: the smoke workload printed no verdict (exit {done.returncode}):\n"
                          f"{tail}\n")
+        sys.stderr.write(timeline.render(runs["smoke"]) + "\n")
         return 1
     if args.report:
-        json_path, junit_path = report.write_reports(verdicts, args.report)
+        json_path, junit_path = report.write_reports(verdicts, args.report, timelines=runs)
         _progress(f"wrote {json_path} and {junit_path}")
     if args.json:
-        print(json.dumps({"healthy": report.all_healthy(verdicts), "slices": verdicts}, indent=2, sort_keys=True))
+        print(json.dumps({"healthy": report.all_healthy(verdicts), "slices": verdicts, "timeline": runs["smoke"]},
+                         indent=2, sort_keys=True))
+        sys.stderr.write(timeline.render(runs["smoke"]) + "\n")
     else:
         print(report.render_table(verdicts))
+        print()
+        print(timeline.render(runs["smoke"]))
     return 0 if report.all_healthy(verdicts) and done.returncode == 0 else 1
+
+
+def emulated_phases(recorder: Any, hosts_started_wall: float | None = None) -> None:
+    """What the emulated slice lacks or imitates, said in the timeline (never faked): no Kubernetes scheduler and no
+    TPU nodes; the webhook's variables set by ``raytpu local`` itself on every host it launches (at
+    ``hosts_started_wall``, a wall-clock time; default now: the hosts are being launched)."""
+    from raytpu import timeline
+
+    recorder.absent("scheduled", "no Kubernetes scheduler on the emulated slice: its hosts are local Ray nodes")
+    recorder.absent("nodes_ready", "no TPU nodes on the emulated slice (JAX CPU devices stand in for chips)")
+    recorder.take([timeline.stamp(
+        "webhook_env", "TPU_WORKER_ID, TPU_WORKER_HOSTNAMES, TPU_NAME given to each emulated host at launch by "
+        "`raytpu local` (raytpu.local.host_env), as the GKE TPU webhook gives them at pod admission",
+        timeline.EMULATED, wall=hosts_started_wall)])
 
 
 def serving_workload(cluster: Any, config: str | None = None, name: str | None = None) -> Any:

@@ -56,8 +56,9 @@ def failed_verdict(job: dict[str, Any], plan: SlicePlan, problem: str, state: st
 def run(args: argparse.Namespace) -> int:
     """Applies the smoke jobs, waits, collects verdicts, prints the table and writes the reports."""
     from raytpu import config as config_mod
-    from raytpu import errors, gke, kuberay, occupancy, report
+    from raytpu import errors, gke, kuberay, occupancy, report, timeline
     from raytpu.commands.submit import print_yaml
+    from raytpu.kube_timeline import KubePhases
     from raytpu.outputs import StackOutputs
 
     spec = config_mod.load(args.config)
@@ -84,25 +85,46 @@ def run(args: argparse.Namespace) -> int:
         if jobs:
             client.check_schema(jobs[0], kuberay.MIN_KUBERAY_VERSION)  # every smoke job has the same fields
         free = []
-        for job in jobs:
-            item = spec.slice_named(job["metadata"]["labels"][kuberay.SLICE_LABEL])
-            index = int(job["metadata"]["name"].removesuffix(f"-{suffix}").rsplit("-", 1)[1])
-            held_by = occupancy.holders(client, item, index, spec.cluster.autopilot)
-            if held_by:
-                print(f"slice {item.pool_names[index]}: busy ({', '.join(held_by)}); no smoke job", file=sys.stderr)
-                verdicts.append(failed_verdict(job, item.plan, f"in use by {', '.join(held_by)}", "busy"))
-                continue
-            gke.apply_with_network_policy(client, job, spec)
-            print(f"applied RayJob {job['metadata']['name']}", file=sys.stderr)
-            free.append(job)
-        states = gke.follow_jobs(client, [j["metadata"]["name"] for j in free], timeout_s=args.timeout_s)
-        for job in free:
-            verdicts.extend(_job_verdicts(client, job, states[job["metadata"]["name"]], spec, args.timeout_s))
+        recorders: dict[str, timeline.Recorder] = {}
+        watchers: dict[str, KubePhases] = {}
+        timelines: dict[str, timeline.Timeline] = {}
+        try:
+            for job in jobs:
+                item = spec.slice_named(job["metadata"]["labels"][kuberay.SLICE_LABEL])
+                index = int(job["metadata"]["name"].removesuffix(f"-{suffix}").rsplit("-", 1)[1])
+                held_by = occupancy.holders(client, item, index, spec.cluster.autopilot)
+                if held_by:
+                    print(f"slice {item.pool_names[index]}: busy ({', '.join(held_by)}); no smoke job", file=sys.stderr)
+                    verdicts.append(failed_verdict(job, item.plan, f"in use by {', '.join(held_by)}", "busy"))
+                    continue
+                name = job["metadata"]["name"]
+                recorders[name] = timeline.Recorder.for_command()
+                gke.apply_with_network_policy(client, job, spec)
+                recorders[name].mark("applied", f"RayJob {name} applied (server-side apply)")
+                watchers[name] = KubePhases(client, name, job, multi_host=not item.plan.single_host).start()
+                print(f"applied RayJob {name}", file=sys.stderr)
+                free.append(job)
+            states = gke.follow_jobs(client, [j["metadata"]["name"] for j in free], timeout_s=args.timeout_s)
+            for job in free:
+                name = job["metadata"]["name"]
+                log = "\n".join(client.job_logs(name))
+                verdicts.extend(_job_verdicts(client, job, states[name], spec, args.timeout_s, log))
+                watcher = watchers.pop(name)
+                watcher.stop()
+                watcher.apply_to(recorders[name])
+                recorders[name].take(timeline.parse_stamp_lines(log))
+                timelines[name] = recorders[name].finish(f"RayJob {states[name].describe()}")
+        finally:
+            for watcher in watchers.values():  # a failure above: no thread goes on looking past the command
+                watcher.stop(final_look=False)
     print(report.render_table(verdicts))
+    for name, run_timeline in timelines.items():
+        print()
+        print(timeline.render(run_timeline, f"{name}: where the minutes went"))
     try:
         json_path, junit_path = report.write_reports(verdicts, args.report, extra={
             "stack": args.stack, "cluster": outputs.cluster_name, "run_id": suffix, "skipped_slices": skipped,
-            "wall_s": round(time.monotonic() - started, 1)})
+            "wall_s": round(time.monotonic() - started, 1)}, timelines=timelines)
     except OSError as exc:
         raise errors.RuntimeFailure(f"--report: cannot write {args.report!r} ({exc.strerror})",
                                     "a writable directory") from exc
@@ -116,12 +138,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _job_verdicts(client: Any, job: dict[str, Any], state: Any, spec: Any, timeout_s: float) -> list[Verdict]:
-    """The verdicts one smoke job gave, or the one that explains why it gave none."""
+def _job_verdicts(client: Any, job: dict[str, Any], state: Any, spec: Any, timeout_s: float,
+                  log: str) -> list[Verdict]:
+    """The verdicts one smoke job gave (in its driver ``log``), or the one that explains why it gave none."""
     from raytpu import kuberay, occupancy, report
 
     name = job["metadata"]["name"]
-    found = report.parse_verdict_lines("\n".join(client.job_logs(name)))
+    found = report.parse_verdict_lines(log)
     plan = spec.slice_named(job["metadata"]["labels"][kuberay.SLICE_LABEL]).plan
     if not found:
         never_ran = state.deployment in ("", "New", "Initializing", "Waiting") or "PreRunning" in state.reason

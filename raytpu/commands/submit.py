@@ -39,6 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run it on the emulated slice (`raytpu local up`) through Ray's Job Submission API "
                              "and follow it; --stack and --outputs are not needed")
     parser.add_argument("--dir", default=None, help="with --local: the local cluster's run directory")
+    parser.add_argument("--report", default=None, metavar="FILE",
+                        help="with --wait: also write the run's timeline (where the minutes went) as JSON to FILE")
 
 
 def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,6 +75,9 @@ def run(args: argparse.Namespace) -> int:
     args.config = args.config or config_mod.default_path()
     spec = config_mod.load(args.config)
     work = spec.workload(args.workload)
+    if (args.report is not None and not (args.wait or args.local)) or args.report == "":
+        raise errors.invalid_value("--report", args.report, "is the timeline of a run that is followed",
+                                   "a file path, with --wait or --local")
     if args.local:
         return _run_local(work, args)
     if not args.stack:
@@ -89,6 +94,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.upload_core:
         gke.upload_core(gke.upload_target(args.py_modules, outputs.bucket))
+    from raytpu import timeline
+
+    recorder = timeline.Recorder.for_command()
     with gke.connect(outputs) as client:
         client.check_schema(manifest, kuberay.MIN_KUBERAY_VERSION)
         if manifest["kind"] == "RayService":
@@ -100,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
                                        "share one)", "a --run-id of no existing run, or resubmit a second later")
         gke.apply_with_network_policy(client, manifest, spec)
         kind = manifest["kind"]
+        recorder.mark("applied", f"{kind} {name} applied (server-side apply)")
         print(f"applied {kind} {name} in namespace {outputs.namespace}", file=sys.stderr)
         if work.kind.name == "train":
             print(f"checkpoints: {kuberay.checkpoint_uri(outputs.bucket, name)}", file=sys.stderr)
@@ -107,10 +116,43 @@ def run(args: argparse.Namespace) -> int:
             print(f"submitted {kind} {name}; `raytpu submit {work.name} --stack {args.stack} --wait` follows "
                   "a service, a job's progress is its RayJob status")
             return 0
-        if kind == "RayService":
-            return _wait_service(client, name, work, outputs.namespace, args.timeout_s,
-                                 unreached=_operator_hint(spec, name))
-        return _follow_job(client, name, work.kind.name, args.timeout_s)
+        from raytpu.kube_timeline import KubePhases
+
+        watcher = KubePhases(client, name, manifest, multi_host=not work.plan.single_host).start()
+        try:
+            if kind == "RayService":
+                return _wait_service(client, name, work, outputs.namespace, args.timeout_s,
+                                     unreached=_operator_hint(spec, name))
+            return _follow_job(client, name, work.kind.name, args.timeout_s, recorder)
+        finally:
+            watcher.stop()
+            watcher.apply_to(recorder)
+            if kind == "RayService":
+                for phase in ("ray_joined", "reserved", "first_step"):
+                    recorder.note(phase, "not measured by `submit --wait` for a RayService (its replicas reserve "
+                                  "their slices inside the cluster; `raytpu local serve --ask` measures the first "
+                                  "token)")
+            _show_timeline(recorder.finish(), name, args.report, watcher.problem)
+
+
+def _show_timeline(run: Any, name: str, path: str | None, problem: str | None) -> None:
+    """Prints the run's timeline as a table (stderr: stdout carries the driver's log) and writes it as JSON to
+    ``path`` (``{"run", "timeline"}``)."""
+    import json
+    from pathlib import Path
+
+    from raytpu import errors, timeline
+
+    print(timeline.render(run, f"{name}: where the minutes went"), file=sys.stderr)
+    if problem:
+        print(f"warning: timeline: the last look at {name}'s pods failed ({problem})", file=sys.stderr)
+    if path:
+        try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(json.dumps({"run": name, "timeline": run}, indent=2, sort_keys=True) + "\n")
+        except OSError as exc:
+            raise errors.RuntimeFailure(f"--report: cannot write {path!r} ({exc.strerror})",
+                                        "a writable file path") from exc
 
 
 def _check_api_key_secret(client: Any, secret: str | None, namespace: str) -> None:
@@ -167,9 +209,10 @@ def _wait_service(client: Any, name: str, work: Any, namespace: str, timeout_s: 
     return 0
 
 
-def _follow_job(client: Any, name: str, kind_name: str, timeout_s: float) -> int:
-    """Follows a RayJob: progress on stderr, the submitter's log on stdout, exit with its result."""
-    from raytpu import errors, gke, report
+def _follow_job(client: Any, name: str, kind_name: str, timeout_s: float, recorder: Any) -> int:
+    """Follows a RayJob: progress on stderr, the submitter's log on stdout, exit with its result; the timeline
+    stamps the driver prints go to ``recorder``."""
+    from raytpu import errors, gke, report, timeline
 
     lines: list[str] = []
     streamer = gke.LogStreamer(client, name, sink=_echo(lines))
@@ -178,6 +221,7 @@ def _follow_job(client: Any, name: str, kind_name: str, timeout_s: float) -> int
         state = gke.follow_jobs(client, [name], timeout_s=timeout_s)[name]
     finally:
         streamer.stop()
+        recorder.take(timeline.parse_stamp_lines("\n".join(lines)))
     if not state.done:
         raise errors.RuntimeFailure(f"{name}: still {state.describe()} after {timeout_s:g}s",
                                     "a larger --timeout-s, or the RayJob's status")
@@ -214,7 +258,8 @@ def _show_verdicts(kind_name: str, lines: list[str]) -> list[Verdict]:
 
 def _run_local(work: Any, args: argparse.Namespace) -> int:
     """``--local``: the same program and spec on the emulated slice, through Ray's Job Submission API."""
-    from raytpu import errors, gke, kuberay, local
+    from raytpu import errors, gke, kuberay, local, timeline
+    from raytpu.commands.local import emulated_phases
 
     if not work.kind.is_job:
         raise errors.invalid_value("WORKLOAD", work.name, f"is a {work.kind.object_kind}; --local runs RayJobs",
@@ -226,9 +271,18 @@ def _run_local(work: Any, args: argparse.Namespace) -> int:
     run_name = f"{work.name}-{args.run_id or gke.run_id()}"
     # the run dir stands in for the pods' GCS FUSE mount: <run dir>/checkpoints/<run name>, as on GKE
     extra = kuberay.train_args(run_name, mount_path=cluster.run_dir) if work.kind.name == "train" else []
+    recorder = timeline.Recorder.for_command()
+    emulated_phases(recorder, cluster.hosts_recorded_wall())
+    recorder.mark("applied", f"{run_name} submitted through Ray's Job Submission API (the emulated RayJob)",
+                  timeline.EMULATED)
     lines: list[str] = []
-    status = local.submit_job(cluster, work.kind.name, *extra, timeout_s=args.timeout_s, sink=_echo(lines),
-                              slices=work.slices if work.multislice else None)
+    try:
+        status = local.submit_job(cluster, work.kind.name, *extra, timeout_s=args.timeout_s, sink=_echo(lines),
+                                  slices=work.slices if work.multislice else None)
+    finally:
+        recorder.take(timeline.parse_stamp_lines("
+".join(lines)))
+        _show_timeline(recorder.finish(), run_name, args.report, None)
     _show_verdicts(work.kind.name, lines)
     if status != "SUCCEEDED":
         raise errors.RuntimeFailure(f"{run_name}: Ray job ended {status}", "see its driver log above")

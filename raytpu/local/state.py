@@ -136,6 +136,10 @@ class LocalCluster:
         data["nodes"] = [NodeProc(**n) for n in data.get("nodes", [])]
         return cls(**data)
 
+    def hosts_recorded_wall(self) -> float:
+        """When the state file was last written (wall clock): by ``raytpu local up`` once every host had started."""
+        return (Path(self.run_dir) / STATE_FILE).stat().st_mtime
+
     def driver_env(self) -> dict[str, str]:
         """Environment for a driver process (``python -m raytpu.workloads.smoke``) on this cluster."""
         env = {k: v for k, v in os.environ.items() if k not in WEBHOOK_ENV}

@@ -11,8 +11,10 @@ import sys
 from dataclasses import fields, replace
 from typing import get_args
 
+from raytpu.plan import RAY_SLICE_LABEL, RAY_WORKER_LABEL
 from raytpu.report import Verdict, all_healthy, format_verdict_line, log_entry
 from raytpu.spec import WorkloadSpec
+from raytpu.timeline import stamp, stamp_line
 from raytpu.workloads import smoke as program
 from raytpu.workloads._entry import guarded
 from raytpu.workloads.slices import RESERVE_TIMEOUT_S, SliceInventory, wait_for_hosts
@@ -79,6 +81,12 @@ def run(options: SmokeOptions) -> list[Verdict]:
             ray.init(address=options.address or os.environ.get("RAY_ADDRESS") or "auto", log_to_driver=False,
                      logging_level=logging.ERROR)
         slices = wait_for_hosts(plan, work.slices_spanned, options.slice_name, limit_s)
+        joined = [inv for inv in slices.values() if inv.complete]
+        if joined and len(joined) == len(slices):
+            made = stamp("ray_joined", "; ".join(
+                f"slice {inv.name}: {len(inv.nodes)}/{plan.hosts} Ray node(s) with {RAY_SLICE_LABEL}={inv.name}, "
+                f"{RAY_WORKER_LABEL} 0..{plan.hosts - 1}" for inv in joined))
+            print(stamp_line(made), flush=True)
         for inv in slices.values():
             verdicts.append(check_slice(plan, inv, options, faults))
         for i in range(len(verdicts), 1 if options.slice_name else work.slices_spanned):

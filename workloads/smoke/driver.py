@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from raytpu.plan import (
@@ -15,6 +16,7 @@ from raytpu.plan import (
     SlicePlan,
 )
 from raytpu.report import Check, HostRow, PerfRow, Verdict
+from raytpu.timeline import Stamp, stamp, stamp_line
 from raytpu.workloads.slices import RESERVE_TIMEOUT_S, Reservation, SliceInventory, reserve_slice
 from raytpu.workloads.smoke.faults import Faults
 from raytpu.workloads.smoke.judge import judge
@@ -79,8 +81,13 @@ def check_slice(plan: SlicePlan, inv: SliceInventory, options: SmokeOptions,
                             "ray.io/tpu-topology, tpu-pod-type, accelerator-type and TPU resources match the plan"
                             if not label_problems else f"{label_problems} label/resource mismatch(es); see hosts"))
 
+    stamps: list[Stamp] = []
+
     def verdict() -> Verdict:
-        return slice_verdict(plan, inv.name, len(inv.nodes), checks, hosts, t0, perf, faults.describe())
+        made = slice_verdict(plan, inv.name, len(inv.nodes), checks, hosts, t0, perf, faults.describe())
+        if stamps:
+            made["stamps"] = stamps
+        return made
 
     if not inv.complete:
         checks.append(new_check("reservation", False, f"not attempted: slice {inv.name} is incomplete "
@@ -97,9 +104,13 @@ def check_slice(plan: SlicePlan, inv: SliceInventory, options: SmokeOptions,
             return verdict()
         checks.append(new_check("reservation", True, f"whole slice reserved in {reservation.latency_s:.2f}s",
                                 reservation.latency_s, options.reserve_timeout_s))
+        _stamp(stamps, "reserved", f"slice {inv.name}: {plan.hosts} bundle(s) of {plan.chips_per_host} TPU placed "
+                                   f"in {reservation.latency_s:.2f}s")
         stage = "host_checks"
         try:
-            results = _run_hosts(plan, reservation, options, faults, checks, hosts)
+            results = _run_hosts(plan, reservation, options, faults, checks, hosts,
+                                 lambda worker: _stamp(stamps, "first_step", f"first host check result (host "
+                                                                             f"{worker} of slice {inv.name})"))
         finally:
             reservation.release()
         stage = "judge"
@@ -110,10 +121,20 @@ def check_slice(plan: SlicePlan, inv: SliceInventory, options: SmokeOptions,
     return verdict()
 
 
+def _stamp(stamps: list[Stamp], phase: str, detail: str) -> None:
+    """Stamps ``phase`` now: kept for the verdict (``stamps``) and printed at once (:mod:`raytpu.timeline`), so a
+    run that dies before its verdict still shows how far it got."""
+    made = stamp(phase, detail)
+    stamps.append(made)
+    print(stamp_line(made), flush=True)
+
+
 def _run_hosts(plan: SlicePlan, reservation: Reservation, options: SmokeOptions, faults: Faults,
-               checks: list[Check], hosts: dict[int, HostRow]) -> dict[int, dict[str, Any]] | None:
+               checks: list[Check], hosts: dict[int, HostRow],
+               first_result: Callable[[int], None] = lambda worker: None) -> dict[int, dict[str, Any]] | None:
     """Runs the host check on every bundle; the results by worker id, or None after naming the host(s) that
-    raised or gave nothing within the limit (the others are stopped: they would wait for the missing peer)."""
+    raised or gave nothing within the limit (the others are stopped: they would wait for the missing peer).
+    ``first_result`` is called with the worker id of the first host whose check returned."""
     import ray
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -140,6 +161,8 @@ def _run_hosts(plan: SlicePlan, reservation: Reservation, options: SmokeOptions,
             worker = pending.pop(ref)
             try:
                 results[worker] = ray.get(ref)
+                if len(results) == 1:
+                    first_result(worker)
             except Exception as exc:
                 failed[worker] = cause_of(exc)
     for ref in pending:

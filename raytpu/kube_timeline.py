@@ -1,0 +1,213 @@
+"""The phases of a run that Kubernetes knows (:mod:`raytpu.timeline`): pods scheduled or waiting on capacity, TPU
+nodes Ready, the TPU webhook's environment on every host.
+
+Read from object status and events through the kit's client (:class:`raytpu.k8s.client.KubeClient`), never from
+our own clock, so a poll every few seconds still gives the server's times:
+
+- ``scheduled``: every Ray pod of the run (KubeRay's ``ray.io/originated-from-cr-name=<RayJob>`` and
+  ``ray.io/node-type`` labels, ``utils/constant.go`` v1.7.0) has the core/v1 Pod condition ``PodScheduled`` with
+  ``status: "True"``; its ``lastTransitionTime`` is when the scheduler bound it. Until then the pending pods'
+  events say why: core/v1 Event ``reason`` and ``message`` (kube-scheduler's ``FailedScheduling``, the cluster
+  autoscaler's ``TriggeredScaleUp``/``NotTriggerScaleUp``/``FailedScaleUp``), timed by ``eventTime`` (events
+  written through events.k8s.io/v1, as kube-scheduler does, carry it and leave ``firstTimestamp`` empty) or else
+  ``firstTimestamp``, counted by ``count`` or ``series.count``
+  (https://kubernetes.io/docs/reference/kubernetes-api/cluster-resources/event-v1/).
+- ``nodes_ready``: the Node condition ``Ready`` (``status: "True"``, ``lastTransitionTime``) of every node a TPU pod
+  (one requesting ``google.com/tpu``) was bound to (``spec.nodeName``). A node Ready before the run shows as
+  reached "before".
+- ``webhook_env``: every TPU pod's container carries ``TPU_WORKER_ID`` and, on a multi-host slice,
+  ``TPU_WORKER_HOSTNAMES`` in ``spec.containers[].env``: the GKE TPU webhook (ai-on-gke kuberay-tpu-webhook,
+  ``mutatePod``) writes them when the pod is admitted, so the time is the pod's ``metadata.creationTimestamp``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from raytpu.k8s.client import KubeClient
+from raytpu.occupancy import ORIGIN_LABEL, SCHEDULING_REASONS
+from raytpu.plan import TPU_RESOURCE
+from raytpu.timeline import Recorder, Stamp, Wait, stamp
+
+NODE_TYPE_LABEL = "ray.io/node-type"
+"""KubeRay's label on every Ray pod: ``head`` or ``worker`` (``utils/constant.go`` RayNodeTypeLabelKey, v1.7.0)."""
+CAPACITY_REASONS = (*SCHEDULING_REASONS, "TriggeredScaleUp")
+"""Event reasons that say a pod waits on capacity, or that capacity is coming (the autoscaler scaling up)."""
+WEBHOOK_ENV = ("TPU_WORKER_ID", "TPU_WORKER_HOSTNAMES")
+EVENT_PODS_PER_LOOK = 4
+"""Pending pods whose events one look reads (a slice's pods wait for the same reasons; the next look reads the next
+few), so a 64-host slice costs a few requests per look, not 64."""
+THREAD_PREFIX = "raytpu-timeline-"
+POLL_S = 5.0
+"""How often :class:`KubePhases` looks while a run goes on (the times come from the server, not from the poll)."""
+
+
+def parse_time(value: Any) -> float | None:
+    """A Kubernetes ``Time`` (``2026-01-01T00:00:00Z``) or ``MicroTime`` (``...00.123456Z``) as epoch seconds."""
+    if not value or not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def condition_time(obj: Mapping[str, Any], kind: str) -> float | None:
+    """``lastTransitionTime`` of the object's condition ``kind`` when its status is ``"True"``, else None."""
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == kind and str(condition.get("status")) == "True":
+            return parse_time(condition.get("lastTransitionTime"))
+    return None
+
+
+def event_wait(event: Mapping[str, Any]) -> tuple[Wait, float | None]:
+    """An event as a :class:`raytpu.timeline.Wait` (``at_s`` left None) and its wall-clock time."""
+    series = event.get("series") or {}
+    when = parse_time(event.get("eventTime")) or parse_time(event.get("firstTimestamp")) or parse_time(
+        event.get("lastTimestamp")) or parse_time((event.get("metadata") or {}).get("creationTimestamp"))
+    count = int(event.get("count") or series.get("count") or 1)
+    return {"reason": str(event.get("reason", "")), "message": str(event.get("message", "")).strip()[:300],
+            "at_s": None, "count": count}, when
+
+
+def requests_tpu(pod: Mapping[str, Any]) -> bool:
+    """The pod asks for TPU chips (``google.com/tpu`` in a container's requests or limits): a TPU host."""
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        if TPU_RESOURCE in (resources.get("requests") or {}) or TPU_RESOURCE in (resources.get("limits") or {}):
+            return True
+    return False
+
+
+def webhook_env_of(pod: Mapping[str, Any]) -> dict[str, str]:
+    """The webhook's variables in the pod's containers' ``env`` (first container that has each)."""
+    found: dict[str, str] = {}
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        for item in container.get("env") or []:
+            if item.get("name") in WEBHOOK_ENV and "value" in item:
+                found.setdefault(str(item["name"]), str(item["value"]))
+    return found
+
+
+def expected_pods(manifest: Mapping[str, Any]) -> tuple[int, int]:
+    """``(Ray pods, TPU hosts)`` a RayJob's (or RayService's) cluster has: one head, and per worker group
+    ``replicas`` x ``numOfHosts`` (KubeRay v1.7.0 CRD fields ``rayClusterSpec``/``rayClusterConfig``
+    ``.workerGroupSpecs[].replicas``, ``.numOfHosts``)."""
+    spec = manifest.get("spec") or {}
+    cluster = spec.get("rayClusterSpec") or spec.get("rayClusterConfig") or {}
+    hosts = sum(int(g.get("replicas", 1)) * int(g.get("numOfHosts", 1)) for g in cluster.get("workerGroupSpecs") or [])
+    return 1 + hosts, hosts
+
+
+def phases_from(pods: Iterable[Mapping[str, Any]], nodes: Mapping[str, Mapping[str, Any]],
+                events: Mapping[str, Iterable[Mapping[str, Any]]], ray_pods: int, tpu_hosts: int,
+                multi_host: bool) -> tuple[list[Stamp], list[tuple[Wait, float | None]]]:
+    """The stamps the objects prove (``scheduled``, ``nodes_ready``, ``webhook_env``) and the capacity waits of
+    pending pods. ``events`` are by pod name; ``nodes`` by node name; ``ray_pods``/``tpu_hosts``: how many the run
+    has (:func:`expected_pods`): a phase is reached only once all of them show it."""
+    pods = [p for p in pods if NODE_TYPE_LABEL in ((p.get("metadata") or {}).get("labels") or {})]
+    made: list[Stamp] = []
+    scheduled = [condition_time(p, "PodScheduled") for p in pods]
+    if len(pods) >= ray_pods and all(t is not None for t in scheduled):
+        made.append(stamp("scheduled", f"{len(pods)} Ray pod(s) bound to nodes (PodScheduled)",
+                          wall=max(t for t in scheduled if t is not None)))
+    tpu = [p for p in pods if requests_tpu(p)]
+    ready = [condition_time(nodes[name], "Ready") for name in
+             {str((p.get("spec") or {}).get("nodeName")) for p in tpu} if name in nodes]
+    if tpu_hosts and len(tpu) >= tpu_hosts and len(ready) >= len({(p.get("spec") or {}).get("nodeName")
+                                                                  for p in tpu}) and all(ready):
+        made.append(stamp("nodes_ready", f"{len(ready)} TPU node(s) Ready",
+                          wall=max(t for t in ready if t is not None)))
+    wanted = WEBHOOK_ENV if multi_host else WEBHOOK_ENV[:1]
+    envs = [webhook_env_of(p) for p in tpu]
+    created = [parse_time((p.get("metadata") or {}).get("creationTimestamp")) for p in tpu]
+    if tpu_hosts and len(tpu) >= tpu_hosts and all(all(k in e for k in wanted) for e in envs) and all(created):
+        ids = sorted(e["TPU_WORKER_ID"] for e in envs)
+        made.append(stamp("webhook_env", f"{' and '.join(wanted)} on {len(tpu)}/{tpu_hosts} TPU pod(s) "
+                                         f"(TPU_WORKER_ID {', '.join(ids)})",
+                          wall=max(t for t in created if t is not None)))
+    waits = []
+    for pod in pods:
+        name = str((pod.get("metadata") or {}).get("name", ""))
+        for event in events.get(name) or []:
+            if event.get("reason") in CAPACITY_REASONS:
+                waits.append(event_wait(event))
+    return made, waits
+
+
+class KubePhases:
+    """Looks at a RayJob's pods, their nodes and the pending pods' events while the run goes on (every
+    :data:`POLL_S` in a thread; once more at :meth:`stop`), keeping the earliest time each phase was seen: KubeRay
+    deletes the cluster's pods when the job finishes (``shutdownAfterJobFinishes``), so a look at the end alone could
+    find nothing."""
+
+    def __init__(self, client: KubeClient, job_name: str, manifest: Mapping[str, Any], multi_host: bool,
+                 poll_s: float | None = None) -> None:
+        self.client = client
+        self.job_name = job_name
+        self.ray_pods, self.tpu_hosts = expected_pods(manifest)
+        self.multi_host = multi_host
+        self.poll_s = POLL_S if poll_s is None else poll_s
+        self.stamps: dict[str, Stamp] = {}
+        self.waits: dict[tuple[str, str], tuple[Wait, float | None]] = {}
+        self._nodes: dict[str, dict[str, Any]] = {}
+        self._looks = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"{THREAD_PREFIX}{job_name}", daemon=True)
+        self.problem: str | None = None
+
+    def start(self) -> KubePhases:
+        """Starts looking in a background thread."""
+        self._thread.start()
+        return self
+
+    def stop(self, final_look: bool = True) -> None:
+        """The run is over: stop looking, after one last look unless ``final_look`` is False (the command failed)."""
+        self._done.set()
+        self._thread.join(timeout=60)
+        if final_look:
+            self.sample()
+
+    def sample(self) -> None:
+        """One look: pods, the nodes they are on, the pending pods' events. A failing look is noted, not raised
+        (the timeline is a report; the run's own result does not depend on it)."""
+        try:
+            pods = self.client.pods(f"{ORIGIN_LABEL}={self.job_name}")
+            for name in {str((p.get("spec") or {}).get("nodeName")) for p in pods if requests_tpu(p)} - {"None"}:
+                if condition_time(self._nodes.get(name) or {}, "Ready") is None:
+                    node = self.client.get("Node", name)
+                    if node is not None:
+                        self._nodes[name] = node
+            pending = sorted(str((p.get("metadata") or {}).get("name", "")) for p in pods
+                             if condition_time(p, "PodScheduled") is None)
+            events = {}
+            for i in range(min(len(pending), EVENT_PODS_PER_LOOK)):  # a different few each look, all in turn
+                name = pending[(self._looks * EVENT_PODS_PER_LOOK + i) % len(pending)]
+                events[name] = self.client.events(f"involvedObject.name={name}")
+            self._looks += 1
+        except Exception as exc:  # reported in the timeline instead: the run does not depend on it
+            self.problem = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            return
+        made, waits = phases_from(pods, self._nodes, events, self.ray_pods, self.tpu_hosts, self.multi_host)
+        for item in made:
+            if item["phase"] not in self.stamps or item["wall"] < self.stamps[item["phase"]]["wall"]:
+                self.stamps[item["phase"]] = item
+        for wait, when in waits:
+            key = (wait["reason"], wait["message"])
+            old = self.waits.get(key)
+            if old is None or wait["count"] > old[0]["count"]:
+                self.waits[key] = (wait, old[1] if old and old[1] is not None else when)
+
+    def apply_to(self, recorder: Recorder) -> None:
+        """Puts what was seen into ``recorder``: the stamps, and the capacity waits beside ``scheduled``."""
+        recorder.take(self.stamps.values())
+        recorder.waited("scheduled", [{**wait, "at_s": None if when is None else round(when - recorder.start_wall, 1)}
+                                      for wait, when in sorted(self.waits.values(), key=lambda w: w[1] or 0.0)])
+
+    def _run(self) -> None:
+        while not self._done.is_set():
+            self.sample()
+            self._done.wait(self.poll_s)

@@ -1,0 +1,250 @@
+"""raytpu.timeline (phases, recorder, table, JSON) and raytpu.kube_timeline (phases read from Kubernetes objects).
+
+The Kubernetes objects here are shaped as the API serves them (core/v1 Pod ``status.conditions`` PodScheduled,
+``spec.nodeName``, ``spec.containers[].env``; Node ``status.conditions`` Ready; core/v1 Event ``reason``,
+``message``, ``eventTime``/``firstTimestamp``, ``count``/``series``); tests/test_submit.py reads them through the
+kit's client from the loopback API server, end to end.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from raytpu import kube_timeline, timeline
+
+pytestmark = pytest.mark.unit
+
+
+class Clock:
+    """A monotonic and a wall clock that move together when told."""
+
+    def __init__(self, wall: float = 1_800_000_000.0) -> None:
+        self.mono = 100.0
+        self.wall = wall
+
+    def advance(self, seconds: float) -> None:
+        self.mono += seconds
+        self.wall += seconds
+
+
+def recorder(clock: Clock) -> timeline.Recorder:
+    return timeline.Recorder(monotonic=lambda: clock.mono, wall=lambda: clock.wall)
+
+
+def test_every_phase_is_listed_in_order_and_the_durations_add_up_to_the_wall_time() -> None:
+    clock = Clock()
+    rec = recorder(clock)
+    clock.advance(0.5)
+    rec.mark("applied", "applied")
+    start = clock.wall - 0.5
+    # stamps made elsewhere carry wall-clock times; they are placed by them, whenever they arrive
+    rec.take([timeline.stamp("scheduled", "bound", wall=start + 30.0),
+              timeline.stamp("nodes_ready", "ready", wall=start + 25.0),  # before "scheduled": adds nothing
+              timeline.stamp("webhook_env", "env", wall=start + 1.0),
+              timeline.stamp("ray_joined", "joined", wall=start + 50.0),
+              timeline.stamp("reserved", "reserved", wall=start + 51.0),
+              timeline.stamp("first_step", "step 1", wall=start + 80.0)])
+    clock.advance(99.5)
+    run = rec.finish("done")
+    assert [r["phase"] for r in run["phases"]] == list(timeline.PHASES)
+    assert run["wall_s"] == 100.0
+    took = {r["phase"]: r["duration_s"] for r in run["phases"]}
+    assert took == {"applied": 0.5, "scheduled": 29.5, "nodes_ready": 0.0, "webhook_env": 0.0, "ray_joined": 20.0,
+                    "reserved": 1.0, "first_step": 29.0, "finished": 20.0}
+    assert sum(took.values()) == pytest.approx(run["wall_s"])
+    at = {r["phase"]: r["at_s"] for r in run["phases"]}
+    assert at["nodes_ready"] == 25.0 and at["webhook_env"] == 1.0  # when it happened is kept as it was
+    assert all(r["status"] == timeline.MEASURED for r in run["phases"])
+    assert json.loads(json.dumps(run)) == run
+
+
+def test_phases_that_do_not_exist_are_said_so_and_unreached_ones_add_nothing() -> None:
+    clock = Clock()
+    rec = recorder(clock)
+    rec.mark("applied", "driver started", timeline.EMULATED)
+    rec.absent("scheduled", "no scheduler here")
+    rec.take([timeline.stamp("scheduled", "late stamp", wall=clock.wall + 1)])  # cannot undo "not applicable"
+    rec.note("first_step", "not measured by this command")
+    clock.advance(10.0)
+    run = rec.finish()
+    rows = {r["phase"]: r for r in run["phases"]}
+    assert rows["applied"]["status"] == timeline.EMULATED
+    assert rows["scheduled"] == {"phase": "scheduled", "status": timeline.NOT_APPLICABLE, "at_s": None,
+                                 "duration_s": 0.0, "detail": "no scheduler here"}
+    assert rows["first_step"]["status"] == timeline.NOT_REACHED
+    assert rows["first_step"]["detail"] == "not measured by this command"
+    assert rows["finished"]["duration_s"] == 10.0
+    assert sum(r["duration_s"] for r in run["phases"]) == pytest.approx(run["wall_s"])
+
+
+def test_the_earliest_stamp_of_a_phase_wins_and_one_before_the_run_shows_as_before() -> None:
+    clock = Clock()
+    rec = recorder(clock)
+    rec.take([timeline.stamp("reserved", "second", wall=clock.wall + 5),
+              timeline.stamp("reserved", "first", wall=clock.wall + 3),
+              timeline.stamp("nodes_ready", "ready for hours", wall=clock.wall - 3600)])
+    clock.advance(6)
+    run = rec.finish()
+    rows = {r["phase"]: r for r in run["phases"]}
+    assert rows["reserved"]["detail"] == "first" and rows["reserved"]["at_s"] == 3.0
+    assert rows["nodes_ready"]["at_s"] == -3600.0 and rows["nodes_ready"]["duration_s"] == 0.0
+    table = timeline.render(run)
+    assert next(line for line in table.splitlines() if "nodes_ready" in line).split()[:3] == [
+        "nodes_ready", "before", "0.0s"]
+
+
+def test_a_stamp_past_the_end_is_clamped_to_the_run() -> None:
+    clock = Clock()
+    rec = recorder(clock)
+    rec.take([timeline.stamp("first_step", "clock skew", wall=clock.wall + 50)])
+    clock.advance(10)
+    run = rec.finish()
+    assert sum(r["duration_s"] for r in run["phases"]) == pytest.approx(10.0)
+
+
+@pytest.mark.parametrize("phase", ["", "Applied", "first-step", "done"])
+def test_an_unknown_phase_is_refused_with_the_valid_ones(phase: str) -> None:
+    with pytest.raises(ValueError, match="valid: applied, scheduled"):
+        timeline.stamp(phase, "x")
+    with pytest.raises(ValueError, match="unknown phase"):
+        timeline.Recorder().mark(phase, "x")
+
+
+def test_stamp_lines_survive_a_log_prefix_and_bad_lines_are_skipped() -> None:
+    made = timeline.stamp("reserved", "slice s-0 reserved", wall=1_800_000_000.25)
+    log = "\n".join([f"(pid=42) {timeline.stamp_line(made)}", f"{timeline.MARK} {{not json",
+                     f"{timeline.MARK} {json.dumps({'phase': 'nope', 'wall': 1.0})}",
+                     f"{timeline.MARK} {json.dumps({'phase': 'reserved'})}", "plain line"])
+    assert timeline.parse_stamp_lines(log) == [made]
+
+
+def test_the_table_shows_each_phase_its_share_status_and_waits() -> None:
+    clock = Clock()
+    rec = recorder(clock)
+    rec.mark("applied", "RayJob applied")
+    rec.waited("scheduled", [{"reason": "FailedScheduling", "message": "0/3 nodes are available", "at_s": 1.0,
+                              "count": 4}])
+    rec.waited("scheduled", [{"reason": "FailedScheduling", "message": "0/3 nodes are available", "at_s": 1.0,
+                              "count": 6}])  # the same event seen again: its count grows, no second row
+    clock.advance(40)
+    rec.mark("scheduled", "bound")
+    clock.advance(10)
+    table = timeline.render(rec.finish())
+    lines = table.splitlines()
+    assert lines[0].startswith("where the minutes went (50.0s from ")
+    assert lines[1].split() == ["phase", "at", "took", "share", "status", "detail"]
+    assert any(line.split()[:5] == ["scheduled", "40.0s", "40.0s", "80%", "measured"] for line in lines)
+    assert sum("FailedScheduling x6: 0/3 nodes are available" in line for line in lines) == 1
+    md = timeline.render_markdown({"smoke-x": rec.finish()})
+    assert "| scheduled | 40.0s | 40.0s | measured | bound; waiting: FailedScheduling: 0/3 nodes are available |" in md
+
+
+# ---------------------------------------------------------------------------------------------- Kubernetes side
+
+T0 = 1_800_000_000  # 2027-01-15T08:00:00Z
+
+
+def iso(seconds: float, micro: bool = False) -> str:
+    from datetime import UTC, datetime
+
+    value = datetime.fromtimestamp(seconds, UTC)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
+
+
+def ray_pod(name: str, job: str, worker: int | None, *, created: float, scheduled: float | None,
+            node: str | None, hostnames: bool = True) -> dict[str, Any]:
+    """A KubeRay pod of RayJob ``job`` (a TPU worker when ``worker`` is a number, else the head) as the API serves
+    it: KubeRay's labels, the webhook's env on a TPU worker, PodScheduled True once bound, else False/Unschedulable."""
+    env = [{"name": "RAY_CLUSTER_NAME", "value": f"{job}-raycluster"}]
+    resources: dict[str, Any] = {"requests": {"cpu": "1"}}
+    if worker is not None:
+        env += [{"name": "TPU_WORKER_ID", "value": str(worker)}, {"name": "TPU_NAME", "value": f"{job}-tpu-0"}]
+        if hostnames:
+            env.append({"name": "TPU_WORKER_HOSTNAMES", "value": "tpu-0-0.h,tpu-0-1.h"})
+        resources = {"requests": {"google.com/tpu": "4"}, "limits": {"google.com/tpu": "4"}}
+    condition = ({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                  "lastTransitionTime": iso(scheduled)} if scheduled is not None else
+                 {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "lastProbeTime": None,
+                  "lastTransitionTime": iso(created), "message": "0/3 nodes are available"})
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "creationTimestamp": iso(created), "labels": {
+                "ray.io/originated-from-cr-name": job, "ray.io/node-type": "head" if worker is None else "worker",
+                "app.kubernetes.io/name": "kuberay"}},
+            "spec": {**({"nodeName": node} if node else {}),
+                     "containers": [{"name": "ray-worker" if worker is not None else "ray-head", "image": "x",
+                                     "env": env, "resources": resources}]},
+            "status": {"phase": "Running" if scheduled is not None else "Pending", "conditions": [condition]}}
+
+
+def node(name: str, ready: float) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "status": {"conditions": [
+        {"type": "MemoryPressure", "status": "False", "lastTransitionTime": iso(ready - 5)},
+        {"type": "Ready", "status": "True", "reason": "KubeletReady", "lastTransitionTime": iso(ready)}]}}
+
+
+FAILED_SCHEDULING = {
+    # kube-scheduler writes through events.k8s.io/v1: eventTime set, firstTimestamp null (as seen in
+    # opsgenie/kubernetes-event-exporter#194); message format "0/N nodes are available: M Insufficient <resource>"
+    "apiVersion": "v1", "kind": "Event", "metadata": {"name": "w0.1", "creationTimestamp": iso(T0 + 1)},
+    "involvedObject": {"kind": "Pod", "name": "w0"}, "reason": "FailedScheduling", "type": "Warning",
+    "message": "0/3 nodes are available: 3 Insufficient google.com/tpu. preemption: 0/3 nodes are available: "
+               "3 No preemption victims found for incoming pod.",
+    "eventTime": iso(T0 + 1.5, micro=True), "firstTimestamp": None, "lastTimestamp": None,
+    "series": {"count": 7, "lastObservedTime": iso(T0 + 40, micro=True)}, "reportingComponent": "default-scheduler",
+    "action": "Scheduling"}
+SCALE_UP = {
+    # the cluster autoscaler writes core/v1 events: firstTimestamp/lastTimestamp/count (message as GKE shows it,
+    # e.g. 2i2c-org/infrastructure#2185)
+    "apiVersion": "v1", "kind": "Event", "metadata": {"name": "w0.2"}, "involvedObject": {"kind": "Pod", "name": "w0"},
+    "reason": "TriggeredScaleUp", "type": "Normal", "source": {"component": "cluster-autoscaler"},
+    "message": "pod triggered scale-up: [{https://www.googleapis.com/compute/v1/projects/p/zones/us-east5-b/"
+               "instanceGroups/gke-ray-tpu-train-0-grp 0->2 (max: 2)}]",
+    "firstTimestamp": iso(T0 + 2), "lastTimestamp": iso(T0 + 2), "count": 1, "eventTime": None}
+
+
+def test_phases_from_pods_nodes_and_events() -> None:
+    pods = [ray_pod("head", "j", None, created=T0, scheduled=T0 + 1, node="cpu-1"),
+            ray_pod("w0", "j", 0, created=T0 + 0.0, scheduled=T0 + 61, node="tpu-a"),
+            ray_pod("w1", "j", 1, created=T0 + 1, scheduled=T0 + 62, node="tpu-b")]
+    nodes = {"tpu-a": node("tpu-a", T0 + 55), "tpu-b": node("tpu-b", T0 + 58)}
+    made, waits = kube_timeline.phases_from(pods, nodes, {"w0": [FAILED_SCHEDULING, SCALE_UP]}, 3, 2, True)
+    by = {s["phase"]: s for s in made}
+    assert by["scheduled"]["wall"] == T0 + 62 and "3 Ray pod(s)" in by["scheduled"]["detail"]
+    assert by["nodes_ready"]["wall"] == T0 + 58 and by["nodes_ready"]["detail"] == "2 TPU node(s) Ready"
+    assert by["webhook_env"]["wall"] == T0 + 1
+    assert by["webhook_env"]["detail"] == ("TPU_WORKER_ID and TPU_WORKER_HOSTNAMES on 2/2 TPU pod(s) "
+                                           "(TPU_WORKER_ID 0, 1)")
+    assert [(w["reason"], w["count"], when) for w, when in waits] == [("FailedScheduling", 7, T0 + 1.5),
+                                                                      ("TriggeredScaleUp", 1, T0 + 2)]
+    assert waits[0][0]["message"].startswith("0/3 nodes are available: 3 Insufficient google.com/tpu.")
+
+
+def test_a_phase_is_reached_only_when_every_pod_shows_it() -> None:
+    pods = [ray_pod("head", "j", None, created=T0, scheduled=T0 + 1, node="cpu-1"),
+            ray_pod("w0", "j", 0, created=T0, scheduled=T0 + 61, node="tpu-a", hostnames=False),
+            ray_pod("w1", "j", 1, created=T0, scheduled=None, node=None)]
+    made, _ = kube_timeline.phases_from(pods, {"tpu-a": node("tpu-a", T0 + 55)}, {}, 3, 2, True)
+    assert made == []  # w1 unbound (so its node is unknown) and w0 lacks TPU_WORKER_HOSTNAMES
+    made, _ = kube_timeline.phases_from(pods[:2], {"tpu-a": node("tpu-a", T0 + 55)}, {}, 3, 2, True)
+    assert made == []  # two of the three pods KubeRay will create
+    single = [ray_pod("head", "j", None, created=T0, scheduled=T0 + 1, node="cpu-1"),
+              ray_pod("w0", "j", 0, created=T0, scheduled=T0 + 3, node="tpu-a", hostnames=False)]
+    made, _ = kube_timeline.phases_from(single, {"tpu-a": node("tpu-a", T0 + 2)}, {}, 2, 1, False)
+    assert [s["phase"] for s in made] == ["scheduled", "nodes_ready", "webhook_env"]  # one host: no hostnames
+
+
+def test_expected_pods_reads_the_kuberay_worker_groups() -> None:
+    job = {"spec": {"rayClusterSpec": {"workerGroupSpecs": [{"replicas": 2, "numOfHosts": 4}]}}}
+    service = {"spec": {"rayClusterConfig": {"workerGroupSpecs": [{"replicas": 1, "numOfHosts": 2},
+                                                                  {"replicas": 1}]}}}
+    assert kube_timeline.expected_pods(job) == (9, 8)
+    assert kube_timeline.expected_pods(service) == (4, 3)
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("2027-01-15T08:00:00Z", T0), ("2027-01-15T08:00:01.500000Z", T0 + 1.5),
+                                                (None, None), ("", None), ("yesterday", None), (5, None)])
+def test_kubernetes_times_parse(value: Any, seconds: float | None) -> None:
+    assert kube_timeline.parse_time(value) == seconds
