@@ -280,8 +280,7 @@ def _run_local(work: Any, args: argparse.Namespace) -> int:
         status = local.submit_job(cluster, work.kind.name, *extra, timeout_s=args.timeout_s, sink=_echo(lines),
                                   slices=work.slices if work.multislice else None)
     finally:
-        recorder.take(timeline.parse_stamp_lines("
-".join(lines)))
+        recorder.take(timeline.parse_stamp_lines("\n".join(lines)))
         _show_timeline(recorder.finish(), run_name, args.report, None)
     _show_verdicts(work.kind.name, lines)
     if status != "SUCCEEDED":
