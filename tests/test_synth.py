@@ -30,6 +30,7 @@ from _synth import (
     synth_config,
     synth_text,
 )
+from image_refs import FIXTURE_REFS
 
 from raytpu import kuberay
 
@@ -535,7 +536,7 @@ def test_add_workload_on_a_foreign_slice_or_a_taken_name_raises_with_its_config_
 
     app = App(outdir=tempfile.mkdtemp())
     stack = ClusterStack(app, "c", ClusterStackProps(spec=load(STANDARD_EXAMPLE)))
-    workloads = WorkloadsStack(app, "w", WorkloadsStackProps(cluster=stack))
+    workloads = WorkloadsStack(app, "w", WorkloadsStackProps(cluster=stack, images=FIXTURE_REFS))
     foreign = SliceSpec.create(name="foreign", generation="v6e", topology="2x4", zone="us-east5-b")
     cases = [(WorkloadSpec(name="elsewhere", kind=kind("serve"), slice=foreign), "workloads[3].slice"),
              (WorkloadSpec(name="train", kind=kind("serve"), slice=stack.spec.slices[1]), "workloads[3].name")]
