@@ -142,7 +142,7 @@ class WorkloadsStack(TerraformStack):
         stack = f"{self.props.cluster.spec.cluster.name}-cluster"
         built = TerraformLocal(self, f"image-{image}-built-for-{work.name}", False)
         self.unbuilt[work.name] = DataResource(
-            self, f"image-not-built-{work.name}", input=work.name,
+            self, f"image-not-built-{work.name}", input={"workload": work.name, "image": image},
             lifecycle=TerraformResourceLifecycle(precondition=[Precondition(
                 condition=built.as_boolean,
                 error_message=f"Workload {work.name} runs the kit's image {image!r}, which has no built digest: run "

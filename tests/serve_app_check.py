@@ -22,7 +22,7 @@ import sys
 
 
 def main(app_json: str, ray_temp_dir: str) -> int:
-    import google.protobuf
+    import google.protobuf  # type: ignore[import-untyped]
     import ray
     from ray.serve._private.build_app import build_app
     from ray.serve._private.config import DeploymentConfig

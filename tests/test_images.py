@@ -352,3 +352,44 @@ def test_the_serving_twin_without_the_images_protobuf_pin_fails_as_gkes_sample_s
     assert done.returncode == 1, done.stdout
     assert re.search(r"^ray 2\.56\.0 protobuf 7\.", done.stdout, re.M), done.stdout
     assert "AttributeError" in done.stderr and "'label'" in done.stderr, done.stderr[-2000:]
+
+
+# ---------------------------------------------------------------------------------------------- the stack
+
+
+@pytest.mark.synth
+@pytest.mark.timeout(600)
+def test_a_stack_whose_serving_image_is_not_built_synthesizes_and_its_plan_stops_naming_the_build(
+        tmp_path: Path) -> None:
+    """The cluster stack (which holds the registry the build pushes to) must deploy before any image is built, so
+    synthesis goes on: the workloads stack applies no RayService without its image, and in its place a
+    ``terraform_data`` whose precondition fails. That part of the synthesized JSON is planned by the real Terraform
+    (``terraform_data`` and locals are built in: no provider needed), which stops with the message."""
+    from raytpu.config import load
+    from raytpu.stacks.app import synth
+
+    spec = load(ROOT / "raytpu.example.yaml")
+    _, workloads = synth(spec, {"job": FIXTURE_REFS["job"]}, tmp_path / "out")
+    doc = json.loads(workloads.read_text())
+    assert "kubernetes_manifest" not in doc["resource"]  # the only long-lived workload is the RayService
+    (gate,) = doc["resource"]["terraform_data"].values()
+    assert gate["input"] == {"workload": "serve", "image": "serve"}
+    terraform = shutil.which("terraform")
+    if terraform is None:
+        pytest.skip("terraform is not installed: the plan is not run")
+    plan = tmp_path / "plan"
+    plan.mkdir()
+    (plan / "main.tf.json").write_text(json.dumps({"locals": doc["locals"], "resource": {
+        "terraform_data": {k: {f: v for f, v in r.items() if f != "//"} for k, r in
+                           doc["resource"]["terraform_data"].items()}}}))
+    env = {**os.environ, "TF_IN_AUTOMATION": "1", "CHECKPOINT_DISABLE": "1"}
+    subprocess.run([terraform, "init", "-input=false", "-no-color"], cwd=plan, env=env, check=True,
+                   capture_output=True, timeout=120)
+    done = subprocess.run([terraform, "plan", "-input=false", "-no-color"], cwd=plan, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1, done.stdout
+    message = " ".join(done.stderr.split())
+    assert "Resource precondition failed" in message
+    assert "`raytpu images build --stack ray-tpu-cluster`" in message and "image 'serve'" in message
+    with_serve = synth(spec, FIXTURE_REFS, tmp_path / "built")[1]
+    assert "terraform_data" not in json.loads(with_serve.read_text())["resource"]
