@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from image_refs import FIXTURE_REFS
+from image_refs import FIXTURE_REFS, write_record
 
 REPO = Path(__file__).resolve().parents[1]
 STANDARD_EXAMPLE = REPO / "raytpu.example.yaml"
@@ -82,9 +82,14 @@ PLATFORM_APP = REPO / "examples" / "platform_app" / "app.py"
 @functools.cache
 def synth_platform_app() -> tuple[Path, dict[str, dict[str, Any]]]:
     """Runs the outside-app example (``python examples/platform_app/app.py OUTDIR``) from a directory outside
-    the repo, once; returns (outdir, stacks)."""
-    outdir = _tmpdir() / "cdktf.out"
-    result = subprocess.run([sys.executable, str(PLATFORM_APP), str(outdir)], cwd=outdir.parent,
+    the repo, once: a copy of the example's folder with the fixture record of built images beside its
+    ``platform.yaml`` (where the app reads it); returns (outdir, stacks)."""
+    work = _tmpdir()
+    app = work / "platform_app"
+    shutil.copytree(PLATFORM_APP.parent, app)
+    write_record(app)
+    outdir = work / "cdktf.out"
+    result = subprocess.run([sys.executable, str(app / PLATFORM_APP.name), str(outdir)], cwd=work,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     return outdir, read_stacks(outdir)
