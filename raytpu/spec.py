@@ -488,9 +488,9 @@ _REF_DOMAIN = rf"(?:{_REF_LABEL}(?:\.{_REF_LABEL})*(?::[0-9]+)?/)?"
 _REF_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _IMAGE_REFERENCE = re.compile(rf"^{_REF_DOMAIN}{_REF_COMPONENT}(?:/{_REF_COMPONENT})*"
                               r"(?::[\w][\w.-]{0,127}(?:@sha256:[0-9a-f]{64})?|@sha256:[0-9a-f]{64})$")
-"""An image reference with a tag, a digest or both: the grammar of distribution/reference ``regexp.go``
-(``domainAndPort``, ``pathComponent``, ``tag``, ``digest``; the one the kubelet and containerd parse), with the tag
-or digest required."""
+"""An image reference with a tag, a digest or both: distribution/reference ``regexp.go``'s ``referencePat``
+(``domainAndPort`` less IPv6 hosts, ``pathComponent``, ``tag``; digests: sha256 only), which containerd parses
+with, here with the tag or digest required."""
 
 
 @dataclass(frozen=True, kw_only=True)

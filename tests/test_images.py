@@ -77,6 +77,7 @@ def _commands(image: ImageDefinition) -> list[dockerfile.Command]:
 def test_every_kind_has_exactly_one_kit_image() -> None:
     owners = {kind: [d.name for d in IMAGES.values() if kind in d.kinds] for kind in kinds.NAMES}
     assert all(len(names) == 1 for names in owners.values()), owners
+    assert {k for d in IMAGES.values() for k in d.kinds} == set(kinds.NAMES)  # and no image names an unknown kind
     assert {d.name for d in IMAGES.values()} == {"job", "serve"} and set(IMAGES) == {"job", "serve"}
 
 
