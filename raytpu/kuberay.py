@@ -31,7 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -544,7 +544,12 @@ def _add_xla_cache(pod_spec: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------------------------- workloads
 
 
-def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: Mapping[str, str], service_account: str,
+ImageOf = Callable[[WorkloadSpec], tuple[str, str]]
+"""What a workload's pods run: (image reference, the Ray it carries), from :func:`raytpu.images.resolver` over the
+record of built images. A function, so that this module (in the jobs' core zip) needs no image definitions."""
+
+
+def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf, service_account: str,
                       bucket: str, namespace: str = "default", py_modules: str | None = None,
                       name: str | None = None, args: Sequence[str] = ()) -> dict[str, Any]:
     """The KubeRay object of one workload of ``spec``: a RayJob for job kinds, a RayService for serving.
@@ -553,13 +558,11 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: Mapping[
     :func:`py_modules_uri`: the zip :func:`core_zip_uri` names, read through the bucket's FUSE mount) and their
     spec in ``RAYTPU_WORKLOAD``; ``args`` are per-run flags of the program (train: its storage path, run name).
     ``service_account`` and ``bucket`` may be Terraform tokens: they are copied, never parsed. Its pods run
-    :func:`raytpu.images.pod_image`: ``images`` maps the kit's image names to their built digest references
-    (:func:`raytpu.images.record.load_refs`); InvalidInput when the kind's image is needed and not there.
+    ``images(work)`` (:func:`raytpu.images.resolver`: the kit's image by its built digest, or the workload's own;
+    InvalidInput when the kind's image is needed and has no digest).
     """
-    from raytpu.images import pod_image
-
-    image = pod_image(work, images, stack=f"{spec.cluster.name}-cluster")
-    pods = Pods(image=image.reference, ray_version=image.ray_version, service_account=service_account,
+    reference, ray_version = images(work)
+    pods = Pods(image=reference, ray_version=ray_version, service_account=service_account,
                 bucket=bucket, cluster=spec.cluster.name, security=spec.security)
     labels = {WORKLOAD_LABEL: work.kind.name, SLICE_LABEL: work.slice.name}
     name = name or work.name
@@ -648,7 +651,7 @@ def smoke_workloads(spec: ClusterSpec, image: str | None = None) -> list[tuple[s
             for item in spec.slices if item.provisioning.runs_ray for i in range(item.count)]
 
 
-def smoke_jobs(spec: ClusterSpec, *, images: Mapping[str, str], service_account: str, bucket: str,
+def smoke_jobs(spec: ClusterSpec, *, images: ImageOf, service_account: str, bucket: str,
                namespace: str = "default", py_modules: str | None = None, image: str | None = None,
                suffix: str = "") -> list[dict[str, Any]]:
     """The RayJobs of :func:`smoke_workloads`, named ``smoke-<slice>-<i>[-<suffix>]`` (``images``: as

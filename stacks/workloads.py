@@ -139,7 +139,7 @@ class WorkloadsStack(TerraformStack):
         """Stands in for ``work``: a ``terraform_data`` whose precondition is a local set to false, so this stack's
         plan fails with the image's name and the command that builds it (a precondition must refer to an object:
         the local)."""
-        stack = f"{self.props.cluster.spec.cluster.name}-cluster"
+        stack = self.props.cluster.node.id
         built = TerraformLocal(self, f"image-{image}-built-for-{work.name}", False)
         self.unbuilt[work.name] = DataResource(
             self, f"image-not-built-{work.name}", input={"workload": work.name, "image": image},
@@ -156,7 +156,8 @@ class WorkloadsStack(TerraformStack):
         if unbuilt is not None:
             self._image_not_built(work, unbuilt)
             return None
-        manifest = kuberay.workload_manifest(cluster.spec, work, images=self.props.images,
+        manifest = kuberay.workload_manifest(cluster.spec, work,
+                                             images=images.resolver(self.props.images, stack=cluster.node.id),
                                              service_account=self.service_account.name,
                                              bucket=cluster.bucket.name, namespace=self.namespace.name)
         workload = RayWorkload(self, f"workload-{work.name}", RayWorkloadProps(

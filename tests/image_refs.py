@@ -8,12 +8,15 @@ import hashlib
 import json
 from pathlib import Path
 
-from raytpu.images import IMAGES
+from raytpu.images import IMAGES, resolver
 from raytpu.images.record import RECORD_NAME
 
 FIXTURE_REFS: dict[str, str] = {
     name: f"us-docker.pkg.dev/fixture-project/raytpu-fixture/{name}@sha256:{hashlib.sha256(name.encode()).hexdigest()}"
     for name in IMAGES}
+
+FIXTURE_IMAGES = resolver(FIXTURE_REFS, stack="fixture-cluster")
+"""What the manifest builders take as ``images``: the fixture record, resolved per workload."""
 
 
 def write_record(directory: Path) -> Path:

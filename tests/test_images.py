@@ -28,7 +28,7 @@ from pathlib import Path
 import dockerfile
 import pytest
 from emitted import every_object
-from image_refs import FIXTURE_REFS
+from image_refs import FIXTURE_IMAGES, FIXTURE_REFS
 from import_check import run_with_core_zip
 
 from raytpu import images, kinds, kuberay, serving
@@ -193,7 +193,7 @@ def test_a_rayjob_runtime_env_carries_the_core_and_the_spec_and_installs_nothing
 
     spec = load(ROOT / "raytpu.example.yaml")
     for work in [w for w in spec.workloads if w.kind.is_job]:
-        manifest = kuberay.workload_manifest(spec, work, images=FIXTURE_REFS, service_account="ray", bucket="b")
+        manifest = kuberay.workload_manifest(spec, work, images=FIXTURE_IMAGES, service_account="ray", bucket="b")
         assert set(json.loads(manifest["spec"]["runtimeEnvYAML"])) == {"py_modules", "env_vars"}
 
 
@@ -231,7 +231,8 @@ def test_a_workload_image_with_a_tag_or_digest_is_taken_as_is(image: str) -> Non
 
     text = _with_smoke_image(image)
     spec = parse(text)
-    job = kuberay.workload_manifest(spec, spec.workload("smoke"), images={}, service_account="r", bucket="b")
+    job = kuberay.workload_manifest(spec, spec.workload("smoke"), images=images.resolver({}, stack="s"),
+                                    service_account="r", bucket="b")
     assert {c["image"] for t in kuberay.pod_templates(job) for c in t["spec"]["containers"]} == {image}
 
 
@@ -300,7 +301,7 @@ def _serve_app() -> dict[str, object]:
 
     spec = load(ROOT / "raytpu.example.yaml")
     work = next(w for w in spec.workloads if w.kind.takes_model)
-    service = kuberay.workload_manifest(spec, work, images=FIXTURE_REFS, service_account="r", bucket="b")
+    service = kuberay.workload_manifest(spec, work, images=FIXTURE_IMAGES, service_account="r", bucket="b")
     (app,) = json.loads(service["spec"]["serveConfigV2"])["applications"]
     assert app["import_path"] == serving.BUILDER
     return dict(app)

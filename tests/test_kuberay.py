@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 from crd import effective_pod_labels, operator_errors, schema_errors, webhook_errors
-from image_refs import FIXTURE_REFS
+from image_refs import FIXTURE_IMAGES, FIXTURE_REFS
 
 from raytpu import __version__, images, kinds, kuberay, pod_security, ray_ports, serving, vllm_rules
 from raytpu.catalog import GENERATIONS, RAY_VERSION, generation
@@ -114,7 +114,7 @@ def _manifests(spec: ClusterSpec, run: str = "") -> list[dict[str, Any]]:
     for work in spec.workloads:
         name = f"{work.name}-{run}" if run and work.kind.is_job else work.name
         out.append(kuberay.workload_manifest(
-            spec, work, images=FIXTURE_REFS, service_account=KSA, bucket=BUCKET, namespace="ray", name=name,
+            spec, work, images=FIXTURE_IMAGES, service_account=KSA, bucket=BUCKET, namespace="ray", name=name,
             args=kuberay.train_args(name) if work.kind.name == "train" else ()))
     return out
 
@@ -284,7 +284,7 @@ def test_ray_job_has_its_kinds_bounded_unattended_knobs(kind: str, limits: tuple
 
 def test_a_serving_kind_becomes_a_rayservice_named_like_its_workload() -> None:
     spec = _cluster(_slice())
-    service = kuberay.workload_manifest(spec, spec.workload("serve"), images=FIXTURE_REFS, service_account=KSA,
+    service = kuberay.workload_manifest(spec, spec.workload("serve"), images=FIXTURE_IMAGES, service_account=KSA,
                                         bucket=BUCKET)
     assert (service["kind"], service["metadata"]["name"]) == ("RayService", "serve")
     assert "runtimeEnvYAML" not in service["spec"] and "entrypoint" not in service["spec"]
@@ -486,7 +486,7 @@ TOKEN_BUCKET = "${TfToken[TOKEN.13]}"
 
 def _stack_manifests(spec: ClusterSpec, **kwargs: Any) -> list[dict[str, Any]]:
     """What the workloads stack applies: one object per workload, train checkpointing under its own name."""
-    return [kuberay.workload_manifest(spec, work, images=FIXTURE_REFS, args=kuberay.train_args(work.name)
+    return [kuberay.workload_manifest(spec, work, images=FIXTURE_IMAGES, args=kuberay.train_args(work.name)
                                       if work.kind.name == "train" else (), **kwargs) for work in spec.workloads]
 
 
@@ -539,7 +539,7 @@ def test_workload_manifests_one_per_workload_valid_and_tokens_kept(mode: str) ->
 
 def test_workload_manifest_takes_a_py_modules_uri_and_the_slices_compute_class() -> None:
     spec = parse(CONFIG.replace("MODE", "autopilot"))
-    manifest = kuberay.workload_manifest(spec, spec.workload("smoke"), images=FIXTURE_REFS, service_account="k",
+    manifest = kuberay.workload_manifest(spec, spec.workload("smoke"), images=FIXTURE_IMAGES, service_account="k",
                                          bucket="b", py_modules="gs://x/y.zip")
     assert _runtime(manifest)["py_modules"] == ["gs://x/y.zip"]
     assert _worker(manifest)["template"]["spec"]["nodeSelector"][COMPUTE_CLASS] == "raytpu-train"
@@ -558,7 +558,8 @@ def test_smoke_jobs_one_single_slice_job_per_slice_copy_queued_left_out() -> Non
     serve_workload = "  - {name: serve, kind: serve, slice: serve, model: org/model-x}\n"
     text = CONFIG.replace("MODE", "standard").replace("provisioning: spot", "provisioning: queued")
     spec = parse(text.replace(serve_workload, ""))
-    jobs = kuberay.smoke_jobs(spec, images={}, service_account="k", bucket="b", image="img:1", suffix="abc")
+    jobs = kuberay.smoke_jobs(spec, images=images.resolver({}, stack="s"), service_account="k", bucket="b",
+                              image="img:1", suffix="abc")
     assert [j["metadata"]["name"] for j in jobs] == ["smoke-train-0-abc", "smoke-train-1-abc",
                                                      "smoke-small-0-abc", "smoke-big-0-abc"]
     works = kuberay.smoke_workloads(spec, image="img:1")
@@ -580,7 +581,7 @@ def test_smoke_jobs_take_the_image_of_the_slices_smoke_workload_else_of_any_work
                                                       "{name: smoke, kind: smoke, slice: train, image: s:1}")
     spec = parse(text)
     used = {j["metadata"]["name"]: _worker(j)["template"]["spec"]["containers"][0]["image"]
-              for j in kuberay.smoke_jobs(spec, images=FIXTURE_REFS, service_account="k", bucket="b")}
+              for j in kuberay.smoke_jobs(spec, images=FIXTURE_IMAGES, service_account="k", bucket="b")}
     job = FIXTURE_REFS["job"]
     assert used == {"smoke-train-0": "s:1", "smoke-train-1": "s:1", "smoke-serve-0": job,
                     "smoke-small-0": "example.com/ray-tpu:1", "smoke-big-0": job}
@@ -692,7 +693,7 @@ def test_example_configs_workloads_and_smoke_jobs_validate(path: str) -> None:
 
     spec = load(REPO / path)
     manifests = _stack_manifests(spec, service_account="ray-ksa", bucket="b") + kuberay.smoke_jobs(
-        spec, images=FIXTURE_REFS, service_account="ray-ksa", bucket="b", suffix="x1")
+        spec, images=FIXTURE_IMAGES, service_account="ray-ksa", bucket="b", suffix="x1")
     assert len(manifests) == len(spec.workloads) + sum(s.count for s in spec.slices if s.provisioning.runs_ray)
     for m in manifests:
         assert schema_errors(m) == [] and webhook_errors(m) == [] and operator_errors(m) == [], m["metadata"]

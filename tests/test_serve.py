@@ -42,7 +42,7 @@ if _MISSING:
                 "(`make test-serve`)", allow_module_level=True)
 
 import openai  # noqa: E402
-from image_refs import FIXTURE_REFS  # noqa: E402
+from image_refs import FIXTURE_IMAGES  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
 from raytpu.workloads import tiny_llm  # noqa: E402
@@ -156,7 +156,7 @@ def test_every_rayservice_of_the_examples_is_parsed_by_ray_serve_llm_and_vllm() 
         for work in spec.workloads:
             if not work.kind.takes_model:
                 continue
-            manifest = kuberay.workload_manifest(spec, work, images=FIXTURE_REFS,
+            manifest = kuberay.workload_manifest(spec, work, images=FIXTURE_IMAGES,
                                                  service_account="ray", bucket=spec.bucket)
             config = json.loads(manifest["spec"]["serveConfigV2"])
             engine = _parsed(config)

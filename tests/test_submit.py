@@ -24,7 +24,7 @@ import pytest
 import yaml
 from crd import operator_errors, schema_errors, webhook_errors
 from google.oauth2 import service_account
-from image_refs import FIXTURE_REFS, write_record
+from image_refs import FIXTURE_IMAGES, FIXTURE_REFS, write_record
 from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, serving, status_body
 
 from raytpu import cli, gke, kuberay, report
@@ -146,7 +146,7 @@ def expected(workload: str, name: str) -> dict[str, Any]:
     bucket's GCS FUSE mount)."""
     spec = parse(CONFIG)
     args = ["--storage-path", "/mnt/gcs/checkpoints", "--name", name] if workload == "train" else []
-    return kuberay.workload_manifest(spec, spec.workload(workload), images=FIXTURE_REFS,
+    return kuberay.workload_manifest(spec, spec.workload(workload), images=FIXTURE_IMAGES,
                                      service_account="ray-workloads", bucket="my-bucket", namespace="ray", name=name,
                                      args=args)
 
@@ -472,7 +472,7 @@ def test_smoke_one_job_per_slice_copy_reports_and_exits_1_on_unhealthy(
     applied = fake.applied()
     assert [m["metadata"]["name"] for m in applied] == names
     config = parse(CONFIG)
-    assert applied == kuberay.smoke_jobs(config, images=FIXTURE_REFS, service_account="ray-workloads",
+    assert applied == kuberay.smoke_jobs(config, images=FIXTURE_IMAGES, service_account="ray-workloads",
                                          bucket="my-bucket",
                                          namespace="ray", suffix="n1")
     for manifest in applied:

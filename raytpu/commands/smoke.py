@@ -58,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from raytpu import config as config_mod
     from raytpu import errors, gke, kuberay, occupancy, report
     from raytpu.commands.submit import print_yaml
+    from raytpu.images import resolver
     from raytpu.images.record import load_refs
     from raytpu.outputs import StackOutputs
 
@@ -65,9 +66,10 @@ def run(args: argparse.Namespace) -> int:
     spec = config_mod.load(args.config)
     outputs = StackOutputs.read(args.outputs, args.stack)
     suffix = args.run_id or gke.run_id()
-    jobs = kuberay.smoke_jobs(spec, images=load_refs(args.config), service_account=outputs.service_account,
-                              bucket=outputs.bucket, namespace=outputs.namespace, py_modules=args.py_modules,
-                              image=args.image, suffix=suffix)
+    jobs = kuberay.smoke_jobs(spec, images=resolver(load_refs(args.config), stack=args.stack),
+                              service_account=outputs.service_account, bucket=outputs.bucket,
+                              namespace=outputs.namespace, py_modules=args.py_modules, image=args.image,
+                              suffix=suffix)
     skipped = [s.name for s in spec.slices if not s.provisioning.runs_ray]
     for name in skipped:
         print(f"warning: slice {name}: skipped ({spec.slice_named(name).provisioning.name} provisioning cannot run a "

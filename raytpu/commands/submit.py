@@ -68,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     """Builds, applies and (with --wait) follows the workload."""
     from raytpu import config as config_mod
     from raytpu import errors, gke, kuberay
+    from raytpu.images import resolver
     from raytpu.images.record import load_refs
     from raytpu.outputs import StackOutputs
 
@@ -81,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     outputs = StackOutputs.read(args.outputs, args.stack)
     # every RayJob submission is a new run: its own name, and (train) its own checkpoint directory
     name = f"{work.name}-{args.run_id or gke.run_id()}" if work.kind.is_job else work.name
-    manifest = kuberay.workload_manifest(spec, work, images=load_refs(args.config),
+    manifest = kuberay.workload_manifest(spec, work, images=resolver(load_refs(args.config), stack=args.stack),
                                          service_account=outputs.service_account,
                                          bucket=outputs.bucket, namespace=outputs.namespace,
                                          py_modules=args.py_modules, name=name,

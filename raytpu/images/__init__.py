@@ -8,9 +8,9 @@ team's own ``workloads[].image``, given explicitly.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import TYPE_CHECKING, NamedTuple
 
 from raytpu import errors
 from raytpu.catalog import RAY_VERSION
@@ -23,8 +23,7 @@ DIGEST_REFERENCE = re.compile(r"^[^\s@]+@sha256:[0-9a-f]{64}$")
 """``REGISTRY/IMAGE@sha256:<64 hex>``: what ``raytpu.images.json`` records per image."""
 
 
-@dataclass(frozen=True)
-class PodImage:
+class PodImage(NamedTuple):
     """The image of a workload's Ray pods and the Ray it runs (KubeRay's ``spec.rayVersion``)."""
 
     reference: str
@@ -60,6 +59,12 @@ def pod_image(work: WorkloadSpec, refs: Mapping[str, str], *, stack: str) -> Pod
         raise errors.invalid_value(f"raytpu.images.json {image.name}", reference, "is not a digest reference",
                                    "REGISTRY/IMAGE@sha256:<64 hex>, as `raytpu images build` records it")
     return PodImage(reference, image.ray_version)
+
+
+def resolver(refs: Mapping[str, str], *, stack: str) -> Callable[[WorkloadSpec], PodImage]:
+    """:func:`pod_image` over the record ``refs``: what :func:`raytpu.kuberay.workload_manifest` takes as
+    ``images`` (``stack``: the cluster stack's id, named in the error that says to build)."""
+    return partial(pod_image, refs=refs, stack=stack)
 
 
 def unbuilt(work: WorkloadSpec, refs: Mapping[str, str]) -> str | None:
