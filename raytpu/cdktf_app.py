@@ -14,11 +14,12 @@ from raytpu.errors import RaytpuError, report
 
 def main() -> int:
     """Synthesizes both stacks of the default config; exit 2 with the config's problems when it is invalid."""
-    from raytpu.config import load
+    from raytpu.config import default_path, load
+    from raytpu.images.record import load_refs
     from raytpu.stacks.app import build
 
     try:
-        app, *_ = build(load())
+        app, *_ = build(load(), load_refs(default_path()))
         app.synth()
     except RaytpuError as exc:
         report(exc)

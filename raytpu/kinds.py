@@ -11,17 +11,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from raytpu import errors
-from raytpu.catalog import RAY_VERSION
 
 SUBMISSION_MODES = ("K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode")
-RAY_IMAGE = f"rayproject/ray:{RAY_VERSION}-py311"
-"""Default image of Ray pods of job kinds."""
-JAX_VERSION = "0.10.2"
-"""The JAX the job kinds pin (``jax[tpu]`` on GKE; the same ``jax`` on CPU in ``requirements.lock``)."""
-SERVE_IMAGE = "vllm/vllm-tpu:nightly-20260701-6af3d12-9969466"
-"""Default image of a serving RayService: vLLM-TPU with Ray and ``ray.serve.llm`` bundled, pinned by tag (GKE's
-``ai-ml/gke-ray/tpu/get-started`` serve sample: "the first to bundle Ray 2.56, vLLM, and ray.serve.llm on TPU").
-``rayproject/ray`` images carry no vLLM."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,14 +58,11 @@ class WorkloadKind:
         object_kind: ``RayJob`` (one-shot: runs ``python -m raytpu.workloads.<program>``) or ``RayService``.
         limits: Bounds of a RayJob; None for a RayService.
         takes_model: The workload serves a model (``workloads[].model`` and the other serving fields apply).
-        image: Default image of its Ray pods.
-        packages: What its program imports that :attr:`image` lacks, pinned: installed by the job's runtime env
-            (``pip``) on every node, as GKE's Ray TPU samples install ``jax[tpu]``. ``rayproject/ray`` images
-            carry Ray and NumPy, not JAX.
-        cpu_packages: The same on CPU, where TPU wheels do not install: what the import test
-            (``tests/test_images.py``) builds beside Ray to stand in for the image.
         spans_slices: One run may span several slices joined over DCN (``workloads[].slices: N``: multi-slice
             training, :mod:`raytpu.multislice`); other kinds treat ``slices`` as independent copies.
+
+    Its default image is the kit's image listing it (:data:`raytpu.images.definitions.IMAGES`), which carries
+    everything its program imports.
     """
 
     name: str
@@ -82,9 +70,6 @@ class WorkloadKind:
     object_kind: Literal["RayJob", "RayService"]
     limits: JobLimits | None = None
     takes_model: bool = False
-    image: str = RAY_IMAGE
-    packages: tuple[str, ...] = ()
-    cpu_packages: tuple[str, ...] = ()
     spans_slices: bool = False
 
     @property
@@ -100,14 +85,11 @@ class WorkloadKind:
 
 KINDS: dict[str, WorkloadKind] = {k.name: k for k in (
     WorkloadKind("smoke", "smoke", "RayJob",
-                 JobLimits(active_deadline_s=1800, pre_running_deadline_s=1200, ttl_s=300),
-                 packages=(f"jax[tpu]=={JAX_VERSION}",), cpu_packages=(f"jax=={JAX_VERSION}",)),
+                 JobLimits(active_deadline_s=1800, pre_running_deadline_s=1200, ttl_s=300)),
     WorkloadKind("train", "train", "RayJob",
                  JobLimits(active_deadline_s=24 * 3600, pre_running_deadline_s=3600, ttl_s=600),
-                 packages=(f"jax[tpu]=={JAX_VERSION}", f"ray[train]=={RAY_VERSION}"),
-                 cpu_packages=(f"jax=={JAX_VERSION}", f"ray[train]=={RAY_VERSION}"),
                  spans_slices=True),
-    WorkloadKind("serve", "serve", "RayService", takes_model=True, image=SERVE_IMAGE),
+    WorkloadKind("serve", "serve", "RayService", takes_model=True),
 )}
 """Every kind, by name."""
 

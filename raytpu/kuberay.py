@@ -31,7 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -39,7 +39,7 @@ from raytpu import __version__, errors, multislice, pod_security, ray_ports, ser
 from raytpu import network_policy as netpol
 from raytpu.catalog import RAY_VERSION, generation
 from raytpu.errors import InvalidInput
-from raytpu.kinds import RAY_IMAGE, WorkloadKind
+from raytpu.kinds import WorkloadKind
 from raytpu.kinds import kind as workload_kind
 from raytpu.plan import TPU_RESOURCE, SlicePlan
 from raytpu.provisioning import COMPUTE_CLASS_LABEL
@@ -87,7 +87,9 @@ class Pods:
     """What every Ray pod of a cluster shares.
 
     Attributes:
-        image: Container image of head and workers. Default ``RAY_IMAGE``.
+        image: Container image of head, workers and submitter (the kit's, by digest:
+            :func:`raytpu.images.pod_image`).
+        ray_version: The Ray ``image`` runs (the RayCluster's ``rayVersion``). Default the kit's Ray.
         service_account: Kubernetes service account (Workload Identity). Default None (namespace default).
         bucket: GCS bucket mounted through GCS FUSE at ``GCS_MOUNT_PATH``. Default None (no volume).
         head_cpu: Head pod CPU request and limit. Default ``"2"``.
@@ -99,7 +101,8 @@ class Pods:
         security: Pod security and exposure settings (config section ``security``). Default: locked down.
     """
 
-    image: str = RAY_IMAGE
+    image: str
+    ray_version: str = RAY_VERSION
     service_account: str | None = None
     bucket: str | None = None
     head_cpu: str = "2"
@@ -338,7 +341,7 @@ def ray_cluster_spec(work: WorkloadSpec, pods: Pods, *, autopilot: bool,
                      worker_env: Mapping[str, str] | None = None, serves: bool = False) -> dict[str, Any]:
     """A RayCluster ``spec``: head + the TPU worker group (embedded as is in RayJob and RayService)."""
     return {
-        "rayVersion": RAY_VERSION,
+        "rayVersion": pods.ray_version,
         "authOptions": {"mode": AUTH_MODE},
         "headGroupSpec": head_group(pods, serves),
         "workerGroupSpecs": [worker_group(work, pods, autopilot=autopilot, env=worker_env, serves=serves)],
@@ -381,14 +384,12 @@ def ray_cluster(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = 
             "spec": ray_cluster_spec(work, _own(pods, "RayCluster", name), autopilot=autopilot)}
 
 
-def runtime_env(py_modules: Sequence[str] = (), env_vars: Mapping[str, str] | None = None,
-                pip: Sequence[str] = ()) -> dict[str, Any]:
-    """A Ray runtime env: ``py_modules`` URIs (the kit's core zip), pinned ``pip`` packages and env vars."""
+def runtime_env(py_modules: Sequence[str] = (), env_vars: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A Ray runtime env: ``py_modules`` URIs (the kit's core zip) and env vars. No ``pip``: the pods' image
+    carries what the program imports (:mod:`raytpu.images`), so no run installs packages on its hosts."""
     out: dict[str, Any] = {}
     if py_modules:
         out["py_modules"] = list(py_modules)
-    if pip:
-        out["pip"] = list(pip)
     if env_vars:
         out["env_vars"] = dict(env_vars)
     return out
@@ -552,24 +553,32 @@ def _add_xla_cache(pod_spec: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------------------------- workloads
 
 
-def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, service_account: str, bucket: str,
-                      namespace: str = "default", py_modules: str | None = None, name: str | None = None,
-                      args: Sequence[str] = ()) -> dict[str, Any]:
+ImageOf = Callable[[WorkloadSpec], tuple[str, str]]
+"""What a workload's pods run: (image reference, the Ray it carries), from :func:`raytpu.images.resolver` over the
+record of built images. A function, so that this module (in the jobs' core zip) needs no image definitions."""
+
+
+def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf, service_account: str,
+                      bucket: str, namespace: str = "default", py_modules: str | None = None,
+                      name: str | None = None, args: Sequence[str] = ()) -> dict[str, Any]:
     """The KubeRay object of one workload of ``spec``: a RayJob for job kinds, a RayService for serving.
 
     RayJobs receive the kit's core through ``runtimeEnvYAML.py_modules`` (``py_modules``, default
     :func:`py_modules_uri`: the zip :func:`core_zip_uri` names, read through the bucket's FUSE mount) and their
     spec in ``RAYTPU_WORKLOAD``; ``args`` are per-run flags of the program (train: its storage path, run name).
-    ``service_account`` and ``bucket`` may be Terraform tokens: they are copied, never parsed.
+    ``service_account`` and ``bucket`` may be Terraform tokens: they are copied, never parsed. Its pods run
+    ``images(work)`` (:func:`raytpu.images.resolver`: the kit's image by its built digest, or the workload's own;
+    InvalidInput when the kind's image is needed and has no digest).
     """
-    pods = Pods(image=work.pod_image, service_account=service_account, bucket=bucket, cluster=spec.cluster.name,
-                security=spec.security)
+    reference, ray_version = images(work)
+    pods = Pods(image=reference, ray_version=ray_version, service_account=service_account,
+                bucket=bucket, cluster=spec.cluster.name, security=spec.security)
     labels = {WORKLOAD_LABEL: work.kind.name, SLICE_LABEL: work.slice.name}
     name = name or work.name
     autopilot = spec.cluster.autopilot
     if work.kind.is_job:
         return ray_job(name, work, pods, autopilot=autopilot, args=args, namespace=namespace, labels=labels,
-                       runtime=runtime_env([py_modules or py_modules_uri()], pip=work.packages))
+                       runtime=runtime_env([py_modules or py_modules_uri()]))
     return ray_service(name, work, pods, autopilot=autopilot, namespace=namespace, labels=labels,
                        py_modules=py_modules)
 
@@ -632,7 +641,7 @@ def train_args(run_name: str, mount_path: str = GCS_MOUNT_PATH) -> list[str]:
 
 def slice_image(spec: ClusterSpec, item: SliceSpec) -> str | None:
     """The image a smoke job on ``item`` runs when it is not the smoke kind's default: the one its smoke workload or
-    any workload on it names (a team's own image carries JAX). None: the smoke kind's image and packages."""
+    any workload on it names (a team's own image carries JAX). None: the kit's image of the smoke kind."""
     on_slice = [w for w in spec.workloads if w.slice == item and w.image is not None]
     smoke = [w.image for w in on_slice if w.kind.name == "smoke"]
     return (smoke or [w.image for w in on_slice] or [None])[0]
@@ -651,9 +660,11 @@ def smoke_workloads(spec: ClusterSpec, image: str | None = None) -> list[tuple[s
             for item in spec.slices if item.provisioning.runs_ray for i in range(item.count)]
 
 
-def smoke_jobs(spec: ClusterSpec, *, service_account: str, bucket: str, namespace: str = "default",
-               py_modules: str | None = None, image: str | None = None, suffix: str = "") -> list[dict[str, Any]]:
-    """The RayJobs of :func:`smoke_workloads`, named ``smoke-<slice>-<i>[-<suffix>]``."""
-    return [workload_manifest(spec, work, service_account=service_account, bucket=bucket, namespace=namespace,
-                              py_modules=py_modules, name=f"{base}-{suffix}" if suffix else base)
+def smoke_jobs(spec: ClusterSpec, *, images: ImageOf, service_account: str, bucket: str,
+               namespace: str = "default", py_modules: str | None = None, image: str | None = None,
+               suffix: str = "") -> list[dict[str, Any]]:
+    """The RayJobs of :func:`smoke_workloads`, named ``smoke-<slice>-<i>[-<suffix>]`` (``images``: as
+    :func:`workload_manifest`)."""
+    return [workload_manifest(spec, work, images=images, service_account=service_account, bucket=bucket,
+                              namespace=namespace, py_modules=py_modules, name=f"{base}-{suffix}" if suffix else base)
             for base, work in smoke_workloads(spec, image)]

@@ -194,9 +194,10 @@ def ingress_deployment_config(work: WorkloadSpec) -> dict[str, Any]:
     1 CPU; the head has ``num-cpus: 0``) on every TPU host; ``num_replicas`` replaces Ray Serve LLM's ingress
     autoscaling default (Ray 2.60 ``ray/llm/_internal/common/dict_utils.py``
     ``maybe_apply_llm_deployment_config_defaults``). The probe itself needs ``bash``, ``wget`` and ``grep`` in the
-    image: the default (:data:`raytpu.kinds.SERVE_IMAGE`, tpu-inference's nightly, ``.buildkite/nightly_releases.yml``)
-    is built from vllm-project/tpu-inference ``docker/Dockerfile``: ``python:3.12-slim-bookworm`` (Debian: bash,
-    grep) plus ``apt-get install ... wget``. An image of the team's own must have them too.
+    image: the default (the kit's ``serve`` image, ``raytpu/images/serve``, on tpu-inference's nightly,
+    ``.buildkite/nightly_releases.yml``) is built from vllm-project/tpu-inference ``docker/Dockerfile``:
+    ``python:3.12-slim-bookworm`` (Debian: bash, grep) plus ``apt-get install ... wget``. An image of the team's
+    own must have them too.
     """
     return {"num_replicas": work.plan.hosts * work.slices_spanned, "max_replicas_per_node": 1}
 

@@ -483,6 +483,16 @@ _STAND_IN_PLAN = plan_slice("v6e", "2x2")
 # ---------------------------------------------------------------------------------------------- workloads
 
 
+_REF_LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
+_REF_DOMAIN = rf"(?:{_REF_LABEL}(?:\.{_REF_LABEL})*(?::[0-9]+)?/)?"
+_REF_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE_REFERENCE = re.compile(rf"^{_REF_DOMAIN}{_REF_COMPONENT}(?:/{_REF_COMPONENT})*"
+                              r"(?::[\w][\w.-]{0,127}(?:@sha256:[0-9a-f]{64})?|@sha256:[0-9a-f]{64})$")
+"""An image reference with a tag, a digest or both: distribution/reference ``regexp.go``'s ``referencePat``
+(``domainAndPort`` less IPv6 hosts, ``pathComponent``, ``tag``; digests: sha256 only), which containerd parses
+with, here with the tag or digest required."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class WorkloadSpec:
     """A Ray workload on one kind of slice.
@@ -491,7 +501,9 @@ class WorkloadSpec:
         name: DNS-safe name (the KubeRay object's name; RayJobs add a run suffix).
         kind: What runs (:mod:`raytpu.kinds`).
         slice: The slice it runs on.
-        image: Container image of its Ray pods; default its kind's (:attr:`pod_image`).
+        image: Container image of its Ray pods, with a tag or digest (the team's own, carrying what the kind's
+            program imports and the kit's Ray); default the kit's image of its kind, by digest
+            (:func:`raytpu.images.pod_image`).
         slices: How many slices of ``slice`` it spans: for a kind that spans slices (``train``), how many slices
             ONE run reserves together over DCN (multi-slice, :mod:`raytpu.multislice`), default 1, the other
             copies of ``slice`` kept as spares a restart can move to; for other kinds, how many independent copies
@@ -517,6 +529,11 @@ class WorkloadSpec:
 
     def __post_init__(self) -> None:
         found = dns_label_problems("name", self.name)
+        if self.image is not None and not _IMAGE_REFERENCE.match(self.image):
+            found.append(errors.invalid_value(
+                "image", self.image, "is not an image reference with a tag or digest (without one, every pod pulls "
+                "whatever 'latest' is then)", "REGISTRY/NAME:TAG or REGISTRY/NAME@sha256:<64 hex> (both allowed), "
+                "e.g. us-docker.pkg.dev/my-project/ray/jax:1.0; or leave it out for the kit's image"))
         if not self.slice.provisioning.runs_ray:
             found.append(errors.invalid_value(
                 "slice", self.slice.name, f"uses provisioning: {self.slice.provisioning.name}, whose "
@@ -561,17 +578,6 @@ class WorkloadSpec:
     def plan(self) -> SlicePlan:
         """The slice's plan."""
         return self.slice.plan
-
-    @property
-    def pod_image(self) -> str:
-        """The image its Ray pods run: ``image``, else its kind's default."""
-        return self.image or self.kind.image
-
-    @property
-    def packages(self) -> tuple[str, ...]:
-        """What its job installs on top of the image: its kind's packages with the kind's image; none with an
-        image of the team's own, which carries what the program imports."""
-        return self.kind.packages if self.image is None else ()
 
     @property
     def slices_spanned(self) -> int:

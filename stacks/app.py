@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from raytpu.modules.cdk import App
@@ -18,17 +19,19 @@ def stack_ids(spec: ClusterSpec) -> tuple[str, str]:
     return f"{spec.cluster.name}-cluster", f"{spec.cluster.name}-workloads"
 
 
-def build(spec: ClusterSpec, outdir: str | Path | None = None) -> tuple[App, ClusterStack, WorkloadsStack]:
-    """An App holding both stacks of ``spec`` (not yet synthesized)."""
+def build(spec: ClusterSpec, images: Mapping[str, str],
+          outdir: str | Path | None = None) -> tuple[App, ClusterStack, WorkloadsStack]:
+    """An App holding both stacks of ``spec`` (not yet synthesized); ``images``: the kit's built images
+    (:func:`raytpu.images.record.load_refs`)."""
     app = App(outdir=str(outdir)) if outdir is not None else App()
     cluster_id, workloads_id = stack_ids(spec)
     cluster = ClusterStack(app, cluster_id, ClusterStackProps(spec=spec))
-    workloads = WorkloadsStack(app, workloads_id, WorkloadsStackProps(cluster=cluster))
+    workloads = WorkloadsStack(app, workloads_id, WorkloadsStackProps(cluster=cluster, images=images))
     return app, cluster, workloads
 
 
-def synth(spec: ClusterSpec, outdir: str | Path) -> list[Path]:
+def synth(spec: ClusterSpec, images: Mapping[str, str], outdir: str | Path) -> list[Path]:
     """Synthesizes both stacks into ``outdir``; returns the ``cdk.tf.json`` paths written."""
-    app, *_ = build(spec, outdir)
+    app, *_ = build(spec, images, outdir)
     app.synth()
     return [Path(outdir) / "stacks" / sid / "cdk.tf.json" for sid in stack_ids(spec)]

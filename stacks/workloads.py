@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from raytpu import errors, kuberay
+from raytpu import errors, images, kuberay
 from raytpu.modules.cdk import (
     Construct,
+    DataResource,
     Fn,
+    Precondition,
+    TerraformLocal,
+    TerraformResourceLifecycle,
     TerraformStack,
     ephemeral_google_client_config,
     google_provider,
@@ -32,9 +37,14 @@ class WorkloadsStackProps:
     Attributes:
         cluster: The ClusterStack whose outputs configure the kubernetes provider; its spec (with every slice
             added to it) is what the workloads run on.
+        images: The kit's built images, name -> digest reference (:func:`raytpu.images.record.load_refs` of the
+            config). A workload whose kit image is not in it is not applied: the stack's plan stops at a
+            precondition that names the image and the command that builds it (the cluster stack, which holds
+            the registry the build pushes to, deploys meanwhile).
     """
 
     cluster: ClusterStack
+    images: Mapping[str, str]
 
 
 TERRAFORM_VERSIONS = ">=1.10.0"
@@ -50,7 +60,8 @@ class WorkloadsStack(TerraformStack):
     its NetworkPolicy (:func:`raytpu.kuberay.network_policy`);
     the spec's one-shot workloads (RayJobs) are ``raytpu submit``'s.
 
-    Construct ids (API): ``namespace``, ``ksa``, ``compute-class-<slice>``, ``workload-<name>``.
+    Construct ids (API): ``namespace``, ``ksa``, ``compute-class-<slice>``, ``workload-<name>``;
+    ``image-not-built-<name>`` in place of a workload whose kit image has no built digest.
     """
 
     def __init__(self, scope: Construct, id: str, props: WorkloadsStackProps) -> None:
@@ -89,13 +100,15 @@ class WorkloadsStack(TerraformStack):
         for item in spec.slices:
             self._compute_class(item)
         self.workloads: list[RayWorkload] = []
+        self.unbuilt: dict[str, DataResource] = {}
         for work in spec.workloads:
             if not work.kind.is_job:  # one-shot RayJobs are submitted (`raytpu submit`), never applied here
                 self._apply(work)
 
-    def add_workload(self, work: WorkloadSpec) -> RayWorkload:
+    def add_workload(self, work: WorkloadSpec) -> RayWorkload | None:
         """Adds a long-lived workload (a RayService) on one of the cluster stack's slices (one added with
-        ``ClusterStack.add_slice`` too) and returns its KubeRay object. Call it after the last ``add_slice``.
+        ``ClusterStack.add_slice`` too) and returns its KubeRay object (None while its kit image is not built: see
+        :class:`WorkloadsStackProps`). Call it after the last ``add_slice``.
 
         Terraform owns long-lived objects only: a finished RayJob stays behind (KubeRay deletes its cluster, not
         the RayJob), so a second deploy would do nothing, an edit would never re-run it, and deleting it would
@@ -122,10 +135,30 @@ class WorkloadsStack(TerraformStack):
             self.compute_classes[item.name] = ComputeClass(
                 self, f"compute-class-{item.name}", ComputeClassProps(slice=item, project=spec.project))
 
-    def _apply(self, work: WorkloadSpec) -> RayWorkload:
+    def _image_not_built(self, work: WorkloadSpec, image: str) -> None:
+        """Stands in for ``work``: a ``terraform_data`` whose precondition is a local set to false, so this stack's
+        plan fails with the image's name and the command that builds it (a precondition must refer to an object:
+        the local)."""
+        stack = self.props.cluster.node.id
+        built = TerraformLocal(self, f"image-{image}-built-for-{work.name}", False)
+        self.unbuilt[work.name] = DataResource(
+            self, f"image-not-built-{work.name}", input={"workload": work.name, "image": image},
+            lifecycle=TerraformResourceLifecycle(precondition=[Precondition(
+                condition=built.as_boolean,
+                error_message=f"Workload {work.name} runs the kit's image {image!r}, which has no built digest: run "
+                              f"`raytpu images build --stack {stack}` (it records the digest in raytpu.images.json "
+                              "beside the config), then synthesize and deploy this stack again.")]))
+
+    def _apply(self, work: WorkloadSpec) -> RayWorkload | None:
         cluster = self.props.cluster
         self._compute_class(work.slice)
-        manifest = kuberay.workload_manifest(cluster.spec, work, service_account=self.service_account.name,
+        unbuilt = images.unbuilt(work, self.props.images)
+        if unbuilt is not None:
+            self._image_not_built(work, unbuilt)
+            return None
+        manifest = kuberay.workload_manifest(cluster.spec, work,
+                                             images=images.resolver(self.props.images, stack=cluster.node.id),
+                                             service_account=self.service_account.name,
                                              bucket=cluster.bucket.name, namespace=self.namespace.name)
         workload = RayWorkload(self, f"workload-{work.name}", RayWorkloadProps(
             manifest=manifest, requires=(kuberay.NEWEST_FIELDS[manifest["kind"]], kuberay.MIN_KUBERAY_VERSION),

@@ -13,6 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from image_refs import FIXTURE_REFS, write_record
+
 REPO = Path(__file__).resolve().parents[1]
 STANDARD_EXAMPLE = REPO / "raytpu.example.yaml"
 AUTOPILOT_EXAMPLE = REPO / "examples" / "autopilot.yaml"
@@ -38,7 +40,7 @@ def synth_config(path: str) -> tuple[Path, dict[str, dict[str, Any]]]:
     from raytpu.stacks.app import synth
 
     outdir = _tmpdir()
-    synth(load(path), outdir)
+    synth(load(path), FIXTURE_REFS, outdir)
     return outdir, read_stacks(outdir)
 
 
@@ -54,7 +56,7 @@ def synth_text_out(text: str) -> tuple[Path, dict[str, dict[str, Any]]]:
     from raytpu.stacks.app import synth
 
     outdir = _tmpdir()
-    synth(parse(text), outdir)
+    synth(parse(text), FIXTURE_REFS, outdir)
     return outdir, read_stacks(outdir)
 
 
@@ -80,9 +82,14 @@ PLATFORM_APP = REPO / "examples" / "platform_app" / "app.py"
 @functools.cache
 def synth_platform_app() -> tuple[Path, dict[str, dict[str, Any]]]:
     """Runs the outside-app example (``python examples/platform_app/app.py OUTDIR``) from a directory outside
-    the repo, once; returns (outdir, stacks)."""
-    outdir = _tmpdir() / "cdktf.out"
-    result = subprocess.run([sys.executable, str(PLATFORM_APP), str(outdir)], cwd=outdir.parent,
+    the repo, once: a copy of the example's folder with the fixture record of built images beside its
+    ``platform.yaml`` (where the app reads it); returns (outdir, stacks)."""
+    work = _tmpdir()
+    app = work / "platform_app"
+    shutil.copytree(PLATFORM_APP.parent, app)
+    write_record(app)
+    outdir = work / "cdktf.out"
+    result = subprocess.run([sys.executable, str(app / PLATFORM_APP.name), str(outdir)], cwd=work,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     return outdir, read_stacks(outdir)
@@ -114,14 +121,14 @@ def synth_added_slices() -> tuple[Path, dict[str, dict[str, Any]]]:
     standard = ClusterStack(app, "std-cluster", ClusterStackProps(spec=load(STANDARD_EXAMPLE)))
     research, iron = SliceSpec.create(**RESEARCH), SliceSpec.create(**IRON)
     assert [len(standard.add_slice(s)) for s in (research, iron)] == [1, 1]  # one pool per copy on Standard
-    std_work = WorkloadsStack(app, "std-workloads", WorkloadsStackProps(cluster=standard))
+    std_work = WorkloadsStack(app, "std-workloads", WorkloadsStackProps(cluster=standard, images=FIXTURE_REFS))
     std_work.add_workload(WorkloadSpec(name="research-serve", kind=kind("serve"), slice=research))
     std_work.add_workload(WorkloadSpec(name="iron-serve", kind=kind("serve"), slice=iron))
 
     auto = ClusterStack(app, "auto-cluster", ClusterStackProps(spec=load(AUTOPILOT_EXAMPLE)))
     burst = SliceSpec.create(**BURST)
     assert auto.add_slice(burst) == []  # Autopilot: no node pools, a ComputeClass in the workloads stack
-    auto_work = WorkloadsStack(app, "auto-workloads", WorkloadsStackProps(cluster=auto))
+    auto_work = WorkloadsStack(app, "auto-workloads", WorkloadsStackProps(cluster=auto, images=FIXTURE_REFS))
     auto_work.add_workload(WorkloadSpec(name="burst-serve", kind=kind("serve"), slice=burst))
     late = SliceSpec.create(**LATE)
     auto.add_slice(late)  # after the workloads stack was built: its first workload brings its ComputeClass

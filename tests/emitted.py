@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from image_refs import FIXTURE_IMAGES
 
 from raytpu import config, kuberay
 from raytpu.spec import ClusterSpec
@@ -70,10 +71,11 @@ def objects_of(spec: ClusterSpec) -> list[dict[str, Any]]:
     out = []
     for work in spec.workloads:
         name = f"{work.name}-r1" if work.kind.is_job else work.name
-        out.append(kuberay.workload_manifest(spec, work, service_account=KSA, bucket=BUCKET,
+        out.append(kuberay.workload_manifest(spec, work, images=FIXTURE_IMAGES, service_account=KSA, bucket=BUCKET,
                                              namespace=spec.namespace, name=name,
                                              args=kuberay.train_args(name) if work.kind.name == "train" else ()))
-    return out + kuberay.smoke_jobs(spec, service_account=KSA, bucket=BUCKET, namespace=spec.namespace, suffix="n1")
+    return out + kuberay.smoke_jobs(spec, images=FIXTURE_IMAGES, service_account=KSA, bucket=BUCKET,
+                                  namespace=spec.namespace, suffix="n1")
 
 
 @functools.cache

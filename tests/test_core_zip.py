@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from _synth import AUTOPILOT_EXAMPLE, STANDARD_EXAMPLE, only, read_stacks, resources, synth_config
+from image_refs import FIXTURE_REFS
 
 from raytpu import gke, kuberay
 from raytpu.errors import InvalidInput
@@ -208,7 +209,7 @@ def test_the_workloads_stack_deploys_after_the_cluster_stack() -> None:
     from raytpu.config import load
     from raytpu.stacks.app import build
 
-    _, cluster, workloads = build(load(str(STANDARD_EXAMPLE)), tempfile.mkdtemp())
+    _, cluster, workloads = build(load(str(STANDARD_EXAMPLE)), FIXTURE_REFS, tempfile.mkdtemp())
     assert workloads.depends_on(cluster)
     assert cluster.core_zip.props.name == kuberay.core_zip_object()
 
@@ -223,7 +224,7 @@ def test_resynth_changes_nothing(tmp_path: Path) -> None:
     from raytpu.stacks.app import synth
 
     first, _ = synth_config(str(STANDARD_EXAMPLE))
-    synth(load(str(STANDARD_EXAMPLE)), tmp_path / "out")
+    synth(load(str(STANDARD_EXAMPLE)), FIXTURE_REFS, tmp_path / "out")
     again, before = _tree(tmp_path / "out" / "stacks"), _tree(first / "stacks")
     assert sorted(again) == sorted(before)
     assert again == before

@@ -22,6 +22,7 @@ from _synth import (
     synth_config,
     synth_text,
 )
+from image_refs import FIXTURE_REFS
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]
 
@@ -307,7 +308,7 @@ def test_the_workloads_stack_targets_a_terraform_with_ephemeral_resources() -> N
     assert TERRAFORM_VERSIONS == ">=1.10.0"
     app = App(outdir=tempfile.mkdtemp(prefix="raytpu-tf-"), context={"targetVersions": {"terraform": ">=1.5.7"}})
     cluster = ClusterStack(app, "c", ClusterStackProps(spec=config.load(STANDARD_EXAMPLE)))
-    WorkloadsStack(app, "w", WorkloadsStackProps(cluster=cluster))
+    WorkloadsStack(app, "w", WorkloadsStackProps(cluster=cluster, images=FIXTURE_REFS))
     app.synth()  # an app that targets older Terraform still synthesizes the workloads stack
 
 

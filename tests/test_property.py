@@ -37,6 +37,7 @@ from typing import Any
 
 import pytest
 import yaml
+from image_refs import FIXTURE_REFS
 
 from raytpu import config as config_module
 from raytpu import vllm_rules
@@ -889,7 +890,7 @@ def test_validate_and_the_stacks_agree_on_generated_configs(capsys: pytest.Captu
     outdirs = []
     for n, (case, spec) in enumerate(accepted):  # invariant 1: every accepted config builds both stacks
         try:
-            _, cluster, workloads = build(spec)
+            _, cluster, workloads = build(spec, FIXTURE_REFS)
         except Exception as exc:  # any exception breaks the property; report them all
             failures.append(f"#{case.index}: accepted but build raised {type(exc).__name__}: {exc}")
             continue
@@ -907,7 +908,7 @@ def test_validate_and_the_stacks_agree_on_generated_configs(capsys: pytest.Captu
             outdir = Path(tempfile.mkdtemp(prefix="raytpu-property-"))
             outdirs.append(outdir)
             try:
-                written = synth(spec, outdir)
+                written = synth(spec, FIXTURE_REFS, outdir)
             except Exception as exc:
                 failures.append(f"#{case.index}: accepted but synth raised {type(exc).__name__}: {exc}")
                 continue

@@ -42,6 +42,7 @@ if _MISSING:
                 "(`make test-serve`)", allow_module_level=True)
 
 import openai  # noqa: E402
+from image_refs import FIXTURE_IMAGES  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
 from raytpu.workloads import tiny_llm  # noqa: E402
@@ -155,7 +156,8 @@ def test_every_rayservice_of_the_examples_is_parsed_by_ray_serve_llm_and_vllm() 
         for work in spec.workloads:
             if not work.kind.takes_model:
                 continue
-            manifest = kuberay.workload_manifest(spec, work, service_account="ray", bucket=spec.bucket)
+            manifest = kuberay.workload_manifest(spec, work, images=FIXTURE_IMAGES,
+                                                 service_account="ray", bucket=spec.bucket)
             config = json.loads(manifest["spec"]["serveConfigV2"])
             engine = _parsed(config)
             _assert_one_bundle_per_host(engine, work.plan)

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
+from image_refs import FIXTURE_IMAGES
 
 from raytpu import kinds, provisioning
 from raytpu.catalog import RAY_VERSION
@@ -450,5 +451,5 @@ def test_a_manual_run_id_that_makes_a_multi_host_job_name_too_long_is_rejected()
 
     spec = parse(NAME_CAP_CONFIG.format(slice="train", topology="4x4", work="train", kind="train"))
     with pytest.raises(InvalidInput, match="longer than 35 characters"):
-        kuberay.workload_manifest(spec, spec.workloads[0], service_account="ray", bucket="b",
+        kuberay.workload_manifest(spec, spec.workloads[0], images=FIXTURE_IMAGES, service_account="ray", bucket="b",
                                   name="train-" + "r" * 30)

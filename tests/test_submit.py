@@ -24,10 +24,12 @@ import pytest
 import yaml
 from crd import operator_errors, schema_errors, webhook_errors
 from google.oauth2 import service_account
+from image_refs import FIXTURE_IMAGES, FIXTURE_REFS, write_record
 from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, serving, status_body
 
 from raytpu import cli, gke, kuberay, report
 from raytpu.config import parse
+from raytpu.images.record import RECORD_NAME
 from raytpu.spec import WorkloadSpec
 from raytpu.vllm_rules import DEFAULT_MODEL
 
@@ -110,6 +112,7 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tls: TlsFiles,
     Default Credentials (a service-account key file whose token endpoint is that server): google-auth for real."""
     with serving(tls, sa_key) as server:
         (tmp_path / "raytpu.yaml").write_text(CONFIG)
+        write_record(tmp_path)  # the fixture record of built images, beside the config
         outputs = {STACK: {**OUTPUTS[STACK], "endpoint": server.url, "ca_certificate": tls.ca_b64},
                    "ray-tpu-workloads": {}}
         (tmp_path / "outputs.json").write_text(json.dumps(outputs))
@@ -145,8 +148,9 @@ def expected(workload: str, name: str) -> dict[str, Any]:
     bucket's GCS FUSE mount)."""
     spec = parse(CONFIG)
     args = ["--storage-path", "/mnt/gcs/checkpoints", "--name", name] if workload == "train" else []
-    return kuberay.workload_manifest(spec, spec.workload(workload), service_account="ray-workloads",
-                                     bucket="my-bucket", namespace="ray", name=name, args=args)
+    return kuberay.workload_manifest(spec, spec.workload(workload), images=FIXTURE_IMAGES,
+                                     service_account="ray-workloads", bucket="my-bucket", namespace="ray", name=name,
+                                     args=args)
 
 
 def carried_spec(manifest: dict[str, Any]) -> WorkloadSpec:
@@ -444,6 +448,26 @@ def test_submit_dry_run_prints_yaml_and_calls_no_api(fake: Cluster, capsys: pyte
     assert fake.server.requests == []
 
 
+@pytest.mark.parametrize("command", [("submit", "train"), ("submit", "serve"), ("smoke",)])
+def test_a_kit_image_without_a_built_digest_is_exit_2_naming_it_and_the_build_command(
+        fake: Cluster, capsys: pytest.CaptureFixture[str], command: tuple[str, ...]) -> None:
+    (Path.cwd() / RECORD_NAME).unlink()
+    assert main(*command, "--stack", STACK, "--dry-run") == 2
+    err = capsys.readouterr().err
+    image = "serve" if command[-1] == "serve" else "job"
+    assert f"the kit's image '{image}' has no built digest" in err
+    assert f"`raytpu images build --stack {STACK}`" in err and "Traceback" not in err
+    assert fake.server.requests == []
+
+
+def test_a_malformed_record_is_exit_2_naming_the_image_and_the_valid_form(
+        fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    (Path.cwd() / RECORD_NAME).write_text(json.dumps({**FIXTURE_REFS, "job": "us-docker.pkg.dev/p/r/job:latest"}))
+    assert main("submit", "train", "--stack", STACK, "--dry-run") == 2
+    err = capsys.readouterr().err
+    assert "raytpu.images.json job" in err and "REGISTRY/IMAGE@sha256:<64 hex>" in err
+
+
 def test_every_rayjob_submission_is_a_new_run_and_a_rayservice_keeps_its_name(
         fake: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each RayJob submission is ``<workload>-<run id>`` (default run id: :func:`gke.run_id`), so it never updates
@@ -537,7 +561,8 @@ def test_smoke_one_job_per_slice_copy_reports_and_exits_1_on_unhealthy(
     applied = fake.applied()
     assert [m["metadata"]["name"] for m in applied] == names
     config = parse(CONFIG)
-    assert applied == kuberay.smoke_jobs(config, service_account="ray-workloads", bucket="my-bucket",
+    assert applied == kuberay.smoke_jobs(config, images=FIXTURE_IMAGES, service_account="ray-workloads",
+                                         bucket="my-bucket",
                                          namespace="ray", suffix="n1")
     for manifest in applied:
         assert schema_errors(manifest) == [] and webhook_errors(manifest) == [] and operator_errors(manifest) == []

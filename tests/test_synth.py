@@ -30,6 +30,7 @@ from _synth import (
     synth_config,
     synth_text,
 )
+from image_refs import FIXTURE_REFS, write_record
 
 from raytpu import kuberay
 
@@ -393,8 +394,18 @@ def _strip(stack: dict[str, Any]) -> dict[str, Any]:
     return copy
 
 
+def _with_record(directory: Path, config: Path) -> Path:
+    """A copy of ``config`` in ``directory`` with the fixture record of built images beside it (what the CLI and
+    cdktf.json's app read; the in-process synth of ``_synth`` is given the same refs)."""
+    directory.mkdir(exist_ok=True)
+    copy = directory / config.name
+    copy.write_text(config.read_text())
+    write_record(directory)
+    return copy
+
+
 def test_raytpu_synth_writes_the_stacks_and_matches_the_app(tmp_path: Path, standard: dict) -> None:
-    result = _raytpu("synth", str(STANDARD_EXAMPLE), "--out", str(tmp_path / "out"))
+    result = _raytpu("synth", str(_with_record(tmp_path / "cfg", STANDARD_EXAMPLE)), "--out", str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr
     assert "raytpu synth: done" in result.stderr
     written = read_stacks(tmp_path / "out")
@@ -441,7 +452,8 @@ def test_npx_cdktf_synth_matches_raytpu_synth(tmp_path: Path, autopilot: dict) -
             pytest.fail("node_modules/.bin/cdktf is missing: run `npm ci` (the Makefile does)")
         pytest.skip("node_modules/.bin/cdktf is missing: run `npm ci`")
     out = tmp_path / "cdktf.out"
-    env = {**os.environ, "RAYTPU_CONFIG": str(AUTOPILOT_EXAMPLE), "CHECKPOINT_DISABLE": "1", "CI": "1",
+    env = {**os.environ, "RAYTPU_CONFIG": str(_with_record(tmp_path / "cfg", AUTOPILOT_EXAMPLE)),
+           "CHECKPOINT_DISABLE": "1", "CI": "1",
            "CDKTF_DISABLE_PLUGIN_CACHE_ENV": "1"}
     result = subprocess.run([str(cdktf), "synth", "--output", str(out)], cwd=REPO, env=env,
                             capture_output=True, text=True, timeout=400)
@@ -535,7 +547,7 @@ def test_add_workload_on_a_foreign_slice_or_a_taken_name_raises_with_its_config_
 
     app = App(outdir=tempfile.mkdtemp())
     stack = ClusterStack(app, "c", ClusterStackProps(spec=load(STANDARD_EXAMPLE)))
-    workloads = WorkloadsStack(app, "w", WorkloadsStackProps(cluster=stack))
+    workloads = WorkloadsStack(app, "w", WorkloadsStackProps(cluster=stack, images=FIXTURE_REFS))
     foreign = SliceSpec.create(name="foreign", generation="v6e", topology="2x4", zone="us-east5-b")
     cases = [(WorkloadSpec(name="elsewhere", kind=kind("serve"), slice=foreign), "workloads[3].slice"),
              (WorkloadSpec(name="train", kind=kind("serve"), slice=stack.spec.slices[1]), "workloads[3].name")]

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from _synth import PLATFORM_APP, RESEARCH, by_name, resources, synth_platform_app
+from image_refs import FIXTURE_REFS
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(300)]
 
@@ -85,7 +86,7 @@ def test_outside_app_cannot_hand_terraform_a_one_shot_job() -> None:
     cluster = ClusterStack(app, "acme-cluster", ClusterStackProps(spec=load(PLATFORM_APP.parent / "platform.yaml")))
     research = SliceSpec.create(**RESEARCH)
     cluster.add_slice(research)
-    workloads = WorkloadsStack(app, "acme-workloads", WorkloadsStackProps(cluster=cluster))
+    workloads = WorkloadsStack(app, "acme-workloads", WorkloadsStackProps(cluster=cluster, images=FIXTURE_REFS))
     with pytest.raises(InvalidInput) as info:
         workloads.add_workload(WorkloadSpec(name="research-train", kind=kind("train"), slice=research))
     assert str(info.value) == (

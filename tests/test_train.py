@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from image_refs import FIXTURE_IMAGES
 
 from raytpu import kuberay, local
 from raytpu.catalog import generation
@@ -69,7 +70,8 @@ def test_train_storage_is_under_the_gcs_fuse_mount_of_every_ray_pod() -> None:
     spec = load(str(Path(__file__).parent.parent / "raytpu.example.yaml"))
     args = kuberay.train_args("train-r1")
     assert args == ["--storage-path", f"{kuberay.GCS_MOUNT_PATH}/checkpoints", "--name", "train-r1"]
-    job = kuberay.workload_manifest(spec, spec.workload("train"), service_account="ksa", bucket="b",
+    job = kuberay.workload_manifest(spec, spec.workload("train"), images=FIXTURE_IMAGES, service_account="ksa",
+                                    bucket="b",
                                     name="train-r1", args=args)
     cluster = job["spec"]["rayClusterSpec"]
     for template in [cluster["headGroupSpec"]["template"], *(g["template"] for g in cluster["workerGroupSpecs"])]:

@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from raytpu.config import load
+from raytpu.images.record import load_refs
 from raytpu.kinds import kind
 from raytpu.modules.bucket import Bucket, BucketProps
 from raytpu.modules.cdk import App  # cdktn.App; importing it via raytpu also quiets jsii's node banner
@@ -36,7 +37,8 @@ def build(outdir: str | None = None) -> App:
     cluster.add_slice(RESEARCH)
     Bucket(cluster, "datasets", BucketProps(name="acme-ml-platform-datasets", project=spec.project,
                                             location=spec.region, labels={"team": "platform"}))
-    workloads = WorkloadsStack(app, "acme-workloads", WorkloadsStackProps(cluster=cluster))
+    workloads = WorkloadsStack(app, "acme-workloads",
+                               WorkloadsStackProps(cluster=cluster, images=load_refs(HERE / "platform.yaml")))
     workloads.add_workload(WorkloadSpec(name="research-serve", kind=kind("serve"), slice=RESEARCH))
     return app
 

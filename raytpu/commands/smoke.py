@@ -59,12 +59,16 @@ def run(args: argparse.Namespace) -> int:
     from raytpu import errors, gke, kuberay, occupancy, report, timeline
     from raytpu.commands.submit import print_yaml
     from raytpu.kube_timeline import KubePhases
+    from raytpu.images import resolver
+    from raytpu.images.record import load_refs
     from raytpu.outputs import StackOutputs
 
+    args.config = args.config or config_mod.default_path()
     spec = config_mod.load(args.config)
     outputs = StackOutputs.read(args.outputs, args.stack)
     suffix = args.run_id or gke.run_id()
-    jobs = kuberay.smoke_jobs(spec, service_account=outputs.service_account, bucket=outputs.bucket,
+    jobs = kuberay.smoke_jobs(spec, images=resolver(load_refs(args.config), stack=args.stack),
+                              service_account=outputs.service_account, bucket=outputs.bucket,
                               namespace=outputs.namespace, py_modules=args.py_modules, image=args.image,
                               suffix=suffix)
     skipped = [s.name for s in spec.slices if not s.provisioning.runs_ray]

@@ -70,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
     """Builds, applies and (with --wait) follows the workload."""
     from raytpu import config as config_mod
     from raytpu import errors, gke, kuberay
+    from raytpu.images import resolver
+    from raytpu.images.record import load_refs
     from raytpu.outputs import StackOutputs
 
     args.config = args.config or config_mod.default_path()
@@ -85,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
     outputs = StackOutputs.read(args.outputs, args.stack)
     # every RayJob submission is a new run: its own name, and (train) its own checkpoint directory
     name = f"{work.name}-{args.run_id or gke.run_id()}" if work.kind.is_job else work.name
-    manifest = kuberay.workload_manifest(spec, work, service_account=outputs.service_account,
+    manifest = kuberay.workload_manifest(spec, work, images=resolver(load_refs(args.config), stack=args.stack),
+                                         service_account=outputs.service_account,
                                          bucket=outputs.bucket, namespace=outputs.namespace,
                                          py_modules=args.py_modules, name=name,
                                          args=kuberay.train_args(name) if work.kind.name == "train" else ())

@@ -35,6 +35,7 @@ def _progress(message: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Validates the config, synthesizes into a temporary directory, then replaces DIR with it."""
     from raytpu.config import default_path, load
+    from raytpu.images.record import load_refs
 
     args.config = args.config or default_path()
 
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         _progress("synthesizing")
-        written = synth(spec, tmp)
+        written = synth(spec, load_refs(args.config), tmp)
         if out.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
             os.replace(out, old / out.name)

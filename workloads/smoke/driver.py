@@ -25,8 +25,9 @@ from raytpu.workloads.smoke.options import SmokeOptions
 from raytpu.workloads.smoke.verdict import cause_of, new_check, slice_verdict
 
 CHECK_BASE_S = 180.0
-"""The check's time limit for a slice of a few hosts: runtime-env install of ``jax[tpu]`` on a fresh node, import
-jax, libtpu start-up, a handful of compiles and the measurements (the limit this check had as a fixed value)."""
+"""The check's time limit for a slice of a few hosts: import jax, libtpu start-up, a handful of compiles and the
+measurements. No download: the job image carries ``jax[tpu]`` and libtpu (``raytpu/images/job``), so no run installs
+them. Kept at the fixed limit this check had when it also installed them (a margin, not re-measured on TPU)."""
 CHECK_PER_HOST_S = 2.0
 """What each more host adds to the limit: every host must import, start libtpu and join ``jax.distributed`` before
 anything runs, so the slowest of N hosts sets the pace; 2 s per host is an estimate, not a measurement."""

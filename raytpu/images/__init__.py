@@ -1,0 +1,75 @@
+"""The kit's images: their definitions (:mod:`raytpu.images.definitions`, one folder per image), the digests
+they were built at (:mod:`raytpu.images.record`) and the image a workload's pods run (:func:`pod_image`).
+
+Every pod the kit emits names its image by digest: the kit's image as built (``raytpu images build``), or the
+team's own ``workloads[].image``, given explicitly.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import TYPE_CHECKING, NamedTuple
+
+from raytpu import errors
+from raytpu.catalog import RAY_VERSION
+from raytpu.images.definitions import IMAGES, ImageDefinition
+
+if TYPE_CHECKING:
+    from raytpu.spec import WorkloadSpec
+
+DIGEST_REFERENCE = re.compile(r"^[^\s@]+@sha256:[0-9a-f]{64}$")
+"""``REGISTRY/IMAGE@sha256:<64 hex>``: what ``raytpu.images.json`` records per image."""
+
+
+class PodImage(NamedTuple):
+    """The image of a workload's Ray pods and the Ray it runs (KubeRay's ``spec.rayVersion``)."""
+
+    reference: str
+    ray_version: str
+
+
+def for_kind(kind: str) -> ImageDefinition:
+    """The kit's image whose :attr:`~ImageDefinition.kinds` include ``kind`` (every kind has exactly one)."""
+    found = [d for d in IMAGES.values() if kind in d.kinds]
+    assert len(found) == 1, f"kind {kind} is the default of {len(found)} images"
+    return found[0]
+
+
+def pod_image(work: WorkloadSpec, refs: Mapping[str, str], *, stack: str) -> PodImage:
+    """What ``work``'s pods run: its own ``image`` (with the kit's Ray, which a team's image must carry), else its
+    kind's image at the digest ``refs`` records (:func:`raytpu.images.record.load_refs`).
+
+    Raises:
+        InvalidInput: the kind's image has no built digest (names the image and the command that builds it), or
+            the recorded reference is not ``REGISTRY/IMAGE@sha256:<64 hex>``.
+    """
+    if work.image is not None:
+        return PodImage(work.image, RAY_VERSION)
+    image = for_kind(work.kind.name)
+    reference = refs.get(image.name)
+    if reference is None:
+        raise errors.missing(
+            f"image {image.name}", f"by workload {work.name!r} (kind {work.kind.name}), but the kit's image "
+            f"{image.name!r} has no built digest (none in raytpu.images.json beside the config)",
+            f"`raytpu images build --stack {stack}` first, or the workload's own image (workloads[].image, with a "
+            "tag or digest)")
+    if not DIGEST_REFERENCE.match(reference):
+        raise errors.invalid_value(f"raytpu.images.json {image.name}", reference, "is not a digest reference",
+                                   "REGISTRY/IMAGE@sha256:<64 hex>, as `raytpu images build` records it")
+    return PodImage(reference, image.ray_version)
+
+
+def resolver(refs: Mapping[str, str], *, stack: str) -> Callable[[WorkloadSpec], PodImage]:
+    """:func:`pod_image` over the record ``refs``: what :func:`raytpu.kuberay.workload_manifest` takes as
+    ``images`` (``stack``: the cluster stack's id, named in the error that says to build)."""
+    return partial(pod_image, refs=refs, stack=stack)
+
+
+def unbuilt(work: WorkloadSpec, refs: Mapping[str, str]) -> str | None:
+    """The name of the kit's image ``work`` needs and ``refs`` lacks; None when it runs an image it has."""
+    if work.image is not None:
+        return None
+    name = for_kind(work.kind.name).name
+    return None if name in refs else name

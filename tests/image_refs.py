@@ -1,0 +1,26 @@
+"""A FIXTURE record of built images (what ``raytpu images build`` writes to ``raytpu.images.json``): one digest
+reference per kit image, in a registry that does not exist, with a digest that is the sha256 of the image's name.
+Not a real build: it lets the tests emit manifests whose every pod names an image by digest."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from raytpu.images import IMAGES, resolver
+from raytpu.images.record import RECORD_NAME
+
+FIXTURE_REFS: dict[str, str] = {
+    name: f"us-docker.pkg.dev/fixture-project/raytpu-fixture/{name}@sha256:{hashlib.sha256(name.encode()).hexdigest()}"
+    for name in IMAGES}
+
+FIXTURE_IMAGES = resolver(FIXTURE_REFS, stack="fixture-cluster")
+"""What the manifest builders take as ``images``: the fixture record, resolved per workload."""
+
+
+def write_record(directory: Path) -> Path:
+    """Writes the fixture record into ``directory`` (beside a config there); returns its path."""
+    path = directory / RECORD_NAME
+    path.write_text(json.dumps(FIXTURE_REFS, indent=2) + "\n")
+    return path
