@@ -58,9 +58,9 @@ def run(args: argparse.Namespace) -> int:
     from raytpu import config as config_mod
     from raytpu import errors, gke, kuberay, occupancy, report, timeline
     from raytpu.commands.submit import print_yaml
-    from raytpu.kube_timeline import KubePhases
     from raytpu.images import resolver
     from raytpu.images.record import load_refs
+    from raytpu.kube_timeline import KubePhases
     from raytpu.outputs import StackOutputs
 
     args.config = args.config or config_mod.default_path()
