@@ -209,9 +209,7 @@ class ImageBuild:
             f"read the build log gs://{bucket}/{obj}", ok=(404, 416),
             role=f"roles/storage.objectViewer on gs://{bucket} (storage.objects.get)",
             params={"alt": "media"}, headers={"Range": f"bytes={self._log_offset}-"})
-        if response.status_code in (404, 416):
-            return
-        data = response.content
+        data = b"" if response.status_code in (404, 416) else response.content
         if response.status_code == 200 and self._log_offset:  # the whole object: skip what was shown
             data = data[self._log_offset:]
         self._log_offset += len(data)

@@ -41,7 +41,7 @@ def endpoints() -> tuple[str, str]:
 class GoogleApi:
     """An authorized session with retries; :meth:`call` returns a success or raises one line."""
 
-    def __init__(self, credentials: Any = None, *, retries: int = 5, backoff_s: float = 1.0) -> None:
+    def __init__(self, credentials: Any = None, *, retries: int = 3, backoff_s: float = 1.0) -> None:
         import google.auth
         import requests.adapters
         from google.auth.exceptions import GoogleAuthError
