@@ -16,6 +16,7 @@ from raytpu.modules.cdk import (
     service_account,
     storage_bucket_iam_member,
 )
+from raytpu.modules.workload_identity import account_id_problems
 from raytpu.spec import label_problems
 
 PULL_ROLE = "roles/artifactregistry.reader"
@@ -51,14 +52,19 @@ class ImageRegistryProps:
     overrides: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        # repository ids: lowercase letters, digits, hyphens, a letter first, at most 63
+        # (https://cloud.google.com/artifact-registry/docs/repositories/create-repos)
         errors.raise_found([*_props.resource_name_problems("repository_id", self.repository_id),
+                            *account_id_problems("builder_account_id", self.builder_account_id),
                             *_props.region_problems("location", self.location),
                             *label_problems("labels", self.labels),
                             *_props.override_problems("overrides", self.overrides)])
 
 
 class ImageRegistry(Construct):
-    """A Docker-format repository with immutable tags (a pushed tag never moves; pods name digests anyway), a
+    """A Docker-format repository with immutable tags (a pushed tag is never moved or deleted: googleapis
+    ``google/devtools/artifactregistry/v1/repository.proto`` ``DockerRepositoryConfig.immutable_tags``; pods name
+    digests anyway), a
     builder service account that may push to it and use the bucket, and pull access for ``pullers``.
 
     Resource ids: ``repository``, ``builder``, ``builder-push``, ``builder-bucket``, ``pull-<i>``.
