@@ -94,8 +94,8 @@ class ClusterStack(TerraformStack):
     Enables the project's APIs it calls (:class:`raytpu.modules.project_services.ProjectServices`); every resource and
     data source depends on its own.
 
-    Construct ids (API): ``apis``, ``network``, ``node-identity``, ``gke``, ``storage``, ``storage/core-zip``, ``images``,
-    ``gke/workload-identity``, ``gke/head-pool``, ``gke/slice-<slice>-<i>``.
+    Construct ids (API): ``apis``, ``network``, ``node-identity``, ``gke``, ``storage``, ``storage/core-zip``,
+    ``images``, ``gke/workload-identity``, ``gke/head-pool``, ``gke/slice-<slice>-<i>``.
     """
 
     def __init__(self, scope: Construct, id: str, props: ClusterStackProps) -> None:

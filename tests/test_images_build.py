@@ -1,5 +1,5 @@
-"""``raytpu images build`` end to end against a loopback Cloud Build + Cloud Storage server (``tests/cloudbuild_server.py``),
-and the digest record it writes (``raytpu.images.record``).
+"""``raytpu images build`` end to end against a loopback Cloud Build + Cloud Storage server
+(``tests/cloudbuild_server.py``), and the digest record it writes (``raytpu.images.record``).
 
 Cloud Build cannot be reached from here, so the test stops at the wire: the real CLI (a subprocess for the full run,
 ``cli.main`` for the rest), google-auth's real service-account credentials (their token endpoint is the loopback
@@ -71,7 +71,8 @@ def test_a_build_uploads_the_context_builds_by_the_schema_streams_its_log_and_re
     # the context: the image's own folder, uploaded to the stack's bucket
     (upload,) = site.of("POST", r"^/upload/storage/v1/b/my-bucket/o$")
     assert upload.query["uploadType"] == "media" and upload.query["name"].startswith("raytpu/images/job-")
-    names = tarfile.open(fileobj=io.BytesIO(upload.body), mode="r:gz").getnames()
+    with tarfile.open(fileobj=io.BytesIO(upload.body), mode="r:gz") as tar:
+        names = tar.getnames()
     assert sorted(names) == sorted(p.relative_to(IMAGES["job"].context).as_posix()
                                    for p in IMAGES["job"].context.rglob("*") if "__pycache__" not in p.parts)
     # builds.create: asked twice (the 429, then the build), each body valid by cloudbuild.proto
@@ -200,7 +201,8 @@ def test_the_record_is_empty_without_a_file_and_merges_builds(tmp_path: Path) ->
     record.save(config, "job", record.BuiltImage(f"{REGISTRY}/job@{DIGEST}", "projects/p/builds/1", {"ray": "2.60.0"}))
     record.save(config, "serve", record.BuiltImage(f"{REGISTRY}/serve@{DIGEST}", "projects/p/builds/2"))
     record.save(config, "job", record.BuiltImage(f"{REGISTRY}/job@sha256:{'cd' * 32}", "projects/p/builds/3"))
-    assert record.load_refs(config) == {"job": f"{REGISTRY}/job@sha256:{'cd' * 32}", "serve": f"{REGISTRY}/serve@{DIGEST}"}
+    assert record.load_refs(config) == {"job": f"{REGISTRY}/job@sha256:{'cd' * 32}",
+                                        "serve": f"{REGISTRY}/serve@{DIGEST}"}
     assert [p.name for p in tmp_path.iterdir()] == [record.RECORD_NAME]  # no temporary file left behind
 
 
@@ -216,9 +218,9 @@ def test_a_reference_not_by_digest_is_refused_and_never_saved(tmp_path: Path, re
     ('{"images": []}', "images"),
     ('{"images": {}, "extra": 1}', "images"),
     ('{"images": {"job": "x"}}', "images.job"),
-    ('{"images": {"job": {"ref": "%s/job@%s"}}}' % (REGISTRY, DIGEST), "images.job"),
-    ('{"images": {"job": {"ref": "%s/job@%s", "build": 3}}}' % (REGISTRY, DIGEST), "images.job.build"),
-    ('{"images": {"job": {"ref": "%s/job@%s", "build": "b", "versions": {"ray": 2}}}}' % (REGISTRY, DIGEST),
+    (json.dumps({"images": {"job": {"ref": f"{REGISTRY}/job@{DIGEST}"}}}), "images.job"),
+    (json.dumps({"images": {"job": {"ref": f"{REGISTRY}/job@{DIGEST}", "build": 3}}}), "images.job.build"),
+    (json.dumps({"images": {"job": {"ref": f"{REGISTRY}/job@{DIGEST}", "build": "b", "versions": {"ray": 2}}}}),
      "images.job.versions"),
 ])
 def test_a_malformed_record_names_its_field(tmp_path: Path, text: str, field: str) -> None:

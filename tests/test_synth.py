@@ -228,7 +228,8 @@ def test_network_bucket_and_identity(standard: dict) -> None:
                   if r["service"] == "iam.googleapis.com"]
     assert binding["depends_on"] == ["google_container_cluster.gke_cluster_C5D95197",
                                      f"google_project_service.{iam_api}"]
-    ray = next(k for k, r in resources(stack, "google_service_account").items() if r["account_id"] == "raytpu-ray-tpu-ray")
+    ray = next(k for k, r in resources(stack, "google_service_account").items()
+               if r["account_id"] == "raytpu-ray-tpu-ray")
     grants = {g["role"]: g for g in resources(stack, "google_storage_bucket_iam_member").values()
               if g["member"] == f"serviceAccount:${{google_service_account.{ray}.email}}"}
     # exactly what the workloads use: objects (read, write, delete checkpoints), and storage.buckets.get, which
@@ -259,7 +260,8 @@ def test_the_image_registry_is_a_docker_repository_the_nodes_pull_from_and_the_b
     accounts = {r["account_id"]: k for k, r in resources(stack, "google_service_account").items()}
     node, builder = accounts[f"raytpu-{name}-node"], accounts[f"raytpu-{name}-img"]
     repo_id = next(iter(resources(stack, "google_artifact_registry_repository")))
-    grants = {(g["role"], g["member"]) for g in resources(stack, "google_artifact_registry_repository_iam_member").values()
+    grants = {(g["role"], g["member"])
+              for g in resources(stack, "google_artifact_registry_repository_iam_member").values()
               if g["repository"] == f"${{google_artifact_registry_repository.{repo_id}.name}}"}
     assert grants == {("roles/artifactregistry.reader", f"serviceAccount:${{google_service_account.{node}.email}}"),
                       ("roles/artifactregistry.writer", f"serviceAccount:${{google_service_account.{builder}.email}}")}

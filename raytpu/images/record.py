@@ -78,7 +78,7 @@ def load(config_path: str | Path) -> dict[str, BuiltImage]:
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInput(str(path), f"cannot be read ({exc})", f"the JSON `raytpu images build` writes, or no "
+        raise InvalidInput(str(path), f"cannot be read ({exc})", "the JSON `raytpu images build` writes, or no "
                            "file") from exc
     try:
         data = json.loads(text)
