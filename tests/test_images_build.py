@@ -9,6 +9,7 @@ by patching. Every request body is checked against Cloud Build's own schema (the
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -186,6 +187,15 @@ def test_bad_input_exits_2_naming_the_field_before_any_request(
     assert build(*argv) == 2
     err = capsys.readouterr().err
     assert expected in err and "Traceback" not in err
+    assert site.requests == []
+
+
+def test_a_definition_no_workload_kind_runs_is_bad_input(site: CloudBuildServer, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(IMAGES, "gpu", dataclasses.replace(IMAGES["job"], name="gpu", kinds=("inference",)))
+    assert build("job") == 2
+    assert ("error: images.gpu.kinds: ['inference'] names no workload kind of the kit; valid: smoke, train, serve"
+            in capsys.readouterr().err)
     assert site.requests == []
 
 

@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from raytpu import errors
     from raytpu.images import record
     from raytpu.images.build import ImageBuild, Target
+    from raytpu.images.definitions import IMAGES
     from raytpu.images.google_api import GoogleApi
     from raytpu.outputs import StackOutputs
 
@@ -62,8 +63,6 @@ def run(args: argparse.Namespace) -> int:
     target = Target(project=outputs.project, location=outputs.location, registry=outputs.registry,
                     bucket=outputs.bucket, builder=outputs.builder_service_account)
     api = GoogleApi()
-    from raytpu.images.definitions import IMAGES
-
     for name in names:
         built = ImageBuild(api, IMAGES[name], target, timeout_s=args.timeout_s, poll_s=args.poll_s).run()
         path = record.save(args.config, name, built)
