@@ -133,6 +133,8 @@ def test_a_failed_build_names_its_step_shows_the_log_tail_and_records_nothing(
     (r"^/upload/", 403, "raytpu-ci does not have storage.objects.create access", "",
      "roles/storage.objectCreator on gs://my-bucket"),
     (r"/builds/", 403, "The caller does not have permission", "", "roles/cloudbuild.builds.viewer"),
+    (r"/builds$", 403, "caller does not have permission to act as service account projects/-/serviceAccounts/"
+     f"{BUILDER}", "", "roles/iam.serviceAccountUser on the builder service account"),
     (r"/builds$", 403, "Cloud Build API has not been used in project 123 before or it is disabled", "SERVICE_DISABLED",
      "`cdktf deploy` of the cluster stack enables it"),
     (r"/builds$", 503, "The service is currently unavailable", "", "after retries; valid: retry later"),

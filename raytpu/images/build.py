@@ -44,10 +44,23 @@ CONTEXT_PREFIX = "raytpu/images/"
 DONE = ("SUCCESS", "FAILURE", "INTERNAL_ERROR", "TIMEOUT", "CANCELLED", "EXPIRED")
 """``Build.Status`` values that end a build (google/devtools/cloudbuild/v1/cloudbuild.proto, ``Build.Status``)."""
 LOG_TAIL_LINES = 20
-
-BUILD_ROLE = ("roles/cloudbuild.builds.editor on the project (cloudbuild.builds.create), and "
-              "roles/iam.serviceAccountUser on the builder service account (iam.serviceAccounts.actAs)")
 VIEW_ROLE = "roles/cloudbuild.builds.viewer on the project (cloudbuild.builds.get)"
+
+
+def build_role(message: str) -> str:
+    """What a refused ``builds.create`` lacks, by what Cloud Build's message names: running as the builder
+    (``iam.serviceAccounts.actAs``), the project's quota (``serviceusage.services.use``), the logs bucket, else the
+    permission to create builds (https://cloud.google.com/build/docs/iam-roles-permissions)."""
+    text = message.lower()
+    if "act as" in text or "actas" in text:
+        return "roles/iam.serviceAccountUser on the builder service account (iam.serviceAccounts.actAs)"
+    if "serviceusage" in text:
+        return "roles/serviceusage.serviceUsageConsumer on the project (serviceusage.services.use)"
+    if "bucket" in text:
+        return "roles/storage.legacyBucketReader on the stack's bucket, which holds the build log (storage.buckets.get)"
+    return ("roles/cloudbuild.builds.editor on the project (cloudbuild.builds.create), and "
+            "roles/iam.serviceAccountUser on the builder service account (iam.serviceAccounts.actAs)")
+
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -147,7 +160,7 @@ class ImageBuild:
                           generation=uploaded.get("generation"), tag=tag, timeout_s=self.timeout_s)
         parent = f"projects/{target.project}/locations/{target.location}"
         operation = self.api.call("POST", f"{self.api.cloudbuild}/v1/{parent}/builds", f"image {name}: create build",
-                                  role=BUILD_ROLE, json=body).json()
+                                  role=build_role, json=body).json()
         build = operation.get("metadata", {}).get("build", {})
         build_id = build.get("id")
         if not build_id:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from raytpu.errors import RuntimeFailure
@@ -60,10 +61,11 @@ class GoogleApi:
         self.session.mount("http://", adapter)
         self.cloudbuild, self.storage = endpoints()
 
-    def call(self, method: str, url: str, what: str, *, role: str, ok: tuple[int, ...] = (),
+    def call(self, method: str, url: str, what: str, *, role: str | Callable[[str], str], ok: tuple[int, ...] = (),
              **kwargs: Any) -> requests.Response:
         """One request; a status below 300 or in ``ok`` is returned, any other raises RuntimeFailure naming
-        ``what`` failed, the server's message and (403) ``role``, the grant it lacks."""
+        ``what`` failed, the server's message and (403) ``role``, the grant it lacks (or a function of the server's
+        message that says which)."""
         import requests
         from google.auth.exceptions import GoogleAuthError
 
@@ -79,7 +81,7 @@ class GoogleApi:
         raise api_error(response, what, role)
 
 
-def api_error(response: requests.Response, what: str, role: str) -> RuntimeFailure:
+def api_error(response: requests.Response, what: str, role: str | Callable[[str], str]) -> RuntimeFailure:
     """One line for a Google API error answer (``{"error": {"code", "message", "status", "details"}}``,
     https://cloud.google.com/apis/design/errors#http_mapping): the fix by status."""
     status, message, reason = response.status_code, response.reason or "", ""
@@ -96,7 +98,7 @@ def api_error(response: requests.Response, what: str, role: str) -> RuntimeFailu
     if status == 401:
         return RuntimeFailure(head, ADC_HELP)
     if status == 403:
-        return RuntimeFailure(head, f"grant the caller {role}")
+        return RuntimeFailure(head, f"grant the caller {role if isinstance(role, str) else role(message)}")
     if status == 404:
         return RuntimeFailure(head, "the stack's project, bucket and region from the outputs file; is the cluster "
                                     "stack deployed?")
