@@ -5,9 +5,9 @@ Each image (:data:`raytpu.images.definitions.IMAGES`; by default every one a wor
 Cloud Build in the stack's region from the installed kit's definition and pushed to the stack's Artifact Registry
 repository (:mod:`raytpu.images.build` says why the kit calls the API instead of owning a trigger). Progress goes to
 stderr, the build log to stdout; once an image is built, its digest is recorded in ``raytpu.images.json`` beside the
-config (:mod:`raytpu.images.record`), which ``raytpu submit`` then pins. Exit 0 when every image built, 1 when a
-build failed or an API refused (the line names the role), 2 on bad input (an unknown image, one no workload of the
-config runs, a stack without the registry outputs), before anything is uploaded.
+config (:mod:`raytpu.images.record`), where the manifest builders read it (``load_refs``). Exit 0 when every image
+built, 1 when a build failed or an API refused (the line names the role), 2 on bad input (an unknown image, one no
+workload of the config runs, a stack without the registry outputs), before anything is uploaded.
 """
 
 from __future__ import annotations
