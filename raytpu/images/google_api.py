@@ -1,11 +1,12 @@
 """The two Google REST APIs an image build calls (Cloud Build, Cloud Storage), as the caller's Application Default
 Credentials: one ``google.auth.transport.requests.AuthorizedSession`` (google-auth 2.63.0; it refreshes the token
 and retries once on 401), 429 and 5xx retried with backoff (:func:`raytpu.k8s.retry.policy`, urllib3's ``Retry``
-mounted on the session), every request bounded by a timeout, every failure one line (exit 1) naming the IAM role
+mounted on the session; a POST's 5xx is not, :class:`_CreateOnceRetry`), every request bounded by a timeout,
+every failure one line (exit 1) naming the IAM role
 that grants what was refused.
 
 Endpoints are overridable (:data:`CLOUDBUILD_ENV`, :data:`STORAGE_ENV`): tests point them at a loopback server.
-google-auth and requests are imported when a session is made: importing this module is cheap.
+google-auth and requests are imported when a session is made.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from raytpu.errors import RuntimeFailure
+from raytpu.k8s.retry import KubeRetry, policy
 
 if TYPE_CHECKING:
     import requests
@@ -39,6 +41,16 @@ def endpoints() -> tuple[str, str]:
         (os.environ.get(STORAGE_ENV) or STORAGE_API).rstrip("/")
 
 
+class _CreateOnceRetry(KubeRetry):
+    """A POST creates (a build, an object): one answered 5xx may have been carried out (Cloud Build may have queued
+    the build), so asking again could start a second build. Only a 429, refused before any work, is asked again."""
+
+    def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
+        if method == "POST" and status_code != 429:
+            return False
+        return super().is_retry(method, status_code, has_retry_after)
+
+
 class GoogleApi:
     """An authorized session with retries; :meth:`call` returns a success or raises one line."""
 
@@ -48,7 +60,6 @@ class GoogleApi:
         from google.auth.exceptions import GoogleAuthError
         from google.auth.transport.requests import AuthorizedSession
 
-        from raytpu.k8s.retry import policy
 
         if credentials is None:
             try:
@@ -56,7 +67,7 @@ class GoogleApi:
             except GoogleAuthError as exc:
                 raise RuntimeFailure(f"no Application Default Credentials ({_first_line(exc)})", ADC_HELP) from exc
         self.session = AuthorizedSession(credentials)
-        adapter = requests.adapters.HTTPAdapter(max_retries=policy(retries, backoff_s))
+        adapter = requests.adapters.HTTPAdapter(max_retries=policy(retries, backoff_s, _CreateOnceRetry))
         self.session.mount("https://", adapter)
         self.session.mount("http://", adapter)
         self.cloudbuild, self.storage = endpoints()
@@ -102,6 +113,9 @@ def api_error(response: requests.Response, what: str, role: str | Callable[[str]
     if status == 404:
         return RuntimeFailure(head, "the stack's project, bucket and region from the outputs file; is the cluster "
                                     "stack deployed?")
+    if status >= 500 and response.request is not None and response.request.method == "POST":
+        return RuntimeFailure(head, "retry later; first see whether it was done anyway (`gcloud builds list "
+                                    "--region REGION` for a build), as a create is not repeated on its own")
     if status == 429 or status >= 500:
         return RuntimeFailure(head + " after retries", "retry later")
     return RuntimeFailure(head, "a request the API accepts (report this as a raytpu bug)")
