@@ -39,6 +39,8 @@ from cdktn import (
     Token,
 )
 from cdktn_provider_google import (
+    artifact_registry_repository,
+    artifact_registry_repository_iam_member,
     compute_firewall,
     compute_network,
     compute_resource_policy,
@@ -101,6 +103,8 @@ __all__ = [
     "TerraformResourceLifecycle",
     "TerraformStack",
     "Token",
+    "artifact_registry_repository",
+    "artifact_registry_repository_iam_member",
     "aspect",
     "compute_firewall",
     "compute_network",

@@ -33,6 +33,8 @@ API_REASONS: Mapping[str, str] = {
     "logging.googleapis.com": "the cluster's system and workload logs (logging_config) and the smoke metric",
     "monitoring.googleapis.com": "the cluster's system metrics and Managed Prometheus (monitoring_config) and the "
                                  "smoke alert policy",
+    "artifactregistry.googleapis.com": "the image repository and its IAM grants; nodes pull the kit's images from it",
+    "cloudbuild.googleapis.com": "no resource here: `raytpu images build` creates Cloud Build builds in the project",
 }
 """Every API the cluster stack calls, with why (a GKE cluster calls container and compute; its logs and metrics go to
 Cloud Logging and Monitoring: https://cloud.google.com/kubernetes-engine/docs/how-to/configure-metrics)."""
@@ -45,6 +47,7 @@ API_OF_PREFIX: Mapping[str, str] = {
     "google_storage_": "storage.googleapis.com",
     "google_logging_": "logging.googleapis.com",
     "google_monitoring_": "monitoring.googleapis.com",
+    "google_artifact_registry_": "artifactregistry.googleapis.com",
 }
 """Terraform type prefix (resource or data source) -> the API its calls go to."""
 

@@ -45,7 +45,7 @@ GKE's Ray-on-TPU get-started Terraform grants the same (kubernetes-engine-sample
 cluster/main.tf)."""
 
 
-def _account_id_problems(field_name: str, value: str) -> list[InvalidInput]:
+def account_id_problems(field_name: str, value: str) -> list[InvalidInput]:
     if ACCOUNT_ID.match(value):
         return []
     return [errors.invalid_value(field_name, value, "is not a service account id",
@@ -79,7 +79,7 @@ class WorkloadIdentityProps:
 
     def __post_init__(self) -> None:
         errors.raise_found([
-            *_account_id_problems("account_id", self.account_id),
+            *account_id_problems("account_id", self.account_id),
             *_props.resource_name_problems("namespace", self.namespace),
             *_props.resource_name_problems("ksa_name", self.ksa_name),
             *choice_problems("bucket_role", self.bucket_role, BUCKET_ROLES),
@@ -148,7 +148,7 @@ class NodeServiceAccountProps:
 
     def __post_init__(self) -> None:
         errors.raise_found([
-            *_account_id_problems("account_id", self.account_id),
+            *account_id_problems("account_id", self.account_id),
             *(errors.invalid_value("roles", role, "is not a least-privilege predefined role",
                                    "roles/... other than owner and editor")
               for role in self.roles if not role.startswith("roles/") or role in ("roles/owner", "roles/editor"))])

@@ -19,7 +19,7 @@ from typing import NoReturn
 from raytpu import timeline
 from raytpu.errors import EXIT_INVALID, InvalidInput, InvalidInputs, RaytpuError, report
 
-ORDER = ("catalog", "describe", "validate", "synth", "local", "demo", "submit", "smoke")
+ORDER = ("catalog", "describe", "validate", "synth", "local", "demo", "images", "submit", "smoke")
 """Help-listing order; any other module in ``raytpu.commands`` is listed after these."""
 
 

@@ -13,7 +13,7 @@ Standard library only.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,8 @@ class StackOutputs:
         namespace: Namespace of the Ray objects.
         service_account: Kubernetes service account Ray pods run as (Workload Identity).
         bucket: The bucket Ray pods mount (checkpoints, the kit's core zip).
+        registry: The Artifact Registry repository the kit's images are pushed to (REGION-docker.pkg.dev/PROJECT/REPO).
+        builder_service_account: The service account Cloud Build runs the kit's image builds as.
     """
 
     endpoint: str
@@ -47,11 +49,19 @@ class StackOutputs:
     namespace: str
     service_account: str
     bucket: str
+    registry: str = ""
+    builder_service_account: str = ""
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
         """The output names, in order (what the cluster stack writes)."""
         return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def required(cls) -> tuple[str, ...]:
+        """The outputs every reader needs; the others (the image registry's, added later) are empty when a stack
+        deployed by an older version lacks them, and only ``raytpu images build`` requires them."""
+        return tuple(f.name for f in fields(cls) if f.default is MISSING)
 
     @classmethod
     def descriptions(cls) -> dict[str, str]:
@@ -78,18 +88,18 @@ class StackOutputs:
             values = {k: v["value"] for k, v in data.items()}
         else:
             if stack not in data:  # the exact id: no cluster-name alias, no suffix guessing
-                clusters = sorted(k for k, v in data.items() if isinstance(v, dict) and set(cls.names()) <= set(v))
+                clusters = sorted(k for k, v in data.items() if isinstance(v, dict) and set(cls.required()) <= set(v))
                 raise errors.invalid_choice("--stack", stack, clusters or sorted(data),
                                             f" (cluster stacks in {source})" if clusters else f" (stacks in {source})")
             values = data[stack]
             if not isinstance(values, dict):
                 raise InvalidInput("--outputs", f"{source}: stack {stack!r} holds no outputs", "a JSON object")
-        missing = [n for n in cls.names() if n not in values]
+        missing = [n for n in cls.required() if n not in values]
         if missing:
             raise errors.missing(f"outputs.{missing[0]}", f"in {source} for stack {stack!r} (missing: "
                                  f"{', '.join(missing)})", "the outputs " + ", ".join(cls.names()) +
                                  " that raytpu's cluster stack writes (deploy it with this version of raytpu)")
-        return cls(**{n: str(values[n]) for n in cls.names()})
+        return cls(**{n: str(values[n]) for n in cls.names() if n in values})
 
     @classmethod
     def read(cls, path: str | Path, stack: str) -> StackOutputs:

@@ -23,6 +23,7 @@ from raytpu.modules.cdk import (
 )
 from raytpu.modules.gke_cluster import GkeCluster, GkeClusterProps, version_floor
 from raytpu.modules.head_pool import HeadPool, HeadPoolOptions
+from raytpu.modules.image_registry import ImageRegistry, ImageRegistryProps
 from raytpu.modules.network import Network, NetworkProps
 from raytpu.modules.project_services import ProjectServices, ProjectServicesProps, RequireApis
 from raytpu.modules.smoke_alerting import SmokeAlerting, SmokeAlertingProps
@@ -80,7 +81,8 @@ class ClusterStackProps:
 
 class ClusterStack(TerraformStack):
     """Everything below Kubernetes: VPC, GKE (Standard or Autopilot), one node pool per slice copy
-    (Standard), the head pool (Standard), the node and workload service accounts, and the bucket.
+    (Standard), the head pool (Standard), the node and workload service accounts, the bucket, and the image
+    repository with its builder service account (:class:`raytpu.modules.image_registry.ImageRegistry`).
 
     Declares the google provider, and a GCS backend when ``storage.state_bucket`` is set. Outputs: one per
     field of :class:`raytpu.outputs.StackOutputs` (what ``raytpu submit``/``smoke`` read).
@@ -93,7 +95,7 @@ class ClusterStack(TerraformStack):
     data source depends on its own.
 
     Construct ids (API): ``apis``, ``network``, ``node-identity``, ``gke``, ``storage``, ``storage/core-zip``,
-    ``gke/workload-identity``, ``gke/head-pool``, ``gke/slice-<slice>-<i>``.
+    ``images``, ``gke/workload-identity``, ``gke/head-pool``, ``gke/slice-<slice>-<i>``.
     """
 
     def __init__(self, scope: Construct, id: str, props: ClusterStackProps) -> None:
@@ -137,6 +139,11 @@ class ClusterStack(TerraformStack):
         """Autopilot: the workload policy of each multi-host tpu7x slice, by slice name."""
         for item in spec.slices:
             self._add_pools(item)
+        # the kit's images, built into the cluster's region by `raytpu images build` (raytpu.images.build)
+        self.images = ImageRegistry(self, "images", ImageRegistryProps(
+            project=spec.project, location=spec.region, repository_id=f"{gke.name}-images",
+            builder_account_id=_account_id(gke.name, "img"), pullers=(self.node_identity.email,),
+            bucket=self.bucket.name, labels=labels))
         self.alerting: SmokeAlerting | None = None
         if spec.alerting is not None:
             self.alerting = SmokeAlerting(self, "smoke-alerting", SmokeAlertingProps(
@@ -144,7 +151,8 @@ class ClusterStack(TerraformStack):
                 notification_channels=spec.alerting.notification_channels))
         values = {"endpoint": self.cluster.endpoint, "ca_certificate": self.cluster.ca_certificate,
                   "cluster_name": self.cluster.name, "location": spec.region, "project": spec.project,
-                  "namespace": spec.namespace, "service_account": spec.ksa_name, "bucket": self.bucket.name}
+                  "namespace": spec.namespace, "service_account": spec.ksa_name, "bucket": self.bucket.name,
+                  "registry": self.images.path, "builder_service_account": self.images.builder_email}
         descriptions = StackOutputs.descriptions()
         for name in StackOutputs.names():
             TerraformOutput(self, name, value=values[name], description=descriptions[name],

@@ -20,7 +20,10 @@ FIXTURE_IMAGES = resolver(FIXTURE_REFS, stack="fixture-cluster")
 
 
 def write_record(directory: Path) -> Path:
-    """Writes the fixture record into ``directory`` (beside a config there); returns its path."""
+    """Writes the fixture record into ``directory`` (beside a config there) in the format ``raytpu images build``
+    writes (:mod:`raytpu.images.record`); returns its path."""
     path = directory / RECORD_NAME
-    path.write_text(json.dumps(FIXTURE_REFS, indent=2) + "\n")
+    images = {name: {"ref": ref, "build": f"projects/fixture-project/locations/us/builds/fixture-{name}",
+                     "versions": dict(IMAGES[name].versions)} for name, ref in FIXTURE_REFS.items()}
+    path.write_text(json.dumps({"images": images}, indent=2) + "\n")
     return path

@@ -95,7 +95,11 @@ API_OF_PREFIX = {
     "google_storage_": "storage.googleapis.com",
     "google_logging_": "logging.googleapis.com",
     "google_monitoring_": "monitoring.googleapis.com",
+    "google_artifact_registry_": "artifactregistry.googleapis.com",
 }
+KIT_CALLS = ("cloudbuild.googleapis.com",)
+"""APIs no resource of the stack calls but the kit's own commands do in its project: ``raytpu images build`` creates
+Cloud Build builds (``projects.locations.builds.create``), so the stack enables it for them."""
 CLUSTER_ALSO = ("logging.googleapis.com", "monitoring.googleapis.com")
 """GKE sends the cluster's system and workload logs to Cloud Logging and its metrics (Managed Prometheus too) to Cloud
 Monitoring (https://cloud.google.com/kubernetes-engine/docs/how-to/configure-metrics); the stack's cluster enables both
@@ -135,8 +139,8 @@ def test_the_cluster_stack_enables_each_api_it_uses_and_never_disables_one(confi
     """Each API enabled once, in the stack's project, with a reason, and kept on destroy: the provider's default
     ``disable_on_destroy = true`` (hashicorp/terraform-provider-google ``google/services/resourcemanager/
     resource_google_project_service.go`` schema ``Default: true``) would turn it
-    off for everything else in the project. No API is enabled that nothing here calls."""
-    wanted = {*API_OF_PREFIX.values(), *CLUSTER_ALSO}
+    off for everything else in the project. No API is enabled that nothing here (or the kit's commands) calls."""
+    wanted = {*API_OF_PREFIX.values(), *CLUSTER_ALSO, *KIT_CALLS}
     for stack in _all(_stacks(config), "-cluster"):
         services = list(resources(stack, "google_project_service").values())
         assert sorted(s["service"] for s in services) == sorted(wanted)

@@ -421,7 +421,20 @@ GUARD_RAILS: list[tuple[str, str, Callable[[Any], object]]] = [
     ("network", "name", lambda n: _network_props(name="UPPER")),
     ("compute-class", "slice", lambda n: _compute_class(_slice("p", provisioning="queued"))),
     ("compute-class", "when_unsatisfiable", lambda n: _compute_class(_slice("p"), when_unsatisfiable="Never")),
+    ("images", "repository_id", lambda n: _registry_props(repository_id="1-images")),
+    ("images", "repository_id", lambda n: _registry_props(repository_id="r" * 64)),
+    ("images", "builder_account_id", lambda n: _registry_props(builder_account_id="raytpu-a-very-long-cluster-imgs")),
+    ("images", "location", lambda n: _registry_props(location="us-east5-b")),
+    ("images", "labels['Team']", lambda n: _registry_props(labels={"Team": "x"})),
+    ("images", "overrides['']", lambda n: _registry_props(overrides={"": 1})),
 ]
+
+
+def _registry_props(**extra: Any) -> Any:
+    from raytpu.modules.image_registry import ImageRegistryProps
+
+    return ImageRegistryProps(**{"project": PROJECT, "location": REGION, "repository_id": "c-images",
+                                 "builder_account_id": "raytpu-c-img", "pullers": (), "bucket": "b", **extra})
 
 
 def _head_options(**extra: Any) -> Any:

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 from crd import operator_errors, schema_errors, webhook_errors
+from image_refs import FIXTURE_IMAGES, write_record
 
 from raytpu import cli, kinds, kuberay, local, multislice
 from raytpu.catalog import GENERATIONS, RAY_OPERATOR_MIN_GKE_VERSION
@@ -173,6 +174,7 @@ def test_submit_dry_run_shows_one_rayjob_with_n_replicas_and_megascale_num_slice
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "raytpu.yaml").write_text(config(count=3))
     (tmp_path / "outputs.json").write_text(json.dumps(OUTPUTS))
+    write_record(tmp_path)
     monkeypatch.chdir(tmp_path)
     assert cli.main(["submit", "train", "--stack", "ray-tpu-cluster", "--dry-run", "--run-id", "r1"]) == 0
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
@@ -198,8 +200,8 @@ def test_submit_dry_run_shows_one_rayjob_with_n_replicas_and_megascale_num_slice
 ])
 def test_webhook_checker_catches_multi_slice_env_the_webhook_would_get_wrong(mutate: Any, expected: str) -> None:
     spec = parse(config())
-    job = kuberay.workload_manifest(spec, spec.workload("train"), service_account="ray", bucket="b", namespace="ray",
-                                    name="train-r1", args=[])
+    job = kuberay.workload_manifest(spec, spec.workload("train"), images=FIXTURE_IMAGES, service_account="ray",
+                                    bucket="b", namespace="ray", name="train-r1", args=[])
     assert webhook_errors(job) == []
     (group,) = job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
     container = group["template"]["spec"]["containers"][0]

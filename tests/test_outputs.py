@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from image_refs import write_record
 
 from raytpu import cli
 from raytpu.errors import InvalidInput
@@ -29,9 +30,12 @@ unit = pytest.mark.unit
 STACK = "ray-tpu-cluster"
 VALUES = {"endpoint": "34.1.2.3", "ca_certificate": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t", "cluster_name": "ray-tpu",
           "location": "us-east5", "project": "my-ml-project", "namespace": "ray", "service_account": "ray",
-          "bucket": "my-ml-project-ray-tpu-ray"}
-NAMES = ("endpoint", "ca_certificate", "cluster_name", "location", "project", "namespace", "service_account",
-         "bucket")  # spelled out: the schema the cluster stack and the readers agree on
+          "bucket": "my-ml-project-ray-tpu-ray", "registry": "us-east5-docker.pkg.dev/my-ml-project/ray-tpu-images",
+          "builder_service_account": "raytpu-ray-tpu-img@my-ml-project.iam.gserviceaccount.com"}
+REQUIRED = ("endpoint", "ca_certificate", "cluster_name", "location", "project", "namespace", "service_account",
+            "bucket")  # spelled out: the schema the cluster stack and the readers agree on
+NAMES = (*REQUIRED, "registry", "builder_service_account")
+"""The image registry's outputs came later: a stack deployed before them still serves submit and smoke."""
 EXPECTED = StackOutputs(**VALUES)
 
 
@@ -105,8 +109,16 @@ def test_extra_outputs_and_other_stacks_are_ignored() -> None:
 
 
 @unit
+def test_a_stack_deployed_before_the_image_registry_reads_with_empty_registry_outputs() -> None:
+    old = {k: v for k, v in VALUES.items() if k in REQUIRED}
+    outputs = StackOutputs.parse(cdktf_shape(old), STACK)
+    assert (outputs.registry, outputs.builder_service_account) == ("", "")
+    assert StackOutputs.required() == REQUIRED
+
+
+@unit
 @pytest.mark.parametrize("shape", [cdktf_shape, terraform_shape])
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", REQUIRED)
 def test_a_missing_output_is_named(shape: Any, name: str) -> None:
     values = {k: v for k, v in VALUES.items() if k != name}
     with pytest.raises(InvalidInput) as info:
@@ -235,6 +247,7 @@ def test_default_outputs_file_is_the_documented_one(tmp_path: Path, monkeypatch:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "raytpu.yaml").write_text(CONFIG)
     (tmp_path / DEFAULT_OUTPUTS).write_text(json.dumps(cdktf_shape()))
+    write_record(tmp_path)
     assert cli.main(["submit", "train", "--stack", STACK, "--run-id", "r1", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert f"bucketName: {VALUES['bucket']}" in out and "--storage-path /mnt/gcs/checkpoints --name train-r1" in out

@@ -24,7 +24,7 @@ import pytest
 import yaml
 from crd import operator_errors, schema_errors, webhook_errors
 from google.oauth2 import service_account
-from image_refs import FIXTURE_IMAGES, FIXTURE_REFS, write_record
+from image_refs import FIXTURE_IMAGES, write_record
 from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, serving, status_body
 
 from raytpu import cli, gke, kuberay, report
@@ -462,10 +462,13 @@ def test_a_kit_image_without_a_built_digest_is_exit_2_naming_it_and_the_build_co
 
 def test_a_malformed_record_is_exit_2_naming_the_image_and_the_valid_form(
         fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
-    (Path.cwd() / RECORD_NAME).write_text(json.dumps({**FIXTURE_REFS, "job": "us-docker.pkg.dev/p/r/job:latest"}))
+    record = json.loads((Path.cwd() / RECORD_NAME).read_text())
+    record["images"]["job"]["ref"] = "us-docker.pkg.dev/p/r/job:latest"
+    (Path.cwd() / RECORD_NAME).write_text(json.dumps(record))
     assert main("submit", "train", "--stack", STACK, "--dry-run") == 2
     err = capsys.readouterr().err
-    assert "raytpu.images.json job" in err and "REGISTRY/IMAGE@sha256:<64 hex>" in err
+    assert "raytpu.images.json: images.job.ref: 'us-docker.pkg.dev/p/r/job:latest'" in err, err
+    assert "REGISTRY/IMAGE@sha256:<64 lowercase hex digits>" in err and "Traceback" not in err
 
 
 def test_every_rayjob_submission_is_a_new_run_and_a_rayservice_keeps_its_name(

@@ -229,7 +229,10 @@ def test_network_bucket_and_identity(standard: dict) -> None:
                   if r["service"] == "iam.googleapis.com"]
     assert binding["depends_on"] == ["google_container_cluster.gke_cluster_C5D95197",
                                      f"google_project_service.{iam_api}"]
-    grants = {g["role"]: g for g in resources(stack, "google_storage_bucket_iam_member").values()}
+    ray = next(k for k, r in resources(stack, "google_service_account").items()
+               if r["account_id"] == "raytpu-ray-tpu-ray")
+    grants = {g["role"]: g for g in resources(stack, "google_storage_bucket_iam_member").values()
+              if g["member"] == f"serviceAccount:${{google_service_account.{ray}.email}}"}
     # exactly what the workloads use: objects (read, write, delete checkpoints), and storage.buckets.get, which
     # pyarrow's GcsFileSystem calls (apache/arrow cpp/src/arrow/filesystem/gcsfs.cc GetBucketMetadata) and
     # roles/storage.objectUser lacks (https://cloud.google.com/storage/docs/access-control/iam-roles)
@@ -239,6 +242,40 @@ def test_network_bucket_and_identity(standard: dict) -> None:
         assert grant["member"].startswith("serviceAccount:${google_service_account.")
     roles = sorted(r["role"] for r in resources(stack, "google_project_iam_member").values())
     assert "roles/owner" not in roles and "roles/editor" not in roles and "roles/logging.logWriter" in roles
+
+
+@pytest.mark.parametrize("example", ["standard", "autopilot"])
+def test_the_image_registry_is_a_docker_repository_the_nodes_pull_from_and_the_builder_pushes_to(
+        example: str, standard: dict, autopilot: dict) -> None:
+    """The kit's images live in the cluster's region (``raytpu images build``); the node service account may pull
+    (roles/artifactregistry.reader), the builder that Cloud Build runs as may push (roles/artifactregistry.writer),
+    https://cloud.google.com/artifact-registry/docs/access-control#roles; no one else is granted anything there."""
+    stacks = standard if example == "standard" else autopilot
+    cluster_id = next(s for s in stacks if s.endswith("-cluster"))
+    stack = stacks[cluster_id]
+    repo = only(stack, "google_artifact_registry_repository")
+    name = cluster_id.removesuffix("-cluster")
+    assert (repo["format"], repo["repository_id"]) == ("DOCKER", f"{name}-images")
+    assert repo["location"] == ("us-east5" if example == "standard" else "us-central1")
+    assert repo["docker_config"] == {"immutable_tags": True}
+    accounts = {r["account_id"]: k for k, r in resources(stack, "google_service_account").items()}
+    node, builder = accounts[f"raytpu-{name}-node"], accounts[f"raytpu-{name}-img"]
+    repo_id = next(iter(resources(stack, "google_artifact_registry_repository")))
+    grants = {(g["role"], g["member"])
+              for g in resources(stack, "google_artifact_registry_repository_iam_member").values()
+              if g["repository"] == f"${{google_artifact_registry_repository.{repo_id}.name}}"}
+    assert grants == {("roles/artifactregistry.reader", f"serviceAccount:${{google_service_account.{node}.email}}"),
+                      ("roles/artifactregistry.writer", f"serviceAccount:${{google_service_account.{builder}.email}}")}
+    # the builder reads its build context and writes its streamed log in the bucket (raytpu.images.build), nothing more
+    bucket_grants = [(g["role"], g["bucket"]) for g in resources(stack, "google_storage_bucket_iam_member").values()
+                     if g["member"] == f"serviceAccount:${{google_service_account.{builder}.email}}"]
+    (bucket_id,) = resources(stack, "google_storage_bucket")
+    assert bucket_grants == [("roles/storage.objectUser", f"${{google_storage_bucket.{bucket_id}.name}}")]
+    assert not [r for r in resources(stack, "google_project_iam_member").values()
+                if r["member"].endswith(f"{builder}.email}}")]
+    outputs = stack["output"]
+    assert outputs["registry"]["value"] == f"${{google_artifact_registry_repository.{repo_id}.registry_uri}}"
+    assert outputs["builder_service_account"]["value"] == f"${{google_service_account.{builder}.email}}"
 
 
 @pytest.mark.parametrize("example", ["standard", "autopilot"])

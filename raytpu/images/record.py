@@ -1,21 +1,141 @@
-"""The record of built images: ``raytpu.images.json`` beside the config, image name -> digest reference.
+"""The images record: which digest each of the kit's images was built as, in ``raytpu.images.json`` beside the
+config. ``raytpu images build`` writes it (atomically, only after a build succeeded); the manifest builders read it
+(:func:`load_refs`) so every pod names the image it runs by digest.
 
-A minimal reader of the interface the build side owns (``raytpu images build`` writes the file); the lead keeps
-that side's version at merge.
+The file::
+
+    {"images": {"job": {"ref": "us-east5-docker.pkg.dev/p/raytpu/job@sha256:<64 hex>",
+                        "build": "projects/p/locations/us-east5/builds/<id>", "versions": {"ray": "2.60.0"}}}}
+
+Standard library only.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from raytpu import errors
+from raytpu.errors import InvalidInput
 
 RECORD_NAME = "raytpu.images.json"
+"""The record's file name, in the config's folder."""
+
+DIGEST_REF = re.compile(r"^[a-z0-9][a-z0-9.-]*(?::[0-9]+)?(?:/[a-z0-9][a-z0-9._-]*)+@sha256:[0-9a-f]{64}$")
+"""``REGISTRY/IMAGE@sha256:<64 hex>``: a Docker reference by digest (distribution/reference ``reference.go``:
+lowercase path components, ``@`` and a ``sha256`` digest of 64 hex digits)."""
+REF_RULE = "REGISTRY/IMAGE@sha256:<64 lowercase hex digits>, as `raytpu images build` writes it"
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    """One recorded build of an image.
+
+    Attributes:
+        ref: The image by digest (``REGISTRY/IMAGE@sha256:...``).
+        build: The Cloud Build build that made it (``projects/P/locations/L/builds/ID``).
+        versions: The versions its definition records (Ray, JAX, ...), as built.
+    """
+
+    ref: str
+    build: str
+    versions: Mapping[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ref": self.ref, "build": self.build, "versions": dict(self.versions)}
+
+
+def record_path(config_path: str | Path) -> Path:
+    """``raytpu.images.json`` in the folder of ``config_path``."""
+    return Path(config_path).resolve().parent / RECORD_NAME
+
+
+def ref_problems(field_name: str, value: object) -> list[InvalidInput]:
+    """The problems of one digest reference (empty when it is one)."""
+    if isinstance(value, str) and DIGEST_REF.match(value):
+        return []
+    return [errors.invalid_value(field_name, value, "is not an image reference by digest", REF_RULE)]
+
+
+def load(config_path: str | Path) -> dict[str, BuiltImage]:
+    """Every recorded image by name; none when the file is missing.
+
+    Raises:
+        InvalidInputs: the file is unreadable or malformed; each problem names its field
+            (``raytpu.images.json: images.job.ref``) and the value.
+    """
+    from raytpu.images.definitions import IMAGES
+
+    path = record_path(config_path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInput(str(path), f"cannot be read ({exc})", "the JSON `raytpu images build` writes, or no "
+                           "file") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(str(path), f"is not JSON ({exc.msg} at line {exc.lineno})",
+                           "the JSON `raytpu images build` writes; delete the file and build again") from exc
+    found: list[InvalidInput] = []
+    images = data.get("images") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or set(data) != {"images"} or not isinstance(images, dict):
+        raise InvalidInput(f"{path}: images", f"{text[:80]!r} is not a record", '{"images": {NAME: {"ref": ...}}}')
+    built: dict[str, BuiltImage] = {}
+    for name, entry in images.items():
+        where = f"{path}: images.{name}"
+        if name not in IMAGES:
+            found.append(errors.invalid_choice(where, name, sorted(IMAGES), " (the kit's images)"))
+            continue
+        if not isinstance(entry, dict) or not {"ref", "build"} <= set(entry) <= {"ref", "build", "versions"}:
+            found.append(errors.invalid_value(where, entry, "is not a built image",
+                                              '{"ref": ..., "build": ..., "versions": {...}}'))
+            continue
+        found += ref_problems(f"{where}.ref", entry["ref"])
+        if not isinstance(entry["build"], str) or not entry["build"]:
+            found.append(errors.invalid_value(f"{where}.build", entry["build"], "is not a build name",
+                                              "projects/P/locations/L/builds/ID"))
+        versions = entry.get("versions", {})
+        if not isinstance(versions, dict) or not all(isinstance(v, str) for v in versions.values()):
+            found.append(errors.invalid_value(f"{where}.versions", versions, "is not a table of versions",
+                                              '{"ray": "2.60.0", ...}'))
+            versions = {}
+        built[name] = BuiltImage(entry["ref"], entry["build"], versions)
+    errors.raise_found(found)
+    return built
 
 
 def load_refs(config_path: str | Path) -> dict[str, str]:
-    """Image name -> ``REGISTRY/IMAGE@sha256:<64 hex>`` from ``raytpu.images.json`` beside ``config_path``;
-    {} when the file is missing."""
-    path = Path(config_path).resolve().parent / RECORD_NAME
-    if not path.is_file():
-        return {}
-    return {str(k): str(v) for k, v in json.loads(path.read_text()).items()}
+    """Image name -> its reference by digest, from the record beside ``config_path``; ``{}`` without one.
+
+    Raises:
+        InvalidInput(s): the record is malformed (exit 2, naming the field).
+    """
+    return {name: image.ref for name, image in load(config_path).items()}
+
+
+def save(config_path: str | Path, name: str, image: BuiltImage) -> Path:
+    """Records ``image`` as ``name``'s build, keeping the other images' entries: the new file is written beside the
+    old and renamed over it (``os.replace``), so a reader sees the old record or the new, never half of one."""
+    errors.raise_found(ref_problems("ref", image.ref))
+    path = record_path(config_path)
+    images = {n: b.to_json() for n, b in load(config_path).items()}
+    images[name] = image.to_json()
+    text = json.dumps({"images": dict(sorted(images.items()))}, indent=2) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{RECORD_NAME}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

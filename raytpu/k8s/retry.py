@@ -66,9 +66,10 @@ def transient(exc: Exception) -> bool:
     return not isinstance(exc, TimeoutError)
 
 
-def policy(retries: int, backoff_s: float) -> KubeRetry:
+def policy(retries: int, backoff_s: float, kind: type[KubeRetry] = KubeRetry) -> KubeRetry:
     """Up to ``retries`` retries of any failure worth one (every kind counts against the same total), the first
-    after ``backoff_s``, doubling; redirects are not followed (the API server sends none)."""
-    return KubeRetry(total=retries, redirect=False, status_forcelist=RETRIED_STATUSES, allowed_methods=None,
+    after ``backoff_s``, doubling; redirects are not followed (the API server sends none). ``kind``: a subclass
+    that narrows what is retried."""
+    return kind(total=retries, redirect=False, status_forcelist=RETRIED_STATUSES, allowed_methods=None,
                      backoff_factor=backoff_s, backoff_max=MAX_PAUSE_S, retry_after_max=int(MAX_PAUSE_S),
                      respect_retry_after_header=True, raise_on_status=False)

@@ -1,0 +1,101 @@
+"""``raytpu images build [IMAGE...] --stack NAME``: build the kit's images with Cloud Build on a deployed stack and
+record their digests.
+
+Each image (:data:`raytpu.images.definitions.IMAGES`; by default every one a workload of the config runs) is built by
+Cloud Build in the stack's region from the installed kit's definition and pushed to the stack's Artifact Registry
+repository (:mod:`raytpu.images.build` says why the kit calls the API instead of owning a trigger). Progress goes to
+stderr, the build log to stdout; once an image is built, its digest is recorded in ``raytpu.images.json`` beside the
+config (:mod:`raytpu.images.record`), where the manifest builders read it (``load_refs``). Exit 0 when every image
+built, 1 when a build failed or an API refused (the line names the role), 2 on bad input (an unknown image, one no
+workload of the config runs, a stack without the registry outputs), before anything is uploaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = "build the kit's container images with Cloud Build on a deployed stack and record their digests"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds the ``build`` action and its options."""
+    from raytpu.outputs import DEFAULT_OUTPUTS
+
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    build = actions.add_parser("build", help="build and push images, record their digests beside the config")
+    build.add_argument("images", nargs="*", metavar="IMAGE",
+                       help="images to build (default: every image a workload of the config runs)")
+    build.add_argument("--stack", required=True, help="the cluster stack's id in the outputs file "
+                                                      "(<cluster name>-cluster, e.g. ray-tpu-cluster)")
+    build.add_argument("--config", default=None, help="the config file (default: $RAYTPU_CONFIG, else raytpu.yaml); "
+                                                      "the record is written beside it")
+    build.add_argument("--outputs", default=DEFAULT_OUTPUTS,
+                       help=f"stack outputs: the file `cdktf deploy --outputs-file` wrote (default {DEFAULT_OUTPUTS})")
+    build.add_argument("--timeout-s", type=int, default=3600, help="the build's timeout (default 3600)")
+    build.add_argument("--poll-s", type=float, default=3.0, help="seconds between status polls (default 3)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Checks every input, then builds the images one after another, recording each as it succeeds."""
+    from raytpu import config as config_mod
+    from raytpu import errors
+    from raytpu.images import record
+    from raytpu.images.build import ImageBuild, Target
+    from raytpu.images.definitions import IMAGES
+    from raytpu.images.google_api import GoogleApi
+    from raytpu.outputs import StackOutputs
+
+    args.config = args.config or config_mod.default_path()
+    spec = config_mod.load(args.config)
+    names = chosen_images(args.images, {w.kind.name for w in spec.workloads}, args.config)
+    outputs = StackOutputs.read(args.outputs, args.stack)
+    for output in ("registry", "builder_service_account"):
+        if not getattr(outputs, output):
+            raise errors.missing(f"outputs.{output}", f"in {args.outputs} for stack {args.stack!r} to build images",
+                                 "the outputs of a cluster stack deployed by this version of raytpu (it creates "
+                                 "the image registry): `npx cdktf deploy '*-cluster' --outputs-file ...` again")
+    if args.timeout_s < 60 or args.timeout_s > 24 * 3600:
+        raise errors.invalid_value("--timeout-s", args.timeout_s, "is outside Cloud Build's build timeout range",
+                                   "60 to 86400 seconds")
+    record.load(args.config)  # a malformed record is exit 2 before anything is built, not after
+    target = Target(project=outputs.project, location=outputs.location, registry=outputs.registry,
+                    bucket=outputs.bucket, builder=outputs.builder_service_account)
+    api = GoogleApi()
+    for name in names:
+        built = ImageBuild(api, IMAGES[name], target, timeout_s=args.timeout_s, poll_s=args.poll_s).run()
+        path = record.save(args.config, name, built)
+        print(f"recorded {name}: {built.ref} in {path}", file=sys.stderr)
+    return 0
+
+
+def chosen_images(asked: list[str], kinds: set[str], config: str) -> list[str]:
+    """The images to build: those ``asked``, else every image a workload kind of the config runs.
+
+    Raises:
+        InvalidInputs: an unknown image (the valid ones listed), an image whose definition names a kind the kit
+            does not have, or one that no workload of the config runs (the ones that it runs listed).
+    """
+    from raytpu import errors
+    from raytpu.images.definitions import IMAGES
+    from raytpu.kinds import NAMES
+
+    found = [errors.invalid_value(f"images.{name}.kinds", list(image.kinds), "names no workload kind of the kit",
+                                  ", ".join(NAMES))
+             for name, image in IMAGES.items() if not image.kinds or not set(image.kinds) <= set(NAMES)]
+    used = [name for name, image in IMAGES.items() if kinds & set(image.kinds)]
+    for name in asked:
+        if name not in IMAGES:
+            found.append(errors.invalid_choice("IMAGE", name, sorted(IMAGES), " (the kit's images)"))
+        elif name not in used:
+            found.append(errors.invalid_value(
+                "IMAGE", name, f"is run by no workload of {config} (it runs kinds {', '.join(IMAGES[name].kinds)}; "
+                f"the config's workloads are of kinds {', '.join(sorted(kinds)) or 'none'})",
+                ", ".join(used) or "none: add a workload to the config first"))
+    if not asked and not used:
+        found.append(errors.missing("IMAGE", f"(no workload of {config} runs one of the kit's images)",
+                                    f"an image its workloads run: add a workload of kind "
+                                    f"{', '.join(sorted({k for i in IMAGES.values() for k in i.kinds}))}"))
+    errors.raise_found(found)
+    return list(dict.fromkeys(asked)) or used

@@ -1,0 +1,245 @@
+"""``raytpu images build`` end to end against a loopback Cloud Build + Cloud Storage server
+(``tests/cloudbuild_server.py``), and the digest record it writes (``raytpu.images.record``).
+
+Cloud Build cannot be reached from here, so the test stops at the wire: the real CLI (a subprocess for the full run,
+``cli.main`` for the rest), google-auth's real service-account credentials (their token endpoint is the loopback
+server), the endpoints overridden by environment (``RAYTPU_CLOUDBUILD_ENDPOINT``, ``RAYTPU_STORAGE_ENDPOINT``), never
+by patching. Every request body is checked against Cloud Build's own schema (the vendored ``cloudbuild.proto``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cloudbuild_schema import request_errors
+from cloudbuild_server import CloudBuildServer, serving
+from kube_server import ServiceAccountKey
+
+from raytpu import cli
+from raytpu.images import record
+from raytpu.images.definitions import IMAGES
+from raytpu.images.google_api import CLOUDBUILD_ENV, STORAGE_ENV
+
+pytestmark = pytest.mark.unit
+
+REPO = Path(__file__).resolve().parents[1]
+STACK = "ray-tpu-cluster"
+REGISTRY = "us-east5-docker.pkg.dev/my-ml-project/ray-tpu-images"
+BUILDER = "raytpu-ray-tpu-img@my-ml-project.iam.gserviceaccount.com"
+OUTPUTS = {"endpoint": "https://gke.example", "ca_certificate": "", "cluster_name": "ray-tpu", "location": "us-east5",
+           "project": "my-ml-project", "namespace": "ray", "service_account": "ray", "bucket": "my-bucket",
+           "registry": REGISTRY, "builder_service_account": BUILDER}
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sa_key: ServiceAccountKey) -> Iterator[CloudBuildServer]:
+    """A working directory with the example config and outputs naming the registry, Application Default Credentials
+    whose token endpoint is the loopback server, and both API endpoints pointed at it."""
+    with serving(sa_key) as server:
+        (tmp_path / "raytpu.yaml").write_text((REPO / "raytpu.example.yaml").read_text())
+        (tmp_path / "outputs.json").write_text(json.dumps({STACK: OUTPUTS, "ray-tpu-workloads": {}}))
+        (tmp_path / "adc.json").write_text(json.dumps(sa_key.info(server.token_uri)))
+        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "adc.json"))
+        monkeypatch.setenv(CLOUDBUILD_ENV, server.url)
+        monkeypatch.setenv(STORAGE_ENV, server.url)
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+        monkeypatch.delenv("RAYTPU_CONFIG", raising=False)
+        monkeypatch.chdir(tmp_path)
+        yield server
+
+
+def build(*argv: str) -> int:
+    return cli.main(["images", "build", *argv, "--stack", STACK, "--poll-s", "0.01"])
+
+
+def test_a_build_uploads_the_context_builds_by_the_schema_streams_its_log_and_records_the_digest(
+        site: CloudBuildServer, tmp_path: Path) -> None:
+    site.fail("POST", r"/builds$", 429, "Quota exceeded for quota metric 'Build requests'")  # retried
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-m", "raytpu", "images", "build", "job", "--stack", STACK,
+                           "--poll-s", "0.01"], capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    # the context: the image's own folder, uploaded to the stack's bucket
+    (upload,) = site.of("POST", r"^/upload/storage/v1/b/my-bucket/o$")
+    assert upload.query["uploadType"] == "media" and upload.query["name"].startswith("raytpu/images/job-")
+    with tarfile.open(fileobj=io.BytesIO(upload.body), mode="r:gz") as tar:
+        names = tar.getnames()
+    assert sorted(names) == sorted(p.relative_to(IMAGES["job"].context).as_posix()
+                                   for p in IMAGES["job"].context.rglob("*") if "__pycache__" not in p.parts)
+    # builds.create: asked twice (the 429, then the build), each body valid by cloudbuild.proto
+    creates = site.of("POST", r"^/v1/projects/my-ml-project/locations/us-east5/builds$")
+    assert len(creates) == 2 and creates[0].body == creates[1].body
+    body = creates[1].json
+    assert request_errors("Build", body) == [] and site.schema_errors == []
+    assert body["source"]["storageSource"]["bucket"] == "my-bucket"
+    assert body["source"]["storageSource"]["object"] == upload.query["name"]
+    (image,) = body["images"]
+    assert image.startswith(f"{REGISTRY}/job:")
+    assert body["steps"][0]["args"] == ["build", "--tag", image, "."]
+    assert body["serviceAccount"] == f"projects/my-ml-project/serviceAccounts/{BUILDER}"
+    assert body["logsBucket"] == "gs://my-bucket/raytpu/images/logs"
+    assert all(r.headers["authorization"].startswith("Bearer ya29.build-") for r in site.requests
+               if r.path != "/token")
+    # progress on stderr, the log on stdout, each log line once
+    assert "uploading its build context" in done.stderr
+    for state in ("QUEUED", "WORKING (step build)", "SUCCESS"):
+        assert f"image job: {state}," in done.stderr
+    assert done.stdout.splitlines() == ["starting build",
+                                        'Step #0 - "build": Step 1/1 : FROM rayproject/ray:2.60.0-py311',
+                                        'Step #0 - "build": Successfully built 0123456789ab', "PUSH", "DONE"]
+    # the record: the image by digest, what built it
+    (built,) = site.builds.values()
+    digest = built.build["results"]["images"][0]["digest"]
+    assert record.load_refs(tmp_path / "raytpu.yaml") == {"job": f"{REGISTRY}/job@{digest}"}
+    saved = json.loads((tmp_path / record.RECORD_NAME).read_text())
+    assert saved["images"]["job"]["build"] == built.build["name"]
+    assert saved["images"]["job"]["versions"] == dict(IMAGES["job"].versions)
+    assert f"recorded job: {REGISTRY}/job@{digest}" in done.stderr
+
+
+def test_by_default_every_image_the_configs_workloads_run_is_built_and_recorded(
+        site: CloudBuildServer, tmp_path: Path) -> None:
+    assert build() == 0
+    assert sorted(record.load_refs(tmp_path / "raytpu.yaml")) == ["job", "serve"]
+    assert site.schema_errors == []
+
+
+def test_a_failed_build_names_its_step_shows_the_log_tail_and_records_nothing(
+        site: CloudBuildServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert build("job") == 0
+    before = (tmp_path / record.RECORD_NAME).read_text()
+    site.scenario = "failure"
+    assert build("job") == 1
+    err = capsys.readouterr().err
+    assert "ended FAILURE at step 0 'build', exit 1: Build step failure" in err
+    assert "  | Step #0 - \"build\": ERROR: No matching distribution found for jax==0.0.0" in err
+    assert err.rstrip().splitlines()[-1].startswith("error: image job: build projects/my-ml-project/locations/"
+                                                    "us-east5/builds/")
+    assert (tmp_path / record.RECORD_NAME).read_text() == before
+
+
+@pytest.mark.parametrize(("path", "status", "message", "reason", "expected"), [
+    (r"/builds$", 403, "The caller does not have permission", "", "roles/cloudbuild.builds.editor on the project"),
+    (r"^/upload/", 403, "raytpu-ci does not have storage.objects.create access", "",
+     "roles/storage.objectCreator on gs://my-bucket"),
+    (r"/builds/", 403, "The caller does not have permission", "", "roles/cloudbuild.builds.viewer"),
+    (r"/builds$", 403, "caller does not have permission to act as service account projects/-/serviceAccounts/"
+     f"{BUILDER}", "", "roles/iam.serviceAccountUser on the builder service account"),
+    (r"/builds$", 403, "Cloud Build API has not been used in project 123 before or it is disabled", "SERVICE_DISABLED",
+     "`cdktf deploy` of the cluster stack enables it"),
+    (r"/builds$", 503, "The service is currently unavailable", "", "valid: retry later; first see whether it was "
+     "done anyway (`gcloud builds list"),
+    (r"/builds/", 503, "The service is currently unavailable", "", "after retries; valid: retry later"),
+])
+def test_an_api_refusal_is_one_line_naming_the_fix_and_records_nothing(
+        site: CloudBuildServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], path: str, status: int,
+        message: str, reason: str, expected: str) -> None:
+    method = "GET" if path == r"/builds/" else "POST"
+    site.fail(method, path, status, message, reason=reason, times=10)
+    assert build("job") == 1
+    # a GET's 5xx is asked 3 times more; a POST's is not (the build may have started: no second one), nor a refusal
+    assert len(site.of(method, path)) == (4 if status >= 500 and method == "GET" else 1)
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("error:")]
+    assert f"HTTP {status} ({message}" in line and expected in line
+    assert not (tmp_path / record.RECORD_NAME).exists()
+
+
+BAD_INPUTS: list[tuple[list[str], dict[str, Any], str]] = [
+    (["jobb"], {}, "error: IMAGE: 'jobb' is not allowed (the kit's images); valid: job, serve"),
+    (["serve"], {"workloads": "train"}, "error: IMAGE: 'serve' is run by no workload of"),
+    ([], {"workloads": "none"}, "error: IMAGE: is required (no workload of"),
+    (["job"], {"outputs": "no-registry"}, "error: outputs.registry: is required in outputs.json for stack "
+                                          "'ray-tpu-cluster' to build images"),
+    (["job"], {"outputs": "other-stack"}, "error: --stack: 'ray-tpu-cluster' is not allowed"),
+    (["job", "--timeout-s", "5"], {}, "error: --timeout-s: 5 is outside Cloud Build's build timeout range; valid: "
+                                      "60 to 86400 seconds"),
+    (["job"], {"record": '{"images": {"job": {"ref": "us-east5-docker.pkg.dev/p/r/job:latest", "build": "b"}}}'},
+     "raytpu.images.json: images.job.ref: 'us-east5-docker.pkg.dev/p/r/job:latest' is not an image reference by "
+     "digest"),
+    (["job"], {"record": '{"images": {"gpu": {"ref": "x", "build": "b"}}}'},
+     "raytpu.images.json: images.gpu: 'gpu' is not allowed (the kit's images); valid: job, serve"),
+    (["job"], {"record": "[1, 2"}, "raytpu.images.json: is not JSON"),
+]
+
+
+@pytest.mark.parametrize(("argv", "setup", "expected"), BAD_INPUTS)
+def test_bad_input_exits_2_naming_the_field_before_any_request(
+        site: CloudBuildServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
+        setup: dict[str, Any], expected: str) -> None:
+    config = (tmp_path / "raytpu.yaml").read_text()
+    head = config.split("\nworkloads:")[0]
+    if setup.get("workloads") == "train":
+        (tmp_path / "raytpu.yaml").write_text(head + "\nworkloads:\n  - {name: train, kind: train, slice: train}\n")
+    elif setup.get("workloads") == "none":
+        (tmp_path / "raytpu.yaml").write_text(head + "\n")
+    if setup.get("outputs") == "no-registry":
+        old = {k: v for k, v in OUTPUTS.items() if k not in ("registry", "builder_service_account")}
+        (tmp_path / "outputs.json").write_text(json.dumps({STACK: old}))
+    elif setup.get("outputs") == "other-stack":
+        (tmp_path / "outputs.json").write_text(json.dumps({"other-cluster": OUTPUTS}))
+    if "record" in setup:
+        (tmp_path / record.RECORD_NAME).write_text(setup["record"])
+    assert build(*argv) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "Traceback" not in err
+    assert site.requests == []
+
+
+def test_a_definition_no_workload_kind_runs_is_bad_input(site: CloudBuildServer, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(IMAGES, "gpu", dataclasses.replace(IMAGES["job"], name="gpu", kinds=("inference",)))
+    assert build("job") == 2
+    assert ("error: images.gpu.kinds: ['inference'] names no workload kind of the kit; valid: smoke, train, serve"
+            in capsys.readouterr().err)
+    assert site.requests == []
+
+
+# ------------------------------------------------------------------------------------------ the record
+
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+def test_the_record_is_empty_without_a_file_and_merges_builds(tmp_path: Path) -> None:
+    config = tmp_path / "raytpu.yaml"
+    assert record.load_refs(config) == {}
+    record.save(config, "job", record.BuiltImage(f"{REGISTRY}/job@{DIGEST}", "projects/p/builds/1", {"ray": "2.60.0"}))
+    record.save(config, "serve", record.BuiltImage(f"{REGISTRY}/serve@{DIGEST}", "projects/p/builds/2"))
+    record.save(config, "job", record.BuiltImage(f"{REGISTRY}/job@sha256:{'cd' * 32}", "projects/p/builds/3"))
+    assert record.load_refs(config) == {"job": f"{REGISTRY}/job@sha256:{'cd' * 32}",
+                                        "serve": f"{REGISTRY}/serve@{DIGEST}"}
+    assert [p.name for p in tmp_path.iterdir()] == [record.RECORD_NAME]  # no temporary file left behind
+
+
+@pytest.mark.parametrize("ref", [f"{REGISTRY}/job:2.60.0", f"{REGISTRY}/job@sha256:{'AB' * 32}", f"job@{DIGEST}",
+                                 f"{REGISTRY}/job@sha256:{'ab' * 31}", f"{REGISTRY}/Job@{DIGEST}", ""])
+def test_a_reference_not_by_digest_is_refused_and_never_saved(tmp_path: Path, ref: str) -> None:
+    with pytest.raises(record.InvalidInput, match="is not an image reference by digest"):
+        record.save(tmp_path / "raytpu.yaml", "job", record.BuiltImage(ref, "b"))
+    assert not (tmp_path / record.RECORD_NAME).exists()
+
+
+@pytest.mark.parametrize(("text", "field"), [
+    ('{"images": []}', "images"),
+    ('{"images": {}, "extra": 1}', "images"),
+    ('{"images": {"job": "x"}}', "images.job"),
+    (json.dumps({"images": {"job": {"ref": f"{REGISTRY}/job@{DIGEST}"}}}), "images.job"),
+    (json.dumps({"images": {"job": {"ref": f"{REGISTRY}/job@{DIGEST}", "build": 3}}}), "images.job.build"),
+    (json.dumps({"images": {"job": {"ref": f"{REGISTRY}/job@{DIGEST}", "build": "b", "versions": {"ray": 2}}}}),
+     "images.job.versions"),
+])
+def test_a_malformed_record_names_its_field(tmp_path: Path, text: str, field: str) -> None:
+    (tmp_path / record.RECORD_NAME).write_text(text)
+    with pytest.raises(record.InvalidInput) as caught:
+        record.load_refs(tmp_path / "raytpu.yaml")
+    assert caught.value.field == f"{tmp_path / record.RECORD_NAME}: {field}"
