@@ -47,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     smoke.add_argument("--json", action="store_true", help="print the verdicts as JSON instead of a table")
     smoke.add_argument("--report", default=None, metavar="DIR", help="also write smoke.json and smoke.junit.xml")
     smoke.add_argument("--timeout-s", type=float, default=300.0)
+    smoke.add_argument("--dcn-slices", type=int, default=None, metavar="N",
+                       help="also all-reduce across N slices over DCN, as a multi-slice run (workloads[].slices: N) "
+                            "spans them")
     serve = actions.add_parser("serve", help="deploy the serving workload (vLLM's CPU build) onto the local slice "
                                "and print its OpenAI endpoint; it serves until `down`")
     serve.add_argument("--config", default=None, help=f"take the serving workload from this config (default: "
@@ -154,7 +157,8 @@ def _smoke(args: argparse.Namespace) -> int:
     cluster = _cluster(args)
     plan = cluster.slice_plan
     _progress(f"smoke check of {len(cluster.slices)} {plan.ray_pod_type} slice(s) at {cluster.address}")
-    done = local.run_workload(cluster, "smoke", timeout_s=args.timeout_s)
+    extra = ("--dcn-slices", str(args.dcn_slices)) if args.dcn_slices else ()
+    done = local.run_workload(cluster, "smoke", *extra, timeout_s=args.timeout_s)
     verdicts = report.parse_verdict_lines(done.stdout)
     if not verdicts:
         tail = "\n".join(done.stderr.strip().splitlines()[-20:])
