@@ -73,7 +73,7 @@ def run(options: SmokeOptions) -> list[Verdict]:
     work = WorkloadSpec.from_env()
     plan = work.plan
     faults = Faults.from_env()
-    span = options.dcn_slices or 1
+    span = 1 if options.dcn_slices is None else options.dcn_slices
     if not 1 <= span <= work.slices_spanned:
         raise invalid_value("--dcn-slices", span, "is not a number of slices of this check",
                             f"1..{work.slices_spanned} (the slices of {plan.ray_pod_type} it checks)")
