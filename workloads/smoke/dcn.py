@@ -39,8 +39,8 @@ from raytpu.workloads.smoke.verdict import cause_of, gate, informational, new_ch
 DCN_GBPS_PER_HOST = 25.0
 """DCN bandwidth per TPU host, GB/s: "DCN bandwidth is typically around 2.5e10 bytes / second per host" (How to
 Scale Your Model, "How to Think About TPUs", https://jax-ml.github.io/scaling-book/tpus/, jax-ml/scaling-book
-``tpus.md``), one figure for every generation (the book gives no per-generation DCN figure; 200 Gbps is also the
-network bandwidth of a ct5p-hightpu-4t VM, https://cloud.google.com/compute/docs/accelerator-optimized-machines)."""
+``tpus.md``), one figure for every generation: the book gives no per-generation DCN figure, and a host's real
+figure depends on its machine type's NICs."""
 DCN_SOURCE = "https://jax-ml.github.io/scaling-book/tpus/ (DCN ~2.5e10 bytes/s per host)"
 REACH_S = 30.0
 """Bound on one host reaching the coordinator's address before joining (a host that cannot is named)."""
