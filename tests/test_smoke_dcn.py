@@ -167,3 +167,17 @@ def test_a_bad_dcn_slices_exits_2_naming_the_flag_before_any_ray(value: str, mon
     err = capsys.readouterr().err
     assert "--dcn-slices" in err and value in err and "1.." in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "3", "40"])
+def test_local_smoke_refuses_more_dcn_slices_than_the_cluster_has(value: str, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A recorded two-slice cluster (its state file only: nothing runs); exit 2 before any workload starts."""
+    from raytpu import cli as raytpu_cli
+    from raytpu.local.state import LocalCluster
+
+    plan = plan_slice("v5p", "2x2x2")
+    LocalCluster(str(tmp_path), "/tmp/none", "127.0.0.1:1", plan.to_json(), ["s0", "s1"]).save()
+    assert raytpu_cli.main(["local", "--dir", str(tmp_path), "smoke", "--dcn-slices", value]) == 2
+    err = capsys.readouterr().err
+    assert "--dcn-slices" in err and value in err and "1..2" in err and "Traceback" not in err

@@ -156,6 +156,12 @@ def _smoke(args: argparse.Namespace) -> int:
 
     cluster = _cluster(args)
     plan = cluster.slice_plan
+    if args.dcn_slices is not None and not 1 <= args.dcn_slices <= len(cluster.slices):
+        from raytpu.errors import invalid_value
+
+        raise invalid_value("--dcn-slices", args.dcn_slices, "is more slices than this local cluster has"
+                            if args.dcn_slices > 1 else "is not a number of slices",
+                            f"1..{len(cluster.slices)} (`raytpu local up --slices N` for more)")
     _progress(f"smoke check of {len(cluster.slices)} {plan.ray_pod_type} slice(s) at {cluster.address}")
     extra = ("--dcn-slices", str(args.dcn_slices)) if args.dcn_slices else ()
     done = local.run_workload(cluster, "smoke", *extra, timeout_s=args.timeout_s)
