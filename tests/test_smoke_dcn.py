@@ -148,8 +148,10 @@ def test_a_bad_cut_off_injection_is_invalid_input(value: str) -> None:
     assert "0..1" in str(caught.value)
 
 
-@pytest.mark.parametrize("value", ["0", "-2", "3", "99"])
-def test_a_bad_dcn_slices_exits_2_naming_the_flag_before_any_ray(value: str, monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(("value", "more"), [("0", []), ("-2", []), ("3", []), ("99", []),
+                                           ("2", ["--slice-name", "one"])])
+def test_a_bad_dcn_slices_exits_2_naming_the_flag_before_any_ray(value: str, more: list[str],
+                                                                 monkeypatch: pytest.MonkeyPatch,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     import ray
 
@@ -163,9 +165,9 @@ def test_a_bad_dcn_slices_exits_2_naming_the_flag_before_any_ray(value: str, mon
         raise AssertionError("ray.init reached")
 
     monkeypatch.setattr(ray, "init", no_ray)
-    assert cli.main(["--dcn-slices", value]) == 2
+    assert cli.main(["--dcn-slices", value, *more]) == 2
     err = capsys.readouterr().err
-    assert "--dcn-slices" in err and value in err and "1.." in err
+    assert "--dcn-slices" in err and value in err and ("--slice-name" if more else "1..") in err
     assert "Traceback" not in err
 
 

@@ -74,6 +74,9 @@ def run(options: SmokeOptions) -> list[Verdict]:
     plan = work.plan
     faults = Faults.from_env()
     span = 1 if options.dcn_slices is None else options.dcn_slices
+    if span > 1 and options.slice_name:
+        raise invalid_value("--dcn-slices", span, f"spans several slices while --slice-name {options.slice_name} "
+                            "checks one", "--dcn-slices without --slice-name, or --slice-name alone")
     if not 1 <= span <= work.slices_spanned:
         raise invalid_value("--dcn-slices", span, "is not a number of slices of this check",
                             f"1..{work.slices_spanned} (the slices of {plan.ray_pod_type} it checks)")
@@ -95,7 +98,7 @@ def run(options: SmokeOptions) -> list[Verdict]:
             inv = SliceInventory(f"<missing {plan.ray_pod_type} slice {i + 1} of {work.slices_spanned}>",
                                  hosts_expected=plan.hosts)
             verdicts.append(check_slice(plan, inv, options, faults))
-        if span > 1 and not options.slice_name:
+        if span > 1:
             dcn.attach(verdicts, dcn.check_dcn(plan, list(slices.values()), options, span, limit_s, cut_off=cut_off),
                        cut_off)
     except Exception as exc:  # e.g. no Ray cluster to reach: still a verdict, naming the cause
