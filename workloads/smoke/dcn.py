@@ -298,7 +298,8 @@ def judge_dcn(plan: SlicePlan, names: list[str], run: DcnRun, options: SmokeOpti
                                     f"multi-slice run ({group}): {cut[s]}"))
         elif cut:
             named = ", ".join(names[c] for c in sorted(cut))
-            checks.append(new_check("dcn_reach", True, f"reached; not measured: slice(s) {named} cut off"))
+            checks.append(new_check("dcn_reach", True, f"not this slice: slice(s) {named} cut off from the run, "
+                                    "so no cross-slice all-reduce was measured"))
             checks.append(informational(new_check("dcn_allreduce_busbw_gbps", True,
                                                   f"informational: not measured, slice(s) {named} cut off")))
         else:
