@@ -77,6 +77,19 @@ class PerfRow(TypedDict):
     ok: bool
 
 
+class DcnSection(TypedDict):
+    """The DCN check of a multi-slice run (``raytpu.workloads.smoke.dcn``), apart from the slice's ICI rows: the
+    slices the run spans (``slices``), this slice's checks (``dcn_reach`` names a slice that cannot reach the
+    others), one ``perf`` row per host (``dcn_allreduce_busbw``, GB/s per host), the source of the reference and
+    the ``MEGASCALE_*`` env this slice's hosts ran with (``megascale``, when they ran)."""
+
+    slices: list[str]
+    checks: list[Check]
+    perf: list[PerfRow]
+    source: str
+    megascale: NotRequired[dict[str, str]]
+
+
 class Verdict(TypedDict):
     """What the smoke check found on one slice: the JSON object of a verdict line.
 
@@ -84,6 +97,8 @@ class Verdict(TypedDict):
     writes it; a verdict made for a job that gave none (``raytpu smoke``) has none. ``injected``: fault injection
     that was active (tests, drills). ``state``: set by ``raytpu smoke`` for a slice it did not check (one of
     :data:`STATES`), else it follows ``healthy``. ``job``: the RayJob that checked the slice (``raytpu smoke``).
+    ``dcn``: the cross-slice check where a multi-slice run spans this slice (:class:`DcnSection`); a failed gating
+    check of it makes the slice unhealthy.
     """
 
     slice: str
@@ -101,6 +116,7 @@ class Verdict(TypedDict):
     state: NotRequired[str]
     job: NotRequired[str]
     stamps: NotRequired[list[Stamp]]  # timeline phases the check reached (raytpu.timeline): reserved, first_step
+    dcn: NotRequired[DcnSection]
 
 
 def format_verdict_line(verdict: Mapping[str, Any]) -> str:
@@ -125,7 +141,8 @@ def headline(verdict: Mapping[str, Any]) -> str:
     if isinstance(found, int) and isinstance(expected, int) and found < expected:
         causes.insert(0, f"{expected - found} of {expected} host(s) missing")
     causes += [f"{c.get('name', '?')}: {c.get('detail', '')}".rstrip(": ")
-               for c in verdict.get("checks") or [] if not c.get("ok", True)]
+               for c in [*(verdict.get("checks") or []), *((verdict.get("dcn") or {}).get("checks") or [])]
+               if not c.get("ok", True)]
     return f"{head}: {causes[0]}" if causes else head
 
 
@@ -228,12 +245,37 @@ def render_table(verdicts: Iterable[Mapping[str, Any]]) -> str:
             if not h.get("ok", True):
                 problems = "; ".join(str(p) for p in h.get("problems") or []) or "not ok"
                 lines.append(f"  {FAIL_MARK} host {h.get('worker_id', '?')} ({h.get('ip') or 'no ip'}): {problems}")
+        lines.extend("  " + line for line in dcn_lines(v))
         for line in v.get("injected") or []:
             lines.append(f"  fault injection: {line}")
     healthy = sum(1 for v in verdicts if v.get("healthy"))
     lines.append("")
     lines.append(f"{healthy}/{len(verdicts)} slices healthy")
     return "\n".join(lines)
+
+
+def dcn_lines(verdict: Mapping[str, Any]) -> list[str]:
+    """The verdict's DCN section as its own table (empty without one): the slices of the run, its checks, and the
+    bus bandwidth of every host against the DCN figure per host and its source."""
+    dcn = verdict.get("dcn")
+    if not dcn:
+        return []
+    lines = [f"DCN (cross-slice all-reduce over {', '.join(dcn.get('slices') or [])}; reference: "
+             f"{dcn.get('source', '')})"]
+    rows = [["", "dcn check", "value", "expected", "detail"]]
+    for c in dcn.get("checks") or []:
+        rows.append([_mark(c.get("ok")), str(c.get("name", "?")), _number(c.get("value")),
+                     _number(c.get("expected")), str(c.get("detail", ""))])
+    lines += text_table(rows)
+    perf = [["", "dcn perf", "host", "value", "vs DCN per host"]]
+    for r in dcn.get("perf") or []:
+        perf.append([_mark(r.get("ok", True)), str(r.get("metric", "?")), str(r.get("worker_id")),
+                     f"{_number(r.get('value'))} {r.get('unit', '')}".strip(),
+                     _against(r.get("ratio"), r.get("min_ratio"), bool(r.get("gates")),
+                              f" of {_number(r.get('reference'))}")])
+    if len(perf) > 1:
+        lines += text_table(perf)
+    return lines
 
 
 PERF_ROWS_SHOWN = 32
@@ -301,7 +343,7 @@ def junit_xml(verdicts: Iterable[Mapping[str, Any]], suite_name: str = "raytpu.s
     for v in verdicts:
         name = str(v.get("slice", "?"))
         cases: list[tuple[str, bool, str]] = []
-        for c in v.get("checks") or []:
+        for c in [*(v.get("checks") or []), *((v.get("dcn") or {}).get("checks") or [])]:
             detail = str(c.get("detail", ""))
             if c.get("value") is not None or c.get("expected") is not None:
                 detail = f"{detail} (value {_number(c.get('value'))}, expected {_number(c.get('expected'))})".strip()

@@ -332,3 +332,47 @@ def ray_nodes(address: str) -> list[dict[str, Any]]:
         return ray.nodes()
     finally:
         ray.shutdown()
+
+
+@pytest.mark.slice
+@pytest.mark.timeout(600)
+def test_smoke_all_reduces_across_two_slices_over_dcn_and_names_a_slice_cut_off(
+        two_v5p: local.LocalCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--dcn-slices 2``: the smoke check also all-reduces across both emulated slices (one process per host, JAX
+    on CPU, each with the MEGASCALE_* env Ray's ``get_tpu_coordinator_env_vars`` gives it), reported in each
+    verdict's ``dcn`` section apart from the ICI rows; then, with slice 1's hosts dialling a closed port instead of
+    the coordinator (``RAYTPU_SMOKE_INJECT_DCN_UNREACHABLE=1``), slice 1 is named unhealthy and slice 0 is not."""
+    from raytpu import report
+    from raytpu.workloads.smoke import dcn
+
+    cluster = two_v5p
+    done = local.run_workload(cluster, "smoke", "--dcn-slices", "2", "--reserve-timeout-s", "30", timeout_s=300)
+    verdicts = report.parse_verdict_lines(done.stdout)
+    assert done.returncode == 0 and [v["slice"] for v in verdicts] == cluster.slices, done.stderr[-4000:]
+    for s, v in enumerate(verdicts):
+        section = v["dcn"]
+        assert section["slices"] == cluster.slices and section["source"] == dcn.DCN_SOURCE
+        checks = {c["name"]: c for c in section["checks"]}
+        assert checks["dcn_reach"]["ok"] and checks["dcn_psum"]["ok"] and checks["dcn_psum"]["value"] == 3.0
+        busbw = checks["dcn_allreduce_busbw_gbps"]
+        assert busbw["informational"] and "emulated slices" in busbw["detail"], busbw
+        assert [r["worker_id"] for r in section["perf"]] == list(range(two_v5p.slice_plan.hosts))
+        assert all((r["value"] or 0) > 0 and r["reference"] == dcn.DCN_GBPS_PER_HOST and not r["gates"]
+                   for r in section["perf"])
+        assert section["megascale"]["MEGASCALE_SLICE_ID"] == str(s)
+        assert section["megascale"]["MEGASCALE_NUM_SLICES"] == "2"
+        assert section["megascale"]["MEGASCALE_PORT"] == str(multislice.MEGASCALE_PORT)
+        assert not any(r["metric"].startswith("dcn") for r in v["perf"])  # apart from the ICI rows
+    assert "DCN (cross-slice all-reduce over" in report.render_table(verdicts)
+
+    monkeypatch.setenv(dcn.ENV_INJECT_UNREACHABLE, "1")
+    done = local.run_workload(cluster, "smoke", "--dcn-slices", "2", "--reserve-timeout-s", "30", timeout_s=300)
+    verdicts = report.parse_verdict_lines(done.stdout)
+    assert done.returncode == 1 and len(verdicts) == 2, done.stderr[-4000:]
+    first, cut = verdicts
+    assert first["healthy"] and not cut["healthy"]
+    reach = {c["name"]: c for c in cut["dcn"]["checks"]}["dcn_reach"]
+    assert not reach["ok"] and f"slice {cluster.slices[1]} cannot reach" in reach["detail"]
+    assert "cannot reach the DCN coordinator" in reach["detail"], reach
+    assert report.headline(cut).startswith(f"slice {cluster.slices[1]} unhealthy: dcn_reach: slice")
+    assert any(dcn.ENV_INJECT_UNREACHABLE in line for line in cut["injected"])

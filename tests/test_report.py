@@ -35,7 +35,9 @@ def test_the_verdict_keys_are_the_cli_contract() -> None:
     """Verdict lines and smoke.json carry exactly these keys (readers in CI and on-call depend on them)."""
     assert (report.Verdict.__required_keys__, report.Verdict.__optional_keys__) == (
         {"slice", "healthy", "generation", "topology", "pod_type", "hosts_expected", "hosts_found", "duration_s",
-         "checks", "hosts"}, {"perf", "injected", "state", "job", "stamps"})
+         "checks", "hosts"}, {"perf", "injected", "state", "job", "stamps", "dcn"})
+    assert (report.DcnSection.__required_keys__, report.DcnSection.__optional_keys__) == (
+        {"slices", "checks", "perf", "source"}, {"megascale"})
     assert (report.Check.__required_keys__, report.Check.__optional_keys__) == (
         {"name", "ok", "detail", "value", "expected"}, {"informational"})
     assert (report.HostRow.__required_keys__, report.HostRow.__optional_keys__) == (

@@ -47,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     smoke.add_argument("--json", action="store_true", help="print the verdicts as JSON instead of a table")
     smoke.add_argument("--report", default=None, metavar="DIR", help="also write smoke.json and smoke.junit.xml")
     smoke.add_argument("--timeout-s", type=float, default=300.0)
+    smoke.add_argument("--dcn-slices", type=int, default=None, metavar="N",
+                       help="also all-reduce across N slices over DCN, as a multi-slice run (workloads[].slices: N) "
+                            "spans them")
     serve = actions.add_parser("serve", help="deploy the serving workload (vLLM's CPU build) onto the local slice "
                                "and print its OpenAI endpoint; it serves until `down`")
     serve.add_argument("--config", default=None, help=f"take the serving workload from this config (default: "
@@ -154,11 +157,18 @@ def _smoke(args: argparse.Namespace) -> int:
     recorder = timeline.Recorder.for_command()
     cluster = _cluster(args)
     plan = cluster.slice_plan
+    if args.dcn_slices is not None and not 1 <= args.dcn_slices <= len(cluster.slices):
+        from raytpu.errors import invalid_value
+
+        raise invalid_value("--dcn-slices", args.dcn_slices, "is more slices than this local cluster has"
+                            if args.dcn_slices > 1 else "is not a number of slices",
+                            f"1..{len(cluster.slices)} (`raytpu local up --slices N` for more)")
     _progress(f"smoke check of {len(cluster.slices)} {plan.ray_pod_type} slice(s) at {cluster.address}")
     emulated_phases(recorder, cluster.hosts_recorded_wall())
     recorder.mark("applied", "the smoke driver started on the emulated slice, as a RayJob's submitter starts it",
                   timeline.EMULATED)
-    done = local.run_workload(cluster, "smoke", timeout_s=args.timeout_s)
+    extra = ("--dcn-slices", str(args.dcn_slices)) if args.dcn_slices else ()
+    done = local.run_workload(cluster, "smoke", *extra, timeout_s=args.timeout_s)
     recorder.take(timeline.parse_stamp_lines(done.stdout))
     verdicts = report.parse_verdict_lines(done.stdout)
     runs = {"smoke": recorder.finish("verdicts read" if verdicts else "the driver ended with no verdict")}

@@ -44,6 +44,10 @@ Checks, per host and per slice:
   name), each against that axis's expected figure, so a weak axis is named; ``allreduce_latency_us``: a 4-byte
   all-reduce.
 
+With ``--dcn-slices N`` (a multi-slice run spans N slices), the first N slices also get a cross-slice all-reduce
+over DCN, one process per host with the ``MEGASCALE_*`` env it would see, reported in each verdict's ``dcn``
+section apart from the ICI rows, a slice that cannot reach the others named (:mod:`.dcn`).
+
 Every device's figures are also in the verdict's ``perf`` rows (:mod:`raytpu.report` renders them), each with its
 threshold and whether it gates here. Thresholds (``--perf-thresholds``): ``auto`` (default) applies the catalog
 floors (:class:`raytpu.catalog.SmokeFloors`) only on real TPU outside an emulated slice (``RAYTPU_EMULATED=1``,

@@ -11,6 +11,7 @@ import sys
 from dataclasses import fields, replace
 from typing import get_args
 
+from raytpu.errors import invalid_value
 from raytpu.plan import RAY_SLICE_LABEL, RAY_WORKER_LABEL
 from raytpu.report import Verdict, all_healthy, format_verdict_line, log_entry
 from raytpu.spec import WorkloadSpec
@@ -18,6 +19,7 @@ from raytpu.timeline import stamp, stamp_line
 from raytpu.workloads import smoke as program
 from raytpu.workloads._entry import guarded
 from raytpu.workloads.slices import RESERVE_TIMEOUT_S, SliceInventory, wait_for_hosts
+from raytpu.workloads.smoke import dcn
 from raytpu.workloads.smoke.driver import check_limit_s, check_slice
 from raytpu.workloads.smoke.faults import Faults
 from raytpu.workloads.smoke.options import MIN_HBM_RATIO, MIN_PEER_RATIO, PerfThresholds, SmokeOptions
@@ -49,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"every device against its slice's median, on any hardware (default {MIN_PEER_RATIO})")
     parser.add_argument("--min-hbm-ratio", type=float, default=MIN_HBM_RATIO)
     parser.add_argument("--address", default=None, help="Ray address (default: RAY_ADDRESS, else auto)")
+    parser.add_argument("--dcn-slices", type=int, default=None,
+                        help="slices one multi-slice run spans: above 1, also all-reduce across that many slices "
+                             "over DCN (raytpu.workloads.smoke.dcn)")
     return parser
 
 
@@ -70,6 +75,14 @@ def run(options: SmokeOptions) -> list[Verdict]:
     work = WorkloadSpec.from_env()
     plan = work.plan
     faults = Faults.from_env()
+    span = 1 if options.dcn_slices is None else options.dcn_slices
+    if span > 1 and options.slice_name:
+        raise invalid_value("--dcn-slices", span, f"spans several slices while --slice-name {options.slice_name} "
+                            "checks one", "--dcn-slices without --slice-name, or --slice-name alone")
+    if not 1 <= span <= work.slices_spanned:
+        raise invalid_value("--dcn-slices", span, "is not a number of slices of this check",
+                            f"1..{work.slices_spanned} (the slices of {plan.ray_pod_type} it checks)")
+    cut_off = dcn.unreachable_from_env(span) if span > 1 else None
     limits = work.kind.limits
     limit_s = options.check_timeout_s
     if limit_s is None:
@@ -93,6 +106,9 @@ def run(options: SmokeOptions) -> list[Verdict]:
             inv = SliceInventory(f"<missing {plan.ray_pod_type} slice {i + 1} of {work.slices_spanned}>",
                                  hosts_expected=plan.hosts)
             verdicts.append(check_slice(plan, inv, options, faults))
+        if span > 1:
+            dcn.attach(verdicts, dcn.check_dcn(plan, list(slices.values()), options, span, limit_s, cut_off=cut_off),
+                       cut_off)
     except Exception as exc:  # e.g. no Ray cluster to reach: still a verdict, naming the cause
         name = options.slice_name or f"<{plan.ray_pod_type} slices>"
         verdicts.append(failed_verdict(plan, name, "smoke", f"the check failed: {cause_of(exc)}"))

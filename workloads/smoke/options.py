@@ -40,6 +40,9 @@ class SmokeOptions:
         min_peer_ratio: Every device against its slice's median, on any hardware.
         min_hbm_ratio: Device memory per chip over the catalog's HBM.
         address: The Ray cluster (None: ``RAY_ADDRESS``, else auto).
+        dcn_slices: How many slices one multi-slice run of the config spans (``workloads[].slices`` of a train
+            workload on this slice); above 1, the first that many slices also get the DCN check
+            (:mod:`raytpu.workloads.smoke.dcn`). None or 1: no DCN check.
     """
 
     slice_name: str | None = None
@@ -53,3 +56,4 @@ class SmokeOptions:
     min_peer_ratio: float = MIN_PEER_RATIO
     min_hbm_ratio: float = MIN_HBM_RATIO
     address: str | None = None
+    dcn_slices: int | None = None
