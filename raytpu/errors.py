@@ -157,3 +157,21 @@ def missing(field: str, why: str, valid: str) -> InvalidInput:
 def forbidden(field: str, value: object, why: str, valid: str) -> InvalidInput:
     """A field that must be absent in this context."""
     return InvalidInput(field, f"{value!r} is not allowed {why}", valid)
+
+
+def read_json_file(path: str, field: str, what: str) -> object:
+    """The JSON in the file at ``path`` (given as ``field``); InvalidInput naming ``field`` and ``path`` when it
+    cannot be read or is not JSON, ``what`` saying what it should be (``a Hugging Face config.json``)."""
+    import json
+    from pathlib import Path
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise invalid_value(field, path, f"cannot be read ({exc.strerror or exc})", f"the path of {what}") from exc
+    except UnicodeDecodeError as exc:
+        raise invalid_value(field, path, "is not UTF-8 text", what) from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise invalid_value(field, path, f"is not JSON ({exc.msg}, line {exc.lineno})", what) from exc

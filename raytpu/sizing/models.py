@@ -8,11 +8,9 @@ model card, and the tests compare the count with the size each model is publishe
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from raytpu import errors
@@ -256,16 +254,7 @@ def _sliding(config: Mapping[str, Any], layers: int, field: str) -> tuple[int, i
 
 def load_hf_config(path: str, field: str = "--model-config") -> ModelShape:
     """Reads a ``config.json`` file; a missing, unreadable or malformed file is InvalidInput naming it."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise errors.invalid_value(field, path, f"cannot be read ({exc.strerror or exc})",
-                                   "the path of a Hugging Face config.json") from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise errors.invalid_value(field, path, f"is not JSON ({exc.msg}, line {exc.lineno})",
-                                   "a Hugging Face config.json") from exc
+    data = errors.read_json_file(path, field, "a Hugging Face config.json")
     return from_hf_config(data, path, field)
 
 

@@ -26,10 +26,8 @@ another region or a negotiated price.
 from __future__ import annotations
 
 import datetime
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from raytpu import errors
@@ -132,16 +130,7 @@ def default_table() -> PriceTable:
 
 def load(path: str, field: str = "--prices") -> PriceTable:
     """Reads a ``--prices`` JSON file (the :data:`DEFAULT_PRICES` format)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise errors.invalid_value(field, path, f"cannot be read ({exc.strerror or exc})",
-                                   "the path of a JSON price table") from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise errors.invalid_value(field, path, f"is not JSON ({exc.msg}, line {exc.lineno})",
-                                   "a JSON price table like raytpu/sizing/prices.py DEFAULT_PRICES") from exc
+    data = errors.read_json_file(path, field, "a JSON price table like raytpu/sizing/prices.py DEFAULT_PRICES")
     return parse(data, field)
 
 
