@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from raytpu import errors
 from raytpu.errors import InvalidInput
-from raytpu.kuberay import workload_policy_name
+from raytpu.kuberay import SLICE_LABEL, workload_policy_name
 from raytpu.modules import _props
 from raytpu.modules._node_pool import JoinedCluster, NodePoolOptions, hardened_node_config, joined_to
 from raytpu.modules.cdk import Construct, TerraformResourceLifecycle, compute_resource_policy, container_node_pool
@@ -143,6 +143,7 @@ class TpuSlicePool(Construct):
             node_config=hardened_node_config(
                 props, plan.machine_type, item.disk_gib,
                 reservation_affinity=affinity,
+                labels={SLICE_LABEL: item.name},  # what the slice's TPU pods select (kuberay.tpu_placement)
                 taint=[np.ContainerNodePoolNodeConfigTaint(key=TPU_TAINT, value="present", effect="NO_SCHEDULE")],
                 **node_config,
             ),

@@ -9,8 +9,9 @@ workload's slice (its SlicePlan):
 - ``replicas`` = ``minReplicas`` = ``maxReplicas`` = number of slices;
 - ``google.com/tpu`` requests == limits == ``plan.chips_per_host``;
 - nodeSelector = ``plan.node_selector`` (accelerator + topology), plus the provisioning mode's selector
-  (spot, flex-start, queued; Autopilot: the slice's ComputeClass) and matching tolerations; on Standard a node
-  affinity pins the group to the slice's own node pools (:func:`pool_affinity`).
+  (spot, flex-start, queued; Autopilot: the slice's ComputeClass) and matching tolerations; on Standard the slice's
+  own node label (:data:`SLICE_LABEL`, which its pools give their nodes) pins the group to its pools
+  (:func:`tpu_placement`).
 
 A RayJob runs ``python -m raytpu.workloads.<program>`` (its kind's program) and receives its WorkloadSpec as
 JSON in ``RAYTPU_WORKLOAD`` (runtime env): the pod never re-plans its slice.
@@ -169,7 +170,17 @@ def tpu_placement(item: SliceSpec, autopilot: bool,
     """(nodeSelector, tolerations) of the TPU pods of slice ``item``.
 
     The slice's accelerator and topology labels, the TPU taint's toleration, and either the slice's Autopilot
-    ComputeClass (which carries spot/reservation/flex-start) or the provisioning mode's own node label. On
+    ComputeClass (which carries spot/reservation/flex-start) or the provisioning mode's own node label. On Standard
+    also :data:`SLICE_LABEL` = the slice's name, a Kubernetes label its pools give their nodes
+    (:class:`raytpu.modules.tpu_slice_pool.TpuSlicePool`): accelerator, topology and provisioning label do not tell
+    apart two slices of one generation and topology (a v6e 2x4 on one 8-chip host and one on two 4-chip hosts; an
+    on-demand and a spot copy: the kit's Standard spot pools carry only the TPU taint every TPU pod tolerates, while
+    Autopilot taints its spot nodes: https://cloud.google.com/kubernetes-engine/docs/how-to/autopilot-spot-pods).
+    A nodeSelector, not a node affinity: for a multi-host group the GKE TPU webhook sets the pod's whole
+    ``/spec/affinity`` (a JSON-patch ``add``, which replaces an existing member: RFC 6902 section 4.1) to its own
+    per-replica pod affinity (ai-on-gke/kuberay-tpu-webhook ``injectAffinity``, ef658db), so a node affinity of
+    ours would be dropped; the nodeSelector is left alone. Autopilot has no pools: there the slice's own
+    ComputeClass separates it. On
     Autopilot a multi-host tpu7x slice also selects its HIGH_THROUGHPUT workload policy (GKE: Ironwood rejects
     COMPACT; https://cloud.google.com/kubernetes-engine/docs/how-to/tpu-ironwood), which needs ``cluster``.
     """
@@ -180,6 +191,8 @@ def tpu_placement(item: SliceSpec, autopilot: bool,
             raise errors.missing("cluster", f"for the workload policy of Autopilot slice {item.name}",
                                  "Pods(cluster=<the GKE cluster's name>)")
         selector[PLACEMENT_POLICY_LABEL] = workload_policy_name(cluster, item.name)
+    if not autopilot:
+        selector[SLICE_LABEL] = item.name
     if autopilot and item.provisioning.priority is not None:
         selector[COMPUTE_CLASS_LABEL] = compute_class_name(item.name)
     else:
@@ -192,24 +205,6 @@ def tpu_placement(item: SliceSpec, autopilot: bool,
 NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
 """The label GKE puts on every node: its node pool's name
 (https://cloud.google.com/kubernetes-engine/docs/how-to/node-pools, "Deploy Pods to specific node pools")."""
-
-
-def pool_affinity(item: SliceSpec, autopilot: bool) -> dict[str, Any] | None:
-    """The TPU pods' node affinity on Standard: only the nodes of slice ``item``'s own pools (``<slice>-<i>``).
-
-    Accelerator, topology and provisioning label do not tell apart two slices of one generation and topology (a v6e
-    2x4 on one 8-chip host and one on two 4-chip hosts; an on-demand and a spot copy), and the kit's Standard spot
-    pools carry only the TPU taint every TPU pod tolerates, so on-demand pods fit them too (it is Autopilot that taints
-    its spot nodes: https://cloud.google.com/kubernetes-engine/docs/how-to/autopilot-spot-pods). The pool's name tells
-    them apart. An affinity (``In``), not a nodeSelector: a slice with ``count`` copies has one pool
-    per copy. None on Autopilot, which has no pools: there the slice's own ComputeClass separates it
-    (:func:`tpu_placement`).
-    """
-    if autopilot:
-        return None
-    pools = {"key": NODE_POOL_LABEL, "operator": "In", "values": list(item.pool_names)}
-    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [pools]}]}}}
 
 
 def gcsfuse_mount_options(security: SecuritySpec) -> str:
@@ -235,8 +230,7 @@ def _volumes(pods: Pods) -> tuple[list[dict[str, Any]], list[dict[str, Any]], di
 
 
 def _pod_template(pods: Pods, container: dict[str, Any], *, node_selector: Mapping[str, str] | None = None,
-                  tolerations: Sequence[Mapping[str, Any]] = (),
-                  affinity: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                  tolerations: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     volumes, mounts, annotations = _volumes(pods)
     if mounts:
         container["volumeMounts"] = mounts
@@ -250,8 +244,6 @@ def _pod_template(pods: Pods, container: dict[str, Any], *, node_selector: Mappi
         spec["nodeSelector"] = dict(node_selector)
     if tolerations:
         spec["tolerations"] = [dict(t) for t in tolerations]
-    if affinity:
-        spec["affinity"] = dict(affinity)
     metadata: dict[str, Any] = {}
     if pods.labels:
         metadata["labels"] = dict(pods.labels)
@@ -332,8 +324,7 @@ def worker_group(work: WorkloadSpec, pods: Pods, *, autopilot: bool, env: Mappin
         "maxReplicas": work.slices_spanned,
         "numOfHosts": plan.hosts,
         "rayStartParams": {},
-        "template": _pod_template(pods, container, node_selector=selector, tolerations=tolerations,
-                                  affinity=pool_affinity(work.slice, autopilot)),
+        "template": _pod_template(pods, container, node_selector=selector, tolerations=tolerations),
     }
 
 

@@ -140,7 +140,10 @@ def _expected_placement(item: SliceSpec, mode: str) -> tuple[dict[str, str], set
         return {COMPUTE_CLASS: f"raytpu-{item.name}", **(policy if item.plan.placement == "workload-policy" else {})}, \
             set()
     flag = STANDARD_FLAG[item.provisioning.name]
-    return ({flag: "true"}, {flag}) if flag else ({}, set())
+    # Standard also selects the slice's own node label, which its pools set (a nodeSelector: the TPU webhook
+    # replaces a multi-host pod's affinity; kuberay.tpu_placement)
+    own = {kuberay.SLICE_LABEL: item.name} if mode == "standard" else {}
+    return ({flag: "true", **own}, {flag}) if flag else (own, set())
 
 
 # ---------------------------------------------------------------------- CRD schema + webhook, table-driven
@@ -222,7 +225,8 @@ def test_tpu_placement_comes_from_the_provisioning_registry(provisioning: str, m
     mode_spec = MODES[provisioning]
     if mode == "standard" or mode_spec.priority is None:
         flag, tolerate = mode_spec.pod_placement()
-        assert (selector, tolerations[1:]) == ({**item.plan.node_selector, **flag}, tolerate)
+        own = {kuberay.SLICE_LABEL: item.name} if mode == "standard" else {}
+        assert (selector, tolerations[1:]) == ({**item.plan.node_selector, **flag, **own}, tolerate)
         for toleration in tolerate:
             assert toleration == {"key": mode_spec.pod_flag, "operator": "Equal", "value": "true",
                                   "effect": "NoSchedule"}
@@ -331,7 +335,7 @@ def test_v6e_2x4_worker_group_follows_machine_type(machine: str, hosts: int, tpu
     cpu, memory = f"{int(shape.allocatable_cpu_m * 0.9)}m", f"{int(shape.allocatable_memory_mib * 0.9)}Mi"
     assert container["resources"] == {"requests": {TPU_RESOURCE: tpus, "cpu": cpu, "memory": memory},
                                       "limits": {TPU_RESOURCE: tpus, "memory": memory}}
-    assert group["template"]["spec"]["nodeSelector"] == item.plan.node_selector
+    assert group["template"]["spec"]["nodeSelector"] == {**item.plan.node_selector, kuberay.SLICE_LABEL: item.name}
     ports = [p for p in container.get("ports", []) if p["containerPort"] == ray_ports.MXLA.number]
     assert ports == ([] if hosts == 1 else [{"containerPort": 8081, "name": "mxla", "protocol": "TCP"}])
 

@@ -159,15 +159,27 @@ def nodes_of_slice(mode: str, slice_name: str, node_group: str) -> bool:
 
 # ------------------------------------------------------------------ the worker groups, as emitted
 
+def webhook_patched(group: dict[str, Any]) -> dict[str, Any]:
+    """A worker group's pod spec as the GKE TPU webhook admits it: for a multi-host group (``numOfHosts > 1``) it
+    adds ``/spec/affinity`` = its own per-replica pod affinity and anti-affinity keyed on the node pool
+    (ai-on-gke/kuberay-tpu-webhook ``main.go`` ``injectAffinity``, ef658db: a JSON-patch ``add``, which replaces a
+    member that exists, RFC 6902 section 4.1), so any node affinity of the template is gone."""
+    pod = dict(group["template"]["spec"])
+    if group.get("numOfHosts", 1) > 1:
+        pod["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": NODE_POOL_LABEL}]}}
+    return pod
+
+
 def worker_groups(mode: str, stacks: dict[str, dict[str, Any]]) -> list[tuple[str, str, dict[str, Any]]]:
-    """(object, slice, pod spec) of every TPU worker group: the workloads stack's RayServices as synthesized, and the
-    RayJobs ``raytpu submit``/``raytpu smoke`` apply for the same config."""
+    """(object, slice, pod spec as the webhook admits it) of every TPU worker group: the workloads stack's RayServices
+    as synthesized, and the RayJobs ``raytpu submit``/``raytpu smoke`` apply for the same config."""
     workloads = next(s for sid, s in stacks.items() if sid.endswith("-workloads"))
     objects = [m["manifest"] for m in resources(workloads, "kubernetes_manifest").values()
                if m["manifest"]["kind"] == "RayService"]
     objects += [o for o in objects_of(config.parse(LOOK_ALIKES.replace("MODE", mode))) if o["kind"] == "RayJob"]
     return [(f"{o['kind']}/{o['metadata']['name']}", o["metadata"]["labels"][kuberay.SLICE_LABEL],
-             g["template"]["spec"]) for o in objects for g in kuberay.ray_cluster_of(o)["workerGroupSpecs"]]
+             webhook_patched(g)) for o in objects for g in kuberay.ray_cluster_of(o)["workerGroupSpecs"]]
 
 
 def _matrix(mode: str) -> tuple[str, dict[str, tuple[Labels, list[Taint]]], list[Any]]:
@@ -227,6 +239,10 @@ def test_the_scheduling_model_refuses_what_it_must() -> None:
     assert admits(pod, {"a": "1", "p": "x"}, [("u", "true", "PreferNoSchedule")])  # a soft one does not refuse
 
 
+def _without_slice_label(pod: dict[str, Any]) -> dict[str, Any]:
+    return {**pod, "nodeSelector": {k: v for k, v in pod["nodeSelector"].items() if k != kuberay.SLICE_LABEL}}
+
+
 def test_the_proof_fails_on_the_groups_as_they_were() -> None:
     """Before: accelerator, topology and provisioning label only. The on-demand 8-chip group admits the 4-chip halves
     and the spot and reservation copies; the on-demand 4x4 group admits the spot 4x4 pools (no spot taint)."""
@@ -234,8 +250,28 @@ def test_the_proof_fails_on_the_groups_as_they_were() -> None:
     nodes = standard_nodes(next(s for sid, s in stacks.items() if sid.endswith("-cluster")))
     before = {}
     for _, slice_name, pod in worker_groups("standard", stacks):
-        pod = {k: v for k, v in pod.items() if k != "affinity"}
+        pod = _without_slice_label(pod)
         before[slice_name] = {g for g, (labels, taints) in nodes.items() if admits(pod, labels, taints)}
     assert {"halves-0", "halves-1", "big-spot-0", "big-res-0"} <= before["big"]
     assert {"grid-spot-0", "grid-spot-1"} <= before["grid"]
     assert {"grid-flex2-0"} <= before["grid-flex"]
+
+
+def test_a_node_affinity_to_the_pools_would_not_survive_the_webhook_on_a_multi_host_group() -> None:
+    """Why the pin is a nodeSelector: the kit's earlier pin, a node affinity ``gke-nodepool In [<slice>-<i>]``, holds
+    for a single-host group but the webhook replaces it on a multi-host one (:func:`webhook_patched`), so the
+    flex-start 4x4 group would admit its look-alike's pool."""
+    stacks = synth_text(LOOK_ALIKES.replace("MODE", "standard"))
+    nodes = standard_nodes(next(s for sid, s in stacks.items() if sid.endswith("-cluster")))
+    spec = config.parse(LOOK_ALIKES.replace("MODE", "standard"))
+    job = next(o for o in objects_of(spec) if o["kind"] == "RayJob"
+               and o["metadata"]["labels"][kuberay.SLICE_LABEL] == "grid")
+    (group,) = kuberay.ray_cluster_of(job)["workerGroupSpecs"]
+    template = group["template"]["spec"]
+    pinned = {**_without_slice_label(template), "affinity": {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": NODE_POOL_LABEL, "operator": "In", "values": ["grid-0"]}]}]}}}}
+    assert group["numOfHosts"] > 1
+    assert {g for g, (labels, taints) in nodes.items() if admits(pinned, labels, taints)} == {"grid-0"}
+    patched = webhook_patched({**group, "template": {**group["template"], "spec": pinned}})
+    assert "grid-spot-0" in {g for g, (labels, taints) in nodes.items() if admits(patched, labels, taints)}
