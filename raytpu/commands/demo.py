@@ -256,6 +256,7 @@ def serve_demo(args: argparse.Namespace) -> int:
                           f"{cluster.slices[0]} and their ray.io/tpu-worker-id")
             url, model = deploy_serve(cluster, serving_workload(cluster, args.config, serving[0].name), 420.0,
                                       recorder=recorder)
+            deployed_s = recorder.elapsed()
             print(f"endpoint: {url}\nmodel: {model}", flush=True)
             report.update(endpoint=url, model=model)
             results = ask(url, model)
@@ -266,7 +267,9 @@ def serve_demo(args: argparse.Namespace) -> int:
             if first is not None and first.first_token_wall is not None:
                 recorder.take([timeline.stamp("first_step", f"first token: the openai client's first streamed "
                                               f"content of the first question ({first.ttft_s * 1000:.0f} ms after "
-                                              "it was sent; the models listed before it)",
+                                              f"it was sent); before it the deploy program returned the endpoint at "
+                                              f"{deployed_s:.1f}s (once /v1/models listed the model) and the client "
+                                              "listed the models",
                                               wall=first.first_token_wall)])
             report["ok"] = bool(results) and all(r.completion_tokens > 0 for r in results)
         except Exception as exc:  # one line names the failure; teardown below always runs
