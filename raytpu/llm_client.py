@@ -11,10 +11,12 @@ from typing import Any
 
 @dataclass
 class StreamResult:
-    """One streamed chat answer: text, time to first token, usage as the server counted it, total seconds."""
+    """One streamed chat answer: text, time to first token (and its wall-clock time, for a run's timeline: see
+    :mod:`raytpu.timeline`), usage as the server counted it, total seconds."""
 
     text: str = ""
     ttft_s: float = 0.0
+    first_token_wall: float | None = None
     completion_tokens: int = 0
     prompt_tokens: int = 0
     duration_s: float = 0.0
@@ -35,6 +37,7 @@ class StreamResult:
             if choice.delta.content:
                 if not self.text:
                     self.ttft_s = time.perf_counter() - self._t0
+                    self.first_token_wall = time.time()
                 self.text += choice.delta.content
             self.finish_reason = choice.finish_reason or self.finish_reason
 

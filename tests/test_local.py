@@ -101,17 +101,18 @@ def _raytpu(*args: str, run_dir: Path, timeout: float = 300, command: str = "loc
                           text=True, timeout=timeout, cwd=EXAMPLE.parent)
 
 
-def assert_emulated_timeline(run: dict[str, Any], took_s: float) -> None:
+def assert_emulated_timeline(run: dict[str, Any], took_s: float, reserved: str = "measured") -> None:
     """A local run's timeline (raytpu.timeline): every phase, in order; the ones the emulated slice lacks said so, the
-    ones it imitates marked emulated, the Ray ones measured; its durations add up to its wall time, which is within
-    5% of the wall time the caller measured around the whole command."""
+    ones it imitates marked emulated (``reserved`` too for the serving CPU twin, whose replica takes CPU bundles),
+    the Ray ones measured; its durations add up to its wall time, which is within 5% of the wall time the caller
+    measured around the whole command."""
     from raytpu import timeline
 
     rows = {r["phase"]: r for r in run["phases"]}
     assert list(rows) == list(timeline.PHASES)
     assert {p: rows[p]["status"] for p in timeline.PHASES} == {
         "applied": "emulated", "scheduled": "not applicable", "nodes_ready": "not applicable",
-        "webhook_env": "emulated", "ray_joined": "measured", "reserved": "measured", "first_step": "measured",
+        "webhook_env": "emulated", "ray_joined": "measured", "reserved": reserved, "first_step": "measured",
         "finished": "measured"}
     assert "no Kubernetes scheduler" in rows["scheduled"]["detail"]
     reached = [rows[p]["at_s"] for p in ("ray_joined", "reserved", "first_step", "finished")]

@@ -28,8 +28,10 @@ from image_refs import FIXTURE_IMAGES, write_record
 from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, serving, status_body
 
 from raytpu import cli, gke, kuberay, report
+from raytpu.commands import submit as submit_command
 from raytpu.config import parse
 from raytpu.images.record import RECORD_NAME
+from raytpu.security import SERVE_ENDPOINTS
 from raytpu.spec import WorkloadSpec
 from raytpu.vllm_rules import DEFAULT_MODEL
 
@@ -351,7 +353,7 @@ def test_submit_wait_times_out_with_exit_1(fake: Cluster, capsys: pytest.Capture
 def test_submit_serve_applies_rayservice_waits_until_ready_and_prints_the_endpoint(
         fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
     fake.job("serve", ("WaitForServeDeploymentReady", "False"), ("Running", "True"), plural="rayservices")
-    assert main("submit", "serve", "--stack", STACK, "--wait", "--timeout-s", "10") == 0
+    assert main("submit", "serve", "--stack", STACK, "--wait", "--timeout-s", "10", "--report", "t.json") == 0
     out, err = capsys.readouterr()
     assert fake.applied() == [expected("serve", "serve")]
     assert schema_errors(fake.applied()[0]) == [] and operator_errors(fake.applied()[0]) == []
@@ -359,6 +361,19 @@ def test_submit_serve_applies_rayservice_waits_until_ready_and_prints_the_endpoi
     assert out.splitlines()[-2:] == ["endpoint: http://serve-serve-svc.ray.svc.cluster.local:8000/v1",
                                      f"model: {DEFAULT_MODEL}"]
     assert "serve: ready" in err
+    # no request is sent to the in-cluster endpoint: the first token is said not measured, with why
+    rows = {r["phase"]: r for r in json.loads(Path("t.json").read_text())["timeline"]["phases"]}
+    assert rows["first_step"]["status"] == "not reached" and rows["first_step"]["at_s"] is None
+    assert rows["first_step"]["detail"] == submit_command.service_unmeasured("cluster-ip")["first_step"]
+    assert "reachable from inside the cluster only" in rows["first_step"]["detail"]
+
+
+@pytest.mark.parametrize("endpoint", SERVE_ENDPOINTS)
+def test_every_serve_endpoint_says_why_its_first_token_is_not_measured(endpoint: str) -> None:
+    why = submit_command.service_unmeasured(endpoint)
+    assert sorted(why) == ["first_step", "ray_joined", "reserved"]
+    assert f"security.serve_endpoint {endpoint}" in why["first_step"] or "serve_api_key_secret" in why["first_step"]
+    assert why["first_step"].startswith("first token not measured")
 
 
 def _stuck_service(fake: Cluster, *, apps: bool, head_ready: bool) -> None:

@@ -29,16 +29,19 @@ from dataclasses import dataclass
 from raytpu import serving
 from raytpu.errors import RuntimeFailure, missing
 from raytpu.spec import WorkloadSpec
+from raytpu.timeline import EMULATED, Stamp, stamp, stamp_line
 from raytpu.workloads import tiny_llm
 from raytpu.workloads._entry import guarded
 
 
 @dataclass(frozen=True)
 class Endpoint:
-    """A deployed app: its OpenAI base URL (``http://127.0.0.1:PORT/v1``) and served model name."""
+    """A deployed app: its OpenAI base URL (``http://127.0.0.1:PORT/v1``) and served model name; ``running_wall``:
+    when Serve first reported it ``RUNNING`` (``time.time()``), for the run's timeline."""
 
     url: str
     model: str
+    running_wall: float | None = None
 
 
 def free_port() -> int:
@@ -88,7 +91,7 @@ def deploy_local(address: str, work: WorkloadSpec, *, port: int | None = None, c
         serve._run(build_openai_app(app["args"]), name=app["name"], route_prefix=app["route_prefix"],
                    _blocking=False)
         _wait_running(app["name"], t0 + timeout_s, progress)
-        endpoint = Endpoint(f"http://127.0.0.1:{bound}/v1", tiny.name)
+        endpoint = Endpoint(f"http://127.0.0.1:{bound}/v1", tiny.name, time.time())
         wait_answering(endpoint, t0 + timeout_s)
         progress(f"app {app['name']!r} answers after {time.monotonic() - t0:.1f}s")
         return endpoint
@@ -131,6 +134,15 @@ def wait_answering(endpoint: Endpoint, deadline: float) -> None:
         time.sleep(0.5)
 
 
+def reserved_stamp(running_wall: float) -> Stamp:
+    """The ``reserved`` phase of a local serving run (:mod:`raytpu.timeline`): the app ``RUNNING``, so its replica
+    is placed and its engine loaded. Emulated: the CPU twin's replica takes ``{"CPU": 1}`` bundles
+    (:data:`raytpu.serving.CPU_TWIN`) where on GKE Ray Serve LLM reserves the slice's TPU bundles."""
+    return stamp("reserved", "app RUNNING: its replica placed in {\"CPU\": 1} bundle(s) (the CPU twin, "
+                 "raytpu.serving.CPU_TWIN; on GKE a whole slice's TPU bundles) and vLLM's engine loaded",
+                 EMULATED, wall=running_wall)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m raytpu.workloads.serve", description=__doc__.split("\n")[0])
     parser.add_argument("--address", default=None, help="Ray GCS address (default $RAY_ADDRESS)")
@@ -151,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
                                 timeout_s=args.deploy_timeout_s, api_key_file=args.api_key_file)
         print(f"endpoint: {endpoint.url}")
         print(f"model: {endpoint.model}")
+        if endpoint.running_wall is not None:
+            print(stamp_line(reserved_stamp(endpoint.running_wall)), flush=True)
         return 0
 
     return guarded(body)

@@ -12,7 +12,8 @@ Exit 0 when every step passed, 1 when one failed (the report says which), 2 for 
 
 ``--serve`` (``make serve``, in ``.venv-serve``) is the serving demo instead: an emulated slice of the
 config's serving workload's slice, its app deployed as ``raytpu local serve`` does, a few questions asked with
-the official ``openai`` client (time to first token, tokens/s), peak memory, and the teardown, always.
+the official ``openai`` client (time to first token, tokens/s), peak memory, the timeline up to the first token,
+and the teardown, always; its JSON report is ``--report`` (default ``reports/demo-serve.json``).
 """
 
 from __future__ import annotations
@@ -33,12 +34,14 @@ HELP = "run the example end to end locally: validate, describe, synth, emulated 
 
 DEFAULT_CONFIG = "raytpu.example.yaml"
 DEFAULT_REPORT = "reports/demo.json"
+DEFAULT_SERVE_REPORT = "reports/demo-serve.json"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds ``--config``, ``--report``, ``--steps``, ``--out``, ``--no-synth``."""
     parser.add_argument("--config", default=DEFAULT_CONFIG, help=f"config to demo (default: {DEFAULT_CONFIG})")
-    parser.add_argument("--report", default=DEFAULT_REPORT, help=f"JSON report path (default: {DEFAULT_REPORT})")
+    parser.add_argument("--report", default=None, help=f"JSON report path (default: {DEFAULT_REPORT}; with --serve "
+                        f"{DEFAULT_SERVE_REPORT})")
     parser.add_argument("--steps", type=int, default=30, help="training steps (default 30)")
     parser.add_argument("--out", default="cdktf.out", help="synth output directory (default: cdktf.out)")
     parser.add_argument("--no-synth", action="store_true", help="skip synthesizing the stacks")
@@ -89,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
         return serve_demo(args)
     t0 = time.monotonic()
     recorder = timeline.Recorder.for_command()
+    args.report = args.report or DEFAULT_REPORT
     report: dict[str, Any] = {"config": args.config, "steps": [], "ok": False}
     started = time.monotonic()
     spec = load(args.config)  # InvalidInputs -> exit 2 before anything starts
@@ -221,33 +225,68 @@ def _num(value: Any, unit: str = "") -> str:
 
 
 def serve_demo(args: argparse.Namespace) -> int:
-    """``make serve``: the config's serving workload on its own emulated slice, asked, torn down; 0 on success."""
-    from raytpu import local
-    from raytpu.commands.local import deploy_serve, serving_workload
+    """``make serve``: the config's serving workload on its own emulated slice, asked, torn down; 0 on success.
+
+    Its timeline (:mod:`raytpu.timeline`) runs up to the first token: ``first_step`` is stamped when the official
+    ``openai`` client gets the first streamed content of the first question (:mod:`raytpu.llm_client`)."""
+    from raytpu import local, timeline
+    from raytpu.commands.local import deploy_serve, emulated_phases, serving_workload
     from raytpu.config import load
     from raytpu.errors import InvalidInput
     from raytpu.llm_client import ask
 
     t0 = time.monotonic()
+    recorder = timeline.Recorder.for_command()
     serving = [w for w in load(args.config).workloads if w.kind.takes_model]
     if not serving:
         raise InvalidInput("config", f"{args.config} has no serving workload", "a config with a `kind: serve` "
                            "workload, e.g. raytpu.example.yaml")
     directory = f"{args.dir}-serve"
     os.environ[local.ENV_TMP_PREFIX] = f"{local.TMP_PREFIX}s{os.getpid()}-"
-    ok = False
+    report: dict[str, Any] = {"config": args.config, "serve": serving[0].name, "ok": False, "answers": []}
     with local.PeakMemory(tag_prefix=os.environ[local.ENV_TMP_PREFIX]) as memory:
         try:
             local.stop(directory)
-            cluster = local.start(serving[0].plan, 1, directory, progress=_say)
-            url, model = deploy_serve(cluster, serving_workload(cluster, args.config, serving[0].name), 420.0)
+            recorder.mark("applied", "validated; the emulated slice starts (where GKE would get the RayService)",
+                          timeline.EMULATED)
+            emulated_phases(recorder)  # each host gets the webhook's variables as it is launched
+            plan = serving[0].plan
+            cluster = local.start(plan, 1, directory, progress=_say)
+            recorder.mark("ray_joined", f"{plan.hosts} Ray node(s) registered with ray.io/tpu-slice-name="
+                          f"{cluster.slices[0]} and their ray.io/tpu-worker-id")
+            url, model = deploy_serve(cluster, serving_workload(cluster, args.config, serving[0].name), 420.0,
+                                      recorder=recorder)
+            deployed_s = recorder.elapsed()
             print(f"endpoint: {url}\nmodel: {model}", flush=True)
-            ok = all(r.completion_tokens > 0 for r in ask(url, model))
+            report.update(endpoint=url, model=model)
+            results = ask(url, model)
+            report["answers"] = [{"ttft_s": round(r.ttft_s, 3), "completion_tokens": r.completion_tokens,
+                                  "prompt_tokens": r.prompt_tokens, "tokens_per_s": round(r.tokens_per_s, 1),
+                                  "finish_reason": r.finish_reason} for r in results]
+            first = results[0] if results else None
+            if first is not None and first.first_token_wall is not None:
+                recorder.take([timeline.stamp("first_step", f"first token: the openai client's first streamed "
+                                              f"content of the first question ({first.ttft_s * 1000:.0f} ms after "
+                                              f"it was sent); before it the deploy program returned the endpoint at "
+                                              f"{deployed_s:.1f}s (once /v1/models listed the model) and the client "
+                                              "listed the models",
+                                              wall=first.first_token_wall)])
+            report["ok"] = bool(results) and all(r.completion_tokens > 0 for r in results)
         except Exception as exc:  # one line names the failure; teardown below always runs
+            report["error"] = f"{type(exc).__name__}: {exc}"
             _say(f"FAIL {type(exc).__name__}: {exc}")
         finally:
             local.stop(directory)
-    print(f"peak memory {memory.peak_pss_bytes / 2**30:.2f} GiB PSS of every process (RSS sum "
+    report["timeline"] = recorder.finish("torn down")
+    report["peak_memory_mib"] = round(memory.peak_pss_bytes / 2**20)
+    report["peak_memory_rss_sum_mib"] = round(memory.peak_rss_bytes / 2**20)
+    report["duration_s"] = round(time.monotonic() - t0, 1)
+    path = Path(args.report if args.report is not None else DEFAULT_SERVE_REPORT)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    print("\n== " + timeline.render(report["timeline"]))
+    print(f"\npeak memory {memory.peak_pss_bytes / 2**30:.2f} GiB PSS of every process (RSS sum "
           f"{memory.peak_rss_bytes / 2**30:.2f} GiB), wall time {time.monotonic() - t0:.0f}s, torn down, "
-          f"{'PASSED' if ok else 'FAILED'}")
-    return 0 if ok else 1
+          f"{'PASSED' if report['ok'] else 'FAILED'}")
+    print(f"report written to {path}")
+    return 0 if report["ok"] else 1

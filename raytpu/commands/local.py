@@ -236,11 +236,13 @@ def serving_workload(cluster: Any, config: str | None = None, name: str | None =
     return replace(local_work, name=work.name, **{f: getattr(work, f) for f in SERVING_FIELDS})
 
 
-def deploy_serve(cluster: Any, work: Any, timeout_s: float, api_key_file: str | None = None) -> tuple[str, str]:
-    """Runs the serve workload on ``cluster`` (progress on stderr); returns its (endpoint URL, model)."""
+def deploy_serve(cluster: Any, work: Any, timeout_s: float, api_key_file: str | None = None,
+                 recorder: Any = None) -> tuple[str, str]:
+    """Runs the serve workload on ``cluster`` (progress on stderr); returns its (endpoint URL, model). The
+    workload's timeline stamps (:mod:`raytpu.timeline`: the app ``RUNNING``) go to ``recorder`` when given."""
     import importlib.util
 
-    from raytpu import local
+    from raytpu import local, timeline
     from raytpu.errors import RuntimeFailure
 
     if importlib.util.find_spec("vllm") is None:
@@ -251,7 +253,10 @@ def deploy_serve(cluster: Any, work: Any, timeout_s: float, api_key_file: str | 
     key_args = ("--api-key-file", os.path.abspath(api_key_file)) if api_key_file else ()
     done = local.run_workload(cluster, "serve", "--deploy-timeout-s", f"{timeout_s:g}", *key_args,
                               timeout_s=timeout_s + 60, echo=_echo, work=work)
-    found = dict(line.split(": ", 1) for line in done.stdout.splitlines() if ": " in line)
+    if recorder is not None:
+        recorder.take(timeline.parse_stamp_lines(done.stdout))
+    found = dict(line.split(": ", 1) for line in done.stdout.splitlines()
+                 if ": " in line and not line.startswith(timeline.MARK))
     if done.returncode != 0 or not {"endpoint", "model"} <= found.keys():
         raise RuntimeFailure(f"local.serve: the serve workload exited {done.returncode} without an endpoint",
                              "its log above")

@@ -131,11 +131,29 @@ def run(args: argparse.Namespace) -> int:
             watcher.stop()
             watcher.apply_to(recorder)
             if kind == "RayService":
-                for phase in ("ray_joined", "reserved", "first_step"):
-                    recorder.note(phase, "not measured by `submit --wait` for a RayService (its replicas reserve "
-                                  "their slices inside the cluster; `raytpu local serve --ask` measures the first "
-                                  "token)")
+                for phase, why in service_unmeasured(spec.security.serve_endpoint).items():
+                    recorder.note(phase, why)
             _show_timeline(recorder.finish(), name, args.report, watcher.problem)
+
+
+def service_unmeasured(serve_endpoint: str) -> dict[str, str]:
+    """Why ``submit --wait`` leaves a RayService's Ray phases and first token ``not measured``: no program of ours
+    runs in the cluster to stamp them, and this command sends no request of its own to the endpoint, which it can
+    reach only in some setups (``security.serve_endpoint``) and, public, only with a key it does not read."""
+    where = {
+        "cluster-ip": "its endpoint is a ClusterIP Service, reachable from inside the cluster only "
+                      "(security.serve_endpoint cluster-ip)",
+        "internal-lb": "its endpoint is an internal load balancer, reachable from the VPC only, which this command "
+                       "need not run in (security.serve_endpoint internal-lb)",
+        "public-lb": "its public load balancer answers only with security.serve_api_key_secret's key, which this "
+                     "command does not read (it checks that the Secret exists), and a request of ours would be "
+                     "load on a live service",
+    }.get(serve_endpoint, f"security.serve_endpoint {serve_endpoint}")
+    inside = ("not measured by `submit --wait` for a RayService: its replicas reserve their slices inside the "
+              "cluster, where no program of ours runs to stamp this phase")
+    return {"ray_joined": inside, "reserved": inside,
+            "first_step": f"first token not measured by `submit --wait`: {where}; `raytpu demo --serve` measures "
+                          "it on the emulated slice with the openai client"}
 
 
 def _show_timeline(run: Any, name: str, path: str | None, problem: str | None) -> None:
