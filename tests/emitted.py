@@ -85,9 +85,9 @@ def objects_of(spec: ClusterSpec) -> list[dict[str, Any]]:
         out.append(kuberay.workload_manifest(spec, work, images=FIXTURE_IMAGES, service_account=KSA, bucket=BUCKET,
                                              namespace=spec.namespace, name=name,
                                              args=kuberay.train_args(name) if work.kind.name == "train" else ()))
-    smoke = {"images": FIXTURE_IMAGES, "service_account": KSA, "bucket": BUCKET, "namespace": spec.namespace,
-             "suffix": "n1"}
-    return out + kuberay.smoke_jobs(spec, **smoke) + kuberay.dcn_smoke_jobs(spec, **smoke)
+    return out + [job for build in (kuberay.smoke_jobs, kuberay.dcn_smoke_jobs)
+                  for job in build(spec, images=FIXTURE_IMAGES, service_account=KSA, bucket=BUCKET,
+                                   namespace=spec.namespace, suffix="n1")]
 
 
 @functools.cache
