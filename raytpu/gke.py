@@ -257,9 +257,9 @@ def run_id(now: float | None = None) -> str:
 
 # --------------------------------------------------------------------------------------------- the core zip
 
-CORE_MODULES = ("__init__.py", "catalog.py", "errors.py", "kinds.py", "kuberay.py", "network_policy.py",
-                "plan.py", "pod_security.py", "provisioning.py", "py.typed", "ray_ports.py", "report.py",
-                "security.py", "serving.py", "spec.py", "timeline.py", "vllm_rules.py")
+CORE_MODULES = ("__init__.py", "catalog.py", "errors.py", "kinds.py", "kuberay.py", "multislice.py",
+                "network_policy.py", "plan.py", "pod_security.py", "provisioning.py", "py.typed", "ray_ports.py",
+                "report.py", "security.py", "serving.py", "spec.py", "timeline.py", "vllm_rules.py")
 """Top-level files of ``raytpu`` in the jobs' core zip: the pure-Python core a Ray job may import. The
 CLI, ``gke``/``local`` and the CDK subpackages (``stacks``, ``modules``) never run inside a Ray job."""
 

@@ -393,10 +393,11 @@ def entrypoint(kind: WorkloadKind, *args: str) -> str:
 
 def ray_job(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = False, args: Sequence[str] = (),
             namespace: str = "default", runtime: Mapping[str, Any] | None = None,
-            labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+            labels: Mapping[str, str] | None = None, worker_env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """A RayJob that creates its own cluster on ``work``'s slice, runs its kind's program and cleans up.
 
-    The program receives ``work`` as JSON in ``RAYTPU_WORKLOAD`` (added to ``runtime``'s env vars).
+    The program receives ``work`` as JSON in ``RAYTPU_WORKLOAD`` (added to ``runtime``'s env vars); ``worker_env``
+    goes to the TPU worker containers only.
     """
     limits = work.kind.limits
     assert limits is not None, f"kind {work.kind.name} is not a RayJob"
@@ -411,7 +412,7 @@ def ray_job(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = Fals
         "preRunningDeadlineSeconds": limits.pre_running_deadline_s,
         "backoffLimit": limits.backoff_limit,
         "runtimeEnvYAML": json.dumps({**dict(runtime or {}), "env_vars": env}, sort_keys=True),  # JSON is YAML
-        "rayClusterSpec": ray_cluster_spec(work, pods, autopilot=autopilot),
+        "rayClusterSpec": ray_cluster_spec(work, pods, autopilot=autopilot, worker_env=worker_env),
     }
     if limits.submission_mode == "K8sJobMode":
         spec["submitterPodTemplate"] = submitter_template(pods)
@@ -551,7 +552,8 @@ record of built images. A function, so that this module (in the jobs' core zip) 
 
 def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf, service_account: str,
                       bucket: str, namespace: str = "default", py_modules: str | None = None,
-                      name: str | None = None, args: Sequence[str] = ()) -> dict[str, Any]:
+                      name: str | None = None, args: Sequence[str] = (),
+                      worker_env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The KubeRay object of one workload of ``spec``: a RayJob for job kinds, a RayService for serving.
 
     RayJobs receive the kit's core through ``runtimeEnvYAML.py_modules`` (``py_modules``, default
@@ -569,7 +571,7 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf,
     autopilot = spec.cluster.autopilot
     if work.kind.is_job:
         return ray_job(name, work, pods, autopilot=autopilot, args=args, namespace=namespace, labels=labels,
-                       runtime=runtime_env([py_modules or py_modules_uri()]))
+                       runtime=runtime_env([py_modules or py_modules_uri()]), worker_env=worker_env)
     return ray_service(name, work, pods, autopilot=autopilot, namespace=namespace, labels=labels,
                        py_modules=py_modules)
 
@@ -659,3 +661,40 @@ def smoke_jobs(spec: ClusterSpec, *, images: ImageOf, service_account: str, buck
     return [workload_manifest(spec, work, images=images, service_account=service_account, bucket=bucket,
                               namespace=namespace, py_modules=py_modules, name=f"{base}-{suffix}" if suffix else base)
             for base, work in smoke_workloads(spec, image)]
+
+
+DCN_SMOKE_SUFFIX = "dcn"
+"""``smoke-<slice>-dcn``: the multi-slice smoke job of a slice (:func:`dcn_smoke_workloads`)."""
+
+
+def dcn_span(spec: ClusterSpec, item: SliceSpec) -> int:
+    """How many copies of ``item`` one run of the config's multi-slice workloads spans (the largest
+    :attr:`WorkloadSpec.slices_per_run` on it); 1 when none spans several."""
+    return max([w.slices_per_run for w in spec.workloads if w.slice == item], default=1)
+
+
+def dcn_smoke_workloads(spec: ClusterSpec, image: str | None = None) -> list[tuple[str, WorkloadSpec]]:
+    """``raytpu smoke``: (job base name, spec) of one multi-slice smoke job per slice a multi-slice workload spans.
+
+    The job spans N copies (``slices: N``: a worker group of ``replicas: N``), as the workload's RayJob does, and
+    its program adds the cross-slice all-reduce (``--dcn-slices N``, :mod:`raytpu.workloads.smoke.dcn`) to the
+    per-slice checks. Named ``smoke-<slice>-dcn``.
+    """
+    smoke = workload_kind("smoke")
+    return [(f"smoke-{item.name}-{DCN_SMOKE_SUFFIX}",
+             WorkloadSpec(name=f"smoke-{item.name}", kind=smoke, slice=item, slices=dcn_span(spec, item),
+                          image=image or slice_image(spec, item)))
+            for item in spec.slices if item.provisioning.runs_ray and dcn_span(spec, item) > 1]
+
+
+def dcn_smoke_jobs(spec: ClusterSpec, *, images: ImageOf, service_account: str, bucket: str,
+                   namespace: str = "default", py_modules: str | None = None, image: str | None = None,
+                   suffix: str = "") -> list[dict[str, Any]]:
+    """The RayJobs of :func:`dcn_smoke_workloads` (``smoke-<slice>-dcn[-<suffix>]``): the TPU workers carry
+    ``MEGASCALE_NUM_SLICES=N`` exactly as a multi-slice train RayJob's do (:func:`raytpu.multislice.slice_env`: the
+    TPU webhook then injects each replica's ``MEGASCALE_*``), the entrypoint runs ``--dcn-slices N``."""
+    return [workload_manifest(spec, work, images=images, service_account=service_account, bucket=bucket,
+                              namespace=namespace, py_modules=py_modules, name=f"{base}-{suffix}" if suffix else base,
+                              args=("--dcn-slices", str(work.slices_spanned)),
+                              worker_env=multislice.slice_env(work.slices_spanned))
+            for base, work in dcn_smoke_workloads(spec, image)]

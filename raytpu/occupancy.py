@@ -14,7 +14,7 @@ Pod labels: KubeRay marks every pod of a RayJob's cluster ``ray.io/originated-fr
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from raytpu.k8s.client import KubeClient
@@ -45,18 +45,24 @@ def _name(pod: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace', '?')}/{meta.get('name', '?')}"
 
 
-def holders(client: KubeClient, item: SliceSpec, index: int, autopilot: bool) -> list[str]:
-    """Pods (``namespace/name``) that hold copy ``index`` of slice ``item`` now; empty when it is free."""
+def _origin(pod: Mapping[str, Any]) -> str:
+    return str(((pod.get("metadata") or {}).get("labels") or {}).get(ORIGIN_LABEL, ""))
+
+
+def holders(client: KubeClient, item: SliceSpec, index: int, autopilot: bool,
+            releasing: Collection[str] = ()) -> list[str]:
+    """Pods (``namespace/name``) that hold copy ``index`` of slice ``item`` now; empty when it is free. Pods of the
+    KubeRay objects named in ``releasing`` (finished jobs the caller has deleted) do not count."""
     if autopilot:
         class_name = compute_class_name(item.name)
         pods = client.all_pods(field_selector="status.phase=Running")
-        return sorted(_name(p) for p in pods if _requests_tpu(p) and
+        return sorted(_name(p) for p in pods if _requests_tpu(p) and _origin(p) not in releasing and
                       ((p.get("spec") or {}).get("nodeSelector") or {}).get(COMPUTE_CLASS_LABEL) == class_name)
     found: set[str] = set()
     for node in client.nodes(f"{NODE_POOL_LABEL}={item.pool_names[index]}"):
         node_name = (node.get("metadata") or {}).get("name", "")
         for pod in client.all_pods(field_selector=f"spec.nodeName={node_name}"):
-            if _active(pod) and _requests_tpu(pod):
+            if _active(pod) and _requests_tpu(pod) and _origin(pod) not in releasing:
                 found.add(_name(pod))
     return sorted(found)
 

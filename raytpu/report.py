@@ -391,7 +391,8 @@ def render_markdown(verdicts: Iterable[Mapping[str, Any]]) -> str:
     for v in verdicts:
         lines.append(f"| {marks.get(state_of(v), '?')} | `{v.get('slice', '?')}` | {v.get('pod_type', '')} | "
                      f"{v.get('hosts_found', '?')}/{v.get('hosts_expected', '?')} | {headline(v)} |")
-    failed = [(v, c) for v in verdicts for c in v.get("checks") or [] if not c.get("ok", True)]
+    failed = [(v, c) for v in verdicts for c in [*(v.get("checks") or []), *((v.get("dcn") or {}).get("checks") or [])]
+              if not c.get("ok", True)]
     if failed:
         lines += ["", "| slice | failed check | value | expected | detail |", "|---|---|---|---|---|"]
         lines += [f"| `{v.get('slice', '?')}` | {c.get('name', '?')} | {_number(c.get('value'))} | "
@@ -404,9 +405,26 @@ def render_markdown(verdicts: Iterable[Mapping[str, Any]]) -> str:
             lines += ["| " + " | ".join(row) + " |" for row in perf[1:]]
             if hidden:
                 lines += ["", f"{hidden} more device rows within their thresholds (smoke.json has every row)."]
+        lines += _dcn_markdown(v)
         for line in v.get("injected") or []:
             lines += ["", f"Fault injection in `{v.get('slice', '?')}`: {line}"]
     return "\n".join(lines) + "\n"
+
+
+def _dcn_markdown(verdict: Mapping[str, Any]) -> list[str]:
+    """The verdict's DCN section in Markdown (none without one): its host rows against the DCN figure per host."""
+    dcn = verdict.get("dcn")
+    if not dcn:
+        return []
+    lines = ["", f"`{verdict.get('slice', '?')}` over DCN (cross-slice all-reduce over "
+                 f"{', '.join(dcn.get('slices') or [])}; reference: {dcn.get('source', '')}):", "",
+             "| | dcn perf | host | value | vs DCN per host |", "|---|---|---|---|---|"]
+    for r in dcn.get("perf") or []:
+        against = _against(r.get("ratio"), r.get("min_ratio"), bool(r.get("gates")),
+                           f" of {_number(r.get('reference'))}")
+        lines.append(f"| {_mark(r.get('ok', True))} | {r.get('metric', '?')} | {r.get('worker_id')} | "
+                     f"{_number(r.get('value'))} {r.get('unit', '')} | {against} |")
+    return lines
 
 
 def write_reports(verdicts: Iterable[Mapping[str, Any]], directory: str | os.PathLike[str],

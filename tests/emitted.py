@@ -1,6 +1,7 @@
 """Every KubeRay object ``raytpu submit`` and ``raytpu smoke`` emit, built the way they build them, over a matrix:
-the two example configs and a config with every workload kind on a multi-host, a single-host and a tpu7x slice,
-in Standard and Autopilot, with each serving endpoint option. ``tests/test_checkov_pods.py`` adds what the
+the two example configs, a config with every workload kind on a multi-host, a single-host and a tpu7x slice,
+in Standard and Autopilot, with each serving endpoint option, and a multi-slice train config (its train RayJob and
+the multi-slice smoke job over the copies it spans). ``tests/test_checkov_pods.py`` adds what the
 synthesized workloads stacks apply."""
 
 from __future__ import annotations
@@ -35,6 +36,16 @@ workloads:
   - {name: serve-one, kind: serve, slice: single}
   - {name: serve-iw, kind: serve, slice: ironwood}
 """
+MULTISLICE = """
+project: my-ml-project
+region: us-central1
+cluster: {name: ms, mode: MODE}
+slices:
+  - {name: pod, generation: v6e, topology: 4x4, zone: us-central1-b, count: 3}
+workloads:
+  - {name: train, kind: train, slice: pod, slices: 2}
+"""
+"""A multi-slice train workload: its run spans 2 of the slice's 3 copies over DCN (and so does a smoke job)."""
 ENDPOINTS = {
     "cluster-ip": {},
     "internal-lb": {"serve_endpoint": "internal-lb", "dashboard_from": ["10.128.0.0/20"],
@@ -74,8 +85,9 @@ def objects_of(spec: ClusterSpec) -> list[dict[str, Any]]:
         out.append(kuberay.workload_manifest(spec, work, images=FIXTURE_IMAGES, service_account=KSA, bucket=BUCKET,
                                              namespace=spec.namespace, name=name,
                                              args=kuberay.train_args(name) if work.kind.name == "train" else ()))
-    return out + kuberay.smoke_jobs(spec, images=FIXTURE_IMAGES, service_account=KSA, bucket=BUCKET,
-                                  namespace=spec.namespace, suffix="n1")
+    return out + [job for build in (kuberay.smoke_jobs, kuberay.dcn_smoke_jobs)
+                  for job in build(spec, images=FIXTURE_IMAGES, service_account=KSA, bucket=BUCKET,
+                                   namespace=spec.namespace, suffix="n1")]
 
 
 @functools.cache
@@ -87,6 +99,8 @@ def every_object() -> tuple[Emitted, ...]:
         for endpoint in ENDPOINTS:
             spec = matrix_spec(mode, endpoint)
             found += [Emitted(f"matrix-{mode}-{endpoint}", mode, spec, obj) for obj in objects_of(spec)]
+        spec = config.parse(MULTISLICE.replace("MODE", mode))
+        found += [Emitted(f"multislice-{mode}", mode, spec, obj) for obj in objects_of(spec)]
     return tuple(found)
 
 

@@ -263,6 +263,71 @@ def _wait_for(what: str, ok: Any, proc: subprocess.Popen[str], err: list[str], t
         time.sleep(0.5)
 
 
+# ---------------------------------------------------------------------------------------------- local smoke over DCN
+
+
+@pytest.mark.unit
+def test_local_smoke_takes_the_dcn_span_from_the_multi_slice_train_workload_when_enough_slices_run() -> None:
+    from raytpu.commands.demo import smoke_args
+    from raytpu.commands.local import dcn_slices_of
+
+    spec = parse(config())
+    plan = SlicePlan.from_json(spec.slice_named("train").plan.to_json())  # as a local cluster records it
+    for available in (2, 3):
+        n, said = dcn_slices_of(spec, plan, available)
+        assert n == 2 and said == ("train workload train spans 2 slices over DCN: the smoke check also all-reduces "
+                                   f"across 2 of the local cluster's {available} slices (--dcn-slices 2)")
+        assert smoke_args(n) == ("--dcn-slices", "2")
+    assert dcn_slices_of(spec, plan, 1) == (None, "DCN check skipped: train workload train spans 2 slices and the "
+                                                  "local cluster has 1 (`raytpu local up --slices 2` for it)")
+    assert smoke_args(None) == ()
+    assert dcn_slices_of(parse(config(slices=1)), plan, 2) == (None, None)  # one slice per run: no DCN
+    assert dcn_slices_of(parse(config(kind="smoke")), plan, 2) == (None, None)  # smoke copies are independent
+    assert dcn_slices_of(spec, plan_slice("v6e", "2x4", "ct6e-standard-4t"), 2) == (None, None)  # another slice
+    assert dcn_slices_of(None, plan, 2) == (None, None)
+
+
+class _Emulated:
+    """What ``raytpu local smoke`` reads of a recorded local cluster (its slices and plan), without starting Ray."""
+
+    def __init__(self, plan: SlicePlan, slices: int) -> None:
+        self.slice_plan, self.slices, self.address = plan, [f"slice-{i}" for i in range(slices)], "127.0.0.1:1"
+
+    def hosts_recorded_wall(self) -> None:
+        return None
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("slices", "argv", "passed", "said"), [
+    (2, [], ("--dcn-slices", "2"), "the smoke check also all-reduces across 2 of the local cluster's 2 slices"),
+    (1, [], (), "DCN check skipped: train workload train spans 2 slices and the local cluster has 1"),
+    (2, ["--dcn-slices", "1"], ("--dcn-slices", "1"), None),  # the explicit flag wins
+])
+def test_local_smoke_passes_the_derived_dcn_flag_to_the_smoke_program(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], slices: int,
+        argv: list[str], passed: tuple[str, ...], said: str | None) -> None:
+    from raytpu import report
+    from raytpu.commands import local as local_cmd
+
+    (tmp_path / "raytpu.yaml").write_text(config())
+    plan = parse(config()).slice_named("train").plan
+    seen: list[tuple[str, ...]] = []
+
+    def run_workload(cluster: Any, kind: str, *extra: str, **_: Any) -> subprocess.CompletedProcess[str]:
+        seen.append(extra)
+        line = report.format_verdict_line({"slice": "slice-0", "healthy": True, "generation": "v6e",
+                                           "topology": "4x4", "pod_type": "v6e-16", "hosts_expected": 4,
+                                           "hosts_found": 4, "duration_s": 1.0, "checks": [], "hosts": []})
+        return subprocess.CompletedProcess([kind], 0, stdout=line + "\n", stderr="")
+
+    monkeypatch.setattr(local_cmd, "_cluster", lambda args: _Emulated(plan, slices))
+    monkeypatch.setattr(local, "run_workload", run_workload)
+    assert cli.main(["local", "smoke", "--config", str(tmp_path / "raytpu.yaml"), *argv]) == 0
+    err = capsys.readouterr().err
+    assert seen == [passed]
+    assert (said in err) if said else ("DCN" not in err)
+
+
 @pytest.mark.slice
 @pytest.mark.timeout(600)
 def test_one_run_across_two_slices_waits_for_both_then_survives_a_host_kill(two_v5p: local.LocalCluster,

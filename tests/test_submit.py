@@ -779,3 +779,114 @@ def test_upload_core_posts_the_zip_to_the_gcs_json_api(tmp_path: Path, sa_key: S
     (tmp_path / "z.zip").write_bytes(seen["body"])
     names = zipfile.ZipFile(tmp_path / "z.zip").namelist()
     assert {"raytpu/plan.py", "raytpu/spec.py"} <= set(names) and "raytpu/config.py" not in names
+
+
+# ---------------------------------------------------------------------- smoke over DCN (multi-slice workloads)
+
+MULTISLICE_CONFIG = CONFIG.replace("{name: train, kind: train, slice: train}",
+                                   "{name: train, kind: train, slice: train, slices: 2}")
+"""The train workload's run spans both copies of slice ``train`` over DCN."""
+
+
+def dcn_verdict_line(name: str, slices: list[str], healthy: bool = True) -> str:
+    """A verdict of the multi-slice smoke job: a slice's ICI rows and its ``dcn`` section."""
+    line = json.loads(verdict_line(name, healthy).split(" ", 1)[1])
+    line["dcn"] = {"slices": slices, "source": "https://jax-ml.github.io/scaling-book/tpus/",
+                   "checks": [{"name": "dcn_reach", "ok": healthy, "value": None, "expected": None,
+                               "detail": "" if healthy else f"slice {name} cannot reach the coordinator"}],
+                   "perf": [{"metric": "dcn_allreduce_busbw", "unit": "GB/s", "worker_id": 0, "device": None,
+                             "value": 20.0, "reference": 25.0, "ratio": 0.8, "min_ratio": 0.5, "gates": True,
+                             "peer_ratio": None, "min_peer_ratio": None, "ok": healthy}]}
+    return report.format_verdict_line(line)
+
+
+def test_a_multi_slice_workload_adds_one_smoke_job_over_its_copies_after_the_per_copy_jobs(
+        fake: Cluster, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """``smoke-train-dcn``: one RayJob over the N copies the train run spans (``replicas: N``, ``numOfHosts``,
+    ``MEGASCALE_NUM_SLICES=N`` as the train RayJob's workers get it, ``--dcn-slices N``), applied only once the
+    per-copy jobs are done and deleted, and its verdicts' ``dcn`` sections in smoke.json, smoke.md and the table."""
+    Path("raytpu.yaml").write_text(MULTISLICE_CONFIG)
+    per_copy = ["smoke-train-0-m1", "smoke-train-1-m1", "smoke-serve-0-m1"]
+    for name in per_copy:
+        fake.job(name, ("Complete", "SUCCEEDED"), log=verdict_line(name))
+    fake.job("smoke-train-dcn-m1", ("Running", "RUNNING"), ("Complete", "SUCCEEDED"),
+             log="\n".join(dcn_verdict_line(s, ["tpu-a", "tpu-b"]) for s in ("tpu-a", "tpu-b")))
+    assert main("smoke", "--stack", STACK, "--run-id", "m1", "--report", "out", "--timeout-s", "20") == 0
+    out, err = capsys.readouterr()
+    applied = fake.applied()
+    assert [m["metadata"]["name"] for m in applied] == [*per_copy, "smoke-train-dcn-m1"]
+    spec = parse(MULTISLICE_CONFIG)
+    dcn_job = applied[-1]
+    assert [dcn_job] == kuberay.dcn_smoke_jobs(spec, images=FIXTURE_IMAGES, service_account="ray-workloads",
+                                               bucket="my-bucket", namespace="ray", suffix="m1")
+    assert schema_errors(dcn_job) == [] and webhook_errors(dcn_job) == [] and operator_errors(dcn_job) == []
+    group = dcn_job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+    train_group = expected_multislice_train(spec)["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+    assert group["replicas"] == group["minReplicas"] == group["maxReplicas"] == 2
+    assert group["numOfHosts"] == spec.slice_named("train").plan.hosts == train_group["numOfHosts"]
+    megascale = [e for e in group["template"]["spec"]["containers"][0]["env"] if e["name"].startswith("MEGASCALE")]
+    assert megascale == [{"name": "MEGASCALE_NUM_SLICES", "value": "2"}] == [
+        e for e in train_group["template"]["spec"]["containers"][0]["env"] if e["name"].startswith("MEGASCALE")]
+    head = dcn_job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    assert not [e for e in head.get("env", []) if e["name"].startswith("MEGASCALE")]  # the head is no TPU host
+    assert dcn_job["spec"]["entrypoint"] == "python -m raytpu.workloads.smoke --dcn-slices 2"
+    assert carried_spec(dcn_job).slices_spanned == 2
+    assert group["template"]["spec"]["affinity"] == applied[0]["spec"]["rayClusterSpec"]["workerGroupSpecs"][0][
+        "template"]["spec"]["affinity"]  # the slice's own pools, as every smoke job
+    # its NetworkPolicy first, as for every job
+    policy_path = "/apis/networking.k8s.io/v1/namespaces/ray/networkpolicies/job-smoke-train-dcn-m1"
+    assert policy_path in [r.path for r in fake.server.of("PATCH", policy_path)]
+    # the per-copy jobs were deleted (their copies freed) before the multi-slice job was applied
+    order = [(r.method, r.path.split("?")[0].rsplit("/", 1)[-1]) for r in fake.server.requests
+             if r.method in ("PATCH", "DELETE") and "/rayjobs/" in r.path]
+    deleted_at = [order.index(("DELETE", n)) for n in per_copy]
+    assert max(deleted_at) < order.index(("PATCH", "smoke-train-dcn-m1"))
+    assert "applied RayJob smoke-train-dcn-m1" in err
+    assert "DCN (cross-slice all-reduce over tpu-a, tpu-b" in out and "5/5 slices healthy" in out
+    doc = json.loads((tmp_path / "out" / "smoke.json").read_text())
+    assert [v["job"] for v in doc["slices"]] == [*per_copy, "smoke-train-dcn-m1", "smoke-train-dcn-m1"]
+    assert [v["dcn"]["slices"] for v in doc["slices"][3:]] == [["tpu-a", "tpu-b"]] * 2
+    assert "dcn" not in doc["slices"][0]
+    assert "smoke-train-dcn-m1" in doc["timelines"]
+    assert "dcn_allreduce_busbw" in (tmp_path / "out" / "smoke.md").read_text()
+
+
+def expected_multislice_train(spec: Any) -> dict[str, Any]:
+    return kuberay.workload_manifest(spec, spec.workload("train"), images=FIXTURE_IMAGES,
+                                     service_account="ray-workloads", bucket="my-bucket", namespace="ray",
+                                     name="train-r1", args=kuberay.train_args("train-r1"))
+
+
+def test_the_multi_slice_smoke_job_is_not_run_when_fewer_than_n_copies_are_free(
+        fake: Cluster, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A copy held by another team's pod: its per-copy job is ``busy`` and the multi-slice job, which needs both
+    copies, is not run (``busy``, the copy and its holder named); nothing of it is applied."""
+    Path("raytpu.yaml").write_text(MULTISLICE_CONFIG)
+    fake.tpu_node("train-0", "gke-train-0-a", holder="research-job-worker-0")
+    fake.tpu_node("train-1", "gke-train-1-a")
+    for name in ("smoke-train-1-m2", "smoke-serve-0-m2"):
+        fake.job(name, ("Complete", "SUCCEEDED"), log=verdict_line(name))
+    assert main("smoke", "--stack", STACK, "--run-id", "m2", "--report", "out", "--timeout-s", "20") == 0
+    err = capsys.readouterr().err
+    assert [m["metadata"]["name"] for m in fake.applied()] == ["smoke-train-1-m2", "smoke-serve-0-m2"]
+    why = ("spans 2 copies of slice train over DCN and only 1 of 2 are free "
+           "(busy: train-0: team-a/research-job-worker-0)")
+    assert f"RayJob smoke-train-dcn-m2: not run ({why})" in err
+    doc = json.loads((tmp_path / "out" / "smoke.json").read_text())
+    dcn = doc["slices"][-1]
+    assert dcn["job"] == "smoke-train-dcn-m2" and dcn["state"] == "busy"
+    assert dcn["checks"][0]["detail"] == f"not run: {why}"
+    assert main("smoke", "--stack", STACK, "--run-id", "m3", "--timeout-s", "5", "--strict") == 1
+    assert "smoke-train-dcn-m3 busy" in capsys.readouterr().err
+
+
+def test_smoke_dry_run_prints_the_multi_slice_job_last_behind_its_policy(
+        fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    Path("raytpu.yaml").write_text(MULTISLICE_CONFIG)
+    assert main("smoke", "--stack", STACK, "--run-id", "d2", "--dry-run") == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    jobs = docs[1::2]
+    assert [j["metadata"]["name"] for j in jobs] == ["smoke-train-0-d2", "smoke-train-1-d2", "smoke-serve-0-d2",
+                                                     "smoke-train-dcn-d2"]
+    assert docs[-2] == kuberay.network_policy(jobs[-1], parse(MULTISLICE_CONFIG))
+    assert fake.server.requests == []

@@ -79,12 +79,18 @@ def _start_synth(config_path: str, out: str) -> Any:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def smoke_args(dcn_slices: int | None) -> tuple[str, ...]:
+    """The smoke program's flags in the demo: ``--dcn-slices N`` when the emulated cluster covers a multi-slice
+    train workload's N slices (:func:`raytpu.commands.local.dcn_slices_of`)."""
+    return ("--dcn-slices", str(dcn_slices)) if dcn_slices else ()
+
+
 def run(args: argparse.Namespace) -> int:
     """Runs the demo; returns 0 when every step passed."""
     from raytpu import local, timeline
     from raytpu import report as smoke_report
     from raytpu.commands.describe import render
-    from raytpu.commands.local import config_slice_plan, emulated_phases
+    from raytpu.commands.local import config_slice_plan, dcn_slices_of, emulated_phases
     from raytpu.config import load
     from raytpu.workloads.train import parse_result
 
@@ -133,7 +139,10 @@ def run(args: argparse.Namespace) -> int:
                   hosts=plan.hosts, chips_per_host=plan.chips_per_host)
 
             started = time.monotonic()
-            done = local.run_workload(cluster, "smoke", timeout_s=240)
+            dcn_slices, why = dcn_slices_of(spec, plan, len(cluster.slices))
+            if why:
+                _say(why)
+            done = local.run_workload(cluster, "smoke", *smoke_args(dcn_slices), timeout_s=240)
             verdicts = smoke_report.parse_verdict_lines(done.stdout)
             recorder.take(s for s in timeline.parse_stamp_lines(done.stdout) if s["phase"] == "reserved")
             why = "; ".join(smoke_report.headline(v) for v in verdicts if smoke_report.state_of(v) != "healthy")

@@ -49,7 +49,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     smoke.add_argument("--timeout-s", type=float, default=300.0)
     smoke.add_argument("--dcn-slices", type=int, default=None, metavar="N",
                        help="also all-reduce across N slices over DCN, as a multi-slice run (workloads[].slices: N) "
-                            "spans them")
+                            "spans them (default: N of the config's multi-slice train workload, when the local "
+                            "cluster has N slices)")
+    smoke.add_argument("--config", default=None, help=f"the config whose multi-slice train workload sets the "
+                       f"default --dcn-slices (default: {DEFAULT_CONFIG} if present)")
     serve = actions.add_parser("serve", help="deploy the serving workload (vLLM's CPU build) onto the local slice "
                                "and print its OpenAI endpoint; it serves until `down`")
     serve.add_argument("--config", default=None, help=f"take the serving workload from this config (default: "
@@ -94,6 +97,32 @@ def config_slice_plan(spec: Any, slice_name: str | None = None) -> Any:
         trains = [w.slice for w in spec.workloads if w.kind.name == "train"]
         return (trains[0] if trains else spec.slices[0]).plan
     return spec.slice_named(slice_name, "--slice").plan
+
+
+def dcn_slices_of(spec: Any, plan: Any, available: int) -> tuple[int | None, str | None]:
+    """The ``--dcn-slices`` a smoke check passes by itself on a local cluster of ``available`` slices of ``plan``, and
+    the line that says so: N when a train workload of ``spec`` on a slice of that plan spans N > 1 slices and the
+    cluster has N, else None with why the DCN check is skipped; (None, None) without such a workload."""
+    spans = [(w.slices_per_run, w.name) for w in (spec.workloads if spec is not None else ())
+             if w.multislice and w.plan == plan]
+    if not spans:
+        return None, None
+    span, name = max(spans)
+    if available >= span:
+        return span, (f"train workload {name} spans {span} slices over DCN: the smoke check also all-reduces across "
+                      f"{span} of the local cluster's {available} slices (--dcn-slices {span})")
+    return None, (f"DCN check skipped: train workload {name} spans {span} slices and the local cluster has "
+                  f"{available} (`raytpu local up --slices {span}` for it)")
+
+
+def _smoke_config(path: str | None) -> Any:
+    """The config ``raytpu local smoke`` reads its default ``--dcn-slices`` from: ``--config``, else
+    :data:`DEFAULT_CONFIG` when present, else None."""
+    from raytpu.config import load
+
+    if path is None:
+        return load(DEFAULT_CONFIG) if Path(DEFAULT_CONFIG).exists() else None
+    return load(path)
 
 
 def _cluster(args: argparse.Namespace) -> Any:
@@ -163,6 +192,10 @@ def _smoke(args: argparse.Namespace) -> int:
         raise invalid_value("--dcn-slices", args.dcn_slices, "is more slices than this local cluster has"
                             if args.dcn_slices > 1 else "is not a number of slices",
                             f"1..{len(cluster.slices)} (`raytpu local up --slices N` for more)")
+    if args.dcn_slices is None:  # the explicit flag wins
+        args.dcn_slices, why = dcn_slices_of(_smoke_config(args.config), plan, len(cluster.slices))
+        if why:
+            _progress(why)
     _progress(f"smoke check of {len(cluster.slices)} {plan.ray_pod_type} slice(s) at {cluster.address}")
     emulated_phases(recorder, cluster.hosts_recorded_wall())
     recorder.mark("applied", "the smoke driver started on the emulated slice, as a RayJob's submitter starts it",

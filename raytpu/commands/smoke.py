@@ -10,6 +10,12 @@ events) is ``unschedulable``; one that failed, timed out otherwise or printed no
 The table goes to stdout, ``smoke.json`` and ``smoke.junit.xml`` to ``--report`` (default ``reports/``).
 Exit 1 only when a slice is unhealthy (``--strict``: also busy or unschedulable), 0 otherwise, 2 on bad input.
 Slices whose provisioning cannot run a Ray cluster (queued) are skipped with a warning.
+
+Multi-slice: for a slice whose copies a multi-slice workload joins over DCN (``workloads[].slices: N``), one more
+RayJob, ``smoke-<slice>-dcn`` (:func:`raytpu.kuberay.dcn_smoke_jobs`), spans N copies as that workload's RayJob does
+and adds the cross-slice all-reduce to its verdicts (their ``dcn`` section). It runs after the per-copy jobs, which
+are deleted once read so they never compete for the copies, and only when N copies are free of holders: otherwise it
+is reported ``busy``, not run, with the busy copies named; never placed on part of its slices.
 """
 
 from __future__ import annotations
@@ -60,7 +66,6 @@ def run(args: argparse.Namespace) -> int:
     from raytpu.commands.submit import print_yaml
     from raytpu.images import resolver
     from raytpu.images.record import load_refs
-    from raytpu.kube_timeline import KubePhases
     from raytpu.outputs import StackOutputs
 
     args.config = args.config or config_mod.default_path()
@@ -71,6 +76,10 @@ def run(args: argparse.Namespace) -> int:
                               service_account=outputs.service_account, bucket=outputs.bucket,
                               namespace=outputs.namespace, py_modules=args.py_modules, image=args.image,
                               suffix=suffix)
+    dcn_jobs = kuberay.dcn_smoke_jobs(spec, images=resolver(load_refs(args.config), stack=args.stack),
+                                      service_account=outputs.service_account, bucket=outputs.bucket,
+                                      namespace=outputs.namespace, py_modules=args.py_modules, image=args.image,
+                                      suffix=suffix)
     skipped = [s.name for s in spec.slices if not s.provisioning.runs_ray]
     for name in skipped:
         print(f"warning: slice {name}: skipped ({spec.slice_named(name).provisioning.name} provisioning cannot run a "
@@ -79,48 +88,39 @@ def run(args: argparse.Namespace) -> int:
         raise errors.InvalidInput("slices", "no slice can run a smoke RayJob",
                                   "at least one slice whose provisioning runs a Ray cluster")
     if args.dry_run:
-        print_yaml(kuberay.with_network_policies(jobs, spec))
+        print_yaml(kuberay.with_network_policies([*jobs, *dcn_jobs], spec))
         return 0
     if args.upload_core:
         gke.upload_core(gke.upload_target(args.py_modules, outputs.bucket))
     started = time.monotonic()
     verdicts: list[Verdict] = []
+    timelines: dict[str, timeline.Timeline] = {}
     with gke.connect(outputs) as client:
-        if jobs:
-            client.check_schema(jobs[0], kuberay.MIN_KUBERAY_VERSION)  # every smoke job has the same fields
+        client.check_schema(jobs[0], kuberay.MIN_KUBERAY_VERSION)  # every smoke job has the same fields
         free = []
-        recorders: dict[str, timeline.Recorder] = {}
-        watchers: dict[str, KubePhases] = {}
-        timelines: dict[str, timeline.Timeline] = {}
-        try:
-            for job in jobs:
-                item = spec.slice_named(job["metadata"]["labels"][kuberay.SLICE_LABEL])
-                index = int(job["metadata"]["name"].removesuffix(f"-{suffix}").rsplit("-", 1)[1])
-                held_by = occupancy.holders(client, item, index, spec.cluster.autopilot)
-                if held_by:
-                    print(f"slice {item.pool_names[index]}: busy ({', '.join(held_by)}); no smoke job", file=sys.stderr)
-                    verdicts.append(failed_verdict(job, item.plan, f"in use by {', '.join(held_by)}", "busy"))
-                    continue
-                name = job["metadata"]["name"]
-                recorders[name] = timeline.Recorder.for_command()
-                gke.apply_with_network_policy(client, job, spec)
-                recorders[name].mark("applied", f"RayJob {name} applied (server-side apply)")
-                watchers[name] = KubePhases(client, name, job, multi_host=not item.plan.single_host).start()
-                print(f"applied RayJob {name}", file=sys.stderr)
-                free.append(job)
-            states = gke.follow_jobs(client, [j["metadata"]["name"] for j in free], timeout_s=args.timeout_s)
-            for job in free:
-                name = job["metadata"]["name"]
-                log = "\n".join(client.job_logs(name))
-                verdicts.extend(_job_verdicts(client, job, states[name], spec, args.timeout_s, log))
-                watcher = watchers.pop(name)
-                watcher.stop()
-                watcher.apply_to(recorders[name])
-                recorders[name].take(timeline.parse_stamp_lines(log))
-                timelines[name] = recorders[name].finish(f"RayJob {states[name].describe()}")
-        finally:
-            for watcher in watchers.values():  # a failure above: no thread goes on looking past the command
-                watcher.stop(final_look=False)
+        for job in jobs:
+            item = spec.slice_named(job["metadata"]["labels"][kuberay.SLICE_LABEL])
+            index = int(job["metadata"]["name"].removesuffix(f"-{suffix}").rsplit("-", 1)[1])
+            held_by = occupancy.holders(client, item, index, spec.cluster.autopilot)
+            if held_by:
+                print(f"slice {item.pool_names[index]}: busy ({', '.join(held_by)}); no smoke job", file=sys.stderr)
+                verdicts.append(failed_verdict(job, item.plan, f"in use by {', '.join(held_by)}", "busy"))
+                continue
+            free.append(job)
+        _run_jobs(client, free, spec, args.timeout_s, verdicts, timelines)
+        if dcn_jobs:
+            released = _release(client, free)
+            ready = []
+            for job in dcn_jobs:
+                problem = _dcn_busy(client, job, spec, released)
+                if problem:
+                    print(f"RayJob {job['metadata']['name']}: not run ({problem})", file=sys.stderr)
+                    item = spec.slice_named(job["metadata"]["labels"][kuberay.SLICE_LABEL])
+                    verdicts.append(failed_verdict(job, item.plan, f"not run: {problem}", "busy"))
+                else:
+                    ready.append(job)
+            left_s = max(args.timeout_s - (time.monotonic() - started), 1.0)
+            _run_jobs(client, ready, spec, left_s, verdicts, timelines)
     print(report.render_table(verdicts))
     for name, run_timeline in timelines.items():
         print()
@@ -140,6 +140,75 @@ def run(args: argparse.Namespace) -> int:
         raise errors.RuntimeFailure(f"smoke: {len(bad)} of {len(verdicts)} slices failed ({', '.join(bad)}); "
                                     f"valid: every slice healthy (details in {json_path})")
     return 0
+
+
+def _run_jobs(client: Any, jobs: list[dict[str, Any]], spec: Any, timeout_s: float, verdicts: list[Verdict],
+              timelines: dict[str, Any]) -> None:
+    """Applies ``jobs`` (each behind its NetworkPolicy), follows them together up to ``timeout_s`` and adds their
+    verdicts and timelines."""
+    from raytpu import gke, kuberay, timeline
+    from raytpu.kube_timeline import KubePhases
+
+    recorders: dict[str, timeline.Recorder] = {}
+    watchers: dict[str, KubePhases] = {}
+    try:
+        for job in jobs:
+            name = job["metadata"]["name"]
+            plan = spec.slice_named(job["metadata"]["labels"][kuberay.SLICE_LABEL]).plan
+            recorders[name] = timeline.Recorder.for_command()
+            gke.apply_with_network_policy(client, job, spec)
+            recorders[name].mark("applied", f"RayJob {name} applied (server-side apply)")
+            watchers[name] = KubePhases(client, name, job, multi_host=not plan.single_host).start()
+            print(f"applied RayJob {name}", file=sys.stderr)
+        if not jobs:
+            return
+        states = gke.follow_jobs(client, [j["metadata"]["name"] for j in jobs], timeout_s=timeout_s)
+        for job in jobs:
+            name = job["metadata"]["name"]
+            log = "\n".join(client.job_logs(name))
+            verdicts.extend(_job_verdicts(client, job, states[name], spec, timeout_s, log))
+            watcher = watchers.pop(name)
+            watcher.stop()
+            watcher.apply_to(recorders[name])
+            recorders[name].take(timeline.parse_stamp_lines(log))
+            timelines[name] = recorders[name].finish(f"RayJob {states[name].describe()}")
+    finally:
+        for watcher in watchers.values():  # a failure above: no thread goes on looking past the command
+            watcher.stop(final_look=False)
+
+
+def _release(client: Any, jobs: list[dict[str, Any]]) -> set[str]:
+    """Deletes the per-copy smoke RayJobs whose verdicts are read (KubeRay would keep their clusters for
+    ``ttlSecondsAfterFinished``; the delete takes their RayCluster and pods with them, background propagation), so
+    their copies come free for the multi-slice job; returns their names, whose terminating pods hold nothing."""
+    names = {j["metadata"]["name"] for j in jobs}
+    for name in sorted(names):
+        client.delete("RayJob", name)
+    return names
+
+
+def _dcn_busy(client: Any, job: dict[str, Any], spec: Any, released: set[str]) -> str | None:
+    """Why multi-slice smoke ``job`` cannot run now: fewer copies of its slice free of holders than the N it spans
+    (:mod:`raytpu.occupancy`), the busy ones named; None when N are free. All or none: it is never placed on part."""
+    from raytpu import kuberay, occupancy
+
+    item = spec.slice_named(job["metadata"]["labels"][kuberay.SLICE_LABEL])
+    span = kuberay.ray_cluster_of(job)["workerGroupSpecs"][0]["replicas"]
+    busy = {}
+    for index, pool in enumerate(item.pool_names):
+        held_by = occupancy.holders(client, item, index, spec.cluster.autopilot, releasing=released)
+        if held_by:
+            busy[pool] = held_by
+    if spec.cluster.autopilot and busy:  # Autopilot has no pool per copy: a holder may be on any of them
+        busy = {f"{item.name} (every copy, Autopilot)": next(iter(busy.values()))}
+        free = 0
+    else:
+        free = item.count - len(busy)
+    if free >= span:
+        return None
+    named = "; ".join(f"{pool}: {', '.join(pods)}" for pool, pods in busy.items())
+    return (f"spans {span} copies of slice {item.name} over DCN and only {free} of {item.count} are free "
+            f"(busy: {named})")
 
 
 def _job_verdicts(client: Any, job: dict[str, Any], state: Any, spec: Any, timeout_s: float,
