@@ -831,8 +831,8 @@ def test_a_multi_slice_workload_adds_one_smoke_job_over_its_copies_after_the_per
     assert not [e for e in head.get("env", []) if e["name"].startswith("MEGASCALE")]  # the head is no TPU host
     assert dcn_job["spec"]["entrypoint"] == "python -m raytpu.workloads.smoke --dcn-slices 2"
     assert carried_spec(dcn_job).slices_spanned == 2
-    assert group["template"]["spec"]["affinity"] == applied[0]["spec"]["rayClusterSpec"]["workerGroupSpecs"][0][
-        "template"]["spec"]["affinity"]  # the slice's own pools, as every smoke job
+    assert group["template"]["spec"]["nodeSelector"] == applied[0]["spec"]["rayClusterSpec"]["workerGroupSpecs"][0][
+        "template"]["spec"]["nodeSelector"]  # the slice's own pools, as every smoke job
     # its NetworkPolicy first, as for every job
     policy_path = "/apis/networking.k8s.io/v1/namespaces/ray/networkpolicies/job-smoke-train-dcn-m1"
     assert policy_path in [r.path for r in fake.server.of("PATCH", policy_path)]
