@@ -184,6 +184,8 @@ def request_errors(message: str, body: Any, path: str = "", *, response: bool = 
             found += _value_errors(f.type, message, value, f"{path}.{key}", response)
     found += [f"{path}: more than one of oneof {name} ({', '.join(keys)})" for name, keys in oneofs.items()
               if len(keys) > 1]
+    if message == "BuildStep" and "script" in body:  # BuildStep.script: "the user cannot specify the entrypoint or
+        found += [f"{path}.{key}: not with script" for key in ("args", "entrypoint") if key in body]  # args"
     return found
 
 

@@ -185,6 +185,19 @@ def test_a_base_step_output_that_is_not_the_base_digest_fails_the_build(
         resolved_base(job, {"id": "b1", "results": {"buildStepOutputs": outputs}})
 
 
+@pytest.mark.parametrize(("build", "expected"), [
+    ({"steps": [{"name": DOCKER_BUILDER, "script": "true", "args": ["x"]}]}, "Build.steps[0].args: not with script"),
+    ({"steps": [{"name": DOCKER_BUILDER, "script": "true", "entrypoint": "bash"}]},
+     "Build.steps[0].entrypoint: not with script"),
+    ({"steps": [{"name": "x"}], "results": {"buildStepOutputs": ["sha256:ab"]}},
+     "Build.results.buildStepOutputs[0]: 'sha256:ab' is not base64 (a bytes field)"),
+])
+def test_the_schema_check_has_teeth_for_scripts_and_step_outputs(build: dict[str, Any], expected: str) -> None:
+    """cloudbuild.proto ``BuildStep.script`` ("When script is provided, the user cannot specify the entrypoint or
+    args") and ``Results.build_step_outputs`` (``bytes``: base64 in JSON)."""
+    assert expected in request_errors("Build", build, response=True)
+
+
 def test_by_default_every_image_the_configs_workloads_run_is_built_and_recorded(
         site: CloudBuildServer, tmp_path: Path) -> None:
     assert build() == 0
