@@ -198,8 +198,8 @@ def _value_errors(type_: str, scope: str, value: Any, path: str, response: bool)
     if type_ == "string":
         return [] if isinstance(value, str) else [f"{path}: {value!r} is not a string"]
     if type_ == "bytes":
-        ok = isinstance(value, str) and BASE64.match(value) and len(value.rstrip("=")) % 4 != 1
-        return [] if ok else [f"{path}: {value!r} is not base64 (a bytes field)"]
+        base64_ok = isinstance(value, str) and bool(BASE64.match(value)) and len(value.rstrip("=")) % 4 != 1
+        return [] if base64_ok else [f"{path}: {value!r} is not base64 (a bytes field)"]
     if type_ == "bool":
         return [] if isinstance(value, bool) else [f"{path}: {value!r} is not a boolean"]
     if type_ in ("int64", "uint64", "sint64", "fixed64", "sfixed64"):

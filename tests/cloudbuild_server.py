@@ -272,9 +272,12 @@ class CloudBuildServer:
                 prefix = f'Step #{n} - "{step.get("id", n)}": '.encode()
                 log += b"".join(prefix + line + b"\n" for line in (done.stdout + done.stderr).splitlines())
                 out = os.path.join(builder_output, "output")
-                outputs.append(open(out, "rb").read()[:50 * 1024] if os.path.exists(out) else b"")
                 if os.path.exists(out):
+                    with open(out, "rb") as written:
+                        outputs.append(written.read()[:50 * 1024])  # "Only the first 50KB of data is stored."
                     os.remove(out)
+                else:
+                    outputs.append(b"")
                 if done.returncode:
                     return outputs, (n, done.returncode), log
             with open(state) as f:

@@ -6,9 +6,10 @@ Cloud Build in the stack's region from the installed kit's definition and pushed
 repository (:mod:`raytpu.images.build` says why the kit calls the API instead of owning a trigger). Progress goes to
 stderr, the build log to stdout; once an image is built, its digest is recorded in ``raytpu.images.json`` beside the
 config (:mod:`raytpu.images.record`) with the base it was built FROM (by the digest the build resolved), where
-the manifest builders read it (``load_refs``); at the end a table shows what each image now runs. Exit 0 when every image
-built, 1 when a build failed or an API refused (the line names the role), 2 on bad input (an unknown image, one no
-workload of the config runs, a stack without the registry outputs), before anything is uploaded.
+the manifest builders read it (``load_refs``); at the end a table (stderr) shows what each image now runs. Exit 0
+when every image built, 1 when a build failed or an API refused (the line names the role), 2 on bad input (an
+unknown image, one no workload of the config runs, a malformed ``base_digest``, a stack without the registry
+outputs), before anything is uploaded.
 """
 
 from __future__ import annotations
@@ -64,9 +65,10 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout_s < 60 or args.timeout_s > 24 * 3600:
         raise errors.invalid_value("--timeout-s", args.timeout_s, "is outside Cloud Build's build timeout range",
                                    "60 to 86400 seconds")
-    errors.raise_found([errors.invalid_value(f"{IMAGES[n].context / 'versions.toml'}: base_digest", IMAGES[n].base_digest,
-                                             "is not a digest", "sha256:<64 lowercase hex digits>, or empty")
-                        for n in names if IMAGES[n].base_digest and not DIGEST.match(IMAGES[n].base_digest)])
+    errors.raise_found([errors.invalid_value(f"{IMAGES[n].context / 'versions.toml'}: base_digest",
+                                             IMAGES[n].base_digest, "is not a digest",
+                                             "sha256:<64 lowercase hex digits>, or empty")
+                        for n in names if IMAGES[n].base_digest and not DIGEST.match(IMAGES[n].base_digest or "")])
     record.load(args.config)  # a malformed record is exit 2 before anything is built, not after
     target = Target(project=outputs.project, location=outputs.location, registry=outputs.registry,
                     bucket=outputs.bucket, builder=outputs.builder_service_account)
@@ -89,7 +91,8 @@ def versions_table(built: dict[str, record.BuiltImage]) -> str:
     rows = [VERSION_COLUMNS]
     for name, image in built.items():
         v = image.versions
-        stack = f"vllm {v['vllm'][:12]}" if "vllm" in v else f"jax {v.get('jax', '-')} / libtpu {v.get('libtpu', '-')}"
+        stack = (f"vllm {v['vllm'][:12]}" if "vllm" in v
+                 else f"jax {v.get('jax', '-')} / libtpu {v.get('libtpu', '-')}")
         base = image.base.rsplit("@", 1)[1] if image.base else "-"
         rows.append((name, image.ref.rsplit("@", 1)[0] + "@" + image.ref.rsplit("@", 1)[1][:19], base[:19],
                      v.get("ray", "-"), stack, v.get("protobuf", "-")))

@@ -35,8 +35,8 @@ DIGEST_REF = re.compile(r"^[a-z0-9][a-z0-9.-]*(?::[0-9]+)?(?:/[a-z0-9][a-z0-9._-
 """``REGISTRY/IMAGE@sha256:<64 hex>``: a Docker reference by digest (distribution/reference ``reference.go``:
 lowercase path components, ``@`` and a ``sha256`` digest of 64 hex digits)."""
 REF_RULE = "REGISTRY/IMAGE@sha256:<64 lowercase hex digits>, as `raytpu images build` writes it"
-BASE_REF = re.compile(r"^[a-z0-9][a-z0-9.-]*(?::[0-9]+)?(?:/[a-z0-9][a-z0-9._-]*)+(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
-                      r"@sha256:[0-9a-f]{64}$")
+BASE_REF = re.compile(r"^[a-z0-9][a-z0-9.-]*(?::[0-9]+)?(?:/[a-z0-9][a-z0-9._-]*)+"
+                      r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?@sha256:[0-9a-f]{64}$")
 """``REGISTRY/IMAGE[:TAG]@sha256:<64 hex>``: a base kept with its tag for the reader (distribution/reference
 ``reference.go``: a tag is a word character then up to 127 word characters, ``.`` or ``-``; with a digest too,
 the digest is what is pulled)."""
