@@ -76,7 +76,8 @@ printf '%s@%s' "$BASE" "$digests" > {BASE_FILE}
 """
 BUILD_FROM_BASE = f"""#!/usr/bin/env bash
 set -euo pipefail
-docker build --tag "$IMAGE" --build-arg "BASE_IMAGE=$(cat {BASE_FILE})" .
+base=$(cat {BASE_FILE})
+docker build --tag "$IMAGE" --build-arg "BASE_IMAGE=$base" .
 """
 """The build step: the Dockerfile's ``ARG BASE_IMAGE`` (its ``FROM ${BASE_IMAGE}``) set to the base by the digest the
 base step resolved, so the image built is on the base recorded."""
@@ -160,7 +161,9 @@ def build_body(definition: ImageDefinition, target: Target, *, source_object: st
 def build_steps(definition: ImageDefinition, tagged: str) -> list[dict[str, Any]]:
     """Step 0 ``base`` pulls the base by tag, resolves its digest (checked against ``base_digest`` where the
     definition pins one: a mismatch fails the build) and returns it as its output; step 1 ``build`` builds FROM the
-    base at that digest. Both run in Cloud Build's Docker builder, which has bash."""
+    base at that digest. Both run in Cloud Build's Docker builder, an Ubuntu image with docker-ce installed
+    (GoogleCloudPlatform/cloud-builders ``docker/Dockerfile-versioned``), so ``bash`` is there for the scripts.
+    Pinned or not, the base step pulls the tag: a pin is checked against what the tag serves now."""
     return [
         {"id": "base", "name": DOCKER_BUILDER, "env": [f"BASE={definition.base}",
                                                         f"PINNED={definition.base_digest or ''}"],
