@@ -199,10 +199,16 @@ def test_the_schema_check_has_teeth_for_scripts_and_step_outputs(build: dict[str
 
 
 def test_by_default_every_image_the_configs_workloads_run_is_built_and_recorded(
-        site: CloudBuildServer, tmp_path: Path) -> None:
+        site: CloudBuildServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert build() == 0
-    assert sorted(record.load_refs(tmp_path / "raytpu.yaml")) == ["job", "serve"]
+    built = record.load(tmp_path / "raytpu.yaml")
+    assert sorted(built) == ["job", "serve"]
+    assert {n: b.base for n, b in built.items()} == {n: f"{i.base}@{BASES[i.base]}" for n, i in IMAGES.items()}
     assert site.schema_errors == []
+    # the table: one row per image, the serving image with its vLLM commit and the protobuf Ray Serve needs
+    rows = [line.split() for line in capsys.readouterr().err.splitlines()[-3:]]
+    assert [r[0] for r in rows] == ["image", "job", "serve"]
+    assert rows[2][2:] == [BASES[IMAGES["serve"].base][:19], "2.56.0", "vllm", "9969466a5978", "5.29.6"]
 
 
 def test_a_failed_build_names_its_step_shows_the_log_tail_and_records_nothing(
