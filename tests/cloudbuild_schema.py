@@ -1,6 +1,7 @@
 """Cloud Build's request schema, read from the vendored proto (``tests/data/cloudbuild-v1/cloudbuild.proto``), and a
 check of a JSON body against it by the proto3 JSON mapping (https://protobuf.dev/programming-guides/json/):
-lowerCamelCase field names, int64 as a string or a number, enums by name, ``google.protobuf.Duration`` as
+lowerCamelCase field names, int64 as a string or a number, ``bytes`` as base64 (standard or URL-safe, padded or
+not), enums by name, ``google.protobuf.Duration`` as
 ``"<seconds>s"``, ``map<string, V>`` as an object.
 
 What a request may not carry: an unknown field, a field of the wrong JSON type, an enum value the proto does not
@@ -22,6 +23,7 @@ _TOKEN = re.compile(r'//[^\n]*|"(?:[^"\\]|\\.)*"|[A-Za-z_][A-Za-z0-9_.]*|-?\d+|\
 SCALARS = {"string", "bytes", "bool", "int32", "int64", "uint32", "uint64", "sint32", "sint64", "fixed32", "fixed64",
            "sfixed32", "sfixed64", "double", "float"}
 DURATION = re.compile(r"^-?\d+(\.\d{1,9})?s$")
+BASE64 = re.compile(r"^(?:[A-Za-z0-9+/]*={0,2}|[A-Za-z0-9_-]*={0,2})$")
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z$")
 
 
@@ -182,6 +184,8 @@ def request_errors(message: str, body: Any, path: str = "", *, response: bool = 
             found += _value_errors(f.type, message, value, f"{path}.{key}", response)
     found += [f"{path}: more than one of oneof {name} ({', '.join(keys)})" for name, keys in oneofs.items()
               if len(keys) > 1]
+    if message == "BuildStep" and "script" in body:  # BuildStep.script: "the user cannot specify the entrypoint or
+        found += [f"{path}.{key}: not with script" for key in ("args", "entrypoint") if key in body]  # args"
     return found
 
 
@@ -191,8 +195,11 @@ def _value_errors(type_: str, scope: str, value: Any, path: str, response: bool)
         return [] if isinstance(value, str) and DURATION.match(value) else [f"{path}: {value!r} is not a Duration"]
     if type_ == "google.protobuf.Timestamp":
         return [] if isinstance(value, str) and TIMESTAMP.match(value) else [f"{path}: {value!r} is not a Timestamp"]
-    if type_ == "string" or type_ == "bytes":
+    if type_ == "string":
         return [] if isinstance(value, str) else [f"{path}: {value!r} is not a string"]
+    if type_ == "bytes":
+        base64_ok = isinstance(value, str) and bool(BASE64.match(value)) and len(value.rstrip("=")) % 4 != 1
+        return [] if base64_ok else [f"{path}: {value!r} is not base64 (a bytes field)"]
     if type_ == "bool":
         return [] if isinstance(value, bool) else [f"{path}: {value!r} is not a boolean"]
     if type_ in ("int64", "uint64", "sint64", "fixed64", "sfixed64"):

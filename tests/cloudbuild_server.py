@@ -17,6 +17,13 @@ Neither API can be reached from the test machine, so the tests stop at the wire.
   (``QUEUED -> WORKING -> SUCCESS``, or ``-> FAILURE`` with the step's exit code and ``failureInfo``), appending
   to its log object in ``logsBucket`` as Cloud Build streams it; every Build it answers is checked against the proto
   too (``response=True``);
+- the steps run for real: when a build starts, each step's ``script`` runs in bash with the step's ``env``, in a
+  ``/workspace`` stand-in holding the uploaded source, with ``$BUILDER_OUTPUT`` set (cloudbuild.proto
+  ``Results.build_step_outputs``); only ``docker`` is a stand-in (``tests/fake_docker.py``: ``pull``,
+  ``image inspect`` answering :attr:`CloudBuildServer.registry`'s digest, ``build`` resolving the Dockerfile's
+  ``FROM`` through its build args). Each step's output comes back base64 in ``results.buildStepOutputs`` (a
+  ``bytes`` field: base64 in the proto3 JSON mapping, https://protobuf.dev/programming-guides/json/), its log lines
+  prefixed ``Step #N - "id": `` as Cloud Build's are;
 - ``fail(...)``: the next matching request answers a scripted status with Google's error body
   (https://cloud.google.com/apis/design/errors), e.g. a 429 the client must retry or a 403.
 
@@ -25,10 +32,17 @@ Every request is recorded for the tests to assert on.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
+import io
 import json
+import os
 import re
+import subprocess
+import sys
+import tarfile
+import tempfile
 import threading
 import urllib.parse
 from collections.abc import Iterator
@@ -44,6 +58,7 @@ STATUS_NAMES = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOU
                 500: "INTERNAL", 503: "UNAVAILABLE"}
 _BUILDS = re.compile(r"^/v1/projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/builds(?:/(?P<id>[^/]+))?$")
 _UPLOAD = re.compile(r"^/upload/storage/v1/b/(?P<bucket>[^/]+)/o$")
+FAKE_DOCKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_docker.py")
 _OBJECT = re.compile(r"^/storage/v1/b/(?P<bucket>[^/]+)/o/(?P<object>[^/]+)$")
 
 
@@ -73,6 +88,8 @@ class FakeBuild:
     scenario: str
     log_object: tuple[str, str]
     polls: int = 0
+    outputs: list[bytes] = field(default_factory=list)
+    failed: tuple[int, int] | None = None
 
 
 @dataclass
@@ -87,6 +104,10 @@ class CloudBuildServer:
     builds: dict[str, FakeBuild] = field(default_factory=dict)
     schema_errors: list[str] = field(default_factory=list)
     """Every way a request or an answer broke the vendored schema (the tests assert it stays empty)."""
+    registry: dict[str, str] = field(default_factory=dict)
+    """Base tag -> the digest the registry serves for it (what ``docker pull`` of the tag gets)."""
+    built_from: dict[str, str] = field(default_factory=dict)
+    """Build id -> the ``FROM`` its ``docker build`` resolved (the Dockerfile's, through its build args)."""
 
     def __post_init__(self) -> None:
         self._tokens: set[str] = set()
@@ -192,33 +213,78 @@ class CloudBuildServer:
     def _get(self, h: _Handler, fake: FakeBuild) -> None:
         build, fake.polls = fake.build, fake.polls + 1
         log = self.objects.setdefault(fake.log_object, b"")
-        if fake.polls == 2:  # QUEUED -> WORKING: the docker step runs and logs
+        if fake.polls == 2:  # QUEUED -> WORKING
             build.update(status="WORKING", startTime="2026-12-02T15:00:05Z")
             build["steps"][0]["status"] = "WORKING"
-            log += b"starting build\nStep #0 - \"build\": Step 1/1 : FROM rayproject/ray:2.60.0-py311\n"
-        elif fake.polls == 3:
-            log += b"Step #0 - \"build\": Successfully built 0123456789ab\n"
-            if fake.scenario == "failure":
-                log += b"Step #0 - \"build\": ERROR: No matching distribution found for jax==0.0.0\n"
+            log += b"starting build\n"
+        elif fake.polls == 3:  # the steps run
+            fake.outputs, fake.failed, ran = self._run_steps(build)
+            log += ran
         elif fake.polls >= 4 and build["status"] == "WORKING":
             build["finishTime"] = "2026-12-02T15:03:00Z"
-            if fake.scenario == "success":
+            for n, step in enumerate(build["steps"]):
+                step["status"] = "SUCCESS" if fake.failed is None or n < fake.failed[0] else (
+                    "FAILURE" if n == fake.failed[0] else "QUEUED")
+            if fake.failed is None:
                 build["status"] = "SUCCESS"
-                build["steps"][0].update(status="SUCCESS")
                 digest = "sha256:" + hashlib.sha256(build["id"].encode()).hexdigest()
-                build["results"] = {"images": [{"name": build["images"][0], "digest": digest}]}
+                build["results"] = {"images": [{"name": build["images"][0], "digest": digest}],
+                                    "buildStepOutputs": [base64.b64encode(o).decode() for o in fake.outputs]}
                 log += b"PUSH\nDONE"  # the last line has no newline
             else:
-                build.update(status="FAILURE", statusDetail="Build step failure: build step 0 "
-                             "\"gcr.io/cloud-builders/docker\" failed: step exited with non-zero status: 1",
-                             failureInfo={"type": "USER_BUILD_STEP", "detail": "Build step failure: build step 0 "
-                                          "\"gcr.io/cloud-builders/docker\" failed: step exited with non-zero "
-                                          "status: 1"})
-                build["steps"][0].update(status="FAILURE", exitCode=1)
-                log += b"ERROR\nERROR: build step 0 \"gcr.io/cloud-builders/docker\" failed\n"
+                n, code = fake.failed
+                detail = (f"Build step failure: build step {n} \"{build['steps'][n]['name']}\" failed: step exited "
+                          f"with non-zero status: {code}")
+                build.update(status="FAILURE", statusDetail=detail,
+                             failureInfo={"type": "USER_BUILD_STEP", "detail": detail})
+                build["steps"][n]["exitCode"] = code
+                log += f"ERROR\nERROR: build step {n} \"{build['steps'][n]['name']}\" failed\n".encode()
         self.objects[fake.log_object] = log
         self.schema_errors += request_errors("Build", build, response=True)
         h.send(200, json.dumps(build).encode())
+
+    def _run_steps(self, build: dict[str, Any]) -> tuple[list[bytes], tuple[int, int] | None, bytes]:
+        """Runs each step's script as Cloud Build would, in order, until one fails: (outputs, (failed step, exit
+        code) or None, log)."""
+        source = build["source"]["storageSource"]
+        outputs: list[bytes] = []
+        log = b""
+        with tempfile.TemporaryDirectory(prefix="cloudbuild-") as root:
+            workspace, builder_output = os.path.join(root, "workspace"), os.path.join(root, "builder-output")
+            stub = os.path.join(root, "bin")
+            for d in (workspace, builder_output, stub):
+                os.mkdir(d)
+            with tarfile.open(fileobj=io.BytesIO(self.objects[(source["bucket"], source["object"])]),
+                              mode="r:gz") as tar:
+                tar.extractall(workspace, filter="data")
+            with open(os.path.join(stub, "docker"), "w") as docker:
+                docker.write(f"#!{sys.executable}\nimport runpy, sys\nsys.argv[0] = 'docker'\n"
+                             f"runpy.run_path({FAKE_DOCKER!r}, run_name='__main__')\n")
+            os.chmod(os.path.join(stub, "docker"), 0o755)
+            state = os.path.join(root, "docker.json")
+            with open(state, "w") as f:
+                json.dump({"registry": self.registry, "fail_build": self.scenario == "failure"}, f)
+            for n, step in enumerate(build["steps"]):
+                env = {"PATH": f"{stub}:/usr/bin:/bin", "BUILDER_OUTPUT": builder_output, "FAKE_DOCKER_STATE": state,
+                       **dict(e.split("=", 1) for e in step.get("env", []))}
+                done = subprocess.run(["bash", "-c", step["script"]], cwd=workspace, env=env, capture_output=True,
+                                      timeout=60, check=False)
+                prefix = f'Step #{n} - "{step.get("id", n)}": '.encode()
+                log += b"".join(prefix + line + b"\n" for line in (done.stdout + done.stderr).splitlines())
+                out = os.path.join(builder_output, "output")
+                if os.path.exists(out):
+                    with open(out, "rb") as written:
+                        outputs.append(written.read()[:50 * 1024])  # "Only the first 50KB of data is stored."
+                    os.remove(out)
+                else:
+                    outputs.append(b"")
+                if done.returncode:
+                    return outputs, (n, done.returncode), log
+            with open(state) as f:
+                built = json.load(f).get("built")
+            if built:
+                self.built_from[build["id"]] = built["from"]
+        return outputs, None, log
 
 
 class _Server(ThreadingHTTPServer):

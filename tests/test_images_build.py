@@ -9,10 +9,13 @@ by patching. Every request body is checked against Cloud Build's own schema (the
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import hashlib
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -26,7 +29,9 @@ from cloudbuild_server import CloudBuildServer, serving
 from kube_server import ServiceAccountKey
 
 from raytpu import cli
+from raytpu.errors import RuntimeFailure
 from raytpu.images import record
+from raytpu.images.build import BUILD_FROM_BASE, DOCKER_BUILDER, RESOLVE_BASE, resolved_base
 from raytpu.images.definitions import IMAGES
 from raytpu.images.google_api import CLOUDBUILD_ENV, STORAGE_ENV
 
@@ -39,6 +44,9 @@ BUILDER = "raytpu-ray-tpu-img@my-ml-project.iam.gserviceaccount.com"
 OUTPUTS = {"endpoint": "https://gke.example", "ca_certificate": "", "cluster_name": "ray-tpu", "location": "us-east5",
            "project": "my-ml-project", "namespace": "ray", "service_account": "ray", "bucket": "my-bucket",
            "registry": REGISTRY, "builder_service_account": BUILDER}
+BASES = {image.base: "sha256:" + hashlib.sha256(image.base.encode()).hexdigest() for image in IMAGES.values()}
+"""What the loopback registry serves for each base tag (made up here, in the test's registry only: the kit never
+records a digest it did not get from the build)."""
 
 
 @pytest.fixture
@@ -46,6 +54,7 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sa_key: ServiceAccount
     """A working directory with the example config and outputs naming the registry, Application Default Credentials
     whose token endpoint is the loopback server, and both API endpoints pointed at it."""
     with serving(sa_key) as server:
+        server.registry.update(BASES)
         (tmp_path / "raytpu.yaml").write_text((REPO / "raytpu.example.yaml").read_text())
         (tmp_path / "outputs.json").write_text(json.dumps({STACK: OUTPUTS, "ray-tpu-workloads": {}}))
         (tmp_path / "adc.json").write_text(json.dumps(sa_key.info(server.token_uri)))
@@ -85,33 +94,121 @@ def test_a_build_uploads_the_context_builds_by_the_schema_streams_its_log_and_re
     assert body["source"]["storageSource"]["object"] == upload.query["name"]
     (image,) = body["images"]
     assert image.startswith(f"{REGISTRY}/job:")
-    assert body["steps"][0]["args"] == ["build", "--tag", image, "."]
+    # step 0 resolves the base's digest, step 1 builds FROM it (the scripts ran in bash on the loopback server)
+    job = IMAGES["job"]
+    assert body["steps"] == [
+        {"id": "base", "name": DOCKER_BUILDER, "env": [f"BASE={job.base}", "PINNED="], "script": RESOLVE_BASE},
+        {"id": "build", "name": DOCKER_BUILDER, "env": [f"IMAGE={image}"], "script": BUILD_FROM_BASE}]
     assert body["serviceAccount"] == f"projects/my-ml-project/serviceAccounts/{BUILDER}"
     assert body["logsBucket"] == "gs://my-bucket/raytpu/images/logs"
     assert all(r.headers["authorization"].startswith("Bearer ya29.build-") for r in site.requests
                if r.path != "/token")
     # progress on stderr, the log on stdout, each log line once
     assert "uploading its build context" in done.stderr
-    for state in ("QUEUED", "WORKING (step build)", "SUCCESS"):
+    assert f"image job: base {job.base}, not pinned in versions.toml" in done.stderr
+    for state in ("QUEUED", "WORKING (step base)", "SUCCESS"):
         assert f"image job: {state}," in done.stderr
-    assert done.stdout.splitlines() == ["starting build",
-                                        'Step #0 - "build": Step 1/1 : FROM rayproject/ray:2.60.0-py311',
-                                        'Step #0 - "build": Successfully built 0123456789ab', "PUSH", "DONE"]
-    # the record: the image by digest, what built it
+    base = f"{job.base}@{BASES[job.base]}"
+    assert done.stdout.splitlines() == [
+        "starting build",
+        'Step #0 - "base": 2.60.0-py311: Pulling from rayproject/ray',
+        f'Step #0 - "base": Digest: {BASES[job.base]}',
+        f'Step #0 - "base": Status: Downloaded newer image for {job.base}',
+        f'Step #1 - "build": Step 1/4 : FROM {base}',
+        f'Step #1 - "build": Successfully tagged {image}',
+        "PUSH", "DONE"]
+    # the record: the image by digest, what built it, the base it was built FROM
     (built,) = site.builds.values()
     digest = built.build["results"]["images"][0]["digest"]
+    assert built.build["results"]["buildStepOutputs"] == [base64.b64encode(BASES[job.base].encode()).decode(), ""]
+    assert site.built_from == {built.build["id"]: base}
     assert record.load_refs(tmp_path / "raytpu.yaml") == {"job": f"{REGISTRY}/job@{digest}"}
     saved = json.loads((tmp_path / record.RECORD_NAME).read_text())
     assert saved["images"]["job"]["build"] == built.build["name"]
-    assert saved["images"]["job"]["versions"] == dict(IMAGES["job"].versions)
+    assert saved["images"]["job"]["versions"] == dict(job.versions)
+    assert saved["images"]["job"]["base"] == base
     assert f"recorded job: {REGISTRY}/job@{digest}" in done.stderr
+    # what it now runs, as a table
+    table = done.stderr.splitlines()[-2:]
+    assert table[0].split() == ["image", "ref", "base", "digest", "ray", "jax/libtpu", "or", "vllm", "protobuf"]
+    assert table[1].split() == ["job", f"{REGISTRY}/job@{digest[:19]}", BASES[job.base][:19], "2.60.0", "jax",
+                                "0.10.2", "/", "libtpu", "0.0.42.1", "7.36.2"]
+
+
+def test_a_pinned_base_is_built_from_and_checked(site: CloudBuildServer, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """With ``base_digest`` in versions.toml the base step checks the tag still resolves to it; the build is FROM it
+    and the record says so. When the tag has moved, the build fails at the base step saying both digests, and
+    nothing is recorded."""
+    serve = IMAGES["serve"]
+    monkeypatch.setitem(IMAGES, "serve", dataclasses.replace(serve, base_digest=BASES[serve.base]))
+    assert build("serve") == 0
+    (create,) = site.of("POST", r"/builds$")
+    assert create.json["steps"][0]["env"] == [f"BASE={serve.base}", f"PINNED={BASES[serve.base]}"]
+    assert list(site.built_from.values()) == [f"{serve.base}@{BASES[serve.base]}"]
+    assert record.load(tmp_path / "raytpu.yaml")["serve"].base == f"{serve.base}@{BASES[serve.base]}"
+    assert f"image serve: base {serve.base}, pinned at {BASES[serve.base]}" in capsys.readouterr().err
+    before = (tmp_path / record.RECORD_NAME).read_text()
+    moved = "sha256:" + "e" * 64
+    site.registry[serve.base] = moved
+    assert build("serve") == 1
+    err = capsys.readouterr().err
+    assert "ended FAILURE at step 0 'base', exit 1" in err
+    assert (f'  | Step #0 - "base": raytpu: base {serve.base} resolves to {moved}, but versions.toml pins '
+            f"base_digest {BASES[serve.base]}") in err
+    assert (tmp_path / record.RECORD_NAME).read_text() == before and len(site.built_from) == 1
+
+
+def test_a_malformed_pinned_base_digest_is_bad_input_before_any_request(
+        site: CloudBuildServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(IMAGES, "job", dataclasses.replace(IMAGES["job"], base_digest="sha256:ABC"))
+    assert build("job") == 2
+    err = capsys.readouterr().err
+    assert "versions.toml: base_digest: 'sha256:ABC' is not a digest; valid: sha256:<64 lowercase hex digits>" in err
+    assert site.requests == [] and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("outputs", "pinned", "expected"), [
+    ([], None, "its base step's output is '', not sha256:<64 hex>"),
+    (["not base64!"], None, "its base step's output is not base64 text"),
+    ([base64.b64encode(b"rayproject/ray:2.60.0-py311").decode()], None, "output is 'rayproject/ray:2.60.0-py311', not"),
+    ([base64.b64encode(b"sha256:" + b"a" * 64).decode()], "sha256:" + "b" * 64,
+     f"resolved to sha256:{'a' * 64}, but versions.toml pins base_digest sha256:{'b' * 64}"),
+])
+def test_a_base_step_output_that_is_not_the_base_digest_fails_the_build(
+        outputs: list[str], pinned: str | None, expected: str) -> None:
+    """The kit reads the digest only from the build's answer, and refuses anything but one digest (the pinned one
+    where there is a pin): it never records a digest it did not get."""
+    job = dataclasses.replace(IMAGES["job"], base_digest=pinned)
+    with pytest.raises(RuntimeFailure, match=re.escape(expected)):
+        resolved_base(job, {"id": "b1", "results": {"buildStepOutputs": outputs}})
+
+
+@pytest.mark.parametrize(("build", "expected"), [
+    ({"steps": [{"name": DOCKER_BUILDER, "script": "true", "args": ["x"]}]}, "Build.steps[0].args: not with script"),
+    ({"steps": [{"name": DOCKER_BUILDER, "script": "true", "entrypoint": "bash"}]},
+     "Build.steps[0].entrypoint: not with script"),
+    ({"steps": [{"name": "x"}], "results": {"buildStepOutputs": ["sha256:ab"]}},
+     "Build.results.buildStepOutputs[0]: 'sha256:ab' is not base64 (a bytes field)"),
+])
+def test_the_schema_check_has_teeth_for_scripts_and_step_outputs(build: dict[str, Any], expected: str) -> None:
+    """cloudbuild.proto ``BuildStep.script`` ("When script is provided, the user cannot specify the entrypoint or
+    args") and ``Results.build_step_outputs`` (``bytes``: base64 in JSON)."""
+    assert expected in request_errors("Build", build, response=True)
 
 
 def test_by_default_every_image_the_configs_workloads_run_is_built_and_recorded(
-        site: CloudBuildServer, tmp_path: Path) -> None:
+        site: CloudBuildServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert build() == 0
-    assert sorted(record.load_refs(tmp_path / "raytpu.yaml")) == ["job", "serve"]
+    built = record.load(tmp_path / "raytpu.yaml")
+    assert sorted(built) == ["job", "serve"]
+    assert {n: b.base for n, b in built.items()} == {n: f"{i.base}@{BASES[i.base]}" for n, i in IMAGES.items()}
     assert site.schema_errors == []
+    # the table: one row per image, the serving image with its vLLM commit and the protobuf Ray Serve needs
+    rows = [line.split() for line in capsys.readouterr().err.splitlines()[-3:]]
+    assert [r[0] for r in rows] == ["image", "job", "serve"]
+    assert rows[2][2:] == [BASES[IMAGES["serve"].base][:19], "2.56.0", "vllm", "9969466a5978", "5.29.6"]
 
 
 def test_a_failed_build_names_its_step_shows_the_log_tail_and_records_nothing(
@@ -121,8 +218,8 @@ def test_a_failed_build_names_its_step_shows_the_log_tail_and_records_nothing(
     site.scenario = "failure"
     assert build("job") == 1
     err = capsys.readouterr().err
-    assert "ended FAILURE at step 0 'build', exit 1: Build step failure" in err
-    assert "  | Step #0 - \"build\": ERROR: No matching distribution found for jax==0.0.0" in err
+    assert "ended FAILURE at step 1 'build', exit 1: Build step failure" in err
+    assert "  | Step #1 - \"build\": ERROR: No matching distribution found for jax==0.0.0" in err
     assert err.rstrip().splitlines()[-1].startswith("error: image job: build projects/my-ml-project/locations/"
                                                     "us-east5/builds/")
     assert (tmp_path / record.RECORD_NAME).read_text() == before
@@ -237,9 +334,33 @@ def test_a_reference_not_by_digest_is_refused_and_never_saved(tmp_path: Path, re
     (json.dumps({"images": {"job": {"ref": f"{REGISTRY}/job@{DIGEST}", "build": 3}}}), "images.job.build"),
     (json.dumps({"images": {"job": {"ref": f"{REGISTRY}/job@{DIGEST}", "build": "b", "versions": {"ray": 2}}}}),
      "images.job.versions"),
+    (json.dumps({"images": {"job": {"ref": f"{REGISTRY}/job@{DIGEST}", "build": "b", "base": "rayproject/ray:2"}}}),
+     "images.job.base"),
+    (json.dumps({"images": {"job": {"ref": f"{REGISTRY}/job@{DIGEST}", "build": "b", "base": None}}}),
+     "images.job.base"),
+    (json.dumps({"images": {"job": {"ref": f"{REGISTRY}/job@{DIGEST}", "build": "b", "basee": "x"}}}),
+     "images.job"),
 ])
 def test_a_malformed_record_names_its_field(tmp_path: Path, text: str, field: str) -> None:
     (tmp_path / record.RECORD_NAME).write_text(text)
     with pytest.raises(record.InvalidInput) as caught:
         record.load_refs(tmp_path / "raytpu.yaml")
     assert caught.value.field == f"{tmp_path / record.RECORD_NAME}: {field}"
+
+
+def test_the_record_keeps_the_base_and_reads_records_without_one(tmp_path: Path) -> None:
+    config = tmp_path / "raytpu.yaml"
+    base = f"docker.io/rayproject/ray:2.60.0-py311@{DIGEST}"
+    record.save(config, "job", record.BuiltImage(f"{REGISTRY}/job@{DIGEST}", "projects/p/builds/1", {}, base))
+    record.save(config, "serve", record.BuiltImage(f"{REGISTRY}/serve@{DIGEST}", "projects/p/builds/2"))
+    loaded = record.load(config)
+    assert (loaded["job"].base, loaded["serve"].base) == (base, None)
+    assert "base" not in json.loads((tmp_path / record.RECORD_NAME).read_text())["images"]["serve"]
+
+
+@pytest.mark.parametrize("base", ["docker.io/rayproject/ray:2.60.0-py311", f"ray:2.60.0@{DIGEST}",
+                                  f"docker.io/rayproject/ray:2.60.0-py311@sha256:{'AB' * 32}", ""])
+def test_a_base_not_by_digest_is_refused_and_never_saved(tmp_path: Path, base: str) -> None:
+    with pytest.raises(record.InvalidInput, match="is not a base image by digest"):
+        record.save(tmp_path / "raytpu.yaml", "job", record.BuiltImage(f"{REGISTRY}/job@{DIGEST}", "b", {}, base))
+    assert not (tmp_path / record.RECORD_NAME).exists()

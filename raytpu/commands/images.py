@@ -5,15 +5,21 @@ Each image (:data:`raytpu.images.definitions.IMAGES`; by default every one a wor
 Cloud Build in the stack's region from the installed kit's definition and pushed to the stack's Artifact Registry
 repository (:mod:`raytpu.images.build` says why the kit calls the API instead of owning a trigger). Progress goes to
 stderr, the build log to stdout; once an image is built, its digest is recorded in ``raytpu.images.json`` beside the
-config (:mod:`raytpu.images.record`), where the manifest builders read it (``load_refs``). Exit 0 when every image
-built, 1 when a build failed or an API refused (the line names the role), 2 on bad input (an unknown image, one no
-workload of the config runs, a stack without the registry outputs), before anything is uploaded.
+config (:mod:`raytpu.images.record`) with the base it was built FROM (by the digest the build resolved), where
+the manifest builders read it (``load_refs``); at the end a table (stderr) shows what each image now runs. Exit 0
+when every image built, 1 when a build failed or an API refused (the line names the role), 2 on bad input (an
+unknown image, one no workload of the config runs, a malformed ``base_digest``, a stack without the registry
+outputs), before anything is uploaded.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from raytpu.images import record
 
 HELP = "build the kit's container images with Cloud Build on a deployed stack and record their digests"
 
@@ -43,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from raytpu import errors
     from raytpu.images import record
     from raytpu.images.build import ImageBuild, Target
-    from raytpu.images.definitions import IMAGES
+    from raytpu.images.definitions import DIGEST, IMAGES
     from raytpu.images.google_api import GoogleApi
     from raytpu.outputs import StackOutputs
 
@@ -59,15 +65,39 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout_s < 60 or args.timeout_s > 24 * 3600:
         raise errors.invalid_value("--timeout-s", args.timeout_s, "is outside Cloud Build's build timeout range",
                                    "60 to 86400 seconds")
+    errors.raise_found([errors.invalid_value(f"{IMAGES[n].context / 'versions.toml'}: base_digest",
+                                             IMAGES[n].base_digest, "is not a digest",
+                                             "sha256:<64 lowercase hex digits>, or empty")
+                        for n in names if IMAGES[n].base_digest and not DIGEST.match(IMAGES[n].base_digest or "")])
     record.load(args.config)  # a malformed record is exit 2 before anything is built, not after
     target = Target(project=outputs.project, location=outputs.location, registry=outputs.registry,
                     bucket=outputs.bucket, builder=outputs.builder_service_account)
     api = GoogleApi()
+    built: dict[str, record.BuiltImage] = {}
     for name in names:
-        built = ImageBuild(api, IMAGES[name], target, timeout_s=args.timeout_s, poll_s=args.poll_s).run()
-        path = record.save(args.config, name, built)
-        print(f"recorded {name}: {built.ref} in {path}", file=sys.stderr)
+        built[name] = ImageBuild(api, IMAGES[name], target, timeout_s=args.timeout_s, poll_s=args.poll_s).run()
+        path = record.save(args.config, name, built[name])
+        print(f"recorded {name}: {built[name].ref} in {path}", file=sys.stderr)
+    print(versions_table(built), file=sys.stderr)
     return 0
+
+
+VERSION_COLUMNS = ("image", "ref", "base digest", "ray", "jax/libtpu or vllm", "protobuf")
+
+
+def versions_table(built: dict[str, record.BuiltImage]) -> str:
+    """What each image built now runs, one row per image: its digest, its base's, and the versions that matter
+    (the serving image's vLLM; the job image's JAX/libtpu)."""
+    rows = [VERSION_COLUMNS]
+    for name, image in built.items():
+        v = image.versions
+        stack = (f"vllm {v['vllm'][:12]}" if "vllm" in v
+                 else f"jax {v.get('jax', '-')} / libtpu {v.get('libtpu', '-')}")
+        base = image.base.rsplit("@", 1)[1] if image.base else "-"
+        rows.append((name, image.ref.rsplit("@", 1)[0] + "@" + image.ref.rsplit("@", 1)[1][:19], base[:19],
+                     v.get("ray", "-"), stack, v.get("protobuf", "-")))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(VERSION_COLUMNS))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
 
 def chosen_images(asked: list[str], kinds: set[str], config: str) -> list[str]:

@@ -11,7 +11,8 @@ The steps (Cloud Build REST v1, https://cloud.google.com/build/docs/api/referenc
 1. the image's build context (its folder: ``Dockerfile``, lock) as a deterministic ``.tar.gz``, uploaded to the
    stack's bucket (GCS JSON API simple upload, https://cloud.google.com/storage/docs/uploading-objects);
 2. ``projects.locations.builds.create`` in the stack's region: ``source.storageSource`` (that object and its
-   generation), one ``docker build`` step, ``images`` (Cloud Build pushes them to the stack's Artifact Registry
+   generation), two steps (:func:`build_steps`: resolve the base's digest, then ``docker build`` FROM exactly that
+   digest), ``images`` (Cloud Build pushes them to the stack's Artifact Registry
    repository once the steps succeed and reports each digest in ``results.images[].digest``), run as the stack's
    builder service account with its log in the bucket (``logsBucket``; a user-specified service account needs a
    logs bucket or Cloud Logging, https://cloud.google.com/build/docs/securing-builds/configure-user-specified-service-accounts);
@@ -21,6 +22,8 @@ The steps (Cloud Build REST v1, https://cloud.google.com/build/docs/api/referenc
 
 from __future__ import annotations
 
+import base64
+import binascii
 import gzip
 import hashlib
 import io
@@ -33,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from raytpu.errors import RuntimeFailure
-from raytpu.images.definitions import ImageDefinition
+from raytpu.images.definitions import DIGEST, ImageDefinition
 from raytpu.images.google_api import GoogleApi
 from raytpu.images.record import BuiltImage, ref_problems
 
@@ -44,6 +47,40 @@ CONTEXT_PREFIX = "raytpu/images/"
 DONE = ("SUCCESS", "FAILURE", "INTERNAL_ERROR", "TIMEOUT", "CANCELLED", "EXPIRED")
 """``Build.Status`` values that end a build (google/devtools/cloudbuild/v1/cloudbuild.proto, ``Build.Status``)."""
 LOG_TAIL_LINES = 20
+BASE_FILE = ".raytpu-base"
+"""Where the base step leaves ``BASE@sha256:...`` in ``/workspace`` for the build step (steps share ``/workspace``,
+https://cloud.google.com/build/docs/build-config-file-schema#dir)."""
+INSPECT_FORMAT = "{{range .RepoDigests}}{{println .}}{{end}}"
+"""``docker image inspect --format``: every ``REPO@sha256:...`` the pulled image is known by (Docker's
+``ImageInspect.RepoDigests``)."""
+
+# The base step. Scripts get no Cloud Build substitutions, only environment variables, so ``$`` needs no escaping
+# (https://cloud.google.com/build/docs/configuring-builds/run-bash-scripts, "Using substitutions with the script
+# field"). Whatever a step writes to ``$BUILDER_OUTPUT/output`` comes back in ``Build.results.buildStepOutputs`` at
+# the step's index (cloudbuild.proto ``Results.build_step_outputs``: "Cloud Builders can produce this output by
+# writing to `$BUILDER_OUTPUT/output`. Only the first 50KB of data is stored.").
+RESOLVE_BASE = f"""#!/usr/bin/env bash
+set -euo pipefail
+docker pull "$BASE"
+digests=$(docker image inspect --format '{INSPECT_FORMAT}' "$BASE" | sed -n 's/^.*@//p' | sort -u)
+if [ "$(printf '%s\\n' "$digests" | grep -c '^sha256:')" != 1 ]; then
+  echo "raytpu: base $BASE: docker reports not exactly one digest: ${{digests:-none}}" >&2
+  exit 1
+fi
+if [ -n "$PINNED" ] && [ "$digests" != "$PINNED" ]; then
+  echo "raytpu: base $BASE resolves to $digests, but versions.toml pins base_digest $PINNED" >&2
+  exit 1
+fi
+printf '%s' "$digests" > "$BUILDER_OUTPUT/output"
+printf '%s@%s' "$BASE" "$digests" > {BASE_FILE}
+"""
+BUILD_FROM_BASE = f"""#!/usr/bin/env bash
+set -euo pipefail
+base=$(cat {BASE_FILE})
+docker build --tag "$IMAGE" --build-arg "BASE_IMAGE=$base" .
+"""
+"""The build step: the Dockerfile's ``ARG BASE_IMAGE`` (its ``FROM ${BASE_IMAGE}``) set to the base by the digest the
+base step resolved, so the image built is on the base recorded."""
 VIEW_ROLE = "roles/cloudbuild.builds.viewer on the project (cloudbuild.builds.get)"
 
 
@@ -111,7 +148,7 @@ def build_body(definition: ImageDefinition, target: Target, *, source_object: st
         storage_source["generation"] = generation  # int64: a string in JSON (proto3 JSON mapping)
     return {
         "source": {"storageSource": storage_source},
-        "steps": [{"id": "build", "name": DOCKER_BUILDER, "args": ["build", "--tag", tagged, "."]}],
+        "steps": build_steps(definition, tagged),
         "images": [tagged],
         "timeout": f"{timeout_s}s",
         "serviceAccount": f"projects/{target.project}/serviceAccounts/{target.builder}",
@@ -119,6 +156,45 @@ def build_body(definition: ImageDefinition, target: Target, *, source_object: st
         "options": {"logging": "GCS_ONLY", "logStreamingOption": "STREAM_ON"},
         "tags": ["raytpu", f"raytpu-image-{definition.name}"],
     }
+
+
+def build_steps(definition: ImageDefinition, tagged: str) -> list[dict[str, Any]]:
+    """Step 0 ``base`` pulls the base by tag, resolves its digest (checked against ``base_digest`` where the
+    definition pins one: a mismatch fails the build) and returns it as its output; step 1 ``build`` builds FROM the
+    base at that digest. Both run in Cloud Build's Docker builder, an Ubuntu image with docker-ce installed
+    (GoogleCloudPlatform/cloud-builders ``docker/Dockerfile-versioned``), so ``bash`` is there for the scripts.
+    Pinned or not, the base step pulls the tag: a pin is checked against what the tag serves now."""
+    return [
+        {"id": "base", "name": DOCKER_BUILDER, "env": [f"BASE={definition.base}",
+                                                        f"PINNED={definition.base_digest or ''}"],
+         "script": RESOLVE_BASE},
+        {"id": "build", "name": DOCKER_BUILDER, "env": [f"IMAGE={tagged}"], "script": BUILD_FROM_BASE},
+    ]
+
+
+def resolved_base(definition: ImageDefinition, build: dict[str, Any]) -> str:
+    """``BASE@sha256:...``: the base step's output (``results.buildStepOutputs[0]``, bytes: base64 in JSON by the
+    proto3 JSON mapping, https://protobuf.dev/programming-guides/json/), checked to be one digest and, where the
+    definition pins one, that digest.
+
+    Raises:
+        RuntimeFailure: no output, not a digest, or not the pinned one.
+    """
+    outputs = build.get("results", {}).get("buildStepOutputs", [])
+    where = f"image {definition.name}: build {build.get('id')} succeeded but its base step's output"
+    try:
+        digest = base64.b64decode(outputs[0], validate=True).decode("ascii").strip() if outputs else ""
+    except (binascii.Error, UnicodeDecodeError, TypeError) as exc:
+        raise RuntimeFailure(f"{where} is not base64 text ({str(outputs[0])[:80]!r})",
+                             "results.buildStepOutputs as Cloud Build returns them") from exc
+    if not DIGEST.match(digest):
+        raise RuntimeFailure(f"{where} is {digest[:80]!r}, not sha256:<64 hex>",
+                             "the base step writing the base's digest to $BUILDER_OUTPUT/output")
+    if definition.base_digest and digest != definition.base_digest:
+        raise RuntimeFailure(f"image {definition.name}: base {definition.base} resolved to {digest}, but "
+                             f"versions.toml pins base_digest {definition.base_digest}",
+                             "the pinned digest, or base_digest updated in versions.toml after review")
+    return f"{definition.base}@{digest}"
 
 
 def _stderr(line: str) -> None:
@@ -156,6 +232,9 @@ class ImageBuild:
             params={"uploadType": "media", "name": source_object}, data=data,
             headers={"Content-Type": "application/gzip"}, timeout=300).json()
         tag = f"{digest[:12]}-{int(time.time()):x}"  # immutable tags: every build gets a new one
+        pin = (f"pinned at {self.definition.base_digest}" if self.definition.base_digest
+               else "not pinned in versions.toml: the build resolves its tag and records the digest it built on")
+        self.progress(f"image {name}: base {self.definition.base}, {pin}")
         body = build_body(self.definition, target, source_object=source_object,
                           generation=uploaded.get("generation"), tag=tag, timeout_s=self.timeout_s)
         parent = f"projects/{target.project}/locations/{target.location}"
@@ -179,8 +258,9 @@ class ImageBuild:
             raise RuntimeFailure(f"image {name}: build {build_id} succeeded but reported no digest for {tagged} "
                                  f"(results.images: {build.get('results', {}).get('images')})",
                                  "a build whose results.images names the pushed image")
-        self.progress(f"image {name}: built {ref}")
-        return BuiltImage(ref, build_name, dict(self.definition.versions))
+        base = resolved_base(self.definition, build)
+        self.progress(f"image {name}: built {ref} on {base}")
+        return BuiltImage(ref, build_name, dict(self.definition.versions), base)
 
     def _follow(self, build_name: str) -> dict[str, Any]:
         """Polls the build until it ends (progress on each change of status or step, and every 30 s), reading its

@@ -5,7 +5,11 @@ config. ``raytpu images build`` writes it (atomically, only after a build succee
 The file::
 
     {"images": {"job": {"ref": "us-east5-docker.pkg.dev/p/raytpu/job@sha256:<64 hex>",
-                        "build": "projects/p/locations/us-east5/builds/<id>", "versions": {"ray": "2.60.0"}}}}
+                        "build": "projects/p/locations/us-east5/builds/<id>", "versions": {"ray": "2.60.0"},
+                        "base": "docker.io/rayproject/ray:2.60.0-py311@sha256:<64 hex>"}}}
+
+``base`` (the base image by the digest the build resolved and built FROM) is absent from records written before
+builds resolved it.
 
 Standard library only.
 """
@@ -31,6 +35,13 @@ DIGEST_REF = re.compile(r"^[a-z0-9][a-z0-9.-]*(?::[0-9]+)?(?:/[a-z0-9][a-z0-9._-
 """``REGISTRY/IMAGE@sha256:<64 hex>``: a Docker reference by digest (distribution/reference ``reference.go``:
 lowercase path components, ``@`` and a ``sha256`` digest of 64 hex digits)."""
 REF_RULE = "REGISTRY/IMAGE@sha256:<64 lowercase hex digits>, as `raytpu images build` writes it"
+BASE_REF = re.compile(r"^[a-z0-9][a-z0-9.-]*(?::[0-9]+)?(?:/[a-z0-9][a-z0-9._-]*)+"
+                      r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?@sha256:[0-9a-f]{64}$")
+"""``REGISTRY/IMAGE[:TAG]@sha256:<64 hex>``: a base kept with its tag for the reader (distribution/reference
+``reference.go``: a tag is a word character then up to 127 word characters, ``.`` or ``-``; with a digest too,
+the digest is what is pulled)."""
+BASE_RULE = "REGISTRY/IMAGE[:TAG]@sha256:<64 lowercase hex digits>, the base as the build resolved it"
+FIELDS = {"ref", "build", "versions", "base"}
 
 
 @dataclass(frozen=True)
@@ -41,14 +52,19 @@ class BuiltImage:
         ref: The image by digest (``REGISTRY/IMAGE@sha256:...``).
         build: The Cloud Build build that made it (``projects/P/locations/L/builds/ID``).
         versions: The versions its definition records (Ray, JAX, ...), as built.
+        base: The base it was built FROM, by the digest the build resolved (``None``: a record from before).
     """
 
     ref: str
     build: str
     versions: Mapping[str, str] = field(default_factory=dict)
+    base: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"ref": self.ref, "build": self.build, "versions": dict(self.versions)}
+        out: dict[str, Any] = {"ref": self.ref, "build": self.build, "versions": dict(self.versions)}
+        if self.base is not None:
+            out["base"] = self.base
+        return out
 
 
 def record_path(config_path: str | Path) -> Path:
@@ -95,9 +111,9 @@ def load(config_path: str | Path) -> dict[str, BuiltImage]:
         if name not in IMAGES:
             found.append(errors.invalid_choice(where, name, sorted(IMAGES), " (the kit's images)"))
             continue
-        if not isinstance(entry, dict) or not {"ref", "build"} <= set(entry) <= {"ref", "build", "versions"}:
+        if not isinstance(entry, dict) or not {"ref", "build"} <= set(entry) <= FIELDS:
             found.append(errors.invalid_value(where, entry, "is not a built image",
-                                              '{"ref": ..., "build": ..., "versions": {...}}'))
+                                              '{"ref": ..., "build": ..., "versions": {...}, "base": ...}'))
             continue
         found += ref_problems(f"{where}.ref", entry["ref"])
         if not isinstance(entry["build"], str) or not entry["build"]:
@@ -108,7 +124,11 @@ def load(config_path: str | Path) -> dict[str, BuiltImage]:
             found.append(errors.invalid_value(f"{where}.versions", versions, "is not a table of versions",
                                               '{"ray": "2.60.0", ...}'))
             versions = {}
-        built[name] = BuiltImage(entry["ref"], entry["build"], versions)
+        base = entry.get("base")
+        if "base" in entry and not (isinstance(base, str) and BASE_REF.match(base)):
+            found.append(errors.invalid_value(f"{where}.base", base, "is not a base image by digest", BASE_RULE))
+            base = None
+        built[name] = BuiltImage(entry["ref"], entry["build"], versions, base)
     errors.raise_found(found)
     return built
 
@@ -125,7 +145,9 @@ def load_refs(config_path: str | Path) -> dict[str, str]:
 def save(config_path: str | Path, name: str, image: BuiltImage) -> Path:
     """Records ``image`` as ``name``'s build, keeping the other images' entries: the new file is written beside the
     old and renamed over it (``os.replace``), so a reader sees the old record or the new, never half of one."""
-    errors.raise_found(ref_problems("ref", image.ref))
+    errors.raise_found(ref_problems("ref", image.ref) + (
+        [] if image.base is None or BASE_REF.match(image.base)
+        else [errors.invalid_value("base", image.base, "is not a base image by digest", BASE_RULE)]))
     path = record_path(config_path)
     images = {n: b.to_json() for n, b in load(config_path).items()}
     images[name] = image.to_json()
