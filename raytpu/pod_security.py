@@ -27,6 +27,11 @@ from raytpu.security import SecuritySpec
 
 HOME = "/home/raytpu"
 """``$HOME`` of every Ray container: an emptyDir (the image's own home may be root's, or read-only)."""
+USER = "raytpu"
+"""``$USER`` of every Ray container. The uid it runs as may have no passwd entry (the vllm-tpu base adds no user), and
+Python's ``getpass.getuser()`` (which torch's compile caches call for their directory) reads ``LOGNAME``, ``USER``,
+``LNAME`` and ``USERNAME`` before it asks the passwd database, which raises ``KeyError: 'getpwuid(): uid not found'``
+(https://docs.python.org/3/library/getpass.html#getpass.getuser)."""
 SCRATCH = {"tmp": "/tmp", "home": HOME}
 """Writable emptyDir volumes (name: mount path): everything Ray, libtpu, pip, JAX and vLLM write at run time."""
 IMAGE_PULL_POLICY = "Always"
@@ -57,7 +62,8 @@ def scratch_mounts() -> list[dict[str, Any]]:
 
 
 def harden(pod_spec: dict[str, Any], security: SecuritySpec) -> dict[str, Any]:
-    """Adds the security fields, scratch volumes and ``HOME`` to ``pod_spec`` (every container) and returns it."""
+    """Adds the security fields, scratch volumes, ``HOME`` and ``USER`` to ``pod_spec`` (every container) and
+    returns it."""
     pod_spec["securityContext"] = pod_context(security)
     pod_spec["automountServiceAccountToken"] = False
     pod_spec["volumes"] = [*pod_spec.get("volumes", []), *scratch_volumes()]
@@ -65,5 +71,5 @@ def harden(pod_spec: dict[str, Any], security: SecuritySpec) -> dict[str, Any]:
         container["securityContext"] = container_context(security)
         container["imagePullPolicy"] = IMAGE_PULL_POLICY
         container["volumeMounts"] = [*container.get("volumeMounts", []), *scratch_mounts()]
-        container["env"] = [*container.get("env", []), {"name": "HOME", "value": HOME}]
+        container["env"] = [*container.get("env", []), {"name": "HOME", "value": HOME}, {"name": "USER", "value": USER}]
     return pod_spec

@@ -350,7 +350,7 @@ def test_worker_env_has_tpu_settings_and_extra_env() -> None:
     group = kuberay.worker_group(_work(), PODS, autopilot=False, env={"A": "1"})
     env = {e["name"]: e["value"] for e in group["template"]["spec"]["containers"][0]["env"]}
     assert env == {"JAX_PLATFORMS": "tpu,cpu", "ENABLE_PJRT_COMPATIBILITY": "true", "A": "1",
-                   "HOME": pod_security.HOME}
+                   "HOME": pod_security.HOME, "USER": pod_security.USER}
 
 
 def test_pods_are_not_relabelled_away_from_kuberay_so_the_webhook_sees_them() -> None:

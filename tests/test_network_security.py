@@ -76,6 +76,7 @@ def test_every_pod_is_non_root_unprivileged_read_only_and_has_no_api_token() -> 
                 mounts = {m["mountPath"] for m in container["volumeMounts"]}
                 assert set(pod_security.SCRATCH.values()) <= mounts, where
                 assert {"name": "HOME", "value": pod_security.HOME} in container["env"], where
+                assert {"name": "USER", "value": pod_security.USER} in container["env"], where
 
 
 def test_relaxing_is_only_through_the_named_options() -> None:

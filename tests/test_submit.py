@@ -82,6 +82,14 @@ class Cluster:
                 if time.monotonic() > deadline:
                     return
                 time.sleep(0.02)
+            # a RayJob's states are played once the CLI watches it (its watch lists first, so a state set before
+            # would be seen only as the last one, however loaded the machine)
+            while plural == "rayjobs" and not any(
+                    r.query.get("watch") and r.query.get("fieldSelector") == f"metadata.name={name}"
+                    for r in self.server.of("GET", f"/{plural}")):
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.02)
             for i, (deployment, job) in enumerate(states):
                 if i == len(states) - 1 and log:
                     self.server.add_pod(f"{name}-submit", {"job-name": name}, log.splitlines())
