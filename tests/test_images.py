@@ -33,6 +33,7 @@ from import_check import run_with_core_zip
 
 from raytpu import images, kinds, kuberay, serving
 from raytpu.images import IMAGES, ImageDefinition
+from raytpu.images.record import DIGEST_REF
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -180,7 +181,7 @@ def test_every_emitted_pod_names_a_kit_image_by_digest_or_the_teams_own_with_the
         for template in kuberay.pod_templates(emitted.obj):
             for container in template["spec"]["containers"]:
                 image = container["image"]
-                assert images.DIGEST_REFERENCE.match(image) or image in own, (emitted.name, image)
+                assert DIGEST_REF.match(image) or image in own, (emitted.name, image)
                 expected = by_ref[image].ray_version if image in by_ref else kuberay.RAY_VERSION
                 assert cluster["rayVersion"] == expected, emitted.name
                 seen.add(image)

@@ -7,7 +7,6 @@ team's own ``workloads[].image``, given explicitly.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
@@ -15,13 +14,10 @@ from typing import TYPE_CHECKING, NamedTuple
 from raytpu import errors
 from raytpu.catalog import RAY_VERSION
 from raytpu.images.definitions import IMAGES, ImageDefinition
+from raytpu.images.record import DIGEST_REF, REF_RULE
 
 if TYPE_CHECKING:
     from raytpu.spec import WorkloadSpec
-
-DIGEST_REFERENCE = re.compile(r"^[^\s@]+@sha256:[0-9a-f]{64}$")
-"""``REGISTRY/IMAGE@sha256:<64 hex>``: what ``raytpu.images.json`` records per image."""
-
 
 class PodImage(NamedTuple):
     """The image of a workload's Ray pods and the Ray it runs (KubeRay's ``spec.rayVersion``)."""
@@ -55,9 +51,9 @@ def pod_image(work: WorkloadSpec, refs: Mapping[str, str], *, stack: str) -> Pod
             f"{image.name!r} has no built digest (none in raytpu.images.json beside the config)",
             f"`raytpu images build --stack {stack}` first, or the workload's own image (workloads[].image, with a "
             "tag or digest)")
-    if not DIGEST_REFERENCE.match(reference):
+    if not DIGEST_REF.match(reference):
         raise errors.invalid_value(f"raytpu.images.json {image.name}", reference, "is not a digest reference",
-                                   "REGISTRY/IMAGE@sha256:<64 hex>, as `raytpu images build` records it")
+                                   REF_RULE)
     return PodImage(reference, image.ray_version)
 
 
