@@ -645,6 +645,7 @@ def test_workload_on_an_added_slice_selects_that_slice(extended: dict, name: str
     selector = dict(plan.node_selector)
     if item.provisioning.name == "spot":
         selector["cloud.google.com/gke-spot"] = "true"
+    selector["raytpu.dev/slice"] = item.name  # the label its pools give their nodes (a Standard cluster)
     assert template["nodeSelector"] == selector
     [container] = template["containers"]
     tpus = str(plan.chips_per_host)

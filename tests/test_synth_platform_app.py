@@ -31,6 +31,10 @@ def test_outside_app_slice_becomes_a_pool(stacks: dict[str, Any]) -> None:
     assert research["node_count"] == 4
     assert research["placement_policy"] == {"type": "COMPACT", "tpu_topology": "2x2x4"}
     assert research["node_config"]["spot"] is True
+    # the node label the slice's TPU pods select (a nodeSelector: the TPU webhook replaces a multi-host pod's affinity)
+    assert {p: pools[p]["node_config"]["labels"] for p in ("research-0", "train-0", "train-1")} == {
+        "research-0": {"raytpu.dev/slice": "research"}, "train-0": {"raytpu.dev/slice": "train"},
+        "train-1": {"raytpu.dev/slice": "train"}}
     assert research["node_locations"] == ["us-east5-a"]
     assert pools["train-1"]["node_config"]["reservation_affinity"]["values"] == ["acme-v6e"]
     assert pools["ray-head"]["node_locations"] == ["us-east5-b"]  # head pool zones: the YAML's slices
@@ -63,7 +67,7 @@ def test_outside_app_workload_runs_on_its_own_slice(stacks: dict[str, Any]) -> N
     assert (group["numOfHosts"], group["replicas"]) == (4, 1)
     assert group["template"]["spec"]["nodeSelector"] == {
         "cloud.google.com/gke-tpu-accelerator": "tpu-v5p-slice", "cloud.google.com/gke-tpu-topology": "2x2x4",
-        "cloud.google.com/gke-spot": "true"}
+        "cloud.google.com/gke-spot": "true", "raytpu.dev/slice": "research"}
     (app,) = json.loads(service["spec"]["serveConfigV2"])["applications"]
     (llm,) = app["args"]["llm_configs"]
     assert llm["accelerator_config"] == {"kind": "tpu", "topology": "2x2x4"}
