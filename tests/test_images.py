@@ -24,8 +24,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-import dockerfile
 import pytest
 from emitted import every_object
 from image_refs import FIXTURE_IMAGES, FIXTURE_REFS
@@ -66,8 +66,11 @@ def _pins(lock: Path) -> dict[str, str]:
     return found
 
 
-def _commands(image: ImageDefinition) -> list[dockerfile.Command]:
-    """The image's Dockerfile, parsed by BuildKit's own parser (the ``dockerfile`` package wraps it)."""
+def _commands(image: ImageDefinition) -> list[Any]:
+    """The image's Dockerfile, parsed by BuildKit's own parser (the ``dockerfile`` package wraps it; imported here,
+    as the serve tier's environment, which collects this module too, lacks it)."""
+    import dockerfile
+
     return list(dockerfile.parse_file(str(image.dockerfile)))
 
 
