@@ -40,10 +40,11 @@ TPU_SIZES = Sizes(matmul_n=8192, matmul_iters=50, copy_mib=512, copy_iters=100, 
                   allreduce_iters=20, latency_iters=200, rounds=3)
 """Real TPU: 8192^3 bf16 matmuls (MXU-bound, 50 in one call: 0.3 s on v5e), 512 MiB copies (past the size where
 copies reach full bandwidth on tpu7x), 256 MiB per device all-reduced (far past the latency-bound sizes)."""
-CPU_SIZES = Sizes(matmul_n=256, matmul_iters=40, copy_mib=8, copy_iters=40, allreduce_mib=1, allreduce_iters=3,
+CPU_SIZES = Sizes(matmul_n=256, matmul_iters=40, copy_mib=8, copy_iters=160, allreduce_mib=1, allreduce_iters=3,
                   latency_iters=10, rounds=5)
-"""Emulated slice (JAX CPU devices sharing the machine): small sizes, each timing about 10 ms (a scheduler hiccup
-is a small part of it), hosts measured in turn."""
+"""Emulated slice (JAX CPU devices sharing the machine): small sizes, hosts measured in turn, each timing a few tens
+of ms so a scheduler hiccup is a small part of it (with 40 copy iterations, a copy took about 6 ms, and on one core
+shared by every emulated host one device's best of five fell below half the slice median: `taskset -c 0 make run`)."""
 
 
 def coordinator_address() -> tuple[str, int]:
