@@ -28,8 +28,7 @@ from datetime import datetime
 from typing import Any
 
 from raytpu.k8s.client import KubeClient
-from raytpu.occupancy import ORIGIN_LABEL, SCHEDULING_REASONS
-from raytpu.plan import TPU_RESOURCE
+from raytpu.occupancy import ORIGIN_LABEL, SCHEDULING_REASONS, requests_tpu
 from raytpu.timeline import Recorder, Stamp, Wait, stamp
 
 NODE_TYPE_LABEL = "ray.io/node-type"
@@ -71,15 +70,6 @@ def event_wait(event: Mapping[str, Any]) -> tuple[Wait, float | None]:
     count = int(event.get("count") or series.get("count") or 1)
     return {"reason": str(event.get("reason", "")), "message": str(event.get("message", "")).strip()[:300],
             "at_s": None, "count": count}, when
-
-
-def requests_tpu(pod: Mapping[str, Any]) -> bool:
-    """The pod asks for TPU chips (``google.com/tpu`` in a container's requests or limits): a TPU host."""
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        resources = container.get("resources") or {}
-        if TPU_RESOURCE in (resources.get("requests") or {}) or TPU_RESOURCE in (resources.get("limits") or {}):
-            return True
-    return False
 
 
 def webhook_env_of(pod: Mapping[str, Any]) -> dict[str, str]:

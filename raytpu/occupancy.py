@@ -28,7 +28,8 @@ SCHEDULING_REASONS = ("FailedScheduling", "NotTriggerScaleUp", "FailedScaleUp", 
 """Event reasons that mean "no capacity for these pods" (kube-scheduler, cluster autoscaler, KubeRay)."""
 
 
-def _requests_tpu(pod: Mapping[str, Any]) -> bool:
+def requests_tpu(pod: Mapping[str, Any]) -> bool:
+    """The pod asks for TPU chips (``google.com/tpu`` in a container's requests or limits): a TPU host."""
     for container in (pod.get("spec") or {}).get("containers") or []:
         resources = container.get("resources") or {}
         if TPU_RESOURCE in (resources.get("requests") or {}) or TPU_RESOURCE in (resources.get("limits") or {}):
@@ -56,13 +57,13 @@ def holders(client: KubeClient, item: SliceSpec, index: int, autopilot: bool,
     if autopilot:
         class_name = compute_class_name(item.name)
         pods = client.all_pods(field_selector="status.phase=Running")
-        return sorted(_name(p) for p in pods if _requests_tpu(p) and _origin(p) not in releasing and
+        return sorted(_name(p) for p in pods if requests_tpu(p) and _origin(p) not in releasing and
                       ((p.get("spec") or {}).get("nodeSelector") or {}).get(COMPUTE_CLASS_LABEL) == class_name)
     found: set[str] = set()
     for node in client.nodes(f"{NODE_POOL_LABEL}={item.pool_names[index]}"):
         node_name = (node.get("metadata") or {}).get("name", "")
         for pod in client.all_pods(field_selector=f"spec.nodeName={node_name}"):
-            if _active(pod) and _requests_tpu(pod) and _origin(pod) not in releasing:
+            if _active(pod) and requests_tpu(pod) and _origin(pod) not in releasing:
                 found.add(_name(pod))
     return sorted(found)
 
