@@ -52,7 +52,7 @@ from typing import Any
 
 from cloudbuild_schema import request_errors
 from google.auth import jwt
-from kube_server import JWT_AUDIENCE, SA_EMAIL, TOKEN_PATH, Recorded, ServiceAccountKey
+from kube_server import JWT_AUDIENCE, SA_EMAIL, TOKEN_PATH, Recorded, ServiceAccountKey, serve_in_background
 
 STATUS_NAMES = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED",
                 500: "INTERNAL", 503: "UNAVAILABLE"}
@@ -115,9 +115,7 @@ class CloudBuildServer:
         self._lock = threading.Lock()
         self._httpd = _Server(("127.0.0.1", 0), _Handler, self)
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.01},
-                                        daemon=True)
-        self._thread.start()
+        self._thread = serve_in_background(self._httpd)
 
     @property
     def token_uri(self) -> str:

@@ -129,6 +129,13 @@ def not_found(plural: str, group: str, name: str) -> dict[str, Any]:
     return status_body(404, "NotFound", f'{display} "{name}" not found', {"name": name, "group": group, "kind": plural})
 
 
+def serve_in_background(httpd: Any) -> threading.Thread:
+    """Runs a loopback server's ``serve_forever`` on a daemon thread (polling every 10 ms, so ``shutdown`` is quick)."""
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+    thread.start()
+    return thread
+
+
 # ------------------------------------------------------------------------------------------ TLS and keys
 
 
@@ -287,9 +294,7 @@ class KubeApiServer:
         self._httpd.socket = context.wrap_socket(self._httpd.socket, server_side=True)
         self.port = self._httpd.server_address[1]
         self.url = f"https://127.0.0.1:{self.port}"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.01},
-                                        daemon=True)
-        self._thread.start()
+        self._thread = serve_in_background(self._httpd)
 
     # ---------------------------------------------------------------------------------- what tests script
 
