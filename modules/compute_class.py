@@ -55,10 +55,11 @@ class ComputeClassProps:
         return compute_class_name(self.slice.name)
 
     def priorities(self) -> list[dict[str, Any]]:
-        """``spec.priorities``: the slice's shape under each of its modes, in order."""
+        """``spec.priorities``: the slice's shape under each of its modes, in order, each in the slice's zone."""
         plan = self.slice.plan
         tpu = {"type": plan.gke_accelerator, "count": plan.chips_per_host, "topology": plan.topology}
-        return [mode.compute_class_priority(tpu, self.slice.reservation, self.project)
+        return [mode.compute_class_priority(tpu, self.slice.reservation, self.project, self.slice.zone,
+                                            self.slice.max_run_duration_s)
                 for mode in (self.slice.provisioning, *self.slice.fallback)]
 
     def manifest(self) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from raytpu.modules.tpu_slice_pool import TpuSlicePool, TpuSlicePoolOptions, Tpu
 from raytpu.modules.workload_identity import WorkloadIdentity, WorkloadIdentityProps
 from raytpu.multislice import MIN_GKE_VERSION as MULTISLICE_MIN_GKE_VERSION
 from raytpu.plan import SlicePlan
+from raytpu.provisioning import Provisioning
 from raytpu.spec import GkeSpec, MaintenanceWindowSpec
 
 _VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:-gke\.(\d+))?$")
@@ -45,15 +46,19 @@ def version_key(version: str) -> tuple[int, int, int, int]:
     return tuple(int(part or 0) for part in parts)  # type: ignore[return-value]
 
 
-def version_floor(plans: Iterable[SlicePlan], mode: str = "standard", multislice: bool = False
-                  ) -> tuple[str, str]:
+def version_floor(plans: Iterable[SlicePlan], mode: str = "standard", multislice: bool = False,
+                  provisioning: Iterable[Provisioning] = ()) -> tuple[str, str]:
     """(oldest GKE version the cluster may run, what needs it): the newest of the Ray Operator add-on's floor,
     every generation's in ``plans`` (catalog ``min_gke_version``; on Autopilot a generation may need a newer
-    version than on Standard, as tpu7x does) and, with ``multislice``, GKE's Multislice floor
+    version than on Standard, as tpu7x does), every provisioning mode's in ``provisioning`` (flex-start TPUs:
+    :data:`raytpu.catalog.FLEX_START_MIN_GKE_VERSION`) and, with ``multislice``, GKE's Multislice floor
     (:data:`raytpu.multislice.MIN_GKE_VERSION`)."""
     floor = (RAY_OPERATOR_MIN_GKE_VERSION, "the Ray Operator add-on")
     if multislice and version_key(MULTISLICE_MIN_GKE_VERSION[mode]) > version_key(floor[0]):
         floor = (MULTISLICE_MIN_GKE_VERSION[mode], f"Multislice on {mode.capitalize()}")
+    for used in sorted({p.name: p for p in provisioning}.values(), key=lambda p: p.name):
+        if used.min_gke_version and version_key(used.min_gke_version) > version_key(floor[0]):
+            floor = (used.min_gke_version, f"{used.name} TPUs")
     for name in sorted({p.generation for p in plans}):
         needed = generation(name).min_gke_version_for(mode)
         if version_key(needed) > version_key(floor[0]):

@@ -152,7 +152,7 @@ class Generation:
         multi_host_placement: ``compact`` or ``workload-policy`` (tpu7x rejects COMPACT).
         min_gke_version: Oldest GKE version that schedules this generation (Standard).
         min_gke_version_autopilot: The same on Autopilot; None means as on Standard.
-        zones: Zones seen offering it (not exhaustive; informational).
+        zones: Zones Google documents as offering it (:data:`OFFERED`), the kit's default first.
         jax_device_kinds: What ``jax.Device.device_kind`` reports for this generation (libtpu's own name for the
             hardware, independent of the env GKE sets): jax 0.10.2 ``jax._src.mesh_utils`` (``_TPU_V4`` ...) names
             ``'TPU v4'``, ``'TPU v5 lite'``, ``'TPU v5e'``, ``'TPU v5p'``, ``'TPU v6 lite'``, ``'TPU7x'``; jax's
@@ -313,6 +313,87 @@ TPU7X_4T = MachineType("tpu7x-standard-4t", 4, 224, 960)
 derived pod requests within what the node really has."""
 
 
+# ---------------------------------------------------------------------------------------------- where it is offered
+
+
+@dataclass(frozen=True)
+class OfferedZones:
+    """The zones Google documents as offering a TPU generation, per provisioning mode: one dated, cited table.
+
+    Both lists give warnings, not refusals (``raytpu validate`` prints them, exit 0): Google's two flex-start pages
+    disagree with each other (GKE's lists v6e in us-east5-b, Cloud TPU's does not; Cloud TPU's lists v5e serving in
+    us-central1-a, GKE's does not), so the lists move, and a refusal would block a zone added since ``read_on`` with
+    no way around it. docs/FACTS.md section 1 keeps the evidence.
+
+    Attributes:
+        read_on: When the pages below were read.
+        any_mode: Generation -> zones of the TPU regions and zones page (North America, and the zones of other
+            regions the kit's docs name); a generation outside it is offered in no documented zone.
+        any_mode_source: That page.
+        flex_start: Generation -> zones of GKE's flex-start page; a generation absent here is not listed there
+            (tpu7x); an empty tuple: GKE says flex-start does not support it.
+        flex_start_source: That page.
+    """
+
+    read_on: str
+    any_mode: dict[str, tuple[str, ...]]
+    any_mode_source: str
+    flex_start: dict[str, tuple[str, ...]]
+    flex_start_source: str
+
+    def warnings(self, generation_name: str, modes: tuple[str, ...], zone: str) -> list[str]:
+        """What a slice of ``generation_name`` in ``zone`` whose provisioning and fallback are ``modes`` should be
+        told: the zone is not documented for the generation, or (flex-start) for the generation under flex-start."""
+        out = []
+        offered = self.any_mode.get(generation_name, ())
+        if zone not in offered:
+            out.append(f"{zone} is not among the zones Google's TPU regions and zones page lists for "
+                       f"{generation_name} ({', '.join(offered)}; read {self.read_on}, {self.any_mode_source}): "
+                       "check the live list, or nothing may ever scale up there")
+        flex = self.flex_start.get(generation_name)
+        if "flex-start" in modes:
+            if flex == ():
+                out.append(f"GKE's flex-start page says flex-start does not support {generation_name} (read "
+                           f"{self.read_on}, {self.flex_start_source}): pods would wait for capacity that never "
+                           "comes; use on-demand, spot or a reservation")
+            elif flex is None:
+                out.append(f"GKE's flex-start page lists no {generation_name} zones (read {self.read_on}, "
+                           f"{self.flex_start_source}): check that flex-start offers {generation_name} in {zone}")
+            elif zone not in flex:
+                out.append(f"GKE offers {generation_name} flex-start only in {', '.join(flex)} (read "
+                           f"{self.read_on}, {self.flex_start_source}), not {zone}: pods would wait for capacity "
+                           "that never comes; check the live list or pick one of those zones")
+        return out
+
+
+OFFERED = OfferedZones(
+    read_on="2026-12-03",
+    # https://cloud.google.com/tpu/docs/regions-zones ("Supported zones" per TPU type; AI zones left out):
+    # first zone of each generation is the kit's default for it.
+    any_mode={
+        "v4": ("us-central2-b",),
+        "v5e": ("us-central1-a", "us-south1-a", "us-west1-c", "us-west4-a"),
+        "v5p": ("us-east5-a", "us-central1-a"),
+        "v6e": ("us-east5-b", "us-east5-a", "us-east1-d", "us-central1-b", "europe-west4-a", "asia-northeast1-b"),
+        "tpu7x": ("us-central1-c",),
+    },
+    any_mode_source="https://cloud.google.com/tpu/docs/regions-zones",
+    # https://cloud.google.com/kubernetes-engine/docs/concepts/dws (Requirements): "TPU v3 and v4 are not supported".
+    flex_start={
+        "v4": (),
+        "v5e": ("us-west4-a",),
+        "v5p": ("us-east5-a",),
+        "v6e": ("asia-northeast1-b", "us-east5-a", "us-east5-b"),
+    },
+    flex_start_source="https://cloud.google.com/kubernetes-engine/docs/concepts/dws",
+)
+"""Where each generation is offered, per provisioning mode (see :class:`OfferedZones`)."""
+
+FLEX_START_MIN_GKE_VERSION = "1.33.0-gke.1712000"
+"""Oldest GKE version that runs flex-start TPUs. Source: https://cloud.google.com/kubernetes-engine/docs/concepts/dws
+("To run TPUs, use GKE version 1.33.0-gke.1712000 or later")."""
+
+
 GENERATIONS: dict[str, Generation] = {
     g.name: g
     for g in (
@@ -324,7 +405,7 @@ GENERATIONS: dict[str, Generation] = {
             hbm_gib_per_chip=32, hbm_gbps_per_chip=1200, ici_gbps_per_chip=None, ici_link_gbps=45,
             peak_bf16_tflops_per_chip=275,
             tensorcores_per_chip=2, ray_accelerator_type="TPU-V4", ray_pod_prefix="v4", gke_pod_prefix="v4",
-            multi_host_placement="compact", zones=("us-central2-b",), jax_device_kinds=("TPU v4",),
+            multi_host_placement="compact", zones=OFFERED.any_mode["v4"], jax_device_kinds=("TPU v4",),
             # smoke floors: XLA's matmul as on v5e (92% measured there; both TensorCores are one megacore device),
             # copies as on tpu7x (87% measured); ICI against the topology's expected figure
             smoke=SmokeFloors(matmul_of_peak=0.7, hbm_of_spec=0.6),
@@ -333,7 +414,7 @@ GENERATIONS: dict[str, Generation] = {
         # One-way per link 45 GB/s: scaling-book tpus.md "TPU v5e | 4.5e10".
         _generation_2d("v5e", "tpu-v5-lite-podslice", "v5litepod", 16, 819, 400, 45, 197, "TPU-V5LITEPOD",
                        (CT5LP_1T, CT5LP_4T, CT5LP_8T),
-                       RAY_OPERATOR_MIN_GKE_VERSION, ("us-central1-a", "us-west4-a", "us-south1-a"),
+                       RAY_OPERATOR_MIN_GKE_VERSION, OFFERED.any_mode["v5e"],
                        ("TPU v5 lite", "TPU v5e"),
                        # matmul 92% of peak measured (JAX's Pallas matmul guide)
                        SmokeFloors(matmul_of_peak=0.75, hbm_of_spec=0.6)),
@@ -345,7 +426,7 @@ GENERATIONS: dict[str, Generation] = {
             hbm_gib_per_chip=95, hbm_gbps_per_chip=2765, ici_gbps_per_chip=1200, ici_link_gbps=90,
             peak_bf16_tflops_per_chip=459,
             tensorcores_per_chip=2, ray_accelerator_type="TPU-V5P", ray_pod_prefix="v5p", gke_pod_prefix="v5p",
-            multi_host_placement="compact", zones=("us-east5-a", "us-central1-a"),
+            multi_host_placement="compact", zones=OFFERED.any_mode["v5p"],
             jax_device_kinds=("TPU v5p", "TPU v5"),
             # smoke floors: matmul as on v5e (megacore device), copies as on tpu7x
             smoke=SmokeFloors(matmul_of_peak=0.7, hbm_of_spec=0.6),
@@ -355,7 +436,7 @@ GENERATIONS: dict[str, Generation] = {
         _generation_2d("v6e", "tpu-v6e-slice", "v6e", 32, 1638, 800, 90, 918, "TPU-V6E",
                        (CT6E_1T, CT6E_4T, CT6E_8T),
                        "1.31.2-gke.1115000",
-                       ("us-east5-b", "us-east1-d", "us-central1-b", "europe-west4-a", "asia-northeast1-b"),
+                       OFFERED.any_mode["v6e"],
                        ("TPU v6 lite", "TPU v6e"),
                        # matmul as on v5e, copies as on tpu7x
                        SmokeFloors(matmul_of_peak=0.7, hbm_of_spec=0.6)),
@@ -368,7 +449,7 @@ GENERATIONS: dict[str, Generation] = {
             peak_bf16_tflops_per_chip=2307,
             tensorcores_per_chip=2, ray_accelerator_type="TPU-V7X", ray_pod_prefix="v7x", gke_pod_prefix="tpu7x",
             multi_host_placement="workload-policy", min_gke_version="1.34.0-gke.2201000",
-            min_gke_version_autopilot="1.34.1-gke.3084001", zones=("us-central1-c",), jax_device_kinds=("TPU7x",),
+            min_gke_version_autopilot="1.34.1-gke.3084001", zones=OFFERED.any_mode["tpu7x"], jax_device_kinds=("TPU7x",),
             # smoke floors: measured per device (accelerator-microbenchmarks): matmul 77-82% of peak, copies 87% of
             # spec, an all-gather 0.6-0.9 of the topology's expected figure
             smoke=SmokeFloors(matmul_of_peak=0.6, hbm_of_spec=0.65),

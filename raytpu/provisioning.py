@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raytpu import errors
+from raytpu.catalog import FLEX_START_MIN_GKE_VERSION
 from raytpu.errors import InvalidInput
 
 TPU_TAINT = "google.com/tpu"
@@ -70,10 +71,12 @@ class Provisioning:
         pool: Its node-pool fields on Standard.
         pod_flag: A node label GKE sets on its nodes that pods select (``"true"``) and tolerate; None if none.
         needs_reservation: The slice must name a reservation; every other mode forbids one.
-        runs_ray: A Ray cluster (head + TPU worker group) can run on it. Queued provisioning cannot:
-            its ProvisioningRequest takes a single PodSet.
+        runs_ray: A Ray cluster (head + TPU worker group) can run on it. Queued provisioning cannot: GKE's
+            autoscaler takes ProvisioningRequests of several PodSets, but provisions one only when all its pods fit
+            one node group, and the Ray head is a CPU pod the queued TPU pool does not host.
         priority: Its ComputeClass priority fields on Autopilot (beside ``tpu``); None: not offered there.
         why_no_reservation: Why a reservation cannot be combined with it (error text).
+        min_gke_version: Oldest GKE version that offers it for TPUs; None: no floor above the kit's own.
     """
 
     name: str
@@ -83,6 +86,7 @@ class Provisioning:
     runs_ray: bool = True
     priority: Mapping[str, Any] | None = field(default_factory=dict)
     why_no_reservation: str = "a reservation is only consumed with provisioning: reservation"
+    min_gke_version: str | None = None
 
     def problems(self, reservation: str | None, max_run_duration_s: int | None) -> list[InvalidInput]:
         """This mode's rules over a slice's fields, with field names relative to the slice."""
@@ -110,15 +114,24 @@ class Provisioning:
         return ({self.pod_flag: "true"},
                 [{"key": self.pod_flag, "operator": "Equal", "value": "true", "effect": "NoSchedule"}])
 
-    def compute_class_priority(self, tpu: Mapping[str, Any], reservation: str | None,
-                               project: str) -> dict[str, Any]:
-        """This mode's ``spec.priorities`` entry for a TPU shape ``tpu`` (``{type, count, topology}``)."""
+    def compute_class_priority(self, tpu: Mapping[str, Any], reservation: str | None, project: str, zone: str,
+                               max_run_duration_s: int | None = None) -> dict[str, Any]:
+        """This mode's ``spec.priorities`` entry for a TPU shape ``tpu`` (``{type, count, topology}``) in ``zone``.
+
+        ``location.zones`` holds the slice to its one zone (else autoprovisioning picks any zone of the cluster's,
+        and two DCN-joined slices may land apart); flex-start carries the slice's ``maxRunDurationSeconds``, the
+        other modes none (their nodes would be reclaimed after it too). Source: GoogleCloudPlatform/compute-class-api
+        ``api/cloud.google.com/v1/types.go`` (8067eae) ``Priority.Location.Zones``, ``Priority.MaxRunDurationSeconds``;
+        GoogleCloudPlatform/cluster-autoscaler (7d25050) ``pkg/computeclass/crd/ccc/ccc.go`` ``buildRuleFromPriority``.
+        """
         if self.priority is None:
             raise errors.forbidden("provisioning", self.name, "in an Autopilot ComputeClass",
                                    ", ".join(m.name for m in MODES.values() if m.priority is not None))
-        entry: dict[str, Any] = {"tpu": dict(tpu), **self.priority}
+        entry: dict[str, Any] = {"tpu": dict(tpu), **self.priority, "location": {"zones": [zone]}}
         if self.needs_reservation:
             entry["reservations"] = {"affinity": "Specific", "specific": [{"name": reservation, "project": project}]}
+        if self.name == "flex-start" and max_run_duration_s is not None:
+            entry["maxRunDurationSeconds"] = max_run_duration_s
         return entry
 
 
@@ -129,7 +142,8 @@ MODES: dict[str, Provisioning] = {p.name: p for p in (
     Provisioning("reservation", PoolFields(reservation=True), needs_reservation=True),
     Provisioning("flex-start", PoolFields(flex_start=True, scale_from_zero=True, auto_repair=False),
                  pod_flag=FLEX_START_LABEL, priority={"flexStart": {"enabled": True}},
-                 why_no_reservation="flex-start capacity is exclusive with reservations"),
+                 why_no_reservation="flex-start capacity is exclusive with reservations",
+                 min_gke_version=FLEX_START_MIN_GKE_VERSION),
     # GKE requires flex-start together with queued provisioning on the pool (provisioningrequest docs:
     # `--flex-start --enable-queued-provisioning`; xpk core/capacity.py).
     Provisioning("queued", PoolFields(flex_start=True, queued=True, scale_from_zero=True, auto_repair=False),

@@ -536,8 +536,11 @@ class WorkloadSpec:
                 "e.g. us-docker.pkg.dev/my-project/ray/jax:1.0; or leave it out for the kit's image"))
         if not self.slice.provisioning.runs_ray:
             found.append(errors.invalid_value(
+                # Source: GoogleCloudPlatform/cluster-autoscaler (7d25050) pkg/provisioningrequests/scaleup/
+                # orchestrator.go: a multi-PodSet ProvisioningRequest provisions only if all its pods fit one node group
                 "slice", self.slice.name, f"uses provisioning: {self.slice.provisioning.name}, whose "
-                "ProvisioningRequest takes a single PodSet (KubeRay's head + workers are rejected)",
+                "ProvisioningRequest provisions only when every pod of every PodSet fits one node group, and a Ray "
+                "cluster's head (a CPU pod on the head pool) never fits the slice's queued TPU pool",
                 "a slice whose provisioning runs a Ray cluster: " +
                 ", ".join(m.name for m in PROVISIONING_MODES.values() if m.runs_ray)))
         longest = len(self.name) + (1 + RUN_ID_LENGTH if self.kind.is_job else 0)

@@ -6,6 +6,7 @@ import atexit
 import hashlib
 import shutil
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from raytpu.modules.smoke_alerting import SmokeAlerting, SmokeAlertingProps
 from raytpu.modules.tpu_slice_pool import TpuSlicePool, TpuSlicePoolOptions
 from raytpu.modules.workload_identity import NodeServiceAccount, NodeServiceAccountProps, WorkloadIdentityProps
 from raytpu.outputs import StackOutputs
+from raytpu.provisioning import Provisioning
 from raytpu.spec import ClusterSpec, SliceSpec
 
 _CORE_ZIP_DIR: Path | None = None
@@ -60,6 +62,11 @@ def declare_backend(stack: TerraformStack, id: str, spec: ClusterSpec) -> None:
         GcsBackend(stack, bucket=spec.storage.state_bucket, prefix=f"raytpu/{id}")
     else:
         LocalBackend(stack, path=f"../../../terraform.{id}.tfstate")
+
+
+def _modes(slices: Iterable[SliceSpec]) -> list[Provisioning]:
+    """Every provisioning mode the slices use, fallbacks included (their GKE version floors apply)."""
+    return [m for s in slices for m in (s.provisioning, *s.fallback)]
 
 
 def _account_id(cluster: str, suffix: str) -> str:
@@ -119,7 +126,8 @@ class ClusterStack(TerraformStack):
         self.cluster = GkeCluster(self, "gke", GkeClusterProps(
             spec=gke, project=spec.project, location=spec.region, network=self.network,
             version_floor=version_floor((s.plan for s in spec.slices), gke.mode,
-                                        multislice=any(w.multislice for w in spec.workloads)),
+                                        multislice=any(w.multislice for w in spec.workloads),
+                                        provisioning=_modes(spec.slices)),
             node_service_account=self.node_identity.email,
         ))
         self.bucket = Bucket(self, "storage", BucketProps(
@@ -169,7 +177,8 @@ class ClusterStack(TerraformStack):
         """
         self.spec = self.spec.with_slice(item)
         self.cluster.require_version(*version_floor((s.plan for s in self.spec.slices), self.spec.cluster.mode,
-                                                 multislice=any(w.multislice for w in self.spec.workloads)))
+                                                 multislice=any(w.multislice for w in self.spec.workloads),
+                                                 provisioning=_modes(self.spec.slices)))
         return self._add_pools(item)
 
     def _add_pools(self, item: SliceSpec) -> list[TpuSlicePool]:

@@ -162,10 +162,10 @@ def test_every_kind_validates_against_crd_and_webhook_for_each_plan_provisioning
     item = _slice(gen, topology, machine, provisioning)
     plan = item.plan
     if not MODES[provisioning].runs_ray:
-        # queued: its ProvisioningRequest takes one PodSet, a Ray cluster has two (head + TPU workers)
-        # (https://cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest#limitations)
+        # queued: a ProvisioningRequest provisions only when all its PodSets' pods fit one node group, and the Ray
+        # head never fits the queued TPU pool (cluster-autoscaler pkg/provisioningrequests/scaleup/orchestrator.go)
         for kind in kinds.NAMES:
-            with pytest.raises(InvalidInputs, match="single PodSet"):
+            with pytest.raises(InvalidInputs, match="fits one node group"):
                 _work(item, kind)
         if mode == "autopilot":  # queued is a node-pool setting: Autopilot has no pool to queue (issue 18, item 9)
             with pytest.raises(InvalidInputs, match=r"not allowed with cluster\.mode: autopilot"):
@@ -399,7 +399,7 @@ def test_a_queued_slice_runs_no_ray_workload_of_any_kind(kind: str) -> None:
         _work(_slice(provisioning="queued"), kind)
     (problem,) = info.value.problems
     assert problem.field == "slice"
-    assert "single PodSet" in problem.problem
+    assert "fits one node group" in problem.problem
     assert problem.valid.endswith("on-demand, spot, reservation, flex-start")
 
 
@@ -555,7 +555,7 @@ def test_workload_on_queued_slice_is_invalid_input_with_its_config_path() -> Non
     with pytest.raises(InvalidInputs) as info:
         parse(text)
     (problem,) = info.value.problems
-    assert problem.field == "workloads[2].slice" and "single PodSet" in problem.problem
+    assert problem.field == "workloads[2].slice" and "fits one node group" in problem.problem
 
 
 def test_smoke_jobs_one_single_slice_job_per_slice_copy_queued_left_out() -> None:

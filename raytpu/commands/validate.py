@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from raytpu.spec import WorkloadSpec
+    from raytpu.spec import SliceSpec, WorkloadSpec
 
 HELP = "check a raytpu.yaml; every problem is reported with its field path"
 
@@ -20,7 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Loads the config; prints a one-line summary per slice when it is valid, and a warning (stderr) for every
-    ``security`` setting that opens something to the outside."""
+    ``security`` setting that opens something to the outside and every slice in a zone Google does not document
+    for it."""
     from raytpu.catalog import RAY_VERSION
     from raytpu.config import default_path, load
 
@@ -37,6 +38,9 @@ def run(args: argparse.Namespace) -> int:
     stack = f"{spec.cluster.name}-cluster"
     for warning in spec.security.warnings():
         print(f"warning: {warning}", file=sys.stderr)
+    for i, item in enumerate(spec.slices):
+        for line in zone_warnings(item):
+            print(f"warning: slices[{i}].zone: {line}", file=sys.stderr)
     for work in spec.workloads:
         how = ("a RayService the workloads stack applies" if not work.kind.is_job else
                f"a RayJob run by `raytpu submit {work.name} --stack {stack}` (Terraform applies no RayJob)")
@@ -46,6 +50,15 @@ def run(args: argparse.Namespace) -> int:
         for line in fit_warnings(work):
             print(f"warning: {line}", file=sys.stderr)
     return 0
+
+
+def zone_warnings(item: SliceSpec) -> list[str]:
+    """Where Google does not document the slice's generation (or, flex-start, its generation under flex-start) in
+    the slice's zone: :data:`raytpu.catalog.OFFERED`. A warning, not an error: the lists move (see there)."""
+    from raytpu.catalog import OFFERED
+
+    return OFFERED.warnings(item.plan.generation, (item.provisioning.name, *(m.name for m in item.fallback)),
+                            item.zone)
 
 
 def fit_warnings(work: WorkloadSpec) -> list[str]:
