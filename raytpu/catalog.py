@@ -449,7 +449,8 @@ GENERATIONS: dict[str, Generation] = {
             peak_bf16_tflops_per_chip=2307,
             tensorcores_per_chip=2, ray_accelerator_type="TPU-V7X", ray_pod_prefix="v7x", gke_pod_prefix="tpu7x",
             multi_host_placement="workload-policy", min_gke_version="1.34.0-gke.2201000",
-            min_gke_version_autopilot="1.34.1-gke.3084001", zones=OFFERED.any_mode["tpu7x"], jax_device_kinds=("TPU7x",),
+            min_gke_version_autopilot="1.34.1-gke.3084001", zones=OFFERED.any_mode["tpu7x"],
+            jax_device_kinds=("TPU7x",),
             # smoke floors: measured per device (accelerator-microbenchmarks): matmul 77-82% of peak, copies 87% of
             # spec, an all-gather 0.6-0.9 of the topology's expected figure
             smoke=SmokeFloors(matmul_of_peak=0.6, hbm_of_spec=0.65),

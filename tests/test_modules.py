@@ -326,19 +326,25 @@ def test_autopilot_cluster_has_no_node_config(built: dict[str, Any]) -> None:
 
 # ComputeClass priorities per mode (https://cloud.google.com/kubernetes-engine/docs/concepts/about-custom-compute-classes,
 # docs/FACTS.md section 3): spot -> `spot: true`; reservation -> `reservations: {affinity: Specific, specific: [{name,
-# project}]}`; flex-start -> `flexStart: {enabled: true}`; on-demand -> the TPU shape alone; queued has none.
+# project}]}`; flex-start -> `flexStart: {enabled: true}` and the slice's `maxRunDurationSeconds`; on-demand -> the TPU
+# shape alone; queued has none. Every priority holds the slice's one zone, `location: {zones: [zone]}` (issue 27 item
+# 6; GoogleCloudPlatform/compute-class-api types.go Priority.Location.Zones, Priority.MaxRunDurationSeconds).
 TPU_4X4 = {"type": "tpu-v6e-slice", "count": 4, "topology": "4x4"}
+IN_ZONE = {"location": {"zones": [ZONE]}}
 PRIORITIES = {
-    "mode-on-demand": [{"tpu": TPU_4X4}],
-    "mode-spot": [{"tpu": TPU_4X4, "spot": True}],
+    "mode-on-demand": [{"tpu": TPU_4X4, **IN_ZONE}],
+    "mode-spot": [{"tpu": TPU_4X4, "spot": True, **IN_ZONE}],
     "mode-reservation": [{"tpu": TPU_4X4, "reservations": {"affinity": "Specific",
-                                                           "specific": [{"name": "my-res", "project": PROJECT}]}}],
+                                                           "specific": [{"name": "my-res", "project": PROJECT}]},
+                          **IN_ZONE}],
     "mode-shared-res": [{"tpu": TPU_4X4, "reservations": {"affinity": "Specific",
-                                                          "specific": [{"name": "shared", "project": PROJECT}]}}],
-    "mode-flex-start": [{"tpu": TPU_4X4, "flexStart": {"enabled": True}}],
+                                                          "specific": [{"name": "shared", "project": PROJECT}]},
+                         **IN_ZONE}],
+    "mode-flex-start": [{"tpu": TPU_4X4, "flexStart": {"enabled": True}, "maxRunDurationSeconds": 86400, **IN_ZONE}],
     "fallback": [{"tpu": TPU_4X4, "reservations": {"affinity": "Specific",
-                                                   "specific": [{"name": "r", "project": PROJECT}]}},
-                 {"tpu": TPU_4X4, "spot": True}, {"tpu": TPU_4X4, "flexStart": {"enabled": True}}],
+                                                   "specific": [{"name": "r", "project": PROJECT}]}, **IN_ZONE},
+                 {"tpu": TPU_4X4, "spot": True, **IN_ZONE},
+                 {"tpu": TPU_4X4, "flexStart": {"enabled": True}, **IN_ZONE}],
 }
 
 
