@@ -393,14 +393,19 @@ def test_autopilot_cluster_has_no_node_pools_and_gets_compute_classes(autopilot:
                for m in resources(autopilot["ray-tpu-auto-workloads"], "kubernetes_manifest").values()
                if m["manifest"]["kind"] == "ComputeClass"}
     assert sorted(classes) == ["raytpu-batch", "raytpu-big", "raytpu-train"]
+    # every priority holds the slice's one zone (issue 27 item 6: compute-class-api Priority.Location.Zones)
     assert classes["raytpu-train"]["spec"]["priorities"] == [
         {"tpu": {"type": "tpu-v6e-slice", "count": 4, "topology": "4x4"},
-         "reservations": {"affinity": "Specific", "specific": [{"name": "v6e-training", "project": "my-ml-project"}]}},
-        {"tpu": {"type": "tpu-v6e-slice", "count": 4, "topology": "4x4"}, "spot": True},  # fallback: [spot]
+         "reservations": {"affinity": "Specific", "specific": [{"name": "v6e-training", "project": "my-ml-project"}]},
+         "location": {"zones": ["us-central1-b"]}},
+        {"tpu": {"type": "tpu-v6e-slice", "count": 4, "topology": "4x4"}, "spot": True,  # fallback: [spot]
+         "location": {"zones": ["us-central1-b"]}},
     ]
     assert classes["raytpu-batch"]["spec"]["priorities"] == [{
-        "tpu": {"type": "tpu-v5-lite-podslice", "count": 8, "topology": "2x4"}, "spot": True}]
+        "tpu": {"type": "tpu-v5-lite-podslice", "count": 8, "topology": "2x4"}, "spot": True,
+        "location": {"zones": ["us-central1-a"]}}]
     assert classes["raytpu-big"]["spec"]["priorities"][0]["flexStart"] == {"enabled": True}
+    assert classes["raytpu-big"]["spec"]["priorities"][0]["location"] == {"zones": ["us-central1-c"]}
 
 
 def test_autopilot_example_uses_a_gcs_backend(autopilot: dict) -> None:
@@ -659,8 +664,9 @@ def test_workload_on_an_added_slice_selects_that_slice(extended: dict, name: str
 
 @pytest.mark.parametrize(("work", "slice_name", "priority"), [
     ("burst-serve", "burst", {"tpu": {"type": "tpu-v6e-slice", "count": 8, "topology": "2x4"},
-                              "flexStart": {"enabled": True}}),
-    ("late-serve", "late", {"tpu": {"type": "tpu-v5-lite-podslice", "count": 4, "topology": "2x2"}, "spot": True}),
+                              "flexStart": {"enabled": True}, "location": {"zones": ["us-central1-b"]}}),
+    ("late-serve", "late", {"tpu": {"type": "tpu-v5-lite-podslice", "count": 4, "topology": "2x2"}, "spot": True,
+                            "location": {"zones": ["us-central1-a"]}}),
 ])
 def test_autopilot_added_slice_gets_a_compute_class_its_workload_selects(extended: dict, work: str,
                                                                          slice_name: str,
