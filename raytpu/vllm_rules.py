@@ -3,7 +3,8 @@
 A serving workload's slice must be one Ray Serve LLM places a replica on (:func:`slice_problems`), its model source
 one the kit reads (:func:`model_source_problems`), and its engine kwargs names vLLM knows with a parallel layout
 that uses the slice's JAX devices and divides a known model's heads (:func:`engine_kwargs_problems`). The facts are
-recorded here (vLLM's argument names, model shapes, Ray's hosts-per-slice rule), each cited by symbol and version,
+recorded here (vLLM's argument names, Ray's hosts-per-slice rule; model shapes in the one table,
+:data:`raytpu.sizing.models.MODELS`), each cited by symbol and version,
 so ``raytpu validate`` needs neither vLLM nor Ray; the serve tier checks the records against the real packages.
 The builders that use them are :mod:`raytpu.serving`. Standard library and the spec layer only.
 """
@@ -12,46 +13,21 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from raytpu import errors
 from raytpu.catalog import RAY_VERSION, chips_in, generation
 from raytpu.errors import InvalidInput
 from raytpu.plan import SlicePlan
+from raytpu.sizing.models import ModelShape, by_hf_id
 
 VLLM_VERSION = "0.29.0"
 """The vLLM that Ray 2.60's ``ray[llm]`` extra pins (``vllm[audio]==0.29.0`` in its METADATA)."""
 DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
-"""Small and ungated. Its 16 attention heads (:data:`MODEL_SHAPES`) take a tensor-parallel size of at most 16 JAX
-devices: ``raytpu validate`` refuses it on a larger slice unless pipeline stages bring each stage's size down."""
+"""Small and ungated. Its 16 attention heads (:data:`raytpu.sizing.models.MODELS`) take a tensor-parallel size of at
+most 16 JAX devices: ``raytpu validate`` refuses it on a larger slice unless pipeline stages bring each stage's size
+down."""
 
-
-@dataclass(frozen=True)
-class ModelShape:
-    """What vLLM checks a model's parallel layout against, from the model's ``config.json``.
-
-    Attributes:
-        attention_heads: ``num_attention_heads``: ``tensor_parallel_size`` must divide it (vLLM 0.29.0
-            ``vllm/config/model.py`` ``ModelConfig.verify_with_parallel_config``: "Total number of attention heads
-            (...) must be divisible by tensor parallel size", raised when the engine starts).
-        kv_heads: ``num_key_value_heads`` (a TP above it replicates KV heads; informational).
-        layers: ``num_hidden_layers`` (vLLM ``get_pp_indices`` splits them over pipeline stages).
-    """
-
-    attention_heads: int
-    kv_heads: int
-    layers: int
-
-
-MODEL_SHAPES: dict[str, ModelShape] = {
-    # https://huggingface.co/Qwen/Qwen3-0.6B config.json: num_attention_heads 16, num_key_value_heads 8,
-    # num_hidden_layers 28 (model card: "Number of Attention Heads (GQA): 16 for Q and 8 for KV",
-    # "Number of Layers: 28")
-    DEFAULT_MODEL: ModelShape(attention_heads=16, kv_heads=8, layers=28),
-}
-"""Models whose shape the kit knows (by Hugging Face id), so ``raytpu validate`` checks their TP offline; any
-other model is checked by vLLM when its engine starts."""
 
 JAX_DEVICES_PER_CHIP: dict[str, int] = {"tpu7x": 2}
 """JAX devices per chip where it is not 1: what vLLM on TPU shards over. An Ironwood chip's two TensorCores are two
@@ -181,8 +157,8 @@ def engine_kwargs_problems(kwargs: Any, plan: SlicePlan, field: str = "engine_kw
     ``_initialize_ray_cluster``: "Cannot use PP across hosts, please set --pipeline-parallel-size to 1 or <hosts>");
     TP must divide the attention heads of a model the kit knows (:func:`head_problems`; the workload's ``model`` and
     ``model_source``); a multi-host engine runs on Ray's executor (the slice's hosts are Ray nodes, not vLLM
-    processes). ``shape`` stands in for :data:`MODEL_SHAPES` where the caller knows the model's shape itself
-    (``raytpu plan``).
+    processes). ``shape`` stands in for the built-in table (:func:`raytpu.sizing.models.by_hf_id`) where the
+    caller knows the model's shape itself (``raytpu plan --model-config``).
     """
     if kwargs is not None and not isinstance(kwargs, Mapping):
         return [errors.invalid_value(field, kwargs, "is not a mapping", "a mapping of vLLM engine argument names "
@@ -222,6 +198,7 @@ def engine_kwargs_problems(kwargs: Any, plan: SlicePlan, field: str = "engine_kw
         where = (f"{field}.tensor_parallel_size" if "tensor_parallel_size" in kwargs else
                  "model_source" if model_source else "model")
         found += head_problems(tp, plan, model_source or model or DEFAULT_MODEL, where, shape)
+        found += stage_problems(pp, model_source or model or DEFAULT_MODEL, f"{field}.pipeline_parallel_size", shape)
     backend = kwargs.get("distributed_executor_backend", "ray")
     if plan.hosts > 1 and backend != "ray":
         found.append(errors.invalid_value(f"{field}.distributed_executor_backend", backend,
@@ -231,14 +208,18 @@ def engine_kwargs_problems(kwargs: Any, plan: SlicePlan, field: str = "engine_kw
 
 def head_problems(tp: int, plan: SlicePlan, source: str, field: str,
                   shape: ModelShape | None = None) -> list[InvalidInput]:
-    """A TP that does not divide the attention heads of a known model (:data:`MODEL_SHAPES`; ``source``: the
-    weights' id), with the layouts that do: one pipeline stage per host, a smaller slice of the same generation, or
-    another model. ``field`` is ``...tensor_parallel_size`` (the value shown is the TP) or ``model``/``model_source``
-    (the value shown is the model). ``shape``: the model's, where it is not in :data:`MODEL_SHAPES`."""
-    shape = shape or MODEL_SHAPES.get(source)
-    if shape is None or shape.attention_heads % tp == 0:
+    """A TP that does not divide the attention heads of a known model (the built-in table,
+    :func:`raytpu.sizing.models.by_hf_id`; ``source``: the weights' id), with the layouts that do: one pipeline
+    stage per host, a smaller slice of the same generation, or another model. ``field`` is
+    ``...tensor_parallel_size`` (the value shown is the TP) or ``model``/``model_source`` (the value shown is the
+    model). ``shape``: the model's, where it is not in the table. The one heads rule: ``raytpu plan`` lays a model out
+    by it too (:func:`raytpu.sizing.candidates.layout`). Source: vLLM 0.29.0 ``vllm/config/model.py``
+    ``ModelConfig.verify_with_parallel_config`` ("Total number of attention heads (...) must be divisible by tensor
+    parallel size"); ``get_pp_indices`` splits the layers over the pipeline stages."""
+    shape = shape or by_hf_id(source)
+    if shape is None or shape.heads % tp == 0:
         return []
-    heads, per_chip, devices = shape.attention_heads, JAX_DEVICES_PER_CHIP.get(plan.generation, 1), jax_devices(plan)
+    heads, per_chip, devices = shape.heads, JAX_DEVICES_PER_CHIP.get(plan.generation, 1), jax_devices(plan)
     per_host = devices // plan.hosts
     valid = []
     if plan.hosts > 1 and heads % per_host == 0 and plan.hosts <= shape.layers:
@@ -254,6 +235,16 @@ def head_problems(tp: int, plan: SlicePlan, source: str, field: str,
     return [errors.invalid_value(
         field, source, f"has {heads} attention heads, which tensor_parallel_size {tp} (the {devices} JAX devices of "
         f"this slice) does not divide {refused}", ", or ".join(valid))]
+
+
+def stage_problems(pp: int, source: str, field: str, shape: ModelShape | None = None) -> list[InvalidInput]:
+    """More pipeline stages than a known model has layers: vLLM ``vllm/distributed/utils.py`` ``get_pp_indices``
+    splits ``num_hidden_layers`` over the stages, so a stage beyond the layers would run none."""
+    shape = shape or by_hf_id(source)
+    if shape is None or pp <= shape.layers:
+        return []
+    return [errors.invalid_value(field, pp, f"is more pipeline stages than the {shape.layers} layers of {source}",
+                                 f"at most {shape.layers} stages (a smaller slice of fewer hosts)")]
 
 
 # ------------------------------------------------------------------------------------------ the slice

@@ -13,9 +13,13 @@ from typing import Any
 import pytest
 import yaml
 
-from raytpu.catalog import GENERATIONS
+from raytpu import kinds, serving
+from raytpu.catalog import GENERATIONS, generation
 from raytpu.cli import main
-from raytpu.sizing import models, prices
+from raytpu.errors import InvalidInputs
+from raytpu.plan import plan_slice
+from raytpu.sizing import candidates, hf_config, models, prices
+from raytpu.spec import SliceSpec, WorkloadSpec
 
 pytestmark = pytest.mark.unit
 
@@ -64,7 +68,7 @@ def test_a_hugging_face_config_json_gives_the_same_shape_as_the_table(tmp_path: 
               "tie_word_embeddings": False, "model_type": "llama"}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
-    assert models.load_hf_config(str(path)).params() == models.MODELS["llama-3.1-8b"].params()
+    assert hf_config.load_hf_config(str(path)).params() == models.MODELS["llama-3.1-8b"].params()
 
 
 def test_sliding_window_layers_hold_at_most_their_window(capsys: pytest.CaptureFixture[str]) -> None:
@@ -87,7 +91,89 @@ def test_the_config_reader_counts_sliding_layers_only_where_the_config_says_whic
               **extra}
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"architectures": ["Gemma3ForConditionalGeneration"], "text_config": config}))
-    assert models.load_hf_config(str(path)).sliding_layers == sliding
+    assert hf_config.load_hf_config(str(path)).sliding_layers == sliding
+
+
+# ---------------------------------------------------------------------------------- published config.json files
+
+
+CONFIGS = ROOT / "tests" / "data" / "model_configs"
+"""Verbatim published config.json files (their README names where each was copied from)."""
+
+
+@pytest.mark.parametrize(("name", "published", "kv_per_token_layer", "full_layers", "tied"), [
+    # meta-llama/Llama-3.1-8B-Instruct: "8B" (8.03B); 2 x 8 KV heads x 128
+    ("llama-3.1-8b-instruct", 8.03e9, 2 * 8 * 128, 32, False),
+    # google/gemma-3-4b-it: 4.3B with its ~0.42B SigLIP vision tower (not counted); transformers' Gemma3TextConfig
+    # defaults fill in 8 heads, 4 KV heads, head_dim 256, vocab 262208, tied embeddings, 1 full layer in 6
+    ("gemma-3-4b-it", 3.88e9, 2 * 4 * 256, 34 // 6, True),
+    # google/gemma-3-27b-it: 27.4B with the vision tower; 16 KV heads x head_dim 128; 10 of 62 layers full
+    ("gemma-3-27b-it", 27.0e9, 2 * 16 * 128, 62 // 6, True),
+    # DeepSeek-V3 architecture: "Total parameters: 671B" for the main model, the MTP module's 11.5B apart
+    # (deepseek-ai/DeepSeek-V3 README_WEIGHTS.md); MLA caches one 512 + 64 latent per token and layer
+    ("deepseek-r1-0528", 671e9, 512 + 64, 61, False),
+])
+def test_published_config_json_files_read_as_transformers_reads_them(
+        name: str, published: float, kv_per_token_layer: int, full_layers: int, tied: bool) -> None:
+    """Before: Gemma 3 was refused (no vocab_size / num_attention_heads) and, patched, counted every layer at full
+    attention and its embedding twice (27B: 28.4B, KV 5.3x at 32k); DeepSeek-V3 was refused (no num_experts) and,
+    patched, counted 702B with a KV cache of 2 x 128 heads x 56 per layer (24.9x MLA's latent)."""
+    shape = hf_config.load_hf_config(str(CONFIGS / f"{name}.config.json"))
+    assert shape.params() == pytest.approx(published, rel=0.01)
+    assert shape.kv_elements_per_token_layer() == kv_per_token_layer
+    assert shape.layers - shape.sliding_layers == full_layers
+    assert shape.tied_embeddings is tied
+
+
+def test_deepseek_v3_is_dense_then_experts_with_a_shared_expert_and_a_latent_kv_cache(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """3 dense layers (intermediate 18432), 58 expert layers of 256 routed + 1 shared expert (2048 wide each);
+    KV for one 4096-token sequence: 61 layers x 576 x 4096 x 2 bytes = 0.268 GiB (70,272 bytes per token); vLLM keeps
+    the whole latent on every tensor-parallel rank (get_num_kv_heads is 1 with MLA)."""
+    shape = hf_config.load_hf_config(str(CONFIGS / "deepseek-r1-0528.config.json"))
+    assert (shape.dense_layers, shape.dense_intermediate, shape.intermediate, shape.shared_intermediate,
+            shape.experts, shape.experts_per_token) == (3, 18432, 2048, 2048, 256, 8)
+    data = plan_json(capsys, "--model-config", str(CONFIGS / "deepseek-r1-0528.config.json"), "--context", "4096",
+                     "--all")
+    assert data["need"]["gib"]["kv_cache"] == pytest.approx(61 * 576 * 4096 * 2 / GIB, abs=0.001)
+    assert data["model"]["mla"]["kv_lora_rank"] == 512
+    row = next(c for c in data["candidates"] if c["servable"] and c["generation"] == "v5p")
+    tp = int(row["servable_note"].split()[1])  # "TP 64" or "TP 4 x PP 16": the KV cache is held tp times over
+    weights = data["need"]["gib"]["weights"]
+    assert row["need_gib"] == pytest.approx(weights + tp * 61 * 576 * 4096 * 2 / GIB, abs=0.01)
+
+
+def test_a_gemma_3_config_without_a_sliding_pattern_takes_transformers_default(tmp_path: Path) -> None:
+    """google/gemma-3-27b-it's text_config gives sliding_window 1024 but no pattern: Gemma3TextConfig's default 6."""
+    shape = hf_config.load_hf_config(str(CONFIGS / "gemma-3-27b-it.config.json"))
+    assert (shape.sliding_layers, shape.sliding_window, shape.vocab, shape.max_positions) == (52, 1024, 262208,
+                                                                                              131072)
+    kv_32k = shape.kv_token_layers(32768) * shape.kv_elements_per_token_layer() * 2
+    assert kv_32k == (10 * 32768 + 52 * 1024) * 2 * 16 * 128 * 2
+
+
+# ------------------------------------------------------------------------------------------- training dtypes
+
+
+@pytest.mark.parametrize(("argv", "per_param"), [
+    ((), 16),  # fp32 weights + fp32 gradients + AdamW's two fp32 moments: MaxText base.yml's defaults
+    (("--dtype", "bf16"), 12),  # bf16 weights and gradients, fp32 moments
+    (("--dtype", "bf16", "--grad-dtype", "fp32"), 14),
+])
+def test_training_defaults_to_fp32_weights_and_gradients(capsys: pytest.CaptureFixture[str], argv: tuple[str, ...],
+                                                         per_param: int) -> None:
+    code, out, err = run_cli(capsys, "plan", "--model", "llama-3.1-8b", "--mode", "train", *argv)
+    assert code == 0, err
+    assert f"; {per_param} bytes per parameter in all before activations" in out
+    data = plan_json(capsys, "--model", "llama-3.1-8b", "--mode", "train", *argv)
+    terms = data["need"]["gib"]
+    assert terms["weights"] + terms["gradients"] + terms["optimizer"] == pytest.approx(
+        8_030_261_248 * per_param / GIB, abs=0.01)
+
+
+def test_serving_still_defaults_to_bf16_weights(capsys: pytest.CaptureFixture[str]) -> None:
+    data = plan_json(capsys, "--model", "llama-3.1-8b")
+    assert data["dtype"] == "bf16" and "grad_dtype" not in data
 
 
 # ------------------------------------------------------------------------------- held-out published cases
@@ -303,6 +389,22 @@ BAD: list[tuple[str, Any, str]] = [
     ("config short layer types", lambda t: ["--model-config", _config(t, sliding_window=1024,
                                                                       layer_types=["full_attention"])],
      "--model-config.layer_types: ['full_attention'] is not a list of 32 layer types"),
+    # architectures plan does not model are refused by the key that says so, not miscounted
+    ("config gemma 3n shared kv", lambda t: ["--model-config", _config(t, num_kv_shared_layers=15)],
+     "--model-config.num_kv_shared_layers: 15 means layers that reuse another layer's KV cache (Gemma 3n), which "
+     "`raytpu plan` does not model; valid: a config of what it models (decoder-only transformers"),
+    ("config qwen3-next hybrid", lambda t: ["--model-config", _config(t, full_attention_interval=4)],
+     "--model-config.full_attention_interval: 4 means linear-attention layers"),
+    ("config sparse moe step", lambda t: ["--model-config", _config(t, num_experts=8, num_experts_per_tok=2,
+                                                                    decoder_sparse_step=2)],
+     "--model-config.decoder_sparse_step: 2 means experts on only every Nth layer"),
+    ("config deepseek v3.2 indexer", lambda t: ["--model-config", _config(t, index_topk=2048)],
+     "--model-config.index_topk: 2048 means DeepSeek sparse attention"),
+    ("config dense layers beyond the model", lambda t: ["--model-config", _config(
+        t, num_experts=8, num_experts_per_tok=2, first_k_dense_replace=33)],
+     "--model-config.first_k_dense_replace: 33 is not a whole number in range; valid: an integer 0..32"),
+    ("grad dtype when serving", lambda t: ["--model", "llama-3.1-8b", "--grad-dtype", "bf16"],
+     "--grad-dtype: 'bf16' is not allowed with --mode serve"),
     ("prices missing file", lambda t: ["--model", "llama-3.1-8b", "--prices", str(t / "none.json")], "cannot be read"),
     ("prices not json", lambda t: ["--model", "llama-3.1-8b", "--prices", _prices(t, "nope")], "is not JSON"),
     ("prices no date", lambda t: ["--model", "llama-3.1-8b", "--prices", _prices(t, json.dumps(
@@ -383,3 +485,66 @@ def test_validate_is_quiet_when_the_model_fits(capsys: pytest.CaptureFixture[str
     code, _, err = run_cli(capsys, "validate", _serving_config(tmp_path, "meta-llama/Llama-3.1-70B-Instruct"))
     assert code == 0, err
     assert "workloads.serve" not in err
+
+
+# -------------------------------------------------------------------------------- one heads rule: plan = validate
+
+
+def _catalog_slices() -> list[tuple[str, str]]:
+    return [(g.name, t) for g in GENERATIONS.values() for t in g.topologies]
+
+
+@pytest.mark.parametrize("name", sorted(models.MODELS))
+def test_validate_plan_and_the_builder_agree_on_every_catalog_slice(name: str) -> None:
+    """For each built-in model on each Ray-reservable catalog slice: a serving workload with the engine_kwargs plan
+    names is valid exactly where plan says servable, and the builder emits plan's TP; with no engine_kwargs it is
+    valid exactly where plan's layout needs none. (Before: validate knew only Qwen3-0.6B's heads, so Qwen3-8B on
+    v6e 8x8 validated with tensor_parallel_size 64 and Llama-3.1-70B on v6e 16x16 with 256.)"""
+    shape = models.MODELS[name]
+    checked = 0
+    for gen, topology in _catalog_slices():
+        plan = plan_slice(gen, topology)
+        if not plan.ray_reservable:
+            continue
+        laid = candidates.layout(plan, shape)
+        item = SliceSpec.create(name="serve", generation=gen, topology=topology, zone=generation(gen).zones[0])
+        for kwargs, expect in ((laid.engine_kwargs, bool(laid.servable)),
+                               ({}, bool(laid.servable) and not laid.engine_kwargs)):
+            try:
+                work = WorkloadSpec(name="llm", kind=kinds.kind("serve"), slice=item, model=shape.hf_id,
+                                    engine_kwargs=kwargs or None)
+            except InvalidInputs as exc:
+                assert not expect, (gen, topology, kwargs, [str(p) for p in exc.problems])
+                continue
+            assert expect, (gen, topology, kwargs, laid)
+            assert serving.llm_config(work)["engine_kwargs"]["tensor_parallel_size"] == laid.tensor_parallel
+            checked += 1
+    assert checked
+
+
+@pytest.mark.parametrize(("hf_id", "gen", "topology", "kwargs", "says"), [
+    # 32 heads, 64 JAX devices: vLLM would refuse TP 64 when the engine starts
+    ("Qwen/Qwen3-8B", "v6e", "8x8", None, "'Qwen/Qwen3-8B' has 32 attention heads, which tensor_parallel_size 64"),
+    ("meta-llama/Llama-3.1-70B-Instruct", "v6e", "16x16", None, "has 64 attention heads, which tensor_parallel_size "
+     "256"),
+    # Qwen3-0.6B has 28 layers: 64 one-host stages would leave stages with none
+    ("Qwen/Qwen3-0.6B", "v6e", "16x16", {"pipeline_parallel_size": 64}, "64 is more pipeline stages than the 28 "
+     "layers of Qwen/Qwen3-0.6B"),
+])
+def test_validate_checks_every_built_in_models_heads_and_layers(hf_id: str, gen: str, topology: str,
+                                                               kwargs: dict[str, Any] | None, says: str) -> None:
+    item = SliceSpec.create(name="serve", generation=gen, topology=topology, zone=generation(gen).zones[0])
+    with pytest.raises(InvalidInputs) as info:
+        WorkloadSpec(name="llm", kind=kinds.kind("serve"), slice=item, model=hf_id, engine_kwargs=kwargs)
+    assert any(says in str(p) for p in info.value.problems), [str(p) for p in info.value.problems]
+
+
+def test_llama_70b_on_v6e_16x16_validates_with_the_layout_plan_names() -> None:
+    """plan: TP 4 x PP 64 (64 heads, 64 hosts of 4 chips, 80 layers); the builder emits TP 4."""
+    plan = plan_slice("v6e", "16x16")
+    laid = candidates.layout(plan, models.MODELS["llama-3.1-70b"])
+    assert (laid.servable, laid.tensor_parallel, laid.engine_kwargs) == (True, 4, {"pipeline_parallel_size": 64})
+    item = SliceSpec.create(name="serve", generation="v6e", topology="16x16", zone=generation("v6e").zones[0])
+    work = WorkloadSpec(name="llm", kind=kinds.kind("serve"), slice=item, model="meta-llama/Llama-3.1-70B-Instruct",
+                        engine_kwargs=laid.engine_kwargs)
+    assert serving.llm_config(work)["engine_kwargs"]["tensor_parallel_size"] == 4

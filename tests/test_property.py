@@ -46,6 +46,7 @@ from raytpu.errors import InvalidInput, InvalidInputs, problems_of
 from raytpu.kinds import KINDS
 from raytpu.plan import machine_types_for, plan_slice
 from raytpu.provisioning import MODES
+from raytpu.sizing.models import by_hf_id
 from raytpu.spec import WEEKDAYS, ClusterSpec, NetworkSpec
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]
@@ -136,7 +137,7 @@ def servable(item: dict[str, Any]) -> bool:
 
 def _serving_fields(rng: random.Random, item: dict[str, Any]) -> dict[str, Any]:
     """Some of a serving workload's optional fields, valid for servable slice ``item``: a model the kit knows
-    (raytpu.vllm_rules.MODEL_SHAPES) only where the slice's JAX devices, its TP, divide the model's attention heads."""
+    (raytpu.sizing.models.MODELS) only where the slice's JAX devices, its TP, divide the model's attention heads."""
     fields: dict[str, Any] = {}
     if rng.random() < 0.5:
         fields["model"] = rng.choice(("Qwen/Qwen3-0.6B", "meta-llama/Llama-3.1-8B", "/mnt/gcs/models/m"))
@@ -146,9 +147,9 @@ def _serving_fields(rng: random.Random, item: dict[str, Any]) -> dict[str, Any]:
         fields["max_model_len"] = rng.choice((512, 4096, 32768))
     if rng.random() < 0.3:
         fields["engine_kwargs"] = {"max_num_seqs": rng.randint(1, 256), "enable_prefix_caching": rng.random() < 0.5}
-    shape = vllm_rules.MODEL_SHAPES.get(fields.get("model_source") or fields.get("model") or vllm_rules.DEFAULT_MODEL)
+    shape = by_hf_id(fields.get("model_source") or fields.get("model") or vllm_rules.DEFAULT_MODEL)
     devices = vllm_rules.jax_devices(plan_slice(item["generation"], item["topology"], item.get("machine_type")))
-    if shape is not None and shape.attention_heads % devices:
+    if shape is not None and shape.heads % devices:
         fields["model"] = "meta-llama/Llama-3.1-8B"  # no draw: the generator's sequence stays what it was
     return fields
 

@@ -23,7 +23,7 @@ MAX_BATCH = 1_000_000
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the model (one of --model, --model-config, --params), the workload and the output options."""
-    from raytpu.sizing.memory import DEFAULT_HEADROOM, DTYPE_BYTES, OPTIMIZER_STATES, REMAT
+    from raytpu.sizing.memory import DEFAULT_DTYPE, DEFAULT_HEADROOM, DTYPE_BYTES, OPTIMIZER_STATES, REMAT
     from raytpu.sizing.models import MODELS
 
     which = parser.add_argument_group("the model (one of)")
@@ -34,7 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context", type=int, default=None,
                         help=f"tokens per sequence (default {DEFAULT_CONTEXT}, at most the model's)")
     parser.add_argument("--batch", type=int, default=1, help="sequences at once (serve) or per step (train)")
-    parser.add_argument("--dtype", choices=tuple(DTYPE_BYTES), default="bf16", help="weights (and gradients)")
+    parser.add_argument("--dtype", choices=tuple(DTYPE_BYTES), default=None,
+                        help=f"weights (default {DEFAULT_DTYPE['serve']} to serve, {DEFAULT_DTYPE['train']} to train)")
+    parser.add_argument("--grad-dtype", choices=tuple(DTYPE_BYTES), default=None,
+                        help="train: gradients (default: the weights' dtype)")
     parser.add_argument("--kv-dtype", choices=tuple(DTYPE_BYTES), default="bf16", help="serve: the KV cache")
     parser.add_argument("--optimizer", choices=tuple(OPTIMIZER_STATES), default="adamw", help="train")
     parser.add_argument("--optimizer-dtype", choices=tuple(DTYPE_BYTES), default="fp32",
@@ -51,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _shape(args: argparse.Namespace) -> tuple[ModelShape | None, int]:
     from raytpu import errors
-    from raytpu.sizing import models
+    from raytpu.sizing import hf_config, models
 
     given = [f for f in ("model", "model_config", "params") if getattr(args, f) is not None]
     if len(given) != 1:
@@ -61,15 +64,21 @@ def _shape(args: argparse.Namespace) -> tuple[ModelShape | None, int]:
         shape = models.model(args.model)
         return shape, shape.params()
     if args.model_config is not None:
-        shape = models.load_hf_config(args.model_config)
+        shape = hf_config.load_hf_config(args.model_config)
         return shape, shape.params()
     return None, models.rough_params(args.params)
 
 
 def _check(args: argparse.Namespace, shape: ModelShape | None) -> None:
     from raytpu import errors
+    from raytpu.sizing.memory import DEFAULT_DTYPE
     from raytpu.sizing.models import check_context
 
+    if args.dtype is None:
+        args.dtype = DEFAULT_DTYPE[args.mode]
+    if args.grad_dtype is not None and args.mode != "train":
+        raise errors.forbidden("--grad-dtype", args.grad_dtype, "with --mode serve", "--mode train")
+    args.grad_dtype = args.grad_dtype or args.dtype
     if args.context is None:
         args.context = min(DEFAULT_CONTEXT, shape.max_positions) if shape else DEFAULT_CONTEXT
     check_context(args.context, shape)
@@ -100,7 +109,7 @@ def _need_for(args: argparse.Namespace, shape: ModelShape | None, params: int) -
     if args.mode == "serve":
         return lambda tp: memory.serve_need(params, shape, dtype=args.dtype, kv_dtype=args.kv_dtype,
                                             context=args.context, batch=args.batch, tensor_parallel=tp)
-    need = memory.train_need(params, shape, dtype=args.dtype, optimizer=args.optimizer,
+    need = memory.train_need(params, shape, dtype=args.dtype, grad_dtype=args.grad_dtype, optimizer=args.optimizer,
                              optimizer_dtype=args.optimizer_dtype, context=args.context, batch=args.batch,
                              remat=args.remat)
     return lambda tp: need
@@ -161,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({
             "model": shape.to_json() if shape else {"name": name, "params": params},
             "mode": args.mode, "context": args.context, "batch": args.batch, "dtype": args.dtype,
+            **({"grad_dtype": args.grad_dtype} if args.mode == "train" else {}),
             "headroom": args.headroom, "need": need.to_json(), "prices": table.to_json(),
             "tokens_per_s": args.tokens_per_s,
             "minimal": {g: f"{c.plan.topology}" for g, c in minimal.items()},

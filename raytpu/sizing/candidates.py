@@ -3,13 +3,14 @@
 The slices are the catalog's own (:data:`raytpu.catalog.GENERATIONS`, each topology planned by
 :func:`raytpu.plan.plan_slice`); whether one is servable is the kit's own rules for a serving workload
 (:func:`raytpu.vllm_rules.slice_problems` and :func:`raytpu.vllm_rules.engine_kwargs_problems`: a replica's TP x PP
-uses every JAX device, TP divides the attention heads, a pipeline stage is one host), not restated here.
+uses every JAX device, TP divides the attention heads, a pipeline stage is one host and has a layer), not restated
+here: ``plan`` and ``validate`` give one verdict.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from raytpu import vllm_rules
@@ -30,6 +31,7 @@ class Candidate:
     headroom: float
     servable: bool | None
     servable_note: str
+    engine_kwargs: dict[str, int]
     price_per_hour: dict[str, float | None]
     usd_per_million_tokens: dict[str, float | None]
 
@@ -66,24 +68,27 @@ class Candidate:
                 "free_gib": round((self.hbm_bytes - self.need.total) / GIB, 3),
                 "free_fraction": round(self.free_fraction, 4), "fits": self.fits,
                 "ray_reservable": self.plan.ray_reservable, "servable": self.servable,
-                "servable_note": self.servable_note, "usable": self.usable, "price_per_hour": self.price_per_hour,
+                "servable_note": self.servable_note, "engine_kwargs": self.engine_kwargs,
+                "usable": self.usable, "price_per_hour": self.price_per_hour,
                 "usd_per_million_tokens": self.usd_per_million_tokens}
 
 
 @dataclass(frozen=True)
 class Layout:
     """How the kit would serve a model on a slice: servable or not (None: heads unknown), the tensor-parallel size
-    (what the KV cache is split over) and a note (``TP 8``, ``TP 4 x PP 8``, or why not)."""
+    (what the KV cache is split over), a note (``TP 8``, ``TP 4 x PP 8``, or why not) and the workload's
+    ``engine_kwargs`` that choose it (``{}``: the kit's default, TP over every JAX device)."""
 
     servable: bool | None
     tensor_parallel: int
     note: str
+    engine_kwargs: dict[str, int] = field(default_factory=dict)
 
 
 def layout(plan: SlicePlan, shape: ModelShape | None) -> Layout:
-    """The serving layout of this model on this slice by the kit's rules: TP over every JAX device first, then one
-    pipeline stage per host (what ``raytpu validate`` offers); a model known only by ``--params`` has no heads to
-    check (None)."""
+    """The serving layout of this model on this slice by the rules ``raytpu validate`` runs
+    (:func:`raytpu.vllm_rules.engine_kwargs_problems`): TP over every JAX device first, then one pipeline stage per
+    host; a model known only by ``--params`` has no heads to check (None)."""
     devices = vllm_rules.jax_devices(plan)
     problems = vllm_rules.slice_problems(plan)
     if problems:
@@ -91,14 +96,15 @@ def layout(plan: SlicePlan, shape: ModelShape | None) -> Layout:
     if shape is None:
         return Layout(None, devices, "heads unknown (--params): vLLM checks them when the engine starts")
     name = shape.hf_id or shape.name
-    heads = vllm_rules.ModelShape(attention_heads=shape.heads, kv_heads=shape.kv_heads, layers=shape.layers)
-    if not vllm_rules.engine_kwargs_problems({}, plan, model=name, shape=heads):
+    if not vllm_rules.engine_kwargs_problems({}, plan, model=name, shape=shape):
         return Layout(True, devices, f"TP {devices}")
-    if 1 < plan.hosts <= shape.layers:
+    if plan.hosts > 1:
         staged = {"pipeline_parallel_size": plan.hosts}
-        if not vllm_rules.engine_kwargs_problems(staged, plan, model=name, shape=heads):
-            return Layout(True, devices // plan.hosts, f"TP {devices // plan.hosts} x PP {plan.hosts}")
-    return Layout(False, devices, f"TP {devices} does not divide {shape.heads} attention heads")
+        if not vllm_rules.engine_kwargs_problems(staged, plan, model=name, shape=shape):
+            return Layout(True, devices // plan.hosts, f"TP {devices // plan.hosts} x PP {plan.hosts}", staged)
+    return Layout(False, devices, f"TP {devices} does not divide {shape.heads} attention heads"
+                  + (f", nor TP {devices // plan.hosts} x PP {plan.hosts} stages of {shape.layers} layers"
+                     if plan.hosts > 1 else ""))
 
 
 def candidates(shape: ModelShape | None, mode: str, need_for: Callable[[int], Need], headroom: float,
@@ -116,7 +122,7 @@ def candidates(shape: ModelShape | None, mode: str, need_for: Callable[[int], Ne
             per_tokens = {k: (None if (v := per_million_tokens(per_hour[k], tokens_per_s)) is None else round(v, 4))
                           for k in KINDS}
             found.append(Candidate(plan, vllm_rules.jax_devices(plan), need, headroom, served.servable, served.note,
-                                   per_hour, per_tokens))
+                                   served.engine_kwargs, per_hour, per_tokens))
     return found
 
 

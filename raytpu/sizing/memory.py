@@ -6,7 +6,8 @@ at least one KV head per tensor-parallel rank, so a TP above the KV heads replic
 ``vllm/config/model.py`` ``ModelConfig.get_num_kv_heads``: ``max(1, total_num_kv_heads // tensor_parallel_size)``,
 "so each GPU has at least one KV head"; the same rule in every release read).
 
-Train: weights and gradients at ``--dtype``, optimizer state at ``--optimizer-dtype`` (optax's ``adamw`` keeps ``mu``
+Train: weights at ``--dtype`` and gradients at ``--grad-dtype`` (default: fp32 both, :data:`DEFAULT_DTYPE`), optimizer
+state at ``--optimizer-dtype`` (optax's ``adamw`` keeps ``mu``
 in ``mu_dtype``, default the parameters' dtype, and ``nu`` in the parameters' dtype: ``optax.scale_by_adam``), plus
 activations from Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models"
 (arXiv:2205.05198, section 4): a layer stores ``s*b*h*(34 + 5*a*s/h)`` bytes of 16-bit activations; flash attention
@@ -43,6 +44,13 @@ go to host memory too, leaving one layer's activations in HBM; ``off``: every la
 
 DEFAULT_HEADROOM = 0.10
 
+DEFAULT_DTYPE = {"serve": "bf16", "train": "fp32"}
+"""Weights' dtype by mode. Serving loads the checkpoint's bf16. Training keeps fp32 master weights and fp32 gradients,
+with bf16 only in the matmuls, as the common trainers do by default: the kit's own ``workloads/train.py`` keeps its
+parameters in float32, and MaxText's defaults are ``weight_dtype: float32`` and ``grad_dtype: float32`` (``dtype:
+bfloat16`` is the activations'). Source: AI-Hypercomputer/maxtext ``MaxText/configs/base.yml``. With AdamW's two fp32
+moments that is 16 bytes per parameter; ``--dtype bf16`` (a MaxText recipe's ``weight_dtype: bfloat16``) gives 12."""
+
 
 @dataclass(frozen=True)
 class Need:
@@ -64,11 +72,12 @@ class Need:
 
 
 def kv_replication(shape: ModelShape | None, tensor_parallel: int) -> float:
-    """How many copies of the KV cache a TP of ``tensor_parallel`` holds: ranks x max(1, kv_heads // TP) over the
-    KV heads (vLLM ``get_num_kv_heads``); 1 while TP <= KV heads."""
-    if shape is None or tensor_parallel <= shape.kv_heads:
+    """How many copies of the KV cache a TP of ``tensor_parallel`` holds: ranks x max(1, heads // TP) over the
+    cache's heads (vLLM ``get_num_kv_heads``; MLA's latent is one head, so every rank holds all of it); 1 while
+    TP <= those heads."""
+    if shape is None or tensor_parallel <= shape.cache_heads:
         return 1.0
-    return tensor_parallel * max(1, shape.kv_heads // tensor_parallel) / shape.kv_heads
+    return tensor_parallel * max(1, shape.cache_heads // tensor_parallel) / shape.cache_heads
 
 
 def serve_need(params: int, shape: ModelShape | None, *, dtype: str, kv_dtype: str, context: int, batch: int,
@@ -80,15 +89,18 @@ def serve_need(params: int, shape: ModelShape | None, *, dtype: str, kv_dtype: s
         notes.append("KV cache not counted: --params gives no layers, KV heads or head_dim (give --model or "
                      "--model-config)")
     else:
-        kv = 2 * shape.kv_token_layers(context) * shape.kv_heads * shape.head_dim * batch * DTYPE_BYTES[kv_dtype]
+        kv = shape.kv_token_layers(context) * shape.kv_elements_per_token_layer() * batch * DTYPE_BYTES[kv_dtype]
         copies = kv_replication(shape, tensor_parallel)
         terms["kv_cache"] = kv * copies
         span = (f"({shape.layers - shape.sliding_layers} layers x {context} context + {shape.sliding_layers} "
                 f"sliding-window layers x {min(context, shape.sliding_window)})" if shape.sliding_layers else
                 f"{shape.layers} layers x {context} context")
-        notes.append(f"KV cache: 2 x {span} x {shape.kv_heads} KV heads x {shape.head_dim} head_dim "
-                     f"x {batch} sequences x {DTYPE_BYTES[kv_dtype]:g} bytes ({kv_dtype})"
-                     + (f", x {copies:g} (TP {tensor_parallel} > {shape.kv_heads} KV heads: vLLM replicates them)"
+        per_token = (f"({shape.mla.kv_lora_rank} kv_lora_rank + {shape.mla.qk_rope_head_dim} qk_rope_head_dim: "
+                     "one MLA latent per token and layer)" if shape.mla else
+                     f"2 x {shape.kv_heads} KV heads x {shape.head_dim} head_dim")
+        notes.append(f"KV cache: {span} x {per_token} x {batch} sequences x {DTYPE_BYTES[kv_dtype]:g} bytes "
+                     f"({kv_dtype})"
+                     + (f", x {copies:g} (TP {tensor_parallel} > {shape.cache_heads} KV heads: vLLM replicates them)"
                         if copies > 1 else ""))
         if shape.is_moe:
             notes.append(f"mixture of experts: all {shape.experts} experts' weights are resident, "
@@ -107,14 +119,20 @@ def activation_bytes(shape: ModelShape, tokens: int, remat: str) -> float:
 
 
 def train_need(params: int, shape: ModelShape | None, *, dtype: str, optimizer: str, optimizer_dtype: str,
-               context: int, batch: int, remat: str) -> Need:
+               context: int, batch: int, remat: str, grad_dtype: str | None = None) -> Need:
     """What training needs: weights + gradients + optimizer state + activations."""
+    grad_dtype = grad_dtype or dtype
     states = OPTIMIZER_STATES[optimizer]
-    terms = {"weights": params * DTYPE_BYTES[dtype], "gradients": params * DTYPE_BYTES[dtype],
+    terms = {"weights": params * DTYPE_BYTES[dtype], "gradients": params * DTYPE_BYTES[grad_dtype],
              "optimizer": params * states * DTYPE_BYTES[optimizer_dtype]}
-    notes = [f"weights and gradients: {params:,} parameters x {DTYPE_BYTES[dtype]:g} bytes ({dtype}) each",
+    per_param = DTYPE_BYTES[dtype] + DTYPE_BYTES[grad_dtype] + states * DTYPE_BYTES[optimizer_dtype]
+    notes = [f"weights: {params:,} parameters x {DTYPE_BYTES[dtype]:g} bytes ({dtype}); gradients x "
+             f"{DTYPE_BYTES[grad_dtype]:g} bytes ({grad_dtype})"
+             + (" (fp32 master weights and gradients: the --mode train default, as MaxText's base.yml "
+                "weight_dtype/grad_dtype float32 and the kit's workloads/train.py)"
+                if (dtype, grad_dtype) == (DEFAULT_DTYPE["train"],) * 2 else ""),
              f"optimizer {optimizer}: {states} state tensor(s) per parameter x {DTYPE_BYTES[optimizer_dtype]:g} "
-             f"bytes ({optimizer_dtype})"]
+             f"bytes ({optimizer_dtype}); {per_param:g} bytes per parameter in all before activations"]
     if shape is None:
         notes.append("activations not counted: --params gives no hidden size or layers (give --model or "
                      "--model-config)")

