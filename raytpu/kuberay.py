@@ -45,7 +45,7 @@ from raytpu.kinds import kind as workload_kind
 from raytpu.plan import TPU_RESOURCE, SlicePlan
 from raytpu.provisioning import COMPUTE_CLASS_LABEL
 from raytpu.security import NAMESPACE_SOURCE, SecuritySpec
-from raytpu.spec import MULTI_HOST_NAME_LIMIT, ClusterSpec, SliceSpec, WorkloadSpec
+from raytpu.spec import MULTI_HOST_NAME_LIMIT, ClusterSpec, SecretKeyRef, SliceSpec, WorkloadSpec
 
 API_VERSION = "ray.io/v1"
 
@@ -471,6 +471,9 @@ def ray_service(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = 
     if key_secret is not None:
         for group in (cluster["headGroupSpec"], *cluster["workerGroupSpecs"]):
             _add_api_key(group["template"]["spec"], key_secret)
+    if work.hf_token_secret is not None:
+        for group in (cluster["headGroupSpec"], *cluster["workerGroupSpecs"]):
+            _add_hf_token(group["template"]["spec"], work.hf_token_secret)
     spec: dict[str, Any] = {
         "upgradeStrategy": {"type": upgrade_strategy},
         "serveConfigV2": json.dumps(serving.serve_config(  # JSON is YAML
@@ -533,6 +536,21 @@ def _add_api_key(pod_spec: dict[str, Any], secret: str) -> None:
         "secretName": secret, "items": [{"key": key, "path": key}], "defaultMode": 0o440}})
     pod_spec["containers"][0].setdefault("volumeMounts", []).append(
         {"name": SERVE_API_KEY_VOLUME, "mountPath": directory, "readOnly": True})
+
+
+HF_TOKEN_ENV = "HF_TOKEN"
+"""The variable huggingface_hub reads a token from (huggingface_hub 2.4.0 ``utils/_auth.py``
+``_get_token_from_environment``: ``HF_TOKEN``, else ``HUGGING_FACE_HUB_TOKEN``), as GKE's
+RayService sample passes it (kubernetes-engine-samples ``ai-ml/gke-ray/rayserve/llm/tpu/ray-service.tpu-v6e-
+multihost.yaml``: ``HF_TOKEN`` from ``secretKeyRef`` ``hf-secret``/``hf_api_token``)."""
+
+
+def _add_hf_token(pod_spec: dict[str, Any], secret: SecretKeyRef) -> None:
+    """Gives the pod's Ray container :data:`HF_TOKEN_ENV` from Secret key ``secret``: the head (where Serve's
+    controller builds the app) and every worker (where the engine downloads the weights) alike. A missing Secret
+    or key keeps the pod in ``CreateContainerConfigError``, saying which."""
+    pod_spec["containers"][0].setdefault("env", []).append({"name": HF_TOKEN_ENV, "valueFrom": {
+        "secretKeyRef": {"name": secret.name, "key": secret.key}}})
 
 
 def _add_xla_cache(pod_spec: dict[str, Any]) -> None:

@@ -43,6 +43,14 @@ def source_problems(field: str, value: object) -> list[InvalidInput]:
     return [] if isinstance(value, str) else [errors.invalid_value(field, value, "is not a string", SOURCE_FORMS)]
 
 
+def secret_name_problems(field: str, value: object) -> list[InvalidInput]:
+    """A Kubernetes Secret's name: a DNS-1123 subdomain (k8s.io/apimachinery ``validation.IsDNS1123Subdomain``)."""
+    if isinstance(value, str) and _SECRET_NAME.match(value):
+        return []
+    return [errors.invalid_value(field, value, "is not a Secret name", "a DNS subdomain: lowercase letters, digits, "
+                                 "'-' and '.', at most 253 characters")]
+
+
 def is_everywhere(source: str) -> bool:
     """The source admits every address (``0.0.0.0/0`` or ``::/0``)."""
     return not source.startswith(NAMESPACE_SOURCE) and ipaddress.ip_network(source).prefixlen == 0
@@ -91,10 +99,8 @@ class SecuritySpec:
         for name in SOURCE_FIELDS:
             for i, source in enumerate(getattr(self, name)):
                 found += source_problems(f"{name}[{i}]", source)
-        if self.serve_api_key_secret is not None and not _SECRET_NAME.match(str(self.serve_api_key_secret)):
-            found.append(errors.invalid_value("serve_api_key_secret", self.serve_api_key_secret,
-                                              "is not a Secret name", "a DNS subdomain: lowercase letters, digits, "
-                                              "'-' and '.', at most 253 characters"))
+        if self.serve_api_key_secret is not None:
+            found += secret_name_problems("serve_api_key_secret", self.serve_api_key_secret)
         if self.serve_endpoint == "public-lb" and self.serve_api_key_secret is None:
             found.append(errors.missing("serve_api_key_secret", "with serve_endpoint public-lb (a public endpoint "
                                         "is never open without authentication)", "the name of a Secret in the "

@@ -13,8 +13,9 @@ with one ``LLMConfig``:
 - ``engine_kwargs``: ``tensor_parallel_size`` = JAX devices of the slice (:func:`raytpu.vllm_rules.jax_devices`: 2
   per tpu7x chip), ``max_model_len``, and ``distributed_executor_backend: "ray"`` on a multi-host slice (GKE's sample
   ``ai-ml/gke-ray/rayserve/llm/tpu/serve_tpu_multihost.py``), plus the workload's own, whose names are
-  checked against vLLM 0.29.0's (:data:`raytpu.vllm_rules.VLLM_ENGINE_ARGS`; a typo is exit 2 at ``raytpu
-  validate``), and whose parallel layout must fit a built-in model's heads (:data:`raytpu.sizing.models.MODELS`);
+  checked against those of the vLLM the pods run (:data:`raytpu.vllm_rules.ENGINE_ARG_NAMES`; a typo is exit 2 at
+  ``raytpu validate``), and whose parallel layout must fit a built-in model's heads
+  (:data:`raytpu.sizing.models.MODELS`);
 - ``deployment_config.autoscaling_config``: ``min_replicas = max_replicas`` = slices (a replica is a slice);
 - on GKE one ingress replica per TPU host (:func:`ingress_deployment_config`), so every host runs a Serve proxy
   and passes KubeRay's readiness probe;

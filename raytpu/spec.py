@@ -31,7 +31,7 @@ from raytpu.plan import SlicePlan, plan_slice
 from raytpu.provisioning import MODES as PROVISIONING_MODES
 from raytpu.provisioning import Provisioning
 from raytpu.provisioning import mode as provisioning_mode
-from raytpu.security import SecuritySpec
+from raytpu.security import SecuritySpec, secret_name_problems
 
 CLUSTER_MODES = ("standard", "autopilot")
 CONTROL_PLANE_ACCESS = ("dns", "ip")
@@ -59,7 +59,7 @@ resolve nowhere (ai-on-gke kuberay-tpu-webhook ``CheckName``; ray-operator utils
 RUN_ID_LENGTH = 6
 """A job submission's run suffix (``<name>-<run id>``; :func:`raytpu.gke.run_id`, base-36 seconds)."""
 
-SERVING_FIELDS = ("model", "model_source", "max_model_len", "engine_kwargs")
+SERVING_FIELDS = ("model", "model_source", "max_model_len", "engine_kwargs", "hf_token_secret")
 """WorkloadSpec fields only a serving kind takes."""
 
 WORKLOAD_ENV = "RAYTPU_WORKLOAD"
@@ -493,6 +493,53 @@ _IMAGE_REFERENCE = re.compile(rf"^{_REF_DOMAIN}{_REF_COMPONENT}(?:/{_REF_COMPONE
 with, here with the tag or digest required."""
 
 
+SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
+"""A key of a Secret: k8s.io/apimachinery ``validation.IsConfigMapKey`` (``[-._a-zA-Z0-9]+``, at most 253, not
+``.`` or ``..``), which Secret keys obey."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SecretKeyRef:
+    """One key of a Kubernetes Secret in the workloads' namespace, read by pods as an env var
+    (``valueFrom.secretKeyRef``).
+
+    Attributes:
+        name: The Secret's name (a DNS-1123 subdomain).
+        key: The key within it (letters, digits, ``-``, ``_``, ``.``).
+    """
+
+    name: str
+    key: str
+
+    def __post_init__(self) -> None:
+        found = secret_name_problems("name", self.name)
+        if not isinstance(self.key, str) or not SECRET_KEY.match(self.key) or self.key in (".", ".."):
+            found.append(errors.invalid_value("key", self.key, "is not a Secret key",
+                                              "1-253 letters, digits, '-', '_' or '.' (not '.' or '..')"))
+        _raise(found)
+
+
+def gated_model_problems(source: str, secret: SecretKeyRef | None, field: str = "hf_token_secret"
+                         ) -> list[InvalidInput]:
+    """A model of the built-in table whose Hugging Face repository is gated (``gated``), downloaded without a token:
+    Hugging Face refuses the download, so the engine never loads and the RayService never becomes ready, after its
+    slices were provisioned. Refused, not warned: the outcome is certain, and the fix (a Secret, or the weights on
+    GCS) is cheap. A path in the image or any ``gs://`` source downloads nothing from Hugging Face."""
+    if secret is not None or source.startswith(("gs://", "/")):
+        return []
+    from raytpu.sizing.models import by_hf_id  # here: the jobs' core zip has no model table; no job checks a model
+
+    shape = by_hf_id(source)
+    if shape is None or not shape.gated:
+        return []
+    return [errors.missing(
+        field, f"for {source}: its Hugging Face repository is gated (each account must accept the model's license), "
+        "so without a token the download is refused and the RayService never becomes ready",
+        "hf_token_secret: {name: SECRET, key: KEY}, a Secret in the namespace holding a Hugging Face token whose "
+        "account was granted access (kubectl create secret generic hf-secret --from-literal=hf_api_token=hf_...); or "
+        "model_source: gs://BUCKET/PATH with the weights copied there")]
+
+
 @dataclass(frozen=True, kw_only=True)
 class WorkloadSpec:
     """A Ray workload on one kind of slice.
@@ -513,8 +560,11 @@ class WorkloadSpec:
         model_source: Serving only: Hugging Face id or ``gs://BUCKET/PATH`` (read through the pods' GCS FUSE
             mount when it is the kit's bucket); default ``model``.
         max_model_len: Serving only: context length (prompt + completion); default 4096.
-        engine_kwargs: Serving only: more vLLM engine args, checked by name against vLLM's
-            (:func:`raytpu.vllm_rules.engine_kwargs_problems`).
+        engine_kwargs: Serving only: more vLLM engine args, checked by name against those of the vLLM its pods run
+            (:attr:`vllm_version`; :func:`raytpu.vllm_rules.engine_kwargs_problems`).
+        hf_token_secret: Serving only: the Secret key holding a Hugging Face token, given to every Ray container as
+            ``HF_TOKEN``; required for a gated model of the built-in table downloaded from Hugging Face
+            (:func:`gated_model_problems`); default none.
     """
 
     name: str
@@ -526,6 +576,7 @@ class WorkloadSpec:
     model_source: str | None = None
     max_model_len: int | None = None
     engine_kwargs: Mapping[str, Any] | None = field(default=None, hash=False)
+    hf_token_secret: SecretKeyRef | None = None
 
     def __post_init__(self) -> None:
         found = dns_label_problems("name", self.name)
@@ -569,7 +620,10 @@ class WorkloadSpec:
                 found += range_problems("max_model_len", self.max_model_len, vllm_rules.MIN_MAX_MODEL_LEN, 10**7,
                                         " tokens")
             found += vllm_rules.engine_kwargs_problems(self.engine_kwargs, self.plan, model=self.model,
-                                                    model_source=self.model_source)
+                                                    model_source=self.model_source,
+                                                    vllm_version=self.vllm_version or vllm_rules.VLLM_VERSION)
+            found += gated_model_problems(self.model_source or self.model or vllm_rules.DEFAULT_MODEL,
+                                          self.hf_token_secret)
         if self.slices is not None:
             bad = range_problems("slices", self.slices, 1, self.slice.count)
             found += bad
@@ -581,6 +635,15 @@ class WorkloadSpec:
     def plan(self) -> SlicePlan:
         """The slice's plan."""
         return self.slice.plan
+
+    @property
+    def vllm_version(self) -> str | None:
+        """The vLLM a serving workload's pods run: the kit's image's, as its ``versions.toml`` records it; with an
+        image of the team's own, the one Ray 2.60's ``ray[llm]`` pins (such an image carries the kit's Ray:
+        :func:`raytpu.images.pod_image`). None for other kinds."""
+        if not self.kind.takes_model:
+            return None
+        return vllm_rules.VLLM_VERSION if self.image is not None else vllm_rules.image_vllm_version(self.kind.name)
 
     @property
     def slices_spanned(self) -> int:
@@ -600,13 +663,18 @@ class WorkloadSpec:
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form a Ray job receives in ``RAYTPU_WORKLOAD``."""
+        serving = {name: getattr(self, name) for name in SERVING_FIELDS}
+        if self.hf_token_secret is not None:
+            serving["hf_token_secret"] = {"name": self.hf_token_secret.name, "key": self.hf_token_secret.key}
         return {"name": self.name, "kind": self.kind.name, "slice": self.slice.to_json(), "image": self.image,
-                "slices": self.slices, **{name: getattr(self, name) for name in SERVING_FIELDS}}
+                "slices": self.slices, **serving}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> WorkloadSpec:
         """Inverse of :meth:`to_json`."""
         fields = dict(data)
+        if fields.get("hf_token_secret") is not None:
+            fields["hf_token_secret"] = SecretKeyRef(**fields["hf_token_secret"])
         return cls(**{**fields, "kind": kinds.kind(fields["kind"]), "slice": SliceSpec.from_json(fields["slice"])})
 
     def env(self) -> dict[str, str]:

@@ -33,8 +33,12 @@ JAX_DEVICES_PER_CHIP: dict[str, int] = {"tpu7x": 2}
 """JAX devices per chip where it is not 1: what vLLM on TPU shards over. An Ironwood chip's two TensorCores are two
 JAX devices (jax 0.10.2 ``jax/_src/mesh_utils.py`` ``_get_physical_tpu_mesh`` indexes TPU7x devices by
 ``core_on_chip``, while for v4, v5e, v5p and v6e it "requires one device per chip (megacore mode)"; tpu-inference
-``tpu_inference/tpu_info.py`` ``get_num_cores_per_chip``; its GKE multi-host example serves a tpu7x 2x2x2, 8 chips,
-with ``--tensor-parallel-size 16``: ``examples/offload/gke/benchmarks/multi-host/deploy-baseline.yaml``).
+``tpu_inference/tpu_info.py`` ``get_num_cores_per_chip``; at 6af3d12 its GKE example serves a tpu7x 2x2x1, 4 chips on
+one host, with ``--tensor-parallel-size 8``: ``examples/offload/gke/benchmarks/deploy-baseline.yaml``). Multi-host
+TP is the risk: at 6af3d12 tpu-inference's v7x (and v6e) parallelism support matrix marks TP multi-host "Untested"
+and PP multi-host "Passing" (``support_matrices/release/v7x/vllm/parallelism_support_matrix.csv``), so a multi-host
+replica's one TP over every device is a layout upstream had not tested; ``pipeline_parallel_size`` = hosts is the
+tested one (docs/FACTS.md "tpu-inference support matrix").
 The catalog's ``tensorcores_per_chip`` is 2 for v4 and v5p too, so it is not this count; the figure lives here
 until the catalog models devices per chip."""
 DEFAULT_MAX_MODEL_LEN = 4096
@@ -124,6 +128,50 @@ VLLM_FRONTEND_ARGS: tuple[str, ...] = (
 )
 """Field names of vLLM 0.29.0's ``FrontendArgs``: Ray Serve LLM accepts these in ``engine_kwargs`` too."""
 
+IMAGE_VLLM_NOT_YET: tuple[str, ...] = (
+    "cohere_format", "cohere_is_reasoning_model", "dcp_q_replicate", "ec_manager_config",
+    "enable_batch_sharded_sampling", "enable_bf16x3_router_gemm", "enable_fault_tolerance", "enable_moe_shared_loras",
+    "enable_per_request_metrics", "enable_trace_replay", "fault_tolerance_config", "jit_monitor_mode",
+    "kda_prefill_backend", "mamba_ssu_algorithm", "max_num_queued_reqs", "max_num_queued_tokens",
+    "max_num_scheduled_tokens", "mm_device_do_normalize", "mm_hasher_algorithm", "mm_ipc_gpu_memory_gb",
+    "mm_processor_device", "model_class_overrides", "per_request_spec_decode_metrics",
+    "prefix_cache_retention_interval", "prefix_match_unit", "replayssm_buffer_len", "return_sampling_mask",
+    "sse_keep_alive_interval", "use_replayssm", "video_pruning_method",
+)
+"""Names of vLLM 0.29.0 (:data:`VLLM_ENGINE_ARGS`, :data:`VLLM_FRONTEND_ARGS`) the serving image's vLLM (commit
+9969466, between 0.24 and 0.25) does not have yet, and :data:`IMAGE_VLLM_ONLY` the names it has that 0.29.0 dropped:
+the fields of ``EngineArgs``/``AsyncEngineArgs`` (``vllm/engine/arg_utils.py``) and ``BaseFrontendArgs``/
+``FrontendArgs`` (``vllm/entrypoints/openai/cli_args.py``) of the nearest tag, vLLM v0.24.0 (sdist of 2026-06-30;
+9969466 became tpu-inference's LKG on 2026-07-01), compared with 0.29.0's (docs/FACTS.md "vLLM engine arguments")."""
+IMAGE_VLLM_ONLY: tuple[str, ...] = (
+    "calculate_kv_scales", "max_long_partial_prefills", "max_num_partial_prefills", "override_attention_dtype",
+)
+
+ENGINE_ARG_NAMES: dict[str, frozenset[str]] = {
+    VLLM_VERSION: frozenset(VLLM_ENGINE_ARGS) | frozenset(VLLM_FRONTEND_ARGS),
+    # vllm-project/vllm 9969466a (the serving image's: raytpu/images/serve/versions.toml), names of v0.24.0
+    "9969466a597810db6e06b4942dd6cc2086885ee2": (frozenset(VLLM_ENGINE_ARGS) | frozenset(VLLM_FRONTEND_ARGS)
+                                                 | frozenset(IMAGE_VLLM_ONLY)) - frozenset(IMAGE_VLLM_NOT_YET),
+}
+"""The engine_kwargs names each vLLM the kit runs accepts, by its version (a release, or a commit as the serving
+image's ``versions.toml`` records it): 0.29.0 where Ray 2.60 runs (the local emulated slice, a team's own image
+carrying the kit's Ray), the serving image's commit on GKE (:func:`image_vllm_version`)."""
+
+
+def image_vllm_version(kind: str = "serve") -> str:
+    """The vLLM the kit's image of ``kind`` carries, as its ``versions.toml`` records it (``[versions] vllm``).
+    Imported here, not at the top: the jobs' core zip carries no image definitions, and no job checks a serving
+    workload's engine args."""
+    from raytpu.images import for_kind
+
+    return for_kind(kind).versions["vllm"]
+
+
+def vllm_label(version: str) -> str:
+    """``0.29.0``, or a commit by its short form (``commit 9969466``)."""
+    return f"commit {version[:7]}" if len(version) == 40 else version
+
+
 
 
 # ------------------------------------------------------------------------------------------- engine kwargs
@@ -145,11 +193,13 @@ def parallel_sizes(kwargs: Mapping[str, Any] | None, devices: int) -> tuple[Any,
 
 
 def engine_kwargs_problems(kwargs: Any, plan: SlicePlan, field: str = "engine_kwargs", model: str | None = None,
-                           model_source: str | None = None, shape: ModelShape | None = None) -> list[InvalidInput]:
+                           model_source: str | None = None, shape: ModelShape | None = None,
+                           vllm_version: str = VLLM_VERSION) -> list[InvalidInput]:
     """What is wrong with a workload's extra vLLM engine args, one problem per bad key or value.
 
-    Names must be fields of vLLM 0.29.0's ``AsyncEngineArgs``/``FrontendArgs`` (recorded here so that
-    ``raytpu validate`` needs no vLLM; the serve tier checks the record against vLLM and its own parser);
+    Names must be fields of ``AsyncEngineArgs``/``FrontendArgs`` of the vLLM the pods run, ``vllm_version``
+    (:data:`ENGINE_ARG_NAMES`; recorded here so that ``raytpu validate`` needs no vLLM; the serve tier checks
+    0.29.0's record against vLLM and its own parser);
     ``tensor_parallel_size`` x ``pipeline_parallel_size`` must use every JAX device of the slice a replica reserves
     (:func:`jax_devices`); on a multi-host slice a pipeline stage is one host (tpu-inference 6af3d12
     ``TPUWorker.init_device`` asserts, with pipeline stages, ``jax.local_device_count() >= total_devices``: "we can
@@ -164,7 +214,8 @@ def engine_kwargs_problems(kwargs: Any, plan: SlicePlan, field: str = "engine_kw
         return [errors.invalid_value(field, kwargs, "is not a mapping", "a mapping of vLLM engine argument names "
                                      "to values")]
     kwargs = kwargs or {}
-    known = set(VLLM_ENGINE_ARGS) | set(VLLM_FRONTEND_ARGS)
+    known = ENGINE_ARG_NAMES[vllm_version]
+    label = vllm_label(vllm_version)
     public = sorted(n for n in known if not n.startswith("_"))
     found = []
     for key in kwargs:
@@ -174,8 +225,11 @@ def engine_kwargs_problems(kwargs: Any, plan: SlicePlan, field: str = "engine_kw
         elif key not in known:
             close = [f"{n} (set {KIT_ENGINE_ARGS[n]})" if n in KIT_ENGINE_ARGS else n
                      for n in difflib.get_close_matches(str(key), public, n=3, cutoff=0.6)]
-            found.append(InvalidInput(where, f"{key!r} is not a vLLM {VLLM_VERSION} engine argument",
-                                      ", ".join(close) if close else f"a field of vLLM {VLLM_VERSION}'s "
+            other = sorted(vllm_label(v) for v, names in ENGINE_ARG_NAMES.items() if v != vllm_version and key in names)
+            known_to = f" (vLLM {', '.join(other)} has it)" if other else ""
+            found.append(InvalidInput(where, f"{key!r} is not an engine argument of vLLM {label}, the vLLM the "
+                                      f"workload's pods run{known_to}",
+                                      ", ".join(close) if close else f"a field of vLLM {label}'s "
                                       "AsyncEngineArgs or FrontendArgs (e.g. max_num_seqs, max_num_batched_tokens)"))
     if found:
         return found

@@ -29,7 +29,7 @@ from raytpu.config import parse
 from raytpu.errors import InvalidInput, InvalidInputs
 from raytpu.plan import ACCELERATOR_LABEL, TOPOLOGY_LABEL, TPU_RESOURCE, plan_slice
 from raytpu.provisioning import MODES
-from raytpu.spec import WORKLOAD_ENV, ClusterSpec, GkeSpec, SliceSpec, WorkloadSpec
+from raytpu.spec import WORKLOAD_ENV, ClusterSpec, GkeSpec, SecretKeyRef, SliceSpec, WorkloadSpec
 
 pytestmark = pytest.mark.unit
 
@@ -703,3 +703,29 @@ def test_example_configs_workloads_and_smoke_jobs_validate(path: str) -> None:
         assert schema_errors(m) == [] and webhook_errors(m) == [] and operator_errors(m) == [], m["metadata"]
         if m["kind"] == "RayJob":
             assert WorkloadSpec.from_env(_runtime(m)["env_vars"]).slice in spec.slices
+
+
+@pytest.mark.parametrize(("gen", "topology", "zone"), [("v6e", "4x4", ZONE), ("v6e", "2x4", ZONE),
+                                                       ("tpu7x", "2x2x2", "us-central1-c")])
+def test_a_token_secret_reaches_every_ray_container_of_the_rayservice_as_hf_token(gen: str, topology: str,
+                                                                                  zone: str) -> None:
+    """GKE's RayService sample passes the Hugging Face token as ``HF_TOKEN`` from ``secretKeyRef`` (kubernetes-engine-
+    samples ``ai-ml/gke-ray/rayserve/llm/tpu/ray-service.tpu-v6e-multihost.yaml``); huggingface_hub reads that
+    variable. Valid against KubeRay v1.7.0's RayService CRD and Kubernetes v1.34's PodSpec."""
+    import k8s_schema
+
+    item = SliceSpec.create(name="serve", generation=gen, topology=topology, zone=zone, count=1)
+    secret = SecretKeyRef(name="hf-secret", key="hf_api_token")
+    service = kuberay.ray_service("llm", _work(item, "serve", model="meta-llama/Llama-3.1-8B-Instruct",
+                                               hf_token_secret=secret), PODS)
+    assert schema_errors(service) == []
+    templates = kuberay.pod_templates(service)
+    assert len(templates) == 2  # head and the TPU workers
+    for template in templates:
+        assert k8s_schema.schema_errors(template["spec"], "PodSpec") == []
+        (container,) = template["spec"]["containers"]
+        assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-secret", "key": "hf_api_token"}}} \
+            in container["env"]
+    plain = kuberay.ray_service("llm", _work(item, "serve"), PODS)
+    assert not [e for t in kuberay.pod_templates(plain) for e in t["spec"]["containers"][0].get("env", [])
+                if e["name"] == "HF_TOKEN"]

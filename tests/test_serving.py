@@ -18,7 +18,7 @@ from test_cli import EXAMPLE, run_cli
 
 from raytpu import kinds, serving, vllm_rules
 from raytpu.errors import InvalidInputs
-from raytpu.spec import SliceSpec, WorkloadSpec
+from raytpu.spec import SERVING_FIELDS, SecretKeyRef, SliceSpec, WorkloadSpec
 
 pytestmark = pytest.mark.unit
 
@@ -289,3 +289,122 @@ def test_local_serve_refuses_before_deploying(capsys: pytest.CaptureFixture[str]
     got, out, err = run_cli(capsys, "local", "--dir", run_dir, "serve", "--config", str(EXAMPLE), *argv)
     assert (got, out) == (code, "")
     assert err.startswith(says), err
+
+
+# ---------------------------------------------------------------------- the vLLM the pods run (issue 27, item 9)
+
+OWN_IMAGE = "example.com/serve:1"
+
+
+@pytest.mark.parametrize(("image", "arg", "refused_as"), [
+    # vLLM 0.29.0 has it, the serving image's vLLM (commit 9969466, names of v0.24.0) does not yet
+    (None, "max_num_scheduled_tokens", "is not an engine argument of vLLM commit 9969466, the vLLM the workload's "
+     "pods run (vLLM 0.29.0 has it)"),
+    (None, "max_num_partial_prefills", None),  # the image's vLLM has it; 0.29.0 dropped it
+    # a team's own image carries the kit's Ray 2.60, whose ray[llm] pins vLLM 0.29.0
+    (OWN_IMAGE, "max_num_partial_prefills", "is not an engine argument of vLLM 0.29.0, the vLLM the workload's pods "
+     "run (vLLM commit 9969466 has it)"),
+    (OWN_IMAGE, "max_num_scheduled_tokens", None),
+])
+def test_engine_arg_names_are_checked_against_the_vllm_the_pods_run(image: str | None, arg: str,
+                                                                    refused_as: str | None) -> None:
+    if refused_as is None:
+        _work(image=image, engine_kwargs={arg: 2})
+        return
+    problems = _problems(image=image, engine_kwargs={arg: 2})
+    assert refused_as in problems[f"engine_kwargs.{arg}"], problems
+
+
+def test_the_serving_images_vllm_is_the_one_its_versions_toml_records_and_its_names_are_recorded() -> None:
+    import tomllib
+
+    from raytpu.images.definitions import HERE
+
+    recorded = tomllib.loads((HERE / "serve" / "versions.toml").read_text())["versions"]["vllm"]
+    assert _work().vllm_version == recorded
+    assert _work(image=OWN_IMAGE).vllm_version == vllm_rules.VLLM_VERSION
+    assert _work(kind="train").vllm_version is None
+    assert set(vllm_rules.ENGINE_ARG_NAMES) == {recorded, vllm_rules.VLLM_VERSION}
+    image_names = vllm_rules.ENGINE_ARG_NAMES[recorded]
+    assert len(image_names) == 267  # v0.24.0: 215 EngineArgs/AsyncEngineArgs + 53 frontend fields, tokens_only twice
+    assert not set(vllm_rules.IMAGE_VLLM_NOT_YET) & image_names
+    assert set(vllm_rules.IMAGE_VLLM_ONLY) <= image_names
+    assert not set(vllm_rules.IMAGE_VLLM_ONLY) & vllm_rules.ENGINE_ARG_NAMES[vllm_rules.VLLM_VERSION]
+
+
+# ---------------------------------------------------------------------- gated models (issue 27, item 3)
+
+TOKEN = SecretKeyRef(name="hf-secret", key="hf_api_token")
+
+
+@pytest.mark.parametrize(("model", "model_source", "secret", "refused"), [
+    ("meta-llama/Llama-3.1-8B-Instruct", None, None, True),
+    ("llama", "meta-llama/Llama-3.3-70B-Instruct", None, True),
+    ("google/gemma-3-12b-it", None, None, True),
+    ("meta-llama/Llama-3.1-8B-Instruct", None, TOKEN, False),
+    ("llama", "gs://bucket/models/llama-3.1-8b", None, False),  # the weights on GCS: nothing from Hugging Face
+    ("llama", "/models/llama-3.1-8b", None, False),  # in the image
+    ("Qwen/Qwen3-8B-Base", None, None, False),  # Qwen is not gated
+    (None, None, None, False),  # the default model (Qwen/Qwen3-0.6B)
+    ("org/unknown", None, None, False),  # not in the table: nothing known
+])
+def test_a_gated_model_downloaded_from_hugging_face_needs_a_token_secret(
+        model: str | None, model_source: str | None, secret: SecretKeyRef | None, refused: bool) -> None:
+    extra = {"model": model, "model_source": model_source, "hf_token_secret": secret}
+    if not refused:
+        _work(**extra)
+        return
+    problems = _problems(**extra)
+    assert list(problems) == ["hf_token_secret"], problems
+    assert "repository is gated" in problems["hf_token_secret"]
+    assert "valid: hf_token_secret: {name: SECRET, key: KEY}" in problems["hf_token_secret"]
+    assert "model_source: gs://BUCKET/PATH" in problems["hf_token_secret"]
+
+
+def test_the_model_table_records_which_repositories_are_gated() -> None:
+    from raytpu.sizing.models import MODELS
+
+    gated = {m.hf_id for m in MODELS.values() if m.gated}
+    assert gated == {m.hf_id for m in MODELS.values() if m.hf_id and m.hf_id.startswith(("meta-llama/",
+                                                                                        "google/gemma-"))}
+    assert gated and not {m for m in gated if m.startswith("Qwen/")}
+
+
+@pytest.mark.parametrize(("name", "key", "field", "says"), [
+    ("HF_Secret", "token", "name", "is not a Secret name"),
+    ("hf-secret-", "token", "name", "is not a Secret name"),
+    ("hf-secret", "a/b", "key", "is not a Secret key"),
+    ("hf-secret", "..", "key", "is not a Secret key"),
+    ("hf-secret", "", "key", "is not a Secret key"),
+])
+def test_a_token_secret_names_a_secret_and_a_key_kubernetes_accepts(name: str, key: str, field: str,
+                                                                    says: str) -> None:
+    with pytest.raises(InvalidInputs) as info:
+        SecretKeyRef(name=name, key=key)
+    assert [p.field for p in info.value.problems] == [field]
+    assert says in info.value.problems[0].problem
+
+
+def test_the_token_secret_is_a_serving_field_and_travels_with_the_spec() -> None:
+    work = _work(model="meta-llama/Llama-3.1-8B-Instruct", hf_token_secret=TOKEN)
+    assert WorkloadSpec.from_json(work.to_json()) == work
+    assert "hf_token_secret" in SERVING_FIELDS
+    assert _problems(kind="train", hf_token_secret=TOKEN)["hf_token_secret"].endswith("valid: only with kinds serve")
+
+
+def test_validate_refuses_a_gated_model_without_a_token_with_exit_2(capsys: pytest.CaptureFixture[str],
+                                                                    tmp_path: Path) -> None:
+    data = yaml.safe_load(EXAMPLE.read_text())
+    serve = next(w for w in data["workloads"] if w["kind"] == "serve")
+    serve["model"] = "meta-llama/Llama-3.1-8B-Instruct"
+    path = tmp_path / "raytpu.yaml"
+    path.write_text(yaml.safe_dump(data))
+    code, out, err = run_cli(capsys, "validate", str(path))
+    index = data["workloads"].index(serve)
+    assert code == 2 and out == ""
+    assert err.startswith(f"error: workloads[{index}].hf_token_secret: is required for "
+                          "meta-llama/Llama-3.1-8B-Instruct: its Hugging Face repository is gated"), err
+    serve["hf_token_secret"] = {"name": "hf-secret", "key": "hf_api_token"}
+    path.write_text(yaml.safe_dump(data))
+    code, out, err = run_cli(capsys, "validate", str(path))
+    assert code == 0, err

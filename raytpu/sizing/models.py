@@ -66,6 +66,8 @@ class ModelShape:
             and layer, not keys and values per head.
         hf_id: The Hugging Face repository, where the shape comes from one.
         source: Where the numbers come from.
+        gated: The Hugging Face repository is gated: downloading it needs a token of an account that accepted the
+            model's license (``raytpu validate`` refuses a serving workload that would download it without one).
     """
 
     name: str
@@ -88,6 +90,7 @@ class ModelShape:
     mla: Mla | None = None
     hf_id: str | None = None
     source: str = ""
+    gated: bool = False
 
     def kv_token_layers(self, context: int) -> int:
         """Tokens x layers the KV cache holds for one sequence of ``context`` tokens: every full-attention layer the
@@ -163,8 +166,10 @@ def _hf(repo: str) -> str:
 
 def _llama(name: str, repo: str, layers: int, hidden: int, heads: int, intermediate: int) -> ModelShape:
     # Llama 3.1/3.3: 8 KV heads, head_dim 128, vocab 128256, max_position_embeddings 131072, untied embeddings.
+    # Gated: every meta-llama repository's card opens with "You need to agree to share your contact information to
+    # access this model" and the Llama 3.1 Community License (https://huggingface.co/meta-llama/Meta-Llama-3.1-8B).
     return ModelShape(name, layers, hidden, heads, 8, hidden // heads, intermediate, 128256, 131072,
-                      hf_id=repo, source=_hf(repo))
+                      hf_id=repo, source=_hf(repo), gated=True)
 
 
 MODELS: dict[str, ModelShape] = {m.name: m for m in (
@@ -194,6 +199,8 @@ MODELS: dict[str, ModelShape] = {m.name: m for m in (
     # (1e44ee1a), "the config.json ... for Qwen/Qwen3-8B-Base"
     ModelShape("qwen3-8b-base", 36, 4096, 32, 8, 128, 12288, 151936, 32768,
                hf_id="Qwen/Qwen3-8B-Base", source=_hf("Qwen/Qwen3-8B-Base")),
+    # Gated: Gemma 3's model card front matter, extra_gated_heading "Access Gemma on Hugging Face", "you're required to
+    # review and agree to Google's usage license" (google/gemma-3-27b-pt README.md, the same for every Gemma 3 card).
     # text_config of google/gemma-3-12b-it: num_hidden_layers 48, hidden_size 3840, num_attention_heads 16,
     # num_key_value_heads 8, head_dim 256, intermediate_size 15360, vocab_size 262208, max_position_embeddings 131072,
     # sliding_window 1024, sliding_window_pattern 6 (40 of 48 layers slide), embeddings tied (Gemma3's default): a
@@ -201,7 +208,9 @@ MODELS: dict[str, ModelShape] = {m.name: m for m in (
     # file (the search tools' code corpus). The vision tower (about 0.4B parameters) is not counted.
     ModelShape("gemma-3-12b", 48, 3840, 16, 8, 256, 15360, 262208, 131072, tied_embeddings=True,
                sliding_layers=40, sliding_window=1024, hf_id="google/gemma-3-12b-it",
-               source=_hf("google/gemma-3-12b-it")),
+               source=_hf("google/gemma-3-12b-it"), gated=True),
+    # Not marked gated: no copy of its card found shows gating (their front matter: license apache-2.0, no
+    # extra_gated_* keys).
     # num_hidden_layers 32, hidden_size 4096, num_attention_heads 32, num_key_value_heads 8, intermediate_size
     # 14336, vocab_size 32000, max_position_embeddings 32768, num_local_experts 8, num_experts_per_tok 2: a verbatim
     # MixtralForCausalLM config.json ("router_aux_loss_coef": 0.02, "transformers_version": "4.36.0.dev0") quoted
