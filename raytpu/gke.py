@@ -259,9 +259,11 @@ def run_id(now: float | None = None) -> str:
 
 CORE_MODULES = ("__init__.py", "catalog.py", "errors.py", "kinds.py", "kuberay.py", "multislice.py",
                 "network_policy.py", "plan.py", "pod_security.py", "provisioning.py", "py.typed", "ray_ports.py",
-                "report.py", "security.py", "serving.py", "spec.py", "timeline.py", "vllm_rules.py")
-"""Top-level files of ``raytpu`` in the jobs' core zip: the pure-Python core a Ray job may import. The
-CLI, ``gke``/``local`` and the CDK subpackages (``stacks``, ``modules``) never run inside a Ray job."""
+                "report.py", "security.py", "serving.py", "spec.py", "timeline.py", "vllm_rules.py",
+                "sizing/__init__.py", "sizing/models.py")
+"""Files of ``raytpu`` in the jobs' core zip: the pure-Python core a Ray job may import (the spec layer reads the
+model table, ``sizing/models.py``). The CLI, ``gke``/``local`` and the CDK subpackages (``stacks``, ``modules``)
+never run inside a Ray job."""
 
 CORE_PACKAGES = ("workloads",)
 """Subpackages of ``raytpu`` in the core zip, whole (``*.py`` and ``py.typed``; no ``__pycache__``)."""

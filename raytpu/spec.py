@@ -32,6 +32,7 @@ from raytpu.provisioning import MODES as PROVISIONING_MODES
 from raytpu.provisioning import Provisioning
 from raytpu.provisioning import mode as provisioning_mode
 from raytpu.security import SecuritySpec, secret_name_problems
+from raytpu.sizing.models import by_hf_id
 
 CLUSTER_MODES = ("standard", "autopilot")
 CONTROL_PLANE_ACCESS = ("dns", "ip")
@@ -527,8 +528,6 @@ def gated_model_problems(source: str, secret: SecretKeyRef | None, field: str = 
     GCS) is cheap. A path in the image or any ``gs://`` source downloads nothing from Hugging Face."""
     if secret is not None or source.startswith(("gs://", "/")):
         return []
-    from raytpu.sizing.models import by_hf_id  # here: the jobs' core zip has no model table; no job checks a model
-
     shape = by_hf_id(source)
     if shape is None or not shape.gated:
         return []

@@ -42,12 +42,14 @@ CORE = {f"raytpu/{m}.py" for m in ("__init__", "catalog", "errors", "kinds", "ku
                                     "plan", "pod_security", "provisioning", "ray_ports", "report", "security",
                                     "serving", "spec", "timeline", "vllm_rules")} | {"raytpu/py.typed"}
 """The top level of the zip, spelled out: the pure-Python core a Ray job may import (specs, not the config)."""
+SIZING = {"raytpu/sizing/__init__.py", "raytpu/sizing/models.py"}
 
 
 def test_core_zip_holds_the_core_and_the_workloads_only() -> None:
     names = _names(gke.core_zip_bytes())
     assert {n.split("/", 1)[0] for n in names} == {"raytpu"}
     assert {n for n in names if n.count("/") == 1} == CORE
+    assert {n for n in names if n.startswith("raytpu/sizing/")} == SIZING  # the model table the spec layer reads
     programs = {f"raytpu/workloads/{p.relative_to(ROOT / 'workloads').as_posix()}"
                 for p in (ROOT / "workloads").rglob("*.py")}
     assert {"raytpu/workloads/__init__.py", "raytpu/workloads/smoke/__main__.py", "raytpu/workloads/slices.py",

@@ -19,7 +19,9 @@ from raytpu.cli import main
 from raytpu.errors import InvalidInputs
 from raytpu.plan import plan_slice
 from raytpu.sizing import candidates, hf_config, models, prices
-from raytpu.spec import SliceSpec, WorkloadSpec
+from raytpu.spec import SecretKeyRef, SliceSpec, WorkloadSpec
+
+HF_TOKEN = SecretKeyRef(name="hf-secret", key="hf_api_token")  # gated models need one (spec.gated_model_problems)
 
 pytestmark = pytest.mark.unit
 
@@ -461,6 +463,7 @@ def _serving_config(tmp_path: Path, model: str) -> str:
     data: dict[str, Any] = yaml.safe_load((ROOT / "raytpu.example.yaml").read_text())
     serve = next(w for w in data["workloads"] if w["kind"] == "serve")
     serve["model"] = model
+    serve["hf_token_secret"] = {"name": "hf-secret", "key": "hf_api_token"}  # the gated models need one
     path = tmp_path / "raytpu.yaml"
     path.write_text(yaml.safe_dump(data))
     return str(path)
@@ -512,7 +515,7 @@ def test_validate_plan_and_the_builder_agree_on_every_catalog_slice(name: str) -
                                ({}, bool(laid.servable) and not laid.engine_kwargs)):
             try:
                 work = WorkloadSpec(name="llm", kind=kinds.kind("serve"), slice=item, model=shape.hf_id,
-                                    engine_kwargs=kwargs or None)
+                                    engine_kwargs=kwargs or None, hf_token_secret=HF_TOKEN)
             except InvalidInputs as exc:
                 assert not expect, (gen, topology, kwargs, [str(p) for p in exc.problems])
                 continue
@@ -546,5 +549,5 @@ def test_llama_70b_on_v6e_16x16_validates_with_the_layout_plan_names() -> None:
     assert (laid.servable, laid.tensor_parallel, laid.engine_kwargs) == (True, 4, {"pipeline_parallel_size": 64})
     item = SliceSpec.create(name="serve", generation="v6e", topology="16x16", zone=generation("v6e").zones[0])
     work = WorkloadSpec(name="llm", kind=kinds.kind("serve"), slice=item, model="meta-llama/Llama-3.1-70B-Instruct",
-                        engine_kwargs=laid.engine_kwargs)
+                        engine_kwargs=laid.engine_kwargs, hf_token_secret=HF_TOKEN)
     assert serving.llm_config(work)["engine_kwargs"]["tensor_parallel_size"] == 4
