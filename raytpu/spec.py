@@ -642,7 +642,7 @@ class WorkloadSpec:
         :func:`raytpu.images.pod_image`). None for other kinds."""
         if not self.kind.takes_model:
             return None
-        return vllm_rules.VLLM_VERSION if self.image is not None else vllm_rules.image_vllm_version(self.kind.name)
+        return vllm_rules.VLLM_VERSION if self.image is not None else vllm_rules.IMAGE_VLLM_VERSION
 
     @property
     def slices_spanned(self) -> int:

@@ -147,24 +147,21 @@ IMAGE_VLLM_ONLY: tuple[str, ...] = (
     "calculate_kv_scales", "max_long_partial_prefills", "max_num_partial_prefills", "override_attention_dtype",
 )
 
+IMAGE_VLLM_VERSION = "9969466a597810db6e06b4942dd6cc2086885ee2"
+"""The vLLM the kit's serving image carries, as ``raytpu/images/serve/versions.toml`` records it (``[versions] vllm``;
+tests/test_serving.py checks they agree). A constant, not read from the file: the jobs' core zip carries the spec
+layer but no image definitions."""
+
+
 ENGINE_ARG_NAMES: dict[str, frozenset[str]] = {
     VLLM_VERSION: frozenset(VLLM_ENGINE_ARGS) | frozenset(VLLM_FRONTEND_ARGS),
     # vllm-project/vllm 9969466a (the serving image's: raytpu/images/serve/versions.toml), names of v0.24.0
-    "9969466a597810db6e06b4942dd6cc2086885ee2": (frozenset(VLLM_ENGINE_ARGS) | frozenset(VLLM_FRONTEND_ARGS)
-                                                 | frozenset(IMAGE_VLLM_ONLY)) - frozenset(IMAGE_VLLM_NOT_YET),
+    IMAGE_VLLM_VERSION: (frozenset(VLLM_ENGINE_ARGS) | frozenset(VLLM_FRONTEND_ARGS)
+                         | frozenset(IMAGE_VLLM_ONLY)) - frozenset(IMAGE_VLLM_NOT_YET),
 }
 """The engine_kwargs names each vLLM the kit runs accepts, by its version (a release, or a commit as the serving
 image's ``versions.toml`` records it): 0.29.0 where Ray 2.60 runs (the local emulated slice, a team's own image
-carrying the kit's Ray), the serving image's commit on GKE (:func:`image_vllm_version`)."""
-
-
-def image_vllm_version(kind: str = "serve") -> str:
-    """The vLLM the kit's image of ``kind`` carries, as its ``versions.toml`` records it (``[versions] vllm``).
-    Imported here, not at the top: the jobs' core zip carries no image definitions, and no job checks a serving
-    workload's engine args."""
-    from raytpu.images import for_kind
-
-    return for_kind(kind).versions["vllm"]
+carrying the kit's Ray), the serving image's commit on GKE (:data:`IMAGE_VLLM_VERSION`)."""
 
 
 def vllm_label(version: str) -> str:
