@@ -35,6 +35,7 @@ HELP = "run the example end to end locally: validate, describe, synth, emulated 
 DEFAULT_CONFIG = "raytpu.example.yaml"
 DEFAULT_REPORT = "reports/demo.json"
 DEFAULT_SERVE_REPORT = "reports/demo-serve.json"
+MAX_STEPS = 100_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -85,6 +86,17 @@ def smoke_args(dcn_slices: int | None) -> tuple[str, ...]:
     return ("--dcn-slices", str(dcn_slices)) if dcn_slices else ()
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """The flags a demo only uses after minutes of work (training steps, the report at the end): refused first."""
+    from raytpu.errors import invalid_value
+
+    if not 1 <= args.steps <= MAX_STEPS:
+        raise invalid_value("--steps", args.steps, "is out of range", f"1 to {MAX_STEPS} training steps")
+    if args.report is not None and (args.report == "" or Path(args.report).is_dir()):
+        raise invalid_value("--report", args.report, "is not a file path (a folder, or empty)",
+                            "the path of the JSON report to write")
+
+
 def run(args: argparse.Namespace) -> int:
     """Runs the demo; returns 0 when every step passed."""
     from raytpu import local, timeline
@@ -94,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
     from raytpu.config import load
     from raytpu.workloads.train import parse_result
 
+    check_args(args)
     if args.serve:
         return serve_demo(args)
     t0 = time.monotonic()

@@ -22,6 +22,8 @@ from typing import Any
 HELP = "run an emulated TPU slice locally: up, status, down, smoke, serve"
 
 DEFAULT_CONFIG = "raytpu.example.yaml"
+MAX_START_S = 24 * 3600.0
+"""The longest ``up --timeout-s``: a start that needs a day is not a start."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -143,7 +145,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _up(args: argparse.Namespace) -> int:
     from raytpu import local
+    from raytpu.errors import invalid_value
 
+    if args.timeout_s is not None and not 0 < args.timeout_s <= MAX_START_S:  # nan too: before anything starts
+        raise invalid_value("--timeout-s", args.timeout_s, "is not a bound on the start",
+                            f"seconds in (0, {MAX_START_S:g}], or no --timeout-s (60 s plus 60 s per node)")
     plan = plan_from_args(args)
     cluster = local.start(plan, args.slices, args.dir, progress=_progress, timeout_s=args.timeout_s)
     print(f"RAY_ADDRESS={cluster.address}")

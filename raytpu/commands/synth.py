@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     spec = load(args.config)
     _progress(f"{args.config}: valid ({spec.cluster.mode}, {len(spec.slices)} slice kind(s), "
               f"{len(spec.workloads)} workload(s))")
+    refs = load_refs(args.config)  # a malformed images record is refused before the slow import below
     _progress("loading CDK Terrain and provider bindings")
     from raytpu.stacks.app import synth
 
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         _progress("synthesizing")
-        written = synth(spec, load_refs(args.config), tmp)
+        written = synth(spec, refs, tmp)
         if out.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
             os.replace(out, old / out.name)

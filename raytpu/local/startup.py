@@ -157,10 +157,10 @@ def start(plan: SlicePlan, num_slices: int = 1, directory: str | Path | None = N
     if existing is not None and any(procs.node_alive(existing, n) for n in existing.nodes):
         raise RuntimeFailure(f"local: a cluster is already running from {where} (address {existing.address}); "
                              "run `raytpu local down` first")
+    temp_dir = f"{temp_prefix()}{secrets.token_hex(3)}"  # a bad prefix is refused before anything is made
     if existing is not None:
         procs.stop(where)
     where.mkdir(parents=True, exist_ok=True)
-    temp_dir = f"{temp_prefix()}{secrets.token_hex(3)}"
     cluster = LocalCluster(run_dir=str(where), temp_dir=temp_dir, address=f"127.0.0.1:{launch.free_port()}",
                            plan=plan.to_json(), slices=slice_names(plan, num_slices, prefix),
                            dashboard=f"http://127.0.0.1:{launch.free_port()}",

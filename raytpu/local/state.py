@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from raytpu.catalog import generation
-from raytpu.errors import invalid_value
+from raytpu.errors import InvalidInput, invalid_value
 from raytpu.kinds import kind
 from raytpu.kuberay import AUTH_MODE
 from raytpu.local.emulation import ENV_EMULATED, WEBHOOK_ENV
@@ -128,13 +128,22 @@ class LocalCluster:
 
     @classmethod
     def load(cls, run_dir: str | Path) -> LocalCluster | None:
-        """The cluster recorded in ``run_dir``, or None when there is none."""
+        """The cluster recorded in ``run_dir``, or None when there is none; InvalidInput (exit 2, naming the file)
+        when the state file is not one ``raytpu local up`` wrote."""
         path = Path(run_dir) / STATE_FILE
         if not path.exists():
             return None
-        data = json.loads(path.read_text())
-        data["nodes"] = [NodeProc(**n) for n in data.get("nodes", [])]
-        return cls(**data)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            data["nodes"] = [NodeProc(**n) for n in data.get("nodes", [])]
+            cluster = cls(**data)
+            if not all(isinstance(v, str) for v in (cluster.run_dir, cluster.temp_dir, cluster.address)):
+                raise TypeError("run_dir, temp_dir and address are not strings")
+            return cluster
+        except (OSError, UnicodeDecodeError, ValueError, TypeError, AttributeError) as exc:
+            raise InvalidInput(str(path), f"is not the state `raytpu local up` writes ({type(exc).__name__}: "
+                               f"{str(exc)[:120]})", "the file as `raytpu local up` wrote it; move it away (stop "
+                               "its Ray processes by hand) and start again") from exc
 
     def hosts_recorded_wall(self) -> float:
         """When the state file was last written (wall clock): by ``raytpu local up`` once every host had started."""
@@ -151,7 +160,11 @@ class LocalCluster:
 def run_dir(explicit: str | Path | None = None) -> Path:
     """The run directory: ``explicit``, else ``$RAYTPU_LOCAL_DIR``, else ``./.raytpu/local``."""
     chosen = explicit or os.environ.get(ENV_RUN_DIR) or DEFAULT_RUN_DIR
-    return Path(chosen).resolve()
+    path = Path(chosen).resolve()
+    if path.exists() and not path.is_dir():
+        raise invalid_value(ENV_RUN_DIR if not explicit and os.environ.get(ENV_RUN_DIR) else "--dir",
+                            str(chosen), "is not a folder", "the run directory of a local cluster (a folder)")
+    return path
 
 
 def temp_prefix() -> str:

@@ -26,6 +26,7 @@ another region or a negotiated price.
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -118,7 +119,8 @@ def parse(data: Any, field: str = "--prices") -> PriceTable:
             raise errors.invalid_value(f"{where}.region", region, "is not a region", "a region name like us-east5")
         regions[gen] = region
     currency = data.get("currency", "USD")
-    if not isinstance(currency, str):
+    # Source: ISO 4217 (an alphabetic currency code is three uppercase letters, e.g. USD)
+    if not (isinstance(currency, str) and re.fullmatch("[A-Z]{3}", currency)):
         raise errors.invalid_value(f"{field}.currency", currency, "is not a currency code", "USD")
     return PriceTable(data["source"], data["read_on"], data["region"], currency, prices, regions)
 

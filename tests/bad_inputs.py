@@ -1,0 +1,668 @@
+"""A corpus of bad inputs to every ``raytpu`` command, as data, and the runner that checks each one end to end.
+
+Issue 28 ("edges that refuse, never destroy"): every bad input exits 2 (or the code docs/DESIGN.md's CLI contract
+documents) with one ``error: <field>: <what is wrong>; valid: <...>`` line first, no traceback, nothing of the user's
+changed, in under 10 s. Each :class:`Case` names the argv, the files it writes into an empty folder first (the
+user's folder: the run's working directory), the exit code and the field its first error line must name. The
+runner (:func:`run_case`) runs ``python -m raytpu`` there with no cloud credentials and compares the folder before
+and after. ``python -m tests.bad_inputs --table`` prints the markdown table the issue's closing note carries.
+
+The per-rule tests (tests/test_config.py, test_cli.py, test_plan_command.py, test_outputs.py) check single
+values in process; this corpus checks the whole path from argv to exit code for inputs they do not have.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from raytpu.images.definitions import IMAGES as KIT_IMAGES
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE_TEXT = (ROOT / "raytpu.example.yaml").read_text()
+TIMEOUT_S = 10.0
+MAX_STDERR = 4096
+STACK = "ray-tpu-cluster"
+IMAGE_NAMES = tuple(KIT_IMAGES)
+
+
+class Dir:
+    """A folder to create (a file's content in :attr:`Case.files`)."""
+
+
+DIR = Dir()
+Content = str | bytes | Dir
+
+
+@dataclass(frozen=True)
+class Case:
+    """One bad input.
+
+    Attributes:
+        id: Short, unique, the test id.
+        argv: The arguments after ``raytpu`` (paths relative to the user's folder, the run's cwd).
+        files: Files (or :data:`DIR` folders) written into the user's folder before the run.
+        field: The field the first ``error:`` line names (``error: <field>: ...``); an absolute path before it is
+            allowed (the images record is named by its path). Progress lines (``raytpu synth: ...``) and
+            warnings may come before that line; it is the table's "first line".
+        code: The exit code: 2 (bad input), or what the CLI contract documents (1: a runtime failure).
+        allowed: Paths (relative) the run may create or change; anything else changed is a failure.
+        env: Extra environment (``{ROOT}`` and ``{CWD}`` are replaced).
+        item: The issue item that owns the case, when another change fixes it (for the report).
+        process: Run it in its own process even in the test (:func:`run_in_process` cannot stop a run that hangs,
+            nor one that reaches the network or loads CDK Terrain or matplotlib).
+    """
+
+    id: str
+    argv: tuple[str, ...]
+    field: str
+    files: Mapping[str, Content] = dataclasses.field(default_factory=dict)
+    code: int = 2
+    allowed: tuple[str, ...] = ()
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    item: str = ""
+    process: bool = False
+
+    @property
+    def command(self) -> str:
+        return " ".join(self.argv[:2]) if self.argv[:1] in (("images",), ("local",)) else " ".join(self.argv[:1])
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one run did."""
+
+    exit_code: int
+    first_line: str
+    stderr: str
+    traceback: bool
+    seconds: float
+    changed: list[str]
+
+    def problems(self, case: Case) -> list[str]:
+        """Every way this outcome breaks the contract for ``case`` (empty: it held)."""
+        found = []
+        if self.exit_code != case.code:
+            found.append(f"exit {self.exit_code}, expected {case.code}")
+        if self.traceback:
+            found.append("a traceback on stderr")
+        head = self.first_line.split("; valid: ", 1)[0]
+        if not head.startswith("error: "):
+            found.append("the first stderr line does not start with 'error: '")
+        elif not (head.startswith(f"error: {case.field}: ") or f"/{case.field}: " in head):
+            found.append(f"the first line does not name {case.field!r}")
+        if len(self.stderr.encode()) > MAX_STDERR:
+            found.append(f"stderr is {len(self.stderr.encode())} bytes (over {MAX_STDERR})")
+        if self.changed:
+            found.append(f"changed the user's files: {', '.join(self.changed[:5])}")
+        if self.seconds > TIMEOUT_S:
+            found.append(f"took {self.seconds:.1f} s")
+        return found
+
+
+# ---------------------------------------------------------------------------------------------- inputs
+
+EXAMPLE: dict[str, Any] = yaml.safe_load(EXAMPLE_TEXT)
+
+
+def config(edit: Callable[[dict[str, Any]], object] | None = None) -> str:
+    """The example config, edited."""
+    data = copy.deepcopy(EXAMPLE)
+    if edit is not None:
+        edit(data)
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def _set(path: str, value: object) -> Callable[[dict[str, Any]], object]:
+    """An edit setting ``path`` (``slices.0.count``) to ``value``."""
+    def edit(data: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        node: Any = data
+        for part in parents:
+            node = node[int(part)] if part.isdigit() else node.setdefault(part, {})
+        node[int(last) if last.isdigit() else last] = value
+    return edit
+
+
+def _all(*edits: Callable[[dict[str, Any]], object]) -> Callable[[dict[str, Any]], object]:
+    def edit(data: dict[str, Any]) -> None:
+        for one in edits:
+            one(data)
+    return edit
+
+
+def serving(topology: str, model: str) -> str:
+    """The example with its serving slice of ``topology`` serving ``model``."""
+    return config(_all(_set("slices.1.topology", topology), _set("workloads.2.model", model)))
+
+
+OUTPUTS: dict[str, str] = {
+    "endpoint": "https://gke-0123456789abcdef-123456789012.us-east5.gke.goog", "ca_certificate": "",
+    "cluster_name": "ray-tpu", "location": "us-east5", "project": "my-ml-project", "namespace": "ray",
+    "service_account": "ray", "bucket": "my-ml-project-ray-tpu-ray",
+    "registry": "us-east5-docker.pkg.dev/my-ml-project/ray-tpu-images",
+    "builder_service_account": "raytpu-ray-tpu-img@my-ml-project.iam.gserviceaccount.com"}
+"""The outputs of the example's cluster stack (raytpu.outputs.StackOutputs)."""
+
+
+def outputs(**change: object) -> str:
+    """``cdktf deploy --outputs-file`` JSON of the example's stack, with outputs changed (None: removed)."""
+    values: dict[str, object] = {**OUTPUTS, **change}
+    return json.dumps({STACK: {k: v for k, v in values.items() if k not in change or change[k] is not None},
+                       "ray-tpu-workloads": {}})
+
+
+def outputs_null(name: str) -> str:
+    values: dict[str, object] = {**OUTPUTS, name: None}
+    return json.dumps({STACK: values})
+
+
+def terraform_outputs() -> str:
+    """``terraform output -json`` in the cluster stack's directory."""
+    return json.dumps({k: {"sensitive": False, "type": "string", "value": v} for k, v in OUTPUTS.items()})
+
+
+MODEL_CONFIG: dict[str, Any] = {"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+                                "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
+                                "max_position_embeddings": 131072}
+
+
+def model_config(**change: object) -> str:
+    return json.dumps({**MODEL_CONFIG, **change})
+
+
+PRICES: dict[str, Any] = {"source": "a test", "read_on": "2026-01-01", "region": "us-east5",
+                          "per_chip_hour": {"v6e": {"on_demand": 2.7, "spot": 0.5, "flex_start": None}}}
+
+
+def prices(**change: object) -> str:
+    return json.dumps({**PRICES, **change}, allow_nan=True)
+
+
+def prices_v6e(**change: object) -> str:
+    return prices(per_chip_hour={"v6e": {**PRICES["per_chip_hour"]["v6e"], **change}})
+
+
+DIGEST = "sha256:" + "a" * 64
+RECORD_REF = f"us-east5-docker.pkg.dev/my-ml-project/ray-tpu-images/job@{DIGEST}"
+
+
+def record(**entry: object) -> str:
+    """A ``raytpu.images.json`` with one ``job`` entry (fields changed)."""
+    return json.dumps({"images": {"job": {"ref": RECORD_REF, "build": "projects/p/locations/l/builds/b",
+                                          "versions": {"ray": "2.60.0"}, **entry}}})
+
+
+def alias_bomb_text() -> str:
+    """The bomb defined inside the serving workload: ``model: {x0: &a0 lol, x1: &a1 [*a0 x10], ..., x9: ...}``."""
+    parts = ['x0: &a0 "lol"'] + [f"x{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 10)]
+    text = config(_set("workloads.2.model", "PLACEHOLDER"))
+    return text.replace("model: PLACEHOLDER", "model: {" + ", ".join(parts) + "}")
+
+
+def many_slices(count: int = 134_000) -> str:
+    """A 10 MB config: ``count`` slices."""
+    head = config(lambda d: d.update(slices=[], workloads=[])).split("slices:")[0]
+    rows = "".join(f"- {{name: s{i}, generation: v6e, topology: 2x4, zone: us-east5-b}}\n" for i in range(count))
+    return head + "slices:\n" + rows + "workloads: []\n"
+
+
+def _utf16(text: str) -> bytes:
+    return text.encode("utf-16")
+
+
+SUBMIT = ("submit", "train", "--stack", STACK, "--dry-run")
+SMOKE = ("smoke", "--stack", STACK, "--dry-run")
+IMAGES = ("images", "build", "--stack", STACK)
+FIXTURE_RECORD = json.dumps({"images": {
+    name: {"ref": f"us-east5-docker.pkg.dev/my-ml-project/ray-tpu-images/{name}@sha256:"
+                  f"{hashlib.sha256(name.encode()).hexdigest()}", "build": f"projects/p/locations/l/builds/{name}"}
+    for name in IMAGE_NAMES}})
+"""A record of every kit image built (tests/image_refs.py's kind), so submit and smoke get past the images."""
+CFG = {"raytpu.yaml": EXAMPLE_TEXT, "raytpu.images.json": FIXTURE_RECORD}
+CFG_OUT = {**CFG, "outputs.json": outputs()}
+PLAN = ("plan", "--model", "llama-3.1-8b")
+UP = ("local", "--dir", "run", "up", "--generation", "v6e", "--topology", "2x4")
+
+
+def _validate(case_id: str, text: str | bytes, field_name: str, item: str = "") -> Case:
+    return Case(case_id, ("validate", "raytpu.yaml"), field_name, {"raytpu.yaml": text}, item=item)
+
+
+def _edit(case_id: str, path: str, value: object, field_name: str, item: str = "") -> Case:
+    return _validate(case_id, config(_set(path, value)), field_name, item)
+
+
+def _process(case: Case) -> Case:
+    return dataclasses.replace(case, process=True)
+
+
+# ---------------------------------------------------------------------------------------------- the corpus
+
+I1 = "28.1 synth --out"
+I2 = "28.2 stack outputs values"
+I3 = "28.3 non-UTF-8 config"
+I4 = "28.4 plan --plot"
+I5 = "28.5 1 MB project id"
+I6 = "28.6 YAML alias bomb"
+I7 = "28.7 10 MB config"
+I8 = "28.8 serving TP"
+I9 = "28.9 duplicate YAML keys"
+I10 = "28.10 lax YAML types, :latest"
+I11 = "28.11 numeric flags"
+I12 = "28.12 DCN smoke job name"
+I13 = "28.13 smoke --local, local status --dir"
+I14 = "28.14 no slice fits"
+
+CASES: tuple[Case, ...] = (
+    # catalog, describe
+    Case("catalog-positional", ("catalog", "v6e"), "v6e"),
+    Case("catalog-json-value", ("catalog", "--json=yes"), "--json"),
+    Case("describe-zero-dim", ("describe", "v6e", "0x4"), "topology"),
+    Case("describe-huge-dim", ("describe", "v6e", "9" * 40 + "x4"), "topology"),
+    Case("describe-trailing-x", ("describe", "v6e", "4x4x"), "topology"),
+    Case("describe-fullwidth-digits", ("describe", "v6e", "\uff14x\uff14"), "topology"),
+    Case("describe-empty-generation", ("describe", "", "4x4"), "generation"),
+    Case("describe-upper-generation", ("describe", "V6E", "4x4"), "generation"),
+    Case("describe-empty-machine-type", ("describe", "v6e", "4x4", "--machine-type", ""), "machine_type"),
+    # the config file itself
+    _validate("config-non-utf8", EXAMPLE_TEXT.encode() + b"# caf\xe9\n", "config", I3),
+    _validate("config-utf16", _utf16(EXAMPLE_TEXT), "config", I3),
+    Case("config-is-a-folder", ("validate", "conf"), "config", {"conf": DIR}),
+    Case("config-env-is-a-folder", ("validate",), "config", {"conf": DIR}, env={"RAYTPU_CONFIG": "conf"}),
+    Case("config-default-missing", ("validate",), "config"),
+    _validate("config-nul-byte", EXAMPLE_TEXT + "\x00\n", "config"),
+    _validate("config-tab-indent", EXAMPLE_TEXT.replace("  name: ray-tpu", "\tname: ray-tpu"), "config"),
+    _validate("config-only-comment", "# nothing here\n", "config"),
+    _validate("config-a-string", "raytpu\n", "config"),
+    _process(_validate("config-alias-bomb", alias_bomb_text(), "workloads[2].model", I6)),
+    _process(_validate("config-134k-slices", many_slices(), "slices", I7)),
+    _edit("project-1mb", "project", "p" * 1_000_000, "project", I5),
+    _validate("duplicate-key", EXAMPLE_TEXT.replace("region: us-east5", "region: us-east5\nregion: europe-west4"),
+              "region", I9),
+    _edit("slices-true", "slices", True, "slices", I10),
+    _edit("count-string", "slices.0.count", "2", "slices[0].count", I10),
+    _edit("count-float", "slices.0.count", 2.0, "slices[0].count", I10),
+    _edit("image-latest", "workloads.1.image", "us-docker.pkg.dev/p/r/train:latest", "workloads[1].image", I10),
+    _edit("count-bool", "slices.0.count", True, "slices[0].count", I10),
+    _edit("count-huge", "slices.0.count", 10**30, "slices[0].count"),
+    _edit("count-negative", "slices.0.count", -1, "slices[0].count"),
+    # top level and cluster
+    _edit("region-empty", "region", "", "region"),
+    _edit("project-non-ascii", "project", "pr\u00f8ject-one", "project"),
+    _edit("cluster-null", "cluster", None, "cluster"),
+    _edit("cluster-a-list", "cluster", ["ray-tpu"], "cluster"),
+    _edit("cluster-name-int", "cluster.name", 123, "cluster.name"),
+    _edit("cluster-mode-case", "cluster.mode", "Standard", "cluster.mode"),
+    _edit("control-plane-unknown", "cluster.control_plane", "public", "cluster.control_plane"),
+    _edit("maintenance-day", "cluster.maintenance_window.days", ["XX"], "cluster.maintenance_window.days[0]"),
+    _edit("maintenance-start", "cluster.maintenance_window.start_utc", "25:00",
+          "cluster.maintenance_window.start_utc"),
+    _edit("maintenance-hours-zero", "cluster.maintenance_window.hours", 0, "cluster.maintenance_window.hours"),
+    _edit("head-pool-machine", "cluster.head_pool", {"machine_type": "not a machine"},
+          "cluster.head_pool.machine_type"),
+    _edit("label-value-long", "cluster.labels", {"team": "x" * 64}, "cluster.labels['team']"),
+    _edit("deletion-protection-str", "cluster.deletion_protection", "no", "cluster.deletion_protection", I10),
+    # network, storage, alerting, security
+    _edit("subnet-ipv6", "network", {"subnet_cidr": "fd00::/64"}, "network.subnet_cidr"),
+    _edit("services-cidr-prefix", "network", {"services_cidr": "192.168.0.0/33"}, "network.services_cidr"),
+    _edit("network-a-string", "network", "default", "network"),
+    _edit("bucket-one-char", "storage", {"bucket": "b"}, "storage.bucket"),
+    _edit("state-bucket-upper", "storage", {"state_bucket": "State-Bucket"}, "storage.state_bucket"),
+    _edit("alerting-channel-form", "alerting", {"notification_channels": ["email:me@example.com"]},
+          "alerting.notification_channels[0]"),
+    _edit("alerting-channels-string", "alerting", {"notification_channels": "projects/p/notificationChannels/1"},
+          "alerting.notification_channels"),
+    _edit("serve-endpoint-unknown", "security", {"serve_endpoint": "public"}, "security.serve_endpoint"),
+    _edit("serve-from-not-cidr", "security", {"serve_from": ["office"]}, "security.serve_from[0]"),
+    _edit("dashboard-from-prefix", "security", {"dashboard_from": ["10.0.0.0/40"]}, "security.dashboard_from[0]"),
+    _edit("run-as-root", "security", {"run_as_user": 0}, "security.run_as_user"),
+    _edit("api-key-secret-name", "security", {"serve_api_key_secret": "Bad_Secret"},
+          "security.serve_api_key_secret"),
+    # slices
+    _edit("provisioning-underscore", "slices.0.provisioning", "flex_start", "slices[0].provisioning"),
+    _validate("reservation-bad-name", config(_all(_set("slices.0.provisioning", "reservation"),
+                                                  _set("slices.0.reservation", "my reservation!"))),
+              "slices[0].reservation"),
+    _validate("fallback-a-string", config(_all(_set("cluster.mode", "autopilot"),
+                                               _set("slices.1.fallback", "on-demand"))), "slices[1].fallback"),
+    _validate("max-run-huge", config(_all(_set("slices.0.provisioning", "flex-start"),
+                                          _set("slices.0.max_run_duration_s", 10**9))),
+              "slices[0].max_run_duration_s"),
+    _validate("max-run-negative", config(_all(_set("slices.0.provisioning", "flex-start"),
+                                              _set("slices.0.max_run_duration_s", -5))),
+              "slices[0].max_run_duration_s"),
+    _edit("zone-unknown-letter", "slices.0.zone", "us-east5-z", "slices[0].zone"),
+    _edit("zone-empty", "slices.0.zone", "", "slices[0].zone"),
+    _edit("generation-int", "slices.0.generation", 6, "slices[0].generation"),
+    _edit("topology-upper-x", "slices.0.topology", "4X4", "slices[0].topology"),
+    _edit("machine-type-empty", "slices.0.machine_type", "", "slices[0].machine_type"),
+    _edit("disk-float", "slices.0.disk_size_gib", 100.5, "slices[0].disk_size_gib"),
+    _edit("slices-a-mapping", "slices", {"train": {"generation": "v6e"}}, "slices"),
+    # workloads
+    _edit("model-int", "workloads.2.model", 123, "workloads[2].model"),
+    _edit("max-model-len-zero", "workloads.2.max_model_len", 0, "workloads[2].max_model_len"),
+    _edit("max-model-len-huge", "workloads.2.max_model_len", 10**12, "workloads[2].max_model_len"),
+    _edit("engine-kwargs-string", "workloads.2.engine_kwargs", "tensor_parallel_size=8",
+          "workloads[2].engine_kwargs"),
+    _edit("engine-kwargs-tp-3", "workloads.2.engine_kwargs", {"tensor_parallel_size": 3},
+          "workloads[2].engine_kwargs.tensor_parallel_size"),
+    _edit("model-source-scheme", "workloads.2.model_source", "ftp://models/llama", "workloads[2].model_source"),
+    _edit("workload-slices-zero", "workloads.1.slices", 0, "workloads[1].slices"),
+    _edit("workload-slices-beyond-count", "workloads.1.slices", 4, "workloads[1].slices"),
+    _edit("image-uppercase", "workloads.1.image", "US-Docker.pkg.dev/P/R/Train:v1", "workloads[1].image"),
+    _edit("image-short-digest", "workloads.1.image", "us-docker.pkg.dev/p/r/train@sha256:abc",
+          "workloads[1].image"),
+    _edit("workloads-a-mapping", "workloads", {"train": {"kind": "train"}}, "workloads"),
+    _validate("qwen3-8b-on-v6e-8x8", serving("8x8", "Qwen/Qwen3-8B"), "workloads[2]", I8),
+    _validate("llama-70b-on-v6e-16x16", serving("16x16", "meta-llama/Llama-3.1-70B-Instruct"), "workloads[2]", I8),
+    _validate("dcn-job-name-long", config(_all(_set("slices.0.name", "t" * 30), _set("slices.0.count", 2),
+                                               _set("workloads.0.slice", "t" * 30),
+                                               _set("workloads.1.slice", "t" * 30), _set("workloads.1.slices", 2))),
+              "slices[0].name", I12),
+    # synth
+    Case("synth-out-nonempty-folder", ("synth", "raytpu.yaml", "--out", "mine"), "--out",
+         {**CFG, "mine": DIR, "mine/notes.txt": "mine\n"}, item=I1, process=True),
+    Case("synth-out-a-file", ("synth", "raytpu.yaml", "--out", "notes.txt"), "--out",
+         {**CFG, "notes.txt": "mine\n"}, item=I1, process=True),
+    Case("synth-out-unwritable", ("synth", "raytpu.yaml", "--out", "/proc/raytpu-out"), "--out", CFG,
+         item=I1, process=True),
+    Case("synth-bad-config", ("synth", "raytpu.yaml", "--out", "out"), "region",
+         {"raytpu.yaml": config(_set("region", "mars-1"))}),
+    Case("synth-bad-images-record", ("synth", "raytpu.yaml", "--out", "out"), "raytpu.images.json: images.job.ref",
+         {**CFG, "raytpu.images.json": record(ref="job:latest")}, process=True),
+    # plan
+    Case("plan-model-config-folder", ("plan", "--model-config", "models"), "--model-config", {"models": DIR}),
+    Case("plan-model-config-non-utf8", ("plan", "--model-config", "config.json"), "--model-config",
+         {"config.json": b'{"hidden_size": 4096, "name": "caf\xe9"}'}),
+    Case("plan-model-config-null", ("plan", "--model-config", "config.json"), "--model-config",
+         {"config.json": "null"}),
+    Case("plan-layers-huge", ("plan", "--model-config", "config.json"), "--model-config.num_hidden_layers",
+         {"config.json": model_config(num_hidden_layers=10**12)}),
+    Case("plan-hidden-float", ("plan", "--model-config", "config.json"), "--model-config.hidden_size",
+         {"config.json": model_config(hidden_size=4096.5)}),
+    Case("plan-layers-bool", ("plan", "--model-config", "config.json"), "--model-config.num_hidden_layers",
+         {"config.json": model_config(num_hidden_layers=True)}),
+    Case("plan-vocab-nan", ("plan", "--model-config", "config.json"), "--model-config.vocab_size",
+         {"config.json": model_config(vocab_size=float("nan"))}),
+    Case("plan-prices-folder", (*PLAN, "--prices", "prices"), "--prices", {"prices": DIR}),
+    Case("plan-prices-nan", (*PLAN, "--prices", "prices.json"), "--prices.per_chip_hour.v6e.on_demand",
+         {"prices.json": prices_v6e(on_demand=float("nan"))}),
+    Case("plan-prices-infinity", (*PLAN, "--prices", "prices.json"), "--prices.per_chip_hour.v6e.spot",
+         {"prices.json": prices_v6e(spot=float("inf"))}),
+    Case("plan-prices-bool", (*PLAN, "--prices", "prices.json"), "--prices.per_chip_hour.v6e.on_demand",
+         {"prices.json": prices_v6e(on_demand=True)}),
+    Case("plan-prices-currency", (*PLAN, "--prices", "prices.json"), "--prices.currency",
+         {"prices.json": prices(currency="dollars")}),
+    Case("plan-prices-table-list", (*PLAN, "--prices", "prices.json"), "--prices.per_chip_hour",
+         {"prices.json": prices(per_chip_hour=[["v6e", 2.7]])}),
+    Case("plan-headroom-nan", (*PLAN, "--headroom", "nan"), "--headroom"),
+    Case("plan-tokens-nan", (*PLAN, "--tokens-per-s", "nan"), "--tokens-per-s"),
+    Case("plan-tokens-inf", (*PLAN, "--tokens-per-s", "inf"), "--tokens-per-s"),
+    Case("plan-context-huge", (*PLAN, "--context", "9" * 30), "--context"),
+    Case("plan-batch-float", (*PLAN, "--batch", "1.5"), "--batch"),
+    Case("plan-params-inf", ("plan", "--params", "inf"), "--params"),
+    Case("plan-params-hex", ("plan", "--params", "0x10"), "--params"),
+    Case("plan-model-empty", ("plan", "--model", ""), "--model"),
+    Case("plan-plot-svg", (*PLAN, "--plot", "plan.svg"), "--plot", item=I4, process=True),
+    Case("plan-plot-folder", (*PLAN, "--plot", "chart.png"), "--plot", {"chart.png": DIR}, item=I4, process=True),
+    Case("plan-plot-unwritable", (*PLAN, "--plot", "/proc/plan.png"), "--plot", item=I4, process=True),
+    Case("plan-plot-empty-chart", ("plan", "--params", "5e13", "--plot", "plan.png"), "--params",
+         item=I4, process=True),
+    Case("plan-no-slice-fits", ("plan", "--params", "5e13"), "--params", item=I14),
+    # images build
+    Case("images-unknown-image", (*IMAGES, "base"), "IMAGE", CFG_OUT),
+    Case("images-no-action", ("images",), "ACTION"),
+    Case("images-no-stack", ("images", "build"), "--stack", CFG_OUT),
+    Case("images-poll-negative", (*IMAGES, "--poll-s", "-1"), "--poll-s", CFG_OUT, item=I11, process=True),
+    Case("images-poll-nan", (*IMAGES, "--poll-s", "nan"), "--poll-s", CFG_OUT, item=I11, process=True),
+    Case("images-timeout-huge", (*IMAGES, "--timeout-s", "1000000"), "--timeout-s", CFG_OUT, process=True),
+    Case("images-timeout-float", (*IMAGES, "--timeout-s", "1.5"), "--timeout-s", CFG_OUT, process=True),
+    Case("images-no-registry", IMAGES, "outputs.registry", {**CFG, "outputs.json": outputs(registry="")}),
+    Case("images-record-not-json", IMAGES, "raytpu.images.json", {**CFG_OUT, "raytpu.images.json": "{"}),
+    Case("images-record-unknown", IMAGES, "raytpu.images.json: images.nope",
+         {**CFG_OUT, "raytpu.images.json": json.dumps({"images": {"nope": {"ref": RECORD_REF, "build": "b"}}})}),
+    Case("images-record-base", IMAGES, "raytpu.images.json: images.job.base",
+         {**CFG_OUT, "raytpu.images.json": record(base="ubuntu:latest")}),
+    Case("images-record-versions", IMAGES, "raytpu.images.json: images.job.versions",
+         {**CFG_OUT, "raytpu.images.json": record(versions={"ray": 2.6})}),
+    # submit
+    Case("submit-unknown-workload", ("submit", "nope", "--stack", STACK, "--dry-run"), "WORKLOAD", CFG_OUT),
+    Case("submit-no-stack", ("submit", "train"), "--stack", CFG_OUT),
+    Case("submit-report-without-wait", (*SUBMIT, "--report", "run.json"), "--report", CFG_OUT),
+    Case("submit-outputs-folder", (*SUBMIT, "--outputs", "out"), "--outputs", {**CFG, "out": DIR}),
+    Case("submit-outputs-non-utf8", SUBMIT, "--outputs", {**CFG, "outputs.json": b"{\"a\xff\": 1}"}),
+    Case("submit-outputs-null", SUBMIT, "outputs.endpoint", {**CFG, "outputs.json": outputs_null("endpoint")},
+         item=I2),
+    Case("submit-outputs-list", SUBMIT, "outputs.bucket", {**CFG, "outputs.json": outputs(bucket=["b"])}, item=I2),
+    Case("submit-outputs-object", SUBMIT, "outputs.namespace",
+         {**CFG, "outputs.json": outputs(namespace={"name": "ray"})}, item=I2),
+    Case("submit-outputs-empty", SUBMIT, "outputs.service_account",
+         {**CFG, "outputs.json": outputs(service_account="")}, item=I2),
+    Case("submit-outputs-other-project", SUBMIT, "outputs.project",
+         {**CFG, "outputs.json": outputs(project="another-project")}, item=I2),
+    Case("submit-outputs-other-cluster", SUBMIT, "outputs.cluster_name",
+         {**CFG, "outputs.json": outputs(cluster_name="other")}, item=I2),
+    Case("submit-outputs-other-location", SUBMIT, "outputs.location",
+         {**CFG, "outputs.json": outputs(location="europe-west4")}, item=I2),
+    Case("submit-terraform-form-other-stack", ("submit", "train", "--stack", "other-cluster", "--dry-run"),
+         "--stack", {**CFG, "outputs.json": terraform_outputs()}, item=I2),
+    Case("submit-wait-timeout-negative", ("submit", "train", "--stack", STACK, "--wait", "--timeout-s", "-5"),
+         "--timeout-s", CFG_OUT, item=I11, process=True),
+    Case("submit-run-id-upper", (*SUBMIT, "--run-id", "Run_1"), "--run-id", CFG_OUT),
+    Case("submit-run-id-long", (*SUBMIT, "--run-id", "r" * 80), "--run-id", CFG_OUT),
+    Case("submit-py-modules-scheme", (*SUBMIT, "--py-modules", "ftp://host/raytpu.zip"), "--py-modules", CFG_OUT),
+    Case("submit-local-no-cluster", ("submit", "train", "--local", "--dir", "run"), "local", CFG, code=1),
+    # smoke
+    Case("smoke-no-stack", ("smoke",), "--stack", CFG_OUT),
+    Case("smoke-image-latest", (*SMOKE, "--image", "us-docker.pkg.dev/p/r/smoke:latest"), "--image", CFG_OUT,
+         item=I10),
+    Case("smoke-image-no-tag", (*SMOKE, "--image", "smoke"), "--image", CFG_OUT),
+    Case("smoke-timeout-negative", ("smoke", "--stack", STACK, "--timeout-s", "-1"), "--timeout-s", CFG_OUT,
+         process=True),
+    Case("smoke-local-flag", ("smoke", "--local"), "--local", CFG_OUT, item=I13),
+    # local
+    Case("local-status-dir-after-action", ("local", "status", "--dir", "run"), "local", code=1, item=I13),
+    Case("local-no-action", ("local",), "ACTION"),
+    Case("local-unknown-action", ("local", "start"), "ACTION"),
+    Case("local-up-slices-zero", (*UP, "--slices", "0"), "slices"),
+    Case("local-up-timeout-negative", (*UP, "--timeout-s", "-1"), "--timeout-s"),
+    Case("local-up-timeout-nan", (*UP, "--timeout-s", "nan"), "--timeout-s"),
+    Case("local-up-generation-only", ("local", "up", "--generation", "v6e"), "topology"),
+    Case("local-up-bad-topology", ("local", "up", "--generation", "v6e", "--topology", "3x3"), "topology"),
+    Case("local-up-config-missing", ("local", "up", "--config", "nope.yaml"), "config"),
+    Case("local-up-unknown-slice", ("local", "up", "--config", "raytpu.yaml", "--slice", "nope"), "--slice", CFG),
+    Case("local-up-tmp-prefix", UP, "RAYTPU_LOCAL_TMP_PREFIX", env={"RAYTPU_LOCAL_TMP_PREFIX": "/etc/"}),
+    Case("local-smoke-dcn-zero", ("local", "--dir", "run", "smoke", "--dcn-slices", "0"), "--dcn-slices",
+         item=I11),
+    Case("local-smoke-timeout-negative", ("local", "--dir", "run", "smoke", "--timeout-s", "-1"), "--timeout-s",
+         item=I11),
+    Case("local-serve-timeout-negative", ("local", "--dir", "run", "serve", "--timeout-s", "-1"), "--timeout-s",
+         item=I11),
+    Case("local-status-corrupt-state", ("local", "--dir", "run", "status"), "run/cluster.json",
+         {"run": DIR, "run/cluster.json": "{not json"}),
+    Case("local-status-dir-a-file", ("local", "--dir", "notes.txt", "status"), "--dir", {"notes.txt": "mine\n"}),
+    Case("local-up-dir-a-file", ("local", "--dir", "notes.txt", "up", "--generation", "v6e", "--topology", "2x4"),
+         "--dir", {"notes.txt": "mine\n"}),
+    Case("local-down-corrupt-state", ("local", "--dir", "run", "down"), "run/cluster.json",
+         {"run": DIR, "run/cluster.json": json.dumps({"run_dir": 3})}),
+    # demo
+    Case("demo-config-missing", ("demo", "--config", "nope.yaml"), "config"),
+    Case("demo-steps-zero", ("demo", "--config", "raytpu.yaml", "--no-synth", "--dir", "run", "--steps", "0"),
+         "--steps", CFG),
+    Case("demo-report-folder", ("demo", "--config", "raytpu.yaml", "--no-synth", "--dir", "run", "--report", "rep"),
+         "--report", {**CFG, "rep": DIR}),
+    Case("demo-serve-no-serving", ("demo", "--serve", "--config", "raytpu.yaml"), "config",
+         {"raytpu.yaml": config(lambda d: d["workloads"].pop(2))}),
+    Case("unknown-command", ("deploy",), "COMMAND"),
+)
+
+
+# ---------------------------------------------------------------------------------------------- the runner
+
+
+Snapshot = dict[str, tuple[int, int, int, bool]]
+
+
+def snapshot(folder: Path) -> Snapshot:
+    """Every path under ``folder``: (size, mtime_ns, mode, is a folder)."""
+    found: Snapshot = {}
+    for path in folder.rglob("*"):
+        st = path.lstat()
+        found[str(path.relative_to(folder))] = (0 if path.is_dir() else st.st_size, st.st_mtime_ns, st.st_mode,
+                                                path.is_dir())
+    return found
+
+
+def changes(before: Snapshot, after: Snapshot) -> list[str]:
+    """What a run created, deleted or modified (a folder's mtime alone is not a change)."""
+    out = [f"deleted {p}" for p in sorted(set(before) - set(after))]
+    out += [f"created {p}" for p in sorted(set(after) - set(before))]
+    out += [f"modified {p}" for p in sorted(set(before) & set(after))
+            if before[p] != after[p] and not (before[p][3] and after[p][3] and before[p][2] == after[p][2])]
+    return out
+
+
+def write_files(folder: Path, files: Mapping[str, Content]) -> None:
+    for name, content in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, Dir):
+            path.mkdir(exist_ok=True)
+        elif isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+
+
+def environment(cwd: Path, empty: Path, extra: Mapping[str, str]) -> dict[str, str]:
+    """The run's environment: no cloud credentials, no Ray usage stats, raytpu from this checkout."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAYTPU_", "CLOUDSDK_", "GOOGLE_", "KUBECONFIG"))}
+    env.update({"RAY_USAGE_STATS_ENABLED": "0", "CHECKPOINT_DISABLE": "1", "CLOUDSDK_CONFIG": str(empty),
+                "GOOGLE_APPLICATION_CREDENTIALS": str(empty / "no-credentials.json"),
+                "KUBECONFIG": str(empty / "no-kubeconfig"), "NO_GCE_CHECK": "True", "GCE_METADATA_HOST": "127.0.0.1:9",
+                "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])})
+    env.update({k: v.replace("{ROOT}", str(ROOT)).replace("{CWD}", str(cwd)) for k, v in extra.items()})
+    return env
+
+
+def _prepare(case: Case, tmp_dir: Path) -> tuple[Path, Path, Snapshot]:
+    """The user's folder with the case's files, an empty gcloud config folder, and the snapshot before the run."""
+    user, empty = tmp_dir / "user", tmp_dir / "gcloud"
+    user.mkdir(parents=True)
+    empty.mkdir()
+    write_files(user, case.files)
+    return user, empty, snapshot(user)
+
+
+def _outcome(case: Case, user: Path, before: Snapshot, code: int, err: str, seconds: float) -> Outcome:
+    allowed = set(case.allowed)
+    changed = [c for c in changes(before, snapshot(user)) if c.split(" ", 1)[1] not in allowed]
+    lines = err.splitlines()
+    first = next((line for line in lines if line.startswith("error: ")), lines[0] if lines else "")
+    return Outcome(code, first, err, "Traceback (most recent call last)" in err, seconds, changed)
+
+
+def run_case(case: Case, tmp_dir: Path) -> Outcome:
+    """Runs ``python -m raytpu <argv>`` in ``tmp_dir/user`` (the case's files written there first) and reports what
+    it did; a run past :data:`TIMEOUT_S` is killed and reported as exit 124."""
+    user, empty, before = _prepare(case, tmp_dir)
+    started = time.monotonic()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "raytpu", *case.argv], cwd=user, capture_output=True,
+                              env=environment(user, empty, case.env), timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
+        code, err = proc.returncode, proc.stderr.decode("utf-8", "replace")
+    except subprocess.TimeoutExpired as exc:
+        code, err = 124, (exc.stderr or b"").decode("utf-8", "replace") + f"\n(killed after {TIMEOUT_S:g} s)"
+    return _outcome(case, user, before, code, err, time.monotonic() - started)
+
+
+@contextlib.contextmanager
+def _environ(env: Mapping[str, str]) -> Any:
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def run_in_process(case: Case, tmp_dir: Path) -> Outcome:
+    """:func:`run_case` in this process (``raytpu.cli.main``, cwd and environment switched for the run): a fraction
+    of a second instead of a Python start and the imports. An exception out of ``main`` is the traceback a real
+    run would print. No time limit is enforced: cases that may hang are :attr:`Case.process`."""
+    from raytpu.cli import main
+
+    user, empty, before = _prepare(case, tmp_dir)
+    out, err = io.StringIO(), io.StringIO()
+    cwd = os.getcwd()
+    started = time.monotonic()
+    with _environ(environment(user, empty, case.env)), contextlib.redirect_stdout(out), \
+            contextlib.redirect_stderr(err):
+        os.chdir(user)
+        try:
+            code = main(list(case.argv))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except Exception:
+            import traceback
+
+            err.write(traceback.format_exc())
+            code = 1
+        finally:
+            os.chdir(cwd)
+    return _outcome(case, user, before, code, err.getvalue(), time.monotonic() - started)
+
+
+def run_all(cases: tuple[Case, ...] = CASES, workers: int = 2) -> list[tuple[Case, Outcome]]:
+    with tempfile.TemporaryDirectory(prefix="raytpu-bad-") as tmp, ThreadPoolExecutor(workers) as pool:
+        folders = [Path(tmp) / case.id for case in cases]
+        return list(zip(cases, pool.map(run_case, cases, folders), strict=True))
+
+
+def table(results: list[tuple[Case, Outcome]]) -> str:
+    """The markdown table of the closing note."""
+    rows = ["| case | command | exit | first stderr line | s | result |", "|---|---|---|---|---|---|"]
+    for case, out in results:
+        problems = out.problems(case)
+        line = out.first_line[:120].replace("|", "\\|")
+        verdict = "OK" if not problems else "FAIL: " + "; ".join(problems) + (f" ({case.item})" if case.item else "")
+        rows.append(f"| {case.id} | {case.command} | {out.exit_code} | `{line}` | {out.seconds:.2f} | {verdict} |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--table", action="store_true", help="run every case and print the markdown table")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("ids", nargs="*", help="only these cases")
+    args = parser.parse_args(argv)
+    chosen = tuple(c for c in CASES if not args.ids or c.id in args.ids)
+    results = run_all(chosen, args.workers)
+    print(table(results))
+    failed = sum(1 for case, out in results if out.problems(case))
+    print(f"\n{len(results)} cases, {len(results) - failed} OK, {failed} FAIL", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
