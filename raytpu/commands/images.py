@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     args.config = args.config or config_mod.default_path()
     spec = config_mod.load(args.config)
     names = chosen_images(args.images, {w.kind.name for w in spec.workloads}, args.config)
-    outputs = StackOutputs.read(args.outputs, args.stack)
+    outputs = StackOutputs.read(args.outputs, args.stack, spec, args.config)
     for output in ("registry", "builder_service_account"):
         if not getattr(outputs, output):
             raise errors.missing(f"outputs.{output}", f"in {args.outputs} for stack {args.stack!r} to build images",

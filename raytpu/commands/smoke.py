@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
     args.config = args.config or config_mod.default_path()
     spec = config_mod.load(args.config)
-    outputs = StackOutputs.read(args.outputs, args.stack)
+    outputs = StackOutputs.read(args.outputs, args.stack, spec, args.config)
     suffix = args.run_id or gke.run_id()
     jobs = kuberay.smoke_jobs(spec, images=resolver(load_refs(args.config), stack=args.stack),
                               service_account=outputs.service_account, bucket=outputs.bucket,

@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         return _run_local(work, args)
     if not args.stack:
         raise errors.missing("--stack", "(or --local)", "the cluster stack's id, <cluster name>-cluster")
-    outputs = StackOutputs.read(args.outputs, args.stack)
+    outputs = StackOutputs.read(args.outputs, args.stack, spec, args.config)
     # every RayJob submission is a new run: its own name, and (train) its own checkpoint directory
     name = f"{work.name}-{args.run_id or gke.run_id()}" if work.kind.is_job else work.name
     manifest = kuberay.workload_manifest(spec, work, images=resolver(load_refs(args.config), stack=args.stack),
