@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from raytpu.images.google_api import GoogleApi
     from raytpu.outputs import StackOutputs
 
-    args.config = args.config or config_mod.default_path()
+    args.config = config_mod.choose(args.config)
     spec = config_mod.load(args.config)
     names = chosen_images(args.images, {w.kind.name for w in spec.workloads}, args.config)
     outputs = StackOutputs.read(args.outputs, args.stack, spec, args.config)

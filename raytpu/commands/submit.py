@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from raytpu.images.record import load_refs
     from raytpu.outputs import StackOutputs
 
-    args.config = args.config or config_mod.default_path()
+    args.config = config_mod.choose(args.config)
     spec = config_mod.load(args.config)
     work = spec.workload(args.workload)
     if (args.report is not None and not (args.wait or args.local)) or args.report == "":

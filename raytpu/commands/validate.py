@@ -22,9 +22,9 @@ def run(args: argparse.Namespace) -> int:
     """Loads the config; prints a one-line summary per slice when it is valid, and a warning (stderr) for every
     ``security`` setting that opens something to the outside."""
     from raytpu.catalog import RAY_VERSION
-    from raytpu.config import default_path, load
+    from raytpu.config import choose, load
 
-    args.config = args.config or default_path()
+    args.config = choose(args.config)
 
     spec = load(args.config)
     print(f"{args.config}: valid ({spec.cluster.mode} cluster {spec.cluster.name!r} in {spec.region}, "
