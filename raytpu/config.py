@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import operator
 import os
+import sys
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -50,6 +51,38 @@ def default_path(environ: Mapping[str, str] | None = None) -> str:
     fallback to the example: deploying the example's project by accident is worse than an error.
     """
     return (os.environ if environ is None else environ).get(CONFIG_ENV) or DEFAULT_CONFIG
+
+
+EXAMPLE_CONFIG = "raytpu.example.yaml"
+"""The complete example: what the local commands (``local``, ``demo``) read on a fresh clone."""
+
+
+def choose(given: str | None, *, local: bool = False, environ: Mapping[str, str] | None = None,
+           announce: bool = True) -> str:
+    """The config a command reads, by one rule for every command:
+
+    1. the config named on the command line (``--config``, or ``validate``/``synth``'s positional);
+    2. else :func:`default_path` (``$RAYTPU_CONFIG``, else ``raytpu.yaml``) when it exists, or for a command that
+       touches GCP (it is then the missing file the error names: no fallback to the example's project);
+    3. else, for a command that touches nothing on GCP (``local``: ``local``, ``demo``), ``raytpu.example.yaml``,
+       so ``make run`` works on a fresh clone.
+
+    With ``announce``, a config not named on the command line is said on stderr (``raytpu: config PATH (why)``)
+    when the choice is not the plain ``raytpu.yaml`` of a GCP command (whose absence is the error that names it):
+    the local commands always say which file they read (a user's ``raytpu.yaml``, or the example), and every
+    command says when ``$RAYTPU_CONFIG`` chose it.
+    """
+    if given:
+        return given
+    env = os.environ if environ is None else environ
+    path = default_path(env)
+    why = f"${CONFIG_ENV}" if env.get(CONFIG_ENV) else "the default"
+    if local and not Path(path).exists() and not env.get(CONFIG_ENV):
+        path, why = EXAMPLE_CONFIG, f"no {DEFAULT_CONFIG} here: the example; `cp {EXAMPLE_CONFIG} {DEFAULT_CONFIG}` " \
+                                    "to make your own"
+    if announce and (local or env.get(CONFIG_ENV)) and Path(path).exists():
+        print(f"raytpu: config {path} ({why})", file=sys.stderr)
+    return path
 
 
 # ---------------------------------------------------------------------------------------------- structure

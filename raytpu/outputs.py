@@ -7,18 +7,36 @@ The cluster stack writes one Terraform output per field of :class:`StackOutputs`
   stack picked by ``--stack`` (the cluster stack's id, ``<cluster name>-cluster``);
 - ``terraform output -json`` in the stack's directory: ``{"<output>": {"value": value, ...}}``.
 
-Standard library only.
+Outputs are input: every value is type-checked by the rule of its field (:data:`RULES`, the spec layer's
+``*_problems`` where one exists), and, given the config, checked to be this config's stack (:func:`belong_problems`);
+each problem is named by where it sits in the file (``outputs.json: ray-tpu-cluster.namespace``).
+
+Standard library and the kit's core only.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from raytpu import errors
 from raytpu.errors import InvalidInput
+from raytpu.spec import (
+    PROJECT_ID,
+    REGION,
+    bucket_problems,
+    cluster_name_problems,
+    dns_label_problems,
+    project_problems,
+    region_problems,
+)
+
+if TYPE_CHECKING:
+    from raytpu.spec import ClusterSpec
 
 DEFAULT_OUTPUTS = "outputs.json"
 """Where ``cdktf deploy --outputs-file outputs.json`` (the documented deploy command) writes outputs."""
@@ -75,16 +93,20 @@ class StackOutputs:
         return found
 
     @classmethod
-    def parse(cls, data: Any, stack: str, source: str = "outputs") -> StackOutputs:
-        """Reads ``data`` (either shape in the module docstring) for ``stack``.
+    def parse(cls, data: Any, stack: str, source: str = "outputs", spec: ClusterSpec | None = None,
+              config: str = "the config") -> StackOutputs:
+        """Reads ``data`` (either shape in the module docstring) for ``stack``; with ``spec`` (read from
+        ``config``), checks the outputs are of that config's cluster stack.
 
         Raises:
-            InvalidInput: no such stack in a cdktf outputs file, or an output is missing.
+            InvalidInput(s): no such stack in a cdktf outputs file, an output missing or not of its type, a
+                ``terraform output -json`` of another stack than ``--stack``, outputs of another cluster.
         """
         if not isinstance(data, dict) or not data:
             raise InvalidInput("--outputs", f"{source} holds no stack outputs",
                                "the JSON `cdktf deploy --outputs-file FILE` or `terraform output -json` writes")
-        if all(isinstance(v, dict) and "value" in v for v in data.values()):  # terraform output -json
+        terraform = all(isinstance(v, dict) and "value" in v for v in data.values())
+        if terraform:  # terraform output -json
             values = {k: v["value"] for k, v in data.items()}
         else:
             if stack not in data:  # the exact id: no cluster-name alias, no suffix guessing
@@ -99,10 +121,22 @@ class StackOutputs:
             raise errors.missing(f"outputs.{missing[0]}", f"in {source} for stack {stack!r} (missing: "
                                  f"{', '.join(missing)})", "the outputs " + ", ".join(cls.names()) +
                                  " that raytpu's cluster stack writes (deploy it with this version of raytpu)")
-        return cls(**{n: str(values[n]) for n in cls.names() if n in values})
+        where = (lambda n: f"{source}: {n}.value") if terraform else (lambda n: f"{source}: {stack}.{n}")
+        errors.raise_found([p for n in cls.names() if n in values for p in RULES[n](where(n), values[n])])
+        outputs = cls(**{n: values[n] for n in cls.names() if n in values})
+        if terraform and stack != cluster_stack_id(outputs.cluster_name):
+            # this shape names no stack: --stack is checked against the cluster the outputs are of
+            raise errors.invalid_value("--stack", stack, f"is not the stack {source} is from (its cluster_name is "
+                                       f"{outputs.cluster_name!r}: `terraform output -json` of stack "
+                                       f"{cluster_stack_id(outputs.cluster_name)})",
+                                       f"{cluster_stack_id(outputs.cluster_name)}, or the outputs of stack {stack}")
+        if spec is not None:
+            errors.raise_found(belong_problems(outputs, spec, where, config))
+        return outputs
 
     @classmethod
-    def read(cls, path: str | Path, stack: str) -> StackOutputs:
+    def read(cls, path: str | Path, stack: str, spec: ClusterSpec | None = None,
+             config: str = "the config") -> StackOutputs:
         """Reads a stack outputs file; InvalidInput (exit 2) when it is missing or unreadable."""
         path = Path(path)
         valid = (f"the file `cdktf deploy --outputs-file FILE` wrote (default {DEFAULT_OUTPUTS}), or "
@@ -119,4 +153,98 @@ class StackOutputs:
         except json.JSONDecodeError as exc:
             raise InvalidInput("--outputs", f"{str(path)!r} is not JSON ({exc.msg} at line {exc.lineno})",
                                "the JSON `cdktf deploy --outputs-file` writes") from exc
-        return cls.parse(data, stack, str(path))
+        return cls.parse(data, stack, str(path), spec, config)
+
+
+def cluster_stack_id(cluster_name: str) -> str:
+    """The id of the cluster stack of cluster ``cluster_name`` (``raytpu.stacks.app.stack_ids``)."""
+    return f"{cluster_name}-cluster"
+
+
+# ---------------------------------------------------------------------------------------------- the rules
+
+REGISTRY = re.compile(rf"^({REGION.pattern[1:-1]})-docker\.pkg\.dev/({PROJECT_ID.pattern[1:-1]})/"
+                      r"[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+"""``REGION-docker.pkg.dev/PROJECT/REPO``: an Artifact Registry Docker repository's ``registry_uri`` (the
+google provider's ``google_artifact_registry_repository``; a repository id is lowercase letters, digits and
+hyphens, at most 63)."""
+SERVICE_ACCOUNT = re.compile(rf"^[a-z][a-z0-9-]{{4,28}}[a-z0-9]@({PROJECT_ID.pattern[1:-1]})"
+                             r"\.iam\.gserviceaccount\.com$")
+"""``ID@PROJECT.iam.gserviceaccount.com``, ID 6-30 characters (Source: IAM serviceAccounts.create, accountId)."""
+
+
+def endpoint_problems(field: str, value: object) -> list[InvalidInput]:
+    """The control plane's address, as the API client takes it (:func:`raytpu.k8s.client.api_host`)."""
+    from raytpu.k8s.client import api_host
+
+    if not isinstance(value, str) or not value.strip():
+        return [errors.invalid_value(field, value, "is not an endpoint",
+                                     "a host, an IP, or https://HOST[:PORT] (the cluster stack's endpoint output)")]
+    try:
+        api_host(value)
+    except InvalidInput as exc:
+        return [InvalidInput(field, exc.problem, exc.valid)]
+    return []
+
+
+def ca_problems(field: str, value: object) -> list[InvalidInput]:
+    """The cluster CA as the API client takes it (:func:`raytpu.k8s.client.ca_pem`); empty for the DNS endpoint."""
+    from raytpu.k8s.client import ca_pem
+
+    if not isinstance(value, str):
+        return [errors.invalid_value(field, value, "is not a CA certificate", "a base64-encoded PEM certificate, "
+                                     "or empty (GKE's DNS-based endpoint)")]
+    try:
+        ca_pem(value)
+    except InvalidInput as exc:
+        return [InvalidInput(field, exc.problem, exc.valid)]
+    return []
+
+
+def _optional(pattern: re.Pattern[str], what: str, valid: str) -> Callable[[str, object], list[InvalidInput]]:
+    """The rule of an output a stack deployed by an older kit lacks: empty, or ``pattern``."""
+    def problems(field: str, value: object) -> list[InvalidInput]:
+        if isinstance(value, str) and (value == "" or pattern.match(value)):
+            return []
+        return [errors.invalid_value(field, value, f"is not {what}", f"{valid}, or empty (a stack deployed "
+                                     "before the kit built images)")]
+    return problems
+
+
+RULES: dict[str, Callable[[str, object], list[InvalidInput]]] = {
+    "endpoint": endpoint_problems,
+    "ca_certificate": ca_problems,
+    "cluster_name": cluster_name_problems,
+    "location": region_problems,
+    "project": project_problems,
+    "namespace": dns_label_problems,
+    "service_account": dns_label_problems,
+    "bucket": bucket_problems,
+    "registry": _optional(REGISTRY, "an Artifact Registry repository", "REGION-docker.pkg.dev/PROJECT/REPO"),
+    "builder_service_account": _optional(SERVICE_ACCOUNT, "a service account email",
+                                         "ID@PROJECT.iam.gserviceaccount.com"),
+}
+"""Each output's rule, by name: one per field of :class:`StackOutputs`."""
+
+
+def belong_problems(outputs: StackOutputs, spec: ClusterSpec, where: Callable[[str], str],
+                    config: str) -> list[InvalidInput]:
+    """The outputs that are not what the cluster stack of ``spec`` writes, each named by ``where(name)``: another
+    project, cluster or region (what identifies a stack: its bucket, namespace and service account are then that
+    stack's own), a registry or builder of another project or region."""
+    expected = {"project": spec.project, "cluster_name": spec.cluster.name, "location": spec.region}
+    found = [errors.invalid_value(where(name), getattr(outputs, name), f"is not {config}'s {name} ({want!r})",
+                                  f"the outputs of the cluster stack deployed from {config} "
+                                  f"({cluster_stack_id(spec.cluster.name)}), or the config it was deployed from")
+             for name, want in expected.items() if getattr(outputs, name) != want]
+    registry = REGISTRY.match(outputs.registry)
+    builder = SERVICE_ACCOUNT.match(outputs.builder_service_account)
+    for name, other in (("registry", registry and (registry[1], registry[2]) != (spec.region, spec.project)),
+                        ("builder_service_account", builder and builder[1] != spec.project)):
+        if other:
+            found.append(errors.invalid_value(where(name), getattr(outputs, name), f"is not {config}'s {name} "
+                                              f"(in project {spec.project}, region {spec.region})",
+                                              f"the outputs of the cluster stack deployed from {config} "
+                                              f"({cluster_stack_id(spec.cluster.name)}), or the config it was "
+                                              "deployed from"))
+    return found

@@ -79,6 +79,29 @@ def dns_label_problems(field: str, value: object) -> list[InvalidInput]:
                                  "hyphens; starts with a letter, ends with a letter or digit")]
 
 
+def project_problems(field: str, value: object) -> list[InvalidInput]:
+    """A GCP project id (https://cloud.google.com/resource-manager/docs/creating-managing-projects#before_you_begin)."""
+    if isinstance(value, str) and PROJECT_ID.match(value):
+        return []
+    return [errors.invalid_value(field, value, "is not a GCP project id", "6-30 characters: lowercase letters, "
+                                 "digits, hyphens; starts with a letter; does not end with a hyphen")]
+
+
+def region_problems(field: str, value: object) -> list[InvalidInput]:
+    """A GCP region such as ``us-east5``."""
+    if isinstance(value, str) and REGION.match(value):
+        return []
+    return [errors.invalid_value(field, value, "is not a GCP region", "a region such as us-east5")]
+
+
+def cluster_name_problems(field: str, value: object) -> list[InvalidInput]:
+    """A GKE cluster name: at most 40 characters (``gcloud container clusters create`` refuses longer)."""
+    if isinstance(value, str) and CLUSTER_NAME.match(value):
+        return []
+    return [errors.invalid_value(field, value, "is not a GKE cluster name", "1-40 characters: lowercase letters, "
+                                 "digits, hyphens; starts with a letter, ends with a letter or digit")]
+
+
 def bucket_problems(field: str, value: object) -> list[InvalidInput]:
     """A GCS bucket name (https://cloud.google.com/storage/docs/buckets#naming)."""
     if isinstance(value, str) and BUCKET.match(value):
@@ -242,12 +265,7 @@ class GkeSpec:
     maintenance_window: MaintenanceWindowSpec = field(default_factory=MaintenanceWindowSpec)
 
     def __post_init__(self) -> None:
-        found = []
-        if not isinstance(self.name, str) or not CLUSTER_NAME.match(self.name):
-            found.append(errors.invalid_value(
-                "name", self.name, "is not a GKE cluster name",
-                "1-40 characters: lowercase letters, digits, hyphens; starts with a letter, ends with a letter or "
-                "digit"))
+        found = cluster_name_problems("name", self.name)
         found += choice_problems("mode", self.mode, CLUSTER_MODES)
         found += choice_problems("release_channel", self.release_channel, RELEASE_CHANNELS)
         found += choice_problems("control_plane", self.control_plane, CONTROL_PLANE_ACCESS)
@@ -775,15 +793,11 @@ def cluster_problems(*, project: object, region: object, cluster: GkeSpec | None
     A part given as None failed its own rules: the rules that need it are skipped and the others still run
     (``raytpu validate`` reports every problem at once), with list indices kept as in the config.
     """
-    found = []
-    project_ok = isinstance(project, str) and bool(PROJECT_ID.match(project))
-    region_ok = isinstance(region, str) and bool(REGION.match(region))
-    if not project_ok:
-        found.append(errors.invalid_value("project", project, "is not a GCP project id",
-                                          "6-30 characters: lowercase letters, digits, hyphens; starts with a "
-                                          "letter; does not end with a hyphen"))
-    if not region_ok:
-        found.append(errors.invalid_value("region", region, "is not a GCP region", "a region such as us-east5"))
+    found = project_problems("project", project)
+    project_ok = not found
+    region_bad = region_problems("region", region)
+    region_ok = not region_bad
+    found += region_bad
     if project_ok and cluster is not None and storage is not None and storage.bucket is None:
         found += [p.at("storage") for p in bucket_problems("bucket", f"{project}-{cluster.name}-ray")]
     if not slices:

@@ -365,6 +365,68 @@ def test_default_path_reads_the_environment() -> None:
     assert default_path({CONFIG_ENV: "other.yaml"}) == "other.yaml"
 
 
+CHOICES = [  # (raytpu.yaml here, $RAYTPU_CONFIG, --config, local command) -> (path read, the note on stderr)
+    (True, None, None, False, "raytpu.yaml", ""),
+    (True, None, None, True, "raytpu.yaml", "raytpu: config raytpu.yaml (the default)"),
+    (False, None, None, False, "raytpu.yaml", ""),  # GCP commands: no fallback; the read error names it
+    (False, None, None, True, "raytpu.example.yaml",
+     "raytpu: config raytpu.example.yaml (no raytpu.yaml here: the example; `cp raytpu.example.yaml raytpu.yaml` "
+     "to make your own)"),
+    (True, "team.yaml", None, False, "team.yaml", "raytpu: config team.yaml ($RAYTPU_CONFIG)"),
+    (False, "team.yaml", None, True, "team.yaml", "raytpu: config team.yaml ($RAYTPU_CONFIG)"),
+    (False, "absent.yaml", None, True, "absent.yaml", ""),  # named by the environment: never the example instead
+    (True, "team.yaml", "mine.yaml", True, "mine.yaml", ""),  # named on the command line: said by the user
+    (False, None, "mine.yaml", False, "mine.yaml", ""),
+]
+
+
+@pytest.mark.parametrize(("here", "env", "given", "local", "path", "note"), CHOICES)
+def test_one_rule_chooses_the_config_of_every_command_and_says_which(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], here: bool,
+        env: str | None, given: str | None, local: bool, path: str, note: str) -> None:
+    from raytpu.config import CONFIG_ENV, choose
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("raytpu.example.yaml", "team.yaml", "mine.yaml") + (("raytpu.yaml",) if here else ()):
+        (tmp_path / name).write_text(EXAMPLE.read_text())
+    monkeypatch.delenv(CONFIG_ENV, raising=False)
+    if env:
+        monkeypatch.setenv(CONFIG_ENV, env)
+    assert choose(given, local=local) == path
+    assert capsys.readouterr().err == (note + "\n" if note else "")
+
+
+def test_every_command_chooses_its_config_through_the_one_rule() -> None:
+    """No command picks a default config of its own (``local``/``demo`` once read the example even beside a
+    ``raytpu.yaml``, ignoring a user's edits)."""
+    import raytpu.commands
+
+    sources = {p.name: p.read_text() for p in Path(raytpu.commands.__file__).parent.glob("*.py")}
+    readers = sorted(n for n, text in sources.items() if "args.config" in text)
+    assert readers == ["demo.py", "images.py", "local.py", "smoke.py", "submit.py", "synth.py", "validate.py"]
+    for name in readers:
+        text = sources[name]
+        assert "choose(" in text and "default_path" not in text and "\"raytpu.example.yaml\"" not in text, name
+
+
+def test_local_up_takes_its_slice_from_the_users_raytpu_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from raytpu.commands.local import plan_from_args
+    from raytpu.config import CONFIG_ENV
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(CONFIG_ENV, raising=False)
+    args = argparse.Namespace(generation=None, topology=None, machine_type=None, config=None, slice_name=None)
+    (tmp_path / "raytpu.example.yaml").write_text(EXAMPLE.read_text())
+    assert plan_from_args(args).topology == "4x4"  # a fresh clone: the example's train slice
+    assert "raytpu.example.yaml (no raytpu.yaml here" in capsys.readouterr().err
+    (tmp_path / "raytpu.yaml").write_text(EXAMPLE.read_text().replace("topology: 4x4", "topology: 2x2"))
+    assert plan_from_args(args).topology == "2x2"  # the user's edit is what runs locally
+    assert capsys.readouterr().err == "raytpu: config raytpu.yaml (the default)\n"
+
+
 def test_workloads_cannot_run_on_queued_slices() -> None:
     data = edited("slices.0.provisioning", "queued")
     found = {p.field: p for p in problems_of_config(data)}

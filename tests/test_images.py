@@ -399,3 +399,138 @@ def test_a_stack_whose_serving_image_is_not_built_synthesizes_and_its_plan_stops
     assert "`raytpu images build --stack ray-tpu-cluster`" in message and "image 'serve'" in message
     with_serve = synth(spec, FIXTURE_REFS, tmp_path / "built")[1]
     assert "terraform_data" not in json.loads(with_serve.read_text())["resource"]
+
+
+# ---------------------------------------------------------------------- a preview before a build, `images list`
+
+
+QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                            r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+"""An annotation key as the API server accepts it (k8s.io/apimachinery validation ``IsQualifiedName``)."""
+
+
+def _fresh_clone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record: bool) -> None:
+    """The example config as the user's ``raytpu.yaml`` and the shipped outputs example; a record if ``record``."""
+    from image_refs import write_record
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RAYTPU_CONFIG", raising=False)
+    shutil.copy(ROOT / "raytpu.example.yaml", tmp_path / "raytpu.yaml")
+    shutil.copy(ROOT / "examples" / "outputs.example.json", tmp_path / "outputs.json")
+    if record:
+        write_record(tmp_path)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("workload", ["smoke", "train", "serve"])
+def test_a_preview_before_a_build_is_shown_marked_and_refused_by_the_api_server(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], workload: str) -> None:
+    import yaml
+
+    from raytpu import cli
+    from raytpu.spec import _IMAGE_REFERENCE
+
+    _fresh_clone(tmp_path, monkeypatch, record=False)
+    argv = ["submit", workload, "--stack", "ray-tpu-cluster", "--run-id", "r1"]
+    assert cli.main([*argv, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# PREVIEW ONLY, NOT APPLICABLE: image(s) ")
+    docs = list(yaml.safe_load_all(out))
+    assert docs and all(images.PREVIEW_ANNOTATION in d["metadata"]["annotations"] for d in docs)
+    assert not QUALIFIED_NAME.match(images.PREVIEW_ANNOTATION)  # so `kubectl apply` fails on every object
+    pod_images = {c["image"] for d in docs for c in _containers(d)}
+    assert pod_images == {images.NOT_BUILT}
+    assert not _IMAGE_REFERENCE.match(images.NOT_BUILT) and not DIGEST_REF.match(images.NOT_BUILT)
+    # applying is still refused before a build, naming the image and the command that builds it
+    assert cli.main(argv) == 2
+    assert "has no built digest" in capsys.readouterr().err
+
+
+@pytest.mark.unit
+def test_a_preview_after_a_build_is_what_would_be_applied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    from raytpu import cli
+
+    _fresh_clone(tmp_path, monkeypatch, record=True)
+    assert cli.main(["submit", "train", "--stack", "ray-tpu-cluster", "--run-id", "r1", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "PREVIEW" not in out and images.NOT_BUILT not in out
+    docs = list(yaml.safe_load_all(out))
+    assert {c["image"] for d in docs for c in _containers(d)} == {FIXTURE_REFS["job"]}
+
+
+def _containers(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every container of a KubeRay object (head, workers, submitter), found wherever its pod templates are."""
+    found: list[dict[str, Any]] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "containers" and isinstance(value, list):
+                    found.extend(value)
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+    walk(manifest)
+    return found
+
+
+@pytest.mark.unit
+def test_the_outputs_example_is_what_the_cluster_stack_of_the_example_config_writes() -> None:
+    """examples/outputs.example.json: ``cdktf deploy --outputs-file``'s shape, for raytpu.example.yaml's stack."""
+    from raytpu.config import load
+    from raytpu.outputs import StackOutputs, cluster_stack_id
+
+    spec = load(ROOT / "raytpu.example.yaml")
+    data = json.loads((ROOT / "examples" / "outputs.example.json").read_text())
+    assert list(data) == [cluster_stack_id(spec.cluster.name)]
+    assert tuple(data[cluster_stack_id(spec.cluster.name)]) == StackOutputs.names()
+    outputs = StackOutputs.parse(data, "ray-tpu-cluster", "outputs.example.json", spec, "raytpu.example.yaml")
+    assert (outputs.bucket, outputs.namespace, outputs.service_account) == (spec.bucket, spec.namespace,
+                                                                            spec.ksa_name)
+    assert outputs.ca_certificate == "" and spec.cluster.control_plane == "dns"  # the DNS endpoint: no CA
+    assert outputs.registry == f"{spec.region}-docker.pkg.dev/{spec.project}/{spec.cluster.name}-images"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("record", [False, True])
+def test_images_list_shows_the_record_and_what_each_workload_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], record: bool) -> None:
+    from raytpu import cli
+
+    _fresh_clone(tmp_path, monkeypatch, record=record)
+    assert cli.main(["images", "list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["config"] == "raytpu.yaml" and listed["record"] == str(tmp_path.resolve() / "raytpu.images.json")
+    assert {n: (i["built"], i["ref"]) for n, i in listed["images"].items()} == {
+        n: (record, FIXTURE_REFS[n] if record else None) for n in IMAGES}
+    assert [(w["workload"], w["image"], w["reference"], w["built"]) for w in listed["workloads"]] == [
+        (w, i, FIXTURE_REFS[i] if record else None, record) for w, i in
+        (("smoke", "job"), ("train", "job"), ("serve", "serve"))]
+    assert cli.main(["images", "list"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == ["image", "kinds", "ref", "build"]
+    assert ("workload  kind   image  runs") in table
+    assert sum(images.NOT_BUILT in line for line in table) == (0 if record else 5)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("record", "message"), [
+    ("{", "is not JSON"),
+    ('{"images": {"job": {"ref": "x", "build": "b"}}}', "images.job.ref: 'x' is not an image reference by digest"),
+    ('{"images": {"nope": {"ref": "x", "build": "b"}}}', "images.nope: 'nope' is not allowed"),
+])
+def test_images_list_of_a_malformed_record_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str], record: str,
+                                                   message: str) -> None:
+    from raytpu import cli
+
+    _fresh_clone(tmp_path, monkeypatch, record=False)
+    (tmp_path / "raytpu.images.json").write_text(record)
+    assert cli.main(["images", "list"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("error: ") and message in err and "Traceback" not in err

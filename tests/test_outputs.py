@@ -22,7 +22,7 @@ import pytest
 from image_refs import write_record
 
 from raytpu import cli
-from raytpu.errors import InvalidInput
+from raytpu.errors import InvalidInput, InvalidInputs
 from raytpu.outputs import DEFAULT_OUTPUTS, StackOutputs
 
 unit = pytest.mark.unit
@@ -251,3 +251,148 @@ def test_default_outputs_file_is_the_documented_one(tmp_path: Path, monkeypatch:
     assert cli.main(["submit", "train", "--stack", STACK, "--run-id", "r1", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert f"bucketName: {VALUES['bucket']}" in out and "--storage-path /mnt/gcs/checkpoints --name train-r1" in out
+
+
+# ---------------------------------------------------------------------- outputs are input: every value checked
+
+
+BAD_VALUES = [  # (output, value, the problem's start): every type the JSON may hold, and strings that are no value
+    ("namespace", None, "None is not DNS-safe"),
+    ("namespace", "", "'' is not DNS-safe"),
+    ("namespace", "Ray", "'Ray' is not DNS-safe"),
+    ("bucket", ["b"], "['b'] is not a bucket name"),
+    ("bucket", "", "'' is not a bucket name"),
+    ("bucket", 12345, "12345 is not a bucket name"),
+    ("service_account", {"name": "ray"}, "{'name': 'ray'} is not DNS-safe"),
+    ("service_account", True, "True is not DNS-safe"),
+    ("endpoint", "", "'' is not an endpoint"),
+    ("endpoint", "  ", "'  ' is not an endpoint"),
+    ("endpoint", None, "None is not an endpoint"),
+    ("endpoint", "http://34.1.2.3", "'http://34.1.2.3' is not an https URL"),
+    ("ca_certificate", None, "None is not a CA certificate"),
+    ("ca_certificate", "bm90IGEgY2VydA==", "'bm90IGEgY2VydA==...' is not a base64-encoded PEM certificate"),
+    ("cluster_name", 42, "42 is not a GKE cluster name"),
+    ("cluster_name", "Ray_TPU", "'Ray_TPU' is not a GKE cluster name"),
+    ("location", "us-east5-b", "'us-east5-b' is not a GCP region"),
+    ("location", None, "None is not a GCP region"),
+    ("project", "My Project", "'My Project' is not a GCP project id"),
+    ("project", 1.5, "1.5 is not a GCP project id"),
+    ("registry", ["us-east5-docker.pkg.dev/p/r"], "['us-east5-docker.pkg.dev/p/r'] is not an Artifact Registry"),
+    ("registry", "gcr.io/my-ml-project", "'gcr.io/my-ml-project' is not an Artifact Registry"),
+    ("registry", None, "None is not an Artifact Registry"),
+    ("builder_service_account", "someone@gmail.com", "'someone@gmail.com' is not a service account email"),
+    ("builder_service_account", 0, "0 is not a service account email"),
+]
+
+
+@unit
+@pytest.mark.parametrize(("name", "value", "problem"), BAD_VALUES, ids=[f"{n}={v!r}" for n, v, _ in BAD_VALUES])
+@pytest.mark.parametrize(("shape", "where"), [(cdktf_shape, f"o.json: {STACK}.{{}}"),
+                                              (terraform_shape, "o.json: {}.value")], ids=["cdktf", "terraform"])
+def test_an_output_of_the_wrong_type_or_form_is_named_where_it_sits(shape: Any, where: str, name: str, value: Any,
+                                                                     problem: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        StackOutputs.parse(shape({**VALUES, name: value}), STACK, "o.json")
+    assert info.value.field == where.format(name)
+    assert info.value.problem.startswith(problem), info.value.problem
+
+
+@unit
+def test_every_bad_output_is_reported_at_once() -> None:
+    with pytest.raises(InvalidInputs) as info:
+        StackOutputs.parse(cdktf_shape({**VALUES, "namespace": None, "bucket": ["b"], "endpoint": ""}), STACK, "o")
+    assert [p.field for p in info.value.problems] == [f"o: {STACK}.{n}" for n in ("endpoint", "namespace", "bucket")]
+
+
+@unit
+@pytest.mark.parametrize("values", [
+    dict(VALUES),
+    {**VALUES, "ca_certificate": ""},  # the DNS-based endpoint: publicly trusted, no CA
+    {**VALUES, "endpoint": "https://gke-0123456789abcdef.us-east5.gke.goog"},
+    {k: v for k, v in VALUES.items() if k not in ("registry", "builder_service_account")},  # an older stack
+    {**VALUES, "registry": "", "builder_service_account": ""},
+])
+def test_valid_outputs_of_every_form_are_read_unchanged(values: dict[str, Any]) -> None:
+    outputs = StackOutputs.parse(cdktf_shape(values), STACK)
+    assert {n: getattr(outputs, n) for n in values} == values
+
+
+# ---------------------------------------------------------------------- outputs belong to the config's stack
+
+
+OTHER = [  # (output, value of another stack)
+    ("project", "other-project"),
+    ("cluster_name", "team-b"),
+    ("location", "europe-west4"),
+    ("registry", "us-east5-docker.pkg.dev/other-project/ray-tpu-images"),
+    ("registry", "europe-west4-docker.pkg.dev/my-ml-project/ray-tpu-images"),
+    ("builder_service_account", "raytpu-ray-tpu-img@other-project.iam.gserviceaccount.com"),
+]
+
+
+@unit
+@pytest.mark.parametrize(("name", "value"), OTHER)
+@pytest.mark.parametrize(("shape", "where"), [(cdktf_shape, f"o.json: {STACK}.{{}}"),
+                                              (terraform_shape, "o.json: {}.value")], ids=["cdktf", "terraform"])
+def test_outputs_of_another_project_cluster_or_region_are_refused(shape: Any, where: str, name: str,
+                                                                  value: str) -> None:
+    from raytpu.config import parse
+
+    spec = parse(CONFIG)
+    assert StackOutputs.parse(shape(), STACK, "o.json", spec, "raytpu.yaml") == EXPECTED
+    with pytest.raises(InvalidInput) as info:
+        StackOutputs.parse(shape({**VALUES, name: value}), STACK, "o.json", spec, "raytpu.yaml")
+    if name == "cluster_name" and shape is terraform_shape:  # this shape names its stack only by its cluster
+        assert info.value.field == "--stack" and "its cluster_name is 'team-b'" in info.value.problem
+        return
+    assert info.value.field == where.format(name)
+    assert info.value.problem.startswith(f"{value!r} is not raytpu.yaml's "), info.value.problem
+    assert info.value.valid.startswith(f"the outputs of the cluster stack deployed from raytpu.yaml ({STACK})")
+
+
+@unit
+@pytest.mark.parametrize("stack", ["team-b-cluster", "ray-tpu", "ray-tpu-workloads"])
+def test_terraform_output_json_is_checked_against_stack(stack: str) -> None:
+    """``terraform output -json`` names no stack: ``--stack`` must be the stack of the cluster it names."""
+    with pytest.raises(InvalidInput) as info:
+        StackOutputs.parse(terraform_shape(), stack, "o.json")
+    assert str(info.value) == (f"--stack: {stack!r} is not the stack o.json is from (its cluster_name is 'ray-tpu': "
+                               f"`terraform output -json` of stack {STACK}); valid: {STACK}, or the outputs of "
+                               f"stack {stack}")
+
+
+BAD_FILES = [  # (outputs.json's stack values, the first stderr line)
+    ({**VALUES, "namespace": None},
+     f"error: outputs.json: {STACK}.namespace: None is not DNS-safe; valid: 1-30 characters"),
+    ({**VALUES, "bucket": ["b"]}, f"error: outputs.json: {STACK}.bucket: ['b'] is not a bucket name"),
+    ({**VALUES, "service_account": {"name": "ray"}},
+     f"error: outputs.json: {STACK}.service_account: {{'name': 'ray'}} is not DNS-safe"),
+    ({**VALUES, "endpoint": ""}, f"error: outputs.json: {STACK}.endpoint: '' is not an endpoint"),
+    ({**VALUES, "bucket": ""}, f"error: outputs.json: {STACK}.bucket: '' is not a bucket name"),
+    ({**VALUES, "project": "other-project"},
+     f"error: outputs.json: {STACK}.project: 'other-project' is not raytpu.yaml's project ('my-ml-project')"),
+    ({**VALUES, "cluster_name": "team-b"},
+     f"error: outputs.json: {STACK}.cluster_name: 'team-b' is not raytpu.yaml's cluster_name ('ray-tpu')"),
+    ({**VALUES, "location": "europe-west4"},
+     f"error: outputs.json: {STACK}.location: 'europe-west4' is not raytpu.yaml's location ('us-east5')"),
+]
+
+
+@unit
+@pytest.mark.parametrize(("values", "message"), BAD_FILES)
+@pytest.mark.parametrize("command", ["submit", "smoke", "images"])
+def test_bad_output_values_exit_2_naming_the_field_before_anything_is_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], values: dict[str, Any],
+        message: str, command: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-kubectl-here"))
+    (tmp_path / "raytpu.yaml").write_text(CONFIG)
+    (tmp_path / "outputs.json").write_text(json.dumps(cdktf_shape(values)))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    argv = {"submit": ["submit", "train", "--dry-run", "--run-id", "r1"], "smoke": ["smoke", "--dry-run"],
+            "images": ["images", "build"]}[command]
+    assert cli.main([*argv, "--stack", STACK, "--config", "raytpu.yaml"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "Traceback" not in err
+    assert err.splitlines()[0].startswith(message), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before

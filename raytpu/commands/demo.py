@@ -1,6 +1,7 @@
 """``raytpu demo``: what ``make run`` runs — the whole kit on this machine, no cloud account needed.
 
-1. validate and describe the config (default ``raytpu.example.yaml``);
+1. validate and describe the config (default: ``raytpu.yaml`` when present, else ``raytpu.example.yaml``;
+   :func:`raytpu.config.choose` says which on stderr);
 2. synthesize its stacks (``raytpu synth`` in a child process) when the CDK layer is installed;
 3. bring up an emulated slice of the config's train slice (``raytpu.local``);
 4. run the smoke workload and a few JaxTrainer steps on it, as a RayJob would;
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 
 HELP = "run the example end to end locally: validate, describe, synth, emulated slice, smoke, train, report"
 
-DEFAULT_CONFIG = "raytpu.example.yaml"
 DEFAULT_REPORT = "reports/demo.json"
 DEFAULT_SERVE_REPORT = "reports/demo-serve.json"
 MAX_STEPS = 100_000
@@ -40,7 +40,9 @@ MAX_STEPS = 100_000
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds ``--config``, ``--report``, ``--steps``, ``--out``, ``--no-synth``."""
-    parser.add_argument("--config", default=DEFAULT_CONFIG, help=f"config to demo (default: {DEFAULT_CONFIG})")
+    from raytpu.commands.local import LOCAL_DEFAULT
+
+    parser.add_argument("--config", default=None, help=f"config to demo (default: {LOCAL_DEFAULT})")
     parser.add_argument("--report", default=None, help=f"JSON report path (default: {DEFAULT_REPORT}; with --serve "
                         f"{DEFAULT_SERVE_REPORT})")
     parser.add_argument("--steps", type=int, default=30, help="training steps (default 30)")
@@ -103,10 +105,11 @@ def run(args: argparse.Namespace) -> int:
     from raytpu import report as smoke_report
     from raytpu.commands.describe import render
     from raytpu.commands.local import config_slice_plan, dcn_slices_of, emulated_phases
-    from raytpu.config import load
+    from raytpu.config import choose, load
     from raytpu.workloads.train import parse_result
 
     check_args(args)
+    args.config = choose(args.config, local=True)
     if args.serve:
         return serve_demo(args)
     t0 = time.monotonic()

@@ -10,22 +10,26 @@ the manifest builders read it (``load_refs``); at the end a table (stderr) shows
 when every image built, 1 when a build failed or an API refused (the line names the role), 2 on bad input (an
 unknown image, one no workload of the config runs, a malformed ``base_digest``, a stack without the registry
 outputs), before anything is uploaded.
+
+``raytpu images list [--json]``: what the record beside the config holds (each kit image, built or
+``<not built: ...>``) and which image each workload of the config runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from raytpu.images import record
 
-HELP = "build the kit's container images with Cloud Build on a deployed stack and record their digests"
+HELP = ("build the kit's container images with Cloud Build on a deployed stack and record their digests; list "
+        "what is recorded")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Adds the ``build`` action and its options."""
+    """Adds the ``build`` and ``list`` actions and their options."""
     from raytpu.outputs import DEFAULT_OUTPUTS
 
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
@@ -41,9 +45,60 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help=f"stack outputs: the file `cdktf deploy --outputs-file` wrote (default {DEFAULT_OUTPUTS})")
     build.add_argument("--timeout-s", type=int, default=3600, help="the build's timeout (default 3600)")
     build.add_argument("--poll-s", type=float, default=3.0, help="seconds between status polls (default 3)")
+    listing = actions.add_parser("list", help="what raytpu.images.json records, and the image each workload runs")
+    listing.add_argument("--config", default=None, help="the config file (default: $RAYTPU_CONFIG, else "
+                                                        "raytpu.yaml); the record is read beside it")
+    listing.add_argument("--json", action="store_true", help="print it as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
+    """``build`` (:func:`build`) or ``list`` (:func:`list_images`)."""
+    return list_images(args) if args.action == "list" else build(args)
+
+
+def list_images(args: argparse.Namespace) -> int:
+    """Prints the kit's images (built or not, from the record beside the config) and the image each workload
+    of the config runs: a table, or with ``--json`` ``{config, record, images, workloads}``."""
+    import json
+
+    from raytpu import config as config_mod
+    from raytpu import images
+    from raytpu.images import record
+    from raytpu.images.definitions import IMAGES
+
+    args.config = config_mod.choose(args.config)
+    spec = config_mod.load(args.config)
+    built = record.load(args.config)
+    kit = {name: {"built": name in built, "kinds": list(IMAGES[name].kinds),
+                  **(built[name].to_json() if name in built else {"ref": None})} for name in IMAGES}
+    runs: list[dict[str, Any]] = []
+    for work in spec.workloads:
+        own = work.image is not None
+        name = None if own else images.for_kind(work.kind.name).name
+        reference = work.image if own else (built[name].ref if name in built else None)
+        runs.append({"workload": work.name, "kind": work.kind.name, "image": name or "(its own)",
+                     "reference": reference, "built": own or name in built})
+    if args.json:
+        print(json.dumps({"config": args.config, "record": str(record.record_path(args.config)), "images": kit,
+                          "workloads": runs}, indent=2))
+        return 0
+    print(_table(("image", "kinds", "ref", "build"),
+                 [(n, ",".join(i["kinds"]), i["ref"] or images.NOT_BUILT, i.get("build") or "-")
+                  for n, i in kit.items()]))
+    print()
+    print(_table(("workload", "kind", "image", "runs"),
+                 [(r["workload"], r["kind"], r["image"], r["reference"] or images.NOT_BUILT) for r in runs]))
+    return 0
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    """Rows under ``header``, columns left-aligned."""
+    every = [header, *rows]
+    widths = [max(len(r[i]) for r in every) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in every)
+
+
+def build(args: argparse.Namespace) -> int:
     """Checks every input, then builds the images one after another, recording each as it succeeds."""
     from raytpu import config as config_mod
     from raytpu import errors
@@ -53,10 +108,10 @@ def run(args: argparse.Namespace) -> int:
     from raytpu.images.google_api import GoogleApi
     from raytpu.outputs import StackOutputs
 
-    args.config = args.config or config_mod.default_path()
+    args.config = config_mod.choose(args.config)
     spec = config_mod.load(args.config)
     names = chosen_images(args.images, {w.kind.name for w in spec.workloads}, args.config)
-    outputs = StackOutputs.read(args.outputs, args.stack)
+    outputs = StackOutputs.read(args.outputs, args.stack, spec, args.config)
     for output in ("registry", "builder_service_account"):
         if not getattr(outputs, output):
             raise errors.missing(f"outputs.{output}", f"in {args.outputs} for stack {args.stack!r} to build images",

@@ -1,9 +1,10 @@
 """``raytpu local up|status|down|smoke|serve``: an emulated TPU slice on this machine (real Ray, JAX on CPU).
 
 ``up`` starts a Ray head plus one Ray node per emulated TPU host, with the resources, labels and
-``TPU_*`` environment a GKE TPU slice has (see :mod:`raytpu.local`); by default the train slice of
-``raytpu.example.yaml`` (or of ``--config``). State lives in ``$RAYTPU_LOCAL_DIR`` (default
-``.raytpu/local``), so later ``status``, ``smoke``, ``serve`` and ``down`` find it. Progress goes to stderr.
+``TPU_*`` environment a GKE TPU slice has (see :mod:`raytpu.local`); by default the train slice of the config
+(``--config``, else ``raytpu.yaml``, else ``raytpu.example.yaml``: :func:`raytpu.config.choose`). State lives in
+``$RAYTPU_LOCAL_DIR`` (default ``.raytpu/local``), so later ``status``, ``smoke``, ``serve`` and ``down`` find
+it. Progress goes to stderr.
 
 ``serve`` deploys the config's serving workload (its model fields and engine args; the model itself is the
 tiny offline one) as the CPU twin of its Ray Serve LLM app onto the running slice, prints ``endpoint:`` and
@@ -21,7 +22,8 @@ from typing import Any
 
 HELP = "run an emulated TPU slice locally: up, status, down, smoke, serve"
 
-DEFAULT_CONFIG = "raytpu.example.yaml"
+LOCAL_DEFAULT = "$RAYTPU_CONFIG, else raytpu.yaml, else raytpu.example.yaml"
+"""The local commands' default config, as help says it (:func:`raytpu.config.choose` with ``local``)."""
 MAX_START_S = 24 * 3600.0
 """The longest ``up --timeout-s``: a start that needs a day is not a start."""
 
@@ -33,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions.required = True
     up = actions.add_parser("up", help="start the emulated slice(s)")
     up.add_argument("--config", default=None,
-                    help=f"take the slice from this config (default: {DEFAULT_CONFIG} when no --generation)")
+                    help=f"take the slice from this config (default, when no --generation: {LOCAL_DEFAULT})")
     up.add_argument("--slice", dest="slice_name", default=None,
                     help="config slice to emulate (default: the train workload's slice, else the first)")
     up.add_argument("--generation", default=None, help="emulate this generation instead of a config slice")
@@ -54,11 +56,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "spans them (default: N of the config's multi-slice train workload, when the local "
                             "cluster has N slices)")
     smoke.add_argument("--config", default=None, help=f"the config whose multi-slice train workload sets the "
-                       f"default --dcn-slices (default: {DEFAULT_CONFIG} if present)")
+                       f"default --dcn-slices (default: {LOCAL_DEFAULT}, if present)")
     serve = actions.add_parser("serve", help="deploy the serving workload (vLLM's CPU build) onto the local slice "
                                "and print its OpenAI endpoint; it serves until `down`")
     serve.add_argument("--config", default=None, help=f"take the serving workload from this config (default: "
-                       f"{DEFAULT_CONFIG} if present)")
+                       f"{LOCAL_DEFAULT}, if present)")
     serve.add_argument("--workload", default=None, help="the config's serving workload (default: the first)")
     serve.add_argument("--ask", action="store_true", help="then ask a few questions with the openai client")
     serve.add_argument("--timeout-s", type=float, default=420.0, help="bound on the deploy (default 420)")
@@ -78,7 +80,7 @@ def _progress(line: str) -> None:
 def plan_from_args(args: argparse.Namespace) -> Any:
     """The SlicePlan to emulate: ``--generation/--topology``, else a slice of the config."""
     from raytpu import errors
-    from raytpu.config import load
+    from raytpu.config import choose, load
     from raytpu.plan import plan_slice
 
     if args.generation or args.topology:
@@ -86,7 +88,7 @@ def plan_from_args(args: argparse.Namespace) -> Any:
             raise errors.missing("topology" if args.generation else "generation", "with the other",
                                  "both --generation and --topology, or neither (use the config's slice)")
         return plan_slice(args.generation, args.topology, args.machine_type)
-    path = args.config or DEFAULT_CONFIG
+    path = choose(args.config, local=True)
     if not Path(path).exists():
         raise errors.invalid_value("config", path, "does not exist",
                                    "a raytpu.yaml path, or --generation and --topology")
@@ -118,13 +120,12 @@ def dcn_slices_of(spec: Any, plan: Any, available: int) -> tuple[int | None, str
 
 
 def _smoke_config(path: str | None) -> Any:
-    """The config ``raytpu local smoke`` reads its default ``--dcn-slices`` from: ``--config``, else
-    :data:`DEFAULT_CONFIG` when present, else None."""
-    from raytpu.config import load
+    """The config ``raytpu local smoke`` reads its default ``--dcn-slices`` from: ``--config``, else the local
+    commands' default (:func:`raytpu.config.choose`) when present, else None."""
+    from raytpu.config import choose, load
 
-    if path is None:
-        return load(DEFAULT_CONFIG) if Path(DEFAULT_CONFIG).exists() else None
-    return load(path)
+    path = choose(path, local=True)
+    return load(path) if Path(path).exists() else None
 
 
 def _cluster(args: argparse.Namespace) -> Any:
@@ -251,12 +252,12 @@ def serving_workload(cluster: Any, config: str | None = None, name: str | None =
     from dataclasses import replace
 
     from raytpu import errors
-    from raytpu.config import load
+    from raytpu.config import choose, load
     from raytpu.spec import SERVING_FIELDS
 
     local_work = cluster.workload("serve")
-    path = config or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).exists() else None)
-    if path is None:
+    path = choose(config, local=True)
+    if config is None and not Path(path).exists():
         if name is not None:
             raise errors.missing("config", "with --workload", "--config naming a raytpu.yaml")
         return local_work

@@ -68,9 +68,9 @@ def run(args: argparse.Namespace) -> int:
     from raytpu.images.record import load_refs
     from raytpu.outputs import StackOutputs
 
-    args.config = args.config or config_mod.default_path()
+    args.config = config_mod.choose(args.config)
     spec = config_mod.load(args.config)
-    outputs = StackOutputs.read(args.outputs, args.stack)
+    outputs = StackOutputs.read(args.outputs, args.stack, spec, args.config)
     suffix = args.run_id or gke.run_id()
     jobs = kuberay.smoke_jobs(spec, images=resolver(load_refs(args.config), stack=args.stack),
                               service_account=outputs.service_account, bucket=outputs.bucket,

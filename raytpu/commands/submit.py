@@ -69,12 +69,11 @@ def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Builds, applies and (with --wait) follows the workload."""
     from raytpu import config as config_mod
-    from raytpu import errors, gke, kuberay
-    from raytpu.images import resolver
+    from raytpu import errors, gke, images, kuberay
     from raytpu.images.record import load_refs
     from raytpu.outputs import StackOutputs
 
-    args.config = args.config or config_mod.default_path()
+    args.config = config_mod.choose(args.config)
     spec = config_mod.load(args.config)
     work = spec.workload(args.workload)
     if (args.report is not None and not (args.wait or args.local)) or args.report == "":
@@ -84,16 +83,21 @@ def run(args: argparse.Namespace) -> int:
         return _run_local(work, args)
     if not args.stack:
         raise errors.missing("--stack", "(or --local)", "the cluster stack's id, <cluster name>-cluster")
-    outputs = StackOutputs.read(args.outputs, args.stack)
+    outputs = StackOutputs.read(args.outputs, args.stack, spec, args.config)
     # every RayJob submission is a new run: its own name, and (train) its own checkpoint directory
     name = f"{work.name}-{args.run_id or gke.run_id()}" if work.kind.is_job else work.name
-    manifest = kuberay.workload_manifest(spec, work, images=resolver(load_refs(args.config), stack=args.stack),
+    refs = load_refs(args.config)  # a preview (--dry-run) shows an unbuilt image as a placeholder, marked
+    resolve = images.preview_resolver if args.dry_run else images.resolver
+    manifest = kuberay.workload_manifest(spec, work, images=resolve(refs, stack=args.stack),
                                          service_account=outputs.service_account,
                                          bucket=outputs.bucket, namespace=outputs.namespace,
                                          py_modules=args.py_modules, name=name,
                                          args=kuberay.train_args(name) if work.kind.name == "train" else ())
     if args.dry_run:
-        print_yaml(kuberay.with_network_policies([manifest], spec))
+        manifests = kuberay.with_network_policies([manifest], spec)
+        header = images.mark_preview(manifests, [n for n in [images.unbuilt(work, refs)] if n])
+        print(header, end="")
+        print_yaml(manifests)
         return 0
     if args.upload_core:
         gke.upload_core(gke.upload_target(args.py_modules, outputs.bucket))

@@ -34,10 +34,10 @@ def _progress(message: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Validates the config, synthesizes into a temporary directory, then replaces DIR with it."""
-    from raytpu.config import default_path, load
+    from raytpu.config import choose, load
     from raytpu.images.record import load_refs
 
-    args.config = args.config or default_path()
+    args.config = choose(args.config)
 
     started = time.monotonic()
     spec = load(args.config)

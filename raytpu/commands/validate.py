@@ -23,9 +23,9 @@ def run(args: argparse.Namespace) -> int:
     ``security`` setting that opens something to the outside and every slice in a zone Google does not document
     for it."""
     from raytpu.catalog import RAY_VERSION
-    from raytpu.config import default_path, load
+    from raytpu.config import choose, load
 
-    args.config = args.config or default_path()
+    args.config = choose(args.config)
 
     spec = load(args.config)
     print(f"{args.config}: valid ({spec.cluster.mode} cluster {spec.cluster.name!r} in {spec.region}, "

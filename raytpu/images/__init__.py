@@ -63,6 +63,39 @@ def resolver(refs: Mapping[str, str], *, stack: str) -> Callable[[WorkloadSpec],
     return partial(pod_image, refs=refs, stack=stack)
 
 
+NOT_BUILT = "<not built: run raytpu images build>"
+"""What a preview (``submit --dry-run`` before a build) shows as an unbuilt image's reference: not a Docker
+reference on purpose (``<``, spaces), so no runtime could pull it."""
+PREVIEW_ANNOTATION = "raytpu preview: images not built, not applicable"
+"""The annotation key every object of such a preview carries: not a qualified name on purpose, so the API server
+refuses each object at ``kubectl apply`` rather than creating pods that cannot start (Source: k8s.io/apimachinery
+``ValidateAnnotations``, keys must pass ``IsQualifiedName``)."""
+
+
+def preview_resolver(refs: Mapping[str, str], *, stack: str) -> Callable[[WorkloadSpec], PodImage]:
+    """:func:`resolver`, except that an unbuilt kit image is :data:`NOT_BUILT` instead of an error: what a
+    preview before ``raytpu images build`` shows (:func:`mark_preview` makes it unappliable)."""
+    def image(work: WorkloadSpec) -> PodImage:
+        if unbuilt(work, refs) is None:
+            return pod_image(work, refs, stack=stack)
+        return PodImage(NOT_BUILT, for_kind(work.kind.name).ray_version)
+    return image
+
+
+def mark_preview(manifests: list[dict[str, object]], missing: list[str]) -> str:
+    """Marks ``manifests`` of a preview whose images ``missing`` are not built (:data:`PREVIEW_ANNOTATION` on
+    each object) and returns the YAML comment to print above them; "" when every image is built."""
+    if not missing:
+        return ""
+    for manifest in manifests:
+        metadata = manifest.setdefault("metadata", {})
+        assert isinstance(metadata, dict)
+        metadata.setdefault("annotations", {})[PREVIEW_ANNOTATION] = "run raytpu images build, then preview again"
+    return (f"# PREVIEW ONLY, NOT APPLICABLE: image(s) {', '.join(missing)} not built, shown as {NOT_BUILT!r};\n"
+            f"# every object carries the annotation {PREVIEW_ANNOTATION!r}, which the API server refuses.\n"
+            "# `raytpu images build --stack STACK` first; then submit --dry-run shows what would be applied.\n")
+
+
 def unbuilt(work: WorkloadSpec, refs: Mapping[str, str]) -> str | None:
     """The name of the kit's image ``work`` needs and ``refs`` lacks; None when it runs an image it has."""
     if work.image is not None:
