@@ -398,3 +398,101 @@ def test_core_modules_import_no_cdktn_ray_or_jax(module: str) -> None:
         "print(sorted({m.split('.')[0] for m in sys.modules} & heavy))\n"))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+PARSE_TIME_CASES = [
+    # (argv, first stderr line): issue 28 item 9, refused while parsing, before a config, credentials or cluster
+    (["images", "build", "--stack", "s", "--poll-s", "-1"],
+     "error: --poll-s: -1 is out of range; valid: a number of seconds above 0 and at most 600"),
+    (["images", "build", "--stack", "s", "--poll-s", "nan"], "error: --poll-s: nan is out of range"),
+    (["images", "build", "--stack", "s", "--timeout-s", "5"],
+     "error: --timeout-s: 5 is outside Cloud Build's build timeout range; valid: 60 to 86400 seconds"),
+    (["images", "build", "--stack", "s", "--timeout-s", "1h"], "error: --timeout-s: '1h' is not a whole number"),
+    (["submit", "train", "--wait", "--timeout-s", "-5"], "error: --timeout-s: -5 is out of range"),
+    (["submit", "train", "--timeout-s", "inf"], "error: --timeout-s: inf is out of range"),
+    (["submit", "train", "--report", ""], "error: --report: '' is not a path; valid: a file or directory path"),
+    (["submit", "train", "--config", ""], "error: --config: '' is not a path"),
+    (["smoke", "--stack", "s", "--timeout-s", "0"], "error: --timeout-s: 0 is out of range"),
+    (["smoke", "--stack", "s", "--report", ""], "error: --report: '' is not a path"),
+    (["local", "smoke", "--dcn-slices", "0"], "error: --dcn-slices: 0 is out of range; valid: 1 to 1000000"),
+    (["local", "smoke", "--dcn-slices", "two"], "error: --dcn-slices: 'two' is not a whole number"),
+    (["local", "smoke", "--timeout-s", "-1"], "error: --timeout-s: -1 is out of range"),
+    (["local", "up", "--slices", "0"], "error: --slices: 0 is out of range"),
+    (["local", "up", "--timeout-s", "nan"], "error: --timeout-s: nan is out of range"),
+    (["local", "serve", "--timeout-s", "0"], "error: --timeout-s: 0 is out of range"),
+    (["local", "--dir", "", "status"], "error: --dir: '' is not a path"),
+    (["local", "status", "--dir", ""], "error: --dir: '' is not a path"),
+    (["demo", "--steps", "-3"], "error: --steps: -3 is out of range"),
+    (["demo", "--config", ""], "error: --config: '' is not a path"),
+    (["validate", ""], "error: CONFIG: '' is not a path"),
+    (["synth", "raytpu.example.yaml", "--out", ""], "error: --out: '' is not a path"),
+    (["plan", "--model", "llama-3.1-8b", "--prices", ""], "error: --prices: '' is not a path"),
+]
+
+
+@pytest.mark.parametrize(("argv", "first_line"), PARSE_TIME_CASES, ids=[" ".join(c[0]) for c in PARSE_TIME_CASES])
+def test_bad_numbers_and_paths_are_refused_while_parsing(capsys: pytest.CaptureFixture[str],
+                                                         monkeypatch: pytest.MonkeyPatch, argv: list[str],
+                                                         first_line: str) -> None:
+    """Exit 2 naming the option before the command's ``run`` (which reads configs, credentials, clusters) starts."""
+    import importlib
+
+    def reached(_args: object) -> int:
+        raise AssertionError(f"{argv[0]}.run reached")
+
+    monkeypatch.setattr(importlib.import_module(f"raytpu.commands.{argv[0]}"), "run", reached)
+    code, out, err = run_cli(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert err.splitlines()[0].startswith(first_line), err
+    assert len(err.splitlines()) == 1 and "; valid: " in err
+
+
+MISTYPED_CASES = [
+    # (argv, first stderr line): issue 28 item 11, a close command, action or option suggested
+    (["descirbe", "v6e", "4x4"], "error: COMMAND: invalid choice: 'descirbe' (did you mean describe?); valid: catalog"),
+    (["local", "stauts"], "error: ACTION: invalid choice: 'stauts' (did you mean status?); valid: up, status"),
+    (["images", "biuld"], "error: ACTION: invalid choice: 'biuld' (did you mean build?); valid: build"),
+    (["describe", "v6e", "4x4", "--jsn"], "error: --jsn: is not a known option (did you mean --json?); valid: "),
+    (["submit", "train", "--wiat"], "error: --wiat: is not a known option (did you mean --wait?)"),
+    (["plan", "--model", "x", "--mdoe=serve"], "error: --mdoe=serve: is not a known option (did you mean --mode?)"),
+    (["plan", "--model", "x", "--dtype", "bf61"], "error: --dtype: invalid choice: 'bf61' (did you mean bf16?)"),
+    (["catalog", "--yaml"], "error: --yaml: is not a known option; valid: "),  # nothing close: no guess
+    (["zzz"], "error: COMMAND: invalid choice: 'zzz'; valid: "),
+]
+
+
+@pytest.mark.parametrize(("argv", "first_line"), MISTYPED_CASES, ids=[" ".join(c[0]) for c in MISTYPED_CASES])
+def test_a_mistyped_name_gets_a_did_you_mean(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                              first_line: str) -> None:
+    code, out, err = run_cli(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert err.startswith(first_line), err
+
+
+def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import raytpu
+
+    code, out, err = run_cli(capsys, "--version")
+    assert (code, out.strip(), err) == (0, f"raytpu {raytpu.__version__}", "")
+
+
+@pytest.mark.parametrize(("argv", "absent"), [
+    (["smoke", "--help"], "--local"),  # issue 28 item 14: smoke has no --local, so its help names none
+])
+def test_help_names_only_options_the_command_has(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                                 absent: str) -> None:
+    code, out, _ = run_cli(capsys, *argv)
+    assert code == 0 and "--stack" in out
+    assert absent not in out
+
+
+@pytest.mark.parametrize("argv", [["local", "--dir", "{d}", "status"], ["local", "status", "--dir", "{d}"],
+                                  ["local", "down", "--dir", "{d}"], ["local", "smoke", "--dir", "{d}"]])
+def test_local_dir_is_taken_before_or_after_the_action(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                       argv: list[str]) -> None:
+    """Issue 28 item 14: `local status --dir X` said --dir was unknown while listing it as valid."""
+    code, _, err = run_cli(capsys, *(a.format(d=tmp_path / "none") for a in argv))
+    assert "is not a known option" not in err
+    assert code == (0 if "down" in argv else 1), err
+    if "down" not in argv:
+        assert f"no local cluster recorded in {tmp_path / 'none'}" in err

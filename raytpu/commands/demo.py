@@ -39,13 +39,18 @@ DEFAULT_SERVE_REPORT = "reports/demo-serve.json"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds ``--config``, ``--report``, ``--steps``, ``--out``, ``--no-synth``."""
-    parser.add_argument("--config", default=DEFAULT_CONFIG, help=f"config to demo (default: {DEFAULT_CONFIG})")
-    parser.add_argument("--report", default=None, help=f"JSON report path (default: {DEFAULT_REPORT}; with --serve "
-                        f"{DEFAULT_SERVE_REPORT})")
-    parser.add_argument("--steps", type=int, default=30, help="training steps (default 30)")
-    parser.add_argument("--out", default="cdktf.out", help="synth output directory (default: cdktf.out)")
+    from raytpu import argtypes
+
+    parser.add_argument("--config", default=DEFAULT_CONFIG, type=argtypes.path,
+                        help=f"config to demo (default: {DEFAULT_CONFIG})")
+    parser.add_argument("--report", default=None, type=argtypes.path,
+                        help=f"JSON report path (default: {DEFAULT_REPORT}; with --serve {DEFAULT_SERVE_REPORT})")
+    parser.add_argument("--steps", type=argtypes.positive_int, default=30, help="training steps (default 30)")
+    parser.add_argument("--out", default="cdktf.out", type=argtypes.path,
+                        help="synth output directory (default: cdktf.out)")
     parser.add_argument("--no-synth", action="store_true", help="skip synthesizing the stacks")
-    parser.add_argument("--dir", default=".raytpu/demo", help="run directory of the demo's local cluster")
+    parser.add_argument("--dir", default=".raytpu/demo", type=argtypes.path,
+                        help="run directory of the demo's local cluster")
     parser.add_argument("--serve", action="store_true", help="the serving demo instead (make serve): slice up, "
                         "deploy, ask with the openai client, tear down")
 

@@ -23,12 +23,13 @@ MAX_BATCH = 1_000_000
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the model (one of --model, --model-config, --params), the workload and the output options."""
+    from raytpu import argtypes
     from raytpu.sizing.memory import DEFAULT_HEADROOM, DTYPE_BYTES, OPTIMIZER_STATES, REMAT
     from raytpu.sizing.models import MODELS
 
     which = parser.add_argument_group("the model (one of)")
     which.add_argument("--model", help="a built-in model: " + ", ".join(MODELS) + " (or its Hugging Face id)")
-    which.add_argument("--model-config", metavar="FILE", help="a Hugging Face config.json")
+    which.add_argument("--model-config", metavar="FILE", type=argtypes.path, help="a Hugging Face config.json")
     which.add_argument("--params", metavar="N", help="a parameter count (8e9) for a rough answer")
     parser.add_argument("--mode", choices=("serve", "train"), default="serve")
     parser.add_argument("--context", type=int, default=None,
@@ -42,11 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--remat", choices=REMAT, default="full", help="train: activation rematerialization")
     parser.add_argument("--headroom", type=float, default=DEFAULT_HEADROOM,
                         help=f"fraction of HBM kept free (default {DEFAULT_HEADROOM:g})")
-    parser.add_argument("--prices", metavar="FILE", help="a JSON price table (default: the built-in one)")
+    parser.add_argument("--prices", metavar="FILE", type=argtypes.path,
+                        help="a JSON price table (default: the built-in one)")
     parser.add_argument("--tokens-per-s", type=float, default=None, help="serve: output tokens/s of a slice")
     parser.add_argument("--all", action="store_true", help="list every fitting slice, not the smallest few")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.add_argument("--plot", metavar="PNG", help="write cost against HBM headroom to this PNG")
+    parser.add_argument("--plot", metavar="PNG", type=argtypes.path, help="write cost against HBM headroom to this PNG")
 
 
 def _shape(args: argparse.Namespace) -> tuple[ModelShape | None, int]:
