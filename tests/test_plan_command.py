@@ -383,3 +383,23 @@ def test_validate_is_quiet_when_the_model_fits(capsys: pytest.CaptureFixture[str
     code, _, err = run_cli(capsys, "validate", _serving_config(tmp_path, "meta-llama/Llama-3.1-70B-Instruct"))
     assert code == 0, err
     assert "workloads.serve" not in err
+
+
+NOTHING_FITS = [
+    # (argv, field, what helps): issue 28 item 14, an impossible request is invalid input (exit 2), not exit 0
+    (["--model", "llama-3.1-405b", "--context", "131072", "--batch", "100000"], "--model", "a shorter --context"),
+    (["--model", "llama-3.1-405b", "--mode", "train", "--context", "131072", "--batch", "100000", "--remat", "off"],
+     "--model", "--remat full, a bf16 --optimizer-dtype"),
+    (["--model", "llama-3.1-70b", "--batch", "1000000", "--context", "131072"], "--model", "a smaller --batch"),
+]
+
+
+@pytest.mark.parametrize(("argv", "field", "helps"), NOTHING_FITS, ids=[" ".join(c[0]) for c in NOTHING_FITS])
+def test_no_slice_fits_exits_2_saying_what_would_help(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                      argv: list[str], field: str, helps: str) -> None:
+    for extra in ([], ["--json"], ["--plot", str(tmp_path / "p.png")]):
+        code, out, err = run_cli(capsys, "plan", *argv, *extra)
+        assert (code, out) == (2, ""), (extra, out, err)
+        assert len(err.splitlines()) == 1 and err.startswith(f"error: {field}: needs "), err
+        assert "more than any slice of the catalog holds" in err and helps in err and "Traceback" not in err
+    assert not (tmp_path / "p.png").exists()

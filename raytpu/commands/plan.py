@@ -139,6 +139,23 @@ def _table(found: list[Candidate], best: Candidate | None, minimal: dict[str, Ca
     return lines
 
 
+def _nothing_fits(args: argparse.Namespace, found: list[Candidate]) -> None:
+    """Exit 2 (invalid input: the request is impossible, as an impossible slice is), saying what would help."""
+    from raytpu import errors
+    from raytpu.sizing.memory import GIB
+
+    largest = max(found, key=lambda c: c.usable_bytes, default=None)
+    most = (f" (the largest, {largest.plan.generation} {largest.plan.topology}, leaves "
+            f"{largest.usable_bytes / GIB:,.0f} GiB usable)" if largest else "")
+    given = next(f for f in ("model", "model_config", "params") if getattr(args, f) is not None)
+    train = ", --remat full, a bf16 --optimizer-dtype" if args.mode == "train" else ""
+    need = f"needs {found[0].need.total / GIB:,.1f} GiB" if found else "needs more HBM"
+    raise errors.InvalidInput(
+        f"--{given.replace('_', '-')}", f"{need} at --context {args.context} x --batch {args.batch}, more than any "
+        f"slice of the catalog holds{most}", f"a shorter --context, a smaller --batch, a lower --dtype (e.g. int8)"
+        f"{train}, a smaller model, or several slices (a multi-slice workload)")
+
+
 def run(args: argparse.Namespace) -> int:
     """Prints the need, the fitting slices (table or JSON) and, with --plot, writes the picture."""
     from raytpu.sizing import candidates, prices
@@ -153,6 +170,8 @@ def run(args: argparse.Namespace) -> int:
     best = candidates.cheapest(found)
     name = shape.name if shape else f"{params:.3g} parameters"
     need = need_for(1)
+    if not any(c.fits for c in found):
+        _nothing_fits(args, found)
     title = (f"{name}, {args.mode}, context {args.context} x batch {args.batch}, {args.dtype}"
              + (f", {args.optimizer}, remat {args.remat}" if args.mode == "train" else ""))
     if args.plot:
@@ -183,10 +202,7 @@ def run(args: argparse.Namespace) -> int:
           f"{table.read_on} from {table.source}; n/p = not published there")
     print()
     lines = _table(found, best, minimal, args.all, args.tokens_per_s is not None)
-    if len(lines) == 1:
-        print("no slice of the catalog fits; lower --context/--batch, use a smaller --dtype, or shard across slices")
-    else:
-        print("\n".join(lines))
-        print("< smallest usable slice of its generation; * cheapest usable on-demand"
-              + (f"; plot: {args.plot}" if args.plot else ""))
+    print("\n".join(lines))
+    print("< smallest usable slice of its generation; * cheapest usable on-demand"
+          + (f"; plot: {args.plot}" if args.plot else ""))
     return 0
