@@ -496,3 +496,31 @@ def test_local_dir_is_taken_before_or_after_the_action(capsys: pytest.CaptureFix
     assert code == (0 if "down" in argv else 1), err
     if "down" not in argv:
         assert f"no local cluster recorded in {tmp_path / 'none'}" in err
+
+
+DESCRIBE_BY_NAME = [
+    # (argv, exit code, first line): issue 28 item 11, accelerator type names wherever a generation and topology are
+    (["describe", "v6e-16"], 0, "v6e 4x4: 16 chips on 4 hosts x 4 chips (ct6e-standard-4t)"),
+    (["describe", "v5litepod-16"], 0, "v5e 4x4: 16 chips"),
+    (["describe", "v5p-128"], 0, "v5p 4x4x4: 64 chips on 16 hosts"),
+    (["describe", "tpu7x-128"], 0, "tpu7x 4x4x4: 64 chips on 16 hosts"),
+    (["describe", "v6e-12"], 2, "error: generation: 'v6e-12' names 12 chips, which no v6e slice has; valid: v6e "
+                                "accelerator types: v6e-1, v6e-4, v6e-8, v6e-16"),
+    (["describe", "v9-16"], 2, "error: generation: 'v9-16' is not an accelerator type of the catalog; valid: "),
+    (["describe", "v6e-16", "4x4"], 2, "error: TOPOLOGY: '4x4' is not allowed with the accelerator type 'v6e-16'"),
+    (["describe", "v6e"], 2, "error: TOPOLOGY: is required after the generation 'v6e'"),
+]
+
+
+@pytest.mark.parametrize(("argv", "code", "first_line"), DESCRIBE_BY_NAME,
+                         ids=[" ".join(c[0]) for c in DESCRIBE_BY_NAME])
+def test_describe_takes_an_accelerator_type_name(capsys: pytest.CaptureFixture[str], argv: list[str], code: int,
+                                                 first_line: str) -> None:
+    got, out, err = run_cli(capsys, *argv)
+    assert got == code
+    assert (out if code == 0 else err).splitlines()[0].startswith(first_line), (out, err)
+
+
+def test_describe_by_name_is_the_same_plan_as_by_generation_and_topology(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(capsys, "describe", "v5p-128", "--json")[1] == run_cli(capsys, "describe", "v5p", "4x4x4",
+                                                                          "--json")[1]
