@@ -45,6 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"fraction of HBM kept free (default {DEFAULT_HEADROOM:g})")
     parser.add_argument("--prices", metavar="FILE", type=argtypes.path,
                         help="a JSON price table (default: the built-in one)")
+    parser.add_argument("--region", help="price this region from the built-in regional table (default: us-central1; "
+                                         "v4: us-central2), e.g. your config's region")
     parser.add_argument("--tokens-per-s", type=float, default=None, help="serve: output tokens/s of a slice")
     parser.add_argument("--all", action="store_true", help="list every fitting slice, not the smallest few")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -82,6 +84,9 @@ def _check(args: argparse.Namespace, shape: ModelShape | None) -> None:
                                    "a fraction in [0, 0.9) of HBM kept free (e.g. 0.1)")
     if args.tokens_per_s is not None and not 0 < args.tokens_per_s <= 1e9:
         raise errors.invalid_value("--tokens-per-s", args.tokens_per_s, "is out of range", "a rate in (0, 1e9]")
+    if args.region is not None and args.prices is not None:
+        raise errors.forbidden("--region", args.region, "with --prices (the file names its own region)",
+                               "--region REGION or --prices FILE")
     if args.tokens_per_s is not None and args.mode != "serve":
         raise errors.forbidden("--tokens-per-s", args.tokens_per_s, "with --mode train", "--mode serve")
     if args.plot is not None:
@@ -163,7 +168,8 @@ def run(args: argparse.Namespace) -> int:
 
     shape, params = _shape(args)
     _check(args, shape)
-    table = prices.load(args.prices) if args.prices else prices.default_table()
+    table = (prices.load(args.prices) if args.prices else prices.regional_table(args.region) if args.region
+             else prices.default_table())
     need_for = _need_for(args, shape, params)
     found = candidates.candidates(shape, args.mode, need_for, args.headroom, table, args.tokens_per_s)
     minimal = candidates.minimal_fits(found)
