@@ -14,7 +14,7 @@ import yaml
 
 from raytpu import kinds, provisioning, spec
 from raytpu.catalog import GENERATIONS, RAY_VERSION
-from raytpu.cli import main
+from raytpu.cli import build_parser, main
 
 pytestmark = pytest.mark.unit
 
@@ -524,3 +524,22 @@ def test_describe_takes_an_accelerator_type_name(capsys: pytest.CaptureFixture[s
 def test_describe_by_name_is_the_same_plan_as_by_generation_and_topology(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(capsys, "describe", "v5p-128", "--json")[1] == run_cli(capsys, "describe", "v5p", "4x4x4",
                                                                           "--json")[1]
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    # issue 28 item 11: `local up --generation v6e-16` plans the same slice as --generation v6e --topology 4x4
+    (["--generation", "v6e-8"], ("v6e", "2x4", 1)),
+    (["--generation", "v5p-16"], ("v5p", "2x2x2", 2)),
+    (["--generation", "v6e", "--topology", "2x2"], ("v6e", "2x2", 1)),
+])
+def test_local_up_takes_an_accelerator_type_as_its_generation(argv: list[str], expected: tuple[str, str, int]) -> None:
+    from raytpu.commands import local
+
+    args = build_parser().parse_args(["local", "up", *argv])
+    plan = local.plan_from_args(args)
+    assert (plan.generation, plan.topology, plan.hosts) == expected
+
+
+def test_local_up_refuses_an_accelerator_type_of_no_slice(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "local", "up", "--generation", "v6e-12")
+    assert code == 2 and err.startswith("error: --generation: 'v6e-12' names 12 chips, which no v6e slice has")

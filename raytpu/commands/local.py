@@ -38,7 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                     help=f"take the slice from this config (default: {DEFAULT_CONFIG} when no --generation)")
     up.add_argument("--slice", dest="slice_name", default=None,
                     help="config slice to emulate (default: the train workload's slice, else the first)")
-    up.add_argument("--generation", default=None, help="emulate this generation instead of a config slice")
+    up.add_argument("--generation", default=None, help="emulate this generation instead of a config slice (or an "
+                    "accelerator type such as v6e-16 or v5p-8, without --topology)")
     up.add_argument("--topology", default=None, help="with --generation")
     up.add_argument("--machine-type", default=None, help="with --generation")
     up.add_argument("--slices", type=argtypes.positive_int, default=1, help="how many such slices (default 1)")
@@ -87,9 +88,13 @@ def _progress(line: str) -> None:
 def plan_from_args(args: argparse.Namespace) -> Any:
     """The SlicePlan to emulate: ``--generation/--topology``, else a slice of the config."""
     from raytpu import errors
+    from raytpu.catalog import from_accelerator_type
     from raytpu.config import load
     from raytpu.plan import plan_slice
 
+    named = from_accelerator_type(args.generation, "--generation") if args.generation and not args.topology else None
+    if named is not None:  # --generation v6e-16: an accelerator type names both
+        return plan_slice(*named, args.machine_type)
     if args.generation or args.topology:
         if not (args.generation and args.topology):
             raise errors.missing("topology" if args.generation else "generation", "with the other",
