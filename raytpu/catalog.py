@@ -19,6 +19,7 @@ Standard library only: the CLI's ``describe`` path imports this and nothing heav
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -465,6 +466,43 @@ def generation(name: str, field: str = "generation") -> Generation:
         return GENERATIONS[name]
     except KeyError as exc:
         raise invalid_choice(field, name, GENERATIONS) from exc
+
+
+ACCELERATOR_TYPE = re.compile(r"^([a-z0-9]+)-([0-9]+)$")
+"""An accelerator (pod) type name: ``<prefix>-<size>`` (``v6e-16``, ``v5litepod-16``, ``v5p-128``, ``tpu7x-128``)."""
+
+
+def accelerator_prefixes() -> dict[str, Generation]:
+    """Every prefix an accelerator type name of a generation starts with: the kit's name, GKE's
+    ``TPU_ACCELERATOR_TYPE`` prefix and Ray's pod-type prefix (``v5e``/``v5litepod``, ``tpu7x``/``v7x``)."""
+    return {p: g for g in GENERATIONS.values() for p in (g.name, g.gke_pod_prefix, g.ray_pod_prefix)}
+
+
+def from_accelerator_type(name: str, field: str = "generation") -> tuple[str, str] | None:
+    """``(generation, topology)`` of an accelerator type name people already use, None if ``name`` is not one.
+
+    The size counts TensorCores where a chip has two (v4, v5p, tpu7x: ``v5p-128`` is 64 chips) and chips where it
+    has one (v5e, v6e: ``v6e-16`` is 16 chips), as :attr:`Generation.tensorcores_per_chip` says; the topology is
+    GKE's one shape of that many chips (:attr:`Generation.topologies` holds one per size), refused listing the
+    sizes when none or several have it.
+    Source: ray 2.60 ``ray._private.accelerators.tpu.get_tpu_cores_per_chip`` (v5litepod, v6e: 1; others: 2) and
+    ``normalize_tpu_accelerator_type`` (tpu7x-8 is v7x-8); https://cloud.google.com/tpu/docs/v5p (v5p-128: 4x4x4);
+    AI-Hypercomputer/xpk ``system_characteristics`` (tpu7x 4x4x4: device_type tpu7x-128).
+    """
+    match = ACCELERATOR_TYPE.match(name.strip().lower())
+    gen = accelerator_prefixes().get(match[1]) if match else None
+    if match is None or gen is None:
+        return None
+    size, cores = int(match[2]), gen.tensorcores_per_chip
+    unit = "TensorCores (2 per chip)" if cores > 1 else "chips"
+    sizes = ", ".join(f"{match[1]}-{chips_in(t) * cores}" for t in gen.topologies[:12]) + (
+        f", ... {match[1]}-{chips_in(gen.topologies[-1]) * cores}" if len(gen.topologies) > 12 else "")
+    shapes = [t for t in gen.topologies if size % cores == 0 and chips_in(t) == size // cores]
+    if len(shapes) != 1:
+        problem = (f"{name!r} names {size} {unit}, which no {gen.name} slice has" if not shapes else
+                   f"{name!r} names {size} {unit}, which several {gen.name} topologies have: {', '.join(shapes)}")
+        raise InvalidInput(field, problem, f"{gen.name} accelerator types: {sizes}; or GENERATION TOPOLOGY")
+    return gen.name, shapes[0]
 
 
 def offered_topology(gen: Generation, topology: str, field: str = "topology") -> str:

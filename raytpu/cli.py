@@ -9,6 +9,7 @@ on stderr with exit 2 (bad input) or 1 (runtime failure), never a traceback.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import pkgutil
 import re
@@ -16,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from raytpu import timeline
+from raytpu import __version__, timeline
 from raytpu.errors import EXIT_INVALID, InvalidInput, InvalidInputs, RaytpuError, report
 
 ORDER = ("catalog", "describe", "validate", "synth", "local", "demo", "images", "submit", "smoke")
@@ -41,10 +42,13 @@ class _Parser(argparse.ArgumentParser):
     def explain(self, message: str) -> tuple[str, str, str]:
         """Splits an argparse message into the field it concerns, the problem and what is valid."""
         usage = f"see `{self.prog} --help`"
-        if match := re.match(r"argument (\S+?)(?:/\S+)?: (invalid choice: .*?)(?: \(choose from (.*)\))?$", message):
-            return match[1], match[2], (match[3] or usage).replace("'", "")
+        if match := re.match(r"argument (\S+?)(?:/\S+)?: (invalid choice: '(.*?)')(?: \(choose from (.*)\))?$",
+                             message):
+            choices = (match[4] or "").replace("'", "")
+            return match[1], match[2] + did_you_mean(match[3], choices.split(", ")), choices or usage
         if match := re.match(r"argument (\S+?)(?:/\S+)?: (.*)$", message):
-            return match[1], match[2], usage
+            problem, _, valid = match[2].partition("; valid: ")  # an argtypes refusal says what is valid
+            return match[1], problem, valid or usage
         if match := re.match(r"the following arguments are required: (.*)$", message):
             return match[1], "is required", usage
         return "arguments", message, usage
@@ -52,6 +56,13 @@ class _Parser(argparse.ArgumentParser):
     def options(self) -> str:
         """This parser's option strings, for listing what is valid."""
         return ", ".join(o for action in self._actions for o in action.option_strings) or "(none)"
+
+
+def did_you_mean(typed: str, known: Sequence[str]) -> str:
+    """`` (did you mean --json?)`` for a mistyped command or option close to one of ``known``, else ``""``
+    (argparse has ``suggest_on_error`` only from Python 3.14)."""
+    close = difflib.get_close_matches(typed, [k for k in known if k], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def fail(field: str, problem: str, valid: str) -> NoReturn:
@@ -63,6 +74,7 @@ def fail(field: str, problem: str, valid: str) -> NoReturn:
 def build_parser() -> argparse.ArgumentParser:
     """The full parser; imports every command module (all are standard-library-only at import)."""
     parser = _Parser(prog="raytpu", description="Ray on Cloud TPU, as code.")
+    parser.add_argument("--version", action="version", version=f"raytpu {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in command_names():
@@ -76,9 +88,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``raytpu`` console script; returns the exit code."""
     timeline.command_started()  # a run's timeline counts from here, before the heavy imports
-    args, unknown = build_parser().parse_known_args(argv)
+    try:
+        args, unknown = build_parser().parse_known_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error already printed by fail(): its code
+        return exc.code if isinstance(exc.code, int) else EXIT_INVALID
     if unknown:
-        fail(unknown[0], "is not a known option", f"options of `{args._parser.prog}`: {args._parser.options()}")
+        parser = args._parser
+        known = [o for action in parser._actions for o in action.option_strings]
+        report(InvalidInput(unknown[0], "is not a known option" + did_you_mean(unknown[0].split("=", 1)[0], known),
+                            f"options of `{parser.prog}`: {parser.options()}"))
+        return EXIT_INVALID
     try:
         return int(args._run(args))
     except (InvalidInput, InvalidInputs, RaytpuError) as exc:

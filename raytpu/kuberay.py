@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from raytpu import __version__, errors, multislice, pod_security, ray_ports, serving
+from raytpu import __version__, errors, multislice, names, pod_security, ray_ports, serving
 from raytpu import network_policy as netpol
 from raytpu.catalog import RAY_VERSION, generation
 from raytpu.errors import InvalidInput
@@ -665,8 +665,8 @@ def smoke_workloads(spec: ClusterSpec, image: str | None = None) -> list[tuple[s
     Slices whose provisioning cannot run a Ray cluster (queued) are left out; the caller reports them.
     """
     smoke = workload_kind("smoke")
-    return [(f"smoke-{item.name}-{i}",
-             WorkloadSpec(name=f"smoke-{item.name}", kind=smoke, slice=item, slices=1,
+    return [(names.smoke_job(item.name, i),
+             WorkloadSpec(name=names.smoke_workload(item.name), kind=smoke, slice=item, slices=1,
                           image=image or slice_image(spec, item)))
             for item in spec.slices if item.provisioning.runs_ray for i in range(item.count)]
 
@@ -677,12 +677,8 @@ def smoke_jobs(spec: ClusterSpec, *, images: ImageOf, service_account: str, buck
     """The RayJobs of :func:`smoke_workloads`, named ``smoke-<slice>-<i>[-<suffix>]`` (``images``: as
     :func:`workload_manifest`)."""
     return [workload_manifest(spec, work, images=images, service_account=service_account, bucket=bucket,
-                              namespace=namespace, py_modules=py_modules, name=f"{base}-{suffix}" if suffix else base)
+                              namespace=namespace, py_modules=py_modules, name=names.run_name(base, suffix))
             for base, work in smoke_workloads(spec, image)]
-
-
-DCN_SMOKE_SUFFIX = "dcn"
-"""``smoke-<slice>-dcn``: the multi-slice smoke job of a slice (:func:`dcn_smoke_workloads`)."""
 
 
 def dcn_span(spec: ClusterSpec, item: SliceSpec) -> int:
@@ -699,8 +695,8 @@ def dcn_smoke_workloads(spec: ClusterSpec, image: str | None = None) -> list[tup
     per-slice checks. Named ``smoke-<slice>-dcn``.
     """
     smoke = workload_kind("smoke")
-    return [(f"smoke-{item.name}-{DCN_SMOKE_SUFFIX}",
-             WorkloadSpec(name=f"smoke-{item.name}", kind=smoke, slice=item, slices=dcn_span(spec, item),
+    return [(names.dcn_smoke_job(item.name),
+             WorkloadSpec(name=names.smoke_workload(item.name), kind=smoke, slice=item, slices=dcn_span(spec, item),
                           image=image or slice_image(spec, item)))
             for item in spec.slices if item.provisioning.runs_ray and dcn_span(spec, item) > 1]
 
@@ -712,7 +708,7 @@ def dcn_smoke_jobs(spec: ClusterSpec, *, images: ImageOf, service_account: str, 
     ``MEGASCALE_NUM_SLICES=N`` exactly as a multi-slice train RayJob's do (:func:`raytpu.multislice.slice_env`: the
     TPU webhook then injects each replica's ``MEGASCALE_*``), the entrypoint runs ``--dcn-slices N``."""
     return [workload_manifest(spec, work, images=images, service_account=service_account, bucket=bucket,
-                              namespace=namespace, py_modules=py_modules, name=f"{base}-{suffix}" if suffix else base,
+                              namespace=namespace, py_modules=py_modules, name=names.run_name(base, suffix),
                               args=("--dcn-slices", str(work.slices_spanned)),
                               worker_env=multislice.slice_env(work.slices_spanned))
             for base, work in dcn_smoke_workloads(spec, image)]

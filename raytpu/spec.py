@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from raytpu import errors, kinds, multislice, vllm_rules
+from raytpu import errors, kinds, multislice, names, vllm_rules
 from raytpu.catalog import RAY_VERSION, generation
 from raytpu.errors import InvalidInput, InvalidInputs, Problems
 from raytpu.kinds import WorkloadKind
@@ -41,6 +41,8 @@ RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
 PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 CLUSTER_NAME = re.compile(r"^[a-z](?:[a-z0-9-]{0,38}[a-z0-9])?$")
 DNS_LABEL = re.compile(r"^[a-z](?:[a-z0-9-]{0,28}[a-z0-9])?$")
+DNS_LABEL_LENGTH = 30
+"""The longest slice or workload name (:data:`DNS_LABEL`)."""
 REGION = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
 ZONE = re.compile(r"^([a-z]+-[a-z]+[0-9]+)-[a-z]$")
 BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
@@ -65,6 +67,18 @@ SERVING_FIELDS = ("model", "model_source", "max_model_len", "engine_kwargs", "hf
 
 WORKLOAD_ENV = "RAYTPU_WORKLOAD"
 """Environment variable that carries a workload's spec (JSON) into its Ray job: workloads never re-plan."""
+
+
+def derived_name_problems(field: str, value: str, derived: str, what: str, run: bool = True) -> list[InvalidInput]:
+    """``value`` is too long when the name the kit derives from it (``derived``, plus a run suffix when ``run``)
+    passes :data:`MULTI_HOST_NAME_LIMIT` on a multi-host slice; ``what`` names the derived object."""
+    longest = names.run_name(derived, "x" * RUN_ID_LENGTH) if run else derived
+    if len(longest) <= MULTI_HOST_NAME_LIMIT:
+        return []
+    return [errors.invalid_value(
+        field, value, f"is too long for a multi-host slice: {what} ({longest}) would exceed {MULTI_HOST_NAME_LIMIT} "
+        "characters, and GKE's TPU webhook truncates longer names so the hosts cannot find each other",
+        f"at most {MULTI_HOST_NAME_LIMIT - len(longest) + len(value)} characters")]
 
 
 # ---------------------------------------------------------------------------------------------- field rules
@@ -406,13 +420,15 @@ class SliceSpec:
         found += self._fallback_problems()
         if self.disk_size_gib is not None:
             found += range_problems("disk_size_gib", self.disk_size_gib, *DISK_SIZE_GIB, " GiB")
-        smoke_job = f"smoke-{self.name}-{self.count - 1}-" + "x" * RUN_ID_LENGTH if isinstance(self.count, int) else ""
-        if not found and not self.plan.single_host and len(smoke_job) > MULTI_HOST_NAME_LIMIT:
+        smoke = names.smoke_workload(self.name)
+        if not found and self.provisioning.runs_ray and len(smoke) > DNS_LABEL_LENGTH:
             found.append(errors.invalid_value(
-                "name", self.name, f"is too long for a multi-host slice: its smoke jobs ({smoke_job}) would exceed "
-                f"{MULTI_HOST_NAME_LIMIT} characters, and GKE's TPU webhook truncates longer names so the hosts "
-                "cannot find each other", f"at most {len(self.name) - len(smoke_job) + MULTI_HOST_NAME_LIMIT} "
+                "name", self.name, f"is too long for a slice that runs Ray: its smoke workload ({smoke}) would "
+                f"exceed {DNS_LABEL_LENGTH} characters", f"at most {DNS_LABEL_LENGTH - len(smoke) + len(self.name)} "
                 "characters"))
+        if not found and not self.plan.single_host:
+            found += derived_name_problems("name", self.name, names.longest_smoke_job(self.name, self.count, False),
+                                           "its smoke jobs")
         _raise(found)
 
     def _fallback_problems(self) -> list[InvalidInput]:
@@ -611,13 +627,12 @@ class WorkloadSpec:
                 "cluster's head (a CPU pod on the head pool) never fits the slice's queued TPU pool",
                 "a slice whose provisioning runs a Ray cluster: " +
                 ", ".join(m.name for m in PROVISIONING_MODES.values() if m.runs_ray)))
-        longest = len(self.name) + (1 + RUN_ID_LENGTH if self.kind.is_job else 0)
-        if not found and not self.plan.single_host and longest > MULTI_HOST_NAME_LIMIT:
-            found.append(errors.invalid_value(
-                "name", self.name, f"is too long for a {self.kind.object_kind} on a multi-host slice: GKE's TPU "
-                f"webhook truncates names over {MULTI_HOST_NAME_LIMIT} characters (run suffix included), so the "
-                "hosts cannot find each other", f"at most {MULTI_HOST_NAME_LIMIT - longest + len(self.name)} "
-                "characters"))
+        if not found and not self.plan.single_host:
+            found += derived_name_problems("name", self.name, self.name, f"its {self.kind.object_kind}",
+                                           run=self.kind.is_job)
+            if self.multislice:  # `raytpu smoke` then runs the slice's multi-slice smoke job too
+                found += derived_name_problems("slice", self.slice.name, names.dcn_smoke_job(self.slice.name),
+                                               "its multi-slice smoke job")
         if not self.plan.ray_reservable:
             nearest = generation(self.plan.generation).nearest_ray_topologies(self.plan.topology)
             found.append(errors.invalid_value(

@@ -333,3 +333,52 @@ def test_unknown_machine_type_lists_the_generations_types() -> None:
 ])
 def test_min_gke_version_per_mode(name: str, mode: str, version: str) -> None:
     assert generation(name).min_gke_version_for(mode) == version
+
+
+# ---------------------------------------------------------------------------------------------- accelerator types
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    # issue 28 item 11: the names people already use. v5e/v6e count chips, v4/v5p/tpu7x TensorCores (2 per chip)
+    ("v6e-16", ("v6e", "4x4")), ("v6e-8", ("v6e", "2x4")), ("v6e-256", ("v6e", "16x16")),
+    ("v5litepod-16", ("v5e", "4x4")), ("v5e-4", ("v5e", "2x2")),
+    ("v5p-128", ("v5p", "4x4x4")), ("v5p-8", ("v5p", "2x2x1")), ("v4-32", ("v4", "2x2x4")),
+    ("tpu7x-128", ("tpu7x", "4x4x4")), ("v7x-8", ("tpu7x", "2x2x1")), ("TPU7X-16", ("tpu7x", "2x2x2")),
+    ("v6e", None), ("4x4", None), ("v9-16", None), ("v6e-", None),
+])
+def test_accelerator_type_names_map_to_a_generation_and_topology(name: str,
+                                                                   expected: tuple[str, str] | None) -> None:
+    from raytpu.catalog import from_accelerator_type
+
+    assert from_accelerator_type(name) == expected
+
+
+@pytest.mark.parametrize(("name", "problem"), [
+    ("v6e-12", "'v6e-12' names 12 chips, which no v6e slice has"),
+    ("v5p-7", "'v5p-7' names 7 TensorCores (2 per chip), which no v5p slice has"),
+    ("v5p-64000", "which no v5p slice has"),
+    ("tpu7x-2", "'tpu7x-2' names 2 TensorCores"),
+])
+def test_an_accelerator_type_of_no_slice_is_refused_listing_the_sizes(name: str, problem: str) -> None:
+    from raytpu.catalog import from_accelerator_type
+
+    with pytest.raises(InvalidInput) as caught:
+        from_accelerator_type(name)
+    assert caught.value.field == "generation" and problem in caught.value.problem
+    assert caught.value.valid.startswith(f"{name.split('-')[0]} accelerator types: ")
+
+
+@pytest.mark.parametrize("name", list(RAY_NAMES))
+def test_every_slices_own_pod_type_names_it_back_as_ray_names_it(name: str) -> None:
+    """Ray 2.60 ``infer_tpu_pod_type_from_topology`` names each catalog slice; that name (and GKE's
+    TPU_ACCELERATOR_TYPE) maps back to the same generation and topology."""
+    from ray._private.accelerators.tpu import infer_tpu_pod_type_from_topology
+
+    from raytpu.catalog import from_accelerator_type
+
+    gen = GENERATIONS[name]
+    for topology in gen.topologies:
+        plan = plan_slice(name, topology)
+        assert infer_tpu_pod_type_from_topology(topology, RAY_NAMES[name]) == plan.ray_pod_type
+        assert from_accelerator_type(plan.ray_pod_type) == from_accelerator_type(plan.gke_accelerator_type) == (
+            name, topology)

@@ -14,7 +14,7 @@ import yaml
 
 from raytpu import kinds, provisioning, spec
 from raytpu.catalog import GENERATIONS, RAY_VERSION
-from raytpu.cli import main
+from raytpu.cli import build_parser, main
 
 pytestmark = pytest.mark.unit
 
@@ -398,3 +398,148 @@ def test_core_modules_import_no_cdktn_ray_or_jax(module: str) -> None:
         "print(sorted({m.split('.')[0] for m in sys.modules} & heavy))\n"))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+PARSE_TIME_CASES = [
+    # (argv, first stderr line): issue 28 item 9, refused while parsing, before a config, credentials or cluster
+    (["images", "build", "--stack", "s", "--poll-s", "-1"],
+     "error: --poll-s: -1 is out of range; valid: a number of seconds above 0 and at most 600"),
+    (["images", "build", "--stack", "s", "--poll-s", "nan"], "error: --poll-s: nan is out of range"),
+    (["images", "build", "--stack", "s", "--timeout-s", "5"],
+     "error: --timeout-s: 5 is outside Cloud Build's build timeout range; valid: 60 to 86400 seconds"),
+    (["images", "build", "--stack", "s", "--timeout-s", "1h"], "error: --timeout-s: '1h' is not a whole number"),
+    (["submit", "train", "--wait", "--timeout-s", "-5"], "error: --timeout-s: -5 is out of range"),
+    (["submit", "train", "--timeout-s", "inf"], "error: --timeout-s: inf is out of range"),
+    (["submit", "train", "--report", ""], "error: --report: '' is not a path; valid: a file or directory path"),
+    (["submit", "train", "--config", ""], "error: --config: '' is not a path"),
+    (["smoke", "--stack", "s", "--timeout-s", "0"], "error: --timeout-s: 0 is out of range"),
+    (["smoke", "--stack", "s", "--report", ""], "error: --report: '' is not a path"),
+    (["local", "smoke", "--dcn-slices", "0"], "error: --dcn-slices: 0 is out of range; valid: 1 to 1000000"),
+    (["local", "smoke", "--dcn-slices", "two"], "error: --dcn-slices: 'two' is not a whole number"),
+    (["local", "smoke", "--timeout-s", "-1"], "error: --timeout-s: -1 is out of range"),
+    (["local", "up", "--slices", "0"], "error: --slices: 0 is out of range"),
+    (["local", "up", "--timeout-s", "nan"], "error: --timeout-s: nan is out of range"),
+    (["local", "serve", "--timeout-s", "0"], "error: --timeout-s: 0 is out of range"),
+    (["local", "--dir", "", "status"], "error: --dir: '' is not a path"),
+    (["local", "status", "--dir", ""], "error: --dir: '' is not a path"),
+    (["demo", "--steps", "-3"], "error: --steps: -3 is out of range"),
+    (["demo", "--config", ""], "error: --config: '' is not a path"),
+    (["validate", ""], "error: CONFIG: '' is not a path"),
+    (["synth", "raytpu.example.yaml", "--out", ""], "error: --out: '' is not a path"),
+    (["plan", "--model", "llama-3.1-8b", "--prices", ""], "error: --prices: '' is not a path"),
+]
+
+
+@pytest.mark.parametrize(("argv", "first_line"), PARSE_TIME_CASES, ids=[" ".join(c[0]) for c in PARSE_TIME_CASES])
+def test_bad_numbers_and_paths_are_refused_while_parsing(capsys: pytest.CaptureFixture[str],
+                                                         monkeypatch: pytest.MonkeyPatch, argv: list[str],
+                                                         first_line: str) -> None:
+    """Exit 2 naming the option before the command's ``run`` (which reads configs, credentials, clusters) starts."""
+    import importlib
+
+    def reached(_args: object) -> int:
+        raise AssertionError(f"{argv[0]}.run reached")
+
+    monkeypatch.setattr(importlib.import_module(f"raytpu.commands.{argv[0]}"), "run", reached)
+    code, out, err = run_cli(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert err.splitlines()[0].startswith(first_line), err
+    assert len(err.splitlines()) == 1 and "; valid: " in err
+
+
+MISTYPED_CASES = [
+    # (argv, first stderr line): issue 28 item 11, a close command, action or option suggested
+    (["descirbe", "v6e", "4x4"], "error: COMMAND: invalid choice: 'descirbe' (did you mean describe?); valid: catalog"),
+    (["local", "stauts"], "error: ACTION: invalid choice: 'stauts' (did you mean status?); valid: up, status"),
+    (["images", "biuld"], "error: ACTION: invalid choice: 'biuld' (did you mean build?); valid: build"),
+    (["describe", "v6e", "4x4", "--jsn"], "error: --jsn: is not a known option (did you mean --json?); valid: "),
+    (["submit", "train", "--wiat"], "error: --wiat: is not a known option (did you mean --wait?)"),
+    (["plan", "--model", "x", "--mdoe=serve"], "error: --mdoe=serve: is not a known option (did you mean --mode?)"),
+    (["plan", "--model", "x", "--dtype", "bf61"], "error: --dtype: invalid choice: 'bf61' (did you mean bf16?)"),
+    (["catalog", "--yaml"], "error: --yaml: is not a known option; valid: "),  # nothing close: no guess
+    (["zzz"], "error: COMMAND: invalid choice: 'zzz'; valid: "),
+]
+
+
+@pytest.mark.parametrize(("argv", "first_line"), MISTYPED_CASES, ids=[" ".join(c[0]) for c in MISTYPED_CASES])
+def test_a_mistyped_name_gets_a_did_you_mean(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                              first_line: str) -> None:
+    code, out, err = run_cli(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert err.startswith(first_line), err
+
+
+def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import raytpu
+
+    code, out, err = run_cli(capsys, "--version")
+    assert (code, out.strip(), err) == (0, f"raytpu {raytpu.__version__}", "")
+
+
+@pytest.mark.parametrize(("argv", "absent"), [
+    (["smoke", "--help"], "--local"),  # issue 28 item 14: smoke has no --local, so its help names none
+])
+def test_help_names_only_options_the_command_has(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                                 absent: str) -> None:
+    code, out, _ = run_cli(capsys, *argv)
+    assert code == 0 and "--stack" in out
+    assert absent not in out
+
+
+@pytest.mark.parametrize("argv", [["local", "--dir", "{d}", "status"], ["local", "status", "--dir", "{d}"],
+                                  ["local", "down", "--dir", "{d}"], ["local", "smoke", "--dir", "{d}"]])
+def test_local_dir_is_taken_before_or_after_the_action(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                       argv: list[str]) -> None:
+    """Issue 28 item 14: `local status --dir X` said --dir was unknown while listing it as valid."""
+    code, _, err = run_cli(capsys, *(a.format(d=tmp_path / "none") for a in argv))
+    assert "is not a known option" not in err
+    assert code == (0 if "down" in argv else 1), err
+    if "down" not in argv:
+        assert f"no local cluster recorded in {tmp_path / 'none'}" in err
+
+
+DESCRIBE_BY_NAME = [
+    # (argv, exit code, first line): issue 28 item 11, accelerator type names wherever a generation and topology are
+    (["describe", "v6e-16"], 0, "v6e 4x4: 16 chips on 4 hosts x 4 chips (ct6e-standard-4t)"),
+    (["describe", "v5litepod-16"], 0, "v5e 4x4: 16 chips"),
+    (["describe", "v5p-128"], 0, "v5p 4x4x4: 64 chips on 16 hosts"),
+    (["describe", "tpu7x-128"], 0, "tpu7x 4x4x4: 64 chips on 16 hosts"),
+    (["describe", "v6e-12"], 2, "error: generation: 'v6e-12' names 12 chips, which no v6e slice has; valid: v6e "
+                                "accelerator types: v6e-1, v6e-4, v6e-8, v6e-16"),
+    (["describe", "v9-16"], 2, "error: generation: 'v9-16' is not an accelerator type of the catalog; valid: "),
+    (["describe", "v6e-16", "4x4"], 2, "error: TOPOLOGY: '4x4' is not allowed with the accelerator type 'v6e-16'"),
+    (["describe", "v6e"], 2, "error: TOPOLOGY: is required after the generation 'v6e'"),
+]
+
+
+@pytest.mark.parametrize(("argv", "code", "first_line"), DESCRIBE_BY_NAME,
+                         ids=[" ".join(c[0]) for c in DESCRIBE_BY_NAME])
+def test_describe_takes_an_accelerator_type_name(capsys: pytest.CaptureFixture[str], argv: list[str], code: int,
+                                                 first_line: str) -> None:
+    got, out, err = run_cli(capsys, *argv)
+    assert got == code
+    assert (out if code == 0 else err).splitlines()[0].startswith(first_line), (out, err)
+
+
+def test_describe_by_name_is_the_same_plan_as_by_generation_and_topology(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(capsys, "describe", "v5p-128", "--json")[1] == run_cli(capsys, "describe", "v5p", "4x4x4",
+                                                                          "--json")[1]
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    # issue 28 item 11: `local up --generation v6e-16` plans the same slice as --generation v6e --topology 4x4
+    (["--generation", "v6e-8"], ("v6e", "2x4", 1)),
+    (["--generation", "v5p-16"], ("v5p", "2x2x2", 2)),
+    (["--generation", "v6e", "--topology", "2x2"], ("v6e", "2x2", 1)),
+])
+def test_local_up_takes_an_accelerator_type_as_its_generation(argv: list[str], expected: tuple[str, str, int]) -> None:
+    from raytpu.commands import local
+
+    args = build_parser().parse_args(["local", "up", *argv])
+    plan = local.plan_from_args(args)
+    assert (plan.generation, plan.topology, plan.hosts) == expected
+
+
+def test_local_up_refuses_an_accelerator_type_of_no_slice(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "local", "up", "--generation", "v6e-12")
+    assert code == 2 and err.startswith("error: --generation: 'v6e-12' names 12 chips, which no v6e slice has")

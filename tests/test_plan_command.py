@@ -551,3 +551,64 @@ def test_llama_70b_on_v6e_16x16_validates_with_the_layout_plan_names() -> None:
     work = WorkloadSpec(name="llm", kind=kinds.kind("serve"), slice=item, model="meta-llama/Llama-3.1-70B-Instruct",
                         engine_kwargs=laid.engine_kwargs, hf_token_secret=HF_TOKEN)
     assert serving.llm_config(work)["engine_kwargs"]["tensor_parallel_size"] == 4
+
+
+NOTHING_FITS = [
+    # (argv, field, what helps): issue 28 item 14, an impossible request is invalid input (exit 2), not exit 0
+    (["--model", "llama-3.1-405b", "--context", "131072", "--batch", "100000"], "--model", "a shorter --context"),
+    (["--model", "llama-3.1-405b", "--mode", "train", "--context", "131072", "--batch", "100000", "--remat", "off"],
+     "--model", "--remat full, a bf16 --optimizer-dtype"),
+    (["--model", "llama-3.1-70b", "--batch", "1000000", "--context", "131072"], "--model", "a smaller --batch"),
+]
+
+
+@pytest.mark.parametrize(("argv", "field", "helps"), NOTHING_FITS, ids=[" ".join(c[0]) for c in NOTHING_FITS])
+def test_no_slice_fits_exits_2_saying_what_would_help(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                      argv: list[str], field: str, helps: str) -> None:
+    for extra in ([], ["--json"], ["--plot", str(tmp_path / "p.png")]):
+        code, out, err = run_cli(capsys, "plan", *argv, *extra)
+        assert (code, out) == (2, ""), (extra, out, err)
+        assert len(err.splitlines()) == 1 and err.startswith(f"error: {field}: needs "), err
+        assert "more than any slice of the catalog holds" in err and helps in err and "Traceback" not in err
+    assert not (tmp_path / "p.png").exists()
+
+
+REGION_PRICES = [
+    # (region, generation, on-demand, spot per chip-hour): issue 28 item 14, plan prices the config's region
+    ("us-east5", "v6e", 2.70, 1.215),  # spot 2.2x us-central1's
+    ("europe-west4", "v6e", 2.97, 1.03748),
+    ("us-east5", "v5p", 4.20, 1.68),
+    ("asia-east1", "v5e", 1.38948, 0.55579),
+    ("asia-east1", "v6e", None, None),  # not offered there: n/p, never guessed
+    ("us-central1", "v6e", 2.70, 0.54421),
+]
+
+
+@pytest.mark.parametrize(("region", "gen", "on_demand", "spot"), REGION_PRICES,
+                         ids=[f"{c[0]}-{c[1]}" for c in REGION_PRICES])
+def test_region_prices_that_region(capsys: pytest.CaptureFixture[str], region: str, gen: str,
+                                   on_demand: float | None, spot: float | None) -> None:
+    data = plan_json(capsys, "--model", "llama-3.1-8b", "--region", region, "--all")
+    assert data["prices"]["region"] == region
+    assert data["prices"]["per_chip_hour"][gen] == {"on_demand": on_demand, "spot": spot, "flex_start": None}
+    rows = [c for c in data["candidates"] if c["generation"] == gen]
+    assert rows and all(c["price_per_hour"]["on_demand"] == (None if on_demand is None else
+                                                             round(on_demand * c["chips"], 4)) for c in rows)
+
+
+def test_us_central1_regional_rows_are_the_default_tables() -> None:
+    from raytpu.sizing import prices
+
+    default, central = prices.default_table(), prices.regional_table("us-central1")
+    assert all(default.per_chip_hour[g] == central.per_chip_hour[g] for g in ("v5e", "v5p", "v6e", "tpu7x"))
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["--region", "us-east9"], "error: --region: 'us-east9' has no recorded TPU prices; valid: one of asia-east1, "),
+    (["--region", "us-east5", "--prices", "p.json"], "error: --region: 'us-east5' is not allowed with --prices"),
+])
+def test_a_region_without_prices_exits_2_listing_the_regions(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                                             expected: str) -> None:
+    code, out, err = run_cli(capsys, "plan", "--model", "llama-3.1-8b", *argv)
+    assert (code, out) == (2, "") and err.startswith(expected), err
+    assert "us-east5" in err and "Traceback" not in err

@@ -440,9 +440,61 @@ def test_names_the_tpu_webhook_would_truncate_are_rejected_on_multi_host_slices(
     assert found and "truncat" in found[0].problem and found[0].valid.startswith(f"at most {limit} characters")
 
 
+DCN_NAME_CONFIG = """
+project: my-ml-project
+region: us-east5
+cluster: {{name: ray-tpu}}
+slices:
+  - {{name: {slice}, generation: v6e, topology: {topology}, zone: us-east5-b, count: 2}}
+workloads:
+  - {{name: train, kind: train, slice: {slice}, slices: {slices}}}
+"""
+
+
+@pytest.mark.parametrize(("slice_name", "topology", "slices", "field", "longest"), [
+    # issue 28 item 10: a workload spanning 2 copies makes `raytpu smoke` run smoke-<slice>-dcn-<run id> (the longest)
+    ("s" * 18, "4x4", 2, None, "smoke-" + "s" * 18 + "-dcn-xxxxxx"),  # 35: fits
+    ("s" * 19, "4x4", 2, "workloads[0].slice", "smoke-" + "s" * 19 + "-dcn-xxxxxx"),  # 36: the DCN job overflows
+    ("s" * 20, "4x4", 1, None, "smoke-" + "s" * 20 + "-1-xxxxxx"),  # no DCN job: the per-copy jobs bound it
+    ("s" * 21, "4x4", 1, "slices[0].name", "smoke-" + "s" * 21 + "-1-xxxxxx"),
+    ("s" * 24, "2x4", 1, None, "smoke-" + "s" * 24 + "-1-xxxxxx"),  # single host: no webhook truncation to fear
+    ("s" * 25, "2x4", 1, "slices[0].name", "smoke-" + "s" * 25),  # smoke-<slice> is a workload name: a DNS label
+])
+def test_validate_bounds_the_longest_name_each_slice_derives(slice_name: str, topology: str, slices: int,
+                                                             field: str | None, longest: str) -> None:
+    """validate counts the DCN smoke job ``raytpu smoke`` derives, so a config it passes never makes smoke refuse."""
+    from raytpu import kuberay
+
+    text = DCN_NAME_CONFIG.format(slice=slice_name, topology=topology, slices=slices)
+    if field is None:
+        spec = parse(text)
+        jobs = (kuberay.smoke_jobs(spec, images=FIXTURE_IMAGES, service_account="k", bucket="b", suffix="x" * 6)
+                + kuberay.dcn_smoke_jobs(spec, images=FIXTURE_IMAGES, service_account="k", bucket="b",
+                                         suffix="x" * 6))
+        assert max(len(j["metadata"]["name"]) for j in jobs) == len(longest)
+        return
+    with pytest.raises((InvalidInput, InvalidInputs)) as caught:
+        parse(text)
+    assert isinstance(caught.value, InvalidInput | InvalidInputs)
+    found = [p for p in problems_of(caught.value) if p.field == field]
+    assert found and f"({longest})" in found[0].problem and found[0].valid.startswith("at most "), found
+
+
+def test_derived_names_have_one_home() -> None:
+    """The builders name smoke jobs with raytpu.names, the functions validate bounds (issue 29.2)."""
+    from raytpu import kuberay, names
+
+    spec = parse(DCN_NAME_CONFIG.format(slice="pool", topology="4x4", slices=2))
+    assert [b for b, _ in kuberay.smoke_workloads(spec)] == [names.smoke_job("pool", 0), names.smoke_job("pool", 1)]
+    assert [b for b, _ in kuberay.dcn_smoke_workloads(spec)] == [names.dcn_smoke_job("pool")] == ["smoke-pool-dcn"]
+    assert names.longest_smoke_job("pool", 2, True) == "smoke-pool-dcn"
+    assert names.longest_smoke_job("pool", 200, False) == "smoke-pool-199"
+    assert names.run_name("train", "abc123") == "train-abc123" and names.run_name("train", "") == "train"
+
+
 def test_long_names_are_fine_on_single_host_slices() -> None:
     """One host needs no headless-service hostnames: only the DNS-label rules apply."""
-    spec = parse(NAME_CAP_CONFIG.format(slice="s" * 30, topology="2x4", work="t" * 30, kind="train"))
+    spec = parse(NAME_CAP_CONFIG.format(slice="s" * 24, topology="2x4", work="t" * 30, kind="train"))
     assert spec.workloads[0].plan.single_host
 
 

@@ -537,7 +537,7 @@ def test_default_run_id_names_the_job_workload_dash_run_id(fake: Cluster, capsys
     (("submit", "train"), "error: --stack: is required (or --local)"),
     (("submit", "train", "--stack", STACK, "--report", "t.json"),
      "error: --report: 't.json' is the timeline of a run that is followed; valid: a file path, with --wait or --local"),
-    (("submit", "train", "--stack", STACK, "--wait", "--report", ""), "error: --report: '' is the timeline"),
+    (("submit", "train", "--stack", STACK, "--wait", "--report", ""), "error: --report: '' is not a path"),
     (("smoke", "--stack", "ray-tpu"), "error: --stack: 'ray-tpu' is not allowed"),
     (("smoke", "--stack", STACK, "--outputs", "missing.json"), "error: --outputs: cannot read"),
     (("smoke", "--stack", STACK, "--config", "nope.yaml"), "error: config: cannot read 'nope.yaml'"),

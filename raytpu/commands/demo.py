@@ -40,15 +40,19 @@ MAX_STEPS = 100_000
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds ``--config``, ``--report``, ``--steps``, ``--out``, ``--no-synth``."""
+    from raytpu import argtypes
     from raytpu.commands.local import LOCAL_DEFAULT
 
-    parser.add_argument("--config", default=None, help=f"config to demo (default: {LOCAL_DEFAULT})")
-    parser.add_argument("--report", default=None, help=f"JSON report path (default: {DEFAULT_REPORT}; with --serve "
-                        f"{DEFAULT_SERVE_REPORT})")
-    parser.add_argument("--steps", type=int, default=30, help="training steps (default 30)")
-    parser.add_argument("--out", default="cdktf.out", help="synth output directory (default: cdktf.out)")
+    parser.add_argument("--config", default=None, type=argtypes.path,
+                        help=f"config to demo (default: {LOCAL_DEFAULT})")
+    parser.add_argument("--report", default=None, type=argtypes.path,
+                        help=f"JSON report path (default: {DEFAULT_REPORT}; with --serve {DEFAULT_SERVE_REPORT})")
+    parser.add_argument("--steps", type=argtypes.positive_int, default=30, help="training steps (default 30)")
+    parser.add_argument("--out", default="cdktf.out", type=argtypes.path,
+                        help="synth output directory (default: cdktf.out)")
     parser.add_argument("--no-synth", action="store_true", help="skip synthesizing the stacks")
-    parser.add_argument("--dir", default=".raytpu/demo", help="run directory of the demo's local cluster")
+    parser.add_argument("--dir", default=".raytpu/demo", type=argtypes.path,
+                        help="run directory of the demo's local cluster")
     parser.add_argument("--serve", action="store_true", help="the serving demo instead (make serve): slice up, "
                         "deploy, ask with the openai client, tear down")
 

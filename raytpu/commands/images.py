@@ -21,11 +21,20 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from raytpu import argtypes
+
 if TYPE_CHECKING:
     from raytpu.images import record
 
 HELP = ("build the kit's container images with Cloud Build on a deployed stack and record their digests; list "
         "what is recorded")
+
+BUILD_TIMEOUT_S = argtypes.WholeNumber(60, 24 * 3600, "seconds", "is outside Cloud Build's build timeout range")
+"""``--timeout-s``, a build's ``timeout``, at most 24 hours.
+Source: https://cloud.google.com/build/docs/build-config-file-schema (timeout)"""
+
+POLL_MAX_S = 600.0
+"""The longest ``--poll-s``: a build polled less often than every 10 minutes looks hung."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,15 +48,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="images to build (default: every image a workload of the config runs)")
     build.add_argument("--stack", required=True, help="the cluster stack's id in the outputs file "
                                                       "(<cluster name>-cluster, e.g. ray-tpu-cluster)")
-    build.add_argument("--config", default=None, help="the config file (default: $RAYTPU_CONFIG, else raytpu.yaml); "
-                                                      "the record is written beside it")
-    build.add_argument("--outputs", default=DEFAULT_OUTPUTS,
+    build.add_argument("--config", default=None, type=argtypes.path,
+                       help="the config file (default: $RAYTPU_CONFIG, else raytpu.yaml); the record is written "
+                            "beside it")
+    build.add_argument("--outputs", default=DEFAULT_OUTPUTS, type=argtypes.path,
                        help=f"stack outputs: the file `cdktf deploy --outputs-file` wrote (default {DEFAULT_OUTPUTS})")
-    build.add_argument("--timeout-s", type=int, default=3600, help="the build's timeout (default 3600)")
-    build.add_argument("--poll-s", type=float, default=3.0, help="seconds between status polls (default 3)")
+    build.add_argument("--timeout-s", type=BUILD_TIMEOUT_S, default=3600, help="the build's timeout (default 3600)")
+    build.add_argument("--poll-s", type=argtypes.Seconds(POLL_MAX_S), default=3.0,
+                       help="seconds between status polls (default 3)")
     listing = actions.add_parser("list", help="what raytpu.images.json records, and the image each workload runs")
-    listing.add_argument("--config", default=None, help="the config file (default: $RAYTPU_CONFIG, else "
-                                                        "raytpu.yaml); the record is read beside it")
+    listing.add_argument("--config", default=None, type=argtypes.path, help="the config file (default: "
+                         "$RAYTPU_CONFIG, else raytpu.yaml); the record is read beside it")
     listing.add_argument("--json", action="store_true", help="print it as JSON")
 
 
@@ -117,9 +128,6 @@ def build(args: argparse.Namespace) -> int:
             raise errors.missing(f"outputs.{output}", f"in {args.outputs} for stack {args.stack!r} to build images",
                                  "the outputs of a cluster stack deployed by this version of raytpu (it creates "
                                  "the image registry): `npx cdktf deploy '*-cluster' --outputs-file ...` again")
-    if args.timeout_s < 60 or args.timeout_s > 24 * 3600:
-        raise errors.invalid_value("--timeout-s", args.timeout_s, "is outside Cloud Build's build timeout range",
-                                   "60 to 86400 seconds")
     errors.raise_found([errors.invalid_value(f"{IMAGES[n].context / 'versions.toml'}: base_digest",
                                              IMAGES[n].base_digest, "is not a digest",
                                              "sha256:<64 lowercase hex digits>, or empty")

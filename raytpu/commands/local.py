@@ -27,45 +27,57 @@ LOCAL_DEFAULT = "$RAYTPU_CONFIG, else raytpu.yaml, else raytpu.example.yaml"
 MAX_START_S = 24 * 3600.0
 """The longest ``up --timeout-s``: a start that needs a day is not a start."""
 
+DIR_HELP = "run directory (default: $RAYTPU_LOCAL_DIR or .raytpu/local)"
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the ``up``, ``status``, ``down`` and ``smoke`` actions."""
-    parser.add_argument("--dir", default=None, help="run directory (default: $RAYTPU_LOCAL_DIR or .raytpu/local)")
+    from raytpu import argtypes
+
+    parser.add_argument("--dir", default=None, type=argtypes.path, help=DIR_HELP)
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
     up = actions.add_parser("up", help="start the emulated slice(s)")
-    up.add_argument("--config", default=None,
+    up.add_argument("--config", default=None, type=argtypes.path,
                     help=f"take the slice from this config (default, when no --generation: {LOCAL_DEFAULT})")
     up.add_argument("--slice", dest="slice_name", default=None,
                     help="config slice to emulate (default: the train workload's slice, else the first)")
-    up.add_argument("--generation", default=None, help="emulate this generation instead of a config slice")
+    up.add_argument("--generation", default=None, help="emulate this generation instead of a config slice (or an "
+                    "accelerator type such as v6e-16 or v5p-8, without --topology)")
     up.add_argument("--topology", default=None, help="with --generation")
     up.add_argument("--machine-type", default=None, help="with --generation")
-    up.add_argument("--slices", type=int, default=1, help="how many such slices (default 1)")
-    up.add_argument("--timeout-s", type=float, default=None,
+    up.add_argument("--slices", type=argtypes.positive_int, default=1, help="how many such slices (default 1)")
+    up.add_argument("--timeout-s", type=argtypes.positive_seconds, default=None,
                     help="bound on the start (default: 60 s plus 60 s per node)")
     status = actions.add_parser("status", help="show each node: slice, host, node id, resources, alive")
     status.add_argument("--json", action="store_true")
-    actions.add_parser("down", help="stop every process of the local cluster (by PID) and clean up")
+    down = actions.add_parser("down", help="stop every process of the local cluster (by PID) and clean up")
     smoke = actions.add_parser("smoke", help="run the smoke workload on the local cluster")
     smoke.add_argument("--json", action="store_true", help="print the verdicts as JSON instead of a table")
-    smoke.add_argument("--report", default=None, metavar="DIR", help="also write smoke.json and smoke.junit.xml")
-    smoke.add_argument("--timeout-s", type=float, default=300.0)
-    smoke.add_argument("--dcn-slices", type=int, default=None, metavar="N",
+    smoke.add_argument("--report", default=None, type=argtypes.path, metavar="DIR",
+                       help="also write smoke.json and smoke.junit.xml")
+    smoke.add_argument("--timeout-s", type=argtypes.positive_seconds, default=300.0,
+                       help="bound on the smoke run (default 300)")
+    smoke.add_argument("--dcn-slices", type=argtypes.positive_int, default=None, metavar="N",
                        help="also all-reduce across N slices over DCN, as a multi-slice run (workloads[].slices: N) "
                             "spans them (default: N of the config's multi-slice train workload, when the local "
                             "cluster has N slices)")
-    smoke.add_argument("--config", default=None, help=f"the config whose multi-slice train workload sets the "
-                       f"default --dcn-slices (default: {LOCAL_DEFAULT}, if present)")
+    smoke.add_argument("--config", default=None, type=argtypes.path,
+                       help=f"the config whose multi-slice train workload sets the default --dcn-slices (default: "
+                            f"{LOCAL_DEFAULT}, if present)")
     serve = actions.add_parser("serve", help="deploy the serving workload (vLLM's CPU build) onto the local slice "
                                "and print its OpenAI endpoint; it serves until `down`")
-    serve.add_argument("--config", default=None, help=f"take the serving workload from this config (default: "
-                       f"{LOCAL_DEFAULT}, if present)")
+    serve.add_argument("--config", default=None, type=argtypes.path,
+                       help=f"take the serving workload from this config (default: {LOCAL_DEFAULT}, if present)")
     serve.add_argument("--workload", default=None, help="the config's serving workload (default: the first)")
     serve.add_argument("--ask", action="store_true", help="then ask a few questions with the openai client")
-    serve.add_argument("--timeout-s", type=float, default=420.0, help="bound on the deploy (default 420)")
-    serve.add_argument("--api-key-file", default=None, help="require the API key in this file (Authorization: "
-                       "Bearer <key>) on every request, as security.serve_api_key_secret does on GKE")
+    serve.add_argument("--timeout-s", type=argtypes.positive_seconds, default=420.0,
+                       help="bound on the deploy (default 420)")
+    serve.add_argument("--api-key-file", default=None, type=argtypes.path,
+                       help="require the API key in this file (Authorization: Bearer <key>) on every request, as "
+                            "security.serve_api_key_secret does on GKE")
+    for action in (up, status, down, smoke, serve):  # `local status --dir X` as well as `local --dir X status`
+        action.add_argument("--dir", default=argparse.SUPPRESS, type=argtypes.path, help=DIR_HELP)
 
 
 def _echo(line: str) -> None:
@@ -80,9 +92,13 @@ def _progress(line: str) -> None:
 def plan_from_args(args: argparse.Namespace) -> Any:
     """The SlicePlan to emulate: ``--generation/--topology``, else a slice of the config."""
     from raytpu import errors
+    from raytpu.catalog import from_accelerator_type
     from raytpu.config import choose, load
     from raytpu.plan import plan_slice
 
+    named = from_accelerator_type(args.generation, "--generation") if args.generation and not args.topology else None
+    if named is not None:  # --generation v6e-16: an accelerator type names both
+        return plan_slice(*named, args.machine_type)
     if args.generation or args.topology:
         if not (args.generation and args.topology):
             raise errors.missing("topology" if args.generation else "generation", "with the other",

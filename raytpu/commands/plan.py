@@ -23,12 +23,13 @@ MAX_BATCH = 1_000_000
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the model (one of --model, --model-config, --params), the workload and the output options."""
+    from raytpu import argtypes
     from raytpu.sizing.memory import DEFAULT_DTYPE, DEFAULT_HEADROOM, DTYPE_BYTES, OPTIMIZER_STATES, REMAT
     from raytpu.sizing.models import MODELS
 
     which = parser.add_argument_group("the model (one of)")
     which.add_argument("--model", help="a built-in model: " + ", ".join(MODELS) + " (or its Hugging Face id)")
-    which.add_argument("--model-config", metavar="FILE", help="a Hugging Face config.json")
+    which.add_argument("--model-config", metavar="FILE", type=argtypes.path, help="a Hugging Face config.json")
     which.add_argument("--params", metavar="N", help="a parameter count (8e9) for a rough answer")
     parser.add_argument("--mode", choices=("serve", "train"), default="serve")
     parser.add_argument("--context", type=int, default=None,
@@ -45,11 +46,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--remat", choices=REMAT, default="full", help="train: activation rematerialization")
     parser.add_argument("--headroom", type=float, default=DEFAULT_HEADROOM,
                         help=f"fraction of HBM kept free (default {DEFAULT_HEADROOM:g})")
-    parser.add_argument("--prices", metavar="FILE", help="a JSON price table (default: the built-in one)")
+    parser.add_argument("--prices", metavar="FILE", type=argtypes.path,
+                        help="a JSON price table (default: the built-in one)")
+    parser.add_argument("--region", help="price this region from the built-in regional table (default: us-central1; "
+                                         "v4: us-central2), e.g. your config's region")
     parser.add_argument("--tokens-per-s", type=float, default=None, help="serve: output tokens/s of a slice")
     parser.add_argument("--all", action="store_true", help="list every fitting slice, not the smallest few")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.add_argument("--plot", metavar="PNG", help="write cost against HBM headroom to this PNG")
+    parser.add_argument("--plot", metavar="PNG", type=argtypes.path, help="write cost against HBM headroom to this PNG")
 
 
 def _shape(args: argparse.Namespace) -> tuple[ModelShape | None, int]:
@@ -89,6 +93,9 @@ def _check(args: argparse.Namespace, shape: ModelShape | None) -> None:
                                    "a fraction in [0, 0.9) of HBM kept free (e.g. 0.1)")
     if args.tokens_per_s is not None and not 0 < args.tokens_per_s <= 1e9:
         raise errors.invalid_value("--tokens-per-s", args.tokens_per_s, "is out of range", "a rate in (0, 1e9]")
+    if args.region is not None and args.prices is not None:
+        raise errors.forbidden("--region", args.region, "with --prices (the file names its own region)",
+                               "--region REGION or --prices FILE")
     if args.tokens_per_s is not None and args.mode != "serve":
         raise errors.forbidden("--tokens-per-s", args.tokens_per_s, "with --mode train", "--mode serve")
     if args.plot is not None:
@@ -146,6 +153,23 @@ def _table(found: list[Candidate], best: Candidate | None, minimal: dict[str, Ca
     return lines
 
 
+def _nothing_fits(args: argparse.Namespace, found: list[Candidate]) -> None:
+    """Exit 2 (invalid input: the request is impossible, as an impossible slice is), saying what would help."""
+    from raytpu import errors
+    from raytpu.sizing.memory import GIB
+
+    largest = max(found, key=lambda c: c.usable_bytes, default=None)
+    most = (f" (the largest, {largest.plan.generation} {largest.plan.topology}, leaves "
+            f"{largest.usable_bytes / GIB:,.0f} GiB usable)" if largest else "")
+    given = next(f for f in ("model", "model_config", "params") if getattr(args, f) is not None)
+    train = ", --remat full, a bf16 --optimizer-dtype" if args.mode == "train" else ""
+    need = f"needs {found[0].need.total / GIB:,.1f} GiB" if found else "needs more HBM"
+    raise errors.InvalidInput(
+        f"--{given.replace('_', '-')}", f"{need} at --context {args.context} x --batch {args.batch}, more than any "
+        f"slice of the catalog holds{most}", f"a shorter --context, a smaller --batch, a lower --dtype (e.g. int8)"
+        f"{train}, a smaller model, or several slices (a multi-slice workload)")
+
+
 def run(args: argparse.Namespace) -> int:
     """Prints the need, the fitting slices (table or JSON) and, with --plot, writes the picture."""
     from raytpu.sizing import candidates, prices
@@ -153,13 +177,16 @@ def run(args: argparse.Namespace) -> int:
 
     shape, params = _shape(args)
     _check(args, shape)
-    table = prices.load(args.prices) if args.prices else prices.default_table()
+    table = (prices.load(args.prices) if args.prices else prices.regional_table(args.region) if args.region
+             else prices.default_table())
     need_for = _need_for(args, shape, params)
     found = candidates.candidates(shape, args.mode, need_for, args.headroom, table, args.tokens_per_s)
     minimal = candidates.minimal_fits(found)
     best = candidates.cheapest(found)
     name = shape.name if shape else f"{params:.3g} parameters"
     need = need_for(1)
+    if not any(c.fits for c in found):
+        _nothing_fits(args, found)
     title = (f"{name}, {args.mode}, context {args.context} x batch {args.batch}, {args.dtype}"
              + (f", {args.optimizer}, remat {args.remat}" if args.mode == "train" else ""))
     if args.plot:
@@ -191,10 +218,7 @@ def run(args: argparse.Namespace) -> int:
           f"{table.read_on} from {table.source}; n/p = not published there")
     print()
     lines = _table(found, best, minimal, args.all, args.tokens_per_s is not None)
-    if len(lines) == 1:
-        print("no slice of the catalog fits; lower --context/--batch, use a smaller --dtype, or shard across slices")
-    else:
-        print("\n".join(lines))
-        print("< smallest usable slice of its generation; * cheapest usable on-demand"
-              + (f"; plot: {args.plot}" if args.plot else ""))
+    print("\n".join(lines))
+    print("< smallest usable slice of its generation; * cheapest usable on-demand"
+          + (f"; plot: {args.plot}" if args.plot else ""))
     return 0

@@ -35,12 +35,13 @@ HELP = "run the smoke check on every slice of a deployed stack; JSON + JUnit rep
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the stack options, ``--report``, ``--timeout-s`` and ``--image``."""
+    from raytpu import argtypes
     from raytpu.commands.submit import add_stack_arguments
 
     add_stack_arguments(parser)
-    parser.add_argument("--report", default="reports", help="directory for smoke.json and smoke.junit.xml "
-                                                            "(default reports)")
-    parser.add_argument("--timeout-s", type=float, default=1800.0,
+    parser.add_argument("--report", default="reports", type=argtypes.path,
+                        help="directory for smoke.json and smoke.junit.xml (default reports)")
+    parser.add_argument("--timeout-s", type=argtypes.positive_seconds, default=1800.0,
                         help="how long to wait for all smoke jobs (default 1800)")
     parser.add_argument("--image", help="image of the smoke jobs (default: the config's smoke workload image)")
     parser.add_argument("--strict", action="store_true",

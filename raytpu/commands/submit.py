@@ -31,27 +31,32 @@ HELP = "apply a workload of raytpu.yaml (RayJob or RayService) to a deployed sta
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds WORKLOAD and the stack, config, outputs, wait and dry-run options."""
+    from raytpu import argtypes
+
     parser.add_argument("workload", metavar="WORKLOAD", help="a workload name from the config's workloads list")
-    add_stack_arguments(parser)
+    add_stack_arguments(parser, stack_note="; required unless --local")
     parser.add_argument("--wait", action="store_true", help="wait for the RayJob to finish (RayService: ready)")
-    parser.add_argument("--timeout-s", type=float, default=3600.0, help="how long --wait waits (default 3600)")
+    parser.add_argument("--timeout-s", type=argtypes.positive_seconds, default=3600.0,
+                        help="how long --wait waits (default 3600)")
     parser.add_argument("--local", action="store_true",
                         help="run it on the emulated slice (`raytpu local up`) through Ray's Job Submission API "
                              "and follow it; --stack and --outputs are not needed")
-    parser.add_argument("--dir", default=None, help="with --local: the local cluster's run directory")
-    parser.add_argument("--report", default=None, metavar="FILE",
+    parser.add_argument("--dir", default=None, type=argtypes.path,
+                        help="with --local: the local cluster's run directory")
+    parser.add_argument("--report", default=None, type=argtypes.path, metavar="FILE",
                         help="with --wait: also write the run's timeline (where the minutes went) as JSON to FILE")
 
 
-def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options shared with ``raytpu smoke``."""
+def add_stack_arguments(parser: argparse.ArgumentParser, stack_note: str = "") -> None:
+    """Options shared with ``raytpu smoke``; ``stack_note`` ends ``--stack``'s help (submit: unless --local)."""
+    from raytpu import argtypes
     from raytpu.outputs import DEFAULT_OUTPUTS
 
     parser.add_argument("--stack", help="the cluster stack's id in the outputs file "
-                                         "(<cluster name>-cluster, e.g. ray-tpu-cluster); required unless --local")
-    parser.add_argument("--config", default=None,
+                                         f"(<cluster name>-cluster, e.g. ray-tpu-cluster){stack_note}")
+    parser.add_argument("--config", default=None, type=argtypes.path,
                         help="the config file (default: $RAYTPU_CONFIG, else raytpu.yaml)")
-    parser.add_argument("--outputs", default=DEFAULT_OUTPUTS,
+    parser.add_argument("--outputs", default=DEFAULT_OUTPUTS, type=argtypes.path,
                         help=f"stack outputs: the file `cdktf deploy --outputs-file` wrote, or "
                              f"`terraform output -json` saved (default {DEFAULT_OUTPUTS})")
     parser.add_argument("--py-modules", help="URI of the raytpu zip in the jobs' runtime env (default "

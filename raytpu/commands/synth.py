@@ -21,9 +21,11 @@ HELP = "synthesize the Terraform JSON of every stack of a raytpu.yaml (what `cdk
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds CONFIG and --out."""
-    parser.add_argument("config", metavar="CONFIG", nargs="?", default=None,
+    from raytpu import argtypes
+
+    parser.add_argument("config", metavar="CONFIG", nargs="?", default=None, type=argtypes.path,
                         help="path of the config (default: $RAYTPU_CONFIG, else raytpu.yaml)")
-    parser.add_argument("--out", metavar="DIR", default="cdktf.out",
+    parser.add_argument("--out", metavar="DIR", default="cdktf.out", type=argtypes.path,
                         help="output directory (default: cdktf.out, as cdktf uses)")
 
 

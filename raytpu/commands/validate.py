@@ -14,7 +14,9 @@ HELP = "check a raytpu.yaml; every problem is reported with its field path"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the optional CONFIG path."""
-    parser.add_argument("config", metavar="CONFIG", nargs="?", default=None,
+    from raytpu import argtypes
+
+    parser.add_argument("config", metavar="CONFIG", nargs="?", default=None, type=argtypes.path,
                         help="path of the config (default: $RAYTPU_CONFIG, else raytpu.yaml)")
 
 

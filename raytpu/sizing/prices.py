@@ -19,8 +19,10 @@ The default table (:data:`DEFAULT_PRICES`) was read on 2026-12-02 through the se
   ("not published here"), never guessed. TPU7x (Ironwood) has no row in that export: ``None`` too.
 
 Region: ``us-central1`` (v4: ``us-central2``, its only region), the one region where every priced generation has a
-row. Prices vary by region (v6e spot is $0.54421 in us-central1 and $1.215 in us-east5); pass ``--prices FILE`` for
-another region or a negotiated price.
+row. Prices vary by region (v6e spot is $0.54421 in us-central1 and $1.215 in us-east5): ``raytpu plan --region``
+prices another region from :data:`REGIONAL_CHIP_HOUR` (the same export's rows of every region it prices v5e, v5p
+and v6e in; its placeholder rows of 700.0, regions it lists but does not price, are left out); pass
+``--prices FILE`` for a negotiated price.
 """
 
 from __future__ import annotations
@@ -54,6 +56,50 @@ DEFAULT_PRICES: dict[str, Any] = {
 """The default price table, in the ``--prices`` file format."""
 
 MAX_CHIP_HOUR = 1000.0
+
+REGIONAL_CHIP_HOUR: dict[str, dict[str, tuple[float, float | None]]] = {
+    # generation: {region: (on-demand, spot) USD per chip-hour}. Source: skypilot-org/skypilot-catalog
+    # catalogs/v8/gcp/vms.csv@006059e0 (read 2026-12-02), rows tpu-v4-8 and tpu-v5p-8 / 4 chips, tpu-v5litepod-1,
+    # tpu-v6e-1; a spot of 700.0 there is a placeholder (None here).
+    "v4": {"us-central2": (3.22, 0.9215)},
+    "v5e": {
+        "asia-east1": (1.38948, 0.55579), "asia-northeast1": (1.54104, 0.4244), "asia-southeast1": (1.56, 0.78),
+        "europe-north1": (1.32132, 0.66066), "europe-west1": (1.32132, 0.52853), "europe-west3": (1.416, 0.38997),
+        "europe-west4": (1.56, 0.44498), "northamerica-northeast1": (1.32132, 0.36389),
+        "southamerica-west1": (1.716, 0.47259), "us-central1": (1.20, 0.24493), "us-east1": (1.20, 0.24493),
+        "us-east4": (1.20, 0.6), "us-east5": (1.20, 0.6), "us-south1": (1.416, 0.5664),
+        "us-west1": (1.20, 0.24493), "us-west4": (1.20, 0.48),
+    },
+    "v5p": {
+        "europe-west1": (4.459455, 1.7837825), "europe-west4": (4.2525, 1.34849), "us-central1": (4.20, 0.8357),
+        "us-east1": (4.20, 0.8357), "us-east5": (4.20, 1.68), "us-south1": (4.779, 1.3161375),
+    },
+    "v6e": {
+        "asia-northeast1": (3.24, 0.94352), "asia-south1": (3.24, 2.27), "asia-southeast1": (2.97, 0.36292),
+        "europe-west4": (2.97, 1.03748), "southamerica-west1": (2.70, None), "us-central1": (2.70, 0.54421),
+        "us-east1": (2.70, 0.54421), "us-east4": (2.70, 0.57766), "us-east5": (2.70, 1.215),
+        "us-south1": (2.70, 1.35), "us-west1": (2.70, 0.54421),
+    },
+}
+"""Per chip-hour prices by generation and region, for ``raytpu plan --region``; a generation a region does not
+offer is priced ``None`` there (n/p). us-central1's rows are :data:`DEFAULT_PRICES`'s."""
+
+
+def regions() -> tuple[str, ...]:
+    """Every region :data:`REGIONAL_CHIP_HOUR` prices a generation in, sorted."""
+    return tuple(sorted({r for rows in REGIONAL_CHIP_HOUR.values() for r in rows}))
+
+
+def regional_table(region: str, field: str = "--region") -> PriceTable:
+    """The built-in table for ``region`` (:data:`REGIONAL_CHIP_HOUR`); InvalidInput listing the regions known."""
+    if region not in regions():
+        raise errors.InvalidInput(field, f"{region!r} has no recorded TPU prices",
+                                  "one of " + ", ".join(regions()) + "; or --prices FILE for another region")
+    per_chip_hour: dict[str, Any] = {}
+    for gen in DEFAULT_PRICES["per_chip_hour"]:
+        on_demand, spot = REGIONAL_CHIP_HOUR.get(gen, {}).get(region, (None, None))
+        per_chip_hour[gen] = {"on_demand": on_demand, "spot": spot, "flex_start": None}
+    return parse({**DEFAULT_PRICES, "region": region, "per_chip_hour": per_chip_hour}, "REGIONAL_CHIP_HOUR")
 
 
 @dataclass(frozen=True)

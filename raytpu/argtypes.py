@@ -1,0 +1,79 @@
+"""The ``type=`` functions of every ``raytpu`` command's numeric and path options, in one place.
+
+A bad number (``--poll-s -1``, ``--timeout-s nan``, ``--dcn-slices 0``) is refused while the command line is parsed,
+before any credentials, stack outputs or cluster are looked up. Each refusal is an ``argparse.ArgumentTypeError``
+whose message is ``<value> <what is wrong>; valid: <...>``: :class:`raytpu.cli._Parser` splits it into the kit's
+``error: <option>: <problem>; valid: <...>`` line (exit 2). Standard library only: ``raytpu describe`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+MAX_SECONDS = 30 * 24 * 3600
+"""The longest wait or timeout taken (30 days): beyond it ``time.sleep`` and deadlines overflow or mean a typo."""
+
+MAX_COUNT = 1_000_000
+"""The largest count taken (slices, steps): far above any TPU fleet, far below an int that overflows a sleep."""
+
+
+def _refuse(shown: str, problem: str, valid: str) -> argparse.ArgumentTypeError:
+    """The refusal of one value, ``shown`` as :func:`raytpu.errors.invalid_value` shows values."""
+    return argparse.ArgumentTypeError(f"{shown} {problem}; valid: {valid}")
+
+
+class WholeNumber:
+    """A whole number in ``[low, high]`` (``positive_int`` and bounded counts)."""
+
+    def __init__(self, low: int, high: int, unit: str = "", problem: str = "is out of range") -> None:
+        self.low, self.high, self.unit, self.problem = low, high, unit, problem
+        self.__name__ = "whole number"  # argparse names the type in its own messages
+
+    def __call__(self, text: str) -> int:
+        try:
+            value = int(text.strip(), 10)
+        except ValueError:
+            raise _refuse(repr(text), "is not a whole number", self.valid()) from None
+        if not self.low <= value <= self.high:
+            raise _refuse(str(value), self.problem, self.valid())
+        return value
+
+    def valid(self) -> str:
+        """What this option takes, for the ``valid:`` part."""
+        return f"{self.low} to {self.high}{f' {self.unit}' if self.unit else ''}"
+
+
+class Seconds:
+    """A finite number of seconds in ``(0, high]`` (``nan``, ``inf``, zero and negatives refused)."""
+
+    def __init__(self, high: float = MAX_SECONDS) -> None:
+        self.high = high
+        self.__name__ = "seconds"
+
+    def __call__(self, text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise _refuse(repr(text), "is not a number of seconds", self.valid()) from None
+        if not math.isfinite(value) or not 0 < value <= self.high:
+            raise _refuse(f"{value:g}", "is out of range", self.valid())
+        return value
+
+    def valid(self) -> str:
+        """What this option takes, for the ``valid:`` part."""
+        return f"a number of seconds above 0 and at most {self.high:.0f}"
+
+
+positive_int = WholeNumber(1, MAX_COUNT)
+"""A count of at least one (``--slices``, ``--dcn-slices``, ``--steps``)."""
+
+positive_seconds = Seconds()
+"""A timeout or a poll interval in seconds (``--timeout-s``, ``--poll-s``)."""
+
+
+def path(text: str) -> str:
+    """A file or directory path: non-empty (an empty ``--config ""`` would silently mean the default one)."""
+    if not text.strip() or "\0" in text:
+        raise _refuse(repr(text), "is not a path", "a file or directory path")
+    return text
