@@ -42,7 +42,9 @@ workloads:
 """
 GOOD = {"mode": "standard", "generation": "v6e", "topology": "4x4", "zone": "us-east5-b", "count": 2, "extra": "",
         "kind": "train", "slices": 2}
-OUTPUTS = {"ray-tpu-cluster": {"endpoint": "34.1.2.3", "ca_certificate": "LS0tLS1CRUdJTg==",
+CA_B64 = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUIKLS0tLS1FTkQgQ0VS"\
+    "VElGSUNBVEUtLS0tLQo="  # a PEM, base64, as GKE outputs it
+OUTPUTS = {"ray-tpu-cluster": {"endpoint": "34.1.2.3", "ca_certificate": CA_B64,
                                "cluster_name": "ray-tpu", "location": "us-east5", "project": "my-ml-project",
                                "namespace": "ray", "service_account": "ray-workloads", "bucket": "my-bucket"},
            "ray-tpu-workloads": {}}
