@@ -93,7 +93,12 @@ def dcn_host_check(coordinator: str, num_processes: int, process_id: int, hosts_
                    megascale: dict[str, str], init_timeout_s: int, reach_s: float, cut_off: bool) -> dict[str, Any]:
     """Runs on one host of one slice: reach the coordinator, join every host of every slice, all-reduce over the
     ``slice`` axis (known answer, then timed). ``cut_off``: fault injection, dial a closed port instead."""
-    os.environ.update(megascale)  # before jax starts: libtpu reads MEGASCALE_* at start on TPU
+    from raytpu.multislice import MEGASCALE_ENV
+
+    # before jax starts (libtpu reads MEGASCALE_* at start on TPU), over what the pod has, as Ray 2.60 Train does:
+    # Source: ray.train.v2.jax.config._setup_jax_distributed_environment (_JAX_MULTISLICE_OVERRIDE_KEYS), Ray 2.60
+    os.environ.update(megascale)
+    started_with = {k: os.environ[k] for k in MEGASCALE_ENV if k in os.environ}
     held = None
     target = coordinator
     if cut_off:
@@ -146,7 +151,7 @@ def dcn_host_check(coordinator: str, num_processes: int, process_id: int, hosts_
             best = min(best, time.perf_counter() - t)
         per_device = 2 * (slices - 1) / slices * columns * 4 * iters / best / 1e9
         return {"process_id": process_id, "slice_id": int(megascale.get("MEGASCALE_SLICE_ID", "-1")),
-                "megascale": megascale, "platform": platform, "devices": len(local), "psum": total,
+                "megascale": started_with, "platform": platform, "devices": len(local), "psum": total,
                 "host_gbps": per_device * len(local), "mib_per_device": columns * 4 / 2**20, "iters": iters,
                 "emulated": os.environ.get(ENV_EMULATED) == "1"}
     finally:
