@@ -510,3 +510,37 @@ def test_on_a_pod_with_megascale_the_per_slice_task_runs_without_it_and_the_dcn_
     assert sorted(checked["megascale_cleared"]) == sorted(multislice.MEGASCALE_ENV), checked
     assert checked["psum"] == sum(range(1, checked["devices_total"] + 1))
     assert joined["megascale"] == ours and joined["psum"] == 1.0
+
+
+@pytest.mark.unit
+def test_the_multi_slice_jobs_policy_admits_the_megascale_port_from_every_slice_to_every_other(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The TPU pods declare ``mxla`` = the webhook's ``MEGASCALE_PORT`` (cross-slice, 8081, not the in-slice 8471),
+    and the job's NetworkPolicy admits it, and any port (JAX's coordinator is picked at run time), between the pods
+    of all its replicas: every replica is a slice, and each carries the same template labels."""
+    from crd import effective_pod_labels
+    from netpol import Pod, admits
+
+    from raytpu import network_policy, ray_ports
+
+    (tmp_path / "raytpu.yaml").write_text(config(count=3))
+    (tmp_path / "outputs.json").write_text(json.dumps(OUTPUTS))
+    write_record(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["submit", "train", "--stack", "ray-tpu-cluster", "--dry-run", "--run-id", "r1"]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    (job,) = [d for d in docs if d["kind"] == "RayJob"]
+    (group,) = job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    (container,) = group["template"]["spec"]["containers"]
+    declared = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert declared[ray_ports.MXLA.name] == multislice.MEGASCALE_PORT == 8081
+    from ray._private.accelerators.tpu import DEFAULT_MEGASCALE_PORT
+
+    assert str(multislice.MEGASCALE_PORT) == DEFAULT_MEGASCALE_PORT
+    labels = effective_pod_labels(group["template"])
+    slice_hosts = [Pod("ray", {**labels, "ray.io/worker-group-replica-index": str(r)}, declared) for r in range(2)]
+    assert network_policy.CLUSTER_LABEL in labels
+    for port in (multislice.MEGASCALE_PORT, 8471, 8482):
+        assert admits(policies, slice_hosts[1], port, slice_hosts[0]) and admits(policies, slice_hosts[0], port,
+                                                                                 slice_hosts[1])
