@@ -60,6 +60,14 @@ class MachineType:
     chips: int
     vcpus: int
     memory_gib: int
+    network_gbps: float | None = None
+    """The VM's DCN line rate, Gbps (its NICs' total; all slices of a multi-slice run meet over it), each cited
+    twice where published: [TPUVM] Compute Engine, "TPU machines in accelerator-optimized machine family"
+    (https://cloud.google.com/compute/docs/accelerator-optimized-machines , TPU machine types tables, "Maximum
+    network bandwidth (Gbps)"), and the Cloud TPU pages' per-chip or per-host figures ("Data center network (DCN)
+    bandwidth per chip (Gbps)": v5p 50, v6e 100, TPU7x 100; v5e "Per-host NIC configuration: 2 x 100 Gbps NIC" on
+    an 8-chip host and "Data center network bandwidth per Pod: 6.4 Tbps" for 256 chips). None: unpublished (the
+    smoke check then falls back to the scaling book's 25 GB/s per host)."""
 
     @property
     def allocatable_cpu_m(self) -> int:
@@ -122,6 +130,11 @@ class SmokeFloors:
     matmul_of_peak: float
     hbm_of_spec: float
     busbw_of_expected: float = 0.5
+    dcn_of_line_rate: float = 0.5
+    """The DCN check's floor: a host's cross-slice all-reduce bus bandwidth over its machine type's line rate
+    (:attr:`MachineType.network_gbps` / 8). A ring all-reduce's bus bandwidth is what each host sends per second,
+    so the line rate bounds it; one half, as the ICI floor, fails a host at half its NICs' rate (a margin below the
+    bound, not a measured fraction: no public TPU DCN all-reduce figure was found)."""
 
 
 @dataclass(frozen=True)
@@ -299,17 +312,21 @@ def _generation_2d(name: str, label: str, prefix: str, hbm: float, hbm_gbps: flo
 
 # TPU machine types: (name, chips, vCPUs, GiB). vCPUs and GiB from [CA] and [GCE] (see MachineType), which agree
 # unless noted; chips per VM from CA ``fixedTpuCount`` and the Cloud TPU pages' machine type tables.
+# network_gbps (MachineType.network_gbps): ct5lp-4t 100 = v5e 6.4 Tbps / 256 chips x 4 = one of an 8-chip host's
+# 2 x 100 Gbps NICs; ct5lp-8t 200 = 2 x 100 Gbps NICs = 25 Gbps x 8; ct5p-4t 200 = TPUVM 200 = v5p 50 Gbps/chip x 4;
+# ct6e-1t 50, ct6e-8t 200: TPUVM alone (1 NIC; not 100 Gbps/chip x chips); ct6e-4t 400 = TPUVM 400 = v6e 100 x 4;
+# tpu7x-4t 400 = TPUVM 400 = TPU7x 100 x 4; v4 and ct5lp-1t: no published figure.
 CT4P_4T = MachineType("ct4p-hightpu-4t", 4, 240, 407)  # CA: ("ct4p-hightpu-4t", 240, 407); GCE: 240;407.00
 CT5LP_1T = MachineType("ct5lp-hightpu-1t", 1, 24, 48)  # CA: 24, 48; GCE: 24;48.00
-CT5LP_4T = MachineType("ct5lp-hightpu-4t", 4, 112, 192)  # CA: 112, 192; GCE: 112;192.00
-CT5LP_8T = MachineType("ct5lp-hightpu-8t", 8, 224, 384)  # CA: 224, 384; GCE: 224;384.00
-CT5P_4T = MachineType("ct5p-hightpu-4t", 4, 208, 448)  # CA: 208, 448; GCE: 208;448.00; TPU7X: 208, 448
-CT6E_1T = MachineType("ct6e-standard-1t", 1, 44, 176)  # CA: 44, 176; GCE: 44;176.00
-CT6E_4T = MachineType("ct6e-standard-4t", 4, 180, 720)  # CA: 180, 720; GCE: 180;720.00; TPU7X: 180, 720
-CT6E_8T = MachineType("ct6e-standard-8t", 8, 180, 1440)
+CT5LP_4T = MachineType("ct5lp-hightpu-4t", 4, 112, 192, 100)  # CA: 112, 192; GCE: 112;192.00
+CT5LP_8T = MachineType("ct5lp-hightpu-8t", 8, 224, 384, 200)  # CA: 224, 384; GCE: 224;384.00
+CT5P_4T = MachineType("ct5p-hightpu-4t", 4, 208, 448, 200)  # CA: 208, 448; GCE: 208;448.00; TPU7X: 208, 448
+CT6E_1T = MachineType("ct6e-standard-1t", 1, 44, 176, 50)  # CA: 44, 176; GCE: 44;176.00
+CT6E_4T = MachineType("ct6e-standard-4t", 4, 180, 720, 400)  # CA: 180, 720; GCE: 180;720.00; TPU7X: 180, 720
+CT6E_8T = MachineType("ct6e-standard-8t", 8, 180, 1440, 200)
 """SMT off on GKE: CA ``NewMachineTypeInfo("ct6e-standard-8t", 180, 1440).withThreadsPerCoreOverride(1)``; GCE lists
 360;1440.00, its hardware threads at 2 per core, i.e. the same 180 cores. 1440 GiB: both."""
-TPU7X_4T = MachineType("tpu7x-standard-4t", 4, 224, 960)
+TPU7X_4T = MachineType("tpu7x-standard-4t", 4, 224, 960, 400)
 """224 vCPUs: CA, GCE and TPU7X agree. Memory: GCE 960.00 and TPU7X 960, while CA has 992; the lower figure keeps
 derived pod requests within what the node really has."""
 

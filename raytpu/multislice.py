@@ -24,6 +24,8 @@ Sources:
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
+
 from raytpu import errors
 from raytpu.catalog import RAY_VERSION
 from raytpu.errors import InvalidInput
@@ -44,6 +46,18 @@ WEBHOOK_INJECTED_ENV = ("MEGASCALE_SLICE_ID", "MEGASCALE_COORDINATOR_ADDRESS", "
 MEGASCALE_PORT = 8081
 """The DCN coordinator's port: the webhook's ``megascalePortBase`` and Ray 2.60's
 ``ray._private.accelerators.tpu.DEFAULT_MEGASCALE_PORT``."""
+MEGASCALE_ENV = (NUM_SLICES_ENV, *WEBHOOK_INJECTED_ENV)
+"""Every ``MEGASCALE_*`` a multi-slice pod carries; libtpu reads them when it starts and then waits for
+``MEGASCALE_NUM_SLICES`` slices (Ray 2.60 ``ray.train.v2.jax.config._JAX_MULTISLICE_OVERRIDE_KEYS`` overwrites them
+per worker for that reason)."""
+
+
+def single_slice(env: MutableMapping[str, str]) -> list[str]:
+    """Removes every :data:`MEGASCALE_ENV` key from ``env`` (a process's ``os.environ`` before JAX starts), so a
+    check of one slice inside a multi-slice pod starts libtpu for that slice alone instead of waiting for the
+    others; the keys it removed. A per-task ``runtime_env`` cannot do it: Ray's ``env_vars`` set values, never unset
+    them (the pod's values would stay), so the task clears them itself."""
+    return [key for key in MEGASCALE_ENV if env.pop(key, None) is not None]
 
 
 def slice_env(slices: int) -> dict[str, str]:

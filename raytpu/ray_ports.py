@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from raytpu import serving
+from raytpu import multislice, serving
 
 AUDIENCES = ("cluster", "namespace", "serve", "metrics")
 
@@ -52,7 +52,14 @@ CLIENT = RayPort("client", 10001, "namespace", "Ray client (ray://)")
 DASHBOARD_AGENT = RayPort("dashboard-agent", 52365, "cluster", "per-node dashboard agent; the kubelet's health "
                           "probes (KubeRay: dashboard-agent-listen-port)")
 METRICS = RayPort("metrics", 8080, "metrics", "Prometheus metrics (KubeRay: metrics-export-port)")
-MXLA = RayPort("mxla", 8081, "cluster", "multi-host TPU runtime between the hosts of one slice")
+MXLA = RayPort("mxla", multislice.MEGASCALE_PORT, "cluster", "megascale (multi-slice) runtime: libtpu's "
+               "MEGASCALE_PORT, where the slices of one multi-slice run meet over DCN")
+"""Cross-slice, not in-slice: the port the TPU webhook sets as ``MEGASCALE_PORT`` ("defaulting to 8081 since 8080
+is used by Ray for metrics") and Ray 2.60's ``DEFAULT_MEGASCALE_PORT``; KubeRay's TPU samples name it ``mxla``
+beside ``slicebuilder`` 8471, the in-slice TPU runtime port. Both, and JAX's coordinator, are reached by the pods
+of the same Ray cluster (every replica, so every slice, of the group), which the NetworkPolicy admits on all ports.
+Source: ai-on-gke/kuberay-tpu-webhook main.go (megascalePortBase, tpuProcessPortBase); KubeRay
+ray-operator/config/samples/ray-cluster-tpu-v4-multihost.yaml"""
 SERVE = RayPort("serve", serving.SERVE_PORT, "serve", "Ray Serve HTTP proxy: the OpenAI API")
 
 ALL = (GCS, DASHBOARD, CLIENT, DASHBOARD_AGENT, METRICS, MXLA, SERVE)
@@ -67,5 +74,5 @@ def head_ports(serves: bool) -> tuple[RayPort, ...]:
 
 def worker_ports(serves: bool, multi_host: bool) -> tuple[RayPort, ...]:
     """A TPU worker's ports: the Serve proxy on a RayService (Serve runs one per node), ``mxla`` on a multi-host
-    slice."""
+    slice (the only kind a multi-slice run spans: :func:`raytpu.multislice.problems`)."""
     return (*WORKER, *((SERVE,) if serves else ()), *((MXLA,) if multi_host else ()))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import threading
 import time
@@ -418,13 +419,13 @@ def test_smoke_all_reduces_across_two_slices_over_dcn_and_names_a_slice_cut_off(
     assert done.returncode == 0 and [v["slice"] for v in verdicts] == cluster.slices, done.stderr[-4000:]
     for s, v in enumerate(verdicts):
         section = v["dcn"]
-        assert section["slices"] == cluster.slices and section["source"] == dcn.DCN_SOURCE
+        assert section["slices"] == cluster.slices and section["source"] == dcn.line_rate(two_v5p.slice_plan)[1]
         checks = {c["name"]: c for c in section["checks"]}
         assert checks["dcn_reach"]["ok"] and checks["dcn_psum"]["ok"] and checks["dcn_psum"]["value"] == 3.0
         busbw = checks["dcn_allreduce_busbw_gbps"]
         assert busbw["informational"] and "emulated slices" in busbw["detail"], busbw
         assert [r["worker_id"] for r in section["perf"]] == list(range(two_v5p.slice_plan.hosts))
-        assert all((r["value"] or 0) > 0 and r["reference"] == dcn.DCN_GBPS_PER_HOST and not r["gates"]
+        assert all((r["value"] or 0) > 0 and r["reference"] == dcn.line_rate(two_v5p.slice_plan)[0] and not r["gates"]
                    for r in section["perf"])
         assert section["megascale"]["MEGASCALE_SLICE_ID"] == str(s)
         assert section["megascale"]["MEGASCALE_NUM_SLICES"] == "2"
@@ -443,3 +444,105 @@ def test_smoke_all_reduces_across_two_slices_over_dcn_and_names_a_slice_cut_off(
     assert "cannot reach the DCN coordinator" in reach["detail"], reach
     assert report.headline(cut).startswith(f"slice {cluster.slices[1]} unhealthy: dcn_reach: slice")
     assert any(dcn.ENV_INJECT_UNREACHABLE in line for line in cut["injected"])
+
+
+POD_MEGASCALE = {"MEGASCALE_NUM_SLICES": "2", "MEGASCALE_SLICE_ID": "1",
+                 "MEGASCALE_COORDINATOR_ADDRESS": "tpu-0-0.smoke-v5p-dcn-headless", "MEGASCALE_PORT": "8081"}
+"""What GKE's TPU webhook leaves in a pod of replica 1 of a two-slice smoke job (ai-on-gke/kuberay-tpu-webhook
+``main.go`` ``mutatePod``): the per-slice checks must not start libtpu with it, the DCN check overrides it."""
+
+
+@pytest.mark.unit
+def test_the_per_slice_host_check_drops_the_pods_megascale_env_before_it_starts_anything(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The injected-error fault raises before JAX is imported: the MEGASCALE_* are already gone by then."""
+    from raytpu.workloads.smoke import measure
+
+    for key, value in POD_MEGASCALE.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(RuntimeError, match="fault injected"):
+        measure.host_check("127.0.0.1:1", 1, 0, 5, None, {"error": True})
+    assert not [k for k in multislice.MEGASCALE_ENV if k in os.environ]
+
+
+@pytest.mark.unit
+def test_the_dcn_host_check_starts_with_rays_megascale_over_the_pods(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slice cut off (fault injection) fails at the reach probe, after the env is set and before JAX starts."""
+    from ray.util.tpu import get_tpu_coordinator_env_vars
+
+    from raytpu.workloads.smoke import dcn
+
+    for key, value in POD_MEGASCALE.items():
+        monkeypatch.setenv(key, value)
+    ours = get_tpu_coordinator_env_vars("10.0.0.7", 2, 1, str(multislice.MEGASCALE_PORT))
+    with pytest.raises(ConnectionError):
+        dcn.dcn_host_check("10.0.0.7:1", 2, 1, 1, ours, 5, 0.2, True)
+    assert {k: os.environ[k] for k in multislice.MEGASCALE_ENV} == ours
+
+
+@pytest.mark.slice
+@pytest.mark.timeout(600)
+def test_on_a_pod_with_megascale_the_per_slice_task_runs_without_it_and_the_dcn_task_with_rays(
+        two_v5p: local.LocalCluster) -> None:
+    """Real Ray tasks on an emulated host whose environment carries the webhook's MEGASCALE_* (a per-task
+    ``runtime_env``, as the pod env reaches a worker on GKE): the per-slice host check starts JAX with none of them
+    (it names the four it removed), the DCN host check with the ones Ray's ``get_tpu_coordinator_env_vars`` gives."""
+    import ray
+    from ray.util.tpu import get_tpu_coordinator_env_vars
+
+    from raytpu.workloads.smoke import dcn, measure
+
+    plan: SlicePlan = two_v5p.slice_plan
+    pod = {"env_vars": POD_MEGASCALE}
+    ray.init(address=two_v5p.address, log_to_driver=False, logging_level=logging.ERROR)
+    try:
+        host = {"num_cpus": 1, "max_calls": 1, "max_retries": 0, "resources": {"TPU": plan.chips_per_host},
+                "runtime_env": pod}
+        ip, port = ray.get(ray.remote(num_cpus=0, resources={"TPU": plan.chips_per_host})(
+            measure.coordinator_address).remote(), timeout=120)
+        checked = ray.get(ray.remote(**host)(measure.host_check).remote(f"{ip}:{port}", 1, 0, 120, None, {}),
+                          timeout=300)
+        ip, port = ray.get(ray.remote(num_cpus=0, resources={"TPU": plan.chips_per_host})(
+            measure.coordinator_address).remote(), timeout=120)
+        ours = get_tpu_coordinator_env_vars(ip, 1, 0, str(multislice.MEGASCALE_PORT))
+        joined = ray.get(ray.remote(**host)(dcn.dcn_host_check).remote(f"{ip}:{port}", 1, 0, 1, ours, 120, 30.0,
+                                                                         False), timeout=300)
+    finally:
+        ray.shutdown()
+    assert sorted(checked["megascale_cleared"]) == sorted(multislice.MEGASCALE_ENV), checked
+    assert checked["psum"] == sum(range(1, checked["devices_total"] + 1))
+    assert joined["megascale"] == ours and joined["psum"] == 1.0
+
+
+@pytest.mark.unit
+def test_the_multi_slice_jobs_policy_admits_the_megascale_port_from_every_slice_to_every_other(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The TPU pods declare ``mxla`` = the webhook's ``MEGASCALE_PORT`` (cross-slice, 8081, not the in-slice 8471),
+    and the job's NetworkPolicy admits it, and any port (JAX's coordinator is picked at run time), between the pods
+    of all its replicas: every replica is a slice, and each carries the same template labels."""
+    from crd import effective_pod_labels
+    from netpol import Pod, admits
+
+    from raytpu import network_policy, ray_ports
+
+    (tmp_path / "raytpu.yaml").write_text(config(count=3))
+    (tmp_path / "outputs.json").write_text(json.dumps(OUTPUTS))
+    write_record(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["submit", "train", "--stack", "ray-tpu-cluster", "--dry-run", "--run-id", "r1"]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    (job,) = [d for d in docs if d["kind"] == "RayJob"]
+    (group,) = job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    (container,) = group["template"]["spec"]["containers"]
+    declared = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert declared[ray_ports.MXLA.name] == multislice.MEGASCALE_PORT == 8081
+    from ray._private.accelerators.tpu import DEFAULT_MEGASCALE_PORT
+
+    assert str(multislice.MEGASCALE_PORT) == DEFAULT_MEGASCALE_PORT
+    labels = effective_pod_labels(group["template"])
+    slice_hosts = [Pod("ray", {**labels, "ray.io/worker-group-replica-index": str(r)}, declared) for r in range(2)]
+    assert network_policy.CLUSTER_LABEL in labels
+    for port in (multislice.MEGASCALE_PORT, 8471, 8482):
+        assert admits(policies, slice_hosts[1], port, slice_hosts[0]) and admits(policies, slice_hosts[0], port,
+                                                                                 slice_hosts[1])

@@ -73,8 +73,8 @@ def test_on_tpu_a_slow_dcn_gates_and_makes_every_slice_of_the_run_unhealthy(plan
     for name in NAMES:
         busbw = checks(sections[name])["dcn_allreduce_busbw_gbps"]
         assert not busbw["ok"] and not busbw.get("informational")
-        assert busbw["expected"] == 0.5 * dcn.DCN_GBPS_PER_HOST and busbw["value"] == 3.0
-        assert dcn.DCN_SOURCE in busbw["detail"]
+        assert busbw["expected"] == 0.5 * 200 / 8 and busbw["value"] == 3.0  # ct5p-hightpu-4t: 200 Gbps
+        assert dcn.LINE_RATE_SOURCE in busbw["detail"] and "ct5p-hightpu-4t: 200 Gbps" in busbw["detail"]
         assert [r["metric"] for r in sections[name]["perf"]] == ["dcn_allreduce_busbw"] * 2
         assert all(r["gates"] and not r["ok"] for r in sections[name]["perf"])
     verdicts = [slice_verdict(plan, n, plan.hosts, [new_check("psum", True, "")], {}, time.monotonic())
@@ -185,3 +185,31 @@ def test_local_smoke_refuses_more_dcn_slices_than_the_cluster_has(value: str, va
     assert raytpu_cli.main(["local", "--dir", str(tmp_path), "smoke", "--dcn-slices", value]) == 2
     err = capsys.readouterr().err
     assert "--dcn-slices" in err and value in err and valid in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("gen", "topology", "gbps", "line_rate", "healthy"), [
+    ("v6e", "4x4", 12.5, 50.0, False),  # ct6e-standard-4t, 400 Gbps: 25% of it passed the old 25 GB/s figure
+    ("v6e", "4x4", 26.0, 50.0, True),
+    ("tpu7x", "2x2x2", 20.0, 50.0, False),  # tpu7x-standard-4t, 400 Gbps
+    ("v5p", "2x2x2", 13.0, 25.0, True),  # ct5p-hightpu-4t, 200 Gbps
+    ("v5e", "4x4", 6.0, 12.5, False),  # ct5lp-hightpu-4t, 100 Gbps
+    ("v5e", "4x4", 7.0, 12.5, True),
+    ("v4", "2x2x2", 13.0, dcn.DCN_GBPS_PER_HOST, True),  # ct4p-hightpu-4t: no published figure, the book's
+])
+def test_on_tpu_the_dcn_floor_is_half_the_hosts_own_line_rate(gen: str, topology: str, gbps: float,
+                                                               line_rate: float, healthy: bool) -> None:
+    sliced = plan_slice(gen, topology)
+    sections = dcn.judge_dcn(sliced, NAMES, healthy_run(gbps=gbps), SmokeOptions())
+    busbw = checks(sections["slice-a"])["dcn_allreduce_busbw_gbps"]
+    assert busbw["ok"] is healthy and not busbw.get("informational")
+    assert busbw["expected"] == 0.5 * line_rate
+    assert all(r["reference"] == line_rate for r in sections["slice-a"]["perf"])
+    assert sections["slice-a"]["source"] == dcn.line_rate(sliced)[1]
+
+
+def test_every_multi_host_machine_type_has_a_line_rate_or_is_named_as_unpublished() -> None:
+    from raytpu.catalog import GENERATIONS
+
+    machines = [g.multi_host_machine_type for g in GENERATIONS.values()]
+    unpublished = {m.name for m in machines if m.network_gbps is None}
+    assert unpublished == {"ct4p-hightpu-4t"}

@@ -900,3 +900,31 @@ def test_smoke_dry_run_prints_the_multi_slice_job_last_behind_its_policy(
                                                      "smoke-train-dcn-d2"]
     assert docs[-2] == kuberay.network_policy(jobs[-1], parse(MULTISLICE_CONFIG))
     assert fake.server.requests == []
+
+
+def test_submit_smoke_on_a_held_copy_applies_nothing_and_names_the_holder(
+        fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    """As ``raytpu smoke`` does: a copy whose nodes run another TPU pod (here a RayService's worker) gets no smoke
+    RayJob, whose pods would stay Pending; exit 1, nothing applied."""
+    fake.tpu_node("train-0", "gke-train-0-a")
+    fake.tpu_node("train-1", "gke-train-1-a", holder="serve-raycluster-tpu-worker-0")
+    assert main("submit", "smoke", "--stack", STACK, "--run-id", "h1") == 1
+    err = capsys.readouterr().err
+    assert "train-1 by team-a/serve-raycluster-tpu-worker-0" in err and "would stay Pending" in err
+    assert fake.applied() == [] and not fake.server.of("PATCH")
+
+
+@pytest.mark.parametrize(("workloads", "warned"), [
+    ("  - {name: smoke, kind: smoke, slice: serve}\n  - {name: serve, kind: serve, slice: serve}\n", True),
+    ("  - {name: smoke, kind: smoke, slice: serve}\n", False),
+    ("  - {name: smoke, kind: smoke, slice: train}\n  - {name: serve, kind: serve, slice: serve}\n", False),
+])
+def test_validate_flags_a_job_on_a_slice_whose_every_copy_a_rayservice_holds(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], workloads: str, warned: bool) -> None:
+    path = tmp_path / "raytpu.yaml"
+    path.write_text(CONFIG.split("workloads:\n")[0] + "workloads:\n" + workloads)
+    assert main("validate", str(path)) == 0
+    out, err = capsys.readouterr()
+    flagged = "every copy of slice serve is held by RayService 'serve'" in err
+    assert flagged is warned, err
+    assert ("raytpu submit smoke" not in out) is warned, out

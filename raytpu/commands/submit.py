@@ -113,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
         client.check_schema(manifest, kuberay.MIN_KUBERAY_VERSION)
         if manifest["kind"] == "RayService":
             _check_api_key_secret(client, spec.security.serve_api_key_secret, outputs.namespace)
+        if work.kind.name == "smoke":
+            _check_free(client, work, spec.cluster.autopilot)
         if work.kind.is_job and client.get("RayJob", name) is not None:
             # server-side apply would update that run in place: a new run never reuses a name
             raise errors.invalid_value("--run-id", name.removeprefix(f"{work.name}-"), f"names RayJob {name}, "
@@ -183,6 +185,23 @@ def _show_timeline(run: Any, name: str, path: str | None, problem: str | None) -
         except OSError as exc:
             raise errors.RuntimeFailure(f"--report: cannot write {path!r} ({exc.strerror})",
                                         "a writable file path") from exc
+
+
+def _check_free(client: Any, work: Any, autopilot: bool) -> None:
+    """A smoke RayJob needs every copy it spans whole, as ``raytpu smoke`` checks (:func:`raytpu.occupancy.holders`):
+    a copy another workload holds (a RayService) would leave its pods Pending, since ``google.com/tpu`` chips are
+    never shared. Raises RuntimeFailure naming the holders, before anything is applied."""
+    from raytpu import errors, occupancy
+
+    held = {work.slice.pool_names[i]: occupancy.holders(client, work.slice, i, autopilot)
+            for i in range(work.slices_spanned)}
+    busy = {pool: pods for pool, pods in held.items() if pods}
+    if busy:
+        raise errors.RuntimeFailure(
+            f"{work.name}: slice copy(ies) in use, so a smoke job's pods would stay Pending (TPU chips are never "
+            "shared): " + "; ".join(f"{pool} by {', '.join(pods)}" for pool, pods in busy.items()),
+            "submit once the holders are gone, or `raytpu smoke`, which checks the free copies and reports the "
+            "held ones as busy")
 
 
 def _check_api_key_secret(client: Any, secret: str | None, namespace: str) -> None:

@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from raytpu.spec import SliceSpec, WorkloadSpec
+    from raytpu.spec import ClusterSpec, SliceSpec, WorkloadSpec
 
 HELP = "check a raytpu.yaml; every problem is reported with its field path"
 
@@ -43,14 +43,22 @@ def run(args: argparse.Namespace) -> int:
     for i, item in enumerate(spec.slices):
         for line in zone_warnings(item):
             print(f"warning: slices[{i}].zone: {line}", file=sys.stderr)
+    held = served_copies(spec)
     for work in spec.workloads:
         how = ("a RayService the workloads stack applies" if not work.kind.is_job else
                f"a RayJob run by `raytpu submit {work.name} --stack {stack}` (Terraform applies no RayJob)")
+        if work.kind.is_job and work.slice.name in held:
+            how = f"a RayJob that cannot run beside {held[work.slice.name]} (see the warning)"
         span = f" ({work.slices_per_run} slices per run, joined over DCN)" if work.multislice else ""
         print(f"  {work.name}: {work.kind.name} on {work.slice.name}{span}, {how}")
     for work in spec.workloads:
         for line in fit_warnings(work):
             print(f"warning: {line}", file=sys.stderr)
+        if work.kind.is_job and work.slice.name in held:
+            print(f"warning: workloads.{work.name}: every copy of slice {work.slice.name} is held by "
+                  f"{held[work.slice.name]}; its RayJob's pods would stay Pending (google.com/tpu is an extended "
+                  "resource: a chip is never shared), so `raytpu submit` refuses while they hold it; give the job "
+                  "its own slice, or run `raytpu smoke`, which skips held copies as busy", file=sys.stderr)
     return 0
 
 
@@ -61,6 +69,18 @@ def zone_warnings(item: SliceSpec) -> list[str]:
 
     return OFFERED.warnings(item.plan.generation, (item.provisioning.name, *(m.name for m in item.fallback)),
                             item.zone)
+
+
+def served_copies(spec: ClusterSpec) -> dict[str, str]:
+    """Slices whose every copy a RayService holds (its workers request all their hosts' chips for as long as it
+    runs), with the services that hold them. A RayService spans all copies of its slice, or ``slices`` of them."""
+    holders: dict[str, list[str]] = {}
+    copies: dict[str, int] = {}
+    for work in spec.workloads:
+        if not work.kind.is_job:
+            holders.setdefault(work.slice.name, []).append(f"RayService {work.name!r}")
+            copies[work.slice.name] = copies.get(work.slice.name, 0) + work.slices_spanned
+    return {name: ", ".join(who) for name, who in holders.items() if copies[name] >= spec.slice_named(name).count}
 
 
 def fit_warnings(work: WorkloadSpec) -> list[str]:

@@ -14,9 +14,9 @@ Before joining, every host but the coordinator opens a TCP connection to the coo
 rather than every host timing out together inside ``jax.distributed.initialize``.
 
 The figure judged: bus bandwidth per host (``2 (N-1)/N`` x bytes / time, summed over the host's devices, since a
-host's devices share its NICs) against :data:`DCN_GBPS_PER_HOST` at ``busbw_of_expected`` (the ICI rows' floor),
-gated where the ICI rows gate (real TPU outside an emulated slice), informational elsewhere, exactly as
-:mod:`raytpu.workloads.smoke.judge` treats the catalog floors.
+host's devices share its NICs) against the host's line rate (:func:`line_rate`, its machine type's
+``network_gbps``) at ``dcn_of_line_rate``, gated where the ICI rows gate (real TPU outside an emulated slice),
+informational elsewhere, exactly as :mod:`raytpu.workloads.smoke.judge` treats the catalog floors.
 """
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ from raytpu.workloads.smoke.options import SmokeOptions
 from raytpu.workloads.smoke.verdict import cause_of, gate, informational, new_check, rounded
 
 DCN_GBPS_PER_HOST = 25.0
-"""DCN bandwidth per TPU host, GB/s: "DCN bandwidth is typically around 2.5e10 bytes / second per host" (How to
-Scale Your Model, "How to Think About TPUs", https://jax-ml.github.io/scaling-book/tpus/, jax-ml/scaling-book
-``tpus.md``), one figure for every generation: the book gives no per-generation DCN figure, and a host's real
-figure depends on its machine type's NICs."""
+"""The fallback for a machine type with no published line rate (v4's), GB/s per host: "DCN bandwidth is typically
+around 2.5e10 bytes / second per host" (How to Scale Your Model, "How to Think About TPUs",
+https://jax-ml.github.io/scaling-book/tpus/, jax-ml/scaling-book ``tpus.md``; no per-generation figure there)."""
 DCN_SOURCE = "https://jax-ml.github.io/scaling-book/tpus/ (DCN ~2.5e10 bytes/s per host)"
+LINE_RATE_SOURCE = "https://cloud.google.com/compute/docs/accelerator-optimized-machines (maximum network bandwidth)"
 REACH_S = 30.0
 """Bound on one host reaching the coordinator's address before joining (a host that cannot is named)."""
 ENV_INJECT_UNREACHABLE = "RAYTPU_SMOKE_INJECT_DCN_UNREACHABLE"
@@ -93,7 +93,12 @@ def dcn_host_check(coordinator: str, num_processes: int, process_id: int, hosts_
                    megascale: dict[str, str], init_timeout_s: int, reach_s: float, cut_off: bool) -> dict[str, Any]:
     """Runs on one host of one slice: reach the coordinator, join every host of every slice, all-reduce over the
     ``slice`` axis (known answer, then timed). ``cut_off``: fault injection, dial a closed port instead."""
-    os.environ.update(megascale)  # before jax starts: libtpu reads MEGASCALE_* at start on TPU
+    from raytpu.multislice import MEGASCALE_ENV
+
+    # before jax starts (libtpu reads MEGASCALE_* at start on TPU), over what the pod has, as Ray 2.60 Train does:
+    # Source: ray.train.v2.jax.config._setup_jax_distributed_environment (_JAX_MULTISLICE_OVERRIDE_KEYS), Ray 2.60
+    os.environ.update(megascale)
+    started_with = {k: os.environ[k] for k in MEGASCALE_ENV if k in os.environ}
     held = None
     target = coordinator
     if cut_off:
@@ -146,7 +151,7 @@ def dcn_host_check(coordinator: str, num_processes: int, process_id: int, hosts_
             best = min(best, time.perf_counter() - t)
         per_device = 2 * (slices - 1) / slices * columns * 4 * iters / best / 1e9
         return {"process_id": process_id, "slice_id": int(megascale.get("MEGASCALE_SLICE_ID", "-1")),
-                "megascale": megascale, "platform": platform, "devices": len(local), "psum": total,
+                "megascale": started_with, "platform": platform, "devices": len(local), "psum": total,
                 "host_gbps": per_device * len(local), "mib_per_device": columns * 4 / 2**20, "iters": iters,
                 "emulated": os.environ.get(ENV_EMULATED) == "1"}
     finally:
@@ -235,19 +240,21 @@ def check_dcn(plan: SlicePlan, found: list[SliceInventory], options: SmokeOption
     a failure is a failed check. ``cut_off``: fault injection, the slice index whose hosts dial a closed port."""
     slices = found[:span]
     names = [inv.name for inv in slices]
+    source = line_rate(plan)[1]
     reservations: list[Reservation] = []
     try:
         if len(slices) < span:
             return _all_failed(names, "dcn_reach", f"not attempted: {len(slices)} {plan.ray_pod_type} slice(s) "
-                               f"found, a multi-slice run spans {span}")
+                               f"found, a multi-slice run spans {span}", source)
         incomplete = [inv.describe() for inv in slices if not inv.complete]
         if incomplete:
-            return _all_failed(names, "dcn_reach", f"not attempted: incomplete slice(s) {', '.join(incomplete)}")
+            return _all_failed(names, "dcn_reach", f"not attempted: incomplete slice(s) {', '.join(incomplete)}",
+                               source)
         for inv in slices:
             reservations.append(reserve_slice(plan, inv.name, timeout_s=options.reserve_timeout_s))
         run = _run(plan, reservations, limit_s, reach_s, cut_off)
     except Exception as exc:  # a refused reservation, a bug: still each slice's section, naming the cause
-        return _all_failed(names, "dcn_reach", f"the DCN check failed: {cause_of(exc)}")
+        return _all_failed(names, "dcn_reach", f"the DCN check failed: {cause_of(exc)}", source)
     finally:
         for reservation in reservations:
             reservation.release()
@@ -270,14 +277,23 @@ def attach(verdicts: list[Verdict], sections: dict[str, DcnSection], cut_off: in
                 "DCN coordinator")
 
 
-def _all_failed(names: list[str], check: str, detail: str) -> dict[str, DcnSection]:
-    return {n: {"slices": names, "checks": [new_check(check, False, detail)], "perf": [], "source": DCN_SOURCE}
+def _all_failed(names: list[str], check: str, detail: str, source: str = DCN_SOURCE) -> dict[str, DcnSection]:
+    return {n: {"slices": names, "checks": [new_check(check, False, detail)], "perf": [], "source": source}
             for n in names}
+
+
+def line_rate(plan: SlicePlan) -> tuple[float, str]:
+    """A host's DCN line rate in GB/s (its machine type's ``network_gbps`` / 8) and where it comes from; the
+    scaling book's :data:`DCN_GBPS_PER_HOST` for a machine type without a published figure."""
+    machine = generation(plan.generation).machine_type(plan.machine_type)
+    if machine.network_gbps:
+        return machine.network_gbps / 8, f"{machine.name}: {machine.network_gbps:g} Gbps, {LINE_RATE_SOURCE}"
+    return DCN_GBPS_PER_HOST, DCN_SOURCE
 
 
 def judge_dcn(plan: SlicePlan, names: list[str], run: DcnRun, options: SmokeOptions) -> dict[str, DcnSection]:
     """Each slice's DCN section from the hosts' results: reachability (the cut-off slice named), the cross-slice
-    ``psum`` of known answer, and per-host bus bandwidth against :data:`DCN_GBPS_PER_HOST`. Pure."""
+    ``psum`` of known answer, and per-host bus bandwidth against the host's line rate (:func:`line_rate`). Pure."""
     cut = cut_off_slices(run, len(names))
     sections: dict[str, DcnSection] = {}
     results = list(run.results.values())
@@ -287,7 +303,8 @@ def judge_dcn(plan: SlicePlan, names: list[str], run: DcnRun, options: SmokeOpti
     enforce = mode == "on" or (mode == "auto" and platform == "tpu" and not emulated)
     where = f"{platform} devices" + (", emulated slices" if emulated else "")
     floors = generation(plan.generation).smoke
-    floor = options.min_busbw_ratio or (floors.busbw_of_expected if floors else 0.5)
+    floor = options.min_busbw_ratio or (floors.dcn_of_line_rate if floors else 0.5)
+    reference, source = line_rate(plan)
     group = ", ".join(names)
     expected_sum = len(names) * (len(names) + 1) / 2
     for s, name in enumerate(names):
@@ -310,7 +327,6 @@ def judge_dcn(plan: SlicePlan, names: list[str], run: DcnRun, options: SmokeOpti
             checks.append(new_check("dcn_psum", all(abs(v - expected_sum) < 1e-3 for v in sums),
                                     f"psum over the slice axis (slice i gives i + 1) seen by {len(sums)} host(s)",
                                     sums[0] if sums else None, expected_sum))
-            reference = DCN_GBPS_PER_HOST
             for w, r in sorted(mine.items()):
                 value = r["host_gbps"]
                 ok = value >= floor * reference
@@ -324,10 +340,11 @@ def judge_dcn(plan: SlicePlan, names: list[str], run: DcnRun, options: SmokeOpti
                 value = r["host_gbps"]
                 detail = (f"slowest host {w}: {value:.4g} GB/s bus bandwidth per host ({r['mib_per_device']:g} MiB "
                           f"per device x {r['iters']} over the slice axis, {len(names)} slices) = "
-                          f"{value / reference:.3g} of {reference:g} GB/s per host ({DCN_SOURCE}) (min {floor:g})")
+                          f"{value / reference:.3g} of the {reference:g} GB/s line rate per host ({source}) "
+                          f"(min {floor:g})")
                 checks.append(gate(new_check("dcn_allreduce_busbw_gbps", value >= floor * reference, detail,
                                              rounded(value), rounded(floor * reference)), enforce, where))
-        sections[name] = {"slices": names, "checks": checks, "perf": perf, "source": DCN_SOURCE}
+        sections[name] = {"slices": names, "checks": checks, "perf": perf, "source": source}
         seen = [r["megascale"] for (t, _), r in sorted(run.results.items()) if t == s]
         if seen:
             sections[name]["megascale"] = seen[0]

@@ -247,7 +247,14 @@ def host_check(coordinator: str, num_processes: int, process_id: int, init_timeo
                bandwidth_mib: int | None, faults: dict[str, Any], topology: str = "") -> dict[str, Any]:
     """Runs on one host (inside the slice's bundle ``process_id``): identity, JAX multi-process init, devices,
     psum, all-reduce bandwidth (whole slice and per mesh axis of ``topology``) and latency, and every local
-    device's matmul and copy rates."""
+    device's matmul and copy rates.
+
+    First of all, before anything imports JAX: the pod's ``MEGASCALE_*`` go (:func:`raytpu.multislice.single_slice`).
+    A multi-slice smoke job's pods carry them for its DCN check, and libtpu started with them would wait for the
+    other slices, which this per-slice check never joins."""
+    from raytpu.multislice import single_slice
+
+    cleared = single_slice(os.environ)
     import numpy as np
     import ray
 
@@ -262,6 +269,7 @@ def host_check(coordinator: str, num_processes: int, process_id: int, init_timeo
         "env": {k: os.environ.get(k, "") for k in
                 ("TPU_NAME", "TPU_WORKER_ID", "TPU_WORKER_HOSTNAMES", "TPU_ACCELERATOR_TYPE", "TPU_TOPOLOGY",
                  ENV_EMULATED, "JAX_PLATFORMS")},
+        "megascale_cleared": cleared,
     }
     import jax
     import jax.numpy as jnp
