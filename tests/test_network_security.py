@@ -244,8 +244,8 @@ def test_validate_warns_about_every_opening(tmp_path: Any, capsys: pytest.Captur
     path = tmp_path / "raytpu.yaml"
     path.write_text(yaml.safe_dump(data))
     assert cli.main(["validate", str(path)]) == 0
-    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: ")]
-    assert warnings == [
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: security.")]
+    assert warnings == [  # (the matrix's other warnings, slices held by RayServices and zones, are tested elsewhere)
         "warning: security.serve_endpoint is public-lb: RayServices' OpenAI endpoint gets a public IP, guarded by the "
         "API key in Secret 'serve-key' and reachable from every address (serve_from is empty)",
         "warning: security.dashboard_from admits every address (0.0.0.0/0)"]
