@@ -257,7 +257,7 @@ def run_id(now: float | None = None) -> str:
 
 # --------------------------------------------------------------------------------------------- the core zip
 
-CORE_MODULES = ("__init__.py", "catalog.py", "errors.py", "kinds.py", "kuberay.py", "multislice.py",
+CORE_MODULES = ("__init__.py", "catalog.py", "errors.py", "kinds.py", "kuberay.py", "multislice.py", "names.py",
                 "network_policy.py", "plan.py", "pod_security.py", "provisioning.py", "py.typed", "ray_ports.py",
                 "report.py", "security.py", "serving.py", "spec.py", "timeline.py", "vllm_rules.py",
                 "sizing/__init__.py", "sizing/models.py")
