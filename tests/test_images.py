@@ -447,6 +447,23 @@ def test_a_preview_before_a_build_is_shown_marked_and_refused_by_the_api_server(
 
 
 @pytest.mark.unit
+def test_the_nightly_smoke_previews_before_a_build_as_submit_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    from raytpu import cli
+
+    _fresh_clone(tmp_path, monkeypatch, record=False)
+    assert cli.main(["smoke", "--stack", "ray-tpu-cluster", "--run-id", "r1", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# PREVIEW ONLY, NOT APPLICABLE: image(s) job not built")
+    docs = list(yaml.safe_load_all(out))
+    assert {d["kind"] for d in docs} == {"RayJob", "NetworkPolicy"}
+    assert all(images.PREVIEW_ANNOTATION in d["metadata"]["annotations"] for d in docs)
+    assert {c["image"] for d in docs for c in _containers(d)} == {images.NOT_BUILT}
+
+
+@pytest.mark.unit
 def test_a_preview_after_a_build_is_what_would_be_applied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     import yaml

@@ -63,9 +63,8 @@ def failed_verdict(job: dict[str, Any], plan: SlicePlan, problem: str, state: st
 def run(args: argparse.Namespace) -> int:
     """Applies the smoke jobs, waits, collects verdicts, prints the table and writes the reports."""
     from raytpu import config as config_mod
-    from raytpu import errors, gke, kuberay, occupancy, report, timeline
+    from raytpu import errors, gke, images, kuberay, occupancy, report, timeline
     from raytpu.commands.submit import print_yaml
-    from raytpu.images import resolver
     from raytpu.images.record import load_refs
     from raytpu.outputs import StackOutputs
 
@@ -73,11 +72,13 @@ def run(args: argparse.Namespace) -> int:
     spec = config_mod.load(args.config)
     outputs = StackOutputs.read(args.outputs, args.stack, spec, args.config)
     suffix = args.run_id or gke.run_id()
-    jobs = kuberay.smoke_jobs(spec, images=resolver(load_refs(args.config), stack=args.stack),
+    refs = load_refs(args.config)  # a preview (--dry-run) shows an unbuilt image as a placeholder, marked
+    resolver = images.preview_resolver if args.dry_run else images.resolver
+    jobs = kuberay.smoke_jobs(spec, images=resolver(refs, stack=args.stack),
                               service_account=outputs.service_account, bucket=outputs.bucket,
                               namespace=outputs.namespace, py_modules=args.py_modules, image=args.image,
                               suffix=suffix)
-    dcn_jobs = kuberay.dcn_smoke_jobs(spec, images=resolver(load_refs(args.config), stack=args.stack),
+    dcn_jobs = kuberay.dcn_smoke_jobs(spec, images=resolver(refs, stack=args.stack),
                                       service_account=outputs.service_account, bucket=outputs.bucket,
                                       namespace=outputs.namespace, py_modules=args.py_modules, image=args.image,
                                       suffix=suffix)
@@ -89,7 +90,11 @@ def run(args: argparse.Namespace) -> int:
         raise errors.InvalidInput("slices", "no slice can run a smoke RayJob",
                                   "at least one slice whose provisioning runs a Ray cluster")
     if args.dry_run:
-        print_yaml(kuberay.with_network_policies([*jobs, *dcn_jobs], spec))
+        manifests = kuberay.with_network_policies([*jobs, *dcn_jobs], spec)
+        smoke = [work for _, work in kuberay.smoke_workloads(spec, args.image)]
+        print(images.mark_preview(manifests, sorted({n for n in (images.unbuilt(w, refs) for w in smoke) if n})),
+              end="")
+        print_yaml(manifests)
         return 0
     if args.upload_core:
         gke.upload_core(gke.upload_target(args.py_modules, outputs.bucket))

@@ -93,7 +93,7 @@ def mark_preview(manifests: list[dict[str, object]], missing: list[str]) -> str:
         metadata.setdefault("annotations", {})[PREVIEW_ANNOTATION] = "run raytpu images build, then preview again"
     return (f"# PREVIEW ONLY, NOT APPLICABLE: image(s) {', '.join(missing)} not built, shown as {NOT_BUILT!r};\n"
             f"# every object carries the annotation {PREVIEW_ANNOTATION!r}, which the API server refuses.\n"
-            "# `raytpu images build --stack STACK` first; then submit --dry-run shows what would be applied.\n")
+            "# `raytpu images build --stack STACK` first; then --dry-run shows what would be applied.\n")
 
 
 def unbuilt(work: WorkloadSpec, refs: Mapping[str, str]) -> str | None:
