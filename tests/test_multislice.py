@@ -496,17 +496,18 @@ def test_on_a_pod_with_megascale_the_per_slice_task_runs_without_it_and_the_dcn_
     pod = {"env_vars": POD_MEGASCALE}
     ray.init(address=two_v5p.address, log_to_driver=False, logging_level=logging.ERROR)
     try:
-        host = {"num_cpus": 1, "max_calls": 1, "max_retries": 0, "resources": {"TPU": plan.chips_per_host},
-                "runtime_env": pod}
+        host: dict[str, Any] = {"num_cpus": 1, "max_calls": 1, "max_retries": 0,
+                                "resources": {"TPU": plan.chips_per_host}, "runtime_env": pod}
         ip, port = ray.get(ray.remote(num_cpus=0, resources={"TPU": plan.chips_per_host})(
             measure.coordinator_address).remote(), timeout=120)
-        checked = ray.get(ray.remote(**host)(measure.host_check).remote(f"{ip}:{port}", 1, 0, 120, None, {}),
-                          timeout=300)
+        check = ray.remote(**host)(measure.host_check)
+        checked: dict[str, Any] = ray.get(check.remote(f"{ip}:{port}", 1, 0, 120, None, {}), timeout=300)
         ip, port = ray.get(ray.remote(num_cpus=0, resources={"TPU": plan.chips_per_host})(
             measure.coordinator_address).remote(), timeout=120)
         ours = get_tpu_coordinator_env_vars(ip, 1, 0, str(multislice.MEGASCALE_PORT))
-        joined = ray.get(ray.remote(**host)(dcn.dcn_host_check).remote(f"{ip}:{port}", 1, 0, 1, ours, 120, 30.0,
-                                                                         False), timeout=300)
+        dcn_check = ray.remote(**host)(dcn.dcn_host_check)
+        joined: dict[str, Any] = ray.get(dcn_check.remote(f"{ip}:{port}", 1, 0, 1, ours, 120, 30.0, False),
+                                         timeout=300)
     finally:
         ray.shutdown()
     assert sorted(checked["megascale_cleared"]) == sorted(multislice.MEGASCALE_ENV), checked

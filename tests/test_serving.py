@@ -350,7 +350,7 @@ TOKEN = SecretKeyRef(name="hf-secret", key="hf_api_token")
 ])
 def test_a_gated_model_downloaded_from_hugging_face_needs_a_token_secret(
         model: str | None, model_source: str | None, secret: SecretKeyRef | None, refused: bool) -> None:
-    extra = {"model": model, "model_source": model_source, "hf_token_secret": secret}
+    extra: dict[str, Any] = {"model": model, "model_source": model_source, "hf_token_secret": secret}
     if not refused:
         _work(**extra)
         return
@@ -364,10 +364,10 @@ def test_a_gated_model_downloaded_from_hugging_face_needs_a_token_secret(
 def test_the_model_table_records_which_repositories_are_gated() -> None:
     from raytpu.sizing.models import MODELS
 
-    gated = {m.hf_id for m in MODELS.values() if m.gated}
+    gated = {m.hf_id for m in MODELS.values() if m.gated and m.hf_id}
     assert gated == {m.hf_id for m in MODELS.values() if m.hf_id and m.hf_id.startswith(("meta-llama/",
                                                                                         "google/gemma-"))}
-    assert gated and not {m for m in gated if m.startswith("Qwen/")}
+    assert gated and not {m for m in gated if m and m.startswith("Qwen/")}
 
 
 @pytest.mark.parametrize(("name", "key", "field", "says"), [
