@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
+
+from raytpu.names import RUN_ID_LENGTH
 
 MAX_SECONDS = 30 * 24 * 3600
 """The longest wait or timeout taken (30 days): beyond it ``time.sleep`` and deadlines overflow or mean a typo."""
@@ -76,4 +79,32 @@ def path(text: str) -> str:
     """A file or directory path: non-empty (an empty ``--config ""`` would silently mean the default one)."""
     if not text.strip() or "\0" in text:
         raise _refuse(repr(text), "is not a path", "a file or directory path")
+    return text
+
+
+_RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def run_id(text: str) -> str:
+    """A run suffix (``--run-id``): the tail of DNS-1035 RayJob names, as long as the one ``validate`` counted.
+
+    Source: k8s.io/apimachinery validation ``IsDNS1035Label`` (KubeRay names RayJobs' RayClusters from it)."""
+    if not _RUN_ID.match(text) or len(text) > RUN_ID_LENGTH:
+        raise _refuse(repr(text[:40]) + ("..." if len(text) > 40 else ""), "is not a run id",
+                      f"1 to {RUN_ID_LENGTH} lowercase letters, digits and inner '-' (every derived job name was "
+                      "bounded with that length)")
+    return text
+
+
+PY_MODULES_SCHEMES = ("gs", "file", "https", "http", "s3", "azure", "abfss")
+"""The URI schemes Ray fetches ``py_modules`` from on every node.
+Source: ray 2.60 ``ray._private.runtime_env.protocol.ProtocolsProvider.get_remote_protocols``."""
+
+
+def py_modules_uri(text: str) -> str:
+    """The core zip's URI (``--py-modules``): a ``.zip`` at a URI every Ray node can fetch."""
+    scheme, sep, rest = text.partition("://")
+    if not sep or scheme not in PY_MODULES_SCHEMES or not rest.strip("/") or not text.endswith(".zip"):
+        raise _refuse(repr(text[:80]) + ("..." if len(text) > 80 else ""), "is not a zip URI Ray fetches",
+                      f"SCHEME://PATH/raytpu.zip, SCHEME one of {', '.join(PY_MODULES_SCHEMES)}")
     return text

@@ -7,6 +7,10 @@ command refuses. Standard library only.
 
 from __future__ import annotations
 
+RUN_ID_LENGTH = 6
+"""A job submission's run suffix (``<name>-<run id>``; :func:`raytpu.gke.run_id`, base-36 seconds): ``validate``
+counts every derived name with one this long, so ``--run-id`` is at most this long too."""
+
 DCN_SMOKE_SUFFIX = "dcn"
 """``smoke-<slice>-dcn``: the multi-slice smoke job of a slice."""
 

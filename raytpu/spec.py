@@ -59,8 +59,6 @@ subdomain to ``CheckName(<RayCluster name>-headless)``, which keeps the LAST 50 
 the headless Service ``<RayCluster name>-headless`` uncut; KubeRay's RayCluster name is the RayJob/RayService
 name plus a 6-character suffix (``-xxxxx``), so a name over 35 characters yields ``TPU_WORKER_HOSTNAMES`` that
 resolve nowhere (ai-on-gke kuberay-tpu-webhook ``CheckName``; ray-operator utils ``GenerateRayClusterName``)."""
-RUN_ID_LENGTH = 6
-"""A job submission's run suffix (``<name>-<run id>``; :func:`raytpu.gke.run_id`, base-36 seconds)."""
 
 SERVING_FIELDS = ("model", "model_source", "max_model_len", "engine_kwargs", "hf_token_secret")
 """WorkloadSpec fields only a serving kind takes."""
@@ -72,7 +70,7 @@ WORKLOAD_ENV = "RAYTPU_WORKLOAD"
 def derived_name_problems(field: str, value: str, derived: str, what: str, run: bool = True) -> list[InvalidInput]:
     """``value`` is too long when the name the kit derives from it (``derived``, plus a run suffix when ``run``)
     passes :data:`MULTI_HOST_NAME_LIMIT` on a multi-host slice; ``what`` names the derived object."""
-    longest = names.run_name(derived, "x" * RUN_ID_LENGTH) if run else derived
+    longest = names.run_name(derived, "x" * names.RUN_ID_LENGTH) if run else derived
     if len(longest) <= MULTI_HOST_NAME_LIMIT:
         return []
     return [errors.invalid_value(

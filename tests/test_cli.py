@@ -427,6 +427,15 @@ PARSE_TIME_CASES = [
     (["validate", ""], "error: CONFIG: '' is not a path"),
     (["synth", "raytpu.example.yaml", "--out", ""], "error: --out: '' is not a path"),
     (["plan", "--model", "llama-3.1-8b", "--prices", ""], "error: --prices: '' is not a path"),
+    # run ids end DNS-1035 RayJob names (IsDNS1035Label), at most as long as the one validate counted (6)
+    (["submit", "train", "--run-id", "Run_1"], "error: --run-id: 'Run_1' is not a run id; valid: 1 to 6 lowercase"),
+    (["submit", "train", "--run-id", "r" * 7], "error: --run-id: 'rrrrrrr' is not a run id"),
+    (["smoke", "--stack", "s", "--run-id", "r1-"], "error: --run-id: 'r1-' is not a run id"),
+    # ray 2.60 ProtocolsProvider.get_remote_protocols: the schemes a py_modules URI may use
+    (["submit", "train", "--py-modules", "ftp://host/raytpu.zip"],
+     "error: --py-modules: 'ftp://host/raytpu.zip' is not a zip URI Ray fetches; valid: SCHEME://PATH/raytpu.zip"),
+    (["smoke", "--stack", "s", "--py-modules", "gs://b/raytpu"], "error: --py-modules: 'gs://b/raytpu' is not a zip"),
+    (["submit", "train", "--py-modules", "/tmp/raytpu.zip"], "error: --py-modules: '/tmp/raytpu.zip' is not a zip"),
 ]
 
 

@@ -354,7 +354,8 @@ def test_two_clusters_in_one_project_and_region_never_share_a_workload_policy() 
     slices in one project and region, at the longest names the kit allows: GKE's 40-character cluster name, and the
     longest multi-host slice name (its smoke jobs ``smoke-<slice>-<i>-<run id>`` fill raytpu.spec's
     MULTI_HOST_NAME_LIMIT)."""
-    from raytpu.spec import MULTI_HOST_NAME_LIMIT, RUN_ID_LENGTH
+    from raytpu.names import RUN_ID_LENGTH
+    from raytpu.spec import MULTI_HOST_NAME_LIMIT
 
     count = 2
     longest = "s" * (MULTI_HOST_NAME_LIMIT - len(f"smoke--{count - 1}-") - RUN_ID_LENGTH)

@@ -59,15 +59,17 @@ def add_stack_arguments(parser: argparse.ArgumentParser, stack_note: str = "") -
     parser.add_argument("--outputs", default=DEFAULT_OUTPUTS, type=argtypes.path,
                         help=f"stack outputs: the file `cdktf deploy --outputs-file` wrote, or "
                              f"`terraform output -json` saved (default {DEFAULT_OUTPUTS})")
-    parser.add_argument("--py-modules", help="URI of the raytpu zip in the jobs' runtime env (default "
-                                             "file:///mnt/gcs/raytpu/raytpu-<version>.zip: the bucket's "
-                                             "gs://<bucket>/raytpu/raytpu-<version>.zip through GCS FUSE)")
+    parser.add_argument("--py-modules", type=argtypes.py_modules_uri,
+                        help="URI of the raytpu zip in the jobs' runtime env (default "
+                             "file:///mnt/gcs/raytpu/raytpu-<version>.zip: the bucket's "
+                             "gs://<bucket>/raytpu/raytpu-<version>.zip through GCS FUSE)")
     parser.add_argument("--upload-core", action="store_true",
                         help="zip the installed raytpu package and upload it (GCS JSON API, ADC) to "
                              "gs://<bucket>/raytpu/raytpu-<version>.zip (or to --py-modules if that is gs://) "
                              "before applying (the cluster stack's deploy uploads it too; use this for a core "
                              "changed since)")
-    parser.add_argument("--run-id", help="suffix of RayJob names (default: base-36 time)")
+    parser.add_argument("--run-id", type=argtypes.run_id,
+                        help=f"suffix of RayJob names, 1-{argtypes.RUN_ID_LENGTH} characters (default: base-36 time)")
     parser.add_argument("--dry-run", action="store_true", help="print the manifests as YAML; apply nothing")
 
 
