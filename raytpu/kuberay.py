@@ -34,7 +34,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from raytpu import __version__, errors, multislice, names, pod_security, ray_ports, serving
 from raytpu import network_policy as netpol
@@ -658,16 +658,23 @@ def slice_image(spec: ClusterSpec, item: SliceSpec) -> str | None:
     return (smoke or [w.image for w in on_slice] or [None])[0]
 
 
-def smoke_workloads(spec: ClusterSpec, image: str | None = None) -> list[tuple[str, WorkloadSpec]]:
-    """``raytpu smoke``: (job base name, spec) of one single-slice smoke job per slice copy that runs Ray.
+class SmokeRun(NamedTuple):
+    """One single-slice smoke job: its base name, its workload, and the node pool of the copy it checks."""
 
-    Names are ``smoke-<slice>-<i>``; each job reserves one whole slice, so copies land on different node pools.
+    base: str
+    work: WorkloadSpec
+    pool: str
+
+
+def smoke_workloads(spec: ClusterSpec, image: str | None = None) -> list[SmokeRun]:
+    """``raytpu smoke``: one single-slice smoke job per slice copy that runs Ray, named ``smoke-<slice>-<i>``.
+
     Slices whose provisioning cannot run a Ray cluster (queued) are left out; the caller reports them.
     """
     smoke = workload_kind("smoke")
-    return [(names.smoke_job(item.name, i),
-             WorkloadSpec(name=names.smoke_workload(item.name), kind=smoke, slice=item, slices=1,
-                          image=image or slice_image(spec, item)))
+    return [SmokeRun(names.smoke_job(item.name, i),
+                     WorkloadSpec(name=names.smoke_workload(item.name), kind=smoke, slice=item, slices=1,
+                                  image=image or slice_image(spec, item)), item.pool_names[i])
             for item in spec.slices if item.provisioning.runs_ray for i in range(item.count)]
 
 
@@ -675,10 +682,18 @@ def smoke_jobs(spec: ClusterSpec, *, images: ImageOf, service_account: str, buck
                namespace: str = "default", py_modules: str | None = None, image: str | None = None,
                suffix: str = "") -> list[dict[str, Any]]:
     """The RayJobs of :func:`smoke_workloads`, named ``smoke-<slice>-<i>[-<suffix>]`` (``images``: as
-    :func:`workload_manifest`)."""
-    return [workload_manifest(spec, work, images=images, service_account=service_account, bucket=bucket,
-                              namespace=namespace, py_modules=py_modules, name=names.run_name(base, suffix))
-            for base, work in smoke_workloads(spec, image)]
+    :func:`workload_manifest`). On Standard, job ``i`` selects copy ``i``'s node pool: every copy of a slice
+    carries the same :data:`SLICE_LABEL`, so without it two jobs may check one copy and leave the other unchecked.
+    Autopilot has no pools to name (each job gets a slice the ComputeClass provisions)."""
+    jobs = []
+    for run in smoke_workloads(spec, image):
+        job = workload_manifest(spec, run.work, images=images, service_account=service_account, bucket=bucket,
+                                namespace=namespace, py_modules=py_modules, name=names.run_name(run.base, suffix))
+        if not spec.cluster.autopilot:
+            for group in ray_cluster_of(job)["workerGroupSpecs"]:
+                group["template"]["spec"]["nodeSelector"][NODE_POOL_LABEL] = run.pool
+        jobs.append(job)
+    return jobs
 
 
 def dcn_span(spec: ClusterSpec, item: SliceSpec) -> int:

@@ -567,8 +567,14 @@ def test_smoke_jobs_one_single_slice_job_per_slice_copy_queued_left_out() -> Non
     assert [j["metadata"]["name"] for j in jobs] == ["smoke-train-0-abc", "smoke-train-1-abc",
                                                      "smoke-small-0-abc", "smoke-big-0-abc"]
     works = kuberay.smoke_workloads(spec, image="img:1")
-    assert [base for base, _ in works] == ["smoke-train-0", "smoke-train-1", "smoke-small-0", "smoke-big-0"]
-    for job, (_, work) in zip(jobs, works, strict=True):
+    assert [run.base for run in works] == ["smoke-train-0", "smoke-train-1", "smoke-small-0", "smoke-big-0"]
+    # Copy i's job selects copy i's pool: both copies carry the one slice label, so without the pool's own label
+    # (GKE's cloud.google.com/gke-nodepool, https://cloud.google.com/kubernetes-engine/docs/how-to/node-pools) two
+    # jobs could check one copy and leave the other unchecked.
+    pools = [_worker(j)["template"]["spec"]["nodeSelector"][kuberay.NODE_POOL_LABEL] for j in jobs]
+    assert pools == [run.pool for run in works] == ["train-0", "train-1", "small-0", "big-0"]
+    for job, run in zip(jobs, works, strict=True):
+        work = run.work
         assert schema_errors(job) == []
         assert webhook_errors(job) == []
         assert operator_errors(job) == []
@@ -578,6 +584,13 @@ def test_smoke_jobs_one_single_slice_job_per_slice_copy_queued_left_out() -> Non
         assert carried == work and carried.slices_spanned == 1 and carried.kind.name == "smoke"
         assert carried.slice == spec.slice_named(job["metadata"]["labels"][kuberay.SLICE_LABEL])
         assert _worker(job)["template"]["spec"]["containers"][0]["image"] == "img:1"
+
+
+def test_autopilot_smoke_jobs_name_no_node_pool() -> None:
+    """Autopilot makes its own pools (the slice's ComputeClass provisions one per job): there is none to name."""
+    spec = parse(CONFIG.replace("MODE", "autopilot"))
+    jobs = kuberay.smoke_jobs(spec, images=FIXTURE_IMAGES, service_account="k", bucket="b")
+    assert jobs and not [j for j in jobs if kuberay.NODE_POOL_LABEL in _worker(j)["template"]["spec"]["nodeSelector"]]
 
 
 def test_smoke_jobs_take_the_image_of_the_slices_smoke_workload_else_of_any_workload_on_it() -> None:

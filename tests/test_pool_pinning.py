@@ -209,12 +209,15 @@ def test_the_matrix_has_look_alikes_and_every_slice_has_a_group(matrix: Any) -> 
 
 def test_no_worker_group_admits_another_slices_nodes(matrix: Any) -> None:
     """Issue 18 item 6: every (group, nodes) pair of the matrix; a group admits exactly its own slice's nodes (every
-    copy's pool on Standard, its ComputeClass's nodes on Autopilot)."""
+    copy's pool on Standard, or the one copy's pool a per-copy smoke job checks; its ComputeClass's nodes on
+    Autopilot)."""
     mode, nodes, groups = matrix
     wrong = []
     for name, slice_name, pod in groups:
+        pinned = pod["nodeSelector"].get(NODE_POOL_LABEL)
         for node_group, (labels, taints) in nodes.items():
-            if admits(pod, labels, taints) != nodes_of_slice(mode, slice_name, node_group):
+            own = nodes_of_slice(mode, slice_name, node_group) and pinned in (None, node_group)
+            if admits(pod, labels, taints) != own:
                 wrong.append(f"{name} (slice {slice_name}) {'admits' if admits(pod, labels, taints) else 'refuses'} "
                              f"the nodes of {node_group}")
     assert wrong == []
@@ -240,7 +243,23 @@ def test_the_scheduling_model_refuses_what_it_must() -> None:
 
 
 def _without_slice_label(pod: dict[str, Any]) -> dict[str, Any]:
-    return {**pod, "nodeSelector": {k: v for k, v in pod["nodeSelector"].items() if k != kuberay.SLICE_LABEL}}
+    pins = (kuberay.SLICE_LABEL, NODE_POOL_LABEL)
+    return {**pod, "nodeSelector": {k: v for k, v in pod["nodeSelector"].items() if k not in pins}}
+
+
+def test_each_copy_of_a_slice_is_checked_by_one_smoke_job_of_its_own() -> None:
+    """Reviewer finding (issue 27): the copies of a slice share its label, so per-copy smoke jobs pinned by it alone
+    may all check one copy. Each ``smoke-<slice>-<i>`` admits copy ``i``'s pool and no other node."""
+    stacks = synth_text(LOOK_ALIKES.replace("MODE", "standard"))
+    nodes = standard_nodes(next(s for sid, s in stacks.items() if sid.endswith("-cluster")))
+    checked: dict[str, list[str]] = {}
+    for name, _, pod in worker_groups("standard", stacks):
+        if name.startswith("RayJob/smoke-"):
+            checked[name] = [g for g, (labels, taints) in nodes.items() if admits(pod, labels, taints)]
+    spec = config.parse(LOOK_ALIKES.replace("MODE", "standard"))
+    assert sorted(pool for admitted in checked.values() for pool in admitted) == sorted(
+        p for s in spec.slices for p in s.pool_names)
+    assert all(len(admitted) == 1 for admitted in checked.values()), checked
 
 
 def test_the_proof_fails_on_the_groups_as_they_were() -> None:

@@ -840,8 +840,11 @@ def test_a_multi_slice_workload_adds_one_smoke_job_over_its_copies_after_the_per
     assert not [e for e in head.get("env", []) if e["name"].startswith("MEGASCALE")]  # the head is no TPU host
     assert dcn_job["spec"]["entrypoint"] == "python -m raytpu.workloads.smoke --dcn-slices 2"
     assert carried_spec(dcn_job).slices_spanned == 2
-    assert group["template"]["spec"]["nodeSelector"] == applied[0]["spec"]["rayClusterSpec"]["workerGroupSpecs"][0][
-        "template"]["spec"]["nodeSelector"]  # the slice's own pools, as every smoke job
+    copy_0 = applied[0]["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"]
+    # every pool of the slice (the copies it spans), where a per-copy job selects its own copy's pool only
+    assert group["template"]["spec"]["nodeSelector"] == {
+        k: v for k, v in copy_0.items() if k != kuberay.NODE_POOL_LABEL}
+    assert copy_0[kuberay.NODE_POOL_LABEL] == "train-0"
     # its NetworkPolicy first, as for every job
     policy_path = "/apis/networking.k8s.io/v1/namespaces/ray/networkpolicies/job-smoke-train-dcn-m1"
     assert policy_path in [r.path for r in fake.server.of("PATCH", policy_path)]

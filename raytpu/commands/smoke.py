@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
                                   "at least one slice whose provisioning runs a Ray cluster")
     if args.dry_run:
         manifests = kuberay.with_network_policies([*jobs, *dcn_jobs], spec)
-        smoke = [work for _, work in kuberay.smoke_workloads(spec, args.image)]
+        smoke = [run.work for run in kuberay.smoke_workloads(spec, args.image)]
         print(images.mark_preview(manifests, sorted({n for n in (images.unbuilt(w, refs) for w in smoke) if n})),
               end="")
         print_yaml(manifests)
