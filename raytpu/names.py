@@ -39,3 +39,9 @@ def longest_smoke_job(slice_name: str, count: int, multislice: bool) -> str:
     """The longest base name of the smoke jobs ``raytpu smoke`` derives for a slice of ``count`` copies: the last
     copy's, or the DCN job's when a workload spans several copies."""
     return max([smoke_job(slice_name, count - 1)] + ([dcn_smoke_job(slice_name)] if multislice else []), key=len)
+
+
+def service_account_id(cluster: str, role: str) -> str:
+    """A Google service account id the cluster stack creates (``raytpu-<cluster>-<role>``: ``ray`` for the Ray pods,
+    ``node`` for nodes, ``img`` for the image builder), 6-30 characters."""
+    return f"raytpu-{cluster[:18].rstrip('-')}-{role}"

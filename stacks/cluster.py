@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from raytpu import gke, kuberay
+from raytpu import gke, kuberay, names
 from raytpu.modules.bucket import Bucket, BucketObject, BucketObjectProps, BucketProps
 from raytpu.modules.cdk import (
     Aspects,
@@ -69,11 +69,6 @@ def _modes(slices: Iterable[SliceSpec]) -> list[Provisioning]:
     return [m for s in slices for m in (s.provisioning, *s.fallback)]
 
 
-def _account_id(cluster: str, suffix: str) -> str:
-    """A 6-30 character service account id derived from the cluster name."""
-    return f"raytpu-{cluster[:18].rstrip('-')}-{suffix}"
-
-
 @dataclass(frozen=True, kw_only=True)
 class ClusterStackProps:
     """Props of :class:`ClusterStack`.
@@ -122,7 +117,7 @@ class ClusterStack(TerraformStack):
         self.network = Network(self, "network", NetworkProps(
             name=gke.name, project=spec.project, region=spec.region, spec=spec.network))
         self.node_identity = NodeServiceAccount(self, "node-identity", NodeServiceAccountProps(
-            project=spec.project, account_id=_account_id(gke.name, "node")))
+            project=spec.project, account_id=names.service_account_id(gke.name, "node")))
         self.cluster = GkeCluster(self, "gke", GkeClusterProps(
             spec=gke, project=spec.project, location=spec.region, network=self.network,
             version_floor=version_floor((s.plan for s in spec.slices), gke.mode,
@@ -135,7 +130,7 @@ class ClusterStack(TerraformStack):
         self.core_zip: BucketObject = self.bucket.add_object("core-zip", BucketObjectProps(
             name=kuberay.core_zip_object(), source=str(core_zip_file()), content_type="application/zip"))
         self.identity = self.cluster.add_workload_identity("workload-identity", WorkloadIdentityProps(
-            project=spec.project, account_id=_account_id(gke.name, "ray"),
+            project=spec.project, account_id=names.service_account_id(gke.name, "ray"),
             namespace=spec.namespace, ksa_name=spec.ksa_name, bucket=self.bucket.name))
         self.head_pool: HeadPool | None = None
         if gke.head_pool is not None:
@@ -150,7 +145,7 @@ class ClusterStack(TerraformStack):
         # the kit's images, built into the cluster's region by `raytpu images build` (raytpu.images.build)
         self.images = ImageRegistry(self, "images", ImageRegistryProps(
             project=spec.project, location=spec.region, repository_id=f"{gke.name}-images",
-            builder_account_id=_account_id(gke.name, "img"), pullers=(self.node_identity.email,),
+            builder_account_id=names.service_account_id(gke.name, "img"), pullers=(self.node_identity.email,),
             bucket=self.bucket.name, labels=labels))
         self.alerting: SmokeAlerting | None = None
         if spec.alerting is not None:

@@ -408,3 +408,42 @@ def test_validate_refuses_a_gated_model_without_a_token_with_exit_2(capsys: pyte
     path.write_text(yaml.safe_dump(data))
     code, out, err = run_cli(capsys, "validate", str(path))
     assert code == 0, err
+
+
+def _spec(slice_fields: str, workload_fields: str) -> Any:
+    from raytpu.config import parse
+
+    return parse(f"""
+project: my-ml-project
+region: us-east5
+cluster: {{name: ray-tpu, mode: standard}}
+slices:
+  - {{name: serve, generation: v6e, topology: 2x4, zone: us-east5-b{slice_fields}}}
+workloads:
+  - {{name: llm, kind: serve, slice: serve{workload_fields}}}
+""")
+
+
+@pytest.mark.parametrize(("slice_fields", "workload_fields", "says"), [
+    ("", "", []),
+    ("", ", model_source: gs://my-ml-project-ray-tpu-ray/models/qwen", []),  # the kit's own bucket
+    # Source: https://cloud.google.com/kubernetes-engine/docs/concepts/dws (flex-start nodes end at their run duration)
+    (", provisioning: flex-start", "", ["workloads.llm: serves from slice serve, which may run on flex-start "
+                                        "capacity: GKE deletes flex-start nodes when their run duration ends "
+                                        "(604800 s)"]),
+    (", provisioning: flex-start, max_run_duration_s: 3600", "", ["(3600 s)"]),
+    # the Ray pods' Google service account holds a role on the kit's bucket only (modules/workload_identity.py)
+    ("", ", model_source: gs://acme-ml-prod-models/gemma", [
+        "workloads.llm.model_source: gs://acme-ml-prod-models is not the kit's bucket (my-ml-project-ray-tpu-ray), "
+        "the only one the Ray pods' service account (raytpu-ray-tpu-ray@my-ml-project.iam.gserviceaccount.com) may "
+        "read: grant it roles/storage.objectViewer on gs://acme-ml-prod-models"]),
+])
+def test_validate_warns_where_a_rayservice_would_go_down_or_never_load(slice_fields: str, workload_fields: str,
+                                                                        says: list[str]) -> None:
+    """Reviewer findings (issue 27): serving on flex-start is torn down at the run duration; weights in another
+    bucket are unreadable by the pods' identity. Warnings, as the config may be right (a bucket granted by hand)."""
+    from raytpu.commands.validate import serving_warnings
+
+    spec = _spec(slice_fields, workload_fields)
+    found = serving_warnings(spec, spec.workloads[0])
+    assert len(found) == len(says) and all(s in f for s, f in zip(says, found, strict=True)), found

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         span = f" ({work.slices_per_run} slices per run, joined over DCN)" if work.multislice else ""
         print(f"  {work.name}: {work.kind.name} on {work.slice.name}{span}, {how}")
     for work in spec.workloads:
-        for line in fit_warnings(work):
+        for line in [*fit_warnings(work), *serving_warnings(spec, work)]:
             print(f"warning: {line}", file=sys.stderr)
         if work.kind.is_job and work.slice.name in held:
             print(f"warning: workloads.{work.name}: every copy of slice {work.slice.name} is held by "
@@ -81,6 +81,30 @@ def served_copies(spec: ClusterSpec) -> dict[str, str]:
             holders.setdefault(work.slice.name, []).append(f"RayService {work.name!r}")
             copies[work.slice.name] = copies.get(work.slice.name, 0) + work.slices_spanned
     return {name: ", ".join(who) for name, who in holders.items() if copies[name] >= spec.slice_named(name).count}
+
+
+def serving_warnings(spec: ClusterSpec, work: WorkloadSpec) -> list[str]:
+    """A RayService where it would go down or never load: on flex-start capacity, which GKE takes back at its run
+    duration; or weights in a bucket other than the kit's, which the Ray pods' service account cannot read."""
+    from raytpu import names
+
+    if work.kind.is_job:
+        return []
+    out = []
+    item = work.slice
+    if "flex-start" in (item.provisioning.name, *(m.name for m in item.fallback)):
+        # Source: https://cloud.google.com/kubernetes-engine/docs/concepts/dws (flex-start nodes run at most 7 days)
+        out.append(f"workloads.{work.name}: serves from slice {item.name}, which may run on flex-start capacity: GKE "
+                   f"deletes flex-start nodes when their run duration ends ({item.max_run_duration_s or 604800} s), so "
+                   "the RayService goes down and waits for new capacity; serve from on-demand, spot or a reservation")
+    source = work.model_source or ""
+    bucket = source.removeprefix("gs://").partition("/")[0]
+    if source.startswith("gs://") and bucket != spec.bucket:
+        account = f"{names.service_account_id(spec.cluster.name, 'ray')}@{spec.project}.iam.gserviceaccount.com"
+        out.append(f"workloads.{work.name}.model_source: gs://{bucket} is not the kit's bucket ({spec.bucket}), the "
+                   f"only one the Ray pods' service account ({account}) may read: grant it "
+                   f"roles/storage.objectViewer on gs://{bucket}, or copy the weights into gs://{spec.bucket}/")
+    return out
 
 
 def fit_warnings(work: WorkloadSpec) -> list[str]:
