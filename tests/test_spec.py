@@ -485,7 +485,7 @@ def test_derived_names_have_one_home() -> None:
     from raytpu import kuberay, names
 
     spec = parse(DCN_NAME_CONFIG.format(slice="pool", topology="4x4", slices=2))
-    assert [run.base for run in kuberay.smoke_workloads(spec)] == [names.smoke_job("pool", 0), names.smoke_job("pool", 1)]
+    assert [run.base for run in kuberay.smoke_workloads(spec)] == [names.smoke_job("pool", i) for i in (0, 1)]
     assert [b for b, _ in kuberay.dcn_smoke_workloads(spec)] == [names.dcn_smoke_job("pool")] == ["smoke-pool-dcn"]
     assert names.longest_smoke_job("pool", 2, True) == "smoke-pool-dcn"
     assert names.longest_smoke_job("pool", 200, False) == "smoke-pool-199"
