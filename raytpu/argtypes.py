@@ -82,6 +82,11 @@ def path(text: str) -> str:
     return text
 
 
+def _shown(text: str, limit: int) -> str:
+    """``text`` for a message: its first ``limit`` characters, marked when cut."""
+    return repr(text[:limit]) + ("..." if len(text) > limit else "")
+
+
 _RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -90,7 +95,7 @@ def run_id(text: str) -> str:
 
     Source: k8s.io/apimachinery validation ``IsDNS1035Label`` (KubeRay names RayJobs' RayClusters from it)."""
     if not _RUN_ID.match(text) or len(text) > RUN_ID_LENGTH:
-        raise _refuse(repr(text[:40]) + ("..." if len(text) > 40 else ""), "is not a run id",
+        raise _refuse(_shown(text, 40), "is not a run id",
                       f"1 to {RUN_ID_LENGTH} lowercase letters, digits and inner '-' (every derived job name was "
                       "bounded with that length)")
     return text
@@ -105,6 +110,6 @@ def py_modules_uri(text: str) -> str:
     """The core zip's URI (``--py-modules``): a ``.zip`` at a URI every Ray node can fetch."""
     scheme, sep, rest = text.partition("://")
     if not sep or scheme not in PY_MODULES_SCHEMES or not rest.strip("/") or not text.endswith(".zip"):
-        raise _refuse(repr(text[:80]) + ("..." if len(text) > 80 else ""), "is not a zip URI Ray fetches",
+        raise _refuse(_shown(text, 80), "is not a zip URI Ray fetches",
                       f"SCHEME://PATH/raytpu.zip, SCHEME one of {', '.join(PY_MODULES_SCHEMES)}")
     return text

@@ -67,8 +67,12 @@ def zone_warnings(item: SliceSpec) -> list[str]:
     the slice's zone: :data:`raytpu.catalog.OFFERED`. A warning, not an error: the lists move (see there)."""
     from raytpu.catalog import OFFERED
 
-    return OFFERED.warnings(item.plan.generation, (item.provisioning.name, *(m.name for m in item.fallback)),
-                            item.zone)
+    return OFFERED.warnings(item.plan.generation, _modes(item), item.zone)
+
+
+def _modes(item: SliceSpec) -> tuple[str, ...]:
+    """The provisioning modes a slice may run on: its own, then its fallbacks."""
+    return (item.provisioning.name, *(m.name for m in item.fallback))
 
 
 def served_copies(spec: ClusterSpec) -> dict[str, str]:
@@ -87,16 +91,18 @@ def serving_warnings(spec: ClusterSpec, work: WorkloadSpec) -> list[str]:
     """A RayService where it would go down or never load: on flex-start capacity, which GKE takes back at its run
     duration; or weights in a bucket other than the kit's, which the Ray pods' service account cannot read."""
     from raytpu import names
+    from raytpu.provisioning import MAX_RUN_DURATION_S
 
     if work.kind.is_job:
         return []
     out = []
     item = work.slice
-    if "flex-start" in (item.provisioning.name, *(m.name for m in item.fallback)):
+    if "flex-start" in _modes(item):
         # Source: https://cloud.google.com/kubernetes-engine/docs/concepts/dws (flex-start nodes run at most 7 days)
+        ends = item.max_run_duration_s or MAX_RUN_DURATION_S[1]
         out.append(f"workloads.{work.name}: serves from slice {item.name}, which may run on flex-start capacity: GKE "
-                   f"deletes flex-start nodes when their run duration ends ({item.max_run_duration_s or 604800} s), so "
-                   "the RayService goes down and waits for new capacity; serve from on-demand, spot or a reservation")
+                   f"deletes flex-start nodes when their run duration ends ({ends} s), so the RayService goes down "
+                   "and waits for new capacity; serve from on-demand, spot or a reservation")
     source = work.model_source or ""
     bucket = source.removeprefix("gs://").partition("/")[0]
     if source.startswith("gs://") and bucket != spec.bucket:
