@@ -15,6 +15,7 @@ Spot VMs (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms), fl
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,8 @@ SPOT_LABEL = "cloud.google.com/gke-spot"
 FLEX_START_LABEL = "cloud.google.com/gke-flex-start"
 QUEUED_LABEL = "cloud.google.com/gke-queued"
 COMPUTE_CLASS_LABEL = "cloud.google.com/compute-class"
+RESERVATION_NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
+"""Source: https://cloud.google.com/compute/docs/reference/rest/v1/reservations (``name``: RFC1035, 1-63)."""
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 MAX_RUN_DURATION_S = (600, 7 * 24 * 3600)
 """Flex-start ``max_run_duration`` bounds: 10 minutes to GKE's 7-day maximum."""
@@ -94,7 +97,11 @@ class Provisioning:
         if self.needs_reservation and not reservation:
             found.append(errors.missing("reservation", f"with provisioning: {self.name}",
                                         "the name of a specific reservation in the project"))
-        if not self.needs_reservation and reservation:
+        if reservation and not RESERVATION_NAME.match(reservation):
+            found.append(errors.invalid_value("reservation", reservation, "is not a reservation name",
+                                              "1-63 lowercase letters, digits, hyphens; starts with a letter, does not "
+                                              "end with a hyphen (of a shared reservation, its name alone)"))
+        elif not self.needs_reservation and reservation:
             found.append(errors.forbidden("reservation", reservation,
                                           f"with provisioning: {self.name} ({self.why_no_reservation})",
                                           "remove reservation, or set provisioning: reservation"))

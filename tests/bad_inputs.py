@@ -295,7 +295,12 @@ CASES: tuple[Case, ...] = (
     _validate("config-only-comment", "# nothing here\n", "config"),
     _validate("config-a-string", "raytpu\n", "config"),
     _process(_validate("config-alias-bomb", alias_bomb_text(), "workloads[2].model", I6)),
-    _process(_validate("config-134k-slices", many_slices(), "slices", I7)),
+    # A 10 MB config is over the byte limit before any slice is read (raytpu.reading.MAX_BYTES); the count limit
+    # (raytpu.config.LIMITS) has its own cases.
+    _process(_validate("config-134k-slices", many_slices(), "config", I7)),
+    _validate("config-101-slices", many_slices(101), "slices", I7),
+    _validate("config-101-workloads", config(lambda d: d.update(workloads=[d["workloads"][0]] * 101)), "workloads",
+              I7),
     _edit("project-1mb", "project", "p" * 1_000_000, "project", I5),
     _validate("duplicate-key", EXAMPLE_TEXT.replace("region: us-east5", "region: us-east5\nregion: europe-west4"),
               "region", I9),

@@ -43,7 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="directory for smoke.json and smoke.junit.xml (default reports)")
     parser.add_argument("--timeout-s", type=argtypes.positive_seconds, default=1800.0,
                         help="how long to wait for all smoke jobs (default 1800)")
-    parser.add_argument("--image", help="image of the smoke jobs (default: the config's smoke workload image)")
+    parser.add_argument("--image", type=argtypes.image,
+                        help="image of the smoke jobs (default: the config's smoke workload image)")
     parser.add_argument("--strict", action="store_true",
                         help="exit 1 for busy and unschedulable slices too (default: only for unhealthy ones)")
 
