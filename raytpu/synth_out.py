@@ -20,6 +20,7 @@ import json
 import os
 import secrets
 import shutil
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,16 +78,28 @@ def _writable_folder(folder: Path, shown: str) -> None:
                              f"({exc.strerror or exc})") from exc
 
 
+def _stat(path: Path, out: str, follow: bool) -> os.stat_result | None:
+    """``path``'s status, None when it does not exist; a path that cannot be looked up is refused."""
+    try:
+        return os.stat(path, follow_symlinks=follow)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:  # a name too long, a loop of links, a folder that cannot be searched
+        raise _refuse(out, f"cannot be looked up ({exc.strerror or exc})") from exc
+
+
 def check(out: str) -> None:
     """Refuses ``out`` (InvalidInput naming ``--out``) unless a synth may replace it; writes nothing."""
     path = Path(os.path.abspath(out))
     if path == path.parent:
         raise _refuse(out, "is the root folder")
-    if path.is_symlink():
-        raise _refuse(out, "is a symbolic link (a synth replaces its output folder as a whole)")
-    if path.exists():
-        if not path.is_dir():
-            raise _refuse(out, "is a file, not a folder (a synth replaces it by a folder)")
+    found = _stat(path, out, follow=False)
+    if found is not None:
+        if stat.S_ISLNK(found.st_mode):
+            raise _refuse(out, "is a symbolic link (a synth replaces its output folder as a whole)")
+        if not stat.S_ISDIR(found.st_mode):
+            kind = "is a file, not a folder" if stat.S_ISREG(found.st_mode) else "is not a folder"
+            raise _refuse(out, f"{kind} (a synth replaces it by a folder)")
         try:
             entries = sorted(os.listdir(path))
         except OSError as exc:
@@ -95,10 +108,10 @@ def check(out: str) -> None:
             listed = ", ".join(repr(e[:40]) for e in entries[:3]) + (", ..." if len(entries) > 3 else "")
             raise _refuse(out, f"is a folder that is not a synth output (it holds {listed}: a synth would "
                                f"delete them)")
-    ancestor = path.absolute().parent
-    while not ancestor.exists() and not ancestor.is_symlink() and ancestor != ancestor.parent:
+    ancestor = path.parent
+    while (found := _stat(ancestor, out, follow=True)) is None and ancestor != ancestor.parent:
         ancestor = ancestor.parent
-    if not ancestor.is_dir():
+    if found is None or not stat.S_ISDIR(found.st_mode):
         raise _refuse(out, f"cannot be made: {_excerpt(str(ancestor))!r} is not a folder")
     _writable_folder(ancestor, out)
 

@@ -20,7 +20,6 @@ pytestmark = pytest.mark.unit
 OPEN = {
     # Issue 28 items still open (their fix was cut off before it landed): strict xfail, so a fix turns them red here
     # until they are taken out of this list. Nothing else in the corpus may fail.
-    "28.1 synth --out": ("synth-out-nonempty-folder", "synth-out-a-file", "synth-out-unwritable"),
     "28.3 non-UTF-8 config": ("config-non-utf8", "config-utf16"),
     "28.4 plan --plot": ("plan-plot-folder", "plan-plot-unwritable", "plan-plot-empty-chart"),
     "28.5 bounded excerpts and size limits": ("project-1mb", "config-alias-bomb", "config-134k-slices"),

@@ -35,10 +35,12 @@ def _progress(message: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Checks DIR and the config, synthesizes into a folder beside DIR, then swaps it in for DIR."""
     from raytpu import synth_out
+
+    synth_out.check(args.out)  # before the config and CDK Terrain are loaded: refused in milliseconds
+
     from raytpu.config import choose, load
     from raytpu.images.record import load_refs
 
-    synth_out.check(args.out)  # before the config and the slow import below: refused in milliseconds
     args.config = choose(args.config)
 
     started = time.monotonic()
