@@ -122,6 +122,22 @@ def test_a_path_a_synth_cannot_write_or_must_not_replace_is_refused(tmp_path: Pa
 
 
 @pytest.mark.unit
+def test_the_demo_refuses_its_synth_folder_before_it_starts(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine\n")
+    before = _snapshot(tmp_path)
+    err = io.StringIO()
+    cwd = os.getcwd()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        os.chdir(tmp_path)
+        try:
+            code = main(["demo", "--config", str(EXAMPLE), "--dir", "run", "--out", "notes.txt"])
+        finally:
+            os.chdir(cwd)
+    assert code == 2 and err.getvalue().startswith("error: --out: 'notes.txt' is a file"), err.getvalue()
+    assert _snapshot(tmp_path) == before
+
+
+@pytest.mark.unit
 def test_a_long_path_is_shown_as_a_bounded_excerpt(tmp_path: Path) -> None:
     deep = "/proc/" + "d" * 5000
     with pytest.raises(InvalidInput) as caught:
