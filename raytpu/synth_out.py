@@ -31,7 +31,8 @@ MARKER = ".raytpu-synth"
 """The file every synth output carries: it marks the folder as one the next synth may replace."""
 MARKER_TEXT = "written by raytpu synth; the next `raytpu synth --out` (or `cdktf synth`) replaces this folder\n"
 SYNTH_ENTRIES = frozenset({"stacks", "manifest.json", MARKER})
-"""What a synth writes at the top of its output folder (cdktn's ``Manifest``: ``manifest.json``, ``stacks/``)."""
+"""What a synth writes at the top of its output folder.
+Source: cdktn 0.24.0 ``Manifest.FILE_NAME``, ``Manifest.STACKS_FOLDER`` (tests/test_synth_out.py compares)."""
 VALID = (f"a path that does not exist yet in a writable folder, an empty folder, or a previous synth output "
          f"(a folder holding only stacks/, manifest.json and {MARKER})")
 _SHOWN = 200
@@ -49,9 +50,11 @@ def _refuse(path: str, problem: str) -> InvalidInput:
 
 def _is_cdktf_manifest(path: Path) -> bool:
     """A cdktf ``manifest.json`` (a JSON object with ``stacks``), read no further than 1 MiB."""
+    if path.is_symlink() or not path.is_file():  # not a link, a FIFO (a read would block) or a device
+        return False
     try:
         with path.open("rb") as f:
-            data = json.loads(f.read(_MANIFEST_MAX + 1)[:_MANIFEST_MAX])
+            data = json.loads(f.read(_MANIFEST_MAX))  # cut at the limit: not JSON, so not a manifest
     except (OSError, ValueError):
         return False
     return isinstance(data, dict) and isinstance(data.get("stacks"), dict)
@@ -160,7 +163,7 @@ def replacing(out: str | Path) -> Iterator[Path]:
         write_marker(tmp)
         if out.exists() or out.is_symlink():
             old = _sibling(out, "old")
-            os.replace(out, old)  # onto an empty folder: POSIX rename(2) replaces it
+            os.replace(out, old)  # onto an empty folder. Source: POSIX rename(2), "newpath ... an empty directory"
             try:
                 os.replace(tmp, out)
             except BaseException:

@@ -275,3 +275,6 @@ def test_raytpu_synth_into_an_empty_folder_writes_a_marked_output_with_a_mkdir_m
     assert sorted(p.name for p in out.iterdir()) == [".raytpu-synth", "manifest.json", "stacks"]
     assert (out / ".raytpu-synth").read_text() == synth_out.MARKER_TEXT
     synth_out.check(str(out))
+    import cdktn  # the names a synth writes at the top of its folder, as the framework spells them
+
+    assert {cdktn.Manifest.FILE_NAME, cdktn.Manifest.STACKS_FOLDER, synth_out.MARKER} == synth_out.SYNTH_ENTRIES
