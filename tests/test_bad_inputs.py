@@ -20,7 +20,6 @@ pytestmark = pytest.mark.unit
 OPEN = {
     # Issue 28 items still open (their fix was cut off before it landed): strict xfail, so a fix turns them red here
     # until they are taken out of this list. Nothing else in the corpus may fail.
-    "28.1 synth --out": ("synth-out-nonempty-folder", "synth-out-a-file", "synth-out-unwritable"),
     "28.4 plan --plot": ("plan-plot-folder", "plan-plot-unwritable", "plan-plot-empty-chart"),
     "28.14 a --params that fits nowhere (5e13 now fits the largest v5p)": ("plan-no-slice-fits",),
 }

@@ -33,6 +33,7 @@ from _synth import (
 from image_refs import FIXTURE_REFS, write_record
 
 from raytpu import kuberay
+from raytpu.synth_out import check as check_out
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]
 
@@ -471,12 +472,19 @@ def test_raytpu_synth_bad_config_exits_2_and_writes_nothing(tmp_path: Path) -> N
 
 
 def test_raytpu_synth_replaces_an_old_outdir_atomically(tmp_path: Path) -> None:
+    """An old output (marked ``.raytpu-synth``: raytpu/synth_out.py; a folder of the user's files is refused, see
+    tests/test_synth_out.py) is replaced as a whole; the new one has a mkdir's mode, not the old one's 0700."""
+    from raytpu.synth_out import write_marker
+
     out = tmp_path / "out"
     (out / "stacks" / "stale").mkdir(parents=True)
+    write_marker(out)
+    out.chmod(0o700)
     result = _raytpu("synth", str(STANDARD_EXAMPLE), "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in (out / "stacks").iterdir()) == ["ray-tpu-cluster", "ray-tpu-workloads"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert out.stat().st_mode & 0o077, "the umask's mode, as mkdir gives"
 
 
 def test_app_reads_raytpu_config_else_raytpu_yaml() -> None:
@@ -511,6 +519,9 @@ def test_npx_cdktf_synth_matches_raytpu_synth(tmp_path: Path, autopilot: dict) -
     assert asset.is_file(), source
     assert asset.read_bytes() == (ours / "stacks" / "ray-tpu-auto-cluster" / source).read_bytes()
     assert shutil.which("node") is not None
+    # cdktf.json's app marks the output, so `raytpu synth --out cdktf.out` may replace it (raytpu/synth_out.py)
+    assert (out / ".raytpu-synth").is_file()
+    check_out(str(out))
 
 
 def test_every_provisioning_mode_through_the_config() -> None:
