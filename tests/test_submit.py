@@ -876,7 +876,7 @@ def test_the_multi_slice_smoke_job_is_not_run_when_fewer_than_n_copies_are_free(
     Path("raytpu.yaml").write_text(MULTISLICE_CONFIG)
     fake.tpu_node("train-0", "gke-train-0-a", holder="research-job-worker-0")
     fake.tpu_node("train-1", "gke-train-1-a")
-    for name in ("smoke-train-1-m2", "smoke-serve-0-m2"):
+    for name in ("smoke-train-1-m2", "smoke-serve-0-m2", "smoke-train-1-m3", "smoke-serve-0-m3"):
         fake.job(name, ("Complete", "SUCCEEDED"), log=verdict_line(name))
     assert main("smoke", "--stack", STACK, "--run-id", "m2", "--report", "out", "--timeout-s", "20") == 0
     err = capsys.readouterr().err
@@ -888,7 +888,7 @@ def test_the_multi_slice_smoke_job_is_not_run_when_fewer_than_n_copies_are_free(
     dcn = doc["slices"][-1]
     assert dcn["job"] == "smoke-train-dcn-m2" and dcn["state"] == "busy"
     assert dcn["checks"][0]["detail"] == f"not run: {why}"
-    assert main("smoke", "--stack", STACK, "--run-id", "m3", "--timeout-s", "5", "--strict") == 1
+    assert main("smoke", "--stack", STACK, "--run-id", "m3", "--timeout-s", "20", "--strict") == 1  # only for busy
     assert "smoke-train-dcn-m3 busy" in capsys.readouterr().err
 
 
