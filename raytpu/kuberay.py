@@ -10,7 +10,7 @@ workload's slice (its SlicePlan):
 - ``google.com/tpu`` requests == limits == ``plan.chips_per_host``;
 - nodeSelector = ``plan.node_selector`` (accelerator + topology), plus the provisioning mode's selector
   (spot, flex-start, queued; Autopilot: the slice's ComputeClass) and matching tolerations; on Standard the slice's
-  own node label (:data:`SLICE_LABEL`, which its pools give their nodes) pins the group to its pools
+  own node label (:data:`raytpu.names.SLICE_LABEL`, which its pools give their nodes) pins the group to its pools
   (:func:`tpu_placement`).
 
 A RayJob runs ``python -m raytpu.workloads.<program>`` (its kind's program) and receives its WorkloadSpec as
@@ -22,28 +22,26 @@ GKE Ray TPU webhook selects on. So the templates here deliberately never set ``a
 
 Security (:mod:`raytpu.pod_security`, :mod:`raytpu.network_policy`, config section ``security``): every pod
 runs non-root with no capabilities, the runtime's seccomp profile, a read-only root filesystem and no API token;
-every pod template carries :data:`raytpu.network_policy.CLUSTER_LABEL`, which the object's NetworkPolicy
+every pod template carries :data:`raytpu.names.CLUSTER_LABEL`, which the object's NetworkPolicy
 (:func:`network_policy`) selects. The head service is ``ClusterIP``; a RayService's OpenAI endpoint is
 ``ClusterIP`` too unless ``security.serve_endpoint`` asks for a load balancer.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
-from raytpu import __version__, errors, multislice, names, pod_security, ray_ports, serving
+from raytpu import errors, multislice, names, pod_security, ray_ports, serving
 from raytpu import network_policy as netpol
 from raytpu.catalog import RAY_VERSION, generation
 from raytpu.errors import InvalidInput
 from raytpu.kinds import WorkloadKind
 from raytpu.kinds import kind as workload_kind
 from raytpu.plan import TPU_RESOURCE, SlicePlan
-from raytpu.provisioning import COMPUTE_CLASS_LABEL
 from raytpu.security import NAMESPACE_SOURCE, SecuritySpec
 from raytpu.spec import MULTI_HOST_NAME_LIMIT, ClusterSpec, SecretKeyRef, SliceSpec, WorkloadSpec
 
@@ -52,25 +50,12 @@ API_VERSION = "ray.io/v1"
 GCSFUSE_ANNOTATION = "gke-gcsfuse/volumes"
 GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
 GCS_VOLUME = "gcs-bucket"
-GCS_MOUNT_PATH = serving.GCS_MOUNT_PATH
-"""Where every Ray pod sees the bucket through GCS FUSE."""
-SLICE_LABEL = "raytpu.dev/slice"
-"""Label of every object the builders make: the config slice it runs on."""
-WORKLOAD_LABEL = "raytpu.dev/workload"
-"""Label of every object the builders make: its workload kind (smoke, train, serve)."""
 WORKER_GROUP = "tpu"
 """groupName of the TPU worker group."""
 TPU_ENV = {"JAX_PLATFORMS": "tpu,cpu", "ENABLE_PJRT_COMPATIBILITY": "true"}
 """``tpu,cpu``, not a bare ``tpu``, which crashes with "Unknown backend cpu" (GoogleCloudPlatform/
 kubernetes-engine-samples ai-ml/gke-ray/tpu/get-started)."""
 
-AUTH_MODE = "token"
-"""Ray's token authentication, on every cluster: Ray 2.60 turns it on by default, and without it anyone who reaches
-the dashboard port runs code. KubeRay (1.6+: ``authOptions``, ``ray-operator/apis/ray/v1/raycluster_types.go``)
-then creates a Secret with a random token per cluster and sets ``RAY_AUTH_MODE``/``RAY_AUTH_TOKEN`` on the head,
-the workers and the RayJob submitter (``controllers/ray/common/pod.go``). ``mode`` must be stated: the CRD has
-no default and the operator enables auth only for ``token`` (``utils/util.go`` ``IsAuthEnabled``). The emulated
-slice runs in the same mode (:mod:`raytpu.local`)."""
 MIN_KUBERAY_VERSION = "1.6.0"
 """The oldest KubeRay the kit's objects need: ``authOptions`` and ``preRunningDeadlineSeconds`` arrived in 1.6."""
 NEWEST_FIELDS = {"RayService": ("spec.rayClusterConfig.authOptions",)}
@@ -92,13 +77,13 @@ class Pods:
             :func:`raytpu.images.pod_image`).
         ray_version: The Ray ``image`` runs (the RayCluster's ``rayVersion``). Default the kit's Ray.
         service_account: Kubernetes service account (Workload Identity). Default None (namespace default).
-        bucket: GCS bucket mounted through GCS FUSE at ``GCS_MOUNT_PATH``. Default None (no volume).
+        bucket: GCS bucket mounted through GCS FUSE at :data:`raytpu.names.GCS_MOUNT_PATH`. Default None (no volume).
         head_cpu: Head pod CPU request and limit. Default ``"2"``.
         head_memory: Head pod memory request and limit. Default ``"8Gi"``.
         env: Extra environment for every Ray container. Default none.
         labels: Extra pod labels. Default none.
         cluster: The GKE cluster's name: on Autopilot, multi-host tpu7x pods select its slice's workload policy
-            (:func:`workload_policy_name`). Default None.
+            (:func:`raytpu.names.workload_policy_name`). Default None.
         security: Pod security and exposure settings (config section ``security``). Default: locked down.
     """
 
@@ -114,50 +99,6 @@ class Pods:
     security: SecuritySpec = SecuritySpec()
 
 
-# --------------------------------------------------------------------------------------------- names
-
-
-PLACEMENT_POLICY_LABEL = "cloud.google.com/placement-policy-name"
-
-
-def workload_policy_name(cluster_name: str, slice_name: str) -> str:
-    """The HIGH_THROUGHPUT workload policy of an Autopilot cluster's multi-host tpu7x slice: a regional Compute
-    Engine resource policy, so the cluster's name goes in (hashed: names stay within 63 characters)."""
-    digest = hashlib.sha256(cluster_name.encode()).hexdigest()[:6]
-    return f"{slice_name}-wp-{digest}"
-
-
-def compute_class_name(slice_name: str) -> str:
-    """The Autopilot ComputeClass the kit creates for slice ``slice_name`` (``raytpu-<slice>``)."""
-    return f"raytpu-{slice_name}"
-
-
-def core_zip_object(version: str = __version__) -> str:
-    """The object name of the kit's core zip in the bucket: ``raytpu/raytpu-<version>.zip`` (the cluster
-    stack uploads it there; :func:`core_zip_uri` and :func:`py_modules_uri` both name it)."""
-    return f"raytpu/raytpu-{version}.zip"
-
-
-def core_zip_uri(bucket: str, version: str = __version__) -> str:
-    """Where the kit's core zip is uploaded: ``gs://<bucket>/raytpu/raytpu-<version>.zip``."""
-    return f"gs://{bucket}/{core_zip_object(version)}"
-
-
-def py_modules_uri(version: str = __version__, mount_path: str = GCS_MOUNT_PATH) -> str:
-    """How jobs reach that zip: ``file:///mnt/gcs/raytpu/raytpu-<version>.zip``, through the GCS FUSE mount.
-
-    Ray reads ``file://`` py_modules natively, so the image needs no GCS client library (a ``gs://``
-    URI would need ``smart_open`` and ``google-cloud-storage`` on every node).
-    """
-    return f"file://{mount_path}/{core_zip_object(version)}"
-
-
-def checkpoint_uri(bucket: str, name: str) -> str:
-    """Where run ``name``'s checkpoints land in the bucket, ``gs://<bucket>/checkpoints/<name>`` (what ``gcloud
-    storage ls`` shows). The job writes them through the GCS FUSE mount (:func:`train_args`), not to this URI."""
-    return f"gs://{bucket}/checkpoints/{name}"
-
-
 # --------------------------------------------------------------------------------------------- pods
 
 
@@ -171,7 +112,7 @@ def tpu_placement(item: SliceSpec, autopilot: bool,
 
     The slice's accelerator and topology labels, the TPU taint's toleration, and either the slice's Autopilot
     ComputeClass (which carries spot/reservation/flex-start) or the provisioning mode's own node label. On Standard
-    also :data:`SLICE_LABEL` = the slice's name, a Kubernetes label its pools give their nodes
+    also :data:`raytpu.names.SLICE_LABEL` = the slice's name, a Kubernetes label its pools give their nodes
     (:class:`raytpu.modules.tpu_slice_pool.TpuSlicePool`): accelerator, topology and provisioning label do not tell
     apart two slices of one generation and topology (a v6e 2x4 on one 8-chip host and one on two 4-chip hosts; an
     on-demand and a spot copy: the kit's Standard spot pools carry only the TPU taint every TPU pod tolerates, while
@@ -190,21 +131,16 @@ def tpu_placement(item: SliceSpec, autopilot: bool,
         if cluster is None:
             raise errors.missing("cluster", f"for the workload policy of Autopilot slice {item.name}",
                                  "Pods(cluster=<the GKE cluster's name>)")
-        selector[PLACEMENT_POLICY_LABEL] = workload_policy_name(cluster, item.name)
+        selector[names.PLACEMENT_POLICY_LABEL] = names.workload_policy_name(cluster, item.name)
     if not autopilot:
-        selector[SLICE_LABEL] = item.name
+        selector[names.SLICE_LABEL] = item.name
     if autopilot and item.provisioning.priority is not None:
-        selector[COMPUTE_CLASS_LABEL] = compute_class_name(item.name)
+        selector[names.COMPUTE_CLASS_LABEL] = names.compute_class_name(item.name)
     else:
         flag, tolerate = item.provisioning.pod_placement()
         selector.update(flag)
         tolerations += tolerate
     return selector, tolerations
-
-
-NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
-"""The label GKE puts on every node: its node pool's name
-(https://cloud.google.com/kubernetes-engine/docs/how-to/node-pools, "Deploy Pods to specific node pools")."""
 
 
 def gcsfuse_mount_options(security: SecuritySpec) -> str:
@@ -226,7 +162,7 @@ def _volumes(pods: Pods) -> tuple[list[dict[str, Any]], list[dict[str, Any]], di
             "volumeAttributes": {"bucketName": pods.bucket, "mountOptions": gcsfuse_mount_options(pods.security)},
         },
     }
-    return [volume], [{"name": GCS_VOLUME, "mountPath": GCS_MOUNT_PATH}], {GCSFUSE_ANNOTATION: "true"}
+    return [volume], [{"name": GCS_VOLUME, "mountPath": names.GCS_MOUNT_PATH}], {GCSFUSE_ANNOTATION: "true"}
 
 
 def _pod_template(pods: Pods, container: dict[str, Any], *, node_selector: Mapping[str, str] | None = None,
@@ -333,7 +269,7 @@ def ray_cluster_spec(work: WorkloadSpec, pods: Pods, *, autopilot: bool,
     """A RayCluster ``spec``: head + the TPU worker group (embedded as is in RayJob and RayService)."""
     return {
         "rayVersion": pods.ray_version,
-        "authOptions": {"mode": AUTH_MODE},
+        "authOptions": {"mode": names.AUTH_MODE},
         "headGroupSpec": head_group(pods, serves),
         "workerGroupSpecs": [worker_group(work, pods, autopilot=autopilot, env=worker_env, serves=serves)],
     }
@@ -341,7 +277,7 @@ def ray_cluster_spec(work: WorkloadSpec, pods: Pods, *, autopilot: bool,
 
 def _own(pods: Pods, kind: str, name: str) -> Pods:
     """``pods`` labelled as the pods of KubeRay object ``kind``/``name`` (what its NetworkPolicy selects)."""
-    return replace(pods, labels={**pods.labels, netpol.CLUSTER_LABEL: netpol.cluster_label(kind, name)})
+    return replace(pods, labels={**pods.labels, names.CLUSTER_LABEL: names.cluster_label(kind, name)})
 
 
 def object_name_problems(kind: str, name: str, work: WorkloadSpec | None = None) -> list[InvalidInput]:
@@ -363,7 +299,7 @@ def _metadata(kind: str, name: str, namespace: str, labels: Mapping[str, str] | 
               work: WorkloadSpec | None = None) -> dict[str, Any]:
     errors.raise_found(object_name_problems(kind, name, work))
     meta: dict[str, Any] = {"name": name, "namespace": namespace,
-                            "labels": {"app.kubernetes.io/managed-by": "raytpu", **(labels or {})}}
+                            "labels": {**names.MANAGED_BY, **(labels or {})}}
     return meta
 
 
@@ -458,7 +394,7 @@ def ray_service(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = 
       proxy on :8000 of that pod): the Serve config puts an ingress replica, hence a proxy, on every TPU pod
       (:func:`raytpu.serving.ingress_deployment_config`).
     - TPU workers get vLLM's XLA compilation cache on an emptyDir (node-local disk, ``serving.XLA_CACHE_PATH``).
-    - The app imports its ingress from the kit's core (``py_modules``, default :func:`py_modules_uri` when the
+    - The app imports its ingress from the kit's core (``py_modules``, default :func:`names.py_modules_uri` when the
       pods mount a bucket).
     """
     if upgrade_strategy not in UPGRADE_STRATEGIES:
@@ -478,7 +414,7 @@ def ray_service(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = 
         "upgradeStrategy": {"type": upgrade_strategy},
         "serveConfigV2": json.dumps(serving.serve_config(  # JSON is YAML
             work, mounted_bucket=pods.bucket,
-            py_modules=(py_modules or py_modules_uri(),) if py_modules or pods.bucket else (),
+            py_modules=(py_modules or names.py_modules_uri(),) if py_modules or pods.bucket else (),
             api_key_file=SERVE_API_KEY_FILE if key_secret is not None else None),
             sort_keys=True),
         "rayClusterConfig": cluster,
@@ -507,7 +443,7 @@ def serve_service(name: str, security: SecuritySpec) -> dict[str, Any] | None:
     if security.serve_endpoint == "cluster-ip":
         return None
     internal = security.serve_endpoint == "internal-lb"
-    metadata: dict[str, Any] = {"name": f"{name}-serve-svc"}
+    metadata: dict[str, Any] = {"name": names.serve_service(name)}
     if internal:
         metadata["annotations"] = dict(INTERNAL_LB_ANNOTATION)
     port = ray_ports.SERVE
@@ -575,8 +511,8 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf,
     """The KubeRay object of one workload of ``spec``: a RayJob for job kinds, a RayService for serving.
 
     RayJobs receive the kit's core through ``runtimeEnvYAML.py_modules`` (``py_modules``, default
-    :func:`py_modules_uri`: the zip :func:`core_zip_uri` names, read through the bucket's FUSE mount) and their
-    spec in ``RAYTPU_WORKLOAD``; ``args`` are per-run flags of the program (train: its storage path, run name).
+    :func:`names.py_modules_uri`: the zip :func:`names.core_zip_uri` names, read through the bucket's FUSE mount) and
+    their spec in ``RAYTPU_WORKLOAD``; ``args`` are per-run flags of the program (train: its storage path, run name).
     ``service_account`` and ``bucket`` may be Terraform tokens: they are copied, never parsed. Its pods run
     ``images(work)`` (:func:`raytpu.images.resolver`: the kit's image by its built digest, or the workload's own;
     InvalidInput when the kind's image is needed and has no digest).
@@ -584,12 +520,12 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf,
     reference, ray_version = images(work)
     pods = Pods(image=reference, ray_version=ray_version, service_account=service_account,
                 bucket=bucket, cluster=spec.cluster.name, security=spec.security)
-    labels = {WORKLOAD_LABEL: work.kind.name, SLICE_LABEL: work.slice.name}
+    labels = {names.WORKLOAD_LABEL: work.kind.name, names.SLICE_LABEL: work.slice.name}
     name = name or work.name
     autopilot = spec.cluster.autopilot
     if work.kind.is_job:
         return ray_job(name, work, pods, autopilot=autopilot, args=args, namespace=namespace, labels=labels,
-                       runtime=runtime_env([py_modules or py_modules_uri()]), worker_env=worker_env)
+                       runtime=runtime_env([py_modules or names.py_modules_uri()]), worker_env=worker_env)
     return ray_service(name, work, pods, autopilot=autopilot, namespace=namespace, labels=labels,
                        py_modules=py_modules)
 
@@ -616,7 +552,7 @@ def network_policy(obj: Mapping[str, Any], spec: ClusterSpec) -> dict[str, Any]:
     declared = {port["name"] for template in pod_templates(obj) for container in template["spec"]["containers"]
                 for port in container.get("ports", [])}
     meta = obj["metadata"]
-    labels = {k: v for k, v in meta.get("labels", {}).items() if k in (WORKLOAD_LABEL, SLICE_LABEL)}
+    labels = {k: v for k, v in meta.get("labels", {}).items() if k in (names.WORKLOAD_LABEL, names.SLICE_LABEL)}
     return netpol.network_policy(obj["kind"], meta["name"], meta["namespace"], [by_name[n] for n in sorted(declared)],
                                  spec.security, subnet_cidr=spec.network.subnet_cidr,
                                  control_plane_cidr=spec.network.master_cidr, labels=labels)
@@ -635,12 +571,12 @@ def with_network_policies(objs: Sequence[Mapping[str, Any]], spec: ClusterSpec) 
     return [doc for obj in objs for doc in (network_policy(obj, spec), dict(obj))]
 
 
-def train_args(run_name: str, mount_path: str = GCS_MOUNT_PATH) -> list[str]:
+def train_args(run_name: str, mount_path: str = names.GCS_MOUNT_PATH) -> list[str]:
     """Per-run flags of the train program: Ray Train storage under the bucket's GCS FUSE mount, a run name of its own.
 
     ``<mount>/checkpoints`` is a local path to Ray Train (pyarrow's LocalFileSystem), so the run's directory
-    ``<mount>/checkpoints/<run_name>`` is :func:`checkpoint_uri` in the bucket, written by the FUSE driver with the
-    pod's ``roles/storage.objectUser``. A ``gs://`` storage path would go through pyarrow's GcsFileSystem instead
+    ``<mount>/checkpoints/<run_name>`` is :func:`names.checkpoint_uri` in the bucket, written by the FUSE driver with
+    the pod's ``roles/storage.objectUser``. A ``gs://`` storage path would go through pyarrow's GcsFileSystem instead
     (Ray 2.60 ``ray.train.v2._internal.execution.storage.get_fs_and_path``, ``FileSystem.from_uri``), whose directory
     creation reads the bucket's metadata (apache/arrow ``cpp/src/arrow/filesystem/gcsfs.cc``,
     ``CreateDirMarkerRecursive`` -> ``GetBucketMetadata``): ``storage.buckets.get``, which that role lacks. Ray's
@@ -683,7 +619,7 @@ def smoke_jobs(spec: ClusterSpec, *, images: ImageOf, service_account: str, buck
                suffix: str = "") -> list[dict[str, Any]]:
     """The RayJobs of :func:`smoke_workloads`, named ``smoke-<slice>-<i>[-<suffix>]`` (``images``: as
     :func:`workload_manifest`). On Standard, job ``i`` selects copy ``i``'s node pool: every copy of a slice
-    carries the same :data:`SLICE_LABEL`, so without it two jobs may check one copy and leave the other unchecked.
+    carries the same :data:`names.SLICE_LABEL`, so without it two jobs may check one copy and leave the other unchecked.
     Autopilot has no pools to name (each job gets a slice the ComputeClass provisions)."""
     jobs = []
     for run in smoke_workloads(spec, image):
@@ -691,7 +627,7 @@ def smoke_jobs(spec: ClusterSpec, *, images: ImageOf, service_account: str, buck
                                 namespace=namespace, py_modules=py_modules, name=names.run_name(run.base, suffix))
         if not spec.cluster.autopilot:
             for group in ray_cluster_of(job)["workerGroupSpecs"]:
-                group["template"]["spec"]["nodeSelector"][NODE_POOL_LABEL] = run.pool
+                group["template"]["spec"]["nodeSelector"][names.NODE_POOL_LABEL] = run.pool
         jobs.append(job)
     return jobs
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from image_refs import FIXTURE_IMAGES
 
-from raytpu import kuberay, local
+from raytpu import kuberay, local, names
 from raytpu.catalog import generation
 from raytpu.plan import RAY_SLICE_LABEL, RAY_WORKER_LABEL, SlicePlan, plan_slice
 from raytpu.workloads import train
@@ -69,15 +69,15 @@ def test_train_storage_is_under_the_gcs_fuse_mount_of_every_ray_pod() -> None:
 
     spec = load(str(Path(__file__).parent.parent / "raytpu.example.yaml"))
     args = kuberay.train_args("train-r1")
-    assert args == ["--storage-path", f"{kuberay.GCS_MOUNT_PATH}/checkpoints", "--name", "train-r1"]
+    assert args == ["--storage-path", f"{names.GCS_MOUNT_PATH}/checkpoints", "--name", "train-r1"]
     job = kuberay.workload_manifest(spec, spec.workload("train"), images=FIXTURE_IMAGES, service_account="ksa",
                                     bucket="b",
                                     name="train-r1", args=args)
     cluster = job["spec"]["rayClusterSpec"]
     for template in [cluster["headGroupSpec"]["template"], *(g["template"] for g in cluster["workerGroupSpecs"])]:
         mounts = {m["mountPath"] for m in template["spec"]["containers"][0]["volumeMounts"]}
-        assert kuberay.GCS_MOUNT_PATH in mounts
-    assert kuberay.checkpoint_uri("b", "train-r1") == "gs://b/checkpoints/train-r1"
+        assert names.GCS_MOUNT_PATH in mounts
+    assert names.checkpoint_uri("b", "train-r1") == "gs://b/checkpoints/train-r1"
 
 
 @pytest.mark.unit

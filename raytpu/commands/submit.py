@@ -76,7 +76,7 @@ def add_stack_arguments(parser: argparse.ArgumentParser, stack_note: str = "") -
 def run(args: argparse.Namespace) -> int:
     """Builds, applies and (with --wait) follows the workload."""
     from raytpu import config as config_mod
-    from raytpu import errors, gke, images, kuberay
+    from raytpu import errors, gke, images, kuberay, names
     from raytpu.images.record import load_refs
     from raytpu.outputs import StackOutputs
 
@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         recorder.mark("applied", f"{kind} {name} applied (server-side apply)")
         print(f"applied {kind} {name} in namespace {outputs.namespace}", file=sys.stderr)
         if work.kind.name == "train":
-            print(f"checkpoints: {kuberay.checkpoint_uri(outputs.bucket, name)}", file=sys.stderr)
+            print(f"checkpoints: {names.checkpoint_uri(outputs.bucket, name)}", file=sys.stderr)
         if not args.wait:
             print(f"submitted {kind} {name}; `raytpu submit {work.name} --stack {args.stack} --wait` follows "
                   "a service, a job's progress is its RayJob status")
@@ -246,15 +246,14 @@ def _wait_service(client: Any, name: str, work: Any, namespace: str, timeout_s: 
                   unreached: str | None = None) -> int:
     """Waits until the RayService serves, then prints its in-cluster OpenAI endpoint and model; ``unreached`` is
     printed if the operator shows it cannot reach the head (:func:`raytpu.gke.wait_for_service`)."""
-    from raytpu import errors, gke, serving, vllm_rules
+    from raytpu import errors, gke, names, serving, vllm_rules
 
     if not gke.wait_for_service(client, name, timeout_s=timeout_s, unreached=unreached):
         raise errors.RuntimeFailure(f"{name}: RayService not ready after {timeout_s:g}s",
                                     "a larger --timeout-s, or the RayService's status conditions")
-    # KubeRay names the Serve Service <name>-serve-svc (ray-operator/controllers/ray/utils/util.go, v1.7.0)
-    print(f"endpoint: http://{name}-serve-svc.{namespace}.svc.cluster.local:{serving.SERVE_PORT}/v1")
+    print(f"endpoint: http://{names.serve_service(name)}.{namespace}.svc.cluster.local:{serving.SERVE_PORT}/v1")
     print(f"model: {work.model or vllm_rules.DEFAULT_MODEL}")
-    service = client.get("Service", f"{name}-serve-svc")  # a load balancer's address, once GKE has given one
+    service = client.get("Service", names.serve_service(name))  # a load balancer's address, once GKE has given one
     for ingress in ((service or {}).get("status", {}).get("loadBalancer", {}).get("ingress") or [])[:1]:
         print(f"load balancer: http://{ingress.get('ip') or ingress.get('hostname')}:{serving.SERVE_PORT}/v1")
     return 0
