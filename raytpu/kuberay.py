@@ -33,14 +33,13 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from typing import Any
 
-from raytpu import errors, multislice, names, pod_security, ray_ports, serving
+from raytpu import errors, multislice, names, pod_security, ray_ports, serving, smoke_runs
 from raytpu import network_policy as netpol
 from raytpu.catalog import RAY_VERSION, generation
 from raytpu.errors import InvalidInput
 from raytpu.kinds import WorkloadKind
-from raytpu.kinds import kind as workload_kind
 from raytpu.plan import TPU_RESOURCE, SlicePlan
 from raytpu.security import NAMESPACE_SOURCE, SecuritySpec
 from raytpu.spec import MULTI_HOST_NAME_LIMIT, ClusterSpec, SecretKeyRef, SliceSpec, WorkloadSpec
@@ -121,9 +120,9 @@ def tpu_placement(item: SliceSpec, autopilot: bool,
     ``/spec/affinity`` (a JSON-patch ``add``, which replaces an existing member: RFC 6902 section 4.1) to its own
     per-replica pod affinity (ai-on-gke/kuberay-tpu-webhook ``injectAffinity``, ef658db), so a node affinity of
     ours would be dropped; the nodeSelector is left alone. Autopilot has no pools: there the slice's own
-    ComputeClass separates it. On
-    Autopilot a multi-host tpu7x slice also selects its HIGH_THROUGHPUT workload policy (GKE: Ironwood rejects
-    COMPACT; https://cloud.google.com/kubernetes-engine/docs/how-to/tpu-ironwood), which needs ``cluster``.
+    ComputeClass separates it. On Autopilot a multi-host tpu7x slice also selects its HIGH_THROUGHPUT workload policy
+    (GKE: Ironwood rejects COMPACT; https://cloud.google.com/kubernetes-engine/docs/how-to/tpu-ironwood), which needs
+    ``cluster``.
     """
     selector = dict(item.plan.node_selector)
     tolerations: list[dict[str, Any]] = [{"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
@@ -298,9 +297,7 @@ def object_name_problems(kind: str, name: str, work: WorkloadSpec | None = None)
 def _metadata(kind: str, name: str, namespace: str, labels: Mapping[str, str] | None,
               work: WorkloadSpec | None = None) -> dict[str, Any]:
     errors.raise_found(object_name_problems(kind, name, work))
-    meta: dict[str, Any] = {"name": name, "namespace": namespace,
-                            "labels": {**names.MANAGED_BY, **(labels or {})}}
-    return meta
+    return {"name": name, "namespace": namespace, "labels": {**names.MANAGED_BY, **(labels or {})}}
 
 
 def ray_cluster(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = False,
@@ -476,9 +473,8 @@ def _add_api_key(pod_spec: dict[str, Any], secret: str) -> None:
 
 HF_TOKEN_ENV = "HF_TOKEN"
 """The variable huggingface_hub reads a token from (huggingface_hub 2.4.0 ``utils/_auth.py``
-``_get_token_from_environment``: ``HF_TOKEN``, else ``HUGGING_FACE_HUB_TOKEN``), as GKE's
-RayService sample passes it (kubernetes-engine-samples ``ai-ml/gke-ray/rayserve/llm/tpu/ray-service.tpu-v6e-
-multihost.yaml``: ``HF_TOKEN`` from ``secretKeyRef`` ``hf-secret``/``hf_api_token``)."""
+``_get_token_from_environment``: ``HF_TOKEN``, else ``HUGGING_FACE_HUB_TOKEN``), as GKE's RayService sample passes it
+(kubernetes-engine-samples ``ai-ml/gke-ray/rayserve/llm/tpu/ray-service.tpu-v6e-multihost.yaml``)."""
 
 
 def _add_hf_token(pod_spec: dict[str, Any], secret: SecretKeyRef) -> None:
@@ -512,7 +508,7 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf,
 
     RayJobs receive the kit's core through ``runtimeEnvYAML.py_modules`` (``py_modules``, default
     :func:`names.py_modules_uri`: the zip :func:`names.core_zip_uri` names, read through the bucket's FUSE mount) and
-    their spec in ``RAYTPU_WORKLOAD``; ``args`` are per-run flags of the program (train: its storage path, run name).
+    their spec in ``RAYTPU_WORKLOAD``; ``args`` are per-run flags of the program (:meth:`WorkloadKind.run_args`).
     ``service_account`` and ``bucket`` may be Terraform tokens: they are copied, never parsed. Its pods run
     ``images(work)`` (:func:`raytpu.images.resolver`: the kit's image by its built digest, or the workload's own;
     InvalidInput when the kind's image is needed and has no digest).
@@ -571,58 +567,15 @@ def with_network_policies(objs: Sequence[Mapping[str, Any]], spec: ClusterSpec) 
     return [doc for obj in objs for doc in (network_policy(obj, spec), dict(obj))]
 
 
-def train_args(run_name: str, mount_path: str = names.GCS_MOUNT_PATH) -> list[str]:
-    """Per-run flags of the train program: Ray Train storage under the bucket's GCS FUSE mount, a run name of its own.
-
-    ``<mount>/checkpoints`` is a local path to Ray Train (pyarrow's LocalFileSystem), so the run's directory
-    ``<mount>/checkpoints/<run_name>`` is :func:`names.checkpoint_uri` in the bucket, written by the FUSE driver with
-    the pod's ``roles/storage.objectUser``. A ``gs://`` storage path would go through pyarrow's GcsFileSystem instead
-    (Ray 2.60 ``ray.train.v2._internal.execution.storage.get_fs_and_path``, ``FileSystem.from_uri``), whose directory
-    creation reads the bucket's metadata (apache/arrow ``cpp/src/arrow/filesystem/gcsfs.cc``,
-    ``CreateDirMarkerRecursive`` -> ``GetBucketMetadata``): ``storage.buckets.get``, which that role lacks. Ray's
-    KubeRay guide checkpoints the same way, under the mount:
-    https://docs.ray.io/en/latest/cluster/kubernetes/examples/distributed-checkpointing-with-gcsfuse.html
-    """
-    return ["--storage-path", f"{mount_path}/checkpoints", "--name", run_name]
-
-
-def slice_image(spec: ClusterSpec, item: SliceSpec) -> str | None:
-    """The image a smoke job on ``item`` runs when it is not the smoke kind's default: the one its smoke workload or
-    any workload on it names (a team's own image carries JAX). None: the kit's image of the smoke kind."""
-    on_slice = [w for w in spec.workloads if w.slice == item and w.image is not None]
-    smoke = [w.image for w in on_slice if w.kind.name == "smoke"]
-    return (smoke or [w.image for w in on_slice] or [None])[0]
-
-
-class SmokeRun(NamedTuple):
-    """One single-slice smoke job: its base name, its workload, and the node pool of the copy it checks."""
-
-    base: str
-    work: WorkloadSpec
-    pool: str
-
-
-def smoke_workloads(spec: ClusterSpec, image: str | None = None) -> list[SmokeRun]:
-    """``raytpu smoke``: one single-slice smoke job per slice copy that runs Ray, named ``smoke-<slice>-<i>``.
-
-    Slices whose provisioning cannot run a Ray cluster (queued) are left out; the caller reports them.
-    """
-    smoke = workload_kind("smoke")
-    return [SmokeRun(names.smoke_job(item.name, i),
-                     WorkloadSpec(name=names.smoke_workload(item.name), kind=smoke, slice=item, slices=1,
-                                  image=image or slice_image(spec, item)), item.pool_names[i])
-            for item in spec.slices if item.provisioning.runs_ray for i in range(item.count)]
-
-
 def smoke_jobs(spec: ClusterSpec, *, images: ImageOf, service_account: str, bucket: str,
                namespace: str = "default", py_modules: str | None = None, image: str | None = None,
                suffix: str = "") -> list[dict[str, Any]]:
-    """The RayJobs of :func:`smoke_workloads`, named ``smoke-<slice>-<i>[-<suffix>]`` (``images``: as
+    """The RayJobs of :func:`smoke_runs.smoke_workloads`, named ``smoke-<slice>-<i>[-<suffix>]`` (``images``: as
     :func:`workload_manifest`). On Standard, job ``i`` selects copy ``i``'s node pool: every copy of a slice
     carries the same :data:`names.SLICE_LABEL`, so without it two jobs may check one copy and leave the other unchecked.
     Autopilot has no pools to name (each job gets a slice the ComputeClass provisions)."""
     jobs = []
-    for run in smoke_workloads(spec, image):
+    for run in smoke_runs.smoke_workloads(spec, image):
         job = workload_manifest(spec, run.work, images=images, service_account=service_account, bucket=bucket,
                                 namespace=namespace, py_modules=py_modules, name=names.run_name(run.base, suffix))
         if not spec.cluster.autopilot:
@@ -632,34 +585,14 @@ def smoke_jobs(spec: ClusterSpec, *, images: ImageOf, service_account: str, buck
     return jobs
 
 
-def dcn_span(spec: ClusterSpec, item: SliceSpec) -> int:
-    """How many copies of ``item`` one run of the config's multi-slice workloads spans (the largest
-    :attr:`WorkloadSpec.slices_per_run` on it); 1 when none spans several."""
-    return max([w.slices_per_run for w in spec.workloads if w.slice == item], default=1)
-
-
-def dcn_smoke_workloads(spec: ClusterSpec, image: str | None = None) -> list[tuple[str, WorkloadSpec]]:
-    """``raytpu smoke``: (job base name, spec) of one multi-slice smoke job per slice a multi-slice workload spans.
-
-    The job spans N copies (``slices: N``: a worker group of ``replicas: N``), as the workload's RayJob does, and
-    its program adds the cross-slice all-reduce (``--dcn-slices N``, :mod:`raytpu.workloads.smoke.dcn`) to the
-    per-slice checks. Named ``smoke-<slice>-dcn``.
-    """
-    smoke = workload_kind("smoke")
-    return [(names.dcn_smoke_job(item.name),
-             WorkloadSpec(name=names.smoke_workload(item.name), kind=smoke, slice=item, slices=dcn_span(spec, item),
-                          image=image or slice_image(spec, item)))
-            for item in spec.slices if item.provisioning.runs_ray and dcn_span(spec, item) > 1]
-
-
 def dcn_smoke_jobs(spec: ClusterSpec, *, images: ImageOf, service_account: str, bucket: str,
                    namespace: str = "default", py_modules: str | None = None, image: str | None = None,
                    suffix: str = "") -> list[dict[str, Any]]:
-    """The RayJobs of :func:`dcn_smoke_workloads` (``smoke-<slice>-dcn[-<suffix>]``): the TPU workers carry
-    ``MEGASCALE_NUM_SLICES=N`` exactly as a multi-slice train RayJob's do (:func:`raytpu.multislice.slice_env`: the
-    TPU webhook then injects each replica's ``MEGASCALE_*``), the entrypoint runs ``--dcn-slices N``."""
+    """The RayJobs of :func:`smoke_runs.dcn_smoke_workloads` (``smoke-<slice>-dcn[-<suffix>]``): the TPU workers
+    carry ``MEGASCALE_NUM_SLICES=N`` as a multi-slice train RayJob's do (:func:`multislice.slice_env`: the TPU webhook
+    then injects each replica's ``MEGASCALE_*``), the entrypoint runs ``--dcn-slices N``."""
     return [workload_manifest(spec, work, images=images, service_account=service_account, bucket=bucket,
                               namespace=namespace, py_modules=py_modules, name=names.run_name(base, suffix),
                               args=("--dcn-slices", str(work.slices_spanned)),
                               worker_env=multislice.slice_env(work.slices_spanned))
-            for base, work in dcn_smoke_workloads(spec, image)]
+            for base, work in smoke_runs.dcn_smoke_workloads(spec, image)]

@@ -95,7 +95,7 @@ def py_modules_uri(version: str = __version__, mount_path: str = GCS_MOUNT_PATH)
 
 def checkpoint_uri(bucket: str, name: str) -> str:
     """Where run ``name``'s checkpoints land in the bucket, ``gs://<bucket>/checkpoints/<name>`` (what ``gcloud
-    storage ls`` shows). The job writes them through the GCS FUSE mount (:func:`raytpu.kuberay.train_args`)."""
+    storage ls`` shows). The job writes them through the GCS FUSE mount (:meth:`raytpu.kinds.WorkloadKind.run_args`)."""
     return f"gs://{bucket}/checkpoints/{name}"
 
 

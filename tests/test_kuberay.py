@@ -23,7 +23,7 @@ import yaml
 from crd import effective_pod_labels, operator_errors, schema_errors, webhook_errors
 from image_refs import FIXTURE_IMAGES, FIXTURE_REFS
 
-from raytpu import __version__, images, kinds, kuberay, names, pod_security, ray_ports, serving, vllm_rules
+from raytpu import __version__, images, kinds, kuberay, names, pod_security, ray_ports, serving, smoke_runs, vllm_rules
 from raytpu.catalog import GENERATIONS, RAY_VERSION, generation
 from raytpu.config import parse
 from raytpu.errors import InvalidInput, InvalidInputs
@@ -115,7 +115,7 @@ def _manifests(spec: ClusterSpec, run: str = "") -> list[dict[str, Any]]:
         name = f"{work.name}-{run}" if run and work.kind.is_job else work.name
         out.append(kuberay.workload_manifest(
             spec, work, images=FIXTURE_IMAGES, service_account=KSA, bucket=BUCKET, namespace="ray", name=name,
-            args=kuberay.train_args(name) if work.kind.name == "train" else ()))
+            args=work.kind.run_args(name)))
     return out
 
 
@@ -490,8 +490,8 @@ TOKEN_BUCKET = "${TfToken[TOKEN.13]}"
 
 def _stack_manifests(spec: ClusterSpec, **kwargs: Any) -> list[dict[str, Any]]:
     """What the workloads stack applies: one object per workload, train checkpointing under its own name."""
-    return [kuberay.workload_manifest(spec, work, images=FIXTURE_IMAGES, args=kuberay.train_args(work.name)
-                                      if work.kind.name == "train" else (), **kwargs) for work in spec.workloads]
+    return [kuberay.workload_manifest(spec, work, images=FIXTURE_IMAGES, args=work.kind.run_args(work.name),
+                                      **kwargs) for work in spec.workloads]
 
 
 @pytest.mark.parametrize("mode", CLUSTER_MODES)
@@ -566,7 +566,7 @@ def test_smoke_jobs_one_single_slice_job_per_slice_copy_queued_left_out() -> Non
                               image="img:1", suffix="abc")
     assert [j["metadata"]["name"] for j in jobs] == ["smoke-train-0-abc", "smoke-train-1-abc",
                                                      "smoke-small-0-abc", "smoke-big-0-abc"]
-    works = kuberay.smoke_workloads(spec, image="img:1")
+    works = smoke_runs.smoke_workloads(spec, image="img:1")
     assert [run.base for run in works] == ["smoke-train-0", "smoke-train-1", "smoke-small-0", "smoke-big-0"]
     # Copy i's job selects copy i's pool: both copies carry the one slice label, so without the pool's own label
     # (GKE's cloud.google.com/gke-nodepool, https://cloud.google.com/kubernetes-engine/docs/how-to/node-pools) two

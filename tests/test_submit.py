@@ -27,7 +27,7 @@ from google.oauth2 import service_account
 from image_refs import FIXTURE_IMAGES, write_record
 from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, serving, status_body
 
-from raytpu import __version__, cli, gke, kuberay, names, report
+from raytpu import __version__, cli, gke, kinds, kuberay, names, report
 from raytpu.commands import submit as submit_command
 from raytpu.config import parse
 from raytpu.images.record import RECORD_NAME
@@ -866,7 +866,7 @@ def test_a_multi_slice_workload_adds_one_smoke_job_over_its_copies_after_the_per
 def expected_multislice_train(spec: Any) -> dict[str, Any]:
     return kuberay.workload_manifest(spec, spec.workload("train"), images=FIXTURE_IMAGES,
                                      service_account="ray-workloads", bucket="my-bucket", namespace="ray",
-                                     name="train-r1", args=kuberay.train_args("train-r1"))
+                                     name="train-r1", args=kinds.kind("train").run_args("train-r1"))
 
 
 def test_the_multi_slice_smoke_job_is_not_run_when_fewer_than_n_copies_are_free(

@@ -64,7 +64,7 @@ def failed_verdict(job: dict[str, Any], plan: SlicePlan, problem: str, state: st
 def run(args: argparse.Namespace) -> int:
     """Applies the smoke jobs, waits, collects verdicts, prints the table and writes the reports."""
     from raytpu import config as config_mod
-    from raytpu import errors, gke, images, kuberay, names, occupancy, report, timeline
+    from raytpu import errors, gke, images, kuberay, names, occupancy, report, smoke_runs, timeline
     from raytpu.commands.submit import print_yaml
     from raytpu.images.record import load_refs
     from raytpu.outputs import StackOutputs
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
                                   "at least one slice whose provisioning runs a Ray cluster")
     if args.dry_run:
         manifests = kuberay.with_network_policies([*jobs, *dcn_jobs], spec)
-        smoke = [run.work for run in kuberay.smoke_workloads(spec, args.image)]
+        smoke = [run.work for run in smoke_runs.smoke_workloads(spec, args.image)]
         print(images.mark_preview(manifests, sorted({n for n in (images.unbuilt(w, refs) for w in smoke) if n})),
               end="")
         print_yaml(manifests)
