@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from raytpu import errors
+from raytpu import errors, names
 from raytpu.errors import InvalidInput
-from raytpu.kuberay import SLICE_LABEL, workload_policy_name
 from raytpu.modules import _props
 from raytpu.modules._node_pool import JoinedCluster, NodePoolOptions, hardened_node_config, joined_to
 from raytpu.modules.cdk import Construct, TerraformResourceLifecycle, compute_resource_policy, container_node_pool
@@ -74,7 +73,7 @@ class TpuSlicePool(Construct):
     ``google_compute_resource_policy`` with a HIGH_THROUGHPUT workload policy referenced by
     ``placement_policy.policy_name``, single-host pools get no placement policy. A resource policy is regional and
     its name unique per project and region, so the policy is named for the cluster too (``<pool>-wp-<hash of the
-    cluster name>``, :func:`raytpu.kuberay.workload_policy_name`, as on Autopilot): two clusters in one project and
+    cluster name>``, :func:`raytpu.names.workload_policy_name`, as on Autopilot): two clusters in one project and
     region do not share one, and the name keeps GCE's rules (``[a-z]([-a-z0-9]*[a-z0-9])?``, at most 44 of 63).
     Every pool runs the GKE metadata server, is tainted ``google.com/tpu=present:NoSchedule``, states its
     reservation affinity, and has secure boot on. Provisioning fields come from the slice's mode
@@ -102,7 +101,7 @@ class TpuSlicePool(Construct):
         elif plan.placement == "workload-policy":
             self.workload_policy = compute_resource_policy.ComputeResourcePolicy(
                 self, "workload-policy",
-                name=workload_policy_name(cluster.spec.name, props.name),
+                name=names.workload_policy_name(cluster.spec.name, props.name),
                 project=cluster.project,
                 region=item.region,
                 workload_policy=compute_resource_policy.ComputeResourcePolicyWorkloadPolicy(
@@ -143,7 +142,7 @@ class TpuSlicePool(Construct):
             node_config=hardened_node_config(
                 props, plan.machine_type, item.disk_gib,
                 reservation_affinity=affinity,
-                labels={SLICE_LABEL: item.name},  # what the slice's TPU pods select (kuberay.tpu_placement)
+                labels={names.SLICE_LABEL: item.name},  # what the slice's TPU pods select (kuberay.tpu_placement)
                 taint=[np.ContainerNodePoolNodeConfigTaint(key=TPU_TAINT, value="present", effect="NO_SCHEDULE")],
                 **node_config,
             ),

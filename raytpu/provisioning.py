@@ -29,7 +29,6 @@ TPU_TAINT = "google.com/tpu"
 SPOT_LABEL = "cloud.google.com/gke-spot"
 FLEX_START_LABEL = "cloud.google.com/gke-flex-start"
 QUEUED_LABEL = "cloud.google.com/gke-queued"
-COMPUTE_CLASS_LABEL = "cloud.google.com/compute-class"
 RESERVATION_NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
 """Source: https://cloud.google.com/compute/docs/reference/rest/v1/reservations (``name``: RFC1035, 1-63)."""
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from raytpu import gke, kuberay, names
+from raytpu import gke, names
 from raytpu.modules.bucket import Bucket, BucketObject, BucketObjectProps, BucketProps
 from raytpu.modules.cdk import (
     Aspects,
@@ -46,7 +46,7 @@ def core_zip_file() -> Path:
         _CORE_ZIP_DIR = Path(tempfile.mkdtemp(prefix="raytpu-core-"))
         atexit.register(shutil.rmtree, _CORE_ZIP_DIR, True)
     data = gke.core_zip_bytes()
-    path = _CORE_ZIP_DIR / hashlib.sha256(data).hexdigest()[:16] / Path(kuberay.core_zip_object()).name
+    path = _CORE_ZIP_DIR / hashlib.sha256(data).hexdigest()[:16] / Path(names.core_zip_object()).name
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
@@ -90,8 +90,8 @@ class ClusterStack(TerraformStack):
     field of :class:`raytpu.outputs.StackOutputs` (what ``raytpu submit``/``smoke`` read).
 
     The bucket gets the kit's core zip (:func:`core_zip_file`) as object
-    :func:`raytpu.kuberay.core_zip_object`, which RayJobs load as ``py_modules`` through the GCS FUSE mount
-    (:func:`raytpu.kuberay.py_modules_uri`).
+    :func:`raytpu.names.core_zip_object`, which RayJobs load as ``py_modules`` through the GCS FUSE mount
+    (:func:`raytpu.names.py_modules_uri`).
 
     Enables the project's APIs it calls (:class:`raytpu.modules.project_services.ProjectServices`); every resource and
     data source depends on its own.
@@ -128,7 +128,7 @@ class ClusterStack(TerraformStack):
         self.bucket = Bucket(self, "storage", BucketProps(
             name=spec.bucket, project=spec.project, location=spec.region, labels=labels))
         self.core_zip: BucketObject = self.bucket.add_object("core-zip", BucketObjectProps(
-            name=kuberay.core_zip_object(), source=str(core_zip_file()), content_type="application/zip"))
+            name=names.core_zip_object(), source=str(core_zip_file()), content_type="application/zip"))
         self.identity = self.cluster.add_workload_identity("workload-identity", WorkloadIdentityProps(
             project=spec.project, account_id=names.service_account_id(gke.name, "ray"),
             namespace=spec.namespace, ksa_name=spec.ksa_name, bucket=self.bucket.name))
@@ -188,7 +188,7 @@ class ClusterStack(TerraformStack):
             # pods select (cloud.google.com/placement-policy-name; raytpu.kuberay.tpu_placement); Ironwood rejects
             # COMPACT (https://cloud.google.com/kubernetes-engine/docs/how-to/tpu-ironwood).
             self.workload_policies[item.name] = compute_resource_policy.ComputeResourcePolicy(
-                self, f"workload-policy-{item.name}", name=kuberay.workload_policy_name(gke.name, item.name),
+                self, f"workload-policy-{item.name}", name=names.workload_policy_name(gke.name, item.name),
                 project=self.spec.project, region=item.region,
                 workload_policy=compute_resource_policy.ComputeResourcePolicyWorkloadPolicy(
                     type="HIGH_THROUGHPUT", accelerator_topology=item.plan.topology))

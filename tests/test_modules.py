@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from _synth import by_name, only, read_stacks, resources
 
-from raytpu import kuberay
+from raytpu import names
 from raytpu.errors import InvalidInput, InvalidInputs, problems_of
 from raytpu.plan import plan_slice
 from raytpu.provisioning import MODES as PROVISIONING_MODES
@@ -196,7 +196,7 @@ def test_shape_table_covers_every_generation_and_placement() -> None:
 def test_tpu7x_multi_host_gets_high_throughput_workload_policy(stack: dict[str, Any]) -> None:
     policies = by_name(stack, "google_compute_resource_policy")
     # named for the cluster ("c") too: resource policies are unique per project and region (issue 18, item 8)
-    name = kuberay.workload_policy_name("c", "tpu7x-multi-0")
+    name = names.workload_policy_name("c", "tpu7x-multi-0")
     assert list(policies) == [name], "only multi-host tpu7x pools get a workload policy"
     policy = policies[name]
     # docs/FACTS.md section 2: workload_policy { type = "HIGH_THROUGHPUT", accelerator_topology = "<topo>" }

@@ -32,7 +32,7 @@ from _synth import (
 )
 from image_refs import FIXTURE_REFS, write_record
 
-from raytpu import kuberay
+from raytpu import kuberay, names
 from raytpu.synth_out import check as check_out
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]
@@ -389,7 +389,7 @@ def test_autopilot_cluster_has_no_node_pools_and_gets_compute_classes(autopilot:
     # https://cloud.google.com/kubernetes-engine/docs/how-to/tpu-ironwood)
     (policy,) = resources(cluster_stack, "google_compute_resource_policy").values()
     assert policy["workload_policy"] == {"type": "HIGH_THROUGHPUT", "accelerator_topology": "2x2x2"}
-    assert policy["name"] == kuberay.workload_policy_name("ray-tpu-auto", "big") and policy["region"] == "us-central1"
+    assert policy["name"] == names.workload_policy_name("ray-tpu-auto", "big") and policy["region"] == "us-central1"
     classes = {m["manifest"]["metadata"]["name"]: m["manifest"]
                for m in resources(autopilot["ray-tpu-auto-workloads"], "kubernetes_manifest").values()
                if m["manifest"]["kind"] == "ComputeClass"}
@@ -541,7 +541,7 @@ def test_every_provisioning_mode_through_the_config() -> None:
     assert sorted(flex["placement_policy"]) == ["policy_name", "tpu_topology", "type"]
     assert flex["placement_policy"]["type"] == "" and flex["placement_policy"]["tpu_topology"] == "4x4x4"
     assert flex["placement_policy"]["policy_name"].startswith("${google_compute_resource_policy.gke_slice-fs-0_")
-    wp_name = kuberay.workload_policy_name("modes", "fs-0")  # per cluster: unique in the project and region
+    wp_name = names.workload_policy_name("modes", "fs-0")  # per cluster: unique in the project and region
     assert by_name(cluster, "google_compute_resource_policy")[wp_name]["workload_policy"] == {
         "type": "HIGH_THROUGHPUT", "accelerator_topology": "4x4x4"}
     assert pools["qd-0"]["queued_provisioning"] == {"enabled": True}
