@@ -8,7 +8,8 @@ from raytpu import errors, names
 from raytpu.errors import InvalidInput
 from raytpu.modules import _props
 from raytpu.modules._node_pool import JoinedCluster, NodePoolOptions, hardened_node_config, joined_to
-from raytpu.modules.cdk import Construct, TerraformResourceLifecycle, compute_resource_policy, container_node_pool
+from raytpu.modules.cdk import Construct, TerraformResourceLifecycle, container_node_pool
+from raytpu.modules.workload_policy import WorkloadPolicy, WorkloadPolicyProps
 from raytpu.provisioning import RESERVATION_KEY, TPU_TAINT
 from raytpu.spec import SliceSpec, range_problems
 
@@ -90,7 +91,7 @@ class TpuSlicePool(Construct):
         cluster = props.cluster.props
         fields = item.provisioning.pool
         np = container_node_pool
-        self.workload_policy: compute_resource_policy.ComputeResourcePolicy | None = None
+        self.workload_policy: WorkloadPolicy | None = None
         placement = None
         if plan.placement == "compact":
             # Queued pools too: COMPACT + tpu_topology is how a multi-host TPU slice is asked for. cluster-toolkit's
@@ -99,14 +100,9 @@ class TpuSlicePool(Construct):
             # dws-flex-start-queued-provisioning/gke-tpu-v6e); tpu7x takes its workload policy below, queued or not.
             placement = np.ContainerNodePoolPlacementPolicy(type="COMPACT", tpu_topology=plan.topology)
         elif plan.placement == "workload-policy":
-            self.workload_policy = compute_resource_policy.ComputeResourcePolicy(
-                self, "workload-policy",
-                name=names.workload_policy_name(cluster.spec.name, props.name),
-                project=cluster.project,
-                region=item.region,
-                workload_policy=compute_resource_policy.ComputeResourcePolicyWorkloadPolicy(
-                    type="HIGH_THROUGHPUT", accelerator_topology=plan.topology),
-            )
+            self.workload_policy = WorkloadPolicy(self, "workload-policy", WorkloadPolicyProps(
+                cluster_name=cluster.spec.name, owner=props.name, project=cluster.project, region=item.region,
+                topology=plan.topology))
         if fields.reservation:
             owner = props.reservation_project
             values = [str(item.reservation) if owner is None else f"projects/{owner}/reservations/{item.reservation}"]

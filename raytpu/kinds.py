@@ -38,14 +38,18 @@ class JobLimits:
     shutdown_after_finish: bool = True
 
     def __post_init__(self) -> None:
+        errors.raise_found(self.problems())
+
+    def problems(self) -> list[errors.InvalidInput]:
+        """Every bad limit, so one pass reports them all."""
+        found: list[errors.InvalidInput] = []
         if self.submission_mode not in SUBMISSION_MODES:
-            raise errors.invalid_choice("submission_mode", self.submission_mode, SUBMISSION_MODES)
-        for name in ("active_deadline_s", "pre_running_deadline_s"):
-            if getattr(self, name) < 1:
-                raise errors.invalid_value(name, getattr(self, name), "is below 1", "seconds >= 1")
-        for name in ("ttl_s", "backoff_limit"):
-            if getattr(self, name) < 0:
-                raise errors.invalid_value(name, getattr(self, name), "is negative", "a whole number >= 0")
+            found.append(errors.invalid_choice("submission_mode", self.submission_mode, SUBMISSION_MODES))
+        found += [errors.invalid_value(name, getattr(self, name), "is below 1", "seconds >= 1")
+                  for name in ("active_deadline_s", "pre_running_deadline_s") if getattr(self, name) < 1]
+        found += [errors.invalid_value(name, getattr(self, name), "is negative", "a whole number >= 0")
+                  for name in ("ttl_s", "backoff_limit") if getattr(self, name) < 0]
+        return found
 
 
 @dataclass(frozen=True)

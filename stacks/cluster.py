@@ -19,7 +19,6 @@ from raytpu.modules.cdk import (
     LocalBackend,
     TerraformOutput,
     TerraformStack,
-    compute_resource_policy,
     google_provider,
 )
 from raytpu.modules.gke_cluster import GkeCluster, GkeClusterProps, version_floor
@@ -30,6 +29,7 @@ from raytpu.modules.project_services import ProjectServices, ProjectServicesProp
 from raytpu.modules.smoke_alerting import SmokeAlerting, SmokeAlertingProps
 from raytpu.modules.tpu_slice_pool import TpuSlicePool, TpuSlicePoolOptions
 from raytpu.modules.workload_identity import NodeServiceAccount, NodeServiceAccountProps, WorkloadIdentityProps
+from raytpu.modules.workload_policy import WorkloadPolicy, WorkloadPolicyProps
 from raytpu.outputs import StackOutputs
 from raytpu.provisioning import Provisioning
 from raytpu.spec import ClusterSpec, SliceSpec
@@ -138,7 +138,7 @@ class ClusterStack(TerraformStack):
                 spec=gke.head_pool, zones=tuple(sorted({s.zone for s in spec.slices})),
                 service_account=self.node_identity.email, labels=labels))
         self.pools: dict[str, list[TpuSlicePool]] = {}
-        self.workload_policies: dict[str, compute_resource_policy.ComputeResourcePolicy] = {}
+        self.workload_policies: dict[str, WorkloadPolicy] = {}
         """Autopilot: the workload policy of each multi-host tpu7x slice, by slice name."""
         for item in spec.slices:
             self._add_pools(item)
@@ -184,13 +184,11 @@ class ClusterStack(TerraformStack):
                 pools.append(self.cluster.add_slice_pool(f"slice-{item.name}-{i}", TpuSlicePoolOptions(
                     slice=item, index=i, service_account=self.node_identity.email, labels=dict(gke.labels))))
         elif item.plan.placement == "workload-policy":
-            # Autopilot places a multi-host tpu7x slice by a pre-created HIGH_THROUGHPUT workload policy that its
-            # pods select (cloud.google.com/placement-policy-name; raytpu.kuberay.tpu_placement); Ironwood rejects
-            # COMPACT (https://cloud.google.com/kubernetes-engine/docs/how-to/tpu-ironwood).
-            self.workload_policies[item.name] = compute_resource_policy.ComputeResourcePolicy(
-                self, f"workload-policy-{item.name}", name=names.workload_policy_name(gke.name, item.name),
-                project=self.spec.project, region=item.region,
-                workload_policy=compute_resource_policy.ComputeResourcePolicyWorkloadPolicy(
-                    type="HIGH_THROUGHPUT", accelerator_topology=item.plan.topology))
+            # Autopilot places a multi-host tpu7x slice by a pre-created workload policy that its pods select
+            # (cloud.google.com/placement-policy-name; raytpu.kuberay.tpu_placement).
+            self.workload_policies[item.name] = WorkloadPolicy(
+                self, f"workload-policy-{item.name}", WorkloadPolicyProps(
+                    cluster_name=gke.name, owner=item.name, project=self.spec.project, region=item.region,
+                    topology=item.plan.topology))
         self.pools[item.name] = pools
         return pools

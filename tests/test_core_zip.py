@@ -40,8 +40,8 @@ def _names(data: bytes) -> list[str]:
 
 CORE = {f"raytpu/{m}.py" for m in ("__init__", "catalog", "errors", "kinds", "kuberay", "multislice", "names",
                                     "network_policy", "plan", "pod_security", "provisioning", "ray_ports", "report",
-                                    "security", "serving", "smoke_runs", "spec", "timeline", "vllm_rules")} | {
-    "raytpu/py.typed"}
+                                    "security", "serving", "smoke_runs", "spec", "table", "timeline",
+                                    "vllm_rules")} | {"raytpu/py.typed"}
 """The top level of the zip, spelled out: the pure-Python core a Ray job may import (specs, not the config)."""
 SIZING = {"raytpu/sizing/__init__.py", "raytpu/sizing/models.py"}
 

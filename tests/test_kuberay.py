@@ -301,6 +301,12 @@ def test_job_limits_reject_bad_values(field: str, value: Any) -> None:
         kinds.JobLimits(**{field: value})
 
 
+def test_job_limits_report_every_bad_value_together() -> None:
+    with pytest.raises(InvalidInputs) as caught:
+        kinds.JobLimits(ttl_s=-1, active_deadline_s=0)
+    assert sorted(p.field for p in caught.value.problems) == ["active_deadline_s", "ttl_s"]
+
+
 # ---------------------------------------------------------------------- specific properties
 
 
