@@ -10,7 +10,7 @@ from raytpu.modules import _props
 from raytpu.modules._node_pool import JoinedCluster, NodePoolOptions, hardened_node_config, joined_to
 from raytpu.modules.cdk import Construct, TerraformResourceLifecycle, container_node_pool
 from raytpu.modules.workload_policy import WorkloadPolicy, WorkloadPolicyProps
-from raytpu.provisioning import RESERVATION_KEY, TPU_TAINT
+from raytpu.provisioning import RESERVATION_KEY, TPU_TAINT, reservation_parts
 from raytpu.spec import SliceSpec, range_problems
 
 
@@ -104,8 +104,9 @@ class TpuSlicePool(Construct):
                 cluster_name=cluster.spec.name, owner=props.name, project=cluster.project, region=item.region,
                 topology=plan.topology))
         if fields.reservation:
-            owner = props.reservation_project
-            values = [str(item.reservation) if owner is None else f"projects/{owner}/reservations/{item.reservation}"]
+            given, name = reservation_parts(str(item.reservation))
+            owner = given or props.reservation_project
+            values = [name if owner is None else f"projects/{owner}/reservations/{name}"]
             affinity = np.ContainerNodePoolNodeConfigReservationAffinity(
                 consume_reservation_type="SPECIFIC_RESERVATION", key=RESERVATION_KEY, values=values)
         else:

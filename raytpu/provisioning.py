@@ -29,8 +29,17 @@ TPU_TAINT = "google.com/tpu"
 SPOT_LABEL = "cloud.google.com/gke-spot"
 FLEX_START_LABEL = "cloud.google.com/gke-flex-start"
 QUEUED_LABEL = "cloud.google.com/gke-queued"
-RESERVATION_NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
-"""Source: https://cloud.google.com/compute/docs/reference/rest/v1/reservations (``name``: RFC1035, 1-63)."""
+RESERVATION = re.compile(r"^(?:projects/(?P<project>[a-z][a-z0-9-]{4,28}[a-z0-9])/reservations/)?"
+                         r"(?P<name>[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)$")
+"""A reservation's name (RFC 1035, 1-63), or ``projects/OWNER/reservations/NAME`` for one shared from another project.
+Source: https://cloud.google.com/compute/docs/reference/rest/v1/reservations (``name``); ReservationAffinity.values."""
+
+
+def reservation_parts(reservation: str) -> tuple[str | None, str]:
+    """(owning project or None for the cluster's own, name) of a valid :data:`RESERVATION`."""
+    found = RESERVATION.match(reservation)
+    assert found, reservation
+    return found["project"], found["name"]
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 MAX_RUN_DURATION_S = (600, 7 * 24 * 3600)
 """Flex-start ``max_run_duration`` bounds: 10 minutes to GKE's 7-day maximum."""
@@ -96,10 +105,11 @@ class Provisioning:
         if self.needs_reservation and not reservation:
             found.append(errors.missing("reservation", f"with provisioning: {self.name}",
                                         "the name of a specific reservation in the project"))
-        if reservation and not RESERVATION_NAME.match(reservation):
+        if reservation and not RESERVATION.match(reservation):
             found.append(errors.invalid_value("reservation", reservation, "is not a reservation name",
-                                              "1-63 lowercase letters, digits, hyphens; starts with a letter, does not "
-                                              "end with a hyphen (of a shared reservation, its name alone)"))
+                                              "NAME (1-63 lowercase letters, digits, hyphens; starts with a letter, "
+                                              "does not end with a hyphen), or projects/OWNER/reservations/NAME for a "
+                                              "shared one; reservation blocks are not supported"))
         elif not self.needs_reservation and reservation:
             found.append(errors.forbidden("reservation", reservation,
                                           f"with provisioning: {self.name} ({self.why_no_reservation})",
@@ -135,7 +145,8 @@ class Provisioning:
                                    ", ".join(m.name for m in MODES.values() if m.priority is not None))
         entry: dict[str, Any] = {"tpu": dict(tpu), **self.priority, "location": {"zones": [zone]}}
         if self.needs_reservation:
-            entry["reservations"] = {"affinity": "Specific", "specific": [{"name": reservation, "project": project}]}
+            owner, name = reservation_parts(str(reservation))
+            entry["reservations"] = {"affinity": "Specific", "specific": [{"name": name, "project": owner or project}]}
         if self.name == "flex-start" and max_run_duration_s is not None:
             entry["maxRunDurationSeconds"] = max_run_duration_s
         return entry

@@ -7,9 +7,10 @@ The limits are documented in docs/DESIGN.md ("Limits").
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
@@ -22,8 +23,24 @@ MAX_NODES = 20_000
 """The most YAML nodes a config may hold, every alias counted as the nodes it stands for (a billion-laughs bomb
 stops here, not in whatever later writes it out)."""
 
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BASE: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 """libyaml's parser when PyYAML has it: it refuses deep nesting itself, where the pure-Python one recurses."""
+_BOOL, _INT = "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int"
+
+
+class _Loader(_BASE):  # type: ignore[misc,valid-type]
+    """PyYAML's safe loader with YAML 1.2 core scalars: YAML 1.1 reads ``12:30`` as 750, ``010`` as 8 and ``no`` as
+    false, so a maintenance window, a count or a label would be silently misread or refused for the wrong reason.
+    Source: https://yaml.org/spec/1.2.2/#1032-tag-resolution (core schema: bool true/false, int base 10)."""
+
+    yaml_implicit_resolvers: ClassVar[dict[Any, Any]] = {
+        first: [(tag, rule) for tag, rule in rules if tag not in (_BOOL, _INT)]
+        for first, rules in _BASE.yaml_implicit_resolvers.items()}
+
+
+_Loader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+_Loader.add_implicit_resolver(_INT, re.compile(r"^[-+]?[0-9]+$"), list("-+0123456789"))
+_Loader.add_constructor(_INT, lambda loader, node: int(loader.construct_scalar(node), 10))
 
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
@@ -63,7 +80,7 @@ def load_yaml(text: str, source: str, field_of: Callable[[Loc], str] = lambda lo
     """The value of YAML ``text`` (from ``source``), refused (InvalidInput) when a mapping repeats a key or the
     document holds more than ``max_nodes`` nodes with aliases expanded. ``field_of`` names the field at a location
     (``("workloads", 2, "model")`` -> ``workloads[2].model``)."""
-    loader = _LOADER(text)
+    loader = _Loader(text)
     try:
         try:
             node = loader.get_single_node()

@@ -80,6 +80,10 @@ MODE_CASES: list[tuple[str, str, dict[str, Any], dict[str, Any], dict[str, Any]]
      dict(spot=False, flex_start=False, queued=False, scale_from_zero=False, auto_repair=True,
           affinity={"consume_reservation_type": "SPECIFIC_RESERVATION", "key": RESERVATION_KEY,
                     "values": ["projects/other-proj/reservations/shared"]})),
+    ("mode-shared-res-path", "reservation", {"reservation": "projects/other-proj/reservations/shared"}, {},
+     dict(spot=False, flex_start=False, queued=False, scale_from_zero=False, auto_repair=True,
+          affinity={"consume_reservation_type": "SPECIFIC_RESERVATION", "key": RESERVATION_KEY,
+                    "values": ["projects/other-proj/reservations/shared"]})),
     ("mode-flex-start", "flex-start", {"max_run_duration_s": 86400}, {},
      dict(spot=False, flex_start=True, queued=False, affinity=NO_RESERVATION, scale_from_zero=True,
           auto_repair=False, max_run_duration="86400s")),
@@ -340,6 +344,10 @@ PRIORITIES = {
     "mode-shared-res": [{"tpu": TPU_4X4, "reservations": {"affinity": "Specific",
                                                           "specific": [{"name": "shared", "project": PROJECT}]},
                          **IN_ZONE}],
+    # A shared reservation named by its path: its owner is the ComputeClass's project (compute-class-api types.go
+    # SpecificReservation.Project), not the cluster's.
+    "mode-shared-res-path": [{"tpu": TPU_4X4, "reservations": {
+        "affinity": "Specific", "specific": [{"name": "shared", "project": "other-proj"}]}, **IN_ZONE}],
     "mode-flex-start": [{"tpu": TPU_4X4, "flexStart": {"enabled": True}, "maxRunDurationSeconds": 86400, **IN_ZONE}],
     "fallback": [{"tpu": TPU_4X4, "reservations": {"affinity": "Specific",
                                                    "specific": [{"name": "r", "project": PROJECT}]}, **IN_ZONE},

@@ -168,3 +168,22 @@ def test_an_error_shows_a_bounded_excerpt_of_any_value() -> None:
     assert excerpt("p" * 1_000_000).endswith("(1000000 characters)")
     [problem] = _refusal(_edited("project", "p" * 1_000_000))
     assert problem.field == "project" and len(str(problem)) < 400
+
+
+@pytest.mark.parametrize(("written", "read"), [
+    ('start_utc: "02:00"', 'start_utc: 12:30'),   # YAML 1.1: 750 (sexagesimal)
+    ("hours: 6", "hours: 08"),                     # YAML 1.1: the string '08' (not octal)
+])
+def test_scalars_are_read_by_yaml_1_2_core_rules(written: str, read: str) -> None:
+    """PyYAML resolves YAML 1.1; a user writes what YAML 1.2's core schema means
+    (https://yaml.org/spec/1.2.2/#1032-tag-resolution): ``12:30`` a string, ``08``/``010`` base 10, ``no`` a string."""
+    spec = config.parse(EXAMPLE_TEXT.replace(written, read))
+    window = spec.cluster.maintenance_window
+    assert window is not None and (window.start_utc, window.hours) in {("12:30", 6), ("02:00", 8)}
+    assert reading.load_yaml("a: 010\nb: no\nc: on\nd: true\ne: 0x10", "t") == {
+        "a": 10, "b": "no", "c": "on", "d": True, "e": "0x10"}
+
+
+def test_a_label_value_no_is_the_word_no() -> None:
+    spec = config.parse(_edited("cluster.labels", {"team": "PLACEHOLDER"}).replace("PLACEHOLDER", "no"))
+    assert spec.cluster.labels["team"] == "no"
