@@ -29,12 +29,17 @@ from raytpu.errors import InvalidInput, invalid_value
 FIELD = "--out"
 MARKER = ".raytpu-synth"
 """The file every synth output carries: it marks the folder as one the next synth may replace."""
-MARKER_TEXT = "written by raytpu synth; the next `raytpu synth --out` (or `cdktf synth`) replaces this folder\n"
+MARKER_TEXT = ("written by raytpu synth; the next `raytpu synth --out` replaces this folder (keeping terraform's "
+               "providers and lock in stacks/*/)\n")
 SYNTH_ENTRIES = frozenset({"stacks", "manifest.json", MARKER})
 """What a synth writes at the top of its output folder.
 Source: cdktn 0.24.0 ``Manifest.FILE_NAME``, ``Manifest.STACKS_FOLDER`` (tests/test_synth_out.py compares)."""
 VALID = (f"a path that does not exist yet in a writable folder, an empty folder, or a previous synth output "
          f"(a folder holding only stacks/, manifest.json and {MARKER})")
+TERRAFORM_KEPT = (".terraform", ".terraform.lock.hcl")
+"""What ``cdktf deploy`` leaves in ``stacks/<id>/`` (its providers and their version lock) that a synth carries over
+into the new output, as ``cdktf synth`` keeps them. Source: @cdktf/cli-core 0.21.0 terraform-cli (runs terraform
+with ``stacks/<id>`` as its working directory)."""
 _SHOWN = 200
 _MANIFEST_MAX = 1 << 20
 
@@ -148,6 +153,17 @@ def write_marker(outdir: str | Path) -> None:
     (Path(outdir) / MARKER).write_text(MARKER_TEXT, encoding="utf-8")
 
 
+def _carry_terraform_files(old: Path, new: Path) -> None:
+    """Moves :data:`TERRAFORM_KEPT` of every stack still synthesized from the old output into the new one (best
+    effort: without them, terraform only needs ``init`` again)."""
+    for stack in sorted((new / "stacks").glob("*/")):
+        for name in TERRAFORM_KEPT:
+            kept = old / "stacks" / stack.name / name
+            with contextlib.suppress(OSError):
+                if (kept.exists() or kept.is_symlink()) and not (stack / name).exists():
+                    os.replace(kept, stack / name)
+
+
 @contextlib.contextmanager
 def replacing(out: str | Path) -> Iterator[Path]:
     """Yields a new folder beside ``out`` to write the output into; on a clean exit it is marked and swapped in
@@ -170,6 +186,7 @@ def replacing(out: str | Path) -> Iterator[Path]:
                 os.replace(old, out)
                 raise
             tmp = None
+            _carry_terraform_files(old, out)
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, out)

@@ -223,6 +223,26 @@ def test_the_new_output_replaces_the_old_with_a_mkdir_mode_and_a_marker(tmp_path
 
 
 @pytest.mark.unit
+def test_terraforms_providers_and_lock_of_a_deployed_stack_are_kept(tmp_path: Path) -> None:
+    """``cdktf deploy`` runs terraform in ``stacks/<id>/`` (@cdktf/cli-core 0.21.0 terraform-cli): its ``.terraform``
+    and ``.terraform.lock.hcl`` survive a synth there, as ``cdktf synth`` keeps them; a stack no longer synthesized
+    takes its own with it."""
+    out = tmp_path / "out"
+    _write_stack(out, "old")
+    (out / "stacks" / "s" / ".terraform" / "providers").mkdir(parents=True)
+    (out / "stacks" / "s" / ".terraform.lock.hcl").write_text("lock")
+    (out / "stacks" / "gone" / ".terraform").mkdir(parents=True)
+    synth_out.write_marker(out)
+    with synth_out.replacing(out) as folder:
+        _write_stack(folder, "new")
+    assert (out / "stacks" / "s" / ".terraform.lock.hcl").read_text() == "lock"
+    assert (out / "stacks" / "s" / ".terraform" / "providers").is_dir()
+    assert (out / "stacks" / "s" / "cdk.tf.json").read_text() == "new"
+    assert not (out / "stacks" / "gone").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize("failure", [RuntimeError, KeyboardInterrupt])
 def test_a_failed_synth_leaves_the_old_output_and_no_temporary_folder(tmp_path: Path,
                                                                       failure: type[BaseException]) -> None:
