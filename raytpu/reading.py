@@ -28,7 +28,7 @@ _BASE: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _BOOL, _INT = "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int"
 
 
-class _Loader(_BASE):  # type: ignore[misc,valid-type]
+class _Loader(_BASE):
     """PyYAML's safe loader with YAML 1.2 core scalars: YAML 1.1 reads ``12:30`` as 750, ``010`` as 8 and ``no`` as
     false, so a maintenance window, a count or a label would be silently misread or refused for the wrong reason.
     Source: https://yaml.org/spec/1.2.2/#1032-tag-resolution (core schema: bool true/false, int base 10)."""
