@@ -42,9 +42,22 @@ def target(text: str) -> tuple[Path, str]:
         raise _refuse(text, rule)
     if not os.access(path.parent, os.W_OK | os.X_OK):
         raise _refuse(text, "is in a folder you cannot write")
+    _probe(path.parent, text)
     if path.exists() and not os.access(path, os.W_OK):
         raise _refuse(text, "is a read-only file", "a writable file or a new one, in a folder you can write")
     return path, fmt
+
+
+def _probe(folder: Path, text: str) -> None:
+    """Creates and removes a file in ``folder``: the only sure test (as root ``os.access`` says yes even under /proc),
+    and a moment's work where sizing and drawing first would take seconds."""
+    probe = folder / f".raytpu-plot-{secrets.token_hex(6)}"
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError as exc:
+        raise _refuse(text, f"is in a folder you cannot write ({exc.strerror or exc})") from exc
+    with contextlib.suppress(OSError):
+        probe.unlink()
 
 
 def points(found: list[Candidate], kind: str = "on_demand") -> list[Candidate]:
