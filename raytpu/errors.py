@@ -47,11 +47,14 @@ class InvalidInput(RaytpuError, ValueError):
         return InvalidInput(join_path(prefix, self.field), self.problem, self.valid)
 
 
-def excerpt(value: object, limit: int = MAX_EXCERPT) -> str:
-    """``value`` as an error shows it: its repr, cut to about ``limit`` characters with the full length said.
+def excerpt(value: object, limit: int = MAX_EXCERPT, *, tail: bool = False) -> str:
+    """``value`` as an error shows it: its repr, cut to about ``limit`` characters with the full length said; with
+    ``tail``, a string's last ``limit`` characters (a path's name is at its end).
 
     Containers are shown by :mod:`reprlib` (a few items, a few levels), so a YAML alias bomb or a self-referencing
     list costs no more than a short string."""
+    if tail and isinstance(value, str) and len(value) > limit:
+        return f"{'...' + value[-limit:]!r} ({len(value)} characters)"
     try:
         shown = repr(value)[: limit * 4] if isinstance(value, str | int | float | None) else _REPR.repr(value)
     except ValueError:  # an int past Python's 4300-digit str limit

@@ -33,6 +33,9 @@ RESERVATION = re.compile(r"^(?:projects/(?P<project>[a-z][a-z0-9-]{4,28}[a-z0-9]
                          r"(?P<name>[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)$")
 """A reservation's name (RFC 1035, 1-63), or ``projects/OWNER/reservations/NAME`` for one shared from another project.
 Source: https://cloud.google.com/compute/docs/reference/rest/v1/reservations (``name``); ReservationAffinity.values."""
+RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+MAX_RUN_DURATION_S = (600, 7 * 24 * 3600)
+"""Flex-start ``max_run_duration`` bounds: 10 minutes to GKE's 7-day maximum."""
 
 
 def reservation_parts(reservation: str) -> tuple[str | None, str]:
@@ -40,9 +43,6 @@ def reservation_parts(reservation: str) -> tuple[str | None, str]:
     found = RESERVATION.match(reservation)
     assert found, reservation
     return found["project"], found["name"]
-RESERVATION_KEY = "compute.googleapis.com/reservation-name"
-MAX_RUN_DURATION_S = (600, 7 * 24 * 3600)
-"""Flex-start ``max_run_duration`` bounds: 10 minutes to GKE's 7-day maximum."""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import yaml
 
-from raytpu.errors import InvalidInput
+from raytpu.errors import InvalidInput, excerpt
 
 MAX_BYTES = 1 << 20
 """The largest config read (1 MiB): a hundred slices and workloads with comments take under 100 KiB."""
@@ -43,28 +43,30 @@ _Loader.add_implicit_resolver(_INT, re.compile(r"^[-+]?[0-9]+$"), list("-+012345
 _Loader.add_constructor(_INT, lambda loader, node: int(loader.construct_scalar(node), 10))
 
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+_SHOWN = 200
+"""Characters of a path an error shows (its end, where the name is)."""
 
 
 def read_text(path: Path, field: str, valid: str, limit: int = MAX_BYTES) -> str:
     """The text of the file at ``path`` (named ``field`` in errors): at most ``limit`` bytes, UTF-8 (a UTF-8
     byte-order mark is dropped). ``valid`` says what the file should be."""
+    shown = excerpt(str(path), _SHOWN, tail=True)
     try:
         with path.open("rb") as handle:
             data = handle.read(limit + 1)
     except OSError as exc:
-        raise InvalidInput(field, f"cannot read {str(path)[:200]!r} ({exc.strerror or exc})", valid) from exc
+        raise InvalidInput(field, f"cannot read {shown} ({exc.strerror or exc})", valid) from exc
     if len(data) > limit:
-        raise InvalidInput(field, f"{str(path)[:200]!r} is over {_size(limit)}", f"a file of at most {_size(limit)} "
-                           f"({valid})")
+        raise InvalidInput(field, f"{shown} is over {_size(limit)}", f"a file of at most {_size(limit)} ({valid})")
     if data.startswith(_UTF16_BOMS):
-        raise InvalidInput(field, f"{str(path)[:200]!r} is UTF-16 text (it starts with a UTF-16 byte-order mark)",
+        raise InvalidInput(field, f"{shown} is UTF-16 text (it starts with a UTF-16 byte-order mark)",
                            "UTF-8 text: save it as UTF-8")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data[:exc.start].count(b"\n") + 1
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise InvalidInput(field, f"{str(path)[:200]!r} is not UTF-8 text (byte 0x{data[exc.start]:02x} at line "
+        raise InvalidInput(field, f"{shown} is not UTF-8 text (byte 0x{data[exc.start]:02x} at line "
                            f"{line}, column {column})", "UTF-8 text: save it as UTF-8") from exc
 
 

@@ -54,6 +54,6 @@ def dcn_smoke_workloads(spec: ClusterSpec, image: str | None = None) -> list[tup
     """
     smoke = workload_kind("smoke")
     return [(names.dcn_smoke_job(item.name),
-             WorkloadSpec(name=names.smoke_workload(item.name), kind=smoke, slice=item, slices=dcn_span(spec, item),
+             WorkloadSpec(name=names.smoke_workload(item.name), kind=smoke, slice=item, slices=span,
                           image=image or slice_image(spec, item)))
-            for item in spec.slices if item.provisioning.runs_ray and dcn_span(spec, item) > 1]
+            for item in spec.slices if item.provisioning.runs_ray and (span := dcn_span(spec, item)) > 1]

@@ -24,7 +24,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from raytpu.errors import InvalidInput, invalid_value
+from raytpu.errors import InvalidInput, excerpt
 
 FIELD = "--out"
 MARKER = ".raytpu-synth"
@@ -45,12 +45,12 @@ _MANIFEST_MAX = 1 << 20
 
 
 def _excerpt(path: str) -> str:
-    """``path`` for a message: its last ``_SHOWN`` characters (the name is at the end), marked when cut."""
-    return path if len(path) <= _SHOWN else "..." + path[-_SHOWN:]
+    """``path`` for a message: its last ``_SHOWN`` characters (the name is at the end), its length said when cut."""
+    return excerpt(path, _SHOWN, tail=True)
 
 
 def _refuse(path: str, problem: str) -> InvalidInput:
-    return invalid_value(FIELD, _excerpt(path), problem, VALID)
+    return InvalidInput(FIELD, f"{_excerpt(path)} {problem}", VALID)
 
 
 def _is_cdktf_manifest(path: Path) -> bool:
@@ -82,7 +82,7 @@ def _writable_folder(folder: Path, shown: str) -> None:
         os.mkdir(probe)
         os.rmdir(probe)
     except OSError as exc:
-        raise _refuse(shown, f"cannot be written: no folder can be made in {_excerpt(str(folder))!r} "
+        raise _refuse(shown, f"cannot be written: no folder can be made in {_excerpt(str(folder))} "
                              f"({exc.strerror or exc})") from exc
 
 
@@ -120,7 +120,7 @@ def check(out: str) -> None:
     while (found := _stat(ancestor, out, follow=True)) is None and ancestor != ancestor.parent:
         ancestor = ancestor.parent
     if found is None or not stat.S_ISDIR(found.st_mode):
-        raise _refuse(out, f"cannot be made: {_excerpt(str(ancestor))!r} is not a folder")
+        raise _refuse(out, f"cannot be made: {_excerpt(str(ancestor))} is not a folder")
     _writable_folder(ancestor, out)
 
 

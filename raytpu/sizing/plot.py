@@ -23,7 +23,7 @@ SHOWN = 200
 
 
 def _refuse(text: str, rule: str, valid: str = VALID) -> errors.InvalidInput:
-    return errors.invalid_value("--plot", text if len(text) <= SHOWN else text[:SHOWN] + "...", rule, valid)
+    return errors.invalid_value("--plot", text, rule, valid)
 
 
 def target(text: str) -> tuple[Path, str]:
