@@ -323,6 +323,7 @@ CASES: tuple[Case, ...] = (
     _edit("maintenance-start", "cluster.maintenance_window.start_utc", "25:00",
           "cluster.maintenance_window.start_utc"),
     _edit("maintenance-hours-zero", "cluster.maintenance_window.hours", 0, "cluster.maintenance_window.hours"),
+    # Source: https://cloud.google.com/compute/docs/machine-resource (SERIES-TYPE-VCPUS, lowercase)
     _edit("head-pool-machine", "cluster.head_pool", {"machine_type": "not a machine"},
           "cluster.head_pool.machine_type"),
     _edit("label-value-long", "cluster.labels", {"team": "x" * 64}, "cluster.labels['team']"),
@@ -345,6 +346,7 @@ CASES: tuple[Case, ...] = (
           "security.serve_api_key_secret"),
     # slices
     _edit("provisioning-underscore", "slices.0.provisioning", "flex_start", "slices[0].provisioning"),
+    # Source: https://cloud.google.com/compute/docs/reference/rest/v1/reservations (name: RFC 1035, 1-63)
     _validate("reservation-bad-name", config(_all(_set("slices.0.provisioning", "reservation"),
                                                   _set("slices.0.reservation", "my reservation!"))),
               "slices[0].reservation"),
