@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raytpu import errors
-from raytpu.k8s.resources import resource
+from raytpu.cluster.kube_resources import resource
 from raytpu.modules import _props
 from raytpu.modules.cdk import (
     Construct,

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from raytpu import gke, names
+from raytpu import core_zip, names
 from raytpu.modules.bucket import Bucket, BucketObject, BucketObjectProps, BucketProps
 from raytpu.modules.cdk import (
     Aspects,
@@ -38,14 +38,14 @@ _CORE_ZIP_DIR: Path | None = None
 
 
 def core_zip_file() -> Path:
-    """The core zip (:func:`raytpu.gke.core_zip_bytes`) in a file named like its object
+    """The core zip (:func:`raytpu.core_zip.core_zip_bytes`) in a file named like its object
     (``raytpu-<version>.zip``), in a temporary directory removed when the process exits: the asset is
     copied from it when the app synthesizes. Same sources, same bytes, same path in the synth output."""
     global _CORE_ZIP_DIR
     if _CORE_ZIP_DIR is None:
         _CORE_ZIP_DIR = Path(tempfile.mkdtemp(prefix="raytpu-core-"))
         atexit.register(shutil.rmtree, _CORE_ZIP_DIR, True)
-    data = gke.core_zip_bytes()
+    data = core_zip.core_zip_bytes()
     path = _CORE_ZIP_DIR / hashlib.sha256(data).hexdigest()[:16] / Path(names.core_zip_object()).name
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)

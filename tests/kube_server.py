@@ -1,4 +1,4 @@
-"""A loopback Kubernetes API server: the boundary ``raytpu.k8s`` is tested at.
+"""A loopback Kubernetes API server: the boundary ``raytpu.cluster`` is tested at.
 
 GKE cannot be reached from the test machine, so the tests stop at the wire: this threaded HTTPS server on
 127.0.0.1 (its certificate signed by a CA made for the test, handed to the client as GKE hands out its CA:

@@ -21,7 +21,7 @@ import pytest
 from _synth import AUTOPILOT_EXAMPLE, STANDARD_EXAMPLE, only, read_stacks, resources, synth_config
 from image_refs import FIXTURE_REFS
 
-from raytpu import __version__, gke, names
+from raytpu import __version__, core_zip, names
 from raytpu.errors import InvalidInput
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]
@@ -47,7 +47,7 @@ SIZING = {"raytpu/sizing/__init__.py", "raytpu/sizing/models.py"}
 
 
 def test_core_zip_holds_the_core_and_the_workloads_only() -> None:
-    names = _names(gke.core_zip_bytes())
+    names = _names(core_zip.core_zip_bytes())
     assert {n.split("/", 1)[0] for n in names} == {"raytpu"}
     assert {n for n in names if n.count("/") == 1} == CORE
     assert {n for n in names if n.startswith("raytpu/sizing/")} == SIZING  # the model table the spec layer reads
@@ -57,8 +57,9 @@ def test_core_zip_holds_the_core_and_the_workloads_only() -> None:
             "raytpu/workloads/train.py"} <= programs
     assert programs <= set(names)
     assert not [n for n in names
-                if n.startswith(("raytpu/stacks/", "raytpu/modules/", "raytpu/commands/", "raytpu/k8s/"))]
-    assert not {"raytpu/cli.py", "raytpu/__main__.py", "raytpu/gke.py", "raytpu/local.py", "raytpu/outputs.py",
+                if n.startswith(("raytpu/stacks/", "raytpu/modules/", "raytpu/commands/", "raytpu/cluster/",
+                                 "raytpu/local/"))]
+    assert not {"raytpu/cli.py", "raytpu/__main__.py", "raytpu/core_zip.py", "raytpu/outputs.py",
                 "raytpu/cdktf_app.py"} & set(names)
     assert "raytpu/config.py" not in names  # jobs receive their spec as JSON; they never parse YAML
     assert not [n for n in names if "__pycache__" in n or not n.endswith((".py", ".typed"))]
@@ -79,7 +80,7 @@ def _imports(tree: ast.AST) -> set[tuple[str, str | None]]:
 def test_every_raytpu_import_in_the_zip_resolves_inside_it_and_none_is_cdk() -> None:
     """A Ray job imports from the zip only: a workload importing a kit module left out of the zip (or the CDK)
     would fail on the cluster, so it fails here."""
-    archive = zipfile.ZipFile(io.BytesIO(gke.core_zip_bytes()))
+    archive = zipfile.ZipFile(io.BytesIO(core_zip.core_zip_bytes()))
     names = set(archive.namelist())
     package_names = {t.id for node in ast.parse(archive.read("raytpu/__init__.py")).body
                      if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)}
@@ -103,11 +104,11 @@ def test_every_raytpu_import_in_the_zip_resolves_inside_it_and_none_is_cdk() -> 
 
 
 def test_core_zip_is_byte_identical_across_builds(tmp_path: Path) -> None:
-    first = gke.build_core_zip(tmp_path / "a.zip").read_bytes()
-    second = gke.build_core_zip(tmp_path / "b.zip").read_bytes()
-    assert first == second == gke.core_zip_bytes()
+    first = core_zip.build_core_zip(tmp_path / "a.zip").read_bytes()
+    second = core_zip.build_core_zip(tmp_path / "b.zip").read_bytes()
+    assert first == second == core_zip.core_zip_bytes()
     for info in zipfile.ZipFile(io.BytesIO(first)).infolist():
-        assert info.date_time == gke.CORE_ZIP_DATE and info.external_attr == 0o100644 << 16, info.filename
+        assert info.date_time == core_zip.CORE_ZIP_DATE and info.external_attr == 0o100644 << 16, info.filename
 
 
 def test_core_zip_ignores_file_times_and_modes(tmp_path: Path) -> None:
@@ -121,7 +122,7 @@ def test_core_zip_ignores_file_times_and_modes(tmp_path: Path) -> None:
         if path.is_file():
             path.chmod(0o600)
             os.utime(path, (1_900_000_000, 1_900_000_000))
-    assert gke.core_zip_bytes(copy) == gke.core_zip_bytes()
+    assert core_zip.core_zip_bytes(copy) == core_zip.core_zip_bytes()
 
 
 # ---------------------------------------------------------------------------------------------- importable
@@ -129,7 +130,7 @@ def test_core_zip_ignores_file_times_and_modes(tmp_path: Path) -> None:
 
 def test_core_imports_from_the_zip_alone(tmp_path: Path) -> None:
     """``python -I -S``: no site-packages (and so no editable install of raytpu), only the zip on the path."""
-    path = gke.build_core_zip(tmp_path / "raytpu.zip")
+    path = core_zip.build_core_zip(tmp_path / "raytpu.zip")
     code = (
         "import importlib.util, sys\n"
         f"zip_path = {str(path)!r}\n"
@@ -158,7 +159,7 @@ def test_a_job_reads_its_workload_spec_from_the_zip_alone_without_pydantic_or_ya
 
     spec = load(str(AUTOPILOT_EXAMPLE))
     work = spec.workload("train")
-    path = gke.build_core_zip(tmp_path / "raytpu.zip")
+    path = core_zip.build_core_zip(tmp_path / "raytpu.zip")
     code = (
         "import importlib.util, json, sys\n"
         f"zip_path = {str(path)!r}\n"
@@ -202,7 +203,7 @@ def test_cluster_stack_uploads_the_core_zip_where_py_modules_looks(example: str)
     asset = outdir / "stacks" / sid / source
     assert asset.is_file(), f"{source} is not in the synth output"
     data = asset.read_bytes()
-    assert data == gke.core_zip_bytes()
+    assert data == core_zip.core_zip_bytes()
     assert obj["source_md5hash"] == base64.b64encode(hashlib.md5(data).digest()).decode()
     assert hashlib.sha256(data).hexdigest()[:32] in source  # a changed core is a new path: re-uploaded
     assert sorted(p.name for p in (outdir / "stacks" / sid / "assets").iterdir()) == [source.split("/")[1]]

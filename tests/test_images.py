@@ -315,10 +315,10 @@ def _check_app(python: Path, workdir: Path) -> subprocess.CompletedProcess[str]:
     """``serve_app_check.py`` in the twin. Its one-node Ray runs in a temp dir named like the suite's local
     clusters, and every process it starts carries their tag (``RAYTPU_LOCAL_CLUSTER``), so the session's guard
     (``conftest.py``) finds any that outlives the check; none may."""
-    from raytpu import gke, local
+    from raytpu import core_zip, local
 
     core = workdir / "core.zip"
-    core.write_bytes(gke.core_zip_bytes())
+    core.write_bytes(core_zip.core_zip_bytes())
     ray_dir = tempfile.mkdtemp(prefix=os.environ.get(local.ENV_TMP_PREFIX, local.TMP_PREFIX))
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(core), "HOME": str(workdir), "PYTHONNOUSERSITE": "1",
            "RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",

@@ -27,7 +27,8 @@ from google.oauth2 import service_account
 from image_refs import FIXTURE_IMAGES, write_record
 from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, serving, status_body
 
-from raytpu import __version__, cli, gke, kinds, kuberay, names, report
+from raytpu import __version__, cli, core_zip, kinds, kuberay, names, report
+from raytpu.cluster import gke, google_api
 from raytpu.commands import submit as submit_command
 from raytpu.config import parse
 from raytpu.images.record import RECORD_NAME
@@ -136,7 +137,7 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tls: TlsFiles,
         yield cluster
         for thread in cluster.threads:
             thread.join(timeout=5)
-        # no timeline watcher (raytpu.kube_timeline.KubePhases) outlives its command, whatever way it ended
+        # no timeline watcher (raytpu.cluster.kube_timeline.KubePhases) outlives its command, whatever way it ended
         assert not [t.name for t in threading.enumerate() if t.name.startswith("raytpu-timeline-")]
 
 
@@ -212,7 +213,8 @@ def test_submit_wait_records_the_runs_timeline_from_pods_nodes_events_and_the_dr
 
     from test_timeline import FAILED_SCHEDULING, SCALE_UP, iso, node, ray_pod
 
-    from raytpu import kube_timeline, timeline
+    from raytpu import timeline
+    from raytpu.cluster import kube_timeline
 
     monkeypatch.setattr(kube_timeline, "POLL_S", 0.1)
     name = "smoke-tl"
@@ -567,7 +569,8 @@ def test_no_kubectl_or_gcloud_subprocess_remains_in_raytpu() -> None:
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in ("kubectl", "gcloud"):
                 offenders.append(f"{path.relative_to(root)}:{node.lineno}")
             if isinstance(node, ast.Attribute) and node.attr in ("run", "Popen", "check_output") and \
-                    isinstance(node.value, ast.Name) and node.value.id == "subprocess" and path.name == "gke.py":
+                    isinstance(node.value, ast.Name) and node.value.id == "subprocess" and \
+                    path.parent.name == "cluster":
                 offenders.append(f"{path.relative_to(root)}:{node.lineno}")
     assert offenders == []
 
@@ -744,7 +747,7 @@ def test_run_id_is_short_dns_safe_and_time_ordered() -> None:
 def test_core_zip_has_one_top_level_package_with_workloads_and_no_cdk(tmp_path: Path) -> None:
     import zipfile
 
-    path = gke.build_core_zip(tmp_path / "raytpu.zip")
+    path = core_zip.build_core_zip(tmp_path / "raytpu.zip")
     names = zipfile.ZipFile(path).namelist()
     assert {n.split("/", 1)[0] for n in names} == {"raytpu"}
     assert {"raytpu/__init__.py", "raytpu/catalog.py", "raytpu/plan.py", "raytpu/kuberay.py", "raytpu/spec.py",
@@ -779,7 +782,7 @@ def test_upload_core_posts_the_zip_to_the_gcs_json_api(tmp_path: Path, sa_key: S
     creds.expiry = None
     try:
         uri = f"gs://my-bucket/raytpu/raytpu-{__version__}.zip"
-        gke.upload_core(uri, creds, api=f"http://127.0.0.1:{httpd.server_address[1]}")
+        google_api.upload_core(uri, creds, api=f"http://127.0.0.1:{httpd.server_address[1]}")
     finally:
         httpd.server_close()
     assert seen["path"] == (f"/upload/storage/v1/b/my-bucket/o?uploadType=media&name=raytpu%2Fraytpu-"

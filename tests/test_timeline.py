@@ -1,4 +1,5 @@
-"""raytpu.timeline (phases, recorder, table, JSON) and raytpu.kube_timeline (phases read from Kubernetes objects).
+"""raytpu.timeline (phases, recorder, table, JSON) and raytpu.cluster.kube_timeline (phases read from Kubernetes
+objects).
 
 The Kubernetes objects here are shaped as the API serves them (core/v1 Pod ``status.conditions`` PodScheduled,
 ``spec.nodeName``, ``spec.containers[].env``; Node ``status.conditions`` Ready; core/v1 Event ``reason``,
@@ -13,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from raytpu import kube_timeline, timeline
+from raytpu import timeline
+from raytpu.cluster import kube_timeline
 
 pytestmark = pytest.mark.unit
 

@@ -113,10 +113,10 @@ def build(args: argparse.Namespace) -> int:
     """Checks every input, then builds the images one after another, recording each as it succeeds."""
     from raytpu import config as config_mod
     from raytpu import errors
+    from raytpu.cluster.google_api import GoogleApi
     from raytpu.images import record
     from raytpu.images.build import ImageBuild, Target
     from raytpu.images.definitions import DIGEST, IMAGES
-    from raytpu.images.google_api import GoogleApi
     from raytpu.outputs import StackOutputs
 
     args.config = config_mod.choose(args.config)

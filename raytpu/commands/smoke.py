@@ -1,9 +1,9 @@
 """``raytpu smoke --stack NAME``: the nightly check of every TPU slice of a deployed stack.
 
 One single-slice smoke RayJob per slice copy (``count`` jobs per config slice,
-:func:`raytpu.kuberay.smoke_jobs`), server-side applied through the Kubernetes API (:mod:`raytpu.gke`), but
+:func:`raytpu.kuberay.smoke_jobs`), server-side applied through the Kubernetes API (:mod:`raytpu.cluster.gke`), but
 only to copies nothing else holds: a copy a workload is using is reported ``busy`` (with its holders,
-:mod:`raytpu.occupancy`) and gets no job, so smoke never splits a slice with a workload. The jobs are
+:mod:`raytpu.cluster.occupancy`) and gets no job, so smoke never splits a slice with a workload. The jobs are
 watched together (progress on stderr) up to ``--timeout-s``; each job's driver log (its K8sJobMode submitter
 pod) is searched for its ``RAYTPU_SMOKE_VERDICT`` line. A job whose pods never got capacity (scheduling
 events) is ``unschedulable``; one that failed, timed out otherwise or printed no verdict is ``unhealthy``.
@@ -64,7 +64,8 @@ def failed_verdict(job: dict[str, Any], plan: SlicePlan, problem: str, state: st
 def run(args: argparse.Namespace) -> int:
     """Applies the smoke jobs, waits, collects verdicts, prints the table and writes the reports."""
     from raytpu import config as config_mod
-    from raytpu import errors, gke, images, kuberay, names, occupancy, report, smoke_runs, timeline
+    from raytpu import errors, images, kuberay, names, report, smoke_runs, timeline
+    from raytpu.cluster import gke, google_api, occupancy
     from raytpu.commands.submit import print_yaml
     from raytpu.images.record import load_refs
     from raytpu.outputs import StackOutputs
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         print_yaml(manifests)
         return 0
     if args.upload_core:
-        gke.upload_core(gke.upload_target(args.py_modules, outputs.bucket))
+        google_api.upload_core(google_api.upload_target(args.py_modules, outputs.bucket))
     started = time.monotonic()
     verdicts: list[Verdict] = []
     timelines: dict[str, timeline.Timeline] = {}
@@ -153,8 +154,9 @@ def _run_jobs(client: Any, jobs: list[dict[str, Any]], spec: Any, timeout_s: flo
               timelines: dict[str, Any]) -> None:
     """Applies ``jobs`` (each behind its NetworkPolicy), follows them together up to ``timeout_s`` and adds their
     verdicts and timelines."""
-    from raytpu import gke, names, timeline
-    from raytpu.kube_timeline import KubePhases
+    from raytpu import names, timeline
+    from raytpu.cluster import gke
+    from raytpu.cluster.kube_timeline import KubePhases
 
     recorders: dict[str, timeline.Recorder] = {}
     watchers: dict[str, KubePhases] = {}
@@ -196,8 +198,10 @@ def _release(client: Any, jobs: list[dict[str, Any]]) -> set[str]:
 
 def _dcn_busy(client: Any, job: dict[str, Any], spec: Any, released: set[str]) -> str | None:
     """Why multi-slice smoke ``job`` cannot run now: fewer copies of its slice free of holders than the N it spans
-    (:mod:`raytpu.occupancy`), the busy ones named; None when N are free. All or none: it is never placed on part."""
-    from raytpu import kuberay, names, occupancy
+    (:mod:`raytpu.cluster.occupancy`), the busy ones named; None when N are free. All or none: it is never placed
+    on part."""
+    from raytpu import kuberay, names
+    from raytpu.cluster import occupancy
 
     item = spec.slice_named(job["metadata"]["labels"][names.SLICE_LABEL])
     span = kuberay.ray_cluster_of(job)["workerGroupSpecs"][0]["replicas"]
@@ -221,7 +225,8 @@ def _dcn_busy(client: Any, job: dict[str, Any], spec: Any, released: set[str]) -
 def _job_verdicts(client: Any, job: dict[str, Any], state: Any, spec: Any, timeout_s: float,
                   log: str) -> list[Verdict]:
     """The verdicts one smoke job gave (in its driver ``log``), or the one that explains why it gave none."""
-    from raytpu import names, occupancy, report
+    from raytpu import names, report
+    from raytpu.cluster import occupancy
 
     name = job["metadata"]["name"]
     found = report.parse_verdict_lines(log)

@@ -3,7 +3,7 @@
 
 The workload's KubeRay object (:func:`raytpu.kuberay.workload_manifest`) is built from the config's spec and
 the stack outputs (endpoint, CA, namespace, KSA, bucket; :class:`raytpu.outputs.StackOutputs`) and
-server-side applied through the Kubernetes API with Application Default Credentials (:mod:`raytpu.gke`):
+server-side applied through the Kubernetes API with Application Default Credentials (:mod:`raytpu.cluster.gke`):
 no kubectl, no gcloud. RayJobs get a run suffix (``train-t5x2kq``) so every submission is a new run with its
 own checkpoint directory (train: ``--name`` is that name, under the bucket's GCS FUSE mount,
 :meth:`raytpu.kinds.WorkloadKind.run_args`); a RayService keeps its name (applying again updates it). ``--wait`` follows
@@ -77,7 +77,8 @@ def add_stack_arguments(parser: argparse.ArgumentParser, stack_note: str = "") -
 def run(args: argparse.Namespace) -> int:
     """Builds, applies and (with --wait) follows the workload."""
     from raytpu import config as config_mod
-    from raytpu import errors, gke, images, kuberay, names
+    from raytpu import errors, images, kuberay, names
+    from raytpu.cluster import gke, google_api
     from raytpu.images.record import load_refs
     from raytpu.outputs import StackOutputs
 
@@ -108,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         print_yaml(manifests)
         return 0
     if args.upload_core:
-        gke.upload_core(gke.upload_target(args.py_modules, outputs.bucket))
+        google_api.upload_core(google_api.upload_target(args.py_modules, outputs.bucket))
     from raytpu import timeline
 
     recorder = timeline.Recorder.for_command()
@@ -133,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"submitted {kind} {name}; `raytpu submit {work.name} --stack {args.stack} --wait` follows "
                   "a service, a job's progress is its RayJob status")
             return 0
-        from raytpu.kube_timeline import KubePhases
+        from raytpu.cluster.kube_timeline import KubePhases
 
         watcher = KubePhases(client, name, manifest, multi_host=not work.plan.single_host).start()
         try:
@@ -191,10 +192,12 @@ def _show_timeline(run: Any, name: str, path: str | None, problem: str | None) -
 
 
 def _check_free(client: Any, work: Any, autopilot: bool) -> None:
-    """A smoke RayJob needs every copy it spans whole, as ``raytpu smoke`` checks (:func:`raytpu.occupancy.holders`):
-    a copy another workload holds (a RayService) would leave its pods Pending, since ``google.com/tpu`` chips are
-    never shared. Raises RuntimeFailure naming the holders, before anything is applied."""
-    from raytpu import errors, occupancy
+    """A smoke RayJob needs every copy it spans whole, as ``raytpu smoke`` checks
+    (:func:`raytpu.cluster.occupancy.holders`): a copy another workload holds (a RayService) would leave its pods
+    Pending, since ``google.com/tpu`` chips are never shared. Raises RuntimeFailure naming the holders, before
+    anything is applied."""
+    from raytpu import errors
+    from raytpu.cluster import occupancy
 
     held = {work.slice.pool_names[i]: occupancy.holders(client, work.slice, i, autopilot)
             for i in range(work.slices_spanned)}
@@ -211,7 +214,7 @@ def _check_api_key_secret(client: Any, secret: str | None, namespace: str) -> No
     """Refuses a RayService whose ``security.serve_api_key_secret`` does not exist (its pods would never start:
     the kubelet cannot mount a missing Secret). Not checked when reading Secrets is forbidden."""
     from raytpu import errors
-    from raytpu.k8s.errors import KubeError
+    from raytpu.cluster.kube_errors import KubeError
 
     if secret is None:
         return
@@ -228,9 +231,10 @@ def _check_api_key_secret(client: Any, secret: str | None, namespace: str) -> No
 
 
 def _operator_hint(spec: Any, name: str) -> str:
-    """The line ``--wait`` prints when KubeRay's operator cannot reach the head (:func:`raytpu.gke.operator_unreached`):
-    the sources the RayService's NetworkPolicy admits it from, and the option that changes them."""
-    from raytpu import gke
+    """The line ``--wait`` prints when KubeRay's operator cannot reach the head
+    (:func:`raytpu.cluster.gke.operator_unreached`): the sources the RayService's NetworkPolicy admits it from, and
+    the option that changes them."""
+    from raytpu.cluster import gke
 
     if spec.security.operator_from:
         admitted = f"{', '.join(spec.security.operator_from)} (security.operator_from)"
@@ -246,8 +250,9 @@ def _operator_hint(spec: Any, name: str) -> str:
 def _wait_service(client: Any, name: str, work: Any, namespace: str, timeout_s: float,
                   unreached: str | None = None) -> int:
     """Waits until the RayService serves, then prints its in-cluster OpenAI endpoint and model; ``unreached`` is
-    printed if the operator shows it cannot reach the head (:func:`raytpu.gke.wait_for_service`)."""
-    from raytpu import errors, gke, names, serving, vllm_rules
+    printed if the operator shows it cannot reach the head (:func:`raytpu.cluster.gke.wait_for_service`)."""
+    from raytpu import errors, names, serving, vllm_rules
+    from raytpu.cluster import gke
 
     if not gke.wait_for_service(client, name, timeout_s=timeout_s, unreached=unreached):
         raise errors.RuntimeFailure(f"{name}: RayService not ready after {timeout_s:g}s",
@@ -263,7 +268,8 @@ def _wait_service(client: Any, name: str, work: Any, namespace: str, timeout_s: 
 def _follow_job(client: Any, name: str, kind: WorkloadKind, timeout_s: float, recorder: Any) -> int:
     """Follows a RayJob: progress on stderr, the submitter's log on stdout, exit with its result; the timeline
     stamps the driver prints go to ``recorder``."""
-    from raytpu import errors, gke, report, timeline
+    from raytpu import errors, report, timeline
+    from raytpu.cluster import gke
 
     lines: list[str] = []
     streamer = gke.LogStreamer(client, name, sink=_echo(lines))
@@ -310,7 +316,8 @@ def _show_verdicts(kind: WorkloadKind, lines: list[str]) -> list[Verdict]:
 
 def _run_local(work: Any, args: argparse.Namespace) -> int:
     """``--local``: the same program and spec on the emulated slice, through Ray's Job Submission API."""
-    from raytpu import errors, gke, local, timeline
+    from raytpu import errors, local, timeline
+    from raytpu.cluster import gke
     from raytpu.commands.local import emulated_phases
 
     if not work.kind.is_job:

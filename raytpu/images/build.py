@@ -35,9 +35,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from raytpu.cluster.google_api import GoogleApi
 from raytpu.errors import RuntimeFailure
 from raytpu.images.definitions import DIGEST, ImageDefinition
-from raytpu.images.google_api import GoogleApi
 from raytpu.images.record import BuiltImage, ref_problems
 
 DOCKER_BUILDER = "gcr.io/cloud-builders/docker"

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from raytpu.k8s.errors import KubeError
-from raytpu.k8s.resources import Resource
+from raytpu.cluster.kube_errors import KubeError
+from raytpu.cluster.kube_resources import Resource
 
 
 def undeclared_fields(value: Any, schema: Mapping[str, Any], path: str = "") -> list[str]:

@@ -14,11 +14,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from raytpu.cluster.kube_resources import Resource
 from raytpu.errors import RuntimeFailure
-from raytpu.k8s.resources import Resource
-
-RETRIED_STATUSES = frozenset({429, 500, 502, 503, 504})
-"""Statuses that mean "busy, ask again": retried (:mod:`raytpu.k8s.retry`), then reported as "retry later"."""
 
 ADC_HELP = ("Application Default Credentials of a principal with access to the cluster: "
             "`gcloud auth application-default login` on a workstation, Workload Identity Federation in CI "
@@ -58,6 +55,8 @@ _MANAGER = re.compile(r'conflict with "([^"]+)"')
 
 def status_error(status: int, obj: Mapping[str, Any], what: str, attempts: int) -> KubeError:
     """One line for an error status, with the fix that status calls for."""
+    from raytpu.cluster.http_retry import RETRIED_STATUSES  # urllib3: loaded already by the call that failed
+
     message = one_line(str(obj.get("message") or ""))[:400]
     head = f"{status} {_phrase(status)}: {what}"
     if status == 401:

@@ -1,7 +1,7 @@
 """The phases of a run that Kubernetes knows (:mod:`raytpu.timeline`): pods scheduled or waiting on capacity, TPU
 nodes Ready, the TPU webhook's environment on every host.
 
-Read from object status and events through the kit's client (:class:`raytpu.k8s.client.KubeClient`), never from
+Read from object status and events through the kit's client (:class:`raytpu.cluster.kube_client.KubeClient`), never from
 our own clock, so a poll every few seconds still gives the server's times:
 
 - ``scheduled``: every Ray pod of the run (KubeRay's ``ray.io/originated-from-cr-name=<RayJob>`` and
@@ -27,8 +27,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from raytpu.k8s.client import KubeClient
-from raytpu.occupancy import ORIGIN_LABEL, SCHEDULING_REASONS, requests_tpu
+from raytpu.cluster.kube_client import KubeClient
+from raytpu.cluster.occupancy import ORIGIN_LABEL, SCHEDULING_REASONS, requests_tpu
 from raytpu.timeline import Recorder, Stamp, Wait, stamp
 
 NODE_TYPE_LABEL = "ray.io/node-type"

@@ -1,9 +1,10 @@
-"""The two Google REST APIs an image build calls (Cloud Build, Cloud Storage), as the caller's Application Default
-Credentials: one ``google.auth.transport.requests.AuthorizedSession`` (google-auth 2.63.0; it refreshes the token
-and retries once on 401), 429 and 5xx retried with backoff (:func:`raytpu.k8s.retry.policy`, urllib3's ``Retry``
-mounted on the session; a POST's 5xx is not, :class:`_CreateOnceRetry`), every request bounded by a timeout,
-every failure one line (exit 1) naming the IAM role
-that grants what was refused.
+"""The Google REST APIs the kit calls besides the cluster's (Cloud Build, Cloud Storage), as the caller's Application
+Default Credentials. An image build's calls go through :class:`GoogleApi`: one
+``google.auth.transport.requests.AuthorizedSession`` (google-auth 2.63.0; it refreshes the token and retries once on
+401), 429 and 5xx retried with backoff (:func:`raytpu.cluster.http_retry.policy`, urllib3's ``Retry`` mounted on the
+session; a POST's 5xx is not, :class:`_CreateOnceRetry`), every request bounded by a timeout, every failure one line
+(exit 1) naming the IAM role that grants what was refused. ``--upload-core`` copies the core zip
+(:mod:`raytpu.core_zip`) with :func:`upload_core`.
 
 Endpoints are overridable (:data:`CLOUDBUILD_ENV`, :data:`STORAGE_ENV`): tests point them at a loopback server.
 google-auth and requests are imported when a session is made.
@@ -16,8 +17,9 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from raytpu import core_zip, names
+from raytpu.cluster.http_retry import HttpRetry, policy
 from raytpu.errors import RuntimeFailure
-from raytpu.k8s.retry import KubeRetry, policy
 
 if TYPE_CHECKING:
     import requests
@@ -41,7 +43,7 @@ def endpoints() -> tuple[str, str]:
         (os.environ.get(STORAGE_ENV) or STORAGE_API).rstrip("/")
 
 
-class _CreateOnceRetry(KubeRetry):
+class _CreateOnceRetry(HttpRetry):
     """A POST creates (a build, an object): one answered 5xx may have been carried out (Cloud Build may have queued
     the build), so asking again could start a second build. Only a 429, refused before any work, is asked again."""
 
@@ -119,6 +121,32 @@ def api_error(response: requests.Response, what: str, role: str | Callable[[str]
     if status == 429 or status >= 500:
         return RuntimeFailure(head + " after retries", "retry later")
     return RuntimeFailure(head, "a request the API accepts (report this as a raytpu bug)")
+
+
+# --------------------------------------------------------------------------------------------- --upload-core
+
+def upload_target(py_modules: str | None, bucket: str) -> str:
+    """Where ``--upload-core`` copies the zip: ``py_modules`` if it is a ``gs://`` URI, else the bucket's default."""
+    return py_modules if py_modules and py_modules.startswith("gs://") else names.core_zip_uri(bucket)
+
+
+def upload_core(uri: str, credentials: Any = None, api: str = STORAGE_API) -> None:
+    """Builds the core zip and uploads it to ``uri`` (``gs://bucket/object``) through the GCS JSON API
+    (https://cloud.google.com/storage/docs/uploading-objects#uploading-an-object, simple ``uploadType=media``)
+    as the caller's Application Default Credentials (RuntimeFailure, one line, on error)."""
+    import google.auth
+    from google.auth.transport.requests import AuthorizedSession
+
+    bucket, _, name = uri.removeprefix("gs://").partition("/")
+    if credentials is None:
+        credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/devstorage.read_write"])
+    session = AuthorizedSession(credentials)
+    response = session.post(f"{api}/upload/storage/v1/b/{bucket}/o",
+                            params={"uploadType": "media", "name": name}, data=core_zip.core_zip_bytes(),
+                            headers={"Content-Type": "application/zip"}, timeout=120)
+    if response.status_code >= 300:
+        raise RuntimeFailure(f"upload {uri}: HTTP {response.status_code} {response.reason}",
+                             f"storage.objects.create on gs://{bucket} for the caller's credentials")
 
 
 def _first_line(exc: object) -> str:

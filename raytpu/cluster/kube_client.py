@@ -10,12 +10,12 @@ What it does, and why each way:
 - logs: pod logs as lines, streamed with ``follow``; :meth:`KubeClient.job_logs` finds the pod of KubeRay's
   submitter Job (``K8sJobMode``: a Job named like the RayJob, pods labelled ``job-name=<name>``);
 - requests: through the ``kubernetes`` client's ``ApiClient``, a google-auth bearer token refreshed before it
-  expires and once more on a 401, 5xx/429 and connection errors retried by :mod:`raytpu.k8s.retry`. Its generic
+  expires and once more on a 401, 5xx/429 and connection errors retried by :mod:`raytpu.cluster.http_retry`. Its generic
   ``param_serialize``/``call_api`` rather than the typed APIs (``CoreV1Api``, ``CustomObjectsApi``): one request
   path for every kind, core and ray.io alike, with the server's JSON as it came (the typed core APIs return models).
 
-Failures are :class:`~raytpu.k8s.errors.KubeError` lines (:mod:`raytpu.k8s.errors`). ``kubernetes``, ``urllib3``
-and ``google.auth`` are imported inside methods: importing this module is cheap.
+Failures are :class:`~raytpu.cluster.kube_errors.KubeError` lines (:mod:`raytpu.cluster.kube_errors`). ``kubernetes``,
+``urllib3`` and ``google.auth`` are imported inside methods: importing this module is cheap.
 
 GKE cannot be reached from the test machine: ``tests/test_kube.py`` tests this module at the HTTP boundary,
 against a loopback HTTPS server that speaks these API paths (``tests/kube_server.py``).
@@ -32,7 +32,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from raytpu import errors
-from raytpu.k8s.errors import (
+from raytpu.cluster.crd_schema import check_declared
+from raytpu.cluster.kube_errors import (
     KubeError,
     client_error,
     credentials_error,
@@ -46,8 +47,7 @@ from raytpu.k8s.errors import (
     stream_broke,
     transport_error,
 )
-from raytpu.k8s.resources import RESOURCES, Resource, describe_call, manifest_target, resource
-from raytpu.k8s.schema import check_declared
+from raytpu.cluster.kube_resources import RESOURCES, Resource, describe_call, manifest_target, resource
 
 if TYPE_CHECKING:
     import google.auth.credentials
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from kubernetes.client import ApiClient, Configuration
     from kubernetes.client.rest import RESTResponse
 
-    from raytpu.k8s.retry import KubeRetry
+    from raytpu.cluster.http_retry import HttpRetry
 
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 """OAuth scope of the access token GKE accepts (what ``gcloud container clusters get-credentials`` uses)."""
@@ -125,7 +125,7 @@ class KubeClient:
         self.backoff_s = backoff_s
         self._credentials = credentials
         self._api: ApiClient | None = None
-        self._retry: KubeRetry | None = None
+        self._retry: HttpRetry | None = None
         self._auth_request: google.auth.transport.requests.Request | None = None
         self._served: dict[str, frozenset[str]] = {}
 
@@ -146,7 +146,7 @@ class KubeClient:
 
     def check_schema(self, obj: Mapping[str, Any], needs: str) -> None:
         """Refuses ``obj`` before it is applied when the cluster's CRD of its kind does not declare every field it
-        sets (:mod:`raytpu.k8s.schema`). ``needs`` names the oldest KubeRay the kit supports. No check when
+        sets (:mod:`raytpu.cluster.crd_schema`). ``needs`` names the oldest KubeRay the kit supports. No check when
         reading CRDs is forbidden (the apply then reports what the server says).
 
         Raises:
@@ -187,7 +187,7 @@ class KubeClient:
         (410 Gone) lists again and continues from there. The consumer may stop at any time (``break``).
         Hand-written because kubernetes 37.0.2 ``kubernetes.watch.Watch.stream`` resumes nothing once
         ``timeout_seconds`` is given and meets 410 Gone by watching the same expired version again, never by
-        listing. Drops in a row are counted and paused by the same :mod:`raytpu.k8s.retry` policy as requests.
+        listing. Drops in a row are counted and paused by the same :mod:`raytpu.cluster.http_retry` policy as requests.
         """
         from urllib3.exceptions import MaxRetryError
 
@@ -387,9 +387,9 @@ class KubeClient:
     def _send(self, what: str, method: str, path: str, query: list[tuple[str, str]], body: dict[str, Any] | None,
               content_type: str | None, read_timeout: float | None, accept: str, stream: bool = False) -> RESTResponse:
         """Sends one call; a 401 refreshes the token once. 5xx, 429 and connection errors are retried by the
-        client's pool (:mod:`raytpu.k8s.retry`), an answer that broke after its headers here, by the same policy:
-        the kubernetes client reads bodies after urllib3's ``urlopen`` returned (``preload_content=False``), where
-        its Retry never sees them.
+        client's pool (:mod:`raytpu.cluster.http_retry`), an answer that broke after its headers here, by the same
+        policy: the kubernetes client reads bodies after urllib3's ``urlopen`` returned (``preload_content=False``),
+        where its Retry never sees them.
 
         Returns the response of a 2xx/3xx answer, read whole unless ``stream``; raises _HttpFailure for an
         error status, KubeError for a transport or credentials failure.
@@ -442,10 +442,11 @@ class KubeClient:
 
     # ------------------------------------------------------------------------------------ client and credentials
 
-    def _retry_policy(self) -> KubeRetry:
-        """The retry policy of every request (:mod:`raytpu.k8s.retry`), made on first use (it loads urllib3)."""
+    def _retry_policy(self) -> HttpRetry:
+        """The retry policy of every request (:mod:`raytpu.cluster.http_retry`), made on first use (it loads
+        urllib3)."""
         if self._retry is None:
-            from raytpu.k8s.retry import policy
+            from raytpu.cluster.http_retry import policy
 
             self._retry = policy(self.retries, self.backoff_s)
         return self._retry

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from raytpu.k8s.client import KubeClient
+from raytpu.cluster.kube_client import KubeClient
 from raytpu.names import COMPUTE_CLASS_LABEL, NODE_POOL_LABEL, compute_class_name
 from raytpu.plan import TPU_RESOURCE
 from raytpu.spec import SliceSpec

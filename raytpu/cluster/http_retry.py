@@ -1,11 +1,13 @@
-"""Which failed requests are retried and how long to wait: urllib3's ``Retry``, handed to the kubernetes client.
+"""Which failed requests to a Google API are retried and how long to wait: one urllib3 ``Retry`` for both clients.
 
-kubernetes 37.0.2 ``kubernetes.client.rest.RESTClientObject`` passes ``Configuration.retries`` to its
-``urllib3.PoolManager``, whose connection pools apply it to every request (urllib3 2.8.0
-``HTTPConnectionPool.urlopen``): 429 and 5xx answers are asked again (any verb: a server-side apply is
-idempotent), after the server's ``Retry-After`` or an exponential backoff, at most :data:`MAX_PAUSE_S`;
-connection errors too. The last error answer is returned (not raised) once the retries are spent, so its
-``Status`` still names the problem. Imported only when a client is made: it loads urllib3.
+The Kubernetes API client (:mod:`raytpu.cluster.kube_client`) hands it to the ``kubernetes`` client: kubernetes 37.0.2
+``kubernetes.client.rest.RESTClientObject`` passes ``Configuration.retries`` to its ``urllib3.PoolManager``, whose
+connection pools apply it to every request (urllib3 2.8.0 ``HTTPConnectionPool.urlopen``). The Cloud Build and
+Cloud Storage calls (:mod:`raytpu.cluster.google_api`) mount it on their ``requests`` session. 429 and 5xx answers
+are asked again (any verb, unless a subclass narrows it: a server-side apply is idempotent), after the server's
+``Retry-After`` or an exponential backoff, at most :data:`MAX_PAUSE_S`; connection errors too. The last error
+answer is returned (not raised) once the retries are spent, so its body still names the problem. Imported only
+when a client is made: it loads urllib3.
 """
 
 from __future__ import annotations
@@ -16,17 +18,18 @@ from typing import TYPE_CHECKING, Self
 from urllib3.exceptions import InvalidHeader, NewConnectionError, SSLError, TimeoutError
 from urllib3.util.retry import Retry
 
-from raytpu.k8s.errors import RETRIED_STATUSES
-
 if TYPE_CHECKING:
     from urllib3.connectionpool import ConnectionPool
     from urllib3.response import BaseHTTPResponse
+
+RETRIED_STATUSES = frozenset({429, 500, 502, 503, 504})
+"""Statuses that mean "busy, ask again": retried, then reported as "retry later"."""
 
 MAX_PAUSE_S = 30.0
 """The longest pause between two attempts, whatever the backoff or the server's Retry-After says."""
 
 
-class KubeRetry(Retry):
+class HttpRetry(Retry):
     """urllib3's Retry with four choices of the kit's (each says why urllib3's default does not fit)."""
 
     RETRY_AFTER_STATUS_CODES = RETRIED_STATUSES  # a Retry-After alone retries nothing more (urllib3 adds 413)
@@ -66,10 +69,10 @@ def transient(exc: Exception) -> bool:
     return not isinstance(exc, TimeoutError)
 
 
-def policy(retries: int, backoff_s: float, kind: type[KubeRetry] = KubeRetry) -> KubeRetry:
+def policy(retries: int, backoff_s: float, kind: type[HttpRetry] = HttpRetry) -> HttpRetry:
     """Up to ``retries`` retries of any failure worth one (every kind counts against the same total), the first
-    after ``backoff_s``, doubling; redirects are not followed (the API server sends none). ``kind``: a subclass
+    after ``backoff_s``, doubling; redirects are not followed (the APIs send none). ``kind``: a subclass
     that narrows what is retried."""
     return kind(total=retries, redirect=False, status_forcelist=RETRIED_STATUSES, allowed_methods=None,
-                     backoff_factor=backoff_s, backoff_max=MAX_PAUSE_S, retry_after_max=int(MAX_PAUSE_S),
-                     respect_retry_after_header=True, raise_on_status=False)
+                backoff_factor=backoff_s, backoff_max=MAX_PAUSE_S, retry_after_max=int(MAX_PAUSE_S),
+                respect_retry_after_header=True, raise_on_status=False)

@@ -1,28 +1,22 @@
-"""Operating a deployed stack (its :class:`~raytpu.outputs.StackOutputs`): connect with google-auth, follow
-RayJobs and RayServices with progress, tell a busy or unschedulable slice from a broken one, and ship the
-kit's core zip.
+"""Operating a deployed stack (its :class:`~raytpu.outputs.StackOutputs`): connect with google-auth, apply, and
+follow RayJobs and RayServices with progress.
 
-Every call to the cluster goes through :class:`raytpu.k8s.client.KubeClient` (the official ``kubernetes`` client,
-Application Default Credentials, the stack's endpoint and CA): no ``kubectl`` and no ``gcloud`` at run time.
+Every call to the cluster goes through :class:`raytpu.cluster.kube_client.KubeClient` (the official ``kubernetes``
+client, Application Default Credentials, the stack's endpoint and CA): no ``kubectl`` and no ``gcloud`` at run time.
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
-import os
 import sys
 import threading
 import time
-import zipfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from raytpu import names
+from raytpu.cluster.kube_client import KubeClient
 from raytpu.errors import RuntimeFailure
-from raytpu.k8s.client import KubeClient
 from raytpu.outputs import StackOutputs
 from raytpu.spec import ClusterSpec
 
@@ -254,91 +248,3 @@ def run_id(now: float | None = None) -> str:
         value, rem = divmod(value, 36)
         out = digits[rem] + out
     return out or "0"
-
-
-# --------------------------------------------------------------------------------------------- the core zip
-
-CORE_MODULES = ("__init__.py", "catalog.py", "errors.py", "kinds.py", "kuberay.py", "multislice.py", "names.py",
-                "network_policy.py", "plan.py", "pod_security.py", "provisioning.py", "py.typed", "ray_ports.py",
-                "report.py", "security.py", "serving.py", "smoke_runs.py", "spec.py", "table.py", "timeline.py",
-                "vllm_rules.py",
-                "sizing/__init__.py", "sizing/models.py")
-"""Files of ``raytpu`` in the jobs' core zip: the pure-Python core a Ray job may import (the spec layer reads the
-model table, ``sizing/models.py``). The CLI, ``gke``/``local`` and the CDK subpackages (``stacks``, ``modules``)
-never run inside a Ray job."""
-
-CORE_PACKAGES = ("workloads",)
-"""Subpackages of ``raytpu`` in the core zip, whole (``*.py`` and ``py.typed``; no ``__pycache__``)."""
-
-CORE_ZIP_DATE = (1980, 1, 1, 0, 0, 0)
-"""The timestamp of every zip entry (the earliest a zip can hold), so the same sources give the same bytes."""
-
-
-def core_zip_files(root: str | Path | None = None) -> list[tuple[str, Path]]:
-    """``(name in the zip, source file)`` of every core file, sorted by name; ``root`` is the ``raytpu``
-    package directory (default: the imported package's). Symlinked subpackages (the source tree's
-    ``workloads``) are followed."""
-    if root is None:
-        import raytpu
-
-        root = Path(raytpu.__file__).resolve().parent
-    root = Path(root)
-    files = {f"raytpu/{name}": root / name for name in CORE_MODULES if (root / name).is_file()}
-    for package in CORE_PACKAGES:
-        base = root / package
-        for dirpath, dirnames, filenames in os.walk(base, followlinks=True):
-            rel = Path(dirpath).relative_to(base)
-            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
-            for name in filenames:
-                if name.endswith((".py", ".typed")) and not name.startswith("."):
-                    files[(Path("raytpu") / package / rel / name).as_posix()] = Path(dirpath) / name
-    return sorted(files.items())
-
-
-def core_zip_bytes(root: str | Path | None = None) -> bytes:
-    """The core zip for ``py_modules``, deterministically: the same sources give the same bytes on every
-    machine (sorted entries, fixed timestamps and modes, stored uncompressed: deflate output differs
-    between zlib builds). One top-level directory, ``raytpu/``, as Ray's ``py_modules`` expects of a zip."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
-        for name, path in core_zip_files(root):
-            info = zipfile.ZipInfo(name, date_time=CORE_ZIP_DATE)
-            info.create_system = 3  # Unix, whatever builds it
-            info.external_attr = 0o100644 << 16  # a regular file, rw-r--r--
-            info.compress_type = zipfile.ZIP_STORED
-            archive.writestr(info, path.read_bytes())
-    return buffer.getvalue()
-
-
-def build_core_zip(dest: str | Path) -> Path:
-    """Writes :func:`core_zip_bytes` (the core and its workloads; no CLI, no CDK code) to ``dest``."""
-    dest = Path(dest)
-    dest.write_bytes(core_zip_bytes())
-    return dest
-
-
-def upload_target(py_modules: str | None, bucket: str) -> str:
-    """Where ``--upload-core`` copies the zip: ``py_modules`` if it is a ``gs://`` URI, else the bucket's default."""
-    return py_modules if py_modules and py_modules.startswith("gs://") else names.core_zip_uri(bucket)
-
-
-STORAGE_API = "https://storage.googleapis.com"
-
-
-def upload_core(uri: str, credentials: Any = None, api: str = STORAGE_API) -> None:
-    """Builds the core zip and uploads it to ``uri`` (``gs://bucket/object``) through the GCS JSON API
-    (https://cloud.google.com/storage/docs/uploading-objects#uploading-an-object, simple ``uploadType=media``)
-    as the caller's Application Default Credentials (RuntimeFailure, one line, on error)."""
-    import google.auth
-    from google.auth.transport.requests import AuthorizedSession
-
-    bucket, _, name = uri.removeprefix("gs://").partition("/")
-    if credentials is None:
-        credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/devstorage.read_write"])
-    session = AuthorizedSession(credentials)
-    response = session.post(f"{api}/upload/storage/v1/b/{bucket}/o",
-                            params={"uploadType": "media", "name": name}, data=core_zip_bytes(),
-                            headers={"Content-Type": "application/zip"}, timeout=120)
-    if response.status_code >= 300:
-        raise RuntimeFailure(f"upload {uri}: HTTP {response.status_code} {response.reason}",
-                             f"storage.objects.create on gs://{bucket} for the caller's credentials")

@@ -60,8 +60,8 @@ RESOURCES = {r.kind: r for r in (
     Resource("Ingress", "networking.k8s.io/v1", "ingresses"),
     Resource("CustomResourceDefinition", "apiextensions.k8s.io/v1", "customresourcedefinitions", namespaced=False),
 )}
-"""The kinds :class:`~raytpu.k8s.client.KubeClient` knows, by kind; :func:`resource` also accepts ``rayjob`` and
-``rayjobs``."""
+"""The kinds :class:`~raytpu.cluster.kube_client.KubeClient` knows, by kind; :func:`resource` also accepts
+``rayjob`` and ``rayjobs``."""
 
 
 def resource(kind: str) -> Resource:

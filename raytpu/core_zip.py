@@ -1,0 +1,71 @@
+"""The core zip: the pure-Python part of ``raytpu`` that a Ray job imports, as Ray's ``py_modules`` takes it.
+
+Its own module, importing nothing but the standard library, because two sides build it: the cluster stack
+(``stacks/cluster.py`` uploads it as a bucket object, and a CDK stack must not load the Kubernetes client) and
+``--upload-core`` (:func:`raytpu.cluster.google_api.upload_core`).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import zipfile
+from pathlib import Path
+
+CORE_MODULES = ("__init__.py", "catalog.py", "errors.py", "kinds.py", "kuberay.py", "multislice.py", "names.py",
+                "network_policy.py", "plan.py", "pod_security.py", "provisioning.py", "py.typed", "ray_ports.py",
+                "report.py", "security.py", "serving.py", "smoke_runs.py", "spec.py", "table.py", "timeline.py",
+                "vllm_rules.py",
+                "sizing/__init__.py", "sizing/models.py")
+"""Files of ``raytpu`` in the jobs' core zip: the pure-Python core a Ray job may import (the spec layer reads the
+model table, ``sizing/models.py``). The CLI, ``cluster``/``local`` and the CDK subpackages (``stacks``, ``modules``)
+never run inside a Ray job."""
+
+CORE_PACKAGES = ("workloads",)
+"""Subpackages of ``raytpu`` in the core zip, whole (``*.py`` and ``py.typed``; no ``__pycache__``)."""
+
+CORE_ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+"""The timestamp of every zip entry (the earliest a zip can hold), so the same sources give the same bytes."""
+
+
+def core_zip_files(root: str | Path | None = None) -> list[tuple[str, Path]]:
+    """``(name in the zip, source file)`` of every core file, sorted by name; ``root`` is the ``raytpu``
+    package directory (default: the imported package's). Symlinked subpackages (the source tree's
+    ``workloads``) are followed."""
+    if root is None:
+        import raytpu
+
+        root = Path(raytpu.__file__).resolve().parent
+    root = Path(root)
+    files = {f"raytpu/{name}": root / name for name in CORE_MODULES if (root / name).is_file()}
+    for package in CORE_PACKAGES:
+        base = root / package
+        for dirpath, dirnames, filenames in os.walk(base, followlinks=True):
+            rel = Path(dirpath).relative_to(base)
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
+            for name in filenames:
+                if name.endswith((".py", ".typed")) and not name.startswith("."):
+                    files[(Path("raytpu") / package / rel / name).as_posix()] = Path(dirpath) / name
+    return sorted(files.items())
+
+
+def core_zip_bytes(root: str | Path | None = None) -> bytes:
+    """The core zip for ``py_modules``, deterministically: the same sources give the same bytes on every
+    machine (sorted entries, fixed timestamps and modes, stored uncompressed: deflate output differs
+    between zlib builds). One top-level directory, ``raytpu/``, as Ray's ``py_modules`` expects of a zip."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+        for name, path in core_zip_files(root):
+            info = zipfile.ZipInfo(name, date_time=CORE_ZIP_DATE)
+            info.create_system = 3  # Unix, whatever builds it
+            info.external_attr = 0o100644 << 16  # a regular file, rw-r--r--
+            info.compress_type = zipfile.ZIP_STORED
+            archive.writestr(info, path.read_bytes())
+    return buffer.getvalue()
+
+
+def build_core_zip(dest: str | Path) -> Path:
+    """Writes :func:`core_zip_bytes` (the core and its workloads; no CLI, no CDK code) to ``dest``."""
+    dest = Path(dest)
+    dest.write_bytes(core_zip_bytes())
+    return dest
