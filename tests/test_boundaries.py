@@ -81,6 +81,34 @@ def test_stacks_read_specs_not_the_config_or_the_cli(path: Path) -> None:
     assert "pydantic" not in top_level(found)
 
 
+CDK_CODE = sorted((ROOT / "stacks").glob("*.py")) + sorted((ROOT / "modules").glob("*.py"))
+CLUSTER_DATA = {"raytpu.cluster.kube_resources"}
+"""What of the cluster package CDK code may read: the kinds table (standard library, loads no client)."""
+
+
+@pytest.mark.parametrize("path", [*CDK_CODE, ROOT / "raytpu" / "core_zip.py"],
+                         ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_cdk_code_and_the_core_zip_never_import_the_api_clients(path: Path) -> None:
+    """docs/DESIGN.md layout: the cluster stack builds the core zip (raytpu/core_zip.py) and no stack or construct
+    loads a Kubernetes or Google API client (raytpu/cluster/) at synth time."""
+    found = imported_modules(path)
+    clients = {m for m in found if m.startswith("raytpu.cluster")
+               and not any(m == d or m.startswith(f"{d}.") for d in CLUSTER_DATA)} - {"raytpu.cluster"}
+    assert not clients, sorted(clients)
+    assert not top_level(found) & {"kubernetes", "google", "urllib3", "requests"}
+
+
+def test_core_zip_builder_imports_the_standard_library_only() -> None:
+    found = top_level(imported_modules(ROOT / "raytpu" / "core_zip.py"))
+    assert found <= {"__future__", "io", "os", "zipfile", "pathlib", "raytpu"}, sorted(found)
+
+
+def test_the_http_retry_is_neutral() -> None:
+    """raytpu/cluster/http_retry.py serves the Kubernetes and the Google API clients alike: it reads neither."""
+    found = imported_modules(ROOT / "raytpu" / "cluster" / "http_retry.py")
+    assert not {m for m in found if m.startswith("raytpu")}, sorted(found)
+
+
 def test_import_finder_sees_every_spelling_of_an_import() -> None:
     """The AST checks above would miss nothing: plain, from-, aliased, nested and relative imports all count."""
     source = ("import raytpu.config as c\nfrom raytpu import cli\nfrom . import cluster\nfrom ..spec import X\n"
