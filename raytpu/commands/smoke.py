@@ -36,7 +36,7 @@ HELP = "run the smoke check on every slice of a deployed stack; JSON + JUnit rep
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the stack options, ``--report``, ``--timeout-s`` and ``--image``."""
     from raytpu import argtypes
-    from raytpu.commands.submit import add_stack_arguments
+    from raytpu.cli_args import add_stack_arguments
 
     add_stack_arguments(parser)
     parser.add_argument("--report", default="reports", type=argtypes.path,
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     """Applies the smoke jobs, waits, collects verdicts, prints the table and writes the reports."""
     from raytpu import config as config_mod
     from raytpu import errors, gke, images, kuberay, names, occupancy, report, smoke_runs, timeline
-    from raytpu.commands.submit import print_yaml
+    from raytpu.cli_args import print_yaml
     from raytpu.images.record import load_refs
     from raytpu.outputs import StackOutputs
 

@@ -29,10 +29,10 @@ if TYPE_CHECKING:
 HELP = "apply a workload of raytpu.yaml (RayJob or RayService) to a deployed stack, optionally waiting for it"
 
 
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds WORKLOAD and the stack, config, outputs, wait and dry-run options."""
     from raytpu import argtypes
+    from raytpu.cli_args import add_stack_arguments
 
     parser.add_argument("workload", metavar="WORKLOAD", help="a workload name from the config's workloads list")
     add_stack_arguments(parser, stack_note="; required unless --local")
@@ -48,36 +48,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --wait: also write the run's timeline (where the minutes went) as JSON to FILE")
 
 
-def add_stack_arguments(parser: argparse.ArgumentParser, stack_note: str = "") -> None:
-    """Options shared with ``raytpu smoke``; ``stack_note`` ends ``--stack``'s help (submit: unless --local)."""
-    from raytpu import argtypes
-    from raytpu.outputs import DEFAULT_OUTPUTS
-
-    parser.add_argument("--stack", help="the cluster stack's id in the outputs file "
-                                         f"(<cluster name>-cluster, e.g. ray-tpu-cluster){stack_note}")
-    parser.add_argument("--config", default=None, type=argtypes.path,
-                        help="the config file (default: $RAYTPU_CONFIG, else raytpu.yaml)")
-    parser.add_argument("--outputs", default=DEFAULT_OUTPUTS, type=argtypes.path,
-                        help=f"stack outputs: the file `cdktf deploy --outputs-file` wrote, or "
-                             f"`terraform output -json` saved (default {DEFAULT_OUTPUTS})")
-    parser.add_argument("--py-modules", type=argtypes.py_modules_uri,
-                        help="URI of the raytpu zip in the jobs' runtime env (default "
-                             "file:///mnt/gcs/raytpu/raytpu-<version>.zip: the bucket's "
-                             "gs://<bucket>/raytpu/raytpu-<version>.zip through GCS FUSE)")
-    parser.add_argument("--upload-core", action="store_true",
-                        help="zip the installed raytpu package and upload it (GCS JSON API, ADC) to "
-                             "gs://<bucket>/raytpu/raytpu-<version>.zip (or to --py-modules if that is gs://) "
-                             "before applying (the cluster stack's deploy uploads it too; use this for a core "
-                             "changed since)")
-    parser.add_argument("--run-id", type=argtypes.run_id,
-                        help=f"suffix of RayJob names, 1-{argtypes.RUN_ID_LENGTH} characters (default: base-36 time)")
-    parser.add_argument("--dry-run", action="store_true", help="print the manifests as YAML; apply nothing")
-
-
 def run(args: argparse.Namespace) -> int:
     """Builds, applies and (with --wait) follows the workload."""
     from raytpu import config as config_mod
     from raytpu import errors, gke, images, kuberay, names
+    from raytpu.cli_args import print_yaml
     from raytpu.images.record import load_refs
     from raytpu.outputs import StackOutputs
 
@@ -311,7 +286,7 @@ def _show_verdicts(kind: WorkloadKind, lines: list[str]) -> list[Verdict]:
 def _run_local(work: Any, args: argparse.Namespace) -> int:
     """``--local``: the same program and spec on the emulated slice, through Ray's Job Submission API."""
     from raytpu import errors, gke, local, timeline
-    from raytpu.commands.local import emulated_phases
+    from raytpu.local.phases import emulated_phases
 
     if not work.kind.is_job:
         raise errors.invalid_value("WORKLOAD", work.name, f"is a {work.kind.object_kind}; --local runs RayJobs",
@@ -339,10 +314,3 @@ def _run_local(work: Any, args: argparse.Namespace) -> int:
         raise errors.RuntimeFailure(f"{run_name}: Ray job ended {status}", "see its driver log above")
     print(f"Ray job {run_name}: {status}", file=sys.stderr)
     return 0
-
-
-def print_yaml(manifests: list[dict[str, object]]) -> None:
-    """Prints manifests as a multi-document YAML stream (what --dry-run shows)."""
-    import yaml
-
-    print(yaml.safe_dump_all(manifests, sort_keys=False, width=120), end="")
