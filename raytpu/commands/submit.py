@@ -286,6 +286,7 @@ def _show_verdicts(kind: WorkloadKind, lines: list[str]) -> list[Verdict]:
 def _run_local(work: Any, args: argparse.Namespace) -> int:
     """``--local``: the same program and spec on the emulated slice, through Ray's Job Submission API."""
     from raytpu import errors, gke, local, timeline
+    from raytpu.local.from_config import job_workload
     from raytpu.local.phases import emulated_phases
 
     if not work.kind.is_job:
@@ -305,7 +306,7 @@ def _run_local(work: Any, args: argparse.Namespace) -> int:
     lines: list[str] = []
     try:
         status = local.submit_job(cluster, work.kind.name, *extra, timeout_s=args.timeout_s, sink=_echo(lines),
-                                  slices=work.slices if work.multislice else None)
+                                  work=job_workload(cluster, work))
     finally:
         recorder.take(timeline.parse_stamp_lines("\n".join(lines)))
         _show_timeline(recorder.finish(), run_name, args.report, None)

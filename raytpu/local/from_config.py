@@ -1,5 +1,5 @@
 """What a config's slices and workloads become on the emulated slice: the slice to start, the DCN span a smoke
-check covers, and the serving spec a local deploy is given (the config's own, moved onto the local slice).
+check covers, and the workload specs a local run is given (the config's own, moved onto the local slice).
 
 Standard library at import; the config is read (:mod:`raytpu.config`) only where a path is given.
 """
@@ -43,6 +43,13 @@ def optional_config(path: str | None) -> ClusterSpec | None:
 
     path = choose(path, local=True)
     return load(path) if Path(path).exists() else None
+
+
+def job_workload(cluster: LocalCluster, work: WorkloadSpec) -> WorkloadSpec:
+    """The spec a job workload of the config runs with on ``cluster`` (``submit --local``): its own name and image,
+    its ``workloads[].slices`` when it spans slices, on the emulated slices."""
+    local_work = cluster.workload(work.kind.name, work.slices if work.multislice else None)
+    return replace(local_work, name=work.name, image=work.image)
 
 
 def serving_workload(cluster: LocalCluster, config: str | None = None, name: str | None = None) -> WorkloadSpec:
