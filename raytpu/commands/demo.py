@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import subprocess
+
     from raytpu.local import LocalCluster, PeakMemory
     from raytpu.plan import SlicePlan
     from raytpu.spec import ClusterSpec, WorkloadSpec
@@ -81,7 +83,7 @@ def _synth_available() -> bool:
         return False
 
 
-def _start_synth(config_path: str, out: str) -> Any:
+def _start_synth(config_path: str, out: str) -> subprocess.Popen[str]:
     import subprocess
 
     # `raytpu synth` calls raytpu.stacks.app.synth; a child process keeps jsii's node runtime out of the demo.

@@ -29,6 +29,7 @@ from raytpu.plan import SlicePlan
 
 if TYPE_CHECKING:
     from raytpu.report import Verdict
+    from raytpu.spec import ClusterSpec
 
 HELP = "run the smoke check on every slice of a deployed stack; JSON + JUnit report; exit 1 if one is unhealthy"
 
@@ -149,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_jobs(client: Any, jobs: list[dict[str, Any]], spec: Any, timeout_s: float, verdicts: list[Verdict],
+def _run_jobs(client: Any, jobs: list[dict[str, Any]], spec: ClusterSpec, timeout_s: float, verdicts: list[Verdict],
               timelines: dict[str, Any]) -> None:
     """Applies ``jobs`` (each behind its NetworkPolicy), follows them together up to ``timeout_s`` and adds their
     verdicts and timelines."""
@@ -194,7 +195,7 @@ def _release(client: Any, jobs: list[dict[str, Any]]) -> set[str]:
     return names
 
 
-def _dcn_busy(client: Any, job: dict[str, Any], spec: Any, released: set[str]) -> str | None:
+def _dcn_busy(client: Any, job: dict[str, Any], spec: ClusterSpec, released: set[str]) -> str | None:
     """Why multi-slice smoke ``job`` cannot run now: fewer copies of its slice free of holders than the N it spans
     (:mod:`raytpu.occupancy`), the busy ones named; None when N are free. All or none: it is never placed on part."""
     from raytpu import kuberay, names, occupancy
@@ -218,7 +219,7 @@ def _dcn_busy(client: Any, job: dict[str, Any], spec: Any, released: set[str]) -
             f"(busy: {named})")
 
 
-def _job_verdicts(client: Any, job: dict[str, Any], state: Any, spec: Any, timeout_s: float,
+def _job_verdicts(client: Any, job: dict[str, Any], state: Any, spec: ClusterSpec, timeout_s: float,
                   log: str) -> list[Verdict]:
     """The verdicts one smoke job gave (in its driver ``log``), or the one that explains why it gave none."""
     from raytpu import names, occupancy, report

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from raytpu.kinds import WorkloadKind
     from raytpu.report import Verdict
+    from raytpu.spec import ClusterSpec, WorkloadSpec
+    from raytpu.timeline import Recorder, Timeline
 
 HELP = "apply a workload of raytpu.yaml (RayJob or RayService) to a deployed stack, optionally waiting for it"
 
@@ -145,7 +147,7 @@ def service_unmeasured(serve_endpoint: str) -> dict[str, str]:
                           "it on the emulated slice with the openai client"}
 
 
-def _show_timeline(run: Any, name: str, path: str | None, problem: str | None) -> None:
+def _show_timeline(run: Timeline, name: str, path: str | None, problem: str | None) -> None:
     """Prints the run's timeline as a table (stderr: stdout carries the driver's log) and writes it as JSON to
     ``path`` (``{"run", "timeline"}``)."""
     import json
@@ -165,7 +167,7 @@ def _show_timeline(run: Any, name: str, path: str | None, problem: str | None) -
                                         "a writable file path") from exc
 
 
-def _check_free(client: Any, work: Any, autopilot: bool) -> None:
+def _check_free(client: Any, work: WorkloadSpec, autopilot: bool) -> None:
     """A smoke RayJob needs every copy it spans whole, as ``raytpu smoke`` checks (:func:`raytpu.occupancy.holders`):
     a copy another workload holds (a RayService) would leave its pods Pending, since ``google.com/tpu`` chips are
     never shared. Raises RuntimeFailure naming the holders, before anything is applied."""
@@ -202,7 +204,7 @@ def _check_api_key_secret(client: Any, secret: str | None, namespace: str) -> No
                                    f"{secret} --from-literal=api-key=$(openssl rand -hex 32)")
 
 
-def _operator_hint(spec: Any, name: str) -> str:
+def _operator_hint(spec: ClusterSpec, name: str) -> str:
     """The line ``--wait`` prints when KubeRay's operator cannot reach the head (:func:`raytpu.gke.operator_unreached`):
     the sources the RayService's NetworkPolicy admits it from, and the option that changes them."""
     from raytpu import gke
@@ -218,7 +220,7 @@ def _operator_hint(spec: Any, name: str) -> str:
             "\"Operator reachability\"), e.g. namespace:<its namespace> for a self-installed KubeRay")
 
 
-def _wait_service(client: Any, name: str, work: Any, namespace: str, timeout_s: float,
+def _wait_service(client: Any, name: str, work: WorkloadSpec, namespace: str, timeout_s: float,
                   unreached: str | None = None) -> int:
     """Waits until the RayService serves, then prints its in-cluster OpenAI endpoint and model; ``unreached`` is
     printed if the operator shows it cannot reach the head (:func:`raytpu.gke.wait_for_service`)."""
@@ -235,7 +237,7 @@ def _wait_service(client: Any, name: str, work: Any, namespace: str, timeout_s: 
     return 0
 
 
-def _follow_job(client: Any, name: str, kind: WorkloadKind, timeout_s: float, recorder: Any) -> int:
+def _follow_job(client: Any, name: str, kind: WorkloadKind, timeout_s: float, recorder: Recorder) -> int:
     """Follows a RayJob: progress on stderr, the submitter's log on stdout, exit with its result; the timeline
     stamps the driver prints go to ``recorder``."""
     from raytpu import errors, gke, report, timeline
@@ -283,7 +285,7 @@ def _show_verdicts(kind: WorkloadKind, lines: list[str]) -> list[Verdict]:
     return verdicts
 
 
-def _run_local(work: Any, args: argparse.Namespace) -> int:
+def _run_local(work: WorkloadSpec, args: argparse.Namespace) -> int:
     """``--local``: the same program and spec on the emulated slice, through Ray's Job Submission API."""
     from raytpu import errors, gke, local, timeline
     from raytpu.local.from_config import job_workload
