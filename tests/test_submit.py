@@ -981,3 +981,4 @@ def test_the_local_job_spec_keeps_the_workloads_own_fields_on_the_emulated_slice
                                                                      cluster.slice_spec)
     train = job_workload(cluster, spec.workload("pretrain"))
     assert (train.name, train.slices, train.multislice) == ("pretrain", 2, True)
+    assert WorkloadSpec.from_env(train.env()) == train  # what the job reads back in RAYTPU_WORKLOAD
