@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 
 from raytpu import local, report
-from raytpu.commands.local import config_slice_plan
 from raytpu.config import load
+from raytpu.local.from_config import config_slice_plan
 from raytpu.plan import SlicePlan, plan_slice
 
 

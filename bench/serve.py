@@ -34,9 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from raytpu import local, serving
-from raytpu.commands.local import deploy_serve, serving_workload
 from raytpu.config import load
 from raytpu.llm_client import StreamResult, astream_chat
+from raytpu.local.deploy import deploy_serve
+from raytpu.local.from_config import serving_workload
 from raytpu.workloads import tiny_llm
 from raytpu.workloads.serve import Endpoint, free_port, wait_answering
 

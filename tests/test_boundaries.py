@@ -109,6 +109,14 @@ def test_the_http_retry_is_neutral() -> None:
     assert not {m for m in found if m.startswith("raytpu")}, sorted(found)
 
 
+@pytest.mark.parametrize("path", sorted((ROOT / "raytpu" / "commands").glob("*.py")),
+                         ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_commands_never_import_another_command(path: Path) -> None:
+    """A command is an argparse adapter: what two commands share lives in a library module, not in a command."""
+    found = {m for m in imported_modules(path) if m.split(".")[:2] == ["raytpu", "commands"]}
+    assert not found, sorted(found)
+
+
 def test_import_finder_sees_every_spelling_of_an_import() -> None:
     """The AST checks above would miss nothing: plain, from-, aliased, nested and relative imports all count."""
     source = ("import raytpu.config as c\nfrom raytpu import cli\nfrom . import cluster\nfrom ..spec import X\n"

@@ -25,7 +25,7 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "raytpu.example.yaml"
 
 
 def example_train_plan() -> SlicePlan:
-    from raytpu.commands.local import config_slice_plan
+    from raytpu.local.from_config import config_slice_plan
 
     return config_slice_plan(load(EXAMPLE))
 

@@ -272,7 +272,7 @@ def _wait_for(what: str, ok: Any, proc: subprocess.Popen[str], err: list[str], t
 @pytest.mark.unit
 def test_local_smoke_takes_the_dcn_span_from_the_multi_slice_train_workload_when_enough_slices_run() -> None:
     from raytpu.commands.demo import smoke_args
-    from raytpu.commands.local import dcn_slices_of
+    from raytpu.local.from_config import dcn_slices_of
 
     spec = parse(config())
     plan = SlicePlan.from_json(spec.slice_named("train").plan.to_json())  # as a local cluster records it

@@ -933,3 +933,55 @@ def test_validate_flags_a_job_on_a_slice_whose_every_copy_a_rayservice_holds(
     flagged = "every copy of slice serve is held by RayService 'serve'" in err
     assert flagged is warned, err
     assert ("raytpu submit smoke" not in out) is warned, out
+
+
+# ---------------------------------------------------------------------- submit --local
+
+
+LOCAL_CONFIG = CONFIG.replace("{name: train, kind: train, slice: train}",
+                              "{name: pretrain, kind: train, slice: train, slices: 2, image: example.com/team:t1}")
+"""A train workload with its own name and image, whose run spans both copies of its slice."""
+
+
+def test_submit_local_runs_the_workload_under_its_own_name_and_image(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--local`` gives the job the config's workload (name, image, slices) moved onto the emulated slices, as its
+    RayJob gets it on GKE; a recorded two-slice cluster (its state file only: nothing runs)."""
+    from raytpu import local
+    from raytpu.spec import WORKLOAD_ENV
+
+    config = tmp_path / "raytpu.yaml"
+    config.write_text(LOCAL_CONFIG)
+    cluster = local.LocalCluster(str(tmp_path), "/tmp/none", "127.0.0.1:1",
+                                 parse(LOCAL_CONFIG).slice_named("train").plan.to_json(), ["s0", "s1"])
+    cluster.save()
+    given: list[WorkloadSpec | None] = []
+
+    def submit_job(_cluster: local.LocalCluster, kind_name: str, *extra: str, **options: Any) -> str:
+        given.append(options.get("work"))
+        return "SUCCEEDED"
+
+    monkeypatch.setattr(local, "submit_job", submit_job)
+    assert main("submit", "pretrain", "--local", "--config", str(config), "--dir", str(tmp_path),
+                "--run-id", "r1") == 0
+    assert "Ray job pretrain-r1: SUCCEEDED" in capsys.readouterr().err
+    [work] = given
+    assert work is not None and (work.name, work.image, work.slices) == ("pretrain", "example.com/team:t1", 2)
+    assert work.slice == cluster.slice_spec
+    assert json.loads(work.env()[WORKLOAD_ENV])["name"] == "pretrain"
+
+
+def test_the_local_job_spec_keeps_the_workloads_own_fields_on_the_emulated_slices(tmp_path: Path) -> None:
+    """:func:`raytpu.local.from_config.job_workload`: a single-slice job keeps no ``slices`` (one copy per run)."""
+    from raytpu.local.from_config import job_workload
+    from raytpu.local.state import LocalCluster
+
+    spec = parse(LOCAL_CONFIG)
+    cluster = LocalCluster(str(tmp_path), "/tmp/none", "127.0.0.1:1", spec.slice_named("train").plan.to_json(),
+                           ["s0", "s1"])
+    smoke = job_workload(cluster, spec.workload("smoke"))
+    assert (smoke.name, smoke.image, smoke.slices, smoke.slice) == ("smoke", "example.com/ray-tpu:smoke", None,
+                                                                     cluster.slice_spec)
+    train = job_workload(cluster, spec.workload("pretrain"))
+    assert (train.name, train.slices, train.multislice) == ("pretrain", 2, True)
+    assert WorkloadSpec.from_env(train.env()) == train  # what the job reads back in RAYTPU_WORKLOAD

@@ -29,7 +29,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from raytpu.report import Verdict
+    import subprocess
+
+    from raytpu.local import LocalCluster, PeakMemory
+    from raytpu.plan import SlicePlan
+    from raytpu.spec import ClusterSpec, WorkloadSpec
+    from raytpu.timeline import Recorder
 
 HELP = "run the example end to end locally: validate, describe, synth, emulated slice, smoke, train, report"
 
@@ -41,7 +46,7 @@ MAX_STEPS = 100_000
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds ``--config``, ``--report``, ``--steps``, ``--out``, ``--no-synth``."""
     from raytpu import argtypes
-    from raytpu.commands.local import LOCAL_DEFAULT
+    from raytpu.cli_args import LOCAL_DEFAULT
 
     parser.add_argument("--config", default=None, type=argtypes.path,
                         help=f"config to demo (default: {LOCAL_DEFAULT})")
@@ -78,7 +83,7 @@ def _synth_available() -> bool:
         return False
 
 
-def _start_synth(config_path: str, out: str) -> Any:
+def _start_synth(config_path: str, out: str) -> subprocess.Popen[str]:
     import subprocess
 
     # `raytpu synth` calls raytpu.stacks.app.synth; a child process keeps jsii's node runtime out of the demo.
@@ -88,7 +93,7 @@ def _start_synth(config_path: str, out: str) -> Any:
 
 def smoke_args(dcn_slices: int | None) -> tuple[str, ...]:
     """The smoke program's flags in the demo: ``--dcn-slices N`` when the emulated cluster covers a multi-slice
-    train workload's N slices (:func:`raytpu.commands.local.dcn_slices_of`)."""
+    train workload's N slices (:func:`raytpu.local.from_config.dcn_slices_of`)."""
     return ("--dcn-slices", str(dcn_slices)) if dcn_slices else ()
 
 
@@ -110,11 +115,8 @@ def check_args(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     """Runs the demo; returns 0 when every step passed."""
     from raytpu import local, timeline
-    from raytpu import report as smoke_report
-    from raytpu.commands.describe import render
-    from raytpu.commands.local import config_slice_plan, dcn_slices_of, emulated_phases
-    from raytpu.config import choose, load
-    from raytpu.workloads.train import parse_result
+    from raytpu.config import choose
+    from raytpu.local.from_config import config_slice_plan
 
     check_args(args)
     args.config = choose(args.config, local=True)
@@ -123,13 +125,33 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     recorder = timeline.Recorder.for_command()
     args.report = args.report or DEFAULT_REPORT
-    report: dict[str, Any] = {"config": args.config, "steps": [], "ok": False}
+    report: dict[str, Any] = {"config": args.config, "steps": [], "ok": False, "smoke": [], "train": None}
+    spec = _validate(args.config, report)  # InvalidInputs -> exit 2 before anything starts
+    plan = config_slice_plan(spec)
+    _synth(args, report)
+    # a temp-dir prefix of our own: the memory sampler counts this cluster's processes, nobody else's
+    os.environ[local.ENV_TMP_PREFIX] = f"{local.TMP_PREFIX}d{os.getpid()}-"
+    with local.PeakMemory(tag_prefix=os.environ[local.ENV_TMP_PREFIX]) as memory:
+        _on_the_slice(args, spec, plan, report, recorder)
+    report["timeline"] = recorder.finish("torn down")
+    return _write_report(report, Path(args.report), memory, t0)
+
+
+def _validate(config: str, report: dict[str, Any]) -> ClusterSpec:
+    """The ``validate`` step: the config read (every rule), and each slice described."""
+    from raytpu.config import load
+    from raytpu.slice_map import render
+
     started = time.monotonic()
-    spec = load(args.config)  # InvalidInputs -> exit 2 before anything starts
+    spec = load(config)
     _step(report, "validate", True, started, slices=len(spec.slices), workloads=len(spec.workloads))
     for item in spec.slices:
         print(f"== slice {item.name!r}\n{render(item.plan)}\n")
-    plan = config_slice_plan(spec)
+    return spec
+
+
+def _synth(args: argparse.Namespace, report: dict[str, Any]) -> None:
+    """The ``synth`` step, in a child process; skipped with ``--no-synth`` or without the CDK layer."""
     if args.no_synth:
         report["steps"].append({"step": "synth", "ok": True, "skipped": "--no-synth"})
     elif not _synth_available():
@@ -144,70 +166,102 @@ def run(args: argparse.Namespace) -> int:
         _step(report, "synth", synth_proc.returncode == 0, synth_started, files=files,
               **({} if synth_proc.returncode == 0 else {"stderr": err[-2000:]}))
 
-    verdicts: list[Verdict] = []
-    train: dict[str, Any] | None = None
-    # a temp-dir prefix of our own: the memory sampler counts this cluster's processes, nobody else's
-    os.environ[local.ENV_TMP_PREFIX] = f"{local.TMP_PREFIX}d{os.getpid()}-"
-    with local.PeakMemory(tag_prefix=os.environ[local.ENV_TMP_PREFIX]) as memory:
-        try:
-            started = time.monotonic()
-            local.stop(args.dir)  # the demo's own run dir: clear what an interrupted demo may have left
-            synthesized = any(s["step"] == "synth" and not s.get("skipped") for s in report["steps"])
-            recorder.mark("applied", f"validated{' and synthesized' if synthesized else ''}; the emulated slice "
-                          "starts (where GKE would get the RayJob)", timeline.EMULATED)
-            emulated_phases(recorder)  # each host gets the webhook's variables as it is launched
-            cluster = local.start(plan, 1, args.dir, progress=_say)
-            recorder.mark("ray_joined", f"{plan.hosts} Ray node(s) registered with ray.io/tpu-slice-name="
-                          f"{cluster.slices[0]} and their ray.io/tpu-worker-id")
-            _step(report, "local slice up", True, started, address=cluster.address, slices=cluster.slices,
-                  hosts=plan.hosts, chips_per_host=plan.chips_per_host)
 
-            started = time.monotonic()
-            dcn_slices, why = dcn_slices_of(spec, plan, len(cluster.slices))
-            if why:
-                _say(why)
-            done = local.run_workload(cluster, "smoke", *smoke_args(dcn_slices), timeout_s=240)
-            verdicts = smoke_report.parse_verdict_lines(done.stdout)
-            recorder.take(s for s in timeline.parse_stamp_lines(done.stdout) if s["phase"] == "reserved")
-            why = "; ".join(smoke_report.headline(v) for v in verdicts if smoke_report.state_of(v) != "healthy")
-            _step(report, "smoke", done.returncode == 0 and smoke_report.all_healthy(verdicts), started,
-                  why=why or f"exit {done.returncode}" + ("" if verdicts else ", no verdict"),
-                  exit_code=done.returncode,
-                  **({} if verdicts else {"stderr": done.stderr[-2000:]}))
+def _on_the_slice(args: argparse.Namespace, spec: ClusterSpec, plan: SlicePlan, report: dict[str, Any],
+                  recorder: Recorder) -> None:
+    """The steps on an emulated slice of ``plan`` (up, smoke, train), then its ``teardown``, always; a failure is the
+    report's ``error`` step."""
+    from raytpu import local
 
-            started = time.monotonic()
-            storage = Path(cluster.run_dir) / "checkpoints"
-            shutil.rmtree(storage, ignore_errors=True)  # earlier demos' checkpoints (each launch is a new run name)
-            done = local.run_workload(cluster, "train", "--storage-path", str(storage), "--steps", str(args.steps),
-                                      "--checkpoint-every", str(max(args.steps // 3, 1)), timeout_s=300)
-            train = parse_result(done.stdout)
-            stamps = {s["phase"]: s for s in timeline.parse_stamp_lines(done.stdout)}
-            if "first_step" in stamps:  # what else the minutes before the first step went to, in the demo
-                smoke_s = next(s["duration_s"] for s in report["steps"] if s["step"] == "smoke")
-                placed = (f"; JaxTrainer's workers placed at {stamps['reserved']['wall'] - recorder.start_wall:.1f}s"
-                          if "reserved" in stamps else "")
-                stamps["first_step"]["detail"] += f"; before it the smoke check ({smoke_s:.1f}s){placed}"
-                recorder.take([stamps["first_step"]])
-            ok = done.returncode == 0 and bool(train and train.get("ok"))
-            _step(report, "train", ok, started, why=str((train or {}).get("error") or f"exit {done.returncode}"),
-                  exit_code=done.returncode,
-                  **({} if train else {"stderr": done.stderr[-2000:]}))
-        except Exception as exc:  # the report names the failure; teardown below always runs
-            report["steps"].append({"step": "error", "ok": False, "error": f"{type(exc).__name__}: {exc}"})
-            _say(f"FAIL {type(exc).__name__}: {exc}")
-        finally:
-            started = time.monotonic()
-            local.stop(args.dir)
-            _step(report, "teardown", True, started)
+    try:
+        cluster = _slice_up(args, plan, report, recorder)
+        _smoke(cluster, spec, plan, report, recorder)
+        _train(cluster, args.steps, report, recorder)
+    except Exception as exc:  # the report names the failure; teardown below always runs
+        report["steps"].append({"step": "error", "ok": False, "error": f"{type(exc).__name__}: {exc}"})
+        _say(f"FAIL {type(exc).__name__}: {exc}")
+    finally:
+        started = time.monotonic()
+        local.stop(args.dir)
+        _step(report, "teardown", True, started)
 
-    report["timeline"] = recorder.finish("torn down")
-    report["smoke"] = verdicts
-    report["train"] = train
+
+def _slice_up(args: argparse.Namespace, plan: SlicePlan, report: dict[str, Any], recorder: Recorder) -> LocalCluster:
+    """The ``local slice up`` step: one emulated slice of ``plan`` in the demo's own run directory."""
+    from raytpu import local, timeline
+    from raytpu.local.phases import emulated_phases
+
+    started = time.monotonic()
+    local.stop(args.dir)  # the demo's own run dir: clear what an interrupted demo may have left
+    synthesized = any(s["step"] == "synth" and not s.get("skipped") for s in report["steps"])
+    recorder.mark("applied", f"validated{' and synthesized' if synthesized else ''}; the emulated slice "
+                  "starts (where GKE would get the RayJob)", timeline.EMULATED)
+    emulated_phases(recorder)  # each host gets the webhook's variables as it is launched
+    cluster = local.start(plan, 1, args.dir, progress=_say)
+    recorder.mark("ray_joined", f"{plan.hosts} Ray node(s) registered with ray.io/tpu-slice-name="
+                  f"{cluster.slices[0]} and their ray.io/tpu-worker-id")
+    _step(report, "local slice up", True, started, address=cluster.address, slices=cluster.slices,
+          hosts=plan.hosts, chips_per_host=plan.chips_per_host)
+    return cluster
+
+
+def _smoke(cluster: LocalCluster, spec: ClusterSpec, plan: SlicePlan, report: dict[str, Any],
+           recorder: Recorder) -> None:
+    """The ``smoke`` step: the smoke workload on the slice (across the train workload's DCN span when it fits); its
+    verdicts go to ``report["smoke"]``."""
+    from raytpu import local, timeline
+    from raytpu import report as smoke_report
+    from raytpu.local.from_config import dcn_slices_of
+
+    started = time.monotonic()
+    dcn_slices, why = dcn_slices_of(spec, plan, len(cluster.slices))
+    if why:
+        _say(why)
+    done = local.run_workload(cluster, "smoke", *smoke_args(dcn_slices), timeout_s=240)
+    verdicts = report["smoke"] = smoke_report.parse_verdict_lines(done.stdout)
+    recorder.take(s for s in timeline.parse_stamp_lines(done.stdout) if s["phase"] == "reserved")
+    why = "; ".join(smoke_report.headline(v) for v in verdicts if smoke_report.state_of(v) != "healthy")
+    _step(report, "smoke", done.returncode == 0 and smoke_report.all_healthy(verdicts), started,
+          why=why or f"exit {done.returncode}" + ("" if verdicts else ", no verdict"),
+          exit_code=done.returncode,
+          **({} if verdicts else {"stderr": done.stderr[-2000:]}))
+
+
+def _train(cluster: LocalCluster, steps: int, report: dict[str, Any], recorder: Recorder) -> None:
+    """The ``train`` step: a few JaxTrainer steps with checkpoints in the run directory; its result goes to
+    ``report["train"]`` and its first step to the timeline."""
+    from raytpu import local, timeline
+    from raytpu.workloads.train import parse_result
+
+    started = time.monotonic()
+    storage = Path(cluster.run_dir) / "checkpoints"
+    shutil.rmtree(storage, ignore_errors=True)  # earlier demos' checkpoints (each launch is a new run name)
+    done = local.run_workload(cluster, "train", "--storage-path", str(storage), "--steps", str(steps),
+                              "--checkpoint-every", str(max(steps // 3, 1)), timeout_s=300)
+    train = report["train"] = parse_result(done.stdout)
+    stamps = {s["phase"]: s for s in timeline.parse_stamp_lines(done.stdout)}
+    if "first_step" in stamps:  # what else the minutes before the first step went to, in the demo
+        smoke_s = next(s["duration_s"] for s in report["steps"] if s["step"] == "smoke")
+        placed = (f"; JaxTrainer's workers placed at {stamps['reserved']['wall'] - recorder.start_wall:.1f}s"
+                  if "reserved" in stamps else "")
+        stamps["first_step"]["detail"] += f"; before it the smoke check ({smoke_s:.1f}s){placed}"
+        recorder.take([stamps["first_step"]])
+    ok = done.returncode == 0 and bool(train and train.get("ok"))
+    _step(report, "train", ok, started, why=str((train or {}).get("error") or f"exit {done.returncode}"),
+          exit_code=done.returncode,
+          **({} if train else {"stderr": done.stderr[-2000:]}))
+
+
+def _write_report(report: dict[str, Any], path: Path, memory: PeakMemory, t0: float) -> int:
+    """Completes the report (memory, duration, ok), writes it (the smoke verdicts as ``smoke.json`` and
+    ``smoke.junit.xml`` beside it), prints it; 0 when every step passed."""
+    from raytpu import report as smoke_report
+
+    verdicts = report["smoke"]
     report["peak_memory_mib"] = round(memory.peak_pss_bytes / 2**20)
     report["peak_memory_rss_sum_mib"] = round(memory.peak_rss_bytes / 2**20)
     report["duration_s"] = round(time.monotonic() - t0, 1)
     report["ok"] = all(s["ok"] for s in report["steps"])
-    path = Path(args.report)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     if verdicts:
@@ -263,10 +317,8 @@ def serve_demo(args: argparse.Namespace) -> int:
     Its timeline (:mod:`raytpu.timeline`) runs up to the first token: ``first_step`` is stamped when the official
     ``openai`` client gets the first streamed content of the first question (:mod:`raytpu.llm_client`)."""
     from raytpu import local, timeline
-    from raytpu.commands.local import deploy_serve, emulated_phases, serving_workload
     from raytpu.config import load
     from raytpu.errors import InvalidInput
-    from raytpu.llm_client import ask
 
     t0 = time.monotonic()
     recorder = timeline.Recorder.for_command()
@@ -279,42 +331,61 @@ def serve_demo(args: argparse.Namespace) -> int:
     report: dict[str, Any] = {"config": args.config, "serve": serving[0].name, "ok": False, "answers": []}
     with local.PeakMemory(tag_prefix=os.environ[local.ENV_TMP_PREFIX]) as memory:
         try:
-            local.stop(directory)
-            recorder.mark("applied", "validated; the emulated slice starts (where GKE would get the RayService)",
-                          timeline.EMULATED)
-            emulated_phases(recorder)  # each host gets the webhook's variables as it is launched
-            plan = serving[0].plan
-            cluster = local.start(plan, 1, directory, progress=_say)
-            recorder.mark("ray_joined", f"{plan.hosts} Ray node(s) registered with ray.io/tpu-slice-name="
-                          f"{cluster.slices[0]} and their ray.io/tpu-worker-id")
-            url, model = deploy_serve(cluster, serving_workload(cluster, args.config, serving[0].name), 420.0,
-                                      recorder=recorder)
-            deployed_s = recorder.elapsed()
-            print(f"endpoint: {url}\nmodel: {model}", flush=True)
-            report.update(endpoint=url, model=model)
-            results = ask(url, model)
-            report["answers"] = [{"ttft_s": round(r.ttft_s, 3), "completion_tokens": r.completion_tokens,
-                                  "prompt_tokens": r.prompt_tokens, "tokens_per_s": round(r.tokens_per_s, 1),
-                                  "finish_reason": r.finish_reason} for r in results]
-            first = results[0] if results else None
-            if first is not None and first.first_token_wall is not None:
-                recorder.take([timeline.stamp("first_step", f"first token: the openai client's first streamed "
-                                              f"content of the first question ({first.ttft_s * 1000:.0f} ms after "
-                                              f"it was sent); before it the deploy program returned the endpoint at "
-                                              f"{deployed_s:.1f}s (once /v1/models listed the model) and the client "
-                                              "listed the models",
-                                              wall=first.first_token_wall)])
-            report["ok"] = bool(results) and all(r.completion_tokens > 0 for r in results)
+            _serve_and_ask(args.config, serving[0], directory, report, recorder)
         except Exception as exc:  # one line names the failure; teardown below always runs
             report["error"] = f"{type(exc).__name__}: {exc}"
             _say(f"FAIL {type(exc).__name__}: {exc}")
         finally:
             local.stop(directory)
     report["timeline"] = recorder.finish("torn down")
+    return _write_serve_report(report, Path(args.report if args.report is not None else DEFAULT_SERVE_REPORT),
+                               memory, t0)
+
+
+def _serve_and_ask(config: str, work: WorkloadSpec, directory: str, report: dict[str, Any],
+                   recorder: Recorder) -> None:
+    """An emulated slice of ``work``'s slice in ``directory``, ``work`` deployed on it and asked a few questions
+    with the openai client: the endpoint, model, answers and ``ok`` go to ``report``, the phases to ``recorder``."""
+    from raytpu import local, timeline
+    from raytpu.llm_client import ask
+    from raytpu.local.deploy import deploy_serve
+    from raytpu.local.from_config import serving_workload
+    from raytpu.local.phases import emulated_phases
+
+    local.stop(directory)
+    recorder.mark("applied", "validated; the emulated slice starts (where GKE would get the RayService)",
+                  timeline.EMULATED)
+    emulated_phases(recorder)  # each host gets the webhook's variables as it is launched
+    plan = work.plan
+    cluster = local.start(plan, 1, directory, progress=_say)
+    recorder.mark("ray_joined", f"{plan.hosts} Ray node(s) registered with ray.io/tpu-slice-name="
+                  f"{cluster.slices[0]} and their ray.io/tpu-worker-id")
+    url, model = deploy_serve(cluster, serving_workload(cluster, config, work.name), 420.0, recorder=recorder)
+    deployed_s = recorder.elapsed()
+    print(f"endpoint: {url}\nmodel: {model}", flush=True)
+    report.update(endpoint=url, model=model)
+    results = ask(url, model)
+    report["answers"] = [{"ttft_s": round(r.ttft_s, 3), "completion_tokens": r.completion_tokens,
+                          "prompt_tokens": r.prompt_tokens, "tokens_per_s": round(r.tokens_per_s, 1),
+                          "finish_reason": r.finish_reason} for r in results]
+    first = results[0] if results else None
+    if first is not None and first.first_token_wall is not None:
+        recorder.take([timeline.stamp("first_step", f"first token: the openai client's first streamed "
+                                      f"content of the first question ({first.ttft_s * 1000:.0f} ms after "
+                                      f"it was sent); before it the deploy program returned the endpoint at "
+                                      f"{deployed_s:.1f}s (once /v1/models listed the model) and the client "
+                                      "listed the models",
+                                      wall=first.first_token_wall)])
+    report["ok"] = bool(results) and all(r.completion_tokens > 0 for r in results)
+
+
+def _write_serve_report(report: dict[str, Any], path: Path, memory: PeakMemory, t0: float) -> int:
+    """Completes the serving report (memory, duration), writes it, prints its timeline; 0 when it passed."""
+    from raytpu import timeline
+
     report["peak_memory_mib"] = round(memory.peak_pss_bytes / 2**20)
     report["peak_memory_rss_sum_mib"] = round(memory.peak_rss_bytes / 2**20)
     report["duration_s"] = round(time.monotonic() - t0, 1)
-    path = Path(args.report if args.report is not None else DEFAULT_SERVE_REPORT)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     print("\n== " + timeline.render(report["timeline"]))

@@ -7,23 +7,25 @@
 it. Progress goes to stderr.
 
 ``serve`` deploys the config's serving workload (its model fields and engine args; the model itself is the
-tiny offline one) as the CPU twin of its Ray Serve LLM app onto the running slice, prints ``endpoint:`` and
-``model:`` and leaves it serving until ``down``; it needs vLLM's CPU build (``.venv-serve``, ``make serve``).
+tiny offline one) as the CPU twin of its Ray Serve LLM app onto the running slice (:mod:`raytpu.local.deploy`),
+prints ``endpoint:`` and ``model:`` and leaves it serving until ``down``; it needs vLLM's CPU build
+(``.venv-serve``, ``make serve``). What a config becomes on the emulated slice is :mod:`raytpu.local.from_config`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from raytpu.local import LocalCluster
+    from raytpu.plan import SlicePlan
 
 HELP = "run an emulated TPU slice locally: up, status, down, smoke, serve"
 
-LOCAL_DEFAULT = "$RAYTPU_CONFIG, else raytpu.yaml, else raytpu.example.yaml"
-"""The local commands' default config, as help says it (:func:`raytpu.config.choose` with ``local``)."""
 MAX_START_S = 24 * 3600.0
 """The longest ``up --timeout-s``: a start that needs a day is not a start."""
 
@@ -33,6 +35,7 @@ DIR_HELP = "run directory (default: $RAYTPU_LOCAL_DIR or .raytpu/local)"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the ``up``, ``status``, ``down`` and ``smoke`` actions."""
     from raytpu import argtypes
+    from raytpu.cli_args import LOCAL_DEFAULT
 
     parser.add_argument("--dir", default=None, type=argtypes.path, help=DIR_HELP)
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
@@ -80,20 +83,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action.add_argument("--dir", default=argparse.SUPPRESS, type=argtypes.path, help=DIR_HELP)
 
 
-def _echo(line: str) -> None:
-    sys.stderr.write(f"{line}\n")
-
-
 def _progress(line: str) -> None:
     sys.stderr.write(f"raytpu local: {line}\n")
     sys.stderr.flush()
 
 
-def plan_from_args(args: argparse.Namespace) -> Any:
+def plan_from_args(args: argparse.Namespace) -> SlicePlan:
     """The SlicePlan to emulate: ``--generation/--topology``, else a slice of the config."""
     from raytpu import errors
     from raytpu.catalog import from_accelerator_type
     from raytpu.config import choose, load
+    from raytpu.local.from_config import config_slice_plan
     from raytpu.plan import plan_slice
 
     named = from_accelerator_type(args.generation, "--generation") if args.generation and not args.topology else None
@@ -111,40 +111,7 @@ def plan_from_args(args: argparse.Namespace) -> Any:
     return config_slice_plan(load(path), args.slice_name)
 
 
-def config_slice_plan(spec: Any, slice_name: str | None = None) -> Any:
-    """The plan of ``slice_name``, else of the train workload's slice, else of the first slice."""
-    if slice_name is None:
-        trains = [w.slice for w in spec.workloads if w.kind.trains]
-        return (trains[0] if trains else spec.slices[0]).plan
-    return spec.slice_named(slice_name, "--slice").plan
-
-
-def dcn_slices_of(spec: Any, plan: Any, available: int) -> tuple[int | None, str | None]:
-    """The ``--dcn-slices`` a smoke check passes by itself on a local cluster of ``available`` slices of ``plan``, and
-    the line that says so: N when a train workload of ``spec`` on a slice of that plan spans N > 1 slices and the
-    cluster has N, else None with why the DCN check is skipped; (None, None) without such a workload."""
-    from raytpu import multislice
-
-    span, name = multislice.widest(w for w in (spec.workloads if spec is not None else ()) if w.plan == plan)
-    if name is None:
-        return None, None
-    if available >= span:
-        return span, (f"train workload {name} spans {span} slices over DCN: the smoke check also all-reduces across "
-                      f"{span} of the local cluster's {available} slices (--dcn-slices {span})")
-    return None, (f"DCN check skipped: train workload {name} spans {span} slices and the local cluster has "
-                  f"{available} (`raytpu local up --slices {span}` for it)")
-
-
-def _smoke_config(path: str | None) -> Any:
-    """The config ``raytpu local smoke`` reads its default ``--dcn-slices`` from: ``--config``, else the local
-    commands' default (:func:`raytpu.config.choose`) when present, else None."""
-    from raytpu.config import choose, load
-
-    path = choose(path, local=True)
-    return load(path) if Path(path).exists() else None
-
-
-def _cluster(args: argparse.Namespace) -> Any:
+def _cluster(args: argparse.Namespace) -> LocalCluster:
     from raytpu import local
     from raytpu.errors import RuntimeFailure
 
@@ -205,6 +172,8 @@ def _down(args: argparse.Namespace) -> int:
 
 def _smoke(args: argparse.Namespace) -> int:
     from raytpu import local, report, timeline
+    from raytpu.local.from_config import dcn_slices_of, optional_config
+    from raytpu.local.phases import emulated_phases
 
     recorder = timeline.Recorder.for_command()
     cluster = _cluster(args)
@@ -216,7 +185,7 @@ def _smoke(args: argparse.Namespace) -> int:
                             if args.dcn_slices > 1 else "is not a number of slices",
                             f"1..{len(cluster.slices)} (`raytpu local up --slices N` for more)")
     if args.dcn_slices is None:  # the explicit flag wins
-        args.dcn_slices, why = dcn_slices_of(_smoke_config(args.config), plan, len(cluster.slices))
+        args.dcn_slices, why = dcn_slices_of(optional_config(args.config), plan, len(cluster.slices))
         if why:
             _progress(why)
     _progress(f"smoke check of {len(cluster.slices)} {plan.ray_pod_type} slice(s) at {cluster.address}")
@@ -248,78 +217,10 @@ def _smoke(args: argparse.Namespace) -> int:
     return 0 if report.all_healthy(verdicts) and done.returncode == 0 else 1
 
 
-def emulated_phases(recorder: Any, hosts_started_wall: float | None = None) -> None:
-    """What the emulated slice lacks or imitates, said in the timeline (never faked): no Kubernetes scheduler and no
-    TPU nodes; the webhook's variables set by ``raytpu local`` itself on every host it launches (at
-    ``hosts_started_wall``, a wall-clock time; default now: the hosts are being launched)."""
-    from raytpu import timeline
-
-    recorder.absent("scheduled", "no Kubernetes scheduler on the emulated slice: its hosts are local Ray nodes")
-    recorder.absent("nodes_ready", "no TPU nodes on the emulated slice (JAX CPU devices stand in for chips)")
-    recorder.take([timeline.stamp(
-        "webhook_env", "TPU_WORKER_ID, TPU_WORKER_HOSTNAMES, TPU_NAME given to each emulated host at launch by "
-        "`raytpu local` (raytpu.local.host_env), as the GKE TPU webhook gives them at pod admission",
-        timeline.EMULATED, wall=hosts_started_wall)])
-
-
-def serving_workload(cluster: Any, config: str | None = None, name: str | None = None) -> Any:
-    """The serving WorkloadSpec to deploy on ``cluster``: the config's (``name``, else its first serving
-    workload) moved onto the local slice, else the defaults. Its slice must be the one running."""
-    from dataclasses import replace
-
-    from raytpu import errors
-    from raytpu.config import choose, load
-    from raytpu.spec import SERVING_FIELDS
-
-    local_work = cluster.workload("serve")
-    path = choose(config, local=True)
-    if config is None and not Path(path).exists():
-        if name is not None:
-            raise errors.missing("config", "with --workload", "--config naming a raytpu.yaml")
-        return local_work
-    serving = [w for w in load(path).workloads if w.kind.takes_model]
-    chosen = [w for w in serving if name in (None, w.name)]
-    if not chosen:
-        if name is None:
-            return local_work
-        raise errors.invalid_choice("workload", name, [w.name for w in serving] or ["(no serving workload)"])
-    work = chosen[0]
-    if work.plan != cluster.slice_plan:
-        running = cluster.slice_plan
-        raise errors.invalid_value("workload", work.name, f"runs on a {work.plan.generation} {work.plan.topology} "
-                                   f"slice; the local cluster emulates {running.generation} {running.topology}",
-                                   f"`raytpu local down` then `raytpu local up --slice {work.slice.name}`")
-    return replace(local_work, name=work.name, **{f: getattr(work, f) for f in SERVING_FIELDS})
-
-
-def deploy_serve(cluster: Any, work: Any, timeout_s: float, api_key_file: str | None = None,
-                 recorder: Any = None) -> tuple[str, str]:
-    """Runs the serve workload on ``cluster`` (progress on stderr); returns its (endpoint URL, model). The
-    workload's timeline stamps (:mod:`raytpu.timeline`: the app ``RUNNING``) go to ``recorder`` when given."""
-    import importlib.util
-
-    from raytpu import local, timeline
-    from raytpu.errors import RuntimeFailure
-
-    if importlib.util.find_spec("vllm") is None:
-        raise RuntimeFailure(f"local.serve: vLLM is not installed in {sys.executable}'s environment",
-                             "the serve environment (`make serve` builds .venv-serve; then `.venv-serve/bin/raytpu "
-                             "local up --slice serve` and `.venv-serve/bin/raytpu local serve`)")
-    _progress(f"deploying {work.name} (CPU twin) onto {cluster.address}")
-    key_args = ("--api-key-file", os.path.abspath(api_key_file)) if api_key_file else ()
-    done = local.run_workload(cluster, "serve", "--deploy-timeout-s", f"{timeout_s:g}", *key_args,
-                              timeout_s=timeout_s + 60, echo=_echo, work=work)
-    if recorder is not None:
-        recorder.take(timeline.parse_stamp_lines(done.stdout))
-    found = dict(line.split(": ", 1) for line in done.stdout.splitlines()
-                 if ": " in line and not line.startswith(timeline.MARK))
-    if done.returncode != 0 or not {"endpoint", "model"} <= found.keys():
-        raise RuntimeFailure(f"local.serve: the serve workload exited {done.returncode} without an endpoint",
-                             "its log above")
-    return found["endpoint"].strip(), found["model"].strip()
-
-
 def _serve(args: argparse.Namespace) -> int:
+    from raytpu.local.deploy import deploy_serve
+    from raytpu.local.from_config import serving_workload
+
     cluster = _cluster(args)
     url, model = deploy_serve(cluster, serving_workload(cluster, args.config, args.workload), args.timeout_s,
                               args.api_key_file)

@@ -29,6 +29,7 @@ from raytpu.plan import SlicePlan
 
 if TYPE_CHECKING:
     from raytpu.report import Verdict
+    from raytpu.spec import ClusterSpec
 
 HELP = "run the smoke check on every slice of a deployed stack; JSON + JUnit report; exit 1 if one is unhealthy"
 
@@ -36,7 +37,7 @@ HELP = "run the smoke check on every slice of a deployed stack; JSON + JUnit rep
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the stack options, ``--report``, ``--timeout-s`` and ``--image``."""
     from raytpu import argtypes
-    from raytpu.commands.submit import add_stack_arguments
+    from raytpu.cli_args import add_stack_arguments
 
     add_stack_arguments(parser)
     parser.add_argument("--report", default="reports", type=argtypes.path,
@@ -65,8 +66,8 @@ def run(args: argparse.Namespace) -> int:
     """Applies the smoke jobs, waits, collects verdicts, prints the table and writes the reports."""
     from raytpu import config as config_mod
     from raytpu import errors, images, kuberay, names, report, smoke_runs, timeline
+    from raytpu.cli_args import print_yaml
     from raytpu.cluster import gke, google_api, occupancy
-    from raytpu.commands.submit import print_yaml
     from raytpu.images.record import load_refs
     from raytpu.outputs import StackOutputs
 
@@ -150,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_jobs(client: Any, jobs: list[dict[str, Any]], spec: Any, timeout_s: float, verdicts: list[Verdict],
+def _run_jobs(client: Any, jobs: list[dict[str, Any]], spec: ClusterSpec, timeout_s: float, verdicts: list[Verdict],
               timelines: dict[str, Any]) -> None:
     """Applies ``jobs`` (each behind its NetworkPolicy), follows them together up to ``timeout_s`` and adds their
     verdicts and timelines."""
@@ -196,7 +197,7 @@ def _release(client: Any, jobs: list[dict[str, Any]]) -> set[str]:
     return names
 
 
-def _dcn_busy(client: Any, job: dict[str, Any], spec: Any, released: set[str]) -> str | None:
+def _dcn_busy(client: Any, job: dict[str, Any], spec: ClusterSpec, released: set[str]) -> str | None:
     """Why multi-slice smoke ``job`` cannot run now: fewer copies of its slice free of holders than the N it spans
     (:mod:`raytpu.cluster.occupancy`), the busy ones named; None when N are free. All or none: it is never placed
     on part."""
@@ -222,7 +223,7 @@ def _dcn_busy(client: Any, job: dict[str, Any], spec: Any, released: set[str]) -
             f"(busy: {named})")
 
 
-def _job_verdicts(client: Any, job: dict[str, Any], state: Any, spec: Any, timeout_s: float,
+def _job_verdicts(client: Any, job: dict[str, Any], state: Any, spec: ClusterSpec, timeout_s: float,
                   log: str) -> list[Verdict]:
     """The verdicts one smoke job gave (in its driver ``log``), or the one that explains why it gave none."""
     from raytpu import names, report

@@ -25,14 +25,16 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from raytpu.kinds import WorkloadKind
     from raytpu.report import Verdict
+    from raytpu.spec import ClusterSpec, WorkloadSpec
+    from raytpu.timeline import Recorder, Timeline
 
 HELP = "apply a workload of raytpu.yaml (RayJob or RayService) to a deployed stack, optionally waiting for it"
-
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds WORKLOAD and the stack, config, outputs, wait and dry-run options."""
     from raytpu import argtypes
+    from raytpu.cli_args import add_stack_arguments
 
     parser.add_argument("workload", metavar="WORKLOAD", help="a workload name from the config's workloads list")
     add_stack_arguments(parser, stack_note="; required unless --local")
@@ -48,36 +50,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --wait: also write the run's timeline (where the minutes went) as JSON to FILE")
 
 
-def add_stack_arguments(parser: argparse.ArgumentParser, stack_note: str = "") -> None:
-    """Options shared with ``raytpu smoke``; ``stack_note`` ends ``--stack``'s help (submit: unless --local)."""
-    from raytpu import argtypes
-    from raytpu.outputs import DEFAULT_OUTPUTS
-
-    parser.add_argument("--stack", help="the cluster stack's id in the outputs file "
-                                         f"(<cluster name>-cluster, e.g. ray-tpu-cluster){stack_note}")
-    parser.add_argument("--config", default=None, type=argtypes.path,
-                        help="the config file (default: $RAYTPU_CONFIG, else raytpu.yaml)")
-    parser.add_argument("--outputs", default=DEFAULT_OUTPUTS, type=argtypes.path,
-                        help=f"stack outputs: the file `cdktf deploy --outputs-file` wrote, or "
-                             f"`terraform output -json` saved (default {DEFAULT_OUTPUTS})")
-    parser.add_argument("--py-modules", type=argtypes.py_modules_uri,
-                        help="URI of the raytpu zip in the jobs' runtime env (default "
-                             "file:///mnt/gcs/raytpu/raytpu-<version>.zip: the bucket's "
-                             "gs://<bucket>/raytpu/raytpu-<version>.zip through GCS FUSE)")
-    parser.add_argument("--upload-core", action="store_true",
-                        help="zip the installed raytpu package and upload it (GCS JSON API, ADC) to "
-                             "gs://<bucket>/raytpu/raytpu-<version>.zip (or to --py-modules if that is gs://) "
-                             "before applying (the cluster stack's deploy uploads it too; use this for a core "
-                             "changed since)")
-    parser.add_argument("--run-id", type=argtypes.run_id,
-                        help=f"suffix of RayJob names, 1-{argtypes.RUN_ID_LENGTH} characters (default: base-36 time)")
-    parser.add_argument("--dry-run", action="store_true", help="print the manifests as YAML; apply nothing")
-
-
 def run(args: argparse.Namespace) -> int:
     """Builds, applies and (with --wait) follows the workload."""
     from raytpu import config as config_mod
     from raytpu import errors, images, kuberay, names
+    from raytpu.cli_args import print_yaml
     from raytpu.cluster import gke, google_api
     from raytpu.images.record import load_refs
     from raytpu.outputs import StackOutputs
@@ -171,7 +148,7 @@ def service_unmeasured(serve_endpoint: str) -> dict[str, str]:
                           "it on the emulated slice with the openai client"}
 
 
-def _show_timeline(run: Any, name: str, path: str | None, problem: str | None) -> None:
+def _show_timeline(run: Timeline, name: str, path: str | None, problem: str | None) -> None:
     """Prints the run's timeline as a table (stderr: stdout carries the driver's log) and writes it as JSON to
     ``path`` (``{"run", "timeline"}``)."""
     import json
@@ -191,7 +168,7 @@ def _show_timeline(run: Any, name: str, path: str | None, problem: str | None) -
                                         "a writable file path") from exc
 
 
-def _check_free(client: Any, work: Any, autopilot: bool) -> None:
+def _check_free(client: Any, work: WorkloadSpec, autopilot: bool) -> None:
     """A smoke RayJob needs every copy it spans whole, as ``raytpu smoke`` checks
     (:func:`raytpu.cluster.occupancy.holders`): a copy another workload holds (a RayService) would leave its pods
     Pending, since ``google.com/tpu`` chips are never shared. Raises RuntimeFailure naming the holders, before
@@ -230,7 +207,7 @@ def _check_api_key_secret(client: Any, secret: str | None, namespace: str) -> No
                                    f"{secret} --from-literal=api-key=$(openssl rand -hex 32)")
 
 
-def _operator_hint(spec: Any, name: str) -> str:
+def _operator_hint(spec: ClusterSpec, name: str) -> str:
     """The line ``--wait`` prints when KubeRay's operator cannot reach the head
     (:func:`raytpu.cluster.gke.operator_unreached`): the sources the RayService's NetworkPolicy admits it from, and
     the option that changes them."""
@@ -247,7 +224,7 @@ def _operator_hint(spec: Any, name: str) -> str:
             "\"Operator reachability\"), e.g. namespace:<its namespace> for a self-installed KubeRay")
 
 
-def _wait_service(client: Any, name: str, work: Any, namespace: str, timeout_s: float,
+def _wait_service(client: Any, name: str, work: WorkloadSpec, namespace: str, timeout_s: float,
                   unreached: str | None = None) -> int:
     """Waits until the RayService serves, then prints its in-cluster OpenAI endpoint and model; ``unreached`` is
     printed if the operator shows it cannot reach the head (:func:`raytpu.cluster.gke.wait_for_service`)."""
@@ -265,7 +242,7 @@ def _wait_service(client: Any, name: str, work: Any, namespace: str, timeout_s: 
     return 0
 
 
-def _follow_job(client: Any, name: str, kind: WorkloadKind, timeout_s: float, recorder: Any) -> int:
+def _follow_job(client: Any, name: str, kind: WorkloadKind, timeout_s: float, recorder: Recorder) -> int:
     """Follows a RayJob: progress on stderr, the submitter's log on stdout, exit with its result; the timeline
     stamps the driver prints go to ``recorder``."""
     from raytpu import errors, report, timeline
@@ -314,11 +291,12 @@ def _show_verdicts(kind: WorkloadKind, lines: list[str]) -> list[Verdict]:
     return verdicts
 
 
-def _run_local(work: Any, args: argparse.Namespace) -> int:
+def _run_local(work: WorkloadSpec, args: argparse.Namespace) -> int:
     """``--local``: the same program and spec on the emulated slice, through Ray's Job Submission API."""
     from raytpu import errors, local, timeline
     from raytpu.cluster import gke
-    from raytpu.commands.local import emulated_phases
+    from raytpu.local.from_config import job_workload
+    from raytpu.local.phases import emulated_phases
 
     if not work.kind.is_job:
         raise errors.invalid_value("WORKLOAD", work.name, f"is a {work.kind.object_kind}; --local runs RayJobs",
@@ -337,7 +315,7 @@ def _run_local(work: Any, args: argparse.Namespace) -> int:
     lines: list[str] = []
     try:
         status = local.submit_job(cluster, work.kind.name, *extra, timeout_s=args.timeout_s, sink=_echo(lines),
-                                  slices=work.slices if work.multislice else None)
+                                  work=job_workload(cluster, work))
     finally:
         recorder.take(timeline.parse_stamp_lines("\n".join(lines)))
         _show_timeline(recorder.finish(), run_name, args.report, None)
@@ -346,10 +324,3 @@ def _run_local(work: Any, args: argparse.Namespace) -> int:
         raise errors.RuntimeFailure(f"{run_name}: Ray job ended {status}", "see its driver log above")
     print(f"Ray job {run_name}: {status}", file=sys.stderr)
     return 0
-
-
-def print_yaml(manifests: list[dict[str, object]]) -> None:
-    """Prints manifests as a multi-document YAML stream (what --dry-run shows)."""
-    import yaml
-
-    print(yaml.safe_dump_all(manifests, sort_keys=False, width=120), end="")

@@ -26,7 +26,10 @@ The modules, one job each:
 - :mod:`~raytpu.local.connection`: this process's Ray connection, with the cluster's token;
 - :mod:`~raytpu.local.status_table`: ``raytpu local status``;
 - :mod:`~raytpu.local.jobs`: workloads as drivers or through Ray's Job Submission API;
-- :mod:`~raytpu.local.memory`: the memory a cluster's processes hold.
+- :mod:`~raytpu.local.memory`: the memory a cluster's processes hold;
+- :mod:`~raytpu.local.from_config`: what a config's slices and workloads become here (slice, DCN span, specs);
+- :mod:`~raytpu.local.phases`: the timeline phases the emulated slice lacks or imitates;
+- :mod:`~raytpu.local.deploy`: a serving workload deployed here (vLLM's CPU build).
 
 This package re-exports what callers use as ``local.X``; the rest lives in its module. A test that replaces a
 function replaces it in the module that reads it (``raytpu.local.launch.free_port``), not here.

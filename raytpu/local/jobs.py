@@ -67,12 +67,15 @@ def run_workload(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: 
 
 
 def submit_job(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: float = 600.0,
-               sink: Progress | None = None, poll_s: float = 1.0, slices: int | None = None) -> str:
+               sink: Progress | None = None, poll_s: float = 1.0, slices: int | None = None,
+               work: WorkloadSpec | None = None) -> str:
     """Submits a workload through Ray's Job Submission API (as KubeRay's submitter does on GKE), streams its
     driver log to ``sink`` and returns its final status (``SUCCEEDED``, ``FAILED``, ``STOPPED``).
 
-    The job gets its spec in ``RAYTPU_WORKLOAD`` (runtime env), exactly as a RayJob's entrypoint does; ``slices``
-    is its ``workloads[].slices`` (a multi-slice run spans that many of the emulated slices).
+    The job gets its spec in ``RAYTPU_WORKLOAD`` (runtime env), exactly as a RayJob's entrypoint does: ``work``
+    (a config's workload on this cluster, :func:`raytpu.local.from_config.job_workload`), default
+    :meth:`LocalCluster.workload` with ``slices``, its ``workloads[].slices`` (a multi-slice run spans that many of
+    the emulated slices).
 
     Raises:
         RuntimeFailure: the job did not finish within ``timeout_s`` (it is stopped).
@@ -81,7 +84,7 @@ def submit_job(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: fl
     from ray.job_submission import JobStatus, JobSubmissionClient
 
     client = JobSubmissionClient(cluster.dashboard)
-    env = cluster.workload(kind_name, slices).env() | {ENV_EMULATED: "1"}
+    env = (work or cluster.workload(kind_name, slices)).env() | {ENV_EMULATED: "1"}
     job_id = client.submit_job(entrypoint=shlex.join(workload_command(kind_name, *extra)),
                                runtime_env={"env_vars": env})
     say = sink or (lambda _line: None)

@@ -1,0 +1,50 @@
+"""A serving workload deployed onto the emulated slice as the CPU twin of its Ray Serve LLM app (vLLM's CPU build):
+``raytpu local serve``, ``raytpu demo --serve`` and the serving bench share it.
+
+Standard library at import.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+from raytpu import timeline
+from raytpu.errors import RuntimeFailure
+from raytpu.local.jobs import run_workload
+from raytpu.local.state import LocalCluster, Progress
+from raytpu.spec import WorkloadSpec
+
+
+def _echo(line: str) -> None:
+    sys.stderr.write(f"{line}\n")
+
+
+def _progress(line: str) -> None:
+    sys.stderr.write(f"raytpu local: {line}\n")
+    sys.stderr.flush()
+
+
+def deploy_serve(cluster: LocalCluster, work: WorkloadSpec, timeout_s: float, api_key_file: str | None = None,
+                 recorder: timeline.Recorder | None = None, progress: Progress = _progress,
+                 echo: Progress = _echo) -> tuple[str, str]:
+    """Runs the serve workload on ``cluster`` (``progress`` lines and the workload's log, ``echo``, on stderr);
+    returns its (endpoint URL, model). The workload's timeline stamps (:mod:`raytpu.timeline`: the app ``RUNNING``)
+    go to ``recorder`` when given."""
+    if importlib.util.find_spec("vllm") is None:
+        raise RuntimeFailure(f"local.serve: vLLM is not installed in {sys.executable}'s environment",
+                             "the serve environment (`make serve` builds .venv-serve; then `.venv-serve/bin/raytpu "
+                             "local up --slice serve` and `.venv-serve/bin/raytpu local serve`)")
+    progress(f"deploying {work.name} (CPU twin) onto {cluster.address}")
+    key_args = ("--api-key-file", os.path.abspath(api_key_file)) if api_key_file else ()
+    done = run_workload(cluster, "serve", "--deploy-timeout-s", f"{timeout_s:g}", *key_args,
+                        timeout_s=timeout_s + 60, echo=echo, work=work)
+    if recorder is not None:
+        recorder.take(timeline.parse_stamp_lines(done.stdout))
+    found = dict(line.split(": ", 1) for line in done.stdout.splitlines()
+                 if ": " in line and not line.startswith(timeline.MARK))
+    if done.returncode != 0 or not {"endpoint", "model"} <= found.keys():
+        raise RuntimeFailure(f"local.serve: the serve workload exited {done.returncode} without an endpoint",
+                             "its log above")
+    return found["endpoint"].strip(), found["model"].strip()

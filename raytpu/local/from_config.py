@@ -1,0 +1,78 @@
+"""What a config's slices and workloads become on the emulated slice: the slice to start, the DCN span a smoke
+check covers, and the workload specs a local run is given (the config's own, moved onto the local slice).
+
+Standard library at import; the config is read (:mod:`raytpu.config`) only where a path is given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from raytpu import errors, multislice
+from raytpu.local.state import LocalCluster
+from raytpu.plan import SlicePlan
+from raytpu.spec import SERVING_FIELDS, ClusterSpec, WorkloadSpec
+
+
+def config_slice_plan(spec: ClusterSpec, slice_name: str | None = None) -> SlicePlan:
+    """The plan of ``slice_name``, else of the train workload's slice, else of the first slice."""
+    if slice_name is None:
+        trains = [w.slice for w in spec.workloads if w.kind.trains]
+        return (trains[0] if trains else spec.slices[0]).plan
+    return spec.slice_named(slice_name, "--slice").plan
+
+
+def dcn_slices_of(spec: ClusterSpec | None, plan: SlicePlan, available: int) -> tuple[int | None, str | None]:
+    """The ``--dcn-slices`` a smoke check passes by itself on a local cluster of ``available`` slices of ``plan``, and
+    the line that says so: N when a train workload of ``spec`` on a slice of that plan spans N > 1 slices and the
+    cluster has N, else None with why the DCN check is skipped; (None, None) without such a workload."""
+    span, name = multislice.widest(w for w in (spec.workloads if spec is not None else ()) if w.plan == plan)
+    if name is None:
+        return None, None
+    if available >= span:
+        return span, (f"train workload {name} spans {span} slices over DCN: the smoke check also all-reduces across "
+                      f"{span} of the local cluster's {available} slices (--dcn-slices {span})")
+    return None, (f"DCN check skipped: train workload {name} spans {span} slices and the local cluster has "
+                  f"{available} (`raytpu local up --slices {span}` for it)")
+
+
+def optional_config(path: str | None) -> ClusterSpec | None:
+    """``path``, else the local commands' default config (:func:`raytpu.config.choose`) when present, else None."""
+    from raytpu.config import choose, load
+
+    path = choose(path, local=True)
+    return load(path) if Path(path).exists() else None
+
+
+def job_workload(cluster: LocalCluster, work: WorkloadSpec) -> WorkloadSpec:
+    """The spec a job workload of the config runs with on ``cluster`` (``submit --local``): its own name and image,
+    its ``workloads[].slices`` when it spans slices, on the emulated slices."""
+    local_work = cluster.workload(work.kind.name, work.slices if work.multislice else None)
+    return replace(local_work, name=work.name, image=work.image)
+
+
+def serving_workload(cluster: LocalCluster, config: str | None = None, name: str | None = None) -> WorkloadSpec:
+    """The serving WorkloadSpec to deploy on ``cluster``: the config's (``name``, else its first serving
+    workload) moved onto the local slice, else the defaults. Its slice must be the one running."""
+    from raytpu.config import choose, load
+
+    local_work = cluster.workload("serve")
+    path = choose(config, local=True)
+    if config is None and not Path(path).exists():
+        if name is not None:
+            raise errors.missing("config", "with --workload", "--config naming a raytpu.yaml")
+        return local_work
+    serving = [w for w in load(path).workloads if w.kind.takes_model]
+    chosen = [w for w in serving if name in (None, w.name)]
+    if not chosen:
+        if name is None:
+            return local_work
+        raise errors.invalid_choice("workload", name, [w.name for w in serving] or ["(no serving workload)"])
+    work = chosen[0]
+    if work.plan != cluster.slice_plan:
+        running = cluster.slice_plan
+        raise errors.invalid_value("workload", work.name, f"runs on a {work.plan.generation} {work.plan.topology} "
+                                   f"slice; the local cluster emulates {running.generation} {running.topology}",
+                                   f"`raytpu local down` then `raytpu local up --slice {work.slice.name}`")
+    return replace(local_work, name=work.name, **{f: getattr(work, f) for f in SERVING_FIELDS})
