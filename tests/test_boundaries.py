@@ -59,7 +59,7 @@ def top_level(modules: set[str]) -> set[str]:
     return {m.split(".")[0] for m in modules}
 
 
-SPEC_LAYER = [ROOT / "raytpu" / f"{name}.py" for name in ("spec", "provisioning", "kinds", "catalog", "plan",
+SPEC_LAYER = [ROOT / "raytpu" / f"{name}.py" for name in ("spec", "provisioning", "kinds", "catalog", "ici", "plan",
                                                            "errors", "security", "vllm_rules")]
 
 
