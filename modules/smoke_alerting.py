@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from raytpu.cluster_parts import AlertingSpec
 from raytpu.modules.cdk import Construct, logging_metric, monitoring_alert_policy
 from raytpu.report import LOG_KEY
-from raytpu.spec import AlertingSpec
 
 
 @dataclass(frozen=True, kw_only=True)

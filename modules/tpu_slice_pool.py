@@ -6,12 +6,13 @@ from dataclasses import dataclass
 
 from raytpu import errors, names
 from raytpu.errors import InvalidInput
+from raytpu.field_rules import range_problems
 from raytpu.modules import _props
 from raytpu.modules._node_pool import JoinedCluster, NodePoolOptions, hardened_node_config, joined_to
 from raytpu.modules.cdk import Construct, TerraformResourceLifecycle, container_node_pool
 from raytpu.modules.workload_policy import WorkloadPolicy, WorkloadPolicyProps
 from raytpu.provisioning import RESERVATION_KEY, TPU_TAINT, reservation_parts
-from raytpu.spec import SliceSpec, range_problems
+from raytpu.spec import SliceSpec
 
 
 @dataclass(frozen=True, kw_only=True)

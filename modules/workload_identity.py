@@ -10,6 +10,7 @@ from typing import Any
 
 from raytpu import errors, names
 from raytpu.errors import InvalidInput
+from raytpu.field_rules import choice_problems
 from raytpu.modules import _props
 from raytpu.modules.cdk import (
     Construct,
@@ -21,7 +22,6 @@ from raytpu.modules.cdk import (
     service_account_iam_member,
     storage_bucket_iam_member,
 )
-from raytpu.spec import choice_problems
 
 ACCOUNT_ID = re.compile(r"^[a-z](?:[a-z0-9-]{4,28})[a-z0-9]$")
 BUCKET_ROLES = ("roles/storage.objectUser", "roles/storage.objectViewer", "roles/storage.objectCreator",

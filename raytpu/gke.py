@@ -261,7 +261,7 @@ def run_id(now: float | None = None) -> str:
 CORE_MODULES = ("__init__.py", "catalog.py", "errors.py", "kinds.py", "kuberay.py", "multislice.py", "names.py",
                 "network_policy.py", "plan.py", "pod_security.py", "provisioning.py", "py.typed", "ray_ports.py",
                 "report.py", "security.py", "serving.py", "smoke_runs.py", "spec.py", "table.py", "timeline.py",
-                "vllm_rules.py", "ici.py",
+                "vllm_rules.py", "ici.py", "cluster_parts.py", "field_rules.py",
                 "sizing/__init__.py", "sizing/models.py")
 """Files of ``raytpu`` in the jobs' core zip: the pure-Python core a Ray job may import (the spec layer reads the
 model table, ``sizing/models.py``). The CLI, ``gke``/``local`` and the CDK subpackages (``stacks``, ``modules``)
