@@ -321,8 +321,7 @@ class WorkloadSpec:
             found.append(errors.invalid_value("image", self.image, *wrong))
         if not self.slice.provisioning.runs_ray:
             found.append(errors.invalid_value(
-                # Source: GoogleCloudPlatform/cluster-autoscaler (7d25050) pkg/provisioningrequests/scaleup/
-                # orchestrator.go: a multi-PodSet ProvisioningRequest provisions only if all its pods fit one node group
+                # Source: cluster-autoscaler pkg/provisioningrequests/scaleup/orchestrator.go (FACTS section 17)
                 "slice", self.slice.name, f"uses provisioning: {self.slice.provisioning.name}, whose "
                 "ProvisioningRequest provisions only when every pod of every PodSet fits one node group, and a Ray "
                 "cluster's head (a CPU pod on the head pool) never fits the slice's queued TPU pool",
