@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from raytpu import errors
+from raytpu.cluster_parts import GkeSpec
 from raytpu.errors import InvalidInput
+from raytpu.field_rules import label_problems
 from raytpu.modules import _props
 from raytpu.modules.cdk import container_node_pool
-from raytpu.spec import GkeSpec, label_problems
 
 NODE_OAUTH_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 """Access is governed by IAM (Workload Identity), not by scopes."""

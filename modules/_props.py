@@ -3,7 +3,7 @@
 Each rule returns the problems of one value (a list of :class:`raytpu.errors.InvalidInput`, empty when it is
 fine), the spec layer's style: a props class adds up its fields' problems and raises them together with
 :func:`raytpu.errors.raise_found`. Rules a spec already states (labels, ranges, choices, bucket names) are
-imported from :mod:`raytpu.spec`, not restated here.
+imported from :mod:`raytpu.field_rules`, not restated here.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from raytpu import errors
 from raytpu.errors import InvalidInput
-from raytpu.spec import REGION, ZONE
+from raytpu.field_rules import REGION, ZONE
 
 RESOURCE_NAME = re.compile(r"^[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 
@@ -41,21 +41,21 @@ def resource_name_problems(field: str, value: object, max_len: int = 63) -> list
 
 
 def fraction_problems(field: str, value: object) -> list[InvalidInput]:
-    """A number within ``[0, 1]`` (a sampling rate; :func:`raytpu.spec.range_problems` takes whole numbers)."""
+    """A number within ``[0, 1]`` (a sampling rate; :func:`raytpu.field_rules.range_problems` takes whole numbers)."""
     if isinstance(value, int | float) and not isinstance(value, bool) and 0.0 <= value <= 1.0:
         return []
     return [errors.invalid_value(field, value, "is out of range", "0.0 to 1.0")]
 
 
 def zone_problems(field: str, value: object) -> list[InvalidInput]:
-    """A GCP zone such as ``us-east5-b`` (the spec's pattern, :data:`raytpu.spec.ZONE`)."""
+    """A GCP zone such as ``us-east5-b`` (the spec's pattern, :data:`raytpu.field_rules.ZONE`)."""
     if isinstance(value, str) and ZONE.match(value):
         return []
     return [errors.invalid_value(field, value, "is not a GCP zone", "a zone such as us-east5-b")]
 
 
 def region_problems(field: str, value: object) -> list[InvalidInput]:
-    """A GCP region such as ``us-east5`` (the spec's pattern, :data:`raytpu.spec.REGION`)."""
+    """A GCP region such as ``us-east5`` (the spec's pattern, :data:`raytpu.field_rules.REGION`)."""
     if isinstance(value, str) and REGION.match(value):
         return []
     return [errors.invalid_value(field, value, "is not a GCP region", "a region such as us-east5")]

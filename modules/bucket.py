@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from raytpu import errors
+from raytpu.field_rules import bucket_problems, label_problems, range_problems
 from raytpu.modules import _props
 from raytpu.modules.cdk import AssetType, Construct, TerraformAsset, storage_bucket, storage_bucket_object
-from raytpu.spec import bucket_problems, label_problems, range_problems
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,6 +10,7 @@ from typing import Any
 
 from raytpu import errors
 from raytpu.catalog import RAY_OPERATOR_MIN_GKE_VERSION, generation
+from raytpu.cluster_parts import GkeSpec, MaintenanceWindowSpec
 from raytpu.errors import InvalidInput
 from raytpu.modules import _props
 from raytpu.modules._node_pool import NODE_OAUTH_SCOPES
@@ -27,7 +28,6 @@ from raytpu.modules.workload_identity import WorkloadIdentity, WorkloadIdentityP
 from raytpu.multislice import MIN_GKE_VERSION as MULTISLICE_MIN_GKE_VERSION
 from raytpu.plan import SlicePlan
 from raytpu.provisioning import Provisioning
-from raytpu.spec import GkeSpec, MaintenanceWindowSpec
 
 _VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:-gke\.(\d+))?$")
 

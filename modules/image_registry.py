@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raytpu import errors
+from raytpu.field_rules import label_problems
 from raytpu.modules import _props
 from raytpu.modules.cdk import (
     Construct,
@@ -17,7 +18,6 @@ from raytpu.modules.cdk import (
     storage_bucket_iam_member,
 )
 from raytpu.modules.workload_identity import account_id_problems
-from raytpu.spec import label_problems
 
 PULL_ROLE = "roles/artifactregistry.reader"
 PUSH_ROLE = "roles/artifactregistry.writer"

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raytpu import errors
+from raytpu.cluster_parts import NetworkSpec
+from raytpu.field_rules import choice_problems
 from raytpu.modules import _props
 from raytpu.modules.cdk import (
     Construct,
@@ -16,7 +18,6 @@ from raytpu.modules.cdk import (
     compute_router_nat,
     compute_subnetwork,
 )
-from raytpu.spec import NetworkSpec, choice_problems
 
 PODS_RANGE = "pods"
 SERVICES_RANGE = "services"

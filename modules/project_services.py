@@ -3,10 +3,9 @@
 On a fresh project every API but a few defaults is off, so the first plan fails at the first call into one (a 403 at
 ``data.google_container_engine_versions``, say). Each API here is a ``google_project_service`` with its reason, and
 :class:`RequireApis` (an aspect) makes every ``google_*`` resource and data source of the stack depend on the APIs its
-calls go to: Terraform enables them first, and reads a data source that depends on a pending change at apply time
-(https://developer.hashicorp.com/terraform/language/meta-arguments/depends_on). Service Usage itself
-(``serviceusage.googleapis.com``) cannot be enabled this way: ``google_project_service`` calls it
-(hashicorp/terraform-provider-google ``website/docs/r/google_project_service.html.markdown``, 8.x).
+calls go to: Terraform enables them first, and reads a data source that depends on a pending change at apply time.
+Service Usage itself (``serviceusage.googleapis.com``) cannot be enabled this way: ``google_project_service`` calls it.
+Source: https://developer.hashicorp.com/terraform/language/meta-arguments/depends_on (docs/FACTS.md section 15).
 """
 
 from __future__ import annotations
@@ -80,10 +79,9 @@ class ProjectServicesProps:
 
 class ProjectServices(Construct):
     """One ``google_project_service`` per API, ``disable_on_destroy = false``: the provider's default (true) would turn
-    an API off for the whole project when the stack is destroyed (hashicorp/terraform-provider-google 8.x
-    ``google/services/resourcemanager/resource_google_project_service.go``, ``disable_on_destroy`` ``Default: true``).
-    Enabling an API that is already on changes nothing (``resourceGoogleProjectServiceCreate`` reads the enabled
-    services first), so existing projects and deployers with read access to Service Usage are unaffected.
+    an API off for the whole project when the stack is destroyed. Enabling an API that is already on changes nothing,
+    so existing projects and deployers with read access to Service Usage are unaffected.
+    Source: terraform-provider-google 8.x ``google_project_service`` (docs/FACTS.md section 15).
 
     Resource ids: the API's first label (``container``, ``compute``...).
     """

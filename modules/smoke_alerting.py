@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from raytpu.cluster_parts import AlertingSpec
 from raytpu.modules.cdk import Construct, logging_metric, monitoring_alert_policy
 from raytpu.report import LOG_KEY
-from raytpu.spec import AlertingSpec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,17 +36,10 @@ class SmokeAlerting(Construct):
     submitter's stdout to Cloud Logging, which reads it as ``jsonPayload`` (severity, message, ``raytpu_smoke``).
 
     The policy matches those log entries itself (``condition_matched_log``, a LogMatch condition) and names the
-    slice and the headline in the notification (``${log.extracted_label.*}``,
-    https://cloud.google.com/monitoring/alerts/doc-variables). It reads no metric, so the first apply succeeds by
-    construction: a policy on a log-based metric created in the same apply gets 404 "Cannot find metric(s) ... could
-    take up to 10 minutes to become available" and the provider retries only concurrent-edit errors
-    (hashicorp/terraform-provider-google#11102; resource_monitoring_alert_policy.go resourceMonitoringAlertPolicyCreate:
-    ``IsMonitoringConcurrentEditError``); GoogleCloudPlatform/cloud-foundation-fabric PR #3739 could only drop its
-    metric-based alert from the first apply. LogMatch rules (Monitoring API ``AlertPolicy.Condition.LogMatch``,
-    ``AlertStrategy.notification_rate_limit``): the only condition of its policy, a notification rate limit required;
-    each combination of extracted labels (slice, reason) is its own rule for notifications; Cloud Monitoring sends at
-    most one notification per 5 minutes and 20 a day per log-based policy
-    (https://cloud.google.com/logging/docs/alerting/log-based-incidents).
+    slice and the headline in the notification (``${log.extracted_label.*}``). It reads no metric, so the first
+    apply succeeds by construction: a policy on a log-based metric created in the same apply gets a 404 for minutes,
+    which the provider does not retry. A LogMatch condition is its policy's only one and needs a notification rate
+    limit. Source: terraform-provider-google #11102 (docs/FACTS.md section 15).
 
     The metric (unchanged, read by nothing here) keeps the history of unhealthy verdicts for charts.
 

@@ -6,12 +6,13 @@ from dataclasses import dataclass
 
 from raytpu import errors, names
 from raytpu.errors import InvalidInput
+from raytpu.field_rules import range_problems
 from raytpu.modules import _props
 from raytpu.modules._node_pool import JoinedCluster, NodePoolOptions, hardened_node_config, joined_to
 from raytpu.modules.cdk import Construct, TerraformResourceLifecycle, container_node_pool
 from raytpu.modules.workload_policy import WorkloadPolicy, WorkloadPolicyProps
 from raytpu.provisioning import RESERVATION_KEY, TPU_TAINT, reservation_parts
-from raytpu.spec import SliceSpec, range_problems
+from raytpu.spec import SliceSpec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,13 +58,9 @@ class TpuSlicePoolProps(TpuSlicePoolOptions):
 
 TPU_HOST_DRIFT = ("node_config[0].advanced_machine_features", "node_config[0].shielded_instance_config",
                   "upgrade_settings")
-"""Fields GKE rewrites on TPU hosts, ignored after create so a later plan never replaces a slice.
-
-``advanced_machine_features`` is ForceNew and not Computed (provider ``node_config.go``) while GKE sets
-``threads_per_core=1`` on TPU machine types (cloud-foundation-fabric PR #3972); ``shielded_instance_config`` is
-ForceNew; ``upgrade_settings`` is rewritten too. vllm-project/ci-infra ignores the same on its live TPU pools
-(``terraform/gcp_old/tpu-inference/k8s/clusters.tf`` at commit d7afa9c, its TPU node pools'
-``lifecycle.ignore_changes``)."""
+"""Fields GKE rewrites on TPU hosts (SMT off, shielded instance config, upgrade settings), ignored after create so a
+later plan never replaces a slice (the first two are ForceNew).
+Source: vllm-project/ci-infra's TPU node pools' ``lifecycle.ignore_changes`` (docs/FACTS.md section 15)."""
 
 
 class TpuSlicePool(Construct):
@@ -94,10 +91,8 @@ class TpuSlicePool(Construct):
         self.workload_policy: WorkloadPolicy | None = None
         placement = None
         if plan.placement == "compact":
-            # Queued pools too: COMPACT + tpu_topology is how a multi-host TPU slice is asked for. cluster-toolkit's
-            # gke-node-pool refuses COMPACT with queued provisioning "unless using TPUs" (main.tf precondition since
-            # bf7c3e1, PR #5218), and its TPU v6e queued blueprint sets exactly this (examples/gke-consumption-options/
-            # dws-flex-start-queued-provisioning/gke-tpu-v6e); tpu7x takes its workload policy below, queued or not.
+            # Queued pools too: COMPACT + tpu_topology is how a multi-host TPU slice is asked for; tpu7x takes its
+            # workload policy below, queued or not. Source: cluster-toolkit gke-node-pool (docs/FACTS.md section 15).
             placement = np.ContainerNodePoolPlacementPolicy(type="COMPACT", tpu_topology=plan.topology)
         elif plan.placement == "workload-policy":
             self.workload_policy = WorkloadPolicy(self, "workload-policy", WorkloadPolicyProps(
@@ -120,8 +115,8 @@ class TpuSlicePool(Construct):
                 node_config["max_run_duration"] = f"{item.max_run_duration_s}s"
         sizing: dict[str, object]
         if fields.scale_from_zero:
-            # Per-zone limits (not total_*): flex-start TPU pools need them (GKE flex-start docs:
-            # https://cloud.google.com/kubernetes-engine/docs/how-to/dws-flex-start-training).
+            # Per-zone limits (not total_*): flex-start TPU pools need them.
+            # Source: https://cloud.google.com/kubernetes-engine/docs/how-to/dws-flex-start-training
             sizing = {"initial_node_count": 0,
                       "autoscaling": np.ContainerNodePoolAutoscaling(
                           min_node_count=0, max_node_count=plan.hosts, location_policy="ANY")}
@@ -149,8 +144,7 @@ class TpuSlicePool(Construct):
         if self.workload_policy is not None:
             # A workload policy replaces COMPACT: `type` is Required in the schema but must be empty, and GKE stores
             # the topology, so it is stated too (the block is ForceNew: a missing field would replace the pool on
-            # every apply). Provider resource_container_node_pool.go placement_policy (e03b7622); the same shape as
-            # vllm-project/ci-infra's tpu7x pools; GKE: https://cloud.google.com/kubernetes-engine/docs/how-to/tpu-ironwood
+            # every apply). Source: provider ``resource_container_node_pool.go`` placement_policy (FACTS section 15).
             self.pool.add_override("placement_policy", {"type": "", "policy_name": self.workload_policy.name,
                                                         "tpu_topology": plan.topology})
         _props.apply_overrides(self.pool, props.overrides)

@@ -10,6 +10,7 @@ from typing import Any
 
 from raytpu import errors, names
 from raytpu.errors import InvalidInput
+from raytpu.field_rules import choice_problems
 from raytpu.modules import _props
 from raytpu.modules.cdk import (
     Construct,
@@ -21,7 +22,6 @@ from raytpu.modules.cdk import (
     service_account_iam_member,
     storage_bucket_iam_member,
 )
-from raytpu.spec import choice_problems
 
 ACCOUNT_ID = re.compile(r"^[a-z](?:[a-z0-9-]{4,28})[a-z0-9]$")
 BUCKET_ROLES = ("roles/storage.objectUser", "roles/storage.objectViewer", "roles/storage.objectCreator",
@@ -37,12 +37,9 @@ NODE_ROLES = (
 """What GKE nodes need (GKE hardening guide's minimal node service account) plus pulling images."""
 GSA_ANNOTATION = "iam.gke.io/gcp-service-account"
 BUCKET_METADATA_ROLE = "roles/storage.legacyBucketReader"
-"""Granted beside ``bucket_role`` because Ray Train's checkpoint storage opens the bucket through pyarrow's
-GcsFileSystem, whose ``create_dir``/``get_file_info`` on a bucket path calls ``GetBucketMetadata``, i.e.
-``storage.buckets.get`` (apache/arrow cpp/src/arrow/filesystem/gcsfs.cc, ``GetBucketMetadata``), which
-``roles/storage.objectUser`` lacks; this GA bucket-level role adds it (with object listing), nothing that writes.
-GKE's Ray-on-TPU get-started Terraform grants the same (kubernetes-engine-samples ai-ml/gke-ray/tpu/get-started
-cluster/main.tf)."""
+"""Granted beside ``bucket_role`` because Ray Train's checkpoint storage (pyarrow's GcsFileSystem) calls
+``storage.buckets.get``, which ``roles/storage.objectUser`` lacks; this role adds it (with object listing), nothing
+that writes. Source: apache/arrow ``gcsfs.cc`` ``GetBucketMetadata`` (docs/FACTS.md sections 8 and 15)."""
 
 
 def account_id_problems(field_name: str, value: str) -> list[InvalidInput]:

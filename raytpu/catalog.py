@@ -2,19 +2,11 @@
 
 Everything else in the kit (node pools, KubeRay groups, JaxTrainer scaling, smoke expectations) reads these
 records through :mod:`raytpu.plan`; no TPU literal appears anywhere else. The catalog tells two truths apart:
-
-- ``topologies``: what GKE can provision as one slice (one shape per size, GKE's per-accelerator-type tables:
-  https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus , the same rows as
-  AI-Hypercomputer/xpk ``src/xpk/core/system_characteristics.py`` (explicit lists in
-  ``UserFacingNameToSystemCharacteristics`` at aa4255bf, kept since as ``default_topologies``) and the TPU version
-  pages (https://cloud.google.com/tpu/docs/v6e , /v5e).
-- ``ray_topologies``: what the pinned Ray (2.60) can reserve as one slice: a recorded copy of Ray's
-  ``ray._private.accelerators.tpu.VALID_TPU_TOPOLOGY`` (``SlicePlacementGroup`` raises
-  ``ValueError`` outside it), in GKE's canonical order. A test checks it against Ray's own table.
-
-Per-chip figures: Cloud TPU system architecture pages (https://cloud.google.com/tpu/docs/v4 , /v5e ,
-/v5p-training , /v6e , /tpu7x): peak bf16 TFLOP/s, HBM capacity and bandwidth, bidirectional ICI bandwidth.
-Standard library only: the CLI's ``describe`` path imports this and nothing heavy.
+``topologies``, what GKE can provision as one slice (one shape per size), and ``ray_topologies``, what the pinned
+Ray can reserve as one (``SlicePlacementGroup`` raises ``ValueError`` outside it; a test checks the copy against
+Ray's own table). Per-chip figures come from the Cloud TPU system architecture pages.
+Source: https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus ; each figure's evidence is in
+docs/FACTS.md section 10. Standard library only: the CLI's ``describe`` path imports this and nothing heavy.
 """
 
 from __future__ import annotations
@@ -24,6 +16,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from raytpu.errors import InvalidInput, invalid_choice
+from raytpu.ici import SliceICI, ici_expected
 
 RAY_VERSION = "2.60.0"
 """The one Ray version of the kit: whose TPU tables ``ray_topologies`` records, what the kit's images and job
@@ -41,19 +34,9 @@ class MachineType:
     """A GCE machine type that carries TPU chips: its name, chips, vCPUs and memory per VM, as a GKE node has them.
 
     ``vcpus`` is what the node's kubelet sees, so pod requests fit it: GKE runs some TPU machine types with SMT off
-    (ct6e-standard-8t: 180, where Compute Engine lists 360 threads). Every figure is cited beside it from two
-    sources that do not copy each other:
-
-    - [CA] GKE's cluster autoscaler, GoogleCloudPlatform/cluster-autoscaler (7d250507)
-      ``pkg/cloudprovider/gke/machinetypes/deprecated_machine_types_config.go``, ``NewMachineTypeInfo(name, vCPUs,
-      GiB)`` (``withThreadsPerCoreOverride(1)`` on ct6e-standard-8t; ``gke_manager.go`` ``getMachineTypeCpu``:
-      "GCE vCPU count assumes SMT=2, so it can't be used for those machines"); chips: ``deprecated_tpu_config.go``
-      ``fixedTpuCount``.
-    - [GCE] The Compute Engine API, ``gcloud compute machine-types list`` (NAME;CPUS;SHARED_CPU;MEMORY_GB, GiB), as
-      exported in Cyclenerd/google-cloud-pricing-cost-calculator ``tools/machinetypes.csv`` (dac31281; ct4p, since
-      removed there, at 8d3624b). Chips per VM also: the Cloud TPU pages' "Machine type (GKE API)" tables
-      (https://cloud.google.com/tpu/docs/v6e , /v5e) and [TPU7X] https://cloud.google.com/tpu/docs/tpu7x
-      ("Number of vCPUs (4-chip VM)": v5p 208, v6e 180, TPU7x 224; "RAM (GB)": 448, 720, 960).
+    (ct6e-standard-8t: 180, where Compute Engine lists 360 threads).
+    Source: cluster-autoscaler ``NewMachineTypeInfo`` and ``gcloud compute machine-types list``, each figure checked
+    against both (docs/FACTS.md section 10).
     """
 
     name: str
@@ -61,13 +44,9 @@ class MachineType:
     vcpus: int
     memory_gib: int
     network_gbps: float | None = None
-    """The VM's DCN line rate, Gbps (its NICs' total; all slices of a multi-slice run meet over it), each cited
-    twice where published: [TPUVM] Compute Engine, "TPU machines in accelerator-optimized machine family"
-    (https://cloud.google.com/compute/docs/accelerator-optimized-machines , TPU machine types tables, "Maximum
-    network bandwidth (Gbps)"), and the Cloud TPU pages' per-chip or per-host figures ("Data center network (DCN)
-    bandwidth per chip (Gbps)": v5p 50, v6e 100, TPU7x 100; v5e "Per-host NIC configuration: 2 x 100 Gbps NIC" on
-    an 8-chip host and "Data center network bandwidth per Pod: 6.4 Tbps" for 256 chips). None: unpublished (the
-    smoke check then falls back to the scaling book's 25 GB/s per host)."""
+    """The VM's DCN line rate, Gbps (its NICs' total; all slices of a multi-slice run meet over it). None:
+    unpublished (the smoke check then falls back to the scaling book's 25 GB/s per host).
+    Source: https://cloud.google.com/compute/docs/accelerator-optimized-machines ("Maximum network bandwidth")."""
 
     @property
     def allocatable_cpu_m(self) -> int:
@@ -100,21 +79,10 @@ class SmokeFloors:
     """What a healthy device of a generation reaches in the smoke check, as fractions of the catalog's figures.
 
     ``raytpu.workloads.smoke`` gates every device on these on real TPU. Each floor sits well below what a healthy
-    device measures (the sources below) and above one half, so a device running at half speed fails.
-    Measured references (public, the same method as the smoke check's):
-
-    - matmul: JAX's Pallas TPU matmul guide (jax-ml/jax ``docs/pallas/tpu/matmul.ipynb``, "XLA matmul" cell):
-      XLA's bf16 8192x8192x8192 matmul at 92.3% of v5e's 197 TFLOP/s. AI-Hypercomputer/accelerator-microbenchmarks
-      ``Ironwood/Ironwood_Microbenchmarks_readme.md`` (5158b04, gemm_multiple_run): tpu7x bf16 4096^3 at 893 and
-      16384^3 at 950 TFLOP/s per device, 77% and 82% of 1153.5 (half of 2307: a tpu7x chip is two JAX devices).
-    - HBM: the same repository's ``Ironwood/guides/hbm/hbm.md`` (5158b04): a copy of 128 MiB or more moves 3200 GB/s
-      per device (read + write counted, as here), 87% of tpu7x's 7380 GB/s per chip.
-    - ICI: the expected all-reduce bus bandwidth of the slice's topology (:func:`expected_busbw`, from
-      :attr:`Generation.ici_link_gbps`, the axes and their wraparound), gated at one half of it. The one public
-      TPU collective measurement found, AI-Hypercomputer/accelerator-microbenchmarks
-      ``Ironwood/guides/collectives/all_gather.md`` (63b035b, "Expected Results"), is a 4-way all-gather
-      (f32[16384,8,128] to f32[65536,8,128]) at 179 GB/s on tpu7x 2x2x1 and on 2x2x2, not a whole-slice
-      all-reduce, so the half is a margin below the model, not a measured fraction of it.
+    device measures and above one half, so a device running at half speed fails; the ICI floor is one half of the
+    topology's expected bus bandwidth (:func:`expected_busbw`), a margin below the model, not a measured fraction.
+    Source: JAX's Pallas TPU matmul guide and AI-Hypercomputer/accelerator-microbenchmarks ``Ironwood/``
+    (measured references in docs/FACTS.md section 10).
 
     Attributes:
         matmul_of_peak: bf16 TFLOP/s of a chain of 8192x8192 matmuls in one compiled loop, over the per-device
@@ -134,7 +102,7 @@ class SmokeFloors:
     """The DCN check's floor: a host's cross-slice all-reduce bus bandwidth over its machine type's line rate
     (:attr:`MachineType.network_gbps` / 8). A ring all-reduce's bus bandwidth is what each host sends per second,
     so the line rate bounds it; one half, as the ICI floor, fails a host at half its NICs' rate (a margin below the
-    bound, not a measured fraction: no public TPU DCN all-reduce figure was found)."""
+    bound: no public TPU DCN all-reduce figure exists to measure against)."""
 
 
 @dataclass(frozen=True)
@@ -153,11 +121,7 @@ class Generation:
         ici_gbps_per_chip: Bidirectional inter-chip interconnect bandwidth per chip, GB/s (None: unpublished).
         ici_link_gbps: One-way ICI bandwidth of one link, GB/s (one link to each neighbour per mesh axis and
             direction): what :func:`expected_busbw` computes a topology's all-reduce bus bandwidth from.
-            jax-ml/scaling-book ``tpus.md`` (54e2c43, "ICI BW/link (one-way, bytes/s)" table): v4p 4.5e10,
-            v5p 9e10, v5e 4.5e10, v6e 9e10 (its revision 04d8de5 lists 5e10 for v5e and 1e11 for v5p and v6e, the
-            Cloud TPU pages' per-chip figures over 2 directions x 2 links per axis: 400/8, 800/8, 1200/12). tpu7x
-            has no scaling-book row: 1200 GB/s per chip (https://cloud.google.com/tpu/docs/tpu7x) over 2
-            directions x 6 links (3D torus) = 100.
+            Source: jax-ml/scaling-book ``tpus.md`` "ICI BW/link" table; tpu7x derived (FACTS section 10).
         peak_bf16_tflops_per_chip: Peak dense bf16 TFLOP/s per chip.
         tensorcores_per_chip: TensorCores per chip; pod-type names count cores (``v4-8`` is 4 chips).
         ray_accelerator_type: Ray's ``accelerator_type`` resource suffix (``TPU-V6E``).
@@ -168,9 +132,7 @@ class Generation:
         min_gke_version_autopilot: The same on Autopilot; None means as on Standard.
         zones: Zones Google documents as offering it (:data:`OFFERED`), the kit's default first.
         jax_device_kinds: What ``jax.Device.device_kind`` reports for this generation (libtpu's own name for the
-            hardware, independent of the env GKE sets): jax 0.10.2 ``jax._src.mesh_utils`` (``_TPU_V4`` ...) names
-            ``'TPU v4'``, ``'TPU v5 lite'``, ``'TPU v5e'``, ``'TPU v5p'``, ``'TPU v6 lite'``, ``'TPU7x'``; jax's
-            ``_src/tpu_info.py`` (HEAD) also matches ``'TPU v5'`` (v5p) and ``'TPU v6e'``.
+            hardware, independent of the env GKE sets). Source: jax 0.10.2 ``jax._src.mesh_utils``.
         smoke: The smoke check's per-device floors for this generation (:class:`SmokeFloors`); every
             generation of :data:`GENERATIONS` has them.
     """
@@ -246,11 +208,10 @@ def _single_host_shape(mesh_dims: int, chips: int) -> str:
 
 
 SHAPES_2D = ("1x1", "2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16")
-"""v5e and v6e: https://cloud.google.com/tpu/docs/v6e (table "Topology | TPU chips | Hosts | VMs | Machine type"),
-https://cloud.google.com/tpu/docs/v5e ("The following 2D slice shapes are supported for v5e")."""
+"""v5e and v6e. Source: https://cloud.google.com/tpu/docs/v6e (table "Topology | TPU chips | Hosts | VMs")."""
 
 SHAPES_V4 = ("2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8", "8x8x12", "8x8x16", "8x16x16")
-"""GKE's v4 table (v4-8 ... v4-4096); xpk aa4255bf ``UserFacingNameToSystemCharacteristics``, its v4 entries."""
+"""GKE's v4 table (v4-8 ... v4-4096). Source: xpk ``UserFacingNameToSystemCharacteristics`` (FACTS section 10)."""
 
 SHAPES_V5P = (
     "2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x4x12", "4x8x8",
@@ -266,13 +227,11 @@ SHAPES_V5P = (
     "12x12x36", "4x8x164", "12x16x28", "4x20x68", "4x8x172", "4x12x116", "8x16x44", "12x20x24",
     "4x28x52", "8x8x92", "4x12x124", "4x8x188", "4x20x76", "16x16x24", "12x24x24", "16x20x28",
 )
-"""GKE's v5p table (v5p-8 ... v5p-17920, one shape per size, e.g. 4x4x28 = v5p-896, 16x20x28 = 8,960 chips);
-xpk aa4255bf ``UserFacingNameToSystemCharacteristics``, its v5p
-entries (``default_topologies`` at HEAD)."""
+"""GKE's v5p table (v5p-8 ... v5p-17920, one shape per size, e.g. 4x4x28 = v5p-896, 16x20x28 = 8,960 chips).
+Source: xpk ``UserFacingNameToSystemCharacteristics`` (FACTS section 10)."""
 
 SHAPES_TPU7X = (*SHAPES_V5P[:-1], "16x16x32", "16x20x28", "16x24x24")
-"""xpk aa4255bf ``UserFacingNameToSystemCharacteristics``, its tpu7x entries: v5p's table plus 16x16x32 and the full
-16x24x24 pod."""
+"""v5p's table plus 16x16x32 and the full 16x24x24 pod. Source: xpk ``UserFacingNameToSystemCharacteristics``."""
 
 _RAY_3D_SMALL = ("2x2x1", "2x2x2", "2x2x4", "2x4x4")
 
@@ -310,25 +269,20 @@ def _generation_2d(name: str, label: str, prefix: str, hbm: float, hbm_gbps: flo
     )
 
 
-# TPU machine types: (name, chips, vCPUs, GiB). vCPUs and GiB from [CA] and [GCE] (see MachineType), which agree
-# unless noted; chips per VM from CA ``fixedTpuCount`` and the Cloud TPU pages' machine type tables.
-# network_gbps (MachineType.network_gbps): ct5lp-4t 100 = v5e 6.4 Tbps / 256 chips x 4 = one of an 8-chip host's
-# 2 x 100 Gbps NICs; ct5lp-8t 200 = 2 x 100 Gbps NICs = 25 Gbps x 8; ct5p-4t 200 = TPUVM 200 = v5p 50 Gbps/chip x 4;
-# ct6e-1t 50, ct6e-8t 200: TPUVM alone (1 NIC; not 100 Gbps/chip x chips); ct6e-4t 400 = TPUVM 400 = v6e 100 x 4;
-# tpu7x-4t 400 = TPUVM 400 = TPU7x 100 x 4; v4 and ct5lp-1t: no published figure.
-CT4P_4T = MachineType("ct4p-hightpu-4t", 4, 240, 407)  # CA: ("ct4p-hightpu-4t", 240, 407); GCE: 240;407.00
-CT5LP_1T = MachineType("ct5lp-hightpu-1t", 1, 24, 48)  # CA: 24, 48; GCE: 24;48.00
-CT5LP_4T = MachineType("ct5lp-hightpu-4t", 4, 112, 192, 100)  # CA: 112, 192; GCE: 112;192.00
-CT5LP_8T = MachineType("ct5lp-hightpu-8t", 8, 224, 384, 200)  # CA: 224, 384; GCE: 224;384.00
-CT5P_4T = MachineType("ct5p-hightpu-4t", 4, 208, 448, 200)  # CA: 208, 448; GCE: 208;448.00; TPU7X: 208, 448
-CT6E_1T = MachineType("ct6e-standard-1t", 1, 44, 176, 50)  # CA: 44, 176; GCE: 44;176.00
-CT6E_4T = MachineType("ct6e-standard-4t", 4, 180, 720, 400)  # CA: 180, 720; GCE: 180;720.00; TPU7X: 180, 720
+# TPU machine types: (name, chips, vCPUs, GiB, DCN Gbps); each figure's two sources: docs/FACTS.md section 10.
+CT4P_4T = MachineType("ct4p-hightpu-4t", 4, 240, 407)
+CT5LP_1T = MachineType("ct5lp-hightpu-1t", 1, 24, 48)
+CT5LP_4T = MachineType("ct5lp-hightpu-4t", 4, 112, 192, 100)
+CT5LP_8T = MachineType("ct5lp-hightpu-8t", 8, 224, 384, 200)
+CT5P_4T = MachineType("ct5p-hightpu-4t", 4, 208, 448, 200)
+CT6E_1T = MachineType("ct6e-standard-1t", 1, 44, 176, 50)
+CT6E_4T = MachineType("ct6e-standard-4t", 4, 180, 720, 400)
 CT6E_8T = MachineType("ct6e-standard-8t", 8, 180, 1440, 200)
-"""SMT off on GKE: CA ``NewMachineTypeInfo("ct6e-standard-8t", 180, 1440).withThreadsPerCoreOverride(1)``; GCE lists
-360;1440.00, its hardware threads at 2 per core, i.e. the same 180 cores. 1440 GiB: both."""
+"""SMT off on GKE: 180 cores, where Compute Engine lists 360 threads.
+Source: cluster-autoscaler ``NewMachineTypeInfo("ct6e-standard-8t", 180, 1440).withThreadsPerCoreOverride(1)``."""
 TPU7X_4T = MachineType("tpu7x-standard-4t", 4, 224, 960, 400)
-"""224 vCPUs: CA, GCE and TPU7X agree. Memory: GCE 960.00 and TPU7X 960, while CA has 992; the lower figure keeps
-derived pod requests within what the node really has."""
+"""960 GiB, the lower of the published figures (cluster-autoscaler has 992), so derived pod requests fit the node.
+Source: https://cloud.google.com/tpu/docs/tpu7x ("RAM (GB)")."""
 
 
 # ---------------------------------------------------------------------------------------------- where it is offered
@@ -339,9 +293,8 @@ class OfferedZones:
     """The zones Google documents as offering a TPU generation, per provisioning mode: one dated, cited table.
 
     Both lists give warnings, not refusals (``raytpu validate`` prints them, exit 0): Google's two flex-start pages
-    disagree with each other (GKE's lists v6e in us-east5-b, Cloud TPU's does not; Cloud TPU's lists v5e serving in
-    us-central1-a, GKE's does not), so the lists move, and a refusal would block a zone added since ``read_on`` with
-    no way around it. docs/FACTS.md section 1 keeps the evidence.
+    disagree with each other, so the lists move, and a refusal would block a zone added since ``read_on`` with no
+    way around it. docs/FACTS.md section 1 keeps the evidence.
 
     Attributes:
         read_on: When the pages below were read.
@@ -502,9 +455,7 @@ def from_accelerator_type(name: str, field: str = "generation") -> tuple[str, st
     has one (v5e, v6e: ``v6e-16`` is 16 chips), as :attr:`Generation.tensorcores_per_chip` says; the topology is
     GKE's one shape of that many chips (:attr:`Generation.topologies` holds one per size), refused listing the
     sizes when none or several have it.
-    Source: ray 2.60 ``ray._private.accelerators.tpu.get_tpu_cores_per_chip`` (v5litepod, v6e: 1; others: 2) and
-    ``normalize_tpu_accelerator_type`` (tpu7x-8 is v7x-8); https://cloud.google.com/tpu/docs/v5p (v5p-128: 4x4x4);
-    AI-Hypercomputer/xpk ``system_characteristics`` (tpu7x 4x4x4: device_type tpu7x-128).
+    Source: ray 2.60 ``ray._private.accelerators.tpu.get_tpu_cores_per_chip`` (docs/FACTS.md section 1).
     """
     match = ACCELERATOR_TYPE.match(name.strip().lower())
     gen = accelerator_prefixes().get(match[1]) if match else None
@@ -551,116 +502,6 @@ def offered_topology(gen: Generation, topology: str, field: str = "topology") ->
     if gen.mesh_dims == 3 and any(d % 4 for d in dims):
         raise InvalidInput(field, f"{topology!r} has a dimension that is not a multiple of 4", valid)
     raise InvalidInput(field, f"{topology!r} is not a {gen.name} slice shape", valid)
-
-
-# ---------------------------------------------------------------------------------------------- ICI expectations
-#
-# The all-reduce bus bandwidth a healthy slice's ICI should reach, per topology and per mesh axis: the one place
-# the smoke check's ICI expectations are computed (raytpu.workloads.smoke gates on them). Model and sources:
-#
-# - Bus bandwidth as NCCL defines it for an all-reduce: ``busbw = algbw x 2(n-1)/n`` with ``algbw = bytes / time``
-#   (NVIDIA/nccl-tests ``doc/PERFORMANCE.md``, "AllReduce"): the rate at which each chip moves the reduce-scatter
-#   and all-gather halves of a ring all-reduce, comparable to a link's rate whatever the number of chips.
-# - Along one mesh axis, each chip has one link to each neighbour. With a wraparound link the axis is a ring and
-#   both directions carry data, so the axis moves ``2 x`` the one-way link rate; without one (a line) each
-#   direction of each link carries everything once, ``1 x`` the one-way rate. jax-ml/scaling-book ``tpus.md``:
-#   bidirectional bandwidth applies "when we have a functioning ring, AKA when we have a wraparound connection on
-#   the particular axis"; no wraparound "typically doubles the time of most communication". An axis of size 1
-#   moves nothing.
-# - Over several axes at once the bandwidths add: scaling-book ``sharding.md`` ("What happens when we AllGather over
-#   multiple axes?": "This increases the available bandwidth by a factor of n_axes"; an AllReduce is a
-#   ReduceScatter plus an AllGather, "2 x AllGather", i.e. the same bus bandwidth).
-# - Wraparound (scaling-book ``tpus.md``, TPU Networking): v5e and v6e (2D, no optical switches) wrap an axis only
-#   at its full size, 16 ("wraparounds along any axis of size 16 (meaning an 8x16 has a wraparound on the long
-#   axis)", "smaller topologies can be requested without wraps on dims < 16"). v4, v5p and tpu7x (3D) get their
-#   wraparounds from the optical switches between 4x4x4 cubes, so only a slice made of whole cubes wraps, on every
-#   axis ("Any multiple of a full cube (e.g. 4x4x4 or 4x4x8) will have wraparounds"; "a 2x2x4 won't have any
-#   wraparounds"). https://cloud.google.com/tpu/docs/v4 (3D mesh and 3D torus): the "twisted tori" on 4-multiple
-#   shapes AxBxC with 2A=B=C or 2A=2B=C twist those wraparounds, which shortens paths between far chips but does
-#   not change a ring's per-axis rate, so the model treats them as plain wraparounds.
-
-
-ICI_AXIS_NAMES = ("x", "y", "z")
-"""Mesh axes in topology order: ``4x8`` is x=4, y=8."""
-ICI_FULL_2D_AXIS = 16
-"""v5e/v6e: an axis wraps around only at the pod's full 16 chips."""
-ICI_CUBE_EDGE = 4
-"""v4/v5p/tpu7x: wraparounds come with whole 4x4x4 cubes."""
-
-
-@dataclass(frozen=True)
-class AxisICI:
-    """One mesh axis of a slice: its size, whether it wraps around, and the all-reduce bus bandwidth per chip an
-    all-reduce over this axis alone should reach (GB/s)."""
-
-    name: str
-    size: int
-    wraparound: bool
-    busbw_gbps: float
-
-    def describe(self, link_gbps: float) -> str:
-        """``size 4, no wraparound: 1 x 90 GB/s one-way per link``."""
-        if self.size < 2:
-            return f"size {self.size}: no links"
-        return (f"size {self.size}, {'wraparound' if self.wraparound else 'no wraparound'}: "
-                f"{2 if self.wraparound else 1} x {link_gbps:g} GB/s one-way per link")
-
-
-@dataclass(frozen=True)
-class SliceICI:
-    """A topology's expected all-reduce bus bandwidth per chip: the sum over its axes (GB/s), and each axis."""
-
-    topology: str
-    link_gbps: float
-    axes: tuple[AxisICI, ...]
-
-    @property
-    def busbw_gbps(self) -> float:
-        """Bus bandwidth per chip of an all-reduce over the whole slice (every axis at once)."""
-        return sum(a.busbw_gbps for a in self.axes)
-
-    def axis(self, name: str) -> AxisICI | None:
-        """The axis called ``name``, if the topology has it."""
-        return next((a for a in self.axes if a.name == name), None)
-
-    def describe(self) -> str:
-        """``x 90 + y 90 (4x4: no wraparound, 90 GB/s one-way per link)``."""
-        parts = " + ".join(f"{a.name} {a.busbw_gbps:g}" for a in self.axes if a.size > 1) or "no links"
-        wraps = [a.name for a in self.axes if a.wraparound]
-        return (f"{parts} ({self.topology}: {'wraparound on ' + ', '.join(wraps) if wraps else 'no wraparound'}, "
-                f"{self.link_gbps:g} GB/s one-way per link)")
-
-
-def ici_wraparound(mesh_dims: int, dims: tuple[int, ...]) -> tuple[bool, ...]:
-    """Which axes of a slice of shape ``dims`` wrap around, for a ``mesh_dims``-D generation (see module doc)."""
-    if mesh_dims == 2:
-        return tuple(d >= ICI_FULL_2D_AXIS for d in dims)
-    whole_cubes = all(d % ICI_CUBE_EDGE == 0 for d in dims)
-    return tuple(whole_cubes and d > 1 for d in dims)
-
-
-def ici_axis_busbw(link_gbps: float, size: int, wraps: bool) -> float:
-    """All-reduce bus bandwidth per chip over one axis: 0 for size 1, else the one-way link rate, doubled by a
-    wraparound (a ring uses both directions)."""
-    if size < 2:
-        return 0.0
-    return link_gbps * (2 if wraps else 1)
-
-
-def ici_expected(link_gbps: float, mesh_dims: int, topology: str) -> SliceICI:
-    """The expected bus bandwidth of ``topology`` (``4x4``, ``2x2x4``) on a generation with ``mesh_dims`` mesh
-    dimensions and ``link_gbps`` one-way per link: each axis's figure and their sum."""
-    return ici_for_dims(link_gbps, mesh_dims, tuple(int(d) for d in topology.split("x")))
-
-
-def ici_for_dims(link_gbps: float, mesh_dims: int, dims: tuple[int, ...],
-             names: tuple[str, ...] = ICI_AXIS_NAMES) -> SliceICI:
-    """:func:`ici_expected` for axis sizes ``dims`` named ``names`` (e.g. the mesh a host built from the devices'
-    physical coordinates, whose axis order need not be the topology string's)."""
-    wraps = ici_wraparound(mesh_dims, dims)
-    return SliceICI("x".join(map(str, dims)), link_gbps,
-                    tuple(AxisICI(names[i], d, w, ici_axis_busbw(link_gbps, d, w))
-                          for i, (d, w) in enumerate(zip(dims, wraps, strict=True))))
 
 
 def expected_busbw(generation_name: str, topology: str) -> SliceICI | None:

@@ -27,18 +27,10 @@ from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, Va
 
 from raytpu import errors, kinds, reading
 from raytpu.catalog import GENERATIONS
+from raytpu.cluster_parts import AlertingSpec, GkeSpec, NetworkSpec, StorageSpec
 from raytpu.errors import InvalidInput, InvalidInputs, Problems, join_path
 from raytpu.security import SecuritySpec
-from raytpu.spec import (
-    AlertingSpec,
-    ClusterSpec,
-    GkeSpec,
-    NetworkSpec,
-    SliceSpec,
-    StorageSpec,
-    WorkloadSpec,
-    cluster_problems,
-)
+from raytpu.spec import ClusterSpec, SliceSpec, WorkloadSpec, cluster_problems
 
 DEFAULT_CONFIG = "raytpu.yaml"
 CONFIG_ENV = "RAYTPU_CONFIG"

@@ -12,10 +12,10 @@ import os
 import zipfile
 from pathlib import Path
 
-CORE_MODULES = ("__init__.py", "catalog.py", "errors.py", "kinds.py", "kuberay.py", "multislice.py", "names.py",
-                "network_policy.py", "plan.py", "pod_security.py", "provisioning.py", "py.typed", "ray_ports.py",
-                "report.py", "security.py", "serving.py", "smoke_runs.py", "spec.py", "table.py", "timeline.py",
-                "vllm_rules.py",
+CORE_MODULES = ("__init__.py", "catalog.py", "cluster_parts.py", "errors.py", "field_rules.py", "ici.py", "kinds.py",
+                "kuberay.py", "multislice.py", "names.py", "network_policy.py", "plan.py", "pod_security.py",
+                "provisioning.py", "py.typed", "ray_ports.py", "report.py", "security.py", "serving.py",
+                "smoke_runs.py", "spec.py", "table.py", "timeline.py", "vllm_rules.py",
                 "sizing/__init__.py", "sizing/models.py")
 """Files of ``raytpu`` in the jobs' core zip: the pure-Python core a Ray job may import (the spec layer reads the
 model table, ``sizing/models.py``). The CLI, ``cluster``/``local`` and the CDK subpackages (``stacks``, ``modules``)

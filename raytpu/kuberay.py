@@ -16,9 +16,9 @@ workload's slice (its SlicePlan):
 A RayJob runs ``python -m raytpu.workloads.<program>`` (its kind's program) and receives its WorkloadSpec as
 JSON in ``RAYTPU_WORKLOAD`` (runtime env): the pod never re-plans its slice.
 
-Pod labels: KubeRay itself labels every Ray pod ``app.kubernetes.io/name: kuberay`` (``labelPod`` in
-``ray-operator/controllers/ray/common/pod.go``; template labels may override it), which is the label the
-GKE Ray TPU webhook selects on. So the templates here deliberately never set ``app.kubernetes.io/name``.
+Pod labels: KubeRay itself labels every Ray pod ``app.kubernetes.io/name: kuberay`` (template labels may override
+it), which is the label the GKE Ray TPU webhook selects on, so the templates here never set it.
+Source: KubeRay ``labelPod`` (``ray-operator/controllers/ray/common/pod.go``).
 
 Security (:mod:`raytpu.pod_security`, :mod:`raytpu.network_policy`, config section ``security``): every pod
 runs non-root with no capabilities, the runtime's seccomp profile, a read-only root filesystem and no API token;
@@ -60,7 +60,7 @@ MIN_KUBERAY_VERSION = "1.6.0"
 NEWEST_FIELDS = {"RayService": ("spec.rayClusterConfig.authOptions",)}
 """Per kind Terraform applies, the fields the kit sets that arrived last (in :data:`MIN_KUBERAY_VERSION`): a served
 CRD without them belongs to an older KubeRay (the workloads stack checks them before planning an object;
-``raytpu submit`` checks every field of what it applies, :meth:`raytpu.k8s.client.KubeClient.check_schema`)."""
+``raytpu submit`` checks every field of what it applies, :meth:`raytpu.cluster.kube_client.KubeClient.check_schema`)."""
 
 MAX_NAME_LENGTH = {"RayCluster": 53, "RayJob": 47, "RayService": 47}
 """KubeRay's name limits (it appends suffixes to derive cluster and pod names); names are DNS-1035 labels."""
@@ -111,18 +111,13 @@ def tpu_placement(item: SliceSpec, autopilot: bool,
 
     The slice's accelerator and topology labels, the TPU taint's toleration, and either the slice's Autopilot
     ComputeClass (which carries spot/reservation/flex-start) or the provisioning mode's own node label. On Standard
-    also :data:`raytpu.names.SLICE_LABEL` = the slice's name, a Kubernetes label its pools give their nodes
-    (:class:`raytpu.modules.tpu_slice_pool.TpuSlicePool`): accelerator, topology and provisioning label do not tell
-    apart two slices of one generation and topology (a v6e 2x4 on one 8-chip host and one on two 4-chip hosts; an
-    on-demand and a spot copy: the kit's Standard spot pools carry only the TPU taint every TPU pod tolerates, while
-    Autopilot taints its spot nodes: https://cloud.google.com/kubernetes-engine/docs/how-to/autopilot-spot-pods).
-    A nodeSelector, not a node affinity: for a multi-host group the GKE TPU webhook sets the pod's whole
-    ``/spec/affinity`` (a JSON-patch ``add``, which replaces an existing member: RFC 6902 section 4.1) to its own
-    per-replica pod affinity (ai-on-gke/kuberay-tpu-webhook ``injectAffinity``, ef658db), so a node affinity of
-    ours would be dropped; the nodeSelector is left alone. Autopilot has no pools: there the slice's own
-    ComputeClass separates it. On Autopilot a multi-host tpu7x slice also selects its HIGH_THROUGHPUT workload policy
-    (GKE: Ironwood rejects COMPACT; https://cloud.google.com/kubernetes-engine/docs/how-to/tpu-ironwood), which needs
-    ``cluster``.
+    also :data:`raytpu.names.SLICE_LABEL` = the slice's name, a label its pools give their nodes: accelerator,
+    topology and provisioning label do not tell apart two slices of one generation and topology (a v6e 2x4 on one
+    8-chip host or on two 4-chip hosts; an on-demand and a spot copy, since Standard spot pools carry only the TPU
+    taint). A nodeSelector, not a node affinity: for a multi-host group the GKE TPU webhook replaces the pod's whole
+    ``/spec/affinity`` with its own. Autopilot has no pools: there the slice's own ComputeClass separates it, and a
+    multi-host tpu7x slice also selects its HIGH_THROUGHPUT workload policy (Ironwood rejects COMPACT), which needs
+    ``cluster``. Source: ai-on-gke kuberay-tpu-webhook ``injectAffinity`` (docs/FACTS.md sections 8 and 12).
     """
     selector = dict(item.plan.node_selector)
     tolerations: list[dict[str, Any]] = [{"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
@@ -144,9 +139,7 @@ def tpu_placement(item: SliceSpec, autopilot: bool,
 
 def gcsfuse_mount_options(security: SecuritySpec) -> str:
     """GCS FUSE mount options: files owned by the pods' non-root user, else the mount is root's and Ray cannot write
-    checkpoints ("If you set runAsUser or runAsGroup ... you must set the uid and gid mount flags":
-    GoogleCloudPlatform/gcs-fuse-csi-driver docs/authentication.md; fsGroup adds file-mode 664 and dir-mode 775,
-    pkg/csi_driver/utils.go)."""
+    checkpoints. Source: gcs-fuse-csi-driver ``docs/authentication.md`` (docs/FACTS.md section 12)."""
     return f"implicit-dirs,uid={security.run_as_user},gid={security.run_as_group}"
 
 
@@ -219,11 +212,9 @@ def host_resources(plan: SlicePlan, autopilot: bool) -> dict[str, dict[str, str]
     """A TPU worker container's resources: all the host's chips, and on Standard :data:`HOST_SHARE` of the
     machine type's allocatable CPU and memory as requests (memory also as limit), so the pod is not BestEffort,
     the first evicted. No CPU limit: CFS quotas throttle the bursts of a host's input pipeline, and the worker has
-    the host to itself. On Autopilot the TPU count alone: GKE gives each TPU workload its own node, "so each Pod
-    can access all the node's resources" (https://cloud.google.com/kubernetes-engine/docs/how-to/tpus-autopilot),
-    and enforces no default requests on the accelerator compute class
-    (https://cloud.google.com/kubernetes-engine/docs/concepts/autopilot-resource-requests, "Default requests for
-    compute classes": "Accelerator: no default requests enforced")."""
+    the host to itself. On Autopilot the TPU count alone: GKE gives each TPU workload its own node and enforces no
+    default requests on the accelerator compute class.
+    Source: https://cloud.google.com/kubernetes-engine/docs/how-to/tpus-autopilot (docs/FACTS.md section 12)."""
     tpus = str(plan.chips_per_host)
     resources = {"requests": {TPU_RESOURCE: tpus}, "limits": {TPU_RESOURCE: tpus}}
     if not autopilot:
@@ -354,16 +345,15 @@ def ray_job(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = Fals
 
 
 SUBMITTER_RESOURCES = {"requests": {"cpu": "500m", "memory": "200Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
-"""KubeRay's own default submitter resources (``GetDefaultSubmitterContainer``, ``controllers/ray/common/job.go``)."""
+"""KubeRay's own default submitter resources. Source: KubeRay ``GetDefaultSubmitterContainer``."""
 
 
 def submitter_template(pods: Pods) -> dict[str, Any]:
     """The K8sJobMode submitter pod: KubeRay's default (the head's image, ``restartPolicy: Never``), hardened.
 
     KubeRay keeps a given template as is and fills in the container's command (``ray job submit ...``) and env
-    (dashboard address, submission id, the auth token) (``configureSubmitterContainer``,
-    ``controllers/ray/rayjob_controller.go``, v1.6.0/v1.7.0). It talks to the head's dashboard only, so it mounts
-    no bucket and runs on no TPU node.
+    (dashboard address, submission id, the auth token). It talks to the head's dashboard only, so it mounts no
+    bucket and runs on no TPU node. Source: KubeRay v1.7.0 ``configureSubmitterContainer``.
     """
     container = {"name": "ray-job-submitter", "image": pods.image, "resources": SUBMITTER_RESOURCES}
     template = _pod_template(replace(pods, bucket=None), container)
@@ -433,9 +423,8 @@ def serve_service(name: str, security: SecuritySpec) -> dict[str, Any] | None:
     ``<name>-serve-svc``).
 
     KubeRay keeps the given name, type, annotations and labels, sets the selector itself (the serving pods of
-    the active cluster) and keeps the ports named ``serve`` (``BuildServeService``,
-    ``controllers/ray/common/service.go``, v1.6.0/v1.7.0). A public load balancer admits only ``serve_from``
-    when it is given (``loadBalancerSourceRanges``).
+    the active cluster) and keeps the ports named ``serve``. A public load balancer admits only ``serve_from``
+    when it is given (``loadBalancerSourceRanges``). Source: KubeRay v1.7.0 ``BuildServeService``.
     """
     if security.serve_endpoint == "cluster-ip":
         return None
@@ -472,9 +461,8 @@ def _add_api_key(pod_spec: dict[str, Any], secret: str) -> None:
 
 
 HF_TOKEN_ENV = "HF_TOKEN"
-"""The variable huggingface_hub reads a token from (huggingface_hub 2.4.0 ``utils/_auth.py``
-``_get_token_from_environment``: ``HF_TOKEN``, else ``HUGGING_FACE_HUB_TOKEN``), as GKE's RayService sample passes it
-(kubernetes-engine-samples ``ai-ml/gke-ray/rayserve/llm/tpu/ray-service.tpu-v6e-multihost.yaml``)."""
+"""The variable huggingface_hub reads a token from, as GKE's RayService sample passes it.
+Source: huggingface_hub 2.4.0 ``_get_token_from_environment`` (docs/FACTS.md section 9)."""
 
 
 def _add_hf_token(pod_spec: dict[str, Any], secret: SecretKeyRef) -> None:

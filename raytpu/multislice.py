@@ -2,24 +2,11 @@
 
 A ``train`` workload with ``slices: N`` (N > 1) runs as ONE RayJob whose TPU worker group has ``replicas: N``
 (one replica per slice, ``numOfHosts`` hosts each) and whose JaxTrainer reserves the N slices together, all or none
-(:mod:`raytpu.workloads.train`). This module holds the rules such a workload obeys, each with its source, and the
-numbers the builders read. Standard library and the kit's core only (the spec layer imports it).
-
-Sources:
-
-- [GKE] "Deploy TPU Multislices in GKE", https://cloud.google.com/tpu/docs/tpu-gke-multislice ("Multislice
-  availability in GKE"): Standard from 1.27.4-gke.900, Autopilot from 1.29.2-gke.1521000; "Multislice only
-  supports multi-host TPU slice node pools"; the slices share "the same TPU type, size, and topology" (one slice
-  kind of the config gives that by construction).
-- [Ray] Ray 2.60 Train v2: the controller derives the slice count from ``num_workers``
-  (``ray.train.v2._internal.execution.controller.controller.TrainController`` calls
-  ``ray.util.tpu.get_tpu_num_slices_for_workers``), and ``WorkerGroup._create_placement_group`` reserves them with
-  ``ray.util.tpu.SlicePlacementGroup(num_slices=N)``, which holds each slice's head resource and pins its hosts'
-  bundles by ``ray.io/tpu-slice-name`` only for a slice it takes as multi-host (chips per host from
-  ``ray._private.accelerators.tpu.get_chips_per_host(topology, version)``, no ``chips_per_vm`` from Train).
-- [Webhook] ai-on-gke/kuberay-tpu-webhook ``main.go`` (ef658db) ``mutatePod``: only a TPU container that already
-  has ``MEGASCALE_NUM_SLICES`` gets ``MEGASCALE_SLICE_ID`` (its replica index), ``MEGASCALE_COORDINATOR_ADDRESS``
-  (``<group>-0-0.<headless service>``, host 0 of replica 0) and ``MEGASCALE_PORT`` (8081).
+(:mod:`raytpu.workloads.train`). This module holds the rules such a workload obeys and the numbers the builders
+read; their sources, [GKE] (GKE's Multislice page), [Ray] (Ray 2.60 Train v2's slice reservation) and [Webhook] (the
+KubeRay TPU webhook's ``MEGASCALE_*`` injection), are quoted in docs/FACTS.md section 14.
+Standard library and the kit's core only (the spec layer imports it).
+Source: https://cloud.google.com/tpu/docs/tpu-gke-multislice
 """
 
 from __future__ import annotations

@@ -43,10 +43,9 @@ def cluster_label(kind: str, name: str) -> str:
 AUTH_MODE = "token"
 """Ray's token authentication, on every cluster (KubeRay's ``authOptions.mode``; the emulated slice's
 ``RAY_AUTH_MODE``): Ray 2.60 turns it on by default, and without it anyone who reaches the dashboard port runs code.
-KubeRay (1.6+: ``authOptions``, ``ray-operator/apis/ray/v1/raycluster_types.go``) then creates a Secret with a random
-token per cluster and sets ``RAY_AUTH_MODE``/``RAY_AUTH_TOKEN`` on the head, the workers and the RayJob submitter
-(``controllers/ray/common/pod.go``). ``mode`` must be stated: the CRD has no default and the operator enables auth
-only for ``token`` (``utils/util.go`` ``IsAuthEnabled``)."""
+KubeRay then creates a Secret with a random token per cluster and sets it on the head, the workers and the RayJob
+submitter. ``mode`` must be stated: the CRD has no default and the operator enables auth only for ``token``.
+Source: KubeRay 1.6+ ``authOptions``, ``IsAuthEnabled`` (docs/FACTS.md section 17)."""
 
 
 def workload_policy_name(cluster_name: str, slice_name: str) -> str:
@@ -62,8 +61,8 @@ def compute_class_name(slice_name: str) -> str:
 
 
 def serve_service(name: str) -> str:
-    """The Service of RayService ``name``'s OpenAI endpoint: KubeRay names it ``<name>-serve-svc``
-    (``ray-operator/controllers/ray/utils/util.go``, v1.7.0)."""
+    """The Service of RayService ``name``'s OpenAI endpoint: KubeRay names it ``<name>-serve-svc``.
+    Source: KubeRay v1.7.0 ``ray-operator/controllers/ray/utils/util.go``."""
     return f"{name}-serve-svc"
 
 
@@ -102,7 +101,7 @@ def checkpoint_uri(bucket: str, name: str) -> str:
 # --------------------------------------------------------------------------------------------- jobs and runs
 
 RUN_ID_LENGTH = 6
-"""A job submission's run suffix (``<name>-<run id>``; :func:`raytpu.gke.run_id`, base-36 seconds): ``validate``
+"""A job submission's run suffix (``<name>-<run id>``; :func:`raytpu.cluster.gke.run_id`, base-36 seconds): ``validate``
 counts every derived name with one this long, so ``--run-id`` is at most this long too."""
 
 DCN_SMOKE_SUFFIX = "dcn"

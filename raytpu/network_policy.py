@@ -11,24 +11,18 @@ for RayJobs and RayServices, so it cannot be named in advance) and admits, ingre
    ``security.dashboard_from`` (dashboard, client), the namespace's pods and the serve sources (Serve), and
    ``security.metrics_from`` (metrics).
 
-KubeRay's operator calls the head's dashboard (job status, Serve config: ``RayDashboardClient``) and, for a
-RayService, the head pod's Serve health endpoint (``updateHeadPodServeLabel``, ``rayservice_controller.go``,
-KubeRay v1.6.0/v1.7.0), so the operator's sources are admitted to the ``namespace`` and ``serve`` ports too. GKE
-"installs and hosts" the add-on's operator
-(https://cloud.google.com/kubernetes-engine/docs/add-on/ray-on-gke/concepts/overview) without saying where; the
-kit assumes the control plane. Its calls reach pods either from the control plane's range (``network.master_cidr``,
-the private cluster's ``master_ipv4_cidr_block``) or, where the control plane reaches the cluster through
-Konnectivity, from the ``konnectivity-agent`` pods in ``kube-system`` ("On AKS and GKE the API server reaches
-in-cluster webhooks through konnectivity agent pods, so the admission call arrives ... with a pod source IP"; GKE
-labels them ``k8s-app: konnectivity-agent``: tigera/operator PR #5212), so both are admitted by default
-(:data:`KONNECTIVITY_AGENTS`). ``security.operator_from`` replaces them (the operator's namespace, e.g. for a
-self-installed KubeRay: ``kubectl get pods -A | grep kuberay`` shows where it runs).
+KubeRay's operator calls the head's dashboard and, for a RayService, the head pod's Serve health endpoint, so the
+operator's sources are admitted to the ``namespace`` and ``serve`` ports too. GKE hosts the add-on's operator without
+saying where; the kit assumes the control plane, whose calls reach pods either from its range
+(``network.master_cidr``) or through the ``konnectivity-agent`` pods in ``kube-system``, so both are admitted by
+default (:data:`KONNECTIVITY_AGENTS`). ``security.operator_from`` replaces them (the operator's namespace, e.g. for a
+self-installed KubeRay). Source: KubeRay v1.7.0 ``updateHeadPodServeLabel`` (docs/FACTS.md section 17).
 
 The metrics port admits Managed Service for Prometheus's collectors (:data:`GMP_COLLECTORS`) besides
 ``security.metrics_from``: the cluster stack turns on the Ray Operator add-on's Ray metrics
 (``ray_cluster_monitoring_config``, :mod:`raytpu.modules.gke_cluster`), which managed collection scrapes from the
-``collector`` DaemonSet's pods in ``gmp-system`` (pod network, not the host's: GoogleCloudPlatform/prometheus-engine
-``manifests/operator.yaml``, DaemonSet ``collector``, label ``app.kubernetes.io/name: collector``).
+``collector`` DaemonSet's pods in ``gmp-system`` (pod network, not the host's).
+Source: GoogleCloudPlatform/prometheus-engine ``manifests/operator.yaml``, DaemonSet ``collector``.
 Egress is left open (pip installs, Hugging Face, GCS, the metadata server).
 """
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from raytpu import errors
 from raytpu.errors import InvalidInput
-from raytpu.spec import (
+from raytpu.field_rules import (
     PROJECT_ID,
     REGION,
     bucket_problems,

@@ -5,12 +5,7 @@ fields it sets on Standard (:class:`PoolFields`, provider-neutral: the TpuSliceP
 onto ``google_container_node_pool``), the labels and tolerations a pod needs to land on its nodes, and its
 entry in an Autopilot ComputeClass's ``spec.priorities``. Adding a mode is one entry in :data:`MODES`
 (plus tests). Standard library only.
-
-Sources: GKE docs "About TPUs in GKE" / "Plan TPUs" (https://cloud.google.com/kubernetes-engine/docs/concepts/tpus),
-Spot VMs (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms), flex-start
-(https://cloud.google.com/kubernetes-engine/docs/concepts/dws), queued provisioning
-(https://cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest), ComputeClass TPU priorities
-(https://cloud.google.com/kubernetes-engine/docs/concepts/about-custom-compute-classes).
+Source: https://cloud.google.com/kubernetes-engine/docs/concepts/tpus (each mode's page: docs/FACTS.md section 13).
 """
 
 from __future__ import annotations
@@ -54,13 +49,10 @@ class PoolFields:
         flex_start: ``node_config.flex_start`` (also required by queued provisioning).
         queued: ``queued_provisioning.enabled``.
         reservation: ``SPECIFIC_RESERVATION`` affinity on the slice's reservation; else ``NO_RESERVATION``.
-            Spot, flex-start and queued pools must not consume one (cluster-toolkit gke-node-pool preconditions).
-            On-demand pools do not either, on purpose, rather than GKE's default ``ANY_RESERVATION``: "any" takes
-            capacity from every matching reservation, single-project first and then reservations shared into the
-            project by others (https://cloud.google.com/kubernetes-engine/docs/how-to/consuming-reservations), so
-            an on-demand slice could drain capacity bought for another team's slice; and Autopilot consumes a
-            reservation only when a reservation affinity asks for one (same page), so on-demand means the same in
-            both cluster modes. A slice that should use a reservation names it (``provisioning: reservation``).
+            Spot, flex-start and queued pools must not consume one. On-demand pools do not either, on purpose,
+            rather than GKE's default ``ANY_RESERVATION``, which could drain capacity bought for another team's
+            slice; Autopilot consumes a reservation only when asked, so on-demand means the same in both modes.
+            Source: https://cloud.google.com/kubernetes-engine/docs/how-to/consuming-reservations (FACTS section 13).
         scale_from_zero: Autoscale 0..hosts per zone instead of a fixed ``node_count`` (capacity on demand).
         auto_repair: ``management.auto_repair`` (flex-start and queued nodes must not be repaired).
     """
@@ -136,9 +128,8 @@ class Provisioning:
 
         ``location.zones`` holds the slice to its one zone (else autoprovisioning picks any zone of the cluster's,
         and two DCN-joined slices may land apart); flex-start carries the slice's ``maxRunDurationSeconds``, the
-        other modes none (their nodes would be reclaimed after it too). Source: GoogleCloudPlatform/compute-class-api
-        ``api/cloud.google.com/v1/types.go`` (8067eae) ``Priority.Location.Zones``, ``Priority.MaxRunDurationSeconds``;
-        GoogleCloudPlatform/cluster-autoscaler (7d25050) ``pkg/computeclass/crd/ccc/ccc.go`` ``buildRuleFromPriority``.
+        other modes none (their nodes would be reclaimed after it too).
+        Source: compute-class-api ``Priority.Location.Zones``, ``Priority.MaxRunDurationSeconds`` (FACTS section 13).
         """
         if self.priority is None:
             raise errors.forbidden("provisioning", self.name, "in an Autopilot ComputeClass",
@@ -161,8 +152,7 @@ MODES: dict[str, Provisioning] = {p.name: p for p in (
                  pod_flag=FLEX_START_LABEL, priority={"flexStart": {"enabled": True}},
                  why_no_reservation="flex-start capacity is exclusive with reservations",
                  min_gke_version=FLEX_START_MIN_GKE_VERSION),
-    # GKE requires flex-start together with queued provisioning on the pool (provisioningrequest docs:
-    # `--flex-start --enable-queued-provisioning`; xpk core/capacity.py).
+    # GKE requires flex-start together with queued provisioning on the pool (docs/FACTS.md section 8).
     Provisioning("queued", PoolFields(flex_start=True, queued=True, scale_from_zero=True, auto_repair=False),
                  pod_flag=QUEUED_LABEL, runs_ray=False, priority=None,
                  why_no_reservation="queued provisioning (DWS) is exclusive with reservations"),

@@ -7,12 +7,10 @@ with one ``LLMConfig``:
 
 - ``accelerator_type`` = Ray's name for the generation (``TPU-V6E``) and
   ``accelerator_config = {"kind": "tpu", "topology": ...}``: each replica reserves one whole slice through
-  ``ray.util.tpu.slice_placement_group``, one bundle per host (Ray 2.60
-  ``ray/llm/_internal/serve/core/configs/accelerators.py`` ``TPUAccelerator``;
-  https://docs.ray.io/en/latest/serve/llm/user-guides/tpu.html);
+  ``ray.util.tpu.slice_placement_group``, one bundle per host (Source: Ray 2.60 Serve LLM ``TPUAccelerator``);
 - ``engine_kwargs``: ``tensor_parallel_size`` = JAX devices of the slice (:func:`raytpu.vllm_rules.jax_devices`: 2
-  per tpu7x chip), ``max_model_len``, and ``distributed_executor_backend: "ray"`` on a multi-host slice (GKE's sample
-  ``ai-ml/gke-ray/rayserve/llm/tpu/serve_tpu_multihost.py``), plus the workload's own, whose names are
+  per tpu7x chip), ``max_model_len``, and ``distributed_executor_backend: "ray"`` on a multi-host slice (as GKE's
+  multi-host Ray Serve LLM sample), plus the workload's own, whose names are
   checked against those of the vLLM the pods run (:data:`raytpu.vllm_rules.ENGINE_ARG_NAMES`; a typo is exit 2 at
   ``raytpu validate``), and whose parallel layout must fit a built-in model's heads
   (:data:`raytpu.sizing.models.MODELS`);
@@ -174,30 +172,22 @@ INGRESS = "raytpu.workloads.openai_ingress:OpenAIErrorIngress"
 
 PROXY_LOCATION = "EveryNode"
 """Where Serve runs its HTTP proxies, stated although it is Serve's default: on the head and on every node that runs a
-replica of the app, no others (Ray 2.60 ``ray/serve/config.py`` ``ProxyLocation``: "EveryNode: run a proxy on every
-node in the cluster that has at least one replica actor"; ``ray/serve/_private/controller.py``
-``_update_proxy_nodes``). So it alone does not put a proxy on every TPU host: :func:`ingress_deployment_config`
-does. KubeRay's own RayService tests set it the same way (``ray-operator/test/e2erayservice/testdata``, v1.7.0)."""
+replica of the app, no others. So it alone does not put a proxy on every TPU host: :func:`ingress_deployment_config`
+does. Source: Ray 2.60 ``ray.serve.config.ProxyLocation`` (docs/FACTS.md section 11)."""
 
 
 def ingress_deployment_config(work: WorkloadSpec) -> dict[str, Any]:
     """The ingress deployment's options on GKE: one replica on each TPU host, so each host runs a Serve proxy.
 
-    KubeRay v1.7.0 gives every RayService worker container that has no ``readinessProbe`` of its own an exec probe
-    (``ray-operator/controllers/ray/common/pod.go`` ``initLivenessAndReadinessProbe``): ``bash -c "wget ...
-    localhost:52365/api/local_raylet_healthz | grep success && wget ... localhost:8000/-/healthz | grep success"``
-    with ``failureThreshold`` 1 (``utils/constant.go`` ``ServeReadinessProbeFailureThreshold``). A host without a
-    proxy stays NotReady by design, so the serve Service routes nothing to it (Ray's KubeRay guide "RayService worker
-    Pods aren't ready"), and the RayCluster never reaches ``ready``. On a slice only the LLM server replica's host
-    has one (:data:`PROXY_LOCATION`): the engine's workers on the other hosts are Ray actors, not Serve replicas.
-    ``num_replicas`` = hosts x slices with ``max_replicas_per_node: 1`` puts one ingress replica (Serve's default
-    1 CPU; the head has ``num-cpus: 0``) on every TPU host; ``num_replicas`` replaces Ray Serve LLM's ingress
-    autoscaling default (Ray 2.60 ``ray/llm/_internal/common/dict_utils.py``
-    ``maybe_apply_llm_deployment_config_defaults``). The probe itself needs ``bash``, ``wget`` and ``grep`` in the
-    image: the default (the kit's ``serve`` image, ``raytpu/images/serve``, on tpu-inference's nightly,
-    ``.buildkite/nightly_releases.yml``) is built from vllm-project/tpu-inference ``docker/Dockerfile``:
-    ``python:3.12-slim-bookworm`` (Debian: bash, grep) plus ``apt-get install ... wget``. An image of the team's
-    own must have them too.
+    KubeRay gives every RayService worker container without a ``readinessProbe`` of its own an exec probe (``wget``
+    of the raylet's health and of Serve's proxy, :8000/-/healthz) with ``failureThreshold`` 1, so a host
+    without a proxy stays NotReady, the serve Service routes nothing to it, and the RayCluster never reaches
+    ``ready``. On a slice only the LLM server replica's host has one (:data:`PROXY_LOCATION`): the engine's workers
+    on the other hosts are Ray actors, not Serve replicas. ``num_replicas`` = hosts x slices with
+    ``max_replicas_per_node: 1`` puts one ingress replica (Serve's default 1 CPU; the head has ``num-cpus: 0``) on
+    every TPU host, replacing Ray Serve LLM's ingress autoscaling default. The probe needs ``bash``, ``wget`` and
+    ``grep`` in the image (the kit's ``serve`` image has them; a team's own image must too).
+    Source: KubeRay v1.7.0 ``initLivenessAndReadinessProbe`` (docs/FACTS.md section 11).
     """
     return {"num_replicas": work.plan.hosts * work.slices_spanned, "max_replicas_per_node": 1}
 

@@ -2,9 +2,10 @@
 
 ``raytpu.yaml`` is parsed once (:mod:`raytpu.config`, pydantic) and compiled into a :class:`ClusterSpec`;
 its attribute paths are the config's paths (``spec.cluster.labels`` is ``cluster.labels``). Each config field is
-declared here once, with its default: the config's structure is derived from these dataclasses (a field written
-other than as its type, such as a workload's ``slice`` name, is listed in :data:`raytpu.config.WRITTEN_AS`).
-Every rule lives here, once: each spec checks its own fields when it is built and raises every problem at once,
+declared once, with its default, here or in :mod:`raytpu.cluster_parts`: the config's structure is derived from
+these dataclasses (a field written other than as its type, such as a workload's ``slice`` name, is listed in
+:data:`raytpu.config.WRITTEN_AS`). Every rule lives in the spec layer, once (single-value checks in
+:mod:`raytpu.field_rules`): each spec checks its own fields when it is built and raises every problem at once,
 each named by its field (``labels['Team']``); :class:`ClusterSpec` checks what spans its parts (``slices[1].zone``
 inside ``region``). The config compiler places each problem under the path it built the spec at, so ``raytpu
 validate`` reports ``cluster.labels['Team']``. Consumers trust a spec: a spec that exists is valid.
@@ -14,7 +15,6 @@ Standard library and the kit's core only: no pydantic, no CDK, no Ray.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import re
@@ -25,7 +25,20 @@ from typing import Any
 
 from raytpu import errors, kinds, multislice, names, vllm_rules
 from raytpu.catalog import RAY_VERSION, generation
+from raytpu.cluster_parts import AlertingSpec, GkeSpec, NetworkSpec, StorageSpec
 from raytpu.errors import InvalidInput, InvalidInputs, Problems
+from raytpu.field_rules import (
+    DEFAULT_DISK_SIZE_GIB,
+    DISK_SIZE_GIB,
+    DNS_LABEL_LENGTH,
+    ZONE,
+    bucket_problems,
+    dns_label_problems,
+    project_problems,
+    raise_all,
+    range_problems,
+    region_problems,
+)
 from raytpu.kinds import WorkloadKind
 from raytpu.plan import SlicePlan, plan_slice
 from raytpu.provisioning import MODES as PROVISIONING_MODES
@@ -34,33 +47,11 @@ from raytpu.provisioning import mode as provisioning_mode
 from raytpu.security import SecuritySpec, secret_name_problems
 from raytpu.sizing.models import by_hf_id
 
-CLUSTER_MODES = ("standard", "autopilot")
-CONTROL_PLANE_ACCESS = ("dns", "ip")
-RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
-
-PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
-CLUSTER_NAME = re.compile(r"^[a-z](?:[a-z0-9-]{0,38}[a-z0-9])?$")
-DNS_LABEL = re.compile(r"^[a-z](?:[a-z0-9-]{0,28}[a-z0-9])?$")
-DNS_LABEL_LENGTH = 30
-"""The longest slice or workload name (:data:`DNS_LABEL`)."""
-REGION = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
-ZONE = re.compile(r"^([a-z]+-[a-z]+[0-9]+)-[a-z]$")
-BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
-MACHINE_TYPE = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)+$")
-# Source: https://cloud.google.com/compute/docs/machine-resource (SERIES-TYPE-VCPUS, custom-VCPUS-MEMORY[-ext])
-LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
-DISK_SIZE_GIB = (10, 65536)
-DEFAULT_DISK_SIZE_GIB = 100
-"""Boot disk of every node the kit makes, unless a slice sets ``disk_size_gib``."""
-NODE_COUNT = (0, 1000)
-
 MULTI_HOST_NAME_LIMIT = 35
-"""Longest RayJob/RayService name with a multi-host TPU worker group. The GKE TPU webhook sets each pod's
-subdomain to ``CheckName(<RayCluster name>-headless)``, which keeps the LAST 50 characters, while KubeRay names
-the headless Service ``<RayCluster name>-headless`` uncut; KubeRay's RayCluster name is the RayJob/RayService
-name plus a 6-character suffix (``-xxxxx``), so a name over 35 characters yields ``TPU_WORKER_HOSTNAMES`` that
-resolve nowhere (ai-on-gke kuberay-tpu-webhook ``CheckName``; ray-operator utils ``GenerateRayClusterName``)."""
+"""Longest RayJob/RayService name with a multi-host TPU worker group: GKE's TPU webhook keeps the last 50
+characters of ``<RayCluster name>-headless`` as the pods' subdomain, KubeRay names that Service uncut, and the
+RayCluster adds 6 characters to the name, so a longer one yields ``TPU_WORKER_HOSTNAMES`` that resolve nowhere.
+Source: ai-on-gke kuberay-tpu-webhook ``CheckName`` (docs/FACTS.md section 8)."""
 
 SERVING_FIELDS = ("model", "model_source", "max_model_len", "engine_kwargs", "hf_token_secret")
 """WorkloadSpec fields only a serving kind takes."""
@@ -79,309 +70,6 @@ def derived_name_problems(field: str, value: str, derived: str, what: str, run: 
         field, value, f"is too long for a multi-host slice: {what} ({longest}) would exceed {MULTI_HOST_NAME_LIMIT} "
         "characters, and GKE's TPU webhook truncates longer names so the hosts cannot find each other",
         f"at most {MULTI_HOST_NAME_LIMIT - len(longest) + len(value)} characters")]
-
-
-# ---------------------------------------------------------------------------------------------- field rules
-# Each returns the problems of one value, named by ``field``; specs and construct props call the same ones.
-
-
-def dns_label_problems(field: str, value: object) -> list[InvalidInput]:
-    """A slice or workload name: a DNS label of at most 30 characters (it prefixes pool and object names)."""
-    if isinstance(value, str) and DNS_LABEL.match(value):
-        return []
-    return [errors.invalid_value(field, value, "is not DNS-safe", "1-30 characters: lowercase letters, digits, "
-                                 "hyphens; starts with a letter, ends with a letter or digit")]
-
-
-def project_problems(field: str, value: object) -> list[InvalidInput]:
-    """A GCP project id (https://cloud.google.com/resource-manager/docs/creating-managing-projects#before_you_begin)."""
-    if isinstance(value, str) and PROJECT_ID.match(value):
-        return []
-    return [errors.invalid_value(field, value, "is not a GCP project id", "6-30 characters: lowercase letters, "
-                                 "digits, hyphens; starts with a letter; does not end with a hyphen")]
-
-
-def region_problems(field: str, value: object) -> list[InvalidInput]:
-    """A GCP region such as ``us-east5``."""
-    if isinstance(value, str) and REGION.match(value):
-        return []
-    return [errors.invalid_value(field, value, "is not a GCP region", "a region such as us-east5")]
-
-
-def cluster_name_problems(field: str, value: object) -> list[InvalidInput]:
-    """A GKE cluster name: at most 40 characters (``gcloud container clusters create`` refuses longer)."""
-    if isinstance(value, str) and CLUSTER_NAME.match(value):
-        return []
-    return [errors.invalid_value(field, value, "is not a GKE cluster name", "1-40 characters: lowercase letters, "
-                                 "digits, hyphens; starts with a letter, ends with a letter or digit")]
-
-
-def bucket_problems(field: str, value: object) -> list[InvalidInput]:
-    """A GCS bucket name (https://cloud.google.com/storage/docs/buckets#naming)."""
-    if isinstance(value, str) and BUCKET.match(value):
-        return []
-    return [errors.invalid_value(field, value, "is not a bucket name",
-                                 "3-63 characters: lowercase letters, digits, '-', '_', '.'; starts and ends with "
-                                 "a letter or digit")]
-
-
-def label_problems(field: str, labels: Mapping[str, str]) -> list[InvalidInput]:
-    """GCP resource labels (https://cloud.google.com/resource-manager/docs/labels-overview#requirements)."""
-    found = []
-    for key, value in labels.items():
-        if not isinstance(key, str) or not LABEL_KEY.match(key):
-            found.append(errors.invalid_value(f"{field}[{key!r}]", key, "is not a valid label key",
-                                              "lowercase letters, digits, '_' and '-', starting with a letter; "
-                                              "at most 63 characters"))
-        elif not isinstance(value, str) or not LABEL_VALUE.match(value):
-            found.append(errors.invalid_value(f"{field}[{key!r}]", value, "is not a valid label value",
-                                              "up to 63 lowercase letters, digits, '_' and '-'"))
-    return found
-
-
-def cidr_problems(field: str, value: object) -> list[InvalidInput]:
-    """An IPv4 range such as ``10.10.0.0/20``."""
-    try:
-        ipaddress.IPv4Network(value)
-    except (ValueError, TypeError):
-        return [errors.invalid_value(field, value, "is not a CIDR range", "an IPv4 range such as 10.10.0.0/20")]
-    return []
-
-
-def range_problems(field: str, value: object, low: int, high: int, unit: str = "") -> list[InvalidInput]:
-    """A whole number within ``[low, high]``."""
-    if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
-        return []
-    return [errors.invalid_value(field, value, "is out of range", f"{low} to {high}{unit}")]
-
-
-def choice_problems(field: str, value: object, choices: tuple[str, ...]) -> list[InvalidInput]:
-    """One of a fixed set."""
-    return [] if value in choices else [errors.invalid_choice(field, value, choices)]
-
-
-def _raise(found: list[InvalidInput]) -> None:
-    if found:
-        raise InvalidInputs(found)
-
-
-# ---------------------------------------------------------------------------------------------- cluster parts
-
-
-WEEKDAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
-HH_MM = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
-
-
-@dataclass(frozen=True, kw_only=True)
-class MaintenanceWindowSpec:
-    """When GKE may auto-upgrade nodes (config section ``cluster.maintenance_window``), in UTC.
-
-    A node upgrade recreates a multi-host slice, and nodes on a release channel always auto-upgrade (GKE:
-    "Node auto-upgrade defaults to true and cannot be disabled", ReleaseChannel API reference), so the kit
-    confines upgrades to a weekly window. GKE requires "at least 48 hours of maintenance availability in a
-    32-day rolling window", counting only windows of at least four hours
-    (https://cloud.google.com/kubernetes-engine/docs/maintenance-window); any 32 days hold each weekday at least
-    four times, so ``len(days) * 4 * hours >= 48``.
-
-    Attributes:
-        days: Weekdays (``MO`` ... ``SU``); default ``SA``, ``SU``.
-        start_utc: Start, ``HH:MM`` UTC; default ``02:00``.
-        hours: Length, 4 to 24 hours; default 6.
-    """
-
-    days: tuple[str, ...] = ("SA", "SU")
-    start_utc: str = "02:00"
-    hours: int = 6
-
-    def __post_init__(self) -> None:
-        found = [errors.invalid_choice(f"days[{i}]", day, WEEKDAYS) for i, day in enumerate(self.days)
-                 if day not in WEEKDAYS]
-        if not self.days or len(set(self.days)) != len(self.days):
-            found.append(errors.invalid_value("days", list(self.days), "is empty or repeats a day",
-                                              "distinct weekdays: " + ", ".join(WEEKDAYS)))
-        if not isinstance(self.start_utc, str) or not HH_MM.match(self.start_utc):
-            found.append(errors.invalid_value("start_utc", self.start_utc, "is not a time of day", "HH:MM, UTC"))
-        found += range_problems("hours", self.hours, 4, 24, " (GKE counts only windows of 4 hours or more)")
-        if not found and len(self.days) * 4 * self.hours < 48:
-            found.append(errors.invalid_value(
-                "hours", self.hours, f"x {len(self.days)} day(s) a week allows {len(self.days) * 4 * self.hours} "
-                "hours in some 32-day span; GKE requires at least 48",
-                f"at least {-(-48 // (4 * len(self.days)))} hours, or more days"))
-        _raise(found)
-
-    @property
-    def recurrence(self) -> str:
-        """The RFC 5545 rule GKE takes (``FREQ=WEEKLY;BYDAY=SA,SU``)."""
-        return "FREQ=WEEKLY;BYDAY=" + ",".join(self.days)
-
-
-@dataclass(frozen=True, kw_only=True)
-class HeadPoolSpec:
-    """The CPU node pool Ray heads run on (Standard clusters).
-
-    Attributes:
-        machine_type: CPU machine type; default ``n2-standard-8`` (a Ray head with dashboard and GCS).
-        min_nodes: Autoscaling minimum per zone; default 1.
-        max_nodes: Autoscaling maximum per zone; default 3.
-    """
-
-    machine_type: str = "n2-standard-8"
-    min_nodes: int = 1
-    max_nodes: int = 3
-
-    def __post_init__(self) -> None:
-        found = range_problems("min_nodes", self.min_nodes, *NODE_COUNT)
-        if not MACHINE_TYPE.match(self.machine_type) or len(self.machine_type) > 63:
-            found.append(errors.invalid_value("machine_type", self.machine_type, "is not a Compute Engine machine type",
-                                              "SERIES-TYPE-VCPUS in lowercase, e.g. n2-standard-8, e2-standard-4, "
-                                              "c3-highcpu-8, or custom-VCPUS-MEMORY_MB"))
-        found += range_problems("max_nodes", self.max_nodes, 1, NODE_COUNT[1])
-        if not found and self.min_nodes > self.max_nodes:
-            found.append(errors.invalid_value("min_nodes", self.min_nodes, f"is above max_nodes ({self.max_nodes})",
-                                              f"0 to {self.max_nodes}"))
-        _raise(found)
-
-
-@dataclass(frozen=True, kw_only=True)
-class AuthorizedNetwork:
-    """A CIDR allowed to reach the control plane's IP endpoint."""
-
-    name: str
-    cidr: str
-
-    def __post_init__(self) -> None:
-        _raise(cidr_problems("cidr", self.cidr))
-
-
-@dataclass(frozen=True, kw_only=True)
-class GkeSpec:
-    """The GKE cluster (config section ``cluster``).
-
-    Attributes:
-        name: Cluster name, 1-40 characters.
-        mode: ``standard`` (node pools; default) or ``autopilot``.
-        release_channel: ``RAPID`` (default: TPU generations arrive there first), ``REGULAR``, ``STABLE``,
-            ``EXTENDED``.
-        deletion_protection: Terraform refuses to destroy the cluster while true; default true.
-        control_plane: How ``cdktf deploy`` and ``raytpu`` reach the API: ``dns`` (default), GKE's DNS-based
-            endpoint, reachable from anywhere but answering only callers whose Google identity IAM allows (no
-            address opened); or ``ip``, the IP endpoint, only from ``master_authorized_networks``.
-        master_authorized_networks: CIDRs allowed to reach the control plane's IP endpoint; default none.
-        head_pool: The Ray head pool; Standard default ``HeadPoolSpec()``; Autopilot has none (it is an error).
-        labels: GCP resource labels of everything the kit creates; default none.
-        maintenance_window: When GKE may upgrade nodes (and so recreate slices); default weekends.
-    """
-
-    name: str
-    mode: str = "standard"
-    release_channel: str = "RAPID"
-    deletion_protection: bool = True
-    control_plane: str = "dns"
-    master_authorized_networks: tuple[AuthorizedNetwork, ...] = ()
-    head_pool: HeadPoolSpec | None = None
-    labels: Mapping[str, str] = field(default_factory=dict)
-    maintenance_window: MaintenanceWindowSpec = field(default_factory=MaintenanceWindowSpec)
-
-    def __post_init__(self) -> None:
-        found = cluster_name_problems("name", self.name)
-        found += choice_problems("mode", self.mode, CLUSTER_MODES)
-        found += choice_problems("release_channel", self.release_channel, RELEASE_CHANNELS)
-        found += choice_problems("control_plane", self.control_plane, CONTROL_PLANE_ACCESS)
-        if self.control_plane == "ip" and not self.master_authorized_networks:
-            # A private-nodes cluster with no authorized network and public CIDR access off accepts no one on its
-            # public endpoint, not even VMs in its VPC (their traffic leaves through Cloud NAT).
-            found.append(errors.invalid_value(
-                "control_plane", "ip", "with no master_authorized_networks leaves the API reachable from nowhere "
-                "cdktf deploy or raytpu could run", "control_plane: dns (the default), or master_authorized_networks "
-                "listing the CIDRs you deploy from"))
-        found += label_problems("labels", self.labels)
-        if self.mode == "autopilot" and self.head_pool is not None:
-            found.append(errors.forbidden("head_pool", "set", "with mode: autopilot (Autopilot has no node pools)",
-                                          "remove head_pool, or use mode: standard"))
-        if self.mode == "standard" and self.head_pool is None:
-            object.__setattr__(self, "head_pool", HeadPoolSpec())
-        _raise(found)
-
-    @property
-    def autopilot(self) -> bool:
-        """Autopilot (TPUs per pod through ComputeClasses) rather than Standard (node pools)."""
-        return self.mode == "autopilot"
-
-
-@dataclass(frozen=True, kw_only=True)
-class NetworkSpec:
-    """VPC ranges (config section ``network``); the defaults fit one cluster per VPC."""
-
-    subnet_cidr: str = "10.10.0.0/20"
-    pods_cidr: str = "10.16.0.0/14"
-    services_cidr: str = "10.20.0.0/20"
-    master_cidr: str = "172.16.0.32/28"
-
-    def __post_init__(self) -> None:
-        found: list[InvalidInput] = []
-        nets = {}
-        for name in ("subnet_cidr", "pods_cidr", "services_cidr", "master_cidr"):
-            bad = cidr_problems(name, getattr(self, name))
-            found += bad
-            if not bad:
-                nets[name] = ipaddress.IPv4Network(getattr(self, name))
-        names = list(nets)  # declaration order: a clash is reported on the later field
-        for i, a in enumerate(names):
-            for b in names[i + 1:]:
-                if nets[a].overlaps(nets[b]):
-                    found.append(errors.invalid_value(b, str(nets[b]), f"overlaps {a} ({nets[a]})",
-                                                      "four disjoint private ranges"))
-        if "master_cidr" in nets and nets["master_cidr"].prefixlen != 28:
-            found.append(errors.invalid_value("master_cidr", self.master_cidr, "is not a /28",
-                                              "a private /28 such as 172.16.0.32/28"))
-        _raise(found)
-
-
-NOTIFICATION_CHANNEL = re.compile(rf"^projects/{PROJECT_ID.pattern[1:-1]}/notificationChannels/[0-9]+$")
-
-
-@dataclass(frozen=True, kw_only=True)
-class AlertingSpec:
-    """Nightly-smoke alerting (config section ``alerting``; opt-in): a log-based metric counts the smoke jobs'
-    unhealthy verdicts and a Cloud Monitoring alert policy notifies ``notification_channels`` with the slice and
-    its cause.
-
-    Attributes:
-        notification_channels: Cloud Monitoring channels (``projects/P/notificationChannels/N``), at least one.
-    """
-
-    notification_channels: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        found = [errors.invalid_value(f"notification_channels[{i}]", c, "is not a notification channel name",
-                                      "projects/PROJECT/notificationChannels/NUMBER (`gcloud beta monitoring "
-                                      "channels list`)")
-                 for i, c in enumerate(self.notification_channels)
-                 if not isinstance(c, str) or not NOTIFICATION_CHANNEL.match(c)]
-        if not self.notification_channels:
-            found.append(errors.missing("notification_channels", "to alert anyone",
-                                        "one or more projects/PROJECT/notificationChannels/NUMBER"))
-        _raise(found)
-
-
-@dataclass(frozen=True, kw_only=True)
-class StorageSpec:
-    """Buckets (config section ``storage``).
-
-    Attributes:
-        bucket: Checkpoints, compile caches, the kit's core zip; default ``<project>-<cluster>-ray``.
-        state_bucket: Terraform state (GCS backend); default none (local state).
-    """
-
-    bucket: str | None = None
-    state_bucket: str | None = None
-
-    def __post_init__(self) -> None:
-        found = []
-        for name in ("bucket", "state_bucket"):
-            if getattr(self, name) is not None:
-                found += bucket_problems(name, getattr(self, name))
-        _raise(found)
 
 
 # ---------------------------------------------------------------------------------------------- slices
@@ -433,7 +121,7 @@ class SliceSpec:
         if not found and not self.plan.single_host:
             found += derived_name_problems("name", self.name, names.longest_smoke_job(self.name, self.count, False),
                                            "its smoke jobs")
-        _raise(found)
+        raise_all(found)
 
     def _fallback_problems(self) -> list[InvalidInput]:
         if not self.fallback:
@@ -567,7 +255,7 @@ class SecretKeyRef:
         if not isinstance(self.key, str) or not SECRET_KEY.match(self.key) or self.key in (".", ".."):
             found.append(errors.invalid_value("key", self.key, "is not a Secret key",
                                               "1-253 letters, digits, '-', '_' or '.' (not '.' or '..')"))
-        _raise(found)
+        raise_all(found)
 
 
 def gated_model_problems(source: str, secret: SecretKeyRef | None, field: str = "hf_token_secret"
@@ -633,8 +321,7 @@ class WorkloadSpec:
             found.append(errors.invalid_value("image", self.image, *wrong))
         if not self.slice.provisioning.runs_ray:
             found.append(errors.invalid_value(
-                # Source: GoogleCloudPlatform/cluster-autoscaler (7d25050) pkg/provisioningrequests/scaleup/
-                # orchestrator.go: a multi-PodSet ProvisioningRequest provisions only if all its pods fit one node group
+                # Source: cluster-autoscaler pkg/provisioningrequests/scaleup/orchestrator.go (FACTS section 17)
                 "slice", self.slice.name, f"uses provisioning: {self.slice.provisioning.name}, whose "
                 "ProvisioningRequest provisions only when every pod of every PodSet fits one node group, and a Ray "
                 "cluster's head (a CPU pod on the head pool) never fits the slice's queued TPU pool",
@@ -674,7 +361,7 @@ class WorkloadSpec:
             found += bad
             if not bad and self.kind.spans_slices:
                 found += multislice.problems(self.plan, self.slices)
-        _raise(found)
+        raise_all(found)
 
     @property
     def plan(self) -> SlicePlan:
@@ -776,7 +463,7 @@ class ClusterSpec:
     security: SecuritySpec = SecuritySpec()
 
     def __post_init__(self) -> None:
-        _raise(cluster_problems(project=self.project, region=self.region, cluster=self.cluster,
+        raise_all(cluster_problems(project=self.project, region=self.region, cluster=self.cluster,
                                 storage=self.storage, slices=self.slices, workloads=self.workloads))
 
     @property

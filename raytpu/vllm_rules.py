@@ -31,16 +31,10 @@ down."""
 
 JAX_DEVICES_PER_CHIP: dict[str, int] = {"tpu7x": 2}
 """JAX devices per chip where it is not 1: what vLLM on TPU shards over. An Ironwood chip's two TensorCores are two
-JAX devices (jax 0.10.2 ``jax/_src/mesh_utils.py`` ``_get_physical_tpu_mesh`` indexes TPU7x devices by
-``core_on_chip``, while for v4, v5e, v5p and v6e it "requires one device per chip (megacore mode)"; tpu-inference
-``tpu_inference/tpu_info.py`` ``get_num_cores_per_chip``; at 6af3d12 its GKE example serves a tpu7x 2x2x1, 4 chips on
-one host, with ``--tensor-parallel-size 8``: ``examples/offload/gke/benchmarks/deploy-baseline.yaml``). Multi-host
-TP is the risk: at 6af3d12 tpu-inference's v7x (and v6e) parallelism support matrix marks TP multi-host "Untested"
-and PP multi-host "Passing" (``support_matrices/release/v7x/vllm/parallelism_support_matrix.csv``), so a multi-host
-replica's one TP over every device is a layout upstream had not tested; ``pipeline_parallel_size`` = hosts is the
-tested one (docs/FACTS.md "tpu-inference support matrix").
-The catalog's ``tensorcores_per_chip`` is 2 for v4 and v5p too, so it is not this count; the figure lives here
-until the catalog models devices per chip."""
+JAX devices; v4, v5e, v5p and v6e run one device per chip (megacore), so this is not the catalog's
+``tensorcores_per_chip``. A multi-host replica's one TP over every device is a layout upstream had not tested at the
+serving image's pin; ``pipeline_parallel_size`` = hosts is the tested one.
+Source: jax 0.10.2 ``jax._src.mesh_utils._get_physical_tpu_mesh`` (docs/FACTS.md sections 9 and 11)."""
 DEFAULT_MAX_MODEL_LEN = 4096
 MIN_MAX_MODEL_LEN = 16
 KIT_ENGINE_ARGS = {"model": "the workload's model_source", "served_model_name": "the workload's model",
@@ -138,11 +132,9 @@ IMAGE_VLLM_NOT_YET: tuple[str, ...] = (
     "prefix_cache_retention_interval", "prefix_match_unit", "replayssm_buffer_len", "return_sampling_mask",
     "sse_keep_alive_interval", "use_replayssm", "video_pruning_method",
 )
-"""Names of vLLM 0.29.0 (:data:`VLLM_ENGINE_ARGS`, :data:`VLLM_FRONTEND_ARGS`) the serving image's vLLM (commit
-9969466, between 0.24 and 0.25) does not have yet, and :data:`IMAGE_VLLM_ONLY` the names it has that 0.29.0 dropped:
-the fields of ``EngineArgs``/``AsyncEngineArgs`` (``vllm/engine/arg_utils.py``) and ``BaseFrontendArgs``/
-``FrontendArgs`` (``vllm/entrypoints/openai/cli_args.py``) of the nearest tag, vLLM v0.24.0 (sdist of 2026-06-30;
-9969466 became tpu-inference's LKG on 2026-07-01), compared with 0.29.0's (docs/FACTS.md "vLLM engine arguments")."""
+"""Names of vLLM 0.29.0 (:data:`VLLM_ENGINE_ARGS`, :data:`VLLM_FRONTEND_ARGS`) the serving image's vLLM (a commit
+between 0.24 and 0.25) does not have yet; :data:`IMAGE_VLLM_ONLY`: the names it has that 0.29.0 dropped. Read from
+the nearest tag. Source: vLLM v0.24.0 ``EngineArgs``/``FrontendArgs`` fields (docs/FACTS.md section 9)."""
 IMAGE_VLLM_ONLY: tuple[str, ...] = (
     "calculate_kv_scales", "max_long_partial_prefills", "max_num_partial_prefills", "override_attention_dtype",
 )
@@ -155,7 +147,7 @@ layer but no image definitions."""
 
 ENGINE_ARG_NAMES: dict[str, frozenset[str]] = {
     VLLM_VERSION: frozenset(VLLM_ENGINE_ARGS) | frozenset(VLLM_FRONTEND_ARGS),
-    # vllm-project/vllm 9969466a (the serving image's: raytpu/images/serve/versions.toml), names of v0.24.0
+    # the serving image's vLLM: v0.24.0's names
     IMAGE_VLLM_VERSION: (frozenset(VLLM_ENGINE_ARGS) | frozenset(VLLM_FRONTEND_ARGS)
                          | frozenset(IMAGE_VLLM_ONLY)) - frozenset(IMAGE_VLLM_NOT_YET),
 }
@@ -175,10 +167,9 @@ def vllm_label(version: str) -> str:
 
 
 def jax_devices(plan: SlicePlan) -> int:
-    """The JAX devices of a slice, which a replica's engine shards over: tpu-inference's worker takes
-    ``jax.devices()[:total_devices]`` with ``total_devices`` its TP (vllm-project/tpu-inference 6af3d12, the serving
-    image's, ``tpu_inference/worker/tpu_worker.py`` ``TPUWorker.init_device``), so TP = chips leaves half of an
-    Ironwood slice idle. Chips x :data:`JAX_DEVICES_PER_CHIP`."""
+    """The JAX devices of a slice, which a replica's engine shards over (chips x :data:`JAX_DEVICES_PER_CHIP`):
+    tpu-inference's worker takes the first TP devices, so TP = chips leaves half of an Ironwood slice idle.
+    Source: tpu-inference ``TPUWorker.init_device`` at the serving image's pin (docs/FACTS.md section 11)."""
     return plan.chips * JAX_DEVICES_PER_CHIP.get(plan.generation, 1)
 
 
@@ -198,10 +189,8 @@ def engine_kwargs_problems(kwargs: Any, plan: SlicePlan, field: str = "engine_kw
     (:data:`ENGINE_ARG_NAMES`; recorded here so that ``raytpu validate`` needs no vLLM; the serve tier checks
     0.29.0's record against vLLM and its own parser);
     ``tensor_parallel_size`` x ``pipeline_parallel_size`` must use every JAX device of the slice a replica reserves
-    (:func:`jax_devices`); on a multi-host slice a pipeline stage is one host (tpu-inference 6af3d12
-    ``TPUWorker.init_device`` asserts, with pipeline stages, ``jax.local_device_count() >= total_devices``: "we can
-    only do pp:4, tp:4, but not pp:2, tp:8" on 4 hosts of 4; ``executors/ray_distributed_executor.py``
-    ``_initialize_ray_cluster``: "Cannot use PP across hosts, please set --pipeline-parallel-size to 1 or <hosts>");
+    (:func:`jax_devices`); on a multi-host slice a pipeline stage is one host (Source: tpu-inference
+    ``TPUWorker.init_device``, ``_initialize_ray_cluster``; docs/FACTS.md section 11);
     TP must divide the attention heads of a model the kit knows (:func:`head_problems`; the workload's ``model`` and
     ``model_source``); a multi-host engine runs on Ray's executor (the slice's hosts are Ray nodes, not vLLM
     processes). ``shape`` stands in for the built-in table (:func:`raytpu.sizing.models.by_hf_id`) where the
@@ -264,9 +253,8 @@ def head_problems(tp: int, plan: SlicePlan, source: str, field: str,
     stage per host, a smaller slice of the same generation, or another model. ``field`` is
     ``...tensor_parallel_size`` (the value shown is the TP) or ``model``/``model_source`` (the value shown is the
     model). ``shape``: the model's, where it is not in the table. The one heads rule: ``raytpu plan`` lays a model out
-    by it too (:func:`raytpu.sizing.candidates.layout`). Source: vLLM 0.29.0 ``vllm/config/model.py``
-    ``ModelConfig.verify_with_parallel_config`` ("Total number of attention heads (...) must be divisible by tensor
-    parallel size"); ``get_pp_indices`` splits the layers over the pipeline stages."""
+    by it too (:func:`raytpu.sizing.candidates.layout`).
+    Source: vLLM 0.29.0 ``ModelConfig.verify_with_parallel_config`` (docs/FACTS.md section 11)."""
     shape = shape or by_hf_id(source)
     if shape is None or shape.heads % tp == 0:
         return []
@@ -289,8 +277,8 @@ def head_problems(tp: int, plan: SlicePlan, source: str, field: str,
 
 
 def stage_problems(pp: int, source: str, field: str, shape: ModelShape | None = None) -> list[InvalidInput]:
-    """More pipeline stages than a known model has layers: vLLM ``vllm/distributed/utils.py`` ``get_pp_indices``
-    splits ``num_hidden_layers`` over the stages, so a stage beyond the layers would run none."""
+    """More pipeline stages than a known model has layers: a stage beyond the layers would run none.
+    Source: vLLM 0.29.0 ``vllm.distributed.utils.get_pp_indices``."""
     shape = shape or by_hf_id(source)
     if shape is None or pp <= shape.layers:
         return []

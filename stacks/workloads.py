@@ -81,10 +81,8 @@ class WorkloadsStack(TerraformStack):
         spec = cluster.spec
         google_provider.GoogleProvider(self, "google", project=spec.project, region=spec.region)
         # The access token as an ephemeral resource: Terraform opens it on every plan and apply and never writes it to
-        # state or plan files, where a data source's access_token would sit in plain text (Terraform 1.10+:
-        # https://developer.hashicorp.com/terraform/language/resources/ephemeral; provider configuration is one of the
-        # places an ephemeral value may go: hashicorp/terraform-provider-google 8.x
-        # google/services/resourcemanager/ephemeral_google_client_config_test.go, ..._usedInProvider).
+        # state or plan files, where a data source's access_token would sit in plain text (:data:`TERRAFORM_VERSIONS`;
+        # docs/FACTS.md section 15).
         client = ephemeral_google_client_config.EphemeralGoogleClientConfig(self, "client")
         # The DNS-based endpoint has a publicly trusted certificate (no CA); the IP endpoint, the cluster's own CA.
         kubernetes_provider.KubernetesProvider(

@@ -59,8 +59,9 @@ def top_level(modules: set[str]) -> set[str]:
     return {m.split(".")[0] for m in modules}
 
 
-SPEC_LAYER = [ROOT / "raytpu" / f"{name}.py" for name in ("spec", "provisioning", "kinds", "catalog", "plan",
-                                                           "errors", "security", "vllm_rules")]
+SPEC_LAYER = [ROOT / "raytpu" / f"{name}.py" for name in ("spec", "cluster_parts", "field_rules", "provisioning",
+                                                           "kinds", "catalog", "ici", "plan", "errors", "security",
+                                                           "vllm_rules")]
 
 
 @pytest.mark.parametrize("path", SPEC_LAYER, ids=lambda p: p.relative_to(ROOT).as_posix())

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from raytpu import kinds, provisioning, spec
+from raytpu import cluster_parts, kinds, provisioning
 from raytpu.catalog import GENERATIONS, RAY_VERSION
 from raytpu.cli import build_parser, main
 
@@ -243,8 +243,8 @@ CONFIG_CASES = [
     ("fallback-on-standard", None, "slices[1].fallback", "mode: autopilot"),
     ("bad-provisioning", None, "slices[0].provisioning", ", ".join(provisioning.NAMES)),
     ("bad-kind", None, "workloads[0].kind", ", ".join(kinds.NAMES)),
-    ("bad-mode", None, "cluster.mode", ", ".join(spec.CLUSTER_MODES)),
-    ("bad-release-channel", None, "cluster.release_channel", ", ".join(spec.RELEASE_CHANNELS)),
+    ("bad-mode", None, "cluster.mode", ", ".join(cluster_parts.CLUSTER_MODES)),
+    ("bad-release-channel", None, "cluster.release_channel", ", ".join(cluster_parts.RELEASE_CHANNELS)),
     ("duplicate-slice", None, "slices[1].name", "unique"),
     ("duplicate-workload", None, "workloads[1].name", "unique"),
     ("unknown-workload-slice", None, "workloads[2].slice", "train, serve"),

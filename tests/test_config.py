@@ -12,7 +12,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from raytpu import kinds, provisioning, spec
+from raytpu import cluster_parts, field_rules, kinds, provisioning
 from raytpu.catalog import RAY_VERSION
 from raytpu.config import Config, compile_config, load, parse
 from raytpu.errors import EXIT_INVALID, InvalidInput, InvalidInputs, problems_of
@@ -43,10 +43,10 @@ def test_example_config_compiles_to_a_cluster_spec_planning_both_slices() -> Non
 
 def test_example_config_takes_the_spec_defaults_for_unset_fields() -> None:
     config = load(EXAMPLE)
-    assert config.cluster.head_pool == spec.HeadPoolSpec()
-    assert config.network == spec.NetworkSpec()
-    assert config.storage == spec.StorageSpec()
-    assert config.slice_named("train").disk_gib == spec.DEFAULT_DISK_SIZE_GIB
+    assert config.cluster.head_pool == cluster_parts.HeadPoolSpec()
+    assert config.network == cluster_parts.NetworkSpec()
+    assert config.storage == cluster_parts.StorageSpec()
+    assert config.slice_named("train").disk_gib == field_rules.DEFAULT_DISK_SIZE_GIB
     assert config.slice_named("serve").provisioning is provisioning.MODES["spot"]
     assert config.workload("train").kind is kinds.KINDS["train"]
 
@@ -261,8 +261,8 @@ def test_the_same_shape_is_provisionable_without_workloads_and_rejected_with_one
 @pytest.mark.parametrize(("path", "value", "field", "registry"), [
     ("slices.0.provisioning", "preemptible", "slices[0].provisioning", provisioning.NAMES),
     ("workloads.0.kind", "batch", "workloads[0].kind", kinds.NAMES),
-    ("cluster.mode", "serverless", "cluster.mode", spec.CLUSTER_MODES),
-    ("cluster.release_channel", "FAST", "cluster.release_channel", spec.RELEASE_CHANNELS),
+    ("cluster.mode", "serverless", "cluster.mode", cluster_parts.CLUSTER_MODES),
+    ("cluster.release_channel", "FAST", "cluster.release_channel", cluster_parts.RELEASE_CHANNELS),
 ])
 def test_bad_names_list_exactly_the_registrys_values(path: str, value: str, field: str,
                                                      registry: tuple[str, ...]) -> None:
@@ -276,7 +276,7 @@ def _slice_with(mode: provisioning.Provisioning) -> dict[str, Any]:
             "provisioning": mode.name, **({"reservation": "res-1"} if mode.needs_reservation else {})}
 
 
-@pytest.mark.parametrize("cluster_mode", spec.CLUSTER_MODES)
+@pytest.mark.parametrize("cluster_mode", cluster_parts.CLUSTER_MODES)
 @pytest.mark.parametrize("mode", provisioning.MODES.values(), ids=lambda m: m.name)
 def test_every_registered_provisioning_mode_is_accepted(mode: provisioning.Provisioning, cluster_mode: str) -> None:
     data = edited("cluster.mode", cluster_mode)

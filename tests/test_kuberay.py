@@ -25,11 +25,12 @@ from image_refs import FIXTURE_IMAGES, FIXTURE_REFS
 
 from raytpu import __version__, images, kinds, kuberay, names, pod_security, ray_ports, serving, smoke_runs, vllm_rules
 from raytpu.catalog import GENERATIONS, RAY_VERSION, generation
+from raytpu.cluster_parts import GkeSpec
 from raytpu.config import parse
 from raytpu.errors import InvalidInput, InvalidInputs
 from raytpu.plan import ACCELERATOR_LABEL, TOPOLOGY_LABEL, TPU_RESOURCE, plan_slice
 from raytpu.provisioning import MODES
-from raytpu.spec import WORKLOAD_ENV, ClusterSpec, GkeSpec, SecretKeyRef, SliceSpec, WorkloadSpec
+from raytpu.spec import WORKLOAD_ENV, ClusterSpec, SecretKeyRef, SliceSpec, WorkloadSpec
 
 pytestmark = pytest.mark.unit
 

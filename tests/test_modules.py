@@ -19,10 +19,11 @@ import pytest
 from _synth import by_name, only, read_stacks, resources
 
 from raytpu import names
+from raytpu.cluster_parts import GkeSpec, HeadPoolSpec, NetworkSpec
 from raytpu.errors import InvalidInput, InvalidInputs, problems_of
 from raytpu.plan import plan_slice
 from raytpu.provisioning import MODES as PROVISIONING_MODES
-from raytpu.spec import GkeSpec, HeadPoolSpec, NetworkSpec, SliceSpec
+from raytpu.spec import SliceSpec
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(300)]
 

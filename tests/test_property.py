@@ -42,12 +42,13 @@ from image_refs import FIXTURE_REFS
 from raytpu import config as config_module
 from raytpu import vllm_rules
 from raytpu.catalog import GENERATIONS, generation
+from raytpu.cluster_parts import WEEKDAYS, NetworkSpec
 from raytpu.errors import InvalidInput, InvalidInputs, problems_of
 from raytpu.kinds import KINDS
 from raytpu.plan import machine_types_for, plan_slice
 from raytpu.provisioning import MODES
 from raytpu.sizing.models import by_hf_id
-from raytpu.spec import WEEKDAYS, ClusterSpec, NetworkSpec
+from raytpu.spec import ClusterSpec
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]
 

@@ -346,7 +346,7 @@ def test_workload_policy_names_are_gce_names(matrix: dict[str, dict[str, Any]]) 
 
 
 LONGEST_CLUSTER = "c" * 39 + "x"
-"""40 characters, GKE's longest cluster name (raytpu.spec.CLUSTER_NAME)."""
+"""40 characters, GKE's longest cluster name (raytpu.field_rules.CLUSTER_NAME)."""
 
 
 def test_two_clusters_in_one_project_and_region_never_share_a_workload_policy() -> None:

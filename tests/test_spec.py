@@ -15,25 +15,22 @@ from image_refs import FIXTURE_IMAGES
 
 from raytpu import kinds, provisioning
 from raytpu.catalog import RAY_VERSION
-from raytpu.config import parse
-from raytpu.errors import EXIT_INVALID, InvalidInput, InvalidInputs, problems_of
-from raytpu.plan import plan_slice
-from raytpu.spec import (
+from raytpu.cluster_parts import (
     CLUSTER_MODES,
-    DEFAULT_DISK_SIZE_GIB,
     RELEASE_CHANNELS,
-    WORKLOAD_ENV,
     AlertingSpec,
     AuthorizedNetwork,
-    ClusterSpec,
     GkeSpec,
     HeadPoolSpec,
     MaintenanceWindowSpec,
     NetworkSpec,
-    SliceSpec,
     StorageSpec,
-    WorkloadSpec,
 )
+from raytpu.config import parse
+from raytpu.errors import EXIT_INVALID, InvalidInput, InvalidInputs, problems_of
+from raytpu.field_rules import DEFAULT_DISK_SIZE_GIB
+from raytpu.plan import plan_slice
+from raytpu.spec import WORKLOAD_ENV, ClusterSpec, SliceSpec, WorkloadSpec
 
 pytestmark = pytest.mark.unit
 

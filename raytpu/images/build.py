@@ -6,18 +6,20 @@ the team would have to connect by hand; and what a build made must come back to 
 (:mod:`raytpu.images.record`) that every pod then names. Called from the CLI, the build uses exactly the definition
 of the installed kit, streams its progress and log, and the record is written only once the build succeeded.
 
-The steps (Cloud Build REST v1, https://cloud.google.com/build/docs/api/reference/rest/v1/projects.locations.builds):
+The steps (Cloud Build REST v1):
 
 1. the image's build context (its folder: ``Dockerfile``, lock) as a deterministic ``.tar.gz``, uploaded to the
-   stack's bucket (GCS JSON API simple upload, https://cloud.google.com/storage/docs/uploading-objects);
+   stack's bucket (GCS JSON API simple upload);
 2. ``projects.locations.builds.create`` in the stack's region: ``source.storageSource`` (that object and its
    generation), two steps (:func:`build_steps`: resolve the base's digest, then ``docker build`` FROM exactly that
    digest), ``images`` (Cloud Build pushes them to the stack's Artifact Registry
    repository once the steps succeed and reports each digest in ``results.images[].digest``), run as the stack's
    builder service account with its log in the bucket (``logsBucket``; a user-specified service account needs a
-   logs bucket or Cloud Logging, https://cloud.google.com/build/docs/securing-builds/configure-user-specified-service-accounts);
+   logs bucket or Cloud Logging);
 3. ``projects.locations.builds.get`` polled until the build ends, the log object read on from where it was last read
    (``Range``) and printed as it grows (``logStreamingOption: STREAM_ON``), as ``gcloud builds submit`` streams it.
+
+Source: https://cloud.google.com/build/docs/api/reference/rest/v1/projects.locations.builds
 """
 
 from __future__ import annotations

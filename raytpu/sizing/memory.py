@@ -15,9 +15,8 @@ never materializes the ``a*s*s`` scores, leaving ``34*s*b*h``; full recomputatio
 ``2*s*b*h``. The loss's logits (tokens x vocab) are not counted: frameworks chunk or shard them.
 
 Headroom: the fraction of HBM kept free for what the estimate leaves out (XLA's scratch buffers and fragmentation,
-the runtime, the program itself). The default keeps 10% free: vLLM's own share of device memory is
-``gpu_memory_utilization``, 0.90 in its older ``EngineArgs`` and 0.92 at vllm-project/vllm 002f10e0
-(``vllm/config/cache.py`` ``CacheConfig``), so 10% is the more cautious of the two; ``--headroom`` changes it.
+the runtime, the program itself). The default keeps 10% free, the more cautious of vLLM's own shares of device
+memory; ``--headroom`` changes it. Source: vLLM ``CacheConfig.gpu_memory_utilization`` (docs/FACTS.md section 16).
 """
 
 from __future__ import annotations

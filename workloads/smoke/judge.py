@@ -11,7 +11,8 @@ import os
 import statistics
 from typing import Any
 
-from raytpu.catalog import ICI_AXIS_NAMES, expected_busbw, generation, ici_for_dims
+from raytpu.catalog import expected_busbw, generation
+from raytpu.ici import ICI_AXIS_NAMES, ici_for_dims
 from raytpu.plan import SlicePlan
 from raytpu.report import Check, HostRow, PerfRow
 from raytpu.workloads.smoke.measure import ENV_EMULATED

@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from raytpu.catalog import ICI_AXIS_NAMES
+from raytpu.ici import ICI_AXIS_NAMES
 from raytpu.workloads.smoke.faults import ENV_INJECT_ERROR
 from raytpu.workloads.smoke.verdict import cause_of
 
