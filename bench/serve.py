@@ -1,17 +1,21 @@
 """Benchmark: Ray Serve LLM (the kit's app, CPU twin, on the emulated slice) vs vLLM's own OpenAI server.
 
-    .venv-serve/bin/python bench/serve.py [--concurrency 1 4 16] [--rounds 3] [--max-tokens 64] [--json]
+    .venv-serve/bin/python bench/serve.py [--concurrency 1 4 16] [--rounds 3] [--max-tokens 64] [--repeats 2] [--json]
 
 The example's serving workload (``raytpu.example.yaml``), same tiny model (:mod:`raytpu.workloads.tiny_llm`),
 same engine arguments (the CPU twin's, via
 :func:`raytpu.serving.engine_cli_args`), same engine env, same client (the official ``openai``
 ``AsyncOpenAI``, streamed chat completions, ``ignore_eos`` so every answer is ``--max-tokens`` long). The
-two servers run one after the other (never together: the machine has 2 cores), each measured at 1, 4 and 16
-concurrent streams: ``--rounds`` batches of ``c`` simultaneous streams after a warm-up.
+two servers run one after the other (never together: the machine has 2 cores), interleaved ``--repeats`` times
+(vLLM, Ray, vLLM, Ray, ...: each a fresh server, so drift in the machine's load falls on both), each measured at 1, 4
+and 16 concurrent streams: ``--rounds`` batches of ``c`` simultaneous streams after a warm-up.
 
 Reported per server and concurrency: p50/p95 time to first token, output tokens/s (all completion tokens
 of a batch over its wall time, median over rounds), and peak memory of each server's process tree; then
-the ratios Ray Serve LLM / vLLM (TTFT ratio > 1 and throughput ratio < 1 mean Ray Serve's overhead).
+the ratios Ray Serve LLM / vLLM (TTFT ratio > 1 and throughput ratio < 1 mean Ray Serve's overhead). With
+repeats, each pair (vLLM run i, Ray run i) gives one ratio; the ratio reported is their median and
+``ratio_spread`` their min and max; a server's figures are medians over its runs. ``load_avg`` is the machine's
+1-minute load average when each run starts and ends (``os.getloadavg``): the machine may be shared.
 No process is left behind: vLLM's server is its own process group, stopped by PID; the cluster by
 :func:`raytpu.local.stop`.
 """
@@ -70,6 +74,7 @@ def measure(url: str, model: str, concurrency: list[int], rounds: int, max_token
     for c in concurrency:
         ttfts: list[float] = []
         rates: list[float] = []
+        start = time.time()
         for r in range(rounds):
             results, wall = asyncio.run(_batch(url, model, c, max_tokens, 100 * r))
             assert all(res.completion_tokens == max_tokens for res in results), [res.completion_tokens
@@ -77,7 +82,8 @@ def measure(url: str, model: str, concurrency: list[int], rounds: int, max_token
             ttfts += [res.ttft_s for res in results]
             rates.append(sum(res.completion_tokens for res in results) / wall)
         out[str(c)] = {"ttft_p50_s": _pct(ttfts, 0.5), "ttft_p95_s": _pct(ttfts, 0.95),
-                       "output_tokens_per_s": statistics.median(rates), "streams": len(ttfts)}
+                       "output_tokens_per_s": statistics.median(rates), "streams": len(ttfts),
+                       "window_wall": [start, time.time()]}
         print(f"  c={c}: ttft p50 {out[str(c)]['ttft_p50_s'] * 1000:.0f} ms, p95 "
               f"{out[str(c)]['ttft_p95_s'] * 1000:.0f} ms, {out[str(c)]['output_tokens_per_s']:.0f} tokens/s",
               file=sys.stderr, flush=True)
@@ -137,43 +143,96 @@ def bench_ray(model: tiny_llm.TinyModel, args: argparse.Namespace) -> dict[str, 
         return {"ready_s": ready_s, "peak_pss_gib": peak.peak_pss_bytes / 2**30, "by_concurrency": figures}
 
 
+METRICS = (("ttft_p50", "ttft_p50_s"), ("ttft_p95", "ttft_p95_s"), ("output_tokens_per_s", "output_tokens_per_s"))
+"""(ratio key, figure key): what each Ray/vLLM ratio divides."""
+
+
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def _loaded(run: Any, *args: Any) -> dict[str, Any]:
+    """One server run with the machine's 1-minute load average before and after."""
+    before = _load()
+    fig = dict(run(*args))
+    fig["load_avg"] = [before, _load()]
+    return fig
+
+
+def combine(runs: list[dict[str, Any]], concurrency: list[int]) -> dict[str, Any]:
+    """Medians over ``runs`` of one server (each as :func:`measure` within a run's figures)."""
+    out: dict[str, Any] = {"ready_s": statistics.median(r["ready_s"] for r in runs),
+                           "peak_pss_gib": max(r["peak_pss_gib"] for r in runs), "by_concurrency": {},
+                           "load_avg": [r["load_avg"] for r in runs]}
+    for c in map(str, concurrency):
+        figs = [r["by_concurrency"][c] for r in runs]
+        out["by_concurrency"][c] = {key: statistics.median(f[key] for f in figs) for _, key in METRICS}
+        out["by_concurrency"][c]["streams"] = sum(f["streams"] for f in figs)
+    if "log" in runs[-1]:
+        out["log"] = runs[-1]["log"]
+    return out
+
+
+def ratios(pairs: list[tuple[dict[str, Any], dict[str, Any]]], concurrency: list[int]
+           ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Per concurrency: the median of the pairs' Ray/vLLM ratios, and their spread (min, max, each pair's)."""
+    median: dict[str, Any] = {}
+    spread: dict[str, Any] = {}
+    for c in map(str, concurrency):
+        median[c], spread[c] = {}, {}
+        for name, key in METRICS:
+            values = [r["by_concurrency"][c][key] / v["by_concurrency"][c][key] for v, r in pairs]
+            median[c][name] = statistics.median(values)
+            spread[c][name] = {"min": min(values), "max": max(values), "values": values}
+    return median, spread
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=2, help="vLLM, Ray pairs, interleaved (default 2)")
     parser.add_argument("--cache-dir", default=None)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.repeats < 1 or args.rounds < 1 or min(args.concurrency) < 1 or args.max_tokens < 1:
+        print("error: --repeats/--rounds/--concurrency/--max-tokens: must be at least 1; valid: 1, 2, ...",
+              file=sys.stderr)
+        return 2
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))  # token auth as on GKE; one token per process
     model = tiny_llm.ensure(args.cache_dir)
     os.environ[tiny_llm.ENV_CACHE_DIR] = str(model.path.parent)  # the Ray deployment serves this same model
-    print("vLLM's own OpenAI server:", file=sys.stderr, flush=True)
-    vllm_fig = bench_vllm(model, args)
-    print("Ray Serve LLM on the emulated slice:", file=sys.stderr, flush=True)
-    ray_fig = bench_ray(model, args)
-    ratios = {}
-    for c in map(str, args.concurrency):
-        r, v = ray_fig["by_concurrency"][c], vllm_fig["by_concurrency"][c]
-        ratios[c] = {"ttft_p50": r["ttft_p50_s"] / v["ttft_p50_s"], "ttft_p95": r["ttft_p95_s"] / v["ttft_p95_s"],
-                     "output_tokens_per_s": r["output_tokens_per_s"] / v["output_tokens_per_s"]}
-    result = {"model": model.name, "max_tokens": args.max_tokens, "rounds": args.rounds,
-              "vllm": vllm_fig, "ray_serve": ray_fig, "ratio_ray_over_vllm": ratios}
+    pairs: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    for i in range(args.repeats):
+        print(f"[{i + 1}/{args.repeats}] vLLM's own OpenAI server (load {_load()}):", file=sys.stderr, flush=True)
+        v = _loaded(bench_vllm, model, args)
+        print(f"[{i + 1}/{args.repeats}] Ray Serve LLM on the emulated slice (load {_load()}):", file=sys.stderr,
+              flush=True)
+        pairs.append((v, _loaded(bench_ray, model, args)))
+    vllm_fig = combine([v for v, _ in pairs], args.concurrency)
+    ray_fig = combine([r for _, r in pairs], args.concurrency)
+    median, spread = ratios(pairs, args.concurrency)
+    result = {"model": model.name, "max_tokens": args.max_tokens, "rounds": args.rounds, "repeats": args.repeats,
+              "vllm": vllm_fig, "ray_serve": ray_fig, "ratio_ray_over_vllm": median, "ratio_spread": spread,
+              "runs": [{"vllm": v, "ray_serve": r} for v, r in pairs]}
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print(f"{'c':>3} | {'server':<13} | {'TTFT p50':>9} | {'TTFT p95':>9} | {'out tok/s':>9}")
+    print(f"{'c':>3} | {'server':<13} | {'TTFT p50':>9} | {'TTFT p95':>9} | {'out tok/s':>9} | ratio spread")
     for c in map(str, args.concurrency):
         for name, fig in (("vLLM", vllm_fig), ("Ray Serve LLM", ray_fig)):
             f = fig["by_concurrency"][c]
             print(f"{c:>3} | {name:<13} | {f['ttft_p50_s'] * 1000:7.0f}ms | {f['ttft_p95_s'] * 1000:7.0f}ms | "
-                  f"{f['output_tokens_per_s']:9.0f}")
-        q = ratios[c]
+                  f"{f['output_tokens_per_s']:9.0f} |")
+        q, sp = median[c], spread[c]
         print(f"{c:>3} | {'ratio Ray/vLLM':<13} | {q['ttft_p50']:8.2f}x | {q['ttft_p95']:8.2f}x | "
-              f"{q['output_tokens_per_s']:8.2f}x")
+              f"{q['output_tokens_per_s']:8.2f}x | TTFT p50 {sp['ttft_p50']['min']:.2f}-{sp['ttft_p50']['max']:.2f}x, "
+              f"tok/s {sp['output_tokens_per_s']['min']:.2f}-{sp['output_tokens_per_s']['max']:.2f}x")
     print(f"ready: vLLM {vllm_fig['ready_s']:.0f}s, Ray Serve LLM {ray_fig['ready_s']:.0f}s (incl. slice start); "
-          f"peak PSS: vLLM {vllm_fig['peak_pss_gib']:.2f} GiB, Ray Serve LLM {ray_fig['peak_pss_gib']:.2f} GiB")
+          f"peak PSS: vLLM {vllm_fig['peak_pss_gib']:.2f} GiB, Ray Serve LLM {ray_fig['peak_pss_gib']:.2f} GiB; "
+          f"load (1 min, start/end of each run): vLLM {vllm_fig['load_avg']}, Ray {ray_fig['load_avg']}")
     return 0
 
 

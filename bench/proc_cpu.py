@@ -1,0 +1,111 @@
+"""CPU seconds per process while a command runs: the profile of ``docs/serving-profile.md``.
+
+    python bench/proc_cpu.py --out samples.jsonl -- <command...>   # samples every --interval s while it runs
+    python bench/proc_cpu.py --report samples.jsonl --since T0 --until T1   # CPU s per role in [T0, T1]
+
+Reads ``/proc/<pid>/stat`` (utime + stime) of every process of this user and names each by its role (Ray sets
+process titles: ``ray::ServeReplica:llm:...``, ``ray::ServeController``, ``raylet``, ``gcs_server``...).
+Standard library only; Linux only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+TICK = os.sysconf("SC_CLK_TCK")
+ROLES = (  # first match on the command line wins
+    ("ServeReplica:llm:OpenAiIngress", "Serve ingress replica (OpenAiIngress)"),
+    ("ServeReplica:llm:OpenAIErrorIngress", "Serve ingress replica (OpenAiIngress)"),
+    ("ServeReplica:llm:LLMRouter", "Serve ingress request router (LLMRouter)"),
+    ("ServeReplica:llm:", "Serve LLM server replica (LLMServer, vLLM AsyncLLM)"),
+    ("ServeController", "Serve controller"),
+    ("ProxyActor", "Serve HTTP proxy"),
+    ("EngineCore", "vLLM engine core"),
+    ("vllm.entrypoints.openai.api_server", "vLLM OpenAI server (API process)"),
+    ("gcs_server", "GCS"),
+    ("raylet", "raylet"),
+    ("dashboard/agent.py", "dashboard agent"),
+    ("dashboard/dashboard.py", "dashboard (head)"),
+    ("runtime_env/agent", "runtime env agent"),
+    ("ray::IDLE", "idle Ray workers"),
+    ("default_worker.py", "idle Ray workers"),
+    ("bench/serve.py", "bench client (openai)"),
+    ("raytpu.workloads.serve", "serve deploy driver"),
+    ("ray start", "ray start --block"),
+)
+
+
+def role(cmd: str) -> str | None:
+    return next((name for key, name in ROLES if key in cmd), None)
+
+
+def snapshot() -> dict[int, tuple[str, float]]:
+    out: dict[int, tuple[str, float]] = {}
+    uid = os.getuid()
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            if d.stat().st_uid != uid:
+                continue
+            stat = (d / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2:].split()
+            cpu = (int(fields[11]) + int(fields[12])) / TICK
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            comm = stat[stat.index("(") + 1:stat.rindex(")")]
+            out[int(d.name)] = (cmd or comm, cpu)
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def sample(path: str, argv: list[str], interval: float) -> int:
+    proc = subprocess.Popen(argv)
+    with open(path, "w") as f:
+        while proc.poll() is None:
+            f.write(json.dumps({"t": time.time(), "p": snapshot()}) + "\n")
+            f.flush()
+            time.sleep(interval)
+    return proc.returncode
+
+
+def report(path: str, since: float, until: float) -> dict[str, float]:
+    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    first = next(r for r in rows if r["t"] >= since)
+    last = [r for r in rows if r["t"] <= until][-1]
+    by: dict[str, float] = defaultdict(float)
+    for pid, (cmd, cpu) in last["p"].items():
+        name = role(cmd)
+        if name is None:
+            continue
+        before = first["p"].get(pid)
+        by[name] += cpu - (before[1] if before and before[0] == cmd else 0.0)
+    by["(wall s)"] = last["t"] - first["t"]
+    return dict(sorted(by.items(), key=lambda kv: -kv[1]))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out")
+    p.add_argument("--interval", type=float, default=1.0)
+    p.add_argument("--report")
+    p.add_argument("--since", type=float, default=0.0)
+    p.add_argument("--until", type=float, default=float("inf"))
+    p.add_argument("argv", nargs="*")
+    a = p.parse_args()
+    if a.report:
+        for name, cpu in report(a.report, a.since, a.until).items():
+            print(f"{cpu:8.1f}  {name}")
+        return 0
+    return sample(a.out, a.argv, a.interval)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
