@@ -3,7 +3,7 @@
     python bench/proc_cpu.py --out samples.jsonl -- <command...>   # samples every --interval s while it runs
     python bench/proc_cpu.py --report samples.jsonl --since T0 --until T1   # CPU s per role in [T0, T1]
 
-Reads ``/proc/<pid>/stat`` (utime + stime) of every process of this user and names each by its role (Ray sets
+Reads ``/proc/<pid>/stat`` (utime + stime) of every process under the command and names each by its role (Ray sets
 process titles: ``ray::ServeReplica:llm:...``, ``ray::ServeController``, ``raylet``, ``gcs_server``...).
 Standard library only; Linux only.
 """
@@ -28,12 +28,18 @@ ROLES = (  # first match on the command line wins
     ("ServeController", "Serve controller"),
     ("ProxyActor", "Serve HTTP proxy"),
     ("EngineCore", "vLLM engine core"),
+    ("VLLM::Worker", "vLLM worker (mp executor)"),
     ("vllm.entrypoints.openai.api_server", "vLLM OpenAI server (API process)"),
     ("gcs_server", "GCS"),
     ("raylet", "raylet"),
-    ("dashboard/agent.py", "dashboard agent"),
+    ("DashboardAgent", "dashboard agent (per node)"),
+    ("dashboard/agent.py", "dashboard agent (per node)"),
     ("dashboard/dashboard.py", "dashboard (head)"),
-    ("runtime_env/agent", "runtime env agent"),
+    ("ray.dashboard", "dashboard (head)"),
+    ("RuntimeEnvAgent", "runtime env agent (per node)"),
+    ("runtime_env/agent", "runtime env agent (per node)"),
+    ("ray.util.client.server", "Ray client server (head)"),
+    ("autoscaler/_private/monitor.py", "autoscaler monitor (head)"),
     ("ray::IDLE", "idle Ray workers"),
     ("default_worker.py", "idle Ray workers"),
     ("bench/serve.py", "bench client (openai)"),
@@ -46,8 +52,9 @@ def role(cmd: str) -> str | None:
     return next((name for key, name in ROLES if key in cmd), None)
 
 
-def snapshot() -> dict[int, tuple[str, float]]:
-    out: dict[int, tuple[str, float]] = {}
+def snapshot() -> dict[int, tuple[str, float, int]]:
+    """pid -> (command line, CPU seconds, parent pid) of this user's processes."""
+    out: dict[int, tuple[str, float, int]] = {}
     uid = os.getuid()
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
@@ -60,17 +67,31 @@ def snapshot() -> dict[int, tuple[str, float]]:
             cpu = (int(fields[11]) + int(fields[12])) / TICK
             cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
             comm = stat[stat.index("(") + 1:stat.rindex(")")]
-            out[int(d.name)] = (cmd or comm, cpu)
+            out[int(d.name)] = (cmd or comm, cpu, int(fields[1]))
         except (OSError, ValueError):
             continue
     return out
+
+
+def _tree(procs: dict[int, tuple[str, float, int]], root: int) -> dict[int, tuple[str, float, int]]:
+    """The processes under ``root`` (the machine may be shared: other users' processes are not the bench's)."""
+    children: dict[int, list[int]] = defaultdict(list)
+    for pid, (_, _, ppid) in procs.items():
+        children[ppid].append(pid)
+    todo, keep = [root], {}
+    while todo:
+        pid = todo.pop()
+        if pid in procs:
+            keep[pid] = procs[pid]
+        todo += children.get(pid, [])
+    return keep
 
 
 def sample(path: str, argv: list[str], interval: float) -> int:
     proc = subprocess.Popen(argv)
     with open(path, "w") as f:
         while proc.poll() is None:
-            f.write(json.dumps({"t": time.time(), "p": snapshot()}) + "\n")
+            f.write(json.dumps({"t": time.time(), "p": _tree(snapshot(), proc.pid)}) + "\n")
             f.flush()
             time.sleep(interval)
     return proc.returncode
@@ -81,7 +102,7 @@ def report(path: str, since: float, until: float) -> dict[str, float]:
     first = next(r for r in rows if r["t"] >= since)
     last = [r for r in rows if r["t"] <= until][-1]
     by: dict[str, float] = defaultdict(float)
-    for pid, (cmd, cpu) in last["p"].items():
+    for pid, (cmd, cpu, *_) in last["p"].items():
         name = role(cmd)
         if name is None:
             continue

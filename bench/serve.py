@@ -193,9 +193,16 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=2, help="vLLM, Ray pairs, interleaved (default 2)")
+    parser.add_argument("--alt-ray-env", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="also run the Ray app with these in the slice's environment, as a third arm "
+                        "(ray_serve_alt), interleaved with the others (e.g. Ray's defaults, for a before/after)")
     parser.add_argument("--cache-dir", default=None)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if any("=" not in kv for kv in args.alt_ray_env):
+        print("error: --alt-ray-env: expected KEY=VALUE; valid: e.g. RAY_SERVE_LOG_TO_STDERR=1", file=sys.stderr)
+        return 2
+    alt_env = dict(kv.split("=", 1) for kv in args.alt_ray_env)
     if args.repeats < 1 or args.rounds < 1 or min(args.concurrency) < 1 or args.max_tokens < 1:
         print("error: --repeats/--rounds/--concurrency/--max-tokens: must be at least 1; valid: 1, 2, ...",
               file=sys.stderr)
@@ -205,18 +212,40 @@ def main() -> int:
     model = tiny_llm.ensure(args.cache_dir)
     os.environ[tiny_llm.ENV_CACHE_DIR] = str(model.path.parent)  # the Ray deployment serves this same model
     pairs: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    alts: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for i in range(args.repeats):
         print(f"[{i + 1}/{args.repeats}] vLLM's own OpenAI server (load {_load()}):", file=sys.stderr, flush=True)
         v = _loaded(bench_vllm, model, args)
-        print(f"[{i + 1}/{args.repeats}] Ray Serve LLM on the emulated slice (load {_load()}):", file=sys.stderr,
-              flush=True)
-        pairs.append((v, _loaded(bench_ray, model, args)))
+        arms = ["ray", "alt"] if alt_env else ["ray"]
+        for arm in arms if i % 2 == 0 else arms[::-1]:  # the two Ray arms swap order each repeat
+            extra = f" with {alt_env}" if arm == "alt" else ""
+            print(f"[{i + 1}/{args.repeats}] Ray Serve LLM on the emulated slice{extra} (load {_load()}):",
+                  file=sys.stderr, flush=True)
+            if arm == "ray":
+                pairs.append((v, _loaded(bench_ray, model, args)))
+                continue
+            saved = {k: os.environ.get(k) for k in alt_env}
+            os.environ.update(alt_env)
+            try:
+                alts.append((v, _loaded(bench_ray, model, args)))
+            finally:
+                for k, old in saved.items():
+                    if old is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = old
     vllm_fig = combine([v for v, _ in pairs], args.concurrency)
     ray_fig = combine([r for _, r in pairs], args.concurrency)
     median, spread = ratios(pairs, args.concurrency)
     result = {"model": model.name, "max_tokens": args.max_tokens, "rounds": args.rounds, "repeats": args.repeats,
               "vllm": vllm_fig, "ray_serve": ray_fig, "ratio_ray_over_vllm": median, "ratio_spread": spread,
               "runs": [{"vllm": v, "ray_serve": r} for v, r in pairs]}
+    if alts:
+        result["alt_ray_env"] = alt_env
+        result["ray_serve_alt"] = combine([r for _, r in alts], args.concurrency)
+        result["ratio_alt_over_vllm"], result["ratio_alt_spread"] = ratios(alts, args.concurrency)
+        for run, (_, r) in zip(result["runs"], alts, strict=True):
+            run["ray_serve_alt"] = r
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -230,6 +259,13 @@ def main() -> int:
         print(f"{c:>3} | {'ratio Ray/vLLM':<13} | {q['ttft_p50']:8.2f}x | {q['ttft_p95']:8.2f}x | "
               f"{q['output_tokens_per_s']:8.2f}x | TTFT p50 {sp['ttft_p50']['min']:.2f}-{sp['ttft_p50']['max']:.2f}x, "
               f"tok/s {sp['output_tokens_per_s']['min']:.2f}-{sp['output_tokens_per_s']['max']:.2f}x")
+    if alts:
+        for c in map(str, args.concurrency):
+            q, sp = result["ratio_alt_over_vllm"][c], result["ratio_alt_spread"][c]
+            print(f"{c:>3} | {'alt Ray/vLLM':<13} | {q['ttft_p50']:8.2f}x | {q['ttft_p95']:8.2f}x | "
+                  f"{q['output_tokens_per_s']:8.2f}x | TTFT p50 {sp['ttft_p50']['min']:.2f}-"
+                  f"{sp['ttft_p50']['max']:.2f}x, tok/s {sp['output_tokens_per_s']['min']:.2f}-"
+                  f"{sp['output_tokens_per_s']['max']:.2f}x   (alt: {alt_env})")
     print(f"ready: vLLM {vllm_fig['ready_s']:.0f}s, Ray Serve LLM {ray_fig['ready_s']:.0f}s (incl. slice start); "
           f"peak PSS: vLLM {vllm_fig['peak_pss_gib']:.2f} GiB, Ray Serve LLM {ray_fig['peak_pss_gib']:.2f} GiB; "
           f"load (1 min, start/end of each run): vLLM {vllm_fig['load_avg']}, Ray {ray_fig['load_avg']}")

@@ -170,6 +170,20 @@ def cpu_twin(config: Mapping[str, Any], model: str, model_path: str) -> dict[str
     return twin
 
 
+SERVE_HOT_PATH_ENV: dict[str, str] = {
+    "RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
+    "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0",
+    "RAY_SERVE_REQUEST_PATH_LOG_BUFFER_SIZE": "1000",
+    "RAY_SERVE_LOG_TO_STDERR": "0",
+}
+"""Environment of every Ray process that serves (proxy, replicas): each streamed chunk crosses no extra event loop
+(replica user code and the handle's router run on the actor's own loop, not a thread each) and access logs are
+buffered (errors still flush at once) and not copied to stderr. The part of Ray's ``RAY_SERVE_THROUGHPUT_OPTIMIZED``
+that keeps Serve's HTTP proxies (its direct ingress and gRPC defaults would move HTTP off the proxies KubeRay probes).
+Measured in docs/serving-profile.md.
+Source: Ray 2.60 ``ray/serve/_private/constants.py`` ``RAY_SERVE_THROUGHPUT_OPTIMIZED``."""
+
+
 INGRESS = "raytpu.workloads.openai_ingress:OpenAIErrorIngress"
 """Ray's OpenAI ingress with OpenAI's error shape for an unknown model (:mod:`raytpu.workloads.openai_ingress`)."""
 
