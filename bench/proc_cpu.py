@@ -52,9 +52,9 @@ def role(cmd: str) -> str | None:
     return next((name for key, name in ROLES if key in cmd), None)
 
 
-def snapshot() -> dict[int, tuple[str, float, int]]:
-    """pid -> (command line, CPU seconds, parent pid) of this user's processes."""
-    out: dict[int, tuple[str, float, int]] = {}
+def snapshot() -> dict[int, tuple[str, float, int, int]]:
+    """pid -> (command line, CPU seconds, parent pid, session id) of this user's processes."""
+    out: dict[int, tuple[str, float, int, int]] = {}
     uid = os.getuid()
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
@@ -67,31 +67,37 @@ def snapshot() -> dict[int, tuple[str, float, int]]:
             cpu = (int(fields[11]) + int(fields[12])) / TICK
             cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
             comm = stat[stat.index("(") + 1:stat.rindex(")")]
-            out[int(d.name)] = (cmd or comm, cpu, int(fields[1]))
+            out[int(d.name)] = (cmd or comm, cpu, int(fields[1]), int(fields[3]))
         except (OSError, ValueError):
             continue
     return out
 
 
-def _tree(procs: dict[int, tuple[str, float, int]], root: int) -> dict[int, tuple[str, float, int]]:
-    """The processes under ``root`` (the machine may be shared: other users' processes are not the bench's)."""
+def _tree(procs: dict[int, tuple[str, float, int, int]], root: int, sessions: set[int]
+          ) -> dict[int, tuple[str, float, int, int]]:
+    """The processes under ``root``, and those in a session one of them led (``ray start`` starts each node as a
+    session leader and exits, leaving its daemons to init). Other processes on a shared machine are not the bench's."""
     children: dict[int, list[int]] = defaultdict(list)
-    for pid, (_, _, ppid) in procs.items():
+    for pid, (_, _, ppid, _) in procs.items():
         children[ppid].append(pid)
     todo, keep = [root], {}
     while todo:
         pid = todo.pop()
         if pid in procs:
             keep[pid] = procs[pid]
+            if procs[pid][3] == pid:
+                sessions.add(pid)
         todo += children.get(pid, [])
-    return keep
+    return keep | {pid: p for pid, p in procs.items() if p[3] in sessions}
 
 
-def sample(path: str, argv: list[str], interval: float) -> int:
+def sample(path: str, argv: list[str], interval: float, everyone: bool = False) -> int:
     proc = subprocess.Popen(argv)
+    sessions: set[int] = set()
     with open(path, "w") as f:
         while proc.poll() is None:
-            f.write(json.dumps({"t": time.time(), "p": _tree(snapshot(), proc.pid)}) + "\n")
+            procs = snapshot()
+            f.write(json.dumps({"t": time.time(), "p": procs if everyone else _tree(procs, proc.pid, sessions)}) + "\n")
             f.flush()
             time.sleep(interval)
     return proc.returncode
@@ -116,6 +122,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out")
     p.add_argument("--interval", type=float, default=1.0)
+    p.add_argument("--all", action="store_true", help="every process of this user, not only the command's")
     p.add_argument("--report")
     p.add_argument("--since", type=float, default=0.0)
     p.add_argument("--until", type=float, default=float("inf"))
@@ -125,7 +132,7 @@ def main() -> int:
         for name, cpu in report(a.report, a.since, a.until).items():
             print(f"{cpu:8.1f}  {name}")
         return 0
-    return sample(a.out, a.argv, a.interval)
+    return sample(a.out, a.argv, a.interval, a.all)
 
 
 if __name__ == "__main__":
