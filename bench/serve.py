@@ -41,6 +41,7 @@ from raytpu import local, serving
 from raytpu.commands.local import deploy_serve, serving_workload
 from raytpu.config import load
 from raytpu.llm_client import StreamResult, astream_chat
+from raytpu.local.procs import processes_under
 from raytpu.workloads import tiny_llm
 from raytpu.workloads.serve import Endpoint, free_port, wait_answering
 
@@ -65,6 +66,38 @@ async def _batch(url: str, model: str, c: int, max_tokens: int, seed: int) -> tu
         return list(results), time.perf_counter() - t0
     finally:
         await client.close()
+
+
+ALL_CORES = set(os.sched_getaffinity(0))
+ENGINE_TITLES = ("EngineCore", "VLLM::Worker")
+"""Process titles of vLLM's engine (its core and its one worker: vLLM's CPU build runs the ``mp`` executor)."""
+
+
+def pin(pids: set[int]) -> dict[str, list[int]]:
+    """``--pin-engine``: vLLM's engine processes on the last core, every other process of the server and this client
+    on the rest, as on a TPU host, where the engine's work is on the chips and the host has cores to spare
+    (``os.sched_setaffinity`` on every thread). Returns the pids pinned to each side."""
+    cores = sorted(os.sched_getaffinity(0))
+    engine_core, rest = {cores[-1]}, set(cores[:-1]) or {cores[-1]}
+    done: dict[str, list[int]] = {"engine": [], "serving": []}
+    for pid in sorted(pids | {os.getpid()}):
+        try:
+            title = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+            side = "engine" if any(t in title for t in ENGINE_TITLES) else "serving"
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(int(task.name), engine_core if side == "engine" else rest)
+            done[side].append(pid)
+        except OSError:
+            continue
+    return done
+
+
+def unpin_self(cores: set[int]) -> None:
+    """This process's threads back on ``cores`` (the next server starts with every core)."""
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(int(task.name), cores)
 
 
 def measure(url: str, model: str, concurrency: list[int], rounds: int, max_tokens: int) -> dict[str, Any]:
@@ -107,10 +140,14 @@ def bench_vllm(model: tiny_llm.TinyModel, args: argparse.Namespace) -> dict[str,
             wait_answering(Endpoint(f"http://127.0.0.1:{port}/v1", model.name), time.monotonic() + 300)
             ready_s = time.monotonic() - t0
             print(f"vLLM OpenAI server ready in {ready_s:.0f}s", file=sys.stderr, flush=True)
-            figures = measure(f"http://127.0.0.1:{port}/v1", model.name, args.concurrency, args.rounds,
-                              args.max_tokens)
+            pinned = pin(local.tree_processes(proc.pid)) if args.pin_engine else None
+            try:
+                figures = measure(f"http://127.0.0.1:{port}/v1", model.name, args.concurrency, args.rounds,
+                                  args.max_tokens)
+            finally:
+                unpin_self(ALL_CORES)
         return {"ready_s": ready_s, "peak_pss_gib": tree.peak_pss_bytes / 2**30, "by_concurrency": figures,
-                "log": log.name}
+                "log": log.name, "pinned": pinned}
     finally:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGTERM)
@@ -137,10 +174,15 @@ def bench_ray(model: tiny_llm.TinyModel, args: argparse.Namespace) -> dict[str, 
                 ready_s = time.monotonic() - t0
                 print(f"Ray Serve LLM ready in {ready_s:.0f}s (cluster {cluster.started_s:.0f}s)",
                       file=sys.stderr, flush=True)
-                figures = measure(url, served, args.concurrency, args.rounds, args.max_tokens)
+                pinned = (pin({p.pid for p in processes_under(cluster.temp_dir)}) if args.pin_engine else None)
+                try:
+                    figures = measure(url, served, args.concurrency, args.rounds, args.max_tokens)
+                finally:
+                    unpin_self(ALL_CORES)
             finally:
                 local.stop(directory)
-        return {"ready_s": ready_s, "peak_pss_gib": peak.peak_pss_bytes / 2**30, "by_concurrency": figures}
+        return {"ready_s": ready_s, "peak_pss_gib": peak.peak_pss_bytes / 2**30, "by_concurrency": figures,
+                "pinned": pinned}
 
 
 METRICS = (("ttft_p50", "ttft_p50_s"), ("ttft_p95", "ttft_p95_s"), ("output_tokens_per_s", "output_tokens_per_s"))
@@ -196,6 +238,9 @@ def main() -> int:
     parser.add_argument("--alt-ray-env", nargs="+", default=[], metavar="KEY=VALUE",
                         help="also run the Ray app with these in the slice's environment, as a third arm "
                         "(ray_serve_alt), interleaved with the others (e.g. Ray's defaults, for a before/after)")
+    parser.add_argument("--pin-engine", action="store_true",
+                        help="vLLM's engine processes on one core, each server's other processes and the client on "
+                        "the others (a TPU host's engine does not compete with the serving path for cores)")
     parser.add_argument("--cache-dir", default=None)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -238,6 +283,7 @@ def main() -> int:
     ray_fig = combine([r for _, r in pairs], args.concurrency)
     median, spread = ratios(pairs, args.concurrency)
     result = {"model": model.name, "max_tokens": args.max_tokens, "rounds": args.rounds, "repeats": args.repeats,
+              "pin_engine": args.pin_engine,
               "vllm": vllm_fig, "ray_serve": ray_fig, "ratio_ray_over_vllm": median, "ratio_spread": spread,
               "runs": [{"vllm": v, "ray_serve": r} for v, r in pairs]}
     if alts:
