@@ -460,10 +460,12 @@ def ray_service(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = 
     - TPU workers get vLLM's XLA compilation cache on an emptyDir (node-local disk, ``serving.XLA_CACHE_PATH``).
     - The app imports its ingress from the kit's core (``py_modules``, default :func:`py_modules_uri` when the
       pods mount a bucket).
+    - Every Ray container runs Serve's hot path lean (:data:`raytpu.serving.SERVE_HOT_PATH_ENV`; the pods' own
+      ``env`` wins).
     """
     if upgrade_strategy not in UPGRADE_STRATEGIES:
         raise errors.invalid_choice("upgrade_strategy", upgrade_strategy, UPGRADE_STRATEGIES)
-    pods = _own(pods, "RayService", name)
+    pods = replace(_own(pods, "RayService", name), env={**serving.SERVE_HOT_PATH_ENV, **pods.env})
     worker_env = {} if work.plan.single_host else {"TPU_MULTIHOST_BACKEND": "ray"}
     cluster = ray_cluster_spec(work, pods, autopilot=autopilot, worker_env=worker_env, serves=True)
     _add_xla_cache(cluster["workerGroupSpecs"][0]["template"]["spec"])

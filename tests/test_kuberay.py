@@ -416,6 +416,9 @@ def test_ray_service_serves_the_specs_app_with_a_local_xla_cache() -> None:
     pod = _worker(service)["template"]["spec"]
     env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
     assert env["TPU_MULTIHOST_BACKEND"] == "ray"
+    head = service["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    for container_env in (env, {e["name"]: e["value"] for e in head["env"]}):  # the proxies and every replica
+        assert serving.SERVE_HOT_PATH_ENV.items() <= container_env.items()
     assert {"name": "xla-cache", "emptyDir": {}} in pod["volumes"]
     assert {"name": "xla-cache", "mountPath": serving.XLA_CACHE_PATH} in pod["containers"][0]["volumeMounts"]
     head_ports = service["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0]["ports"]
