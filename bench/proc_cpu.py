@@ -113,7 +113,7 @@ def report(path: str, since: float, until: float) -> dict[str, float]:
         if name is None:
             continue
         before = first["p"].get(pid)
-        by[name] += cpu - (before[1] if before and before[0] == cmd else 0.0)
+        by[name] += cpu - (before[1] if before else 0.0)  # a Ray worker's title changes with its task
     by["(wall s)"] = last["t"] - first["t"]
     return dict(sorted(by.items(), key=lambda kv: -kv[1]))
 
