@@ -97,10 +97,13 @@ def main() -> int:
                         totals.append(total)
                 return {"ttft_p50_s": statistics.median(firsts), "total_p50_s": statistics.median(totals)}
 
-            for path in ("proxy", "handle", "proxy", "handle"):  # interleaved
-                fig = asyncio.run(run(path))
-                for key, value in fig.items():
-                    out.setdefault(path, {}).setdefault(key, []).append(value)
+            async def interleaved() -> None:  # one event loop: a Serve handle stays on the loop it started on
+                for path in ("proxy", "handle", "proxy", "handle"):
+                    fig = await run(path)
+                    for key, value in fig.items():
+                        out.setdefault(path, {}).setdefault(key, []).append(value)
+
+            asyncio.run(interleaved())
             ray.shutdown()
         finally:
             local.stop(directory)
