@@ -6,15 +6,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from raytpu import errors
-from raytpu.kuberay import compute_class_name
+from raytpu import errors, names
 from raytpu.modules import _props
 from raytpu.modules.cdk import Construct, kubernetes_manifest
 from raytpu.provisioning import MODES
 from raytpu.spec import SliceSpec, choice_problems
 
 WHEN_UNSATISFIABLE = ("DoNotScaleUp", "ScaleUpAnyway")
-__all__ = ["ComputeClass", "ComputeClassProps", "compute_class_name"]
+__all__ = ["ComputeClass", "ComputeClassProps"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,7 +51,7 @@ class ComputeClassProps:
     @property
     def name(self) -> str:
         """The ComputeClass's name (cluster-scoped): ``raytpu-<slice>``."""
-        return compute_class_name(self.slice.name)
+        return names.compute_class_name(self.slice.name)
 
     def priorities(self) -> list[dict[str, Any]]:
         """``spec.priorities``: the slice's shape under each of its modes, in order, each in the slice's zone."""
@@ -68,7 +67,7 @@ class ComputeClassProps:
             "apiVersion": "cloud.google.com/v1",
             "kind": "ComputeClass",
             "metadata": {"name": self.name,
-                         "labels": {"app.kubernetes.io/managed-by": "raytpu", **self.labels}},
+                         "labels": {**names.MANAGED_BY, **self.labels}},
             "spec": {
                 "priorities": self.priorities(),
                 "nodePoolAutoCreation": {"enabled": True},

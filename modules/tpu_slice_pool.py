@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from raytpu import errors
+from raytpu import errors, names
 from raytpu.errors import InvalidInput
-from raytpu.kuberay import SLICE_LABEL, workload_policy_name
 from raytpu.modules import _props
 from raytpu.modules._node_pool import JoinedCluster, NodePoolOptions, hardened_node_config, joined_to
-from raytpu.modules.cdk import Construct, TerraformResourceLifecycle, compute_resource_policy, container_node_pool
-from raytpu.provisioning import RESERVATION_KEY, TPU_TAINT
+from raytpu.modules.cdk import Construct, TerraformResourceLifecycle, container_node_pool
+from raytpu.modules.workload_policy import WorkloadPolicy, WorkloadPolicyProps
+from raytpu.provisioning import RESERVATION_KEY, TPU_TAINT, reservation_parts
 from raytpu.spec import SliceSpec, range_problems
 
 
@@ -74,7 +74,7 @@ class TpuSlicePool(Construct):
     ``google_compute_resource_policy`` with a HIGH_THROUGHPUT workload policy referenced by
     ``placement_policy.policy_name``, single-host pools get no placement policy. A resource policy is regional and
     its name unique per project and region, so the policy is named for the cluster too (``<pool>-wp-<hash of the
-    cluster name>``, :func:`raytpu.kuberay.workload_policy_name`, as on Autopilot): two clusters in one project and
+    cluster name>``, :func:`raytpu.names.workload_policy_name`, as on Autopilot): two clusters in one project and
     region do not share one, and the name keeps GCE's rules (``[a-z]([-a-z0-9]*[a-z0-9])?``, at most 44 of 63).
     Every pool runs the GKE metadata server, is tainted ``google.com/tpu=present:NoSchedule``, states its
     reservation affinity, and has secure boot on. Provisioning fields come from the slice's mode
@@ -91,7 +91,7 @@ class TpuSlicePool(Construct):
         cluster = props.cluster.props
         fields = item.provisioning.pool
         np = container_node_pool
-        self.workload_policy: compute_resource_policy.ComputeResourcePolicy | None = None
+        self.workload_policy: WorkloadPolicy | None = None
         placement = None
         if plan.placement == "compact":
             # Queued pools too: COMPACT + tpu_topology is how a multi-host TPU slice is asked for. cluster-toolkit's
@@ -100,17 +100,13 @@ class TpuSlicePool(Construct):
             # dws-flex-start-queued-provisioning/gke-tpu-v6e); tpu7x takes its workload policy below, queued or not.
             placement = np.ContainerNodePoolPlacementPolicy(type="COMPACT", tpu_topology=plan.topology)
         elif plan.placement == "workload-policy":
-            self.workload_policy = compute_resource_policy.ComputeResourcePolicy(
-                self, "workload-policy",
-                name=workload_policy_name(cluster.spec.name, props.name),
-                project=cluster.project,
-                region=item.region,
-                workload_policy=compute_resource_policy.ComputeResourcePolicyWorkloadPolicy(
-                    type="HIGH_THROUGHPUT", accelerator_topology=plan.topology),
-            )
+            self.workload_policy = WorkloadPolicy(self, "workload-policy", WorkloadPolicyProps(
+                cluster_name=cluster.spec.name, owner=props.name, project=cluster.project, region=item.region,
+                topology=plan.topology))
         if fields.reservation:
-            owner = props.reservation_project
-            values = [str(item.reservation) if owner is None else f"projects/{owner}/reservations/{item.reservation}"]
+            given, name = reservation_parts(str(item.reservation))
+            owner = given or props.reservation_project
+            values = [name if owner is None else f"projects/{owner}/reservations/{name}"]
             affinity = np.ContainerNodePoolNodeConfigReservationAffinity(
                 consume_reservation_type="SPECIFIC_RESERVATION", key=RESERVATION_KEY, values=values)
         else:
@@ -143,7 +139,7 @@ class TpuSlicePool(Construct):
             node_config=hardened_node_config(
                 props, plan.machine_type, item.disk_gib,
                 reservation_affinity=affinity,
-                labels={SLICE_LABEL: item.name},  # what the slice's TPU pods select (kuberay.tpu_placement)
+                labels={names.SLICE_LABEL: item.name},  # what the slice's TPU pods select (kuberay.tpu_placement)
                 taint=[np.ContainerNodePoolNodeConfigTaint(key=TPU_TAINT, value="present", effect="NO_SCHEDULE")],
                 **node_config,
             ),

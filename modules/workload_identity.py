@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from raytpu import errors
+from raytpu import errors, names
 from raytpu.errors import InvalidInput
 from raytpu.modules import _props
 from raytpu.modules.cdk import (
@@ -209,7 +209,7 @@ class KubernetesServiceAccount(Construct):
             metadata=ksa.ServiceAccountV1Metadata(
                 name=props.name, namespace=props.namespace,
                 annotations={GSA_ANNOTATION: props.gsa_email},
-                labels={"app.kubernetes.io/managed-by": "raytpu"},
+                labels=dict(names.MANAGED_BY),
             ),
             automount_service_account_token=props.automount_token,
         )
@@ -249,7 +249,7 @@ class KubernetesNamespace(Construct):
         self.namespace = kubernetes_namespace.NamespaceV1(
             self, "namespace",
             metadata=[kubernetes_namespace.NamespaceV1Metadata(
-                name=props.name, labels={"app.kubernetes.io/managed-by": "raytpu", **props.labels})],
+                name=props.name, labels={**names.MANAGED_BY, **props.labels})],
         )
 
     @property

@@ -12,6 +12,7 @@ import argparse
 import math
 import re
 
+from raytpu.errors import excerpt
 from raytpu.names import RUN_ID_LENGTH
 
 MAX_SECONDS = 30 * 24 * 3600
@@ -37,7 +38,7 @@ class WholeNumber:
         try:
             value = int(text.strip(), 10)
         except ValueError:
-            raise _refuse(repr(text), "is not a whole number", self.valid()) from None
+            raise _refuse(excerpt(text), "is not a whole number", self.valid()) from None
         if not self.low <= value <= self.high:
             raise _refuse(str(value), self.problem, self.valid())
         return value
@@ -58,7 +59,7 @@ class Seconds:
         try:
             value = float(text)
         except ValueError:
-            raise _refuse(repr(text), "is not a number of seconds", self.valid()) from None
+            raise _refuse(excerpt(text), "is not a number of seconds", self.valid()) from None
         if not math.isfinite(value) or not 0 < value <= self.high:
             raise _refuse(f"{value:g}", "is out of range", self.valid())
         return value
@@ -78,13 +79,8 @@ positive_seconds = Seconds()
 def path(text: str) -> str:
     """A file or directory path: non-empty (an empty ``--config ""`` would silently mean the default one)."""
     if not text.strip() or "\0" in text:
-        raise _refuse(repr(text), "is not a path", "a file or directory path")
+        raise _refuse(excerpt(text), "is not a path", "a file or directory path")
     return text
-
-
-def _shown(text: str, limit: int) -> str:
-    """``text`` for a message: its first ``limit`` characters, marked when cut."""
-    return repr(text[:limit]) + ("..." if len(text) > limit else "")
 
 
 _RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -95,7 +91,7 @@ def run_id(text: str) -> str:
 
     Source: k8s.io/apimachinery validation ``IsDNS1035Label`` (KubeRay names RayJobs' RayClusters from it)."""
     if not _RUN_ID.match(text) or len(text) > RUN_ID_LENGTH:
-        raise _refuse(_shown(text, 40), "is not a run id",
+        raise _refuse(excerpt(text, 40), "is not a run id",
                       f"1 to {RUN_ID_LENGTH} lowercase letters, digits and inner '-' (every derived job name was "
                       "bounded with that length)")
     return text
@@ -110,6 +106,15 @@ def py_modules_uri(text: str) -> str:
     """The core zip's URI (``--py-modules``): a ``.zip`` at a URI every Ray node can fetch."""
     scheme, sep, rest = text.partition("://")
     if not sep or scheme not in PY_MODULES_SCHEMES or not rest.strip("/") or not text.endswith(".zip"):
-        raise _refuse(_shown(text, 80), "is not a zip URI Ray fetches",
+        raise _refuse(excerpt(text), "is not a zip URI Ray fetches",
                       f"SCHEME://PATH/raytpu.zip, SCHEME one of {', '.join(PY_MODULES_SCHEMES)}")
+    return text
+
+
+def image(text: str) -> str:
+    """An image reference (``--image``) that pins what every pod pulls, by the config's own rule."""
+    from raytpu.spec import image_problem
+
+    if wrong := image_problem(text):
+        raise _refuse(excerpt(text), *wrong)
     return text

@@ -10,6 +10,7 @@ whatever it accepts, every layer accepts.
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import functools
 import operator
@@ -22,10 +23,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, ValidationError, create_model
 
-from raytpu import errors, kinds
+from raytpu import errors, kinds, reading
 from raytpu.catalog import GENERATIONS
 from raytpu.errors import InvalidInput, InvalidInputs, Problems, join_path
 from raytpu.security import SecuritySpec
@@ -129,8 +129,16 @@ def structure_of(spec: type) -> type[BaseModel]:
     return model
 
 
+_STRICT: dict[Any, Any] = {int: StrictInt, bool: StrictBool, str: StrictStr}
+"""Scalars are taken as YAML typed them: ``count: '2'``, ``count: 2.0`` or ``count: true`` is a mistake to report,
+not a number to guess (pydantic's lax mode would take all three as 2, 2 and 1)."""
+
+
 def _written(hint: Any) -> Any:
-    """A spec type as written in YAML: spec dataclasses become their structures, inside unions and tuples too."""
+    """A spec type as written in YAML: spec dataclasses become their structures, scalars strict (:data:`_STRICT`),
+    inside unions, tuples and mappings too."""
+    if hint in _STRICT:
+        return _STRICT[hint]
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return structure_of(hint)
     origin, args = typing.get_origin(hint), typing.get_args(hint)
@@ -138,6 +146,8 @@ def _written(hint: Any) -> Any:
         return functools.reduce(operator.or_, (_written(a) for a in args))
     if origin is tuple:
         return tuple[tuple(a if a is Ellipsis else _written(a) for a in args)]  # type: ignore[misc]
+    if origin in (dict, collections.abc.Mapping):
+        return origin[_written(args[0]), _written(args[1])]
     return hint
 
 
@@ -151,33 +161,31 @@ Config: Any = structure_of(ClusterSpec)
 
 # ---------------------------------------------------------------------------------------------- parse, compile
 
+LIMITS = {"slices": 100, "workloads": 100}
+"""The most entries of each list a config may hold (documented in docs/DESIGN.md, "Limits"): checked before the
+structure, so a huge list is refused in a moment rather than compiled entry by entry."""
+
+
 
 def load(path: str | Path | None = None) -> ClusterSpec:
     """Reads and compiles a config file (default :func:`default_path`); raises InvalidInputs listing every
     problem with its config path."""
     path = Path(path or default_path())
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InvalidInput("config", f"cannot read {str(path)!r} ({exc.strerror})",
-                           f"a readable config path (start from raytpu.example.yaml; {CONFIG_ENV} names "
-                           f"the default)") from exc
+    text = reading.read_text(path, "config", f"a readable UTF-8 config (start from raytpu.example.yaml; "
+                             f"{CONFIG_ENV} names the default)")
     return parse(text, str(path))
 
 
 def parse(text: str, source: str = DEFAULT_CONFIG) -> ClusterSpec:
     """Validates and compiles config text; raises InvalidInputs listing every problem with its field path."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "unreadable YAML"
-        raise InvalidInput("config", f"{source} is not valid YAML{where}: {problem}",
-                           "a YAML mapping as in raytpu.example.yaml") from exc
+    data = reading.load_yaml(text, source, field_at)
     if not isinstance(data, dict):
         shown = "empty" if data is None else f"a {type(data).__name__}, not a mapping"
         raise InvalidInput("config", f"{source} is {shown}", f"a mapping with keys {_keys(Config)}")
+    for key, limit in LIMITS.items():
+        if isinstance(data.get(key), list) and len(data[key]) > limit:
+            raise InvalidInput(key, f"{len(data[key]):,} {key} in {source} are over the limit",
+                               f"at most {limit} {key} in one config (split the fleet into several configs)")
     try:
         config = Config.model_validate(data)
     except ValidationError as exc:
@@ -288,7 +296,7 @@ def _from_pydantic(error: Any) -> InvalidInput:
                               f"{_keys(_model_at(loc[:-1]))}")
     if loc and loc[-1] == "generation":
         return errors.invalid_choice(field, value, GENERATIONS)
-    return InvalidInput(field, f"{value!r}: {error['msg'].lower()}", _expected(kind))
+    return InvalidInput(field, f"{errors.excerpt(value)}: {error['msg'].lower()}", _expected(kind))
 
 
 def _expected(kind: str) -> str:
@@ -298,6 +306,26 @@ def _expected(kind: str) -> str:
         "model_type": "a mapping", "dict_type": "a mapping", "tuple_type": "a list", "list_type": "a list",
         "greater_than_equal": "a larger number", "less_than_equal": "a smaller number",
     }.get(kind, "see raytpu.example.yaml")
+
+
+def field_at(loc: tuple[Any, ...]) -> str:
+    """The config field a YAML location lies in: its path as far as the structure has fields (``workloads[2].model``
+    for anything under a workload's ``model``; ``cluster.labels['team']`` for a key of a mapping field)."""
+    node: Any = Config
+    out = ""
+    for part in loc:
+        node = _unwrap(node)
+        origin = typing.get_origin(node)
+        if isinstance(part, int) and origin is tuple:
+            node, out = _unwrap(node, index=True), f"{out}[{part}]"
+        elif isinstance(part, str) and isinstance(node, type) and issubclass(node, BaseModel) \
+                and part in node.model_fields:
+            node, out = node.model_fields[part].annotation, join_path(out, part)
+        elif isinstance(part, str) and origin in (dict, Mapping, collections.abc.Mapping):
+            node, out = typing.get_args(node)[-1], f"{out}[{part[:40]!r}]"
+        else:
+            break
+    return out or (_path(loc[:1]) if loc else "config")
 
 
 def _path(loc: tuple[Any, ...]) -> str:

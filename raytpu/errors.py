@@ -7,6 +7,7 @@ Every check in the kit raises one of these helpers' results, so the CLI can prin
 from __future__ import annotations
 
 import os
+import reprlib
 import sys
 import traceback
 from collections.abc import Callable, Iterable, Sequence
@@ -18,6 +19,10 @@ EXIT_RUNTIME = 1
 EXIT_INVALID = 2
 
 _MAX_LISTED = 12
+MAX_EXCERPT = 80
+"""Characters of a bad value an error line shows (its length is said when it is cut)."""
+_MAX_PART = 400
+"""Characters of a message's problem or valid part: nothing a user typed makes an error line long."""
 
 
 class RaytpuError(Exception):
@@ -32,14 +37,42 @@ class InvalidInput(RaytpuError, ValueError):
     exit_code = EXIT_INVALID
 
     def __init__(self, field: str, problem: str, valid: str) -> None:
-        self.field = field
-        self.problem = problem
-        self.valid = valid
-        super().__init__(f"{field}: {problem}; valid: {valid}")
+        self.field = _bounded(field, _MAX_PART)
+        self.problem = _bounded(problem, _MAX_PART)
+        self.valid = _bounded(valid, _MAX_PART)
+        super().__init__(f"{self.field}: {self.problem}; valid: {self.valid}")
 
     def at(self, prefix: str) -> InvalidInput:
         """The same problem, its field placed under ``prefix`` (``slices[1]`` + ``reservation``)."""
         return InvalidInput(join_path(prefix, self.field), self.problem, self.valid)
+
+
+def excerpt(value: object, limit: int = MAX_EXCERPT, *, tail: bool = False) -> str:
+    """``value`` as an error shows it: its repr, cut to about ``limit`` characters with the full length said; with
+    ``tail``, a string's last ``limit`` characters (a path's name is at its end).
+
+    Containers are shown by :mod:`reprlib` (a few items, a few levels), so a YAML alias bomb or a self-referencing
+    list costs no more than a short string."""
+    if tail and isinstance(value, str) and len(value) > limit:
+        return f"{'...' + value[-limit:]!r} ({len(value)} characters)"
+    try:
+        shown = repr(value)[: limit * 4] if isinstance(value, str | int | float | None) else _REPR.repr(value)
+    except ValueError:  # an int past Python's 4300-digit str limit
+        return f"a whole number of {value.bit_length() if isinstance(value, int) else '?'} bits"
+    if len(shown) <= limit:
+        return shown
+    return f"{shown[:limit]}..." + (f" ({len(value)} characters)" if isinstance(value, str) else "")
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 3, MAX_EXCERPT, MAX_EXCERPT, MAX_EXCERPT
+
+
+def _bounded(text: str, limit: int) -> str:
+    """``text`` with its middle elided past ``limit`` characters: the last guard against a huge error line."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit - 60]} ...({len(text) - limit + 40} characters)... {text[-20:]}"
 
 
 class InvalidInputs(RaytpuError, ValueError):
@@ -141,12 +174,12 @@ def listing(values: Iterable[object], limit: int = _MAX_LISTED) -> str:
 def invalid_choice(field: str, value: object, choices: Iterable[object], hint: str = "") -> InvalidInput:
     """A value that is not one of a known set; lists the set."""
     valid = listing(choices)
-    return InvalidInput(field, f"{value!r} is not allowed{hint}", valid)
+    return InvalidInput(field, f"{excerpt(value)} is not allowed{hint}", valid)
 
 
 def invalid_value(field: str, value: object, rule: str, valid: str) -> InvalidInput:
     """A value that breaks a rule (format, range); states the rule and what would be valid."""
-    return InvalidInput(field, f"{value!r} {rule}", valid)
+    return InvalidInput(field, f"{excerpt(value)} {rule}", valid)
 
 
 def missing(field: str, why: str, valid: str) -> InvalidInput:
@@ -156,7 +189,7 @@ def missing(field: str, why: str, valid: str) -> InvalidInput:
 
 def forbidden(field: str, value: object, why: str, valid: str) -> InvalidInput:
     """A field that must be absent in this context."""
-    return InvalidInput(field, f"{value!r} is not allowed {why}", valid)
+    return InvalidInput(field, f"{excerpt(value)} is not allowed {why}", valid)
 
 
 def read_json_file(path: str, field: str, what: str) -> object:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from raytpu import names
 from raytpu.errors import RuntimeFailure
 from raytpu.k8s.client import KubeClient
 from raytpu.outputs import StackOutputs
@@ -259,7 +260,8 @@ def run_id(now: float | None = None) -> str:
 
 CORE_MODULES = ("__init__.py", "catalog.py", "errors.py", "kinds.py", "kuberay.py", "multislice.py", "names.py",
                 "network_policy.py", "plan.py", "pod_security.py", "provisioning.py", "py.typed", "ray_ports.py",
-                "report.py", "security.py", "serving.py", "spec.py", "timeline.py", "vllm_rules.py",
+                "report.py", "security.py", "serving.py", "smoke_runs.py", "spec.py", "table.py", "timeline.py",
+                "vllm_rules.py",
                 "sizing/__init__.py", "sizing/models.py")
 """Files of ``raytpu`` in the jobs' core zip: the pure-Python core a Ray job may import (the spec layer reads the
 model table, ``sizing/models.py``). The CLI, ``gke``/``local`` and the CDK subpackages (``stacks``, ``modules``)
@@ -317,9 +319,7 @@ def build_core_zip(dest: str | Path) -> Path:
 
 def upload_target(py_modules: str | None, bucket: str) -> str:
     """Where ``--upload-core`` copies the zip: ``py_modules`` if it is a ``gs://`` URI, else the bucket's default."""
-    from raytpu.kuberay import core_zip_uri
-
-    return py_modules if py_modules and py_modules.startswith("gs://") else core_zip_uri(bucket)
+    return py_modules if py_modules and py_modules.startswith("gs://") else names.core_zip_uri(bucket)
 
 
 STORAGE_API = "https://storage.googleapis.com"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from raytpu import errors
+from raytpu import errors, names
 
 SUBMISSION_MODES = ("K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode")
 
@@ -38,14 +38,18 @@ class JobLimits:
     shutdown_after_finish: bool = True
 
     def __post_init__(self) -> None:
+        errors.raise_found(self.problems())
+
+    def problems(self) -> list[errors.InvalidInput]:
+        """Every bad limit, so one pass reports them all."""
+        found: list[errors.InvalidInput] = []
         if self.submission_mode not in SUBMISSION_MODES:
-            raise errors.invalid_choice("submission_mode", self.submission_mode, SUBMISSION_MODES)
-        for name in ("active_deadline_s", "pre_running_deadline_s"):
-            if getattr(self, name) < 1:
-                raise errors.invalid_value(name, getattr(self, name), "is below 1", "seconds >= 1")
-        for name in ("ttl_s", "backoff_limit"):
-            if getattr(self, name) < 0:
-                raise errors.invalid_value(name, getattr(self, name), "is negative", "a whole number >= 0")
+            found.append(errors.invalid_choice("submission_mode", self.submission_mode, SUBMISSION_MODES))
+        found += [errors.invalid_value(name, getattr(self, name), "is below 1", "seconds >= 1")
+                  for name in ("active_deadline_s", "pre_running_deadline_s") if getattr(self, name) < 1]
+        found += [errors.invalid_value(name, getattr(self, name), "is negative", "a whole number >= 0")
+                  for name in ("ttl_s", "backoff_limit") if getattr(self, name) < 0]
+        return found
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,11 @@ class WorkloadKind:
         takes_model: The workload serves a model (``workloads[].model`` and the other serving fields apply).
         spans_slices: One run may span several slices joined over DCN (``workloads[].slices: N``: multi-slice
             training, :mod:`raytpu.multislice`); other kinds treat ``slices`` as independent copies.
+        trains: Its program trains: each run gets its own checkpoint storage and name (:meth:`run_args`), and the
+            emulated slice is its slice by default (``raytpu local up``).
+        checks: Its program checks slices and prints verdicts (``raytpu smoke`` runs it on every slice; the image a
+            slice's workload of this kind names is the one the slice's smoke jobs run; ``submit`` refuses a copy
+            another workload holds and fails on an unhealthy verdict).
 
     Its default image is the kit's image listing it (:data:`raytpu.images.definitions.IMAGES`), which carries
     everything its program imports.
@@ -71,6 +80,8 @@ class WorkloadKind:
     limits: JobLimits | None = None
     takes_model: bool = False
     spans_slices: bool = False
+    trains: bool = False
+    checks: bool = False
 
     @property
     def module(self) -> str:
@@ -82,13 +93,28 @@ class WorkloadKind:
         """A one-shot RayJob (as opposed to a long-lived RayService)."""
         return self.object_kind == "RayJob"
 
+    def run_args(self, run_name: str, mount_path: str = names.GCS_MOUNT_PATH) -> list[str]:
+        """Per-run flags of the program (none unless it :attr:`trains`): Ray Train storage under the bucket's GCS
+        FUSE mount, a run name of its own.
+
+        ``<mount>/checkpoints`` is a local path to Ray Train (pyarrow's LocalFileSystem), so the run's directory
+        ``<mount>/checkpoints/<run_name>`` is :func:`raytpu.names.checkpoint_uri` in the bucket, written by the FUSE
+        driver with the pod's ``roles/storage.objectUser``. A ``gs://`` storage path would go through pyarrow's
+        GcsFileSystem instead (Ray 2.60 ``ray.train.v2._internal.execution.storage.get_fs_and_path``,
+        ``FileSystem.from_uri``), whose directory creation reads the bucket's metadata (apache/arrow
+        ``cpp/src/arrow/filesystem/gcsfs.cc``, ``CreateDirMarkerRecursive`` -> ``GetBucketMetadata``):
+        ``storage.buckets.get``, which that role lacks. Ray's KubeRay guide checkpoints the same way, under the mount:
+        https://docs.ray.io/en/latest/cluster/kubernetes/examples/distributed-checkpointing-with-gcsfuse.html
+        """
+        return ["--storage-path", f"{mount_path}/checkpoints", "--name", run_name] if self.trains else []
+
 
 KINDS: dict[str, WorkloadKind] = {k.name: k for k in (
     WorkloadKind("smoke", "smoke", "RayJob",
-                 JobLimits(active_deadline_s=1800, pre_running_deadline_s=1200, ttl_s=300)),
+                 JobLimits(active_deadline_s=1800, pre_running_deadline_s=1200, ttl_s=300), checks=True),
     WorkloadKind("train", "train", "RayJob",
                  JobLimits(active_deadline_s=24 * 3600, pre_running_deadline_s=3600, ttl_s=600),
-                 spans_slices=True),
+                 spans_slices=True, trains=True),
     WorkloadKind("serve", "serve", "RayService", takes_model=True),
 )}
 """Every kind, by name."""

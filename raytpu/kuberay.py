@@ -10,7 +10,7 @@ workload's slice (its SlicePlan):
 - ``google.com/tpu`` requests == limits == ``plan.chips_per_host``;
 - nodeSelector = ``plan.node_selector`` (accelerator + topology), plus the provisioning mode's selector
   (spot, flex-start, queued; Autopilot: the slice's ComputeClass) and matching tolerations; on Standard the slice's
-  own node label (:data:`SLICE_LABEL`, which its pools give their nodes) pins the group to its pools
+  own node label (:data:`raytpu.names.SLICE_LABEL`, which its pools give their nodes) pins the group to its pools
   (:func:`tpu_placement`).
 
 A RayJob runs ``python -m raytpu.workloads.<program>`` (its kind's program) and receives its WorkloadSpec as
@@ -22,28 +22,25 @@ GKE Ray TPU webhook selects on. So the templates here deliberately never set ``a
 
 Security (:mod:`raytpu.pod_security`, :mod:`raytpu.network_policy`, config section ``security``): every pod
 runs non-root with no capabilities, the runtime's seccomp profile, a read-only root filesystem and no API token;
-every pod template carries :data:`raytpu.network_policy.CLUSTER_LABEL`, which the object's NetworkPolicy
+every pod template carries :data:`raytpu.names.CLUSTER_LABEL`, which the object's NetworkPolicy
 (:func:`network_policy`) selects. The head service is ``ClusterIP``; a RayService's OpenAI endpoint is
 ``ClusterIP`` too unless ``security.serve_endpoint`` asks for a load balancer.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from typing import Any
 
-from raytpu import __version__, errors, multislice, names, pod_security, ray_ports, serving
+from raytpu import errors, multislice, names, pod_security, ray_ports, serving, smoke_runs
 from raytpu import network_policy as netpol
 from raytpu.catalog import RAY_VERSION, generation
 from raytpu.errors import InvalidInput
 from raytpu.kinds import WorkloadKind
-from raytpu.kinds import kind as workload_kind
 from raytpu.plan import TPU_RESOURCE, SlicePlan
-from raytpu.provisioning import COMPUTE_CLASS_LABEL
 from raytpu.security import NAMESPACE_SOURCE, SecuritySpec
 from raytpu.spec import MULTI_HOST_NAME_LIMIT, ClusterSpec, SecretKeyRef, SliceSpec, WorkloadSpec
 
@@ -52,25 +49,12 @@ API_VERSION = "ray.io/v1"
 GCSFUSE_ANNOTATION = "gke-gcsfuse/volumes"
 GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
 GCS_VOLUME = "gcs-bucket"
-GCS_MOUNT_PATH = serving.GCS_MOUNT_PATH
-"""Where every Ray pod sees the bucket through GCS FUSE."""
-SLICE_LABEL = "raytpu.dev/slice"
-"""Label of every object the builders make: the config slice it runs on."""
-WORKLOAD_LABEL = "raytpu.dev/workload"
-"""Label of every object the builders make: its workload kind (smoke, train, serve)."""
 WORKER_GROUP = "tpu"
 """groupName of the TPU worker group."""
 TPU_ENV = {"JAX_PLATFORMS": "tpu,cpu", "ENABLE_PJRT_COMPATIBILITY": "true"}
 """``tpu,cpu``, not a bare ``tpu``, which crashes with "Unknown backend cpu" (GoogleCloudPlatform/
 kubernetes-engine-samples ai-ml/gke-ray/tpu/get-started)."""
 
-AUTH_MODE = "token"
-"""Ray's token authentication, on every cluster: Ray 2.60 turns it on by default, and without it anyone who reaches
-the dashboard port runs code. KubeRay (1.6+: ``authOptions``, ``ray-operator/apis/ray/v1/raycluster_types.go``)
-then creates a Secret with a random token per cluster and sets ``RAY_AUTH_MODE``/``RAY_AUTH_TOKEN`` on the head,
-the workers and the RayJob submitter (``controllers/ray/common/pod.go``). ``mode`` must be stated: the CRD has
-no default and the operator enables auth only for ``token`` (``utils/util.go`` ``IsAuthEnabled``). The emulated
-slice runs in the same mode (:mod:`raytpu.local`)."""
 MIN_KUBERAY_VERSION = "1.6.0"
 """The oldest KubeRay the kit's objects need: ``authOptions`` and ``preRunningDeadlineSeconds`` arrived in 1.6."""
 NEWEST_FIELDS = {"RayService": ("spec.rayClusterConfig.authOptions",)}
@@ -92,13 +76,13 @@ class Pods:
             :func:`raytpu.images.pod_image`).
         ray_version: The Ray ``image`` runs (the RayCluster's ``rayVersion``). Default the kit's Ray.
         service_account: Kubernetes service account (Workload Identity). Default None (namespace default).
-        bucket: GCS bucket mounted through GCS FUSE at ``GCS_MOUNT_PATH``. Default None (no volume).
+        bucket: GCS bucket mounted through GCS FUSE at :data:`raytpu.names.GCS_MOUNT_PATH`. Default None (no volume).
         head_cpu: Head pod CPU request and limit. Default ``"2"``.
         head_memory: Head pod memory request and limit. Default ``"8Gi"``.
         env: Extra environment for every Ray container. Default none.
         labels: Extra pod labels. Default none.
         cluster: The GKE cluster's name: on Autopilot, multi-host tpu7x pods select its slice's workload policy
-            (:func:`workload_policy_name`). Default None.
+            (:func:`raytpu.names.workload_policy_name`). Default None.
         security: Pod security and exposure settings (config section ``security``). Default: locked down.
     """
 
@@ -114,50 +98,6 @@ class Pods:
     security: SecuritySpec = SecuritySpec()
 
 
-# --------------------------------------------------------------------------------------------- names
-
-
-PLACEMENT_POLICY_LABEL = "cloud.google.com/placement-policy-name"
-
-
-def workload_policy_name(cluster_name: str, slice_name: str) -> str:
-    """The HIGH_THROUGHPUT workload policy of an Autopilot cluster's multi-host tpu7x slice: a regional Compute
-    Engine resource policy, so the cluster's name goes in (hashed: names stay within 63 characters)."""
-    digest = hashlib.sha256(cluster_name.encode()).hexdigest()[:6]
-    return f"{slice_name}-wp-{digest}"
-
-
-def compute_class_name(slice_name: str) -> str:
-    """The Autopilot ComputeClass the kit creates for slice ``slice_name`` (``raytpu-<slice>``)."""
-    return f"raytpu-{slice_name}"
-
-
-def core_zip_object(version: str = __version__) -> str:
-    """The object name of the kit's core zip in the bucket: ``raytpu/raytpu-<version>.zip`` (the cluster
-    stack uploads it there; :func:`core_zip_uri` and :func:`py_modules_uri` both name it)."""
-    return f"raytpu/raytpu-{version}.zip"
-
-
-def core_zip_uri(bucket: str, version: str = __version__) -> str:
-    """Where the kit's core zip is uploaded: ``gs://<bucket>/raytpu/raytpu-<version>.zip``."""
-    return f"gs://{bucket}/{core_zip_object(version)}"
-
-
-def py_modules_uri(version: str = __version__, mount_path: str = GCS_MOUNT_PATH) -> str:
-    """How jobs reach that zip: ``file:///mnt/gcs/raytpu/raytpu-<version>.zip``, through the GCS FUSE mount.
-
-    Ray reads ``file://`` py_modules natively, so the image needs no GCS client library (a ``gs://``
-    URI would need ``smart_open`` and ``google-cloud-storage`` on every node).
-    """
-    return f"file://{mount_path}/{core_zip_object(version)}"
-
-
-def checkpoint_uri(bucket: str, name: str) -> str:
-    """Where run ``name``'s checkpoints land in the bucket, ``gs://<bucket>/checkpoints/<name>`` (what ``gcloud
-    storage ls`` shows). The job writes them through the GCS FUSE mount (:func:`train_args`), not to this URI."""
-    return f"gs://{bucket}/checkpoints/{name}"
-
-
 # --------------------------------------------------------------------------------------------- pods
 
 
@@ -171,7 +111,7 @@ def tpu_placement(item: SliceSpec, autopilot: bool,
 
     The slice's accelerator and topology labels, the TPU taint's toleration, and either the slice's Autopilot
     ComputeClass (which carries spot/reservation/flex-start) or the provisioning mode's own node label. On Standard
-    also :data:`SLICE_LABEL` = the slice's name, a Kubernetes label its pools give their nodes
+    also :data:`raytpu.names.SLICE_LABEL` = the slice's name, a Kubernetes label its pools give their nodes
     (:class:`raytpu.modules.tpu_slice_pool.TpuSlicePool`): accelerator, topology and provisioning label do not tell
     apart two slices of one generation and topology (a v6e 2x4 on one 8-chip host and one on two 4-chip hosts; an
     on-demand and a spot copy: the kit's Standard spot pools carry only the TPU taint every TPU pod tolerates, while
@@ -180,9 +120,9 @@ def tpu_placement(item: SliceSpec, autopilot: bool,
     ``/spec/affinity`` (a JSON-patch ``add``, which replaces an existing member: RFC 6902 section 4.1) to its own
     per-replica pod affinity (ai-on-gke/kuberay-tpu-webhook ``injectAffinity``, ef658db), so a node affinity of
     ours would be dropped; the nodeSelector is left alone. Autopilot has no pools: there the slice's own
-    ComputeClass separates it. On
-    Autopilot a multi-host tpu7x slice also selects its HIGH_THROUGHPUT workload policy (GKE: Ironwood rejects
-    COMPACT; https://cloud.google.com/kubernetes-engine/docs/how-to/tpu-ironwood), which needs ``cluster``.
+    ComputeClass separates it. On Autopilot a multi-host tpu7x slice also selects its HIGH_THROUGHPUT workload policy
+    (GKE: Ironwood rejects COMPACT; https://cloud.google.com/kubernetes-engine/docs/how-to/tpu-ironwood), which needs
+    ``cluster``.
     """
     selector = dict(item.plan.node_selector)
     tolerations: list[dict[str, Any]] = [{"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
@@ -190,21 +130,16 @@ def tpu_placement(item: SliceSpec, autopilot: bool,
         if cluster is None:
             raise errors.missing("cluster", f"for the workload policy of Autopilot slice {item.name}",
                                  "Pods(cluster=<the GKE cluster's name>)")
-        selector[PLACEMENT_POLICY_LABEL] = workload_policy_name(cluster, item.name)
+        selector[names.PLACEMENT_POLICY_LABEL] = names.workload_policy_name(cluster, item.name)
     if not autopilot:
-        selector[SLICE_LABEL] = item.name
+        selector[names.SLICE_LABEL] = item.name
     if autopilot and item.provisioning.priority is not None:
-        selector[COMPUTE_CLASS_LABEL] = compute_class_name(item.name)
+        selector[names.COMPUTE_CLASS_LABEL] = names.compute_class_name(item.name)
     else:
         flag, tolerate = item.provisioning.pod_placement()
         selector.update(flag)
         tolerations += tolerate
     return selector, tolerations
-
-
-NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
-"""The label GKE puts on every node: its node pool's name
-(https://cloud.google.com/kubernetes-engine/docs/how-to/node-pools, "Deploy Pods to specific node pools")."""
 
 
 def gcsfuse_mount_options(security: SecuritySpec) -> str:
@@ -226,7 +161,7 @@ def _volumes(pods: Pods) -> tuple[list[dict[str, Any]], list[dict[str, Any]], di
             "volumeAttributes": {"bucketName": pods.bucket, "mountOptions": gcsfuse_mount_options(pods.security)},
         },
     }
-    return [volume], [{"name": GCS_VOLUME, "mountPath": GCS_MOUNT_PATH}], {GCSFUSE_ANNOTATION: "true"}
+    return [volume], [{"name": GCS_VOLUME, "mountPath": names.GCS_MOUNT_PATH}], {GCSFUSE_ANNOTATION: "true"}
 
 
 def _pod_template(pods: Pods, container: dict[str, Any], *, node_selector: Mapping[str, str] | None = None,
@@ -333,7 +268,7 @@ def ray_cluster_spec(work: WorkloadSpec, pods: Pods, *, autopilot: bool,
     """A RayCluster ``spec``: head + the TPU worker group (embedded as is in RayJob and RayService)."""
     return {
         "rayVersion": pods.ray_version,
-        "authOptions": {"mode": AUTH_MODE},
+        "authOptions": {"mode": names.AUTH_MODE},
         "headGroupSpec": head_group(pods, serves),
         "workerGroupSpecs": [worker_group(work, pods, autopilot=autopilot, env=worker_env, serves=serves)],
     }
@@ -341,7 +276,7 @@ def ray_cluster_spec(work: WorkloadSpec, pods: Pods, *, autopilot: bool,
 
 def _own(pods: Pods, kind: str, name: str) -> Pods:
     """``pods`` labelled as the pods of KubeRay object ``kind``/``name`` (what its NetworkPolicy selects)."""
-    return replace(pods, labels={**pods.labels, netpol.CLUSTER_LABEL: netpol.cluster_label(kind, name)})
+    return replace(pods, labels={**pods.labels, names.CLUSTER_LABEL: names.cluster_label(kind, name)})
 
 
 def object_name_problems(kind: str, name: str, work: WorkloadSpec | None = None) -> list[InvalidInput]:
@@ -362,9 +297,7 @@ def object_name_problems(kind: str, name: str, work: WorkloadSpec | None = None)
 def _metadata(kind: str, name: str, namespace: str, labels: Mapping[str, str] | None,
               work: WorkloadSpec | None = None) -> dict[str, Any]:
     errors.raise_found(object_name_problems(kind, name, work))
-    meta: dict[str, Any] = {"name": name, "namespace": namespace,
-                            "labels": {"app.kubernetes.io/managed-by": "raytpu", **(labels or {})}}
-    return meta
+    return {"name": name, "namespace": namespace, "labels": {**names.MANAGED_BY, **(labels or {})}}
 
 
 def ray_cluster(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = False,
@@ -458,7 +391,7 @@ def ray_service(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = 
       proxy on :8000 of that pod): the Serve config puts an ingress replica, hence a proxy, on every TPU pod
       (:func:`raytpu.serving.ingress_deployment_config`).
     - TPU workers get vLLM's XLA compilation cache on an emptyDir (node-local disk, ``serving.XLA_CACHE_PATH``).
-    - The app imports its ingress from the kit's core (``py_modules``, default :func:`py_modules_uri` when the
+    - The app imports its ingress from the kit's core (``py_modules``, default :func:`names.py_modules_uri` when the
       pods mount a bucket).
     - Every Ray container runs Serve's hot path lean (:data:`raytpu.serving.SERVE_HOT_PATH_ENV`; the pods' own
       ``env`` wins).
@@ -480,7 +413,7 @@ def ray_service(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = 
         "upgradeStrategy": {"type": upgrade_strategy},
         "serveConfigV2": json.dumps(serving.serve_config(  # JSON is YAML
             work, mounted_bucket=pods.bucket,
-            py_modules=(py_modules or py_modules_uri(),) if py_modules or pods.bucket else (),
+            py_modules=(py_modules or names.py_modules_uri(),) if py_modules or pods.bucket else (),
             api_key_file=SERVE_API_KEY_FILE if key_secret is not None else None),
             sort_keys=True),
         "rayClusterConfig": cluster,
@@ -509,7 +442,7 @@ def serve_service(name: str, security: SecuritySpec) -> dict[str, Any] | None:
     if security.serve_endpoint == "cluster-ip":
         return None
     internal = security.serve_endpoint == "internal-lb"
-    metadata: dict[str, Any] = {"name": f"{name}-serve-svc"}
+    metadata: dict[str, Any] = {"name": names.serve_service(name)}
     if internal:
         metadata["annotations"] = dict(INTERNAL_LB_ANNOTATION)
     port = ray_ports.SERVE
@@ -542,9 +475,8 @@ def _add_api_key(pod_spec: dict[str, Any], secret: str) -> None:
 
 HF_TOKEN_ENV = "HF_TOKEN"
 """The variable huggingface_hub reads a token from (huggingface_hub 2.4.0 ``utils/_auth.py``
-``_get_token_from_environment``: ``HF_TOKEN``, else ``HUGGING_FACE_HUB_TOKEN``), as GKE's
-RayService sample passes it (kubernetes-engine-samples ``ai-ml/gke-ray/rayserve/llm/tpu/ray-service.tpu-v6e-
-multihost.yaml``: ``HF_TOKEN`` from ``secretKeyRef`` ``hf-secret``/``hf_api_token``)."""
+``_get_token_from_environment``: ``HF_TOKEN``, else ``HUGGING_FACE_HUB_TOKEN``), as GKE's RayService sample passes it
+(kubernetes-engine-samples ``ai-ml/gke-ray/rayserve/llm/tpu/ray-service.tpu-v6e-multihost.yaml``)."""
 
 
 def _add_hf_token(pod_spec: dict[str, Any], secret: SecretKeyRef) -> None:
@@ -577,8 +509,8 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf,
     """The KubeRay object of one workload of ``spec``: a RayJob for job kinds, a RayService for serving.
 
     RayJobs receive the kit's core through ``runtimeEnvYAML.py_modules`` (``py_modules``, default
-    :func:`py_modules_uri`: the zip :func:`core_zip_uri` names, read through the bucket's FUSE mount) and their
-    spec in ``RAYTPU_WORKLOAD``; ``args`` are per-run flags of the program (train: its storage path, run name).
+    :func:`names.py_modules_uri`: the zip :func:`names.core_zip_uri` names, read through the bucket's FUSE mount) and
+    their spec in ``RAYTPU_WORKLOAD``; ``args`` are per-run flags of the program (:meth:`WorkloadKind.run_args`).
     ``service_account`` and ``bucket`` may be Terraform tokens: they are copied, never parsed. Its pods run
     ``images(work)`` (:func:`raytpu.images.resolver`: the kit's image by its built digest, or the workload's own;
     InvalidInput when the kind's image is needed and has no digest).
@@ -586,12 +518,12 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf,
     reference, ray_version = images(work)
     pods = Pods(image=reference, ray_version=ray_version, service_account=service_account,
                 bucket=bucket, cluster=spec.cluster.name, security=spec.security)
-    labels = {WORKLOAD_LABEL: work.kind.name, SLICE_LABEL: work.slice.name}
+    labels = {names.WORKLOAD_LABEL: work.kind.name, names.SLICE_LABEL: work.slice.name}
     name = name or work.name
     autopilot = spec.cluster.autopilot
     if work.kind.is_job:
         return ray_job(name, work, pods, autopilot=autopilot, args=args, namespace=namespace, labels=labels,
-                       runtime=runtime_env([py_modules or py_modules_uri()]), worker_env=worker_env)
+                       runtime=runtime_env([py_modules or names.py_modules_uri()]), worker_env=worker_env)
     return ray_service(name, work, pods, autopilot=autopilot, namespace=namespace, labels=labels,
                        py_modules=py_modules)
 
@@ -618,7 +550,7 @@ def network_policy(obj: Mapping[str, Any], spec: ClusterSpec) -> dict[str, Any]:
     declared = {port["name"] for template in pod_templates(obj) for container in template["spec"]["containers"]
                 for port in container.get("ports", [])}
     meta = obj["metadata"]
-    labels = {k: v for k, v in meta.get("labels", {}).items() if k in (WORKLOAD_LABEL, SLICE_LABEL)}
+    labels = {k: v for k, v in meta.get("labels", {}).items() if k in (names.WORKLOAD_LABEL, names.SLICE_LABEL)}
     return netpol.network_policy(obj["kind"], meta["name"], meta["namespace"], [by_name[n] for n in sorted(declared)],
                                  spec.security, subnet_cidr=spec.network.subnet_cidr,
                                  control_plane_cidr=spec.network.master_cidr, labels=labels)
@@ -637,95 +569,32 @@ def with_network_policies(objs: Sequence[Mapping[str, Any]], spec: ClusterSpec) 
     return [doc for obj in objs for doc in (network_policy(obj, spec), dict(obj))]
 
 
-def train_args(run_name: str, mount_path: str = GCS_MOUNT_PATH) -> list[str]:
-    """Per-run flags of the train program: Ray Train storage under the bucket's GCS FUSE mount, a run name of its own.
-
-    ``<mount>/checkpoints`` is a local path to Ray Train (pyarrow's LocalFileSystem), so the run's directory
-    ``<mount>/checkpoints/<run_name>`` is :func:`checkpoint_uri` in the bucket, written by the FUSE driver with the
-    pod's ``roles/storage.objectUser``. A ``gs://`` storage path would go through pyarrow's GcsFileSystem instead
-    (Ray 2.60 ``ray.train.v2._internal.execution.storage.get_fs_and_path``, ``FileSystem.from_uri``), whose directory
-    creation reads the bucket's metadata (apache/arrow ``cpp/src/arrow/filesystem/gcsfs.cc``,
-    ``CreateDirMarkerRecursive`` -> ``GetBucketMetadata``): ``storage.buckets.get``, which that role lacks. Ray's
-    KubeRay guide checkpoints the same way, under the mount:
-    https://docs.ray.io/en/latest/cluster/kubernetes/examples/distributed-checkpointing-with-gcsfuse.html
-    """
-    return ["--storage-path", f"{mount_path}/checkpoints", "--name", run_name]
-
-
-def slice_image(spec: ClusterSpec, item: SliceSpec) -> str | None:
-    """The image a smoke job on ``item`` runs when it is not the smoke kind's default: the one its smoke workload or
-    any workload on it names (a team's own image carries JAX). None: the kit's image of the smoke kind."""
-    on_slice = [w for w in spec.workloads if w.slice == item and w.image is not None]
-    smoke = [w.image for w in on_slice if w.kind.name == "smoke"]
-    return (smoke or [w.image for w in on_slice] or [None])[0]
-
-
-class SmokeRun(NamedTuple):
-    """One single-slice smoke job: its base name, its workload, and the node pool of the copy it checks."""
-
-    base: str
-    work: WorkloadSpec
-    pool: str
-
-
-def smoke_workloads(spec: ClusterSpec, image: str | None = None) -> list[SmokeRun]:
-    """``raytpu smoke``: one single-slice smoke job per slice copy that runs Ray, named ``smoke-<slice>-<i>``.
-
-    Slices whose provisioning cannot run a Ray cluster (queued) are left out; the caller reports them.
-    """
-    smoke = workload_kind("smoke")
-    return [SmokeRun(names.smoke_job(item.name, i),
-                     WorkloadSpec(name=names.smoke_workload(item.name), kind=smoke, slice=item, slices=1,
-                                  image=image or slice_image(spec, item)), item.pool_names[i])
-            for item in spec.slices if item.provisioning.runs_ray for i in range(item.count)]
-
-
 def smoke_jobs(spec: ClusterSpec, *, images: ImageOf, service_account: str, bucket: str,
                namespace: str = "default", py_modules: str | None = None, image: str | None = None,
                suffix: str = "") -> list[dict[str, Any]]:
-    """The RayJobs of :func:`smoke_workloads`, named ``smoke-<slice>-<i>[-<suffix>]`` (``images``: as
+    """The RayJobs of :func:`smoke_runs.smoke_workloads`, named ``smoke-<slice>-<i>[-<suffix>]`` (``images``: as
     :func:`workload_manifest`). On Standard, job ``i`` selects copy ``i``'s node pool: every copy of a slice
-    carries the same :data:`SLICE_LABEL`, so without it two jobs may check one copy and leave the other unchecked.
+    carries the same :data:`names.SLICE_LABEL`, so without it two jobs may check one copy and leave the other unchecked.
     Autopilot has no pools to name (each job gets a slice the ComputeClass provisions)."""
     jobs = []
-    for run in smoke_workloads(spec, image):
+    for run in smoke_runs.smoke_workloads(spec, image):
         job = workload_manifest(spec, run.work, images=images, service_account=service_account, bucket=bucket,
                                 namespace=namespace, py_modules=py_modules, name=names.run_name(run.base, suffix))
         if not spec.cluster.autopilot:
             for group in ray_cluster_of(job)["workerGroupSpecs"]:
-                group["template"]["spec"]["nodeSelector"][NODE_POOL_LABEL] = run.pool
+                group["template"]["spec"]["nodeSelector"][names.NODE_POOL_LABEL] = run.pool
         jobs.append(job)
     return jobs
-
-
-def dcn_span(spec: ClusterSpec, item: SliceSpec) -> int:
-    """How many copies of ``item`` one run of the config's multi-slice workloads spans (the largest
-    :attr:`WorkloadSpec.slices_per_run` on it); 1 when none spans several."""
-    return max([w.slices_per_run for w in spec.workloads if w.slice == item], default=1)
-
-
-def dcn_smoke_workloads(spec: ClusterSpec, image: str | None = None) -> list[tuple[str, WorkloadSpec]]:
-    """``raytpu smoke``: (job base name, spec) of one multi-slice smoke job per slice a multi-slice workload spans.
-
-    The job spans N copies (``slices: N``: a worker group of ``replicas: N``), as the workload's RayJob does, and
-    its program adds the cross-slice all-reduce (``--dcn-slices N``, :mod:`raytpu.workloads.smoke.dcn`) to the
-    per-slice checks. Named ``smoke-<slice>-dcn``.
-    """
-    smoke = workload_kind("smoke")
-    return [(names.dcn_smoke_job(item.name),
-             WorkloadSpec(name=names.smoke_workload(item.name), kind=smoke, slice=item, slices=dcn_span(spec, item),
-                          image=image or slice_image(spec, item)))
-            for item in spec.slices if item.provisioning.runs_ray and dcn_span(spec, item) > 1]
 
 
 def dcn_smoke_jobs(spec: ClusterSpec, *, images: ImageOf, service_account: str, bucket: str,
                    namespace: str = "default", py_modules: str | None = None, image: str | None = None,
                    suffix: str = "") -> list[dict[str, Any]]:
-    """The RayJobs of :func:`dcn_smoke_workloads` (``smoke-<slice>-dcn[-<suffix>]``): the TPU workers carry
-    ``MEGASCALE_NUM_SLICES=N`` exactly as a multi-slice train RayJob's do (:func:`raytpu.multislice.slice_env`: the
-    TPU webhook then injects each replica's ``MEGASCALE_*``), the entrypoint runs ``--dcn-slices N``."""
+    """The RayJobs of :func:`smoke_runs.dcn_smoke_workloads` (``smoke-<slice>-dcn[-<suffix>]``): the TPU workers
+    carry ``MEGASCALE_NUM_SLICES=N`` as a multi-slice train RayJob's do (:func:`multislice.slice_env`: the TPU webhook
+    then injects each replica's ``MEGASCALE_*``), the entrypoint runs ``--dcn-slices N``."""
     return [workload_manifest(spec, work, images=images, service_account=service_account, bucket=bucket,
                               namespace=namespace, py_modules=py_modules, name=names.run_name(base, suffix),
                               args=("--dcn-slices", str(work.slices_spanned)),
                               worker_env=multislice.slice_env(work.slices_spanned))
-            for base, work in dcn_smoke_workloads(spec, image)]
+            for base, work in smoke_runs.dcn_smoke_workloads(spec, image)]

@@ -76,7 +76,7 @@ def ask(url: str, model: str, prompts: tuple[str, ...] = DEMO_PROMPTS, max_token
     """Lists the models, streams one chat answer per prompt, and prints each with its timing as a table."""
     import openai
 
-    from raytpu.report import text_table
+    from raytpu.table import text_table
 
     client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=120)
     out(f"models: {', '.join(m.id for m in client.models.list().data)}")

@@ -24,13 +24,17 @@ Sources:
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Iterable, MutableMapping
+from typing import TYPE_CHECKING
 
 from raytpu import errors
 from raytpu.catalog import RAY_VERSION
 from raytpu.errors import InvalidInput
 from raytpu.plan import SlicePlan
 from raytpu.vllm_rules import ray_serve_chips_per_host
+
+if TYPE_CHECKING:  # the spec layer imports this module
+    from raytpu.spec import WorkloadSpec
 
 GKE_DOCS = "https://cloud.google.com/tpu/docs/tpu-gke-multislice"
 
@@ -64,6 +68,13 @@ def slice_env(slices: int) -> dict[str, str]:
     """The worker env a job spanning ``slices`` slices sets (none for one slice: the webhook then injects no
     ``MEGASCALE_*``, as a single-slice job wants)."""
     return {NUM_SLICES_ENV: str(slices)} if slices > 1 else {}
+
+
+def widest(workloads: Iterable[WorkloadSpec]) -> tuple[int, str | None]:
+    """How many slices one run of ``workloads`` spans at most (:attr:`raytpu.spec.WorkloadSpec.slices_per_run`), and
+    the workload that spans them (the last by name among equals); ``(1, None)`` when none spans several. The one
+    place the multi-slice smoke job, ``raytpu local smoke`` and the demo take their ``--dcn-slices`` from."""
+    return max(((w.slices_per_run, w.name) for w in workloads if w.multislice), default=(1, None))
 
 
 def problems(plan: SlicePlan, slices: int, field: str = "slices") -> list[InvalidInput]:

@@ -1,11 +1,105 @@
-"""The names the kit derives from config names (smoke jobs, runs), in one place.
+"""Every name one layer writes and another reads: labels, object names, URIs, the Ray auth mode.
 
-``validate`` bounds the longest of them (:data:`raytpu.spec.MULTI_HOST_NAME_LIMIT`) and the builders in
-:mod:`raytpu.kuberay` name their objects with them, so a config ``validate`` passes never yields a name a later
-command refuses. Standard library only.
+The manifest builders (:mod:`raytpu.kuberay`), the constructs and stacks, ``validate``, the emulated slice and the
+cluster-side readers all take them from here, so a rule is written once: ``validate`` bounds the longest derived
+name (:data:`raytpu.spec.MULTI_HOST_NAME_LIMIT`) with the functions the builders name their objects with, and a label
+a pool puts on its nodes is the one the pods select. Standard library only (it ships to the pods).
 """
 
 from __future__ import annotations
+
+import hashlib
+
+from raytpu import __version__
+
+# --------------------------------------------------------------------------------------------- labels
+
+MANAGED_BY = {"app.kubernetes.io/managed-by": "raytpu"}
+"""The Kubernetes label of every object the kit makes."""
+SLICE_LABEL = "raytpu.dev/slice"
+"""Label of every object the builders make, and of the nodes of a slice's pools: the config slice it runs on."""
+WORKLOAD_LABEL = "raytpu.dev/workload"
+"""Label of every object the builders make: its workload kind (smoke, train, serve)."""
+CLUSTER_LABEL = "raytpu.dev/ray-cluster"
+"""Label of every pod of one KubeRay object (:func:`cluster_label`), which its NetworkPolicy selects."""
+_KIND_PREFIX = {"RayJob": "job", "RayService": "service", "RayCluster": "cluster"}
+NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
+"""The label GKE puts on every node: its node pool's name
+(https://cloud.google.com/kubernetes-engine/docs/how-to/node-pools, "Deploy Pods to specific node pools")."""
+PLACEMENT_POLICY_LABEL = "cloud.google.com/placement-policy-name"
+"""The node label of an Autopilot workload policy (:func:`workload_policy_name`)."""
+COMPUTE_CLASS_LABEL = "cloud.google.com/compute-class"
+"""The node label of an Autopilot ComputeClass (:func:`compute_class_name`)."""
+
+
+def cluster_label(kind: str, name: str) -> str:
+    """The :data:`CLUSTER_LABEL` value, and NetworkPolicy name, of KubeRay object ``kind``/``name``
+    (``<job|service|cluster>-<name>``, at most 63 characters)."""
+    return f"{_KIND_PREFIX[kind]}-{name}"
+
+
+# --------------------------------------------------------------------------------------------- objects
+
+AUTH_MODE = "token"
+"""Ray's token authentication, on every cluster (KubeRay's ``authOptions.mode``; the emulated slice's
+``RAY_AUTH_MODE``): Ray 2.60 turns it on by default, and without it anyone who reaches the dashboard port runs code.
+KubeRay (1.6+: ``authOptions``, ``ray-operator/apis/ray/v1/raycluster_types.go``) then creates a Secret with a random
+token per cluster and sets ``RAY_AUTH_MODE``/``RAY_AUTH_TOKEN`` on the head, the workers and the RayJob submitter
+(``controllers/ray/common/pod.go``). ``mode`` must be stated: the CRD has no default and the operator enables auth
+only for ``token`` (``utils/util.go`` ``IsAuthEnabled``)."""
+
+
+def workload_policy_name(cluster_name: str, slice_name: str) -> str:
+    """The HIGH_THROUGHPUT workload policy of an Autopilot cluster's multi-host tpu7x slice: a regional Compute
+    Engine resource policy, so the cluster's name goes in (hashed: names stay within 63 characters)."""
+    digest = hashlib.sha256(cluster_name.encode()).hexdigest()[:6]
+    return f"{slice_name}-wp-{digest}"
+
+
+def compute_class_name(slice_name: str) -> str:
+    """The Autopilot ComputeClass the kit creates for slice ``slice_name`` (``raytpu-<slice>``)."""
+    return f"raytpu-{slice_name}"
+
+
+def serve_service(name: str) -> str:
+    """The Service of RayService ``name``'s OpenAI endpoint: KubeRay names it ``<name>-serve-svc``
+    (``ray-operator/controllers/ray/utils/util.go``, v1.7.0)."""
+    return f"{name}-serve-svc"
+
+
+# --------------------------------------------------------------------------------------------- bucket paths
+
+GCS_MOUNT_PATH = "/mnt/gcs"
+"""Where every Ray pod sees the kit's bucket through GCS FUSE."""
+
+
+def core_zip_object(version: str = __version__) -> str:
+    """The object name of the kit's core zip in the bucket: ``raytpu/raytpu-<version>.zip`` (the cluster
+    stack uploads it there; :func:`core_zip_uri` and :func:`py_modules_uri` both name it)."""
+    return f"raytpu/raytpu-{version}.zip"
+
+
+def core_zip_uri(bucket: str, version: str = __version__) -> str:
+    """Where the kit's core zip is uploaded: ``gs://<bucket>/raytpu/raytpu-<version>.zip``."""
+    return f"gs://{bucket}/{core_zip_object(version)}"
+
+
+def py_modules_uri(version: str = __version__, mount_path: str = GCS_MOUNT_PATH) -> str:
+    """How jobs reach that zip: ``file:///mnt/gcs/raytpu/raytpu-<version>.zip``, through the GCS FUSE mount.
+
+    Ray reads ``file://`` py_modules natively, so the image needs no GCS client library (a ``gs://``
+    URI would need ``smart_open`` and ``google-cloud-storage`` on every node).
+    """
+    return f"file://{mount_path}/{core_zip_object(version)}"
+
+
+def checkpoint_uri(bucket: str, name: str) -> str:
+    """Where run ``name``'s checkpoints land in the bucket, ``gs://<bucket>/checkpoints/<name>`` (what ``gcloud
+    storage ls`` shows). The job writes them through the GCS FUSE mount (:meth:`raytpu.kinds.WorkloadKind.run_args`)."""
+    return f"gs://{bucket}/checkpoints/{name}"
+
+
+# --------------------------------------------------------------------------------------------- jobs and runs
 
 RUN_ID_LENGTH = 6
 """A job submission's run suffix (``<name>-<run id>``; :func:`raytpu.gke.run_id`, base-36 seconds): ``validate``

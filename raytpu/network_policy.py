@@ -2,7 +2,7 @@
 
 GKE Dataplane V2 enforces NetworkPolicy (on by default on Autopilot; the cluster stack turns it on on Standard).
 The policy selects every pod of one KubeRay object (head, TPU workers, RayJob submitter) by the label
-:data:`CLUSTER_LABEL` the kit puts on their templates (KubeRay's own ``ray.io/cluster`` value gets a random suffix
+:data:`names.CLUSTER_LABEL` the kit puts on their templates (KubeRay's own ``ray.io/cluster`` value gets a random suffix
 for RayJobs and RayServices, so it cannot be named in advance) and admits, ingress only:
 
 1. every port from the pods of the same Ray cluster (Ray's internal ports, many chosen at run time:
@@ -37,13 +37,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from raytpu import ray_ports
+from raytpu import names, ray_ports
 from raytpu.security import NAMESPACE_SOURCE, SecuritySpec
 
 API_VERSION = "networking.k8s.io/v1"
-CLUSTER_LABEL = "raytpu.dev/ray-cluster"
-"""Label of every pod of one KubeRay object: ``<job|service|cluster>-<object name>``."""
-_KIND_PREFIX = {"RayJob": "job", "RayService": "service", "RayCluster": "cluster"}
 NAMESPACE_LABEL = "kubernetes.io/metadata.name"
 """Every namespace carries its own name under this label (Kubernetes 1.22+, NamespaceDefaultLabelName)."""
 
@@ -58,11 +55,6 @@ KONNECTIVITY_AGENTS = _pods_in("kube-system", {"k8s-app": "konnectivity-agent"})
 """The pods the GKE control plane's calls into the cluster come from (tigera/operator PR #5212)."""
 GMP_COLLECTORS = _pods_in("gmp-system", {"app.kubernetes.io/name": "collector"})
 """Managed Prometheus's scrapers (prometheus-engine ``manifests/operator.yaml``, DaemonSet ``collector``)."""
-
-
-def cluster_label(kind: str, name: str) -> str:
-    """The :data:`CLUSTER_LABEL` value of the pods of KubeRay object ``kind``/``name`` (at most 63 characters)."""
-    return f"{_KIND_PREFIX[kind]}-{name}"
 
 
 def peer(source: str) -> dict[str, Any]:
@@ -105,7 +97,7 @@ def network_policy(kind: str, name: str, namespace: str, ports: Sequence[ray_por
                    security: SecuritySpec, *, subnet_cidr: str, control_plane_cidr: str,
                    labels: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The NetworkPolicy of KubeRay object ``kind``/``name`` whose pods declare ``ports``."""
-    own = {CLUSTER_LABEL: cluster_label(kind, name)}
+    own = {names.CLUSTER_LABEL: names.cluster_label(kind, name)}
     rules: list[dict[str, Any]] = [{"from": [{"podSelector": {"matchLabels": dict(own)}}]}]
     sources = audience_sources(security, subnet_cidr=subnet_cidr, control_plane_cidr=control_plane_cidr)
     for audience in ray_ports.AUDIENCES:
@@ -115,7 +107,7 @@ def network_policy(kind: str, name: str, namespace: str, ports: Sequence[ray_por
                           "ports": [{"port": n, "protocol": "TCP"} for n in numbers]})
     return {
         "apiVersion": API_VERSION, "kind": "NetworkPolicy",
-        "metadata": {"name": own[CLUSTER_LABEL], "namespace": namespace,
-                     "labels": {"app.kubernetes.io/managed-by": "raytpu", **(labels or {})}},
+        "metadata": {"name": own[names.CLUSTER_LABEL], "namespace": namespace,
+                     "labels": {**names.MANAGED_BY, **(labels or {})}},
         "spec": {"podSelector": {"matchLabels": own}, "policyTypes": ["Ingress"], "ingress": rules},
     }

@@ -18,9 +18,8 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from raytpu.k8s.client import KubeClient
-from raytpu.kuberay import NODE_POOL_LABEL, compute_class_name
+from raytpu.names import COMPUTE_CLASS_LABEL, NODE_POOL_LABEL, compute_class_name
 from raytpu.plan import TPU_RESOURCE
-from raytpu.provisioning import COMPUTE_CLASS_LABEL
 from raytpu.spec import SliceSpec
 
 ORIGIN_LABEL = "ray.io/originated-from-cr-name"

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,31 +44,23 @@ DEFAULT_OUTPUTS = "outputs.json"
 
 @dataclass(frozen=True)
 class StackOutputs:
-    """What a workload needs from a deployed cluster stack.
+    """What a workload needs from a deployed cluster stack; each field carries its output's description."""
 
-    Attributes:
-        endpoint: The control plane's address (https): GKE's DNS-based endpoint, or its IP with control_plane ip.
-        ca_certificate: The cluster CA, base64-encoded PEM; empty for the DNS-based endpoint (publicly trusted).
-        cluster_name: The GKE cluster's name.
-        location: Its region.
-        project: Its GCP project.
-        namespace: Namespace of the Ray objects.
-        service_account: Kubernetes service account Ray pods run as (Workload Identity).
-        bucket: The bucket Ray pods mount (checkpoints, the kit's core zip).
-        registry: The Artifact Registry repository the kit's images are pushed to (REGION-docker.pkg.dev/PROJECT/REPO).
-        builder_service_account: The service account Cloud Build runs the kit's image builds as.
-    """
-
-    endpoint: str
-    ca_certificate: str
-    cluster_name: str
-    location: str
-    project: str
-    namespace: str
-    service_account: str
-    bucket: str
-    registry: str = ""
-    builder_service_account: str = ""
+    endpoint: str = field(metadata={"description": "The control plane's address (https): GKE's DNS-based "
+                                         "endpoint, or its IP with control_plane ip."})
+    ca_certificate: str = field(metadata={"description": "The cluster CA, base64-encoded PEM; empty for the "
+                                               "DNS-based endpoint (publicly trusted)."})
+    cluster_name: str = field(metadata={"description": "The GKE cluster's name."})
+    location: str = field(metadata={"description": "Its region."})
+    project: str = field(metadata={"description": "Its GCP project."})
+    namespace: str = field(metadata={"description": "Namespace of the Ray objects."})
+    service_account: str = field(metadata={"description": "Kubernetes service account Ray pods run as (Workload "
+                                                "Identity)."})
+    bucket: str = field(metadata={"description": "The bucket Ray pods mount (checkpoints, the kit's core zip)."})
+    registry: str = field(default="", metadata={"description": "The Artifact Registry repository the kit's images "
+                                                            "are pushed to (REGION-docker.pkg.dev/PROJECT/REPO)."})
+    builder_service_account: str = field(default="", metadata={"description": "The service account Cloud Build "
+                                                                           "runs the kit's image builds as."})
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -83,14 +75,8 @@ class StackOutputs:
 
     @classmethod
     def descriptions(cls) -> dict[str, str]:
-        """Output name -> one-line description (from the class docstring)."""
-        doc = (cls.__doc__ or "").split("Attributes:", 1)[-1]
-        found = {}
-        for line in doc.splitlines():
-            name, _, text = line.strip().partition(": ")
-            if name in cls.names():
-                found[name] = text
-        return found
+        """Output name -> one-line description (each field's metadata)."""
+        return {f.name: f.metadata["description"] for f in fields(cls)}
 
     @classmethod
     def parse(cls, data: Any, stack: str, source: str = "outputs", spec: ClusterSpec | None = None,

@@ -15,6 +15,7 @@ Spot VMs (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms), fl
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,10 +29,20 @@ TPU_TAINT = "google.com/tpu"
 SPOT_LABEL = "cloud.google.com/gke-spot"
 FLEX_START_LABEL = "cloud.google.com/gke-flex-start"
 QUEUED_LABEL = "cloud.google.com/gke-queued"
-COMPUTE_CLASS_LABEL = "cloud.google.com/compute-class"
+RESERVATION = re.compile(r"^(?:projects/(?P<project>[a-z][a-z0-9-]{4,28}[a-z0-9])/reservations/)?"
+                         r"(?P<name>[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)$")
+"""A reservation's name (RFC 1035, 1-63), or ``projects/OWNER/reservations/NAME`` for one shared from another project.
+Source: https://cloud.google.com/compute/docs/reference/rest/v1/reservations (``name``); ReservationAffinity.values."""
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 MAX_RUN_DURATION_S = (600, 7 * 24 * 3600)
 """Flex-start ``max_run_duration`` bounds: 10 minutes to GKE's 7-day maximum."""
+
+
+def reservation_parts(reservation: str) -> tuple[str | None, str]:
+    """(owning project or None for the cluster's own, name) of a valid :data:`RESERVATION`."""
+    found = RESERVATION.match(reservation)
+    assert found, reservation
+    return found["project"], found["name"]
 
 
 @dataclass(frozen=True)
@@ -94,7 +105,12 @@ class Provisioning:
         if self.needs_reservation and not reservation:
             found.append(errors.missing("reservation", f"with provisioning: {self.name}",
                                         "the name of a specific reservation in the project"))
-        if not self.needs_reservation and reservation:
+        if reservation and not RESERVATION.match(reservation):
+            found.append(errors.invalid_value("reservation", reservation, "is not a reservation name",
+                                              "NAME (1-63 lowercase letters, digits, hyphens; starts with a letter, "
+                                              "does not end with a hyphen), or projects/OWNER/reservations/NAME for a "
+                                              "shared one; reservation blocks are not supported"))
+        elif not self.needs_reservation and reservation:
             found.append(errors.forbidden("reservation", reservation,
                                           f"with provisioning: {self.name} ({self.why_no_reservation})",
                                           "remove reservation, or set provisioning: reservation"))
@@ -129,7 +145,8 @@ class Provisioning:
                                    ", ".join(m.name for m in MODES.values() if m.priority is not None))
         entry: dict[str, Any] = {"tpu": dict(tpu), **self.priority, "location": {"zones": [zone]}}
         if self.needs_reservation:
-            entry["reservations"] = {"affinity": "Specific", "specific": [{"name": reservation, "project": project}]}
+            owner, name = reservation_parts(str(reservation))
+            entry["reservations"] = {"affinity": "Specific", "specific": [{"name": name, "project": owner or project}]}
         if self.name == "flex-start" and max_run_duration_s is not None:
             entry["maxRunDurationSeconds"] = max_run_duration_s
         return entry

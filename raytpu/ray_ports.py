@@ -5,7 +5,7 @@ Audiences (who is admitted, besides the pods of the same Ray cluster, which reac
 
 - ``cluster``: nobody else. Ray's GCS, the TPU runtime and the dashboard agent talk only inside the cluster.
 - ``namespace``: the namespace's own pods, KubeRay's operator and ``security.dashboard_from``. The dashboard's job API
-  runs any code it is sent (Ray token auth guards it too: :data:`raytpu.kuberay.AUTH_MODE`).
+  runs any code it is sent (Ray token auth guards it too: :data:`raytpu.names.AUTH_MODE`).
 - ``serve``: the namespace's pods, the operator and the serve sources (the OpenAI endpoint of a RayService).
 - ``metrics``: Managed Prometheus's collectors and ``security.metrics_from`` (Prometheus scrapers).
 

@@ -15,11 +15,12 @@ import math
 import os
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
 from raytpu import timeline
+from raytpu.table import text_table
 from raytpu.timeline import Stamp
 
 MARKER = "RAYTPU_SMOKE_VERDICT"
@@ -200,17 +201,6 @@ def _number(value: Any) -> str:
 
 def _mark(ok: Any) -> str:
     return OK_MARK if ok else FAIL_MARK
-
-
-def text_table(rows: Sequence[Sequence[str]], rule: bool = True) -> list[str]:
-    """Rows (the first is the header) as aligned text lines; ``rule`` underlines the header."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = []
-    for j, row in enumerate(rows):
-        lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
-        if j == 0 and rule:
-            lines.append("  ".join("-" * w for w in widths))
-    return lines
 
 
 def render_table(verdicts: Iterable[Mapping[str, Any]]) -> str:

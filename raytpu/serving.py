@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from raytpu.errors import InvalidInput
+from raytpu.names import GCS_MOUNT_PATH
 from raytpu.vllm_rules import DEFAULT_MAX_MODEL_LEN, DEFAULT_MODEL, VLLM_VERSION, jax_devices, parallel_sizes
 
 if TYPE_CHECKING:
@@ -43,8 +44,6 @@ BUILDER = "ray.serve.llm:build_openai_app"
 APP_NAME = "llm"
 SERVE_PORT = 8000
 """Serve's HTTP proxy port: KubeRay's ``<name>-serve-svc`` targets it (KubeRay ``DefaultServingPort``)."""
-GCS_MOUNT_PATH = "/mnt/gcs"
-"""Where every Ray pod sees the kit's bucket through GCS FUSE."""
 XLA_CACHE_PATH = "/mnt/xla-cache"
 """vLLM's XLA compilation cache: an emptyDir on the node's local disk. GKE's multi-host sample keeps it off
 GCS FUSE: "Use local disk to prevent multi-host GCSFuse race conditions"."""

@@ -46,6 +46,8 @@ DNS_LABEL_LENGTH = 30
 REGION = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
 ZONE = re.compile(r"^([a-z]+-[a-z]+[0-9]+)-[a-z]$")
 BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
+MACHINE_TYPE = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)+$")
+# Source: https://cloud.google.com/compute/docs/machine-resource (SERIES-TYPE-VCPUS, custom-VCPUS-MEMORY[-ext])
 LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 DISK_SIZE_GIB = (10, 65536)
@@ -229,6 +231,10 @@ class HeadPoolSpec:
 
     def __post_init__(self) -> None:
         found = range_problems("min_nodes", self.min_nodes, *NODE_COUNT)
+        if not MACHINE_TYPE.match(self.machine_type) or len(self.machine_type) > 63:
+            found.append(errors.invalid_value("machine_type", self.machine_type, "is not a Compute Engine machine type",
+                                              "SERIES-TYPE-VCPUS in lowercase, e.g. n2-standard-8, e2-standard-4, "
+                                              "c3-highcpu-8, or custom-VCPUS-MEMORY_MB"))
         found += range_problems("max_nodes", self.max_nodes, 1, NODE_COUNT[1])
         if not found and self.min_nodes > self.max_nodes:
             found.append(errors.invalid_value("min_nodes", self.min_nodes, f"is above max_nodes ({self.max_nodes})",
@@ -520,10 +526,22 @@ _REF_LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
 _REF_DOMAIN = rf"(?:{_REF_LABEL}(?:\.{_REF_LABEL})*(?::[0-9]+)?/)?"
 _REF_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _IMAGE_REFERENCE = re.compile(rf"^{_REF_DOMAIN}{_REF_COMPONENT}(?:/{_REF_COMPONENT})*"
-                              r"(?::[\w][\w.-]{0,127}(?:@sha256:[0-9a-f]{64})?|@sha256:[0-9a-f]{64})$")
+                              r"(?::(?P<tag>[\w][\w.-]{0,127})(?P<digest>@sha256:[0-9a-f]{64})?|@sha256:[0-9a-f]{64})$")
 """An image reference with a tag, a digest or both: distribution/reference ``regexp.go``'s ``referencePat``
 (``domainAndPort`` less IPv6 hosts, ``pathComponent``, ``tag``; digests: sha256 only), which containerd parses
 with, here with the tag or digest required."""
+
+
+def image_problem(image: str) -> tuple[str, str] | None:
+    """What is wrong with an image reference, and what is valid (None: it pins what every pod pulls): a tag or a
+    digest, and no ``latest`` tag without a digest (it floats: pods of one slice could run different images)."""
+    found = _IMAGE_REFERENCE.match(image)
+    if found and (found["tag"] != "latest" or found["digest"]):
+        return None
+    return ("is not an image reference with a tag or digest (without one, every pod pulls whatever 'latest' is then)"
+            if not found else "has the floating tag 'latest' (every pod pulls whatever 'latest' is then)",
+            "REGISTRY/NAME:TAG (not latest) or REGISTRY/NAME@sha256:<64 hex> (both allowed), e.g. "
+            "us-docker.pkg.dev/my-project/ray/jax:1.0; or leave it out for the kit's image")
 
 
 SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
@@ -611,11 +629,8 @@ class WorkloadSpec:
 
     def __post_init__(self) -> None:
         found = dns_label_problems("name", self.name)
-        if self.image is not None and not _IMAGE_REFERENCE.match(self.image):
-            found.append(errors.invalid_value(
-                "image", self.image, "is not an image reference with a tag or digest (without one, every pod pulls "
-                "whatever 'latest' is then)", "REGISTRY/NAME:TAG or REGISTRY/NAME@sha256:<64 hex> (both allowed), "
-                "e.g. us-docker.pkg.dev/my-project/ray/jax:1.0; or leave it out for the kit's image"))
+        if self.image is not None and (wrong := image_problem(self.image)):
+            found.append(errors.invalid_value("image", self.image, *wrong))
         if not self.slice.provisioning.runs_ray:
             found.append(errors.invalid_value(
                 # Source: GoogleCloudPlatform/cluster-autoscaler (7d25050) pkg/provisioningrequests/scaleup/

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from raytpu import gke, kuberay, names
+from raytpu import gke, names
 from raytpu.modules.bucket import Bucket, BucketObject, BucketObjectProps, BucketProps
 from raytpu.modules.cdk import (
     Aspects,
@@ -19,7 +19,6 @@ from raytpu.modules.cdk import (
     LocalBackend,
     TerraformOutput,
     TerraformStack,
-    compute_resource_policy,
     google_provider,
 )
 from raytpu.modules.gke_cluster import GkeCluster, GkeClusterProps, version_floor
@@ -30,6 +29,7 @@ from raytpu.modules.project_services import ProjectServices, ProjectServicesProp
 from raytpu.modules.smoke_alerting import SmokeAlerting, SmokeAlertingProps
 from raytpu.modules.tpu_slice_pool import TpuSlicePool, TpuSlicePoolOptions
 from raytpu.modules.workload_identity import NodeServiceAccount, NodeServiceAccountProps, WorkloadIdentityProps
+from raytpu.modules.workload_policy import WorkloadPolicy, WorkloadPolicyProps
 from raytpu.outputs import StackOutputs
 from raytpu.provisioning import Provisioning
 from raytpu.spec import ClusterSpec, SliceSpec
@@ -46,7 +46,7 @@ def core_zip_file() -> Path:
         _CORE_ZIP_DIR = Path(tempfile.mkdtemp(prefix="raytpu-core-"))
         atexit.register(shutil.rmtree, _CORE_ZIP_DIR, True)
     data = gke.core_zip_bytes()
-    path = _CORE_ZIP_DIR / hashlib.sha256(data).hexdigest()[:16] / Path(kuberay.core_zip_object()).name
+    path = _CORE_ZIP_DIR / hashlib.sha256(data).hexdigest()[:16] / Path(names.core_zip_object()).name
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
@@ -90,8 +90,8 @@ class ClusterStack(TerraformStack):
     field of :class:`raytpu.outputs.StackOutputs` (what ``raytpu submit``/``smoke`` read).
 
     The bucket gets the kit's core zip (:func:`core_zip_file`) as object
-    :func:`raytpu.kuberay.core_zip_object`, which RayJobs load as ``py_modules`` through the GCS FUSE mount
-    (:func:`raytpu.kuberay.py_modules_uri`).
+    :func:`raytpu.names.core_zip_object`, which RayJobs load as ``py_modules`` through the GCS FUSE mount
+    (:func:`raytpu.names.py_modules_uri`).
 
     Enables the project's APIs it calls (:class:`raytpu.modules.project_services.ProjectServices`); every resource and
     data source depends on its own.
@@ -128,7 +128,7 @@ class ClusterStack(TerraformStack):
         self.bucket = Bucket(self, "storage", BucketProps(
             name=spec.bucket, project=spec.project, location=spec.region, labels=labels))
         self.core_zip: BucketObject = self.bucket.add_object("core-zip", BucketObjectProps(
-            name=kuberay.core_zip_object(), source=str(core_zip_file()), content_type="application/zip"))
+            name=names.core_zip_object(), source=str(core_zip_file()), content_type="application/zip"))
         self.identity = self.cluster.add_workload_identity("workload-identity", WorkloadIdentityProps(
             project=spec.project, account_id=names.service_account_id(gke.name, "ray"),
             namespace=spec.namespace, ksa_name=spec.ksa_name, bucket=self.bucket.name))
@@ -138,7 +138,7 @@ class ClusterStack(TerraformStack):
                 spec=gke.head_pool, zones=tuple(sorted({s.zone for s in spec.slices})),
                 service_account=self.node_identity.email, labels=labels))
         self.pools: dict[str, list[TpuSlicePool]] = {}
-        self.workload_policies: dict[str, compute_resource_policy.ComputeResourcePolicy] = {}
+        self.workload_policies: dict[str, WorkloadPolicy] = {}
         """Autopilot: the workload policy of each multi-host tpu7x slice, by slice name."""
         for item in spec.slices:
             self._add_pools(item)
@@ -184,13 +184,11 @@ class ClusterStack(TerraformStack):
                 pools.append(self.cluster.add_slice_pool(f"slice-{item.name}-{i}", TpuSlicePoolOptions(
                     slice=item, index=i, service_account=self.node_identity.email, labels=dict(gke.labels))))
         elif item.plan.placement == "workload-policy":
-            # Autopilot places a multi-host tpu7x slice by a pre-created HIGH_THROUGHPUT workload policy that its
-            # pods select (cloud.google.com/placement-policy-name; raytpu.kuberay.tpu_placement); Ironwood rejects
-            # COMPACT (https://cloud.google.com/kubernetes-engine/docs/how-to/tpu-ironwood).
-            self.workload_policies[item.name] = compute_resource_policy.ComputeResourcePolicy(
-                self, f"workload-policy-{item.name}", name=kuberay.workload_policy_name(gke.name, item.name),
-                project=self.spec.project, region=item.region,
-                workload_policy=compute_resource_policy.ComputeResourcePolicyWorkloadPolicy(
-                    type="HIGH_THROUGHPUT", accelerator_topology=item.plan.topology))
+            # Autopilot places a multi-host tpu7x slice by a pre-created workload policy that its pods select
+            # (cloud.google.com/placement-policy-name; raytpu.kuberay.tpu_placement).
+            self.workload_policies[item.name] = WorkloadPolicy(
+                self, f"workload-policy-{item.name}", WorkloadPolicyProps(
+                    cluster_name=gke.name, owner=item.name, project=self.spec.project, region=item.region,
+                    topology=item.plan.topology))
         self.pools[item.name] = pools
         return pools

@@ -84,7 +84,7 @@ def objects_of(spec: ClusterSpec) -> list[dict[str, Any]]:
         name = f"{work.name}-r1" if work.kind.is_job else work.name
         out.append(kuberay.workload_manifest(spec, work, images=FIXTURE_IMAGES, service_account=KSA, bucket=BUCKET,
                                              namespace=spec.namespace, name=name,
-                                             args=kuberay.train_args(name) if work.kind.name == "train" else ()))
+                                             args=work.kind.run_args(name)))
     return out + [job for build in (kuberay.smoke_jobs, kuberay.dcn_smoke_jobs)
                   for job in build(spec, images=FIXTURE_IMAGES, service_account=KSA, bucket=BUCKET,
                                    namespace=spec.namespace, suffix="n1")]

@@ -17,28 +17,6 @@ from bad_inputs import CASES, Case, run_case, run_in_process
 
 pytestmark = pytest.mark.unit
 
-OPEN = {
-    # Issue 28 items still open (their fix was cut off before it landed): strict xfail, so a fix turns them red here
-    # until they are taken out of this list. Nothing else in the corpus may fail.
-    "28.1 synth --out": ("synth-out-nonempty-folder", "synth-out-a-file", "synth-out-unwritable"),
-    "28.3 non-UTF-8 config": ("config-non-utf8", "config-utf16"),
-    "28.4 plan --plot": ("plan-plot-folder", "plan-plot-unwritable", "plan-plot-empty-chart"),
-    "28.5 bounded excerpts and size limits": ("project-1mb", "config-alias-bomb", "config-134k-slices"),
-    "28.7 duplicate YAML keys": ("duplicate-key",),
-    "28.8 strict YAML types, :latest": ("count-string", "count-float", "count-bool", "deletion-protection-str",
-                                        "image-latest", "smoke-image-latest", "smoke-image-no-tag"),
-    "28 name rules (machine type, reservation)": ("head-pool-machine", "reservation-bad-name"),
-    "28.14 a --params that fits nowhere (5e13 now fits the largest v5p)": ("plan-no-slice-fits",),
-}
-OPEN_CASES = {case_id: item for item, ids in OPEN.items() for case_id in ids}
-
-
-def _param(case: Case) -> object:
-    marks = [pytest.mark.xfail(strict=True, reason=f"open: issue {OPEN_CASES[case.id]}")] if case.id in OPEN_CASES \
-        else []
-    return pytest.param(case, id=case.id, marks=marks)
-
-
 def test_the_corpus_is_wide_and_its_ids_unique() -> None:
     assert len(CASES) >= 80
     assert len({c.id for c in CASES}) == len(CASES)
@@ -47,11 +25,7 @@ def test_the_corpus_is_wide_and_its_ids_unique() -> None:
             "demo"} <= commands
 
 
-def test_every_open_case_is_in_the_corpus() -> None:
-    assert set(OPEN_CASES) <= {c.id for c in CASES}
-
-
-@pytest.mark.parametrize("case", [_param(c) for c in CASES])
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in CASES])
 def test_a_bad_input_is_refused_naming_its_field_and_changes_nothing(case: Case, tmp_path: Path) -> None:
     outcome = (run_case if case.process else run_in_process)(case, tmp_path)
     problems = outcome.problems(case)

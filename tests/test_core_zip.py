@@ -21,7 +21,7 @@ import pytest
 from _synth import AUTOPILOT_EXAMPLE, STANDARD_EXAMPLE, only, read_stacks, resources, synth_config
 from image_refs import FIXTURE_REFS
 
-from raytpu import gke, kuberay
+from raytpu import __version__, gke, names
 from raytpu.errors import InvalidInput
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]
@@ -40,7 +40,8 @@ def _names(data: bytes) -> list[str]:
 
 CORE = {f"raytpu/{m}.py" for m in ("__init__", "catalog", "errors", "kinds", "kuberay", "multislice", "names",
                                     "network_policy", "plan", "pod_security", "provisioning", "ray_ports", "report",
-                                    "security", "serving", "spec", "timeline", "vllm_rules")} | {"raytpu/py.typed"}
+                                    "security", "serving", "smoke_runs", "spec", "table", "timeline",
+                                    "vllm_rules")} | {"raytpu/py.typed"}
 """The top level of the zip, spelled out: the pure-Python core a Ray job may import (specs, not the config)."""
 SIZING = {"raytpu/sizing/__init__.py", "raytpu/sizing/models.py"}
 
@@ -190,14 +191,14 @@ def test_cluster_stack_uploads_the_core_zip_where_py_modules_looks(example: str)
     bucket_id = next(iter(resources(stack, "google_storage_bucket")))
     obj = only(stack, "google_storage_bucket_object")
     assert obj["bucket"] == f"${{google_storage_bucket.{bucket_id}.name}}"
-    assert obj["name"] == kuberay.core_zip_object() == f"raytpu/raytpu-{kuberay.__version__}.zip"
-    assert kuberay.py_modules_uri() == f"file://{kuberay.GCS_MOUNT_PATH}/{obj['name']}"
-    assert kuberay.core_zip_uri("b") == f"gs://b/{obj['name']}"
+    assert obj["name"] == names.core_zip_object() == f"raytpu/raytpu-{__version__}.zip"
+    assert names.py_modules_uri() == f"file://{names.GCS_MOUNT_PATH}/{obj['name']}"
+    assert names.core_zip_uri("b") == f"gs://b/{obj['name']}"
     assert obj["content_type"] == "application/zip"
     assert obj["//"]["metadata"]["path"] == f"{sid}/storage/core-zip/object"  # stable construct ids
     source = obj["source"]
     assert source.startswith("assets/") and not Path(source).is_absolute() and ".." not in source
-    assert source.endswith(f"/raytpu-{kuberay.__version__}.zip")
+    assert source.endswith(f"/raytpu-{__version__}.zip")
     asset = outdir / "stacks" / sid / source
     assert asset.is_file(), f"{source} is not in the synth output"
     data = asset.read_bytes()
@@ -213,7 +214,7 @@ def test_the_workloads_stack_deploys_after_the_cluster_stack() -> None:
 
     _, cluster, workloads = build(load(str(STANDARD_EXAMPLE)), FIXTURE_REFS, tempfile.mkdtemp())
     assert workloads.depends_on(cluster)
-    assert cluster.core_zip.props.name == kuberay.core_zip_object()
+    assert cluster.core_zip.props.name == names.core_zip_object()
 
 
 def _tree(root: Path) -> dict[str, bytes]:

@@ -223,7 +223,7 @@ def test_a_workload_image_without_a_tag_or_digest_is_refused_naming_the_field(im
         parse(text)
     (problem,) = info.value.problems
     assert problem.field.endswith("].image") and "tag or digest" in problem.problem
-    assert "REGISTRY/NAME:TAG or REGISTRY/NAME@sha256:<64 hex>" in problem.valid
+    assert "REGISTRY/NAME:TAG (not latest) or REGISTRY/NAME@sha256:<64 hex>" in problem.valid
 
 
 @pytest.mark.unit

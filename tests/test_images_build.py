@@ -34,6 +34,7 @@ from raytpu.images import record
 from raytpu.images.build import BUILD_FROM_BASE, DOCKER_BUILDER, RESOLVE_BASE, resolved_base
 from raytpu.images.definitions import IMAGES
 from raytpu.images.google_api import CLOUDBUILD_ENV, STORAGE_ENV
+from raytpu.k8s.retry import KubeRetry
 
 pytestmark = pytest.mark.unit
 
@@ -63,6 +64,8 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sa_key: ServiceAccount
         monkeypatch.setenv(STORAGE_ENV, server.url)
         monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
         monkeypatch.delenv("RAYTPU_CONFIG", raising=False)
+        # Retries are counted here, not waited for (the pause itself: tests/test_kube.py, backoff_s)
+        monkeypatch.setattr(KubeRetry, "get_backoff_time", lambda self: 0.0)
         monkeypatch.chdir(tmp_path)
         yield server
 

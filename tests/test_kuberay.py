@@ -23,7 +23,7 @@ import yaml
 from crd import effective_pod_labels, operator_errors, schema_errors, webhook_errors
 from image_refs import FIXTURE_IMAGES, FIXTURE_REFS
 
-from raytpu import __version__, images, kinds, kuberay, pod_security, ray_ports, serving, vllm_rules
+from raytpu import __version__, images, kinds, kuberay, names, pod_security, ray_ports, serving, smoke_runs, vllm_rules
 from raytpu.catalog import GENERATIONS, RAY_VERSION, generation
 from raytpu.config import parse
 from raytpu.errors import InvalidInput, InvalidInputs
@@ -115,7 +115,7 @@ def _manifests(spec: ClusterSpec, run: str = "") -> list[dict[str, Any]]:
         name = f"{work.name}-{run}" if run and work.kind.is_job else work.name
         out.append(kuberay.workload_manifest(
             spec, work, images=FIXTURE_IMAGES, service_account=KSA, bucket=BUCKET, namespace="ray", name=name,
-            args=kuberay.train_args(name) if work.kind.name == "train" else ()))
+            args=work.kind.run_args(name)))
     return out
 
 
@@ -136,13 +136,13 @@ def _expected_placement(item: SliceSpec, mode: str) -> tuple[dict[str, str], set
     """(extra nodeSelector, extra toleration keys) of a slice, from the spelled-out table above."""
     if mode == "autopilot" and item.provisioning.name != "queued":  # queued has no ComputeClass priority
         # a multi-host tpu7x slice also selects its workload policy (Ironwood rejects COMPACT; docs/FACTS.md section 8)
-        policy = {"cloud.google.com/placement-policy-name": kuberay.workload_policy_name("ray-tpu", item.name)}
+        policy = {"cloud.google.com/placement-policy-name": names.workload_policy_name("ray-tpu", item.name)}
         return {COMPUTE_CLASS: f"raytpu-{item.name}", **(policy if item.plan.placement == "workload-policy" else {})}, \
             set()
     flag = STANDARD_FLAG[item.provisioning.name]
     # Standard also selects the slice's own node label, which its pools set (a nodeSelector: the TPU webhook
     # replaces a multi-host pod's affinity; kuberay.tpu_placement)
-    own = {kuberay.SLICE_LABEL: item.name} if mode == "standard" else {}
+    own = {names.SLICE_LABEL: item.name} if mode == "standard" else {}
     return ({flag: "true", **own}, {flag}) if flag else (own, set())
 
 
@@ -225,13 +225,13 @@ def test_tpu_placement_comes_from_the_provisioning_registry(provisioning: str, m
     mode_spec = MODES[provisioning]
     if mode == "standard" or mode_spec.priority is None:
         flag, tolerate = mode_spec.pod_placement()
-        own = {kuberay.SLICE_LABEL: item.name} if mode == "standard" else {}
+        own = {names.SLICE_LABEL: item.name} if mode == "standard" else {}
         assert (selector, tolerations[1:]) == ({**item.plan.node_selector, **flag, **own}, tolerate)
         for toleration in tolerate:
             assert toleration == {"key": mode_spec.pod_flag, "operator": "Equal", "value": "true",
                                   "effect": "NoSchedule"}
     else:  # the ComputeClass carries spot / reservation / flex-start on Autopilot
-        assert selector[COMPUTE_CLASS] == kuberay.compute_class_name(item.name) == "raytpu-train"
+        assert selector[COMPUTE_CLASS] == names.compute_class_name(item.name) == "raytpu-train"
         assert not {SPOT, FLEX_START, QUEUED} & set(selector)
 
 
@@ -255,7 +255,7 @@ def test_every_rayjob_carries_its_workload_spec_and_a_plain_entrypoint(gen: str,
     assert [j["metadata"]["name"] for j in jobs] == ["smoke-r9", "train-r9"]
     for job, work in zip(jobs, [w for w in spec.workloads if w.kind.is_job], strict=True):
         runtime = _runtime(job)
-        assert runtime["py_modules"] == [kuberay.py_modules_uri()]
+        assert runtime["py_modules"] == [names.py_modules_uri()]
         carried = runtime["env_vars"][WORKLOAD_ENV]
         assert WorkloadSpec.from_json(json.loads(carried)) == work
         assert WorkloadSpec.from_env(runtime["env_vars"]) == work
@@ -301,6 +301,12 @@ def test_job_limits_reject_bad_values(field: str, value: Any) -> None:
         kinds.JobLimits(**{field: value})
 
 
+def test_job_limits_report_every_bad_value_together() -> None:
+    with pytest.raises(InvalidInputs) as caught:
+        kinds.JobLimits(ttl_s=-1, active_deadline_s=0)
+    assert sorted(p.field for p in caught.value.problems) == ["active_deadline_s", "ttl_s"]
+
+
 # ---------------------------------------------------------------------- specific properties
 
 
@@ -335,7 +341,7 @@ def test_v6e_2x4_worker_group_follows_machine_type(machine: str, hosts: int, tpu
     cpu, memory = f"{int(shape.allocatable_cpu_m * 0.9)}m", f"{int(shape.allocatable_memory_mib * 0.9)}Mi"
     assert container["resources"] == {"requests": {TPU_RESOURCE: tpus, "cpu": cpu, "memory": memory},
                                       "limits": {TPU_RESOURCE: tpus, "memory": memory}}
-    assert group["template"]["spec"]["nodeSelector"] == {**item.plan.node_selector, kuberay.SLICE_LABEL: item.name}
+    assert group["template"]["spec"]["nodeSelector"] == {**item.plan.node_selector, names.SLICE_LABEL: item.name}
     ports = [p for p in container.get("ports", []) if p["containerPort"] == ray_ports.MXLA.number]
     assert ports == ([] if hosts == 1 else [{"containerPort": 8081, "name": "mxla", "protocol": "TCP"}])
 
@@ -409,7 +415,7 @@ def test_ray_service_serves_the_specs_app_with_a_local_xla_cache() -> None:
     service = kuberay.ray_service("llm", work, PODS)
     assert service["spec"]["upgradeStrategy"] == {"type": "None"}  # NewCluster would need a second set of slices
     config = yaml.safe_load(service["spec"]["serveConfigV2"])
-    assert config == serving.serve_config(work, mounted_bucket=BUCKET, py_modules=(kuberay.py_modules_uri(),))
+    assert config == serving.serve_config(work, mounted_bucket=BUCKET, py_modules=(names.py_modules_uri(),))
     (app,) = config["applications"]  # the ingress comes from the kit's core zip, as RayJobs' programs do
     assert app["runtime_env"] == {"py_modules": [f"file:///mnt/gcs/raytpu/raytpu-{__version__}.zip"]}
     assert app["args"]["ingress_cls_config"] == {"ingress_cls": "raytpu.workloads.openai_ingress:OpenAIErrorIngress"}
@@ -493,8 +499,8 @@ TOKEN_BUCKET = "${TfToken[TOKEN.13]}"
 
 def _stack_manifests(spec: ClusterSpec, **kwargs: Any) -> list[dict[str, Any]]:
     """What the workloads stack applies: one object per workload, train checkpointing under its own name."""
-    return [kuberay.workload_manifest(spec, work, images=FIXTURE_IMAGES, args=kuberay.train_args(work.name)
-                                      if work.kind.name == "train" else (), **kwargs) for work in spec.workloads]
+    return [kuberay.workload_manifest(spec, work, images=FIXTURE_IMAGES, args=work.kind.run_args(work.name),
+                                      **kwargs) for work in spec.workloads]
 
 
 @pytest.mark.parametrize("mode", CLUSTER_MODES)
@@ -513,7 +519,7 @@ def test_workload_manifests_one_per_workload_valid_and_tokens_kept(mode: str) ->
         assert template["spec"]["volumes"][0]["csi"]["volumeAttributes"]["bucketName"] == TOKEN_BUCKET
         selector = template["spec"]["nodeSelector"]
         if mode == "autopilot":
-            assert selector[COMPUTE_CLASS] == f"raytpu-{m['metadata']['labels'][kuberay.SLICE_LABEL]}"
+            assert selector[COMPUTE_CLASS] == f"raytpu-{m['metadata']['labels'][names.SLICE_LABEL]}"
         else:
             assert COMPUTE_CLASS not in selector
     smoke, train, serve, big = manifests
@@ -523,12 +529,12 @@ def test_workload_manifests_one_per_workload_valid_and_tokens_kept(mode: str) ->
     assert smoke["spec"]["entrypoint"] == "python -m raytpu.workloads.smoke"
     assert _worker(smoke)["replicas"] == 2
     runtime = _runtime(smoke)
-    assert runtime["py_modules"] == [f"file:///mnt/gcs/raytpu/raytpu-{kuberay.__version__}.zip"]
+    assert runtime["py_modules"] == [f"file:///mnt/gcs/raytpu/raytpu-{__version__}.zip"]
     assert set(runtime["env_vars"]) == {WORKLOAD_ENV}
     carried = WorkloadSpec.from_env(runtime["env_vars"])
     assert carried == spec.workload("smoke") and carried.slices_spanned == 2
     assert carried.plan == spec.slice_named("train").plan
-    assert kuberay.core_zip_uri("b") == f"gs://b/raytpu/raytpu-{kuberay.__version__}.zip"
+    assert names.core_zip_uri("b") == f"gs://b/raytpu/raytpu-{__version__}.zip"
     assert train["spec"]["entrypoint"] == (
         "python -m raytpu.workloads.train --storage-path /mnt/gcs/checkpoints --name train")
     assert WorkloadSpec.from_env(_runtime(train)["env_vars"]).plan.machine_type == "ct6e-standard-4t"
@@ -540,7 +546,7 @@ def test_workload_manifests_one_per_workload_valid_and_tokens_kept(mode: str) ->
     assert _worker(big)["template"]["spec"]["nodeSelector"][ACCELERATOR_LABEL] == plan_slice(
         "tpu7x", "2x2x4").gke_accelerator
     assert [m["metadata"]["labels"] for m in manifests] == [
-        {"app.kubernetes.io/managed-by": "raytpu", kuberay.WORKLOAD_LABEL: k, kuberay.SLICE_LABEL: s}
+        {"app.kubernetes.io/managed-by": "raytpu", names.WORKLOAD_LABEL: k, names.SLICE_LABEL: s}
         for k, s in [("smoke", "train"), ("train", "small"), ("serve", "serve"), ("smoke", "big")]]
 
 
@@ -569,12 +575,12 @@ def test_smoke_jobs_one_single_slice_job_per_slice_copy_queued_left_out() -> Non
                               image="img:1", suffix="abc")
     assert [j["metadata"]["name"] for j in jobs] == ["smoke-train-0-abc", "smoke-train-1-abc",
                                                      "smoke-small-0-abc", "smoke-big-0-abc"]
-    works = kuberay.smoke_workloads(spec, image="img:1")
+    works = smoke_runs.smoke_workloads(spec, image="img:1")
     assert [run.base for run in works] == ["smoke-train-0", "smoke-train-1", "smoke-small-0", "smoke-big-0"]
     # Copy i's job selects copy i's pool: both copies carry the one slice label, so without the pool's own label
     # (GKE's cloud.google.com/gke-nodepool, https://cloud.google.com/kubernetes-engine/docs/how-to/node-pools) two
     # jobs could check one copy and leave the other unchecked.
-    pools = [_worker(j)["template"]["spec"]["nodeSelector"][kuberay.NODE_POOL_LABEL] for j in jobs]
+    pools = [_worker(j)["template"]["spec"]["nodeSelector"][names.NODE_POOL_LABEL] for j in jobs]
     assert pools == [run.pool for run in works] == ["train-0", "train-1", "small-0", "big-0"]
     for job, run in zip(jobs, works, strict=True):
         work = run.work
@@ -585,7 +591,7 @@ def test_smoke_jobs_one_single_slice_job_per_slice_copy_queued_left_out() -> Non
         assert job["spec"]["entrypoint"] == "python -m raytpu.workloads.smoke"
         carried = WorkloadSpec.from_env(_runtime(job)["env_vars"])
         assert carried == work and carried.slices_spanned == 1 and carried.kind.name == "smoke"
-        assert carried.slice == spec.slice_named(job["metadata"]["labels"][kuberay.SLICE_LABEL])
+        assert carried.slice == spec.slice_named(job["metadata"]["labels"][names.SLICE_LABEL])
         assert _worker(job)["template"]["spec"]["containers"][0]["image"] == "img:1"
 
 
@@ -593,7 +599,7 @@ def test_autopilot_smoke_jobs_name_no_node_pool() -> None:
     """Autopilot makes its own pools (the slice's ComputeClass provisions one per job): there is none to name."""
     spec = parse(CONFIG.replace("MODE", "autopilot"))
     jobs = kuberay.smoke_jobs(spec, images=FIXTURE_IMAGES, service_account="k", bucket="b")
-    assert jobs and not [j for j in jobs if kuberay.NODE_POOL_LABEL in _worker(j)["template"]["spec"]["nodeSelector"]]
+    assert jobs and not [j for j in jobs if names.NODE_POOL_LABEL in _worker(j)["template"]["spec"]["nodeSelector"]]
 
 
 def test_smoke_jobs_take_the_image_of_the_slices_smoke_workload_else_of_any_workload_on_it() -> None:

@@ -154,7 +154,7 @@ def test_local_cli_up_status_smoke_down_across_invocations(tmp_path: Path) -> No
         assert all(n["labels_ok"] for n in nodes)
         assert f"{single.head_resource}=1" in nodes[1]["resources"]
 
-        # Ray's token authentication is on, as KubeRay's authOptions turn it on for GKE (raytpu.kuberay.AUTH_MODE):
+        # Ray's token authentication is on, as KubeRay's authOptions turn it on for GKE (raytpu.names.AUTH_MODE):
         # the Job Submission API refuses a request without the cluster's token and answers one with it.
         cluster = local.LocalCluster.load(tmp_path)
         assert cluster is not None and cluster.auth_env()["RAY_AUTH_MODE"] == "token"

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from _synth import by_name, only, read_stacks, resources
 
-from raytpu import kuberay
+from raytpu import names
 from raytpu.errors import InvalidInput, InvalidInputs, problems_of
 from raytpu.plan import plan_slice
 from raytpu.provisioning import MODES as PROVISIONING_MODES
@@ -77,6 +77,10 @@ MODE_CASES: list[tuple[str, str, dict[str, Any], dict[str, Any], dict[str, Any]]
           affinity={"consume_reservation_type": "SPECIFIC_RESERVATION", "key": RESERVATION_KEY,
                     "values": ["my-res"]})),
     ("mode-shared-res", "reservation", {"reservation": "shared"}, {"reservation_project": "other-proj"},
+     dict(spot=False, flex_start=False, queued=False, scale_from_zero=False, auto_repair=True,
+          affinity={"consume_reservation_type": "SPECIFIC_RESERVATION", "key": RESERVATION_KEY,
+                    "values": ["projects/other-proj/reservations/shared"]})),
+    ("mode-shared-res-path", "reservation", {"reservation": "projects/other-proj/reservations/shared"}, {},
      dict(spot=False, flex_start=False, queued=False, scale_from_zero=False, auto_repair=True,
           affinity={"consume_reservation_type": "SPECIFIC_RESERVATION", "key": RESERVATION_KEY,
                     "values": ["projects/other-proj/reservations/shared"]})),
@@ -196,7 +200,7 @@ def test_shape_table_covers_every_generation_and_placement() -> None:
 def test_tpu7x_multi_host_gets_high_throughput_workload_policy(stack: dict[str, Any]) -> None:
     policies = by_name(stack, "google_compute_resource_policy")
     # named for the cluster ("c") too: resource policies are unique per project and region (issue 18, item 8)
-    name = kuberay.workload_policy_name("c", "tpu7x-multi-0")
+    name = names.workload_policy_name("c", "tpu7x-multi-0")
     assert list(policies) == [name], "only multi-host tpu7x pools get a workload policy"
     policy = policies[name]
     # docs/FACTS.md section 2: workload_policy { type = "HIGH_THROUGHPUT", accelerator_topology = "<topo>" }
@@ -340,6 +344,10 @@ PRIORITIES = {
     "mode-shared-res": [{"tpu": TPU_4X4, "reservations": {"affinity": "Specific",
                                                           "specific": [{"name": "shared", "project": PROJECT}]},
                          **IN_ZONE}],
+    # A shared reservation named by its path: its owner is the ComputeClass's project (compute-class-api types.go
+    # SpecificReservation.Project), not the cluster's.
+    "mode-shared-res-path": [{"tpu": TPU_4X4, "reservations": {
+        "affinity": "Specific", "specific": [{"name": "shared", "project": "other-proj"}]}, **IN_ZONE}],
     "mode-flex-start": [{"tpu": TPU_4X4, "flexStart": {"enabled": True}, "maxRunDurationSeconds": 86400, **IN_ZONE}],
     "fallback": [{"tpu": TPU_4X4, "reservations": {"affinity": "Specific",
                                                    "specific": [{"name": "r", "project": PROJECT}]}, **IN_ZONE},

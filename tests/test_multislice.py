@@ -24,7 +24,7 @@ import yaml
 from crd import operator_errors, schema_errors, webhook_errors
 from image_refs import FIXTURE_IMAGES, write_record
 
-from raytpu import cli, kinds, kuberay, local, multislice
+from raytpu import cli, kinds, kuberay, local, multislice, names
 from raytpu.catalog import GENERATIONS, RAY_OPERATOR_MIN_GKE_VERSION
 from raytpu.config import parse
 from raytpu.errors import InvalidInputs
@@ -524,7 +524,7 @@ def test_the_multi_slice_jobs_policy_admits_the_megascale_port_from_every_slice_
     from crd import effective_pod_labels
     from netpol import Pod, admits
 
-    from raytpu import network_policy, ray_ports
+    from raytpu import ray_ports
 
     (tmp_path / "raytpu.yaml").write_text(config(count=3))
     (tmp_path / "outputs.json").write_text(json.dumps(OUTPUTS))
@@ -543,7 +543,7 @@ def test_the_multi_slice_jobs_policy_admits_the_megascale_port_from_every_slice_
     assert str(multislice.MEGASCALE_PORT) == DEFAULT_MEGASCALE_PORT
     labels = effective_pod_labels(group["template"])
     slice_hosts = [Pod("ray", {**labels, "ray.io/worker-group-replica-index": str(r)}, declared) for r in range(2)]
-    assert network_policy.CLUSTER_LABEL in labels
+    assert names.CLUSTER_LABEL in labels
     for port in (multislice.MEGASCALE_PORT, 8471, 8482):
         assert admits(policies, slice_hosts[1], port, slice_hosts[0]) and admits(policies, slice_hosts[0], port,
                                                                                  slice_hosts[1])

@@ -21,7 +21,7 @@ import yaml
 from crd import effective_pod_labels
 from netpol import Pod, admits
 
-from raytpu import cli, kuberay, network_policy, pod_security, ray_ports
+from raytpu import cli, kuberay, names, pod_security, ray_ports
 from raytpu.config import parse
 from raytpu.errors import InvalidInputs
 from raytpu.security import SecuritySpec
@@ -107,7 +107,7 @@ VPC_CLIENT = "10.10.3.4"  # in network.subnet_cidr (10.10.0.0/20)
 PARTNER = "198.51.100.20"  # in the public-lb matrix's serve_from
 INTERNET = "203.0.113.9"
 NEIGHBOUR = Pod(NAMESPACE, {"app": "notebook"})
-OTHER_RAY = Pod(NAMESPACE, {"app.kubernetes.io/name": "kuberay", network_policy.CLUSTER_LABEL: "job-other-r1"})
+OTHER_RAY = Pod(NAMESPACE, {"app.kubernetes.io/name": "kuberay", names.CLUSTER_LABEL: "job-other-r1"})
 OTHER_NAMESPACE = Pod("default", {"app": "notebook"})
 # Managed Prometheus's collector pods, labelled as GoogleCloudPlatform/prometheus-engine manifests/operator.yaml
 # (DaemonSet collector, pod network) labels them; its rule evaluator, in the same namespace, scrapes nothing of Ray's.
@@ -142,7 +142,7 @@ def _admitted(policies: list[dict[str, Any]], pod: dict[str, Any], port: int) ->
     labels = effective_pod_labels(pod)
     ports = {p["name"]: p["containerPort"] for c in pod["spec"]["containers"] for p in c.get("ports", [])}
     target = Pod(pod["metadata"]["namespace"], labels, ports)
-    own = Pod(pod["metadata"]["namespace"], {network_policy.CLUSTER_LABEL: labels[network_policy.CLUSTER_LABEL]})
+    own = Pod(pod["metadata"]["namespace"], {names.CLUSTER_LABEL: labels[names.CLUSTER_LABEL]})
     return {name for name, source in SOURCES.items() if admits(policies, target, port, own if source is None
                                                               else source)}
 

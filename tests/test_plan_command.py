@@ -317,6 +317,114 @@ def test_plot_is_a_valid_png(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     assert target.stat().st_mode & 0o777 == 0o666 & ~umask
 
 
+@pytest.mark.parametrize(("name", "magic"), [("plan.svg", (b"<?xml", b"<svg")), ("plan.pdf", (b"%PDF",)),
+                                             ("PLAN.PNG", (b"\x89PNG",))])
+def test_plot_writes_svg_and_pdf_with_the_umask_mode(capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str,
+                                                     magic: tuple[bytes, ...]) -> None:
+    target = tmp_path / name
+    old = os.umask(0o022)
+    try:
+        code, _, err = run_cli(capsys, "plan", "--model", "llama-3.1-8b", "--plot", str(target))
+    finally:
+        os.umask(old)
+    assert code == 0, err
+    assert target.read_bytes().startswith(magic)
+    assert target.stat().st_mode & 0o777 == 0o644, "a new plot gets the umask's mode, not mkstemp's 0600"
+    assert [p.name for p in tmp_path.iterdir()] == [name], "no temporary file left behind"
+
+
+def test_plot_replacing_a_file_keeps_its_mode(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    target = tmp_path / "plan.svg"
+    target.write_text("old")
+    target.chmod(0o640)
+    code, _, err = run_cli(capsys, "plan", "--model", "llama-3.1-8b", "--plot", str(target))
+    assert code == 0, err
+    assert target.read_text().startswith("<?xml") and target.stat().st_mode & 0o777 == 0o640
+    assert [p.name for p in tmp_path.iterdir()] == ["plan.svg"]
+
+
+def _fifo(t: Path) -> Path:
+    os.mkfifo(t / "plan.png")
+    return t / "plan.png"
+
+
+PLOT_REFUSED = [
+    # (name, the --plot path in tmp_path, what the error says): refused before any sizing, nothing written
+    ("a folder", lambda t: (t / "chart.png").mkdir() or t / "chart.png", "is a folder"),
+    ("a missing parent", lambda t: t / "no" / "plan.png", "is in a directory that does not exist"),
+    ("a file as parent", lambda t: (t / "f").write_text("x") and t / "f" / "plan.png", "is under a file"),
+    ("a fifo", _fifo, "is not a regular file"),
+]
+
+
+@pytest.mark.parametrize(("path", "says"), [c[1:] for c in PLOT_REFUSED], ids=[c[0] for c in PLOT_REFUSED])
+def test_plot_to_a_path_it_cannot_write_is_refused_before_sizing(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch, path: Any,
+                                                                 says: str) -> None:
+    target = path(tmp_path)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    monkeypatch.setattr(candidates, "candidates", lambda *a, **k: pytest.fail("sized before the path was checked"))
+    code, out, err = run_cli(capsys, "plan", "--model", "llama-3.1-8b", "--plot", str(target))
+    assert (code, out) == (2, "") and err.startswith("error: --plot: ") and says in err and "; valid: " in err, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+def test_plot_in_a_folder_without_write_access_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, m, *a, **k: False if Path(p) == tmp_path else real(p, m, *a, **k))
+    code, _, err = run_cli(capsys, "plan", "--model", "llama-3.1-8b", "--plot", str(tmp_path / "plan.png"))
+    assert code == 2 and "--plot: " in err and "is in a folder you cannot write" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc")
+def test_plot_in_a_folder_no_file_can_be_made_in_is_refused_before_sizing(capsys: pytest.CaptureFixture[str]) -> None:
+    """/proc passes ``os.access`` as root: a probe file finds it out before any sizing or drawing."""
+    code, out, err = run_cli(capsys, "plan", "--model", "llama-3.1-8b", "--json", "--plot", "/proc/plan.png")
+    assert (code, out) == (2, "") and err.startswith("error: --plot: '/proc/plan.png' is in a folder you cannot "
+                                                     "write"), err
+    assert "Traceback" not in err and not Path("/proc/plan.png").exists()
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from matplotlib.figure import Figure
+
+    target = tmp_path / "plan.pdf"
+    target.write_text("mine")
+
+    def full(self: Figure, out: Any, **kwargs: Any) -> None:
+        out.write(b"%PDF half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Figure, "savefig", full)
+    code, _, err = run_cli(capsys, "plan", "--model", "llama-3.1-8b", "--plot", str(target))
+    assert code == 2 and "--plot: " in err and "cannot be written (No space left on device)" in err, err
+    assert target.read_text() == "mine" and [p.name for p in tmp_path.iterdir()] == ["plan.pdf"]
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--params", "1e14", "--mode", "train"], "fits only slices Ray cannot reserve as one (tpu7x)"),
+    (["--model", "llama-3.1-8b", "--prices", "NO_ON_DEMAND"], "fits only slices with no on-demand price in"),
+], ids=["unreservable", "unpriced"])
+def test_plot_with_nothing_to_draw_exits_2_naming_the_model_and_writes_nothing(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], says: str) -> None:
+    if "NO_ON_DEMAND" in argv:
+        table = prices.default_table().to_json()
+        for row in table["per_chip_hour"].values():
+            row["on_demand"] = None
+        (tmp_path / "prices.json").write_text(json.dumps(table))
+        argv = [str(tmp_path / "prices.json") if a == "NO_ON_DEMAND" else a for a in argv]
+    code, out, err = run_cli(capsys, "plan", *argv, "--plot", str(tmp_path / "plan.png"))
+    assert (code, out) == (2, ""), err
+    assert err.startswith(f"error: {argv[0]}: ") and says in err and "so --plot has nothing to draw" in err, err
+    assert "no --plot" in err and not (tmp_path / "plan.png").exists()
+    code, _, err = run_cli(capsys, "plan", *argv)
+    assert code == 0, "without --plot the table still lists the slices that fit"
+
+
 # ------------------------------------------------------------------------------------------ bad input
 
 
@@ -363,7 +471,8 @@ BAD: list[tuple[str, Any, str]] = [
     ("tokens per s negative", lambda t: ["--model", "llama-3.1-8b", "--tokens-per-s", "-3"], "--tokens-per-s: -3.0"),
     ("tokens per s for training", lambda t: ["--model", "llama-3.1-8b", "--mode", "train", "--tokens-per-s", "9"],
      "--tokens-per-s: 9.0 is not allowed with --mode train"),
-    ("plot not png", lambda t: ["--model", "llama-3.1-8b", "--plot", str(t / "plan.jpg")], "is not a .png path"),
+    ("plot not png", lambda t: ["--model", "llama-3.1-8b", "--plot", str(t / "plan.jpg")],
+     "is not a .png, .svg or .pdf path"),
     ("plot in a missing directory", lambda t: ["--model", "llama-3.1-8b", "--plot", str(t / "no" / "p.png")],
      "is in a directory that does not exist"),
     ("config missing file", lambda t: ["--model-config", str(t / "none.json")], "cannot be read"),

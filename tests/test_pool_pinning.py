@@ -16,10 +16,11 @@ import pytest
 from _synth import resources, synth_text
 from emitted import objects_of
 
-from raytpu import config, kuberay
+from raytpu import config, kuberay, names
 from raytpu.catalog import GENERATIONS
+from raytpu.names import COMPUTE_CLASS_LABEL
 from raytpu.plan import ACCELERATOR_LABEL, TOPOLOGY_LABEL
-from raytpu.provisioning import COMPUTE_CLASS_LABEL, FLEX_START_LABEL, QUEUED_LABEL, SPOT_LABEL
+from raytpu.provisioning import FLEX_START_LABEL, QUEUED_LABEL, SPOT_LABEL
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]
 
@@ -153,7 +154,7 @@ def autopilot_nodes(workloads: dict[str, Any]) -> dict[str, tuple[Labels, list[T
 def nodes_of_slice(mode: str, slice_name: str, node_group: str) -> bool:
     """Whether the nodes named ``node_group`` (a pool, or a ComputeClass) are slice ``slice_name``'s."""
     if mode == "autopilot":
-        return node_group == kuberay.compute_class_name(slice_name)
+        return node_group == names.compute_class_name(slice_name)
     return node_group.rsplit("-", 1)[0] == slice_name and node_group.rsplit("-", 1)[1].isdigit()
 
 
@@ -178,7 +179,7 @@ def worker_groups(mode: str, stacks: dict[str, dict[str, Any]]) -> list[tuple[st
     objects = [m["manifest"] for m in resources(workloads, "kubernetes_manifest").values()
                if m["manifest"]["kind"] == "RayService"]
     objects += [o for o in objects_of(config.parse(LOOK_ALIKES.replace("MODE", mode))) if o["kind"] == "RayJob"]
-    return [(f"{o['kind']}/{o['metadata']['name']}", o["metadata"]["labels"][kuberay.SLICE_LABEL],
+    return [(f"{o['kind']}/{o['metadata']['name']}", o["metadata"]["labels"][names.SLICE_LABEL],
              webhook_patched(g)) for o in objects for g in kuberay.ray_cluster_of(o)["workerGroupSpecs"]]
 
 
@@ -243,7 +244,7 @@ def test_the_scheduling_model_refuses_what_it_must() -> None:
 
 
 def _without_slice_label(pod: dict[str, Any]) -> dict[str, Any]:
-    pins = (kuberay.SLICE_LABEL, NODE_POOL_LABEL)
+    pins = (names.SLICE_LABEL, NODE_POOL_LABEL)
     return {**pod, "nodeSelector": {k: v for k, v in pod["nodeSelector"].items() if k not in pins}}
 
 
@@ -284,7 +285,7 @@ def test_a_node_affinity_to_the_pools_would_not_survive_the_webhook_on_a_multi_h
     nodes = standard_nodes(next(s for sid, s in stacks.items() if sid.endswith("-cluster")))
     spec = config.parse(LOOK_ALIKES.replace("MODE", "standard"))
     job = next(o for o in objects_of(spec) if o["kind"] == "RayJob"
-               and o["metadata"]["labels"][kuberay.SLICE_LABEL] == "grid")
+               and o["metadata"]["labels"][names.SLICE_LABEL] == "grid")
     (group,) = kuberay.ray_cluster_of(job)["workerGroupSpecs"]
     template = group["template"]["spec"]
     pinned = {**_without_slice_label(template), "affinity": {"nodeAffinity": {

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from _synth import resources, synth_text
 
-from raytpu import kuberay
+from raytpu import kuberay, names
 from raytpu.catalog import GENERATIONS, MachineType
 from raytpu.errors import InvalidInputs
 from raytpu.provisioning import MODES
@@ -129,7 +129,7 @@ def autopilot_ironwood_placed_by_policy(stack: dict[str, Any], slices: dict[str,
     https://cloud.google.com/kubernetes-engine/docs/how-to/tpu-ironwood). ``slices``: name -> topology."""
     policies = {p["name"]: p for p in resources(stack, "google_compute_resource_policy").values()}
     for name, topology in slices.items():
-        policy = policies.get(kuberay.workload_policy_name(CLUSTER_NAMES["autopilot"], name))
+        policy = policies.get(names.workload_policy_name(CLUSTER_NAMES["autopilot"], name))
         if policy is None or policy.get("workload_policy") != {"type": "HIGH_THROUGHPUT",
                                                                  "accelerator_topology": topology}:
             return f"no HIGH_THROUGHPUT workload policy of topology {topology} for {name}"

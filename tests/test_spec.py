@@ -482,11 +482,11 @@ def test_validate_bounds_the_longest_name_each_slice_derives(slice_name: str, to
 
 def test_derived_names_have_one_home() -> None:
     """The builders name smoke jobs with raytpu.names, the functions validate bounds (issue 29.2)."""
-    from raytpu import kuberay, names
+    from raytpu import names, smoke_runs
 
     spec = parse(DCN_NAME_CONFIG.format(slice="pool", topology="4x4", slices=2))
-    assert [run.base for run in kuberay.smoke_workloads(spec)] == [names.smoke_job("pool", i) for i in (0, 1)]
-    assert [b for b, _ in kuberay.dcn_smoke_workloads(spec)] == [names.dcn_smoke_job("pool")] == ["smoke-pool-dcn"]
+    assert [run.base for run in smoke_runs.smoke_workloads(spec)] == [names.smoke_job("pool", i) for i in (0, 1)]
+    assert [b for b, _ in smoke_runs.dcn_smoke_workloads(spec)] == [names.dcn_smoke_job("pool")] == ["smoke-pool-dcn"]
     assert names.longest_smoke_job("pool", 2, True) == "smoke-pool-dcn"
     assert names.longest_smoke_job("pool", 200, False) == "smoke-pool-199"
     assert names.run_name("train", "abc123") == "train-abc123" and names.run_name("train", "") == "train"

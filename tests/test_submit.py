@@ -27,7 +27,7 @@ from google.oauth2 import service_account
 from image_refs import FIXTURE_IMAGES, write_record
 from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, serving, status_body
 
-from raytpu import cli, gke, kuberay, report
+from raytpu import __version__, cli, gke, kinds, kuberay, names, report
 from raytpu.commands import submit as submit_command
 from raytpu.config import parse
 from raytpu.images.record import RECORD_NAME
@@ -702,7 +702,7 @@ def test_smoke_jobs_carry_their_slices_spec_and_queued_slices_are_skipped_with_a
     for job in jobs:
         carried = carried_spec(job)
         assert carried.kind.name == "smoke" and carried.slices_spanned == 1
-        assert carried.slice == spec.slice_named(job["metadata"]["labels"][kuberay.SLICE_LABEL])
+        assert carried.slice == spec.slice_named(job["metadata"]["labels"][names.SLICE_LABEL])
         assert job["spec"]["entrypoint"] == "python -m raytpu.workloads.smoke"
     assert err.splitlines() == ["warning: slice dws: skipped (queued provisioning cannot run a RayJob with workers)"]
     assert fake.server.requests == []
@@ -778,12 +778,12 @@ def test_upload_core_posts_the_zip_to_the_gcs_json_api(tmp_path: Path, sa_key: S
     creds.token = "test-token"
     creds.expiry = None
     try:
-        uri = f"gs://my-bucket/raytpu/raytpu-{kuberay.__version__}.zip"
+        uri = f"gs://my-bucket/raytpu/raytpu-{__version__}.zip"
         gke.upload_core(uri, creds, api=f"http://127.0.0.1:{httpd.server_address[1]}")
     finally:
         httpd.server_close()
     assert seen["path"] == (f"/upload/storage/v1/b/my-bucket/o?uploadType=media&name=raytpu%2Fraytpu-"
-                            f"{kuberay.__version__}.zip")
+                            f"{__version__}.zip")
     assert seen["auth"] == "Bearer test-token" and seen["type"] == "application/zip"
     (tmp_path / "z.zip").write_bytes(seen["body"])
     names = zipfile.ZipFile(tmp_path / "z.zip").namelist()
@@ -843,8 +843,8 @@ def test_a_multi_slice_workload_adds_one_smoke_job_over_its_copies_after_the_per
     copy_0 = applied[0]["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"]
     # every pool of the slice (the copies it spans), where a per-copy job selects its own copy's pool only
     assert group["template"]["spec"]["nodeSelector"] == {
-        k: v for k, v in copy_0.items() if k != kuberay.NODE_POOL_LABEL}
-    assert copy_0[kuberay.NODE_POOL_LABEL] == "train-0"
+        k: v for k, v in copy_0.items() if k != names.NODE_POOL_LABEL}
+    assert copy_0[names.NODE_POOL_LABEL] == "train-0"
     # its NetworkPolicy first, as for every job
     policy_path = "/apis/networking.k8s.io/v1/namespaces/ray/networkpolicies/job-smoke-train-dcn-m1"
     assert policy_path in [r.path for r in fake.server.of("PATCH", policy_path)]
@@ -866,7 +866,7 @@ def test_a_multi_slice_workload_adds_one_smoke_job_over_its_copies_after_the_per
 def expected_multislice_train(spec: Any) -> dict[str, Any]:
     return kuberay.workload_manifest(spec, spec.workload("train"), images=FIXTURE_IMAGES,
                                      service_account="ray-workloads", bucket="my-bucket", namespace="ray",
-                                     name="train-r1", args=kuberay.train_args("train-r1"))
+                                     name="train-r1", args=kinds.kind("train").run_args("train-r1"))
 
 
 def test_the_multi_slice_smoke_job_is_not_run_when_fewer_than_n_copies_are_free(
@@ -876,7 +876,7 @@ def test_the_multi_slice_smoke_job_is_not_run_when_fewer_than_n_copies_are_free(
     Path("raytpu.yaml").write_text(MULTISLICE_CONFIG)
     fake.tpu_node("train-0", "gke-train-0-a", holder="research-job-worker-0")
     fake.tpu_node("train-1", "gke-train-1-a")
-    for name in ("smoke-train-1-m2", "smoke-serve-0-m2"):
+    for name in ("smoke-train-1-m2", "smoke-serve-0-m2", "smoke-train-1-m3", "smoke-serve-0-m3"):
         fake.job(name, ("Complete", "SUCCEEDED"), log=verdict_line(name))
     assert main("smoke", "--stack", STACK, "--run-id", "m2", "--report", "out", "--timeout-s", "20") == 0
     err = capsys.readouterr().err
@@ -888,7 +888,7 @@ def test_the_multi_slice_smoke_job_is_not_run_when_fewer_than_n_copies_are_free(
     dcn = doc["slices"][-1]
     assert dcn["job"] == "smoke-train-dcn-m2" and dcn["state"] == "busy"
     assert dcn["checks"][0]["detail"] == f"not run: {why}"
-    assert main("smoke", "--stack", STACK, "--run-id", "m3", "--timeout-s", "5", "--strict") == 1
+    assert main("smoke", "--stack", STACK, "--run-id", "m3", "--timeout-s", "20", "--strict") == 1  # only for busy
     assert "smoke-train-dcn-m3 busy" in capsys.readouterr().err
 
 

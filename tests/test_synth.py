@@ -32,7 +32,8 @@ from _synth import (
 )
 from image_refs import FIXTURE_REFS, write_record
 
-from raytpu import kuberay
+from raytpu import kuberay, names
+from raytpu.synth_out import check as check_out
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]
 
@@ -388,7 +389,7 @@ def test_autopilot_cluster_has_no_node_pools_and_gets_compute_classes(autopilot:
     # https://cloud.google.com/kubernetes-engine/docs/how-to/tpu-ironwood)
     (policy,) = resources(cluster_stack, "google_compute_resource_policy").values()
     assert policy["workload_policy"] == {"type": "HIGH_THROUGHPUT", "accelerator_topology": "2x2x2"}
-    assert policy["name"] == kuberay.workload_policy_name("ray-tpu-auto", "big") and policy["region"] == "us-central1"
+    assert policy["name"] == names.workload_policy_name("ray-tpu-auto", "big") and policy["region"] == "us-central1"
     classes = {m["manifest"]["metadata"]["name"]: m["manifest"]
                for m in resources(autopilot["ray-tpu-auto-workloads"], "kubernetes_manifest").values()
                if m["manifest"]["kind"] == "ComputeClass"}
@@ -471,12 +472,19 @@ def test_raytpu_synth_bad_config_exits_2_and_writes_nothing(tmp_path: Path) -> N
 
 
 def test_raytpu_synth_replaces_an_old_outdir_atomically(tmp_path: Path) -> None:
+    """An old output (marked ``.raytpu-synth``: raytpu/synth_out.py; a folder of the user's files is refused, see
+    tests/test_synth_out.py) is replaced as a whole; the new one has a mkdir's mode, not the old one's 0700."""
+    from raytpu.synth_out import write_marker
+
     out = tmp_path / "out"
     (out / "stacks" / "stale").mkdir(parents=True)
+    write_marker(out)
+    out.chmod(0o700)
     result = _raytpu("synth", str(STANDARD_EXAMPLE), "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in (out / "stacks").iterdir()) == ["ray-tpu-cluster", "ray-tpu-workloads"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert out.stat().st_mode & 0o077, "the umask's mode, as mkdir gives"
 
 
 def test_app_reads_raytpu_config_else_raytpu_yaml() -> None:
@@ -511,6 +519,9 @@ def test_npx_cdktf_synth_matches_raytpu_synth(tmp_path: Path, autopilot: dict) -
     assert asset.is_file(), source
     assert asset.read_bytes() == (ours / "stacks" / "ray-tpu-auto-cluster" / source).read_bytes()
     assert shutil.which("node") is not None
+    # cdktf.json's app marks the output, so `raytpu synth --out cdktf.out` may replace it (raytpu/synth_out.py)
+    assert (out / ".raytpu-synth").is_file()
+    check_out(str(out))
 
 
 def test_every_provisioning_mode_through_the_config() -> None:
@@ -530,7 +541,7 @@ def test_every_provisioning_mode_through_the_config() -> None:
     assert sorted(flex["placement_policy"]) == ["policy_name", "tpu_topology", "type"]
     assert flex["placement_policy"]["type"] == "" and flex["placement_policy"]["tpu_topology"] == "4x4x4"
     assert flex["placement_policy"]["policy_name"].startswith("${google_compute_resource_policy.gke_slice-fs-0_")
-    wp_name = kuberay.workload_policy_name("modes", "fs-0")  # per cluster: unique in the project and region
+    wp_name = names.workload_policy_name("modes", "fs-0")  # per cluster: unique in the project and region
     assert by_name(cluster, "google_compute_resource_policy")[wp_name]["workload_policy"] == {
         "type": "HIGH_THROUGHPUT", "accelerator_topology": "4x4x4"}
     assert pools["qd-0"]["queued_provisioning"] == {"enabled": True}

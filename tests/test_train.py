@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from image_refs import FIXTURE_IMAGES
 
-from raytpu import kuberay, local
+from raytpu import kinds, kuberay, local, names
 from raytpu.catalog import generation
 from raytpu.plan import RAY_SLICE_LABEL, RAY_WORKER_LABEL, SlicePlan, plan_slice
 from raytpu.workloads import train
@@ -68,16 +68,16 @@ def test_train_storage_is_under_the_gcs_fuse_mount_of_every_ray_pod() -> None:
     from raytpu.config import load
 
     spec = load(str(Path(__file__).parent.parent / "raytpu.example.yaml"))
-    args = kuberay.train_args("train-r1")
-    assert args == ["--storage-path", f"{kuberay.GCS_MOUNT_PATH}/checkpoints", "--name", "train-r1"]
+    args = kinds.kind("train").run_args("train-r1")
+    assert args == ["--storage-path", f"{names.GCS_MOUNT_PATH}/checkpoints", "--name", "train-r1"]
     job = kuberay.workload_manifest(spec, spec.workload("train"), images=FIXTURE_IMAGES, service_account="ksa",
                                     bucket="b",
                                     name="train-r1", args=args)
     cluster = job["spec"]["rayClusterSpec"]
     for template in [cluster["headGroupSpec"]["template"], *(g["template"] for g in cluster["workerGroupSpecs"])]:
         mounts = {m["mountPath"] for m in template["spec"]["containers"][0]["volumeMounts"]}
-        assert kuberay.GCS_MOUNT_PATH in mounts
-    assert kuberay.checkpoint_uri("b", "train-r1") == "gs://b/checkpoints/train-r1"
+        assert names.GCS_MOUNT_PATH in mounts
+    assert names.checkpoint_uri("b", "train-r1") == "gs://b/checkpoints/train-r1"
 
 
 @pytest.mark.unit
@@ -100,11 +100,11 @@ STEPS, EVERY = 30, 10
 
 @pytest.fixture(scope="module")
 def first_run(cluster: local.LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    """One run as the GKE job runs it: its own flags (``kuberay.train_args``), a local directory standing in for the
+    """One run as the GKE job runs it: its own flags (``WorkloadKind.run_args``), a local directory standing in for the
     bucket's GCS FUSE mount. The convergence, checkpoint and relaunch tests read this one run (a JaxTrainer start
     costs its two workers' JAX import: one run instead of three)."""
     mount = tmp_path_factory.mktemp("mount")
-    done = local.run_workload(cluster, "train", *kuberay.train_args(RUN_NAME, mount_path=str(mount)),
+    done = local.run_workload(cluster, "train", *kinds.kind("train").run_args(RUN_NAME, mount_path=str(mount)),
                               "--steps", str(STEPS), "--checkpoint-every", str(EVERY), timeout_s=240)
     summary = train.parse_result(done.stdout)
     assert done.returncode == 0 and summary and summary["ok"], done.stderr[-3000:]
@@ -144,7 +144,7 @@ def test_a_relaunch_under_the_same_name_reports_the_steps_it_ran(cluster: local.
     """Ray Train restores a run from ``storage/name``: a relaunch of a finished run trains nothing and must not
     report success; one with more steps resumes and reports only the steps it ran."""
     mount, _ = first_run
-    run = [*kuberay.train_args(RUN_NAME, mount_path=str(mount)), "--checkpoint-every", str(EVERY)]
+    run = [*kinds.kind("train").run_args(RUN_NAME, mount_path=str(mount)), "--checkpoint-every", str(EVERY)]
     again = local.run_workload(cluster, "train", *run, "--steps", str(STEPS), timeout_s=240)
     summary = train.parse_result(again.stdout)
     assert again.returncode == 1 and summary and not summary["ok"], again.stderr[-3000:]

@@ -39,7 +39,7 @@ resumes it: the summary says from which step (``start_step``) and how many steps
 
 Fault tolerance: rank 0 writes a checkpoint (params, optimizer state, step, loss history) every
 ``--checkpoint-every`` steps under ``--storage-path`` (a local directory: on GKE the bucket's GCS FUSE mount,
-:func:`raytpu.kuberay.train_args`); ``FailureConfig(max_failures=--max-failures)`` restarts the worker group
+:meth:`raytpu.kinds.WorkloadKind.run_args`); ``FailureConfig(max_failures=--max-failures)`` restarts the worker group
 from the latest checkpoint (on a replacement host or another intact slice). When no slice is free, each
 attempt to start the worker group gives up after ``--start-timeout-s`` and the run fails after
 ``--slice-retries`` such attempts (``controller_failure_limit``) instead of waiting forever.

@@ -101,6 +101,10 @@ def check_args(args: argparse.Namespace) -> None:
     if args.report is not None and (args.report == "" or Path(args.report).is_dir()):
         raise invalid_value("--report", args.report, "is not a file path (a folder, or empty)",
                             "the path of the JSON report to write")
+    if not args.no_synth and not args.serve:
+        from raytpu.synth_out import check
+
+        check(args.out)  # the synth step's folder: refused now, not as a failed step minutes later
 
 
 def run(args: argparse.Namespace) -> int:

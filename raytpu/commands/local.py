@@ -114,7 +114,7 @@ def plan_from_args(args: argparse.Namespace) -> Any:
 def config_slice_plan(spec: Any, slice_name: str | None = None) -> Any:
     """The plan of ``slice_name``, else of the train workload's slice, else of the first slice."""
     if slice_name is None:
-        trains = [w.slice for w in spec.workloads if w.kind.name == "train"]
+        trains = [w.slice for w in spec.workloads if w.kind.trains]
         return (trains[0] if trains else spec.slices[0]).plan
     return spec.slice_named(slice_name, "--slice").plan
 
@@ -123,11 +123,11 @@ def dcn_slices_of(spec: Any, plan: Any, available: int) -> tuple[int | None, str
     """The ``--dcn-slices`` a smoke check passes by itself on a local cluster of ``available`` slices of ``plan``, and
     the line that says so: N when a train workload of ``spec`` on a slice of that plan spans N > 1 slices and the
     cluster has N, else None with why the DCN check is skipped; (None, None) without such a workload."""
-    spans = [(w.slices_per_run, w.name) for w in (spec.workloads if spec is not None else ())
-             if w.multislice and w.plan == plan]
-    if not spans:
+    from raytpu import multislice
+
+    span, name = multislice.widest(w for w in (spec.workloads if spec is not None else ()) if w.plan == plan)
+    if name is None:
         return None, None
-    span, name = max(spans)
     if available >= span:
         return span, (f"train workload {name} spans {span} slices over DCN: the smoke check also all-reduces across "
                       f"{span} of the local cluster's {available} slices (--dcn-slices {span})")

@@ -6,7 +6,6 @@ import argparse
 import importlib.util
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -53,7 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tokens-per-s", type=float, default=None, help="serve: output tokens/s of a slice")
     parser.add_argument("--all", action="store_true", help="list every fitting slice, not the smallest few")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.add_argument("--plot", metavar="PNG", type=argtypes.path, help="write cost against HBM headroom to this PNG")
+    parser.add_argument("--plot", metavar="FILE", type=argtypes.path,
+                        help="write on-demand $/h against HBM left free to FILE (.png, .svg or .pdf)")
 
 
 def _shape(args: argparse.Namespace) -> tuple[ModelShape | None, int]:
@@ -99,12 +99,9 @@ def _check(args: argparse.Namespace, shape: ModelShape | None) -> None:
     if args.tokens_per_s is not None and args.mode != "serve":
         raise errors.forbidden("--tokens-per-s", args.tokens_per_s, "with --mode train", "--mode serve")
     if args.plot is not None:
-        target = Path(args.plot)
-        if target.suffix.lower() != ".png":
-            raise errors.invalid_value("--plot", args.plot, "is not a .png path", "a path ending in .png")
-        if not (target.parent if str(target.parent) else Path(".")).is_dir():
-            raise errors.invalid_value("--plot", args.plot, "is in a directory that does not exist",
-                                       "a path in an existing directory")
+        from raytpu.sizing import plot
+
+        plot.target(args.plot)
         if importlib.util.find_spec("matplotlib") is None:
             raise errors.invalid_value("--plot", args.plot, "needs matplotlib, which is not installed",
                                        "pip install 'raytpu[plot]' (requirements.lock pins it), or no --plot")
@@ -170,6 +167,22 @@ def _nothing_fits(args: argparse.Namespace, found: list[Candidate]) -> None:
         f"{train}, a smaller model, or several slices (a multi-slice workload)")
 
 
+def _nothing_to_draw(args: argparse.Namespace, found: list[Candidate], region: str) -> None:
+    """Exit 2 when every fitting slice is unusable or unpriced: --plot would draw an empty chart."""
+    from raytpu import errors
+
+    usable = [c for c in found if c.usable]
+    given = next(f for f in ("model", "model_config", "params") if getattr(args, f) is not None)
+    gens = ", ".join(dict.fromkeys(c.plan.generation for c in (usable or [c for c in found if c.fits])))
+    why = (f"fits only slices with no on-demand price in {region} ({gens})" if usable else
+           f"fits only slices Ray cannot reserve as one{' or that cannot serve it' if args.mode == 'serve' else ''}"
+           f" ({gens})")
+    raise errors.InvalidInput(
+        f"--{given.replace('_', '-')}", f"{why}, so --plot has nothing to draw",
+        "a smaller model, a shorter --context, a smaller --batch or a lower --dtype"
+        + (", --prices FILE pricing them" if usable else "") + ", or no --plot (the table lists those slices)")
+
+
 def run(args: argparse.Namespace) -> int:
     """Prints the need, the fitting slices (table or JSON) and, with --plot, writes the picture."""
     from raytpu.sizing import candidates, prices
@@ -192,6 +205,8 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         from raytpu.sizing import plot
 
+        if not plot.points(found):
+            _nothing_to_draw(args, found, table.region)
         plot.write(args.plot, found, best, title)
     if args.json:
         print(json.dumps({

@@ -43,7 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="directory for smoke.json and smoke.junit.xml (default reports)")
     parser.add_argument("--timeout-s", type=argtypes.positive_seconds, default=1800.0,
                         help="how long to wait for all smoke jobs (default 1800)")
-    parser.add_argument("--image", help="image of the smoke jobs (default: the config's smoke workload image)")
+    parser.add_argument("--image", type=argtypes.image,
+                        help="image of the smoke jobs (default: the config's smoke workload image)")
     parser.add_argument("--strict", action="store_true",
                         help="exit 1 for busy and unschedulable slices too (default: only for unhealthy ones)")
 
@@ -63,7 +64,7 @@ def failed_verdict(job: dict[str, Any], plan: SlicePlan, problem: str, state: st
 def run(args: argparse.Namespace) -> int:
     """Applies the smoke jobs, waits, collects verdicts, prints the table and writes the reports."""
     from raytpu import config as config_mod
-    from raytpu import errors, gke, images, kuberay, occupancy, report, timeline
+    from raytpu import errors, gke, images, kuberay, names, occupancy, report, smoke_runs, timeline
     from raytpu.commands.submit import print_yaml
     from raytpu.images.record import load_refs
     from raytpu.outputs import StackOutputs
@@ -91,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
                                   "at least one slice whose provisioning runs a Ray cluster")
     if args.dry_run:
         manifests = kuberay.with_network_policies([*jobs, *dcn_jobs], spec)
-        smoke = [run.work for run in kuberay.smoke_workloads(spec, args.image)]
+        smoke = [run.work for run in smoke_runs.smoke_workloads(spec, args.image)]
         print(images.mark_preview(manifests, sorted({n for n in (images.unbuilt(w, refs) for w in smoke) if n})),
               end="")
         print_yaml(manifests)
@@ -105,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         client.check_schema(jobs[0], kuberay.MIN_KUBERAY_VERSION)  # every smoke job has the same fields
         free = []
         for job in jobs:
-            item = spec.slice_named(job["metadata"]["labels"][kuberay.SLICE_LABEL])
+            item = spec.slice_named(job["metadata"]["labels"][names.SLICE_LABEL])
             index = int(job["metadata"]["name"].removesuffix(f"-{suffix}").rsplit("-", 1)[1])
             held_by = occupancy.holders(client, item, index, spec.cluster.autopilot)
             if held_by:
@@ -121,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
                 problem = _dcn_busy(client, job, spec, released)
                 if problem:
                     print(f"RayJob {job['metadata']['name']}: not run ({problem})", file=sys.stderr)
-                    item = spec.slice_named(job["metadata"]["labels"][kuberay.SLICE_LABEL])
+                    item = spec.slice_named(job["metadata"]["labels"][names.SLICE_LABEL])
                     verdicts.append(failed_verdict(job, item.plan, f"not run: {problem}", "busy"))
                 else:
                     ready.append(job)
@@ -152,7 +153,7 @@ def _run_jobs(client: Any, jobs: list[dict[str, Any]], spec: Any, timeout_s: flo
               timelines: dict[str, Any]) -> None:
     """Applies ``jobs`` (each behind its NetworkPolicy), follows them together up to ``timeout_s`` and adds their
     verdicts and timelines."""
-    from raytpu import gke, kuberay, timeline
+    from raytpu import gke, names, timeline
     from raytpu.kube_timeline import KubePhases
 
     recorders: dict[str, timeline.Recorder] = {}
@@ -160,7 +161,7 @@ def _run_jobs(client: Any, jobs: list[dict[str, Any]], spec: Any, timeout_s: flo
     try:
         for job in jobs:
             name = job["metadata"]["name"]
-            plan = spec.slice_named(job["metadata"]["labels"][kuberay.SLICE_LABEL]).plan
+            plan = spec.slice_named(job["metadata"]["labels"][names.SLICE_LABEL]).plan
             recorders[name] = timeline.Recorder.for_command()
             gke.apply_with_network_policy(client, job, spec)
             recorders[name].mark("applied", f"RayJob {name} applied (server-side apply)")
@@ -196,9 +197,9 @@ def _release(client: Any, jobs: list[dict[str, Any]]) -> set[str]:
 def _dcn_busy(client: Any, job: dict[str, Any], spec: Any, released: set[str]) -> str | None:
     """Why multi-slice smoke ``job`` cannot run now: fewer copies of its slice free of holders than the N it spans
     (:mod:`raytpu.occupancy`), the busy ones named; None when N are free. All or none: it is never placed on part."""
-    from raytpu import kuberay, occupancy
+    from raytpu import kuberay, names, occupancy
 
-    item = spec.slice_named(job["metadata"]["labels"][kuberay.SLICE_LABEL])
+    item = spec.slice_named(job["metadata"]["labels"][names.SLICE_LABEL])
     span = kuberay.ray_cluster_of(job)["workerGroupSpecs"][0]["replicas"]
     busy = {}
     for index, pool in enumerate(item.pool_names):
@@ -220,11 +221,11 @@ def _dcn_busy(client: Any, job: dict[str, Any], spec: Any, released: set[str]) -
 def _job_verdicts(client: Any, job: dict[str, Any], state: Any, spec: Any, timeout_s: float,
                   log: str) -> list[Verdict]:
     """The verdicts one smoke job gave (in its driver ``log``), or the one that explains why it gave none."""
-    from raytpu import kuberay, occupancy, report
+    from raytpu import names, occupancy, report
 
     name = job["metadata"]["name"]
     found = report.parse_verdict_lines(log)
-    plan = spec.slice_named(job["metadata"]["labels"][kuberay.SLICE_LABEL]).plan
+    plan = spec.slice_named(job["metadata"]["labels"][names.SLICE_LABEL]).plan
     if not found:
         never_ran = state.deployment in ("", "New", "Initializing", "Waiting") or "PreRunning" in state.reason
         reason = occupancy.unschedulable_reason(client, name) if never_ran or not state.done else None

@@ -6,7 +6,7 @@ the stack outputs (endpoint, CA, namespace, KSA, bucket; :class:`raytpu.outputs.
 server-side applied through the Kubernetes API with Application Default Credentials (:mod:`raytpu.gke`):
 no kubectl, no gcloud. RayJobs get a run suffix (``train-t5x2kq``) so every submission is a new run with its
 own checkpoint directory (train: ``--name`` is that name, under the bucket's GCS FUSE mount,
-:func:`raytpu.kuberay.train_args`); a RayService keeps its name (applying again updates it). ``--wait`` follows
+:meth:`raytpu.kinds.WorkloadKind.run_args`); a RayService keeps its name (applying again updates it). ``--wait`` follows
 the job to its end (progress on stderr, the submitter's log streamed to stdout) and exits with its result; for a
 RayService it waits until it serves and prints the endpoint. Exit 0 on success, 1 when the job failed, timed
 out or a slice is unhealthy, 2 on bad input (unknown workload, missing outputs).
@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from raytpu.kinds import WorkloadKind
     from raytpu.report import Verdict
 
 HELP = "apply a workload of raytpu.yaml (RayJob or RayService) to a deployed stack, optionally waiting for it"
@@ -76,7 +77,7 @@ def add_stack_arguments(parser: argparse.ArgumentParser, stack_note: str = "") -
 def run(args: argparse.Namespace) -> int:
     """Builds, applies and (with --wait) follows the workload."""
     from raytpu import config as config_mod
-    from raytpu import errors, gke, images, kuberay
+    from raytpu import errors, gke, images, kuberay, names
     from raytpu.images.record import load_refs
     from raytpu.outputs import StackOutputs
 
@@ -99,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
                                          service_account=outputs.service_account,
                                          bucket=outputs.bucket, namespace=outputs.namespace,
                                          py_modules=args.py_modules, name=name,
-                                         args=kuberay.train_args(name) if work.kind.name == "train" else ())
+                                         args=work.kind.run_args(name))
     if args.dry_run:
         manifests = kuberay.with_network_policies([manifest], spec)
         header = images.mark_preview(manifests, [n for n in [images.unbuilt(work, refs)] if n])
@@ -115,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         client.check_schema(manifest, kuberay.MIN_KUBERAY_VERSION)
         if manifest["kind"] == "RayService":
             _check_api_key_secret(client, spec.security.serve_api_key_secret, outputs.namespace)
-        if work.kind.name == "smoke":
+        if work.kind.checks:
             _check_free(client, work, spec.cluster.autopilot)
         if work.kind.is_job and client.get("RayJob", name) is not None:
             # server-side apply would update that run in place: a new run never reuses a name
@@ -126,8 +127,8 @@ def run(args: argparse.Namespace) -> int:
         kind = manifest["kind"]
         recorder.mark("applied", f"{kind} {name} applied (server-side apply)")
         print(f"applied {kind} {name} in namespace {outputs.namespace}", file=sys.stderr)
-        if work.kind.name == "train":
-            print(f"checkpoints: {kuberay.checkpoint_uri(outputs.bucket, name)}", file=sys.stderr)
+        if work.kind.trains:
+            print(f"checkpoints: {names.checkpoint_uri(outputs.bucket, name)}", file=sys.stderr)
         if not args.wait:
             print(f"submitted {kind} {name}; `raytpu submit {work.name} --stack {args.stack} --wait` follows "
                   "a service, a job's progress is its RayJob status")
@@ -139,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
             if kind == "RayService":
                 return _wait_service(client, name, work, outputs.namespace, args.timeout_s,
                                      unreached=_operator_hint(spec, name))
-            return _follow_job(client, name, work.kind.name, args.timeout_s, recorder)
+            return _follow_job(client, name, work.kind, args.timeout_s, recorder)
         finally:
             watcher.stop()
             watcher.apply_to(recorder)
@@ -246,21 +247,20 @@ def _wait_service(client: Any, name: str, work: Any, namespace: str, timeout_s: 
                   unreached: str | None = None) -> int:
     """Waits until the RayService serves, then prints its in-cluster OpenAI endpoint and model; ``unreached`` is
     printed if the operator shows it cannot reach the head (:func:`raytpu.gke.wait_for_service`)."""
-    from raytpu import errors, gke, serving, vllm_rules
+    from raytpu import errors, gke, names, serving, vllm_rules
 
     if not gke.wait_for_service(client, name, timeout_s=timeout_s, unreached=unreached):
         raise errors.RuntimeFailure(f"{name}: RayService not ready after {timeout_s:g}s",
                                     "a larger --timeout-s, or the RayService's status conditions")
-    # KubeRay names the Serve Service <name>-serve-svc (ray-operator/controllers/ray/utils/util.go, v1.7.0)
-    print(f"endpoint: http://{name}-serve-svc.{namespace}.svc.cluster.local:{serving.SERVE_PORT}/v1")
+    print(f"endpoint: http://{names.serve_service(name)}.{namespace}.svc.cluster.local:{serving.SERVE_PORT}/v1")
     print(f"model: {work.model or vllm_rules.DEFAULT_MODEL}")
-    service = client.get("Service", f"{name}-serve-svc")  # a load balancer's address, once GKE has given one
+    service = client.get("Service", names.serve_service(name))  # a load balancer's address, once GKE has given one
     for ingress in ((service or {}).get("status", {}).get("loadBalancer", {}).get("ingress") or [])[:1]:
         print(f"load balancer: http://{ingress.get('ip') or ingress.get('hostname')}:{serving.SERVE_PORT}/v1")
     return 0
 
 
-def _follow_job(client: Any, name: str, kind_name: str, timeout_s: float, recorder: Any) -> int:
+def _follow_job(client: Any, name: str, kind: WorkloadKind, timeout_s: float, recorder: Any) -> int:
     """Follows a RayJob: progress on stderr, the submitter's log on stdout, exit with its result; the timeline
     stamps the driver prints go to ``recorder``."""
     from raytpu import errors, gke, report, timeline
@@ -276,10 +276,10 @@ def _follow_job(client: Any, name: str, kind_name: str, timeout_s: float, record
     if not state.done:
         raise errors.RuntimeFailure(f"{name}: still {state.describe()} after {timeout_s:g}s",
                                     "a larger --timeout-s, or the RayJob's status")
-    verdicts = _show_verdicts(kind_name, lines)
+    verdicts = _show_verdicts(kind, lines)
     if not state.succeeded:
         raise errors.RuntimeFailure(f"{name}: RayJob ended {state.describe()}", "see its driver log above")
-    if kind_name == "smoke" and not report.all_healthy(verdicts):
+    if kind.checks and not report.all_healthy(verdicts):
         raise errors.RuntimeFailure(f"{name}: smoke check found an unhealthy slice (or printed no verdict)",
                                     "every slice healthy")
     print(f"RayJob {name}: {state.describe()}", file=sys.stderr)
@@ -296,11 +296,12 @@ def _echo(lines: list[str]) -> Callable[[str], None]:
     return show
 
 
-def _show_verdicts(kind_name: str, lines: list[str]) -> list[Verdict]:
-    """A smoke job's verdicts, printed as the table ``raytpu smoke`` prints; none for other kinds."""
+def _show_verdicts(kind: WorkloadKind, lines: list[str]) -> list[Verdict]:
+    """A checking job's verdicts (:attr:`raytpu.kinds.WorkloadKind.checks`), printed as the table ``raytpu smoke``
+    prints; none for other kinds."""
     from raytpu import report
 
-    if kind_name != "smoke":
+    if not kind.checks:
         return []
     verdicts = report.parse_verdict_lines("\n".join(lines))
     print(report.render_table(verdicts))
@@ -309,7 +310,7 @@ def _show_verdicts(kind_name: str, lines: list[str]) -> list[Verdict]:
 
 def _run_local(work: Any, args: argparse.Namespace) -> int:
     """``--local``: the same program and spec on the emulated slice, through Ray's Job Submission API."""
-    from raytpu import errors, gke, kuberay, local, timeline
+    from raytpu import errors, gke, local, timeline
     from raytpu.commands.local import emulated_phases
 
     if not work.kind.is_job:
@@ -321,7 +322,7 @@ def _run_local(work: Any, args: argparse.Namespace) -> int:
                                     "start one with `raytpu local up`")
     run_name = f"{work.name}-{args.run_id or gke.run_id()}"
     # the run dir stands in for the pods' GCS FUSE mount: <run dir>/checkpoints/<run name>, as on GKE
-    extra = kuberay.train_args(run_name, mount_path=cluster.run_dir) if work.kind.name == "train" else []
+    extra = work.kind.run_args(run_name, mount_path=cluster.run_dir)
     recorder = timeline.Recorder.for_command()
     emulated_phases(recorder, cluster.hosts_recorded_wall())
     recorder.mark("applied", f"{run_name} submitted through Ray's Job Submission API (the emulated RayJob)",
@@ -333,7 +334,7 @@ def _run_local(work: Any, args: argparse.Namespace) -> int:
     finally:
         recorder.take(timeline.parse_stamp_lines("\n".join(lines)))
         _show_timeline(recorder.finish(), run_name, args.report, None)
-    _show_verdicts(work.kind.name, lines)
+    _show_verdicts(work.kind, lines)
     if status != "SUCCEEDED":
         raise errors.RuntimeFailure(f"{run_name}: Ray job ended {status}", "see its driver log above")
     print(f"Ray job {run_name}: {status}", file=sys.stderr)

@@ -1,18 +1,16 @@
 """``raytpu synth [CONFIG] [--out DIR]``: the CDK app ``cdktf synth`` runs, without the node CLI.
 
 Writes ``DIR/stacks/<stack>/cdk.tf.json`` (default ``cdktf.out``) for the cluster and workloads stacks
-of CONFIG (default ``raytpu.yaml``). The app is synthesized into a temporary directory beside DIR and
-moved into place only when it is complete, so a bad config or a failing construct leaves DIR as it was.
-Progress goes to stderr; stdout gets one line per stack file written.
+of CONFIG (default ``raytpu.yaml``), and the marker ``DIR/.raytpu-synth``. DIR must be absent, empty or a
+previous synth output (:mod:`raytpu.synth_out`), checked before the config and the slow CDK Terrain import.
+The app is synthesized into a folder beside DIR and swapped in only when it is complete, so a bad config or
+a failing construct leaves DIR as it was. Progress goes to stderr; stdout gets one line per stack file written.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -35,7 +33,11 @@ def _progress(message: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Validates the config, synthesizes into a temporary directory, then replaces DIR with it."""
+    """Checks DIR and the config, synthesizes into a folder beside DIR, then swaps it in for DIR."""
+    from raytpu import synth_out
+
+    synth_out.check(args.out)  # before the config and CDK Terrain are loaded: refused in milliseconds
+
     from raytpu.config import choose, load
     from raytpu.images.record import load_refs
 
@@ -50,22 +52,10 @@ def run(args: argparse.Namespace) -> int:
     from raytpu.stacks.app import synth
 
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    with synth_out.replacing(out) as tmp:
         _progress("synthesizing")
-        written = synth(spec, refs, tmp)
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
-            os.replace(out, old / out.name)
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        written = [path.relative_to(tmp) for path in synth(spec, refs, tmp)]
     for path in written:
-        print(out / path.relative_to(tmp))
+        print(out / path)
     _progress(f"done in {time.monotonic() - started:.1f}s: {len(written)} stack(s) in {out}/stacks")
     return 0

@@ -8,7 +8,7 @@ from typing import Any
 from raytpu.local.connection import connect
 from raytpu.local.procs import node_alive
 from raytpu.local.state import LocalCluster
-from raytpu.report import text_table
+from raytpu.table import text_table
 
 
 @dataclass(frozen=True)
