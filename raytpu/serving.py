@@ -17,8 +17,9 @@ with one ``LLMConfig``:
   ``raytpu validate``), and whose parallel layout must fit a built-in model's heads
   (:data:`raytpu.sizing.models.MODELS`);
 - ``deployment_config.autoscaling_config``: ``min_replicas = max_replicas`` = slices (a replica is a slice);
-- on GKE one ingress replica per TPU host (:func:`ingress_deployment_config`), so every host runs a Serve proxy
-  and passes KubeRay's readiness probe;
+- on a single-host slice (and locally) the LLM server is the ingress, streamed straight through HAProxy
+  (:func:`streams_direct`); on a multi-host slice one ingress replica per TPU host
+  (:func:`ingress_deployment_config`), so every host runs a Serve proxy and passes KubeRay's readiness probe;
 - ``model_loading_config``: the served name and its source: a Hugging Face id, or ``gs://`` on the bucket
   the pods mount through GCS FUSE (read in place at the mount path, no copy).
 
@@ -186,6 +187,29 @@ Source: Ray 2.60 ``ray/serve/_private/constants.py`` ``RAY_SERVE_THROUGHPUT_OPTI
 INGRESS = "raytpu.workloads.openai_ingress:OpenAIErrorIngress"
 """Ray's OpenAI ingress with OpenAI's error shape for an unknown model (:mod:`raytpu.workloads.openai_ingress`)."""
 
+SERVER = "raytpu.workloads.openai_ingress:LLMServer"
+"""Ray's ``LLMServer`` behind the kit's optional API key, serving vLLM's own OpenAI app (direct streaming)."""
+
+DIRECT_STREAMING_ENV = {"RAY_SERVE_ENABLE_HA_PROXY": "1", "RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING": "1"}
+"""Environment of every Ray process of a cluster that :func:`streams_direct`: the LLM server is the app's ingress
+and HAProxy forwards each request straight to its replica, which streams vLLM's own OpenAI app (no Python proxy,
+no ingress replica, no Ray streaming hop). Ray marks it alpha. Measured in docs/serving-profile.md.
+Source: https://docs.ray.io/en/latest/serve/llm/user-guides/direct-streaming.html (Ray 2.60)."""
+
+API_KEY_FILE_ENV = "RAYTPU_SERVE_API_KEY_FILE"
+"""Names the API key's file to :data:`SERVER` (set in the LLM config's ``runtime_env``)."""
+
+
+def streams_direct(work: WorkloadSpec, *, local: bool) -> bool:
+    """Whether the app serves through :data:`SERVER` alone (:data:`DIRECT_STREAMING_ENV`).
+
+    Yes locally and on single-host slices, where the LLM server's host is the slice's only TPU host and so runs a
+    proxy. A multi-host slice keeps an ingress replica on every TPU host (:func:`ingress_deployment_config`):
+    with the LLM server as ingress its other hosts would run no proxy and never pass KubeRay's readiness probe.
+    """
+    return local or work.plan.single_host
+
+
 PROXY_LOCATION = "EveryNode"
 """Where Serve runs its HTTP proxies, stated although it is Serve's default: on the head and on every node that runs a
 replica of the app, no others (Ray 2.60 ``ray/serve/config.py`` ``ProxyLocation``: "EveryNode: run a proxy on every
@@ -221,21 +245,27 @@ def serve_config(work: WorkloadSpec, *, mounted_bucket: str | None = None, app_n
                  api_key_file: str | None = None) -> dict[str, Any]:
     """serveConfigV2 (a RayService's ``applications``): one ``build_openai_app`` app with :func:`llm_config`.
 
-    The app's ingress is :data:`INGRESS`, imported from the kit's core (``py_modules``: the zip on the bucket,
-    on GKE; installed, locally), one replica per TPU host (:func:`ingress_deployment_config`). ``cpu_model`` =
-    (served name, local path) makes it the local CPU twin (:func:`cpu_twin`), whose one proxy is the head's
-    (``raytpu local serve`` starts Serve ``HeadOnly``), so its ingress keeps Ray's defaults. With ``api_key_file`` (a
-    path every Ray node sees) the ingress requires that key.
+    Where :func:`streams_direct` (the cluster runs with :data:`DIRECT_STREAMING_ENV`), the LLM server is the app's
+    ingress (:data:`SERVER`); otherwise the ingress is
+    :data:`INGRESS`, one replica per TPU host (:func:`ingress_deployment_config`). Both are imported from the kit's
+    core (``py_modules``: the zip on the bucket, on GKE; installed, locally). ``cpu_model`` = (served name, local
+    path) makes it the local CPU twin (:func:`cpu_twin`). With ``api_key_file`` (a path every Ray node sees) every
+    model request needs that key.
     """
     config = llm_config(work, mounted_bucket=mounted_bucket)
     if cpu_model is not None:
         config = cpu_twin(config, *cpu_model)
-    ingress: dict[str, Any] = {"ingress_cls": INGRESS}
-    if api_key_file:
-        ingress["ingress_extra_kwargs"] = {"api_key_file": api_key_file}
-    args: dict[str, Any] = {"llm_configs": [config], "ingress_cls_config": ingress}
-    if cpu_model is None:
-        args["ingress_deployment_config"] = ingress_deployment_config(work)
+    if streams_direct(work, local=cpu_model is not None):
+        config["server_cls"] = SERVER
+        if api_key_file:
+            config["runtime_env"]["env_vars"][API_KEY_FILE_ENV] = api_key_file
+        args: dict[str, Any] = {"llm_configs": [config]}
+    else:
+        ingress: dict[str, Any] = {"ingress_cls": INGRESS}
+        if api_key_file:
+            ingress["ingress_extra_kwargs"] = {"api_key_file": api_key_file}
+        args = {"llm_configs": [config], "ingress_cls_config": ingress,
+                "ingress_deployment_config": ingress_deployment_config(work)}
     app: dict[str, Any] = {"name": app_name, "route_prefix": "/", "import_path": BUILDER, "args": args}
     if py_modules:
         app["runtime_env"] = {"py_modules": list(py_modules)}

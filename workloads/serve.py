@@ -75,6 +75,8 @@ def deploy_local(address: str, work: WorkloadSpec, *, port: int | None = None, c
                                   api_key_file=os.path.abspath(api_key_file) if api_key_file else None)
     app = config["applications"][0]
     serving.parse_with_vllm(app["args"]["llm_configs"][0]["engine_kwargs"])
+    for key, value in serving.DIRECT_STREAMING_ENV.items():  # the app is built here, in the nodes' environment
+        os.environ.setdefault(key, value)  # (this process's own values win there too: raytpu.local.launch)
 
     import ray
     from ray import serve
