@@ -10,8 +10,8 @@ reads it with ``DeploymentConfig.from_proto_bytes``, whose ``_proto_to_dict`` re
 Ray 2.56, which protobuf 7 removed). Prints the Ray and protobuf versions, the HAProxy binary this Ray resolves
 and one line per deployment; exits non-zero on the first failure. The builder needs a running Ray (Ray 2.56
 ``LLMServer.get_deployment_options`` reads the job's runtime env), as it has inside a RayService: a one-CPU Ray node
-is started under RAY_TEMP_DIR and shut down at the end. Run by ``tests/test_images.py`` inside the serving image's CPU twin, with the kit's
-core zip on ``PYTHONPATH`` (the app's ``py_modules``).
+is started under RAY_TEMP_DIR and shut down at the end. Run by ``tests/test_images.py`` inside the serving image's
+CPU twin, with the kit's core zip on ``PYTHONPATH`` (the app's ``py_modules``).
 """
 
 from __future__ import annotations
