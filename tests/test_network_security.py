@@ -230,7 +230,7 @@ def test_a_public_endpoint_needs_an_api_key_and_is_limited_to_serve_from() -> No
         assert app["args"]["ingress_cls_config"]["ingress_extra_kwargs"] == key_file
     else:  # direct streaming: the kit's LLM server does
         llm = app["args"]["llm_configs"][0]
-        assert llm["server_cls"] == serving.SERVER
+        assert app["import_path"] == serving.DIRECT_BUILDER
         assert llm["runtime_env"]["env_vars"][serving.API_KEY_FILE_ENV] == key_file["api_key_file"]
     cluster = service["spec"]["rayClusterConfig"]
     for group in (cluster["headGroupSpec"], *cluster["workerGroupSpecs"]):

@@ -129,7 +129,7 @@ def _parsed(config: dict[str, Any]) -> Any:
 
     ServeDeploySchema.model_validate(config)
     (app,) = config["applications"]
-    assert app["import_path"] == serving.BUILDER
+    assert app["import_path"] in (serving.BUILDER, serving.DIRECT_BUILDER)  # both take LLMServingArgs' shape
     (llm,) = _llm_serving_args(app["args"]).llm_configs
     return VLLMEngineConfig.from_llm_config(llm)
 

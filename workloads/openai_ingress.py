@@ -1,8 +1,8 @@
 """The kit's OpenAI front of Ray Serve LLM: OpenAI's error shapes and an optional API key, on either layout.
 
-- :class:`LLMServer` (direct streaming, :data:`raytpu.serving.SERVER`): Ray's ``LLMServer`` is the app's ingress
-  and serves vLLM's own OpenAI app, whose errors already have OpenAI's shape; this subclass adds the API key
-  (:class:`ApiKeyMiddleware`). It keeps Ray's class name, so the deployment stays ``LLMServer:<model>``.
+- :class:`LLMServer` (:func:`build_direct_app`, where :func:`raytpu.serving.streams_direct`): Ray's ``LLMServer`` is
+  the app's ingress and serves vLLM's own OpenAI app, whose errors already have OpenAI's shape; this subclass adds
+  the API key (:class:`ApiKeyMiddleware`). It keeps Ray's class name, so the deployment stays ``LLMServer:<model>``.
 - :class:`OpenAIErrorIngress` (a multi-host slice's ingress, :data:`raytpu.serving.INGRESS`): Ray 2.60's
   ``OpenAiIngress._get_model_id`` raises FastAPI's ``HTTPException(404)`` for an unknown model (``{"detail": ...}``);
   this subclass raises Ray's ``OpenAIHTTPException`` instead (``{"error": {"message", "type", "param", "code"}}``)
@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import HTTPException
+from ray import serve
 from ray.llm._internal.serve.core.configs.openai_api_models import OpenAIHTTPException
+from ray.serve.llm import LLMConfig, build_llm_deployment
 from ray.serve.llm import LLMServer as RayLLMServer
 from ray.serve.llm.ingress import OpenAiIngress
 
@@ -108,3 +110,11 @@ class OpenAIErrorIngress(OpenAiIngress):
         self._authorize(raw_request)
         async for item in super()._get_response(body=body, call_method=call_method, raw_request=raw_request):
             yield item
+
+
+def build_direct_app(args: dict[str, Any]) -> Any:
+    """The app of a cluster that streams direct: one ``LLMConfig`` whose :class:`LLMServer` is the ingress, which
+    HAProxy balances itself (no ingress request router: Ray's ``build_openai_app`` adds one that HAProxy asks on
+    every request, a Python hop before the first token). ``import_path`` of :func:`raytpu.serving.serve_config`."""
+    (config,) = args["llm_configs"]
+    return build_llm_deployment(LLMConfig(**config), deployment_cls=serve.ingress()(LLMServer))
