@@ -1,17 +1,21 @@
 """Benchmark: Ray Serve LLM (the kit's app, CPU twin, on the emulated slice) vs vLLM's own OpenAI server.
 
-    .venv-serve/bin/python bench/serve.py [--concurrency 1 4 16] [--rounds 3] [--max-tokens 64] [--json]
+    .venv-serve/bin/python bench/serve.py [--concurrency 1 4 16] [--rounds 3] [--max-tokens 64] [--repeats 2] [--json]
 
 The example's serving workload (``raytpu.example.yaml``), same tiny model (:mod:`raytpu.workloads.tiny_llm`),
 same engine arguments (the CPU twin's, via
 :func:`raytpu.serving.engine_cli_args`), same engine env, same client (the official ``openai``
 ``AsyncOpenAI``, streamed chat completions, ``ignore_eos`` so every answer is ``--max-tokens`` long). The
-two servers run one after the other (never together: the machine has 2 cores), each measured at 1, 4 and 16
-concurrent streams: ``--rounds`` batches of ``c`` simultaneous streams after a warm-up.
+two servers run one after the other (never together: the machine has 2 cores), interleaved ``--repeats`` times
+(vLLM, Ray, vLLM, Ray, ...: each a fresh server, so drift in the machine's load falls on both), each measured at 1, 4
+and 16 concurrent streams: ``--rounds`` batches of ``c`` simultaneous streams after a warm-up.
 
 Reported per server and concurrency: p50/p95 time to first token, output tokens/s (all completion tokens
 of a batch over its wall time, median over rounds), and peak memory of each server's process tree; then
-the ratios Ray Serve LLM / vLLM (TTFT ratio > 1 and throughput ratio < 1 mean Ray Serve's overhead).
+the ratios Ray Serve LLM / vLLM (TTFT ratio > 1 and throughput ratio < 1 mean Ray Serve's overhead). With
+repeats, each pair (vLLM run i, Ray run i) gives one ratio; the ratio reported is their median and
+``ratio_spread`` their min and max; a server's figures are medians over its runs. ``load_avg`` is the machine's
+1-minute load average when each run starts and ends (``os.getloadavg``): the machine may be shared.
 No process is left behind: vLLM's server is its own process group, stopped by PID; the cluster by
 :func:`raytpu.local.stop`.
 """
@@ -38,6 +42,7 @@ from raytpu.config import load
 from raytpu.llm_client import StreamResult, astream_chat
 from raytpu.local.deploy import deploy_serve
 from raytpu.local.from_config import serving_workload
+from raytpu.local.procs import processes_under
 from raytpu.workloads import tiny_llm
 from raytpu.workloads.serve import Endpoint, free_port, wait_answering
 
@@ -64,6 +69,38 @@ async def _batch(url: str, model: str, c: int, max_tokens: int, seed: int) -> tu
         await client.close()
 
 
+ALL_CORES = set(os.sched_getaffinity(0))
+ENGINE_TITLES = ("EngineCore", "VLLM::Worker")
+"""Process titles of vLLM's engine (its core and its one worker: vLLM's CPU build runs the ``mp`` executor)."""
+
+
+def pin(pids: set[int]) -> dict[str, list[int]]:
+    """``--pin-engine``: vLLM's engine processes on the last core, every other process of the server and this client
+    on the rest, as on a TPU host, where the engine's work is on the chips and the host has cores to spare
+    (``os.sched_setaffinity`` on every thread). Returns the pids pinned to each side."""
+    cores = sorted(os.sched_getaffinity(0))
+    engine_core, rest = {cores[-1]}, set(cores[:-1]) or {cores[-1]}
+    done: dict[str, list[int]] = {"engine": [], "serving": []}
+    for pid in sorted(pids | {os.getpid()}):
+        try:
+            title = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+            side = "engine" if any(t in title for t in ENGINE_TITLES) else "serving"
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(int(task.name), engine_core if side == "engine" else rest)
+            done[side].append(pid)
+        except OSError:
+            continue
+    return done
+
+
+def unpin_self(cores: set[int]) -> None:
+    """This process's threads back on ``cores`` (the next server starts with every core)."""
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(int(task.name), cores)
+
+
 def measure(url: str, model: str, concurrency: list[int], rounds: int, max_tokens: int) -> dict[str, Any]:
     """Warm-up, then ``rounds`` batches per concurrency: TTFT percentiles and output tokens/s."""
     asyncio.run(_batch(url, model, 2, 8, 10_000))
@@ -71,6 +108,7 @@ def measure(url: str, model: str, concurrency: list[int], rounds: int, max_token
     for c in concurrency:
         ttfts: list[float] = []
         rates: list[float] = []
+        start = time.time()
         for r in range(rounds):
             results, wall = asyncio.run(_batch(url, model, c, max_tokens, 100 * r))
             assert all(res.completion_tokens == max_tokens for res in results), [res.completion_tokens
@@ -78,7 +116,8 @@ def measure(url: str, model: str, concurrency: list[int], rounds: int, max_token
             ttfts += [res.ttft_s for res in results]
             rates.append(sum(res.completion_tokens for res in results) / wall)
         out[str(c)] = {"ttft_p50_s": _pct(ttfts, 0.5), "ttft_p95_s": _pct(ttfts, 0.95),
-                       "output_tokens_per_s": statistics.median(rates), "streams": len(ttfts)}
+                       "output_tokens_per_s": statistics.median(rates), "streams": len(ttfts),
+                       "window_wall": [start, time.time()]}
         print(f"  c={c}: ttft p50 {out[str(c)]['ttft_p50_s'] * 1000:.0f} ms, p95 "
               f"{out[str(c)]['ttft_p95_s'] * 1000:.0f} ms, {out[str(c)]['output_tokens_per_s']:.0f} tokens/s",
               file=sys.stderr, flush=True)
@@ -102,10 +141,14 @@ def bench_vllm(model: tiny_llm.TinyModel, args: argparse.Namespace) -> dict[str,
             wait_answering(Endpoint(f"http://127.0.0.1:{port}/v1", model.name), time.monotonic() + 300)
             ready_s = time.monotonic() - t0
             print(f"vLLM OpenAI server ready in {ready_s:.0f}s", file=sys.stderr, flush=True)
-            figures = measure(f"http://127.0.0.1:{port}/v1", model.name, args.concurrency, args.rounds,
-                              args.max_tokens)
+            pinned = pin(local.tree_processes(proc.pid)) if args.pin_engine else None
+            try:
+                figures = measure(f"http://127.0.0.1:{port}/v1", model.name, args.concurrency, args.rounds,
+                                  args.max_tokens)
+            finally:
+                unpin_self(ALL_CORES)
         return {"ready_s": ready_s, "peak_pss_gib": tree.peak_pss_bytes / 2**30, "by_concurrency": figures,
-                "log": log.name}
+                "log": log.name, "pinned": pinned}
     finally:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGTERM)
@@ -132,10 +175,59 @@ def bench_ray(model: tiny_llm.TinyModel, args: argparse.Namespace) -> dict[str, 
                 ready_s = time.monotonic() - t0
                 print(f"Ray Serve LLM ready in {ready_s:.0f}s (cluster {cluster.started_s:.0f}s)",
                       file=sys.stderr, flush=True)
-                figures = measure(url, served, args.concurrency, args.rounds, args.max_tokens)
+                pinned = (pin({p.pid for p in processes_under(cluster.temp_dir)}) if args.pin_engine else None)
+                try:
+                    figures = measure(url, served, args.concurrency, args.rounds, args.max_tokens)
+                finally:
+                    unpin_self(ALL_CORES)
             finally:
                 local.stop(directory)
-        return {"ready_s": ready_s, "peak_pss_gib": peak.peak_pss_bytes / 2**30, "by_concurrency": figures}
+        return {"ready_s": ready_s, "peak_pss_gib": peak.peak_pss_bytes / 2**30, "by_concurrency": figures,
+                "pinned": pinned}
+
+
+METRICS = (("ttft_p50", "ttft_p50_s"), ("ttft_p95", "ttft_p95_s"), ("output_tokens_per_s", "output_tokens_per_s"))
+"""(ratio key, figure key): what each Ray/vLLM ratio divides."""
+
+
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def _loaded(run: Any, *args: Any) -> dict[str, Any]:
+    """One server run with the machine's 1-minute load average before and after."""
+    before = _load()
+    fig = dict(run(*args))
+    fig["load_avg"] = [before, _load()]
+    return fig
+
+
+def combine(runs: list[dict[str, Any]], concurrency: list[int]) -> dict[str, Any]:
+    """Medians over ``runs`` of one server (each as :func:`measure` within a run's figures)."""
+    out: dict[str, Any] = {"ready_s": statistics.median(r["ready_s"] for r in runs),
+                           "peak_pss_gib": max(r["peak_pss_gib"] for r in runs), "by_concurrency": {},
+                           "load_avg": [r["load_avg"] for r in runs]}
+    for c in map(str, concurrency):
+        figs = [r["by_concurrency"][c] for r in runs]
+        out["by_concurrency"][c] = {key: statistics.median(f[key] for f in figs) for _, key in METRICS}
+        out["by_concurrency"][c]["streams"] = sum(f["streams"] for f in figs)
+    if "log" in runs[-1]:
+        out["log"] = runs[-1]["log"]
+    return out
+
+
+def ratios(pairs: list[tuple[dict[str, Any], dict[str, Any]]], concurrency: list[int]
+           ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Per concurrency: the median of the pairs' Ray/vLLM ratios, and their spread (min, max, each pair's)."""
+    median: dict[str, Any] = {}
+    spread: dict[str, Any] = {}
+    for c in map(str, concurrency):
+        median[c], spread[c] = {}, {}
+        for name, key in METRICS:
+            values = [r["by_concurrency"][c][key] / v["by_concurrency"][c][key] for v, r in pairs]
+            median[c][name] = statistics.median(values)
+            spread[c][name] = {"min": min(values), "max": max(values), "values": values}
+    return median, spread
 
 
 def main() -> int:
@@ -143,38 +235,87 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=2, help="vLLM, Ray pairs, interleaved (default 2)")
+    parser.add_argument("--alt-ray-env", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="also run the Ray app with these in the slice's environment, as a third arm "
+                        "(ray_serve_alt), interleaved with the others (e.g. Ray's defaults, for a before/after)")
+    parser.add_argument("--pin-engine", action="store_true",
+                        help="vLLM's engine processes on one core, each server's other processes and the client on "
+                        "the others (a TPU host's engine does not compete with the serving path for cores)")
     parser.add_argument("--cache-dir", default=None)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if any("=" not in kv for kv in args.alt_ray_env):
+        print("error: --alt-ray-env: expected KEY=VALUE; valid: e.g. RAY_SERVE_LOG_TO_STDERR=1", file=sys.stderr)
+        return 2
+    alt_env = dict(kv.split("=", 1) for kv in args.alt_ray_env)
+    if args.repeats < 1 or args.rounds < 1 or min(args.concurrency) < 1 or args.max_tokens < 1:
+        print("error: --repeats/--rounds/--concurrency/--max-tokens: must be at least 1; valid: 1, 2, ...",
+              file=sys.stderr)
+        return 2
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))  # token auth as on GKE; one token per process
     model = tiny_llm.ensure(args.cache_dir)
     os.environ[tiny_llm.ENV_CACHE_DIR] = str(model.path.parent)  # the Ray deployment serves this same model
-    print("vLLM's own OpenAI server:", file=sys.stderr, flush=True)
-    vllm_fig = bench_vllm(model, args)
-    print("Ray Serve LLM on the emulated slice:", file=sys.stderr, flush=True)
-    ray_fig = bench_ray(model, args)
-    ratios = {}
-    for c in map(str, args.concurrency):
-        r, v = ray_fig["by_concurrency"][c], vllm_fig["by_concurrency"][c]
-        ratios[c] = {"ttft_p50": r["ttft_p50_s"] / v["ttft_p50_s"], "ttft_p95": r["ttft_p95_s"] / v["ttft_p95_s"],
-                     "output_tokens_per_s": r["output_tokens_per_s"] / v["output_tokens_per_s"]}
-    result = {"model": model.name, "max_tokens": args.max_tokens, "rounds": args.rounds,
-              "vllm": vllm_fig, "ray_serve": ray_fig, "ratio_ray_over_vllm": ratios}
+    pairs: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    alts: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    for i in range(args.repeats):
+        print(f"[{i + 1}/{args.repeats}] vLLM's own OpenAI server (load {_load()}):", file=sys.stderr, flush=True)
+        v = _loaded(bench_vllm, model, args)
+        arms = ["ray", "alt"] if alt_env else ["ray"]
+        for arm in arms if i % 2 == 0 else arms[::-1]:  # the two Ray arms swap order each repeat
+            extra = f" with {alt_env}" if arm == "alt" else ""
+            print(f"[{i + 1}/{args.repeats}] Ray Serve LLM on the emulated slice{extra} (load {_load()}):",
+                  file=sys.stderr, flush=True)
+            if arm == "ray":
+                pairs.append((v, _loaded(bench_ray, model, args)))
+                continue
+            saved = {k: os.environ.get(k) for k in alt_env}
+            os.environ.update(alt_env)
+            try:
+                alts.append((v, _loaded(bench_ray, model, args)))
+            finally:
+                for k, old in saved.items():
+                    if old is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = old
+    vllm_fig = combine([v for v, _ in pairs], args.concurrency)
+    ray_fig = combine([r for _, r in pairs], args.concurrency)
+    median, spread = ratios(pairs, args.concurrency)
+    result = {"model": model.name, "max_tokens": args.max_tokens, "rounds": args.rounds, "repeats": args.repeats,
+              "pin_engine": args.pin_engine,
+              "vllm": vllm_fig, "ray_serve": ray_fig, "ratio_ray_over_vllm": median, "ratio_spread": spread,
+              "runs": [{"vllm": v, "ray_serve": r} for v, r in pairs]}
+    if alts:
+        result["alt_ray_env"] = alt_env
+        result["ray_serve_alt"] = combine([r for _, r in alts], args.concurrency)
+        result["ratio_alt_over_vllm"], result["ratio_alt_spread"] = ratios(alts, args.concurrency)
+        for run, (_, r) in zip(result["runs"], alts, strict=True):
+            run["ray_serve_alt"] = r
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print(f"{'c':>3} | {'server':<13} | {'TTFT p50':>9} | {'TTFT p95':>9} | {'out tok/s':>9}")
+    print(f"{'c':>3} | {'server':<13} | {'TTFT p50':>9} | {'TTFT p95':>9} | {'out tok/s':>9} | ratio spread")
     for c in map(str, args.concurrency):
         for name, fig in (("vLLM", vllm_fig), ("Ray Serve LLM", ray_fig)):
             f = fig["by_concurrency"][c]
             print(f"{c:>3} | {name:<13} | {f['ttft_p50_s'] * 1000:7.0f}ms | {f['ttft_p95_s'] * 1000:7.0f}ms | "
-                  f"{f['output_tokens_per_s']:9.0f}")
-        q = ratios[c]
+                  f"{f['output_tokens_per_s']:9.0f} |")
+        q, sp = median[c], spread[c]
         print(f"{c:>3} | {'ratio Ray/vLLM':<13} | {q['ttft_p50']:8.2f}x | {q['ttft_p95']:8.2f}x | "
-              f"{q['output_tokens_per_s']:8.2f}x")
+              f"{q['output_tokens_per_s']:8.2f}x | TTFT p50 {sp['ttft_p50']['min']:.2f}-{sp['ttft_p50']['max']:.2f}x, "
+              f"tok/s {sp['output_tokens_per_s']['min']:.2f}-{sp['output_tokens_per_s']['max']:.2f}x")
+    if alts:
+        for c in map(str, args.concurrency):
+            q, sp = result["ratio_alt_over_vllm"][c], result["ratio_alt_spread"][c]
+            print(f"{c:>3} | {'alt Ray/vLLM':<13} | {q['ttft_p50']:8.2f}x | {q['ttft_p95']:8.2f}x | "
+                  f"{q['output_tokens_per_s']:8.2f}x | TTFT p50 {sp['ttft_p50']['min']:.2f}-"
+                  f"{sp['ttft_p50']['max']:.2f}x, tok/s {sp['output_tokens_per_s']['min']:.2f}-"
+                  f"{sp['output_tokens_per_s']['max']:.2f}x   (alt: {alt_env})")
     print(f"ready: vLLM {vllm_fig['ready_s']:.0f}s, Ray Serve LLM {ray_fig['ready_s']:.0f}s (incl. slice start); "
-          f"peak PSS: vLLM {vllm_fig['peak_pss_gib']:.2f} GiB, Ray Serve LLM {ray_fig['peak_pss_gib']:.2f} GiB")
+          f"peak PSS: vLLM {vllm_fig['peak_pss_gib']:.2f} GiB, Ray Serve LLM {ray_fig['peak_pss_gib']:.2f} GiB; "
+          f"load (1 min, start/end of each run): vLLM {vllm_fig['load_avg']}, Ray {ray_fig['load_avg']}")
     return 0
 
 

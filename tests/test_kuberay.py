@@ -423,6 +423,9 @@ def test_ray_service_serves_the_specs_app_with_a_local_xla_cache() -> None:
     pod = _worker(service)["template"]["spec"]
     env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
     assert env["TPU_MULTIHOST_BACKEND"] == "ray"
+    head = service["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    for container_env in (env, {e["name"]: e["value"] for e in head["env"]}):  # the proxies and every replica
+        assert serving.SERVE_HOT_PATH_ENV.items() <= container_env.items()
     assert {"name": "xla-cache", "emptyDir": {}} in pod["volumes"]
     assert {"name": "xla-cache", "mountPath": serving.XLA_CACHE_PATH} in pod["containers"][0]["volumeMounts"]
     head_ports = service["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0]["ports"]
@@ -454,15 +457,29 @@ def test_every_tpu_host_of_a_rayservice_runs_a_serve_proxy_for_kuberays_readines
     config = yaml.safe_load(service["spec"]["serveConfigV2"])
     assert config["proxy_location"] == "EveryNode"
     group = _worker(service)
-    ingress = config["applications"][0]["args"]["ingress_deployment_config"]
-    assert ingress == {"num_replicas": group["numOfHosts"] * group["replicas"], "max_replicas_per_node": 1}
+    app = config["applications"][0]
+    if work.plan.single_host:  # direct streaming: the LLM server is the ingress, one replica per one-host slice
+        llm = app["args"]["llm_configs"][0]
+        assert app["import_path"] == serving.DIRECT_BUILDER and "ingress_deployment_config" not in app["args"]
+        # every Ray container builds and serves it so: HAProxy forwards to the replica (Ray: "direct streaming")
+        for group_spec in (service["spec"]["rayClusterConfig"]["headGroupSpec"], group):
+            env = {e["name"]: e.get("value") for e in group_spec["template"]["spec"]["containers"][0]["env"]}
+            assert serving.DIRECT_STREAMING_ENV.items() <= env.items()
+        assert group["numOfHosts"] == 1
+        assert llm["deployment_config"]["autoscaling_config"]["min_replicas"] == group["replicas"]
+        assert llm["accelerator_config"] == {"kind": "tpu", "topology": topology}  # a whole slice (host) each
+    else:
+        ingress = app["args"]["ingress_deployment_config"]
+        assert ingress == {"num_replicas": group["numOfHosts"] * group["replicas"], "max_replicas_per_node": 1}
+        env = {e["name"] for e in group["template"]["spec"]["containers"][0]["env"]}
+        assert not env & serving.DIRECT_STREAMING_ENV.keys()  # Serve's Python proxies, one per TPU host
     # the head runs no replica (num-cpus 0): each ingress replica (Serve's default 1 CPU) lands on a TPU pod
     assert service["spec"]["rayClusterConfig"]["headGroupSpec"]["rayStartParams"]["num-cpus"] == "0"
     # KubeRay's probe is the one that runs (it is injected only when the container sets none): the default image,
     # tpu-inference's nightly from its docker/Dockerfile (python:3.12-slim-bookworm + apt wget), has bash and wget
     assert "readinessProbe" not in group["template"]["spec"]["containers"][0]
     assert images.for_kind("serve").base.startswith("docker.io/vllm/vllm-tpu:nightly-")
-    # the local twin's proxy is the head's (raytpu local serve starts Serve HeadOnly): Ray's ingress defaults
+    # the local twin's proxy is the head's (raytpu local serve starts Serve HeadOnly): it streams direct
     twin = serving.serve_config(work, cpu_model=("tiny", "/m"))["applications"][0]["args"]
     assert "ingress_deployment_config" not in twin
 

@@ -80,6 +80,26 @@ def test_slice_names_are_distinct_and_name_the_pod_type() -> None:
 
 
 @pytest.mark.unit
+def test_every_emulated_node_runs_serves_hot_path_settings_unless_this_process_sets_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The proxy and replicas inherit their node's environment (docs/serving-profile.md); a value in this process's
+    environment wins, so a bench can run Ray's defaults beside the kit's."""
+    from raytpu.serving import DIRECT_STREAMING_ENV, SERVE_HOT_PATH_ENV
+
+    cluster = local.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1", plan={},
+                                 slices=[])
+    monkeypatch.delenv("RAY_SERVE_LOG_TO_STDERR", raising=False)
+    monkeypatch.delenv("RAY_SERVE_EXPERIMENTAL_PIP_HAPROXY", raising=False)
+    monkeypatch.setenv("RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD", "1")
+    monkeypatch.setenv("RAY_SERVE_ENABLE_HA_PROXY", "0")
+    env = launch._base_env(cluster)
+    assert env["RAY_SERVE_LOG_TO_STDERR"] == SERVE_HOT_PATH_ENV["RAY_SERVE_LOG_TO_STDERR"] == "0"
+    assert env["RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD"] == "1"
+    assert env["RAY_SERVE_EXPERIMENTAL_PIP_HAPROXY"] == DIRECT_STREAMING_ENV["RAY_SERVE_EXPERIMENTAL_PIP_HAPROXY"]
+    assert env["RAY_SERVE_ENABLE_HA_PROXY"] == "0"
+
+
+@pytest.mark.unit
 def test_stop_without_a_cluster_is_a_no_op(tmp_path: Path) -> None:
     assert local.stop(tmp_path) == 0
 

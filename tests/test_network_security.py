@@ -21,7 +21,7 @@ import yaml
 from crd import effective_pod_labels
 from netpol import Pod, admits
 
-from raytpu import cli, kuberay, names, pod_security, ray_ports
+from raytpu import cli, kuberay, names, pod_security, ray_ports, serving
 from raytpu.config import parse
 from raytpu.errors import InvalidInputs
 from raytpu.security import SecuritySpec
@@ -225,7 +225,13 @@ def test_a_public_endpoint_needs_an_api_key_and_is_limited_to_serve_from() -> No
     assert "annotations" not in service["spec"]["serveService"]["metadata"]
     assert service["spec"]["serveService"]["spec"]["loadBalancerSourceRanges"] == ["198.51.100.0/24"]
     app = yaml.safe_load(service["spec"]["serveConfigV2"])["applications"][0]
-    assert app["args"]["ingress_cls_config"]["ingress_extra_kwargs"] == {"api_key_file": kuberay.SERVE_API_KEY_FILE}
+    key_file = {"api_key_file": kuberay.SERVE_API_KEY_FILE}
+    if "ingress_cls_config" in app["args"]:  # a multi-host slice: the kit's ingress checks the key
+        assert app["args"]["ingress_cls_config"]["ingress_extra_kwargs"] == key_file
+    else:  # direct streaming: the kit's LLM server does
+        llm = app["args"]["llm_configs"][0]
+        assert app["import_path"] == serving.DIRECT_BUILDER
+        assert llm["runtime_env"]["env_vars"][serving.API_KEY_FILE_ENV] == key_file["api_key_file"]
     cluster = service["spec"]["rayClusterConfig"]
     for group in (cluster["headGroupSpec"], *cluster["workerGroupSpecs"]):
         spec = group["template"]["spec"]

@@ -1,31 +1,88 @@
-"""Ray Serve LLM's OpenAI ingress with OpenAI's error shape for an unknown model, and an optional API key.
+"""The kit's OpenAI front of Ray Serve LLM: OpenAI's error shapes and an optional API key, on either layout.
 
-Ray 2.60's ``OpenAiIngress._get_model_id`` raises FastAPI's ``HTTPException(404)`` for a model it does not
-serve, so ``/v1/chat/completions`` and ``/v1/completions`` answer ``{"detail": ...}``, while ``/v1/models/{id}``
-answers OpenAI's ``{"error": {"message", "type", "param", "code"}}`` (``ray/llm/_internal/serve/core/ingress/
-ingress.py``). Clients written for OpenAI read ``error.message``; this subclass raises Ray's own
-``OpenAIHTTPException`` instead, which its exception middleware renders in OpenAI's shape.
+- :class:`LLMServer` (:func:`build_direct_app`, where :func:`raytpu.serving.streams_direct`): Ray's ``LLMServer`` is
+  the app's ingress and serves vLLM's own OpenAI app, whose errors already have OpenAI's shape; this subclass adds
+  the API key (:class:`ApiKeyMiddleware`). It keeps Ray's class name, so the deployment stays ``LLMServer:<model>``.
+- :class:`OpenAIErrorIngress` (a multi-host slice's ingress, :data:`raytpu.serving.INGRESS`): Ray 2.60's
+  ``OpenAiIngress._get_model_id`` raises FastAPI's ``HTTPException(404)`` for an unknown model (``{"detail": ...}``);
+  this subclass raises Ray's ``OpenAIHTTPException`` instead (``{"error": {"message", "type", "param", "code"}}``)
+  and checks the API key.
 
-With ``api_key_file`` (``ingress_extra_kwargs``; on GKE the mounted ``security.serve_api_key_secret``) every
-request that reaches the model (completions, chat, embeddings, transcriptions, score, tokenize, detokenize: all go
-through ``_get_response`` with the raw request) must carry ``Authorization: Bearer <key>``, as OpenAI's clients send
-their ``api_key``; anything else is a 401 in OpenAI's shape. The model list (``/v1/models``) stays readable.
-Named in the app's ``ingress_cls_config`` by :func:`raytpu.serving.serve_config`; runs where ``ray[serve,llm]`` is
-installed.
+With a key (on GKE the mounted ``security.serve_api_key_secret``) every model request needs ``Authorization: Bearer
+<key>``, as OpenAI's clients send their ``api_key``; anything else is a 401 in OpenAI's shape. The model list and
+health stay readable. Runs where ``ray[serve,llm]`` is installed.
 """
 
 from __future__ import annotations
 
 import hmac
-from collections.abc import AsyncGenerator
+import json
+import os
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from fastapi import HTTPException
+from ray import serve
 from ray.llm._internal.serve.core.configs.openai_api_models import OpenAIHTTPException
+from ray.serve.llm import LLMConfig, build_llm_deployment
+from ray.serve.llm import LLMServer as RayLLMServer
 from ray.serve.llm.ingress import OpenAiIngress
 
 from raytpu.errors import RuntimeFailure
+from raytpu.serving import API_KEY_FILE_ENV
+
+UNAUTHORIZED = "missing or invalid API key (Authorization: Bearer <key>)"
+OPEN_PATHS = ("/health", "/v1/models")
+"""Readable without the key (GET): the model list and lookups, and vLLM's health check."""
+
+
+def read_api_key(path: str | None) -> bytes | None:
+    """The key in file ``path`` (stripped), or None without a path; an empty file is a deployment error."""
+    if not path:
+        return None
+    key = Path(path).read_text().strip().encode()
+    if not key:
+        raise RuntimeFailure(f"api_key_file {path}: the file is empty", "a file holding the API key")
+    return key
+
+
+def authorized(header: str | None, key: bytes) -> bool:
+    """Whether an ``Authorization`` header carries ``key`` (constant-time)."""
+    return hmac.compare_digest((header or "").encode(), b"Bearer " + key)
+
+
+class ApiKeyMiddleware:
+    """ASGI middleware: a model request without the key is answered 401 in OpenAI's error shape."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]], key: bytes) -> None:
+        self.app, self.key = app, key
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") == "OPTIONS" or (
+                scope.get("method") in ("GET", "HEAD") and scope["path"].startswith(OPEN_PATHS)):
+            return await self.app(scope, receive, send)
+        headers = dict(scope.get("headers") or ())
+        header = headers.get(b"authorization")
+        if authorized(header.decode("latin-1") if header is not None else None, self.key):
+            return await self.app(scope, receive, send)
+        body = json.dumps({"error": {"message": UNAUTHORIZED, "type": "authentication_error", "param": None,
+                                     "code": 401}}).encode()
+        await send({"type": "http.response.start", "status": 401,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
+class LLMServer(RayLLMServer):
+    """Ray's ``LLMServer`` serving vLLM's OpenAI app behind :class:`ApiKeyMiddleware` when
+    ``$RAYTPU_SERVE_API_KEY_FILE`` names a key (read when the replica starts)."""
+
+    async def __serve_build_asgi_app__(self) -> Any:
+        app = await super().__serve_build_asgi_app__()
+        key = read_api_key(os.environ.get(API_KEY_FILE_ENV))
+        if key is not None:
+            app.add_middleware(ApiKeyMiddleware, key=key)
+        return app
 
 
 class OpenAIErrorIngress(OpenAiIngress):
@@ -33,9 +90,7 @@ class OpenAIErrorIngress(OpenAiIngress):
 
     def __init__(self, *args: Any, api_key_file: str | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._api_key = Path(api_key_file).read_text().strip().encode() if api_key_file else None
-        if self._api_key == b"":
-            raise RuntimeFailure(f"api_key_file {api_key_file}: the file is empty", "a file holding the API key")
+        self._api_key = read_api_key(api_key_file)
 
     async def _get_model_id(self, model: str | None) -> str:
         try:
@@ -46,13 +101,20 @@ class OpenAIErrorIngress(OpenAiIngress):
     def _authorize(self, request: Any) -> None:
         if self._api_key is None:
             return
-        given = (request.headers.get("authorization", "") if request is not None else "").encode()
-        if not hmac.compare_digest(given, b"Bearer " + self._api_key):
-            raise OpenAIHTTPException(status_code=401, message="missing or invalid API key (Authorization: Bearer "
-                                      "<key>)", type="authentication_error")
+        header = request.headers.get("authorization") if request is not None else None
+        if not authorized(header, self._api_key):
+            raise OpenAIHTTPException(status_code=401, message=UNAUTHORIZED, type="authentication_error")
 
     async def _get_response(self, *, body: Any, call_method: str,
                             raw_request: Any | None = None) -> AsyncGenerator[Any, None]:
         self._authorize(raw_request)
         async for item in super()._get_response(body=body, call_method=call_method, raw_request=raw_request):
             yield item
+
+
+def build_direct_app(args: dict[str, Any]) -> Any:
+    """The app of a cluster that streams direct: one ``LLMConfig`` whose :class:`LLMServer` is the ingress, which
+    HAProxy balances itself (no ingress request router: Ray's ``build_openai_app`` adds one that HAProxy asks on
+    every request, a Python hop before the first token). ``import_path`` of :func:`raytpu.serving.serve_config`."""
+    (config,) = args["llm_configs"]
+    return build_llm_deployment(LLMConfig(**config), deployment_cls=serve.ingress()(LLMServer))

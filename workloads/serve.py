@@ -15,6 +15,7 @@ lists the model, and exits; the app keeps running (Serve is detached) until the 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import os
@@ -79,7 +80,6 @@ def deploy_local(address: str, work: WorkloadSpec, *, port: int | None = None, c
     import ray
     from ray import serve
     from ray.serve.context import _get_global_client
-    from ray.serve.llm import build_openai_app
 
     ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR, configure_logging=False)
     try:
@@ -88,8 +88,9 @@ def deploy_local(address: str, work: WorkloadSpec, *, port: int | None = None, c
         bound = client.http_config.port if client is not None else port
         progress(f"deploying {tiny.name} ({tiny.path}) as app {app['name']!r}, Serve HTTP on 127.0.0.1:{bound}")
         t0 = time.monotonic()
-        serve._run(build_openai_app(app["args"]), name=app["name"], route_prefix=app["route_prefix"],
-                   _blocking=False)
+        module, _, builder = app["import_path"].partition(":")
+        built = getattr(importlib.import_module(module), builder)(app["args"])
+        serve._run(built, name=app["name"], route_prefix=app["route_prefix"], _blocking=False)
         _wait_running(app["name"], t0 + timeout_s, progress)
         endpoint = Endpoint(f"http://127.0.0.1:{bound}/v1", tiny.name, time.time())
         wait_answering(endpoint, t0 + timeout_s)
