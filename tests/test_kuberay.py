@@ -461,18 +461,18 @@ def test_every_tpu_host_of_a_rayservice_runs_a_serve_proxy_for_kuberays_readines
     if work.plan.single_host:  # direct streaming: the LLM server is the ingress, one replica per one-host slice
         llm = app["args"]["llm_configs"][0]
         assert app["import_path"] == serving.DIRECT_BUILDER and "ingress_deployment_config" not in app["args"]
-        # every Ray container builds and serves it so: HAProxy forwards to the replica (Ray: "direct streaming")
+        # every Ray container runs Serve's HAProxy mode: HAProxy forwards to the replica's own HTTP port
         for group_spec in (service["spec"]["rayClusterConfig"]["headGroupSpec"], group):
-            env = {e["name"]: e.get("value") for e in group_spec["template"]["spec"]["containers"][0]["env"]}
-            assert serving.DIRECT_STREAMING_ENV.items() <= env.items()
+            values = {e["name"]: e.get("value") for e in group_spec["template"]["spec"]["containers"][0]["env"]}
+            assert serving.DIRECT_STREAMING_ENV.items() <= values.items()
         assert group["numOfHosts"] == 1
         assert llm["deployment_config"]["autoscaling_config"]["min_replicas"] == group["replicas"]
         assert llm["accelerator_config"] == {"kind": "tpu", "topology": topology}  # a whole slice (host) each
     else:
         ingress = app["args"]["ingress_deployment_config"]
         assert ingress == {"num_replicas": group["numOfHosts"] * group["replicas"], "max_replicas_per_node": 1}
-        env = {e["name"] for e in group["template"]["spec"]["containers"][0]["env"]}
-        assert not env & serving.DIRECT_STREAMING_ENV.keys()  # Serve's Python proxies, one per TPU host
+        names = {e["name"] for e in group["template"]["spec"]["containers"][0]["env"]}
+        assert not names & serving.DIRECT_STREAMING_ENV.keys()  # Serve's Python proxies, one per TPU host
     # the head runs no replica (num-cpus 0): each ingress replica (Serve's default 1 CPU) lands on a TPU pod
     assert service["spec"]["rayClusterConfig"]["headGroupSpec"]["rayStartParams"]["num-cpus"] == "0"
     # KubeRay's probe is the one that runs (it is injected only when the container sets none): the default image,
