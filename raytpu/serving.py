@@ -177,7 +177,8 @@ SERVE_HOT_PATH_ENV: dict[str, str] = {
 """Environment of every Ray process that serves (proxy, replicas): each streamed chunk crosses no extra event loop
 (replica user code and the handle's router run on the actor's own loop, not a thread each) and access logs are
 buffered (errors still flush at once) and not copied to stderr. The part of Ray's ``RAY_SERVE_THROUGHPUT_OPTIMIZED``
-that keeps Serve's HTTP proxies (its direct ingress and gRPC defaults would move HTTP off the proxies KubeRay probes).
+that leaves where HTTP is served to the kit (its direct ingress and gRPC defaults: :data:`DIRECT_STREAMING_ENV` only
+where every TPU host still answers KubeRay's probe).
 Measured in docs/serving-profile.md.
 Source: Ray 2.60 ``ray/serve/_private/constants.py`` ``RAY_SERVE_THROUGHPUT_OPTIMIZED``."""
 
@@ -205,8 +206,8 @@ API_KEY_FILE_ENV = "RAYTPU_SERVE_API_KEY_FILE"
 def streams_direct(work: WorkloadSpec, *, local: bool) -> bool:
     """Whether the app is :data:`DIRECT_BUILDER`'s, its cluster run with :data:`DIRECT_STREAMING_ENV`.
 
-    Yes locally and on single-host slices, where the LLM server's host is the slice's only TPU host and so runs a
-    proxy. A multi-host slice keeps an ingress replica on every TPU host (:func:`ingress_deployment_config`):
+    Yes locally and on single-host slices, where the LLM server's host is the slice's only TPU host and so runs
+    HAProxy, which answers KubeRay's probe once the replica runs. A multi-host slice keeps an ingress replica on every TPU host (:func:`ingress_deployment_config`):
     with the LLM server as ingress its other hosts would run no proxy and never pass KubeRay's readiness probe.
     """
     return local or work.plan.single_host
