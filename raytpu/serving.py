@@ -207,8 +207,9 @@ def streams_direct(work: WorkloadSpec, *, local: bool) -> bool:
     """Whether the app is :data:`DIRECT_BUILDER`'s, its cluster run with :data:`DIRECT_STREAMING_ENV`.
 
     Yes locally and on single-host slices, where the LLM server's host is the slice's only TPU host and so runs
-    HAProxy, which answers KubeRay's probe once the replica runs. A multi-host slice keeps an ingress replica on every TPU host (:func:`ingress_deployment_config`):
-    with the LLM server as ingress its other hosts would run no proxy and never pass KubeRay's readiness probe.
+    HAProxy, which answers KubeRay's probe once the replica runs. A multi-host slice keeps an ingress replica on every
+    TPU host (:func:`ingress_deployment_config`): with the LLM server as ingress its other hosts would run no proxy
+    and never pass KubeRay's readiness probe.
     """
     return local or work.plan.single_host
 
