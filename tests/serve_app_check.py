@@ -33,6 +33,12 @@ def main(app_json: str, ray_temp_dir: str) -> int:
     from ray.serve._private import haproxy  # the binary Serve's HAProxy mode would run, resolved as this Ray does
 
     print(f"haproxy binary: {haproxy._resolve_haproxy_binary()}", flush=True)
+    if app["import_path"].startswith("raytpu."):  # serve.ingress awaits an ingress __init__ only if it is async
+        import inspect
+
+        from raytpu.workloads.openai_ingress import LLMServer
+
+        print(f"LLMServer.__init__ is a coroutine function: {inspect.iscoroutinefunction(LLMServer.__init__)}")
     for config in app["args"]["llm_configs"]:
         LLMConfig(**config)
     ray.init(num_cpus=1, include_dashboard=False, object_store_memory=80 * 2**20, _temp_dir=ray_temp_dir)

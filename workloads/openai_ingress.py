@@ -26,7 +26,7 @@ from fastapi import HTTPException
 from ray import serve
 from ray.llm._internal.serve.core.configs.openai_api_models import OpenAIHTTPException
 from ray.serve.llm import LLMConfig, build_llm_deployment
-from ray.serve.llm import LLMServer as RayLLMServer
+from ray.serve.llm.deployment import LLMServer as RayLLMServer  # not ray.serve.llm's: see LLMServer
 from ray.serve.llm.ingress import OpenAiIngress
 
 from raytpu.errors import RuntimeFailure
@@ -75,7 +75,11 @@ class ApiKeyMiddleware:
 
 class LLMServer(RayLLMServer):
     """Ray's ``LLMServer`` serving vLLM's OpenAI app behind :class:`ApiKeyMiddleware` when
-    ``$RAYTPU_SERVE_API_KEY_FILE`` names a key (read when the replica starts)."""
+    ``$RAYTPU_SERVE_API_KEY_FILE`` names a key (read when the replica starts).
+
+    Its base is ``ray.serve.llm.deployment.LLMServer``: Ray 2.56's ``ray.serve.llm.LLMServer`` is a deprecation
+    wrapper whose ``__init__`` is no coroutine function, so ``serve.ingress`` would never await it (no engine).
+    Source: Ray 2.56 ``ray/_common/deprecation.py`` ``Deprecated``; ``ray/serve/api.py`` ``ingress``."""
 
     async def __serve_build_asgi_app__(self) -> Any:
         app = await super().__serve_build_asgi_app__()
