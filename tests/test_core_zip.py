@@ -38,10 +38,10 @@ def _names(data: bytes) -> list[str]:
 # ---------------------------------------------------------------------------------------------- contents
 
 
-CORE = {f"raytpu/{m}.py" for m in ("__init__", "catalog", "errors", "kinds", "kuberay", "multislice", "names",
-                                    "network_policy", "plan", "pod_security", "provisioning", "ray_ports", "report",
-                                    "security", "serving", "smoke_runs", "spec", "table", "timeline",
-                                    "vllm_rules")} | {"raytpu/py.typed"}
+CORE = {f"raytpu/{m}.py" for m in ("__init__", "catalog", "cluster_parts", "errors", "field_rules", "ici", "kinds",
+                                    "kuberay", "multislice", "names", "network_policy", "plan", "pod_security",
+                                    "provisioning", "ray_ports", "report", "security", "serving", "smoke_runs", "spec",
+                                    "table", "timeline", "vllm_rules")} | {"raytpu/py.typed"}
 """The top level of the zip, spelled out: the pure-Python core a Ray job may import (specs, not the config)."""
 SIZING = {"raytpu/sizing/__init__.py", "raytpu/sizing/models.py"}
 

@@ -889,10 +889,11 @@ def test_validate_and_the_stacks_agree_on_generated_configs(capsys: pytest.Captu
 
     build_started = time.monotonic()
     synthesized = 0
-    outdirs = []
+    unsynthesized = Path(tempfile.mkdtemp(prefix="raytpu-property-"))  # an App makes its outdir: not the repo's
+    outdirs = [unsynthesized]
     for n, (case, spec) in enumerate(accepted):  # invariant 1: every accepted config builds both stacks
         try:
-            _, cluster, workloads = build(spec, FIXTURE_REFS)
+            _, cluster, workloads = build(spec, FIXTURE_REFS, unsynthesized)
         except Exception as exc:  # any exception breaks the property; report them all
             failures.append(f"#{case.index}: accepted but build raised {type(exc).__name__}: {exc}")
             continue
