@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from raytpu import errors
 from raytpu.errors import InvalidInput
-from raytpu.field_rules import REGION, ZONE
+from raytpu.field_rules import ZONE
 
 RESOURCE_NAME = re.compile(r"^[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 
@@ -49,16 +49,7 @@ def fraction_problems(field: str, value: object) -> list[InvalidInput]:
 
 def zone_problems(field: str, value: object) -> list[InvalidInput]:
     """A GCP zone such as ``us-east5-b`` (the spec's pattern, :data:`raytpu.field_rules.ZONE`)."""
-    if isinstance(value, str) and ZONE.match(value):
-        return []
-    return [errors.invalid_value(field, value, "is not a GCP zone", "a zone such as us-east5-b")]
-
-
-def region_problems(field: str, value: object) -> list[InvalidInput]:
-    """A GCP region such as ``us-east5`` (the spec's pattern, :data:`raytpu.field_rules.REGION`)."""
-    if isinstance(value, str) and REGION.match(value):
-        return []
-    return [errors.invalid_value(field, value, "is not a GCP region", "a region such as us-east5")]
+    return errors.unmatched(field, value, ZONE, "is not a GCP zone", "a zone such as us-east5-b")
 
 
 def override_problems(field: str, overrides: Mapping[str, Any]) -> list[InvalidInput]:

@@ -12,6 +12,7 @@ from raytpu import errors
 from raytpu.catalog import RAY_OPERATOR_MIN_GKE_VERSION, generation
 from raytpu.cluster_parts import GkeSpec, MaintenanceWindowSpec
 from raytpu.errors import InvalidInput
+from raytpu.field_rules import region_problems
 from raytpu.modules import _props
 from raytpu.modules._node_pool import NODE_OAUTH_SCOPES
 from raytpu.modules.cdk import (
@@ -155,7 +156,7 @@ class GkeClusterProps(GkeClusterOptions):
     network: Network
 
     def _problems(self) -> list[InvalidInput]:
-        return [*super()._problems(), *_props.region_problems("location", self.location)]
+        return [*super()._problems(), *region_problems("location", self.location)]
 
 
 def _fields(options: Any) -> dict[str, Any]:

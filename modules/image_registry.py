@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raytpu import errors
-from raytpu.field_rules import label_problems
+from raytpu.field_rules import label_problems, region_problems
 from raytpu.modules import _props
 from raytpu.modules.cdk import (
     Construct,
@@ -56,7 +56,7 @@ class ImageRegistryProps:
         # (https://cloud.google.com/artifact-registry/docs/repositories/create-repos)
         errors.raise_found([*_props.resource_name_problems("repository_id", self.repository_id),
                             *account_id_problems("builder_account_id", self.builder_account_id),
-                            *_props.region_problems("location", self.location),
+                            *region_problems("location", self.location),
                             *label_problems("labels", self.labels),
                             *_props.override_problems("overrides", self.overrides)])
 

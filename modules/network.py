@@ -8,7 +8,7 @@ from typing import Any
 
 from raytpu import errors
 from raytpu.cluster_parts import NetworkSpec
-from raytpu.field_rules import choice_problems
+from raytpu.field_rules import choice_problems, region_problems
 from raytpu.modules import _props
 from raytpu.modules.cdk import (
     Construct,
@@ -54,7 +54,7 @@ class NetworkProps:
     def __post_init__(self) -> None:
         errors.raise_found([
             *_props.resource_name_problems("name", self.name, max_len=50),
-            *_props.region_problems("region", self.region),
+            *region_problems("region", self.region),
             *_props.fraction_problems("flow_log_sampling", self.flow_log_sampling),
             *choice_problems("flow_log_interval", self.flow_log_interval, FLOW_LOG_INTERVALS),
             *choice_problems("nat_log_filter", self.nat_log_filter, NAT_LOG_FILTERS),

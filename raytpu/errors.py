@@ -7,6 +7,7 @@ Every check in the kit raises one of these helpers' results, so the CLI can prin
 from __future__ import annotations
 
 import os
+import re
 import reprlib
 import sys
 import traceback
@@ -180,6 +181,11 @@ def invalid_choice(field: str, value: object, choices: Iterable[object], hint: s
 def invalid_value(field: str, value: object, rule: str, valid: str) -> InvalidInput:
     """A value that breaks a rule (format, range); states the rule and what would be valid."""
     return InvalidInput(field, f"{excerpt(value)} {rule}", valid)
+
+
+def unmatched(field: str, value: object, pattern: re.Pattern[str], rule: str, valid: str) -> list[InvalidInput]:
+    """No problem when ``value`` is a string ``pattern`` matches; else one :func:`invalid_value`."""
+    return [] if isinstance(value, str) and pattern.match(value) else [invalid_value(field, value, rule, valid)]
 
 
 def missing(field: str, why: str, valid: str) -> InvalidInput:

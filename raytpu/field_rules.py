@@ -33,42 +33,32 @@ NODE_COUNT = (0, 1000)
 
 def dns_label_problems(field: str, value: object) -> list[InvalidInput]:
     """A slice or workload name: a DNS label of at most 30 characters (it prefixes pool and object names)."""
-    if isinstance(value, str) and DNS_LABEL.match(value):
-        return []
-    return [errors.invalid_value(field, value, "is not DNS-safe", "1-30 characters: lowercase letters, digits, "
-                                 "hyphens; starts with a letter, ends with a letter or digit")]
+    return errors.unmatched(field, value, DNS_LABEL, "is not DNS-safe", "1-30 characters: lowercase letters, "
+                            "digits, hyphens; starts with a letter, ends with a letter or digit")
 
 
 def project_problems(field: str, value: object) -> list[InvalidInput]:
     """A GCP project id (https://cloud.google.com/resource-manager/docs/creating-managing-projects#before_you_begin)."""
-    if isinstance(value, str) and PROJECT_ID.match(value):
-        return []
-    return [errors.invalid_value(field, value, "is not a GCP project id", "6-30 characters: lowercase letters, "
-                                 "digits, hyphens; starts with a letter; does not end with a hyphen")]
+    return errors.unmatched(field, value, PROJECT_ID, "is not a GCP project id", "6-30 characters: lowercase "
+                            "letters, digits, hyphens; starts with a letter; does not end with a hyphen")
 
 
 def region_problems(field: str, value: object) -> list[InvalidInput]:
     """A GCP region such as ``us-east5``."""
-    if isinstance(value, str) and REGION.match(value):
-        return []
-    return [errors.invalid_value(field, value, "is not a GCP region", "a region such as us-east5")]
+    return errors.unmatched(field, value, REGION, "is not a GCP region", "a region such as us-east5")
 
 
 def cluster_name_problems(field: str, value: object) -> list[InvalidInput]:
     """A GKE cluster name: at most 40 characters (``gcloud container clusters create`` refuses longer)."""
-    if isinstance(value, str) and CLUSTER_NAME.match(value):
-        return []
-    return [errors.invalid_value(field, value, "is not a GKE cluster name", "1-40 characters: lowercase letters, "
-                                 "digits, hyphens; starts with a letter, ends with a letter or digit")]
+    return errors.unmatched(field, value, CLUSTER_NAME, "is not a GKE cluster name", "1-40 characters: lowercase "
+                            "letters, digits, hyphens; starts with a letter, ends with a letter or digit")
 
 
 def bucket_problems(field: str, value: object) -> list[InvalidInput]:
     """A GCS bucket name (https://cloud.google.com/storage/docs/buckets#naming)."""
-    if isinstance(value, str) and BUCKET.match(value):
-        return []
-    return [errors.invalid_value(field, value, "is not a bucket name",
-                                 "3-63 characters: lowercase letters, digits, '-', '_', '.'; starts and ends with "
-                                 "a letter or digit")]
+    return errors.unmatched(field, value, BUCKET, "is not a bucket name",
+                            "3-63 characters: lowercase letters, digits, '-', '_', '.'; starts and ends with a letter "
+                            "or digit")
 
 
 def label_problems(field: str, labels: Mapping[str, str]) -> list[InvalidInput]:

@@ -45,10 +45,8 @@ def source_problems(field: str, value: object) -> list[InvalidInput]:
 
 def secret_name_problems(field: str, value: object) -> list[InvalidInput]:
     """A Kubernetes Secret's name: a DNS-1123 subdomain (k8s.io/apimachinery ``validation.IsDNS1123Subdomain``)."""
-    if isinstance(value, str) and _SECRET_NAME.match(value):
-        return []
-    return [errors.invalid_value(field, value, "is not a Secret name", "a DNS subdomain: lowercase letters, digits, "
-                                 "'-' and '.', at most 253 characters")]
+    return errors.unmatched(field, value, _SECRET_NAME, "is not a Secret name", "a DNS subdomain: lowercase "
+                            "letters, digits, '-' and '.', at most 253 characters")
 
 
 def is_everywhere(source: str) -> bool:

@@ -74,9 +74,7 @@ def record_path(config_path: str | Path) -> Path:
 
 def ref_problems(field_name: str, value: object) -> list[InvalidInput]:
     """The problems of one digest reference (empty when it is one)."""
-    if isinstance(value, str) and DIGEST_REF.match(value):
-        return []
-    return [errors.invalid_value(field_name, value, "is not an image reference by digest", REF_RULE)]
+    return errors.unmatched(field_name, value, DIGEST_REF, "is not an image reference by digest", REF_RULE)
 
 
 def load(config_path: str | Path) -> dict[str, BuiltImage]:
