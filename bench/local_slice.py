@@ -26,10 +26,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from raytpu import local, report
+from raytpu import local
 from raytpu.config import load
+from raytpu.core import report
+from raytpu.core.plan import SlicePlan, plan_slice
 from raytpu.local.from_config import config_slice_plan
-from raytpu.plan import SlicePlan, plan_slice
 
 
 def one_repeat(plan: SlicePlan, reservations: int) -> dict[str, float]:

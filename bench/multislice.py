@@ -24,8 +24,8 @@ import tempfile
 import time
 
 from raytpu import local
+from raytpu.core.plan import plan_slice
 from raytpu.local.connection import connect
-from raytpu.plan import plan_slice
 
 
 def reserve_seconds(plan_topology: str, generation: str, num_slices: int, chips_per_host: int) -> float:

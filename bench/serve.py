@@ -4,7 +4,7 @@
 
 The example's serving workload (``raytpu.example.yaml``), same tiny model (:mod:`raytpu.workloads.tiny_llm`),
 same engine arguments (the CPU twin's, via
-:func:`raytpu.serving.engine_cli_args`), same engine env, same client (the official ``openai``
+:func:`raytpu.core.serving.engine_cli_args`), same engine env, same client (the official ``openai``
 ``AsyncOpenAI``, streamed chat completions, ``ignore_eos`` so every answer is ``--max-tokens`` long). The
 two servers run one after the other (never together: the machine has 2 cores), interleaved ``--repeats`` times
 (vLLM, Ray, vLLM, Ray, ...: each a fresh server, so drift in the machine's load falls on both), each measured at 1, 4
@@ -37,8 +37,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from raytpu import local, serving
+from raytpu import local
 from raytpu.config import load
+from raytpu.core import serving
 from raytpu.llm_client import StreamResult, astream_chat
 from raytpu.local.deploy import deploy_serve
 from raytpu.local.from_config import serving_workload

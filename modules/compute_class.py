@@ -6,12 +6,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from raytpu import errors, names
-from raytpu.field_rules import choice_problems
+from raytpu.core import errors, names
+from raytpu.core.field_rules import choice_problems
+from raytpu.core.provisioning import MODES
+from raytpu.core.spec import SliceSpec
 from raytpu.modules import _props
 from raytpu.modules.cdk import Construct, kubernetes_manifest
-from raytpu.provisioning import MODES
-from raytpu.spec import SliceSpec
 
 WHEN_UNSATISFIABLE = ("DoNotScaleUp", "ScaleUpAnyway")
 __all__ = ["ComputeClass", "ComputeClassProps"]

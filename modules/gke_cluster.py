@@ -8,11 +8,14 @@ from dataclasses import dataclass, field, fields
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from raytpu import errors
-from raytpu.catalog import RAY_OPERATOR_MIN_GKE_VERSION, generation
-from raytpu.cluster_parts import GkeSpec, MaintenanceWindowSpec
-from raytpu.errors import InvalidInput
-from raytpu.field_rules import region_problems
+from raytpu.core import errors
+from raytpu.core.catalog import RAY_OPERATOR_MIN_GKE_VERSION, generation
+from raytpu.core.cluster_parts import GkeSpec, MaintenanceWindowSpec
+from raytpu.core.errors import InvalidInput
+from raytpu.core.field_rules import region_problems
+from raytpu.core.multislice import MIN_GKE_VERSION as MULTISLICE_MIN_GKE_VERSION
+from raytpu.core.plan import SlicePlan
+from raytpu.core.provisioning import Provisioning
 from raytpu.modules import _props
 from raytpu.modules._node_pool import NODE_OAUTH_SCOPES
 from raytpu.modules.cdk import (
@@ -26,9 +29,6 @@ from raytpu.modules.head_pool import HeadPool, HeadPoolOptions, HeadPoolProps
 from raytpu.modules.network import Network
 from raytpu.modules.tpu_slice_pool import TpuSlicePool, TpuSlicePoolOptions, TpuSlicePoolProps
 from raytpu.modules.workload_identity import WorkloadIdentity, WorkloadIdentityProps
-from raytpu.multislice import MIN_GKE_VERSION as MULTISLICE_MIN_GKE_VERSION
-from raytpu.plan import SlicePlan
-from raytpu.provisioning import Provisioning
 
 _VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:-gke\.(\d+))?$")
 
@@ -52,8 +52,8 @@ def version_floor(plans: Iterable[SlicePlan], mode: str = "standard", multislice
     """(oldest GKE version the cluster may run, what needs it): the newest of the Ray Operator add-on's floor,
     every generation's in ``plans`` (catalog ``min_gke_version``; on Autopilot a generation may need a newer
     version than on Standard, as tpu7x does), every provisioning mode's in ``provisioning`` (flex-start TPUs:
-    :data:`raytpu.catalog.FLEX_START_MIN_GKE_VERSION`) and, with ``multislice``, GKE's Multislice floor
-    (:data:`raytpu.multislice.MIN_GKE_VERSION`)."""
+    :data:`raytpu.core.catalog.FLEX_START_MIN_GKE_VERSION`) and, with ``multislice``, GKE's Multislice floor
+    (:data:`raytpu.core.multislice.MIN_GKE_VERSION`)."""
     floor = (RAY_OPERATOR_MIN_GKE_VERSION, "the Ray Operator add-on")
     if multislice and version_key(MULTISLICE_MIN_GKE_VERSION[mode]) > version_key(floor[0]):
         floor = (MULTISLICE_MIN_GKE_VERSION[mode], f"Multislice on {mode.capitalize()}")

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from raytpu import errors
-from raytpu.field_rules import label_problems, region_problems
+from raytpu.core import errors
+from raytpu.core.field_rules import label_problems, region_problems
 from raytpu.modules import _props
 from raytpu.modules.cdk import (
     Construct,

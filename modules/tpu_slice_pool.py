@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from raytpu import errors, names
-from raytpu.errors import InvalidInput
-from raytpu.field_rules import range_problems
+from raytpu.core import errors, names
+from raytpu.core.errors import InvalidInput
+from raytpu.core.field_rules import range_problems
+from raytpu.core.provisioning import RESERVATION_KEY, TPU_TAINT, reservation_parts
+from raytpu.core.spec import SliceSpec
 from raytpu.modules import _props
 from raytpu.modules._node_pool import JoinedCluster, NodePoolOptions, hardened_node_config, joined_to
 from raytpu.modules.cdk import Construct, TerraformResourceLifecycle, container_node_pool
 from raytpu.modules.workload_policy import WorkloadPolicy, WorkloadPolicyProps
-from raytpu.provisioning import RESERVATION_KEY, TPU_TAINT, reservation_parts
-from raytpu.spec import SliceSpec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,11 +71,11 @@ class TpuSlicePool(Construct):
     ``google_compute_resource_policy`` with a HIGH_THROUGHPUT workload policy referenced by
     ``placement_policy.policy_name``, single-host pools get no placement policy. A resource policy is regional and
     its name unique per project and region, so the policy is named for the cluster too (``<pool>-wp-<hash of the
-    cluster name>``, :func:`raytpu.names.workload_policy_name`, as on Autopilot): two clusters in one project and
+    cluster name>``, :func:`raytpu.core.names.workload_policy_name`, as on Autopilot): two clusters in one project and
     region do not share one, and the name keeps GCE's rules (``[a-z]([-a-z0-9]*[a-z0-9])?``, at most 44 of 63).
     Every pool runs the GKE metadata server, is tainted ``google.com/tpu=present:NoSchedule``, states its
     reservation affinity, and has secure boot on. Provisioning fields come from the slice's mode
-    (:class:`raytpu.provisioning.PoolFields`).
+    (:class:`raytpu.core.provisioning.PoolFields`).
 
     Resource ids: ``pool``; ``workload-policy`` (multi-host tpu7x only).
     """

@@ -8,9 +8,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from raytpu import errors, names
-from raytpu.errors import InvalidInput
-from raytpu.field_rules import choice_problems
+from raytpu.core import errors, names
+from raytpu.core.errors import InvalidInput
+from raytpu.core.field_rules import choice_problems
 from raytpu.modules import _props
 from raytpu.modules.cdk import (
     Construct,

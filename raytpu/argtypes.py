@@ -12,8 +12,8 @@ import argparse
 import math
 import re
 
-from raytpu.errors import excerpt
-from raytpu.names import RUN_ID_LENGTH
+from raytpu.core.errors import excerpt
+from raytpu.core.names import RUN_ID_LENGTH
 
 MAX_SECONDS = 30 * 24 * 3600
 """The longest wait or timeout taken (30 days): beyond it ``time.sleep`` and deadlines overflow or mean a typo."""
@@ -23,7 +23,7 @@ MAX_COUNT = 1_000_000
 
 
 def _refuse(shown: str, problem: str, valid: str) -> argparse.ArgumentTypeError:
-    """The refusal of one value, ``shown`` as :func:`raytpu.errors.invalid_value` shows values."""
+    """The refusal of one value, ``shown`` as :func:`raytpu.core.errors.invalid_value` shows values."""
     return argparse.ArgumentTypeError(f"{shown} {problem}; valid: {valid}")
 
 
@@ -113,7 +113,7 @@ def py_modules_uri(text: str) -> str:
 
 def image(text: str) -> str:
     """An image reference (``--image``) that pins what every pod pulls, by the config's own rule."""
-    from raytpu.spec import image_problem
+    from raytpu.core.spec import image_problem
 
     if wrong := image_problem(text):
         raise _refuse(excerpt(text), *wrong)

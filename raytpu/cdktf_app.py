@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from raytpu.errors import RaytpuError, report
+from raytpu.core.errors import RaytpuError, report
 
 
 def main() -> int:

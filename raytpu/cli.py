@@ -17,8 +17,9 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from raytpu import __version__, timeline
-from raytpu.errors import EXIT_INVALID, InvalidInput, InvalidInputs, RaytpuError, report
+from raytpu import __version__
+from raytpu.core import timeline
+from raytpu.core.errors import EXIT_INVALID, InvalidInput, InvalidInputs, RaytpuError, report
 
 ORDER = ("catalog", "describe", "validate", "synth", "local", "demo", "images", "submit", "smoke")
 """Help-listing order; any other module in ``raytpu.commands`` is listed after these."""

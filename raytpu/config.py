@@ -1,7 +1,7 @@
-"""``raytpu.yaml``: its structure checked by pydantic, then compiled once into a :class:`~raytpu.spec.ClusterSpec`.
+"""``raytpu.yaml``: its structure checked by pydantic, then compiled once into a :class:`~raytpu.core.spec.ClusterSpec`.
 
-Every field is declared once, on its spec dataclass (name, type, default; :mod:`raytpu.spec`,
-:mod:`raytpu.security`). This module derives the YAML structure from those dataclasses (:func:`structure_of`):
+Every field is declared once, on its spec dataclass (name, type, default; :mod:`raytpu.core.spec`,
+:mod:`raytpu.core.security`). This module derives the YAML structure from those dataclasses (:func:`structure_of`):
 pydantic checks types and unknown keys, and every rule about values lives in the specs (and the registries they
 use), which :func:`compile_config` runs while placing each problem under the config path it came from
 (``slices[1].reservation``, ``cluster.labels['Team']``). ``raytpu validate`` reports every problem at once;
@@ -25,12 +25,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, ValidationError, create_model
 
-from raytpu import errors, kinds, reading
-from raytpu.catalog import GENERATIONS
-from raytpu.cluster_parts import AlertingSpec, GkeSpec, NetworkSpec, StorageSpec
-from raytpu.errors import InvalidInput, InvalidInputs, Problems, join_path
-from raytpu.security import SecuritySpec
-from raytpu.spec import ClusterSpec, SliceSpec, WorkloadSpec, cluster_problems
+from raytpu import reading
+from raytpu.core import errors, kinds
+from raytpu.core.catalog import GENERATIONS
+from raytpu.core.cluster_parts import AlertingSpec, GkeSpec, NetworkSpec, StorageSpec
+from raytpu.core.errors import InvalidInput, InvalidInputs, Problems, join_path
+from raytpu.core.security import SecuritySpec
+from raytpu.core.spec import ClusterSpec, SliceSpec, WorkloadSpec, cluster_problems
 
 DEFAULT_CONFIG = "raytpu.yaml"
 CONFIG_ENV = "RAYTPU_CONFIG"

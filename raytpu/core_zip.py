@@ -12,17 +12,13 @@ import os
 import zipfile
 from pathlib import Path
 
-CORE_MODULES = ("__init__.py", "catalog.py", "cluster_parts.py", "errors.py", "field_rules.py", "ici.py", "kinds.py",
-                "kuberay.py", "multislice.py", "names.py", "network_policy.py", "plan.py", "pod_security.py",
-                "provisioning.py", "py.typed", "ray_ports.py", "report.py", "security.py", "serving.py",
-                "smoke_runs.py", "spec.py", "table.py", "timeline.py", "vllm_rules.py",
-                "sizing/__init__.py", "sizing/models.py")
-"""Files of ``raytpu`` in the jobs' core zip: the pure-Python core a Ray job may import (the spec layer reads the
-model table, ``sizing/models.py``). The CLI, ``cluster``/``local`` and the CDK subpackages (``stacks``, ``modules``)
-never run inside a Ray job."""
+CORE_FILES = ("__init__.py", "py.typed")
+"""Top-level files of ``raytpu`` in the jobs' core zip: the package marker and its typing marker."""
 
-CORE_PACKAGES = ("workloads",)
-"""Subpackages of ``raytpu`` in the core zip, whole (``*.py`` and ``py.typed``; no ``__pycache__``)."""
+CORE_PACKAGES = ("core", "workloads")
+"""Subpackages of ``raytpu`` in the core zip, whole (``*.py`` and ``py.typed``; no ``__pycache__``): the core a Ray
+job may import and the Ray programs themselves. The CLI, ``cluster``/``local``, ``sizing`` and the CDK subpackages
+(``stacks``, ``modules``) never run inside a Ray job."""
 
 CORE_ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 """The timestamp of every zip entry (the earliest a zip can hold), so the same sources give the same bytes."""
@@ -37,7 +33,7 @@ def core_zip_files(root: str | Path | None = None) -> list[tuple[str, Path]]:
 
         root = Path(raytpu.__file__).resolve().parent
     root = Path(root)
-    files = {f"raytpu/{name}": root / name for name in CORE_MODULES if (root / name).is_file()}
+    files = {f"raytpu/{name}": root / name for name in CORE_FILES if (root / name).is_file()}
     for package in CORE_PACKAGES:
         base = root / package
         for dirpath, dirnames, filenames in os.walk(base, followlinks=True):

@@ -12,7 +12,7 @@ from typing import Any
 @dataclass
 class StreamResult:
     """One streamed chat answer: text, time to first token (and its wall-clock time, for a run's timeline: see
-    :mod:`raytpu.timeline`), usage as the server counted it, total seconds."""
+    :mod:`raytpu.core.timeline`), usage as the server counted it, total seconds."""
 
     text: str = ""
     ttft_s: float = 0.0
@@ -76,7 +76,7 @@ def ask(url: str, model: str, prompts: tuple[str, ...] = DEMO_PROMPTS, max_token
     """Lists the models, streams one chat answer per prompt, and prints each with its timing as a table."""
     import openai
 
-    from raytpu.table import text_table
+    from raytpu.core.table import text_table
 
     client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=120)
     out(f"models: {', '.join(m.id for m in client.models.list().data)}")

@@ -23,9 +23,9 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from raytpu import errors
-from raytpu.errors import InvalidInput
-from raytpu.field_rules import (
+from raytpu.core import errors
+from raytpu.core.errors import InvalidInput
+from raytpu.core.field_rules import (
     PROJECT_ID,
     REGION,
     bucket_problems,
@@ -36,7 +36,7 @@ from raytpu.field_rules import (
 )
 
 if TYPE_CHECKING:
-    from raytpu.spec import ClusterSpec
+    from raytpu.core.spec import ClusterSpec
 
 DEFAULT_OUTPUTS = "outputs.json"
 """Where ``cdktf deploy --outputs-file outputs.json`` (the documented deploy command) writes outputs."""

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import yaml
 
-from raytpu.errors import InvalidInput, excerpt
+from raytpu.core.errors import InvalidInput, excerpt
 
 MAX_BYTES = 1 << 20
 """The largest config read (1 MiB): a hundred slices and workloads with comments take under 100 KiB."""

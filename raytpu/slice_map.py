@@ -6,8 +6,8 @@ Standard library only (plus the catalog and the plan).
 
 from __future__ import annotations
 
-from raytpu.catalog import RAY_VERSION, generation
-from raytpu.plan import SlicePlan
+from raytpu.core.catalog import RAY_VERSION, generation
+from raytpu.core.plan import SlicePlan
 
 MAX_MAP_ROWS = 16
 

@@ -24,7 +24,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from raytpu.errors import InvalidInput, excerpt
+from raytpu.core.errors import InvalidInput, excerpt
 
 FIELD = "--out"
 MARKER = ".raytpu-synth"

@@ -10,7 +10,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from raytpu import core_zip, names
+from raytpu import core_zip
+from raytpu.core import names
+from raytpu.core.provisioning import Provisioning
+from raytpu.core.spec import ClusterSpec, SliceSpec
 from raytpu.modules.bucket import Bucket, BucketObject, BucketObjectProps, BucketProps
 from raytpu.modules.cdk import (
     Aspects,
@@ -31,8 +34,6 @@ from raytpu.modules.tpu_slice_pool import TpuSlicePool, TpuSlicePoolOptions
 from raytpu.modules.workload_identity import NodeServiceAccount, NodeServiceAccountProps, WorkloadIdentityProps
 from raytpu.modules.workload_policy import WorkloadPolicy, WorkloadPolicyProps
 from raytpu.outputs import StackOutputs
-from raytpu.provisioning import Provisioning
-from raytpu.spec import ClusterSpec, SliceSpec
 
 _CORE_ZIP_DIR: Path | None = None
 
@@ -90,8 +91,8 @@ class ClusterStack(TerraformStack):
     field of :class:`raytpu.outputs.StackOutputs` (what ``raytpu submit``/``smoke`` read).
 
     The bucket gets the kit's core zip (:func:`core_zip_file`) as object
-    :func:`raytpu.names.core_zip_object`, which RayJobs load as ``py_modules`` through the GCS FUSE mount
-    (:func:`raytpu.names.py_modules_uri`).
+    :func:`raytpu.core.names.core_zip_object`, which RayJobs load as ``py_modules`` through the GCS FUSE mount
+    (:func:`raytpu.core.names.py_modules_uri`).
 
     Enables the project's APIs it calls (:class:`raytpu.modules.project_services.ProjectServices`); every resource and
     data source depends on its own.
@@ -185,7 +186,7 @@ class ClusterStack(TerraformStack):
                     slice=item, index=i, service_account=self.node_identity.email, labels=dict(gke.labels))))
         elif item.plan.placement == "workload-policy":
             # Autopilot places a multi-host tpu7x slice by a pre-created workload policy that its pods select
-            # (cloud.google.com/placement-policy-name; raytpu.kuberay.tpu_placement).
+            # (cloud.google.com/placement-policy-name; raytpu.core.kuberay.tpu_placement).
             self.workload_policies[item.name] = WorkloadPolicy(
                 self, f"workload-policy-{item.name}", WorkloadPolicyProps(
                     cluster_name=gke.name, owner=item.name, project=self.spec.project, region=item.region,

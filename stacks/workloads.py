@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from raytpu import errors, images, kuberay
+from raytpu import images
+from raytpu.core import errors, kuberay
+from raytpu.core.spec import SliceSpec, WorkloadSpec
 from raytpu.modules.cdk import (
     Construct,
     DataResource,
@@ -26,7 +28,6 @@ from raytpu.modules.workload_identity import (
     KubernetesServiceAccount,
     KubernetesServiceAccountProps,
 )
-from raytpu.spec import SliceSpec, WorkloadSpec
 from raytpu.stacks.cluster import ClusterStack, declare_backend
 
 
@@ -56,8 +57,8 @@ class WorkloadsStack(TerraformStack):
     """The Kubernetes side: a kubernetes provider from the cluster stack's endpoint (and CA, for the IP endpoint;
     access token from the ephemeral ``google_client_config``, never in state), the Workload Identity KSA, one
     ComputeClass per slice on Autopilot,
-    and one RayService per serving workload of the cluster's spec (:func:`raytpu.kuberay.workload_manifest`) behind
-    its NetworkPolicy (:func:`raytpu.kuberay.network_policy`);
+    and one RayService per serving workload of the cluster's spec (:func:`raytpu.core.kuberay.workload_manifest`) behind
+    its NetworkPolicy (:func:`raytpu.core.kuberay.network_policy`);
     the spec's one-shot workloads (RayJobs) are ``raytpu submit``'s.
 
     Construct ids (API): ``namespace``, ``ksa``, ``compute-class-<slice>``, ``workload-<name>``;

@@ -359,7 +359,8 @@ CASES: tuple[Case, ...] = (
                                               _set("slices.0.max_run_duration_s", -5))),
               "slices[0].max_run_duration_s"),
     # A zone of the region that Google's TPU page does not list (us-east5-z) is warned, not refused: the zone
-    # table is dated and a refusal would block a zone added since (raytpu/catalog.py OFFERED; tests/test_capacity.py).
+    # table is dated and a refusal would block a zone added since (raytpu/core/catalog.py OFFERED;
+    # tests/test_capacity.py).
     _edit("zone-other-region", "slices.0.zone", "europe-west4-a", "slices[0].zone"),
     _edit("zone-empty", "slices.0.zone", "", "slices[0].zone"),
     _edit("generation-int", "slices.0.generation", 6, "slices[0].generation"),

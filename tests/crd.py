@@ -23,9 +23,9 @@ from typing import Any
 import jsonschema
 import yaml
 
-from raytpu import kuberay
-from raytpu.catalog import chips_in
-from raytpu.plan import ACCELERATOR_LABEL, TOPOLOGY_LABEL, TPU_RESOURCE
+from raytpu.core import kuberay
+from raytpu.core.catalog import chips_in
+from raytpu.core.plan import ACCELERATOR_LABEL, TOPOLOGY_LABEL, TPU_RESOURCE
 
 KUBERAY_VERSION = "v1.7.0"
 REPO = Path(__file__).resolve().parents[1]

@@ -14,8 +14,9 @@ from typing import Any
 import yaml
 from image_refs import FIXTURE_IMAGES
 
-from raytpu import config, kuberay
-from raytpu.spec import ClusterSpec
+from raytpu import config
+from raytpu.core import kuberay
+from raytpu.core.spec import ClusterSpec
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = {"standard": REPO / "raytpu.example.yaml", "autopilot": REPO / "examples" / "autopilot.yaml"}

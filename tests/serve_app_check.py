@@ -1,7 +1,7 @@
 """Builds a RayService's Serve application the way Ray Serve deploys it, in the Python that runs this file.
 
 ``python serve_app_check.py APP_JSON RAY_TEMP_DIR`` takes one application of a ``serveConfigV2`` (what
-:func:`raytpu.serving.serve_config` emits), builds each of its ``llm_configs`` as ``ray.serve.llm.LLMConfig``,
+:func:`raytpu.core.serving.serve_config` emits), builds each of its ``llm_configs`` as ``ray.serve.llm.LLMConfig``,
 calls the builder its ``import_path`` names with its ``args`` (``ray.serve.llm:build_openai_app``), builds the
 application (``ray.serve._private.build_app.build_app``, what ``serve.run`` and the controller's config deploy
 call) and round-trips every deployment's config through protobuf bytes, as Serve does on every deploy

@@ -1,5 +1,5 @@
-"""Capacity where GKE offers it (issue 27, items 1, 6 and 10): the dated zone table ``raytpu.catalog.OFFERED`` and the
-warnings ``raytpu validate`` prints from it, the flex-start TPU version floor, the zone and run duration every
+"""Capacity where GKE offers it (issue 27, items 1, 6 and 10): the dated zone table ``raytpu.core.catalog.OFFERED`` and
+the warnings ``raytpu validate`` prints from it, the flex-start TPU version floor, the zone and run duration every
 Autopilot ComputeClass priority carries, and the queued-provisioning refusal's reason.
 
 Sources: GKE "About flex-start provisioning mode" (https://cloud.google.com/kubernetes-engine/docs/concepts/dws:
@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from raytpu.errors import InvalidInputs
-from raytpu.spec import SliceSpec, WorkloadSpec
+from raytpu.core.errors import InvalidInputs
+from raytpu.core.spec import SliceSpec, WorkloadSpec
 
 pytestmark = pytest.mark.unit
 
@@ -80,7 +80,7 @@ def test_validate_prints_the_zone_warning_and_exits_0(tmp_path: Path) -> None:
 
 
 def test_catalog_zones_are_the_offered_table() -> None:
-    from raytpu.catalog import GENERATIONS, OFFERED
+    from raytpu.core.catalog import GENERATIONS, OFFERED
 
     assert {g.name: g.zones for g in GENERATIONS.values()} == OFFERED.any_mode
     assert OFFERED.flex_start_source == FLEX_DOCS
@@ -100,9 +100,9 @@ FLOOR_CASES = [
 @pytest.mark.parametrize(("case", "plans", "mode", "modes", "expected"), FLOOR_CASES, ids=[c[0] for c in FLOOR_CASES])
 def test_version_floor_holds_flex_start_tpus_at_gkes_floor(case: str, plans: list[tuple[str, str]], mode: str,
                                                           modes: tuple[str, ...], expected: tuple[str, str]) -> None:
+    from raytpu.core.plan import plan_slice
+    from raytpu.core.provisioning import MODES
     from raytpu.modules.gke_cluster import version_floor
-    from raytpu.plan import plan_slice
-    from raytpu.provisioning import MODES
 
     assert version_floor([plan_slice(*p) for p in plans], mode,
                          provisioning=[MODES[m] for m in modes]) == expected
@@ -135,8 +135,7 @@ def test_compute_class_priorities_hold_the_slice_zone_and_flex_start_run_duratio
 
 
 def test_queued_refusal_states_the_node_group_constraint() -> None:
-    from raytpu import kinds
-
+    from raytpu.core import kinds
     with pytest.raises(InvalidInputs) as info:
         WorkloadSpec(name="train", kind=kinds.kind("train"), slice=a_slice(provisioning="queued"))
     problem = next(p for p in info.value.problems if p.field == "slice")

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from raytpu import cluster_parts, kinds, provisioning
-from raytpu.catalog import GENERATIONS, RAY_VERSION
 from raytpu.cli import build_parser, main
+from raytpu.core import cluster_parts, kinds, provisioning
+from raytpu.core.catalog import GENERATIONS, RAY_VERSION
 
 pytestmark = pytest.mark.unit
 
@@ -389,8 +389,8 @@ def test_describe_imports_no_cdktn_ray_jax_or_pydantic() -> None:
     assert proc.stderr.strip() == "[]"
 
 
-@pytest.mark.parametrize("module", ["raytpu.catalog", "raytpu.plan", "raytpu.config", "raytpu.errors", "raytpu.spec",
-                                    "raytpu.provisioning", "raytpu.kinds"])
+@pytest.mark.parametrize("module", ["raytpu.core.catalog", "raytpu.core.plan", "raytpu.config", "raytpu.core.errors",
+                                    "raytpu.core.spec", "raytpu.core.provisioning", "raytpu.core.kinds"])
 def test_core_modules_import_no_cdktn_ray_or_jax(module: str) -> None:
     proc = _subprocess("-c", (
         f"import sys, {module}\n"

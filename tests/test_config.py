@@ -12,11 +12,11 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from raytpu import cluster_parts, field_rules, kinds, provisioning
-from raytpu.catalog import RAY_VERSION
 from raytpu.config import Config, compile_config, load, parse
-from raytpu.errors import EXIT_INVALID, InvalidInput, InvalidInputs, problems_of
-from raytpu.spec import ClusterSpec
+from raytpu.core import cluster_parts, field_rules, kinds, provisioning
+from raytpu.core.catalog import RAY_VERSION
+from raytpu.core.errors import EXIT_INVALID, InvalidInput, InvalidInputs, problems_of
+from raytpu.core.spec import ClusterSpec
 
 pytestmark = pytest.mark.unit
 

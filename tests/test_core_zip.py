@@ -21,8 +21,9 @@ import pytest
 from _synth import AUTOPILOT_EXAMPLE, STANDARD_EXAMPLE, only, read_stacks, resources, synth_config
 from image_refs import FIXTURE_REFS
 
-from raytpu import __version__, core_zip, names
-from raytpu.errors import InvalidInput
+from raytpu import __version__, core_zip
+from raytpu.core import names
+from raytpu.core.errors import InvalidInput
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]
 
@@ -38,19 +39,18 @@ def _names(data: bytes) -> list[str]:
 # ---------------------------------------------------------------------------------------------- contents
 
 
-CORE = {f"raytpu/{m}.py" for m in ("__init__", "catalog", "cluster_parts", "errors", "field_rules", "ici", "kinds",
-                                    "kuberay", "multislice", "names", "network_policy", "plan", "pod_security",
-                                    "provisioning", "ray_ports", "report", "security", "serving", "smoke_runs", "spec",
-                                    "table", "timeline", "vllm_rules")} | {"raytpu/py.typed"}
-"""The top level of the zip, spelled out: the pure-Python core a Ray job may import (specs, not the config)."""
-SIZING = {"raytpu/sizing/__init__.py", "raytpu/sizing/models.py"}
+TOP = {"raytpu/__init__.py", "raytpu/py.typed"}
+"""The top level of the zip: the package marker only. The core ships as its folder, whole."""
 
 
 def test_core_zip_holds_the_core_and_the_workloads_only() -> None:
     names = _names(core_zip.core_zip_bytes())
     assert {n.split("/", 1)[0] for n in names} == {"raytpu"}
-    assert {n for n in names if n.count("/") == 1} == CORE
-    assert {n for n in names if n.startswith("raytpu/sizing/")} == SIZING  # the model table the spec layer reads
+    assert {n for n in names if n.count("/") == 1} == TOP
+    core = {f"raytpu/core/{p.relative_to(ROOT / 'raytpu' / 'core').as_posix()}"
+            for p in (ROOT / "raytpu" / "core").rglob("*.py")}
+    assert {"raytpu/core/__init__.py", "raytpu/core/spec.py", "raytpu/core/models.py"} <= core
+    assert {n for n in names if n.startswith("raytpu/core/")} == core  # the folder, whole
     programs = {f"raytpu/workloads/{p.relative_to(ROOT / 'workloads').as_posix()}"
                 for p in (ROOT / "workloads").rglob("*.py")}
     assert {"raytpu/workloads/__init__.py", "raytpu/workloads/smoke/__main__.py", "raytpu/workloads/slices.py",
@@ -58,7 +58,7 @@ def test_core_zip_holds_the_core_and_the_workloads_only() -> None:
     assert programs <= set(names)
     assert not [n for n in names
                 if n.startswith(("raytpu/stacks/", "raytpu/modules/", "raytpu/commands/", "raytpu/cluster/",
-                                 "raytpu/local/"))]
+                                 "raytpu/local/", "raytpu/sizing/"))]
     assert not {"raytpu/cli.py", "raytpu/__main__.py", "raytpu/core_zip.py", "raytpu/outputs.py",
                 "raytpu/cdktf_app.py"} & set(names)
     assert "raytpu/config.py" not in names  # jobs receive their spec as JSON; they never parse YAML
@@ -136,9 +136,9 @@ def test_core_imports_from_the_zip_alone(tmp_path: Path) -> None:
         f"zip_path = {str(path)!r}\n"
         "assert not [p for p in sys.path if 'site-packages' in p], sys.path\n"
         "sys.path.insert(0, zip_path)\n"
-        "import raytpu.plan, raytpu.catalog, raytpu.errors, raytpu.report, raytpu.kuberay\n"
-        "assert raytpu.plan.__file__.startswith(zip_path), raytpu.plan.__file__\n"
-        "assert raytpu.plan.plan_slice('v6e', '4x4').hosts == 4\n"
+        "import raytpu.core.plan, raytpu.core.catalog, raytpu.core.errors, raytpu.core.report, raytpu.core.kuberay\n"
+        "assert raytpu.core.plan.__file__.startswith(zip_path), raytpu.core.plan.__file__\n"
+        "assert raytpu.core.plan.plan_slice('v6e', '4x4').hosts == 4\n"
         "spec = importlib.util.find_spec('raytpu.workloads.smoke')\n"
         "assert spec is not None and spec.origin.startswith(zip_path), spec\n"
         "assert importlib.util.find_spec('raytpu.stacks') is None\n"
@@ -165,9 +165,9 @@ def test_a_job_reads_its_workload_spec_from_the_zip_alone_without_pydantic_or_ya
         f"zip_path = {str(path)!r}\n"
         "sys.path[:] = [zip_path] + [p for p in sys.path if 'site-packages' not in p and 'dist-packages' not in p]\n"
         "assert importlib.util.find_spec('pydantic') is None and importlib.util.find_spec('yaml') is None\n"
-        "from raytpu.spec import WorkloadSpec\n"
-        "import raytpu.spec\n"
-        "assert raytpu.spec.__file__.startswith(zip_path), raytpu.spec.__file__\n"
+        "from raytpu.core.spec import WorkloadSpec\n"
+        "import raytpu.core.spec\n"
+        "assert raytpu.core.spec.__file__.startswith(zip_path), raytpu.core.spec.__file__\n"
         "work = WorkloadSpec.from_env()\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'yaml', 'ray', 'jax', 'cdktn'))\n"
         "assert not bad and 'raytpu.config' not in sys.modules, bad\n"

@@ -31,7 +31,8 @@ from emitted import every_object
 from image_refs import FIXTURE_IMAGES, FIXTURE_REFS
 from import_check import run_with_core_zip
 
-from raytpu import images, kinds, kuberay, serving
+from raytpu import images
+from raytpu.core import kinds, kuberay, serving
 from raytpu.images import IMAGES, ImageDefinition
 from raytpu.images.record import DIGEST_REF
 
@@ -217,7 +218,7 @@ def _with_smoke_image(image: str) -> str:
     "ray:1@sha256:" + "0" * 63, "ray:-1", "a" * 10 + " :1", "ray:1 ", "us-docker.pkg.dev/p/r/jax@md5:" + "0" * 64])
 def test_a_workload_image_without_a_tag_or_digest_is_refused_naming_the_field(image: str) -> None:
     from raytpu.config import parse
-    from raytpu.errors import InvalidInputs
+    from raytpu.core.errors import InvalidInputs
 
     text = _with_smoke_image(image)
     with pytest.raises(InvalidInputs) as info:
@@ -320,7 +321,6 @@ def _check_app(python: Path, workdir: Path) -> subprocess.CompletedProcess[str]:
     clusters, and every process it starts carries their tag (``RAYTPU_LOCAL_CLUSTER``), so the session's guard
     (``conftest.py``) finds any that outlives the check; none may."""
     from raytpu import core_zip, local
-
     core = workdir / "core.zip"
     core.write_bytes(core_zip.core_zip_bytes())
     ray_dir = tempfile.mkdtemp(prefix=os.environ.get(local.ENV_TMP_PREFIX, local.TMP_PREFIX))
@@ -443,7 +443,7 @@ def test_a_preview_before_a_build_is_shown_marked_and_refused_by_the_api_server(
     import yaml
 
     from raytpu import cli
-    from raytpu.spec import _IMAGE_REFERENCE
+    from raytpu.core.spec import _IMAGE_REFERENCE
 
     _fresh_clone(tmp_path, monkeypatch, record=False)
     argv = ["submit", workload, "--stack", "ray-tpu-cluster", "--run-id", "r1"]
@@ -467,7 +467,6 @@ def test_the_nightly_smoke_previews_before_a_build_as_submit_does(
     import yaml
 
     from raytpu import cli
-
     _fresh_clone(tmp_path, monkeypatch, record=False)
     assert cli.main(["smoke", "--stack", "ray-tpu-cluster", "--run-id", "r1", "--dry-run"]) == 0
     out = capsys.readouterr().out
@@ -484,7 +483,6 @@ def test_a_preview_after_a_build_is_what_would_be_applied(tmp_path: Path, monkey
     import yaml
 
     from raytpu import cli
-
     _fresh_clone(tmp_path, monkeypatch, record=True)
     assert cli.main(["submit", "train", "--stack", "ray-tpu-cluster", "--run-id", "r1", "--dry-run"]) == 0
     out = capsys.readouterr().out
@@ -533,7 +531,6 @@ def test_the_outputs_example_is_what_the_cluster_stack_of_the_example_config_wri
 def test_images_list_shows_the_record_and_what_each_workload_runs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], record: bool) -> None:
     from raytpu import cli
-
     _fresh_clone(tmp_path, monkeypatch, record=record)
     assert cli.main(["images", "list", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
@@ -560,7 +557,6 @@ def test_images_list_of_a_malformed_record_exits_2(tmp_path: Path, monkeypatch: 
                                                    capsys: pytest.CaptureFixture[str], record: str,
                                                    message: str) -> None:
     from raytpu import cli
-
     _fresh_clone(tmp_path, monkeypatch, record=False)
     (tmp_path / "raytpu.images.json").write_text(record)
     assert cli.main(["images", "list"]) == 2

@@ -41,7 +41,7 @@ from kube_server import (
 from raytpu.cluster.kube_client import SCOPES, KubeClient, api_host, ca_pem
 from raytpu.cluster.kube_errors import ADC_HELP, KubeError
 from raytpu.cluster.kube_resources import manifest_target, resource
-from raytpu.errors import EXIT_INVALID, EXIT_RUNTIME, InvalidInput
+from raytpu.core.errors import EXIT_INVALID, EXIT_RUNTIME, InvalidInput
 
 pytestmark = pytest.mark.unit
 

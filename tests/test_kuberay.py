@@ -1,4 +1,4 @@
-"""Unit tests of raytpu.kuberay: manifests built from specs validate against the KubeRay v1.7.0 CRDs and the
+"""Unit tests of raytpu.core.kuberay: manifests built from specs validate against the KubeRay v1.7.0 CRDs and the
 GKE Ray TPU webhook's rules, and every RayJob carries its WorkloadSpec to the pod (which never re-plans).
 
 Upstream rules the validators in ``tests/crd.py`` encode:
@@ -23,14 +23,15 @@ import yaml
 from crd import effective_pod_labels, operator_errors, schema_errors, webhook_errors
 from image_refs import FIXTURE_IMAGES, FIXTURE_REFS
 
-from raytpu import __version__, images, kinds, kuberay, names, pod_security, ray_ports, serving, smoke_runs, vllm_rules
-from raytpu.catalog import GENERATIONS, RAY_VERSION, generation
-from raytpu.cluster_parts import GkeSpec
+from raytpu import __version__, images
 from raytpu.config import parse
-from raytpu.errors import InvalidInput, InvalidInputs
-from raytpu.plan import ACCELERATOR_LABEL, TOPOLOGY_LABEL, TPU_RESOURCE, plan_slice
-from raytpu.provisioning import MODES
-from raytpu.spec import WORKLOAD_ENV, ClusterSpec, SecretKeyRef, SliceSpec, WorkloadSpec
+from raytpu.core import kinds, kuberay, names, pod_security, ray_ports, serving, smoke_runs, vllm_rules
+from raytpu.core.catalog import GENERATIONS, RAY_VERSION, generation
+from raytpu.core.cluster_parts import GkeSpec
+from raytpu.core.errors import InvalidInput, InvalidInputs
+from raytpu.core.plan import ACCELERATOR_LABEL, TOPOLOGY_LABEL, TPU_RESOURCE, plan_slice
+from raytpu.core.provisioning import MODES
+from raytpu.core.spec import WORKLOAD_ENV, ClusterSpec, SecretKeyRef, SliceSpec, WorkloadSpec
 
 pytestmark = pytest.mark.unit
 
@@ -714,7 +715,7 @@ def test_builders_reject_names_kuberay_would_reject() -> None:
 
 def test_kuberay_spec_and_report_import_no_cdktn_ray_jax_pydantic_or_yaml() -> None:
     """They run inside Ray jobs (the core zip): no CDK, no Ray/JAX at import, and no config parsing."""
-    code = ("import sys, raytpu.kuberay, raytpu.report, raytpu.spec; "
+    code = ("import sys, raytpu.core.kuberay, raytpu.core.report, raytpu.core.spec; "
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
             "('cdktn', 'ray', 'jax', 'constructs', 'pydantic', 'yaml')); "
             "bad += ['raytpu.config'] if 'raytpu.config' in sys.modules else []; "

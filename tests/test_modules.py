@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 from _synth import by_name, only, read_stacks, resources
 
-from raytpu import names
-from raytpu.cluster_parts import GkeSpec, HeadPoolSpec, NetworkSpec
-from raytpu.errors import InvalidInput, InvalidInputs, problems_of
-from raytpu.plan import plan_slice
-from raytpu.provisioning import MODES as PROVISIONING_MODES
-from raytpu.spec import SliceSpec
+from raytpu.core import names
+from raytpu.core.cluster_parts import GkeSpec, HeadPoolSpec, NetworkSpec
+from raytpu.core.errors import InvalidInput, InvalidInputs, problems_of
+from raytpu.core.plan import plan_slice
+from raytpu.core.provisioning import MODES as PROVISIONING_MODES
+from raytpu.core.spec import SliceSpec
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(300)]
 
@@ -53,7 +53,7 @@ SHAPES = [
 NO_RESERVATION = {"consume_reservation_type": "NO_RESERVATION"}
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 
-# One v6e 4x4 (4 hosts) slice per provisioning mode of raytpu.provisioning.MODES, and what its pool must say.
+# One v6e 4x4 (4 hosts) slice per provisioning mode of raytpu.core.provisioning.MODES, and what its pool must say.
 # Fields (docs/FACTS.md section 2, terraform-provider-google google_container_node_pool):
 # - spot: node_config.spot (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms);
 # - reservation: node_config.reservation_affinity SPECIFIC_RESERVATION with key
@@ -192,7 +192,7 @@ def test_pool_shape_per_generation(pools: dict[str, Any], name: str, gen: str, t
 
 
 def test_shape_table_covers_every_generation_and_placement() -> None:
-    from raytpu.catalog import GENERATIONS
+    from raytpu.core.catalog import GENERATIONS
 
     assert {s[1] for s in SHAPES} == set(GENERATIONS)
     assert {s[6] for s in SHAPES} == {"none", "compact", "workload-policy"}

@@ -21,10 +21,11 @@ import yaml
 from crd import effective_pod_labels
 from netpol import Pod, admits
 
-from raytpu import cli, kuberay, names, pod_security, ray_ports, serving
+from raytpu import cli
 from raytpu.config import parse
-from raytpu.errors import InvalidInputs
-from raytpu.security import SecuritySpec
+from raytpu.core import kuberay, names, pod_security, ray_ports, serving
+from raytpu.core.errors import InvalidInputs
+from raytpu.core.security import SecuritySpec
 
 pytestmark = pytest.mark.unit
 

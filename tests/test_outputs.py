@@ -22,7 +22,7 @@ import pytest
 from image_refs import write_record
 
 from raytpu import cli
-from raytpu.errors import InvalidInput, InvalidInputs
+from raytpu.core.errors import InvalidInput, InvalidInputs
 from raytpu.outputs import DEFAULT_OUTPUTS, StackOutputs
 
 unit = pytest.mark.unit

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 import yaml
 
-from raytpu import kinds, serving
-from raytpu.catalog import GENERATIONS, generation
 from raytpu.cli import main
-from raytpu.errors import InvalidInputs
-from raytpu.plan import plan_slice
-from raytpu.sizing import candidates, hf_config, models, prices
-from raytpu.spec import SecretKeyRef, SliceSpec, WorkloadSpec
+from raytpu.core import kinds, models, serving
+from raytpu.core.catalog import GENERATIONS, generation
+from raytpu.core.errors import InvalidInputs
+from raytpu.core.plan import plan_slice
+from raytpu.core.spec import SecretKeyRef, SliceSpec, WorkloadSpec
+from raytpu.sizing import candidates, hf_config, prices
 
 HF_TOKEN = SecretKeyRef(name="hf-secret", key="hf_api_token")  # gated models need one (spec.gated_model_problems)
 

@@ -1,6 +1,6 @@
 """The pods' security rules, enacted on this machine: a real emulated slice and the real smoke workload run as the
 pods' non-root uid/gid, with no capabilities, ``no_new_privs`` (``allowPrivilegeEscalation: false``) and a read-only
-root filesystem where only :data:`raytpu.pod_security.SCRATCH` (the pods' emptyDirs) is writable, and ``HOME``
+root filesystem where only :data:`raytpu.core.pod_security.SCRATCH` (the pods' emptyDirs) is writable, and ``HOME``
 where the pods put it.
 
 Built with the kernel's own tools rather than a container runtime (none runs here): a private mount namespace
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from raytpu import pod_security
-from raytpu.security import SecuritySpec
+from raytpu.core import pod_security
+from raytpu.core.security import SecuritySpec
 
 pytestmark = [pytest.mark.slice, pytest.mark.timeout(600)]
 

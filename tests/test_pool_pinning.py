@@ -16,11 +16,12 @@ import pytest
 from _synth import resources, synth_text
 from emitted import objects_of
 
-from raytpu import config, kuberay, names
-from raytpu.catalog import GENERATIONS
-from raytpu.names import COMPUTE_CLASS_LABEL
-from raytpu.plan import ACCELERATOR_LABEL, TOPOLOGY_LABEL
-from raytpu.provisioning import FLEX_START_LABEL, QUEUED_LABEL, SPOT_LABEL
+from raytpu import config
+from raytpu.core import kuberay, names
+from raytpu.core.catalog import GENERATIONS
+from raytpu.core.names import COMPUTE_CLASS_LABEL
+from raytpu.core.plan import ACCELERATOR_LABEL, TOPOLOGY_LABEL
+from raytpu.core.provisioning import FLEX_START_LABEL, QUEUED_LABEL, SPOT_LABEL
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]
 

@@ -40,15 +40,15 @@ import yaml
 from image_refs import FIXTURE_REFS
 
 from raytpu import config as config_module
-from raytpu import vllm_rules
-from raytpu.catalog import GENERATIONS, generation
-from raytpu.cluster_parts import WEEKDAYS, NetworkSpec
-from raytpu.errors import InvalidInput, InvalidInputs, problems_of
-from raytpu.kinds import KINDS
-from raytpu.plan import machine_types_for, plan_slice
-from raytpu.provisioning import MODES
-from raytpu.sizing.models import by_hf_id
-from raytpu.spec import ClusterSpec
+from raytpu.core import vllm_rules
+from raytpu.core.catalog import GENERATIONS, generation
+from raytpu.core.cluster_parts import WEEKDAYS, NetworkSpec
+from raytpu.core.errors import InvalidInput, InvalidInputs, problems_of
+from raytpu.core.kinds import KINDS
+from raytpu.core.models import by_hf_id
+from raytpu.core.plan import machine_types_for, plan_slice
+from raytpu.core.provisioning import MODES
+from raytpu.core.spec import ClusterSpec
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]
 
@@ -107,7 +107,7 @@ def _slice(rng: random.Random, name: str, region: str, autopilot: bool, for_ray:
         item["machine_type"] = rng.choice(machine_types_for(gen, topology)).name
     if rng.random() < 0.5:
         item["count"] = rng.randint(1, 3)
-    # Autopilot takes only modes a ComputeClass offers (queued is a node-pool flag: raytpu.spec._slice_problems)
+    # Autopilot takes only modes a ComputeClass offers (queued is a node-pool flag: raytpu.core.spec._slice_problems)
     mode = rng.choice([m for m in (RAY_MODES if for_ray else tuple(MODES))
                        if not autopilot or MODES[m].priority is not None])
     if mode != "on-demand" or rng.random() < 0.5:
@@ -132,13 +132,14 @@ def ray_ready(item: dict[str, Any]) -> bool:
 
 
 def servable(item: dict[str, Any]) -> bool:
-    """Ray Serve LLM places a replica on the slice (raytpu.vllm_rules.slice_problems: not a 2x4 of 4-chip hosts)."""
+    """Ray Serve LLM places a replica on the slice (raytpu.core.vllm_rules.slice_problems: not a 2x4 of 4-chip
+    hosts)."""
     return not vllm_rules.slice_problems(plan_slice(item["generation"], item["topology"], item.get("machine_type")))
 
 
 def _serving_fields(rng: random.Random, item: dict[str, Any]) -> dict[str, Any]:
     """Some of a serving workload's optional fields, valid for servable slice ``item``: a model the kit knows
-    (raytpu.sizing.models.MODELS) only where the slice's JAX devices, its TP, divide the model's attention heads."""
+    (raytpu.core.models.MODELS) only where the slice's JAX devices, its TP, divide the model's attention heads."""
     fields: dict[str, Any] = {}
     if rng.random() < 0.5:
         fields["model"] = rng.choice(("Qwen/Qwen3-0.6B", "meta-llama/Llama-3.1-8B", "/mnt/gcs/models/m"))
@@ -197,7 +198,7 @@ def valid_config(rng: random.Random) -> dict[str, Any]:
     if storage:
         doc["storage"] = storage
     names: set[str] = set()
-    # valid names stay short enough for GKE's TPU webhook on multi-host slices (raytpu.spec.MULTI_HOST_NAME_LIMIT:
+    # valid names stay short enough for GKE's TPU webhook on multi-host slices (raytpu.core.spec.MULTI_HOST_NAME_LIMIT:
     # smoke-<slice>-<i>-<run id> and <job>-<run id> within 35 characters)
     doc["slices"] = [_slice(rng, _unique(rng, names, 1, 18), region, autopilot, for_ray=rng.random() < 0.5)
                      for _ in range(rng.randint(1, 4))]

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from raytpu import config, reading
-from raytpu.errors import MAX_EXCERPT, InvalidInput, InvalidInputs, excerpt, problems_of
+from raytpu.core.errors import MAX_EXCERPT, InvalidInput, InvalidInputs, excerpt, problems_of
 
 pytestmark = pytest.mark.unit
 

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 from _synth import resources, synth_text
 
-from raytpu import kuberay, names
-from raytpu.catalog import GENERATIONS, MachineType
-from raytpu.errors import InvalidInputs
-from raytpu.provisioning import MODES
+from raytpu.core import kuberay, names
+from raytpu.core.catalog import GENERATIONS, MachineType
+from raytpu.core.errors import InvalidInputs
+from raytpu.core.provisioning import MODES
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]
 
@@ -272,7 +272,7 @@ def _pools(stacks: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def _slice_of(pool_name: str) -> tuple[int, str]:
-    from raytpu.plan import plan_slice
+    from raytpu.core.plan import plan_slice
 
     gen, kind, _ = pool_name.split("-", 2)
     gen_obj = GENERATIONS[gen]
@@ -324,7 +324,7 @@ def test_every_tpu_pool_obeys_the_providers_and_gkes_rules(matrix: dict[str, dic
 
 def test_every_standard_tpu_worker_fits_its_pools_nodes(matrix: dict[str, dict[str, Any]]) -> None:
     """Issue 18 item 1: a worker's requests come from the catalog; they must fit the node GKE really makes."""
-    from raytpu.plan import plan_slice
+    from raytpu.core.plan import plan_slice
 
     pools = {n: p for n, p in _pools(matrix).items() if n != "ray-head"}
     for name, pool in pools.items():
@@ -346,16 +346,16 @@ def test_workload_policy_names_are_gce_names(matrix: dict[str, dict[str, Any]]) 
 
 
 LONGEST_CLUSTER = "c" * 39 + "x"
-"""40 characters, GKE's longest cluster name (raytpu.field_rules.CLUSTER_NAME)."""
+"""40 characters, GKE's longest cluster name (raytpu.core.field_rules.CLUSTER_NAME)."""
 
 
 def test_two_clusters_in_one_project_and_region_never_share_a_workload_policy() -> None:
     """Issue 18 item 8: Standard tpu7x pools were ``<slice>-<i>-wp`` whatever the cluster. Two clusters with the same
     slices in one project and region, at the longest names the kit allows: GKE's 40-character cluster name, and the
-    longest multi-host slice name (its smoke jobs ``smoke-<slice>-<i>-<run id>`` fill raytpu.spec's
+    longest multi-host slice name (its smoke jobs ``smoke-<slice>-<i>-<run id>`` fill raytpu.core.spec's
     MULTI_HOST_NAME_LIMIT)."""
-    from raytpu.names import RUN_ID_LENGTH
-    from raytpu.spec import MULTI_HOST_NAME_LIMIT
+    from raytpu.core.names import RUN_ID_LENGTH
+    from raytpu.core.spec import MULTI_HOST_NAME_LIMIT
 
     count = 2
     longest = "s" * (MULTI_HOST_NAME_LIMIT - len(f"smoke--{count - 1}-") - RUN_ID_LENGTH)

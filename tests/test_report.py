@@ -1,4 +1,4 @@
-"""Unit tests of raytpu.report: verdict lines in logs, the table, JSON and JUnit XML reports."""
+"""Unit tests of raytpu.core.report: verdict lines in logs, the table, JSON and JUnit XML reports."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from raytpu import report
+from raytpu.core import report
 
 pytestmark = pytest.mark.unit
 

@@ -26,12 +26,13 @@ from typing import Any
 
 import pytest
 
-from raytpu import kinds, kuberay, local, serving, vllm_rules
-from raytpu.catalog import GENERATIONS
+from raytpu import local
 from raytpu.config import load
-from raytpu.errors import InvalidInput
+from raytpu.core import kinds, kuberay, serving, vllm_rules
+from raytpu.core.catalog import GENERATIONS
+from raytpu.core.errors import InvalidInput
+from raytpu.core.spec import SliceSpec, WorkloadSpec
 from raytpu.llm_client import StreamResult, astream_chat, stream_chat
-from raytpu.spec import SliceSpec, WorkloadSpec
 
 pytestmark = pytest.mark.serve
 

@@ -16,9 +16,9 @@ import pytest
 import yaml
 from test_cli import EXAMPLE, run_cli
 
-from raytpu import kinds, serving, vllm_rules
-from raytpu.errors import InvalidInputs
-from raytpu.spec import SERVING_FIELDS, SecretKeyRef, SliceSpec, WorkloadSpec
+from raytpu.core import kinds, serving, vllm_rules
+from raytpu.core.errors import InvalidInputs
+from raytpu.core.spec import SERVING_FIELDS, SecretKeyRef, SliceSpec, WorkloadSpec
 
 pytestmark = pytest.mark.unit
 
@@ -265,7 +265,7 @@ def test_a_2x4_of_two_4_chip_hosts_cannot_be_served_and_validate_says_which_mach
 def _recorded_cluster(tmp_path: Path, topology: str) -> str:
     """A local cluster's state file only (no process): what `raytpu local serve` reads before it deploys."""
     from raytpu import local
-    from raytpu.plan import plan_slice
+    from raytpu.core.plan import plan_slice
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -362,7 +362,7 @@ def test_a_gated_model_downloaded_from_hugging_face_needs_a_token_secret(
 
 
 def test_the_model_table_records_which_repositories_are_gated() -> None:
-    from raytpu.sizing.models import MODELS
+    from raytpu.core.models import MODELS
 
     gated = {m.hf_id for m in MODELS.values() if m.gated and m.hf_id}
     assert gated == {m.hf_id for m in MODELS.values() if m.hf_id and m.hf_id.startswith(("meta-llama/",

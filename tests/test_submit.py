@@ -27,14 +27,15 @@ from google.oauth2 import service_account
 from image_refs import FIXTURE_IMAGES, write_record
 from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, serving, status_body
 
-from raytpu import __version__, cli, core_zip, kinds, kuberay, names, report
+from raytpu import __version__, cli, core_zip
 from raytpu.cluster import gke, google_api
 from raytpu.commands import submit as submit_command
 from raytpu.config import parse
+from raytpu.core import kinds, kuberay, names, report
+from raytpu.core.security import SERVE_ENDPOINTS
+from raytpu.core.spec import WorkloadSpec
+from raytpu.core.vllm_rules import DEFAULT_MODEL
 from raytpu.images.record import RECORD_NAME
-from raytpu.security import SERVE_ENDPOINTS
-from raytpu.spec import WorkloadSpec
-from raytpu.vllm_rules import DEFAULT_MODEL
 
 pytestmark = pytest.mark.unit
 
@@ -213,8 +214,8 @@ def test_submit_wait_records_the_runs_timeline_from_pods_nodes_events_and_the_dr
 
     from test_timeline import FAILED_SCHEDULING, SCALE_UP, iso, node, ray_pod
 
-    from raytpu import timeline
     from raytpu.cluster import kube_timeline
+    from raytpu.core import timeline
 
     monkeypatch.setattr(kube_timeline, "POLL_S", 0.1)
     name = "smoke-tl"
@@ -750,8 +751,9 @@ def test_core_zip_has_one_top_level_package_with_workloads_and_no_cdk(tmp_path: 
     path = core_zip.build_core_zip(tmp_path / "raytpu.zip")
     names = zipfile.ZipFile(path).namelist()
     assert {n.split("/", 1)[0] for n in names} == {"raytpu"}
-    assert {"raytpu/__init__.py", "raytpu/catalog.py", "raytpu/plan.py", "raytpu/kuberay.py", "raytpu/spec.py",
-            "raytpu/kinds.py", "raytpu/provisioning.py", "raytpu/workloads/__init__.py"} <= set(names)
+    assert {"raytpu/__init__.py", "raytpu/core/catalog.py", "raytpu/core/plan.py", "raytpu/core/kuberay.py",
+            "raytpu/core/spec.py", "raytpu/core/kinds.py", "raytpu/core/provisioning.py",
+            "raytpu/workloads/__init__.py"} <= set(names)
     assert not [n for n in names if n.startswith(("raytpu/stacks/", "raytpu/modules/")) or "__pycache__" in n]
     assert "raytpu/config.py" not in names  # jobs receive specs; they never parse YAML
 
@@ -790,7 +792,7 @@ def test_upload_core_posts_the_zip_to_the_gcs_json_api(tmp_path: Path, sa_key: S
     assert seen["auth"] == "Bearer test-token" and seen["type"] == "application/zip"
     (tmp_path / "z.zip").write_bytes(seen["body"])
     names = zipfile.ZipFile(tmp_path / "z.zip").namelist()
-    assert {"raytpu/plan.py", "raytpu/spec.py"} <= set(names) and "raytpu/config.py" not in names
+    assert {"raytpu/core/plan.py", "raytpu/core/spec.py"} <= set(names) and "raytpu/config.py" not in names
 
 
 # ---------------------------------------------------------------------- smoke over DCN (multi-slice workloads)
@@ -948,7 +950,7 @@ def test_submit_local_runs_the_workload_under_its_own_name_and_image(
     """``--local`` gives the job the config's workload (name, image, slices) moved onto the emulated slices, as its
     RayJob gets it on GKE; a recorded two-slice cluster (its state file only: nothing runs)."""
     from raytpu import local
-    from raytpu.spec import WORKLOAD_ENV
+    from raytpu.core.spec import WORKLOAD_ENV
 
     config = tmp_path / "raytpu.yaml"
     config.write_text(LOCAL_CONFIG)

@@ -32,7 +32,7 @@ from _synth import (
 )
 from image_refs import FIXTURE_REFS, write_record
 
-from raytpu import kuberay, names
+from raytpu.core import kuberay, names
 from raytpu.synth_out import check as check_out
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]
@@ -577,8 +577,8 @@ ADD_SLICE_REJECTS = [
                          ids=[f"{e}-{p}" for e, _, p in ADD_SLICE_REJECTS])
 def test_add_slice_that_does_not_fit_raises_with_its_config_path(example: str, fields: dict[str, Any],
                                                                  path: str) -> None:
-    from raytpu.errors import InvalidInputs
-    from raytpu.spec import SliceSpec
+    from raytpu.core.errors import InvalidInputs
+    from raytpu.core.spec import SliceSpec
 
     stack = _stack(EXAMPLES[example])
     before = stack.spec
@@ -591,10 +591,10 @@ def test_add_slice_that_does_not_fit_raises_with_its_config_path(example: str, f
 
 def test_add_workload_on_a_foreign_slice_or_a_taken_name_raises_with_its_config_path() -> None:
     from raytpu.config import load
-    from raytpu.errors import InvalidInputs
-    from raytpu.kinds import kind
+    from raytpu.core.errors import InvalidInputs
+    from raytpu.core.kinds import kind
+    from raytpu.core.spec import SliceSpec, WorkloadSpec
     from raytpu.modules.cdk import App
-    from raytpu.spec import SliceSpec, WorkloadSpec
     from raytpu.stacks.cluster import ClusterStack, ClusterStackProps
     from raytpu.stacks.workloads import WorkloadsStack, WorkloadsStackProps
 
@@ -643,7 +643,7 @@ def test_added_slices_get_their_pools_and_raise_the_cluster_version(extended: di
 def test_workload_on_an_added_slice_selects_that_slice(extended: dict, name: str, kind: str) -> None:
     from crd import cluster_spec, operator_errors, schema_errors, webhook_errors
 
-    from raytpu.spec import SliceSpec
+    from raytpu.core.spec import SliceSpec
 
     objects = _objects(extended["std-workloads"])
     assert {"serve"} <= set(objects) and not {"smoke", "train"} & set(objects)  # the config's RayService only

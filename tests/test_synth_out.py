@@ -18,7 +18,7 @@ import pytest
 
 from raytpu import synth_out
 from raytpu.cli import main
-from raytpu.errors import InvalidInput
+from raytpu.core.errors import InvalidInput
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "raytpu.example.yaml"

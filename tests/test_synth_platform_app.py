@@ -79,10 +79,10 @@ def test_outside_app_workload_runs_on_its_own_slice(stacks: dict[str, Any]) -> N
 def test_outside_app_cannot_hand_terraform_a_one_shot_job() -> None:
     """Migration: an app that still adds a RayJob to the workloads stack gets an error naming what to run."""
     from raytpu.config import load
-    from raytpu.errors import InvalidInput
-    from raytpu.kinds import kind
+    from raytpu.core.errors import InvalidInput
+    from raytpu.core.kinds import kind
+    from raytpu.core.spec import SliceSpec, WorkloadSpec
     from raytpu.modules.cdk import App
-    from raytpu.spec import SliceSpec, WorkloadSpec
     from raytpu.stacks.cluster import ClusterStack, ClusterStackProps
     from raytpu.stacks.workloads import WorkloadsStack, WorkloadsStackProps
 

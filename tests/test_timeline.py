@@ -1,4 +1,4 @@
-"""raytpu.timeline (phases, recorder, table, JSON) and raytpu.cluster.kube_timeline (phases read from Kubernetes
+"""raytpu.core.timeline (phases, recorder, table, JSON) and raytpu.cluster.kube_timeline (phases read from Kubernetes
 objects).
 
 The Kubernetes objects here are shaped as the API serves them (core/v1 Pod ``status.conditions`` PodScheduled,
@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from raytpu import timeline
 from raytpu.cluster import kube_timeline
+from raytpu.core import timeline
 
 pytestmark = pytest.mark.unit
 

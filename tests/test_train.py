@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 from image_refs import FIXTURE_IMAGES
 
-from raytpu import kinds, kuberay, local, names
-from raytpu.catalog import generation
-from raytpu.plan import RAY_SLICE_LABEL, RAY_WORKER_LABEL, SlicePlan, plan_slice
+from raytpu import local
+from raytpu.core import kinds, kuberay, names
+from raytpu.core.catalog import generation
+from raytpu.core.plan import RAY_SLICE_LABEL, RAY_WORKER_LABEL, SlicePlan, plan_slice
 from raytpu.workloads import train
 
 

@@ -18,7 +18,7 @@ slices). There the driver reserves a whole, idle slice itself (head resource hel
 pins the workers to it with the slice's own Ray resource (:func:`scaling_config`); a restart then waits for
 that slice's replacement host instead of moving to another slice.
 
-Multi-slice (``workloads[].slices: N``, :mod:`raytpu.multislice`): ``num_workers = hosts x N``, and Ray Train 2.60
+Multi-slice (``workloads[].slices: N``, :mod:`raytpu.core.multislice`): ``num_workers = hosts x N``, and Ray Train 2.60
 reserves N whole slices for them at once (the controller derives N from ``num_workers`` with
 ``ray.util.tpu.get_tpu_num_slices_for_workers``; ``WorkerGroup._create_placement_group`` builds one
 ``SlicePlacementGroup(num_slices=N)``, which holds each slice's head resource in turn and then places every
@@ -39,8 +39,8 @@ resumes it: the summary says from which step (``start_step``) and how many steps
 
 Fault tolerance: rank 0 writes a checkpoint (params, optimizer state, step, loss history) every
 ``--checkpoint-every`` steps under ``--storage-path`` (a local directory: on GKE the bucket's GCS FUSE mount,
-:meth:`raytpu.kinds.WorkloadKind.run_args`); ``FailureConfig(max_failures=--max-failures)`` restarts the worker group
-from the latest checkpoint (on a replacement host or another intact slice). When no slice is free, each
+:meth:`raytpu.core.kinds.WorkloadKind.run_args`); ``FailureConfig(max_failures=--max-failures)`` restarts the worker
+group from the latest checkpoint (on a replacement host or another intact slice). When no slice is free, each
 attempt to start the worker group gives up after ``--start-timeout-s`` and the run fails after
 ``--slice-retries`` such attempts (``controller_failure_limit``) instead of waiting forever.
 
@@ -61,9 +61,9 @@ import tempfile
 import time
 from typing import Any
 
-from raytpu.plan import RAY_SLICE_LABEL, SlicePlan
-from raytpu.spec import WorkloadSpec
-from raytpu.timeline import Stamp, stamp, stamp_line
+from raytpu.core.plan import RAY_SLICE_LABEL, SlicePlan
+from raytpu.core.spec import WorkloadSpec
+from raytpu.core.timeline import Stamp, stamp, stamp_line
 from raytpu.workloads._entry import guarded
 
 MARKER = "RAYTPU_TRAIN_RESULT"
@@ -454,8 +454,8 @@ def _outcome(result: Any, args: argparse.Namespace, launch: str) -> dict[str, An
 
 
 def stamp_joined(plan: SlicePlan) -> None:
-    """Prints the ``ray_joined`` stamp (:mod:`raytpu.timeline`) when a whole slice of ``plan`` is alive as the driver
-    starts (on GKE KubeRay starts the driver once the cluster's pods are ready, so it usually is)."""
+    """Prints the ``ray_joined`` stamp (:mod:`raytpu.core.timeline`) when a whole slice of ``plan`` is alive as the
+    driver starts (on GKE KubeRay starts the driver once the cluster's pods are ready, so it usually is)."""
     from raytpu.workloads.slices import inventory
 
     try:
@@ -470,7 +470,7 @@ def stamp_joined(plan: SlicePlan) -> None:
 
 
 def train_stamps(metrics: dict[str, Any]) -> list[Stamp]:
-    """The run's timeline stamps (:mod:`raytpu.timeline`) from the reported metrics: ``reserved`` when the workers
+    """The run's timeline stamps (:mod:`raytpu.core.timeline`) from the reported metrics: ``reserved`` when the workers
     started (JaxTrainer places them only once its slice reservation holds) and ``first_step`` when the first step of
     this launch had run; printed as stamp lines too."""
     slice_name = metrics.get("slice_name") or "?"

@@ -13,11 +13,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from raytpu.config import load
+from raytpu.core.kinds import kind
+from raytpu.core.spec import SliceSpec, WorkloadSpec
 from raytpu.images.record import load_refs
-from raytpu.kinds import kind
 from raytpu.modules.bucket import Bucket, BucketProps
 from raytpu.modules.cdk import App  # cdktn.App; importing it via raytpu also quiets jsii's node banner
-from raytpu.spec import SliceSpec, WorkloadSpec
 from raytpu.stacks.cluster import ClusterStack, ClusterStackProps
 from raytpu.stacks.workloads import WorkloadsStack, WorkloadsStackProps
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from raytpu.cluster.kube_client import KubeClient
-from raytpu.errors import RuntimeFailure
+from raytpu.core.errors import RuntimeFailure
+from raytpu.core.spec import ClusterSpec
 from raytpu.outputs import StackOutputs
-from raytpu.spec import ClusterSpec
 
 Progress = Callable[[str], None]
 
@@ -69,11 +69,10 @@ class JobState:
 
 
 def apply_with_network_policy(client: KubeClient, obj: Mapping[str, Any], spec: ClusterSpec) -> dict[str, Any]:
-    """Applies a KubeRay object behind its NetworkPolicy (:func:`raytpu.kuberay.network_policy`): the policy first,
+    """Applies a KubeRay object behind its NetworkPolicy (:func:`raytpu.core.kuberay.network_policy`): the policy first,
     so none of the object's pods ever runs unguarded, then the object, then the policy again, owned by the object
     (deleted with it). Returns the server's object."""
-    from raytpu import kuberay
-
+    from raytpu.core import kuberay
     policy = kuberay.network_policy(obj, spec)
     client.apply(policy)
     applied = client.apply(obj)
@@ -240,7 +239,7 @@ def wait_for_service(client: KubeClient, name: str, *, timeout_s: float, progres
 
 def run_id(now: float | None = None) -> str:
     """A short, time-ordered suffix for RayJob names (base 36 seconds since the epoch: ``RUN_ID_LENGTH``, 6
-    characters until 2059; job names are capped with it, :data:`raytpu.spec.MULTI_HOST_NAME_LIMIT`)."""
+    characters until 2059; job names are capped with it, :data:`raytpu.core.spec.MULTI_HOST_NAME_LIMIT`)."""
     value = int(time.time() if now is None else now)
     digits = "0123456789abcdefghijklmnopqrstuvwxyz"
     out = ""

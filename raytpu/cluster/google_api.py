@@ -17,9 +17,10 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from raytpu import core_zip, names
+from raytpu import core_zip
 from raytpu.cluster.http_retry import HttpRetry, policy
-from raytpu.errors import RuntimeFailure
+from raytpu.core import names
+from raytpu.core.errors import RuntimeFailure
 
 if TYPE_CHECKING:
     import requests

@@ -31,7 +31,6 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from raytpu import errors
 from raytpu.cluster.crd_schema import check_declared
 from raytpu.cluster.kube_errors import (
     KubeError,
@@ -48,6 +47,7 @@ from raytpu.cluster.kube_errors import (
     transport_error,
 )
 from raytpu.cluster.kube_resources import RESOURCES, Resource, describe_call, manifest_target, resource
+from raytpu.core import errors
 
 if TYPE_CHECKING:
     import google.auth.credentials

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from raytpu.cluster.kube_resources import Resource
-from raytpu.errors import RuntimeFailure
+from raytpu.core.errors import RuntimeFailure
 
 ADC_HELP = ("Application Default Credentials of a principal with access to the cluster: "
             "`gcloud auth application-default login` on a workstation, Workload Identity Federation in CI "

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from raytpu import errors
+from raytpu.core import errors
 
 
 @dataclass(frozen=True)

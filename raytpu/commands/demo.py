@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import subprocess
 
+    from raytpu.core.plan import SlicePlan
+    from raytpu.core.spec import ClusterSpec, WorkloadSpec
+    from raytpu.core.timeline import Recorder
     from raytpu.local import LocalCluster, PeakMemory
-    from raytpu.plan import SlicePlan
-    from raytpu.spec import ClusterSpec, WorkloadSpec
-    from raytpu.timeline import Recorder
 
 HELP = "run the example end to end locally: validate, describe, synth, emulated slice, smoke, train, report"
 
@@ -99,7 +99,7 @@ def smoke_args(dcn_slices: int | None) -> tuple[str, ...]:
 
 def check_args(args: argparse.Namespace) -> None:
     """The flags a demo only uses after minutes of work (training steps, the report at the end): refused first."""
-    from raytpu.errors import invalid_value
+    from raytpu.core.errors import invalid_value
 
     if not 1 <= args.steps <= MAX_STEPS:
         raise invalid_value("--steps", args.steps, "is out of range", f"1 to {MAX_STEPS} training steps")
@@ -114,8 +114,9 @@ def check_args(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Runs the demo; returns 0 when every step passed."""
-    from raytpu import local, timeline
+    from raytpu import local
     from raytpu.config import choose
+    from raytpu.core import timeline
     from raytpu.local.from_config import config_slice_plan
 
     check_args(args)
@@ -172,7 +173,6 @@ def _on_the_slice(args: argparse.Namespace, spec: ClusterSpec, plan: SlicePlan, 
     """The steps on an emulated slice of ``plan`` (up, smoke, train), then its ``teardown``, always; a failure is the
     report's ``error`` step."""
     from raytpu import local
-
     try:
         cluster = _slice_up(args, plan, report, recorder)
         _smoke(cluster, spec, plan, report, recorder)
@@ -188,7 +188,8 @@ def _on_the_slice(args: argparse.Namespace, spec: ClusterSpec, plan: SlicePlan, 
 
 def _slice_up(args: argparse.Namespace, plan: SlicePlan, report: dict[str, Any], recorder: Recorder) -> LocalCluster:
     """The ``local slice up`` step: one emulated slice of ``plan`` in the demo's own run directory."""
-    from raytpu import local, timeline
+    from raytpu import local
+    from raytpu.core import timeline
     from raytpu.local.phases import emulated_phases
 
     started = time.monotonic()
@@ -209,8 +210,9 @@ def _smoke(cluster: LocalCluster, spec: ClusterSpec, plan: SlicePlan, report: di
            recorder: Recorder) -> None:
     """The ``smoke`` step: the smoke workload on the slice (across the train workload's DCN span when it fits); its
     verdicts go to ``report["smoke"]``."""
-    from raytpu import local, timeline
-    from raytpu import report as smoke_report
+    from raytpu import local
+    from raytpu.core import report as smoke_report
+    from raytpu.core import timeline
     from raytpu.local.from_config import dcn_slices_of
 
     started = time.monotonic()
@@ -230,7 +232,8 @@ def _smoke(cluster: LocalCluster, spec: ClusterSpec, plan: SlicePlan, report: di
 def _train(cluster: LocalCluster, steps: int, report: dict[str, Any], recorder: Recorder) -> None:
     """The ``train`` step: a few JaxTrainer steps with checkpoints in the run directory; its result goes to
     ``report["train"]`` and its first step to the timeline."""
-    from raytpu import local, timeline
+    from raytpu import local
+    from raytpu.core import timeline
     from raytpu.workloads.train import parse_result
 
     started = time.monotonic()
@@ -255,8 +258,7 @@ def _train(cluster: LocalCluster, steps: int, report: dict[str, Any], recorder: 
 def _write_report(report: dict[str, Any], path: Path, memory: PeakMemory, t0: float) -> int:
     """Completes the report (memory, duration, ok), writes it (the smoke verdicts as ``smoke.json`` and
     ``smoke.junit.xml`` beside it), prints it; 0 when every step passed."""
-    from raytpu import report as smoke_report
-
+    from raytpu.core import report as smoke_report
     verdicts = report["smoke"]
     report["peak_memory_mib"] = round(memory.peak_pss_bytes / 2**20)
     report["peak_memory_rss_sum_mib"] = round(memory.peak_rss_bytes / 2**20)
@@ -298,8 +300,7 @@ def render_report(report: dict[str, Any], smoke_table: str) -> str:
     else:
         lines.append("  no training result")
     if report.get("timeline"):
-        from raytpu import timeline
-
+        from raytpu.core import timeline
         lines += ["", "== " + timeline.render(report["timeline"])]
     lines += ["", f"wall time {report['duration_s']:.1f}s, peak memory {report['peak_memory_mib']} MiB "
               f"(PSS of every process; RSS sum {report['peak_memory_rss_sum_mib']} MiB), "
@@ -314,11 +315,12 @@ def _num(value: Any, unit: str = "") -> str:
 def serve_demo(args: argparse.Namespace) -> int:
     """``make serve``: the config's serving workload on its own emulated slice, asked, torn down; 0 on success.
 
-    Its timeline (:mod:`raytpu.timeline`) runs up to the first token: ``first_step`` is stamped when the official
+    Its timeline (:mod:`raytpu.core.timeline`) runs up to the first token: ``first_step`` is stamped when the official
     ``openai`` client gets the first streamed content of the first question (:mod:`raytpu.llm_client`)."""
-    from raytpu import local, timeline
+    from raytpu import local
     from raytpu.config import load
-    from raytpu.errors import InvalidInput
+    from raytpu.core import timeline
+    from raytpu.core.errors import InvalidInput
 
     t0 = time.monotonic()
     recorder = timeline.Recorder.for_command()
@@ -346,7 +348,8 @@ def _serve_and_ask(config: str, work: WorkloadSpec, directory: str, report: dict
                    recorder: Recorder) -> None:
     """An emulated slice of ``work``'s slice in ``directory``, ``work`` deployed on it and asked a few questions
     with the openai client: the endpoint, model, answers and ``ok`` go to ``report``, the phases to ``recorder``."""
-    from raytpu import local, timeline
+    from raytpu import local
+    from raytpu.core import timeline
     from raytpu.llm_client import ask
     from raytpu.local.deploy import deploy_serve
     from raytpu.local.from_config import serving_workload
@@ -381,8 +384,7 @@ def _serve_and_ask(config: str, work: WorkloadSpec, directory: str, report: dict
 
 def _write_serve_report(report: dict[str, Any], path: Path, memory: PeakMemory, t0: float) -> int:
     """Completes the serving report (memory, duration), writes it, prints its timeline; 0 when it passed."""
-    from raytpu import timeline
-
+    from raytpu.core import timeline
     report["peak_memory_mib"] = round(memory.peak_pss_bytes / 2**20)
     report["peak_memory_rss_sum_mib"] = round(memory.peak_rss_bytes / 2**20)
     report["duration_s"] = round(time.monotonic() - t0, 1)

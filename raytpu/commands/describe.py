@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from raytpu import errors
-from raytpu.catalog import ACCELERATOR_TYPE, accelerator_prefixes, from_accelerator_type
-from raytpu.plan import plan_slice
+from raytpu.core import errors
+from raytpu.core.catalog import ACCELERATOR_TYPE, accelerator_prefixes, from_accelerator_type
+from raytpu.core.plan import plan_slice
 from raytpu.slice_map import render
 
 HELP = "show the SlicePlan of one slice shape (hosts, chips, machine type, placement, Ray pod type)"

@@ -112,8 +112,8 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
 def build(args: argparse.Namespace) -> int:
     """Checks every input, then builds the images one after another, recording each as it succeeds."""
     from raytpu import config as config_mod
-    from raytpu import errors
     from raytpu.cluster.google_api import GoogleApi
+    from raytpu.core import errors
     from raytpu.images import record
     from raytpu.images.build import ImageBuild, Target
     from raytpu.images.definitions import DIGEST, IMAGES
@@ -170,9 +170,9 @@ def chosen_images(asked: list[str], kinds: set[str], config: str) -> list[str]:
         InvalidInputs: an unknown image (the valid ones listed), an image whose definition names a kind the kit
             does not have, or one that no workload of the config runs (the ones that it runs listed).
     """
-    from raytpu import errors
+    from raytpu.core import errors
+    from raytpu.core.kinds import NAMES
     from raytpu.images.definitions import IMAGES
-    from raytpu.kinds import NAMES
 
     found = [errors.invalid_value(f"images.{name}.kinds", list(image.kinds), "names no workload kind of the kit",
                                   ", ".join(NAMES))

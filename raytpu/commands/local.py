@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from raytpu.core.plan import SlicePlan
     from raytpu.local import LocalCluster
-    from raytpu.plan import SlicePlan
 
 HELP = "run an emulated TPU slice locally: up, status, down, smoke, serve"
 
@@ -90,11 +90,11 @@ def _progress(line: str) -> None:
 
 def plan_from_args(args: argparse.Namespace) -> SlicePlan:
     """The SlicePlan to emulate: ``--generation/--topology``, else a slice of the config."""
-    from raytpu import errors
-    from raytpu.catalog import from_accelerator_type
     from raytpu.config import choose, load
+    from raytpu.core import errors
+    from raytpu.core.catalog import from_accelerator_type
+    from raytpu.core.plan import plan_slice
     from raytpu.local.from_config import config_slice_plan
-    from raytpu.plan import plan_slice
 
     named = from_accelerator_type(args.generation, "--generation") if args.generation and not args.topology else None
     if named is not None:  # --generation v6e-16: an accelerator type names both
@@ -113,7 +113,7 @@ def plan_from_args(args: argparse.Namespace) -> SlicePlan:
 
 def _cluster(args: argparse.Namespace) -> LocalCluster:
     from raytpu import local
-    from raytpu.errors import RuntimeFailure
+    from raytpu.core.errors import RuntimeFailure
 
     cluster = local.LocalCluster.load(local.run_dir(args.dir))
     if cluster is None:
@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _up(args: argparse.Namespace) -> int:
     from raytpu import local
-    from raytpu.errors import invalid_value
+    from raytpu.core.errors import invalid_value
 
     if args.timeout_s is not None and not 0 < args.timeout_s <= MAX_START_S:  # nan too: before anything starts
         raise invalid_value("--timeout-s", args.timeout_s, "is not a bound on the start",
@@ -147,7 +147,6 @@ def _status(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from raytpu import local
-
     cluster = _cluster(args)
     rows = local.status(cluster)
     if args.json:
@@ -163,7 +162,6 @@ def _status(args: argparse.Namespace) -> int:
 
 def _down(args: argparse.Namespace) -> int:
     from raytpu import local
-
     count = local.stop(args.dir)
     _progress(f"stopped ({count} process group(s) and leftover process(es) signalled)" if count
               else "nothing to stop")
@@ -171,7 +169,8 @@ def _down(args: argparse.Namespace) -> int:
 
 
 def _smoke(args: argparse.Namespace) -> int:
-    from raytpu import local, report, timeline
+    from raytpu import local
+    from raytpu.core import report, timeline
     from raytpu.local.from_config import dcn_slices_of, optional_config
     from raytpu.local.phases import emulated_phases
 
@@ -179,7 +178,7 @@ def _smoke(args: argparse.Namespace) -> int:
     cluster = _cluster(args)
     plan = cluster.slice_plan
     if args.dcn_slices is not None and not 1 <= args.dcn_slices <= len(cluster.slices):
-        from raytpu.errors import invalid_value
+        from raytpu.core.errors import invalid_value
 
         raise invalid_value("--dcn-slices", args.dcn_slices, "is more slices than this local cluster has"
                             if args.dcn_slices > 1 else "is not a number of slices",

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from raytpu.core.models import ModelShape
     from raytpu.sizing.candidates import Candidate
     from raytpu.sizing.memory import Need
-    from raytpu.sizing.models import ModelShape
 
 HELP = "size a model to every TPU slice of the catalog: HBM fit, Ray, serving rules, $/h"
 
@@ -23,8 +23,8 @@ MAX_BATCH = 1_000_000
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the model (one of --model, --model-config, --params), the workload and the output options."""
     from raytpu import argtypes
+    from raytpu.core.models import MODELS
     from raytpu.sizing.memory import DEFAULT_DTYPE, DEFAULT_HEADROOM, DTYPE_BYTES, OPTIMIZER_STATES, REMAT
-    from raytpu.sizing.models import MODELS
 
     which = parser.add_argument_group("the model (one of)")
     which.add_argument("--model", help="a built-in model: " + ", ".join(MODELS) + " (or its Hugging Face id)")
@@ -57,8 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _shape(args: argparse.Namespace) -> tuple[ModelShape | None, int]:
-    from raytpu import errors
-    from raytpu.sizing import hf_config, models
+    from raytpu.core import errors, models
+    from raytpu.sizing import hf_config
 
     given = [f for f in ("model", "model_config", "params") if getattr(args, f) is not None]
     if len(given) != 1:
@@ -74,9 +74,9 @@ def _shape(args: argparse.Namespace) -> tuple[ModelShape | None, int]:
 
 
 def _check(args: argparse.Namespace, shape: ModelShape | None) -> None:
-    from raytpu import errors
+    from raytpu.core import errors
+    from raytpu.core.models import check_context
     from raytpu.sizing.memory import DEFAULT_DTYPE
-    from raytpu.sizing.models import check_context
 
     if args.dtype is None:
         args.dtype = DEFAULT_DTYPE[args.mode]
@@ -152,7 +152,7 @@ def _table(found: list[Candidate], best: Candidate | None, minimal: dict[str, Ca
 
 def _nothing_fits(args: argparse.Namespace, found: list[Candidate]) -> None:
     """Exit 2 (invalid input: the request is impossible, as an impossible slice is), saying what would help."""
-    from raytpu import errors
+    from raytpu.core import errors
     from raytpu.sizing.memory import GIB
 
     largest = max(found, key=lambda c: c.usable_bytes, default=None)
@@ -169,8 +169,7 @@ def _nothing_fits(args: argparse.Namespace, found: list[Candidate]) -> None:
 
 def _nothing_to_draw(args: argparse.Namespace, found: list[Candidate], region: str) -> None:
     """Exit 2 when every fitting slice is unusable or unpriced: --plot would draw an empty chart."""
-    from raytpu import errors
-
+    from raytpu.core import errors
     usable = [c for c in found if c.usable]
     given = next(f for f in ("model", "model_config", "params") if getattr(args, f) is not None)
     gens = ", ".join(dict.fromkeys(c.plan.generation for c in (usable or [c for c in found if c.fits])))

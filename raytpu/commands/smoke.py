@@ -1,7 +1,7 @@
 """``raytpu smoke --stack NAME``: the nightly check of every TPU slice of a deployed stack.
 
 One single-slice smoke RayJob per slice copy (``count`` jobs per config slice,
-:func:`raytpu.kuberay.smoke_jobs`), server-side applied through the Kubernetes API (:mod:`raytpu.cluster.gke`), but
+:func:`raytpu.core.kuberay.smoke_jobs`), server-side applied through the Kubernetes API (:mod:`raytpu.cluster.gke`), but
 only to copies nothing else holds: a copy a workload is using is reported ``busy`` (with its holders,
 :mod:`raytpu.cluster.occupancy`) and gets no job, so smoke never splits a slice with a workload. The jobs are
 watched together (progress on stderr) up to ``--timeout-s``; each job's driver log (its K8sJobMode submitter
@@ -12,8 +12,8 @@ Exit 1 only when a slice is unhealthy (``--strict``: also busy or unschedulable)
 Slices whose provisioning cannot run a Ray cluster (queued) are skipped with a warning.
 
 Multi-slice: for a slice whose copies a multi-slice workload joins over DCN (``workloads[].slices: N``), one more
-RayJob, ``smoke-<slice>-dcn`` (:func:`raytpu.kuberay.dcn_smoke_jobs`), spans N copies as that workload's RayJob does
-and adds the cross-slice all-reduce to its verdicts (their ``dcn`` section). It runs after the per-copy jobs, which
+RayJob, ``smoke-<slice>-dcn`` (:func:`raytpu.core.kuberay.dcn_smoke_jobs`), spans N copies as that workload's RayJob
+does and adds the cross-slice all-reduce to its verdicts (their ``dcn`` section). It runs after the per-copy jobs, which
 are deleted once read so they never compete for the copies, and only when N copies are free of holders: otherwise it
 is reported ``busy``, not run, with the busy copies named; never placed on part of its slices.
 """
@@ -25,11 +25,11 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from raytpu.plan import SlicePlan
+from raytpu.core.plan import SlicePlan
 
 if TYPE_CHECKING:
-    from raytpu.report import Verdict
-    from raytpu.spec import ClusterSpec
+    from raytpu.core.report import Verdict
+    from raytpu.core.spec import ClusterSpec
 
 HELP = "run the smoke check on every slice of a deployed stack; JSON + JUnit report; exit 1 if one is unhealthy"
 
@@ -65,9 +65,10 @@ def failed_verdict(job: dict[str, Any], plan: SlicePlan, problem: str, state: st
 def run(args: argparse.Namespace) -> int:
     """Applies the smoke jobs, waits, collects verdicts, prints the table and writes the reports."""
     from raytpu import config as config_mod
-    from raytpu import errors, images, kuberay, names, report, smoke_runs, timeline
+    from raytpu import images
     from raytpu.cli_args import print_yaml
     from raytpu.cluster import gke, google_api, occupancy
+    from raytpu.core import errors, kuberay, names, report, smoke_runs, timeline
     from raytpu.images.record import load_refs
     from raytpu.outputs import StackOutputs
 
@@ -155,9 +156,9 @@ def _run_jobs(client: Any, jobs: list[dict[str, Any]], spec: ClusterSpec, timeou
               timelines: dict[str, Any]) -> None:
     """Applies ``jobs`` (each behind its NetworkPolicy), follows them together up to ``timeout_s`` and adds their
     verdicts and timelines."""
-    from raytpu import names, timeline
     from raytpu.cluster import gke
     from raytpu.cluster.kube_timeline import KubePhases
+    from raytpu.core import names, timeline
 
     recorders: dict[str, timeline.Recorder] = {}
     watchers: dict[str, KubePhases] = {}
@@ -201,8 +202,8 @@ def _dcn_busy(client: Any, job: dict[str, Any], spec: ClusterSpec, released: set
     """Why multi-slice smoke ``job`` cannot run now: fewer copies of its slice free of holders than the N it spans
     (:mod:`raytpu.cluster.occupancy`), the busy ones named; None when N are free. All or none: it is never placed
     on part."""
-    from raytpu import kuberay, names
     from raytpu.cluster import occupancy
+    from raytpu.core import kuberay, names
 
     item = spec.slice_named(job["metadata"]["labels"][names.SLICE_LABEL])
     span = kuberay.ray_cluster_of(job)["workerGroupSpecs"][0]["replicas"]
@@ -226,8 +227,8 @@ def _dcn_busy(client: Any, job: dict[str, Any], spec: ClusterSpec, released: set
 def _job_verdicts(client: Any, job: dict[str, Any], state: Any, spec: ClusterSpec, timeout_s: float,
                   log: str) -> list[Verdict]:
     """The verdicts one smoke job gave (in its driver ``log``), or the one that explains why it gave none."""
-    from raytpu import names, report
     from raytpu.cluster import occupancy
+    from raytpu.core import names, report
 
     name = job["metadata"]["name"]
     found = report.parse_verdict_lines(log)

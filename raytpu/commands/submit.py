@@ -1,13 +1,13 @@
 """``raytpu submit WORKLOAD --stack NAME``: run one workload of ``raytpu.yaml`` on a deployed stack (or, with
 ``--local``, on the emulated slice).
 
-The workload's KubeRay object (:func:`raytpu.kuberay.workload_manifest`) is built from the config's spec and
+The workload's KubeRay object (:func:`raytpu.core.kuberay.workload_manifest`) is built from the config's spec and
 the stack outputs (endpoint, CA, namespace, KSA, bucket; :class:`raytpu.outputs.StackOutputs`) and
 server-side applied through the Kubernetes API with Application Default Credentials (:mod:`raytpu.cluster.gke`):
 no kubectl, no gcloud. RayJobs get a run suffix (``train-t5x2kq``) so every submission is a new run with its
 own checkpoint directory (train: ``--name`` is that name, under the bucket's GCS FUSE mount,
-:meth:`raytpu.kinds.WorkloadKind.run_args`); a RayService keeps its name (applying again updates it). ``--wait`` follows
-the job to its end (progress on stderr, the submitter's log streamed to stdout) and exits with its result; for a
+:meth:`raytpu.core.kinds.WorkloadKind.run_args`); a RayService keeps its name (applying again updates it). ``--wait``
+follows the job to its end (progress on stderr, the submitter's log streamed to stdout) and exits with its result; for a
 RayService it waits until it serves and prints the endpoint. Exit 0 on success, 1 when the job failed, timed
 out or a slice is unhealthy, 2 on bad input (unknown workload, missing outputs).
 
@@ -23,10 +23,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from raytpu.kinds import WorkloadKind
-    from raytpu.report import Verdict
-    from raytpu.spec import ClusterSpec, WorkloadSpec
-    from raytpu.timeline import Recorder, Timeline
+    from raytpu.core.kinds import WorkloadKind
+    from raytpu.core.report import Verdict
+    from raytpu.core.spec import ClusterSpec, WorkloadSpec
+    from raytpu.core.timeline import Recorder, Timeline
 
 HELP = "apply a workload of raytpu.yaml (RayJob or RayService) to a deployed stack, optionally waiting for it"
 
@@ -53,9 +53,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Builds, applies and (with --wait) follows the workload."""
     from raytpu import config as config_mod
-    from raytpu import errors, images, kuberay, names
+    from raytpu import images
     from raytpu.cli_args import print_yaml
     from raytpu.cluster import gke, google_api
+    from raytpu.core import errors, kuberay, names
     from raytpu.images.record import load_refs
     from raytpu.outputs import StackOutputs
 
@@ -87,8 +88,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.upload_core:
         google_api.upload_core(google_api.upload_target(args.py_modules, outputs.bucket))
-    from raytpu import timeline
-
+    from raytpu.core import timeline
     recorder = timeline.Recorder.for_command()
     with gke.connect(outputs) as client:
         client.check_schema(manifest, kuberay.MIN_KUBERAY_VERSION)
@@ -154,8 +154,7 @@ def _show_timeline(run: Timeline, name: str, path: str | None, problem: str | No
     import json
     from pathlib import Path
 
-    from raytpu import errors, timeline
-
+    from raytpu.core import errors, timeline
     print(timeline.render(run, f"{name}: where the minutes went"), file=sys.stderr)
     if problem:
         print(f"warning: timeline: the last look at {name}'s pods failed ({problem})", file=sys.stderr)
@@ -173,8 +172,8 @@ def _check_free(client: Any, work: WorkloadSpec, autopilot: bool) -> None:
     (:func:`raytpu.cluster.occupancy.holders`): a copy another workload holds (a RayService) would leave its pods
     Pending, since ``google.com/tpu`` chips are never shared. Raises RuntimeFailure naming the holders, before
     anything is applied."""
-    from raytpu import errors
     from raytpu.cluster import occupancy
+    from raytpu.core import errors
 
     held = {work.slice.pool_names[i]: occupancy.holders(client, work.slice, i, autopilot)
             for i in range(work.slices_spanned)}
@@ -190,8 +189,8 @@ def _check_free(client: Any, work: WorkloadSpec, autopilot: bool) -> None:
 def _check_api_key_secret(client: Any, secret: str | None, namespace: str) -> None:
     """Refuses a RayService whose ``security.serve_api_key_secret`` does not exist (its pods would never start:
     the kubelet cannot mount a missing Secret). Not checked when reading Secrets is forbidden."""
-    from raytpu import errors
     from raytpu.cluster.kube_errors import KubeError
+    from raytpu.core import errors
 
     if secret is None:
         return
@@ -228,8 +227,8 @@ def _wait_service(client: Any, name: str, work: WorkloadSpec, namespace: str, ti
                   unreached: str | None = None) -> int:
     """Waits until the RayService serves, then prints its in-cluster OpenAI endpoint and model; ``unreached`` is
     printed if the operator shows it cannot reach the head (:func:`raytpu.cluster.gke.wait_for_service`)."""
-    from raytpu import errors, names, serving, vllm_rules
     from raytpu.cluster import gke
+    from raytpu.core import errors, names, serving, vllm_rules
 
     if not gke.wait_for_service(client, name, timeout_s=timeout_s, unreached=unreached):
         raise errors.RuntimeFailure(f"{name}: RayService not ready after {timeout_s:g}s",
@@ -245,8 +244,8 @@ def _wait_service(client: Any, name: str, work: WorkloadSpec, namespace: str, ti
 def _follow_job(client: Any, name: str, kind: WorkloadKind, timeout_s: float, recorder: Recorder) -> int:
     """Follows a RayJob: progress on stderr, the submitter's log on stdout, exit with its result; the timeline
     stamps the driver prints go to ``recorder``."""
-    from raytpu import errors, report, timeline
     from raytpu.cluster import gke
+    from raytpu.core import errors, report, timeline
 
     lines: list[str] = []
     streamer = gke.LogStreamer(client, name, sink=_echo(lines))
@@ -280,10 +279,9 @@ def _echo(lines: list[str]) -> Callable[[str], None]:
 
 
 def _show_verdicts(kind: WorkloadKind, lines: list[str]) -> list[Verdict]:
-    """A checking job's verdicts (:attr:`raytpu.kinds.WorkloadKind.checks`), printed as the table ``raytpu smoke``
+    """A checking job's verdicts (:attr:`raytpu.core.kinds.WorkloadKind.checks`), printed as the table ``raytpu smoke``
     prints; none for other kinds."""
-    from raytpu import report
-
+    from raytpu.core import report
     if not kind.checks:
         return []
     verdicts = report.parse_verdict_lines("\n".join(lines))
@@ -293,8 +291,9 @@ def _show_verdicts(kind: WorkloadKind, lines: list[str]) -> list[Verdict]:
 
 def _run_local(work: WorkloadSpec, args: argparse.Namespace) -> int:
     """``--local``: the same program and spec on the emulated slice, through Ray's Job Submission API."""
-    from raytpu import errors, local, timeline
+    from raytpu import local
     from raytpu.cluster import gke
+    from raytpu.core import errors, timeline
     from raytpu.local.from_config import job_workload
     from raytpu.local.phases import emulated_phases
 

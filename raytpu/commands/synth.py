@@ -20,7 +20,6 @@ HELP = "synthesize the Terraform JSON of every stack of a raytpu.yaml (what `cdk
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds CONFIG and --out."""
     from raytpu import argtypes
-
     parser.add_argument("config", metavar="CONFIG", nargs="?", default=None, type=argtypes.path,
                         help="path of the config (default: $RAYTPU_CONFIG, else raytpu.yaml)")
     parser.add_argument("--out", metavar="DIR", default="cdktf.out", type=argtypes.path,
@@ -35,7 +34,6 @@ def _progress(message: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Checks DIR and the config, synthesizes into a folder beside DIR, then swaps it in for DIR."""
     from raytpu import synth_out
-
     synth_out.check(args.out)  # before the config and CDK Terrain are loaded: refused in milliseconds
 
     from raytpu.config import choose, load

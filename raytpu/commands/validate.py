@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from raytpu.spec import ClusterSpec, SliceSpec, WorkloadSpec
+    from raytpu.core.spec import ClusterSpec, SliceSpec, WorkloadSpec
 
 HELP = "check a raytpu.yaml; every problem is reported with its field path"
 
@@ -15,7 +15,6 @@ HELP = "check a raytpu.yaml; every problem is reported with its field path"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the optional CONFIG path."""
     from raytpu import argtypes
-
     parser.add_argument("config", metavar="CONFIG", nargs="?", default=None, type=argtypes.path,
                         help="path of the config (default: $RAYTPU_CONFIG, else raytpu.yaml)")
 
@@ -24,8 +23,8 @@ def run(args: argparse.Namespace) -> int:
     """Loads the config; prints a one-line summary per slice when it is valid, and a warning (stderr) for every
     ``security`` setting that opens something to the outside and every slice in a zone Google does not document
     for it."""
-    from raytpu.catalog import RAY_VERSION
     from raytpu.config import choose, load
+    from raytpu.core.catalog import RAY_VERSION
 
     args.config = choose(args.config)
 
@@ -64,8 +63,8 @@ def run(args: argparse.Namespace) -> int:
 
 def zone_warnings(item: SliceSpec) -> list[str]:
     """Where Google does not document the slice's generation (or, flex-start, its generation under flex-start) in
-    the slice's zone: :data:`raytpu.catalog.OFFERED`. A warning, not an error: the lists move (see there)."""
-    from raytpu.catalog import OFFERED
+    the slice's zone: :data:`raytpu.core.catalog.OFFERED`. A warning, not an error: the lists move (see there)."""
+    from raytpu.core.catalog import OFFERED
 
     return OFFERED.warnings(item.plan.generation, _modes(item), item.zone)
 
@@ -90,8 +89,8 @@ def served_copies(spec: ClusterSpec) -> dict[str, str]:
 def serving_warnings(spec: ClusterSpec, work: WorkloadSpec) -> list[str]:
     """A RayService where it would go down or never load: on flex-start capacity, which GKE takes back at its run
     duration; or weights in a bucket other than the kit's, which the Ray pods' service account cannot read."""
-    from raytpu import names
-    from raytpu.provisioning import MAX_RUN_DURATION_S
+    from raytpu.core import names
+    from raytpu.core.provisioning import MAX_RUN_DURATION_S
 
     if work.kind.is_job:
         return []
@@ -118,8 +117,8 @@ def fit_warnings(work: WorkloadSpec) -> list[str]:
     ``max_model_len``, bf16, 10% headroom: :mod:`raytpu.sizing.memory`); only models of ``raytpu plan``'s built-in
     table are known here, so another model gets a note saying it was not checked. A warning, not an error: a
     quantized checkpoint may fit where the estimate says no."""
-    from raytpu import vllm_rules
-    from raytpu.sizing import candidates, memory, models
+    from raytpu.core import models, vllm_rules
+    from raytpu.sizing import candidates, memory
 
     if not work.kind.takes_model:
         return []

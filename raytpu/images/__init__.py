@@ -11,13 +11,13 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
-from raytpu import errors
-from raytpu.catalog import RAY_VERSION
+from raytpu.core import errors
+from raytpu.core.catalog import RAY_VERSION
 from raytpu.images.definitions import IMAGES, ImageDefinition
 from raytpu.images.record import DIGEST_REF, REF_RULE
 
 if TYPE_CHECKING:
-    from raytpu.spec import WorkloadSpec
+    from raytpu.core.spec import WorkloadSpec
 
 class PodImage(NamedTuple):
     """The image of a workload's Ray pods and the Ray it runs (KubeRay's ``spec.rayVersion``)."""
@@ -58,7 +58,7 @@ def pod_image(work: WorkloadSpec, refs: Mapping[str, str], *, stack: str) -> Pod
 
 
 def resolver(refs: Mapping[str, str], *, stack: str) -> Callable[[WorkloadSpec], PodImage]:
-    """:func:`pod_image` over the record ``refs``: what :func:`raytpu.kuberay.workload_manifest` takes as
+    """:func:`pod_image` over the record ``refs``: what :func:`raytpu.core.kuberay.workload_manifest` takes as
     ``images`` (``stack``: the cluster stack's id, named in the error that says to build)."""
     return partial(pod_image, refs=refs, stack=stack)
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raytpu import errors
-from raytpu.errors import InvalidInput
+from raytpu.core import errors
+from raytpu.core.errors import InvalidInput
 
 RECORD_NAME = "raytpu.images.json"
 """The record's file name, in the config's folder."""

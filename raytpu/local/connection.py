@@ -11,7 +11,7 @@ import os
 import time
 from typing import Any
 
-from raytpu.errors import RuntimeFailure
+from raytpu.core.errors import RuntimeFailure
 from raytpu.local.state import LocalCluster
 
 

@@ -10,11 +10,11 @@ import importlib.util
 import os
 import sys
 
-from raytpu import timeline
-from raytpu.errors import RuntimeFailure
+from raytpu.core import timeline
+from raytpu.core.errors import RuntimeFailure
+from raytpu.core.spec import WorkloadSpec
 from raytpu.local.jobs import run_workload
 from raytpu.local.state import LocalCluster, Progress
-from raytpu.spec import WorkloadSpec
 
 
 def _echo(line: str) -> None:
@@ -30,7 +30,7 @@ def deploy_serve(cluster: LocalCluster, work: WorkloadSpec, timeout_s: float, ap
                  recorder: timeline.Recorder | None = None, progress: Progress = _progress,
                  echo: Progress = _echo) -> tuple[str, str]:
     """Runs the serve workload on ``cluster`` (``progress`` lines and the workload's log, ``echo``, on stderr);
-    returns its (endpoint URL, model). The workload's timeline stamps (:mod:`raytpu.timeline`: the app ``RUNNING``)
+    returns its (endpoint URL, model). The workload's timeline stamps (:mod:`raytpu.core.timeline`: the app ``RUNNING``)
     go to ``recorder`` when given."""
     if importlib.util.find_spec("vllm") is None:
         raise RuntimeFailure(f"local.serve: vLLM is not installed in {sys.executable}'s environment",

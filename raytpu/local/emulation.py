@@ -9,7 +9,7 @@ Standard library only (plus the kit's SlicePlan).
 
 from __future__ import annotations
 
-from raytpu.plan import SlicePlan
+from raytpu.core.plan import SlicePlan
 
 ENV_EMULATED = "RAYTPU_EMULATED"
 """Set to ``1`` in every emulated host's environment; the smoke check reads it (perf checks informational)."""

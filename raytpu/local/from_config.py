@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from raytpu import errors, multislice
+from raytpu.core import errors, multislice
+from raytpu.core.plan import SlicePlan
+from raytpu.core.spec import SERVING_FIELDS, ClusterSpec, WorkloadSpec
 from raytpu.local.state import LocalCluster
-from raytpu.plan import SlicePlan
-from raytpu.spec import SERVING_FIELDS, ClusterSpec, WorkloadSpec
 
 
 def config_slice_plan(spec: ClusterSpec, slice_name: str | None = None) -> SlicePlan:

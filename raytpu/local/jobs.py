@@ -11,13 +11,13 @@ import sys
 import threading
 import time
 
-from raytpu.errors import RuntimeFailure
-from raytpu.kinds import kind
+from raytpu.core.errors import RuntimeFailure
+from raytpu.core.kinds import kind
+from raytpu.core.spec import WorkloadSpec
 from raytpu.local.connection import speak_auth
 from raytpu.local.emulation import ENV_EMULATED
 from raytpu.local.procs import signal_group
 from raytpu.local.state import LocalCluster, Progress
-from raytpu.spec import WorkloadSpec
 
 
 def workload_command(kind_name: str, *extra: str) -> list[str]:

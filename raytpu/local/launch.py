@@ -16,12 +16,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from raytpu.errors import RuntimeFailure
+from raytpu.core.errors import RuntimeFailure
+from raytpu.core.plan import SlicePlan
+from raytpu.core.serving import DIRECT_STREAMING_ENV, SERVE_HOT_PATH_ENV
 from raytpu.local import procs
 from raytpu.local.emulation import WEBHOOK_ENV, host_env
 from raytpu.local.state import ENV_CLUSTER, LocalCluster, NodeProc
-from raytpu.plan import SlicePlan
-from raytpu.serving import DIRECT_STREAMING_ENV, SERVE_HOT_PATH_ENV
 
 HOST_CPUS = 2
 """Logical CPUs per emulated host: one for the slice bundle, one spare for helpers."""
@@ -46,7 +46,7 @@ def free_port() -> int:
 
 def _base_env(cluster: LocalCluster) -> dict[str, str]:
     """Every node's environment: this process's (a value set here wins over the kit's serving defaults,
-    :data:`raytpu.serving.SERVE_HOT_PATH_ENV` and :data:`~raytpu.serving.DIRECT_STREAMING_ENV`: the local twin
+    :data:`raytpu.core.serving.SERVE_HOT_PATH_ENV` and :data:`~raytpu.core.serving.DIRECT_STREAMING_ENV`: the local twin
     streams direct), Ray's token auth, the cluster's tag."""
     own = {k: v for k, v in os.environ.items() if k not in WEBHOOK_ENV and k != "RAY_ADDRESS"}
     env = SERVE_HOT_PATH_ENV | DIRECT_STREAMING_ENV | own

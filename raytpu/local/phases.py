@@ -5,7 +5,7 @@ Standard library only.
 
 from __future__ import annotations
 
-from raytpu import timeline
+from raytpu.core import timeline
 
 
 def emulated_phases(recorder: timeline.Recorder, hosts_started_wall: float | None = None) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import psutil
 
-from raytpu.errors import RuntimeFailure
+from raytpu.core.errors import RuntimeFailure
 from raytpu.local.state import ENV_CLUSTER, STATE_FILE, TMP_PREFIX, LocalCluster, NodeProc, run_dir
 
 _STARTERS: dict[int, subprocess.Popen[bytes]] = {}

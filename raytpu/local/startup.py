@@ -9,12 +9,12 @@ import secrets
 import time
 from pathlib import Path
 
-from raytpu.errors import RuntimeFailure, invalid_value
+from raytpu.core.errors import RuntimeFailure, invalid_value
+from raytpu.core.plan import SlicePlan
 from raytpu.local import diagnose, launch, procs
 from raytpu.local.connection import wait_for_nodes
 from raytpu.local.emulation import slice_names
 from raytpu.local.state import LocalCluster, NodeProc, Progress, auth_token_file, run_dir, temp_prefix
-from raytpu.plan import SlicePlan
 
 START_RETRIES = 2
 """A node whose start failed for a cause a restart can fix (:mod:`raytpu.local.diagnose`) is started again this many

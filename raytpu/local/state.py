@@ -18,13 +18,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raytpu.catalog import generation
-from raytpu.errors import InvalidInput, invalid_value
-from raytpu.kinds import kind
+from raytpu.core.catalog import generation
+from raytpu.core.errors import InvalidInput, invalid_value
+from raytpu.core.kinds import kind
+from raytpu.core.names import AUTH_MODE
+from raytpu.core.plan import SlicePlan
+from raytpu.core.spec import SliceSpec, WorkloadSpec
 from raytpu.local.emulation import ENV_EMULATED, WEBHOOK_ENV
-from raytpu.names import AUTH_MODE
-from raytpu.plan import SlicePlan
-from raytpu.spec import SliceSpec, WorkloadSpec
 
 STATE_FILE = "cluster.json"
 ENV_RUN_DIR = "RAYTPU_LOCAL_DIR"
@@ -91,7 +91,7 @@ class LocalCluster:
     auth_token_path: str = ""
 
     def auth_env(self) -> dict[str, str]:
-        """Ray's token authentication, as on GKE (``raytpu.names.AUTH_MODE``): every node, worker and driver
+        """Ray's token authentication, as on GKE (``raytpu.core.names.AUTH_MODE``): every node, worker and driver
         of the cluster reads the token from :attr:`auth_token_path` (``RAY_AUTH_TOKEN_PATH``)."""
         return {"RAY_AUTH_MODE": AUTH_MODE, "RAY_AUTH_TOKEN_PATH": self.auth_token_path}
 

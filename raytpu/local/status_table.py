@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from raytpu.core.table import text_table
 from raytpu.local.connection import connect
 from raytpu.local.procs import node_alive
 from raytpu.local.state import LocalCluster
-from raytpu.table import text_table
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,10 @@
 """Every slice of the catalog checked against a model's need: fit, Ray, the kit's serving rules, price.
 
-The slices are the catalog's own (:data:`raytpu.catalog.GENERATIONS`, each topology planned by
-:func:`raytpu.plan.plan_slice`); whether one is servable is the kit's own rules for a serving workload
-(:func:`raytpu.vllm_rules.slice_problems` and :func:`raytpu.vllm_rules.engine_kwargs_problems`: a replica's TP x PP
-uses every JAX device, TP divides the attention heads, a pipeline stage is one host and has a layer), not restated
-here: ``plan`` and ``validate`` give one verdict.
+The slices are the catalog's own (:data:`raytpu.core.catalog.GENERATIONS`, each topology planned by
+:func:`raytpu.core.plan.plan_slice`); whether one is servable is the kit's own rules for a serving workload
+(:func:`raytpu.core.vllm_rules.slice_problems` and :func:`raytpu.core.vllm_rules.engine_kwargs_problems`: a replica's
+TP x PP uses every JAX device, TP divides the attention heads, a pipeline stage is one host and has a layer), not
+restated here: ``plan`` and ``validate`` give one verdict.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from raytpu import vllm_rules
-from raytpu.catalog import GENERATIONS
-from raytpu.plan import SlicePlan, plan_slice
+from raytpu.core import vllm_rules
+from raytpu.core.catalog import GENERATIONS
+from raytpu.core.models import ModelShape
+from raytpu.core.plan import SlicePlan, plan_slice
 from raytpu.sizing.memory import GIB, Need
-from raytpu.sizing.models import ModelShape
 from raytpu.sizing.prices import KINDS, PriceTable, per_million_tokens
 
 
@@ -87,7 +87,7 @@ class Layout:
 
 def layout(plan: SlicePlan, shape: ModelShape | None) -> Layout:
     """The serving layout of this model on this slice by the rules ``raytpu validate`` runs
-    (:func:`raytpu.vllm_rules.engine_kwargs_problems`): TP over every JAX device first, then one pipeline stage per
+    (:func:`raytpu.core.vllm_rules.engine_kwargs_problems`): TP over every JAX device first, then one pipeline stage per
     host; a model known only by ``--params`` has no heads to check (None)."""
     devices = vllm_rules.jax_devices(plan)
     problems = vllm_rules.slice_problems(plan)

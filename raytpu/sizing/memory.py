@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from raytpu.sizing.models import ModelShape
+from raytpu.core.models import ModelShape
 
 GIB = 1024**3
 

@@ -10,7 +10,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from raytpu import errors
+from raytpu.core import errors
 from raytpu.sizing.candidates import Candidate
 
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}

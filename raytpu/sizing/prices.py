@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from raytpu import errors
-from raytpu.catalog import GENERATIONS
+from raytpu.core import errors
+from raytpu.core.catalog import GENERATIONS
 
 KINDS = ("on_demand", "spot", "flex_start")
 """Consumption options priced: on-demand, Spot VMs, flex-start (DWS)."""

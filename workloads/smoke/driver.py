@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from raytpu.plan import (
+from raytpu.core.plan import (
     RAY_ACCELERATOR_LABEL,
     RAY_POD_TYPE_LABEL,
     RAY_SLICE_LABEL,
@@ -15,8 +15,8 @@ from raytpu.plan import (
     RAY_WORKER_LABEL,
     SlicePlan,
 )
-from raytpu.report import Check, HostRow, PerfRow, Verdict
-from raytpu.timeline import Stamp, stamp, stamp_line
+from raytpu.core.report import Check, HostRow, PerfRow, Verdict
+from raytpu.core.timeline import Stamp, stamp, stamp_line
 from raytpu.workloads.slices import RESERVE_TIMEOUT_S, Reservation, SliceInventory, reserve_slice
 from raytpu.workloads.smoke.faults import Faults
 from raytpu.workloads.smoke.judge import judge
@@ -50,7 +50,7 @@ def _limit(options: SmokeOptions, plan: SlicePlan) -> float:
 
 def check_slice(plan: SlicePlan, inv: SliceInventory, options: SmokeOptions,
                 faults: Faults | None = None) -> Verdict:
-    """Checks one slice; returns its verdict (:class:`raytpu.report.Verdict`). Never raises: a failure at any stage
+    """Checks one slice; returns its verdict (:class:`raytpu.core.report.Verdict`). Never raises: a failure at any stage
     is a failed check naming its cause."""
     faults = faults or Faults()
     t0 = time.monotonic()
@@ -123,7 +123,7 @@ def check_slice(plan: SlicePlan, inv: SliceInventory, options: SmokeOptions,
 
 
 def _stamp(stamps: list[Stamp], phase: str, detail: str) -> None:
-    """Stamps ``phase`` now: kept for the verdict (``stamps``) and printed at once (:mod:`raytpu.timeline`), so a
+    """Stamps ``phase`` now: kept for the verdict (``stamps``) and printed at once (:mod:`raytpu.core.timeline`), so a
     run that dies before its verdict still shows how far it got."""
     made = stamp(phase, detail)
     stamps.append(made)

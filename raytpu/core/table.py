@@ -1,5 +1,5 @@
 """Aligned plain-text tables: one renderer for every command that prints rows (smoke verdicts, ``local status``,
-the LLM client). Standard library only; in the jobs' core zip, since :mod:`raytpu.report` uses it."""
+the LLM client). Standard library only; in the jobs' core zip, since :mod:`raytpu.core.report` uses it."""
 
 from __future__ import annotations
 

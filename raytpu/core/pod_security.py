@@ -7,7 +7,7 @@ What each grants and why that is enough:
 - TPU containers need no privilege on the GKE versions the kit deploys: GKE's TPU device plugin hands the chips
   to the container (``google.com/tpu`` limits); "Versions 1.28 and later don't require privileged mode or special
   capabilities" (https://cloud.google.com/kubernetes-engine/docs/concepts/tpus), and the Ray Operator add-on the kit
-  needs starts at 1.30 (:data:`raytpu.catalog.RAY_OPERATOR_MIN_GKE_VERSION`).
+  needs starts at 1.30 (:data:`raytpu.core.catalog.RAY_OPERATOR_MIN_GKE_VERSION`).
 - Ray writes its session directory, logs and runtime environments (``pip``, ``py_modules``) under ``/tmp/ray``;
   libtpu writes ``/tmp/tpu_logs``; pip, Hugging Face, vLLM and JAX caches go under ``$HOME/.cache``. So ``/tmp``
   and ``$HOME`` are emptyDirs (node-local disk) and the rest of the image is read-only. KubeRay adds ``/dev/shm``
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from raytpu.security import SecuritySpec
+from raytpu.core.security import SecuritySpec
 
 HOME = "/home/raytpu"
 """``$HOME`` of every Ray container: an emptyDir (the image's own home may be root's, or read-only)."""

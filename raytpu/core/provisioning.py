@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from raytpu import errors
-from raytpu.catalog import FLEX_START_MIN_GKE_VERSION
-from raytpu.errors import InvalidInput
+from raytpu.core import errors
+from raytpu.core.catalog import FLEX_START_MIN_GKE_VERSION
+from raytpu.core.errors import InvalidInput
 
 TPU_TAINT = "google.com/tpu"
 """GKE taints every TPU node ``google.com/tpu=present:NoSchedule``; every TPU pod tolerates it."""

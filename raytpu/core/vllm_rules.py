@@ -1,12 +1,12 @@
-"""What vLLM and Ray Serve LLM accept of a serving workload, checked offline: the rules :mod:`raytpu.spec` runs.
+"""What vLLM and Ray Serve LLM accept of a serving workload, checked offline: the rules :mod:`raytpu.core.spec` runs.
 
 A serving workload's slice must be one Ray Serve LLM places a replica on (:func:`slice_problems`), its model source
 one the kit reads (:func:`model_source_problems`), and its engine kwargs names vLLM knows with a parallel layout
 that uses the slice's JAX devices and divides a known model's heads (:func:`engine_kwargs_problems`). The facts are
 recorded here (vLLM's argument names, Ray's hosts-per-slice rule; model shapes in the one table,
-:data:`raytpu.sizing.models.MODELS`), each cited by symbol and version,
+:data:`raytpu.core.models.MODELS`), each cited by symbol and version,
 so ``raytpu validate`` needs neither vLLM nor Ray; the serve tier checks the records against the real packages.
-The builders that use them are :mod:`raytpu.serving`. Standard library and the spec layer only.
+The builders that use them are :mod:`raytpu.core.serving`. Standard library and the spec layer only.
 """
 
 from __future__ import annotations
@@ -15,16 +15,16 @@ import difflib
 from collections.abc import Mapping
 from typing import Any
 
-from raytpu import errors
-from raytpu.catalog import RAY_VERSION, chips_in, generation
-from raytpu.errors import InvalidInput
-from raytpu.plan import SlicePlan
-from raytpu.sizing.models import ModelShape, by_hf_id
+from raytpu.core import errors
+from raytpu.core.catalog import RAY_VERSION, chips_in, generation
+from raytpu.core.errors import InvalidInput
+from raytpu.core.models import ModelShape, by_hf_id
+from raytpu.core.plan import SlicePlan
 
 VLLM_VERSION = "0.29.0"
 """The vLLM that Ray 2.60's ``ray[llm]`` extra pins (``vllm[audio]==0.29.0`` in its METADATA)."""
 DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
-"""Small and ungated. Its 16 attention heads (:data:`raytpu.sizing.models.MODELS`) take a tensor-parallel size of at
+"""Small and ungated. Its 16 attention heads (:data:`raytpu.core.models.MODELS`) take a tensor-parallel size of at
 most 16 JAX devices: ``raytpu validate`` refuses it on a larger slice unless pipeline stages bring each stage's size
 down."""
 
@@ -193,7 +193,7 @@ def engine_kwargs_problems(kwargs: Any, plan: SlicePlan, field: str = "engine_kw
     ``TPUWorker.init_device``, ``_initialize_ray_cluster``; docs/FACTS.md section 11);
     TP must divide the attention heads of a model the kit knows (:func:`head_problems`; the workload's ``model`` and
     ``model_source``); a multi-host engine runs on Ray's executor (the slice's hosts are Ray nodes, not vLLM
-    processes). ``shape`` stands in for the built-in table (:func:`raytpu.sizing.models.by_hf_id`) where the
+    processes). ``shape`` stands in for the built-in table (:func:`raytpu.core.models.by_hf_id`) where the
     caller knows the model's shape itself (``raytpu plan --model-config``).
     """
     if kwargs is not None and not isinstance(kwargs, Mapping):
@@ -249,7 +249,7 @@ def engine_kwargs_problems(kwargs: Any, plan: SlicePlan, field: str = "engine_kw
 def head_problems(tp: int, plan: SlicePlan, source: str, field: str,
                   shape: ModelShape | None = None) -> list[InvalidInput]:
     """A TP that does not divide the attention heads of a known model (the built-in table,
-    :func:`raytpu.sizing.models.by_hf_id`; ``source``: the weights' id), with the layouts that do: one pipeline
+    :func:`raytpu.core.models.by_hf_id`; ``source``: the weights' id), with the layouts that do: one pipeline
     stage per host, a smaller slice of the same generation, or another model. ``field`` is
     ``...tensor_parallel_size`` (the value shown is the TP) or ``model``/``model_source`` (the value shown is the
     model). ``shape``: the model's, where it is not in the table. The one heads rule: ``raytpu plan`` lays a model out

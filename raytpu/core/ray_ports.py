@@ -1,11 +1,11 @@
 """Every port a Ray pod of the kit listens on, and who may reach it: the one list that the pod templates
-(:mod:`raytpu.kuberay`, container ``ports``) and the NetworkPolicies (:mod:`raytpu.network_policy`) both read.
+(:mod:`raytpu.core.kuberay`, container ``ports``) and the NetworkPolicies (:mod:`raytpu.core.network_policy`) both read.
 
 Audiences (who is admitted, besides the pods of the same Ray cluster, which reach every port):
 
 - ``cluster``: nobody else. Ray's GCS, the TPU runtime and the dashboard agent talk only inside the cluster.
 - ``namespace``: the namespace's own pods, KubeRay's operator and ``security.dashboard_from``. The dashboard's job API
-  runs any code it is sent (Ray token auth guards it too: :data:`raytpu.names.AUTH_MODE`).
+  runs any code it is sent (Ray token auth guards it too: :data:`raytpu.core.names.AUTH_MODE`).
 - ``serve``: the namespace's pods, the operator and the serve sources (the OpenAI endpoint of a RayService).
 - ``metrics``: Managed Prometheus's collectors and ``security.metrics_from`` (Prometheus scrapers).
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from raytpu import multislice, serving
+from raytpu.core import multislice, serving
 
 AUDIENCES = ("cluster", "namespace", "serve", "metrics")
 
@@ -74,5 +74,5 @@ def head_ports(serves: bool) -> tuple[RayPort, ...]:
 
 def worker_ports(serves: bool, multi_host: bool) -> tuple[RayPort, ...]:
     """A TPU worker's ports: the Serve proxy on a RayService (Serve runs one per node), ``mxla`` on a multi-host
-    slice (the only kind a multi-slice run spans: :func:`raytpu.multislice.problems`)."""
+    slice (the only kind a multi-slice run spans: :func:`raytpu.core.multislice.problems`)."""
     return (*WORKER, *((SERVE,) if serves else ()), *((MXLA,) if multi_host else ()))

@@ -19,9 +19,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
-from raytpu import timeline
-from raytpu.table import text_table
-from raytpu.timeline import Stamp
+from raytpu.core import timeline
+from raytpu.core.table import text_table
+from raytpu.core.timeline import Stamp
 
 MARKER = "RAYTPU_SMOKE_VERDICT"
 OK_MARK = "✓"
@@ -60,8 +60,8 @@ class PerfRow(TypedDict):
     ``device`` None: ``allreduce_busbw``, ``allreduce_busbw_<x|y|z>`` for each mesh axis alone, ``allreduce_latency``).
 
     ``ratio`` = value / reference (the catalog's per-device figure; for all-reduces the bus bandwidth the topology
-    should reach, ``raytpu.catalog.expected_busbw``), gated by ``min_ratio`` where ``gates``; ``peer_ratio`` = value /
-    the slice's median, gated by ``min_peer_ratio`` everywhere; ``ok``: no gating threshold missed.
+    should reach, ``raytpu.core.catalog.expected_busbw``), gated by ``min_ratio`` where ``gates``; ``peer_ratio`` =
+    value / the slice's median, gated by ``min_peer_ratio`` everywhere; ``ok``: no gating threshold missed.
     """
 
     metric: str
@@ -116,7 +116,7 @@ class Verdict(TypedDict):
     injected: NotRequired[list[str]]
     state: NotRequired[str]
     job: NotRequired[str]
-    stamps: NotRequired[list[Stamp]]  # timeline phases the check reached (raytpu.timeline): reserved, first_step
+    stamps: NotRequired[list[Stamp]]  # timeline phases the check reached (raytpu.core.timeline): reserved, first_step
     dcn: NotRequired[DcnSection]
 
 
@@ -424,7 +424,7 @@ def write_reports(verdicts: Iterable[Mapping[str, Any]], directory: str | os.Pat
     summary) into ``directory`` (created); returns the JSON and JUnit paths.
 
     The JSON is ``{"healthy": bool, "slices": [verdict, ...], **extra}``, plus ``timelines`` (run name ->
-    :class:`raytpu.timeline.Timeline`: where each run's minutes went) when given; ``smoke.md`` shows them too.
+    :class:`raytpu.core.timeline.Timeline`: where each run's minutes went) when given; ``smoke.md`` shows them too.
     """
     verdicts = [dict(v) for v in verdicts]
     out = Path(directory)

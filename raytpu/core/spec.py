@@ -2,10 +2,10 @@
 
 ``raytpu.yaml`` is parsed once (:mod:`raytpu.config`, pydantic) and compiled into a :class:`ClusterSpec`;
 its attribute paths are the config's paths (``spec.cluster.labels`` is ``cluster.labels``). Each config field is
-declared once, with its default, here or in :mod:`raytpu.cluster_parts`: the config's structure is derived from
+declared once, with its default, here or in :mod:`raytpu.core.cluster_parts`: the config's structure is derived from
 these dataclasses (a field written other than as its type, such as a workload's ``slice`` name, is listed in
 :data:`raytpu.config.WRITTEN_AS`). Every rule lives in the spec layer, once (single-value checks in
-:mod:`raytpu.field_rules`): each spec checks its own fields when it is built and raises every problem at once,
+:mod:`raytpu.core.field_rules`): each spec checks its own fields when it is built and raises every problem at once,
 each named by its field (``labels['Team']``); :class:`ClusterSpec` checks what spans its parts (``slices[1].zone``
 inside ``region``). The config compiler places each problem under the path it built the spec at, so ``raytpu
 validate`` reports ``cluster.labels['Team']``. Consumers trust a spec: a spec that exists is valid.
@@ -23,11 +23,11 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from raytpu import errors, kinds, multislice, names, vllm_rules
-from raytpu.catalog import RAY_VERSION, generation
-from raytpu.cluster_parts import AlertingSpec, GkeSpec, NetworkSpec, StorageSpec
-from raytpu.errors import InvalidInput, InvalidInputs, Problems
-from raytpu.field_rules import (
+from raytpu.core import errors, kinds, multislice, names, vllm_rules
+from raytpu.core.catalog import RAY_VERSION, generation
+from raytpu.core.cluster_parts import AlertingSpec, GkeSpec, NetworkSpec, StorageSpec
+from raytpu.core.errors import InvalidInput, InvalidInputs, Problems
+from raytpu.core.field_rules import (
     DEFAULT_DISK_SIZE_GIB,
     DISK_SIZE_GIB,
     DNS_LABEL_LENGTH,
@@ -39,13 +39,13 @@ from raytpu.field_rules import (
     range_problems,
     region_problems,
 )
-from raytpu.kinds import WorkloadKind
-from raytpu.plan import SlicePlan, plan_slice
-from raytpu.provisioning import MODES as PROVISIONING_MODES
-from raytpu.provisioning import Provisioning
-from raytpu.provisioning import mode as provisioning_mode
-from raytpu.security import SecuritySpec, secret_name_problems
-from raytpu.sizing.models import by_hf_id
+from raytpu.core.kinds import WorkloadKind
+from raytpu.core.models import by_hf_id
+from raytpu.core.plan import SlicePlan, plan_slice
+from raytpu.core.provisioning import MODES as PROVISIONING_MODES
+from raytpu.core.provisioning import Provisioning
+from raytpu.core.provisioning import mode as provisioning_mode
+from raytpu.core.security import SecuritySpec, secret_name_problems
 
 MULTI_HOST_NAME_LIMIT = 35
 """Longest RayJob/RayService name with a multi-host TPU worker group: GKE's TPU webhook keeps the last 50
@@ -283,13 +283,13 @@ class WorkloadSpec:
 
     Attributes:
         name: DNS-safe name (the KubeRay object's name; RayJobs add a run suffix).
-        kind: What runs (:mod:`raytpu.kinds`).
+        kind: What runs (:mod:`raytpu.core.kinds`).
         slice: The slice it runs on.
         image: Container image of its Ray pods, with a tag or digest (the team's own, carrying what the kind's
             program imports and the kit's Ray); default the kit's image of its kind, by digest
             (:func:`raytpu.images.pod_image`).
         slices: How many slices of ``slice`` it spans: for a kind that spans slices (``train``), how many slices
-            ONE run reserves together over DCN (multi-slice, :mod:`raytpu.multislice`), default 1, the other
+            ONE run reserves together over DCN (multi-slice, :mod:`raytpu.core.multislice`), default 1, the other
             copies of ``slice`` kept as spares a restart can move to; for other kinds, how many independent copies
             it uses, default all of them (``slice.count``).
         model: Serving only: the served model name (``/v1/models``), also its source unless ``model_source``
@@ -298,7 +298,7 @@ class WorkloadSpec:
             mount when it is the kit's bucket); default ``model``.
         max_model_len: Serving only: context length (prompt + completion); default 4096.
         engine_kwargs: Serving only: more vLLM engine args, checked by name against those of the vLLM its pods run
-            (:attr:`vllm_version`; :func:`raytpu.vllm_rules.engine_kwargs_problems`).
+            (:attr:`vllm_version`; :func:`raytpu.core.vllm_rules.engine_kwargs_problems`).
         hf_token_secret: Serving only: the Secret key holding a Hugging Face token, given to every Ray container as
             ``HF_TOKEN``; required for a gated model of the built-in table downloaded from Hugging Face
             (:func:`gated_model_problems`); default none.

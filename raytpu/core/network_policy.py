@@ -6,8 +6,8 @@ The policy selects every pod of one KubeRay object (head, TPU workers, RayJob su
 for RayJobs and RayServices, so it cannot be named in advance) and admits, ingress only:
 
 1. every port from the pods of the same Ray cluster (Ray's internal ports, many chosen at run time:
-   :mod:`raytpu.ray_ports`);
-2. per :mod:`raytpu.ray_ports` audience, the ports of that audience from their sources: the namespace's pods and
+   :mod:`raytpu.core.ray_ports`);
+2. per :mod:`raytpu.core.ray_ports` audience, the ports of that audience from their sources: the namespace's pods and
    ``security.dashboard_from`` (dashboard, client), the namespace's pods and the serve sources (Serve), and
    ``security.metrics_from`` (metrics).
 
@@ -31,8 +31,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from raytpu import names, ray_ports
-from raytpu.security import NAMESPACE_SOURCE, SecuritySpec
+from raytpu.core import names, ray_ports
+from raytpu.core.security import NAMESPACE_SOURCE, SecuritySpec
 
 API_VERSION = "networking.k8s.io/v1"
 NAMESPACE_LABEL = "kubernetes.io/metadata.name"

@@ -1,9 +1,9 @@
 """Every name one layer writes and another reads: labels, object names, URIs, the Ray auth mode.
 
-The manifest builders (:mod:`raytpu.kuberay`), the constructs and stacks, ``validate``, the emulated slice and the
+The manifest builders (:mod:`raytpu.core.kuberay`), the constructs and stacks, ``validate``, the emulated slice and the
 cluster-side readers all take them from here, so a rule is written once: ``validate`` bounds the longest derived
-name (:data:`raytpu.spec.MULTI_HOST_NAME_LIMIT`) with the functions the builders name their objects with, and a label
-a pool puts on its nodes is the one the pods select. Standard library only (it ships to the pods).
+name (:data:`raytpu.core.spec.MULTI_HOST_NAME_LIMIT`) with the functions the builders name their objects with, and a
+label a pool puts on its nodes is the one the pods select. Standard library only (it ships to the pods).
 """
 
 from __future__ import annotations
@@ -94,7 +94,8 @@ def py_modules_uri(version: str = __version__, mount_path: str = GCS_MOUNT_PATH)
 
 def checkpoint_uri(bucket: str, name: str) -> str:
     """Where run ``name``'s checkpoints land in the bucket, ``gs://<bucket>/checkpoints/<name>`` (what ``gcloud
-    storage ls`` shows). The job writes them through the GCS FUSE mount (:meth:`raytpu.kinds.WorkloadKind.run_args`)."""
+    storage ls`` shows). The job writes them through the GCS FUSE mount
+    (:meth:`raytpu.core.kinds.WorkloadKind.run_args`)."""
     return f"gs://{bucket}/checkpoints/{name}"
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from raytpu import errors, names
+from raytpu.core import errors, names
 
 SUBMISSION_MODES = ("K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode")
 
@@ -63,7 +63,7 @@ class WorkloadKind:
         limits: Bounds of a RayJob; None for a RayService.
         takes_model: The workload serves a model (``workloads[].model`` and the other serving fields apply).
         spans_slices: One run may span several slices joined over DCN (``workloads[].slices: N``: multi-slice
-            training, :mod:`raytpu.multislice`); other kinds treat ``slices`` as independent copies.
+            training, :mod:`raytpu.core.multislice`); other kinds treat ``slices`` as independent copies.
         trains: Its program trains: each run gets its own checkpoint storage and name (:meth:`run_args`), and the
             emulated slice is its slice by default (``raytpu local up``).
         checks: Its program checks slices and prints verdicts (``raytpu smoke`` runs it on every slice; the image a
@@ -98,8 +98,8 @@ class WorkloadKind:
         FUSE mount, a run name of its own.
 
         ``<mount>/checkpoints`` is a local path to Ray Train (pyarrow's LocalFileSystem), so the run's directory
-        ``<mount>/checkpoints/<run_name>`` is :func:`raytpu.names.checkpoint_uri` in the bucket, written by the FUSE
-        driver with the pod's ``roles/storage.objectUser``. A ``gs://`` storage path would go through pyarrow's
+        ``<mount>/checkpoints/<run_name>`` is :func:`raytpu.core.names.checkpoint_uri` in the bucket, written by the
+        FUSE driver with the pod's ``roles/storage.objectUser``. A ``gs://`` storage path would go through pyarrow's
         GcsFileSystem instead (Ray 2.60 ``ray.train.v2._internal.execution.storage.get_fs_and_path``,
         ``FileSystem.from_uri``), whose directory creation reads the bucket's metadata (apache/arrow
         ``cpp/src/arrow/filesystem/gcsfs.cc``, ``CreateDirMarkerRecursive`` -> ``GetBucketMetadata``):

@@ -1,7 +1,7 @@
 """The ICI all-reduce bus bandwidth a healthy TPU slice should reach, per topology and per mesh axis.
 
 The one place the smoke check's ICI expectations are computed (``raytpu.workloads.smoke`` gates on them;
-:func:`raytpu.catalog.expected_busbw` feeds it the catalog's link rates). The model: bus bandwidth as NCCL defines
+:func:`raytpu.core.catalog.expected_busbw` feeds it the catalog's link rates). The model: bus bandwidth as NCCL defines
 it for an all-reduce; along one axis a chip moves the one-way link rate, doubled when the axis wraps around (a ring
 uses both directions); the axes of a slice add. v5e/v6e (2D) wrap an axis only at its full 16 chips; v4, v5p and
 tpu7x (3D) wrap every axis of a slice made of whole 4x4x4 cubes. Twisted tori count as plain wraparounds.

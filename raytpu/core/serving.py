@@ -1,6 +1,6 @@
 """Ray Serve LLM (vLLM) on whole TPU slices: the LLMConfig of a serving workload, built from its spec.
 
-One builder for every place the app is deployed: the RayService's ``serveConfigV2`` (:mod:`raytpu.kuberay`)
+One builder for every place the app is deployed: the RayService's ``serveConfigV2`` (:mod:`raytpu.core.kuberay`)
 and the local emulated slice (``raytpu local serve``, :mod:`raytpu.workloads.serve`) both call
 :func:`serve_config`. The app is Ray's own ``ray.serve.llm:build_openai_app`` (OpenAI-compatible ``/v1``)
 with one ``LLMConfig``:
@@ -8,12 +8,12 @@ with one ``LLMConfig``:
 - ``accelerator_type`` = Ray's name for the generation (``TPU-V6E``) and
   ``accelerator_config = {"kind": "tpu", "topology": ...}``: each replica reserves one whole slice through
   ``ray.util.tpu.slice_placement_group``, one bundle per host (Source: Ray 2.60 Serve LLM ``TPUAccelerator``);
-- ``engine_kwargs``: ``tensor_parallel_size`` = JAX devices of the slice (:func:`raytpu.vllm_rules.jax_devices`: 2
+- ``engine_kwargs``: ``tensor_parallel_size`` = JAX devices of the slice (:func:`raytpu.core.vllm_rules.jax_devices`: 2
   per tpu7x chip), ``max_model_len``, and ``distributed_executor_backend: "ray"`` on a multi-host slice (as GKE's
   multi-host Ray Serve LLM sample), plus the workload's own, whose names are
-  checked against those of the vLLM the pods run (:data:`raytpu.vllm_rules.ENGINE_ARG_NAMES`; a typo is exit 2 at
+  checked against those of the vLLM the pods run (:data:`raytpu.core.vllm_rules.ENGINE_ARG_NAMES`; a typo is exit 2 at
   ``raytpu validate``), and whose parallel layout must fit a built-in model's heads
-  (:data:`raytpu.sizing.models.MODELS`);
+  (:data:`raytpu.core.models.MODELS`);
 - ``deployment_config.autoscaling_config``: ``min_replicas = max_replicas`` = slices (a replica is a slice);
 - on a single-host slice (and locally) the LLM server is the ingress, streamed straight through HAProxy
   (:func:`streams_direct`); on a multi-host slice one ingress replica per TPU host
@@ -32,12 +32,12 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from raytpu.errors import InvalidInput
-from raytpu.names import GCS_MOUNT_PATH
-from raytpu.vllm_rules import DEFAULT_MAX_MODEL_LEN, DEFAULT_MODEL, VLLM_VERSION, jax_devices, parallel_sizes
+from raytpu.core.errors import InvalidInput
+from raytpu.core.names import GCS_MOUNT_PATH
+from raytpu.core.vllm_rules import DEFAULT_MAX_MODEL_LEN, DEFAULT_MODEL, VLLM_VERSION, jax_devices, parallel_sizes
 
 if TYPE_CHECKING:
-    from raytpu.spec import WorkloadSpec
+    from raytpu.core.spec import WorkloadSpec
 
 BUILDER = "ray.serve.llm:build_openai_app"
 APP_NAME = "llm"

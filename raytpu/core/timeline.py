@@ -13,7 +13,7 @@ with the reason, one the emulated slice only imitates (``raytpu local`` sets the
 Standard library only: the workloads import it inside the Ray job (it is part of the core zip).
 """
 
-# No ``from __future__ import annotations``: NotRequired is read from evaluated annotations (see raytpu/report.py).
+# No ``from __future__ import annotations``: NotRequired is read from evaluated annotations (see raytpu/core/report.py).
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping

@@ -1,8 +1,8 @@
 """What runs on the cluster may do and who may reach it (config section ``security``): locked down by default.
 
 Every setting here relaxes or opens something the kit closes otherwise; the README's security section says what
-each one protects against. The pod side is :mod:`raytpu.pod_security`, the network side
-:mod:`raytpu.network_policy`, the ports :mod:`raytpu.ray_ports`.
+each one protects against. The pod side is :mod:`raytpu.core.pod_security`, the network side
+:mod:`raytpu.core.network_policy`, the ports :mod:`raytpu.core.ray_ports`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
-from raytpu import errors
-from raytpu.errors import InvalidInput
+from raytpu.core import errors
+from raytpu.core.errors import InvalidInput
 
 SERVE_ENDPOINTS = ("cluster-ip", "internal-lb", "public-lb")
 """How a RayService's OpenAI endpoint is exposed: in-cluster only; a GKE internal passthrough load balancer (the

@@ -14,20 +14,20 @@ from __future__ import annotations
 from collections.abc import Iterable, MutableMapping
 from typing import TYPE_CHECKING
 
-from raytpu import errors
-from raytpu.catalog import RAY_VERSION
-from raytpu.errors import InvalidInput
-from raytpu.plan import SlicePlan
-from raytpu.vllm_rules import ray_serve_chips_per_host
+from raytpu.core import errors
+from raytpu.core.catalog import RAY_VERSION
+from raytpu.core.errors import InvalidInput
+from raytpu.core.plan import SlicePlan
+from raytpu.core.vllm_rules import ray_serve_chips_per_host
 
 if TYPE_CHECKING:  # the spec layer imports this module
-    from raytpu.spec import WorkloadSpec
+    from raytpu.core.spec import WorkloadSpec
 
 GKE_DOCS = "https://cloud.google.com/tpu/docs/tpu-gke-multislice"
 
 MIN_GKE_VERSION = {"standard": "1.27.4-gke.900", "autopilot": "1.29.2-gke.1521000"}
 """Oldest GKE version that runs Multislice, per cluster mode [GKE]. Both lie below the Ray Operator add-on's floor
-(:data:`raytpu.catalog.RAY_OPERATOR_MIN_GKE_VERSION`), so a cluster the kit makes always clears them; the stack's
+(:data:`raytpu.core.catalog.RAY_OPERATOR_MIN_GKE_VERSION`), so a cluster the kit makes always clears them; the stack's
 version precondition still names them (:func:`raytpu.modules.gke_cluster.version_floor`)."""
 
 NUM_SLICES_ENV = "MEGASCALE_NUM_SLICES"
@@ -58,8 +58,8 @@ def slice_env(slices: int) -> dict[str, str]:
 
 
 def widest(workloads: Iterable[WorkloadSpec]) -> tuple[int, str | None]:
-    """How many slices one run of ``workloads`` spans at most (:attr:`raytpu.spec.WorkloadSpec.slices_per_run`), and
-    the workload that spans them (the last by name among equals); ``(1, None)`` when none spans several. The one
+    """How many slices one run of ``workloads`` spans at most (:attr:`raytpu.core.spec.WorkloadSpec.slices_per_run`),
+    and the workload that spans them (the last by name among equals); ``(1, None)`` when none spans several. The one
     place the multi-slice smoke job, ``raytpu local smoke`` and the demo take their ``--dcn-slices`` from."""
     return max(((w.slices_per_run, w.name) for w in workloads if w.multislice), default=(1, None))
 

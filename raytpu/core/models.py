@@ -11,8 +11,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from raytpu import errors
-from raytpu.errors import InvalidInput
+from raytpu.core import errors
+from raytpu.core.errors import InvalidInput
 
 MAX_LAYERS = 10_000
 MAX_DIM = 1_000_000

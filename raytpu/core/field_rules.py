@@ -1,7 +1,7 @@
 """Field rules: the patterns, limits and ``*_problems`` checks that the specs and the construct props share.
 
-Each check returns the problems of one value, named by ``field`` (none raises): :mod:`raytpu.spec`,
-:mod:`raytpu.cluster_parts` and ``raytpu.modules`` call the same ones. Standard library and the kit's errors only.
+Each check returns the problems of one value, named by ``field`` (none raises): :mod:`raytpu.core.spec`,
+:mod:`raytpu.core.cluster_parts` and ``raytpu.modules`` call the same ones. Standard library and the kit's errors only.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import ipaddress
 import re
 from collections.abc import Mapping
 
-from raytpu import errors
-from raytpu.errors import InvalidInput, InvalidInputs
+from raytpu.core import errors
+from raytpu.core.errors import InvalidInput, InvalidInputs
 
 PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 CLUSTER_NAME = re.compile(r"^[a-z](?:[a-z0-9-]{0,38}[a-z0-9])?$")

@@ -1,7 +1,7 @@
 """The one TPU catalog: every fact about a TPU generation on GKE, as explicit, cited tables.
 
 Everything else in the kit (node pools, KubeRay groups, JaxTrainer scaling, smoke expectations) reads these
-records through :mod:`raytpu.plan`; no TPU literal appears anywhere else. The catalog tells two truths apart:
+records through :mod:`raytpu.core.plan`; no TPU literal appears anywhere else. The catalog tells two truths apart:
 ``topologies``, what GKE can provision as one slice (one shape per size), and ``ray_topologies``, what the pinned
 Ray can reserve as one (``SlicePlacementGroup`` raises ``ValueError`` outside it; a test checks the copy against
 Ray's own table). Per-chip figures come from the Cloud TPU system architecture pages.
@@ -15,12 +15,12 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-from raytpu.errors import InvalidInput, invalid_choice
-from raytpu.ici import SliceICI, ici_expected
+from raytpu.core.errors import InvalidInput, invalid_choice
+from raytpu.core.ici import SliceICI, ici_expected
 
 RAY_VERSION = "2.60.0"
 """The one Ray version of the kit: whose TPU tables ``ray_topologies`` records, what the kit's images and job
-packages pin (:mod:`raytpu.kinds`) and the RayCluster's ``spec.rayVersion`` (:mod:`raytpu.kuberay`)."""
+packages pin (:mod:`raytpu.core.kinds`) and the RayCluster's ``spec.rayVersion`` (:mod:`raytpu.core.kuberay`)."""
 
 RAY_OPERATOR_MIN_GKE_VERSION = "1.30.0-gke.1747000"
 """Oldest GKE version with the Ray Operator add-on: the floor of every cluster the kit makes."""

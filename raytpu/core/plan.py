@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from raytpu.catalog import (
+from raytpu.core.catalog import (
     MULTI_HOST_CHIPS_PER_VM,
     Generation,
     MachineType,
@@ -18,7 +18,7 @@ from raytpu.catalog import (
     generation,
     offered_topology,
 )
-from raytpu.errors import InvalidInput
+from raytpu.core.errors import InvalidInput
 
 Placement = Literal["none", "compact", "workload-policy"]
 
@@ -49,7 +49,7 @@ class SlicePlan:
         placement: ``none`` (single-host), ``compact`` or ``workload-policy`` (multi-host tpu7x).
         ray_accelerator_type: Ray's accelerator type (``TPU-V6E``).
         ray_pod_type: Ray's pod type (``v6e-16``); its head resource is ``TPU-<pod type>-head``.
-        ray_reservable: The pinned Ray (``raytpu.catalog.RAY_VERSION``) can reserve this shape as one slice
+        ray_reservable: The pinned Ray (``raytpu.core.catalog.RAY_VERSION``) can reserve this shape as one slice
             (``slice_placement_group``); GKE provisions shapes Ray cannot (e.g. v5p 4x4x28).
         hbm_gib_per_chip: HBM per chip, from the catalog.
         peak_bf16_tflops_per_chip: Peak bf16 TFLOP/s per chip, from the catalog.

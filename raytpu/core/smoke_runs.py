@@ -1,19 +1,19 @@
 """The smoke jobs a config yields (``raytpu smoke``): one per slice copy, one multi-slice job per slice a multi-slice
-workload spans, each a WorkloadSpec of the smoke kind; :mod:`raytpu.kuberay` builds their RayJobs."""
+workload spans, each a WorkloadSpec of the smoke kind; :mod:`raytpu.core.kuberay` builds their RayJobs."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from raytpu import multislice, names
-from raytpu.kinds import kind as workload_kind
-from raytpu.spec import ClusterSpec, SliceSpec, WorkloadSpec
+from raytpu.core import multislice, names
+from raytpu.core.kinds import kind as workload_kind
+from raytpu.core.spec import ClusterSpec, SliceSpec, WorkloadSpec
 
 
 def slice_image(spec: ClusterSpec, item: SliceSpec) -> str | None:
     """The image a smoke job on ``item`` runs when it is not the smoke kind's default: the one its checking workload
-    (:attr:`raytpu.kinds.WorkloadKind.checks`) or any workload on it names (a team's own image carries JAX). None: the
-    kit's image of the smoke kind."""
+    (:attr:`raytpu.core.kinds.WorkloadKind.checks`) or any workload on it names (a team's own image carries JAX). None:
+    the kit's image of the smoke kind."""
     on_slice = [w for w in spec.workloads if w.slice == item and w.image is not None]
     smoke = [w.image for w in on_slice if w.kind.checks]
     return (smoke or [w.image for w in on_slice] or [None])[0]
@@ -41,7 +41,7 @@ def smoke_workloads(spec: ClusterSpec, image: str | None = None) -> list[SmokeRu
 
 def dcn_span(spec: ClusterSpec, item: SliceSpec) -> int:
     """How many copies of ``item`` one run of the config's multi-slice workloads spans
-    (:func:`raytpu.multislice.widest` of the workloads on it); 1 when none spans several."""
+    (:func:`raytpu.core.multislice.widest` of the workloads on it); 1 when none spans several."""
     return multislice.widest(w for w in spec.workloads if w.slice == item)[0]
 
 

@@ -1,7 +1,7 @@
 """The cluster's parts: GKE cluster, head pool, maintenance window, network, alerting and storage specs.
 
 Config sections ``cluster``, ``network``, ``alerting`` and ``storage``; each checks its own fields when built and
-raises every problem at once, and :class:`raytpu.spec.ClusterSpec` composes them. Standard library and the kit's
+raises every problem at once, and :class:`raytpu.core.spec.ClusterSpec` composes them. Standard library and the kit's
 core only.
 """
 
@@ -12,9 +12,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from raytpu import errors
-from raytpu.errors import InvalidInput
-from raytpu.field_rules import (
+from raytpu.core import errors
+from raytpu.core.errors import InvalidInput
+from raytpu.core.field_rules import (
     MACHINE_TYPE,
     NODE_COUNT,
     PROJECT_ID,

@@ -1,6 +1,6 @@
 """KubeRay manifests (``ray.io/v1`` RayCluster, RayJob, RayService) as plain dicts, from specs.
 
-Pure builders: standard library plus the kit's core (:mod:`raytpu.spec`); no cdktn, ray or jax import (an
+Pure builders: standard library plus the kit's core (:mod:`raytpu.core.spec`); no cdktn, ray or jax import (an
 import-boundary test checks it). The workloads stack applies what :func:`workload_manifest` returns (one per workload);
 ``raytpu submit``/``raytpu smoke`` apply the same dicts. Every number of a TPU worker group comes from the
 workload's slice (its SlicePlan):
@@ -10,7 +10,7 @@ workload's slice (its SlicePlan):
 - ``google.com/tpu`` requests == limits == ``plan.chips_per_host``;
 - nodeSelector = ``plan.node_selector`` (accelerator + topology), plus the provisioning mode's selector
   (spot, flex-start, queued; Autopilot: the slice's ComputeClass) and matching tolerations; on Standard the slice's
-  own node label (:data:`raytpu.names.SLICE_LABEL`, which its pools give their nodes) pins the group to its pools
+  own node label (:data:`raytpu.core.names.SLICE_LABEL`, which its pools give their nodes) pins the group to its pools
   (:func:`tpu_placement`).
 
 A RayJob runs ``python -m raytpu.workloads.<program>`` (its kind's program) and receives its WorkloadSpec as
@@ -20,9 +20,9 @@ Pod labels: KubeRay itself labels every Ray pod ``app.kubernetes.io/name: kubera
 it), which is the label the GKE Ray TPU webhook selects on, so the templates here never set it.
 Source: KubeRay ``labelPod`` (``ray-operator/controllers/ray/common/pod.go``).
 
-Security (:mod:`raytpu.pod_security`, :mod:`raytpu.network_policy`, config section ``security``): every pod
+Security (:mod:`raytpu.core.pod_security`, :mod:`raytpu.core.network_policy`, config section ``security``): every pod
 runs non-root with no capabilities, the runtime's seccomp profile, a read-only root filesystem and no API token;
-every pod template carries :data:`raytpu.names.CLUSTER_LABEL`, which the object's NetworkPolicy
+every pod template carries :data:`raytpu.core.names.CLUSTER_LABEL`, which the object's NetworkPolicy
 (:func:`network_policy`) selects. The head service is ``ClusterIP``; a RayService's OpenAI endpoint is
 ``ClusterIP`` too unless ``security.serve_endpoint`` asks for a load balancer.
 """
@@ -35,14 +35,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from raytpu import errors, multislice, names, pod_security, ray_ports, serving, smoke_runs
-from raytpu import network_policy as netpol
-from raytpu.catalog import RAY_VERSION, generation
-from raytpu.errors import InvalidInput
-from raytpu.kinds import WorkloadKind
-from raytpu.plan import TPU_RESOURCE, SlicePlan
-from raytpu.security import NAMESPACE_SOURCE, SecuritySpec
-from raytpu.spec import MULTI_HOST_NAME_LIMIT, ClusterSpec, SecretKeyRef, SliceSpec, WorkloadSpec
+from raytpu.core import errors, multislice, names, pod_security, ray_ports, serving, smoke_runs
+from raytpu.core import network_policy as netpol
+from raytpu.core.catalog import RAY_VERSION, generation
+from raytpu.core.errors import InvalidInput
+from raytpu.core.kinds import WorkloadKind
+from raytpu.core.plan import TPU_RESOURCE, SlicePlan
+from raytpu.core.security import NAMESPACE_SOURCE, SecuritySpec
+from raytpu.core.spec import MULTI_HOST_NAME_LIMIT, ClusterSpec, SecretKeyRef, SliceSpec, WorkloadSpec
 
 API_VERSION = "ray.io/v1"
 
@@ -76,13 +76,13 @@ class Pods:
             :func:`raytpu.images.pod_image`).
         ray_version: The Ray ``image`` runs (the RayCluster's ``rayVersion``). Default the kit's Ray.
         service_account: Kubernetes service account (Workload Identity). Default None (namespace default).
-        bucket: GCS bucket mounted through GCS FUSE at :data:`raytpu.names.GCS_MOUNT_PATH`. Default None (no volume).
-        head_cpu: Head pod CPU request and limit. Default ``"2"``.
+        bucket: GCS bucket mounted through GCS FUSE at :data:`raytpu.core.names.GCS_MOUNT_PATH`. Default None (no
+        volume). head_cpu: Head pod CPU request and limit. Default ``"2"``.
         head_memory: Head pod memory request and limit. Default ``"8Gi"``.
         env: Extra environment for every Ray container. Default none.
         labels: Extra pod labels. Default none.
         cluster: The GKE cluster's name: on Autopilot, multi-host tpu7x pods select its slice's workload policy
-            (:func:`raytpu.names.workload_policy_name`). Default None.
+            (:func:`raytpu.core.names.workload_policy_name`). Default None.
         security: Pod security and exposure settings (config section ``security``). Default: locked down.
     """
 
@@ -111,7 +111,7 @@ def tpu_placement(item: SliceSpec, autopilot: bool,
 
     The slice's accelerator and topology labels, the TPU taint's toleration, and either the slice's Autopilot
     ComputeClass (which carries spot/reservation/flex-start) or the provisioning mode's own node label. On Standard
-    also :data:`raytpu.names.SLICE_LABEL` = the slice's name, a label its pools give their nodes: accelerator,
+    also :data:`raytpu.core.names.SLICE_LABEL` = the slice's name, a label its pools give their nodes: accelerator,
     topology and provisioning label do not tell apart two slices of one generation and topology (a v6e 2x4 on one
     8-chip host or on two 4-chip hosts; an on-demand and a spot copy, since Standard spot pools carry only the TPU
     taint). A nodeSelector, not a node affinity: for a multi-host group the GKE TPU webhook replaces the pod's whole
@@ -231,7 +231,7 @@ def worker_group(work: WorkloadSpec, pods: Pods, *, autopilot: bool, env: Mappin
 
     A multi-slice run (:attr:`WorkloadSpec.multislice`) also sets ``MEGASCALE_NUM_SLICES``: GKE's TPU webhook then
     gives each replica's pods ``MEGASCALE_SLICE_ID`` (the replica index), ``MEGASCALE_COORDINATOR_ADDRESS`` and
-    ``MEGASCALE_PORT`` (:mod:`raytpu.multislice`). Ray Train overwrites the coordinator and slice id with the ones
+    ``MEGASCALE_PORT`` (:mod:`raytpu.core.multislice`). Ray Train overwrites the coordinator and slice id with the ones
     of the worker group it placed (Ray 2.60 ``ray.train.v2.jax.config._JAX_MULTISLICE_OVERRIDE_KEYS``).
     """
     plan = work.plan
@@ -367,7 +367,7 @@ UPGRADE_STRATEGIES = ("None", "NewCluster", "NewClusterWithIncrementalUpgrade")
 def ray_service(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = False, namespace: str = "default",
                 upgrade_strategy: str = "None", labels: Mapping[str, str] | None = None,
                 py_modules: str | None = None) -> dict[str, Any]:
-    """A RayService serving ``work`` with Ray Serve LLM (:func:`raytpu.serving.serve_config`).
+    """A RayService serving ``work`` with Ray Serve LLM (:func:`raytpu.core.serving.serve_config`).
 
     - ``upgradeStrategy`` defaults to ``None``: ``NewCluster`` builds a second cluster, i.e. a second set of
       slices, before switching (https://docs.ray.io/en/latest/cluster/kubernetes/user-guides/rayservice.html,
@@ -379,12 +379,12 @@ def ray_service(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = 
       ``serving.SERVE_PORT``: the OpenAI API) routes to a pod, only once the app is ``RUNNING``, which Ray Serve
       LLM reaches after the engine has loaded the model. TPU workers keep KubeRay's own readiness probe (Serve's
       proxy on :8000 of that pod): on a multi-host slice the Serve config puts an ingress replica, hence a proxy,
-      on every TPU pod (:func:`raytpu.serving.ingress_deployment_config`); a single-host slice's one pod runs the
-      LLM server, streamed direct through HAProxy (:data:`raytpu.serving.DIRECT_STREAMING_ENV`).
+      on every TPU pod (:func:`raytpu.core.serving.ingress_deployment_config`); a single-host slice's one pod runs the
+      LLM server, streamed direct through HAProxy (:data:`raytpu.core.serving.DIRECT_STREAMING_ENV`).
     - TPU workers get vLLM's XLA compilation cache on an emptyDir (node-local disk, ``serving.XLA_CACHE_PATH``).
     - The app imports its ingress from the kit's core (``py_modules``, default :func:`names.py_modules_uri` when the
       pods mount a bucket).
-    - Every Ray container runs Serve's hot path lean (:data:`raytpu.serving.SERVE_HOT_PATH_ENV`; the pods' own
+    - Every Ray container runs Serve's hot path lean (:data:`raytpu.core.serving.SERVE_HOT_PATH_ENV`; the pods' own
       ``env`` wins).
     """
     if upgrade_strategy not in UPGRADE_STRATEGIES:
@@ -534,8 +534,8 @@ def pod_templates(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def network_policy(obj: Mapping[str, Any], spec: ClusterSpec) -> dict[str, Any]:
-    """The NetworkPolicy of KubeRay object ``obj`` (:mod:`raytpu.network_policy`): its ports are the ones its pod
-    templates declare, by name (:mod:`raytpu.ray_ports`); apply it before the object, so no pod ever runs open."""
+    """The NetworkPolicy of KubeRay object ``obj`` (:mod:`raytpu.core.network_policy`): its ports are the ones its pod
+    templates declare, by name (:mod:`raytpu.core.ray_ports`); apply it before the object, so no pod ever runs open."""
     by_name = {p.name: p for p in ray_ports.ALL}
     declared = {port["name"] for template in pod_templates(obj) for container in template["spec"]["containers"]
                 for port in container.get("ports", [])}
