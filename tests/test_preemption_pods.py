@@ -164,3 +164,4 @@ def test_the_prestop_signals_ray_start_and_nothing_else(tmp_path: Path) -> None:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
             proc.wait()
+
