@@ -40,7 +40,7 @@ def _objects(provisioning: str, mode: str = "standard", fallback: tuple[str, ...
     extra: dict[str, Any] = {"reservation": "my-res"} if provisioning == "reservation" else {}
     item = SliceSpec.create(name="train", generation="v6e", topology="4x4", zone="us-east5-b",
                             provisioning=provisioning, fallback=fallback, **extra)
-    works = tuple(WorkloadSpec(name=k, kind=kinds.kind(k), slice=item, image="us-docker.pkg.dev/p/r/ray-tpu:2.60.0",
+    works = tuple(WorkloadSpec(name=k, kind=kinds.kind(k), slice=item,
                                model="org/model" if k == "serve" else None) for k in ("train", "serve"))
     spec = ClusterSpec(project="my-ml-project", region="us-east5", cluster=GkeSpec(name="ray-tpu", mode=mode),
                        slices=(item,), workloads=works)
@@ -56,8 +56,9 @@ def _env(container: dict[str, Any]) -> dict[str, str]:
 @pytest.mark.parametrize("provisioning", RECLAIMED + KEPT)
 def test_tpu_pods_on_reclaimed_capacity_get_the_notice_and_others_keep_kuberays_defaults(
         provisioning: str, mode: str) -> None:
-    """Spot and flex-start TPU workers: grace 15 s (GKE's non-system share of the 30 s notice), Ray's drain 10 s
-    (the grace less 5 s for its processes' stop) and a preStop that signals ``ray start``; the head and a RayJob's
+    """Spot and flex-start TPU workers: grace 15 s (GKE's non-system share of the 30 s notice) and a drain of 10 s
+    (the grace less 5 s for Ray's processes' stop), by Ray's own SIGTERM handler (2.60) or by the preStop (2.56,
+    whose handler stops at once: ``ray._private.node.Node._register_shutdown_hooks``); the head and a RayJob's
     submitter run on no TPU node and keep KubeRay's defaults, as do on-demand and reservation workers.
     Source: https://cloud.google.com/kubernetes-engine/docs/how-to/preemptible-vms (docs/FACTS.md section 18)."""
     for obj in _objects(provisioning, mode):
@@ -73,8 +74,13 @@ def test_tpu_pods_on_reclaimed_capacity_get_the_notice_and_others_keep_kuberays_
         if provisioning in RECLAIMED:
             assert worker["terminationGracePeriodSeconds"] == 15
             ray = worker["containers"][0]
-            assert _env(ray)[preemption.DRAIN_ENV] == "10"
-            assert ray["lifecycle"]["preStop"]["exec"]["command"] == ["python", "-c", preemption.PRESTOP]
+            # the jobs' Ray 2.60 drains on SIGTERM: the preStop signals it; the serving image's Ray 2.56 does not:
+            # the preStop drains the node through the GCS and Ray's own drain is off
+            signals = cluster["rayVersion"] == "2.60.0"
+            assert signals == (obj["kind"] == "RayJob"), cluster["rayVersion"]
+            assert _env(ray)[preemption.DRAIN_ENV] == ("10" if signals else "0")
+            program = preemption.PRESTOP_SIGNAL if signals else preemption.PRESTOP_DRAIN
+            assert ray["lifecycle"]["preStop"]["exec"]["command"] == ["python3", "-c", program]
         else:
             assert "terminationGracePeriodSeconds" not in worker
             assert preemption.DRAIN_ENV not in _env(worker["containers"][0])
@@ -86,6 +92,12 @@ def test_an_autopilot_fallback_onto_spot_counts_as_reclaimable() -> None:
     for obj in _objects("on-demand", "autopilot", fallback=("spot",)):
         assert kuberay.ray_cluster_of(obj)["workerGroupSpecs"][0]["template"]["spec"][
             "terminationGracePeriodSeconds"] == preemption.POD_GRACE_S
+
+
+def test_which_ray_drains_on_sigterm() -> None:
+    """Verified in the wheels: 2.60's handler drains (``Node._drain_node_before_shutdown``), 2.56's does not."""
+    assert preemption.drains_on_sigterm("2.60.0") and preemption.drains_on_sigterm("3.1.0")
+    assert not preemption.drains_on_sigterm("2.56.0") and not preemption.drains_on_sigterm("2.59.9")
 
 
 def test_the_budget_fits_inside_the_notice() -> None:
@@ -153,7 +165,7 @@ def test_the_prestop_signals_ray_start_and_nothing_else(tmp_path: Path) -> None:
             (root / str(proc.pid)).mkdir(parents=True)
             (root / str(proc.pid) / "cmdline").write_bytes(Path(f"/proc/{proc.pid}/cmdline").read_bytes())
         (root / "self").mkdir()
-        subprocess.run([sys.executable, "-c", preemption.PRESTOP, str(root)], check=True, timeout=60)
+        subprocess.run([sys.executable, "-c", preemption.PRESTOP_SIGNAL, str(root)], check=True, timeout=60)
         assert running["block"].wait(timeout=30) == 0
         assert marks["block"].read_text() == "SIGTERM"
         time.sleep(0.5)

@@ -247,7 +247,7 @@ def worker_group(work: WorkloadSpec, pods: Pods, *, autopilot: bool, env: Mappin
     }
     template = _pod_template(pods, container, node_selector=selector, tolerations=tolerations)
     if preemption.reclaimable((work.slice.provisioning, *work.slice.fallback)):
-        preemption.reclaimable_pod_fields(template["spec"])
+        preemption.reclaimable_pod_fields(template["spec"], pods.ray_version)
     return {
         "groupName": group_name,
         "replicas": work.slices_spanned,
