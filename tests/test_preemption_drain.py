@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -59,7 +60,10 @@ class Nodes:
     def __init__(self, worker_env: dict[str, str]) -> None:
         self.tmp = Path(tempfile.mkdtemp(prefix="rtp", dir="/tmp"))
         self.gcs = _free_port()
-        self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+        # Ray's token auth as KubeRay sets it on every Ray container (RAY_AUTH_MODE, RAY_AUTH_TOKEN), which a
+        # preStop exec inherits: the GCS drain must pass it
+        self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token",
+                    "RAY_AUTH_TOKEN": secrets.token_hex(32)}
         self.env.pop("RAY_ADDRESS", None)
         self.started: list[subprocess.Popen[Any]] = []
         ray = str(Path(sys.executable).parent / "ray")
@@ -147,7 +151,7 @@ def test_the_drain_prestop_drains_the_node_through_the_gcs_and_waits_for_its_ray
         raylet = nodes.worker_raylet()
         began = time.monotonic()
         ran = subprocess.run([sys.executable, "-c", preemption.PRESTOP_DRAIN, str(nodes.proc_root(raylet))],
-                             check=True, timeout=60, capture_output=True, text=True)
+                             check=True, timeout=60, capture_output=True, text=True, env=nodes.env)
         took = time.monotonic() - began
         assert "drain accepted" in ran.stdout, (ran.stdout, ran.stderr)
         assert not Path(f"/proc/{raylet}").exists() or b"Z" in Path(f"/proc/{raylet}/stat").read_bytes().split()[2]
