@@ -428,6 +428,8 @@ CASES: tuple[Case, ...] = (
          {"prices.json": prices(per_chip_hour=[["v6e", 2.7]])}),
     Case("plan-headroom-nan", (*PLAN, "--headroom", "nan"), "--headroom"),
     Case("plan-tokens-nan", (*PLAN, "--tokens-per-s", "nan"), "--tokens-per-s"),
+    Case("plan-write-rate-nan", (*PLAN, "--mode", "train", "--write-gb-s", "nan"), "--write-gb-s"),
+    Case("plan-write-rate-zero", (*PLAN, "--mode", "train", "--write-gb-s", "0"), "--write-gb-s"),
     Case("plan-tokens-inf", (*PLAN, "--tokens-per-s", "inf"), "--tokens-per-s"),
     Case("plan-context-huge", (*PLAN, "--context", "9" * 30), "--context"),
     Case("plan-batch-float", (*PLAN, "--batch", "1.5"), "--batch"),

@@ -50,6 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--region", help="price this region from the built-in regional table (default: us-central1; "
                                          "v4: us-central2), e.g. your config's region")
     parser.add_argument("--tokens-per-s", type=float, default=None, help="serve: output tokens/s of a slice")
+    parser.add_argument("--write-gb-s", type=float, default=None,
+                        help="train: GCS checkpoint write throughput per TPU host, GB/s (default: an assumed 1)")
     parser.add_argument("--all", action="store_true", help="list every fitting slice, not the smallest few")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--plot", metavar="FILE", type=argtypes.path,
@@ -96,6 +98,14 @@ def _check(args: argparse.Namespace, shape: ModelShape | None) -> None:
     if args.region is not None and args.prices is not None:
         raise errors.forbidden("--region", args.region, "with --prices (the file names its own region)",
                                "--region REGION or --prices FILE")
+    if args.write_gb_s is not None:
+        from raytpu.sizing.preemption_budget import WRITE_GB_S_RANGE
+
+        if args.mode != "train":
+            raise errors.forbidden("--write-gb-s", args.write_gb_s, "with --mode serve", "--mode train")
+        if not WRITE_GB_S_RANGE[0] <= args.write_gb_s <= WRITE_GB_S_RANGE[1]:
+            raise errors.invalid_value("--write-gb-s", args.write_gb_s, "is out of range",
+                                       f"a rate in [{WRITE_GB_S_RANGE[0]:g}, {WRITE_GB_S_RANGE[1]:g}] GB/s per host")
     if args.tokens_per_s is not None and args.mode != "serve":
         raise errors.forbidden("--tokens-per-s", args.tokens_per_s, "with --mode train", "--mode serve")
     if args.plot is not None:
@@ -184,7 +194,7 @@ def _nothing_to_draw(args: argparse.Namespace, found: list[Candidate], region: s
 
 def run(args: argparse.Namespace) -> int:
     """Prints the need, the fitting slices (table or JSON) and, with --plot, writes the picture."""
-    from raytpu.sizing import candidates, prices
+    from raytpu.sizing import candidates, preemption_budget, prices
     from raytpu.sizing.memory import GIB
 
     shape, params = _shape(args)
@@ -207,6 +217,8 @@ def run(args: argparse.Namespace) -> int:
         if not plot.points(found):
             _nothing_to_draw(args, found, table.region)
         plot.write(args.plot, found, best, title)
+    shown = [c.plan for c in found if c.fits]
+    budget = preemption_budget.budget(need, args.write_gb_s) if args.mode == "train" else None
     if args.json:
         print(json.dumps({
             "model": shape.to_json() if shape else {"name": name, "params": params},
@@ -218,6 +230,7 @@ def run(args: argparse.Namespace) -> int:
             "cheapest": best.to_json() if best else None,
             "candidates": [c.to_json() for c in found if c.fits],
             "plot": args.plot,
+            **({"preemption": budget.to_json(shown)} if budget else {}),
         }, indent=2))
         return 0
     print(f"{title}: {params:,} parameters")
@@ -235,4 +248,8 @@ def run(args: argparse.Namespace) -> int:
     print("\n".join(lines))
     print("< smallest usable slice of its generation; * cheapest usable on-demand"
           + (f"; plot: {args.plot}" if args.plot else ""))
+    if budget:
+        marked = [c.plan for c in found if c.fits and (c is best or minimal.get(c.plan.generation) is c)]
+        print()
+        print("\n".join(budget.lines(marked)))
     return 0

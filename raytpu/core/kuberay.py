@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from raytpu.core import errors, multislice, names, pod_security, ray_ports, serving, smoke_runs
+from raytpu.core import errors, multislice, names, pod_security, preemption, ray_ports, serving, smoke_runs
 from raytpu.core import network_policy as netpol
 from raytpu.core.catalog import RAY_VERSION, generation
 from raytpu.core.errors import InvalidInput
@@ -233,6 +233,8 @@ def worker_group(work: WorkloadSpec, pods: Pods, *, autopilot: bool, env: Mappin
     gives each replica's pods ``MEGASCALE_SLICE_ID`` (the replica index), ``MEGASCALE_COORDINATOR_ADDRESS`` and
     ``MEGASCALE_PORT`` (:mod:`raytpu.core.multislice`). Ray Train overwrites the coordinator and slice id with the ones
     of the worker group it placed (Ray 2.60 ``ray.train.v2.jax.config._JAX_MULTISLICE_OVERRIDE_KEYS``).
+    On capacity GKE takes back (spot, flex-start, also as an Autopilot fallback) the pods get a grace, a drain
+    timeout and a preStop that fit GKE's notice (:mod:`raytpu.core.preemption`).
     """
     plan = work.plan
     selector, tolerations = tpu_placement(work.slice, autopilot, pods.cluster)
@@ -243,6 +245,9 @@ def worker_group(work: WorkloadSpec, pods: Pods, *, autopilot: bool, env: Mappin
         "resources": host_resources(plan, autopilot),
         "ports": [p.container_port() for p in ray_ports.worker_ports(serves, not plan.single_host)],
     }
+    template = _pod_template(pods, container, node_selector=selector, tolerations=tolerations)
+    if preemption.reclaimable((work.slice.provisioning, *work.slice.fallback)):
+        preemption.reclaimable_pod_fields(template["spec"], pods.ray_version)
     return {
         "groupName": group_name,
         "replicas": work.slices_spanned,
@@ -250,7 +255,7 @@ def worker_group(work: WorkloadSpec, pods: Pods, *, autopilot: bool, env: Mappin
         "maxReplicas": work.slices_spanned,
         "numOfHosts": plan.hosts,
         "rayStartParams": {},
-        "template": _pod_template(pods, container, node_selector=selector, tolerations=tolerations),
+        "template": template,
     }
 
 

@@ -1,0 +1,132 @@
+"""What a Ray pod on capacity GKE takes back (spot, flex-start) gets, so that Ray drains rather than dies.
+
+GKE stops a reclaimed VM 30 s after the notice; the kubelet's graceful node shutdown gives non-system pods the first
+15 s of it (system pods the rest), and a ``terminationGracePeriodSeconds`` above 15 has no effect there
+(:data:`NOTICE_S`, :data:`POD_GRACE_S`; docs/FACTS.md section 18). A draining Ray node takes no new work, and Serve
+moves its replicas and proxy off it. So a TPU worker pod on such capacity gets (:func:`reclaimable_pod_fields`)
+``terminationGracePeriodSeconds`` = :data:`POD_GRACE_S` (the same in a voluntary eviction) and, by its Ray:
+
+- Ray 2.60 (the jobs' image): its ``ray start --block`` drains the node on SIGTERM for up to
+  ``RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S`` (default 30 s, longer than the share), then stops its processes. The pod
+  sets it to :data:`DRAIN_S` (the grace less :data:`TEARDOWN_S` for that stop), and its preStop (:data:`PRESTOP_SIGNAL`)
+  sends SIGTERM to ``ray start`` whatever its PID. KubeRay runs it under ``/bin/bash -c``, which execs the last
+  command of its list with bash 5 (then the kubelet's SIGTERM reaches it too) but not always. The hook returns at
+  once, and the handler ignores the kubelet's second SIGTERM.
+- An older Ray (the serving image's 2.56) stops every process at once on SIGTERM. Its preStop
+  (:data:`PRESTOP_DRAIN`) asks the GCS to drain the node itself (the call ``ray drain-node`` makes) and waits until
+  the raylet exits or :data:`DRAIN_S` passes; the kubelet's SIGTERM then stops Ray. The variable is 0 there, so a Ray
+  that does drain on SIGTERM does not drain twice.
+
+On-demand and reservation capacity is never taken back: those pods keep KubeRay's defaults. Standard library only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from raytpu.core.provisioning import Provisioning
+
+RECLAIMABLE = frozenset({"spot", "flex-start"})
+"""Provisioning modes whose capacity GKE takes back while Ray runs on it (a spot preemption; flex-start's removal at
+``max_run_duration_s``). Queued slices run no Ray (:attr:`Provisioning.runs_ray`)."""
+NOTICE_S = 30
+"""Compute Engine stops a preempted VM this long after its notice.
+Source: https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms (termination and graceful shutdown)."""
+POD_GRACE_S = 15
+"""The kubelet's share of :data:`NOTICE_S` for non-system pods (GKE's default ``shutdownGracePeriod`` 30 s less
+``shutdownGracePeriodCriticalPods`` 15 s). Source: https://cloud.google.com/kubernetes-engine/docs/how-to/preemptible-vms
+(docs/FACTS.md section 18)."""
+TEARDOWN_S = 5
+"""Kept from the drain for Ray's own stop: ``Node.kill_all_processes(allow_graceful=True)`` gives each of a worker
+node's processes 1 s after SIGTERM before SIGKILL. Source: Ray 2.60 ``ray._private.node.Node._kill_process_type``."""
+DRAIN_S = POD_GRACE_S - TEARDOWN_S
+"""``RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S`` on reclaimable pods: how long ``ray start --block`` keeps its node draining
+(DRAIN_NODE_REASON_PREEMPTION, with this deadline) before it stops its processes.
+Source: Ray 2.60 ``ray._private.node.Node._drain_node_before_shutdown`` (ray-project/ray#64454)."""
+DRAIN_ENV = "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"
+
+PRESTOP_SIGNAL = """\
+import os, signal, sys
+root = sys.argv[1] if len(sys.argv) > 1 else "/proc"
+for pid in os.listdir(root):
+    if not pid.isdigit() or int(pid) == os.getpid():
+        continue
+    try:
+        with open(os.path.join(root, pid, "cmdline"), "rb") as f:
+            argv = f.read().split(b"\\0")
+    except OSError:
+        continue
+    starts = any(os.path.basename(a) == b"ray" and b == b"start" for a, b in zip(argv, argv[1:]))
+    if starts and b"--block" in argv:
+        try:
+            os.kill(int(pid), signal.SIGTERM)
+        except OSError:
+            pass
+"""
+"""The preStop program of a Ray that drains on SIGTERM: SIGTERM to every ``ray start ... --block`` process of the
+container (argv ``.../ray start``, not the ``bash -c`` string that names it). An optional argument names another proc
+root (the tests')."""
+
+PRESTOP_DRAIN = f"""\
+import os, sys, time
+root = sys.argv[1] if len(sys.argv) > 1 else "/proc"
+raylet = None
+for pid in os.listdir(root):
+    try:
+        with open(os.path.join(root, pid, "cmdline"), "rb") as f:
+            argv = f.read().decode(errors="replace").split("\\0")
+    except OSError:
+        continue
+    if pid.isdigit() and os.path.basename(argv[0]) == "raylet":
+        raylet = int(pid), dict(a[2:].split("=", 1) for a in argv[1:] if a.startswith("--") and "=" in a)
+if raylet is None:
+    sys.exit(0)
+from ray._raylet import GcsClient
+from ray.core.generated import autoscaler_pb2
+pid, flags = raylet
+deadline = time.time() + {DRAIN_S}
+accepted, why = GcsClient(address=flags["gcs-address"]).drain_node(
+    flags["node_id"], autoscaler_pb2.DrainNodeReason.Value("DRAIN_NODE_REASON_PREEMPTION"),
+    "preStop: GKE is taking the node back", int(deadline * 1000))
+print("drain accepted" if accepted else f"drain rejected: {{why}}", flush=True)
+while accepted and time.time() < deadline:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        break
+    time.sleep(0.5)
+"""
+"""The preStop program of a Ray that does not drain on SIGTERM: the GCS drain of the container's raylet (its
+``--node_id`` and ``--gcs-address`` flags; ``DRAIN_NODE_REASON_PREEMPTION`` with the deadline, as Ray 2.56's
+``ray drain-node`` calls ``GcsClient.drain_node``), then a wait until the raylet exits (drained and idle) or the
+deadline."""
+SIGTERM_DRAINS_SINCE = (2, 60)
+"""The oldest Ray whose ``ray start --block`` the kit verified to drain on SIGTERM (2.60:
+``Node._register_shutdown_hooks`` calls ``_drain_node_before_shutdown``; 2.56's handler calls ``kill_all_processes``
+at once)."""
+
+
+def drains_on_sigterm(ray_version: str) -> bool:
+    """Whether ``ray start --block`` of Ray ``ray_version`` (``2.60.0``) drains its node on SIGTERM."""
+    parts = tuple(int(p) for p in ray_version.split(".")[:2] if p.isdigit())
+    return parts >= SIGTERM_DRAINS_SINCE
+
+
+def reclaimable(modes: Iterable[Provisioning]) -> bool:
+    """Whether a pod that may land on any of ``modes`` (a slice's provisioning and its Autopilot fallbacks) may have
+    its node taken back."""
+    return any(m.name in RECLAIMABLE for m in modes)
+
+
+def reclaimable_pod_fields(pod_spec: dict[str, Any], ray_version: str) -> dict[str, Any]:
+    """Adds the grace, the drain variable (every container) and the Ray container's preStop for Ray ``ray_version``
+    to ``pod_spec``."""
+    signal_drains = drains_on_sigterm(ray_version)
+    pod_spec["terminationGracePeriodSeconds"] = POD_GRACE_S
+    for container in pod_spec["containers"]:
+        container["env"] = [*(e for e in container.get("env", []) if e["name"] != DRAIN_ENV),
+                            {"name": DRAIN_ENV, "value": str(DRAIN_S if signal_drains else 0)}]
+    program = PRESTOP_SIGNAL if signal_drains else PRESTOP_DRAIN
+    pod_spec["containers"][0]["lifecycle"] = {"preStop": {"exec": {"command": ["python3", "-c", program]}}}
+    return pod_spec

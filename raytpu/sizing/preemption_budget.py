@@ -1,0 +1,93 @@
+"""A preemption budget for ``raytpu plan --mode train``: does a just-in-time checkpoint fit the notice window?
+
+A checkpoint holds what a resumed run cannot recompute: the weights and the optimizer state, as
+:func:`raytpu.sizing.memory.train_need` counts them (gradients and activations are rebuilt by the next step). Every
+host of the slice writes its shard at once (Orbax's multi-host save), so a slice of ``hosts`` hosts writes it in
+``bytes / (rate x hosts)`` seconds. The window is the drain the kit's pods on spot and flex-start capacity give Ray
+(:data:`raytpu.core.preemption.DRAIN_S`: GKE's 15 s non-system share of the 30 s notice, less Ray's own stop).
+
+When it does not fit, a preempted run loses what it did since its last periodic checkpoint. Checkpointing every
+``interval = write_s / CHECKPOINT_SHARE`` seconds spends at most that share of the run writing, and a preemption
+then loses at most ``interval + write_s`` (the work since the last checkpoint that finished).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from raytpu.core import preemption
+from raytpu.core.plan import SlicePlan
+from raytpu.sizing.memory import GIB, Need
+
+ASSUMED_WRITE_GB_S = 1.0
+"""GCS write throughput per TPU host, decimal GB/s: an ASSUMPTION (neither measured here nor published by Google for
+a TPU host), an order below the hosts' network links; ``--write-gb-s`` states your measured rate."""
+WRITE_GB_S_RANGE = (0.001, 1000.0)
+CHECKPOINT_SHARE = 0.05
+"""The share of a run's time periodic checkpoints may take (a chosen bound, not a measurement)."""
+CHECKPOINTED = ("weights", "optimizer")
+"""The terms of :class:`Need` a checkpoint holds."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A model's checkpoint against the notice window.
+
+    Attributes:
+        checkpoint_bytes: Weights + optimizer state, bytes.
+        write_gb_s: GCS write throughput per host, decimal GB/s.
+        assumed: Whether ``write_gb_s`` is :data:`ASSUMED_WRITE_GB_S` (not given).
+        window_s: Seconds Ray has to write it after the notice.
+    """
+
+    checkpoint_bytes: float
+    write_gb_s: float
+    assumed: bool
+    window_s: float = preemption.DRAIN_S
+
+    def write_s(self, hosts: int) -> float:
+        """Seconds a slice of ``hosts`` hosts takes to write the checkpoint, every host its shard."""
+        return self.checkpoint_bytes / (self.write_gb_s * 1e9 * hosts)
+
+    def for_slice(self, plan: SlicePlan) -> dict[str, Any]:
+        """The budget of one slice: write time, whether it fits the window, and else the periodic interval."""
+        write = self.write_s(plan.hosts)
+        fits = write <= self.window_s
+        interval = None if fits else math.ceil(write / CHECKPOINT_SHARE)
+        return {"generation": plan.generation, "topology": plan.topology, "hosts": plan.hosts,
+                "write_s": round(write, 2), "fits_notice": fits, "interval_s": interval,
+                "max_loss_s": None if interval is None else math.ceil(interval + write)}
+
+    def to_json(self, plans: list[SlicePlan]) -> dict[str, Any]:
+        """The ``preemption`` section of ``raytpu plan --json``."""
+        return {"checkpoint_gib": round(self.checkpoint_bytes / GIB, 3), "checkpoint_terms": list(CHECKPOINTED),
+                "write_gb_s_per_host": self.write_gb_s, "write_rate": "assumed" if self.assumed else "given",
+                "notice_window_s": self.window_s, "notice_s": preemption.NOTICE_S,
+                "pod_grace_s": preemption.POD_GRACE_S, "checkpoint_share": CHECKPOINT_SHARE,
+                "interval_formula": "interval_s = write_s / checkpoint_share; max_loss_s = interval_s + write_s",
+                "slices": [self.for_slice(p) for p in plans]}
+
+    def lines(self, plans: list[SlicePlan]) -> list[str]:
+        """The text summary: the checkpoint, the rate, the window, then one line per slice in ``plans``."""
+        rate = (f"an assumed {self.write_gb_s:g} GB/s per host (not measured; --write-gb-s sets yours)"
+                if self.assumed else f"{self.write_gb_s:g} GB/s per host (--write-gb-s)")
+        out = [f"preemption: a just-in-time checkpoint (weights + optimizer state) is "
+               f"{self.checkpoint_bytes / GIB:,.1f} GiB, written to GCS at {rate}, every host its shard; window "
+               f"{self.window_s:g} s (GKE's {preemption.POD_GRACE_S} s pod share of the {preemption.NOTICE_S} s "
+               f"notice, less {preemption.TEARDOWN_S} s for Ray's stop)"]
+        for plan in plans:
+            got = self.for_slice(plan)
+            hosts = f"{plan.hosts} host{'s' if plan.hosts > 1 else ''}"
+            head = f"  {plan.generation} {plan.topology} ({hosts}): {got['write_s']:g} s"
+            out.append(f"{head}: fits the notice" if got["fits_notice"] else
+                       f"{head}: does not fit; checkpoint every {got['interval_s']} s (write time / "
+                       f"{CHECKPOINT_SHARE:g}), losing at most {got['max_loss_s']} s")
+        return out
+
+
+def budget(need: Need, write_gb_s: float | None) -> Budget:
+    """The budget of a training ``need`` at ``write_gb_s`` (None: :data:`ASSUMED_WRITE_GB_S`)."""
+    size = sum(need.terms.get(term, 0.0) for term in CHECKPOINTED)
+    return Budget(size, ASSUMED_WRITE_GB_S if write_gb_s is None else write_gb_s, write_gb_s is None)

@@ -1,0 +1,179 @@
+"""Ray pods on capacity GKE takes back get their notice (issue 30 item 1; :mod:`raytpu.core.preemption`).
+
+Rules, with their sources (evidence: docs/FACTS.md section 18):
+
+- GKE stops a preempted VM 30 s after the notice; graceful node shutdown gives non-system pods 15 s of it, and a
+  ``terminationGracePeriodSeconds`` above 15 has no effect (https://cloud.google.com/kubernetes-engine/docs/how-to/
+  preemptible-vms, https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms).
+- Ray 2.60's ``ray start --block`` drains its node on SIGTERM for ``RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S``
+  (``ray._private.node.Node._drain_node_before_shutdown``; default 30 s in ``ray._private.ray_constants``), then gives
+  each process 1 s before SIGKILL (``Node._kill_process_type``).
+- KubeRay v1.7.0 sets no grace or preStop (kuberay#5004) and runs the Ray container as ``/bin/bash -c -- "ulimit ...;
+  ray start ... --block"`` (``ray-operator/controllers/ray/common/pod.go`` ``BuildPod``, ``utils.GetContainerCommand``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from crd import operator_errors, schema_errors, webhook_errors
+from image_refs import FIXTURE_IMAGES
+
+from raytpu.core import kinds, kuberay, preemption
+from raytpu.core.cluster_parts import GkeSpec
+from raytpu.core.spec import ClusterSpec, SliceSpec, WorkloadSpec
+
+pytestmark = pytest.mark.unit
+
+RECLAIMED = ("spot", "flex-start")  # spelled out: GKE takes these back while they run
+KEPT = ("on-demand", "reservation")
+
+
+def _objects(provisioning: str, mode: str = "standard", fallback: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    extra: dict[str, Any] = {"reservation": "my-res"} if provisioning == "reservation" else {}
+    item = SliceSpec.create(name="train", generation="v6e", topology="4x4", zone="us-east5-b",
+                            provisioning=provisioning, fallback=fallback, **extra)
+    works = tuple(WorkloadSpec(name=k, kind=kinds.kind(k), slice=item,
+                               model="org/model" if k == "serve" else None) for k in ("train", "serve"))
+    spec = ClusterSpec(project="my-ml-project", region="us-east5", cluster=GkeSpec(name="ray-tpu", mode=mode),
+                       slices=(item,), workloads=works)
+    return [kuberay.workload_manifest(spec, w, images=FIXTURE_IMAGES, service_account="ksa", bucket="b")
+            for w in works]
+
+
+def _env(container: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e.get("value", "") for e in container.get("env", [])}
+
+
+@pytest.mark.parametrize("mode", ["standard", "autopilot"])
+@pytest.mark.parametrize("provisioning", RECLAIMED + KEPT)
+def test_tpu_pods_on_reclaimed_capacity_get_the_notice_and_others_keep_kuberays_defaults(
+        provisioning: str, mode: str) -> None:
+    """Spot and flex-start TPU workers: grace 15 s (GKE's non-system share of the 30 s notice) and a drain of 10 s
+    (the grace less 5 s for Ray's processes' stop), by Ray's own SIGTERM handler (2.60) or by the preStop (2.56,
+    whose handler stops at once: ``ray._private.node.Node._register_shutdown_hooks``); the head and a RayJob's
+    submitter run on no TPU node and keep KubeRay's defaults, as do on-demand and reservation workers.
+    Source: https://cloud.google.com/kubernetes-engine/docs/how-to/preemptible-vms (docs/FACTS.md section 18)."""
+    for obj in _objects(provisioning, mode):
+        assert schema_errors(obj) == [] and webhook_errors(obj) == [] and operator_errors(obj) == [], obj["kind"]
+        cluster = kuberay.ray_cluster_of(obj)
+        worker = cluster["workerGroupSpecs"][0]["template"]["spec"]
+        others = [cluster["headGroupSpec"]["template"]["spec"]]
+        if "submitterPodTemplate" in obj["spec"]:
+            others.append(obj["spec"]["submitterPodTemplate"]["spec"])
+        for pod in others:
+            assert "terminationGracePeriodSeconds" not in pod
+            assert all(preemption.DRAIN_ENV not in _env(c) and "lifecycle" not in c for c in pod["containers"])
+        if provisioning in RECLAIMED:
+            assert worker["terminationGracePeriodSeconds"] == 15
+            ray = worker["containers"][0]
+            # the jobs' Ray 2.60 drains on SIGTERM: the preStop signals it; the serving image's Ray 2.56 does not:
+            # the preStop drains the node through the GCS and Ray's own drain is off
+            signals = cluster["rayVersion"] == "2.60.0"
+            assert signals == (obj["kind"] == "RayJob"), cluster["rayVersion"]
+            assert _env(ray)[preemption.DRAIN_ENV] == ("10" if signals else "0")
+            program = preemption.PRESTOP_SIGNAL if signals else preemption.PRESTOP_DRAIN
+            assert ray["lifecycle"]["preStop"]["exec"]["command"] == ["python3", "-c", program]
+        else:
+            assert "terminationGracePeriodSeconds" not in worker
+            assert preemption.DRAIN_ENV not in _env(worker["containers"][0])
+            assert "lifecycle" not in worker["containers"][0]
+
+
+def test_an_autopilot_fallback_onto_spot_counts_as_reclaimable() -> None:
+    """An on-demand Autopilot slice that falls back to spot may land on a spot node: it gets the notice too."""
+    for obj in _objects("on-demand", "autopilot", fallback=("spot",)):
+        assert kuberay.ray_cluster_of(obj)["workerGroupSpecs"][0]["template"]["spec"][
+            "terminationGracePeriodSeconds"] == preemption.POD_GRACE_S
+
+
+def test_which_ray_drains_on_sigterm() -> None:
+    """Verified in the wheels: 2.60's handler drains (``Node._drain_node_before_shutdown``), 2.56's does not."""
+    assert preemption.drains_on_sigterm("2.60.0") and preemption.drains_on_sigterm("3.1.0")
+    assert not preemption.drains_on_sigterm("2.56.0") and not preemption.drains_on_sigterm("2.59.9")
+
+
+def test_the_budget_fits_inside_the_notice() -> None:
+    """Drain + teardown = the grace = GKE's non-system share, inside Compute Engine's 30 s notice; Ray's own default
+    drain (30 s) would not fit it.
+    Source: Ray 2.60 ``ray._private.ray_constants.RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S``."""
+    assert preemption.DRAIN_S + preemption.TEARDOWN_S == preemption.POD_GRACE_S < preemption.NOTICE_S
+    assert preemption.DRAIN_S > 0
+
+
+def test_the_installed_ray_reads_the_drain_variable_the_pods_set() -> None:
+    """The variable's name is the one Ray 2.60 reads (a misspelt name would leave Ray's 30 s default in force)."""
+    code = "from ray._private import ray_constants as c; print(c.RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S)"
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, preemption.DRAIN_ENV: "10"},
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    assert float(out.strip().splitlines()[-1]) == preemption.DRAIN_S
+
+
+def test_the_kubelet_shell_execs_the_last_command_of_kuberays_list() -> None:
+    """KubeRay's ``bash -c "ulimit -n ...; ray start ... --block"``: bash 5 execs the list's last command, so
+    ``ray start`` is the container's PID 1 and the kubelet's SIGTERM reaches it (the preStop does not rely on it)."""
+    shell = subprocess.Popen(["/bin/bash", "-c", "--", "ulimit -n ${RAY_START_ULIMIT_OPEN_FILES:-1024}; sleep 30"])
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            argv = Path(f"/proc/{shell.pid}/cmdline").read_bytes().split(b"\0")
+            if argv[0] == b"sleep":
+                break
+            time.sleep(0.05)
+        assert argv[:2] == [b"sleep", b"30"], argv
+    finally:
+        shell.kill()
+        shell.wait()
+
+
+RAY_LIKE = """\
+import signal, sys, time
+def stop(*_):
+    open(sys.argv[-1], "w").write("SIGTERM")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_the_prestop_signals_ray_start_and_nothing_else(tmp_path: Path) -> None:
+    """The preStop sends SIGTERM to a process run as ``.../ray start ... --block`` (argv as the console script runs
+    it), not to the ``bash -c`` that names ``ray start`` in one string, nor to a ``ray start`` without ``--block``.
+    It reads a proc root the test builds from the real processes' cmdlines, so it never signals another Ray here."""
+    script = tmp_path / "ray"
+    script.write_text(RAY_LIKE)
+    marks = {k: tmp_path / f"{k}.mark" for k in ("block", "noblock", "shell")}
+    procs = {
+        "block": [sys.executable, str(script), "start", "--address=x:6379", "--block", str(marks["block"])],
+        "noblock": [sys.executable, str(script), "start", "--address=x:6379", str(marks["noblock"])],
+        "shell": [sys.executable, "-c", RAY_LIKE, "ulimit -n 65536; ray start --block", str(marks["shell"])],
+    }
+    running = {k: subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) for k, argv in procs.items()}
+    try:
+        for proc in running.values():
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        root = tmp_path / "proc"
+        for proc in running.values():
+            (root / str(proc.pid)).mkdir(parents=True)
+            (root / str(proc.pid) / "cmdline").write_bytes(Path(f"/proc/{proc.pid}/cmdline").read_bytes())
+        (root / "self").mkdir()
+        subprocess.run([sys.executable, "-c", preemption.PRESTOP_SIGNAL, str(root)], check=True, timeout=60)
+        assert running["block"].wait(timeout=30) == 0
+        assert marks["block"].read_text() == "SIGTERM"
+        time.sleep(0.5)
+        assert running["noblock"].poll() is None and running["shell"].poll() is None
+        assert not marks["noblock"].exists() and not marks["shell"].exists()
+    finally:
+        for proc in running.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+            proc.wait()
+
