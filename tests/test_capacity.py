@@ -102,7 +102,7 @@ def test_version_floor_holds_flex_start_tpus_at_gkes_floor(case: str, plans: lis
                                                           modes: tuple[str, ...], expected: tuple[str, str]) -> None:
     from raytpu.core.plan import plan_slice
     from raytpu.core.provisioning import MODES
-    from raytpu.modules.gke_cluster import version_floor
+    from raytpu.modules.gke_versions import version_floor
 
     assert version_floor([plan_slice(*p) for p in plans], mode,
                          provisioning=[MODES[m] for m in modes]) == expected
@@ -127,7 +127,7 @@ PRIORITY_CASES = [
 @pytest.mark.parametrize(("case", "fields", "expected"), PRIORITY_CASES, ids=[c[0] for c in PRIORITY_CASES])
 def test_compute_class_priorities_hold_the_slice_zone_and_flex_start_run_duration(
         case: str, fields: dict[str, Any], expected: list[dict[str, Any]]) -> None:
-    from raytpu.modules.compute_class import ComputeClassProps
+    from raytpu.modules.compute_class_props import ComputeClassProps
 
     priorities = ComputeClassProps(slice=a_slice(**fields), project="my-ml-project").priorities()
     assert [{k: v for k, v in p.items() if k != "tpu"} for p in priorities] == expected
