@@ -653,6 +653,7 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # a reply is two writes (headers, body): no 40 ms wait for the delayed ACK
     disable_nagle_algorithm = True  # headers and body are separate writes: no 40 ms delayed-ACK stall between
     server: _Server
 
