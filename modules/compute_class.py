@@ -2,79 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
-
-from raytpu.core import errors, names
-from raytpu.core.field_rules import choice_problems
-from raytpu.core.provisioning import MODES
-from raytpu.core.spec import SliceSpec
 from raytpu.modules import _props
 from raytpu.modules.cdk import Construct, kubernetes_manifest
+from raytpu.modules.compute_class_props import WHEN_UNSATISFIABLE, ComputeClassProps
 
-WHEN_UNSATISFIABLE = ("DoNotScaleUp", "ScaleUpAnyway")
-__all__ = ["ComputeClass", "ComputeClassProps"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class ComputeClassProps:
-    """Props of :class:`ComputeClass`.
-
-    Attributes:
-        slice: The slice it provides: its TPU shape, then its provisioning and each of its ``fallback`` modes,
-            in order, as ``spec.priorities`` (e.g. the reservation first, then Spot). Its provisioning must
-            offer a ComputeClass priority (not queued).
-        project: Project owning the slice's reservation (``reservations.specific[].project``).
-        when_unsatisfiable: ``DoNotScaleUp`` (default: pods wait for a listed shape) or ``ScaleUpAnyway``.
-        labels: Kubernetes labels of the object; ``app.kubernetes.io/managed-by: raytpu`` is always added.
-        overrides: Escape hatch: raw fields of the ``kubernetes_manifest`` resource by path.
-    """
-
-    slice: SliceSpec
-    project: str
-    when_unsatisfiable: str = "DoNotScaleUp"
-    labels: Mapping[str, str] = field(default_factory=dict)
-    overrides: Mapping[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        found = []
-        if self.slice.provisioning.priority is None:
-            found.append(errors.forbidden(
-                "slice", self.slice.name,
-                f"with provisioning: {self.slice.provisioning.name} (no ComputeClass priority)",
-                "a slice whose provisioning is one of " +
-                ", ".join(m.name for m in MODES.values() if m.priority is not None)))
-        found += choice_problems("when_unsatisfiable", self.when_unsatisfiable, WHEN_UNSATISFIABLE)
-        found += _props.override_problems("overrides", self.overrides)
-        errors.raise_found(found)
-
-    @property
-    def name(self) -> str:
-        """The ComputeClass's name (cluster-scoped): ``raytpu-<slice>``."""
-        return names.compute_class_name(self.slice.name)
-
-    def priorities(self) -> list[dict[str, Any]]:
-        """``spec.priorities``: the slice's shape under each of its modes, in order, each in the slice's zone."""
-        plan = self.slice.plan
-        tpu = {"type": plan.gke_accelerator, "count": plan.chips_per_host, "topology": plan.topology}
-        return [mode.compute_class_priority(tpu, self.slice.reservation, self.project, self.slice.zone,
-                                            self.slice.max_run_duration_s)
-                for mode in (self.slice.provisioning, *self.slice.fallback)]
-
-    def manifest(self) -> dict[str, Any]:
-        """The ComputeClass object as a plain dict."""
-        return {
-            "apiVersion": "cloud.google.com/v1",
-            "kind": "ComputeClass",
-            "metadata": {"name": self.name,
-                         "labels": {**names.MANAGED_BY, **self.labels}},
-            "spec": {
-                "priorities": self.priorities(),
-                "nodePoolAutoCreation": {"enabled": True},
-                "whenUnsatisfiable": self.when_unsatisfiable,
-            },
-        }
+__all__ = ["WHEN_UNSATISFIABLE", "ComputeClass", "ComputeClassProps"]
 
 
 class ComputeClass(Construct):

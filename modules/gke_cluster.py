@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
 from raytpu.core import errors
-from raytpu.core.catalog import RAY_OPERATOR_MIN_GKE_VERSION, generation
+from raytpu.core.catalog import RAY_OPERATOR_MIN_GKE_VERSION
 from raytpu.core.cluster_parts import GkeSpec, MaintenanceWindowSpec
 from raytpu.core.errors import InvalidInput
 from raytpu.core.field_rules import region_problems
-from raytpu.core.multislice import MIN_GKE_VERSION as MULTISLICE_MIN_GKE_VERSION
-from raytpu.core.plan import SlicePlan
-from raytpu.core.provisioning import Provisioning
 from raytpu.modules import _props
 from raytpu.modules._node_pool import NODE_OAUTH_SCOPES
 from raytpu.modules.cdk import (
@@ -25,64 +21,11 @@ from raytpu.modules.cdk import (
     container_cluster,
     data_google_container_engine_versions,
 )
+from raytpu.modules.gke_versions import hcl_version_at_least, version_key, version_problems
 from raytpu.modules.head_pool import HeadPool, HeadPoolOptions, HeadPoolProps
 from raytpu.modules.network import Network
 from raytpu.modules.tpu_slice_pool import TpuSlicePool, TpuSlicePoolOptions, TpuSlicePoolProps
 from raytpu.modules.workload_identity import WorkloadIdentity, WorkloadIdentityProps
-
-_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:-gke\.(\d+))?$")
-
-
-def version_problems(field: str, version: str) -> list[InvalidInput]:
-    """A GKE version such as ``1.31.2-gke.1115000``."""
-    if _VERSION.match(version):
-        return []
-    return [errors.invalid_value(field, version, "is not a GKE version", "a version such as 1.31.2-gke.1115000")]
-
-
-def version_key(version: str) -> tuple[int, int, int, int]:
-    """Sort key of a GKE version such as ``1.31.2-gke.1115000``; raises InvalidInput for anything else."""
-    errors.raise_found(version_problems("min_master_version", version))
-    parts = _VERSION.match(version).groups()  # type: ignore[union-attr]  # it matched: no problem was raised
-    return tuple(int(part or 0) for part in parts)  # type: ignore[return-value]
-
-
-def version_floor(plans: Iterable[SlicePlan], mode: str = "standard", multislice: bool = False,
-                  provisioning: Iterable[Provisioning] = ()) -> tuple[str, str]:
-    """(oldest GKE version the cluster may run, what needs it): the newest of the Ray Operator add-on's floor,
-    every generation's in ``plans`` (catalog ``min_gke_version``; on Autopilot a generation may need a newer
-    version than on Standard, as tpu7x does), every provisioning mode's in ``provisioning`` (flex-start TPUs:
-    :data:`raytpu.core.catalog.FLEX_START_MIN_GKE_VERSION`) and, with ``multislice``, GKE's Multislice floor
-    (:data:`raytpu.core.multislice.MIN_GKE_VERSION`)."""
-    floor = (RAY_OPERATOR_MIN_GKE_VERSION, "the Ray Operator add-on")
-    if multislice and version_key(MULTISLICE_MIN_GKE_VERSION[mode]) > version_key(floor[0]):
-        floor = (MULTISLICE_MIN_GKE_VERSION[mode], f"Multislice on {mode.capitalize()}")
-    for used in sorted({p.name: p for p in provisioning}.values(), key=lambda p: p.name):
-        if used.min_gke_version and version_key(used.min_gke_version) > version_key(floor[0]):
-            floor = (used.min_gke_version, f"{used.name} TPUs")
-    for name in sorted({p.generation for p in plans}):
-        needed = generation(name).min_gke_version_for(mode)
-        if version_key(needed) > version_key(floor[0]):
-            floor = (needed, f"{name} on {mode.capitalize()}")
-    return floor
-
-
-_HCL_VERSION = 'regex("^([0-9]+)[.]([0-9]+)[.]([0-9]+)-gke[.]([0-9]+)", {version})'
-
-
-def hcl_version_at_least(version: str, floor: str) -> str:
-    """A Terraform expression (no ``${}``): GKE version ``version`` (an expression) is ``floor`` or newer.
-
-    Terraform has no version comparison; the four numbers of ``1.34.0-gke.2201000`` are compared in order.
-    ``try`` makes an unparsable version false, so the precondition fails with its message instead of an error.
-    """
-    parts = [f"tonumber({_HCL_VERSION.format(version=version)}[{i}])" for i in range(4)]
-    wanted = version_key(floor)
-    condition = f"{parts[3]} >= {wanted[3]}"
-    for i in (2, 1, 0):
-        condition = f"({parts[i]} > {wanted[i]} || ({parts[i]} == {wanted[i]} && {condition}))"
-    return f"try({condition}, false)"
-
 
 WINDOW_ANCHOR = date(2025, 1, 4)
 """The date part of the window's start and end times, a Saturday: GKE takes the time of day and the duration

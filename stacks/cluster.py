@@ -24,7 +24,8 @@ from raytpu.modules.cdk import (
     TerraformStack,
     google_provider,
 )
-from raytpu.modules.gke_cluster import GkeCluster, GkeClusterProps, version_floor
+from raytpu.modules.gke_cluster import GkeCluster, GkeClusterProps
+from raytpu.modules.gke_versions import version_floor
 from raytpu.modules.head_pool import HeadPool, HeadPoolOptions
 from raytpu.modules.image_registry import ImageRegistry, ImageRegistryProps
 from raytpu.modules.network import Network, NetworkProps

@@ -125,11 +125,12 @@ EXAMPLE: dict[str, Any] = yaml.safe_load(EXAMPLE_TEXT)
 
 
 def config(edit: Callable[[dict[str, Any]], object] | None = None) -> str:
-    """The example config, edited."""
+    """The example config, edited (libyaml's emitter where it is built: the same text as ``yaml.safe_dump``, and the
+    corpus is written at collection, in every test worker, with values of megabytes)."""
     data = copy.deepcopy(EXAMPLE)
     if edit is not None:
         edit(data)
-    return yaml.safe_dump(data, sort_keys=False)
+    return yaml.dump(data, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)
 
 
 def _set(path: str, value: object) -> Callable[[dict[str, Any]], object]:

@@ -295,6 +295,7 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # a reply is two writes (headers, body): no 40 ms wait for the delayed ACK
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:

@@ -12,8 +12,6 @@ GoogleCloudPlatform/cluster-autoscaler ``pkg/computeclass/crd/ccc/ccc.go`` ``bui
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +22,6 @@ from raytpu.core.spec import SliceSpec, WorkloadSpec
 
 pytestmark = pytest.mark.unit
 
-REPO = Path(__file__).resolve().parents[1]
 FLEX_DOCS = "https://cloud.google.com/kubernetes-engine/docs/concepts/dws"
 
 
@@ -65,18 +62,21 @@ def test_validate_warns_where_the_generation_or_its_mode_is_not_documented(case:
         assert any(line in w for w in found), (line, found)
 
 
-def test_validate_prints_the_zone_warning_and_exits_0(tmp_path: Path) -> None:
+def test_validate_prints_the_zone_warning_and_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The issue's case: an Autopilot v6e flex-start slice in us-central1 validates with a warning that names the
-    field, the value and the zones that offer it."""
+    field, the value and the zones that offer it (the CLI's entry point in process; the process-level contract of
+    ``python -m raytpu validate`` is tests/test_cli.py's)."""
+    from raytpu import cli
+
     config = tmp_path / "raytpu.yaml"
     config.write_text("project: my-ml-project\nregion: us-central1\ncluster: {name: demo, mode: autopilot}\n"
                       "slices:\n  - {name: burst, generation: v6e, topology: 2x4, zone: us-central1-b, "
                       "provisioning: flex-start}\n")
-    result = subprocess.run([sys.executable, "-m", "raytpu", "validate", str(config)], capture_output=True,
-                            text=True, cwd=REPO, timeout=120)
-    assert result.returncode == 0, result.stderr
+    code = cli.main(["validate", str(config)])
+    stderr = capsys.readouterr().err
+    assert code == 0, stderr
     assert "warning: slices[0].zone: GKE offers v6e flex-start only in asia-northeast1-b, us-east5-a, us-east5-b" \
-        in result.stderr and "not us-central1-b" in result.stderr and FLEX_DOCS in result.stderr
+        in stderr and "not us-central1-b" in stderr and FLEX_DOCS in stderr
 
 
 def test_catalog_zones_are_the_offered_table() -> None:
@@ -102,7 +102,7 @@ def test_version_floor_holds_flex_start_tpus_at_gkes_floor(case: str, plans: lis
                                                           modes: tuple[str, ...], expected: tuple[str, str]) -> None:
     from raytpu.core.plan import plan_slice
     from raytpu.core.provisioning import MODES
-    from raytpu.modules.gke_cluster import version_floor
+    from raytpu.modules.gke_versions import version_floor
 
     assert version_floor([plan_slice(*p) for p in plans], mode,
                          provisioning=[MODES[m] for m in modes]) == expected
@@ -127,7 +127,7 @@ PRIORITY_CASES = [
 @pytest.mark.parametrize(("case", "fields", "expected"), PRIORITY_CASES, ids=[c[0] for c in PRIORITY_CASES])
 def test_compute_class_priorities_hold_the_slice_zone_and_flex_start_run_duration(
         case: str, fields: dict[str, Any], expected: list[dict[str, Any]]) -> None:
-    from raytpu.modules.compute_class import ComputeClassProps
+    from raytpu.modules.compute_class_props import ComputeClassProps
 
     priorities = ComputeClassProps(slice=a_slice(**fields), project="my-ml-project").priorities()
     assert [{k: v for k, v in p.items() if k != "tpu"} for p in priorities] == expected

@@ -155,14 +155,14 @@ def test_scaling_config_spans_hosts_times_slices_workers() -> None:
 @pytest.mark.unit
 def test_gke_multislice_floors_lie_below_the_ray_operator_floor_and_are_named_when_higher(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from raytpu.modules import gke_cluster
+    from raytpu.modules import gke_versions
 
     plans = [plan_slice("v6e", "4x4")]
     for mode, floor in multislice.MIN_GKE_VERSION.items():
-        assert gke_cluster.version_key(floor) < gke_cluster.version_key(RAY_OPERATOR_MIN_GKE_VERSION)
-        assert gke_cluster.version_floor(plans, mode, multislice=True) == gke_cluster.version_floor(plans, mode)
-    monkeypatch.setitem(gke_cluster.MULTISLICE_MIN_GKE_VERSION, "autopilot", "1.99.0-gke.1")
-    assert gke_cluster.version_floor(plans, "autopilot", multislice=True) == ("1.99.0-gke.1",
+        assert gke_versions.version_key(floor) < gke_versions.version_key(RAY_OPERATOR_MIN_GKE_VERSION)
+        assert gke_versions.version_floor(plans, mode, multislice=True) == gke_versions.version_floor(plans, mode)
+    monkeypatch.setitem(gke_versions.MULTISLICE_MIN_GKE_VERSION, "autopilot", "1.99.0-gke.1")
+    assert gke_versions.version_floor(plans, "autopilot", multislice=True) == ("1.99.0-gke.1",
                                                                                "Multislice on Autopilot")
 
 

@@ -28,8 +28,7 @@ from image_refs import FIXTURE_IMAGES, write_record
 from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, serving, status_body
 
 from raytpu import __version__, cli, core_zip
-from raytpu.cluster import gke, google_api
-from raytpu.commands import submit as submit_command
+from raytpu.cluster import gke, google_api, submission
 from raytpu.config import parse
 from raytpu.core import kinds, kuberay, names, report
 from raytpu.core.security import SERVE_ENDPOINTS
@@ -375,13 +374,13 @@ def test_submit_serve_applies_rayservice_waits_until_ready_and_prints_the_endpoi
     # no request is sent to the in-cluster endpoint: the first token is said not measured, with why
     rows = {r["phase"]: r for r in json.loads(Path("t.json").read_text())["timeline"]["phases"]}
     assert rows["first_step"]["status"] == "not reached" and rows["first_step"]["at_s"] is None
-    assert rows["first_step"]["detail"] == submit_command.service_unmeasured("cluster-ip")["first_step"]
+    assert rows["first_step"]["detail"] == submission.service_unmeasured("cluster-ip")["first_step"]
     assert "reachable from inside the cluster only" in rows["first_step"]["detail"]
 
 
 @pytest.mark.parametrize("endpoint", SERVE_ENDPOINTS)
 def test_every_serve_endpoint_says_why_its_first_token_is_not_measured(endpoint: str) -> None:
-    why = submit_command.service_unmeasured(endpoint)
+    why = submission.service_unmeasured(endpoint)
     assert sorted(why) == ["first_step", "ray_joined", "reserved"]
     assert f"security.serve_endpoint {endpoint}" in why["first_step"] or "serve_api_key_secret" in why["first_step"]
     assert why["first_step"].startswith("first token not measured")

@@ -28,8 +28,11 @@ from typing import TYPE_CHECKING, Any
 from raytpu.core.plan import SlicePlan
 
 if TYPE_CHECKING:
+    from raytpu.cluster.gke import JobState
+    from raytpu.cluster.kube_client import KubeClient
     from raytpu.core.report import Verdict
     from raytpu.core.spec import ClusterSpec
+    from raytpu.core.timeline import Timeline
 
 HELP = "run the smoke check on every slice of a deployed stack; JSON + JUnit report; exit 1 if one is unhealthy"
 
@@ -152,8 +155,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_jobs(client: Any, jobs: list[dict[str, Any]], spec: ClusterSpec, timeout_s: float, verdicts: list[Verdict],
-              timelines: dict[str, Any]) -> None:
+def _run_jobs(client: KubeClient, jobs: list[dict[str, Any]], spec: ClusterSpec, timeout_s: float,
+              verdicts: list[Verdict], timelines: dict[str, Timeline]) -> None:
     """Applies ``jobs`` (each behind its NetworkPolicy), follows them together up to ``timeout_s`` and adds their
     verdicts and timelines."""
     from raytpu.cluster import gke
@@ -188,7 +191,7 @@ def _run_jobs(client: Any, jobs: list[dict[str, Any]], spec: ClusterSpec, timeou
             watcher.stop(final_look=False)
 
 
-def _release(client: Any, jobs: list[dict[str, Any]]) -> set[str]:
+def _release(client: KubeClient, jobs: list[dict[str, Any]]) -> set[str]:
     """Deletes the per-copy smoke RayJobs whose verdicts are read (KubeRay would keep their clusters for
     ``ttlSecondsAfterFinished``; the delete takes their RayCluster and pods with them, background propagation), so
     their copies come free for the multi-slice job; returns their names, whose terminating pods hold nothing."""
@@ -198,7 +201,7 @@ def _release(client: Any, jobs: list[dict[str, Any]]) -> set[str]:
     return names
 
 
-def _dcn_busy(client: Any, job: dict[str, Any], spec: ClusterSpec, released: set[str]) -> str | None:
+def _dcn_busy(client: KubeClient, job: dict[str, Any], spec: ClusterSpec, released: set[str]) -> str | None:
     """Why multi-slice smoke ``job`` cannot run now: fewer copies of its slice free of holders than the N it spans
     (:mod:`raytpu.cluster.occupancy`), the busy ones named; None when N are free. All or none: it is never placed
     on part."""
@@ -224,7 +227,7 @@ def _dcn_busy(client: Any, job: dict[str, Any], spec: ClusterSpec, released: set
             f"(busy: {named})")
 
 
-def _job_verdicts(client: Any, job: dict[str, Any], state: Any, spec: ClusterSpec, timeout_s: float,
+def _job_verdicts(client: KubeClient, job: dict[str, Any], state: JobState, spec: ClusterSpec, timeout_s: float,
                   log: str) -> list[Verdict]:
     """The verdicts one smoke job gave (in its driver ``log``), or the one that explains why it gave none."""
     from raytpu.cluster import occupancy

@@ -28,7 +28,7 @@ GKE_DOCS = "https://cloud.google.com/tpu/docs/tpu-gke-multislice"
 MIN_GKE_VERSION = {"standard": "1.27.4-gke.900", "autopilot": "1.29.2-gke.1521000"}
 """Oldest GKE version that runs Multislice, per cluster mode [GKE]. Both lie below the Ray Operator add-on's floor
 (:data:`raytpu.core.catalog.RAY_OPERATOR_MIN_GKE_VERSION`), so a cluster the kit makes always clears them; the stack's
-version precondition still names them (:func:`raytpu.modules.gke_cluster.version_floor`)."""
+version precondition still names them (:func:`raytpu.modules.gke_versions.version_floor`)."""
 
 NUM_SLICES_ENV = "MEGASCALE_NUM_SLICES"
 """The env var whose presence makes GKE's TPU webhook inject the other ``MEGASCALE_*`` per replica [Webhook]."""

@@ -1,0 +1,215 @@
+"""One workload of the config on a deployed stack: its KubeRay object, the checks before it is applied, the
+server-side apply, and (``--wait``) following it to its end. ``raytpu submit`` is the argparse adapter.
+
+RayJobs get a run suffix (``train-t5x2kq``) so every submission is a new run with its own checkpoint directory; a
+RayService keeps its name (applying again updates it).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from raytpu import followed_run, images
+from raytpu.cluster import gke, occupancy
+from raytpu.cluster.kube_errors import KubeError
+from raytpu.core import errors, kuberay, names, report, serving, timeline, vllm_rules
+
+if TYPE_CHECKING:
+    from raytpu.cluster.kube_client import KubeClient
+    from raytpu.core.kinds import WorkloadKind
+    from raytpu.core.spec import ClusterSpec, WorkloadSpec
+    from raytpu.outputs import StackOutputs
+
+
+@dataclass(frozen=True)
+class StackRun:
+    """A workload bound for a deployed stack under its run's name (RayJob: ``<workload>-<run id>``; RayService: the
+    workload's name)."""
+
+    spec: ClusterSpec
+    work: WorkloadSpec
+    outputs: StackOutputs
+    stack: str
+    name: str
+
+    @classmethod
+    def of(cls, spec: ClusterSpec, work: WorkloadSpec, outputs: StackOutputs, stack: str,
+           run_id: str | None) -> StackRun:
+        """Every RayJob submission is a new run: its own name, and (train) its own checkpoint directory."""
+        name = f"{work.name}-{run_id or gke.run_id()}" if work.kind.is_job else work.name
+        return cls(spec, work, outputs, stack, name)
+
+    def manifest(self, refs: Mapping[str, str], py_modules: str | None, *, preview: bool = False) -> dict[str, Any]:
+        """The workload's KubeRay object; a ``preview`` shows an image not built yet as a placeholder."""
+        resolve = images.preview_resolver if preview else images.resolver
+        return kuberay.workload_manifest(self.spec, self.work, images=resolve(refs, stack=self.stack),
+                                         service_account=self.outputs.service_account,
+                                         bucket=self.outputs.bucket, namespace=self.outputs.namespace,
+                                         py_modules=py_modules, name=self.name,
+                                         args=self.work.kind.run_args(self.name))
+
+
+def preview(run: StackRun, manifest: dict[str, Any], refs: Mapping[str, str]) -> list[dict[str, Any]]:
+    """What ``--dry-run`` shows: the object behind its NetworkPolicy; prints the header naming unbuilt images."""
+    manifests = kuberay.with_network_policies([manifest], run.spec)
+    print(images.mark_preview(manifests, [n for n in [images.unbuilt(run.work, refs)] if n]), end="")
+    return manifests
+
+
+def apply(client: KubeClient, run: StackRun, manifest: dict[str, Any]) -> None:
+    """Checks the served CRD, a RayService's API key Secret, a checking job's slice copies and that a RayJob's name
+    is free, then server-side applies the object behind its NetworkPolicy. Raises before anything is applied."""
+    client.check_schema(manifest, kuberay.MIN_KUBERAY_VERSION)
+    if manifest["kind"] == "RayService":
+        check_api_key_secret(client, run.spec.security.serve_api_key_secret, run.outputs.namespace)
+    if run.work.kind.checks:
+        check_free(client, run.work, run.spec.cluster.autopilot)
+    if run.work.kind.is_job and client.get("RayJob", run.name) is not None:
+        # server-side apply would update that run in place: a new run never reuses a name
+        raise errors.invalid_value("--run-id", run.name.removeprefix(f"{run.work.name}-"), f"names RayJob {run.name}, "
+                                   "which exists (run ids are base-36 seconds: two submissions in one second "
+                                   "share one)", "a --run-id of no existing run, or resubmit a second later")
+    gke.apply_with_network_policy(client, manifest, run.spec)
+
+
+def submit(run: StackRun, manifest: dict[str, Any], *, wait: bool, timeout_s: float, report_path: str | None) -> int:
+    """Applies the object and, with ``wait``, follows it: a RayJob to its end, a RayService until it serves; the
+    run's timeline is shown and written to ``report_path``. Returns the exit code."""
+    recorder = timeline.Recorder.for_command()
+    with gke.connect(run.outputs) as client:
+        apply(client, run, manifest)
+        kind, name = manifest["kind"], run.name
+        recorder.mark("applied", f"{kind} {name} applied (server-side apply)")
+        print(f"applied {kind} {name} in namespace {run.outputs.namespace}", file=sys.stderr)
+        if run.work.kind.trains:
+            print(f"checkpoints: {names.checkpoint_uri(run.outputs.bucket, name)}", file=sys.stderr)
+        if not wait:
+            print(f"submitted {kind} {name}; `raytpu submit {run.work.name} --stack {run.stack} --wait` follows "
+                  "a service, a job's progress is its RayJob status")
+            return 0
+        from raytpu.cluster.kube_timeline import KubePhases
+
+        watcher = KubePhases(client, name, manifest, multi_host=not run.work.plan.single_host).start()
+        try:
+            if kind == "RayService":
+                return wait_service(client, name, run.work, run.outputs.namespace, timeout_s,
+                                    unreached=operator_hint(run.spec, name))
+            return follow_job(client, name, run.work.kind, timeout_s, recorder)
+        finally:
+            watcher.stop()
+            watcher.apply_to(recorder)
+            if kind == "RayService":
+                for phase, why in service_unmeasured(run.spec.security.serve_endpoint).items():
+                    recorder.note(phase, why)
+            followed_run.show_timeline(recorder.finish(), name, report_path, watcher.problem)
+
+
+def service_unmeasured(serve_endpoint: str) -> dict[str, str]:
+    """Why ``submit --wait`` leaves a RayService's Ray phases and first token ``not measured``: no program of ours
+    runs in the cluster to stamp them, and this command sends no request of its own to the endpoint, which it can
+    reach only in some setups (``security.serve_endpoint``) and, public, only with a key it does not read."""
+    where = {
+        "cluster-ip": "its endpoint is a ClusterIP Service, reachable from inside the cluster only "
+                      "(security.serve_endpoint cluster-ip)",
+        "internal-lb": "its endpoint is an internal load balancer, reachable from the VPC only, which this command "
+                       "need not run in (security.serve_endpoint internal-lb)",
+        "public-lb": "its public load balancer answers only with security.serve_api_key_secret's key, which this "
+                     "command does not read (it checks that the Secret exists), and a request of ours would be "
+                     "load on a live service",
+    }.get(serve_endpoint, f"security.serve_endpoint {serve_endpoint}")
+    inside = ("not measured by `submit --wait` for a RayService: its replicas reserve their slices inside the "
+              "cluster, where no program of ours runs to stamp this phase")
+    return {"ray_joined": inside, "reserved": inside,
+            "first_step": f"first token not measured by `submit --wait`: {where}; `raytpu demo --serve` measures "
+                          "it on the emulated slice with the openai client"}
+
+
+def check_free(client: KubeClient, work: WorkloadSpec, autopilot: bool) -> None:
+    """A smoke RayJob needs every copy it spans whole, as ``raytpu smoke`` checks
+    (:func:`raytpu.cluster.occupancy.holders`): a copy another workload holds (a RayService) would leave its pods
+    Pending, since ``google.com/tpu`` chips are never shared. Raises RuntimeFailure naming the holders, before
+    anything is applied."""
+    held = {work.slice.pool_names[i]: occupancy.holders(client, work.slice, i, autopilot)
+            for i in range(work.slices_spanned)}
+    busy = {pool: pods for pool, pods in held.items() if pods}
+    if busy:
+        raise errors.RuntimeFailure(
+            f"{work.name}: slice copy(ies) in use, so a smoke job's pods would stay Pending (TPU chips are never "
+            "shared): " + "; ".join(f"{pool} by {', '.join(pods)}" for pool, pods in busy.items()),
+            "submit once the holders are gone, or `raytpu smoke`, which checks the free copies and reports the "
+            "held ones as busy")
+
+
+def check_api_key_secret(client: KubeClient, secret: str | None, namespace: str) -> None:
+    """Refuses a RayService whose ``security.serve_api_key_secret`` does not exist (its pods would never start:
+    the kubelet cannot mount a missing Secret). Not checked when reading Secrets is forbidden."""
+    if secret is None:
+        return
+    try:
+        found = client.get("Secret", secret)
+    except KubeError as exc:
+        if exc.status == 403:
+            return
+        raise
+    if found is None:
+        raise errors.invalid_value("security.serve_api_key_secret", secret, f"names no Secret in namespace "
+                                   f"{namespace}", f"create it first: kubectl -n {namespace} create secret generic "
+                                   f"{secret} --from-literal=api-key=$(openssl rand -hex 32)")
+
+
+def operator_hint(spec: ClusterSpec, name: str) -> str:
+    """The line ``--wait`` prints when KubeRay's operator cannot reach the head
+    (:func:`raytpu.cluster.gke.operator_unreached`): the sources the RayService's NetworkPolicy admits it from, and
+    the option that changes them."""
+    if spec.security.operator_from:
+        admitted = f"{', '.join(spec.security.operator_from)} (security.operator_from)"
+    else:
+        admitted = (f"{spec.network.master_cidr} (network.master_cidr) and kube-system's konnectivity-agent pods "
+                    "(the default)")
+    return (f"warning: security.operator_from: {name}'s head pod has been Ready for {gke.OPERATOR_GRACE_S:g}s and "
+            "KubeRay's operator has read no Serve status from its dashboard (:8265): its NetworkPolicy admits the "
+            f"operator only from {admitted}; valid: where this cluster's operator runs (README, "
+            "\"Operator reachability\"), e.g. namespace:<its namespace> for a self-installed KubeRay")
+
+
+def wait_service(client: KubeClient, name: str, work: WorkloadSpec, namespace: str, timeout_s: float,
+                 unreached: str | None = None) -> int:
+    """Waits until the RayService serves, then prints its in-cluster OpenAI endpoint and model; ``unreached`` is
+    printed if the operator shows it cannot reach the head (:func:`raytpu.cluster.gke.wait_for_service`)."""
+    if not gke.wait_for_service(client, name, timeout_s=timeout_s, unreached=unreached):
+        raise errors.RuntimeFailure(f"{name}: RayService not ready after {timeout_s:g}s",
+                                    "a larger --timeout-s, or the RayService's status conditions")
+    print(f"endpoint: http://{names.serve_service(name)}.{namespace}.svc.cluster.local:{serving.SERVE_PORT}/v1")
+    print(f"model: {work.model or vllm_rules.DEFAULT_MODEL}")
+    service = client.get("Service", names.serve_service(name))  # a load balancer's address, once GKE has given one
+    for ingress in ((service or {}).get("status", {}).get("loadBalancer", {}).get("ingress") or [])[:1]:
+        print(f"load balancer: http://{ingress.get('ip') or ingress.get('hostname')}:{serving.SERVE_PORT}/v1")
+    return 0
+
+
+def follow_job(client: KubeClient, name: str, kind: WorkloadKind, timeout_s: float,
+               recorder: timeline.Recorder) -> int:
+    """Follows a RayJob: progress on stderr, the submitter's log on stdout, exit with its result; the timeline
+    stamps the driver prints go to ``recorder``."""
+    lines: list[str] = []
+    streamer = gke.LogStreamer(client, name, sink=followed_run.echo(lines))
+    streamer.start()
+    try:
+        state = gke.follow_jobs(client, [name], timeout_s=timeout_s)[name]
+    finally:
+        streamer.stop()
+        recorder.take(timeline.parse_stamp_lines("\n".join(lines)))
+    if not state.done:
+        raise errors.RuntimeFailure(f"{name}: still {state.describe()} after {timeout_s:g}s",
+                                    "a larger --timeout-s, or the RayJob's status")
+    verdicts = followed_run.show_verdicts(kind, lines)
+    if not state.succeeded:
+        raise errors.RuntimeFailure(f"{name}: RayJob ended {state.describe()}", "see its driver log above")
+    if kind.checks and not report.all_healthy(verdicts):
+        raise errors.RuntimeFailure(f"{name}: smoke check found an unhealthy slice (or printed no verdict)",
+                                    "every slice healthy")
+    print(f"RayJob {name}: {state.describe()}", file=sys.stderr)
+    return 0

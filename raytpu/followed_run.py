@@ -1,0 +1,54 @@
+"""What a followed run prints and writes, on a deployed stack or the emulated slice alike: the driver's log echoed
+(and kept for the verdicts and timeline stamps it carries), a checking job's verdict table, and the run's timeline
+as a table and a JSON report.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from raytpu.core import errors, report, timeline
+
+if TYPE_CHECKING:
+    from raytpu.core.kinds import WorkloadKind
+    from raytpu.core.report import Verdict
+    from raytpu.core.timeline import Timeline
+
+
+def echo(lines: list[str]) -> Callable[[str], None]:
+    """A log sink that prints each driver line and keeps it (for the verdicts a smoke job prints)."""
+
+    def show(line: str) -> None:
+        lines.append(line)
+        print(line, flush=True)
+
+    return show
+
+
+def show_verdicts(kind: WorkloadKind, lines: list[str]) -> list[Verdict]:
+    """A checking job's verdicts (:attr:`raytpu.core.kinds.WorkloadKind.checks`), printed as the table ``raytpu smoke``
+    prints; none for other kinds."""
+    if not kind.checks:
+        return []
+    verdicts = report.parse_verdict_lines("\n".join(lines))
+    print(report.render_table(verdicts))
+    return verdicts
+
+
+def show_timeline(run: Timeline, name: str, path: str | None, problem: str | None) -> None:
+    """Prints the run's timeline as a table (stderr: stdout carries the driver's log) and writes it as JSON to
+    ``path`` (``{"run", "timeline"}``)."""
+    print(timeline.render(run, f"{name}: where the minutes went"), file=sys.stderr)
+    if problem:
+        print(f"warning: timeline: the last look at {name}'s pods failed ({problem})", file=sys.stderr)
+    if path:
+        try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(json.dumps({"run": name, "timeline": run}, indent=2, sort_keys=True) + "\n")
+        except OSError as exc:
+            raise errors.RuntimeFailure(f"--report: cannot write {path!r} ({exc.strerror})",
+                                        "a writable file path") from exc
