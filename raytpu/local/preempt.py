@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from raytpu.core.errors import RuntimeFailure, invalid_value
@@ -65,6 +66,15 @@ def check_notice(notice_s: float) -> float:
         raise invalid_value("--notice-s", notice_s, "is not a notice",
                             f"seconds from 0 (no notice: a host crash) to {MAX_NOTICE_S:g}")
     return notice_s
+
+
+def running_cluster(where: Path) -> LocalCluster:
+    """The local cluster recorded in ``where`` whose hosts run; InvalidInput naming ``--dir`` (exit 2) otherwise."""
+    cluster = LocalCluster.load(where)
+    if cluster is None or not any(procs.node_alive(cluster, n) for n in cluster.hosts()):
+        raise invalid_value("--dir", str(where), "has no emulated slice running",
+                            "the run directory of a running `raytpu local up` (start one first)")
+    return cluster
 
 
 def target(cluster: LocalCluster, host: int | None, slice_name: str | None = None) -> NodeProc:
