@@ -78,6 +78,34 @@ def test_progress_lines_survive_a_torn_last_line(tmp_path: Path) -> None:
     assert preemption.read_progress(tmp_path / "absent") == []
 
 
+@pytest.mark.unit
+def test_the_section_measures_steps_lost_from_the_progress_lines(tmp_path: Path) -> None:
+    """Steps lost are the last step finished before the kill minus the step the run resumed from (its first step after
+    the kill, less one); with a notice the run resumed at the notice's checkpoint, and the phases are all measured."""
+    from raytpu.local.drill import section
+
+    plan = plan_slice("v6e", "2x4", generation("v6e").multi_host_machine_type.name)
+    cluster = local.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-none", address="127.0.0.1:1",
+                                 plan=plan.to_json(), slices=["s0"])
+    record = preempt.Preemption("s0", 1, 10.0, notice_wall=100.0, gone_wall=110.0, how="killed at the notice's end",
+                                replaced_wall=115.0)
+    seen = [{"step": s, "wall": 90.0 + s, "restarts": 0} for s in range(1, 19)]
+    seen += [{"step": s, "wall": 100.0 + s, "restarts": 1} for s in range(19, 31)]  # 19 at 119: after the kill
+    summary = {"ok": True, "restarts": 1, "devices": plan.chips, "slice_name": "s0", "resumed_at_notice": True,
+               "notices": [{"step": 18, "seen_wall": 101.0}]}
+    cut = section(record, summary, [p for p in seen if not (p["restarts"] == 0 and p["wall"] > 108.5)], 10, cluster)
+    assert (cut["last_step_before_kill"], cut["resumed_from_step"], cut["steps_lost"]) == (18, 18, 0)
+    assert cut["checkpoint_at_notice"] and cut["resumed_after_s"] == 19.0 and cut["resumed_on_whole_slice"]
+    assert _phases(cut) == {p: timeline.MEASURED for p in timeline.PREEMPTION_PHASES}
+    crash = preempt.Preemption("s0", 1, 0.0, gone_wall=110.0, how="crashed (no notice)", replaced_wall=115.0)
+    seen = [{"step": s, "wall": 96.0 + s, "restarts": 0} for s in range(1, 15)]
+    seen += [{"step": s, "wall": 110.0 + s, "restarts": 1} for s in range(11, 31)]
+    cut = section(crash, summary | {"resumed_at_notice": False, "notices": []}, seen, 10, cluster)
+    assert (cut["last_step_before_kill"], cut["resumed_from_step"], cut["steps_lost"]) == (14, 10, 4)
+    assert not cut["checkpoint_at_notice"] and "periodic checkpoint (step 10" in cut["resumed_from"]
+    assert _phases(cut)["notice"] == timeline.NOT_APPLICABLE
+
+
 @pytest.fixture(scope="module")
 def one_slice(start_cluster: Callable[..., local.LocalCluster]) -> local.LocalCluster:
     """One emulated v6e 2x4 slice of two hosts: the run's slice is the one preempted."""
