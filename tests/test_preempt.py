@@ -99,9 +99,10 @@ def test_the_section_measures_steps_lost_from_the_progress_lines(tmp_path: Path)
     assert _phases(cut) == {p: timeline.MEASURED for p in timeline.PREEMPTION_PHASES}
     crash = preempt.Preemption("s0", 1, 0.0, gone_wall=110.0, how="crashed (no notice)", replaced_wall=115.0)
     seen = [{"step": s, "wall": 96.0 + s, "restarts": 0} for s in range(1, 15)]
+    seen += [{"step": 15, "wall": 110.5, "restarts": 0}]  # in flight at the kill: recorded after it, and lost
     seen += [{"step": s, "wall": 110.0 + s, "restarts": 1} for s in range(11, 31)]
     cut = section(crash, summary | {"resumed_at_notice": False, "notices": []}, seen, 10, cluster)
-    assert (cut["last_step_before_kill"], cut["resumed_from_step"], cut["steps_lost"]) == (14, 10, 4)
+    assert (cut["last_step_before_kill"], cut["resumed_from_step"], cut["steps_lost"]) == (15, 10, 5)
     assert not cut["checkpoint_at_notice"] and "periodic checkpoint (step 10" in cut["resumed_from"]
     assert _phases(cut)["notice"] == timeline.NOT_APPLICABLE
 

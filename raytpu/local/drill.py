@@ -86,12 +86,14 @@ def _tail(done: dict[str, Any]) -> str:
 def section(record: Preemption, summary: dict[str, Any], steps_seen: list[dict[str, Any]], every: int,
             cluster: LocalCluster) -> dict[str, Any]:
     """The report's ``preemption`` section: ``notice_s``, ``checkpoint_at_notice`` (the run resumed from a checkpoint
-    written after the notice), ``steps_lost``, ``resumed_after_s`` (from the notice, or the kill for a crash, to the
-    first step after the restart), from which checkpoint, on which slice, and the phases (:data:`timeline.
-    PREEMPTION_PHASES`)."""
+    written after the notice), ``steps_lost`` (the last step the attempt running at the kill finished, minus the step
+    the next attempt started from), ``resumed_after_s`` (from the notice, or the kill for a crash, to the first step
+    after the restart), from which checkpoint, on which slice, and the phases (:data:`timeline.PREEMPTION_PHASES`)."""
     gone = record.gone_wall or 0.0
-    before = [p["step"] for p in steps_seen if p["wall"] <= gone]
-    after = [p for p in steps_seen if p["wall"] > gone]
+    # by attempt, not by clock: a step in flight at the kill may still be recorded just after it, and is lost
+    attempt = max((p["restarts"] for p in steps_seen if p["wall"] <= gone), default=0)
+    before = [p["step"] for p in steps_seen if p["restarts"] <= attempt]
+    after = [p for p in steps_seen if p["restarts"] > attempt]
     last_before = max(before, default=0)
     resumed_from = after[0]["step"] - 1 if after else None
     notices = [n for n in summary.get("notices") or [] if n.get("seen_wall", 0) >= (record.notice_wall or gone)]

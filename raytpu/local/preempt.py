@@ -107,17 +107,19 @@ def drain(cluster: LocalCluster, node: NodeProc, deadline_wall: float) -> str:
 
     speak_auth(cluster)  # before Ray loads: it reads its auth mode once
     import ray
-    from ray._raylet import GcsClient
+    from ray._raylet import GcsClient  # type: ignore[attr-defined]
     from ray.core.generated import autoscaler_pb2, gcs_pb2
 
     gcs = GcsClient(address=cluster.address)
-    infos = gcs.get_all_node_info(timeout=30, state_filter=gcs_pb2.GcsNodeInfo.GcsNodeState.ALIVE).values()
+    alive = gcs_pb2.GcsNodeInfo.GcsNodeState.ALIVE  # type: ignore[attr-defined]
+    infos = gcs.get_all_node_info(timeout=30, state_filter=alive).values()
     found = [ray.NodeID(info.node_id).hex() for info in infos if info.temp_dir == node.temp]
     if not found:
         raise RuntimeFailure(f"local.preempt: {node.slice_name} worker {node.worker_id} is not an alive Ray node",
                              "`raytpu local status`")
-    accepted, why = gcs.drain_node(found[0], autoscaler_pb2.DrainNodeReason.Value("DRAIN_NODE_REASON_PREEMPTION"),
-                                   "Node received SIGTERM; draining before shutdown.", int(deadline_wall * 1000))
+    reason = autoscaler_pb2.DrainNodeReason.Value("DRAIN_NODE_REASON_PREEMPTION")  # type: ignore[attr-defined]
+    accepted, why = gcs.drain_node(found[0], reason, "Node received SIGTERM; draining before shutdown.",
+                                   int(deadline_wall * 1000))
     if not accepted:
         raise RuntimeFailure(f"local.preempt: the GCS refused to drain {node.slice_name} worker {node.worker_id}: "
                              f"{why}")
