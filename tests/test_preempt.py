@@ -164,4 +164,7 @@ def test_the_command_refuses_a_host_past_the_slice_then_preempts_one(one_slice: 
     record = json.loads(done.stdout)
     assert record["how"] == "crashed (no notice)" and record["worker_id"] == 1 and record["replaced_wall"]
     again = local.LocalCluster.load(one_slice.run_dir)
-    assert again is not None and all(r.alive for r in local.status(again))
+    assert again is not None
+    live = {n.pid for n in again.hosts()}  # the killed host stays recorded, marked killed
+    rows = [r for r in local.status(again) if r.pid in live]
+    assert len(rows) == again.slice_plan.hosts and all(r.alive and r.labels_ok for r in rows), rows

@@ -28,6 +28,8 @@ from raytpu.local import procs
 from raytpu.local.startup import add_host
 from raytpu.local.state import LocalCluster, NodeProc, Progress
 
+REPLACE_ATTEMPTS = 3
+"""Starts of a replacement host before the drill gives up (each start already retries what a restart can fix)."""
 MAX_NOTICE_S = 3600.0
 """The longest notice taken: GKE gives a preempted spot node seconds, not hours."""
 
@@ -147,11 +149,21 @@ def preempt(cluster: LocalCluster, node: NodeProc, notice_s: float, replace: boo
     procs.kill_host(cluster, node.slice_name, node.worker_id)  # whatever is left, the Ray workers included
     say(f"{node.slice_name} worker {node.worker_id} gone ({record.how})")
     if replace:
-        try:
-            add_host(cluster, node.slice_name, node.worker_id, replace_timeout_s)
-        except RuntimeFailure as exc:
-            raise RuntimeFailure(f"local.preempt: the replacement of {node.slice_name} worker {node.worker_id} did "
-                                 f"not start: {exc}") from exc
+        _replace(cluster, node, replace_timeout_s, say)
         record.replaced_wall = time.time()
         say(f"{node.slice_name} worker {node.worker_id} replaced (a new Ray node)")
     return record
+
+
+def _replace(cluster: LocalCluster, node: NodeProc, timeout_s: float | None, say: Progress) -> None:
+    """Starts the host again, as KubeRay recreates a deleted pod, and again (up to :data:`REPLACE_ATTEMPTS` times)
+    when its start fails, as KubeRay recreates a pod that failed."""
+    for attempt in range(1, REPLACE_ATTEMPTS + 1):
+        try:
+            add_host(cluster, node.slice_name, node.worker_id, timeout_s)
+            return
+        except RuntimeFailure as exc:
+            if attempt == REPLACE_ATTEMPTS:
+                raise RuntimeFailure(f"local.preempt: the replacement of {node.slice_name} worker {node.worker_id} "
+                                     f"did not start in {attempt} attempts: {exc}") from exc
+            say(f"the replacement did not start ({str(exc)[:160]}); starting it again, as KubeRay would")
