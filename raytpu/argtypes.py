@@ -51,8 +51,8 @@ class WholeNumber:
 class Seconds:
     """A finite number of seconds in ``(0, high]`` (``nan``, ``inf``, zero and negatives refused)."""
 
-    def __init__(self, high: float = MAX_SECONDS) -> None:
-        self.high = high
+    def __init__(self, high: float = MAX_SECONDS, zero_ok: bool = False) -> None:
+        self.high, self.zero_ok = high, zero_ok
         self.__name__ = "seconds"
 
     def __call__(self, text: str) -> float:
@@ -60,13 +60,13 @@ class Seconds:
             value = float(text)
         except ValueError:
             raise _refuse(excerpt(text), "is not a number of seconds", self.valid()) from None
-        if not math.isfinite(value) or not 0 < value <= self.high:
+        if not math.isfinite(value) or not (value >= 0 if self.zero_ok else value > 0) or value > self.high:
             raise _refuse(f"{value:g}", "is out of range", self.valid())
         return value
 
     def valid(self) -> str:
         """What this option takes, for the ``valid:`` part."""
-        return f"a number of seconds above 0 and at most {self.high:.0f}"
+        return f"a number of seconds {'from 0' if self.zero_ok else 'above 0'} and at most {self.high:.0f}"
 
 
 positive_int = WholeNumber(1, MAX_COUNT)
@@ -74,6 +74,12 @@ positive_int = WholeNumber(1, MAX_COUNT)
 
 positive_seconds = Seconds()
 """A timeout or a poll interval in seconds (``--timeout-s``, ``--poll-s``)."""
+
+notice_seconds = Seconds(high=3600, zero_ok=True)
+"""A preemption notice (``--notice-s``): 0 is none (a host crash); GKE gives seconds, not hours."""
+
+worker_index = WholeNumber(0, MAX_COUNT)
+"""A host's ``TPU_WORKER_ID`` (``--host``): the slice's size bounds it where the slice is known."""
 
 
 def path(text: str) -> str:

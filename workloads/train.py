@@ -65,6 +65,15 @@ from raytpu.core.plan import RAY_SLICE_LABEL, SlicePlan
 from raytpu.core.spec import WorkloadSpec
 from raytpu.core.timeline import Stamp, stamp, stamp_line
 from raytpu.workloads._entry import guarded
+from raytpu.workloads.preemption import (
+    PREEMPTION_POLL_ENV,
+    PREEMPTION_POLL_S,
+    add_preemption_arguments,
+    failure_config,
+    preemption_notice,
+    record_progress,
+    wait_for_reclaim,
+)
 
 MARKER = "RAYTPU_TRAIN_RESULT"
 STATE_FILE = "state.npz"
@@ -179,6 +188,7 @@ def _train(config: dict[str, Any], compiles: list[str]) -> None:
             with open(os.path.join(directory, META_FILE)) as f:
                 meta = json.load(f)
         start_step, history = meta["step"], meta["history"]
+    notices: list[dict[str, Any]] = list(meta.get("notices", []))  # every preemption notice of the run so far
     same_launch = meta.get("launch") == launch  # else a fresh run, or an earlier launch's state (resumed)
     restarts = meta["restarts"] + 1 if same_launch else 0
     launch_start = meta["launch_start"] if same_launch else start_step
@@ -212,7 +222,11 @@ def _train(config: dict[str, Any], compiles: list[str]) -> None:
         if config.get("step_sleep_s"):
             time.sleep(float(config["step_sleep_s"]))
         done = step + 1
-        if done % every and done != steps:
+        record_progress(config, rank, done, restarts)
+        notice = preemption_notice(done)  # a collective: every rank asks after every step
+        if notice is not None:
+            notices.append({**notice, "launch": launch, "restarts": restarts})
+        if notice is None and done % every and done != steps:
             continue
         step_time = statistics.median(step_times)
         history.append({"step": done, "loss": float(np.mean(window_losses))})
@@ -225,7 +239,8 @@ def _train(config: dict[str, Any], compiles: list[str]) -> None:
                    "global_batch": global_batch, "devices": len(devices), "workers": ctx.get_world_size(),
                    "slice_name": slice_name, "mesh": dict(mesh.shape), "megascale": megascale,
                    "placed_wall": config["placed_wall"], "first_step_wall": first_step_wall,
-                   "first_step": start_step + 1}
+                   "first_step": start_step + 1, "at_notice": notice is not None, "notices": notices,
+                   "resumed_at_notice": bool(meta.get("at_notice")) and start_step == meta.get("step")}
         with tempfile.TemporaryDirectory() as tmp:
             ckpt = None
             if rank == 0:
@@ -235,9 +250,12 @@ def _train(config: dict[str, Any], compiles: list[str]) -> None:
                 np.savez(os.path.join(tmp, STATE_FILE), **arrays)
                 with open(os.path.join(tmp, META_FILE), "w") as f:
                     json.dump({"step": done, "history": history, "restarts": restarts, "launch": launch,
-                               "launch_start": launch_start}, f)
+                               "launch_start": launch_start, "at_notice": notice is not None,
+                               "notices": notices}, f)
                 ckpt = ray.train.Checkpoint.from_directory(tmp)
             ray.train.report(metrics, checkpoint=ckpt)
+        if notice is not None and done != steps:
+            wait_for_reclaim(notice, float(config.get("preemption_grace_s", 0.0)))
 
 
 MESH_AXES = ("slice", "data")
@@ -335,15 +353,15 @@ def build_trainer(plan: SlicePlan, args: argparse.Namespace, launch: str, slice_
                   slices: int = 1) -> Any:
     """The JaxTrainer (not yet fitted) for ``plan`` and the workload's flags; ``launch`` tags this launch's
     metrics, ``slice_name`` pins the workers (:func:`scaling_config`), ``slices`` > 1 spans that many slices."""
-    from ray.train.v2.api.config import CheckpointConfig, FailureConfig, RunConfig
+    from ray.train.v2.api.config import CheckpointConfig, RunConfig
     from ray.train.v2.jax import JaxTrainer
 
     config = {"steps": args.steps, "batch_size": args.batch_size, "checkpoint_every": args.checkpoint_every,
               "lr": args.lr, "features": args.features, "hidden": args.hidden, "step_sleep_s": args.step_sleep_s,
-              "launch": launch, "slices": slices}
+              "launch": launch, "slices": slices, "preemption_grace_s": args.preemption_grace_s,
+              "progress_file": args.progress_file}
     run = RunConfig(
-        name=args.name, storage_path=args.storage_path,
-        failure_config=FailureConfig(max_failures=args.max_failures, controller_failure_limit=args.slice_retries),
+        name=args.name, storage_path=args.storage_path, failure_config=failure_config(args),
         checkpoint_config=CheckpointConfig(num_to_keep=2))
     return JaxTrainer(train_loop_per_worker, train_loop_config=config,
                       scaling_config=scaling_config(plan, slice_name, slices), run_config=run)
@@ -369,6 +387,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--start-timeout-s", type=float, default=60.0,
                         help="bound on each attempt to place the workers on a slice")
     parser.add_argument("--step-sleep-s", type=float, default=0.0, help="pause per step (tests: a longer run)")
+    add_preemption_arguments(parser)
     parser.add_argument("--address", default=None, help="Ray address (default: RAY_ADDRESS, else auto)")
     return parser
 
@@ -384,7 +403,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     args.name = args.name or default_run_name()
     launch = secrets.token_hex(6)
     env = {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": str(args.start_timeout_s),
-           "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": os.environ.get("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")}
+           "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": os.environ.get("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5"),
+           PREEMPTION_POLL_ENV: os.environ.get(PREEMPTION_POLL_ENV, str(PREEMPTION_POLL_S))}
     if not ray.is_initialized():
         ray.init(address=args.address or os.environ.get("RAY_ADDRESS") or "auto", log_to_driver=False,
                  logging_level=logging.ERROR, runtime_env={"env_vars": env})
@@ -448,7 +468,8 @@ def _outcome(result: Any, args: argparse.Namespace, launch: str) -> dict[str, An
         compiles_during_steps=metrics.get("compiles_during_steps"), restarts=metrics.get("restarts"),
         resumed_from=metrics.get("resumed_from"), devices=metrics.get("devices"),
         global_batch=metrics.get("global_batch"), slice_name=metrics.get("slice_name"), mesh=metrics.get("mesh"),
-        megascale=metrics.get("megascale"))
+        megascale=metrics.get("megascale"), notices=metrics.get("notices") or [],
+        resumed_at_notice=bool(metrics.get("resumed_at_notice")))
     out["stamps"] = train_stamps(metrics)
     return out
 

@@ -60,6 +60,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run directory of the demo's local cluster")
     parser.add_argument("--serve", action="store_true", help="the serving demo instead (make serve): slice up, "
                         "deploy, ask with the openai client, tear down")
+    parser.add_argument("--preempt", action="store_true", help="preempt one host mid-run (raytpu local preempt) "
+                        "and report what it cost: the report's `preemption` section")
+    parser.add_argument("--notice-s", type=argtypes.notice_seconds, default=10.0, metavar="S",
+                        help="with --preempt: the notice before the kill (default 10; 0: none, a host crash)")
 
 
 def _say(line: str) -> None:
@@ -176,7 +180,10 @@ def _on_the_slice(args: argparse.Namespace, spec: ClusterSpec, plan: SlicePlan, 
     try:
         cluster = _slice_up(args, plan, report, recorder)
         _smoke(cluster, spec, plan, report, recorder)
-        _train(cluster, args.steps, report, recorder)
+        if args.preempt:
+            _train_preempted(cluster, args, report, recorder)
+        else:
+            _train(cluster, args.steps, report, recorder)
     except Exception as exc:  # the report names the failure; teardown below always runs
         report["steps"].append({"step": "error", "ok": False, "error": f"{type(exc).__name__}: {exc}"})
         _say(f"FAIL {type(exc).__name__}: {exc}")
@@ -255,6 +262,28 @@ def _train(cluster: LocalCluster, steps: int, report: dict[str, Any], recorder: 
           **({} if train else {"stderr": done.stderr[-2000:]}))
 
 
+def _train_preempted(cluster: LocalCluster, args: argparse.Namespace, report: dict[str, Any],
+                     recorder: Recorder) -> None:
+    """The ``train`` step with a host preempted mid-run (:func:`raytpu.local.drill.drill`): the run's result goes to
+    ``report["train"]``, what the preemption cost to ``report["preemption"]``. It passes when the run finished on a
+    whole slice and, with a notice, resumed from the checkpoint written at it with at most one step lost."""
+    from raytpu.core import timeline
+    from raytpu.local.drill import drill
+
+    started = time.monotonic()
+    steps = max(args.steps, 20)  # a periodic checkpoint, then the preemption halfway, then steps after the resume
+    done = drill(cluster, args.notice_s, Path(cluster.run_dir) / "checkpoints", steps=steps,
+                 every=max(steps // 3, 1), progress=_say)
+    train = report["train"] = done["train"]
+    cut = report["preemption"] = done["preemption"]
+    stamps = [s for s in timeline.parse_stamp_lines(done["stdout"]) if s["phase"] == "first_step"]
+    recorder.take(stamps)
+    ok = done["exit_code"] == 0 and bool(train.get("ok")) and cut["resumed_on_whole_slice"] and (
+        not args.notice_s or (cut["checkpoint_at_notice"] and (cut["steps_lost"] or 0) <= 1))
+    _step(report, "train (preempted)", ok, started, why=str(train.get("error") or f"steps lost {cut['steps_lost']}, "
+          f"checkpoint at notice {cut['checkpoint_at_notice']}"), exit_code=done["exit_code"])
+
+
 def _write_report(report: dict[str, Any], path: Path, memory: PeakMemory, t0: float) -> int:
     """Completes the report (memory, duration, ok), writes it (the smoke verdicts as ``smoke.json`` and
     ``smoke.junit.xml`` beside it), prints it; 0 when every step passed."""
@@ -302,6 +331,16 @@ def render_report(report: dict[str, Any], smoke_table: str) -> str:
     if report.get("timeline"):
         from raytpu.core import timeline
         lines += ["", "== " + timeline.render(report["timeline"])]
+    cut = report.get("preemption")
+    if cut:
+        from raytpu.core import timeline
+        notice = f"notice {cut['notice_s']:g}s" if cut["notice_s"] else "no notice: a host crash"
+        lines += ["", f"== preemption of {cut['host']} ({notice})",
+                  f"  resumed from      {cut['resumed_from']}",
+                  f"  steps lost        {cut['steps_lost']} (last step before the kill {cut['last_step_before_kill']})",
+                  f"  resumed after     {_num(cut['resumed_after_s'], 's')} (to the first step after the restart)",
+                  f"  whole slice       {cut['resumed_on_whole_slice']}",
+                  "", "== " + timeline.render(cut["timeline"], "the preemption")]
     lines += ["", f"wall time {report['duration_s']:.1f}s, peak memory {report['peak_memory_mib']} MiB "
               f"(PSS of every process; RSS sum {report['peak_memory_rss_sum_mib']} MiB), "
               f"{'PASSED' if report['ok'] else 'FAILED'}"]

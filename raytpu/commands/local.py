@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from raytpu.core.plan import SlicePlan
     from raytpu.local import LocalCluster
 
-HELP = "run an emulated TPU slice locally: up, status, down, smoke, serve"
+HELP = "run an emulated TPU slice locally: up, status, down, smoke, serve, preempt"
 
 MAX_START_S = 24 * 3600.0
 """The longest ``up --timeout-s``: a start that needs a day is not a start."""
@@ -79,7 +79,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     serve.add_argument("--api-key-file", default=None, type=argtypes.path,
                        help="require the API key in this file (Authorization: Bearer <key>) on every request, as "
                             "security.serve_api_key_secret does on GKE")
-    for action in (up, status, down, smoke, serve):  # `local status --dir X` as well as `local --dir X status`
+    preempt = actions.add_parser("preempt", help="preempt one emulated host as GKE does: its node drains for a "
+                                 "preemption (as on SIGTERM), it is killed after the notice, a replacement starts")
+    preempt.add_argument("--host", type=argtypes.worker_index, default=None, metavar="N",
+                         help="the host's TPU_WORKER_ID (default: the slice's last host)")
+    preempt.add_argument("--slice", dest="slice_name", default=None, help="its slice (default: the first)")
+    preempt.add_argument("--notice-s", type=argtypes.notice_seconds, default=10.0, metavar="S",
+                         help="seconds from the notice to the kill (default 10; 0: no notice, a host crash)")
+    preempt.add_argument("--no-replace", action="store_true", help="leave the host gone (no capacity back)")
+    for action in (up, status, down, smoke, serve, preempt):  # `local status --dir X` as well as `local --dir X status`
         action.add_argument("--dir", default=argparse.SUPPRESS, type=argtypes.path, help=DIR_HELP)
 
 
@@ -124,7 +132,8 @@ def _cluster(args: argparse.Namespace) -> LocalCluster:
 
 def run(args: argparse.Namespace) -> int:
     """Dispatches the action."""
-    return int({"up": _up, "status": _status, "down": _down, "smoke": _smoke, "serve": _serve}[args.action](args))
+    return int({"up": _up, "status": _status, "down": _down, "smoke": _smoke, "serve": _serve,
+                "preempt": _preempt}[args.action](args))
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -231,4 +240,15 @@ def _serve(args: argparse.Namespace) -> int:
 
         ask(url, model)
     _progress("serving until `raytpu local down`")
+    return 0
+
+
+def _preempt(args: argparse.Namespace) -> int:
+    from raytpu import local
+    from raytpu.local.preempt import preempt, running_cluster, target
+
+    cluster = running_cluster(local.run_dir(args.dir))
+    node = target(cluster, args.host, args.slice_name)
+    record = preempt(cluster, node, args.notice_s, replace=not args.no_replace, progress=_progress)
+    print(json.dumps(record.to_json(), indent=2, sort_keys=True))
     return 0

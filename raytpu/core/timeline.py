@@ -37,6 +37,18 @@ MEANING: dict[str, str] = {
     "finished": "the run ended (result read)",
 }
 
+PREEMPTION_PHASES: tuple[str, ...] = ("notice", "checkpoint_at_notice", "killed", "replaced", "resumed", "finished")
+"""The phases of a preempted training run, from the notice to the end of the run (``raytpu demo --preempt``)."""
+
+PREEMPTION_MEANING: dict[str, str] = {
+    "notice": "the host's notice: its Ray node draining for a preemption, as on SIGTERM (none for a crash)",
+    "checkpoint_at_notice": "Ray Train saw the drain (ray.train.get_preemption_info) and the loop checkpointed",
+    "killed": "the host killed (at the notice's end, or at once for a crash)",
+    "replaced": "a replacement host registered (KubeRay recreates the pod)",
+    "resumed": "the first training step after the restart, from the checkpoint it resumed",
+    "finished": "the run ended (result read)",
+}
+
 MEASURED = "measured"
 EMULATED = "emulated"
 NOT_APPLICABLE = "not applicable"
@@ -88,10 +100,11 @@ class Timeline(TypedDict):
     phases: list[PhaseRow]
 
 
-def stamp(phase: str, detail: str, status: str = MEASURED, wall: float | None = None) -> Stamp:
-    """A stamp of ``phase`` now (or at ``wall``)."""
-    if phase not in PHASES:
-        raise ValueError(f"unknown phase {phase!r}; valid: {', '.join(PHASES)}")
+def stamp(phase: str, detail: str, status: str = MEASURED, wall: float | None = None,
+          phases: tuple[str, ...] = PHASES) -> Stamp:
+    """A stamp of ``phase`` (one of ``phases``) now (or at ``wall``)."""
+    if phase not in phases:
+        raise ValueError(f"unknown phase {phase!r}; valid: {', '.join(phases)}")
     made: Stamp = {"phase": phase, "wall": round(time.time() if wall is None else wall, 3), "detail": detail}
     if status != MEASURED:
         made["status"] = status
@@ -145,7 +158,8 @@ class Recorder:
     """
 
     def __init__(self, monotonic: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
-                 start: tuple[float, float] | None = None) -> None:
+                 start: tuple[float, float] | None = None, phases: tuple[str, ...] = PHASES) -> None:
+        self.phases = phases  # PHASES, or PREEMPTION_PHASES; each ends with "finished"
         self._monotonic = monotonic
         self._wall = wall
         self.start_mono, self.start_wall = start or (monotonic(), wall())
@@ -204,7 +218,7 @@ class Recorder:
         self._set("finished", wall_s, detail or MEANING["finished"], MEASURED)
         rows: list[PhaseRow] = []
         previous = 0.0
-        for phase in PHASES:
+        for phase in self.phases:
             status = self._status.get(phase, NOT_REACHED)
             at = self._at.get(phase)
             row: PhaseRow = {"phase": phase, "status": status, "at_s": None if at is None else round(at, 3),
@@ -220,8 +234,8 @@ class Recorder:
                 "wall_s": round(wall_s, 3), "phases": rows}
 
     def _check(self, phase: str) -> None:
-        if phase not in PHASES:
-            raise ValueError(f"unknown phase {phase!r}; valid: {', '.join(PHASES)}")
+        if phase not in self.phases:
+            raise ValueError(f"unknown phase {phase!r}; valid: {', '.join(self.phases)}")
 
     def _set(self, phase: str, at: float, detail: str, status: str) -> None:
         self._check(phase)

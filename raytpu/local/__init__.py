@@ -30,7 +30,9 @@ The modules, one job each:
 - :mod:`~raytpu.local.from_config`: what a config's slices and workloads become here (slice, DCN span, specs);
 - :mod:`~raytpu.local.phases`: the timeline phases the emulated slice lacks or imitates;
 - :mod:`~raytpu.local.deploy`: a serving workload deployed here (vLLM's CPU build);
-- :mod:`~raytpu.local.submission`: ``raytpu submit --local``, a job workload run and followed here.
+- :mod:`~raytpu.local.submission`: ``raytpu submit --local``, a job workload run and followed here;
+- :mod:`~raytpu.local.preempt`: one host preempted as GKE preempts one (notice, kill, replacement);
+- :mod:`~raytpu.local.drill`: a training run with a host preempted mid-run, and what it cost.
 
 This package re-exports what callers use as ``local.X``; the rest lives in its module. A test that replaces a
 function replaces it in the module that reads it (``raytpu.local.launch.free_port``), not here.
