@@ -324,7 +324,7 @@ def serve_demo(args: argparse.Namespace) -> int:
 
     t0 = time.monotonic()
     recorder = timeline.Recorder.for_command()
-    serving = [w for w in load(args.config).workloads if w.kind.takes_model]
+    serving = [w for w in load(args.config).workloads if w.kind.serves]
     if not serving:
         raise InvalidInput("config", f"{args.config} has no serving workload", "a config with a `kind: serve` "
                            "workload, e.g. raytpu.example.yaml")
