@@ -40,6 +40,13 @@ def output_taken(path: str) -> bool:
         filesystem.get_file_info(fs.FileSelector(where, allow_not_found=True)))
 
 
+def refuse_taken(output: str, overwrite: bool) -> None:
+    """InvalidInput naming ``output`` when it holds something and ``overwrite`` was not asked for."""
+    if not overwrite and output_taken(output):
+        raise errors.invalid_value("output", output, "exists and would be overwritten",
+                                   "a path that does not exist yet (or an empty folder), or --overwrite")
+
+
 def read(path: str) -> Any:
     """The dataset at ``path``: JSON lines or Parquet (:func:`raytpu.core.data.data_format`)."""
     import ray.data
@@ -82,9 +89,7 @@ def run(work: WorkloadSpec, *, overwrite: bool = False, cpu_model: str | None = 
         max_tokens: int = data.DEFAULT_MAX_TOKENS, model_source: str | None = None) -> dict[str, Any]:
     """Reads, infers and writes ``work``'s batch; returns the report."""
     assert work.input is not None and work.output is not None  # the spec requires both for kind batch
-    if not overwrite and output_taken(work.output):
-        raise errors.invalid_value("output", work.output, "exists and would be overwritten",
-                                   "a path that does not exist yet (or an empty folder), or --overwrite")
+    refuse_taken(work.output, overwrite)
     ds = read(work.input)
     columns = tuple(ds.schema().names)
     if data.PROMPT_COLUMN not in columns:
@@ -103,6 +108,7 @@ def run(work: WorkloadSpec, *, overwrite: bool = False, cpu_model: str | None = 
     generated = int(out.sum("num_generated_tokens") or 0) if rows_out else 0
     prompt_tokens = int(out.sum("num_input_tokens") or 0) if rows_out else 0
     write(out, work.output, overwrite)
+    # wall_s: from the first row read to the last answer, the engine's start included (Ray Data is lazy)
     return {"rows_in": rows_in, "rows_out": rows_out, "wall_s": round(wall, 3),
             "rows_per_s": round(rows_out / wall, 3) if wall else 0.0,
             "tokens_per_s": round(generated / wall, 3) if wall else 0.0,
@@ -125,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         work = WorkloadSpec.from_env()
         if work.kind.name != "batch":
             raise errors.invalid_value("RAYTPU_WORKLOAD", work.kind.name, "is not a batch workload", "kind: batch")
+        assert work.output is not None  # the spec requires it for kind batch
+        refuse_taken(work.output, args.overwrite)  # before Ray: nothing is read, started or written
         import ray
 
         ray.init(address=args.address or os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True,
