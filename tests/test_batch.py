@@ -116,3 +116,21 @@ def test_an_output_that_exists_is_refused_untouched_unless_overwrite(cluster: Cl
     assert done.stderr.startswith("error: output: "), done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     assert _digest(output) == before
+
+
+def test_the_kits_tpu_processor_config_is_one_ray_data_llm_accepts() -> None:
+    """The TPU config (not only its CPU twin) parses with Ray Data LLM's own pydantic config and stage builder."""
+    from ray.data.llm import vLLMEngineProcessorConfig
+    from ray.llm._internal.batch.stages.vllm_engine_stage import vLLMEngineStage
+
+    from raytpu.core import data
+
+    config = data.processor_config(_work(Path("/in.jsonl"), Path("/out")), "Qwen/Qwen3-0.6B")
+    parsed = vLLMEngineProcessorConfig(**config, chat_template_stage=False)
+    assert parsed.accelerator_type == "TPU-V6E"
+    stage = vLLMEngineStage(fn_constructor_kwargs={"engine_kwargs": dict(parsed.engine_kwargs),
+                                                   "placement_group_config": parsed.placement_group_config},
+                            map_batches_kwargs={"accelerator_type": parsed.accelerator_type})
+    kwargs = stage.map_batches_kwargs
+    assert kwargs["resources"] == {"TPU": 8} and kwargs["num_cpus"] == 1  # the engine actor holds the whole host
+    assert kwargs["accelerator_type"] == "TPU-V6E" and "ray_remote_args_fn" not in kwargs

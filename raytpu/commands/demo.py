@@ -60,6 +60,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run directory of the demo's local cluster")
     parser.add_argument("--serve", action="store_true", help="the serving demo instead (make serve): slice up, "
                         "deploy, ask with the openai client, tear down")
+    parser.add_argument("--data", action="store_true", help="the Ray Data demo instead (make data): batch inference "
+                        "and training from a dataset on emulated slices, reports/demo-data.json")
+    parser.add_argument("--serve-python", default=".venv-serve/bin/python", type=argtypes.path,
+                        help="with --data: the interpreter with vLLM's CPU build (default .venv-serve/bin/python)")
 
 
 def _say(line: str) -> None:
@@ -106,7 +110,7 @@ def check_args(args: argparse.Namespace) -> None:
     if args.report is not None and (args.report == "" or Path(args.report).is_dir()):
         raise invalid_value("--report", args.report, "is not a file path (a folder, or empty)",
                             "the path of the JSON report to write")
-    if not args.no_synth and not args.serve:
+    if not args.no_synth and not args.serve and not args.data:
         from raytpu.synth_out import check
 
         check(args.out)  # the synth step's folder: refused now, not as a failed step minutes later
@@ -123,6 +127,10 @@ def run(args: argparse.Namespace) -> int:
     args.config = choose(args.config, local=True)
     if args.serve:
         return serve_demo(args)
+    if args.data:
+        from raytpu.local import data_demo
+
+        return data_demo.run_demo(args.report or data_demo.DEFAULT_REPORT, f"{args.dir}-data", args.serve_python)
     t0 = time.monotonic()
     recorder = timeline.Recorder.for_command()
     args.report = args.report or DEFAULT_REPORT
