@@ -113,7 +113,7 @@ def run(work: WorkloadSpec, *, overwrite: bool = False, cpu_model: str | None = 
             "rows_per_s": round(rows_out / wall, 3) if wall else 0.0,
             "tokens_per_s": round(generated / wall, 3) if wall else 0.0,
             "generated_tokens": generated, "prompt_tokens": prompt_tokens,
-            "input": work.input, "output": work.output, "model": source,
+            "input": work.input, "output": work.output, "model": cpu_model or source,
             "engine": "cpu-twin" if cpu_model else work.plan.ray_accelerator_type}
 
 
