@@ -125,4 +125,4 @@ class Feed:
         ids = np.concatenate([every[h, :counts[h]] for h in range(hosts)])
         return {"total_rows": int(ids.size), "unique_rows": int(np.unique(ids).size),
                 "hosts": [{"host": h, "rows": int(counts[h])} for h in range(hosts)],
-                "epoch_complete": self.epoch > 0, "batches": self.batches}
+                "epochs_started": self.epoch + 1, "batches": self.batches}
