@@ -35,7 +35,9 @@ def hand_written(source: str, output: str, model: str, max_tokens: int) -> dict[
 
     config = vLLMEngineProcessorConfig(
         model_source=model, batch_size=data.DEFAULT_BATCH_SIZE, concurrency=1, chat_template_stage=False,
-        engine_kwargs=dict(data.CPU_TWIN["engine_kwargs"]), runtime_env={"env_vars": dict(data.CPU_TWIN["env_vars"])})
+        engine_kwargs=dict(data.CPU_TWIN["engine_kwargs"]), runtime_env={"env_vars": dict(data.CPU_TWIN["env_vars"])},
+        # without it Ray Data LLM asks for num_gpus = TP x PP (vLLMEngineStage.post_init), which no CPU host has
+        placement_group_config={"bundles": [{"CPU": 1}]})
     processor = build_processor(
         config,
         preprocess=lambda row: {"prompt": row["prompt"], "sampling_params": {
