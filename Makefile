@@ -15,7 +15,7 @@ UV_FLAGS := --quiet --compile-bytecode
 export RAY_USAGE_STATS_ENABLED := 0
 export CHECKPOINT_DISABLE := 1
 
-.PHONY: setup run serve test test-synth-beside-slice test-unit test-serve lint typecheck bench bench-serve clean
+.PHONY: setup run serve data test test-synth-beside-slice test-unit test-serve lint typecheck bench bench-serve clean
 
 setup: $(VENV)/.installed $(CHECKOV_VENV)/.installed node_modules/.installed
 
@@ -55,6 +55,10 @@ run: $(VENV)/.installed
 # Serving on the emulated slice: deploy the example's serving workload, ask it with the openai client, tear down.
 serve: $(SERVE_VENV)/.installed
 	$(SERVE_VENV)/bin/raytpu demo --serve
+
+# Ray Data on emulated slices: batch inference over 64 prompts (vLLM's CPU build) and training from a Parquet dataset.
+data: $(VENV)/.installed $(SERVE_VENV)/.installed
+	$(VENV)/bin/raytpu demo --data --serve-python $(SERVE_VENV)/bin/python
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

@@ -156,6 +156,13 @@ def serving(topology: str, model: str) -> str:
     return config(_all(_set("slices.1.topology", topology), _set("workloads.2.model", model)))
 
 
+def batch_config(**fields: object) -> str:
+    """The example plus a batch workload on its single-host slice (``fields`` replace its own; None drops one)."""
+    work = {"name": "batch", "kind": "batch", "slice": "serve", "input": "gs://my-ml-project-data/prompts.jsonl",
+            "output": "gs://my-ml-project-data/results", **fields}
+    return config(lambda d: d["workloads"].append({k: v for k, v in work.items() if v is not None}))
+
+
 OUTPUTS: dict[str, str] = {
     "endpoint": "https://gke-0123456789abcdef-123456789012.us-east5.gke.goog", "ca_certificate": "",
     "cluster_name": "ray-tpu", "location": "us-east5", "project": "my-ml-project", "namespace": "ray",
@@ -273,6 +280,7 @@ I11 = "28.11 numeric flags"
 I12 = "28.12 DCN smoke job name"
 I13 = "28.13 smoke --local, local status --dir"
 I14 = "28.14 no slice fits"
+I31 = "31.1 batch and dataset"
 
 CASES: tuple[Case, ...] = (
     # catalog, describe
@@ -391,6 +399,19 @@ CASES: tuple[Case, ...] = (
                                                _set("workloads.0.slice", "t" * 30),
                                                _set("workloads.1.slice", "t" * 30), _set("workloads.1.slices", 2))),
               "slices[0].name", I12),
+    # Ray Data (issue 31): a batch workload and a train workload's dataset
+    _validate("batch-no-input", batch_config(input=None), "workloads[3].input", I31),
+    _validate("batch-no-output", batch_config(output=None), "workloads[3].output", I31),
+    _validate("batch-input-http", batch_config(input="https://example.com/prompts.jsonl"), "workloads[3].input", I31),
+    _validate("batch-output-is-input", batch_config(output="gs://my-ml-project-data/prompts.jsonl"),
+              "workloads[3].output", I31),
+    _validate("batch-multi-host-slice", batch_config(slice="train"), "workloads[3].slice", I31),
+    Case("batch-output-exists", ("validate", "raytpu.yaml"), "workloads[3].output",
+         {"raytpu.yaml": batch_config(output="results"), "results": DIR, "results/part-0.parquet": "mine"}, item=I31),
+    _edit("dataset-int", "workloads.1.dataset", 42, "workloads[1].dataset", I31),
+    _edit("dataset-s3", "workloads.1.dataset", "s3://bucket/train.parquet", "workloads[1].dataset", I31),
+    _edit("dataset-blank", "workloads.1.dataset", " ", "workloads[1].dataset", I31),
+    _edit("dataset-on-serve", "workloads.2.dataset", "gs://b/train.parquet", "workloads[2].dataset", I31),
     # synth
     Case("synth-out-nonempty-folder", ("synth", "raytpu.yaml", "--out", "mine"), "--out",
          {**CFG, "mine": DIR, "mine/notes.txt": "mine\n"}, item=I1, process=True),

@@ -36,6 +36,8 @@ workloads:
   - {name: serve, kind: serve, slice: multi}
   - {name: serve-one, kind: serve, slice: single}
   - {name: serve-iw, kind: serve, slice: ironwood}
+  - {name: batch-one, kind: batch, slice: single, input: gs://my-bucket/prompts.jsonl, output: gs://my-bucket/out,
+     hf_token_secret: {name: hf-secret, key: hf_api_token}}
 """
 MULTISLICE = """
 project: my-ml-project

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import kind_fields
 import pytest
 import yaml
 
@@ -178,7 +179,8 @@ def test_validate_accepts_every_registered_provisioning_mode(capsys: pytest.Capt
 def test_validate_accepts_every_registered_workload_kind(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                          kind: kinds.WorkloadKind) -> None:
     data = _example()
-    data["workloads"] = [{"name": "w", "kind": kind.name, "slice": "train"}]
+    data["workloads"] = [{"name": "w", "kind": kind.name, "slice": "train" if kind.name != "batch" else "serve",
+                          **kind_fields.fields(kind.name)}]
     code, out, err = run_cli(capsys, "validate", _write(tmp_path, data))
     assert code == 0, err
     assert "1 workload(s)" in out

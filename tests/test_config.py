@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import kind_fields
 import pytest
 import yaml
 from pydantic import ValidationError
@@ -260,7 +261,7 @@ def test_the_same_shape_is_provisionable_without_workloads_and_rejected_with_one
 
 @pytest.mark.parametrize(("path", "value", "field", "registry"), [
     ("slices.0.provisioning", "preemptible", "slices[0].provisioning", provisioning.NAMES),
-    ("workloads.0.kind", "batch", "workloads[0].kind", kinds.NAMES),
+    ("workloads.0.kind", "stream", "workloads[0].kind", kinds.NAMES),
     ("cluster.mode", "serverless", "cluster.mode", cluster_parts.CLUSTER_MODES),
     ("cluster.release_channel", "FAST", "cluster.release_channel", cluster_parts.RELEASE_CHANNELS),
 ])
@@ -295,8 +296,8 @@ def test_every_registered_provisioning_mode_is_accepted(mode: provisioning.Provi
 @pytest.mark.parametrize("kind", kinds.KINDS.values(), ids=lambda k: k.name)
 def test_every_registered_workload_kind_is_accepted(kind: kinds.WorkloadKind) -> None:
     data = example()
-    data["workloads"] = [{"name": "w", "kind": kind.name, "slice": "train",
-                          **({"model": "org/model"} if kind.takes_model else {})}]
+    data["workloads"] = [{"name": "w", "kind": kind.name, "slice": "serve" if kind.name == "batch" else "train",
+                          **({"model": "org/model"} if kind.takes_model else {}), **kind_fields.fields(kind.name)}]
     assert parse(yaml.safe_dump(data)).workload("w").kind is kind
 
 

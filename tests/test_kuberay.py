@@ -18,6 +18,7 @@ import subprocess
 import sys
 from typing import Any
 
+import kind_fields
 import pytest
 import yaml
 from crd import effective_pod_labels, operator_errors, schema_errors, webhook_errors
@@ -94,15 +95,17 @@ def _servable(item: SliceSpec) -> bool:
 
 
 def _work(item: SliceSpec | None = None, kind: str = "smoke", name: str = "w", **extra: Any) -> WorkloadSpec:
-    return WorkloadSpec(name=name, kind=kinds.kind(kind), slice=item or _slice(), **extra)
+    return WorkloadSpec(name=name, kind=kinds.kind(kind), slice=item or _slice(), **{**kind_fields.fields(kind),
+                                                                                  **extra})
 
 
 def _cluster(item: SliceSpec, mode: str = "standard", with_workloads: bool = True) -> ClusterSpec:
     # serve names a model of its own: the default model's 16 attention heads do not take the TP of the largest
     # slices (issue 18 item 4; test_serving), and these tests are about the manifests of every slice shape
     works = tuple(WorkloadSpec(name=k, kind=kinds.kind(k), slice=item, image=IMAGE,
-                               model="org/model" if k == "serve" else None)
-                  for k in (kinds.NAMES if with_workloads else ()) if k != "serve" or _servable(item))
+                               model="org/model" if kinds.KINDS[k].takes_model else None, **kind_fields.fields(k))
+                  for k in (kinds.NAMES if with_workloads else ())
+                  if (not kinds.KINDS[k].takes_model or _servable(item)) and kind_fields.runs_on(k, item.plan))
     return ClusterSpec(project="my-ml-project", region="us-east5", cluster=GkeSpec(name="ray-tpu", mode=mode),
                        slices=(item,), workloads=works)
 
@@ -153,7 +156,7 @@ def _expected_placement(item: SliceSpec, mode: str) -> tuple[dict[str, str], set
 
 def test_the_registry_has_exactly_the_documented_provisioning_modes() -> None:
     assert tuple(MODES) == PROVISIONING
-    assert tuple(kinds.KINDS) == ("smoke", "train", "serve")
+    assert tuple(kinds.KINDS) == ("smoke", "train", "serve", "batch")
 
 
 @pytest.mark.parametrize(("gen", "topology", "machine"), PLAN_CASES, ids=PLAN_IDS)
@@ -176,7 +179,9 @@ def test_every_kind_validates_against_crd_and_webhook_for_each_plan_provisioning
             _cluster(item, mode, with_workloads=False)  # the slice itself is valid
         return
     manifests = _manifests(_cluster(item, mode), run="r1")
-    assert [m["kind"] for m in manifests] == ["RayCluster", "RayJob", "RayJob"] + ["RayService"] * _servable(item)
+    batch = _servable(item) and item.plan.single_host
+    assert [m["kind"] for m in manifests] == (["RayCluster", "RayJob", "RayJob"] + ["RayService"] * _servable(item)
+                                              + ["RayJob"] * batch)
     selected, tolerated = _expected_placement(item, mode)
     for manifest in manifests:
         assert schema_errors(manifest) == [], (manifest["kind"], schema_errors(manifest))
@@ -254,7 +259,8 @@ def test_every_rayjob_carries_its_workload_spec_and_a_plain_entrypoint(gen: str,
                                                                         machine: str | None, mode: str) -> None:
     spec = _cluster(_slice(gen, topology, machine, "spot"), mode)
     jobs = [m for m in _manifests(spec, run="r9") if m["kind"] == "RayJob"]
-    assert [j["metadata"]["name"] for j in jobs] == ["smoke-r9", "train-r9"]
+    batch = ["batch-r9"] * any(w.kind.name == "batch" for w in spec.workloads)
+    assert [j["metadata"]["name"] for j in jobs] == ["smoke-r9", "train-r9", *batch]
     for job, work in zip(jobs, [w for w in spec.workloads if w.kind.is_job], strict=True):
         runtime = _runtime(job)
         assert runtime["py_modules"] == [names.py_modules_uri()]
@@ -404,7 +410,8 @@ def test_services_stay_cluster_ip_only() -> None:
 @pytest.mark.parametrize("kind", kinds.NAMES)
 def test_a_queued_slice_runs_no_ray_workload_of_any_kind(kind: str) -> None:
     with pytest.raises(InvalidInputs) as info:
-        _work(_slice(provisioning="queued"), kind)
+        _work(_slice(topology="4x4" if kind_fields.runs_on(kind, plan_slice("v6e", "4x4")) else "2x4",
+                     machine="ct6e-standard-8t" if kind == "batch" else None, provisioning="queued"), kind)
     (problem,) = info.value.problems
     assert problem.field == "slice"
     assert "fits one node group" in problem.problem

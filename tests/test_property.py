@@ -137,6 +137,10 @@ def servable(item: dict[str, Any]) -> bool:
     return not vllm_rules.slice_problems(plan_slice(item["generation"], item["topology"], item.get("machine_type")))
 
 
+def _one_host(item: dict[str, Any]) -> bool:
+    return plan_slice(item["generation"], item["topology"], item.get("machine_type")).single_host
+
+
 def _serving_fields(rng: random.Random, item: dict[str, Any]) -> dict[str, Any]:
     """Some of a serving workload's optional fields, valid for servable slice ``item``: a model the kit knows
     (raytpu.core.models.MODELS) only where the slice's JAX devices, its TP, divide the model's attention heads."""
@@ -208,10 +212,13 @@ def valid_config(rng: random.Random) -> dict[str, Any]:
         work_names: set[str] = set()
         for _ in range(rng.randint(1, 3)):
             item = rng.choice(hosts)
-            kind = rng.choice(tuple(KINDS) if servable(item) else tuple(k for k in KINDS if not KINDS[k].takes_model))
+            kind = rng.choice(tuple(k for k in KINDS if (servable(item) or not KINDS[k].takes_model)
+                                    and (k != "batch" or _one_host(item))))
             work: dict[str, Any] = {"name": _unique(rng, work_names, 1, 28), "kind": kind, "slice": item["name"]}
             if KINDS[kind].takes_model:
                 work.update(_serving_fields(rng, item))
+            if kind == "batch":  # Ray Data LLM runs on one host (raytpu.core.data); input and output required
+                work.update(input="gs://b/prompts.jsonl", output=f"gs://b/answers-{work['name']}")
             if rng.random() < 0.3:
                 work["image"] = "us-docker.pkg.dev/p/r/ray:2.60.0-tpu"
             doc["workloads"].append(work)

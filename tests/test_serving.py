@@ -204,10 +204,10 @@ def test_a_single_host_engine_may_use_vllms_own_executor() -> None:
 
 @pytest.mark.parametrize("field", ["model_source", "max_model_len", "engine_kwargs", "model"])
 @pytest.mark.parametrize("kind", ["smoke", "train"])
-def test_serving_fields_are_refused_on_job_kinds(kind: str, field: str) -> None:
+def test_serving_fields_are_refused_on_kinds_that_take_no_model(kind: str, field: str) -> None:
     value = {"model_source": "org/m", "max_model_len": 512, "engine_kwargs": {"max_num_seqs": 4}, "model": "m"}[field]
     problems = _problems(kind=kind, **{field: value})
-    assert problems[field].endswith("valid: only with kinds serve")
+    assert problems[field].endswith("valid: only with kinds serve, batch")
 
 
 def test_the_spec_travels_with_its_serving_fields() -> None:
@@ -389,7 +389,8 @@ def test_the_token_secret_is_a_serving_field_and_travels_with_the_spec() -> None
     work = _work(model="meta-llama/Llama-3.1-8B-Instruct", hf_token_secret=TOKEN)
     assert WorkloadSpec.from_json(work.to_json()) == work
     assert "hf_token_secret" in SERVING_FIELDS
-    assert _problems(kind="train", hf_token_secret=TOKEN)["hf_token_secret"].endswith("valid: only with kinds serve")
+    assert _problems(kind="train", hf_token_secret=TOKEN)["hf_token_secret"].endswith(
+        "valid: only with kinds serve, batch")
 
 
 def test_validate_refuses_a_gated_model_without_a_token_with_exit_2(capsys: pytest.CaptureFixture[str],

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import kind_fields
 import pytest
 import yaml
 from image_refs import FIXTURE_IMAGES
@@ -358,7 +359,7 @@ def test_from_env_with_a_missing_or_garbled_spec_is_invalid_input(case: str, tex
 
 
 @pytest.mark.parametrize(("case", "edit", "field"), [
-    ("unknown-kind", lambda d: d.update(kind="batch"), "kind"),
+    ("unknown-kind", lambda d: d.update(kind="stream"), "kind"),
     ("unknown-provisioning", lambda d: d["slice"].update(provisioning="preemptible"), "provisioning"),
     ("invalid-name", lambda d: d.update(name="W"), "name"),
 ])
@@ -386,7 +387,9 @@ def test_every_provisioning_mode_builds_a_slice_and_knows_its_reservation_rule(
 
 @pytest.mark.parametrize("kind", kinds.KINDS.values(), ids=lambda k: k.name)
 def test_every_workload_kind_builds_a_workload(kind: kinds.WorkloadKind) -> None:
-    work = a_workload(kind=kind.name, model="org/model" if kind.takes_model else None)
+    item = a_slice(topology="4x4" if kind_fields.runs_on(kind.name, plan_slice("v6e", "4x4")) else "2x4")
+    work = a_workload(item, kind=kind.name, model="org/model" if kind.takes_model else None,
+                      **kind_fields.fields(kind.name))
     assert work.kind is kind
     assert kind.module == f"raytpu.workloads.{kind.program}"
     assert (kind.limits is not None) == kind.is_job == (kind.object_kind == "RayJob")
@@ -402,7 +405,7 @@ def test_registry_lookups_list_their_names(lookup: Callable[[str], object], regi
 def test_registry_names_are_their_keys_in_order() -> None:
     assert provisioning.NAMES == ("on-demand", "spot", "reservation", "flex-start", "queued")
     assert all(name == mode.name for name, mode in provisioning.MODES.items())
-    assert kinds.NAMES == ("smoke", "train", "serve")
+    assert kinds.NAMES == ("smoke", "train", "serve", "batch")
     assert all(name == kind.name for name, kind in kinds.KINDS.items())
 
 

@@ -64,6 +64,7 @@ from typing import Any
 from raytpu.core.plan import RAY_SLICE_LABEL, SlicePlan
 from raytpu.core.spec import WorkloadSpec
 from raytpu.core.timeline import Stamp, stamp, stamp_line
+from raytpu.workloads import train_data
 from raytpu.workloads._entry import guarded
 from raytpu.workloads.preemption import (
     PREEMPTION_POLL_ENV,
@@ -195,6 +196,7 @@ def _train(config: dict[str, Any], compiles: list[str]) -> None:
     if start_step >= steps:
         return  # nothing to run: the driver reports it (no metrics of this launch)
 
+    feed = train_data.Feed(features, global_batch, data_sharding) if config.get("dataset") else None
     params = jax.device_put(host_params, replicated)
     velocity = jax.device_put(host_velocity, replicated)
     x_spec = jax.ShapeDtypeStruct((global_batch, features), jnp.float32, sharding=data_sharding)
@@ -211,8 +213,8 @@ def _train(config: dict[str, Any], compiles: list[str]) -> None:
     window_losses: list[float] = []
     first_step_wall: float | None = None
     for step in range(start_step, steps):
-        x = inputs_at(step)
-        y = make_targets(x)
+        x, y = feed.next() if feed else (inputs_at(step), None)
+        y = make_targets(x) if y is None else y
         t = time.perf_counter()
         params, velocity, loss = step_fn(params, velocity, x, y)
         loss_value = float(np.asarray(loss.addressable_data(0)))
@@ -240,7 +242,8 @@ def _train(config: dict[str, Any], compiles: list[str]) -> None:
                    "slice_name": slice_name, "mesh": dict(mesh.shape), "megascale": megascale,
                    "placed_wall": config["placed_wall"], "first_step_wall": first_step_wall,
                    "first_step": start_step + 1, "at_notice": notice is not None, "notices": notices,
-                   "resumed_at_notice": bool(meta.get("at_notice")) and start_step == meta.get("step")}
+                   "resumed_at_notice": bool(meta.get("at_notice")) and start_step == meta.get("step"),
+                   "data": feed.summary() if feed else None}
         with tempfile.TemporaryDirectory() as tmp:
             ckpt = None
             if rank == 0:
@@ -350,7 +353,7 @@ def reserve_for_pinning(plan: SlicePlan, timeout_s: float) -> Any:
 
 
 def build_trainer(plan: SlicePlan, args: argparse.Namespace, launch: str, slice_name: str | None = None,
-                  slices: int = 1) -> Any:
+                  slices: int = 1, datasets: dict[str, Any] | None = None) -> Any:
     """The JaxTrainer (not yet fitted) for ``plan`` and the workload's flags; ``launch`` tags this launch's
     metrics, ``slice_name`` pins the workers (:func:`scaling_config`), ``slices`` > 1 spans that many slices."""
     from ray.train.v2.api.config import CheckpointConfig, RunConfig
@@ -359,11 +362,11 @@ def build_trainer(plan: SlicePlan, args: argparse.Namespace, launch: str, slice_
     config = {"steps": args.steps, "batch_size": args.batch_size, "checkpoint_every": args.checkpoint_every,
               "lr": args.lr, "features": args.features, "hidden": args.hidden, "step_sleep_s": args.step_sleep_s,
               "launch": launch, "slices": slices, "preemption_grace_s": args.preemption_grace_s,
-              "progress_file": args.progress_file}
+              "progress_file": args.progress_file, "dataset": datasets is not None}
     run = RunConfig(
         name=args.name, storage_path=args.storage_path, failure_config=failure_config(args),
         checkpoint_config=CheckpointConfig(num_to_keep=2))
-    return JaxTrainer(train_loop_per_worker, train_loop_config=config,
+    return JaxTrainer(train_loop_per_worker, train_loop_config=config, datasets=datasets,
                       scaling_config=scaling_config(plan, slice_name, slices), run_config=run)
 
 
@@ -408,6 +411,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if not ray.is_initialized():
         ray.init(address=args.address or os.environ.get("RAY_ADDRESS") or "auto", log_to_driver=False,
                  logging_level=logging.ERROR, runtime_env={"env_vars": env})
+    datasets = train_data.datasets(work.dataset, args.features)  # a bad dataset is exit 2, before any slice
     t0 = time.monotonic()
     summary: dict[str, Any] = {"ok": False, "slice": f"{plan.generation} {plan.topology}", "slices": slices,
                                "workers": plan.hosts * slices,
@@ -427,7 +431,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             print(f"train: reserving {slices} whole {plan.ray_pod_type} slices together ({plan.hosts} hosts each, "
                   f"{plan.hosts * slices} workers); the run waits until {slices} are free, placing none before",
                   file=sys.stderr, flush=True)
-        result = build_trainer(plan, args, launch, held.slice_name if held else None, slices).fit()
+        result = build_trainer(plan, args, launch, held.slice_name if held else None, slices, datasets).fit()
     except Exception as exc:  # TrainingFailedError, no slice, and friends: reported, exit 1
         summary.update(error=f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:500]}")
         result = None
@@ -469,7 +473,7 @@ def _outcome(result: Any, args: argparse.Namespace, launch: str) -> dict[str, An
         resumed_from=metrics.get("resumed_from"), devices=metrics.get("devices"),
         global_batch=metrics.get("global_batch"), slice_name=metrics.get("slice_name"), mesh=metrics.get("mesh"),
         megascale=metrics.get("megascale"), notices=metrics.get("notices") or [],
-        resumed_at_notice=bool(metrics.get("resumed_at_notice")))
+        resumed_at_notice=bool(metrics.get("resumed_at_notice")), train_data=metrics.get("data"))
     out["stamps"] = train_stamps(metrics)
     return out
 

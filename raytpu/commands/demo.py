@@ -64,6 +64,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "and report what it cost: the report's `preemption` section")
     parser.add_argument("--notice-s", type=argtypes.notice_seconds, default=10.0, metavar="S",
                         help="with --preempt: the notice before the kill (default 10; 0: none, a host crash)")
+    parser.add_argument("--data", action="store_true", help="the Ray Data demo instead (make data): batch inference "
+                        "and training from a dataset on emulated slices, reports/demo-data.json")
+    parser.add_argument("--serve-python", default=".venv-serve/bin/python", type=argtypes.path,
+                        help="with --data: the interpreter with vLLM's CPU build (default .venv-serve/bin/python)")
 
 
 def _say(line: str) -> None:
@@ -110,7 +114,7 @@ def check_args(args: argparse.Namespace) -> None:
     if args.report is not None and (args.report == "" or Path(args.report).is_dir()):
         raise invalid_value("--report", args.report, "is not a file path (a folder, or empty)",
                             "the path of the JSON report to write")
-    if not args.no_synth and not args.serve:
+    if not args.no_synth and not args.serve and not args.data:
         from raytpu.synth_out import check
 
         check(args.out)  # the synth step's folder: refused now, not as a failed step minutes later
@@ -127,6 +131,10 @@ def run(args: argparse.Namespace) -> int:
     args.config = choose(args.config, local=True)
     if args.serve:
         return serve_demo(args)
+    if args.data:
+        from raytpu.local import data_demo
+
+        return data_demo.run_demo(args.report or data_demo.DEFAULT_REPORT, f"{args.dir}-data", args.serve_python)
     t0 = time.monotonic()
     recorder = timeline.Recorder.for_command()
     args.report = args.report or DEFAULT_REPORT
@@ -363,7 +371,7 @@ def serve_demo(args: argparse.Namespace) -> int:
 
     t0 = time.monotonic()
     recorder = timeline.Recorder.for_command()
-    serving = [w for w in load(args.config).workloads if w.kind.takes_model]
+    serving = [w for w in load(args.config).workloads if w.kind.serves]
     if not serving:
         raise InvalidInput("config", f"{args.config} has no serving workload", "a config with a `kind: serve` "
                            "workload, e.g. raytpu.example.yaml")

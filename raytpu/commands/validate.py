@@ -17,6 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from raytpu import argtypes
     parser.add_argument("config", metavar="CONFIG", nargs="?", default=None, type=argtypes.path,
                         help="path of the config (default: $RAYTPU_CONFIG, else raytpu.yaml)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="accept a batch workload whose local output exists (its run will replace it)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -29,6 +31,9 @@ def run(args: argparse.Namespace) -> int:
     args.config = choose(args.config)
 
     spec = load(args.config)
+    from raytpu.core import data, errors
+    errors.raise_found([p for i, w in enumerate(spec.workloads) if w.output is not None
+                        for p in data.output_problems(f"workloads[{i}].output", w.output, args.overwrite)])
     print(f"{args.config}: valid ({spec.cluster.mode} cluster {spec.cluster.name!r} in {spec.region}, "
           f"{len(spec.slices)} slice kind(s), {len(spec.workloads)} workload(s))")
     for item in spec.slices:

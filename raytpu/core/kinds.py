@@ -61,7 +61,8 @@ class WorkloadKind:
         program: Its module, ``raytpu.workloads.<program>``.
         object_kind: ``RayJob`` (one-shot: runs ``python -m raytpu.workloads.<program>``) or ``RayService``.
         limits: Bounds of a RayJob; None for a RayService.
-        takes_model: The workload serves a model (``workloads[].model`` and the other serving fields apply).
+        takes_model: The workload runs a model on vLLM (``workloads[].model`` and the other serving fields apply, by
+            the serving rules): as a RayService (``serve``) or as a one-shot job (``batch``).
         spans_slices: One run may span several slices joined over DCN (``workloads[].slices: N``: multi-slice
             training, :mod:`raytpu.core.multislice`); other kinds treat ``slices`` as independent copies.
         trains: Its program trains: each run gets its own checkpoint storage and name (:meth:`run_args`), and the
@@ -87,6 +88,11 @@ class WorkloadKind:
     def module(self) -> str:
         """The program's import path."""
         return f"raytpu.workloads.{self.program}"
+
+    @property
+    def serves(self) -> bool:
+        """It serves a model behind an endpoint (a RayService that takes a model)."""
+        return self.takes_model and not self.is_job
 
     @property
     def is_job(self) -> bool:
@@ -116,6 +122,9 @@ KINDS: dict[str, WorkloadKind] = {k.name: k for k in (
                  JobLimits(active_deadline_s=24 * 3600, pre_running_deadline_s=3600, ttl_s=600),
                  spans_slices=True, trains=True),
     WorkloadKind("serve", "serve", "RayService", takes_model=True),
+    # offline batch inference (Ray Data LLM's vLLM engine processor): input and output paths, one host
+    WorkloadKind("batch", "batch", "RayJob",
+                 JobLimits(active_deadline_s=12 * 3600, pre_running_deadline_s=3600, ttl_s=600), takes_model=True),
 )}
 """Every kind, by name."""
 

@@ -489,6 +489,15 @@ def _add_xla_cache(pod_spec: dict[str, Any]) -> None:
         {"name": XLA_CACHE_VOLUME, "mountPath": serving.XLA_CACHE_PATH})
 
 
+def with_engine_pods(job: dict[str, Any], work: WorkloadSpec) -> dict[str, Any]:
+    """A RayJob running a vLLM engine (``batch``): XLA cache and Hugging Face token as a RayService's pods."""
+    cluster = job["spec"]["rayClusterSpec"]
+    _add_xla_cache(cluster["workerGroupSpecs"][0]["template"]["spec"])
+    if work.hf_token_secret is not None:
+        for group in (cluster["headGroupSpec"], *cluster["workerGroupSpecs"]):
+            _add_hf_token(group["template"]["spec"], work.hf_token_secret)
+    return job
+
 # --------------------------------------------------------------------------------------------- workloads
 
 
@@ -517,8 +526,9 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf,
     name = name or work.name
     autopilot = spec.cluster.autopilot
     if work.kind.is_job:
-        return ray_job(name, work, pods, autopilot=autopilot, args=args, namespace=namespace, labels=labels,
-                       runtime=runtime_env([py_modules or names.py_modules_uri()]), worker_env=worker_env)
+        job = ray_job(name, work, pods, autopilot=autopilot, args=args, namespace=namespace, labels=labels,
+                      runtime=runtime_env([py_modules or names.py_modules_uri()]), worker_env=worker_env)
+        return with_engine_pods(job, work) if work.kind.takes_model else job
     return ray_service(name, work, pods, autopilot=autopilot, namespace=namespace, labels=labels,
                        py_modules=py_modules)
 

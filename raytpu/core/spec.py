@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from raytpu.core import errors, kinds, multislice, names, vllm_rules
+from raytpu.core import data, errors, kinds, multislice, names, vllm_rules
 from raytpu.core.catalog import RAY_VERSION, generation
 from raytpu.core.cluster_parts import AlertingSpec, GkeSpec, NetworkSpec, StorageSpec
 from raytpu.core.errors import InvalidInput, InvalidInputs, Problems
@@ -302,6 +302,11 @@ class WorkloadSpec:
         hf_token_secret: Serving only: the Secret key holding a Hugging Face token, given to every Ray container as
             ``HF_TOKEN``; required for a gated model of the built-in table downloaded from Hugging Face
             (:func:`gated_model_problems`); default none.
+        input: Batch only (required): the prompts, ``gs://`` or local Parquet/JSONL (:mod:`raytpu.core.data`).
+        output: Batch only (required): where the results go, same forms; an existing one is never overwritten
+            unasked.
+        dataset: Training only: a ``gs://`` or local Parquet/JSONL dataset Ray Train shards over the hosts; default
+            none (the program's synthetic batches).
     """
 
     name: str
@@ -314,6 +319,9 @@ class WorkloadSpec:
     max_model_len: int | None = None
     engine_kwargs: Mapping[str, Any] | None = field(default=None, hash=False)
     hf_token_secret: SecretKeyRef | None = None
+    input: str | None = None
+    output: str | None = None
+    dataset: str | None = None
 
     def __post_init__(self) -> None:
         found = dns_label_problems("name", self.name)
@@ -356,6 +364,11 @@ class WorkloadSpec:
                                                     vllm_version=self.vllm_version or vllm_rules.VLLM_VERSION)
             found += gated_model_problems(self.model_source or self.model or vllm_rules.DEFAULT_MODEL,
                                           self.hf_token_secret)
+        found += data.batch_problems(batch=self.kind.name == "batch", plan=self.plan, input=self.input,
+                                     output=self.output)
+        if self.dataset is not None:
+            found += (data.path_problems("dataset", self.dataset) if self.kind.trains else [errors.forbidden(
+                "dataset", self.dataset, f"for kind {self.kind.name}", "only with kinds that train (train)")])
         if self.slices is not None:
             bad = range_problems("slices", self.slices, 1, self.slice.count)
             found += bad
@@ -399,7 +412,7 @@ class WorkloadSpec:
         if self.hf_token_secret is not None:
             serving["hf_token_secret"] = {"name": self.hf_token_secret.name, "key": self.hf_token_secret.key}
         return {"name": self.name, "kind": self.kind.name, "slice": self.slice.to_json(), "image": self.image,
-                "slices": self.slices, **serving}
+                "slices": self.slices, **serving, "input": self.input, "output": self.output, "dataset": self.dataset}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> WorkloadSpec:

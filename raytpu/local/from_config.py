@@ -63,7 +63,7 @@ def serving_workload(cluster: LocalCluster, config: str | None = None, name: str
         if name is not None:
             raise errors.missing("config", "with --workload", "--config naming a raytpu.yaml")
         return local_work
-    serving = [w for w in load(path).workloads if w.kind.takes_model]
+    serving = [w for w in load(path).workloads if w.kind.serves]
     chosen = [w for w in serving if name in (None, w.name)]
     if not chosen:
         if name is None:

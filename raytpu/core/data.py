@@ -1,0 +1,171 @@
+"""Ray Data on the slice: the paths a workload reads and writes, the ``batch`` kind's rules, its processor config.
+
+A ``batch`` workload (offline inference with Ray Data LLM's vLLM engine processor) reads ``input`` and writes
+``output``; a ``train`` workload may read a ``dataset`` that Ray Train shards over the slice's hosts. Each is a
+``gs://BUCKET/PATH`` or a local path, Parquet (a file or a folder of files) or JSON lines (``.jsonl``/``.json``).
+The engine follows the serving rules (:mod:`raytpu.core.vllm_rules`: TP = the slice's JAX devices, dividing the
+model's heads; the image's vLLM). The builders :mod:`raytpu.workloads.batch` and ``bench/data.py`` use are here, so
+the kit's pipeline and a hand-written one differ only where this module says. Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from raytpu.core import errors
+from raytpu.core.catalog import RAY_VERSION, generation
+from raytpu.core.errors import InvalidInput
+from raytpu.core.plan import SlicePlan, plan_slice
+from raytpu.core.vllm_rules import DEFAULT_MAX_MODEL_LEN, jax_devices, parallel_sizes
+
+if TYPE_CHECKING:
+    from raytpu.core.spec import WorkloadSpec
+
+DATA_FIELDS = ("input", "output")
+"""WorkloadSpec fields only the ``batch`` kind takes (and requires)."""
+JSONL_SUFFIXES = (".jsonl", ".json")
+PATH_VALID = ("gs://BUCKET/PATH or a local path (absolute, or relative to where the job runs); Parquet (a file or a "
+              "folder of .parquet files) or JSON lines (.jsonl)")
+
+MULTI_HOST_PR = "https://github.com/ray-project/ray/pull/65422"
+"""Multi-host TPU batch inference for Ray Data LLM (a slice placement group per processor): open, not in Ray
+2.60, whose ``vLLMEngineStage`` places an engine in bundles on one node. Source: ray-project/ray#65422 (open),
+tracking issue ray-project/ray#57137 (docs/FACTS.md section 20)."""
+
+DEFAULT_BATCH_SIZE = 64
+DEFAULT_MAX_TOKENS = 64
+PROMPT_COLUMN = "prompt"
+"""The column of ``input`` holding each row's prompt (text); every other column is carried to ``output``."""
+
+
+def data_format(path: str) -> str:
+    """``jsonl`` for a path ending in ``.jsonl``/``.json`` (a file or a folder), else ``parquet``."""
+    return "jsonl" if path.rstrip("/").lower().endswith(JSONL_SUFFIXES) else "parquet"
+
+
+def path_problems(field: str, value: object) -> list[InvalidInput]:
+    """A data path is ``gs://BUCKET/PATH`` or a local path: no other scheme, not blank, no control characters."""
+    if not isinstance(value, str):
+        return [errors.invalid_value(field, value, "is not a path", PATH_VALID)]
+    if not value.strip() or value != value.strip() or any(ord(c) < 32 for c in value):
+        return [errors.invalid_value(field, value, "is blank, padded or holds control characters", PATH_VALID)]
+    if value.startswith("gs://"):
+        bucket, _, path = value[len("gs://"):].partition("/")
+        if not bucket or not path.strip("/"):
+            return [errors.invalid_value(field, value, "names no object path in the bucket", PATH_VALID)]
+        return []
+    if "://" in value:
+        return [errors.invalid_value(field, value, "uses a scheme the kit does not read", PATH_VALID)]
+    return []
+
+
+def single_host_shapes(gen: str) -> list[str]:
+    """The topologies of ``gen`` that are one host and Ray reserves: where Ray 2.60's Data LLM runs an engine."""
+    shapes = []
+    for topology in generation(gen).topologies:
+        plan = plan_slice(gen, topology)
+        if plan.single_host and plan.ray_reservable:
+            shapes.append(f"{gen} {topology} ({plan.machine_type})")
+    return shapes
+
+
+def batch_problems(*, batch: bool, plan: SlicePlan, input: object, output: object) -> list[InvalidInput]:
+    """The ``batch`` kind's own rules: ``input`` and ``output`` given, paths, distinct; a single-host slice.
+
+    Another kind names neither (refused by the spec's forbidden-field rule)."""
+    if not batch:
+        return [errors.forbidden(name, value, "for a kind other than batch", "only with kind: batch")
+                for name, value in (("input", input), ("output", output)) if value is not None]
+    found = []
+    for name, value in (("input", input), ("output", output)):
+        if value is None:
+            found.append(errors.missing(name, "(a batch workload reads input and writes output)", PATH_VALID))
+        else:
+            found += path_problems(name, value)
+    if not found and isinstance(input, str) and isinstance(output, str) and \
+            input.rstrip("/") == output.rstrip("/"):
+        found.append(errors.invalid_value("output", output, "is the input (the results would overwrite the prompts)",
+                                          "another path"))
+    if not plan.single_host:
+        found.append(errors.invalid_value(
+            "slice", f"{plan.generation} {plan.topology} ({plan.hosts} hosts)",
+            f"is a multi-host slice: Ray {RAY_VERSION}'s Data LLM runs one vLLM engine on one host (multi-host TPU "
+            f"batch inference is still an open pull request, {MULTI_HOST_PR})",
+            "a single-host slice: " + ", ".join(single_host_shapes(plan.generation))))
+    return found
+
+
+def output_exists(path: str) -> bool:
+    """A local output that holds something (a file, or a folder with entries); gs:// is judged by the program."""
+    if path.startswith("gs://"):
+        return False
+    return os.path.isfile(path) or (os.path.isdir(path) and any(os.scandir(path)))
+
+
+def output_problems(field: str, path: str, overwrite: bool) -> list[InvalidInput]:
+    """``output`` exists and ``overwrite`` was not asked for: nothing of the user's is replaced unasked."""
+    if overwrite or not output_exists(path):
+        return []
+    return [errors.invalid_value(field, path, "exists and would be overwritten",
+                                 "a path that does not exist yet (or an empty folder), or --overwrite")]
+
+
+# ------------------------------------------------------------------------------------------- the processor
+
+
+def engine_kwargs(work: WorkloadSpec) -> dict[str, Any]:
+    """vLLM engine args of a batch workload on its TPU host: TP = the host's JAX devices (the serving rule), one
+    process driving them (``uni``: vLLM on TPU runs SPMD in one process per host), the workload's own on top.
+    Source: vLLM 0.29.0 ``ParallelConfig.__post_init__`` (TPU with SPMD -> ``uni``); Ray 2.60
+    ``vLLMEngineStage.post_init`` (otherwise ``ray`` whenever TP x PP > 1)."""
+    extra = dict(work.engine_kwargs or {})
+    tp, _ = parallel_sizes(extra, jax_devices(work.plan))
+    base = {"tensor_parallel_size": tp, "max_model_len": work.max_model_len or DEFAULT_MAX_MODEL_LEN,
+            "distributed_executor_backend": "uni"}
+    return base | extra
+
+
+def processor_config(work: WorkloadSpec, model_source: str) -> dict[str, Any]:
+    """The keyword arguments of ``ray.data.llm.vLLMEngineProcessorConfig`` for ``work`` on its TPU host: one engine
+    per slice copy (``concurrency``), holding every chip of the host (``placement_group_config``: one bundle of
+    ``TPU`` = the host's chips, which Ray Data turns into the engine actor's resources under ``uni``), on Ray's
+    accelerator type of the generation. Source: Ray 2.60 ``vLLMEngineStage.post_init``."""
+    plan = work.plan
+    return {
+        "model_source": model_source,
+        "engine_kwargs": engine_kwargs(work),
+        "accelerator_type": plan.ray_accelerator_type,
+        "placement_group_config": {"bundles": [{"TPU": plan.chips_per_host, "CPU": 1}], "strategy": "STRICT_PACK"},
+        "concurrency": work.slices_spanned,
+        "batch_size": DEFAULT_BATCH_SIZE,
+    }
+
+
+CPU_TWIN: dict[str, Any] = {
+    "engine_kwargs": {"tensor_parallel_size": 1, "pipeline_parallel_size": 1, "enforce_eager": True,
+                      "max_model_len": 1024, "distributed_executor_backend": "uni"},
+    "env_vars": {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": "1",
+                 "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"},
+}
+"""What the local CPU twin changes in :func:`processor_config` (as :data:`raytpu.core.serving.CPU_TWIN` does for
+serving): no accelerator type and no TPU bundle (one ``CPU`` bundle), TP 1, eager, the tiny model's context,
+vLLM's CPU engine env."""
+
+
+def cpu_twin(config: Mapping[str, Any], model_source: str) -> dict[str, Any]:
+    """The TPU ``config`` (:func:`processor_config`) with :data:`CPU_TWIN` applied, reading ``model_source``."""
+    twin = {k: v for k, v in config.items() if k not in ("accelerator_type", "placement_group_config")}
+    twin["model_source"] = model_source
+    twin["engine_kwargs"] = {**config["engine_kwargs"], **CPU_TWIN["engine_kwargs"]}
+    twin["placement_group_config"] = {"bundles": [{"CPU": 1}]}
+    twin["runtime_env"] = {"env_vars": dict(CPU_TWIN["env_vars"])}
+    return twin
+
+
+def sampling_params(max_tokens: int = DEFAULT_MAX_TOKENS) -> dict[str, Any]:
+    """Each row's sampling: greedy, ``max_tokens`` at most, ``ignore_eos`` so every row's length is the bound's
+    (throughput figures compare like with like)."""
+    return {"temperature": 0.0, "max_tokens": max_tokens, "ignore_eos": True}
+

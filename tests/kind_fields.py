@@ -1,0 +1,20 @@
+"""What a workload of each kind needs besides its name, kind and slice, for the tests' kind matrices: ``batch`` reads
+an input and writes an output, and runs on one host only (raytpu/core/data.py: multi-host is refused at validate)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raytpu.core.plan import SlicePlan
+
+BATCH_IO = {"input": "gs://my-bucket/prompts.jsonl", "output": "gs://my-bucket/results"}
+
+
+def fields(kind: str) -> dict[str, Any]:
+    """The fields a ``kind`` workload requires (beyond a model, which the serving kinds' tests name themselves)."""
+    return dict(BATCH_IO) if kind == "batch" else {}
+
+
+def runs_on(kind: str, plan: SlicePlan) -> bool:
+    """Whether a ``kind`` workload is valid on a slice of ``plan`` as far as the kind's own shape rule goes."""
+    return kind != "batch" or plan.single_host

@@ -1,0 +1,136 @@
+"""Serve tier: the ``batch`` kind's program end to end: Ray Data reads 64 prompts, Ray Data LLM's vLLM engine processor
+(vLLM's CPU build, the tiny offline model) answers them on an emulated single-host slice, Ray Data writes the results.
+
+Runs in ``.venv-serve`` (vLLM, Ray Data LLM); skipped elsewhere with the reason. The program runs as the RayJob's
+entrypoint runs it (``python -m raytpu.workloads.batch``, its spec in ``RAYTPU_WORKLOAD``), against the emulated
+slice's Ray cluster, with ``--cpu-model`` for the CPU twin (:func:`raytpu.core.data.cpu_twin`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from raytpu import local
+from raytpu.core import kinds
+from raytpu.core.spec import WORKLOAD_ENV, SliceSpec, WorkloadSpec
+
+pytestmark = pytest.mark.serve
+
+_MISSING = [m for m in ("vllm", "transformers", "pyarrow") if importlib.util.find_spec(m) is None]
+if _MISSING:
+    pytest.skip(f"batch tier needs {', '.join(_MISSING)} (vLLM's CPU build): run it in .venv-serve",
+                allow_module_level=True)
+
+from raytpu.workloads import tiny_llm  # noqa: E402
+from raytpu.workloads.batch import REPORT_PREFIX  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+ROWS = 64
+MAX_TOKENS = 8
+SLICE = SliceSpec.create(name="batch", generation="v6e", topology="2x4", zone="us-east5-b")
+
+
+def _work(source: Path, output: Path) -> WorkloadSpec:
+    return WorkloadSpec(name="batch", kind=kinds.kind("batch"), slice=SLICE, input=str(source), output=str(output))
+
+
+def _prompts(folder: Path) -> Path:
+    path = folder / "prompts.jsonl"
+    path.write_text("".join(json.dumps({"id": i, "prompt": f"question {i}: what is {i} plus {i}?"}) + "\n"
+                            for i in range(ROWS)))
+    return path
+
+
+class Cluster:
+    def __init__(self, cluster: local.LocalCluster, model: Path, cache: Path) -> None:
+        self.cluster, self.model, self.cache = cluster, model, cache
+
+    def run(self, work: WorkloadSpec, *flags: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, **self.cluster.auth_env(), "RAY_ADDRESS": self.cluster.address, "HF_HUB_OFFLINE": "1",
+               tiny_llm.ENV_CACHE_DIR: str(self.cache), WORKLOAD_ENV: work.env()[WORKLOAD_ENV]}
+        return subprocess.run([sys.executable, "-m", "raytpu.workloads.batch", "--cpu-model", str(self.model),
+                               "--max-tokens", str(MAX_TOKENS), *flags], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """An emulated single-host v6e 2x4 slice (real Ray) and the tiny model."""
+    run_dir = tmp_path_factory.mktemp("batch-local")
+    cache = tmp_path_factory.mktemp("tiny-llm")
+    model = tiny_llm.ensure(cache)
+    try:
+        started = local.start(SLICE.plan, 1, run_dir, timeout_s=240)
+        yield Cluster(started, model.path, cache)
+    finally:
+        local.stop(run_dir)
+
+
+def _report(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert done.returncode == 0, done.stderr[-4000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith(REPORT_PREFIX)]
+    assert len(lines) == 1, done.stdout[-2000:]
+    report: dict[str, Any] = json.loads(lines[0][len(REPORT_PREFIX):])
+    return report
+
+
+def _digest(folder: Path) -> str:
+    return hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sorted(folder.rglob("*"))
+                                   if p.is_file())).hexdigest()
+
+
+def test_a_batch_of_64_prompts_is_answered_row_for_row(cluster: Cluster, tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    source, output = _prompts(tmp_path), tmp_path / "results"
+    report = _report(cluster.run(_work(source, output)))
+    assert report["rows_in"] == report["rows_out"] == ROWS
+    assert report["generated_tokens"] == ROWS * MAX_TOKENS  # ignore_eos: every row runs to max_tokens
+    assert report["rows_per_s"] > 0 and report["tokens_per_s"] > 0
+    assert report["prompt_tokens"] >= ROWS
+    table = pq.read_table(output).to_pylist()
+    assert sorted(r["id"] for r in table) == list(range(ROWS))  # every row once, with its own columns
+    assert all(r["prompt"] == f"question {r['id']}: what is {r['id']} plus {r['id']}?" for r in table)
+    assert all(r["num_generated_tokens"] == MAX_TOKENS and r["generated_text"] for r in table)
+    print(f"batch tier: {ROWS} rows in {report['wall_s']:.1f}s: {report['rows_per_s']:.1f} rows/s, "
+          f"{report['tokens_per_s']:.1f} tokens/s")
+
+
+def test_an_output_that_exists_is_refused_untouched_unless_overwrite(cluster: Cluster, tmp_path: Path) -> None:
+    source, output = _prompts(tmp_path), tmp_path / "results"
+    output.mkdir()
+    (output / "mine.parquet").write_bytes(b"the user's")
+    before = _digest(output)
+    done = cluster.run(_work(source, output))
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.startswith("error: output: "), done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert _digest(output) == before
+
+
+def test_the_kits_tpu_processor_config_is_one_ray_data_llm_accepts() -> None:
+    """The TPU config (not only its CPU twin) parses with Ray Data LLM's own pydantic config and stage builder."""
+    from ray.data.llm import vLLMEngineProcessorConfig
+    from ray.llm._internal.batch.stages.vllm_engine_stage import vLLMEngineStage
+
+    from raytpu.core import data
+
+    config = data.processor_config(_work(Path("/in.jsonl"), Path("/out")), "Qwen/Qwen3-0.6B")
+    parsed = vLLMEngineProcessorConfig(**config, chat_template_stage=False)
+    assert parsed.accelerator_type == "TPU-V6E"
+    stage = vLLMEngineStage(fn_constructor_kwargs={"engine_kwargs": dict(parsed.engine_kwargs),
+                                                   "placement_group_config": parsed.placement_group_config},
+                            map_batches_kwargs={"accelerator_type": parsed.accelerator_type})
+    kwargs = stage.map_batches_kwargs
+    assert kwargs["resources"] == {"TPU": 8} and kwargs["num_cpus"] == 1  # the engine actor holds the whole host
+    assert kwargs["accelerator_type"] == "TPU-V6E" and "ray_remote_args_fn" not in kwargs

@@ -1,0 +1,97 @@
+"""raytpu/core/data.py: the Ray Data paths, the batch kind's rules and its processor config (issue 31)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from raytpu.core import data, kinds
+from raytpu.core.errors import InvalidInputs
+from raytpu.core.spec import SliceSpec, WorkloadSpec
+
+pytestmark = pytest.mark.unit
+
+ONE_HOST = SliceSpec.create(name="one", generation="v6e", topology="2x4", zone="us-east5-b")
+FOUR_HOSTS = SliceSpec.create(name="four", generation="v6e", topology="4x4", zone="us-east5-b")
+IO = {"input": "gs://b/prompts.jsonl", "output": "gs://b/answers"}
+
+
+def _batch(item: SliceSpec = ONE_HOST, **fields: object) -> WorkloadSpec:
+    return WorkloadSpec(name="b", kind=kinds.kind("batch"), slice=item, **{**IO, **fields})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("path", "fmt"), [("gs://b/x.jsonl", "jsonl"), ("data/x.JSON", "jsonl"),
+                                           ("gs://b/dir/", "parquet"), ("/d/x.parquet", "parquet")])
+def test_the_format_comes_from_the_suffix(path: str, fmt: str) -> None:
+    assert data.data_format(path) == fmt
+
+
+@pytest.mark.parametrize(("value", "words"), [
+    (42, "is not a path"), ("", "blank"), (" a", "padded"), ("a\nb", "control"), ("s3://b/x", "scheme"),
+    ("gs://", "no object path"), ("gs://bucket", "no object path"), ("gs://bucket/", "no object path")])
+def test_a_value_that_is_not_a_data_path_is_named(value: object, words: str) -> None:
+    (problem,) = data.path_problems("dataset", value)
+    assert problem.field == "dataset" and words in problem.problem
+
+
+@pytest.mark.parametrize("value", ["gs://b/x.parquet", "relative/dir", "/abs/x.jsonl"])
+def test_data_paths_are_accepted(value: str) -> None:
+    assert data.path_problems("dataset", value) == []
+
+
+def test_a_multi_host_slice_is_refused_for_batch_listing_the_single_host_shapes() -> None:
+    with pytest.raises(InvalidInputs) as info:
+        _batch(FOUR_HOSTS)
+    (problem,) = info.value.problems
+    assert problem.field == "slice" and "65422" in problem.problem
+    assert "v6e 2x4 (ct6e-standard-8t)" in problem.valid and "4x4" not in problem.valid
+
+
+def test_input_and_output_are_required_and_distinct() -> None:
+    with pytest.raises(InvalidInputs) as info:
+        _batch(input=None, output=None)
+    assert [p.field for p in info.value.problems] == ["input", "output"]
+    with pytest.raises(InvalidInputs) as info:
+        _batch(output="gs://b/prompts.jsonl/")
+    assert [p.field for p in info.value.problems] == ["output"]
+
+
+def test_the_processor_holds_the_whole_host_and_shards_over_its_devices() -> None:
+    config = data.processor_config(_batch(), "Qwen/Qwen3-0.6B")
+    assert config["accelerator_type"] == "TPU-V6E"
+    assert config["placement_group_config"]["bundles"] == [{"TPU": 8, "CPU": 1}]
+    assert config["engine_kwargs"]["tensor_parallel_size"] == 8
+    assert config["engine_kwargs"]["distributed_executor_backend"] == "uni"
+    assert config["concurrency"] == 1
+
+
+def test_the_workloads_own_engine_kwargs_win_and_are_checked() -> None:
+    config = data.processor_config(_batch(engine_kwargs={"max_num_seqs": 8}, max_model_len=2048), "m")
+    assert config["engine_kwargs"]["max_num_seqs"] == 8 and config["engine_kwargs"]["max_model_len"] == 2048
+    with pytest.raises(InvalidInputs) as info:
+        _batch(engine_kwargs={"tensor_parallel_size": 3})
+    assert [p.field for p in info.value.problems] == ["engine_kwargs.tensor_parallel_size"]
+
+
+def test_the_cpu_twin_holds_no_tpu() -> None:
+    twin = data.cpu_twin(data.processor_config(_batch(), "m"), "/models/tiny")
+    assert "accelerator_type" not in twin and twin["model_source"] == "/models/tiny"
+    assert twin["placement_group_config"] == {"bundles": [{"CPU": 1}]}
+    assert twin["engine_kwargs"]["tensor_parallel_size"] == 1
+
+
+def test_an_output_that_holds_something_is_refused_unless_overwrite(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert data.output_problems("output", str(out), False) == []
+    out.mkdir()
+    assert data.output_problems("output", str(out), False) == []  # an empty folder is nothing to lose
+    (out / "part-0.parquet").write_text("mine")
+    (problem,) = data.output_problems("output", str(out), False)
+    assert problem.field == "output" and "--overwrite" in problem.valid
+    assert data.output_problems("output", str(out), True) == []
+
+
+def test_the_spec_round_trips_its_data_fields() -> None:
+    work = _batch()
+    assert WorkloadSpec.from_json(work.to_json()) == work
