@@ -26,7 +26,7 @@ from image_refs import FIXTURE_IMAGES, FIXTURE_REFS
 
 from raytpu import __version__, images
 from raytpu.config import parse
-from raytpu.core import kinds, kuberay, names, pod_security, ray_ports, serving, smoke_runs, vllm_rules
+from raytpu.core import engine_pods, kinds, kuberay, names, pod_security, ray_ports, serving, smoke_runs, vllm_rules
 from raytpu.core.catalog import GENERATIONS, RAY_VERSION, generation
 from raytpu.core.cluster_parts import GkeSpec
 from raytpu.core.errors import InvalidInput, InvalidInputs
@@ -752,11 +752,12 @@ def test_example_configs_workloads_and_smoke_jobs_validate(path: str) -> None:
 
 @pytest.mark.parametrize(("gen", "topology", "zone"), [("v6e", "4x4", ZONE), ("v6e", "2x4", ZONE),
                                                        ("tpu7x", "2x2x2", "us-central1-c")])
-def test_a_token_secret_reaches_every_ray_container_of_the_rayservice_as_hf_token(gen: str, topology: str,
-                                                                                  zone: str) -> None:
-    """GKE's RayService sample passes the Hugging Face token as ``HF_TOKEN`` from ``secretKeyRef`` (kubernetes-engine-
-    samples ``ai-ml/gke-ray/rayserve/llm/tpu/ray-service.tpu-v6e-multihost.yaml``); huggingface_hub reads that
-    variable. Valid against KubeRay v1.7.0's RayService CRD and Kubernetes v1.34's PodSpec."""
+def test_a_token_secret_reaches_every_ray_container_of_the_rayservice_as_a_file(gen: str, topology: str,
+                                                                                 zone: str) -> None:
+    """The Hugging Face token reaches every Ray container as a read-only file that ``HF_TOKEN_PATH`` names, never as an
+    env var: huggingface_hub 2.4.0 ``utils._auth.get_token`` reads ``HF_TOKEN``, then the file at
+    ``constants.HF_TOKEN_PATH`` (the ``HF_TOKEN_PATH`` variable); checkov CKV_K8S_35 prefers secrets as files. Valid
+    against KubeRay v1.7.0's RayService CRD and Kubernetes v1.34's PodSpec."""
     import k8s_schema
 
     item = SliceSpec.create(name="serve", generation=gen, topology=topology, zone=zone, count=1)
@@ -766,11 +767,18 @@ def test_a_token_secret_reaches_every_ray_container_of_the_rayservice_as_hf_toke
     assert schema_errors(service) == []
     templates = kuberay.pod_templates(service)
     assert len(templates) == 2  # head and the TPU workers
+    directory, _, name = engine_pods.HF_TOKEN_FILE.rpartition("/")
     for template in templates:
         assert k8s_schema.schema_errors(template["spec"], "PodSpec") == []
         (container,) = template["spec"]["containers"]
-        assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-secret", "key": "hf_api_token"}}} \
-            in container["env"]
+        assert {"name": "HF_TOKEN_PATH", "value": engine_pods.HF_TOKEN_FILE} in container["env"]
+        assert not [e for e in container["env"]
+                    if e["name"] == "HF_TOKEN" or "secretKeyRef" in e.get("valueFrom", {})]
+        (volume,) = [v for v in template["spec"]["volumes"] if v["name"] == engine_pods.HF_TOKEN_VOLUME]
+        assert volume["secret"] == {"secretName": "hf-secret", "items": [{"key": "hf_api_token", "path": name}],
+                                    "defaultMode": 0o440}
+        mount = {"name": engine_pods.HF_TOKEN_VOLUME, "mountPath": directory, "readOnly": True}
+        assert mount in container["volumeMounts"]
     plain = kuberay.ray_service("llm", _work(item, "serve"), PODS)
     assert not [e for t in kuberay.pod_templates(plain) for e in t["spec"]["containers"][0].get("env", [])
-                if e["name"] == "HF_TOKEN"]
+                if e["name"].startswith("HF_TOKEN")]

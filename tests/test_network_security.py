@@ -23,7 +23,7 @@ from netpol import Pod, admits
 
 from raytpu import cli
 from raytpu.config import parse
-from raytpu.core import kuberay, names, pod_security, ray_ports, serving
+from raytpu.core import engine_pods, kuberay, names, pod_security, ray_ports, serving
 from raytpu.core.errors import InvalidInputs
 from raytpu.core.security import SecuritySpec
 
@@ -226,7 +226,7 @@ def test_a_public_endpoint_needs_an_api_key_and_is_limited_to_serve_from() -> No
     assert "annotations" not in service["spec"]["serveService"]["metadata"]
     assert service["spec"]["serveService"]["spec"]["loadBalancerSourceRanges"] == ["198.51.100.0/24"]
     app = yaml.safe_load(service["spec"]["serveConfigV2"])["applications"][0]
-    key_file = {"api_key_file": kuberay.SERVE_API_KEY_FILE}
+    key_file = {"api_key_file": engine_pods.SERVE_API_KEY_FILE}
     if "ingress_cls_config" in app["args"]:  # a multi-host slice: the kit's ingress checks the key
         assert app["args"]["ingress_cls_config"]["ingress_extra_kwargs"] == key_file
     else:  # direct streaming: the kit's LLM server does

@@ -94,6 +94,22 @@ def test_an_autopilot_fallback_onto_spot_counts_as_reclaimable() -> None:
             "terminationGracePeriodSeconds"] == preemption.POD_GRACE_S
 
 
+@pytest.mark.parametrize("provisioning", RECLAIMED + KEPT)
+def test_a_train_run_on_reclaimed_capacity_waits_for_its_replacement_slice(provisioning: str) -> None:
+    """After a preemption Ray Train restarts the worker group, and each attempt to place it gives up after
+    ``--start-timeout-s``, charged to ``controller_failure_limit`` (``--slice-retries``), which never resets in a run
+    (Ray 2.60 ``WorkerGroup``: ``WorkerGroupStartupTimeoutError``; ``failure_handling.default.DefaultFailurePolicy
+    .make_decision``). A replacement slice takes GKE minutes, so on spot and flex-start the RayJob waits
+    ``RESTART_WAIT_S`` per attempt; elsewhere it keeps the program's 60 s. The program parses what is emitted."""
+    from raytpu.workloads import train
+
+    job = next(o for o in _objects(provisioning) if o["kind"] == "RayJob")
+    argv = job["spec"]["entrypoint"].split()[3:]
+    parsed = train.build_parser().parse_args([*kinds.kind("train").run_args("train-r1"), *argv])
+    expected = preemption.RESTART_WAIT_S if provisioning in RECLAIMED else 60.0
+    assert parsed.start_timeout_s == expected, job["spec"]["entrypoint"]
+
+
 def test_which_ray_drains_on_sigterm() -> None:
     """Verified in the wheels: 2.60's handler drains (``Node._drain_node_before_shutdown``), 2.56's does not."""
     assert preemption.drains_on_sigterm("2.60.0") and preemption.drains_on_sigterm("3.1.0")

@@ -35,14 +35,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from raytpu.core import errors, multislice, names, pod_security, preemption, ray_ports, serving, smoke_runs
+from raytpu.core import engine_pods, errors, multislice, names, pod_security, preemption, ray_ports, serving, smoke_runs
 from raytpu.core import network_policy as netpol
 from raytpu.core.catalog import RAY_VERSION, generation
 from raytpu.core.errors import InvalidInput
 from raytpu.core.kinds import WorkloadKind
 from raytpu.core.plan import TPU_RESOURCE, SlicePlan
 from raytpu.core.security import NAMESPACE_SOURCE, SecuritySpec
-from raytpu.core.spec import MULTI_HOST_NAME_LIMIT, ClusterSpec, SecretKeyRef, SliceSpec, WorkloadSpec
+from raytpu.core.spec import MULTI_HOST_NAME_LIMIT, ClusterSpec, SliceSpec, WorkloadSpec
 
 API_VERSION = "ray.io/v1"
 
@@ -398,20 +398,17 @@ def ray_service(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = 
     pods = replace(_own(pods, "RayService", name), env={**serving.SERVE_HOT_PATH_ENV, **direct, **pods.env})
     worker_env = {} if work.plan.single_host else {"TPU_MULTIHOST_BACKEND": "ray"}
     cluster = ray_cluster_spec(work, pods, autopilot=autopilot, worker_env=worker_env, serves=True)
-    _add_xla_cache(cluster["workerGroupSpecs"][0]["template"]["spec"])
+    engine_pods.add_engine_needs(cluster, work)
     key_secret = pods.security.serve_api_key_secret
     if key_secret is not None:
         for group in (cluster["headGroupSpec"], *cluster["workerGroupSpecs"]):
-            _add_api_key(group["template"]["spec"], key_secret)
-    if work.hf_token_secret is not None:
-        for group in (cluster["headGroupSpec"], *cluster["workerGroupSpecs"]):
-            _add_hf_token(group["template"]["spec"], work.hf_token_secret)
+            engine_pods.add_api_key(group["template"]["spec"], key_secret)
     spec: dict[str, Any] = {
         "upgradeStrategy": {"type": upgrade_strategy},
         "serveConfigV2": json.dumps(serving.serve_config(  # JSON is YAML
             work, mounted_bucket=pods.bucket,
             py_modules=(py_modules or names.py_modules_uri(),) if py_modules or pods.bucket else (),
-            api_key_file=SERVE_API_KEY_FILE if key_secret is not None else None),
+            api_key_file=engine_pods.SERVE_API_KEY_FILE if key_secret is not None else None),
             sort_keys=True),
         "rayClusterConfig": cluster,
     }
@@ -450,54 +447,6 @@ def serve_service(name: str, security: SecuritySpec) -> dict[str, Any] | None:
     return {"metadata": metadata, "spec": spec}
 
 
-XLA_CACHE_VOLUME = "xla-cache"
-SERVE_API_KEY_VOLUME = "serve-api-key"
-SERVE_API_KEY_FILE = "/etc/raytpu/serve-api-key/api-key"
-"""Where a RayService's pods see ``security.serve_api_key_secret``'s ``api-key`` (the ingress replica may land on
-any of them)."""
-
-
-def _add_api_key(pod_spec: dict[str, Any], secret: str) -> None:
-    """Mounts Secret ``secret``'s ``api-key`` read-only at :data:`SERVE_API_KEY_FILE` (readable by the pods' group,
-    ``fsGroup``; a file, not an env var, which every child process and crash dump would carry). The ingress reads
-    it when its replica starts: a rotated key takes effect with the next replica (a Serve config change or restart).
-    """
-    directory, _, key = SERVE_API_KEY_FILE.rpartition("/")
-    pod_spec.setdefault("volumes", []).append({"name": SERVE_API_KEY_VOLUME, "secret": {
-        "secretName": secret, "items": [{"key": key, "path": key}], "defaultMode": 0o440}})
-    pod_spec["containers"][0].setdefault("volumeMounts", []).append(
-        {"name": SERVE_API_KEY_VOLUME, "mountPath": directory, "readOnly": True})
-
-
-HF_TOKEN_ENV = "HF_TOKEN"
-"""The variable huggingface_hub reads a token from, as GKE's RayService sample passes it.
-Source: huggingface_hub 2.4.0 ``_get_token_from_environment`` (docs/FACTS.md section 9)."""
-
-
-def _add_hf_token(pod_spec: dict[str, Any], secret: SecretKeyRef) -> None:
-    """Gives the pod's Ray container :data:`HF_TOKEN_ENV` from Secret key ``secret``: the head (where Serve's
-    controller builds the app) and every worker (where the engine downloads the weights) alike. A missing Secret
-    or key keeps the pod in ``CreateContainerConfigError``, saying which."""
-    pod_spec["containers"][0].setdefault("env", []).append({"name": HF_TOKEN_ENV, "valueFrom": {
-        "secretKeyRef": {"name": secret.name, "key": secret.key}}})
-
-
-def _add_xla_cache(pod_spec: dict[str, Any]) -> None:
-    """Mounts an emptyDir (node-local disk) at ``serving.XLA_CACHE_PATH`` in the pod's Ray container."""
-    pod_spec.setdefault("volumes", []).append({"name": XLA_CACHE_VOLUME, "emptyDir": {}})
-    pod_spec["containers"][0].setdefault("volumeMounts", []).append(
-        {"name": XLA_CACHE_VOLUME, "mountPath": serving.XLA_CACHE_PATH})
-
-
-def with_engine_pods(job: dict[str, Any], work: WorkloadSpec) -> dict[str, Any]:
-    """A RayJob running a vLLM engine (``batch``): XLA cache and Hugging Face token as a RayService's pods."""
-    cluster = job["spec"]["rayClusterSpec"]
-    _add_xla_cache(cluster["workerGroupSpecs"][0]["template"]["spec"])
-    if work.hf_token_secret is not None:
-        for group in (cluster["headGroupSpec"], *cluster["workerGroupSpecs"]):
-            _add_hf_token(group["template"]["spec"], work.hf_token_secret)
-    return job
-
 # --------------------------------------------------------------------------------------------- workloads
 
 
@@ -526,9 +475,13 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf,
     name = name or work.name
     autopilot = spec.cluster.autopilot
     if work.kind.is_job:
+        if work.kind.trains:
+            args = [*args, *preemption.train_run_args((work.slice.provisioning, *work.slice.fallback))]
         job = ray_job(name, work, pods, autopilot=autopilot, args=args, namespace=namespace, labels=labels,
                       runtime=runtime_env([py_modules or names.py_modules_uri()]), worker_env=worker_env)
-        return with_engine_pods(job, work) if work.kind.takes_model else job
+        if work.kind.takes_model:
+            engine_pods.add_engine_needs(job["spec"]["rayClusterSpec"], work)
+        return job
     return ray_service(name, work, pods, autopilot=autopilot, namespace=namespace, labels=labels,
                        py_modules=py_modules)
 

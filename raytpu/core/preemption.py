@@ -69,7 +69,8 @@ container (argv ``.../ray start``, not the ``bash -c`` string that names it). An
 root (the tests')."""
 
 PRESTOP_DRAIN = f"""\
-import os, sys, time
+import os, signal, sys, time
+signal.alarm({DRAIN_S + 2})  # ends the hook, a GCS call that hangs too (the head gone), before the grace does
 root = sys.argv[1] if len(sys.argv) > 1 else "/proc"
 raylet = None
 for pid in os.listdir(root):
@@ -100,7 +101,7 @@ while accepted and time.time() < deadline:
 """The preStop program of a Ray that does not drain on SIGTERM: the GCS drain of the container's raylet (its
 ``--node_id`` and ``--gcs-address`` flags; ``DRAIN_NODE_REASON_PREEMPTION`` with the deadline, as Ray 2.56's
 ``ray drain-node`` calls ``GcsClient.drain_node``), then a wait until the raylet exits (drained and idle) or the
-deadline."""
+deadline; SIGALRM ends it 2 s past the deadline whatever it waits on."""
 SIGTERM_DRAINS_SINCE = (2, 60)
 """The oldest Ray whose ``ray start --block`` the kit verified to drain on SIGTERM (2.60:
 ``Node._register_shutdown_hooks`` calls ``_drain_node_before_shutdown``; 2.56's handler calls ``kill_all_processes``
@@ -130,3 +131,18 @@ def reclaimable_pod_fields(pod_spec: dict[str, Any], ray_version: str) -> dict[s
     program = PRESTOP_SIGNAL if signal_drains else PRESTOP_DRAIN
     pod_spec["containers"][0]["lifecycle"] = {"preStop": {"exec": {"command": ["python3", "-c", program]}}}
     return pod_spec
+
+
+RESTART_WAIT_S = 1800
+"""``--start-timeout-s`` of a training run on reclaimable capacity: how long each attempt waits for a whole
+replacement slice after a preemption (KubeRay recreates the pods, GKE provisions the TPU nodes: minutes), where a
+first start on present capacity keeps the program's 60 s. Each timeout is charged to ``--slice-retries``, which
+never resets in a run. Source: Ray 2.60 ``WorkerGroup`` (``WorkerGroupStartupTimeoutError``),
+``failure_handling.default.DefaultFailurePolicy.make_decision`` (``controller_failure_limit``)."""
+
+
+def train_run_args(modes: Iterable[Provisioning]) -> list[str]:
+    """The train program's flags for a slice provisioned by ``modes`` (its mode and fallbacks): on capacity GKE
+    takes back, a restart waits :data:`RESTART_WAIT_S` for its replacement slice."""
+    return ["--start-timeout-s", str(RESTART_WAIT_S)] if reclaimable(modes) else []
+

@@ -299,9 +299,9 @@ class WorkloadSpec:
         max_model_len: Serving only: context length (prompt + completion); default 4096.
         engine_kwargs: Serving only: more vLLM engine args, checked by name against those of the vLLM its pods run
             (:attr:`vllm_version`; :func:`raytpu.core.vllm_rules.engine_kwargs_problems`).
-        hf_token_secret: Serving only: the Secret key holding a Hugging Face token, given to every Ray container as
-            ``HF_TOKEN``; required for a gated model of the built-in table downloaded from Hugging Face
-            (:func:`gated_model_problems`); default none.
+        hf_token_secret: Serving only: the Secret key holding a Hugging Face token, mounted in every Ray container
+            as the file ``HF_TOKEN_PATH`` names; required for a gated model of the built-in table downloaded from
+            Hugging Face (:func:`gated_model_problems`); default none.
         input: Batch only (required): the prompts, ``gs://`` or local Parquet/JSONL (:mod:`raytpu.core.data`).
         output: Batch only (required): where the results go, same forms; an existing one is never overwritten
             unasked.

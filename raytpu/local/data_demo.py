@@ -6,8 +6,8 @@ environments.
 
 - ``batch``: a single-host v6e 2x4 slice started from the serving environment; ``workloads/batch.py`` (as the
   RayJob's entrypoint runs it) over :data:`PROMPTS` prompts with the CPU twin of the engine and the tiny model.
-- ``train``: two 4-chip hosts (v6e 2x4 on ct6e-standard-4t); ``workloads/train.py`` over a generated Parquet dataset
-  of :data:`ROWS` rows, one epoch, each host reading its shard.
+- ``train``: two 4-chip hosts (v6e 2x4 on its 4-chip machine type); ``workloads/train.py`` over a generated Parquet
+  dataset of :data:`ROWS` rows, one epoch, each host reading its shard.
 
 ``reports/demo-data.json``: ``{ok, batch: {rows_in, rows_out, rows_per_s, tokens_per_s, ...}, train_data:
 {total_rows, unique_rows, hosts: [{host, rows}]}, train: {...}, wall_s}``.
