@@ -26,7 +26,18 @@ from image_refs import FIXTURE_IMAGES, FIXTURE_REFS
 
 from raytpu import __version__, images
 from raytpu.config import parse
-from raytpu.core import engine_pods, kinds, kuberay, names, pod_security, ray_ports, serving, smoke_runs, vllm_rules
+from raytpu.core import (
+    engine_pods,
+    kinds,
+    kuberay,
+    names,
+    pod_security,
+    preemption,
+    ray_ports,
+    serving,
+    smoke_runs,
+    vllm_rules,
+)
 from raytpu.core.catalog import GENERATIONS, RAY_VERSION, generation
 from raytpu.core.cluster_parts import GkeSpec
 from raytpu.core.errors import InvalidInput, InvalidInputs
@@ -269,7 +280,8 @@ def test_every_rayjob_carries_its_workload_spec_and_a_plain_entrypoint(gen: str,
         assert WorkloadSpec.from_env(runtime["env_vars"]) == work
         program = f"python -m raytpu.workloads.{work.kind.program}"
         run = job["metadata"]["name"]
-        flags = f" --storage-path /mnt/gcs/checkpoints --name {run}" if work.kind.name == "train" else ""
+        flags = (f" --storage-path /mnt/gcs/checkpoints --name {run}"  # spot: waits for a replacement slice
+                 f" --start-timeout-s {preemption.RESTART_WAIT_S}" if work.kind.name == "train" else "")
         assert job["spec"]["entrypoint"] == program + flags
         for replanning in ("--generation", "--topology", "--machine-type", "--slices"):
             assert replanning not in job["spec"]["entrypoint"]
