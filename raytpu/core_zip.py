@@ -20,6 +20,12 @@ CORE_PACKAGES = ("core", "workloads")
 job may import and the Ray programs themselves. The CLI, ``cluster``/``local``, ``sizing`` and the CDK subpackages
 (``stacks``, ``modules``) never run inside a Ray job."""
 
+ZIP_TOP = "raytpu-core"
+"""The zip's one top-level folder, holding ``raytpu/``. Ray unpacks a remote ``py_modules`` zip (``file://``, ``gs://``)
+without its single top-level folder and puts what is left on ``PYTHONPATH``, so ``raytpu/`` must sit one level down.
+Source: Ray 2.60 ``ray._private.runtime_env.packaging.download_and_unpack_package`` (``remove_top_level_directory=True``
+for ``Protocol.remote_protocols()``, ``file`` among them)."""
+
 CORE_ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 """The timestamp of every zip entry (the earliest a zip can hold), so the same sources give the same bytes."""
 
@@ -48,11 +54,11 @@ def core_zip_files(root: str | Path | None = None) -> list[tuple[str, Path]]:
 def core_zip_bytes(root: str | Path | None = None) -> bytes:
     """The core zip for ``py_modules``, deterministically: the same sources give the same bytes on every
     machine (sorted entries, fixed timestamps and modes, stored uncompressed: deflate output differs
-    between zlib builds). One top-level directory, ``raytpu/``, as Ray's ``py_modules`` expects of a zip."""
+    between zlib builds). Every entry under :data:`ZIP_TOP`: ``raytpu-core/raytpu/...``."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
         for name, path in core_zip_files(root):
-            info = zipfile.ZipInfo(name, date_time=CORE_ZIP_DATE)
+            info = zipfile.ZipInfo(f"{ZIP_TOP}/{name}", date_time=CORE_ZIP_DATE)
             info.create_system = 3  # Unix, whatever builds it
             info.external_attr = 0o100644 << 16  # a regular file, rw-r--r--
             info.compress_type = zipfile.ZIP_STORED

@@ -33,7 +33,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _names(data: bytes) -> list[str]:
-    return zipfile.ZipFile(io.BytesIO(data)).namelist()
+    """The zip's entries below its one top-level folder (:data:`core_zip.ZIP_TOP`), which Ray drops on unpacking."""
+    names = zipfile.ZipFile(io.BytesIO(data)).namelist()
+    assert {n.split("/", 1)[0] for n in names} == {core_zip.ZIP_TOP}
+    return [n.split("/", 1)[1] for n in names]
 
 
 # ---------------------------------------------------------------------------------------------- contents
@@ -80,9 +83,14 @@ def _imports(tree: ast.AST) -> set[tuple[str, str | None]]:
 def test_every_raytpu_import_in_the_zip_resolves_inside_it_and_none_is_cdk() -> None:
     """A Ray job imports from the zip only: a workload importing a kit module left out of the zip (or the CDK)
     would fail on the cluster, so it fails here."""
-    archive = zipfile.ZipFile(io.BytesIO(core_zip.core_zip_bytes()))
-    names = set(archive.namelist())
-    package_names = {t.id for node in ast.parse(archive.read("raytpu/__init__.py")).body
+    data = core_zip.core_zip_bytes()
+    archive = zipfile.ZipFile(io.BytesIO(data))
+    names = set(_names(data))
+
+    def read(name: str) -> bytes:
+        return archive.read(f"{core_zip.ZIP_TOP}/{name}")
+
+    package_names = {t.id for node in ast.parse(read("raytpu/__init__.py")).body
                      if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)}
 
     def is_module(dotted: str) -> bool:
@@ -90,7 +98,7 @@ def test_every_raytpu_import_in_the_zip_resolves_inside_it_and_none_is_cdk() -> 
         return f"{path}.py" in names or f"{path}/__init__.py" in names
 
     for name in sorted(n for n in names if n.endswith(".py")):
-        for module, imported in _imports(ast.parse(archive.read(name))):
+        for module, imported in _imports(ast.parse(read(name))):
             assert not module.startswith(CDK), f"{name} imports {module}"
             if module.split(".")[0] != "raytpu":
                 continue
@@ -98,6 +106,22 @@ def test_every_raytpu_import_in_the_zip_resolves_inside_it_and_none_is_cdk() -> 
             if imported is not None and module == "raytpu":
                 assert is_module(f"raytpu.{imported}") or imported in package_names, \
                     f"{name} imports raytpu.{imported}, which the core zip lacks"
+
+
+def test_rays_own_unpacking_of_a_remote_zip_leaves_the_raytpu_package(tmp_path: Path) -> None:
+    """Ray unpacks a remote ``py_modules`` zip (the RayJobs' ``file:///mnt/gcs/...``, ``--upload-core``'s ``gs://``)
+    without its single top-level folder and puts the rest on ``PYTHONPATH`` (Ray 2.60
+    ``ray._private.runtime_env.packaging.download_and_unpack_package``: ``remove_top_level_directory=True`` for
+    remote protocols; ``py_modules.PyModulesPlugin.modify_context``). Ray's own ``unzip_package`` must leave
+    ``raytpu/`` there; a zip whose top folder was ``raytpu/`` itself lost it, and every job its imports."""
+    from ray._private.runtime_env.packaging import unzip_package
+
+    zipped = core_zip.build_core_zip(tmp_path / "raytpu-0.1.0.zip")
+    unpacked = tmp_path / "py_modules_files"
+    unzip_package(str(zipped), str(unpacked), remove_top_level_directory=True, unlink_zip=False)
+    assert sorted(p.name for p in unpacked.iterdir()) == ["raytpu"]
+    assert (unpacked / "raytpu" / "__init__.py").is_file() and (unpacked / "raytpu" / "core" / "plan.py").is_file()
+    assert (unpacked / "raytpu" / "workloads" / "train.py").is_file()
 
 
 # ---------------------------------------------------------------------------------------------- reproducible
@@ -131,9 +155,9 @@ def test_core_zip_ignores_file_times_and_modes(tmp_path: Path) -> None:
 def test_core_imports_from_the_zip_alone(tmp_path: Path) -> None:
     """``python -I -S``: no site-packages (and so no editable install of raytpu), only the zip on the path."""
     path = core_zip.build_core_zip(tmp_path / "raytpu.zip")
-    code = (
+    code = (  # zipimport takes a folder inside the zip as a path entry
         "import importlib.util, sys\n"
-        f"zip_path = {str(path)!r}\n"
+        f"zip_path = {str(path / core_zip.ZIP_TOP)!r}\n"
         "assert not [p for p in sys.path if 'site-packages' in p], sys.path\n"
         "sys.path.insert(0, zip_path)\n"
         "import raytpu.core.plan, raytpu.core.catalog, raytpu.core.errors, raytpu.core.report, raytpu.core.kuberay\n"
@@ -162,7 +186,7 @@ def test_a_job_reads_its_workload_spec_from_the_zip_alone_without_pydantic_or_ya
     path = core_zip.build_core_zip(tmp_path / "raytpu.zip")
     code = (
         "import importlib.util, json, sys\n"
-        f"zip_path = {str(path)!r}\n"
+        f"zip_path = {str(path / core_zip.ZIP_TOP)!r}\n"
         "sys.path[:] = [zip_path] + [p for p in sys.path if 'site-packages' not in p and 'dist-packages' not in p]\n"
         "assert importlib.util.find_spec('pydantic') is None and importlib.util.find_spec('yaml') is None\n"
         "from raytpu.core.spec import WorkloadSpec\n"

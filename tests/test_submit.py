@@ -748,7 +748,9 @@ def test_core_zip_has_one_top_level_package_with_workloads_and_no_cdk(tmp_path: 
     import zipfile
 
     path = core_zip.build_core_zip(tmp_path / "raytpu.zip")
-    names = zipfile.ZipFile(path).namelist()
+    entries = zipfile.ZipFile(path).namelist()
+    assert {n.split("/", 1)[0] for n in entries} == {core_zip.ZIP_TOP}  # the folder Ray drops on unpacking
+    names = [n.split("/", 1)[1] for n in entries]
     assert {n.split("/", 1)[0] for n in names} == {"raytpu"}
     assert {"raytpu/__init__.py", "raytpu/core/catalog.py", "raytpu/core/plan.py", "raytpu/core/kuberay.py",
             "raytpu/core/spec.py", "raytpu/core/kinds.py", "raytpu/core/provisioning.py",
@@ -790,7 +792,7 @@ def test_upload_core_posts_the_zip_to_the_gcs_json_api(tmp_path: Path, sa_key: S
                             f"{__version__}.zip")
     assert seen["auth"] == "Bearer test-token" and seen["type"] == "application/zip"
     (tmp_path / "z.zip").write_bytes(seen["body"])
-    names = zipfile.ZipFile(tmp_path / "z.zip").namelist()
+    names = [n.removeprefix(f"{core_zip.ZIP_TOP}/") for n in zipfile.ZipFile(tmp_path / "z.zip").namelist()]
     assert {"raytpu/core/plan.py", "raytpu/core/spec.py"} <= set(names) and "raytpu/config.py" not in names
 
 

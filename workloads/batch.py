@@ -55,12 +55,15 @@ def read(path: str) -> Any:
 
 
 def write(ds: Any, path: str, overwrite: bool) -> None:
-    """Writes ``ds`` to ``path`` in its format; replaces what is there only with ``overwrite``."""
-    mode = "overwrite" if overwrite else "error"
+    """Writes ``ds`` to ``path`` in its format; replaces what is there only with ``overwrite``. A ``gs://`` output
+    makes no folder marker: pyarrow's GcsFileSystem would read the bucket's metadata for it at the bucket's root
+    (``storage.buckets.get``, which the pods' object roles lack). Source: Ray 2.60 ``Dataset.write_parquet``
+    ``try_create_dir``; apache/arrow ``gcsfs.cc`` ``CreateDirMarkerRecursive``."""
+    options = {"mode": "overwrite" if overwrite else "error", "try_create_dir": not path.startswith("gs://")}
     if data.data_format(path) == "jsonl":
-        ds.write_json(path, mode=mode)
+        ds.write_json(path, **options)
     else:
-        ds.write_parquet(path, mode=mode)
+        ds.write_parquet(path, **options)
 
 
 def preprocess(row: dict[str, Any], max_tokens: int) -> dict[str, Any]:
