@@ -54,11 +54,11 @@ def missing(module: str) -> list[str]:
 def run_with_core_zip(python: str | Path, workdir: Path, *modules: str) -> subprocess.CompletedProcess[str]:
     """This checker run by ``python`` on ``modules``, with nothing but the kit's core zip on ``PYTHONPATH`` (as Ray's
     ``py_modules`` puts it) and ``workdir`` as home and working directory. Called from the test process."""
-    from raytpu.core_zip import core_zip_bytes
+    from raytpu.core_zip import ZIP_TOP, core_zip_bytes
 
     core = workdir / "core.zip"
     core.write_bytes(core_zip_bytes())
-    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(core), "HOME": str(workdir), "PYTHONNOUSERSITE": "1",
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(core / ZIP_TOP), "HOME": str(workdir), "PYTHONNOUSERSITE": "1",
            "JAX_PLATFORMS": "cpu"}
     return subprocess.run([str(python), __file__, *modules], cwd=workdir, env=env, capture_output=True, text=True,
                           timeout=300)

@@ -325,9 +325,9 @@ def _check_app(python: Path, workdir: Path) -> subprocess.CompletedProcess[str]:
     core.write_bytes(core_zip.core_zip_bytes())
     ray_dir = tempfile.mkdtemp(prefix=os.environ.get(local.ENV_TMP_PREFIX, local.TMP_PREFIX))
     app, ray_env = _serve_app()
-    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(core), "HOME": str(workdir), "PYTHONNOUSERSITE": "1",
-           **ray_env, "RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
-           local.ENV_CLUSTER: ray_dir}
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(core / core_zip.ZIP_TOP), "HOME": str(workdir),
+           "PYTHONNOUSERSITE": "1", **ray_env, "RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1",
+           "VLLM_NO_USAGE_STATS": "1", local.ENV_CLUSTER: ray_dir}
     try:
         return subprocess.run([str(python), str(Path(__file__).parent / "serve_app_check.py"), json.dumps(app),
                                ray_dir],
