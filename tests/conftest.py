@@ -51,6 +51,21 @@ def no_ray_process_outlives_the_run(tmp_path_factory: pytest.TempPathFactory) ->
     assert not leaked, f"Ray processes outlived the test run (killed now): {sorted(leaked)}"
 
 
+REPO = Path(__file__).resolve().parents[1]
+GENERATED = ("cdktf.out",)
+"""What the kit writes by default into the working folder: tests write it elsewhere (a test's CDK ``App()`` with no
+outdir made ``cdktf.out/stacks`` here, and then `make run`'s demo refused that folder)."""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def nothing_written_into_the_repo() -> Iterator[None]:
+    """Fails the session when a test left one of :data:`GENERATED` in the repo that was not there before."""
+    before = {name for name in GENERATED if (REPO / name).exists()}
+    yield
+    left = {name for name in GENERATED if (REPO / name).exists()} - before
+    assert not left, f"tests wrote {sorted(left)} into the repo; give CDK Terrain's App() an outdir"
+
+
 @pytest.fixture(scope="session")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A CA and a server certificate for the loopback Kubernetes API server (tests/kube_server.py)."""

@@ -4,6 +4,7 @@ raytpu.stacks and raytpu.modules, adds a slice and a bucket of its own, and synt
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -76,7 +77,7 @@ def test_outside_app_workload_runs_on_its_own_slice(stacks: dict[str, Any]) -> N
         assert schema_errors(manifest) == [] and webhook_errors(manifest) == [] and operator_errors(manifest) == []
 
 
-def test_outside_app_cannot_hand_terraform_a_one_shot_job() -> None:
+def test_outside_app_cannot_hand_terraform_a_one_shot_job(tmp_path: Path) -> None:
     """Migration: an app that still adds a RayJob to the workloads stack gets an error naming what to run."""
     from raytpu.config import load
     from raytpu.core.errors import InvalidInput
@@ -86,7 +87,7 @@ def test_outside_app_cannot_hand_terraform_a_one_shot_job() -> None:
     from raytpu.stacks.cluster import ClusterStack, ClusterStackProps
     from raytpu.stacks.workloads import WorkloadsStack, WorkloadsStackProps
 
-    app = App()
+    app = App(outdir=str(tmp_path))  # App() makes its outdir at once: never cdktf.out in the repo
     cluster = ClusterStack(app, "acme-cluster", ClusterStackProps(spec=load(PLATFORM_APP.parent / "platform.yaml")))
     research = SliceSpec.create(**RESEARCH)
     cluster.add_slice(research)
