@@ -69,6 +69,12 @@ def _strict(node: Any) -> Any:
     return out
 
 
+def load_yaml(text: str) -> Any:
+    """One YAML document, parsed by libyaml where PyYAML has it (the same result as ``yaml.safe_load``, 5x faster:
+    the unit tier parses a few thousand emitted fields)."""
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
 @functools.cache
 def crd(kind: str) -> dict[str, Any]:
     """The vendored CustomResourceDefinition of ``kind`` (parsed once; callers copy before editing)."""
@@ -76,8 +82,7 @@ def crd(kind: str) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f"KubeRay CRD {path} not found (vendored under tests/data/kuberay-crds; "
                                 "RAYTPU_KUBERAY_CRDS overrides the directory)")
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    loaded: dict[str, Any] = yaml.load(path.read_text(), Loader=loader)
+    loaded: dict[str, Any] = load_yaml(path.read_text())
     return loaded
 
 
@@ -208,10 +213,10 @@ def operator_errors(manifest: dict[str, Any]) -> list[str]:
             problems.append("spec.activeDeadlineSeconds is not positive")
         if spec.get("ttlSecondsAfterFinished", 0) > 0 and not spec.get("shutdownAfterJobFinishes"):
             problems.append("spec.ttlSecondsAfterFinished without shutdownAfterJobFinishes")
-        if "runtimeEnvYAML" in spec and not isinstance(yaml.safe_load(spec["runtimeEnvYAML"]), dict):
+        if "runtimeEnvYAML" in spec and not isinstance(load_yaml(spec["runtimeEnvYAML"]), dict):
             problems.append("spec.runtimeEnvYAML is not a YAML mapping")
     if kind == "RayService":
-        if not isinstance(yaml.safe_load(spec.get("serveConfigV2", "")), dict):
+        if not isinstance(load_yaml(spec.get("serveConfigV2", "")), dict):
             problems.append("spec.serveConfigV2 is not a YAML mapping")
         if spec.get("upgradeStrategy", {}).get("type", "NewCluster") not in (
                 "NewCluster", "None", "NewClusterWithIncrementalUpgrade"):

@@ -46,8 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import k8s_schema
-import yaml
-from crd import CRD_FILES, crd, schema_errors
+from crd import CRD_FILES, crd, load_yaml, schema_errors
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
@@ -515,7 +514,7 @@ class KubeApiServer:
             h.send_json(422, status_body(422, "Invalid", "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: "
                                                          "Required value: is required for apply patch"))
             return
-        obj = yaml.safe_load(body)
+        obj = load_yaml(body)
         kind = RESOURCES[plural][1]
         problems = (schema_errors(obj) if kind in CRD_FILES else
                     k8s_schema.schema_errors(obj) if kind in k8s_schema.DEFINITIONS else [])

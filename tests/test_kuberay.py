@@ -21,7 +21,7 @@ from typing import Any
 import kind_fields
 import pytest
 import yaml
-from crd import effective_pod_labels, operator_errors, schema_errors, webhook_errors
+from crd import effective_pod_labels, load_yaml, operator_errors, schema_errors, webhook_errors
 from image_refs import FIXTURE_IMAGES, FIXTURE_REFS
 
 from raytpu import __version__, images
@@ -143,7 +143,7 @@ def _worker(manifest: dict[str, Any]) -> dict[str, Any]:
 
 
 def _runtime(job: dict[str, Any]) -> dict[str, Any]:
-    loaded = yaml.safe_load(job["spec"]["runtimeEnvYAML"])  # KubeRay parses runtimeEnvYAML as YAML
+    loaded = load_yaml(job["spec"]["runtimeEnvYAML"])  # KubeRay parses runtimeEnvYAML as YAML
     assert isinstance(loaded, dict)
     return loaded
 

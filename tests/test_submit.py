@@ -429,10 +429,10 @@ def test_wait_names_operator_from_when_the_operator_cannot_reach_the_head(
     monkeypatch.setattr(gke, "CHECK_EVERY_S", 0.2)
     Path("raytpu.yaml").write_text(CONFIG + security)
     _stuck_service(fake, apps=apps, head_ready=head_ready)
-    assert main("submit", "serve", "--stack", STACK, "--wait", "--timeout-s", "2") == 1
+    assert main("submit", "serve", "--stack", STACK, "--wait", "--timeout-s", "1") == 1
     err = capsys.readouterr().err
     hints = [line for line in err.splitlines() if "operator_from" in line]
-    assert err.splitlines()[-1] == ("error: serve: RayService not ready after 2s; valid: a larger --timeout-s, or the "
+    assert err.splitlines()[-1] == ("error: serve: RayService not ready after 1s; valid: a larger --timeout-s, or the "
                                     "RayService's status conditions")
     if named is None:
         assert hints == []
@@ -688,7 +688,7 @@ def test_slice_without_capacity_is_unschedulable_not_unhealthy(fake: Cluster,
                      "involvedObject": {"kind": "Pod", "name": "smoke-train-1-u1-tpu-worker-0"},
                      "reason": "NotTriggerScaleUp",
                      "message": "pod didn't trigger scale-up: 1 max node group size reached"})
-    assert main("smoke", "--stack", STACK, "--run-id", "u1", "--timeout-s", "3") == 0
+    assert main("smoke", "--stack", STACK, "--run-id", "u1", "--timeout-s", "1") == 0
     out = capsys.readouterr().out
     assert "unschedulable" in out and "NotTriggerScaleUp: pod didn't trigger scale-up" in out
 

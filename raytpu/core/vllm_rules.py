@@ -12,6 +12,7 @@ The builders that use them are :mod:`raytpu.core.serving`. Standard library and 
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -180,6 +181,12 @@ def parallel_sizes(kwargs: Mapping[str, Any] | None, devices: int) -> tuple[Any,
     return kwargs.get("tensor_parallel_size", devices // pp if isinstance(pp, int) and pp >= 1 else devices), pp
 
 
+@functools.cache
+def public_arg_names(vllm_version: str) -> list[str]:
+    """The engine argument names a user may set in ``vllm_version``, sorted (the close matches offered)."""
+    return sorted(n for n in ENGINE_ARG_NAMES[vllm_version] if not n.startswith("_"))
+
+
 def engine_kwargs_problems(kwargs: Any, plan: SlicePlan, field: str = "engine_kwargs", model: str | None = None,
                            model_source: str | None = None, shape: ModelShape | None = None,
                            vllm_version: str = VLLM_VERSION) -> list[InvalidInput]:
@@ -202,7 +209,6 @@ def engine_kwargs_problems(kwargs: Any, plan: SlicePlan, field: str = "engine_kw
     kwargs = kwargs or {}
     known = ENGINE_ARG_NAMES[vllm_version]
     label = vllm_label(vllm_version)
-    public = sorted(n for n in known if not n.startswith("_"))
     found = []
     for key in kwargs:
         where = f"{field}.{key}"
@@ -210,7 +216,7 @@ def engine_kwargs_problems(kwargs: Any, plan: SlicePlan, field: str = "engine_kw
             found.append(InvalidInput(where, "is set by the kit", KIT_ENGINE_ARGS[key] + " instead"))
         elif key not in known:
             close = [f"{n} (set {KIT_ENGINE_ARGS[n]})" if n in KIT_ENGINE_ARGS else n
-                     for n in difflib.get_close_matches(str(key), public, n=3, cutoff=0.6)]
+                     for n in difflib.get_close_matches(str(key), public_arg_names(vllm_version), n=3, cutoff=0.6)]
             other = sorted(vllm_label(v) for v, names in ENGINE_ARG_NAMES.items() if v != vllm_version and key in names)
             known_to = f" (vLLM {', '.join(other)} has it)" if other else ""
             found.append(InvalidInput(where, f"{key!r} is not an engine argument of vLLM {label}, the vLLM the "
