@@ -17,37 +17,22 @@ import os
 import socket
 import sys
 import time
-from dataclasses import asdict
 from typing import Any
 
 
-def measure(generation: str) -> dict[str, Any]:
+def measure(generation: str, topology: str) -> dict[str, Any]:
     """One host's results in ``host_check``'s shape, measured here (single process: no coordinator)."""
     import jax
-    import jax.numpy as jnp
-    import numpy as np
-    from jax.sharding import Mesh, NamedSharding
-    from jax.sharding import PartitionSpec as P
 
-    from raytpu.workloads.smoke.measure import CPU_SIZES, TPU_SIZES, _allreduce, _per_device
+    from raytpu.workloads.smoke.measure import CPU_SIZES, TPU_SIZES, device_checks
 
     local = jax.local_devices()
-    sizes = TPU_SIZES if local[0].platform == "tpu" else CPU_SIZES
-    mesh = Mesh(np.array(local), ("d",))
-    parts = [jax.device_put(np.array([i + 1.0], dtype=np.float32), d) for i, d in enumerate(local)]
-    arr = jax.make_array_from_single_device_arrays((len(local),), NamedSharding(mesh, P("d")), parts)
-    total = jax.jit(jnp.sum, out_shardings=NamedSharding(mesh, P()))(arr)
-    barrier, busbw, latency = _allreduce(mesh, local, sizes)
     started = time.perf_counter()
-    matmul, copy = _per_device(local, sizes, barrier, {}, None)
+    checks = device_checks(local, local, TPU_SIZES if local[0].platform == "tpu" else CPU_SIZES, topology)
     return {"process_id": 0, "node_id": "local", "ip": "127.0.0.1", "hostname": socket.gethostname(), "peer": None,
             "env": {k: os.environ.get(k, "") for k in ("TPU_WORKER_ID", "TPU_ACCELERATOR_TYPE", "JAX_PLATFORMS")},
-            "megascale_cleared": [], "platform": local[0].platform, "devices": len(local),
-            "devices_total": len(local), "device_kind": local[0].device_kind, "sizes": asdict(sizes),
-            "hbm_bytes": [(d.memory_stats() or {}).get("bytes_limit") for d in local],
-            "psum": float(np.asarray(total.addressable_data(0))), "allreduce_gbps": busbw, "latency_us": latency,
-            "axes": None, "matmul_tflops": matmul, "hbm_gbps": copy,
-            "measure_s": round(time.perf_counter() - started, 1), "generation": generation}
+            "megascale_cleared": [], **checks, "measure_s": round(time.perf_counter() - started, 1),
+            "generation": generation}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     from raytpu.workloads.smoke.options import SmokeOptions
 
     plan = plan_slice(args.generation, args.topology)
-    result = measure(args.generation)
+    result = measure(args.generation, args.topology)
     checks: list[Check] = []
     hosts: dict[int, HostRow] = {0: {"worker_id": 0, "node_id": "local", "ip": "127.0.0.1",
                                       "devices": result["devices"], "ok": True, "problems": []}}

@@ -243,6 +243,39 @@ def _per_device(local: list[Any], sizes: Sizes, barrier: Any, stretch: dict[int,
             [2 * copy_bytes * sizes.copy_iters / t / 1e9 for t in copy])
 
 
+def device_checks(devices: list[Any], local: list[Any], sizes: Sizes, topology: str = "",
+                  faults: dict[str, Any] | None = None, turns: tuple[int, int] | None = None) -> dict[str, Any]:
+    """What one host measures of its ``local`` devices among the slice's ``devices``: platform and memory, the psum
+    with a known answer, all-reduce bandwidth (whole slice and per mesh axis of ``topology``) and latency, every
+    local device's matmul and copy rates. The smoke job's hosts and ``bench/chip.py`` both run it."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    faults = faults or {}
+    info: dict[str, Any] = {
+        "platform": local[0].platform, "devices": len(local), "devices_total": len(devices),
+        "device_kind": local[0].device_kind, "sizes": asdict(sizes),
+        "hbm_bytes": [(d.memory_stats() or {}).get("bytes_limit") for d in local]}
+    mesh = Mesh(np.array(devices), ("d",))
+    index = {d: i for i, d in enumerate(devices)}
+    # psum with a known answer: device i contributes i + 1.
+    parts = [jax.device_put(np.array([index[d] + 1.0], dtype=np.float32), d) for d in local]
+    arr = jax.make_array_from_single_device_arrays((len(devices),), NamedSharding(mesh, P("d")), parts)
+    total = jax.jit(jnp.sum, out_shardings=NamedSharding(mesh, P()))(arr)
+    info["psum"] = float(np.asarray(total.addressable_data(0)))
+    barrier, info["allreduce_gbps"], info["latency_us"] = _allreduce(mesh, local, sizes)
+    try:  # a failure here is judged (it gates on TPU), not a lost host
+        info["axes"] = axis_allreduces(devices, local, topology, sizes, faults.get("slow_axis"))
+    except Exception as exc:
+        info["axes"], info["axes_error"] = None, cause_of(exc)
+    slow = {int(k): float(v) for k, v in faults.get("slow", {}).items()}
+    info["matmul_tflops"], info["hbm_gbps"] = _per_device(local, sizes, barrier, slow, turns)
+    return info
+
+
 def host_check(coordinator: str, num_processes: int, process_id: int, init_timeout_s: int,
                bandwidth_mib: int | None, faults: dict[str, Any], topology: str = "") -> dict[str, Any]:
     """Runs on one host (inside the slice's bundle ``process_id``): identity, JAX multi-process init, devices,
@@ -255,7 +288,6 @@ def host_check(coordinator: str, num_processes: int, process_id: int, init_timeo
     from raytpu.core.multislice import single_slice
 
     cleared = single_slice(os.environ)
-    import numpy as np
     import ray
 
     if faults.get("error"):
@@ -272,37 +304,15 @@ def host_check(coordinator: str, num_processes: int, process_id: int, init_timeo
         "megascale_cleared": cleared,
     }
     import jax
-    import jax.numpy as jnp
-    from jax.sharding import Mesh, NamedSharding
-    from jax.sharding import PartitionSpec as P
 
     jax.distributed.initialize(coordinator, num_processes, process_id, initialization_timeout=init_timeout_s)
     try:
-        devices = jax.devices()
         local = jax.local_devices()
         sizes = TPU_SIZES if local[0].platform == "tpu" else CPU_SIZES
         if bandwidth_mib:
             sizes = replace(sizes, allreduce_mib=bandwidth_mib)
-        info.update(platform=local[0].platform, devices=len(local), devices_total=len(devices),
-                    device_kind=local[0].device_kind, sizes=asdict(sizes),
-                    hbm_bytes=[(d.memory_stats() or {}).get("bytes_limit") for d in local])
-        mesh = Mesh(np.array(devices), ("d",))
-        index = {d: i for i, d in enumerate(devices)}
-
-        # psum with a known answer: device i contributes i + 1.
-        parts = [jax.device_put(np.array([index[d] + 1.0], dtype=np.float32), d) for d in local]
-        arr = jax.make_array_from_single_device_arrays((len(devices),), NamedSharding(mesh, P("d")), parts)
-        total = jax.jit(jnp.sum, out_shardings=NamedSharding(mesh, P()))(arr)
-        info["psum"] = float(np.asarray(total.addressable_data(0)))
-
-        barrier, info["allreduce_gbps"], info["latency_us"] = _allreduce(mesh, local, sizes)
-        try:  # a failure here is judged (it gates on TPU), not a lost host
-            info["axes"] = axis_allreduces(devices, local, topology, sizes, faults.get("slow_axis"))
-        except Exception as exc:
-            info["axes"], info["axes_error"] = None, cause_of(exc)
-        slow = {int(k): float(v) for k, v in faults.get("slow", {}).items()}
-        turns = None if local[0].platform == "tpu" else (process_id, num_processes)
-        info["matmul_tflops"], info["hbm_gbps"] = _per_device(local, sizes, barrier, slow, turns)
+        info.update(device_checks(jax.devices(), local, sizes, topology, faults,
+                                  None if local[0].platform == "tpu" else (process_id, num_processes)))
     finally:
         jax.distributed.shutdown()
     return info
