@@ -61,7 +61,7 @@ class ComputeClassProps:
         tpu = {"type": plan.gke_accelerator, "count": plan.chips_per_host, "topology": plan.topology}
         return [mode.compute_class_priority(tpu, self.slice.reservation, self.project, self.slice.zone,
                                             self.slice.max_run_duration_s)
-                for mode in (self.slice.provisioning, *self.slice.fallback)]
+                for mode in self.slice.modes]
 
     def manifest(self) -> dict[str, Any]:
         """The ComputeClass object as a plain dict."""

@@ -68,7 +68,7 @@ def declare_backend(stack: TerraformStack, id: str, spec: ClusterSpec) -> None:
 
 def _modes(slices: Iterable[SliceSpec]) -> list[Provisioning]:
     """Every provisioning mode the slices use, fallbacks included (their GKE version floors apply)."""
-    return [m for s in slices for m in (s.provisioning, *s.fallback)]
+    return [m for s in slices for m in s.modes]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -123,6 +123,11 @@ class SliceSpec:
                                            "its smoke jobs")
         raise_all(found)
 
+    @property
+    def modes(self) -> tuple[Provisioning, ...]:
+        """Every mode the slice may be provisioned by: ``provisioning``, then its fallbacks in order."""
+        return (self.provisioning, *self.fallback)
+
     def _fallback_problems(self) -> list[InvalidInput]:
         if not self.fallback:
             return []
