@@ -29,7 +29,8 @@ reserves N whole slices again). Ray's JAX backend gives each worker ``MEGASCALE_
 reads them on GKE. The mesh gets a DCN axis: ``("slice", "data")``, devices grouped by their process's
 ``MEGASCALE_SLICE_ID``, the batch sharded over both axes (on TPU, ``jax.experimental.mesh_utils.
 create_hybrid_device_mesh`` lays out the same two axes from the devices' ``slice_index``). The summary reports
-each process's MEGASCALE slice id beside the Ray slice it ran on.
+each process's MEGASCALE slice id beside the Ray slice it ran on, and for any run ``ray_slices``: the last attempt's
+processes counted by the Ray slice they ran on, gathered from the workers (the preemption drill's whole-slice check).
 
 Runs and names: ``--name`` is the run (a directory under ``--storage-path``); the default is a new name
 for every launch. Ray Train restores a run's state when its directory exists, so launching an existing name
