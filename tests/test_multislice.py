@@ -1,7 +1,8 @@
 """Multi-slice training (``workloads[].slices: N``, :mod:`raytpu.core.multislice`): validation against GKE's, Ray's and
 the TPU webhook's rules, the one RayJob ``submit --dry-run`` shows (CRD schema, webhook, operator checks), and, on two
 emulated slices, one JaxTrainer run across both that waits while only one is free, places nothing until both are,
-survives a host of slice 1 killed mid-run and resumes from its checkpoint.
+survives a host of slice 1 killed mid-run and resumes from its checkpoint, and the preemption drill across both (a host
+of slice 1 preempted with notice: at most one step lost, resumed on both whole slices).
 
 Sources: https://cloud.google.com/tpu/docs/tpu-gke-multislice ("Multislice availability in GKE"); Ray 2.60
 ``ray.util.tpu`` (``get_tpu_num_slices_for_workers``, ``SlicePlacementGroup``) and ``ray.train.v2.jax.config``;
@@ -401,6 +402,42 @@ def ray_nodes(address: str) -> list[dict[str, Any]]:
         return ray.nodes()
     finally:
         ray.shutdown()
+
+
+@pytest.mark.slice
+@pytest.mark.timeout(420)
+def test_a_host_of_slice_1_preempted_with_notice_costs_a_step_and_the_run_resumes_on_both_whole_slices(
+        two_v5p: local.LocalCluster, tmp_path: Path) -> None:
+    """The preemption drill (:func:`raytpu.local.drill.drill`) on a run spanning both slices: host 1 of slice 1
+    drained for a preemption, killed at the notice's end and replaced. The run checkpoints at the notice, Ray Train
+    restarts the whole worker group, and the resumed workers report both slices, every host of each; no worker of
+    the run is left alive."""
+    import ray
+    from ray.util.state import list_placement_groups
+
+    from raytpu.local.drill import drill
+
+    cluster = two_v5p
+    plan: SlicePlan = cluster.slice_plan
+    ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR)
+    try:
+        earlier = {w["actor_id"] for w in _train_workers(cluster.address)}
+        groups = {g["placement_group_id"] for g in list_placement_groups(address=cluster.address, limit=1000)}
+        done = drill(cluster, 10.0, tmp_path / "ckpt", steps=20, every=10, at_step=8, slices=2,
+                     slice_name=cluster.slices[1], timeout_s=360)
+        alive = [w for w in _train_workers(cluster.address) if w["actor_id"] not in earlier and w["state"] == "ALIVE"]
+        held = [g for g in list_placement_groups(address=cluster.address, limit=1000)
+                if g["placement_group_id"] not in groups and g["state"] != "REMOVED"]
+    finally:
+        ray.shutdown()
+    summary, cut = done["train"], done["preemption"]
+    assert done["exit_code"] == 0 and summary["ok"], (summary, cut)
+    assert cut["host"] == f"{cluster.slices[1]} worker {plan.hosts - 1}"
+    assert cut["checkpoint_at_notice"] and cut["steps_lost"] <= 1 and cut["resumed_from_step"] >= 8, cut
+    assert cut["resumed_on_whole_slice"] and cut["resumed_on_slices"] == dict.fromkeys(cluster.slices, plan.hosts)
+    assert summary["restarts"] >= 1 and summary["devices"] == 2 * plan.chips
+    assert summary["megascale"]["ids_match_ray_slices"] and sorted(summary["megascale"]["slice_ids"]) == [0, 0, 1, 1]
+    assert alive == [] and held == [], (alive, held)  # nothing of the run left running or reserved
 
 
 @pytest.mark.slice

@@ -92,7 +92,7 @@ def test_the_section_measures_steps_lost_from_the_progress_lines(tmp_path: Path)
     seen = [{"step": s, "wall": 90.0 + s, "restarts": 0} for s in range(1, 19)]
     seen += [{"step": s, "wall": 100.0 + s, "restarts": 1} for s in range(19, 31)]  # 19 at 119: after the kill
     summary = {"ok": True, "restarts": 1, "devices": plan.chips, "slice_name": "s0", "resumed_at_notice": True,
-               "notices": [{"step": 18, "seen_wall": 101.0}]}
+               "ray_slices": {"s0": plan.hosts}, "notices": [{"step": 18, "seen_wall": 101.0}]}
     cut = section(record, summary, [p for p in seen if not (p["restarts"] == 0 and p["wall"] > 108.5)], 10, cluster)
     assert (cut["last_step_before_kill"], cut["resumed_from_step"], cut["steps_lost"]) == (18, 18, 0)
     assert cut["checkpoint_at_notice"] and cut["resumed_after_s"] == 19.0 and cut["resumed_on_whole_slice"]
@@ -105,6 +105,26 @@ def test_the_section_measures_steps_lost_from_the_progress_lines(tmp_path: Path)
     assert (cut["last_step_before_kill"], cut["resumed_from_step"], cut["steps_lost"]) == (15, 10, 5)
     assert not cut["checkpoint_at_notice"] and "periodic checkpoint (step 10" in cut["resumed_from"]
     assert _phases(cut)["notice"] == timeline.NOT_APPLICABLE
+
+
+@pytest.mark.unit
+def test_whole_slices_are_what_the_resumed_workers_report(tmp_path: Path) -> None:
+    """A run of N slices resumed on whole slices only when its workers sat on N slices of the cluster, all hosts of
+    each (the preempted host's slice among them), with every chip: planned counts alone do not make it whole."""
+    from raytpu.local.drill import whole_slices
+
+    plan = plan_slice("v5p", "2x2x2")
+    cluster = local.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-none", address="127.0.0.1:1",
+                                 plan=plan.to_json(), slices=["s0", "s1"])
+    whole = {"devices": 2 * plan.chips, "ray_slices": {"s0": plan.hosts, "s1": plan.hosts}}
+    assert whole_slices(whole, cluster, 2, "s1")
+    assert not whole_slices(whole, cluster, 1, "s1")  # more slices than the run asked for
+    assert not whole_slices(whole | {"ray_slices": {"s0": plan.hosts + 1, "s1": plan.hosts - 1}}, cluster, 2, "s1")
+    assert not whole_slices(whole | {"ray_slices": {"s0": plan.hosts, "s9": plan.hosts}}, cluster, 2, "s0")
+    assert not whole_slices(whole | {"devices": plan.chips}, cluster, 2, "s1")
+    assert not whole_slices({"devices": 2 * plan.chips}, cluster, 2, "s1")  # not measured: not whole
+    assert whole_slices({"devices": plan.chips, "ray_slices": {"s1": plan.hosts}}, cluster, 1, "s1")
+    assert not whole_slices({"devices": plan.chips, "ray_slices": {"s0": plan.hosts}}, cluster, 1, "s1")
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,8 @@ reserves N whole slices again). Ray's JAX backend gives each worker ``MEGASCALE_
 reads them on GKE. The mesh gets a DCN axis: ``("slice", "data")``, devices grouped by their process's
 ``MEGASCALE_SLICE_ID``, the batch sharded over both axes (on TPU, ``jax.experimental.mesh_utils.
 create_hybrid_device_mesh`` lays out the same two axes from the devices' ``slice_index``). The summary reports
-each process's MEGASCALE slice id beside the Ray slice it ran on.
+each process's MEGASCALE slice id beside the Ray slice it ran on, and for any run ``ray_slices``: the last attempt's
+processes counted by the Ray slice they ran on, gathered from the workers (the preemption drill's whole-slice check).
 
 Runs and names: ``--name`` is the run (a directory under ``--storage-path``); the default is a new name
 for every launch. Ray Train restores a run's state when its directory exists, so launching an existing name
@@ -138,6 +139,7 @@ def _train(config: dict[str, Any], compiles: list[str]) -> None:
     devices = jax.devices()
     slices = int(config.get("slices", 1))
     megascale = _megascale_view(slices) if slices > 1 else None
+    ray_slices = _ray_slices()
     mesh = Mesh(_device_grid(devices, megascale["slice_ids"] if megascale else None, slices), MESH_AXES)
     data_sharding = NamedSharding(mesh, P(MESH_AXES))
     replicated = NamedSharding(mesh, P())
@@ -239,7 +241,8 @@ def _train(config: dict[str, Any], compiles: list[str]) -> None:
                    "restarts": restarts, "resumed_from": start_step, "history": history,
                    "launch": launch, "start_step": launch_start, "steps_run": done - launch_start,
                    "global_batch": global_batch, "devices": len(devices), "workers": ctx.get_world_size(),
-                   "slice_name": slice_name, "mesh": dict(mesh.shape), "megascale": megascale,
+                   "slice_name": slice_name, "ray_slices": ray_slices, "mesh": dict(mesh.shape),
+                   "megascale": megascale,
                    "placed_wall": config["placed_wall"], "first_step_wall": first_step_wall,
                    "first_step": start_step + 1, "at_notice": notice is not None, "notices": notices,
                    "resumed_at_notice": bool(meta.get("at_notice")) and start_step == meta.get("step"),
@@ -284,6 +287,25 @@ def _megascale_view(slices: int) -> dict[str, Any]:
     return {"num_slices": int(os.environ.get("MEGASCALE_NUM_SLICES", "0")), "slice_ids": ids,
             "coordinator": os.environ.get("MEGASCALE_COORDINATOR_ADDRESS"), "port": os.environ.get("MEGASCALE_PORT"),
             "ids_match_ray_slices": len(pairs) == len(set(ids)) == len(set(where)) == slices}
+
+
+SLICE_NAME_BYTES = 128
+"""Room for one slice name in :func:`_ray_slices`' gather (a longer name is cut to that many bytes)."""
+
+
+def _ray_slices() -> dict[str, int]:
+    """This attempt's processes by the Ray slice they run on (``ray.io/tpu-slice-name``), gathered (a collective:
+    every process calls it): which slices the run holds and how many hosts of each, as measured, not planned."""
+    import jax
+    import numpy as np
+    import ray
+    from jax.experimental import multihost_utils
+
+    own = str(ray.get_runtime_context().get_node_labels().get(RAY_SLICE_LABEL) or "").encode()[:SLICE_NAME_BYTES]
+    mine = np.frombuffer(own.ljust(SLICE_NAME_BYTES, b"\0"), np.uint8).astype(np.int32)
+    table = np.asarray(multihost_utils.process_allgather(mine)).reshape(jax.process_count(), SLICE_NAME_BYTES)
+    names = [bytes(row.astype(np.uint8)).rstrip(b"\0").decode(errors="replace") for row in table]
+    return {name: names.count(name) for name in sorted(set(names))}
 
 
 def _device_grid(devices: list[Any], slice_ids: list[int] | None, slices: int) -> Any:
@@ -471,7 +493,8 @@ def _outcome(result: Any, args: argparse.Namespace, launch: str) -> dict[str, An
         samples_per_s=metrics.get("samples_per_s"), compiles=metrics.get("compiles"),
         compiles_during_steps=metrics.get("compiles_during_steps"), restarts=metrics.get("restarts"),
         resumed_from=metrics.get("resumed_from"), devices=metrics.get("devices"),
-        global_batch=metrics.get("global_batch"), slice_name=metrics.get("slice_name"), mesh=metrics.get("mesh"),
+        global_batch=metrics.get("global_batch"), slice_name=metrics.get("slice_name"),
+        ray_slices=metrics.get("ray_slices"), mesh=metrics.get("mesh"),
         megascale=metrics.get("megascale"), notices=metrics.get("notices") or [],
         resumed_at_notice=bool(metrics.get("resumed_at_notice")), train_data=metrics.get("data"))
     out["stamps"] = train_stamps(metrics)

@@ -2,6 +2,12 @@
 and what it cost: steps lost, time to resume, from which checkpoint. ``raytpu demo --preempt``, the slice tests and
 ``bench/preempt.py`` run it.
 
+Multi-slice (``slices`` > 1): the run spans that many whole slices of the cluster and the preempted host is one host of
+one of them. Ray Train 2.60 restarts the whole worker group and reserves all N slices again in one placement group, so
+the run resumes on N whole slices or waits: ``resumed_on_slices`` is what the resumed attempt's processes report
+(the train summary's ``ray_slices``), not what was planned.
+Source: Ray 2.60 ``TrainController._execute_resize_decision`` ("full restart"), ``WorkerGroup._create_placement_group``.
+
 Steps lost are measured, not inferred: rank 0 appends every finished step to a progress file
 (:func:`raytpu.workloads.preemption.record_progress`); the steps lost are the last step finished before the host was
 killed minus the step the run resumed from.
@@ -31,10 +37,11 @@ STEP_SLEEP_S = 0.3
 
 def drill(cluster: LocalCluster, notice_s: float, storage: str | Path, *, steps: int = 40, every: int = 10,
           at_step: int | None = None, host: int | None = None, slice_name: str | None = None,
-          progress: Progress | None = None, timeout_s: float = 480.0) -> dict[str, Any]:
+          slices: int = 1, progress: Progress | None = None, timeout_s: float = 480.0) -> dict[str, Any]:
     """Runs the train workload on ``cluster`` (checkpoints every ``every`` steps under ``storage``), preempts
     ``host`` with ``notice_s`` of notice (0: a crash) once step ``at_step`` (default: half the steps) is done, and
-    waits for the run's end. Returns ``{"train": summary, "preemption": section, "stdout": driver output}``
+    waits for the run's end. The run spans ``slices`` whole slices (``workloads[].slices``; the cluster needs that
+    many). Returns ``{"train": summary, "preemption": section, "stdout": driver output}``
     (:func:`section`).
 
     Raises:
@@ -47,6 +54,7 @@ def drill(cluster: LocalCluster, notice_s: float, storage: str | Path, *, steps:
     progress_file = storage / "progress.jsonl"
     at_step = at_step or max(steps // 2, 1)
     node = target(cluster, host, slice_name)  # a bad --host is refused before the run starts
+    work = cluster.workload("train", slices)  # more slices than the cluster has: InvalidInput, before the run
     done: dict[str, Any] = {}
 
     def run() -> None:
@@ -54,7 +62,7 @@ def drill(cluster: LocalCluster, notice_s: float, storage: str | Path, *, steps:
             done["run"] = run_workload(cluster, "train", "--storage-path", str(storage), "--steps", str(steps),
                                        "--checkpoint-every", str(every), "--step-sleep-s", str(STEP_SLEEP_S),
                                        "--max-failures", "2", "--progress-file", str(progress_file),
-                                       timeout_s=timeout_s)
+                                       timeout_s=timeout_s, work=work)
         except RuntimeFailure as exc:
             done["error"] = exc
 
@@ -75,7 +83,7 @@ def drill(cluster: LocalCluster, notice_s: float, storage: str | Path, *, steps:
         raise RuntimeFailure(f"local.drill: the run did not end after the preemption: {done.get('error')}")
     summary = parse_result(done["run"].stdout) or {}
     return {"train": summary, "stdout": done["run"].stdout, "exit_code": done["run"].returncode,
-            "preemption": section(record, summary, read_progress(progress_file), every, cluster)}
+            "preemption": section(record, summary, read_progress(progress_file), every, cluster, slices)}
 
 
 def _tail(done: dict[str, Any]) -> str:
@@ -84,11 +92,12 @@ def _tail(done: dict[str, Any]) -> str:
 
 
 def section(record: Preemption, summary: dict[str, Any], steps_seen: list[dict[str, Any]], every: int,
-            cluster: LocalCluster) -> dict[str, Any]:
+            cluster: LocalCluster, slices: int = 1) -> dict[str, Any]:
     """The report's ``preemption`` section: ``notice_s``, ``checkpoint_at_notice`` (the run resumed from a checkpoint
     written after the notice), ``steps_lost`` (the last step the attempt running at the kill finished, minus the step
     the next attempt started from), ``resumed_after_s`` (from the notice, or the kill for a crash, to the first step
-    after the restart), from which checkpoint, on which slice, and the phases (:data:`timeline.PREEMPTION_PHASES`)."""
+    after the restart), from which checkpoint, on which slices (:func:`whole_slices`), and the phases
+    (:data:`timeline.PREEMPTION_PHASES`)."""
     gone = record.gone_wall or 0.0
     # by attempt, not by clock: a step in flight at the kill may still be recorded just after it, and is lost
     attempt = max((p["restarts"] for p in steps_seen if p["wall"] <= gone), default=0)
@@ -109,12 +118,22 @@ def section(record: Preemption, summary: dict[str, Any], steps_seen: list[dict[s
                          f"step {resumed_from}" if resumed_from is not None else "no resume"),
         "steps_lost": None if resumed_from is None else last_before - resumed_from,
         "resumed_after_s": round(first["wall"] - started, 2) if first else None,
-        "resumed_on_whole_slice": bool(first) and summary.get("devices") == cluster.slice_plan.chips
-        and summary.get("slice_name") == record.slice_name,
+        "resumed_on_slices": summary.get("ray_slices"),
+        "resumed_on_whole_slice": bool(first) and whole_slices(summary, cluster, slices, record.slice_name),
         "restarts": summary.get("restarts"), "run_ok": bool(summary.get("ok")),
     }
     out["timeline"] = phases(record, notices, first, started)
     return out
+
+
+def whole_slices(summary: dict[str, Any], cluster: LocalCluster, slices: int, preempted: str) -> bool:
+    """Whether the run's last attempt ran on ``slices`` whole slices, the preempted host's slice among them: its
+    processes (``ray_slices``, gathered by the workers) on exactly ``slices`` slices of the cluster, each with all its
+    hosts, and its devices all of those slices' chips."""
+    plan = cluster.slice_plan
+    held = summary.get("ray_slices") or {}
+    return (len(held) == slices and preempted in held and set(held) <= set(cluster.slices)
+            and all(n == plan.hosts for n in held.values()) and summary.get("devices") == plan.chips * slices)
 
 
 def phases(record: Preemption, notices: list[dict[str, Any]], first: dict[str, Any] | None,
