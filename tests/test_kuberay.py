@@ -405,24 +405,9 @@ def test_gcs_fuse_volume_ksa_and_annotation_on_every_pod() -> None:
 def test_no_bucket_means_no_volume_and_no_annotation() -> None:
     manifest = kuberay.ray_cluster("rc", _work(), kuberay.Pods(image=IMAGE))
     head = manifest["spec"]["headGroupSpec"]["template"]
-    assert [v["name"] for v in head["spec"]["volumes"]] == [kuberay.SHM_VOLUME, *pod_security.SCRATCH]  # emptyDirs
+    assert [v["name"] for v in head["spec"]["volumes"]] == list(pod_security.SCRATCH)  # emptyDirs only
     assert "annotations" not in head["metadata"]
     assert "serviceAccountName" not in head["spec"]
-
-
-def test_every_ray_node_has_a_memory_backed_dev_shm_and_the_submitter_none() -> None:
-    """A container's own /dev/shm is 64 MiB (containerd's CRI default), so Ray 2.60 caps the object store at 10 GB
-    (``ray._private.utils.resolve_object_store_memory``: REQUIRE_SHM_SIZE_THRESHOLD) and puts it in /tmp, on disk
-    (``services.determine_plasma_store_config``: "the object store is using /tmp instead of /dev/shm"); a memory
-    emptyDir at /dev/shm holds up to the pod's memory limit (Kubernetes core/v1 ``EmptyDirVolumeSource.sizeLimit``).
-    The submitter runs no Ray node."""
-    job = kuberay.ray_job("rj", _work(), kuberay.Pods(image=IMAGE))
-    for template in kuberay.pod_templates(job):
-        volumes = {v["name"]: v for v in template["spec"].get("volumes", [])}
-        mounts = {m["mountPath"]: m["name"] for c in template["spec"]["containers"] for m in c.get("volumeMounts", [])}
-        is_ray_node = template["spec"]["containers"][0]["name"] in ("ray-head", "ray-worker")
-        assert (volumes.get(kuberay.SHM_VOLUME) == {"name": "dshm", "emptyDir": {"medium": "Memory"}}) == is_ray_node
-        assert (mounts.get("/dev/shm") == kuberay.SHM_VOLUME) == is_ray_node
 
 
 def test_services_stay_cluster_ip_only() -> None:

@@ -49,7 +49,6 @@ API_VERSION = "ray.io/v1"
 GCSFUSE_ANNOTATION = "gke-gcsfuse/volumes"
 GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
 GCS_VOLUME = "gcs-bucket"
-SHM_VOLUME = "dshm"
 WORKER_GROUP = "tpu"
 """groupName of the TPU worker group."""
 TPU_ENV = {"JAX_PLATFORMS": "tpu,cpu", "ENABLE_PJRT_COMPATIBILITY": "true"}
@@ -158,19 +157,9 @@ def _volumes(pods: Pods) -> tuple[list[dict[str, Any]], list[dict[str, Any]], di
     return [volume], [{"name": GCS_VOLUME, "mountPath": names.GCS_MOUNT_PATH}], {GCSFUSE_ANNOTATION: "true"}
 
 
-def _shared_memory() -> tuple[dict[str, Any], dict[str, Any]]:
-    """(volume, volumeMount) of a memory-backed ``/dev/shm`` for a Ray node: a container's own is 64 MiB, so Ray puts
-    its object store (up to 10 GB) on disk, in /tmp, which is the pod's ephemeral storage.
-    Source: Ray 2.60 ``ray._private.utils.resolve_object_store_memory``, ``services.determine_plasma_store_config``."""
-    return {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}}, {"name": SHM_VOLUME, "mountPath": "/dev/shm"}
-
-
 def _pod_template(pods: Pods, container: dict[str, Any], *, node_selector: Mapping[str, str] | None = None,
-                  tolerations: Sequence[Mapping[str, Any]] = (), ray_node: bool = True) -> dict[str, Any]:
+                  tolerations: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     volumes, mounts, annotations = _volumes(pods)
-    if ray_node:
-        volume, mount = _shared_memory()
-        volumes, mounts = [*volumes, volume], [*mounts, mount]
     if mounts:
         container["volumeMounts"] = mounts
     spec: dict[str, Any] = {"containers": [container]}
@@ -372,7 +361,7 @@ def submitter_template(pods: Pods) -> dict[str, Any]:
     bucket and runs on no TPU node. Source: KubeRay v1.7.0 ``configureSubmitterContainer``.
     """
     container = {"name": "ray-job-submitter", "image": pods.image, "resources": SUBMITTER_RESOURCES}
-    template = _pod_template(replace(pods, bucket=None), container, ray_node=False)
+    template = _pod_template(replace(pods, bucket=None), container)
     template["spec"]["restartPolicy"] = "Never"
     return template
 
