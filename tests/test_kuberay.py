@@ -410,6 +410,19 @@ def test_no_bucket_means_no_volume_and_no_annotation() -> None:
     assert "serviceAccountName" not in head["spec"]
 
 
+def test_no_ray_pod_mounts_dev_shm_so_kuberay_adds_its_sized_one() -> None:
+    """KubeRay mounts a memory emptyDir at /dev/shm on every Ray container, sized to the container's memory, unless
+    the template already mounts that path (then it adds nothing: the kit's would have no size limit) or sets
+    ``plasma-directory``. Source: KubeRay v1.7.0 ``BuildPod``/``addEmptyDir``/``makeEmptyDirVolume``."""
+    job = kuberay.ray_job("rj", _work(), kuberay.Pods(image=IMAGE))
+    cluster = kuberay.ray_cluster_of(job)
+    for group in (cluster["headGroupSpec"], *cluster["workerGroupSpecs"]):
+        assert "plasma-directory" not in group["rayStartParams"]
+    for template in kuberay.pod_templates(job):
+        assert not [m for c in template["spec"]["containers"] for m in c.get("volumeMounts", [])
+                    if m["mountPath"] == "/dev/shm"]
+
+
 def test_services_stay_cluster_ip_only() -> None:
     for manifest in _manifests(_cluster(_slice())):
         cluster = _cluster_of(manifest)
