@@ -281,7 +281,8 @@ def test_every_rayjob_carries_its_workload_spec_and_a_plain_entrypoint(gen: str,
         program = f"python -m raytpu.workloads.{work.kind.program}"
         run = job["metadata"]["name"]
         flags = (f" --storage-path /mnt/gcs/checkpoints --name {run}"  # spot: waits for a replacement slice
-                 f" --start-timeout-s {preemption.RESTART_WAIT_S}" if work.kind.name == "train" else "")
+                 f" --start-timeout-s {preemption.RESTART_WAIT_S} --slice-retries {preemption.MAX_PREEMPTIONS}"
+                 if work.kind.name == "train" else "")
         assert job["spec"]["entrypoint"] == program + flags
         for replanning in ("--generation", "--topology", "--machine-type", "--slices"):
             assert replanning not in job["spec"]["entrypoint"]

@@ -108,6 +108,28 @@ def test_a_train_run_on_reclaimed_capacity_waits_for_its_replacement_slice(provi
     parsed = train.build_parser().parse_args([*kinds.kind("train").run_args("train-r1"), *argv])
     expected = preemption.RESTART_WAIT_S if provisioning in RECLAIMED else 60.0
     assert parsed.start_timeout_s == expected, job["spec"]["entrypoint"]
+    # every preemption the run resumes from may spend one such wait: the program's 2 would end it at the third
+    assert parsed.slice_retries == (preemption.MAX_PREEMPTIONS if provisioning in RECLAIMED else 2)
+    assert parsed.max_preemption_failures == preemption.MAX_PREEMPTIONS
+
+
+@pytest.mark.parametrize("provisioning", RECLAIMED + KEPT)
+def test_a_run_on_reclaimed_capacity_waits_for_its_first_slice_as_long_as_it_may_run(provisioning: str) -> None:
+    """KubeRay v1.7.0 fails a RayJob not Running ``preRunningDeadlineSeconds`` after its start
+    (``checkPreRunningDeadlineAndUpdateStatusIfNeeded``; ``backoffLimit: 0``: no retry). Spot and flex-start capacity
+    may come only after hours, so a train or batch run there waits its whole ``activeDeadlineSeconds``; a smoke check
+    keeps its own deadline (a slice without capacity is reported unschedulable, not waited for)."""
+    extra: dict[str, Any] = {"reservation": "my-res"} if provisioning == "reservation" else {}
+    item = SliceSpec.create(name="train", generation="v6e", topology="4x4", zone="us-east5-b",
+                            provisioning=provisioning, **extra)
+    for kind in ("train", "smoke"):
+        limits = kinds.kind(kind).limits
+        assert limits is not None
+        job = kuberay.ray_job(f"{kind}-r1", WorkloadSpec(name=kind, kind=kinds.kind(kind), slice=item),
+                              kuberay.Pods(image="us-docker.pkg.dev/p/r/ray-tpu:2.60.0"))
+        waits = limits.active_deadline_s if provisioning in RECLAIMED and kind == "train" else \
+            limits.pre_running_deadline_s
+        assert job["spec"]["preRunningDeadlineSeconds"] == waits, (provisioning, kind)
 
 
 def test_which_ray_drains_on_sigterm() -> None:

@@ -28,6 +28,8 @@ import os
 import time
 from typing import Any
 
+from raytpu.core.preemption import MAX_PREEMPTIONS
+
 PREEMPTION_POLL_ENV = "RAY_TRAIN_PREEMPTION_POLL_INTERVAL_S"
 PREEMPTION_POLL_S = 1.0
 """How often Ray Train looks for draining nodes in the kit's runs: Ray 2.60's default of 5 s
@@ -39,13 +41,11 @@ RECLAIM_MARGIN_S = 60.0
 """How long past the controller's own deadline a worker that checkpointed at the notice waits to be stopped before
 it gives up and fails (a restart from the same checkpoint)."""
 
-DEFAULT_MAX_PREEMPTIONS = 5
-"""Preemptions a run survives (``FailureConfig.max_preemption_failures``; Ray's default, -1, retries forever)."""
 
 
 def add_preemption_arguments(parser: argparse.ArgumentParser) -> None:
     """The train program's preemption flags."""
-    parser.add_argument("--max-preemption-failures", type=int, default=DEFAULT_MAX_PREEMPTIONS,
+    parser.add_argument("--max-preemption-failures", type=int, default=MAX_PREEMPTIONS,
                         help="preemptions to resume from, apart from --max-failures (-1: no limit)")
     parser.add_argument("--preemption-grace-s", type=float, default=0.0,
                         help="how long the workers may run past the drain deadline to finish a checkpoint")

@@ -338,7 +338,8 @@ def ray_job(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = Fals
         "shutdownAfterJobFinishes": limits.shutdown_after_finish,
         "ttlSecondsAfterFinished": limits.ttl_s,
         "activeDeadlineSeconds": limits.active_deadline_s,
-        "preRunningDeadlineSeconds": limits.pre_running_deadline_s,
+        "preRunningDeadlineSeconds": preemption.pre_running_deadline_s(
+            limits.pre_running_deadline_s, limits.active_deadline_s, work.slice.modes, work.kind.checks),
         "backoffLimit": limits.backoff_limit,
         "runtimeEnvYAML": json.dumps({**dict(runtime or {}), "env_vars": env}, sort_keys=True),  # JSON is YAML
         "rayClusterSpec": ray_cluster_spec(work, pods, autopilot=autopilot, worker_env=worker_env),

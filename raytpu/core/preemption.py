@@ -141,8 +141,24 @@ never resets in a run. Source: Ray 2.60 ``WorkerGroup`` (``WorkerGroupStartupTim
 ``failure_handling.default.DefaultFailurePolicy.make_decision`` (``controller_failure_limit``)."""
 
 
+MAX_PREEMPTIONS = 5
+"""Preemptions a training run resumes from (``FailureConfig.max_preemption_failures``; Ray's default, -1, retries
+forever)."""
+
+
 def train_run_args(modes: Iterable[Provisioning]) -> list[str]:
     """The train program's flags for a slice provisioned by ``modes`` (its mode and fallbacks): on capacity GKE
-    takes back, a restart waits :data:`RESTART_WAIT_S` for its replacement slice."""
-    return ["--start-timeout-s", str(RESTART_WAIT_S)] if reclaimable(modes) else []
+    takes back, a restart waits :data:`RESTART_WAIT_S` for its replacement slice, and every preemption the run
+    resumes from may spend one such wait (``--slice-retries``: the program's 2 would end the run at the third)."""
+    return (["--start-timeout-s", str(RESTART_WAIT_S), "--slice-retries", str(MAX_PREEMPTIONS)]
+            if reclaimable(modes) else [])
+
+
+def pre_running_deadline_s(deadline_s: int, run_deadline_s: int, modes: Iterable[Provisioning],
+                           checks: bool) -> int:
+    """A RayJob's ``preRunningDeadlineSeconds``: its kind's ``deadline_s``, but a run (not a check) on capacity GKE
+    takes back waits for its first slice as long as it may run, as spot and flex-start capacity may come only after
+    hours. Source: KubeRay v1.7.0 ``checkPreRunningDeadlineAndUpdateStatusIfNeeded`` (Failed, no retry at
+    ``backoffLimit: 0``)."""
+    return run_deadline_s if reclaimable(modes) and not checks else deadline_s
 
