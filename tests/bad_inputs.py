@@ -510,6 +510,9 @@ CASES: tuple[Case, ...] = (
     Case("submit-run-id-long", (*SUBMIT, "--run-id", "r" * 80), "--run-id", CFG_OUT),
     Case("submit-py-modules-scheme", (*SUBMIT, "--py-modules", "ftp://host/raytpu.zip"), "--py-modules", CFG_OUT),
     Case("submit-local-no-cluster", ("submit", "train", "--local", "--dir", "run"), "local", CFG, code=1),
+    Case("submit-local-overwrite-train", ("submit", "train", "--local", "--overwrite", "--dir", "run"), "--overwrite",
+         CFG),
+    Case("submit-cpu-model-no-local", (*SUBMIT, "--cpu-model", "model"), "--cpu-model", {**CFG_OUT, "model": DIR}),
     # smoke
     Case("smoke-no-stack", ("smoke",), "--stack", CFG_OUT),
     Case("smoke-image-latest", (*SMOKE, "--image", "us-docker.pkg.dev/p/r/smoke:latest"), "--image", CFG_OUT,

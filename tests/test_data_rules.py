@@ -95,3 +95,30 @@ def test_an_output_that_holds_something_is_refused_unless_overwrite(tmp_path: Pa
 def test_the_spec_round_trips_its_data_fields() -> None:
     work = _batch()
     assert WorkloadSpec.from_json(work.to_json()) == work
+
+
+def test_the_batch_row_functions_ship_by_value_and_keep_every_column(tmp_path: Path) -> None:
+    """The processor's preprocess and postprocess, pickled as Ray Data pickles them (cloudpickle), run in a Python
+    that cannot import the kit: its map workers need nothing of it, as with a hand-written pipeline's lambdas."""
+    import subprocess
+    import sys
+
+    from ray import cloudpickle
+
+    from raytpu.workloads import batch
+
+    preprocess, postprocess = batch.row_functions(("id", "prompt", "lang"), 16)
+    assert preprocess({"id": 1, "prompt": "hi", "lang": "en"}) == {"prompt": "hi",
+                                                                    "sampling_params": data.sampling_params(16)}
+    answered = {"id": 1, "prompt": "hi", "lang": "en", "generated_text": "yo", "num_input_tokens": 2,
+                "num_generated_tokens": 16, "sampling_params": {}, "prompt_token_ids": [1, 2]}
+    expected = {"id": 1, "prompt": "hi", "lang": "en", "generated_text": "yo", "num_input_tokens": 2,
+                "num_generated_tokens": 16}
+    assert postprocess(answered) == expected
+    (tmp_path / "fns.pkl").write_bytes(cloudpickle.dumps((preprocess, postprocess, answered, expected)))
+    script = ("import pickle, sys; pre, post, row, want = pickle.load(open(sys.argv[1], 'rb')); "
+              "assert post(row) == want and pre(row)['prompt'] == 'hi'; "
+              "assert not [m for m in sys.modules if m.startswith('raytpu')], 'the kit was imported'")
+    done = subprocess.run([sys.executable, "-I", "-c", script, str(tmp_path / "fns.pkl")], capture_output=True,
+                          text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -988,3 +988,109 @@ def test_the_local_job_spec_keeps_the_workloads_own_fields_on_the_emulated_slice
     train = job_workload(cluster, spec.workload("pretrain"))
     assert (train.name, train.slices, train.multislice) == ("pretrain", 2, True)
     assert WorkloadSpec.from_env(train.env()) == train  # what the job reads back in RAYTPU_WORKLOAD
+
+
+BATCH_CONFIG = CONFIG + "  - {name: label, kind: batch, slice: serve, input: prompts.jsonl, output: answers}\n"
+"""A batch workload (the fourth: ``workloads[3]``) whose local paths are relative to where ``raytpu`` runs."""
+
+
+@pytest.fixture
+def batch_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[tuple[str, ...], WorkloadSpec]]:
+    """A folder (the current one) with :data:`BATCH_CONFIG`, a model folder ``model`` and a recorded emulated slice
+    of the batch workload's shape (its state file only: nothing runs); returns what ``local.submit_job`` is given."""
+    from raytpu import local
+    from raytpu.local import submission as submission_local
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "raytpu.yaml").write_text(BATCH_CONFIG)
+    (tmp_path / "model").mkdir()
+    local.LocalCluster(str(tmp_path), "/tmp/none", "127.0.0.1:1",
+                       parse(BATCH_CONFIG).slice_named("serve").plan.to_json(), ["s0"]).save()
+    given: list[tuple[tuple[str, ...], WorkloadSpec]] = []
+
+    def submit_job(_cluster: local.LocalCluster, kind_name: str, *extra: str, **options: Any) -> str:
+        assert kind_name == "batch"
+        given.append((extra, options["work"]))
+        return "SUCCEEDED"
+
+    monkeypatch.setattr(local, "submit_job", submit_job)
+    monkeypatch.setattr(submission_local, "has_vllm", lambda: True)  # the serve environment's, not this one's
+    return given
+
+
+def test_submit_local_runs_a_batch_workload_on_its_engines_cpu_twin(
+        tmp_path: Path, batch_local: list[tuple[tuple[str, ...], WorkloadSpec]]) -> None:
+    """The batch program gets ``--cpu-model`` (absolute) as ``raytpu demo --data`` passes it, and the workload's own
+    spec with its local paths made absolute (the job runs from a folder of Ray's choosing)."""
+    assert main("submit", "label", "--local", "--dir", str(tmp_path), "--run-id", "r1", "--cpu-model", "model") == 0
+    [(extra, work)] = batch_local
+    assert extra == ("--cpu-model", str(tmp_path / "model"))
+    assert (work.name, work.kind.name, work.input, work.output) == (
+        "label", "batch", str(tmp_path / "prompts.jsonl"), str(tmp_path / "answers"))
+    assert WorkloadSpec.from_env(work.env()) == work
+
+
+def test_submit_local_replaces_a_batch_output_only_with_overwrite(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        batch_local: list[tuple[tuple[str, ...], WorkloadSpec]]) -> None:
+    """An ``output`` that holds something: exit 2 naming the field as ``validate`` does, nothing submitted, the
+    user's file untouched; with ``--overwrite`` the program is told to replace it."""
+    mine = tmp_path / "answers" / "part-0.parquet"
+    mine.parent.mkdir()
+    mine.write_bytes(b"the user's results")
+    argv = ("submit", "label", "--local", "--dir", str(tmp_path), "--cpu-model", "model")
+    assert main(*argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: workloads[3].output: 'answers' exists and would be overwritten; valid: ")
+    assert "--overwrite" in err and "Traceback" not in err and len(err.splitlines()) == 1
+    assert batch_local == [] and mine.read_bytes() == b"the user's results"
+    assert main(*argv, "--overwrite") == 0
+    [(extra, _work)] = batch_local
+    assert extra == ("--cpu-model", str(tmp_path / "model"), "--overwrite")
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (("label", "--local"), "error: --cpu-model: is required for a batch workload on the emulated slice"),
+    (("label", "--local", "--cpu-model", "nope"), "error: --cpu-model: 'nope' is not a folder; valid: a local model"),
+    (("train", "--local", "--cpu-model", "model"),
+     "error: --cpu-model: is for a batch workload; train is a train workload; valid: no --cpu-model for it"),
+    (("smoke", "--local", "--overwrite"),
+     "error: --overwrite: is for a batch workload; smoke is a smoke workload; valid: no --overwrite for it"),
+    (("label", "--stack", STACK, "--overwrite"),
+     "error: --overwrite: is for a batch workload run on the emulated slice; valid: --overwrite with --local"),
+    (("label", "--stack", STACK, "--cpu-model", "model"), "error: --cpu-model: is for a batch workload run on the "),
+])
+def test_submit_local_batch_flags_refused_where_they_make_no_sense(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        batch_local: list[tuple[tuple[str, ...], WorkloadSpec]], argv: tuple[str, ...], message: str) -> None:
+    assert main("submit", *argv, "--dir", str(tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message) and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert batch_local == []
+
+
+def test_the_local_job_spec_carries_a_train_workloads_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``dataset`` travels to the emulated run (absolute when local); a ``gs://`` one as written."""
+    from raytpu.local.from_config import job_workload
+    from raytpu.local.state import LocalCluster
+
+    monkeypatch.chdir(tmp_path)
+    spec = parse(LOCAL_CONFIG.replace("slices: 2, image", "slices: 2, dataset: data/train.parquet, image"))
+    cluster = LocalCluster(str(tmp_path), "/tmp/none", "127.0.0.1:1", spec.slice_named("train").plan.to_json(),
+                           ["s0", "s1"])
+    assert job_workload(cluster, spec.workload("pretrain")).dataset == str(tmp_path / "data" / "train.parquet")
+    remote = parse(LOCAL_CONFIG.replace("slices: 2, image", "slices: 2, dataset: gs://b/train.parquet, image"))
+    assert job_workload(cluster, remote.workload("pretrain")).dataset == "gs://b/train.parquet"
+
+
+def test_submit_local_batch_without_vllm_here_says_which_environment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        batch_local: list[tuple[tuple[str, ...], WorkloadSpec]]) -> None:
+    """The job runs the submitting interpreter: without vLLM there it would fail on the slice; exit 1 up front."""
+    from raytpu.local import submission as submission_local
+
+    monkeypatch.setattr(submission_local, "has_vllm", lambda: False)
+    assert main("submit", "label", "--local", "--dir", str(tmp_path), "--cpu-model", "model") == 1
+    err = capsys.readouterr().err
+    assert "vLLM is not installed" in err and ".venv-serve/bin/raytpu submit NAME --local" in err
+    assert batch_local == []

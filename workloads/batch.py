@@ -10,11 +10,11 @@ An ``output`` that exists is refused before anything is read (exit 2, ``output``
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from raytpu.core import data, errors
@@ -66,15 +66,22 @@ def write(ds: Any, path: str, overwrite: bool) -> None:
         ds.write_parquet(path, **options)
 
 
-def preprocess(row: dict[str, Any], max_tokens: int) -> dict[str, Any]:
-    """A row as the engine takes it: its prompt and the sampling (every other column is carried along)."""
-    return {"prompt": str(row[data.PROMPT_COLUMN]), "sampling_params": data.sampling_params(max_tokens)}
+def row_functions(columns: tuple[str, ...], max_tokens: int) -> tuple[Callable[..., dict[str, Any]],
+                                                                       Callable[..., dict[str, Any]]]:
+    """The processor's preprocess (a row as the engine takes it: its prompt and the sampling) and postprocess (the
+    input row's columns, the answer and its token counts). Closures over plain values: Ray Data ships them by value,
+    so its map workers import nothing of the kit to run them (module functions are pickled by reference, and each
+    worker imports their module), as with a hand-written pipeline's lambdas."""
+    prompt, sampling = data.PROMPT_COLUMN, data.sampling_params(max_tokens)
 
+    def preprocess(row: dict[str, Any]) -> dict[str, Any]:
+        return {"prompt": str(row[prompt]), "sampling_params": sampling}
 
-def postprocess(row: dict[str, Any], columns: tuple[str, ...]) -> dict[str, Any]:
-    """The input row's columns, the answer and its token counts."""
-    return {**{c: row[c] for c in columns}, "generated_text": row["generated_text"],
-            "num_input_tokens": row["num_input_tokens"], "num_generated_tokens": row["num_generated_tokens"]}
+    def postprocess(row: dict[str, Any]) -> dict[str, Any]:
+        return {**{c: row[c] for c in columns}, "generated_text": row["generated_text"],
+                "num_input_tokens": row["num_input_tokens"], "num_generated_tokens": row["num_generated_tokens"]}
+
+    return preprocess, postprocess
 
 
 def build(config: dict[str, Any], columns: tuple[str, ...], max_tokens: int) -> Any:
@@ -82,10 +89,9 @@ def build(config: dict[str, Any], columns: tuple[str, ...], max_tokens: int) -> 
     (no chat template), tokenized and detokenized by the processor's own stages."""
     from ray.data.llm import build_processor, vLLMEngineProcessorConfig
 
-    return build_processor(
-        vLLMEngineProcessorConfig(**config, chat_template_stage=False),
-        preprocess=functools.partial(preprocess, max_tokens=max_tokens),
-        postprocess=functools.partial(postprocess, columns=columns))
+    preprocess, postprocess = row_functions(columns, max_tokens)
+    return build_processor(vLLMEngineProcessorConfig(**config, chat_template_stage=False),
+                           preprocess=preprocess, postprocess=postprocess)
 
 
 def run(work: WorkloadSpec, *, overwrite: bool = False, cpu_model: str | None = None,
@@ -108,8 +114,10 @@ def run(work: WorkloadSpec, *, overwrite: bool = False, cpu_model: str | None = 
     out = processor(ds).materialize()
     wall = time.monotonic() - t0
     rows_out = out.count()
-    generated = int(out.sum("num_generated_tokens") or 0) if rows_out else 0
-    prompt_tokens = int(out.sum("num_input_tokens") or 0) if rows_out else 0
+    # one pass over the answers for both token counts (each Dataset.sum is an execution of its own)
+    sums = out.sum(["num_generated_tokens", "num_input_tokens"]) if rows_out else {}
+    generated, prompt_tokens = (int(sums[f"sum({c})"]) if rows_out else 0
+                                for c in ("num_generated_tokens", "num_input_tokens"))
     write(out, work.output, overwrite)
     # wall_s: from the first row read to the last answer, the engine's start included (Ray Data is lazy)
     return {"rows_in": rows_in, "rows_out": rows_out, "wall_s": round(wall, 3),

@@ -12,7 +12,8 @@ RayService it waits until it serves and prints the endpoint. Exit 0 on success, 
 out or a slice is unhealthy, 2 on bad input (unknown workload, missing outputs).
 
 ``--local`` submits the same program, with the same spec in ``RAYTPU_WORKLOAD``, to the running emulated slice
-(``raytpu local up``) through Ray's Job Submission API and follows it the same way.
+(``raytpu local up``) through Ray's Job Submission API and follows it the same way; a ``batch`` workload there needs
+``--cpu-model PATH`` (its engine's CPU twin) and replaces an existing ``output`` only with ``--overwrite``.
 """
 
 from __future__ import annotations
@@ -39,6 +40,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --local: the local cluster's run directory")
     parser.add_argument("--report", default=None, type=argtypes.path, metavar="FILE",
                         help="with --wait: also write the run's timeline (where the minutes went) as JSON to FILE")
+    parser.add_argument("--cpu-model", default=None, type=argtypes.path, metavar="PATH",
+                        help="with --local, a batch workload (required): run its engine's CPU twin with the model "
+                             "folder at PATH (e.g. the tiny model `python -m raytpu.workloads.tiny_llm` prints)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="with --local, a batch workload: replace its output when it exists")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,11 +59,17 @@ def run(args: argparse.Namespace) -> int:
     if (args.report is not None and not (args.wait or args.local)) or args.report == "":
         raise errors.invalid_value("--report", args.report, "is the timeline of a run that is followed",
                                    "a file path, with --wait or --local")
+    if not args.local:
+        errors.raise_found([errors.InvalidInput(flag, "is for a batch workload run on the emulated slice",
+                                                f"{flag} with --local")
+                            for flag, given in (("--cpu-model", args.cpu_model is not None),
+                                                ("--overwrite", args.overwrite)) if given])
     if args.local:
         from raytpu.local.submission import submit_local
 
         return submit_local(work, directory=args.dir, run_id=args.run_id, timeout_s=args.timeout_s,
-                            report_path=args.report)
+                            report_path=args.report, cpu_model=args.cpu_model, overwrite=args.overwrite,
+                            output_field=f"workloads[{spec.workloads.index(work)}].output")
     if not args.stack:
         raise errors.missing("--stack", "(or --local)", "the cluster stack's id, <cluster name>-cluster")
     from raytpu.cli_args import print_yaml

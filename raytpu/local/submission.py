@@ -1,14 +1,19 @@
 """``raytpu submit --local``: a job workload of the config, with its own spec, on the running emulated slice through
-Ray's Job Submission API, followed as on a deployed stack (the driver's log, verdicts, timeline)."""
+Ray's Job Submission API, followed as on a deployed stack (the driver's log, verdicts, timeline).
+
+A ``batch`` workload there runs its engine's CPU twin (the emulated slice has no TPU) with the model folder given by
+``--cpu-model``, as ``raytpu demo --data`` does, and replaces an existing ``output`` only with ``--overwrite``."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from raytpu import followed_run, local
-from raytpu.core import errors, timeline
+from raytpu.core import data, errors, timeline
 from raytpu.local.from_config import job_workload
 from raytpu.local.phases import emulated_phases
 
@@ -16,22 +21,60 @@ if TYPE_CHECKING:
     from raytpu.core.spec import WorkloadSpec
 
 
+CPU_MODEL_VALID = ("a local model folder (config.json, weights, tokenizer) vLLM's CPU build loads, e.g. the tiny "
+                   "model's: `python -m raytpu.workloads.tiny_llm` prints its path")
+
+
+def has_vllm() -> bool:
+    """vLLM is importable here (without importing it)."""
+    return importlib.util.find_spec("vllm") is not None
+
+
+def batch_args(work: WorkloadSpec, *, cpu_model: str | None, overwrite: bool, output_field: str) -> list[str]:
+    """The batch program's flags for ``work`` on the emulated slice (``--cpu-model ABSPATH [--overwrite]``); none
+    for another kind. InvalidInput (exit 2) before anything starts: either flag given for another kind, a batch
+    workload without ``--cpu-model`` or with one that is not a folder, an ``output`` (named ``output_field``) that
+    holds something without ``--overwrite``."""
+    if work.kind.name != "batch":
+        errors.raise_found([errors.InvalidInput(flag, f"is for a batch workload; {work.name} is a {work.kind.name} "
+                                                      "workload", f"no {flag} for it, or a batch workload")
+                            for flag, given in (("--cpu-model", cpu_model is not None), ("--overwrite", overwrite))
+                            if given])
+        return []
+    if cpu_model is None:
+        raise errors.missing("--cpu-model", "for a batch workload on the emulated slice (no TPU: vLLM's CPU build "
+                             "runs the engine)", CPU_MODEL_VALID)
+    if not os.path.isdir(cpu_model):
+        raise errors.invalid_value("--cpu-model", cpu_model, "is not a folder", CPU_MODEL_VALID)
+    assert work.output is not None  # the spec requires it for kind batch
+    errors.raise_found(data.output_problems(output_field, work.output, overwrite))
+    if not has_vllm():  # the job runs this interpreter (local.workload_command), as `local serve` does
+        raise errors.RuntimeFailure(f"local.batch: vLLM is not installed in {sys.executable}'s environment",
+                                    "the serve environment (`make serve` builds .venv-serve; then `.venv-serve/bin/"
+                                    "raytpu local up --slice SLICE` and `.venv-serve/bin/raytpu submit NAME --local`)")
+    return ["--cpu-model", os.path.abspath(cpu_model), *(["--overwrite"] if overwrite else [])]
+
+
+
 def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: str | None, timeout_s: float,
-                 report_path: str | None) -> int:
+                 report_path: str | None, cpu_model: str | None = None, overwrite: bool = False,
+                 output_field: str = "output") -> int:
     """Runs ``work`` on the local cluster recorded in ``directory`` (default run dir); returns the exit code. The
-    package's names (``local.submit_job``) are read at call time: what the package exports is what runs."""
+    package's names (``local.submit_job``) are read at call time: what the package exports is what runs. A batch
+    workload's flags: :func:`batch_args`."""
     from raytpu.cluster import gke
 
     if not work.kind.is_job:
         raise errors.invalid_value("WORKLOAD", work.name, f"is a {work.kind.object_kind}; --local runs RayJobs",
-                                   "a job workload (smoke, train)")
+                                   "a job workload (smoke, train, batch)")
+    program_args = batch_args(work, cpu_model=cpu_model, overwrite=overwrite, output_field=output_field)
     cluster = local.LocalCluster.load(local.run_dir(directory))
     if cluster is None:
         raise errors.RuntimeFailure(f"local: no local cluster recorded in {local.run_dir(directory)}",
                                     "start one with `raytpu local up`")
     run_name = f"{work.name}-{run_id or gke.run_id()}"
     # the run dir stands in for the pods' GCS FUSE mount: <run dir>/checkpoints/<run name>, as on GKE
-    extra = work.kind.run_args(run_name, mount_path=cluster.run_dir)
+    extra = [*work.kind.run_args(run_name, mount_path=cluster.run_dir), *program_args]
     recorder = timeline.Recorder.for_command()
     emulated_phases(recorder, cluster.hosts_recorded_wall())
     recorder.mark("applied", f"{run_name} submitted through Ray's Job Submission API (the emulated RayJob)",
