@@ -22,7 +22,8 @@ class JobLimits:
     Attributes:
         active_deadline_s: Whole-job deadline (``activeDeadlineSeconds``). Default 3600.
         pre_running_deadline_s: Fail a job still not running after this long, e.g. waiting for TPU
-            capacity (``preRunningDeadlineSeconds``). Default 1800.
+            capacity (``preRunningDeadlineSeconds``; a run on spot or flex-start waits its whole
+            ``active_deadline_s``: :func:`raytpu.core.preemption.pre_running_deadline_s`). Default 1800.
         ttl_s: Seconds the finished RayJob's cluster lingers (``ttlSecondsAfterFinished``). Default 300.
         backoff_limit: Retries of the whole job (``backoffLimit``). Default 0.
         submission_mode: ``K8sJobMode`` (a submitter Job whose logs carry the driver's output) or
