@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def body() -> int:
         work = WorkloadSpec.from_env()
-        if work.kind.name != "batch":
+        if not work.kind.batches:
             raise errors.invalid_value("RAYTPU_WORKLOAD", work.kind.name, "is not a batch workload", "kind: batch")
         assert work.output is not None  # the spec requires it for kind batch
         refuse_taken(work.output, args.overwrite)  # before Ray: nothing is read, started or written

@@ -96,6 +96,11 @@ class WorkloadKind:
         return self.takes_model and not self.is_job
 
     @property
+    def batches(self) -> bool:
+        """It runs a model over a dataset offline (a RayJob that takes a model: input in, output out)."""
+        return self.takes_model and self.is_job
+
+    @property
     def is_job(self) -> bool:
         """A one-shot RayJob (as opposed to a long-lived RayService)."""
         return self.object_kind == "RayJob"

@@ -369,7 +369,7 @@ class WorkloadSpec:
                                                     vllm_version=self.vllm_version or vllm_rules.VLLM_VERSION)
             found += gated_model_problems(self.model_source or self.model or vllm_rules.DEFAULT_MODEL,
                                           self.hf_token_secret)
-        found += data.batch_problems(batch=self.kind.name == "batch", plan=self.plan, input=self.input,
+        found += data.batch_problems(batch=self.kind.batches, plan=self.plan, input=self.input,
                                      output=self.output)
         if self.dataset is not None:
             found += (data.path_problems("dataset", self.dataset) if self.kind.trains else [errors.forbidden(

@@ -35,7 +35,7 @@ def batch_args(work: WorkloadSpec, *, cpu_model: str | None, overwrite: bool, ou
     for another kind. InvalidInput (exit 2) before anything starts: either flag given for another kind, a batch
     workload without ``--cpu-model`` or with one that is not a folder, an ``output`` (named ``output_field``) that
     holds something without ``--overwrite``."""
-    if work.kind.name != "batch":
+    if not work.kind.batches:
         errors.raise_found([errors.InvalidInput(flag, f"is for a batch workload; {work.name} is a {work.kind.name} "
                                                       "workload", f"no {flag} for it, or a batch workload")
                             for flag, given in (("--cpu-model", cpu_model is not None), ("--overwrite", overwrite))
@@ -53,7 +53,6 @@ def batch_args(work: WorkloadSpec, *, cpu_model: str | None, overwrite: bool, ou
                                     "the serve environment (`make serve` builds .venv-serve; then `.venv-serve/bin/"
                                     "raytpu local up --slice SLICE` and `.venv-serve/bin/raytpu submit NAME --local`)")
     return ["--cpu-model", os.path.abspath(cpu_model), *(["--overwrite"] if overwrite else [])]
-
 
 
 def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: str | None, timeout_s: float,
