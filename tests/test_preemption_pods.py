@@ -36,10 +36,14 @@ RECLAIMED = ("spot", "flex-start")  # spelled out: GKE takes these back while th
 KEPT = ("on-demand", "reservation")
 
 
-def _objects(provisioning: str, mode: str = "standard", fallback: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def _slice(provisioning: str, fallback: tuple[str, ...] = ()) -> SliceSpec:
     extra: dict[str, Any] = {"reservation": "my-res"} if provisioning == "reservation" else {}
-    item = SliceSpec.create(name="train", generation="v6e", topology="4x4", zone="us-east5-b",
+    return SliceSpec.create(name="train", generation="v6e", topology="4x4", zone="us-east5-b",
                             provisioning=provisioning, fallback=fallback, **extra)
+
+
+def _objects(provisioning: str, mode: str = "standard", fallback: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    item = _slice(provisioning, fallback)
     works = tuple(WorkloadSpec(name=k, kind=kinds.kind(k), slice=item,
                                model="org/model" if k == "serve" else None) for k in ("train", "serve"))
     spec = ClusterSpec(project="my-ml-project", region="us-east5", cluster=GkeSpec(name="ray-tpu", mode=mode),
@@ -119,9 +123,7 @@ def test_a_run_on_reclaimed_capacity_waits_for_its_first_slice_as_long_as_it_may
     (``checkPreRunningDeadlineAndUpdateStatusIfNeeded``; ``backoffLimit: 0``: no retry). Spot and flex-start capacity
     may come only after hours, so a train or batch run there waits its whole ``activeDeadlineSeconds``; a smoke check
     keeps its own deadline (a slice without capacity is reported unschedulable, not waited for)."""
-    extra: dict[str, Any] = {"reservation": "my-res"} if provisioning == "reservation" else {}
-    item = SliceSpec.create(name="train", generation="v6e", topology="4x4", zone="us-east5-b",
-                            provisioning=provisioning, **extra)
+    item = _slice(provisioning)
     for kind in ("train", "smoke"):
         limits = kinds.kind(kind).limits
         assert limits is not None

@@ -42,7 +42,6 @@ RECLAIM_MARGIN_S = 60.0
 it gives up and fails (a restart from the same checkpoint)."""
 
 
-
 def add_preemption_arguments(parser: argparse.ArgumentParser) -> None:
     """The train program's preemption flags."""
     parser.add_argument("--max-preemption-failures", type=int, default=MAX_PREEMPTIONS,
