@@ -138,8 +138,9 @@ def _train(config: dict[str, Any], compiles: list[str]) -> None:
 
     devices = jax.devices()
     slices = int(config.get("slices", 1))
-    megascale = _megascale_view(slices) if slices > 1 else None
-    ray_slices = _ray_slices()
+    names, slice_ids = _placement()
+    ray_slices = {name: names.count(name) for name in sorted(set(names))}
+    megascale = _megascale_view(slices, names, slice_ids) if slices > 1 else None
     mesh = Mesh(_device_grid(devices, megascale["slice_ids"] if megascale else None, slices), MESH_AXES)
     data_sharding = NamedSharding(mesh, P(MESH_AXES))
     replicated = NamedSharding(mesh, P())
@@ -268,44 +269,35 @@ MESH_AXES = ("slice", "data")
 """The training mesh: ``slice`` crosses the DCN (one entry per slice), ``data`` stays within a slice's ICI."""
 
 
-def _megascale_view(slices: int) -> dict[str, Any]:
-    """Every process's ``MEGASCALE_*`` as Ray set it, gathered (a collective: every process calls it): the slice id
-    of each process (by JAX process index), and whether processes on one Ray slice (``ray.io/tpu-slice-name``)
-    share one slice id and processes on different slices do not."""
-    import zlib
-
-    import jax
-    import numpy as np
-    import ray
-    from jax.experimental import multihost_utils
-
-    own_slice = str(ray.get_runtime_context().get_node_labels().get(RAY_SLICE_LABEL) or "")
-    mine = np.array([int(os.environ.get("MEGASCALE_SLICE_ID", "-1")), zlib.crc32(own_slice.encode())], np.int64)
-    table = np.asarray(multihost_utils.process_allgather(mine)).reshape(jax.process_count(), 2)
-    ids, where = [int(v) for v in table[:, 0]], [int(v) for v in table[:, 1]]
-    pairs = set(zip(ids, where, strict=True))
+def _megascale_view(slices: int, names: list[str], ids: list[int]) -> dict[str, Any]:
+    """Every process's ``MEGASCALE_*`` as Ray set it (:func:`_placement`): the slice id of each process (by JAX
+    process index), and whether processes on one Ray slice share one slice id and processes on different slices
+    do not."""
+    pairs = set(zip(ids, names, strict=True))
     return {"num_slices": int(os.environ.get("MEGASCALE_NUM_SLICES", "0")), "slice_ids": ids,
             "coordinator": os.environ.get("MEGASCALE_COORDINATOR_ADDRESS"), "port": os.environ.get("MEGASCALE_PORT"),
-            "ids_match_ray_slices": len(pairs) == len(set(ids)) == len(set(where)) == slices}
+            "ids_match_ray_slices": len(pairs) == len(set(ids)) == len(set(names)) == slices}
 
 
 SLICE_NAME_BYTES = 128
-"""Room for one slice name in :func:`_ray_slices`' gather (a longer name is cut to that many bytes)."""
+"""Room for one slice name in :func:`_placement`'s gather (a longer name is cut to that many bytes)."""
 
 
-def _ray_slices() -> dict[str, int]:
-    """This attempt's processes by the Ray slice they run on (``ray.io/tpu-slice-name``), gathered (a collective:
-    every process calls it): which slices the run holds and how many hosts of each, as measured, not planned."""
+def _placement() -> tuple[list[str], list[int]]:
+    """Every process's Ray slice (``ray.io/tpu-slice-name``) and ``MEGASCALE_SLICE_ID`` (-1: unset), by JAX process
+    index, in one gather (a collective: every process calls it once per attempt): where this attempt runs, as
+    measured, not planned."""
     import jax
     import numpy as np
     import ray
     from jax.experimental import multihost_utils
 
     own = str(ray.get_runtime_context().get_node_labels().get(RAY_SLICE_LABEL) or "").encode()[:SLICE_NAME_BYTES]
-    mine = np.frombuffer(own.ljust(SLICE_NAME_BYTES, b"\0"), np.uint8).astype(np.int32)
-    table = np.asarray(multihost_utils.process_allgather(mine)).reshape(jax.process_count(), SLICE_NAME_BYTES)
-    names = [bytes(row.astype(np.uint8)).rstrip(b"\0").decode(errors="replace") for row in table]
-    return {name: names.count(name) for name in sorted(set(names))}
+    mine = np.concatenate([[int(os.environ.get("MEGASCALE_SLICE_ID", "-1"))],
+                           np.frombuffer(own.ljust(SLICE_NAME_BYTES, b"\0"), np.uint8)]).astype(np.int32)
+    table = np.asarray(multihost_utils.process_allgather(mine)).reshape(jax.process_count(), 1 + SLICE_NAME_BYTES)
+    names = [bytes(row.astype(np.uint8)).rstrip(b"\0").decode(errors="replace") for row in table[:, 1:]]
+    return names, [int(v) for v in table[:, 0]]
 
 
 def _device_grid(devices: list[Any], slice_ids: list[int] | None, slices: int) -> Any:
