@@ -11,17 +11,18 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from raytpu.core import preemption
+from raytpu.local.launch import free_port
 
 pytestmark = [pytest.mark.slice, pytest.mark.timeout(600)]
 
@@ -40,17 +41,27 @@ time.sleep(600)
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+START_ATTEMPTS = 3
+"""Starts of a node before the test gives up: a port handed out free may be taken before Ray binds it."""
+SETTLE_S = 3.0
+"""How long a node must stay up after it says it started: a port taken under it ends ``ray start`` just after."""
 
 
-def _wait_started(log: Path, deadline_s: float = 300) -> None:
+def _up(proc: subprocess.Popen[Any], log: Path, deadline_s: float = 300) -> bool:
+    """Whether ``ray start --block`` said it started and is still running :data:`SETTLE_S` later (False: it exited,
+    e.g. a port race)."""
     end = time.monotonic() + deadline_s
     while "Ray runtime started" not in log.read_text(errors="replace"):
+        if proc.poll() is not None:
+            return False
         assert time.monotonic() < end, log.read_text(errors="replace")[-3000:]
         time.sleep(0.5)
+    settled = time.monotonic() + SETTLE_S
+    while time.monotonic() < settled:
+        if proc.poll() is not None:
+            return False
+        time.sleep(0.2)
+    return True
 
 
 class Nodes:
@@ -59,7 +70,6 @@ class Nodes:
 
     def __init__(self, worker_env: dict[str, str]) -> None:
         self.tmp = Path(tempfile.mkdtemp(prefix="rtp", dir="/tmp"))
-        self.gcs = _free_port()
         # Ray's token auth as KubeRay sets it on every Ray container (RAY_AUTH_MODE, RAY_AUTH_TOKEN), which a
         # preStop exec inherits: the GCS drain must pass it
         self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token",
@@ -70,20 +80,31 @@ class Nodes:
         common = ["--disable-usage-stats", "--node-ip-address", "127.0.0.1", "--dashboard-agent-listen-port", "0",
                   "--include-log-monitor", "false", "--object-store-memory", str(80 * 1024**2), "--log-style",
                   "record", "--block"]
-        self._start([ray, "start", "--head", "--port", str(self.gcs), "--temp-dir", str(self.tmp / "h"),
-                     "--num-cpus", "0", "--include-dashboard", "false", "--ray-client-server-port",
-                     str(_free_port()), *common], "head.log", {})
-        _wait_started(self.tmp / "head.log")
-        self.worker = self._start([ray, "start", "--address", f"127.0.0.1:{self.gcs}", "--temp-dir",
-                                   str(self.tmp / "w"), "--num-cpus", "1", *common], "worker.log", worker_env)
-        _wait_started(self.tmp / "worker.log")
 
-    def _start(self, argv: list[str], log: str, extra: dict[str, str]) -> subprocess.Popen[Any]:
-        with open(self.tmp / log, "wb") as out:
-            proc = subprocess.Popen(argv, env={**self.env, **extra}, stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
-        self.started.append(proc)
-        return proc
+        self.gcs = 0
+
+        def head() -> list[str]:
+            self.gcs = free_port()
+            return [ray, "start", "--head", "--port", str(self.gcs), "--temp-dir", str(self.tmp / "h"), "--num-cpus",
+                    "0", "--include-dashboard", "false", "--ray-client-server-port", str(free_port()), *common]
+
+        self._start(head, "head.log", {})
+        self.worker = self._start(lambda: [ray, "start", "--address", f"127.0.0.1:{self.gcs}", "--temp-dir",
+                                           str(self.tmp / "w"), "--num-cpus", "1", *common], "worker.log", worker_env)
+
+    def _start(self, argv: Callable[[], list[str]], log: str, extra: dict[str, str]) -> subprocess.Popen[Any]:
+        """Starts a node (``argv()``: fresh ports each time) until it stays up, at most :data:`START_ATTEMPTS`."""
+        for _ in range(START_ATTEMPTS):
+            with open(self.tmp / log, "wb") as out:
+                proc = subprocess.Popen(argv(), env={**self.env, **extra}, stdout=out, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, start_new_session=True)
+            self.started.append(proc)
+            if _up(proc, self.tmp / log):
+                return proc
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)  # what the failed start left
+            proc.wait()
+        raise AssertionError(f"{log}: no start stayed up in {START_ATTEMPTS}: " + self.log(log)[-3000:])
 
     def keep_busy(self) -> None:
         """An actor on the worker node (the head has no CPUs), held by a driver that stays connected."""
