@@ -162,15 +162,17 @@ structure, so a huge list is refused in a moment rather than compiled entry by e
 
 def load(path: str | Path | None = None) -> ClusterSpec:
     """Reads and compiles a config file (default :func:`default_path`); raises InvalidInputs listing every
-    problem with its config path."""
+    problem with its config path. A workload's ``code`` is relative to the file's folder."""
     path = Path(path or default_path())
     text = reading.read_text(path, "config", f"a readable UTF-8 config (start from raytpu.example.yaml; "
                              f"{CONFIG_ENV} names the default)")
-    return parse(text, str(path))
+    return parse(text, str(path), base=path.parent)
 
 
-def parse(text: str, source: str = DEFAULT_CONFIG) -> ClusterSpec:
-    """Validates and compiles config text; raises InvalidInputs listing every problem with its field path."""
+def parse(text: str, source: str = DEFAULT_CONFIG, base: Path | None = None) -> ClusterSpec:
+    """Validates and compiles config text; raises InvalidInputs listing every problem with its field path. Code
+    folders (``workloads[].code``) are made absolute against ``base`` (default: the working folder) and checked
+    (:mod:`raytpu.teamcode.checks`)."""
     data = reading.load_yaml(text, source, field_at)
     if not isinstance(data, dict):
         shown = "empty" if data is None else f"a {type(data).__name__}, not a mapping"
@@ -183,7 +185,30 @@ def parse(text: str, source: str = DEFAULT_CONFIG) -> ClusterSpec:
         config = Config.model_validate(data)
     except ValidationError as exc:
         raise InvalidInputs([_from_pydantic(e) for e in exc.errors()]) from exc
-    return compile_config(config)
+    config, found = _code_folders(config, base or Path.cwd())
+    try:
+        spec = compile_config(config)
+    except (InvalidInput, InvalidInputs) as exc:
+        raise InvalidInputs([*errors.problems_of(exc), *found]) from exc
+    errors.raise_found(found)
+    return spec
+
+
+def _code_folders(config: Any, base: Path) -> tuple[Any, list[InvalidInput]]:
+    """``config`` with every workload's ``code`` made absolute against ``base``, and the problems found in those
+    folders (those of a kind that takes code, spelled as a local path: the spec reports the others)."""
+    from raytpu.teamcode.checks import folder_problems
+
+    workloads, found = list(config.workloads or ()), []
+    for i, work in enumerate(workloads):
+        code, kind = work.code, kinds.KINDS.get(work.kind)
+        if not isinstance(code, str) or not code.strip() or "://" in code or kind is None or not kind.code_entry:
+            continue
+        folder = Path(os.path.normpath(base / os.path.expanduser(code)))
+        workloads[i] = work.model_copy(update={"code": str(folder)})
+        found += folder_problems(f"workloads[{i}].code", folder, {"train_loop": work.train_loop,
+                                                                 "entrypoint": work.entrypoint})
+    return (config.model_copy(update={"workloads": tuple(workloads)}) if workloads else config), found
 
 
 def compile_config(config: Any) -> ClusterSpec:

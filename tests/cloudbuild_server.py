@@ -6,7 +6,8 @@ Neither API can be reached from the test machine, so the tests stop at the wire.
 - ``POST /token``: the OAuth2 JWT-bearer grant (the service-account key's ``token_uri``), as in
   ``tests/kube_server.py``: google-auth's real credentials refresh here, and API calls must carry a token it issued;
 - GCS JSON API (https://cloud.google.com/storage/docs/json_api/v1/objects): simple media upload
-  ``POST /upload/storage/v1/b/{bucket}/o?uploadType=media&name=...`` (answers the Object with its ``generation``),
+  ``POST /upload/storage/v1/b/{bucket}/o?uploadType=media&name=...`` (answers the Object with its ``generation``;
+  ``ifGenerationMatch=0`` answers 412 when the object exists), ``GET /storage/v1/b/{bucket}/o/{object}`` (metadata),
   and ``GET /storage/v1/b/{bucket}/o/{object}?alt=media`` honouring ``Range: bytes=N-`` (206; 416 when nothing lies
   past N; 404 for no object);
 - Cloud Build v1 (https://cloud.google.com/build/docs/api/reference/rest/v1/projects.locations.builds):
@@ -164,15 +165,20 @@ class CloudBuildServer:
         if method == "POST" and (m := _UPLOAD.match(path)):
             assert query.get("uploadType") == "media" and query.get("name"), query
             key = (m["bucket"], query["name"])
+            if query.get("ifGenerationMatch") == "0" and key in self.objects:  # create only if absent
+                return h.send(412, json.dumps(google_error(412, "At least one of the pre-conditions you specified "
+                                                                "did not hold.", "conditionNotMet")).encode())
             self.objects[key] = body
             generation = str(1_700_000_000_000_000 + len(self.objects))
             return h.send(200, json.dumps({"kind": "storage#object", "bucket": key[0], "name": key[1],
                                            "generation": generation, "size": str(len(body))}).encode())
         if method == "GET" and (m := _OBJECT.match(path)):
-            assert query.get("alt") == "media", query
             data = self.objects.get((m["bucket"], urllib.parse.unquote(m["object"])))
             if data is None:
                 return h.send(404, json.dumps(google_error(404, "No such object")).encode())
+            if query.get("alt") != "media":  # the object's metadata
+                return h.send(200, json.dumps({"kind": "storage#object", "bucket": m["bucket"], "size": str(len(data)),
+                                               "name": urllib.parse.unquote(m["object"])}).encode())
             start = int(re.fullmatch(r"bytes=(\d+)-", h.headers.get("Range", "bytes=0-"))[1])  # type: ignore[index]
             if start >= len(data):
                 return h.send(416, json.dumps(google_error(416, "Requested range not satisfiable")).encode())

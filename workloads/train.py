@@ -1,4 +1,6 @@
-"""Data-parallel training of a small MLP on synthetic data with Ray Train v2's JaxTrainer, one worker per host.
+"""Data-parallel training of a small MLP on synthetic data with Ray Train v2's JaxTrainer, one worker per host; or,
+when the workload names a ``train_loop``, the team's own function in the same trainer
+(:mod:`raytpu.workloads.team_train`).
 
 Runs unchanged as a GKE RayJob entrypoint and on the local emulated slice::
 
@@ -379,7 +381,7 @@ def build_trainer(plan: SlicePlan, args: argparse.Namespace, launch: str, slice_
               "progress_file": args.progress_file, "dataset": datasets is not None}
     run = RunConfig(
         name=args.name, storage_path=args.storage_path, failure_config=failure_config(args),
-        checkpoint_config=CheckpointConfig(num_to_keep=2))
+        checkpoint_config=CheckpointConfig(num_to_keep=args.keep_checkpoints))
     return JaxTrainer(train_loop_per_worker, train_loop_config=config, datasets=datasets,
                       scaling_config=scaling_config(plan, slice_name, slices), run_config=run)
 
@@ -404,6 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--start-timeout-s", type=float, default=60.0,
                         help="bound on each attempt to place the workers on a slice")
     parser.add_argument("--step-sleep-s", type=float, default=0.0, help="pause per step (tests: a longer run)")
+    parser.add_argument("--keep-checkpoints", type=int, default=2, help="checkpoints kept (the newest)")
     add_preemption_arguments(parser)
     parser.add_argument("--address", default=None, help="Ray address (default: RAY_ADDRESS, else auto)")
     return parser
@@ -422,6 +425,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     env = {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": str(args.start_timeout_s),
            "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": os.environ.get("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5"),
            PREEMPTION_POLL_ENV: os.environ.get(PREEMPTION_POLL_ENV, str(PREEMPTION_POLL_S))}
+    if work.train_loop is not None:  # the team's function, in the JaxTrainer the kit builds for the slice
+        from raytpu.workloads import team_train
+
+        return team_train.run(args, work, env)
     if not ray.is_initialized():
         ray.init(address=args.address or os.environ.get("RAY_ADDRESS") or "auto", log_to_driver=False,
                  logging_level=logging.ERROR, runtime_env={"env_vars": env})

@@ -150,6 +150,26 @@ def upload_core(uri: str, credentials: Any = None, api: str = STORAGE_API) -> No
                              f"storage.objects.create on gs://{bucket} for the caller's credentials")
 
 
+def upload_code(uri: str, data: bytes, api: GoogleApi | None = None) -> bool:
+    """Uploads a team's code zip to ``uri`` unless an object is there already (its name is its content's SHA-256,
+    :mod:`raytpu.teamcode.bundle`); True when it uploaded. Created with ``ifGenerationMatch=0``: a concurrent submit
+    of the same code gets 412, which means the same bytes are there.
+    Source: https://cloud.google.com/storage/docs/request-preconditions#special-case"""
+    from urllib.parse import quote
+
+    api = api or GoogleApi()
+    bucket, _, name = uri.removeprefix("gs://").partition("/")
+    role = f"roles/storage.objectUser on gs://{bucket} (the kit's bucket)"
+    found = api.call("GET", f"{api.storage}/storage/v1/b/{bucket}/o/{quote(name, safe='')}", f"look up {uri}",
+                     role=role, ok=(404,))
+    if found.status_code != 404:
+        return False
+    made = api.call("POST", f"{api.storage}/upload/storage/v1/b/{bucket}/o", f"upload {uri}", role=role, ok=(412,),
+                    params={"uploadType": "media", "name": name, "ifGenerationMatch": "0"}, data=data,
+                    headers={"Content-Type": "application/zip"}, timeout=300)
+    return made.status_code != 412
+
+
 def _first_line(exc: object) -> str:
     text = exc.args[0] if isinstance(exc, Exception) and exc.args and isinstance(exc.args[0], str) else str(exc)
     return json.dumps(text)[1:-1].split("\\n")[0]

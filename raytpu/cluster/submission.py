@@ -16,6 +16,7 @@ from raytpu import followed_run, images
 from raytpu.cluster import gke, occupancy
 from raytpu.cluster.kube_errors import KubeError
 from raytpu.core import errors, kuberay, names, report, serving, timeline, vllm_rules
+from raytpu.teamcode.bundle import Bundle, bundle
 
 if TYPE_CHECKING:
     from raytpu.cluster.kube_client import KubeClient
@@ -34,13 +35,23 @@ class StackRun:
     outputs: StackOutputs
     stack: str
     name: str
+    code: Bundle | None = None
 
     @classmethod
     def of(cls, spec: ClusterSpec, work: WorkloadSpec, outputs: StackOutputs, stack: str,
            run_id: str | None) -> StackRun:
-        """Every RayJob submission is a new run: its own name, and (train) its own checkpoint directory."""
+        """Every RayJob submission is a new run: its own name, and (train) its own checkpoint directory; a team's
+        code folder is zipped (InvalidInput naming ``workloads[i].code`` when it cannot ship)."""
         name = f"{work.name}-{run_id or gke.run_id()}" if work.kind.is_job else work.name
-        return cls(spec, work, outputs, stack, name)
+        code = None
+        if work.code is not None:
+            code = bundle(f"workloads[{spec.workloads.index(work)}].code", work.code, work.name)
+        return cls(spec, work, outputs, stack, name, code)
+
+    @property
+    def code_uri(self) -> str | None:
+        """Where the code zip lives in the bucket (``gs://<bucket>/code/<workload>-<sha256>.zip``)."""
+        return names.code_zip_uri(self.outputs.bucket, self.code.object_name) if self.code else None
 
     def manifest(self, refs: Mapping[str, str], py_modules: str | None, *, preview: bool = False) -> dict[str, Any]:
         """The workload's KubeRay object; a ``preview`` shows an image not built yet as a placeholder."""
@@ -49,19 +60,23 @@ class StackRun:
                                          service_account=self.outputs.service_account,
                                          bucket=self.outputs.bucket, namespace=self.outputs.namespace,
                                          py_modules=py_modules, name=self.name,
-                                         args=self.work.kind.run_args(self.name))
+                                         args=self.work.kind.run_args(self.name),
+                                         code_zip=self.code.object_name if self.code else None)
 
 
 def preview(run: StackRun, manifest: dict[str, Any], refs: Mapping[str, str]) -> list[dict[str, Any]]:
     """What ``--dry-run`` shows: the object behind its NetworkPolicy; prints the header naming unbuilt images."""
     manifests = kuberay.with_network_policies([manifest], run.spec)
     print(images.mark_preview(manifests, [n for n in [images.unbuilt(run.work, refs)] if n]), end="")
+    if run.code is not None:
+        print(f"code: {run.code_uri} ({run.code.files} files; not uploaded: --dry-run)", file=sys.stderr)
     return manifests
 
 
 def apply(client: KubeClient, run: StackRun, manifest: dict[str, Any]) -> None:
     """Checks the served CRD, a RayService's API key Secret, a checking job's slice copies and that a RayJob's name
-    is free, then server-side applies the object behind its NetworkPolicy. Raises before anything is applied."""
+    is free, uploads a team's code zip unless the bucket has it, then server-side applies the object behind its
+    NetworkPolicy. Raises before anything is applied."""
     client.check_schema(manifest, kuberay.MIN_KUBERAY_VERSION)
     if manifest["kind"] == "RayService":
         check_api_key_secret(client, run.spec.security.serve_api_key_secret, run.outputs.namespace)
@@ -72,6 +87,12 @@ def apply(client: KubeClient, run: StackRun, manifest: dict[str, Any]) -> None:
         raise errors.invalid_value("--run-id", run.name.removeprefix(f"{run.work.name}-"), f"names RayJob {run.name}, "
                                    "which exists (run ids are base-36 seconds: two submissions in one second "
                                    "share one)", "a --run-id of no existing run, or resubmit a second later")
+    if run.code is not None and run.code_uri is not None:  # the pods read it: in the bucket before the RayJob
+        from raytpu.cluster import google_api
+
+        uploaded = google_api.upload_code(run.code_uri, run.code.data)
+        print(f"code: {run.code_uri} ({run.code.files} files, {'uploaded' if uploaded else 'already there'})",
+              file=sys.stderr)
     gke.apply_with_network_policy(client, manifest, run.spec)
 
 

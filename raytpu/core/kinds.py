@@ -71,24 +71,34 @@ class WorkloadKind:
         checks: Its program checks slices and prints verdicts (``raytpu smoke`` runs it on every slice; the image a
             slice's workload of this kind names is the one the slice's smoke jobs run; ``submit`` refuses a copy
             another workload holds and fails on an unhealthy verdict).
+        code_entry: The field that names a team's code in ``code`` (:mod:`raytpu.core.user_code`): ``train_loop``
+            (optional: without it the kit's own trainer runs) or ``entrypoint`` (required: the team's own driver,
+            run instead of a program of the kit's); None: the kind runs the kit's program only.
 
     Its default image is the kit's image listing it (:data:`raytpu.images.definitions.IMAGES`), which carries
     everything its program imports.
     """
 
     name: str
-    program: str
+    program: str | None
     object_kind: Literal["RayJob", "RayService"]
     limits: JobLimits | None = None
     takes_model: bool = False
     spans_slices: bool = False
     trains: bool = False
     checks: bool = False
+    code_entry: Literal["train_loop", "entrypoint"] | None = None
 
     @property
     def module(self) -> str:
-        """The program's import path."""
+        """The program's import path (a kind that runs only a team's entrypoint has none)."""
+        assert self.program is not None, f"kind {self.name} runs a team's entrypoint, not a program of the kit"
         return f"raytpu.workloads.{self.program}"
+
+    @property
+    def runs_entrypoint(self) -> bool:
+        """Its RayJob runs the team's ``entrypoint`` (``kind: job``), not a program of the kit's."""
+        return self.code_entry == "entrypoint"
 
     @property
     def serves(self) -> bool:
@@ -126,7 +136,11 @@ KINDS: dict[str, WorkloadKind] = {k.name: k for k in (
                  JobLimits(active_deadline_s=1800, pre_running_deadline_s=1200, ttl_s=300), checks=True),
     WorkloadKind("train", "train", "RayJob",
                  JobLimits(active_deadline_s=24 * 3600, pre_running_deadline_s=3600, ttl_s=600),
-                 spans_slices=True, trains=True),
+                 spans_slices=True, trains=True, code_entry="train_loop"),
+    # a team's own Ray driver on its slice(s): `entrypoint` runs in the `code` folder, the slice in RAYTPU_* env
+    WorkloadKind("job", None, "RayJob",
+                 JobLimits(active_deadline_s=24 * 3600, pre_running_deadline_s=3600, ttl_s=600),
+                 spans_slices=True, code_entry="entrypoint"),
     WorkloadKind("serve", "serve", "RayService", takes_model=True),
     # offline batch inference (Ray Data LLM's vLLM engine processor): input and output paths, one host
     WorkloadKind("batch", "batch", "RayJob",

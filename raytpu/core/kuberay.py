@@ -35,11 +35,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from raytpu.core import engine_pods, errors, multislice, names, pod_security, preemption, ray_ports, serving, smoke_runs
+from raytpu.core import (
+    engine_pods,
+    errors,
+    multislice,
+    names,
+    pod_security,
+    preemption,
+    ray_ports,
+    serving,
+    smoke_runs,
+    user_code,
+)
 from raytpu.core import network_policy as netpol
 from raytpu.core.catalog import RAY_VERSION, generation
 from raytpu.core.errors import InvalidInput
-from raytpu.core.kinds import WorkloadKind
 from raytpu.core.plan import TPU_RESOURCE, SlicePlan
 from raytpu.core.security import NAMESPACE_SOURCE, SecuritySpec
 from raytpu.core.spec import MULTI_HOST_NAME_LIMIT, ClusterSpec, SliceSpec, WorkloadSpec
@@ -304,20 +314,28 @@ def ray_cluster(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = 
             "spec": ray_cluster_spec(work, _own(pods, "RayCluster", name), autopilot=autopilot)}
 
 
-def runtime_env(py_modules: Sequence[str] = (), env_vars: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """A Ray runtime env: ``py_modules`` URIs (the kit's core zip) and env vars. No ``pip``: the pods' image
-    carries what the program imports (:mod:`raytpu.images`), so no run installs packages on its hosts."""
+def runtime_env(py_modules: Sequence[str] = (), env_vars: Mapping[str, str] | None = None,
+                working_dir: str | None = None) -> dict[str, Any]:
+    """A Ray runtime env: ``py_modules`` URIs (the kit's core zip), a team's code as ``working_dir`` and env vars. No
+    ``pip``: the pods' image carries what the program imports (:mod:`raytpu.images`), so no run installs packages on
+    its hosts."""
     out: dict[str, Any] = {}
     if py_modules:
         out["py_modules"] = list(py_modules)
+    if working_dir:
+        out["working_dir"] = working_dir
     if env_vars:
         out["env_vars"] = dict(env_vars)
     return out
 
 
-def entrypoint(kind: WorkloadKind, *args: str) -> str:
-    """``python -m raytpu.workloads.<program> ARGS``: a job's command (its spec comes in ``RAYTPU_WORKLOAD``)."""
-    return " ".join(["python", "-m", kind.module, *args])
+def entrypoint(work: WorkloadSpec, *args: str) -> str:
+    """``python -m raytpu.workloads.<program> ARGS``: a job's command (its spec comes in ``RAYTPU_WORKLOAD``); the
+    team's own ``entrypoint`` as written for ``kind: job``."""
+    if work.kind.runs_entrypoint:
+        assert work.entrypoint is not None and not args
+        return work.entrypoint
+    return " ".join(["python", "-m", work.kind.module, *args])
 
 
 def ray_job(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = False, args: Sequence[str] = (),
@@ -333,7 +351,7 @@ def ray_job(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = Fals
     pods = _own(pods, "RayJob", name)
     env = {**dict((runtime or {}).get("env_vars") or {}), **work.env()}
     spec: dict[str, Any] = {
-        "entrypoint": entrypoint(work.kind, *args),
+        "entrypoint": entrypoint(work, *args),
         "submissionMode": limits.submission_mode,
         "shutdownAfterJobFinishes": limits.shutdown_after_finish,
         "ttlSecondsAfterFinished": limits.ttl_s,
@@ -459,7 +477,7 @@ record of built images. A function, so that this module (in the jobs' core zip) 
 def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf, service_account: str,
                       bucket: str, namespace: str = "default", py_modules: str | None = None,
                       name: str | None = None, args: Sequence[str] = (),
-                      worker_env: Mapping[str, str] | None = None) -> dict[str, Any]:
+                      worker_env: Mapping[str, str] | None = None, code_zip: str | None = None) -> dict[str, Any]:
     """The KubeRay object of one workload of ``spec``: a RayJob for job kinds, a RayService for serving.
 
     RayJobs receive the kit's core through ``runtimeEnvYAML.py_modules`` (``py_modules``, default
@@ -467,7 +485,9 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf,
     their spec in ``RAYTPU_WORKLOAD``; ``args`` are per-run flags of the program (:meth:`WorkloadKind.run_args`).
     ``service_account`` and ``bucket`` may be Terraform tokens: they are copied, never parsed. Its pods run
     ``images(work)`` (:func:`raytpu.images.resolver`: the kit's image by its built digest, or the workload's own;
-    InvalidInput when the kind's image is needed and has no digest).
+    InvalidInput when the kind's image is needed and has no digest). A team's code (:attr:`WorkloadSpec.runs_team_code`)
+    runs with its ``code_zip`` (:attr:`raytpu.teamcode.bundle.Bundle.object_name`) as ``working_dir`` and the slice
+    in ``RAYTPU_*`` (:func:`raytpu.core.user_code.run_env`).
     """
     reference, ray_version = images(work)
     pods = Pods(image=reference, ray_version=ray_version, service_account=service_account,
@@ -478,8 +498,13 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf,
     if work.kind.is_job:
         if work.kind.trains:
             args = [*args, *preemption.train_run_args(work.slice.modes)]
+        assert (work.code is None) == (code_zip is None), "a code folder ships as its zip (raytpu.teamcode.bundle)"
+        team_env = user_code.run_env(work.plan, slices=work.slices_per_run, storage=names.run_storage(name),
+                                     run=name) if work.runs_team_code else None
+        runtime = runtime_env([py_modules or names.py_modules_uri()], team_env,
+                              names.working_dir_uri(code_zip) if code_zip else None)
         job = ray_job(name, work, pods, autopilot=autopilot, args=args, namespace=namespace, labels=labels,
-                      runtime=runtime_env([py_modules or names.py_modules_uri()]), worker_env=worker_env)
+                      runtime=runtime, worker_env=worker_env)
         if work.kind.takes_model:
             engine_pods.add_engine_needs(job["spec"]["rayClusterSpec"], work)
         return job

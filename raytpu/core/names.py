@@ -92,6 +92,28 @@ def py_modules_uri(version: str = __version__, mount_path: str = GCS_MOUNT_PATH)
     return f"file://{mount_path}/{core_zip_object(version)}"
 
 
+def code_zip_object(bundle_name: str) -> str:
+    """The object name of a team's code zip in the bucket: ``code/<workload>-<sha256>.zip``
+    (:mod:`raytpu.teamcode.bundle` names it by its content)."""
+    return f"code/{bundle_name}"
+
+
+def code_zip_uri(bucket: str, bundle_name: str) -> str:
+    """Where ``raytpu submit`` uploads a team's code zip: ``gs://<bucket>/code/<workload>-<sha256>.zip``."""
+    return f"gs://{bucket}/{code_zip_object(bundle_name)}"
+
+
+def working_dir_uri(bundle_name: str, mount_path: str = GCS_MOUNT_PATH) -> str:
+    """How a job reaches that zip as its ``working_dir``: through the GCS FUSE mount, as :func:`py_modules_uri`."""
+    return f"file://{mount_path}/{code_zip_object(bundle_name)}"
+
+
+def run_storage(run_name: str, mount_path: str = GCS_MOUNT_PATH) -> str:
+    """A run's checkpoint folder as its pods see it: ``<mount>/checkpoints/<run>`` (:func:`checkpoint_uri` in the
+    bucket)."""
+    return f"{mount_path}/checkpoints/{run_name}"
+
+
 def checkpoint_uri(bucket: str, name: str) -> str:
     """Where run ``name``'s checkpoints land in the bucket, ``gs://<bucket>/checkpoints/<name>`` (what ``gcloud
     storage ls`` shows). The job writes them through the GCS FUSE mount

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from raytpu.core import data, errors, kinds, multislice, names, vllm_rules
+from raytpu.core import data, errors, kinds, multislice, names, user_code, vllm_rules
 from raytpu.core.catalog import RAY_VERSION, generation
 from raytpu.core.cluster_parts import AlertingSpec, GkeSpec, NetworkSpec, StorageSpec
 from raytpu.core.errors import InvalidInput, InvalidInputs, Problems
@@ -312,6 +312,13 @@ class WorkloadSpec:
             unasked.
         dataset: Training only: a ``gs://`` or local Parquet/JSONL dataset Ray Train shards over the hosts; default
             none (the program's synthetic batches).
+        code: Kinds train and job: the team's code folder (relative to the config file; :mod:`raytpu.teamcode`
+            checks and ships it as the job's ``working_dir``); default none (code baked into ``image``).
+        train_loop: Train only: ``MODULE:FUNCTION`` in ``code``, run as Ray Train's ``train_loop_per_worker``
+            by the JaxTrainer the kit builds for the slice; default none (the kit's own trainer).
+        train_config: With ``train_loop``: the mapping it receives as ``train_loop_config``; default ``{}``.
+        entrypoint: Job only (required): the team's Ray driver, a command run in ``code`` on the slice's Ray
+            cluster with the slice in ``RAYTPU_*`` (:func:`raytpu.core.user_code.run_env`).
     """
 
     name: str
@@ -327,6 +334,10 @@ class WorkloadSpec:
     input: str | None = None
     output: str | None = None
     dataset: str | None = None
+    code: str | None = None
+    train_loop: str | None = None
+    train_config: Mapping[str, Any] | None = field(default=None, hash=False)
+    entrypoint: str | None = None
 
     def __post_init__(self) -> None:
         found = dns_label_problems("name", self.name)
@@ -374,6 +385,8 @@ class WorkloadSpec:
         if self.dataset is not None:
             found += (data.path_problems("dataset", self.dataset) if self.kind.trains else [errors.forbidden(
                 "dataset", self.dataset, f"for kind {self.kind.name}", "only with kinds that train (train)")])
+        found += user_code.workload_problems(self.kind, image=self.image, **{
+            name: getattr(self, name) for name in user_code.CODE_FIELDS})
         if self.slices is not None:
             bad = range_problems("slices", self.slices, 1, self.slice.count)
             found += bad
@@ -407,6 +420,11 @@ class WorkloadSpec:
         return (self.slices or 1) if self.kind.spans_slices else 1
 
     @property
+    def runs_team_code(self) -> bool:
+        """It runs a team's code (a ``train_loop`` or an ``entrypoint``), not only a program of the kit's."""
+        return self.train_loop is not None or self.kind.runs_entrypoint
+
+    @property
     def multislice(self) -> bool:
         """One run spans several slices joined over DCN."""
         return self.slices_per_run > 1
@@ -417,7 +435,9 @@ class WorkloadSpec:
         if self.hf_token_secret is not None:
             serving["hf_token_secret"] = {"name": self.hf_token_secret.name, "key": self.hf_token_secret.key}
         return {"name": self.name, "kind": self.kind.name, "slice": self.slice.to_json(), "image": self.image,
-                "slices": self.slices, **serving, "input": self.input, "output": self.output, "dataset": self.dataset}
+                "slices": self.slices, **serving, "input": self.input, "output": self.output, "dataset": self.dataset,
+                "code": self.code, "train_loop": self.train_loop, "train_config": user_code.as_json(self.train_config),
+                "entrypoint": self.entrypoint}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> WorkloadSpec:

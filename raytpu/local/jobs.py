@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 from raytpu.core.errors import RuntimeFailure
 from raytpu.core.kinds import kind
@@ -68,14 +69,16 @@ def run_workload(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: 
 
 def submit_job(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: float = 600.0,
                sink: Progress | None = None, poll_s: float = 1.0, slices: int | None = None,
-               work: WorkloadSpec | None = None) -> str:
+               work: WorkloadSpec | None = None, entrypoint: str | None = None,
+               runtime: dict[str, Any] | None = None) -> str:
     """Submits a workload through Ray's Job Submission API (as KubeRay's submitter does on GKE), streams its
     driver log to ``sink`` and returns its final status (``SUCCEEDED``, ``FAILED``, ``STOPPED``).
 
     The job gets its spec in ``RAYTPU_WORKLOAD`` (runtime env), exactly as a RayJob's entrypoint does: ``work``
     (a config's workload on this cluster, :func:`raytpu.local.from_config.job_workload`), default
     :meth:`LocalCluster.workload` with ``slices``, its ``workloads[].slices`` (a multi-slice run spans that many of
-    the emulated slices).
+    the emulated slices). ``entrypoint`` replaces the kind's program (a team's own, ``kind: job``); ``runtime`` adds
+    to the job's runtime env (a team's ``working_dir`` and ``RAYTPU_*`` variables).
 
     Raises:
         RuntimeFailure: the job did not finish within ``timeout_s`` (it is stopped).
@@ -84,9 +87,10 @@ def submit_job(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: fl
     from ray.job_submission import JobStatus, JobSubmissionClient
 
     client = JobSubmissionClient(cluster.dashboard)
-    env = (work or cluster.workload(kind_name, slices)).env() | {ENV_EMULATED: "1"}
-    job_id = client.submit_job(entrypoint=shlex.join(workload_command(kind_name, *extra)),
-                               runtime_env={"env_vars": env})
+    extra_env = dict((runtime or {}).get("env_vars") or {})
+    env = extra_env | (work or cluster.workload(kind_name, slices)).env() | {ENV_EMULATED: "1"}
+    job_id = client.submit_job(entrypoint=entrypoint or shlex.join(workload_command(kind_name, *extra)),
+                               runtime_env={**(runtime or {}), "env_vars": env})
     say = sink or (lambda _line: None)
     shown = 0
     deadline = time.monotonic() + timeout_s

@@ -65,7 +65,7 @@ def _node_args(cluster: LocalCluster, head: bool, temp: str) -> list[str]:
     agent binds 0 and writes its port file), so hosts starting together never race for ports; only the head's GCS,
     dashboard and Ray client ports are the emulator's (they must be known in advance, and Ray 2.60.0 refuses 0 for
     the client server's: ``ray._private.parameter.RayParams._check_usage``)."""
-    args = [_ray_exe(), "start", "--disable-usage-stats", "--temp-dir", temp, "--include-log-monitor", "false",
+    args = [_ray_exe(), "start", "--disable-usage-stats", "--temp-dir", temp, "--include-log-monitor", "true",
             "--object-store-memory", str(OBJECT_STORE_BYTES), "--node-ip-address", "127.0.0.1",
             # Ray's default is a fixed 52365, which every second node on one machine would lose
             "--dashboard-agent-listen-port", "0", "--log-style", "record"]

@@ -10,7 +10,7 @@ import importlib.util
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from raytpu import followed_run, local
 from raytpu.core import data, errors, timeline
@@ -55,9 +55,36 @@ def batch_args(work: WorkloadSpec, *, cpu_model: str | None, overwrite: bool, ou
     return ["--cpu-model", os.path.abspath(cpu_model), *(["--overwrite"] if overwrite else [])]
 
 
+def team_runtime(cluster: local.LocalCluster, work: WorkloadSpec, run_name: str, code_field: str
+                 ) -> dict[str, Any] | None:
+    """A team's code run on the emulated slice as on GKE: the same content-addressed zip as ``working_dir`` (kept in
+    ``<run dir>/code/``, the run dir standing in for the bucket's mount), the ``RAYTPU_*`` variables, and this
+    interpreter first on ``PATH`` (an entrypoint's ``python`` is the kit's, as the image's is on GKE)."""
+    if not work.runs_team_code:
+        return None
+    from raytpu.core import names, user_code
+    from raytpu.teamcode.bundle import bundle
+
+    mount = str(cluster.run_dir)
+    runtime: dict[str, Any] = {"env_vars": {
+        **user_code.run_env(work.plan, slices=work.slices_per_run, storage=names.run_storage(run_name, mount),
+                            run=run_name),
+        "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", os.defpath)])}}
+    if work.code is not None:
+        made = bundle(code_field, work.code, work.name)
+        path = Path(mount) / names.code_zip_object(made.object_name)
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_name(f".{path.name}.{os.getpid()}")
+            partial.write_bytes(made.data)
+            partial.replace(path)
+        runtime["working_dir"] = names.working_dir_uri(made.object_name, mount)
+    return runtime
+
+
 def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: str | None, timeout_s: float,
                  report_path: str | None, cpu_model: str | None = None, overwrite: bool = False,
-                 output_field: str = "output") -> int:
+                 output_field: str = "output", code_field: str = "code") -> int:
     """Runs ``work`` on the local cluster recorded in ``directory`` (default run dir); returns the exit code. The
     package's names (``local.submit_job``) are read at call time: what the package exports is what runs. A batch
     workload's flags: :func:`batch_args`."""
@@ -74,6 +101,8 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
     run_name = f"{work.name}-{run_id or gke.run_id()}"
     # the run dir stands in for the pods' GCS FUSE mount: <run dir>/checkpoints/<run name>, as on GKE
     extra = [*work.kind.run_args(run_name, mount_path=cluster.run_dir), *program_args]
+    local_work = job_workload(cluster, work)
+    runtime = team_runtime(cluster, local_work, run_name, code_field)
     recorder = timeline.Recorder.for_command()
     emulated_phases(recorder, cluster.hosts_recorded_wall())
     recorder.mark("applied", f"{run_name} submitted through Ray's Job Submission API (the emulated RayJob)",
@@ -81,7 +110,8 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
     lines: list[str] = []
     try:
         status = local.submit_job(cluster, work.kind.name, *extra, timeout_s=timeout_s, sink=followed_run.echo(lines),
-                            work=job_workload(cluster, work))
+                                  work=local_work, runtime=runtime,
+                                  entrypoint=work.entrypoint if work.kind.runs_entrypoint else None)
     finally:
         recorder.take(timeline.parse_stamp_lines("\n".join(lines)))
         followed_run.show_timeline(recorder.finish(), run_name, report_path, None)

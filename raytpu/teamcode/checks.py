@@ -1,0 +1,125 @@
+"""What ``validate`` checks inside a code folder without running the team's code: the ``train_loop`` module exists and
+defines that function with one argument (read with :mod:`ast`, never imported), the entrypoint's script or module
+exists. Without ``code`` (the code is in the team's image) only the spellings are checked here; the train program
+imports ``train_loop`` before it reserves a slice and exits 2 naming it when that fails."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from raytpu.core import errors, user_code
+from raytpu.core.errors import InvalidInput
+from raytpu.teamcode.bundle import excluded
+
+MAX_MODULE_BYTES = 4 * 1024 * 1024
+
+
+def module_file(folder: Path, module: str) -> Path | None:
+    """Where Python finds ``module`` with ``folder`` on its path (a module file or a package's ``__init__``)."""
+    base = folder.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def train_loop_problems(field: str, folder: Path, train_loop: str) -> list[InvalidInput]:
+    """The module of ``train_loop`` is in ``folder`` and defines the function at its top level, taking one
+    argument (Ray Train passes ``train_loop_config``)."""
+    module, function = user_code.split_train_loop(train_loop)
+    path = module_file(folder, module)
+    if path is None:
+        tried = "/".join(module.split("."))
+        return [errors.invalid_value(field, train_loop, f"names module {module}, found in neither {tried}.py nor "
+                                     f"{tried}/__init__.py under code ({folder})", user_code.TRAIN_LOOP_VALID)]
+    if path.stat().st_size > MAX_MODULE_BYTES:
+        return [errors.invalid_value(field, train_loop, f"names {path}, over {MAX_MODULE_BYTES // 2**20} MiB",
+                                     "a Python module of source code")]
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (SyntaxError, ValueError) as exc:
+        line = getattr(exc, "lineno", None)
+        return [errors.invalid_value(field, train_loop, f"names {path.name}, which Python cannot parse"
+                                     f"{f' (line {line})' if line else ''}: {getattr(exc, 'msg', exc)}",
+                                     "a module Python 3.11 parses")]
+    return _function_problems(field, train_loop, tree, function, path.name)
+
+
+def _function_problems(field: str, train_loop: str, tree: ast.Module, function: str, file: str
+                       ) -> list[InvalidInput]:
+    valid = f"def {function}(config): ... at the top level of {file}"
+    found = [node for node in tree.body if _binds(node, function)]
+    if not found:
+        return [errors.invalid_value(field, train_loop, f"{file} defines no {function} at its top level", valid)]
+    node = found[-1]
+    if isinstance(node, ast.AsyncFunctionDef):
+        return [errors.invalid_value(field, train_loop, f"{function} is an async def", valid)]
+    if not isinstance(node, ast.FunctionDef):
+        return []  # bound by an assignment or an import: its arguments are not known without running it
+    args = node.args
+    positional = [*args.posonlyargs, *args.args]
+    required = len(positional) - len(args.defaults)
+    if required <= 1 and (positional or args.vararg) and not [
+            a for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is None]:
+        return []
+    return [errors.invalid_value(field, train_loop, f"{function} takes {ast.unparse(args) or 'no arguments'}, not "
+                                 "one argument (Ray Train calls it with train_loop_config)", valid)]
+
+
+def _binds(node: ast.stmt, name: str) -> bool:
+    """Whether a top-level statement binds ``name`` (a def, an assignment, an import)."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return node.name == name
+    if isinstance(node, ast.Assign | ast.AnnAssign):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return any(isinstance(t, ast.Name) and t.id == name for t in targets)
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return any((alias.asname or alias.name.split(".")[0]) == name for alias in node.names)
+    return False
+
+
+def entrypoint_problems(field: str, folder: Path, entrypoint: str) -> list[InvalidInput]:
+    """The script (or ``-m`` module) the entrypoint runs is in ``folder`` and ships with it."""
+    words, bad = user_code.entrypoint_words(field, entrypoint)
+    target = user_code.entrypoint_target(words)
+    if bad or target is None:  # a spelling the spec's rules report
+        return []
+    what, name = target
+    if what == "module":
+        base = folder.joinpath(*name.split(".")) if name else folder
+        if not name or not (base.with_suffix(".py").is_file() or (base / "__main__.py").is_file()):
+            return [errors.invalid_value(field, entrypoint, f"runs module {name or '(none)'}, which is not in "
+                                         f"code ({folder})", "a module inside the code folder")]
+        return []
+    path = (folder / name)
+    if Path(name).is_absolute() or ".." in Path(name).parts:
+        return [errors.invalid_value(field, entrypoint, f"runs {name}, outside the code folder",
+                                     "a script path relative to the code folder, e.g. tools/reserve.py")]
+    if not path.is_file():
+        return [errors.invalid_value(field, entrypoint, f"runs {name}, which is not a file in code ({folder})",
+                                     "a script inside the code folder")]
+    if any(excluded("/".join(Path(name).parts[:i + 1]), i < len(Path(name).parts) - 1)
+           for i in range(len(Path(name).parts))):
+        return [errors.invalid_value(field, entrypoint, f"runs {name}, which the kit does not ship",
+                                     "a script outside the folders and files left out (raytpu.teamcode.bundle)")]
+    return []
+
+
+def folder_problems(field: str, folder: Path, work_fields: dict[str, object]) -> list[InvalidInput]:
+    """Every check of one workload's code folder: the folder itself (:func:`raytpu.teamcode.bundle.code_files`),
+    then its ``train_loop`` or ``entrypoint``; each problem under the field it is about (``field`` is the config path
+    of ``code``, e.g. ``workloads[2].code``)."""
+    from raytpu.teamcode.bundle import code_files
+
+    prefix = field.rsplit(".", 1)[0]
+    try:
+        code_files(field, folder)
+    except errors.InvalidInput as exc:
+        return [exc]
+    train_loop, entrypoint = work_fields.get("train_loop"), work_fields.get("entrypoint")
+    if isinstance(train_loop, str) and not user_code.train_loop_problems("train_loop", train_loop):
+        return train_loop_problems(f"{prefix}.train_loop", folder, train_loop)
+    if isinstance(entrypoint, str):
+        return entrypoint_problems(f"{prefix}.entrypoint", folder, entrypoint)
+    return []

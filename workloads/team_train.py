@@ -1,0 +1,214 @@
+"""A team's ``train_loop`` on its slice: the JaxTrainer the kit builds around the team's function.
+
+The team's function (``workloads[].train_loop``, ``MODULE:FUNCTION`` in ``code``, the job's ``working_dir``) gets
+what the kit's own trainer gets (:mod:`raytpu.workloads.train`): a ScalingConfig from the slice (one worker per host,
+N slices over DCN), a RunConfig (storage under the bucket's mount, the run's name), the preemption FailureConfig and
+restart budget, ``datasets`` from ``dataset`` (Ray Data, read as is: ``ray.train.get_dataset_shard("train")``) and its
+``train_config`` as ``train_loop_config``. It uses Ray Train's public API only.
+
+What it reported is gathered on the driver: a :class:`ReportLog` callback on Ray Train's controller and a wrapper on
+rank 0 tell one small actor when each attempt started (resumed from a checkpoint or not) and every report, so the
+summary carries the last metrics and checkpoint, and the timeline's ``first_step`` is the first report of the run
+(a resumed attempt's first report is a resume, not a first step).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from raytpu.core import errors, user_code
+from raytpu.core.spec import WorkloadSpec
+from raytpu.core.timeline import Stamp, stamp, stamp_line
+
+DATASET = "train"
+"""The name a workload's ``dataset`` has in ``ray.train.get_dataset_shard``."""
+MAX_METRIC_CHARS = 2000
+
+
+def load_train_loop(train_loop: str) -> Callable[..., Any]:
+    """The team's function, imported from the working folder (the code zip) or the image; InvalidInput naming
+    ``train_loop`` when it cannot be (exit 2, before any slice is reserved)."""
+    module_name, function = user_code.split_train_loop(train_loop)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # the team's import failed: its own error, one line
+        raise errors.invalid_value("train_loop", train_loop, f"cannot be imported from {os.getcwd()} "
+                                   f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})",
+                                   user_code.TRAIN_LOOP_VALID) from exc
+    found = getattr(module, function, None)
+    if not callable(found):
+        raise errors.invalid_value("train_loop", train_loop, f"{module_name} has no function {function}",
+                                   user_code.TRAIN_LOOP_VALID)
+    return found
+
+
+def plain(value: Any) -> Any:
+    """A reported metric as JSON carries it (numpy and JAX scalars as numbers; anything else as a short string)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    try:
+        return float(value) if getattr(value, "size", 1) == 1 else str(value)[:MAX_METRIC_CHARS]
+    except (TypeError, ValueError):
+        return str(value)[:MAX_METRIC_CHARS]
+
+
+class Reports:
+    """What the run reported, kept on the driver's node (a Ray actor): attempts and reports, in order."""
+
+    def __init__(self) -> None:
+        self.attempts: list[dict[str, Any]] = []
+        self.reports = 0
+        self.last: dict[str, Any] | None = None
+
+    def started(self, wall: float, resumed: bool) -> None:
+        self.attempts.append({"attempt": len(self.attempts) + 1, "started_wall": wall, "resumed": resumed,
+                              "first_report_wall": None, "reports": 0})
+
+    def reported(self, wall: float, metrics: dict[str, Any], checkpoint: str | None) -> None:
+        self.reports += 1
+        self.last = {"wall": wall, "metrics": metrics, "checkpoint": checkpoint}
+        if self.attempts:
+            current = self.attempts[-1]
+            current["reports"] += 1
+            current["first_report_wall"] = current["first_report_wall"] or wall
+
+    def summary(self) -> dict[str, Any]:
+        return {"attempts": self.attempts, "reports": self.reports, "last": self.last}
+
+
+def report_log(sink: Any) -> Any:
+    """A Ray Train ``UserCallback`` (it runs on the controller) that passes every report to ``sink``: rank 0's
+    metrics and the checkpoint's path. Source: Ray 2.60 ``ray.train.UserCallback.after_report``."""
+    from ray.train import UserCallback
+
+    class ReportLog(UserCallback):
+        def after_report(self, run_context: Any, metrics: list[dict[str, Any]], checkpoint: Any) -> None:
+            sink.reported.remote(time.time(), plain(metrics[0] if metrics else {}),
+                                 checkpoint.path if checkpoint is not None else None)
+
+    return ReportLog()
+
+
+def run_attempt(train_loop: str, sink: Any, config: dict[str, Any]) -> Any:
+    """One worker's attempt: rank 0 tells ``sink`` it started (and whether from a checkpoint), then the team's
+    function runs with its ``train_config``."""
+    import ray
+    import ray.train
+
+    if ray.train.get_context().get_world_rank() == 0:
+        ray.get(sink.started.remote(time.time(), ray.train.get_checkpoint() is not None))
+    return load_train_loop(train_loop)(config)
+
+
+def build_trainer(work: WorkloadSpec, args: argparse.Namespace, sink: Any, slice_name: str | None,
+                  datasets: dict[str, Any] | None) -> Any:
+    """The JaxTrainer around the team's function: the kit trainer's scaling, failure and checkpoint settings."""
+    from ray.train.v2.api.config import CheckpointConfig, RunConfig
+    from ray.train.v2.jax import JaxTrainer
+
+    from raytpu.workloads.preemption import failure_config
+    from raytpu.workloads.train import scaling_config
+
+    assert work.train_loop is not None
+    run = RunConfig(name=args.name, storage_path=args.storage_path, failure_config=failure_config(args),
+                    checkpoint_config=CheckpointConfig(num_to_keep=args.keep_checkpoints), callbacks=[report_log(sink)])
+    return JaxTrainer(functools.partial(run_attempt, work.train_loop, sink),
+                      train_loop_config=dict(work.train_config or {}), datasets=datasets,
+                      scaling_config=scaling_config(work.plan, slice_name, work.slices_per_run), run_config=run)
+
+
+def read_dataset(path: str | None) -> dict[str, Any] | None:
+    """``datasets`` for a workload's ``dataset``, read as is (Parquet or JSON lines by suffix)."""
+    if path is None:
+        return None
+    import ray.data
+
+    reader = ray.data.read_json if path.rstrip("/").endswith((".jsonl", ".json")) else ray.data.read_parquet
+    return {DATASET: reader(path)}
+
+
+def run(args: argparse.Namespace, work: WorkloadSpec, env: dict[str, str]) -> dict[str, Any]:
+    """Fits the team's function on the slice; returns the summary (printed as ``RAYTPU_TRAIN_RESULT {json}``)."""
+    import ray
+
+    from raytpu.workloads.train import (
+        MARKER,
+        PIN_NOTICE,
+        ray_assumed_hosts,
+        reserve_for_pinning,
+        stamp_joined,
+    )
+
+    assert work.train_loop is not None
+    load_train_loop(work.train_loop)  # a bad train_loop is exit 2 here, before any slice is reserved
+    plan, slices = work.plan, work.slices_per_run
+    if not ray.is_initialized():  # workers' output reaches the driver's log (Ray Train keeps it in files too)
+        ray.init(address=args.address or os.environ.get("RAY_ADDRESS") or "auto", log_to_driver=True,
+                 logging_level=logging.ERROR, runtime_env={"env_vars": env})
+    datasets = read_dataset(work.dataset)
+    sink: Any = ray.remote(num_cpus=0)(Reports).remote()
+    t0 = time.monotonic()
+    summary: dict[str, Any] = {"ok": False, "train_loop": work.train_loop, "slice": f"{plan.generation} "
+                               f"{plan.topology}", "slices": slices, "workers": plan.hosts * slices,
+                               "name": args.name, "storage_path": args.storage_path}
+    held, result = None, None
+    try:
+        stamp_joined(plan)
+        if ray_assumed_hosts(plan) != plan.hosts:
+            print(f"train: {PIN_NOTICE} of {plan.hosts} hosts for the workers", file=sys.stderr, flush=True)
+            held = reserve_for_pinning(plan, args.start_timeout_s * max(args.slice_retries, 1))
+        result = build_trainer(work, args, sink, held.slice_name if held else None, datasets).fit()
+    except Exception as exc:  # TrainingFailedError (the team's exception inside), no slice: exit 1
+        summary["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:500] if str(exc) else ''}"
+    finally:
+        if held is not None:
+            held.release()
+    summary["duration_s"] = round(time.monotonic() - t0, 2)
+    reports: dict[str, Any] = ray.get(sink.summary.remote())
+    last = reports["last"] or {}
+    summary.update(reports=reports["reports"], attempts=reports["attempts"], metrics=last.get("metrics"),
+                   checkpoint=last.get("checkpoint"), stamps=team_stamps(reports["attempts"]))
+    if result is not None:
+        if result.error is not None:
+            summary["error"] = f"{type(result.error).__name__}: {str(result.error).splitlines()[0][:500]}"
+        summary["checkpoint"] = result.checkpoint.path if result.checkpoint else summary["checkpoint"]
+        summary["ok"] = result.error is None
+    print(f"{MARKER} {json.dumps(summary, sort_keys=True)}", flush=True)
+    return summary
+
+
+def team_stamps(attempts: list[dict[str, Any]]) -> list[Stamp]:
+    """``reserved`` when the first attempt's workers started, ``first_step`` at the run's first report; a later
+    attempt's first report is a resume (printed, not a first step)."""
+    made: list[Stamp] = []
+    if attempts:
+        first = attempts[0]
+        made.append(stamp("reserved", "JaxTrainer's workers placed on the slice (the team's function started)",
+                          wall=first["started_wall"]))
+        if first["first_report_wall"]:
+            kind = "resumed from a checkpoint" if first["resumed"] else "first"
+            made.append(stamp("first_step", f"the team's function reported ({kind} report)",
+                              wall=first["first_report_wall"]))
+    for item in made:
+        print(stamp_line(item), flush=True)
+    for attempt in attempts[1:]:
+        if attempt["first_report_wall"]:
+            print(f"train: attempt {attempt['attempt']} resumed{' from a checkpoint' if attempt['resumed'] else ''}"
+                  f"; its first report {attempt['first_report_wall'] - attempt['started_wall']:.1f}s after it "
+                  "started", file=sys.stderr, flush=True)
+    return made
