@@ -264,6 +264,75 @@ def _process(case: Case) -> Case:
     return dataclasses.replace(case, process=True)
 
 
+def team_config(train: Mapping[str, object] | None = None, job: Mapping[str, object] | None = None) -> str:
+    """The example plus a team's ``train_loop`` workload and its ``job`` workload (issue 38), fields replaced (None
+    drops one)."""
+    pretrain = {"name": "pretrain", "kind": "train", "slice": "train", "code": "./src",
+                "train_loop": "lm.train:train_loop", "train_config": {"steps": 20, "lr": 3.0e-4}, **(train or {})}
+    custom = {"name": "custom", "kind": "job", "slice": "train", "code": "./src",
+              "entrypoint": "python tools/reserve.py --topology 4x4", **(job or {})}
+    return config(lambda d: d["workloads"].extend(
+        {k: v for k, v in w.items() if v is not None} for w in (pretrain, custom)))
+
+
+TEAM_SRC: dict[str, Content] = {"src": DIR, "src/lm/__init__.py": "", "src/tools/reserve.py": "print('hi')\n",
+                                "src/lm/train.py": "def train_loop(config):\n    return config\n"}
+
+
+def _team(case_id: str, field_name: str, train: Mapping[str, object] | None = None,
+          job: Mapping[str, object] | None = None, files: Mapping[str, Content] | None = None) -> Case:
+    """A bad team-code workload: validate exits 2 naming the field (workloads[3] is the train_loop one, [4] the job)."""
+    return Case(case_id, ("validate", "raytpu.yaml"), field_name,
+                {**TEAM_SRC, **(files or {}), "raytpu.yaml": team_config(train, job)}, item=I38)
+
+
+I38 = "38.4 your code: checked before anything runs"
+TEAM_CASES: tuple[Case, ...] = (
+    _team("team-train-loop-no-colon", "workloads[3].train_loop", {"train_loop": "lm.train.train_loop"}),
+    _team("team-train-loop-keyword", "workloads[3].train_loop", {"train_loop": "lm.class:train_loop"}),
+    _team("team-train-loop-number", "workloads[3].train_loop", {"train_loop": 3}),
+    _team("team-train-loop-no-module", "workloads[3].train_loop", {"train_loop": "lm.nope:train_loop"}),
+    _team("team-train-loop-no-function", "workloads[3].train_loop", {"train_loop": "lm.train:nope"}),
+    _team("team-train-loop-two-args", "workloads[3].train_loop",
+          files={"src/lm/train.py": "def train_loop(config, extra):\n    pass\n"}),
+    _team("team-train-loop-no-args", "workloads[3].train_loop",
+          files={"src/lm/train.py": "def train_loop():\n    pass\n"}),
+    _team("team-train-loop-async", "workloads[3].train_loop",
+          files={"src/lm/train.py": "async def train_loop(config):\n    pass\n"}),
+    _team("team-train-loop-syntax-error", "workloads[3].train_loop", files={"src/lm/train.py": "def train_loop(:\n"}),
+    _team("team-train-loop-not-utf8", "workloads[3].train_loop", files={"src/lm/train.py": b"\xff\xfe def"}),
+    _team("team-train-loop-on-smoke", "workloads[3].train_loop", {"kind": "smoke", "code": None,
+                                                                   "train_config": None}),
+    _team("team-train-loop-no-code-kit-image", "workloads[3].code", {"code": None}),
+    _team("team-train-config-list", "workloads[3].train_config", {"train_config": [1, 2]}),
+    _team("team-train-config-string", "workloads[3].train_config", {"train_config": "steps=3"}),
+    _team("team-train-config-nan", "workloads[3].train_config.lr", {"train_config": {"lr": float("nan")}}),
+    _team("team-train-config-inf-nested", "workloads[3].train_config.opt.b[1]",
+          {"train_config": {"opt": {"b": [0.9, float("inf")]}}}),
+    _team("team-train-config-huge", "workloads[3].train_config", {"train_config": {"blob": "x" * 70_000}}),
+    _team("team-train-config-no-loop", "workloads[3].train_config", {"train_loop": None, "code": None}),
+    _team("team-code-no-loop", "workloads[3].code", {"train_loop": None, "train_config": None}),
+    _team("team-code-missing", "workloads[3].code", {"code": "./nope"}),
+    _team("team-code-a-file", "workloads[3].code", {"code": "./notes.txt"}, files={"notes.txt": "mine\n"}),
+    _team("team-code-gs", "workloads[3].code", {"code": "gs://team/src"}),
+    _team("team-code-empty", "workloads[3].code", {"code": " "}),
+    _team("team-entrypoint-on-train", "workloads[3].entrypoint", {"entrypoint": "python x.py"}),
+    _team("team-entrypoint-missing", "workloads[4].entrypoint", job={"entrypoint": None}),
+    _team("team-entrypoint-empty", "workloads[4].entrypoint", job={"entrypoint": "  "}),
+    _team("team-entrypoint-unclosed-quote", "workloads[4].entrypoint", job={"entrypoint": "python 'x.py"}),
+    _team("team-entrypoint-newline", "workloads[4].entrypoint", job={"entrypoint": "python x.py\nrm -rf /"}),
+    _team("team-entrypoint-no-script", "workloads[4].entrypoint", job={"entrypoint": "python tools/nope.py"}),
+    _team("team-entrypoint-outside", "workloads[4].entrypoint", job={"entrypoint": "python ../raytpu.yaml"}),
+    _team("team-entrypoint-no-module", "workloads[4].entrypoint", job={"entrypoint": "python -m tools.nope"}),
+    _team("team-entrypoint-excluded", "workloads[4].entrypoint", job={"entrypoint": "python .venv/run.py"},
+          files={"src/.venv/run.py": "print(1)\n"}),
+    _team("team-entrypoint-too-long", "workloads[4].entrypoint", job={"entrypoint": "python x.py " + "a" * 5000}),
+    _team("team-train-loop-on-job", "workloads[4].train_loop", job={"train_loop": "lm.train:train_loop"}),
+    _team("team-code-on-smoke", "workloads[4].code", job={"kind": "smoke", "entrypoint": None}),
+    _team("team-job-slices-zero", "workloads[4].slices", job={"slices": 0}),
+)
+
+
 # ---------------------------------------------------------------------------------------------- the corpus
 
 I1 = "28.1 synth --out"
@@ -555,6 +624,7 @@ CASES: tuple[Case, ...] = (
     Case("demo-serve-no-serving", ("demo", "--serve", "--config", "raytpu.yaml"), "config",
          {"raytpu.yaml": config(lambda d: d["workloads"].pop(2))}),
     Case("unknown-command", ("deploy",), "COMMAND"),
+    *TEAM_CASES,
 )
 
 

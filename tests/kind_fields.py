@@ -1,5 +1,6 @@
 """What a workload of each kind needs besides its name, kind and slice, for the tests' kind matrices: ``batch`` reads
-an input and writes an output, and runs on one host only (raytpu/core/data.py: multi-host is refused at validate)."""
+an input and writes an output, and runs on one host only (raytpu/core/data.py: multi-host is refused at validate);
+``job`` runs its entrypoint."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ from typing import Any
 from raytpu.core.plan import SlicePlan
 
 BATCH_IO = {"input": "gs://my-bucket/prompts.jsonl", "output": "gs://my-bucket/results"}
+JOB_ENTRYPOINT = {"entrypoint": "ray status"}
+"""A ``job`` needs its team's driver; one that needs no code folder (the kit's image has Ray's CLI)."""
 
 
 def fields(kind: str) -> dict[str, Any]:
     """The fields a ``kind`` workload requires (beyond a model, which the serving kinds' tests name themselves)."""
-    return dict(BATCH_IO) if kind == "batch" else {}
+    return dict(BATCH_IO) if kind == "batch" else dict(JOB_ENTRYPOINT) if kind == "job" else {}
 
 
 def runs_on(kind: str, plan: SlicePlan) -> bool:

@@ -167,7 +167,7 @@ def _expected_placement(item: SliceSpec, mode: str) -> tuple[dict[str, str], set
 
 def test_the_registry_has_exactly_the_documented_provisioning_modes() -> None:
     assert tuple(MODES) == PROVISIONING
-    assert tuple(kinds.KINDS) == ("smoke", "train", "serve", "batch")
+    assert tuple(kinds.KINDS) == ("smoke", "train", "job", "serve", "batch")
 
 
 @pytest.mark.parametrize(("gen", "topology", "machine"), PLAN_CASES, ids=PLAN_IDS)
@@ -191,8 +191,8 @@ def test_every_kind_validates_against_crd_and_webhook_for_each_plan_provisioning
         return
     manifests = _manifests(_cluster(item, mode), run="r1")
     batch = _servable(item) and item.plan.single_host
-    assert [m["kind"] for m in manifests] == (["RayCluster", "RayJob", "RayJob"] + ["RayService"] * _servable(item)
-                                              + ["RayJob"] * batch)
+    assert [m["kind"] for m in manifests] == (["RayCluster", "RayJob", "RayJob", "RayJob"]
+                                              + ["RayService"] * _servable(item) + ["RayJob"] * batch)
     selected, tolerated = _expected_placement(item, mode)
     for manifest in manifests:
         assert schema_errors(manifest) == [], (manifest["kind"], schema_errors(manifest))
@@ -271,14 +271,14 @@ def test_every_rayjob_carries_its_workload_spec_and_a_plain_entrypoint(gen: str,
     spec = _cluster(_slice(gen, topology, machine, "spot"), mode)
     jobs = [m for m in _manifests(spec, run="r9") if m["kind"] == "RayJob"]
     batch = ["batch-r9"] * any(w.kind.name == "batch" for w in spec.workloads)
-    assert [j["metadata"]["name"] for j in jobs] == ["smoke-r9", "train-r9", *batch]
+    assert [j["metadata"]["name"] for j in jobs] == ["smoke-r9", "train-r9", "job-r9", *batch]
     for job, work in zip(jobs, [w for w in spec.workloads if w.kind.is_job], strict=True):
         runtime = _runtime(job)
         assert runtime["py_modules"] == [names.py_modules_uri()]
         carried = runtime["env_vars"][WORKLOAD_ENV]
         assert WorkloadSpec.from_json(json.loads(carried)) == work
         assert WorkloadSpec.from_env(runtime["env_vars"]) == work
-        program = f"python -m raytpu.workloads.{work.kind.program}"
+        program = work.entrypoint or f"python -m raytpu.workloads.{work.kind.program}"
         run = job["metadata"]["name"]
         flags = (f" --storage-path /mnt/gcs/checkpoints --name {run}"  # spot: waits for a replacement slice
                  f" --start-timeout-s {preemption.RESTART_WAIT_S} --slice-retries {preemption.MAX_PREEMPTIONS}"

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import kind_fields
 import pytest
 import yaml
 from image_refs import FIXTURE_REFS
@@ -219,6 +220,7 @@ def valid_config(rng: random.Random) -> dict[str, Any]:
                 work.update(_serving_fields(rng, item))
             if kind == "batch":  # Ray Data LLM runs on one host (raytpu.core.data); input and output required
                 work.update(input="gs://b/prompts.jsonl", output=f"gs://b/answers-{work['name']}")
+            work.update(kind_fields.JOB_ENTRYPOINT if kind == "job" else {})  # a team's driver
             if rng.random() < 0.3:
                 work["image"] = "us-docker.pkg.dev/p/r/ray:2.60.0-tpu"
             doc["workloads"].append(work)
@@ -267,8 +269,9 @@ def _add_workload(rng: random.Random, doc: dict[str, Any], item: dict[str, Any],
     """Appends a workload on ``item`` and returns its path prefix."""
     works = doc.setdefault("workloads", [])
     taken = {w["name"] for w in works}
-    works.append({"name": _unique(rng, taken, 1, 28), "kind": rng.choice(tuple(KINDS)), "slice": item["name"],
-                  **extra})
+    kind = rng.choice(tuple(KINDS))
+    works.append({"name": _unique(rng, taken, 1, 28), "kind": kind, "slice": item["name"],
+                  **(kind_fields.JOB_ENTRYPOINT if kind == "job" else {}), **extra})
     return f"workloads[{len(works) - 1}]"
 
 
@@ -610,6 +613,7 @@ def b_model_on_job(rng: random.Random, doc: dict[str, Any]) -> str:
     for name in ("model_source", "max_model_len", "engine_kwargs"):
         work.pop(name, None)
     work.update(kind=rng.choice([n for n, kind in KINDS.items() if not kind.takes_model]), model="Qwen/Qwen3-0.6B")
+    work.update(kind_fields.JOB_ENTRYPOINT if work["kind"] == "job" else {})
     return f"workloads[{k}].model"
 
 

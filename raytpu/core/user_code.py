@@ -46,7 +46,7 @@ def workload_problems(kind: WorkloadKind, *, image: str | None, code: object, tr
     given = {"code": code, "train_loop": train_loop, "train_config": train_config, "entrypoint": entrypoint}
     takes = {"train_loop": ("code", "train_loop", "train_config"), "entrypoint": ("code", "entrypoint")}
     allowed = takes.get(kind.code_entry or "", ())
-    found = [errors.forbidden(name, value, f"for kind {kind.name}", _where(name))
+    found = [errors.forbidden(name, _shown(value), f"for kind {kind.name}", _where(name))
              for name, value in given.items() if value is not None and name not in allowed]
     if kind.code_entry == "entrypoint":
         if entrypoint is None:
@@ -63,7 +63,7 @@ def workload_problems(kind: WorkloadKind, *, image: str | None, code: object, tr
                                             "image whose Python path holds the module"))
         for name in ("code", "train_config"):
             if given[name] is not None and train_loop is None:
-                found.append(errors.forbidden(name, given[name], "without train_loop (the kit's own trainer "
+                found.append(errors.forbidden(name, _shown(given[name]), "without train_loop (the kit's own trainer "
                                               "takes neither)", f"train_loop: MODULE:FUNCTION with {name}"))
         if train_config is not None:
             found += train_config_problems("train_config", train_config)
@@ -71,6 +71,11 @@ def workload_problems(kind: WorkloadKind, *, image: str | None, code: object, tr
         found.append(errors.invalid_value("code", code, "is not a local folder path",
                                           "a folder relative to the config file, e.g. ./src"))
     return found
+
+
+def _shown(value: object) -> object:
+    """A mapping or list as YAML's flow style would show it (JSON), not as Python's repr."""
+    return json.dumps(value, default=str) if isinstance(value, Mapping | list | tuple) else value
 
 
 def _where(name: str) -> str:
@@ -104,7 +109,7 @@ def train_config_problems(field: str, value: object) -> list[InvalidInput]:
     valid = "a mapping of hyperparameters (strings, numbers, booleans, null, lists and mappings of them), e.g. " \
             "{steps: 20000, lr: 3.0e-4}"
     if not isinstance(value, Mapping):
-        return [errors.invalid_value(field, value, f"is a {_yaml_type(value)}, not a mapping", valid)]
+        return [errors.invalid_value(field, _shown(value), f"is a {_yaml_type(value)}, not a mapping", valid)]
     bad = _unjsonable(value, field)
     if bad is not None:
         where, item = bad
@@ -112,7 +117,7 @@ def train_config_problems(field: str, value: object) -> list[InvalidInput]:
                                      "written", valid)]
     size = len(json.dumps(value, separators=(",", ":")))
     if size > MAX_TRAIN_CONFIG_BYTES:
-        return [errors.invalid_value(field, value, f"is {size:,} bytes as JSON",
+        return [errors.invalid_value(field, _shown(value), f"is {size:,} bytes as JSON",
                                      f"at most {MAX_TRAIN_CONFIG_BYTES:,} bytes (data belongs in `dataset` or "
                                      "`code`, not in hyperparameters)")]
     return []
