@@ -204,7 +204,7 @@ def _code_folders(config: Any, base: Path) -> tuple[Any, list[InvalidInput]]:
         code, kind = work.code, kinds.KINDS.get(work.kind)
         if not isinstance(code, str) or not code.strip() or "://" in code or kind is None or not kind.code_entry:
             continue
-        folder = Path(os.path.normpath(base / os.path.expanduser(code)))
+        folder = Path(os.path.abspath(base / os.path.expanduser(code)))
         workloads[i] = work.model_copy(update={"code": str(folder)})
         found += folder_problems(f"workloads[{i}].code", folder, {"train_loop": work.train_loop,
                                                                  "entrypoint": work.entrypoint})

@@ -9,7 +9,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from raytpu.core import errors, report, timeline
 
@@ -39,16 +39,30 @@ def show_verdicts(kind: WorkloadKind, lines: list[str]) -> list[Verdict]:
     return verdicts
 
 
-def show_timeline(run: Timeline, name: str, path: str | None, problem: str | None) -> None:
+def team_result(lines: list[str]) -> dict[str, Any]:
+    """What a team's ``train_loop`` run reported, from the driver's summary line (``RAYTPU_TRAIN_RESULT``):
+    ``{"train": {train_loop, ok, metrics, checkpoint, reports, attempts, error?}}``; empty for any other run."""
+    from raytpu.workloads.train import parse_result
+
+    summary = parse_result("\n".join(lines)) or {}
+    if "train_loop" not in summary:
+        return {}
+    keys = ("train_loop", "ok", "metrics", "checkpoint", "reports", "attempts", "error")
+    return {"train": {key: summary.get(key) for key in keys if key in summary}}
+
+
+def show_timeline(run: Timeline, name: str, path: str | None, problem: str | None,
+                  extra: dict[str, Any] | None = None) -> None:
     """Prints the run's timeline as a table (stderr: stdout carries the driver's log) and writes it as JSON to
-    ``path`` (``{"run", "timeline"}``)."""
+    ``path`` (``{"run", "timeline"}``, plus ``extra``: a team's ``train_loop`` results)."""
     print(timeline.render(run, f"{name}: where the minutes went"), file=sys.stderr)
     if problem:
         print(f"warning: timeline: the last look at {name}'s pods failed ({problem})", file=sys.stderr)
     if path:
         try:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            Path(path).write_text(json.dumps({"run": name, "timeline": run}, indent=2, sort_keys=True) + "\n")
+            Path(path).write_text(json.dumps({"run": name, "timeline": run, **(extra or {})}, indent=2,
+                                             sort_keys=True) + "\n")
         except OSError as exc:
             raise errors.RuntimeFailure(f"--report: cannot write {path!r} ({exc.strerror})",
                                         "a writable file path") from exc

@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 from raytpu.core.preemption import MAX_PREEMPTIONS
@@ -88,6 +89,18 @@ def wait_for_reclaim(notice: dict[str, Any], grace_s: float) -> None:
         time.sleep(0.5)
     raise RuntimeError(f"checkpointed at the preemption notice (step {notice['step']}) but not stopped by "
                        f"{give_up - notice['seen_wall']:.0f}s after it")
+
+
+def checkpoint_at_notice(step: int, save: Callable[[], Any], grace_s: float = 0.0) -> None:
+    """A team's ``train_loop`` may call this after every step, on every rank (optional; it is a collective): when a
+    node of the run is draining for a preemption, ``save()`` (which reports a checkpoint with ``ray.train.report``)
+    runs at once and the worker then waits for Ray Train to stop it, as a step after the notice would be lost.
+    Returns at once while no notice is out."""
+    notice = preemption_notice(step)
+    if notice is None:
+        return
+    save()
+    wait_for_reclaim(notice, grace_s)
 
 
 def record_progress(config: dict[str, Any], rank: int, step: int, restarts: int) -> None:

@@ -114,18 +114,20 @@ def submit(run: StackRun, manifest: dict[str, Any], *, wait: bool, timeout_s: fl
         from raytpu.cluster.kube_timeline import KubePhases
 
         watcher = KubePhases(client, name, manifest, multi_host=not run.work.plan.single_host).start()
+        lines: list[str] = []  # the driver's log, as followed
         try:
             if kind == "RayService":
                 return wait_service(client, name, run.work, run.outputs.namespace, timeout_s,
                                     unreached=operator_hint(run.spec, name))
-            return follow_job(client, name, run.work.kind, timeout_s, recorder)
+            return follow_job(client, name, run.work.kind, timeout_s, recorder, lines)
         finally:
             watcher.stop()
             watcher.apply_to(recorder)
             if kind == "RayService":
                 for phase, why in service_unmeasured(run.spec.security.serve_endpoint).items():
                     recorder.note(phase, why)
-            followed_run.show_timeline(recorder.finish(), name, report_path, watcher.problem)
+            followed_run.show_timeline(recorder.finish(), name, report_path, watcher.problem,
+                                       followed_run.team_result(lines))
 
 
 def service_unmeasured(serve_endpoint: str) -> dict[str, str]:
@@ -212,10 +214,10 @@ def wait_service(client: KubeClient, name: str, work: WorkloadSpec, namespace: s
 
 
 def follow_job(client: KubeClient, name: str, kind: WorkloadKind, timeout_s: float,
-               recorder: timeline.Recorder) -> int:
-    """Follows a RayJob: progress on stderr, the submitter's log on stdout, exit with its result; the timeline
-    stamps the driver prints go to ``recorder``."""
-    lines: list[str] = []
+               recorder: timeline.Recorder, lines: list[str] | None = None) -> int:
+    """Follows a RayJob: progress on stderr, the submitter's log on stdout (kept in ``lines``), exit with its result;
+    the timeline stamps the driver prints go to ``recorder``."""
+    lines = [] if lines is None else lines
     streamer = gke.LogStreamer(client, name, sink=followed_run.echo(lines))
     streamer.start()
     try:

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         if work.kind.is_job and work.slice.name in held:
             how = f"a RayJob that cannot run beside {held[work.slice.name]} (see the warning)"
         span = f" ({work.slices_per_run} slices per run, joined over DCN)" if work.multislice else ""
-        print(f"  {work.name}: {work.kind.name} on {work.slice.name}{span}, {how}")
+        print(f"  {work.name}: {work.kind.name} on {work.slice.name}{span}, {how}{runs(work)}")
     for work in spec.workloads:
         for line in [*fit_warnings(work), *serving_warnings(spec, work)]:
             print(f"warning: {line}", file=sys.stderr)
@@ -64,6 +64,16 @@ def run(args: argparse.Namespace) -> int:
                   "resource: a chip is never shared), so `raytpu submit` refuses while they hold it; give the job "
                   "its own slice, or run `raytpu smoke`, which skips held copies as busy", file=sys.stderr)
     return 0
+
+
+def runs(work: WorkloadSpec) -> str:
+    """What a job workload runs: the team's code (from its folder or image) or the kit's own trainer."""
+    where = f"from {work.code}" if work.code else "from its image" if work.image else ""
+    if work.train_loop:
+        return f"; runs {work.train_loop} {where} in the kit's JaxTrainer".rstrip()
+    if work.kind.runs_entrypoint:
+        return f"; runs `{work.entrypoint}` {where}".rstrip()
+    return "; runs the kit's own demo trainer (no train_loop)" if work.kind.trains else ""
 
 
 def zone_warnings(item: SliceSpec) -> list[str]:

@@ -114,7 +114,7 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
                                   entrypoint=work.entrypoint if work.kind.runs_entrypoint else None)
     finally:
         recorder.take(timeline.parse_stamp_lines("\n".join(lines)))
-        followed_run.show_timeline(recorder.finish(), run_name, report_path, None)
+        followed_run.show_timeline(recorder.finish(), run_name, report_path, None, followed_run.team_result(lines))
     followed_run.show_verdicts(work.kind, lines)
     if status != "SUCCEEDED":
         raise errors.RuntimeFailure(f"{run_name}: Ray job ended {status}", "see its driver log above")
