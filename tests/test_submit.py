@@ -1094,3 +1094,51 @@ def test_submit_local_batch_without_vllm_here_says_which_environment(
     err = capsys.readouterr().err
     assert "vLLM is not installed" in err and ".venv-serve/bin/raytpu submit NAME --local" in err
     assert batch_local == []
+
+
+# ---------------------------------------------------------------------- a team's code (issue 38)
+
+
+TEAM_CONFIG = CONFIG + """\
+  - {name: pretrain, kind: train, slice: train, code: ./src, train_loop: 'lm.train:train_loop',
+     train_config: {steps: 3}}
+"""
+
+
+def _team_folder(tmp_path: Path) -> None:
+    (tmp_path / "raytpu.yaml").write_text(TEAM_CONFIG)
+    (tmp_path / "src" / "lm").mkdir(parents=True)
+    (tmp_path / "src" / "lm" / "train.py").write_text("def train_loop(config):\n    pass\n")
+
+
+def test_a_team_dry_run_shows_the_rayjob_with_its_code_and_uploads_nothing(
+        fake: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from raytpu.teamcode.bundle import bundle
+
+    _team_folder(tmp_path)
+    monkeypatch.setattr(google_api, "upload_code", lambda *a: pytest.fail("--dry-run uploaded"))
+    assert main("submit", "pretrain", "--stack", STACK, "--dry-run", "--run-id", "r7") == 0
+    out, err = capsys.readouterr()
+    job = list(yaml.safe_load_all(out))[-1]
+    made = bundle("code", tmp_path / "src", "pretrain")
+    assert yaml.safe_load(job["spec"]["runtimeEnvYAML"])["working_dir"] == names.working_dir_uri(made.object_name)
+    assert f"code: gs://my-bucket/code/{made.object_name} (1 files; not uploaded: --dry-run)" in err
+    assert fake.server.requests == []
+
+
+def test_a_teams_code_is_uploaded_after_the_checks_and_before_the_rayjob(
+        fake: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The upload itself is tested at the GCS boundary (tests/test_team_code.py); here, its place among the calls."""
+    _team_folder(tmp_path)
+    uploads: list[tuple[str, int]] = []
+
+    def upload(uri: str, data: bytes) -> bool:
+        uploads.append((uri, len(fake.server.api_requests())))
+        return True
+
+    monkeypatch.setattr(google_api, "upload_code", upload)
+    assert main("submit", "pretrain", "--stack", STACK, "--run-id", "r8") == 0
+    [(uri, calls_before)] = uploads
+    assert uri.startswith("gs://my-bucket/code/pretrain-") and uri.endswith(".zip")
+    assert [r.method for r in fake.server.api_requests()[:calls_before]] == ["GET", "GET"]  # CRD, the name is free
+    assert "uploaded" in capsys.readouterr().err
