@@ -1142,3 +1142,25 @@ def test_a_teams_code_is_uploaded_after_the_checks_and_before_the_rayjob(
     assert uri.startswith("gs://my-bucket/code/pretrain-") and uri.endswith(".zip")
     assert [r.method for r in fake.server.api_requests()[:calls_before]] == ["GET", "GET"]  # CRD, the name is free
     assert "uploaded" in capsys.readouterr().err
+
+
+def test_a_train_loop_runs_report_carries_its_last_metrics_and_checkpoint(
+        fake: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--wait --report``: what the team's function last reported, from the driver's summary line in the
+    submitter's log (the program that prints it runs for real in tests/test_team_slice.py)."""
+    from raytpu.workloads.train import MARKER
+
+    _team_folder(tmp_path)
+    monkeypatch.setattr(google_api, "upload_code", lambda uri, data: True)
+    summary = {"ok": True, "train_loop": "lm.train:train_loop", "metrics": {"step": 3, "loss": 0.25}, "reports": 3,
+               "checkpoint": "/mnt/gcs/checkpoints/pretrain-r9/checkpoint_1", "stamps": [],
+               "attempts": [{"attempt": 1, "resumed": False, "started_wall": 1.0, "first_report_wall": 2.0,
+                             "reports": 3}]}
+    fake.job("pretrain-r9", ("Running", "RUNNING"), ("Complete", "SUCCEEDED"),
+             log=f"training\n{MARKER} {json.dumps(summary)}\n")
+    report_path = tmp_path / "out" / "pretrain.json"
+    assert main("submit", "pretrain", "--stack", STACK, "--run-id", "r9", "--wait", "--report", str(report_path)) == 0
+    written = json.loads(report_path.read_text())
+    assert written["run"] == "pretrain-r9"
+    assert written["train"] == {key: summary[key] for key in ("ok", "train_loop", "metrics", "reports", "checkpoint",
+                                                              "attempts")}
