@@ -340,3 +340,25 @@ def test_invalid_inputs_of_both_kinds_at_once(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputs) as raised:
         parse(text, str(tmp_path / "raytpu.yaml"), base=tmp_path)
     assert [p.field for p in raised.value.problems] == ["workloads[0].train_loop", "workloads[1].entrypoint"]
+
+
+def test_a_spec_holding_what_the_submitters_bash_expands_travels_encoded(spec: Any) -> None:
+    """KubeRay v1.7.0 passes runtimeEnvYAML through ``bash -ce`` inside Go's double quotes, where ``$`` and
+    backquotes expand: such a spec travels as base64 and comes back whole."""
+    from dataclasses import replace
+
+    from raytpu.core.spec import WorkloadSpec
+
+    work = replace(spec.workload("pretrain"), train_config={"prompt": "cost $HOME `id`"})
+    env = work.env()
+    assert env["RAYTPU_WORKLOAD"].startswith("base64:") and "$" not in env["RAYTPU_WORKLOAD"]
+    assert WorkloadSpec.from_env(env) == work
+    assert not spec.workload("custom").env()["RAYTPU_WORKLOAD"].startswith("base64:")  # plain JSON stays readable
+
+
+@pytest.mark.parametrize("entrypoint", ["python a.py && echo x", "python a.py; rm -rf /", "python a.py | tee log",
+                                        "python $SCRIPT", "python `which x`", "python a.py > out", "python a.py #c",
+                                        "python a.py *.txt", "(python a.py)", "python ~/a.py"])
+def test_an_entrypoint_the_submitters_shell_would_act_on_is_refused(entrypoint: str) -> None:
+    words, found = user_code.entrypoint_words("entrypoint", entrypoint)
+    assert found and "submitter" in str(found[0]), entrypoint

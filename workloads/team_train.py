@@ -156,6 +156,9 @@ def run(args: argparse.Namespace, work: WorkloadSpec, env: dict[str, str]) -> di
 
     assert work.train_loop is not None
     load_train_loop(work.train_loop)  # a bad train_loop is exit 2 here, before any slice is reserved
+    # the workers' working folder stays the code folder (Ray Train 2.60 moves them to a session folder by default:
+    # ray.train.v2.api.data_parallel_trainer, RAY_CHDIR_TO_TRIAL_DIR), so the team's relative paths resolve
+    os.environ.setdefault("RAY_CHDIR_TO_TRIAL_DIR", "0")
     plan, slices = work.plan, work.slices_per_run
     if not ray.is_initialized():  # workers' output reaches the driver's log (Ray Train keeps it in files too)
         ray.init(address=args.address or os.environ.get("RAY_ADDRESS") or "auto", log_to_driver=True,

@@ -15,6 +15,7 @@ Standard library and the kit's core only: no pydantic, no CDK, no Ray.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -57,6 +58,7 @@ SERVING_FIELDS = ("model", "model_source", "max_model_len", "engine_kwargs", "hf
 """WorkloadSpec fields only a serving kind takes."""
 
 WORKLOAD_ENV = "RAYTPU_WORKLOAD"
+ENCODED_PREFIX = "base64:"
 """Environment variable that carries a workload's spec (JSON) into its Ray job: workloads never re-plan."""
 
 
@@ -448,8 +450,13 @@ class WorkloadSpec:
         return cls(**{**fields, "kind": kinds.kind(fields["kind"]), "slice": SliceSpec.from_json(fields["slice"])})
 
     def env(self) -> dict[str, str]:
-        """``{RAYTPU_WORKLOAD: <json>}``: how the spec travels into the job's environment."""
-        return {WORKLOAD_ENV: json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))}
+        """``{RAYTPU_WORKLOAD: <json>}``: how the spec travels into the job's environment; as ``base64:<json as
+        base64>`` when it holds ``$`` or a backquote, which the RayJob submitter's bash would expand inside
+        ``--runtime-env-json`` (KubeRay v1.7.0 ``BuildJobSubmitCommand`` quotes it with Go's ``strconv.Quote``)."""
+        text = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+        if "$" in text or "`" in text:
+            text = ENCODED_PREFIX + base64.b64encode(text.encode()).decode()
+        return {WORKLOAD_ENV: text}
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> WorkloadSpec:
@@ -459,6 +466,8 @@ class WorkloadSpec:
             raise errors.missing(WORKLOAD_ENV, "in the environment (the job's workload spec)",
                                  "run through `raytpu submit`/`raytpu local`, or set it to WorkloadSpec.to_json()")
         try:
+            if text.startswith(ENCODED_PREFIX):
+                text = base64.b64decode(text.removeprefix(ENCODED_PREFIX), validate=True).decode()
             return cls.from_json(json.loads(text))
         except (ValueError, KeyError, TypeError) as exc:
             if isinstance(exc, InvalidInput | InvalidInputs):

@@ -36,6 +36,10 @@ PYTHONS = ("python", "python3")
 PYTHON_VALUE_OPTIONS = ("-W", "-X", "-Q")
 """Python options that take the next word as their value (so it is not the script)."""
 
+SUBMITTER_SHELL = frozenset("$`;&|<>()\\#*?[]{}~!")
+"""Characters bash would act on in an entrypoint before Ray sees it (expansions, lists, redirections, globs,
+comments)."""
+
 ENV_PREFIX = "RAYTPU_"
 
 
@@ -175,6 +179,14 @@ def entrypoint_words(field: str, value: object) -> tuple[list[str], list[Invalid
                                          "script inside `code`)")]
     if "\n" in value or "\0" in value:
         return [], [errors.invalid_value(field, value, "holds a line break or NUL", "one command line")]
+    if shell := sorted({c for c in value if c in SUBMITTER_SHELL}):
+        # Source: KubeRay v1.7.0 common/job.go BuildJobSubmitCommand (the entrypoint follows `--` unquoted, run by
+        # `bash -ce` in the submitter pod)
+        return [], [errors.invalid_value(field, value, f"holds {' '.join(shell)}, which the RayJob's submitter "
+                                         "shell would act on itself (KubeRay runs the entrypoint unquoted in bash "
+                                         "in the submitter pod, not on the Ray cluster)",
+                                         "one command with plain arguments (quotes are fine); put pipes, "
+                                         "variables and && in a script inside code")]
     try:
         return shlex.split(value), []
     except ValueError as exc:
