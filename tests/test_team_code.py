@@ -360,5 +360,5 @@ def test_a_spec_holding_what_the_submitters_bash_expands_travels_encoded(spec: A
                                         "python $SCRIPT", "python `which x`", "python a.py > out", "python a.py #c",
                                         "python a.py *.txt", "(python a.py)", "python ~/a.py"])
 def test_an_entrypoint_the_submitters_shell_would_act_on_is_refused(entrypoint: str) -> None:
-    words, found = user_code.entrypoint_words("entrypoint", entrypoint)
+    _, found = user_code.entrypoint_words("entrypoint", entrypoint)
     assert found and "submitter" in str(found[0]), entrypoint
