@@ -134,7 +134,8 @@ def test_a_folder_over_the_limit_is_refused_naming_the_field(tmp_path: Path, mon
 @pytest.mark.parametrize(("source", "ok"), [
     ("def train_loop(config):\n    pass\n", True),
     ("def train_loop(config, seed=0, *, debug=False):\n    pass\n", True),
-    ("def train_loop(*args):\n    pass\n", True),
+    ("def train_loop(*args):\n    pass\n", False),  # Ray Train would call it with no config
+    ("def train_loop(config=None):\n    pass\n", False),  # likewise: it would train on its defaults
     ("from lm.impl import train_loop\n", True),  # bound by an import: its arguments are not known
     ("train_loop = make_loop()\n", True),
     ("def train_loop():\n    pass\n", False),

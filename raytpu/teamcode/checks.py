@@ -58,13 +58,15 @@ def _function_problems(field: str, train_loop: str, tree: ast.Module, function: 
     if not isinstance(node, ast.FunctionDef):
         return []  # bound by an assignment or an import: its arguments are not known without running it
     args = node.args
-    positional = [*args.posonlyargs, *args.args]
-    required = len(positional) - len(args.defaults)
-    if required <= 1 and (positional or args.vararg) and not [
-            a for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is None]:
+    required = len([*args.posonlyargs, *args.args]) - len(args.defaults)
+    required_kw = [a for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is None]
+    if required == 1 and not required_kw:
         return []
-    return [errors.invalid_value(field, train_loop, f"{function} takes {ast.unparse(args) or 'no arguments'}, not "
-                                 "one argument (Ray Train calls it with train_loop_config)", valid)]
+    # Source: Ray 2.60 ray.train.v2._internal.util.construct_train_func (the config goes only to a function of
+    # exactly one required parameter; one with a default is called with none, and trains on its defaults)
+    return [errors.invalid_value(field, train_loop, f"{function} takes ({ast.unparse(args)}), not exactly one "
+                                 "required argument (Ray Train passes train_loop_config only to such a function)",
+                                 valid)]
 
 
 def _binds(node: ast.stmt, name: str) -> bool:
