@@ -116,6 +116,16 @@ def test_adamw_leaves_norm_scales_undecayed() -> None:
     assert np.allclose(updated["ln1"], 1.0) and np.all(np.asarray(updated["w"]) < 1.0)
 
 
+@pytest.mark.unit
+def test_train_loop_takes_its_config_as_one_required_parameter() -> None:
+    import inspect
+
+    from lm.train import train_loop
+
+    params = list(inspect.signature(train_loop).parameters.values())
+    assert len(params) == 1 and params[0].default is inspect.Parameter.empty  # else Ray passes no config
+
+
 BAD_CONFIGS = [
     ({"stepz": 3}, "stepz"),
     ({"steps": "many"}, "train_config.steps"),

@@ -32,7 +32,9 @@ STOP_MARGIN_S = 60.0
 """How long past the deadline to wait for Ray Train to stop the workers before failing instead."""
 
 
-def train_loop(config: dict[str, Any] | None = None) -> None:
+def train_loop(config: dict[str, Any]) -> None:
+    """``config`` must stay a required parameter: Ray passes ``train_loop_config`` only to a function with one
+    (Ray 2.60 ``ray.train.v2._internal.util.construct_train_func``), a default would silently train on defaults."""
     import ray.train
 
     c = resolve(config)

@@ -85,9 +85,10 @@ def run(args: argparse.Namespace) -> int:
         reservation.release_head_pgs()  # the bundles hold every host now (Ray 2.60 release_head_pgs docstring)
         print(f"reserved {args.accelerator} {reservation.topology}: {reservation.num_hosts} host(s) of "
               f"{reservation.chips_per_host} chips in {time.monotonic() - started:.1f}s", flush=True)
-        task = ray.remote(host_report).options(num_cpus=0, resources={"TPU": reservation.devices_per_host})
-        refs = [task.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
-                    placement_group=pg, placement_group_bundle_index=i)).remote(i)
+        task = ray.remote(host_report)
+        refs = [task.options(num_cpus=0, resources={"TPU": reservation.devices_per_host},
+                             scheduling_strategy=PlacementGroupSchedulingStrategy(
+                                 placement_group=pg, placement_group_bundle_index=i)).remote(i)
                 for i in range(reservation.num_bundles)]
         rows = ray.get(refs, timeout=args.timeout_s)
     except (ray.exceptions.GetTimeoutError, ray.exceptions.RayError) as exc:
