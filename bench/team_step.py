@@ -25,15 +25,15 @@ PEAK_BF16_FLOPS = 197e12
 
 BASE = {"seq_len": 2048, "vocab": 32768, "steps": 1000, "warmup": 100, "lr": 3e-4}
 CONFIGS: dict[str, dict[str, Any]] = {
-    "335m-einsum": BASE | {"d_model": 1024, "n_layers": 24, "n_heads": 8, "batch_size": 8, "attention": "einsum",
+    "371m-einsum": BASE | {"d_model": 1024, "n_layers": 24, "n_heads": 8, "batch_size": 8, "attention": "einsum",
                            "remat": "dots"},
-    "335m-flash": BASE | {"d_model": 1024, "n_layers": 24, "n_heads": 8, "batch_size": 8, "attention": "flash",
+    "371m-flash": BASE | {"d_model": 1024, "n_layers": 24, "n_heads": 8, "batch_size": 8, "attention": "flash",
                           "remat": "dots"},
-    "335m-splash": BASE | {"d_model": 1024, "n_layers": 24, "n_heads": 8, "batch_size": 8, "attention": "splash",
+    "371m-splash": BASE | {"d_model": 1024, "n_layers": 24, "n_heads": 8, "batch_size": 8, "attention": "splash",
                            "remat": "dots"},
-    "503m-flash-full": BASE | {"d_model": 1536, "n_layers": 16, "n_heads": 12, "batch_size": 8,
+    "557m-flash-full": BASE | {"d_model": 1536, "n_layers": 16, "n_heads": 12, "batch_size": 8,
                                "attention": "flash", "remat": "full"},
-    "805m-flash-full": BASE | {"d_model": 2048, "n_layers": 14, "n_heads": 16, "batch_size": 8, "attention": "flash",
+    "843m-flash-full": BASE | {"d_model": 2048, "n_layers": 14, "n_heads": 16, "batch_size": 8, "attention": "flash",
                                "remat": "full"},
 }
 

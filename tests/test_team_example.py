@@ -165,7 +165,7 @@ def test_reserve_takes_flags_over_the_job_environment(argv: list[str], env: dict
     assert (args.topology, args.accelerator, args.chips_per_host) == expected
 
 
-BAD_RESERVE_ARGS = [
+BAD_RESERVE_ARGS: list[tuple[list[str], dict[str, str], str]] = [
     ([], {}, "--topology is required"),
     (["--topology", "4x4"], {}, "--accelerator is required"),
     (["--topology", "4x4", "--accelerator", "v6e", "--chips-per-host", "0"], {}, "--chips-per-host: 0"),
