@@ -197,24 +197,43 @@ DRIVER = textwrap.dedent("""
     from raytpu.core.spec import WorkloadSpec
     from raytpu.workloads.train import reserve_for_pinning, scaling_config
 
-    sys.path.insert(0, sys.argv[1])
+    src, storage, fits = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    sys.path.insert(0, src)
     from lm.train import train_loop
 
     ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=False,
-             runtime_env={"working_dir": sys.argv[1], "env_vars": {"RAY_TRAIN_PREEMPTION_POLL_INTERVAL_S": "1"}})
+             runtime_env={"working_dir": src, "env_vars": {"RAY_TRAIN_PREEMPTION_POLL_INTERVAL_S": "1"}})
     plan = WorkloadSpec.from_env().plan
-    for steps in (6, 9):  # the second fit resumes the first's run (same name)
+    for config in fits:  # in order, one run name: a later fit resumes the run
         held = reserve_for_pinning(plan, 120)  # a 2x4 of two hosts: pinned as the kit pins it
+        with open(storage + ".slice", "w") as f:
+            f.write(held.slice_name)
         try:
-            result = JaxTrainer(train_loop, train_loop_config={"steps": steps, "checkpoint_every": 3},
+            result = JaxTrainer(train_loop, train_loop_config=config,
                                 scaling_config=scaling_config(plan, held.slice_name),
-                                run_config=RunConfig(name="team", storage_path=sys.argv[2],
-                                                     failure_config=FailureConfig(max_failures=0))).fit()
+                                run_config=RunConfig(name="team", storage_path=storage, failure_config=FailureConfig(
+                                    max_failures=0, max_preemption_failures=2))).fit()
         finally:
             held.release()
         print("RESULT " + json.dumps({"metrics": result.metrics, "error": repr(result.error) if result.error else None,
                                       "checkpoint": result.checkpoint.path if result.checkpoint else None}), flush=True)
 """)
+
+
+def _driver(tmp_path: Path, fits: list[dict[str, Any]]) -> list[str]:
+    driver = tmp_path / "driver.py"
+    driver.write_text(DRIVER)
+    return [sys.executable, str(driver), str(SRC), str(tmp_path / "storage"), json.dumps(fits)]
+
+
+def _results(stdout: str) -> list[dict[str, Any]]:
+    return [json.loads(line[len("RESULT "):]) for line in stdout.splitlines() if line.startswith("RESULT ")]
+
+
+def _states(storage: Path) -> list[dict[str, Any]]:
+    """Every checkpoint's state.json under the run, by step."""
+    found = [json.loads(p.read_text()) for p in storage.glob(f"team/checkpoint_*/{checkpoint.STATE}")]
+    return sorted(found, key=lambda s: s["step"])
 
 
 @pytest.fixture(scope="module")
@@ -230,11 +249,9 @@ def _env(cluster: Any) -> dict[str, str]:
 @pytest.mark.slice
 @pytest.mark.timeout(480)
 def test_train_loop_reports_checkpoints_and_resumes_in_a_real_jax_trainer(cluster: Any, tmp_path: Path) -> None:
-    driver = tmp_path / "driver.py"
-    driver.write_text(DRIVER)
-    done = subprocess.run([sys.executable, str(driver), str(SRC), str(tmp_path / "storage")], env=_env(cluster),
-                          capture_output=True, text=True, timeout=420)
-    results = [json.loads(line[len("RESULT "):]) for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    fits = [{"steps": 6, "checkpoint_every": 3}, {"steps": 9, "checkpoint_every": 3}]
+    done = subprocess.run(_driver(tmp_path, fits), env=_env(cluster), capture_output=True, text=True, timeout=420)
+    results = _results(done.stdout)
     assert done.returncode == 0 and len(results) == 2, done.stderr[-3000:]
     first, second = results
     assert first["error"] is None and second["error"] is None, results
@@ -243,6 +260,47 @@ def test_train_loop_reports_checkpoints_and_resumes_in_a_real_jax_trainer(cluste
     state = json.loads((Path(second["checkpoint"]) / checkpoint.STATE).read_text())
     assert (state["step"], state["data_position"]) == (9, 9)
     assert {p.name for p in Path(second["checkpoint"]).iterdir()} >= {checkpoint.PARAMS, checkpoint.OPT}
+
+
+@pytest.mark.slice
+@pytest.mark.timeout(600)
+def test_a_preemption_notice_checkpoints_at_once_and_the_run_resumes_from_there(cluster: Any,
+                                                                                 tmp_path: Path) -> None:
+    """A host of the run's slice drained for preemption (``raytpu local preempt``'s notice, 15 s), then killed and
+    replaced: the loop checkpoints at the notice's step, takes no further step, and the run resumes from it."""
+    import time
+
+    from raytpu.local.preempt import preempt
+
+    fits = [{"steps": 100000, "checkpoint_every": 40}]  # long enough to be preempted mid-run
+    log = tmp_path / "driver.log"  # a file, not a pipe nobody reads while it runs
+    with log.open("w") as sink:
+        proc = subprocess.Popen(_driver(tmp_path, fits), env=_env(cluster), stdout=sink, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    storage = tmp_path / "storage"
+    deadline = time.monotonic() + 420
+    try:
+        while not _states(storage) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert _states(storage), "no periodic checkpoint before the preemption"
+        slice_name = Path(f"{storage}.slice").read_text()
+        preempt(cluster, cluster.hosts(slice_name)[-1], 15.0)  # the run's slice: its last host
+        while time.monotonic() < deadline:  # until the resumed run's next periodic checkpoint
+            notices = [s["step"] for s in _states(storage) if s["at_notice"]]
+            if notices and any(s["step"] > notices[0] for s in _states(storage)):
+                break
+            time.sleep(1)
+    finally:
+        os.killpg(proc.pid, 9)
+        proc.wait()
+    err = log.read_text()
+    states = _states(storage)
+    notices = [s["step"] for s in states if s["at_notice"]]
+    assert len(notices) == 1, (states, err[-3000:])
+    later = [s for s in states if s["step"] > notices[0]]
+    assert later and later[0]["resumed_from"] == notices[0], states  # resumed from the notice's checkpoint
+    assert later[0]["step"] == (notices[0] // 40 + 1) * 40, states
+    assert all(s["data_position"] == s["step"] for s in states), states  # the data continues where it stopped
 
 
 @pytest.mark.slice

@@ -98,7 +98,8 @@ def _report(metrics: dict[str, Any], params: Any, opt_state: Any, rank: int, c: 
     with tempfile.TemporaryDirectory() as directory:
         attached = None
         if rank == 0:
-            state = {"step": metrics["step"], "data_position": metrics["data_position"], "config": as_dict(c)}
+            state = {"step": metrics["step"], "data_position": metrics["data_position"],
+                     "at_notice": metrics["at_notice"], "resumed_from": metrics["resumed_from"], "config": as_dict(c)}
             checkpoint.save(directory, host_params, host_opt, state)
             attached = ray.train.Checkpoint.from_directory(directory)
         ray.train.report(metrics, checkpoint=attached)
