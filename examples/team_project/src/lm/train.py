@@ -1,16 +1,9 @@
-"""``train_loop(config)``: Ray Train's ``train_loop_per_worker``, one JAX process per TPU host, public API only.
+"""``train_loop(config)``: Ray Train's ``train_loop_per_worker`` (one JAX process per TPU host), public API only:
+resume from ``get_checkpoint()`` at the very batch it would have taken next; rank 0's checkpoint reported every
+``checkpoint_every`` steps, at the last and at a preemption notice, after which no step runs (it would be lost).
 
-Resume: ``ray.train.get_checkpoint()`` gives params, optimizer state, step and data position; the run continues
-with the very batch it would have taken next. Checkpoints: rank 0 writes the files into a temporary directory and
-reports it (``ray.train.Checkpoint.from_directory``) every ``checkpoint_every`` steps, at the last step, and at
-a preemption notice.
-
-Preemption: ``ray.train.get_preemption_info()`` is a collective (Ray 2.60
-``ray.train.v2._internal.execution.train_fn_utils.DistributedTrainFnUtils.get_preemption_info`` broadcasts rank 0's
-view to every rank, ``collective_impl.broadcast_from_rank_zero``), so every rank calls it after every step. On a
-notice the loop checkpoints at once and takes no more steps (any would be lost with the host): it waits for Ray Train
-to stop the workers and restart the run from that checkpoint, and fails only if nobody stops it well past the
-deadline.
+``ray.train.get_preemption_info()`` is a collective, so every rank calls it after every step. Source: Ray 2.60
+``ray.train.v2._internal.execution.train_fn_utils.DistributedTrainFnUtils.get_preemption_info``.
 """
 
 from __future__ import annotations
