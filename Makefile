@@ -70,6 +70,7 @@ lint: $(VENV)/.installed
 typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy -p raytpu
 	$(VENV)/bin/mypy tests bench examples/platform_app/app.py
+	$(VENV)/bin/mypy -p lm -p tools
 
 # The unit tier runs two pytest workers per core, at most 8 (its tests share nothing, and some wait on a loopback
 # API's timeouts and retries: a second worker computes meanwhile; 2 cores: 30-34 s with 4 workers, 34-37 s with 2).
