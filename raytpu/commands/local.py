@@ -272,9 +272,8 @@ def _preempt(args: argparse.Namespace) -> int:
     from raytpu.local.run_lock import hold
 
     where = local.run_dir(args.dir)
-    running_cluster(where)  # refused before the lock: nothing made in a folder with no cluster
-    with hold(where, "raytpu local preempt"):
-        cluster = running_cluster(where)  # as it is now that no other command changes it
+    with hold(where, "raytpu local preempt"):  # a second drill is refused first, whatever the cluster's state
+        cluster = running_cluster(where)
         node = target(cluster, args.host, args.slice_name)
         record = preempt(cluster, node, args.notice_s, replace=not args.no_replace, progress=_progress)
     print(json.dumps(record.to_json(), indent=2, sort_keys=True))
