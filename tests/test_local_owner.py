@@ -52,6 +52,13 @@ def test_one_owner_per_run_folder_and_down_during_a_drill_leaves_nothing(tmp_pat
                                  capture_output=True, text=True, timeout=120)
         assert ray_cli.returncode == 0 and "Active:" in ray_cli.stdout, ray_cli.stderr[-2000:]
 
+        # a stale exported RAY_ADDRESS (an earlier `local up`'s line) does not take `submit --local` elsewhere
+        stale = {"RAY_ADDRESS": "127.0.0.1:9", "RAY_API_SERVER_ADDRESS": "http://127.0.0.1:9"}
+        submitted = subprocess.run([sys.executable, "-m", "raytpu", "submit", "smoke", "--local", "--dir", str(where),
+                                    "--config", "raytpu.example.yaml", "--run-id", "o1"], env=_env() | stale,
+                                   capture_output=True, text=True, timeout=300, cwd=ROOT)
+        assert submitted.returncode == 0 and "Traceback" not in submitted.stderr, submitted.stderr[-3000:]
+
         # a demo pointed at this folder refuses before anything starts; the cluster runs on
         demo = _raytpu("--dir", str(where), "--no-synth", "--config", "raytpu.example.yaml", where=where,
                        command="demo")
