@@ -13,8 +13,10 @@ import difflib
 import importlib
 import pkgutil
 import re
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from raytpu import __version__
@@ -99,6 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         report(InvalidInput(unknown[0], "is not a known option" + did_you_mean(unknown[0].split("=", 1)[0], known),
                             f"options of `{parser.prog}`: {parser.options()}"))
         return EXIT_INVALID
+    restore = _interrupt_on_sigterm()
     try:
         return int(args._run(args))
     except (InvalidInput, InvalidInputs, RaytpuError) as exc:
@@ -111,7 +114,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.close()
         return 0
     finally:
+        restore()
         timeline.command_ended()
+
+
+def _raise_interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _interrupt_on_sigterm() -> Callable[[], object]:
+    """SIGTERM ends a command as Ctrl-C does (its cleanup runs, exit 130: `raytpu local down` ends a drill so);
+    returns what puts the handler it replaced back (nothing to do off the main thread, where none can be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    return lambda: signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -7,9 +7,27 @@ Standard library at import, as the commands are.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
 LOCAL_DEFAULT = "$RAYTPU_CONFIG, else raytpu.yaml, else raytpu.example.yaml"
 """The local commands' default config, as help says it (:func:`raytpu.config.choose` with ``local``)."""
+
+
+Given = tuple[str, bool]
+"""A flag and whether the command line gave it."""
+
+
+def refuse_combinations(*, together: Sequence[tuple[Given, Given]] = (),
+                        without: Sequence[tuple[Given, Given]] = ()) -> None:
+    """Flags that cannot go together (both given), or one given without the flag it is for: every such flag
+    refused at once (exit 2, each naming both), before the command reads or starts anything."""
+    from raytpu.core import errors
+
+    found = [errors.InvalidInput(a, f"cannot go with {b}", f"{a} or {b}, not both")
+             for (a, has_a), (b, has_b) in together if has_a and has_b]
+    found += [errors.InvalidInput(a, f"is only for {b}", f"{b} {a} ..., or no {a}")
+              for (a, has_a), (b, has_b) in without if has_a and not has_b]
+    errors.raise_found(found)
 
 
 def add_stack_arguments(parser: argparse.ArgumentParser, stack_note: str = "") -> None:

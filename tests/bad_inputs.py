@@ -252,6 +252,23 @@ PLAN = ("plan", "--model", "llama-3.1-8b")
 UP = ("local", "--dir", "run", "up", "--generation", "v6e", "--topology", "2x4")
 
 
+def dead_cluster() -> str:
+    """A ``cluster.json`` whose head is gone: no process names its Ray temp dir (``raytpu local up`` then crashed,
+    or the machine restarted)."""
+    from raytpu.core.plan import plan_slice
+
+    head = {"role": "head", "pid": 4_000_000, "log": "head.log"}
+    return json.dumps({"run_dir": "run", "temp_dir": "/tmp/raytpu-gone-000000", "address": "127.0.0.1:9",
+                       "plan": plan_slice("v6e", "2x4").to_json(), "slices": ["s-0"], "nodes": [head],
+                       "dashboard": "http://127.0.0.1:9", "auth_token_path": "run/auth_token",
+                       "started_by": "raytpu local up"})
+
+
+DEAD: dict[str, Content] = {"run": DIR, "run/cluster.json": dead_cluster()}
+STALE_RAY = {"RAY_ADDRESS": "127.0.0.1:9", "RAY_API_SERVER_ADDRESS": "http://127.0.0.1:9"}
+"""What an earlier `raytpu local up` printed, exported, its cluster gone."""
+
+
 def _validate(case_id: str, text: str | bytes, field_name: str, item: str = "") -> Case:
     return Case(case_id, ("validate", "raytpu.yaml"), field_name, {"raytpu.yaml": text}, item=item)
 
@@ -352,6 +369,8 @@ I12 = "28.12 DCN smoke job name"
 I13 = "28.13 smoke --local, local status --dir"
 I14 = "28.14 no slice fits"
 I31 = "31.1 batch and dataset"
+I39_1 = "39.1 one owner per run folder, no hang"
+I39_6 = "39.6 flags that cannot go together"
 
 CASES: tuple[Case, ...] = (
     # catalog, describe
@@ -584,6 +603,15 @@ CASES: tuple[Case, ...] = (
     Case("submit-local-overwrite-train", ("submit", "train", "--local", "--overwrite", "--dir", "run"), "--overwrite",
          CFG),
     Case("submit-cpu-model-no-local", (*SUBMIT, "--cpu-model", "model"), "--cpu-model", {**CFG_OUT, "model": DIR}),
+    Case("submit-local-with-stack", ("submit", "train", "--local", "--stack", STACK), "--stack", CFG, item=I39_6),
+    Case("submit-local-dry-run", ("submit", "train", "--local", "--dry-run"), "--dry-run", CFG, item=I39_6),
+    Case("submit-local-wait", ("submit", "train", "--local", "--wait"), "--wait", CFG, item=I39_6),
+    Case("submit-local-py-modules", ("submit", "train", "--local", "--py-modules", "gs://b/raytpu.zip"),
+         "--py-modules", CFG, item=I39_6),
+    Case("submit-local-example-config", ("submit", "train", "--local", "--dir", "run"), "local",
+         {"raytpu.example.yaml": EXAMPLE_TEXT, "raytpu.images.json": FIXTURE_RECORD}, code=1, item=I39_6),
+    Case("submit-local-dead-head", ("submit", "train", "--local", "--dir", "run"), "local", {**CFG, **DEAD}, code=1,
+         env=STALE_RAY, item=I39_1, process=True),
     # smoke
     Case("smoke-no-stack", ("smoke",), "--stack", CFG_OUT),
     Case("smoke-image-latest", (*SMOKE, "--image", "us-docker.pkg.dev/p/r/smoke:latest"), "--image", CFG_OUT,
@@ -617,8 +645,26 @@ CASES: tuple[Case, ...] = (
          "--dir", {"notes.txt": "mine\n"}),
     Case("local-down-corrupt-state", ("local", "--dir", "run", "down"), "run/cluster.json",
          {"run": DIR, "run/cluster.json": json.dumps({"run_dir": 3})}),
+    Case("local-status-dead-head", ("local", "--dir", "run", "status"), "local", DEAD, code=1, env=STALE_RAY,
+         item=I39_1, process=True),
+    Case("local-smoke-dead-head", ("local", "--dir", "run", "smoke"), "local", DEAD, code=1, item=I39_1, process=True),
+    Case("local-serve-dead-head", ("local", "--dir", "run", "serve"), "local", DEAD, code=1, item=I39_1, process=True),
+    Case("local-preempt-dead-head", ("local", "--dir", "run", "preempt", "--host", "0"), "--dir", DEAD, item=I39_1),
+    Case("local-preempt-no-cluster", ("local", "--dir", "run", "preempt"), "--dir", item=I39_1),
+    Case("local-up-config-with-generation", (*UP, "--config", "raytpu.yaml"), "--config", CFG, item=I39_6),
+    Case("local-up-slice-with-generation", (*UP, "--slice", "train"), "--slice", item=I39_6),
+    Case("local-up-machine-type-alone", ("local", "--dir", "run", "up", "--machine-type", "ct6e-standard-4t"),
+         "--machine-type", item=I39_6),
+    Case("local-smoke-config-with-dcn", ("local", "--dir", "run", "smoke", "--config", "raytpu.yaml", "--dcn-slices",
+                                         "2"), "--config", CFG, item=I39_6),
     # demo
     Case("demo-config-missing", ("demo", "--config", "nope.yaml"), "config"),
+    Case("demo-notice-without-preempt", ("demo", "--notice-s", "5"), "--notice-s", item=I39_6),
+    Case("demo-notice-zero-without-preempt", ("demo", "--notice-s", "0", "--serve"), "--notice-s", item=I39_6),
+    Case("demo-preempt-with-serve", ("demo", "--preempt", "--serve"), "--preempt", item=I39_6),
+    Case("demo-preempt-with-data", ("demo", "--data", "--preempt"), "--preempt", item=I39_6),
+    Case("demo-serve-with-data", ("demo", "--serve", "--data"), "--serve", item=I39_6),
+    Case("demo-serve-python-without-data", ("demo", "--serve-python", "python3"), "--serve-python", item=I39_6),
     Case("demo-steps-zero", ("demo", "--config", "raytpu.yaml", "--no-synth", "--dir", "run", "--steps", "0"),
          "--steps", CFG),
     Case("demo-report-folder", ("demo", "--config", "raytpu.yaml", "--no-synth", "--dir", "run", "--report", "rep"),

@@ -170,7 +170,7 @@ def test_local_cli_up_status_smoke_down_across_invocations(tmp_path: Path) -> No
             assert answered.status == 200
 
         again = _raytpu("up", "--generation", single.generation, "--topology", single.topology, run_dir=tmp_path)
-        assert again.returncode == 1 and "already running" in again.stderr
+        assert again.returncode == 2 and "error: --dir: " in again.stderr and "already running" in again.stderr
 
         began = time.monotonic()
         smoke = _raytpu("smoke", "--json", run_dir=tmp_path)

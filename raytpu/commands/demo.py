@@ -20,6 +20,7 @@ and the teardown, always; its JSON report is ``--report`` (default ``reports/dem
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import subprocess
+    from collections.abc import Iterator
 
     from raytpu.core.plan import SlicePlan
     from raytpu.core.spec import ClusterSpec, WorkloadSpec
@@ -41,6 +43,8 @@ HELP = "run the example end to end locally: validate, describe, synth, emulated 
 DEFAULT_REPORT = "reports/demo.json"
 DEFAULT_SERVE_REPORT = "reports/demo-serve.json"
 MAX_STEPS = 100_000
+DEFAULT_NOTICE_S = 10.0
+DEFAULT_SERVE_PYTHON = ".venv-serve/bin/python"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,11 +66,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "deploy, ask with the openai client, tear down")
     parser.add_argument("--preempt", action="store_true", help="preempt one host mid-run (raytpu local preempt) "
                         "and report what it cost: the report's `preemption` section")
-    parser.add_argument("--notice-s", type=argtypes.notice_seconds, default=10.0, metavar="S",
+    parser.add_argument("--notice-s", type=argtypes.notice_seconds, default=None, metavar="S",
                         help="with --preempt: the notice before the kill (default 10; 0: none, a host crash)")
     parser.add_argument("--data", action="store_true", help="the Ray Data demo instead (make data): batch inference "
                         "and training from a dataset on emulated slices, reports/demo-data.json")
-    parser.add_argument("--serve-python", default=".venv-serve/bin/python", type=argtypes.path,
+    parser.add_argument("--serve-python", default=None, type=argtypes.path,
                         help="with --data: the interpreter with vLLM's CPU build (default .venv-serve/bin/python)")
 
 
@@ -106,8 +110,17 @@ def smoke_args(dcn_slices: int | None) -> tuple[str, ...]:
 
 
 def check_args(args: argparse.Namespace) -> None:
-    """The flags a demo only uses after minutes of work (training steps, the report at the end): refused first."""
+    """The flags a demo only uses after minutes of work (training steps, the report at the end), and flags that
+    cannot go together: refused first."""
+    from raytpu.cli_args import refuse_combinations
     from raytpu.core.errors import invalid_value
+
+    preempt, serve, data = ("--preempt", args.preempt), ("--serve", args.serve), ("--data", args.data)
+    refuse_combinations(together=[(preempt, serve), (preempt, data), (serve, data)],
+                        without=[(("--notice-s", args.notice_s is not None), preempt),
+                                 (("--serve-python", args.serve_python is not None), data)])
+    args.notice_s = DEFAULT_NOTICE_S if args.notice_s is None else args.notice_s
+    args.serve_python = args.serve_python or DEFAULT_SERVE_PYTHON
 
     if not 1 <= args.steps <= MAX_STEPS:
         raise invalid_value("--steps", args.steps, "is out of range", f"1 to {MAX_STEPS} training steps")
@@ -134,20 +147,39 @@ def run(args: argparse.Namespace) -> int:
     if args.data:
         from raytpu.local import data_demo
 
-        return data_demo.run_demo(args.report or data_demo.DEFAULT_REPORT, f"{args.dir}-data", args.serve_python)
+        where = f"{args.dir}-data"
+        with claim(where, *(Path(where) / part / "cluster" for part in ("batch", "train"))):
+            return data_demo.run_demo(args.report or data_demo.DEFAULT_REPORT, where, args.serve_python)
     t0 = time.monotonic()
     recorder = timeline.Recorder.for_command()
     args.report = args.report or DEFAULT_REPORT
     report: dict[str, Any] = {"config": args.config, "steps": [], "ok": False, "smoke": [], "train": None}
     spec = _validate(args.config, report)  # InvalidInputs -> exit 2 before anything starts
     plan = config_slice_plan(spec)
-    _synth(args, report)
-    # a temp-dir prefix of our own: the memory sampler counts this cluster's processes, nobody else's
-    os.environ[local.ENV_TMP_PREFIX] = f"{local.TMP_PREFIX}d{os.getpid()}-"
-    with local.PeakMemory(tag_prefix=os.environ[local.ENV_TMP_PREFIX]) as memory:
-        _on_the_slice(args, spec, plan, report, recorder)
+    with claim(args.dir):
+        _synth(args, report)
+        # a temp-dir prefix of our own: the memory sampler counts this cluster's processes, nobody else's
+        os.environ[local.ENV_TMP_PREFIX] = f"{local.TMP_PREFIX}d{os.getpid()}-"
+        with local.PeakMemory(tag_prefix=os.environ[local.ENV_TMP_PREFIX]) as memory:
+            _on_the_slice(args, spec, plan, report, recorder)
     report["timeline"] = recorder.finish("torn down")
     return _write_report(report, Path(args.report), memory, t0)
+
+
+@contextlib.contextmanager
+def claim(directory: str, *clusters: Path) -> Iterator[None]:
+    """The demo's run directory held for this demo (:mod:`raytpu.local.run_lock`), refused (exit 2, naming
+    ``--dir``) when another command holds it or a cluster the demo did not start runs there (or in ``clusters``,
+    its parts' folders): the demo stops only its own cluster."""
+    from raytpu import local
+    from raytpu.local.run_lock import hold
+    from raytpu.local.startup import refuse_running
+
+    where = local.run_dir(directory)
+    with hold(where, "raytpu demo"):
+        for folder in (where, *clusters):
+            refuse_running(local.run_dir(folder))
+        yield
 
 
 def _validate(config: str, report: dict[str, Any]) -> ClusterSpec:
@@ -208,12 +240,11 @@ def _slice_up(args: argparse.Namespace, plan: SlicePlan, report: dict[str, Any],
     from raytpu.local.phases import emulated_phases
 
     started = time.monotonic()
-    local.stop(args.dir)  # the demo's own run dir: clear what an interrupted demo may have left
     synthesized = any(s["step"] == "synth" and not s.get("skipped") for s in report["steps"])
     recorder.mark("applied", f"validated{' and synthesized' if synthesized else ''}; the emulated slice "
                   "starts (where GKE would get the RayJob)", timeline.EMULATED)
     emulated_phases(recorder)  # each host gets the webhook's variables as it is launched
-    cluster = local.start(plan, 1, args.dir, progress=_say)
+    cluster = local.start(plan, 1, args.dir, progress=_say, owner="raytpu demo")  # clears a dead leftover
     recorder.mark("ray_joined", f"{plan.hosts} Ray node(s) registered with ray.io/tpu-slice-name="
                   f"{cluster.slices[0]} and their ray.io/tpu-worker-id")
     _step(report, "local slice up", True, started, address=cluster.address, slices=cluster.slices,
@@ -378,7 +409,7 @@ def serve_demo(args: argparse.Namespace) -> int:
     directory = f"{args.dir}-serve"
     os.environ[local.ENV_TMP_PREFIX] = f"{local.TMP_PREFIX}s{os.getpid()}-"
     report: dict[str, Any] = {"config": args.config, "serve": serving[0].name, "ok": False, "answers": []}
-    with local.PeakMemory(tag_prefix=os.environ[local.ENV_TMP_PREFIX]) as memory:
+    with claim(directory), local.PeakMemory(tag_prefix=os.environ[local.ENV_TMP_PREFIX]) as memory:
         try:
             _serve_and_ask(args.config, serving[0], directory, report, recorder)
         except Exception as exc:  # one line names the failure; teardown below always runs
@@ -402,12 +433,11 @@ def _serve_and_ask(config: str, work: WorkloadSpec, directory: str, report: dict
     from raytpu.local.from_config import serving_workload
     from raytpu.local.phases import emulated_phases
 
-    local.stop(directory)
     recorder.mark("applied", "validated; the emulated slice starts (where GKE would get the RayService)",
                   timeline.EMULATED)
     emulated_phases(recorder)  # each host gets the webhook's variables as it is launched
     plan = work.plan
-    cluster = local.start(plan, 1, directory, progress=_say)
+    cluster = local.start(plan, 1, directory, progress=_say, owner="raytpu demo --serve")
     recorder.mark("ray_joined", f"{plan.hosts} Ray node(s) registered with ray.io/tpu-slice-name="
                   f"{cluster.slices[0]} and their ray.io/tpu-worker-id")
     url, model = deploy_serve(cluster, serving_workload(cluster, config, work.name), 420.0, recorder=recorder)

@@ -120,13 +120,16 @@ def plan_from_args(args: argparse.Namespace) -> SlicePlan:
 
 
 def _cluster(args: argparse.Namespace) -> LocalCluster:
+    """The recorded cluster, its head checked (exit 1 with what to run when it is gone, never a hang)."""
     from raytpu import local
     from raytpu.core.errors import RuntimeFailure
+    from raytpu.local.connection import check_head
 
     cluster = local.LocalCluster.load(local.run_dir(args.dir))
     if cluster is None:
         raise RuntimeFailure(f"local: no local cluster recorded in {local.run_dir(args.dir)}; "
                              "start one with `raytpu local up`")
+    check_head(cluster)
     return cluster
 
 
@@ -138,14 +141,23 @@ def run(args: argparse.Namespace) -> int:
 
 def _up(args: argparse.Namespace) -> int:
     from raytpu import local
+    from raytpu.cli_args import refuse_combinations
     from raytpu.core.errors import invalid_value
+    from raytpu.local.run_lock import hold
 
+    generation = ("--generation", args.generation is not None)
+    refuse_combinations(together=[(("--config", args.config is not None), generation),
+                                  (("--slice", args.slice_name is not None), generation)],
+                        without=[(("--machine-type", args.machine_type is not None), generation)])
     if args.timeout_s is not None and not 0 < args.timeout_s <= MAX_START_S:  # nan too: before anything starts
         raise invalid_value("--timeout-s", args.timeout_s, "is not a bound on the start",
                             f"seconds in (0, {MAX_START_S:g}], or no --timeout-s (60 s plus 60 s per node)")
     plan = plan_from_args(args)
-    cluster = local.start(plan, args.slices, args.dir, progress=_progress, timeout_s=args.timeout_s)
-    print(f"RAY_ADDRESS={cluster.address}")
+    with hold(local.run_dir(args.dir), "raytpu local up"):
+        cluster = local.start(plan, args.slices, args.dir, progress=_progress, timeout_s=args.timeout_s,
+                              owner="raytpu local up")
+    for name, value in cluster.ray_cli_env().items():  # what Ray's own CLI needs: `export` these lines
+        print(f"{name}={value}")
     print(f"slices: {', '.join(cluster.slices)} ({plan.generation} {plan.topology}, {plan.hosts} host(s) "
           f"x {plan.chips_per_host} chips)")
     print("next: raytpu local status | raytpu local smoke | raytpu local down")
@@ -170,8 +182,16 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _down(args: argparse.Namespace) -> int:
+    """Ends the command holding the run directory first (a drill), then stops the cluster: nothing left running."""
     from raytpu import local
-    count = local.stop(args.dir)
+    from raytpu.local.run_lock import hold
+
+    where = local.run_dir(args.dir)
+    if not where.is_dir():
+        _progress(f"nothing to stop ({where} does not exist)")
+        return 0
+    with hold(where, "raytpu local down", take_over=True, progress=_progress):
+        count = local.stop(where)
     _progress(f"stopped ({count} process group(s) and leftover process(es) signalled)" if count
               else "nothing to stop")
     return 0
@@ -179,10 +199,13 @@ def _down(args: argparse.Namespace) -> int:
 
 def _smoke(args: argparse.Namespace) -> int:
     from raytpu import local
+    from raytpu.cli_args import refuse_combinations
     from raytpu.core import report, timeline
     from raytpu.local.from_config import dcn_slices_of, optional_config
     from raytpu.local.phases import emulated_phases
 
+    dcn_slices = ("--dcn-slices", args.dcn_slices is not None)
+    refuse_combinations(together=[(("--config", args.config is not None), dcn_slices)])
     recorder = timeline.Recorder.for_command()
     cluster = _cluster(args)
     plan = cluster.slice_plan
@@ -246,9 +269,12 @@ def _serve(args: argparse.Namespace) -> int:
 def _preempt(args: argparse.Namespace) -> int:
     from raytpu import local
     from raytpu.local.preempt import preempt, running_cluster, target
+    from raytpu.local.run_lock import hold
 
-    cluster = running_cluster(local.run_dir(args.dir))
-    node = target(cluster, args.host, args.slice_name)
-    record = preempt(cluster, node, args.notice_s, replace=not args.no_replace, progress=_progress)
+    where = local.run_dir(args.dir)
+    with hold(where, "raytpu local preempt"):  # a second drill is refused first, whatever the cluster's state
+        cluster = running_cluster(where)
+        node = target(cluster, args.host, args.slice_name)
+        record = preempt(cluster, node, args.notice_s, replace=not args.no_replace, progress=_progress)
     print(json.dumps(record.to_json(), indent=2, sort_keys=True))
     return 0

@@ -50,10 +50,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Builds, applies and (with --wait) follows the workload (:mod:`raytpu.cluster.submission`; ``--local``:
     :mod:`raytpu.local.submission`)."""
+    import os
+
     from raytpu import config as config_mod
+    from raytpu.cli_args import refuse_combinations
     from raytpu.core import errors
 
-    args.config = config_mod.choose(args.config)
+    local = ("--local", args.local)
+    refuse_combinations(together=[(("--stack", bool(args.stack)), local), (("--dry-run", args.dry_run), local),
+                                  (("--wait", args.wait), local),
+                                  (("--py-modules", args.py_modules is not None), local)])
+    # --local falls back to the example as `local` does, and says so; a present raytpu.yaml goes unsaid, as for GCP
+    plain = os.path.exists(config_mod.DEFAULT_CONFIG) and not os.environ.get(config_mod.CONFIG_ENV)
+    args.config = config_mod.choose(args.config, local=args.local, announce=not plain)
     spec = config_mod.load(args.config)
     work = spec.workload(args.workload)
     if (args.report is not None and not (args.wait or args.local)) or args.report == "":

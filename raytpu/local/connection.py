@@ -8,21 +8,46 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import time
 from typing import Any
 
 from raytpu.core.errors import RuntimeFailure
+from raytpu.local.procs import node_alive
 from raytpu.local.state import LocalCluster
+
+HEAD_PROBE_S = 3.0
+"""How long the head's GCS port gets to accept a connection before the head is reported unreachable."""
 
 
 def speak_auth(cluster: LocalCluster) -> None:
-    """This process uses ``cluster``'s token auth. Call it before Ray loads: Ray reads its auth mode once, when
-    ``ray._raylet`` is imported."""
-    os.environ.update(cluster.auth_env())
+    """This process speaks to ``cluster``: its token auth and its addresses (a stale exported ``RAY_ADDRESS`` would
+    win over the address a Ray client is given: :meth:`LocalCluster.ray_cli_env`). Call it before Ray loads: Ray
+    reads its auth mode once, when ``ray._raylet`` is imported."""
+    os.environ.update(cluster.ray_cli_env())
+
+
+def check_head(cluster: LocalCluster) -> None:
+    """RuntimeFailure (exit 1, what to run) unless the head's process runs and its GCS port answers: a Ray client
+    pointed at a dead GCS retries for minutes."""
+    head = next((n for n in cluster.nodes if n.role == "head"), None)
+    gone = f"the head of the cluster in {cluster.run_dir} is not running"
+    if head is None or not node_alive(cluster, head):
+        raise RuntimeFailure(f"local: {gone} (pid {head.pid if head else '-'})",
+                             f"`raytpu local down --dir {cluster.run_dir}` (it clears what is left), then "
+                             "`raytpu local up`")
+    host, _, port = cluster.address.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=HEAD_PROBE_S).close()
+    except (OSError, ValueError) as exc:
+        raise RuntimeFailure(f"local: {gone}: its GCS at {cluster.address} does not answer ({exc})",
+                             f"`raytpu local down --dir {cluster.run_dir}`, then `raytpu local up`") from exc
 
 
 def connect(cluster: LocalCluster) -> bool:
-    """ray.init onto the cluster unless already connected; True when this call connected."""
+    """ray.init onto the cluster unless already connected; True when this call connected. RuntimeFailure when its
+    head is gone (:func:`check_head`)."""
+    check_head(cluster)
     speak_auth(cluster)
     import ray
 

@@ -15,7 +15,7 @@ from typing import Any
 from raytpu.core.errors import RuntimeFailure
 from raytpu.core.kinds import kind
 from raytpu.core.spec import WorkloadSpec
-from raytpu.local.connection import speak_auth
+from raytpu.local.connection import check_head, speak_auth
 from raytpu.local.emulation import ENV_EMULATED
 from raytpu.local.procs import signal_group
 from raytpu.local.state import LocalCluster, Progress
@@ -83,7 +83,8 @@ def submit_job(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: fl
     Raises:
         RuntimeFailure: the job did not finish within ``timeout_s`` (it is stopped).
     """
-    speak_auth(cluster)  # the client sends the cluster's token
+    check_head(cluster)  # a client of a dead dashboard retries for a while, then raises
+    speak_auth(cluster)  # the client sends the cluster's token, to this cluster's address
     from ray.job_submission import JobStatus, JobSubmissionClient
 
     client = JobSubmissionClient(cluster.dashboard)

@@ -105,8 +105,9 @@ def drain(cluster: LocalCluster, node: NodeProc, deadline_wall: float) -> str:
     """Asks the GCS to drain ``node`` for a preemption with ``deadline_wall`` as its deadline, as Ray 2.60's SIGTERM
     handler of ``ray start --block`` does (``Node._drain_node_before_shutdown``: ``GcsClient.drain_node`` with
     ``DRAIN_NODE_REASON_PREEMPTION``, which the raylet cannot reject); returns the node's id (hex)."""
-    from raytpu.local.connection import speak_auth
+    from raytpu.local.connection import check_head, speak_auth
 
+    check_head(cluster)
     speak_auth(cluster)  # before Ray loads: it reads its auth mode once
     import ray
     from ray._raylet import GcsClient  # type: ignore[attr-defined]

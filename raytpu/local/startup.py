@@ -131,9 +131,21 @@ def _start_nodes(cluster: LocalCluster, keys: list[tuple[str, int]], slots: int,
             time.sleep(0.2)
 
 
+def refuse_running(where: Path) -> LocalCluster | None:
+    """The cluster recorded in ``where`` when none of its nodes runs (leftovers :func:`start` clears); InvalidInput
+    naming ``--dir`` (exit 2) when one does: a run directory holds one cluster, and no command stops one it did not
+    start."""
+    existing = LocalCluster.load(where)
+    if existing is not None and any(procs.node_alive(existing, n) for n in existing.nodes):
+        raise invalid_value("--dir", str(where), f"already running a cluster (address {existing.address}, started by "
+                            f"`{existing.started_by or 'raytpu local up'}`)",
+                            f"another run directory, or `raytpu local down --dir {where}` first")
+    return existing
+
+
 def start(plan: SlicePlan, num_slices: int = 1, directory: str | Path | None = None,
           progress: Progress | None = None, timeout_s: float | None = None,
-          prefix: str = "raytpu-local", slots: int | None = None) -> LocalCluster:
+          prefix: str = "raytpu-local", slots: int | None = None, owner: str = "") -> LocalCluster:
     """Starts a head plus ``num_slices`` emulated slices of ``plan``; stops everything on failure.
 
     Args:
@@ -144,19 +156,17 @@ def start(plan: SlicePlan, num_slices: int = 1, directory: str | Path | None = N
         timeout_s: Bound on the whole start, registration included (default :func:`start_timeout_s`).
         prefix: Slice name prefix (``TPU_NAME`` is ``<prefix>-<pod type>-<i>``).
         slots: How many hosts start at once (default :func:`start_slots`).
+        owner: The command starting it (recorded as :attr:`LocalCluster.started_by`).
 
     Raises:
-        InvalidInput: ``num_slices`` < 1.
-        RuntimeFailure: a cluster is already recorded in the run directory, or a node failed to start.
+        InvalidInput: ``num_slices`` < 1, or a cluster already runs from the run directory.
+        RuntimeFailure: a node failed to start.
     """
     if num_slices < 1:
         raise invalid_value("slices", num_slices, "must be at least 1", "1, 2, ...")
     say = progress or (lambda _line: None)
     where = run_dir(directory)
-    existing = LocalCluster.load(where)
-    if existing is not None and any(procs.node_alive(existing, n) for n in existing.nodes):
-        raise RuntimeFailure(f"local: a cluster is already running from {where} (address {existing.address}); "
-                             "run `raytpu local down` first")
+    existing = refuse_running(where)
     temp_dir = f"{temp_prefix()}{secrets.token_hex(3)}"  # a bad prefix is refused before anything is made
     if existing is not None:
         procs.stop(where)
@@ -164,7 +174,7 @@ def start(plan: SlicePlan, num_slices: int = 1, directory: str | Path | None = N
     cluster = LocalCluster(run_dir=str(where), temp_dir=temp_dir, address=f"127.0.0.1:{launch.free_port()}",
                            plan=plan.to_json(), slices=slice_names(plan, num_slices, prefix),
                            dashboard=f"http://127.0.0.1:{launch.free_port()}",
-                           auth_token_path=str(auth_token_file(where)))
+                           auth_token_path=str(auth_token_file(where)), started_by=owner)
     cluster.save()
     hosts = [(name, w) for name in cluster.slices for w in range(plan.hosts)]
     slots = slots or start_slots()

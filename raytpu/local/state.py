@@ -78,6 +78,7 @@ class LocalCluster:
         started_s: Seconds from the first ``ray start`` until every node had registered.
         dashboard: URL of the head's dashboard (Ray's Job Submission API).
         auth_token_path: The file holding the cluster's Ray auth token (:func:`auth_token_file`).
+        started_by: The command that started it (``raytpu local up``, ``raytpu demo``), for a refusal's message.
     """
 
     run_dir: str
@@ -89,11 +90,18 @@ class LocalCluster:
     started_s: float = 0.0
     dashboard: str = ""
     auth_token_path: str = ""
+    started_by: str = ""
 
     def auth_env(self) -> dict[str, str]:
         """Ray's token authentication, as on GKE (``raytpu.core.names.AUTH_MODE``): every node, worker and driver
         of the cluster reads the token from :attr:`auth_token_path` (``RAY_AUTH_TOKEN_PATH``)."""
         return {"RAY_AUTH_MODE": AUTH_MODE, "RAY_AUTH_TOKEN_PATH": self.auth_token_path}
+
+    def ray_cli_env(self) -> dict[str, str]:
+        """What Ray's own CLI needs to reach this cluster (``ray status``, ``ray job submit``): its addresses and
+        token. Source: Ray 2.60 ``ray.dashboard.utils.get_address_for_submission_client`` (``RAY_API_SERVER_ADDRESS``,
+        else ``RAY_ADDRESS``), ``authentication_token_setup._get_default_token_path`` (else ``~/.ray/auth_token``)."""
+        return {"RAY_ADDRESS": self.address, "RAY_API_SERVER_ADDRESS": self.dashboard, **self.auth_env()}
 
     @property
     def slice_plan(self) -> SlicePlan:

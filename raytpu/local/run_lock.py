@@ -1,0 +1,135 @@
+"""One owner per run directory: the commands that start, change or stop its cluster (``local up``, ``demo``,
+``local preempt``, ``local down``) hold an exclusive ``flock`` on ``<run dir>/owner.lock`` while they run.
+
+The kernel drops a ``flock`` when its holder exits, however it exits, so a crashed holder never blocks the next
+command. The holder writes its command and PID into the file for the message a second command gets, and ``down``
+uses them to end a holder (a preemption drill) before it stops the cluster.
+Source: flock(2) (a lock belongs to the open file description; released when the last descriptor closes).
+
+Standard library and psutil at import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from raytpu.core.errors import RuntimeFailure, invalid_value
+from raytpu.local.state import Progress
+
+LOCK_FILE = "owner.lock"
+TAKE_OVER_WAIT_S = 60.0
+"""How long ``down`` waits for a holder it signalled to let go: a drill ends its notice wait at once and tears its
+cluster down in seconds; a replacement host being started stops with it."""
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a run directory: its command line (``raytpu local preempt``) and PID."""
+
+    command: str
+    pid: int
+
+    def __str__(self) -> str:
+        return f"`{self.command}` (pid {self.pid})" if self.pid else "another raytpu command"
+
+
+def _read_holder(fd: int) -> Holder:
+    try:
+        data = json.loads(os.pread(fd, 4096, 0).decode("utf-8"))
+        return Holder(str(data["command"])[:200], int(data["pid"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return Holder("", 0)  # the holder has not written itself yet
+
+
+def _holder_of(lock_path: Path) -> Holder:
+    try:
+        fd = os.open(lock_path, os.O_RDONLY)
+    except OSError:
+        return Holder("", 0)
+    try:
+        return _read_holder(fd)
+    finally:
+        os.close(fd)
+
+
+def _holds(holder: Holder, lock_path: Path) -> bool:
+    """``holder.pid`` is a live process with the lock file open: the PID is the holder's, not a reused one."""
+    try:
+        return any(Path(f.path) == lock_path for f in psutil.Process(holder.pid).open_files())
+    except (psutil.Error, ValueError):
+        return False
+
+
+def _try_lock(lock_path: Path) -> int | None:
+    """An fd holding the lock on ``lock_path`` (the file it names now, not one unlinked under us), or None."""
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if os.fstat(fd).st_ino != os.stat(lock_path).st_ino:  # its holder unlinked it as we opened it
+            raise FileNotFoundError(lock_path)
+    except (BlockingIOError, FileNotFoundError):
+        os.close(fd)
+        return None
+    return fd
+
+
+def _take_over(lock_path: Path, where: Path, say: Progress) -> int:
+    """Ends the holder (SIGTERM: a raytpu command then exits 130 after its own cleanup) and waits for the lock."""
+    holder = _holder_of(lock_path)
+    if _holds(holder, lock_path):
+        say(f"{holder} holds {where}: ending it first")
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(holder.pid, signal.SIGTERM)
+    deadline = time.monotonic() + TAKE_OVER_WAIT_S
+    while (got := _try_lock(lock_path)) is None:
+        if time.monotonic() > deadline:
+            raise RuntimeFailure(f"local: {holder} still holds {where} {TAKE_OVER_WAIT_S:g}s after it was asked "
+                                 "to end", f"end it (kill {holder.pid}), then `raytpu local down` again")
+        time.sleep(0.2)
+    return got
+
+
+@contextlib.contextmanager
+def hold(where: Path, command: str, *, take_over: bool = False, progress: Progress | None = None) -> Iterator[None]:
+    """Holds ``where`` (created if missing) for ``command`` while the block runs.
+
+    Raises:
+        InvalidInput: another command holds it (exit 2, naming ``--dir`` and that command); with ``take_over``
+            (``down``) that command is ended first instead.
+        RuntimeFailure: with ``take_over``, the holder did not end within :data:`TAKE_OVER_WAIT_S`.
+    """
+    lock_path = where / LOCK_FILE
+    made = [p for p in (where, *where.parents) if not p.exists()]  # removed again if the command leaves them empty
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        fd = _try_lock(lock_path)
+    except OSError as exc:
+        raise invalid_value("--dir", str(where), f"cannot hold the run directory's lock ({exc.strerror})",
+                            "a folder this user can write") from exc
+    if fd is None and take_over:
+        fd = _take_over(lock_path, where, progress or (lambda _line: None))
+    if fd is None:
+        raise invalid_value("--dir", str(where), f"is in use by {_holder_of(lock_path)}",
+                            "another run directory, or wait for that command to end (`raytpu local down` ends it "
+                            "and its cluster)")
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"command": command, "pid": os.getpid()}).encode(), 0)
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            lock_path.unlink()  # while still held: a command that opened it now sees a new inode (_try_lock)
+        os.close(fd)
+        for folder in made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only when empty: a refused or failed command leaves no folder behind
