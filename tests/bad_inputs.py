@@ -605,7 +605,6 @@ CASES: tuple[Case, ...] = (
     Case("submit-cpu-model-no-local", (*SUBMIT, "--cpu-model", "model"), "--cpu-model", {**CFG_OUT, "model": DIR}),
     Case("submit-local-with-stack", ("submit", "train", "--local", "--stack", STACK), "--stack", CFG, item=I39_6),
     Case("submit-local-dry-run", ("submit", "train", "--local", "--dry-run"), "--dry-run", CFG, item=I39_6),
-    Case("submit-local-wait", ("submit", "train", "--local", "--wait"), "--wait", CFG, item=I39_6),
     Case("submit-local-py-modules", ("submit", "train", "--local", "--py-modules", "gs://b/raytpu.zip"),
          "--py-modules", CFG, item=I39_6),
     Case("submit-local-example-config", ("submit", "train", "--local", "--dir", "run"), "local",

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -189,50 +188,39 @@ def test_reserve_prints_one_aligned_row_per_host() -> None:
     assert len(lines) == 3 and lines[0].startswith("bundle") and lines[2].split()[:3] == ["1", "n1", "1"]
 
 
-DRIVER = textwrap.dedent("""
-    import json, os, sys
-    import ray
-    from ray.train.v2.api.config import FailureConfig, RunConfig
-    from ray.train.v2.jax import JaxTrainer
-    from raytpu.core.spec import WorkloadSpec
-    from raytpu.workloads.train import reserve_for_pinning, scaling_config
-
-    src, storage, fits = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-    sys.path.insert(0, src)
-    from lm.train import train_loop
-
-    ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=False,
-             runtime_env={"working_dir": src, "env_vars": {"RAY_TRAIN_PREEMPTION_POLL_INTERVAL_S": "1"}})
-    plan = WorkloadSpec.from_env().plan
-    for config in fits:  # in order, one run name: a later fit resumes the run
-        held = reserve_for_pinning(plan, 120)  # a 2x4 of two hosts: pinned as the kit pins it
-        with open(storage + ".slice", "w") as f:
-            f.write(held.slice_name)
-        try:
-            result = JaxTrainer(train_loop, train_loop_config=config,
-                                scaling_config=scaling_config(plan, held.slice_name),
-                                run_config=RunConfig(name="team", storage_path=storage, failure_config=FailureConfig(
-                                    max_failures=0, max_preemption_failures=2))).fit()
-        finally:
-            held.release()
-        print("RESULT " + json.dumps({"metrics": result.metrics, "error": repr(result.error) if result.error else None,
-                                      "checkpoint": result.checkpoint.path if result.checkpoint else None}), flush=True)
-""")
+CONFIG = """\
+project: my-ml-project
+region: us-east5
+cluster: {{name: ray-tpu}}
+slices:
+  - {{name: train, generation: v6e, topology: 2x4, machine_type: ct6e-standard-4t, zone: us-east5-b, count: 2,
+     provisioning: spot}}
+workloads:
+  - name: pretrain
+    kind: train
+    slice: train
+    code: {src}
+    train_loop: lm.train:train_loop
+    train_config: {train_config}
+"""
 
 
-def _driver(tmp_path: Path, fits: list[dict[str, Any]]) -> list[str]:
-    driver = tmp_path / "driver.py"
-    driver.write_text(DRIVER)
-    return [sys.executable, str(driver), str(SRC), str(tmp_path / "storage"), json.dumps(fits)]
+def _config(tmp_path: Path, train_config: dict[str, Any]) -> Path:
+    """The example's workload, as a team writes it, on the emulated slice's shape (two 4-chip hosts)."""
+    path = tmp_path / "raytpu.yaml"
+    path.write_text(CONFIG.format(src=SRC, train_config=json.dumps(train_config)))
+    return path
 
 
-def _results(stdout: str) -> list[dict[str, Any]]:
-    return [json.loads(line[len("RESULT "):]) for line in stdout.splitlines() if line.startswith("RESULT ")]
+def _submit(cluster: Any, config: Path, run_id: str, report: Path) -> list[str]:
+    """``raytpu submit pretrain --local --wait``: the kit's own JaxTrainer around the example's function."""
+    return [sys.executable, "-m", "raytpu", "submit", "pretrain", "--local", "--wait", "--config", str(config),
+            "--dir", cluster.run_dir, "--run-id", run_id, "--report", str(report)]
 
 
 def _states(storage: Path) -> list[dict[str, Any]]:
     """Every checkpoint's state.json under the run, by step."""
-    found = [json.loads(p.read_text()) for p in storage.glob(f"team/checkpoint_*/{checkpoint.STATE}")]
+    found = [json.loads(p.read_text()) for p in storage.glob(f"checkpoint_*/{checkpoint.STATE}")]
     return sorted(found, key=lambda s: s["step"])
 
 
@@ -242,72 +230,86 @@ def cluster(two_slices: Any) -> Any:
     return two_slices
 
 
-def _env(cluster: Any) -> dict[str, str]:
-    return cluster.driver_env() | cluster.workload("train").env()
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
 
 
 @pytest.mark.slice
 @pytest.mark.timeout(480)
-def test_train_loop_reports_checkpoints_and_resumes_in_a_real_jax_trainer(cluster: Any, tmp_path: Path) -> None:
-    fits = [{"steps": 6, "checkpoint_every": 3}, {"steps": 9, "checkpoint_every": 3}]
-    done = subprocess.run(_driver(tmp_path, fits), env=_env(cluster), capture_output=True, text=True, timeout=420)
-    results = _results(done.stdout)
-    assert done.returncode == 0 and len(results) == 2, done.stderr[-3000:]
-    first, second = results
-    assert first["error"] is None and second["error"] is None, results
-    assert first["metrics"]["step"] == 6 and first["metrics"]["devices"] == 8  # two hosts x 4 emulated chips
-    assert second["metrics"]["resumed_from"] == 6 and second["metrics"]["step"] == 9
-    state = json.loads((Path(second["checkpoint"]) / checkpoint.STATE).read_text())
+def test_the_example_trains_checkpoints_and_resumes_through_submit_local(cluster: Any, tmp_path: Path) -> None:
+    """Two submissions of one run (one ``--run-id``): the second, with more steps, resumes the first's checkpoint."""
+    report = tmp_path / "report.json"
+    for steps in (6, 9):
+        done = subprocess.run(_submit(cluster, _config(tmp_path, {"steps": steps, "checkpoint_every": 3}), "ex1",
+                                      report), env=_env(), capture_output=True, text=True, timeout=420)
+        assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
+        train = json.loads(report.read_text())["train"]
+        assert train["ok"] and train["metrics"]["step"] == steps, train
+        assert train["metrics"]["devices"] == 8  # two hosts x 4 emulated chips
+    assert train["metrics"]["resumed_from"] == 6 and [a["resumed"] for a in train["attempts"]] == [True]
+    state = json.loads((Path(train["checkpoint"]) / checkpoint.STATE).read_text())
     assert (state["step"], state["data_position"]) == (9, 9)
-    assert {p.name for p in Path(second["checkpoint"]).iterdir()} >= {checkpoint.PARAMS, checkpoint.OPT}
+    assert {p.name for p in Path(train["checkpoint"]).iterdir()} >= {checkpoint.PARAMS, checkpoint.OPT}
 
 
 @pytest.mark.slice
 @pytest.mark.timeout(600)
-def test_a_preemption_notice_checkpoints_at_once_and_the_run_resumes_from_there(cluster: Any,
-                                                                                 tmp_path: Path) -> None:
-    """A host of the run's slice drained for preemption (``raytpu local preempt``'s notice, 15 s), then killed and
-    replaced: the loop checkpoints at the notice's step, takes no further step, and the run resumes from it."""
+def test_the_example_survives_local_preempt_checkpointing_at_the_notice(cluster: Any, tmp_path: Path) -> None:
+    """``raytpu local preempt`` drains a host of the run's slice (15 s notice), kills and replaces it: the loop
+    checkpoints at the notice's step, takes no further step, and the run resumes from it; the run's report shows the
+    second attempt started from a checkpoint."""
     import time
 
-    from raytpu.local.preempt import preempt
+    from ray.job_submission import JobSubmissionClient
 
-    fits = [{"steps": 100000, "checkpoint_every": 40}]  # long enough to be preempted mid-run
-    log = tmp_path / "driver.log"  # a file, not a pipe nobody reads while it runs
+    from raytpu.local.connection import speak_auth
+
+    report, storage = tmp_path / "report.json", Path(cluster.run_dir) / "checkpoints" / "pretrain-ex2"
+    config = _config(tmp_path, {"steps": 100000, "checkpoint_every": 40})  # long enough to be preempted mid-run
+    log = tmp_path / "submit.log"  # a file, not a pipe nobody reads while it runs
     with log.open("w") as sink:
-        proc = subprocess.Popen(_driver(tmp_path, fits), env=_env(cluster), stdout=sink, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-    storage = tmp_path / "storage"
+        proc = subprocess.Popen(_submit(cluster, config, "ex2", report), env=_env(), stdout=sink,
+                                stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 420
     try:
         while not _states(storage) and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.5)
-        assert _states(storage), "no periodic checkpoint before the preemption"
-        slice_name = Path(f"{storage}.slice").read_text()
-        preempt(cluster, cluster.hosts(slice_name)[-1], 15.0)  # the run's slice: its last host
+        assert _states(storage), "no periodic checkpoint before the preemption\n" + log.read_text()[-3000:]
+        [pinned] = [line.rsplit(" ", 1)[-1] for line in log.read_text().splitlines()
+                    if line.startswith("train: workers pinned to slice ")]
+        preempted = subprocess.run([sys.executable, "-m", "raytpu", "local", "preempt", "--dir", cluster.run_dir,
+                                    "--slice", pinned, "--host", "1", "--notice-s", "15"],
+                                   env=_env(), capture_output=True, text=True, timeout=300)
+        assert preempted.returncode == 0, preempted.stderr[-3000:]
         while time.monotonic() < deadline:  # until the resumed run's next periodic checkpoint
             notices = [s["step"] for s in _states(storage) if s["at_notice"]]
             if notices and any(s["step"] > notices[0] for s in _states(storage)):
                 break
             time.sleep(1)
     finally:
-        os.killpg(proc.pid, 9)
-        proc.wait()
-    err = log.read_text()
+        speak_auth(cluster)
+        client = JobSubmissionClient(cluster.dashboard)
+        for job in client.list_jobs():
+            if job.status.value == "RUNNING" and job.submission_id:
+                client.stop_job(job.submission_id)
+        proc.wait(timeout=120)
     states = _states(storage)
     notices = [s["step"] for s in states if s["at_notice"]]
-    assert len(notices) == 1, (states, err[-3000:])
+    assert len(notices) == 1, (states, log.read_text()[-3000:])
     later = [s for s in states if s["step"] > notices[0]]
     assert later and later[0]["resumed_from"] == notices[0], states  # resumed from the notice's checkpoint
     assert later[0]["step"] == (notices[0] // 40 + 1) * 40, states
     assert all(s["data_position"] == s["step"] for s in states), states  # the data continues where it stopped
+    attempts = json.loads(report.read_text())["train"]["attempts"]
+    assert [a["resumed"] for a in attempts][:2] == [False, True], attempts
 
 
 @pytest.mark.slice
 @pytest.mark.timeout(300)
 def test_reserve_holds_one_whole_slice_and_hears_from_every_host(cluster: Any) -> None:
     done = subprocess.run([sys.executable, "tools/reserve.py", "--topology", "2x4", "--accelerator", "v6e",
-                           "--chips-per-host", "4", "--timeout-s", "120"], cwd=SRC, env=_env(cluster),
+                           "--chips-per-host", "4", "--timeout-s", "120"], cwd=SRC,
+                          env=cluster.driver_env() | cluster.workload("train").env(),
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     rows = [line.split() for line in done.stdout.splitlines()[2:] if line and line[0].isdigit()]

@@ -20,6 +20,7 @@ import importlib
 import json
 import logging
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -170,13 +171,16 @@ def run(args: argparse.Namespace, work: WorkloadSpec, env: dict[str, str]) -> di
                                f"{plan.topology}", "slices": slices, "workers": plan.hosts * slices,
                                "name": args.name, "storage_path": args.storage_path}
     held, result = None, None
+    signal.signal(signal.SIGTERM, _stopped)  # a stopped job (runs cancel, a deadline) still reports what it did
     try:
         stamp_joined(plan)
         if ray_assumed_hosts(plan) != plan.hosts:
             print(f"train: {PIN_NOTICE} of {plan.hosts} hosts for the workers", file=sys.stderr, flush=True)
             held = reserve_for_pinning(plan, args.start_timeout_s * max(args.slice_retries, 1))
+            summary["pinned_slice"] = held.slice_name
+            print(f"train: workers pinned to slice {held.slice_name}", file=sys.stderr, flush=True)
         result = build_trainer(work, args, sink, held.slice_name if held else None, datasets).fit()
-    except Exception as exc:  # TrainingFailedError (the team's exception inside), no slice: exit 1
+    except (Exception, KeyboardInterrupt) as exc:  # the team's exception inside TrainingFailedError, no slice, stop
         summary["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:500] if str(exc) else ''}"
     finally:
         if held is not None:
@@ -193,6 +197,11 @@ def run(args: argparse.Namespace, work: WorkloadSpec, env: dict[str, str]) -> di
         summary["ok"] = result.error is None
     print(f"{MARKER} {json.dumps(summary, sort_keys=True)}", flush=True)
     return summary
+
+
+def _stopped(signum: int, frame: Any) -> None:
+    """SIGTERM (Ray's ``stop_job`` sends it, then SIGKILL a few seconds later): out of ``fit()`` to the summary."""
+    raise KeyboardInterrupt(f"stopped by signal {signum}")
 
 
 def team_stamps(attempts: list[dict[str, Any]]) -> list[Stamp]:

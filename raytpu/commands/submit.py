@@ -57,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
     from raytpu.core import errors
 
     local = ("--local", args.local)
+    # --wait with --local is what it does anyway (a local run is always followed): the same command in both places
     refuse_combinations(together=[(("--stack", bool(args.stack)), local), (("--dry-run", args.dry_run), local),
-                                  (("--wait", args.wait), local),
                                   (("--py-modules", args.py_modules is not None), local)])
     # --local falls back to the example as `local` does, and says so; a present raytpu.yaml goes unsaid, as for GCP
     plain = os.path.exists(config_mod.DEFAULT_CONFIG) and not os.environ.get(config_mod.CONFIG_ENV)
