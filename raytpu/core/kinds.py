@@ -69,8 +69,8 @@ class WorkloadKind:
         trains: Its program trains: each run gets its own checkpoint storage and name (:meth:`run_args`), and the
             emulated slice is its slice by default (``raytpu local up``).
         checks: Its program checks slices and prints verdicts (``raytpu smoke`` runs it on every slice; the image a
-            slice's workload of this kind names is the one the slice's smoke jobs run; ``submit`` refuses a copy
-            another workload holds and fails on an unhealthy verdict).
+            slice's workload of this kind names is the one the slice's smoke jobs run; ``submit`` fails on an
+            unhealthy verdict). ``submit`` refuses any RayJob whose copies another workload holds.
 
     Its default image is the kit's image listing it (:data:`raytpu.images.definitions.IMAGES`), which carries
     everything its program imports.
