@@ -136,9 +136,9 @@ def check_free(client: KubeClient, work: WorkloadSpec, autopilot: bool) -> None:
     free, busy = occupancy.free_copies(client, work.slice, autopilot)
     if free < need:
         raise errors.RuntimeFailure(
-            f"{work.name}: its {work.kind.name} RayJob needs {need} whole copy(ies) of slice {work.slice.name} and only "
-            f"{free} of {work.slice.count} are free, so its pods would stay Pending (TPU chips are never shared) until "
-            "its preRunningDeadlineSeconds: " +
+            f"{work.name}: its {work.kind.name} RayJob needs {need} whole copy(ies) of slice {work.slice.name} and "
+            f"only {free} of {work.slice.count} are free, so its pods would stay Pending (TPU chips are never shared) "
+            "until its preRunningDeadlineSeconds: " +
             "; ".join(f"{pool} by {', '.join(pods)}" for pool, pods in busy.items()),
             "submit once the holders are gone, or give the job a slice of its own; `raytpu smoke` checks the free "
             "copies and reports the held ones as busy")
