@@ -10,7 +10,7 @@ from typing import Any
 
 from raytpu.core import errors, names
 from raytpu.core.errors import InvalidInput
-from raytpu.core.field_rules import choice_problems
+from raytpu.core.field_rules import choice_problems, dns_subdomain_problems
 from raytpu.modules import _props
 from raytpu.modules.cdk import (
     Construct,
@@ -49,6 +49,13 @@ def account_id_problems(field_name: str, value: str) -> list[InvalidInput]:
                                  "6-30 characters: lowercase letters, digits, hyphens; starts with a letter")]
 
 
+def ksa_name_problems(field_name: str, value: str) -> list[InvalidInput]:
+    """A Kubernetes ServiceAccount's name (or a token). Source: k8s.io/apimachinery pkg/api/validation
+    ``ValidateServiceAccountName`` (a DNS-1123 subdomain)."""
+    return [] if _props.is_token(value) else dns_subdomain_problems(field_name, value,
+                                                                    "a Kubernetes ServiceAccount name")
+
+
 @dataclass(frozen=True, kw_only=True)
 class WorkloadIdentityProps:
     """Props of :class:`WorkloadIdentity`.
@@ -78,7 +85,7 @@ class WorkloadIdentityProps:
         errors.raise_found([
             *account_id_problems("account_id", self.account_id),
             *_props.resource_name_problems("namespace", self.namespace),
-            *_props.resource_name_problems("ksa_name", self.ksa_name),
+            *ksa_name_problems("ksa_name", self.ksa_name),
             *choice_problems("bucket_role", self.bucket_role, BUCKET_ROLES),
             *_props.override_problems("overrides", self.overrides)])
 
@@ -190,7 +197,7 @@ class KubernetesServiceAccountProps:
     automount_token: bool = False
 
     def __post_init__(self) -> None:
-        errors.raise_found([*_props.resource_name_problems("name", self.name),
+        errors.raise_found([*ksa_name_problems("name", self.name),
                             *_props.resource_name_problems("namespace", self.namespace)])
 
 

@@ -490,7 +490,11 @@ def test_bad_input_raises_invalid_input_naming_the_field(network: Any, unit: str
 def test_other_props_guard_rails() -> None:
     from raytpu.modules.bucket import BucketProps
     from raytpu.modules.ray_workload import RayWorkloadProps
-    from raytpu.modules.workload_identity import KubernetesNamespaceProps, WorkloadIdentityProps
+    from raytpu.modules.workload_identity import (
+        KubernetesNamespaceProps,
+        KubernetesServiceAccountProps,
+        WorkloadIdentityProps,
+    )
 
     cases: list[tuple[str, Callable[[], object]]] = [
         ("name", lambda: BucketProps(name="UPPER", project="p", location="us-east5")),
@@ -500,6 +504,9 @@ def test_other_props_guard_rails() -> None:
                                                       ksa_name="ray", bucket="b", bucket_role="roles/owner")),
         ("account_id", lambda: WorkloadIdentityProps(project="p", account_id="x", namespace="ray",
                                                      ksa_name="ray", bucket="b")),
+        ("ksa_name", lambda: WorkloadIdentityProps(project="p", account_id="raytpu-ray", namespace="ray",
+                                                   ksa_name="ray..pods", bucket="b")),
+        ("name", lambda: KubernetesServiceAccountProps(name="Ray_Pods", gsa_email="a@p.iam.gserviceaccount.com")),
         ("manifest", lambda: RayWorkloadProps(manifest={"apiVersion": "v1", "kind": "Pod"})),
         ("name", lambda: KubernetesNamespaceProps(name="default")),
     ]
@@ -509,6 +516,16 @@ def test_other_props_guard_rails() -> None:
         error = info.value
         assert isinstance(error, InvalidInput | InvalidInputs)
         assert _fields_of(error) == [field], (field, str(error))
+
+
+def test_a_kubernetes_serviceaccount_name_longer_than_a_slice_name_or_dotted_is_accepted() -> None:
+    """KSA names are DNS-1123 subdomains (k8s.io/apimachinery ValidateServiceAccountName), as the stack output."""
+    from raytpu.modules.workload_identity import KubernetesServiceAccountProps, WorkloadIdentityProps
+
+    name = "inference-platform-prod.ray-worker-pods-serving-" + "a" * 40
+    assert WorkloadIdentityProps(project="p", account_id="raytpu-ray", namespace="ray", ksa_name=name,
+                                 bucket="b").member.endswith(f"[ray/{name}]")
+    assert KubernetesServiceAccountProps(name=name, gsa_email="a@p.iam.gserviceaccount.com").name == name
 
 
 def test_options_are_frozen_and_keyword_only() -> None:
