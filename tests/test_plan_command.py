@@ -532,6 +532,11 @@ BAD: list[tuple[str, Any, str]] = [
     ("prices unknown kind", lambda t: ["--model", "llama-3.1-8b", "--prices", _prices(t, json.dumps(
         {"source": "x", "read_on": "2026-01-01", "region": "r", "per_chip_hour": {"v6e": {"reserved": 1}}}))],
      "--prices.per_chip_hour.v6e: 'reserved' is not allowed"),
+    ("prices misspelt currency", lambda t: ["--model", "llama-3.1-8b", "--prices", _prices(t, json.dumps(
+        {"source": "x", "read_on": "2026-01-01", "region": "r", "curency": "EUR",
+         "per_chip_hour": {"v6e": {"on_demand": 1}}}))],
+     "--prices: 'curency' is not allowed as a price table's key; valid: source, read_on, region, currency, "
+     "per_chip_hour"),
     ("prices empty table", lambda t: ["--model", "llama-3.1-8b", "--prices", _prices(t, json.dumps(
         {"source": "x", "read_on": "2026-01-01", "region": "r", "per_chip_hour": {}}))],
      "--prices.per_chip_hour: is required"),

@@ -43,6 +43,8 @@ DEFAULT_PRICES: dict[str, Any] = {
 """The default price table, in the ``--prices`` file format."""
 
 MAX_CHIP_HOUR = 1000.0
+TABLE_KEYS = ("source", "read_on", "region", "currency", "per_chip_hour")
+"""Every key a price table may have: another (``curency``) is refused, never silently dropped."""
 
 REGIONAL_CHIP_HOUR: dict[str, dict[str, tuple[float, float | None]]] = {
     # generation: {region: (on-demand, spot) USD per chip-hour}; a placeholder spot there is None here.
@@ -115,6 +117,9 @@ def parse(data: Any, field: str = "--prices") -> PriceTable:
         raise errors.invalid_value(field, type(data).__name__, "is not a JSON object",
                                    "{source, read_on, region, per_chip_hour: {GENERATION: {on_demand, spot, "
                                    "flex_start}}}")
+    unknown = sorted(str(k) for k in data if k not in TABLE_KEYS)
+    if unknown:
+        raise errors.invalid_choice(field, unknown[0], TABLE_KEYS, " as a price table's key")
     for key in ("source", "read_on", "region"):
         if not isinstance(data.get(key), str) or not data[key].strip():
             raise errors.missing(f"{field}.{key}", "(every price carries its source, date and region)",
