@@ -367,6 +367,15 @@ CASES: tuple[Case, ...] = (
     _validate("max-run-negative", config(_all(_set("slices.0.provisioning", "flex-start"),
                                               _set("slices.0.max_run_duration_s", -5))),
               "slices[0].max_run_duration_s"),
+    # any mode takes a run duration, within a VM's 120 days (Compute Engine limit-vm-runtime) and the kit's 600 s
+    _validate("max-run-on-demand-past-120-days", config(_set("slices.0.max_run_duration_s", 121 * 86400)),
+              "slices[0].max_run_duration_s"),
+    _validate("max-run-spot-too-short", config(_all(_set("slices.0.provisioning", "spot"),
+                                                    _set("slices.0.max_run_duration_s", 30))),
+              "slices[0].max_run_duration_s"),
+    _validate("max-run-past-a-flex-start-fallback", config(_all(
+        _set("cluster.mode", "autopilot"), _set("slices.1.fallback", ["flex-start"]),
+        _set("slices.1.max_run_duration_s", 8 * 86400))), "slices[1].max_run_duration_s"),
     # A zone of the region that Google's TPU page does not list (us-east5-z) is warned, not refused: the zone
     # table is dated and a refusal would block a zone added since (raytpu/core/catalog.py OFFERED;
     # tests/test_capacity.py).

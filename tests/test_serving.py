@@ -433,6 +433,9 @@ workloads:
                                         "capacity: GKE deletes flex-start nodes when their run duration ends "
                                         "(604800 s)"]),
     (", provisioning: flex-start, max_run_duration_s: 3600", "", ["(3600 s)"]),
+    # any mode's run duration ends the nodes too (compute-class-api Priority.MaxRunDurationSeconds)
+    (", max_run_duration_s: 86400", "", ["workloads.llm: serves from slice serve, whose nodes end at its "
+                                         "max_run_duration_s (86400 s)"]),
     # the Ray pods' Google service account holds a role on the kit's bucket only (modules/workload_identity.py)
     ("", ", model_source: gs://acme-ml-prod-models/gemma", [
         "workloads.llm.model_source: gs://acme-ml-prod-models is not the kit's bucket (my-ml-project-ray-tpu-ray), "

@@ -30,7 +30,7 @@ from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, serving, sta
 from raytpu import __version__, cli, core_zip
 from raytpu.cluster import gke, google_api, submission
 from raytpu.config import parse
-from raytpu.core import kinds, kuberay, names, report
+from raytpu.core import kinds, kuberay, names, preemption, report
 from raytpu.core.security import SERVE_ENDPOINTS
 from raytpu.core.spec import WorkloadSpec
 from raytpu.core.vllm_rules import DEFAULT_MODEL
@@ -512,7 +512,8 @@ def test_every_rayjob_submission_is_a_new_run_and_a_rayservice_keeps_its_name(
     assert applied == [expected("train", "train-k1"), expected("train", "train-k2"), expected("smoke", "smoke-k3"),
                        expected("serve", "serve"), expected("serve", "serve")]
     assert [m["spec"]["entrypoint"] for m in applied[:2]] == [
-        f"python -m raytpu.workloads.train --storage-path /mnt/gcs/checkpoints --name {run}"
+        f"python -m raytpu.workloads.train --storage-path /mnt/gcs/checkpoints --name {run} "
+        f"--start-timeout-s {preemption.RESTART_WAIT_S} --slice-retries {preemption.MAX_PREEMPTIONS}"
         for run in ("train-k1", "train-k2")]
     spec = parse(CONFIG)
     assert [carried_spec(m) for m in applied[:3]] == [spec.workload("train")] * 2 + [spec.workload("smoke")]

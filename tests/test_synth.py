@@ -533,6 +533,10 @@ def test_every_provisioning_mode_through_the_config() -> None:
     assert pools["sp-0"]["node_count"] == 2 and pools["sp-0"]["node_config"]["spot"] is True
     assert pools["rs-0"]["node_config"]["reservation_affinity"]["values"] == ["r1"]
     assert "placement_policy" not in pools["rs-0"]  # one ct6e-standard-8t host
+    # a run duration on a reserved pool too (provider 8.7.0 node_config.max_run_duration: no tie to flex_start)
+    assert pools["rs-0"]["node_config"]["max_run_duration"] == "86400s"
+    assert "flex_start" not in pools["rs-0"]["node_config"]
+    assert all("max_run_duration" not in pools[p]["node_config"] for p in ("od-0", "od-1", "sp-0", "qd-0"))
     flex = pools["fs-0"]
     assert flex["node_config"]["flex_start"] is True and flex["node_config"]["max_run_duration"] == "7200s"
     assert flex["node_config"]["disk_size_gb"] == 200

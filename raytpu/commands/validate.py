@@ -92,8 +92,9 @@ def served_copies(spec: ClusterSpec) -> dict[str, str]:
 
 
 def serving_warnings(spec: ClusterSpec, work: WorkloadSpec) -> list[str]:
-    """A RayService where it would go down or never load: on flex-start capacity, which GKE takes back at its run
-    duration; or weights in a bucket other than the kit's, which the Ray pods' service account cannot read."""
+    """A RayService where it would go down or never load: on flex-start capacity or a slice with a run duration,
+    which GKE takes back then; or weights in a bucket other than the kit's, which the Ray pods' service account
+    cannot read."""
     from raytpu.core import names
     from raytpu.core.provisioning import MAX_RUN_DURATION_S
 
@@ -107,6 +108,10 @@ def serving_warnings(spec: ClusterSpec, work: WorkloadSpec) -> list[str]:
         out.append(f"workloads.{work.name}: serves from slice {item.name}, which may run on flex-start capacity: GKE "
                    f"deletes flex-start nodes when their run duration ends ({ends} s), so the RayService goes down "
                    "and waits for new capacity; serve from on-demand, spot or a reservation")
+    elif item.max_run_duration_s is not None:
+        out.append(f"workloads.{work.name}: serves from slice {item.name}, whose nodes end at its max_run_duration_s "
+                   f"({item.max_run_duration_s} s), so the RayService goes down then and waits for new nodes; "
+                   f"remove max_run_duration_s from slice {item.name} for a long-lived service")
     source = work.model_source or ""
     bucket = source.removeprefix("gs://").partition("/")[0]
     if source.startswith("gs://") and bucket != spec.bucket:

@@ -246,7 +246,7 @@ def worker_group(work: WorkloadSpec, pods: Pods, *, autopilot: bool, env: Mappin
         "ports": [p.container_port() for p in ray_ports.worker_ports(serves, not plan.single_host)],
     }
     template = _pod_template(pods, container, node_selector=selector, tolerations=tolerations)
-    if preemption.reclaimable(work.slice.modes):
+    if preemption.reclaimable(work.slice.modes, work.slice.max_run_duration_s):
         preemption.reclaimable_pod_fields(template["spec"], pods.ray_version)
     return {
         "groupName": group_name,
@@ -477,7 +477,7 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf,
     autopilot = spec.cluster.autopilot
     if work.kind.is_job:
         if work.kind.trains:
-            args = [*args, *preemption.train_run_args(work.slice.modes)]
+            args = [*args, *preemption.train_run_args(work.slice.modes, work.slice.max_run_duration_s)]
         job = ray_job(name, work, pods, autopilot=autopilot, args=args, namespace=namespace, labels=labels,
                       runtime=runtime_env([py_modules or names.py_modules_uri()]), worker_env=worker_env)
         if work.kind.takes_model:
