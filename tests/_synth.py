@@ -64,7 +64,9 @@ EVERY_MODE = """
 project: my-ml-project
 region: us-central1
 cluster: {name: modes}
-storage: {bucket: modes-ckpt}
+storage:
+  bucket: modes-ckpt
+  data_buckets: [{name: team-data}, {name: team-results, access: read-write}]   # granted by the identity module
 slices:
   - {name: od, generation: v5p, topology: 2x2x4, zone: us-central1-a, count: 2}
   - {name: sp, generation: v5e, topology: 2x4, machine_type: ct5lp-hightpu-4t, zone: us-central1-a,

@@ -524,6 +524,24 @@ def test_npx_cdktf_synth_matches_raytpu_synth(tmp_path: Path, autopilot: dict) -
     check_out(str(out))
 
 
+def test_data_buckets_are_granted_to_the_ray_pods_account_on_each_bucket_only() -> None:
+    """storage.data_buckets (issue 40 item 2): read is roles/storage.objectViewer on that bucket, read-write
+    roles/storage.objectUser plus roles/storage.legacyBucketReader (storage.buckets.get, which pyarrow's GcsFileSystem
+    calls to create an output's folders: apache/arrow gcsfs.cc CreateDirMarkerRecursive); bucket-level members, no
+    project-wide storage role, and no other account gains anything there."""
+    stack = synth_text(EVERY_MODE)["modes-cluster"]
+    ray = next(k for k, r in resources(stack, "google_service_account").items()
+               if r["account_id"] == "raytpu-modes-ray")
+    member = f"serviceAccount:${{google_service_account.{ray}.email}}"
+    grants = {(g["bucket"], g["role"]): g["member"]
+              for g in resources(stack, "google_storage_bucket_iam_member").values()
+              if not g["bucket"].startswith("${")}
+    assert grants == {("team-data", "roles/storage.objectViewer"): member,
+                      ("team-results", "roles/storage.objectUser"): member,
+                      ("team-results", "roles/storage.legacyBucketReader"): member}
+    assert not [r for r in resources(stack, "google_project_iam_member").values() if "storage" in r["role"]]
+
+
 def test_every_provisioning_mode_through_the_config() -> None:
     stacks = synth_text(EVERY_MODE)
     cluster = stacks["modes-cluster"]

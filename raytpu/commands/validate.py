@@ -58,6 +58,9 @@ def run(args: argparse.Namespace) -> int:
     for work in spec.workloads:
         for line in [*fit_warnings(work), *serving_warnings(spec, work)]:
             print(f"warning: {line}", file=sys.stderr)
+    from raytpu.core.grants import path_warnings
+    for line in path_warnings(spec):
+        print(f"warning: {line}", file=sys.stderr)
         if work.kind.is_job and work.slice.name in held:
             print(f"warning: workloads.{work.name}: every copy of slice {work.slice.name} is held by "
                   f"{held[work.slice.name]}; its RayJob's pods would stay Pending (google.com/tpu is an extended "
@@ -92,10 +95,8 @@ def served_copies(spec: ClusterSpec) -> dict[str, str]:
 
 
 def serving_warnings(spec: ClusterSpec, work: WorkloadSpec) -> list[str]:
-    """A RayService where it would go down or never load: on flex-start capacity or a slice with a run duration,
-    which GKE takes back then; or weights in a bucket other than the kit's, which the Ray pods' service account
-    cannot read."""
-    from raytpu.core import names
+    """A RayService where it would go down: on flex-start capacity or a slice with a run duration, which GKE takes
+    back then. (Weights in a bucket no grant covers: :func:`raytpu.core.grants.path_warnings`.)"""
     from raytpu.core.provisioning import MAX_RUN_DURATION_S
 
     if work.kind.is_job:
@@ -112,13 +113,6 @@ def serving_warnings(spec: ClusterSpec, work: WorkloadSpec) -> list[str]:
         out.append(f"workloads.{work.name}: serves from slice {item.name}, whose nodes end at its max_run_duration_s "
                    f"({item.max_run_duration_s} s), so the RayService goes down then and waits for new nodes; "
                    f"remove max_run_duration_s from slice {item.name} for a long-lived service")
-    source = work.model_source or ""
-    bucket = source.removeprefix("gs://").partition("/")[0]
-    if source.startswith("gs://") and bucket != spec.bucket:
-        account = f"{names.service_account_id(spec.cluster.name, 'ray')}@{spec.project}.iam.gserviceaccount.com"
-        out.append(f"workloads.{work.name}.model_source: gs://{bucket} is not the kit's bucket ({spec.bucket}), the "
-                   f"only one the Ray pods' service account ({account}) may read: grant it "
-                   f"roles/storage.objectViewer on gs://{bucket}, or copy the weights into gs://{spec.bucket}/")
     return out
 
 
