@@ -58,14 +58,14 @@ def run(args: argparse.Namespace) -> int:
     for work in spec.workloads:
         for line in [*fit_warnings(work), *serving_warnings(spec, work)]:
             print(f"warning: {line}", file=sys.stderr)
-    from raytpu.core.grants import path_warnings
-    for line in path_warnings(spec):
-        print(f"warning: {line}", file=sys.stderr)
         if work.kind.is_job and work.slice.name in held:
             print(f"warning: workloads.{work.name}: every copy of slice {work.slice.name} is held by "
                   f"{held[work.slice.name]}; its RayJob's pods would stay Pending (google.com/tpu is an extended "
                   "resource: a chip is never shared), so `raytpu submit` refuses while they hold it; give the job "
                   "its own slice, or run `raytpu smoke`, which skips held copies as busy", file=sys.stderr)
+    from raytpu.core.grants import path_warnings
+    for line in path_warnings(spec):
+        print(f"warning: {line}", file=sys.stderr)
     return 0
 
 
