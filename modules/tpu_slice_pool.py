@@ -111,8 +111,8 @@ class TpuSlicePool(Construct):
             node_config["spot"] = True
         if fields.flex_start:
             node_config["flex_start"] = True
-            if item.max_run_duration_s is not None:
-                node_config["max_run_duration"] = f"{item.max_run_duration_s}s"
+        if item.max_run_duration_s is not None:  # any mode: the provider's field is not tied to flex_start
+            node_config["max_run_duration"] = f"{item.max_run_duration_s}s"
         sizing: dict[str, object]
         if fields.scale_from_zero:
             # Per-zone limits (not total_*): flex-start TPU pools need them.

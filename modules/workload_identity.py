@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raytpu.core import errors, names
+from raytpu.core.cluster_parts import DATA_ACCESS_ROLES, DataBucket
 from raytpu.core.errors import InvalidInput
-from raytpu.core.field_rules import choice_problems
+from raytpu.core.field_rules import choice_problems, dns_subdomain_problems
 from raytpu.modules import _props
 from raytpu.modules.cdk import (
     Construct,
@@ -49,6 +50,13 @@ def account_id_problems(field_name: str, value: str) -> list[InvalidInput]:
                                  "6-30 characters: lowercase letters, digits, hyphens; starts with a letter")]
 
 
+def ksa_name_problems(field_name: str, value: str) -> list[InvalidInput]:
+    """A Kubernetes ServiceAccount's name (or a token). Source: k8s.io/apimachinery pkg/api/validation
+    ``ValidateServiceAccountName`` (a DNS-1123 subdomain)."""
+    return [] if _props.is_token(value) else dns_subdomain_problems(field_name, value,
+                                                                    "a Kubernetes ServiceAccount name")
+
+
 @dataclass(frozen=True, kw_only=True)
 class WorkloadIdentityProps:
     """Props of :class:`WorkloadIdentity`.
@@ -61,6 +69,9 @@ class WorkloadIdentityProps:
         bucket: Name of the bucket the pods may use (a token is fine).
         bucket_role: What they may do there; default ``roles/storage.objectUser`` (read, write, delete
             objects; no bucket administration).
+        data_buckets: Other buckets the pods may use, each granted on that bucket only
+            (:data:`raytpu.core.cluster_parts.DATA_ACCESS_ROLES`: object viewer, or object user with bucket metadata);
+            default none.
         display_name: Shown in the console; default ``raytpu Ray workloads``.
         overrides: Escape hatch: raw fields of ``google_service_account`` by path.
     """
@@ -71,6 +82,7 @@ class WorkloadIdentityProps:
     ksa_name: str
     bucket: str
     bucket_role: str = "roles/storage.objectUser"
+    data_buckets: tuple[DataBucket, ...] = ()
     display_name: str = "raytpu Ray workloads"
     overrides: Mapping[str, Any] = field(default_factory=dict)
 
@@ -78,7 +90,7 @@ class WorkloadIdentityProps:
         errors.raise_found([
             *account_id_problems("account_id", self.account_id),
             *_props.resource_name_problems("namespace", self.namespace),
-            *_props.resource_name_problems("ksa_name", self.ksa_name),
+            *ksa_name_problems("ksa_name", self.ksa_name),
             *choice_problems("bucket_role", self.bucket_role, BUCKET_ROLES),
             *_props.override_problems("overrides", self.overrides)])
 
@@ -93,7 +105,8 @@ class WorkloadIdentity(Construct):
     bucket and nothing else.
 
     Resource ids: ``gsa``, ``workload-identity-user``, ``bucket-access`` (objects: ``bucket_role``),
-    ``bucket-metadata`` (``storage.buckets.get``, :data:`BUCKET_METADATA_ROLE`). Create it with
+    ``bucket-metadata`` (``storage.buckets.get``, :data:`BUCKET_METADATA_ROLE`), ``data-<bucket>-<role>`` per data
+    bucket and role (dots in the name as ``-``). Create it with
     :meth:`GkeCluster.add_workload_identity` so the binding waits for the cluster's identity pool; the
     KSA itself is a Kubernetes object (:class:`KubernetesServiceAccount`, in the workloads stack).
     """
@@ -119,6 +132,11 @@ class WorkloadIdentity(Construct):
             self, "bucket-metadata", bucket=props.bucket, role=BUCKET_METADATA_ROLE,
             member=f"serviceAccount:{self.gsa.email}",
         )
+        self.data_access = [
+            storage_bucket_iam_member.StorageBucketIamMember(
+                self, f"data-{data.name.replace('.', '-')}-{role.rsplit('.', 1)[1]}", bucket=data.name, role=role,
+                member=f"serviceAccount:{self.gsa.email}")
+            for data in props.data_buckets for role in DATA_ACCESS_ROLES[data.access]]
         _props.apply_overrides(self.gsa, props.overrides)
 
     @property
@@ -190,7 +208,7 @@ class KubernetesServiceAccountProps:
     automount_token: bool = False
 
     def __post_init__(self) -> None:
-        errors.raise_found([*_props.resource_name_problems("name", self.name),
+        errors.raise_found([*ksa_name_problems("name", self.name),
                             *_props.resource_name_problems("namespace", self.namespace)])
 
 

@@ -31,6 +31,7 @@ from raytpu.core.field_rules import (
     bucket_problems,
     cluster_name_problems,
     dns_label_problems,
+    dns_subdomain_problems,
     project_problems,
     region_problems,
 )
@@ -205,7 +206,8 @@ RULES: dict[str, Callable[[str, object], list[InvalidInput]]] = {
     "location": region_problems,
     "project": project_problems,
     "namespace": dns_label_problems,
-    "service_account": dns_label_problems,
+    # Source: k8s.io/apimachinery pkg/api/validation ValidateServiceAccountName (NameIsDNSSubdomain)
+    "service_account": lambda field, value: dns_subdomain_problems(field, value, "a Kubernetes ServiceAccount name"),
     "bucket": bucket_problems,
     "registry": _optional(REGISTRY, "an Artifact Registry repository", "REGION-docker.pkg.dev/PROJECT/REPO"),
     "builder_service_account": _optional(SERVICE_ACCOUNT, "a service account email",

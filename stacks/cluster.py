@@ -133,7 +133,8 @@ class ClusterStack(TerraformStack):
             name=names.core_zip_object(), source=str(core_zip_file()), content_type="application/zip"))
         self.identity = self.cluster.add_workload_identity("workload-identity", WorkloadIdentityProps(
             project=spec.project, account_id=names.service_account_id(gke.name, "ray"),
-            namespace=spec.namespace, ksa_name=spec.ksa_name, bucket=self.bucket.name))
+            namespace=spec.namespace, ksa_name=spec.ksa_name, bucket=self.bucket.name,
+            data_buckets=spec.storage.data_buckets))
         self.head_pool: HeadPool | None = None
         if gke.head_pool is not None:
             self.head_pool = self.cluster.add_head_pool("head-pool", HeadPoolOptions(

@@ -64,12 +64,15 @@ EVERY_MODE = """
 project: my-ml-project
 region: us-central1
 cluster: {name: modes}
-storage: {bucket: modes-ckpt}
+storage:
+  bucket: modes-ckpt
+  data_buckets: [{name: team-data}, {name: team-results, access: read-write}]   # granted by the identity module
 slices:
   - {name: od, generation: v5p, topology: 2x2x4, zone: us-central1-a, count: 2}
   - {name: sp, generation: v5e, topology: 2x4, machine_type: ct5lp-hightpu-4t, zone: us-central1-a,
      provisioning: spot}
-  - {name: rs, generation: v6e, topology: 2x4, zone: us-central1-b, provisioning: reservation, reservation: r1}
+  - {name: rs, generation: v6e, topology: 2x4, zone: us-central1-b, provisioning: reservation, reservation: r1,
+     max_run_duration_s: 86400}
   - {name: fs, generation: tpu7x, topology: 4x4x4, zone: us-central1-c, provisioning: flex-start,
      max_run_duration_s: 7200, disk_size_gib: 200}
   - {name: qd, generation: v4, topology: 2x2x1, zone: us-central1-a, provisioning: queued}

@@ -117,15 +117,23 @@ PRIORITY_CASES = [
     ("spot-then-flex-start", dict(zone="us-east5-a", provisioning="spot", fallback=("flex-start",)),
      [{"spot": True, "location": {"zones": ["us-east5-a"]}},
       {"flexStart": {"enabled": True}, "location": {"zones": ["us-east5-a"]}}]),
+    # the run duration is the slice's: every priority carries it (compute-class-api Priority.MaxRunDurationSeconds)
     ("flex-start-then-spot", dict(provisioning="flex-start", max_run_duration_s=600, fallback=("spot",)),
      [{"flexStart": {"enabled": True}, "maxRunDurationSeconds": 600, "location": {"zones": ["us-east5-b"]}},
-      {"spot": True, "location": {"zones": ["us-east5-b"]}}]),
+      {"spot": True, "maxRunDurationSeconds": 600, "location": {"zones": ["us-east5-b"]}}]),
     ("on-demand", dict(), [{"location": {"zones": ["us-east5-b"]}}]),
+    ("on-demand-with-duration", dict(max_run_duration_s=86400),
+     [{"maxRunDurationSeconds": 86400, "location": {"zones": ["us-east5-b"]}}]),
+    ("spot-with-duration", dict(provisioning="spot", max_run_duration_s=30 * 86400),
+     [{"spot": True, "maxRunDurationSeconds": 30 * 86400, "location": {"zones": ["us-east5-b"]}}]),
+    ("reservation-with-duration", dict(provisioning="reservation", reservation="team-res", max_run_duration_s=3600),
+     [{"reservations": {"affinity": "Specific", "specific": [{"name": "team-res", "project": "my-ml-project"}]},
+       "maxRunDurationSeconds": 3600, "location": {"zones": ["us-east5-b"]}}]),
 ]
 
 
 @pytest.mark.parametrize(("case", "fields", "expected"), PRIORITY_CASES, ids=[c[0] for c in PRIORITY_CASES])
-def test_compute_class_priorities_hold_the_slice_zone_and_flex_start_run_duration(
+def test_compute_class_priorities_hold_the_slice_zone_and_run_duration(
         case: str, fields: dict[str, Any], expected: list[dict[str, Any]]) -> None:
     from raytpu.modules.compute_class_props import ComputeClassProps
 

@@ -282,6 +282,7 @@ def test_every_rayjob_carries_its_workload_spec_and_a_plain_entrypoint(gen: str,
         run = job["metadata"]["name"]
         flags = (f" --storage-path /mnt/gcs/checkpoints --name {run}"  # spot: waits for a replacement slice
                  f" --start-timeout-s {preemption.RESTART_WAIT_S} --slice-retries {preemption.MAX_PREEMPTIONS}"
+                 f" --max-failures {preemption.MAX_FAILURES_RECLAIMABLE}"
                  if work.kind.name == "train" else "")
         assert job["spec"]["entrypoint"] == program + flags
         for replanning in ("--generation", "--topology", "--machine-type", "--slices"):
@@ -584,8 +585,9 @@ def test_workload_manifests_one_per_workload_valid_and_tokens_kept(mode: str) ->
     assert carried == spec.workload("smoke") and carried.slices_spanned == 2
     assert carried.plan == spec.slice_named("train").plan
     assert names.core_zip_uri("b") == f"gs://b/raytpu/raytpu-{__version__}.zip"
-    assert train["spec"]["entrypoint"] == (
-        "python -m raytpu.workloads.train --storage-path /mnt/gcs/checkpoints --name train")
+    assert train["spec"]["entrypoint"] == (  # on-demand too: a restart budget that covers a re-created slice
+        "python -m raytpu.workloads.train --storage-path /mnt/gcs/checkpoints --name train"
+        f" --start-timeout-s {preemption.RESTART_WAIT_S} --slice-retries {preemption.MAX_PREEMPTIONS}")
     assert WorkloadSpec.from_env(_runtime(train)["env_vars"]).plan.machine_type == "ct6e-standard-4t"
     assert _worker(train)["numOfHosts"] == 2
     assert _worker(train)["template"]["spec"]["containers"][0]["image"] == "example.com/ray-tpu:1"

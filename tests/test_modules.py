@@ -88,6 +88,10 @@ MODE_CASES: list[tuple[str, str, dict[str, Any], dict[str, Any], dict[str, Any]]
     ("mode-flex-start", "flex-start", {"max_run_duration_s": 86400}, {},
      dict(spot=False, flex_start=True, queued=False, affinity=NO_RESERVATION, scale_from_zero=True,
           auto_repair=False, max_run_duration="86400s")),
+    # any mode takes a run duration (provider node_config.max_run_duration is not tied to flex_start)
+    ("mode-spot-run-s", "spot", {"max_run_duration_s": 3600}, {},
+     dict(spot=True, flex_start=False, queued=False, affinity=NO_RESERVATION, scale_from_zero=False,
+          auto_repair=True, max_run_duration="3600s")),
     ("mode-queued", "queued", {}, {},
      dict(spot=False, flex_start=True, queued=True, affinity=NO_RESERVATION, scale_from_zero=True,
           auto_repair=False)),
@@ -350,6 +354,8 @@ PRIORITIES = {
     "mode-shared-res-path": [{"tpu": TPU_4X4, "reservations": {
         "affinity": "Specific", "specific": [{"name": "shared", "project": "other-proj"}]}, **IN_ZONE}],
     "mode-flex-start": [{"tpu": TPU_4X4, "flexStart": {"enabled": True}, "maxRunDurationSeconds": 86400, **IN_ZONE}],
+    # compute-class-api Priority.MaxRunDurationSeconds is a field of any priority, not only flex-start's
+    "mode-spot-run-s": [{"tpu": TPU_4X4, "spot": True, "maxRunDurationSeconds": 3600, **IN_ZONE}],
     "fallback": [{"tpu": TPU_4X4, "reservations": {"affinity": "Specific",
                                                    "specific": [{"name": "r", "project": PROJECT}]}, **IN_ZONE},
                  {"tpu": TPU_4X4, "spot": True, **IN_ZONE},
@@ -401,7 +407,7 @@ GUARD_RAILS: list[tuple[str, str, Callable[[Any], object]]] = [
     ("slice", "reservation", lambda n: _slice("p", provisioning="spot", reservation="r")),
     ("slice", "reservation", lambda n: _slice("p", provisioning="flex-start", reservation="r")),
     ("slice", "reservation", lambda n: _slice("p", provisioning="queued", reservation="r")),
-    ("slice", "max_run_duration_s", lambda n: _slice("p", provisioning="spot", max_run_duration_s=3600)),
+    ("slice", "max_run_duration_s", lambda n: _slice("p", provisioning="spot", max_run_duration_s=121 * 86400)),
     ("slice", "max_run_duration_s", lambda n: _slice("p", provisioning="flex-start", max_run_duration_s=60)),
     ("slice", "fallback", lambda n: _slice("p", provisioning="queued", fallback=("spot",))),  # no priority
     ("slice", "fallback", lambda n: _slice("p", provisioning="spot", fallback=("spot",))),  # repeats a mode
@@ -490,7 +496,11 @@ def test_bad_input_raises_invalid_input_naming_the_field(network: Any, unit: str
 def test_other_props_guard_rails() -> None:
     from raytpu.modules.bucket import BucketProps
     from raytpu.modules.ray_workload import RayWorkloadProps
-    from raytpu.modules.workload_identity import KubernetesNamespaceProps, WorkloadIdentityProps
+    from raytpu.modules.workload_identity import (
+        KubernetesNamespaceProps,
+        KubernetesServiceAccountProps,
+        WorkloadIdentityProps,
+    )
 
     cases: list[tuple[str, Callable[[], object]]] = [
         ("name", lambda: BucketProps(name="UPPER", project="p", location="us-east5")),
@@ -500,6 +510,9 @@ def test_other_props_guard_rails() -> None:
                                                       ksa_name="ray", bucket="b", bucket_role="roles/owner")),
         ("account_id", lambda: WorkloadIdentityProps(project="p", account_id="x", namespace="ray",
                                                      ksa_name="ray", bucket="b")),
+        ("ksa_name", lambda: WorkloadIdentityProps(project="p", account_id="raytpu-ray", namespace="ray",
+                                                   ksa_name="ray..pods", bucket="b")),
+        ("name", lambda: KubernetesServiceAccountProps(name="Ray_Pods", gsa_email="a@p.iam.gserviceaccount.com")),
         ("manifest", lambda: RayWorkloadProps(manifest={"apiVersion": "v1", "kind": "Pod"})),
         ("name", lambda: KubernetesNamespaceProps(name="default")),
     ]
@@ -509,6 +522,16 @@ def test_other_props_guard_rails() -> None:
         error = info.value
         assert isinstance(error, InvalidInput | InvalidInputs)
         assert _fields_of(error) == [field], (field, str(error))
+
+
+def test_a_kubernetes_serviceaccount_name_longer_than_a_slice_name_or_dotted_is_accepted() -> None:
+    """KSA names are DNS-1123 subdomains (k8s.io/apimachinery ValidateServiceAccountName), as the stack output."""
+    from raytpu.modules.workload_identity import KubernetesServiceAccountProps, WorkloadIdentityProps
+
+    name = "inference-platform-prod.ray-worker-pods-serving-" + "a" * 40
+    assert WorkloadIdentityProps(project="p", account_id="raytpu-ray", namespace="ray", ksa_name=name,
+                                 bucket="b").member.endswith(f"[ray/{name}]")
+    assert KubernetesServiceAccountProps(name=name, gsa_email="a@p.iam.gserviceaccount.com").name == name
 
 
 def test_options_are_frozen_and_keyword_only() -> None:

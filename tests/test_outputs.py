@@ -263,8 +263,15 @@ BAD_VALUES = [  # (output, value, the problem's start): every type the JSON may 
     ("bucket", ["b"], "['b'] is not a bucket name"),
     ("bucket", "", "'' is not a bucket name"),
     ("bucket", 12345, "12345 is not a bucket name"),
-    ("service_account", {"name": "ray"}, "{'name': 'ray'} is not DNS-safe"),
-    ("service_account", True, "True is not DNS-safe"),
+    ("service_account", {"name": "ray"}, "{'name': 'ray'} is not a Kubernetes ServiceAccount name"),
+    ("service_account", True, "True is not a Kubernetes ServiceAccount name"),
+    ("service_account", "", "'' is not a Kubernetes ServiceAccount name"),
+    ("service_account", "Ray", "'Ray' is not a Kubernetes ServiceAccount name"),
+    ("service_account", "ray..workers", "'ray..workers' is not a Kubernetes ServiceAccount name"),
+    ("service_account", "ray.-workers", "'ray.-workers' is not a Kubernetes ServiceAccount name"),
+    ("service_account", "-ray", "'-ray' is not a Kubernetes ServiceAccount name"),
+    ("service_account", "ray_workers", "'ray_workers' is not a Kubernetes ServiceAccount name"),
+    ("service_account", "a" * 254, f"'{'a' * 79}... (254 characters) is not a Kubernetes ServiceAccount name"),
     ("endpoint", "", "'' is not an endpoint"),
     ("endpoint", "  ", "'  ' is not an endpoint"),
     ("endpoint", None, "None is not an endpoint"),
@@ -283,6 +290,15 @@ BAD_VALUES = [  # (output, value, the problem's start): every type the JSON may 
     ("builder_service_account", "someone@gmail.com", "'someone@gmail.com' is not a service account email"),
     ("builder_service_account", 0, "0 is not a service account email"),
 ]
+
+
+@unit
+@pytest.mark.parametrize("name", ["ray-workloads", "team-a.ray", "inference-platform-prod-ray-worker-pods-serving",
+                                  "0ray", "a" * 253, ".".join(["a" * 63] * 3) + ".b"])
+def test_a_service_account_output_takes_any_kubernetes_serviceaccount_name(name: str) -> None:
+    """An outside app's KSA name longer than a 30-character slice name, with dots or a leading digit, is a valid
+    ServiceAccount name (a DNS-1123 subdomain), so it is read as it is."""
+    assert StackOutputs.parse(cdktf_shape({**VALUES, "service_account": name}), STACK, "o.json").service_account == name
 
 
 @unit
@@ -366,7 +382,8 @@ BAD_FILES = [  # (outputs.json's stack values, the first stderr line)
      f"error: outputs.json: {STACK}.namespace: None is not DNS-safe; valid: 1-30 characters"),
     ({**VALUES, "bucket": ["b"]}, f"error: outputs.json: {STACK}.bucket: ['b'] is not a bucket name"),
     ({**VALUES, "service_account": {"name": "ray"}},
-     f"error: outputs.json: {STACK}.service_account: {{'name': 'ray'}} is not DNS-safe"),
+     f"error: outputs.json: {STACK}.service_account: {{'name': 'ray'}} is not a Kubernetes ServiceAccount name; "
+     "valid: a DNS subdomain"),
     ({**VALUES, "endpoint": ""}, f"error: outputs.json: {STACK}.endpoint: '' is not an endpoint"),
     ({**VALUES, "bucket": ""}, f"error: outputs.json: {STACK}.bucket: '' is not a bucket name"),
     ({**VALUES, "project": "other-project"},

@@ -274,6 +274,13 @@ CLUSTER_AUTOSCALER_VM_PRICES = {"v4": (12.88, 4), "v5e": (9.6, 8), "v5p": (16.8,
 of ct4p-hightpu-4t, ct5lp-hightpu-8t, ct5p-hightpu-4t and ct6e-standard-8t, with each VM's chips."""
 
 
+def test_a_price_table_as_plan_json_writes_it_reads_back_unchanged() -> None:
+    """Every key ``to_json`` writes (``regions`` too) is one ``--prices`` takes: `plan --json`'s prices round-trip,
+    while a key of no table (``curency``) is refused (tests/bad_inputs.py)."""
+    table = prices.default_table()
+    assert prices.parse(json.loads(json.dumps(table.to_json()))) == table
+
+
 def test_default_on_demand_prices_agree_with_the_cluster_autoscaler() -> None:
     table = prices.default_table()
     for gen, (per_vm, chips) in CLUSTER_AUTOSCALER_VM_PRICES.items():
@@ -532,6 +539,14 @@ BAD: list[tuple[str, Any, str]] = [
     ("prices unknown kind", lambda t: ["--model", "llama-3.1-8b", "--prices", _prices(t, json.dumps(
         {"source": "x", "read_on": "2026-01-01", "region": "r", "per_chip_hour": {"v6e": {"reserved": 1}}}))],
      "--prices.per_chip_hour.v6e: 'reserved' is not allowed"),
+    ("prices misspelt currency", lambda t: ["--model", "llama-3.1-8b", "--prices", _prices(t, json.dumps(
+        {"source": "x", "read_on": "2026-01-01", "region": "r", "curency": "EUR",
+         "per_chip_hour": {"v6e": {"on_demand": 1}}}))],
+     "--prices: 'curency' is not allowed as a price table's key; valid: source, read_on, region, currency, "
+     "per_chip_hour, regions"),
+    ("prices regions of an unknown generation", lambda t: ["--model", "llama-3.1-8b", "--prices", _prices(t, json.dumps(
+        {"source": "x", "read_on": "2026-01-01", "region": "r", "regions": {"v9": "us-east5"},
+         "per_chip_hour": {"v6e": {"on_demand": 1}}}))], "--prices.regions: 'v9' is not allowed"),
     ("prices empty table", lambda t: ["--model", "llama-3.1-8b", "--prices", _prices(t, json.dumps(
         {"source": "x", "read_on": "2026-01-01", "region": "r", "per_chip_hour": {}}))],
      "--prices.per_chip_hour: is required"),

@@ -36,14 +36,15 @@ RECLAIMED = ("spot", "flex-start")  # spelled out: GKE takes these back while th
 KEPT = ("on-demand", "reservation")
 
 
-def _slice(provisioning: str, fallback: tuple[str, ...] = ()) -> SliceSpec:
+def _slice(provisioning: str, fallback: tuple[str, ...] = (), **fields: Any) -> SliceSpec:
     extra: dict[str, Any] = {"reservation": "my-res"} if provisioning == "reservation" else {}
     return SliceSpec.create(name="train", generation="v6e", topology="4x4", zone="us-east5-b",
-                            provisioning=provisioning, fallback=fallback, **extra)
+                            provisioning=provisioning, fallback=fallback, **extra, **fields)
 
 
-def _objects(provisioning: str, mode: str = "standard", fallback: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-    item = _slice(provisioning, fallback)
+def _objects(provisioning: str, mode: str = "standard", fallback: tuple[str, ...] = (),
+             **fields: Any) -> list[dict[str, Any]]:
+    item = _slice(provisioning, fallback, **fields)
     works = tuple(WorkloadSpec(name=k, kind=kinds.kind(k), slice=item,
                                model="org/model" if k == "serve" else None) for k in ("train", "serve"))
     spec = ClusterSpec(project="my-ml-project", region="us-east5", cluster=GkeSpec(name="ray-tpu", mode=mode),
@@ -99,22 +100,41 @@ def test_an_autopilot_fallback_onto_spot_counts_as_reclaimable() -> None:
 
 
 @pytest.mark.parametrize("provisioning", RECLAIMED + KEPT)
-def test_a_train_run_on_reclaimed_capacity_waits_for_its_replacement_slice(provisioning: str) -> None:
-    """After a preemption Ray Train restarts the worker group, and each attempt to place it gives up after
+def test_every_train_run_waits_for_its_re_created_slice(provisioning: str) -> None:
+    """After a disruption Ray Train restarts the worker group, and each attempt to place it gives up after
     ``--start-timeout-s``, charged to ``controller_failure_limit`` (``--slice-retries``), which never resets in a run
     (Ray 2.60 ``WorkerGroup``: ``WorkerGroupStartupTimeoutError``; ``failure_handling.default.DefaultFailurePolicy
-    .make_decision``). A replacement slice takes GKE minutes, so on spot and flex-start the RayJob waits
-    ``RESTART_WAIT_S`` per attempt; elsewhere it keeps the program's 60 s. The program parses what is emitted."""
+    .make_decision``). GKE takes back on-demand and reserved TPU slices too (preemption, host events: GKE's
+    handle-disruption-gpu-tpu page), and a re-created slice takes minutes, so every mode waits ``RESTART_WAIT_S`` per
+    attempt, never the program's 60 s. The program parses what is emitted."""
     from raytpu.workloads import train
 
     job = next(o for o in _objects(provisioning) if o["kind"] == "RayJob")
     argv = job["spec"]["entrypoint"].split()[3:]
     parsed = train.build_parser().parse_args([*kinds.kind("train").run_args("train-r1"), *argv])
-    expected = preemption.RESTART_WAIT_S if provisioning in RECLAIMED else 60.0
-    assert parsed.start_timeout_s == expected, job["spec"]["entrypoint"]
-    # every preemption the run resumes from may spend one such wait: the program's 2 would end it at the third
-    assert parsed.slice_retries == (preemption.MAX_PREEMPTIONS if provisioning in RECLAIMED else 2)
+    assert parsed.start_timeout_s == preemption.RESTART_WAIT_S > 60.0, job["spec"]["entrypoint"]
+    # every disruption the run resumes from may spend one such wait: the program's 2 would end it at the third
+    assert parsed.slice_retries == preemption.MAX_PREEMPTIONS
     assert parsed.max_preemption_failures == preemption.MAX_PREEMPTIONS
+    # with a notice (spot, flex-start), a host dead at the deadline before its drain is seen costs a max_failures
+    # (Ray 2.60 TrainController._handle_preempting_state): one per disruption, plus the program's 1
+    assert parsed.max_failures == (preemption.MAX_FAILURES_RECLAIMABLE if provisioning in RECLAIMED else 1)
+
+
+@pytest.mark.parametrize("provisioning", ["on-demand", "reservation"])
+def test_a_slice_with_a_run_duration_is_taken_back_with_a_notice_whatever_its_mode(provisioning: str) -> None:
+    """GKE ends the slice's nodes at ``max_run_duration_s`` (any mode now): its pods drain, and a train run gets the
+    failure budget of reclaimable capacity."""
+    from raytpu.workloads import train
+
+    objects = _objects(provisioning, max_run_duration_s=3600)
+    for obj in objects:
+        assert kuberay.ray_cluster_of(obj)["workerGroupSpecs"][0]["template"]["spec"][
+            "terminationGracePeriodSeconds"] == preemption.POD_GRACE_S
+    job = next(o for o in objects if o["kind"] == "RayJob")
+    argv = job["spec"]["entrypoint"].split()[3:]
+    parsed = train.build_parser().parse_args([*kinds.kind("train").run_args("train-r1"), *argv])
+    assert parsed.max_failures == preemption.MAX_FAILURES_RECLAIMABLE
 
 
 @pytest.mark.parametrize("provisioning", RECLAIMED + KEPT)

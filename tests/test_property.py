@@ -115,7 +115,7 @@ def _slice(rng: random.Random, name: str, region: str, autopilot: bool, for_ray:
         item["provisioning"] = mode
     if MODES[mode].needs_reservation:
         item["reservation"] = _label(rng, 3, 20)
-    if mode == "flex-start" and rng.random() < 0.5:
+    if rng.random() < (0.5 if mode == "flex-start" else 0.15):  # any mode takes one, up to flex-start's 7 days
         item["max_run_duration_s"] = rng.randint(600, 7 * 24 * 3600)
     if autopilot and MODES[mode].priority is not None and rng.random() < 0.4:
         others = [m for m in FALLBACK_MODES if m != mode]
@@ -507,12 +507,12 @@ def b_reservation_forbidden(rng: random.Random, doc: dict[str, Any]) -> str:
 
 def b_max_run_duration(rng: random.Random, doc: dict[str, Any]) -> str:
     i, item = _any_slice(rng, doc)
-    if rng.random() < 0.5:  # out of range
+    if rng.random() < 0.5:  # out of flex-start's range
         _set_provisioning(item, "flex-start")
         item["max_run_duration_s"] = rng.choice((0, 599, 7 * 24 * 3600 + 1))
-    else:  # with a mode other than flex-start
+    else:  # out of a VM's range, with any other mode
         _set_provisioning(item, rng.choice([m for m in MODES if m != "flex-start"]))
-        item["max_run_duration_s"] = 3600
+        item["max_run_duration_s"] = rng.choice((0, 599, 120 * 24 * 3600 + 1))
     return _slice_path(i, "max_run_duration_s")
 
 

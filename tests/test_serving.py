@@ -433,11 +433,10 @@ workloads:
                                         "capacity: GKE deletes flex-start nodes when their run duration ends "
                                         "(604800 s)"]),
     (", provisioning: flex-start, max_run_duration_s: 3600", "", ["(3600 s)"]),
-    # the Ray pods' Google service account holds a role on the kit's bucket only (modules/workload_identity.py)
-    ("", ", model_source: gs://acme-ml-prod-models/gemma", [
-        "workloads.llm.model_source: gs://acme-ml-prod-models is not the kit's bucket (my-ml-project-ray-tpu-ray), "
-        "the only one the Ray pods' service account (raytpu-ray-tpu-ray@my-ml-project.iam.gserviceaccount.com) may "
-        "read: grant it roles/storage.objectViewer on gs://acme-ml-prod-models"]),
+    # any mode's run duration ends the nodes too (compute-class-api Priority.MaxRunDurationSeconds)
+    (", max_run_duration_s: 86400", "", ["workloads.llm: serves from slice serve, whose nodes end at its "
+                                         "max_run_duration_s (86400 s)"]),
+    # weights in a bucket no grant covers: tests/test_grants.py (raytpu.core.grants.path_warnings)
 ])
 def test_validate_warns_where_a_rayservice_would_go_down_or_never_load(slice_fields: str, workload_fields: str,
                                                                         says: list[str]) -> None:

@@ -5,6 +5,7 @@ input, and the verdict's ``dcn`` section in the table, headline and JUnit. The e
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 from pathlib import Path
@@ -213,3 +214,44 @@ def test_every_multi_host_machine_type_has_a_line_rate_or_is_named_as_unpublishe
     machines = [g.multi_host_machine_type for g in GENERATIONS.values()]
     unpublished = {m.name for m in machines if m.network_gbps is None}
     assert unpublished == {"ct4p-hightpu-4t"}
+
+
+class _Device:
+    """What :func:`dcn.slice_rows` reads of a JAX device."""
+
+    def __init__(self, platform: str, process_index: int, id: int, slice_index: int = 0) -> None:
+        self.platform, self.process_index, self.id, self.slice_index = platform, process_index, id, slice_index
+
+    def __repr__(self) -> str:
+        return f"{self.platform}:p{self.process_index}/d{self.id}/s{self.slice_index}"
+
+
+def test_on_tpu_devices_are_grouped_by_slice_index_not_by_process_index() -> None:
+    """Issue 40 item 7: on TPU the runtime numbers processes itself (v6e 4x4 reports: not the id given to
+    jax.distributed.initialize), so process 1 may be a host of slice 1 while process 2 is one of slice 0; grouping by
+    ``process_index // hosts`` would put both slices' devices in one row and time an ICI all-reduce."""
+    # 2 slices x 2 hosts x 2 devices; the runtime gave slice 0's hosts processes 0 and 2, slice 1's 1 and 3
+    devices = [_Device("tpu", p, p * 2 + d, slice_index=p % 2) for p in range(4) for d in range(2)]
+    rows = dcn.slice_rows(devices, slices=2, hosts_per_slice=2)
+    assert [[d.slice_index for d in row] for row in rows] == [[0] * 4, [1] * 4]
+    assert [[d.process_index for d in row] for row in rows] == [[0, 0, 2, 2], [1, 1, 3, 3]]
+
+
+def test_off_tpu_devices_are_grouped_by_the_process_the_run_gave_each_host() -> None:
+    """CPU devices carry slice_index 0 on every process: there the run's own numbering (host i of slice s is process
+    s x hosts + i) groups them."""
+    devices = [_Device("cpu", p, p, slice_index=0) for p in range(4)]
+    rows = dcn.slice_rows(devices, slices=2, hosts_per_slice=2)
+    assert [[d.process_index for d in row] for row in rows] == [[0, 1], [2, 3]]
+
+
+@pytest.mark.parametrize(("indices", "says"), [
+    ([0, 0, 0, 0], "{0: 4}"),  # one slice seen: libtpu got no MEGASCALE env
+    ([0, 0, 0, 1], "{0: 3, 1: 1}"),  # unequal rows
+    ([0, 0, 2, 2], "{0: 2, 2: 2}"),  # a slice index past the run's slices
+])
+def test_slices_that_do_not_split_the_devices_evenly_are_a_runtime_error_naming_the_counts(
+        indices: list[int], says: str) -> None:
+    devices = [_Device("tpu", p, p, slice_index=s) for p, s in enumerate(indices)]
+    with pytest.raises(RuntimeError, match=re.escape(f"devices by slice_index: {says} (slice: devices)")):
+        dcn.slice_rows(devices, slices=2, hosts_per_slice=2)

@@ -30,7 +30,7 @@ from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, serving, sta
 from raytpu import __version__, cli, core_zip
 from raytpu.cluster import gke, google_api, submission
 from raytpu.config import parse
-from raytpu.core import kinds, kuberay, names, report
+from raytpu.core import kinds, kuberay, names, preemption, report
 from raytpu.core.security import SERVE_ENDPOINTS
 from raytpu.core.spec import WorkloadSpec
 from raytpu.core.vllm_rules import DEFAULT_MODEL
@@ -294,10 +294,12 @@ def test_submit_train_without_wait_applies_and_returns(fake: Cluster, capsys: py
     assert fake.applied() == [expected("train", "train-r2")]
     assert "submitted RayJob train-r2" in out
     # the served CRD first (every field the RayJob sets must be declared), then the server-side apply
-    # then that the run's name is free (server-side apply would update an existing run in place)
+    # then that both copies it spans are free (each copy's nodes: none here), then that the run's name is free
+    # (server-side apply would update an existing run in place)
     policy = ("PATCH", "/apis/networking.k8s.io/v1/namespaces/ray/networkpolicies/job-train-r2")
     assert [(r.method, r.path) for r in fake.server.api_requests()] == [
         ("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/rayjobs.ray.io"),
+        ("GET", "/api/v1/nodes"), ("GET", "/api/v1/nodes"),
         ("GET", "/apis/ray.io/v1/namespaces/ray/rayjobs/train-r2"),
         policy, ("PATCH", "/apis/ray.io/v1/namespaces/ray/rayjobs/train-r2"), policy]
 
@@ -510,7 +512,8 @@ def test_every_rayjob_submission_is_a_new_run_and_a_rayservice_keeps_its_name(
     assert applied == [expected("train", "train-k1"), expected("train", "train-k2"), expected("smoke", "smoke-k3"),
                        expected("serve", "serve"), expected("serve", "serve")]
     assert [m["spec"]["entrypoint"] for m in applied[:2]] == [
-        f"python -m raytpu.workloads.train --storage-path /mnt/gcs/checkpoints --name {run}"
+        f"python -m raytpu.workloads.train --storage-path /mnt/gcs/checkpoints --name {run} "
+        f"--start-timeout-s {preemption.RESTART_WAIT_S} --slice-retries {preemption.MAX_PREEMPTIONS}"
         for run in ("train-k1", "train-k2")]
     spec = parse(CONFIG)
     assert [carried_spec(m) for m in applied[:3]] == [spec.workload("train")] * 2 + [spec.workload("smoke")]
@@ -920,6 +923,41 @@ def test_submit_smoke_on_a_held_copy_applies_nothing_and_names_the_holder(
     err = capsys.readouterr().err
     assert "train-1 by team-a/serve-raycluster-tpu-worker-0" in err and "would stay Pending" in err
     assert fake.applied() == [] and not fake.server.of("PATCH")
+
+
+BATCH_ON_SERVE = CONFIG.replace("  - {name: serve, kind: serve, slice: serve}\n", (
+    "  - {name: serve, kind: serve, slice: serve}\n"
+    "  - {name: offline, kind: batch, slice: serve, input: gs://my-bucket/in.jsonl, output: gs://my-bucket/out}\n"))
+"""A batch job on the slice the RayService serves from (validate warns; submit must refuse while it holds it)."""
+
+
+@pytest.mark.parametrize(("workload", "config", "pool", "holder"), [
+    ("train", CONFIG, "train-1", "research-job-worker-0"),
+    ("train", CONFIG, "train-0", "serve-raycluster-tpu-worker-0"),
+    ("offline", BATCH_ON_SERVE, "serve-0", "serve-raycluster-tpu-worker-0"),
+])
+def test_submit_any_job_on_a_held_copy_applies_nothing_and_names_the_holder(
+        fake: Cluster, capsys: pytest.CaptureFixture[str], workload: str, config: str, pool: str,
+        holder: str) -> None:
+    """Every job kind, not only smoke: a train (both copies) or batch RayJob whose copy another TPU pod holds would
+    sit Pending until its preRunningDeadlineSeconds; exit 1, nothing applied, the holder named."""
+    Path("raytpu.yaml").write_text(config)
+    fake.tpu_node(pool, f"gke-{pool}-a", holder=holder)
+    assert main("submit", workload, "--stack", STACK, "--run-id", "h2") == 1
+    err = capsys.readouterr().err
+    assert f"{pool} by team-a/{holder}" in err and "would stay Pending" in err and "Traceback" not in err
+    assert fake.applied() == [] and not fake.server.of("PATCH")
+
+
+def test_submit_train_on_a_slice_with_a_free_copy_per_slice_spanned_applies_it(
+        fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    """A train run reserving 1 of 2 copies goes ahead while the other copy is held: one free copy is enough."""
+    Path("raytpu.yaml").write_text(CONFIG.replace("{name: train, kind: train, slice: train}",
+                                                  "{name: train, kind: train, slice: train, slices: 1}"))
+    fake.tpu_node("train-0", "gke-train-0-a", holder="serve-raycluster-tpu-worker-0")
+    fake.tpu_node("train-1", "gke-train-1-a")
+    assert main("submit", "train", "--stack", STACK, "--run-id", "h3") == 0
+    assert [m["metadata"]["name"] for m in fake.applied()] == ["train-h3"]
 
 
 @pytest.mark.parametrize(("workloads", "warned"), [

@@ -524,6 +524,24 @@ def test_npx_cdktf_synth_matches_raytpu_synth(tmp_path: Path, autopilot: dict) -
     check_out(str(out))
 
 
+def test_data_buckets_are_granted_to_the_ray_pods_account_on_each_bucket_only() -> None:
+    """storage.data_buckets (issue 40 item 2): read is roles/storage.objectViewer on that bucket, read-write
+    roles/storage.objectUser plus roles/storage.legacyBucketReader (storage.buckets.get, which pyarrow's GcsFileSystem
+    calls to create an output's folders: apache/arrow gcsfs.cc CreateDirMarkerRecursive); bucket-level members, no
+    project-wide storage role, and no other account gains anything there."""
+    stack = synth_text(EVERY_MODE)["modes-cluster"]
+    ray = next(k for k, r in resources(stack, "google_service_account").items()
+               if r["account_id"] == "raytpu-modes-ray")
+    member = f"serviceAccount:${{google_service_account.{ray}.email}}"
+    grants = {(g["bucket"], g["role"]): g["member"]
+              for g in resources(stack, "google_storage_bucket_iam_member").values()
+              if not g["bucket"].startswith("${")}
+    assert grants == {("team-data", "roles/storage.objectViewer"): member,
+                      ("team-results", "roles/storage.objectUser"): member,
+                      ("team-results", "roles/storage.legacyBucketReader"): member}
+    assert not [r for r in resources(stack, "google_project_iam_member").values() if "storage" in r["role"]]
+
+
 def test_every_provisioning_mode_through_the_config() -> None:
     stacks = synth_text(EVERY_MODE)
     cluster = stacks["modes-cluster"]
@@ -533,6 +551,10 @@ def test_every_provisioning_mode_through_the_config() -> None:
     assert pools["sp-0"]["node_count"] == 2 and pools["sp-0"]["node_config"]["spot"] is True
     assert pools["rs-0"]["node_config"]["reservation_affinity"]["values"] == ["r1"]
     assert "placement_policy" not in pools["rs-0"]  # one ct6e-standard-8t host
+    # a run duration on a reserved pool too (provider 8.7.0 node_config.max_run_duration: no tie to flex_start)
+    assert pools["rs-0"]["node_config"]["max_run_duration"] == "86400s"
+    assert "flex_start" not in pools["rs-0"]["node_config"]
+    assert all("max_run_duration" not in pools[p]["node_config"] for p in ("od-0", "od-1", "sp-0", "qd-0"))
     flex = pools["fs-0"]
     assert flex["node_config"]["flex_start"] is True and flex["node_config"]["max_run_duration"] == "7200s"
     assert flex["node_config"]["disk_size_gb"] == 200

@@ -67,6 +67,17 @@ def holders(client: KubeClient, item: SliceSpec, index: int, autopilot: bool,
     return sorted(found)
 
 
+def free_copies(client: KubeClient, item: SliceSpec, autopilot: bool,
+                releasing: Collection[str] = ()) -> tuple[int, dict[str, list[str]]]:
+    """How many copies of slice ``item`` no pod holds, and the holders of each held copy (by node pool). Autopilot
+    has no pool per copy, so a holder there may be on any of them: every copy counts as held."""
+    busy = {pool: held_by for index, pool in enumerate(item.pool_names)
+            if (held_by := holders(client, item, index, autopilot, releasing))}
+    if autopilot and busy:
+        return 0, {f"{item.name} (every copy, Autopilot)": next(iter(busy.values()))}
+    return item.count - len(busy), busy
+
+
 def unschedulable_reason(client: KubeClient, job_name: str) -> str | None:
     """Why the pods of RayJob ``job_name`` never started, from their scheduling events; None if no such event."""
     reasons = []

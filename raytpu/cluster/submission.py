@@ -74,13 +74,13 @@ def preview(run: StackRun, manifest: dict[str, Any], refs: Mapping[str, str]) ->
 
 
 def apply(client: KubeClient, run: StackRun, manifest: dict[str, Any]) -> None:
-    """Checks the served CRD, a RayService's API key Secret, a checking job's slice copies and that a RayJob's name
-    is free, uploads a team's code zip unless the bucket has it, then server-side applies the object behind its
+    """Checks the served CRD, a RayService's API key Secret, a RayJob's slice copies and that its name is free,
+    uploads a team's code zip unless the bucket has it, then server-side applies the object behind its
     NetworkPolicy. Raises before anything is applied."""
     client.check_schema(manifest, kuberay.MIN_KUBERAY_VERSION)
     if manifest["kind"] == "RayService":
         check_api_key_secret(client, run.spec.security.serve_api_key_secret, run.outputs.namespace)
-    if run.work.kind.checks:
+    if run.work.kind.is_job:
         check_free(client, run.work, run.spec.cluster.autopilot)
     if run.work.kind.is_job and client.get("RayJob", run.name) is not None:
         # server-side apply would update that run in place: a new run never reuses a name
@@ -151,19 +151,20 @@ def service_unmeasured(serve_endpoint: str) -> dict[str, str]:
 
 
 def check_free(client: KubeClient, work: WorkloadSpec, autopilot: bool) -> None:
-    """A smoke RayJob needs every copy it spans whole, as ``raytpu smoke`` checks
-    (:func:`raytpu.cluster.occupancy.holders`): a copy another workload holds (a RayService) would leave its pods
-    Pending, since ``google.com/tpu`` chips are never shared. Raises RuntimeFailure naming the holders, before
-    anything is applied."""
-    held = {work.slice.pool_names[i]: occupancy.holders(client, work.slice, i, autopilot)
-            for i in range(work.slices_spanned)}
-    busy = {pool: pods for pool, pods in held.items() if pods}
-    if busy:
+    """A RayJob of any kind needs the copies it spans whole (its worker group asks for every chip of each host), as
+    ``raytpu smoke`` checks (:func:`raytpu.cluster.occupancy.free_copies`): with fewer copies free of other TPU pods
+    (a RayService's), its pods would stay Pending, since ``google.com/tpu`` chips are never shared. Raises
+    RuntimeFailure naming the holders, before anything is applied."""
+    need = work.slices_spanned
+    free, busy = occupancy.free_copies(client, work.slice, autopilot)
+    if free < need:
         raise errors.RuntimeFailure(
-            f"{work.name}: slice copy(ies) in use, so a smoke job's pods would stay Pending (TPU chips are never "
-            "shared): " + "; ".join(f"{pool} by {', '.join(pods)}" for pool, pods in busy.items()),
-            "submit once the holders are gone, or `raytpu smoke`, which checks the free copies and reports the "
-            "held ones as busy")
+            f"{work.name}: its {work.kind.name} RayJob needs {need} whole copy(ies) of slice {work.slice.name} and "
+            f"only {free} of {work.slice.count} are free, so its pods would stay Pending (TPU chips are never shared) "
+            "until its preRunningDeadlineSeconds: " +
+            "; ".join(f"{pool} by {', '.join(pods)}" for pool, pods in busy.items()),
+            "submit once the holders are gone, or give the job a slice of its own; `raytpu smoke` checks the free "
+            "copies and reports the held ones as busy")
 
 
 def check_api_key_secret(client: KubeClient, secret: str | None, namespace: str) -> None:

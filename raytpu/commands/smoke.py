@@ -210,16 +210,7 @@ def _dcn_busy(client: KubeClient, job: dict[str, Any], spec: ClusterSpec, releas
 
     item = spec.slice_named(job["metadata"]["labels"][names.SLICE_LABEL])
     span = kuberay.ray_cluster_of(job)["workerGroupSpecs"][0]["replicas"]
-    busy = {}
-    for index, pool in enumerate(item.pool_names):
-        held_by = occupancy.holders(client, item, index, spec.cluster.autopilot, releasing=released)
-        if held_by:
-            busy[pool] = held_by
-    if spec.cluster.autopilot and busy:  # Autopilot has no pool per copy: a holder may be on any of them
-        busy = {f"{item.name} (every copy, Autopilot)": next(iter(busy.values()))}
-        free = 0
-    else:
-        free = item.count - len(busy)
+    free, busy = occupancy.free_copies(client, item, spec.cluster.autopilot, releasing=released)
     if free >= span:
         return None
     named = "; ".join(f"{pool}: {', '.join(pods)}" for pool, pods in busy.items())

@@ -63,6 +63,9 @@ def run(args: argparse.Namespace) -> int:
                   f"{held[work.slice.name]}; its RayJob's pods would stay Pending (google.com/tpu is an extended "
                   "resource: a chip is never shared), so `raytpu submit` refuses while they hold it; give the job "
                   "its own slice, or run `raytpu smoke`, which skips held copies as busy", file=sys.stderr)
+    from raytpu.core.grants import path_warnings
+    for line in path_warnings(spec):
+        print(f"warning: {line}", file=sys.stderr)
     return 0
 
 
@@ -102,9 +105,8 @@ def served_copies(spec: ClusterSpec) -> dict[str, str]:
 
 
 def serving_warnings(spec: ClusterSpec, work: WorkloadSpec) -> list[str]:
-    """A RayService where it would go down or never load: on flex-start capacity, which GKE takes back at its run
-    duration; or weights in a bucket other than the kit's, which the Ray pods' service account cannot read."""
-    from raytpu.core import names
+    """A RayService where it would go down: on flex-start capacity or a slice with a run duration, which GKE takes
+    back then. (Weights in a bucket no grant covers: :func:`raytpu.core.grants.path_warnings`.)"""
     from raytpu.core.provisioning import MAX_RUN_DURATION_S
 
     if work.kind.is_job:
@@ -117,13 +119,10 @@ def serving_warnings(spec: ClusterSpec, work: WorkloadSpec) -> list[str]:
         out.append(f"workloads.{work.name}: serves from slice {item.name}, which may run on flex-start capacity: GKE "
                    f"deletes flex-start nodes when their run duration ends ({ends} s), so the RayService goes down "
                    "and waits for new capacity; serve from on-demand, spot or a reservation")
-    source = work.model_source or ""
-    bucket = source.removeprefix("gs://").partition("/")[0]
-    if source.startswith("gs://") and bucket != spec.bucket:
-        account = f"{names.service_account_id(spec.cluster.name, 'ray')}@{spec.project}.iam.gserviceaccount.com"
-        out.append(f"workloads.{work.name}.model_source: gs://{bucket} is not the kit's bucket ({spec.bucket}), the "
-                   f"only one the Ray pods' service account ({account}) may read: grant it "
-                   f"roles/storage.objectViewer on gs://{bucket}, or copy the weights into gs://{spec.bucket}/")
+    elif item.max_run_duration_s is not None:
+        out.append(f"workloads.{work.name}: serves from slice {item.name}, whose nodes end at its max_run_duration_s "
+                   f"({item.max_run_duration_s} s), so the RayService goes down then and waits for new nodes; "
+                   f"remove max_run_duration_s from slice {item.name} for a long-lived service")
     return out
 
 

@@ -226,6 +226,37 @@ class AlertingSpec:
         raise_all(found)
 
 
+DATA_ACCESS_ROLES: Mapping[str, tuple[str, ...]] = {
+    "read": ("roles/storage.objectViewer",),
+    "read-write": ("roles/storage.objectUser", "roles/storage.legacyBucketReader"),
+}
+"""What the Ray pods' service account is granted on a team's bucket, by ``access``: read and list objects; or also
+write and delete them, with ``storage.buckets.get``, which pyarrow's GcsFileSystem calls to create an output's
+directories (apache/arrow ``gcsfs.cc`` ``CreateDirMarkerRecursive`` -> ``GetBucketMetadata``; docs/FACTS.md 15)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataBucket:
+    """A team's bucket the Ray pods may use (config ``storage.data_buckets[i]``): granted on that bucket only.
+
+    Attributes:
+        name: The bucket's name.
+        access: ``read`` (weights, datasets, code) or ``read-write`` (a batch output); default ``read``.
+    """
+
+    name: str
+    access: str = "read"
+
+    def __post_init__(self) -> None:
+        raise_all([*bucket_problems("name", self.name),
+                   *choice_problems("access", self.access, tuple(DATA_ACCESS_ROLES))])
+
+    @property
+    def writes(self) -> bool:
+        """The pods may write objects there."""
+        return self.access == "read-write"
+
+
 @dataclass(frozen=True, kw_only=True)
 class StorageSpec:
     """Buckets (config section ``storage``).
@@ -233,14 +264,30 @@ class StorageSpec:
     Attributes:
         bucket: Checkpoints, compile caches, the kit's core zip; default ``<project>-<cluster>-ray``.
         state_bucket: Terraform state (GCS backend); default none (local state).
+        data_buckets: Other buckets the Ray pods read (or write), each granted by the identity module; default none.
     """
 
     bucket: str | None = None
     state_bucket: str | None = None
+    data_buckets: tuple[DataBucket, ...] = ()
 
     def __post_init__(self) -> None:
         found = []
         for name in ("bucket", "state_bucket"):
             if getattr(self, name) is not None:
                 found += bucket_problems(name, getattr(self, name))
+        seen: set[str] = set()  # as the identity module's resource ids spell them ('.' as '-')
+        for i, data in enumerate(self.data_buckets):
+            if data.name.replace(".", "-") in seen:
+                found.append(errors.invalid_value(f"data_buckets[{i}].name", data.name, "is listed twice (or as a "
+                                                  "name that differs only by '.' for '-')",
+                                                  "each bucket once, with the access it needs"))
+            elif data.name == self.state_bucket:
+                found.append(errors.forbidden(f"data_buckets[{i}].name", data.name, "(it is storage.state_bucket: "
+                                              "Terraform state holds secrets the Ray pods must not read)",
+                                              "a bucket of data, weights or code"))
+            elif data.name == self.bucket:
+                found.append(errors.invalid_value(f"data_buckets[{i}].name", data.name, "is storage.bucket, which "
+                                                  "the pods may already read and write", "another bucket"))
+            seen.add(data.name.replace(".", "-"))
         raise_all(found)

@@ -18,6 +18,9 @@ CLUSTER_NAME = re.compile(r"^[a-z](?:[a-z0-9-]{0,38}[a-z0-9])?$")
 DNS_LABEL = re.compile(r"^[a-z](?:[a-z0-9-]{0,28}[a-z0-9])?$")
 DNS_LABEL_LENGTH = 30
 """The longest slice or workload name (:data:`DNS_LABEL`)."""
+DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+"""A DNS-1123 subdomain: dot-separated labels, each starting and ending alphanumeric, 253 characters at most.
+Source: k8s.io/apimachinery pkg/util/validation ``IsDNS1123Subdomain``."""
 REGION = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
 ZONE = re.compile(r"^([a-z]+-[a-z]+[0-9]+)-[a-z]$")
 BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
@@ -35,6 +38,13 @@ def dns_label_problems(field: str, value: object) -> list[InvalidInput]:
     """A slice or workload name: a DNS label of at most 30 characters (it prefixes pool and object names)."""
     return errors.unmatched(field, value, DNS_LABEL, "is not DNS-safe", "1-30 characters: lowercase letters, "
                             "digits, hyphens; starts with a letter, ends with a letter or digit")
+
+
+def dns_subdomain_problems(field: str, value: object, what: str) -> list[InvalidInput]:
+    """A Kubernetes object name validated as a DNS-1123 subdomain (Secrets, ServiceAccounts); ``what`` says which."""
+    return errors.unmatched(field, value, DNS_SUBDOMAIN, f"is not {what}", "a DNS subdomain: lowercase letters, "
+                            "digits, '-' and '.', at most 253 characters, each dot-separated part starting and ending "
+                            "with a letter or digit")
 
 
 def project_problems(field: str, value: object) -> list[InvalidInput]:

@@ -69,8 +69,8 @@ class WorkloadKind:
         trains: Its program trains: each run gets its own checkpoint storage and name (:meth:`run_args`), and the
             emulated slice is its slice by default (``raytpu local up``).
         checks: Its program checks slices and prints verdicts (``raytpu smoke`` runs it on every slice; the image a
-            slice's workload of this kind names is the one the slice's smoke jobs run; ``submit`` refuses a copy
-            another workload holds and fails on an unhealthy verdict).
+            slice's workload of this kind names is the one the slice's smoke jobs run; ``submit`` fails on an
+            unhealthy verdict). ``submit`` refuses any RayJob whose copies another workload holds.
         code_entry: The field that names a team's code in ``code`` (:mod:`raytpu.core.user_code`): ``train_loop``
             (optional: without it the kit's own trainer runs) or ``entrypoint`` (required: the team's own driver,
             run instead of a program of the kit's); None: the kind runs the kit's program only.

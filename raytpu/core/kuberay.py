@@ -256,7 +256,7 @@ def worker_group(work: WorkloadSpec, pods: Pods, *, autopilot: bool, env: Mappin
         "ports": [p.container_port() for p in ray_ports.worker_ports(serves, not plan.single_host)],
     }
     template = _pod_template(pods, container, node_selector=selector, tolerations=tolerations)
-    if preemption.reclaimable(work.slice.modes):
+    if preemption.reclaimable(work.slice.modes, work.slice.max_run_duration_s):
         preemption.reclaimable_pod_fields(template["spec"], pods.ray_version)
     return {
         "groupName": group_name,
@@ -497,7 +497,7 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf,
     autopilot = spec.cluster.autopilot
     if work.kind.is_job:
         if work.kind.trains:
-            args = [*args, *preemption.train_run_args(work.slice.modes)]
+            args = [*args, *preemption.train_run_args(work.slice.modes, work.slice.max_run_duration_s)]
         assert (work.code is None) == (code_zip is None), "a code folder ships as its zip (raytpu.teamcode.bundle)"
         team_env = user_code.run_env(work.plan, slices=work.slices_per_run, storage=names.run_storage(name),
                                      run=name) if work.runs_team_code else None

@@ -17,7 +17,9 @@ moves its replicas and proxy off it. So a TPU worker pod on such capacity gets (
   the raylet exits or :data:`DRAIN_S` passes; the kubelet's SIGTERM then stops Ray. The variable is 0 there, so a Ray
   that does drain on SIGTERM does not drain twice.
 
-On-demand and reservation capacity is never taken back: those pods keep KubeRay's defaults. Standard library only.
+On-demand and reservation pods without a run duration keep KubeRay's defaults. Their slices can still be taken
+back (GKE preempts reserved and on-demand TPUs too, and a host event interrupts the whole slice: TPU VMs do not live
+migrate), so every training run gets a restart budget (:func:`train_run_args`). Standard library only.
 """
 
 from __future__ import annotations
@@ -114,10 +116,10 @@ def drains_on_sigterm(ray_version: str) -> bool:
     return parts >= SIGTERM_DRAINS_SINCE
 
 
-def reclaimable(modes: Iterable[Provisioning]) -> bool:
+def reclaimable(modes: Iterable[Provisioning], max_run_duration_s: int | None = None) -> bool:
     """Whether a pod that may land on any of ``modes`` (a slice's provisioning and its Autopilot fallbacks) may have
-    its node taken back."""
-    return any(m.name in RECLAIMABLE for m in modes)
+    its node taken back with a notice: on spot or flex-start, or at the slice's ``max_run_duration_s``."""
+    return max_run_duration_s is not None or any(m.name in RECLAIMABLE for m in modes)
 
 
 def reclaimable_pod_fields(pod_spec: dict[str, Any], ray_version: str) -> dict[str, Any]:
@@ -134,24 +136,33 @@ def reclaimable_pod_fields(pod_spec: dict[str, Any], ray_version: str) -> dict[s
 
 
 RESTART_WAIT_S = 1800
-"""``--start-timeout-s`` of a training run on reclaimable capacity: how long each attempt waits for a whole
-replacement slice after a preemption (KubeRay recreates the pods, GKE provisions the TPU nodes: minutes), where a
-first start on present capacity keeps the program's 60 s. Each timeout is charged to ``--slice-retries``, which
-never resets in a run. Source: Ray 2.60 ``WorkerGroup`` (``WorkerGroupStartupTimeoutError``),
-``failure_handling.default.DefaultFailurePolicy.make_decision`` (``controller_failure_limit``)."""
+"""``--start-timeout-s`` of every training run: how long each attempt waits for a whole replacement slice after a
+disruption (KubeRay recreates the pods, GKE re-creates the TPU nodes: minutes), where the program's own 60 s would
+fail the restart. Each timeout is charged to ``--slice-retries``, which never resets in a run. Source: Ray 2.60
+``WorkerGroup`` (``WorkerGroupStartupTimeoutError``), ``failure_handling.default.DefaultFailurePolicy.make_decision``
+(``controller_failure_limit``)."""
 
 
 MAX_PREEMPTIONS = 5
-"""Preemptions a training run resumes from (``FailureConfig.max_preemption_failures``; Ray's default, -1, retries
-forever)."""
+"""Disruptions a training run resumes from (``FailureConfig.max_preemption_failures``; Ray's default, -1, retries
+forever), and the slow restarts it may spend on them (``--slice-retries``)."""
+MAX_FAILURES_RECLAIMABLE = MAX_PREEMPTIONS + 1
+"""``--max-failures`` on capacity taken back with a notice: a host that dies at the deadline before its drain was
+seen is a worker failure, not a preemption (Ray 2.60 ``TrainController._handle_preempting_state`` charges an error
+with no preempted worker to ``max_failures``), so each disruption may spend one, and the program's 1 is kept for the
+rest."""
 
 
-def train_run_args(modes: Iterable[Provisioning]) -> list[str]:
-    """The train program's flags for a slice provisioned by ``modes`` (its mode and fallbacks): on capacity GKE
-    takes back, a restart waits :data:`RESTART_WAIT_S` for its replacement slice, and every preemption the run
-    resumes from may spend one such wait (``--slice-retries``: the program's 2 would end the run at the third)."""
-    return (["--start-timeout-s", str(RESTART_WAIT_S), "--slice-retries", str(MAX_PREEMPTIONS)]
-            if reclaimable(modes) else [])
+def train_run_args(modes: Iterable[Provisioning], max_run_duration_s: int | None = None) -> list[str]:
+    """The train program's flags for a slice provisioned by ``modes`` (its mode and fallbacks): any slice can be
+    taken back (docs/FACTS.md section 21), so every run waits :data:`RESTART_WAIT_S` per attempt for its re-created
+    slice, and every disruption it resumes from may spend one such wait (``--slice-retries``: the program's 2 would
+    end the run at the third); on capacity taken back with a notice (:func:`reclaimable`) also
+    :data:`MAX_FAILURES_RECLAIMABLE`. Source: https://cloud.google.com/kubernetes-engine/docs/concepts/handle-disruption-gpu-tpu"""
+    args = ["--start-timeout-s", str(RESTART_WAIT_S), "--slice-retries", str(MAX_PREEMPTIONS)]
+    if reclaimable(modes, max_run_duration_s):
+        args += ["--max-failures", str(MAX_FAILURES_RECLAIMABLE)]
+    return args
 
 
 def pre_running_deadline_s(deadline_s: int, run_deadline_s: int, modes: Iterable[Provisioning],

@@ -31,6 +31,9 @@ Source: https://cloud.google.com/compute/docs/reference/rest/v1/reservations (``
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 MAX_RUN_DURATION_S = (600, 7 * 24 * 3600)
 """Flex-start ``max_run_duration`` bounds: 10 minutes to GKE's 7-day maximum."""
+VM_MAX_RUN_S = 120 * 24 * 3600
+"""The longest run duration of a VM that is not flex-start: Compute Engine's time limit is 30 s to 120 days (the kit
+keeps its 10-minute floor). Source: https://cloud.google.com/compute/docs/instances/limit-vm-runtime (Limitations)."""
 
 
 def reservation_parts(reservation: str) -> tuple[str | None, str]:
@@ -80,6 +83,7 @@ class Provisioning:
         priority: Its ComputeClass priority fields on Autopilot (beside ``tpu``); None: not offered there.
         why_no_reservation: Why a reservation cannot be combined with it (error text).
         min_gke_version: Oldest GKE version that offers it for TPUs; None: no floor above the kit's own.
+        max_run_s: The longest ``max_run_duration_s`` its nodes take (flex-start's 7 days, else a VM's 120).
     """
 
     name: str
@@ -90,6 +94,7 @@ class Provisioning:
     priority: Mapping[str, Any] | None = field(default_factory=dict)
     why_no_reservation: str = "a reservation is only consumed with provisioning: reservation"
     min_gke_version: str | None = None
+    max_run_s: int = VM_MAX_RUN_S
 
     def problems(self, reservation: str | None, max_run_duration_s: int | None) -> list[InvalidInput]:
         """This mode's rules over a slice's fields, with field names relative to the slice."""
@@ -106,14 +111,7 @@ class Provisioning:
             found.append(errors.forbidden("reservation", reservation,
                                           f"with provisioning: {self.name} ({self.why_no_reservation})",
                                           "remove reservation, or set provisioning: reservation"))
-        if max_run_duration_s is not None:
-            if self.name != "flex-start":
-                found.append(errors.forbidden("max_run_duration_s", max_run_duration_s,
-                                              f"with provisioning: {self.name}", "only with provisioning: flex-start"))
-            elif not MAX_RUN_DURATION_S[0] <= max_run_duration_s <= MAX_RUN_DURATION_S[1]:
-                found.append(errors.invalid_value("max_run_duration_s", max_run_duration_s, "is out of range",
-                                                  f"{MAX_RUN_DURATION_S[0]} to {MAX_RUN_DURATION_S[1]} seconds"))
-        return found
+        return found + run_duration_problems(max_run_duration_s, (self,))
 
     def pod_placement(self) -> tuple[dict[str, str], list[dict[str, Any]]]:
         """(nodeSelector entries, tolerations) a pod needs on a Standard pool of this mode."""
@@ -127,8 +125,8 @@ class Provisioning:
         """This mode's ``spec.priorities`` entry for a TPU shape ``tpu`` (``{type, count, topology}``) in ``zone``.
 
         ``location.zones`` holds the slice to its one zone (else autoprovisioning picks any zone of the cluster's,
-        and two DCN-joined slices may land apart); flex-start carries the slice's ``maxRunDurationSeconds``, the
-        other modes none (their nodes would be reclaimed after it too).
+        and two DCN-joined slices may land apart); every priority carries the slice's ``maxRunDurationSeconds``, a
+        field of any priority, whatever its capacity.
         Source: compute-class-api ``Priority.Location.Zones``, ``Priority.MaxRunDurationSeconds`` (FACTS section 13).
         """
         if self.priority is None:
@@ -138,9 +136,23 @@ class Provisioning:
         if self.needs_reservation:
             owner, name = reservation_parts(str(reservation))
             entry["reservations"] = {"affinity": "Specific", "specific": [{"name": name, "project": owner or project}]}
-        if self.name == "flex-start" and max_run_duration_s is not None:
+        if max_run_duration_s is not None:
             entry["maxRunDurationSeconds"] = max_run_duration_s
         return entry
+
+
+def run_duration_problems(max_run_duration_s: int | None, modes: tuple[Provisioning, ...]) -> list[InvalidInput]:
+    """A slice's ``max_run_duration_s`` against every mode it may run on (its provisioning and fallbacks): any mode
+    takes one (the provider's ``node_config.max_run_duration`` and a ComputeClass priority's
+    ``maxRunDurationSeconds`` are not tied to flex-start: docs/FACTS.md section 21), within the tightest bound."""
+    if max_run_duration_s is None:
+        return []
+    tightest = min(modes, key=lambda m: m.max_run_s)
+    if MAX_RUN_DURATION_S[0] <= max_run_duration_s <= tightest.max_run_s:
+        return []
+    return [errors.invalid_value("max_run_duration_s", max_run_duration_s, "is out of range",
+                                 f"{MAX_RUN_DURATION_S[0]} to {tightest.max_run_s} seconds (provisioning: "
+                                 f"{tightest.name})")]
 
 
 MODES: dict[str, Provisioning] = {p.name: p for p in (
@@ -151,11 +163,12 @@ MODES: dict[str, Provisioning] = {p.name: p for p in (
     Provisioning("flex-start", PoolFields(flex_start=True, scale_from_zero=True, auto_repair=False),
                  pod_flag=FLEX_START_LABEL, priority={"flexStart": {"enabled": True}},
                  why_no_reservation="flex-start capacity is exclusive with reservations",
-                 min_gke_version=FLEX_START_MIN_GKE_VERSION),
+                 min_gke_version=FLEX_START_MIN_GKE_VERSION, max_run_s=MAX_RUN_DURATION_S[1]),
     # GKE requires flex-start together with queued provisioning on the pool (docs/FACTS.md section 8).
     Provisioning("queued", PoolFields(flex_start=True, queued=True, scale_from_zero=True, auto_repair=False),
                  pod_flag=QUEUED_LABEL, runs_ray=False, priority=None,
-                 why_no_reservation="queued provisioning (DWS) is exclusive with reservations"),
+                 why_no_reservation="queued provisioning (DWS) is exclusive with reservations",
+                 max_run_s=MAX_RUN_DURATION_S[1]),
 )}
 """Every mode, by name, in the order ``raytpu.yaml`` documents them."""
 

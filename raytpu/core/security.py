@@ -13,13 +13,13 @@ from dataclasses import dataclass
 
 from raytpu.core import errors
 from raytpu.core.errors import InvalidInput
+from raytpu.core.field_rules import dns_subdomain_problems
 
 SERVE_ENDPOINTS = ("cluster-ip", "internal-lb", "public-lb")
 """How a RayService's OpenAI endpoint is exposed: in-cluster only; a GKE internal passthrough load balancer (the
 VPC); a public load balancer (requires ``serve_api_key_secret``)."""
 NAMESPACE_SOURCE = "namespace:"
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 SOURCE_FORMS = "a CIDR (10.20.0.0/16, 203.0.113.7/32) or namespace:NAME (every pod of that namespace)"
 SOURCE_FIELDS = ("serve_from", "dashboard_from", "metrics_from", "operator_from")
 ROOT_UID = 0
@@ -44,9 +44,8 @@ def source_problems(field: str, value: object) -> list[InvalidInput]:
 
 
 def secret_name_problems(field: str, value: object) -> list[InvalidInput]:
-    """A Kubernetes Secret's name: a DNS-1123 subdomain (k8s.io/apimachinery ``validation.IsDNS1123Subdomain``)."""
-    return errors.unmatched(field, value, _SECRET_NAME, "is not a Secret name", "a DNS subdomain: lowercase "
-                            "letters, digits, '-' and '.', at most 253 characters")
+    """A Kubernetes Secret's name. Source: k8s.io/apimachinery pkg/api/validation ``ValidateSecretName``."""
+    return dns_subdomain_problems(field, value, "a Secret name")
 
 
 def is_everywhere(source: str) -> bool:

@@ -44,7 +44,7 @@ from raytpu.core.kinds import WorkloadKind
 from raytpu.core.models import by_hf_id
 from raytpu.core.plan import SlicePlan, plan_slice
 from raytpu.core.provisioning import MODES as PROVISIONING_MODES
-from raytpu.core.provisioning import Provisioning
+from raytpu.core.provisioning import Provisioning, run_duration_problems
 from raytpu.core.provisioning import mode as provisioning_mode
 from raytpu.core.security import SecuritySpec, secret_name_problems
 
@@ -91,7 +91,8 @@ class SliceSpec:
         provisioning: How capacity is obtained; default on-demand.
         reservation: The specific reservation (with ``reservation`` provisioning only).
         fallback: Autopilot only: modes to try, in order, after ``provisioning`` (ComputeClass priorities).
-        max_run_duration_s: Flex-start only: nodes are reclaimed after this long; default GKE's 7 days.
+        max_run_duration_s: Nodes are reclaimed after this long, whatever the provisioning (600 s up to flex-start's
+            7 days, else 120 days); default none (flex-start: GKE's 7 days).
         disk_size_gib: Boot disk per host (Standard only); default 100 there.
     """
 
@@ -111,7 +112,10 @@ class SliceSpec:
             found.append(errors.invalid_value("zone", self.zone, "is not a GCP zone", "a zone such as us-east5-b"))
         found += range_problems("count", self.count, 1, 1000)
         found += self.provisioning.problems(self.reservation, self.max_run_duration_s)
-        found += self._fallback_problems()
+        fallback_found = self._fallback_problems()
+        found += fallback_found
+        if self.fallback and not fallback_found and all(p.field != "max_run_duration_s" for p in found):
+            found += run_duration_problems(self.max_run_duration_s, self.modes)  # the fallbacks' bounds too
         if self.disk_size_gib is not None:
             found += range_problems("disk_size_gib", self.disk_size_gib, *DISK_SIZE_GIB, " GiB")
         smoke = names.smoke_workload(self.name)

@@ -43,6 +43,9 @@ DEFAULT_PRICES: dict[str, Any] = {
 """The default price table, in the ``--prices`` file format."""
 
 MAX_CHIP_HOUR = 1000.0
+TABLE_KEYS = ("source", "read_on", "region", "currency", "per_chip_hour", "regions")
+"""Every key a price table may have (``regions``, each generation's region, is what :meth:`PriceTable.to_json`
+writes beside its rows): another (``curency``) is refused, never silently dropped."""
 
 REGIONAL_CHIP_HOUR: dict[str, dict[str, tuple[float, float | None]]] = {
     # generation: {region: (on-demand, spot) USD per chip-hour}; a placeholder spot there is None here.
@@ -115,6 +118,9 @@ def parse(data: Any, field: str = "--prices") -> PriceTable:
         raise errors.invalid_value(field, type(data).__name__, "is not a JSON object",
                                    "{source, read_on, region, per_chip_hour: {GENERATION: {on_demand, spot, "
                                    "flex_start}}}")
+    unknown = sorted(str(k) for k in data if k not in TABLE_KEYS)
+    if unknown:
+        raise errors.invalid_choice(field, unknown[0], TABLE_KEYS, " as a price table's key")
     for key in ("source", "read_on", "region"):
         if not isinstance(data.get(key), str) or not data[key].strip():
             raise errors.missing(f"{field}.{key}", "(every price carries its source, date and region)",
@@ -127,6 +133,12 @@ def parse(data: Any, field: str = "--prices") -> PriceTable:
     if not isinstance(table, Mapping) or not table:
         raise errors.missing(f"{field}.per_chip_hour", "with at least one generation",
                              "{GENERATION: {on_demand, spot, flex_start}}")
+    given_regions = data.get("regions", {})
+    if not isinstance(given_regions, Mapping):
+        raise errors.invalid_value(f"{field}.regions", given_regions, "is not an object", "{GENERATION: REGION}")
+    for gen in given_regions:
+        if gen not in GENERATIONS:
+            raise errors.invalid_choice(f"{field}.regions", gen, GENERATIONS)
     prices: dict[str, dict[str, float | None]] = {}
     regions: dict[str, str] = {}
     for gen, row in table.items():
@@ -146,7 +158,7 @@ def parse(data: Any, field: str = "--prices") -> PriceTable:
                 raise errors.invalid_value(f"{where}.{kind}", value, "is not a price per chip-hour",
                                            f"a number in (0, {MAX_CHIP_HOUR:g}], or null where none is published")
             prices[gen][kind] = None if value is None else float(value)
-        region = row.get("region", data["region"])
+        region = row.get("region", given_regions.get(gen, data["region"]))
         if not isinstance(region, str) or not region:
             raise errors.invalid_value(f"{where}.region", region, "is not a region", "a region name like us-east5")
         regions[gen] = region

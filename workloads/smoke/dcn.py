@@ -6,8 +6,9 @@ One process per host across the ``N`` slices, each with the ``MEGASCALE_*`` env 
 worker: coordinator = host 0 of slice 0, ``MEGASCALE_SLICE_ID`` = the slice's index), joined by
 ``jax.distributed`` (on TPU libtpu reads that env at start and the slices meet over DCN; on an emulated slice JAX
 runs on CPU and the same collective crosses the loopback). The devices form a ``("slice", "ici")`` mesh, devices
-grouped by their process's slice, like ``raytpu.workloads.train``'s ``("slice", "data")`` mesh; a ``psum`` over
-``slice`` alone moves data only between slices: each device reduces with its counterparts on the other slices.
+grouped by their slice (:func:`slice_rows`), like ``raytpu.workloads.train``'s ``("slice", "data")`` mesh; a
+``psum`` over ``slice`` alone moves data only between slices: each device reduces with its counterparts on the other
+slices.
 
 Before joining, every host but the coordinator opens a TCP connection to the coordinator's address (bounded by
 ``reach_s``): a host that cannot reach it fails fast, naming the address and the error, so its slice is named
@@ -120,7 +121,7 @@ def dcn_host_check(coordinator: str, num_processes: int, process_id: int, hosts_
     try:
         devices, local = jax.devices(), jax.local_devices()
         slices = num_processes // hosts_per_slice
-        grid = [[d for d in devices if d.process_index // hosts_per_slice == s] for s in range(slices)]
+        grid = slice_rows(devices, slices, hosts_per_slice)
         mesh = Mesh(np.array(grid, dtype=object), ("slice", "ici"))
         spec = P("slice", "ici")
         platform = local[0].platform
@@ -156,6 +157,25 @@ def dcn_host_check(coordinator: str, num_processes: int, process_id: int, hosts_
                 "emulated": os.environ.get(ENV_EMULATED) == "1"}
     finally:
         jax.distributed.shutdown()
+
+
+def slice_rows(devices: list[Any], slices: int, hosts_per_slice: int) -> list[list[Any]]:
+    """The devices as one row per slice, each in (process, id) order. On TPU by each device's ``slice_index`` (libtpu
+    sets it from ``MEGASCALE_SLICE_ID``), as training's hybrid mesh groups them
+    (``jax.experimental.mesh_utils.create_hybrid_device_mesh``): the TPU runtime assigns process indices itself,
+    so ``process_index // hosts_per_slice`` may mix two slices and the DCN figure would be an ICI one. Elsewhere (CPU
+    devices carry ``slice_index`` 0) by process: :func:`_run` makes host ``i`` of slice ``s`` process
+    ``s x hosts_per_slice + i``. Raises RuntimeError when the rows are not ``slices`` of one length."""
+    tpu = bool(devices) and devices[0].platform == "tpu"
+    rows: dict[int, list[Any]] = {}
+    for device in sorted(devices, key=lambda d: (d.process_index, d.id)):
+        index = device.slice_index if tpu else device.process_index // hosts_per_slice
+        rows.setdefault(int(index), []).append(device)
+    counts = {s: len(row) for s, row in sorted(rows.items())}
+    if sorted(rows) != list(range(slices)) or len(set(counts.values())) != 1:
+        by = "slice_index" if tpu else f"process index // {hosts_per_slice}"
+        raise RuntimeError(f"devices by {by}: {counts} (slice: devices), not {slices} slices of equal size")
+    return [rows[s] for s in range(slices)]
 
 
 @dataclass
