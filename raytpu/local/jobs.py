@@ -10,14 +10,19 @@ import subprocess
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from raytpu.core.errors import RuntimeFailure
 from raytpu.core.kinds import kind
+from raytpu.core.names import MANAGED_BY, SLICE_LABEL, WORKLOAD_LABEL
 from raytpu.core.spec import WorkloadSpec
 from raytpu.local.connection import speak_auth
 from raytpu.local.emulation import ENV_EMULATED
 from raytpu.local.procs import signal_group
 from raytpu.local.state import LocalCluster, Progress
+
+if TYPE_CHECKING:
+    from ray.job_submission import JobSubmissionClient
 
 
 def workload_command(kind_name: str, *extra: str) -> list[str]:
@@ -68,38 +73,50 @@ def run_workload(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: 
 
 def submit_job(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: float = 600.0,
                sink: Progress | None = None, poll_s: float = 1.0, slices: int | None = None,
-               work: WorkloadSpec | None = None) -> str:
+               work: WorkloadSpec | None = None, submission_id: str | None = None) -> str:
     """Submits a workload through Ray's Job Submission API (as KubeRay's submitter does on GKE), streams its
     driver log to ``sink`` and returns its final status (``SUCCEEDED``, ``FAILED``, ``STOPPED``).
 
     The job gets its spec in ``RAYTPU_WORKLOAD`` (runtime env), exactly as a RayJob's entrypoint does: ``work``
     (a config's workload on this cluster, :func:`raytpu.local.from_config.job_workload`), default
     :meth:`LocalCluster.workload` with ``slices``, its ``workloads[].slices`` (a multi-slice run spans that many of
-    the emulated slices).
+    the emulated slices). Its metadata carries the labels a RayJob has (``raytpu runs`` lists by them);
+    ``submission_id`` names it (``submit --local``: the run's name).
 
     Raises:
         RuntimeFailure: the job did not finish within ``timeout_s`` (it is stopped).
     """
     speak_auth(cluster)  # the client sends the cluster's token
-    from ray.job_submission import JobStatus, JobSubmissionClient
+    from ray.job_submission import JobSubmissionClient
 
     client = JobSubmissionClient(cluster.dashboard)
-    env = (work or cluster.workload(kind_name, slices)).env() | {ENV_EMULATED: "1"}
+    spec = work or cluster.workload(kind_name, slices)
+    labels = {**MANAGED_BY, WORKLOAD_LABEL: spec.kind.name, SLICE_LABEL: spec.slice.name}
     job_id = client.submit_job(entrypoint=shlex.join(workload_command(kind_name, *extra)),
-                               runtime_env={"env_vars": env})
-    say = sink or (lambda _line: None)
+                               runtime_env={"env_vars": spec.env() | {ENV_EMULATED: "1"}},
+                               submission_id=submission_id, metadata=labels)
+    status = follow_job(client, job_id, sink or (lambda _line: None), timeout_s=timeout_s, poll_s=poll_s)
+    if status is None:
+        client.stop_job(job_id)
+        raise RuntimeFailure(f"local.{kind_name}: job {job_id} still running after {timeout_s:g}s",
+                             "a larger --timeout-s")
+    return status
+
+
+def follow_job(client: JobSubmissionClient, job_id: str, sink: Progress, *, timeout_s: float,
+               poll_s: float = 1.0) -> str | None:
+    """Streams job ``job_id``'s driver log to ``sink`` until it ends; its final status, or None when ``timeout_s``
+    passes first (the job is left running)."""
     shown = 0
     deadline = time.monotonic() + timeout_s
     while True:
         status = client.get_job_status(job_id)
         logs = client.get_job_logs(job_id)
         for line in logs[shown:].splitlines():
-            say(line)
+            sink(line)
         shown = len(logs)
-        if status in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED):
+        if status.is_terminal():
             return str(status.value)
         if time.monotonic() > deadline:
-            client.stop_job(job_id)
-            raise RuntimeFailure(f"local.{kind_name}: job {job_id} still {status.value} after {timeout_s:g}s",
-                                 "a larger --timeout-s")
+            return None
         time.sleep(poll_s)

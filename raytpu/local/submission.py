@@ -81,7 +81,7 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
     lines: list[str] = []
     try:
         status = local.submit_job(cluster, work.kind.name, *extra, timeout_s=timeout_s, sink=followed_run.echo(lines),
-                            work=job_workload(cluster, work))
+                                  work=job_workload(cluster, work), submission_id=run_name)
     finally:
         recorder.take(timeline.parse_stamp_lines("\n".join(lines)))
         followed_run.show_timeline(recorder.finish(), run_name, report_path, None)
