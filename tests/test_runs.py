@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from image_refs import FIXTURE_IMAGES
-from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, serving
+from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, serving, use_adc
 
 from raytpu import cli
 from raytpu.cluster import runs as stack_runs
@@ -29,15 +29,14 @@ from raytpu.run_list import Run, age
 pytestmark = pytest.mark.unit
 
 CONFIG = """\
-project: my-ml-project
-region: us-east5
-cluster: {name: ray-tpu}
-slices:
-  - {name: train, generation: v6e, topology: 4x4, zone: us-east5-b}
-  - {name: serve, generation: v6e, topology: 2x4, zone: us-east5-b}
 workloads:
   - {name: pretrain, kind: train, slice: train}
   - {name: serve, kind: serve, slice: serve}
+slices: [{name: train, generation: v6e, topology: 4x4, zone: us-east5-b},
+         {name: serve, generation: v6e, topology: 2x4, zone: us-east5-b}]
+cluster: {name: ray-tpu}
+project: my-ml-project
+region: us-east5
 """
 STACK = "ray-tpu-cluster"
 OUTPUTS = {"cluster_name": "ray-tpu", "location": "us-east5", "project": "my-ml-project", "namespace": "ray",
@@ -61,12 +60,7 @@ def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tls: TlsFiles,
     with serving(tls, sa_key) as server:
         (tmp_path / "outputs.json").write_text(json.dumps(
             {STACK: {**OUTPUTS, "endpoint": server.url, "ca_certificate": tls.ca_b64}}))
-        key = tmp_path / "adc.json"
-        key.write_text(json.dumps(sa_key.info(server.token_uri)))
-        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
-        monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(tls.ca_path))
-        monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-        monkeypatch.chdir(tmp_path)
+        use_adc(server, monkeypatch, tmp_path)
         server.put({**manifest("pretrain", "pretrain-r1"), "status": {
             "jobDeploymentStatus": "Running", "jobStatus": "RUNNING", "rayClusterName": RAY_CLUSTER,
             "startTime": "2026-01-01T00:01:00Z"}})
