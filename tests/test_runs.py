@@ -280,3 +280,13 @@ def test_a_local_job_is_a_run_with_its_labels_else_its_spec() -> None:
                                                 (3 * 86400, "3d")])
 def test_ages_read_as_kubectl_shows_them(seconds: float | None, shown: str) -> None:
     assert age(seconds) == shown
+
+
+def test_a_rayjob_a_user_wrote_with_yaml_runtime_env_and_no_status_still_lists() -> None:
+    from raytpu.core.spec import WORKLOAD_ENV
+
+    obj: dict[str, Any] = {"metadata": {"name": "mine", "labels": {names.WORKLOAD_LABEL: "job"}},
+                           "spec": {"runtimeEnvYAML": f"env_vars:\n  {WORKLOAD_ENV}: '{{\"name\": \"nightly\"}}'\n"}}
+    assert stack_runs.to_run("RayJob", obj, now=0.0) == Run("mine", "RayJob", "job", "nightly", "", "New/-", None, "")
+    obj["spec"]["runtimeEnvYAML"] = "env_vars: [unclosed"
+    assert stack_runs.to_run("RayJob", obj, now=0.0).workload == ""

@@ -73,7 +73,7 @@ def test_runs_lists_a_local_run_prints_its_driver_and_rank_output_and_cancel_fre
         assert rank.returncode == 0, rank.stderr
         assert rank.stdout.count("train: rank 0: 4 devices") == 1, rank.stdout  # each session's log read once
         no_rank = raytpu("runs", "logs", "train-r1", "--rank", "3", "--local", run_dir=tmp_path)
-        assert no_rank.returncode == 2 and "error: --rank: '3' is not allowed" in no_rank.stderr
+        assert no_rank.returncode == 2 and "error: --rank: 3 is not allowed" in no_rank.stderr
         assert "valid: 0" in no_rank.stderr
 
         submitted = subprocess.run([sys.executable, "-c", SUBMIT_HOLDER, str(tmp_path)], capture_output=True,

@@ -10,7 +10,6 @@ Source: KubeRay v1.7.0 ``ray-operator/controllers/ray/rayjob_controller.go`` (``
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -39,10 +38,12 @@ training function's prints (``patch_print``) to ``<session>/logs/train/``. Sourc
 
 
 def _carried_env(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """A RayJob's runtime env's ``env_vars`` (``runtimeEnvYAML``, which the kit writes as JSON); {} otherwise."""
+    """A RayJob's runtime env's ``env_vars`` (``runtimeEnvYAML``: the kit writes JSON, a user may write YAML)."""
+    import yaml
+
     try:
-        runtime = json.loads(str((obj.get("spec") or {}).get("runtimeEnvYAML") or "{}"))
-    except ValueError:
+        runtime = yaml.safe_load(str((obj.get("spec") or {}).get("runtimeEnvYAML") or "{}"))
+    except yaml.YAMLError:
         return {}
     return dict(runtime.get("env_vars") or {}) if isinstance(runtime, dict) else {}
 
@@ -64,8 +65,7 @@ def to_run(kind: str, obj: Mapping[str, Any], now: float) -> Run:
     return Run(run=str(meta.get("name", "")), object=kind, kind=str(labels.get(names.WORKLOAD_LABEL, "")),
                workload=workload, slice=str(labels.get(names.SLICE_LABEL, "")), state=text,
                age_s=None if created is None else round(now - created, 1),
-               started_at=iso(started),
-               done=done)
+               started_at=iso(started), done=done)
 
 
 def list_runs(client: KubeClient, now: float | None = None) -> list[Run]:
