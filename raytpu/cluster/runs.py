@@ -1,11 +1,6 @@
-"""``raytpu runs`` on a deployed stack, through the Kubernetes API: the RayJobs and RayServices the kit made, their
-driver's log, and cancelling one (which frees its slice).
-
-Cancel deletes the object. KubeRay v1.7.0 then stops the Ray job through the head's dashboard before the object goes
-(its ``ray.io/rayjob-finalizer``), and Kubernetes' garbage collector deletes what the object owns: KubeRay makes the
-RayJob the controller owner of its RayCluster and submitter Job, so their pods, and the slice's TPUs, are released.
-Source: KubeRay v1.7.0 ``ray-operator/controllers/ray/rayjob_controller.go`` (``DeletionTimestamp`` branch,
-``SetControllerReference``).
+"""``raytpu runs --stack``, through the Kubernetes API: the kit's RayJobs and RayServices, their driver's log, and
+cancel: deleting the object, after which KubeRay stops its Ray job (finalizer) and Kubernetes deletes the RayCluster
+it owns, freeing the slice. Source: KubeRay v1.7.0 ``rayjob_controller.go`` (docs/FACTS.md section 21).
 """
 
 from __future__ import annotations

@@ -1,12 +1,5 @@
-"""``raytpu runs`` on the emulated slice: the Ray Job Submission API jobs of the local cluster, their driver's log
-and a training rank's output, and cancelling one (its placement groups gone, the slice free).
-
-A rank's output is not in the driver's log: Ray Train 2.60 workers send the training function's prints to the root
-logger (``patch_print.redirected_print``), whose ``file_train_app_worker`` handler writes them as JSON records with the
-``world_rank`` and Ray ``job_id`` to ``<session>/logs/train/ray-train-app-worker-<worker id>.log`` of the worker's node,
-and the kit's workloads start Ray with ``log_to_driver=False``. Each emulated host has its own session folder.
-Source: Ray 2.60 ``ray.train.v2._internal.logging.logging.LoggingManager._get_worker_logger_config_dict``,
-``ray._common.filters.CoreContextFilter``.
+"""``raytpu runs --local``: the local cluster's Job Submission API jobs, their driver's log, a training rank's output
+(not in the driver's log: each Ray Train worker writes it to its node's session, see ``TRAIN_LOG_GLOB``), and cancel.
 """
 
 from __future__ import annotations
@@ -28,7 +21,9 @@ if TYPE_CHECKING:
 Sink = Callable[[str], None]
 
 TRAIN_LOG_GLOB = "session_*/logs/train/ray-train-app-worker-*.log"
-"""A Ray Train worker's application log under a node's Ray temp dir (see the module's docstring)."""
+"""A Ray Train worker's application log under a node's Ray temp dir: the training function's prints, as JSON records
+with ``world_rank`` and ``job_id`` (the kit's programs run with ``log_to_driver=False``). Source: Ray 2.60
+``ray.train.v2._internal.logging.logging.LoggingManager._get_worker_logger_config_dict`` (docs/FACTS.md section 21)."""
 POLL_S = 0.5
 
 
