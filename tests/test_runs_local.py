@@ -62,6 +62,9 @@ def test_runs_lists_a_local_run_prints_its_driver_and_rank_output_and_cancel_fre
         assert (run["object"], run["kind"], run["workload"], run["state"], run["done"]) == (
             "Ray job", "train", "train", "SUCCEEDED", True)
         assert run["slice"] and run["started_at"] and 0 <= float(str(run["age_s"])) < 900
+        again = raytpu("submit", "train", "--config", str(EXAMPLE), "--local", "--run-id", "r1", run_dir=tmp_path)
+        assert again.returncode == 2 and again.stderr.startswith(
+            "error: --run-id: 'train-r1' names a job this cluster has run"), again.stderr  # refused: no timeline
         table = raytpu("runs", "--local", run_dir=tmp_path).stdout.splitlines()
         assert table[0].split() == ["RUN", "OBJECT", "KIND", "WORKLOAD", "SLICE", "STATE", "AGE"]
         assert table[2].startswith("train-r1")

@@ -12,7 +12,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from raytpu.core.errors import RuntimeFailure
+from raytpu.core.errors import RuntimeFailure, invalid_value
 from raytpu.core.kinds import kind
 from raytpu.core.names import MANAGED_BY, SLICE_LABEL, WORKLOAD_LABEL
 from raytpu.core.spec import WorkloadSpec
@@ -92,9 +92,15 @@ def submit_job(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: fl
     client = JobSubmissionClient(cluster.dashboard)
     spec = work or cluster.workload(kind_name, slices)
     labels = {**MANAGED_BY, WORKLOAD_LABEL: spec.kind.name, SLICE_LABEL: spec.slice.name}
-    job_id = client.submit_job(entrypoint=shlex.join(workload_command(kind_name, *extra)),
-                               runtime_env={"env_vars": spec.env() | {ENV_EMULATED: "1"}},
-                               submission_id=submission_id, metadata=labels)
+    try:
+        job_id = client.submit_job(entrypoint=shlex.join(workload_command(kind_name, *extra)),
+                                   runtime_env={"env_vars": spec.env() | {ENV_EMULATED: "1"}},
+                                   submission_id=submission_id, metadata=labels)
+    except RuntimeError as exc:  # Ray 2.60 JobManager.submit_job: "Job with submission_id ... already exists"
+        if submission_id and "already exists" in str(exc):
+            raise invalid_value("--run-id", submission_id, "names a job this cluster has run (a new run never "
+                                "reuses a name)", "a --run-id of no existing run (`raytpu runs --local`)") from exc
+        raise
     status = follow_job(client, job_id, sink or (lambda _line: None), timeout_s=timeout_s, poll_s=poll_s)
     if status is None:
         client.stop_job(job_id)

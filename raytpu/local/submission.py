@@ -79,12 +79,17 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
     recorder.mark("applied", f"{run_name} submitted through Ray's Job Submission API (the emulated RayJob)",
                   timeline.EMULATED)
     lines: list[str] = []
+    refused = False
     try:
         status = local.submit_job(cluster, work.kind.name, *extra, timeout_s=timeout_s, sink=followed_run.echo(lines),
                                   work=job_workload(cluster, work), submission_id=run_name)
+    except errors.InvalidInput:
+        refused = True  # (a run id in use) nothing ran: no timeline, no report
+        raise
     finally:
-        recorder.take(timeline.parse_stamp_lines("\n".join(lines)))
-        followed_run.show_timeline(recorder.finish(), run_name, report_path, None)
+        if not refused:
+            recorder.take(timeline.parse_stamp_lines("\n".join(lines)))
+            followed_run.show_timeline(recorder.finish(), run_name, report_path, None)
     followed_run.show_verdicts(work.kind, lines)
     if status != "SUCCEEDED":
         raise errors.RuntimeFailure(f"{run_name}: Ray job ended {status}", "see its driver log above")
