@@ -30,18 +30,26 @@ def refuse_combinations(*, together: Sequence[tuple[Given, Given]] = (),
     errors.raise_found(found)
 
 
-def add_stack_arguments(parser: argparse.ArgumentParser, stack_note: str = "") -> None:
-    """Options shared by ``submit`` and ``smoke``; ``stack_note`` ends ``--stack``'s help (submit: unless --local)."""
+def add_stack_target(parser: argparse.ArgumentParser, stack_note: str = "") -> None:
+    """``--stack`` and ``--outputs``: which deployed stack, and the file holding its outputs (``submit``, ``smoke``,
+    ``runs``)."""
     from raytpu import argtypes
     from raytpu.outputs import DEFAULT_OUTPUTS
 
     parser.add_argument("--stack", help="the cluster stack's id in the outputs file "
                                          f"(<cluster name>-cluster, e.g. ray-tpu-cluster){stack_note}")
-    parser.add_argument("--config", default=None, type=argtypes.path,
-                        help="the config file (default: $RAYTPU_CONFIG, else raytpu.yaml)")
     parser.add_argument("--outputs", default=DEFAULT_OUTPUTS, type=argtypes.path,
                         help=f"stack outputs: the file `cdktf deploy --outputs-file` wrote, or "
                              f"`terraform output -json` saved (default {DEFAULT_OUTPUTS})")
+
+
+def add_stack_arguments(parser: argparse.ArgumentParser, stack_note: str = "") -> None:
+    """Options shared by ``submit`` and ``smoke``; ``stack_note`` ends ``--stack``'s help (submit: unless --local)."""
+    from raytpu import argtypes
+
+    add_stack_target(parser, stack_note)
+    parser.add_argument("--config", default=None, type=argtypes.path,
+                        help="the config file (default: $RAYTPU_CONFIG, else raytpu.yaml)")
     parser.add_argument("--py-modules", type=argtypes.py_modules_uri,
                         help="URI of the raytpu zip in the jobs' runtime env (default "
                              "file:///mnt/gcs/raytpu/raytpu-<version>.zip: the bucket's "

@@ -726,3 +726,14 @@ def serving(tls: TlsFiles, sa_key: ServiceAccountKey, **kwargs: Any) -> Iterator
         yield server
     finally:
         server.close()
+
+
+def use_adc(server: KubeApiServer, monkeypatch: Any, directory: Path) -> None:
+    """This process's Application Default Credentials: a service-account key file in ``directory`` whose token
+    endpoint is ``server``; the server's CA trusted, no proxy in the way. Then works in ``directory``."""
+    key = directory / "adc.json"
+    key.write_text(json.dumps(server.sa_key.info(server.token_uri)))
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(server.tls.ca_path))
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.chdir(directory)

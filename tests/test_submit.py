@@ -25,7 +25,7 @@ import yaml
 from crd import operator_errors, schema_errors, webhook_errors
 from google.oauth2 import service_account
 from image_refs import FIXTURE_IMAGES, write_record
-from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, serving, status_body
+from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, serving, status_body, use_adc
 
 from raytpu import __version__, cli, core_zip
 from raytpu.cluster import gke, google_api, submission
@@ -127,12 +127,7 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tls: TlsFiles,
         outputs = {STACK: {**OUTPUTS[STACK], "endpoint": server.url, "ca_certificate": tls.ca_b64},
                    "ray-tpu-workloads": {}}
         (tmp_path / "outputs.json").write_text(json.dumps(outputs))
-        key = tmp_path / "adc.json"
-        key.write_text(json.dumps(sa_key.info(server.token_uri)))
-        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
-        monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(tls.ca_path))
-        monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-        monkeypatch.chdir(tmp_path)
+        use_adc(server, monkeypatch, tmp_path)
         cluster = Cluster(server)
         yield cluster
         for thread in cluster.threads:

@@ -212,6 +212,9 @@ def _train(config: dict[str, Any], compiles: list[str]) -> None:
     ).compile()  # a compiled executable never recompiles: a changed input shape or sharding raises instead
     compile_time = time.perf_counter() - t
     compiled_before_steps = len(compiles)
+    # the training function's own output: Ray Train 2.60 keeps it in this worker's log (`raytpu runs logs --rank N`)
+    print(f"train: rank {rank}: {len(devices)} devices, compiled in {compile_time:.2f}s, steps {start_step}-{steps}",
+          flush=True)
     slice_name = ray.get_runtime_context().get_node_labels().get(RAY_SLICE_LABEL)
 
     step_times: list[float] = []

@@ -225,6 +225,10 @@ class KubeClient:
                                                         f"({drop})") from exc
                 retry.sleep()
 
+    def objects(self, kind: str, label_selector: str) -> list[dict[str, Any]]:
+        """Objects of ``kind`` in the namespace matching ``label_selector`` (e.g. the kit's RayJobs)."""
+        return self._list(resource(kind), [("labelSelector", label_selector)])
+
     def pods(self, label_selector: str) -> list[dict[str, Any]]:
         """Pods in the namespace matching ``label_selector`` (e.g. ``job-name=smoke-x``)."""
         return self._list(resource("Pod"), [("labelSelector", label_selector)])

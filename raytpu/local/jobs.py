@@ -10,15 +10,19 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from raytpu.core.errors import RuntimeFailure
+from raytpu.core.errors import RuntimeFailure, invalid_value
 from raytpu.core.kinds import kind
+from raytpu.core.names import MANAGED_BY, SLICE_LABEL, WORKLOAD_LABEL
 from raytpu.core.spec import WorkloadSpec
 from raytpu.local.connection import check_head, speak_auth
 from raytpu.local.emulation import ENV_EMULATED
 from raytpu.local.procs import signal_group
 from raytpu.local.state import LocalCluster, Progress
+
+if TYPE_CHECKING:
+    from ray.job_submission import JobSubmissionClient
 
 
 def workload_command(kind_name: str, *extra: str) -> list[str]:
@@ -70,7 +74,7 @@ def run_workload(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: 
 def submit_job(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: float = 600.0,
                sink: Progress | None = None, poll_s: float = 1.0, slices: int | None = None,
                work: WorkloadSpec | None = None, entrypoint: str | None = None,
-               runtime: dict[str, Any] | None = None) -> str:
+               runtime: dict[str, Any] | None = None, submission_id: str | None = None) -> str:
     """Submits a workload through Ray's Job Submission API (as KubeRay's submitter does on GKE), streams its
     driver log to ``sink`` and returns its final status (``SUCCEEDED``, ``FAILED``, ``STOPPED``).
 
@@ -78,33 +82,51 @@ def submit_job(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: fl
     (a config's workload on this cluster, :func:`raytpu.local.from_config.job_workload`), default
     :meth:`LocalCluster.workload` with ``slices``, its ``workloads[].slices`` (a multi-slice run spans that many of
     the emulated slices). ``entrypoint`` replaces the kind's program (a team's own, ``kind: job``); ``runtime`` adds
-    to the job's runtime env (a team's ``working_dir`` and ``RAYTPU_*`` variables).
+    to the job's runtime env (a team's ``working_dir`` and ``RAYTPU_*`` variables). Its metadata carries the labels
+    a RayJob has (``raytpu runs`` lists by them); ``submission_id`` names it (``submit --local``: the run's name).
 
     Raises:
         RuntimeFailure: the job did not finish within ``timeout_s`` (it is stopped).
     """
     check_head(cluster)  # a client of a dead dashboard retries for a while, then raises
     speak_auth(cluster)  # the client sends the cluster's token, to this cluster's address
-    from ray.job_submission import JobStatus, JobSubmissionClient
+    from ray.job_submission import JobSubmissionClient
 
     client = JobSubmissionClient(cluster.dashboard)
-    extra_env = dict((runtime or {}).get("env_vars") or {})
-    env = extra_env | (work or cluster.workload(kind_name, slices)).env() | {ENV_EMULATED: "1"}
-    job_id = client.submit_job(entrypoint=entrypoint or shlex.join(workload_command(kind_name, *extra)),
-                               runtime_env={**(runtime or {}), "env_vars": env})
-    say = sink or (lambda _line: None)
+    spec = work or cluster.workload(kind_name, slices)
+    labels = {**MANAGED_BY, WORKLOAD_LABEL: spec.kind.name, SLICE_LABEL: spec.slice.name}
+    env = dict((runtime or {}).get("env_vars") or {}) | spec.env() | {ENV_EMULATED: "1"}
+    try:
+        job_id = client.submit_job(entrypoint=entrypoint or shlex.join(workload_command(kind_name, *extra)),
+                                   runtime_env={**(runtime or {}), "env_vars": env},
+                                   submission_id=submission_id, metadata=labels)
+    except RuntimeError as exc:  # Ray 2.60 JobManager.submit_job: "Job with submission_id ... already exists"
+        if submission_id and "already exists" in str(exc):
+            raise invalid_value("--run-id", submission_id, "names a job this cluster has run (a new run never "
+                                "reuses a name)", "a --run-id of no existing run (`raytpu runs --local`)") from exc
+        raise
+    status = follow_job(client, job_id, sink or (lambda _line: None), timeout_s=timeout_s, poll_s=poll_s)
+    if status is None:
+        client.stop_job(job_id)
+        raise RuntimeFailure(f"local.{kind_name}: job {job_id} still running after {timeout_s:g}s",
+                             "a larger --timeout-s")
+    return status
+
+
+def follow_job(client: JobSubmissionClient, job_id: str, sink: Progress, *, timeout_s: float,
+               poll_s: float = 1.0) -> str | None:
+    """Streams job ``job_id``'s driver log to ``sink`` until it ends; its final status, or None when ``timeout_s``
+    passes first (the job is left running)."""
     shown = 0
     deadline = time.monotonic() + timeout_s
     while True:
         status = client.get_job_status(job_id)
         logs = client.get_job_logs(job_id)
         for line in logs[shown:].splitlines():
-            say(line)
+            sink(line)
         shown = len(logs)
-        if status in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED):
+        if status.is_terminal():
             return str(status.value)
         if time.monotonic() > deadline:
-            client.stop_job(job_id)
-            raise RuntimeFailure(f"local.{kind_name}: job {job_id} still {status.value} after {timeout_s:g}s",
-                                 "a larger --timeout-s")
+            return None
         time.sleep(poll_s)

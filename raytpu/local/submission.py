@@ -108,13 +108,19 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
     recorder.mark("applied", f"{run_name} submitted through Ray's Job Submission API (the emulated RayJob)",
                   timeline.EMULATED)
     lines: list[str] = []
+    refused = False
     try:
         status = local.submit_job(cluster, work.kind.name, *extra, timeout_s=timeout_s, sink=followed_run.echo(lines),
-                                  work=local_work, runtime=runtime,
+                                  work=local_work, runtime=runtime, submission_id=run_name,
                                   entrypoint=work.entrypoint if work.kind.runs_entrypoint else None)
+    except errors.InvalidInput:
+        refused = True  # (a run id in use) nothing ran: no timeline, no report
+        raise
     finally:
-        recorder.take(timeline.parse_stamp_lines("\n".join(lines)))
-        followed_run.show_timeline(recorder.finish(), run_name, report_path, None, followed_run.team_result(lines))
+        if not refused:
+            recorder.take(timeline.parse_stamp_lines("\n".join(lines)))
+            followed_run.show_timeline(recorder.finish(), run_name, report_path, None,
+                                       followed_run.team_result(lines))
     followed_run.show_verdicts(work.kind, lines)
     if status != "SUCCEEDED":
         raise errors.RuntimeFailure(f"{run_name}: Ray job ended {status}", "see its driver log above")

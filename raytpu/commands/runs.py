@@ -1,0 +1,125 @@
+"""``raytpu runs``: the workload runs on a deployed stack (``--stack``) or on the emulated slice (``--local``): list
+them, print a run's driver output or a training rank's output (``logs RUN [--rank N] [--follow]``), cancel one and
+free its slice (``cancel RUN``).
+
+On a stack: the RayJobs and RayServices the kit made, through the Kubernetes API as ``submit`` reaches it
+(:mod:`raytpu.cluster.runs`). Locally: the Job Submission API jobs of the cluster ``raytpu local up`` recorded
+(:mod:`raytpu.local.runs`). Exit 0 ok, 1 runtime failure (unreachable cluster, a timeout), 2 bad input (an unknown
+RUN, named with the known runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = "list the workload runs on a stack or the emulated slice; follow a run's logs, or cancel it"
+
+
+def _target(parser: argparse.ArgumentParser) -> None:
+    """Where the runs are: a stack (its outputs) or the emulated slice; and how long a wait may take."""
+    from raytpu import argtypes
+    from raytpu.cli_args import add_stack_target
+
+    add_stack_target(parser, stack_note="; required unless --local")
+    parser.add_argument("--local", action="store_true", help="the emulated slice's runs (`raytpu local up`)")
+    parser.add_argument("--dir", type=argtypes.path, help="with --local: the local cluster's run directory")
+    parser.add_argument("--timeout-s", type=argtypes.positive_seconds,
+                        help="how long --follow or cancel waits (default 3600 and 600)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds the listing's options and the ``logs`` and ``cancel`` actions (each takes the same options)."""
+    _target(parser)
+    parser.add_argument("--json", action="store_true", help="the runs as JSON: {runs: [{run, kind, ...}]}")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    # options given after the action land on its parser; SUPPRESS keeps those given before it
+    logs = actions.add_parser("logs", help="the driver's output, or a training rank's (--rank)",
+                              argument_default=argparse.SUPPRESS)
+    logs.add_argument("run", metavar="RUN", help="a run's name, as `raytpu runs` lists it")
+    logs.add_argument("--rank", type=_rank, help="the training function's output of this world rank")
+    logs.add_argument("--follow", action="store_true", help="stream until the run ends")
+    _target(logs)
+    cancel = actions.add_parser("cancel", help="stop the run and free its slice", argument_default=argparse.SUPPRESS)
+    cancel.add_argument("run", metavar="RUN", help="a run's name, as `raytpu runs` lists it")
+    _target(cancel)
+
+
+def _rank(text: str) -> int:
+    """A world rank: an integer >= 0."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a world rank; valid: an integer >= 0 (rank 0 is "
+                                         "the first training worker)")
+    return int(text)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Lists, prints logs or cancels, on the stack or the emulated slice."""
+    from raytpu.core import errors
+
+    action = getattr(args, "action", None)
+    if args.local and args.stack:
+        raise errors.forbidden("--stack", args.stack, "with --local", "one of --stack NAME or --local")
+    if args.dir is not None and not args.local:
+        raise errors.forbidden("--dir", args.dir, "without --local", "--dir with --local")
+    if not args.local and not args.stack:
+        raise errors.missing("--stack", "(or --local)", "the cluster stack's id, <cluster name>-cluster")
+    timeout_s = args.timeout_s or (600.0 if action == "cancel" else 3600.0)
+    if args.local:
+        return _local(args, action, timeout_s)
+    return _stack(args, action, timeout_s)
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _out(line: str) -> None:
+    print(line, flush=True)
+
+
+def _stack(args: argparse.Namespace, action: str | None, timeout_s: float) -> int:
+    from raytpu.cluster import gke, runs
+    from raytpu.outputs import StackOutputs
+    from raytpu.run_list import pick, render
+
+    outputs = StackOutputs.read(args.outputs, args.stack)
+    with gke.connect(outputs) as client:
+        found = runs.list_runs(client)
+        if action is None:
+            print(render(found, args.json))
+            return 0
+        chosen = pick(found, args.run)
+        if action == "cancel":
+            runs.cancel(client, chosen, timeout_s=timeout_s, progress=_say)
+        elif getattr(args, "rank", None) is not None:
+            runs.rank_log(client, chosen, args.rank)
+        else:
+            runs.driver_log(client, chosen, follow=getattr(args, "follow", False), timeout_s=timeout_s, sink=_out)
+    return 0
+
+
+def _local(args: argparse.Namespace, action: str | None, timeout_s: float) -> int:
+    from raytpu import local
+    from raytpu.core import errors
+    from raytpu.local import runs
+    from raytpu.run_list import pick, render
+
+    cluster = local.LocalCluster.load(local.run_dir(args.dir))
+    if cluster is None:
+        raise errors.RuntimeFailure(f"local: no local cluster recorded in {local.run_dir(args.dir)}",
+                                    "start one with `raytpu local up`")
+    client = runs.jobs_client(cluster)
+    found = runs.list_runs(client)
+    if action is None:
+        print(render(found, args.json))
+        return 0
+    chosen = pick(found, args.run)
+    follow = getattr(args, "follow", False)
+    if action == "cancel":
+        runs.cancel(cluster, client, chosen, timeout_s=timeout_s, progress=_say)
+    elif getattr(args, "rank", None) is not None:
+        runs.rank_log(cluster, client, chosen, args.rank, follow=follow, timeout_s=timeout_s, sink=_out)
+    else:
+        runs.driver_log(client, chosen, follow=follow, timeout_s=timeout_s, sink=_out)
+    return 0
