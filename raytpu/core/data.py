@@ -35,7 +35,6 @@ MULTI_HOST_PR = "https://github.com/ray-project/ray/pull/65422"
 tracking issue ray-project/ray#57137 (docs/FACTS.md section 20)."""
 
 DEFAULT_BATCH_SIZE = 64
-DEFAULT_MAX_TOKENS = 64
 PROMPT_COLUMN = "prompt"
 """The column of ``input`` holding each row's prompt (text); every other column is carried to ``output``."""
 
@@ -115,6 +114,16 @@ def output_problems(field: str, path: str, overwrite: bool) -> list[InvalidInput
 # ------------------------------------------------------------------------------------------- the processor
 
 
+ROW_FAILURES: dict[str, Any] = {"should_continue_on_error": True, "detokenize_stage": False}
+"""A row the engine fails (a prompt longer than the context) is kept, its message in :data:`ERROR_COLUMN`, and the
+run goes on; the engine's own text is the answer (Ray's detokenize stage would decode every generated token again,
+a ``stop`` string included). Source: Ray 2.60 and 2.56 ``ProcessorConfig.should_continue_on_error`` and
+``vLLMEngineStage._generate_with_error_handling``; ``vLLMOutputData.from_vllm_engine_output`` (``generated_text``);
+vLLM 0.29.0 ``SamplingParams.stop`` ("the returned output will not contain the stop strings")."""
+ERROR_COLUMN = "__inference_error__"
+"""Ray Data LLM's column of a failed row's message (empty for an answered row), kept in ``output``."""
+
+
 def engine_kwargs(work: WorkloadSpec) -> dict[str, Any]:
     """vLLM engine args of a batch workload on its TPU host: TP = the host's JAX devices (the serving rule), one
     process driving them (``uni``: vLLM on TPU runs SPMD in one process per host), the workload's own on top.
@@ -140,6 +149,7 @@ def processor_config(work: WorkloadSpec, model_source: str) -> dict[str, Any]:
         "placement_group_config": {"bundles": [{"TPU": plan.chips_per_host, "CPU": 1}], "strategy": "STRICT_PACK"},
         "concurrency": work.slices_spanned,
         "batch_size": DEFAULT_BATCH_SIZE,
+        **ROW_FAILURES,
     }
 
 
@@ -162,10 +172,3 @@ def cpu_twin(config: Mapping[str, Any], model_source: str) -> dict[str, Any]:
     twin["placement_group_config"] = {"bundles": [{"CPU": 1}]}
     twin["runtime_env"] = {"env_vars": dict(CPU_TWIN["env_vars"])}
     return twin
-
-
-def sampling_params(max_tokens: int = DEFAULT_MAX_TOKENS) -> dict[str, Any]:
-    """Each row's sampling: greedy, ``max_tokens`` at most, ``ignore_eos`` so every row's length is the bound's
-    (throughput figures compare like with like)."""
-    return {"temperature": 0.0, "max_tokens": max_tokens, "ignore_eos": True}
-
