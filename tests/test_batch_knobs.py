@@ -133,7 +133,33 @@ def test_the_sampling_params_are_ones_vllm_takes() -> None:
 def test_the_processor_keeps_failed_rows_and_the_engines_text() -> None:
     config = data.processor_config(_batch(**GIVEN), "Qwen/Qwen3-0.6B")
     assert config["should_continue_on_error"] is True and config["detokenize_stage"] is False
+    assert config["log_engine_metrics"] is False and config["engine_kwargs"]["disable_log_stats"] is True
     assert data.cpu_twin(config, "/m")["should_continue_on_error"] is True
+
+
+def test_answered_rows_carry_no_engine_stats_so_failed_rows_merge_with_them() -> None:
+    config = data.processor_config(_batch(engine_kwargs={"disable_log_stats": True, "max_num_seqs": 8}), "m")
+    assert config["engine_kwargs"]["disable_log_stats"] is True and config["engine_kwargs"]["max_num_seqs"] == 8
+    assert data.cpu_twin(config, "/m")["engine_kwargs"]["disable_log_stats"] is True
+    (found,) = _problems(engine_kwargs={"disable_log_stats": False})
+    assert found[0] == "engine_kwargs.disable_log_stats" and "true or absent" in found[2]
+
+
+def test_a_block_of_failed_rows_merges_with_answered_ones_only_without_stats() -> None:
+    """The merge Ray Data runs on an engine stage's output: a block of failed rows only (``metrics`` null) beside a
+    block of answers; with per-row stats (a struct) Ray 2.60 raises, which :data:`data.NO_ROW_STATS` avoids."""
+    import pyarrow as pa
+    from ray.data._internal.arrow_ops import transform_pyarrow
+
+    def block(stats: dict[str, float] | None, error: str) -> pa.Table:
+        row = {"id": 1, "generated_tokens": [5] if not error else [], "metrics": stats, "__inference_error__": error,
+               "time_taken_llm": 0.5 if not error else -1}
+        return pa.Table.from_pylist([{"__data": row}])
+
+    merged = transform_pyarrow.concat([block(None, ""), block(None, "E")], promote_types=True)
+    assert merged.num_rows == 2
+    with pytest.raises(TypeError):
+        transform_pyarrow.concat([block({"arrival_time": 1.0}, ""), block(None, "E")], promote_types=True)
 
 
 def test_the_processor_config_is_one_ray_data_llm_accepts() -> None:

@@ -114,14 +114,32 @@ def output_problems(field: str, path: str, overwrite: bool) -> list[InvalidInput
 # ------------------------------------------------------------------------------------------- the processor
 
 
-ROW_FAILURES: dict[str, Any] = {"should_continue_on_error": True, "detokenize_stage": False}
+ROW_FAILURES: dict[str, Any] = {"should_continue_on_error": True, "detokenize_stage": False,
+                                "log_engine_metrics": False}
 """A row the engine fails (a prompt longer than the context) is kept, its message in :data:`ERROR_COLUMN`, and the
 run goes on; the engine's own text is the answer (Ray's detokenize stage would decode every generated token again,
-a ``stop`` string included). Source: Ray 2.60 and 2.56 ``ProcessorConfig.should_continue_on_error`` and
-``vLLMEngineStage._generate_with_error_handling``; ``vLLMOutputData.from_vllm_engine_output`` (``generated_text``);
-vLLM 0.29.0 ``SamplingParams.stop`` ("the returned output will not contain the stop strings")."""
+a ``stop`` string included); no Prometheus stat logger (:data:`NO_ROW_STATS`). Source: Ray 2.60 and 2.56
+``ProcessorConfig.should_continue_on_error``, ``vLLMEngineStage._generate_with_error_handling``,
+``vLLMOutputData.from_vllm_engine_output`` (``generated_text``); vLLM 0.29.0 ``SamplingParams.stop``."""
 ERROR_COLUMN = "__inference_error__"
 """Ray Data LLM's column of a failed row's message (empty for an answered row), kept in ``output``."""
+NO_ROW_STATS = {"disable_log_stats": True}
+"""Engine kwargs that, with no stat logger (``log_engine_metrics: False``), keep an answered row's ``metrics`` null
+as a failed row's is: Ray Data cannot merge a block of failed rows only with one holding answers (a struct field null
+in one block raises ``TypeError``), which a run meets whenever a whole engine batch fails (tests/test_batch.py).
+Source: Ray 2.60 and 2.56 ``transform_pyarrow._backfill_missing_fields``, ``vLLMOutputData.from_vllm_engine_output``
+(``metrics`` from an engine that logs stats), ``vLLMEngineStage`` (a stat logger when ``log_engine_metrics``);
+vLLM 0.29.0 ``AsyncLLM.__init__`` (``log_stats`` on with any stat logger), ``RequestState.__init__``."""
+
+
+def row_stats_problems(engine_kwargs: Mapping[str, Any] | None) -> list[InvalidInput]:
+    """A batch workload's ``engine_kwargs`` may not turn per-row stats back on (:data:`NO_ROW_STATS`)."""
+    value = (engine_kwargs or {}).get("disable_log_stats", True)
+    if value is True:
+        return []
+    return [errors.invalid_value("engine_kwargs.disable_log_stats", value, "would give answered rows stats that "
+                                 "failed rows lack, which Ray Data cannot write in one dataset",
+                                 "true or absent (for kind batch)")]
 
 
 def engine_kwargs(work: WorkloadSpec) -> dict[str, Any]:
@@ -133,7 +151,7 @@ def engine_kwargs(work: WorkloadSpec) -> dict[str, Any]:
     tp, _ = parallel_sizes(extra, jax_devices(work.plan))
     base = {"tensor_parallel_size": tp, "max_model_len": work.max_model_len or DEFAULT_MAX_MODEL_LEN,
             "distributed_executor_backend": "uni"}
-    return base | extra
+    return base | extra | NO_ROW_STATS
 
 
 def processor_config(work: WorkloadSpec, model_source: str) -> dict[str, Any]:

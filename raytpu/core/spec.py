@@ -387,6 +387,8 @@ class WorkloadSpec:
             found += (data.path_problems("dataset", self.dataset) if self.kind.trains else [errors.forbidden(
                 "dataset", self.dataset, f"for kind {self.kind.name}", "only with kinds that train (train)")])
         found += sampling.sampling_problems(self)
+        if self.kind.batches:
+            found += data.row_stats_problems(self.engine_kwargs)
         if self.slices is not None:
             bad = range_problems("slices", self.slices, 1, self.slice.count)
             found += bad
