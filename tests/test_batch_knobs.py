@@ -207,3 +207,13 @@ def test_production_code_never_sets_ignore_eos() -> None:
                       and "ignore_eos" in Path(folder, f).read_text(encoding="utf-8", errors="replace")]
     assert found == []
     assert "ignore_eos" in (ROOT / "bench" / "serve.py").read_text()  # the scan reads what it should
+
+
+def test_submit_local_runs_the_workload_with_its_sampling_fields() -> None:
+    from types import SimpleNamespace
+
+    from raytpu.local.from_config import job_workload
+
+    local: Any = SimpleNamespace(slice_spec=ONE_HOST)  # what job_workload reads of the emulated slice
+    moved = job_workload(local, _batch(**GIVEN))
+    assert {k: getattr(moved, k) for k in GIVEN} == GIVEN

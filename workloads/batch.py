@@ -56,12 +56,10 @@ def read(path: str) -> Any:
 
 
 def write(ds: Any, path: str, overwrite: bool) -> None:
-    """Writes ``ds`` to ``path`` in its format as its blocks are answered (Ray Data streams: each write task writes its
-    own file as its blocks arrive, nothing is collected first), so a run cut short keeps the files its finished tasks
-    wrote; replaces what is there only with ``overwrite``. A ``gs://`` output makes no folder marker: pyarrow's
-    GcsFileSystem would read the bucket's metadata for it at the bucket's root (``storage.buckets.get``, which the
-    pods' object roles lack). Source: Ray 2.60 ``Dataset.write_parquet`` ``try_create_dir``, ``Dataset.write_datasink``;
-    apache/arrow ``gcsfs.cc`` ``CreateDirMarkerRecursive`` (docs/FACTS.md: what a write keeps per block)."""
+    """Writes ``ds`` to ``path`` in its format, streaming (each write task writes its own file as its rows are
+    answered: a run cut short keeps its finished tasks' files); replaces what is there only with ``overwrite``. No
+    folder marker on ``gs://`` (pyarrow's would read the bucket's metadata, which the pods' object roles may not).
+    Source: Ray 2.60 ``Dataset.write_datasink``, ``try_create_dir``; arrow ``gcsfs.cc`` (docs/FACTS.md 20.1)."""
     options = {"mode": "overwrite" if overwrite else "error", "try_create_dir": not path.startswith("gs://")}
     if data.data_format(path) == "jsonl":
         ds.write_json(path, **options)
@@ -72,18 +70,14 @@ def write(ds: Any, path: str, overwrite: bool) -> None:
 ANSWER_COLUMNS = ("generated_text", "num_input_tokens", "num_generated_tokens", data.ERROR_COLUMN)
 """What ``output`` adds to each input row: the answer, its token counts and Ray Data LLM's error column."""
 _PROMPT_KEY = "__raytpu_prompt"
-"""The row's own prompt, kept aside: the chat template stage replaces ``prompt`` with the templated text and a
-failed row carries a truncated one (Source: Ray 2.60 ``ChatTemplateUDF.udf``, ``_generate_with_error_handling``)."""
+"""The row's own prompt: Ray's chat template stage replaces ``prompt``, and a failed row carries it cut short."""
 
 
 def row_functions(columns: tuple[str, ...], params: dict[str, Any], chat: bool) -> tuple[
         Callable[..., dict[str, Any]], Callable[..., dict[str, Any]]]:
-    """The processor's preprocess (a row as the engine takes it: its prompt, as a user message when ``chat``, and
-    ``params``, vLLM's ``SamplingParams``) and the shape of an output row (the input row's columns and
-    :data:`ANSWER_COLUMNS`, answered and failed rows alike: a failed row skips the processor's postprocess).
-    Closures over plain values: Ray Data ships them by value, so its map workers import nothing of the kit to run
-    them (module functions are pickled by reference, and each worker imports their module), as with a hand-written
-    pipeline's lambdas. Source: Ray 2.60 ``wrap_postprocess`` (error rows bypass the user's postprocess)."""
+    """The processor's preprocess (the prompt, as a user message when ``chat``, and vLLM's ``SamplingParams``) and the
+    shape of an output row (input columns and :data:`ANSWER_COLUMNS`; a failed row skips the postprocess, Ray 2.60
+    ``wrap_postprocess``). Closures over plain values, which Ray Data ships by value: its workers import no kit."""
     prompt, key, error = data.PROMPT_COLUMN, _PROMPT_KEY, data.ERROR_COLUMN
 
     def preprocess(row: dict[str, Any]) -> dict[str, Any]:
@@ -101,10 +95,8 @@ def row_functions(columns: tuple[str, ...], params: dict[str, Any], chat: bool) 
 
 
 def has_chat_template(model_source: str, trust_remote_code: bool = False) -> bool:
-    """Whether the model's processor has a chat template: what Ray Data LLM's chat template stage applies
-    (``AutoProcessor``, a text model's tokenizer, over the files ``download_model_files`` fetches, as that stage does).
-    vLLM's chat renderer looks in the same places first, the processor's then the tokenizer's template.
-    Source: Ray 2.60 and 2.56 ``ChatTemplateUDF.__init__``; vLLM 0.29.0 ``vllm.renderers.hf.resolve_chat_template``."""
+    """Whether the model's processor (``AutoProcessor``: a text model's tokenizer) has a chat template, read as Ray
+    Data LLM's chat template stage reads it. Source: Ray 2.60/2.56 ``ChatTemplateUDF.__init__`` (docs/FACTS.md 20.1)."""
     from ray.llm._internal.common.utils.download_utils import NodeModelDownloadable, download_model_files
     from transformers import AutoProcessor
 

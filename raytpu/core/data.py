@@ -116,20 +116,14 @@ def output_problems(field: str, path: str, overwrite: bool) -> list[InvalidInput
 
 ROW_FAILURES: dict[str, Any] = {"should_continue_on_error": True, "detokenize_stage": False,
                                 "log_engine_metrics": False}
-"""A row the engine fails (a prompt longer than the context) is kept, its message in :data:`ERROR_COLUMN`, and the
-run goes on; the engine's own text is the answer (Ray's detokenize stage would decode every generated token again,
-a ``stop`` string included); no Prometheus stat logger (:data:`NO_ROW_STATS`). Source: Ray 2.60 and 2.56
-``ProcessorConfig.should_continue_on_error``, ``vLLMEngineStage._generate_with_error_handling``,
-``vLLMOutputData.from_vllm_engine_output`` (``generated_text``); vLLM 0.29.0 ``SamplingParams.stop``."""
+"""A row the engine refuses is kept with its error and the run goes on; the answer is the engine's text (Ray's
+detokenize stage would decode a ``stop`` string back in); no stat logger (:data:`NO_ROW_STATS`).
+Source: Ray 2.60/2.56 ``ProcessorConfig.should_continue_on_error``, ``DetokenizeUDF`` (docs/FACTS.md 20.1)."""
 ERROR_COLUMN = "__inference_error__"
 """Ray Data LLM's column of a failed row's message (empty for an answered row), kept in ``output``."""
 NO_ROW_STATS = {"disable_log_stats": True}
-"""Engine kwargs that, with no stat logger (``log_engine_metrics: False``), keep an answered row's ``metrics`` null
-as a failed row's is: Ray Data cannot merge a block of failed rows only with one holding answers (a struct field null
-in one block raises ``TypeError``), which a run meets whenever a whole engine batch fails (tests/test_batch.py).
-Source: Ray 2.60 and 2.56 ``transform_pyarrow._backfill_missing_fields``, ``vLLMOutputData.from_vllm_engine_output``
-(``metrics`` from an engine that logs stats), ``vLLMEngineStage`` (a stat logger when ``log_engine_metrics``);
-vLLM 0.29.0 ``AsyncLLM.__init__`` (``log_stats`` on with any stat logger), ``RequestState.__init__``."""
+"""Answered rows' ``metrics`` stay null, as failed rows' are: Ray Data cannot merge a block of failed rows with one of
+answers carrying them. Source: Ray 2.60/2.56 ``transform_pyarrow._backfill_missing_fields`` (docs/FACTS.md 20.1)."""
 
 
 def row_stats_problems(engine_kwargs: Mapping[str, Any] | None) -> list[InvalidInput]:
