@@ -4,9 +4,10 @@ pair meets a colder machine), each run a fresh engine. Target: the median of the
 the spread (min-max) says how much of a gap is noise.
 
 Both read the same JSONL prompts, run vLLM's CPU build with the tiny offline model and the same engine arguments
-(the kit's CPU twin's: :data:`raytpu.core.data.CPU_TWIN`), and write Parquet. Both time the same span, the
-processor's ``materialize()`` (read, engine start, answers: Ray Data is lazy); ``call_s`` is each whole call (the
-kit also reads its input's schema and counts its rows first, and sums both token columns after, in one pass).
+(the kit's CPU twin's: :data:`raytpu.core.data.CPU_TWIN`), the same greedy sampling and no chat template, and write
+Parquet as rows are answered. Both time the same span, the streaming write (read, engine start, answers, write: Ray
+Data is lazy); ``call_s`` is each whole call (the kit also reads its input's schema and counts its rows first, and
+tallies what it wrote after, in one pass).
 ``--stages`` adds each run's operators: first start and last end after the first operator's start, and their summed
 task time, from Ray Data's stats.
 Run in ``.venv-serve``::
@@ -38,7 +39,7 @@ SLICE = SliceSpec.create(name="batch", generation="v6e", topology="2x4", zone="u
 
 
 def hand_written(source: str, output: str, model: str, max_tokens: int) -> dict[str, Any]:
-    """Ray Data LLM as its documentation writes it: read, build_processor, materialize, write."""
+    """Ray Data LLM as its documentation writes it: read, build_processor, write."""
     import ray.data
     from ray.data.llm import build_processor, vLLMEngineProcessorConfig
 
@@ -50,17 +51,17 @@ def hand_written(source: str, output: str, model: str, max_tokens: int) -> dict[
     processor = build_processor(
         config,
         preprocess=lambda row: {"prompt": row["prompt"], "sampling_params": {
-            "temperature": 0.0, "max_tokens": max_tokens, "ignore_eos": True}},
+            "temperature": 0.0, "max_tokens": max_tokens}},
         postprocess=lambda row: {"id": row["id"], "prompt": row["prompt"], "generated_text": row["generated_text"],
                                  "num_generated_tokens": row["num_generated_tokens"]})
     ds = ray.data.read_json(source, lines=True)
     t0 = time.monotonic()
-    out = processor(ds).materialize()
+    processor(ds).write_parquet(output)  # streamed, as the kit writes
     wall = time.monotonic() - t0
-    rows = out.count()
-    out.write_parquet(output)
-    return {"rows_out": rows, "wall_s": wall, "rows_per_s": rows / wall,
-            "tokens_per_s": int(out.sum("num_generated_tokens")) / wall}
+    written = ray.data.read_parquet(output)
+    rows = written.count()
+    tokens: Any = written.sum("num_generated_tokens")
+    return {"rows_out": rows, "wall_s": wall, "rows_per_s": rows / wall, "tokens_per_s": int(tokens or 0) / wall}
 
 
 def operators(summary: Any) -> dict[str, list[float]]:
@@ -82,8 +83,8 @@ def operators(summary: Any) -> dict[str, list[float]]:
 
 
 class StageRecorder:
-    """Wraps ``Dataset.materialize`` to keep the stats of the first dataset materialized in a run (the processor's:
-    both sides call it once around the timed span; a later write or aggregate may materialize again)."""
+    """Wraps ``Dataset.materialize`` to keep the stats of the first dataset materialized in a run (the write's:
+    ``write_datasink`` materializes its plan once in the timed span; a later read or aggregate may again)."""
 
     def __init__(self) -> None:
         self.last: dict[str, list[float]] = {}
@@ -140,8 +141,8 @@ def main(argv: list[str] | None = None) -> int:
                 stages.install()
             for i in range(args.repeats):
                 work = WorkloadSpec(name="batch", kind=kinds.kind("batch"), slice=SLICE, input=str(source),
-                                    output=str(root / f"kit-{i}"))
-                sides = {"kit": functools.partial(batch.run, work, cpu_model=model, max_tokens=args.max_tokens),
+                                    output=str(root / f"kit-{i}"), max_tokens=args.max_tokens, chat_template=False)
+                sides = {"kit": functools.partial(batch.run, work, cpu_model=model),
                          "hand": functools.partial(hand_written, str(source), str(root / f"hand-{i}"), model,
                                                    args.max_tokens)}
                 for side in ORDERS[i % 2]:

@@ -23,7 +23,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError, create_model
 
 from raytpu import reading
 from raytpu.core import errors, kinds
@@ -122,9 +122,10 @@ def structure_of(spec: type) -> type[BaseModel]:
     return model
 
 
-_STRICT: dict[Any, Any] = {int: StrictInt, bool: StrictBool, str: StrictStr}
+_STRICT: dict[Any, Any] = {int: StrictInt, bool: StrictBool, str: StrictStr, float: StrictFloat}
 """Scalars are taken as YAML typed them: ``count: '2'``, ``count: 2.0`` or ``count: true`` is a mistake to report,
-not a number to guess (pydantic's lax mode would take all three as 2, 2 and 1)."""
+not a number to guess (pydantic's lax mode would take all three as 2, 2 and 1). A float field takes a whole number
+too (``temperature: 0``), never a string or a boolean."""
 
 
 def _written(hint: Any) -> Any:
@@ -321,6 +322,7 @@ def _expected(kind: str) -> str:
     return {
         "int_parsing": "a whole number", "int_type": "a whole number", "int_from_float": "a whole number",
         "string_type": "a string", "bool_type": "true or false", "bool_parsing": "true or false",
+        "float_type": "a number",
         "model_type": "a mapping", "dict_type": "a mapping", "tuple_type": "a list", "list_type": "a list",
         "greater_than_equal": "a larger number", "less_than_equal": "a smaller number",
     }.get(kind, "see raytpu.example.yaml")

@@ -371,6 +371,7 @@ I14 = "28.14 no slice fits"
 I31 = "31.1 batch and dataset"
 I39_1 = "39.1 one owner per run folder, no hang"
 I39_6 = "39.6 flags that cannot go together"
+I38_8 = "38.8 batch sampling fields"
 
 CASES: tuple[Case, ...] = (
     # catalog, describe
@@ -529,6 +530,22 @@ CASES: tuple[Case, ...] = (
     _edit("dataset-s3", "workloads.1.dataset", "s3://bucket/train.parquet", "workloads[1].dataset", I31),
     _edit("dataset-blank", "workloads.1.dataset", " ", "workloads[1].dataset", I31),
     _edit("dataset-on-serve", "workloads.2.dataset", "gs://b/train.parquet", "workloads[2].dataset", I31),
+    # the batch kind's sampling (issue 38 item 8): ranges, YAML types, and only with kind batch
+    *(_validate(f"batch-{name.replace('_', '-')}-{label}", batch_config(**{name: value}), f"workloads[3].{shown}",
+                I38_8) for name, label, value, shown in (
+        ("max_tokens", "zero", 0, "max_tokens"), ("max_tokens", "context", 4096, "max_tokens"),
+        ("max_tokens", "text", "64", "max_tokens"), ("max_tokens", "float", 8.5, "max_tokens"),
+        ("temperature", "negative", -0.5, "temperature"), ("temperature", "over-2", 2.5, "temperature"),
+        ("temperature", "nan", float("nan"), "temperature"), ("temperature", "text", "hot", "temperature"),
+        ("temperature", "bool", True, "temperature"), ("top_p", "zero", 0, "top_p"),
+        ("top_p", "over-1", 1.5, "top_p"), ("top_p", "inf", float("inf"), "top_p"),
+        ("stop", "string", "END", "stop"), ("stop", "empty-string", ["ok", ""], "stop[1]"),
+        ("stop", "number", [3], "stop[0]"), ("stop", "too-many", [f"s{i}" for i in range(65)], "stop"),
+        ("chat_template", "text", "yes", "chat_template"), ("chat_template", "one", 1, "chat_template"))),
+    _edit("max-tokens-on-serve", "workloads.2.max_tokens", 64, "workloads[2].max_tokens", I38_8),
+    _edit("temperature-on-train", "workloads.1.temperature", 0.5, "workloads[1].temperature", I38_8),
+    _edit("stop-on-smoke", "workloads.0.stop", ["END"], "workloads[0].stop", I38_8),
+    _edit("chat-template-on-serve", "workloads.2.chat_template", False, "workloads[2].chat_template", I38_8),
     # synth
     Case("synth-out-nonempty-folder", ("synth", "raytpu.yaml", "--out", "mine"), "--out",
          {**CFG, "mine": DIR, "mine/notes.txt": "mine\n"}, item=I1, process=True),

@@ -37,17 +37,21 @@ from raytpu.workloads.batch import REPORT_PREFIX  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 ROWS = 64
 MAX_TOKENS = 8
+TOO_LONG = "word " * 3000
+"""A prompt longer than the CPU twin's context (1024 tokens): vLLM refuses that row alone, the run goes on."""
 SLICE = SliceSpec.create(name="batch", generation="v6e", topology="2x4", zone="us-east5-b")
 
 
-def _work(source: Path, output: Path) -> WorkloadSpec:
-    return WorkloadSpec(name="batch", kind=kinds.kind("batch"), slice=SLICE, input=str(source), output=str(output))
+def _work(source: Path, output: Path, **sampling: Any) -> WorkloadSpec:
+    return WorkloadSpec(name="batch", kind=kinds.kind("batch"), slice=SLICE, input=str(source), output=str(output),
+                        max_tokens=MAX_TOKENS, **sampling)
 
 
-def _prompts(folder: Path) -> Path:
+def _prompts(folder: Path, failing: int = 0) -> Path:
+    """ROWS questions, then ``failing`` rows the engine refuses (ids ROWS, ROWS + 1, ...)."""
     path = folder / "prompts.jsonl"
-    path.write_text("".join(json.dumps({"id": i, "prompt": f"question {i}: what is {i} plus {i}?"}) + "\n"
-                            for i in range(ROWS)))
+    path.write_text("".join(json.dumps({"id": i, "prompt": f"question {i}: what is {i} plus {i}?" if i < ROWS
+                                        else TOO_LONG}) + "\n" for i in range(ROWS + failing)))
     return path
 
 
@@ -59,7 +63,7 @@ class Cluster:
         env = {**os.environ, **self.cluster.auth_env(), "RAY_ADDRESS": self.cluster.address, "HF_HUB_OFFLINE": "1",
                tiny_llm.ENV_CACHE_DIR: str(self.cache), WORKLOAD_ENV: work.env()[WORKLOAD_ENV]}
         return subprocess.run([sys.executable, "-m", "raytpu.workloads.batch", "--cpu-model", str(self.model),
-                               "--max-tokens", str(MAX_TOKENS), *flags], cwd=ROOT, env=env, capture_output=True,
+                               *flags], cwd=ROOT, env=env, capture_output=True,
                               text=True, timeout=900)
 
 
@@ -89,21 +93,46 @@ def _digest(folder: Path) -> str:
                                    if p.is_file())).hexdigest()
 
 
-def test_a_batch_of_64_prompts_is_answered_row_for_row(cluster: Cluster, tmp_path: Path) -> None:
+def test_a_batch_of_64_prompts_is_answered_row_for_row_and_a_failed_row_is_kept(cluster: Cluster,
+                                                                                 tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
-    source, output = _prompts(tmp_path), tmp_path / "results"
-    report = _report(cluster.run(_work(source, output)))
-    assert report["rows_in"] == report["rows_out"] == ROWS
-    assert report["generated_tokens"] == ROWS * MAX_TOKENS  # ignore_eos: every row runs to max_tokens
+    source, output = _prompts(tmp_path, failing=1), tmp_path / "results"
+    done = cluster.run(_work(source, output))
+    report = _report(done)
+    assert report["rows_in"] == report["rows_out"] == ROWS + 1 and report["rows_failed"] == 1
+    assert report["chat_template"] is True  # the tiny model's tokenizer has one: applied by default
+    assert report["sampling"] == {"max_tokens": MAX_TOKENS, "temperature": 0.0}
+    assert "warning: 1 of 65 rows failed" in done.stderr
     assert report["rows_per_s"] > 0 and report["tokens_per_s"] > 0
-    assert report["prompt_tokens"] >= ROWS
     table = pq.read_table(output).to_pylist()
-    assert sorted(r["id"] for r in table) == list(range(ROWS))  # every row once, with its own columns
-    assert all(r["prompt"] == f"question {r['id']}: what is {r['id']} plus {r['id']}?" for r in table)
-    assert all(r["num_generated_tokens"] == MAX_TOKENS and r["generated_text"] for r in table)
-    print(f"batch tier: {ROWS} rows in {report['wall_s']:.1f}s: {report['rows_per_s']:.1f} rows/s, "
+    assert sorted(r["id"] for r in table) == list(range(ROWS + 1))  # every row once, with its own columns
+    answered = [r for r in table if r["id"] < ROWS]
+    assert all(r["prompt"] == f"question {r['id']}: what is {r['id']} plus {r['id']}?" for r in answered)
+    assert all(1 <= r["num_generated_tokens"] <= MAX_TOKENS and r["__inference_error__"] == "" for r in answered)
+    assert sum(r["num_generated_tokens"] for r in table) == report["generated_tokens"]
+    assert sum(r["num_input_tokens"] for r in table) == report["prompt_tokens"] >= ROWS
+    (failed,) = [r for r in table if r["id"] == ROWS]
+    assert failed["prompt"] == TOO_LONG and "maximum context length is 1024" in failed["__inference_error__"]
+    assert failed["generated_text"] == "" and failed["num_generated_tokens"] == 0
+    print(f"batch tier: {ROWS + 1} rows (1 failed) in {report['wall_s']:.1f}s: {report['rows_per_s']:.1f} rows/s, "
           f"{report['tokens_per_s']:.1f} tokens/s")
+
+
+def test_the_workloads_sampling_reaches_the_engine(cluster: Cluster, tmp_path: Path) -> None:
+    """Raw prompts (no chat template), a stop string and top_p from the spec, written as JSON lines: each answer
+    ends before the stop string (vLLM cuts it; Ray's detokenize stage, which would decode it back, is off)."""
+    source, output = _prompts(tmp_path), tmp_path / "results.jsonl"
+    first = _report(cluster.run(_work(source, tmp_path / "plain.jsonl", chat_template=False)))
+    assert first["chat_template"] is False and first["rows_failed"] == 0
+    answers = [json.loads(line) for f in sorted((tmp_path / "plain.jsonl").glob("*.json*"))
+               for line in f.read_text().splitlines()]
+    stop = next(r["generated_text"][1:3] for r in answers if len(r["generated_text"].strip()) >= 3)
+    report = _report(cluster.run(_work(source, output, chat_template=False, stop=(stop,), top_p=0.5)))
+    assert report["sampling"] == {"max_tokens": MAX_TOKENS, "temperature": 0.0, "top_p": 0.5, "stop": [stop]}
+    rows = [json.loads(line) for f in sorted(output.glob("*.json*")) for line in f.read_text().splitlines()]
+    assert len(rows) == ROWS and all(stop not in r["generated_text"] for r in rows)
+    assert report["generated_tokens"] < first["generated_tokens"]  # at least one answer stopped early
 
 
 def test_an_output_that_exists_is_refused_untouched_unless_overwrite(cluster: Cluster, tmp_path: Path) -> None:

@@ -107,13 +107,15 @@ def test_the_batch_row_functions_ship_by_value_and_keep_every_column(tmp_path: P
 
     from raytpu.workloads import batch
 
-    preprocess, postprocess = batch.row_functions(("id", "prompt", "lang"), 16)
-    assert preprocess({"id": 1, "prompt": "hi", "lang": "en"}) == {"prompt": "hi",
-                                                                    "sampling_params": data.sampling_params(16)}
-    answered = {"id": 1, "prompt": "hi", "lang": "en", "generated_text": "yo", "num_input_tokens": 2,
-                "num_generated_tokens": 16, "sampling_params": {}, "prompt_token_ids": [1, 2]}
+    params = {"max_tokens": 16, "temperature": 0.0}
+    preprocess, postprocess = batch.row_functions(("id", "prompt", "lang"), params, False)
+    assert preprocess({"id": 1, "prompt": "hi", "lang": "en"}) == {"prompt": "hi", "__raytpu_prompt": "hi",
+                                                                    "sampling_params": params}
+    answered = {"id": 1, "prompt": "hi", "__raytpu_prompt": "hi", "lang": "en", "generated_text": "yo",
+                "num_input_tokens": 2, "num_generated_tokens": 16, "sampling_params": {}, "prompt_token_ids": [1, 2],
+                "__inference_error__": ""}
     expected = {"id": 1, "prompt": "hi", "lang": "en", "generated_text": "yo", "num_input_tokens": 2,
-                "num_generated_tokens": 16}
+                "num_generated_tokens": 16, "__inference_error__": ""}
     assert postprocess(answered) == expected
     (tmp_path / "fns.pkl").write_bytes(cloudpickle.dumps((preprocess, postprocess, answered, expected)))
     script = ("import pickle, sys; pre, post, row, want = pickle.load(open(sys.argv[1], 'rb')); "

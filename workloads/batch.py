@@ -1,5 +1,6 @@
 """Offline batch inference on one TPU host: Ray Data reads ``input``, Ray Data LLM's vLLM engine processor answers each
-row's ``prompt``, Ray Data writes ``output``; the report gives rows in and out, rows/s and tokens/s.
+row's ``prompt`` with the workload's sampling (:mod:`raytpu.core.sampling`), Ray Data writes ``output`` as rows are
+answered, a failed row with its error; the report gives rows in, out and failed, rows/s and tokens/s.
 
 The processor is ``ray.data.llm.build_processor`` over a ``vLLMEngineProcessorConfig`` built by
 :func:`raytpu.core.data.processor_config` (the serving rules: TP = the host's JAX devices); ``--cpu-model PATH`` runs
@@ -17,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from raytpu.core import data, errors
+from raytpu.core import data, errors, sampling
 from raytpu.core.spec import WorkloadSpec
 from raytpu.core.vllm_rules import DEFAULT_MODEL
 from raytpu.workloads._entry import guarded
@@ -55,10 +56,10 @@ def read(path: str) -> Any:
 
 
 def write(ds: Any, path: str, overwrite: bool) -> None:
-    """Writes ``ds`` to ``path`` in its format; replaces what is there only with ``overwrite``. A ``gs://`` output
-    makes no folder marker: pyarrow's GcsFileSystem would read the bucket's metadata for it at the bucket's root
-    (``storage.buckets.get``, which the pods' object roles lack). Source: Ray 2.60 ``Dataset.write_parquet``
-    ``try_create_dir``; apache/arrow ``gcsfs.cc`` ``CreateDirMarkerRecursive``."""
+    """Writes ``ds`` to ``path`` in its format, streaming (each write task writes its own file as its rows are
+    answered: a run cut short keeps its finished tasks' files); replaces what is there only with ``overwrite``. No
+    folder marker on ``gs://`` (pyarrow's would read the bucket's metadata, which the pods' object roles may not).
+    Source: Ray 2.60 ``Dataset.write_datasink``, ``try_create_dir``; arrow ``gcsfs.cc`` (docs/FACTS.md 20.1)."""
     options = {"mode": "overwrite" if overwrite else "error", "try_create_dir": not path.startswith("gs://")}
     if data.data_format(path) == "jsonl":
         ds.write_json(path, **options)
@@ -66,37 +67,76 @@ def write(ds: Any, path: str, overwrite: bool) -> None:
         ds.write_parquet(path, **options)
 
 
-def row_functions(columns: tuple[str, ...], max_tokens: int) -> tuple[Callable[..., dict[str, Any]],
-                                                                       Callable[..., dict[str, Any]]]:
-    """The processor's preprocess (a row as the engine takes it: its prompt and the sampling) and postprocess (the
-    input row's columns, the answer and its token counts). Closures over plain values: Ray Data ships them by value,
-    so its map workers import nothing of the kit to run them (module functions are pickled by reference, and each
-    worker imports their module), as with a hand-written pipeline's lambdas."""
-    prompt, sampling = data.PROMPT_COLUMN, data.sampling_params(max_tokens)
+ANSWER_COLUMNS = ("generated_text", "num_input_tokens", "num_generated_tokens", data.ERROR_COLUMN)
+"""What ``output`` adds to each input row: the answer, its token counts and Ray Data LLM's error column."""
+_PROMPT_KEY = "__raytpu_prompt"
+"""The row's own prompt: Ray's chat template stage replaces ``prompt``, and a failed row carries it cut short."""
+
+
+def row_functions(columns: tuple[str, ...], params: dict[str, Any], chat: bool) -> tuple[
+        Callable[..., dict[str, Any]], Callable[..., dict[str, Any]]]:
+    """The processor's preprocess (the prompt, as a user message when ``chat``, and vLLM's ``SamplingParams``) and the
+    shape of an output row (input columns and :data:`ANSWER_COLUMNS`; a failed row skips the postprocess, Ray 2.60
+    ``wrap_postprocess``). Closures over plain values, which Ray Data ships by value: its workers import no kit."""
+    prompt, key, error = data.PROMPT_COLUMN, _PROMPT_KEY, data.ERROR_COLUMN
 
     def preprocess(row: dict[str, Any]) -> dict[str, Any]:
-        return {"prompt": str(row[prompt]), "sampling_params": sampling}
+        text = str(row[prompt])
+        asked = {"messages": [{"role": "user", "content": text}]} if chat else {"prompt": text}
+        return {**asked, key: text, "sampling_params": params}
 
-    def postprocess(row: dict[str, Any]) -> dict[str, Any]:
-        return {**{c: row[c] for c in columns}, "generated_text": row["generated_text"],
-                "num_input_tokens": row["num_input_tokens"], "num_generated_tokens": row["num_generated_tokens"]}
+    def shape(row: dict[str, Any]) -> dict[str, Any]:
+        return {**{c: row[key] if c == prompt else row.get(c) for c in columns},
+                "generated_text": row.get("generated_text") or "",
+                "num_input_tokens": int(row.get("num_input_tokens") or 0),
+                "num_generated_tokens": int(row.get("num_generated_tokens") or 0), error: row.get(error) or ""}
 
-    return preprocess, postprocess
+    return preprocess, shape
 
 
-def build(config: dict[str, Any], columns: tuple[str, ...], max_tokens: int) -> Any:
-    """The Ray Data LLM processor of ``config`` (keyword arguments of ``vLLMEngineProcessorConfig``): raw prompts
-    (no chat template), tokenized and detokenized by the processor's own stages."""
+def has_chat_template(model_source: str, trust_remote_code: bool = False) -> bool:
+    """Whether the model's processor (``AutoProcessor``: a text model's tokenizer) has a chat template, read as Ray
+    Data LLM's chat template stage reads it. Source: Ray 2.60/2.56 ``ChatTemplateUDF.__init__`` (docs/FACTS.md 20.1)."""
+    from ray.llm._internal.common.utils.download_utils import NodeModelDownloadable, download_model_files
+    from transformers import AutoProcessor
+
+    path = download_model_files(model_id=model_source, mirror_config=None,
+                                download_model=NodeModelDownloadable.TOKENIZER_ONLY, download_extra_files=False)
+    processor = AutoProcessor.from_pretrained(path, trust_remote_code=trust_remote_code)
+    return bool(getattr(processor, "chat_template", None))
+
+
+def build(config: dict[str, Any], columns: tuple[str, ...], params: dict[str, Any], chat: bool) -> Any:
+    """The Ray Data LLM processor of ``config`` (keyword arguments of ``vLLMEngineProcessorConfig``) with the chat
+    template stage when ``chat``; its rows shaped by :func:`row_functions`."""
     from ray.data.llm import build_processor, vLLMEngineProcessorConfig
 
-    preprocess, postprocess = row_functions(columns, max_tokens)
-    return build_processor(vLLMEngineProcessorConfig(**config, chat_template_stage=False),
-                           preprocess=preprocess, postprocess=postprocess)
+    preprocess, shape = row_functions(columns, params, chat)
+    processor = build_processor(vLLMEngineProcessorConfig(**config, chat_template_stage=chat), preprocess=preprocess)
+    return lambda ds: processor(ds).map(shape)
+
+
+def tally(ds: Any) -> dict[str, int]:
+    """Rows, failed rows and both token sums of a written ``output``, in one pass over it."""
+    error = data.ERROR_COLUMN
+
+    def count(batch: Any) -> dict[str, list[int]]:
+        import pyarrow.compute as pc
+
+        failed = pc.sum(pc.not_equal(batch[error], "")).as_py() if batch.num_rows else 0
+        return {"rows": [batch.num_rows], "failed": [failed or 0],
+                "generated": [pc.sum(batch["num_generated_tokens"]).as_py() or 0],
+                "prompt": [pc.sum(batch["num_input_tokens"]).as_py() or 0]}
+
+    names = ("rows", "failed", "generated", "prompt")
+    sums = ds.map_batches(count, batch_format="pyarrow").sum(list(names))
+    return {n: int(sums[f"sum({n})"] or 0) for n in names} if sums else dict.fromkeys(names, 0)
 
 
 def run(work: WorkloadSpec, *, overwrite: bool = False, cpu_model: str | None = None,
-        max_tokens: int = data.DEFAULT_MAX_TOKENS, model_source: str | None = None) -> dict[str, Any]:
-    """Reads, infers and writes ``work``'s batch; returns the report."""
+        model_source: str | None = None) -> dict[str, Any]:
+    """Reads, infers and writes ``work``'s batch (streaming: rows are written as they are answered); returns the
+    report, counted from what was written."""
     assert work.input is not None and work.output is not None  # the spec requires both for kind batch
     refuse_taken(work.output, overwrite)
     ds = read(work.input)
@@ -104,28 +144,30 @@ def run(work: WorkloadSpec, *, overwrite: bool = False, cpu_model: str | None = 
     if data.PROMPT_COLUMN not in columns:
         raise errors.invalid_value("input", work.input, f"has no {data.PROMPT_COLUMN!r} column (it has "
                                    f"{', '.join(columns) or 'none'})", f"rows with a {data.PROMPT_COLUMN!r} column")
+    taken = [c for c in ANSWER_COLUMNS if c in columns]
+    if taken:
+        raise errors.invalid_value("input", work.input, f"has the column {taken[0]!r}, which output adds",
+                                   "input columns other than " + ", ".join(ANSWER_COLUMNS))
     rows_in = ds.count()
     source = model_source or work.model_source or work.model or DEFAULT_MODEL
     config = data.processor_config(work, source)
     if cpu_model is not None:
         config = data.cpu_twin(config, cpu_model)
-    processor = build(config, columns, max_tokens)
+    chat = work.chat_template if work.chat_template is not None else has_chat_template(
+        config["model_source"], bool(config["engine_kwargs"].get("trust_remote_code")))
+    params = sampling.sampling_params(work)
+    processor = build(config, columns, params, chat)
     t0 = time.monotonic()
-    out = processor(ds).materialize()
+    write(processor(ds), work.output, overwrite)
     wall = time.monotonic() - t0
-    rows_out = out.count()
-    # one pass over the answers for both token counts (each Dataset.sum is an execution of its own)
-    sums = out.sum(["num_generated_tokens", "num_input_tokens"]) if rows_out else {}
-    generated, prompt_tokens = (int(sums[f"sum({c})"]) if rows_out else 0
-                                for c in ("num_generated_tokens", "num_input_tokens"))
-    write(out, work.output, overwrite)
-    # wall_s: from the first row read to the last answer, the engine's start included (Ray Data is lazy)
-    return {"rows_in": rows_in, "rows_out": rows_out, "wall_s": round(wall, 3),
-            "rows_per_s": round(rows_out / wall, 3) if wall else 0.0,
-            "tokens_per_s": round(generated / wall, 3) if wall else 0.0,
-            "generated_tokens": generated, "prompt_tokens": prompt_tokens,
-            "input": work.input, "output": work.output, "model": cpu_model or source,
-            "engine": "cpu-twin" if cpu_model else work.plan.ray_accelerator_type}
+    done = tally(read(work.output)) if rows_in else {"rows": 0, "failed": 0, "generated": 0, "prompt": 0}
+    # wall_s: from the first row read to the last row written, the engine's start included (Ray Data is lazy)
+    return {"rows_in": rows_in, "rows_out": done["rows"], "rows_failed": done["failed"], "wall_s": round(wall, 3),
+            "rows_per_s": round(done["rows"] / wall, 3) if wall else 0.0,
+            "tokens_per_s": round(done["generated"] / wall, 3) if wall else 0.0,
+            "generated_tokens": done["generated"], "prompt_tokens": done["prompt"], "chat_template": chat,
+            "sampling": params, "input": work.input, "output": work.output,
+            "model": cpu_model or source, "engine": "cpu-twin" if cpu_model else work.plan.ray_accelerator_type}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,7 +175,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--overwrite", action="store_true", help="replace an output that exists")
     parser.add_argument("--cpu-model", default=None, metavar="PATH",
                         help="run the CPU twin of the engine with the model at PATH (the emulated slice)")
-    parser.add_argument("--max-tokens", type=int, default=data.DEFAULT_MAX_TOKENS, help="tokens generated per row")
     parser.add_argument("--address", default=None, help="Ray address (default $RAY_ADDRESS, else a new local Ray)")
     parser.add_argument("--report", default=None, metavar="FILE", help="also write the report (JSON) here")
     args = parser.parse_args(argv)
@@ -148,8 +189,11 @@ def main(argv: list[str] | None = None) -> int:
 
         ray.init(address=args.address or os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True,
                  log_to_driver=False)
-        report = run(work, overwrite=args.overwrite, cpu_model=args.cpu_model, max_tokens=args.max_tokens)
+        report = run(work, overwrite=args.overwrite, cpu_model=args.cpu_model)
         print(REPORT_PREFIX + json.dumps(report, sort_keys=True), flush=True)
+        if report["rows_failed"]:
+            print(f"warning: {report['rows_failed']} of {report['rows_out']} rows failed; each has its error in "
+                  f"column {data.ERROR_COLUMN} of {work.output}", file=sys.stderr, flush=True)
         if args.report:
             with open(args.report, "w", encoding="utf-8") as out:
                 json.dump(report, out, indent=2, sort_keys=True)

@@ -35,7 +35,6 @@ MULTI_HOST_PR = "https://github.com/ray-project/ray/pull/65422"
 tracking issue ray-project/ray#57137 (docs/FACTS.md section 20)."""
 
 DEFAULT_BATCH_SIZE = 64
-DEFAULT_MAX_TOKENS = 64
 PROMPT_COLUMN = "prompt"
 """The column of ``input`` holding each row's prompt (text); every other column is carried to ``output``."""
 
@@ -115,6 +114,28 @@ def output_problems(field: str, path: str, overwrite: bool) -> list[InvalidInput
 # ------------------------------------------------------------------------------------------- the processor
 
 
+ROW_FAILURES: dict[str, Any] = {"should_continue_on_error": True, "detokenize_stage": False,
+                                "log_engine_metrics": False}
+"""A row the engine refuses is kept with its error and the run goes on; the answer is the engine's text (Ray's
+detokenize stage would decode a ``stop`` string back in); no stat logger (:data:`NO_ROW_STATS`).
+Source: Ray 2.60/2.56 ``ProcessorConfig.should_continue_on_error``, ``DetokenizeUDF`` (docs/FACTS.md 20.1)."""
+ERROR_COLUMN = "__inference_error__"
+"""Ray Data LLM's column of a failed row's message (empty for an answered row), kept in ``output``."""
+NO_ROW_STATS = {"disable_log_stats": True}
+"""Answered rows' ``metrics`` stay null, as failed rows' are: Ray Data cannot merge a block of failed rows with one of
+answers carrying them. Source: Ray 2.60/2.56 ``transform_pyarrow._backfill_missing_fields`` (docs/FACTS.md 20.1)."""
+
+
+def row_stats_problems(engine_kwargs: Mapping[str, Any] | None) -> list[InvalidInput]:
+    """A batch workload's ``engine_kwargs`` may not turn per-row stats back on (:data:`NO_ROW_STATS`)."""
+    value = (engine_kwargs or {}).get("disable_log_stats", True)
+    if value is True:
+        return []
+    return [errors.invalid_value("engine_kwargs.disable_log_stats", value, "would give answered rows stats that "
+                                 "failed rows lack, which Ray Data cannot write in one dataset",
+                                 "true or absent (for kind batch)")]
+
+
 def engine_kwargs(work: WorkloadSpec) -> dict[str, Any]:
     """vLLM engine args of a batch workload on its TPU host: TP = the host's JAX devices (the serving rule), one
     process driving them (``uni``: vLLM on TPU runs SPMD in one process per host), the workload's own on top.
@@ -124,7 +145,7 @@ def engine_kwargs(work: WorkloadSpec) -> dict[str, Any]:
     tp, _ = parallel_sizes(extra, jax_devices(work.plan))
     base = {"tensor_parallel_size": tp, "max_model_len": work.max_model_len or DEFAULT_MAX_MODEL_LEN,
             "distributed_executor_backend": "uni"}
-    return base | extra
+    return base | extra | NO_ROW_STATS
 
 
 def processor_config(work: WorkloadSpec, model_source: str) -> dict[str, Any]:
@@ -140,6 +161,7 @@ def processor_config(work: WorkloadSpec, model_source: str) -> dict[str, Any]:
         "placement_group_config": {"bundles": [{"TPU": plan.chips_per_host, "CPU": 1}], "strategy": "STRICT_PACK"},
         "concurrency": work.slices_spanned,
         "batch_size": DEFAULT_BATCH_SIZE,
+        **ROW_FAILURES,
     }
 
 
@@ -162,10 +184,3 @@ def cpu_twin(config: Mapping[str, Any], model_source: str) -> dict[str, Any]:
     twin["placement_group_config"] = {"bundles": [{"CPU": 1}]}
     twin["runtime_env"] = {"env_vars": dict(CPU_TWIN["env_vars"])}
     return twin
-
-
-def sampling_params(max_tokens: int = DEFAULT_MAX_TOKENS) -> dict[str, Any]:
-    """Each row's sampling: greedy, ``max_tokens`` at most, ``ignore_eos`` so every row's length is the bound's
-    (throughput figures compare like with like)."""
-    return {"temperature": 0.0, "max_tokens": max_tokens, "ignore_eos": True}
-

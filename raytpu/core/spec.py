@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from raytpu.core import data, errors, kinds, multislice, names, user_code, vllm_rules
+from raytpu.core import data, errors, kinds, multislice, names, sampling, user_code, vllm_rules
 from raytpu.core.catalog import RAY_VERSION, generation
 from raytpu.core.cluster_parts import AlertingSpec, GkeSpec, NetworkSpec, StorageSpec
 from raytpu.core.errors import InvalidInput, InvalidInputs, Problems
@@ -318,6 +318,12 @@ class WorkloadSpec:
             unasked.
         dataset: Training only: a ``gs://`` or local Parquet/JSONL dataset Ray Train shards over the hosts; default
             none (the program's synthetic batches).
+        max_tokens: Batch only: tokens generated per row at most, below the context; default 64.
+        temperature: Batch only: sampling temperature, 0 to 2 (0: greedy); default 0.
+        top_p: Batch only: nucleus sampling, > 0 and <= 1; default vLLM's (1).
+        stop: Batch only: strings that end a row's answer (not included in it); default none.
+        chat_template: Batch only: whether each prompt goes through the model's chat template as a user message;
+            default: when the model's tokenizer has one (:mod:`raytpu.core.sampling`).
         code: Kinds train and job: the team's code folder (relative to the config file; :mod:`raytpu.teamcode`
             checks and ships it as the job's ``working_dir``); default none (code baked into ``image``).
         train_loop: Train only: ``MODULE:FUNCTION`` in ``code``, run as Ray Train's ``train_loop_per_worker``
@@ -340,6 +346,12 @@ class WorkloadSpec:
     input: str | None = None
     output: str | None = None
     dataset: str | None = None
+    # batch sampling (raytpu.core.sampling.SAMPLING_FIELDS)
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: tuple[str, ...] | None = None
+    chat_template: bool | None = None
     code: str | None = None
     train_loop: str | None = None
     train_config: Mapping[str, Any] | None = field(default=None, hash=False)
@@ -393,6 +405,9 @@ class WorkloadSpec:
                 "dataset", self.dataset, f"for kind {self.kind.name}", "only with kinds that train (train)")])
         found += user_code.workload_problems(self.kind, image=self.image, **{
             name: getattr(self, name) for name in user_code.CODE_FIELDS})
+        found += sampling.sampling_problems(self)
+        if self.kind.batches:
+            found += data.row_stats_problems(self.engine_kwargs)
         if self.slices is not None:
             bad = range_problems("slices", self.slices, 1, self.slice.count)
             found += bad
@@ -443,7 +458,8 @@ class WorkloadSpec:
         return {"name": self.name, "kind": self.kind.name, "slice": self.slice.to_json(), "image": self.image,
                 "slices": self.slices, **serving, "input": self.input, "output": self.output, "dataset": self.dataset,
                 "code": self.code, "train_loop": self.train_loop, "train_config": user_code.as_json(self.train_config),
-                "entrypoint": self.entrypoint}
+                "entrypoint": self.entrypoint,
+                **{name: getattr(self, name) for name in sampling.SAMPLING_FIELDS}}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> WorkloadSpec:
@@ -451,6 +467,8 @@ class WorkloadSpec:
         fields = dict(data)
         if fields.get("hf_token_secret") is not None:
             fields["hf_token_secret"] = SecretKeyRef(**fields["hf_token_secret"])
+        if isinstance(fields.get("stop"), list):  # JSON has no tuples
+            fields["stop"] = tuple(fields["stop"])
         return cls(**{**fields, "kind": kinds.kind(fields["kind"]), "slice": SliceSpec.from_json(fields["slice"])})
 
     def env(self) -> dict[str, str]:

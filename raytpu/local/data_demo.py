@@ -56,13 +56,13 @@ def batch_part(directory: Path) -> dict[str, Any]:
     prompts.write_text("".join(json.dumps({"id": i, "prompt": f"question {i}: what is {i} plus {i}?"}) + "\n"
                                for i in range(PROMPTS)))
     work = WorkloadSpec(name="batch", kind=kinds.kind("batch"), slice=item, input=str(prompts),
-                        output=str(directory / "answers"))
+                        output=str(directory / "answers"), max_tokens=MAX_TOKENS)
     model = tiny_llm.ensure()
     cluster = local.start(item.plan, 1, directory / "cluster", progress=_say)
     try:
         env = {**cluster.driver_env(), "HF_HUB_OFFLINE": "1", WORKLOAD_ENV: work.env()[WORKLOAD_ENV]}
         done = subprocess.run([sys.executable, "-m", "raytpu.workloads.batch", "--cpu-model", str(model.path),
-                               "--max-tokens", str(MAX_TOKENS), "--overwrite"], env=env, capture_output=True,
+                               "--overwrite"], env=env, capture_output=True,
                               text=True, timeout=1200)
     finally:
         local.stop(directory / "cluster")
@@ -70,7 +70,7 @@ def batch_part(directory: Path) -> dict[str, Any]:
     if done.returncode != 0 or not lines:
         return {"ok": False, "error": (done.stderr.strip().splitlines() or ["no report"])[-1][:500]}
     report: dict[str, Any] = json.loads(lines[-1][len(REPORT_PREFIX):])
-    return {**report, "ok": report["rows_out"] == report["rows_in"] == PROMPTS}
+    return {**report, "ok": report["rows_out"] == report["rows_in"] == PROMPTS and not report["rows_failed"]}
 
 
 def train_part(directory: Path) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from raytpu.core import errors, multislice
 from raytpu.core.data import DATA_FIELDS
 from raytpu.core.plan import SlicePlan
+from raytpu.core.sampling import SAMPLING_FIELDS
 from raytpu.core.spec import SERVING_FIELDS, ClusterSpec, WorkloadSpec
 from raytpu.core.user_code import CODE_FIELDS
 from raytpu.local.state import LocalCluster
@@ -50,10 +51,11 @@ def optional_config(path: str | None) -> ClusterSpec | None:
 
 def job_workload(cluster: LocalCluster, work: WorkloadSpec) -> WorkloadSpec:
     """The spec a job workload of the config runs with on ``cluster`` (``submit --local``): its own name and image,
-    its ``workloads[].slices`` when it spans slices, its model, data paths, ``dataset`` and code, on the emulated
-    slices.
-    A local data path is made absolute here: the job runs on this machine, from a folder of Ray's choosing."""
-    own = {f: getattr(work, f) for f in (*SERVING_FIELDS, *CODE_FIELDS, "dataset") if getattr(work, f) is not None}
+    its ``workloads[].slices`` when it spans slices, its model, data paths, ``dataset``, sampling and code, on the
+    emulated slices. A local data path is made absolute here: the job runs on this machine, from a folder of Ray's
+    choosing."""
+    own = {f: getattr(work, f) for f in (*SERVING_FIELDS, *CODE_FIELDS, "dataset", *SAMPLING_FIELDS)
+           if getattr(work, f) is not None}
     own |= {f: local_path(getattr(work, f)) for f in (*DATA_FIELDS, "dataset") if getattr(work, f) is not None}
     return WorkloadSpec(name=work.name, kind=work.kind, slice=cluster.slice_spec, image=work.image,
                         slices=work.slices if work.multislice else None, **own)
