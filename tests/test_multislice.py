@@ -326,8 +326,11 @@ def test_local_smoke_passes_the_derived_dcn_flag_to_the_smoke_program(
         return subprocess.CompletedProcess([kind], 0, stdout=line + "\n", stderr="")
 
     monkeypatch.setattr(local_cmd, "_cluster", lambda args: _Emulated(plan, slices))
+    monkeypatch.setattr(local_cmd, "_alive", lambda cluster: cluster)  # the stand-in has no head process to probe
     monkeypatch.setattr(local, "run_workload", run_workload)
-    assert cli.main(["local", "smoke", "--config", str(tmp_path / "raytpu.yaml"), *argv]) == 0
+    # --dcn-slices and --config cannot go together (the flag says what the config would): the flag alone
+    config_args = [] if "--dcn-slices" in argv else ["--config", str(tmp_path / "raytpu.yaml")]
+    assert cli.main(["local", "smoke", *config_args, *argv]) == 0
     err = capsys.readouterr().err
     assert seen == [passed]
     assert (said in err) if said else ("DCN" not in err)

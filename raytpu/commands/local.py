@@ -120,15 +120,21 @@ def plan_from_args(args: argparse.Namespace) -> SlicePlan:
 
 
 def _cluster(args: argparse.Namespace) -> LocalCluster:
-    """The recorded cluster, its head checked (exit 1 with what to run when it is gone, never a hang)."""
+    """The recorded cluster (a command checks its arguments against it, then :func:`_alive`)."""
     from raytpu import local
     from raytpu.core.errors import RuntimeFailure
-    from raytpu.local.connection import check_head
 
     cluster = local.LocalCluster.load(local.run_dir(args.dir))
     if cluster is None:
         raise RuntimeFailure(f"local: no local cluster recorded in {local.run_dir(args.dir)}; "
                              "start one with `raytpu local up`")
+    return cluster
+
+
+def _alive(cluster: LocalCluster) -> LocalCluster:
+    """``cluster`` with its head checked: exit 1 with what to run when it is gone, never a hang."""
+    from raytpu.local.connection import check_head
+
     check_head(cluster)
     return cluster
 
@@ -168,7 +174,7 @@ def _status(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from raytpu import local
-    cluster = _cluster(args)
+    cluster = _alive(_cluster(args))
     rows = local.status(cluster)
     if args.json:
         print(json.dumps({"address": cluster.address, "slices": cluster.slices, "plan": cluster.plan,
@@ -215,6 +221,7 @@ def _smoke(args: argparse.Namespace) -> int:
         raise invalid_value("--dcn-slices", args.dcn_slices, "is more slices than this local cluster has"
                             if args.dcn_slices > 1 else "is not a number of slices",
                             f"1..{len(cluster.slices)} (`raytpu local up --slices N` for more)")
+    _alive(cluster)  # the head, once the arguments are known good
     if args.dcn_slices is None:  # the explicit flag wins
         args.dcn_slices, why = dcn_slices_of(optional_config(args.config), plan, len(cluster.slices))
         if why:
@@ -249,12 +256,14 @@ def _smoke(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from raytpu.local.deploy import deploy_serve
+    from raytpu.local.deploy import deploy_serve, require_vllm
     from raytpu.local.from_config import serving_workload
 
     cluster = _cluster(args)
-    url, model = deploy_serve(cluster, serving_workload(cluster, args.config, args.workload), args.timeout_s,
-                              args.api_key_file)
+    work = serving_workload(cluster, args.config, args.workload)
+    require_vllm()
+    _alive(cluster)  # the head, once the arguments and this environment are known good
+    url, model = deploy_serve(cluster, work, args.timeout_s, args.api_key_file)
     print(f"endpoint: {url}")
     print(f"model: {model}")
     sys.stdout.flush()

@@ -26,16 +26,21 @@ def _progress(line: str) -> None:
     sys.stderr.flush()
 
 
+def require_vllm() -> None:
+    """RuntimeFailure naming the serve environment where vLLM is not importable (this interpreter's)."""
+    if importlib.util.find_spec("vllm") is None:
+        raise RuntimeFailure(f"local.serve: vLLM is not installed in {sys.executable}'s environment",
+                             "the serve environment (`make serve` builds .venv-serve; then `.venv-serve/bin/raytpu "
+                             "local up --slice serve` and `.venv-serve/bin/raytpu local serve`)")
+
+
 def deploy_serve(cluster: LocalCluster, work: WorkloadSpec, timeout_s: float, api_key_file: str | None = None,
                  recorder: timeline.Recorder | None = None, progress: Progress = _progress,
                  echo: Progress = _echo) -> tuple[str, str]:
     """Runs the serve workload on ``cluster`` (``progress`` lines and the workload's log, ``echo``, on stderr);
     returns its (endpoint URL, model). The workload's timeline stamps (:mod:`raytpu.core.timeline`: the app ``RUNNING``)
     go to ``recorder`` when given."""
-    if importlib.util.find_spec("vllm") is None:
-        raise RuntimeFailure(f"local.serve: vLLM is not installed in {sys.executable}'s environment",
-                             "the serve environment (`make serve` builds .venv-serve; then `.venv-serve/bin/raytpu "
-                             "local up --slice serve` and `.venv-serve/bin/raytpu local serve`)")
+    require_vllm()
     progress(f"deploying {work.name} (CPU twin) onto {cluster.address}")
     key_args = ("--api-key-file", os.path.abspath(api_key_file)) if api_key_file else ()
     done = run_workload(cluster, "serve", "--deploy-timeout-s", f"{timeout_s:g}", *key_args,
