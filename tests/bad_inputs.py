@@ -281,6 +281,10 @@ I12 = "28.12 DCN smoke job name"
 I13 = "28.13 smoke --local, local status --dir"
 I14 = "28.14 no slice fits"
 I31 = "31.1 batch and dataset"
+I39_2 = "39.2 faults of the machine"
+I39_3 = "39.3 batch and dataset paths"
+I39_4 = "39.4 model configs"
+I39_5 = "39.5 what validate misses"
 
 CASES: tuple[Case, ...] = (
     # catalog, describe
@@ -412,6 +416,39 @@ CASES: tuple[Case, ...] = (
     _edit("dataset-s3", "workloads.1.dataset", "s3://bucket/train.parquet", "workloads[1].dataset", I31),
     _edit("dataset-blank", "workloads.1.dataset", " ", "workloads[1].dataset", I31),
     _edit("dataset-on-serve", "workloads.2.dataset", "gs://b/train.parquet", "workloads[2].dataset", I31),
+    # issue 39.3: formats by suffix, gs:// as Cloud Storage names it, an output apart from its input
+    Case("batch-output-holds-input", ("validate", "raytpu.yaml", "--overwrite"), "workloads[3].output",
+         {"raytpu.yaml": batch_config(input="data/prompts.jsonl", output="data"), "data": DIR,
+          "data/prompts.jsonl": '{"prompt": "mine"}\n'}, item=I39_3),
+    _validate("batch-output-inside-input", batch_config(input="prompts", output="prompts/answers"),
+              "workloads[3].output", I39_3),
+    _validate("batch-output-dot-slash", batch_config(input="./answers/", output="answers"), "workloads[3].output",
+              I39_3),
+    _validate("batch-output-dotdot", batch_config(input="data/prompts.jsonl", output="x/../data/"),
+              "workloads[3].output", I39_3),
+    _validate("batch-output-cwd", batch_config(input="prompts.jsonl", output="."), "workloads[3].output", I39_3),
+    _validate("batch-gs-output-holds-input", batch_config(input="gs://my-data/run/prompts.jsonl",
+                                                          output="gs://my-data/./run/"), "workloads[3].output", I39_3),
+    _validate("batch-input-gs-one-slash", batch_config(input="gs:/my-data/prompts.jsonl"), "workloads[3].input",
+              I39_3),
+    _validate("batch-input-gs-upper-scheme", batch_config(input="GS://my-data/prompts.jsonl"), "workloads[3].input",
+              I39_3),
+    _validate("batch-input-bucket-upper", batch_config(input="gs://My-Data/prompts.jsonl"), "workloads[3].input",
+              I39_3),
+    _validate("batch-input-bucket-google", batch_config(input="gs://google-data/prompts.jsonl"),
+              "workloads[3].input", I39_3),
+    _validate("batch-input-bucket-two-chars", batch_config(input="gs://ab/prompts.jsonl"), "workloads[3].input",
+              I39_3),
+    _validate("batch-output-object-dotdot", batch_config(output="gs://my-data/.."), "workloads[3].output", I39_3),
+    _validate("batch-input-csv", batch_config(input="prompts.csv"), "workloads[3].input", I39_3),
+    _validate("batch-output-txt", batch_config(output="gs://my-data/answers.txt"), "workloads[3].output", I39_3),
+    _edit("dataset-bucket-ip", "workloads.1.dataset", "gs://10.0.0.1/train.parquet", "workloads[1].dataset", I39_3),
+    _edit("dataset-csv", "workloads.1.dataset", "train.csv", "workloads[1].dataset", I39_3),
+    Case("submit-local-batch-input-missing", ("submit", "batch", "--local", "--cpu-model", "model", "--dir", "run"),
+         "workloads[3].input", {**CFG, "raytpu.yaml": batch_config(input="nope.jsonl", output="answers"),
+                                "model": DIR}, item=I39_3),
+    Case("submit-local-train-dataset-missing", ("submit", "train", "--local", "--dir", "run"), "workloads[1].dataset",
+         {**CFG, "raytpu.yaml": config(_set("workloads.1.dataset", "nope.parquet"))}, item=I39_3),
     # synth
     Case("synth-out-nonempty-folder", ("synth", "raytpu.yaml", "--out", "mine"), "--out",
          {**CFG, "mine": DIR, "mine/notes.txt": "mine\n"}, item=I1, process=True),

@@ -1079,8 +1079,8 @@ def test_the_local_job_spec_carries_a_train_workloads_dataset(tmp_path: Path, mo
     cluster = LocalCluster(str(tmp_path), "/tmp/none", "127.0.0.1:1", spec.slice_named("train").plan.to_json(),
                            ["s0", "s1"])
     assert job_workload(cluster, spec.workload("pretrain")).dataset == str(tmp_path / "data" / "train.parquet")
-    remote = parse(LOCAL_CONFIG.replace("slices: 2, image", "slices: 2, dataset: gs://b/train.parquet, image"))
-    assert job_workload(cluster, remote.workload("pretrain")).dataset == "gs://b/train.parquet"
+    remote = parse(LOCAL_CONFIG.replace("slices: 2, image", "slices: 2, dataset: gs://my-data/train.parquet, image"))
+    assert job_workload(cluster, remote.workload("pretrain")).dataset == "gs://my-data/train.parquet"
 
 
 def test_submit_local_batch_without_vllm_here_says_which_environment(

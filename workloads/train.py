@@ -62,6 +62,7 @@ import tempfile
 import time
 from typing import Any
 
+from raytpu.core import data, errors
 from raytpu.core.plan import RAY_SLICE_LABEL, SlicePlan
 from raytpu.core.spec import WorkloadSpec
 from raytpu.core.timeline import Stamp, stamp, stamp_line
@@ -422,6 +423,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     env = {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": str(args.start_timeout_s),
            "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": os.environ.get("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5"),
            PREEMPTION_POLL_ENV: os.environ.get(PREEMPTION_POLL_ENV, str(PREEMPTION_POLL_S))}
+    if work.dataset is not None:  # before Ray is reached
+        errors.raise_found(data.local_input_problems("dataset", work.dataset))
     if not ray.is_initialized():
         ray.init(address=args.address or os.environ.get("RAY_ADDRESS") or "auto", log_to_driver=False,
                  logging_level=logging.ERROR, runtime_env={"env_vars": env})

@@ -32,8 +32,9 @@ def run(args: argparse.Namespace) -> int:
 
     spec = load(args.config)
     from raytpu.core import data, errors
-    errors.raise_found([p for i, w in enumerate(spec.workloads) if w.output is not None
-                        for p in data.output_problems(f"workloads[{i}].output", w.output, args.overwrite)])
+    errors.raise_found([p for i, w in enumerate(spec.workloads) if w.output is not None and w.input is not None
+                        for p in (data.overlap_problems(w.input, w.output, f"workloads[{i}].output", resolve=True)
+                                  or data.output_problems(f"workloads[{i}].output", w.output, args.overwrite))])
     print(f"{args.config}: valid ({spec.cluster.mode} cluster {spec.cluster.name!r} in {spec.region}, "
           f"{len(spec.slices)} slice kind(s), {len(spec.workloads)} workload(s))")
     for item in spec.slices:
