@@ -50,7 +50,14 @@ class Dir:
 
 
 DIR = Dir()
-Content = str | bytes | Dir
+
+
+class Fifo:
+    """A named pipe to create (reading one blocks until a writer comes: a reader must refuse it, not open it)."""
+
+
+FIFO = Fifo()
+Content = str | bytes | Dir | Fifo
 
 
 @dataclass(frozen=True)
@@ -474,6 +481,41 @@ CASES: tuple[Case, ...] = (
          {"config.json": model_config(num_hidden_layers=True)}),
     Case("plan-vocab-nan", ("plan", "--model-config", "config.json"), "--model-config.vocab_size",
          {"config.json": model_config(vocab_size=float("nan"))}),
+    # issue 39.4: regular files only, bounded size and depth, one value per key, encoders refused, paths in the file
+    Case("plan-model-config-fifo", ("plan", "--model-config", "config.json"), "--model-config", {"config.json": FIFO},
+         item=I39_4, process=True),
+    Case("plan-model-config-dev-zero", ("plan", "--model-config", "/dev/zero"), "--model-config", item=I39_4,
+         process=True),
+    Case("plan-model-config-2mib", ("plan", "--model-config", "config.json"), "--model-config",
+         {"config.json": model_config(notes="x" * (2 << 20))}, item=I39_4),
+    Case("plan-model-config-nested-100k", ("plan", "--model-config", "config.json"), "--model-config",
+         {"config.json": "[" * 100_000 + "]" * 100_000}, item=I39_4),
+    Case("plan-model-config-nested-40", ("plan", "--model-config", "config.json"), "--model-config" + "[0]" * 33,
+         {"config.json": "[" * 40 + "]" * 40}, item=I39_4),
+    Case("plan-model-config-duplicate-key", ("plan", "--model-config", "config.json"),
+         "--model-config.num_hidden_layers",
+         {"config.json": model_config()[:-1] + ', "num_hidden_layers": 64}'}, item=I39_4),
+    Case("plan-model-config-duplicate-text-key", ("plan", "--model-config", "config.json"),
+         "--model-config.text_config.num_attention_heads",
+         {"config.json": '{"model_type": "gemma3", "text_config": {"num_attention_heads": 8, '
+                         '"num_attention_heads": 16}}'}, item=I39_4),
+    Case("plan-model-config-bert", ("plan", "--model-config", "config.json"), "--model-config.model_type",
+         {"config.json": model_config(model_type="bert", architectures=["BertForMaskedLM"])}, item=I39_4),
+    Case("plan-model-config-encoder-head", ("plan", "--model-config", "config.json"), "--model-config.architectures",
+         {"config.json": model_config(model_type="acme", architectures=["AcmeForSequenceClassification"])},
+         item=I39_4),
+    Case("plan-model-config-text-heads-string", ("plan", "--model-config", "config.json"),
+         "--model-config.text_config.num_attention_heads",
+         {"config.json": json.dumps({"model_type": "gemma3", "text_config": {"num_attention_heads": "8"}})},
+         item=I39_4),
+    Case("plan-model-config-text-missing-layers", ("plan", "--model-config", "config.json"),
+         "--model-config.text_config.num_hidden_layers",
+         {"config.json": json.dumps({"model_type": "acme_vl", "text_config": {
+             k: v for k, v in MODEL_CONFIG.items() if k != "num_hidden_layers"}})}, item=I39_4),
+    Case("plan-model-config-text-config-list", ("plan", "--model-config", "config.json"),
+         "--model-config.text_config", {"config.json": model_config(text_config=[1])}, item=I39_4),
+    Case("plan-prices-duplicate-key", (*PLAN, "--prices", "prices.json"), "--prices.region",
+         {"prices.json": prices()[:-1] + ', "region": "europe-west4"}'}, item=I39_4),
     Case("plan-prices-folder", (*PLAN, "--prices", "prices"), "--prices", {"prices": DIR}),
     Case("plan-prices-nan", (*PLAN, "--prices", "prices.json"), "--prices.per_chip_hour.v6e.on_demand",
          {"prices.json": prices_v6e(on_demand=float("nan"))}),
@@ -626,6 +668,8 @@ def write_files(folder: Path, files: Mapping[str, Content]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(content, Dir):
             path.mkdir(exist_ok=True)
+        elif isinstance(content, Fifo):
+            os.mkfifo(path)
         elif isinstance(content, bytes):
             path.write_bytes(content)
         else:
