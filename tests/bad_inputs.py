@@ -456,6 +456,20 @@ CASES: tuple[Case, ...] = (
                                 "model": DIR}, item=I39_3),
     Case("submit-local-train-dataset-missing", ("submit", "train", "--local", "--dir", "run"), "workloads[1].dataset",
          {**CFG, "raytpu.yaml": config(_set("workloads.1.dataset", "nope.parquet"))}, item=I39_3),
+    # issue 39.5: what validate missed
+    _validate("flex-start-on-v4", config(lambda d: d.update(
+        region="us-central2", workloads=[], slices=[{"name": "old", "generation": "v4", "topology": "2x2x2",
+                                                     "zone": "us-central2-b", "provisioning": "flex-start"}])),
+              "slices[0].provisioning", I39_5),
+    _validate("flex-start-fallback-on-v4", config(lambda d: d.update(
+        region="us-central2", workloads=[], cluster={**d["cluster"], "mode": "autopilot"},
+        slices=[{"name": "old", "generation": "v4", "topology": "2x2x2", "zone": "us-central2-b",
+                 "provisioning": "spot", "fallback": ["on-demand", "flex-start"]}])),
+              "slices[0].fallback[1]", I39_5),
+    _validate("serve-gs-source-known-heads", config(_all(_set("slices.1.topology", "4x8"),
+                                                         _set("workloads.2.model", "Qwen/Qwen3-0.6B"),
+                                                         _set("workloads.2.model_source", "gs://my-data/qwen"))),
+              "workloads[2].model", I39_5),
     # synth
     Case("synth-out-nonempty-folder", ("synth", "raytpu.yaml", "--out", "mine"), "--out",
          {**CFG, "mine": DIR, "mine/notes.txt": "mine\n"}, item=I1, process=True),

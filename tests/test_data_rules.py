@@ -192,3 +192,28 @@ def test_the_train_program_checks_its_dataset_before_ray(tmp_path: Path, monkeyp
     monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("ray.init was reached"))
     assert train.main(["--steps", "1", "--storage-path", str(tmp_path / "ckpt")]) == 2
     assert capsys.readouterr().err.startswith("error: dataset: ")
+
+
+@pytest.mark.parametrize("fields", [
+    {"engine_kwargs": {"tensor_parallel_size": 3}}, {"model": "meta-llama/Llama-3.1-8B-Instruct"}])
+def test_a_batch_jobs_problems_speak_of_its_job_not_a_rayservice(fields: dict[str, Any]) -> None:
+    """Issue 39.5: the serving rules' messages, said of a batch RayJob, named a RayService and its replica."""
+    with pytest.raises(InvalidInputs) as info:
+        _batch(**fields)
+    (problem,) = info.value.problems
+    said = f"{problem.problem} {problem.valid}"
+    assert "RayService" not in said and "replica" not in said and "batch" in said, said
+
+
+def test_a_batch_model_from_another_bucket_and_a_gs_copy_of_a_known_model_are_warned_as_for_serving() -> None:
+    from raytpu.commands.validate import fit_warnings, serving_warnings
+    from raytpu.config import parse
+
+    example = (Path(__file__).resolve().parents[1] / "raytpu.example.yaml").read_text()
+    spec = parse(example + "  - {name: b, kind: batch, slice: serve, model: meta-llama/Llama-3.1-405B-Instruct, "
+                           "model_source: gs://other-models/llama, input: gs://my-data/in.jsonl, "
+                           "output: gs://my-data/out}\n")
+    work = spec.workloads[-1]
+    assert any("gs://other-models is not the kit's bucket" in w for w in serving_warnings(spec, work))
+    (fit,) = fit_warnings(work)
+    assert "llama-3.1-405b needs" in fit  # the known model's shape, not "not in the built-in table"

@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         span = f" ({work.slices_per_run} slices per run, joined over DCN)" if work.multislice else ""
         print(f"  {work.name}: {work.kind.name} on {work.slice.name}{span}, {how}")
     for work in spec.workloads:
-        for line in [*fit_warnings(work), *serving_warnings(spec, work)]:
+        for line in [*fit_warnings(work), *serving_warnings(spec, work), *deadline_warnings(work)]:
             print(f"warning: {line}", file=sys.stderr)
         if work.kind.is_job and work.slice.name in held:
             print(f"warning: workloads.{work.name}: every copy of slice {work.slice.name} is held by "
@@ -93,16 +93,14 @@ def served_copies(spec: ClusterSpec) -> dict[str, str]:
 
 
 def serving_warnings(spec: ClusterSpec, work: WorkloadSpec) -> list[str]:
-    """A RayService where it would go down or never load: on flex-start capacity, which GKE takes back at its run
-    duration; or weights in a bucket other than the kit's, which the Ray pods' service account cannot read."""
+    """A RayService on flex-start capacity, which GKE takes back at its run duration; a model workload (serve or
+    batch) reading weights from a bucket other than the kit's, which the Ray pods' service account cannot read."""
     from raytpu.core import names
     from raytpu.core.provisioning import MAX_RUN_DURATION_S
 
-    if work.kind.is_job:
-        return []
     out = []
     item = work.slice
-    if "flex-start" in _modes(item):
+    if "flex-start" in _modes(item) and not work.kind.is_job:
         # Source: https://cloud.google.com/kubernetes-engine/docs/concepts/dws (flex-start nodes run at most 7 days)
         ends = item.max_run_duration_s or MAX_RUN_DURATION_S[1]
         out.append(f"workloads.{work.name}: serves from slice {item.name}, which may run on flex-start capacity: GKE "
@@ -118,6 +116,20 @@ def serving_warnings(spec: ClusterSpec, work: WorkloadSpec) -> list[str]:
     return out
 
 
+def deadline_warnings(work: WorkloadSpec) -> list[str]:
+    """A RayJob whose deadline (``activeDeadlineSeconds``) outlasts its flex-start slice's ``max_run_duration_s``:
+    GKE deletes the nodes at the run duration, so a job that takes its time is cut before its deadline.
+    Source: https://cloud.google.com/kubernetes-engine/docs/concepts/dws (nodes removed at maxRunDurationSeconds)."""
+    item, limits = work.slice, work.kind.limits
+    ends = item.max_run_duration_s
+    if limits is None or ends is None or "flex-start" not in _modes(item) or ends >= limits.active_deadline_s:
+        return []
+    return [f"workloads.{work.name}: its RayJob may run {limits.active_deadline_s} s (activeDeadlineSeconds), longer "
+            f"than slice {item.name}'s flex-start max_run_duration_s {ends}: GKE deletes the nodes at {ends} s and "
+            f"cuts the job; raise slices[].max_run_duration_s to at least {limits.active_deadline_s}, or run it on "
+            "on-demand, spot or a reservation"]
+
+
 def fit_warnings(work: WorkloadSpec) -> list[str]:
     """A serving workload whose model cannot fit its slice (weights + KV cache for one sequence of its
     ``max_model_len``, bf16, 10% headroom: :mod:`raytpu.sizing.memory`); only models of ``raytpu plan``'s built-in
@@ -129,7 +141,7 @@ def fit_warnings(work: WorkloadSpec) -> list[str]:
     if not work.kind.takes_model:
         return []
     name, plan = work.name, work.plan
-    source = work.model_source or work.model or vllm_rules.DEFAULT_MODEL
+    source = vllm_rules.sized_model(work.model, work.model_source)
     shape = models.by_hf_id(source)
     if shape is None:
         return [f"workloads.{name}: model {source!r} is not in `raytpu plan`'s built-in table, so its fit on "
