@@ -107,6 +107,7 @@ def smoke_args(dcn_slices: int | None) -> tuple[str, ...]:
 
 def check_args(args: argparse.Namespace) -> None:
     """The flags a demo only uses after minutes of work (training steps, the report at the end): refused first."""
+    from raytpu.core import errors
     from raytpu.core.errors import invalid_value
 
     if not 1 <= args.steps <= MAX_STEPS:
@@ -114,6 +115,12 @@ def check_args(args: argparse.Namespace) -> None:
     if args.report is not None and (args.report == "" or Path(args.report).is_dir()):
         raise invalid_value("--report", args.report, "is not a file path (a folder, or empty)",
                             "the path of the JSON report to write")
+    from raytpu import machine
+    from raytpu.local.data_demo import DEFAULT_REPORT as DEFAULT_DATA_REPORT
+
+    default = DEFAULT_SERVE_REPORT if args.serve else DEFAULT_DATA_REPORT if args.data else DEFAULT_REPORT
+    errors.raise_found(machine.output_file_problems("--report", args.report or default))
+    machine.check_environment("TMPDIR", "HOME")  # synth's node runtime, Ray's and vLLM's caches write in them
     if not args.no_synth and not args.serve and not args.data:
         from raytpu.synth_out import check
 

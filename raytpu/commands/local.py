@@ -183,6 +183,11 @@ def _smoke(args: argparse.Namespace) -> int:
     from raytpu.local.from_config import dcn_slices_of, optional_config
     from raytpu.local.phases import emulated_phases
 
+    if args.report:  # written after the run: refused before it
+        from raytpu import machine
+        from raytpu.core import errors
+
+        errors.raise_found(machine.output_folder_problems("--report", args.report))
     recorder = timeline.Recorder.for_command()
     cluster = _cluster(args)
     plan = cluster.slice_plan
