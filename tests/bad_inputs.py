@@ -310,6 +310,8 @@ CASES: tuple[Case, ...] = (
     Case("config-is-a-folder", ("validate", "conf"), "config", {"conf": DIR}),
     Case("config-env-is-a-folder", ("validate",), "config", {"conf": DIR}, env={"RAYTPU_CONFIG": "conf"}),
     Case("config-default-missing", ("validate",), "config"),
+    Case("config-fifo", ("validate", "conf.yaml"), "config", {"conf.yaml": FIFO}, item=I39_4, process=True),
+    Case("config-dev-zero", ("validate", "/dev/zero"), "config", item=I39_4, process=True),
     _validate("config-nul-byte", EXAMPLE_TEXT + "\x00\n", "config"),
     _validate("config-tab-indent", EXAMPLE_TEXT.replace("  name: ray-tpu", "\tname: ray-tpu"), "config"),
     _validate("config-only-comment", "# nothing here\n", "config"),
