@@ -83,12 +83,17 @@ def output_file_problems(field: str, path: str) -> list[InvalidInput]:
     if mode is not None and not stat.S_ISREG(mode):
         kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file (a device, pipe or socket)"
         return [InvalidInput(field, f"{shown} is {kind}", "a file path in a folder you can write")]
-    folder = target.parent
+    return _nearest_folder_problems(field, shown, target.parent, "a file path in a folder you can write")
+
+
+def _nearest_folder_problems(field: str, shown: str, folder: Path, valid: str) -> list[InvalidInput]:
+    """No file can be made in ``folder`` or, where it is missing, the nearest folder above it (the writer makes
+    the missing ones)."""
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
     if why := folder_problem(str(folder)):
         return [InvalidInput(field, f"{shown} cannot be written: {errors.excerpt(str(folder), _SHOWN, tail=True)} "
-                             f"{why}", "a file path in a folder you can write")]
+                             f"{why}", valid)]
     return []
 
 
@@ -99,9 +104,4 @@ def output_folder_problems(field: str, path: str) -> list[InvalidInput]:
     folder = Path(os.path.abspath(path))
     if folder.exists() and not folder.is_dir():
         return [InvalidInput(field, f"{shown} is not a folder", "a folder you can write (made if missing)")]
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if why := folder_problem(str(folder)):
-        return [InvalidInput(field, f"{shown} cannot be written: {errors.excerpt(str(folder), _SHOWN, tail=True)} "
-                             f"{why}", "a folder you can write (made if missing)")]
-    return []
+    return _nearest_folder_problems(field, shown, folder, "a folder you can write (made if missing)")
