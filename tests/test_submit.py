@@ -996,14 +996,16 @@ BATCH_CONFIG = CONFIG + "  - {name: label, kind: batch, slice: serve, input: pro
 
 @pytest.fixture
 def batch_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[tuple[str, ...], WorkloadSpec]]:
-    """A folder (the current one) with :data:`BATCH_CONFIG`, a model folder ``model`` and a recorded emulated slice
-    of the batch workload's shape (its state file only: nothing runs); returns what ``local.submit_job`` is given."""
+    """A folder (the current one) with :data:`BATCH_CONFIG`, its input, a model folder ``model`` and a recorded
+    emulated slice of the batch workload's shape (its state file only: nothing runs); returns what
+    ``local.submit_job`` is given."""
     from raytpu import local
     from raytpu.local import submission as submission_local
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "raytpu.yaml").write_text(BATCH_CONFIG)
     (tmp_path / "model").mkdir()
+    (tmp_path / "prompts.jsonl").write_text('{"prompt": "hi"}\n')  # a local input must exist (issue 39.3)
     local.LocalCluster(str(tmp_path), "/tmp/none", "127.0.0.1:1",
                        parse(BATCH_CONFIG).slice_named("serve").plan.to_json(), ["s0"]).save()
     given: list[tuple[tuple[str, ...], WorkloadSpec]] = []
