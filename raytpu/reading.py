@@ -52,6 +52,8 @@ def read_text(path: Path, field: str, valid: str, limit: int = MAX_BYTES) -> str
     byte-order mark is dropped). ``valid`` says what the file should be."""
     shown = excerpt(str(path), _SHOWN, tail=True)
     try:
+        if path.exists() and not path.is_dir() and not path.is_file():  # a FIFO would block the open, /dev/zero
+            raise InvalidInput(field, f"{shown} is not a regular file (a FIFO, socket or device)", valid)
         with path.open("rb") as handle:
             data = handle.read(limit + 1)
     except OSError as exc:

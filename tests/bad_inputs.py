@@ -50,7 +50,14 @@ class Dir:
 
 
 DIR = Dir()
-Content = str | bytes | Dir
+
+
+class Fifo:
+    """A named pipe to create (reading one blocks until a writer comes: a reader must refuse it, not open it)."""
+
+
+FIFO = Fifo()
+Content = str | bytes | Dir | Fifo
 
 
 @dataclass(frozen=True)
@@ -372,6 +379,10 @@ I31 = "31.1 batch and dataset"
 I39_1 = "39.1 one owner per run folder, no hang"
 I39_6 = "39.6 flags that cannot go together"
 I38_8 = "38.8 batch sampling fields"
+I39_2 = "39.2 faults of the machine"
+I39_3 = "39.3 batch and dataset paths"
+I39_4 = "39.4 model configs"
+I39_5 = "39.5 what validate misses"
 
 CASES: tuple[Case, ...] = (
     # catalog, describe
@@ -390,6 +401,8 @@ CASES: tuple[Case, ...] = (
     Case("config-is-a-folder", ("validate", "conf"), "config", {"conf": DIR}),
     Case("config-env-is-a-folder", ("validate",), "config", {"conf": DIR}, env={"RAYTPU_CONFIG": "conf"}),
     Case("config-default-missing", ("validate",), "config"),
+    Case("config-fifo", ("validate", "conf.yaml"), "config", {"conf.yaml": FIFO}, item=I39_4, process=True),
+    Case("config-dev-zero", ("validate", "/dev/zero"), "config", item=I39_4, process=True),
     _validate("config-nul-byte", EXAMPLE_TEXT + "\x00\n", "config"),
     _validate("config-tab-indent", EXAMPLE_TEXT.replace("  name: ray-tpu", "\tname: ray-tpu"), "config"),
     _validate("config-only-comment", "# nothing here\n", "config"),
@@ -546,6 +559,83 @@ CASES: tuple[Case, ...] = (
     _edit("temperature-on-train", "workloads.1.temperature", 0.5, "workloads[1].temperature", I38_8),
     _edit("stop-on-smoke", "workloads.0.stop", ["END"], "workloads[0].stop", I38_8),
     _edit("chat-template-on-serve", "workloads.2.chat_template", False, "workloads[2].chat_template", I38_8),
+    # issue 39.3: formats by suffix, gs:// as Cloud Storage names it, an output apart from its input
+    Case("batch-output-holds-input", ("validate", "raytpu.yaml", "--overwrite"), "workloads[3].output",
+         {"raytpu.yaml": batch_config(input="data/prompts.jsonl", output="data"), "data": DIR,
+          "data/prompts.jsonl": '{"prompt": "mine"}\n'}, item=I39_3),
+    _validate("batch-output-inside-input", batch_config(input="prompts", output="prompts/answers"),
+              "workloads[3].output", I39_3),
+    _validate("batch-output-dot-slash", batch_config(input="./answers/", output="answers"), "workloads[3].output",
+              I39_3),
+    _validate("batch-output-dotdot", batch_config(input="data/prompts.jsonl", output="x/../data/"),
+              "workloads[3].output", I39_3),
+    _validate("batch-output-cwd", batch_config(input="prompts.jsonl", output="."), "workloads[3].output", I39_3),
+    _validate("batch-gs-output-holds-input", batch_config(input="gs://my-data/run/prompts.jsonl",
+                                                          output="gs://my-data/./run/"), "workloads[3].output", I39_3),
+    _validate("batch-input-gs-one-slash", batch_config(input="gs:/my-data/prompts.jsonl"), "workloads[3].input",
+              I39_3),
+    _validate("batch-input-gs-upper-scheme", batch_config(input="GS://my-data/prompts.jsonl"), "workloads[3].input",
+              I39_3),
+    _validate("batch-input-bucket-upper", batch_config(input="gs://My-Data/prompts.jsonl"), "workloads[3].input",
+              I39_3),
+    _validate("batch-input-bucket-google", batch_config(input="gs://google-data/prompts.jsonl"),
+              "workloads[3].input", I39_3),
+    _validate("batch-input-bucket-two-chars", batch_config(input="gs://ab/prompts.jsonl"), "workloads[3].input",
+              I39_3),
+    _validate("batch-output-object-dotdot", batch_config(output="gs://my-data/.."), "workloads[3].output", I39_3),
+    _validate("batch-input-csv", batch_config(input="prompts.csv"), "workloads[3].input", I39_3),
+    _validate("batch-output-txt", batch_config(output="gs://my-data/answers.txt"), "workloads[3].output", I39_3),
+    _edit("dataset-bucket-ip", "workloads.1.dataset", "gs://10.0.0.1/train.parquet", "workloads[1].dataset", I39_3),
+    _edit("dataset-csv", "workloads.1.dataset", "train.csv", "workloads[1].dataset", I39_3),
+    Case("submit-local-batch-input-missing", ("submit", "batch", "--local", "--cpu-model", "model", "--dir", "run"),
+         "workloads[3].input", {**CFG, "raytpu.yaml": batch_config(input="nope.jsonl", output="answers"),
+                                "model": DIR}, item=I39_3),
+    Case("submit-local-train-dataset-missing", ("submit", "train", "--local", "--dir", "run"), "workloads[1].dataset",
+         {**CFG, "raytpu.yaml": config(_set("workloads.1.dataset", "nope.parquet"))}, item=I39_3),
+    # issue 39.5: what validate missed
+    _validate("flex-start-on-v4", config(lambda d: d.update(
+        region="us-central2", workloads=[], slices=[{"name": "old", "generation": "v4", "topology": "2x2x2",
+                                                     "zone": "us-central2-b", "provisioning": "flex-start"}])),
+              "slices[0].provisioning", I39_5),
+    _validate("flex-start-fallback-on-v4", config(lambda d: d.update(
+        region="us-central2", workloads=[], cluster={**d["cluster"], "mode": "autopilot"},
+        slices=[{"name": "old", "generation": "v4", "topology": "2x2x2", "zone": "us-central2-b",
+                 "provisioning": "spot", "fallback": ["on-demand", "flex-start"]}])),
+              "slices[0].fallback[1]", I39_5),
+    _validate("serve-gs-source-known-heads", config(_all(_set("slices.1.topology", "4x8"),
+                                                         _set("workloads.2.model", "Qwen/Qwen3-0.6B"),
+                                                         _set("workloads.2.model_source", "gs://my-data/qwen"))),
+              "workloads[2].model", I39_5),
+    # issue 39.2: faults of the machine, before any work (as root a chmod stops no write: /proc, /dev/full, missing
+    # folders and files where folders belong stand in for read-only and full ones)
+    Case("synth-tmpdir-missing", ("synth", "raytpu.yaml", "--out", "out"), "TMPDIR", CFG,
+         env={"TMPDIR": "{CWD}/no-tmp"}, item=I39_2, process=True),
+    Case("synth-tmpdir-a-file", ("synth", "raytpu.yaml", "--out", "out"), "TMPDIR", {**CFG, "notes.txt": "mine\n"},
+         env={"TMPDIR": "{CWD}/notes.txt"}, item=I39_2, process=True),
+    Case("synth-home-unwritable", ("synth", "raytpu.yaml", "--out", "out"), "HOME", CFG,
+         env={"HOME": "/proc/raytpu-home"}, item=I39_2, process=True),
+    Case("synth-home-missing", ("synth", "raytpu.yaml", "--out", "out"), "HOME", CFG,
+         env={"HOME": "{CWD}/no-home"}, item=I39_2, process=True),
+    Case("plan-plot-home-unwritable", (*PLAN, "--plot", "plan.png"), "HOME", env={"HOME": "/proc/raytpu-home"},
+         item=I39_2, process=True),
+    Case("plan-plot-mplconfigdir-a-file", (*PLAN, "--plot", "plan.png"), "MPLCONFIGDIR", {"notes.txt": "mine\n"},
+         env={"MPLCONFIGDIR": "{CWD}/notes.txt"}, item=I39_2, process=True),
+    Case("plan-plot-tmpdir-missing", (*PLAN, "--plot", "plan.png"), "TMPDIR", env={"TMPDIR": "{CWD}/no-tmp"},
+         item=I39_2, process=True),
+    Case("demo-report-unwritable", ("demo", "--config", "raytpu.yaml", "--no-synth", "--dir", "run", "--report",
+                                    "/proc/raytpu/demo.json"), "--report", CFG, item=I39_2),
+    Case("demo-report-dev-full", ("demo", "--config", "raytpu.yaml", "--no-synth", "--dir", "run", "--report",
+                                  "/dev/full"), "--report", CFG, item=I39_2),
+    Case("demo-report-under-a-file", ("demo", "--config", "raytpu.yaml", "--no-synth", "--dir", "run", "--report",
+                                      "notes.txt/demo.json"), "--report", {**CFG, "notes.txt": "mine\n"}, item=I39_2),
+    Case("demo-home-missing", ("demo", "--config", "raytpu.yaml", "--no-synth", "--dir", "run"), "HOME", CFG,
+         env={"HOME": "{CWD}/no-home"}, item=I39_2),
+    Case("demo-tmpdir-unwritable", ("demo", "--config", "raytpu.yaml", "--no-synth", "--dir", "run"), "TMPDIR", CFG,
+         env={"TMPDIR": "/proc/raytpu-tmp"}, item=I39_2),
+    Case("local-smoke-report-unwritable", ("local", "--dir", "run", "smoke", "--report", "/proc/raytpu-reports"),
+         "--report", item=I39_2),
+    Case("local-smoke-report-a-file", ("local", "--dir", "run", "smoke", "--report", "notes.txt"), "--report",
+         {"notes.txt": "mine\n"}, item=I39_2),
     # synth
     Case("synth-out-nonempty-folder", ("synth", "raytpu.yaml", "--out", "mine"), "--out",
          {**CFG, "mine": DIR, "mine/notes.txt": "mine\n"}, item=I1, process=True),
@@ -571,6 +661,41 @@ CASES: tuple[Case, ...] = (
          {"config.json": model_config(num_hidden_layers=True)}),
     Case("plan-vocab-nan", ("plan", "--model-config", "config.json"), "--model-config.vocab_size",
          {"config.json": model_config(vocab_size=float("nan"))}),
+    # issue 39.4: regular files only, bounded size and depth, one value per key, encoders refused, paths in the file
+    Case("plan-model-config-fifo", ("plan", "--model-config", "config.json"), "--model-config", {"config.json": FIFO},
+         item=I39_4, process=True),
+    Case("plan-model-config-dev-zero", ("plan", "--model-config", "/dev/zero"), "--model-config", item=I39_4,
+         process=True),
+    Case("plan-model-config-2mib", ("plan", "--model-config", "config.json"), "--model-config",
+         {"config.json": model_config(notes="x" * (2 << 20))}, item=I39_4),
+    Case("plan-model-config-nested-100k", ("plan", "--model-config", "config.json"), "--model-config",
+         {"config.json": "[" * 100_000 + "]" * 100_000}, item=I39_4),
+    Case("plan-model-config-nested-40", ("plan", "--model-config", "config.json"), "--model-config" + "[0]" * 33,
+         {"config.json": "[" * 40 + "]" * 40}, item=I39_4),
+    Case("plan-model-config-duplicate-key", ("plan", "--model-config", "config.json"),
+         "--model-config.num_hidden_layers",
+         {"config.json": model_config()[:-1] + ', "num_hidden_layers": 64}'}, item=I39_4),
+    Case("plan-model-config-duplicate-text-key", ("plan", "--model-config", "config.json"),
+         "--model-config.text_config.num_attention_heads",
+         {"config.json": '{"model_type": "gemma3", "text_config": {"num_attention_heads": 8, '
+                         '"num_attention_heads": 16}}'}, item=I39_4),
+    Case("plan-model-config-bert", ("plan", "--model-config", "config.json"), "--model-config.model_type",
+         {"config.json": model_config(model_type="bert", architectures=["BertForMaskedLM"])}, item=I39_4),
+    Case("plan-model-config-encoder-head", ("plan", "--model-config", "config.json"), "--model-config.architectures",
+         {"config.json": model_config(model_type="acme", architectures=["AcmeForSequenceClassification"])},
+         item=I39_4),
+    Case("plan-model-config-text-heads-string", ("plan", "--model-config", "config.json"),
+         "--model-config.text_config.num_attention_heads",
+         {"config.json": json.dumps({"model_type": "gemma3", "text_config": {"num_attention_heads": "8"}})},
+         item=I39_4),
+    Case("plan-model-config-text-missing-layers", ("plan", "--model-config", "config.json"),
+         "--model-config.text_config.num_hidden_layers",
+         {"config.json": json.dumps({"model_type": "acme_vl", "text_config": {
+             k: v for k, v in MODEL_CONFIG.items() if k != "num_hidden_layers"}})}, item=I39_4),
+    Case("plan-model-config-text-config-list", ("plan", "--model-config", "config.json"),
+         "--model-config.text_config", {"config.json": model_config(text_config=[1])}, item=I39_4),
+    Case("plan-prices-duplicate-key", (*PLAN, "--prices", "prices.json"), "--prices.region",
+         {"prices.json": prices()[:-1] + ', "region": "europe-west4"}'}, item=I39_4),
     Case("plan-prices-folder", (*PLAN, "--prices", "prices"), "--prices", {"prices": DIR}),
     Case("plan-prices-nan", (*PLAN, "--prices", "prices.json"), "--prices.per_chip_hour.v6e.on_demand",
          {"prices.json": prices_v6e(on_demand=float("nan"))}),
@@ -754,6 +879,8 @@ def write_files(folder: Path, files: Mapping[str, Content]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(content, Dir):
             path.mkdir(exist_ok=True)
+        elif isinstance(content, Fifo):
+            os.mkfifo(path)
         elif isinstance(content, bytes):
             path.write_bytes(content)
         else:

@@ -38,8 +38,6 @@ ZONE_CASES = [
     ("v5e-flex-in-us-central1-a", dict(generation="v5e", topology="2x2", zone="us-central1-a",
                                        provisioning="flex-start"),
      ["GKE offers v5e flex-start only in us-west4-a"]),
-    ("v4-flex", dict(generation="v4", topology="2x2x1", zone="us-central2-b", provisioning="flex-start"),
-     ["flex-start does not support v4"]),
     ("tpu7x-flex-unlisted", dict(generation="tpu7x", topology="2x2x1", zone="us-central1-c",
                                  provisioning="flex-start"),
      ["lists no tpu7x zones"]),
@@ -60,6 +58,19 @@ def test_validate_warns_where_the_generation_or_its_mode_is_not_documented(case:
     assert len(found) == len(expected) == len([w for w in found if "read 2026-12-03" in w]), found
     for line in expected:
         assert any(line in w for w in found), (line, found)
+
+
+@pytest.mark.parametrize(("fields", "field"), [
+    (dict(provisioning="flex-start"), "provisioning"),
+    (dict(provisioning="spot", fallback=("on-demand", "flex-start")), "fallback[1]")])
+def test_flex_start_on_a_generation_gke_does_not_support_is_refused(fields: dict[str, Any], field: str) -> None:
+    """Issue 39.5: GKE's flex-start page says "TPU v3 and v4 are not supported": refused, not warned (was a
+    warning, issue 27); a generation it merely does not list (tpu7x) stays a warning."""
+    with pytest.raises(InvalidInputs) as info:
+        a_slice(generation="v4", topology="2x2x1", zone="us-central2-b", **fields)
+    (problem,) = info.value.problems
+    assert problem.field == field and "does not support v4" in problem.problem and FLEX_DOCS in problem.problem
+    assert "flex-start for v5e, v5p, v6e" in problem.valid
 
 
 def test_validate_prints_the_zone_warning_and_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -149,3 +160,19 @@ def test_queued_refusal_states_the_node_group_constraint() -> None:
     problem = next(p for p in info.value.problems if p.field == "slice")
     assert "every pod of every PodSet fits one node group" in problem.problem
     assert "single PodSet" not in problem.problem
+
+
+@pytest.mark.parametrize(("kind", "run_s", "warned"), [
+    ("train", 3600, True), ("train", 24 * 3600, False), ("train", None, False), ("serve", 600, False)])
+def test_a_job_outlasting_its_flex_start_run_duration_is_warned(kind: str, run_s: int | None, warned: bool) -> None:
+    """Issue 39.5: train's RayJob may run 24 h (activeDeadlineSeconds); a flex-start slice deleted after 1 h cuts
+    it. A RayService has its own flex-start warning (serving_warnings)."""
+    from raytpu.commands.validate import deadline_warnings
+    from raytpu.core import kinds
+
+    item = a_slice(topology="4x4", provisioning="flex-start", max_run_duration_s=run_s)
+    work = WorkloadSpec(name="w", kind=kinds.kind(kind), slice=item)
+    found = deadline_warnings(work)
+    assert bool(found) is warned, found
+    if warned:
+        assert "86400 s (activeDeadlineSeconds)" in found[0] and "max_run_duration_s 3600" in found[0]

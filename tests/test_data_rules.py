@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +16,7 @@ pytestmark = pytest.mark.unit
 
 ONE_HOST = SliceSpec.create(name="one", generation="v6e", topology="2x4", zone="us-east5-b")
 FOUR_HOSTS = SliceSpec.create(name="four", generation="v6e", topology="4x4", zone="us-east5-b")
-IO = {"input": "gs://b/prompts.jsonl", "output": "gs://b/answers"}
+IO = {"input": "gs://my-data/prompts.jsonl", "output": "gs://my-data/answers"}
 
 
 def _batch(item: SliceSpec = ONE_HOST, **fields: object) -> WorkloadSpec:
@@ -35,7 +37,7 @@ def test_a_value_that_is_not_a_data_path_is_named(value: object, words: str) -> 
     assert problem.field == "dataset" and words in problem.problem
 
 
-@pytest.mark.parametrize("value", ["gs://b/x.parquet", "relative/dir", "/abs/x.jsonl"])
+@pytest.mark.parametrize("value", ["gs://my-data/x.parquet", "relative/dir", "/abs/x.jsonl"])
 def test_data_paths_are_accepted(value: str) -> None:
     assert data.path_problems("dataset", value) == []
 
@@ -53,7 +55,7 @@ def test_input_and_output_are_required_and_distinct() -> None:
         _batch(input=None, output=None)
     assert [p.field for p in info.value.problems] == ["input", "output"]
     with pytest.raises(InvalidInputs) as info:
-        _batch(output="gs://b/prompts.jsonl/")
+        _batch(output="gs://my-data/prompts.jsonl/")
     assert [p.field for p in info.value.problems] == ["output"]
 
 
@@ -124,3 +126,96 @@ def test_the_batch_row_functions_ship_by_value_and_keep_every_column(tmp_path: P
     done = subprocess.run([sys.executable, "-I", "-c", script, str(tmp_path / "fns.pkl")], capture_output=True,
                           text=True, timeout=60, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+# ------------------------------------------------------------------------------------------- issue 39.3: paths
+
+
+@pytest.mark.parametrize(("input", "output", "how"), [
+    ("a", "./a/", "is"), ("data/prompts.jsonl", "data", "holds"), ("data", "data/out", "sits inside"),
+    ("gs://my-data/x", "gs://my-data/x/", "is"), ("gs://my-data/x", "gs://my-data/./x/y", "sits inside"),
+    ("/d/in", "/d/../d", "holds"), ("a", "ab", None), ("gs://my-data/a", "gs://other-data/a", None),
+    ("gs://my-data/a", "my-data/a", None)])
+def test_an_output_overlapping_its_input_is_seen_whatever_its_spelling(input: str, output: str,
+                                                                      how: str | None) -> None:
+    assert data.overlap(input, output) == how
+
+
+def test_local_paths_are_also_compared_as_this_machine_resolves_them(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "prompts.jsonl").write_text('{"prompt": "mine"}\n')
+    (tmp_path / "link").symlink_to(tmp_path / "data")
+    assert data.overlap_problems("data/prompts.jsonl", str(tmp_path / "data")) == []  # textually apart
+    (problem,) = data.overlap_problems("data/prompts.jsonl", str(tmp_path / "data"), resolve=True)
+    assert problem.field == "output" and "holds the input" in problem.problem
+    (problem,) = data.overlap_problems("link/prompts.jsonl", "data", resolve=True)
+    assert "holds the input" in problem.problem
+
+
+def test_where_a_batch_runs_its_input_must_exist_and_its_output_stand_apart(tmp_path: Path,
+                                                                           monkeypatch: Any) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert [p.field for p in data.run_problems("nope.jsonl", "out", False, "workloads[3]")] == ["workloads[3].input"]
+    (tmp_path / "in.jsonl").write_text('{"prompt": "mine"}\n')
+    assert data.run_problems("in.jsonl", "out", False) == []
+    assert data.run_problems("gs://my-data/in.jsonl", "out", False) == []  # gs:// is the program's to read
+    (problem,) = data.run_problems("in.jsonl", ".", True)
+    assert problem.field == "output" and "holds the input" in problem.problem
+
+
+@pytest.mark.parametrize(("input", "output", "field"), [
+    ("missing.jsonl", "answers", "input"), ("prompts.jsonl", "{CWD}", "output")])
+def test_the_batch_program_checks_its_paths_before_ray(input: str, output: str, field: str, tmp_path: Path,
+                                                      monkeypatch: Any, capsys: Any) -> None:
+    """Exit 2 naming the field, before ``ray.init`` (which would start or reach a cluster)."""
+    import ray
+
+    from raytpu.workloads import batch
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "prompts.jsonl").write_text('{"prompt": "mine"}\n')
+    work = _batch(input=input, output=output.replace("{CWD}", str(tmp_path)))  # apart until resolved
+    monkeypatch.setenv("RAYTPU_WORKLOAD", json.dumps(work.to_json()))
+    monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("ray.init was reached"))
+    assert batch.main(["--overwrite"]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {field}: ")
+    assert (tmp_path / "prompts.jsonl").read_text() == '{"prompt": "mine"}\n'
+
+
+def test_the_train_program_checks_its_dataset_before_ray(tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
+    import ray
+
+    from raytpu.workloads import train
+
+    monkeypatch.chdir(tmp_path)
+    work = WorkloadSpec(name="t", kind=kinds.kind("train"), slice=FOUR_HOSTS, dataset="missing.parquet")
+    monkeypatch.setenv("RAYTPU_WORKLOAD", json.dumps(work.to_json()))
+    monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("ray.init was reached"))
+    assert train.main(["--steps", "1", "--storage-path", str(tmp_path / "ckpt")]) == 2
+    assert capsys.readouterr().err.startswith("error: dataset: ")
+
+
+@pytest.mark.parametrize("fields", [
+    {"engine_kwargs": {"tensor_parallel_size": 3}}, {"model": "meta-llama/Llama-3.1-8B-Instruct"}])
+def test_a_batch_jobs_problems_speak_of_its_job_not_a_rayservice(fields: dict[str, Any]) -> None:
+    """Issue 39.5: the serving rules' messages, said of a batch RayJob, named a RayService and its replica."""
+    with pytest.raises(InvalidInputs) as info:
+        _batch(**fields)
+    (problem,) = info.value.problems
+    said = f"{problem.problem} {problem.valid}"
+    assert "RayService" not in said and "replica" not in said and "batch" in said, said
+
+
+def test_a_batch_model_from_another_bucket_and_a_gs_copy_of_a_known_model_are_warned_as_for_serving() -> None:
+    from raytpu.commands.validate import fit_warnings, serving_warnings
+    from raytpu.config import parse
+
+    example = (Path(__file__).resolve().parents[1] / "raytpu.example.yaml").read_text()
+    spec = parse(example + "  - {name: b, kind: batch, slice: serve, model: meta-llama/Llama-3.1-405B-Instruct, "
+                           "model_source: gs://other-models/llama, input: gs://my-data/in.jsonl, "
+                           "output: gs://my-data/out}\n")
+    work = spec.workloads[-1]
+    assert any("gs://other-models is not the kit's bucket" in w for w in serving_warnings(spec, work))
+    (fit,) = fit_warnings(work)
+    assert "llama-3.1-405b needs" in fit  # the known model's shape, not "not in the built-in table"

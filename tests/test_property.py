@@ -219,7 +219,7 @@ def valid_config(rng: random.Random) -> dict[str, Any]:
             if KINDS[kind].takes_model:
                 work.update(_serving_fields(rng, item))
             if kind == "batch":  # Ray Data LLM runs on one host (raytpu.core.data); input and output required
-                work.update(input="gs://b/prompts.jsonl", output=f"gs://b/answers-{work['name']}")
+                work.update(input="gs://my-data/prompts.jsonl", output=f"gs://my-data/answers-{work['name']}")
             work.update(kind_fields.JOB_ENTRYPOINT if kind == "job" else {})  # a team's driver
             if rng.random() < 0.3:
                 work["image"] = "us-docker.pkg.dev/p/r/ray:2.60.0-tpu"

@@ -137,12 +137,21 @@ def test_a_tp_that_does_not_divide_the_default_models_heads_is_refused_with_the_
     ("v6e", "4x8", {"engine_kwargs": {"pipeline_parallel_size": 8}}),  # TP 4 per host-stage divides 16
     ("tpu7x", "2x2x4", {"engine_kwargs": {"pipeline_parallel_size": 4}}),  # TP 8
     ("v6e", "4x8", {"model": "org/m"}),  # a model the kit does not know: vLLM checks it when the engine starts
-    ("v6e", "4x8", {"model": vllm_rules.DEFAULT_MODEL, "model_source": "gs://b/models/big"}),
+    ("v6e", "4x8", {"model": "org/m", "model_source": "gs://my-data/models/big"}),  # an unknown model's weights
     ("v6e", "4x4", {}),
     ("tpu7x", "2x2x2", {}),
 ])
 def test_layouts_that_fit_the_models_heads_are_accepted(gen: str, topology: str, extra: dict[str, Any]) -> None:
     _work(_gen_slice(gen, topology), **extra)
+
+
+def test_a_known_models_weights_on_a_bucket_keep_its_heads_rule() -> None:
+    """Issue 39.5: ``model_source: gs://...`` holds ``model``'s weights (it was not checked: no Hugging Face id to
+    look up), so a TP that does not divide the known model's heads is refused, naming ``model``."""
+    with pytest.raises(InvalidInputs) as info:
+        _work(_gen_slice("v6e", "4x8"), model=vllm_rules.DEFAULT_MODEL, model_source="gs://my-data/models/qwen")
+    assert [p.field for p in info.value.problems] == ["model"]
+    assert "16 attention heads" in info.value.problems[0].problem
 
 
 def test_validate_refuses_the_default_model_on_a_32_device_slice_in_one_line_with_exit_2(

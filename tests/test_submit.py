@@ -1029,14 +1029,16 @@ BATCH_CONFIG = CONFIG + "  - {name: label, kind: batch, slice: serve, input: pro
 
 @pytest.fixture
 def batch_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[tuple[str, ...], WorkloadSpec]]:
-    """A folder (the current one) with :data:`BATCH_CONFIG`, a model folder ``model`` and a recorded emulated slice
-    of the batch workload's shape (its state file only: nothing runs); returns what ``local.submit_job`` is given."""
+    """A folder (the current one) with :data:`BATCH_CONFIG`, its input, a model folder ``model`` and a recorded
+    emulated slice of the batch workload's shape (its state file only: nothing runs); returns what
+    ``local.submit_job`` is given."""
     from raytpu import local
     from raytpu.local import submission as submission_local
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "raytpu.yaml").write_text(BATCH_CONFIG)
     (tmp_path / "model").mkdir()
+    (tmp_path / "prompts.jsonl").write_text('{"prompt": "hi"}\n')  # a local input must exist (issue 39.3)
     local.LocalCluster(str(tmp_path), "/tmp/none", "127.0.0.1:1",
                        parse(BATCH_CONFIG).slice_named("serve").plan.to_json(), ["s0"]).save()
     given: list[tuple[tuple[str, ...], WorkloadSpec]] = []
@@ -1112,8 +1114,8 @@ def test_the_local_job_spec_carries_a_train_workloads_dataset(tmp_path: Path, mo
     cluster = LocalCluster(str(tmp_path), "/tmp/none", "127.0.0.1:1", spec.slice_named("train").plan.to_json(),
                            ["s0", "s1"])
     assert job_workload(cluster, spec.workload("pretrain")).dataset == str(tmp_path / "data" / "train.parquet")
-    remote = parse(LOCAL_CONFIG.replace("slices: 2, image", "slices: 2, dataset: gs://b/train.parquet, image"))
-    assert job_workload(cluster, remote.workload("pretrain")).dataset == "gs://b/train.parquet"
+    remote = parse(LOCAL_CONFIG.replace("slices: 2, image", "slices: 2, dataset: gs://my-data/train.parquet, image"))
+    assert job_workload(cluster, remote.workload("pretrain")).dataset == "gs://my-data/train.parquet"
 
 
 def test_submit_local_batch_without_vllm_here_says_which_environment(

@@ -183,8 +183,10 @@ def main(argv: list[str] | None = None) -> int:
         work = WorkloadSpec.from_env()
         if not work.kind.batches:
             raise errors.invalid_value("RAYTPU_WORKLOAD", work.kind.name, "is not a batch workload", "kind: batch")
-        assert work.output is not None  # the spec requires it for kind batch
-        refuse_taken(work.output, args.overwrite)  # before Ray: nothing is read, started or written
+        assert work.input is not None and work.output is not None  # the spec requires both for kind batch
+        # before Ray: nothing is read, started or written
+        errors.raise_found(data.run_problems(work.input, work.output, args.overwrite))
+        refuse_taken(work.output, args.overwrite)
         import ray
 
         ray.init(address=args.address or os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True,

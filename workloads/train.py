@@ -64,6 +64,7 @@ import tempfile
 import time
 from typing import Any
 
+from raytpu.core import data, errors
 from raytpu.core.plan import RAY_SLICE_LABEL, SlicePlan
 from raytpu.core.spec import WorkloadSpec
 from raytpu.core.timeline import Stamp, stamp, stamp_line
@@ -428,6 +429,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     env = {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": str(args.start_timeout_s),
            "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": os.environ.get("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5"),
            PREEMPTION_POLL_ENV: os.environ.get(PREEMPTION_POLL_ENV, str(PREEMPTION_POLL_S))}
+    if work.dataset is not None:  # before Ray is reached
+        errors.raise_found(data.local_input_problems("dataset", work.dataset))
     if work.train_loop is not None:  # the team's function, in the JaxTrainer the kit builds for the slice
         from raytpu.workloads import team_train
 

@@ -113,6 +113,7 @@ def check_args(args: argparse.Namespace) -> None:
     """The flags a demo only uses after minutes of work (training steps, the report at the end), and flags that
     cannot go together: refused first."""
     from raytpu.cli_args import refuse_combinations
+    from raytpu.core import errors
     from raytpu.core.errors import invalid_value
 
     preempt, serve, data = ("--preempt", args.preempt), ("--serve", args.serve), ("--data", args.data)
@@ -127,6 +128,12 @@ def check_args(args: argparse.Namespace) -> None:
     if args.report is not None and (args.report == "" or Path(args.report).is_dir()):
         raise invalid_value("--report", args.report, "is not a file path (a folder, or empty)",
                             "the path of the JSON report to write")
+    from raytpu import machine
+    from raytpu.local.data_demo import DEFAULT_REPORT as DEFAULT_DATA_REPORT
+
+    default = DEFAULT_SERVE_REPORT if args.serve else DEFAULT_DATA_REPORT if args.data else DEFAULT_REPORT
+    errors.raise_found(machine.output_file_problems("--report", args.report or default))
+    machine.check_environment("TMPDIR", "HOME")  # synth's node runtime, Ray's and vLLM's caches write in them
     if not args.no_synth and not args.serve and not args.data:
         from raytpu.synth_out import check
 

@@ -212,6 +212,11 @@ def _smoke(args: argparse.Namespace) -> int:
 
     dcn_slices = ("--dcn-slices", args.dcn_slices is not None)
     refuse_combinations(together=[(("--config", args.config is not None), dcn_slices)])
+    if args.report:  # written after the run: refused before it
+        from raytpu import machine
+        from raytpu.core import errors
+
+        errors.raise_found(machine.output_folder_problems("--report", args.report))
     recorder = timeline.Recorder.for_command()
     cluster = _cluster(args)
     plan = cluster.slice_plan

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -112,6 +113,10 @@ def _check(args: argparse.Namespace, shape: ModelShape | None) -> None:
         from raytpu.sizing import plot
 
         plot.target(args.plot)
+        from raytpu import machine
+
+        # matplotlib writes its config and font cache under MPLCONFIGDIR, else HOME, and temporary files in TMPDIR
+        machine.check_environment("TMPDIR", "MPLCONFIGDIR" if os.environ.get("MPLCONFIGDIR") else "HOME")
         if importlib.util.find_spec("matplotlib") is None:
             raise errors.invalid_value("--plot", args.plot, "needs matplotlib, which is not installed",
                                        "pip install 'raytpu[plot]' (requirements.lock pins it), or no --plot")

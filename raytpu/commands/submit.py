@@ -78,8 +78,7 @@ def run(args: argparse.Namespace) -> int:
 
         return submit_local(work, directory=args.dir, run_id=args.run_id, timeout_s=args.timeout_s,
                             report_path=args.report, cpu_model=args.cpu_model, overwrite=args.overwrite,
-                            output_field=f"workloads[{spec.workloads.index(work)}].output",
-                            code_field=f"workloads[{spec.workloads.index(work)}].code")
+                            prefix=f"workloads[{spec.workloads.index(work)}]")
     if not args.stack:
         raise errors.missing("--stack", "(or --local)", "the cluster stack's id, <cluster name>-cluster")
     from raytpu.cli_args import print_yaml

@@ -35,6 +35,9 @@ def run(args: argparse.Namespace) -> int:
     """Checks DIR and the config, synthesizes into a folder beside DIR, then swaps it in for DIR."""
     from raytpu import synth_out
     synth_out.check(args.out)  # before the config and CDK Terrain are loaded: refused in milliseconds
+    from raytpu import machine
+
+    machine.check_environment("TMPDIR", "HOME")  # CDK Terrain's node runtime writes in both
 
     from raytpu.config import choose, load
     from raytpu.images.record import load_refs

@@ -32,8 +32,9 @@ def run(args: argparse.Namespace) -> int:
 
     spec = load(args.config)
     from raytpu.core import data, errors
-    errors.raise_found([p for i, w in enumerate(spec.workloads) if w.output is not None
-                        for p in data.output_problems(f"workloads[{i}].output", w.output, args.overwrite)])
+    errors.raise_found([p for i, w in enumerate(spec.workloads) if w.output is not None and w.input is not None
+                        for p in (data.overlap_problems(w.input, w.output, f"workloads[{i}].output", resolve=True)
+                                  or data.output_problems(f"workloads[{i}].output", w.output, args.overwrite))])
     print(f"{args.config}: valid ({spec.cluster.mode} cluster {spec.cluster.name!r} in {spec.region}, "
           f"{len(spec.slices)} slice kind(s), {len(spec.workloads)} workload(s))")
     for item in spec.slices:
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         span = f" ({work.slices_per_run} slices per run, joined over DCN)" if work.multislice else ""
         print(f"  {work.name}: {work.kind.name} on {work.slice.name}{span}, {how}{runs(work)}")
     for work in spec.workloads:
-        for line in [*fit_warnings(work), *serving_warnings(spec, work)]:
+        for line in [*fit_warnings(work), *serving_warnings(spec, work), *deadline_warnings(work)]:
             print(f"warning: {line}", file=sys.stderr)
         if work.kind.is_job and work.slice.name in held:
             print(f"warning: workloads.{work.name}: every copy of slice {work.slice.name} is held by "
@@ -126,6 +127,20 @@ def serving_warnings(spec: ClusterSpec, work: WorkloadSpec) -> list[str]:
     return out
 
 
+def deadline_warnings(work: WorkloadSpec) -> list[str]:
+    """A RayJob whose deadline (``activeDeadlineSeconds``) outlasts its flex-start slice's ``max_run_duration_s``:
+    GKE deletes the nodes at the run duration, so a job that takes its time is cut before its deadline.
+    Source: https://cloud.google.com/kubernetes-engine/docs/concepts/dws (nodes removed at maxRunDurationSeconds)."""
+    item, limits = work.slice, work.kind.limits
+    ends = item.max_run_duration_s
+    if limits is None or ends is None or "flex-start" not in _modes(item) or ends >= limits.active_deadline_s:
+        return []
+    return [f"workloads.{work.name}: its RayJob may run {limits.active_deadline_s} s (activeDeadlineSeconds), longer "
+            f"than slice {item.name}'s flex-start max_run_duration_s {ends}: GKE deletes the nodes at {ends} s and "
+            f"cuts the job; raise slices[].max_run_duration_s to at least {limits.active_deadline_s}, or run it on "
+            "on-demand, spot or a reservation"]
+
+
 def fit_warnings(work: WorkloadSpec) -> list[str]:
     """A serving workload whose model cannot fit its slice (weights + KV cache for one sequence of its
     ``max_model_len``, bf16, 10% headroom: :mod:`raytpu.sizing.memory`); only models of ``raytpu plan``'s built-in
@@ -137,7 +152,7 @@ def fit_warnings(work: WorkloadSpec) -> list[str]:
     if not work.kind.takes_model:
         return []
     name, plan = work.name, work.plan
-    source = work.model_source or work.model or vllm_rules.DEFAULT_MODEL
+    source = vllm_rules.sized_model(work.model, work.model_source)
     shape = models.by_hf_id(source)
     if shape is None:
         return [f"workloads.{name}: model {source!r} is not in `raytpu plan`'s built-in table, so its fit on "

@@ -302,7 +302,7 @@ class OfferedZones:
             regions the kit's docs name); a generation outside it is offered in no documented zone.
         any_mode_source: That page.
         flex_start: Generation -> zones of GKE's flex-start page; a generation absent here is not listed there
-            (tpu7x); an empty tuple: GKE says flex-start does not support it.
+            (tpu7x: warned); an empty tuple: GKE says flex-start does not support it (refused).
         flex_start_source: That page.
     """
 
@@ -322,12 +322,8 @@ class OfferedZones:
                        f"{generation_name} ({', '.join(offered)}; read {self.read_on}, {self.any_mode_source}): "
                        "check the live list, or nothing may ever scale up there")
         flex = self.flex_start.get(generation_name)
-        if "flex-start" in modes:
-            if flex == ():
-                out.append(f"GKE's flex-start page says flex-start does not support {generation_name} (read "
-                           f"{self.read_on}, {self.flex_start_source}): pods would wait for capacity that never "
-                           "comes; use on-demand, spot or a reservation")
-            elif flex is None:
+        if "flex-start" in modes and flex != ():  # () is refused (raytpu.core.provisioning.generation_problems)
+            if flex is None:
                 out.append(f"GKE's flex-start page lists no {generation_name} zones (read {self.read_on}, "
                            f"{self.flex_start_source}): check that flex-start offers {generation_name} in {zone}")
             elif zone not in flex:

@@ -11,6 +11,8 @@ the kit's pipeline and a hand-written one differ only where this module says. St
 from __future__ import annotations
 
 import os
+import posixpath
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -44,20 +46,98 @@ def data_format(path: str) -> str:
     return "jsonl" if path.rstrip("/").lower().endswith(JSONL_SUFFIXES) else "parquet"
 
 
+READ_SUFFIXES = (".parquet", *JSONL_SUFFIXES)
+"""The suffixes of what the kit reads and writes; a folder (no suffix, or a trailing ``/``) is Parquet files."""
+_IPV4 = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
+_BUCKET_PART = re.compile(r"^[a-z0-9](?:[a-z0-9_-]{0,61}[a-z0-9])?$")
+GCS_VALID = ("gs://BUCKET/PATH: a bucket of 3-63 lowercase letters, digits, '-', '_' (dotted names: up to 222, each "
+             "part up to 63), starting and ending with a letter or digit, not an IP address, not starting with goog "
+             "or holding google; an object path of at most 1024 bytes, not . or ..")
+
+
+def _gcs_problem(uri: str) -> str | None:
+    """What breaks Cloud Storage's naming rules in ``gs://BUCKET/PATH``, or None.
+    Source: https://cloud.google.com/storage/docs/buckets#naming, https://cloud.google.com/storage/docs/objects#naming"""
+    bucket, _, path = uri[len("gs://"):].partition("/")
+    if not bucket or not path.strip("/"):
+        return "names no object path in the bucket"
+    if not 3 <= len(bucket) <= (222 if "." in bucket else 63) or \
+            not all(_BUCKET_PART.match(part) for part in bucket.split(".")):
+        return f"names the bucket {errors.excerpt(bucket)}, which Cloud Storage does not allow"
+    if _IPV4.match(bucket) or bucket.startswith("goog") or "google" in bucket:
+        return f"names the bucket {errors.excerpt(bucket)}, a name Cloud Storage reserves (IP address, goog*, google)"
+    if len(path.encode()) > 1024 or path.strip("/") in (".", ".."):
+        return "names an object path Cloud Storage does not allow (over 1024 bytes, or . or ..)"
+    return None
+
+
 def path_problems(field: str, value: object) -> list[InvalidInput]:
-    """A data path is ``gs://BUCKET/PATH`` or a local path: no other scheme, not blank, no control characters."""
+    """A data path is ``gs://BUCKET/PATH`` (as Cloud Storage names it) or a local path: no other scheme, not blank,
+    no control characters, Parquet or JSON lines by its suffix."""
     if not isinstance(value, str):
         return [errors.invalid_value(field, value, "is not a path", PATH_VALID)]
     if not value.strip() or value != value.strip() or any(ord(c) < 32 for c in value):
         return [errors.invalid_value(field, value, "is blank, padded or holds control characters", PATH_VALID)]
+    if value[:3].lower() == "gs:" and not value.startswith("gs://"):
+        return [errors.invalid_value(field, value, "is a misspelt gs:// URI (not a local path either)", GCS_VALID)]
     if value.startswith("gs://"):
-        bucket, _, path = value[len("gs://"):].partition("/")
-        if not bucket or not path.strip("/"):
-            return [errors.invalid_value(field, value, "names no object path in the bucket", PATH_VALID)]
-        return []
-    if "://" in value:
+        if problem := _gcs_problem(value):
+            return [errors.invalid_value(field, value, problem, GCS_VALID)]
+    elif "://" in value:
         return [errors.invalid_value(field, value, "uses a scheme the kit does not read", PATH_VALID)]
+    name = value.rstrip("/").rsplit("/", 1)[-1]
+    suffix = os.path.splitext(name)[1].lower()
+    if suffix and not value.endswith("/") and suffix not in READ_SUFFIXES:
+        return [errors.invalid_value(field, value, f"ends in {errors.excerpt(suffix, 20)}, a format not read here",
+                                     f"{', '.join(READ_SUFFIXES)} or a folder of .parquet files (end a folder whose "
+                                     "name has a dot with /)")]
     return []
+
+
+def _parts(path: str) -> tuple[str, ...]:
+    """``path`` as comparable parts: ``gs://b/x/`` and ``gs://b/./x`` alike, ``./a`` and ``a/`` alike."""
+    if path.startswith("gs://"):
+        bucket, _, rest = path[len("gs://"):].partition("/")
+        return ("gs://" + bucket, *filter(None, posixpath.normpath("/" + rest).split("/")))
+    norm = os.path.normpath(path)
+    return tuple(p for p in norm.split(os.sep) if p not in ("", ".")) if not os.path.isabs(norm) else \
+        ("/", *filter(None, norm.split(os.sep)))
+
+
+def overlap(input: str, output: str) -> str | None:
+    """How ``output`` overlaps ``input``, textually (same spelling rules as :func:`_parts`): ``is``, ``holds``,
+    ``sits inside``; None when apart."""
+    a, b = _parts(input), _parts(output)
+    if a == b:
+        return "is"
+    if a[:len(b)] == b:
+        return "holds"
+    if b[:len(a)] == a:
+        return "sits inside"
+    return None
+
+
+def overlap_problems(input: str, output: str, field: str = "output", *, resolve: bool = False) -> list[InvalidInput]:
+    """``output`` that is, holds or sits inside ``input``: writing it (``--overwrite`` deletes the folder first)
+    would destroy or mix with the prompts. ``resolve``: local paths also compared as this machine resolves them
+    (absolute, symlinks followed), where the program runs."""
+    how = overlap(input, output)
+    if how is None and resolve and not input.startswith("gs://") and not output.startswith("gs://"):
+        how = overlap(os.path.realpath(input), os.path.realpath(output))
+    if how is None:
+        return []
+    what = {"is": "is the input", "holds": "holds the input", "sits inside": "sits inside the input"}[how]
+    return [errors.invalid_value(field, output, f"{what} ({errors.excerpt(input, tail=True)}): writing it would "
+                                 "overwrite or mix with the prompts", "a path apart from input (neither inside it "
+                                 "nor holding it)")]
+
+
+def local_input_problems(field: str, path: str) -> list[InvalidInput]:
+    """A local ``input``/``dataset`` that does not exist here (gs:// is judged by the program)."""
+    if path.startswith("gs://") or os.path.exists(path):
+        return []
+    return [errors.invalid_value(field, path, f"does not exist (looked in {errors.excerpt(os.getcwd(), tail=True)})",
+                                 "an existing Parquet file or folder, or JSON lines file, or gs://BUCKET/PATH")]
 
 
 def single_host_shapes(gen: str) -> list[str]:
@@ -83,10 +163,8 @@ def batch_problems(*, batch: bool, plan: SlicePlan, input: object, output: objec
             found.append(errors.missing(name, "(a batch workload reads input and writes output)", PATH_VALID))
         else:
             found += path_problems(name, value)
-    if not found and isinstance(input, str) and isinstance(output, str) and \
-            input.rstrip("/") == output.rstrip("/"):
-        found.append(errors.invalid_value("output", output, "is the input (the results would overwrite the prompts)",
-                                          "another path"))
+    if not found and isinstance(input, str) and isinstance(output, str):
+        found += overlap_problems(input, output)
     if not plan.single_host:
         found.append(errors.invalid_value(
             "slice", f"{plan.generation} {plan.topology} ({plan.hosts} hosts)",
@@ -109,6 +187,14 @@ def output_problems(field: str, path: str, overwrite: bool) -> list[InvalidInput
         return []
     return [errors.invalid_value(field, path, "exists and would be overwritten",
                                  "a path that does not exist yet (or an empty folder), or --overwrite")]
+
+
+def run_problems(input: str, output: str, overwrite: bool, prefix: str = "") -> list[InvalidInput]:
+    """Where a batch runs (``submit --local``, the program before Ray): a local input that exists, an output apart
+    from it as this machine resolves them, and an output that holds nothing unless ``overwrite``."""
+    found = local_input_problems("input", input) + overlap_problems(input, output, resolve=True)
+    found += [] if found else output_problems("output", output, overwrite)
+    return [p.at(prefix) for p in found]
 
 
 # ------------------------------------------------------------------------------------------- the processor

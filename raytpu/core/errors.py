@@ -198,19 +198,71 @@ def forbidden(field: str, value: object, why: str, valid: str) -> InvalidInput:
     return InvalidInput(field, f"{excerpt(value)} is not allowed {why}", valid)
 
 
+MAX_JSON_BYTES = 1 << 20
+"""The largest JSON file a flag names (1 MiB): a model's config.json or a price table is a few KiB."""
+MAX_JSON_DEPTH = 32
+"""The deepest nesting read from such a file (a config.json nests three levels)."""
+
+
+class _Pairs(dict[str, object]):
+    """A JSON object that remembers a key it was given twice (json keeps the last silently)."""
+
+    twice: str | None = None
+
+
+def _pairs(items: list[tuple[str, object]]) -> _Pairs:
+    found = _Pairs()
+    for key, value in items:
+        if key in found and found.twice is None:
+            found.twice = key
+        found[key] = value
+    return found
+
+
+def _walk_json(value: object, field: str, depth: int = 0) -> None:
+    """Refuses a key given twice or nesting past :data:`MAX_JSON_DEPTH`, naming where in the file."""
+    if depth > MAX_JSON_DEPTH:
+        raise InvalidInput(field, f"nests deeper than {MAX_JSON_DEPTH} levels", f"JSON nested at most "
+                           f"{MAX_JSON_DEPTH} levels")
+    if isinstance(value, _Pairs):
+        if value.twice is not None:
+            raise InvalidInput(join_path(field, value.twice), "is given twice in the file: JSON keeps only the last",
+                               "each key once in an object")
+        for key, item in value.items():
+            _walk_json(item, join_path(field, key), depth + 1)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _walk_json(item, f"{field}[{index}]", depth + 1)
+
+
 def read_json_file(path: str, field: str, what: str) -> object:
-    """The JSON in the file at ``path`` (given as ``field``); InvalidInput naming ``field`` and ``path`` when it
-    cannot be read or is not JSON, ``what`` saying what it should be (``a Hugging Face config.json``)."""
+    """The JSON in the file at ``path`` (given as ``field``); InvalidInput naming ``field`` and ``path`` when it is
+    not a regular file (a FIFO or device is refused, not read), is over :data:`MAX_JSON_BYTES`, is not UTF-8 JSON,
+    nests past :data:`MAX_JSON_DEPTH` or repeats a key (named by its path in the file: ``field.text_config.x``);
+    ``what`` says what it should be (``a Hugging Face config.json``)."""
     import json
-    from pathlib import Path
+    import stat
 
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file (a FIFO, socket or device)"
+            raise invalid_value(field, path, f"is {kind}", f"the path of {what}, a regular file")
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_JSON_BYTES + 1)
     except OSError as exc:
         raise invalid_value(field, path, f"cannot be read ({exc.strerror or exc})", f"the path of {what}") from exc
+    if len(data) > MAX_JSON_BYTES:
+        raise invalid_value(field, path, f"is over {MAX_JSON_BYTES >> 20} MiB", f"{what} of at most 1 MiB")
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise invalid_value(field, path, "is not UTF-8 text", what) from exc
     try:
-        return json.loads(text)
+        value = json.loads(text, object_pairs_hook=_pairs)
     except json.JSONDecodeError as exc:
         raise invalid_value(field, path, f"is not JSON ({exc.msg}, line {exc.lineno})", what) from exc
+    except RecursionError as exc:
+        raise invalid_value(field, path, f"nests deeper than {MAX_JSON_DEPTH} levels", what) from exc
+    _walk_json(value, field)
+    return value

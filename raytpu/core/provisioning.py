@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raytpu.core import errors
-from raytpu.core.catalog import FLEX_START_MIN_GKE_VERSION
+from raytpu.core.catalog import FLEX_START_MIN_GKE_VERSION, OFFERED
 from raytpu.core.errors import InvalidInput
 
 TPU_TAINT = "google.com/tpu"
@@ -173,6 +173,21 @@ MODES: dict[str, Provisioning] = {p.name: p for p in (
 """Every mode, by name, in the order ``raytpu.yaml`` documents them."""
 
 NAMES: tuple[str, ...] = tuple(MODES)
+
+
+def generation_problems(modes: tuple[Provisioning, ...], generation: str) -> list[InvalidInput]:
+    """Flex-start (as ``provisioning`` or ``fallback[i]``) on a generation GKE says flex-start does not support:
+    its pods would wait for capacity that never comes. A generation merely unlisted there is warned, not refused
+    (:meth:`raytpu.core.catalog.OfferedZones.warnings`).
+    Source: https://cloud.google.com/kubernetes-engine/docs/concepts/dws ("TPU v3 and v4 are not supported")."""
+    if OFFERED.flex_start.get(generation) != ():
+        return []
+    supported = ", ".join(g for g, zones in OFFERED.flex_start.items() if zones)
+    return [errors.invalid_value("provisioning" if i == 0 else f"fallback[{i - 1}]", m.name,
+                                 f"is not offered for {generation}: GKE's flex-start page says it does not support "
+                                 f"{generation} ({OFFERED.flex_start_source}, read {OFFERED.read_on})",
+                                 f"on-demand, spot or reservation for {generation}; flex-start for {supported}")
+            for i, m in enumerate(modes) if m.name == "flex-start"]
 
 
 def mode(name: str, field: str = "provisioning") -> Provisioning:

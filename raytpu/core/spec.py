@@ -45,6 +45,7 @@ from raytpu.core.models import by_hf_id
 from raytpu.core.plan import SlicePlan, plan_slice
 from raytpu.core.provisioning import MODES as PROVISIONING_MODES
 from raytpu.core.provisioning import Provisioning, run_duration_problems
+from raytpu.core.provisioning import generation_problems as provisioning_generation_problems
 from raytpu.core.provisioning import mode as provisioning_mode
 from raytpu.core.security import SecuritySpec, secret_name_problems
 
@@ -116,6 +117,7 @@ class SliceSpec:
         found += fallback_found
         if self.fallback and not fallback_found and all(p.field != "max_run_duration_s" for p in found):
             found += run_duration_problems(self.max_run_duration_s, self.modes)  # the fallbacks' bounds too
+        found += provisioning_generation_problems(self.modes, self.plan.generation)
         if self.disk_size_gib is not None:
             found += range_problems("disk_size_gib", self.disk_size_gib, *DISK_SIZE_GIB, " GiB")
         smoke = names.smoke_workload(self.name)
@@ -269,8 +271,8 @@ class SecretKeyRef:
         raise_all(found)
 
 
-def gated_model_problems(source: str, secret: SecretKeyRef | None, field: str = "hf_token_secret"
-                         ) -> list[InvalidInput]:
+def gated_model_problems(source: str, secret: SecretKeyRef | None, field: str = "hf_token_secret",
+                         outcome: str = "the RayService never becomes ready") -> list[InvalidInput]:
     """A model of the built-in table whose Hugging Face repository is gated (``gated``), downloaded without a token:
     Hugging Face refuses the download, so the engine never loads and the RayService never becomes ready, after its
     slices were provisioned. Refused, not warned: the outcome is certain, and the fix (a Secret, or the weights on
@@ -282,7 +284,7 @@ def gated_model_problems(source: str, secret: SecretKeyRef | None, field: str = 
         return []
     return [errors.missing(
         field, f"for {source}: its Hugging Face repository is gated (each account must accept the model's license), "
-        "so without a token the download is refused and the RayService never becomes ready",
+        f"so without a token the download is refused and {outcome}",
         "hf_token_secret: {name: SECRET, key: KEY}, a Secret in the namespace holding a Hugging Face token whose "
         "account was granted access (kubectl create secret generic hf-secret --from-literal=hf_api_token=hf_...); or "
         "model_source: gs://BUCKET/PATH with the weights copied there")]
@@ -393,11 +395,14 @@ class WorkloadSpec:
             if self.max_model_len is not None:
                 found += range_problems("max_model_len", self.max_model_len, vllm_rules.MIN_MAX_MODEL_LEN, 10**7,
                                         " tokens")
-            found += vllm_rules.engine_kwargs_problems(self.engine_kwargs, self.plan, model=self.model,
-                                                    model_source=self.model_source,
-                                                    vllm_version=self.vllm_version or vllm_rules.VLLM_VERSION)
+            batch = self.kind.batches  # a batch RayJob's engine: its messages speak of it, not of a RayService
+            found += vllm_rules.engine_kwargs_problems(
+                self.engine_kwargs, self.plan, model=self.model, model_source=self.model_source,
+                vllm_version=self.vllm_version or vllm_rules.VLLM_VERSION,
+                holder="the host the batch job's engine holds" if batch else "the slice a replica reserves")
             found += gated_model_problems(self.model_source or self.model or vllm_rules.DEFAULT_MODEL,
-                                          self.hf_token_secret)
+                                          self.hf_token_secret, outcome="the batch RayJob fails when its engine "
+                                          "starts" if batch else "the RayService never becomes ready")
         found += data.batch_problems(batch=self.kind.batches, plan=self.plan, input=self.input,
                                      output=self.output)
         if self.dataset is not None:

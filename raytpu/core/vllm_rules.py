@@ -189,8 +189,10 @@ def public_arg_names(vllm_version: str) -> list[str]:
 
 def engine_kwargs_problems(kwargs: Any, plan: SlicePlan, field: str = "engine_kwargs", model: str | None = None,
                            model_source: str | None = None, shape: ModelShape | None = None,
-                           vllm_version: str = VLLM_VERSION) -> list[InvalidInput]:
-    """What is wrong with a workload's extra vLLM engine args, one problem per bad key or value.
+                           vllm_version: str = VLLM_VERSION, holder: str = "the slice a replica reserves"
+                           ) -> list[InvalidInput]:
+    """What is wrong with a workload's extra vLLM engine args, one problem per bad key or value (``holder``: what
+    holds the engine's devices, in the workload kind's words).
 
     Names must be fields of ``AsyncEngineArgs``/``FrontendArgs`` of the vLLM the pods run, ``vllm_version``
     (:data:`ENGINE_ARG_NAMES`; recorded here so that ``raytpu validate`` needs no vLLM; the serve tier checks
@@ -231,7 +233,7 @@ def engine_kwargs_problems(kwargs: Any, plan: SlicePlan, field: str = "engine_kw
         per_chip = JAX_DEVICES_PER_CHIP.get(plan.generation, 1)
         found.append(errors.invalid_value(
             f"{field}.tensor_parallel_size", tp, f"x pipeline_parallel_size {pp} does not use the {plan.chips} chips "
-            f"({devices} JAX devices) of the slice a replica reserves", f"tensor_parallel_size x "
+            f"({devices} JAX devices) of {holder}", f"tensor_parallel_size x "
             f"pipeline_parallel_size = {devices} (vLLM on TPU shards over JAX devices: {per_chip} per "
             f"{plan.generation} chip)"))
     elif plan.hosts > 1 and pp not in (1, plan.hosts):
@@ -241,15 +243,24 @@ def engine_kwargs_problems(kwargs: Any, plan: SlicePlan, field: str = "engine_kw
             f"1, or {plan.hosts} (one stage per host, tensor_parallel_size {devices // plan.hosts})"))
     else:
         # the field to change: the TP the workload set, else the weights (the TP is then the slice's devices)
+        weights = sized_model(model, model_source)
         where = (f"{field}.tensor_parallel_size" if "tensor_parallel_size" in kwargs else
-                 "model_source" if model_source else "model")
-        found += head_problems(tp, plan, model_source or model or DEFAULT_MODEL, where, shape)
-        found += stage_problems(pp, model_source or model or DEFAULT_MODEL, f"{field}.pipeline_parallel_size", shape)
+                 "model_source" if weights == model_source else "model")
+        found += head_problems(tp, plan, weights, where, shape)
+        found += stage_problems(pp, weights, f"{field}.pipeline_parallel_size", shape)
     backend = kwargs.get("distributed_executor_backend", "ray")
     if plan.hosts > 1 and backend != "ray":
         found.append(errors.invalid_value(f"{field}.distributed_executor_backend", backend,
                                           "is not the executor Ray Serve LLM runs a multi-host TPU engine with", "ray"))
     return found
+
+
+def sized_model(model: str | None, model_source: str | None) -> str:
+    """The model whose shape rules a workload: its ``model_source``, except a ``gs://`` copy of ``model``'s weights
+    (no Hugging Face id to look up there), which is ``model``'s shape."""
+    if model and model_source and model_source.startswith("gs://"):
+        return model
+    return model_source or model or DEFAULT_MODEL
 
 
 def head_problems(tp: int, plan: SlicePlan, source: str, field: str,

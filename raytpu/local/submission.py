@@ -30,11 +30,11 @@ def has_vllm() -> bool:
     return importlib.util.find_spec("vllm") is not None
 
 
-def batch_args(work: WorkloadSpec, *, cpu_model: str | None, overwrite: bool, output_field: str) -> list[str]:
+def batch_args(work: WorkloadSpec, *, cpu_model: str | None, overwrite: bool, prefix: str = "") -> list[str]:
     """The batch program's flags for ``work`` on the emulated slice (``--cpu-model ABSPATH [--overwrite]``); none
     for another kind. InvalidInput (exit 2) before anything starts: either flag given for another kind, a batch
-    workload without ``--cpu-model`` or with one that is not a folder, an ``output`` (named ``output_field``) that
-    holds something without ``--overwrite``."""
+    workload without ``--cpu-model`` or with one that is not a folder, a local ``input`` that does not exist, an
+    ``output`` that is, holds or sits in it, or holds something without ``--overwrite`` (fields under ``prefix``)."""
     if not work.kind.batches:
         errors.raise_found([errors.InvalidInput(flag, f"is for a batch workload; {work.name} is a {work.kind.name} "
                                                       "workload", f"no {flag} for it, or a batch workload")
@@ -46,8 +46,8 @@ def batch_args(work: WorkloadSpec, *, cpu_model: str | None, overwrite: bool, ou
                              "runs the engine)", CPU_MODEL_VALID)
     if not os.path.isdir(cpu_model):
         raise errors.invalid_value("--cpu-model", cpu_model, "is not a folder", CPU_MODEL_VALID)
-    assert work.output is not None  # the spec requires it for kind batch
-    errors.raise_found(data.output_problems(output_field, work.output, overwrite))
+    assert work.input is not None and work.output is not None  # the spec requires both for kind batch
+    errors.raise_found(data.run_problems(work.input, work.output, overwrite, prefix))
     if not has_vllm():  # the job runs this interpreter (local.workload_command), as `local serve` does
         raise errors.RuntimeFailure(f"local.batch: vLLM is not installed in {sys.executable}'s environment",
                                     "the serve environment (`make serve` builds .venv-serve; then `.venv-serve/bin/"
@@ -84,7 +84,7 @@ def team_runtime(cluster: local.LocalCluster, work: WorkloadSpec, run_name: str,
 
 def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: str | None, timeout_s: float,
                  report_path: str | None, cpu_model: str | None = None, overwrite: bool = False,
-                 output_field: str = "output", code_field: str = "code") -> int:
+                 prefix: str = "") -> int:
     """Runs ``work`` on the local cluster recorded in ``directory`` (default run dir); returns the exit code. The
     package's names (``local.submit_job``) are read at call time: what the package exports is what runs. A batch
     workload's flags: :func:`batch_args`."""
@@ -93,7 +93,9 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
     if not work.kind.is_job:
         raise errors.invalid_value("WORKLOAD", work.name, f"is a {work.kind.object_kind}; --local runs RayJobs",
                                    "a job workload (smoke, train, batch)")
-    program_args = batch_args(work, cpu_model=cpu_model, overwrite=overwrite, output_field=output_field)
+    program_args = batch_args(work, cpu_model=cpu_model, overwrite=overwrite, prefix=prefix)
+    if work.dataset is not None:
+        errors.raise_found([p.at(prefix) for p in data.local_input_problems("dataset", work.dataset)])
     cluster = local.LocalCluster.load(local.run_dir(directory))
     if cluster is None:
         raise errors.RuntimeFailure(f"local: no local cluster recorded in {local.run_dir(directory)}",
@@ -102,7 +104,7 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
     # the run dir stands in for the pods' GCS FUSE mount: <run dir>/checkpoints/<run name>, as on GKE
     extra = [*work.kind.run_args(run_name, mount_path=cluster.run_dir), *program_args]
     local_work = job_workload(cluster, work)
-    runtime = team_runtime(cluster, local_work, run_name, code_field)
+    runtime = team_runtime(cluster, local_work, run_name, errors.join_path(prefix, "code"))
     recorder = timeline.Recorder.for_command()
     emulated_phases(recorder, cluster.hosts_recorded_wall())
     recorder.mark("applied", f"{run_name} submitted through Ray's Job Submission API (the emulated RayJob)",

@@ -54,6 +54,13 @@ UNMODELED: dict[str, tuple[object, str]] = {
 """Keys whose value, other than the one given (or absent / null), means an architecture whose memory the kit does
 not model: refused, naming the key, rather than counted as something else."""
 
+ENCODER_MODEL_TYPES = frozenset({"bert", "roberta", "xlm-roberta", "distilbert", "albert", "electra", "deberta",
+                                 "deberta-v2", "mpnet", "modernbert", "camembert", "ernie", "nomic_bert"})
+"""Encoder-only ``model_type`` s (transformers' config classes of these names): no KV cache, no generation."""
+ENCODER_HEADS = ("ForMaskedLM", "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering",
+                 "ForMultipleChoice", "ForNextSentencePrediction", "ForPreTraining")
+"""Suffixes of transformers' encoder head classes (``BertForMaskedLM``); a decoder ends in ``ForCausalLM``."""
+
 MODELED = ("decoder-only transformers: multi-head, grouped-query or latent (MLA) attention, sliding-window layers, "
            "dense or mixture-of-experts MLPs with shared experts and leading dense layers")
 
@@ -90,7 +97,39 @@ def _refuse_unmodeled(config: Mapping[str, Any], field: str) -> None:
                                        f"a config of what it models ({MODELED}); or --params N for a rough answer")
 
 
+def _refuse_encoders(config: Mapping[str, Any], field: str) -> None:
+    """An encoder (BERT and kin) named by its ``model_type`` or by ``architectures`` that are all encoder heads."""
+    valid = f"a config of what `raytpu plan` models ({MODELED}); or --params N for a rough answer"
+    if str(config.get("model_type")) in ENCODER_MODEL_TYPES:
+        raise errors.invalid_value(f"{field}.model_type", config["model_type"], "is an encoder-only model, which "
+                                   "`raytpu plan` does not size (no KV cache, no generation)", valid)
+    names = config.get("architectures")
+    if isinstance(names, list) and names and all(isinstance(n, str) and n.endswith(ENCODER_HEADS) for n in names):
+        raise errors.invalid_value(f"{field}.architectures", names, "are encoder heads, which `raytpu plan` does not "
+                                   "size", valid)
+
+
 def from_hf_config(config: Any, name: str, field: str = "--model-config") -> ModelShape:
+    """The shape in a Hugging Face ``config.json`` (already parsed); every problem names its key's path in the file
+    (``--model-config.text_config.num_attention_heads`` for a multimodal config's language model). See
+    :func:`_shape`."""
+    if not isinstance(config, Mapping):
+        raise errors.invalid_value(field, type(config).__name__, "is not a JSON object", "a Hugging Face config.json")
+    text = config.get("text_config")
+    if text is not None and not isinstance(text, Mapping):
+        raise errors.invalid_value(f"{field}.text_config", text, "is not a JSON object",
+                                   "the language model's config (an object), or no text_config")
+    try:
+        _refuse_encoders(config, field)
+        return _shape(config, name, field)
+    except errors.InvalidInput as exc:
+        key = exc.field.removeprefix(f"{field}.")
+        if text is None or key == exc.field or (key not in text and key in config):
+            raise
+        raise errors.InvalidInput(f"{field}.text_config.{key}", exc.problem, exc.valid) from exc
+
+
+def _shape(config: Mapping[str, Any], name: str, field: str) -> ModelShape:
     """The shape in a Hugging Face ``config.json`` (already parsed); every problem names the key.
 
     Reads ``num_hidden_layers``, ``hidden_size``, ``num_attention_heads``, ``num_key_value_heads`` (default: the
@@ -101,8 +140,6 @@ def from_hf_config(config: Any, name: str, field: str = "--model-config") -> Mod
     (``kv_lora_rank``, ``q_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``) and which
     layers slide. A multimodal config keeps its language model under ``text_config``; that part is read.
     """
-    if not isinstance(config, Mapping):
-        raise errors.invalid_value(field, type(config).__name__, "is not a JSON object", "a Hugging Face config.json")
     config = _text_config(config)
     _refuse_unmodeled(config, field)
     layers = _int_field(config, "num_hidden_layers", field, MAX_LAYERS)

@@ -1,0 +1,183 @@
+"""Issue 39.7: README.md works as written on a fresh clone.
+
+Every command of its ```bash and ```console blocks either runs here, in a copy of the checkout's files (no
+``raytpu.yaml``, no records, no reports: what a fresh clone has), and exits 0 with the output a ```console block
+shows; or matches one of :data:`EXCEPTIONS`, whose reason says why it cannot run in the unit tier, and then its
+arguments must still parse (a renamed flag or command fails here).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+RAYTPU = re.compile(r"^(?:\S*/)?raytpu(?:\s|$)")
+
+EXCEPTIONS: dict[str, str] = {
+    "make run": "starts an emulated slice for minutes; the slice tier runs the demo (tests/test_demo.py)",
+    "make data": "starts emulated slices and vLLM; the serve and slice tiers run its parts (test_batch.py, "
+                 "test_train_data.py)",
+    "make serve": "starts an emulated slice and vLLM; the serve tier runs it (tests/test_serve_demo.py)",
+    "make test": "is the suite this test belongs to",
+    "make setup": "installs the environments the tests run in (CI's first step)",
+    "npx cdktf deploy": "deploys to a GCP project",
+    "raytpu images build": "calls Cloud Build (tests/test_images_build.py, against a loopback server)",
+    "raytpu submit train --stack ray-tpu-cluster --outputs outputs.json": "needs a deployed stack's outputs",
+    "raytpu submit serve --stack": "needs a deployed stack (tests/test_submit.py, against a loopback API server)",
+    "raytpu smoke --stack": "needs a deployed stack (tests/test_submit.py, against a loopback API server)",
+    "raytpu submit train --local": "needs an emulated slice (`raytpu local up`; tests/test_local.py)",
+    "raytpu submit label-reviews --local": "needs an emulated slice and vLLM's CPU build (tests/test_batch.py)",
+    "raytpu local": "starts, reads or stops an emulated slice (the slice tier: tests/test_local.py, test_preempt.py)",
+}
+"""Commands (by prefix, after ``.venv/bin/`` or ``.venv-serve/bin/``) that do not run here, and why."""
+
+
+@dataclass(frozen=True)
+class Command:
+    block: int
+    line: int
+    text: str
+    shown: tuple[str, ...] = ()
+    """A ```console block's output lines after the command (``...`` elides)."""
+
+
+def blocks(text: str) -> list[tuple[int, str, list[tuple[int, str]]]]:
+    """(first line, language, [(line number, line)]) of every fenced ```bash / ```console block."""
+    found: list[tuple[int, str, list[tuple[int, str]]]] = []
+    current: list[tuple[int, str]] | None = None
+    for number, line in enumerate(text.splitlines(), 1):
+        if current is None and (match := re.match(r"^```(bash|console)\s*$", line)):
+            current = []
+            found.append((number, match[1], current))
+        elif current is not None and line.startswith("```"):
+            current = None
+        elif current is not None:
+            current.append((number, line))
+    return found
+
+
+def commands(text: str) -> list[Command]:
+    """The commands of README ``text``: a bash block's every non-comment line; a console block's ``$`` lines, each
+    with the output shown under it."""
+    found: list[Command] = []
+    for start, language, lines in blocks(text):
+        if language == "bash":
+            for number, line in lines:
+                command = re.sub(r"\s+#.*$", "", line).strip()
+                if command and not command.startswith("#"):
+                    found.append(Command(start, number, command))
+            continue
+        for index, (number, line) in enumerate(lines):
+            if line.startswith("$ "):
+                shown = []
+                for _, out in lines[index + 1:]:
+                    if out.startswith("$ "):
+                        break
+                    shown.append(out)
+                found.append(Command(start, number, line[2:].strip(), tuple(shown)))
+    return found
+
+
+def bare(command: str) -> str:
+    """The command as :data:`EXCEPTIONS` names it: ``.venv/bin/raytpu x`` -> ``raytpu x``."""
+    return re.sub(r"^\S*/(raytpu\b)", r"\1", command)
+
+
+def exception(command: str) -> str | None:
+    return next((why for prefix, why in EXCEPTIONS.items() if bare(command).startswith(prefix)), None)
+
+
+def matches(shown: tuple[str, ...], actual: list[str]) -> bool:
+    """Whether ``actual`` output reads as ``shown``: a line ``...`` stands for any lines, ``...`` inside a line for
+    any text; every other character as printed (trailing spaces aside)."""
+    patterns = [None if s.strip() == "..." else
+                re.compile(".*".join(re.escape(p) for p in s.rstrip().split("...")) + r"\Z") for s in shown]
+
+    def walk(i: int, j: int) -> bool:
+        if i == len(patterns):
+            return j == len(actual)
+        pattern = patterns[i]
+        if pattern is None:
+            return any(walk(i + 1, k) for k in range(j, len(actual) + 1))
+        return j < len(actual) and bool(pattern.match(actual[j].rstrip())) and walk(i + 1, j + 1)
+
+    return walk(0, 0)
+
+
+def fresh_clone(target: Path) -> Path:
+    """A copy of the checkout's files as git sees them (tracked, or new and not ignored), the environment linked."""
+    listed = subprocess.run(["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
+                            check=False)
+    if listed.returncode:
+        pytest.skip("needs git to tell a fresh clone's files from local ones")
+    for name in filter(None, listed.stdout.decode().split("\0")):
+        source = ROOT / name
+        if source.is_file() and not source.is_symlink():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+        elif source.is_symlink():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            (target / name).symlink_to(os.readlink(source))
+    (target / ".venv").symlink_to(Path(sys.executable).parents[1])
+    return target
+
+
+README_COMMANDS = commands(README.read_text(encoding="utf-8"))
+
+
+def test_the_readme_has_commands_of_both_kinds() -> None:
+    runnable = [c for c in README_COMMANDS if exception(c.text) is None]
+    assert len(README_COMMANDS) >= 25 and len(runnable) >= 6, [c.text for c in runnable]
+
+
+@pytest.mark.parametrize("command", [pytest.param(c, id=f"line-{c.line}") for c in README_COMMANDS
+                                     if exception(c.text) and RAYTPU.match(bare(c.text))])
+def test_a_listed_exception_still_parses(command: Command) -> None:
+    """A command that cannot run here names a command and flags that exist (``[--x]`` is an optional flag)."""
+    from raytpu.cli import build_parser
+
+    argv = shlex.split(bare(command.text).replace("[", "").replace("]", ""))[1:]
+    _, unknown = build_parser().parse_known_args(argv)
+    assert not unknown, f"README line {command.line}: {command.text!r}: unknown {unknown}"
+
+
+@pytest.mark.parametrize("start", sorted({c.block for c in README_COMMANDS if exception(c.text) is None}))
+def test_a_readme_block_runs_on_a_fresh_clone(start: int, tmp_path: Path) -> None:
+    """Each block's runnable commands, in order, in one fresh copy: each exits 0, prints what the README shows."""
+    clone = fresh_clone(tmp_path / "clone")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAYTPU_", "GOOGLE_", "CLOUDSDK_"))}
+    env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", RAY_USAGE_STATS_ENABLED="0",
+               CHECKPOINT_DISABLE="1", CLOUDSDK_CONFIG=str(tmp_path / "gcloud"), NO_GCE_CHECK="True",
+               GOOGLE_APPLICATION_CREDENTIALS=str(tmp_path / "none.json"), PYTHONPATH=str(ROOT))
+    for command in (c for c in README_COMMANDS if c.block == start and exception(c.text) is None):
+        proc = subprocess.run(["bash", "-c", command.text], cwd=clone, env=env, capture_output=True, text=True,
+                              timeout=120, check=False)
+        where = f"README line {command.line}: {command.text!r}"
+        assert proc.returncode == 0, f"{where} exited {proc.returncode}: {proc.stderr[-2000:]}"
+        assert "Traceback" not in proc.stderr, f"{where}: {proc.stderr[-2000:]}"
+        if command.shown:
+            assert matches(command.shown, proc.stdout.splitlines()), f"{where} printed:\n{proc.stdout[:3000]}"
+
+
+@pytest.mark.parametrize(("shown", "actual", "ok"), [
+    (("a", "...", "d"), ["a", "b", "c", "d"], True),
+    (("a", "..."), ["a"], True),
+    (("a b ... e",), ["a b c d e"], True),
+    (("a", "c"), ["a", "b", "c"], False),
+    (("a",), ["a", "b"], False),
+    (("a", "...", "x"), ["a", "b"], False),
+])
+def test_shown_output_is_matched_with_elisions(shown: tuple[str, ...], actual: list[str], ok: bool) -> None:
+    assert matches(shown, actual) is ok
