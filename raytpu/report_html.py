@@ -40,7 +40,7 @@ vertical-align:top}th{background:#eee}
 .host.down{border:2px dashed #b3261e;background:#fde2e1}
 .hl{font-size:12px;font-weight:600;white-space:nowrap}
 .chips{display:flex;gap:3px;margin-top:2px}
-.chip{width:44px;height:34px;border:1px solid #555;border-radius:3px;font-size:11px;text-align:center;
+.chip{width:54px;height:34px;border:1px solid #555;border-radius:3px;font-size:11px;text-align:center;
 line-height:15px;cursor:default}
 .chip b{font-size:14px}
 .c-ok{background:#7fc98f}.c-near{background:#f2c14e}.c-fail{background:#e5534b;color:#fff;border:3px solid #000}
@@ -68,6 +68,7 @@ def render(document: Mapping[str, Any], source: str) -> str:
     title, verdicts, timelines = parts(document)
     ordered = sorted(verdicts, key=lambda v: (RANK.get(report.state_of(v), 0), _worst_ratio(v)))
     body = [verdict_section(ordered, title, source)]
+    body += [LEGEND] if ordered else []
     body += [slice_section(v) for v in ordered]
     body += [timeline_section(name, run) for name, run in timelines.items()]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -126,6 +127,7 @@ def slice_section(verdict: Mapping[str, Any]) -> str:
     head = (f"<h2 id=\"{_anchor(verdict)}\">{mark} {_e(verdict.get('slice', '?'))}: {_e(state.upper())} "
             f"<span class=\"muted\">({_e(verdict.get('generation', ''))} {_e(verdict.get('topology', ''))}, "
             f"{_e(verdict.get('hosts_found', '?'))}/{_e(verdict.get('hosts_expected', '?'))} hosts)</span></h2>")
+    head += f"<p><b>{_e(report.headline(verdict))}</b></p>" if state != "healthy" else ""
     injected = "".join(f"<p>fault injection: {_e(line)}</p>" for line in verdict.get("injected") or [])
     return "<section>" + head + chip_map(verdict) + ici_bars(verdict) + dcn_bars(verdict) + injected + "</section>"
 
@@ -147,19 +149,37 @@ def chip_map(verdict: Mapping[str, Any]) -> str:
         absent = host is None and _int(verdict.get("hosts_found")) < _int(verdict.get("hosts_expected"))
         down = not has_rows and (absent or (host is not None and not host.get("ok", True)))
         problems = "; ".join(str(p) for p in (host or {}).get("problems") or []) or ("missing" if absent else "")
-        label = f"host {worker}" + (f" {report.FAIL_MARK}" if host is not None and not host.get("ok", True) else "")
+        label = f"host {worker}" + (f" {report.FAIL_MARK}" if down or (host and not host.get("ok", True)) else "")
+        label += " missing" if absent else " no figures" if down else ""
         tip = f"host {worker} ({(host or {}).get('ip') or 'no ip'})" + (f": {problems}" if problems else "")
         cells = "".join(_chip(worker * devices + d, rows.get((worker, d), []), problems if down else "")
                         for d in range(devices))
         boxes.append(f"<div class=\"host{' down' if down else ''}\" title=\"{_e(tip)}\"><div class=\"hl\">"
                      f"{_e(label)}</div><div class=\"chips\">{cells}</div></div>")
-    legend = ("<p class=\"legend\"><span><span class=\"chip c-ok\"></span> within its gates</span>"
-              f"<span><span class=\"chip c-near\"></span> within {round((NEAR - 1) * 100)}% of a gate</span>"
-              f"<span><span class=\"chip c-fail\"><b>{report.FAIL_MARK}</b></span> fails a gate</span>"
-              "<span><span class=\"chip c-missing\"><b>?</b></span> host missing or not measured</span>"
-              "<span class=\"muted\">the number: the chip's worst ratio to its gate's reference; hover a chip for "
-              "every figure</span></p>")
-    return f"<h3>Slice map</h3>{legend}<div class=\"hosts\">{''.join(boxes)}</div>"
+    return f"<h3>Slice map</h3>{_scale_note(verdict)}<div class=\"hosts\">{''.join(boxes)}</div>"
+
+
+LEGEND = ("<p class=\"legend\"><b>Chips:</b> <span><span class=\"chip c-ok\"></span> within its gates</span>"
+          f"<span><span class=\"chip c-near\"></span> within {round((NEAR - 1) * 100)}% of a gate</span>"
+          f"<span><span class=\"chip c-fail\"><b>{report.FAIL_MARK}</b></span> fails a gate</span>"
+          "<span><span class=\"chip c-missing\"><b>?</b></span> its host gave no figures (missing, or failed "
+          "before measuring)</span><span><span class=\"chip c-none\"></span> not measured</span>"
+          "<span class=\"muted\">hover a chip or host for every figure</span></p>")
+
+
+def _scale_note(verdict: Mapping[str, Any]) -> str:
+    """What a chip's number means in this slice: its worst share of the catalog figure where those gate, else of
+    the slice median (the emulated slice's CPUs are not TPUs)."""
+    rows = list(_device_rows(verdict))
+    if not rows:
+        return "<p class=\"muted\">no per-chip figures in this report (the check stopped before measuring)</p>"
+    gated = sorted({(str(r.get("metric")), _fmt(r.get("min_ratio"))) for r in rows if r.get("gates")})
+    if gated:
+        gates = ", ".join(f"{metric} &ge; {floor}" for metric, floor in gated)
+        return f"<p class=\"muted\">number on a chip: its worst figure as a share of the catalog's (gates: {gates})</p>"
+    peers = sorted({_fmt(r.get("min_peer_ratio")) for r in rows})
+    return ("<p class=\"muted\">number on a chip: its worst figure as a share of the slice median (gate &ge; "
+            f"{', '.join(peers)}; the catalog's figures do not gate on this hardware)</p>")
 
 
 def ici_bars(verdict: Mapping[str, Any]) -> str:
@@ -192,14 +212,19 @@ def timeline_section(name: str, run: Mapping[str, Any]) -> str:
         status = str(p.get("status", ""))
         text = f"{p.get('phase', '?')} {took:.1f}s ({status}): {p.get('detail', '')}"
         if took > 0:
+            color = _PHASE_COLORS[index % len(_PHASE_COLORS)]
             segments.append(f"<div class=\"ph {'emulated' if status == 'emulated' else ''}\" title=\"{_e(text)}\" "
-                            f"style=\"width:{100 * took / wall:.2f}%;background-color:"
-                            f"{_PHASE_COLORS[index % len(_PHASE_COLORS)]}\">{_e(p.get('phase', '?'))}</div>")
+                            f"style=\"width:{100 * took / wall:.2f}%;background-color:{color}\">"
+                            f"{_e(p.get('phase', '?'))} {took:.0f}s</div>")
         rows.append(f"<tr><td>{_e(p.get('phase', '?'))}</td><td>{_e(status)}</td><td>{_e(_fmt(p.get('at_s')))}</td>"
                     f"<td>{took:.1f}</td><td>{_e(p.get('detail', ''))}</td></tr>")
+    longest = max(phases, key=lambda p: _float(p.get("duration_s")) or 0.0, default=None)
+    most = _float((longest or {}).get("duration_s")) or 0.0
+    summary = (f"<p><b>longest: {_e(longest.get('phase', '?'))}, {most:.1f} s ({100 * most / wall:.0f}% of the run)"
+               "</b></p>" if longest and most > 0 else "")
     return (f"<section><h2>{_e(name)}: where the minutes went "
             f"<span class=\"muted\">({wall:.1f} s from {_e(run.get('started_at', '?'))})</span></h2>"
-            f"<div class=\"tl\">{''.join(segments)}</div><table><tr><th>phase</th><th>status</th><th>at s</th>"
+            f"{summary}<div class=\"tl\">{''.join(segments)}</div><table><tr><th>phase</th><th>status</th><th>at s</th>"
             f"<th>took s</th><th>detail</th></tr>{''.join(rows)}</table></section>")
 
 
