@@ -84,9 +84,10 @@ def read(source: Path) -> Mapping[str, Any]:
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
-        truncated = " (truncated?)" if exc.pos >= len(text.rstrip()) else ""
-        raise InvalidInput("FILE", f"{shown} is not JSON{truncated}: {exc.msg} at line {exc.lineno}",
-                           VALID) from exc
+        ends = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")
+        truncated = ": it ends early (truncated?)" if ends else ""
+        raise InvalidInput("FILE", f"{shown} is not JSON{truncated}: {exc.msg} (line {exc.lineno}, column "
+                           f"{exc.colno})", VALID) from exc
     made = document.get("format", report.FORMAT) if isinstance(document, dict) else report.FORMAT
     if isinstance(made, bool) or not isinstance(made, int) or made < 1:
         raise invalid_value("FILE", made, f"is not a report format (in {shown})", f"1..{report.FORMAT}")
