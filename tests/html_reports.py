@@ -1,13 +1,22 @@
 """Reports of emulated v6e 4x4 slices for the HTML page's tests (issue 42): healthy, one chip slow, one host
 missing, each verdict made by the smoke workload's own judge and driver from made-up host results (the helpers of
-tests/test_smoke_unit.py), with a timeline as the recorder writes it."""
+tests/test_smoke_unit.py), with a timeline as the recorder writes it; and the page in headless Chromium (Debian's
+package; ``make setup`` installs it as root, else the browser tests skip, saying so)."""
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+import pytest
 from test_smoke_unit import args, judged, node, result
 
+from raytpu import report_html
 from raytpu.core import report, timeline
 from raytpu.core.plan import SlicePlan, plan_slice
 from raytpu.workloads import slices
@@ -61,3 +70,46 @@ def smoke_document(*verdicts: report.Verdict) -> dict[str, Any]:
     """What ``report.write_reports`` writes to smoke.json for ``verdicts``."""
     return {"format": report.FORMAT, "healthy": report.all_healthy(verdicts), "slices": list(verdicts),
             "stack": "ray-tpu-cluster", "timelines": {"smoke-a": a_timeline()}}
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+SHOTS = Path(__file__).resolve().parents[1] / "reports" / "report-html"
+"""Where the screenshots are left for a reviewer (reports/ is ignored by git)."""
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (Debian's `chromium` package: "
+                                    "`make setup` installs it as root with apt-get; not root here, or no apt-get)")
+
+
+def browse(page: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    """Headless Chromium on ``page`` with its console logged to stderr (``--enable-logging=stderr --v=0``)."""
+    assert CHROMIUM is not None
+    sandbox = ["--no-sandbox"] if os.geteuid() == 0 else []  # Chromium refuses to run as root with its sandbox
+    return subprocess.run([CHROMIUM, "--headless=new", *sandbox, "--disable-gpu", "--no-first-run",
+                           "--enable-logging=stderr", "--v=0", f"--user-data-dir={page.parent / 'profile'}",
+                           *flags, page.as_uri()], capture_output=True, text=True, timeout=60, check=True)
+
+
+def console_errors(stderr: str) -> list[str]:
+    """Console messages and page errors Chromium logged (``CONSOLE(...)`` lines; D-Bus noise is not the page's)."""
+    return [line for line in stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+
+
+def in_chromium(folder: Path, name: str, document: Mapping[str, Any]) -> str:
+    """Renders ``document``'s page into ``folder``, loads it in Chromium (no console error allowed), saves its
+    screenshot as ``SHOTS/<name>.png`` and returns the DOM the browser built."""
+    page = folder / f"{name}.html"
+    report_html.write(page, report_html.render(document, f"{name}.json"))
+    dom = browse(page, "--dump-dom")
+    assert not console_errors(dom.stderr), console_errors(dom.stderr)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    shot = SHOTS / f"{name}.png"
+    shot.unlink(missing_ok=True)
+    browse(page, f"--screenshot={shot}", "--window-size=1400,1000", "--hide-scrollbars")
+    assert shot.stat().st_size > 10_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    return dom.stdout
+
+
+def marked(dom: str) -> tuple[list[int], list[int]]:
+    """The chips the page marks as failing (✗) and as on a host that gave no figures (?), by number."""
+    failed = re.findall(r'class="chip c-fail" data-failed="1"[^>]*><b>✗ (\d+)</b>', dom)
+    gone = re.findall(r'class="chip c-missing" data-missing="1"[^>]*><b>\? (\d+)</b>', dom)
+    return [int(n) for n in failed], [int(n) for n in gone]
