@@ -23,6 +23,9 @@ GENERATOR = "raytpu report"
 """The page's ``<meta name="generator">``: an existing file without it is not the kit's to replace."""
 
 RANK = {"unhealthy": 0, "unschedulable": 1, "busy": 2, "healthy": 3}
+COMPACT_CHIPS = 64
+"""Past this many chips a chip shows only its mark and number (its figures stay in its tooltip): a v6e 16x16's 256
+chips then fit one screen."""
 NEAR = 1.1
 """A passing figure within 10% of its floor is drawn as near (amber): the next to fail."""
 
@@ -37,7 +40,8 @@ table{border-collapse:collapse;margin:4px 0}td,th{border:1px solid #bbb;padding:
 vertical-align:top}th{background:#eee}
 .hosts{display:flex;flex-wrap:wrap;gap:6px}
 .host{border:1px solid #888;border-radius:4px;padding:3px 5px;background:#f7f7f7}
-.host.down{border:2px dashed #b3261e;background:#fde2e1}
+.host.down{border:2px dashed #b3261e;background:#fde2e1}.host.bad{outline:3px solid #b3261e;background:#fde2e1}
+.compact .chip{width:48px;height:24px;line-height:20px}.compact .chip small{display:none}
 .hl{font-size:12px;font-weight:600;white-space:nowrap}
 .chips{display:flex;gap:3px;margin-top:2px}
 .chip{width:54px;height:34px;border:1px solid #555;border-radius:3px;font-size:11px;text-align:center;
@@ -154,9 +158,12 @@ def chip_map(verdict: Mapping[str, Any]) -> str:
         tip = f"host {worker} ({(host or {}).get('ip') or 'no ip'})" + (f": {problems}" if problems else "")
         cells = "".join(_chip(worker * devices + d, rows.get((worker, d), []), problems if down else "")
                         for d in range(devices))
-        boxes.append(f"<div class=\"host{' down' if down else ''}\" title=\"{_e(tip)}\"><div class=\"hl\">"
+        state = " down" if down else " bad" if host and not host.get("ok", True) else ""
+        boxes.append(f"<div class=\"host{state}\" title=\"{_e(tip)}\"><div class=\"hl\">"
                      f"{_e(label)}</div><div class=\"chips\">{cells}</div></div>")
-    return f"<h3>Slice map</h3>{_scale_note(verdict)}<div class=\"hosts\">{''.join(boxes)}</div>"
+    compact = count * devices > COMPACT_CHIPS
+    return (f"<h3>Slice map</h3>{_scale_note(verdict, compact)}<div class=\"hosts{' compact' if compact else ''}\">"
+            f"{''.join(boxes)}</div>")
 
 
 LEGEND = ("<p class=\"legend\"><b>Chips:</b> <span><span class=\"chip c-ok\"></span> within its gates</span>"
@@ -167,19 +174,21 @@ LEGEND = ("<p class=\"legend\"><b>Chips:</b> <span><span class=\"chip c-ok\"></s
           "<span class=\"muted\">hover a chip or host for every figure</span></p>")
 
 
-def _scale_note(verdict: Mapping[str, Any]) -> str:
-    """What a chip's number means in this slice: its worst share of the catalog figure where those gate, else of
-    the slice median (the emulated slice's CPUs are not TPUs)."""
+def _scale_note(verdict: Mapping[str, Any], compact: bool) -> str:
+    """What a chip's small number means in this slice (hidden on a big slice: hover): its worst share of the catalog
+    figure where those gate, else of the slice median (the emulated slice's CPUs are not TPUs)."""
     rows = list(_device_rows(verdict))
     if not rows:
         return "<p class=\"muted\">no per-chip figures in this report (the check stopped before measuring)</p>"
+    what = ("past 64 chips a chip shows its number only: hover it for its figures; gates" if compact
+            else "small number under a chip: its worst figure as a share of")
     gated = sorted({(str(r.get("metric")), _fmt(r.get("min_ratio"))) for r in rows if r.get("gates")})
     if gated:
         gates = ", ".join(f"{metric} &ge; {floor}" for metric, floor in gated)
-        return f"<p class=\"muted\">number on a chip: its worst figure as a share of the catalog's (gates: {gates})</p>"
-    peers = sorted({_fmt(r.get("min_peer_ratio")) for r in rows})
-    return ("<p class=\"muted\">number on a chip: its worst figure as a share of the slice median (gate &ge; "
-            f"{', '.join(peers)}; the catalog's figures do not gate on this hardware)</p>")
+        return f"<p class=\"muted\">{what} the catalog's figure ({gates})</p>"
+    peers = ", ".join(sorted({_fmt(r.get("min_peer_ratio")) for r in rows}))
+    return (f"<p class=\"muted\">{what} the slice median (&ge; {peers}; the catalog's figures do not gate on this "
+            "hardware)</p>")
 
 
 def ici_bars(verdict: Mapping[str, Any]) -> str:
@@ -257,7 +266,7 @@ def _chip(number: int, rows: list[Mapping[str, Any]], down: str) -> str:
         cls, mark = ("missing", "?") if down else ("none", "")
         tip = f"chip {number}: " + (f"its host: {down}" if down else "no figures")
         return (f"<div class=\"chip c-{cls}\" data-missing=\"{'1' if down else '0'}\" title=\"{_e(tip)}\">"
-                f"<b>{mark} {number}</b><br>{'no data' if down else ''}</div>")
+                f"<b>{mark} {number}</b><small><br>{'no data' if down else ''}</small></div>")
     worst = min(_gate_ratio(r) for r in rows)
     failed = not all(r.get("ok", True) for r in rows)
     cls = "fail" if failed else "near" if worst < NEAR else "ok"
@@ -268,7 +277,7 @@ def _chip(number: int, rows: list[Mapping[str, Any]], down: str) -> str:
                                      f"{'' if r.get('ok', True) else ' FAILS'}" for r in rows)
     shown = f"{report.FAIL_MARK} " if failed else ""
     return (f"<div class=\"chip c-{cls}\" data-failed=\"{'1' if failed else '0'}\" title=\"{_e(tip)}\">"
-            f"<b>{shown}{number}</b><br>{_ratio_text(rows)}</div>")
+            f"<b>{shown}{number}</b><small><br>{_ratio_text(rows)}</small></div>")
 
 
 def _ratio_text(rows: list[Mapping[str, Any]]) -> str:

@@ -48,6 +48,20 @@ def slow_chip(name: str = "slice-slow") -> report.Verdict:
     return verdict
 
 
+BIG_SLOW = (37, 2)
+"""The slow chip of the v6e 16x16 slice (64 hosts of 4 chips): host 37's device 2, chip 150."""
+
+
+def big_slow_chip(name: str = "v6e-256") -> report.Verdict:
+    """A v6e 16x16 (256 chips) with one chip at 0.6 of its peers: the nightly's big slice."""
+    plan = plan_slice("v6e", "16x16")
+    results = {w: result(plan, w) for w in range(plan.hosts)}
+    results[BIG_SLOW[0]]["matmul_tflops"][BIG_SLOW[1]] *= 0.6
+    verdict = judged(plan, results)
+    verdict["slice"] = name
+    return verdict
+
+
 def missing_host(name: str = "slice-gone") -> report.Verdict:
     plan = the_plan()
     present = [w for w in range(plan.hosts) if w != MISSING]

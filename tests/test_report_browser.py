@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 from html_reports import (
+    BIG_SLOW,
     MISSING,
     SLOW,
+    big_slow_chip,
     browse,
     console_errors,
     healthy,
@@ -39,6 +41,11 @@ def test_the_slow_chip_and_the_missing_host_are_marked_in_the_browser(tmp_path: 
     dom = in_chromium(tmp_path, "unhealthy", smoke_document(slow_chip(), missing_host()))
     assert marked(dom) == ([SLOW[0] * per_host + SLOW[1]], list(range(MISSING * per_host, (MISSING + 1) * per_host)))
     assert "UNHEALTHY: 2 of 2 slice(s)" in dom
+
+
+def test_a_v6e_16x16_page_marks_its_slow_chip(tmp_path: Path) -> None:
+    dom = in_chromium(tmp_path, "unhealthy-v6e-16x16", smoke_document(big_slow_chip(), missing_host()))
+    assert marked(dom) == ([BIG_SLOW[0] * 4 + BIG_SLOW[1]], list(range(MISSING * 4, (MISSING + 1) * 4)))
 
 
 def test_the_console_check_sees_a_script_error(tmp_path: Path) -> None:

@@ -9,7 +9,18 @@ import re
 from pathlib import Path
 
 import pytest
-from html_reports import MISSING, SLOW, a_timeline, healthy, missing_host, slow_chip, smoke_document, the_plan
+from html_reports import (
+    BIG_SLOW,
+    MISSING,
+    SLOW,
+    a_timeline,
+    big_slow_chip,
+    healthy,
+    missing_host,
+    slow_chip,
+    smoke_document,
+    the_plan,
+)
 
 from raytpu import report_html
 from raytpu.cli import main
@@ -130,3 +141,12 @@ def test_a_bad_report_or_output_exits_2_naming_it_and_writes_nothing(
     err = capsys.readouterr().err
     assert err.startswith(f"error: {field}: ") and words in err and "Traceback" not in err
     assert {p.name: p.read_bytes() if p.is_file() else None for p in tmp_path.iterdir()} == before
+
+
+def test_a_v6e_16x16_map_is_compact_and_still_marks_its_slow_chip() -> None:
+    """256 chips fit a screen: numbers only (figures in the tooltip), the failing chip and its host still marked."""
+    page = report_html.render(smoke_document(big_slow_chip()), "smoke.json")
+    number = BIG_SLOW[0] * 4 + BIG_SLOW[1]
+    assert '<div class="hosts compact">' in page and len(chips(page)) == 256
+    assert {n: c for n, c in chips(page).items() if c != "ok"} == {number: "fail"}
+    assert f"<b>✗ {number}</b>" in page and f'<div class="host bad" title="host {BIG_SLOW[0]} ' in page
