@@ -37,7 +37,7 @@ h3{font-size:16px;margin:16px 0 6px}
 .bad{background:#fde2e1;border:2px solid #b3261e}.good{background:#e3f4e6;border:2px solid #1e7b34}
 .other{background:#fff4d6;border:2px solid #8a6100}
 table{border-collapse:collapse;margin:4px 0}td,th{border:1px solid #bbb;padding:3px 8px;text-align:left;
-vertical-align:top}th{background:#eee}
+vertical-align:top}th{background:#eee;white-space:nowrap}
 .hosts{display:flex;flex-wrap:wrap;gap:6px}
 .host{border:1px solid #888;border-radius:4px;padding:3px 5px;background:#f7f7f7}
 .host.down{border:2px dashed #b3261e;background:#fde2e1}.host.bad{outline:3px solid #b3261e;background:#fde2e1}
@@ -55,6 +55,7 @@ vertical-align:middle;line-height:16px}
 .bar{position:relative;width:420px;height:20px;background:#eee;border:1px solid #999;display:inline-block;
 vertical-align:middle}
 .fill{height:100%}.gate{position:absolute;top:-3px;bottom:-3px;width:3px;background:#000}
+.gate.off{background:repeating-linear-gradient(#777 0 3px,transparent 3px 6px)}.fill.info{background:#7a8a99}
 .fill.ok{background:#3b8c4a}.fill.near{background:#d99a00}.fill.fail{background:#c0392b}
 .row{margin:3px 0}.lab{display:inline-block;width:230px;font-family:monospace}
 .val{margin-left:8px;font-family:monospace}
@@ -306,8 +307,9 @@ def _bar(label: str, row: Mapping[str, Any]) -> str:
                 f"reference to compare)</span></div>")
     scale = max(1.2, ratio * 1.05, (floor or 0) * 1.2)
     ok = bool(row.get("ok", True))
-    cls = "fail" if not ok else "near" if floor and ratio < floor * NEAR else "ok"
-    gate = (f"<div class=\"gate\" style=\"left:{100 * floor / scale:.1f}%\" title=\"gate: {_fmt(floor)} of "
+    cls = "fail" if not ok else "info" if not row.get("gates") else "near" if floor and ratio < floor * NEAR else "ok"
+    off = "" if row.get("gates") else " off"
+    gate = (f"<div class=\"gate{off}\" style=\"left:{100 * floor / scale:.1f}%\" title=\"gate: {_fmt(floor)} of "
             f"{_fmt(row.get('reference'))}\"></div>" if floor else "")
     text = (f"{'' if ok else report.FAIL_MARK + ' '}{value}: {_fmt(ratio)} of {_fmt(row.get('reference'))} "
             f"(gate {_fmt(floor)}{'' if row.get('gates') else ', informational here'})")
