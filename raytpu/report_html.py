@@ -319,12 +319,18 @@ def _bar(label: str, row: Mapping[str, Any]) -> str:
 
 
 def _chips_per_host(verdict: Mapping[str, Any]) -> int:
+    """The slice's chips over the hosts it expects: the verdict names no machine type, and v5e/v6e 2x4 is one
+    8-chip host or two 4-chip hosts by it; a slice the catalog does not know: the most devices a host reported."""
     from raytpu.core.plan import plan_slice
 
+    hosts = _int(verdict.get("hosts_expected"))
     try:
-        return plan_slice(str(verdict.get("generation")), str(verdict.get("topology"))).chips_per_host
-    except (ValueError, KeyError, TypeError):  # an unknown slice: as many cells as the report has devices
-        return max([1, *(_int(h.get("devices")) for h in verdict.get("hosts") or [] if isinstance(h, Mapping))])
+        chips = plan_slice(str(verdict.get("generation")), str(verdict.get("topology"))).chips
+    except (ValueError, KeyError, TypeError):
+        chips = 0
+    if hosts and chips and chips % hosts == 0:
+        return chips // hosts
+    return max([1, *(_int(h.get("devices")) for h in verdict.get("hosts") or [] if isinstance(h, Mapping))])
 
 
 def _device_rows(verdict: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:

@@ -150,3 +150,19 @@ def test_a_v6e_16x16_map_is_compact_and_still_marks_its_slow_chip() -> None:
     assert '<div class="hosts compact">' in page and len(chips(page)) == 256
     assert {n: c for n, c in chips(page).items() if c != "ok"} == {number: "fail"}
     assert f"<b>✗ {number}</b>" in page and f'<div class="host bad" title="host {BIG_SLOW[0]} ' in page
+
+
+def test_a_v6e_2x4_on_two_4_chip_hosts_is_drawn_as_two_hosts_of_4() -> None:
+    """The verdict names no machine type: v6e 2x4 is one 8-chip host by default, two 4-chip hosts on
+    ct6e-standard-4t (the emulated slice found the map wrong when it took the default's chips per host)."""
+    from test_smoke_unit import judged, result
+
+    from raytpu.core.catalog import generation
+    from raytpu.core.plan import plan_slice
+
+    plan = plan_slice("v6e", "2x4", generation("v6e").multi_host_machine_type.name)
+    results = {w: result(plan, w) for w in range(plan.hosts)}
+    results[1]["matmul_tflops"][2] *= 0.5
+    page = report_html.render(smoke_document(judged(plan, results)), "smoke.json")
+    assert page.count('<div class="hl">') == 2 and len(chips(page)) == 8
+    assert {n: c for n, c in chips(page).items() if c != "ok"} == {6: "fail"}
