@@ -151,7 +151,8 @@ def chip_map(verdict: Mapping[str, Any]) -> str:
     for worker in range(count):
         host = hosts.get(worker)
         has_rows = any((worker, d) in rows for d in range(devices))
-        absent = host is None and _int(verdict.get("hosts_found")) < _int(verdict.get("hosts_expected"))
+        absent = (not (host or {}).get("node_id")  # no Ray node: the host never joined
+                  and _int(verdict.get("hosts_found")) < _int(verdict.get("hosts_expected")))
         down = not has_rows and (absent or (host is not None and not host.get("ok", True)))
         problems = "; ".join(str(p) for p in (host or {}).get("problems") or []) or ("missing" if absent else "")
         label = f"host {worker}" + (f" {report.FAIL_MARK}" if down or (host and not host.get("ok", True)) else "")

@@ -64,7 +64,7 @@ def test_a_missing_hosts_chips_are_hatched_and_marked() -> None:
     per_host = the_plan().chips_per_host
     missing = {n for n, c in chips(page).items() if c == "missing"}
     assert missing == set(range(MISSING * per_host, (MISSING + 1) * per_host))
-    assert f"host {MISSING} ✗" in page and f"<b>? {MISSING * per_host}</b>" in page
+    assert f"host {MISSING} ✗ missing" in page and f"<b>? {MISSING * per_host}</b>" in page
     assert "hosts_present" in page and "3/4 hosts" in page
 
 
