@@ -19,9 +19,16 @@ export CHECKPOINT_DISABLE := 1
 # of CPU with them, 72 s without).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: setup run serve data test test-synth-beside-slice test-unit test-serve lint typecheck bench bench-serve clean
+.PHONY: setup chromium run serve data test test-synth-beside-slice test-unit test-serve lint typecheck bench bench-serve clean
 
-setup: $(VENV)/.installed $(CHECKOV_VENV)/.installed node_modules/.installed
+setup: $(VENV)/.installed $(CHECKOV_VENV)/.installed node_modules/.installed chromium
+
+# Headless Chromium (Debian's package) for the report page's browser test (unit tier, tests/test_report_browser.py):
+# installed when absent and apt-get can (root); otherwise that test skips, saying why.
+chromium:
+	@command -v chromium >/dev/null || { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get install -y -qq chromium >/dev/null || echo "chromium: apt-get install failed; the browser test skips"; \
+		else echo "chromium: not installed (needs root and apt-get); the report page's browser test skips"; fi; }
 
 # uv installs the exact pins of a lock file in seconds (pip takes minutes for the same set).
 define install_lock

@@ -84,7 +84,10 @@ class SmokeAlerting(Construct):
                 subject="TPU slice $${log.extracted_label.slice} unhealthy",  # $$: a Monitoring variable
                 content=("$${log.extracted_label.reason}\n\nFound by the nightly `raytpu smoke` on cluster "
                          f"{props.cluster_name}. Re-check: `raytpu smoke --stack {props.cluster_name}-cluster "
-                         "--outputs outputs.json`; the smoke report lists each host and check."),
+                         "--outputs outputs.json`; the smoke report lists each host and check. The page to read: "
+                         "`report.html` beside `smoke.json` in the nightly job's reports (examples/nightly: "
+                         "`gs://<report bucket>/smoke/<build id>/report.html` on Cloud Build, the `tpu-smoke-<run id>` "
+                         "artifact on GitHub Actions); `raytpu report smoke.json` draws it again from a saved report."),
                 mime_type="text/markdown"),
             alert_strategy=ap.MonitoringAlertPolicyAlertStrategy(
                 auto_close="86400s",

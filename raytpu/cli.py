@@ -23,7 +23,8 @@ from raytpu import __version__
 from raytpu.core import timeline
 from raytpu.core.errors import EXIT_INVALID, InvalidInput, InvalidInputs, RaytpuError, report
 
-ORDER = ("catalog", "describe", "validate", "synth", "local", "demo", "images", "submit", "runs", "smoke")
+ORDER = ("catalog", "describe", "validate", "synth", "local", "demo", "images", "submit", "runs", "smoke",
+         "report")
 """Help-listing order; any other module in ``raytpu.commands`` is listed after these."""
 
 

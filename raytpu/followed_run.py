@@ -61,8 +61,8 @@ def show_timeline(run: Timeline, name: str, path: str | None, problem: str | Non
     if path:
         try:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            Path(path).write_text(json.dumps({"run": name, "timeline": run, **(extra or {})}, indent=2,
-                                             sort_keys=True) + "\n")
+            document = {"format": report.FORMAT, "run": name, "timeline": run, **(extra or {})}
+            Path(path).write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
         except OSError as exc:
             raise errors.RuntimeFailure(f"--report: cannot write {path!r} ({exc.strerror})",
                                         "a writable file path") from exc

@@ -173,10 +173,11 @@ def test_local_cli_up_status_smoke_down_across_invocations(tmp_path: Path) -> No
         assert again.returncode == 2 and "error: --dir: " in again.stderr and "already running" in again.stderr
 
         began = time.monotonic()
-        smoke = _raytpu("smoke", "--json", run_dir=tmp_path)
+        smoke = _raytpu("smoke", "--json", "--report", str(tmp_path / "rep"), run_dir=tmp_path)
         took = time.monotonic() - began
         assert smoke.returncode == 0, smoke.stderr
         document = json.loads(smoke.stdout)
+        assert document["format"] == 1 and "✓ healthy: 1 slice(s)" in (tmp_path / "rep" / "report.html").read_text()
         verdicts = document["slices"]
         assert verdicts[0]["healthy"] and verdicts[0]["hosts_found"] == 1
         assert_emulated_timeline(document["timeline"], took)

@@ -14,9 +14,11 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
+from html_reports import in_chromium, marked, needs_chromium
 
 from raytpu import local
 from raytpu.core import report, timeline
@@ -238,6 +240,7 @@ def test_a_slow_device_is_named_and_makes_its_slice_unhealthy(cluster: local.Loc
         ("hbm_bandwidth", 1, 2), ("matmul_tflops", 1, 2)]
     assert [h["worker_id"] for h in v["hosts"] if not h["ok"]] == [1]
     assert report.headline(v).startswith(f"slice {cluster.slices[0]} unhealthy: host 1: device 2: matmul_tflops")
+    STATE["slow_verdict"] = v  # drawn in Chromium below
 
 
 def test_a_host_whose_check_raises_gives_a_verdict_naming_it(cluster: local.LocalCluster,
@@ -305,6 +308,17 @@ def test_smoke_fails_on_the_broken_slice_naming_the_missing_host(cluster: local.
     assert logged[broken]["severity"] == "ERROR" and logged[broken][report.LOG_KEY]["state"] == "unhealthy"
     assert logged[broken]["message"] == f"slice {broken} unhealthy: 1 of {bad['hosts_expected']} host(s) missing"
     assert logged[healthy]["severity"] == "INFO"
+    STATE["missing_verdicts"] = [bad, verdicts[healthy]]
+
+
+@needs_chromium
+def test_the_emulated_slices_pages_mark_the_slow_chip_and_the_missing_host(plan: SlicePlan, tmp_path: Path) -> None:
+    """Issue 42 on the emulated slice's own verdicts (a device made slow, a host killed) in headless Chromium."""
+    per_host = plan.chips_per_host
+    slow = in_chromium(tmp_path, "emulated-slow-chip", {"slices": [STATE.pop("slow_verdict")]})
+    assert marked(slow) == ([1 * per_host + 2], [])  # host 1 device 2, as injected
+    gone = in_chromium(tmp_path, "emulated-missing-host", {"slices": STATE.pop("missing_verdicts")})
+    assert marked(gone) == ([], list(range(1 * per_host, 2 * per_host)))  # worker 1 killed
 
 
 def test_a_replacement_host_that_joins_late_is_waited_for_and_makes_the_slice_whole(

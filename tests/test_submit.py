@@ -631,6 +631,8 @@ def test_smoke_all_healthy_exits_0(fake: Cluster, capsys: pytest.CaptureFixture[
     assert "smoke-train-0-n2: where the minutes went" in out
     assert not [t for t in threading.enumerate() if t.name.startswith("raytpu-timeline-")]  # none looks on
     assert "`smoke-serve-0-n2`: where the" in Path("reports/smoke.md").read_text()
+    page = Path("reports/report.html").read_text()  # issue 42: the page on-call reads, beside smoke.json
+    assert "✓ healthy: 3 slice(s)" in page and "smoke-train-0-n2: where the minutes went" in page
 
 
 def test_smoke_failed_job_with_healthy_verdict_is_still_unhealthy(fake: Cluster,
@@ -865,6 +867,8 @@ def test_a_multi_slice_workload_adds_one_smoke_job_over_its_copies_after_the_per
     assert "dcn" not in doc["slices"][0]
     assert "smoke-train-dcn-m1" in doc["timelines"]
     assert "dcn_allreduce_busbw" in (tmp_path / "out" / "smoke.md").read_text()
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert page.count("<h3>DCN over tpu-a, tpu-b</h3>") == 2 and "host 0" in page
 
 
 def expected_multislice_train(spec: Any) -> dict[str, Any]:

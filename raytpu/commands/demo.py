@@ -145,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
     from raytpu import local
     from raytpu.config import choose
     from raytpu.core import timeline
+    from raytpu.core.report import FORMAT
     from raytpu.local.from_config import config_slice_plan
 
     check_args(args)
@@ -160,7 +161,8 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     recorder = timeline.Recorder.for_command()
     args.report = args.report or DEFAULT_REPORT
-    report: dict[str, Any] = {"config": args.config, "steps": [], "ok": False, "smoke": [], "train": None}
+    report: dict[str, Any] = {"format": FORMAT, "config": args.config, "steps": [], "ok": False,
+                              "smoke": [], "train": None}
     spec = _validate(args.config, report)  # InvalidInputs -> exit 2 before anything starts
     plan = config_slice_plan(spec)
     with claim(args.dir):

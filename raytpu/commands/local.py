@@ -58,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     smoke = actions.add_parser("smoke", help="run the smoke workload on the local cluster")
     smoke.add_argument("--json", action="store_true", help="print the verdicts as JSON instead of a table")
     smoke.add_argument("--report", default=None, type=argtypes.path, metavar="DIR",
-                       help="also write smoke.json and smoke.junit.xml")
+                       help="also write smoke.json, smoke.junit.xml and report.html (the page on-call reads)")
     smoke.add_argument("--timeout-s", type=argtypes.positive_seconds, default=300.0,
                        help="bound on the smoke run (default 300)")
     smoke.add_argument("--dcn-slices", type=argtypes.positive_int, default=None, metavar="N",
@@ -204,7 +204,7 @@ def _down(args: argparse.Namespace) -> int:
 
 
 def _smoke(args: argparse.Namespace) -> int:
-    from raytpu import local
+    from raytpu import local, report_html
     from raytpu.cli_args import refuse_combinations
     from raytpu.core import report, timeline
     from raytpu.local.from_config import dcn_slices_of, optional_config
@@ -248,10 +248,10 @@ def _smoke(args: argparse.Namespace) -> int:
         return 1
     if args.report:
         json_path, junit_path = report.write_reports(verdicts, args.report, timelines=runs)
-        _progress(f"wrote {json_path} and {junit_path}")
+        _progress(f"wrote {json_path}, {junit_path} and {report_html.write_beside(json_path)}")
     if args.json:
-        print(json.dumps({"healthy": report.all_healthy(verdicts), "slices": verdicts, "timeline": runs["smoke"]},
-                         indent=2, sort_keys=True))
+        print(json.dumps({"format": report.FORMAT, "healthy": report.all_healthy(verdicts), "slices": verdicts,
+                          "timeline": runs["smoke"]}, indent=2, sort_keys=True))
         sys.stderr.write(timeline.render(runs["smoke"]) + "\n")
     else:
         print(report.render_table(verdicts))

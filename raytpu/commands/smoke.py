@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     add_stack_arguments(parser)
     parser.add_argument("--report", default="reports", type=argtypes.path,
-                        help="directory for smoke.json and smoke.junit.xml (default reports)")
+                        help="directory for smoke.json, smoke.junit.xml and report.html (default reports)")
     parser.add_argument("--timeout-s", type=argtypes.positive_seconds, default=1800.0,
                         help="how long to wait for all smoke jobs (default 1800)")
     parser.add_argument("--image", type=argtypes.image,
@@ -68,7 +68,7 @@ def failed_verdict(job: dict[str, Any], plan: SlicePlan, problem: str, state: st
 def run(args: argparse.Namespace) -> int:
     """Applies the smoke jobs, waits, collects verdicts, prints the table and writes the reports."""
     from raytpu import config as config_mod
-    from raytpu import images
+    from raytpu import images, report_html
     from raytpu.cli_args import print_yaml
     from raytpu.cluster import gke, google_api, occupancy
     from raytpu.core import errors, kuberay, names, report, smoke_runs, timeline
@@ -142,10 +142,11 @@ def run(args: argparse.Namespace) -> int:
         json_path, junit_path = report.write_reports(verdicts, args.report, extra={
             "stack": args.stack, "cluster": outputs.cluster_name, "run_id": suffix, "skipped_slices": skipped,
             "wall_s": round(time.monotonic() - started, 1)}, timelines=timelines)
+        page = report_html.write_beside(json_path)
     except OSError as exc:
         raise errors.RuntimeFailure(f"--report: cannot write {args.report!r} ({exc.strerror})",
                                     "a writable directory") from exc
-    print(f"reports: {json_path} {junit_path}", file=sys.stderr)
+    print(f"reports: {json_path} {junit_path} {page}", file=sys.stderr)
     gating = set(report.STATES) - {"healthy"} if args.strict else {"unhealthy"}
     bad = [f"{v.get('job') or v.get('slice')} {report.state_of(v)}" for v in verdicts
            if report.state_of(v) in gating]

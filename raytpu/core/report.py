@@ -29,6 +29,10 @@ FAIL_MARK = "✗"
 JSON_NAME = "smoke.json"
 JUNIT_NAME = "smoke.junit.xml"
 MARKDOWN_NAME = "smoke.md"
+HTML_NAME = "report.html"
+FORMAT = 1
+"""The ``format`` of every JSON report the kit writes (smoke, demo, submit): a reader refuses a newer one; a report
+without the key is format 1."""
 
 _LINE = re.compile(rf"{MARKER}\s+(\{{.*\}})\s*$")
 
@@ -431,7 +435,7 @@ def write_reports(verdicts: Iterable[Mapping[str, Any]], directory: str | os.Pat
     out.mkdir(parents=True, exist_ok=True)
     json_path = out / JSON_NAME
     junit_path = out / JUNIT_NAME
-    document = {"healthy": all_healthy(verdicts), "slices": verdicts, **(extra or {}),
+    document = {"format": FORMAT, "healthy": all_healthy(verdicts), "slices": verdicts, **(extra or {}),
                 **({"timelines": dict(timelines)} if timelines else {})}
     json_path.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
     junit_path.write_text(junit_xml(verdicts))
