@@ -27,7 +27,7 @@ setup: $(VENV)/.installed $(CHECKOV_VENV)/.installed node_modules/.installed chr
 # installed when absent and apt-get can (root); otherwise that test skips, saying why.
 chromium:
 	@command -v chromium >/dev/null || { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		apt-get install -y -qq chromium >/dev/null || echo "chromium: apt-get install failed; the browser test skips"; \
+		{ apt-get update -qq >/dev/null; apt-get install -y -qq chromium >/dev/null; } || echo "chromium: apt-get install failed; the browser test skips"; \
 		else echo "chromium: not installed (needs root and apt-get); the report page's browser test skips"; fi; }
 
 # uv installs the exact pins of a lock file in seconds (pip takes minutes for the same set).

@@ -18,6 +18,7 @@ import contextlib
 import copy
 import dataclasses
 import hashlib
+import importlib.util
 import io
 import json
 import os
@@ -820,7 +821,9 @@ CASES: tuple[Case, ...] = (
     Case("local-status-dead-head", ("local", "--dir", "run", "status"), "local", DEAD, code=1, env=STALE_RAY,
          item=I39_1, process=True),
     Case("local-smoke-dead-head", ("local", "--dir", "run", "smoke"), "local", DEAD, code=1, item=I39_1, process=True),
-    Case("local-serve-dead-head", ("local", "--dir", "run", "serve"), "local", DEAD, code=1, item=I39_1, process=True),
+    # this environment is checked first (`local serve` needs vLLM, in .venv-serve), then the head
+    Case("local-serve-dead-head", ("local", "--dir", "run", "serve"),
+         "local" if importlib.util.find_spec("vllm") else "local.serve", DEAD, code=1, item=I39_1, process=True),
     Case("local-preempt-dead-head", ("local", "--dir", "run", "preempt", "--host", "0"), "--dir", DEAD, item=I39_1),
     Case("local-preempt-no-cluster", ("local", "--dir", "run", "preempt"), "--dir", item=I39_1),
     Case("local-up-config-with-generation", (*UP, "--config", "raytpu.yaml"), "--config", CFG, item=I39_6),

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[1]
 ONE_HOST = SliceSpec.create(name="one", generation="v6e", topology="2x4", zone="us-east5-b")
-IO = {"input": "gs://b/prompts.jsonl", "output": "gs://b/answers"}
+IO = {"input": "gs://my-data/prompts.jsonl", "output": "gs://my-data/answers"}
 GIVEN: dict[str, Any] = {"max_tokens": 8, "temperature": 0.5, "top_p": 0.9, "stop": ("END",), "chat_template": False}
 
 

@@ -208,14 +208,16 @@ def test_a_batch_jobs_problems_speak_of_its_job_not_a_rayservice(fields: dict[st
 
 
 def test_a_batch_model_from_another_bucket_and_a_gs_copy_of_a_known_model_are_warned_as_for_serving() -> None:
-    from raytpu.commands.validate import fit_warnings, serving_warnings
+    from raytpu.commands.validate import fit_warnings
     from raytpu.config import parse
+    from raytpu.core.grants import path_warnings
 
     example = (Path(__file__).resolve().parents[1] / "raytpu.example.yaml").read_text()
     spec = parse(example + "  - {name: b, kind: batch, slice: serve, model: meta-llama/Llama-3.1-405B-Instruct, "
                            "model_source: gs://other-models/llama, input: gs://my-data/in.jsonl, "
                            "output: gs://my-data/out}\n")
     work = spec.workloads[-1]
-    assert any("gs://other-models is not the kit's bucket" in w for w in serving_warnings(spec, work))
+    assert any(w.startswith("workloads.b.model_source: 'gs://other-models/llama' is in gs://other-models, which no "
+                            "grant covers") for w in path_warnings(spec))
     (fit,) = fit_warnings(work)
     assert "llama-3.1-405b needs" in fit  # the known model's shape, not "not in the built-in table"

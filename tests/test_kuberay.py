@@ -43,6 +43,7 @@ from raytpu.core.cluster_parts import GkeSpec
 from raytpu.core.errors import InvalidInput, InvalidInputs
 from raytpu.core.plan import ACCELERATOR_LABEL, TOPOLOGY_LABEL, TPU_RESOURCE, plan_slice
 from raytpu.core.provisioning import MODES
+from raytpu.core.provisioning import generation_problems as provisioning_generation_problems
 from raytpu.core.spec import WORKLOAD_ENV, ClusterSpec, SecretKeyRef, SliceSpec, WorkloadSpec
 
 pytestmark = pytest.mark.unit
@@ -175,6 +176,10 @@ def test_the_registry_has_exactly_the_documented_provisioning_modes() -> None:
 @pytest.mark.parametrize("mode", CLUSTER_MODES)
 def test_every_kind_validates_against_crd_and_webhook_for_each_plan_provisioning_and_mode(
         gen: str, topology: str, machine: str | None, provisioning: str, mode: str) -> None:
+    if provisioning_generation_problems((MODES[provisioning],), gen):  # flex-start on v4: GKE offers none
+        with pytest.raises(InvalidInputs, match="is not offered for"):
+            _slice(gen, topology, machine, provisioning)
+        return
     item = _slice(gen, topology, machine, provisioning)
     plan = item.plan
     if not MODES[provisioning].runs_ray:

@@ -40,6 +40,9 @@ EXCEPTIONS: dict[str, str] = {
     "raytpu submit train --local": "needs an emulated slice (`raytpu local up`; tests/test_local.py)",
     "raytpu submit label-reviews --local": "needs an emulated slice and vLLM's CPU build (tests/test_batch.py)",
     "raytpu local": "starts, reads or stops an emulated slice (the slice tier: tests/test_local.py, test_preempt.py)",
+    "raytpu runs": "needs a deployed stack or an emulated slice with runs (tests/test_runs.py against a loopback API "
+                   "server; tests/test_runs_local.py on the emulated slice)",
+    "raytpu report reports/": "needs a saved report (tests/test_report_html.py renders every kind)",
 }
 """Commands (by prefix, after ``.venv/bin/`` or ``.venv-serve/bin/``) that do not run here, and why."""
 
@@ -148,7 +151,7 @@ def test_a_listed_exception_still_parses(command: Command) -> None:
     """A command that cannot run here names a command and flags that exist (``[--x]`` is an optional flag)."""
     from raytpu.cli import build_parser
 
-    argv = shlex.split(bare(command.text).replace("[", "").replace("]", ""))[1:]
+    argv = shlex.split(bare(command.text).replace("[", "").replace("]", ""), comments=True)[1:]
     _, unknown = build_parser().parse_known_args(argv)
     assert not unknown, f"README line {command.line}: {command.text!r}: unknown {unknown}"
 
