@@ -1,6 +1,6 @@
 """``raytpu runs --stack``, through the Kubernetes API: the kit's RayJobs and RayServices, their driver's log, and
 cancel: deleting the object, after which KubeRay stops its Ray job (finalizer) and Kubernetes deletes the RayCluster
-it owns, freeing the slice. Source: KubeRay v1.7.0 ``rayjob_controller.go`` (docs/FACTS.md section 21).
+it owns, freeing the slice. Source: KubeRay v1.7.0 ``rayjob_controller.go`` (docs/FACTS.md section 23).
 """
 
 from __future__ import annotations

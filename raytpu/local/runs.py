@@ -23,7 +23,7 @@ Sink = Callable[[str], None]
 TRAIN_LOG_GLOB = "session_*/logs/train/ray-train-app-worker-*.log"
 """A Ray Train worker's application log under a node's Ray temp dir: the training function's prints, as JSON records
 with ``world_rank`` and ``job_id`` (the kit's programs run with ``log_to_driver=False``). Source: Ray 2.60
-``ray.train.v2._internal.logging.logging.LoggingManager._get_worker_logger_config_dict`` (docs/FACTS.md section 21)."""
+``ray.train.v2._internal.logging.logging.LoggingManager._get_worker_logger_config_dict`` (docs/FACTS.md section 23)."""
 POLL_S = 0.5
 
 
