@@ -48,7 +48,7 @@ from raytpu.core.errors import InvalidInput, InvalidInputs, problems_of
 from raytpu.core.kinds import KINDS
 from raytpu.core.models import by_hf_id
 from raytpu.core.plan import machine_types_for, plan_slice
-from raytpu.core.provisioning import MODES
+from raytpu.core.provisioning import MODES, generation_problems
 from raytpu.core.spec import ClusterSpec
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]
@@ -122,7 +122,7 @@ def _slice(rng: random.Random, name: str, region: str, autopilot: bool, for_ray:
         item["fallback"] = rng.sample(others, rng.randint(1, len(others)))
     if not autopilot and rng.random() < 0.3:
         item["disk_size_gib"] = rng.randint(10, 65536)
-    return item
+    return _offered(item)
 
 
 def ray_ready(item: dict[str, Any]) -> bool:
@@ -269,9 +269,13 @@ def _add_workload(rng: random.Random, doc: dict[str, Any], item: dict[str, Any],
     """Appends a workload on ``item`` and returns its path prefix."""
     works = doc.setdefault("workloads", [])
     taken = {w["name"] for w in works}
-    kind = rng.choice(tuple(KINDS))
+    try:
+        plan = plan_slice(item["generation"], item["topology"], item.get("machine_type"))
+    except (KeyError, InvalidInput):  # a slice a breaker made invalid: no kind bound to a shape
+        plan = None
+    kind = rng.choice([k for k in KINDS if (plan is not None and kind_fields.runs_on(k, plan)) or k != "batch"])
     works.append({"name": _unique(rng, taken, 1, 28), "kind": kind, "slice": item["name"],
-                  **(kind_fields.JOB_ENTRYPOINT if kind == "job" else {}), **extra})
+                  **kind_fields.fields(kind), **extra})
     return f"workloads[{len(works) - 1}]"
 
 
@@ -475,6 +479,16 @@ def b_provisioning(rng: random.Random, doc: dict[str, Any]) -> str:
     return _slice_path(i, "provisioning")
 
 
+def _offered(item: dict[str, Any]) -> dict[str, Any]:
+    """Keeps a slice's generation one its modes are offered for: flex-start (as provisioning or a fallback) on a
+    generation GKE does not offer it for (v4) moves the slice to v6e 2x2 (tests/test_capacity.py tests the refusal)."""
+    modes = tuple(MODES[m] for m in (item.get("provisioning", "on-demand"), *item.get("fallback", [])) if m in MODES)
+    if "generation" in item and generation_problems(modes, item["generation"]):
+        item.update(generation="v6e", topology="2x2")
+        item.pop("machine_type", None)
+    return item
+
+
 def _set_provisioning(item: dict[str, Any], mode: str) -> None:
     """Switches a slice to ``mode`` and keeps its other provisioning fields consistent with it."""
     item["provisioning"] = mode
@@ -489,6 +503,7 @@ def _set_provisioning(item: dict[str, Any], mode: str) -> None:
         item.pop("fallback", None)
     else:
         item["fallback"] = fallback
+    _offered(item)
 
 
 def b_reservation_missing(rng: random.Random, doc: dict[str, Any]) -> str:
@@ -521,6 +536,7 @@ def b_fallback_on_standard(rng: random.Random, doc: dict[str, Any]) -> str:
     i, item = _any_slice(rng, doc)
     _set_provisioning(item, "spot")
     item["fallback"] = ["flex-start"]
+    _offered(item)
     return _slice_path(i, "fallback")
 
 

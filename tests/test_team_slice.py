@@ -17,6 +17,7 @@ import pytest
 
 from raytpu import local
 from raytpu.core import names
+from raytpu.teamcode.bundle import bundle
 
 pytestmark = [pytest.mark.slice, pytest.mark.timeout(900)]
 
@@ -117,8 +118,9 @@ def test_a_train_loop_and_a_teams_driver_run_through_submit_local(
     assert phases["reserved"]["status"] == phases["first_step"]["status"] == "measured"
     assert "first report" in phases["first_step"]["detail"]
     # the same zip a stack would upload, kept where the bucket's mount stands in
-    zips = list((Path(two_slices.run_dir) / "code").glob("pretrain-*.zip"))
-    assert len(zips) == 1 and len(zips[0].stem.removeprefix("pretrain-")) == 64
+    made = bundle("code", tmp_path / "src", "pretrain")  # .env left out, as on GKE
+    assert (Path(two_slices.run_dir) / names.code_zip_object(made.object_name)).read_bytes() == made.data
+    assert ".env" in made.excluded
 
     job = submit(config, two_slices, "custom", "--run-id", "t2")
     assert job.returncode == 0, job.stderr[-3000:] + job.stdout[-3000:]
