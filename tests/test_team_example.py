@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+pytest.importorskip("jax", reason="the example's model needs JAX (.venv; the serve tier's .venv-serve has none)")
 SRC = Path(__file__).resolve().parents[1] / "examples" / "team_project" / "src"
 sys.path.insert(0, str(SRC))
 
