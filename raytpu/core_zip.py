@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import os
 import zipfile
+from collections.abc import Iterable
 from pathlib import Path
 
 CORE_FILES = ("__init__.py", "py.typed")
@@ -55,12 +56,18 @@ def core_zip_bytes(root: str | Path | None = None) -> bytes:
     """The core zip for ``py_modules``, deterministically: the same sources give the same bytes on every
     machine (sorted entries, fixed timestamps and modes, stored uncompressed: deflate output differs
     between zlib builds). Every entry under :data:`ZIP_TOP`: ``raytpu-core/raytpu/...``."""
+    return deterministic_zip((f"{ZIP_TOP}/{name}", path, False) for name, path in core_zip_files(root))
+
+
+def deterministic_zip(entries: Iterable[tuple[str, Path, bool]]) -> bytes:
+    """``(name, file, executable)`` entries as a zip that is the same bytes on every machine: fixed timestamps and
+    modes (rw-r--r--, or rwxr-xr-x), stored uncompressed (deflate output differs between zlib builds)."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
-        for name, path in core_zip_files(root):
-            info = zipfile.ZipInfo(f"{ZIP_TOP}/{name}", date_time=CORE_ZIP_DATE)
+        for name, path, executable in entries:
+            info = zipfile.ZipInfo(name, date_time=CORE_ZIP_DATE)
             info.create_system = 3  # Unix, whatever builds it
-            info.external_attr = 0o100644 << 16  # a regular file, rw-r--r--
+            info.external_attr = (0o100755 if executable else 0o100644) << 16
             info.compress_type = zipfile.ZIP_STORED
             archive.writestr(info, path.read_bytes())
     return buffer.getvalue()

@@ -30,8 +30,6 @@ from raytpu.core import errors, user_code
 from raytpu.core.spec import WorkloadSpec
 from raytpu.core.timeline import Stamp, stamp, stamp_line
 
-DATASET = "train"
-"""The name a workload's ``dataset`` has in ``ray.train.get_dataset_shard``."""
 MAX_METRIC_CHARS = 2000
 
 
@@ -134,13 +132,10 @@ def build_trainer(work: WorkloadSpec, args: argparse.Namespace, sink: Any, slice
 
 
 def read_dataset(path: str | None) -> dict[str, Any] | None:
-    """``datasets`` for a workload's ``dataset``, read as is (Parquet or JSON lines by suffix)."""
-    if path is None:
-        return None
-    import ray.data
+    """``datasets`` for a workload's ``dataset``, read as is (``ray.train.get_dataset_shard("train")``)."""
+    from raytpu.workloads.train_data import DATASET, open_dataset
 
-    reader = ray.data.read_json if path.rstrip("/").endswith((".jsonl", ".json")) else ray.data.read_parquet
-    return {DATASET: reader(path)}
+    return None if path is None else {DATASET: open_dataset(path)}
 
 
 def run(args: argparse.Namespace, work: WorkloadSpec, env: dict[str, str]) -> dict[str, Any]:

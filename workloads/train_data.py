@@ -29,11 +29,16 @@ def feature_columns(features: int) -> list[str]:
     return [f"f{i}" for i in range(features)]
 
 
-def read(path: str, features: int) -> Any:
-    """The Ray Dataset at ``path``, its columns checked (InvalidInput naming ``dataset`` otherwise)."""
+def open_dataset(path: str) -> Any:
+    """The Ray Dataset at ``path``, read by its format (:func:`raytpu.core.data.data_format`), columns as they are."""
     import ray.data
 
-    ds = ray.data.read_json(path, lines=True) if data.data_format(path) == "jsonl" else ray.data.read_parquet(path)
+    return ray.data.read_json(path, lines=True) if data.data_format(path) == "jsonl" else ray.data.read_parquet(path)
+
+
+def read(path: str, features: int) -> Any:
+    """The Ray Dataset at ``path``, its columns checked (InvalidInput naming ``dataset`` otherwise)."""
+    ds = open_dataset(path)
     need = [ID, LABEL, *feature_columns(features)]
     have = set(ds.schema().names)
     absent = [c for c in need if c not in have]

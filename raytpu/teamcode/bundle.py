@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-import io
 import os
 import stat
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from raytpu.core import errors
-from raytpu.core_zip import CORE_ZIP_DATE
+from raytpu.core_zip import deterministic_zip
 
 MAX_CODE_BYTES = 100 * 1024 * 1024
 """The largest code folder the kit ships (files kept, before zipping): code, not data or weights (those go to the
@@ -46,10 +44,6 @@ class Bundle:
     object_name: str
     files: int
     excluded: tuple[str, ...]
-
-    @property
-    def digest(self) -> str:
-        return hashlib.sha256(self.data).hexdigest()
 
 
 def excluded(rel: str, is_dir: bool) -> bool:
@@ -99,11 +93,11 @@ def code_files(field: str, folder: str | os.PathLike[str]) -> tuple[list[tuple[s
                 left_out.append(rel)
                 continue
             _inside(field, path, real_root, rel)
-            mode = path.stat().st_mode
-            if not stat.S_ISREG(mode):
+            status = path.stat()
+            if not stat.S_ISREG(status.st_mode):
                 raise errors.invalid_value(field, rel, "is not a regular file (a FIFO, socket or device)",
                                            "a folder of regular files and folders")
-            total += path.stat().st_size
+            total += status.st_size
             files.append((rel, path))
             if total > MAX_CODE_BYTES or len(files) > MAX_CODE_FILES:
                 raise errors.invalid_value(field, str(folder), f"holds over {MAX_CODE_BYTES // 2**20} MiB or "
@@ -124,13 +118,5 @@ def bundle(field: str, folder: str | os.PathLike[str], workload: str) -> Bundle:
     """The code folder's zip, deterministically (sorted entries, fixed timestamps and modes, stored), named by the
     SHA-256 of its bytes."""
     files, left_out = code_files(field, folder)
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
-        for name, path in files:
-            info = zipfile.ZipInfo(f"{ZIP_TOP}/{name}", date_time=CORE_ZIP_DATE)
-            info.create_system = 3  # Unix, whatever builds it
-            executable = path.stat().st_mode & 0o111
-            info.external_attr = (0o100755 if executable else 0o100644) << 16
-            archive.writestr(info, path.read_bytes())
-    data = buffer.getvalue()
+    data = deterministic_zip((f"{ZIP_TOP}/{name}", path, bool(path.stat().st_mode & 0o111)) for name, path in files)
     return Bundle(data, f"{workload}-{hashlib.sha256(data).hexdigest()}.zip", len(files), tuple(left_out))
