@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import os
 import zipfile
-from collections.abc import Iterable
 from pathlib import Path
 
 CORE_FILES = ("__init__.py", "py.typed")
@@ -56,10 +55,10 @@ def core_zip_bytes(root: str | Path | None = None) -> bytes:
     """The core zip for ``py_modules``, deterministically: the same sources give the same bytes on every
     machine (sorted entries, fixed timestamps and modes, stored uncompressed: deflate output differs
     between zlib builds). Every entry under :data:`ZIP_TOP`: ``raytpu-core/raytpu/...``."""
-    return deterministic_zip((f"{ZIP_TOP}/{name}", path, False) for name, path in core_zip_files(root))
+    return deterministic_zip([(f"{ZIP_TOP}/{name}", path, False) for name, path in core_zip_files(root)])
 
 
-def deterministic_zip(entries: Iterable[tuple[str, Path, bool]]) -> bytes:
+def deterministic_zip(entries: list[tuple[str, Path, bool]]) -> bytes:
     """``(name, file, executable)`` entries as a zip that is the same bytes on every machine: fixed timestamps and
     modes (rw-r--r--, or rwxr-xr-x), stored uncompressed (deflate output differs between zlib builds)."""
     buffer = io.BytesIO()

@@ -118,5 +118,5 @@ def bundle(field: str, folder: str | os.PathLike[str], workload: str) -> Bundle:
     """The code folder's zip, deterministically (sorted entries, fixed timestamps and modes, stored), named by the
     SHA-256 of its bytes."""
     files, left_out = code_files(field, folder)
-    data = deterministic_zip((f"{ZIP_TOP}/{name}", path, bool(path.stat().st_mode & 0o111)) for name, path in files)
+    data = deterministic_zip([(f"{ZIP_TOP}/{name}", path, bool(path.stat().st_mode & 0o111)) for name, path in files])
     return Bundle(data, f"{workload}-{hashlib.sha256(data).hexdigest()}.zip", len(files), tuple(left_out))
