@@ -1,8 +1,5 @@
-"""This process's Ray connection to a local cluster, with the cluster's token.
-
-``ray`` is imported inside the functions, after :func:`speak_auth`: Ray 2.60.0 reads its auth mode once, when
-``ray._raylet`` is imported.
-"""
+"""This process's Ray connection to a local cluster, with the cluster's token. ``ray`` is imported inside the functions,
+after :func:`speak_auth`: Ray 2.60.0 reads its auth mode once, when ``ray._raylet`` is imported."""
 
 from __future__ import annotations
 
@@ -21,15 +18,14 @@ HEAD_PROBE_S = 3.0
 
 
 def speak_auth(cluster: LocalCluster) -> None:
-    """This process speaks to ``cluster``: its token auth and its addresses (a stale exported ``RAY_ADDRESS`` would
-    win over the address a Ray client is given: :meth:`LocalCluster.ray_cli_env`). Call it before Ray loads: Ray
-    reads its auth mode once, when ``ray._raylet`` is imported."""
+    """This process speaks to ``cluster``: its token auth and its addresses (a stale exported ``RAY_ADDRESS`` would win
+    over a Ray client's address: :meth:`LocalCluster.ray_cli_env`). Call it before Ray loads (see the module)."""
     os.environ.update(cluster.ray_cli_env())
 
 
 def check_head(cluster: LocalCluster) -> None:
-    """RuntimeFailure (exit 1, what to run) unless the head's process runs and its GCS port answers: a Ray client
-    pointed at a dead GCS retries for minutes."""
+    """RuntimeFailure (exit 1, what to run) unless the head runs and its GCS port answers: a Ray client pointed at a
+    dead GCS retries for minutes."""
     head = next((n for n in cluster.nodes if n.role == "head"), None)
     gone = f"the head of the cluster in {cluster.run_dir} is not running"
     if head is None or not node_alive(cluster, head):

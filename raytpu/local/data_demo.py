@@ -1,17 +1,9 @@
 """``make data`` (``raytpu demo --data``): Ray Data on emulated slices, for real, then torn down.
 
-Two parts, each on its own emulated slice, because each needs its own Python: Ray runs a cluster's workers with the
-interpreter that started it, and vLLM's CPU build (``.venv-serve``) and JAX (``.venv``) live in different
-environments.
-
-- ``batch``: a single-host v6e 2x4 slice started from the serving environment; ``workloads/batch.py`` (as the
-  RayJob's entrypoint runs it) over :data:`PROMPTS` prompts with the CPU twin of the engine and the tiny model.
-- ``train``: two 4-chip hosts (v6e 2x4 on its 4-chip machine type); ``workloads/train.py`` over a generated Parquet
-  dataset of :data:`ROWS` rows, one epoch, each host reading its shard.
-
-``reports/demo-data.json``: ``{ok, batch: {rows_in, rows_out, rows_per_s, tokens_per_s, ...}, train_data:
-{total_rows, unique_rows, hosts: [{host, rows}]}, train: {...}, wall_s}``.
-"""
+Each part has its own slice and Python (a cluster's workers use the interpreter that started it; vLLM's CPU build is in
+``.venv-serve``, JAX in ``.venv``): ``batch`` runs ``workloads/batch.py`` over :data:`PROMPTS` prompts (CPU twin, tiny
+model) on a v6e 2x4 host; ``train`` runs ``workloads/train.py`` for one epoch over :data:`ROWS` Parquet rows on two
+4-chip hosts, each reading its shard. Writes ``reports/demo-data.json``."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""A serving workload deployed onto the emulated slice as the CPU twin of its Ray Serve LLM app (vLLM's CPU build):
-``raytpu local serve``, ``raytpu demo --serve`` and the serving bench share it.
-
-Standard library at import.
-"""
+"""A serving workload deployed onto the emulated slice as its Ray Serve LLM app's CPU twin (vLLM's CPU build), shared by
+``raytpu local serve``, ``raytpu demo --serve`` and the serving bench. Standard library at import."""
 
 from __future__ import annotations
 
@@ -37,9 +34,8 @@ def require_vllm() -> None:
 def deploy_serve(cluster: LocalCluster, work: WorkloadSpec, timeout_s: float, api_key_file: str | None = None,
                  recorder: timeline.Recorder | None = None, progress: Progress = _progress,
                  echo: Progress = _echo) -> tuple[str, str]:
-    """Runs the serve workload on ``cluster`` (``progress`` lines and the workload's log, ``echo``, on stderr);
-    returns its (endpoint URL, model). The workload's timeline stamps (:mod:`raytpu.core.timeline`: the app ``RUNNING``)
-    go to ``recorder`` when given."""
+    """Runs the serve workload on ``cluster`` (``progress`` lines and its log, ``echo``, on stderr); returns (endpoint
+    URL, model). Its timeline stamps (the app ``RUNNING``) go to ``recorder`` when given."""
     require_vllm()
     progress(f"deploying {work.name} (CPU twin) onto {cluster.address}")
     key_args = ("--api-key-file", os.path.abspath(api_key_file)) if api_key_file else ()

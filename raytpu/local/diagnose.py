@@ -1,24 +1,9 @@
 """Why one emulated node's ``ray start`` failed, read from its own logs, and what to do about it.
 
-The emulator starts real Ray nodes, so it meets Ray's real start-time limits (Ray 2.60.0), none of which a flag
-or ``RAY_*`` variable sets:
-
-- The raylet waits a fixed 15 s for each of its agents to write its port file
-  (``NodeManager::WaitForDashboardAgentPorts`` -> ``WaitForPersistedPort``, ``src/ray/util/port_persistence.h``,
-  default timeout) and then aborts with ``Timed out waiting for file .../<agent>_port_<node id>``.
-  ``RAY_agent_register_timeout_ms`` does not reach that wait: measured on 2.60.0 with an agent held back 25 s,
-  the raylet aborted after 15 s with the variable at 1 s and at 60 s alike (see ``tests/test_local.py``).
-- ``ray start`` waits a fixed 30 s for its raylet to register with the GCS (``ray._private.node.Node.__init__``,
-  ``raylet_start_wait_time_s = 30``) and then raises "The current node timed out during startup", also when its
-  raylet died long before.
-
-The dashboard agent imports most of Ray's dashboard (about 3 CPU-seconds), so on a busy 2-core machine several
-agents starting at once miss the 15 s. :mod:`raytpu.local.startup` therefore starts hosts a few at a time
-(:func:`raytpu.local.startup.start_slots`), watches each raylet's log to learn of that abort as it happens rather than
-30 s later, and restarts only what a restart can fix: a lost port race on new ports, a slow agent alone.
-
-Standard library only.
-"""
+Ray 2.60.0's fixed start-time limits (15 s for each agent's port file, 30 s for the raylet to register; no flag or
+``RAY_*`` variable sets them) are missed on a busy 2-core machine, so :mod:`raytpu.local.startup` starts hosts a few at
+a time, reads each raylet's log as it runs, and restarts only what a restart can fix: a lost port race on new ports, a
+slow agent alone. Source: docs/FACTS.md 25.1. Standard library only."""
 
 from __future__ import annotations
 
@@ -47,15 +32,8 @@ class Cause(Enum):
 
 @dataclass(frozen=True)
 class StartFailure:
-    """A classified failure: its cause, a one-line account, what to do, and whether the emulator retries it.
-
-    Attributes:
-        cause: The :class:`Cause`.
-        detail: The line of Ray's log that shows it (trimmed), or what was observed.
-        remedy: What the user (or the emulator) does about it.
-        retry: ``new ports`` (a port race: start it again on other ports), ``alone`` (start it again with nothing
-            else starting), or ``""`` (a retry would fail the same way).
-    """
+    """A classified failure: its :class:`Cause`, the log line showing it (``detail``), what to do (``remedy``), and
+    ``retry``: ``new ports`` (a port race), ``alone`` (nothing else starting), ``""`` (a retry would fail the same)."""
 
     cause: Cause
     detail: str
@@ -69,9 +47,7 @@ class StartFailure:
 
 _PORT_SIGNS = ("address already in use", "already occupied", "failed to start the grpc server",
                "used by other components", "port number")
-"""Ray 2.60.0's words for a port that another process holds: the dashboard's ``Failed to bind to ... because it's
-already occupied`` (``ray._private.services.start_api_server``), the GCS's ``Failed to start the grpc server. The
-specified port is N`` (``GrpcServer::Run``, ``src/ray/rpc/grpc_server.cc``), the OS's ``Address already in use``."""
+"""Ray 2.60.0's words for a port another process holds (dashboard, GCS, OS). Source: docs/FACTS.md 25.1."""
 _MEMORY_SIGNS = ("cannot allocate memory", "memoryerror", "[errno 12]", "no space left on device", "std::bad_alloc")
 _GCS_SIGNS = ("failed to connect to gcs", "timed out while waiting for gcs to become available",
               "unable to connect to gcs")

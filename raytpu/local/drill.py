@@ -1,19 +1,8 @@
 """The preemption drill: a training run on the emulated slice, one host preempted mid-run (:mod:`raytpu.local.preempt`),
-and what it cost: steps lost, time to resume, from which checkpoint. ``raytpu demo --preempt``, the slice tests and
-``bench/preempt.py`` run it.
-
-Multi-slice (``slices`` > 1): the run spans that many whole slices of the cluster and the preempted host is one host of
-one of them. Ray Train 2.60 restarts the whole worker group and reserves all N slices again in one placement group, so
-the run resumes on N whole slices or waits: ``resumed_on_slices`` is what the resumed attempt's processes report
-(the train summary's ``ray_slices``), not what was planned.
-Source: Ray 2.60 ``TrainController._execute_resize_decision`` ("full restart"), ``WorkerGroup._create_placement_group``.
-
-Steps lost are measured, not inferred: rank 0 appends every finished step to a progress file
-(:func:`raytpu.workloads.preemption.record_progress`); the steps lost are the last step finished before the host was
-killed minus the step the run resumed from.
-
-Standard library at import.
-"""
+and what it cost: steps lost, time to resume, from which checkpoint (``raytpu demo --preempt``, the slice tests,
+``bench/preempt.py``). Steps lost are measured from rank 0's progress file, not inferred. Multi-slice: the run resumes
+on N whole slices or waits; ``resumed_on_slices`` is what the resumed processes report, not the plan. Source: Ray 2.60
+``TrainController._execute_resize_decision`` (docs/FACTS.md 25.2). Standard library at import."""
 
 from __future__ import annotations
 
@@ -38,15 +27,10 @@ STEP_SLEEP_S = 0.3
 def drill(cluster: LocalCluster, notice_s: float, storage: str | Path, *, steps: int = 40, every: int = 10,
           at_step: int | None = None, host: int | None = None, slice_name: str | None = None,
           slices: int = 1, progress: Progress | None = None, timeout_s: float = 480.0) -> dict[str, Any]:
-    """Runs the train workload on ``cluster`` (checkpoints every ``every`` steps under ``storage``), preempts
-    ``host`` with ``notice_s`` of notice (0: a crash) once step ``at_step`` (default: half the steps) is done, and
-    waits for the run's end. The run spans ``slices`` whole slices (``workloads[].slices``; the cluster needs that
-    many). Returns ``{"train": summary, "preemption": section, "stdout": driver output}``
-    (:func:`section`).
-
-    Raises:
-        RuntimeFailure: the run ended, or stopped stepping, before ``at_step``.
-    """
+    """Runs the train workload on ``cluster`` over ``slices`` whole slices (checkpoints every ``every`` steps under
+    ``storage``), preempts ``host`` with ``notice_s`` of notice (0: a crash) once step ``at_step`` (default: half) is
+    done, and waits for the end. Returns ``{"train": summary, "preemption": section, "stdout": driver output}``.
+    RuntimeFailure when the run ended, or stopped stepping, before ``at_step``."""
     say = progress or (lambda _line: None)
     storage = Path(storage)
     shutil.rmtree(storage, ignore_errors=True)
@@ -93,10 +77,9 @@ def _tail(done: dict[str, Any]) -> str:
 
 def section(record: Preemption, summary: dict[str, Any], steps_seen: list[dict[str, Any]], every: int,
             cluster: LocalCluster, slices: int = 1) -> dict[str, Any]:
-    """The report's ``preemption`` section: ``notice_s``, ``checkpoint_at_notice`` (the run resumed from a checkpoint
-    written after the notice), ``steps_lost`` (the last step the attempt running at the kill finished, minus the step
-    the next attempt started from), ``resumed_after_s`` (from the notice, or the kill for a crash, to the first step
-    after the restart), from which checkpoint, on which slices (:func:`whole_slices`), and the phases
+    """The report's ``preemption`` section: ``notice_s``, ``checkpoint_at_notice``, ``steps_lost`` (last step done by
+    the attempt killed, minus the step the next attempt started from), ``resumed_after_s`` (notice, or kill, to the
+    first step after the restart), the checkpoint, the slices (:func:`whole_slices`), the phases
     (:data:`timeline.PREEMPTION_PHASES`)."""
     gone = record.gone_wall or 0.0
     # by attempt, not by clock: a step in flight at the kill may still be recorded just after it, and is lost
@@ -127,9 +110,8 @@ def section(record: Preemption, summary: dict[str, Any], steps_seen: list[dict[s
 
 
 def whole_slices(summary: dict[str, Any], cluster: LocalCluster, slices: int, preempted: str) -> bool:
-    """Whether the run's last attempt ran on ``slices`` whole slices, the preempted host's slice among them: its
-    processes (``ray_slices``, gathered by the workers) on exactly ``slices`` slices of the cluster, each with all its
-    hosts, and its devices all of those slices' chips."""
+    """Whether the last attempt ran on ``slices`` whole slices, the preempted host's among them: its processes'
+    ``ray_slices`` are exactly ``slices`` slices with all their hosts, and its devices all their chips."""
     plan = cluster.slice_plan
     held = summary.get("ray_slices") or {}
     return (len(held) == slices and preempted in held and set(held) <= set(cluster.slices)

@@ -1,11 +1,5 @@
-"""What GKE gives a TPU host, emulated: the webhook's ``TPU_*`` environment and the slice names.
-
-Ray's own TPU accelerator manager reads this environment (Ray 2.60.0 ``ray._private.accelerators.tpu.
-TPUAcceleratorManager``) and derives from it, exactly as on GKE, the slice's resources and ``ray.io/tpu-*`` labels.
-The "chips" are JAX CPU devices.
-
-Standard library only (plus the kit's SlicePlan).
-"""
+"""What GKE gives a TPU host, emulated: the webhook's ``TPU_*`` environment and the slice names, from which Ray's
+``TPUAcceleratorManager`` derives resources and labels as on GKE (docs/FACTS.md section 5). Standard library only."""
 
 from __future__ import annotations
 
@@ -26,11 +20,8 @@ def slice_names(plan: SlicePlan, count: int, prefix: str = "raytpu-local") -> li
 
 
 def host_env(plan: SlicePlan, slice_name: str, worker_id: int) -> dict[str, str]:
-    """What the GKE TPU webhook and the KubeRay worker group put in one TPU host's environment.
-
-    Plus the emulation of chips as JAX CPU devices (``JAX_PLATFORMS=cpu``,
-    ``JAX_NUM_CPU_DEVICES=chips_per_host``) and ``RAYTPU_EMULATED=1``.
-    """
+    """What the GKE TPU webhook and the KubeRay worker group put in one TPU host's environment, plus the chips as JAX
+    CPU devices (``JAX_PLATFORMS=cpu``, ``JAX_NUM_CPU_DEVICES=chips_per_host``) and ``RAYTPU_EMULATED=1``."""
     env = {
         "TPU_NAME": slice_name,
         "TPU_WORKER_ID": str(worker_id),

@@ -1,8 +1,5 @@
-"""What a config's slices and workloads become on the emulated slice: the slice to start, the DCN span a smoke
-check covers, and the workload specs a local run is given (the config's own, moved onto the local slice).
-
-Standard library at import; the config is read (:mod:`raytpu.config`) only where a path is given.
-"""
+"""What a config's slices and workloads become on the emulated slice: the slice, the DCN span a smoke check covers, and
+the workload specs moved onto the local slice. Standard library at import; the config is read only given a path."""
 
 from __future__ import annotations
 
@@ -28,9 +25,9 @@ def config_slice_plan(spec: ClusterSpec, slice_name: str | None = None) -> Slice
 
 
 def dcn_slices_of(spec: ClusterSpec | None, plan: SlicePlan, available: int) -> tuple[int | None, str | None]:
-    """The ``--dcn-slices`` a smoke check passes by itself on a local cluster of ``available`` slices of ``plan``, and
-    the line that says so: N when a train workload of ``spec`` on a slice of that plan spans N > 1 slices and the
-    cluster has N, else None with why the DCN check is skipped; (None, None) without such a workload."""
+    """The ``--dcn-slices`` a smoke check passes by itself on ``available`` local slices of ``plan``, with the line that
+    says so: N when a train workload of ``spec`` spans N > 1 slices and the cluster has N, else None and why; (None,
+    None) without such a workload."""
     span, name = multislice.widest(w for w in (spec.workloads if spec is not None else ()) if w.plan == plan)
     if name is None:
         return None, None
@@ -50,10 +47,9 @@ def optional_config(path: str | None) -> ClusterSpec | None:
 
 
 def job_workload(cluster: LocalCluster, work: WorkloadSpec) -> WorkloadSpec:
-    """The spec a job workload of the config runs with on ``cluster`` (``submit --local``): its own name and image,
-    its ``workloads[].slices`` when it spans slices, its model, data paths, ``dataset``, sampling and code, on the
-    emulated slices. A local data path is made absolute here: the job runs on this machine, from a folder of Ray's
-    choosing."""
+    """The spec a job workload runs with on ``cluster`` (``submit --local``): its own name, image, ``slices``, model,
+    data, ``dataset``, sampling and code, on the emulated slices; a local data path made absolute (the job runs from a
+    folder of Ray's choosing)."""
     own = {f: getattr(work, f) for f in (*SERVING_FIELDS, *CODE_FIELDS, "dataset", *SAMPLING_FIELDS)
            if getattr(work, f) is not None}
     own |= {f: local_path(getattr(work, f)) for f in (*DATA_FIELDS, "dataset") if getattr(work, f) is not None}

@@ -1,6 +1,5 @@
-"""Workloads on a local cluster, run as a RayJob's entrypoint would run them: as a driver process
-(:func:`run_workload`) or through Ray's Job Submission API (:func:`submit_job`), the spec in ``RAYTPU_WORKLOAD``.
-"""
+"""Workloads on a local cluster, run as a RayJob's entrypoint runs them, the spec in ``RAYTPU_WORKLOAD``: as a driver
+process (:func:`run_workload`) or through Ray's Job Submission API (:func:`submit_job`)."""
 
 from __future__ import annotations
 
@@ -32,13 +31,9 @@ def workload_command(kind_name: str, *extra: str) -> list[str]:
 
 def run_workload(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: float = 600.0,
                  echo: Progress | None = None, work: WorkloadSpec | None = None) -> subprocess.CompletedProcess[str]:
-    """Runs a workload as a driver process on the cluster (as a RayJob entrypoint would, its spec in
-    ``RAYTPU_WORKLOAD``: ``work``, default :meth:`LocalCluster.workload`); bounded. stderr lines are passed to
-    ``echo`` as they come (progress), stdout is captured.
-
-    Raises:
-        RuntimeFailure: the workload ran past ``timeout_s`` (it is killed).
-    """
+    """Runs a workload as a driver process, as a RayJob entrypoint would (spec ``work`` in ``RAYTPU_WORKLOAD``, default
+    :meth:`LocalCluster.workload`); stderr lines go to ``echo`` as they come, stdout is captured. RuntimeFailure past
+    ``timeout_s`` (killed)."""
     cmd = workload_command(kind_name, *extra)
     env = cluster.driver_env() | (work or cluster.workload(kind_name)).env()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -75,19 +70,11 @@ def submit_job(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: fl
                sink: Progress | None = None, poll_s: float = 1.0, slices: int | None = None,
                work: WorkloadSpec | None = None, entrypoint: str | None = None,
                runtime: dict[str, Any] | None = None, submission_id: str | None = None) -> str:
-    """Submits a workload through Ray's Job Submission API (as KubeRay's submitter does on GKE), streams its
-    driver log to ``sink`` and returns its final status (``SUCCEEDED``, ``FAILED``, ``STOPPED``).
-
-    The job gets its spec in ``RAYTPU_WORKLOAD`` (runtime env), exactly as a RayJob's entrypoint does: ``work``
-    (a config's workload on this cluster, :func:`raytpu.local.from_config.job_workload`), default
-    :meth:`LocalCluster.workload` with ``slices``, its ``workloads[].slices`` (a multi-slice run spans that many of
-    the emulated slices). ``entrypoint`` replaces the kind's program (a team's own, ``kind: job``); ``runtime`` adds
-    to the job's runtime env (a team's ``working_dir`` and ``RAYTPU_*`` variables). Its metadata carries the labels
-    a RayJob has (``raytpu runs`` lists by them); ``submission_id`` names it (``submit --local``: the run's name).
-
-    Raises:
-        RuntimeFailure: the job did not finish within ``timeout_s`` (it is stopped).
-    """
+    """Submits a workload through Ray's Job Submission API (as KubeRay's submitter does), streams its driver log to
+    ``sink`` and returns its final status; RuntimeFailure past ``timeout_s``. The spec travels in ``RAYTPU_WORKLOAD``:
+    ``work`` (:func:`raytpu.local.from_config.job_workload`), default :meth:`LocalCluster.workload` over ``slices``;
+    ``entrypoint`` replaces the kind's program (``kind: job``), ``runtime`` adds to the runtime env; its metadata
+    carries a RayJob's labels (``raytpu runs``); ``submission_id`` names it."""
     check_head(cluster)  # a client of a dead dashboard retries for a while, then raises
     speak_auth(cluster)  # the client sends the cluster's token, to this cluster's address
     from ray.job_submission import JobSubmissionClient

@@ -1,9 +1,5 @@
-"""One ``ray start --block`` process: its command line, its environment, its ports, its log and temp dir.
-
-Each node runs as the leader of a new session (``ray start`` keeps its daemons in its process group), is
-recorded in the state file as soon as it is launched, and carries the cluster's tag
-(:data:`raytpu.local.state.ENV_CLUSTER`), so :func:`raytpu.local.procs.stop` finds it whatever happens next.
-"""
+"""One ``ray start --block`` process: its command line, environment, ports, log and temp dir. Each node leads a new
+session, is recorded as soon as launched and carries the cluster's tag, so :func:`raytpu.local.procs.stop` finds it."""
 
 from __future__ import annotations
 
@@ -61,10 +57,9 @@ def _ray_exe() -> str:
 
 
 def _node_args(cluster: LocalCluster, head: bool, temp: str) -> list[str]:
-    """``ray start`` for one node. Ray picks every port of a host itself (node manager and object manager 0, each
-    agent binds 0 and writes its port file), so hosts starting together never race for ports; only the head's GCS,
-    dashboard and Ray client ports are the emulator's (they must be known in advance, and Ray 2.60.0 refuses 0 for
-    the client server's: ``ray._private.parameter.RayParams._check_usage``)."""
+    """``ray start`` for one node. Ray picks a host's ports itself (0, and agents write port files), so hosts starting
+    together never race; the head's GCS, dashboard and client ports are chosen here, known in advance (Ray refuses 0 for
+    the client's). Source: Ray 2.60.0 ``ray._private.parameter.RayParams._check_usage``."""
     args = [_ray_exe(), "start", "--disable-usage-stats", "--temp-dir", temp, "--include-log-monitor", "true",
             "--object-store-memory", str(OBJECT_STORE_BYTES), "--node-ip-address", "127.0.0.1",
             # Ray's default is a fixed 52365, which every second node on one machine would lose

@@ -25,11 +25,8 @@ def tree_processes(root: int | None = None, tag_prefix: str | None = None) -> se
 
 
 def memory_bytes(pids: set[int]) -> tuple[int, int]:
-    """(sum of RSS, sum of PSS) of ``pids``.
-
-    RSS counts a page shared by n processes n times (an upper bound); PSS charges each process 1/n
-    of it, so the PSS sum is the footprint the group really holds in memory.
-    """
+    """(sum of RSS, sum of PSS) of ``pids``: RSS counts a page shared by n processes n times, PSS 1/n each, so the PSS
+    sum is what the group really holds."""
     rss = pss = 0
     for pid in pids:
         with contextlib.suppress(psutil.Error):
@@ -40,12 +37,8 @@ def memory_bytes(pids: set[int]) -> tuple[int, int]:
 
 
 class PeakMemory:
-    """Samples the memory of a process tree (``root``, default this process; and a local cluster's) in a
-    background thread.
-
-    ``peak_pss_bytes`` (what the group really holds) and ``peak_rss_bytes`` (sum of RSS, an upper bound)
-    are the maxima seen.
-    """
+    """Samples a process tree's memory (``root``, default this process; and a local cluster's) in a background thread:
+    ``peak_pss_bytes`` (what the group holds) and ``peak_rss_bytes`` (an upper bound) are the maxima seen."""
 
     def __init__(self, tag_prefix: str | None = None, interval_s: float = 0.5, root: int | None = None) -> None:
         self.root = root

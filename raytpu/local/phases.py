@@ -1,7 +1,5 @@
-"""The timeline phases an emulated slice lacks or imitates, said in the timeline (never faked).
-
-Standard library only.
-"""
+"""The timeline phases an emulated slice lacks or imitates, said in the timeline (never faked). Standard library
+only."""
 
 from __future__ import annotations
 
@@ -9,9 +7,8 @@ from raytpu.core import timeline
 
 
 def emulated_phases(recorder: timeline.Recorder, hosts_started_wall: float | None = None) -> None:
-    """What the emulated slice lacks or imitates, said in the timeline (never faked): no Kubernetes scheduler and no
-    TPU nodes; the webhook's variables set by ``raytpu local`` itself on every host it launches (at
-    ``hosts_started_wall``, a wall-clock time; default now: the hosts are being launched)."""
+    """No Kubernetes scheduler and no TPU nodes; the webhook's variables set by ``raytpu local`` on every host it
+    launches (at ``hosts_started_wall``, wall clock; default now)."""
     recorder.absent("scheduled", "no Kubernetes scheduler on the emulated slice: its hosts are local Ray nodes")
     recorder.absent("nodes_ready", "no TPU nodes on the emulated slice (JAX CPU devices stand in for chips)")
     recorder.take([timeline.stamp(

@@ -1,19 +1,9 @@
 """A host of the emulated slice preempted as GKE preempts one: its notice, then the kill, then the replacement pod.
 
-On GKE the kubelet gives a preempted node's pods their notice as SIGTERM to the container's main process, KubeRay's
-``ray start --block``, and SIGKILLs what is left when the grace runs out; KubeRay then recreates the pod. On that
-SIGTERM Ray 2.60 drains its node (``ray._private.node.Node._drain_node_before_shutdown``): a GCS ``DrainNode`` with
-``DRAIN_NODE_REASON_PREEMPTION`` and a deadline ``RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S`` ahead, which Ray Train reads
-as a preemption (:mod:`raytpu.workloads.preemption`), then stops the node's processes at that deadline.
-
-An emulated host's ``ray start`` returns once its daemons run (it does not block), so no process of the host holds
-that SIGTERM handler: :func:`preempt` does what it does, through the same GCS call (:func:`drain`), with the drain
-deadline at the notice's end (a pod whose ``RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S`` fills its grace), then SIGKILLs the
-host's whole process group when the notice ends, as the kubelet does, and starts a replacement host. ``notice_s`` 0
-is a host crash: SIGKILL at once, no drain.
-
-psutil at import (through :mod:`raytpu.local.procs`); ``ray`` inside :func:`drain`.
-"""
+An emulated host's ``ray start`` does not block, so no process holds Ray's SIGTERM drain handler: :func:`preempt` makes
+its GCS drain call (:func:`drain`, deadline at the notice's end), SIGKILLs the host's process group when the notice
+ends, as the kubelet does, and starts a replacement; ``notice_s`` 0 is a crash (SIGKILL at once, no drain). Source: Ray
+2.60 ``Node._drain_node_before_shutdown`` (docs/FACTS.md 25.3). psutil at import; ``ray`` in :func:`drain`."""
 
 from __future__ import annotations
 
@@ -36,18 +26,10 @@ MAX_NOTICE_S = 3600.0
 
 @dataclass
 class Preemption:
-    """What happened to the preempted host, by wall-clock time (``time.time()``).
-
-    Attributes:
-        slice_name: The host's slice (``TPU_NAME``).
-        worker_id: Its ``TPU_WORKER_ID``.
-        notice_s: The notice given: seconds from the drain to the kill (0: none, a crash).
-        node_id: The host's Ray node id (hex), when it was drained.
-        notice_wall: When the drain was asked for (None without notice).
-        gone_wall: When the host was killed.
-        how: ``killed at the notice's end`` or ``crashed (no notice)``.
-        replaced_wall: When the replacement host had registered (None when not replaced).
-    """
+    """What happened to the preempted host, by wall clock (``time.time()``): its slice and ``TPU_WORKER_ID``, the notice
+    (seconds from drain to kill; 0: a crash), its Ray node id (hex) when drained, when the drain was asked
+    (``notice_wall``; None without notice), when it was killed (``gone_wall``), ``how`` (``killed at the notice's end``
+    or ``crashed (no notice)``), when its replacement had registered (``replaced_wall``; None when not replaced)."""
 
     slice_name: str
     worker_id: int
@@ -80,12 +62,8 @@ def running_cluster(where: Path) -> LocalCluster:
 
 
 def target(cluster: LocalCluster, host: int | None, slice_name: str | None = None) -> NodeProc:
-    """The live host ``host`` (``TPU_WORKER_ID``; default the last) of ``slice_name`` (default the first slice).
-
-    Raises:
-        InvalidInput: ``--slice`` names no slice of the cluster, ``--host`` is out of range, or the host is not
-            running (exit 2).
-    """
+    """The live host ``host`` (``TPU_WORKER_ID``; default the last) of ``slice_name`` (default the first slice);
+    InvalidInput (exit 2) for an unknown ``--slice``, a ``--host`` out of range or a host not running."""
     name = slice_name or cluster.slices[0]
     if name not in cluster.slices:
         raise invalid_value("--slice", name, "is not a slice of the local cluster", ", ".join(cluster.slices))
@@ -102,9 +80,9 @@ def target(cluster: LocalCluster, host: int | None, slice_name: str | None = Non
 
 
 def drain(cluster: LocalCluster, node: NodeProc, deadline_wall: float) -> str:
-    """Asks the GCS to drain ``node`` for a preemption with ``deadline_wall`` as its deadline, as Ray 2.60's SIGTERM
-    handler of ``ray start --block`` does (``Node._drain_node_before_shutdown``: ``GcsClient.drain_node`` with
-    ``DRAIN_NODE_REASON_PREEMPTION``, which the raylet cannot reject); returns the node's id (hex)."""
+    """Asks the GCS to drain ``node`` for a preemption by ``deadline_wall``, as ``ray start --block`` does on SIGTERM
+    (``DRAIN_NODE_REASON_PREEMPTION``: the raylet cannot reject it); returns the node id (hex). Source:
+    docs/FACTS.md 25.3."""
     from raytpu.local.connection import check_head, speak_auth
 
     check_head(cluster)

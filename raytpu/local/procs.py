@@ -1,13 +1,8 @@
-"""The processes of a local cluster: finding them, telling whether a node still runs, stopping and killing them.
+"""The processes of a local cluster: finding them, telling whether a node runs, stopping and killing them.
 
-Every node is a ``ray start --block`` that leads its own process group; its daemons stay in that group. Every
-process of a cluster (nodes, their Ray workers, drivers) carries ``RAYTPU_LOCAL_CLUSTER=<its temp dir>``
-(:data:`raytpu.local.state.ENV_CLUSTER`). A group is signalled only while one of its members still names the
-cluster's temp dir, and a leftover only when it carries the tag or names that dir: nothing the kit did not
-start is ever signalled.
-
-psutil at import.
-"""
+Every node leads its own process group (its daemons stay in it); every process carries ``RAYTPU_LOCAL_CLUSTER``
+(:data:`raytpu.local.state.ENV_CLUSTER`). A group is signalled only while a member names the cluster's temp dir, a
+leftover only when it carries the tag or names that dir: nothing the kit did not start. psutil at import."""
 
 from __future__ import annotations
 
@@ -56,10 +51,8 @@ def exit_code(pid: int) -> int | None:
 
 
 def group(pgid: int) -> list[psutil.Process]:
-    """Live (non-zombie) members of process group ``pgid``.
-
-    By group, not ``Process.children(recursive=True)``: a node's daemons outlive its ``ray start`` leader (a failed
-    start leaves a raylet behind, reparented), and psutil has no process-group query."""
+    """Live (non-zombie) members of process group ``pgid``: a node's daemons outlive its ``ray start`` leader
+    (reparented), and psutil has no process-group query."""
     members = []
     for proc in live():
         with contextlib.suppress(OSError):
@@ -83,10 +76,7 @@ def environ(proc: psutil.Process) -> dict[str, str]:
 
 
 def cluster_group(pgid: int, temp_dir: str) -> list[psutil.Process]:
-    """Members of ``pgid`` if that group is still one of this cluster's nodes (a member names ``temp_dir``).
-
-    Guards against signalling a recycled process group id.
-    """
+    """Members of ``pgid`` while a member names ``temp_dir`` (a recycled group id is never signalled)."""
     members = group(pgid)
     return members if any(temp_dir in cmdline(p) for p in members) else []
 
@@ -163,12 +153,9 @@ def kill_host(cluster: LocalCluster, slice_name: str, worker_id: int) -> NodePro
 
 
 def stop(directory: str | Path | None = None, grace_s: float = 1.0) -> int:
-    """Stops the cluster recorded in the run directory; always removes its state. Returns processes signalled.
-
-    SIGTERM to every recorded process group that is still this cluster's, SIGKILL to what is left after
-    ``grace_s``, then SIGKILL to any leftover process naming this cluster's private temp dir. Safe to
-    call when nothing runs; never signals a process this module did not start.
-    """
+    """Stops the cluster recorded in the run directory and removes its state; returns processes signalled. SIGTERM to
+    its live groups, SIGKILL after ``grace_s``, then SIGKILL to leftovers naming its temp dir. Safe when nothing
+    runs."""
     where = run_dir(directory)
     cluster = LocalCluster.load(where)
     if cluster is None:

@@ -1,13 +1,7 @@
-"""One owner per run directory: the commands that start, change or stop its cluster (``local up``, ``demo``,
-``local preempt``, ``local down``) hold an exclusive ``flock`` on ``<run dir>/owner.lock`` while they run.
-
-The kernel drops a ``flock`` when its holder exits, however it exits, so a crashed holder never blocks the next
-command. The holder writes its command and PID into the file for the message a second command gets, and ``down``
-uses them to end a holder (a preemption drill) before it stops the cluster.
-Source: flock(2) (a lock belongs to the open file description; released when the last descriptor closes).
-
-Standard library and psutil at import.
-"""
+"""One owner per run directory: ``local up``, ``demo``, ``local preempt`` and ``local down`` hold an exclusive ``flock``
+on ``<run dir>/owner.lock`` while they run. The kernel drops it when its holder exits, however; the holder's command and
+PID in the file name it to a second command, and let ``down`` end a holder (a drill) before stopping. Source: flock(2)
+(released when the last descriptor of the open file description closes). Standard library, psutil."""
 
 from __future__ import annotations
 
@@ -28,8 +22,7 @@ from raytpu.local.state import Progress
 
 LOCK_FILE = "owner.lock"
 TAKE_OVER_WAIT_S = 60.0
-"""How long ``down`` waits for a holder it signalled to let go: a drill ends its notice wait at once and tears its
-cluster down in seconds; a replacement host being started stops with it."""
+"""How long ``down`` waits for a signalled holder to let go (a drill tears its cluster down in seconds)."""
 
 
 @dataclass(frozen=True)
@@ -101,13 +94,9 @@ def _take_over(lock_path: Path, where: Path, say: Progress) -> int:
 
 @contextlib.contextmanager
 def hold(where: Path, command: str, *, take_over: bool = False, progress: Progress | None = None) -> Iterator[None]:
-    """Holds ``where`` (created if missing) for ``command`` while the block runs.
-
-    Raises:
-        InvalidInput: another command holds it (exit 2, naming ``--dir`` and that command); with ``take_over``
-            (``down``) that command is ended first instead.
-        RuntimeFailure: with ``take_over``, the holder did not end within :data:`TAKE_OVER_WAIT_S`.
-    """
+    """Holds ``where`` (created if missing) for ``command`` while the block runs. InvalidInput (exit 2, naming ``--dir``
+    and the holder) when another command holds it; ``take_over`` (``down``) ends that holder first, RuntimeFailure when
+    it does not end within :data:`TAKE_OVER_WAIT_S`."""
     lock_path = where / LOCK_FILE
     made = [p for p in (where, *where.parents) if not p.exists()]  # removed again if the command leaves them empty
     try:

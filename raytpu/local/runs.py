@@ -1,6 +1,5 @@
 """``raytpu runs --local``: the local cluster's Job Submission API jobs, their driver's log, a training rank's output
-(not in the driver's log: each Ray Train worker writes it to its node's session, see ``TRAIN_LOG_GLOB``), and cancel.
-"""
+(:data:`TRAIN_LOG_GLOB`: not in the driver's log), and cancel."""
 
 from __future__ import annotations
 
@@ -21,9 +20,8 @@ if TYPE_CHECKING:
 Sink = Callable[[str], None]
 
 TRAIN_LOG_GLOB = "session_*/logs/train/ray-train-app-worker-*.log"
-"""A Ray Train worker's application log under a node's Ray temp dir: the training function's prints, as JSON records
-with ``world_rank`` and ``job_id`` (the kit's programs run with ``log_to_driver=False``). Source: Ray 2.60
-``ray.train.v2._internal.logging.logging.LoggingManager._get_worker_logger_config_dict`` (docs/FACTS.md section 23)."""
+"""A Ray Train worker's log under a node's temp dir: the training function's prints as JSON records (``world_rank``,
+``job_id``). Source: Ray 2.60 ``LoggingManager`` (docs/FACTS.md section 23)."""
 POLL_S = 0.5
 
 

@@ -1,6 +1,5 @@
-"""Bringing a local cluster up: the head, then every emulated host a few at a time, each failed start told by its
-cause (:mod:`raytpu.local.diagnose`) and started again when a restart can fix it, all within one deadline.
-"""
+"""Bringing a local cluster up within one deadline: the head, then the hosts a few at a time, each failed start told by
+its cause (:mod:`raytpu.local.diagnose`) and started again when a restart can fix it."""
 
 from __future__ import annotations
 
@@ -17,20 +16,15 @@ from raytpu.local.emulation import slice_names
 from raytpu.local.state import LocalCluster, NodeProc, Progress, auth_token_file, run_dir, temp_prefix
 
 START_RETRIES = 2
-"""A node whose start failed for a cause a restart can fix (:mod:`raytpu.local.diagnose`) is started again this many
-times."""
+"""How many times a node whose start failed for a cause a restart can fix is started again."""
 HEAD = ("", -1)
 """The head's key among the nodes :func:`_start_nodes` starts; a host's is ``(slice name, worker id)``."""
 
 
 def start_slots() -> int:
-    """How many hosts start at once at first: one per core this process may run on.
-
-    A host's dashboard agent needs about 3 CPU-seconds before Ray's fixed 15 s port-file wait runs out
-    (:mod:`raytpu.local.diagnose`). Measured on 2 cores (``bench/local_start.py --slots 1 2 4``): 4 at once came up
-    with 1 s to spare quiet; one per core took 11 s a host under load; one at a time is the slowest.
-    :func:`_start_nodes` drops to one at a time as soon as a host is slow to start.
-    """
+    """How many hosts start at once at first: one per core this process may run on (an agent needs about 3 CPU-s within
+    Ray's 15 s port-file wait); :func:`_start_nodes` drops to one at a time once a host is slow. Source:
+    docs/FACTS.md 25.1 (``bench/local_start.py --slots 1 2 4``)."""
     return max(1, len(os.sched_getaffinity(0)))
 
 
@@ -39,8 +33,8 @@ SLOW_START_S = diagnose.AGENT_PORT_WAIT_S * 2 / 3
 
 
 def start_timeout_s(nodes: int) -> float:
-    """The default bound on starting ``nodes`` nodes: room for each to start alone, then again after a failure
-    (Ray's own limits are 15 s for the agents and 30 s for registration, :mod:`raytpu.local.diagnose`)."""
+    """The default bound on starting ``nodes`` nodes: each alone, then again after a failure (Ray's limits: 15 s for the
+    agents, 30 s to register)."""
     return 60.0 + 2 * diagnose.REGISTER_WAIT_S * nodes
 
 
@@ -75,12 +69,9 @@ def _launch(cluster: LocalCluster, key: tuple[str, int]) -> NodeProc:
 
 def _start_nodes(cluster: LocalCluster, keys: list[tuple[str, int]], slots: int, deadline: float,
                  progress: Progress, t0: float) -> None:
-    """Starts the nodes ``keys`` at most ``slots`` at a time and returns once each has registered.
-
-    A failure is classified by :func:`raytpu.local.diagnose.diagnose`; an agent abort is read from the raylet's log
-    as it happens. Port races are retried on new ports, a slow agent or registration alone (``slots`` drops to 1);
-    anything else, or a node out of retries, raises at once with its cause, remedy and log.
-    """
+    """Starts the nodes ``keys`` at most ``slots`` at a time; returns once each has registered. Port races are retried
+    on new ports, a slow agent or registration alone (``slots`` 1); anything else, or a node out of retries, raises at
+    once with its cause (:func:`raytpu.local.diagnose.diagnose`), remedy and log."""
     queue = list(keys)
     running: list[NodeProc] = []
     launched: dict[int, float] = {}
@@ -133,8 +124,7 @@ def _start_nodes(cluster: LocalCluster, keys: list[tuple[str, int]], slots: int,
 
 def refuse_running(where: Path) -> LocalCluster | None:
     """The cluster recorded in ``where`` when none of its nodes runs (leftovers :func:`start` clears); InvalidInput
-    naming ``--dir`` (exit 2) when one does: a run directory holds one cluster, and no command stops one it did not
-    start."""
+    naming ``--dir`` (exit 2) when one does: no command stops a cluster it did not start."""
     existing = LocalCluster.load(where)
     if existing is not None and any(procs.node_alive(existing, n) for n in existing.nodes):
         raise invalid_value("--dir", str(where), f"already running a cluster (address {existing.address}, started by "
@@ -146,22 +136,11 @@ def refuse_running(where: Path) -> LocalCluster | None:
 def start(plan: SlicePlan, num_slices: int = 1, directory: str | Path | None = None,
           progress: Progress | None = None, timeout_s: float | None = None,
           prefix: str = "raytpu-local", slots: int | None = None, owner: str = "") -> LocalCluster:
-    """Starts a head plus ``num_slices`` emulated slices of ``plan``; stops everything on failure.
-
-    Args:
-        plan: The slice shape (hosts, chips per host, pod type) every slice follows.
-        num_slices: How many such slices.
-        directory: Run directory (default :func:`raytpu.local.state.run_dir`).
-        progress: Called with one line per milestone (the CLI writes them to stderr).
-        timeout_s: Bound on the whole start, registration included (default :func:`start_timeout_s`).
-        prefix: Slice name prefix (``TPU_NAME`` is ``<prefix>-<pod type>-<i>``).
-        slots: How many hosts start at once (default :func:`start_slots`).
-        owner: The command starting it (recorded as :attr:`LocalCluster.started_by`).
-
-    Raises:
-        InvalidInput: ``num_slices`` < 1, or a cluster already runs from the run directory.
-        RuntimeFailure: a node failed to start.
-    """
+    """Starts a head plus ``num_slices`` emulated slices of ``plan``; stops everything on failure. ``directory``
+    defaults to :func:`raytpu.local.state.run_dir`, ``timeout_s`` (whole start) to :func:`start_timeout_s`, ``slots``
+    (hosts at once) to :func:`start_slots`; ``progress`` gets a line per milestone; slices are named
+    ``<prefix>-<pod type>-<i>``; ``owner`` is recorded as :attr:`LocalCluster.started_by`. InvalidInput: ``num_slices``
+    < 1, or a cluster already runs there; RuntimeFailure: a node failed to start."""
     if num_slices < 1:
         raise invalid_value("slices", num_slices, "must be at least 1", "1, 2, ...")
     say = progress or (lambda _line: None)

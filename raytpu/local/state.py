@@ -1,12 +1,6 @@
-"""The run directory and its state file: what one local cluster is, so ``raytpu local up|status|down`` work across
-invocations.
-
-A run directory (``$RAYTPU_LOCAL_DIR``, default ``.raytpu/local`` under the working directory) holds
-``cluster.json`` (:class:`LocalCluster`: every node's PID, the cluster's address and private Ray temp dir), the
-nodes' logs and the cluster's Ray auth token.
-
-Standard library at import (plus the kit's spec layer).
-"""
+"""The run directory and its state file, so ``raytpu local up|status|down`` work across invocations: a run dir
+(``$RAYTPU_LOCAL_DIR``, default ``.raytpu/local``) holds ``cluster.json`` (:class:`LocalCluster`), the nodes' logs and
+the cluster's Ray auth token. Standard library at import (plus the kit's spec layer)."""
 
 from __future__ import annotations
 
@@ -29,9 +23,8 @@ from raytpu.local.emulation import ENV_EMULATED, WEBHOOK_ENV
 STATE_FILE = "cluster.json"
 ENV_RUN_DIR = "RAYTPU_LOCAL_DIR"
 ENV_CLUSTER = "RAYTPU_LOCAL_CLUSTER"
-"""Set to the cluster's private temp dir in every process of a local cluster (nodes, their workers, drivers
-started by :func:`raytpu.local.jobs.run_workload`): how :func:`raytpu.local.procs.stop` and the test suite find
-them all, reparented or not."""
+"""Set to the cluster's private temp dir in every process of a local cluster (nodes, workers, drivers): how
+:func:`raytpu.local.procs.stop` and the tests find them all, reparented or not."""
 
 DEFAULT_RUN_DIR = Path(".raytpu") / "local"
 TMP_PREFIX = "/tmp/raytpu-"
@@ -43,17 +36,10 @@ Progress = Callable[[str], None]
 
 @dataclass
 class NodeProc:
-    """One ``ray start --block`` process (a process-group leader) and what it emulates.
-
-    Attributes:
-        role: ``head`` or ``host``.
-        pid: PID of the ``ray start`` process; also its process group id.
-        log: Its stdout/stderr file.
-        slice_name: The emulated slice (``TPU_NAME``); empty for the head.
-        worker_id: ``TPU_WORKER_ID``; -1 for the head.
-        killed: True once :func:`raytpu.local.procs.kill_host` has taken it down on purpose.
-        temp: The node's own ``--temp-dir`` (its Ray session and logs).
-    """
+    """One ``ray start --block`` process (a process-group leader: ``pid`` is also its group id) and what it emulates:
+    ``role`` (``head`` or ``host``), ``log``, ``slice_name`` (``TPU_NAME``), ``worker_id`` (``TPU_WORKER_ID``; the head
+    has "" and -1), ``killed`` (taken down on purpose by :func:`raytpu.local.procs.kill_host`), ``temp`` (its
+    ``--temp-dir``)."""
 
     role: str
     pid: int
@@ -66,20 +52,11 @@ class NodeProc:
 
 @dataclass
 class LocalCluster:
-    """The recorded state of one local emulated cluster (``<run dir>/cluster.json``).
-
-    Attributes:
-        run_dir: Where state and logs live.
-        temp_dir: Ray's private temp dir (short, under /tmp, for unix socket paths).
-        address: GCS address ``host:port`` (what ``ray.init(address=...)`` and ``RAY_ADDRESS`` take).
-        plan: The SlicePlan of every slice, as JSON.
-        slices: Emulated slice names (``TPU_NAME``), one per slice.
-        nodes: Every process started, head first.
-        started_s: Seconds from the first ``ray start`` until every node had registered.
-        dashboard: URL of the head's dashboard (Ray's Job Submission API).
-        auth_token_path: The file holding the cluster's Ray auth token (:func:`auth_token_file`).
-        started_by: The command that started it (``raytpu local up``, ``raytpu demo``), for a refusal's message.
-    """
+    """The recorded state of one local emulated cluster (``<run dir>/cluster.json``): ``temp_dir`` is Ray's private temp
+    dir (short, under /tmp, for unix socket paths), ``address`` the GCS ``host:port``, ``plan`` every slice's SlicePlan
+    as JSON, ``slices`` the ``TPU_NAME`` of each, ``nodes`` every process (head first), ``started_s`` from the first
+    ``ray start`` until all registered, ``dashboard`` the Job Submission API's URL, ``auth_token_path`` the token file,
+    ``started_by`` the command that started it (for a refusal's message)."""
 
     run_dir: str
     temp_dir: str
@@ -176,10 +153,8 @@ def run_dir(explicit: str | Path | None = None) -> Path:
 
 
 def temp_prefix() -> str:
-    """Prefix of a new cluster's private Ray temp dir: ``$RAYTPU_LOCAL_TMP_PREFIX`` (tests), else ``/tmp/raytpu-``.
-
-    Always under ``/tmp/raytpu-`` (short unix socket paths; :func:`raytpu.local.procs.stop` only sweeps such dirs).
-    """
+    """Prefix of a new cluster's Ray temp dir: ``$RAYTPU_LOCAL_TMP_PREFIX`` (tests), else ``/tmp/raytpu-``; always under
+    ``/tmp/raytpu-`` (short socket paths; :func:`raytpu.local.procs.stop` sweeps only those)."""
     prefix = os.environ.get(ENV_TMP_PREFIX, TMP_PREFIX)
     if not prefix.startswith(TMP_PREFIX) or "/" in prefix[len(TMP_PREFIX):]:
         raise invalid_value(ENV_TMP_PREFIX, prefix, f"must start with {TMP_PREFIX} and name no subdirectory",

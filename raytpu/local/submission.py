@@ -1,8 +1,6 @@
-"""``raytpu submit --local``: a job workload of the config, with its own spec, on the running emulated slice through
-Ray's Job Submission API, followed as on a deployed stack (the driver's log, verdicts, timeline).
-
-A ``batch`` workload there runs its engine's CPU twin (the emulated slice has no TPU) with the model folder given by
-``--cpu-model``, as ``raytpu demo --data`` does, and replaces an existing ``output`` only with ``--overwrite``."""
+"""``raytpu submit --local``: a job workload of the config on the running emulated slice through Ray's Job Submission
+API, followed as on a stack. A ``batch`` there runs its engine's CPU twin with ``--cpu-model``'s folder (as
+``raytpu demo --data``) and replaces an existing ``output`` only with ``--overwrite``."""
 
 from __future__ import annotations
 
@@ -57,9 +55,9 @@ def batch_args(work: WorkloadSpec, *, cpu_model: str | None, overwrite: bool, pr
 
 def team_runtime(cluster: local.LocalCluster, work: WorkloadSpec, run_name: str, code_field: str
                  ) -> dict[str, Any] | None:
-    """A team's code run on the emulated slice as on GKE: the same content-addressed zip as ``working_dir`` (kept in
-    ``<run dir>/code/``, the run dir standing in for the bucket's mount), the ``RAYTPU_*`` variables, and this
-    interpreter first on ``PATH`` (an entrypoint's ``python`` is the kit's, as the image's is on GKE)."""
+    """A team's code on the emulated slice as on GKE: the same content-addressed zip as ``working_dir`` (in
+    ``<run dir>/code/``, standing in for the bucket's mount), the ``RAYTPU_*`` variables, this interpreter first on
+    ``PATH``."""
     if not work.runs_team_code:
         return None
     from raytpu.core import names, user_code
@@ -85,9 +83,8 @@ def team_runtime(cluster: local.LocalCluster, work: WorkloadSpec, run_name: str,
 def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: str | None, timeout_s: float,
                  report_path: str | None, cpu_model: str | None = None, overwrite: bool = False,
                  prefix: str = "") -> int:
-    """Runs ``work`` on the local cluster recorded in ``directory`` (default run dir); returns the exit code. The
-    package's names (``local.submit_job``) are read at call time: what the package exports is what runs. A batch
-    workload's flags: :func:`batch_args`."""
+    """Runs ``work`` on the local cluster in ``directory`` (default run dir); returns the exit code. Names such as
+    ``local.submit_job`` are read at call time, so what the package exports is what runs."""
     from raytpu.cluster import gke
 
     if not work.kind.is_job:
