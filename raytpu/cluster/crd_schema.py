@@ -1,10 +1,6 @@
-"""The fields of a manifest its cluster's CRD does not declare, found before anything is applied.
-
-KubeRay's CRDs grow fields release by release, and an older operator (GKE's Ray Operator add-on follows the
-cluster's version) would reject or silently drop them. Hand-written because no library does it here: the
-``kubernetes`` client's models are the core API's, not a CRD's, and the server's own ``fieldValidation=Strict``
-answers only once the object is applied (after its NetworkPolicy), naming no KubeRay version.
-"""
+"""The fields of a manifest its cluster's CRD does not declare, found before anything is applied: an older operator
+(GKE's add-on follows the cluster's version) rejects or drops KubeRay's newer fields. Hand-written: the ``kubernetes``
+models are the core API's, and ``fieldValidation=Strict`` answers only at apply time, naming no KubeRay version."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Operating a deployed stack (its :class:`~raytpu.outputs.StackOutputs`): connect with google-auth, apply, and
-follow RayJobs and RayServices with progress.
-
-Every call to the cluster goes through :class:`raytpu.cluster.kube_client.KubeClient` (the official ``kubernetes``
-client, Application Default Credentials, the stack's endpoint and CA): no ``kubectl`` and no ``gcloud`` at run time.
-"""
+"""Operating a deployed stack (:class:`~raytpu.outputs.StackOutputs`): connect with google-auth, apply, and follow
+RayJobs and RayServices with progress, every call through :class:`raytpu.cluster.kube_client.KubeClient`."""
 
 from __future__ import annotations
 
@@ -69,9 +65,8 @@ class JobState:
 
 
 def apply_with_network_policy(client: KubeClient, obj: Mapping[str, Any], spec: ClusterSpec) -> dict[str, Any]:
-    """Applies a KubeRay object behind its NetworkPolicy (:func:`raytpu.core.kuberay.network_policy`): the policy first,
-    so none of the object's pods ever runs unguarded, then the object, then the policy again, owned by the object
-    (deleted with it). Returns the server's object."""
+    """Applies a KubeRay object behind its NetworkPolicy: the policy first (no pod runs unguarded), the object, then the
+    policy again, owned by the object (deleted with it). Returns the server's object."""
     from raytpu.core import kuberay
     policy = kuberay.network_policy(obj, spec)
     client.apply(policy)
@@ -92,11 +87,8 @@ def job_state(name: str, obj: Mapping[str, Any] | None) -> JobState:
 
 def follow_jobs(client: KubeClient, names: Iterable[str], *, timeout_s: float,
                 progress: Progress | None = None, clock: Callable[[], float] = time.monotonic) -> dict[str, JobState]:
-    """Watches RayJobs until each is done or ``timeout_s`` passes; returns the last state of each.
-
-    One watch per job (resumed across dropped streams and expired versions by the client); a progress line
-    (``[  12s] smoke-train-0: Running/RUNNING``) whenever a job's state changes.
-    """
+    """Watches RayJobs until each is done or ``timeout_s`` passes; returns the last state of each. One watch per job
+    (resumed by the client); a progress line (``[ 12s] smoke-train-0: Running/RUNNING``) on each change."""
     say = progress or _stderr
     start = clock()
     states = {name: JobState(name, exists=False) for name in dict.fromkeys(names)}
@@ -128,11 +120,8 @@ def follow_jobs(client: KubeClient, names: Iterable[str], *, timeout_s: float,
 
 
 class LogStreamer:
-    """Streams the driver log of a K8sJobMode RayJob (its submitter Job's pod) to ``sink`` while it runs.
-
-    The submitter pod appears only once the Ray cluster is up; until then the streamer looks again every
-    ``poll_s``. It stops when the pod's log ends (the driver exited) or :meth:`stop` is called.
-    """
+    """Streams a K8sJobMode RayJob's driver log (its submitter Job's pod) to ``sink`` while it runs: it looks again
+    every ``poll_s`` until the pod appears (once the Ray cluster is up), and stops at the log's end or :meth:`stop`."""
 
     def __init__(self, client: KubeClient, job_name: str, sink: Callable[[str], Any], poll_s: float = 3.0) -> None:
         self.client = client
@@ -174,21 +163,15 @@ def service_ready(obj: Mapping[str, Any] | None) -> bool:
 
 
 OPERATOR_GRACE_S = 180.0
-"""How long a RayService's head pod may be Ready with no Serve application status in the RayService before
-:func:`wait_for_service` says the operator cannot reach the head. Once the head pod is ready, KubeRay reads the Serve
-status from the head's dashboard (:8265) on every reconcile and submits the app right after (v1.7.0
-``rayservice_controller.go`` ``reconcileServe``, ``getAndCheckServeStatus``), so with the dashboard reachable the
-status lists the app within seconds. When the operator cannot reach it, the error ("failed to get Serve application
-statuses from the dashboard") goes only to the operator's log (GKE hosts the add-on's), with no event."""
+"""How long a RayService's head may be Ready with no Serve application status before :func:`wait_for_service` says the
+operator cannot reach it (reachable, the app is listed in seconds). Source: docs/FACTS.md 25.8."""
 CHECK_EVERY_S = 30.0
 """How often :func:`wait_for_service` looks at a RayService that is not changing."""
 
 
 def operator_unreached(client: KubeClient, obj: Mapping[str, Any]) -> bool:
-    """The symptom of an operator that cannot reach the head: the RayService's Ray cluster has a Ready head pod,
-    yet neither its pending nor its active status holds any Serve application status (``applicationStatuses``,
-    which only the operator's dashboard reads fill). Head pods carry KubeRay's ``ray.io/cluster`` and
-    ``ray.io/node-type: head`` labels (``utils/constant.go``)."""
+    """An operator that cannot reach the head: a Ready head pod, yet no ``applicationStatuses`` in the pending or active
+    status (only the operator's dashboard reads fill them). Source: KubeRay v1.7.0 ``utils/constant.go``."""
     status = obj.get("status") or {}
     sides = [status.get(k) or {} for k in ("pendingServiceStatus", "activeServiceStatus")]
     if any(side.get("applicationStatuses") for side in sides):
@@ -203,11 +186,8 @@ def operator_unreached(client: KubeClient, obj: Mapping[str, Any]) -> bool:
 
 def wait_for_service(client: KubeClient, name: str, *, timeout_s: float, progress: Progress | None = None,
                      clock: Callable[[], float] = time.monotonic, unreached: str | None = None) -> bool:
-    """Watches RayService ``name`` until it is ready (True) or ``timeout_s`` passes (False).
-
-    With ``unreached`` (a line naming the fix), a service that shows :func:`operator_unreached` for
-    :data:`OPERATOR_GRACE_S` gets that line printed, once; the wait goes on (the cause may pass).
-    """
+    """Watches RayService ``name`` until ready (True) or ``timeout_s`` passes (False); prints ``unreached`` (the fix)
+    once when :func:`operator_unreached` holds for :data:`OPERATOR_GRACE_S`, and waits on."""
     say = progress or _stderr
     start = clock()
     last = ""

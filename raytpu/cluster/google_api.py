@@ -1,14 +1,10 @@
-"""The Google REST APIs the kit calls besides the cluster's (Cloud Build, Cloud Storage), as the caller's Application
-Default Credentials. An image build's calls go through :class:`GoogleApi`: one
-``google.auth.transport.requests.AuthorizedSession`` (google-auth 2.63.0; it refreshes the token and retries once on
-401), 429 and 5xx retried with backoff (:func:`raytpu.cluster.http_retry.policy`, urllib3's ``Retry`` mounted on the
-session; a POST's 5xx is not, :class:`_CreateOnceRetry`), every request bounded by a timeout, every failure one line
-(exit 1) naming the IAM role that grants what was refused. ``--upload-core`` copies the core zip
-(:mod:`raytpu.core_zip`) with :func:`upload_core`.
+"""The Google REST APIs the kit calls besides the cluster's (Cloud Build, Cloud Storage), as the caller's ADC.
 
-Endpoints are overridable (:data:`CLOUDBUILD_ENV`, :data:`STORAGE_ENV`): tests point them at a loopback server.
-google-auth and requests are imported when a session is made.
-"""
+:class:`GoogleApi`: one ``AuthorizedSession`` (refreshes the token, retries once on 401), 429 and 5xx retried with
+backoff (:func:`raytpu.cluster.http_retry.policy`; a POST's 5xx is not), a timeout on every request, every failure one
+line (exit 1) naming the IAM role that grants what was refused. :func:`upload_core` serves ``--upload-core``. Endpoints
+are overridable (:data:`CLOUDBUILD_ENV`, :data:`STORAGE_ENV`: tests use loopback). Source: google-auth 2.63.0.
+google-auth and requests load when a session is made."""
 
 from __future__ import annotations
 
@@ -77,9 +73,8 @@ class GoogleApi:
 
     def call(self, method: str, url: str, what: str, *, role: str | Callable[[str], str], ok: tuple[int, ...] = (),
              **kwargs: Any) -> requests.Response:
-        """One request; a status below 300 or in ``ok`` is returned, any other raises RuntimeFailure naming
-        ``what`` failed, the server's message and (403) ``role``, the grant it lacks (or a function of the server's
-        message that says which)."""
+        """One request; a status below 300 or in ``ok`` is returned, else RuntimeFailure naming ``what``, the server's
+        message and (403) ``role``, the grant it lacks (or a function of the message that says which)."""
         import requests
         from google.auth.exceptions import GoogleAuthError
 
@@ -132,9 +127,8 @@ def upload_target(py_modules: str | None, bucket: str) -> str:
 
 
 def upload_core(uri: str, credentials: Any = None, api: str = STORAGE_API) -> None:
-    """Builds the core zip and uploads it to ``uri`` (``gs://bucket/object``) through the GCS JSON API
-    (https://cloud.google.com/storage/docs/uploading-objects#uploading-an-object, simple ``uploadType=media``)
-    as the caller's Application Default Credentials (RuntimeFailure, one line, on error)."""
+    """Builds the core zip and uploads it to ``uri`` (``gs://bucket/object``, ``uploadType=media``) as the caller's ADC
+    (RuntimeFailure, one line, on error). Source: https://cloud.google.com/storage/docs/uploading-objects"""
     import google.auth
     from google.auth.transport.requests import AuthorizedSession
 
@@ -151,10 +145,9 @@ def upload_core(uri: str, credentials: Any = None, api: str = STORAGE_API) -> No
 
 
 def upload_code(uri: str, data: bytes, api: GoogleApi | None = None) -> bool:
-    """Uploads a team's code zip to ``uri`` unless an object is there already (its name is its content's SHA-256,
-    :mod:`raytpu.teamcode.bundle`); True when it uploaded. Created with ``ifGenerationMatch=0``: a concurrent submit
-    of the same code gets 412, which means the same bytes are there.
-    Source: https://cloud.google.com/storage/docs/request-preconditions#special-case"""
+    """Uploads a team's code zip to ``uri`` unless there (its name is its SHA-256); True when it uploaded. With
+    ``ifGenerationMatch=0`` a concurrent submit of the same code gets 412: the same bytes are there. Source:
+    https://cloud.google.com/storage/docs/request-preconditions#special-case"""
     from urllib.parse import quote
 
     api = api or GoogleApi()

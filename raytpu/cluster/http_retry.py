@@ -1,14 +1,9 @@
 """Which failed requests to a Google API are retried and how long to wait: one urllib3 ``Retry`` for both clients.
 
-The Kubernetes API client (:mod:`raytpu.cluster.kube_client`) hands it to the ``kubernetes`` client: kubernetes 37.0.2
-``kubernetes.client.rest.RESTClientObject`` passes ``Configuration.retries`` to its ``urllib3.PoolManager``, whose
-connection pools apply it to every request (urllib3 2.8.0 ``HTTPConnectionPool.urlopen``). The Cloud Build and
-Cloud Storage calls (:mod:`raytpu.cluster.google_api`) mount it on their ``requests`` session. 429 and 5xx answers
-are asked again (any verb, unless a subclass narrows it: a server-side apply is idempotent), after the server's
-``Retry-After`` or an exponential backoff, at most :data:`MAX_PAUSE_S`; connection errors too. The last error
-answer is returned (not raised) once the retries are spent, so its body still names the problem. Imported only
-when a client is made: it loads urllib3.
-"""
+The ``kubernetes`` client's pool applies it to every request (:mod:`raytpu.cluster.kube_client`); Cloud Build and
+Storage mount it on their ``requests`` session. 429, 5xx (any verb, unless a subclass narrows it) and connection errors
+are retried after ``Retry-After`` or a backoff, at most :data:`MAX_PAUSE_S`; the last error answer is returned so its
+body names the problem. Source: docs/FACTS.md 25.4. Loads urllib3: imported only when a client is made."""
 
 from __future__ import annotations
 
@@ -44,8 +39,8 @@ class HttpRetry(Retry):
         return super().increment(method, url, response, error, _pool, _stacktrace)
 
     def get_backoff_time(self) -> float:
-        """``backoff_factor * 2 ** (retries so far - 1)``, at most ``backoff_max``: the first retry waits too
-        (urllib3 retries once at no delay, but a control plane answering 5xx while it upgrades needs the pause)."""
+        """``backoff_factor * 2 ** (retries so far - 1)``, at most ``backoff_max``: the first retry waits too (a control
+        plane answering 5xx while it upgrades needs the pause; urllib3 would not wait)."""
         if not self.history:
             return 0.0
         return float(min(self.backoff_max, self.backoff_factor * 2 ** (len(self.history) - 1)))
@@ -70,9 +65,8 @@ def transient(exc: Exception) -> bool:
 
 
 def policy(retries: int, backoff_s: float, kind: type[HttpRetry] = HttpRetry) -> HttpRetry:
-    """Up to ``retries`` retries of any failure worth one (every kind counts against the same total), the first
-    after ``backoff_s``, doubling; redirects are not followed (the APIs send none). ``kind``: a subclass
-    that narrows what is retried."""
+    """Up to ``retries`` retries of any failure worth one (one shared total), the first after ``backoff_s``, doubling;
+    no redirects followed (the APIs send none). ``kind`` narrows what is retried."""
     return kind(total=retries, redirect=False, status_forcelist=RETRIED_STATUSES, allowed_methods=None,
                 backoff_factor=backoff_s, backoff_max=MAX_PAUSE_S, retry_after_max=int(MAX_PAUSE_S),
                 respect_retry_after_header=True, raise_on_status=False)

@@ -1,25 +1,10 @@
 """The Kubernetes API of one cluster and namespace, as the kit uses it: :class:`KubeClient`.
 
-What it does, and why each way:
-
-- apply: server-side apply (``PATCH``, ``application/apply-patch+yaml``, ``fieldManager``, ``force=false``,
-  ``fieldValidation=Strict``), so a field another manager owns is a conflict, not a silent overwrite, and an
-  unknown field is an error, not a silently pruned one;
-- watch: list, then watch from the list's ``resourceVersion``; a dropped stream resumes from the last
-  version seen, an expired one (410 Gone) lists again; bounded by a deadline;
-- logs: pod logs as lines, streamed with ``follow``; :meth:`KubeClient.job_logs` finds the pod of KubeRay's
-  submitter Job (``K8sJobMode``: a Job named like the RayJob, pods labelled ``job-name=<name>``);
-- requests: through the ``kubernetes`` client's ``ApiClient``, a google-auth bearer token refreshed before it
-  expires and once more on a 401, 5xx/429 and connection errors retried by :mod:`raytpu.cluster.http_retry`. Its generic
-  ``param_serialize``/``call_api`` rather than the typed APIs (``CoreV1Api``, ``CustomObjectsApi``): one request
-  path for every kind, core and ray.io alike, with the server's JSON as it came (the typed core APIs return models).
-
-Failures are :class:`~raytpu.cluster.kube_errors.KubeError` lines (:mod:`raytpu.cluster.kube_errors`). ``kubernetes``,
-``urllib3`` and ``google.auth`` are imported inside methods: importing this module is cheap.
-
-GKE cannot be reached from the test machine: ``tests/test_kube.py`` tests this module at the HTTP boundary,
-against a loopback HTTPS server that speaks these API paths (``tests/kube_server.py``).
-"""
+Server-side apply with ``force=false`` and ``fieldValidation=Strict`` (a field another manager owns is a conflict, an
+unknown field an error); watches that resume; pod logs, streamed; one request path for every kind through the
+``kubernetes`` client's generic ``ApiClient`` (the server's JSON as it came), a google-auth token refreshed before
+expiry and on 401, failures as :class:`~raytpu.cluster.kube_errors.KubeError` lines. Source: docs/FACTS.md 25.5. Cheap
+to import. Tested at the HTTP boundary against a loopback server (``tests/kube_server.py``)."""
 
 from __future__ import annotations
 
@@ -98,20 +83,11 @@ def ca_pem(ca_certificate: str | None) -> str | None:
 
 
 class KubeClient:
-    """The Kubernetes API of one cluster and namespace, as the kit uses it.
-
-    Args:
-        endpoint: the API server: an IP or host (GKE's ``endpoint`` output) or ``https://HOST[:PORT]``.
-        ca_certificate: the cluster CA, base64-encoded PEM as GKE outputs it; None trusts the system CAs
-            (GKE's DNS endpoint has a publicly trusted certificate).
-        namespace: where namespaced objects live (the stack's namespace output).
-        credentials: google-auth credentials; default: Application Default Credentials with the
-            cloud-platform scope (a user login, Workload Identity Federation, a GKE pod's identity).
-        timeout_s: the connect and read timeout of one request (a watch or followed log waits longer).
-        retries: how many times a 5xx, 429, connection error or dropped watch is retried, with backoff.
-        field_manager: the server-side apply field manager: the owner of the fields the kit applies.
-        backoff_s: the first pause between retries; it doubles on each retry (at most 30 s).
-    """
+    """The Kubernetes API of one cluster and namespace. ``endpoint``: GKE's ``endpoint`` output or
+    ``https://HOST[:PORT]``; ``ca_certificate``: base64 PEM as GKE outputs it (None: system CAs); ``credentials``:
+    default ADC with the cloud-platform scope; ``timeout_s``: one request's connect and read timeout; ``retries``,
+    ``backoff_s``: retries of a 5xx, 429, connection error or dropped watch, the first pause doubling (at most 30 s);
+    ``field_manager``: the owner of the fields the kit applies."""
 
     def __init__(self, endpoint: str, ca_certificate: str | None, namespace: str,
                  credentials: google.auth.credentials.Credentials | None = None, *, timeout_s: float = 30.0,
@@ -145,13 +121,9 @@ class KubeClient:
         return out
 
     def check_schema(self, obj: Mapping[str, Any], needs: str) -> None:
-        """Refuses ``obj`` before it is applied when the cluster's CRD of its kind does not declare every field it
-        sets (:mod:`raytpu.cluster.crd_schema`). ``needs`` names the oldest KubeRay the kit supports. No check when
-        reading CRDs is forbidden (the apply then reports what the server says).
-
-        Raises:
-            KubeError: a field the served CRD lacks, named with its path.
-        """
+        """Refuses ``obj`` (KubeError naming the field's path) when the cluster's CRD of its kind lacks a field it sets
+        (:mod:`raytpu.cluster.crd_schema`; ``needs``: the oldest KubeRay supported). No check when reading CRDs is
+        forbidden."""
         res, _ = manifest_target(obj)
         name, crds = res.display, RESOURCES["CustomResourceDefinition"]
         try:
@@ -180,15 +152,10 @@ class KubeClient:
 
     def watch(self, kind: str, name: str, resource_version: str | None = None,
               timeout_s: float = 600.0) -> Iterator[dict[str, Any]]:
-        """Yields the object on each change until it is deleted or ``timeout_s`` passes.
-
-        Without ``resource_version``, the object is listed first (and yielded when it exists), then watched
-        from the list's version. A dropped stream resumes from the last version seen; an expired version
-        (410 Gone) lists again and continues from there. The consumer may stop at any time (``break``).
-        Hand-written because kubernetes 37.0.2 ``kubernetes.watch.Watch.stream`` resumes nothing once
-        ``timeout_seconds`` is given and meets 410 Gone by watching the same expired version again, never by
-        listing. Drops in a row are counted and paused by the same :mod:`raytpu.cluster.http_retry` policy as requests.
-        """
+        """Yields the object on each change until it is deleted or ``timeout_s`` passes. Lists first unless given
+        ``resource_version``; resumes a dropped stream from the last version, lists again on 410 Gone; drops in a row
+        pause by the request policy. Hand-written: kubernetes 37.0.2 ``Watch.stream`` does neither
+        (docs/FACTS.md 25.5)."""
         from urllib3.exceptions import MaxRetryError
 
         res = resource(kind)
@@ -266,10 +233,8 @@ class KubeClient:
             _release(raw)
 
     def job_logs(self, job_name: str, follow: bool = False) -> Iterator[str]:
-        """Log lines of the newest pod of Job ``job_name`` (KubeRay's submitter Job is named like the RayJob).
-
-        Yields nothing when the Job has no pod (not started yet, or cleaned up).
-        """
+        """Log lines of the newest pod of Job ``job_name`` (KubeRay's submitter Job is named like the RayJob); nothing
+        when it has no pod yet or any more."""
         pods = self.pods(f"job-name={job_name}")
         if not pods:
             return
@@ -390,14 +355,9 @@ class KubeClient:
 
     def _send(self, what: str, method: str, path: str, query: list[tuple[str, str]], body: dict[str, Any] | None,
               content_type: str | None, read_timeout: float | None, accept: str, stream: bool = False) -> RESTResponse:
-        """Sends one call; a 401 refreshes the token once. 5xx, 429 and connection errors are retried by the
-        client's pool (:mod:`raytpu.cluster.http_retry`), an answer that broke after its headers here, by the same
-        policy: the kubernetes client reads bodies after urllib3's ``urlopen`` returned (``preload_content=False``),
-        where its Retry never sees them.
-
-        Returns the response of a 2xx/3xx answer, read whole unless ``stream``; raises _HttpFailure for an
-        error status, KubeError for a transport or credentials failure.
-        """
+        """Sends one call; a 401 refreshes the token once. The pool retries 5xx, 429 and connection errors, and this an
+        answer that broke after its headers (read after ``urlopen`` returned). Returns a 2xx/3xx response, read whole
+        unless ``stream``; _HttpFailure for an error status, KubeError otherwise."""
         import urllib3
         from google.auth.exceptions import GoogleAuthError
         from kubernetes.client.exceptions import ApiException

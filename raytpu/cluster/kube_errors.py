@@ -1,10 +1,6 @@
-"""What a failed Kubernetes API call means and what fixes it: every API, transport or credentials failure
-becomes one :class:`KubeError` line (exit 1), ``kubernetes: <status> <reason>: <call>: <problem>; valid: <fix>``.
-
-The fixes are GKE's: the IAM permission its authorizer names (403), the Ray Operator add-on (a ``ray.io`` type
-not served), Application Default Credentials (401, no token), authorized networks (no answer), the cluster CA
-(TLS). ``urllib3`` is imported inside the functions that need it: importing this module is cheap.
-"""
+"""What a failed Kubernetes API call means and what fixes it: every failure becomes one :class:`KubeError` line (exit
+1), ``kubernetes: <status> <reason>: <call>: <problem>; valid: <fix>``, with GKE's fix: the IAM permission (403), the
+Ray Operator add-on (``ray.io`` not served), ADC (401), authorized networks (no answer), the cluster CA (TLS)."""
 
 from __future__ import annotations
 
@@ -99,13 +95,8 @@ def not_served(res: Resource) -> KubeError:
 
 
 def _forbidden(head: str, message: str) -> KubeError:
-    """403: the IAM permission GKE names, and who lacks it.
-
-    GKE's authorizer answers, e.g. (apache/airflow#37795): ``pods is forbidden: User "..." cannot create
-    resource "pods" in API group "" in the namespace "staging": requires one of ["container.pods.create"]
-    permission(s).``; custom resources (RayJob) need ``container.thirdPartyObjects.*``
-    (cloud.google.com/kubernetes-engine/docs/reference/api-permissions). roles/container.developer holds both.
-    """
+    """403: the IAM permission GKE's authorizer names, and who lacks it (custom resources need
+    ``container.thirdPartyObjects.*``; roles/container.developer holds both). Source: docs/FACTS.md 25.6."""
     found = _PERMISSIONS.search(message)
     permissions = [p.strip().strip('"') for p in found.group(1).split(",")] if found else []
     who = _PRINCIPAL.search(message)
@@ -119,12 +110,8 @@ def _forbidden(head: str, message: str) -> KubeError:
 
 
 def _conflict(head: str, obj: Mapping[str, Any], message: str) -> KubeError:
-    """409: for server-side apply, the fields another field manager owns, and that manager.
-
-    The API server answers (fabric8io/kubernetes-client#6047): message ``Apply failed with 1 conflict: conflict
-    with "elastic-operator" using elasticsearch.k8s.elastic.co/v1: .spec.nodeSets``, and one ``details.causes``
-    entry per field: ``{"reason": "FieldManagerConflict", "message": "conflict with ...", "field": ".spec..."}``.
-    """
+    """409: for server-side apply, the fields another field manager owns, and that manager (from ``details.causes``).
+    Source: docs/FACTS.md 25.6."""
     causes = [c for c in (obj.get("details") or {}).get("causes") or [] if isinstance(c, dict)]
     managers = sorted({m for c in causes for m in _MANAGER.findall(str(c.get("message", "")))}
                       or set(_MANAGER.findall(message)))

@@ -1,24 +1,6 @@
-"""The phases of a run that Kubernetes knows (:mod:`raytpu.core.timeline`): pods scheduled or waiting on capacity, TPU
-nodes Ready, the TPU webhook's environment on every host.
-
-Read from object status and events through the kit's client (:class:`raytpu.cluster.kube_client.KubeClient`), never from
-our own clock, so a poll every few seconds still gives the server's times:
-
-- ``scheduled``: every Ray pod of the run (KubeRay's ``ray.io/originated-from-cr-name=<RayJob>`` and
-  ``ray.io/node-type`` labels, ``utils/constant.go`` v1.7.0) has the core/v1 Pod condition ``PodScheduled`` with
-  ``status: "True"``; its ``lastTransitionTime`` is when the scheduler bound it. Until then the pending pods'
-  events say why: core/v1 Event ``reason`` and ``message`` (kube-scheduler's ``FailedScheduling``, the cluster
-  autoscaler's ``TriggeredScaleUp``/``NotTriggerScaleUp``/``FailedScaleUp``), timed by ``eventTime`` (events
-  written through events.k8s.io/v1, as kube-scheduler does, carry it and leave ``firstTimestamp`` empty) or else
-  ``firstTimestamp``, counted by ``count`` or ``series.count``
-  (https://kubernetes.io/docs/reference/kubernetes-api/cluster-resources/event-v1/).
-- ``nodes_ready``: the Node condition ``Ready`` (``status: "True"``, ``lastTransitionTime``) of every node a TPU pod
-  (one requesting ``google.com/tpu``) was bound to (``spec.nodeName``). A node Ready before the run shows as
-  reached "before".
-- ``webhook_env``: every TPU pod's container carries ``TPU_WORKER_ID`` and, on a multi-host slice,
-  ``TPU_WORKER_HOSTNAMES`` in ``spec.containers[].env``: the GKE TPU webhook (ai-on-gke kuberay-tpu-webhook,
-  ``mutatePod``) writes them when the pod is admitted, so the time is the pod's ``metadata.creationTimestamp``.
-"""
+"""The phases of a run Kubernetes knows, from object status and events (the server's times, never our clock):
+``scheduled`` (every Ray pod's ``PodScheduled``; pending pods' events say why not), ``nodes_ready`` (TPU pods' nodes
+``Ready``), ``webhook_env`` (TPU pods' ``TPU_WORKER_*`` env, at creation). Source: docs/FACTS.md 25.7."""
 
 from __future__ import annotations
 
@@ -37,8 +19,8 @@ CAPACITY_REASONS = (*SCHEDULING_REASONS, "TriggeredScaleUp")
 """Event reasons that say a pod waits on capacity, or that capacity is coming (the autoscaler scaling up)."""
 WEBHOOK_ENV = ("TPU_WORKER_ID", "TPU_WORKER_HOSTNAMES")
 EVENT_PODS_PER_LOOK = 4
-"""Pending pods whose events one look reads (a slice's pods wait for the same reasons; the next look reads the next
-few), so a 64-host slice costs a few requests per look, not 64."""
+"""Pending pods whose events one look reads (they wait for the same reasons): a 64-host slice costs a few requests per
+look."""
 THREAD_PREFIX = "raytpu-timeline-"
 POLL_S = 5.0
 """How often :class:`KubePhases` looks while a run goes on (the times come from the server, not from the poll)."""
@@ -83,9 +65,8 @@ def webhook_env_of(pod: Mapping[str, Any]) -> dict[str, str]:
 
 
 def expected_pods(manifest: Mapping[str, Any]) -> tuple[int, int]:
-    """``(Ray pods, TPU hosts)`` a RayJob's (or RayService's) cluster has: one head, and per worker group
-    ``replicas`` x ``numOfHosts`` (KubeRay v1.7.0 CRD fields ``rayClusterSpec``/``rayClusterConfig``
-    ``.workerGroupSpecs[].replicas``, ``.numOfHosts``)."""
+    """``(Ray pods, TPU hosts)`` of a RayJob's (or RayService's) cluster: one head plus, per worker group, ``replicas``
+    x ``numOfHosts``. Source: KubeRay v1.7.0 CRD ``workerGroupSpecs``."""
     spec = manifest.get("spec") or {}
     cluster = spec.get("rayClusterSpec") or spec.get("rayClusterConfig") or {}
     hosts = sum(int(g.get("replicas", 1)) * int(g.get("numOfHosts", 1)) for g in cluster.get("workerGroupSpecs") or [])
@@ -95,9 +76,8 @@ def expected_pods(manifest: Mapping[str, Any]) -> tuple[int, int]:
 def phases_from(pods: Iterable[Mapping[str, Any]], nodes: Mapping[str, Mapping[str, Any]],
                 events: Mapping[str, Iterable[Mapping[str, Any]]], ray_pods: int, tpu_hosts: int,
                 multi_host: bool) -> tuple[list[Stamp], list[tuple[Wait, float | None]]]:
-    """The stamps the objects prove (``scheduled``, ``nodes_ready``, ``webhook_env``) and the capacity waits of
-    pending pods. ``events`` are by pod name; ``nodes`` by node name; ``ray_pods``/``tpu_hosts``: how many the run
-    has (:func:`expected_pods`): a phase is reached only once all of them show it."""
+    """The stamps the objects prove and the pending pods' capacity waits; ``events`` by pod, ``nodes`` by node name. A
+    phase is reached once all ``ray_pods``/``tpu_hosts`` (:func:`expected_pods`) show it."""
     pods = [p for p in pods if NODE_TYPE_LABEL in ((p.get("metadata") or {}).get("labels") or {})]
     made: list[Stamp] = []
     scheduled = [condition_time(p, "PodScheduled") for p in pods]
@@ -129,10 +109,8 @@ def phases_from(pods: Iterable[Mapping[str, Any]], nodes: Mapping[str, Mapping[s
 
 
 class KubePhases:
-    """Looks at a RayJob's pods, their nodes and the pending pods' events while the run goes on (every
-    :data:`POLL_S` in a thread; once more at :meth:`stop`), keeping the earliest time each phase was seen: KubeRay
-    deletes the cluster's pods when the job finishes (``shutdownAfterJobFinishes``), so a look at the end alone could
-    find nothing."""
+    """Looks at a RayJob's pods, nodes and pending pods' events every :data:`POLL_S` in a thread (and at :meth:`stop`),
+    keeping each phase's earliest time: KubeRay deletes the pods once the job ends (``shutdownAfterJobFinishes``)."""
 
     def __init__(self, client: KubeClient, job_name: str, manifest: Mapping[str, Any], multi_host: bool,
                  poll_s: float | None = None) -> None:

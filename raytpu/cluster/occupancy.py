@@ -1,16 +1,6 @@
-"""A slice in use is not a failed slice: tell ``busy`` and ``unschedulable`` slices apart from ``unhealthy`` ones.
-
-Before ``raytpu smoke`` submits a smoke RayJob to a slice copy, :func:`holders` looks at what already runs on
-it: on Standard, the pods (any namespace) on the nodes of the copy's node pool (``cloud.google.com/gke-nodepool
-=<slice>-<i>``, a label GKE sets on every node) that request ``google.com/tpu``; on Autopilot, the running pods
-that select the slice's ComputeClass. A held slice is reported ``busy`` (naming the holders) and gets no smoke
-job, so smoke and a workload never split a slice. After the jobs end, :func:`unschedulable_reason` explains a
-job that never started: its pods' scheduling events (``FailedScheduling``, ``NotTriggerScaleUp``,
-``FailedScaleUp``: no capacity yet for spot, flex-start or queued slices, quota) make the slice ``unschedulable``.
-
-Pod labels: KubeRay marks every pod of a RayJob's cluster ``ray.io/originated-from-cr-name=<RayJob>``
-(ray-operator/controllers/ray/utils/constant.go, RayOriginatedFromCRNameLabelKey, KubeRay >= 1.2).
-"""
+"""A slice in use is not a failed slice: ``busy`` and ``unschedulable`` slices told apart from ``unhealthy`` ones.
+:func:`holders` finds what holds a slice copy before ``raytpu smoke`` submits (a held copy is ``busy``);
+:func:`unschedulable_reason` reads a job's scheduling events after. Source: docs/FACTS.md 25.9."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""``raytpu runs --stack``, through the Kubernetes API: the kit's RayJobs and RayServices, their driver's log, and
-cancel: deleting the object, after which KubeRay stops its Ray job (finalizer) and Kubernetes deletes the RayCluster
-it owns, freeing the slice. Source: KubeRay v1.7.0 ``rayjob_controller.go`` (docs/FACTS.md section 23).
-"""
+"""``raytpu runs --stack`` through the Kubernetes API: the kit's RayJobs and RayServices, their driver's log, and cancel
+(deleting the object frees the slice). Source: KubeRay v1.7.0 ``rayjob_controller.go`` (docs/FACTS.md section 23)."""
 
 from __future__ import annotations
 
@@ -27,9 +25,8 @@ POLL_S = 1.0
 RAY_CLUSTER_LABEL = "ray.io/cluster"
 """KubeRay's label on every pod of a RayCluster. Source: KubeRay v1.7.0 ``utils/constant.go`` ``RayClusterLabelKey``."""
 TRAIN_LOGS = "/tmp/ray/session_latest/logs/train/ray-train-app-worker-*.log"
-"""Where a Ray Train 2.60 worker's output lands in its pod: its logger's ``file_train_app_worker`` handler writes the
-training function's prints (``patch_print``) to ``<session>/logs/train/``. Source: Ray 2.60
-``ray.train.v2._internal.logging.logging.LoggingManager``, ``patch_print.redirected_print``."""
+"""Where a Ray Train 2.60 worker's prints land in its pod. Source: Ray 2.60 ``LoggingManager`` (docs/FACTS.md
+section 23)."""
 
 
 def _carried_env(obj: Mapping[str, Any]) -> dict[str, Any]:

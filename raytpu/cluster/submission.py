@@ -1,9 +1,6 @@
-"""One workload of the config on a deployed stack: its KubeRay object, the checks before it is applied, the
-server-side apply, and (``--wait``) following it to its end. ``raytpu submit`` is the argparse adapter.
-
-RayJobs get a run suffix (``train-t5x2kq``) so every submission is a new run with its own checkpoint directory; a
-RayService keeps its name (applying again updates it).
-"""
+"""One workload of the config on a deployed stack: its KubeRay object, the checks, the server-side apply and
+(``--wait``) following it. A RayJob gets a run suffix (``train-t5x2kq``: a new run with its own checkpoints); a
+RayService keeps its name (applying again updates it). ``raytpu submit`` is the argparse adapter."""
 
 from __future__ import annotations
 
@@ -74,9 +71,8 @@ def preview(run: StackRun, manifest: dict[str, Any], refs: Mapping[str, str]) ->
 
 
 def apply(client: KubeClient, run: StackRun, manifest: dict[str, Any]) -> None:
-    """Checks the served CRD, a RayService's API key Secret, a RayJob's slice copies and that its name is free,
-    uploads a team's code zip unless the bucket has it, then server-side applies the object behind its
-    NetworkPolicy. Raises before anything is applied."""
+    """Checks the served CRD, a RayService's API key Secret, a RayJob's slice copies and free name, uploads a team's
+    code zip if missing, then applies the object behind its NetworkPolicy. Raises before anything is applied."""
     client.check_schema(manifest, kuberay.MIN_KUBERAY_VERSION)
     if manifest["kind"] == "RayService":
         check_api_key_secret(client, run.spec.security.serve_api_key_secret, run.outputs.namespace)
@@ -132,8 +128,7 @@ def submit(run: StackRun, manifest: dict[str, Any], *, wait: bool, timeout_s: fl
 
 def service_unmeasured(serve_endpoint: str) -> dict[str, str]:
     """Why ``submit --wait`` leaves a RayService's Ray phases and first token ``not measured``: no program of ours
-    runs in the cluster to stamp them, and this command sends no request of its own to the endpoint, which it can
-    reach only in some setups (``security.serve_endpoint``) and, public, only with a key it does not read."""
+    stamps them, and this command sends no request to an endpoint it may not reach or hold the key for."""
     where = {
         "cluster-ip": "its endpoint is a ClusterIP Service, reachable from inside the cluster only "
                       "(security.serve_endpoint cluster-ip)",
@@ -151,10 +146,8 @@ def service_unmeasured(serve_endpoint: str) -> dict[str, str]:
 
 
 def check_free(client: KubeClient, work: WorkloadSpec, autopilot: bool) -> None:
-    """A RayJob of any kind needs the copies it spans whole (its worker group asks for every chip of each host), as
-    ``raytpu smoke`` checks (:func:`raytpu.cluster.occupancy.free_copies`): with fewer copies free of other TPU pods
-    (a RayService's), its pods would stay Pending, since ``google.com/tpu`` chips are never shared. Raises
-    RuntimeFailure naming the holders, before anything is applied."""
+    """A RayJob needs the copies it spans whole (``google.com/tpu`` chips are never shared: with fewer copies free of
+    other TPU pods its pods stay Pending), as ``raytpu smoke`` checks; RuntimeFailure naming the holders first."""
     need = work.slices_spanned
     free, busy = occupancy.free_copies(client, work.slice, autopilot)
     if free < need:
@@ -185,9 +178,8 @@ def check_api_key_secret(client: KubeClient, secret: str | None, namespace: str)
 
 
 def operator_hint(spec: ClusterSpec, name: str) -> str:
-    """The line ``--wait`` prints when KubeRay's operator cannot reach the head
-    (:func:`raytpu.cluster.gke.operator_unreached`): the sources the RayService's NetworkPolicy admits it from, and
-    the option that changes them."""
+    """The ``--wait`` line when the operator cannot reach the head: the sources the RayService's NetworkPolicy admits it
+    from, and the option that changes them."""
     if spec.security.operator_from:
         admitted = f"{', '.join(spec.security.operator_from)} (security.operator_from)"
     else:
