@@ -1,10 +1,7 @@
-"""The ``type=`` functions of every ``raytpu`` command's numeric and path options, in one place.
-
-A bad number (``--poll-s -1``, ``--timeout-s nan``, ``--dcn-slices 0``) is refused while the command line is parsed,
-before any credentials, stack outputs or cluster are looked up. Each refusal is an ``argparse.ArgumentTypeError``
-whose message is ``<value> <what is wrong>; valid: <...>``: :class:`raytpu.cli._Parser` splits it into the kit's
-``error: <option>: <problem>; valid: <...>`` line (exit 2). Standard library only: ``raytpu describe`` stays fast.
-"""
+"""The ``type=`` functions of every ``raytpu`` command's numeric and path options, in one place: a bad value
+(``--poll-s -1``) is refused while the command line is parsed, before credentials, outputs or a cluster are looked up,
+as ``<value> <what is wrong>; valid: <...>``, which :class:`raytpu.cli._Parser` makes the kit's ``error:`` line (exit
+2). Standard library only: ``raytpu describe`` stays fast."""
 
 from __future__ import annotations
 
@@ -93,9 +90,8 @@ _RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 def run_id(text: str) -> str:
-    """A run suffix (``--run-id``): the tail of DNS-1035 RayJob names, as long as the one ``validate`` counted.
-
-    Source: k8s.io/apimachinery validation ``IsDNS1035Label`` (KubeRay names RayJobs' RayClusters from it)."""
+    """A run suffix (``--run-id``): the tail of DNS-1035 RayJob names, as long as the one ``validate`` counted. Source:
+    k8s.io/apimachinery validation ``IsDNS1035Label`` (KubeRay names RayJobs' RayClusters from it)."""
     if not _RUN_ID.match(text) or len(text) > RUN_ID_LENGTH:
         raise _refuse(excerpt(text, 40), "is not a run id",
                       f"1 to {RUN_ID_LENGTH} lowercase letters, digits and inner '-' (every derived job name was "

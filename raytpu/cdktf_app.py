@@ -1,10 +1,6 @@
-"""The app ``cdktf.json`` runs (``cdktf synth``/``deploy``): compile the config, build both stacks, synthesize.
-
-The config is ``$RAYTPU_CONFIG``, else ``raytpu.yaml`` (:func:`raytpu.config.default_path`); the output
-directory is the one the CLI names (``CDKTF_OUTDIR``), marked as a synth output (``.raytpu-synth``: a later
-``raytpu synth --out`` may replace it, :mod:`raytpu.synth_out`). This is the one place a config meets the stacks,
-which themselves only read specs.
-"""
+"""The app ``cdktf.json`` runs (``cdktf synth``/``deploy``): the one place a config meets the stacks. Compiles
+``$RAYTPU_CONFIG`` (else ``raytpu.yaml``), builds both stacks and synthesizes into ``CDKTF_OUTDIR``, marked as a synth
+output (:mod:`raytpu.synth_out`) that a later ``raytpu synth --out`` may replace."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""The ``raytpu`` command: a thin dispatcher over ``raytpu.commands.*``.
-
-Each command module defines ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int`` and imports
-only the standard library at module level, so ``raytpu describe`` starts fast; heavy imports
-(cdktn, ray, jax) happen inside ``run``. Errors become ``error: <field>: <problem>; valid: <...>``
-on stderr with exit 2 (bad input) or 1 (runtime failure), never a traceback.
-"""
+"""The ``raytpu`` command: a thin dispatcher over ``raytpu.commands.*`` (each: ``HELP``, ``add_arguments``, ``run``;
+standard library at module level, heavy imports inside ``run``, so ``raytpu describe`` starts fast). Errors become
+``error: <field>: <problem>; valid: <...>`` on stderr, exit 2 (bad input) or 1 (runtime failure), never a traceback."""
 
 from __future__ import annotations
 

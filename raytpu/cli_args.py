@@ -1,8 +1,5 @@
-"""What more than one ``raytpu`` command shares on its command line: the deployed stack's options (``submit``,
-``smoke``), the local commands' default config as help says it (``local``, ``demo``), the YAML ``--dry-run`` prints.
-
-Standard library at import, as the commands are.
-"""
+"""What more than one ``raytpu`` command shares on its command line: the deployed stack's options, the local commands'
+default config as help says it, the YAML ``--dry-run`` prints. Standard library at import."""
 
 from __future__ import annotations
 
@@ -31,7 +28,7 @@ def refuse_combinations(*, together: Sequence[tuple[Given, Given]] = (),
 
 
 def add_stack_target(parser: argparse.ArgumentParser, stack_note: str = "") -> None:
-    """``--stack`` and ``--outputs``: which deployed stack, and the file holding its outputs (``submit``, ``smoke``,
+    """``--stack`` and ``--outputs``: which deployed stack, and the file of its outputs (``submit``, ``smoke``,
     ``runs``)."""
     from raytpu import argtypes
     from raytpu.outputs import DEFAULT_OUTPUTS

@@ -1,12 +1,9 @@
 """``raytpu.yaml``: its structure checked by pydantic, then compiled once into a :class:`~raytpu.core.spec.ClusterSpec`.
 
-Every field is declared once, on its spec dataclass (name, type, default; :mod:`raytpu.core.spec`,
-:mod:`raytpu.core.security`). This module derives the YAML structure from those dataclasses (:func:`structure_of`):
-pydantic checks types and unknown keys, and every rule about values lives in the specs (and the registries they
-use), which :func:`compile_config` runs while placing each problem under the config path it came from
-(``slices[1].reservation``, ``cluster.labels['Team']``). ``raytpu validate`` reports every problem at once;
-whatever it accepts, every layer accepts.
-"""
+Every field is declared once, on its spec dataclass; the YAML structure is derived from them (:func:`structure_of`,
+pydantic: types and unknown keys) and every value rule lives in the specs, which :func:`compile_config` runs, placing
+each problem under its config path (``slices[1].reservation``). Whatever ``raytpu validate`` accepts, every layer
+accepts."""
 
 from __future__ import annotations
 
@@ -38,11 +35,8 @@ CONFIG_ENV = "RAYTPU_CONFIG"
 
 
 def default_path(environ: Mapping[str, str] | None = None) -> str:
-    """The config read when none is named: ``$RAYTPU_CONFIG``, else ``raytpu.yaml``.
-
-    ``cdktf synth``/``deploy`` (cdktf.json's app) and every CLI command agree on it. There is no silent
-    fallback to the example: deploying the example's project by accident is worse than an error.
-    """
+    """The config read when none is named: ``$RAYTPU_CONFIG``, else ``raytpu.yaml`` (cdktf.json's app and every command
+    agree). No fallback to the example: deploying its project by accident is worse than an error."""
     return (os.environ if environ is None else environ).get(CONFIG_ENV) or DEFAULT_CONFIG
 
 
@@ -52,19 +46,11 @@ EXAMPLE_CONFIG = "raytpu.example.yaml"
 
 def choose(given: str | None, *, local: bool = False, environ: Mapping[str, str] | None = None,
            announce: bool = True) -> str:
-    """The config a command reads, by one rule for every command:
-
-    1. the config named on the command line (``--config``, or ``validate``/``synth``'s positional);
-    2. else :func:`default_path` (``$RAYTPU_CONFIG``, else ``raytpu.yaml``) when it exists, or for a command that
-       touches GCP (it is then the missing file the error names: no fallback to the example's project);
-    3. else, for a command that touches nothing on GCP (``local``: ``local``, ``demo``), ``raytpu.example.yaml``,
-       so ``make run`` works on a fresh clone.
-
-    With ``announce``, a config not named on the command line is said on stderr (``raytpu: config PATH (why)``)
-    when the choice is not the plain ``raytpu.yaml`` of a GCP command (whose absence is the error that names it):
-    the local commands always say which file they read (a user's ``raytpu.yaml``, or the example), and every
-    command says when ``$RAYTPU_CONFIG`` chose it.
-    """
+    """The config a command reads, by one rule: the one named on the command line; else :func:`default_path` when it
+    exists or the command touches GCP (then it is the missing file the error names); else (``local``, ``demo``)
+    ``raytpu.example.yaml``, so ``make run`` works on a fresh clone. With ``announce``, stderr says
+    ``raytpu: config PATH (why)`` for a config not named on the command line, unless it is a GCP command's plain
+    ``raytpu.yaml``."""
     if given:
         return given
     env = os.environ if environ is None else environ
@@ -92,8 +78,8 @@ WRITTEN_AS: dict[tuple[type, str], dict[str, Any]] = {
     (ClusterSpec, "namespace"): {},
     (ClusterSpec, "ksa_name"): {},
 }
-"""The one place where a spec field is written in YAML other than as its spec type: (spec, field) -> the YAML keys
-and types that stand for it, in its place. Every other field is written as itself."""
+"""The one place a spec field is written in YAML other than as its spec type: (spec, field) -> the YAML keys and types
+standing for it."""
 
 _SPEC_OF: dict[type[BaseModel], type] = {}
 _MODEL_NAMES = {ClusterSpec: "Config", GkeSpec: "ClusterModel"}
@@ -103,11 +89,10 @@ have always shown; any other structure is ``<spec name without Spec>Model``."""
 
 @functools.cache
 def structure_of(spec: type) -> type[BaseModel]:
-    """The YAML structure of spec dataclass ``spec``, derived from its fields: one key per field (or its
-    :data:`WRITTEN_AS` keys), unknown keys refused; a field without a default is required; a field with one may be
-    absent or null, meaning the spec's default (:func:`compile_config` leaves it unset); nested spec dataclasses are
-    nested structures. Not ``TypeAdapter(spec)``: pydantic would run the spec's ``__post_init__`` (its value rules)
-    while checking the structure, and could not build the types written by name (:data:`WRITTEN_AS`)."""
+    """The YAML structure of spec dataclass ``spec``: one key per field (or its :data:`WRITTEN_AS` keys), unknown keys
+    refused, a field without a default required, one with a default optional or null (left unset), nested specs nested.
+    Not ``TypeAdapter(spec)``: it would run the spec's ``__post_init__`` rules and cannot build the types written by
+    name."""
     hints = typing.get_type_hints(spec)
     keys: dict[str, Any] = {}
     for field in dataclasses.fields(spec):
@@ -123,9 +108,8 @@ def structure_of(spec: type) -> type[BaseModel]:
 
 
 _STRICT: dict[Any, Any] = {int: StrictInt, bool: StrictBool, str: StrictStr, float: StrictFloat}
-"""Scalars are taken as YAML typed them: ``count: '2'``, ``count: 2.0`` or ``count: true`` is a mistake to report,
-not a number to guess (pydantic's lax mode would take all three as 2, 2 and 1). A float field takes a whole number
-too (``temperature: 0``), never a string or a boolean."""
+"""Scalars are taken as YAML typed them: ``count: '2'``, ``2.0`` or ``true`` is a mistake to report (pydantic's lax mode
+would read 2, 2 and 1). A float field takes a whole number too, never a string or a boolean."""
 
 
 def _written(hint: Any) -> Any:
@@ -156,8 +140,7 @@ Config: Any = structure_of(ClusterSpec)
 # ---------------------------------------------------------------------------------------------- parse, compile
 
 LIMITS = {"slices": 100, "workloads": 100}
-"""The most entries of each list a config may hold (documented in docs/DESIGN.md, "Limits"): checked before the
-structure, so a huge list is refused in a moment rather than compiled entry by entry."""
+"""The most entries of each list a config may hold (docs/DESIGN.md, "Limits"), checked before the structure."""
 
 
 
@@ -171,9 +154,8 @@ def load(path: str | Path | None = None) -> ClusterSpec:
 
 
 def parse(text: str, source: str = DEFAULT_CONFIG, base: Path | None = None) -> ClusterSpec:
-    """Validates and compiles config text; raises InvalidInputs listing every problem with its field path. Code
-    folders (``workloads[].code``) are made absolute against ``base`` (default: the working folder) and checked
-    (:mod:`raytpu.teamcode.checks`)."""
+    """Validates and compiles config text; InvalidInputs lists every problem with its field path. Code folders are made
+    absolute against ``base`` (default: the working folder) and checked (:mod:`raytpu.teamcode.checks`)."""
     data = reading.load_yaml(text, source, field_at)
     if not isinstance(data, dict):
         shown = "empty" if data is None else f"a {type(data).__name__}, not a mapping"
@@ -213,12 +195,9 @@ def _code_folders(config: Any, base: Path) -> tuple[Any, list[InvalidInput]]:
 
 
 def compile_config(config: Any) -> ClusterSpec:
-    """Compiles a parsed :data:`Config` into a ClusterSpec: every rule runs once, every problem under its config path.
-
-    The parts (cluster, network, storage, each slice, each workload) are checked first and all their problems
-    reported together; the rules that span parts (zones in the region, unique names, Autopilot limits) run
-    once every part is valid.
-    """
+    """Compiles a parsed :data:`Config` into a ClusterSpec, every problem under its config path: the parts (cluster,
+    network, storage, slices, workloads) first, all problems together; then the rules spanning parts (zones, unique
+    names, Autopilot limits)."""
     problems = Problems()
     gke = _build(problems, "cluster", GkeSpec, config.cluster)
     network = _build(problems, "network", NetworkSpec, config.network)
@@ -259,9 +238,8 @@ _BROKEN = object()
 
 def _build(problems: Problems, path: str, spec: type, written: BaseModel | None,
            make: Callable[..., Any] | None = None) -> Any:
-    """The spec ``spec`` (built by ``make``, default the class) from its section as written (None: absent): only
-    the keys given, so unset ones take the spec's default; nested sections are built first, under their own paths.
-    None when it has problems, which are recorded under ``path``."""
+    """The spec ``spec`` (built by ``make``) from its section as written (None: absent), only the keys given; nested
+    sections first, under their paths. None when it has problems, recorded under ``path``."""
     given = {}
     for key in type(written).model_fields if written is not None else ():
         value = getattr(written, key)

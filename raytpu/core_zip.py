@@ -1,9 +1,5 @@
-"""The core zip: the pure-Python part of ``raytpu`` that a Ray job imports, as Ray's ``py_modules`` takes it.
-
-Its own module, importing nothing but the standard library, because two sides build it: the cluster stack
-(``stacks/cluster.py`` uploads it as a bucket object, and a CDK stack must not load the Kubernetes client) and
-``--upload-core`` (:func:`raytpu.cluster.google_api.upload_core`).
-"""
+"""The core zip: the pure-Python part of ``raytpu`` a Ray job imports, as ``py_modules`` takes it. Standard library
+only: the cluster stack uploads it (a CDK stack must not load the Kubernetes client), and so does ``--upload-core``."""
 
 from __future__ import annotations
 
@@ -16,24 +12,21 @@ CORE_FILES = ("__init__.py", "py.typed")
 """Top-level files of ``raytpu`` in the jobs' core zip: the package marker and its typing marker."""
 
 CORE_PACKAGES = ("core", "workloads")
-"""Subpackages of ``raytpu`` in the core zip, whole (``*.py`` and ``py.typed``; no ``__pycache__``): the core a Ray
-job may import and the Ray programs themselves. The CLI, ``cluster``/``local``, ``sizing`` and the CDK subpackages
-(``stacks``, ``modules``) never run inside a Ray job."""
+"""Subpackages shipped whole (``*.py``, ``py.typed``): what a Ray job may import. The CLI, ``cluster``, ``local``,
+``sizing`` and the CDK subpackages never run inside one."""
 
 ZIP_TOP = "raytpu-core"
-"""The zip's one top-level folder, holding ``raytpu/``. Ray unpacks a remote ``py_modules`` zip (``file://``, ``gs://``)
-without its single top-level folder and puts what is left on ``PYTHONPATH``, so ``raytpu/`` must sit one level down.
-Source: Ray 2.60 ``ray._private.runtime_env.packaging.download_and_unpack_package`` (``remove_top_level_directory=True``
-for ``Protocol.remote_protocols()``, ``file`` among them)."""
+"""The zip's one top-level folder, holding ``raytpu/``: Ray unpacks a remote ``py_modules`` zip (``file://``, ``gs://``)
+without it. Source: Ray 2.60 ``ray._private.runtime_env.packaging.download_and_unpack_package``
+(``remove_top_level_directory=True``)."""
 
 CORE_ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 """The timestamp of every zip entry (the earliest a zip can hold), so the same sources give the same bytes."""
 
 
 def core_zip_files(root: str | Path | None = None) -> list[tuple[str, Path]]:
-    """``(name in the zip, source file)`` of every core file, sorted by name; ``root`` is the ``raytpu``
-    package directory (default: the imported package's). Symlinked subpackages (the source tree's
-    ``workloads``) are followed."""
+    """``(name in the zip, source file)`` of every core file, sorted; ``root``: the ``raytpu`` package directory
+    (default: the imported one's). Symlinked subpackages (``workloads``) are followed."""
     if root is None:
         import raytpu
 
@@ -52,9 +45,8 @@ def core_zip_files(root: str | Path | None = None) -> list[tuple[str, Path]]:
 
 
 def core_zip_bytes(root: str | Path | None = None) -> bytes:
-    """The core zip for ``py_modules``, deterministically: the same sources give the same bytes on every
-    machine (sorted entries, fixed timestamps and modes, stored uncompressed: deflate output differs
-    between zlib builds). Every entry under :data:`ZIP_TOP`: ``raytpu-core/raytpu/...``."""
+    """The core zip for ``py_modules``, the same bytes on every machine (:func:`deterministic_zip`), every entry under
+    :data:`ZIP_TOP`."""
     return deterministic_zip([(f"{ZIP_TOP}/{name}", path, False) for name, path in core_zip_files(root)])
 
 

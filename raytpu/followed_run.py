@@ -1,7 +1,5 @@
-"""What a followed run prints and writes, on a deployed stack or the emulated slice alike: the driver's log echoed
-(and kept for the verdicts and timeline stamps it carries), a checking job's verdict table, and the run's timeline
-as a table and a JSON report.
-"""
+"""What a followed run prints and writes, on a stack or the emulated slice alike: the driver's log echoed (and kept for
+its verdicts and stamps), a checking job's verdict table, the timeline as a table and a JSON report."""
 
 from __future__ import annotations
 

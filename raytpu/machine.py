@@ -1,10 +1,6 @@
-"""The machine around a command: the folders it writes (``TMPDIR``, ``HOME``, an output path), checked before work.
-
-A missing ``TMPDIR`` stops CDK Terrain's node runtime with a JavaScript traceback (``mkdtemp``); a ``HOME`` that
-cannot be written hung synth and made matplotlib print warnings and leave a temporary folder. Each is one
-``error:`` line naming the variable or flag (exit 2), said before anything slow starts. Writability is probed
-(a file made and removed): as root ``os.access`` says yes even under ``/proc``.
-"""
+"""The folders a command writes (``TMPDIR``, ``HOME``, an output path), checked before work: a missing ``TMPDIR`` stops
+CDK Terrain's node runtime with a JavaScript traceback; an unwritable ``HOME`` hung synth. Each is one ``error:`` line
+(exit 2). Writability is probed with a file (as root ``os.access`` says yes even under ``/proc``)."""
 
 from __future__ import annotations
 
@@ -71,9 +67,9 @@ def check_environment(*names: str) -> None:
 
 
 def output_file_problems(field: str, path: str) -> list[InvalidInput]:
-    """An output file ``path`` (given as ``field``) that cannot be written: not a regular file where one exists (a
-    device such as /dev/full, a FIFO), or no file can be made in its folder or the nearest folder above it that
-    exists (the writer makes the missing ones)."""
+    """An output file ``path`` (``field``) that cannot be written: not a regular file where one exists (/dev/full, a
+    FIFO), or no file can be made in its folder or the nearest existing one above (the writer makes the missing
+    ones)."""
     shown = errors.excerpt(path, _SHOWN, tail=True)
     target = Path(os.path.abspath(path))
     try:
@@ -87,8 +83,7 @@ def output_file_problems(field: str, path: str) -> list[InvalidInput]:
 
 
 def _nearest_folder_problems(field: str, shown: str, folder: Path, valid: str) -> list[InvalidInput]:
-    """No file can be made in ``folder`` or, where it is missing, the nearest folder above it (the writer makes
-    the missing ones)."""
+    """No file can be made in ``folder``, or where missing, the nearest folder above it."""
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
     if why := folder_problem(str(folder)):
@@ -98,8 +93,7 @@ def _nearest_folder_problems(field: str, shown: str, folder: Path, valid: str) -
 
 
 def output_folder_problems(field: str, path: str) -> list[InvalidInput]:
-    """An output folder ``path`` (given as ``field``) that is not a folder, or where no file can be made (in it, or
-    in the nearest folder above it that exists)."""
+    """An output folder ``path`` (``field``) that is not a folder, or where no file can be made."""
     shown = errors.excerpt(path, _SHOWN, tail=True)
     folder = Path(os.path.abspath(path))
     if folder.exists() and not folder.is_dir():

@@ -1,18 +1,10 @@
 """StackOutputs: the one schema of what a deployed cluster stack exports and ``raytpu submit``/``smoke`` read.
 
-The cluster stack writes one Terraform output per field of :class:`StackOutputs`, named exactly like the field
-(:meth:`StackOutputs.names`); the readers accept exactly the two JSON shapes Terraform tools write:
-
-- ``cdktf deploy --outputs-file FILE`` (or ``cdktn deploy``): ``{"<stack id>": {"<output>": value}}``, the
-  stack picked by ``--stack`` (the cluster stack's id, ``<cluster name>-cluster``);
-- ``terraform output -json`` in the stack's directory: ``{"<output>": {"value": value, ...}}``.
-
-Outputs are input: every value is type-checked by the rule of its field (:data:`RULES`, the spec layer's
-``*_problems`` where one exists), and, given the config, checked to be this config's stack (:func:`belong_problems`);
-each problem is named by where it sits in the file (``outputs.json: ray-tpu-cluster.namespace``).
-
-Standard library and the kit's core only.
-"""
+One Terraform output per field, named like it; read from ``cdktf deploy --outputs-file``
+(``{"<stack id>": {"<output>": value}}``, picked by ``--stack``) or ``terraform output -json``
+(``{"<output>": {"value": ...}}``). Outputs are input: each value is checked by its field's rule (:data:`RULES`) and,
+given the config, as this config's stack (:func:`belong_problems`), each problem named where it sits
+(``outputs.json: ray-tpu-cluster.namespace``)."""
 
 from __future__ import annotations
 
@@ -82,13 +74,9 @@ class StackOutputs:
     @classmethod
     def parse(cls, data: Any, stack: str, source: str = "outputs", spec: ClusterSpec | None = None,
               config: str = "the config") -> StackOutputs:
-        """Reads ``data`` (either shape in the module docstring) for ``stack``; with ``spec`` (read from
-        ``config``), checks the outputs are of that config's cluster stack.
-
-        Raises:
-            InvalidInput(s): no such stack in a cdktf outputs file, an output missing or not of its type, a
-                ``terraform output -json`` of another stack than ``--stack``, outputs of another cluster.
-        """
+        """Reads ``data`` (either shape, see the module) for ``stack``; with ``spec`` (from ``config``), checks they are
+        that config's outputs. InvalidInput(s): no such stack, an output missing or mistyped, another stack's or
+        cluster's."""
         if not isinstance(data, dict) or not data:
             raise InvalidInput("--outputs", f"{source} holds no stack outputs",
                                "the JSON `cdktf deploy --outputs-file FILE` or `terraform output -json` writes")
@@ -152,9 +140,8 @@ def cluster_stack_id(cluster_name: str) -> str:
 
 REGISTRY = re.compile(rf"^({REGION.pattern[1:-1]})-docker\.pkg\.dev/({PROJECT_ID.pattern[1:-1]})/"
                       r"[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$")
-"""``REGION-docker.pkg.dev/PROJECT/REPO``: an Artifact Registry Docker repository's ``registry_uri`` (the
-google provider's ``google_artifact_registry_repository``; a repository id is lowercase letters, digits and
-hyphens, at most 63)."""
+"""``REGION-docker.pkg.dev/PROJECT/REPO``, a repository's ``registry_uri`` (id: lowercase letters, digits, hyphens, at
+most 63). Source: google provider ``google_artifact_registry_repository``."""
 SERVICE_ACCOUNT = re.compile(rf"^[a-z][a-z0-9-]{{4,28}}[a-z0-9]@({PROJECT_ID.pattern[1:-1]})"
                              r"\.iam\.gserviceaccount\.com$")
 """``ID@PROJECT.iam.gserviceaccount.com``, ID 6-30 characters (Source: IAM serviceAccounts.create, accountId)."""
@@ -219,8 +206,7 @@ RULES: dict[str, Callable[[str, object], list[InvalidInput]]] = {
 def belong_problems(outputs: StackOutputs, spec: ClusterSpec, where: Callable[[str], str],
                     config: str) -> list[InvalidInput]:
     """The outputs that are not what the cluster stack of ``spec`` writes, each named by ``where(name)``: another
-    project, cluster or region (what identifies a stack: its bucket, namespace and service account are then that
-    stack's own), a registry or builder of another project or region."""
+    project, cluster or region (these identify a stack), a registry or builder of another project or region."""
     expected = {"project": spec.project, "cluster_name": spec.cluster.name, "location": spec.region}
     found = [errors.invalid_value(where(name), getattr(outputs, name), f"is not {config}'s {name} ({want!r})",
                                   f"the outputs of the cluster stack deployed from {config} "

@@ -1,9 +1,6 @@
-"""Reading a file a user hands the kit: bounded in size, UTF-8, and YAML with one value per key.
-
-What a user writes is input like any flag: a 10 MB file, a UTF-16 save, a duplicated key or a YAML alias bomb
-gets one ``error: <field>: ...`` line (exit 2), quickly, instead of a traceback, a hang or a silent last-wins.
-The limits are documented in docs/DESIGN.md ("Limits").
-"""
+"""Reading a file a user hands the kit: bounded in size, UTF-8, YAML with one value per key. A 10 MB file, a UTF-16
+save, a duplicated key or an alias bomb gets one ``error:`` line (exit 2), not a traceback, a hang or a silent
+last-wins. Limits: docs/DESIGN.md ("Limits")."""
 
 from __future__ import annotations
 
@@ -29,9 +26,8 @@ _BOOL, _INT = "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int"
 
 
 class _Loader(_BASE):
-    """PyYAML's safe loader with YAML 1.2 core scalars: YAML 1.1 reads ``12:30`` as 750, ``010`` as 8 and ``no`` as
-    false, so a maintenance window, a count or a label would be silently misread or refused for the wrong reason.
-    Source: https://yaml.org/spec/1.2.2/#1032-tag-resolution (core schema: bool true/false, int base 10)."""
+    """PyYAML's safe loader with YAML 1.2 core scalars (YAML 1.1 reads ``12:30`` as 750, ``010`` as 8, ``no`` as false).
+    Source: https://yaml.org/spec/1.2.2/#1032-tag-resolution"""
 
     yaml_implicit_resolvers: ClassVar[dict[Any, Any]] = {
         first: [(tag, rule) for tag, rule in rules if tag not in (_BOOL, _INT)]
@@ -81,9 +77,8 @@ Loc = tuple[str | int, ...]
 
 def load_yaml(text: str, source: str, field_of: Callable[[Loc], str] = lambda loc: "config",
               max_nodes: int = MAX_NODES) -> Any:
-    """The value of YAML ``text`` (from ``source``), refused (InvalidInput) when a mapping repeats a key or the
-    document holds more than ``max_nodes`` nodes with aliases expanded. ``field_of`` names the field at a location
-    (``("workloads", 2, "model")`` -> ``workloads[2].model``)."""
+    """The value of YAML ``text`` (from ``source``); InvalidInput for a repeated key or more than ``max_nodes`` nodes,
+    aliases expanded. ``field_of`` names a location's field (``workloads[2].model``)."""
     loader = _Loader(text)
     try:
         try:

@@ -1,10 +1,6 @@
-"""The smoke, demo and submit reports as one self-contained HTML page on-call can read at a glance (issue 42).
-
-Verdict and failed checks first; then one section per slice, worst first: its hosts and chips laid out as
-``raytpu describe`` draws them (:mod:`raytpu.slice_map`), each chip colored by its worst figure and marked when it
-fails; the per-axis ICI and per-host DCN bars against their gates; and every run's timeline as a bar of phases.
-Standard library only, no script, no font, no URL: the page opens from a bucket or a laptop with no network.
-"""
+"""The smoke, demo and submit reports as one self-contained HTML page on-call reads at a glance (issue 42): verdict and
+failed checks first, then each slice worst first (chips as ``raytpu describe`` draws them, colored by their worst
+figure; ICI and DCN bars against gates; each run's timeline). No script, font or URL: it opens with no network."""
 
 from __future__ import annotations
 
@@ -82,9 +78,8 @@ def render(document: Mapping[str, Any], source: str) -> str:
 
 
 def parts(document: Mapping[str, Any]) -> tuple[str, list[Mapping[str, Any]], dict[str, Mapping[str, Any]]]:
-    """A report's title, its slice verdicts and its timelines by run, whichever command wrote it: ``smoke.json``
-    (``slices``, ``timelines``), ``local smoke --json`` (``slices``, ``timeline``), ``demo.json`` (``steps``,
-    ``smoke``, ``timeline``, ``preemption.timeline``), a ``submit --report`` (``run``, ``timeline``)."""
+    """A report's title, slice verdicts and timelines by run, whichever command wrote it (``smoke.json``,
+    ``local smoke --json``, ``demo.json``, a ``submit --report``)."""
     verdicts = document.get("slices") if "slices" in document else document.get("smoke")
     timelines = dict(document.get("timelines") or {})
     run = str(document.get("run") or ("demo" if "steps" in document else "smoke"))

@@ -15,9 +15,8 @@ from raytpu.core.table import text_table
 
 @dataclass(frozen=True)
 class Run:
-    """One run: ``run`` its name (RayJob/RayService name, or the local job's submission id), ``object`` what holds it
-    (``RayJob``, ``RayService``, ``Ray job``), ``kind`` the workload kind (the ``raytpu.dev/workload`` label),
-    ``workload`` the config workload it runs, ``state`` as its owner reports it."""
+    """One run: ``run`` its name (RayJob/RayService, or local submission id), ``object`` what holds it, ``kind`` (the
+    ``raytpu.dev/workload`` label), ``workload`` the config's, ``state`` as its owner reports it."""
 
     run: str
     object: str

@@ -1,8 +1,5 @@
 """The human form of a SlicePlan: a summary line, a map of its hosts and chips, the settings derived from it
-(``raytpu describe`` prints it, ``raytpu demo`` for each slice of the config).
-
-Standard library only (plus the catalog and the plan).
-"""
+(``raytpu describe``, ``raytpu demo``). Standard library only (plus the catalog and the plan)."""
 
 from __future__ import annotations
 

@@ -1,17 +1,9 @@
 """The output folder of ``raytpu synth --out DIR``: checked before anything slow, replaced only as a whole.
 
-``raytpu synth`` replaces DIR by a fresh synth, so DIR must be something nobody minds losing: a path that does not
-exist yet (in a folder that exists or can be created, and is writable), an empty folder, or a previous synth output.
-A previous output is a folder holding nothing but what a synth writes (``stacks/``, ``manifest.json`` and the
-marker ``.raytpu-synth``) and either the marker (written by ``raytpu synth`` and by ``cdktf.json``'s app) or a
-cdktf manifest (``manifest.json`` with ``stacks``: what ``cdktf synth`` and older kits wrote). Anything else (a
-folder with the user's files, a file, a symbolic link, a path in a folder that cannot be written) is refused
-before CDK Terrain is loaded, and nothing is written.
-
-The new output is written into a folder beside DIR (same parent, so the swap is a rename) and swapped in only
-when complete; the old output is moved aside first and put back if the swap fails. The folder is made by
-``os.mkdir``, so its mode follows the umask like any ``mkdir`` (not ``mkdtemp``'s 0700).
-"""
+DIR must be something nobody minds losing: a new path (in a writable folder that exists or can be made), an empty
+folder, or a previous synth output (only ``stacks/``, ``manifest.json``, the marker ``.raytpu-synth``; with the marker
+or a cdktf manifest). Anything else is refused before CDK Terrain loads, nothing written. The new output is written
+beside DIR (a rename swaps it in), the old one put back if the swap fails; ``os.mkdir`` follows the umask."""
 
 from __future__ import annotations
 
@@ -37,9 +29,8 @@ Source: cdktn 0.24.0 ``Manifest.FILE_NAME``, ``Manifest.STACKS_FOLDER`` (tests/t
 VALID = (f"a path that does not exist yet in a writable folder, an empty folder, or a previous synth output "
          f"(a folder holding only stacks/, manifest.json and {MARKER})")
 TERRAFORM_KEPT = (".terraform", ".terraform.lock.hcl")
-"""What ``cdktf deploy`` leaves in ``stacks/<id>/`` (its providers and their version lock) that a synth carries over
-into the new output, as ``cdktf synth`` keeps them. Source: @cdktf/cli-core 0.21.0 terraform-cli (runs terraform
-with ``stacks/<id>`` as its working directory)."""
+"""What ``cdktf deploy`` leaves in ``stacks/<id>/`` that a synth carries over, as ``cdktf synth`` does. Source:
+@cdktf/cli-core 0.21.0 terraform-cli (``stacks/<id>`` is terraform's working directory)."""
 _SHOWN = 200
 _MANIFEST_MAX = 1 << 20
 
@@ -166,9 +157,9 @@ def _carry_terraform_files(old: Path, new: Path) -> None:
 
 @contextlib.contextmanager
 def replacing(out: str | Path) -> Iterator[Path]:
-    """Yields a new folder beside ``out`` to write the output into; on a clean exit it is marked and swapped in
-    for ``out`` (the old output moved aside first, put back if the swap fails, then deleted). On any failure
-    (KeyboardInterrupt too) the new folder and any parent folder made for it go, and ``out`` stays as it was."""
+    """Yields a new folder beside ``out`` to write into; on a clean exit it is marked and swapped in (the old output
+    moved aside, put back if the swap fails, then deleted). On any failure, KeyboardInterrupt too, ``out`` stays as it
+    was."""
     out = Path(os.path.abspath(out))
     made: list[Path] = []
     tmp: Path | None = None
