@@ -1,11 +1,5 @@
-"""Every slice of the catalog checked against a model's need: fit, Ray, the kit's serving rules, price.
-
-The slices are the catalog's own (:data:`raytpu.core.catalog.GENERATIONS`, each topology planned by
-:func:`raytpu.core.plan.plan_slice`); whether one is servable is the kit's own rules for a serving workload
-(:func:`raytpu.core.vllm_rules.slice_problems` and :func:`raytpu.core.vllm_rules.engine_kwargs_problems`: a replica's
-TP x PP uses every JAX device, TP divides the attention heads, a pipeline stage is one host and has a layer), not
-restated here: ``plan`` and ``validate`` give one verdict.
-"""
+"""Every slice of the catalog checked against a model's need: fit, Ray, the kit's serving rules, price. Whether one is
+servable is decided by :mod:`raytpu.core.vllm_rules`, not restated here: ``plan`` and ``validate`` give one verdict."""
 
 from __future__ import annotations
 
@@ -75,9 +69,8 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Layout:
-    """How the kit would serve a model on a slice: servable or not (None: heads unknown), the tensor-parallel size
-    (what the KV cache is split over), a note (``TP 8``, ``TP 4 x PP 8``, or why not) and the workload's
-    ``engine_kwargs`` that choose it (``{}``: the kit's default, TP over every JAX device)."""
+    """How the kit would serve a model on a slice: servable (None: heads unknown), the TP size (the KV cache's split), a
+    note (``TP 4 x PP 8``, or why not), the ``engine_kwargs`` choosing it (``{}``: the default)."""
 
     servable: bool | None
     tensor_parallel: int
@@ -86,9 +79,8 @@ class Layout:
 
 
 def layout(plan: SlicePlan, shape: ModelShape | None) -> Layout:
-    """The serving layout of this model on this slice by the rules ``raytpu validate`` runs
-    (:func:`raytpu.core.vllm_rules.engine_kwargs_problems`): TP over every JAX device first, then one pipeline stage per
-    host; a model known only by ``--params`` has no heads to check (None)."""
+    """The serving layout by the rules ``raytpu validate`` runs: TP over every JAX device first, then one pipeline stage
+    per host; None for a model known only by ``--params`` (no heads to check)."""
     devices = vllm_rules.jax_devices(plan)
     problems = vllm_rules.slice_problems(plan)
     if problems:

@@ -1,11 +1,7 @@
-"""A Hugging Face ``config.json`` read as transformers reads it: the keys a file omits take its ``model_type``'s
-defaults, and an architecture ``raytpu plan`` does not model is refused by name rather than miscounted.
-
-Published configs leave out what their config class defaults: google/gemma-3-4b-it's ``text_config`` names neither
-its heads, its vocabulary, its context nor which layers slide. :data:`MODEL_TYPE_DEFAULTS` holds those defaults for
-the model types read here; any other type must state every key (an unstated ``tie_word_embeddings`` is then counted
-untied, which overestimates, never under). Standard library only.
-"""
+"""A Hugging Face ``config.json`` read as transformers reads it: omitted keys take the ``model_type``'s defaults
+(:data:`MODEL_TYPE_DEFAULTS`), and an architecture ``raytpu plan`` does not model is refused by name, not miscounted.
+Another type must state every key (an unstated ``tie_word_embeddings`` counts untied: an overestimate). Source:
+docs/FACTS.md 25.12. Standard library only."""
 
 from __future__ import annotations
 
@@ -51,8 +47,8 @@ UNMODELED: dict[str, tuple[object, str]] = {
     "mlp_only_layers": ([], "dense layers placed among the expert layers"),
     "is_encoder_decoder": (False, "an encoder-decoder model"),
 }
-"""Keys whose value, other than the one given (or absent / null), means an architecture whose memory the kit does
-not model: refused, naming the key, rather than counted as something else."""
+"""Keys whose value, other than the one given (or absent, null), means an architecture the kit does not model: refused
+by name."""
 
 ENCODER_MODEL_TYPES = frozenset({"bert", "roberta", "xlm-roberta", "distilbert", "albert", "electra", "deberta",
                                  "deberta-v2", "mpnet", "modernbert", "camembert", "ernie", "nomic_bert"})
@@ -110,9 +106,8 @@ def _refuse_encoders(config: Mapping[str, Any], field: str) -> None:
 
 
 def from_hf_config(config: Any, name: str, field: str = "--model-config") -> ModelShape:
-    """The shape in a Hugging Face ``config.json`` (already parsed); every problem names its key's path in the file
-    (``--model-config.text_config.num_attention_heads`` for a multimodal config's language model). See
-    :func:`_shape`."""
+    """The shape in a parsed Hugging Face ``config.json``; every problem names its key's path in the file
+    (``--model-config.text_config.num_attention_heads``)."""
     if not isinstance(config, Mapping):
         raise errors.invalid_value(field, type(config).__name__, "is not a JSON object", "a Hugging Face config.json")
     text = config.get("text_config")
@@ -130,16 +125,9 @@ def from_hf_config(config: Any, name: str, field: str = "--model-config") -> Mod
 
 
 def _shape(config: Mapping[str, Any], name: str, field: str) -> ModelShape:
-    """The shape in a Hugging Face ``config.json`` (already parsed); every problem names the key.
-
-    Reads ``num_hidden_layers``, ``hidden_size``, ``num_attention_heads``, ``num_key_value_heads`` (default: the
-    attention heads), ``head_dim`` (default: hidden / heads), ``vocab_size``, ``intermediate_size`` (or
-    ``moe_intermediate_size`` for experts), ``max_position_embeddings``, ``tie_word_embeddings``, the experts
-    (``num_local_experts`` / ``num_experts`` / ``n_routed_experts``, ``num_experts_per_tok``,
-    ``first_k_dense_replace``, ``n_shared_experts`` / ``shared_expert_intermediate_size``), MLA's ranks
-    (``kv_lora_rank``, ``q_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``) and which
-    layers slide. A multimodal config keeps its language model under ``text_config``; that part is read.
-    """
+    """The shape in a parsed ``config.json`` (a multimodal config's ``text_config``): layers, widths, heads, KV heads
+    (default: the heads), ``head_dim`` (default: hidden / heads), vocabulary, context, tied embeddings, the experts,
+    MLA's ranks and which layers slide; every problem names the key. Keys: docs/FACTS.md 25.12."""
     config = _text_config(config)
     _refuse_unmodeled(config, field)
     layers = _int_field(config, "num_hidden_layers", field, MAX_LAYERS)
@@ -198,9 +186,8 @@ def _mla(config: Mapping[str, Any], field: str) -> Mla | None:
 
 def _expert_layers(config: Mapping[str, Any], field: str, layers: int, experts: int,
                    intermediate: int) -> tuple[int, int]:
-    """(leading dense layers, shared experts' width) of a mixture of experts: DeepSeek's ``first_k_dense_replace``
-    and ``n_shared_experts`` (each ``moe_intermediate_size`` wide: transformers ``DeepseekV3MoE``), Qwen2-MoE's
-    ``shared_expert_intermediate_size``."""
+    """(leading dense layers, shared experts' width) of a mixture of experts (DeepSeek's ``first_k_dense_replace`` and
+    ``n_shared_experts``, Qwen2-MoE's ``shared_expert_intermediate_size``). Source: transformers ``DeepseekV3MoE``."""
     dense = _int_field(config, "first_k_dense_replace", field, layers, required=False, low=0) or 0
     shared_count = _int_field(config, "n_shared_experts", field, experts, required=False, low=0) or 0
     shared = shared_count * intermediate or (
@@ -209,10 +196,8 @@ def _expert_layers(config: Mapping[str, Any], field: str, layers: int, experts: 
 
 
 def _sliding(config: Mapping[str, Any], layers: int, field: str) -> tuple[int, int]:
-    """(sliding-window layers, window) where the config says which layers slide: ``layer_types`` or
-    ``sliding_window_pattern`` (every Nth layer attends fully, as Gemma 3's ``Gemma3TextConfig`` lays them out).
-    A bare ``sliding_window`` (Qwen's, off by ``use_sliding_window: false``; Gemma 2's, alternating by code) is
-    not trusted: every layer is then counted at the full context, which overestimates, never under."""
+    """(sliding-window layers, window) where ``layer_types`` or ``sliding_window_pattern`` says which slide; a bare
+    ``sliding_window`` is not trusted: every layer at full context, an overestimate. Source: docs/FACTS.md 25.12."""
     window = _int_field(config, "sliding_window", field, MAX_POSITIONS, required=False)
     if window is None or config.get("use_sliding_window") is False:
         return 0, 0

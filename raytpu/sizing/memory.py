@@ -1,23 +1,9 @@
-"""The HBM a model needs on a slice, to serve or to train, with each assumption written beside its term.
+"""The HBM a model needs on a slice, to serve or to train, each assumption beside its term.
 
-Serve: weights at ``--dtype`` + the KV cache: 2 (K and V) x layers x KV heads x head_dim x context x batch x bytes
-per KV element (a sliding-window layer holds at most its window: :meth:`ModelShape.kv_token_layers`); vLLM keeps
-at least one KV head per tensor-parallel rank, so a TP above the KV heads replicates them (vLLM
-``vllm/config/model.py`` ``ModelConfig.get_num_kv_heads``: ``max(1, total_num_kv_heads // tensor_parallel_size)``,
-"so each GPU has at least one KV head"; the same rule in every release read).
-
-Train: weights at ``--dtype`` and gradients at ``--grad-dtype`` (default: fp32 both, :data:`DEFAULT_DTYPE`), optimizer
-state at ``--optimizer-dtype`` (optax's ``adamw`` keeps ``mu``
-in ``mu_dtype``, default the parameters' dtype, and ``nu`` in the parameters' dtype: ``optax.scale_by_adam``), plus
-activations from Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models"
-(arXiv:2205.05198, section 4): a layer stores ``s*b*h*(34 + 5*a*s/h)`` bytes of 16-bit activations; flash attention
-never materializes the ``a*s*s`` scores, leaving ``34*s*b*h``; full recomputation keeps only each layer's input,
-``2*s*b*h``. The loss's logits (tokens x vocab) are not counted: frameworks chunk or shard them.
-
-Headroom: the fraction of HBM kept free for what the estimate leaves out (XLA's scratch buffers and fragmentation,
-the runtime, the program itself). The default keeps 10% free, the more cautious of vLLM's own shares of device
-memory; ``--headroom`` changes it. Source: vLLM ``CacheConfig.gpu_memory_utilization`` (docs/FACTS.md section 16).
-"""
+Serve: weights + KV cache (2 x layers x KV heads x head_dim x context x batch x bytes; a sliding layer at most its
+window), replicated where TP exceeds the KV heads. Train: weights, gradients and optimizer state at their dtypes plus
+activations per Korthikanti et al. (arXiv:2205.05198); logits not counted. Headroom keeps 10% of HBM free by default
+(``--headroom``). Source: docs/FACTS.md 25.11 and section 16."""
 
 from __future__ import annotations
 
@@ -32,23 +18,19 @@ DTYPE_BYTES: dict[str, float] = {"fp32": 4, "bf16": 2, "fp8": 1, "int8": 1, "int
 """Bytes per element of each ``--dtype`` / ``--kv-dtype`` / ``--optimizer-dtype``."""
 
 OPTIMIZER_STATES: dict[str, int] = {"adamw": 2, "adam": 2, "lion": 1, "sgd": 1, "adafactor": 0}
-"""Per-parameter state tensors: Adam(W) keeps two moments (optax ``scale_by_adam``: mu, nu), Lion one (optax
-``scale_by_lion``: mu), SGD with momentum one (optax ``trace``), Adafactor none of parameter size (optax
-``scale_by_factored_rms`` keeps a row and a column vector per matrix, under 0.1% of the parameters here, and no
-momentum by default)."""
+"""Per-parameter state tensors: Adam(W) two moments, Lion one, SGD with momentum one, Adafactor none of parameter size.
+Source: optax ``scale_by_adam``, ``scale_by_lion``, ``trace``, ``scale_by_factored_rms`` (docs/FACTS.md 25.11)."""
 
 REMAT = ("full", "offload", "off")
-"""``full``: only each layer's input is kept and the layer recomputed in the backward pass; ``offload``: those inputs
-go to host memory too, leaving one layer's activations in HBM; ``off``: every layer's activations are kept."""
+"""``full``: each layer's input kept, the layer recomputed backward; ``offload``: those inputs in host memory too;
+``off``: every layer's activations kept."""
 
 DEFAULT_HEADROOM = 0.10
 
 DEFAULT_DTYPE = {"serve": "bf16", "train": "fp32"}
-"""Weights' dtype by mode. Serving loads the checkpoint's bf16. Training keeps fp32 master weights and fp32 gradients,
-with bf16 only in the matmuls, as the common trainers do by default: the kit's own ``workloads/train.py`` keeps its
-parameters in float32, and MaxText's defaults are ``weight_dtype: float32`` and ``grad_dtype: float32`` (``dtype:
-bfloat16`` is the activations'). Source: AI-Hypercomputer/maxtext ``MaxText/configs/base.yml``. With AdamW's two fp32
-moments that is 16 bytes per parameter; ``--dtype bf16`` (a MaxText recipe's ``weight_dtype: bfloat16``) gives 12."""
+"""Weights' dtype by mode: serving loads the checkpoint's bf16; training keeps fp32 master weights and gradients (16
+bytes a parameter with AdamW; ``--dtype bf16``: 12). Source: AI-Hypercomputer/maxtext ``MaxText/configs/base.yml``
+(docs/FACTS.md 25.11)."""
 
 
 @dataclass(frozen=True)
@@ -71,9 +53,8 @@ class Need:
 
 
 def kv_replication(shape: ModelShape | None, tensor_parallel: int) -> float:
-    """How many copies of the KV cache a TP of ``tensor_parallel`` holds: ranks x max(1, heads // TP) over the
-    cache's heads (vLLM ``get_num_kv_heads``; MLA's latent is one head, so every rank holds all of it); 1 while
-    TP <= those heads."""
+    """Copies of the KV cache a TP of ``tensor_parallel`` holds: ranks x max(1, heads // TP) over the cache's heads
+    (MLA's latent is one head); 1 while TP <= heads. Source: vLLM ``ModelConfig.get_num_kv_heads``."""
     if shape is None or tensor_parallel <= shape.cache_heads:
         return 1.0
     return tensor_parallel * max(1, shape.cache_heads // tensor_parallel) / shape.cache_heads

@@ -1,6 +1,5 @@
-"""``raytpu plan --plot FILE``: on-demand $/h against the HBM left free, one point per usable slice, the cheapest
-marked. The path is checked before any sizing work and written atomically; matplotlib is imported here only, when
-a picture is drawn."""
+"""``raytpu plan --plot FILE``: on-demand $/h against the HBM left free per usable slice, the cheapest marked; the path
+checked before sizing, written atomically; matplotlib imported only when drawing."""
 
 from __future__ import annotations
 
@@ -66,9 +65,8 @@ def points(found: list[Candidate], kind: str = "on_demand") -> list[Candidate]:
 
 
 def write(text: str, found: list[Candidate], best: Candidate | None, title: str, kind: str = "on_demand") -> int:
-    """Draws ``points(found)`` to ``--plot TEXT`` atomically: a temporary file beside it, renamed into place (a file
-    replaced keeps its mode, a new one gets the umask's); InvalidInput when the write fails (``/proc`` passes the
-    access check). Returns the number of points drawn."""
+    """Draws ``points(found)`` to ``--plot TEXT`` atomically (a temporary file beside it, renamed: a replaced file keeps
+    its mode); InvalidInput when the write fails. Returns the number of points drawn."""
     import matplotlib
 
     matplotlib.use("Agg")

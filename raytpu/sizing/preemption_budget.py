@@ -1,15 +1,8 @@
 """A preemption budget for ``raytpu plan --mode train``: does a just-in-time checkpoint fit the notice window?
 
-A checkpoint holds what a resumed run cannot recompute: the weights and the optimizer state, as
-:func:`raytpu.sizing.memory.train_need` counts them (gradients and activations are rebuilt by the next step). Every
-host of the slice writes its shard at once (Orbax's multi-host save), so a slice of ``hosts`` hosts writes it in
-``bytes / (rate x hosts)`` seconds. The window is the drain the kit's pods on spot and flex-start capacity give Ray
-(:data:`raytpu.core.preemption.DRAIN_S`: GKE's 15 s non-system share of the 30 s notice, less Ray's own stop).
-
-When it does not fit, a preempted run loses what it did since its last periodic checkpoint. Checkpointing every
-``interval = write_s / CHECKPOINT_SHARE`` seconds spends at most that share of the run writing, and a preemption
-then loses at most ``interval + write_s`` (the work since the last checkpoint that finished).
-"""
+The checkpoint (weights and optimizer state) is written by every host at once in ``bytes / (rate x hosts)`` seconds,
+within the drain Ray gets (:data:`raytpu.core.preemption.DRAIN_S`). When it does not fit, checkpointing every
+``write_s / CHECKPOINT_SHARE`` s bounds the loss. Source: docs/FACTS.md 25.13 and section 18."""
 
 from __future__ import annotations
 
@@ -22,8 +15,8 @@ from raytpu.core.plan import SlicePlan
 from raytpu.sizing.memory import GIB, Need
 
 ASSUMED_WRITE_GB_S = 1.0
-"""GCS write throughput per TPU host, decimal GB/s: an ASSUMPTION (neither measured here nor published by Google for
-a TPU host), an order below the hosts' network links; ``--write-gb-s`` states your measured rate."""
+"""GCS write throughput per TPU host, decimal GB/s: an ASSUMPTION (neither measured nor published for a TPU host), an
+order below the hosts' links; ``--write-gb-s`` states a measured rate."""
 WRITE_GB_S_RANGE = (0.001, 1000.0)
 CHECKPOINT_SHARE = 0.05
 """The share of a run's time periodic checkpoints may take (a chosen bound, not a measurement)."""
@@ -33,14 +26,8 @@ CHECKPOINTED = ("weights", "optimizer")
 
 @dataclass(frozen=True)
 class Budget:
-    """A model's checkpoint against the notice window.
-
-    Attributes:
-        checkpoint_bytes: Weights + optimizer state, bytes.
-        write_gb_s: GCS write throughput per host, decimal GB/s.
-        assumed: Whether ``write_gb_s`` is :data:`ASSUMED_WRITE_GB_S` (not given).
-        window_s: Seconds Ray has to write it after the notice.
-    """
+    """A model's checkpoint (``checkpoint_bytes``: weights + optimizer state) against the notice window (``window_s``:
+    seconds Ray has to write it), at ``write_gb_s`` per host (``assumed``: :data:`ASSUMED_WRITE_GB_S`, not given)."""
 
     checkpoint_bytes: float
     write_gb_s: float

@@ -1,16 +1,7 @@
-"""TPU prices per chip-hour, in one dated and cited table, and the ``--prices FILE`` reader (same format).
-
-The default table (:data:`DEFAULT_PRICES`): the Cloud Billing Catalog SKUs behind https://cloud.google.com/tpu/pricing,
-per chip, checked against the cluster autoscaler's per-VM prices. Flex-start prices are unpublished there, so they are
-``None`` ("not published here"), never guessed; TPU7x has no row: ``None`` too.
-Source: skypilot-org/skypilot-catalog ``catalogs/v8/gcp/vms.csv`` (docs/FACTS.md section 16).
-
-Region: ``us-central1`` (v4: ``us-central2``, its only region), the one region where every priced generation has a
-row. Prices vary by region (v6e spot is $0.54421 in us-central1 and $1.215 in us-east5): ``raytpu plan --region``
-prices another region from :data:`REGIONAL_CHIP_HOUR` (the same export's rows of every region it prices v5e, v5p
-and v6e in; its placeholder rows of 700.0, regions it lists but does not price, are left out); pass
-``--prices FILE`` for a negotiated price.
-"""
+"""TPU prices per chip-hour in one dated, cited table (:data:`DEFAULT_PRICES`, ``us-central1``) and the
+``--prices FILE`` reader (same format, e.g. a negotiated price). Unpublished prices (flex-start, TPU7x) are ``None``,
+never guessed; ``--region`` reads :data:`REGIONAL_CHIP_HOUR`. Source: skypilot-catalog ``vms.csv`` (docs/FACTS.md
+section 16)."""
 
 from __future__ import annotations
 
@@ -44,8 +35,8 @@ DEFAULT_PRICES: dict[str, Any] = {
 
 MAX_CHIP_HOUR = 1000.0
 TABLE_KEYS = ("source", "read_on", "region", "currency", "per_chip_hour", "regions")
-"""Every key a price table may have (``regions``, each generation's region, is what :meth:`PriceTable.to_json`
-writes beside its rows): another (``curency``) is refused, never silently dropped."""
+"""Every key a price table may have (``regions`` is what :meth:`PriceTable.to_json` writes beside its rows): another
+(``curency``) is refused, never dropped."""
 
 REGIONAL_CHIP_HOUR: dict[str, dict[str, tuple[float, float | None]]] = {
     # generation: {region: (on-demand, spot) USD per chip-hour}; a placeholder spot there is None here.
@@ -70,8 +61,8 @@ REGIONAL_CHIP_HOUR: dict[str, dict[str, tuple[float, float | None]]] = {
         "us-south1": (2.70, 1.35), "us-west1": (2.70, 0.54421),
     },
 }
-"""Per chip-hour prices by generation and region, for ``raytpu plan --region``; a generation a region does not
-offer is priced ``None`` there (n/p). us-central1's rows are :data:`DEFAULT_PRICES`'s."""
+"""Per chip-hour prices by generation and region for ``--region`` (the export's rows for v5e, v5p, v6e; its 700.0
+placeholders left out); ``None`` (n/p) where not offered. us-central1's rows are :data:`DEFAULT_PRICES`'s."""
 
 
 def regions() -> tuple[str, ...]:
