@@ -1,9 +1,5 @@
-"""The kit's images: their definitions (:mod:`raytpu.images.definitions`, one folder per image), the digests
-they were built at (:mod:`raytpu.images.record`) and the image a workload's pods run (:func:`pod_image`).
-
-Every pod the kit emits names its image by digest: the kit's image as built (``raytpu images build``), or the
-team's own ``workloads[].image``, given explicitly.
-"""
+"""The kit's images: their definitions (one folder per image), the digests they were built at (:mod:`.record`) and the
+image a workload's pods run (:func:`pod_image`): always by digest, the kit's as built or the team's own."""
 
 from __future__ import annotations
 
@@ -34,13 +30,9 @@ def for_kind(kind: str) -> ImageDefinition:
 
 
 def pod_image(work: WorkloadSpec, refs: Mapping[str, str], *, stack: str) -> PodImage:
-    """What ``work``'s pods run: its own ``image`` (with the kit's Ray, which a team's image must carry), else its
-    kind's image at the digest ``refs`` records (:func:`raytpu.images.record.load_refs`).
-
-    Raises:
-        InvalidInput: the kind's image has no built digest (names the image and the command that builds it), or
-            the recorded reference is not ``REGISTRY/IMAGE@sha256:<64 hex>``.
-    """
+    """What ``work``'s pods run: its own ``image`` (carrying the kit's Ray), else its kind's image at the digest
+    ``refs`` records. InvalidInput: no built digest (naming the command that builds it for ``stack``, the cluster
+    stack's id), or a malformed reference."""
     if work.image is not None:
         return PodImage(work.image, RAY_VERSION)
     image = for_kind(work.kind.name)
@@ -58,23 +50,19 @@ def pod_image(work: WorkloadSpec, refs: Mapping[str, str], *, stack: str) -> Pod
 
 
 def resolver(refs: Mapping[str, str], *, stack: str) -> Callable[[WorkloadSpec], PodImage]:
-    """:func:`pod_image` over the record ``refs``: what :func:`raytpu.core.kuberay.workload_manifest` takes as
-    ``images`` (``stack``: the cluster stack's id, named in the error that says to build)."""
+    """:func:`pod_image` over ``refs``: the ``images`` :func:`raytpu.core.kuberay.workload_manifest` takes."""
     return partial(pod_image, refs=refs, stack=stack)
 
 
 NOT_BUILT = "<not built: run raytpu images build>"
-"""What a preview (``submit --dry-run`` before a build) shows as an unbuilt image's reference: not a Docker
-reference on purpose (``<``, spaces), so no runtime could pull it."""
+"""An unbuilt image's reference in a preview (``submit --dry-run``): not a Docker reference, so nothing can pull it."""
 PREVIEW_ANNOTATION = "raytpu preview: images not built, not applicable"
-"""The annotation key every object of such a preview carries: not a qualified name on purpose, so the API server
-refuses each object at ``kubectl apply`` rather than creating pods that cannot start (Source: k8s.io/apimachinery
-``ValidateAnnotations``, keys must pass ``IsQualifiedName``)."""
+"""The annotation key every object of such a preview carries: not a qualified name on purpose, so the API server refuses
+each at ``kubectl apply``. Source: k8s.io/apimachinery ``ValidateAnnotations`` (``IsQualifiedName``)."""
 
 
 def preview_resolver(refs: Mapping[str, str], *, stack: str) -> Callable[[WorkloadSpec], PodImage]:
-    """:func:`resolver`, except that an unbuilt kit image is :data:`NOT_BUILT` instead of an error: what a
-    preview before ``raytpu images build`` shows (:func:`mark_preview` makes it unappliable)."""
+    """:func:`resolver`, but an unbuilt kit image is :data:`NOT_BUILT` (:func:`mark_preview` makes it unappliable)."""
     def image(work: WorkloadSpec) -> PodImage:
         if unbuilt(work, refs) is None:
             return pod_image(work, refs, stack=stack)
@@ -83,8 +71,8 @@ def preview_resolver(refs: Mapping[str, str], *, stack: str) -> Callable[[Worklo
 
 
 def mark_preview(manifests: list[dict[str, object]], missing: list[str]) -> str:
-    """Marks ``manifests`` of a preview whose images ``missing`` are not built (:data:`PREVIEW_ANNOTATION` on
-    each object) and returns the YAML comment to print above them; "" when every image is built."""
+    """Marks a preview's ``manifests`` with unbuilt images ``missing`` (:data:`PREVIEW_ANNOTATION`); returns the YAML
+    comment to print above them ("" when every image is built)."""
     if not missing:
         return ""
     for manifest in manifests:

@@ -1,26 +1,10 @@
 """Builds one of the kit's images with Cloud Build and returns it by digest.
 
-Why the kit calls the Cloud Build API itself instead of a trigger the stack owns: a trigger builds from a connected
-source repository (GitHub, Cloud Source Repositories), which a kit installed from a wheel has no claim on and which
-the team would have to connect by hand; and what a build made must come back to the kit, which records the digest
-(:mod:`raytpu.images.record`) that every pod then names. Called from the CLI, the build uses exactly the definition
-of the installed kit, streams its progress and log, and the record is written only once the build succeeded.
-
-The steps (Cloud Build REST v1):
-
-1. the image's build context (its folder: ``Dockerfile``, lock) as a deterministic ``.tar.gz``, uploaded to the
-   stack's bucket (GCS JSON API simple upload);
-2. ``projects.locations.builds.create`` in the stack's region: ``source.storageSource`` (that object and its
-   generation), two steps (:func:`build_steps`: resolve the base's digest, then ``docker build`` FROM exactly that
-   digest), ``images`` (Cloud Build pushes them to the stack's Artifact Registry
-   repository once the steps succeed and reports each digest in ``results.images[].digest``), run as the stack's
-   builder service account with its log in the bucket (``logsBucket``; a user-specified service account needs a
-   logs bucket or Cloud Logging);
-3. ``projects.locations.builds.get`` polled until the build ends, the log object read on from where it was last read
-   (``Range``) and printed as it grows (``logStreamingOption: STREAM_ON``), as ``gcloud builds submit`` streams it.
-
-Source: https://cloud.google.com/build/docs/api/reference/rest/v1/projects.locations.builds
-"""
+The kit calls the Cloud Build API itself, not a trigger the stack owns: a trigger needs a connected source repository (a
+wheel-installed kit has none), and the digest must come back to be recorded (:mod:`raytpu.images.record`, written only
+once the build succeeded). Steps: the folder as a deterministic ``.tar.gz`` in the stack's bucket, ``builds.create``
+(resolve the base's digest, ``docker build`` FROM it, push), then ``builds.get`` polled while the log streams. Source:
+https://cloud.google.com/build/docs/api/reference/rest/v1/projects.locations.builds (docs/FACTS.md 25.14)."""
 
 from __future__ import annotations
 
@@ -50,11 +34,10 @@ DONE = ("SUCCESS", "FAILURE", "INTERNAL_ERROR", "TIMEOUT", "CANCELLED", "EXPIRED
 """``Build.Status`` values that end a build (google/devtools/cloudbuild/v1/cloudbuild.proto, ``Build.Status``)."""
 LOG_TAIL_LINES = 20
 BASE_FILE = ".raytpu-base"
-"""Where the base step leaves ``BASE@sha256:...`` in ``/workspace`` for the build step (steps share ``/workspace``,
-https://cloud.google.com/build/docs/build-config-file-schema#dir)."""
+"""Where the base step leaves ``BASE@sha256:...`` in ``/workspace`` (shared by steps) for the build step. Source:
+https://cloud.google.com/build/docs/build-config-file-schema#dir"""
 INSPECT_FORMAT = "{{range .RepoDigests}}{{println .}}{{end}}"
-"""``docker image inspect --format``: every ``REPO@sha256:...`` the pulled image is known by (Docker's
-``ImageInspect.RepoDigests``)."""
+"""``docker image inspect --format``: every ``REPO@sha256:...`` the pulled image is known by (``RepoDigests``)."""
 
 # The base step. Scripts get no Cloud Build substitutions, only environment variables, so ``$`` needs no escaping
 # (https://cloud.google.com/build/docs/configuring-builds/run-bash-scripts, "Using substitutions with the script
@@ -81,15 +64,15 @@ set -euo pipefail
 base=$(cat {BASE_FILE})
 docker build --tag "$IMAGE" --build-arg "BASE_IMAGE=$base" .
 """
-"""The build step: the Dockerfile's ``ARG BASE_IMAGE`` (its ``FROM ${BASE_IMAGE}``) set to the base by the digest the
-base step resolved, so the image built is on the base recorded."""
+"""The build step: ``ARG BASE_IMAGE`` set to the base by its resolved digest, so the image is built on the base
+recorded."""
 VIEW_ROLE = "roles/cloudbuild.builds.viewer on the project (cloudbuild.builds.get)"
 
 
 def build_role(message: str) -> str:
-    """What a refused ``builds.create`` lacks, by what Cloud Build's message names: running as the builder
-    (``iam.serviceAccounts.actAs``), the project's quota (``serviceusage.services.use``), the logs bucket, else the
-    permission to create builds (https://cloud.google.com/build/docs/iam-roles-permissions)."""
+    """What a refused ``builds.create`` lacks, by Cloud Build's message: ``iam.serviceAccounts.actAs`` on the builder,
+    ``serviceusage.services.use``, the logs bucket, else create. Source:
+    cloud.google.com/build/docs/iam-roles-permissions"""
     text = message.lower()
     if "act as" in text or "actas" in text:
         return "roles/iam.serviceAccountUser on the builder service account (iam.serviceAccounts.actAs)"
@@ -104,15 +87,9 @@ def build_role(message: str) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class Target:
-    """Where a build runs and pushes, from the cluster stack's outputs.
-
-    Attributes:
-        project: The stack's project.
-        location: The region builds run in (the stack's).
-        registry: The Artifact Registry repository path (``REGION-docker.pkg.dev/PROJECT/REPO``).
-        bucket: The stack's bucket (build contexts and logs).
-        builder: The builder service account's email (builds run as it).
-    """
+    """Where a build runs and pushes, from the cluster stack's outputs: ``project``, ``location`` (its region),
+    ``registry`` (``REGION-docker.pkg.dev/PROJECT/REPO``), ``bucket`` (contexts and logs), ``builder`` (the SA builds
+    run as)."""
 
     project: str
     location: str
@@ -122,8 +99,7 @@ class Target:
 
 
 def context_tarball(definition: ImageDefinition) -> bytes:
-    """The image's folder as a gzipped tar with fixed owners and times: the same files, the same bytes (and so the
-    same object name and tag)."""
+    """The image's folder as a gzipped tar with fixed owners and times: same files, same bytes (object name, tag)."""
     buffer = io.BytesIO()
     with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as zipped, \
             tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar:
@@ -161,11 +137,9 @@ def build_body(definition: ImageDefinition, target: Target, *, source_object: st
 
 
 def build_steps(definition: ImageDefinition, tagged: str) -> list[dict[str, Any]]:
-    """Step 0 ``base`` pulls the base by tag, resolves its digest (checked against ``base_digest`` where the
-    definition pins one: a mismatch fails the build) and returns it as its output; step 1 ``build`` builds FROM the
-    base at that digest. Both run in Cloud Build's Docker builder, an Ubuntu image with docker-ce installed
-    (GoogleCloudPlatform/cloud-builders ``docker/Dockerfile-versioned``), so ``bash`` is there for the scripts.
-    Pinned or not, the base step pulls the tag: a pin is checked against what the tag serves now."""
+    """Step ``base`` pulls the base by tag and resolves its digest (a pinned ``base_digest`` must match: a pin is
+    checked against what the tag serves now); step ``build`` builds FROM that digest. Both run in Cloud Build's Docker
+    builder, which has ``bash``. Source: GoogleCloudPlatform/cloud-builders ``docker/Dockerfile-versioned``."""
     return [
         {"id": "base", "name": DOCKER_BUILDER, "env": [f"BASE={definition.base}",
                                                         f"PINNED={definition.base_digest or ''}"],
@@ -175,13 +149,8 @@ def build_steps(definition: ImageDefinition, tagged: str) -> list[dict[str, Any]
 
 
 def resolved_base(definition: ImageDefinition, build: dict[str, Any]) -> str:
-    """``BASE@sha256:...``: the base step's output (``results.buildStepOutputs[0]``, bytes: base64 in JSON by the
-    proto3 JSON mapping, https://protobuf.dev/programming-guides/json/), checked to be one digest and, where the
-    definition pins one, that digest.
-
-    Raises:
-        RuntimeFailure: no output, not a digest, or not the pinned one.
-    """
+    """``BASE@sha256:...`` from ``results.buildStepOutputs[0]`` (bytes: base64 in proto3 JSON); RuntimeFailure when
+    absent, not one digest, or not the pinned one. Source: https://protobuf.dev/programming-guides/json/"""
     outputs = build.get("results", {}).get("buildStepOutputs", [])
     where = f"image {definition.name}: build {build.get('id')} succeeded but its base step's output"
     try:
@@ -292,8 +261,7 @@ class ImageBuild:
             time.sleep(self.poll_s)
 
     def _read_log(self, build: dict[str, Any], final: bool = False) -> None:
-        """Prints the lines added to the build's log object since the last read (a 404: not written yet; a 416:
-        nothing new)."""
+        """Prints the lines added to the build's log since the last read (404: not written yet; 416: nothing new)."""
         logs, build_id = build.get("logsBucket"), build.get("id")
         if not logs or not build_id:
             return

@@ -1,8 +1,5 @@
-"""The kit's images: one folder per image (``raytpu/images/<name>/``: ``Dockerfile``, ``requirements.lock`` and
-``versions.toml``, the one record of its base and the versions that matter), read into :data:`IMAGES`.
-
-The folders ship inside the package (package data), so an installed kit can build them. Standard library only.
-"""
+"""The kit's images, one folder per image (``Dockerfile``, ``requirements.lock``, ``versions.toml``: its base and the
+versions that matter), read into :data:`IMAGES`; package data, so an installed kit can build them. Standard library."""
 
 from __future__ import annotations
 
@@ -19,18 +16,9 @@ DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 @dataclass(frozen=True)
 class ImageDefinition:
-    """One image the kit defines.
-
-    Attributes:
-        name: Its name (the folder's): what ``raytpu.images.json`` records a digest under.
-        context: The build context: the folder holding its ``Dockerfile`` and ``requirements.lock``.
-        versions: What it carries that matters (ray, jax, libtpu, vllm, protobuf...), by package name.
-        kinds: The workload kinds whose default image it is.
-        base: The base image, by tag.
-        base_digest: The base's ``sha256:`` digest where a source records one; None where none was found.
-        python: Its Python (``major.minor``).
-        from_base: The :attr:`versions` its base brings (not its lock), with the source of each.
-    """
+    """One image the kit defines: ``name`` (its folder's, the record's key), ``context`` (the folder), ``versions`` that
+    matter by package, the ``kinds`` it is the default of, ``base`` by tag and ``base_digest`` (None where no source
+    records one), ``python`` (``major.minor``), ``from_base`` (the versions its base brings, each with its source)."""
 
     name: str
     context: Path

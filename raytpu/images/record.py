@@ -1,18 +1,6 @@
-"""The images record: which digest each of the kit's images was built as, in ``raytpu.images.json`` beside the
-config. ``raytpu images build`` writes it (atomically, only after a build succeeded); the manifest builders read it
-(:func:`load_refs`) so every pod names the image it runs by digest.
-
-The file::
-
-    {"images": {"job": {"ref": "us-east5-docker.pkg.dev/p/raytpu/job@sha256:<64 hex>",
-                        "build": "projects/p/locations/us-east5/builds/<id>", "versions": {"ray": "2.60.0"},
-                        "base": "docker.io/rayproject/ray:2.60.0-py311@sha256:<64 hex>"}}}
-
-``base`` (the base image by the digest the build resolved and built FROM) is absent from records written before
-builds resolved it.
-
-Standard library only.
-"""
+"""The images record ``raytpu.images.json`` beside the config: each kit image's digest as built. ``raytpu images build``
+writes it (atomically, after a build succeeded); :func:`load_refs` gives the manifest builders every pod's image by
+digest. Format: docs/FACTS.md 25.15. Standard library only."""
 
 from __future__ import annotations
 
@@ -32,28 +20,20 @@ RECORD_NAME = "raytpu.images.json"
 """The record's file name, in the config's folder."""
 
 DIGEST_REF = re.compile(r"^[a-z0-9][a-z0-9.-]*(?::[0-9]+)?(?:/[a-z0-9][a-z0-9._-]*)+@sha256:[0-9a-f]{64}$")
-"""``REGISTRY/IMAGE@sha256:<64 hex>``: a Docker reference by digest (distribution/reference ``reference.go``:
-lowercase path components, ``@`` and a ``sha256`` digest of 64 hex digits)."""
+"""``REGISTRY/IMAGE@sha256:<64 hex>``: a Docker reference by digest. Source: distribution/reference ``reference.go``."""
 REF_RULE = "REGISTRY/IMAGE@sha256:<64 lowercase hex digits>, as `raytpu images build` writes it"
 BASE_REF = re.compile(r"^[a-z0-9][a-z0-9.-]*(?::[0-9]+)?(?:/[a-z0-9][a-z0-9._-]*)+"
                       r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?@sha256:[0-9a-f]{64}$")
-"""``REGISTRY/IMAGE[:TAG]@sha256:<64 hex>``: a base kept with its tag for the reader (distribution/reference
-``reference.go``: a tag is a word character then up to 127 word characters, ``.`` or ``-``; with a digest too,
-the digest is what is pulled)."""
+"""``REGISTRY/IMAGE[:TAG]@sha256:<64 hex>``: a base kept with its tag for the reader (the digest is what is pulled).
+Source: distribution/reference ``reference.go``."""
 BASE_RULE = "REGISTRY/IMAGE[:TAG]@sha256:<64 lowercase hex digits>, the base as the build resolved it"
 FIELDS = {"ref", "build", "versions", "base"}
 
 
 @dataclass(frozen=True)
 class BuiltImage:
-    """One recorded build of an image.
-
-    Attributes:
-        ref: The image by digest (``REGISTRY/IMAGE@sha256:...``).
-        build: The Cloud Build build that made it (``projects/P/locations/L/builds/ID``).
-        versions: The versions its definition records (Ray, JAX, ...), as built.
-        base: The base it was built FROM, by the digest the build resolved (``None``: a record from before).
-    """
+    """One recorded build: ``ref`` (by digest), ``build`` (``projects/P/locations/L/builds/ID``), the ``versions`` its
+    definition records, ``base`` (FROM, by the resolved digest; None in a record from before)."""
 
     ref: str
     build: str
@@ -78,12 +58,8 @@ def ref_problems(field_name: str, value: object) -> list[InvalidInput]:
 
 
 def load(config_path: str | Path) -> dict[str, BuiltImage]:
-    """Every recorded image by name; none when the file is missing.
-
-    Raises:
-        InvalidInputs: the file is unreadable or malformed; each problem names its field
-            (``raytpu.images.json: images.job.ref``) and the value.
-    """
+    """Every recorded image by name; none when the file is missing. InvalidInputs when unreadable or malformed, each
+    naming its field (``raytpu.images.json: images.job.ref``) and value."""
     from raytpu.images.definitions import IMAGES
 
     path = record_path(config_path)
@@ -132,17 +108,14 @@ def load(config_path: str | Path) -> dict[str, BuiltImage]:
 
 
 def load_refs(config_path: str | Path) -> dict[str, str]:
-    """Image name -> its reference by digest, from the record beside ``config_path``; ``{}`` without one.
-
-    Raises:
-        InvalidInput(s): the record is malformed (exit 2, naming the field).
-    """
+    """Image name -> reference by digest from the record beside ``config_path`` (``{}`` without one); InvalidInput(s),
+    exit 2, naming the field of a malformed record."""
     return {name: image.ref for name, image in load(config_path).items()}
 
 
 def save(config_path: str | Path, name: str, image: BuiltImage) -> Path:
-    """Records ``image`` as ``name``'s build, keeping the other images' entries: the new file is written beside the
-    old and renamed over it (``os.replace``), so a reader sees the old record or the new, never half of one."""
+    """Records ``image`` as ``name``'s build, keeping the others: written beside the old file and renamed over it, so a
+    reader sees the old record or the new, never half."""
     errors.raise_found(ref_problems("ref", image.ref) + (
         [] if image.base is None or BASE_REF.match(image.base)
         else [errors.invalid_value("base", image.base, "is not a base image by digest", BASE_RULE)]))
