@@ -1,7 +1,5 @@
-"""The CDK app: both stacks of one ClusterSpec. ``cdktf synth`` runs :mod:`raytpu.cdktf_app` (which compiles
-``raytpu.yaml`` and calls :func:`build`); ``raytpu synth`` calls :func:`synth`. Both produce
-``<outdir>/stacks/<cluster>-cluster`` and ``<outdir>/stacks/<cluster>-workloads``.
-"""
+"""The CDK app: both stacks of one ClusterSpec (``<outdir>/stacks/<cluster>-cluster`` and ``-workloads``), built by
+:func:`build` (``cdktf synth``, through :mod:`raytpu.cdktf_app`) or :func:`synth` (``raytpu synth``)."""
 
 from __future__ import annotations
 

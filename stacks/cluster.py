@@ -40,9 +40,8 @@ _CORE_ZIP_DIR: Path | None = None
 
 
 def core_zip_file() -> Path:
-    """The core zip (:func:`raytpu.core_zip.core_zip_bytes`) in a file named like its object
-    (``raytpu-<version>.zip``), in a temporary directory removed when the process exits: the asset is
-    copied from it when the app synthesizes. Same sources, same bytes, same path in the synth output."""
+    """The core zip in a file named like its object (``raytpu-<version>.zip``), in a temporary directory removed at
+    exit, from which the asset is copied at synth: same sources, same bytes, same path in the synth output."""
     global _CORE_ZIP_DIR
     if _CORE_ZIP_DIR is None:
         _CORE_ZIP_DIR = Path(tempfile.mkdtemp(prefix="raytpu-core-"))
@@ -56,10 +55,9 @@ def core_zip_file() -> Path:
 
 
 def declare_backend(stack: TerraformStack, id: str, spec: ClusterSpec) -> None:
-    """The stack's Terraform state: GCS with ``storage.state_bucket``, else a local file named by a path relative
-    to the stack's directory (``cdktf.out/stacks/<id>/``), so the project root's ``terraform.<id>.tfstate`` as
-    cdktf's default, but the synthesized JSON names no absolute path: it is the same wherever the checkout lives
-    (and the workloads stack's remote-state lookup of the cluster stack resolves from its sibling directory)."""
+    """The stack's Terraform state: GCS with ``storage.state_bucket``, else the project root's
+    ``terraform.<id>.tfstate`` named relative to the stack's directory, so the JSON is the same wherever the checkout
+    lives. Source: docs/FACTS.md 25.16."""
     if spec.storage.state_bucket:
         GcsBackend(stack, bucket=spec.storage.state_bucket, prefix=f"raytpu/{id}")
     else:
@@ -73,34 +71,17 @@ def _modes(slices: Iterable[SliceSpec]) -> list[Provisioning]:
 
 @dataclass(frozen=True, kw_only=True)
 class ClusterStackProps:
-    """Props of :class:`ClusterStack`.
-
-    Attributes:
-        spec: The cluster spec (``raytpu.config.load(path)`` compiles one from ``raytpu.yaml``); every resource
-            is derived from it.
-    """
+    """Props of :class:`ClusterStack`: ``spec``, the cluster spec every resource is derived from."""
 
     spec: ClusterSpec
 
 
 class ClusterStack(TerraformStack):
-    """Everything below Kubernetes: VPC, GKE (Standard or Autopilot), one node pool per slice copy
-    (Standard), the head pool (Standard), the node and workload service accounts, the bucket, and the image
-    repository with its builder service account (:class:`raytpu.modules.image_registry.ImageRegistry`).
-
-    Declares the google provider, and a GCS backend when ``storage.state_bucket`` is set. Outputs: one per
-    field of :class:`raytpu.outputs.StackOutputs` (what ``raytpu submit``/``smoke`` read).
-
-    The bucket gets the kit's core zip (:func:`core_zip_file`) as object
-    :func:`raytpu.core.names.core_zip_object`, which RayJobs load as ``py_modules`` through the GCS FUSE mount
-    (:func:`raytpu.core.names.py_modules_uri`).
-
-    Enables the project's APIs it calls (:class:`raytpu.modules.project_services.ProjectServices`); every resource and
-    data source depends on its own.
-
-    Construct ids (API): ``apis``, ``network``, ``node-identity``, ``gke``, ``storage``, ``storage/core-zip``,
-    ``images``, ``gke/workload-identity``, ``gke/head-pool``, ``gke/slice-<slice>-<i>``.
-    """
+    """Everything below Kubernetes: APIs, VPC, GKE (Standard or Autopilot), a node pool per slice copy and the head pool
+    (Standard), the service accounts, the bucket with the core zip RayJobs load as ``py_modules`` (GCS FUSE), the image
+    registry and its builder. One output per field of :class:`raytpu.outputs.StackOutputs`; a GCS backend with
+    ``storage.state_bucket``. Construct ids (API): ``apis``, ``network``, ``node-identity``, ``gke``, ``storage``,
+    ``storage/core-zip``, ``images``, ``gke/workload-identity``, ``gke/head-pool``, ``gke/slice-<slice>-<i>``."""
 
     def __init__(self, scope: Construct, id: str, props: ClusterStackProps) -> None:
         super().__init__(scope, id)
@@ -165,14 +146,10 @@ class ClusterStack(TerraformStack):
                             sensitive=False)
 
     def add_slice(self, item: SliceSpec) -> list[TpuSlicePool]:
-        """Adds a slice kind to the cluster and its spec (so workloads can run on it): on Standard,
-        ``item.count`` node pools (``<name>-0``, ``<name>-1``...), returned; on Autopilot none (the workloads
-        stack creates its ComputeClass). Raises the cluster's version floor if the generation needs it.
-
-        Raises:
-            InvalidInputs: the slice does not fit the cluster (its name is taken, its zone is outside the region,
-                a setting its cluster mode forbids), each problem under ``slices[<i>]``.
-        """
+        """Adds a slice kind to the cluster and its spec: on Standard ``item.count`` node pools (``<name>-<i>``),
+        returned; on Autopilot none (the workloads stack makes its ComputeClass); raises the version floor if its
+        generation needs it. InvalidInputs under ``slices[<i>]`` when it does not fit (name taken, zone outside the
+        region, mode forbids)."""
         self.spec = self.spec.with_slice(item)
         self.cluster.require_version(*version_floor((s.plan for s in self.spec.slices), self.spec.cluster.mode,
                                                  multislice=any(w.multislice for w in self.spec.workloads),

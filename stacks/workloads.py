@@ -33,37 +33,24 @@ from raytpu.stacks.cluster import ClusterStack, declare_backend
 
 @dataclass(frozen=True, kw_only=True)
 class WorkloadsStackProps:
-    """Props of :class:`WorkloadsStack`.
-
-    Attributes:
-        cluster: The ClusterStack whose outputs configure the kubernetes provider; its spec (with every slice
-            added to it) is what the workloads run on.
-        images: The kit's built images, name -> digest reference (:func:`raytpu.images.record.load_refs` of the
-            config). A workload whose kit image is not in it is not applied: the stack's plan stops at a
-            precondition that names the image and the command that builds it (the cluster stack, which holds
-            the registry the build pushes to, deploys meanwhile).
-    """
+    """Props of :class:`WorkloadsStack`: ``cluster`` (its outputs configure the kubernetes provider; its spec, every
+    slice added, is what workloads run on) and ``images`` (:func:`raytpu.images.record.load_refs`): a workload whose kit
+    image is missing stops the plan at a precondition naming the build command, while the cluster stack deploys."""
 
     cluster: ClusterStack
     images: Mapping[str, str]
 
 
 TERRAFORM_VERSIONS = ">=1.10.0"
-"""Terraform versions the workloads stack needs: its access token is an ephemeral resource (Terraform 1.10+,
-https://developer.hashicorp.com/terraform/language/resources/ephemeral)."""
+"""Terraform versions the workloads stack needs: its access token is an ephemeral resource (1.10+). Source:
+https://developer.hashicorp.com/terraform/language/resources/ephemeral"""
 
 
 class WorkloadsStack(TerraformStack):
-    """The Kubernetes side: a kubernetes provider from the cluster stack's endpoint (and CA, for the IP endpoint;
-    access token from the ephemeral ``google_client_config``, never in state), the Workload Identity KSA, one
-    ComputeClass per slice on Autopilot,
-    and one RayService per serving workload of the cluster's spec (:func:`raytpu.core.kuberay.workload_manifest`) behind
-    its NetworkPolicy (:func:`raytpu.core.kuberay.network_policy`);
-    the spec's one-shot workloads (RayJobs) are ``raytpu submit``'s.
-
-    Construct ids (API): ``namespace``, ``ksa``, ``compute-class-<slice>``, ``workload-<name>``;
-    ``image-not-built-<name>`` in place of a workload whose kit image has no built digest.
-    """
+    """The Kubernetes side: a kubernetes provider from the cluster stack's endpoint (token from an ephemeral
+    ``google_client_config``, never in state), the KSA, a ComputeClass per slice on Autopilot, and a RayService per
+    serving workload behind its NetworkPolicy (RayJobs are ``raytpu submit``'s). Construct ids (API): ``namespace``,
+    ``ksa``, ``compute-class-<slice>``, ``workload-<name>``, ``image-not-built-<name>`` for an unbuilt kit image."""
 
     def __init__(self, scope: Construct, id: str, props: WorkloadsStackProps) -> None:
         super().__init__(scope, id)
@@ -105,18 +92,10 @@ class WorkloadsStack(TerraformStack):
                 self._apply(work)
 
     def add_workload(self, work: WorkloadSpec) -> RayWorkload | None:
-        """Adds a long-lived workload (a RayService) on one of the cluster stack's slices (one added with
-        ``ClusterStack.add_slice`` too) and returns its KubeRay object (None while its kit image is not built: see
-        :class:`WorkloadsStackProps`). Call it after the last ``add_slice``.
-
-        Terraform owns long-lived objects only: a finished RayJob stays behind (KubeRay deletes its cluster, not
-        the RayJob), so a second deploy would do nothing, an edit would never re-run it, and deleting it would
-        re-run a day-long job. RayJobs are submitted with ``raytpu submit``.
-
-        Raises:
-            InvalidInput: ``work`` is a one-shot kind (it names what to run instead).
-            InvalidInputs: its slice is not the cluster's or its name is taken (``workloads[<i>]...``).
-        """
+        """Adds a RayService on one of the cluster stack's slices and returns its KubeRay object (None while its kit
+        image is not built); call it after the last ``add_slice``. Terraform owns long-lived objects only: a finished
+        RayJob stays behind (docs/FACTS.md section 8). InvalidInput for a one-shot kind (naming ``raytpu submit``);
+        InvalidInputs (``workloads[<i>]``) when its slice is not the cluster's or its name is taken."""
         if work.kind.is_job:
             raise errors.invalid_value(
                 "kind", work.kind.name, f"of workload {work.name!r} is a one-shot RayJob, which Terraform does not "
@@ -135,9 +114,8 @@ class WorkloadsStack(TerraformStack):
                 self, f"compute-class-{item.name}", ComputeClassProps(slice=item, project=spec.project))
 
     def _image_not_built(self, work: WorkloadSpec, image: str) -> None:
-        """Stands in for ``work``: a ``terraform_data`` whose precondition is a local set to false, so this stack's
-        plan fails with the image's name and the command that builds it (a precondition must refer to an object:
-        the local)."""
+        """Stands in for ``work``: a ``terraform_data`` whose precondition (on a false local: it must refer to an
+        object) fails the plan with the image's name and the command that builds it."""
         stack = self.props.cluster.node.id
         built = TerraformLocal(self, f"image-{image}-built-for-{work.name}", False)
         self.unbuilt[work.name] = DataResource(
