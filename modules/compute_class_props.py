@@ -13,7 +13,7 @@ from raytpu.core import errors, names
 from raytpu.core.field_rules import choice_problems
 from raytpu.core.provisioning import MODES
 from raytpu.core.spec import SliceSpec
-from raytpu.modules import _props
+from raytpu.modules import _props, node_system
 
 WHEN_UNSATISFIABLE = ("DoNotScaleUp", "ScaleUpAnyway")
 
@@ -59,8 +59,9 @@ class ComputeClassProps:
         """``spec.priorities``: the slice's shape under each of its modes, in order, each in the slice's zone."""
         plan = self.slice.plan
         tpu = {"type": plan.gke_accelerator, "count": plan.chips_per_host, "topology": plan.topology}
-        return [mode.compute_class_priority(tpu, self.slice.reservation, self.project, self.slice.zone,
-                                            self.slice.max_run_duration_s)
+        return [{**mode.compute_class_priority(tpu, self.slice.reservation, self.project, self.slice.zone,
+                                               self.slice.max_run_duration_s),
+                 "nodeSystemConfig": node_system.compute_class_config(self.slice, mode)}
                 for mode in self.slice.modes]
 
     def manifest(self) -> dict[str, Any]:
