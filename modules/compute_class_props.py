@@ -59,9 +59,8 @@ class ComputeClassProps:
         """``spec.priorities``: the slice's shape under each of its modes, in order, each in the slice's zone."""
         plan = self.slice.plan
         tpu = {"type": plan.gke_accelerator, "count": plan.chips_per_host, "topology": plan.topology}
-        return [{**mode.compute_class_priority(tpu, self.slice.reservation, self.project, self.slice.zone,
-                                               self.slice.max_run_duration_s),
-                 "nodeSystemConfig": node_system.compute_class_config(self.slice, mode)}
+        return [mode.compute_class_priority(tpu, self.slice.reservation, self.project, self.slice.zone,
+                                            self.slice.max_run_duration_s)
                 for mode in self.slice.modes]
 
     def manifest(self) -> dict[str, Any]:
@@ -73,6 +72,7 @@ class ComputeClassProps:
                          "labels": {**names.MANAGED_BY, **self.labels}},
             "spec": {
                 "priorities": self.priorities(),
+                "priorityDefaults": {"nodeSystemConfig": node_system.compute_class_config(self.slice)},
                 "nodePoolAutoCreation": {"enabled": True},
                 "whenUnsatisfiable": self.when_unsatisfiable,
             },

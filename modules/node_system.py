@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 from raytpu.core import preemption
-from raytpu.core.provisioning import Provisioning
 from raytpu.core.spec import SliceSpec
 
 COMPUTE_CLASS_MIN_GKE_VERSION = "1.32.1-gke.1729000"
@@ -36,13 +35,13 @@ def shutdown_window(item: SliceSpec) -> tuple[int, int] | None:
     return item.preemption_notice_s, preemption.CRITICAL_PODS_S
 
 
-def compute_class_config(item: SliceSpec, mode: Provisioning) -> dict[str, Any]:
-    """A ComputeClass priority's ``nodeSystemConfig`` for ``mode``: hugepages on every priority, the window on the
-    spot one only (the CRD refuses it elsewhere: "shutdownGracePeriodSeconds is only supported for Spot").
-    Source: compute-class-api 8067eae ``NodeSystemConfig``, ``Priority`` XValidation."""
+def compute_class_config(item: SliceSpec) -> dict[str, Any]:
+    """A ComputeClass's ``priorityDefaults.nodeSystemConfig``: hugepages, and the window when the slice sets one (its
+    every priority is then spot, as the CRD requires of a default window: "shutdownGracePeriodSeconds is only
+    supported for Spot"). Source: compute-class-api 8067eae ``PriorityDefaults``, ``ComputeClassSpec`` XValidation."""
     config: dict[str, Any] = {"linuxNodeConfig": {"transparentHugepageEnabled": thp_setting(item)}}
     window = shutdown_window(item)
-    if window is not None and mode.name == "spot":
+    if window is not None:
         config["kubeletConfig"] = {"shutdownGracePeriodSeconds": window[0],
                                    "shutdownGracePeriodCriticalPodsSeconds": window[1]}
     return config

@@ -172,7 +172,8 @@ class SliceSpec:
         mode = problems.build("", lambda: _mode(provisioning, "provisioning"))
         modes = [problems.build("", partial(_fallback_mode, m, f"fallback[{i}]")) for i, m in enumerate(fallback)]
         if mode is None:  # the mode's own rules cannot be judged; the other fields still are
-            rest = {k: v for k, v in rest.items() if k not in ("reservation", "max_run_duration_s")}
+            rest = {k: v for k, v in rest.items() if k not in ("reservation", "max_run_duration_s",
+                                                               "preemption_notice_s")}
         spec = problems.build("", lambda: cls(
             name=name, plan=plan or _STAND_IN_PLAN, zone=zone, provisioning=mode or PROVISIONING_MODES["on-demand"],
             fallback=tuple(m for m in modes if m is not None) if mode else (), **rest))
