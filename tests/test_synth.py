@@ -19,6 +19,7 @@ from _synth import (
     EVERY_MODE,
     EXAMPLES,
     IRON,
+    NOTICE_CONFIG,
     REPO,
     RESEARCH,
     STANDARD_EXAMPLE,
@@ -209,11 +210,6 @@ def test_standard_pools_follow_the_slice_plans(standard: dict) -> None:
     assert head["node_locations"] == ["us-east5-b"]
     node_sa = "${google_service_account.node-identity_sa_B6B5F54D.email}"
     assert {p["node_config"]["service_account"] for p in pools.values()} == {node_sa}
-
-
-NOTICE_CONFIG = STANDARD_EXAMPLE.read_text().replace(
-    "    provisioning: spot\n", "    provisioning: spot\n    preemption_notice_s: 120\n", 1).replace(
-    "    provisioning: on-demand ", "    transparent_hugepages: false\n    provisioning: on-demand ", 1)
 
 
 def test_tpu_pools_get_hugepages_and_a_spot_slices_window_and_the_cluster_its_version_floor(
