@@ -1,6 +1,6 @@
 """A TPU slice's node system config: its shutdown window and transparent hugepages, as a Standard pool's provider
-fields and as an Autopilot ComputeClass priority's ``nodeSystemConfig``. Free of the CDK framework, so the unit tier
-checks it without starting jsii (docs/FACTS.md section 24.y)."""
+fields and as an Autopilot ComputeClass's ``priorityDefaults.nodeSystemConfig``. Free of the CDK framework, so the
+unit tier checks it without starting jsii (docs/FACTS.md section 24.y)."""
 
 from __future__ import annotations
 
