@@ -13,7 +13,7 @@ from raytpu.core import errors, names
 from raytpu.core.field_rules import choice_problems
 from raytpu.core.provisioning import MODES
 from raytpu.core.spec import SliceSpec
-from raytpu.modules import _props
+from raytpu.modules import _props, node_system
 
 WHEN_UNSATISFIABLE = ("DoNotScaleUp", "ScaleUpAnyway")
 
@@ -72,6 +72,7 @@ class ComputeClassProps:
                          "labels": {**names.MANAGED_BY, **self.labels}},
             "spec": {
                 "priorities": self.priorities(),
+                "priorityDefaults": {"nodeSystemConfig": node_system.compute_class_config(self.slice)},
                 "nodePoolAutoCreation": {"enabled": True},
                 "whenUnsatisfiable": self.when_unsatisfiable,
             },

@@ -11,7 +11,9 @@ from raytpu.core.catalog import RAY_OPERATOR_MIN_GKE_VERSION, generation
 from raytpu.core.errors import InvalidInput
 from raytpu.core.multislice import MIN_GKE_VERSION as MULTISLICE_MIN_GKE_VERSION
 from raytpu.core.plan import SlicePlan
+from raytpu.core.preemption import LONG_NOTICE_MIN_GKE_VERSION
 from raytpu.core.provisioning import Provisioning
+from raytpu.modules import node_system
 
 _VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:-gke\.(\d+))?$")
 
@@ -31,15 +33,22 @@ def version_key(version: str) -> tuple[int, int, int, int]:
 
 
 def version_floor(plans: Iterable[SlicePlan], mode: str = "standard", multislice: bool = False,
-                  provisioning: Iterable[Provisioning] = ()) -> tuple[str, str]:
+                  provisioning: Iterable[Provisioning] = (), long_notice: bool = False) -> tuple[str, str]:
     """(oldest GKE version the cluster may run, what needs it): the newest of the Ray Operator add-on's floor,
     every generation's in ``plans`` (catalog ``min_gke_version``; on Autopilot a generation may need a newer
     version than on Standard, as tpu7x does), every provisioning mode's in ``provisioning`` (flex-start TPUs:
-    :data:`raytpu.core.catalog.FLEX_START_MIN_GKE_VERSION`) and, with ``multislice``, GKE's Multislice floor
-    (:data:`raytpu.core.multislice.MIN_GKE_VERSION`)."""
+    :data:`raytpu.core.catalog.FLEX_START_MIN_GKE_VERSION`), with ``multislice`` GKE's Multislice floor
+    (:data:`raytpu.core.multislice.MIN_GKE_VERSION`), on Autopilot the ComputeClass ``nodeSystemConfig`` floor, and
+    with ``long_notice`` (a slice's ``preemption_notice_s`` above 30) the longer shutdown window's."""
     floor = (RAY_OPERATOR_MIN_GKE_VERSION, "the Ray Operator add-on")
-    if multislice and version_key(MULTISLICE_MIN_GKE_VERSION[mode]) > version_key(floor[0]):
-        floor = (MULTISLICE_MIN_GKE_VERSION[mode], f"Multislice on {mode.capitalize()}")
+    wanted = [(MULTISLICE_MIN_GKE_VERSION[mode], f"Multislice on {mode.capitalize()}")] if multislice else []
+    if mode == "autopilot":
+        wanted.append((node_system.COMPUTE_CLASS_MIN_GKE_VERSION, "a ComputeClass's nodeSystemConfig"))
+    if long_notice:
+        wanted.append((LONG_NOTICE_MIN_GKE_VERSION, "a preemption notice above 30 s"))
+    for needed, why in wanted:
+        if version_key(needed) > version_key(floor[0]):
+            floor = (needed, why)
     for used in sorted({p.name: p for p in provisioning}.values(), key=lambda p: p.name):
         if used.min_gke_version and version_key(used.min_gke_version) > version_key(floor[0]):
             floor = (used.min_gke_version, f"{used.name} TPUs")

@@ -9,7 +9,7 @@ from raytpu.core.errors import InvalidInput
 from raytpu.core.field_rules import range_problems
 from raytpu.core.provisioning import RESERVATION_KEY, TPU_TAINT, reservation_parts
 from raytpu.core.spec import SliceSpec
-from raytpu.modules import _props
+from raytpu.modules import _props, node_system
 from raytpu.modules._node_pool import JoinedCluster, NodePoolOptions, hardened_node_config, joined_to
 from raytpu.modules.cdk import Construct, TerraformResourceLifecycle, container_node_pool
 from raytpu.modules.workload_policy import WorkloadPolicy, WorkloadPolicyProps
@@ -75,7 +75,8 @@ class TpuSlicePool(Construct):
     region do not share one, and the name keeps GCE's rules (``[a-z]([-a-z0-9]*[a-z0-9])?``, at most 44 of 63).
     Every pool runs the GKE metadata server, is tainted ``google.com/tpu=present:NoSchedule``, states its
     reservation affinity, and has secure boot on. Provisioning fields come from the slice's mode
-    (:class:`raytpu.core.provisioning.PoolFields`).
+    (:class:`raytpu.core.provisioning.PoolFields`); transparent hugepages and a spot slice's shutdown window from
+    :mod:`raytpu.modules.node_system`.
 
     Resource ids: ``pool``; ``workload-policy`` (multi-host tpu7x only).
     """
@@ -106,7 +107,13 @@ class TpuSlicePool(Construct):
                 consume_reservation_type="SPECIFIC_RESERVATION", key=RESERVATION_KEY, values=values)
         else:
             affinity = np.ContainerNodePoolNodeConfigReservationAffinity(consume_reservation_type="NO_RESERVATION")
-        node_config: dict[str, bool | str] = {}
+        node_config: dict[str, object] = {
+            "linux_node_config": np.ContainerNodePoolNodeConfigLinuxNodeConfig(
+                transparent_hugepage_enabled=node_system.thp_setting(item))}
+        window = node_system.shutdown_window(item)
+        if window is not None:
+            node_config["kubelet_config"] = np.ContainerNodePoolNodeConfigKubeletConfig(
+                shutdown_grace_period_seconds=window[0], shutdown_grace_period_critical_pods_seconds=window[1])
         if fields.spot:
             node_config["spot"] = True
         if fields.flex_start:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from raytpu import core_zip
-from raytpu.core import names
+from raytpu.core import names, preemption
 from raytpu.core.provisioning import Provisioning
 from raytpu.core.spec import ClusterSpec, SliceSpec
 from raytpu.modules.bucket import Bucket, BucketObject, BucketObjectProps, BucketProps
@@ -69,6 +69,11 @@ def _modes(slices: Iterable[SliceSpec]) -> list[Provisioning]:
     return [m for s in slices for m in s.modes]
 
 
+def _long_notice(slices: Iterable[SliceSpec]) -> bool:
+    """Whether a slice raises the shutdown window above GKE's default (its GKE version floor applies)."""
+    return any(s.notice_s > preemption.NOTICE_S for s in slices)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ClusterStackProps:
     """Props of :class:`ClusterStack`: ``spec``, the cluster spec every resource is derived from."""
@@ -105,7 +110,7 @@ class ClusterStack(TerraformStack):
             spec=gke, project=spec.project, location=spec.region, network=self.network,
             version_floor=version_floor((s.plan for s in spec.slices), gke.mode,
                                         multislice=any(w.multislice for w in spec.workloads),
-                                        provisioning=_modes(spec.slices)),
+                                        provisioning=_modes(spec.slices), long_notice=_long_notice(spec.slices)),
             node_service_account=self.node_identity.email,
         ))
         self.bucket = Bucket(self, "storage", BucketProps(
@@ -153,7 +158,8 @@ class ClusterStack(TerraformStack):
         self.spec = self.spec.with_slice(item)
         self.cluster.require_version(*version_floor((s.plan for s in self.spec.slices), self.spec.cluster.mode,
                                                  multislice=any(w.multislice for w in self.spec.workloads),
-                                                 provisioning=_modes(self.spec.slices)))
+                                                 provisioning=_modes(self.spec.slices),
+                                                 long_notice=_long_notice(self.spec.slices)))
         return self._add_pools(item)
 
     def _add_pools(self, item: SliceSpec) -> list[TpuSlicePool]:

@@ -19,6 +19,10 @@ REPO = Path(__file__).resolve().parents[1]
 STANDARD_EXAMPLE = REPO / "raytpu.example.yaml"
 AUTOPILOT_EXAMPLE = REPO / "examples" / "autopilot.yaml"
 EXAMPLES = {"standard": STANDARD_EXAMPLE, "autopilot": AUTOPILOT_EXAMPLE}
+NOTICE_CONFIG = STANDARD_EXAMPLE.read_text().replace(
+    "    provisioning: spot\n", "    provisioning: spot\n    preemption_notice_s: 120\n", 1).replace(
+    "    provisioning: on-demand ", "    transparent_hugepages: false\n    provisioning: on-demand ", 1)
+"""The Standard example with a 120 s notice on its spot slice and hugepages off on its on-demand one."""
 
 
 def _tmpdir() -> Path:

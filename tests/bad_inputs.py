@@ -490,6 +490,17 @@ CASES: tuple[Case, ...] = (
     _validate("max-run-negative", config(_all(_set("slices.0.provisioning", "flex-start"),
                                               _set("slices.0.max_run_duration_s", -5))),
               "slices[0].max_run_duration_s"),
+    # a node's shutdown window: 30 or 120 s, Spot VMs only (compute-class-api KubeletConfig, Priority XValidation)
+    _validate("notice-60", config(_set("slices.1.preemption_notice_s", 60)), "slices[1].preemption_notice_s"),
+    _validate("notice-zero", config(_set("slices.1.preemption_notice_s", 0)), "slices[1].preemption_notice_s"),
+    _validate("notice-a-string", config(_set("slices.1.preemption_notice_s", "120s")),
+              "slices[1].preemption_notice_s"),
+    _validate("notice-on-demand", config(_set("slices.0.preemption_notice_s", 120)), "slices[0].preemption_notice_s"),
+    _validate("notice-with-a-fallback", config(_all(
+        _set("cluster.mode", "autopilot"), _set("slices.1.preemption_notice_s", 120),
+        _set("slices.1.fallback", ["on-demand"]))), "slices[1].preemption_notice_s"),
+    _validate("hugepages-a-string", config(_set("slices.0.transparent_hugepages", "always")),
+              "slices[0].transparent_hugepages"),
     # any mode takes a run duration, within a VM's 120 days (Compute Engine limit-vm-runtime) and the kit's 600 s
     _validate("max-run-on-demand-past-120-days", config(_set("slices.0.max_run_duration_s", 121 * 86400)),
               "slices[0].max_run_duration_s"),
@@ -716,6 +727,13 @@ CASES: tuple[Case, ...] = (
     Case("plan-tokens-nan", (*PLAN, "--tokens-per-s", "nan"), "--tokens-per-s"),
     Case("plan-write-rate-nan", (*PLAN, "--mode", "train", "--write-gb-s", "nan"), "--write-gb-s"),
     Case("plan-write-rate-zero", (*PLAN, "--mode", "train", "--write-gb-s", "0"), "--write-gb-s"),
+    # GKE's kubelet shutdownGracePeriodSeconds takes 0, 30 or 120 (compute-class-api KubeletConfig enum)
+    Case("plan-notice-60", (*PLAN, "--mode", "train", "--notice-s", "60"), "--notice-s"),
+    Case("plan-notice-serve", (*PLAN, "--notice-s", "120"), "--notice-s"),
+    Case("plan-step-zero", (*PLAN, "--mode", "train", "--step-s", "0"), "--step-s"),
+    Case("plan-step-nan", (*PLAN, "--mode", "train", "--step-s", "nan"), "--step-s"),
+    Case("plan-writers-unknown", (*PLAN, "--mode", "train", "--checkpoint-writers", "rank0"),
+         "--checkpoint-writers"),
     Case("plan-tokens-inf", (*PLAN, "--tokens-per-s", "inf"), "--tokens-per-s"),
     Case("plan-context-huge", (*PLAN, "--context", "9" * 30), "--context"),
     Case("plan-batch-float", (*PLAN, "--batch", "1.5"), "--batch"),

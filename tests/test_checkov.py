@@ -23,6 +23,7 @@ import pytest
 from _synth import (
     EVERY_MODE,
     EXAMPLES,
+    NOTICE_CONFIG,
     checkov_bin,
     synth_added_slices,
     synth_config,
@@ -40,6 +41,7 @@ SOURCES: dict[str, Callable[[], tuple[Path, dict[str, Any]]]] = {
     "every-mode": lambda: synth_text_out(EVERY_MODE),
     "platform-app": synth_platform_app,
     "added-slices": synth_added_slices,
+    "notice": lambda: synth_text_out(NOTICE_CONFIG),
 }
 # (source, stack id, cluster mode): every stack of every source above.
 STACKS = [
@@ -50,6 +52,7 @@ STACKS = [
     ("platform-app", "acme-cluster", "standard"), ("platform-app", "acme-workloads", "standard"),
     ("added-slices", "std-cluster", "standard"), ("added-slices", "std-workloads", "standard"),
     ("added-slices", "auto-cluster", "autopilot"), ("added-slices", "auto-workloads", "autopilot"),
+    ("notice", "ray-tpu-cluster", "standard"), ("notice", "ray-tpu-workloads", "standard"),
 ]
 
 

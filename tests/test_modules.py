@@ -571,7 +571,10 @@ def test_version_floor_takes_the_newest_requirement() -> None:
     assert version_floor([plan_slice("v5e", "2x2"), plan_slice("v6e", "4x4")])[0] == "1.31.2-gke.1115000"
     assert version_floor([plan_slice("tpu7x", "2x2x2"), plan_slice("v6e", "4x4")])[0] == "1.34.0-gke.2201000"
     assert version_floor([plan_slice("tpu7x", "2x2x2")], "autopilot")[0] == "1.34.1-gke.3084001"
-    assert version_floor([plan_slice("v6e", "4x4")], "autopilot")[0] == "1.31.2-gke.1115000"
+    # an Autopilot ComputeClass carries nodeSystemConfig (transparent hugepages), which needs 1.32.1-gke.1729000
+    # (https://cloud.google.com/kubernetes-engine/docs/how-to/node-system-config; docs/FACTS.md section 24.y)
+    assert version_floor([plan_slice("v6e", "4x4")], "autopilot") == ("1.32.1-gke.1729000",
+                                                                     "a ComputeClass's nodeSystemConfig")
 
 
 def test_resource_ids_are_stable(stack: dict[str, Any]) -> None:

@@ -753,10 +753,46 @@ def test_train_states_whether_a_just_in_time_checkpoint_fits_the_notice(capsys: 
     assert budget["write_gb_s_per_host"] == 4 and budget["write_rate"] == "given"
     assert budget["notice_window_s"] == 10 and budget["notice_s"] == 30 and budget["pod_grace_s"] == 15
     by = {(s["generation"], s["topology"]): s for s in budget["slices"]}
-    assert by["v4", "2x2x2"] == {"generation": "v4", "topology": "2x2x2", "hosts": 2, "write_s": 12.05,
-                                  "fits_notice": False, "interval_s": 241, "max_loss_s": 254}
+    assert by["v4", "2x2x2"] == {"generation": "v4", "topology": "2x2x2", "hosts": 2, "host_write_gib": 44.873,
+                                  "write_s": 12.05, "fits_notice": False, "interval_s": 241, "max_loss_s": 254}
     assert by["v4", "2x2x4"]["fits_notice"] is True and by["v4", "2x2x4"]["interval_s"] is None
     assert {(c["generation"], c["topology"]) for c in data["candidates"]} == set(by)
+
+
+def test_the_write_window_is_the_drain_less_the_poll_the_step_in_flight_and_the_report_barrier(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 40 item 4. The 10 s drain of GKE's 30 s notice less Ray Train's 1 s poll (the kit's
+    RAY_TRAIN_PREEMPTION_POLL_INTERVAL_S), the assumed 1 s step in flight and the assumed 1 s report barrier leaves
+    7 s: v4 2x2x4 (4 hosts, 96.36e9 / 4 bytes each at 4 GB/s = 6.02 s) fits; with a 2 s step, 6 s left, it does
+    not. A spot slice's 120 s notice gives pods 105 s and Ray 100 s: 95 s with a 3 s step."""
+    budget = plan_json(capsys, "--model", "llama-3.1-8b", "--mode", "train", "--write-gb-s", "4")["preemption"]
+    assert (budget["poll_s"], budget["step_s"], budget["step"], budget["report_barrier_s"]) == (1.0, 1.0, "assumed",
+                                                                                               1.0)
+    assert budget["write_window_s"] == 7 and budget["checkpoint_writers"] == "all"
+    by = {(s["generation"], s["topology"]): s for s in budget["slices"]}
+    assert by["v4", "2x2x4"]["write_s"] == 6.02 and by["v4", "2x2x4"]["fits_notice"] is True
+    slow = plan_json(capsys, "--model", "llama-3.1-8b", "--mode", "train", "--write-gb-s", "4", "--step-s", "2")
+    assert slow["preemption"]["step"] == "given" and slow["preemption"]["write_window_s"] == 6
+    slow_by = {(s["generation"], s["topology"]): s["fits_notice"] for s in slow["preemption"]["slices"]}
+    assert slow_by["v4", "2x2x2"] is False and slow_by["v4", "2x2x4"] is False
+    long = plan_json(capsys, "--model", "llama-3.1-8b", "--mode", "train", "--write-gb-s", "4", "--notice-s",
+                     "120", "--step-s", "3")["preemption"]
+    assert (long["notice_s"], long["pod_grace_s"], long["notice_window_s"], long["write_window_s"]) == (120, 105,
+                                                                                                      100, 95)
+    assert all(s["fits_notice"] for s in long["slices"])
+
+
+def test_one_writer_writes_the_whole_checkpoint(capsys: pytest.CaptureFixture[str]) -> None:
+    """The kit's own trainer writes the whole state from rank 0 (workloads/train.py): with ``--checkpoint-writers one``
+    the busiest host writes all 89.745 GiB whatever the hosts, 96.36e9 / 4e9 = 24.09 s on every slice."""
+    budget = plan_json(capsys, "--model", "llama-3.1-8b", "--mode", "train", "--write-gb-s", "4",
+                       "--checkpoint-writers", "one")["preemption"]
+    assert budget["checkpoint_writers"] == "one"
+    assert {(s["host_write_gib"], s["write_s"]) for s in budget["slices"]} == {(89.745, 24.09)}
+    code, out, _ = run_cli(capsys, "plan", "--model", "llama-3.1-8b", "--mode", "train", "--checkpoint-writers",
+                           "one", "--notice-s", "120")
+    assert code == 0 and "one host all of it (--checkpoint-writers one)" in out
+    assert "window 100 s (GKE's 105 s pod share of the 120 s notice" in out and "report barrier = 97 s" in out
 
 
 def test_the_write_rate_is_labelled_assumed_unless_given(capsys: pytest.CaptureFixture[str]) -> None:
@@ -783,6 +819,14 @@ def test_serving_has_no_preemption_budget(capsys: pytest.CaptureFixture[str]) ->
     (["--mode", "train", "--write-gb-s", "nan"], "--write-gb-s: nan is out of range"),
     (["--mode", "train", "--write-gb-s", "inf"], "--write-gb-s: inf is out of range"),
     (["--write-gb-s", "2"], "--write-gb-s: 2.0 is not allowed with --mode serve"),
+    (["--mode", "train", "--notice-s", "60"], "--notice-s: 60 is not allowed (GKE's node shutdown window"),
+    (["--mode", "train", "--notice-s", "0"], "--notice-s: 0 is not allowed"),
+    (["--notice-s", "120"], "--notice-s: 120 is not allowed with --mode serve"),
+    (["--mode", "train", "--step-s", "0"], "--step-s: 0.0 is out of range"),
+    (["--mode", "train", "--step-s", "inf"], "--step-s: inf is out of range"),
+    (["--step-s", "2"], "--step-s: 2.0 is not allowed with --mode serve"),
+    (["--mode", "train", "--checkpoint-writers", "rank0"], "--checkpoint-writers: 'rank0' is not allowed"),
+    (["--checkpoint-writers", "one"], "--checkpoint-writers: 'one' is not allowed with --mode serve"),
 ])
 def test_a_bad_write_rate_exits_2_naming_the_flag(capsys: pytest.CaptureFixture[str], argv: list[str],
                                                   expected: str) -> None:

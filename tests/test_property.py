@@ -48,6 +48,7 @@ from raytpu.core.errors import InvalidInput, InvalidInputs, problems_of
 from raytpu.core.kinds import KINDS
 from raytpu.core.models import by_hf_id
 from raytpu.core.plan import machine_types_for, plan_slice
+from raytpu.core.preemption import NOTICE_CHOICES
 from raytpu.core.provisioning import MODES, generation_problems
 from raytpu.core.spec import ClusterSpec
 
@@ -122,6 +123,11 @@ def _slice(rng: random.Random, name: str, region: str, autopilot: bool, for_ray:
         item["fallback"] = rng.sample(others, rng.randint(1, len(others)))
     if not autopilot and rng.random() < 0.3:
         item["disk_size_gib"] = rng.randint(10, 65536)
+    node = random.Random(f"{name}-{topology}")  # its own stream: the configs the main one draws stay as they were
+    if mode == "spot" and "fallback" not in item and node.random() < 0.3:  # GKE: Spot VMs only, 30 or 120
+        item["preemption_notice_s"] = node.choice(NOTICE_CHOICES)
+    if node.random() < 0.2:
+        item["transparent_hugepages"] = node.random() < 0.5
     return _offered(item)
 
 
@@ -503,6 +509,8 @@ def _set_provisioning(item: dict[str, Any], mode: str) -> None:
         item.pop("fallback", None)
     else:
         item["fallback"] = fallback
+    if mode != "spot" or "fallback" in item:
+        item.pop("preemption_notice_s", None)
     _offered(item)
 
 

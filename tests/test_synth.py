@@ -19,6 +19,7 @@ from _synth import (
     EVERY_MODE,
     EXAMPLES,
     IRON,
+    NOTICE_CONFIG,
     REPO,
     RESEARCH,
     STANDARD_EXAMPLE,
@@ -209,6 +210,35 @@ def test_standard_pools_follow_the_slice_plans(standard: dict) -> None:
     assert head["node_locations"] == ["us-east5-b"]
     node_sa = "${google_service_account.node-identity_sa_B6B5F54D.email}"
     assert {p["node_config"]["service_account"] for p in pools.values()} == {node_sa}
+
+
+def test_tpu_pools_get_hugepages_and_a_spot_slices_window_and_the_cluster_its_version_floor(
+        standard: dict) -> None:
+    """Issue 41 item 4 and issue 40 item 4, on the synthesized JSON: every TPU pool sets
+    ``linux_node_config.transparent_hugepage_enabled`` (ALWAYS, or MADVISE where the slice turns it off), the head
+    pool none; only the spot slice with ``preemption_notice_s: 120`` sets ``kubelet_config`` (120 s, 15 s for system
+    pods), and the cluster's precondition then asks for GKE 1.35.0-gke.1171000. Its RayService's workers get 105 s
+    of grace and a 100 s drain preStop (the serving image's Ray 2.56)."""
+    example = by_name(standard["ray-tpu-cluster"], "google_container_node_pool")
+    assert {n: p["node_config"].get("linux_node_config") for n, p in example.items()} == {
+        "ray-head": None, "serve-0": {"transparent_hugepage_enabled": "TRANSPARENT_HUGEPAGE_ENABLED_ALWAYS"},
+        "train-0": {"transparent_hugepage_enabled": "TRANSPARENT_HUGEPAGE_ENABLED_ALWAYS"}}
+    assert all("kubelet_config" not in p["node_config"] for p in example.values())
+    stacks = synth_text(NOTICE_CONFIG)
+    cluster_stack = stacks["ray-tpu-cluster"]
+    pools = by_name(cluster_stack, "google_container_node_pool")
+    assert pools["serve-0"]["node_config"]["kubelet_config"] == {
+        "shutdown_grace_period_seconds": 120, "shutdown_grace_period_critical_pods_seconds": 15}
+    assert pools["train-0"]["node_config"]["linux_node_config"] == {
+        "transparent_hugepage_enabled": "TRANSPARENT_HUGEPAGE_ENABLED_MADVISE"}
+    assert "kubelet_config" not in pools["train-0"]["node_config"]
+    assert _floor(only(cluster_stack, "google_container_cluster")) == ("1.35.0-gke.1171000",
+                                                                       "a preemption notice above 30 s")
+    (service,) = [m["manifest"] for m in resources(stacks["ray-tpu-workloads"], "kubernetes_manifest").values()
+                  if m["manifest"]["kind"] == "RayService"]
+    worker = kuberay.ray_cluster_of(service)["workerGroupSpecs"][0]["template"]["spec"]
+    assert worker["terminationGracePeriodSeconds"] == 105
+    assert "signal.alarm(102)" in worker["containers"][0]["lifecycle"]["preStop"]["exec"]["command"][-1]
 
 
 def test_network_bucket_and_identity(standard: dict) -> None:

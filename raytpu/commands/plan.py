@@ -53,6 +53,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tokens-per-s", type=float, default=None, help="serve: output tokens/s of a slice")
     parser.add_argument("--write-gb-s", type=float, default=None,
                         help="train: GCS checkpoint write throughput per TPU host, GB/s (default: an assumed 1)")
+    parser.add_argument("--notice-s", type=int, default=None,
+                        help="train: the slice's preemption notice, 30 or 120 s (default 30; 120: a spot slice's "
+                             "preemption_notice_s)")
+    parser.add_argument("--step-s", type=float, default=None,
+                        help="train: seconds per training step, the step in flight at the notice (default: an "
+                             "assumed 1)")
+    parser.add_argument("--checkpoint-writers", default=None,
+                        help="train: all (every host writes its shard; default) or one (one host writes it all, as "
+                             "the kit's own trainer does)")
     parser.add_argument("--all", action="store_true", help="list every fitting slice, not the smallest few")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--plot", metavar="FILE", type=argtypes.path,
@@ -107,6 +116,7 @@ def _check(args: argparse.Namespace, shape: ModelShape | None) -> None:
         if not WRITE_GB_S_RANGE[0] <= args.write_gb_s <= WRITE_GB_S_RANGE[1]:
             raise errors.invalid_value("--write-gb-s", args.write_gb_s, "is out of range",
                                        f"a rate in [{WRITE_GB_S_RANGE[0]:g}, {WRITE_GB_S_RANGE[1]:g}] GB/s per host")
+    _check_budget(args)
     if args.tokens_per_s is not None and args.mode != "serve":
         raise errors.forbidden("--tokens-per-s", args.tokens_per_s, "with --mode train", "--mode serve")
     if args.plot is not None:
@@ -197,8 +207,28 @@ def _nothing_to_draw(args: argparse.Namespace, found: list[Candidate], region: s
         + (", --prices FILE pricing them" if usable else "") + ", or no --plot (the table lists those slices)")
 
 
+def _check_budget(args: argparse.Namespace) -> None:
+    """The preemption budget's flags: train only, each within its range."""
+    from raytpu.core import errors, preemption
+    from raytpu.sizing.preemption_budget import STEP_S_RANGE, WRITERS
+
+    for flag in ("notice_s", "step_s", "checkpoint_writers"):
+        given = getattr(args, flag)
+        if given is not None and args.mode != "train":
+            raise errors.forbidden(f"--{flag.replace('_', '-')}", given, "with --mode serve", "--mode train")
+    if args.notice_s is not None and args.notice_s not in preemption.NOTICE_CHOICES:
+        raise errors.invalid_choice("--notice-s", args.notice_s, preemption.NOTICE_CHOICES,
+                                    " (GKE's node shutdown window takes 30 or 120 seconds)")
+    if args.step_s is not None and not STEP_S_RANGE[0] <= args.step_s <= STEP_S_RANGE[1]:
+        raise errors.invalid_value("--step-s", args.step_s, "is out of range",
+                                   f"seconds in [{STEP_S_RANGE[0]:g}, {STEP_S_RANGE[1]:g}]")
+    if args.checkpoint_writers is not None and args.checkpoint_writers not in WRITERS:
+        raise errors.invalid_choice("--checkpoint-writers", args.checkpoint_writers, WRITERS)
+
+
 def run(args: argparse.Namespace) -> int:
     """Prints the need, the fitting slices (table or JSON) and, with --plot, writes the picture."""
+    from raytpu.core import preemption
     from raytpu.sizing import candidates, preemption_budget, prices
     from raytpu.sizing.memory import GIB
 
@@ -223,7 +253,8 @@ def run(args: argparse.Namespace) -> int:
             _nothing_to_draw(args, found, table.region)
         plot.write(args.plot, found, best, title)
     shown = [c.plan for c in found if c.fits]
-    budget = preemption_budget.budget(need, args.write_gb_s) if args.mode == "train" else None
+    budget = preemption_budget.budget(need, args.write_gb_s, args.notice_s or preemption.NOTICE_S, args.step_s,
+                                      args.checkpoint_writers or "all") if args.mode == "train" else None
     if args.json:
         print(json.dumps({
             "model": shape.to_json() if shape else {"name": name, "params": params},

@@ -257,7 +257,7 @@ def worker_group(work: WorkloadSpec, pods: Pods, *, autopilot: bool, env: Mappin
     }
     template = _pod_template(pods, container, node_selector=selector, tolerations=tolerations)
     if preemption.reclaimable(work.slice.modes, work.slice.max_run_duration_s):
-        preemption.reclaimable_pod_fields(template["spec"], pods.ray_version)
+        preemption.reclaimable_pod_fields(template["spec"], pods.ray_version, work.slice.notice_s)
     return {
         "groupName": group_name,
         "replicas": work.slices_spanned,

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from raytpu.core import data, errors, kinds, multislice, names, sampling, user_code, vllm_rules
+from raytpu.core import data, errors, kinds, multislice, names, preemption, sampling, user_code, vllm_rules
 from raytpu.core.catalog import RAY_VERSION, generation
 from raytpu.core.cluster_parts import AlertingSpec, GkeSpec, NetworkSpec, StorageSpec
 from raytpu.core.errors import InvalidInput, InvalidInputs, Problems
@@ -95,6 +95,10 @@ class SliceSpec:
         max_run_duration_s: Nodes are reclaimed after this long, whatever the provisioning (600 s up to flex-start's
             7 days, else 120 days); default none (flex-start: GKE's 7 days).
         disk_size_gib: Boot disk per host (Standard only); default 100 there.
+        preemption_notice_s: Spot only: the node's shutdown window after a preemption notice, 30 or 120 s (GKE
+            >= 1.35.0-gke.1171000 for 120); the pods' grace and Ray's drain follow it. Default: GKE's 30.
+        transparent_hugepages: The hosts' transparent hugepages set to ``always`` (the TPU runtime starts and
+            stops faster on v5e and newer); false leaves the kernel's ``madvise``. Default true.
     """
 
     name: str
@@ -106,6 +110,8 @@ class SliceSpec:
     fallback: tuple[Provisioning, ...] = ()
     max_run_duration_s: int | None = None
     disk_size_gib: int | None = None
+    preemption_notice_s: int | None = None
+    transparent_hugepages: bool = True
 
     def __post_init__(self) -> None:
         found = dns_label_problems("name", self.name)
@@ -120,6 +126,10 @@ class SliceSpec:
         found += provisioning_generation_problems(self.modes, self.plan.generation)
         if self.disk_size_gib is not None:
             found += range_problems("disk_size_gib", self.disk_size_gib, *DISK_SIZE_GIB, " GiB")
+        found += preemption.notice_problems(self.preemption_notice_s, self.modes)
+        if not isinstance(self.transparent_hugepages, bool):
+            found.append(errors.invalid_value("transparent_hugepages", self.transparent_hugepages, "is not a boolean",
+                                              "true or false"))
         smoke = names.smoke_workload(self.name)
         if not found and self.provisioning.runs_ray and len(smoke) > DNS_LABEL_LENGTH:
             found.append(errors.invalid_value(
@@ -162,7 +172,8 @@ class SliceSpec:
         mode = problems.build("", lambda: _mode(provisioning, "provisioning"))
         modes = [problems.build("", partial(_fallback_mode, m, f"fallback[{i}]")) for i, m in enumerate(fallback)]
         if mode is None:  # the mode's own rules cannot be judged; the other fields still are
-            rest = {k: v for k, v in rest.items() if k not in ("reservation", "max_run_duration_s")}
+            rest = {k: v for k, v in rest.items() if k not in ("reservation", "max_run_duration_s",
+                                                               "preemption_notice_s")}
         spec = problems.build("", lambda: cls(
             name=name, plan=plan or _STAND_IN_PLAN, zone=zone, provisioning=mode or PROVISIONING_MODES["on-demand"],
             fallback=tuple(m for m in modes if m is not None) if mode else (), **rest))
@@ -181,6 +192,11 @@ class SliceSpec:
         return self.disk_size_gib or DEFAULT_DISK_SIZE_GIB
 
     @property
+    def notice_s(self) -> int:
+        """The shutdown window after a preemption notice: ``preemption_notice_s``, else GKE's 30 s."""
+        return self.preemption_notice_s or preemption.NOTICE_S
+
+    @property
     def pool_names(self) -> list[str]:
         """Node pool (and emulated slice) names of the copies: ``<name>-0``, ``<name>-1``, ..."""
         return [f"{self.name}-{i}" for i in range(self.count)]
@@ -190,7 +206,8 @@ class SliceSpec:
         return {"name": self.name, "plan": self.plan.to_json(), "zone": self.zone, "count": self.count,
                 "provisioning": self.provisioning.name, "reservation": self.reservation,
                 "fallback": [m.name for m in self.fallback], "max_run_duration_s": self.max_run_duration_s,
-                "disk_size_gib": self.disk_size_gib}
+                "disk_size_gib": self.disk_size_gib, "preemption_notice_s": self.preemption_notice_s,
+                "transparent_hugepages": self.transparent_hugepages}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SliceSpec:

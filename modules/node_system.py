@@ -1,0 +1,47 @@
+"""A TPU slice's node system config: its shutdown window and transparent hugepages, as a Standard pool's provider
+fields and as an Autopilot ComputeClass's ``priorityDefaults.nodeSystemConfig``. Free of the CDK framework, so the
+unit tier checks it without starting jsii (docs/FACTS.md section 24.y)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raytpu.core import preemption
+from raytpu.core.spec import SliceSpec
+
+COMPUTE_CLASS_MIN_GKE_VERSION = "1.32.1-gke.1729000"
+"""The version a ComputeClass's ``nodeSystemConfig`` needs (Autopilot and Standard).
+Source: https://cloud.google.com/kubernetes-engine/docs/how-to/node-system-config ("ComputeClass")."""
+THP_ALWAYS = "TRANSPARENT_HUGEPAGE_ENABLED_ALWAYS"
+"""Transparent hugepages for all anonymous memory: what JAX asks of TPU v5e and newer hosts.
+Source: jax 0.10.2 ``_src/cloud_tpu_init.py`` (``hardware_utils.transparent_hugepages_enabled``)."""
+THP_MADVISE = "TRANSPARENT_HUGEPAGE_ENABLED_MADVISE"
+"""The kernel's default, set when a slice turns hugepages off (the provider's field is Computed: left unset, a pool
+set to always would stay so). Source: GKE API ``LinuxNodeConfig.TransparentHugepageEnabled``."""
+
+
+def thp_setting(item: SliceSpec) -> str:
+    """The slice's ``transparent_hugepage_enabled``: always, unless ``transparent_hugepages: false``."""
+    return THP_ALWAYS if item.transparent_hugepages else THP_MADVISE
+
+
+def shutdown_window(item: SliceSpec) -> tuple[int, int] | None:
+    """(the node's shutdown window, the system pods' share of it) when the slice sets ``preemption_notice_s``; else
+    none (GKE's default 30 s and 15 s). A Standard pool's ``node_config.kubelet_config``
+    ``shutdown_grace_period_seconds`` and ``shutdown_grace_period_critical_pods_seconds``.
+    Source: cdktn-provider-google 21.1.0 ``ContainerNodePoolNodeConfigKubeletConfig``."""
+    if item.preemption_notice_s is None:
+        return None
+    return item.preemption_notice_s, preemption.CRITICAL_PODS_S
+
+
+def compute_class_config(item: SliceSpec) -> dict[str, Any]:
+    """A ComputeClass's ``priorityDefaults.nodeSystemConfig``: hugepages, and the window when the slice sets one (its
+    every priority is then spot, as the CRD requires of a default window: "shutdownGracePeriodSeconds is only
+    supported for Spot"). Source: compute-class-api 8067eae ``PriorityDefaults``, ``ComputeClassSpec`` XValidation."""
+    config: dict[str, Any] = {"linuxNodeConfig": {"transparentHugepageEnabled": thp_setting(item)}}
+    window = shutdown_window(item)
+    if window is not None:
+        config["kubeletConfig"] = {"shutdownGracePeriodSeconds": window[0],
+                                   "shutdownGracePeriodCriticalPodsSeconds": window[1]}
+    return config
