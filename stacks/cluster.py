@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from raytpu import core_zip
-from raytpu.core import names
+from raytpu.core import names, node_disk
 from raytpu.core.provisioning import Provisioning
 from raytpu.core.spec import ClusterSpec, SliceSpec
 from raytpu.modules.bucket import Bucket, BucketObject, BucketObjectProps, BucketProps
@@ -185,7 +185,8 @@ class ClusterStack(TerraformStack):
         if not gke.autopilot:
             for i in range(item.count):
                 pools.append(self.cluster.add_slice_pool(f"slice-{item.name}-{i}", TpuSlicePoolOptions(
-                    slice=item, index=i, service_account=self.node_identity.email, labels=dict(gke.labels))))
+                    slice=item, index=i, service_account=self.node_identity.email, labels=dict(gke.labels),
+                    disk_size_gib=node_disk.boot_disk_gib(item, self.spec.workloads, self.spec.bucket))))
         elif item.plan.placement == "workload-policy":
             # Autopilot places a multi-host tpu7x slice by a pre-created workload policy that its pods select
             # (cloud.google.com/placement-policy-name; raytpu.core.kuberay.tpu_placement).

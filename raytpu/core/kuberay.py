@@ -405,7 +405,8 @@ def ray_service(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = 
       proxy on :8000 of that pod): on a multi-host slice the Serve config puts an ingress replica, hence a proxy,
       on every TPU pod (:func:`raytpu.core.serving.ingress_deployment_config`); a single-host slice's one pod runs the
       LLM server, streamed direct through HAProxy (:data:`raytpu.core.serving.DIRECT_STREAMING_ENV`).
-    - TPU workers get vLLM's XLA compilation cache on an emptyDir (node-local disk, ``serving.XLA_CACHE_PATH``).
+    - TPU workers request the ephemeral storage the engine writes per host and keep vLLM's XLA compilation cache in
+      the mounted bucket (:func:`raytpu.core.engine_pods.add_engine_needs`).
     - The app imports its ingress from the kit's core (``py_modules``, default :func:`names.py_modules_uri` when the
       pods mount a bucket).
     - Every Ray container runs Serve's hot path lean (:data:`raytpu.core.serving.SERVE_HOT_PATH_ENV`; the pods' own
@@ -417,7 +418,7 @@ def ray_service(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = 
     pods = replace(_own(pods, "RayService", name), env={**serving.SERVE_HOT_PATH_ENV, **direct, **pods.env})
     worker_env = {} if work.plan.single_host else {"TPU_MULTIHOST_BACKEND": "ray"}
     cluster = ray_cluster_spec(work, pods, autopilot=autopilot, worker_env=worker_env, serves=True)
-    engine_pods.add_engine_needs(cluster, work)
+    engine_pods.add_engine_needs(cluster, work, pods.bucket)
     key_secret = pods.security.serve_api_key_secret
     if key_secret is not None:
         for group in (cluster["headGroupSpec"], *cluster["workerGroupSpecs"]):
@@ -506,7 +507,7 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf,
         job = ray_job(name, work, pods, autopilot=autopilot, args=args, namespace=namespace, labels=labels,
                       runtime=runtime, worker_env=worker_env)
         if work.kind.takes_model:
-            engine_pods.add_engine_needs(job["spec"]["rayClusterSpec"], work)
+            engine_pods.add_engine_needs(job["spec"]["rayClusterSpec"], work, pods.bucket)
         return job
     return ray_service(name, work, pods, autopilot=autopilot, namespace=namespace, labels=labels,
                        py_modules=py_modules)
