@@ -90,15 +90,17 @@ def downloads(work: WorkloadSpec, bucket: str | None) -> bool:
 
 
 def engine_disk(work: WorkloadSpec, bucket: str | None) -> EngineDisk | None:
-    """What ``work`` writes per host, for an engine workload whose model is in the built-in table; None otherwise
-    (another model's size is unknown before it downloads)."""
+    """What ``work`` writes per host, for an engine workload that reads its weights in place or whose model is in the
+    built-in table; None otherwise (another model's size is unknown before it downloads)."""
     if not work.kind.takes_model:
         return None
-    shape = by_hf_id(sized_model(work.model, work.model_source))
+    name = sized_model(work.model, work.model_source)
+    if not downloads(work, bucket):
+        return EngineDisk(work.name, name, 0.0, work.kind.batches)
+    shape = by_hf_id(name)
     if shape is None:
         return None
-    weights = shape.params() * WEIGHT_BYTES / GIB if downloads(work, bucket) else 0.0
-    return EngineDisk(work.name, shape.name, weights, work.kind.batches)
+    return EngineDisk(work.name, shape.name, shape.params() * WEIGHT_BYTES / GIB, work.kind.batches)
 
 
 def slice_need(item: SliceSpec, workloads: tuple[WorkloadSpec, ...], bucket: str | None) -> EngineDisk | None:

@@ -18,7 +18,7 @@ from raytpu.core.plan import SlicePlan
 ENV = "VLLM_XLA_CACHE_PATH"
 PREFIX = "xla-cache/vllm"
 """The cache's folder in the kit's bucket (``gs://<bucket>/xla-cache/vllm/...``)."""
-_UNSAFE = re.compile(r"[^a-z0-9._-]+")
+_UNSAFE = re.compile(r"[^a-z0-9._-]+|\.\.+")
 
 
 def _part(text: str, limit: int = 60) -> str:
