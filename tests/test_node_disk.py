@@ -174,3 +174,35 @@ def test_serving_and_batch_engines_share_the_cache_folder_of_their_model_and_sli
     assert batch["runtime_env"] == {"env_vars": {xla_cache.ENV: serve}}
     twin = data.cpu_twin(batch, "/models/tiny")  # locally the CPU twin's env replaces it: no TPU, no XLA cache
     assert xla_cache.ENV not in twin["runtime_env"]["env_vars"]
+
+
+@pytest.mark.parametrize(("mode", "kind", "fields", "says"), [
+    ("autopilot", "serve", {"model": LLAMA_70B}, "request 142Gi of ephemeral storage (llama-3.3-70b's 131.4 GiB"),
+    ("autopilot", "batch", {"model": LLAMA_70B}, "run the workload on a Standard cluster, whose boot disk the kit sizes"),
+    ("autopilot", "serve", {"model": "Qwen/Qwen3-8B"}, None),                       # 25.3 GiB: a default node holds it
+    ("autopilot", "serve", {"model": LLAMA_70B, "model_source": f"gs://{BUCKET}/m"}, None),  # read in place
+    ("standard", "serve", {"model": LLAMA_70B}, None),                              # the kit sizes the disk
+])
+def test_validate_warns_on_autopilot_where_the_request_may_pass_its_unstated_maximum(
+        mode: str, kind: str, fields: dict[str, Any], says: str | None) -> None:
+    from raytpu.commands.validate import disk_warnings
+
+    item = _slice()
+    work = _work(item, kind=kind, **fields)
+    found = disk_warnings(_cluster(item, work, mode=mode), work)
+    if says is None:
+        assert found == []
+        return
+    [line] = found
+    assert line.startswith(f"workloads.{kind}: its TPU pods request") and says in line
+    assert (f"gs://{BUCKET}/PATH" in line) is (kind == "serve")  # Ray Data LLM downloads the bucket too
+
+
+def test_validate_names_the_boot_disk_it_sized() -> None:
+    from raytpu.commands.validate import disk_note
+
+    item = _slice()
+    assert disk_note(_cluster(item, _work(item, model=LLAMA_70B)), item) == (
+        ", boot disk 280 GiB per host (room for llama-3.3-70b's 131.4 GiB of weights, which workload serve downloads "
+        "to every host)")
+    assert disk_note(_cluster(item, _work(item)), item) == ""  # the default disk holds the default model

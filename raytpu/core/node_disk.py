@@ -57,6 +57,15 @@ def disk_for(need_gib: float) -> int | None:
     return size
 
 
+def host_disk(weights_gib: float) -> dict[str, float | int | None]:
+    """``raytpu plan --mode serve``'s ``disk``: what a host that downloads ``weights_gib`` writes, the boot disk that
+    holds it (None: none does) and that disk's allocatable storage."""
+    need = weights_gib + SCRATCH_GIB
+    size = disk_for(need)
+    return {"weights_gib": round(weights_gib, 1), "scratch_gib": SCRATCH_GIB, "need_gib": round(need, 1),
+            "disk_size_gib": size, "allocatable_gib": round(allocatable_gib(size), 1) if size else None}
+
+
 @dataclass(frozen=True)
 class EngineDisk:
     """What one engine workload writes per host: the weights it downloads (0 when read in place) and the total."""
