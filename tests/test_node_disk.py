@@ -126,8 +126,9 @@ def test_a_disk_that_holds_the_engine_is_accepted(fields: dict[str, Any], disk: 
 
 
 def _worker_pod(work: WorkloadSpec, bucket: str | None) -> dict[str, Any]:
-    cluster = {"headGroupSpec": {"template": {"spec": {"containers": [{}]}}},
-               "workerGroupSpecs": [{"template": {"spec": {"containers": [{"resources": {"requests": {}}}]}}}]}
+    worker: dict[str, Any] = {"template": {"spec": {"containers": [{"resources": {"requests": {}}}]}}}
+    cluster: dict[str, Any] = {"headGroupSpec": {"template": {"spec": {"containers": [{}]}}},
+                               "workerGroupSpecs": [worker]}
     engine_pods.add_engine_needs(cluster, work, bucket)
     return dict(cluster["workerGroupSpecs"][0]["template"]["spec"])
 
@@ -146,7 +147,8 @@ def test_without_the_bucket_the_xla_cache_falls_back_to_an_empty_dir_where_its_f
     work = _work(model=LLAMA_70B)
     pod = _worker_pod(work, None)
     assert {"name": engine_pods.XLA_CACHE_VOLUME, "emptyDir": {}} in pod["volumes"]
-    [mount] = [m["mountPath"] for m in pod["containers"][0]["volumeMounts"] if m["name"] == engine_pods.XLA_CACHE_VOLUME]
+    mounts = pod["containers"][0]["volumeMounts"]
+    [mount] = [m["mountPath"] for m in mounts if m["name"] == engine_pods.XLA_CACHE_VOLUME]
     env = serving.llm_config(work)["runtime_env"]["env_vars"][xla_cache.ENV]
     assert env.startswith(mount + "/")
 
@@ -178,7 +180,7 @@ def test_serving_and_batch_engines_share_the_cache_folder_of_their_model_and_sli
 
 @pytest.mark.parametrize(("mode", "kind", "fields", "says"), [
     ("autopilot", "serve", {"model": LLAMA_70B}, "request 142Gi of ephemeral storage (llama-3.3-70b's 131.4 GiB"),
-    ("autopilot", "batch", {"model": LLAMA_70B}, "run the workload on a Standard cluster, whose boot disk the kit sizes"),
+    ("autopilot", "batch", {"model": LLAMA_70B}, "run the workload on a Standard cluster, whose boot disk"),
     ("autopilot", "serve", {"model": "Qwen/Qwen3-8B"}, None),                       # 25.3 GiB: a default node holds it
     ("autopilot", "serve", {"model": LLAMA_70B, "model_source": f"gs://{BUCKET}/m"}, None),  # read in place
     ("standard", "serve", {"model": LLAMA_70B}, None),                              # the kit sizes the disk

@@ -154,7 +154,7 @@ def _serving_fields(rng: random.Random, item: dict[str, Any]) -> dict[str, Any]:
         fields["max_model_len"] = rng.choice((512, 4096, 32768))
     if rng.random() < 0.3:
         fields["engine_kwargs"] = {"max_num_seqs": rng.randint(1, 256), "enable_prefix_caching": rng.random() < 0.5}
-    shape = by_hf_id(fields.get("model_source") or fields.get("model") or vllm_rules.DEFAULT_MODEL)
+    shape = by_hf_id(vllm_rules.sized_model(fields.get("model"), fields.get("model_source")))
     devices = vllm_rules.jax_devices(plan_slice(item["generation"], item["topology"], item.get("machine_type")))
     if shape is not None and shape.heads % devices:
         fields["model"] = "meta-llama/Llama-3.1-8B"  # no draw: the generator's sequence stays what it was
@@ -581,7 +581,9 @@ def b_disk_too_small_for_engine(rng: random.Random, doc: dict[str, Any]) -> str:
     _set_mode(doc, "standard")
     i, item = _new_slice(rng, doc, generation="v6e", topology="2x4")
     item["disk_size_gib"] = rng.randint(10, 40)
-    _add_workload(rng, doc, item, kind="serve", model="Qwen/Qwen3-8B")
+    works = doc.setdefault("workloads", [])
+    works.append({"name": _unique(rng, {w["name"] for w in works}, 1, 28), "kind": "serve", "slice": item["name"],
+                  "model": "Qwen/Qwen3-8B"})
     return _slice_path(i, "disk_size_gib")
 
 

@@ -775,8 +775,8 @@ job (Ray Data LLM downloads even the kit's bucket)."""
 
 
 def test_a_70b_model_gets_a_boot_disk_that_holds_its_weights_unless_read_in_place() -> None:
-    """Issue 40 item 1: GKE leaves 43.8 GiB of a 100 GiB boot disk allocatable (docs/FACTS.md 24.1); the kit sizes
-    a Standard pool's disk from what its engine writes per host, and its pods request that ephemeral storage."""
+    """Issue 40 item 1: GKE leaves 43.8 GiB of a 100 GiB boot disk allocatable (docs/FACTS.md section 24.x); the kit
+    sizes a Standard pool's disk from what its engine writes per host, and its pods request that ephemeral storage."""
     from raytpu.core import node_disk
 
     stacks = synth_text(BIG_MODELS.replace("MODE", "standard"))

@@ -2,7 +2,7 @@
 
 Every host of an engine (a RayService replica's slice, a ``batch`` job's host) writes the model's whole checkpoint
 to its pod's scratch volume (``$HOME``, node-local) unless the pods read it in place from the kit's bucket: GKE
-gives pods only the disk's allocatable ephemeral storage, far less than the disk (docs/FACTS.md section 24.1). The
+gives pods only the disk's allocatable ephemeral storage, far less than the disk (docs/FACTS.md section 24.x). The
 kit's own pools get a boot disk that holds it; a ``disk_size_gib`` too small for it is refused. Standard library only.
 """
 
@@ -28,7 +28,7 @@ SCRATCH_GIB = 10.0
 """The kit's allowance for the rest a Ray container writes there: Ray's session files and logs, runtime-env zips,
 tokenizer files, GCS FUSE's staging of new cache entries. An allowance, not a measured figure."""
 
-# GKE's local ephemeral storage reservation on a boot disk of D GiB (COS_CONTAINERD; docs/FACTS.md section 24.1).
+# GKE's local ephemeral storage reservation on a boot disk of D GiB (COS_CONTAINERD; docs/FACTS.md section 24.x).
 # Source: https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes#local_ephemeral_storage_reservation
 EVICTION_SHARE = 0.10
 """The kubelet's eviction threshold: 10% of the filesystem's capacity."""

@@ -3,7 +3,7 @@
 The serving image's vLLM (tpu-inference) hands ``VLLM_XLA_CACHE_PATH`` to JAX as its persistent compilation cache
 (``jax_compilation_cache_dir``). The folder is per model, slice shape and vLLM version, under the bucket's GCS FUSE
 mount; JAX's own key (computation, compile options, JAX and libtpu versions) tells entries apart within it. Why a
-shared bucket folder is safe where GKE's sample keeps the cache on local disk: docs/FACTS.md section 24.2.
+shared bucket folder is safe where GKE's sample keeps the cache on local disk: docs/FACTS.md section 24.x.
 Standard library only.
 """
 
