@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from raytpu.core import errors, names
 from raytpu.core.errors import InvalidInput
@@ -153,3 +153,12 @@ class TpuSlicePool(Construct):
             self.pool.add_override("placement_policy", {"type": "", "policy_name": self.workload_policy.name,
                                                         "tpu_topology": plan.topology})
         _props.apply_overrides(self.pool, props.overrides)
+
+    def grow_boot_disk(self, disk_size_gib: int) -> None:
+        """Raises the hosts' boot disk to ``disk_size_gib`` (a workload added after the pool needs room for its
+        weights: :func:`raytpu.core.node_disk.boot_disk_gib`); never shrinks it."""
+        errors.raise_found(range_problems("disk_size_gib", disk_size_gib, *DISK_SIZE_GIB, " GiB"))
+        current = self.props.disk_size_gib or self.props.slice.disk_gib
+        if disk_size_gib > current:
+            self.props = replace(self.props, disk_size_gib=disk_size_gib)
+            self.pool.add_override("node_config.disk_size_gb", disk_size_gib)

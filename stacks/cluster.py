@@ -179,6 +179,13 @@ class ClusterStack(TerraformStack):
                                                  provisioning=_modes(self.spec.slices)))
         return self._add_pools(item)
 
+    def fit_boot_disks(self, item: SliceSpec) -> None:
+        """Grows slice ``item``'s pools' boot disks to hold its engines' weights (:func:`node_disk.boot_disk_gib`):
+        for a workload added (``WorkloadsStack.add_workload``) after its slice's pools were made."""
+        size = node_disk.boot_disk_gib(item, self.spec.workloads, self.spec.bucket)
+        for pool in self.pools.get(item.name, []):
+            pool.grow_boot_disk(size)
+
     def _add_pools(self, item: SliceSpec) -> list[TpuSlicePool]:
         gke = self.spec.cluster
         pools: list[TpuSlicePool] = []

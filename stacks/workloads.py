@@ -124,6 +124,7 @@ class WorkloadsStack(TerraformStack):
                 f"`raytpu submit {work.name} --stack {self.props.cluster.spec.cluster.name}-cluster` for the job "
                 "(list it in the config's workloads), add_workload for RayServices")
         self.props.cluster.spec = self.props.cluster.spec.with_workload(work)
+        self.props.cluster.fit_boot_disks(work.slice)
         return self._apply(work)
 
     def _compute_class(self, item: SliceSpec) -> None:
@@ -155,12 +156,10 @@ class WorkloadsStack(TerraformStack):
         if unbuilt is not None:
             self._image_not_built(work, unbuilt)
             return None
-        # The bucket's literal name (the one the cluster stack gives it), not its token: the builders compare it with
-        # a model_source's bucket to read the weights in place (serving.model_source_in_pod, node_disk.downloads).
         manifest = kuberay.workload_manifest(cluster.spec, work,
                                              images=images.resolver(self.props.images, stack=cluster.node.id),
                                              service_account=self.service_account.name,
-                                             bucket=cluster.spec.bucket, namespace=self.namespace.name)
+                                             bucket=cluster.bucket.name, namespace=self.namespace.name)
         workload = RayWorkload(self, f"workload-{work.name}", RayWorkloadProps(
             manifest=manifest, requires=(kuberay.NEWEST_FIELDS[manifest["kind"]], kuberay.MIN_KUBERAY_VERSION),
             network_policy=kuberay.network_policy(manifest, cluster.spec)))

@@ -788,7 +788,7 @@ def test_a_70b_model_gets_a_boot_disk_that_holds_its_weights_unless_read_in_plac
     requests = {name: cluster_resources(services[name]) for name in ("hf", "gcs")}
     assert requests == {"hf": "142Gi", "gcs": "10Gi"}
     from crd import operator_errors, schema_errors, webhook_errors
-    for manifest in services.values():  # still what KubeRay v1.7.0's CRDs and the TPU webhook accept
+    for manifest in (m for m in services.values() if m["kind"] == "RayService"):  # KubeRay v1.7.0's CRDs, webhook
         assert schema_errors(manifest) == [] and webhook_errors(manifest) == [] and operator_errors(manifest) == []
     config = json.loads(services["gcs"]["spec"]["serveConfigV2"])  # the bucket's literal name matched: in place
     assert config["applications"][0]["args"]["llm_configs"][0]["model_loading_config"]["model_source"] == \
@@ -806,3 +806,25 @@ def cluster_resources(manifest: dict[str, Any]) -> str:
     """The TPU worker container's ``ephemeral-storage`` request."""
     [group] = manifest["spec"]["rayClusterConfig"]["workerGroupSpecs"]
     return str(group["template"]["spec"]["containers"][0]["resources"]["requests"]["ephemeral-storage"])
+
+
+def test_an_engine_added_after_its_slices_pools_grows_their_boot_disk(tmp_path: Path) -> None:
+    """An outside app adds a RayService (WorkloadsStack.add_workload) after the cluster stack made the slice's pools:
+    the pools grow to hold its weights, as if the workload had been in the config."""
+    from raytpu.config import parse
+    from raytpu.core.kinds import kind
+    from raytpu.core.spec import SecretKeyRef, WorkloadSpec
+    from raytpu.modules.cdk import App
+    from raytpu.stacks.cluster import ClusterStack, ClusterStackProps
+    from raytpu.stacks.workloads import WorkloadsStack, WorkloadsStackProps
+
+    text = BIG_MODELS.replace("MODE", "standard").split("workloads:")[0]
+    app = App(outdir=str(tmp_path))
+    cluster = ClusterStack(app, "late-cluster", ClusterStackProps(spec=parse(text)))
+    work = WorkloadsStack(app, "late-workloads", WorkloadsStackProps(cluster=cluster, images=FIXTURE_REFS))
+    work.add_workload(WorkloadSpec(name="hf", kind=kind("serve"), slice=cluster.spec.slice_named("hf"),
+                                   model="meta-llama/Llama-3.3-70B-Instruct",
+                                   hf_token_secret=SecretKeyRef(name="hf-secret", key="token")))
+    app.synth()
+    pools = by_name(read_stacks(tmp_path)["late-cluster"], "google_container_node_pool")
+    assert {n: pools[n]["node_config"]["disk_size_gb"] for n in ("hf-0", "gcs-0")} == {"hf-0": 280, "gcs-0": 100}

@@ -390,7 +390,7 @@ UPGRADE_STRATEGIES = ("None", "NewCluster", "NewClusterWithIncrementalUpgrade")
 
 def ray_service(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = False, namespace: str = "default",
                 upgrade_strategy: str = "None", labels: Mapping[str, str] | None = None,
-                py_modules: str | None = None) -> dict[str, Any]:
+                py_modules: str | None = None, bucket_name: str | None = None) -> dict[str, Any]:
     """A RayService serving ``work`` with Ray Serve LLM (:func:`raytpu.core.serving.serve_config`).
 
     - ``upgradeStrategy`` defaults to ``None``: ``NewCluster`` builds a second cluster, i.e. a second set of
@@ -411,14 +411,17 @@ def ray_service(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = 
       pods mount a bucket).
     - Every Ray container runs Serve's hot path lean (:data:`raytpu.core.serving.SERVE_HOT_PATH_ENV`; the pods' own
       ``env`` wins).
+    - ``bucket_name``: the mounted bucket's literal name where ``pods.bucket`` is a Terraform token, compared with a
+      ``model_source``'s bucket to read the weights in place (default ``pods.bucket``).
     """
     if upgrade_strategy not in UPGRADE_STRATEGIES:
         raise errors.invalid_choice("upgrade_strategy", upgrade_strategy, UPGRADE_STRATEGIES)
+    mounted = (bucket_name or pods.bucket) if pods.bucket is not None else None
     direct = serving.DIRECT_STREAMING_ENV if serving.streams_direct(work, local=False) else {}
     pods = replace(_own(pods, "RayService", name), env={**serving.SERVE_HOT_PATH_ENV, **direct, **pods.env})
     worker_env = {} if work.plan.single_host else {"TPU_MULTIHOST_BACKEND": "ray"}
     cluster = ray_cluster_spec(work, pods, autopilot=autopilot, worker_env=worker_env, serves=True)
-    engine_pods.add_engine_needs(cluster, work, pods.bucket)
+    engine_pods.add_engine_needs(cluster, work, mounted)
     key_secret = pods.security.serve_api_key_secret
     if key_secret is not None:
         for group in (cluster["headGroupSpec"], *cluster["workerGroupSpecs"]):
@@ -426,7 +429,7 @@ def ray_service(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = 
     spec: dict[str, Any] = {
         "upgradeStrategy": {"type": upgrade_strategy},
         "serveConfigV2": json.dumps(serving.serve_config(  # JSON is YAML
-            work, mounted_bucket=pods.bucket,
+            work, mounted_bucket=mounted,
             py_modules=(py_modules or names.py_modules_uri(),) if py_modules or pods.bucket else (),
             api_key_file=engine_pods.SERVE_API_KEY_FILE if key_secret is not None else None),
             sort_keys=True),
@@ -507,10 +510,10 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf,
         job = ray_job(name, work, pods, autopilot=autopilot, args=args, namespace=namespace, labels=labels,
                       runtime=runtime, worker_env=worker_env)
         if work.kind.takes_model:
-            engine_pods.add_engine_needs(job["spec"]["rayClusterSpec"], work, pods.bucket)
+            engine_pods.add_engine_needs(job["spec"]["rayClusterSpec"], work, spec.bucket)
         return job
     return ray_service(name, work, pods, autopilot=autopilot, namespace=namespace, labels=labels,
-                       py_modules=py_modules)
+                       py_modules=py_modules, bucket_name=spec.bucket)
 
 
 def ray_cluster_of(obj: Mapping[str, Any]) -> dict[str, Any]:
