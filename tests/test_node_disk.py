@@ -4,6 +4,7 @@ the cache folder of serving and batch (issue 40 items 1 and 12, issue 41 item 2;
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -208,3 +209,23 @@ def test_validate_names_the_boot_disk_it_sized() -> None:
         ", boot disk 280 GiB per host (room for llama-3.3-70b's 131.4 GiB of weights, which workload serve downloads "
         "to every host)")
     assert disk_note(_cluster(item, _work(item)), item) == ""  # the default disk holds the default model
+
+
+def test_a_service_applied_by_terraform_reads_the_kit_bucket_in_place_though_its_bucket_is_a_token() -> None:
+    """The workloads stack hands the builders the bucket as a Terraform token; the model_source is compared with the
+    config's bucket name, so the weights are read through the mount (no download, no room asked for them)."""
+    from raytpu.core import kuberay
+
+    item = _slice()
+    work = _work(item, model=LLAMA_70B, model_source=f"gs://{BUCKET}/models/llama")
+    token = "${google_storage_bucket.storage_bucket_0123.name}"
+    image = "r/i@sha256:" + "a" * 64
+    service = kuberay.workload_manifest(_cluster(item, work), work, images=lambda w: (image, "2.56.0"),
+                                        service_account="ray", bucket=token)
+    config = json.loads(service["spec"]["serveConfigV2"])
+    llm = config["applications"][0]["args"]["llm_configs"][0]
+    assert llm["model_loading_config"]["model_source"] == f"{GCS_MOUNT_PATH}/models/llama"
+    [group] = service["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    pod = group["template"]["spec"]
+    assert pod["containers"][0]["resources"]["requests"]["ephemeral-storage"] == "10Gi"
+    assert any(v.get("csi", {}).get("volumeAttributes", {}).get("bucketName") == token for v in pod["volumes"])
