@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from raytpu.core import errors, names
 from raytpu.core.errors import InvalidInput
-from raytpu.core.field_rules import range_problems
+from raytpu.core.field_rules import DISK_SIZE_GIB, range_problems
 from raytpu.core.provisioning import RESERVATION_KEY, TPU_TAINT, reservation_parts
 from raytpu.core.spec import SliceSpec
 from raytpu.modules import _props, node_system
@@ -26,15 +26,20 @@ class TpuSlicePoolOptions(NodePoolOptions):
         reservation_project: Project that owns the slice's reservation; default: the cluster's project (a
             shared reservation from another project is named ``projects/<p>/reservations/<r>``). Only with a
             slice whose provisioning consumes a reservation (an error otherwise).
+        disk_size_gib: Boot disk per host; default the slice's (``disk_size_gib``, else 100). The cluster stack
+            passes :func:`raytpu.core.node_disk.boot_disk_gib`: room for the weights of the slice's engines.
         (and the fields of :class:`NodePoolOptions`: service account, labels, overrides)
     """
 
     slice: SliceSpec
     index: int = 0
     reservation_project: str | None = None
+    disk_size_gib: int | None = None
 
     def _problems(self) -> list[InvalidInput]:
         found = [*super()._problems(), *range_problems("index", self.index, 0, self.slice.count - 1)]
+        if self.disk_size_gib is not None:
+            found += range_problems("disk_size_gib", self.disk_size_gib, *DISK_SIZE_GIB, " GiB")
         if self.reservation_project is not None and not self.slice.provisioning.needs_reservation:
             found.append(errors.forbidden(
                 "reservation_project", self.reservation_project,
@@ -139,7 +144,7 @@ class TpuSlicePool(Construct):
             management=np.ContainerNodePoolManagement(auto_repair=fields.auto_repair, auto_upgrade=True),
             upgrade_settings=np.ContainerNodePoolUpgradeSettings(max_surge=0, max_unavailable=1, strategy="SURGE"),
             node_config=hardened_node_config(
-                props, plan.machine_type, item.disk_gib,
+                props, plan.machine_type, props.disk_size_gib or item.disk_gib,
                 reservation_affinity=affinity,
                 labels={names.SLICE_LABEL: item.name},  # what the slice's TPU pods select (kuberay.tpu_placement)
                 taint=[np.ContainerNodePoolNodeConfigTaint(key=TPU_TAINT, value="present", effect="NO_SCHEDULE")],
@@ -155,3 +160,12 @@ class TpuSlicePool(Construct):
             self.pool.add_override("placement_policy", {"type": "", "policy_name": self.workload_policy.name,
                                                         "tpu_topology": plan.topology})
         _props.apply_overrides(self.pool, props.overrides)
+
+    def grow_boot_disk(self, disk_size_gib: int) -> None:
+        """Raises the hosts' boot disk to ``disk_size_gib`` (a workload added after the pool needs room for its
+        weights: :func:`raytpu.core.node_disk.boot_disk_gib`); never shrinks it."""
+        errors.raise_found(range_problems("disk_size_gib", disk_size_gib, *DISK_SIZE_GIB, " GiB"))
+        current = self.props.disk_size_gib or self.props.slice.disk_gib
+        if disk_size_gib > current:
+            self.props = replace(self.props, disk_size_gib=disk_size_gib)
+            self.pool.add_override("node_config.disk_size_gb", disk_size_gib)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from raytpu import core_zip
-from raytpu.core import names, preemption
+from raytpu.core import names, node_disk, preemption
 from raytpu.core.provisioning import Provisioning
 from raytpu.core.spec import ClusterSpec, SliceSpec
 from raytpu.modules.bucket import Bucket, BucketObject, BucketObjectProps, BucketProps
@@ -162,13 +162,21 @@ class ClusterStack(TerraformStack):
                                                  long_notice=_long_notice(self.spec.slices)))
         return self._add_pools(item)
 
+    def fit_boot_disks(self, item: SliceSpec) -> None:
+        """Grows slice ``item``'s pools' boot disks to hold its engines' weights (:func:`node_disk.boot_disk_gib`):
+        for a workload added (``WorkloadsStack.add_workload``) after its slice's pools were made."""
+        size = node_disk.boot_disk_gib(item, self.spec.workloads, self.spec.bucket)
+        for pool in self.pools.get(item.name, []):
+            pool.grow_boot_disk(size)
+
     def _add_pools(self, item: SliceSpec) -> list[TpuSlicePool]:
         gke = self.spec.cluster
         pools: list[TpuSlicePool] = []
         if not gke.autopilot:
             for i in range(item.count):
                 pools.append(self.cluster.add_slice_pool(f"slice-{item.name}-{i}", TpuSlicePoolOptions(
-                    slice=item, index=i, service_account=self.node_identity.email, labels=dict(gke.labels))))
+                    slice=item, index=i, service_account=self.node_identity.email, labels=dict(gke.labels),
+                    disk_size_gib=node_disk.boot_disk_gib(item, self.spec.workloads, self.spec.bucket))))
         elif item.plan.placement == "workload-policy":
             # Autopilot places a multi-host tpu7x slice by a pre-created workload policy that its pods select
             # (cloud.google.com/placement-policy-name; raytpu.core.kuberay.tpu_placement).

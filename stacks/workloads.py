@@ -103,6 +103,7 @@ class WorkloadsStack(TerraformStack):
                 f"`raytpu submit {work.name} --stack {self.props.cluster.spec.cluster.name}-cluster` for the job "
                 "(list it in the config's workloads), add_workload for RayServices")
         self.props.cluster.spec = self.props.cluster.spec.with_workload(work)
+        self.props.cluster.fit_boot_disks(work.slice)
         return self._apply(work)
 
     def _compute_class(self, item: SliceSpec) -> None:

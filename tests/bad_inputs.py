@@ -384,6 +384,7 @@ I39_2 = "39.2 faults of the machine"
 I39_3 = "39.3 batch and dataset paths"
 I39_4 = "39.4 model configs"
 I39_5 = "39.5 what validate misses"
+I40_1 = "40.1 a large model fits its hosts' disks"
 
 CASES: tuple[Case, ...] = (
     # catalog, describe
@@ -466,6 +467,18 @@ CASES: tuple[Case, ...] = (
     _edit("data-bucket-misspelt-key", "storage", {"data_buckets": [{"name": "team-data", "acess": "read"}]},
           "storage.data_buckets[0].acess"),
     _edit("data-bucket-no-name", "storage", {"data_buckets": [{"access": "read"}]}, "storage.data_buckets[0].name"),
+    # a boot disk too small for what an engine writes per host (issue 40 item 1: GKE leaves 43.8 GiB of 100 GiB
+    # allocatable; Llama 3.3 70B is 131.4 GiB of bf16 weights on every host, Qwen3-8B 15.3 GiB)
+    _validate("disk-small-for-70b-serve", config(_all(
+        _set("slices.1.disk_size_gib", 100), _set("workloads.2.model", "meta-llama/Llama-3.3-70B-Instruct"),
+        _set("workloads.2.hf_token_secret", {"name": "hf", "key": "token"}))), "slices[1].disk_size_gib", I40_1),
+    _validate("disk-small-for-70b-from-another-bucket", config(_all(
+        _set("slices.1.disk_size_gib", 270), _set("workloads.2.model", "meta-llama/Llama-3.3-70B-Instruct"),
+        _set("workloads.2.model_source", "gs://team-weights/llama-3.3-70b"))), "slices[1].disk_size_gib", I40_1),
+    _validate("disk-small-for-8b-batch", batch_config(model="Qwen/Qwen3-8B").replace(
+        "provisioning: spot", "provisioning: spot\n  disk_size_gib: 40"), "slices[1].disk_size_gib", I40_1),
+    _validate("disk-tiny-for-default-model", config(_set("slices.1.disk_size_gib", 10)), "slices[1].disk_size_gib",
+              I40_1),
     _edit("alerting-channel-form", "alerting", {"notification_channels": ["email:me@example.com"]},
           "alerting.notification_channels[0]"),
     _edit("alerting-channels-string", "alerting", {"notification_channels": "projects/p/notificationChannels/1"},

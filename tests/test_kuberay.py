@@ -466,8 +466,9 @@ def test_ray_service_serves_the_specs_app_with_a_local_xla_cache() -> None:
     head = service["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0]
     for container_env in (env, {e["name"]: e["value"] for e in head["env"]}):  # the proxies and every replica
         assert serving.SERVE_HOT_PATH_ENV.items() <= container_env.items()
-    assert {"name": "xla-cache", "emptyDir": {}} in pod["volumes"]
-    assert {"name": "xla-cache", "mountPath": serving.XLA_CACHE_PATH} in pod["containers"][0]["volumeMounts"]
+    assert not [v for v in pod["volumes"] if v["name"] == "xla-cache"]  # the XLA cache lives in the mounted bucket
+    llm_env = app["args"]["llm_configs"][0]["runtime_env"]["env_vars"]
+    assert llm_env["VLLM_XLA_CACHE_PATH"].startswith(f"{names.GCS_MOUNT_PATH}/xla-cache/vllm/")
     head_ports = service["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0]["ports"]
     assert {"containerPort": serving.SERVE_PORT, "name": "serve", "protocol": "TCP"} in head_ports
 

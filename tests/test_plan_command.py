@@ -833,3 +833,25 @@ def test_a_bad_write_rate_exits_2_naming_the_flag(capsys: pytest.CaptureFixture[
     code, out, err = run_cli(capsys, "plan", "--model", "llama-3.1-8b", *argv)
     assert code == 2 and out == "" and "Traceback" not in err
     assert err.startswith("error: ") and expected in err and "; valid: " in err, err
+
+
+# ------------------------------------------------------------------------------------------- the host's disk
+
+
+@pytest.mark.parametrize(("argv", "weights_gib", "disk_size_gib"), [
+    (("--model", "llama-3.3-70b"), 131.4, 280),                 # 141 GB: the 100 GiB default leaves 43.8 GiB
+    (("--model", "llama-3.3-70b", "--dtype", "fp8"), 65.7, 160),
+    (("--model", "qwen3-0.6b"), 1.1, 100),
+    (("--params", "1e14"), 186264.5, None),                     # no disk GKE offers holds it
+])
+def test_serve_says_the_boot_disk_that_holds_the_weights_each_host_downloads(
+        capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], weights_gib: float,
+        disk_size_gib: int | None) -> None:
+    """Issue 40 item 1: the weights in the plan's dtype + 10 GiB for Ray's files against GKE's allocatable ephemeral
+    storage (raytpu.core.node_disk); the same figure a config's slice gets when it leaves disk_size_gib out."""
+    data = plan_json(capsys, *argv)
+    disk = data["disk"]
+    assert disk["weights_gib"] == pytest.approx(weights_gib, abs=0.05)
+    assert disk["need_gib"] == pytest.approx(weights_gib + 10, abs=0.05)
+    assert disk["disk_size_gib"] == disk_size_gib
+    assert "disk" not in plan_json(capsys, *argv[:2], "--mode", "train")

@@ -41,7 +41,7 @@ import yaml
 from image_refs import FIXTURE_REFS
 
 from raytpu import config as config_module
-from raytpu.core import vllm_rules
+from raytpu.core import node_disk, vllm_rules
 from raytpu.core.catalog import GENERATIONS, generation
 from raytpu.core.cluster_parts import WEEKDAYS, NetworkSpec
 from raytpu.core.errors import InvalidInput, InvalidInputs, problems_of
@@ -160,7 +160,7 @@ def _serving_fields(rng: random.Random, item: dict[str, Any]) -> dict[str, Any]:
         fields["max_model_len"] = rng.choice((512, 4096, 32768))
     if rng.random() < 0.3:
         fields["engine_kwargs"] = {"max_num_seqs": rng.randint(1, 256), "enable_prefix_caching": rng.random() < 0.5}
-    shape = by_hf_id(fields.get("model_source") or fields.get("model") or vllm_rules.DEFAULT_MODEL)
+    shape = by_hf_id(vllm_rules.sized_model(fields.get("model"), fields.get("model_source")))
     devices = vllm_rules.jax_devices(plan_slice(item["generation"], item["topology"], item.get("machine_type")))
     if shape is not None and shape.heads % devices:
         fields["model"] = "meta-llama/Llama-3.1-8B"  # no draw: the generator's sequence stays what it was
@@ -230,7 +230,20 @@ def valid_config(rng: random.Random) -> dict[str, Any]:
             if rng.random() < 0.3:
                 work["image"] = "us-docker.pkg.dev/p/r/ray:2.60.0-tpu"
             doc["workloads"].append(work)
+    _disks_for_engines(doc)
     return doc
+
+
+def _disks_for_engines(doc: dict[str, Any]) -> None:
+    """A given ``disk_size_gib`` raised (no draw) to hold what an engine on its slice writes per host: a built-in
+    model's weights as if every host downloaded them, and Ray's files (raytpu.core.node_disk: what stays valid)."""
+    for item in doc["slices"]:
+        engines = [w for w in doc.get("workloads", []) if w["slice"] == item["name"] and KINDS[w["kind"]].takes_model]
+        shapes = [by_hf_id(vllm_rules.sized_model(w.get("model"), w.get("model_source"))) for w in engines]
+        needs = [(s.params() * node_disk.WEIGHT_BYTES / node_disk.GIB if s else 0) + node_disk.SCRATCH_GIB
+                 for s in shapes]
+        if "disk_size_gib" in item and needs:
+            item["disk_size_gib"] = max(item["disk_size_gib"], node_disk.disk_for(max(needs)) or 0)
 
 
 # ------------------------------------------------------------------------------------------ breakers
@@ -570,6 +583,18 @@ def b_disk_on_autopilot(rng: random.Random, doc: dict[str, Any]) -> str:
     return _slice_path(i, "disk_size_gib")
 
 
+def b_disk_too_small_for_engine(rng: random.Random, doc: dict[str, Any]) -> str:
+    """A Standard slice whose given boot disk leaves less allocatable storage than its engine downloads per host
+    (Qwen3-8B: 15.3 GiB of weights + 10 GiB; a 40 GiB disk leaves 11.7 GiB)."""
+    _set_mode(doc, "standard")
+    i, item = _new_slice(rng, doc, generation="v6e", topology="2x4")
+    item["disk_size_gib"] = rng.randint(10, 40)
+    works = doc.setdefault("workloads", [])
+    works.append({"name": _unique(rng, {w["name"] for w in works}, 1, 28), "kind": "serve", "slice": item["name"],
+                  "model": "Qwen/Qwen3-8B"})
+    return _slice_path(i, "disk_size_gib")
+
+
 def b_workload_unknown_slice(rng: random.Random, doc: dict[str, Any]) -> str:
     taken = {s["name"] for s in doc["slices"]}
     prefix = _add_workload(rng, doc, {"name": _unique(rng, taken, 1, 30)})
@@ -765,6 +790,7 @@ BREAKERS = [
     Breaker("fallback-on-standard", "cross", "slices", b_fallback_on_standard),
     Breaker("fallback-mode", "part", "slices", b_fallback_mode),
     Breaker("disk-on-autopilot", "cross", "slices", b_disk_on_autopilot),
+    Breaker("disk-too-small-for-engine", "cross", "slices", b_disk_too_small_for_engine),
     Breaker("workload-unknown-slice", "part", "workloads", b_workload_unknown_slice),
     Breaker("workload-on-queued", "part", "workloads", b_workload_on_queued),
     Breaker("long-multi-host-slice-name", "part", "slices", b_long_multi_host_slice_name),
@@ -936,6 +962,14 @@ def test_validate_and_the_stacks_agree_on_generated_configs(capsys: pytest.Captu
         pools = sum(s.count for s in spec.slices) if not spec.cluster.autopilot else 0
         if sum(len(p) for p in cluster.pools.values()) != pools:
             failures.append(f"#{case.index}: {cluster.pools} pools for {pools} slice copies")
+        for item in spec.slices:  # every engine's weights fit the allocatable storage of its pools' boot disk
+            need = node_disk.slice_need(item, spec.workloads, spec.bucket)
+            for pool in cluster.pools.get(item.name, []):
+                disk = pool.props.disk_size_gib or item.disk_gib
+                if need is not None and node_disk.allocatable_gib(disk) < need.need_gib:
+                    failures.append(f"#{case.index}: pool {pool.props.name} has {disk} GiB for {need}")
+                if item.disk_size_gib is not None and disk != item.disk_size_gib:
+                    failures.append(f"#{case.index}: pool {pool.props.name} ignores disk_size_gib")
         if (cluster.head_pool is None) != spec.cluster.autopilot:
             failures.append(f"#{case.index}: head pool {cluster.head_pool} on {spec.cluster.mode}")
         if [w.props.name for w in workloads.workloads] != [w.name for w in spec.workloads if not w.kind.is_job]:

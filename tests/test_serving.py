@@ -16,7 +16,7 @@ import pytest
 import yaml
 from test_cli import EXAMPLE, run_cli
 
-from raytpu.core import kinds, serving, vllm_rules
+from raytpu.core import kinds, serving, vllm_rules, xla_cache
 from raytpu.core.errors import InvalidInputs
 from raytpu.core.spec import SERVING_FIELDS, SecretKeyRef, SliceSpec, WorkloadSpec
 
@@ -49,8 +49,9 @@ def test_a_multi_host_replica_reserves_one_whole_slice_and_shards_over_all_its_c
                                     "distributed_executor_backend": "ray", "max_num_seqs": 64}
     assert llm["deployment_config"] == {"autoscaling_config": {"min_replicas": 2, "max_replicas": 2}}
     assert llm["model_loading_config"] == {"model_id": "org/m", "model_source": "org/m"}
-    assert llm["runtime_env"]["env_vars"] == {"VLLM_XLA_CACHE_PATH": serving.XLA_CACHE_PATH,
-                                              "TPU_MULTIHOST_BACKEND": "ray"}
+    assert llm["runtime_env"]["env_vars"] == {
+        "VLLM_XLA_CACHE_PATH": xla_cache.cache_dir("org/m", work.plan, vllm_rules.IMAGE_VLLM_VERSION),
+        "TPU_MULTIHOST_BACKEND": "ray"}
 
 
 def test_a_single_host_slice_serves_the_default_model_on_one_engine_process() -> None:

@@ -781,3 +781,80 @@ def test_synth_is_byte_identical_wherever_it_runs(tmp_path: Path) -> None:
         assert (outs[0] / rel).read_bytes() == (outs[1] / rel).read_bytes(), rel
     text = (outs[0] / "ray-tpu-workloads" / "cdk.tf.json").read_text()
     assert str(tmp_path) not in text and '"path": "../../../terraform.ray-tpu-cluster.tfstate"' in text
+
+
+BIG_MODELS = """
+project: my-ml-project
+region: us-east5
+cluster: {name: big, mode: MODE}
+storage: {bucket: big-ckpt}
+slices:
+  - {name: hf, generation: v6e, topology: 2x4, zone: us-east5-b}
+  - {name: gcs, generation: v6e, topology: 2x4, zone: us-east5-b}
+  - {name: batch, generation: v6e, topology: 2x4, zone: us-east5-b}
+workloads:
+  - {name: hf, kind: serve, slice: hf, model: meta-llama/Llama-3.3-70B-Instruct,
+     hf_token_secret: {name: hf-secret, key: token}}
+  - {name: gcs, kind: serve, slice: gcs, model: meta-llama/Llama-3.3-70B-Instruct,
+     model_source: gs://big-ckpt/models/llama-3.3-70b}
+  - {name: batch, kind: batch, slice: batch, model: meta-llama/Llama-3.3-70B-Instruct,
+     model_source: gs://big-ckpt/models/llama-3.3-70b, input: gs://big-ckpt/in.jsonl, output: gs://big-ckpt/out}
+"""
+"""Llama 3.3 70B (131.4 GiB of bf16 weights) from Hugging Face, read in place from the kit's bucket, and in a batch
+job (Ray Data LLM downloads even the kit's bucket)."""
+
+
+def test_a_70b_model_gets_a_boot_disk_that_holds_its_weights_unless_read_in_place() -> None:
+    """Issue 40 item 1: GKE leaves 43.8 GiB of a 100 GiB boot disk allocatable (docs/FACTS.md section 24.x); the kit
+    sizes a Standard pool's disk from what its engine writes per host, and its pods request that ephemeral storage."""
+    from raytpu.core import node_disk
+
+    stacks = synth_text(BIG_MODELS.replace("MODE", "standard"))
+    pools = by_name(stacks["big-cluster"], "google_container_node_pool")
+    disks = {name: pools[name]["node_config"]["disk_size_gb"] for name in ("hf-0", "gcs-0", "batch-0")}
+    assert disks == {"hf-0": 280, "gcs-0": 100, "batch-0": 280}
+    assert node_disk.allocatable_gib(280) >= 131.4 + node_disk.SCRATCH_GIB > node_disk.allocatable_gib(270)
+    services = _objects(stacks["big-workloads"])
+    requests = {name: cluster_resources(services[name]) for name in ("hf", "gcs")}
+    assert requests == {"hf": "142Gi", "gcs": "10Gi"}
+    from crd import operator_errors, schema_errors, webhook_errors
+    for manifest in (m for m in services.values() if m["kind"] == "RayService"):  # KubeRay v1.7.0's CRDs, webhook
+        assert schema_errors(manifest) == [] and webhook_errors(manifest) == [] and operator_errors(manifest) == []
+    config = json.loads(services["gcs"]["spec"]["serveConfigV2"])  # the bucket's literal name matched: in place
+    assert config["applications"][0]["args"]["llm_configs"][0]["model_loading_config"]["model_source"] == \
+        "/mnt/gcs/models/llama-3.3-70b"
+
+
+def test_on_autopilot_the_engines_request_the_storage_their_weights_need() -> None:
+    stacks = synth_text(BIG_MODELS.replace("MODE", "autopilot"))
+    assert not resources(stacks["big-cluster"], "google_container_node_pool")
+    services = _objects(stacks["big-workloads"])
+    assert {name: cluster_resources(services[name]) for name in ("hf", "gcs")} == {"hf": "142Gi", "gcs": "10Gi"}
+
+
+def cluster_resources(manifest: dict[str, Any]) -> str:
+    """The TPU worker container's ``ephemeral-storage`` request."""
+    [group] = manifest["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    return str(group["template"]["spec"]["containers"][0]["resources"]["requests"]["ephemeral-storage"])
+
+
+def test_an_engine_added_after_its_slices_pools_grows_their_boot_disk(tmp_path: Path) -> None:
+    """An outside app adds a RayService (WorkloadsStack.add_workload) after the cluster stack made the slice's pools:
+    the pools grow to hold its weights, as if the workload had been in the config."""
+    from raytpu.config import parse
+    from raytpu.core.kinds import kind
+    from raytpu.core.spec import SecretKeyRef, WorkloadSpec
+    from raytpu.modules.cdk import App
+    from raytpu.stacks.cluster import ClusterStack, ClusterStackProps
+    from raytpu.stacks.workloads import WorkloadsStack, WorkloadsStackProps
+
+    text = BIG_MODELS.replace("MODE", "standard").split("workloads:")[0]
+    app = App(outdir=str(tmp_path))
+    cluster = ClusterStack(app, "late-cluster", ClusterStackProps(spec=parse(text)))
+    work = WorkloadsStack(app, "late-workloads", WorkloadsStackProps(cluster=cluster, images=FIXTURE_REFS))
+    work.add_workload(WorkloadSpec(name="hf", kind=kind("serve"), slice=cluster.spec.slice_named("hf"),
+                                   model="meta-llama/Llama-3.3-70B-Instruct",
+                                   hf_token_secret=SecretKeyRef(name="hf-secret", key="token")))
+    app.synth()
+    pools = by_name(read_stacks(tmp_path)["late-cluster"], "google_container_node_pool")
+    assert {n: pools[n]["node_config"]["disk_size_gb"] for n in ("hf-0", "gcs-0")} == {"hf-0": 280, "gcs-0": 100}

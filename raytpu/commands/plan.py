@@ -228,7 +228,7 @@ def _check_budget(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Prints the need, the fitting slices (table or JSON) and, with --plot, writes the picture."""
-    from raytpu.core import preemption
+    from raytpu.core import node_disk, preemption
     from raytpu.sizing import candidates, preemption_budget, prices
     from raytpu.sizing.memory import GIB
 
@@ -255,6 +255,7 @@ def run(args: argparse.Namespace) -> int:
     shown = [c.plan for c in found if c.fits]
     budget = preemption_budget.budget(need, args.write_gb_s, args.notice_s or preemption.NOTICE_S, args.step_s,
                                       args.checkpoint_writers or "all") if args.mode == "train" else None
+    disk = node_disk.host_disk(need.terms["weights"] / GIB) if args.mode == "serve" else None
     if args.json:
         print(json.dumps({
             "model": shape.to_json() if shape else {"name": name, "params": params},
@@ -267,6 +268,7 @@ def run(args: argparse.Namespace) -> int:
             "candidates": [c.to_json() for c in found if c.fits],
             "plot": args.plot,
             **({"preemption": budget.to_json(shown)} if budget else {}),
+            **({"disk": disk} if disk else {}),
         }, indent=2))
         return 0
     print(f"{title}: {params:,} parameters")
@@ -276,6 +278,12 @@ def run(args: argparse.Namespace) -> int:
     tp_note = " (at TP 1; a TP above the KV heads adds KV copies)" if args.mode == "serve" and shape else ""
     print(f"  need: {terms} = {need.total / GIB:,.1f} GiB{tp_note}; "
           f"headroom: {args.headroom:.0%} of HBM kept free (XLA scratch buffers, runtime; vLLM leaves 8-10%)")
+    if disk:
+        print(f"  disk: every host that downloads the weights writes {disk['need_gib']:,} GiB (weights + "
+              f"{disk['scratch_gib']:g} GiB for Ray's files): a boot disk of "
+              + (f"{disk['disk_size_gib']} GiB ({disk['allocatable_gib']:,} GiB allocatable; slices[].disk_size_gib, "
+                 "which the kit sizes itself when left out)" if disk["disk_size_gib"] else
+                 "no size GKE offers: serve the weights from the kit's bucket (model_source: gs://)"))
     other = ", ".join(f"{g}: {r}" for g, r in table.regions.items() if r != table.region)
     print(f"  prices: {table.currency}/h per slice, {table.region}{f' ({other})' if other else ''}, read "
           f"{table.read_on} from {table.source}; n/p = not published there")

@@ -41,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
         plan = item.plan
         ray = "" if plan.ray_reservable else f"; Ray {RAY_VERSION} cannot reserve it (no workloads)"
         print(f"  {item.name}: {item.count} x {plan.generation} {plan.topology} = {plan.hosts} host(s) x "
-              f"{plan.chips_per_host} chips ({plan.machine_type}), {item.provisioning.name}, {item.zone}{ray}")
+              f"{plan.chips_per_host} chips ({plan.machine_type}), {item.provisioning.name}, {item.zone}{ray}"
+              f"{disk_note(spec, item)}")
     stack = f"{spec.cluster.name}-cluster"
     for warning in spec.security.warnings():
         print(f"warning: {warning}", file=sys.stderr)
@@ -57,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
         span = f" ({work.slices_per_run} slices per run, joined over DCN)" if work.multislice else ""
         print(f"  {work.name}: {work.kind.name} on {work.slice.name}{span}, {how}{runs(work)}")
     for work in spec.workloads:
-        for line in [*fit_warnings(work), *serving_warnings(spec, work), *deadline_warnings(work)]:
+        for line in [*fit_warnings(work), *serving_warnings(spec, work), *deadline_warnings(work),
+                     *disk_warnings(spec, work)]:
             print(f"warning: {line}", file=sys.stderr)
         if work.kind.is_job and work.slice.name in held:
             print(f"warning: workloads.{work.name}: every copy of slice {work.slice.name} is held by "
@@ -141,6 +143,37 @@ def deadline_warnings(work: WorkloadSpec) -> list[str]:
             "on-demand, spot or a reservation"]
 
 
+def disk_note(spec: ClusterSpec, item: SliceSpec) -> str:
+    """On Standard, a boot disk the kit sized above the default for the weights of the slice's engines."""
+    from raytpu.core import node_disk
+    from raytpu.core.field_rules import DEFAULT_DISK_SIZE_GIB
+
+    if spec.cluster.autopilot or item.disk_size_gib is not None:
+        return ""
+    size = node_disk.boot_disk_gib(item, spec.workloads, spec.bucket)
+    need = node_disk.slice_need(item, spec.workloads, spec.bucket)
+    if size == DEFAULT_DISK_SIZE_GIB or need is None:
+        return ""
+    return (f", boot disk {size} GiB per host (room for {need.model}'s {need.weights_gib:,.1f} GiB of weights, which "
+            f"workload {need.workload} downloads to every host)")
+
+
+def disk_warnings(spec: ClusterSpec, work: WorkloadSpec) -> list[str]:
+    """On Autopilot, an engine whose ephemeral-storage request is more than a default Standard node would hold:
+    GKE refuses a request above its maximum, which the sources the kit read do not state for TPU pods."""
+    from raytpu.core import node_disk
+    from raytpu.core.field_rules import DEFAULT_DISK_SIZE_GIB
+
+    need = node_disk.engine_disk(work, spec.bucket)
+    if not spec.cluster.autopilot or need is None or need.need_gib <= node_disk.allocatable_gib(DEFAULT_DISK_SIZE_GIB):
+        return []
+    fix = "" if need.batch else f"; or serve it from gs://{spec.bucket}/PATH (read in place, no download)"
+    return [f"workloads.{work.name}: its TPU pods request {need.request} of ephemeral storage ({need.model}'s "
+            f"{need.weights_gib:,.1f} GiB of weights, downloaded to every host, + Ray's files); Autopilot refuses a "
+            "request above its maximum for the pod's hardware, which the kit could not find stated for TPU pods: if "
+            f"GKE refuses the pods, run the workload on a Standard cluster, whose boot disk the kit sizes{fix}"]
+
+
 def fit_warnings(work: WorkloadSpec) -> list[str]:
     """A serving workload whose model cannot fit its slice (weights + KV cache for one sequence of its
     ``max_model_len``, bf16, 10% headroom: :mod:`raytpu.sizing.memory`); only models of ``raytpu plan``'s built-in
@@ -156,7 +189,9 @@ def fit_warnings(work: WorkloadSpec) -> list[str]:
     shape = models.by_hf_id(source)
     if shape is None:
         return [f"workloads.{name}: model {source!r} is not in `raytpu plan`'s built-in table, so its fit on "
-                f"{plan.generation} {plan.topology} was not checked (run `raytpu plan --model-config config.json`)"]
+                f"{plan.generation} {plan.topology} was not checked (run `raytpu plan --model-config config.json`), "
+                "nor the room its weights need on each host's disk (slices[].disk_size_gib; "
+                "`raytpu plan --model-config config.json --mode serve` prints the disk that holds them)"]
     context = work.max_model_len or vllm_rules.DEFAULT_MAX_MODEL_LEN
     need = memory.serve_need(shape.params(), shape, dtype="bf16", kv_dtype="bf16", context=context, batch=1,
                              tensor_parallel=candidates.layout(plan, shape).tensor_parallel)

@@ -16,11 +16,11 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from raytpu.core import errors
+from raytpu.core import errors, xla_cache
 from raytpu.core.catalog import RAY_VERSION, generation
 from raytpu.core.errors import InvalidInput
 from raytpu.core.plan import SlicePlan, plan_slice
-from raytpu.core.vllm_rules import DEFAULT_MAX_MODEL_LEN, jax_devices, parallel_sizes
+from raytpu.core.vllm_rules import DEFAULT_MAX_MODEL_LEN, VLLM_VERSION, jax_devices, parallel_sizes
 
 if TYPE_CHECKING:
     from raytpu.core.spec import WorkloadSpec
@@ -238,10 +238,14 @@ def processor_config(work: WorkloadSpec, model_source: str) -> dict[str, Any]:
     """The keyword arguments of ``ray.data.llm.vLLMEngineProcessorConfig`` for ``work`` on its TPU host: one engine
     per slice copy (``concurrency``), holding every chip of the host (``placement_group_config``: one bundle of
     ``TPU`` = the host's chips, which Ray Data turns into the engine actor's resources under ``uni``), on Ray's
-    accelerator type of the generation. Source: Ray 2.60 ``vLLMEngineStage.post_init``."""
+    accelerator type of the generation, its XLA cache in the kit's bucket (:mod:`raytpu.core.xla_cache`; the engine
+    actors get ``runtime_env``). Source: Ray 2.60 ``vLLMEngineStage.post_init``, ``OfflineProcessorConfig.runtime_env``
+    (``build_vllm_engine_processor`` passes it to the engine stage)."""
     plan = work.plan
+    cache = xla_cache.cache_dir(model_source, plan, work.vllm_version or VLLM_VERSION)
     return {
         "model_source": model_source,
+        "runtime_env": {"env_vars": {xla_cache.ENV: cache}},
         "engine_kwargs": engine_kwargs(work),
         "accelerator_type": plan.ray_accelerator_type,
         "placement_group_config": {"bundles": [{"TPU": plan.chips_per_host, "CPU": 1}], "strategy": "STRICT_PACK"},

@@ -1,11 +1,13 @@
 """What the pods of a cluster running a vLLM engine (a RayService, a ``batch`` RayJob) get beside KubeRay's own:
-vLLM's XLA compilation cache on node-local disk, the Hugging Face token and the serving API key as read-only files."""
+room on the node for the weights, vLLM's XLA compilation cache, the Hugging Face token and the serving API key as
+read-only files."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from raytpu.core import serving
+from raytpu.core import node_disk, xla_cache
+from raytpu.core.names import GCS_MOUNT_PATH
 from raytpu.core.spec import SecretKeyRef, WorkloadSpec
 
 XLA_CACHE_VOLUME = "xla-cache"
@@ -46,17 +48,33 @@ def _add_hf_token(pod_spec: dict[str, Any], secret: SecretKeyRef) -> None:
     container.setdefault("env", []).append({"name": "HF_TOKEN_PATH", "value": HF_TOKEN_FILE})
 
 
-def _add_xla_cache(pod_spec: dict[str, Any]) -> None:
-    """Mounts an emptyDir (node-local disk) at ``serving.XLA_CACHE_PATH`` in the pod's Ray container."""
+def _add_local_xla_cache(pod_spec: dict[str, Any]) -> None:
+    """A pod without the kit's bucket: an emptyDir (node-local, gone with the pod) where the cache folders lie."""
     pod_spec.setdefault("volumes", []).append({"name": XLA_CACHE_VOLUME, "emptyDir": {}})
     pod_spec["containers"][0].setdefault("volumeMounts", []).append(
-        {"name": XLA_CACHE_VOLUME, "mountPath": serving.XLA_CACHE_PATH})
+        {"name": XLA_CACHE_VOLUME, "mountPath": f"{GCS_MOUNT_PATH}/{xla_cache.PREFIX}"})
 
 
-def add_engine_needs(cluster: dict[str, Any], work: WorkloadSpec) -> None:
-    """A cluster running a vLLM engine (a RayService, a ``batch`` RayJob): the XLA cache on the TPU workers, the
-    Hugging Face token on every pod."""
-    _add_xla_cache(cluster["workerGroupSpecs"][0]["template"]["spec"])
+def _request_disk(pod_spec: dict[str, Any], need: node_disk.EngineDisk) -> None:
+    """An ``ephemeral-storage`` request of what the engine writes per host: the scheduler places the pod only where
+    that much is allocatable, and Autopilot (whose default request is 1 GiB) provisions for it. No limit: an
+    estimate must not evict the pod. Source: https://cloud.google.com/kubernetes-engine/docs/concepts/
+    autopilot-resource-requests ("Default resource requests": ephemeral storage 1 GiB)."""
+    resources = pod_spec["containers"][0].setdefault("resources", {})
+    resources.setdefault("requests", {})["ephemeral-storage"] = need.request
+
+
+def add_engine_needs(cluster: dict[str, Any], work: WorkloadSpec, bucket: str | None) -> None:
+    """A cluster running a vLLM engine (a RayService, a ``batch`` RayJob): the TPU workers request room for what
+    the engine writes per host (:mod:`raytpu.core.node_disk`, models of the built-in table) and, without the kit's
+    ``bucket`` mounted, keep the XLA cache on an emptyDir (with it, :mod:`raytpu.core.xla_cache` puts it in the
+    bucket); the Hugging Face token on every pod."""
+    worker = cluster["workerGroupSpecs"][0]["template"]["spec"]
+    need = node_disk.engine_disk(work, bucket)
+    if need is not None:
+        _request_disk(worker, need)
+    if bucket is None:
+        _add_local_xla_cache(worker)
     if work.hf_token_secret is not None:
         for group in (cluster["headGroupSpec"], *cluster["workerGroupSpecs"]):
             _add_hf_token(group["template"]["spec"], work.hf_token_secret)

@@ -390,7 +390,7 @@ UPGRADE_STRATEGIES = ("None", "NewCluster", "NewClusterWithIncrementalUpgrade")
 
 def ray_service(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = False, namespace: str = "default",
                 upgrade_strategy: str = "None", labels: Mapping[str, str] | None = None,
-                py_modules: str | None = None) -> dict[str, Any]:
+                py_modules: str | None = None, bucket_name: str | None = None) -> dict[str, Any]:
     """A RayService serving ``work`` with Ray Serve LLM (:func:`raytpu.core.serving.serve_config`).
 
     - ``upgradeStrategy`` defaults to ``None``: ``NewCluster`` builds a second cluster, i.e. a second set of
@@ -405,19 +405,23 @@ def ray_service(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = 
       proxy on :8000 of that pod): on a multi-host slice the Serve config puts an ingress replica, hence a proxy,
       on every TPU pod (:func:`raytpu.core.serving.ingress_deployment_config`); a single-host slice's one pod runs the
       LLM server, streamed direct through HAProxy (:data:`raytpu.core.serving.DIRECT_STREAMING_ENV`).
-    - TPU workers get vLLM's XLA compilation cache on an emptyDir (node-local disk, ``serving.XLA_CACHE_PATH``).
+    - TPU workers request the ephemeral storage the engine writes per host and keep vLLM's XLA compilation cache in
+      the mounted bucket (:func:`raytpu.core.engine_pods.add_engine_needs`).
     - The app imports its ingress from the kit's core (``py_modules``, default :func:`names.py_modules_uri` when the
       pods mount a bucket).
     - Every Ray container runs Serve's hot path lean (:data:`raytpu.core.serving.SERVE_HOT_PATH_ENV`; the pods' own
       ``env`` wins).
+    - ``bucket_name``: the mounted bucket's literal name where ``pods.bucket`` is a Terraform token, compared with a
+      ``model_source``'s bucket to read the weights in place (default ``pods.bucket``).
     """
     if upgrade_strategy not in UPGRADE_STRATEGIES:
         raise errors.invalid_choice("upgrade_strategy", upgrade_strategy, UPGRADE_STRATEGIES)
+    mounted = (bucket_name or pods.bucket) if pods.bucket is not None else None
     direct = serving.DIRECT_STREAMING_ENV if serving.streams_direct(work, local=False) else {}
     pods = replace(_own(pods, "RayService", name), env={**serving.SERVE_HOT_PATH_ENV, **direct, **pods.env})
     worker_env = {} if work.plan.single_host else {"TPU_MULTIHOST_BACKEND": "ray"}
     cluster = ray_cluster_spec(work, pods, autopilot=autopilot, worker_env=worker_env, serves=True)
-    engine_pods.add_engine_needs(cluster, work)
+    engine_pods.add_engine_needs(cluster, work, mounted)
     key_secret = pods.security.serve_api_key_secret
     if key_secret is not None:
         for group in (cluster["headGroupSpec"], *cluster["workerGroupSpecs"]):
@@ -425,7 +429,7 @@ def ray_service(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = 
     spec: dict[str, Any] = {
         "upgradeStrategy": {"type": upgrade_strategy},
         "serveConfigV2": json.dumps(serving.serve_config(  # JSON is YAML
-            work, mounted_bucket=pods.bucket,
+            work, mounted_bucket=mounted,
             py_modules=(py_modules or names.py_modules_uri(),) if py_modules or pods.bucket else (),
             api_key_file=engine_pods.SERVE_API_KEY_FILE if key_secret is not None else None),
             sort_keys=True),
@@ -506,10 +510,10 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf,
         job = ray_job(name, work, pods, autopilot=autopilot, args=args, namespace=namespace, labels=labels,
                       runtime=runtime, worker_env=worker_env)
         if work.kind.takes_model:
-            engine_pods.add_engine_needs(job["spec"]["rayClusterSpec"], work)
+            engine_pods.add_engine_needs(job["spec"]["rayClusterSpec"], work, spec.bucket)
         return job
     return ray_service(name, work, pods, autopilot=autopilot, namespace=namespace, labels=labels,
-                       py_modules=py_modules)
+                       py_modules=py_modules, bucket_name=spec.bucket)
 
 
 def ray_cluster_of(obj: Mapping[str, Any]) -> dict[str, Any]:

@@ -32,6 +32,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from raytpu.core import xla_cache
 from raytpu.core.errors import InvalidInput
 from raytpu.core.names import GCS_MOUNT_PATH
 from raytpu.core.vllm_rules import DEFAULT_MAX_MODEL_LEN, DEFAULT_MODEL, VLLM_VERSION, jax_devices, parallel_sizes
@@ -43,9 +44,6 @@ BUILDER = "ray.serve.llm:build_openai_app"
 APP_NAME = "llm"
 SERVE_PORT = 8000
 """Serve's HTTP proxy port: KubeRay's ``<name>-serve-svc`` targets it (KubeRay ``DefaultServingPort``)."""
-XLA_CACHE_PATH = "/mnt/xla-cache"
-"""vLLM's XLA compilation cache: an emptyDir on the node's local disk. GKE's multi-host sample keeps it off
-GCS FUSE: "Use local disk to prevent multi-host GCSFuse race conditions"."""
 
 
 def engine_cli_args(kwargs: Mapping[str, Any]) -> list[str]:
@@ -110,7 +108,7 @@ def llm_config(work: WorkloadSpec, *, mounted_bucket: str | None = None) -> dict
     extra = dict(work.engine_kwargs or {})
     tp, _ = parallel_sizes(extra, jax_devices(plan))
     engine: dict[str, Any] = {"tensor_parallel_size": tp, "max_model_len": work.max_model_len or DEFAULT_MAX_MODEL_LEN}
-    env = {"VLLM_XLA_CACHE_PATH": XLA_CACHE_PATH}
+    env = {xla_cache.ENV: xla_cache.cache_dir(work.model_source or model, plan, work.vllm_version or VLLM_VERSION)}
     if not plan.single_host:
         engine["distributed_executor_backend"] = "ray"
         env["TPU_MULTIHOST_BACKEND"] = "ray"

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from raytpu.core import data, errors, kinds, multislice, names, preemption, sampling, user_code, vllm_rules
+from raytpu.core import data, errors, kinds, multislice, names, node_disk, preemption, sampling, user_code, vllm_rules
 from raytpu.core.catalog import RAY_VERSION, generation
 from raytpu.core.cluster_parts import AlertingSpec, GkeSpec, NetworkSpec, StorageSpec
 from raytpu.core.errors import InvalidInput, InvalidInputs, Problems
@@ -623,6 +623,13 @@ def cluster_problems(*, project: object, region: object, cluster: GkeSpec | None
         if work.slice not in slices:
             found.append(errors.invalid_choice(f"workloads[{i}].slice", work.slice.name,
                                                list(dict.fromkeys(s.name for s in slices if s is not None))))
+    if cluster is not None and not cluster.autopilot and None not in workloads:
+        bucket = storage.bucket if storage is not None and storage.bucket else (
+            f"{project}-{cluster.name}-ray" if project_ok else None)
+        known = tuple(w for w in workloads if w is not None)
+        for i, item in enumerate(slices):
+            if item is not None:
+                found += [p.at(f"slices[{i}]") for p in node_disk.disk_problems(item, known, bucket)]
     return found
 
 
