@@ -30,6 +30,7 @@ from raytpu.core import (
     engine_pods,
     kinds,
     kuberay,
+    multislice,
     names,
     pod_security,
     preemption,
@@ -285,8 +286,9 @@ def test_every_rayjob_carries_its_workload_spec_and_a_plain_entrypoint(gen: str,
         assert WorkloadSpec.from_env(runtime["env_vars"]) == work
         program = work.entrypoint or f"python -m raytpu.workloads.{work.kind.program}"
         run = job["metadata"]["name"]
+        attempt_s = preemption.RESTART_WAIT_S * multislice.reservation_waits(work.plan, work.slices_per_run)
         flags = (f" --storage-path /mnt/gcs/checkpoints --name {run}"  # spot: waits for a replacement slice
-                 f" --start-timeout-s {preemption.RESTART_WAIT_S} --slice-retries {preemption.MAX_PREEMPTIONS}"
+                 f" --start-timeout-s {attempt_s} --slice-retries {preemption.MAX_PREEMPTIONS}"
                  f" --max-failures {preemption.MAX_FAILURES_RECLAIMABLE}"
                  if work.kind.name == "train" else "")
         assert job["spec"]["entrypoint"] == program + flags

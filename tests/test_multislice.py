@@ -352,7 +352,7 @@ def test_one_run_across_two_slices_waits_for_both_then_survives_a_host_kill(two_
     plan: SlicePlan = cluster.slice_plan
     work = cluster.workload("train", 2)
     cmd = local.workload_command("train", "--storage-path", str(tmp_path), "--steps", "40", "--checkpoint-every", "5",
-                                 "--step-sleep-s", "0.3", "--max-failures", "2", "--start-timeout-s", "20",
+                                 "--step-sleep-s", "0.3", "--max-failures", "2", "--start-timeout-s", "60",
                                  "--slice-retries", "6")
     ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR)
     proc = None

@@ -508,8 +508,8 @@ def test_every_rayjob_submission_is_a_new_run_and_a_rayservice_keeps_its_name(
                        expected("serve", "serve"), expected("serve", "serve")]
     assert [m["spec"]["entrypoint"] for m in applied[:2]] == [
         f"python -m raytpu.workloads.train --storage-path /mnt/gcs/checkpoints --name {run} "
-        f"--start-timeout-s {preemption.RESTART_WAIT_S} --slice-retries {preemption.MAX_PREEMPTIONS}"
-        for run in ("train-k1", "train-k2")]
+        f"--start-timeout-s {2 * preemption.RESTART_WAIT_S} --slice-retries {preemption.MAX_PREEMPTIONS}"
+        for run in ("train-k1", "train-k2")]  # a v6e 4x4: its head, then its placement group (issue 40 item 8)
     spec = parse(CONFIG)
     assert [carried_spec(m) for m in applied[:3]] == [spec.workload("train")] * 2 + [spec.workload("smoke")]
 

@@ -497,7 +497,8 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf,
     autopilot = spec.cluster.autopilot
     if work.kind.is_job:
         if work.kind.trains:
-            args = [*args, *preemption.train_run_args(work.slice.modes, work.slice.max_run_duration_s)]
+            args = [*args, *preemption.train_run_args(work.slice.modes, work.slice.max_run_duration_s,
+                                                      multislice.reservation_waits(work.plan, work.slices_per_run))]
         assert (work.code is None) == (code_zip is None), "a code folder ships as its zip (raytpu.teamcode.bundle)"
         team_env = user_code.run_env(work.plan, slices=work.slices_per_run, storage=names.run_storage(name),
                                      run=name) if work.runs_team_code else None
