@@ -184,10 +184,10 @@ def test_every_kind_validates_against_crd_and_webhook_for_each_plan_provisioning
     item = _slice(gen, topology, machine, provisioning)
     plan = item.plan
     if not MODES[provisioning].runs_ray:
-        # queued: a ProvisioningRequest provisions only when all its PodSets' pods fit one node group, and the Ray
-        # head never fits the queued TPU pool (cluster-autoscaler pkg/provisioningrequests/scaleup/orchestrator.go)
+        # queued: the pool gets nodes only through a ProvisioningRequest, which the kit does not make (GKE API
+        # NodePool.QueuedProvisioning.enabled; docs/FACTS.md 24.z)
         for kind in kinds.NAMES:
-            with pytest.raises(InvalidInputs, match="fits one node group"):
+            with pytest.raises(InvalidInputs, match="the kit makes none"):
                 _work(item, kind)
         if mode == "autopilot":  # queued is a node-pool setting: Autopilot has no pool to queue (issue 18, item 9)
             with pytest.raises(InvalidInputs, match=r"not allowed with cluster\.mode: autopilot"):
@@ -448,7 +448,7 @@ def test_a_queued_slice_runs_no_ray_workload_of_any_kind(kind: str) -> None:
                      machine="ct6e-standard-8t" if kind == "batch" else None, provisioning="queued"), kind)
     (problem,) = info.value.problems
     assert problem.field == "slice"
-    assert "fits one node group" in problem.problem
+    assert "the kit makes none" in problem.problem
     assert problem.valid.endswith("on-demand, spot, reservation, flex-start")
 
 
@@ -622,7 +622,7 @@ def test_workload_on_queued_slice_is_invalid_input_with_its_config_path() -> Non
     with pytest.raises(InvalidInputs) as info:
         parse(text)
     (problem,) = info.value.problems
-    assert problem.field == "workloads[2].slice" and "fits one node group" in problem.problem
+    assert problem.field == "workloads[2].slice" and "the kit makes none" in problem.problem
 
 
 def test_smoke_jobs_one_single_slice_job_per_slice_copy_queued_left_out() -> None:
