@@ -306,10 +306,12 @@ def test_ray_job_spec_in_env_overrides_a_stale_one_and_keeps_other_env() -> None
 
 
 @pytest.mark.parametrize(("kind", "limits"), [
-    ("smoke", (True, 300, 1800, 1200, 0, "K8sJobMode")),
-    ("train", (True, 600, 24 * 3600, 3600, 0, "K8sJobMode")),
+    ("smoke", (True, 300, 1200 + 1800, 1200, 0, "K8sJobMode")),
+    ("train", (True, 600, 3600 + 24 * 3600, 3600, 0, "K8sJobMode")),
 ])
 def test_ray_job_has_its_kinds_bounded_unattended_knobs(kind: str, limits: tuple[Any, ...]) -> None:
+    """activeDeadlineSeconds = the wait for capacity (preRunningDeadlineSeconds) + the kind's run time: KubeRay
+    v1.7.0 starts both clocks at the RayJob's start (``initRayJobStatusIfNeed``), before any pod (issue 40 item 12)."""
     spec = kuberay.ray_job("j", _work(kind=kind), PODS)["spec"]
     assert (spec["shutdownAfterJobFinishes"], spec["ttlSecondsAfterFinished"], spec["activeDeadlineSeconds"],
             spec["preRunningDeadlineSeconds"], spec["backoffLimit"], spec["submissionMode"]) == limits

@@ -81,7 +81,7 @@ def config(**changes: Any) -> str:
      "workloads[0].slices", "by Ray 2.60.0"),
     # a shape Ray cannot reserve at all
     ({"generation": "v5p", "topology": "4x4x28", "zone": "us-east5-a"}, "workloads[0].slice", "cannot reserve"),
-    # queued provisioning runs no Ray cluster (its pool gets nodes only through a ProvisioningRequest; the kit makes none)
+    # queued provisioning runs no Ray cluster (its pool's nodes come only through a ProvisioningRequest)
     ({"extra": ", provisioning: queued"}, "workloads[0].slice", "ProvisioningRequest"),
 ])
 def test_bad_multi_slice_configs_exit_2_naming_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str],

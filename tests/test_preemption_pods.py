@@ -157,6 +157,8 @@ def test_a_run_on_reclaimed_capacity_waits_for_its_first_slice_as_long_as_it_may
         waits = limits.active_deadline_s if provisioning in RECLAIMED and kind == "train" else \
             limits.pre_running_deadline_s
         assert job["spec"]["preRunningDeadlineSeconds"] == waits, (provisioning, kind)
+        # the deadline's clock runs from the RayJob's start too: the wait is added, the run keeps its whole time
+        assert job["spec"]["activeDeadlineSeconds"] == waits + limits.active_deadline_s, (provisioning, kind)
 
 
 def test_which_ray_drains_on_sigterm() -> None:
