@@ -440,9 +440,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     args.name = args.name or default_run_name()
     launch = secrets.token_hex(6)
     start_wait = attempt_wait(plan, slices, args.start_timeout_s)  # bad input: exit 2, before Ray is reached
-    print(f"train: each attempt to place the workers waits at most {args.start_timeout_s:g}s in all "
-          f"({start_wait['waits']} wait(s) of {start_wait['per_wait_s']:g}s: the slice heads Ray reserves in turn, "
-          "then the placement group)", file=sys.stderr, flush=True)
     env = {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": str(start_wait["per_wait_s"]),
            "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": os.environ.get("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5"),
            PREEMPTION_POLL_ENV: os.environ.get(PREEMPTION_POLL_ENV, str(PREEMPTION_POLL_S))}
@@ -464,6 +461,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     held = None
     try:
         stamp_joined(plan)
+        print(f"train: each attempt to place the workers waits at most {args.start_timeout_s:g}s in all "
+              f"({start_wait['waits']} wait(s) of {start_wait['per_wait_s']:g}s: the slice heads Ray reserves in turn, "
+              "then the placement group)", file=sys.stderr, flush=True)
         assumed = ray_assumed_hosts(plan)
         if assumed != plan.hosts:  # one slice only: validation refuses such a shape across slices
             print(f"train: {PIN_NOTICE} of {plan.hosts} hosts x {plan.chips_per_host} chips "
