@@ -111,7 +111,7 @@ def test_the_train_program_exits_2_on_a_bad_bound_before_ray_is_reached(
 
 
 def _train_job(provisioning: str, topology: str, slices: int) -> dict[str, Any]:
-    extra = {"reservation": "my-res"} if provisioning == "reservation" else {}
+    extra: dict[str, Any] = {"reservation": "my-res"} if provisioning == "reservation" else {}
     item = SliceSpec.create(name="t", generation="v6e", topology=topology, zone="us-east5-b", count=slices,
                             provisioning=provisioning, **extra)
     work = WorkloadSpec(name="train", kind=kinds.kind("train"), slice=item, slices=slices)
