@@ -89,6 +89,18 @@ def test_each_wait_gets_an_equal_share_so_the_attempt_stays_within_its_bound(top
     assert found["per_wait_s"] * found["waits"] <= 1800.0 + 0.01
 
 
+@pytest.mark.parametrize(("topology", "slices", "waits"), [("2x4", 1, 1), ("4x4", 1, 2), ("4x4", 2, 3)])
+def test_without_a_bound_each_wait_keeps_rays_own_default(topology: str, slices: int, waits: int) -> None:
+    """The program's default (no ``--start-timeout-s``: local runs, drills) keeps Ray 2.60's 60 s per wait
+    (``DEFAULT_WORKER_GROUP_START_TIMEOUT_S``), as before the bound, and says the sum."""
+    from ray.train.v2._internal.constants import DEFAULT_WORKER_GROUP_START_TIMEOUT_S
+
+    assert train.build_parser().parse_args(["--storage-path", "/s"]).start_timeout_s is None
+    found = train.attempt_wait(plan_slice("v6e", topology), slices, None)
+    assert found == {"attempt_s": waits * train.WAIT_S, "waits": waits, "per_wait_s": train.WAIT_S}
+    assert train.WAIT_S == DEFAULT_WORKER_GROUP_START_TIMEOUT_S
+
+
 @pytest.mark.parametrize("value", [0.0, -5.0, math.nan, math.inf, -math.inf])
 def test_a_bound_that_is_not_a_positive_number_is_refused_naming_the_flag(value: float) -> None:
     with pytest.raises(InvalidInput) as info:

@@ -88,6 +88,8 @@ COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 """What JAX records through ``jax.monitoring`` for every XLA compilation (JAX 0.10:
 ``jax._src.dispatch.BACKEND_COMPILE_EVENT``, recorded around each backend compile by
 ``jax._src.interpreters.pxla._cached_compilation`` through ``jax._src.dispatch.log_elapsed_time``)."""
+WAIT_S = 60.0
+"""``--start-timeout-s``'s default share per wait: Ray 2.60's ``DEFAULT_WORKER_GROUP_START_TIMEOUT_S``."""
 PIN_NOTICE = "reserving a whole slice"
 """Begins the stderr line the driver prints before it waits for a slice to pin its workers to."""
 
@@ -391,14 +393,16 @@ def build_trainer(plan: SlicePlan, args: argparse.Namespace, launch: str, slice_
                       scaling_config=scaling_config(plan, slice_name, slices), run_config=run)
 
 
-def attempt_wait(plan: SlicePlan, slices: int, attempt_s: float) -> dict[str, Any]:
-    """Ray's per-wait timeout that keeps one attempt's whole wait within ``attempt_s`` (``--start-timeout-s``):
-    Ray 2.60 gives each of its :func:`raytpu.core.multislice.reservation_waits` the full timeout, so N multi-host
-    slices would otherwise wait up to N + 1 times it. InvalidInput for a bound that is not a positive number."""
+def attempt_wait(plan: SlicePlan, slices: int, attempt_s: float | None) -> dict[str, Any]:
+    """Ray's per-wait timeout that keeps one attempt's whole wait within ``attempt_s`` (``--start-timeout-s``; None:
+    :data:`WAIT_S` per wait): Ray 2.60 gives each of its :func:`raytpu.core.multislice.reservation_waits` the full
+    timeout, so N multi-host slices would otherwise wait up to N + 1 times it. InvalidInput for a bound that is not a
+    positive number."""
+    waits = multislice.reservation_waits(plan, slices)
+    attempt_s = WAIT_S * waits if attempt_s is None else attempt_s
     if not math.isfinite(attempt_s) or attempt_s <= 0:
         raise errors.invalid_value("--start-timeout-s", attempt_s, "is not a positive number of seconds",
                                    "seconds > 0: the bound on one attempt's whole wait for its slices")
-    waits = multislice.reservation_waits(plan, slices)
     return {"attempt_s": attempt_s, "waits": waits, "per_wait_s": round(attempt_s / waits, 3)}
 
 
@@ -419,9 +423,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-failures", type=int, default=1, help="worker-group restarts from checkpoint")
     parser.add_argument("--slice-retries", type=int, default=2,
                         help="attempts to get a slice before failing (controller_failure_limit)")
-    parser.add_argument("--start-timeout-s", type=float, default=60.0,
+    parser.add_argument("--start-timeout-s", type=float, default=None,
                         help="bound on one attempt's whole wait to place the workers (every slice head Ray "
-                             "reserves in turn, then the placement group): each of its waits gets an equal share")
+                             "reserves in turn, then the placement group): each of its waits gets an equal share "
+                             f"(default: {WAIT_S:g}s per wait, Ray's own)")
     parser.add_argument("--step-sleep-s", type=float, default=0.0, help="pause per step (tests: a longer run)")
     parser.add_argument("--keep-checkpoints", type=int, default=2, help="checkpoints kept (the newest)")
     add_preemption_arguments(parser)
@@ -440,6 +445,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     args.name = args.name or default_run_name()
     launch = secrets.token_hex(6)
     start_wait = attempt_wait(plan, slices, args.start_timeout_s)  # bad input: exit 2, before Ray is reached
+    args.start_timeout_s = start_wait["attempt_s"]
     env = {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": str(start_wait["per_wait_s"]),
            "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": os.environ.get("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5"),
            PREEMPTION_POLL_ENV: os.environ.get(PREEMPTION_POLL_ENV, str(PREEMPTION_POLL_S))}
