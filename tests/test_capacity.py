@@ -7,8 +7,8 @@ TPUs from 1.33.0-gke.1712000; v6e asia-northeast1-b, us-east5-a, us-east5-b; v5e
 and v4 are not supported"); Cloud TPU "TPU regions and zones" (https://cloud.google.com/tpu/docs/regions-zones);
 GoogleCloudPlatform/compute-class-api ``types.go`` ``Priority.Location.Zones``, ``Priority.MaxRunDurationSeconds``;
 GoogleCloudPlatform/cluster-autoscaler ``pkg/computeclass/crd/ccc/ccc.go`` ``buildRuleFromPriority`` and
-``pkg/provisioningrequests/scaleup/orchestrator.go`` (all pods of all PodSets in one node group).
-"""
+``pkg/provisioningrequests/scaleup/orchestrator.go``; GKE API ``NodePool.QueuedProvisioning.enabled`` (a queued pool's
+nodes come only through a ProvisioningRequest, which the kit does not make: issue 40 item 12)."""
 
 from __future__ import annotations
 
@@ -153,13 +153,17 @@ def test_compute_class_priorities_hold_the_slice_zone_and_run_duration(
     assert all(p["tpu"] == {"type": "tpu-v6e-slice", "count": 8, "topology": "2x4"} for p in priorities)
 
 
-def test_queued_refusal_states_the_node_group_constraint() -> None:
+def test_queued_refusal_states_that_the_kit_makes_no_provisioning_request() -> None:
+    """Issue 40 item 12: a queued pool gets nodes only through a ProvisioningRequest (GKE API
+    ``NodePool.QueuedProvisioning.enabled``) and the kit makes none: that is the reason, not the head's PodSet."""
     from raytpu.core import kinds
     with pytest.raises(InvalidInputs) as info:
         WorkloadSpec(name="train", kind=kinds.kind("train"), slice=a_slice(provisioning="queued"))
     problem = next(p for p in info.value.problems if p.field == "slice")
-    assert "every pod of every PodSet fits one node group" in problem.problem
-    assert "single PodSet" not in problem.problem
+    assert "gets nodes only through a ProvisioningRequest" in problem.problem
+    assert "the kit makes none" in problem.problem and "Pending" in problem.problem
+    assert "PodSet" not in problem.problem and "head" not in problem.problem
+    assert "on-demand" in problem.valid and "queued" not in problem.valid
 
 
 @pytest.mark.parametrize(("kind", "run_s", "warned"), [

@@ -212,7 +212,7 @@ PATH_CASES: list[tuple[str, Edit, str, str]] = [
     ("unknown-workload-slice", lambda d: d["workloads"][2].update(slice="inference"), "workloads[2].slice",
      "'inference' is not allowed"),
     ("queued-slice-with-workload", lambda d: d["slices"][1].update(provisioning="queued"), "workloads[2].slice",
-     "fits one node group"),
+     "the kit makes none"),
     ("default-bucket-too-long", lambda d: (d.update(project=LONG_PROJECT), d["cluster"].update(name=LONG_CLUSTER)),
      "storage.bucket", f"'{LONG_PROJECT}-{LONG_CLUSTER}-ray' is not a bucket name"),
     ("max-run-duration-too-short", lambda d: d["slices"][0].update(provisioning="flex-start", max_run_duration_s=60),
@@ -431,7 +431,7 @@ def test_local_up_takes_its_slice_from_the_users_raytpu_yaml(tmp_path: Path, mon
 def test_workloads_cannot_run_on_queued_slices() -> None:
     data = edited("slices.0.provisioning", "queued")
     found = {p.field: p for p in problems_of_config(data)}
-    assert "fits one node group" in found["workloads[0].slice"].problem
+    assert "the kit makes none" in found["workloads[0].slice"].problem
     assert "on-demand" in found["workloads[0].slice"].valid
 
 

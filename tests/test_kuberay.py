@@ -30,6 +30,7 @@ from raytpu.core import (
     engine_pods,
     kinds,
     kuberay,
+    multislice,
     names,
     pod_security,
     preemption,
@@ -183,10 +184,10 @@ def test_every_kind_validates_against_crd_and_webhook_for_each_plan_provisioning
     item = _slice(gen, topology, machine, provisioning)
     plan = item.plan
     if not MODES[provisioning].runs_ray:
-        # queued: a ProvisioningRequest provisions only when all its PodSets' pods fit one node group, and the Ray
-        # head never fits the queued TPU pool (cluster-autoscaler pkg/provisioningrequests/scaleup/orchestrator.go)
+        # queued: the pool gets nodes only through a ProvisioningRequest, which the kit does not make (GKE API
+        # NodePool.QueuedProvisioning.enabled; docs/FACTS.md 24.z)
         for kind in kinds.NAMES:
-            with pytest.raises(InvalidInputs, match="fits one node group"):
+            with pytest.raises(InvalidInputs, match="the kit makes none"):
                 _work(item, kind)
         if mode == "autopilot":  # queued is a node-pool setting: Autopilot has no pool to queue (issue 18, item 9)
             with pytest.raises(InvalidInputs, match=r"not allowed with cluster\.mode: autopilot"):
@@ -285,8 +286,9 @@ def test_every_rayjob_carries_its_workload_spec_and_a_plain_entrypoint(gen: str,
         assert WorkloadSpec.from_env(runtime["env_vars"]) == work
         program = work.entrypoint or f"python -m raytpu.workloads.{work.kind.program}"
         run = job["metadata"]["name"]
+        attempt_s = preemption.RESTART_WAIT_S * multislice.reservation_waits(work.plan, work.slices_per_run)
         flags = (f" --storage-path /mnt/gcs/checkpoints --name {run}"  # spot: waits for a replacement slice
-                 f" --start-timeout-s {preemption.RESTART_WAIT_S} --slice-retries {preemption.MAX_PREEMPTIONS}"
+                 f" --start-timeout-s {attempt_s} --slice-retries {preemption.MAX_PREEMPTIONS}"
                  f" --max-failures {preemption.MAX_FAILURES_RECLAIMABLE}"
                  if work.kind.name == "train" else "")
         assert job["spec"]["entrypoint"] == program + flags
@@ -304,10 +306,12 @@ def test_ray_job_spec_in_env_overrides_a_stale_one_and_keeps_other_env() -> None
 
 
 @pytest.mark.parametrize(("kind", "limits"), [
-    ("smoke", (True, 300, 1800, 1200, 0, "K8sJobMode")),
-    ("train", (True, 600, 24 * 3600, 3600, 0, "K8sJobMode")),
+    ("smoke", (True, 300, 1200 + 1800, 1200, 0, "K8sJobMode")),
+    ("train", (True, 600, 3600 + 24 * 3600, 3600, 0, "K8sJobMode")),
 ])
 def test_ray_job_has_its_kinds_bounded_unattended_knobs(kind: str, limits: tuple[Any, ...]) -> None:
+    """activeDeadlineSeconds = the wait for capacity (preRunningDeadlineSeconds) + the kind's run time: KubeRay
+    v1.7.0 starts both clocks at the RayJob's start (``initRayJobStatusIfNeed``), before any pod (issue 40 item 12)."""
     spec = kuberay.ray_job("j", _work(kind=kind), PODS)["spec"]
     assert (spec["shutdownAfterJobFinishes"], spec["ttlSecondsAfterFinished"], spec["activeDeadlineSeconds"],
             spec["preRunningDeadlineSeconds"], spec["backoffLimit"], spec["submissionMode"]) == limits
@@ -446,7 +450,7 @@ def test_a_queued_slice_runs_no_ray_workload_of_any_kind(kind: str) -> None:
                      machine="ct6e-standard-8t" if kind == "batch" else None, provisioning="queued"), kind)
     (problem,) = info.value.problems
     assert problem.field == "slice"
-    assert "fits one node group" in problem.problem
+    assert "the kit makes none" in problem.problem
     assert problem.valid.endswith("on-demand, spot, reservation, flex-start")
 
 
@@ -621,7 +625,7 @@ def test_workload_on_queued_slice_is_invalid_input_with_its_config_path() -> Non
     with pytest.raises(InvalidInputs) as info:
         parse(text)
     (problem,) = info.value.problems
-    assert problem.field == "workloads[2].slice" and "fits one node group" in problem.problem
+    assert problem.field == "workloads[2].slice" and "the kit makes none" in problem.problem
 
 
 def test_smoke_jobs_one_single_slice_job_per_slice_copy_queued_left_out() -> None:

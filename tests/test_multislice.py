@@ -81,7 +81,7 @@ def config(**changes: Any) -> str:
      "workloads[0].slices", "by Ray 2.60.0"),
     # a shape Ray cannot reserve at all
     ({"generation": "v5p", "topology": "4x4x28", "zone": "us-east5-a"}, "workloads[0].slice", "cannot reserve"),
-    # queued provisioning runs no Ray cluster (its ProvisioningRequest's pods must all fit one node group)
+    # queued provisioning runs no Ray cluster (its pool's nodes come only through a ProvisioningRequest)
     ({"extra": ", provisioning: queued"}, "workloads[0].slice", "ProvisioningRequest"),
 ])
 def test_bad_multi_slice_configs_exit_2_naming_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -352,7 +352,7 @@ def test_one_run_across_two_slices_waits_for_both_then_survives_a_host_kill(two_
     plan: SlicePlan = cluster.slice_plan
     work = cluster.workload("train", 2)
     cmd = local.workload_command("train", "--storage-path", str(tmp_path), "--steps", "40", "--checkpoint-every", "5",
-                                 "--step-sleep-s", "0.3", "--max-failures", "2", "--start-timeout-s", "20",
+                                 "--step-sleep-s", "0.3", "--max-failures", "2", "--start-timeout-s", "60",
                                  "--slice-retries", "6")
     ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR)
     proc = None

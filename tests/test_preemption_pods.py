@@ -112,7 +112,12 @@ def test_every_train_run_waits_for_its_re_created_slice(provisioning: str) -> No
     job = next(o for o in _objects(provisioning) if o["kind"] == "RayJob")
     argv = job["spec"]["entrypoint"].split()[3:]
     parsed = train.build_parser().parse_args([*kinds.kind("train").run_args("train-r1"), *argv])
-    assert parsed.start_timeout_s == preemption.RESTART_WAIT_S > 60.0, job["spec"]["entrypoint"]
+    # v6e 4x4: Ray reserves its head, then places the group (2 waits); each may take a re-created slice's time
+    # and --start-timeout-s bounds the attempt at their sum (issue 40 item 8)
+    assert parsed.start_timeout_s == 2 * preemption.RESTART_WAIT_S, job["spec"]["entrypoint"]
+    assert train.attempt_wait(_slice(provisioning).plan, 1, parsed.start_timeout_s) == {
+        "attempt_s": parsed.start_timeout_s, "waits": 2, "per_wait_s": preemption.RESTART_WAIT_S}
+    assert preemption.RESTART_WAIT_S > 60.0
     # every disruption the run resumes from may spend one such wait: the program's 2 would end it at the third
     assert parsed.slice_retries == preemption.MAX_PREEMPTIONS
     assert parsed.max_preemption_failures == preemption.MAX_PREEMPTIONS
@@ -152,6 +157,8 @@ def test_a_run_on_reclaimed_capacity_waits_for_its_first_slice_as_long_as_it_may
         waits = limits.active_deadline_s if provisioning in RECLAIMED and kind == "train" else \
             limits.pre_running_deadline_s
         assert job["spec"]["preRunningDeadlineSeconds"] == waits, (provisioning, kind)
+        # the deadline's clock runs from the RayJob's start too: the wait is added, the run keeps its whole time
+        assert job["spec"]["activeDeadlineSeconds"] == waits + limits.active_deadline_s, (provisioning, kind)
 
 
 def test_which_ray_drains_on_sigterm() -> None:

@@ -143,7 +143,7 @@ DIRECT: list[tuple[str, Callable[[], object], str, str, str]] = [
     ("slice-fallback-repeats", lambda: a_slice(provisioning="spot", fallback=("spot",)), "fallback",
      "repeats a mode", "distinct"),
     ("workload-name", lambda: a_workload(name="W"), "name", "not DNS-safe", "lowercase"),
-    ("workload-on-queued", lambda: a_workload(a_slice(provisioning="queued")), "slice", "fits one node group",
+    ("workload-on-queued", lambda: a_workload(a_slice(provisioning="queued")), "slice", "the kit makes none",
      "on-demand, spot, reservation, flex-start"),
     ("workload-model-on-job", lambda: a_workload(model="org/model"), "model", "for kind train",
      "only with kinds serve"),

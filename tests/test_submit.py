@@ -308,6 +308,41 @@ def test_a_run_id_that_names_an_existing_run_is_refused(fake: Cluster, capsys: p
     assert len(fake.applied()) == 1
 
 
+@pytest.mark.parametrize(("status", "said"), [
+    ({"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}, "has finished (Complete/SUCCEEDED)"),
+    ({"jobDeploymentStatus": "Failed", "jobStatus": "FAILED", "reason": "DeadlineExceeded", "message": "x" * 900},
+     "has finished (Failed/FAILED)"),
+    ({"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"}, "has not finished (Running/RUNNING)"),
+    ({"jobDeploymentStatus": "Initializing"}, "has not finished (Initializing/-)"),
+])
+def test_a_taken_run_name_is_exit_2_naming_the_command_that_frees_it(
+        fake: Cluster, capsys: pytest.CaptureFixture[str], status: dict[str, str], said: str) -> None:
+    """Issue 40 item 12: KubeRay v1.7.0 keeps a finished RayJob (shutdownAfterJobFinishes deletes its Ray cluster
+    only), so the same --run-id again is refused, naming the state and `raytpu runs cancel RUN --stack S`; nothing
+    is deleted or applied; the line stays bounded whatever KubeRay's message."""
+    assert main("submit", "train", "--stack", STACK, "--run-id", "r7") == 0
+    fake.server.set_status("rayjobs", "train-r7", status)
+    capsys.readouterr()
+    assert main("submit", "train", "--stack", STACK, "--run-id", "r7") == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --run-id: 'r7' names RayJob train-r7, which exists and {said}")
+    assert f"`raytpu runs cancel train-r7 --stack {STACK}`" in err and "Traceback" not in err
+    assert all(len(part) <= 400 for part in err.split("; ")), err
+    assert len(fake.applied()) == 1 and fake.server.of("DELETE") == []
+
+
+def test_a_finished_run_is_submitted_again_under_its_name_after_the_named_cancel(
+        fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    """The command the refusal names frees the name; the same submit then applies a new RayJob of that name, whose
+    train program resumes from the run's checkpoints (same --name, same storage)."""
+    assert main("submit", "train", "--stack", STACK, "--run-id", "r7") == 0
+    fake.server.set_status("rayjobs", "train-r7", {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"})
+    assert main("submit", "train", "--stack", STACK, "--run-id", "r7") == 2
+    assert main("runs", "cancel", "train-r7", "--stack", STACK, "--timeout-s", "10") == 0
+    assert main("submit", "train", "--stack", STACK, "--run-id", "r7") == 0
+    assert fake.applied("rayjobs") == [expected("train", "train-r7")] * 2
+
+
 def test_an_older_kuberay_is_named_before_anything_is_applied(fake: Cluster,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     """KubeRay 1.5's RayJob CRD has no ``authOptions`` (added in 1.6.0, ray-project/kuberay#4179): the vendored
@@ -508,8 +543,8 @@ def test_every_rayjob_submission_is_a_new_run_and_a_rayservice_keeps_its_name(
                        expected("serve", "serve"), expected("serve", "serve")]
     assert [m["spec"]["entrypoint"] for m in applied[:2]] == [
         f"python -m raytpu.workloads.train --storage-path /mnt/gcs/checkpoints --name {run} "
-        f"--start-timeout-s {preemption.RESTART_WAIT_S} --slice-retries {preemption.MAX_PREEMPTIONS}"
-        for run in ("train-k1", "train-k2")]
+        f"--start-timeout-s {2 * preemption.RESTART_WAIT_S} --slice-retries {preemption.MAX_PREEMPTIONS}"
+        for run in ("train-k1", "train-k2")]  # a v6e 4x4: its head, then its placement group (issue 40 item 8)
     spec = parse(CONFIG)
     assert [carried_spec(m) for m in applied[:3]] == [spec.workload("train")] * 2 + [spec.workload("smoke")]
 

@@ -44,8 +44,8 @@ Fault tolerance: rank 0 writes a checkpoint (params, optimizer state, step, loss
 ``--checkpoint-every`` steps under ``--storage-path`` (a local directory: on GKE the bucket's GCS FUSE mount,
 :meth:`raytpu.core.kinds.WorkloadKind.run_args`); ``FailureConfig(max_failures=--max-failures)`` restarts the worker
 group from the latest checkpoint (on a replacement host or another intact slice). When no slice is free, each
-attempt to start the worker group gives up after ``--start-timeout-s`` and the run fails after
-``--slice-retries`` such attempts (``controller_failure_limit``) instead of waiting forever.
+attempt to start the worker group gives up after ``--start-timeout-s`` in all (:func:`attempt_wait`) and the run
+fails after ``--slice-retries`` such attempts (``controller_failure_limit``) instead of waiting forever.
 
 Prints one line ``RAYTPU_TRAIN_RESULT {json}`` (steps, steps run, first/final loss, loss history, compile
 time, step time, throughput, restarts, checkpoint, slice) and exits 1 when training failed or ran no step.
@@ -56,6 +56,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import secrets
 import statistics
@@ -64,7 +65,7 @@ import tempfile
 import time
 from typing import Any
 
-from raytpu.core import data, errors
+from raytpu.core import data, errors, multislice
 from raytpu.core.plan import RAY_SLICE_LABEL, SlicePlan
 from raytpu.core.spec import WorkloadSpec
 from raytpu.core.timeline import Stamp, stamp, stamp_line
@@ -87,6 +88,8 @@ COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 """What JAX records through ``jax.monitoring`` for every XLA compilation (JAX 0.10:
 ``jax._src.dispatch.BACKEND_COMPILE_EVENT``, recorded around each backend compile by
 ``jax._src.interpreters.pxla._cached_compilation`` through ``jax._src.dispatch.log_elapsed_time``)."""
+WAIT_S = 60.0
+"""``--start-timeout-s``'s default share per wait: Ray 2.60's ``DEFAULT_WORKER_GROUP_START_TIMEOUT_S``."""
 PIN_NOTICE = "reserving a whole slice"
 """Begins the stderr line the driver prints before it waits for a slice to pin its workers to."""
 
@@ -390,6 +393,19 @@ def build_trainer(plan: SlicePlan, args: argparse.Namespace, launch: str, slice_
                       scaling_config=scaling_config(plan, slice_name, slices), run_config=run)
 
 
+def attempt_wait(plan: SlicePlan, slices: int, attempt_s: float | None) -> dict[str, Any]:
+    """Ray's per-wait timeout that keeps one attempt's whole wait within ``attempt_s`` (``--start-timeout-s``; None:
+    :data:`WAIT_S` per wait): Ray 2.60 gives each of its :func:`raytpu.core.multislice.reservation_waits` the full
+    timeout, so N multi-host slices would otherwise wait up to N + 1 times it. InvalidInput for a bound that is not a
+    positive number."""
+    waits = multislice.reservation_waits(plan, slices)
+    attempt_s = WAIT_S * waits if attempt_s is None else attempt_s
+    if not math.isfinite(attempt_s) or attempt_s <= 0:
+        raise errors.invalid_value("--start-timeout-s", attempt_s, "is not a positive number of seconds",
+                                   "seconds > 0: the bound on one attempt's whole wait for its slices")
+    return {"attempt_s": attempt_s, "waits": waits, "per_wait_s": round(attempt_s / waits, 3)}
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The workload's per-run flags (its slice comes from ``RAYTPU_WORKLOAD``)."""
     parser = argparse.ArgumentParser(prog="python -m raytpu.workloads.train", description=__doc__.split("\n")[0])
@@ -407,8 +423,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-failures", type=int, default=1, help="worker-group restarts from checkpoint")
     parser.add_argument("--slice-retries", type=int, default=2,
                         help="attempts to get a slice before failing (controller_failure_limit)")
-    parser.add_argument("--start-timeout-s", type=float, default=60.0,
-                        help="bound on each attempt to place the workers on a slice")
+    parser.add_argument("--start-timeout-s", type=float, default=None,
+                        help="bound on one attempt's whole wait to place the workers (every slice head Ray "
+                             "reserves in turn, then the placement group): each of its waits gets an equal share "
+                             f"(default: {WAIT_S:g}s per wait, Ray's own)")
     parser.add_argument("--step-sleep-s", type=float, default=0.0, help="pause per step (tests: a longer run)")
     parser.add_argument("--keep-checkpoints", type=int, default=2, help="checkpoints kept (the newest)")
     add_preemption_arguments(parser)
@@ -426,7 +444,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         args.storage_path = os.path.abspath(args.storage_path)
     args.name = args.name or default_run_name()
     launch = secrets.token_hex(6)
-    env = {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": str(args.start_timeout_s),
+    start_wait = attempt_wait(plan, slices, args.start_timeout_s)  # bad input: exit 2, before Ray is reached
+    args.start_timeout_s = start_wait["attempt_s"]
+    env = {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": str(start_wait["per_wait_s"]),
            "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": os.environ.get("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5"),
            PREEMPTION_POLL_ENV: os.environ.get(PREEMPTION_POLL_ENV, str(PREEMPTION_POLL_S))}
     if work.dataset is not None:  # before Ray is reached
@@ -443,10 +463,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     summary: dict[str, Any] = {"ok": False, "slice": f"{plan.generation} {plan.topology}", "slices": slices,
                                "workers": plan.hosts * slices,
                                "steps": args.steps, "name": args.name, "storage_path": args.storage_path,
-                               "steps_run": 0}
+                               "steps_run": 0, "start_wait": start_wait}
     held = None
     try:
         stamp_joined(plan)
+        print(f"train: each attempt to place the workers waits at most {args.start_timeout_s:g}s in all "
+              f"({start_wait['waits']} wait(s) of {start_wait['per_wait_s']:g}s: the slice heads Ray reserves in turn, "
+              "then the placement group)", file=sys.stderr, flush=True)
         assumed = ray_assumed_hosts(plan)
         if assumed != plan.hosts:  # one slice only: validation refuses such a shape across slices
             print(f"train: {PIN_NOTICE} of {plan.hosts} hosts x {plan.chips_per_host} chips "

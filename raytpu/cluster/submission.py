@@ -78,11 +78,8 @@ def apply(client: KubeClient, run: StackRun, manifest: dict[str, Any]) -> None:
         check_api_key_secret(client, run.spec.security.serve_api_key_secret, run.outputs.namespace)
     if run.work.kind.is_job:
         check_free(client, run.work, run.spec.cluster.autopilot)
-    if run.work.kind.is_job and client.get("RayJob", run.name) is not None:
-        # server-side apply would update that run in place: a new run never reuses a name
-        raise errors.invalid_value("--run-id", run.name.removeprefix(f"{run.work.name}-"), f"names RayJob {run.name}, "
-                                   "which exists (run ids are base-36 seconds: two submissions in one second "
-                                   "share one)", "a --run-id of no existing run, or resubmit a second later")
+    if run.work.kind.is_job and (existing := client.get("RayJob", run.name)) is not None:
+        raise name_taken(run, gke.job_state(run.name, existing))
     if run.code is not None and run.code_uri is not None:  # the pods read it: in the bucket before the RayJob
         from raytpu.cluster import google_api
 
@@ -90,6 +87,26 @@ def apply(client: KubeClient, run: StackRun, manifest: dict[str, Any]) -> None:
         print(f"code: {run.code_uri} ({run.code.files} files, {'uploaded' if uploaded else 'already there'})",
               file=sys.stderr)
     gke.apply_with_network_policy(client, manifest, run.spec)
+
+
+def name_taken(run: StackRun, state: gke.JobState) -> errors.InvalidInput:
+    """Why a RayJob of the run's name blocks it (server-side apply would update that run in place) and the command
+    that frees the name. KubeRay keeps a finished RayJob: ``shutdownAfterJobFinishes`` deletes only its Ray cluster,
+    ``ttlSecondsAfterFinished`` later. Source: KubeRay v1.7.0 ``handleShutdownAfterJobFinishes`` (docs/FACTS.md
+    24.z)."""
+    cancel = f"raytpu runs cancel {run.name} --stack {run.stack}"
+    run_id = run.name.removeprefix(f"{run.work.name}-")
+    status = f"{state.deployment or 'New'}/{state.job or '-'}"  # KubeRay's message could pass the line's bound
+    if state.done:
+        return errors.invalid_value(
+            "--run-id", run_id, f"names RayJob {run.name}, which exists and has finished ({status}); "
+            "KubeRay keeps a finished RayJob (its Ray cluster goes, the object and its driver log stay)",
+            f"`{cancel}` first (it deletes that RayJob and its driver log; checkpoints stay in the bucket), then "
+            "this submit again: a train run of that name resumes from its last checkpoint; or another --run-id")
+    return errors.invalid_value(
+        "--run-id", run_id, f"names RayJob {run.name}, which exists and has not finished ({status}); a "
+        "new run never updates a running one (run ids are base-36 seconds: two submissions in one second share one)",
+        f"another --run-id, or resubmit a second later; wait for it to end, or `{cancel}`")
 
 
 def submit(run: StackRun, manifest: dict[str, Any], *, wait: bool, timeout_s: float, report_path: str | None) -> int:

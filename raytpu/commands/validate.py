@@ -137,10 +137,10 @@ def deadline_warnings(work: WorkloadSpec) -> list[str]:
     ends = item.max_run_duration_s
     if limits is None or ends is None or "flex-start" not in _modes(item) or ends >= limits.active_deadline_s:
         return []
-    return [f"workloads.{work.name}: its RayJob may run {limits.active_deadline_s} s (activeDeadlineSeconds), longer "
-            f"than slice {item.name}'s flex-start max_run_duration_s {ends}: GKE deletes the nodes at {ends} s and "
-            f"cuts the job; raise slices[].max_run_duration_s to at least {limits.active_deadline_s}, or run it on "
-            "on-demand, spot or a reservation"]
+    return [f"workloads.{work.name}: its RayJob may run {limits.active_deadline_s} s (activeDeadlineSeconds) or "
+            f"more once its slice is up, past slice {item.name}'s flex-start max_run_duration_s {ends}: GKE "
+            f"deletes the nodes at {ends} s and cuts the job; raise slices[].max_run_duration_s to at least "
+            f"{limits.active_deadline_s}, or run it on on-demand, spot or a reservation"]
 
 
 def disk_note(spec: ClusterSpec, item: SliceSpec) -> str:

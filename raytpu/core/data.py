@@ -169,7 +169,7 @@ def batch_problems(*, batch: bool, plan: SlicePlan, input: object, output: objec
         found.append(errors.invalid_value(
             "slice", f"{plan.generation} {plan.topology} ({plan.hosts} hosts)",
             f"is a multi-host slice: Ray {RAY_VERSION}'s Data LLM runs one vLLM engine on one host (multi-host TPU "
-            f"batch inference is still an open pull request, {MULTI_HOST_PR})",
+            f"batch inference is only proposed, in an open, unmerged pull request: {MULTI_HOST_PR})",
             "a single-host slice: " + ", ".join(single_host_shapes(plan.generation))))
     return found
 

@@ -20,7 +20,8 @@ class JobLimits:
     """Bounds on an unattended RayJob (every wait is bounded).
 
     Attributes:
-        active_deadline_s: Whole-job deadline (``activeDeadlineSeconds``). Default 3600.
+        active_deadline_s: How long the job may run once its pods run: its ``activeDeadlineSeconds`` is this plus
+            its ``preRunningDeadlineSeconds`` (KubeRay counts both from the RayJob's start). Default 3600.
         pre_running_deadline_s: Fail a job still not running after this long, e.g. waiting for TPU
             capacity (``preRunningDeadlineSeconds``; a run on spot or flex-start waits its whole
             ``active_deadline_s``: :func:`raytpu.core.preemption.pre_running_deadline_s`). Default 1800.

@@ -350,14 +350,17 @@ def ray_job(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = Fals
     assert limits is not None, f"kind {work.kind.name} is not a RayJob"
     pods = _own(pods, "RayJob", name)
     env = {**dict((runtime or {}).get("env_vars") or {}), **work.env()}
+    waits_s = preemption.pre_running_deadline_s(limits.pre_running_deadline_s, limits.active_deadline_s,
+                                                work.slice.modes, work.kind.checks)
     spec: dict[str, Any] = {
         "entrypoint": entrypoint(work, *args),
         "submissionMode": limits.submission_mode,
         "shutdownAfterJobFinishes": limits.shutdown_after_finish,
         "ttlSecondsAfterFinished": limits.ttl_s,
-        "activeDeadlineSeconds": limits.active_deadline_s,
-        "preRunningDeadlineSeconds": preemption.pre_running_deadline_s(
-            limits.pre_running_deadline_s, limits.active_deadline_s, work.slice.modes, work.kind.checks),
+        # both clocks start when KubeRay first sees the RayJob, before any pod: the wait for capacity is added so
+        # the job keeps its whole run time. Source: KubeRay v1.7.0 initRayJobStatusIfNeed (Status.StartTime)
+        "activeDeadlineSeconds": waits_s + limits.active_deadline_s,
+        "preRunningDeadlineSeconds": waits_s,
         "backoffLimit": limits.backoff_limit,
         "runtimeEnvYAML": json.dumps({**dict(runtime or {}), "env_vars": env}, sort_keys=True),  # JSON is YAML
         "rayClusterSpec": ray_cluster_spec(work, pods, autopilot=autopilot, worker_env=worker_env),
@@ -501,7 +504,8 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf,
     autopilot = spec.cluster.autopilot
     if work.kind.is_job:
         if work.kind.trains:
-            args = [*args, *preemption.train_run_args(work.slice.modes, work.slice.max_run_duration_s)]
+            args = [*args, *preemption.train_run_args(work.slice.modes, work.slice.max_run_duration_s,
+                                                      multislice.reservation_waits(work.plan, work.slices_per_run))]
         assert (work.code is None) == (code_zip is None), "a code folder ships as its zip (raytpu.teamcode.bundle)"
         team_env = user_code.run_env(work.plan, slices=work.slices_per_run, storage=names.run_storage(name),
                                      run=name) if work.runs_team_code else None

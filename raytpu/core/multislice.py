@@ -64,6 +64,15 @@ def widest(workloads: Iterable[WorkloadSpec]) -> tuple[int, str | None]:
     return max(((w.slices_per_run, w.name) for w in workloads if w.multislice), default=(1, None))
 
 
+def reservation_waits(plan: SlicePlan, slices: int) -> int:
+    """How many waits one attempt of Ray Train 2.60 makes to place ``slices`` slices of ``plan``, each bounded by
+    ``RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S``: one per slice head, in turn, where Ray takes the slice for several
+    hosts, then the placement group's. Source: Ray 2.60 ``ray.util.tpu.SlicePlacementGroup._reserve_slice``
+    (``reserve_tpu_slice`` per slice), ``WorkerGroup._start_impl`` (``pg_handle.wait``); docs/FACTS.md 24.z."""
+    ray_multi_host = plan.chips > ray_serve_chips_per_host(plan)
+    return (slices if ray_multi_host else 0) + 1
+
+
 def problems(plan: SlicePlan, slices: int, field: str = "slices") -> list[InvalidInput]:
     """Why one job cannot span ``slices`` slices of ``plan`` (none for ``slices <= 1``)."""
     if slices <= 1:

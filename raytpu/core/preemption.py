@@ -184,9 +184,9 @@ def reclaimable_pod_fields(pod_spec: dict[str, Any], ray_version: str, notice_s:
 
 
 RESTART_WAIT_S = 1800
-"""``--start-timeout-s`` of every training run: how long each attempt waits for a whole replacement slice after a
-disruption (KubeRay recreates the pods, GKE re-creates the TPU nodes: minutes), where the program's own 60 s would
-fail the restart. Each timeout is charged to ``--slice-retries``, which never resets in a run. Source: Ray 2.60
+"""How long each wait of a training run's restart may take for a whole replacement slice after a disruption
+(KubeRay recreates the pods, GKE re-creates the TPU nodes: minutes), where the program's own 60 s would fail the
+restart. An attempt that times out is charged to ``--slice-retries``, which never resets in a run. Source: Ray 2.60
 ``WorkerGroup`` (``WorkerGroupStartupTimeoutError``), ``failure_handling.default.DefaultFailurePolicy.make_decision``
 (``controller_failure_limit``)."""
 
@@ -201,13 +201,15 @@ with no preempted worker to ``max_failures``), so each disruption may spend one,
 rest."""
 
 
-def train_run_args(modes: Iterable[Provisioning], max_run_duration_s: int | None = None) -> list[str]:
+def train_run_args(modes: Iterable[Provisioning], max_run_duration_s: int | None = None, waits: int = 1) -> list[str]:
     """The train program's flags for a slice provisioned by ``modes`` (its mode and fallbacks): any slice can be
-    taken back (docs/FACTS.md section 21), so every run waits :data:`RESTART_WAIT_S` per attempt for its re-created
-    slice, and every disruption it resumes from may spend one such wait (``--slice-retries``: the program's 2 would
-    end the run at the third); on capacity taken back with a notice (:func:`reclaimable`) also
-    :data:`MAX_FAILURES_RECLAIMABLE`. Source: https://cloud.google.com/kubernetes-engine/docs/concepts/handle-disruption-gpu-tpu"""
-    args = ["--start-timeout-s", str(RESTART_WAIT_S), "--slice-retries", str(MAX_PREEMPTIONS)]
+    taken back (docs/FACTS.md section 21), so each of an attempt's ``waits`` (:func:`raytpu.core.multislice.
+    reservation_waits`) may take :data:`RESTART_WAIT_S` for a re-created slice, and ``--start-timeout-s`` bounds the
+    attempt's whole wait at their sum (docs/FACTS.md 24.z); every disruption it resumes from may spend one attempt
+    (``--slice-retries``: the program's 2 would end the run at the third); on capacity taken back with a notice
+    (:func:`reclaimable`) also :data:`MAX_FAILURES_RECLAIMABLE`.
+    Source: https://cloud.google.com/kubernetes-engine/docs/concepts/handle-disruption-gpu-tpu"""
+    args = ["--start-timeout-s", str(RESTART_WAIT_S * waits), "--slice-retries", str(MAX_PREEMPTIONS)]
     if reclaimable(modes, max_run_duration_s):
         args += ["--max-failures", str(MAX_FAILURES_RECLAIMABLE)]
     return args

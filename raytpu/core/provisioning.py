@@ -77,9 +77,8 @@ class Provisioning:
         pool: Its node-pool fields on Standard.
         pod_flag: A node label GKE sets on its nodes that pods select (``"true"``) and tolerate; None if none.
         needs_reservation: The slice must name a reservation; every other mode forbids one.
-        runs_ray: A Ray cluster (head + TPU worker group) can run on it. Queued provisioning cannot: GKE's
-            autoscaler takes ProvisioningRequests of several PodSets, but provisions one only when all its pods fit
-            one node group, and the Ray head is a CPU pod the queued TPU pool does not host.
+        runs_ray: A Ray cluster (head + TPU worker group) can run on it. Queued provisioning cannot: its pool
+            gets nodes only through a ProvisioningRequest, and the kit makes none (docs/FACTS.md 24.z).
         priority: Its ComputeClass priority fields on Autopilot (beside ``tpu``); None: not offered there.
         why_no_reservation: Why a reservation cannot be combined with it (error text).
         min_gke_version: Oldest GKE version that offers it for TPUs; None: no floor above the kit's own.

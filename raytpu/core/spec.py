@@ -382,10 +382,10 @@ class WorkloadSpec:
             found.append(errors.invalid_value("image", self.image, *wrong))
         if not self.slice.provisioning.runs_ray:
             found.append(errors.invalid_value(
-                # Source: cluster-autoscaler pkg/provisioningrequests/scaleup/orchestrator.go (FACTS section 17)
-                "slice", self.slice.name, f"uses provisioning: {self.slice.provisioning.name}, whose "
-                "ProvisioningRequest provisions only when every pod of every PodSet fits one node group, and a Ray "
-                "cluster's head (a CPU pod on the head pool) never fits the slice's queued TPU pool",
+                # Source: GKE API NodePool.QueuedProvisioning.enabled (docs/FACTS.md 24.z)
+                "slice", self.slice.name, f"uses provisioning: {self.slice.provisioning.name}, whose node pool gets "
+                "nodes only through a ProvisioningRequest (GKE queued provisioning), and the kit makes none for its "
+                "Ray clusters (nor runs Kueue, which would make one per job): the TPU pods would stay Pending",
                 "a slice whose provisioning runs a Ray cluster: " +
                 ", ".join(m.name for m in PROVISIONING_MODES.values() if m.runs_ray)))
         if not found and not self.plan.single_host:
