@@ -180,7 +180,12 @@ buffered (errors still flush at once) and not copied to stderr. The part of Ray'
 that leaves where HTTP is served to the kit (its direct ingress and gRPC defaults: :data:`DIRECT_STREAMING_ENV` only
 where every TPU host still answers KubeRay's probe).
 Measured in docs/serving-profile.md.
-Source: Ray 2.60 ``ray/serve/_private/constants.py`` ``RAY_SERVE_THROUGHPUT_OPTIMIZED``."""
+Source: Ray 2.60 ``ray/serve/_private/constants.py`` ``RAY_SERVE_THROUGHPUT_OPTIMIZED``.
+
+User code on the replica's loop is safe while the engine starts: ``VLLMEngine.start`` blocks that loop for the whole
+weight load and compile (118 s on the twin with a 90 s start), but Serve health-checks only a ``RUNNING`` replica, sets
+no start timeout, and runs ``LLMServer.check_health`` on the user code's loop either way (docs/FACTS.md 24.w).
+Source: Ray 2.56, 2.60 ``DeploymentState.check_and_update_replicas``, ``UserCallableWrapper.call_user_health_check``."""
 
 
 INGRESS = "raytpu.workloads.openai_ingress:OpenAIErrorIngress"
