@@ -1,9 +1,6 @@
-"""Makes Ray Serve LLM's engine start slow in every Ray process of the twin (``bench/serve_start.py`` puts this folder
-on ``PYTHONPATH``): ``VLLMEngine._start_async_llm_engine`` first blocks its thread for ``RAYTPU_BENCH_ENGINE_START_S``.
-
-That is how vLLM's ``AsyncLLM()`` blocks the caller on TPU while the engine core loads weights and compiles: a
-synchronous wait for the core's handshake (vLLM 0.29.0 ``vllm/v1/engine/utils.py`` ``wait_for_engine_startup``), which
-Ray 2.56's and 2.60's async ``VLLMEngine.start`` calls without an executor. Inert without the variable.
+"""Slows Ray Serve LLM's engine start in every Ray process of the twin (``bench/serve_start.py`` puts this folder on
+``PYTHONPATH``): ``VLLMEngine._start_async_llm_engine`` first blocks its thread ``RAYTPU_BENCH_ENGINE_START_S``, as
+vLLM's ``AsyncLLM()`` does on TPU while weights load and XLA compiles (docs/FACTS.md 24.w). Inert without it.
 """
 
 from __future__ import annotations

@@ -182,9 +182,7 @@ where every TPU host still answers KubeRay's probe).
 Measured in docs/serving-profile.md.
 Source: Ray 2.60 ``ray/serve/_private/constants.py`` ``RAY_SERVE_THROUGHPUT_OPTIMIZED``.
 
-User code on the replica's loop is safe while the engine starts: ``VLLMEngine.start`` blocks that loop for the whole
-weight load and compile (118 s on the twin with a 90 s start), but Serve health-checks only a ``RUNNING`` replica, sets
-no start timeout, and runs ``LLMServer.check_health`` on the user code's loop either way (docs/FACTS.md 24.w).
+Safe while the engine start blocks that loop: Serve health-checks only running replicas (docs/FACTS.md 24.w).
 Source: Ray 2.56, 2.60 ``DeploymentState.check_and_update_replicas``, ``UserCallableWrapper.call_user_health_check``."""
 
 
