@@ -1,6 +1,7 @@
 """Benchmark: Ray Serve LLM (the kit's app, CPU twin, on the emulated slice) vs vLLM's own OpenAI server.
 
-    .venv-serve/bin/python bench/serve.py [--concurrency 1 4 16] [--rounds 3] [--max-tokens 64] [--repeats 2] [--json]
+    .venv-serve/bin/python bench/serve.py [--concurrency 1 4 16] [--rounds 3] [--window-s 20] [--window-tokens 2048]
+        [--max-tokens 64] [--repeats 3] [--agree 0.15] [--json]
 
 The example's serving workload (``raytpu.example.yaml``), same tiny model (:mod:`raytpu.workloads.tiny_llm`),
 same engine arguments (the CPU twin's, via
@@ -8,13 +9,16 @@ same engine arguments (the CPU twin's, via
 ``AsyncOpenAI``, streamed chat completions, ``ignore_eos`` so every answer is ``--max-tokens`` long). The
 two servers run one after the other (never together: the machine has 2 cores), interleaved ``--repeats`` times
 (vLLM, Ray, vLLM, Ray, ...: each a fresh server, so drift in the machine's load falls on both), each measured at 1, 4
-and 16 concurrent streams: ``--rounds`` batches of ``c`` simultaneous streams after a warm-up.
+and 16 concurrent streams: batches of ``c`` simultaneous streams after a warm-up, until the level's window is full
+(at least ``--rounds`` batches, ``--window-s`` seconds and ``--window-tokens`` tokens).
 
 Reported per server and concurrency: p50/p95 time to first token, output tokens/s (all completion tokens
-of a batch over its wall time, median over rounds), and peak memory of each server's process tree; then
+of the window over its wall time), and peak memory of each server's process tree; then
 the ratios Ray Serve LLM / vLLM (TTFT ratio > 1 and throughput ratio < 1 mean Ray Serve's overhead). With
 repeats, each pair (vLLM run i, Ray run i) gives one ratio; the ratio reported is their median and
-``ratio_spread`` their min and max; a server's figures are medians over its runs. ``load_avg`` is the machine's
+``ratio_spread`` their min, max and ``spread`` (max / min - 1); a ratio ``holds`` when every pair agrees within
+``--agree`` (spread at most 0.15 by default), and only such ratios are figures to quote. A server's figures are
+medians over its runs. ``load_avg`` is the machine's
 1-minute load average when each run starts and ends (``os.getloadavg``): the machine may be shared.
 No process is left behind: vLLM's server is its own process group, stopped by PID; the cluster by
 :func:`raytpu.local.stop`.
@@ -34,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -102,26 +107,49 @@ def unpin_self(cores: set[int]) -> None:
             os.sched_setaffinity(int(task.name), cores)
 
 
-def measure(url: str, model: str, concurrency: list[int], rounds: int, max_tokens: int) -> dict[str, Any]:
-    """Warm-up, then ``rounds`` batches per concurrency: TTFT percentiles and output tokens/s."""
+@dataclass(frozen=True)
+class Window:
+    """How long each concurrency level is measured: at least ``min_batches`` batches, ``min_s`` seconds of batches
+    and ``min_tokens`` completion tokens, whichever ends last (one-batch windows of 0.5-4 s gave pair ratios from
+    0.25x to 1.93x for one setting, issue 40 item 13)."""
+
+    max_tokens: int
+    min_batches: int = 3
+    min_s: float = 20.0
+    min_tokens: int = 2048
+
+    def full(self, batches: int, busy_s: float, tokens: int) -> bool:
+        return batches >= self.min_batches and busy_s >= self.min_s and tokens >= self.min_tokens
+
+
+def window(args: argparse.Namespace) -> Window:
+    """The :class:`Window` the command line asks for."""
+    return Window(args.max_tokens, args.rounds, args.window_s, args.window_tokens)
+
+
+def measure(url: str, model: str, concurrency: list[int], window: Window) -> dict[str, Any]:
+    """Warm-up, then per concurrency batches of ``c`` streams until the :class:`Window` is full: TTFT percentiles over
+    every stream and output tokens/s over the whole window (all its completion tokens over its wall time)."""
     asyncio.run(_batch(url, model, 2, 8, 10_000))
     out: dict[str, Any] = {}
     for c in concurrency:
         ttfts: list[float] = []
-        rates: list[float] = []
+        tokens, busy_s, batches = 0, 0.0, 0
         start = time.time()
-        for r in range(rounds):
-            results, wall = asyncio.run(_batch(url, model, c, max_tokens, 100 * r))
-            assert all(res.completion_tokens == max_tokens for res in results), [res.completion_tokens
-                                                                                 for res in results]
+        while not window.full(batches, busy_s, tokens):
+            results, wall = asyncio.run(_batch(url, model, c, window.max_tokens, 100 * batches))
+            assert all(res.completion_tokens == window.max_tokens for res in results), [res.completion_tokens
+                                                                                        for res in results]
             ttfts += [res.ttft_s for res in results]
-            rates.append(sum(res.completion_tokens for res in results) / wall)
+            tokens += sum(res.completion_tokens for res in results)
+            busy_s += wall
+            batches += 1
         out[str(c)] = {"ttft_p50_s": _pct(ttfts, 0.5), "ttft_p95_s": _pct(ttfts, 0.95),
-                       "output_tokens_per_s": statistics.median(rates), "streams": len(ttfts),
-                       "window_wall": [start, time.time()]}
+                       "output_tokens_per_s": tokens / busy_s, "streams": len(ttfts), "batches": batches,
+                       "tokens": tokens, "window_s": busy_s, "window_wall": [start, time.time()]}
         print(f"  c={c}: ttft p50 {out[str(c)]['ttft_p50_s'] * 1000:.0f} ms, p95 "
-              f"{out[str(c)]['ttft_p95_s'] * 1000:.0f} ms, {out[str(c)]['output_tokens_per_s']:.0f} tokens/s",
-              file=sys.stderr, flush=True)
+              f"{out[str(c)]['ttft_p95_s'] * 1000:.0f} ms, {out[str(c)]['output_tokens_per_s']:.0f} tokens/s "
+              f"({tokens} tokens, {batches} batches, {busy_s:.1f}s)", file=sys.stderr, flush=True)
     return out
 
 
@@ -144,8 +172,7 @@ def bench_vllm(model: tiny_llm.TinyModel, args: argparse.Namespace) -> dict[str,
             print(f"vLLM OpenAI server ready in {ready_s:.0f}s", file=sys.stderr, flush=True)
             pinned = pin(local.tree_processes(proc.pid)) if args.pin_engine else None
             try:
-                figures = measure(f"http://127.0.0.1:{port}/v1", model.name, args.concurrency, args.rounds,
-                                  args.max_tokens)
+                figures = measure(f"http://127.0.0.1:{port}/v1", model.name, args.concurrency, window(args))
             finally:
                 unpin_self(ALL_CORES)
         return {"ready_s": ready_s, "peak_pss_gib": tree.peak_pss_bytes / 2**30, "by_concurrency": figures,
@@ -178,7 +205,7 @@ def bench_ray(model: tiny_llm.TinyModel, args: argparse.Namespace) -> dict[str, 
                       file=sys.stderr, flush=True)
                 pinned = (pin({p.pid for p in processes_under(cluster.temp_dir)}) if args.pin_engine else None)
                 try:
-                    figures = measure(url, served, args.concurrency, args.rounds, args.max_tokens)
+                    figures = measure(url, served, args.concurrency, window(args))
                 finally:
                     unpin_self(ALL_CORES)
             finally:
@@ -227,8 +254,14 @@ def ratios(pairs: list[tuple[dict[str, Any], dict[str, Any]]], concurrency: list
         for name, key in METRICS:
             values = [r["by_concurrency"][c][key] / v["by_concurrency"][c][key] for v, r in pairs]
             median[c][name] = statistics.median(values)
-            spread[c][name] = {"min": min(values), "max": max(values), "values": values}
+            spread[c][name] = {"min": min(values), "max": max(values), "spread": max(values) / min(values) - 1,
+                               "values": values}
     return median, spread
+
+
+def holds(spread: dict[str, Any], agree: float) -> dict[str, list[str]]:
+    """Per concurrency, the ratios whose pairs all agree within ``agree`` (``spread`` from :func:`ratios`)."""
+    return {c: [name for name, sp in by_name.items() if sp["spread"] <= agree] for c, by_name in spread.items()}
 
 
 def main() -> int:
@@ -236,7 +269,12 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=2, help="vLLM, Ray pairs, interleaved (default 2)")
+    parser.add_argument("--repeats", type=int, default=3, help="vLLM, Ray pairs, interleaved (default 3)")
+    parser.add_argument("--window-s", type=float, default=20.0, help="seconds of batches per concurrency (default 20)")
+    parser.add_argument("--window-tokens", type=int, default=2048,
+                        help="completion tokens per concurrency, at least (default 2048)")
+    parser.add_argument("--agree", type=float, default=0.15,
+                        help="a ratio holds when its pairs' max / min - 1 is at most this (default 0.15)")
     parser.add_argument("--alt-ray-env", nargs="+", default=[], metavar="KEY=VALUE",
                         help="also run the Ray app with these in the slice's environment, as a third arm "
                         "(ray_serve_alt), interleaved with the others (e.g. Ray's defaults, for a before/after)")
@@ -252,6 +290,10 @@ def main() -> int:
     alt_env = dict(kv.split("=", 1) for kv in args.alt_ray_env)
     if args.repeats < 1 or args.rounds < 1 or min(args.concurrency) < 1 or args.max_tokens < 1:
         print("error: --repeats/--rounds/--concurrency/--max-tokens: must be at least 1; valid: 1, 2, ...",
+              file=sys.stderr)
+        return 2
+    if args.window_s < 0 or args.window_tokens < 0 or args.agree <= 0:
+        print("error: --window-s/--window-tokens: must be at least 0, --agree above 0; valid: e.g. 20, 2048, 0.15",
               file=sys.stderr)
         return 2
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -285,13 +327,16 @@ def main() -> int:
     ray_fig = combine([r for _, r in pairs], args.concurrency)
     median, spread = ratios(pairs, args.concurrency)
     result = {"model": model.name, "max_tokens": args.max_tokens, "rounds": args.rounds, "repeats": args.repeats,
+              "window_s": args.window_s, "window_tokens": args.window_tokens, "agree": args.agree,
               "pin_engine": args.pin_engine,
               "vllm": vllm_fig, "ray_serve": ray_fig, "ratio_ray_over_vllm": median, "ratio_spread": spread,
+              "holds": holds(spread, args.agree),
               "runs": [{"vllm": v, "ray_serve": r} for v, r in pairs]}
     if alts:
         result["alt_ray_env"] = alt_env
         result["ray_serve_alt"] = combine([r for _, r in alts], args.concurrency)
         result["ratio_alt_over_vllm"], result["ratio_alt_spread"] = ratios(alts, args.concurrency)
+        result["alt_holds"] = holds(result["ratio_alt_spread"], args.agree)
         for run, (_, r) in zip(result["runs"], alts, strict=True):
             run["ray_serve_alt"] = r
     if args.json:
@@ -306,7 +351,8 @@ def main() -> int:
         q, sp = median[c], spread[c]
         print(f"{c:>3} | {'ratio Ray/vLLM':<13} | {q['ttft_p50']:8.2f}x | {q['ttft_p95']:8.2f}x | "
               f"{q['output_tokens_per_s']:8.2f}x | TTFT p50 {sp['ttft_p50']['min']:.2f}-{sp['ttft_p50']['max']:.2f}x, "
-              f"tok/s {sp['output_tokens_per_s']['min']:.2f}-{sp['output_tokens_per_s']['max']:.2f}x")
+              f"tok/s {sp['output_tokens_per_s']['min']:.2f}-{sp['output_tokens_per_s']['max']:.2f}x; holds: "
+              f"{', '.join(result['holds'][c]) or 'none'}")
     if alts:
         for c in map(str, args.concurrency):
             q, sp = result["ratio_alt_over_vllm"][c], result["ratio_alt_spread"][c]

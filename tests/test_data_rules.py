@@ -50,6 +50,15 @@ def test_a_multi_host_slice_is_refused_for_batch_listing_the_single_host_shapes(
     assert "v6e 2x4 (ct6e-standard-8t)" in problem.valid and "4x4" not in problem.valid
 
 
+@pytest.mark.parametrize(("image", "ray"), [(None, "2.56.0"), ("example.com/team/llm:1.0", "2.60.0")])
+def test_the_multi_host_refusal_cites_the_ray_the_batch_job_runs(image: str | None, ray: str) -> None:
+    """The serving image carries Ray 2.56; a team's own image carries the kit's Ray (issue 40 item 12)."""
+    with pytest.raises(InvalidInputs) as info:
+        _batch(FOUR_HOSTS, image=image)
+    (problem,) = info.value.problems
+    assert f"Ray {ray}'s Data LLM" in problem.problem
+
+
 def test_input_and_output_are_required_and_distinct() -> None:
     with pytest.raises(InvalidInputs) as info:
         _batch(input=None, output=None)

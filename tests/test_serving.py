@@ -342,6 +342,17 @@ def test_the_serving_images_vllm_is_the_one_its_versions_toml_records_and_its_na
     assert not set(vllm_rules.IMAGE_VLLM_ONLY) & vllm_rules.ENGINE_ARG_NAMES[vllm_rules.VLLM_VERSION]
 
 
+def test_the_serving_images_ray_is_the_one_its_versions_toml_records() -> None:
+    import tomllib
+
+    from raytpu.core.catalog import RAY_VERSION
+    from raytpu.images.definitions import HERE
+
+    recorded = tomllib.loads((HERE / "serve" / "versions.toml").read_text())["versions"]["ray"]
+    assert vllm_rules.IMAGE_RAY_VERSION == _work().ray_version == recorded
+    assert _work(image=OWN_IMAGE).ray_version == _work(kind="train").ray_version == RAY_VERSION
+
+
 # ---------------------------------------------------------------------- gated models (issue 27, item 3)
 
 TOKEN = SecretKeyRef(name="hf-secret", key="hf_api_token")

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from raytpu.core import errors, xla_cache
-from raytpu.core.catalog import RAY_VERSION, generation
+from raytpu.core.catalog import generation
 from raytpu.core.errors import InvalidInput
 from raytpu.core.plan import SlicePlan, plan_slice
 from raytpu.core.vllm_rules import DEFAULT_MAX_MODEL_LEN, VLLM_VERSION, jax_devices, parallel_sizes
@@ -32,9 +32,9 @@ PATH_VALID = ("gs://BUCKET/PATH or a local path (absolute, or relative to where 
               "folder of .parquet files) or JSON lines (.jsonl)")
 
 MULTI_HOST_PR = "https://github.com/ray-project/ray/pull/65422"
-"""Multi-host TPU batch inference for Ray Data LLM (a slice placement group per processor): open, not in Ray
-2.60, whose ``vLLMEngineStage`` places an engine in bundles on one node. Source: ray-project/ray#65422 (open),
-tracking issue ray-project/ray#57137 (docs/FACTS.md section 20)."""
+"""Multi-host TPU batch inference for Ray Data LLM (a slice placement group per processor): open, neither in Ray
+2.56 (the serving image's) nor 2.60, whose ``vLLMEngineStage`` places an engine in bundles on one node.
+Source: ray-project/ray#65422 (open), tracking issue ray-project/ray#57137 (docs/FACTS.md section 20)."""
 
 DEFAULT_BATCH_SIZE = 64
 PROMPT_COLUMN = "prompt"
@@ -141,7 +141,7 @@ def local_input_problems(field: str, path: str) -> list[InvalidInput]:
 
 
 def single_host_shapes(gen: str) -> list[str]:
-    """The topologies of ``gen`` that are one host and Ray reserves: where Ray 2.60's Data LLM runs an engine."""
+    """The topologies of ``gen`` that are one host and Ray reserves: where Ray Data LLM (2.56, 2.60) runs an engine."""
     shapes = []
     for topology in generation(gen).topologies:
         plan = plan_slice(gen, topology)
@@ -150,10 +150,12 @@ def single_host_shapes(gen: str) -> list[str]:
     return shapes
 
 
-def batch_problems(*, batch: bool, plan: SlicePlan, input: object, output: object) -> list[InvalidInput]:
+def batch_problems(*, batch: bool, plan: SlicePlan, input: object, output: object,
+                   ray_version: str) -> list[InvalidInput]:
     """The ``batch`` kind's own rules: ``input`` and ``output`` given, paths, distinct; a single-host slice.
 
-    Another kind names neither (refused by the spec's forbidden-field rule)."""
+    ``ray_version`` is the Ray the job's pods run (the serving image's, or the kit's in a team's own image); another
+    kind names neither field (refused by the spec's forbidden-field rule)."""
     if not batch:
         return [errors.forbidden(name, value, "for a kind other than batch", "only with kind: batch")
                 for name, value in (("input", input), ("output", output)) if value is not None]
@@ -168,7 +170,7 @@ def batch_problems(*, batch: bool, plan: SlicePlan, input: object, output: objec
     if not plan.single_host:
         found.append(errors.invalid_value(
             "slice", f"{plan.generation} {plan.topology} ({plan.hosts} hosts)",
-            f"is a multi-host slice: Ray {RAY_VERSION}'s Data LLM runs one vLLM engine on one host (multi-host TPU "
+            f"is a multi-host slice: Ray {ray_version}'s Data LLM runs one vLLM engine on one host (multi-host TPU "
             f"batch inference is only proposed, in an open, unmerged pull request: {MULTI_HOST_PR})",
             "a single-host slice: " + ", ".join(single_host_shapes(plan.generation))))
     return found
@@ -225,8 +227,8 @@ def row_stats_problems(engine_kwargs: Mapping[str, Any] | None) -> list[InvalidI
 def engine_kwargs(work: WorkloadSpec) -> dict[str, Any]:
     """vLLM engine args of a batch workload on its TPU host: TP = the host's JAX devices (the serving rule), one
     process driving them (``uni``: vLLM on TPU runs SPMD in one process per host), the workload's own on top.
-    Source: vLLM 0.29.0 ``ParallelConfig.__post_init__`` (TPU with SPMD -> ``uni``); Ray 2.60
-    ``vLLMEngineStage.post_init`` (otherwise ``ray`` whenever TP x PP > 1)."""
+    Source: vLLM 0.29.0 ``ParallelConfig.__post_init__`` (TPU with SPMD -> ``uni``); Ray 2.56 and
+    2.60 ``vLLMEngineStage.post_init`` (otherwise ``ray`` whenever TP x PP > 1)."""
     extra = dict(work.engine_kwargs or {})
     tp, _ = parallel_sizes(extra, jax_devices(work.plan))
     base = {"tensor_parallel_size": tp, "max_model_len": work.max_model_len or DEFAULT_MAX_MODEL_LEN,
@@ -239,8 +241,8 @@ def processor_config(work: WorkloadSpec, model_source: str) -> dict[str, Any]:
     per slice copy (``concurrency``), holding every chip of the host (``placement_group_config``: one bundle of
     ``TPU`` = the host's chips, which Ray Data turns into the engine actor's resources under ``uni``), on Ray's
     accelerator type of the generation, its XLA cache in the kit's bucket (:mod:`raytpu.core.xla_cache`; the engine
-    actors get ``runtime_env``). Source: Ray 2.60 ``vLLMEngineStage.post_init``, ``OfflineProcessorConfig.runtime_env``
-    (``build_vllm_engine_processor`` passes it to the engine stage)."""
+    actors get ``runtime_env``). Source: Ray 2.56 and 2.60 ``vLLMEngineStage.post_init``,
+    ``OfflineProcessorConfig.runtime_env`` (``build_vllm_engine_processor`` passes it to the engine stage)."""
     plan = work.plan
     cache = xla_cache.cache_dir(model_source, plan, work.vllm_version or VLLM_VERSION)
     return {

@@ -178,7 +178,10 @@ buffered (errors still flush at once) and not copied to stderr. The part of Ray'
 that leaves where HTTP is served to the kit (its direct ingress and gRPC defaults: :data:`DIRECT_STREAMING_ENV` only
 where every TPU host still answers KubeRay's probe).
 Measured in docs/serving-profile.md.
-Source: Ray 2.60 ``ray/serve/_private/constants.py`` ``RAY_SERVE_THROUGHPUT_OPTIMIZED``."""
+Source: Ray 2.60 ``ray/serve/_private/constants.py`` ``RAY_SERVE_THROUGHPUT_OPTIMIZED``.
+
+Safe while the engine start blocks that loop: Serve health-checks only running replicas (docs/FACTS.md 24.w).
+Source: Ray 2.56, 2.60 ``DeploymentState.check_and_update_replicas``, ``UserCallableWrapper.call_user_health_check``."""
 
 
 INGRESS = "raytpu.workloads.openai_ingress:OpenAIErrorIngress"

@@ -421,7 +421,7 @@ class WorkloadSpec:
                                           self.hf_token_secret, outcome="the batch RayJob fails when its engine "
                                           "starts" if batch else "the RayService never becomes ready")
         found += data.batch_problems(batch=self.kind.batches, plan=self.plan, input=self.input,
-                                     output=self.output)
+                                     output=self.output, ray_version=self.ray_version)
         if self.dataset is not None:
             found += (data.path_problems("dataset", self.dataset) if self.kind.trains else [errors.forbidden(
                 "dataset", self.dataset, f"for kind {self.kind.name}", "only with kinds that train (train)")])
@@ -450,6 +450,12 @@ class WorkloadSpec:
         if not self.kind.takes_model:
             return None
         return vllm_rules.VLLM_VERSION if self.image is not None else vllm_rules.IMAGE_VLLM_VERSION
+
+    @property
+    def ray_version(self) -> str:
+        """The Ray the workload's pods run: the serving image's for kinds that take a model (``serve``, ``batch``),
+        the kit's in the job image or in an image of the team's own."""
+        return vllm_rules.IMAGE_RAY_VERSION if self.kind.takes_model and self.image is None else RAY_VERSION
 
     @property
     def slices_spanned(self) -> int:

@@ -145,6 +145,10 @@ IMAGE_VLLM_VERSION = "9969466a597810db6e06b4942dd6cc2086885ee2"
 tests/test_serving.py checks they agree). A constant, not read from the file: the jobs' core zip carries the spec
 layer but no image definitions."""
 
+IMAGE_RAY_VERSION = "2.56.0"
+"""The Ray the kit's serving image carries (its vLLM-TPU base's), as ``raytpu/images/serve/versions.toml`` records it
+(``[versions] ray``; tests/test_serving.py checks they agree): what ``serve`` and ``batch`` pods run on GKE."""
+
 
 ENGINE_ARG_NAMES: dict[str, frozenset[str]] = {
     VLLM_VERSION: frozenset(VLLM_ENGINE_ARGS) | frozenset(VLLM_FRONTEND_ARGS),
