@@ -55,8 +55,7 @@ def read(path: str) -> Any:
     return ray.data.read_json(path, lines=True) if data.data_format(path) == "jsonl" else ray.data.read_parquet(path)
 
 
-FIRST_LINE_BYTES = 1 << 20
-"""How much of a JSON lines input :func:`input_columns` reads for its first row."""
+FIRST_LINE_BYTES = 1 << 20  # how much of a JSON lines input input_columns reads for its first row
 
 
 def input_columns(path: str, ds: Any) -> tuple[str, ...]:
@@ -149,9 +148,7 @@ def build(config: dict[str, Any], columns: tuple[str, ...], params: dict[str, An
     return lambda ds: processor(ds).map(shape)
 
 
-class RowCount:
-    """A Ray actor the input's rows are added to as they stream by (:func:`counted`)."""
-
+class RowCount:  # a Ray actor: the input's rows as they stream by (counted)
     def __init__(self) -> None:
         self.rows = 0
 

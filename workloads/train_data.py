@@ -7,8 +7,8 @@ into one shard per worker (one worker per host), equal in rows (Source: Ray 2.60
 its own shard (``ray.train.get_dataset_shard``) as numpy batches and :class:`Feed` lays them out on the trainer's own
 sharding. Not ``DataIterator.iter_jax_batches``: it takes no sharding and places every batch on a 1D mesh of its own
 (Source: Ray 2.60 ``ray.data.util.jax_util._create_sharding_1d``), whose device order on TPU is not the trainer's mesh
-(docs/FACTS.md 24.v), so every step would reshard. A short last batch is padded with weight 0 (the loss skips it);
-the checkpoint keeps the feed's position, and a resumed run skips to it.
+(docs/FACTS.md 24.v), so every step would reshard. A short last batch is padded with weight 0; a resumed run
+skips to the checkpointed position.
 
 Rows: ``id`` (a whole number, unique per row), ``y`` (the target) and ``f0`` ... ``f{features-1}`` (the features).
 """
@@ -74,13 +74,12 @@ class Feed:
 
     def __init__(self, features: int, global_batch: int, sharding: Any, start: dict[str, int] | None = None,
                  shard: Any = None) -> None:
-        """``shard``: this host's ``DataIterator`` (default: Ray Train's, ``get_dataset_shard``)."""
         import jax
         import ray.train
 
         self.names, self.sharding = feature_columns(features), sharding
         self.per_host, self.global_batch = global_batch // jax.process_count(), global_batch
-        self.shard = shard if shard is not None else ray.train.get_dataset_shard(DATASET)
+        self.shard = shard if shard is not None else ray.train.get_dataset_shard(DATASET)  # a DataIterator
         self.start = {"epoch": 0, "rows": 0, **(start or {})}
         self.epoch, self.rows = self.start["epoch"], self.start["rows"]
         self.batches = 0
@@ -101,8 +100,7 @@ class Feed:
             skip = 0
 
     def _local(self) -> dict[str, Any] | None:
-        """This host's next batch, or None once its epoch is over."""
-        return next(self._it, None)
+        return next(self._it, None)  # None: this host's epoch is over
 
     def next(self) -> tuple[Any, Any, Any]:
         """The next global batch ``(x, y, weight)``: a short batch is padded with weight 0, so the loss skips those
@@ -133,7 +131,6 @@ class Feed:
         return self._global(x), self._global(y), self._global(weight)
 
     def _global(self, local: Any) -> Any:
-        """One global array on the trainer's sharding, this host's rows in its devices' part: no later reshard."""
         import jax
 
         return jax.make_array_from_process_local_data(self.sharding, local,
