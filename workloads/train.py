@@ -205,7 +205,8 @@ def _train(config: dict[str, Any], compiles: list[str]) -> None:
 
     feed = train_data.Feed(features, global_batch, data_sharding, meta.get("data_position")) \
         if config.get("dataset") else None
-    every_row = jax.device_put(np.ones((global_batch,), np.float32), data_sharding)  # the synthetic data's weights
+    every_row = jax.make_array_from_callback(  # the synthetic data's weights: every row counts
+        (global_batch,), data_sharding, lambda index: np.ones((global_batch,), np.float32)[index])
     params = jax.device_put(host_params, replicated)
     velocity = jax.device_put(host_velocity, replicated)
     x_spec = jax.ShapeDtypeStruct((global_batch, features), jnp.float32, sharding=data_sharding)
