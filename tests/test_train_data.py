@@ -1,6 +1,8 @@
 """Training data from Ray Data on the emulated slice: a train workload's ``dataset`` (Parquet) reaches JaxTrainer
-through ``datasets=``, each of the slice's two hosts reads its own shard with ``iter_jax_batches``, and the report
-says how many rows each host consumed and that none was seen twice in the epoch."""
+through ``datasets=``, each of the slice's two hosts reads its own shard (:class:`raytpu.workloads.train_data.Feed`),
+and the report says how many rows each host consumed, that none was seen twice in the epoch, that the step trained on
+exactly the dataset's rows (its padding has weight 0), and that a resumed run continues the epoch where its checkpoint
+left it."""
 
 from __future__ import annotations
 
@@ -14,17 +16,24 @@ from raytpu.workloads import train, train_data
 
 pytestmark = pytest.mark.slice
 
-ROWS = 512
+ROWS = 500
 FEATURES = 32
 BATCH = 64
-"""Global batch: 8 steps make one epoch of the 512 rows over the slice's 8 devices (2 hosts x 4)."""
+"""Global batch over the slice's 8 devices (2 hosts x 4): each host's 250 rows are 7 batches of 32 and one of 26 (6
+padding rows), so 8 steps make one epoch."""
+STEPS = 8
+
+
+def ids(ranges: list[list[int]]) -> list[int]:
+    """The ids a ledger's ``id_ranges`` name."""
+    return [i for first, stop in ranges for i in range(first, stop)]
 
 
 def test_each_host_consumes_its_own_shard_once_per_epoch(two_slices: local.LocalCluster, tmp_path: Path) -> None:
     dataset = tmp_path / "train.parquet"
     train_data.write_dataset(str(dataset), ROWS, FEATURES)
     work = dataclasses.replace(two_slices.workload("train"), dataset=str(dataset))
-    steps = ROWS // BATCH
+    steps = STEPS
     done = local.run_workload(two_slices, "train", "--storage-path", str(tmp_path / "ckpt"), "--steps", str(steps),
                               "--checkpoint-every", str(steps), "--batch-size", str(BATCH), "--features",
                               str(FEATURES), timeout_s=400, work=work)
@@ -34,8 +43,30 @@ def test_each_host_consumes_its_own_shard_once_per_epoch(two_slices: local.Local
     hosts = two_slices.slice_plan.hosts
     assert [h["host"] for h in ledger["hosts"]] == list(range(hosts))
     assert all(h["rows"] == ROWS // hosts for h in ledger["hosts"])  # equal shards (streaming_split equal=True)
-    assert ledger["total_rows"] == ledger["unique_rows"] == ROWS  # every row once in the epoch
+    assert ledger["total_rows"] == ledger["unique_rows"] == ledger["trained_rows"] == ROWS  # each row once, no padding
     assert summary["final_loss"] < summary["first_loss"]
+
+
+def test_a_resumed_run_continues_the_epoch_at_its_checkpointed_rows(two_slices: local.LocalCluster,
+                                                                    tmp_path: Path) -> None:
+    """3 steps, checkpointed; the same run resumed to 8 steps trains the other rows of the epoch, each once."""
+    dataset = tmp_path / "train.parquet"
+    train_data.write_dataset(str(dataset), ROWS, FEATURES)
+    work = dataclasses.replace(two_slices.workload("train"), dataset=str(dataset))
+    ledgers = []
+    for steps in (3, STEPS):
+        done = local.run_workload(two_slices, "train", "--storage-path", str(tmp_path / "ckpt"), "--name", "resumed",
+                                  "--steps", str(steps), "--checkpoint-every", "3", "--batch-size", str(BATCH),
+                                  "--features", str(FEATURES), timeout_s=400, work=work)
+        summary = train.parse_result(done.stdout)
+        assert done.returncode == 0 and summary is not None and summary["ok"], (done.stdout[-2000:],
+                                                                                done.stderr[-3000:])
+        ledgers.append(summary["train_data"])
+    first, second = ledgers
+    per_host = BATCH // two_slices.slice_plan.hosts
+    assert first["start"] == {"epoch": 0, "rows": 0} and second["start"] == {"epoch": 0, "rows": 3 * per_host}
+    assert first["trained_rows"] == 3 * BATCH and second["trained_rows"] == ROWS - 3 * BATCH
+    assert sorted(ids(first["id_ranges"]) + ids(second["id_ranges"])) == list(range(ROWS))
 
 
 def test_a_dataset_without_the_columns_is_refused_naming_it(two_slices: local.LocalCluster, tmp_path: Path) -> None:

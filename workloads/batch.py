@@ -55,6 +55,38 @@ def read(path: str) -> Any:
     return ray.data.read_json(path, lines=True) if data.data_format(path) == "jsonl" else ray.data.read_parquet(path)
 
 
+FIRST_LINE_BYTES = 1 << 20  # how much of a JSON lines input input_columns reads for its first row
+
+
+def input_columns(path: str, ds: Any) -> tuple[str, ...]:
+    """The input's columns: Parquet's from its metadata; JSON lines' from its first row (the first file by name, for a
+    folder), read here: ``ds.schema()`` would read a whole file of up to a block's size before the run reads it again
+    (Source: Ray 2.60 ``Dataset._base_schema`` runs ``limit(1)``; ``PandasJSONDatasource._estimate_chunksize`` sizes
+    each chunk to ``target_max_block_size``, 128 MiB)."""
+    if data.data_format(path) != "jsonl":
+        return tuple(ds.schema().names)
+    from pyarrow import fs
+
+    filesystem, where = fs.FileSystem.from_uri(path if path.startswith("gs://") else os.path.abspath(path))
+    if filesystem.get_file_info(where).type == fs.FileType.Directory:
+        found = sorted(f.path for f in filesystem.get_file_info(fs.FileSelector(where, recursive=True))
+                       if f.type == fs.FileType.File and not f.base_name.startswith((".", "_")))
+        if not found:
+            raise errors.invalid_value("input", path, "is a folder with no files", "JSON lines, one object a row")
+        where = found[0]
+    with filesystem.open_input_stream(where, compression="detect") as stream:
+        head = stream.read(FIRST_LINE_BYTES)
+    line = next((raw for raw in head.splitlines() if raw.strip()), b"")
+    try:
+        row = json.loads(line) if line else None
+    except ValueError:
+        row = None
+    if not isinstance(row, dict):
+        raise errors.invalid_value("input", path, f"does not begin with a JSON object row within "
+                                   f"{FIRST_LINE_BYTES // 2**20} MiB ({where})", "JSON lines, one object a row")
+    return tuple(row)
+
+
 def write(ds: Any, path: str, overwrite: bool) -> None:
     """Writes ``ds`` to ``path`` in its format, streaming (each write task writes its own file as its rows are
     answered: a run cut short keeps its finished tasks' files); replaces what is there only with ``overwrite``. No
@@ -116,6 +148,31 @@ def build(config: dict[str, Any], columns: tuple[str, ...], params: dict[str, An
     return lambda ds: processor(ds).map(shape)
 
 
+class RowCount:  # a Ray actor: the input's rows as they stream by (counted)
+    def __init__(self) -> None:
+        self.rows = 0
+
+    def add(self, rows: int) -> None:
+        self.rows += rows
+
+    def total(self) -> int:
+        return self.rows
+
+
+def counted(ds: Any, counter: Any) -> Any:
+    """``ds``, each batch's rows added to the ``counter`` actor as it streams by: the input is read once. A JSON input
+    has no row count in its metadata, so ``Dataset.count()`` reads all of it before the run reads it again
+    (Source: Ray 2.60 ``Dataset.count``: ``_meta_count`` (Parquet), else a ``Count`` over the whole plan)."""
+
+    def add(batch: Any) -> Any:
+        import ray
+
+        ray.get(counter.add.remote(batch.num_rows))
+        return batch
+
+    return ds.map_batches(add, batch_format="pyarrow", zero_copy_batch=True)
+
+
 def tally(ds: Any) -> dict[str, int]:
     """Rows, failed rows and both token sums of a written ``output``, in one pass over it."""
     error = data.ERROR_COLUMN
@@ -140,7 +197,7 @@ def run(work: WorkloadSpec, *, overwrite: bool = False, cpu_model: str | None = 
     assert work.input is not None and work.output is not None  # the spec requires both for kind batch
     refuse_taken(work.output, overwrite)
     ds = read(work.input)
-    columns = tuple(ds.schema().names)
+    columns = input_columns(work.input, ds)
     if data.PROMPT_COLUMN not in columns:
         raise errors.invalid_value("input", work.input, f"has no {data.PROMPT_COLUMN!r} column (it has "
                                    f"{', '.join(columns) or 'none'})", f"rows with a {data.PROMPT_COLUMN!r} column")
@@ -148,7 +205,6 @@ def run(work: WorkloadSpec, *, overwrite: bool = False, cpu_model: str | None = 
     if taken:
         raise errors.invalid_value("input", work.input, f"has the column {taken[0]!r}, which output adds",
                                    "input columns other than " + ", ".join(ANSWER_COLUMNS))
-    rows_in = ds.count()
     source = model_source or work.model_source or work.model or DEFAULT_MODEL
     config = data.processor_config(work, source)
     if cpu_model is not None:
@@ -157,9 +213,13 @@ def run(work: WorkloadSpec, *, overwrite: bool = False, cpu_model: str | None = 
         config["model_source"], bool(config["engine_kwargs"].get("trust_remote_code")))
     params = sampling.sampling_params(work)
     processor = build(config, columns, params, chat)
+    import ray
+
+    counter: Any = ray.remote(num_cpus=0)(RowCount).remote()
     t0 = time.monotonic()
-    write(processor(ds), work.output, overwrite)
+    write(processor(counted(ds, counter)), work.output, overwrite)
     wall = time.monotonic() - t0
+    rows_in = int(ray.get(counter.total.remote()))
     done = tally(read(work.output)) if rows_in else {"rows": 0, "failed": 0, "generated": 0, "prompt": 0}
     # wall_s: from the first row read to the last row written, the engine's start included (Ray Data is lazy)
     return {"rows_in": rows_in, "rows_out": done["rows"], "rows_failed": done["failed"], "wall_s": round(wall, 3),

@@ -172,18 +172,19 @@ def _train(config: dict[str, Any], compiles: list[str]) -> None:
                 "w2": (r.normal(size=(hidden, 1)) / np.sqrt(hidden)).astype(np.float32),
                 "b2": np.zeros((1,), np.float32)}
 
-    def loss_fn(params: dict[str, jax.Array], x: jax.Array, y: jax.Array) -> jax.Array:
-        h = jnp.tanh(x @ params["w1"] + params["b1"])
-        return jnp.mean((h @ params["w2"] + params["b2"] - y) ** 2)
+    def loss_fn(params: dict[str, jax.Array], x: jax.Array, y: jax.Array, weight: jax.Array) -> jax.Array:
+        h = jnp.tanh(x @ params["w1"] + params["b1"])  # a padded row has weight 0: no part in the loss
+        return jnp.sum(weight * ((h @ params["w2"] + params["b2"] - y) ** 2)[:, 0]) / jnp.maximum(jnp.sum(weight), 1.0)
 
     # one jitted function each, defined once: a jax.jit of a fresh lambda per step misses the cache every step
     targets = jax.jit(lambda v: jnp.tanh(v @ true_w1) @ true_w2, out_shardings=data_sharding)
 
-    def update(params: Any, velocity: Any, x: jax.Array, y: jax.Array) -> tuple[Any, Any, jax.Array]:
-        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+    def update(params: Any, velocity: Any, x: jax.Array, y: jax.Array,
+               weight: jax.Array) -> tuple[Any, Any, jax.Array, jax.Array]:
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, y, weight)
         velocity = jax.tree.map(lambda v, g: momentum * v + g, velocity, grads)
         params = jax.tree.map(lambda p, v: p - lr * v, params, velocity)
-        return params, velocity, loss
+        return params, velocity, loss, jnp.sum(weight)  # the rows this step trained on
 
     start_step, history, restarts = 0, [], 0
     host_params = init_params()
@@ -205,14 +206,18 @@ def _train(config: dict[str, Any], compiles: list[str]) -> None:
     if start_step >= steps:
         return  # nothing to run: the driver reports it (no metrics of this launch)
 
-    feed = train_data.Feed(features, global_batch, data_sharding) if config.get("dataset") else None
+    feed = train_data.Feed(features, global_batch, data_sharding, meta.get("data_position")) \
+        if config.get("dataset") else None
+    every_row = jax.make_array_from_callback(  # the synthetic data's weights: every row counts
+        (global_batch,), data_sharding, lambda index: np.ones((global_batch,), np.float32)[index])
     params = jax.device_put(host_params, replicated)
     velocity = jax.device_put(host_velocity, replicated)
     x_spec = jax.ShapeDtypeStruct((global_batch, features), jnp.float32, sharding=data_sharding)
     t = time.perf_counter()
     make_targets = targets.lower(x_spec).compile()
     step_fn = jax.jit(update, out_shardings=replicated).lower(
-        params, velocity, x_spec, jax.ShapeDtypeStruct((global_batch, 1), jnp.float32, sharding=data_sharding)
+        params, velocity, x_spec, jax.ShapeDtypeStruct((global_batch, 1), jnp.float32, sharding=data_sharding),
+        jax.ShapeDtypeStruct((global_batch,), jnp.float32, sharding=data_sharding)
     ).compile()  # a compiled executable never recompiles: a changed input shape or sharding raises instead
     compile_time = time.perf_counter() - t
     compiled_before_steps = len(compiles)
@@ -224,12 +229,14 @@ def _train(config: dict[str, Any], compiles: list[str]) -> None:
     step_times: list[float] = []
     window_losses: list[float] = []
     first_step_wall: float | None = None
+    trained_rows = 0
     for step in range(start_step, steps):
-        x, y = feed.next() if feed else (inputs_at(step), None)
+        x, y, weight = feed.next() if feed else (inputs_at(step), None, every_row)
         y = make_targets(x) if y is None else y
         t = time.perf_counter()
-        params, velocity, loss = step_fn(params, velocity, x, y)
+        params, velocity, loss, rows = step_fn(params, velocity, x, y, weight)
         loss_value = float(np.asarray(loss.addressable_data(0)))
+        trained_rows += int(np.asarray(rows.addressable_data(0)))
         step_times.append(time.perf_counter() - t)
         window_losses.append(loss_value)
         first_step_wall = first_step_wall or time.time()
@@ -256,7 +263,7 @@ def _train(config: dict[str, Any], compiles: list[str]) -> None:
                    "placed_wall": config["placed_wall"], "first_step_wall": first_step_wall,
                    "first_step": start_step + 1, "at_notice": notice is not None, "notices": notices,
                    "resumed_at_notice": bool(meta.get("at_notice")) and start_step == meta.get("step"),
-                   "data": feed.summary() if feed else None}
+                   "data": {**feed.summary(), "trained_rows": trained_rows} if feed else None}
         with tempfile.TemporaryDirectory() as tmp:
             ckpt = None
             if rank == 0:
@@ -267,7 +274,7 @@ def _train(config: dict[str, Any], compiles: list[str]) -> None:
                 with open(os.path.join(tmp, META_FILE), "w") as f:
                     json.dump({"step": done, "history": history, "restarts": restarts, "launch": launch,
                                "launch_start": launch_start, "at_notice": notice is not None,
-                               "notices": notices}, f)
+                               "notices": notices, "data_position": feed.position() if feed else None}, f)
                 ckpt = ray.train.Checkpoint.from_directory(tmp)
             ray.train.report(metrics, checkpoint=ckpt)
         if notice is not None and done != steps:
@@ -390,6 +397,7 @@ def build_trainer(plan: SlicePlan, args: argparse.Namespace, launch: str, slice_
         name=args.name, storage_path=args.storage_path, failure_config=failure_config(args),
         checkpoint_config=CheckpointConfig(num_to_keep=args.keep_checkpoints))
     return JaxTrainer(train_loop_per_worker, train_loop_config=config, datasets=datasets,
+                      dataset_config=train_data.data_config() if datasets else None,
                       scaling_config=scaling_config(plan, slice_name, slices), run_config=run)
 
 
