@@ -10,6 +10,7 @@ executable is written to the cache, ``jax._src.compilation_cache.put_executable_
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
@@ -20,7 +21,8 @@ MISS_EVENT = "/jax/compilation_cache/cache_misses"
 class CompileWatch:
     """Counts this process's compiles while entered (``with CompileWatch() as watch``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_compile: Callable[[CompileWatch], object] | None = None) -> None:
+        self.on_compile = on_compile  # told after each compile (a team's loop: the driver's actor hears of it)
         self.compile_s = 0.0
         self.compiles = 0
         self.hits = 0
@@ -32,6 +34,8 @@ class CompileWatch:
             self.compile_s += duration_secs
             self.compiles += 1
             self.last_wall = time.time()
+            if self.on_compile is not None:
+                self.on_compile(self)
 
     def _on_event(self, event: str, **_: Any) -> None:
         if event == HIT_EVENT:

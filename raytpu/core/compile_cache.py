@@ -86,16 +86,17 @@ def cache_dir(mount: str, folder: str, image: str, generation: str, topology: st
 def env(directory: str) -> dict[str, str]:
     """The variables that turn the cache on at ``directory`` with thresholds that keep even a small step's
     executable (any compile time, any size)."""
-    return {DIR_ENV: directory, MIN_TIME_ENV: "0", MIN_SIZE_ENV: "-1", FOLDER_ENV: directory}
+    return {DIR_ENV: directory, MIN_TIME_ENV: "0", MIN_SIZE_ENV: "-1"}
 
 
 def job_env(folder: str | None, *, mount: str, image: str, generation: str, topology: str,
-            slices: int = 1) -> dict[str, str]:
-    """A job's cache variables: :func:`env` at :func:`cache_dir` (``folder`` default :data:`DEFAULT_FOLDER`), none
-    when ``folder`` is ``off``."""
+            slices: int = 1, team: bool = False) -> dict[str, str]:
+    """A job's cache variables: :func:`env` at :func:`cache_dir` (``folder`` default :data:`DEFAULT_FOLDER`), and
+    :data:`FOLDER_ENV` for a team's code (``team``); none when ``folder`` is ``off``."""
     if folder == OFF:
         return {}
-    return env(cache_dir(mount, folder or DEFAULT_FOLDER, image, generation, topology, slices))
+    directory = cache_dir(mount, folder or DEFAULT_FOLDER, image, generation, topology, slices)
+    return env(directory) | ({FOLDER_ENV: directory} if team else {})
 
 
 def forwarded(environ: Mapping[str, str]) -> dict[str, str]:

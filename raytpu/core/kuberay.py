@@ -376,7 +376,7 @@ def _compile_cache_env(work: WorkloadSpec, pods: Pods) -> dict[str, str]:
         return {}
     return compile_cache.job_env(work.compile_cache, mount=names.GCS_MOUNT_PATH, image=pods.image,
                                  generation=work.plan.generation, topology=work.plan.topology,
-                                 slices=work.slices_per_run)
+                                 slices=work.slices_per_run, team=work.runs_team_code)
 
 
 SUBMITTER_RESOURCES = {"requests": {"cpu": "500m", "memory": "200Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}

@@ -38,7 +38,7 @@ def compile_env(cluster: LocalCluster, work: WorkloadSpec) -> dict[str, str]:
         return {}
     return compile_cache.job_env(work.compile_cache, mount=str(cluster.run_dir), image=f"emulated:{sys.prefix}",
                                  generation=work.plan.generation, topology=work.plan.topology,
-                                 slices=work.slices_per_run)
+                                 slices=work.slices_per_run, team=work.runs_team_code)
 
 
 def run_workload(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: float = 600.0,
