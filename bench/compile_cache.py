@@ -46,12 +46,12 @@ def one_process(cache: str, preset: str) -> dict[str, Any]:
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
     seen = {"compile_s": 0.0, "compiles": 0, "hits": 0, "misses": 0}
 
-    def on_duration(event: str, secs: float, **_: Any) -> None:
+    def on_duration(event: str, duration_secs: float, **_: str | int) -> None:
         if event == EVENTS["compile"]:
-            seen["compile_s"] += secs
+            seen["compile_s"] += duration_secs
             seen["compiles"] += 1
 
-    def on_event(event: str, **_: Any) -> None:
+    def on_event(event: str, **_: str | int) -> None:
         seen["hits"] += event == EVENTS["hit"]
         seen["misses"] += event == EVENTS["miss"]
 

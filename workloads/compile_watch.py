@@ -29,7 +29,7 @@ class CompileWatch:
         self.misses = 0
         self.last_wall: float | None = None  # when the latest compile (or cache load) ended
 
-    def _on_duration(self, event: str, duration_secs: float, **_: Any) -> None:
+    def _on_duration(self, event: str, duration_secs: float, **_: str | int) -> None:
         if event == COMPILE_EVENT:
             self.compile_s += duration_secs
             self.compiles += 1
@@ -37,7 +37,7 @@ class CompileWatch:
             if self.on_compile is not None:
                 self.on_compile(self)
 
-    def _on_event(self, event: str, **_: Any) -> None:
+    def _on_event(self, event: str, **_: str | int) -> None:
         if event == HIT_EVENT:
             self.hits += 1
         elif event == MISS_EVENT:
