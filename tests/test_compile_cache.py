@@ -184,3 +184,21 @@ def test_a_second_process_loads_every_executable_from_the_cache(tmp_path: Path) 
     assert cold["misses"] == cold["written"] == cold["compiles"] > 0 and cold["hits"] == 0
     assert warm["hits"] == warm["compiles"] == cold["compiles"] and warm["misses"] == warm["written"] == 0
     assert cold["cache_dir"] == str(tmp_path / "cache")
+
+
+@pytest.mark.unit
+def test_a_team_loops_compile_is_kept_until_its_first_report_and_stamped(capsys: pytest.CaptureFixture[str]) -> None:
+    from raytpu.workloads.team_train import Reports, team_stamps
+
+    reports = Reports()
+    reports.started(100.0, resumed=False)
+    reports.compiled({"s": 1.5, "hits": 0, "misses": 2, "wall": 101.5})
+    reports.reported(102.0, {"loss": 1.0}, None)
+    reports.compiled({"s": 9.0, "hits": 0, "misses": 9, "wall": 110.0})  # after the first report: not its start's
+    reports.started(120.0, resumed=True)
+    reports.compiled({"s": 0.2, "hits": 2, "misses": 0, "wall": 120.2})
+    first, resumed = reports.summary()["attempts"]
+    assert first["compile"]["s"] == 1.5 and resumed["compile"]["hits"] == 2
+    stamps = {s["phase"]: s for s in team_stamps(reports.summary()["attempts"])}
+    assert stamps["compiled"]["wall"] == 101.5 and "0 cache hit(s), 2 miss(es)" in stamps["compiled"]["detail"]
+    assert "RAYTPU_TIMELINE" in capsys.readouterr().out
