@@ -202,3 +202,15 @@ def test_a_team_loops_compile_is_kept_until_its_first_report_and_stamped(capsys:
     stamps = {s["phase"]: s for s in team_stamps(reports.summary()["attempts"])}
     assert stamps["compiled"]["wall"] == 101.5 and "0 cache hit(s), 2 miss(es)" in stamps["compiled"]["detail"]
     assert "RAYTPU_TIMELINE" in capsys.readouterr().out
+
+
+@pytest.mark.unit
+def test_a_followed_runs_report_carries_the_compile_and_its_budget_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    from raytpu.followed_run import team_result
+
+    summary = {"ok": True, "compile": {"s": 12.0, "hits": 0, "misses": 4}, "compile_budget_s": 5.0,
+               "compile_over_budget": True, "compile_warning": "compile 12.0s exceeds compile_budget_s 5s"}
+    found = team_result(["noise", f"RAYTPU_TRAIN_RESULT {json.dumps(summary)}"])
+    assert found == {"train": {k: v for k, v in summary.items() if k != "ok"}}
+    assert "warning: compile 12.0s exceeds compile_budget_s 5s" in capsys.readouterr().err
+    assert team_result(["RAYTPU_TRAIN_RESULT {\"ok\": true}"]) == {}
