@@ -119,6 +119,6 @@ def first_and_resumed(attempts: list[dict[str, Any]]) -> dict[str, Any] | None:
             "resumed_misses": resumed["misses"]}
 
 
-def describe(compile_s: float, hits: int, misses: int) -> str:
+def describe(compile_s: float, hits: int, misses: int, when: str = "before the first step") -> str:
     """The ``compiled`` phase's detail: seconds and where the executables came from."""
-    return f"XLA compile {compile_s:.2f}s before the first step: {hits} cache hit(s), {misses} miss(es)"
+    return f"XLA compile {compile_s:.2f}s {when}: {hits} cache hit(s), {misses} miss(es)"

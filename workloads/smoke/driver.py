@@ -137,7 +137,7 @@ def compile_check(results: dict[int, dict[str, Any]], budget_s: float | None) ->
         return None
     slowest = max(reported, key=lambda c: c["s"])
     hits, misses = sum(c["hits"] for c in reported), sum(c["misses"] for c in reported)
-    detail = compile_cache.describe(slowest["s"], hits, misses) + " (slowest host)"
+    detail = compile_cache.describe(slowest["s"], hits, misses, "in the host checks (slowest host)")
     if budget_s is None:
         return informational(new_check("compile", True, detail, slowest["s"])), slowest.get("wall")
     over = compile_cache.over_budget(slowest["s"], budget_s)
