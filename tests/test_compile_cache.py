@@ -214,3 +214,22 @@ def test_a_followed_runs_report_carries_the_compile_and_its_budget_flag(capsys: 
     assert found == {"train": {k: v for k, v in summary.items() if k != "ok"}}
     assert "warning: compile 12.0s exceeds compile_budget_s 5s" in capsys.readouterr().err
     assert team_result(["RAYTPU_TRAIN_RESULT {\"ok\": true}"]) == {}
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("job_config", "passed"), [
+    (None, set(compile_cache.ENV_NAMES)),  # a driver run as a plain process (the demo, `raytpu local smoke`)
+    ({"runtime_env": {"env_vars": {compile_cache.DIR_ENV: "/c", compile_cache.MIN_TIME_ENV: "0",
+                                   compile_cache.MIN_SIZE_ENV: "-1", compile_cache.FOLDER_ENV: "/c"}}}, set()),
+    ({"runtime_env": {"env_vars": {compile_cache.DIR_ENV: "/c"}}},
+     {compile_cache.MIN_TIME_ENV, compile_cache.MIN_SIZE_ENV, compile_cache.FOLDER_ENV}),
+    ({"runtime_env": None}, set(compile_cache.ENV_NAMES)),
+    ("not json", set(compile_cache.ENV_NAMES)),
+])
+def test_a_driver_forwards_only_what_its_submitted_jobs_runtime_env_lacks(job_config: object,
+                                                                          passed: set[str]) -> None:
+    # Ray 2.60 ray._private.worker.init: a key in both the job's and ray.init's env_vars raises ValueError
+    environ = {**compile_cache.env("/c"), compile_cache.FOLDER_ENV: "/c", "OTHER": "x"}
+    if job_config is not None:
+        environ[compile_cache.JOB_CONFIG_ENV] = job_config if isinstance(job_config, str) else json.dumps(job_config)
+    assert set(compile_cache.forwarded(environ)) == passed

@@ -10,6 +10,7 @@ Standard library only: the workloads import it inside the Ray job.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -99,9 +100,22 @@ def job_env(folder: str | None, *, mount: str, image: str, generation: str, topo
     return env(directory) | ({FOLDER_ENV: directory} if team else {})
 
 
+JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
+"""A submitted job's config, runtime env included, as its driver sees it. Source: Ray 2.60
+``ray._private.runtime_env.constants``; ``ray._private.worker.init`` merges it with ``ray.init``'s runtime env and
+raises on an env var key both set."""
+
+
 def forwarded(environ: Mapping[str, str]) -> dict[str, str]:
-    """The cache's variables in ``environ``: what a driver passes on to the Ray workers it starts."""
-    return {name: environ[name] for name in ENV_NAMES if name in environ}
+    """The cache's variables in ``environ`` a driver passes on to the Ray workers it starts: those its submitted
+    job's runtime env does not set already (its workers get those; Ray refuses the same key twice)."""
+    try:
+        job = json.loads(environ.get(JOB_CONFIG_ENV) or "{}")
+    except ValueError:
+        job = {}
+    runtime = job.get("runtime_env") if isinstance(job, dict) else None
+    given = (runtime.get("env_vars") if isinstance(runtime, dict) else None) or {}
+    return {name: environ[name] for name in ENV_NAMES if name in environ and name not in given}
 
 
 def over_budget(compile_s: float | None, budget_s: float | None) -> bool:
