@@ -117,6 +117,7 @@ bench: setup
 	$(VENV)/bin/python bench/multislice.py
 	$(VENV)/bin/python bench/chip.py
 	$(VENV)/bin/python bench/batch_input.py
+	$(VENV)/bin/python bench/compile_cache.py --out reports/bench-compile-cache
 
 # Ray Serve LLM vs vLLM's own OpenAI server on the tiny model, side by side in one run.
 bench-serve: $(SERVE_VENV)/.installed

@@ -37,16 +37,23 @@ def show_verdicts(kind: WorkloadKind, lines: list[str]) -> list[Verdict]:
     return verdicts
 
 
+COMPILE_KEYS = ("compile", "compile_attempts", "compile_budget_s", "compile_over_budget", "compile_warning")
+"""What a train summary says of its starts' compiles (``workloads/train.py`` ``compile_verdict``)."""
+
+
 def team_result(lines: list[str]) -> dict[str, Any]:
-    """What a team's ``train_loop`` run reported, from the driver's summary line (``RAYTPU_TRAIN_RESULT``):
-    ``{"train": {train_loop, ok, metrics, checkpoint, reports, attempts, error?}}``; empty for any other run."""
+    """What a training run reported, from the driver's summary line (``RAYTPU_TRAIN_RESULT``): a team's
+    ``train_loop`` run's ``{"train": {train_loop, ok, metrics, checkpoint, reports, attempts, error?}}``, and any
+    train run's compile (:data:`COMPILE_KEYS`, the budget's flag among them); empty for any other run."""
     from raytpu.workloads.train import parse_result
 
     summary = parse_result("\n".join(lines)) or {}
-    if "train_loop" not in summary:
-        return {}
-    keys = ("train_loop", "ok", "metrics", "checkpoint", "reports", "attempts", "error")
-    return {"train": {key: summary.get(key) for key in keys if key in summary}}
+    keys = ("train_loop", "ok", "metrics", "checkpoint", "reports", "attempts", "error") if "train_loop" in summary \
+        else ()
+    found = {key: summary[key] for key in (*keys, *COMPILE_KEYS) if key in summary}
+    if found.get("compile_warning"):
+        print(f"warning: {found['compile_warning']}", file=sys.stderr)
+    return {"train": found} if found else {}
 
 
 def show_timeline(run: Timeline, name: str, path: str | None, problem: str | None,

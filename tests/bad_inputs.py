@@ -385,6 +385,7 @@ I39_3 = "39.3 batch and dataset paths"
 I39_4 = "39.4 model configs"
 I39_5 = "39.5 what validate misses"
 I40_1 = "40.1 a large model fits its hosts' disks"
+I41 = "41 compile cache and compile budget"
 
 CASES: tuple[Case, ...] = (
     # catalog, describe
@@ -571,6 +572,16 @@ CASES: tuple[Case, ...] = (
     _edit("dataset-s3", "workloads.1.dataset", "s3://bucket/train.parquet", "workloads[1].dataset", I31),
     _edit("dataset-blank", "workloads.1.dataset", " ", "workloads[1].dataset", I31),
     _edit("dataset-on-serve", "workloads.2.dataset", "gs://b/train.parquet", "workloads[2].dataset", I31),
+    # JAX's compilation cache and compile budget (issue 41): a location the pods cannot write, a budget not > 0
+    *(_edit(f"compile-{label}", f"workloads.{index}.{name}", value, f"workloads[{index}].{name}", I41)
+      for label, index, name, value in (
+          ("cache-other-bucket", 1, "compile_cache", "gs://someone-elses-bucket/jax"),
+          ("cache-absolute", 1, "compile_cache", "/tmp/jax-cache"), ("cache-dotdot", 0, "compile_cache", "../x"),
+          ("cache-blank", 1, "compile_cache", ""), ("cache-number", 1, "compile_cache", 7),
+          ("cache-on-serve", 2, "compile_cache", "compile-cache"), ("budget-zero", 1, "compile_budget_s", 0),
+          ("budget-negative", 0, "compile_budget_s", -30), ("budget-text", 1, "compile_budget_s", "2m"),
+          ("budget-bool", 1, "compile_budget_s", True), ("budget-inf", 1, "compile_budget_s", float("inf")),
+          ("budget-nan", 1, "compile_budget_s", float("nan")), ("budget-on-serve", 2, "compile_budget_s", 60))),
     # the batch kind's sampling (issue 38 item 8): ranges, YAML types, and only with kind batch
     *(_validate(f"batch-{name.replace('_', '-')}-{label}", batch_config(**{name: value}), f"workloads[3].{shown}",
                 I38_8) for name, label, value, shown in (

@@ -27,6 +27,7 @@ from image_refs import FIXTURE_IMAGES, FIXTURE_REFS
 from raytpu import __version__, images
 from raytpu.config import parse
 from raytpu.core import (
+    compile_cache,
     engine_pods,
     kinds,
     kuberay,
@@ -301,7 +302,9 @@ def test_ray_job_spec_in_env_overrides_a_stale_one_and_keeps_other_env() -> None
     stale = _work(_slice(topology="2x4"), kind="train").env()
     job = kuberay.ray_job("j", work, PODS, args=["--name", "j"],
                           runtime=kuberay.runtime_env(["gs://b/z.zip"], {"K": "V", **stale}))
-    assert _runtime(job) == {"py_modules": ["gs://b/z.zip"], "env_vars": {"K": "V", **work.env()}}
+    cache = compile_cache.job_env(None, mount=names.GCS_MOUNT_PATH, image=PODS.image, generation="v6e",
+                                  topology=work.plan.topology)
+    assert _runtime(job) == {"py_modules": ["gs://b/z.zip"], "env_vars": {"K": "V", **cache, **work.env()}}
     assert job["spec"]["entrypoint"] == "python -m raytpu.workloads.train --name j"
 
 
@@ -590,7 +593,9 @@ def test_workload_manifests_one_per_workload_valid_and_tokens_kept(mode: str) ->
     assert _worker(smoke)["replicas"] == 2
     runtime = _runtime(smoke)
     assert runtime["py_modules"] == [f"file:///mnt/gcs/raytpu/raytpu-{__version__}.zip"]
-    assert set(runtime["env_vars"]) == {WORKLOAD_ENV}
+    cache = compile_cache.cache_dir(names.GCS_MOUNT_PATH, "compile-cache", _worker(smoke)["template"]["spec"][
+        "containers"][0]["image"], "v6e", spec.workload("smoke").plan.topology)
+    assert runtime["env_vars"] == {WORKLOAD_ENV: runtime["env_vars"][WORKLOAD_ENV], **compile_cache.env(cache)}
     carried = WorkloadSpec.from_env(runtime["env_vars"])
     assert carried == spec.workload("smoke") and carried.slices_spanned == 2
     assert carried.plan == spec.slice_named("train").plan

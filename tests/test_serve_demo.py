@@ -46,7 +46,7 @@ def test_serve_demo_answers_and_times_every_phase_up_to_the_first_token(tmp_path
     report = json.loads(report_path.read_text())
     assert report["ok"] and report["answers"] and all(a["completion_tokens"] > 0 for a in report["answers"])
     assert not local.tagged_processes(f"{local.TMP_PREFIX}s{proc.pid}-")
-    assert_emulated_timeline(report["timeline"], took, reserved="emulated")
+    assert_emulated_timeline(report["timeline"], took, reserved="emulated", compiled="not reached")  # vLLM's own
     rows = {r["phase"]: r for r in report["timeline"]["phases"]}
     assert rows["reserved"]["detail"].startswith("app RUNNING")
     assert rows["first_step"]["detail"].startswith("first token: the openai client's first streamed content")

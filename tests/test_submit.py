@@ -238,6 +238,7 @@ def test_submit_wait_records_the_runs_timeline_from_pods_nodes_events_and_the_dr
         time.sleep(max(start + 2.2 - time.time(), 0))
         stamps = [timeline.stamp("ray_joined", "8 hosts", wall=start + 2.3),
                   timeline.stamp("reserved", "slice reserved", wall=start + 2.4),
+                  timeline.stamp("compiled", "XLA compile 0.05s", wall=start + 2.45),
                   timeline.stamp("first_step", "first host result", wall=start + 2.5)]
         fake.server.add_pod(f"{name}-submit", {"job-name": name},
                             [timeline.stamp_line(x) for x in stamps] + [verdict_line("tpu-a"), verdict_line("tpu-b")])
@@ -268,9 +269,10 @@ def test_submit_wait_records_the_runs_timeline_from_pods_nodes_events_and_the_dr
     assert [(w["reason"], w["count"]) for w in rows["scheduled"]["waits"]] == [("TriggeredScaleUp", 1),
                                                                                ("FailedScheduling", 7)]
     assert rows["scheduled"]["waits"][1]["message"] == FAILED_SCHEDULING["message"]
-    assert [rows[p]["detail"] for p in ("ray_joined", "reserved", "first_step")] == [
-        "8 hosts", "slice reserved", "first host result"]
-    assert rows["ray_joined"]["at_s"] < rows["reserved"]["at_s"] < rows["first_step"]["at_s"] <= run["wall_s"]
+    assert [rows[p]["detail"] for p in ("ray_joined", "reserved", "compiled", "first_step")] == [
+        "8 hosts", "slice reserved", "XLA compile 0.05s", "first host result"]
+    at = [rows[p]["at_s"] for p in ("ray_joined", "reserved", "compiled", "first_step")]
+    assert at == sorted(at) and len(set(at)) == 4 and at[-1] <= run["wall_s"]
     assert sum(r["duration_s"] for r in rows.values()) == pytest.approx(run["wall_s"], abs=0.01)
     assert not [t for t in threading.enumerate() if t.name.startswith("raytpu-timeline-")]
     assert "smoke-tl: where the minutes went" in err and "FailedScheduling x7: 0/3 nodes are available" in err
@@ -413,7 +415,7 @@ def test_submit_serve_applies_rayservice_waits_until_ready_and_prints_the_endpoi
 @pytest.mark.parametrize("endpoint", SERVE_ENDPOINTS)
 def test_every_serve_endpoint_says_why_its_first_token_is_not_measured(endpoint: str) -> None:
     why = submission.service_unmeasured(endpoint)
-    assert sorted(why) == ["first_step", "ray_joined", "reserved"]
+    assert sorted(why) == ["compiled", "first_step", "ray_joined", "reserved"]
     assert f"security.serve_endpoint {endpoint}" in why["first_step"] or "serve_api_key_secret" in why["first_step"]
     assert why["first_step"].startswith("first token not measured")
 

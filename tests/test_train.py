@@ -116,7 +116,7 @@ def first_run(cluster: local.LocalCluster, tmp_path_factory: pytest.TempPathFact
 @pytest.mark.timeout(300)
 def test_training_converges(cluster: local.LocalCluster, first_run: tuple[Path, dict[str, Any]]) -> None:
     """30 steps of the MLP: the loss halves, a fresh run reports all of its steps, and the step compiles once
-    (XLA compilations counted through jax.monitoring, ``train.COMPILE_EVENT``: none while stepping), its compile
+    (XLA compilations counted through jax.monitoring, ``compile_watch.COMPILE_EVENT``: none while stepping), its compile
     time reported apart from its step time."""
     _, summary = first_run
     assert summary["steps_done"] == STEPS and summary["restarts"] == 0

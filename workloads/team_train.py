@@ -26,9 +26,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from raytpu.core import errors, user_code
+from raytpu.core import compile_cache, errors, user_code
 from raytpu.core.spec import WorkloadSpec
 from raytpu.core.timeline import Stamp, stamp, stamp_line
+from raytpu.workloads.compile_watch import CompileWatch
 
 MAX_METRIC_CHARS = 2000
 
@@ -78,6 +79,11 @@ class Reports:
         self.attempts.append({"attempt": len(self.attempts) + 1, "started_wall": wall, "resumed": resumed,
                               "first_report_wall": None, "reports": 0})
 
+    def compiled(self, summary: dict[str, Any]) -> None:
+        """Rank 0's compile so far (:class:`CompileWatch`): kept until the attempt's first report."""
+        if self.attempts and self.attempts[-1]["first_report_wall"] is None:
+            self.attempts[-1]["compile"] = summary
+
     def reported(self, wall: float, metrics: dict[str, Any], checkpoint: str | None) -> None:
         self.reports += 1
         self.last = {"wall": wall, "metrics": metrics, "checkpoint": checkpoint}
@@ -109,9 +115,12 @@ def run_attempt(train_loop: str, sink: Any, config: dict[str, Any]) -> Any:
     import ray
     import ray.train
 
-    if ray.train.get_context().get_world_rank() == 0:
-        ray.get(sink.started.remote(time.time(), ray.train.get_checkpoint() is not None))
-    return load_train_loop(train_loop)(config)
+    function = load_train_loop(train_loop)
+    if ray.train.get_context().get_world_rank() != 0:
+        return function(config)
+    ray.get(sink.started.remote(time.time(), ray.train.get_checkpoint() is not None))
+    with CompileWatch(on_compile=lambda watch: sink.compiled.remote(watch.summary())):
+        return function(config)
 
 
 def build_trainer(work: WorkloadSpec, args: argparse.Namespace, sink: Any, slice_name: str | None,
@@ -145,6 +154,7 @@ def run(args: argparse.Namespace, work: WorkloadSpec, env: dict[str, str]) -> di
     from raytpu.workloads.train import (
         MARKER,
         PIN_NOTICE,
+        compile_verdict,
         ray_assumed_hosts,
         reserve_for_pinning,
         stamp_joined,
@@ -185,6 +195,10 @@ def run(args: argparse.Namespace, work: WorkloadSpec, env: dict[str, str]) -> di
     last = reports["last"] or {}
     summary.update(reports=reports["reports"], attempts=reports["attempts"], metrics=last.get("metrics"),
                    checkpoint=last.get("checkpoint"), stamps=team_stamps(reports["attempts"]))
+    compiled = [a["compile"] for a in reports["attempts"] if a.get("compile")]
+    if compiled:
+        summary.update(compile=compiled[-1], compile_attempts=compiled,
+                       **compile_verdict(compiled[-1], work.compile_budget_s))
     if result is not None:
         if result.error is not None:
             summary["error"] = f"{type(result.error).__name__}: {str(result.error).splitlines()[0][:500]}"
@@ -207,6 +221,9 @@ def team_stamps(attempts: list[dict[str, Any]]) -> list[Stamp]:
         first = attempts[0]
         made.append(stamp("reserved", "JaxTrainer's workers placed on the slice (the team's function started)",
                           wall=first["started_wall"]))
+        if (compiled := first.get("compile")) and compiled.get("wall"):
+            made.append(stamp("compiled", compile_cache.describe(compiled["s"], compiled["hits"], compiled["misses"])
+                              + " (rank 0)", wall=compiled["wall"]))
         if first["first_report_wall"]:
             kind = "resumed from a checkpoint" if first["resumed"] else "first"
             made.append(stamp("first_step", f"the team's function reported ({kind} report)",

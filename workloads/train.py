@@ -65,12 +65,13 @@ import tempfile
 import time
 from typing import Any
 
-from raytpu.core import data, errors, multislice
+from raytpu.core import compile_cache, data, errors, multislice
 from raytpu.core.plan import RAY_SLICE_LABEL, SlicePlan
 from raytpu.core.spec import WorkloadSpec
 from raytpu.core.timeline import Stamp, stamp, stamp_line
 from raytpu.workloads import train_data
 from raytpu.workloads._entry import guarded
+from raytpu.workloads.compile_watch import CompileWatch
 from raytpu.workloads.preemption import (
     PREEMPTION_POLL_ENV,
     PREEMPTION_POLL_S,
@@ -84,10 +85,6 @@ from raytpu.workloads.preemption import (
 MARKER = "RAYTPU_TRAIN_RESULT"
 STATE_FILE = "state.npz"
 META_FILE = "meta.json"
-COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
-"""What JAX records through ``jax.monitoring`` for every XLA compilation (JAX 0.10:
-``jax._src.dispatch.BACKEND_COMPILE_EVENT``, recorded around each backend compile by
-``jax._src.interpreters.pxla._cached_compilation`` through ``jax._src.dispatch.log_elapsed_time``)."""
 WAIT_S = 60.0
 """``--start-timeout-s``'s default share per wait: Ray 2.60's ``DEFAULT_WORKER_GROUP_START_TIMEOUT_S``."""
 PIN_NOTICE = "reserving a whole slice"
@@ -106,27 +103,15 @@ def _model_dims(config: dict[str, Any]) -> tuple[int, int]:
 def train_loop_per_worker(config: dict[str, Any]) -> None:
     """One JAX process per host: sharded synthetic batches, MLP regression, momentum SGD, checkpoints.
 
-    Counts XLA compilations through ``jax.monitoring`` (:data:`COMPILE_EVENT`): the data and update functions
-    are compiled once, before the first step, so ``compiles_during_steps`` is 0.
+    Counts XLA compilations and persistent-cache hits through ``jax.monitoring`` (:class:`CompileWatch`): the data
+    and update functions are compiled once, before the first step, so ``compiles_during_steps`` is 0.
     """
-    import jax
-    import jax.monitoring
-
     config = {**config, "placed_wall": time.time()}  # the workers run once JaxTrainer holds its slice
-    compiles: list[str] = []
-
-    def on_duration(event: str, duration_secs: float, **kwargs: str | int) -> None:
-        if event == COMPILE_EVENT:
-            compiles.append(str(kwargs.get("fun_name", "")))
-
-    jax.monitoring.register_event_duration_secs_listener(on_duration)
-    try:
-        _train(config, compiles)
-    finally:
-        jax.monitoring.unregister_event_duration_listener(on_duration)
+    with CompileWatch() as watch:
+        _train(config, watch)
 
 
-def _train(config: dict[str, Any], compiles: list[str]) -> None:
+def _train(config: dict[str, Any], watch: CompileWatch) -> None:
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -200,6 +185,7 @@ def _train(config: dict[str, Any], compiles: list[str]) -> None:
                 meta = json.load(f)
         start_step, history = meta["step"], meta["history"]
     notices: list[dict[str, Any]] = list(meta.get("notices", []))  # every preemption notice of the run so far
+    compile_attempts: list[dict[str, Any]] = list(meta.get("compile_attempts", []))  # each start's compile
     same_launch = meta.get("launch") == launch  # else a fresh run, or an earlier launch's state (resumed)
     restarts = meta["restarts"] + 1 if same_launch else 0
     launch_start = meta["launch_start"] if same_launch else start_step
@@ -220,7 +206,7 @@ def _train(config: dict[str, Any], compiles: list[str]) -> None:
         jax.ShapeDtypeStruct((global_batch,), jnp.float32, sharding=data_sharding)
     ).compile()  # a compiled executable never recompiles: a changed input shape or sharding raises instead
     compile_time = time.perf_counter() - t
-    compiled_before_steps = len(compiles)
+    compiled_before_steps = watch.compiles
     # the training function's own output: Ray Train 2.60 keeps it in this worker's log (`raytpu runs logs --rank N`)
     print(f"train: rank {rank}: {len(devices)} devices, compiled in {compile_time:.2f}s, steps {start_step}-{steps}",
           flush=True)
@@ -239,7 +225,9 @@ def _train(config: dict[str, Any], compiles: list[str]) -> None:
         trained_rows += int(np.asarray(rows.addressable_data(0)))
         step_times.append(time.perf_counter() - t)
         window_losses.append(loss_value)
-        first_step_wall = first_step_wall or time.time()
+        if first_step_wall is None:  # this attempt's compile: what a restart or a resume pays again
+            first_step_wall = time.time()
+            compile_attempts.append({**watch.summary(), "restarts": restarts, "launch": launch})
         if config.get("step_sleep_s"):
             time.sleep(float(config["step_sleep_s"]))
         done = step + 1
@@ -254,7 +242,8 @@ def _train(config: dict[str, Any], compiles: list[str]) -> None:
         window_losses = []
         metrics = {"step": done, "loss": loss_value, "step_time_s": step_time, "compile_time_s": compile_time,
                    "samples_per_s": global_batch / step_time if step_time else 0.0,
-                   "compiles": len(compiles), "compiles_during_steps": len(compiles) - compiled_before_steps,
+                   "compiles": watch.compiles, "compiles_during_steps": watch.compiles - compiled_before_steps,
+                   "compile_attempts": compile_attempts,
                    "restarts": restarts, "resumed_from": start_step, "history": history,
                    "launch": launch, "start_step": launch_start, "steps_run": done - launch_start,
                    "global_batch": global_batch, "devices": len(devices), "workers": ctx.get_world_size(),
@@ -274,7 +263,8 @@ def _train(config: dict[str, Any], compiles: list[str]) -> None:
                 with open(os.path.join(tmp, META_FILE), "w") as f:
                     json.dump({"step": done, "history": history, "restarts": restarts, "launch": launch,
                                "launch_start": launch_start, "at_notice": notice is not None,
-                               "notices": notices, "data_position": feed.position() if feed else None}, f)
+                               "notices": notices, "data_position": feed.position() if feed else None,
+                               "compile_attempts": compile_attempts}, f)
                 ckpt = ray.train.Checkpoint.from_directory(tmp)
             ray.train.report(metrics, checkpoint=ckpt)
         if notice is not None and done != steps:
@@ -456,7 +446,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     args.start_timeout_s = start_wait["attempt_s"]
     env = {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": str(start_wait["per_wait_s"]),
            "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": os.environ.get("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5"),
-           PREEMPTION_POLL_ENV: os.environ.get(PREEMPTION_POLL_ENV, str(PREEMPTION_POLL_S))}
+           PREEMPTION_POLL_ENV: os.environ.get(PREEMPTION_POLL_ENV, str(PREEMPTION_POLL_S)),
+           **compile_cache.forwarded(os.environ)}  # the job's cache reaches the workers this driver starts
     if work.dataset is not None:  # before Ray is reached
         errors.raise_found(data.local_input_problems("dataset", work.dataset))
     if work.train_loop is not None:  # the team's function, in the JaxTrainer the kit builds for the slice
@@ -499,6 +490,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     summary["duration_s"] = round(time.monotonic() - t0, 2)
     if result is not None:
         summary.update(_outcome(result, args, launch))
+    summary.update(compile_verdict(summary.get("compile"), work.compile_budget_s))
     print(f"{MARKER} {json.dumps(summary, sort_keys=True)}", flush=True)
     return summary
 
@@ -532,7 +524,10 @@ def _outcome(result: Any, args: argparse.Namespace, launch: str) -> dict[str, An
         global_batch=metrics.get("global_batch"), slice_name=metrics.get("slice_name"),
         ray_slices=metrics.get("ray_slices"), mesh=metrics.get("mesh"),
         megascale=metrics.get("megascale"), notices=metrics.get("notices") or [],
-        resumed_at_notice=bool(metrics.get("resumed_at_notice")), train_data=metrics.get("data"))
+        resumed_at_notice=bool(metrics.get("resumed_at_notice")), train_data=metrics.get("data"),
+        compile_attempts=metrics.get("compile_attempts") or [])
+    if out["compile_attempts"]:
+        out["compile"] = out["compile_attempts"][-1]  # the attempt that finished
     out["stamps"] = train_stamps(metrics)
     return out
 
@@ -562,12 +557,31 @@ def train_stamps(metrics: dict[str, Any]) -> list[Stamp]:
     if metrics.get("placed_wall"):
         made.append(stamp("reserved", f"JaxTrainer's {metrics.get('workers', '?')} worker(s) placed on slice "
                                       f"{slice_name}", wall=float(metrics["placed_wall"])))
+    attempts = metrics.get("compile_attempts") or []
+    if attempts and attempts[-1].get("wall"):
+        last = attempts[-1]
+        made.append(stamp("compiled", compile_cache.describe(last["s"], last["hits"], last["misses"]),
+                          wall=float(last["wall"])))
     if metrics.get("first_step_wall"):
         made.append(stamp("first_step", f"training step {metrics.get('first_step', '?')} done (compilation before "
                                         "it)", wall=float(metrics["first_step_wall"])))
     for item in made:
         print(stamp_line(item), flush=True)
     return made
+
+
+def compile_verdict(compile: dict[str, Any] | None, budget_s: float | None) -> dict[str, Any]:
+    """The summary's ``compile_over_budget`` (and a ``compile_warning`` line) when the start compiled for longer than
+    the workload's ``compile_budget_s``: a run that suddenly compiles everything again is seen."""
+    if compile is None or budget_s is None:
+        return {}
+    over = compile_cache.over_budget(compile.get("s"), budget_s)
+    found: dict[str, Any] = {"compile_budget_s": budget_s, "compile_over_budget": over}
+    if over:
+        found["compile_warning"] = (f"compile {compile['s']:.1f}s exceeds compile_budget_s {budget_s:g}s "
+                                    f"({compile.get('hits', 0)} cache hit(s), {compile.get('misses', 0)} miss(es))")
+        print(f"train: warning: {found['compile_warning']}", file=sys.stderr, flush=True)
+    return found
 
 
 def parse_result(text: str) -> dict[str, Any] | None:

@@ -298,6 +298,8 @@ def _train(cluster: LocalCluster, steps: int, report: dict[str, Any], recorder: 
                               "--checkpoint-every", str(max(steps // 3, 1)), timeout_s=300)
     train = report["train"] = parse_result(done.stdout)
     stamps = {s["phase"]: s for s in timeline.parse_stamp_lines(done.stdout)}
+    if "compiled" in stamps:
+        recorder.take([stamps["compiled"]])
     if "first_step" in stamps:  # what else the minutes before the first step went to, in the demo
         smoke_s = next(s["duration_s"] for s in report["steps"] if s["step"] == "smoke")
         placed = (f"; JaxTrainer's workers placed at {stamps['reserved']['wall'] - recorder.start_wall:.1f}s"
@@ -315,7 +317,7 @@ def _train_preempted(cluster: LocalCluster, args: argparse.Namespace, report: di
     """The ``train`` step with a host preempted mid-run (:func:`raytpu.local.drill.drill`): the run's result goes to
     ``report["train"]``, what the preemption cost to ``report["preemption"]``. It passes when the run finished on a
     whole slice and, with a notice, resumed from the checkpoint written at it with at most one step lost."""
-    from raytpu.core import timeline
+    from raytpu.core import compile_cache, timeline
     from raytpu.local.drill import drill
 
     started = time.monotonic()
@@ -324,8 +326,11 @@ def _train_preempted(cluster: LocalCluster, args: argparse.Namespace, report: di
                  every=max(steps // 3, 1), progress=_say)
     train = report["train"] = done["train"]
     cut = report["preemption"] = done["preemption"]
-    stamps = [s for s in timeline.parse_stamp_lines(done["stdout"]) if s["phase"] == "first_step"]
+    stamps = [s for s in timeline.parse_stamp_lines(done["stdout"]) if s["phase"] in ("compiled", "first_step")]
     recorder.take(stamps)
+    compiled = compile_cache.first_and_resumed(train.get("compile_attempts") or [])
+    if compiled is not None:  # the resumed start's compile beside the first one's: what the cache saved
+        cut["compile"] = compiled
     ok = done["exit_code"] == 0 and bool(train.get("ok")) and cut["resumed_on_whole_slice"] and (
         not args.notice_s or (cut["checkpoint_at_notice"] and (cut["steps_lost"] or 0) <= 1))
     _step(report, "train (preempted)", ok, started, why=str(train.get("error") or f"steps lost {cut['steps_lost']}, "
@@ -368,7 +373,8 @@ def render_report(report: dict[str, Any], smoke_table: str) -> str:
                   f"{train.get('global_batch')}",
                   f"  loss              {_num(train.get('first_loss'))} -> {_num(train.get('final_loss'))}",
                   f"  compile time      {_num(train.get('compile_time_s'), 's')} (once, before the first step; "
-                  f"{train.get('compiles_during_steps', '-')} compilations while stepping)",
+                  f"{train.get('compiles_during_steps', '-')} compilations while stepping; "
+                  f"{(train.get('compile') or {}).get('hits', '-')} cache hit(s))",
                   f"  step time         {_num(train.get('step_time_s'), 's')} (median, compilation excluded)",
                   f"  throughput        {_num(train.get('samples_per_s'))} samples/s",
                   f"  checkpoint        {train.get('checkpoint')}"]
@@ -388,11 +394,19 @@ def render_report(report: dict[str, Any], smoke_table: str) -> str:
                   f"  steps lost        {cut['steps_lost']} (last step before the kill {cut['last_step_before_kill']})",
                   f"  resumed after     {_num(cut['resumed_after_s'], 's')} (to the first step after the restart)",
                   f"  whole slice       {cut['resumed_on_whole_slice']}",
+                  *_compile_lines(cut.get("compile")),
                   "", "== " + timeline.render(cut["timeline"], "the preemption")]
     lines += ["", f"wall time {report['duration_s']:.1f}s, peak memory {report['peak_memory_mib']} MiB "
               f"(PSS of every process; RSS sum {report['peak_memory_rss_sum_mib']} MiB), "
               f"{'PASSED' if report['ok'] else 'FAILED'}"]
     return "\n".join(lines)
+
+
+def _compile_lines(compiled: dict[str, Any] | None) -> list[str]:
+    if not compiled:
+        return []
+    return [f"  compile           {compiled['first_s']:.2f}s first start, {compiled['resumed_s']:.2f}s resumed "
+            f"({compiled['resumed_hits']} cache hit(s), {compiled['resumed_misses']} miss(es))"]
 
 
 def _num(value: Any, unit: str = "") -> str:

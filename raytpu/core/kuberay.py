@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from raytpu.core import (
+    compile_cache,
     engine_pods,
     errors,
     multislice,
@@ -349,7 +350,7 @@ def ray_job(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = Fals
     limits = work.kind.limits
     assert limits is not None, f"kind {work.kind.name} is not a RayJob"
     pods = _own(pods, "RayJob", name)
-    env = {**dict((runtime or {}).get("env_vars") or {}), **work.env()}
+    env = {**dict((runtime or {}).get("env_vars") or {}), **_compile_cache_env(work, pods), **work.env()}
     waits_s = preemption.pre_running_deadline_s(limits.pre_running_deadline_s, limits.active_deadline_s,
                                                 work.slice.modes, work.kind.checks)
     spec: dict[str, Any] = {
@@ -369,6 +370,16 @@ def ray_job(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = Fals
         spec["submitterPodTemplate"] = submitter_template(pods)
     return {"apiVersion": API_VERSION, "kind": "RayJob", "metadata": _metadata("RayJob", name, namespace, labels, work),
             "spec": spec}
+
+
+def _compile_cache_env(work: WorkloadSpec, pods: Pods) -> dict[str, str]:
+    """JAX's persistent compilation cache in the bucket's mount, one per image and slice shape, for a job that runs
+    JAX (vLLM keeps its own cache); none without a bucket."""
+    if pods.bucket is None or work.kind.takes_model:
+        return {}
+    return compile_cache.job_env(work.compile_cache, mount=names.GCS_MOUNT_PATH, image=pods.image,
+                                 generation=work.plan.generation, topology=work.plan.topology,
+                                 slices=work.slices_per_run, team=work.runs_team_code)
 
 
 SUBMITTER_RESOURCES = {"requests": {"cpu": "500m", "memory": "200Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}

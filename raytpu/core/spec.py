@@ -24,7 +24,19 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from raytpu.core import data, errors, kinds, multislice, names, node_disk, preemption, sampling, user_code, vllm_rules
+from raytpu.core import (
+    compile_cache,
+    data,
+    errors,
+    kinds,
+    multislice,
+    names,
+    node_disk,
+    preemption,
+    sampling,
+    user_code,
+    vllm_rules,
+)
 from raytpu.core.catalog import RAY_VERSION, generation
 from raytpu.core.cluster_parts import AlertingSpec, GkeSpec, NetworkSpec, StorageSpec
 from raytpu.core.errors import InvalidInput, InvalidInputs, Problems
@@ -307,6 +319,10 @@ def gated_model_problems(source: str, secret: SecretKeyRef | None, field: str = 
         "model_source: gs://BUCKET/PATH with the weights copied there")]
 
 
+BUDGETED_KINDS = ("train", "smoke")
+"""Kinds whose start's compile the kit measures (its trainer, a team's ``train_loop``, the smoke check)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class WorkloadSpec:
     """A Ray workload on one kind of slice.
@@ -350,6 +366,10 @@ class WorkloadSpec:
         train_config: With ``train_loop``: the mapping it receives as ``train_loop_config``; default ``{}``.
         entrypoint: Job only (required): the team's Ray driver, a command run in ``code`` on the slice's Ray
             cluster with the slice in ``RAYTPU_*`` (:func:`raytpu.core.user_code.run_env`).
+        compile_cache: Kinds that run JAX (train, job, smoke): the folder of JAX's persistent compilation cache in
+            the kit's bucket, or ``off``; default ``compile-cache`` (:mod:`raytpu.core.compile_cache`).
+        compile_budget_s: Kinds train and smoke: seconds a start may compile before its first step; reports flag a
+            start over it. Default none (no flag).
     """
 
     name: str
@@ -375,6 +395,8 @@ class WorkloadSpec:
     train_loop: str | None = None
     train_config: Mapping[str, Any] | None = field(default=None, hash=False)
     entrypoint: str | None = None
+    compile_cache: str | None = None
+    compile_budget_s: float | None = None
 
     def __post_init__(self) -> None:
         found = dns_label_problems("name", self.name)
@@ -428,6 +450,7 @@ class WorkloadSpec:
         found += user_code.workload_problems(self.kind, image=self.image, **{
             name: getattr(self, name) for name in user_code.CODE_FIELDS})
         found += sampling.sampling_problems(self)
+        found += self._compile_problems()
         if self.kind.batches:
             found += data.row_stats_problems(self.engine_kwargs)
         if self.slices is not None:
@@ -436,6 +459,19 @@ class WorkloadSpec:
             if not bad and self.kind.spans_slices:
                 found += multislice.problems(self.plan, self.slices)
         raise_all(found)
+
+    def _compile_problems(self) -> list[InvalidInput]:
+        found: list[InvalidInput] = []
+        if self.compile_cache is not None:
+            found += ([errors.forbidden("compile_cache", self.compile_cache, f"for kind {self.kind.name} (vLLM keeps "
+                                        "its own XLA cache)", "only with kinds that run JAX: train, job, smoke")]
+                      if self.kind.takes_model else compile_cache.folder_problems("compile_cache", self.compile_cache))
+        if self.compile_budget_s is not None:
+            found += ([errors.forbidden("compile_budget_s", self.compile_budget_s, f"for kind {self.kind.name} (the "
+                                        "kit does not measure its compile)", "only with kinds train and smoke")]
+                      if self.kind.name not in BUDGETED_KINDS
+                      else compile_cache.budget_problems("compile_budget_s", self.compile_budget_s))
+        return found
 
     @property
     def plan(self) -> SlicePlan:
@@ -486,7 +522,8 @@ class WorkloadSpec:
         return {"name": self.name, "kind": self.kind.name, "slice": self.slice.to_json(), "image": self.image,
                 "slices": self.slices, **serving, "input": self.input, "output": self.output, "dataset": self.dataset,
                 "code": self.code, "train_loop": self.train_loop, "train_config": user_code.as_json(self.train_config),
-                "entrypoint": self.entrypoint,
+                "entrypoint": self.entrypoint, "compile_cache": self.compile_cache,
+                "compile_budget_s": self.compile_budget_s,
                 **{name: getattr(self, name) for name in sampling.SAMPLING_FIELDS}}
 
     @classmethod

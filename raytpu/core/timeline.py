@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any, NotRequired, TypedDict
 
 PHASES: tuple[str, ...] = ("applied", "scheduled", "nodes_ready", "webhook_env", "ray_joined", "reserved",
-                           "first_step", "finished")
+                           "compiled", "first_step", "finished")
 """Every phase of a run, in the order a run passes them."""
 
 MEANING: dict[str, str] = {
@@ -33,6 +33,8 @@ MEANING: dict[str, str] = {
                    "admission)",
     "ray_joined": "every host's Ray node alive with its slice labels (ray.io/tpu-slice-name, ray.io/tpu-worker-id)",
     "reserved": "the whole slice reserved (one placement-group bundle per host)",
+    "compiled": "XLA compilation before the first step done (or its executables loaded from JAX's persistent "
+                "compilation cache): seconds, cache hits and misses",
     "first_step": "the first training step, the first token, or the smoke check's first host result",
     "finished": "the run ended (result read)",
 }

@@ -11,6 +11,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from raytpu.core import compile_cache
 from raytpu.core.errors import RuntimeFailure, invalid_value
 from raytpu.core.kinds import kind
 from raytpu.core.names import MANAGED_BY, SLICE_LABEL, WORKLOAD_LABEL
@@ -29,13 +30,24 @@ def workload_command(kind_name: str, *extra: str) -> list[str]:
     return [sys.executable, "-m", kind(kind_name).module, *extra]
 
 
+def compile_env(cluster: LocalCluster, work: WorkloadSpec) -> dict[str, str]:
+    """JAX's compilation cache of a job on the emulated slice: in the run folder (standing in for the bucket's
+    mount), one per interpreter and slice shape, shared by every host and run, as on GKE."""
+    if work.kind.takes_model:
+        return {}
+    return compile_cache.job_env(work.compile_cache, mount=str(cluster.run_dir), image=f"emulated:{sys.prefix}",
+                                 generation=work.plan.generation, topology=work.plan.topology,
+                                 slices=work.slices_per_run, team=work.runs_team_code)
+
+
 def run_workload(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: float = 600.0,
                  echo: Progress | None = None, work: WorkloadSpec | None = None) -> subprocess.CompletedProcess[str]:
     """Runs a workload as a driver process, as a RayJob entrypoint would (spec ``work`` in ``RAYTPU_WORKLOAD``, default
     :meth:`LocalCluster.workload`); stderr lines go to ``echo`` as they come, stdout is captured. RuntimeFailure past
     ``timeout_s`` (killed)."""
     cmd = workload_command(kind_name, *extra)
-    env = cluster.driver_env() | (work or cluster.workload(kind_name)).env()
+    spec = work or cluster.workload(kind_name)
+    env = cluster.driver_env() | compile_env(cluster, spec) | spec.env()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     err_lines: list[str] = []
@@ -82,7 +94,7 @@ def submit_job(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: fl
     client = JobSubmissionClient(cluster.dashboard)
     spec = work or cluster.workload(kind_name, slices)
     labels = {**MANAGED_BY, WORKLOAD_LABEL: spec.kind.name, SLICE_LABEL: spec.slice.name}
-    env = dict((runtime or {}).get("env_vars") or {}) | spec.env() | {ENV_EMULATED: "1"}
+    env = dict((runtime or {}).get("env_vars") or {}) | compile_env(cluster, spec) | spec.env() | {ENV_EMULATED: "1"}
     try:
         job_id = client.submit_job(entrypoint=entrypoint or shlex.join(workload_command(kind_name, *extra)),
                                    runtime_env={**(runtime or {}), "env_vars": env},

@@ -101,11 +101,11 @@ def run(options: SmokeOptions) -> list[Verdict]:
                 f"{RAY_WORKER_LABEL} 0..{plan.hosts - 1}" for inv in joined))
             print(stamp_line(made), flush=True)
         for inv in slices.values():
-            verdicts.append(check_slice(plan, inv, options, faults))
+            verdicts.append(check_slice(plan, inv, options, faults, work.compile_budget_s))
         for i in range(len(verdicts), 1 if options.slice_name else work.slices_spanned):
             inv = SliceInventory(f"<missing {plan.ray_pod_type} slice {i + 1} of {work.slices_spanned}>",
                                  hosts_expected=plan.hosts)
-            verdicts.append(check_slice(plan, inv, options, faults))
+            verdicts.append(check_slice(plan, inv, options, faults, work.compile_budget_s))
         if span > 1:
             dcn.attach(verdicts, dcn.check_dcn(plan, list(slices.values()), options, span, limit_s, cut_off=cut_off),
                        cut_off)

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import Any
 
+from raytpu.core import compile_cache
 from raytpu.core.plan import (
     RAY_ACCELERATOR_LABEL,
     RAY_POD_TYPE_LABEL,
@@ -22,7 +24,7 @@ from raytpu.workloads.smoke.faults import Faults
 from raytpu.workloads.smoke.judge import judge
 from raytpu.workloads.smoke.measure import coordinator_address, host_check
 from raytpu.workloads.smoke.options import SmokeOptions
-from raytpu.workloads.smoke.verdict import cause_of, new_check, slice_verdict
+from raytpu.workloads.smoke.verdict import cause_of, informational, new_check, slice_verdict
 
 CHECK_BASE_S = 180.0
 """The check's time limit for a slice of a few hosts: import jax, libtpu start-up, a handful of compiles and the
@@ -49,9 +51,9 @@ def _limit(options: SmokeOptions, plan: SlicePlan) -> float:
 
 
 def check_slice(plan: SlicePlan, inv: SliceInventory, options: SmokeOptions,
-                faults: Faults | None = None) -> Verdict:
+                faults: Faults | None = None, compile_budget_s: float | None = None) -> Verdict:
     """Checks one slice; returns its verdict (:class:`raytpu.core.report.Verdict`). Never raises: a failure at any stage
-    is a failed check naming its cause."""
+    is a failed check naming its cause. With ``compile_budget_s``, a host compiling for longer fails the slice."""
     faults = faults or Faults()
     t0 = time.monotonic()
     checks: list[Check] = []
@@ -117,15 +119,36 @@ def check_slice(plan: SlicePlan, inv: SliceInventory, options: SmokeOptions,
         stage = "judge"
         if results is not None:
             perf.extend(judge(plan, options, results, checks, hosts))
+            compiled = compile_check(results, compile_budget_s)
+            if compiled is not None:
+                check, wall = compiled
+                checks.append(check)
+                _stamp(stamps, "compiled", check["detail"], wall)
     except Exception as exc:  # a bug or an unforeseen failure still ends in a verdict naming it
         checks.append(new_check(stage, False, f"the check failed: {cause_of(exc)}"))
     return verdict()
 
 
-def _stamp(stamps: list[Stamp], phase: str, detail: str) -> None:
-    """Stamps ``phase`` now: kept for the verdict (``stamps``) and printed at once (:mod:`raytpu.core.timeline`), so a
-    run that dies before its verdict still shows how far it got."""
-    made = stamp(phase, detail)
+def compile_check(results: dict[int, dict[str, Any]], budget_s: float | None) -> tuple[Check, float | None] | None:
+    """The ``compile`` check (the slowest host's XLA compile seconds, every host's cache hits and misses) and when
+    that host's last compile ended; informational without a budget. None when no host reported its compile."""
+    reported = [r["compile"] for r in results.values() if r.get("compile")]
+    if not reported:
+        return None
+    slowest = max(reported, key=lambda c: c["s"])
+    hits, misses = sum(c["hits"] for c in reported), sum(c["misses"] for c in reported)
+    detail = compile_cache.describe(slowest["s"], hits, misses, "in the host checks (slowest host)")
+    if budget_s is None:
+        return informational(new_check("compile", True, detail, slowest["s"])), slowest.get("wall")
+    over = compile_cache.over_budget(slowest["s"], budget_s)
+    detail += f"; over compile_budget_s {budget_s:g}s" if over else f"; within compile_budget_s {budget_s:g}s"
+    return new_check("compile", not over, detail, slowest["s"], budget_s), slowest.get("wall")
+
+
+def _stamp(stamps: list[Stamp], phase: str, detail: str, wall: float | None = None) -> None:
+    """Stamps ``phase`` now (or at ``wall``): kept for the verdict (``stamps``) and printed at once
+    (:mod:`raytpu.core.timeline`), so a run that dies before its verdict still shows how far it got."""
+    made = stamp(phase, detail, wall=wall)
     stamps.append(made)
     print(stamp_line(made), flush=True)
 
@@ -144,7 +167,9 @@ def _run_hosts(plan: SlicePlan, reservation: Reservation, options: SmokeOptions,
     strategy = PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=0)
     coordinator = ray.get(ray.remote(num_cpus=0)(coordinator_address).options(scheduling_strategy=strategy).remote(),
                           timeout=limit)
-    task = ray.remote(num_cpus=1, max_calls=1, max_retries=0)(host_check)
+    # the job's compilation cache reaches the host checks (Ray starts their worker processes, not this driver)
+    task = ray.remote(num_cpus=1, max_calls=1, max_retries=0,
+                      runtime_env={"env_vars": compile_cache.forwarded(os.environ)})(host_check)
     pending: dict[Any, int] = {}
     for worker in range(plan.hosts):
         # bundle i sits on the host labelled ray.io/tpu-worker-id=i (bundle_selectors): JAX process i is TPU worker i

@@ -305,14 +305,18 @@ def host_check(coordinator: str, num_processes: int, process_id: int, init_timeo
     }
     import jax
 
+    from raytpu.workloads.compile_watch import CompileWatch
+
     jax.distributed.initialize(coordinator, num_processes, process_id, initialization_timeout=init_timeout_s)
     try:
         local = jax.local_devices()
         sizes = TPU_SIZES if local[0].platform == "tpu" else CPU_SIZES
         if bandwidth_mib:
             sizes = replace(sizes, allreduce_mib=bandwidth_mib)
-        info.update(device_checks(jax.devices(), local, sizes, topology, faults,
-                                  None if local[0].platform == "tpu" else (process_id, num_processes)))
+        with CompileWatch() as watch:  # every check's executables: compiled, or loaded from the persistent cache
+            info.update(device_checks(jax.devices(), local, sizes, topology, faults,
+                                      None if local[0].platform == "tpu" else (process_id, num_processes)))
+        info["compile"] = watch.summary()
     finally:
         jax.distributed.shutdown()
     return info
