@@ -27,8 +27,8 @@ from typing import Any
 
 import psutil
 
-from raytpu.core import kinds
-from raytpu.core.spec import SliceSpec, WorkloadSpec
+from raytpu.core.specs import kinds
+from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
 from raytpu.workloads import batch
 
 BEFORE = "7d30642"

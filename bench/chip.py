@@ -42,9 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
 
-    from raytpu.core.plan import plan_slice
-    from raytpu.core.report import Check, HostRow
-    from raytpu.core.table import text_table
+    from raytpu.core.common.report import Check, HostRow
+    from raytpu.core.common.table import text_table
+    from raytpu.core.tpu.plan import plan_slice
     from raytpu.workloads.smoke.judge import judge
     from raytpu.workloads.smoke.options import SmokeOptions
 

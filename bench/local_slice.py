@@ -28,8 +28,8 @@ from pathlib import Path
 
 from raytpu import local
 from raytpu.config import load
-from raytpu.core import report
-from raytpu.core.plan import SlicePlan, plan_slice
+from raytpu.core.common import report
+from raytpu.core.tpu.plan import SlicePlan, plan_slice
 from raytpu.local.from_config import config_slice_plan
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from raytpu import local
-from raytpu.core.plan import SlicePlan, plan_slice
+from raytpu.core.tpu.plan import SlicePlan, plan_slice
 
 BUSY = [sys.executable, "-c", "while True: pass"]
 

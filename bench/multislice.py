@@ -24,7 +24,7 @@ import tempfile
 import time
 
 from raytpu import local
-from raytpu.core.plan import plan_slice
+from raytpu.core.tpu.plan import plan_slice
 from raytpu.local.connection import connect
 
 

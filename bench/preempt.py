@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from raytpu import local
-from raytpu.core.catalog import generation
-from raytpu.core.plan import plan_slice
+from raytpu.core.tpu.catalog import generation
+from raytpu.core.tpu.plan import plan_slice
 from raytpu.local.drill import drill
 
 FIELDS = ("host", "notice_s", "checkpoint_at_notice", "last_step_before_kill", "resumed_from_step", "steps_lost",

@@ -5,7 +5,7 @@
 
 The example's serving workload (``raytpu.example.yaml``), same tiny model (:mod:`raytpu.workloads.tiny_llm`),
 same engine arguments (the CPU twin's, via
-:func:`raytpu.core.serving.engine_cli_args`), same engine env, same client (the official ``openai``
+:func:`raytpu.core.manifests.serving.engine_cli_args`), same engine env, same client (the official ``openai``
 ``AsyncOpenAI``, streamed chat completions, ``ignore_eos`` so every answer is ``--max-tokens`` long). The
 two servers run one after the other (never together: the machine has 2 cores), interleaved ``--repeats`` times
 (vLLM, Ray, vLLM, Ray, ...: each a fresh server, so drift in the machine's load falls on both), each measured at 1, 4
@@ -44,10 +44,10 @@ from typing import Any
 
 from raytpu import local
 from raytpu.config import load
-from raytpu.core import serving
-from raytpu.llm_client import StreamResult, astream_chat
+from raytpu.core.manifests import serving
 from raytpu.local.deploy import deploy_serve
 from raytpu.local.from_config import serving_workload
+from raytpu.local.llm_client import StreamResult, astream_chat
 from raytpu.local.procs import processes_under
 from raytpu.workloads import tiny_llm
 from raytpu.workloads.serve import Endpoint, free_port, wait_answering

@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from raytpu.core import errors
-from raytpu.core.cluster_parts import GkeSpec
-from raytpu.core.errors import InvalidInput
-from raytpu.core.field_rules import label_problems
+from raytpu.core.common import errors
+from raytpu.core.common.errors import InvalidInput
+from raytpu.core.specs.cluster_parts import GkeSpec
+from raytpu.core.specs.field_rules import label_problems
 from raytpu.modules import _props
 from raytpu.modules.cdk import container_node_pool
 

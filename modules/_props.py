@@ -1,9 +1,9 @@
 """Rules for construct options that no spec covers, and the ``overrides`` escape hatch.
 
-Each rule returns the problems of one value (a list of :class:`raytpu.core.errors.InvalidInput`, empty when it is
+Each rule returns the problems of one value (a list of :class:`raytpu.core.common.errors.InvalidInput`, empty when it is
 fine), the spec layer's style: a props class adds up its fields' problems and raises them together with
-:func:`raytpu.core.errors.raise_found`. Rules a spec already states (labels, ranges, choices, bucket names) are
-imported from :mod:`raytpu.core.field_rules`, not restated here.
+:func:`raytpu.core.common.errors.raise_found`. Rules a spec already states (labels, ranges, choices, bucket names) are
+imported from :mod:`raytpu.core.specs.field_rules`, not restated here.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import re
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from raytpu.core import errors
-from raytpu.core.errors import InvalidInput
-from raytpu.core.field_rules import ZONE
+from raytpu.core.common import errors
+from raytpu.core.common.errors import InvalidInput
+from raytpu.core.specs.field_rules import ZONE
 
 RESOURCE_NAME = re.compile(r"^[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 
@@ -41,7 +41,7 @@ def resource_name_problems(field: str, value: object, max_len: int = 63) -> list
 
 
 def fraction_problems(field: str, value: object) -> list[InvalidInput]:
-    """A number within ``[0, 1]`` (a sampling rate; :func:`raytpu.core.field_rules.range_problems` takes whole
+    """A number within ``[0, 1]`` (a sampling rate; :func:`raytpu.core.specs.field_rules.range_problems` takes whole
     numbers)."""
     if isinstance(value, int | float) and not isinstance(value, bool) and 0.0 <= value <= 1.0:
         return []
@@ -49,7 +49,7 @@ def fraction_problems(field: str, value: object) -> list[InvalidInput]:
 
 
 def zone_problems(field: str, value: object) -> list[InvalidInput]:
-    """A GCP zone such as ``us-east5-b`` (the spec's pattern, :data:`raytpu.core.field_rules.ZONE`)."""
+    """A GCP zone such as ``us-east5-b`` (the spec's pattern, :data:`raytpu.core.specs.field_rules.ZONE`)."""
     return errors.unmatched(field, value, ZONE, "is not a GCP zone", "a zone such as us-east5-b")
 
 

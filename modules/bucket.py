@@ -10,8 +10,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from raytpu.core import errors
-from raytpu.core.field_rules import bucket_problems, label_problems, range_problems
+from raytpu.core.common import errors
+from raytpu.core.specs.field_rules import bucket_problems, label_problems, range_problems
 from raytpu.modules import _props
 from raytpu.modules.cdk import AssetType, Construct, TerraformAsset, storage_bucket, storage_bucket_object
 

@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from raytpu.core import errors, names
-from raytpu.core.field_rules import choice_problems
-from raytpu.core.provisioning import MODES
-from raytpu.core.spec import SliceSpec
+from raytpu.core.common import errors, names
+from raytpu.core.specs.field_rules import choice_problems
+from raytpu.core.specs.provisioning import MODES
+from raytpu.core.specs.spec import SliceSpec
 from raytpu.modules import _props, node_system
 
 WHEN_UNSATISFIABLE = ("DoNotScaleUp", "ScaleUpAnyway")

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field, fields
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from raytpu.core import errors
-from raytpu.core.catalog import RAY_OPERATOR_MIN_GKE_VERSION
-from raytpu.core.cluster_parts import GkeSpec, MaintenanceWindowSpec
-from raytpu.core.errors import InvalidInput
-from raytpu.core.field_rules import region_problems
+from raytpu.core.common import errors
+from raytpu.core.common.errors import InvalidInput
+from raytpu.core.specs.cluster_parts import GkeSpec, MaintenanceWindowSpec
+from raytpu.core.specs.field_rules import region_problems
+from raytpu.core.tpu.catalog import RAY_OPERATOR_MIN_GKE_VERSION
 from raytpu.modules import _props
 from raytpu.modules._node_pool import NODE_OAUTH_SCOPES
 from raytpu.modules.cdk import (

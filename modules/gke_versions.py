@@ -6,13 +6,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from raytpu.core import errors
-from raytpu.core.catalog import RAY_OPERATOR_MIN_GKE_VERSION, generation
-from raytpu.core.errors import InvalidInput
-from raytpu.core.multislice import MIN_GKE_VERSION as MULTISLICE_MIN_GKE_VERSION
-from raytpu.core.plan import SlicePlan
-from raytpu.core.preemption import LONG_NOTICE_MIN_GKE_VERSION
-from raytpu.core.provisioning import Provisioning
+from raytpu.core.common import errors
+from raytpu.core.common.errors import InvalidInput
+from raytpu.core.manifests.preemption import LONG_NOTICE_MIN_GKE_VERSION
+from raytpu.core.specs.multislice import MIN_GKE_VERSION as MULTISLICE_MIN_GKE_VERSION
+from raytpu.core.specs.provisioning import Provisioning
+from raytpu.core.tpu.catalog import RAY_OPERATOR_MIN_GKE_VERSION, generation
+from raytpu.core.tpu.plan import SlicePlan
 from raytpu.modules import node_system
 
 _VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:-gke\.(\d+))?$")
@@ -37,9 +37,9 @@ def version_floor(plans: Iterable[SlicePlan], mode: str = "standard", multislice
     """(oldest GKE version the cluster may run, what needs it): the newest of the Ray Operator add-on's floor,
     every generation's in ``plans`` (catalog ``min_gke_version``; on Autopilot a generation may need a newer
     version than on Standard, as tpu7x does), every provisioning mode's in ``provisioning`` (flex-start TPUs:
-    :data:`raytpu.core.catalog.FLEX_START_MIN_GKE_VERSION`), with ``multislice`` GKE's Multislice floor
-    (:data:`raytpu.core.multislice.MIN_GKE_VERSION`), on Autopilot the ComputeClass ``nodeSystemConfig`` floor, and
-    with ``long_notice`` (a slice's ``preemption_notice_s`` above 30) the longer shutdown window's."""
+    :data:`raytpu.core.tpu.catalog.FLEX_START_MIN_GKE_VERSION`), with ``multislice`` GKE's Multislice floor
+    (:data:`raytpu.core.specs.multislice.MIN_GKE_VERSION`), on Autopilot the ComputeClass ``nodeSystemConfig`` floor,
+    and with ``long_notice`` (a slice's ``preemption_notice_s`` above 30) the longer shutdown window's."""
     floor = (RAY_OPERATOR_MIN_GKE_VERSION, "the Ray Operator add-on")
     wanted = [(MULTISLICE_MIN_GKE_VERSION[mode], f"Multislice on {mode.capitalize()}")] if multislice else []
     if mode == "autopilot":

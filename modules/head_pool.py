@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from raytpu.core.cluster_parts import HeadPoolSpec
-from raytpu.core.errors import InvalidInput
-from raytpu.core.field_rules import DEFAULT_DISK_SIZE_GIB
+from raytpu.core.common.errors import InvalidInput
+from raytpu.core.specs.cluster_parts import HeadPoolSpec
+from raytpu.core.specs.field_rules import DEFAULT_DISK_SIZE_GIB
 from raytpu.modules import _props
 from raytpu.modules._node_pool import JoinedCluster, NodePoolOptions, hardened_node_config, joined_to
 from raytpu.modules.cdk import Construct, container_node_pool

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from raytpu.core import errors
-from raytpu.core.field_rules import label_problems, region_problems
+from raytpu.core.common import errors
+from raytpu.core.specs.field_rules import label_problems, region_problems
 from raytpu.modules import _props
 from raytpu.modules.cdk import (
     Construct,
@@ -21,7 +21,8 @@ from raytpu.modules.workload_identity import account_id_problems
 
 PULL_ROLE = "roles/artifactregistry.reader"
 PUSH_ROLE = "roles/artifactregistry.writer"
-"""Pull, and push images to an existing repository (https://cloud.google.com/artifact-registry/docs/access-control#roles)."""
+"""Pull, and push images to an existing repository
+(https://cloud.google.com/artifact-registry/docs/access-control#roles)."""
 BUILDER_BUCKET_ROLE = "roles/storage.objectUser"
 """The builder reads its build context from the bucket and writes (and, streaming, rewrites) its log there
 (``logsBucket``): objectViewer + objectCreator could not replace the growing log object."""

@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from raytpu.core import errors
-from raytpu.core.cluster_parts import NetworkSpec
-from raytpu.core.field_rules import choice_problems, region_problems
+from raytpu.core.common import errors
+from raytpu.core.specs.cluster_parts import NetworkSpec
+from raytpu.core.specs.field_rules import choice_problems, region_problems
 from raytpu.modules import _props
 from raytpu.modules.cdk import (
     Construct,

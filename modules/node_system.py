@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from raytpu.core import preemption
-from raytpu.core.spec import SliceSpec
+from raytpu.core.manifests import preemption
+from raytpu.core.specs.spec import SliceSpec
 
 COMPUTE_CLASS_MIN_GKE_VERSION = "1.32.1-gke.1729000"
 """The version a ComputeClass's ``nodeSystemConfig`` needs (Autopilot and Standard).

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from raytpu.cluster.kube_resources import resource
-from raytpu.core import errors
+from raytpu.core.common import errors
+from raytpu.core.manifests.kube_resources import resource
 from raytpu.modules import _props
 from raytpu.modules.cdk import (
     Construct,
@@ -26,13 +26,15 @@ class RayWorkloadProps:
     """Props of :class:`RayWorkload`.
 
     Attributes:
-        manifest: The object, as built by :func:`raytpu.core.kuberay.workload_manifests` (values may be tokens).
+        manifest: The object, as built by :func:`raytpu.core.manifests.kuberay.workload_manifests` (values may be
+        tokens).
         field_manager: Server-side-apply field manager; default ``raytpu``.
         requires: Fields (``spec.x.y``) the cluster's CRD of the kind must declare, and the KubeRay version that
             brought them: a precondition reads the live CRD and names what is missing, before
             ``kubernetes_manifest`` plans against it; default none (no check).
         overrides: Escape hatch: raw fields of the ``kubernetes_manifest`` resource by path.
-        network_policy: The object's NetworkPolicy (:func:`raytpu.core.kuberay.network_policy`), applied before it;
+        network_policy: The object's NetworkPolicy (:func:`raytpu.core.manifests.kuberay.network_policy`), applied
+        before it;
             default none.
     """
 
@@ -55,7 +57,8 @@ class RayWorkloadProps:
         if self.network_policy is not None and self.network_policy.get("kind") != "NetworkPolicy":
             found.append(errors.invalid_value("network_policy", self.network_policy.get("kind"),
                                               "is not a NetworkPolicy",
-                                              "the object's NetworkPolicy (raytpu.core.kuberay.network_policy)"))
+                                              "the object's NetworkPolicy "
+                                              "(raytpu.core.manifests.kuberay.network_policy)"))
         errors.raise_found(found)
 
     @property

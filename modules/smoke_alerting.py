@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from raytpu.core.cluster_parts import AlertingSpec
-from raytpu.core.report import LOG_KEY
+from raytpu.core.common.report import LOG_KEY
+from raytpu.core.specs.cluster_parts import AlertingSpec
 from raytpu.modules.cdk import Construct, logging_metric, monitoring_alert_policy
 
 
@@ -32,7 +32,7 @@ class SmokeAlertingProps:
 class SmokeAlerting(Construct):
     """A log-based alert policy over the smoke jobs' structured verdict lines, and a log-based metric that counts them.
 
-    The smoke program prints one JSON line per slice (:func:`raytpu.core.report.log_entry`); GKE ships the RayJob
+    The smoke program prints one JSON line per slice (:func:`raytpu.core.common.report.log_entry`); GKE ships the RayJob
     submitter's stdout to Cloud Logging, which reads it as ``jsonPayload`` (severity, message, ``raytpu_smoke``).
 
     The policy matches those log entries itself (``condition_matched_log``, a LogMatch condition) and names the

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from raytpu.core import errors, names
-from raytpu.core.errors import InvalidInput
-from raytpu.core.field_rules import DISK_SIZE_GIB, range_problems
-from raytpu.core.provisioning import RESERVATION_KEY, TPU_TAINT, reservation_parts
-from raytpu.core.spec import SliceSpec
+from raytpu.core.common import errors, names
+from raytpu.core.common.errors import InvalidInput
+from raytpu.core.specs.field_rules import DISK_SIZE_GIB, range_problems
+from raytpu.core.specs.provisioning import RESERVATION_KEY, TPU_TAINT, reservation_parts
+from raytpu.core.specs.spec import SliceSpec
 from raytpu.modules import _props, node_system
 from raytpu.modules._node_pool import JoinedCluster, NodePoolOptions, hardened_node_config, joined_to
 from raytpu.modules.cdk import Construct, TerraformResourceLifecycle, container_node_pool
@@ -27,7 +27,7 @@ class TpuSlicePoolOptions(NodePoolOptions):
             shared reservation from another project is named ``projects/<p>/reservations/<r>``). Only with a
             slice whose provisioning consumes a reservation (an error otherwise).
         disk_size_gib: Boot disk per host; default the slice's (``disk_size_gib``, else 100). The cluster stack
-            passes :func:`raytpu.core.node_disk.boot_disk_gib`: room for the weights of the slice's engines.
+            passes :func:`raytpu.core.specs.node_disk.boot_disk_gib`: room for the weights of the slice's engines.
         (and the fields of :class:`NodePoolOptions`: service account, labels, overrides)
     """
 
@@ -76,11 +76,11 @@ class TpuSlicePool(Construct):
     ``google_compute_resource_policy`` with a HIGH_THROUGHPUT workload policy referenced by
     ``placement_policy.policy_name``, single-host pools get no placement policy. A resource policy is regional and
     its name unique per project and region, so the policy is named for the cluster too (``<pool>-wp-<hash of the
-    cluster name>``, :func:`raytpu.core.names.workload_policy_name`, as on Autopilot): two clusters in one project and
-    region do not share one, and the name keeps GCE's rules (``[a-z]([-a-z0-9]*[a-z0-9])?``, at most 44 of 63).
-    Every pool runs the GKE metadata server, is tainted ``google.com/tpu=present:NoSchedule``, states its
+    cluster name>``, :func:`raytpu.core.common.names.workload_policy_name`, as on Autopilot): two clusters in one
+    project and region do not share one, and the name keeps GCE's rules (``[a-z]([-a-z0-9]*[a-z0-9])?``, at most 44 of
+    63). Every pool runs the GKE metadata server, is tainted ``google.com/tpu=present:NoSchedule``, states its
     reservation affinity, and has secure boot on. Provisioning fields come from the slice's mode
-    (:class:`raytpu.core.provisioning.PoolFields`); transparent hugepages and a spot slice's shutdown window from
+    (:class:`raytpu.core.specs.provisioning.PoolFields`); transparent hugepages and a spot slice's shutdown window from
     :mod:`raytpu.modules.node_system`.
 
     Resource ids: ``pool``; ``workload-policy`` (multi-host tpu7x only).
@@ -163,7 +163,7 @@ class TpuSlicePool(Construct):
 
     def grow_boot_disk(self, disk_size_gib: int) -> None:
         """Raises the hosts' boot disk to ``disk_size_gib`` (a workload added after the pool needs room for its
-        weights: :func:`raytpu.core.node_disk.boot_disk_gib`); never shrinks it."""
+        weights: :func:`raytpu.core.specs.node_disk.boot_disk_gib`); never shrinks it."""
         errors.raise_found(range_problems("disk_size_gib", disk_size_gib, *DISK_SIZE_GIB, " GiB"))
         current = self.props.disk_size_gib or self.props.slice.disk_gib
         if disk_size_gib > current:

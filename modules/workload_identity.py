@@ -8,10 +8,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from raytpu.core import errors, names
-from raytpu.core.cluster_parts import DATA_ACCESS_ROLES, DataBucket
-from raytpu.core.errors import InvalidInput
-from raytpu.core.field_rules import choice_problems, dns_subdomain_problems
+from raytpu.core.common import errors, names
+from raytpu.core.common.errors import InvalidInput
+from raytpu.core.specs.cluster_parts import DATA_ACCESS_ROLES, DataBucket
+from raytpu.core.specs.field_rules import choice_problems, dns_subdomain_problems
 from raytpu.modules import _props
 from raytpu.modules.cdk import (
     Construct,
@@ -70,8 +70,8 @@ class WorkloadIdentityProps:
         bucket_role: What they may do there; default ``roles/storage.objectUser`` (read, write, delete
             objects; no bucket administration).
         data_buckets: Other buckets the pods may use, each granted on that bucket only
-            (:data:`raytpu.core.cluster_parts.DATA_ACCESS_ROLES`: object viewer, or object user with bucket metadata);
-            default none.
+            (:data:`raytpu.core.specs.cluster_parts.DATA_ACCESS_ROLES`: object viewer, or object user with bucket
+            metadata); default none.
         display_name: Shown in the console; default ``raytpu Ray workloads``.
         overrides: Escape hatch: raw fields of ``google_service_account`` by path.
     """

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from raytpu.core.names import workload_policy_name
+from raytpu.core.common.names import workload_policy_name
 from raytpu.modules.cdk import Construct, compute_resource_policy
 
 
@@ -31,7 +31,7 @@ class WorkloadPolicyProps:
 
 class WorkloadPolicy(compute_resource_policy.ComputeResourcePolicy):
     """A ``google_compute_resource_policy`` with a HIGH_THROUGHPUT ``workload_policy`` for the slice's topology,
-    named :func:`raytpu.core.names.workload_policy_name` (Ironwood rejects COMPACT; Source:
+    named :func:`raytpu.core.common.names.workload_policy_name` (Ironwood rejects COMPACT; Source:
     https://cloud.google.com/kubernetes-engine/docs/how-to/tpu-ironwood).
 
     It is the resource itself, not a wrapper: its Terraform address is the caller's ``scope``/``id``, so no

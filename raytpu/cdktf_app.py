@@ -1,12 +1,12 @@
 """The app ``cdktf.json`` runs (``cdktf synth``/``deploy``): the one place a config meets the stacks. Compiles
 ``$RAYTPU_CONFIG`` (else ``raytpu.yaml``), builds both stacks and synthesizes into ``CDKTF_OUTDIR``, marked as a synth
-output (:mod:`raytpu.synth_out`) that a later ``raytpu synth --out`` may replace."""
+output (:mod:`raytpu.stacks.synth_out`) that a later ``raytpu synth --out`` may replace."""
 
 from __future__ import annotations
 
 import sys
 
-from raytpu.core.errors import RaytpuError, report
+from raytpu.core.common.errors import RaytpuError, report
 
 
 def main() -> int:
@@ -14,7 +14,7 @@ def main() -> int:
     from raytpu.config import default_path, load
     from raytpu.images.record import load_refs
     from raytpu.stacks.app import build
-    from raytpu.synth_out import write_marker
+    from raytpu.stacks.synth_out import write_marker
 
     try:
         app, *_ = build(load(), load_refs(default_path()))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from raytpu.core.spec import ClusterSpec
+from raytpu.core.specs.spec import ClusterSpec
 from raytpu.modules.cdk import App
 from raytpu.stacks.cluster import ClusterStack, ClusterStackProps
 from raytpu.stacks.workloads import WorkloadsStack, WorkloadsStackProps

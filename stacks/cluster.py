@@ -10,10 +10,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from raytpu import core_zip
-from raytpu.core import names, node_disk, preemption
-from raytpu.core.provisioning import Provisioning
-from raytpu.core.spec import ClusterSpec, SliceSpec
+from raytpu.cluster.outputs import StackOutputs
+from raytpu.core import core_zip
+from raytpu.core.common import names
+from raytpu.core.manifests import preemption
+from raytpu.core.specs import node_disk
+from raytpu.core.specs.provisioning import Provisioning
+from raytpu.core.specs.spec import ClusterSpec, SliceSpec
 from raytpu.modules.bucket import Bucket, BucketObject, BucketObjectProps, BucketProps
 from raytpu.modules.cdk import (
     Aspects,
@@ -34,7 +37,6 @@ from raytpu.modules.smoke_alerting import SmokeAlerting, SmokeAlertingProps
 from raytpu.modules.tpu_slice_pool import TpuSlicePool, TpuSlicePoolOptions
 from raytpu.modules.workload_identity import NodeServiceAccount, NodeServiceAccountProps, WorkloadIdentityProps
 from raytpu.modules.workload_policy import WorkloadPolicy, WorkloadPolicyProps
-from raytpu.outputs import StackOutputs
 
 _CORE_ZIP_DIR: Path | None = None
 
@@ -84,7 +86,7 @@ class ClusterStackProps:
 class ClusterStack(TerraformStack):
     """Everything below Kubernetes: APIs, VPC, GKE (Standard or Autopilot), a node pool per slice copy and the head pool
     (Standard), the service accounts, the bucket with the core zip RayJobs load as ``py_modules`` (GCS FUSE), the image
-    registry and its builder. One output per field of :class:`raytpu.outputs.StackOutputs`; a GCS backend with
+    registry and its builder. One output per field of :class:`raytpu.cluster.outputs.StackOutputs`; a GCS backend with
     ``storage.state_bucket``. Construct ids (API): ``apis``, ``network``, ``node-identity``, ``gke``, ``storage``,
     ``storage/core-zip``, ``images``, ``gke/workload-identity``, ``gke/head-pool``, ``gke/slice-<slice>-<i>``."""
 
@@ -179,7 +181,7 @@ class ClusterStack(TerraformStack):
                     disk_size_gib=node_disk.boot_disk_gib(item, self.spec.workloads, self.spec.bucket))))
         elif item.plan.placement == "workload-policy":
             # Autopilot places a multi-host tpu7x slice by a pre-created workload policy that its pods select
-            # (cloud.google.com/placement-policy-name; raytpu.core.kuberay.tpu_placement).
+            # (cloud.google.com/placement-policy-name; raytpu.core.manifests.kuberay.tpu_placement).
             self.workload_policies[item.name] = WorkloadPolicy(
                 self, f"workload-policy-{item.name}", WorkloadPolicyProps(
                     cluster_name=gke.name, owner=item.name, project=self.spec.project, region=item.region,

@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from raytpu import images
-from raytpu.core import errors, kuberay
-from raytpu.core.spec import SliceSpec, WorkloadSpec
+from raytpu.core.common import errors
+from raytpu.core.manifests import kuberay
+from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
 from raytpu.modules.cdk import (
     Construct,
     DataResource,

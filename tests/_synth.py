@@ -117,8 +117,8 @@ def synth_added_slices() -> tuple[Path, dict[str, dict[str, Any]]]:
     """Both examples, each with slices added through ClusterStack.add_slice and workloads on them added through
     WorkloadsStack.add_workload (what an outside app does), in one app: stacks ``std-*`` and ``auto-*``."""
     from raytpu.config import load
-    from raytpu.core.kinds import kind
-    from raytpu.core.spec import SliceSpec, WorkloadSpec
+    from raytpu.core.specs.kinds import kind
+    from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
     from raytpu.modules.cdk import App
     from raytpu.stacks.cluster import ClusterStack, ClusterStackProps
     from raytpu.stacks.workloads import WorkloadsStack, WorkloadsStackProps

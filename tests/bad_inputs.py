@@ -42,7 +42,7 @@ TIMEOUT_S = 10.0
 MAX_STDERR = 4096
 STACK = "ray-tpu-cluster"
 OUT_FIELD = f"outputs.json: {STACK}."
-"""An output's field, as errors name it: the outputs file, then ``<stack>.<output>`` (raytpu/outputs.py)."""
+"""An output's field, as errors name it: the outputs file, then ``<stack>.<output>`` (raytpu/cluster/outputs.py)."""
 IMAGE_NAMES = tuple(KIT_IMAGES)
 
 
@@ -177,7 +177,7 @@ OUTPUTS: dict[str, str] = {
     "service_account": "ray", "bucket": "my-ml-project-ray-tpu-ray",
     "registry": "us-east5-docker.pkg.dev/my-ml-project/ray-tpu-images",
     "builder_service_account": "raytpu-ray-tpu-img@my-ml-project.iam.gserviceaccount.com"}
-"""The outputs of the example's cluster stack (raytpu.outputs.StackOutputs)."""
+"""The outputs of the example's cluster stack (raytpu.cluster.outputs.StackOutputs)."""
 
 
 def outputs(**change: object) -> str:
@@ -263,7 +263,7 @@ UP = ("local", "--dir", "run", "up", "--generation", "v6e", "--topology", "2x4")
 def dead_cluster() -> str:
     """A ``cluster.json`` whose head is gone: no process names its Ray temp dir (``raytpu local up`` then crashed,
     or the machine restarted)."""
-    from raytpu.core.plan import plan_slice
+    from raytpu.core.tpu.plan import plan_slice
 
     head = {"role": "head", "pid": 4_000_000, "log": "head.log"}
     return json.dumps({"run_dir": "run", "temp_dir": "/tmp/raytpu-gone-000000", "address": "127.0.0.1:9",
@@ -411,7 +411,7 @@ CASES: tuple[Case, ...] = (
     _validate("config-only-comment", "# nothing here\n", "config"),
     _validate("config-a-string", "raytpu\n", "config"),
     _process(_validate("config-alias-bomb", alias_bomb_text(), "workloads[2].model", I6)),
-    # A 10 MB config is over the byte limit before any slice is read (raytpu.reading.MAX_BYTES); the count limit
+    # A 10 MB config is over the byte limit before any slice is read (raytpu.config.reading.MAX_BYTES); the count limit
     # (raytpu.config.LIMITS) has its own cases.
     _process(_validate("config-134k-slices", many_slices(), "config", I7)),
     _validate("config-101-slices", many_slices(101), "slices", I7),
@@ -528,7 +528,7 @@ CASES: tuple[Case, ...] = (
     # (GKE API NodePool.QueuedProvisioning.enabled): every workload on it is refused, the first naming its slice
     _edit("workload-on-a-queued-slice", "slices.0.provisioning", "queued", "workloads[0].slice"),
     # A zone of the region that Google's TPU page does not list (us-east5-z) is warned, not refused: the zone
-    # table is dated and a refusal would block a zone added since (raytpu/core/catalog.py OFFERED;
+    # table is dated and a refusal would block a zone added since (raytpu/core/tpu/catalog.py OFFERED;
     # tests/test_capacity.py).
     _edit("zone-other-region", "slices.0.zone", "europe-west4-a", "slices[0].zone"),
     _edit("zone-empty", "slices.0.zone", "", "slices[0].zone"),

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from raytpu import local
-from raytpu.core.plan import SlicePlan
+from raytpu.core.tpu.plan import SlicePlan
 
 SESSION_PREFIX = f"{local.TMP_PREFIX}t{os.getpid()}-"
 
@@ -102,7 +102,7 @@ def two_slices(start_cluster: Callable[..., local.LocalCluster]) -> local.LocalC
     """Two emulated v6e 2x4 slices of two 4-chip hosts each (xpk's shape, the smallest multi-host slice), shared
     by ``test_smoke_slice`` (which kills a host and replaces it, leaving both slices whole) and then every slice
     test of ``test_train`` (a run reserves one whole slice of the two). Started once per session."""
-    from raytpu.core.catalog import generation
-    from raytpu.core.plan import plan_slice
+    from raytpu.core.tpu.catalog import generation
+    from raytpu.core.tpu.plan import plan_slice
 
     return start_cluster(plan_slice("v6e", "2x4", generation("v6e").multi_host_machine_type.name), 2)

@@ -23,9 +23,9 @@ from typing import Any
 import jsonschema
 import yaml
 
-from raytpu.core import kuberay
-from raytpu.core.catalog import chips_in
-from raytpu.core.plan import ACCELERATOR_LABEL, TOPOLOGY_LABEL, TPU_RESOURCE
+from raytpu.core.manifests import kuberay
+from raytpu.core.tpu.catalog import chips_in
+from raytpu.core.tpu.plan import ACCELERATOR_LABEL, TOPOLOGY_LABEL, TPU_RESOURCE
 
 KUBERAY_VERSION = "v1.7.0"
 REPO = Path(__file__).resolve().parents[1]

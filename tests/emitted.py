@@ -15,8 +15,8 @@ import yaml
 from image_refs import FIXTURE_IMAGES
 
 from raytpu import config
-from raytpu.core import kuberay
-from raytpu.core.spec import ClusterSpec
+from raytpu.core.manifests import kuberay
+from raytpu.core.specs.spec import ClusterSpec
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = {"standard": REPO / "raytpu.example.yaml", "autopilot": REPO / "examples" / "autopilot.yaml"}

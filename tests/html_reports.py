@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from test_smoke_unit import args, judged, node, result
 
-from raytpu import report_html
-from raytpu.core import report, timeline
-from raytpu.core.plan import SlicePlan, plan_slice
+from raytpu.cli import report_html
+from raytpu.core.common import report, timeline
+from raytpu.core.tpu.plan import SlicePlan, plan_slice
 from raytpu.workloads import slices
 from raytpu.workloads.smoke import driver
 

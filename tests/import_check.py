@@ -54,7 +54,7 @@ def missing(module: str) -> list[str]:
 def run_with_core_zip(python: str | Path, workdir: Path, *modules: str) -> subprocess.CompletedProcess[str]:
     """This checker run by ``python`` on ``modules``, with nothing but the kit's core zip on ``PYTHONPATH`` (as Ray's
     ``py_modules`` puts it) and ``workdir`` as home and working directory. Called from the test process."""
-    from raytpu.core_zip import ZIP_TOP, core_zip_bytes
+    from raytpu.core.core_zip import ZIP_TOP, core_zip_bytes
 
     core = workdir / "core.zip"
     core.write_bytes(core_zip_bytes())

@@ -1,12 +1,12 @@
 """What a workload of each kind needs besides its name, kind and slice, for the tests' kind matrices: ``batch`` reads
-an input and writes an output, and runs on one host only (raytpu/core/data.py: multi-host is refused at validate);
+an input and writes an output, and runs on one host only (raytpu/core/specs/data.py: multi-host is refused at validate);
 ``job`` runs its entrypoint."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from raytpu.core.plan import SlicePlan
+from raytpu.core.tpu.plan import SlicePlan
 
 BATCH_IO = {"input": "gs://my-bucket/prompts.jsonl", "output": "gs://my-bucket/results"}
 JOB_ENTRYPOINT = {"entrypoint": "ray status"}

@@ -1,17 +1,18 @@
 """Builds a RayService's Serve application the way Ray Serve deploys it, in the Python that runs this file.
 
 ``python serve_app_check.py APP_JSON RAY_TEMP_DIR`` takes one application of a ``serveConfigV2`` (what
-:func:`raytpu.core.serving.serve_config` emits), builds each of its ``llm_configs`` as ``ray.serve.llm.LLMConfig``,
-calls the builder its ``import_path`` names with its ``args`` (``ray.serve.llm:build_openai_app``), builds the
-application (``ray.serve._private.build_app.build_app``, what ``serve.run`` and the controller's config deploy
-call) and round-trips every deployment's config through protobuf bytes, as Serve does on every deploy
-(``ray.serve._private.deploy_utils.get_deploy_args`` sends ``DeploymentConfig.to_proto_bytes()``; the controller
-reads it with ``DeploymentConfig.from_proto_bytes``, whose ``_proto_to_dict`` reads ``FieldDescriptor.label`` in
-Ray 2.56, which protobuf 7 removed). Prints the Ray and protobuf versions, the HAProxy binary this Ray resolves
-and one line per deployment; exits non-zero on the first failure. The builder needs a running Ray (Ray 2.56
-``LLMServer.get_deployment_options`` reads the job's runtime env), as it has inside a RayService: a one-CPU Ray node
-is started under RAY_TEMP_DIR and shut down at the end. Run by ``tests/test_images.py`` inside the serving image's
-CPU twin, with the kit's core zip on ``PYTHONPATH`` (the app's ``py_modules``).
+:func:`raytpu.core.manifests.serving.serve_config` emits), builds each of its ``llm_configs`` as
+``ray.serve.llm.LLMConfig``, calls the builder its ``import_path`` names with its ``args``
+(``ray.serve.llm:build_openai_app``), builds the application (``ray.serve._private.build_app.build_app``, what
+``serve.run`` and the controller's config deploy call) and round-trips every deployment's config through protobuf bytes,
+as Serve does on every deploy (``ray.serve._private.deploy_utils.get_deploy_args`` sends
+``DeploymentConfig.to_proto_bytes()``; the controller reads it with ``DeploymentConfig.from_proto_bytes``, whose
+``_proto_to_dict`` reads ``FieldDescriptor.label`` in Ray 2.56, which protobuf 7 removed). Prints the Ray and protobuf
+versions, the HAProxy binary this Ray resolves and one line per deployment; exits non-zero on the first failure. The
+builder needs a running Ray (Ray 2.56 ``LLMServer.get_deployment_options`` reads the job's runtime env), as it has
+inside a RayService: a one-CPU Ray node is started under RAY_TEMP_DIR and shut down at the end. Run by
+``tests/test_images.py`` inside the serving image's CPU twin, with the kit's core zip on ``PYTHONPATH`` (the app's
+``py_modules``).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 
 Runs in ``.venv-serve`` (vLLM, Ray Data LLM); skipped elsewhere with the reason. The program runs as the RayJob's
 entrypoint runs it (``python -m raytpu.workloads.batch``, its spec in ``RAYTPU_WORKLOAD``), against the emulated
-slice's Ray cluster, with ``--cpu-model`` for the CPU twin (:func:`raytpu.core.data.cpu_twin`).
+slice's Ray cluster, with ``--cpu-model`` for the CPU twin (:func:`raytpu.core.specs.data.cpu_twin`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from raytpu import local
-from raytpu.core import kinds
-from raytpu.core.spec import WORKLOAD_ENV, SliceSpec, WorkloadSpec
+from raytpu.core.specs import kinds
+from raytpu.core.specs.spec import WORKLOAD_ENV, SliceSpec, WorkloadSpec
 
 pytestmark = pytest.mark.serve
 
@@ -152,7 +152,7 @@ def test_the_kits_tpu_processor_config_is_one_ray_data_llm_accepts() -> None:
     from ray.data.llm import vLLMEngineProcessorConfig
     from ray.llm._internal.batch.stages.vllm_engine_stage import vLLMEngineStage
 
-    from raytpu.core import data
+    from raytpu.core.specs import data
 
     config = data.processor_config(_work(Path("/in.jsonl"), Path("/out")), "Qwen/Qwen3-0.6B")
     parsed = vLLMEngineProcessorConfig(**config, chat_template_stage=False)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from raytpu.core.errors import InvalidInput
+from raytpu.core.common.errors import InvalidInput
 from raytpu.workloads import batch
 
 pytestmark = pytest.mark.unit

@@ -1,6 +1,6 @@
-"""The ``batch`` kind's sampling fields (issue 38 item 8): their rules (raytpu/core/sampling.py), the spec's JSON,
-the processor config and rows built from them (raytpu/core/data.py, workloads/batch.py), and ``ignore_eos`` kept out
-of production code."""
+"""The ``batch`` kind's sampling fields (issue 38 item 8): their rules (raytpu/core/specs/sampling.py), the spec's JSON,
+the processor config and rows built from them (raytpu/core/specs/data.py, workloads/batch.py), and ``ignore_eos`` kept
+out of production code."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from kind_fields import fields as kind_fields
 
-from raytpu.core import data, kinds, sampling
-from raytpu.core.errors import InvalidInputs
-from raytpu.core.spec import SliceSpec, WorkloadSpec
+from raytpu.core.common.errors import InvalidInputs
+from raytpu.core.specs import data, kinds, sampling
+from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from raytpu.core.catalog import GENERATIONS
+from raytpu.core.tpu.catalog import GENERATIONS
 
 pytestmark = pytest.mark.unit
 
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LINKED = {"stacks", "modules", "workloads"}  # raytpu/<name> is a symlink to the top-level folder
 SHIPPED = [p for d in ("raytpu", *sorted(LINKED)) for p in sorted((ROOT / d).rglob("*.py"))
            if not (p.parts[len(ROOT.parts)] == "raytpu" and p.parts[len(ROOT.parts) + 1] in LINKED)]
-CATALOG = ROOT / "raytpu" / "core" / "catalog.py"
+CATALOG = ROOT / "raytpu" / "core" / "tpu" / "catalog.py"
 
 
 def imported_roots(path: Path) -> set[str]:
@@ -61,7 +61,7 @@ def top_level(modules: set[str]) -> set[str]:
 
 
 CORE = sorted((ROOT / "raytpu" / "core").glob("*.py"))
-"""The core layer is its folder: what every layer reads and what ships to pods (raytpu/core_zip.py)."""
+"""The core layer is its folder: what every layer reads and what ships to pods (raytpu/core/core_zip.py)."""
 
 
 def test_the_core_is_a_folder_that_holds_the_spec_layer() -> None:
@@ -92,14 +92,14 @@ def test_stacks_read_specs_not_the_config_or_the_cli(path: Path) -> None:
 
 
 CDK_CODE = sorted((ROOT / "stacks").glob("*.py")) + sorted((ROOT / "modules").glob("*.py"))
-CLUSTER_DATA = {"raytpu.cluster.kube_resources"}
+CLUSTER_DATA = {"raytpu.core.manifests.kube_resources"}
 """What of the cluster package CDK code may read: the kinds table (standard library, loads no client)."""
 
 
-@pytest.mark.parametrize("path", [*CDK_CODE, ROOT / "raytpu" / "core_zip.py"],
+@pytest.mark.parametrize("path", [*CDK_CODE, ROOT / "raytpu" / "core" / "core_zip.py"],
                          ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_cdk_code_and_the_core_zip_never_import_the_api_clients(path: Path) -> None:
-    """docs/DESIGN.md layout: the cluster stack builds the core zip (raytpu/core_zip.py) and no stack or construct
+    """docs/DESIGN.md layout: the cluster stack builds the core zip (raytpu/core/core_zip.py) and no stack or construct
     loads a Kubernetes or Google API client (raytpu/cluster/) at synth time."""
     found = imported_modules(path)
     clients = {m for m in found if m.startswith("raytpu.cluster.")
@@ -109,7 +109,7 @@ def test_cdk_code_and_the_core_zip_never_import_the_api_clients(path: Path) -> N
 
 
 def test_core_zip_builder_imports_the_standard_library_only() -> None:
-    found = top_level(imported_modules(ROOT / "raytpu" / "core_zip.py"))
+    found = top_level(imported_modules(ROOT / "raytpu" / "core" / "core_zip.py"))
     assert found <= {"__future__", "io", "os", "zipfile", "pathlib", "raytpu"}, sorted(found)
 
 
@@ -137,7 +137,7 @@ def test_import_finder_sees_every_spelling_of_an_import() -> None:
 
 def test_shipped_files_are_found() -> None:
     names = {p.relative_to(ROOT).as_posix() for p in SHIPPED}
-    assert "raytpu/core/catalog.py" in names
+    assert "raytpu/core/tpu/catalog.py" in names
     assert any(n.startswith("workloads/") for n in names)
     assert {"stacks/app.py", "stacks/cluster.py", "stacks/workloads.py"} <= names
 

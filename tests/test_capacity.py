@@ -1,5 +1,5 @@
-"""Capacity where GKE offers it (issue 27, items 1, 6 and 10): the dated zone table ``raytpu.core.catalog.OFFERED`` and
-the warnings ``raytpu validate`` prints from it, the flex-start TPU version floor, the zone and run duration every
+"""Capacity where GKE offers it (issue 27, items 1, 6 and 10): the dated zone table ``raytpu.core.tpu.catalog.OFFERED``
+and the warnings ``raytpu validate`` prints from it, the flex-start TPU version floor, the zone and run duration every
 Autopilot ComputeClass priority carries, and the queued-provisioning refusal's reason.
 
 Sources: GKE "About flex-start provisioning mode" (https://cloud.google.com/kubernetes-engine/docs/concepts/dws:
@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from raytpu.core.errors import InvalidInputs
-from raytpu.core.spec import SliceSpec, WorkloadSpec
+from raytpu.core.common.errors import InvalidInputs
+from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
 
 pytestmark = pytest.mark.unit
 
@@ -91,7 +91,7 @@ def test_validate_prints_the_zone_warning_and_exits_0(tmp_path: Path, capsys: py
 
 
 def test_catalog_zones_are_the_offered_table() -> None:
-    from raytpu.core.catalog import GENERATIONS, OFFERED
+    from raytpu.core.tpu.catalog import GENERATIONS, OFFERED
 
     assert {g.name: g.zones for g in GENERATIONS.values()} == OFFERED.any_mode
     assert OFFERED.flex_start_source == FLEX_DOCS
@@ -111,8 +111,8 @@ FLOOR_CASES = [
 @pytest.mark.parametrize(("case", "plans", "mode", "modes", "expected"), FLOOR_CASES, ids=[c[0] for c in FLOOR_CASES])
 def test_version_floor_holds_flex_start_tpus_at_gkes_floor(case: str, plans: list[tuple[str, str]], mode: str,
                                                           modes: tuple[str, ...], expected: tuple[str, str]) -> None:
-    from raytpu.core.plan import plan_slice
-    from raytpu.core.provisioning import MODES
+    from raytpu.core.specs.provisioning import MODES
+    from raytpu.core.tpu.plan import plan_slice
     from raytpu.modules.gke_versions import version_floor
 
     assert version_floor([plan_slice(*p) for p in plans], mode,
@@ -156,7 +156,7 @@ def test_compute_class_priorities_hold_the_slice_zone_and_run_duration(
 def test_queued_refusal_states_that_the_kit_makes_no_provisioning_request() -> None:
     """Issue 40 item 12: a queued pool gets nodes only through a ProvisioningRequest (GKE API
     ``NodePool.QueuedProvisioning.enabled``) and the kit makes none: that is the reason, not the head's PodSet."""
-    from raytpu.core import kinds
+    from raytpu.core.specs import kinds
     with pytest.raises(InvalidInputs) as info:
         WorkloadSpec(name="train", kind=kinds.kind("train"), slice=a_slice(provisioning="queued"))
     problem = next(p for p in info.value.problems if p.field == "slice")
@@ -172,7 +172,7 @@ def test_a_job_outlasting_its_flex_start_run_duration_is_warned(kind: str, run_s
     """Issue 39.5: train's RayJob may run 24 h (activeDeadlineSeconds); a flex-start slice deleted after 1 h cuts
     it. A RayService has its own flex-start warning (serving_warnings)."""
     from raytpu.commands.validate import deadline_warnings
-    from raytpu.core import kinds
+    from raytpu.core.specs import kinds
 
     item = a_slice(topology="4x4", provisioning="flex-start", max_run_duration_s=run_s)
     work = WorkloadSpec(name="w", kind=kinds.kind(kind), slice=item)

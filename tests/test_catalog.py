@@ -1,4 +1,4 @@
-"""Unit tests of raytpu.core.catalog: two truths kept apart and each checked against its source.
+"""Unit tests of raytpu.core.tpu.catalog: two truths kept apart and each checked against its source.
 
 - GKE-provisionable shapes (``Generation.topologies``): explicit tables from GKE's "Plan TPUs" page
   (https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus) and the same rows in
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import pytest
 
-from raytpu.core.catalog import GENERATIONS, RAY_VERSION, chips_in, generation
-from raytpu.core.errors import InvalidInput
-from raytpu.core.plan import TPU_RESOURCE, plan_slice
+from raytpu.core.common.errors import InvalidInput
+from raytpu.core.tpu.catalog import GENERATIONS, RAY_VERSION, chips_in, generation
+from raytpu.core.tpu.plan import TPU_RESOURCE, plan_slice
 
 pytestmark = pytest.mark.unit
 
@@ -92,10 +92,11 @@ def test_every_machine_size_matches_two_sources() -> None:
 
 @pytest.mark.parametrize("machine", sorted(MACHINE_SIZES))
 def test_a_standard_tpu_workers_requests_fit_its_node(machine: str) -> None:
-    """The worker's CPU and memory requests (raytpu.core.kuberay.host_resources, from the catalog) stay within the
-    node's allocatable, which stays within the machine (GKE reservations: https://cloud.google.com/kubernetes-engine/docs/
-    concepts/plan-node-sizes#memory_and_cpu_reservations); a request above it leaves the pod Pending forever."""
-    from raytpu.core import kuberay
+    """The worker's CPU and memory requests (raytpu.core.manifests.kuberay.host_resources, from the catalog) stay within
+    the node's allocatable, which stays within the machine (GKE reservations:
+    https://cloud.google.com/kubernetes-engine/docs/ concepts/plan-node-sizes#memory_and_cpu_reservations); a request
+    above it leaves the pod Pending forever."""
+    from raytpu.core.manifests import kuberay
     gen = next(g for g in GENERATIONS.values() if machine in {m.name for m in g.machine_types})
     shape = gen.machine_type(machine)
     topology = next(t for t, m in gen.single_host_topologies.items() if m.name == machine)
@@ -347,7 +348,7 @@ def test_min_gke_version_per_mode(name: str, mode: str, version: str) -> None:
 ])
 def test_accelerator_type_names_map_to_a_generation_and_topology(name: str,
                                                                    expected: tuple[str, str] | None) -> None:
-    from raytpu.core.catalog import from_accelerator_type
+    from raytpu.core.tpu.catalog import from_accelerator_type
 
     assert from_accelerator_type(name) == expected
 
@@ -359,7 +360,7 @@ def test_accelerator_type_names_map_to_a_generation_and_topology(name: str,
     ("tpu7x-2", "'tpu7x-2' names 2 TensorCores"),
 ])
 def test_an_accelerator_type_of_no_slice_is_refused_listing_the_sizes(name: str, problem: str) -> None:
-    from raytpu.core.catalog import from_accelerator_type
+    from raytpu.core.tpu.catalog import from_accelerator_type
 
     with pytest.raises(InvalidInput) as caught:
         from_accelerator_type(name)
@@ -373,7 +374,7 @@ def test_every_slices_own_pod_type_names_it_back_as_ray_names_it(name: str) -> N
     TPU_ACCELERATOR_TYPE) maps back to the same generation and topology."""
     from ray._private.accelerators.tpu import infer_tpu_pod_type_from_topology
 
-    from raytpu.core.catalog import from_accelerator_type
+    from raytpu.core.tpu.catalog import from_accelerator_type
 
     gen = GENERATIONS[name]
     for topology in gen.topologies:

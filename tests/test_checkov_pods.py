@@ -21,7 +21,7 @@ import pytest
 import yaml
 from _synth import EXAMPLES, checkov_bin, resources, synth_config
 
-from raytpu.core import kuberay
+from raytpu.core.manifests import kuberay
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]
 

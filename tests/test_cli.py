@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from raytpu.cli import build_parser, main
-from raytpu.core import cluster_parts, kinds, provisioning
-from raytpu.core.catalog import GENERATIONS, RAY_VERSION
+from raytpu.core.specs import cluster_parts, kinds, provisioning
+from raytpu.core.tpu.catalog import GENERATIONS, RAY_VERSION
 
 pytestmark = pytest.mark.unit
 
@@ -391,8 +391,9 @@ def test_describe_imports_no_cdktn_ray_jax_or_pydantic() -> None:
     assert proc.stderr.strip() == "[]"
 
 
-@pytest.mark.parametrize("module", ["raytpu.core.catalog", "raytpu.core.plan", "raytpu.config", "raytpu.core.errors",
-                                    "raytpu.core.spec", "raytpu.core.provisioning", "raytpu.core.kinds"])
+@pytest.mark.parametrize("module", ["raytpu.core.tpu.catalog", "raytpu.core.tpu.plan", "raytpu.config",
+                                    "raytpu.core.common.errors", "raytpu.core.specs.spec",
+                                    "raytpu.core.specs.provisioning", "raytpu.core.specs.kinds"])
 def test_core_modules_import_no_cdktn_ray_or_jax(module: str) -> None:
     proc = _subprocess("-c", (
         f"import sys, {module}\n"

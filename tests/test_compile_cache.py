@@ -14,9 +14,11 @@ from typing import Any
 import kind_fields
 import pytest
 
-from raytpu.core import compile_cache, kinds, kuberay, names, timeline
-from raytpu.core.errors import InvalidInput, InvalidInputs
-from raytpu.core.spec import SliceSpec, WorkloadSpec
+from raytpu.core.common import names, timeline
+from raytpu.core.common.errors import InvalidInput, InvalidInputs
+from raytpu.core.manifests import kuberay
+from raytpu.core.specs import compile_cache, kinds
+from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE = "us-docker.pkg.dev/p/r/ray-tpu@sha256:" + "a" * 64
@@ -206,7 +208,7 @@ def test_a_team_loops_compile_is_kept_until_its_first_report_and_stamped(capsys:
 
 @pytest.mark.unit
 def test_a_followed_runs_report_carries_the_compile_and_its_budget_flag(capsys: pytest.CaptureFixture[str]) -> None:
-    from raytpu.followed_run import team_result
+    from raytpu.runs.followed_run import team_result
 
     summary = {"ok": True, "compile": {"s": 12.0, "hits": 0, "misses": 4}, "compile_budget_s": 5.0,
                "compile_over_budget": True, "compile_warning": "compile 12.0s exceeds compile_budget_s 5s"}

@@ -14,10 +14,10 @@ import yaml
 from pydantic import ValidationError
 
 from raytpu.config import Config, compile_config, load, parse
-from raytpu.core import cluster_parts, field_rules, kinds, provisioning
-from raytpu.core.catalog import RAY_VERSION
-from raytpu.core.errors import EXIT_INVALID, InvalidInput, InvalidInputs, problems_of
-from raytpu.core.spec import ClusterSpec
+from raytpu.core.common.errors import EXIT_INVALID, InvalidInput, InvalidInputs, problems_of
+from raytpu.core.specs import cluster_parts, field_rules, kinds, provisioning
+from raytpu.core.specs.spec import ClusterSpec
+from raytpu.core.tpu.catalog import RAY_VERSION
 
 pytestmark = pytest.mark.unit
 

@@ -21,9 +21,10 @@ import pytest
 from _synth import AUTOPILOT_EXAMPLE, STANDARD_EXAMPLE, only, read_stacks, resources, synth_config
 from image_refs import FIXTURE_REFS
 
-from raytpu import __version__, core_zip
-from raytpu.core import names
-from raytpu.core.errors import InvalidInput
+from raytpu import __version__
+from raytpu.core import core_zip
+from raytpu.core.common import names
+from raytpu.core.common.errors import InvalidInput
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]
 
@@ -52,7 +53,7 @@ def test_core_zip_holds_the_core_and_the_workloads_only() -> None:
     assert {n for n in names if n.count("/") == 1} == TOP
     core = {f"raytpu/core/{p.relative_to(ROOT / 'raytpu' / 'core').as_posix()}"
             for p in (ROOT / "raytpu" / "core").rglob("*.py")}
-    assert {"raytpu/core/__init__.py", "raytpu/core/spec.py", "raytpu/core/models.py"} <= core
+    assert {"raytpu/core/__init__.py", "raytpu/core/specs/spec.py", "raytpu/core/tpu/models.py"} <= core
     assert {n for n in names if n.startswith("raytpu/core/")} == core  # the folder, whole
     programs = {f"raytpu/workloads/{p.relative_to(ROOT / 'workloads').as_posix()}"
                 for p in (ROOT / "workloads").rglob("*.py")}
@@ -62,9 +63,9 @@ def test_core_zip_holds_the_core_and_the_workloads_only() -> None:
     assert not [n for n in names
                 if n.startswith(("raytpu/stacks/", "raytpu/modules/", "raytpu/commands/", "raytpu/cluster/",
                                  "raytpu/local/", "raytpu/sizing/"))]
-    assert not {"raytpu/cli.py", "raytpu/__main__.py", "raytpu/core_zip.py", "raytpu/outputs.py",
+    assert not {"raytpu/cli/__init__.py", "raytpu/__main__.py", "raytpu/core/core_zip.py", "raytpu/cluster/outputs.py",
                 "raytpu/cdktf_app.py"} & set(names)
-    assert "raytpu/config.py" not in names  # jobs receive their spec as JSON; they never parse YAML
+    assert "raytpu/config/__init__.py" not in names  # jobs receive their spec as JSON; they never parse YAML
     assert not [n for n in names if "__pycache__" in n or not n.endswith((".py", ".typed"))]
     assert names == sorted(names)
 
@@ -120,7 +121,8 @@ def test_rays_own_unpacking_of_a_remote_zip_leaves_the_raytpu_package(tmp_path: 
     unpacked = tmp_path / "py_modules_files"
     unzip_package(str(zipped), str(unpacked), remove_top_level_directory=True, unlink_zip=False)
     assert sorted(p.name for p in unpacked.iterdir()) == ["raytpu"]
-    assert (unpacked / "raytpu" / "__init__.py").is_file() and (unpacked / "raytpu" / "core" / "plan.py").is_file()
+    assert (unpacked / "raytpu" / "__init__.py").is_file()
+    assert (unpacked / "raytpu" / "core" / "tpu" / "plan.py").is_file()
     assert (unpacked / "raytpu" / "workloads" / "train.py").is_file()
 
 
@@ -160,9 +162,10 @@ def test_core_imports_from_the_zip_alone(tmp_path: Path) -> None:
         f"zip_path = {str(path / core_zip.ZIP_TOP)!r}\n"
         "assert not [p for p in sys.path if 'site-packages' in p], sys.path\n"
         "sys.path.insert(0, zip_path)\n"
-        "import raytpu.core.plan, raytpu.core.catalog, raytpu.core.errors, raytpu.core.report, raytpu.core.kuberay\n"
-        "assert raytpu.core.plan.__file__.startswith(zip_path), raytpu.core.plan.__file__\n"
-        "assert raytpu.core.plan.plan_slice('v6e', '4x4').hosts == 4\n"
+        "import raytpu.core.tpu.plan, raytpu.core.tpu.catalog, raytpu.core.common.errors\n"
+        "import raytpu.core.common.report, raytpu.core.manifests.kuberay\n"
+        "assert raytpu.core.tpu.plan.__file__.startswith(zip_path), raytpu.core.tpu.plan.__file__\n"
+        "assert raytpu.core.tpu.plan.plan_slice('v6e', '4x4').hosts == 4\n"
         "spec = importlib.util.find_spec('raytpu.workloads.smoke')\n"
         "assert spec is not None and spec.origin.startswith(zip_path), spec\n"
         "assert importlib.util.find_spec('raytpu.stacks') is None\n"
@@ -189,9 +192,9 @@ def test_a_job_reads_its_workload_spec_from_the_zip_alone_without_pydantic_or_ya
         f"zip_path = {str(path / core_zip.ZIP_TOP)!r}\n"
         "sys.path[:] = [zip_path] + [p for p in sys.path if 'site-packages' not in p and 'dist-packages' not in p]\n"
         "assert importlib.util.find_spec('pydantic') is None and importlib.util.find_spec('yaml') is None\n"
-        "from raytpu.core.spec import WorkloadSpec\n"
-        "import raytpu.core.spec\n"
-        "assert raytpu.core.spec.__file__.startswith(zip_path), raytpu.core.spec.__file__\n"
+        "from raytpu.core.specs.spec import WorkloadSpec\n"
+        "import raytpu.core.specs.spec\n"
+        "assert raytpu.core.specs.spec.__file__.startswith(zip_path), raytpu.core.specs.spec.__file__\n"
         "work = WorkloadSpec.from_env()\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'yaml', 'ray', 'jax', 'cdktn'))\n"
         "assert not bad and 'raytpu.config' not in sys.modules, bad\n"

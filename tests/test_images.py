@@ -32,7 +32,8 @@ from image_refs import FIXTURE_IMAGES, FIXTURE_REFS
 from import_check import run_with_core_zip
 
 from raytpu import images
-from raytpu.core import kinds, kuberay, serving
+from raytpu.core.manifests import kuberay, serving
+from raytpu.core.specs import kinds
 from raytpu.images import IMAGES, ImageDefinition
 from raytpu.images.record import DIGEST_REF
 
@@ -218,7 +219,7 @@ def _with_smoke_image(image: str) -> str:
     "ray:1@sha256:" + "0" * 63, "ray:-1", "a" * 10 + " :1", "ray:1 ", "us-docker.pkg.dev/p/r/jax@md5:" + "0" * 64])
 def test_a_workload_image_without_a_tag_or_digest_is_refused_naming_the_field(image: str) -> None:
     from raytpu.config import parse
-    from raytpu.core.errors import InvalidInputs
+    from raytpu.core.common.errors import InvalidInputs
 
     text = _with_smoke_image(image)
     with pytest.raises(InvalidInputs) as info:
@@ -320,7 +321,8 @@ def _check_app(python: Path, workdir: Path) -> subprocess.CompletedProcess[str]:
     """``serve_app_check.py`` in the twin. Its one-node Ray runs in a temp dir named like the suite's local
     clusters, and every process it starts carries their tag (``RAYTPU_LOCAL_CLUSTER``), so the session's guard
     (``conftest.py``) finds any that outlives the check; none may."""
-    from raytpu import core_zip, local
+    from raytpu import local
+    from raytpu.core import core_zip
     core = workdir / "core.zip"
     core.write_bytes(core_zip.core_zip_bytes())
     ray_dir = tempfile.mkdtemp(prefix=os.environ.get(local.ENV_TMP_PREFIX, local.TMP_PREFIX))
@@ -443,7 +445,7 @@ def test_a_preview_before_a_build_is_shown_marked_and_refused_by_the_api_server(
     import yaml
 
     from raytpu import cli
-    from raytpu.core.spec import _IMAGE_REFERENCE
+    from raytpu.core.specs.spec import _IMAGE_REFERENCE
 
     _fresh_clone(tmp_path, monkeypatch, record=False)
     argv = ["submit", workload, "--stack", "ray-tpu-cluster", "--run-id", "r1"]
@@ -512,8 +514,8 @@ def _containers(manifest: dict[str, Any]) -> list[dict[str, Any]]:
 @pytest.mark.unit
 def test_the_outputs_example_is_what_the_cluster_stack_of_the_example_config_writes() -> None:
     """examples/outputs.example.json: ``cdktf deploy --outputs-file``'s shape, for raytpu.example.yaml's stack."""
+    from raytpu.cluster.outputs import StackOutputs, cluster_stack_id
     from raytpu.config import load
-    from raytpu.outputs import StackOutputs, cluster_stack_id
 
     spec = load(ROOT / "raytpu.example.yaml")
     data = json.loads((ROOT / "examples" / "outputs.example.json").read_text())

@@ -31,7 +31,7 @@ from kube_server import ServiceAccountKey
 from raytpu import cli
 from raytpu.cluster.google_api import CLOUDBUILD_ENV, STORAGE_ENV
 from raytpu.cluster.http_retry import HttpRetry
-from raytpu.core.errors import RuntimeFailure
+from raytpu.core.common.errors import RuntimeFailure
 from raytpu.images import record
 from raytpu.images.build import BUILD_FROM_BASE, DOCKER_BUILDER, RESOLVE_BASE, resolved_base
 from raytpu.images.definitions import IMAGES

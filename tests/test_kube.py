@@ -40,8 +40,8 @@ from kube_server import (
 
 from raytpu.cluster.kube_client import SCOPES, KubeClient, api_host, ca_pem
 from raytpu.cluster.kube_errors import ADC_HELP, KubeError
-from raytpu.cluster.kube_resources import manifest_target, resource
-from raytpu.core.errors import EXIT_INVALID, EXIT_RUNTIME, InvalidInput
+from raytpu.core.common.errors import EXIT_INVALID, EXIT_RUNTIME, InvalidInput
+from raytpu.core.manifests.kube_resources import manifest_target, resource
 
 pytestmark = pytest.mark.unit
 

@@ -1,5 +1,5 @@
-"""Unit tests of raytpu.core.kuberay: manifests built from specs validate against the KubeRay v1.7.0 CRDs and the
-GKE Ray TPU webhook's rules, and every RayJob carries its WorkloadSpec to the pod (which never re-plans).
+"""Unit tests of raytpu.core.manifests.kuberay: manifests built from specs validate against the KubeRay v1.7.0 CRDs and
+the GKE Ray TPU webhook's rules, and every RayJob carries its WorkloadSpec to the pod (which never re-plans).
 
 Upstream rules the validators in ``tests/crd.py`` encode:
 
@@ -26,27 +26,16 @@ from image_refs import FIXTURE_IMAGES, FIXTURE_REFS
 
 from raytpu import __version__, images
 from raytpu.config import parse
-from raytpu.core import (
-    compile_cache,
-    engine_pods,
-    kinds,
-    kuberay,
-    multislice,
-    names,
-    pod_security,
-    preemption,
-    ray_ports,
-    serving,
-    smoke_runs,
-    vllm_rules,
-)
-from raytpu.core.catalog import GENERATIONS, RAY_VERSION, generation
-from raytpu.core.cluster_parts import GkeSpec
-from raytpu.core.errors import InvalidInput, InvalidInputs
-from raytpu.core.plan import ACCELERATOR_LABEL, TOPOLOGY_LABEL, TPU_RESOURCE, plan_slice
-from raytpu.core.provisioning import MODES
-from raytpu.core.provisioning import generation_problems as provisioning_generation_problems
-from raytpu.core.spec import WORKLOAD_ENV, ClusterSpec, SecretKeyRef, SliceSpec, WorkloadSpec
+from raytpu.core.common import names
+from raytpu.core.common.errors import InvalidInput, InvalidInputs
+from raytpu.core.manifests import engine_pods, kuberay, pod_security, preemption, ray_ports, serving, smoke_runs
+from raytpu.core.specs import compile_cache, kinds, multislice, vllm_rules
+from raytpu.core.specs.cluster_parts import GkeSpec
+from raytpu.core.specs.provisioning import MODES
+from raytpu.core.specs.provisioning import generation_problems as provisioning_generation_problems
+from raytpu.core.specs.spec import WORKLOAD_ENV, ClusterSpec, SecretKeyRef, SliceSpec, WorkloadSpec
+from raytpu.core.tpu.catalog import GENERATIONS, RAY_VERSION, generation
+from raytpu.core.tpu.plan import ACCELERATOR_LABEL, TOPOLOGY_LABEL, TPU_RESOURCE, plan_slice
 
 pytestmark = pytest.mark.unit
 
@@ -765,7 +754,7 @@ def test_builders_reject_names_kuberay_would_reject() -> None:
 
 def test_kuberay_spec_and_report_import_no_cdktn_ray_jax_pydantic_or_yaml() -> None:
     """They run inside Ray jobs (the core zip): no CDK, no Ray/JAX at import, and no config parsing."""
-    code = ("import sys, raytpu.core.kuberay, raytpu.core.report, raytpu.core.spec; "
+    code = ("import sys, raytpu.core.manifests.kuberay, raytpu.core.common.report, raytpu.core.specs.spec; "
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
             "('cdktn', 'ray', 'jax', 'constructs', 'pydantic', 'yaml')); "
             "bad += ['raytpu.config'] if 'raytpu.config' in sys.modules else []; "

@@ -17,8 +17,8 @@ import pytest
 
 from raytpu import local
 from raytpu.config import load
-from raytpu.core.errors import RuntimeFailure
-from raytpu.core.plan import SlicePlan, plan_slice
+from raytpu.core.common.errors import RuntimeFailure
+from raytpu.core.tpu.plan import SlicePlan, plan_slice
 from raytpu.local import diagnose, launch
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "raytpu.example.yaml"
@@ -84,7 +84,7 @@ def test_every_emulated_node_runs_serves_hot_path_settings_unless_this_process_s
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The proxy and replicas inherit their node's environment (docs/serving-profile.md); a value in this process's
     environment wins, so a bench can run Ray's defaults beside the kit's."""
-    from raytpu.core.serving import DIRECT_STREAMING_ENV, SERVE_HOT_PATH_ENV
+    from raytpu.core.manifests.serving import DIRECT_STREAMING_ENV, SERVE_HOT_PATH_ENV
 
     cluster = local.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1", plan={},
                                  slices=[])
@@ -106,7 +106,7 @@ def test_stop_without_a_cluster_is_a_no_op(tmp_path: Path) -> None:
 
 @pytest.mark.unit
 def test_temp_prefix_outside_tmp_raytpu_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
-    from raytpu.core.errors import InvalidInput
+    from raytpu.core.common.errors import InvalidInput
 
     monkeypatch.setenv(local.ENV_TMP_PREFIX, "/home/x/")
     with pytest.raises(InvalidInput, match=local.ENV_TMP_PREFIX):
@@ -123,11 +123,11 @@ def _raytpu(*args: str, run_dir: Path, timeout: float = 300, command: str = "loc
 
 def assert_emulated_timeline(run: dict[str, Any], took_s: float, reserved: str = "measured",
                              compiled: str = "measured") -> None:
-    """A local run's timeline (raytpu.core.timeline): every phase, in order; the ones the emulated slice lacks said so,
-    the ones it imitates marked emulated (``reserved`` too for the serving CPU twin, whose replica takes CPU bundles),
-    the Ray ones measured; its durations add up to its wall time, which is within 5% of the wall time the caller
-    measured around the whole command."""
-    from raytpu.core import timeline
+    """A local run's timeline (raytpu.core.common.timeline): every phase, in order; the ones the emulated slice lacks
+    said so, the ones it imitates marked emulated (``reserved`` too for the serving CPU twin, whose replica takes CPU
+    bundles), the Ray ones measured; its durations add up to its wall time, which is within 5% of the wall time the
+    caller measured around the whole command."""
+    from raytpu.core.common import timeline
     rows = {r["phase"]: r for r in run["phases"]}
     assert list(rows) == list(timeline.PHASES)
     assert {p: rows[p]["status"] for p in timeline.PHASES} == {
@@ -160,8 +160,9 @@ def test_local_cli_up_status_smoke_down_across_invocations(tmp_path: Path) -> No
         assert all(n["labels_ok"] for n in nodes)
         assert f"{single.head_resource}=1" in nodes[1]["resources"]
 
-        # Ray's token authentication is on, as KubeRay's authOptions turn it on for GKE (raytpu.core.names.AUTH_MODE):
-        # the Job Submission API refuses a request without the cluster's token and answers one with it.
+        # Ray's token authentication is on, as KubeRay's authOptions turn it on for GKE
+        # (raytpu.core.common.names.AUTH_MODE): the Job Submission API refuses a request without the cluster's token and
+        # answers one with it.
         cluster = local.LocalCluster.load(tmp_path)
         assert cluster is not None and cluster.auth_env()["RAY_AUTH_MODE"] == "token"
         token = Path(cluster.auth_token_path).read_text().strip()

@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 from _synth import by_name, only, read_stacks, resources
 
-from raytpu.core import names
-from raytpu.core.cluster_parts import GkeSpec, HeadPoolSpec, NetworkSpec
-from raytpu.core.errors import InvalidInput, InvalidInputs, problems_of
-from raytpu.core.plan import plan_slice
-from raytpu.core.provisioning import MODES as PROVISIONING_MODES
-from raytpu.core.spec import SliceSpec
+from raytpu.core.common import names
+from raytpu.core.common.errors import InvalidInput, InvalidInputs, problems_of
+from raytpu.core.specs.cluster_parts import GkeSpec, HeadPoolSpec, NetworkSpec
+from raytpu.core.specs.provisioning import MODES as PROVISIONING_MODES
+from raytpu.core.specs.spec import SliceSpec
+from raytpu.core.tpu.plan import plan_slice
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(300)]
 
@@ -53,7 +53,7 @@ SHAPES = [
 NO_RESERVATION = {"consume_reservation_type": "NO_RESERVATION"}
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 
-# One v6e 4x4 (4 hosts) slice per provisioning mode of raytpu.core.provisioning.MODES, and what its pool must say.
+# One v6e 4x4 (4 hosts) slice per provisioning mode of raytpu.core.specs.provisioning.MODES, and what its pool must say.
 # Fields (docs/FACTS.md section 2, terraform-provider-google google_container_node_pool):
 # - spot: node_config.spot (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms);
 # - reservation: node_config.reservation_affinity SPECIFIC_RESERVATION with key
@@ -196,7 +196,7 @@ def test_pool_shape_per_generation(pools: dict[str, Any], name: str, gen: str, t
 
 
 def test_shape_table_covers_every_generation_and_placement() -> None:
-    from raytpu.core.catalog import GENERATIONS
+    from raytpu.core.tpu.catalog import GENERATIONS
 
     assert {s[1] for s in SHAPES} == set(GENERATIONS)
     assert {s[6] for s in SHAPES} == {"none", "compact", "workload-policy"}
@@ -333,11 +333,12 @@ def test_autopilot_cluster_has_no_node_config(built: dict[str, Any]) -> None:
         "nodes@p.iam.gserviceaccount.com"
 
 
-# ComputeClass priorities per mode (https://cloud.google.com/kubernetes-engine/docs/concepts/about-custom-compute-classes,
-# docs/FACTS.md section 3): spot -> `spot: true`; reservation -> `reservations: {affinity: Specific, specific: [{name,
-# project}]}`; flex-start -> `flexStart: {enabled: true}` and the slice's `maxRunDurationSeconds`; on-demand -> the TPU
-# shape alone; queued has none. Every priority holds the slice's one zone, `location: {zones: [zone]}` (issue 27 item
-# 6; GoogleCloudPlatform/compute-class-api types.go Priority.Location.Zones, Priority.MaxRunDurationSeconds).
+# ComputeClass priorities per mode
+# (https://cloud.google.com/kubernetes-engine/docs/concepts/about-custom-compute-classes, docs/FACTS.md section 3): spot
+# -> `spot: true`; reservation -> `reservations: {affinity: Specific, specific: [{name, project}]}`; flex-start ->
+# `flexStart: {enabled: true}` and the slice's `maxRunDurationSeconds`; on-demand -> the TPU shape alone; queued has
+# none. Every priority holds the slice's one zone, `location: {zones: [zone]}` (issue 27 item 6;
+# GoogleCloudPlatform/compute-class-api types.go Priority.Location.Zones, Priority.MaxRunDurationSeconds).
 TPU_4X4 = {"type": "tpu-v6e-slice", "count": 4, "topology": "4x4"}
 IN_ZONE = {"location": {"zones": [ZONE]}}
 PRIORITIES = {
@@ -561,7 +562,7 @@ def test_autopilot_cluster_refuses_node_pools(built: dict[str, Any]) -> None:
 
 
 def test_version_floor_takes_the_newest_requirement() -> None:
-    from raytpu.core.catalog import RAY_OPERATOR_MIN_GKE_VERSION
+    from raytpu.core.tpu.catalog import RAY_OPERATOR_MIN_GKE_VERSION
     from raytpu.modules.gke_versions import version_floor
 
     # docs/FACTS.md section 1: Ray Operator 1.30.0-gke.1747000; v6e 1.31.2-gke.1115000; tpu7x Standard

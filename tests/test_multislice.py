@@ -1,8 +1,8 @@
-"""Multi-slice training (``workloads[].slices: N``, :mod:`raytpu.core.multislice`): validation against GKE's, Ray's and
-the TPU webhook's rules, the one RayJob ``submit --dry-run`` shows (CRD schema, webhook, operator checks), and, on two
-emulated slices, one JaxTrainer run across both that waits while only one is free, places nothing until both are,
-survives a host of slice 1 killed mid-run and resumes from its checkpoint, and the preemption drill across both (a host
-of slice 1 preempted with notice: at most one step lost, resumed on both whole slices).
+"""Multi-slice training (``workloads[].slices: N``, :mod:`raytpu.core.specs.multislice`): validation against GKE's,
+Ray's and the TPU webhook's rules, the one RayJob ``submit --dry-run`` shows (CRD schema, webhook, operator checks),
+and, on two emulated slices, one JaxTrainer run across both that waits while only one is free, places nothing until both
+are, survives a host of slice 1 killed mid-run and resumes from its checkpoint, and the preemption drill across both (a
+host of slice 1 preempted with notice: at most one step lost, resumed on both whole slices).
 
 Sources: https://cloud.google.com/tpu/docs/tpu-gke-multislice ("Multislice availability in GKE"); Ray 2.60
 ``ray.util.tpu`` (``get_tpu_num_slices_for_workers``, ``SlicePlacementGroup``) and ``ray.train.v2.jax.config``;
@@ -27,11 +27,13 @@ from image_refs import FIXTURE_IMAGES, write_record
 
 from raytpu import cli, local
 from raytpu.config import parse
-from raytpu.core import kinds, kuberay, multislice, names
-from raytpu.core.catalog import GENERATIONS, RAY_OPERATOR_MIN_GKE_VERSION
-from raytpu.core.errors import InvalidInputs
-from raytpu.core.plan import RAY_SLICE_LABEL, SlicePlan, plan_slice
-from raytpu.core.spec import SliceSpec, WorkloadSpec
+from raytpu.core.common import names
+from raytpu.core.common.errors import InvalidInputs
+from raytpu.core.manifests import kuberay
+from raytpu.core.specs import kinds, multislice
+from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
+from raytpu.core.tpu.catalog import GENERATIONS, RAY_OPERATOR_MIN_GKE_VERSION
+from raytpu.core.tpu.plan import RAY_SLICE_LABEL, SlicePlan, plan_slice
 from raytpu.workloads import train
 
 CONFIG = """\
@@ -248,7 +250,7 @@ def test_pod_hostnames_with_the_replica_index_stay_dns_labels_for_every_slice_co
 @pytest.fixture(scope="module")
 def two_v5p(start_cluster: Any) -> local.LocalCluster:
     """Two emulated v5p 2x2x2 slices of two 4-chip hosts each: the smallest multi-host shape Ray 2.60 reserves
-    across slices (the session's v6e 2x4 pair cannot be: :func:`raytpu.core.multislice.problems`)."""
+    across slices (the session's v6e 2x4 pair cannot be: :func:`raytpu.core.specs.multislice.problems`)."""
     return start_cluster(plan_slice("v5p", "2x2x2"), 2)
 
 
@@ -312,7 +314,7 @@ def test_local_smoke_passes_the_derived_dcn_flag_to_the_smoke_program(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], slices: int,
         argv: list[str], passed: tuple[str, ...], said: str | None) -> None:
     from raytpu.commands import local as local_cmd
-    from raytpu.core import report
+    from raytpu.core.common import report
 
     (tmp_path / "raytpu.yaml").write_text(config())
     plan = parse(config()).slice_named("train").plan
@@ -451,7 +453,7 @@ def test_smoke_all_reduces_across_two_slices_over_dcn_and_names_a_slice_cut_off(
     on CPU, each with the MEGASCALE_* env Ray's ``get_tpu_coordinator_env_vars`` gives it), reported in each
     verdict's ``dcn`` section apart from the ICI rows; then, with slice 1's hosts dialling a closed port instead of
     the coordinator (``RAYTPU_SMOKE_INJECT_DCN_UNREACHABLE=1``), slice 1 is named unhealthy and slice 0 is not."""
-    from raytpu.core import report
+    from raytpu.core.common import report
     from raytpu.workloads.smoke import dcn
 
     cluster = two_v5p
@@ -565,7 +567,7 @@ def test_the_multi_slice_jobs_policy_admits_the_megascale_port_from_every_slice_
     from crd import effective_pod_labels
     from netpol import Pod, admits
 
-    from raytpu.core import ray_ports
+    from raytpu.core.manifests import ray_ports
     (tmp_path / "raytpu.yaml").write_text(config(count=3))
     (tmp_path / "outputs.json").write_text(json.dumps(OUTPUTS))
     write_record(tmp_path)

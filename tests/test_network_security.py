@@ -23,9 +23,10 @@ from netpol import Pod, admits
 
 from raytpu import cli
 from raytpu.config import parse
-from raytpu.core import engine_pods, kuberay, names, pod_security, ray_ports, serving
-from raytpu.core.errors import InvalidInputs
-from raytpu.core.security import SecuritySpec
+from raytpu.core.common import names
+from raytpu.core.common.errors import InvalidInputs
+from raytpu.core.manifests import engine_pods, kuberay, pod_security, ray_ports, serving
+from raytpu.core.specs.security import SecuritySpec
 
 pytestmark = pytest.mark.unit
 

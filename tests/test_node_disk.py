@@ -1,5 +1,5 @@
-"""Unit tests of what a vLLM engine writes to its host's disk (raytpu.core.node_disk) and where its XLA cache lives
-(raytpu.core.xla_cache): GKE's allocatable ephemeral storage, the sized boot disk, the refusal, the pods' request,
+"""Unit tests of what a vLLM engine writes to its host's disk (raytpu.core.specs.node_disk) and where its XLA cache
+lives (raytpu.core.specs.xla_cache): GKE's allocatable ephemeral storage, the sized boot disk, the refusal, the pods' request,
 the cache folder of serving and batch (issue 40 items 1 and 12, issue 41 item 2; docs/FACTS.md section 24)."""
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from raytpu.core import data, engine_pods, kinds, node_disk, serving, xla_cache
-from raytpu.core.errors import InvalidInputs
-from raytpu.core.names import GCS_MOUNT_PATH
-from raytpu.core.spec import ClusterSpec, SecretKeyRef, SliceSpec, WorkloadSpec
+from raytpu.core.common.errors import InvalidInputs
+from raytpu.core.common.names import GCS_MOUNT_PATH
+from raytpu.core.manifests import engine_pods, serving
+from raytpu.core.specs import data, kinds, node_disk, xla_cache
+from raytpu.core.specs.spec import ClusterSpec, SecretKeyRef, SliceSpec, WorkloadSpec
 
 pytestmark = pytest.mark.unit
 
@@ -89,7 +90,7 @@ def test_a_pool_without_disk_size_gib_gets_room_for_its_largest_engine_and_a_giv
 
 
 def _cluster(item: SliceSpec, *works: WorkloadSpec, mode: str = "standard") -> ClusterSpec:
-    from raytpu.core.cluster_parts import GkeSpec, StorageSpec
+    from raytpu.core.specs.cluster_parts import GkeSpec, StorageSpec
 
     return ClusterSpec(project="my-ml-project", region="us-east5", cluster=GkeSpec(name="ray-tpu", mode=mode),
                        storage=StorageSpec(bucket=BUCKET), slices=(item,), workloads=works)
@@ -214,7 +215,7 @@ def test_validate_names_the_boot_disk_it_sized() -> None:
 def test_a_service_applied_by_terraform_reads_the_kit_bucket_in_place_though_its_bucket_is_a_token() -> None:
     """The workloads stack hands the builders the bucket as a Terraform token; the model_source is compared with the
     config's bucket name, so the weights are read through the mount (no download, no room asked for them)."""
-    from raytpu.core import kuberay
+    from raytpu.core.manifests import kuberay
 
     item = _slice()
     work = _work(item, model=LLAMA_70B, model_source=f"gs://{BUCKET}/models/llama")

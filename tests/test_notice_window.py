@@ -18,10 +18,11 @@ import pytest
 from crd import operator_errors, schema_errors, webhook_errors
 from image_refs import FIXTURE_IMAGES
 
-from raytpu.core import kinds, kuberay, preemption
-from raytpu.core.cluster_parts import GkeSpec
-from raytpu.core.errors import InvalidInputs
-from raytpu.core.spec import ClusterSpec, SliceSpec, WorkloadSpec
+from raytpu.core.common.errors import InvalidInputs
+from raytpu.core.manifests import kuberay, preemption
+from raytpu.core.specs import kinds
+from raytpu.core.specs.cluster_parts import GkeSpec
+from raytpu.core.specs.spec import ClusterSpec, SliceSpec, WorkloadSpec
 from raytpu.modules import node_system
 from raytpu.modules.compute_class_props import ComputeClassProps
 from raytpu.modules.gke_versions import version_floor, version_key

@@ -1,4 +1,4 @@
-"""raytpu.outputs.StackOutputs: one schema of what the cluster stack exports, read from either JSON shape.
+"""raytpu.cluster.outputs.StackOutputs: one schema of what the cluster stack exports, read from either JSON shape.
 
 The two shapes are what the Terraform tools write:
 
@@ -22,8 +22,8 @@ import pytest
 from image_refs import write_record
 
 from raytpu import cli
-from raytpu.core.errors import InvalidInput, InvalidInputs
-from raytpu.outputs import DEFAULT_OUTPUTS, StackOutputs
+from raytpu.cluster.outputs import DEFAULT_OUTPUTS, StackOutputs
+from raytpu.core.common.errors import InvalidInput, InvalidInputs
 
 unit = pytest.mark.unit
 

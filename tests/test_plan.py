@@ -1,12 +1,12 @@
-"""Unit tests of raytpu.core.plan: every generation x every valid topology, plus known shapes from the docs."""
+"""Unit tests of raytpu.core.tpu.plan: every generation x every valid topology, plus known shapes from the docs."""
 
 from __future__ import annotations
 
 import pytest
 
-from raytpu.core.catalog import GENERATIONS, chips_in
-from raytpu.core.errors import InvalidInput
-from raytpu.core.plan import ACCELERATOR_LABEL, TOPOLOGY_LABEL, SlicePlan, plan_slice
+from raytpu.core.common.errors import InvalidInput
+from raytpu.core.tpu.catalog import GENERATIONS, chips_in
+from raytpu.core.tpu.plan import ACCELERATOR_LABEL, TOPOLOGY_LABEL, SlicePlan, plan_slice
 
 pytestmark = pytest.mark.unit
 

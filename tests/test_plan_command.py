@@ -14,11 +14,13 @@ import pytest
 import yaml
 
 from raytpu.cli import main
-from raytpu.core import kinds, models, serving
-from raytpu.core.catalog import GENERATIONS, generation
-from raytpu.core.errors import InvalidInputs
-from raytpu.core.plan import plan_slice
-from raytpu.core.spec import SecretKeyRef, SliceSpec, WorkloadSpec
+from raytpu.core.common.errors import InvalidInputs
+from raytpu.core.manifests import serving
+from raytpu.core.specs import kinds
+from raytpu.core.specs.spec import SecretKeyRef, SliceSpec, WorkloadSpec
+from raytpu.core.tpu import models
+from raytpu.core.tpu.catalog import GENERATIONS, generation
+from raytpu.core.tpu.plan import plan_slice
 from raytpu.sizing import candidates, hf_config, prices
 
 HF_TOKEN = SecretKeyRef(name="hf-secret", key="hf_api_token")  # gated models need one (spec.gated_model_problems)
@@ -848,7 +850,7 @@ def test_serve_says_the_boot_disk_that_holds_the_weights_each_host_downloads(
         capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], weights_gib: float,
         disk_size_gib: int | None) -> None:
     """Issue 40 item 1: the weights in the plan's dtype + 10 GiB for Ray's files against GKE's allocatable ephemeral
-    storage (raytpu.core.node_disk); the same figure a config's slice gets when it leaves disk_size_gib out."""
+    storage (raytpu.core.specs.node_disk); the same figure a config's slice gets when it leaves disk_size_gib out."""
     data = plan_json(capsys, *argv)
     disk = data["disk"]
     assert disk["weights_gib"] == pytest.approx(weights_gib, abs=0.05)

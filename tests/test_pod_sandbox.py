@@ -1,7 +1,7 @@
 """The pods' security rules, enacted on this machine: a real emulated slice and the real smoke workload run as the
 pods' non-root uid/gid, with no capabilities, ``no_new_privs`` (``allowPrivilegeEscalation: false``) and a read-only
-root filesystem where only :data:`raytpu.core.pod_security.SCRATCH` (the pods' emptyDirs) is writable, and ``HOME``
-where the pods put it.
+root filesystem where only :data:`raytpu.core.manifests.pod_security.SCRATCH` (the pods' emptyDirs) is writable, and
+``HOME`` where the pods put it.
 
 Built with the kernel's own tools rather than a container runtime (none runs here): a private mount namespace
 (``unshare -m``) remounts ``/`` read-only and mounts a tmpfs on every scratch path; ``setpriv`` drops to the uid/gid
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from raytpu.core import pod_security
-from raytpu.core.security import SecuritySpec
+from raytpu.core.manifests import pod_security
+from raytpu.core.specs.security import SecuritySpec
 
 pytestmark = [pytest.mark.slice, pytest.mark.timeout(600)]
 

@@ -17,11 +17,12 @@ from _synth import resources, synth_text
 from emitted import objects_of
 
 from raytpu import config
-from raytpu.core import kuberay, names
-from raytpu.core.catalog import GENERATIONS
-from raytpu.core.names import COMPUTE_CLASS_LABEL
-from raytpu.core.plan import ACCELERATOR_LABEL, TOPOLOGY_LABEL
-from raytpu.core.provisioning import FLEX_START_LABEL, QUEUED_LABEL, SPOT_LABEL
+from raytpu.core.common import names
+from raytpu.core.common.names import COMPUTE_CLASS_LABEL
+from raytpu.core.manifests import kuberay
+from raytpu.core.specs.provisioning import FLEX_START_LABEL, QUEUED_LABEL, SPOT_LABEL
+from raytpu.core.tpu.catalog import GENERATIONS
+from raytpu.core.tpu.plan import ACCELERATOR_LABEL, TOPOLOGY_LABEL
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]
 

@@ -18,10 +18,10 @@ import pytest
 
 from raytpu import local
 from raytpu.cli import main
-from raytpu.core import timeline
-from raytpu.core.catalog import generation
-from raytpu.core.errors import InvalidInput
-from raytpu.core.plan import plan_slice
+from raytpu.core.common import timeline
+from raytpu.core.common.errors import InvalidInput
+from raytpu.core.tpu.catalog import generation
+from raytpu.core.tpu.plan import plan_slice
 from raytpu.local import preempt
 from raytpu.workloads import preemption
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from raytpu.core import preemption
+from raytpu.core.manifests import preemption
 from raytpu.local.launch import free_port
 
 pytestmark = [pytest.mark.slice, pytest.mark.timeout(600)]

@@ -1,4 +1,4 @@
-"""Ray pods on capacity GKE takes back get their notice (issue 30 item 1; :mod:`raytpu.core.preemption`).
+"""Ray pods on capacity GKE takes back get their notice (issue 30 item 1; :mod:`raytpu.core.manifests.preemption`).
 
 Rules, with their sources (evidence: docs/FACTS.md section 18):
 
@@ -26,9 +26,10 @@ import pytest
 from crd import operator_errors, schema_errors, webhook_errors
 from image_refs import FIXTURE_IMAGES
 
-from raytpu.core import kinds, kuberay, preemption
-from raytpu.core.cluster_parts import GkeSpec
-from raytpu.core.spec import ClusterSpec, SliceSpec, WorkloadSpec
+from raytpu.core.manifests import kuberay, preemption
+from raytpu.core.specs import kinds
+from raytpu.core.specs.cluster_parts import GkeSpec
+from raytpu.core.specs.spec import ClusterSpec, SliceSpec, WorkloadSpec
 
 pytestmark = pytest.mark.unit
 

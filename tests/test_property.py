@@ -41,16 +41,16 @@ import yaml
 from image_refs import FIXTURE_REFS
 
 from raytpu import config as config_module
-from raytpu.core import node_disk, vllm_rules
-from raytpu.core.catalog import GENERATIONS, generation
-from raytpu.core.cluster_parts import WEEKDAYS, NetworkSpec
-from raytpu.core.errors import InvalidInput, InvalidInputs, problems_of
-from raytpu.core.kinds import KINDS
-from raytpu.core.models import by_hf_id
-from raytpu.core.plan import machine_types_for, plan_slice
-from raytpu.core.preemption import NOTICE_CHOICES
-from raytpu.core.provisioning import MODES, generation_problems
-from raytpu.core.spec import ClusterSpec
+from raytpu.core.common.errors import InvalidInput, InvalidInputs, problems_of
+from raytpu.core.manifests.preemption import NOTICE_CHOICES
+from raytpu.core.specs import node_disk, vllm_rules
+from raytpu.core.specs.cluster_parts import WEEKDAYS, NetworkSpec
+from raytpu.core.specs.kinds import KINDS
+from raytpu.core.specs.provisioning import MODES, generation_problems
+from raytpu.core.specs.spec import ClusterSpec
+from raytpu.core.tpu.catalog import GENERATIONS, generation
+from raytpu.core.tpu.models import by_hf_id
+from raytpu.core.tpu.plan import machine_types_for, plan_slice
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]
 
@@ -109,7 +109,8 @@ def _slice(rng: random.Random, name: str, region: str, autopilot: bool, for_ray:
         item["machine_type"] = rng.choice(machine_types_for(gen, topology)).name
     if rng.random() < 0.5:
         item["count"] = rng.randint(1, 3)
-    # Autopilot takes only modes a ComputeClass offers (queued is a node-pool flag: raytpu.core.spec._slice_problems)
+    # Autopilot takes only modes a ComputeClass offers (queued is a node-pool flag:
+    # raytpu.core.specs.spec._slice_problems)
     mode = rng.choice([m for m in (RAY_MODES if for_ray else tuple(MODES))
                        if not autopilot or MODES[m].priority is not None])
     if mode != "on-demand" or rng.random() < 0.5:
@@ -139,7 +140,7 @@ def ray_ready(item: dict[str, Any]) -> bool:
 
 
 def servable(item: dict[str, Any]) -> bool:
-    """Ray Serve LLM places a replica on the slice (raytpu.core.vllm_rules.slice_problems: not a 2x4 of 4-chip
+    """Ray Serve LLM places a replica on the slice (raytpu.core.specs.vllm_rules.slice_problems: not a 2x4 of 4-chip
     hosts)."""
     return not vllm_rules.slice_problems(plan_slice(item["generation"], item["topology"], item.get("machine_type")))
 
@@ -150,7 +151,7 @@ def _one_host(item: dict[str, Any]) -> bool:
 
 def _serving_fields(rng: random.Random, item: dict[str, Any]) -> dict[str, Any]:
     """Some of a serving workload's optional fields, valid for servable slice ``item``: a model the kit knows
-    (raytpu.core.models.MODELS) only where the slice's JAX devices, its TP, divide the model's attention heads."""
+    (raytpu.core.tpu.models.MODELS) only where the slice's JAX devices, its TP, divide the model's attention heads."""
     fields: dict[str, Any] = {}
     if rng.random() < 0.5:
         fields["model"] = rng.choice(("Qwen/Qwen3-0.6B", "meta-llama/Llama-3.1-8B", "/mnt/gcs/models/m"))
@@ -209,8 +210,8 @@ def valid_config(rng: random.Random) -> dict[str, Any]:
     if storage:
         doc["storage"] = storage
     names: set[str] = set()
-    # valid names stay short enough for GKE's TPU webhook on multi-host slices (raytpu.core.spec.MULTI_HOST_NAME_LIMIT:
-    # smoke-<slice>-<i>-<run id> and <job>-<run id> within 35 characters)
+    # valid names stay short enough for GKE's TPU webhook on multi-host slices
+    # (raytpu.core.specs.spec.MULTI_HOST_NAME_LIMIT: smoke-<slice>-<i>-<run id> and <job>-<run id> within 35 characters)
     doc["slices"] = [_slice(rng, _unique(rng, names, 1, 18), region, autopilot, for_ray=rng.random() < 0.5)
                      for _ in range(rng.randint(1, 4))]
     hosts = [s for s in doc["slices"] if ray_ready(s)]
@@ -224,7 +225,7 @@ def valid_config(rng: random.Random) -> dict[str, Any]:
             work: dict[str, Any] = {"name": _unique(rng, work_names, 1, 28), "kind": kind, "slice": item["name"]}
             if KINDS[kind].takes_model:
                 work.update(_serving_fields(rng, item))
-            if kind == "batch":  # Ray Data LLM runs on one host (raytpu.core.data); input and output required
+            if kind == "batch":  # Ray Data LLM runs on one host (raytpu.core.specs.data); input and output required
                 work.update(input="gs://my-data/prompts.jsonl", output=f"gs://my-data/answers-{work['name']}")
             work.update(kind_fields.JOB_ENTRYPOINT if kind == "job" else {})  # a team's driver
             if rng.random() < 0.3:
@@ -236,7 +237,7 @@ def valid_config(rng: random.Random) -> dict[str, Any]:
 
 def _disks_for_engines(doc: dict[str, Any]) -> None:
     """A given ``disk_size_gib`` raised (no draw) to hold what an engine on its slice writes per host: a built-in
-    model's weights as if every host downloaded them, and Ray's files (raytpu.core.node_disk: what stays valid)."""
+    model's weights as if every host downloaded them, and Ray's files (core.specs.node_disk: what stays valid)."""
     for item in doc["slices"]:
         engines = [w for w in doc.get("workloads", []) if w["slice"] == item["name"] and KINDS[w["kind"]].takes_model]
         shapes = [by_hf_id(vllm_rules.sized_model(w.get("model"), w.get("model_source"))) for w in engines]
@@ -918,7 +919,7 @@ def test_generator_is_deterministic_and_varied() -> None:
 
 
 def test_validate_and_the_stacks_agree_on_generated_configs(capsys: pytest.CaptureFixture[str]) -> None:
-    from raytpu.outputs import StackOutputs
+    from raytpu.cluster.outputs import StackOutputs
     from raytpu.stacks.app import build, synth
 
     started = time.monotonic()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from raytpu import core_zip
+from raytpu.core import core_zip
 
 pytestmark = [pytest.mark.slice, pytest.mark.timeout(600)]
 
@@ -21,10 +21,10 @@ ray.init(address="local", num_cpus=1, include_dashboard=False, runtime_env={"py_
 try:
     @ray.remote
     def where() -> str:
-        import raytpu.core.plan
+        import raytpu.core.tpu.plan
         import raytpu.workloads.train
-        assert raytpu.core.plan.plan_slice("v6e", "4x4").hosts == 4
-        return raytpu.core.plan.__file__
+        assert raytpu.core.tpu.plan.plan_slice("v6e", "4x4").hosts == 4
+        return raytpu.core.tpu.plan.__file__
     print(ray.get(where.remote(), timeout=300))
 finally:
     ray.shutdown()
@@ -43,4 +43,4 @@ def test_a_task_imports_the_kit_from_the_unpacked_core_zip(tmp_path: Path) -> No
                           timeout=500, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     origin = done.stdout.strip().splitlines()[-1]
-    assert "/runtime_resources/py_modules_files/" in origin and origin.endswith("/raytpu/core/plan.py"), origin
+    assert "/runtime_resources/py_modules_files/" in origin and origin.endswith("/raytpu/core/tpu/plan.py"), origin

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from raytpu import config, reading
-from raytpu.core.errors import MAX_EXCERPT, InvalidInput, InvalidInputs, excerpt, problems_of
+from raytpu import config
+from raytpu.config import reading
+from raytpu.core.common.errors import MAX_EXCERPT, InvalidInput, InvalidInputs, excerpt, problems_of
 
 pytestmark = pytest.mark.unit
 
@@ -65,7 +66,8 @@ def test_text_that_is_not_utf8_is_refused_saying_where(tmp_path: Path, data: byt
 
 
 def test_a_utf8_byte_order_mark_is_read_as_text(tmp_path: Path) -> None:
-    """Windows editors save UTF-8 with a BOM; YAML 1.2 allows it (https://yaml.org/spec/1.2.2/#52-character-encodings)."""
+    """Windows editors save UTF-8 with a BOM; YAML 1.2 allows it
+    (https://yaml.org/spec/1.2.2/#52-character-encodings)."""
     path = tmp_path / "raytpu.yaml"
     path.write_bytes(b"\xef\xbb\xbf" + EXAMPLE_TEXT.encode())
     assert config.load(path).project == EXAMPLE["project"]

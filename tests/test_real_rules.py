@@ -21,10 +21,11 @@ from typing import Any
 import pytest
 from _synth import resources, synth_text
 
-from raytpu.core import kuberay, names
-from raytpu.core.catalog import GENERATIONS, MachineType
-from raytpu.core.errors import InvalidInputs
-from raytpu.core.provisioning import MODES, generation_problems
+from raytpu.core.common import names
+from raytpu.core.common.errors import InvalidInputs
+from raytpu.core.manifests import kuberay
+from raytpu.core.specs.provisioning import MODES, generation_problems
+from raytpu.core.tpu.catalog import GENERATIONS, MachineType
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]
 
@@ -83,7 +84,8 @@ def create_version_not_pinned(cluster: dict[str, Any]) -> str | None:
 def control_plane_reachable(cluster: dict[str, Any]) -> str | None:
     """A private-nodes cluster whose public endpoint has no authorized network (and public CIDR access off) accepts
     no one, not even VMs in its VPC; GKE's DNS-based endpoint with external traffic allowed is reachable with IAM
-    from anywhere (docs/FACTS.md section 8; https://cloud.google.com/kubernetes-engine/docs/concepts/network-isolation)."""
+    from anywhere (docs/FACTS.md section 8;
+    https://cloud.google.com/kubernetes-engine/docs/concepts/network-isolation)."""
     dns = _get(cluster, "control_plane_endpoints_config.dns_endpoint_config.allow_external_traffic")
     networks = _get(cluster, "master_authorized_networks_config.cidr_blocks")
     return None if dns or networks else "no DNS endpoint for outside traffic and no authorized network"
@@ -274,7 +276,7 @@ def _pools(stacks: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def _slice_of(pool_name: str) -> tuple[int, str]:
-    from raytpu.core.plan import plan_slice
+    from raytpu.core.tpu.plan import plan_slice
 
     gen, kind, _ = pool_name.split("-", 2)
     gen_obj = GENERATIONS[gen]
@@ -327,7 +329,7 @@ def test_every_tpu_pool_obeys_the_providers_and_gkes_rules(matrix: dict[str, dic
 
 def test_every_standard_tpu_worker_fits_its_pools_nodes(matrix: dict[str, dict[str, Any]]) -> None:
     """Issue 18 item 1: a worker's requests come from the catalog; they must fit the node GKE really makes."""
-    from raytpu.core.plan import plan_slice
+    from raytpu.core.tpu.plan import plan_slice
 
     pools = {n: p for n, p in _pools(matrix).items() if n != "ray-head"}
     for name, pool in pools.items():
@@ -349,16 +351,16 @@ def test_workload_policy_names_are_gce_names(matrix: dict[str, dict[str, Any]]) 
 
 
 LONGEST_CLUSTER = "c" * 39 + "x"
-"""40 characters, GKE's longest cluster name (raytpu.core.field_rules.CLUSTER_NAME)."""
+"""40 characters, GKE's longest cluster name (raytpu.core.specs.field_rules.CLUSTER_NAME)."""
 
 
 def test_two_clusters_in_one_project_and_region_never_share_a_workload_policy() -> None:
     """Issue 18 item 8: Standard tpu7x pools were ``<slice>-<i>-wp`` whatever the cluster. Two clusters with the same
     slices in one project and region, at the longest names the kit allows: GKE's 40-character cluster name, and the
-    longest multi-host slice name (its smoke jobs ``smoke-<slice>-<i>-<run id>`` fill raytpu.core.spec's
+    longest multi-host slice name (its smoke jobs ``smoke-<slice>-<i>-<run id>`` fill raytpu.core.specs.spec's
     MULTI_HOST_NAME_LIMIT)."""
-    from raytpu.core.names import RUN_ID_LENGTH
-    from raytpu.core.spec import MULTI_HOST_NAME_LIMIT
+    from raytpu.core.common.names import RUN_ID_LENGTH
+    from raytpu.core.specs.spec import MULTI_HOST_NAME_LIMIT
 
     count = 2
     longest = "s" * (MULTI_HOST_NAME_LIMIT - len(f"smoke--{count - 1}-") - RUN_ID_LENGTH)

@@ -1,4 +1,4 @@
-"""Unit tests of raytpu.core.report: verdict lines in logs, the table, JSON and JUnit XML reports."""
+"""Unit tests of raytpu.core.common.report: verdict lines in logs, the table, JSON and JUnit XML reports."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from raytpu.core import report
+from raytpu.core.common import report
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""Issue 42: the report page (raytpu/report_html.py) and ``raytpu report``: verdict first, chip map with the failing
+"""Issue 42: the report page (raytpu/cli/report_html.py) and ``raytpu report``: verdict first, chip map with the failing
 chip marked, interconnect bars, timelines, self-contained; bad reports and outputs refused before anything is
 written (the CLI contract's cases are in tests/bad_inputs.py)."""
 
@@ -22,9 +22,8 @@ from html_reports import (
     the_plan,
 )
 
-from raytpu import report_html
-from raytpu.cli import main
-from raytpu.core import report
+from raytpu.cli import main, report_html
+from raytpu.core.common import report
 
 pytestmark = pytest.mark.unit
 
@@ -157,8 +156,8 @@ def test_a_v6e_2x4_on_two_4_chip_hosts_is_drawn_as_two_hosts_of_4() -> None:
     ct6e-standard-4t (the emulated slice found the map wrong when it took the default's chips per host)."""
     from test_smoke_unit import judged, result
 
-    from raytpu.core.catalog import generation
-    from raytpu.core.plan import plan_slice
+    from raytpu.core.tpu.catalog import generation
+    from raytpu.core.tpu.plan import plan_slice
 
     plan = plan_slice("v6e", "2x4", generation("v6e").multi_host_machine_type.name)
     results = {w: result(plan, w) for w in range(plan.hosts)}

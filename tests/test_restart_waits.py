@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 from image_refs import FIXTURE_IMAGES
 
-from raytpu.core import kinds, kuberay, multislice, preemption
-from raytpu.core.catalog import GENERATIONS
-from raytpu.core.cluster_parts import GkeSpec
-from raytpu.core.errors import InvalidInput
-from raytpu.core.plan import plan_slice
-from raytpu.core.spec import ClusterSpec, SliceSpec, WorkloadSpec
+from raytpu.core.common.errors import InvalidInput
+from raytpu.core.manifests import kuberay, preemption
+from raytpu.core.specs import kinds, multislice
+from raytpu.core.specs.cluster_parts import GkeSpec
+from raytpu.core.specs.spec import ClusterSpec, SliceSpec, WorkloadSpec
+from raytpu.core.tpu.catalog import GENERATIONS
+from raytpu.core.tpu.plan import plan_slice
 from raytpu.workloads import train
 
 pytestmark = pytest.mark.unit

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from raytpu.core.errors import InvalidInput, RuntimeFailure
+from raytpu.core.common.errors import InvalidInput, RuntimeFailure
 from raytpu.local import run_lock
 
 pytestmark = pytest.mark.unit

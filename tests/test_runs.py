@@ -21,10 +21,11 @@ from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, serving, use
 from raytpu import cli
 from raytpu.cluster import runs as stack_runs
 from raytpu.config import parse
-from raytpu.core import kuberay, names
+from raytpu.core.common import names
+from raytpu.core.manifests import kuberay
 from raytpu.local import LocalCluster, NodeProc
 from raytpu.local import runs as local_runs
-from raytpu.run_list import Run, age
+from raytpu.runs.run_list import Run, age
 
 pytestmark = pytest.mark.unit
 
@@ -262,7 +263,7 @@ def test_a_ranks_output_is_read_from_every_nodes_train_logs_and_an_absent_rank_l
 def test_a_local_job_is_a_run_with_its_labels_else_its_spec() -> None:
     from ray.job_submission import JobDetails, JobStatus, JobType
 
-    from raytpu.core.spec import WORKLOAD_ENV
+    from raytpu.core.specs.spec import WORKLOAD_ENV
 
     spec = json.dumps({"name": "pretrain", "kind": "train", "slice": {"name": "local"}})
     job = JobDetails(type=JobType.SUBMISSION, submission_id="pretrain-r1", job_id="02000000", status=JobStatus.RUNNING,
@@ -283,7 +284,7 @@ def test_ages_read_as_kubectl_shows_them(seconds: float | None, shown: str) -> N
 
 
 def test_a_rayjob_a_user_wrote_with_yaml_runtime_env_and_no_status_still_lists() -> None:
-    from raytpu.core.spec import WORKLOAD_ENV
+    from raytpu.core.specs.spec import WORKLOAD_ENV
 
     obj: dict[str, Any] = {"metadata": {"name": "mine", "labels": {names.WORKLOAD_LABEL: "job"}},
                            "spec": {"runtimeEnvYAML": f"env_vars:\n  {WORKLOAD_ENV}: '{{\"name\": \"nightly\"}}'\n"}}

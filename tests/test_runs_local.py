@@ -22,7 +22,7 @@ HOLDER = ("import ray, time; ray.init(); pg = ray.util.placement_group([{'CPU': 
 SUBMIT_HOLDER = f"""
 import shlex, sys
 from raytpu import local
-from raytpu.core import names
+from raytpu.core.common import names
 from raytpu.local.runs import jobs_client
 cluster = local.LocalCluster.load(sys.argv[1])
 jobs_client(cluster).submit_job(entrypoint=shlex.join([sys.executable, '-c', {HOLDER!r}]), submission_id='holder-1',

@@ -28,11 +28,12 @@ import pytest
 
 from raytpu import local
 from raytpu.config import load
-from raytpu.core import kinds, kuberay, serving, vllm_rules
-from raytpu.core.catalog import GENERATIONS
-from raytpu.core.errors import InvalidInput
-from raytpu.core.spec import SliceSpec, WorkloadSpec
-from raytpu.llm_client import StreamResult, astream_chat, stream_chat
+from raytpu.core.common.errors import InvalidInput
+from raytpu.core.manifests import kuberay, serving
+from raytpu.core.specs import kinds, vllm_rules
+from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
+from raytpu.core.tpu.catalog import GENERATIONS
+from raytpu.local.llm_client import StreamResult, astream_chat, stream_chat
 
 pytestmark = pytest.mark.serve
 

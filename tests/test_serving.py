@@ -16,9 +16,10 @@ import pytest
 import yaml
 from test_cli import EXAMPLE, run_cli
 
-from raytpu.core import kinds, serving, vllm_rules, xla_cache
-from raytpu.core.errors import InvalidInputs
-from raytpu.core.spec import SERVING_FIELDS, SecretKeyRef, SliceSpec, WorkloadSpec
+from raytpu.core.common.errors import InvalidInputs
+from raytpu.core.manifests import serving
+from raytpu.core.specs import kinds, vllm_rules, xla_cache
+from raytpu.core.specs.spec import SERVING_FIELDS, SecretKeyRef, SliceSpec, WorkloadSpec
 
 pytestmark = pytest.mark.unit
 
@@ -275,7 +276,7 @@ def test_a_2x4_of_two_4_chip_hosts_cannot_be_served_and_validate_says_which_mach
 def _recorded_cluster(tmp_path: Path, topology: str) -> str:
     """A local cluster's state file only (no process): what `raytpu local serve` reads before it deploys."""
     from raytpu import local
-    from raytpu.core.plan import plan_slice
+    from raytpu.core.tpu.plan import plan_slice
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -345,7 +346,7 @@ def test_the_serving_images_vllm_is_the_one_its_versions_toml_records_and_its_na
 def test_the_serving_images_ray_is_the_one_its_versions_toml_records() -> None:
     import tomllib
 
-    from raytpu.core.catalog import RAY_VERSION
+    from raytpu.core.tpu.catalog import RAY_VERSION
     from raytpu.images.definitions import HERE
 
     recorded = tomllib.loads((HERE / "serve" / "versions.toml").read_text())["versions"]["ray"]
@@ -383,7 +384,7 @@ def test_a_gated_model_downloaded_from_hugging_face_needs_a_token_secret(
 
 
 def test_the_model_table_records_which_repositories_are_gated() -> None:
-    from raytpu.core.models import MODELS
+    from raytpu.core.tpu.models import MODELS
 
     gated = {m.hf_id for m in MODELS.values() if m.gated and m.hf_id}
     assert gated == {m.hf_id for m in MODELS.values() if m.hf_id and m.hf_id.startswith(("meta-llama/",
@@ -457,7 +458,7 @@ workloads:
     # any mode's run duration ends the nodes too (compute-class-api Priority.MaxRunDurationSeconds)
     (", max_run_duration_s: 86400", "", ["workloads.llm: serves from slice serve, whose nodes end at its "
                                          "max_run_duration_s (86400 s)"]),
-    # weights in a bucket no grant covers: tests/test_grants.py (raytpu.core.grants.path_warnings)
+    # weights in a bucket no grant covers: tests/test_grants.py (raytpu.core.specs.grants.path_warnings)
 ])
 def test_validate_warns_where_a_rayservice_would_go_down_or_never_load(slice_fields: str, workload_fields: str,
                                                                         says: list[str]) -> None:

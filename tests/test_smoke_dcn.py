@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from raytpu.core import report
-from raytpu.core.errors import InvalidInput
-from raytpu.core.plan import SlicePlan, plan_slice
+from raytpu.core.common import report
+from raytpu.core.common.errors import InvalidInput
+from raytpu.core.tpu.plan import SlicePlan, plan_slice
 from raytpu.workloads.smoke import cli, dcn
 from raytpu.workloads.smoke.measure import ENV_EMULATED
 from raytpu.workloads.smoke.options import SmokeOptions
@@ -209,7 +209,7 @@ def test_on_tpu_the_dcn_floor_is_half_the_hosts_own_line_rate(gen: str, topology
 
 
 def test_every_multi_host_machine_type_has_a_line_rate_or_is_named_as_unpublished() -> None:
-    from raytpu.core.catalog import GENERATIONS
+    from raytpu.core.tpu.catalog import GENERATIONS
 
     machines = [g.multi_host_machine_type for g in GENERATIONS.values()]
     unpublished = {m.name for m in machines if m.network_gbps is None}

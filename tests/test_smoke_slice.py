@@ -21,9 +21,9 @@ import pytest
 from html_reports import in_chromium, marked, needs_chromium
 
 from raytpu import local
-from raytpu.core import report, timeline
-from raytpu.core.catalog import expected_busbw, generation
-from raytpu.core.plan import SlicePlan, plan_slice
+from raytpu.core.common import report, timeline
+from raytpu.core.tpu.catalog import expected_busbw, generation
+from raytpu.core.tpu.plan import SlicePlan, plan_slice
 from raytpu.workloads import slices
 from raytpu.workloads.smoke import cli, driver
 from raytpu.workloads.smoke.faults import ENV_INJECT_ERROR, ENV_INJECT_SLOW
@@ -216,8 +216,8 @@ def test_smoke_passes_on_healthy_slices(cluster: local.LocalCluster, plan: Slice
         assert rows[("allreduce_latency", None, None)]["value"] > 0 and checks["allreduce_latency_us"]["value"] > 0
         table = report.render_table([v])
         assert "gates here: no" in table and "gates here: yes" in table and "allreduce_busbw" in table
-        # the timeline stamps it made, in the verdict and as lines (raytpu.core.timeline): the slice reserved, then the
-        # first host result
+        # the timeline stamps it made, in the verdict and as lines (raytpu.core.common.timeline): the slice reserved,
+        # then the first host result
         assert [s["phase"] for s in v["stamps"]] == ["reserved", "first_step"]
         assert v["stamps"][0]["wall"] <= v["stamps"][1]["wall"] and v["slice"] in v["stamps"][0]["detail"]
     lines = timeline.parse_stamp_lines(done.stdout)

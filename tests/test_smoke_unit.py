@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from raytpu.core.plan import SlicePlan, plan_slice
-from raytpu.core.report import Check, HostRow, PerfRow, Verdict, parse_verdict_line
+from raytpu.core.common.report import Check, HostRow, PerfRow, Verdict, parse_verdict_line
+from raytpu.core.tpu.plan import SlicePlan, plan_slice
 from raytpu.workloads import slices
 from raytpu.workloads.smoke import cli, driver, measure
 from raytpu.workloads.smoke.faults import ENV_INJECT_ERROR, ENV_INJECT_SLOW, ENV_INJECT_SLOW_AXIS, Faults
@@ -86,7 +86,7 @@ def test_perf_checks_are_informational_off_tpu_and_gating_on_tpu(plan: SlicePlan
 
 def test_verdict_lines_round_trip_through_the_report_parser(plan: SlicePlan, capsys: pytest.CaptureFixture[str]) \
         -> None:
-    from raytpu.core.report import format_verdict_line
+    from raytpu.core.common.report import format_verdict_line
 
     inv = slices.SliceInventory("b", {}, plan.hosts)
     verdict = driver.check_slice(plan, inv, args())
@@ -110,7 +110,7 @@ def result(plan: SlicePlan, worker: int, *, platform: str = "tpu", kind: str = "
     (``<group>-<replica>-<worker>.<cluster>-headless``, kuberay-tpu-webhook 1.2.4 ``mutatePod`` and
     ``genDNSHostnames``). All-reduces at ``HEALTHY`` of what the topology should reach (whole slice and each axis)
     unless ``busbw``/``axes`` (GB/s per device) say otherwise."""
-    from raytpu.core.catalog import expected_busbw, generation
+    from raytpu.core.tpu.catalog import expected_busbw, generation
 
     gen = generation(plan.generation)
     ici = expected_busbw(plan.generation, plan.topology)
@@ -227,7 +227,7 @@ def test_hbm_bandwidth_is_gated_per_device_against_the_catalog(plan: SlicePlan, 
 def test_allreduce_bus_bandwidth_gates_against_the_topologys_expected_figure(gen: str, topology: str, per_chip: int,
                                                                              busbw_per_device: float, healthy: bool,
                                                                              on_gke: None) -> None:
-    from raytpu.core.catalog import expected_busbw, generation
+    from raytpu.core.tpu.catalog import expected_busbw, generation
 
     sliced = plan_slice(gen, topology)
     kind = generation(gen).jax_device_kinds[0]
@@ -267,7 +267,7 @@ def test_allreduce_bus_bandwidth_gates_against_the_topologys_expected_figure(gen
     ("tpu7x", "4x4x8", {"x": 200, "y": 200, "z": 200}),  # 3 x 2 x 100 = 600
 ])
 def test_expected_bus_bandwidth_per_topology(gen: str, topology: str, expected: dict[str, float]) -> None:
-    from raytpu.core.catalog import expected_busbw
+    from raytpu.core.tpu.catalog import expected_busbw
 
     ici = expected_busbw(gen, topology)
     assert ici is not None
@@ -279,7 +279,7 @@ def test_expected_bus_bandwidth_per_topology(gen: str, topology: str, expected: 
 def test_a_slice_at_a_fifth_of_its_expected_ici_fails(gen: str, topology: str, on_gke: None) -> None:
     """The old floor (0.05 of v5e/v6e's and 0.035 of v5p's bidirectional per-chip figure: 40, 20 and 42 GB/s) passed
     these: 360/5 = 72, 540/5 = 108 and 135/5 = 27 GB/s. Now the floor is half the topology's figure."""
-    from raytpu.core.catalog import expected_busbw, generation
+    from raytpu.core.tpu.catalog import expected_busbw, generation
 
     sliced = plan_slice(gen, topology, generation(gen).multi_host_machine_type.name)
     ici = expected_busbw(gen, topology)
@@ -357,7 +357,7 @@ def test_the_per_axis_all_reduces_run_on_cpu_devices_and_a_slowed_axis_shows() -
 
 
 def test_a_slowed_axis_is_parsed_strictly_and_reaches_every_host() -> None:
-    from raytpu.core.errors import InvalidInput
+    from raytpu.core.common.errors import InvalidInput
 
     faults = Faults.from_env({ENV_INJECT_SLOW_AXIS: "y:4"})
     assert faults.slow_axis == ("y", 4.0)
@@ -394,7 +394,7 @@ def test_pod_hostnames_and_their_dns_records_are_checked_against_ray_nodes(plan:
 
 
 def test_fault_injection_is_parsed_strictly_and_reaches_one_host() -> None:
-    from raytpu.core.errors import InvalidInput
+    from raytpu.core.common.errors import InvalidInput
 
     faults = Faults.from_env({ENV_INJECT_SLOW: "1:2:10", ENV_INJECT_ERROR: "3"})
     assert faults.for_host(1) == {"error": False, "slow": {2: 10.0}}
@@ -423,7 +423,7 @@ def test_every_flag_is_an_option_with_the_same_default() -> None:
 
 
 def test_the_check_limit_grows_with_hosts_and_fits_the_jobs_deadline() -> None:
-    from raytpu.core.kinds import kind
+    from raytpu.core.specs.kinds import kind
 
     assert [driver.check_limit_s(h) for h in (1, 4, 64)] == [182, 188, 308]
     deadline = kind("smoke").limits.active_deadline_s  # type: ignore[union-attr]

@@ -1,5 +1,5 @@
-"""Unit tests of raytpu.core.spec: frozen specs, rules raised on direct construction with relative field names (the
-same rules the config compiler places under config paths), JSON round trips, and the registries they read."""
+"""Unit tests of raytpu.core.specs.spec: frozen specs, rules raised on direct construction with relative field names
+(the same rules the config compiler places under config paths), JSON round trips, and the registries they read."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import yaml
 from image_refs import FIXTURE_IMAGES
 
 from raytpu.config import parse
-from raytpu.core import kinds, provisioning
-from raytpu.core.catalog import RAY_VERSION
-from raytpu.core.cluster_parts import (
+from raytpu.core.common.errors import EXIT_INVALID, InvalidInput, InvalidInputs, problems_of
+from raytpu.core.specs import kinds, provisioning
+from raytpu.core.specs.cluster_parts import (
     CLUSTER_MODES,
     RELEASE_CHANNELS,
     AlertingSpec,
@@ -28,10 +28,10 @@ from raytpu.core.cluster_parts import (
     NetworkSpec,
     StorageSpec,
 )
-from raytpu.core.errors import EXIT_INVALID, InvalidInput, InvalidInputs, problems_of
-from raytpu.core.field_rules import DEFAULT_DISK_SIZE_GIB
-from raytpu.core.plan import plan_slice
-from raytpu.core.spec import WORKLOAD_ENV, ClusterSpec, SliceSpec, WorkloadSpec
+from raytpu.core.specs.field_rules import DEFAULT_DISK_SIZE_GIB
+from raytpu.core.specs.spec import WORKLOAD_ENV, ClusterSpec, SliceSpec, WorkloadSpec
+from raytpu.core.tpu.catalog import RAY_VERSION
+from raytpu.core.tpu.plan import plan_slice
 
 pytestmark = pytest.mark.unit
 
@@ -471,7 +471,7 @@ workloads:
 def test_validate_bounds_the_longest_name_each_slice_derives(slice_name: str, topology: str, slices: int,
                                                              field: str | None, longest: str) -> None:
     """validate counts the DCN smoke job ``raytpu smoke`` derives, so a config it passes never makes smoke refuse."""
-    from raytpu.core import kuberay
+    from raytpu.core.manifests import kuberay
     text = DCN_NAME_CONFIG.format(slice=slice_name, topology=topology, slices=slices)
     if field is None:
         spec = parse(text)
@@ -488,8 +488,9 @@ def test_validate_bounds_the_longest_name_each_slice_derives(slice_name: str, to
 
 
 def test_derived_names_have_one_home() -> None:
-    """The builders name smoke jobs with raytpu.core.names, the functions validate bounds (issue 29.2)."""
-    from raytpu.core import names, smoke_runs
+    """The builders name smoke jobs with raytpu.core.common.names, the functions validate bounds (issue 29.2)."""
+    from raytpu.core.common import names
+    from raytpu.core.manifests import smoke_runs
     spec = parse(DCN_NAME_CONFIG.format(slice="pool", topology="4x4", slices=2))
     assert [run.base for run in smoke_runs.smoke_workloads(spec)] == [names.smoke_job("pool", i) for i in (0, 1)]
     assert [b for b, _ in smoke_runs.dcn_smoke_workloads(spec)] == [names.dcn_smoke_job("pool")] == ["smoke-pool-dcn"]
@@ -505,7 +506,7 @@ def test_long_names_are_fine_on_single_host_slices() -> None:
 
 
 def test_a_manual_run_id_that_makes_a_multi_host_job_name_too_long_is_rejected() -> None:
-    from raytpu.core import kuberay
+    from raytpu.core.manifests import kuberay
     spec = parse(NAME_CAP_CONFIG.format(slice="train", topology="4x4", work="train", kind="train"))
     with pytest.raises(InvalidInput, match="longer than 35 characters"):
         kuberay.workload_manifest(spec, spec.workloads[0], images=FIXTURE_IMAGES, service_account="ray", bucket="b",

@@ -27,13 +27,16 @@ from google.oauth2 import service_account
 from image_refs import FIXTURE_IMAGES, write_record
 from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, serving, status_body, use_adc
 
-from raytpu import __version__, cli, core_zip
+from raytpu import __version__, cli
 from raytpu.cluster import gke, google_api, submission
 from raytpu.config import parse
-from raytpu.core import kinds, kuberay, names, preemption, report
-from raytpu.core.security import SERVE_ENDPOINTS
-from raytpu.core.spec import WorkloadSpec
-from raytpu.core.vllm_rules import DEFAULT_MODEL
+from raytpu.core import core_zip
+from raytpu.core.common import names, report
+from raytpu.core.manifests import kuberay, preemption
+from raytpu.core.specs import kinds
+from raytpu.core.specs.security import SERVE_ENDPOINTS
+from raytpu.core.specs.spec import WorkloadSpec
+from raytpu.core.specs.vllm_rules import DEFAULT_MODEL
 from raytpu.images.record import RECORD_NAME
 
 pytestmark = pytest.mark.unit
@@ -209,7 +212,7 @@ def test_submit_wait_records_the_runs_timeline_from_pods_nodes_events_and_the_dr
     from test_timeline import FAILED_SCHEDULING, SCALE_UP, iso, node, ray_pod
 
     from raytpu.cluster import kube_timeline
-    from raytpu.core import timeline
+    from raytpu.core.common import timeline
 
     monkeypatch.setattr(kube_timeline, "POLL_S", 0.1)
     name = "smoke-tl"
@@ -789,11 +792,11 @@ def test_core_zip_has_one_top_level_package_with_workloads_and_no_cdk(tmp_path: 
     assert {n.split("/", 1)[0] for n in entries} == {core_zip.ZIP_TOP}  # the folder Ray drops on unpacking
     names = [n.split("/", 1)[1] for n in entries]
     assert {n.split("/", 1)[0] for n in names} == {"raytpu"}
-    assert {"raytpu/__init__.py", "raytpu/core/catalog.py", "raytpu/core/plan.py", "raytpu/core/kuberay.py",
-            "raytpu/core/spec.py", "raytpu/core/kinds.py", "raytpu/core/provisioning.py",
+    assert {"raytpu/__init__.py", "raytpu/core/tpu/catalog.py", "raytpu/core/tpu/plan.py",
+            "raytpu/core/manifests/kuberay.py", "raytpu/core/specs/spec.py", "raytpu/core/specs/kinds.py", "raytpu/core/specs/provisioning.py",
             "raytpu/workloads/__init__.py"} <= set(names)
     assert not [n for n in names if n.startswith(("raytpu/stacks/", "raytpu/modules/")) or "__pycache__" in n]
-    assert "raytpu/config.py" not in names  # jobs receive specs; they never parse YAML
+    assert "raytpu/config/__init__.py" not in names  # jobs receive specs; they never parse YAML
 
 
 def test_upload_core_posts_the_zip_to_the_gcs_json_api(tmp_path: Path, sa_key: ServiceAccountKey) -> None:
@@ -830,7 +833,8 @@ def test_upload_core_posts_the_zip_to_the_gcs_json_api(tmp_path: Path, sa_key: S
     assert seen["auth"] == "Bearer test-token" and seen["type"] == "application/zip"
     (tmp_path / "z.zip").write_bytes(seen["body"])
     names = [n.removeprefix(f"{core_zip.ZIP_TOP}/") for n in zipfile.ZipFile(tmp_path / "z.zip").namelist()]
-    assert {"raytpu/core/plan.py", "raytpu/core/spec.py"} <= set(names) and "raytpu/config.py" not in names
+    assert {"raytpu/core/tpu/plan.py", "raytpu/core/specs/spec.py"} <= set(names)
+    assert "raytpu/config/__init__.py" not in names
 
 
 # ---------------------------------------------------------------------- smoke over DCN (multi-slice workloads)
@@ -1025,7 +1029,7 @@ def test_submit_local_runs_the_workload_under_its_own_name_and_image(
     """``--local`` gives the job the config's workload (name, image, slices) moved onto the emulated slices, as its
     RayJob gets it on GKE; a recorded two-slice cluster (its state file only: nothing runs)."""
     from raytpu import local
-    from raytpu.core.spec import WORKLOAD_ENV
+    from raytpu.core.specs.spec import WORKLOAD_ENV
 
     config = tmp_path / "raytpu.yaml"
     config.write_text(LOCAL_CONFIG)

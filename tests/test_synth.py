@@ -33,8 +33,9 @@ from _synth import (
 )
 from image_refs import FIXTURE_REFS, write_record
 
-from raytpu.core import kuberay, names
-from raytpu.synth_out import check as check_out
+from raytpu.core.common import names
+from raytpu.core.manifests import kuberay
+from raytpu.stacks.synth_out import check as check_out
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]
 
@@ -313,7 +314,7 @@ def test_the_image_registry_is_a_docker_repository_the_nodes_pull_from_and_the_b
 def test_cluster_stack_outputs_exactly_the_stack_outputs_schema(example: str, standard: dict,
                                                                 autopilot: dict) -> None:
     """`raytpu submit`/`smoke` read StackOutputs: the cluster stack writes those names and nothing else."""
-    from raytpu.outputs import StackOutputs
+    from raytpu.cluster.outputs import StackOutputs
 
     stacks = standard if example == "standard" else autopilot
     cluster_id, workloads_id = sorted(stacks)
@@ -502,9 +503,9 @@ def test_raytpu_synth_bad_config_exits_2_and_writes_nothing(tmp_path: Path) -> N
 
 
 def test_raytpu_synth_replaces_an_old_outdir_atomically(tmp_path: Path) -> None:
-    """An old output (marked ``.raytpu-synth``: raytpu/synth_out.py; a folder of the user's files is refused, see
+    """An old output (marked ``.raytpu-synth``: stacks/synth_out.py; a folder of the user's files is refused, see
     tests/test_synth_out.py) is replaced as a whole; the new one has a mkdir's mode, not the old one's 0700."""
-    from raytpu.synth_out import write_marker
+    from raytpu.stacks.synth_out import write_marker
 
     out = tmp_path / "out"
     (out / "stacks" / "stale").mkdir(parents=True)
@@ -549,7 +550,7 @@ def test_npx_cdktf_synth_matches_raytpu_synth(tmp_path: Path, autopilot: dict) -
     assert asset.is_file(), source
     assert asset.read_bytes() == (ours / "stacks" / "ray-tpu-auto-cluster" / source).read_bytes()
     assert shutil.which("node") is not None
-    # cdktf.json's app marks the output, so `raytpu synth --out cdktf.out` may replace it (raytpu/synth_out.py)
+    # cdktf.json's app marks the output, so `raytpu synth --out cdktf.out` may replace it (stacks/synth_out.py)
     assert (out / ".raytpu-synth").is_file()
     check_out(str(out))
 
@@ -629,8 +630,8 @@ ADD_SLICE_REJECTS = [
                          ids=[f"{e}-{p}" for e, _, p in ADD_SLICE_REJECTS])
 def test_add_slice_that_does_not_fit_raises_with_its_config_path(example: str, fields: dict[str, Any],
                                                                  path: str) -> None:
-    from raytpu.core.errors import InvalidInputs
-    from raytpu.core.spec import SliceSpec
+    from raytpu.core.common.errors import InvalidInputs
+    from raytpu.core.specs.spec import SliceSpec
 
     stack = _stack(EXAMPLES[example])
     before = stack.spec
@@ -643,9 +644,9 @@ def test_add_slice_that_does_not_fit_raises_with_its_config_path(example: str, f
 
 def test_add_workload_on_a_foreign_slice_or_a_taken_name_raises_with_its_config_path() -> None:
     from raytpu.config import load
-    from raytpu.core.errors import InvalidInputs
-    from raytpu.core.kinds import kind
-    from raytpu.core.spec import SliceSpec, WorkloadSpec
+    from raytpu.core.common.errors import InvalidInputs
+    from raytpu.core.specs.kinds import kind
+    from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
     from raytpu.modules.cdk import App
     from raytpu.stacks.cluster import ClusterStack, ClusterStackProps
     from raytpu.stacks.workloads import WorkloadsStack, WorkloadsStackProps
@@ -684,7 +685,7 @@ def test_added_slices_get_their_pools_and_raise_the_cluster_version(extended: di
     assert sorted(pools["iron-0"]["placement_policy"]) == ["policy_name", "tpu_topology", "type"]  # workload policy
     # docs/FACTS.md section 1: tpu7x on Standard needs 1.34.0-gke.2201000 (the example's v6e alone: 1.31.2).
     assert _floor(only(cluster, "google_container_cluster")) == ("1.34.0-gke.2201000", "tpu7x on Standard")
-    from raytpu.outputs import StackOutputs
+    from raytpu.cluster.outputs import StackOutputs
 
     for sid in ("std-cluster", "auto-cluster"):  # added slices add no outputs
         declared = [n for n in extended[sid]["output"] if not n.startswith("cross-stack-output-")]
@@ -695,7 +696,7 @@ def test_added_slices_get_their_pools_and_raise_the_cluster_version(extended: di
 def test_workload_on_an_added_slice_selects_that_slice(extended: dict, name: str, kind: str) -> None:
     from crd import cluster_spec, operator_errors, schema_errors, webhook_errors
 
-    from raytpu.core.spec import SliceSpec
+    from raytpu.core.specs.spec import SliceSpec
 
     objects = _objects(extended["std-workloads"])
     assert {"serve"} <= set(objects) and not {"smoke", "train"} & set(objects)  # the config's RayService only
@@ -807,7 +808,7 @@ job (Ray Data LLM downloads even the kit's bucket)."""
 def test_a_70b_model_gets_a_boot_disk_that_holds_its_weights_unless_read_in_place() -> None:
     """Issue 40 item 1: GKE leaves 43.8 GiB of a 100 GiB boot disk allocatable (docs/FACTS.md section 24.x); the kit
     sizes a Standard pool's disk from what its engine writes per host, and its pods request that ephemeral storage."""
-    from raytpu.core import node_disk
+    from raytpu.core.specs import node_disk
 
     stacks = synth_text(BIG_MODELS.replace("MODE", "standard"))
     pools = by_name(stacks["big-cluster"], "google_container_node_pool")
@@ -842,8 +843,8 @@ def test_an_engine_added_after_its_slices_pools_grows_their_boot_disk(tmp_path: 
     """An outside app adds a RayService (WorkloadsStack.add_workload) after the cluster stack made the slice's pools:
     the pools grow to hold its weights, as if the workload had been in the config."""
     from raytpu.config import parse
-    from raytpu.core.kinds import kind
-    from raytpu.core.spec import SecretKeyRef, WorkloadSpec
+    from raytpu.core.specs.kinds import kind
+    from raytpu.core.specs.spec import SecretKeyRef, WorkloadSpec
     from raytpu.modules.cdk import App
     from raytpu.stacks.cluster import ClusterStack, ClusterStackProps
     from raytpu.stacks.workloads import WorkloadsStack, WorkloadsStackProps

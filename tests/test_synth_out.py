@@ -1,5 +1,5 @@
 """Issue 28 item 1: ``raytpu synth --out DIR`` replaces DIR only when it is absent, empty or a previous synth output
-(raytpu/synth_out.py), refuses anything else before CDK Terrain is loaded, and swaps a complete output in beside DIR
+(stacks/synth_out.py), refuses anything else before CDK Terrain is loaded, and swaps a complete output in beside DIR
 (the umask's mode, the old output kept when the swap fails, no temporary folder left)."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from raytpu import synth_out
 from raytpu.cli import main
-from raytpu.core.errors import InvalidInput
+from raytpu.core.common.errors import InvalidInput
+from raytpu.stacks import synth_out
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "raytpu.example.yaml"

@@ -42,7 +42,7 @@ def test_outside_app_slice_becomes_a_pool(stacks: dict[str, Any]) -> None:
 
 
 def test_outside_app_outputs_are_the_stack_outputs_schema(stacks: dict[str, Any]) -> None:
-    from raytpu.outputs import StackOutputs
+    from raytpu.cluster.outputs import StackOutputs
 
     outputs = stacks["acme-cluster"]["output"]
     declared = {n: o for n, o in outputs.items() if not n.startswith("cross-stack-output-")}
@@ -80,9 +80,9 @@ def test_outside_app_workload_runs_on_its_own_slice(stacks: dict[str, Any]) -> N
 def test_outside_app_cannot_hand_terraform_a_one_shot_job(tmp_path: Path) -> None:
     """Migration: an app that still adds a RayJob to the workloads stack gets an error naming what to run."""
     from raytpu.config import load
-    from raytpu.core.errors import InvalidInput
-    from raytpu.core.kinds import kind
-    from raytpu.core.spec import SliceSpec, WorkloadSpec
+    from raytpu.core.common.errors import InvalidInput
+    from raytpu.core.specs.kinds import kind
+    from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
     from raytpu.modules.cdk import App
     from raytpu.stacks.cluster import ClusterStack, ClusterStackProps
     from raytpu.stacks.workloads import WorkloadsStack, WorkloadsStackProps

@@ -29,8 +29,10 @@ from kube_server import ServiceAccountKey
 from raytpu.cluster import google_api
 from raytpu.cluster.http_retry import HttpRetry
 from raytpu.config import parse
-from raytpu.core import errors, kuberay, names, user_code
-from raytpu.core.errors import InvalidInput, InvalidInputs
+from raytpu.core.common import errors, names
+from raytpu.core.common.errors import InvalidInput, InvalidInputs
+from raytpu.core.manifests import kuberay
+from raytpu.core.specs import user_code
 from raytpu.teamcode import bundle as bundle_mod
 from raytpu.teamcode import checks
 
@@ -268,7 +270,7 @@ def test_the_kits_own_workloads_get_no_team_environment(spec: Any) -> None:
 
 
 def test_the_spec_round_trips_through_the_pods_json(spec: Any) -> None:
-    from raytpu.core.spec import WorkloadSpec
+    from raytpu.core.specs.spec import WorkloadSpec
 
     for work in spec.workloads:
         assert WorkloadSpec.from_env(work.env()) == work
@@ -348,7 +350,7 @@ def test_a_spec_holding_what_the_submitters_bash_expands_travels_encoded(spec: A
     backquotes expand: such a spec travels as base64 and comes back whole."""
     from dataclasses import replace
 
-    from raytpu.core.spec import WorkloadSpec
+    from raytpu.core.specs.spec import WorkloadSpec
 
     work = replace(spec.workload("pretrain"), train_config={"prompt": "cost $HOME `id`"})
     env = work.env()

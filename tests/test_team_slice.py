@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from raytpu import local
-from raytpu.core import names
+from raytpu.core.common import names
 from raytpu.teamcode.bundle import bundle
 
 pytestmark = [pytest.mark.slice, pytest.mark.timeout(900)]

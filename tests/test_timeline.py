@@ -1,5 +1,5 @@
-"""raytpu.core.timeline (phases, recorder, table, JSON) and raytpu.cluster.kube_timeline (phases read from Kubernetes
-objects).
+"""raytpu.core.common.timeline (phases, recorder, table, JSON) and raytpu.cluster.kube_timeline (phases read from
+Kubernetes objects).
 
 The Kubernetes objects here are shaped as the API serves them (core/v1 Pod ``status.conditions`` PodScheduled,
 ``spec.nodeName``, ``spec.containers[].env``; Node ``status.conditions`` Ready; core/v1 Event ``reason``,
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from raytpu.cluster import kube_timeline
-from raytpu.core import timeline
+from raytpu.core.common import timeline
 
 pytestmark = pytest.mark.unit
 

@@ -16,9 +16,11 @@ import pytest
 from image_refs import FIXTURE_IMAGES
 
 from raytpu import local
-from raytpu.core import kinds, kuberay, names
-from raytpu.core.catalog import generation
-from raytpu.core.plan import RAY_SLICE_LABEL, RAY_WORKER_LABEL, SlicePlan, plan_slice
+from raytpu.core.common import names
+from raytpu.core.manifests import kuberay
+from raytpu.core.specs import kinds
+from raytpu.core.tpu.catalog import generation
+from raytpu.core.tpu.plan import RAY_SLICE_LABEL, RAY_WORKER_LABEL, SlicePlan, plan_slice
 from raytpu.workloads import train
 
 

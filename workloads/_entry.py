@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from raytpu.core.errors import EXIT_RUNTIME, RaytpuError, RuntimeFailure, report
+from raytpu.core.common.errors import EXIT_RUNTIME, RaytpuError, RuntimeFailure, report
 
 
 def guarded(body: Callable[[], int]) -> int:

@@ -1,11 +1,11 @@
 """Offline batch inference on one TPU host: Ray Data reads ``input``, Ray Data LLM's vLLM engine processor answers each
-row's ``prompt`` with the workload's sampling (:mod:`raytpu.core.sampling`), Ray Data writes ``output`` as rows are
-answered, a failed row with its error; the report gives rows in, out and failed, rows/s and tokens/s.
+row's ``prompt`` with the workload's sampling (:mod:`raytpu.core.specs.sampling`), Ray Data writes ``output`` as rows
+are answered, a failed row with its error; the report gives rows in, out and failed, rows/s and tokens/s.
 
 The processor is ``ray.data.llm.build_processor`` over a ``vLLMEngineProcessorConfig`` built by
-:func:`raytpu.core.data.processor_config` (the serving rules: TP = the host's JAX devices); ``--cpu-model PATH`` runs
-its CPU twin (:func:`raytpu.core.data.cpu_twin`, vLLM's CPU build) with the model at PATH, as on the emulated slice.
-An ``output`` that exists is refused before anything is read (exit 2, ``output``) unless ``--overwrite``.
+:func:`raytpu.core.specs.data.processor_config` (the serving rules: TP = the host's JAX devices); ``--cpu-model PATH``
+runs its CPU twin (:func:`raytpu.core.specs.data.cpu_twin`, vLLM's CPU build) with the model at PATH, as on the emulated
+slice. An ``output`` that exists is refused before anything is read (exit 2, ``output``) unless ``--overwrite``.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from raytpu.core import data, errors, sampling
-from raytpu.core.spec import WorkloadSpec
-from raytpu.core.vllm_rules import DEFAULT_MODEL
+from raytpu.core.common import errors
+from raytpu.core.specs import data, sampling
+from raytpu.core.specs.spec import WorkloadSpec
+from raytpu.core.specs.vllm_rules import DEFAULT_MODEL
 from raytpu.workloads._entry import guarded
 
 REPORT_PREFIX = "batch: "
@@ -49,7 +50,7 @@ def refuse_taken(output: str, overwrite: bool) -> None:
 
 
 def read(path: str) -> Any:
-    """The dataset at ``path``: JSON lines or Parquet (:func:`raytpu.core.data.data_format`)."""
+    """The dataset at ``path``: JSON lines or Parquet (:func:`raytpu.core.specs.data.data_format`)."""
     import ray.data
 
     return ray.data.read_json(path, lines=True) if data.data_format(path) == "jsonl" else ray.data.read_parquet(path)

@@ -1,9 +1,10 @@
 """The kit's OpenAI front of Ray Serve LLM: OpenAI's error shapes and an optional API key, on either layout.
 
-- :class:`LLMServer` (:func:`build_direct_app`, where :func:`raytpu.core.serving.streams_direct`): Ray's ``LLMServer``
-  is the app's ingress and serves vLLM's own OpenAI app, whose errors already have OpenAI's shape; this subclass adds
-  the API key (:class:`ApiKeyMiddleware`). It keeps Ray's class name, so the deployment stays ``LLMServer:<model>``.
-- :class:`OpenAIErrorIngress` (a multi-host slice's ingress, :data:`raytpu.core.serving.INGRESS`): Ray 2.60's
+- :class:`LLMServer` (:func:`build_direct_app`, where :func:`raytpu.core.manifests.serving.streams_direct`): Ray's
+  ``LLMServer`` is the app's ingress and serves vLLM's own OpenAI app, whose errors already have OpenAI's shape; this
+  subclass adds the API key (:class:`ApiKeyMiddleware`). It keeps Ray's class name, so the deployment stays
+  ``LLMServer:<model>``.
+- :class:`OpenAIErrorIngress` (a multi-host slice's ingress, :data:`raytpu.core.manifests.serving.INGRESS`): Ray 2.60's
   ``OpenAiIngress._get_model_id`` raises FastAPI's ``HTTPException(404)`` for an unknown model (``{"detail": ...}``);
   this subclass raises Ray's ``OpenAIHTTPException`` instead (``{"error": {"message", "type", "param", "code"}}``)
   and checks the API key.
@@ -29,8 +30,8 @@ from ray.serve.llm import LLMConfig, build_llm_deployment
 from ray.serve.llm.deployment import LLMServer as RayLLMServer  # not ray.serve.llm's: see LLMServer
 from ray.serve.llm.ingress import OpenAiIngress
 
-from raytpu.core.errors import RuntimeFailure
-from raytpu.core.serving import API_KEY_FILE_ENV
+from raytpu.core.common.errors import RuntimeFailure
+from raytpu.core.manifests.serving import API_KEY_FILE_ENV
 
 UNAUTHORIZED = "missing or invalid API key (Authorization: Bearer <key>)"
 OPEN_PATHS = ("/health", "/v1/models")
@@ -119,6 +120,7 @@ class OpenAIErrorIngress(OpenAiIngress):
 def build_direct_app(args: dict[str, Any]) -> Any:
     """The app of a cluster that streams direct: one ``LLMConfig`` whose :class:`LLMServer` is the ingress, which
     HAProxy balances itself (no ingress request router: Ray's ``build_openai_app`` adds one that HAProxy asks on
-    every request, a Python hop before the first token). ``import_path`` of :func:`raytpu.core.serving.serve_config`."""
+    every request, a Python hop before the first token). ``import_path`` of
+    :func:`raytpu.core.manifests.serving.serve_config`."""
     (config,) = args["llm_configs"]
     return build_llm_deployment(LLMConfig(**config), deployment_cls=serve.ingress()(LLMServer))

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from raytpu.core.preemption import MAX_PREEMPTIONS
+from raytpu.core.manifests.preemption import MAX_PREEMPTIONS
 
 PREEMPTION_POLL_ENV = "RAY_TRAIN_PREEMPTION_POLL_INTERVAL_S"
 PREEMPTION_POLL_S = 1.0

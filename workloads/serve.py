@@ -1,8 +1,8 @@
 """The serving workload on the local emulated slice: the CPU twin of the slice's Ray Serve LLM app, deployed.
 
-On GKE a serving workload is a RayService whose Serve config :func:`raytpu.core.serving.serve_config` builds from
-its spec (KubeRay deploys it; no program of ours runs). On the emulated slice this program deploys the same
-app, built by the same function with :data:`raytpu.core.serving.CPU_TWIN` applied (vLLM's CPU build; the tiny
+On GKE a serving workload is a RayService whose Serve config :func:`raytpu.core.manifests.serving.serve_config` builds
+from its spec (KubeRay deploys it; no program of ours runs). On the emulated slice this program deploys the same
+app, built by the same function with :data:`raytpu.core.manifests.serving.CPU_TWIN` applied (vLLM's CPU build; the tiny
 offline model of :mod:`raytpu.workloads.tiny_llm`), onto the running cluster::
 
     RAYTPU_WORKLOAD=<spec JSON> python -m raytpu.workloads.serve --address ADDR [--port P]
@@ -27,10 +27,10 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from raytpu.core import serving
-from raytpu.core.errors import RuntimeFailure, missing
-from raytpu.core.spec import WorkloadSpec
-from raytpu.core.timeline import EMULATED, Stamp, stamp, stamp_line
+from raytpu.core.common.errors import RuntimeFailure, missing
+from raytpu.core.common.timeline import EMULATED, Stamp, stamp, stamp_line
+from raytpu.core.manifests import serving
+from raytpu.core.specs.spec import WorkloadSpec
 from raytpu.workloads import tiny_llm
 from raytpu.workloads._entry import guarded
 
@@ -136,11 +136,11 @@ def wait_answering(endpoint: Endpoint, deadline: float) -> None:
 
 
 def reserved_stamp(running_wall: float) -> Stamp:
-    """The ``reserved`` phase of a local serving run (:mod:`raytpu.core.timeline`): the app ``RUNNING``, so its replica
-    is placed and its engine loaded. Emulated: the CPU twin's replica takes ``{"CPU": 1}`` bundles
-    (:data:`raytpu.core.serving.CPU_TWIN`) where on GKE Ray Serve LLM reserves the slice's TPU bundles."""
+    """The ``reserved`` phase of a local serving run (:mod:`raytpu.core.common.timeline`): the app ``RUNNING``, so its
+    replica is placed and its engine loaded. Emulated: the CPU twin's replica takes ``{"CPU": 1}`` bundles
+    (:data:`raytpu.core.manifests.serving.CPU_TWIN`) where on GKE Ray Serve LLM reserves the slice's TPU bundles."""
     return stamp("reserved", "app RUNNING: its replica placed in {\"CPU\": 1} bundle(s) (the CPU twin, "
-                 "raytpu.core.serving.CPU_TWIN; on GKE a whole slice's TPU bundles) and vLLM's engine loaded",
+                 "raytpu.core.manifests.serving.CPU_TWIN; on GKE a whole slice's TPU bundles) and vLLM's engine loaded",
                  EMULATED, wall=running_wall)
 
 

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from raytpu.core.plan import RAY_POD_TYPE_LABEL, RAY_SLICE_LABEL, RAY_WORKER_LABEL, SlicePlan
+from raytpu.core.tpu.plan import RAY_POD_TYPE_LABEL, RAY_SLICE_LABEL, RAY_WORKER_LABEL, SlicePlan
 
 RESERVE_TIMEOUT_S = 60.0
 """How long :func:`reserve_slice` waits for a whole slice by default."""

@@ -26,9 +26,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from raytpu.core import compile_cache, errors, user_code
-from raytpu.core.spec import WorkloadSpec
-from raytpu.core.timeline import Stamp, stamp, stamp_line
+from raytpu.core.common import errors
+from raytpu.core.common.timeline import Stamp, stamp, stamp_line
+from raytpu.core.specs import compile_cache, user_code
+from raytpu.core.specs.spec import WorkloadSpec
 from raytpu.workloads.compile_watch import CompileWatch
 
 MAX_METRIC_CHARS = 2000

@@ -20,8 +20,8 @@ slices). There the driver reserves a whole, idle slice itself (head resource hel
 pins the workers to it with the slice's own Ray resource (:func:`scaling_config`); a restart then waits for
 that slice's replacement host instead of moving to another slice.
 
-Multi-slice (``workloads[].slices: N``, :mod:`raytpu.core.multislice`): ``num_workers = hosts x N``, and Ray Train 2.60
-reserves N whole slices for them at once (the controller derives N from ``num_workers`` with
+Multi-slice (``workloads[].slices: N``, :mod:`raytpu.core.specs.multislice`): ``num_workers = hosts x N``, and Ray Train
+2.60 reserves N whole slices for them at once (the controller derives N from ``num_workers`` with
 ``ray.util.tpu.get_tpu_num_slices_for_workers``; ``WorkerGroup._create_placement_group`` builds one
 ``SlicePlacementGroup(num_slices=N)``, which holds each slice's head resource in turn and then places every
 host's bundle in ONE placement group, so the job gets all N slices or none, and a restart after a lost host
@@ -42,8 +42,8 @@ resumes it: the summary says from which step (``start_step``) and how many steps
 
 Fault tolerance: rank 0 writes a checkpoint (params, optimizer state, step, loss history) every
 ``--checkpoint-every`` steps under ``--storage-path`` (a local directory: on GKE the bucket's GCS FUSE mount,
-:meth:`raytpu.core.kinds.WorkloadKind.run_args`); ``FailureConfig(max_failures=--max-failures)`` restarts the worker
-group from the latest checkpoint (on a replacement host or another intact slice). When no slice is free, each
+:meth:`raytpu.core.specs.kinds.WorkloadKind.run_args`); ``FailureConfig(max_failures=--max-failures)`` restarts the
+worker group from the latest checkpoint (on a replacement host or another intact slice). When no slice is free, each
 attempt to start the worker group gives up after ``--start-timeout-s`` in all (:func:`attempt_wait`) and the run
 fails after ``--slice-retries`` such attempts (``controller_failure_limit``) instead of waiting forever.
 
@@ -65,10 +65,11 @@ import tempfile
 import time
 from typing import Any
 
-from raytpu.core import compile_cache, data, errors, multislice
-from raytpu.core.plan import RAY_SLICE_LABEL, SlicePlan
-from raytpu.core.spec import WorkloadSpec
-from raytpu.core.timeline import Stamp, stamp, stamp_line
+from raytpu.core.common import errors
+from raytpu.core.common.timeline import Stamp, stamp, stamp_line
+from raytpu.core.specs import compile_cache, data, multislice
+from raytpu.core.specs.spec import WorkloadSpec
+from raytpu.core.tpu.plan import RAY_SLICE_LABEL, SlicePlan
 from raytpu.workloads import train_data
 from raytpu.workloads._entry import guarded
 from raytpu.workloads.compile_watch import CompileWatch
@@ -393,7 +394,7 @@ def build_trainer(plan: SlicePlan, args: argparse.Namespace, launch: str, slice_
 
 def attempt_wait(plan: SlicePlan, slices: int, attempt_s: float | None) -> dict[str, Any]:
     """Ray's per-wait timeout that keeps one attempt's whole wait within ``attempt_s`` (``--start-timeout-s``; None:
-    :data:`WAIT_S` per wait): Ray 2.60 gives each of its :func:`raytpu.core.multislice.reservation_waits` the full
+    :data:`WAIT_S` per wait): Ray 2.60 gives each of its :func:`raytpu.core.specs.multislice.reservation_waits` the full
     timeout, so N multi-host slices would otherwise wait up to N + 1 times it. InvalidInput for a bound that is not a
     positive number."""
     waits = multislice.reservation_waits(plan, slices)
@@ -533,8 +534,8 @@ def _outcome(result: Any, args: argparse.Namespace, launch: str) -> dict[str, An
 
 
 def stamp_joined(plan: SlicePlan) -> None:
-    """Prints the ``ray_joined`` stamp (:mod:`raytpu.core.timeline`) when a whole slice of ``plan`` is alive as the
-    driver starts (on GKE KubeRay starts the driver once the cluster's pods are ready, so it usually is)."""
+    """Prints the ``ray_joined`` stamp (:mod:`raytpu.core.common.timeline`) when a whole slice of ``plan`` is alive as
+    the driver starts (on GKE KubeRay starts the driver once the cluster's pods are ready, so it usually is)."""
     from raytpu.workloads.slices import inventory
 
     try:
@@ -549,9 +550,9 @@ def stamp_joined(plan: SlicePlan) -> None:
 
 
 def train_stamps(metrics: dict[str, Any]) -> list[Stamp]:
-    """The run's timeline stamps (:mod:`raytpu.core.timeline`) from the reported metrics: ``reserved`` when the workers
-    started (JaxTrainer places them only once its slice reservation holds) and ``first_step`` when the first step of
-    this launch had run; printed as stamp lines too."""
+    """The run's timeline stamps (:mod:`raytpu.core.common.timeline`) from the reported metrics: ``reserved`` when the
+    workers started (JaxTrainer places them only once its slice reservation holds) and ``first_step`` when the first
+    step of this launch had run; printed as stamp lines too."""
     slice_name = metrics.get("slice_name") or "?"
     made = []
     if metrics.get("placed_wall"):

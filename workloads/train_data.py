@@ -1,6 +1,6 @@
 """Training data from Ray Data: the ``dataset`` a train workload names, sharded over the slice's hosts, as JAX batches.
 
-The driver reads the dataset (``gs://`` or local; Parquet or JSON lines: :func:`raytpu.core.data.data_format`) and
+The driver reads the dataset (``gs://`` or local; Parquet or JSON lines: :func:`raytpu.core.specs.data.data_format`) and
 hands it to JaxTrainer as ``datasets={"train": ...}`` with :func:`data_config` (block order kept); Ray Train splits it
 into one shard per worker (one worker per host), equal in rows (Source: Ray 2.60
 ``ray.train._internal.data_config.DataConfig.configure``: ``streaming_split(world_size, equal=True)``). Each host reads
@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from raytpu.core import data, errors
+from raytpu.core.common import errors
+from raytpu.core.specs import data
 
 ID, LABEL = "id", "y"
 DATASET = "train"
@@ -30,7 +31,8 @@ def feature_columns(features: int) -> list[str]:
 
 
 def open_dataset(path: str) -> Any:
-    """The Ray Dataset at ``path``, read by its format (:func:`raytpu.core.data.data_format`), columns as they are."""
+    """The Ray Dataset at ``path``, read by its format (:func:`raytpu.core.specs.data.data_format`), columns as they
+    are."""
     import ray.data
 
     return ray.data.read_json(path, lines=True) if data.data_format(path) == "jsonl" else ray.data.read_parquet(path)

@@ -13,8 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from raytpu.config import load
-from raytpu.core.kinds import kind
-from raytpu.core.spec import SliceSpec, WorkloadSpec
+from raytpu.core.specs.kinds import kind
+from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
 from raytpu.images.record import load_refs
 from raytpu.modules.bucket import Bucket, BucketProps
 from raytpu.modules.cdk import App  # cdktn.App; importing it via raytpu also quiets jsii's node banner

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from raytpu.cluster.kube_errors import KubeError
-from raytpu.cluster.kube_resources import Resource
+from raytpu.core.manifests.kube_resources import Resource
 
 
 def undeclared_fields(value: Any, schema: Mapping[str, Any], path: str = "") -> list[str]:

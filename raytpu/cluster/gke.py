@@ -1,5 +1,5 @@
-"""Operating a deployed stack (:class:`~raytpu.outputs.StackOutputs`): connect with google-auth, apply, and follow
-RayJobs and RayServices with progress, every call through :class:`raytpu.cluster.kube_client.KubeClient`."""
+"""Operating a deployed stack (:class:`~raytpu.cluster.outputs.StackOutputs`): connect with google-auth, apply, and
+follow RayJobs and RayServices with progress, every call through :class:`raytpu.cluster.kube_client.KubeClient`."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from raytpu.cluster.kube_client import KubeClient
-from raytpu.core.errors import RuntimeFailure
-from raytpu.core.spec import ClusterSpec
-from raytpu.outputs import StackOutputs
+from raytpu.cluster.outputs import StackOutputs
+from raytpu.core.common.errors import RuntimeFailure
+from raytpu.core.specs.spec import ClusterSpec
 
 Progress = Callable[[str], None]
 
@@ -67,7 +67,7 @@ class JobState:
 def apply_with_network_policy(client: KubeClient, obj: Mapping[str, Any], spec: ClusterSpec) -> dict[str, Any]:
     """Applies a KubeRay object behind its NetworkPolicy: the policy first (no pod runs unguarded), the object, then the
     policy again, owned by the object (deleted with it). Returns the server's object."""
-    from raytpu.core import kuberay
+    from raytpu.core.manifests import kuberay
     policy = kuberay.network_policy(obj, spec)
     client.apply(policy)
     applied = client.apply(obj)
@@ -219,7 +219,7 @@ def wait_for_service(client: KubeClient, name: str, *, timeout_s: float, progres
 
 def run_id(now: float | None = None) -> str:
     """A short, time-ordered suffix for RayJob names (base 36 seconds since the epoch: ``RUN_ID_LENGTH``, 6
-    characters until 2059; job names are capped with it, :data:`raytpu.core.spec.MULTI_HOST_NAME_LIMIT`)."""
+    characters until 2059; job names are capped with it, :data:`raytpu.core.specs.spec.MULTI_HOST_NAME_LIMIT`)."""
     value = int(time.time() if now is None else now)
     digits = "0123456789abcdefghijklmnopqrstuvwxyz"
     out = ""

@@ -13,10 +13,10 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from raytpu import core_zip
 from raytpu.cluster.http_retry import HttpRetry, policy
-from raytpu.core import names
-from raytpu.core.errors import RuntimeFailure
+from raytpu.core import core_zip
+from raytpu.core.common import names
+from raytpu.core.common.errors import RuntimeFailure
 
 if TYPE_CHECKING:
     import requests

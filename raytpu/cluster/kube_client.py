@@ -31,8 +31,8 @@ from raytpu.cluster.kube_errors import (
     stream_broke,
     transport_error,
 )
-from raytpu.cluster.kube_resources import RESOURCES, Resource, describe_call, manifest_target, resource
-from raytpu.core import errors
+from raytpu.core.common import errors
+from raytpu.core.manifests.kube_resources import RESOURCES, Resource, describe_call, manifest_target, resource
 
 if TYPE_CHECKING:
     import google.auth.credentials

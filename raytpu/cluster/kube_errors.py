@@ -10,8 +10,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from raytpu.cluster.kube_resources import Resource
-from raytpu.core.errors import RuntimeFailure
+from raytpu.core.common.errors import RuntimeFailure
+from raytpu.core.manifests.kube_resources import Resource
 
 ADC_HELP = ("Application Default Credentials of a principal with access to the cluster: "
             "`gcloud auth application-default login` on a workstation, Workload Identity Federation in CI "

@@ -11,7 +11,7 @@ from typing import Any
 
 from raytpu.cluster.kube_client import KubeClient
 from raytpu.cluster.occupancy import ORIGIN_LABEL, SCHEDULING_REASONS, requests_tpu
-from raytpu.core.timeline import Recorder, Stamp, Wait, stamp
+from raytpu.core.common.timeline import Recorder, Stamp, Wait, stamp
 
 NODE_TYPE_LABEL = "ray.io/node-type"
 """KubeRay's label on every Ray pod: ``head`` or ``worker`` (``utils/constant.go`` RayNodeTypeLabelKey, v1.7.0)."""
@@ -45,7 +45,7 @@ def condition_time(obj: Mapping[str, Any], kind: str) -> float | None:
 
 
 def event_wait(event: Mapping[str, Any]) -> tuple[Wait, float | None]:
-    """An event as a :class:`raytpu.core.timeline.Wait` (``at_s`` left None) and its wall-clock time."""
+    """An event as a :class:`raytpu.core.common.timeline.Wait` (``at_s`` left None) and its wall-clock time."""
     series = event.get("series") or {}
     when = parse_time(event.get("eventTime")) or parse_time(event.get("firstTimestamp")) or parse_time(
         event.get("lastTimestamp")) or parse_time((event.get("metadata") or {}).get("creationTimestamp"))

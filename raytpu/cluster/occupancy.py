@@ -8,9 +8,9 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from raytpu.cluster.kube_client import KubeClient
-from raytpu.core.names import COMPUTE_CLASS_LABEL, NODE_POOL_LABEL, compute_class_name
-from raytpu.core.plan import TPU_RESOURCE
-from raytpu.core.spec import SliceSpec
+from raytpu.core.common.names import COMPUTE_CLASS_LABEL, NODE_POOL_LABEL, compute_class_name
+from raytpu.core.specs.spec import SliceSpec
+from raytpu.core.tpu.plan import TPU_RESOURCE
 
 ORIGIN_LABEL = "ray.io/originated-from-cr-name"
 SCHEDULING_REASONS = ("FailedScheduling", "NotTriggerScaleUp", "FailedScaleUp", "FailedCreate")

@@ -9,8 +9,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from raytpu.cluster import gke
-from raytpu.core import errors, names
-from raytpu.run_list import Run, carried_spec, iso, unix
+from raytpu.core.common import errors, names
+from raytpu.runs.run_list import Run, carried_spec, iso, unix
 
 if TYPE_CHECKING:
     from raytpu.cluster.kube_client import KubeClient

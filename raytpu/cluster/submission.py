@@ -9,17 +9,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from raytpu import followed_run, images
+from raytpu import images
 from raytpu.cluster import gke, occupancy
 from raytpu.cluster.kube_errors import KubeError
-from raytpu.core import errors, kuberay, names, report, serving, timeline, vllm_rules
+from raytpu.core.common import errors, names, report, timeline
+from raytpu.core.manifests import kuberay, serving
+from raytpu.core.specs import vllm_rules
+from raytpu.runs import followed_run
 from raytpu.teamcode.bundle import Bundle, bundle
 
 if TYPE_CHECKING:
     from raytpu.cluster.kube_client import KubeClient
-    from raytpu.core.kinds import WorkloadKind
-    from raytpu.core.spec import ClusterSpec, WorkloadSpec
-    from raytpu.outputs import StackOutputs
+    from raytpu.cluster.outputs import StackOutputs
+    from raytpu.core.specs.kinds import WorkloadKind
+    from raytpu.core.specs.spec import ClusterSpec, WorkloadSpec
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from raytpu.core.catalog import GENERATIONS, RAY_VERSION
-from raytpu.core.plan import plan_slice
+from raytpu.core.tpu.catalog import GENERATIONS, RAY_VERSION
+from raytpu.core.tpu.plan import plan_slice
 
 HELP = "list every TPU generation and its valid topologies"
 

@@ -33,9 +33,9 @@ if TYPE_CHECKING:
     import subprocess
     from collections.abc import Iterator
 
-    from raytpu.core.plan import SlicePlan
-    from raytpu.core.spec import ClusterSpec, WorkloadSpec
-    from raytpu.core.timeline import Recorder
+    from raytpu.core.common.timeline import Recorder
+    from raytpu.core.specs.spec import ClusterSpec, WorkloadSpec
+    from raytpu.core.tpu.plan import SlicePlan
     from raytpu.local import LocalCluster, PeakMemory
 
 HELP = "run the example end to end locally: validate, describe, synth, emulated slice, smoke, train, report"
@@ -49,8 +49,8 @@ DEFAULT_SERVE_PYTHON = ".venv-serve/bin/python"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds ``--config``, ``--report``, ``--steps``, ``--out``, ``--no-synth``."""
-    from raytpu import argtypes
-    from raytpu.cli_args import LOCAL_DEFAULT
+    from raytpu.cli import argtypes
+    from raytpu.cli.cli_args import LOCAL_DEFAULT
 
     parser.add_argument("--config", default=None, type=argtypes.path,
                         help=f"config to demo (default: {LOCAL_DEFAULT})")
@@ -112,9 +112,9 @@ def smoke_args(dcn_slices: int | None) -> tuple[str, ...]:
 def check_args(args: argparse.Namespace) -> None:
     """The flags a demo only uses after minutes of work (training steps, the report at the end), and flags that
     cannot go together: refused first."""
-    from raytpu.cli_args import refuse_combinations
-    from raytpu.core import errors
-    from raytpu.core.errors import invalid_value
+    from raytpu.cli.cli_args import refuse_combinations
+    from raytpu.core.common import errors
+    from raytpu.core.common.errors import invalid_value
 
     preempt, serve, data = ("--preempt", args.preempt), ("--serve", args.serve), ("--data", args.data)
     refuse_combinations(together=[(preempt, serve), (preempt, data), (serve, data)],
@@ -128,14 +128,14 @@ def check_args(args: argparse.Namespace) -> None:
     if args.report is not None and (args.report == "" or Path(args.report).is_dir()):
         raise invalid_value("--report", args.report, "is not a file path (a folder, or empty)",
                             "the path of the JSON report to write")
-    from raytpu import machine
+    from raytpu.cli import machine
     from raytpu.local.data_demo import DEFAULT_REPORT as DEFAULT_DATA_REPORT
 
     default = DEFAULT_SERVE_REPORT if args.serve else DEFAULT_DATA_REPORT if args.data else DEFAULT_REPORT
     errors.raise_found(machine.output_file_problems("--report", args.report or default))
     machine.check_environment("TMPDIR", "HOME")  # synth's node runtime, Ray's and vLLM's caches write in them
     if not args.no_synth and not args.serve and not args.data:
-        from raytpu.synth_out import check
+        from raytpu.stacks.synth_out import check
 
         check(args.out)  # the synth step's folder: refused now, not as a failed step minutes later
 
@@ -144,8 +144,8 @@ def run(args: argparse.Namespace) -> int:
     """Runs the demo; returns 0 when every step passed."""
     from raytpu import local
     from raytpu.config import choose
-    from raytpu.core import timeline
-    from raytpu.core.report import FORMAT
+    from raytpu.core.common import timeline
+    from raytpu.core.common.report import FORMAT
     from raytpu.local.from_config import config_slice_plan
 
     check_args(args)
@@ -193,8 +193,8 @@ def claim(directory: str, *clusters: Path) -> Iterator[None]:
 
 def _validate(config: str, report: dict[str, Any]) -> ClusterSpec:
     """The ``validate`` step: the config read (every rule), and each slice described."""
+    from raytpu.cli.slice_map import render
     from raytpu.config import load
-    from raytpu.slice_map import render
 
     started = time.monotonic()
     spec = load(config)
@@ -245,7 +245,7 @@ def _on_the_slice(args: argparse.Namespace, spec: ClusterSpec, plan: SlicePlan, 
 def _slice_up(args: argparse.Namespace, plan: SlicePlan, report: dict[str, Any], recorder: Recorder) -> LocalCluster:
     """The ``local slice up`` step: one emulated slice of ``plan`` in the demo's own run directory."""
     from raytpu import local
-    from raytpu.core import timeline
+    from raytpu.core.common import timeline
     from raytpu.local.phases import emulated_phases
 
     started = time.monotonic()
@@ -266,8 +266,8 @@ def _smoke(cluster: LocalCluster, spec: ClusterSpec, plan: SlicePlan, report: di
     """The ``smoke`` step: the smoke workload on the slice (across the train workload's DCN span when it fits); its
     verdicts go to ``report["smoke"]``."""
     from raytpu import local
-    from raytpu.core import report as smoke_report
-    from raytpu.core import timeline
+    from raytpu.core.common import report as smoke_report
+    from raytpu.core.common import timeline
     from raytpu.local.from_config import dcn_slices_of
 
     started = time.monotonic()
@@ -288,7 +288,7 @@ def _train(cluster: LocalCluster, steps: int, report: dict[str, Any], recorder: 
     """The ``train`` step: a few JaxTrainer steps with checkpoints in the run directory; its result goes to
     ``report["train"]`` and its first step to the timeline."""
     from raytpu import local
-    from raytpu.core import timeline
+    from raytpu.core.common import timeline
     from raytpu.workloads.train import parse_result
 
     started = time.monotonic()
@@ -317,7 +317,8 @@ def _train_preempted(cluster: LocalCluster, args: argparse.Namespace, report: di
     """The ``train`` step with a host preempted mid-run (:func:`raytpu.local.drill.drill`): the run's result goes to
     ``report["train"]``, what the preemption cost to ``report["preemption"]``. It passes when the run finished on a
     whole slice and, with a notice, resumed from the checkpoint written at it with at most one step lost."""
-    from raytpu.core import compile_cache, timeline
+    from raytpu.core.common import timeline
+    from raytpu.core.specs import compile_cache
     from raytpu.local.drill import drill
 
     started = time.monotonic()
@@ -340,7 +341,7 @@ def _train_preempted(cluster: LocalCluster, args: argparse.Namespace, report: di
 def _write_report(report: dict[str, Any], path: Path, memory: PeakMemory, t0: float) -> int:
     """Completes the report (memory, duration, ok), writes it (the smoke verdicts as ``smoke.json`` and
     ``smoke.junit.xml`` beside it), prints it; 0 when every step passed."""
-    from raytpu.core import report as smoke_report
+    from raytpu.core.common import report as smoke_report
     verdicts = report["smoke"]
     report["peak_memory_mib"] = round(memory.peak_pss_bytes / 2**20)
     report["peak_memory_rss_sum_mib"] = round(memory.peak_rss_bytes / 2**20)
@@ -383,11 +384,11 @@ def render_report(report: dict[str, Any], smoke_table: str) -> str:
     else:
         lines.append("  no training result")
     if report.get("timeline"):
-        from raytpu.core import timeline
+        from raytpu.core.common import timeline
         lines += ["", "== " + timeline.render(report["timeline"])]
     cut = report.get("preemption")
     if cut:
-        from raytpu.core import timeline
+        from raytpu.core.common import timeline
         notice = f"notice {cut['notice_s']:g}s" if cut["notice_s"] else "no notice: a host crash"
         lines += ["", f"== preemption of {cut['host']} ({notice})",
                   f"  resumed from      {cut['resumed_from']}",
@@ -416,12 +417,13 @@ def _num(value: Any, unit: str = "") -> str:
 def serve_demo(args: argparse.Namespace) -> int:
     """``make serve``: the config's serving workload on its own emulated slice, asked, torn down; 0 on success.
 
-    Its timeline (:mod:`raytpu.core.timeline`) runs up to the first token: ``first_step`` is stamped when the official
-    ``openai`` client gets the first streamed content of the first question (:mod:`raytpu.llm_client`)."""
+    Its timeline (:mod:`raytpu.core.common.timeline`) runs up to the first token: ``first_step`` is stamped when the
+    official ``openai`` client gets the first streamed content of the first question
+    (:mod:`raytpu.local.llm_client`)."""
     from raytpu import local
     from raytpu.config import load
-    from raytpu.core import timeline
-    from raytpu.core.errors import InvalidInput
+    from raytpu.core.common import timeline
+    from raytpu.core.common.errors import InvalidInput
 
     t0 = time.monotonic()
     recorder = timeline.Recorder.for_command()
@@ -450,10 +452,10 @@ def _serve_and_ask(config: str, work: WorkloadSpec, directory: str, report: dict
     """An emulated slice of ``work``'s slice in ``directory``, ``work`` deployed on it and asked a few questions
     with the openai client: the endpoint, model, answers and ``ok`` go to ``report``, the phases to ``recorder``."""
     from raytpu import local
-    from raytpu.core import timeline
-    from raytpu.llm_client import ask
+    from raytpu.core.common import timeline
     from raytpu.local.deploy import deploy_serve
     from raytpu.local.from_config import serving_workload
+    from raytpu.local.llm_client import ask
     from raytpu.local.phases import emulated_phases
 
     recorder.mark("applied", "validated; the emulated slice starts (where GKE would get the RayService)",
@@ -484,7 +486,7 @@ def _serve_and_ask(config: str, work: WorkloadSpec, directory: str, report: dict
 
 def _write_serve_report(report: dict[str, Any], path: Path, memory: PeakMemory, t0: float) -> int:
     """Completes the serving report (memory, duration), writes it, prints its timeline; 0 when it passed."""
-    from raytpu.core import timeline
+    from raytpu.core.common import timeline
     report["peak_memory_mib"] = round(memory.peak_pss_bytes / 2**20)
     report["peak_memory_rss_sum_mib"] = round(memory.peak_rss_bytes / 2**20)
     report["duration_s"] = round(time.monotonic() - t0, 1)

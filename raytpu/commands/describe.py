@@ -1,15 +1,15 @@
 """``raytpu describe GENERATION TOPOLOGY`` (or ``raytpu describe v6e-16``): the SlicePlan, as JSON or as a slice map
-(:mod:`raytpu.slice_map`)."""
+(:mod:`raytpu.cli.slice_map`)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
-from raytpu.core import errors
-from raytpu.core.catalog import ACCELERATOR_TYPE, accelerator_prefixes, from_accelerator_type
-from raytpu.core.plan import plan_slice
-from raytpu.slice_map import render
+from raytpu.cli.slice_map import render
+from raytpu.core.common import errors
+from raytpu.core.tpu.catalog import ACCELERATOR_TYPE, accelerator_prefixes, from_accelerator_type
+from raytpu.core.tpu.plan import plan_slice
 
 HELP = "show the SlicePlan of one slice shape (hosts, chips, machine type, placement, Ray pod type)"
 

@@ -21,7 +21,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from raytpu import argtypes
+from raytpu.cli import argtypes
 
 if TYPE_CHECKING:
     from raytpu.images import record
@@ -39,7 +39,7 @@ POLL_MAX_S = 600.0
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the ``build`` and ``list`` actions and their options."""
-    from raytpu.outputs import DEFAULT_OUTPUTS
+    from raytpu.cluster.outputs import DEFAULT_OUTPUTS
 
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
@@ -113,11 +113,11 @@ def build(args: argparse.Namespace) -> int:
     """Checks every input, then builds the images one after another, recording each as it succeeds."""
     from raytpu import config as config_mod
     from raytpu.cluster.google_api import GoogleApi
-    from raytpu.core import errors
+    from raytpu.cluster.outputs import StackOutputs
+    from raytpu.core.common import errors
     from raytpu.images import record
     from raytpu.images.build import ImageBuild, Target
     from raytpu.images.definitions import DIGEST, IMAGES
-    from raytpu.outputs import StackOutputs
 
     args.config = config_mod.choose(args.config)
     spec = config_mod.load(args.config)
@@ -170,8 +170,8 @@ def chosen_images(asked: list[str], kinds: set[str], config: str) -> list[str]:
         InvalidInputs: an unknown image (the valid ones listed), an image whose definition names a kind the kit
             does not have, or one that no workload of the config runs (the ones that it runs listed).
     """
-    from raytpu.core import errors
-    from raytpu.core.kinds import NAMES
+    from raytpu.core.common import errors
+    from raytpu.core.specs.kinds import NAMES
     from raytpu.images.definitions import IMAGES
 
     found = [errors.invalid_value(f"images.{name}.kinds", list(image.kinds), "names no workload kind of the kit",

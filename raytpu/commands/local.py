@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from raytpu.core.plan import SlicePlan
+    from raytpu.core.tpu.plan import SlicePlan
     from raytpu.local import LocalCluster
 
 HELP = "run an emulated TPU slice locally: up, status, down, smoke, serve, preempt"
@@ -34,8 +34,8 @@ DIR_HELP = "run directory (default: $RAYTPU_LOCAL_DIR or .raytpu/local)"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the ``up``, ``status``, ``down`` and ``smoke`` actions."""
-    from raytpu import argtypes
-    from raytpu.cli_args import LOCAL_DEFAULT
+    from raytpu.cli import argtypes
+    from raytpu.cli.cli_args import LOCAL_DEFAULT
 
     parser.add_argument("--dir", default=None, type=argtypes.path, help=DIR_HELP)
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
@@ -99,9 +99,9 @@ def _progress(line: str) -> None:
 def plan_from_args(args: argparse.Namespace) -> SlicePlan:
     """The SlicePlan to emulate: ``--generation/--topology``, else a slice of the config."""
     from raytpu.config import choose, load
-    from raytpu.core import errors
-    from raytpu.core.catalog import from_accelerator_type
-    from raytpu.core.plan import plan_slice
+    from raytpu.core.common import errors
+    from raytpu.core.tpu.catalog import from_accelerator_type
+    from raytpu.core.tpu.plan import plan_slice
     from raytpu.local.from_config import config_slice_plan
 
     named = from_accelerator_type(args.generation, "--generation") if args.generation and not args.topology else None
@@ -122,7 +122,7 @@ def plan_from_args(args: argparse.Namespace) -> SlicePlan:
 def _cluster(args: argparse.Namespace) -> LocalCluster:
     """The recorded cluster (a command checks its arguments against it, then :func:`_alive`)."""
     from raytpu import local
-    from raytpu.core.errors import RuntimeFailure
+    from raytpu.core.common.errors import RuntimeFailure
 
     cluster = local.LocalCluster.load(local.run_dir(args.dir))
     if cluster is None:
@@ -147,8 +147,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _up(args: argparse.Namespace) -> int:
     from raytpu import local
-    from raytpu.cli_args import refuse_combinations
-    from raytpu.core.errors import invalid_value
+    from raytpu.cli.cli_args import refuse_combinations
+    from raytpu.core.common.errors import invalid_value
     from raytpu.local.run_lock import hold
 
     generation = ("--generation", args.generation is not None)
@@ -204,24 +204,25 @@ def _down(args: argparse.Namespace) -> int:
 
 
 def _smoke(args: argparse.Namespace) -> int:
-    from raytpu import local, report_html
-    from raytpu.cli_args import refuse_combinations
-    from raytpu.core import report, timeline
+    from raytpu import local
+    from raytpu.cli import report_html
+    from raytpu.cli.cli_args import refuse_combinations
+    from raytpu.core.common import report, timeline
     from raytpu.local.from_config import dcn_slices_of, optional_config
     from raytpu.local.phases import emulated_phases
 
     dcn_slices = ("--dcn-slices", args.dcn_slices is not None)
     refuse_combinations(together=[(("--config", args.config is not None), dcn_slices)])
     if args.report:  # written after the run: refused before it
-        from raytpu import machine
-        from raytpu.core import errors
+        from raytpu.cli import machine
+        from raytpu.core.common import errors
 
         errors.raise_found(machine.output_folder_problems("--report", args.report))
     recorder = timeline.Recorder.for_command()
     cluster = _cluster(args)
     plan = cluster.slice_plan
     if args.dcn_slices is not None and not 1 <= args.dcn_slices <= len(cluster.slices):
-        from raytpu.core.errors import invalid_value
+        from raytpu.core.common.errors import invalid_value
 
         raise invalid_value("--dcn-slices", args.dcn_slices, "is more slices than this local cluster has"
                             if args.dcn_slices > 1 else "is not a number of slices",
@@ -273,7 +274,7 @@ def _serve(args: argparse.Namespace) -> int:
     print(f"model: {model}")
     sys.stdout.flush()
     if args.ask:
-        from raytpu.llm_client import ask
+        from raytpu.local.llm_client import ask
 
         ask(url, model)
     _progress("serving until `raytpu local down`")

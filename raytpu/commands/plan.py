@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from raytpu.core.models import ModelShape
+    from raytpu.core.tpu.models import ModelShape
     from raytpu.sizing.candidates import Candidate
     from raytpu.sizing.memory import Need
 
@@ -23,8 +23,8 @@ MAX_BATCH = 1_000_000
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the model (one of --model, --model-config, --params), the workload and the output options."""
-    from raytpu import argtypes
-    from raytpu.core.models import MODELS
+    from raytpu.cli import argtypes
+    from raytpu.core.tpu.models import MODELS
     from raytpu.sizing.memory import DEFAULT_DTYPE, DEFAULT_HEADROOM, DTYPE_BYTES, OPTIMIZER_STATES, REMAT
 
     which = parser.add_argument_group("the model (one of)")
@@ -69,7 +69,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _shape(args: argparse.Namespace) -> tuple[ModelShape | None, int]:
-    from raytpu.core import errors, models
+    from raytpu.core.common import errors
+    from raytpu.core.tpu import models
     from raytpu.sizing import hf_config
 
     given = [f for f in ("model", "model_config", "params") if getattr(args, f) is not None]
@@ -86,8 +87,8 @@ def _shape(args: argparse.Namespace) -> tuple[ModelShape | None, int]:
 
 
 def _check(args: argparse.Namespace, shape: ModelShape | None) -> None:
-    from raytpu.core import errors
-    from raytpu.core.models import check_context
+    from raytpu.core.common import errors
+    from raytpu.core.tpu.models import check_context
     from raytpu.sizing.memory import DEFAULT_DTYPE
 
     if args.dtype is None:
@@ -123,7 +124,7 @@ def _check(args: argparse.Namespace, shape: ModelShape | None) -> None:
         from raytpu.sizing import plot
 
         plot.target(args.plot)
-        from raytpu import machine
+        from raytpu.cli import machine
 
         # matplotlib writes its config and font cache under MPLCONFIGDIR, else HOME, and temporary files in TMPDIR
         machine.check_environment("TMPDIR", "MPLCONFIGDIR" if os.environ.get("MPLCONFIGDIR") else "HOME")
@@ -177,7 +178,7 @@ def _table(found: list[Candidate], best: Candidate | None, minimal: dict[str, Ca
 
 def _nothing_fits(args: argparse.Namespace, found: list[Candidate]) -> None:
     """Exit 2 (invalid input: the request is impossible, as an impossible slice is), saying what would help."""
-    from raytpu.core import errors
+    from raytpu.core.common import errors
     from raytpu.sizing.memory import GIB
 
     largest = max(found, key=lambda c: c.usable_bytes, default=None)
@@ -194,7 +195,7 @@ def _nothing_fits(args: argparse.Namespace, found: list[Candidate]) -> None:
 
 def _nothing_to_draw(args: argparse.Namespace, found: list[Candidate], region: str) -> None:
     """Exit 2 when every fitting slice is unusable or unpriced: --plot would draw an empty chart."""
-    from raytpu.core import errors
+    from raytpu.core.common import errors
     usable = [c for c in found if c.usable]
     given = next(f for f in ("model", "model_config", "params") if getattr(args, f) is not None)
     gens = ", ".join(dict.fromkeys(c.plan.generation for c in (usable or [c for c in found if c.fits])))
@@ -209,7 +210,8 @@ def _nothing_to_draw(args: argparse.Namespace, found: list[Candidate], region: s
 
 def _check_budget(args: argparse.Namespace) -> None:
     """The preemption budget's flags: train only, each within its range."""
-    from raytpu.core import errors, preemption
+    from raytpu.core.common import errors
+    from raytpu.core.manifests import preemption
     from raytpu.sizing.preemption_budget import STEP_S_RANGE, WRITERS
 
     for flag in ("notice_s", "step_s", "checkpoint_writers"):
@@ -228,7 +230,8 @@ def _check_budget(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Prints the need, the fitting slices (table or JSON) and, with --plot, writes the picture."""
-    from raytpu.core import node_disk, preemption
+    from raytpu.core.manifests import preemption
+    from raytpu.core.specs import node_disk
     from raytpu.sizing import candidates, preemption_budget, prices
     from raytpu.sizing.memory import GIB
 

@@ -2,7 +2,7 @@
 
 The output path is checked before the report is read (exit 2 naming ``--out``); a report that is not JSON, not a
 report, or from a newer kit (its ``format``) exits 2 naming ``FILE``. The page is written atomically and never
-replaces a file the kit did not write (:data:`raytpu.report_html.GENERATOR`).
+replaces a file the kit did not write (:data:`raytpu.cli.report_html.GENERATOR`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ VALID = "a report the kit wrote: smoke.json, `local smoke --json`, demo.json or 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds ``FILE`` and ``--out``."""
-    from raytpu import argtypes
+    from raytpu.cli import argtypes
 
     parser.add_argument("file", metavar="FILE", type=argtypes.path, help="the JSON report")
     parser.add_argument("--out", default=None, type=argtypes.path,
@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Checks ``--out``, reads the report, renders and writes the page."""
-    from raytpu import report_html
+    from raytpu.cli import report_html
 
     source = Path(args.file)
     out = out_path(source, args.out)
@@ -47,8 +47,8 @@ def run(args: argparse.Namespace) -> int:
 def out_path(source: Path, given: str | None) -> Path:
     """Where the page goes; InvalidInput naming ``--out`` when it cannot be written there or would replace the
     report itself or a file the kit did not write."""
-    from raytpu import report_html
-    from raytpu.core.errors import InvalidInput, excerpt
+    from raytpu.cli import report_html
+    from raytpu.core.common.errors import InvalidInput, excerpt
 
     out = Path(given) if given else source.with_suffix(".html")
     shown = excerpt(str(out), 200, tail=True)
@@ -75,9 +75,9 @@ def out_path(source: Path, given: str | None) -> Path:
 
 def read(source: Path) -> Mapping[str, Any]:
     """The report in ``source``; InvalidInput naming ``FILE`` when it is not JSON, not a report, or newer."""
-    from raytpu.core import report
-    from raytpu.core.errors import InvalidInput, excerpt, invalid_value
-    from raytpu.reading import read_text
+    from raytpu.config.reading import read_text
+    from raytpu.core.common import report
+    from raytpu.core.common.errors import InvalidInput, excerpt, invalid_value
 
     shown = excerpt(str(source), 200, tail=True)
     text = read_text(source, "FILE", VALID, limit=MAX_REPORT_BYTES)
@@ -120,7 +120,7 @@ def _probe(folder: Path, shown: str, valid: str) -> None:
     """Creates and removes a file in ``folder``: as root ``os.access`` says yes even where a write fails."""
     import tempfile
 
-    from raytpu.core.errors import InvalidInput
+    from raytpu.core.common.errors import InvalidInput
 
     try:
         fd, probe = tempfile.mkstemp(prefix=".raytpu-report-", dir=folder)

@@ -18,8 +18,8 @@ HELP = "list the workload runs on a stack or the emulated slice; follow a run's 
 
 def _target(parser: argparse.ArgumentParser) -> None:
     """Where the runs are: a stack (its outputs) or the emulated slice; and how long a wait may take."""
-    from raytpu import argtypes
-    from raytpu.cli_args import add_stack_target
+    from raytpu.cli import argtypes
+    from raytpu.cli.cli_args import add_stack_target
 
     add_stack_target(parser, stack_note="; required unless --local")
     parser.add_argument("--local", action="store_true", help="the emulated slice's runs (`raytpu local up`)")
@@ -55,7 +55,7 @@ def _rank(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Lists, prints logs or cancels, on the stack or the emulated slice."""
-    from raytpu.core import errors
+    from raytpu.core.common import errors
 
     action = getattr(args, "action", None)
     if args.local and args.stack:
@@ -80,8 +80,8 @@ def _out(line: str) -> None:
 
 def _stack(args: argparse.Namespace, action: str | None, timeout_s: float) -> int:
     from raytpu.cluster import gke, runs
-    from raytpu.outputs import StackOutputs
-    from raytpu.run_list import pick, render
+    from raytpu.cluster.outputs import StackOutputs
+    from raytpu.runs.run_list import pick, render
 
     outputs = StackOutputs.read(args.outputs, args.stack)
     with gke.connect(outputs) as client:
@@ -101,9 +101,9 @@ def _stack(args: argparse.Namespace, action: str | None, timeout_s: float) -> in
 
 def _local(args: argparse.Namespace, action: str | None, timeout_s: float) -> int:
     from raytpu import local
-    from raytpu.core import errors
+    from raytpu.core.common import errors
     from raytpu.local import runs
-    from raytpu.run_list import pick, render
+    from raytpu.runs.run_list import pick, render
 
     cluster = local.LocalCluster.load(local.run_dir(args.dir))
     if cluster is None:

@@ -1,8 +1,9 @@
 """``raytpu smoke --stack NAME``: the nightly check of every TPU slice of a deployed stack.
 
 One single-slice smoke RayJob per slice copy (``count`` jobs per config slice,
-:func:`raytpu.core.kuberay.smoke_jobs`), server-side applied through the Kubernetes API (:mod:`raytpu.cluster.gke`), but
-only to copies nothing else holds: a copy a workload is using is reported ``busy`` (with its holders,
+:func:`raytpu.core.manifests.kuberay.smoke_jobs`), server-side applied through the Kubernetes API
+(:mod:`raytpu.cluster.gke`), but only to copies nothing else holds: a copy a workload is using is reported ``busy``
+(with its holders,
 :mod:`raytpu.cluster.occupancy`) and gets no job, so smoke never splits a slice with a workload. The jobs are
 watched together (progress on stderr) up to ``--timeout-s``; each job's driver log (its K8sJobMode submitter
 pod) is searched for its ``RAYTPU_SMOKE_VERDICT`` line. A job whose pods never got capacity (scheduling
@@ -12,10 +13,10 @@ Exit 1 only when a slice is unhealthy (``--strict``: also busy or unschedulable)
 Slices whose provisioning cannot run a Ray cluster (queued) are skipped with a warning.
 
 Multi-slice: for a slice whose copies a multi-slice workload joins over DCN (``workloads[].slices: N``), one more
-RayJob, ``smoke-<slice>-dcn`` (:func:`raytpu.core.kuberay.dcn_smoke_jobs`), spans N copies as that workload's RayJob
-does and adds the cross-slice all-reduce to its verdicts (their ``dcn`` section). It runs after the per-copy jobs, which
-are deleted once read so they never compete for the copies, and only when N copies are free of holders: otherwise it
-is reported ``busy``, not run, with the busy copies named; never placed on part of its slices.
+RayJob, ``smoke-<slice>-dcn`` (:func:`raytpu.core.manifests.kuberay.dcn_smoke_jobs`), spans N copies as that workload's
+RayJob does and adds the cross-slice all-reduce to its verdicts (their ``dcn`` section). It runs after the per-copy
+jobs, which are deleted once read so they never compete for the copies, and only when N copies are free of holders:
+otherwise it is reported ``busy``, not run, with the busy copies named; never placed on part of its slices.
 """
 
 from __future__ import annotations
@@ -25,22 +26,22 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from raytpu.core.plan import SlicePlan
+from raytpu.core.tpu.plan import SlicePlan
 
 if TYPE_CHECKING:
     from raytpu.cluster.gke import JobState
     from raytpu.cluster.kube_client import KubeClient
-    from raytpu.core.report import Verdict
-    from raytpu.core.spec import ClusterSpec
-    from raytpu.core.timeline import Timeline
+    from raytpu.core.common.report import Verdict
+    from raytpu.core.common.timeline import Timeline
+    from raytpu.core.specs.spec import ClusterSpec
 
 HELP = "run the smoke check on every slice of a deployed stack; JSON + JUnit report; exit 1 if one is unhealthy"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the stack options, ``--report``, ``--timeout-s`` and ``--image``."""
-    from raytpu import argtypes
-    from raytpu.cli_args import add_stack_arguments
+    from raytpu.cli import argtypes
+    from raytpu.cli.cli_args import add_stack_arguments
 
     add_stack_arguments(parser)
     parser.add_argument("--report", default="reports", type=argtypes.path,
@@ -68,12 +69,14 @@ def failed_verdict(job: dict[str, Any], plan: SlicePlan, problem: str, state: st
 def run(args: argparse.Namespace) -> int:
     """Applies the smoke jobs, waits, collects verdicts, prints the table and writes the reports."""
     from raytpu import config as config_mod
-    from raytpu import images, report_html
-    from raytpu.cli_args import print_yaml
+    from raytpu import images
+    from raytpu.cli import report_html
+    from raytpu.cli.cli_args import print_yaml
     from raytpu.cluster import gke, google_api, occupancy
-    from raytpu.core import errors, kuberay, names, report, smoke_runs, timeline
+    from raytpu.cluster.outputs import StackOutputs
+    from raytpu.core.common import errors, names, report, timeline
+    from raytpu.core.manifests import kuberay, smoke_runs
     from raytpu.images.record import load_refs
-    from raytpu.outputs import StackOutputs
 
     args.config = config_mod.choose(args.config)
     spec = config_mod.load(args.config)
@@ -162,7 +165,7 @@ def _run_jobs(client: KubeClient, jobs: list[dict[str, Any]], spec: ClusterSpec,
     verdicts and timelines."""
     from raytpu.cluster import gke
     from raytpu.cluster.kube_timeline import KubePhases
-    from raytpu.core import names, timeline
+    from raytpu.core.common import names, timeline
 
     recorders: dict[str, timeline.Recorder] = {}
     watchers: dict[str, KubePhases] = {}
@@ -207,7 +210,8 @@ def _dcn_busy(client: KubeClient, job: dict[str, Any], spec: ClusterSpec, releas
     (:mod:`raytpu.cluster.occupancy`), the busy ones named; None when N are free. All or none: it is never placed
     on part."""
     from raytpu.cluster import occupancy
-    from raytpu.core import kuberay, names
+    from raytpu.core.common import names
+    from raytpu.core.manifests import kuberay
 
     item = spec.slice_named(job["metadata"]["labels"][names.SLICE_LABEL])
     span = kuberay.ray_cluster_of(job)["workerGroupSpecs"][0]["replicas"]
@@ -223,7 +227,7 @@ def _job_verdicts(client: KubeClient, job: dict[str, Any], state: JobState, spec
                   log: str) -> list[Verdict]:
     """The verdicts one smoke job gave (in its driver ``log``), or the one that explains why it gave none."""
     from raytpu.cluster import occupancy
-    from raytpu.core import names, report
+    from raytpu.core.common import names, report
 
     name = job["metadata"]["name"]
     found = report.parse_verdict_lines(log)

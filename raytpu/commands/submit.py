@@ -1,15 +1,15 @@
 """``raytpu submit WORKLOAD --stack NAME``: run one workload of ``raytpu.yaml`` on a deployed stack (or, with
 ``--local``, on the emulated slice).
 
-The workload's KubeRay object (:func:`raytpu.core.kuberay.workload_manifest`) is built from the config's spec and
-the stack outputs (endpoint, CA, namespace, KSA, bucket; :class:`raytpu.outputs.StackOutputs`) and
+The workload's KubeRay object (:func:`raytpu.core.manifests.kuberay.workload_manifest`) is built from the config's spec
+and the stack outputs (endpoint, CA, namespace, KSA, bucket; :class:`raytpu.cluster.outputs.StackOutputs`) and
 server-side applied through the Kubernetes API with Application Default Credentials (:mod:`raytpu.cluster.gke`):
 no kubectl, no gcloud. RayJobs get a run suffix (``train-t5x2kq``) so every submission is a new run with its
 own checkpoint directory (train: ``--name`` is that name, under the bucket's GCS FUSE mount,
-:meth:`raytpu.core.kinds.WorkloadKind.run_args`); a RayService keeps its name (applying again updates it). ``--wait``
-follows the job to its end (progress on stderr, the submitter's log streamed to stdout) and exits with its result; for a
-RayService it waits until it serves and prints the endpoint. Exit 0 on success, 1 when the job failed, timed
-out or a slice is unhealthy, 2 on bad input (unknown workload, missing outputs).
+:meth:`raytpu.core.specs.kinds.WorkloadKind.run_args`); a RayService keeps its name (applying again updates it).
+``--wait`` follows the job to its end (progress on stderr, the submitter's log streamed to stdout) and exits with its
+result; for a RayService it waits until it serves and prints the endpoint. Exit 0 on success, 1 when the job failed,
+timed out or a slice is unhealthy, 2 on bad input (unknown workload, missing outputs).
 
 ``--local`` submits the same program, with the same spec in ``RAYTPU_WORKLOAD``, to the running emulated slice
 (``raytpu local up``) through Ray's Job Submission API and follows it the same way; a ``batch`` workload there needs
@@ -25,8 +25,8 @@ HELP = "apply a workload of raytpu.yaml (RayJob or RayService) to a deployed sta
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds WORKLOAD and the stack, config, outputs, wait and dry-run options."""
-    from raytpu import argtypes
-    from raytpu.cli_args import add_stack_arguments
+    from raytpu.cli import argtypes
+    from raytpu.cli.cli_args import add_stack_arguments
 
     parser.add_argument("workload", metavar="WORKLOAD", help="a workload name from the config's workloads list")
     add_stack_arguments(parser, stack_note="; required unless --local")
@@ -53,8 +53,8 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     from raytpu import config as config_mod
-    from raytpu.cli_args import refuse_combinations
-    from raytpu.core import errors
+    from raytpu.cli.cli_args import refuse_combinations
+    from raytpu.core.common import errors
 
     local = ("--local", args.local)
     # --wait with --local is what it does anyway (a local run is always followed): the same command in both places
@@ -81,10 +81,10 @@ def run(args: argparse.Namespace) -> int:
                             prefix=f"workloads[{spec.workloads.index(work)}]")
     if not args.stack:
         raise errors.missing("--stack", "(or --local)", "the cluster stack's id, <cluster name>-cluster")
-    from raytpu.cli_args import print_yaml
+    from raytpu.cli.cli_args import print_yaml
     from raytpu.cluster import google_api, submission
+    from raytpu.cluster.outputs import StackOutputs
     from raytpu.images.record import load_refs
-    from raytpu.outputs import StackOutputs
 
     outputs = StackOutputs.read(args.outputs, args.stack, spec, args.config)
     stack_run = submission.StackRun.of(spec, work, outputs, args.stack, args.run_id)

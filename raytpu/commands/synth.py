@@ -2,7 +2,7 @@
 
 Writes ``DIR/stacks/<stack>/cdk.tf.json`` (default ``cdktf.out``) for the cluster and workloads stacks
 of CONFIG (default ``raytpu.yaml``), and the marker ``DIR/.raytpu-synth``. DIR must be absent, empty or a
-previous synth output (:mod:`raytpu.synth_out`), checked before the config and the slow CDK Terrain import.
+previous synth output (:mod:`raytpu.stacks.synth_out`), checked before the config and the slow CDK Terrain import.
 The app is synthesized into a folder beside DIR and swapped in only when it is complete, so a bad config or
 a failing construct leaves DIR as it was. Progress goes to stderr; stdout gets one line per stack file written.
 """
@@ -19,7 +19,7 @@ HELP = "synthesize the Terraform JSON of every stack of a raytpu.yaml (what `cdk
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds CONFIG and --out."""
-    from raytpu import argtypes
+    from raytpu.cli import argtypes
     parser.add_argument("config", metavar="CONFIG", nargs="?", default=None, type=argtypes.path,
                         help="path of the config (default: $RAYTPU_CONFIG, else raytpu.yaml)")
     parser.add_argument("--out", metavar="DIR", default="cdktf.out", type=argtypes.path,
@@ -33,9 +33,9 @@ def _progress(message: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Checks DIR and the config, synthesizes into a folder beside DIR, then swaps it in for DIR."""
-    from raytpu import synth_out
+    from raytpu.stacks import synth_out
     synth_out.check(args.out)  # before the config and CDK Terrain are loaded: refused in milliseconds
-    from raytpu import machine
+    from raytpu.cli import machine
 
     machine.check_environment("TMPDIR", "HOME")  # CDK Terrain's node runtime writes in both
 

@@ -7,14 +7,14 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from raytpu.core.spec import ClusterSpec, SliceSpec, WorkloadSpec
+    from raytpu.core.specs.spec import ClusterSpec, SliceSpec, WorkloadSpec
 
 HELP = "check a raytpu.yaml; every problem is reported with its field path"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the optional CONFIG path."""
-    from raytpu import argtypes
+    from raytpu.cli import argtypes
     parser.add_argument("config", metavar="CONFIG", nargs="?", default=None, type=argtypes.path,
                         help="path of the config (default: $RAYTPU_CONFIG, else raytpu.yaml)")
     parser.add_argument("--overwrite", action="store_true",
@@ -26,12 +26,13 @@ def run(args: argparse.Namespace) -> int:
     ``security`` setting that opens something to the outside and every slice in a zone Google does not document
     for it."""
     from raytpu.config import choose, load
-    from raytpu.core.catalog import RAY_VERSION
+    from raytpu.core.tpu.catalog import RAY_VERSION
 
     args.config = choose(args.config)
 
     spec = load(args.config)
-    from raytpu.core import data, errors
+    from raytpu.core.common import errors
+    from raytpu.core.specs import data
     errors.raise_found([p for i, w in enumerate(spec.workloads) if w.output is not None and w.input is not None
                         for p in (data.overlap_problems(w.input, w.output, f"workloads[{i}].output", resolve=True)
                                   or data.output_problems(f"workloads[{i}].output", w.output, args.overwrite))])
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
                   f"{held[work.slice.name]}; its RayJob's pods would stay Pending (google.com/tpu is an extended "
                   "resource: a chip is never shared), so `raytpu submit` refuses while they hold it; give the job "
                   "its own slice, or run `raytpu smoke`, which skips held copies as busy", file=sys.stderr)
-    from raytpu.core.grants import path_warnings
+    from raytpu.core.specs.grants import path_warnings
     for line in path_warnings(spec):
         print(f"warning: {line}", file=sys.stderr)
     return 0
@@ -84,8 +85,8 @@ def runs(work: WorkloadSpec) -> str:
 
 def zone_warnings(item: SliceSpec) -> list[str]:
     """Where Google does not document the slice's generation (or, flex-start, its generation under flex-start) in
-    the slice's zone: :data:`raytpu.core.catalog.OFFERED`. A warning, not an error: the lists move (see there)."""
-    from raytpu.core.catalog import OFFERED
+    the slice's zone: :data:`raytpu.core.tpu.catalog.OFFERED`. A warning, not an error: the lists move (see there)."""
+    from raytpu.core.tpu.catalog import OFFERED
 
     return OFFERED.warnings(item.plan.generation, _modes(item), item.zone)
 
@@ -109,8 +110,8 @@ def served_copies(spec: ClusterSpec) -> dict[str, str]:
 
 def serving_warnings(spec: ClusterSpec, work: WorkloadSpec) -> list[str]:
     """A RayService where it would go down: on flex-start capacity or a slice with a run duration, which GKE takes
-    back then. (Weights in a bucket no grant covers: :func:`raytpu.core.grants.path_warnings`.)"""
-    from raytpu.core.provisioning import MAX_RUN_DURATION_S
+    back then. (Weights in a bucket no grant covers: :func:`raytpu.core.specs.grants.path_warnings`.)"""
+    from raytpu.core.specs.provisioning import MAX_RUN_DURATION_S
 
     if work.kind.is_job:
         return []
@@ -145,8 +146,8 @@ def deadline_warnings(work: WorkloadSpec) -> list[str]:
 
 def disk_note(spec: ClusterSpec, item: SliceSpec) -> str:
     """On Standard, a boot disk the kit sized above the default for the weights of the slice's engines."""
-    from raytpu.core import node_disk
-    from raytpu.core.field_rules import DEFAULT_DISK_SIZE_GIB
+    from raytpu.core.specs import node_disk
+    from raytpu.core.specs.field_rules import DEFAULT_DISK_SIZE_GIB
 
     if spec.cluster.autopilot or item.disk_size_gib is not None:
         return ""
@@ -161,8 +162,8 @@ def disk_note(spec: ClusterSpec, item: SliceSpec) -> str:
 def disk_warnings(spec: ClusterSpec, work: WorkloadSpec) -> list[str]:
     """On Autopilot, an engine whose ephemeral-storage request is more than a default Standard node would hold:
     GKE refuses a request above its maximum, which the sources the kit read do not state for TPU pods."""
-    from raytpu.core import node_disk
-    from raytpu.core.field_rules import DEFAULT_DISK_SIZE_GIB
+    from raytpu.core.specs import node_disk
+    from raytpu.core.specs.field_rules import DEFAULT_DISK_SIZE_GIB
 
     need = node_disk.engine_disk(work, spec.bucket)
     if not spec.cluster.autopilot or need is None or need.need_gib <= node_disk.allocatable_gib(DEFAULT_DISK_SIZE_GIB):
@@ -179,7 +180,8 @@ def fit_warnings(work: WorkloadSpec) -> list[str]:
     ``max_model_len``, bf16, 10% headroom: :mod:`raytpu.sizing.memory`); only models of ``raytpu plan``'s built-in
     table are known here, so another model gets a note saying it was not checked. A warning, not an error: a
     quantized checkpoint may fit where the estimate says no."""
-    from raytpu.core import models, vllm_rules
+    from raytpu.core.specs import vllm_rules
+    from raytpu.core.tpu import models
     from raytpu.sizing import candidates, memory
 
     if not work.kind.takes_model:

@@ -7,13 +7,13 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
-from raytpu.core import errors
-from raytpu.core.catalog import RAY_VERSION
+from raytpu.core.common import errors
+from raytpu.core.tpu.catalog import RAY_VERSION
 from raytpu.images.definitions import IMAGES, ImageDefinition
 from raytpu.images.record import DIGEST_REF, REF_RULE
 
 if TYPE_CHECKING:
-    from raytpu.core.spec import WorkloadSpec
+    from raytpu.core.specs.spec import WorkloadSpec
 
 class PodImage(NamedTuple):
     """The image of a workload's Ray pods and the Ray it runs (KubeRay's ``spec.rayVersion``)."""
@@ -50,7 +50,7 @@ def pod_image(work: WorkloadSpec, refs: Mapping[str, str], *, stack: str) -> Pod
 
 
 def resolver(refs: Mapping[str, str], *, stack: str) -> Callable[[WorkloadSpec], PodImage]:
-    """:func:`pod_image` over ``refs``: the ``images`` :func:`raytpu.core.kuberay.workload_manifest` takes."""
+    """:func:`pod_image` over ``refs``: the ``images`` :func:`raytpu.core.manifests.kuberay.workload_manifest` takes."""
     return partial(pod_image, refs=refs, stack=stack)
 
 

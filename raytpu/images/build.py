@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from raytpu.cluster.google_api import GoogleApi
-from raytpu.core.errors import RuntimeFailure
+from raytpu.core.common.errors import RuntimeFailure
 from raytpu.images.definitions import DIGEST, ImageDefinition
 from raytpu.images.record import BuiltImage, ref_problems
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raytpu.core import errors
-from raytpu.core.errors import InvalidInput
+from raytpu.core.common import errors
+from raytpu.core.common.errors import InvalidInput
 
 RECORD_NAME = "raytpu.images.json"
 """The record's file name, in the config's folder."""

@@ -9,7 +9,7 @@ import socket
 import time
 from typing import Any
 
-from raytpu.core.errors import RuntimeFailure
+from raytpu.core.common.errors import RuntimeFailure
 from raytpu.local.procs import node_alive
 from raytpu.local.state import LocalCluster
 

@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from raytpu.core import kinds
-from raytpu.core.catalog import generation
-from raytpu.core.plan import plan_slice
-from raytpu.core.spec import WORKLOAD_ENV, SliceSpec, WorkloadSpec
+from raytpu.core.specs import kinds
+from raytpu.core.specs.spec import WORKLOAD_ENV, SliceSpec, WorkloadSpec
+from raytpu.core.tpu.catalog import generation
+from raytpu.core.tpu.plan import plan_slice
 
 PROMPTS = 64
 MAX_TOKENS = 16

@@ -7,9 +7,9 @@ import importlib.util
 import os
 import sys
 
-from raytpu.core import timeline
-from raytpu.core.errors import RuntimeFailure
-from raytpu.core.spec import WorkloadSpec
+from raytpu.core.common import timeline
+from raytpu.core.common.errors import RuntimeFailure
+from raytpu.core.specs.spec import WorkloadSpec
 from raytpu.local.jobs import run_workload
 from raytpu.local.state import LocalCluster, Progress
 

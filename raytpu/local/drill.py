@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from raytpu.core import timeline
-from raytpu.core.errors import RuntimeFailure
+from raytpu.core.common import timeline
+from raytpu.core.common.errors import RuntimeFailure
 from raytpu.local.jobs import run_workload
 from raytpu.local.preempt import Preemption, preempt, target
 from raytpu.local.state import LocalCluster, Progress

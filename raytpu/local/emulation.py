@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from raytpu.core.plan import SlicePlan
+from raytpu.core.tpu.plan import SlicePlan
 
 ENV_EMULATED = "RAYTPU_EMULATED"
 """Set to ``1`` in every emulated host's environment; the smoke check reads it (perf checks informational)."""

@@ -7,12 +7,13 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from raytpu.core import errors, multislice
-from raytpu.core.data import DATA_FIELDS
-from raytpu.core.plan import SlicePlan
-from raytpu.core.sampling import SAMPLING_FIELDS
-from raytpu.core.spec import SERVING_FIELDS, ClusterSpec, WorkloadSpec
-from raytpu.core.user_code import CODE_FIELDS
+from raytpu.core.common import errors
+from raytpu.core.specs import multislice
+from raytpu.core.specs.data import DATA_FIELDS
+from raytpu.core.specs.sampling import SAMPLING_FIELDS
+from raytpu.core.specs.spec import SERVING_FIELDS, ClusterSpec, WorkloadSpec
+from raytpu.core.specs.user_code import CODE_FIELDS
+from raytpu.core.tpu.plan import SlicePlan
 from raytpu.local.state import LocalCluster
 
 

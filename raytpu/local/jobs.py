@@ -11,11 +11,11 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from raytpu.core import compile_cache
-from raytpu.core.errors import RuntimeFailure, invalid_value
-from raytpu.core.kinds import kind
-from raytpu.core.names import MANAGED_BY, SLICE_LABEL, WORKLOAD_LABEL
-from raytpu.core.spec import WorkloadSpec
+from raytpu.core.common.errors import RuntimeFailure, invalid_value
+from raytpu.core.common.names import MANAGED_BY, SLICE_LABEL, WORKLOAD_LABEL
+from raytpu.core.specs import compile_cache
+from raytpu.core.specs.kinds import kind
+from raytpu.core.specs.spec import WorkloadSpec
 from raytpu.local.connection import check_head, speak_auth
 from raytpu.local.emulation import ENV_EMULATED
 from raytpu.local.procs import signal_group

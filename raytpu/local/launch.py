@@ -12,9 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from raytpu.core.errors import RuntimeFailure
-from raytpu.core.plan import SlicePlan
-from raytpu.core.serving import DIRECT_STREAMING_ENV, SERVE_HOT_PATH_ENV
+from raytpu.core.common.errors import RuntimeFailure
+from raytpu.core.manifests.serving import DIRECT_STREAMING_ENV, SERVE_HOT_PATH_ENV
+from raytpu.core.tpu.plan import SlicePlan
 from raytpu.local import procs
 from raytpu.local.emulation import WEBHOOK_ENV, host_env
 from raytpu.local.state import ENV_CLUSTER, LocalCluster, NodeProc
@@ -42,8 +42,9 @@ def free_port() -> int:
 
 def _base_env(cluster: LocalCluster) -> dict[str, str]:
     """Every node's environment: this process's (a value set here wins over the kit's serving defaults,
-    :data:`raytpu.core.serving.SERVE_HOT_PATH_ENV` and :data:`~raytpu.core.serving.DIRECT_STREAMING_ENV`: the local twin
-    streams direct), Ray's token auth, the cluster's tag."""
+    :data:`raytpu.core.manifests.serving.SERVE_HOT_PATH_ENV` and
+    :data:`~raytpu.core.manifests.serving.DIRECT_STREAMING_ENV`: the local twin streams direct), Ray's token auth, the
+    cluster's tag."""
     own = {k: v for k, v in os.environ.items() if k not in WEBHOOK_ENV and k != "RAY_ADDRESS"}
     env = SERVE_HOT_PATH_ENV | DIRECT_STREAMING_ENV | own
     env.update({"RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1", ENV_CLUSTER: cluster.temp_dir,

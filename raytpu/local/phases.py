@@ -3,7 +3,7 @@ only."""
 
 from __future__ import annotations
 
-from raytpu.core import timeline
+from raytpu.core.common import timeline
 
 
 def emulated_phases(recorder: timeline.Recorder, hosts_started_wall: float | None = None) -> None:

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from raytpu.core.errors import RuntimeFailure, invalid_value
+from raytpu.core.common.errors import RuntimeFailure, invalid_value
 from raytpu.local import procs
 from raytpu.local.startup import add_host
 from raytpu.local.state import LocalCluster, NodeProc, Progress

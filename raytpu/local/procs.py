@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 
-from raytpu.core.errors import RuntimeFailure
+from raytpu.core.common.errors import RuntimeFailure
 from raytpu.local.state import ENV_CLUSTER, STATE_FILE, TMP_PREFIX, LocalCluster, NodeProc, run_dir
 
 _STARTERS: dict[int, subprocess.Popen[bytes]] = {}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psutil
 
-from raytpu.core.errors import RuntimeFailure, invalid_value
+from raytpu.core.common.errors import RuntimeFailure, invalid_value
 from raytpu.local.state import Progress
 
 LOCK_FILE = "owner.lock"

@@ -9,10 +9,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from raytpu.core import errors, names
+from raytpu.core.common import errors, names
 from raytpu.local.connection import speak_auth
 from raytpu.local.state import LocalCluster
-from raytpu.run_list import Run, carried_spec, iso
+from raytpu.runs.run_list import Run, carried_spec, iso
 
 if TYPE_CHECKING:
     from ray.job_submission import JobDetails, JobSubmissionClient

@@ -8,8 +8,8 @@ import secrets
 import time
 from pathlib import Path
 
-from raytpu.core.errors import RuntimeFailure, invalid_value
-from raytpu.core.plan import SlicePlan
+from raytpu.core.common.errors import RuntimeFailure, invalid_value
+from raytpu.core.tpu.plan import SlicePlan
 from raytpu.local import diagnose, launch, procs
 from raytpu.local.connection import wait_for_nodes
 from raytpu.local.emulation import slice_names

@@ -12,12 +12,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raytpu.core.catalog import generation
-from raytpu.core.errors import InvalidInput, invalid_value
-from raytpu.core.kinds import kind
-from raytpu.core.names import AUTH_MODE
-from raytpu.core.plan import SlicePlan
-from raytpu.core.spec import SliceSpec, WorkloadSpec
+from raytpu.core.common.errors import InvalidInput, invalid_value
+from raytpu.core.common.names import AUTH_MODE
+from raytpu.core.specs.kinds import kind
+from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
+from raytpu.core.tpu.catalog import generation
+from raytpu.core.tpu.plan import SlicePlan
 from raytpu.local.emulation import ENV_EMULATED, WEBHOOK_ENV
 
 STATE_FILE = "cluster.json"
@@ -70,7 +70,7 @@ class LocalCluster:
     started_by: str = ""
 
     def auth_env(self) -> dict[str, str]:
-        """Ray's token authentication, as on GKE (``raytpu.core.names.AUTH_MODE``): every node, worker and driver
+        """Ray's token authentication, as on GKE (``raytpu.core.common.names.AUTH_MODE``): every node, worker and driver
         of the cluster reads the token from :attr:`auth_token_path` (``RAY_AUTH_TOKEN_PATH``)."""
         return {"RAY_AUTH_MODE": AUTH_MODE, "RAY_AUTH_TOKEN_PATH": self.auth_token_path}
 

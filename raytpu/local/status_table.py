@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from raytpu.core.table import text_table
+from raytpu.core.common.table import text_table
 from raytpu.local.connection import connect
 from raytpu.local.procs import node_alive
 from raytpu.local.state import LocalCluster

@@ -10,13 +10,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from raytpu import followed_run, local
-from raytpu.core import data, errors, timeline
+from raytpu import local
+from raytpu.core.common import errors, timeline
+from raytpu.core.specs import data
 from raytpu.local.from_config import job_workload
 from raytpu.local.phases import emulated_phases
+from raytpu.runs import followed_run
 
 if TYPE_CHECKING:
-    from raytpu.core.spec import WorkloadSpec
+    from raytpu.core.specs.spec import WorkloadSpec
 
 
 CPU_MODEL_VALID = ("a local model folder (config.json, weights, tokenizer) vLLM's CPU build loads, e.g. the tiny "
@@ -60,7 +62,8 @@ def team_runtime(cluster: local.LocalCluster, work: WorkloadSpec, run_name: str,
     ``PATH``."""
     if not work.runs_team_code:
         return None
-    from raytpu.core import names, user_code
+    from raytpu.core.common import names
+    from raytpu.core.specs import user_code
     from raytpu.teamcode.bundle import bundle
 
     mount = str(cluster.run_dir)

@@ -1,5 +1,6 @@
 """Every slice of the catalog checked against a model's need: fit, Ray, the kit's serving rules, price. Whether one is
-servable is decided by :mod:`raytpu.core.vllm_rules`, not restated here: ``plan`` and ``validate`` give one verdict."""
+servable is decided by :mod:`raytpu.core.specs.vllm_rules`, not restated here: ``plan`` and ``validate`` give one
+verdict."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from raytpu.core import vllm_rules
-from raytpu.core.catalog import GENERATIONS
-from raytpu.core.models import ModelShape
-from raytpu.core.plan import SlicePlan, plan_slice
+from raytpu.core.specs import vllm_rules
+from raytpu.core.tpu.catalog import GENERATIONS
+from raytpu.core.tpu.models import ModelShape
+from raytpu.core.tpu.plan import SlicePlan, plan_slice
 from raytpu.sizing.memory import GIB, Need
 from raytpu.sizing.prices import KINDS, PriceTable, per_million_tokens
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from raytpu.core import errors
-from raytpu.core.models import MAX_DIM, MAX_LAYERS, MAX_POSITIONS, MAX_VOCAB, Mla, ModelShape
+from raytpu.core.common import errors
+from raytpu.core.tpu.models import MAX_DIM, MAX_LAYERS, MAX_POSITIONS, MAX_VOCAB, Mla, ModelShape
 
 _GEMMA3_TEXT: dict[str, Any] = {
     "vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,

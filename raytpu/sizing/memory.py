@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from raytpu.core.models import ModelShape
+from raytpu.core.tpu.models import ModelShape
 
 GIB = 1024**3
 

@@ -9,7 +9,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from raytpu.core import errors
+from raytpu.core.common import errors
 from raytpu.sizing.candidates import Candidate
 
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}

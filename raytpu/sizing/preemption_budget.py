@@ -2,9 +2,9 @@
 
 A checkpoint (weights and optimizer state) is written by every host its shard (``--checkpoint-writers all``) or by
 one host whole (``one``: the kit's own trainer), within Ray's drain for the slice's notice
-(:func:`raytpu.core.preemption.drain_s`) less the poll, the step in flight and the report barrier. When it does not
-fit, checkpointing every ``write_s / CHECKPOINT_SHARE`` s bounds the loss. Source: docs/FACTS.md 25.13, 24.y and
-section 18."""
+(:func:`raytpu.core.manifests.preemption.drain_s`) less the poll, the step in flight and the report barrier. When it
+does not fit, checkpointing every ``write_s / CHECKPOINT_SHARE`` s bounds the loss. Source: docs/FACTS.md 25.13, 24.y
+and section 18."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from raytpu.core import preemption
-from raytpu.core.plan import SlicePlan
+from raytpu.core.manifests import preemption
+from raytpu.core.tpu.plan import SlicePlan
 from raytpu.sizing.memory import GIB, Need
 
 ASSUMED_WRITE_GB_S = 1.0

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from raytpu.core import errors
-from raytpu.core.catalog import GENERATIONS
+from raytpu.core.common import errors
+from raytpu.core.tpu.catalog import GENERATIONS
 
 KINDS = ("on_demand", "spot", "flex_start")
 """Consumption options priced: on-demand, Spot VMs, flex-start (DWS)."""

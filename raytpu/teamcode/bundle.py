@@ -15,8 +15,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from raytpu.core import errors
-from raytpu.core_zip import deterministic_zip
+from raytpu.core.common import errors
+from raytpu.core.core_zip import deterministic_zip
 
 MAX_CODE_BYTES = 100 * 1024 * 1024
 """The largest code folder the kit ships (files kept, before zipping): code, not data or weights (those go to the

@@ -8,8 +8,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from raytpu.core import errors, user_code
-from raytpu.core.errors import InvalidInput
+from raytpu.core.common import errors
+from raytpu.core.common.errors import InvalidInput
+from raytpu.core.specs import user_code
 from raytpu.teamcode.bundle import excluded
 
 MAX_MODULE_BYTES = 4 * 1024 * 1024

@@ -7,8 +7,8 @@ Runs unchanged as a GKE RayJob entrypoint and on the local emulated slice::
 The slice's shape and how many slices to expect come from the workload spec (``RAYTPU_WORKLOAD``, set by
 the RayJob's runtime env or ``raytpu local``); the job never re-plans its slice from flags.
 For every slice of the plan's pod type it finds (at least the spec's slice count), it prints one line
-``RAYTPU_SMOKE_VERDICT {json}`` (format: :mod:`raytpu.core.report`) and exits 1 when any slice is unhealthy. Every
-failure inside the check (a refused reservation, a host whose check raises or hangs, a bug) ends in such a line,
+``RAYTPU_SMOKE_VERDICT {json}`` (format: :mod:`raytpu.core.common.report`) and exits 1 when any slice is unhealthy.
+Every failure inside the check (a refused reservation, a host whose check raises or hangs, a bug) ends in such a line,
 its check naming the cause, never in a traceback with no verdict.
 
 Checks, per host and per slice:
@@ -38,7 +38,7 @@ Checks, per host and per slice:
   catalog's HBM GB/s; ``hbm_ratio``: memory of every device against the catalog's HBM;
 - ``allreduce_bandwidth_gbps``: bus bandwidth per chip of an all-reduce of hundreds of MiB per device (timed
   inside one compiled loop) against the bus bandwidth the slice's topology should reach
-  (:func:`raytpu.core.catalog.expected_busbw`: the links' one-way rate, the mesh axes and their wraparound);
+  (:func:`raytpu.core.tpu.catalog.expected_busbw`: the links' one-way rate, the mesh axes and their wraparound);
   ``allreduce_axis_<x|y|z>_gbps``: the same all-reduce
   over each mesh axis alone (the devices in a mesh shaped by their physical coordinates, a ``psum`` over one axis
   name), each against that axis's expected figure, so a weak axis is named; ``allreduce_latency_us``: a 4-byte
@@ -48,9 +48,9 @@ With ``--dcn-slices N`` (a multi-slice run spans N slices), the first N slices a
 over DCN, one process per host with the ``MEGASCALE_*`` env it would see, reported in each verdict's ``dcn``
 section apart from the ICI rows, a slice that cannot reach the others named (:mod:`.dcn`).
 
-Every device's figures are also in the verdict's ``perf`` rows (:mod:`raytpu.core.report` renders them), each with its
-threshold and whether it gates here. Thresholds (``--perf-thresholds``): ``auto`` (default) applies the catalog
-floors (:class:`raytpu.core.catalog.SmokeFloors`) only on real TPU outside an emulated slice (``RAYTPU_EMULATED=1``,
+Every device's figures are also in the verdict's ``perf`` rows (:mod:`raytpu.core.common.report` renders them), each
+with its threshold and whether it gates here. Thresholds (``--perf-thresholds``): ``auto`` (default) applies the catalog
+floors (:class:`raytpu.core.tpu.catalog.SmokeFloors`) only on real TPU outside an emulated slice (``RAYTPU_EMULATED=1``,
 which ``raytpu local`` sets on every host); on an emulated slice (JAX CPU devices) they are reported and marked
 informational. The peer ratios gate everywhere: a device at less than ``--min-peer-ratio`` of its slice's median
 is a fault on any hardware. Every wait is bounded: ``--reserve-timeout-s``, ``--check-timeout-s`` (default
@@ -62,6 +62,6 @@ Fault injection (tests and drills; named in the verdict's ``injected`` key when 
 Modules: :mod:`.cli` (flags, the run over every slice, exit code), :mod:`.options` (the typed options),
 :mod:`.driver` (one slice: labels, reservation, host tasks within the limit), :mod:`.measure` (the host task: JAX
 measurements), :mod:`.judge` (results against thresholds), :mod:`.verdict` (checks and the verdict,
-:class:`raytpu.core.report.Verdict`), :mod:`.faults`; slice inventory and reservation are
+:class:`raytpu.core.common.report.Verdict`), :mod:`.faults`; slice inventory and reservation are
 :mod:`raytpu.workloads.slices`.
 """

@@ -11,11 +11,11 @@ import sys
 from dataclasses import fields, replace
 from typing import get_args
 
-from raytpu.core.errors import invalid_value
-from raytpu.core.plan import RAY_SLICE_LABEL, RAY_WORKER_LABEL
-from raytpu.core.report import Verdict, all_healthy, format_verdict_line, log_entry
-from raytpu.core.spec import WorkloadSpec
-from raytpu.core.timeline import stamp, stamp_line
+from raytpu.core.common.errors import invalid_value
+from raytpu.core.common.report import Verdict, all_healthy, format_verdict_line, log_entry
+from raytpu.core.common.timeline import stamp, stamp_line
+from raytpu.core.specs.spec import WorkloadSpec
+from raytpu.core.tpu.plan import RAY_SLICE_LABEL, RAY_WORKER_LABEL
 from raytpu.workloads import smoke as program
 from raytpu.workloads._entry import guarded
 from raytpu.workloads.slices import RESERVE_TIMEOUT_S, SliceInventory, wait_for_hosts
@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="per-device copy bandwidth floor over the catalog's HBM GB/s (default: the generation's)")
     parser.add_argument("--min-busbw-ratio", type=float, default=None,
                         help="all-reduce bus bandwidth floor (whole slice and each mesh axis) over the figure the "
-                             "slice's topology should reach, raytpu.core.catalog.expected_busbw (default: the "
+                             "slice's topology should reach, raytpu.core.tpu.catalog.expected_busbw (default: the "
                              "generation's, 0.5)")
     parser.add_argument("--min-peer-ratio", type=float, default=MIN_PEER_RATIO,
                         help=f"every device against its slice's median, on any hardware (default {MIN_PEER_RATIO})")

@@ -28,10 +28,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from raytpu.core.catalog import generation
-from raytpu.core.errors import invalid_value
-from raytpu.core.plan import SlicePlan
-from raytpu.core.report import Check, DcnSection, PerfRow, Verdict
+from raytpu.core.common.errors import invalid_value
+from raytpu.core.common.report import Check, DcnSection, PerfRow, Verdict
+from raytpu.core.tpu.catalog import generation
+from raytpu.core.tpu.plan import SlicePlan
 from raytpu.workloads.slices import Reservation, SliceInventory, reserve_slice
 from raytpu.workloads.smoke.measure import ENV_EMULATED
 from raytpu.workloads.smoke.options import SmokeOptions
@@ -94,7 +94,7 @@ def dcn_host_check(coordinator: str, num_processes: int, process_id: int, hosts_
                    megascale: dict[str, str], init_timeout_s: int, reach_s: float, cut_off: bool) -> dict[str, Any]:
     """Runs on one host of one slice: reach the coordinator, join every host of every slice, all-reduce over the
     ``slice`` axis (known answer, then timed). ``cut_off``: fault injection, dial a closed port instead."""
-    from raytpu.core.multislice import MEGASCALE_ENV
+    from raytpu.core.specs.multislice import MEGASCALE_ENV
 
     # before jax starts (libtpu reads MEGASCALE_* at start on TPU), over what the pod has, as Ray 2.60 Train does:
     # Source: ray.train.v2.jax.config._setup_jax_distributed_environment (_JAX_MULTISLICE_OVERRIDE_KEYS), Ray 2.60
@@ -217,7 +217,7 @@ def _run(plan: SlicePlan, reservations: list[Reservation], limit_s: float, reach
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
     from ray.util.tpu import get_tpu_coordinator_env_vars
 
-    from raytpu.core.multislice import MEGASCALE_PORT
+    from raytpu.core.specs.multislice import MEGASCALE_PORT
     from raytpu.workloads.smoke.measure import coordinator_address
 
     first = PlacementGroupSchedulingStrategy(placement_group=reservations[0].placement_group,

@@ -8,8 +8,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from raytpu.core import compile_cache
-from raytpu.core.plan import (
+from raytpu.core.common.report import Check, HostRow, PerfRow, Verdict
+from raytpu.core.common.timeline import Stamp, stamp, stamp_line
+from raytpu.core.specs import compile_cache
+from raytpu.core.tpu.plan import (
     RAY_ACCELERATOR_LABEL,
     RAY_POD_TYPE_LABEL,
     RAY_SLICE_LABEL,
@@ -17,8 +19,6 @@ from raytpu.core.plan import (
     RAY_WORKER_LABEL,
     SlicePlan,
 )
-from raytpu.core.report import Check, HostRow, PerfRow, Verdict
-from raytpu.core.timeline import Stamp, stamp, stamp_line
 from raytpu.workloads.slices import RESERVE_TIMEOUT_S, Reservation, SliceInventory, reserve_slice
 from raytpu.workloads.smoke.faults import Faults
 from raytpu.workloads.smoke.judge import judge
@@ -52,8 +52,9 @@ def _limit(options: SmokeOptions, plan: SlicePlan) -> float:
 
 def check_slice(plan: SlicePlan, inv: SliceInventory, options: SmokeOptions,
                 faults: Faults | None = None, compile_budget_s: float | None = None) -> Verdict:
-    """Checks one slice; returns its verdict (:class:`raytpu.core.report.Verdict`). Never raises: a failure at any stage
-    is a failed check naming its cause. With ``compile_budget_s``, a host compiling for longer fails the slice."""
+    """Checks one slice; returns its verdict (:class:`raytpu.core.common.report.Verdict`). Never raises: a failure at
+    any stage is a failed check naming its cause. With ``compile_budget_s``, a host compiling for longer fails the
+    slice."""
     faults = faults or Faults()
     t0 = time.monotonic()
     checks: list[Check] = []
@@ -147,7 +148,7 @@ def compile_check(results: dict[int, dict[str, Any]], budget_s: float | None) ->
 
 def _stamp(stamps: list[Stamp], phase: str, detail: str, wall: float | None = None) -> None:
     """Stamps ``phase`` now (or at ``wall``): kept for the verdict (``stamps``) and printed at once
-    (:mod:`raytpu.core.timeline`), so a run that dies before its verdict still shows how far it got."""
+    (:mod:`raytpu.core.common.timeline`), so a run that dies before its verdict still shows how far it got."""
     made = stamp(phase, detail, wall=wall)
     stamps.append(made)
     print(stamp_line(made), flush=True)

@@ -12,8 +12,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from raytpu.core.errors import invalid_value
-from raytpu.core.ici import ICI_AXIS_NAMES
+from raytpu.core.common.errors import invalid_value
+from raytpu.core.tpu.ici import ICI_AXIS_NAMES
 
 ENV_INJECT_SLOW = "RAYTPU_SMOKE_INJECT_SLOW_DEVICE"
 """Fault injection: ``<worker>:<device>:<factor>``, that host's local device looks ``factor`` times slower."""

@@ -1,7 +1,8 @@
 """Judging a slice: the hosts' measurements (:func:`raytpu.workloads.smoke.measure.host_check`) against the plan and
-the catalog's floors, as checks, host problems and ``perf`` rows of the verdict (:class:`raytpu.core.report.Verdict`).
+the catalog's floors, as checks, host problems and ``perf`` rows of the verdict
+(:class:`raytpu.core.common.report.Verdict`).
 
-Pure: unit tests feed it made-up results. Catalog floors (:class:`raytpu.core.catalog.SmokeFloors`) gate on real TPU
+Pure: unit tests feed it made-up results. Catalog floors (:class:`raytpu.core.tpu.catalog.SmokeFloors`) gate on real TPU
 outside an emulated slice (``--perf-thresholds auto``); the peer ratios gate everywhere.
 """
 
@@ -11,10 +12,10 @@ import os
 import statistics
 from typing import Any
 
-from raytpu.core.catalog import expected_busbw, generation
-from raytpu.core.ici import ICI_AXIS_NAMES, ici_for_dims
-from raytpu.core.plan import SlicePlan
-from raytpu.core.report import Check, HostRow, PerfRow
+from raytpu.core.common.report import Check, HostRow, PerfRow
+from raytpu.core.tpu.catalog import expected_busbw, generation
+from raytpu.core.tpu.ici import ICI_AXIS_NAMES, ici_for_dims
+from raytpu.core.tpu.plan import SlicePlan
 from raytpu.workloads.smoke.measure import ENV_EMULATED
 from raytpu.workloads.smoke.options import SmokeOptions
 from raytpu.workloads.smoke.verdict import gate, informational, new_check, rounded
@@ -156,9 +157,9 @@ def _device_checks(metric: str, unit: str, values: dict[tuple[int, int], float],
 def _interconnect_checks(plan: SlicePlan, options: SmokeOptions, ordered: list[dict[str, Any]], per_chip: int,
                          enforce: bool, where: str, checks: list[Check]) -> list[PerfRow]:
     """The all-reduce bus bandwidth per chip, of the whole slice and over each mesh axis alone, against what the
-    slice's topology should reach (:func:`raytpu.core.catalog.expected_busbw`: links' one-way rate, axes, wraparound),
-    at ``busbw_of_expected`` (about half) of it; and the small message latency (reported only). A weak axis is named
-    by its own check (``axis y: 12 GB/s of 90 expected``). Returns their ``perf`` rows."""
+    slice's topology should reach (:func:`raytpu.core.tpu.catalog.expected_busbw`: links' one-way rate, axes,
+    wraparound), at ``busbw_of_expected`` (about half) of it; and the small message latency (reported only). A weak axis
+    is named by its own check (``axis y: 12 GB/s of 90 expected``). Returns their ``perf`` rows."""
     floors = generation(plan.generation).smoke
     assert floors is not None
     sizes = ordered[0].get("sizes") or {}

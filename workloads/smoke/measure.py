@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from raytpu.core.ici import ICI_AXIS_NAMES
+from raytpu.core.tpu.ici import ICI_AXIS_NAMES
 from raytpu.workloads.smoke.faults import ENV_INJECT_ERROR
 from raytpu.workloads.smoke.verdict import cause_of
 
@@ -283,9 +283,9 @@ def host_check(coordinator: str, num_processes: int, process_id: int, init_timeo
     device's matmul and copy rates.
 
     First of all, before anything imports JAX: the pod's ``MEGASCALE_*`` go
-    (:func:`raytpu.core.multislice.single_slice`). A multi-slice smoke job's pods carry them for its DCN check, and
-    libtpu started with them would wait for the other slices, which this per-slice check never joins."""
-    from raytpu.core.multislice import single_slice
+    (:func:`raytpu.core.specs.multislice.single_slice`). A multi-slice smoke job's pods carry them for its DCN check,
+    and libtpu started with them would wait for the other slices, which this per-slice check never joins."""
+    from raytpu.core.specs.multislice import single_slice
 
     cleared = single_slice(os.environ)
     import ray

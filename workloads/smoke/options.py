@@ -25,7 +25,7 @@ measured one at a time and each device keeps its best of five rounds."""
 
 @dataclass(frozen=True)
 class SmokeOptions:
-    """One run's options; None thresholds mean the generation's floor (:class:`raytpu.core.catalog.SmokeFloors`).
+    """One run's options; None thresholds mean the generation's floor (:class:`raytpu.core.tpu.catalog.SmokeFloors`).
 
     Attributes:
         slice_name: Check only this slice (None: every slice of the plan's pod type).

@@ -1,12 +1,12 @@
-"""The pieces of a smoke verdict (:class:`raytpu.core.report.Verdict`, whose keys are the CLI contract): checks, gating,
-and the verdict of a slice."""
+"""The pieces of a smoke verdict (:class:`raytpu.core.common.report.Verdict`, whose keys are the CLI contract): checks,
+gating, and the verdict of a slice."""
 
 from __future__ import annotations
 
 import time
 
-from raytpu.core.plan import SlicePlan
-from raytpu.core.report import Check, HostRow, PerfRow, Verdict
+from raytpu.core.common.report import Check, HostRow, PerfRow, Verdict
+from raytpu.core.tpu.plan import SlicePlan
 
 
 def new_check(name: str, ok: bool, detail: str, value: float | None = None,

@@ -1,0 +1,163 @@
+"""Every name one layer writes and another reads: labels, object names, URIs, the Ray auth mode.
+
+The manifest builders (:mod:`raytpu.core.manifests.kuberay`), the constructs and stacks, ``validate``, the emulated
+slice and the cluster-side readers all take them from here, so a rule is written once: ``validate`` bounds the longest
+derived name (:data:`raytpu.core.specs.spec.MULTI_HOST_NAME_LIMIT`) with the functions the builders name their objects
+with, and a label a pool puts on its nodes is the one the pods select. Standard library only (it ships to the pods).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from raytpu import __version__
+
+# --------------------------------------------------------------------------------------------- labels
+
+MANAGED_BY = {"app.kubernetes.io/managed-by": "raytpu"}
+"""The Kubernetes label of every object the kit makes."""
+SLICE_LABEL = "raytpu.dev/slice"
+"""Label of every object the builders make, and of the nodes of a slice's pools: the config slice it runs on."""
+WORKLOAD_LABEL = "raytpu.dev/workload"
+"""Label of every object the builders make: its workload kind (smoke, train, serve)."""
+CLUSTER_LABEL = "raytpu.dev/ray-cluster"
+"""Label of every pod of one KubeRay object (:func:`cluster_label`), which its NetworkPolicy selects."""
+_KIND_PREFIX = {"RayJob": "job", "RayService": "service", "RayCluster": "cluster"}
+NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
+"""The label GKE puts on every node: its node pool's name
+(https://cloud.google.com/kubernetes-engine/docs/how-to/node-pools, "Deploy Pods to specific node pools")."""
+PLACEMENT_POLICY_LABEL = "cloud.google.com/placement-policy-name"
+"""The node label of an Autopilot workload policy (:func:`workload_policy_name`)."""
+COMPUTE_CLASS_LABEL = "cloud.google.com/compute-class"
+"""The node label of an Autopilot ComputeClass (:func:`compute_class_name`)."""
+
+
+def cluster_label(kind: str, name: str) -> str:
+    """The :data:`CLUSTER_LABEL` value, and NetworkPolicy name, of KubeRay object ``kind``/``name``
+    (``<job|service|cluster>-<name>``, at most 63 characters)."""
+    return f"{_KIND_PREFIX[kind]}-{name}"
+
+
+# --------------------------------------------------------------------------------------------- objects
+
+AUTH_MODE = "token"
+"""Ray's token authentication, on every cluster (KubeRay's ``authOptions.mode``; the emulated slice's
+``RAY_AUTH_MODE``): Ray 2.60 turns it on by default, and without it anyone who reaches the dashboard port runs code.
+KubeRay then creates a Secret with a random token per cluster and sets it on the head, the workers and the RayJob
+submitter. ``mode`` must be stated: the CRD has no default and the operator enables auth only for ``token``.
+Source: KubeRay 1.6+ ``authOptions``, ``IsAuthEnabled`` (docs/FACTS.md section 17)."""
+
+
+def workload_policy_name(cluster_name: str, slice_name: str) -> str:
+    """The HIGH_THROUGHPUT workload policy of an Autopilot cluster's multi-host tpu7x slice: a regional Compute
+    Engine resource policy, so the cluster's name goes in (hashed: names stay within 63 characters)."""
+    digest = hashlib.sha256(cluster_name.encode()).hexdigest()[:6]
+    return f"{slice_name}-wp-{digest}"
+
+
+def compute_class_name(slice_name: str) -> str:
+    """The Autopilot ComputeClass the kit creates for slice ``slice_name`` (``raytpu-<slice>``)."""
+    return f"raytpu-{slice_name}"
+
+
+def serve_service(name: str) -> str:
+    """The Service of RayService ``name``'s OpenAI endpoint: KubeRay names it ``<name>-serve-svc``.
+    Source: KubeRay v1.7.0 ``ray-operator/controllers/ray/utils/util.go``."""
+    return f"{name}-serve-svc"
+
+
+# --------------------------------------------------------------------------------------------- bucket paths
+
+GCS_MOUNT_PATH = "/mnt/gcs"
+"""Where every Ray pod sees the kit's bucket through GCS FUSE."""
+
+
+def core_zip_object(version: str = __version__) -> str:
+    """The object name of the kit's core zip in the bucket: ``raytpu/raytpu-<version>.zip`` (the cluster
+    stack uploads it there; :func:`core_zip_uri` and :func:`py_modules_uri` both name it)."""
+    return f"raytpu/raytpu-{version}.zip"
+
+
+def core_zip_uri(bucket: str, version: str = __version__) -> str:
+    """Where the kit's core zip is uploaded: ``gs://<bucket>/raytpu/raytpu-<version>.zip``."""
+    return f"gs://{bucket}/{core_zip_object(version)}"
+
+
+def py_modules_uri(version: str = __version__, mount_path: str = GCS_MOUNT_PATH) -> str:
+    """How jobs reach that zip: ``file:///mnt/gcs/raytpu/raytpu-<version>.zip``, through the GCS FUSE mount.
+
+    Ray reads ``file://`` py_modules natively, so the image needs no GCS client library (a ``gs://``
+    URI would need ``smart_open`` and ``google-cloud-storage`` on every node).
+    """
+    return f"file://{mount_path}/{core_zip_object(version)}"
+
+
+def code_zip_object(bundle_name: str) -> str:
+    """The object name of a team's code zip in the bucket: ``code/<workload>-<sha256>.zip``
+    (:mod:`raytpu.teamcode.bundle` names it by its content)."""
+    return f"code/{bundle_name}"
+
+
+def code_zip_uri(bucket: str, bundle_name: str) -> str:
+    """Where ``raytpu submit`` uploads a team's code zip: ``gs://<bucket>/code/<workload>-<sha256>.zip``."""
+    return f"gs://{bucket}/{code_zip_object(bundle_name)}"
+
+
+def working_dir_uri(bundle_name: str, mount_path: str = GCS_MOUNT_PATH) -> str:
+    """How a job reaches that zip as its ``working_dir``: through the GCS FUSE mount, as :func:`py_modules_uri`."""
+    return f"file://{mount_path}/{code_zip_object(bundle_name)}"
+
+
+def run_storage(run_name: str, mount_path: str = GCS_MOUNT_PATH) -> str:
+    """A run's checkpoint folder as its pods see it: ``<mount>/checkpoints/<run>`` (:func:`checkpoint_uri` in the
+    bucket)."""
+    return f"{mount_path}/checkpoints/{run_name}"
+
+
+def checkpoint_uri(bucket: str, name: str) -> str:
+    """Where run ``name``'s checkpoints land in the bucket, ``gs://<bucket>/checkpoints/<name>`` (what ``gcloud
+    storage ls`` shows). The job writes them through the GCS FUSE mount
+    (:meth:`raytpu.core.specs.kinds.WorkloadKind.run_args`)."""
+    return f"gs://{bucket}/checkpoints/{name}"
+
+
+# --------------------------------------------------------------------------------------------- jobs and runs
+
+RUN_ID_LENGTH = 6
+"""A job submission's run suffix (``<name>-<run id>``; :func:`raytpu.cluster.gke.run_id`, base-36 seconds): ``validate``
+counts every derived name with one this long, so ``--run-id`` is at most this long too."""
+
+DCN_SMOKE_SUFFIX = "dcn"
+"""``smoke-<slice>-dcn``: the multi-slice smoke job of a slice."""
+
+
+def run_name(base: str, run_id: str) -> str:
+    """A RayJob's name: its base name and the run's suffix (``<base>-<run id>``); ``base`` alone without one."""
+    return f"{base}-{run_id}" if run_id else base
+
+
+def smoke_workload(slice_name: str) -> str:
+    """The smoke workload's name on a slice (``smoke-<slice>``): the RAYTPU_WORKLOAD name its jobs run."""
+    return f"smoke-{slice_name}"
+
+
+def smoke_job(slice_name: str, copy: int) -> str:
+    """The base name of the single-slice smoke job on copy ``copy`` of a slice (``smoke-<slice>-<i>``)."""
+    return f"{smoke_workload(slice_name)}-{copy}"
+
+
+def dcn_smoke_job(slice_name: str) -> str:
+    """The base name of a slice's multi-slice smoke job (``smoke-<slice>-dcn``)."""
+    return f"{smoke_workload(slice_name)}-{DCN_SMOKE_SUFFIX}"
+
+
+def longest_smoke_job(slice_name: str, count: int, multislice: bool) -> str:
+    """The longest base name of the smoke jobs ``raytpu smoke`` derives for a slice of ``count`` copies: the last
+    copy's, or the DCN job's when a workload spans several copies."""
+    return max([smoke_job(slice_name, count - 1)] + ([dcn_smoke_job(slice_name)] if multislice else []), key=len)
+
+
+def service_account_id(cluster: str, role: str) -> str:
+    """A Google service account id the cluster stack creates (``raytpu-<cluster>-<role>``: ``ray`` for the Ray pods,
+    ``node`` for nodes, ``img`` for the image builder), 6-30 characters."""
+    return f"raytpu-{cluster[:18].rstrip('-')}-{role}"

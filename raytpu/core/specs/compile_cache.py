@@ -1,0 +1,138 @@
+"""JAX's persistent compilation cache for every JAX program the kit runs: one folder per image and slice shape.
+
+The folder lives in the kit's bucket, reached through the pods' GCS FUSE mount (locally: the emulated slice's run
+folder, shared by its hosts and runs). The kit hands it to a job as environment variables, which JAX reads as its
+flags' defaults, so its trainer, a team's ``train_loop`` and a team's ``kind: job`` driver all use it unchanged.
+Source: JAX 0.10.2 ``jax._src.config`` (``*_state(name=...)`` defaults from ``os.getenv(name.upper())``).
+Standard library only: the workloads import it inside the Ray job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from raytpu.core.common import errors
+from raytpu.core.common.errors import InvalidInput
+
+DEFAULT_FOLDER = "compile-cache"
+"""The cache's folder in the kit's bucket unless a workload's ``compile_cache`` names another."""
+OFF = "off"
+"""``compile_cache: off``: the workload's programs compile from scratch every start."""
+
+DIR_ENV = "JAX_COMPILATION_CACHE_DIR"
+"""Source: JAX 0.10.2 ``jax._src.config.compilation_cache_dir`` (``jax_compilation_cache_dir``)."""
+MIN_TIME_ENV = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"
+"""Default 1 s, which would skip every small step of the kit's. Source: JAX 0.10.2
+``jax._src.config.persistent_cache_min_compile_time_secs``."""
+MIN_SIZE_ENV = "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"
+"""-1: no size floor and no filesystem override. Source: JAX 0.10.2
+``jax._src.config.persistent_cache_min_entry_size_bytes``."""
+FOLDER_ENV = "RAYTPU_COMPILE_CACHE"
+"""The same folder, for a team's own code (beside the other ``RAYTPU_*`` variables)."""
+ENV_NAMES = (DIR_ENV, MIN_TIME_ENV, MIN_SIZE_ENV, FOLDER_ENV)
+
+_FOLDER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*$")
+_UNSAFE = re.compile(r"[^a-z0-9._-]+")
+_WRITABLE = ("a folder in the kit's bucket, which the pods write through its GCS FUSE mount (e.g. compile-cache "
+             "or teams/ml/jax-cache); or off")
+
+
+def folder_problems(field: str, value: object) -> list[InvalidInput]:
+    """A cache location the pods can write: a relative folder of the kit's bucket, the one bucket mounted in every
+    pod (:func:`raytpu.core.manifests.kuberay.gcsfuse_mount_options`), or ``off``. JAX reaches ``gs://`` only with
+    ``etils[epath]`` (JAX 0.10.2 ``jax._src.lru_cache.LRUCache``), a pod's own disk dies with it: both refused."""
+    if value == OFF:
+        return []
+    if not isinstance(value, str):
+        return [errors.invalid_value(field, value, "is not a folder name", _WRITABLE)]
+    if value.startswith("gs://"):
+        why = "is a gs:// URL: the pods write only the kit's bucket, through its mount, and name no other bucket"
+    elif value.startswith("/"):
+        why = "is an absolute path: a pod's own disk is lost with the pod, and no other pod sees it"
+    elif ".." in value.split("/"):
+        why = "steps out of the bucket's mount with '..'"
+    elif len(value) > 200 or not _FOLDER.match(value):
+        why = "is not a folder path (letters, digits, '.', '_', '-', '/'-separated, at most 200 characters)"
+    else:
+        return []
+    return [errors.invalid_value(field, value, why, _WRITABLE)]
+
+
+def budget_problems(field: str, value: object) -> list[InvalidInput]:
+    """``compile_budget_s``: a positive, finite number of seconds."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
+        return []
+    return [errors.invalid_value(field, value, "is not a positive number of seconds",
+                                 "a number > 0, e.g. 120 (the seconds a start may compile before its first step)")]
+
+
+def image_key(image: str) -> str:
+    """A folder name for ``image``: readable (its last path part, made safe) and unique (a hash of the whole
+    reference), since an executable compiled in one image may not load in another."""
+    tail = _UNSAFE.sub("-", image.lower().rsplit("/", 1)[-1].split("@", 1)[0]).strip("-.")[:40] or "image"
+    return f"{tail}-{hashlib.sha256(image.encode()).hexdigest()[:12]}"
+
+
+def cache_dir(mount: str, folder: str, image: str, generation: str, topology: str, slices: int = 1) -> str:
+    """``<mount>/<folder>/<image key>/<generation>-<topology>[-x<slices>]``: one cache per image and slice shape."""
+    shape = f"{generation}-{topology}" + (f"-x{slices}" if slices > 1 else "")
+    return f"{mount.rstrip('/')}/{folder.strip('/')}/{image_key(image)}/{shape}"
+
+
+def env(directory: str) -> dict[str, str]:
+    """The variables that turn the cache on at ``directory`` with thresholds that keep even a small step's
+    executable (any compile time, any size)."""
+    return {DIR_ENV: directory, MIN_TIME_ENV: "0", MIN_SIZE_ENV: "-1"}
+
+
+def job_env(folder: str | None, *, mount: str, image: str, generation: str, topology: str,
+            slices: int = 1, team: bool = False) -> dict[str, str]:
+    """A job's cache variables: :func:`env` at :func:`cache_dir` (``folder`` default :data:`DEFAULT_FOLDER`), and
+    :data:`FOLDER_ENV` for a team's code (``team``); none when ``folder`` is ``off``."""
+    if folder == OFF:
+        return {}
+    directory = cache_dir(mount, folder or DEFAULT_FOLDER, image, generation, topology, slices)
+    return env(directory) | ({FOLDER_ENV: directory} if team else {})
+
+
+JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
+"""A submitted job's config, runtime env included, as its driver sees it. Source: Ray 2.60
+``ray._private.runtime_env.constants``; ``ray._private.worker.init`` merges it with ``ray.init``'s runtime env and
+raises on an env var key both set."""
+
+
+def forwarded(environ: Mapping[str, str]) -> dict[str, str]:
+    """The cache's variables in ``environ`` a driver passes on to the Ray workers it starts: those its submitted
+    job's runtime env does not set already (its workers get those; Ray refuses the same key twice)."""
+    try:
+        job = json.loads(environ.get(JOB_CONFIG_ENV) or "{}")
+    except ValueError:
+        job = {}
+    runtime = job.get("runtime_env") if isinstance(job, dict) else None
+    given = (runtime.get("env_vars") if isinstance(runtime, dict) else None) or {}
+    return {name: environ[name] for name in ENV_NAMES if name in environ and name not in given}
+
+
+def over_budget(compile_s: float | None, budget_s: float | None) -> bool:
+    """A start compiled for longer than the workload's ``compile_budget_s``."""
+    return compile_s is not None and budget_s is not None and compile_s > budget_s
+
+
+def first_and_resumed(attempts: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A preempted run's first start beside its last (resumed) one: ``{first_s, resumed_s, resumed_hits,
+    resumed_misses}``; None without a resumed start."""
+    if len(attempts) < 2:
+        return None
+    first, resumed = attempts[0], attempts[-1]
+    return {"first_s": first["s"], "resumed_s": resumed["s"], "resumed_hits": resumed["hits"],
+            "resumed_misses": resumed["misses"]}
+
+
+def describe(compile_s: float, hits: int, misses: int, when: str = "before the first step") -> str:
+    """The ``compiled`` phase's detail: seconds and where the executables came from."""
+    return f"XLA compile {compile_s:.2f}s {when}: {hits} cache hit(s), {misses} miss(es)"

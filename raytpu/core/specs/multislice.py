@@ -1,0 +1,97 @@
+"""Multi-slice training: one job on N whole slices of one kind, the slices joined by the data-centre network (DCN).
+
+A ``train`` workload with ``slices: N`` (N > 1) runs as ONE RayJob whose TPU worker group has ``replicas: N``
+(one replica per slice, ``numOfHosts`` hosts each) and whose JaxTrainer reserves the N slices together, all or none
+(:mod:`raytpu.workloads.train`). This module holds the rules such a workload obeys and the numbers the builders
+read; their sources, [GKE] (GKE's Multislice page), [Ray] (Ray 2.60 Train v2's slice reservation) and [Webhook] (the
+KubeRay TPU webhook's ``MEGASCALE_*`` injection), are quoted in docs/FACTS.md section 14.
+Standard library and the kit's core only (the spec layer imports it).
+Source: https://cloud.google.com/tpu/docs/tpu-gke-multislice
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, MutableMapping
+from typing import TYPE_CHECKING
+
+from raytpu.core.common import errors
+from raytpu.core.common.errors import InvalidInput
+from raytpu.core.specs.vllm_rules import ray_serve_chips_per_host
+from raytpu.core.tpu.catalog import RAY_VERSION
+from raytpu.core.tpu.plan import SlicePlan
+
+if TYPE_CHECKING:  # the spec layer imports this module
+    from raytpu.core.specs.spec import WorkloadSpec
+
+GKE_DOCS = "https://cloud.google.com/tpu/docs/tpu-gke-multislice"
+
+MIN_GKE_VERSION = {"standard": "1.27.4-gke.900", "autopilot": "1.29.2-gke.1521000"}
+"""Oldest GKE version that runs Multislice, per cluster mode [GKE]. Both lie below the Ray Operator add-on's floor
+(:data:`raytpu.core.tpu.catalog.RAY_OPERATOR_MIN_GKE_VERSION`), so a cluster the kit makes always clears them; the
+stack's version precondition still names them (:func:`raytpu.modules.gke_versions.version_floor`)."""
+
+NUM_SLICES_ENV = "MEGASCALE_NUM_SLICES"
+"""The env var whose presence makes GKE's TPU webhook inject the other ``MEGASCALE_*`` per replica [Webhook]."""
+WEBHOOK_INJECTED_ENV = ("MEGASCALE_SLICE_ID", "MEGASCALE_COORDINATOR_ADDRESS", "MEGASCALE_PORT")
+"""What the webhook then adds to each TPU container [Webhook]."""
+MEGASCALE_PORT = 8081
+"""The DCN coordinator's port: the webhook's ``megascalePortBase`` and Ray 2.60's
+``ray._private.accelerators.tpu.DEFAULT_MEGASCALE_PORT``."""
+MEGASCALE_ENV = (NUM_SLICES_ENV, *WEBHOOK_INJECTED_ENV)
+"""Every ``MEGASCALE_*`` a multi-slice pod carries; libtpu reads them when it starts and then waits for
+``MEGASCALE_NUM_SLICES`` slices (Ray 2.60 ``ray.train.v2.jax.config._JAX_MULTISLICE_OVERRIDE_KEYS`` overwrites them
+per worker for that reason)."""
+
+
+def single_slice(env: MutableMapping[str, str]) -> list[str]:
+    """Removes every :data:`MEGASCALE_ENV` key from ``env`` (a process's ``os.environ`` before JAX starts), so a
+    check of one slice inside a multi-slice pod starts libtpu for that slice alone instead of waiting for the
+    others; the keys it removed. A per-task ``runtime_env`` cannot do it: Ray's ``env_vars`` set values, never unset
+    them (the pod's values would stay), so the task clears them itself."""
+    return [key for key in MEGASCALE_ENV if env.pop(key, None) is not None]
+
+
+def slice_env(slices: int) -> dict[str, str]:
+    """The worker env a job spanning ``slices`` slices sets (none for one slice: the webhook then injects no
+    ``MEGASCALE_*``, as a single-slice job wants)."""
+    return {NUM_SLICES_ENV: str(slices)} if slices > 1 else {}
+
+
+def widest(workloads: Iterable[WorkloadSpec]) -> tuple[int, str | None]:
+    """How many slices one run of ``workloads`` spans at most
+    (:attr:`raytpu.core.specs.spec.WorkloadSpec.slices_per_run`), and the workload that spans them (the last by name
+    among equals); ``(1, None)`` when none spans several. The one place the multi-slice smoke job, ``raytpu local
+    smoke`` and the demo take their ``--dcn-slices`` from."""
+    return max(((w.slices_per_run, w.name) for w in workloads if w.multislice), default=(1, None))
+
+
+def reservation_waits(plan: SlicePlan, slices: int) -> int:
+    """How many waits one attempt of Ray Train 2.60 makes to place ``slices`` slices of ``plan``, each bounded by
+    ``RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S``: one per slice head, in turn, where Ray takes the slice for several
+    hosts, then the placement group's. Source: Ray 2.60 ``ray.util.tpu.SlicePlacementGroup._reserve_slice``
+    (``reserve_tpu_slice`` per slice), ``WorkerGroup._start_impl`` (``pg_handle.wait``); docs/FACTS.md 24.z."""
+    ray_multi_host = plan.chips > ray_serve_chips_per_host(plan)
+    return (slices if ray_multi_host else 0) + 1
+
+
+def problems(plan: SlicePlan, slices: int, field: str = "slices") -> list[InvalidInput]:
+    """Why one job cannot span ``slices`` slices of ``plan`` (none for ``slices <= 1``)."""
+    if slices <= 1:
+        return []
+    shape = f"{plan.generation} {plan.topology} on {plan.hosts} x {plan.machine_type}"
+    if plan.single_host:
+        return [errors.invalid_value(
+            field, slices, f"spans several slices of a single-host slice ({shape}); GKE Multislice runs only on "
+            f"multi-host TPU slice node pools ({GKE_DOCS})",
+            "slices: 1 (or leave it unset), or a multi-host slice such as v6e 4x4 or v5p 2x2x2")]
+    ray_chips = ray_serve_chips_per_host(plan)
+    if ray_chips != plan.chips_per_host:
+        return [errors.invalid_value(
+            field, slices, f"cannot be reserved slice by slice by Ray {RAY_VERSION}: it takes a {plan.generation} "
+            f"{plan.topology} for one host of {ray_chips} chips (ray._private.accelerators.tpu.get_chips_per_host), "
+            f"not the {plan.hosts} hosts of {plan.chips_per_host} chips this slice has, so SlicePlacementGroup "
+            "holds no slice head and pins no slice name: the workers could spread over parts of several slices and "
+            "MEGASCALE_SLICE_ID would not match the slice a worker runs on",
+            "slices: 1 (one such slice is pinned whole by the kit), or a larger topology such as "
+            f"{plan.generation} 4x4")]
+    return []

@@ -1,0 +1,85 @@
+"""The ``batch`` kind's sampling fields (``max_tokens``, ``temperature``, ``top_p``, ``stop``, ``chat_template``):
+their rules, checked offline, and the vLLM ``SamplingParams`` each row is answered with. Standard library only.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from raytpu.core.common import errors
+from raytpu.core.common.errors import InvalidInput
+from raytpu.core.specs.vllm_rules import DEFAULT_MAX_MODEL_LEN
+
+if TYPE_CHECKING:
+    from raytpu.core.specs.spec import WorkloadSpec
+
+SAMPLING_FIELDS = ("max_tokens", "temperature", "top_p", "stop", "chat_template")
+"""WorkloadSpec fields only the ``batch`` kind takes."""
+DEFAULT_MAX_TOKENS = 64
+DEFAULT_TEMPERATURE = 0.0
+"""Greedy unless asked: a rerun of a batch answers as the first run did."""
+MAX_TEMPERATURE = 2.0
+MAX_STOP_STRINGS = 64
+"""A bound of the kit's own (vLLM sets none): each stop string is matched against every row's output as it grows."""
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _context(work: WorkloadSpec) -> int:
+    return work.max_model_len if isinstance(work.max_model_len, int) else DEFAULT_MAX_MODEL_LEN
+
+
+def sampling_problems(work: WorkloadSpec) -> list[InvalidInput]:
+    """Each sampling field given to a kind other than ``batch`` (forbidden), or out of the range vLLM accepts.
+    Source: vLLM 0.29.0 ``SamplingParams._verify_args`` (temperature finite in [0, 2], top_p in (0, 1], max_tokens
+    >= 1, no empty stop string); ``InputProcessor._validate_model_input`` (a prompt of the whole context is refused:
+    at most context - 1 tokens are generated)."""
+    given = {name: getattr(work, name) for name in SAMPLING_FIELDS if getattr(work, name) is not None}
+    if not work.kind.batches:
+        return [errors.forbidden(name, value, f"for kind {work.kind.name}", "only with kind: batch")
+                for name, value in given.items()]
+    found = []
+    if "max_tokens" in given:
+        tokens, context = given["max_tokens"], _context(work)
+        if not (isinstance(tokens, int) and not isinstance(tokens, bool) and 1 <= tokens < context):
+            found.append(errors.invalid_value("max_tokens", tokens, "is out of range", f"a whole number from 1 to "
+                                              f"{context - 1} (below the context, max_model_len {context}: the "
+                                              "prompt takes at least one token of it)"))
+    if "temperature" in given and not (_number(given["temperature"]) and 0 <= given["temperature"] <= MAX_TEMPERATURE):
+        found.append(errors.invalid_value("temperature", given["temperature"], "is out of range",
+                                          f"a number from 0 to {MAX_TEMPERATURE:g} (0: greedy)"))
+    if "top_p" in given and not (_number(given["top_p"]) and 0 < given["top_p"] <= 1):
+        found.append(errors.invalid_value("top_p", given["top_p"], "is out of range", "a number > 0 and <= 1"))
+    if "stop" in given:
+        found += stop_problems(given["stop"])
+    if "chat_template" in given and not isinstance(given["chat_template"], bool):
+        found.append(errors.invalid_value("chat_template", given["chat_template"], "is not a boolean",
+                                          "true or false (absent: apply it when the model's tokenizer has one)"))
+    return found
+
+
+def stop_problems(stop: object) -> list[InvalidInput]:
+    """``stop`` is a list of at most :data:`MAX_STOP_STRINGS` non-empty strings."""
+    valid = f"a list of at most {MAX_STOP_STRINGS} non-empty strings"
+    if not isinstance(stop, list | tuple):
+        return [errors.invalid_value("stop", stop, "is not a list", valid)]
+    if len(stop) > MAX_STOP_STRINGS:
+        return [errors.invalid_value("stop", stop, f"holds {len(stop)} strings", valid)]
+    return [errors.invalid_value(f"stop[{i}]", item, "is not a non-empty string", valid)
+            for i, item in enumerate(stop) if not isinstance(item, str) or not item]
+
+
+def sampling_params(work: WorkloadSpec) -> dict[str, Any]:
+    """The keyword arguments of ``vllm.SamplingParams`` every row of ``work`` is answered with: its fields, else
+    :data:`DEFAULT_MAX_TOKENS` and greedy; ``top_p`` and ``stop`` only when given (vLLM's defaults otherwise)."""
+    params: dict[str, Any] = {
+        "max_tokens": work.max_tokens if work.max_tokens is not None else DEFAULT_MAX_TOKENS,
+        "temperature": float(work.temperature if work.temperature is not None else DEFAULT_TEMPERATURE)}
+    if work.top_p is not None:
+        params["top_p"] = float(work.top_p)
+    if work.stop:
+        params["stop"] = list(work.stop)
+    return params

@@ -1,0 +1,697 @@
+"""The one spec: frozen values every layer reads (constructs, stacks, KubeRay builders, CLI, workloads).
+
+``raytpu.yaml`` is parsed once (:mod:`raytpu.config`, pydantic) and compiled into a :class:`ClusterSpec`;
+its attribute paths are the config's paths (``spec.cluster.labels`` is ``cluster.labels``). Each config field is
+declared once, with its default, here or in :mod:`raytpu.core.specs.cluster_parts`: the config's structure is derived
+from these dataclasses (a field written other than as its type, such as a workload's ``slice`` name, is listed in
+:data:`raytpu.config.WRITTEN_AS`). Every rule lives in the spec layer, once (single-value checks in
+:mod:`raytpu.core.specs.field_rules`): each spec checks its own fields when it is built and raises every problem at
+once, each named by its field (``labels['Team']``); :class:`ClusterSpec` checks what spans its parts (``slices[1].zone``
+inside ``region``). The config compiler places each problem under the path it built the spec at, so ``raytpu
+validate`` reports ``cluster.labels['Team']``. Consumers trust a spec: a spec that exists is valid.
+
+Standard library and the kit's core only: no pydantic, no CDK, no Ray.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import Any
+
+from raytpu.core.common import errors, names
+from raytpu.core.common.errors import InvalidInput, InvalidInputs, Problems
+from raytpu.core.manifests import preemption
+from raytpu.core.specs import compile_cache, data, kinds, multislice, node_disk, sampling, user_code, vllm_rules
+from raytpu.core.specs.cluster_parts import AlertingSpec, GkeSpec, NetworkSpec, StorageSpec
+from raytpu.core.specs.field_rules import (
+    DEFAULT_DISK_SIZE_GIB,
+    DISK_SIZE_GIB,
+    DNS_LABEL_LENGTH,
+    ZONE,
+    bucket_problems,
+    dns_label_problems,
+    project_problems,
+    raise_all,
+    range_problems,
+    region_problems,
+)
+from raytpu.core.specs.kinds import WorkloadKind
+from raytpu.core.specs.provisioning import MODES as PROVISIONING_MODES
+from raytpu.core.specs.provisioning import Provisioning, run_duration_problems
+from raytpu.core.specs.provisioning import generation_problems as provisioning_generation_problems
+from raytpu.core.specs.provisioning import mode as provisioning_mode
+from raytpu.core.specs.security import SecuritySpec, secret_name_problems
+from raytpu.core.tpu.catalog import RAY_VERSION, generation
+from raytpu.core.tpu.models import by_hf_id
+from raytpu.core.tpu.plan import SlicePlan, plan_slice
+
+MULTI_HOST_NAME_LIMIT = 35
+"""Longest RayJob/RayService name with a multi-host TPU worker group: GKE's TPU webhook keeps the last 50
+characters of ``<RayCluster name>-headless`` as the pods' subdomain, KubeRay names that Service uncut, and the
+RayCluster adds 6 characters to the name, so a longer one yields ``TPU_WORKER_HOSTNAMES`` that resolve nowhere.
+Source: ai-on-gke kuberay-tpu-webhook ``CheckName`` (docs/FACTS.md section 8)."""
+
+SERVING_FIELDS = ("model", "model_source", "max_model_len", "engine_kwargs", "hf_token_secret")
+"""WorkloadSpec fields only a serving kind takes."""
+
+WORKLOAD_ENV = "RAYTPU_WORKLOAD"
+ENCODED_PREFIX = "base64:"
+"""Environment variable that carries a workload's spec (JSON) into its Ray job: workloads never re-plan."""
+
+
+def derived_name_problems(field: str, value: str, derived: str, what: str, run: bool = True) -> list[InvalidInput]:
+    """``value`` is too long when the name the kit derives from it (``derived``, plus a run suffix when ``run``)
+    passes :data:`MULTI_HOST_NAME_LIMIT` on a multi-host slice; ``what`` names the derived object."""
+    longest = names.run_name(derived, "x" * names.RUN_ID_LENGTH) if run else derived
+    if len(longest) <= MULTI_HOST_NAME_LIMIT:
+        return []
+    return [errors.invalid_value(
+        field, value, f"is too long for a multi-host slice: {what} ({longest}) would exceed {MULTI_HOST_NAME_LIMIT} "
+        "characters, and GKE's TPU webhook truncates longer names so the hosts cannot find each other",
+        f"at most {MULTI_HOST_NAME_LIMIT - len(longest) + len(value)} characters")]
+
+
+# ---------------------------------------------------------------------------------------------- slices
+
+
+@dataclass(frozen=True, kw_only=True)
+class SliceSpec:
+    """One kind of TPU slice: its shape (a SlicePlan), where it lives and how its capacity is obtained.
+
+    Build one with :meth:`create` (from generation/topology names) or directly from a plan.
+
+    Attributes:
+        name: DNS-safe name; node pools are ``<name>-<i>``, the Autopilot ComputeClass ``raytpu-<name>``.
+        plan: The slice's SlicePlan.
+        zone: The one zone of its hosts.
+        count: How many such slices (one node pool each on Standard); default 1.
+        provisioning: How capacity is obtained; default on-demand.
+        reservation: The specific reservation (with ``reservation`` provisioning only).
+        fallback: Autopilot only: modes to try, in order, after ``provisioning`` (ComputeClass priorities).
+        max_run_duration_s: Nodes are reclaimed after this long, whatever the provisioning (600 s up to flex-start's
+            7 days, else 120 days); default none (flex-start: GKE's 7 days).
+        disk_size_gib: Boot disk per host (Standard only); default 100 there.
+        preemption_notice_s: Spot only: the node's shutdown window after a preemption notice, 30 or 120 s (GKE
+            >= 1.35.0-gke.1171000 for 120); the pods' grace and Ray's drain follow it. Default: GKE's 30.
+        transparent_hugepages: The hosts' transparent hugepages set to ``always`` (the TPU runtime starts and
+            stops faster on v5e and newer); false leaves the kernel's ``madvise``. Default true.
+    """
+
+    name: str
+    plan: SlicePlan
+    zone: str
+    count: int = 1
+    provisioning: Provisioning = PROVISIONING_MODES["on-demand"]
+    reservation: str | None = None
+    fallback: tuple[Provisioning, ...] = ()
+    max_run_duration_s: int | None = None
+    disk_size_gib: int | None = None
+    preemption_notice_s: int | None = None
+    transparent_hugepages: bool = True
+
+    def __post_init__(self) -> None:
+        found = dns_label_problems("name", self.name)
+        if not isinstance(self.zone, str) or not ZONE.match(self.zone):
+            found.append(errors.invalid_value("zone", self.zone, "is not a GCP zone", "a zone such as us-east5-b"))
+        found += range_problems("count", self.count, 1, 1000)
+        found += self.provisioning.problems(self.reservation, self.max_run_duration_s)
+        fallback_found = self._fallback_problems()
+        found += fallback_found
+        if self.fallback and not fallback_found and all(p.field != "max_run_duration_s" for p in found):
+            found += run_duration_problems(self.max_run_duration_s, self.modes)  # the fallbacks' bounds too
+        found += provisioning_generation_problems(self.modes, self.plan.generation)
+        if self.disk_size_gib is not None:
+            found += range_problems("disk_size_gib", self.disk_size_gib, *DISK_SIZE_GIB, " GiB")
+        found += preemption.notice_problems(self.preemption_notice_s, self.modes)
+        if not isinstance(self.transparent_hugepages, bool):
+            found.append(errors.invalid_value("transparent_hugepages", self.transparent_hugepages, "is not a boolean",
+                                              "true or false"))
+        smoke = names.smoke_workload(self.name)
+        if not found and self.provisioning.runs_ray and len(smoke) > DNS_LABEL_LENGTH:
+            found.append(errors.invalid_value(
+                "name", self.name, f"is too long for a slice that runs Ray: its smoke workload ({smoke}) would "
+                f"exceed {DNS_LABEL_LENGTH} characters", f"at most {DNS_LABEL_LENGTH - len(smoke) + len(self.name)} "
+                "characters"))
+        if not found and not self.plan.single_host:
+            found += derived_name_problems("name", self.name, names.longest_smoke_job(self.name, self.count, False),
+                                           "its smoke jobs")
+        raise_all(found)
+
+    @property
+    def modes(self) -> tuple[Provisioning, ...]:
+        """Every mode the slice may be provisioned by: ``provisioning``, then its fallbacks in order."""
+        return (self.provisioning, *self.fallback)
+
+    def _fallback_problems(self) -> list[InvalidInput]:
+        if not self.fallback:
+            return []
+        shown = [m.name for m in self.fallback]
+        if self.provisioning.priority is None:
+            return [errors.forbidden("fallback", shown, f"with provisioning: {self.provisioning.name} (it has no "
+                                     "ComputeClass priority to fall back from)", "remove fallback")]
+        offered = _fallback_offered()
+        for i, fallback_mode in enumerate(self.fallback):
+            if fallback_mode.name not in offered:
+                return [errors.invalid_choice(f"fallback[{i}]", fallback_mode.name, offered)]
+        order = [self.provisioning.name, *shown]
+        if len(set(order)) != len(order):
+            return [errors.invalid_value("fallback", shown, f"repeats a mode (provisioning is "
+                                         f"{self.provisioning.name})", "distinct modes that differ from provisioning")]
+        return []
+
+    @classmethod
+    def create(cls, *, name: str, generation: str, topology: str, zone: str, machine_type: str | None = None,
+               provisioning: str = "on-demand", fallback: tuple[str, ...] = (), **rest: Any) -> SliceSpec:
+        """Plans the shape and builds the spec; raises every problem at once (plan and fields)."""
+        problems = Problems()
+        plan = problems.build("", lambda: plan_slice(generation, topology, machine_type))
+        mode = problems.build("", lambda: _mode(provisioning, "provisioning"))
+        modes = [problems.build("", partial(_fallback_mode, m, f"fallback[{i}]")) for i, m in enumerate(fallback)]
+        if mode is None:  # the mode's own rules cannot be judged; the other fields still are
+            rest = {k: v for k, v in rest.items() if k not in ("reservation", "max_run_duration_s",
+                                                               "preemption_notice_s")}
+        spec = problems.build("", lambda: cls(
+            name=name, plan=plan or _STAND_IN_PLAN, zone=zone, provisioning=mode or PROVISIONING_MODES["on-demand"],
+            fallback=tuple(m for m in modes if m is not None) if mode else (), **rest))
+        problems.raise_any()
+        assert spec is not None
+        return spec
+
+    @property
+    def region(self) -> str:
+        """The zone's region."""
+        return self.zone.rsplit("-", 1)[0]
+
+    @property
+    def disk_gib(self) -> int:
+        """Boot disk per host: ``disk_size_gib``, else ``DEFAULT_DISK_SIZE_GIB``."""
+        return self.disk_size_gib or DEFAULT_DISK_SIZE_GIB
+
+    @property
+    def notice_s(self) -> int:
+        """The shutdown window after a preemption notice: ``preemption_notice_s``, else GKE's 30 s."""
+        return self.preemption_notice_s or preemption.NOTICE_S
+
+    @property
+    def pool_names(self) -> list[str]:
+        """Node pool (and emulated slice) names of the copies: ``<name>-0``, ``<name>-1``, ..."""
+        return [f"{self.name}-{i}" for i in range(self.count)]
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (stack outputs, the pod's workload spec)."""
+        return {"name": self.name, "plan": self.plan.to_json(), "zone": self.zone, "count": self.count,
+                "provisioning": self.provisioning.name, "reservation": self.reservation,
+                "fallback": [m.name for m in self.fallback], "max_run_duration_s": self.max_run_duration_s,
+                "disk_size_gib": self.disk_size_gib, "preemption_notice_s": self.preemption_notice_s,
+                "transparent_hugepages": self.transparent_hugepages}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SliceSpec:
+        """Inverse of :meth:`to_json`."""
+        fields = dict(data)
+        return cls(**{**fields, "plan": SlicePlan.from_json(fields["plan"]),
+                      "provisioning": _mode(fields["provisioning"], "provisioning"),
+                      "fallback": tuple(_mode(m, "fallback") for m in fields.get("fallback", ()))})
+
+
+def _mode(name: str, field: str) -> Provisioning:
+    return provisioning_mode(name, field)
+
+
+def _fallback_offered() -> list[str]:
+    """Modes a slice may fall back to: ComputeClass priorities that need no reservation of their own."""
+    return [m.name for m in PROVISIONING_MODES.values() if m.priority is not None and not m.needs_reservation]
+
+
+def _fallback_mode(name: str, field: str) -> Provisioning:
+    if name not in PROVISIONING_MODES:  # an unknown name: list what a fallback may be, not every mode
+        raise errors.invalid_choice(field, name, _fallback_offered())
+    return PROVISIONING_MODES[name]
+
+
+_STAND_IN_PLAN = plan_slice("v6e", "2x2")
+"""Checks a slice's other fields while its shape is impossible, so every problem is reported together."""
+
+
+# ---------------------------------------------------------------------------------------------- workloads
+
+
+_REF_LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
+_REF_DOMAIN = rf"(?:{_REF_LABEL}(?:\.{_REF_LABEL})*(?::[0-9]+)?/)?"
+_REF_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE_REFERENCE = re.compile(rf"^{_REF_DOMAIN}{_REF_COMPONENT}(?:/{_REF_COMPONENT})*"
+                              r"(?::(?P<tag>[\w][\w.-]{0,127})(?P<digest>@sha256:[0-9a-f]{64})?|@sha256:[0-9a-f]{64})$")
+"""An image reference with a tag, a digest or both: distribution/reference ``regexp.go``'s ``referencePat``
+(``domainAndPort`` less IPv6 hosts, ``pathComponent``, ``tag``; digests: sha256 only), which containerd parses
+with, here with the tag or digest required."""
+
+
+def image_problem(image: str) -> tuple[str, str] | None:
+    """What is wrong with an image reference, and what is valid (None: it pins what every pod pulls): a tag or a
+    digest, and no ``latest`` tag without a digest (it floats: pods of one slice could run different images)."""
+    found = _IMAGE_REFERENCE.match(image)
+    if found and (found["tag"] != "latest" or found["digest"]):
+        return None
+    return ("is not an image reference with a tag or digest (without one, every pod pulls whatever 'latest' is then)"
+            if not found else "has the floating tag 'latest' (every pod pulls whatever 'latest' is then)",
+            "REGISTRY/NAME:TAG (not latest) or REGISTRY/NAME@sha256:<64 hex> (both allowed), e.g. "
+            "us-docker.pkg.dev/my-project/ray/jax:1.0; or leave it out for the kit's image")
+
+
+SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
+"""A key of a Secret: k8s.io/apimachinery ``validation.IsConfigMapKey`` (``[-._a-zA-Z0-9]+``, at most 253, not
+``.`` or ``..``), which Secret keys obey."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SecretKeyRef:
+    """One key of a Kubernetes Secret in the workloads' namespace, read by pods as an env var
+    (``valueFrom.secretKeyRef``).
+
+    Attributes:
+        name: The Secret's name (a DNS-1123 subdomain).
+        key: The key within it (letters, digits, ``-``, ``_``, ``.``).
+    """
+
+    name: str
+    key: str
+
+    def __post_init__(self) -> None:
+        found = secret_name_problems("name", self.name)
+        if not isinstance(self.key, str) or not SECRET_KEY.match(self.key) or self.key in (".", ".."):
+            found.append(errors.invalid_value("key", self.key, "is not a Secret key",
+                                              "1-253 letters, digits, '-', '_' or '.' (not '.' or '..')"))
+        raise_all(found)
+
+
+def gated_model_problems(source: str, secret: SecretKeyRef | None, field: str = "hf_token_secret",
+                         outcome: str = "the RayService never becomes ready") -> list[InvalidInput]:
+    """A model of the built-in table whose Hugging Face repository is gated (``gated``), downloaded without a token:
+    Hugging Face refuses the download, so the engine never loads and the RayService never becomes ready, after its
+    slices were provisioned. Refused, not warned: the outcome is certain, and the fix (a Secret, or the weights on
+    GCS) is cheap. A path in the image or any ``gs://`` source downloads nothing from Hugging Face."""
+    if secret is not None or source.startswith(("gs://", "/")):
+        return []
+    shape = by_hf_id(source)
+    if shape is None or not shape.gated:
+        return []
+    return [errors.missing(
+        field, f"for {source}: its Hugging Face repository is gated (each account must accept the model's license), "
+        f"so without a token the download is refused and {outcome}",
+        "hf_token_secret: {name: SECRET, key: KEY}, a Secret in the namespace holding a Hugging Face token whose "
+        "account was granted access (kubectl create secret generic hf-secret --from-literal=hf_api_token=hf_...); or "
+        "model_source: gs://BUCKET/PATH with the weights copied there")]
+
+
+BUDGETED_KINDS = ("train", "smoke")
+"""Kinds whose start's compile the kit measures (its trainer, a team's ``train_loop``, the smoke check)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkloadSpec:
+    """A Ray workload on one kind of slice.
+
+    Attributes:
+        name: DNS-safe name (the KubeRay object's name; RayJobs add a run suffix).
+        kind: What runs (:mod:`raytpu.core.specs.kinds`).
+        slice: The slice it runs on.
+        image: Container image of its Ray pods, with a tag or digest (the team's own, carrying what the kind's
+            program imports and the kit's Ray); default the kit's image of its kind, by digest
+            (:func:`raytpu.images.pod_image`).
+        slices: How many slices of ``slice`` it spans: for a kind that spans slices (``train``), how many slices
+            ONE run reserves together over DCN (multi-slice, :mod:`raytpu.core.specs.multislice`), default 1, the other
+            copies of ``slice`` kept as spares a restart can move to; for other kinds, how many independent copies
+            it uses, default all of them (``slice.count``).
+        model: Serving only: the served model name (``/v1/models``), also its source unless ``model_source``
+            is set; default ``vllm_rules.DEFAULT_MODEL``.
+        model_source: Serving only: Hugging Face id or ``gs://BUCKET/PATH`` (read through the pods' GCS FUSE
+            mount when it is the kit's bucket); default ``model``.
+        max_model_len: Serving only: context length (prompt + completion); default 4096.
+        engine_kwargs: Serving only: more vLLM engine args, checked by name against those of the vLLM its pods run
+            (:attr:`vllm_version`; :func:`raytpu.core.specs.vllm_rules.engine_kwargs_problems`).
+        hf_token_secret: Serving only: the Secret key holding a Hugging Face token, mounted in every Ray container
+            as the file ``HF_TOKEN_PATH`` names; required for a gated model of the built-in table downloaded from
+            Hugging Face (:func:`gated_model_problems`); default none.
+        input: Batch only (required): the prompts, ``gs://`` or local Parquet/JSONL (:mod:`raytpu.core.specs.data`).
+        output: Batch only (required): where the results go, same forms; an existing one is never overwritten
+            unasked.
+        dataset: Training only: a ``gs://`` or local Parquet/JSONL dataset Ray Train shards over the hosts; default
+            none (the program's synthetic batches).
+        max_tokens: Batch only: tokens generated per row at most, below the context; default 64.
+        temperature: Batch only: sampling temperature, 0 to 2 (0: greedy); default 0.
+        top_p: Batch only: nucleus sampling, > 0 and <= 1; default vLLM's (1).
+        stop: Batch only: strings that end a row's answer (not included in it); default none.
+        chat_template: Batch only: whether each prompt goes through the model's chat template as a user message;
+            default: when the model's tokenizer has one (:mod:`raytpu.core.specs.sampling`).
+        code: Kinds train and job: the team's code folder (relative to the config file; :mod:`raytpu.teamcode`
+            checks and ships it as the job's ``working_dir``); default none (code baked into ``image``).
+        train_loop: Train only: ``MODULE:FUNCTION`` in ``code``, run as Ray Train's ``train_loop_per_worker``
+            by the JaxTrainer the kit builds for the slice; default none (the kit's own trainer).
+        train_config: With ``train_loop``: the mapping it receives as ``train_loop_config``; default ``{}``.
+        entrypoint: Job only (required): the team's Ray driver, a command run in ``code`` on the slice's Ray
+            cluster with the slice in ``RAYTPU_*`` (:func:`raytpu.core.specs.user_code.run_env`).
+        compile_cache: Kinds that run JAX (train, job, smoke): the folder of JAX's persistent compilation cache in
+            the kit's bucket, or ``off``; default ``compile-cache`` (:mod:`raytpu.core.specs.compile_cache`).
+        compile_budget_s: Kinds train and smoke: seconds a start may compile before its first step; reports flag a
+            start over it. Default none (no flag).
+    """
+
+    name: str
+    kind: WorkloadKind
+    slice: SliceSpec
+    image: str | None = None
+    slices: int | None = None
+    model: str | None = None
+    model_source: str | None = None
+    max_model_len: int | None = None
+    engine_kwargs: Mapping[str, Any] | None = field(default=None, hash=False)
+    hf_token_secret: SecretKeyRef | None = None
+    input: str | None = None
+    output: str | None = None
+    dataset: str | None = None
+    # batch sampling (raytpu.core.specs.sampling.SAMPLING_FIELDS)
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: tuple[str, ...] | None = None
+    chat_template: bool | None = None
+    code: str | None = None
+    train_loop: str | None = None
+    train_config: Mapping[str, Any] | None = field(default=None, hash=False)
+    entrypoint: str | None = None
+    compile_cache: str | None = None
+    compile_budget_s: float | None = None
+
+    def __post_init__(self) -> None:
+        found = dns_label_problems("name", self.name)
+        if self.image is not None and (wrong := image_problem(self.image)):
+            found.append(errors.invalid_value("image", self.image, *wrong))
+        if not self.slice.provisioning.runs_ray:
+            found.append(errors.invalid_value(
+                # Source: GKE API NodePool.QueuedProvisioning.enabled (docs/FACTS.md 24.z)
+                "slice", self.slice.name, f"uses provisioning: {self.slice.provisioning.name}, whose node pool gets "
+                "nodes only through a ProvisioningRequest (GKE queued provisioning), and the kit makes none for its "
+                "Ray clusters (nor runs Kueue, which would make one per job): the TPU pods would stay Pending",
+                "a slice whose provisioning runs a Ray cluster: " +
+                ", ".join(m.name for m in PROVISIONING_MODES.values() if m.runs_ray)))
+        if not found and not self.plan.single_host:
+            found += derived_name_problems("name", self.name, self.name, f"its {self.kind.object_kind}",
+                                           run=self.kind.is_job)
+            if self.multislice:  # `raytpu smoke` then runs the slice's multi-slice smoke job too
+                found += derived_name_problems("slice", self.slice.name, names.dcn_smoke_job(self.slice.name),
+                                               "its multi-slice smoke job")
+        if not self.plan.ray_reservable:
+            nearest = generation(self.plan.generation).nearest_ray_topologies(self.plan.topology)
+            found.append(errors.invalid_value(
+                "slice", self.slice.name, f"is {self.plan.generation} {self.plan.topology}, which GKE provisions but "
+                f"Ray {RAY_VERSION} cannot reserve as one slice (slice_placement_group raises ValueError outside "
+                "its VALID_TPU_TOPOLOGY)", f"a slice of a shape Ray {RAY_VERSION} reserves, nearest: "
+                f"{', '.join(nearest)}; or keep this slice without workloads"))
+        for name in SERVING_FIELDS:
+            if getattr(self, name) is not None and not self.kind.takes_model:
+                found.append(errors.forbidden(name, getattr(self, name), f"for kind {self.kind.name}",
+                                              "only with kinds " + ", ".join(k.name for k in kinds.KINDS.values()
+                                                                             if k.takes_model)))
+        if self.kind.takes_model:
+            found += vllm_rules.slice_problems(self.plan)
+            found += vllm_rules.model_source_problems(self.model_source)
+            if self.max_model_len is not None:
+                found += range_problems("max_model_len", self.max_model_len, vllm_rules.MIN_MAX_MODEL_LEN, 10**7,
+                                        " tokens")
+            batch = self.kind.batches  # a batch RayJob's engine: its messages speak of it, not of a RayService
+            found += vllm_rules.engine_kwargs_problems(
+                self.engine_kwargs, self.plan, model=self.model, model_source=self.model_source,
+                vllm_version=self.vllm_version or vllm_rules.VLLM_VERSION,
+                holder="the host the batch job's engine holds" if batch else "the slice a replica reserves")
+            found += gated_model_problems(self.model_source or self.model or vllm_rules.DEFAULT_MODEL,
+                                          self.hf_token_secret, outcome="the batch RayJob fails when its engine "
+                                          "starts" if batch else "the RayService never becomes ready")
+        found += data.batch_problems(batch=self.kind.batches, plan=self.plan, input=self.input,
+                                     output=self.output, ray_version=self.ray_version)
+        if self.dataset is not None:
+            found += (data.path_problems("dataset", self.dataset) if self.kind.trains else [errors.forbidden(
+                "dataset", self.dataset, f"for kind {self.kind.name}", "only with kinds that train (train)")])
+        found += user_code.workload_problems(self.kind, image=self.image, **{
+            name: getattr(self, name) for name in user_code.CODE_FIELDS})
+        found += sampling.sampling_problems(self)
+        found += self._compile_problems()
+        if self.kind.batches:
+            found += data.row_stats_problems(self.engine_kwargs)
+        if self.slices is not None:
+            bad = range_problems("slices", self.slices, 1, self.slice.count)
+            found += bad
+            if not bad and self.kind.spans_slices:
+                found += multislice.problems(self.plan, self.slices)
+        raise_all(found)
+
+    def _compile_problems(self) -> list[InvalidInput]:
+        found: list[InvalidInput] = []
+        if self.compile_cache is not None:
+            found += ([errors.forbidden("compile_cache", self.compile_cache, f"for kind {self.kind.name} (vLLM keeps "
+                                        "its own XLA cache)", "only with kinds that run JAX: train, job, smoke")]
+                      if self.kind.takes_model else compile_cache.folder_problems("compile_cache", self.compile_cache))
+        if self.compile_budget_s is not None:
+            found += ([errors.forbidden("compile_budget_s", self.compile_budget_s, f"for kind {self.kind.name} (the "
+                                        "kit does not measure its compile)", "only with kinds train and smoke")]
+                      if self.kind.name not in BUDGETED_KINDS
+                      else compile_cache.budget_problems("compile_budget_s", self.compile_budget_s))
+        return found
+
+    @property
+    def plan(self) -> SlicePlan:
+        """The slice's plan."""
+        return self.slice.plan
+
+    @property
+    def vllm_version(self) -> str | None:
+        """The vLLM a serving workload's pods run: the kit's image's, as its ``versions.toml`` records it; with an
+        image of the team's own, the one Ray 2.60's ``ray[llm]`` pins (such an image carries the kit's Ray:
+        :func:`raytpu.images.pod_image`). None for other kinds."""
+        if not self.kind.takes_model:
+            return None
+        return vllm_rules.VLLM_VERSION if self.image is not None else vllm_rules.IMAGE_VLLM_VERSION
+
+    @property
+    def ray_version(self) -> str:
+        """The Ray the workload's pods run: the serving image's for kinds that take a model (``serve``, ``batch``),
+        the kit's in the job image or in an image of the team's own."""
+        return vllm_rules.IMAGE_RAY_VERSION if self.kind.takes_model and self.image is None else RAY_VERSION
+
+    @property
+    def slices_spanned(self) -> int:
+        """How many copies of :attr:`slice` it spans: ``slices``, else all of them (``slice.count``)."""
+        return self.slice.count if self.slices is None else self.slices
+
+    @property
+    def slices_per_run(self) -> int:
+        """How many slices one run reserves together (all or none): ``slices`` for a kind that spans slices
+        (multi-slice training), else 1."""
+        return (self.slices or 1) if self.kind.spans_slices else 1
+
+    @property
+    def runs_team_code(self) -> bool:
+        """It runs a team's code (a ``train_loop`` or an ``entrypoint``), not only a program of the kit's."""
+        return self.train_loop is not None or self.kind.runs_entrypoint
+
+    @property
+    def multislice(self) -> bool:
+        """One run spans several slices joined over DCN."""
+        return self.slices_per_run > 1
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form a Ray job receives in ``RAYTPU_WORKLOAD``."""
+        serving = {name: getattr(self, name) for name in SERVING_FIELDS}
+        if self.hf_token_secret is not None:
+            serving["hf_token_secret"] = {"name": self.hf_token_secret.name, "key": self.hf_token_secret.key}
+        return {"name": self.name, "kind": self.kind.name, "slice": self.slice.to_json(), "image": self.image,
+                "slices": self.slices, **serving, "input": self.input, "output": self.output, "dataset": self.dataset,
+                "code": self.code, "train_loop": self.train_loop, "train_config": user_code.as_json(self.train_config),
+                "entrypoint": self.entrypoint, "compile_cache": self.compile_cache,
+                "compile_budget_s": self.compile_budget_s,
+                **{name: getattr(self, name) for name in sampling.SAMPLING_FIELDS}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> WorkloadSpec:
+        """Inverse of :meth:`to_json`."""
+        fields = dict(data)
+        if fields.get("hf_token_secret") is not None:
+            fields["hf_token_secret"] = SecretKeyRef(**fields["hf_token_secret"])
+        if isinstance(fields.get("stop"), list):  # JSON has no tuples
+            fields["stop"] = tuple(fields["stop"])
+        return cls(**{**fields, "kind": kinds.kind(fields["kind"]), "slice": SliceSpec.from_json(fields["slice"])})
+
+    def env(self) -> dict[str, str]:
+        """``{RAYTPU_WORKLOAD: <json>}``: how the spec travels into the job's environment; as ``base64:<json as
+        base64>`` when it holds ``$`` or a backquote, which the RayJob submitter's bash would expand inside
+        ``--runtime-env-json`` (KubeRay v1.7.0 ``BuildJobSubmitCommand`` quotes it with Go's ``strconv.Quote``)."""
+        text = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+        if "$" in text or "`" in text:
+            text = ENCODED_PREFIX + base64.b64encode(text.encode()).decode()
+        return {WORKLOAD_ENV: text}
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> WorkloadSpec:
+        """The spec a job was given (``RAYTPU_WORKLOAD``); InvalidInput when it is missing or unreadable."""
+        text = (os.environ if environ is None else environ).get(WORKLOAD_ENV)
+        if not text:
+            raise errors.missing(WORKLOAD_ENV, "in the environment (the job's workload spec)",
+                                 "run through `raytpu submit`/`raytpu local`, or set it to WorkloadSpec.to_json()")
+        try:
+            if text.startswith(ENCODED_PREFIX):
+                text = base64.b64decode(text.removeprefix(ENCODED_PREFIX), validate=True).decode()
+            return cls.from_json(json.loads(text))
+        except (ValueError, KeyError, TypeError) as exc:
+            if isinstance(exc, InvalidInput | InvalidInputs):
+                raise
+            raise errors.invalid_value(WORKLOAD_ENV, text[:80], f"is not a workload spec ({exc})",
+                                       "the JSON of WorkloadSpec.to_json()") from exc
+
+
+# ---------------------------------------------------------------------------------------------- the cluster
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterSpec:
+    """One GKE cluster and everything on it: the whole of ``raytpu.yaml``, valid.
+
+    Attributes:
+        project: GCP project id.
+        region: GCP region of the cluster, network and bucket.
+        cluster: The GKE cluster.
+        network: VPC ranges; default ``NetworkSpec()``.
+        storage: Buckets; default ``StorageSpec()``.
+        slices: TPU slice kinds (at least one).
+        workloads: Ray workloads on them; default none.
+        namespace: Namespace of Ray objects and of the Kubernetes service account; default ``ray``.
+        ksa_name: Kubernetes service account Ray pods run as (Workload Identity); default ``ray``.
+        alerting: Nightly-smoke alerting; default none (off).
+        security: What Ray pods may do and who may reach them; default locked down (:class:`SecuritySpec`).
+    """
+
+    project: str
+    region: str
+    cluster: GkeSpec
+    network: NetworkSpec = NetworkSpec()
+    storage: StorageSpec = StorageSpec()
+    slices: tuple[SliceSpec, ...]
+    workloads: tuple[WorkloadSpec, ...] = ()
+    namespace: str = "ray"
+    ksa_name: str = "ray"
+    alerting: AlertingSpec | None = None
+    security: SecuritySpec = SecuritySpec()
+
+    def __post_init__(self) -> None:
+        raise_all(cluster_problems(project=self.project, region=self.region, cluster=self.cluster,
+                                storage=self.storage, slices=self.slices, workloads=self.workloads))
+
+    @property
+    def bucket(self) -> str:
+        """The checkpoint bucket's name: ``storage.bucket``, else ``<project>-<cluster>-ray``."""
+        return self.storage.bucket or f"{self.project}-{self.cluster.name}-ray"
+
+    @property
+    def plans(self) -> dict[str, SlicePlan]:
+        """Slice name -> SlicePlan."""
+        return {s.name: s.plan for s in self.slices}
+
+    def slice_named(self, name: str, field: str = "slice") -> SliceSpec:
+        """The slice called ``name``; InvalidInput listing the names otherwise."""
+        for item in self.slices:
+            if item.name == name:
+                return item
+        raise errors.invalid_choice(field, name, [s.name for s in self.slices])
+
+    def workload(self, name: str, field: str = "WORKLOAD") -> WorkloadSpec:
+        """The workload called ``name``; InvalidInput listing the names otherwise."""
+        for work in self.workloads:
+            if work.name == name:
+                return work
+        raise errors.invalid_choice(field, name, [w.name for w in self.workloads] or
+                                    ["(none: add workloads to the config)"])
+
+    def with_slice(self, item: SliceSpec) -> ClusterSpec:
+        """This spec plus one slice (checked like every other: unique name, zone in the region, mode rules)."""
+        return replace(self, slices=(*self.slices, item))
+
+    def with_workload(self, work: WorkloadSpec) -> ClusterSpec:
+        """This spec plus one workload on one of its slices."""
+        return replace(self, workloads=(*self.workloads, work))
+
+
+def cluster_problems(*, project: object, region: object, cluster: GkeSpec | None, storage: StorageSpec | None,
+                     slices: Sequence[SliceSpec | None], workloads: Sequence[WorkloadSpec | None]
+                     ) -> list[InvalidInput]:
+    """The rules of :class:`ClusterSpec`: its own fields and what spans its parts, named by config path.
+
+    A part given as None failed its own rules: the rules that need it are skipped and the others still run
+    (``raytpu validate`` reports every problem at once), with list indices kept as in the config.
+    """
+    found = project_problems("project", project)
+    project_ok = not found
+    region_bad = region_problems("region", region)
+    region_ok = not region_bad
+    found += region_bad
+    if project_ok and cluster is not None and storage is not None and storage.bucket is None:
+        found += [p.at("storage") for p in bucket_problems("bucket", f"{project}-{cluster.name}-ray")]
+    if not slices:
+        found.append(errors.missing("slices", "(at least one slice)", "a list of slices as in raytpu.example.yaml"))
+    for i, item in enumerate(slices):
+        if item is None:
+            continue
+        earlier = [s.name for s in slices[:i] if s is not None]
+        found += [p.at(f"slices[{i}]") for p in _slice_problems(item, earlier, region if region_ok else None,
+                                                                 cluster)]
+    for i, work in enumerate(workloads):
+        if work is None:
+            continue
+        if work.name in [w.name for w in workloads[:i] if w is not None]:
+            found.append(errors.invalid_value(f"workloads[{i}].name", work.name, "is used by an earlier workload",
+                                              "a unique name per workload"))
+        if work.slice not in slices:
+            found.append(errors.invalid_choice(f"workloads[{i}].slice", work.slice.name,
+                                               list(dict.fromkeys(s.name for s in slices if s is not None))))
+    if cluster is not None and not cluster.autopilot and None not in workloads:
+        bucket = storage.bucket if storage is not None and storage.bucket else (
+            f"{project}-{cluster.name}-ray" if project_ok else None)
+        known = tuple(w for w in workloads if w is not None)
+        for i, item in enumerate(slices):
+            if item is not None:
+                found += [p.at(f"slices[{i}]") for p in node_disk.disk_problems(item, known, bucket)]
+    return found
+
+
+def _slice_problems(item: SliceSpec, earlier: list[str], region: object, cluster: GkeSpec | None
+                    ) -> list[InvalidInput]:
+    """One slice's rules within its cluster (``region`` None: the region is invalid, zones are not judged)."""
+    found = []
+    if item.name in earlier:
+        found.append(errors.invalid_value("name", item.name, "is used by an earlier slice", "a unique name per slice"))
+    if region is not None and item.region != region:
+        found.append(errors.invalid_value("zone", item.zone, f"is not a zone of region {region!r}",
+                                          f"{region}-a, {region}-b, ... (`raytpu catalog --json` lists "
+                                          f"zones seen offering {item.plan.generation})"))
+    if cluster is not None and cluster.autopilot and item.disk_size_gib is not None:
+        found.append(errors.forbidden("disk_size_gib", item.disk_size_gib,
+                                      "with cluster.mode: autopilot (node pool setting)",
+                                      "remove it, or use mode: standard"))
+    if cluster is not None and not cluster.autopilot and item.fallback:
+        found.append(errors.forbidden("fallback", [m.name for m in item.fallback],
+                                      "with cluster.mode: standard (a node pool has one provisioning mode)",
+                                      "remove fallback, or use mode: autopilot (ComputeClass priorities)"))
+    if cluster is not None and cluster.autopilot and item.provisioning.priority is None:
+        # Autopilot slices are ComputeClass priorities (spot, flexStart, reservations: GKE's custom compute class
+        # docs); queued provisioning is a node-pool flag (--flex-start --enable-queued-provisioning: GKE's
+        # provisioningrequest docs) and Autopilot has no node pools, so such a slice would get nothing at all.
+        found.append(errors.forbidden(
+            "provisioning", item.provisioning.name,
+            "with cluster.mode: autopilot (it is a node-pool setting and Autopilot has no node pools; no "
+            "ComputeClass priority offers it, so the slice would get no capacity)",
+            ", ".join(m.name for m in PROVISIONING_MODES.values() if m.priority is not None) +
+            "; or cluster.mode: standard"))
+    return found

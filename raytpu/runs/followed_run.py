@@ -1,0 +1,73 @@
+"""What a followed run prints and writes, on a stack or the emulated slice alike: the driver's log echoed (and kept for
+its verdicts and stamps), a checking job's verdict table, the timeline as a table and a JSON report."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from raytpu.core.common import errors, report, timeline
+
+if TYPE_CHECKING:
+    from raytpu.core.common.report import Verdict
+    from raytpu.core.common.timeline import Timeline
+    from raytpu.core.specs.kinds import WorkloadKind
+
+
+def echo(lines: list[str]) -> Callable[[str], None]:
+    """A log sink that prints each driver line and keeps it (for the verdicts a smoke job prints)."""
+
+    def show(line: str) -> None:
+        lines.append(line)
+        print(line, flush=True)
+
+    return show
+
+
+def show_verdicts(kind: WorkloadKind, lines: list[str]) -> list[Verdict]:
+    """A checking job's verdicts (:attr:`raytpu.core.specs.kinds.WorkloadKind.checks`), printed as the table ``raytpu
+    smoke`` prints; none for other kinds."""
+    if not kind.checks:
+        return []
+    verdicts = report.parse_verdict_lines("\n".join(lines))
+    print(report.render_table(verdicts))
+    return verdicts
+
+
+COMPILE_KEYS = ("compile", "compile_attempts", "compile_budget_s", "compile_over_budget", "compile_warning")
+"""What a train summary says of its starts' compiles (``workloads/train.py`` ``compile_verdict``)."""
+
+
+def team_result(lines: list[str]) -> dict[str, Any]:
+    """What a training run reported, from the driver's summary line (``RAYTPU_TRAIN_RESULT``): a team's
+    ``train_loop`` run's ``{"train": {train_loop, ok, metrics, checkpoint, reports, attempts, error?}}``, and any
+    train run's compile (:data:`COMPILE_KEYS`, the budget's flag among them); empty for any other run."""
+    from raytpu.workloads.train import parse_result
+
+    summary = parse_result("\n".join(lines)) or {}
+    keys = ("train_loop", "ok", "metrics", "checkpoint", "reports", "attempts", "error") if "train_loop" in summary \
+        else ()
+    found = {key: summary[key] for key in (*keys, *COMPILE_KEYS) if key in summary}
+    if found.get("compile_warning"):
+        print(f"warning: {found['compile_warning']}", file=sys.stderr)
+    return {"train": found} if found else {}
+
+
+def show_timeline(run: Timeline, name: str, path: str | None, problem: str | None,
+                  extra: dict[str, Any] | None = None) -> None:
+    """Prints the run's timeline as a table (stderr: stdout carries the driver's log) and writes it as JSON to
+    ``path`` (``{"run", "timeline"}``, plus ``extra``: a team's ``train_loop`` results)."""
+    print(timeline.render(run, f"{name}: where the minutes went"), file=sys.stderr)
+    if problem:
+        print(f"warning: timeline: the last look at {name}'s pods failed ({problem})", file=sys.stderr)
+    if path:
+        try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            document = {"format": report.FORMAT, "run": name, "timeline": run, **(extra or {})}
+            Path(path).write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
+        except OSError as exc:
+            raise errors.RuntimeFailure(f"--report: cannot write {path!r} ({exc.strerror})",
+                                        "a writable file path") from exc

@@ -1,0 +1,83 @@
+"""The workload runs ``raytpu runs`` lists, whichever side they ran on: one :class:`Run` row each, shown as an aligned
+table or JSON, and looked up by name (an unknown name is exit 2, listing the known ones)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+
+from raytpu.core.common import errors
+from raytpu.core.common.table import text_table
+from raytpu.core.specs.spec import WORKLOAD_ENV
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run: ``run`` its name (RayJob/RayService, or local submission id), ``object`` what holds it, ``kind`` (the
+    ``raytpu.dev/workload`` label), ``workload`` the config's, ``state`` as its owner reports it."""
+
+    run: str
+    object: str
+    kind: str
+    workload: str
+    slice: str
+    state: str
+    age_s: float | None
+    started_at: str
+    done: bool = False
+
+
+def iso(seconds: float | None) -> str:
+    """``2026-12-04T15:52:41Z`` of a Unix time; ``""`` for None."""
+    return "" if seconds is None else datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def unix(stamp: str) -> float | None:
+    """The Unix time of a Kubernetes timestamp (``2026-12-04T15:52:41Z``); None when absent or unreadable."""
+    try:
+        return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+def carried_spec(env_vars: Mapping[str, object] | None) -> dict[str, object]:
+    """The ``RAYTPU_WORKLOAD`` spec a run was given, as JSON; {} when absent or unreadable. Read leniently (no
+    :class:`~raytpu.core.specs.spec.WorkloadSpec`): a listing shows runs of any kind, also one this version does not
+    know."""
+    try:
+        spec = json.loads(str((env_vars or {}).get(WORKLOAD_ENV) or "{}"))
+    except ValueError:
+        return {}
+    return spec if isinstance(spec, dict) else {}
+
+
+def age(seconds: float | None) -> str:
+    """``42s``, ``7m``, ``3h``, ``2d``: how ``kubectl get`` shows an age; ``-`` when unknown."""
+    if seconds is None:
+        return "-"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= 2 * size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{max(int(seconds), 0)}s"
+
+
+def render(runs: Sequence[Run], as_json: bool) -> str:
+    """The runs as ``{"runs": [...]}`` JSON, or as a table (``no runs`` when there is none)."""
+    if as_json:
+        return json.dumps({"runs": [asdict(r) for r in runs]}, indent=2)
+    if not runs:
+        return "no runs"
+    rows = [["RUN", "OBJECT", "KIND", "WORKLOAD", "SLICE", "STATE", "AGE"]]
+    rows += [[r.run, r.object, r.kind or "-", r.workload or "-", r.slice or "-", r.state or "-", age(r.age_s)]
+             for r in runs]
+    return "\n".join(text_table(rows))
+
+
+def pick(runs: Sequence[Run], name: str) -> Run:
+    """The run called ``name``; InvalidInput (exit 2) naming it and listing the known runs."""
+    for found in runs:
+        if found.run == name:
+            return found
+    raise errors.invalid_choice("RUN", name, [r.run for r in runs] or ["(no runs)"], " (no such run here)")
