@@ -793,7 +793,8 @@ def test_core_zip_has_one_top_level_package_with_workloads_and_no_cdk(tmp_path: 
     names = [n.split("/", 1)[1] for n in entries]
     assert {n.split("/", 1)[0] for n in names} == {"raytpu"}
     assert {"raytpu/__init__.py", "raytpu/core/tpu/catalog.py", "raytpu/core/tpu/plan.py",
-            "raytpu/core/manifests/kuberay.py", "raytpu/core/specs/spec.py", "raytpu/core/specs/kinds.py", "raytpu/core/specs/provisioning.py",
+            "raytpu/core/manifests/kuberay.py", "raytpu/core/specs/spec.py", "raytpu/core/specs/kinds.py",
+            "raytpu/core/specs/provisioning.py",
             "raytpu/workloads/__init__.py"} <= set(names)
     assert not [n for n in names if n.startswith(("raytpu/stacks/", "raytpu/modules/")) or "__pycache__" in n]
     assert "raytpu/config/__init__.py" not in names  # jobs receive specs; they never parse YAML
