@@ -14,7 +14,7 @@ import os
 import posixpath
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from raytpu.core.common import errors
 from raytpu.core.common.errors import InvalidInput
@@ -23,8 +23,19 @@ from raytpu.core.specs.vllm_rules import DEFAULT_MAX_MODEL_LEN, VLLM_VERSION, ja
 from raytpu.core.tpu.catalog import generation
 from raytpu.core.tpu.plan import SlicePlan, plan_slice
 
-if TYPE_CHECKING:
-    from raytpu.core.specs.spec import WorkloadSpec
+
+class BatchWork(Protocol):
+    """The fields of a batch workload its engine is built from (:class:`raytpu.core.specs.spec.WorkloadSpec` has
+    them); a protocol, so the spec layer imports this module and not the other way round."""
+
+    @property
+    def plan(self) -> SlicePlan: ...
+    @property
+    def engine_kwargs(self) -> Mapping[str, Any] | None: ...
+    @property
+    def max_model_len(self) -> int | None: ...
+    @property
+    def slices_spanned(self) -> int: ...
 
 DATA_FIELDS = ("input", "output")
 """WorkloadSpec fields only the ``batch`` kind takes (and requires)."""
@@ -226,7 +237,7 @@ def row_stats_problems(engine_kwargs: Mapping[str, Any] | None) -> list[InvalidI
                                  "true or absent (for kind batch)")]
 
 
-def engine_kwargs(work: WorkloadSpec) -> dict[str, Any]:
+def engine_kwargs(work: BatchWork) -> dict[str, Any]:
     """vLLM engine args of a batch workload on its TPU host: TP = the host's JAX devices (the serving rule), one
     process driving them (``uni``: vLLM on TPU runs SPMD in one process per host), the workload's own on top.
     Source: vLLM 0.29.0 ``ParallelConfig.__post_init__`` (TPU with SPMD -> ``uni``); Ray 2.56 and
@@ -238,7 +249,7 @@ def engine_kwargs(work: WorkloadSpec) -> dict[str, Any]:
     return base | extra | NO_ROW_STATS
 
 
-def processor_config(work: WorkloadSpec, model_source: str) -> dict[str, Any]:
+def processor_config(work: BatchWork, model_source: str) -> dict[str, Any]:
     """The keyword arguments of ``ray.data.llm.vLLMEngineProcessorConfig`` for ``work`` on its TPU host: one engine
     per slice copy (``concurrency``), holding every chip of the host (``placement_group_config``: one bundle of
     ``TPU`` = the host's chips, which Ray Data turns into the engine actor's resources under ``uni``), on Ray's

@@ -12,7 +12,7 @@ Source: https://cloud.google.com/tpu/docs/tpu-gke-multislice
 from __future__ import annotations
 
 from collections.abc import Iterable, MutableMapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from raytpu.core.common import errors
 from raytpu.core.common.errors import InvalidInput
@@ -20,8 +20,17 @@ from raytpu.core.specs.vllm_rules import ray_serve_chips_per_host
 from raytpu.core.tpu.catalog import RAY_VERSION
 from raytpu.core.tpu.plan import SlicePlan
 
-if TYPE_CHECKING:  # the spec layer imports this module
-    from raytpu.core.specs.spec import WorkloadSpec
+
+class SpanningWork(Protocol):
+    """What :func:`widest` reads of a workload (:class:`raytpu.core.specs.spec.WorkloadSpec` has it); a protocol,
+    so the spec layer imports this module and not the other way round."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def multislice(self) -> bool: ...
+    @property
+    def slices_per_run(self) -> int: ...
 
 GKE_DOCS = "https://cloud.google.com/tpu/docs/tpu-gke-multislice"
 
@@ -57,7 +66,7 @@ def slice_env(slices: int) -> dict[str, str]:
     return {NUM_SLICES_ENV: str(slices)} if slices > 1 else {}
 
 
-def widest(workloads: Iterable[WorkloadSpec]) -> tuple[int, str | None]:
+def widest(workloads: Iterable[SpanningWork]) -> tuple[int, str | None]:
     """How many slices one run of ``workloads`` spans at most
     (:attr:`raytpu.core.specs.spec.WorkloadSpec.slices_per_run`), and the workload that spans them (the last by name
     among equals); ``(1, None)`` when none spans several. The one place the multi-slice smoke job, ``raytpu local

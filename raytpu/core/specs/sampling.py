@@ -5,14 +5,12 @@ their rules, checked offline, and the vLLM ``SamplingParams`` each row is answer
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from raytpu.core.common import errors
 from raytpu.core.common.errors import InvalidInput
+from raytpu.core.specs.kinds import WorkloadKind
 from raytpu.core.specs.vllm_rules import DEFAULT_MAX_MODEL_LEN
-
-if TYPE_CHECKING:
-    from raytpu.core.specs.spec import WorkloadSpec
 
 SAMPLING_FIELDS = ("max_tokens", "temperature", "top_p", "stop", "chat_template")
 """WorkloadSpec fields only the ``batch`` kind takes."""
@@ -24,15 +22,33 @@ MAX_STOP_STRINGS = 64
 """A bound of the kit's own (vLLM sets none): each stop string is matched against every row's output as it grows."""
 
 
+class SamplingWork(Protocol):
+    """The fields these rules read (:class:`raytpu.core.specs.spec.WorkloadSpec` has them); a protocol, so the spec
+    layer imports this module and not the other way round."""
+
+    @property
+    def kind(self) -> WorkloadKind: ...
+    @property
+    def max_model_len(self) -> int | None: ...
+    @property
+    def max_tokens(self) -> int | None: ...
+    @property
+    def temperature(self) -> float | None: ...
+    @property
+    def top_p(self) -> float | None: ...
+    @property
+    def stop(self) -> tuple[str, ...] | None: ...
+
+
 def _number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _context(work: WorkloadSpec) -> int:
+def _context(work: SamplingWork) -> int:
     return work.max_model_len if isinstance(work.max_model_len, int) else DEFAULT_MAX_MODEL_LEN
 
 
-def sampling_problems(work: WorkloadSpec) -> list[InvalidInput]:
+def sampling_problems(work: SamplingWork) -> list[InvalidInput]:
     """Each sampling field given to a kind other than ``batch`` (forbidden), or out of the range vLLM accepts.
     Source: vLLM 0.29.0 ``SamplingParams._verify_args`` (temperature finite in [0, 2], top_p in (0, 1], max_tokens
     >= 1, no empty stop string); ``InputProcessor._validate_model_input`` (a prompt of the whole context is refused:
@@ -72,7 +88,7 @@ def stop_problems(stop: object) -> list[InvalidInput]:
             for i, item in enumerate(stop) if not isinstance(item, str) or not item]
 
 
-def sampling_params(work: WorkloadSpec) -> dict[str, Any]:
+def sampling_params(work: SamplingWork) -> dict[str, Any]:
     """The keyword arguments of ``vllm.SamplingParams`` every row of ``work`` is answered with: its fields, else
     :data:`DEFAULT_MAX_TOKENS` and greedy; ``top_p`` and ``stop`` only when given (vLLM's defaults otherwise)."""
     params: dict[str, Any] = {
