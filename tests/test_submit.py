@@ -536,10 +536,10 @@ def test_a_malformed_record_is_exit_2_naming_the_image_and_the_valid_form(
 
 def test_every_rayjob_submission_is_a_new_run_and_a_rayservice_keeps_its_name(
         fake: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each RayJob submission is ``<workload>-<run id>`` (default run id: :func:`gke.run_id`), so it never updates
+    """Each RayJob submission is ``<workload>-<run id>`` (default run id: :func:`names.run_id`), so it never updates
     an earlier job, and train checkpoints under its own run; re-applying a RayService updates it in place."""
     ids = iter(["k1", "k2", "k3", "k4", "k5"])
-    monkeypatch.setattr(gke, "run_id", lambda now=None: next(ids))
+    monkeypatch.setattr(names, "run_id", lambda now=None: next(ids))
     for workload in ("train", "train", "smoke", "serve", "serve"):
         assert main("submit", workload, "--stack", STACK) == 0
     applied = fake.applied()
@@ -555,12 +555,12 @@ def test_every_rayjob_submission_is_a_new_run_and_a_rayservice_keeps_its_name(
 
 
 def test_default_run_id_names_the_job_workload_dash_run_id(fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
-    before = gke.run_id()
+    before = names.run_id()
     assert main("submit", "train", "--stack", STACK) == 0
     (job,) = fake.applied()
     name = job["metadata"]["name"]
     workload, _, run = name.partition("-")
-    assert workload == "train" and run.isalnum() and run == run.lower() and before <= run <= gke.run_id()
+    assert workload == "train" and run.isalnum() and run == run.lower() and before <= run <= names.run_id()
     assert f"--storage-path /mnt/gcs/checkpoints --name {name}" in job["spec"]["entrypoint"]
     out, err = capsys.readouterr()
     assert f"submitted RayJob {name}" in out and f"checkpoints: gs://my-bucket/checkpoints/{name}" in err
@@ -776,9 +776,9 @@ def test_job_state_reads_kuberay_status() -> None:
 
 
 def test_run_id_is_short_dns_safe_and_time_ordered() -> None:
-    rid = gke.run_id(1_800_000_000)
+    rid = names.run_id(1_800_000_000)
     assert rid.isalnum() and rid == rid.lower() and len(rid) == 6
-    assert gke.run_id(1_800_000_000) < gke.run_id(1_800_000_001) < gke.run_id(1_800_003_600)
+    assert names.run_id(1_800_000_000) < names.run_id(1_800_000_001) < names.run_id(1_800_003_600)
 
 
 # ---------------------------------------------------------------------- the core zip

@@ -215,15 +215,3 @@ def wait_for_service(client: KubeClient, name: str, *, timeout_s: float, progres
             say(unreached)
             unreached = None
     return False
-
-
-def run_id(now: float | None = None) -> str:
-    """A short, time-ordered suffix for RayJob names (base 36 seconds since the epoch: ``RUN_ID_LENGTH``, 6
-    characters until 2059; job names are capped with it, :data:`raytpu.core.specs.spec.MULTI_HOST_NAME_LIMIT`)."""
-    value = int(time.time() if now is None else now)
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    out = ""
-    while value:
-        value, rem = divmod(value, 36)
-        out = digits[rem] + out
-    return out or "0"

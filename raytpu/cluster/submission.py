@@ -42,7 +42,7 @@ class StackRun:
            run_id: str | None) -> StackRun:
         """Every RayJob submission is a new run: its own name, and (train) its own checkpoint directory; a team's
         code folder is zipped (InvalidInput naming ``workloads[i].code`` when it cannot ship)."""
-        name = f"{work.name}-{run_id or gke.run_id()}" if work.kind.is_job else work.name
+        name = f"{work.name}-{run_id or names.run_id()}" if work.kind.is_job else work.name
         code = None
         if work.code is not None:
             code = bundle(f"workloads[{spec.workloads.index(work)}].code", work.code, work.name)

@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     args.config = config_mod.choose(args.config)
     spec = config_mod.load(args.config)
     outputs = StackOutputs.read(args.outputs, args.stack, spec, args.config)
-    suffix = args.run_id or gke.run_id()
+    suffix = args.run_id or names.run_id()
     refs = load_refs(args.config)  # a preview (--dry-run) shows an unbuilt image as a placeholder, marked
     resolver = images.preview_resolver if args.dry_run else images.resolver
     jobs = kuberay.smoke_jobs(spec, images=resolver(refs, stack=args.stack),

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from raytpu import local
-from raytpu.core.common import errors, timeline
+from raytpu.core.common import errors, names, timeline
 from raytpu.core.specs import data
 from raytpu.local.from_config import job_workload
 from raytpu.local.phases import emulated_phases
@@ -88,8 +88,6 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
                  prefix: str = "") -> int:
     """Runs ``work`` on the local cluster in ``directory`` (default run dir); returns the exit code. Names such as
     ``local.submit_job`` are read at call time, so what the package exports is what runs."""
-    from raytpu.cluster import gke
-
     if not work.kind.is_job:
         raise errors.invalid_value("WORKLOAD", work.name, f"is a {work.kind.object_kind}; --local runs RayJobs",
                                    "a job workload (smoke, train, batch)")
@@ -100,7 +98,7 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
     if cluster is None:
         raise errors.RuntimeFailure(f"local: no local cluster recorded in {local.run_dir(directory)}",
                                     "start one with `raytpu local up`")
-    run_name = f"{work.name}-{run_id or gke.run_id()}"
+    run_name = f"{work.name}-{run_id or names.run_id()}"
     # the run dir stands in for the pods' GCS FUSE mount: <run dir>/checkpoints/<run name>, as on GKE
     extra = [*work.kind.run_args(run_name, mount_path=cluster.run_dir), *program_args]
     local_work = job_workload(cluster, work)

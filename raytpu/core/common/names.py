@@ -9,6 +9,7 @@ with, and a label a pool puts on its nodes is the one the pods select. Standard 
 from __future__ import annotations
 
 import hashlib
+import time
 
 from raytpu import __version__
 
@@ -124,8 +125,21 @@ def checkpoint_uri(bucket: str, name: str) -> str:
 # --------------------------------------------------------------------------------------------- jobs and runs
 
 RUN_ID_LENGTH = 6
-"""A job submission's run suffix (``<name>-<run id>``; :func:`raytpu.cluster.gke.run_id`, base-36 seconds): ``validate``
+"""A job submission's run suffix (``<name>-<run id>``; :func:`run_id`, base-36 seconds): ``validate``
 counts every derived name with one this long, so ``--run-id`` is at most this long too."""
+
+
+def run_id(now: float | None = None) -> str:
+    """A short, time-ordered suffix for RayJob names (base 36 seconds since the epoch: ``RUN_ID_LENGTH``, 6
+    characters until 2059; job names are capped with it, :data:`raytpu.core.specs.spec.MULTI_HOST_NAME_LIMIT`)."""
+    value = int(time.time() if now is None else now)
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while value:
+        value, rem = divmod(value, 36)
+        out = digits[rem] + out
+    return out or "0"
+
 
 DCN_SMOKE_SUFFIX = "dcn"
 """``smoke-<slice>-dcn``: the multi-slice smoke job of a slice."""
