@@ -60,14 +60,48 @@ def top_level(modules: set[str]) -> set[str]:
     return {m.split(".")[0] for m in modules}
 
 
-CORE = sorted((ROOT / "raytpu" / "core").glob("*.py"))
+CORE = sorted((ROOT / "raytpu" / "core").rglob("*.py"))
 """The core layer is its folder: what every layer reads and what ships to pods (raytpu/core/core_zip.py)."""
+
+ROOMS = {"common": set(), "tpu": {"common"}, "specs": {"common", "tpu"}, "manifests": {"common", "tpu", "specs"}}
+"""The rooms of raytpu/core/ and the rooms each may import (its ``__init__`` docstring says the same)."""
+CORE_TOP = {"__init__", "core_zip"}
+"""What sits in raytpu/core/ beside the rooms: the package marker and the core zip's builder (it reads no room)."""
+
+
+def room_of(module: str) -> str | None:
+    """The room of a ``raytpu.core.<room>...`` module, else None."""
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["raytpu", "core"] and len(parts) > 2 and parts[2] in ROOMS else None
 
 
 def test_the_core_is_a_folder_that_holds_the_spec_layer() -> None:
     names = {p.stem for p in CORE}
     assert {"spec", "catalog", "plan", "kinds", "provisioning", "errors", "multislice", "names", "kuberay",
             "models"} <= names
+
+
+def test_the_core_holds_rooms_only() -> None:
+    """Every module of the core lives in a room (or is the core zip's builder); every room is a package."""
+    top = {p.stem for p in (ROOT / "raytpu" / "core").glob("*.py")}
+    rooms = {p.name for p in (ROOT / "raytpu" / "core").iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert top == CORE_TOP and rooms == set(ROOMS), (sorted(top), sorted(rooms))
+    assert all((ROOT / "raytpu" / "core" / room / "__init__.py").is_file() for room in ROOMS)
+
+
+@pytest.mark.parametrize("path", [p for p in CORE if p.parent.name in ROOMS],
+                         ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_a_room_imports_the_rooms_it_may(path: Path) -> None:
+    """A room's ``__init__`` docstring names the rooms it may import: common imports none, tpu common, specs common
+    and tpu, manifests the other three. Lazy imports count too."""
+    room = path.parent.name
+    found = {r for m in imported_modules(path) if (r := room_of(m)) is not None} - {room}
+    assert found <= ROOMS[room], f"{room} imports {sorted(found - ROOMS[room])}"
+
+
+def test_the_core_zip_builder_reads_no_room() -> None:
+    found = {m for m in imported_modules(ROOT / "raytpu" / "core" / "core_zip.py") if m.startswith("raytpu.")}
+    assert not found, sorted(found)
 
 
 @pytest.mark.parametrize("path", CORE, ids=lambda p: p.relative_to(ROOT).as_posix())
@@ -92,8 +126,9 @@ def test_stacks_read_specs_not_the_config_or_the_cli(path: Path) -> None:
 
 
 CDK_CODE = sorted((ROOT / "stacks").glob("*.py")) + sorted((ROOT / "modules").glob("*.py"))
-CLUSTER_DATA = {"raytpu.core.manifests.kube_resources"}
-"""What of the cluster package CDK code may read: the kinds table (standard library, loads no client)."""
+CLUSTER_DATA = {"raytpu.cluster.outputs"}
+"""What of the cluster package CDK code may read: the stack outputs' schema the cluster stack writes (it loads the
+Kubernetes client only inside the functions that read a deployed stack's outputs)."""
 
 
 @pytest.mark.parametrize("path", [*CDK_CODE, ROOT / "raytpu" / "core" / "core_zip.py"],
@@ -111,6 +146,121 @@ def test_cdk_code_and_the_core_zip_never_import_the_api_clients(path: Path) -> N
 def test_core_zip_builder_imports_the_standard_library_only() -> None:
     found = top_level(imported_modules(ROOT / "raytpu" / "core" / "core_zip.py"))
     assert found <= {"__future__", "io", "os", "zipfile", "pathlib", "raytpu"}, sorted(found)
+
+
+TOP = {"__init__", "__main__", "cdktf_app"}
+"""The modules at the top of raytpu/: the package marker and the entry points (``python -m raytpu``, the app
+``cdktf.json`` runs); the ``raytpu`` console script is :func:`raytpu.cli.main`. All else lives in a package."""
+
+
+def test_the_top_of_the_package_holds_packages_and_entry_points_only() -> None:
+    assert {p.stem for p in (ROOT / "raytpu").glob("*.py")} == TOP
+
+
+def module_of(path: Path) -> str:
+    """The dotted name a shipped file imports as (``stacks/app.py`` is ``raytpu.stacks.app``)."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    parts = ["raytpu", *parts] if parts[0] in LINKED else parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_level_imports(source: str, package: list[str], known: set[str]) -> set[str]:
+    """The modules of ``known`` that ``source`` imports when it is imported: every import outside a function body
+    (``if TYPE_CHECKING:`` blocks and class bodies count); ``from a import b`` is ``a.b`` when that is a module."""
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = (".".join([*package[:len(package) - node.level + 1], *([node.module] if node.module else [])])
+                        if node.level else node.module or "")
+                found.update(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names)
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.ExceptHandler):
+                    visit(child.body)
+            for name in ("body", "orelse", "finalbody"):
+                block = getattr(node, name, None)
+                if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                    visit(block)
+
+    visit(ast.parse(source).body)
+    return found & known
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected parts of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph.get(node, ())):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            part = [stack.pop()]
+            while part[-1] != node:
+                part.append(stack.pop())
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycle_in_the_package() -> None:
+    """Issue 43: no module of ``raytpu`` imports, at module level, one that imports it back, even only for types (a
+    rule that needs a spec's fields takes a protocol of them: ``raytpu.core.specs.sampling.SamplingWork``)."""
+    modules = {module_of(p): p for p in SHIPPED}
+    graph = {}
+    for name, path in modules.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        graph[name] = module_level_imports(path.read_text(), package, set(modules)) - {name}
+    assert len(graph) > 100 and graph["raytpu.core.specs.spec"]
+    assert not import_cycles(graph)
+
+
+def test_the_cycle_check_sees_a_cycle() -> None:
+    source = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from raytpu.core.specs import spec\n"
+              "def f():\n    import raytpu.cli\n")
+    known = {"raytpu.core.specs.spec", "raytpu.core.specs.data", "raytpu.cli"}
+    assert module_level_imports(source, ["raytpu", "core", "specs"], known) == {"raytpu.core.specs.spec"}
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
+    assert import_cycles(graph) == [["a", "b", "c"]]
+
+
+LIBRARY = [p for d in ("local", "cluster", "core", "runs", "sizing", "teamcode", "images", "config")
+           for p in sorted((ROOT / "raytpu" / d).rglob("*.py"))]
+
+
+@pytest.mark.parametrize("path", LIBRARY, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_library_code_never_imports_the_cli(path: Path) -> None:
+    """Issue 43: the CLI (``raytpu.cli``, ``raytpu.commands``) prints what library code returns; no library module
+    imports it."""
+    found = {m for m in imported_modules(path) if m.split(".")[:2] in (["raytpu", "cli"], ["raytpu", "commands"])}
+    assert not found, sorted(found)
+
+
+@pytest.mark.parametrize("path", [*sorted((ROOT / "raytpu" / "local").glob("*.py")),
+                                  *sorted((ROOT / "modules").glob("*.py"))],
+                         ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_the_emulated_slice_and_constructs_read_names_in_the_core(path: Path) -> None:
+    """Issue 43: names and tables (run ids, the kinds' API paths) live in the core; the emulated slice and the
+    constructs never import the API client's package."""
+    found = {m for m in imported_modules(path) if m.split(".")[:2] == ["raytpu", "cluster"]}
+    assert not found, sorted(found)
 
 
 def test_the_http_retry_is_neutral() -> None:
