@@ -4,7 +4,7 @@
 Every field is declared once, on its spec dataclass; the YAML structure is derived from them (:func:`structure_of`,
 pydantic: types and unknown keys) and every value rule lives in the specs, which :func:`compile_config` runs, placing
 each problem under its config path (``slices[1].reservation``). Whatever ``raytpu validate`` accepts, every layer
-accepts."""
+accepts. :mod:`raytpu.config.reading` reads any file a user hands the kit."""
 
 from __future__ import annotations
 
