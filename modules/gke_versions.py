@@ -8,8 +8,8 @@ from collections.abc import Iterable
 
 from raytpu.core.common import errors
 from raytpu.core.common.errors import InvalidInput
-from raytpu.core.manifests.preemption import LONG_NOTICE_MIN_GKE_VERSION
 from raytpu.core.specs.multislice import MIN_GKE_VERSION as MULTISLICE_MIN_GKE_VERSION
+from raytpu.core.specs.notice import LONG_NOTICE_MIN_GKE_VERSION
 from raytpu.core.specs.provisioning import Provisioning
 from raytpu.core.tpu.catalog import RAY_OPERATOR_MIN_GKE_VERSION, generation
 from raytpu.core.tpu.plan import SlicePlan

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from raytpu.core.manifests import preemption
+from raytpu.core.specs import notice
 from raytpu.core.specs.spec import SliceSpec
 
 COMPUTE_CLASS_MIN_GKE_VERSION = "1.32.1-gke.1729000"
@@ -32,7 +32,7 @@ def shutdown_window(item: SliceSpec) -> tuple[int, int] | None:
     Source: cdktn-provider-google 21.1.0 ``ContainerNodePoolNodeConfigKubeletConfig``."""
     if item.preemption_notice_s is None:
         return None
-    return item.preemption_notice_s, preemption.CRITICAL_PODS_S
+    return item.preemption_notice_s, notice.CRITICAL_PODS_S
 
 
 def compute_class_config(item: SliceSpec) -> dict[str, Any]:

@@ -13,8 +13,7 @@ from pathlib import Path
 from raytpu.cluster.outputs import StackOutputs
 from raytpu.core import core_zip
 from raytpu.core.common import names
-from raytpu.core.manifests import preemption
-from raytpu.core.specs import node_disk
+from raytpu.core.specs import node_disk, notice
 from raytpu.core.specs.provisioning import Provisioning
 from raytpu.core.specs.spec import ClusterSpec, SliceSpec
 from raytpu.modules.bucket import Bucket, BucketObject, BucketObjectProps, BucketProps
@@ -73,7 +72,7 @@ def _modes(slices: Iterable[SliceSpec]) -> list[Provisioning]:
 
 def _long_notice(slices: Iterable[SliceSpec]) -> bool:
     """Whether a slice raises the shutdown window above GKE's default (its GKE version floor applies)."""
-    return any(s.notice_s > preemption.NOTICE_S for s in slices)
+    return any(s.notice_s > notice.NOTICE_S for s in slices)
 
 
 @dataclass(frozen=True, kw_only=True)

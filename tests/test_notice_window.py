@@ -20,7 +20,7 @@ from image_refs import FIXTURE_IMAGES
 
 from raytpu.core.common.errors import InvalidInputs
 from raytpu.core.manifests import kuberay, preemption
-from raytpu.core.specs import kinds
+from raytpu.core.specs import kinds, notice
 from raytpu.core.specs.cluster_parts import GkeSpec
 from raytpu.core.specs.spec import ClusterSpec, SliceSpec, WorkloadSpec
 from raytpu.modules import node_system
@@ -117,9 +117,9 @@ def test_a_compute_class_carries_hugepages_and_a_spot_slices_window_in_its_prior
 
 def test_the_version_floor_names_the_longer_window_and_autopilots_node_system_config() -> None:
     plans = [_slice().plan]
-    assert version_floor(plans, "standard", long_notice=True) == (preemption.LONG_NOTICE_MIN_GKE_VERSION,
+    assert version_floor(plans, "standard", long_notice=True) == (notice.LONG_NOTICE_MIN_GKE_VERSION,
                                                                   "a preemption notice above 30 s")
-    assert version_floor(plans, "autopilot", long_notice=True)[0] == preemption.LONG_NOTICE_MIN_GKE_VERSION
+    assert version_floor(plans, "autopilot", long_notice=True)[0] == notice.LONG_NOTICE_MIN_GKE_VERSION
     floor = version_floor(plans, "autopilot")[0]
     assert version_key(floor) >= version_key(node_system.COMPUTE_CLASS_MIN_GKE_VERSION)
-    assert version_key(version_floor(plans, "standard")[0]) < version_key(preemption.LONG_NOTICE_MIN_GKE_VERSION)
+    assert version_key(version_floor(plans, "standard")[0]) < version_key(notice.LONG_NOTICE_MIN_GKE_VERSION)

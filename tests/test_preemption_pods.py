@@ -27,7 +27,7 @@ from crd import operator_errors, schema_errors, webhook_errors
 from image_refs import FIXTURE_IMAGES
 
 from raytpu.core.manifests import kuberay, preemption
-from raytpu.core.specs import kinds
+from raytpu.core.specs import kinds, notice
 from raytpu.core.specs.cluster_parts import GkeSpec
 from raytpu.core.specs.spec import ClusterSpec, SliceSpec, WorkloadSpec
 
@@ -172,7 +172,7 @@ def test_the_budget_fits_inside_the_notice() -> None:
     """Drain + teardown = the grace = GKE's non-system share, inside Compute Engine's 30 s notice; Ray's own default
     drain (30 s) would not fit it.
     Source: Ray 2.60 ``ray._private.ray_constants.RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S``."""
-    assert preemption.DRAIN_S + preemption.TEARDOWN_S == preemption.POD_GRACE_S < preemption.NOTICE_S
+    assert preemption.DRAIN_S + preemption.TEARDOWN_S == preemption.POD_GRACE_S < notice.NOTICE_S
     assert preemption.DRAIN_S > 0
 
 

@@ -42,10 +42,10 @@ from image_refs import FIXTURE_REFS
 
 from raytpu import config as config_module
 from raytpu.core.common.errors import InvalidInput, InvalidInputs, problems_of
-from raytpu.core.manifests.preemption import NOTICE_CHOICES
 from raytpu.core.specs import node_disk, vllm_rules
 from raytpu.core.specs.cluster_parts import WEEKDAYS, NetworkSpec
 from raytpu.core.specs.kinds import KINDS
+from raytpu.core.specs.notice import NOTICE_CHOICES
 from raytpu.core.specs.provisioning import MODES, generation_problems
 from raytpu.core.specs.spec import ClusterSpec
 from raytpu.core.tpu.catalog import GENERATIONS, generation

@@ -211,15 +211,15 @@ def _nothing_to_draw(args: argparse.Namespace, found: list[Candidate], region: s
 def _check_budget(args: argparse.Namespace) -> None:
     """The preemption budget's flags: train only, each within its range."""
     from raytpu.core.common import errors
-    from raytpu.core.manifests import preemption
+    from raytpu.core.specs import notice
     from raytpu.sizing.preemption_budget import STEP_S_RANGE, WRITERS
 
     for flag in ("notice_s", "step_s", "checkpoint_writers"):
         given = getattr(args, flag)
         if given is not None and args.mode != "train":
             raise errors.forbidden(f"--{flag.replace('_', '-')}", given, "with --mode serve", "--mode train")
-    if args.notice_s is not None and args.notice_s not in preemption.NOTICE_CHOICES:
-        raise errors.invalid_choice("--notice-s", args.notice_s, preemption.NOTICE_CHOICES,
+    if args.notice_s is not None and args.notice_s not in notice.NOTICE_CHOICES:
+        raise errors.invalid_choice("--notice-s", args.notice_s, notice.NOTICE_CHOICES,
                                     " (GKE's node shutdown window takes 30 or 120 seconds)")
     if args.step_s is not None and not STEP_S_RANGE[0] <= args.step_s <= STEP_S_RANGE[1]:
         raise errors.invalid_value("--step-s", args.step_s, "is out of range",
@@ -230,8 +230,7 @@ def _check_budget(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Prints the need, the fitting slices (table or JSON) and, with --plot, writes the picture."""
-    from raytpu.core.manifests import preemption
-    from raytpu.core.specs import node_disk
+    from raytpu.core.specs import node_disk, notice
     from raytpu.sizing import candidates, preemption_budget, prices
     from raytpu.sizing.memory import GIB
 
@@ -256,7 +255,7 @@ def run(args: argparse.Namespace) -> int:
             _nothing_to_draw(args, found, table.region)
         plot.write(args.plot, found, best, title)
     shown = [c.plan for c in found if c.fits]
-    budget = preemption_budget.budget(need, args.write_gb_s, args.notice_s or preemption.NOTICE_S, args.step_s,
+    budget = preemption_budget.budget(need, args.write_gb_s, args.notice_s or notice.NOTICE_S, args.step_s,
                                       args.checkpoint_writers or "all") if args.mode == "train" else None
     disk = node_disk.host_disk(need.terms["weights"] / GIB) if args.mode == "serve" else None
     if args.json:

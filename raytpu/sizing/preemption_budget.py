@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from raytpu.core.manifests import preemption
+from raytpu.core.specs import notice
 from raytpu.core.tpu.plan import SlicePlan
 from raytpu.sizing.memory import GIB, Need
 
@@ -48,7 +49,7 @@ class Budget:
     checkpoint_bytes: float
     write_gb_s: float
     assumed: bool
-    notice_s: int = preemption.NOTICE_S
+    notice_s: int = notice.NOTICE_S
     step_s: float = ASSUMED_STEP_S
     step_assumed: bool = True
     writers: str = "all"
@@ -117,7 +118,7 @@ class Budget:
         return out
 
 
-def budget(need: Need, write_gb_s: float | None, notice_s: int = preemption.NOTICE_S, step_s: float | None = None,
+def budget(need: Need, write_gb_s: float | None, notice_s: int = notice.NOTICE_S, step_s: float | None = None,
            writers: str = "all") -> Budget:
     """The budget of a training ``need`` at ``write_gb_s`` (None: :data:`ASSUMED_WRITE_GB_S`) in a ``notice_s``
     window, with a ``step_s`` step in flight (None: :data:`ASSUMED_STEP_S`), written by ``writers``."""

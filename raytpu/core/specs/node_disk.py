@@ -10,16 +10,36 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from raytpu.core.common import errors
 from raytpu.core.common.errors import InvalidInput
 from raytpu.core.specs.field_rules import DEFAULT_DISK_SIZE_GIB, DISK_SIZE_GIB
+from raytpu.core.specs.kinds import WorkloadKind
 from raytpu.core.specs.vllm_rules import DEFAULT_MODEL, sized_model
 from raytpu.core.tpu.models import by_hf_id
 
-if TYPE_CHECKING:
-    from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
+
+class SliceSpec(Protocol):
+    """The slice field the disk rules read (:class:`raytpu.core.specs.spec.SliceSpec` has it)."""
+
+    @property
+    def disk_size_gib(self) -> int | None: ...
+
+
+class WorkloadSpec(Protocol):
+    """The workload fields the disk rules read (:class:`raytpu.core.specs.spec.WorkloadSpec` has them)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def kind(self) -> WorkloadKind: ...
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def model_source(self) -> str | None: ...
+    @property
+    def slice(self) -> object: ...
 
 GIB = 2**30
 WEIGHT_BYTES = 2

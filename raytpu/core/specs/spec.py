@@ -26,8 +26,7 @@ from typing import Any
 
 from raytpu.core.common import errors, names
 from raytpu.core.common.errors import InvalidInput, InvalidInputs, Problems
-from raytpu.core.manifests import preemption
-from raytpu.core.specs import compile_cache, data, kinds, multislice, node_disk, sampling, user_code, vllm_rules
+from raytpu.core.specs import compile_cache, data, kinds, multislice, node_disk, notice, sampling, user_code, vllm_rules
 from raytpu.core.specs.cluster_parts import AlertingSpec, GkeSpec, NetworkSpec, StorageSpec
 from raytpu.core.specs.field_rules import (
     DEFAULT_DISK_SIZE_GIB,
@@ -128,7 +127,7 @@ class SliceSpec:
         found += provisioning_generation_problems(self.modes, self.plan.generation)
         if self.disk_size_gib is not None:
             found += range_problems("disk_size_gib", self.disk_size_gib, *DISK_SIZE_GIB, " GiB")
-        found += preemption.notice_problems(self.preemption_notice_s, self.modes)
+        found += notice.notice_problems(self.preemption_notice_s, self.modes)
         if not isinstance(self.transparent_hugepages, bool):
             found.append(errors.invalid_value("transparent_hugepages", self.transparent_hugepages, "is not a boolean",
                                               "true or false"))
@@ -196,7 +195,7 @@ class SliceSpec:
     @property
     def notice_s(self) -> int:
         """The shutdown window after a preemption notice: ``preemption_notice_s``, else GKE's 30 s."""
-        return self.preemption_notice_s or preemption.NOTICE_S
+        return self.preemption_notice_s or notice.NOTICE_S
 
     @property
     def pool_names(self) -> list[str]:
