@@ -1,16 +1,17 @@
 """Benchmark: Ray Serve LLM (the kit's app, CPU twin, on the emulated slice) vs vLLM's own OpenAI server.
 
-    .venv-serve/bin/python bench/serve.py [--concurrency 1 4 16] [--rounds 3] [--window-s 8] [--window-tokens 1024]
-        [--max-tokens 64] [--pairs 3] [--max-pairs 8] [--agree 0.15] [--json]
+    .venv-serve/bin/python bench/serve.py [--concurrency 1 4 16] [--rounds 3] [--window-s 12] [--window-tokens 1024]
+        [--max-tokens 64] [--block-s 3] [--pairs 3] [--max-pairs 6] [--agree 0.15] [--json]
 
 The example's serving workload (``raytpu.example.yaml``), same tiny model (:mod:`raytpu.workloads.tiny_llm`),
 same engine arguments (the CPU twin's, via :func:`raytpu.core.serving.engine_cli_args`), same engine env, same client
 (the official ``openai`` ``AsyncOpenAI``, streamed chat completions, ``ignore_eos`` so every answer is
 ``--max-tokens`` long).
 
-Both servers are up at once and measured in pairs (:mod:`serve_pair`): per concurrency level ``c``, a pair is batches
-of ``c`` simultaneous streams alternating between the two servers (vLLM, Ray, vLLM, Ray, ...; the next pair starts
-with the other) until each arm's window is full (at least ``--rounds`` batches, ``--window-s`` seconds and
+Both servers are up at once and measured in pairs (:mod:`serve_pair`): per concurrency level ``c``, a pair is blocks
+(``--block-s`` seconds) of batches of ``c`` simultaneous streams alternating between the two servers (vLLM, Ray,
+vLLM, ...; the next pair starts with the other; a pause of ``SETTLE_S`` before each block lets the idle engine's
+worker stop spinning) until each arm's window is full (at least ``--rounds`` batches, ``--window-s`` seconds and
 ``--window-tokens`` tokens), so both arms of a pair see the same machine load. Each pair gives Ray/vLLM ratios of
 TTFT p50/p95 and output tokens/s (TTFT ratio > 1 and tokens/s ratio < 1 are Ray Serve's overhead); pairs repeat
 until the last ``--pairs`` agree within ``--agree`` on TTFT p50 and tokens/s (max / min - 1), or ``--max-pairs``.
@@ -42,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from serve_pair import ARMS, METRICS, Arm, Window, batch_order, next_arm, pair_ratios, settled, summary
+from serve_pair import ARMS, METRICS, SETTLE_S, Pair, Window, pair_ratios, settled, summary
 
 from raytpu import local
 from raytpu.config import load
@@ -199,22 +200,24 @@ def _environ(env: dict[str, str]) -> Iterator[None]:
                 os.environ[k] = old
 
 
-def measure_pair(servers: dict[str, Server], pair: int, c: int, window: Window) -> dict[str, Any]:
-    """One pair at ``c`` streams: batches alternating between the arms until both windows are full."""
-    arms = {name: Arm() for name in ARMS}
+def measure_pair(servers: dict[str, Server], index: int, c: int, args: argparse.Namespace) -> dict[str, Any]:
+    """One pair at ``c`` streams: blocks of each arm's batches alternating until both windows are full."""
+    pair = Pair(index, window(args), args.block_s)
     pids = {name: server.processes() for name, server in servers.items()}
     start, load0 = time.time(), _load()
-    while (name := next_arm(pair, arms, window)) is not None:
+    while (name := pair.next_arm()) is not None:
+        if pair.block_batches == 0:
+            time.sleep(SETTLE_S)  # the arm just measured stops spinning
         other = ARMS[1 - ARMS.index(name)]
         cpu0 = cpu_seconds(pids[other])
-        results, wall = asyncio.run(_batch(servers[name].url, servers[name].model, c, window.max_tokens,
-                                           100 * arms[name].batches))
-        assert all(res.completion_tokens == window.max_tokens for res in results), [res.completion_tokens
-                                                                                    for res in results]
-        arms[name].add([res.ttft_s for res in results], sum(res.completion_tokens for res in results), wall,
-                       cpu_seconds(pids[other]) - cpu0)
-    figures = {name: arm.figures() for name, arm in arms.items()}
-    return {"first": batch_order(pair, 1)[0], "load_avg": [load0, _load()], "wall": [start, time.time()],
+        results, wall = asyncio.run(_batch(servers[name].url, servers[name].model, c, args.max_tokens,
+                                           100 * pair.arms[name].batches))
+        assert all(res.completion_tokens == args.max_tokens for res in results), [res.completion_tokens
+                                                                                  for res in results]
+        pair.add(name, [res.ttft_s for res in results], sum(res.completion_tokens for res in results), wall,
+                 cpu_seconds(pids[other]) - cpu0)
+    figures = {name: arm.figures() for name, arm in pair.arms.items()}
+    return {"blocks": pair.blocks, "load_avg": [load0, _load()], "wall": [start, time.time()],
             **figures, "ratio": pair_ratios(figures["vllm"], figures["ray"])}
 
 
@@ -222,7 +225,7 @@ def measure_level(servers: dict[str, Server], c: int, args: argparse.Namespace) 
     """Pairs at ``c`` streams until the last ``--pairs`` agree (:func:`serve_pair.settled`) or ``--max-pairs``."""
     pairs: list[dict[str, Any]] = []
     while len(pairs) < args.max_pairs and not settled([p["ratio"] for p in pairs], args.pairs, args.agree):
-        pairs.append(measure_pair(servers, len(pairs), c, window(args)))
+        pairs.append(measure_pair(servers, len(pairs), c, args))
         p = pairs[-1]
         print(f"  c={c} pair {len(pairs)}: tok/s vLLM {p['vllm']['output_tokens_per_s']:.0f}, Ray "
               f"{p['ray']['output_tokens_per_s']:.0f} ({p['ratio']['output_tokens_per_s']:.2f}x); TTFT p50 "
@@ -280,10 +283,10 @@ def check(args: argparse.Namespace) -> int:
         return _bad("--concurrency", args.concurrency, "must each be at least 1", "e.g. 1 4 16")
     if args.pairs < 2 or args.max_pairs < args.pairs:
         return _bad("--pairs/--max-pairs", [args.pairs, args.max_pairs], "need 2 <= --pairs <= --max-pairs",
-                    "e.g. 3 and 8")
-    for flag in ("window_s", "window_tokens"):
+                    "e.g. 3 and 6")
+    for flag in ("window_s", "window_tokens", "block_s"):
         if getattr(args, flag) < 0:
-            return _bad(f"--{flag.replace('_', '-')}", getattr(args, flag), "must be at least 0", "e.g. 8, 1024")
+            return _bad(f"--{flag.replace('_', '-')}", getattr(args, flag), "must be at least 0", "e.g. 12, 1024, 3")
     if args.agree <= 0:
         return _bad("--agree", args.agree, "must be above 0", "e.g. 0.15")
     bad_env = [kv for kv in args.alt_ray_env if "=" not in kv]
@@ -297,12 +300,14 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--rounds", type=int, default=3, help="batches per arm of a pair, at least (default 3)")
     parser.add_argument("--max-tokens", type=int, default=64)
-    parser.add_argument("--window-s", type=float, default=8.0,
-                        help="seconds of batches per arm of a pair, at least (default 8)")
+    parser.add_argument("--window-s", type=float, default=12.0,
+                        help="seconds of batches per arm of a pair, at least (default 12)")
     parser.add_argument("--window-tokens", type=int, default=1024,
                         help="completion tokens per arm of a pair, at least (default 1024)")
+    parser.add_argument("--block-s", type=float, default=3.0,
+                        help="seconds of one arm's batches before the other's block, at least (default 3)")
     parser.add_argument("--pairs", type=int, default=3, help="pairs that must agree, the last ones (default 3)")
-    parser.add_argument("--max-pairs", type=int, default=8, help="pairs per level at most (default 8)")
+    parser.add_argument("--max-pairs", type=int, default=6, help="pairs per level at most (default 6)")
     parser.add_argument("--agree", type=float, default=0.15,
                         help="pairs agree when their ratios' max / min - 1 is at most this (default 0.15)")
     parser.add_argument("--alt-ray-env", nargs="+", default=[], metavar="KEY=VALUE",
@@ -323,7 +328,8 @@ def main() -> int:
     os.environ[tiny_llm.ENV_CACHE_DIR] = str(model.path.parent)  # the Ray deployment serves this same model
     result: dict[str, Any] = {
         "model": model.name, "max_tokens": args.max_tokens, "window": vars(window(args)), "pairs": args.pairs,
-        "max_pairs": args.max_pairs, "agree": args.agree, "pin_engine": args.pin_engine, "cpus": os.cpu_count(),
+        "max_pairs": args.max_pairs, "block_s": args.block_s, "settle_s": SETTLE_S, "agree": args.agree,
+        "pin_engine": args.pin_engine, "cpus": os.cpu_count(),
         "ray_serve": session(model, {}, args)}
     if alt_env:
         result["ray_serve_alt"] = session(model, alt_env, args)

@@ -1,6 +1,6 @@
-"""Paired windows for ``bench/serve.py``: both servers up at once, their batches alternating over one wall-clock span,
-so a change in the shared machine's load falls on both arms of a pair (issue 40 item 13). Pure logic: no clock, no
-server; ``bench/serve.py`` feeds it batches."""
+"""Paired windows for ``bench/serve.py``: both servers up at once, short blocks of their batches alternating over one
+wall-clock span, so a change in the shared machine's load falls on both arms of a pair (issue 40 item 13). Pure
+logic: no clock, no server; ``bench/serve.py`` feeds it batches."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ class Window:
 
     max_tokens: int
     min_batches: int = 3
-    min_s: float = 8.0
+    min_s: float = 12.0
     min_tokens: int = 1024
 
     def full(self, batches: int, busy_s: float, tokens: int) -> bool:
@@ -60,21 +60,47 @@ class Arm:
                 "other_server_cpu_share": self.other_cpu_s / self.busy_s}
 
 
-def batch_order(pair: int, batches: int) -> list[str]:
-    """The arms of one pair's batches, alternating; each pair starts with the arm the previous one did not, so
-    neither arm always goes first."""
-    first = pair % 2
-    return [ARMS[(first + i) % 2] for i in range(batches)]
+SETTLE_S = 1.2
+"""Pause before a block of the other arm: an idle vLLM worker keeps spinning (``sched_yield``) for 1 s after its last
+read, taking CPU from the arm then measured. Source: vLLM 0.29.0 ``shm_broadcast.py`` ``SpinCondition.wait``
+(``busy_loop_s=1``)."""
 
 
-def next_arm(pair: int, arms: dict[str, Arm], window: Window) -> str | None:
-    """The arm of the pair's next batch (alternating as :func:`batch_order`, an arm whose window is full giving way
-    to the other), or None when both are full."""
-    open_arms = [a for a in ARMS if not window.full(arms[a].batches, arms[a].busy_s, arms[a].tokens)]
-    if not open_arms:
-        return None
-    turn = batch_order(pair, sum(arm.batches for arm in arms.values()) + 1)[-1]
-    return turn if turn in open_arms else open_arms[0]
+def first_arm(pair: int) -> str:
+    """The arm a pair starts with: the one the previous pair did not, so neither always goes first."""
+    return ARMS[pair % 2]
+
+
+class Pair:
+    """One pair's schedule: blocks of one arm's batches (at least one, and ``block_s`` seconds), alternating (from
+    :func:`first_arm`) until both arms' windows are full; an arm whose window is full gives way to the other."""
+
+    def __init__(self, index: int, window: Window, block_s: float) -> None:
+        self.arms = {name: Arm() for name in ARMS}
+        self.window, self.block_s = window, block_s
+        self.current, self.block_busy_s, self.block_batches = first_arm(index), 0.0, 0
+        self.blocks = [self.current]
+
+    def _open(self, name: str) -> bool:
+        arm = self.arms[name]
+        return not self.window.full(arm.batches, arm.busy_s, arm.tokens)
+
+    def next_arm(self) -> str | None:
+        """The arm of the next batch, or None when both windows are full; a change of arm starts a new block."""
+        other = ARMS[1 - ARMS.index(self.current)]
+        if not self._open(self.current) and not self._open(other):
+            return None
+        block_done = self.block_batches > 0 and self.block_busy_s >= self.block_s
+        if self._open(self.current) and (not block_done or not self._open(other)):
+            return self.current
+        self.current, self.block_busy_s, self.block_batches = other, 0.0, 0
+        self.blocks.append(other)
+        return other
+
+    def add(self, name: str, ttfts: list[float], tokens: int, wall_s: float, other_cpu_s: float = 0.0) -> None:
+        self.arms[name].add(ttfts, tokens, wall_s, other_cpu_s)
+        self.block_busy_s += wall_s
+        self.block_batches += 1
 
 
 def pair_ratios(vllm: dict[str, Any], ray: dict[str, Any]) -> dict[str, float]:

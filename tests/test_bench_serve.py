@@ -65,35 +65,40 @@ def test_a_pair_ratio_divides_ray_by_vllm() -> None:
     assert ratio == pytest.approx({"ttft_p50": 1.5, "ttft_p95": 1.5, "output_tokens_per_s": 0.75})
 
 
-@pytest.mark.parametrize(("pair", "first"), [(0, "vllm"), (1, "ray"), (2, "vllm"), (7, "ray")])
-def test_batches_alternate_and_each_pair_starts_with_the_other_arm(pair: int, first: str) -> None:
-    order = _pair().batch_order(pair, 6)
-    other = "ray" if first == "vllm" else "vllm"
-    assert order == [first, other] * 3
+@pytest.mark.parametrize(("index", "first"), [(0, "vllm"), (1, "ray"), (2, "vllm"), (7, "ray")])
+def test_each_pair_starts_with_the_arm_the_previous_one_did_not(index: int, first: str) -> None:
+    assert _pair().first_arm(index) == first
 
 
-def test_next_arm_alternates_until_one_window_is_full_then_fills_the_other() -> None:
-    sp = _pair()
-    window = sp.Window(max_tokens=64, min_batches=3, min_s=0.0, min_tokens=0)
-    arms = {name: sp.Arm() for name in sp.ARMS}
+def _schedule(index: int, window: Any, block_s: float, batch_s: dict[str, float]) -> tuple[list[str], Any]:
+    pair = _pair().Pair(index, window, block_s)
     seen = []
-    while (name := sp.next_arm(1, arms, window)) is not None:
+    while (name := pair.next_arm()) is not None:
         seen.append(name)
-        # the vLLM arm's batches take 3x as long, but the window counts batches here: both need 3
-        arms[name].add([0.1], 64, 3.0 if name == "vllm" else 1.0)
-    assert seen == ["ray", "vllm", "ray", "vllm", "ray", "vllm"]
+        pair.add(name, [0.1], 64, batch_s[name])
+    return seen, pair
+
+
+def test_blocks_of_each_arm_alternate_until_both_windows_are_full() -> None:
+    window = _pair().Window(max_tokens=64, min_batches=1, min_s=4.0, min_tokens=0)
+    seen, pair = _schedule(1, window, 2.0, {"vllm": 1.0, "ray": 1.0})
+    assert seen == ["ray", "ray", "vllm", "vllm", "ray", "ray", "vllm", "vllm"]
+    assert pair.blocks == ["ray", "vllm", "ray", "vllm"]
+
+
+def test_a_block_ends_only_after_block_s_of_batches() -> None:
+    window = _pair().Window(max_tokens=64, min_batches=3, min_s=0.0, min_tokens=0)
+    seen, pair = _schedule(0, window, 0.0, {"vllm": 3.0, "ray": 1.0})  # block_s 0: one batch per block
+    assert seen == ["vllm", "ray", "vllm", "ray", "vllm", "ray"]
+    assert pair.blocks == seen
 
 
 def test_a_slow_arm_keeps_measuring_after_the_fast_one_is_full() -> None:
-    sp = _pair()
-    window = sp.Window(max_tokens=64, min_batches=1, min_s=4.0, min_tokens=0)
-    arms = {name: sp.Arm() for name in sp.ARMS}
-    seen = []
-    while (name := sp.next_arm(0, arms, window)) is not None:
-        seen.append(name)
-        arms[name].add([0.1], 64, 2.0 if name == "vllm" else 1.0)
-    assert seen == ["vllm", "ray", "vllm", "ray", "ray", "ray"]
-    assert arms["vllm"].busy_s == 4.0 and arms["ray"].busy_s == 4.0
+    window = _pair().Window(max_tokens=64, min_batches=1, min_s=4.0, min_tokens=0)
+    seen, pair = _schedule(0, window, 2.0, {"vllm": 2.0, "ray": 1.0})
+    assert seen == ["vllm", "ray", "ray", "vllm", "ray", "ray"]
+    assert pair.arms["vllm"].busy_s == 4.0 and pair.arms["ray"].busy_s == 4.0
+    assert pair.next_arm() is None
 
 
 def test_an_arms_figures_are_its_window_totals() -> None:
@@ -135,7 +140,8 @@ def test_settling_needs_ttft_p50_to_agree_too() -> None:
     (["--window-s", "-1"], "--window-s"), (["--window-tokens", "-5"], "--window-tokens"), (["--agree", "0"], "--agree"),
     (["--agree", "-0.1"], "--agree"), (["--rounds", "0"], "--rounds"), (["--max-tokens", "0"], "--max-tokens"),
     (["--concurrency", "4", "0"], "--concurrency"), (["--pairs", "0"], "--pairs"), (["--pairs", "1"], "--pairs"),
-    (["--max-pairs", "0"], "--max-pairs"), (["--pairs", "4", "--max-pairs", "3"], "--max-pairs"),
+    (["--max-pairs", "0"], "--max-pairs"), (["--block-s", "-2"], "--block-s"),
+    (["--pairs", "4", "--max-pairs", "3"], "--max-pairs"),
     (["--alt-ray-env", "NOEQUALS"], "--alt-ray-env"), (["--alt-ray-env", "A=1", "B"], "--alt-ray-env")])
 def test_bad_bench_arguments_exit_2_naming_the_flag_before_any_server_starts(
         argv: list[str], named: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
