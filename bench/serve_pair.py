@@ -1,6 +1,5 @@
-"""Paired windows for ``bench/serve.py``: both servers up at once, short blocks of their batches alternating over one
-wall-clock span, so a change in the shared machine's load falls on both arms of a pair (issue 40 item 13). Pure
-logic: no clock, no server; ``bench/serve.py`` feeds it batches."""
+"""Paired windows for ``bench/serve.py`` (issue 40 item 13): both servers up, blocks of their batches alternating over
+one span, so a change in the shared machine's load falls on both arms of a pair. Pure: no clock, no server."""
 
 from __future__ import annotations
 
@@ -23,8 +22,7 @@ def pct(values: list[float], q: float) -> float:
 
 @dataclass(frozen=True)
 class Window:
-    """How long each arm of a pair is measured: at least ``min_batches`` batches, ``min_s`` seconds of batches and
-    ``min_tokens`` completion tokens, whichever ends last."""
+    """Each arm of a pair: at least ``min_batches`` batches, ``min_s`` busy seconds and ``min_tokens`` tokens."""
 
     max_tokens: int
     min_batches: int = 3
@@ -37,8 +35,7 @@ class Window:
 
 @dataclass
 class Arm:
-    """One arm's share of a pair: its batches' streams, tokens and busy time, and the other server's CPU seconds
-    spent meanwhile (what the idle arm takes from the measured one)."""
+    """One arm's share of a pair, and the other (idle) server's CPU seconds meanwhile."""
 
     ttfts: list[float] = field(default_factory=list)
     tokens: int = 0
