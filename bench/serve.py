@@ -1,25 +1,24 @@
 """Benchmark: Ray Serve LLM (the kit's app, CPU twin, on the emulated slice) vs vLLM's own OpenAI server.
 
-    .venv-serve/bin/python bench/serve.py [--concurrency 1 4 16] [--rounds 3] [--window-s 20] [--window-tokens 2048]
-        [--max-tokens 64] [--repeats 3] [--agree 0.15] [--json]
+    .venv-serve/bin/python bench/serve.py [--concurrency 1 4 16] [--rounds 3] [--window-s 12] [--window-tokens 1024]
+        [--max-tokens 64] [--block-s 3] [--pairs 3] [--max-pairs 6] [--agree 0.15] [--json]
 
 The example's serving workload (``raytpu.example.yaml``), same tiny model (:mod:`raytpu.workloads.tiny_llm`),
-same engine arguments (the CPU twin's, via
-:func:`raytpu.core.manifests.serving.engine_cli_args`), same engine env, same client (the official ``openai``
-``AsyncOpenAI``, streamed chat completions, ``ignore_eos`` so every answer is ``--max-tokens`` long). The
-two servers run one after the other (never together: the machine has 2 cores), interleaved ``--repeats`` times
-(vLLM, Ray, vLLM, Ray, ...: each a fresh server, so drift in the machine's load falls on both), each measured at 1, 4
-and 16 concurrent streams: batches of ``c`` simultaneous streams after a warm-up, until the level's window is full
-(at least ``--rounds`` batches, ``--window-s`` seconds and ``--window-tokens`` tokens).
+same engine arguments (the CPU twin's, via :func:`raytpu.core.manifests.serving.engine_cli_args`), same engine env,
+same client (the official ``openai`` ``AsyncOpenAI``, streamed chat completions, ``ignore_eos`` so every answer is
+``--max-tokens`` long).
 
-Reported per server and concurrency: p50/p95 time to first token, output tokens/s (all completion tokens
-of the window over its wall time), and peak memory of each server's process tree; then
-the ratios Ray Serve LLM / vLLM (TTFT ratio > 1 and throughput ratio < 1 mean Ray Serve's overhead). With
-repeats, each pair (vLLM run i, Ray run i) gives one ratio; the ratio reported is their median and
-``ratio_spread`` their min, max and ``spread`` (max / min - 1); a ratio ``holds`` when every pair agrees within
-``--agree`` (spread at most 0.15 by default), and only such ratios are figures to quote. A server's figures are
-medians over its runs. ``load_avg`` is the machine's
-1-minute load average when each run starts and ends (``os.getloadavg``): the machine may be shared.
+Both servers are up at once and measured in pairs (:mod:`serve_pair`): per concurrency level ``c``, a pair is blocks
+(``--block-s`` seconds) of batches of ``c`` simultaneous streams alternating between the two servers (vLLM, Ray,
+vLLM, ...; the next pair starts with the other; a pause of ``SETTLE_S`` before each block lets the idle engine's
+worker stop spinning) until each arm's window is full (at least ``--rounds`` batches, ``--window-s`` seconds and
+``--window-tokens`` tokens), so both arms of a pair see the same machine load. Each pair gives Ray/vLLM ratios of
+TTFT p50/p95 and output tokens/s (TTFT ratio > 1 and tokens/s ratio < 1 are Ray Serve's overhead); pairs repeat
+until the last ``--pairs`` agree within ``--agree`` on TTFT p50 and tokens/s (max / min - 1), or ``--max-pairs``.
+Reported per level: every pair, and over the last ``--pairs`` each ratio's median, spread and whether it holds;
+only ratios that hold are figures to quote. Also each arm's ``other_server_cpu_share`` (the idle server's CPU seconds
+per second of the measured one's batches), peak memory (vLLM's tree; everything: both servers and this client) and
+the 1-minute load average at each pair's start and end.
 No process is left behind: vLLM's server is its own process group, stopped by PID; the cluster by
 :func:`raytpu.local.stop`.
 """
@@ -38,9 +37,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import psutil
+from serve_pair import ARMS, METRICS, SETTLE_S, Pair, Window, pair_ratios, settled, summary
 
 from raytpu import local
 from raytpu.config import load
@@ -54,11 +57,6 @@ from raytpu.workloads.serve import Endpoint, free_port, wait_answering
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "raytpu.example.yaml"
 WORK = next(w for w in load(EXAMPLE).workloads if w.kind.takes_model)
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
 async def _batch(url: str, model: str, c: int, max_tokens: int, seed: int) -> tuple[list[StreamResult], float]:
@@ -107,19 +105,14 @@ def unpin_self(cores: set[int]) -> None:
             os.sched_setaffinity(int(task.name), cores)
 
 
-@dataclass(frozen=True)
-class Window:
-    """How long each concurrency level is measured: at least ``min_batches`` batches, ``min_s`` seconds of batches
-    and ``min_tokens`` completion tokens, whichever ends last (one-batch windows of 0.5-4 s gave pair ratios from
-    0.25x to 1.93x for one setting, issue 40 item 13)."""
+@dataclass
+class Server:
+    """One running server: its OpenAI base URL and model, and how to list its processes."""
 
-    max_tokens: int
-    min_batches: int = 3
-    min_s: float = 20.0
-    min_tokens: int = 2048
-
-    def full(self, batches: int, busy_s: float, tokens: int) -> bool:
-        return batches >= self.min_batches and busy_s >= self.min_s and tokens >= self.min_tokens
+    url: str
+    model: str
+    ready_s: float
+    processes: Callable[[], set[int]]
 
 
 def window(args: argparse.Namespace) -> Window:
@@ -127,34 +120,24 @@ def window(args: argparse.Namespace) -> Window:
     return Window(args.max_tokens, args.rounds, args.window_s, args.window_tokens)
 
 
-def measure(url: str, model: str, concurrency: list[int], window: Window) -> dict[str, Any]:
-    """Warm-up, then per concurrency batches of ``c`` streams until the :class:`Window` is full: TTFT percentiles over
-    every stream and output tokens/s over the whole window (all its completion tokens over its wall time)."""
-    asyncio.run(_batch(url, model, 2, 8, 10_000))
-    out: dict[str, Any] = {}
-    for c in concurrency:
-        ttfts: list[float] = []
-        tokens, busy_s, batches = 0, 0.0, 0
-        start = time.time()
-        while not window.full(batches, busy_s, tokens):
-            results, wall = asyncio.run(_batch(url, model, c, window.max_tokens, 100 * batches))
-            assert all(res.completion_tokens == window.max_tokens for res in results), [res.completion_tokens
-                                                                                        for res in results]
-            ttfts += [res.ttft_s for res in results]
-            tokens += sum(res.completion_tokens for res in results)
-            busy_s += wall
-            batches += 1
-        out[str(c)] = {"ttft_p50_s": _pct(ttfts, 0.5), "ttft_p95_s": _pct(ttfts, 0.95),
-                       "output_tokens_per_s": tokens / busy_s, "streams": len(ttfts), "batches": batches,
-                       "tokens": tokens, "window_s": busy_s, "window_wall": [start, time.time()]}
-        print(f"  c={c}: ttft p50 {out[str(c)]['ttft_p50_s'] * 1000:.0f} ms, p95 "
-              f"{out[str(c)]['ttft_p95_s'] * 1000:.0f} ms, {out[str(c)]['output_tokens_per_s']:.0f} tokens/s "
-              f"({tokens} tokens, {batches} batches, {busy_s:.1f}s)", file=sys.stderr, flush=True)
-    return out
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)
 
 
-def bench_vllm(model: tiny_llm.TinyModel, args: argparse.Namespace) -> dict[str, Any]:
-    """vLLM's own OpenAI server (``python -m vllm.entrypoints.openai.api_server``) with the twin's engine args."""
+def cpu_seconds(pids: set[int]) -> float:
+    """User + system CPU seconds so far of ``pids`` (those still alive)."""
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            times = psutil.Process(pid).cpu_times()
+            total += times.user + times.system
+    return total
+
+
+@contextlib.contextmanager
+def vllm_server(model: tiny_llm.TinyModel) -> Iterator[tuple[Server, int, str]]:
+    """vLLM's own OpenAI server (``python -m vllm.entrypoints.openai.api_server``) with the twin's engine args; yields
+    it, its root pid and its log's path."""
     app = serving.serve_config(WORK, cpu_model=(model.name, str(model.path)))["applications"][0]
     twin = app["args"]["llm_configs"][0]
     port = free_port()
@@ -166,17 +149,11 @@ def bench_vllm(model: tiny_llm.TinyModel, args: argparse.Namespace) -> dict[str,
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        with local.PeakMemory(root=proc.pid) as tree:
-            wait_answering(Endpoint(f"http://127.0.0.1:{port}/v1", model.name), time.monotonic() + 300)
-            ready_s = time.monotonic() - t0
-            print(f"vLLM OpenAI server ready in {ready_s:.0f}s", file=sys.stderr, flush=True)
-            pinned = pin(local.tree_processes(proc.pid)) if args.pin_engine else None
-            try:
-                figures = measure(f"http://127.0.0.1:{port}/v1", model.name, args.concurrency, window(args))
-            finally:
-                unpin_self(ALL_CORES)
-        return {"ready_s": ready_s, "peak_pss_gib": tree.peak_pss_bytes / 2**30, "by_concurrency": figures,
-                "log": log.name, "pinned": pinned}
+        url = f"http://127.0.0.1:{port}/v1"
+        wait_answering(Endpoint(url, model.name), time.monotonic() + 300)
+        ready_s = time.monotonic() - t0
+        print(f"vLLM OpenAI server ready in {ready_s:.0f}s", file=sys.stderr, flush=True)
+        yield Server(url, model.name, ready_s, lambda: local.tree_processes(proc.pid)), proc.pid, log.name
     finally:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGTERM)
@@ -191,178 +168,177 @@ def bench_vllm(model: tiny_llm.TinyModel, args: argparse.Namespace) -> dict[str,
                 os.kill(pid, signal.SIGKILL)
 
 
-def bench_ray(model: tiny_llm.TinyModel, args: argparse.Namespace) -> dict[str, Any]:
-    """The kit's app on a fresh emulated slice, deployed by the serve workload (as ``raytpu local serve``)."""
+@contextlib.contextmanager
+def ray_server(env: dict[str, str]) -> Iterator[Server]:
+    """The kit's app on a fresh emulated slice, deployed by the serve workload (as ``raytpu local serve``), with
+    ``env`` in the environment its processes start with."""
     with tempfile.TemporaryDirectory(prefix="raytpu-bench-serve-") as directory:
-        peak = local.PeakMemory(tag_prefix=local.temp_prefix())
-        with peak:
-            try:
-                t0 = time.monotonic()
+        try:
+            t0 = time.monotonic()
+            with _environ(env):
                 cluster = local.start(WORK.plan, 1, directory)
                 url, served = deploy_serve(cluster, serving_workload(cluster, str(EXAMPLE), WORK.name), 600.0)
-                ready_s = time.monotonic() - t0
-                print(f"Ray Serve LLM ready in {ready_s:.0f}s (cluster {cluster.started_s:.0f}s)",
-                      file=sys.stderr, flush=True)
-                pinned = (pin({p.pid for p in processes_under(cluster.temp_dir)}) if args.pin_engine else None)
-                try:
-                    figures = measure(url, served, args.concurrency, window(args))
-                finally:
-                    unpin_self(ALL_CORES)
-            finally:
-                local.stop(directory)
-        return {"ready_s": ready_s, "peak_pss_gib": peak.peak_pss_bytes / 2**30, "by_concurrency": figures,
-                "pinned": pinned}
+            ready_s = time.monotonic() - t0
+            print(f"Ray Serve LLM ready in {ready_s:.0f}s (cluster {cluster.started_s:.0f}s)", file=sys.stderr,
+                  flush=True)
+            yield Server(url, served, ready_s, lambda: {p.pid for p in processes_under(cluster.temp_dir)})
+        finally:
+            local.stop(directory)
 
 
-METRICS = (("ttft_p50", "ttft_p50_s"), ("ttft_p95", "ttft_p95_s"), ("output_tokens_per_s", "output_tokens_per_s"))
-"""(ratio key, figure key): what each Ray/vLLM ratio divides."""
+@contextlib.contextmanager
+def _environ(env: dict[str, str]) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, old in saved.items():
+            if old is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = old
 
 
-def _load() -> float:
-    return round(os.getloadavg()[0], 2)
+def measure_pair(servers: dict[str, Server], index: int, c: int, args: argparse.Namespace) -> dict[str, Any]:
+    """One pair at ``c`` streams: blocks of each arm's batches alternating until both windows are full."""
+    pair = Pair(index, window(args), args.block_s)
+    pids = {name: server.processes() for name, server in servers.items()}
+    start, load0 = time.time(), _load()
+    while (name := pair.next_arm()) is not None:
+        if pair.block_batches == 0:
+            time.sleep(SETTLE_S)  # the arm just measured stops spinning
+        other = ARMS[1 - ARMS.index(name)]
+        cpu0 = cpu_seconds(pids[other])
+        results, wall = asyncio.run(_batch(servers[name].url, servers[name].model, c, args.max_tokens,
+                                           100 * pair.arms[name].batches))
+        assert all(res.completion_tokens == args.max_tokens for res in results), [res.completion_tokens
+                                                                                  for res in results]
+        pair.add(name, [res.ttft_s for res in results], sum(res.completion_tokens for res in results), wall,
+                 cpu_seconds(pids[other]) - cpu0)
+    figures = {name: arm.figures() for name, arm in pair.arms.items()}
+    return {"blocks": pair.blocks, "load_avg": [load0, _load()], "wall": [start, time.time()],
+            **figures, "ratio": pair_ratios(figures["vllm"], figures["ray"])}
 
 
-def _loaded(run: Any, *args: Any) -> dict[str, Any]:
-    """One server run with the machine's 1-minute load average before and after."""
-    before = _load()
-    fig = dict(run(*args))
-    fig["load_avg"] = [before, _load()]
-    return fig
+def measure_level(servers: dict[str, Server], c: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Pairs at ``c`` streams until the last ``--pairs`` agree (:func:`serve_pair.settled`) or ``--max-pairs``."""
+    pairs: list[dict[str, Any]] = []
+    while len(pairs) < args.max_pairs and not settled([p["ratio"] for p in pairs], args.pairs, args.agree):
+        pairs.append(measure_pair(servers, len(pairs), c, args))
+        p = pairs[-1]
+        print(f"  c={c} pair {len(pairs)}: tok/s vLLM {p['vllm']['output_tokens_per_s']:.0f}, Ray "
+              f"{p['ray']['output_tokens_per_s']:.0f} ({p['ratio']['output_tokens_per_s']:.2f}x); TTFT p50 "
+              f"{p['ratio']['ttft_p50']:.2f}x; {p['wall'][1] - p['wall'][0]:.0f}s, load {p['load_avg']}",
+              file=sys.stderr, flush=True)
+    used = pairs[-args.pairs:]
+    medians = {name: {key: statistics.median(p[name][key] for p in used) for _, key in METRICS} for name in ARMS}
+    return {"pairs": pairs, "vllm": medians["vllm"], "ray": medians["ray"],
+            **summary([p["ratio"] for p in pairs], args.pairs, args.agree)}
 
 
-def combine(runs: list[dict[str, Any]], concurrency: list[int]) -> dict[str, Any]:
-    """Medians over ``runs`` of one server (each as :func:`measure` within a run's figures)."""
-    out: dict[str, Any] = {"ready_s": statistics.median(r["ready_s"] for r in runs),
-                           "peak_pss_gib": max(r["peak_pss_gib"] for r in runs), "by_concurrency": {},
-                           "load_avg": [r["load_avg"] for r in runs]}
-    for c in map(str, concurrency):
-        figs = [r["by_concurrency"][c] for r in runs]
-        out["by_concurrency"][c] = {key: statistics.median(f[key] for f in figs) for _, key in METRICS}
-        out["by_concurrency"][c]["streams"] = sum(f["streams"] for f in figs)
-    if "log" in runs[-1]:
-        out["log"] = runs[-1]["log"]
-    return out
+def session(model: tiny_llm.TinyModel, env: dict[str, str], args: argparse.Namespace) -> dict[str, Any]:
+    """vLLM alone and the kit's app (with ``env``) up at once, every level measured in pairs."""
+    load0 = _load()
+    everything = local.PeakMemory(tag_prefix=local.temp_prefix())
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(everything)
+        vllm, vllm_pid, log = stack.enter_context(vllm_server(model))
+        vllm_mem = stack.enter_context(local.PeakMemory(root=vllm_pid))
+        ray = stack.enter_context(ray_server(env))
+        servers = {"vllm": vllm, "ray": ray}
+        pinned = pin(vllm.processes() | ray.processes()) if args.pin_engine else None
+        stack.callback(unpin_self, ALL_CORES)
+        for server in servers.values():
+            asyncio.run(_batch(server.url, server.model, 2, 8, 10_000))  # warm-up
+        levels = {str(c): measure_level(servers, c, args) for c in args.concurrency}
+    return {"env": env, "ready_s": {"vllm": vllm.ready_s, "ray": ray.ready_s}, "vllm_log": log, "pinned": pinned,
+            "peak_pss_gib": {"vllm": vllm_mem.peak_pss_bytes / 2**30, "all": everything.peak_pss_bytes / 2**30},
+            "load_avg": [load0, _load()], "by_concurrency": levels}
 
 
-def ratios(pairs: list[tuple[dict[str, Any], dict[str, Any]]], concurrency: list[int]
-           ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Per concurrency: the median of the pairs' Ray/vLLM ratios, and their spread (min, max, each pair's)."""
-    median: dict[str, Any] = {}
-    spread: dict[str, Any] = {}
-    for c in map(str, concurrency):
-        median[c], spread[c] = {}, {}
-        for name, key in METRICS:
-            values = [r["by_concurrency"][c][key] / v["by_concurrency"][c][key] for v, r in pairs]
-            median[c][name] = statistics.median(values)
-            spread[c][name] = {"min": min(values), "max": max(values), "spread": max(values) / min(values) - 1,
-                               "values": values}
-    return median, spread
+def _print_table(name: str, result: dict[str, Any]) -> None:
+    print(f"{name} (env {result['env'] or 'the kit'}): ready vLLM {result['ready_s']['vllm']:.0f}s, Ray "
+          f"{result['ready_s']['ray']:.0f}s; peak PSS vLLM {result['peak_pss_gib']['vllm']:.2f} GiB, all "
+          f"{result['peak_pss_gib']['all']:.2f} GiB; load {result['load_avg']}")
+    print(f"{'c':>3} | {'pairs':>5} | {'vLLM tok/s':>10} | {'Ray tok/s':>9} | ratio (median; spread) of the last pairs")
+    for c, lv in result["by_concurrency"].items():
+        cells = ", ".join(f"{n} {lv[n]['median']:.2f}x ({lv[n]['spread']:.0%}{'' if n in lv['holds'] else ' no'})"
+                          for n, _ in METRICS)
+        print(f"{c:>3} | {len(lv['pairs']):>5} | {lv['vllm']['output_tokens_per_s']:10.0f} | "
+              f"{lv['ray']['output_tokens_per_s']:9.0f} | {cells}{'' if lv['settled'] else '; NOT SETTLED'}")
 
 
-def holds(spread: dict[str, Any], agree: float) -> dict[str, list[str]]:
-    """Per concurrency, the ratios whose pairs all agree within ``agree`` (``spread`` from :func:`ratios`)."""
-    return {c: [name for name, sp in by_name.items() if sp["spread"] <= agree] for c, by_name in spread.items()}
+def _bad(flag: str, value: object, rule: str, valid: str) -> int:
+    print(f"error: {flag}: {str(value)[:60]!r} {rule}; valid: {valid}", file=sys.stderr)
+    return 2
+
+
+def check(args: argparse.Namespace) -> int:
+    """0, or 2 after naming the first bad flag (before any server starts)."""
+    for flag in ("rounds", "max_tokens", "pairs", "max_pairs"):
+        if getattr(args, flag) < 1:
+            return _bad(f"--{flag.replace('_', '-')}", getattr(args, flag), "must be at least 1", "1, 2, ...")
+    if min(args.concurrency) < 1:
+        return _bad("--concurrency", args.concurrency, "must each be at least 1", "e.g. 1 4 16")
+    if args.pairs < 2 or args.max_pairs < args.pairs:
+        return _bad("--pairs/--max-pairs", [args.pairs, args.max_pairs], "need 2 <= --pairs <= --max-pairs",
+                    "e.g. 3 and 6")
+    for flag in ("window_s", "window_tokens", "block_s"):
+        if getattr(args, flag) < 0:
+            return _bad(f"--{flag.replace('_', '-')}", getattr(args, flag), "must be at least 0", "e.g. 12, 1024, 3")
+    if args.agree <= 0:
+        return _bad("--agree", args.agree, "must be above 0", "e.g. 0.15")
+    bad_env = [kv for kv in args.alt_ray_env if "=" not in kv]
+    if bad_env:
+        return _bad("--alt-ray-env", bad_env[0], "is not KEY=VALUE", "e.g. RAY_SERVE_LOG_TO_STDERR=1")
+    return 0
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3, help="batches per arm of a pair, at least (default 3)")
     parser.add_argument("--max-tokens", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=3, help="vLLM, Ray pairs, interleaved (default 3)")
-    parser.add_argument("--window-s", type=float, default=20.0, help="seconds of batches per concurrency (default 20)")
-    parser.add_argument("--window-tokens", type=int, default=2048,
-                        help="completion tokens per concurrency, at least (default 2048)")
+    parser.add_argument("--window-s", type=float, default=12.0,
+                        help="seconds of batches per arm of a pair, at least (default 12)")
+    parser.add_argument("--window-tokens", type=int, default=1024,
+                        help="completion tokens per arm of a pair, at least (default 1024)")
+    parser.add_argument("--block-s", type=float, default=3.0,
+                        help="seconds of one arm's batches before the other's block, at least (default 3)")
+    parser.add_argument("--pairs", type=int, default=3, help="pairs that must agree, the last ones (default 3)")
+    parser.add_argument("--max-pairs", type=int, default=6, help="pairs per level at most (default 6)")
     parser.add_argument("--agree", type=float, default=0.15,
-                        help="a ratio holds when its pairs' max / min - 1 is at most this (default 0.15)")
+                        help="pairs agree when their ratios' max / min - 1 is at most this (default 0.15)")
     parser.add_argument("--alt-ray-env", nargs="+", default=[], metavar="KEY=VALUE",
-                        help="also run the Ray app with these in the slice's environment, as a third arm "
-                        "(ray_serve_alt), interleaved with the others (e.g. Ray's defaults, for a before/after)")
+                        help="a second session with these in the Ray slice's environment (ray_serve_alt; e.g. Ray's "
+                        "defaults, for a before/after), measured against its own vLLM like the first")
     parser.add_argument("--pin-engine", action="store_true",
-                        help="vLLM's engine processes on one core, each server's other processes and the client on "
-                        "the others (a TPU host's engine does not compete with the serving path for cores)")
+                        help="both vLLM engines' processes on one core, every other process and the client on the "
+                        "others (a TPU host's engine does not compete with the serving path for cores)")
     parser.add_argument("--cache-dir", default=None)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    if any("=" not in kv for kv in args.alt_ray_env):
-        print("error: --alt-ray-env: expected KEY=VALUE; valid: e.g. RAY_SERVE_LOG_TO_STDERR=1", file=sys.stderr)
+    if check(args):
         return 2
     alt_env = dict(kv.split("=", 1) for kv in args.alt_ray_env)
-    if args.repeats < 1 or args.rounds < 1 or min(args.concurrency) < 1 or args.max_tokens < 1:
-        print("error: --repeats/--rounds/--concurrency/--max-tokens: must be at least 1; valid: 1, 2, ...",
-              file=sys.stderr)
-        return 2
-    if args.window_s < 0 or args.window_tokens < 0 or args.agree <= 0:
-        print("error: --window-s/--window-tokens: must be at least 0, --agree above 0; valid: e.g. 20, 2048, 0.15",
-              file=sys.stderr)
-        return 2
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))  # token auth as on GKE; one token per process
     model = tiny_llm.ensure(args.cache_dir)
     os.environ[tiny_llm.ENV_CACHE_DIR] = str(model.path.parent)  # the Ray deployment serves this same model
-    pairs: list[tuple[dict[str, Any], dict[str, Any]]] = []
-    alts: list[tuple[dict[str, Any], dict[str, Any]]] = []
-    for i in range(args.repeats):
-        print(f"[{i + 1}/{args.repeats}] vLLM's own OpenAI server (load {_load()}):", file=sys.stderr, flush=True)
-        v = _loaded(bench_vllm, model, args)
-        arms = ["ray", "alt"] if alt_env else ["ray"]
-        for arm in arms if i % 2 == 0 else arms[::-1]:  # the two Ray arms swap order each repeat
-            extra = f" with {alt_env}" if arm == "alt" else ""
-            print(f"[{i + 1}/{args.repeats}] Ray Serve LLM on the emulated slice{extra} (load {_load()}):",
-                  file=sys.stderr, flush=True)
-            if arm == "ray":
-                pairs.append((v, _loaded(bench_ray, model, args)))
-                continue
-            saved = {k: os.environ.get(k) for k in alt_env}
-            os.environ.update(alt_env)
-            try:
-                alts.append((v, _loaded(bench_ray, model, args)))
-            finally:
-                for k, old in saved.items():
-                    if old is None:
-                        os.environ.pop(k, None)
-                    else:
-                        os.environ[k] = old
-    vllm_fig = combine([v for v, _ in pairs], args.concurrency)
-    ray_fig = combine([r for _, r in pairs], args.concurrency)
-    median, spread = ratios(pairs, args.concurrency)
-    result = {"model": model.name, "max_tokens": args.max_tokens, "rounds": args.rounds, "repeats": args.repeats,
-              "window_s": args.window_s, "window_tokens": args.window_tokens, "agree": args.agree,
-              "pin_engine": args.pin_engine,
-              "vllm": vllm_fig, "ray_serve": ray_fig, "ratio_ray_over_vllm": median, "ratio_spread": spread,
-              "holds": holds(spread, args.agree),
-              "runs": [{"vllm": v, "ray_serve": r} for v, r in pairs]}
-    if alts:
-        result["alt_ray_env"] = alt_env
-        result["ray_serve_alt"] = combine([r for _, r in alts], args.concurrency)
-        result["ratio_alt_over_vllm"], result["ratio_alt_spread"] = ratios(alts, args.concurrency)
-        result["alt_holds"] = holds(result["ratio_alt_spread"], args.agree)
-        for run, (_, r) in zip(result["runs"], alts, strict=True):
-            run["ray_serve_alt"] = r
+    result: dict[str, Any] = {
+        "model": model.name, "max_tokens": args.max_tokens, "window": vars(window(args)), "pairs": args.pairs,
+        "max_pairs": args.max_pairs, "block_s": args.block_s, "settle_s": SETTLE_S, "agree": args.agree,
+        "pin_engine": args.pin_engine, "cpus": os.cpu_count(),
+        "ray_serve": session(model, {}, args)}
+    if alt_env:
+        result["ray_serve_alt"] = session(model, alt_env, args)
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print(f"{'c':>3} | {'server':<13} | {'TTFT p50':>9} | {'TTFT p95':>9} | {'out tok/s':>9} | ratio spread")
-    for c in map(str, args.concurrency):
-        for name, fig in (("vLLM", vllm_fig), ("Ray Serve LLM", ray_fig)):
-            f = fig["by_concurrency"][c]
-            print(f"{c:>3} | {name:<13} | {f['ttft_p50_s'] * 1000:7.0f}ms | {f['ttft_p95_s'] * 1000:7.0f}ms | "
-                  f"{f['output_tokens_per_s']:9.0f} |")
-        q, sp = median[c], spread[c]
-        print(f"{c:>3} | {'ratio Ray/vLLM':<13} | {q['ttft_p50']:8.2f}x | {q['ttft_p95']:8.2f}x | "
-              f"{q['output_tokens_per_s']:8.2f}x | TTFT p50 {sp['ttft_p50']['min']:.2f}-{sp['ttft_p50']['max']:.2f}x, "
-              f"tok/s {sp['output_tokens_per_s']['min']:.2f}-{sp['output_tokens_per_s']['max']:.2f}x; holds: "
-              f"{', '.join(result['holds'][c]) or 'none'}")
-    if alts:
-        for c in map(str, args.concurrency):
-            q, sp = result["ratio_alt_over_vllm"][c], result["ratio_alt_spread"][c]
-            print(f"{c:>3} | {'alt Ray/vLLM':<13} | {q['ttft_p50']:8.2f}x | {q['ttft_p95']:8.2f}x | "
-                  f"{q['output_tokens_per_s']:8.2f}x | TTFT p50 {sp['ttft_p50']['min']:.2f}-"
-                  f"{sp['ttft_p50']['max']:.2f}x, tok/s {sp['output_tokens_per_s']['min']:.2f}-"
-                  f"{sp['output_tokens_per_s']['max']:.2f}x   (alt: {alt_env})")
-    print(f"ready: vLLM {vllm_fig['ready_s']:.0f}s, Ray Serve LLM {ray_fig['ready_s']:.0f}s (incl. slice start); "
-          f"peak PSS: vLLM {vllm_fig['peak_pss_gib']:.2f} GiB, Ray Serve LLM {ray_fig['peak_pss_gib']:.2f} GiB; "
-          f"load (1 min, start/end of each run): vLLM {vllm_fig['load_avg']}, Ray {ray_fig['load_avg']}")
+    for name in ("ray_serve", "ray_serve_alt"):
+        if name in result:
+            _print_table(name, result[name])
     return 0
 
 
