@@ -167,18 +167,13 @@ def bundle_selectors(plan: SlicePlan, slice_name: str) -> list[dict[str, str]]:
 
 def reserve_slice(plan: SlicePlan, slice_name: str | None = None, timeout_s: float = RESERVE_TIMEOUT_S,
                   poll_s: float = 0.5) -> Reservation:
-    """Reserves one whole slice of ``plan`` (all hosts, all chips) or raises TimeoutError naming the slice.
+    """Reserves one whole slice of ``plan`` (all hosts, all chips) or raises TimeoutError naming each slice tried and
+    what was wrong with it (missing worker ids, busy).
 
-    Completeness is checked first and the reservation is pinned to the chosen slice by its
-    ``ray.io/tpu-slice-name`` label (and each bundle to its worker id, :func:`bundle_selectors`), so a
-    reservation never takes worker 0 of an incomplete slice and hangs. With ``slice_name`` None, any complete,
-    idle slice; busy or incomplete slices are waited for until ``timeout_s``.
-
-    Raises:
-        TimeoutError: No slice (or not ``slice_name``) could be reserved in time; the message names the
-            slice(s) and what was wrong with each (missing worker ids, busy).
-        ValueError: Ray refuses the shape (``SlicePlacementGroup`` outside ``VALID_TPU_TOPOLOGY``); nothing is
-            left held.
+    Completeness is checked first, then the reservation is pinned by slice name and bundle by worker id
+    (:func:`bundle_selectors`), so it never takes worker 0 of an incomplete slice and hangs. With ``slice_name`` None,
+    any complete idle slice, waiting for one until ``timeout_s``. ValueError when Ray refuses the shape (outside
+    ``VALID_TPU_TOPOLOGY``); nothing is left held.
     """
     import ray
     from ray.util.tpu import slice_placement_group
