@@ -20,16 +20,10 @@ WHEN_UNSATISFIABLE = ("DoNotScaleUp", "ScaleUpAnyway")
 
 @dataclass(frozen=True, kw_only=True)
 class ComputeClassProps:
-    """Props of :class:`ComputeClass`.
-
-    Attributes:
-        slice: The slice it provides: its TPU shape, then its provisioning and each of its ``fallback`` modes,
-            in order, as ``spec.priorities`` (e.g. the reservation first, then Spot). Its provisioning must
-            offer a ComputeClass priority (not queued).
-        project: Project owning the slice's reservation (``reservations.specific[].project``).
-        when_unsatisfiable: ``DoNotScaleUp`` (default: pods wait for a listed shape) or ``ScaleUpAnyway``.
-        labels: Kubernetes labels of the object; ``app.kubernetes.io/managed-by: raytpu`` is always added.
-        overrides: Escape hatch: raw fields of the ``kubernetes_manifest`` resource by path.
+    """Props of :class:`ComputeClass`: the slice (its shape, then its provisioning and each ``fallback`` mode in order
+    as ``spec.priorities``; its provisioning must offer a priority, not queued), the reservation's project,
+    ``when_unsatisfiable`` (``DoNotScaleUp``: pods wait for a listed shape; or ``ScaleUpAnyway``), labels and
+    ``overrides`` of the ``kubernetes_manifest``.
     """
 
     slice: SliceSpec
