@@ -1,7 +1,8 @@
-"""The serving workload on the local emulated slice: deploys the CPU twin of the slice's Ray Serve LLM app (the same
-:func:`raytpu.core.manifests.serving.serve_config`, vLLM's CPU build, the tiny offline model), prints its
-``endpoint:`` and ``model:`` once it answers, and exits; the app runs until ``raytpu local down``. Progress goes
-to stderr. Needs ``ray[serve,llm]`` and vLLM (``.venv-serve``). Details: docs/FACTS.md 25.57.
+"""The serving workload on the local emulated slice: the CPU twin of the slice's Ray Serve LLM app, deployed.
+
+The same :func:`raytpu.core.manifests.serving.serve_config` app with vLLM's CPU build and the tiny offline model;
+it prints ``endpoint:`` and ``model:`` once the app answers and exits, the app running until ``raytpu local down``.
+Progress goes to stderr. Needs ``ray[serve,llm]`` and vLLM (``.venv-serve``). Details: docs/FACTS.md 25.57.
 """
 
 from __future__ import annotations

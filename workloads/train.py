@@ -1,10 +1,10 @@
-"""Data-parallel training of a small MLP (or the workload's ``train_loop``, :mod:`raytpu.workloads.team_train`) with
-Ray Train v2's JaxTrainer, one worker per host of one whole slice, or N whole slices for a multi-slice run.
+"""Data-parallel training with Ray Train v2's JaxTrainer, one worker per host of one whole slice (N for multi-slice).
 
-The slice comes from the workload spec (``RAYTPU_WORKLOAD``), never re-planned. Where Ray 2.60 cannot see a whole
-slice the driver reserves one itself (:func:`scaling_config`). ``--name`` resumes an existing run; rank 0
-checkpoints, restarts resume from it, and waits for a slice are bounded (:func:`attempt_wait`). Prints
-``RAYTPU_TRAIN_RESULT {json}``; exits 1 when training failed or ran no step. Details: docs/FACTS.md 25.52.
+The model is a small MLP, or the workload's ``train_loop`` (:mod:`raytpu.workloads.team_train`). The slice comes
+from the workload spec (``RAYTPU_WORKLOAD``), never re-planned; where Ray 2.60 cannot see a whole slice the driver
+reserves one itself (:func:`scaling_config`). ``--name`` resumes an existing run; rank 0 checkpoints, restarts resume
+from it, and waits for a slice are bounded (:func:`attempt_wait`). Prints ``RAYTPU_TRAIN_RESULT {json}``; exits 1
+when training failed or ran no step. Details: docs/FACTS.md 25.52.
 """
 
 from __future__ import annotations
@@ -284,12 +284,8 @@ def _device_grid(devices: list[Any], slice_ids: list[int] | None, slices: int) -
 
 
 def ray_assumed_hosts(plan: SlicePlan) -> int:
-    """Hosts per slice that Ray 2.60's slice reservation derives from ``plan``'s topology alone.
-
-    ``ray.util.tpu.get_tpu_worker_resources`` takes chips per host from
-    ``ray._private.accelerators.tpu.get_chips_per_host``: every v5e/v6e topology of up to 8 chips is one host.
-    JaxTrainer's reservation (Ray 2.60 ``ray.train.v2._internal.execution.worker_group.worker_group.WorkerGroup.
-    _create_placement_group``) passes no ``chips_per_vm``, and its ScalingConfig has no field for it.
+    """Hosts per slice that Ray 2.60's slice reservation derives from ``plan``'s topology alone (every v5e/v6e topology of
+    up to 8 chips is one host there). Source: Ray 2.60 ``ray.util.tpu.get_tpu_worker_resources`` (docs/FACTS.md 25.59).
     """
     from ray.util.tpu import get_tpu_worker_resources
 
@@ -298,14 +294,9 @@ def ray_assumed_hosts(plan: SlicePlan) -> int:
 
 
 def scaling_config(plan: SlicePlan, slice_name: str | None = None, slices: int = 1) -> Any:
-    """JaxTrainer's ScalingConfig for ``slices`` whole slices of ``plan``: one worker per host, all its chips
-    (``num_workers = hosts x slices``: Ray 2.60 reserves that many slices together, see the module docstring).
-
-    With ``slice_name``, each worker also takes that slice's own resource (``<TPU_NAME>: 1``, which Ray puts on
-    every host of a slice for this purpose: Ray 2.60
-    ``ray._private.accelerators.tpu.TPUAcceleratorManager.get_current_node_additional_resources``), so all workers
-    land on that one slice. ``label_selector``, the other way to pin, is refused with ``use_tpu=True``
-    (``ray.train.v2.api.config.ScalingConfig._validate_tpu_config``).
+    """JaxTrainer's ScalingConfig for ``slices`` whole slices of ``plan``: one worker per host, all its chips; with
+    ``slice_name``, every worker also takes that slice's own resource, so all land on it. Source: Ray 2.60
+    ``TPUAcceleratorManager.get_current_node_additional_resources`` (docs/FACTS.md 25.59).
     """
     from ray.train.v2.api.config import ScalingConfig
 
@@ -315,12 +306,8 @@ def scaling_config(plan: SlicePlan, slice_name: str | None = None, slices: int =
 
 
 def reserve_for_pinning(plan: SlicePlan, timeout_s: float) -> Any:
-    """Holds a whole, idle slice of ``plan`` for the workers to be pinned to: the smoke check's pinned reservation
-    (:func:`raytpu.workloads.slices.reserve_slice`, complete slices only) with its bundles given back, its head kept
-    (so other reservations, Ray Train's own included, skip this slice). ``release()`` it after the run.
-
-    Raises:
-        TimeoutError: no such slice within ``timeout_s``.
+    """Holds a whole, idle slice of ``plan`` for the workers to be pinned to, its head kept so other reservations skip
+    it (docs/FACTS.md 25.59); ``release()`` it after the run. TimeoutError when none is free within ``timeout_s``.
     """
     from raytpu.workloads.slices import reserve_slice
 
