@@ -21,8 +21,8 @@ RESERVE_TIMEOUT_S = 60.0
 
 @dataclass
 class SliceInventory:
-    """What the GCS knows about one slice of the plan's pod type: its name (``ray.io/tpu-slice-name``; the node id for an
-    unnamed single host), worker id -> ``ray.nodes()`` entry of every alive host, and the hosts the plan expects.
+    """What the GCS knows about one slice of the plan's pod type: its name (``ray.io/tpu-slice-name``; the node id for
+    an unnamed single host), worker id -> ``ray.nodes()`` entry of every alive host, and the hosts the plan expects.
     """
 
     name: str
@@ -89,8 +89,9 @@ def wait_for_hosts(plan: SlicePlan, expected: int, slice_name: str | None, limit
 
 @dataclass
 class Reservation:
-    """A whole slice held for this driver: the slice placement group (one bundle per host, in worker order), the placement
-    group holding the slice's head resource (so Ray's unpinned reservations skip it) or None, and the seconds it took.
+    """A whole slice held for this driver: the slice placement group (one bundle per host, in worker order), the
+    placement group holding the slice's head resource (so Ray's unpinned reservations skip it) or None, and the
+    seconds it took.
     """
 
     slice_name: str

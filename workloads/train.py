@@ -284,8 +284,9 @@ def _device_grid(devices: list[Any], slice_ids: list[int] | None, slices: int) -
 
 
 def ray_assumed_hosts(plan: SlicePlan) -> int:
-    """Hosts per slice that Ray 2.60's slice reservation derives from ``plan``'s topology alone (every v5e/v6e topology of
-    up to 8 chips is one host there). Source: Ray 2.60 ``ray.util.tpu.get_tpu_worker_resources`` (docs/FACTS.md 25.59).
+    """Hosts per slice that Ray 2.60's slice reservation derives from ``plan``'s topology alone (every v5e/v6e topology
+    of up to 8 chips is one host there). Source: Ray 2.60 ``ray.util.tpu.get_tpu_worker_resources`` (docs/FACTS.md
+    25.59).
     """
     from ray.util.tpu import get_tpu_worker_resources
 
