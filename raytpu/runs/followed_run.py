@@ -42,8 +42,8 @@ COMPILE_KEYS = ("compile", "compile_attempts", "compile_budget_s", "compile_over
 
 
 def team_result(lines: list[str]) -> dict[str, Any]:
-    """What a training run reported in its ``RAYTPU_TRAIN_RESULT`` line: a team's run's ``{"train": {...}}``
-    (train_loop, ok, metrics, checkpoint, reports, attempts, error?) and any train run's :data:`COMPILE_KEYS`."""
+    """What a training run reported in its ``RAYTPU_TRAIN_RESULT`` line (empty for other runs): a team's run's
+    ``{"train": {...}}`` (train_loop, ok, metrics, checkpoint, reports, attempts, error?) and :data:`COMPILE_KEYS`."""
     from raytpu.workloads.train import parse_result
 
     summary = parse_result("\n".join(lines)) or {}
