@@ -48,8 +48,7 @@ def joined_to(name: str, cluster: JoinedCluster) -> dict[str, Any]:
 @dataclass(frozen=True, kw_only=True)
 class NodePoolOptions:
     """Options every node pool shares: the nodes' service account (default Compute Engine's), labels (``managed-by:
-    raytpu`` always added) and ``overrides`` of ``google_container_node_pool``.
-    """
+    raytpu`` always added) and ``overrides`` of ``google_container_node_pool``."""
 
     service_account: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)

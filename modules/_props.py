@@ -1,7 +1,6 @@
 """Rules for construct options that no spec covers, and the ``overrides`` escape hatch. Each returns the problems of one
 value, in the spec layer's style (:func:`raytpu.core.common.errors.raise_found` raises them together); rules a spec
-states are imported from :mod:`raytpu.core.specs.field_rules`.
-"""
+states are imported from :mod:`raytpu.core.specs.field_rules`."""
 
 from __future__ import annotations
 

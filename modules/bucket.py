@@ -20,8 +20,7 @@ from raytpu.modules.cdk import AssetType, Construct, TerraformAsset, storage_buc
 class BucketProps:
     """Props of :class:`Bucket`: a globally unique name, project, location (the slices' region, so checkpoints stay near
     the TPUs), versioning and retention (on by default: a bad checkpoint write can be undone), ``force_destroy``,
-    labels (``managed-by: raytpu`` always added) and ``overrides`` of ``google_storage_bucket``.
-    """
+    labels (``managed-by: raytpu`` always added) and ``overrides`` of ``google_storage_bucket``."""
 
     name: str
     project: str
@@ -52,8 +51,7 @@ OBJECT_NAME_RULE = "1-1024 bytes of UTF-8, no carriage return or line feed, not 
 class BucketObjectProps:
     """Props of :class:`BucketObject`: the object's name (e.g. ``raytpu/raytpu-0.1.0.zip``), the local file (read when
     the construct is created, so it must exist), its ``Content-Type``, the bucket (set by :meth:`Bucket.add_object`)
-    and ``overrides`` of ``google_storage_bucket_object``.
-    """
+    and ``overrides`` of ``google_storage_bucket_object``."""
 
     name: str
     source: str
@@ -80,8 +78,7 @@ class BucketObject(Construct):
     """A local file uploaded as an object, through a Terraform asset in the synth output so the stack directory is
     self-contained; a changed file re-uploads, an unchanged one leaves the plan empty (docs/FACTS.md 25.58).
 
-    Resource ids: ``asset`` (the TerraformAsset), ``object``.
-    """
+    Resource ids: ``asset`` (the TerraformAsset), ``object``."""
 
     def __init__(self, scope: Construct, id: str, props: BucketObjectProps) -> None:
         super().__init__(scope, id)
@@ -114,8 +111,7 @@ class BucketObject(Construct):
 class Bucket(Construct):
     """A bucket with uniform bucket-level access, public access prevention enforced and versioning.
 
-    Resource id: ``bucket``. Children: :meth:`add_object`.
-    """
+    Resource id: ``bucket``. Children: :meth:`add_object`."""
 
     def __init__(self, scope: Construct, id: str, props: BucketProps) -> None:
         super().__init__(scope, id)

@@ -23,8 +23,7 @@ class ComputeClassProps:
     """Props of :class:`ComputeClass`: the slice (its shape, then its provisioning and each ``fallback`` mode in order
     as ``spec.priorities``; its provisioning must offer a priority, not queued), the reservation's project,
     ``when_unsatisfiable`` (``DoNotScaleUp``: pods wait for a listed shape; or ``ScaleUpAnyway``), labels and
-    ``overrides`` of the ``kubernetes_manifest``.
-    """
+    ``overrides`` of the ``kubernetes_manifest``."""
 
     slice: SliceSpec
     project: str

@@ -47,8 +47,7 @@ def maintenance_policy(window: MaintenanceWindowSpec) -> container_cluster.Conta
 class GkeClusterOptions:
     """What a caller chooses for the cluster: its spec, the create version (default the channel's), the version floor a
     precondition enforces, the nodes' service account, GCS FUSE and Ray logging/monitoring (on by default), and
-    ``overrides`` of ``google_container_cluster``. Why each: docs/FACTS.md 25.58.
-    """
+    ``overrides`` of ``google_container_cluster``. Why each: docs/FACTS.md 25.58."""
 
     spec: GkeSpec
     min_master_version: str | None = None
@@ -74,8 +73,7 @@ class GkeClusterOptions:
 @dataclass(frozen=True, kw_only=True)
 class GkeClusterProps(GkeClusterOptions):
     """Props of :class:`GkeCluster`: its options, the project (and so its identity pool), the region, and the Network it
-    joins (whose spec's ``master_cidr`` is the control plane's private /28).
-    """
+    joins (whose spec's ``master_cidr`` is the control plane's private /28)."""
 
     project: str
     location: str
@@ -95,8 +93,7 @@ class GkeCluster(Construct):
     Dataplane V2 (NetworkPolicy), GCS FUSE; Standard clusters drop the default pool, so add pools with
     :meth:`add_slice_pool` and :meth:`add_head_pool`. What is always on: docs/FACTS.md 25.58.
 
-    Resource ids: ``cluster``.
-    """
+    Resource ids: ``cluster``."""
 
     def __init__(self, scope: Construct, id: str, props: GkeClusterProps) -> None:
         super().__init__(scope, id)

@@ -66,8 +66,7 @@ def hcl_version_at_least(version: str, floor: str) -> str:
     """A Terraform expression (no ``${}``): GKE version ``version`` (an expression) is ``floor`` or newer.
 
     Terraform has no version comparison; the four numbers of ``1.34.0-gke.2201000`` are compared in order.
-    ``try`` makes an unparsable version false, so the precondition fails with its message instead of an error.
-    """
+    ``try`` makes an unparsable version false, so the precondition fails with its message instead of an error."""
     parts = [f"tonumber({_HCL_VERSION.format(version=version)}[{i}])" for i in range(4)]
     wanted = version_key(floor)
     condition = f"{parts[3]} >= {wanted[3]}"

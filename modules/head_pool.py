@@ -19,8 +19,7 @@ HEAD_POOL_LABEL = "raytpu/pool"
 @dataclass(frozen=True, kw_only=True)
 class HeadPoolOptions(NodePoolOptions):
     """What a caller chooses for the head pool: machine type and bounds, name, and zones (default the cluster's; stacks
-    pass the slices' zones so heads sit beside their TPUs); plus the fields of :class:`NodePoolOptions`.
-    """
+    pass the slices' zones so heads sit beside their TPUs); plus the fields of :class:`NodePoolOptions`."""
 
     spec: HeadPoolSpec = field(default_factory=HeadPoolSpec)
     name: str = "ray-head"

@@ -32,8 +32,7 @@ BUILDER_BUCKET_ROLE = "roles/storage.objectUser"
 class ImageRegistryProps:
     """Props of :class:`ImageRegistry`: project, region (the cluster's), repository id (lowercase letters, digits and
     hyphens, starting with a letter, at most 63), the Cloud Build account's id, ``pullers`` (emails; tokens are fine),
-    the build bucket, labels and ``overrides`` of ``google_artifact_registry_repository`` (``kms_key_name``).
-    """
+    the build bucket, labels and ``overrides`` of ``google_artifact_registry_repository`` (``kms_key_name``)."""
 
     project: str
     location: str
@@ -58,8 +57,7 @@ class ImageRegistry(Construct):
     """A Docker-format repository with immutable tags, a builder service account that may push to it and use the bucket,
     and pull access for ``pullers``. Source: googleapis ``DockerRepositoryConfig.immutable_tags`` (docs/FACTS.md 25.58).
 
-    Resource ids: ``repository``, ``builder``, ``builder-push``, ``builder-bucket``, ``pull-<i>``.
-    """
+    Resource ids: ``repository``, ``builder``, ``builder-push``, ``builder-bucket``, ``pull-<i>``."""
 
     def __init__(self, scope: Construct, id: str, props: ImageRegistryProps) -> None:
         super().__init__(scope, id)

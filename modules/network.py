@@ -29,8 +29,7 @@ NAT_LOG_FILTERS = ("ERRORS_ONLY", "TRANSLATIONS_ONLY", "ALL")
 @dataclass(frozen=True, kw_only=True)
 class NetworkProps:
     """Props of :class:`Network`: the VPC's name (the subnet, router and NAT are named after it), project, region, the
-    ranges (``NetworkSpec``), flow log sampling and interval, the NAT log filter, and ``overrides`` of the subnet.
-    """
+    ranges (``NetworkSpec``), flow log sampling and interval, the NAT log filter, and ``overrides`` of the subnet."""
 
     name: str
     project: str
@@ -55,8 +54,7 @@ class Network(Construct):
     """A custom-mode VPC with one subnet, Cloud Router and Cloud NAT (private nodes need egress), and a logged,
     lowest-priority deny of all ingress under GKE's own allow rules (docs/FACTS.md 25.58).
 
-    Resources (ids are stable API): ``vpc``, ``subnet``, ``router``, ``nat``, ``deny-ingress``.
-    """
+    Resources (ids are stable API): ``vpc``, ``subnet``, ``router``, ``nat``, ``deny-ingress``."""
 
     def __init__(self, scope: Construct, id: str, props: NetworkProps) -> None:
         super().__init__(scope, id)

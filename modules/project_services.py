@@ -1,8 +1,7 @@
 """ProjectServices: the Google APIs a stack calls, enabled in its project, and :class:`RequireApis`, which makes every
 resource and data source wait for the APIs it calls (a fresh project has them off). Service Usage itself cannot be
 enabled this way. Source: https://developer.hashicorp.com/terraform/language/meta-arguments/depends_on (docs/FACTS.md
-section 15, 25.58).
-"""
+section 15, 25.58)."""
 
 from __future__ import annotations
 
@@ -73,8 +72,7 @@ class ProjectServices(Construct):
     for the whole project on destroy). Source: terraform-provider-google 8.x ``google_project_service`` (docs/FACTS.md
     section 15).
 
-    Resource ids: the API's first label (``container``, ``compute``...).
-    """
+    Resource ids: the API's first label (``container``, ``compute``...)."""
 
     def __init__(self, scope: Construct, id: str, props: ProjectServicesProps) -> None:
         super().__init__(scope, id)

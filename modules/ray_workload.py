@@ -26,8 +26,7 @@ class RayWorkloadProps:
     """Props of :class:`RayWorkload`: the object (from :func:`raytpu.core.manifests.kuberay.workload_manifests`; values
     may be tokens), the field manager, ``requires`` (CRD fields and the KubeRay version that brought them: a
     precondition names what the live CRD lacks before ``kubernetes_manifest`` plans), ``overrides``, and the object's
-    NetworkPolicy, applied before it.
-    """
+    NetworkPolicy, applied before it."""
 
     manifest: Mapping[str, Any]
     field_manager: str = "raytpu"

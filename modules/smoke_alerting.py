@@ -12,8 +12,7 @@ from raytpu.modules.cdk import Construct, logging_metric, monitoring_alert_polic
 @dataclass(frozen=True, kw_only=True)
 class SmokeAlertingProps:
     """Props of :class:`SmokeAlerting`: the cluster's project and name, the smoke RayJobs' namespace, and the Cloud
-    Monitoring channels to notify (``projects/P/notificationChannels/N``).
-    """
+    Monitoring channels to notify (``projects/P/notificationChannels/N``)."""
 
     project: str
     cluster_name: str
@@ -31,8 +30,7 @@ class SmokeAlerting(Construct):
     apply succeeds; the metric keeps the history for charts. Source: terraform-provider-google #11102 (docs/FACTS.md
     25.58, section 15).
 
-    Resource ids: ``unhealthy-metric``, ``unhealthy-policy``.
-    """
+    Resource ids: ``unhealthy-metric``, ``unhealthy-policy``."""
 
     def __init__(self, scope: Construct, id: str, props: SmokeAlertingProps) -> None:
         super().__init__(scope, id)

@@ -19,8 +19,7 @@ from raytpu.modules.workload_policy import WorkloadPolicy, WorkloadPolicyProps
 class TpuSlicePoolOptions(NodePoolOptions):
     """What a caller chooses for one TPU slice pool: the slice (shape, zone, provisioning, disk), which copy (``index``,
     naming the pool ``<slice>-<index>``), the project owning a consumed reservation, and the boot disk; plus the fields
-    of :class:`NodePoolOptions`.
-    """
+    of :class:`NodePoolOptions`."""
 
     slice: SliceSpec
     index: int = 0
@@ -65,8 +64,7 @@ class TpuSlicePool(Construct):
     provisioning fields from the slice's mode, node system settings from :mod:`raytpu.modules.node_system`.
     Details: docs/FACTS.md 25.58.
 
-    Resource ids: ``pool``; ``workload-policy`` (multi-host tpu7x only).
-    """
+    Resource ids: ``pool``; ``workload-policy`` (multi-host tpu7x only)."""
 
     def __init__(self, scope: Construct, id: str, props: TpuSlicePoolProps) -> None:
         super().__init__(scope, id)

@@ -61,8 +61,7 @@ def ksa_name_problems(field_name: str, value: str) -> list[InvalidInput]:
 class WorkloadIdentityProps:
     """Props of :class:`WorkloadIdentity`: the Google account (``<account_id>@<project>.iam.gserviceaccount.com``), the
     KSA it serves (``namespace/ksa_name``), its bucket and role (default object user: no bucket administration), other
-    ``data_buckets`` each granted on that bucket only, display name, and ``overrides`` of ``google_service_account``.
-    """
+    ``data_buckets`` each granted on that bucket only, display name, and ``overrides`` of ``google_service_account``."""
 
     project: str
     account_id: str
@@ -93,8 +92,7 @@ class WorkloadIdentity(Construct):
     nothing else. Create it with :meth:`GkeCluster.add_workload_identity`: the binding waits for the identity pool.
 
     Resource ids: ``gsa``, ``workload-identity-user``, ``bucket-access`` (objects: ``bucket_role``), ``bucket-metadata``
-    (:data:`BUCKET_METADATA_ROLE`), ``data-<bucket>-<role>`` per data bucket and role (dots as ``-``).
-    """
+    (:data:`BUCKET_METADATA_ROLE`), ``data-<bucket>-<role>`` per data bucket and role (dots as ``-``)."""
 
     def __init__(self, scope: Construct, id: str, props: WorkloadIdentityProps, *,
                  after: Sequence[ITerraformDependable] = ()) -> None:
@@ -133,8 +131,7 @@ class WorkloadIdentity(Construct):
 @dataclass(frozen=True, kw_only=True)
 class NodeServiceAccountProps:
     """Props of :class:`NodeServiceAccount`: project, account id, project roles (default :data:`NODE_ROLES`: logs,
-    metrics, image pulls) and display name.
-    """
+    metrics, image pulls) and display name."""
 
     project: str
     account_id: str
@@ -152,8 +149,7 @@ class NodeServiceAccountProps:
 class NodeServiceAccount(Construct):
     """A least-privilege service account for GKE nodes (instead of the Compute Engine default one).
 
-    Resource ids: ``sa``, ``role-<role without roles/ and dots>``.
-    """
+    Resource ids: ``sa``, ``role-<role without roles/ and dots>``."""
 
     def __init__(self, scope: Construct, id: str, props: NodeServiceAccountProps) -> None:
         super().__init__(scope, id)
@@ -174,8 +170,7 @@ class NodeServiceAccount(Construct):
 @dataclass(frozen=True, kw_only=True)
 class KubernetesServiceAccountProps:
     """Props of :class:`KubernetesServiceAccount`: name, namespace, the Google service account it acts as (annotation
-    ``iam.gke.io/gcp-service-account``), and whether pods get an API token (not by default: Ray pods do not call it).
-    """
+    ``iam.gke.io/gcp-service-account``), and whether pods get an API token (not by default: Ray pods do not call it)."""
 
     name: str
     gsa_email: str

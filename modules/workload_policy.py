@@ -13,8 +13,7 @@ from raytpu.modules.cdk import Construct, compute_resource_policy
 @dataclass(frozen=True, kw_only=True)
 class WorkloadPolicyProps:
     """Props of :class:`WorkloadPolicy`: the cluster's name (a policy's name is unique per project and region), what it
-    places (node pool or slice), the project, the slice's region and its topology (``accelerator_topology``).
-    """
+    places (node pool or slice), the project, the slice's region and its topology (``accelerator_topology``)."""
 
     cluster_name: str
     owner: str
@@ -27,8 +26,7 @@ class WorkloadPolicy(compute_resource_policy.ComputeResourcePolicy):
     """A ``google_compute_resource_policy`` with a HIGH_THROUGHPUT ``workload_policy`` for the slice's topology, named
     :func:`raytpu.core.common.names.workload_policy_name`; the resource itself (address ``scope``/``id``), so no
     existing policy moves. Source: https://cloud.google.com/kubernetes-engine/docs/how-to/tpu-ironwood (Ironwood
-    rejects COMPACT).
-    """
+    rejects COMPACT)."""
 
     def __init__(self, scope: Construct, id: str, props: WorkloadPolicyProps) -> None:
         super().__init__(scope, id, name=workload_policy_name(props.cluster_name, props.owner),
