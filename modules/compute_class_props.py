@@ -1,7 +1,5 @@
-"""ComputeClassProps: what a ComputeClass object holds (a ``cloud.google.com/v1`` ComputeClass as a plain dict).
-
-Free of the CDK framework (the construct is :class:`raytpu.modules.compute_class.ComputeClass`), so the unit tier
-checks its priorities without starting jsii."""
+"""ComputeClassProps: what a ComputeClass object holds (a ``cloud.google.com/v1`` ComputeClass as a plain dict), free
+of the CDK framework so the unit tier checks its priorities without starting jsii."""
 
 from __future__ import annotations
 

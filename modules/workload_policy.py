@@ -1,6 +1,5 @@
-"""WorkloadPolicy: the HIGH_THROUGHPUT workload policy that places a multi-host tpu7x slice, one home for the block
-both a Standard node pool (:class:`~raytpu.modules.tpu_slice_pool.TpuSlicePool`) and an Autopilot cluster stack
-need."""
+"""WorkloadPolicy: the HIGH_THROUGHPUT workload policy placing a multi-host tpu7x slice, one home for the block both a
+Standard node pool and an Autopilot cluster stack need."""
 
 from __future__ import annotations
 
