@@ -47,13 +47,8 @@ def joined_to(name: str, cluster: JoinedCluster) -> dict[str, Any]:
 
 @dataclass(frozen=True, kw_only=True)
 class NodePoolOptions:
-    """Options every node pool shares (bases of HeadPoolOptions and TpuSlicePoolOptions).
-
-    Attributes:
-        service_account: Email the nodes run as; default: the Compute Engine default service account.
-        labels: GCP resource labels of the nodes; ``managed-by: raytpu`` is always added.
-        overrides: Escape hatch: raw fields of ``google_container_node_pool`` by path.
-    """
+    """Options every node pool shares: the nodes' service account (default Compute Engine's), labels (``managed-by:
+    raytpu`` always added) and ``overrides`` of ``google_container_node_pool``."""
 
     service_account: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)

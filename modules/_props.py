@@ -1,10 +1,6 @@
-"""Rules for construct options that no spec covers, and the ``overrides`` escape hatch.
-
-Each rule returns the problems of one value (a list of :class:`raytpu.core.common.errors.InvalidInput`, empty when it is
-fine), the spec layer's style: a props class adds up its fields' problems and raises them together with
-:func:`raytpu.core.common.errors.raise_found`. Rules a spec already states (labels, ranges, choices, bucket names) are
-imported from :mod:`raytpu.core.specs.field_rules`, not restated here.
-"""
+"""Rules for construct options that no spec covers, and the ``overrides`` escape hatch. Each returns the problems of one
+value, in the spec layer's style (:func:`raytpu.core.common.errors.raise_found` raises them together); rules a spec
+states are imported from :mod:`raytpu.core.specs.field_rules`."""
 
 from __future__ import annotations
 

@@ -18,19 +18,9 @@ from raytpu.modules.cdk import AssetType, Construct, TerraformAsset, storage_buc
 
 @dataclass(frozen=True, kw_only=True)
 class BucketProps:
-    """Props of :class:`Bucket`.
-
-    Attributes:
-        name: Globally unique bucket name.
-        project: GCP project id.
-        location: Bucket location; pick the slices' region so checkpoints stay near TPUs.
-        versioning: Keep noncurrent object versions; default true (a bad checkpoint write can be undone).
-        noncurrent_version_retention_days: Delete noncurrent versions after this many days; default 30.
-        soft_delete_retention_s: Soft-delete window for deleted objects; default 604800 (7 days).
-        force_destroy: Let ``terraform destroy`` delete a non-empty bucket; default false.
-        labels: Resource labels; ``managed-by: raytpu`` is always added.
-        overrides: Escape hatch: raw fields of ``google_storage_bucket`` by path.
-    """
+    """Props of :class:`Bucket`: a globally unique name, project, location (the slices' region, so checkpoints stay near
+    the TPUs), versioning and retention (on by default: a bad checkpoint write can be undone), ``force_destroy``,
+    labels (``managed-by: raytpu`` always added) and ``overrides`` of ``google_storage_bucket``."""
 
     name: str
     project: str
@@ -59,16 +49,9 @@ OBJECT_NAME_RULE = "1-1024 bytes of UTF-8, no carriage return or line feed, not 
 
 @dataclass(frozen=True, kw_only=True)
 class BucketObjectProps:
-    """Props of :class:`BucketObject`.
-
-    Attributes:
-        name: Object name in the bucket, e.g. ``raytpu/raytpu-0.1.0.zip``.
-        source: Path of the local file to upload; it must exist when the construct is created (it is read
-            then, and copied into the synth output when the app synthesizes).
-        content_type: ``Content-Type`` of the object; default none (GCS stores ``application/octet-stream``).
-        bucket: The bucket's name; default none, set by :meth:`Bucket.add_object`.
-        overrides: Escape hatch: raw fields of ``google_storage_bucket_object`` by path.
-    """
+    """Props of :class:`BucketObject`: the object's name (e.g. ``raytpu/raytpu-0.1.0.zip``), the local file (read when
+    the construct is created, so it must exist), its ``Content-Type``, the bucket (set by :meth:`Bucket.add_object`)
+    and ``overrides`` of ``google_storage_bucket_object``."""
 
     name: str
     source: str
@@ -92,13 +75,10 @@ class BucketObjectProps:
 
 
 class BucketObject(Construct):
-    """A local file uploaded as an object. The file becomes a Terraform asset: copied into the stack's
-    synth output (``assets/<asset id>/<hash>/<file name>``) and referenced by that relative path, so the
-    stack directory is self-contained. Both the asset's hash and ``source_md5hash`` follow the file's
-    bytes: a changed file re-uploads the object, an unchanged one leaves the plan empty.
+    """A local file uploaded as an object, through a Terraform asset in the synth output so the stack directory is
+    self-contained; a changed file re-uploads, an unchanged one leaves the plan empty (docs/FACTS.md 25.58).
 
-    Resource ids: ``asset`` (the TerraformAsset), ``object``.
-    """
+    Resource ids: ``asset`` (the TerraformAsset), ``object``."""
 
     def __init__(self, scope: Construct, id: str, props: BucketObjectProps) -> None:
         super().__init__(scope, id)
@@ -131,8 +111,7 @@ class BucketObject(Construct):
 class Bucket(Construct):
     """A bucket with uniform bucket-level access, public access prevention enforced and versioning.
 
-    Resource id: ``bucket``. Children: :meth:`add_object`.
-    """
+    Resource id: ``bucket``. Children: :meth:`add_object`."""
 
     def __init__(self, scope: Construct, id: str, props: BucketProps) -> None:
         super().__init__(scope, id)

@@ -1,12 +1,6 @@
-"""The one place the CDK framework and its provider bindings are imported.
-
-raytpu runs on CDK Terrain (``cdktn``, the community continuation of CDK for Terraform). Every other
-module imports framework names from here, so moving to another CDKTF-compatible framework (back to
-``cdktf``/``cdktf_cdktf_provider_google``, say) means editing this file only: the provider bindings of
-both share submodule and class names.
-
-Importing this module starts the jsii runtime (node), so only construct modules and stacks import it.
-"""
+"""The one place the CDK framework (CDK Terrain, ``cdktn``) and its provider bindings are imported, so moving to another
+CDKTF-compatible framework edits this file only (docs/FACTS.md 25.58). Importing it starts the jsii runtime (node),
+so only construct modules and stacks import it."""
 
 from __future__ import annotations
 

@@ -12,8 +12,7 @@ __all__ = ["WHEN_UNSATISFIABLE", "ComputeClass", "ComputeClassProps"]
 class ComputeClass(Construct):
     """An Autopilot ComputeClass listing a slice's TPU priorities. Resource id: ``manifest``.
 
-    Needs a kubernetes provider configured for the cluster (see ``WorkloadsStack``).
-    """
+    Needs a kubernetes provider configured for the cluster (see ``WorkloadsStack``)."""
 
     def __init__(self, scope: Construct, id: str, props: ComputeClassProps) -> None:
         super().__init__(scope, id)

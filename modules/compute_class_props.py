@@ -1,7 +1,5 @@
-"""ComputeClassProps: what a ComputeClass object holds (a ``cloud.google.com/v1`` ComputeClass as a plain dict).
-
-Free of the CDK framework (the construct is :class:`raytpu.modules.compute_class.ComputeClass`), so the unit tier
-checks its priorities without starting jsii."""
+"""ComputeClassProps: what a ComputeClass object holds (a ``cloud.google.com/v1`` ComputeClass as a plain dict), free
+of the CDK framework so the unit tier checks its priorities without starting jsii."""
 
 from __future__ import annotations
 
@@ -20,17 +18,10 @@ WHEN_UNSATISFIABLE = ("DoNotScaleUp", "ScaleUpAnyway")
 
 @dataclass(frozen=True, kw_only=True)
 class ComputeClassProps:
-    """Props of :class:`ComputeClass`.
-
-    Attributes:
-        slice: The slice it provides: its TPU shape, then its provisioning and each of its ``fallback`` modes,
-            in order, as ``spec.priorities`` (e.g. the reservation first, then Spot). Its provisioning must
-            offer a ComputeClass priority (not queued).
-        project: Project owning the slice's reservation (``reservations.specific[].project``).
-        when_unsatisfiable: ``DoNotScaleUp`` (default: pods wait for a listed shape) or ``ScaleUpAnyway``.
-        labels: Kubernetes labels of the object; ``app.kubernetes.io/managed-by: raytpu`` is always added.
-        overrides: Escape hatch: raw fields of the ``kubernetes_manifest`` resource by path.
-    """
+    """Props of :class:`ComputeClass`: the slice (its shape, then its provisioning and each ``fallback`` mode in order
+    as ``spec.priorities``; its provisioning must offer a priority, not queued), the reservation's project,
+    ``when_unsatisfiable`` (``DoNotScaleUp``: pods wait for a listed shape; or ``ScaleUpAnyway``), labels and
+    ``overrides`` of the ``kubernetes_manifest``."""
 
     slice: SliceSpec
     project: str

@@ -45,22 +45,9 @@ def maintenance_policy(window: MaintenanceWindowSpec) -> container_cluster.Conta
 
 @dataclass(frozen=True, kw_only=True)
 class GkeClusterOptions:
-    """What a caller chooses for the cluster.
-
-    Attributes:
-        spec: The cluster (name, mode, release channel, authorized networks, labels, deletion protection).
-        min_master_version: The control plane's create version; default: none, the release channel's
-            default (GKE refuses a stale pinned patch version; the provider sends it as the create version).
-        version_floor: (version, what needs it): a precondition fails the plan, naming both, when the release
-            channel's default version is older; default the Ray Operator add-on's floor. Stacks set it
-            from :func:`version_floor` of their slices.
-        node_service_account: Email of the service account nodes run as; default: the Compute Engine
-            default service account (stacks pass a least-privilege one).
-        gcs_fuse: Enable the GCS FUSE CSI driver (bucket volumes for checkpoints); default true.
-        ray_cluster_logging: Ray Operator sends Ray logs to Cloud Logging; default true.
-        ray_cluster_monitoring: Ray Operator sends Ray metrics to Managed Prometheus; default true.
-        overrides: Escape hatch: raw fields of ``google_container_cluster`` by path.
-    """
+    """What a caller chooses for the cluster: its spec, the create version (default the channel's), the version floor a
+    precondition enforces, the nodes' service account, GCS FUSE and Ray logging/monitoring (on by default), and
+    ``overrides`` of ``google_container_cluster``. Why each: docs/FACTS.md 25.58."""
 
     spec: GkeSpec
     min_master_version: str | None = None
@@ -85,14 +72,8 @@ class GkeClusterOptions:
 
 @dataclass(frozen=True, kw_only=True)
 class GkeClusterProps(GkeClusterOptions):
-    """Props of :class:`GkeCluster`: its options, where it lives, and the network it joins.
-
-    Attributes:
-        project: GCP project id (also names the Workload Identity pool ``<project>.svc.id.goog``).
-        location: Region of the (regional) cluster.
-        network: The Network construct (VPC, subnet, pod/service ranges; its spec's ``master_cidr`` is the
-            control plane's private /28).
-    """
+    """Props of :class:`GkeCluster`: its options, the project (and so its identity pool), the region, and the Network it
+    joins (whose spec's ``master_cidr`` is the control plane's private /28)."""
 
     project: str
     location: str
@@ -108,17 +89,11 @@ def _fields(options: Any) -> dict[str, Any]:
 
 
 class GkeCluster(Construct):
-    """A private regional GKE cluster ready for Ray on TPU.
+    """A private regional GKE cluster ready for Ray on TPU: Ray Operator add-on, Workload Identity, private nodes,
+    Dataplane V2 (NetworkPolicy), GCS FUSE; Standard clusters drop the default pool, so add pools with
+    :meth:`add_slice_pool` and :meth:`add_head_pool`. What is always on: docs/FACTS.md 25.58.
 
-    Always on: Ray Operator add-on (with Ray logging and monitoring as configured), Workload Identity,
-    private nodes, the API reached through GKE's DNS-based endpoint with IAM (``control_plane: dns``) or through
-    the IP endpoint from ``master_authorized_networks`` only, Dataplane V2 (which
-    enforces NetworkPolicy), shielded nodes with secure boot, GCS FUSE CSI driver, release channel,
-    no client certificate, no legacy ABAC. Standard clusters remove the default node pool; add pools
-    with :meth:`add_slice_pool` and :meth:`add_head_pool`.
-
-    Resource ids: ``cluster``.
-    """
+    Resource ids: ``cluster``."""
 
     def __init__(self, scope: Construct, id: str, props: GkeClusterProps) -> None:
         super().__init__(scope, id)

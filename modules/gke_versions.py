@@ -34,12 +34,11 @@ def version_key(version: str) -> tuple[int, int, int, int]:
 
 def version_floor(plans: Iterable[SlicePlan], mode: str = "standard", multislice: bool = False,
                   provisioning: Iterable[Provisioning] = (), long_notice: bool = False) -> tuple[str, str]:
-    """(oldest GKE version the cluster may run, what needs it): the newest of the Ray Operator add-on's floor,
-    every generation's in ``plans`` (catalog ``min_gke_version``; on Autopilot a generation may need a newer
-    version than on Standard, as tpu7x does), every provisioning mode's in ``provisioning`` (flex-start TPUs:
-    :data:`raytpu.core.tpu.catalog.FLEX_START_MIN_GKE_VERSION`), with ``multislice`` GKE's Multislice floor
-    (:data:`raytpu.core.specs.multislice.MIN_GKE_VERSION`), on Autopilot the ComputeClass ``nodeSystemConfig`` floor,
-    and with ``long_notice`` (a slice's ``preemption_notice_s`` above 30) the longer shutdown window's."""
+    """(oldest GKE version the cluster may run, what needs it): the newest of the Ray Operator add-on's floor, every
+    generation's in ``plans`` (catalog ``min_gke_version``; on Autopilot one may need newer, as tpu7x does), every
+    provisioning mode's (flex-start: :data:`raytpu.core.tpu.catalog.FLEX_START_MIN_GKE_VERSION`), with ``multislice``
+    GKE's Multislice floor (:data:`raytpu.core.specs.multislice.MIN_GKE_VERSION`), on Autopilot the ComputeClass
+    ``nodeSystemConfig`` floor, and with ``long_notice`` (``preemption_notice_s`` above 30) the shutdown window's."""
     floor = (RAY_OPERATOR_MIN_GKE_VERSION, "the Ray Operator add-on")
     wanted = [(MULTISLICE_MIN_GKE_VERSION[mode], f"Multislice on {mode.capitalize()}")] if multislice else []
     if mode == "autopilot":
@@ -66,8 +65,7 @@ def hcl_version_at_least(version: str, floor: str) -> str:
     """A Terraform expression (no ``${}``): GKE version ``version`` (an expression) is ``floor`` or newer.
 
     Terraform has no version comparison; the four numbers of ``1.34.0-gke.2201000`` are compared in order.
-    ``try`` makes an unparsable version false, so the precondition fails with its message instead of an error.
-    """
+    ``try`` makes an unparsable version false, so the precondition fails with its message instead of an error."""
     parts = [f"tonumber({_HCL_VERSION.format(version=version)}[{i}])" for i in range(4)]
     wanted = version_key(floor)
     condition = f"{parts[3]} >= {wanted[3]}"

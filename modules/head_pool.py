@@ -18,15 +18,8 @@ HEAD_POOL_LABEL = "raytpu/pool"
 
 @dataclass(frozen=True, kw_only=True)
 class HeadPoolOptions(NodePoolOptions):
-    """What a caller chooses for the head pool.
-
-    Attributes:
-        spec: Machine type and autoscaling bounds; default ``HeadPoolSpec()`` (its defaults).
-        name: Node pool name; default ``ray-head``.
-        zones: Zones of the pool; default: none given, i.e. the cluster's zones (stacks pass the slices'
-            zones so heads sit beside their TPUs).
-        (and the fields of :class:`NodePoolOptions`: service account, labels, overrides)
-    """
+    """What a caller chooses for the head pool: machine type and bounds, name, and zones (default the cluster's; stacks
+    pass the slices' zones so heads sit beside their TPUs); plus the fields of :class:`NodePoolOptions`."""
 
     spec: HeadPoolSpec = field(default_factory=HeadPoolSpec)
     name: str = "ray-head"

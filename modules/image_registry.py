@@ -30,18 +30,9 @@ BUILDER_BUCKET_ROLE = "roles/storage.objectUser"
 
 @dataclass(frozen=True, kw_only=True)
 class ImageRegistryProps:
-    """Props of :class:`ImageRegistry`.
-
-    Attributes:
-        project: GCP project id.
-        location: The repository's region: the cluster's, so nodes pull within it and builds run beside it.
-        repository_id: The repository's id: lowercase letters, digits and hyphens, starting with a letter, at most 63.
-        builder_account_id: Id of the service account Cloud Build runs the kit's builds as.
-        pullers: Service account emails that may pull (the node service account); tokens are fine.
-        bucket: The bucket holding build contexts and build logs (the builder gets objects there).
-        labels: Resource labels; ``managed-by: raytpu`` is always added.
-        overrides: Escape hatch: raw fields of ``google_artifact_registry_repository`` by path (``kms_key_name``).
-    """
+    """Props of :class:`ImageRegistry`: project, region (the cluster's), repository id (lowercase letters, digits and
+    hyphens, starting with a letter, at most 63), the Cloud Build account's id, ``pullers`` (emails; tokens are fine),
+    the build bucket, labels and ``overrides`` of ``google_artifact_registry_repository`` (``kms_key_name``)."""
 
     project: str
     location: str
@@ -63,13 +54,10 @@ class ImageRegistryProps:
 
 
 class ImageRegistry(Construct):
-    """A Docker-format repository with immutable tags (a pushed tag is never moved or deleted: googleapis
-    ``google/devtools/artifactregistry/v1/repository.proto`` ``DockerRepositoryConfig.immutable_tags``; pods name
-    digests anyway), a
-    builder service account that may push to it and use the bucket, and pull access for ``pullers``.
+    """A Docker-format repository with immutable tags, a builder service account that may push to it and use the bucket,
+    and pull access for ``pullers``. Source: googleapis ``DockerRepositoryConfig.immutable_tags`` (docs/FACTS.md 25.58).
 
-    Resource ids: ``repository``, ``builder``, ``builder-push``, ``builder-bucket``, ``pull-<i>``.
-    """
+    Resource ids: ``repository``, ``builder``, ``builder-push``, ``builder-bucket``, ``pull-<i>``."""
 
     def __init__(self, scope: Construct, id: str, props: ImageRegistryProps) -> None:
         super().__init__(scope, id)

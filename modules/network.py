@@ -28,19 +28,8 @@ NAT_LOG_FILTERS = ("ERRORS_ONLY", "TRANSLATIONS_ONLY", "ALL")
 
 @dataclass(frozen=True, kw_only=True)
 class NetworkProps:
-    """Props of :class:`Network`.
-
-    Attributes:
-        name: Name of the VPC; the subnet, router and NAT are named after it (``<name>-subnet``...).
-        project: GCP project id.
-        region: Region of the subnet, router and NAT.
-        spec: The ranges (subnet, pods, services; the control plane's ``master_cidr`` is the cluster's);
-            default ``NetworkSpec()``.
-        flow_log_sampling: Fraction of flows VPC flow logs sample; default 0.5 (half).
-        flow_log_interval: Flow log aggregation interval; default ``INTERVAL_5_SEC``.
-        nat_log_filter: Which NAT events are logged; default ``ERRORS_ONLY``.
-        overrides: Escape hatch: raw fields of the subnet (``google_compute_subnetwork``) by path.
-    """
+    """Props of :class:`Network`: the VPC's name (the subnet, router and NAT are named after it), project, region, the
+    ranges (``NetworkSpec``), flow log sampling and interval, the NAT log filter, and ``overrides`` of the subnet."""
 
     name: str
     project: str
@@ -62,13 +51,10 @@ class NetworkProps:
 
 
 class Network(Construct):
-    """A custom-mode VPC with one subnet, Cloud Router and Cloud NAT (private nodes need egress).
+    """A custom-mode VPC with one subnet, Cloud Router and Cloud NAT (private nodes need egress), and a logged,
+    lowest-priority deny of all ingress under GKE's own allow rules (docs/FACTS.md 25.58).
 
-    Resources (ids are stable API): ``vpc``, ``subnet``, ``router``, ``nat``, ``deny-ingress``. The subnet
-    has private Google access on, VPC flow logs on, and secondary ranges ``pods`` and ``services``.
-    ``deny-ingress`` is an explicit, logged lowest-priority deny of all ingress (the VPC's own firewall
-    rather than the implied one); GKE's own allow rules (priority 1000) take precedence over it.
-    """
+    Resources (ids are stable API): ``vpc``, ``subnet``, ``router``, ``nat``, ``deny-ingress``."""
 
     def __init__(self, scope: Construct, id: str, props: NetworkProps) -> None:
         super().__init__(scope, id)

@@ -1,12 +1,7 @@
-"""ProjectServices: the Google APIs a stack calls, enabled in its project, each resource waiting for its own.
-
-On a fresh project every API but a few defaults is off, so the first plan fails at the first call into one (a 403 at
-``data.google_container_engine_versions``, say). Each API here is a ``google_project_service`` with its reason, and
-:class:`RequireApis` (an aspect) makes every ``google_*`` resource and data source of the stack depend on the APIs its
-calls go to: Terraform enables them first, and reads a data source that depends on a pending change at apply time.
-Service Usage itself (``serviceusage.googleapis.com``) cannot be enabled this way: ``google_project_service`` calls it.
-Source: https://developer.hashicorp.com/terraform/language/meta-arguments/depends_on (docs/FACTS.md section 15).
-"""
+"""ProjectServices: the Google APIs a stack calls, enabled in its project, and :class:`RequireApis`, which makes every
+resource and data source wait for the APIs it calls (a fresh project has them off). Service Usage itself cannot be
+enabled this way. Source: https://developer.hashicorp.com/terraform/language/meta-arguments/depends_on (docs/FACTS.md
+section 15, 25.58)."""
 
 from __future__ import annotations
 
@@ -66,25 +61,18 @@ def apis_of(kind: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True, kw_only=True)
 class ProjectServicesProps:
-    """Props of :class:`ProjectServices`.
-
-    Attributes:
-        project: The project whose APIs are enabled.
-        apis: API -> why it is needed; default :data:`API_REASONS`.
-    """
+    """Props of :class:`ProjectServices`: the project, and API -> why it is needed (default :data:`API_REASONS`)."""
 
     project: str
     apis: Mapping[str, str] = field(default_factory=lambda: dict(API_REASONS))
 
 
 class ProjectServices(Construct):
-    """One ``google_project_service`` per API, ``disable_on_destroy = false``: the provider's default (true) would turn
-    an API off for the whole project when the stack is destroyed. Enabling an API that is already on changes nothing,
-    so existing projects and deployers with read access to Service Usage are unaffected.
-    Source: terraform-provider-google 8.x ``google_project_service`` (docs/FACTS.md section 15).
+    """One ``google_project_service`` per API with ``disable_on_destroy = false`` (the default would turn the API off
+    for the whole project on destroy). Source: terraform-provider-google 8.x ``google_project_service`` (docs/FACTS.md
+    section 15).
 
-    Resource ids: the API's first label (``container``, ``compute``...).
-    """
+    Resource ids: the API's first label (``container``, ``compute``...)."""
 
     def __init__(self, scope: Construct, id: str, props: ProjectServicesProps) -> None:
         super().__init__(scope, id)

@@ -23,20 +23,10 @@ KUBERAY_KINDS = ("RayCluster", "RayJob", "RayService")
 
 @dataclass(frozen=True, kw_only=True)
 class RayWorkloadProps:
-    """Props of :class:`RayWorkload`.
-
-    Attributes:
-        manifest: The object, as built by :func:`raytpu.core.manifests.kuberay.workload_manifests` (values may be
-        tokens).
-        field_manager: Server-side-apply field manager; default ``raytpu``.
-        requires: Fields (``spec.x.y``) the cluster's CRD of the kind must declare, and the KubeRay version that
-            brought them: a precondition reads the live CRD and names what is missing, before
-            ``kubernetes_manifest`` plans against it; default none (no check).
-        overrides: Escape hatch: raw fields of the ``kubernetes_manifest`` resource by path.
-        network_policy: The object's NetworkPolicy (:func:`raytpu.core.manifests.kuberay.network_policy`), applied
-        before it;
-            default none.
-    """
+    """Props of :class:`RayWorkload`: the object (from :func:`raytpu.core.manifests.kuberay.workload_manifests`; values
+    may be tokens), the field manager, ``requires`` (CRD fields and the KubeRay version that brought them: a
+    precondition names what the live CRD lacks before ``kubernetes_manifest`` plans), ``overrides``, and the object's
+    NetworkPolicy, applied before it."""
 
     manifest: Mapping[str, Any]
     field_manager: str = "raytpu"

@@ -11,14 +11,8 @@ from raytpu.modules.cdk import Construct, logging_metric, monitoring_alert_polic
 
 @dataclass(frozen=True, kw_only=True)
 class SmokeAlertingProps:
-    """Props of :class:`SmokeAlerting`.
-
-    Attributes:
-        project: GCP project of the cluster (and of the metric and the policy).
-        cluster_name: The GKE cluster whose smoke jobs are watched.
-        namespace: Namespace the smoke RayJobs run in.
-        notification_channels: Cloud Monitoring channels to notify (``projects/P/notificationChannels/N``).
-    """
+    """Props of :class:`SmokeAlerting`: the cluster's project and name, the smoke RayJobs' namespace, and the Cloud
+    Monitoring channels to notify (``projects/P/notificationChannels/N``)."""
 
     project: str
     cluster_name: str
@@ -30,21 +24,13 @@ class SmokeAlertingProps:
 
 
 class SmokeAlerting(Construct):
-    """A log-based alert policy over the smoke jobs' structured verdict lines, and a log-based metric that counts them.
+    """A log-based alert policy over the smoke jobs' verdict lines, and a log-based metric that counts them.
 
-    The smoke program prints one JSON line per slice (:func:`raytpu.core.common.report.log_entry`); GKE ships the RayJob
-    submitter's stdout to Cloud Logging, which reads it as ``jsonPayload`` (severity, message, ``raytpu_smoke``).
+    The policy matches the log entries itself (a LogMatch condition) and names the slice and headline, so the first
+    apply succeeds; the metric keeps the history for charts. Source: terraform-provider-google #11102 (docs/FACTS.md
+    25.58, section 15).
 
-    The policy matches those log entries itself (``condition_matched_log``, a LogMatch condition) and names the
-    slice and the headline in the notification (``${log.extracted_label.*}``). It reads no metric, so the first
-    apply succeeds by construction: a policy on a log-based metric created in the same apply gets a 404 for minutes,
-    which the provider does not retry. A LogMatch condition is its policy's only one and needs a notification rate
-    limit. Source: terraform-provider-google #11102 (docs/FACTS.md section 15).
-
-    The metric (unchanged, read by nothing here) keeps the history of unhealthy verdicts for charts.
-
-    Resource ids: ``unhealthy-metric``, ``unhealthy-policy``.
-    """
+    Resource ids: ``unhealthy-metric``, ``unhealthy-policy``."""
 
     def __init__(self, scope: Construct, id: str, props: SmokeAlertingProps) -> None:
         super().__init__(scope, id)

@@ -17,19 +17,9 @@ from raytpu.modules.workload_policy import WorkloadPolicy, WorkloadPolicyProps
 
 @dataclass(frozen=True, kw_only=True)
 class TpuSlicePoolOptions(NodePoolOptions):
-    """What a caller chooses for one TPU slice pool.
-
-    Attributes:
-        slice: The slice (a valid SliceSpec): shape, zone, provisioning, disk all come from it.
-        index: Which copy of the slice this pool is (``0 <= index < slice.count``); default 0. Names the
-            pool ``<slice>-<index>``.
-        reservation_project: Project that owns the slice's reservation; default: the cluster's project (a
-            shared reservation from another project is named ``projects/<p>/reservations/<r>``). Only with a
-            slice whose provisioning consumes a reservation (an error otherwise).
-        disk_size_gib: Boot disk per host; default the slice's (``disk_size_gib``, else 100). The cluster stack
-            passes :func:`raytpu.core.specs.node_disk.boot_disk_gib`: room for the weights of the slice's engines.
-        (and the fields of :class:`NodePoolOptions`: service account, labels, overrides)
-    """
+    """What a caller chooses for one TPU slice pool: the slice (shape, zone, provisioning, disk), which copy (``index``,
+    naming the pool ``<slice>-<index>``), the project owning a consumed reservation, and the boot disk; plus the fields
+    of :class:`NodePoolOptions`."""
 
     slice: SliceSpec
     index: int = 0
@@ -69,22 +59,12 @@ Source: vllm-project/ci-infra's TPU node pools' ``lifecycle.ignore_changes`` (do
 
 
 class TpuSlicePool(Construct):
-    """One TPU slice as a GKE node pool.
+    """One TPU slice as a GKE node pool: the plan's shape, a placement policy on multi-host pools (a per-cluster
+    HIGH_THROUGHPUT workload policy for multi-host tpu7x), the TPU taint, stated reservation affinity and secure boot;
+    provisioning fields from the slice's mode, node system settings from :mod:`raytpu.modules.node_system`.
+    Details: docs/FACTS.md 25.58.
 
-    Shape (from the SlicePlan): ``machine_type``, ``node_locations = [zone]``, ``hosts`` nodes; multi-host
-    pools get ``placement_policy {type=COMPACT, tpu_topology}``, multi-host tpu7x gets a
-    ``google_compute_resource_policy`` with a HIGH_THROUGHPUT workload policy referenced by
-    ``placement_policy.policy_name``, single-host pools get no placement policy. A resource policy is regional and
-    its name unique per project and region, so the policy is named for the cluster too (``<pool>-wp-<hash of the
-    cluster name>``, :func:`raytpu.core.common.names.workload_policy_name`, as on Autopilot): two clusters in one
-    project and region do not share one, and the name keeps GCE's rules (``[a-z]([-a-z0-9]*[a-z0-9])?``, at most 44 of
-    63). Every pool runs the GKE metadata server, is tainted ``google.com/tpu=present:NoSchedule``, states its
-    reservation affinity, and has secure boot on. Provisioning fields come from the slice's mode
-    (:class:`raytpu.core.specs.provisioning.PoolFields`); transparent hugepages and a spot slice's shutdown window from
-    :mod:`raytpu.modules.node_system`.
-
-    Resource ids: ``pool``; ``workload-policy`` (multi-host tpu7x only).
-    """
+    Resource ids: ``pool``; ``workload-policy`` (multi-host tpu7x only)."""
 
     def __init__(self, scope: Construct, id: str, props: TpuSlicePoolProps) -> None:
         super().__init__(scope, id)

@@ -59,22 +59,9 @@ def ksa_name_problems(field_name: str, value: str) -> list[InvalidInput]:
 
 @dataclass(frozen=True, kw_only=True)
 class WorkloadIdentityProps:
-    """Props of :class:`WorkloadIdentity`.
-
-    Attributes:
-        project: GCP project id (the Workload Identity pool is ``<project>.svc.id.goog``).
-        account_id: Id of the Google service account (``<id>@<project>.iam.gserviceaccount.com``).
-        namespace: Namespace of the Kubernetes service account.
-        ksa_name: Name of the Kubernetes service account Ray pods run as.
-        bucket: Name of the bucket the pods may use (a token is fine).
-        bucket_role: What they may do there; default ``roles/storage.objectUser`` (read, write, delete
-            objects; no bucket administration).
-        data_buckets: Other buckets the pods may use, each granted on that bucket only
-            (:data:`raytpu.core.specs.cluster_parts.DATA_ACCESS_ROLES`: object viewer, or object user with bucket
-            metadata); default none.
-        display_name: Shown in the console; default ``raytpu Ray workloads``.
-        overrides: Escape hatch: raw fields of ``google_service_account`` by path.
-    """
+    """Props of :class:`WorkloadIdentity`: the Google account (``<account_id>@<project>.iam.gserviceaccount.com``), the
+    KSA it serves (``namespace/ksa_name``), its bucket and role (default object user: no bucket administration), other
+    ``data_buckets`` each granted on that bucket only, display name, and ``overrides`` of ``google_service_account``."""
 
     project: str
     account_id: str
@@ -101,15 +88,11 @@ class WorkloadIdentityProps:
 
 
 class WorkloadIdentity(Construct):
-    """A Google service account that the KSA ``namespace/ksa_name`` may impersonate, with access to one
-    bucket and nothing else.
+    """A Google service account that the KSA ``namespace/ksa_name`` may impersonate, with access to its buckets and
+    nothing else. Create it with :meth:`GkeCluster.add_workload_identity`: the binding waits for the identity pool.
 
-    Resource ids: ``gsa``, ``workload-identity-user``, ``bucket-access`` (objects: ``bucket_role``),
-    ``bucket-metadata`` (``storage.buckets.get``, :data:`BUCKET_METADATA_ROLE`), ``data-<bucket>-<role>`` per data
-    bucket and role (dots in the name as ``-``). Create it with
-    :meth:`GkeCluster.add_workload_identity` so the binding waits for the cluster's identity pool; the
-    KSA itself is a Kubernetes object (:class:`KubernetesServiceAccount`, in the workloads stack).
-    """
+    Resource ids: ``gsa``, ``workload-identity-user``, ``bucket-access`` (objects: ``bucket_role``), ``bucket-metadata``
+    (:data:`BUCKET_METADATA_ROLE`), ``data-<bucket>-<role>`` per data bucket and role (dots as ``-``)."""
 
     def __init__(self, scope: Construct, id: str, props: WorkloadIdentityProps, *,
                  after: Sequence[ITerraformDependable] = ()) -> None:
@@ -147,14 +130,8 @@ class WorkloadIdentity(Construct):
 
 @dataclass(frozen=True, kw_only=True)
 class NodeServiceAccountProps:
-    """Props of :class:`NodeServiceAccount`.
-
-    Attributes:
-        project: GCP project id.
-        account_id: Id of the service account nodes run as.
-        roles: Project roles granted; default :data:`NODE_ROLES` (logs, metrics, image pulls).
-        display_name: Shown in the console; default ``raytpu GKE nodes``.
-    """
+    """Props of :class:`NodeServiceAccount`: project, account id, project roles (default :data:`NODE_ROLES`: logs,
+    metrics, image pulls) and display name."""
 
     project: str
     account_id: str
@@ -172,8 +149,7 @@ class NodeServiceAccountProps:
 class NodeServiceAccount(Construct):
     """A least-privilege service account for GKE nodes (instead of the Compute Engine default one).
 
-    Resource ids: ``sa``, ``role-<role without roles/ and dots>``.
-    """
+    Resource ids: ``sa``, ``role-<role without roles/ and dots>``."""
 
     def __init__(self, scope: Construct, id: str, props: NodeServiceAccountProps) -> None:
         super().__init__(scope, id)
@@ -193,14 +169,8 @@ class NodeServiceAccount(Construct):
 
 @dataclass(frozen=True, kw_only=True)
 class KubernetesServiceAccountProps:
-    """Props of :class:`KubernetesServiceAccount`.
-
-    Attributes:
-        name: The KSA's name.
-        namespace: Its namespace; default ``default``.
-        gsa_email: The Google service account it acts as (annotation ``iam.gke.io/gcp-service-account``).
-        automount_token: Mount a Kubernetes API token into pods; default false (Ray pods do not call the API).
-    """
+    """Props of :class:`KubernetesServiceAccount`: name, namespace, the Google service account it acts as (annotation
+    ``iam.gke.io/gcp-service-account``), and whether pods get an API token (not by default: Ray pods do not call it)."""
 
     name: str
     gsa_email: str
@@ -237,12 +207,7 @@ class KubernetesServiceAccount(Construct):
 
 @dataclass(frozen=True, kw_only=True)
 class KubernetesNamespaceProps:
-    """Props of :class:`KubernetesNamespace`.
-
-    Attributes:
-        name: The namespace.
-        labels: Kubernetes labels; ``app.kubernetes.io/managed-by: raytpu`` is always added.
-    """
+    """Props of :class:`KubernetesNamespace`: its name and labels (``app.kubernetes.io/managed-by: raytpu`` added)."""
 
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)

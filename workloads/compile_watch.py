@@ -1,12 +1,7 @@
 """What one JAX process compiled, from JAX's own monitoring events: XLA compile seconds, persistent-cache hits and
-misses. A hit is counted, not assumed (a shared cache can miss silently).
-
-Events of JAX 0.10.2: ``/jax/core/compile/backend_compile_duration`` (``jax._src.dispatch.BACKEND_COMPILE_EVENT``,
-around ``compiler.compile_or_get_cached``: a compile, or a load from the cache), ``/jax/compilation_cache/cache_hits``
-(``jax._src.compiler.compile_or_get_cached``) and ``/jax/compilation_cache/cache_misses`` (recorded as a compiled
-executable is written to the cache, ``jax._src.compilation_cache.put_executable_and_time``: by JAX process 0 only,
-``jax._src.compiler._cache_write``). So a miss here is a compile the cache did not serve (compiles - hits), on every
-process; ``written`` counts JAX's own miss events.
+misses. A hit is counted, not assumed; a miss is a compile the cache did not serve (compiles - hits), since JAX
+records its own miss events on process 0 only (kept as ``written``). Source: JAX 0.10.2 ``jax._src.compiler
+._cache_write``; the events: docs/FACTS.md 24.u.
 """
 
 from __future__ import annotations

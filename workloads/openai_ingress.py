@@ -1,17 +1,7 @@
-"""The kit's OpenAI front of Ray Serve LLM: OpenAI's error shapes and an optional API key, on either layout.
-
-- :class:`LLMServer` (:func:`build_direct_app`, where :func:`raytpu.core.manifests.serving.streams_direct`): Ray's
-  ``LLMServer`` is the app's ingress and serves vLLM's own OpenAI app, whose errors already have OpenAI's shape; this
-  subclass adds the API key (:class:`ApiKeyMiddleware`). It keeps Ray's class name, so the deployment stays
-  ``LLMServer:<model>``.
-- :class:`OpenAIErrorIngress` (a multi-host slice's ingress, :data:`raytpu.core.manifests.serving.INGRESS`): Ray 2.60's
-  ``OpenAiIngress._get_model_id`` raises FastAPI's ``HTTPException(404)`` for an unknown model (``{"detail": ...}``);
-  this subclass raises Ray's ``OpenAIHTTPException`` instead (``{"error": {"message", "type", "param", "code"}}``)
-  and checks the API key.
-
-With a key (on GKE the mounted ``security.serve_api_key_secret``) every model request needs ``Authorization: Bearer
-<key>``, as OpenAI's clients send their ``api_key``; anything else is a 401 in OpenAI's shape. The model list and
-health stay readable. Runs where ``ray[serve,llm]`` is installed.
+"""The kit's OpenAI front of Ray Serve LLM: OpenAI's error shapes and an optional API key (a Bearer token on model
+requests; list and health stay open), for the direct layout (:class:`LLMServer`) and a multi-host slice's ingress
+(:class:`OpenAIErrorIngress`). Source: Ray 2.60 ``OpenAiIngress._get_model_id``; docs/FACTS.md 25.55.
+Runs where ``ray[serve,llm]`` is installed.
 """
 
 from __future__ import annotations

@@ -1,22 +1,8 @@
 """Training that checkpoints at the preemption notice: what :mod:`raytpu.workloads.train` adds for spot and flex-start
-slices, on Ray 2.60's preemption chain.
+slices. At the notice every rank writes a just-in-time checkpoint and stops stepping; Ray Train restarts on a whole
+slice and charges ``max_preemption_failures``, not ``max_failures``.
 
-The chain, as the Ray 2.60 wheel has it (docs/FACTS.md, "Preemption in Ray 2.60"):
-
-1. SIGTERM to ``ray start --block`` (a pod's notice) drains its node: ``ray._private.node.Node._drain_node_before_
-   shutdown`` asks the GCS for a drain with ``DRAIN_NODE_REASON_PREEMPTION`` and a deadline of now plus
-   ``RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S`` (default 30), waits that long at most, then stops the node's processes.
-2. Ray Train's ``PreemptionWatcher`` (``ray.train.v2._internal.execution.preemption``) polls the GCS's draining nodes
-   every ``RAY_TRAIN_PREEMPTION_POLL_INTERVAL_S`` (default 5 s; :data:`PREEMPTION_POLL_S` here) and marks every
-   worker preempted; for a TPU node, every rank of its slice (a slice is one failure domain).
-3. ``ray.train.get_preemption_info()`` (a collective: every rank calls it the same number of times) then returns a
-   ``PreemptionInfo``: the loop writes a just-in-time checkpoint (:func:`preemption_notice`) and stops stepping
-   (:func:`wait_for_reclaim`): a step run after it would be lost.
-4. The controller waits in ``PreemptingState`` until the workers end or the deadline plus
-   ``FailureConfig.preemption_grace_s`` passes, raises ``PreemptionError``, charges it to
-   ``FailureConfig.max_preemption_failures`` (``failure_handling.default._is_preemption_failure``; apart from
-   ``max_failures``) and restarts the worker group on a whole slice from the latest checkpoint.
-
+Source: Ray 2.60 ``ray.train.v2._internal.execution.preemption.PreemptionWatcher``; the chain: docs/FACTS.md 25.53.
 Standard library at import (Ray inside the functions): the emulated-slice drill reads :func:`read_progress`.
 """
 

@@ -1,15 +1,8 @@
 """The serving workload on the local emulated slice: the CPU twin of the slice's Ray Serve LLM app, deployed.
 
-On GKE a serving workload is a RayService whose Serve config :func:`raytpu.core.manifests.serving.serve_config` builds
-from its spec (KubeRay deploys it; no program of ours runs). On the emulated slice this program deploys the same
-app, built by the same function with :data:`raytpu.core.manifests.serving.CPU_TWIN` applied (vLLM's CPU build; the tiny
-offline model of :mod:`raytpu.workloads.tiny_llm`), onto the running cluster::
-
-    RAYTPU_WORKLOAD=<spec JSON> python -m raytpu.workloads.serve --address ADDR [--port P]
-
-prints ``endpoint: http://127.0.0.1:PORT/v1`` and ``model: NAME`` on their own lines once ``/v1/models``
-lists the model, and exits; the app keeps running (Serve is detached) until the cluster stops
-(``raytpu local down``). Progress goes to stderr. Needs ``ray[serve,llm]`` and vLLM (``.venv-serve``).
+The same :func:`raytpu.core.manifests.serving.serve_config` app with vLLM's CPU build and the tiny offline model;
+it prints ``endpoint:`` and ``model:`` once the app answers and exits, the app running until ``raytpu local down``.
+Progress goes to stderr. Needs ``ray[serve,llm]`` and vLLM (``.venv-serve``). Details: docs/FACTS.md 25.57.
 """
 
 from __future__ import annotations
@@ -62,14 +55,8 @@ def deploy_local(address: str, work: WorkloadSpec, *, port: int | None = None, c
                  api_key_file: str | None = None) -> Endpoint:
     """Deploys the CPU twin of ``work``'s app onto the Ray cluster at ``address``; returns once it answers.
 
-    The engine args are first run through vLLM's own argument parser (a bad value is exit 2, not a replica
-    that crash-loops). Serve's HTTP proxy runs on the head only (every emulated host shares 127.0.0.1) on
-    ``port`` (default: a free one; an already running Serve keeps its port). The driver disconnects; the app
-    stays.
-
-    Raises:
-        InvalidInput: vLLM's parser rejects the engine kwargs.
-        RuntimeFailure: the app failed to deploy or did not answer within ``timeout_s``.
+    InvalidInput when vLLM's parser rejects the engine kwargs; RuntimeFailure when the app fails to deploy or does
+    not answer within ``timeout_s``. Proxy and port: docs/FACTS.md 25.57.
     """
     tiny = tiny_llm.ensure(cache_dir)
     config = serving.serve_config(work, cpu_model=(tiny.name, str(tiny.path)),

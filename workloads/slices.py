@@ -21,12 +21,8 @@ RESERVE_TIMEOUT_S = 60.0
 
 @dataclass
 class SliceInventory:
-    """What the GCS knows about one slice of the plan's pod type.
-
-    Attributes:
-        name: The slice name (``ray.io/tpu-slice-name``; the node id for an unnamed single host).
-        nodes: worker id -> node dict (``ray.nodes()`` entry) for every alive host.
-        hosts_expected: Hosts the plan says the slice has.
+    """What the GCS knows about one slice of the plan's pod type: its name (``ray.io/tpu-slice-name``; the node id for
+    an unnamed single host), worker id -> ``ray.nodes()`` entry of every alive host, and the hosts the plan expects.
     """
 
     name: str
@@ -93,14 +89,9 @@ def wait_for_hosts(plan: SlicePlan, expected: int, slice_name: str | None, limit
 
 @dataclass
 class Reservation:
-    """A whole slice held for this driver: the slice placement group (one bundle per host, in worker order).
-
-    Attributes:
-        slice_name: The reserved slice.
-        handle: The ``ray.util.tpu.SlicePlacementGroup``.
-        head_pg: A placement group holding the slice's head resource (so Ray's own unpinned
-            reservations, e.g. JaxTrainer's, skip this slice while it is held), or None.
-        latency_s: Seconds from the call until every bundle was placed.
+    """A whole slice held for this driver: the slice placement group (one bundle per host, in worker order), the
+    placement group holding the slice's head resource (so Ray's unpinned reservations skip it) or None, and the
+    seconds it took.
     """
 
     slice_name: str
@@ -127,12 +118,9 @@ class Reservation:
 
 
 def _idle(inv: SliceInventory) -> bool:
-    """Every host of the slice has all its TPU free (a missing TPU key means 0 free).
-
-    Ray has no public per-node free-resources API: its own public ``ray.util.tpu.get_num_ready_tpu_slices`` (Ray
-    2.60) reads the same ``ray._private.state.available_resources_per_node`` but counts a node whose free ``TPU``
-    key is missing as idle, and Ray drops the key when 0 is free: a busy slice reads as
-    ready there. So this reads the state itself and treats a missing key as 0.
+    """Every host of the slice has all its TPU free; a missing TPU key means 0 free (Ray drops the key at 0, which
+    ``ray.util.tpu.get_num_ready_tpu_slices`` misreads as idle). Source: Ray 2.60 ``ray._private.state
+    .available_resources_per_node`` (docs/FACTS.md 25.59).
     """
     from ray._private.state import available_resources_per_node
 
@@ -167,18 +155,13 @@ def bundle_selectors(plan: SlicePlan, slice_name: str) -> list[dict[str, str]]:
 
 def reserve_slice(plan: SlicePlan, slice_name: str | None = None, timeout_s: float = RESERVE_TIMEOUT_S,
                   poll_s: float = 0.5) -> Reservation:
-    """Reserves one whole slice of ``plan`` (all hosts, all chips) or raises TimeoutError naming the slice.
+    """Reserves one whole slice of ``plan`` (all hosts, all chips) or raises TimeoutError naming each slice tried and
+    what was wrong with it (missing worker ids, busy).
 
-    Completeness is checked first and the reservation is pinned to the chosen slice by its
-    ``ray.io/tpu-slice-name`` label (and each bundle to its worker id, :func:`bundle_selectors`), so a
-    reservation never takes worker 0 of an incomplete slice and hangs. With ``slice_name`` None, any complete,
-    idle slice; busy or incomplete slices are waited for until ``timeout_s``.
-
-    Raises:
-        TimeoutError: No slice (or not ``slice_name``) could be reserved in time; the message names the
-            slice(s) and what was wrong with each (missing worker ids, busy).
-        ValueError: Ray refuses the shape (``SlicePlacementGroup`` outside ``VALID_TPU_TOPOLOGY``); nothing is
-            left held.
+    Completeness is checked first, then the reservation is pinned by slice name and bundle by worker id
+    (:func:`bundle_selectors`), so it never takes worker 0 of an incomplete slice and hangs. With ``slice_name`` None,
+    any complete idle slice, waiting for one until ``timeout_s``. ValueError when Ray refuses the shape (outside
+    ``VALID_TPU_TOPOLOGY``); nothing is left held.
     """
     import ray
     from ray.util.tpu import slice_placement_group

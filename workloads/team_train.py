@@ -1,15 +1,6 @@
-"""A team's ``train_loop`` on its slice: the JaxTrainer the kit builds around the team's function.
-
-The team's function (``workloads[].train_loop``, ``MODULE:FUNCTION`` in ``code``, the job's ``working_dir``) gets
-what the kit's own trainer gets (:mod:`raytpu.workloads.train`): a ScalingConfig from the slice (one worker per host,
-N slices over DCN), a RunConfig (storage under the bucket's mount, the run's name), the preemption FailureConfig and
-restart budget, ``datasets`` from ``dataset`` (Ray Data, read as is: ``ray.train.get_dataset_shard("train")``) and its
-``train_config`` as ``train_loop_config``. It uses Ray Train's public API only.
-
-What it reported is gathered on the driver: a :class:`ReportLog` callback on Ray Train's controller and a wrapper on
-rank 0 tell one small actor when each attempt started (resumed from a checkpoint or not) and every report, so the
-summary carries the last metrics and checkpoint, and the timeline's ``first_step`` is the first report of the run
-(a resumed attempt's first report is a resume, not a first step).
+"""A team's ``train_loop`` on its slice: the JaxTrainer the kit builds around the team's function, with what the kit's
+own trainer gets (slice, storage, restart budget, dataset, ``train_config``); what it reports is gathered on the
+driver for the summary and the timeline (docs/FACTS.md 25.56).
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
 """A tiny random-weight Llama with a real tokenizer, generated offline, for the local serve tier.
 
-vLLM needs a model directory (``config.json``, weights, tokenizer). Downloading one is not allowed in
-tests and not needed: :func:`ensure` builds one, deterministically, from this file alone:
-
-- the tokenizer is a byte-level BPE trained with Hugging Face ``tokenizers`` on :data:`CORPUS` (a fixed
-  text in this file), with ``<s>``/``</s>``/``<pad>`` and chat-role special tokens, a ``<s>`` post-processor
-  and a chat template; ``transformers.AutoTokenizer`` loads it as any Hub tokenizer;
-- the weights are a seeded normal draw (numpy ``default_rng``), stored as bf16 safetensors (written here:
-  no torch needed), tied embeddings, :data:`DIMS`.
-
-The directory is cached under ``cache_dir/<name>-<fingerprint>`` (default ``~/.cache/raytpu/tiny-llm``;
-the fingerprint hashes every generation input, so a change here builds a new one), built in a temp dir
-and renamed into place, and reused when it exists. Same inputs, same bytes.
-
+vLLM needs a model directory and tests may not download one: :func:`ensure` builds it deterministically from this
+file alone and caches it under a fingerprint of its inputs (how: docs/FACTS.md 25.54).
 ``python -m raytpu.workloads.tiny_llm [--cache-dir D]`` prints ``path: ...`` and ``model: ...``.
-Imports numpy and ``tokenizers`` only inside :func:`ensure` (the serve tier's environment has both).
 """
 
 from __future__ import annotations

@@ -1,54 +1,10 @@
-"""Data-parallel training of a small MLP on synthetic data with Ray Train v2's JaxTrainer, one worker per host; or,
-when the workload names a ``train_loop``, the team's own function in the same trainer
-(:mod:`raytpu.workloads.team_train`).
+"""Data-parallel training with Ray Train v2's JaxTrainer, one worker per host of one whole slice (N for multi-slice).
 
-Runs unchanged as a GKE RayJob entrypoint and on the local emulated slice::
-
-    RAYTPU_WORKLOAD='<WorkloadSpec JSON>' python -m raytpu.workloads.train --storage-path PATH [--name RUN]
-
-The slice comes from the workload spec (``RAYTPU_WORKLOAD``; the job never re-plans it). The ScalingConfig
-comes from its SlicePlan (``use_tpu=True``, ``topology``, ``accelerator_type``,
-``num_workers = hosts``, ``TPU = chips per host``), so Ray reserves one whole slice. Every worker is a
-JAX process (``jax.distributed`` is initialised by Ray Train; on an emulated slice the hosts set
-``JAX_PLATFORMS=cpu`` and ``JAX_NUM_CPU_DEVICES``); the global batch is sharded over every device of
-the slice and gradients are all-reduced by ``jit``. The step is compiled once, ahead of time, before the
-first step: its compile time and its step time are reported apart.
-
-One whole slice, also where Ray 2.60's JaxTrainer cannot see it: for a v5e/v6e ``2x4`` of two 4-chip hosts,
-Ray derives one 8-chip host from the topology and reserves no slice at all (its workers may land on two
-slices). There the driver reserves a whole, idle slice itself (head resource held, pinned by slice name) and
-pins the workers to it with the slice's own Ray resource (:func:`scaling_config`); a restart then waits for
-that slice's replacement host instead of moving to another slice.
-
-Multi-slice (``workloads[].slices: N``, :mod:`raytpu.core.specs.multislice`): ``num_workers = hosts x N``, and Ray Train
-2.60 reserves N whole slices for them at once (the controller derives N from ``num_workers`` with
-``ray.util.tpu.get_tpu_num_slices_for_workers``; ``WorkerGroup._create_placement_group`` builds one
-``SlicePlacementGroup(num_slices=N)``, which holds each slice's head resource in turn and then places every
-host's bundle in ONE placement group, so the job gets all N slices or none, and a restart after a lost host
-reserves N whole slices again). Ray's JAX backend gives each worker ``MEGASCALE_COORDINATOR_ADDRESS``,
-``MEGASCALE_NUM_SLICES``, ``MEGASCALE_SLICE_ID`` and ``MEGASCALE_PORT``
-(``ray.train.v2.jax.config._JaxBackend.on_start`` with ``ray.util.tpu.get_tpu_coordinator_env_vars``), as libtpu
-reads them on GKE. The mesh gets a DCN axis: ``("slice", "data")``, devices grouped by their process's
-``MEGASCALE_SLICE_ID``, the batch sharded over both axes (on TPU, ``jax.experimental.mesh_utils.
-create_hybrid_device_mesh`` lays out the same two axes from the devices' ``slice_index``). The summary reports
-each process's MEGASCALE slice id beside the Ray slice it ran on, and for any run ``ray_slices``: the last attempt's
-processes counted by the Ray slice they ran on, gathered from the workers (the preemption drill's whole-slice check).
-
-Runs and names: ``--name`` is the run (a directory under ``--storage-path``); the default is a new name
-for every launch. Ray Train restores a run's state when its directory exists, so launching an existing name
-resumes it: the summary says from which step (``start_step``) and how many steps this launch ran
-(``steps_run``). A launch that ran no step is not a success: a run already at ``--steps`` exits 1 with
-``already_complete`` (a larger ``--steps`` continues it, a new name starts afresh).
-
-Fault tolerance: rank 0 writes a checkpoint (params, optimizer state, step, loss history) every
-``--checkpoint-every`` steps under ``--storage-path`` (a local directory: on GKE the bucket's GCS FUSE mount,
-:meth:`raytpu.core.specs.kinds.WorkloadKind.run_args`); ``FailureConfig(max_failures=--max-failures)`` restarts the
-worker group from the latest checkpoint (on a replacement host or another intact slice). When no slice is free, each
-attempt to start the worker group gives up after ``--start-timeout-s`` in all (:func:`attempt_wait`) and the run
-fails after ``--slice-retries`` such attempts (``controller_failure_limit``) instead of waiting forever.
-
-Prints one line ``RAYTPU_TRAIN_RESULT {json}`` (steps, steps run, first/final loss, loss history, compile
-time, step time, throughput, restarts, checkpoint, slice) and exits 1 when training failed or ran no step.
+The model is a small MLP, or the workload's ``train_loop`` (:mod:`raytpu.workloads.team_train`). The slice comes
+from the workload spec (``RAYTPU_WORKLOAD``), never re-planned; where Ray 2.60 cannot see a whole slice the driver
+reserves one itself (:func:`scaling_config`). ``--name`` resumes an existing run; rank 0 checkpoints, restarts resume
+from it, and waits for a slice are bounded (:func:`attempt_wait`). Prints ``RAYTPU_TRAIN_RESULT {json}``; exits 1
+when training failed or ran no step. Details: docs/FACTS.md 25.52.
 """
 
 from __future__ import annotations
@@ -328,12 +284,9 @@ def _device_grid(devices: list[Any], slice_ids: list[int] | None, slices: int) -
 
 
 def ray_assumed_hosts(plan: SlicePlan) -> int:
-    """Hosts per slice that Ray 2.60's slice reservation derives from ``plan``'s topology alone.
-
-    ``ray.util.tpu.get_tpu_worker_resources`` takes chips per host from
-    ``ray._private.accelerators.tpu.get_chips_per_host``: every v5e/v6e topology of up to 8 chips is one host.
-    JaxTrainer's reservation (Ray 2.60 ``ray.train.v2._internal.execution.worker_group.worker_group.WorkerGroup.
-    _create_placement_group``) passes no ``chips_per_vm``, and its ScalingConfig has no field for it.
+    """Hosts per slice that Ray 2.60's slice reservation derives from ``plan``'s topology alone (every v5e/v6e topology
+    of up to 8 chips is one host there). Source: Ray 2.60 ``ray.util.tpu.get_tpu_worker_resources`` (docs/FACTS.md
+    25.59).
     """
     from ray.util.tpu import get_tpu_worker_resources
 
@@ -342,14 +295,9 @@ def ray_assumed_hosts(plan: SlicePlan) -> int:
 
 
 def scaling_config(plan: SlicePlan, slice_name: str | None = None, slices: int = 1) -> Any:
-    """JaxTrainer's ScalingConfig for ``slices`` whole slices of ``plan``: one worker per host, all its chips
-    (``num_workers = hosts x slices``: Ray 2.60 reserves that many slices together, see the module docstring).
-
-    With ``slice_name``, each worker also takes that slice's own resource (``<TPU_NAME>: 1``, which Ray puts on
-    every host of a slice for this purpose: Ray 2.60
-    ``ray._private.accelerators.tpu.TPUAcceleratorManager.get_current_node_additional_resources``), so all workers
-    land on that one slice. ``label_selector``, the other way to pin, is refused with ``use_tpu=True``
-    (``ray.train.v2.api.config.ScalingConfig._validate_tpu_config``).
+    """JaxTrainer's ScalingConfig for ``slices`` whole slices of ``plan``: one worker per host, all its chips; with
+    ``slice_name``, every worker also takes that slice's own resource, so all land on it. Source: Ray 2.60
+    ``TPUAcceleratorManager.get_current_node_additional_resources`` (docs/FACTS.md 25.59).
     """
     from ray.train.v2.api.config import ScalingConfig
 
@@ -359,12 +307,8 @@ def scaling_config(plan: SlicePlan, slice_name: str | None = None, slices: int =
 
 
 def reserve_for_pinning(plan: SlicePlan, timeout_s: float) -> Any:
-    """Holds a whole, idle slice of ``plan`` for the workers to be pinned to: the smoke check's pinned reservation
-    (:func:`raytpu.workloads.slices.reserve_slice`, complete slices only) with its bundles given back, its head kept
-    (so other reservations, Ray Train's own included, skip this slice). ``release()`` it after the run.
-
-    Raises:
-        TimeoutError: no such slice within ``timeout_s``.
+    """Holds a whole, idle slice of ``plan`` for the workers to be pinned to, its head kept so other reservations skip
+    it (docs/FACTS.md 25.59); ``release()`` it after the run. TimeoutError when none is free within ``timeout_s``.
     """
     from raytpu.workloads.slices import reserve_slice
 

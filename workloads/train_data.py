@@ -1,15 +1,9 @@
 """Training data from Ray Data: the ``dataset`` a train workload names, sharded over the slice's hosts, as JAX batches.
 
-The driver reads the dataset (``gs://`` or local; Parquet or JSON lines: :func:`raytpu.core.specs.data.data_format`) and
-hands it to JaxTrainer as ``datasets={"train": ...}`` with :func:`data_config` (block order kept); Ray Train splits it
-into one shard per worker (one worker per host), equal in rows (Source: Ray 2.60
-``ray.train._internal.data_config.DataConfig.configure``: ``streaming_split(world_size, equal=True)``). Each host reads
-its own shard (``ray.train.get_dataset_shard``) as numpy batches and :class:`Feed` lays them out on the trainer's own
-sharding. Not ``DataIterator.iter_jax_batches``: it takes no sharding and places every batch on a 1D mesh of its own
-(Source: Ray 2.60 ``ray.data.util.jax_util._create_sharding_1d``), whose device order on TPU is not the trainer's mesh
-(docs/FACTS.md 24.v), so every step would reshard. A short last batch is padded with weight 0; a resumed run
-skips to the checkpointed position.
-
+Ray Train splits the dataset into equal shards, one per host; :class:`Feed` lays each host's numpy batches out on the
+trainer's own sharding (not ``iter_jax_batches``, whose 1D mesh would reshard every step). A short last batch is
+padded with weight 0; a resumed run skips to the checkpointed position. Source: Ray 2.60
+``ray.train._internal.data_config.DataConfig.configure``; docs/FACTS.md 24.v.
 Rows: ``id`` (a whole number, unique per row), ``y`` (the target) and ``f0`` ... ``f{features-1}`` (the features).
 """
 

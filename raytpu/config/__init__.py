@@ -1,10 +1,9 @@
-"""``raytpu.yaml``: its structure checked by pydantic, then compiled once into a
-:class:`~raytpu.core.specs.spec.ClusterSpec`.
+"""``raytpu.yaml``: its structure checked by pydantic, then compiled once into a ``ClusterSpec``.
 
-Every field is declared once, on its spec dataclass; the YAML structure is derived from them (:func:`structure_of`,
-pydantic: types and unknown keys) and every value rule lives in the specs, which :func:`compile_config` runs, placing
-each problem under its config path (``slices[1].reservation``). Whatever ``raytpu validate`` accepts, every layer
-accepts. :mod:`raytpu.config.reading` reads any file a user hands the kit."""
+Every field is declared once, on its spec dataclass (:mod:`raytpu.core.specs.spec`); the YAML structure is derived
+from them (:func:`structure_of`: types and unknown keys) and every value rule lives in the specs, which
+:func:`compile_config` runs, placing each problem under its config path (``slices[1].reservation``): whatever
+``raytpu validate`` accepts, every layer accepts. :mod:`raytpu.config.reading` reads any file a user hands the kit."""
 
 from __future__ import annotations
 
@@ -48,11 +47,10 @@ EXAMPLE_CONFIG = "raytpu.example.yaml"
 
 def choose(given: str | None, *, local: bool = False, environ: Mapping[str, str] | None = None,
            announce: bool = True) -> str:
-    """The config a command reads, by one rule: the one named on the command line; else :func:`default_path` when it
-    exists or the command touches GCP (then it is the missing file the error names); else (``local``, ``demo``)
-    ``raytpu.example.yaml``, so ``make run`` works on a fresh clone. With ``announce``, stderr says
-    ``raytpu: config PATH (why)`` for a config not named on the command line, unless it is a GCP command's plain
-    ``raytpu.yaml``."""
+    """The config a command reads: the one named on the command line; else :func:`default_path` when it exists or
+    the command touches GCP (then it is the missing file the error names); else (``local``, ``demo``)
+    ``raytpu.example.yaml``, so ``make run`` works on a fresh clone. ``announce``: stderr says ``raytpu: config PATH
+    (why)`` for a config not named on the command line, unless it is a GCP command's plain ``raytpu.yaml``."""
     if given:
         return given
     env = os.environ if environ is None else environ

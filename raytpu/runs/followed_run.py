@@ -28,8 +28,8 @@ def echo(lines: list[str]) -> Callable[[str], None]:
 
 
 def show_verdicts(kind: WorkloadKind, lines: list[str]) -> list[Verdict]:
-    """A checking job's verdicts (:attr:`raytpu.core.specs.kinds.WorkloadKind.checks`), printed as the table ``raytpu
-    smoke`` prints; none for other kinds."""
+    """A checking job's verdicts (:attr:`raytpu.core.specs.kinds.WorkloadKind.checks`) as ``raytpu smoke``'s table;
+    none for other kinds."""
     if not kind.checks:
         return []
     verdicts = report.parse_verdict_lines("\n".join(lines))
@@ -42,9 +42,8 @@ COMPILE_KEYS = ("compile", "compile_attempts", "compile_budget_s", "compile_over
 
 
 def team_result(lines: list[str]) -> dict[str, Any]:
-    """What a training run reported, from the driver's summary line (``RAYTPU_TRAIN_RESULT``): a team's
-    ``train_loop`` run's ``{"train": {train_loop, ok, metrics, checkpoint, reports, attempts, error?}}``, and any
-    train run's compile (:data:`COMPILE_KEYS`, the budget's flag among them); empty for any other run."""
+    """What a training run reported in its ``RAYTPU_TRAIN_RESULT`` line (empty for other runs): a team's run's
+    ``{"train": {...}}`` (train_loop, ok, metrics, checkpoint, reports, attempts, error?) and :data:`COMPILE_KEYS`."""
     from raytpu.workloads.train import parse_result
 
     summary = parse_result("\n".join(lines)) or {}

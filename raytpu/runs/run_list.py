@@ -1,5 +1,4 @@
-"""The workload runs ``raytpu runs`` lists, whichever side they ran on: one :class:`Run` row each, shown as an aligned
-table or JSON, and looked up by name (an unknown name is exit 2, listing the known ones)."""
+"""The runs ``raytpu runs`` lists, on either side: :class:`Run` rows as a table or JSON, looked up by name (exit 2)."""
 
 from __future__ import annotations
 
@@ -44,8 +43,7 @@ def unix(stamp: str) -> float | None:
 
 def carried_spec(env_vars: Mapping[str, object] | None) -> dict[str, object]:
     """The ``RAYTPU_WORKLOAD`` spec a run was given, as JSON; {} when absent or unreadable. Read leniently (no
-    :class:`~raytpu.core.specs.spec.WorkloadSpec`): a listing shows runs of any kind, also one this version does not
-    know."""
+    ``WorkloadSpec``): a listing shows runs of any kind, also one this version does not know."""
     try:
         spec = json.loads(str((env_vars or {}).get(WORKLOAD_ENV) or "{}"))
     except ValueError:

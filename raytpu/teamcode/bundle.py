@@ -1,9 +1,8 @@
 """The code folder as Ray takes a ``working_dir``: a content-addressed zip, the same bytes on every machine.
 
-Ray caches an unpacked remote ``working_dir`` by its URI and never fetches that URI again
-(Ray 2.60 ``ray._private.runtime_env.packaging.download_and_unpack_package``), so a changed folder must get a new
-name: ``<workload>-<sha256 of the zip>.zip``. Ray unpacks a remote zip without its single top-level folder
-(``remove_top_level_directory=True``), so every entry sits under one (:data:`ZIP_TOP`).
+Ray never fetches a cached remote ``working_dir`` URI again, so a changed folder gets a new name
+(``<workload>-<sha256 of the zip>.zip``); it unpacks a remote zip without its single top-level folder, so every entry
+sits under one (:data:`ZIP_TOP`). Source: Ray 2.60 ``ray._private.runtime_env.packaging.download_and_unpack_package``.
 """
 
 from __future__ import annotations

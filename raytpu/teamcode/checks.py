@@ -1,7 +1,7 @@
-"""What ``validate`` checks inside a code folder without running the team's code: the ``train_loop`` module exists and
-defines that function with one argument (read with :mod:`ast`, never imported), the entrypoint's script or module
-exists. Without ``code`` (the code is in the team's image) only the spellings are checked here; the train program
-imports ``train_loop`` before it reserves a slice and exits 2 naming it when that fails."""
+"""What ``validate`` checks in a code folder without running the team's code: the ``train_loop`` module defines that
+function with one argument (read with :mod:`ast`, never imported) and the entrypoint's script or module exists.
+Without ``code`` (the code is in the image) only the spellings; the train program then imports ``train_loop``
+before it reserves a slice and exits 2 naming it when that fails."""
 
 from __future__ import annotations
 

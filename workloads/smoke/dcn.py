@@ -1,23 +1,9 @@
 """The smoke check over DCN: one all-reduce across the slices a multi-slice run spans, reported apart from the ICI
-rows, and the slice that cannot reach the others named.
+rows, and the slice that cannot reach the others named (a TCP probe of the coordinator first, bounded).
 
-One process per host across the ``N`` slices, each with the ``MEGASCALE_*`` env it would see in a multi-slice run
-(Ray 2.60 ``ray.util.tpu.get_tpu_coordinator_env_vars``, what ``ray.train.v2.jax.config`` sets on each JaxTrainer
-worker: coordinator = host 0 of slice 0, ``MEGASCALE_SLICE_ID`` = the slice's index), joined by
-``jax.distributed`` (on TPU libtpu reads that env at start and the slices meet over DCN; on an emulated slice JAX
-runs on CPU and the same collective crosses the loopback). The devices form a ``("slice", "ici")`` mesh, devices
-grouped by their slice (:func:`slice_rows`), like ``raytpu.workloads.train``'s ``("slice", "data")`` mesh; a
-``psum`` over ``slice`` alone moves data only between slices: each device reduces with its counterparts on the other
-slices.
-
-Before joining, every host but the coordinator opens a TCP connection to the coordinator's address (bounded by
-``reach_s``): a host that cannot reach it fails fast, naming the address and the error, so its slice is named
-rather than every host timing out together inside ``jax.distributed.initialize``.
-
-The figure judged: bus bandwidth per host (``2 (N-1)/N`` x bytes / time, summed over the host's devices, since a
-host's devices share its NICs) against the host's line rate (:func:`line_rate`, its machine type's
-``network_gbps``) at ``dcn_of_line_rate``, gated where the ICI rows gate (real TPU outside an emulated slice),
-informational elsewhere, exactly as :mod:`raytpu.workloads.smoke.judge` treats the catalog floors.
+Each host joins with the ``MEGASCALE_*`` env a multi-slice run gives it; bus bandwidth per host is judged against
+its line rate, gated where the ICI rows gate. Source: Ray 2.60 ``ray.util.tpu.get_tpu_coordinator_env_vars``;
+docs/FACTS.md 25.51.
 """
 
 from __future__ import annotations

@@ -26,13 +26,8 @@ slower on every host."""
 
 @dataclass(frozen=True)
 class Faults:
-    """Fault injection for tests and drills, from ``RAYTPU_SMOKE_INJECT_*`` (never set by the kit itself).
-
-    Attributes:
-        slow: (worker id, local device index, factor): that device's timed loops take ``factor`` times longer.
-        error_worker: The worker id whose host check raises.
-        slow_axis: (mesh axis name, factor): every host's timed all-reduce over that axis takes ``factor`` times
-            longer.
+    """Fault injection from ``RAYTPU_SMOKE_INJECT_*`` (never set by the kit itself): a slow device (worker, device,
+    factor), a worker whose check raises, and a slow mesh axis (axis, factor).
     """
 
     slow: tuple[int, int, float] | None = None

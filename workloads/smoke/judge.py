@@ -1,9 +1,5 @@
-"""Judging a slice: the hosts' measurements (:func:`raytpu.workloads.smoke.measure.host_check`) against the plan and
-the catalog's floors, as checks, host problems and ``perf`` rows of the verdict
-(:class:`raytpu.core.common.report.Verdict`).
-
-Pure: unit tests feed it made-up results. Catalog floors (:class:`raytpu.core.tpu.catalog.SmokeFloors`) gate on real TPU
-outside an emulated slice (``--perf-thresholds auto``); the peer ratios gate everywhere.
+"""Judging a slice: the hosts' measurements against the plan and the catalog's floors, as checks, host problems and
+``perf`` rows of the verdict. Pure: unit tests feed it made-up results.
 """
 
 from __future__ import annotations

@@ -128,11 +128,9 @@ def _allreduce(mesh: Any, local: list[Any], sizes: Sizes) -> tuple[Any, float | 
 def topology_mesh(devices: list[Any], topology: str) -> tuple[Any, tuple[str, ...]] | None:
     """The slice's devices as an array shaped like its physical mesh, axes ``(x, y[, z], core)``, and those names.
 
-    On TPU each device has ``coords`` (its chip's x, y, z in the slice) and ``core_on_chip`` (tpu7x: two devices
-    per chip), so the array is built from them and each mesh axis is a physical ICI axis. Devices without
-    coordinates (JAX CPU devices on an emulated slice) are laid out in ``jax.devices()`` order in the shape of
-    ``topology``. None when they do not fill that shape (the per-axis all-reduces are then skipped and said so).
-    """
+    On TPU built from each device's ``coords`` and ``core_on_chip`` (tpu7x: two per chip), so each axis is a physical
+    ICI axis; CPU devices fill ``topology``'s shape in ``jax.devices()`` order. None when they do not fill it (the
+    per-axis all-reduces are then skipped and said so)."""
     import numpy as np
 
     if devices and all(hasattr(d, "coords") for d in devices):
@@ -199,13 +197,10 @@ def axis_allreduces(devices: list[Any], local: list[Any], topology: str, sizes: 
 
 def _per_device(local: list[Any], sizes: Sizes, barrier: Any, stretch: dict[int, float],
                 turns: tuple[int, int] | None) -> tuple[list[float], list[float]]:
-    """bf16 TFLOP/s and copy GB/s of every local device, each timed alone inside one compiled loop.
-
-    Random normal data (a chip draws more power on it than on constants); the right operand scaled by 1/sqrt(n)
-    so the chained products keep their size. Rounds start together on every host (``barrier``); each device keeps
-    its best round. ``turns`` (process id, processes): the hosts measure one at a time, for an emulated slice whose
-    hosts share the machine's cores (TPU hosts share nothing and measure at once, ``turns`` None).
-    """
+    """bf16 TFLOP/s and copy GB/s of every local device, each timed alone inside one compiled loop, best of rounds that
+    start together on every host. Random normal data (a chip draws more power on it than on constants), scaled by
+    1/sqrt(n) so chained products keep their size. ``turns`` (process id, processes): emulated hosts sharing the
+    machine's cores measure one at a time; TPU hosts (``turns`` None) at once."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -278,13 +273,10 @@ def device_checks(devices: list[Any], local: list[Any], sizes: Sizes, topology: 
 
 def host_check(coordinator: str, num_processes: int, process_id: int, init_timeout_s: int,
                bandwidth_mib: int | None, faults: dict[str, Any], topology: str = "") -> dict[str, Any]:
-    """Runs on one host (inside the slice's bundle ``process_id``): identity, JAX multi-process init, devices,
-    psum, all-reduce bandwidth (whole slice and per mesh axis of ``topology``) and latency, and every local
-    device's matmul and copy rates.
-
-    First of all, before anything imports JAX: the pod's ``MEGASCALE_*`` go
-    (:func:`raytpu.core.specs.multislice.single_slice`). A multi-slice smoke job's pods carry them for its DCN check,
-    and libtpu started with them would wait for the other slices, which this per-slice check never joins."""
+    """Runs on one host (inside the slice's bundle ``process_id``): identity, JAX multi-process init, devices, psum,
+    all-reduce bandwidth (whole slice and per mesh axis) and latency, and every local device's matmul and copy rates.
+    First, before JAX is imported, the pod's ``MEGASCALE_*`` (set for a multi-slice job's DCN check) go
+    (:func:`raytpu.core.specs.multislice.single_slice`): libtpu would otherwise wait for the other slices."""
     from raytpu.core.specs.multislice import single_slice
 
     cleared = single_slice(os.environ)

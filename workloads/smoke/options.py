@@ -27,22 +27,10 @@ measured one at a time and each device keeps its best of five rounds."""
 class SmokeOptions:
     """One run's options; None thresholds mean the generation's floor (:class:`raytpu.core.tpu.catalog.SmokeFloors`).
 
-    Attributes:
-        slice_name: Check only this slice (None: every slice of the plan's pod type).
-        reserve_timeout_s: Bound on reserving each whole slice.
-        check_timeout_s: Bound on waiting for late hosts and on the host checks (None: from the plan's hosts,
-            :func:`raytpu.workloads.smoke.driver.check_limit_s`).
-        bandwidth_mib: All-reduce size per device (None: 256 on TPU, 1 on CPU devices).
-        perf_thresholds: Where the catalog floors gate (:data:`PerfThresholds`).
-        min_matmul_ratio: Per-device matmul floor over the catalog peak.
-        min_hbm_bw_ratio: Per-device copy bandwidth floor over the catalog's HBM GB/s.
-        min_busbw_ratio: All-reduce bus bandwidth floor over what the slice's topology should reach.
-        min_peer_ratio: Every device against its slice's median, on any hardware.
-        min_hbm_ratio: Device memory per chip over the catalog's HBM.
-        address: The Ray cluster (None: ``RAY_ADDRESS``, else auto).
-        dcn_slices: How many slices one multi-slice run of the config spans (``workloads[].slices`` of a train
-            workload on this slice); above 1, the first that many slices also get the DCN check
-            (:mod:`raytpu.workloads.smoke.dcn`). None or 1: no DCN check.
+    The ``min_*`` ratios are the floors of the checks they name (docs/FACTS.md 25.50); ``slice_name`` None checks every
+    slice; ``check_timeout_s`` None grows with the hosts (:func:`raytpu.workloads.smoke.driver.check_limit_s`);
+    ``bandwidth_mib`` None is 256 per device on TPU, 1 on CPU; ``address`` None is ``RAY_ADDRESS``, else auto;
+    ``dcn_slices`` above 1 gives the first that many slices the DCN check (:mod:`raytpu.workloads.smoke.dcn`).
     """
 
     slice_name: str | None = None
