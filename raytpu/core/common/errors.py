@@ -1,7 +1,4 @@
-"""The kit's named errors: one place that formats every "field: problem; valid: ..." message.
-
-The CLI prints them as ``error: <field>: <what is wrong>; valid: <...>`` and exits 2 without a traceback.
-"""
+"""The kit's named errors: one place that formats every "field: problem; valid: ..." message (CLI: exit 2)."""
 
 from __future__ import annotations
 
@@ -131,10 +128,8 @@ def raise_found(found: Sequence[InvalidInput]) -> None:
 
 
 class RuntimeFailure(RaytpuError):
-    """Something ran and failed (an unhealthy slice, a failed job): exit 1.
-
-    The message is ``<problem>; valid: <valid>``; raise it ``from`` its cause (shown under ``RAYTPU_DEBUG=1``).
-    """
+    """Something ran and failed (an unhealthy slice, a failed job): exit 1, ``<problem>; valid: <valid>``.
+    Raise it ``from`` its cause (shown under ``RAYTPU_DEBUG=1``)."""
 
     exit_code = EXIT_RUNTIME
 

@@ -1,8 +1,5 @@
-"""The cluster's parts: config sections ``cluster``, ``network``, ``alerting`` and ``storage``.
-
-Each checks its own fields when built and raises every problem at once; ``ClusterSpec`` composes them.
-Standard library and the kit's core only.
-"""
+"""The cluster's parts: config sections ``cluster``, ``network``, ``alerting`` and ``storage``, composed by
+``ClusterSpec``; each raises all its problems when built. Standard library and the kit's core only."""
 
 from __future__ import annotations
 

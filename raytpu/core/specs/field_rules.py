@@ -1,7 +1,5 @@
 """Field rules: the patterns, limits and ``*_problems`` checks the specs and the construct props share.
-
-Each check returns one value's problems, named by ``field``, and raises none. Stdlib and the kit's errors only.
-"""
+Each returns one value's problems, named by ``field``, and raises none. Stdlib and the kit's errors only."""
 
 from __future__ import annotations
 

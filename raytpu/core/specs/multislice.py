@@ -1,9 +1,6 @@
 """Multi-slice training: one job on N whole slices of one kind, joined by the data-centre network (DCN).
-
-The rules such a workload obeys and the numbers the builders read; the layout and sources: docs/FACTS.md 14, 25.23.
-Standard library and the kit's core only (the spec layer imports it).
-Source: https://cloud.google.com/tpu/docs/tpu-gke-multislice
-"""
+Its rules and the builders' numbers (docs/FACTS.md 14, 25.23). Stdlib and the core only (the spec layer imports it).
+Source: https://cloud.google.com/tpu/docs/tpu-gke-multislice"""
 
 from __future__ import annotations
 

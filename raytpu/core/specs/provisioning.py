@@ -1,9 +1,5 @@
-"""Provisioning modes: how a TPU slice's capacity is obtained, one entry of :data:`MODES` per mode.
-
-Each :class:`Provisioning` knows its rules, its Standard node-pool fields, the pods' labels and tolerations and its
-Autopilot ComputeClass priority (docs/FACTS.md 25.22). Standard library only.
-Source: https://cloud.google.com/kubernetes-engine/docs/concepts/tpus (each mode's page: docs/FACTS.md section 13).
-"""
+"""Provisioning modes: how a TPU slice's capacity is obtained, one entry of :data:`MODES` each (FACTS 25.22).
+Standard library only. Source: https://cloud.google.com/kubernetes-engine/docs/concepts/tpus (FACTS section 13)."""
 
 from __future__ import annotations
 
@@ -42,11 +38,8 @@ def reservation_parts(reservation: str) -> tuple[str | None, str]:
 
 @dataclass(frozen=True)
 class PoolFields:
-    """What a mode sets on a Standard TPU node pool (mapped 1:1 onto provider fields by TpuSlicePool).
-
-    No mode consumes a reservation it does not name, on-demand included (docs/FACTS.md 25.22).
-    Source: https://cloud.google.com/kubernetes-engine/docs/how-to/consuming-reservations (FACTS section 13).
-    """
+    """What a mode sets on a Standard node pool; no mode consumes a reservation it does not name (FACTS 25.22).
+    Source: https://cloud.google.com/kubernetes-engine/docs/how-to/consuming-reservations (FACTS section 13)."""
 
     spot: bool = False
     flex_start: bool = False

@@ -1,8 +1,5 @@
 """Where a vLLM engine keeps its XLA compilation cache: in the kit's bucket, so a new pod finds it.
-
-One folder per model, slice shape and vLLM version; why a shared folder is safe: docs/FACTS.md 24.x and 25.28.
-Standard library only.
-"""
+One folder per model, slice shape and vLLM version; safe to share: docs/FACTS.md 24.x, 25.28. Stdlib only."""
 
 from __future__ import annotations
 
