@@ -1,8 +1,4 @@
-"""The kit's named errors: one place that formats every "field: problem; valid: ..." message.
-
-Every check in the kit raises one of these helpers' results, so the CLI can print them as
-``error: <field>: <what is wrong>; valid: <...>`` and exit 2 without a traceback.
-"""
+"""The kit's named errors: one place that formats every "field: problem; valid: ..." message (CLI: exit 2)."""
 
 from __future__ import annotations
 
@@ -49,11 +45,8 @@ class InvalidInput(RaytpuError, ValueError):
 
 
 def excerpt(value: object, limit: int = MAX_EXCERPT, *, tail: bool = False) -> str:
-    """``value`` as an error shows it: its repr, cut to about ``limit`` characters with the full length said; with
-    ``tail``, a string's last ``limit`` characters (a path's name is at its end).
-
-    Containers are shown by :mod:`reprlib` (a few items, a few levels), so a YAML alias bomb or a self-referencing
-    list costs no more than a short string."""
+    """``value`` as an error shows it: its repr cut to about ``limit`` characters (the tail with ``tail``).
+    Containers go through :mod:`reprlib`, so an alias bomb costs no more than a short string."""
     if tail and isinstance(value, str) and len(value) > limit:
         return f"{'...' + value[-limit:]!r} ({len(value)} characters)"
     try:
@@ -127,8 +120,7 @@ class Problems:
 
 
 def raise_found(found: Sequence[InvalidInput]) -> None:
-    """Raises the problems one pass found, together: a single one as itself (InvalidInput), several as
-    InvalidInputs; nothing when there are none. Every ``*_problems`` check's list ends here."""
+    """Raises the problems one pass found, together (one as InvalidInput, several as InvalidInputs; none: nothing)."""
     if len(found) == 1:
         raise found[0]
     if found:
@@ -136,11 +128,8 @@ def raise_found(found: Sequence[InvalidInput]) -> None:
 
 
 class RuntimeFailure(RaytpuError):
-    """Something ran and failed (an unhealthy slice, a failed job): exit 1.
-
-    ``problem`` says what failed and ``valid`` what would make it work; the message is written
-    ``<problem>; valid: <valid>`` here, once, so no caller spells the separator. Raise it ``from`` the error
-    that caused it: the cause is shown under ``RAYTPU_DEBUG=1``."""
+    """Something ran and failed (an unhealthy slice, a failed job): exit 1, ``<problem>; valid: <valid>``.
+    Raise it ``from`` its cause (shown under ``RAYTPU_DEBUG=1``)."""
 
     exit_code = EXIT_RUNTIME
 
@@ -155,8 +144,7 @@ DEBUG_ENV = "RAYTPU_DEBUG"
 
 
 def report(error: RaytpuError) -> None:
-    """Writes an error in the CLI contract's format to stderr, one ``error: ...`` line per problem; under
-    ``RAYTPU_DEBUG=1`` the traceback of its cause chain follows."""
+    """Writes an error to stderr, one ``error: ...`` line per problem; ``RAYTPU_DEBUG=1`` adds the cause's traceback."""
     for problem in problems_of(error) if isinstance(error, InvalidInput | InvalidInputs) else [error]:
         sys.stderr.write(f"error: {problem}\n")
     if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
@@ -236,10 +224,8 @@ def _walk_json(value: object, field: str, depth: int = 0) -> None:
 
 
 def read_json_file(path: str, field: str, what: str) -> object:
-    """The JSON in the file at ``path`` (given as ``field``); InvalidInput naming ``field`` and ``path`` when it is
-    not a regular file (a FIFO or device is refused, not read), is over :data:`MAX_JSON_BYTES`, is not UTF-8 JSON,
-    nests past :data:`MAX_JSON_DEPTH` or repeats a key (named by its path in the file: ``field.text_config.x``);
-    ``what`` says what it should be (``a Hugging Face config.json``)."""
+    """The JSON in the file at ``path``; InvalidInput naming ``field`` for a non-regular file, size, encoding, depth
+    or a repeated key (FACTS 25.29). ``what`` says what it should be."""
     import json
     import stat
 

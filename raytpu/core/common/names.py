@@ -1,9 +1,7 @@
 """Every name one layer writes and another reads: labels, object names, URIs, the Ray auth mode.
 
-The manifest builders (:mod:`raytpu.core.manifests.kuberay`), the constructs and stacks, ``validate``, the emulated
-slice and the cluster-side readers all take them from here, so a rule is written once: ``validate`` bounds the longest
-derived name (:data:`raytpu.core.specs.spec.MULTI_HOST_NAME_LIMIT`) with the functions the builders name their objects
-with, and a label a pool puts on its nodes is the one the pods select. Standard library only (it ships to the pods).
+Builders, constructs, ``validate`` and readers all take them from here, so a rule is written once (FACTS 25.29).
+Standard library only (it ships to the pods).
 """
 
 from __future__ import annotations
@@ -25,8 +23,8 @@ CLUSTER_LABEL = "raytpu.dev/ray-cluster"
 """Label of every pod of one KubeRay object (:func:`cluster_label`), which its NetworkPolicy selects."""
 _KIND_PREFIX = {"RayJob": "job", "RayService": "service", "RayCluster": "cluster"}
 NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
-"""The label GKE puts on every node: its node pool's name
-(https://cloud.google.com/kubernetes-engine/docs/how-to/node-pools, "Deploy Pods to specific node pools")."""
+"""The label GKE puts on every node: its node pool's name.
+Source: https://cloud.google.com/kubernetes-engine/docs/how-to/node-pools ("Deploy Pods to specific node pools")."""
 PLACEMENT_POLICY_LABEL = "cloud.google.com/placement-policy-name"
 """The node label of an Autopilot workload policy (:func:`workload_policy_name`)."""
 COMPUTE_CLASS_LABEL = "cloud.google.com/compute-class"
@@ -34,24 +32,19 @@ COMPUTE_CLASS_LABEL = "cloud.google.com/compute-class"
 
 
 def cluster_label(kind: str, name: str) -> str:
-    """The :data:`CLUSTER_LABEL` value, and NetworkPolicy name, of KubeRay object ``kind``/``name``
-    (``<job|service|cluster>-<name>``, at most 63 characters)."""
+    """The :data:`CLUSTER_LABEL` value and NetworkPolicy name of ``kind``/``name``, at most 63 characters."""
     return f"{_KIND_PREFIX[kind]}-{name}"
 
 
 # --------------------------------------------------------------------------------------------- objects
 
 AUTH_MODE = "token"
-"""Ray's token authentication, on every cluster (KubeRay's ``authOptions.mode``; the emulated slice's
-``RAY_AUTH_MODE``): Ray 2.60 turns it on by default, and without it anyone who reaches the dashboard port runs code.
-KubeRay then creates a Secret with a random token per cluster and sets it on the head, the workers and the RayJob
-submitter. ``mode`` must be stated: the CRD has no default and the operator enables auth only for ``token``.
+"""Ray's token authentication on every cluster: without it anyone who reaches the dashboard runs code (FACTS 25.29).
 Source: KubeRay 1.6+ ``authOptions``, ``IsAuthEnabled`` (docs/FACTS.md section 17)."""
 
 
 def workload_policy_name(cluster_name: str, slice_name: str) -> str:
-    """The HIGH_THROUGHPUT workload policy of an Autopilot cluster's multi-host tpu7x slice: a regional Compute
-    Engine resource policy, so the cluster's name goes in (hashed: names stay within 63 characters)."""
+    """An Autopilot tpu7x slice's HIGH_THROUGHPUT workload policy: regional, so it holds the cluster name, hashed."""
     digest = hashlib.sha256(cluster_name.encode()).hexdigest()[:6]
     return f"{slice_name}-wp-{digest}"
 
@@ -62,7 +55,7 @@ def compute_class_name(slice_name: str) -> str:
 
 
 def serve_service(name: str) -> str:
-    """The Service of RayService ``name``'s OpenAI endpoint: KubeRay names it ``<name>-serve-svc``.
+    """The Service of RayService ``name``'s OpenAI endpoint (``<name>-serve-svc``).
     Source: KubeRay v1.7.0 ``ray-operator/controllers/ray/utils/util.go``."""
     return f"{name}-serve-svc"
 
@@ -74,8 +67,7 @@ GCS_MOUNT_PATH = "/mnt/gcs"
 
 
 def core_zip_object(version: str = __version__) -> str:
-    """The object name of the kit's core zip in the bucket: ``raytpu/raytpu-<version>.zip`` (the cluster
-    stack uploads it there; :func:`core_zip_uri` and :func:`py_modules_uri` both name it)."""
+    """The object name of the kit's core zip in the bucket: ``raytpu/raytpu-<version>.zip``."""
     return f"raytpu/raytpu-{version}.zip"
 
 
@@ -85,17 +77,12 @@ def core_zip_uri(bucket: str, version: str = __version__) -> str:
 
 
 def py_modules_uri(version: str = __version__, mount_path: str = GCS_MOUNT_PATH) -> str:
-    """How jobs reach that zip: ``file:///mnt/gcs/raytpu/raytpu-<version>.zip``, through the GCS FUSE mount.
-
-    Ray reads ``file://`` py_modules natively, so the image needs no GCS client library (a ``gs://``
-    URI would need ``smart_open`` and ``google-cloud-storage`` on every node).
-    """
+    """How jobs reach that zip: ``file:///mnt/gcs/raytpu/raytpu-<version>.zip``, so the image needs no GCS client."""
     return f"file://{mount_path}/{core_zip_object(version)}"
 
 
 def code_zip_object(bundle_name: str) -> str:
-    """The object name of a team's code zip in the bucket: ``code/<workload>-<sha256>.zip``
-    (:mod:`raytpu.teamcode.bundle` names it by its content)."""
+    """The object name of a team's code zip in the bucket: ``code/<workload>-<sha256>.zip``, named by its content."""
     return f"code/{bundle_name}"
 
 
@@ -110,28 +97,23 @@ def working_dir_uri(bundle_name: str, mount_path: str = GCS_MOUNT_PATH) -> str:
 
 
 def run_storage(run_name: str, mount_path: str = GCS_MOUNT_PATH) -> str:
-    """A run's checkpoint folder as its pods see it: ``<mount>/checkpoints/<run>`` (:func:`checkpoint_uri` in the
-    bucket)."""
+    """A run's checkpoint folder as its pods see it: ``<mount>/checkpoints/<run>``."""
     return f"{mount_path}/checkpoints/{run_name}"
 
 
 def checkpoint_uri(bucket: str, name: str) -> str:
-    """Where run ``name``'s checkpoints land in the bucket, ``gs://<bucket>/checkpoints/<name>`` (what ``gcloud
-    storage ls`` shows). The job writes them through the GCS FUSE mount
-    (:meth:`raytpu.core.specs.kinds.WorkloadKind.run_args`)."""
+    """Where run ``name``'s checkpoints land in the bucket (written through the GCS FUSE mount)."""
     return f"gs://{bucket}/checkpoints/{name}"
 
 
 # --------------------------------------------------------------------------------------------- jobs and runs
 
 RUN_ID_LENGTH = 6
-"""A job submission's run suffix (``<name>-<run id>``; :func:`run_id`, base-36 seconds): ``validate``
-counts every derived name with one this long, so ``--run-id`` is at most this long too."""
+"""A run suffix's length (:func:`run_id`): ``validate`` counts derived names with it, so ``--run-id`` is capped."""
 
 
 def run_id(now: float | None = None) -> str:
-    """A short, time-ordered suffix for RayJob names (base 36 seconds since the epoch: ``RUN_ID_LENGTH``, 6
-    characters until 2059; job names are capped with it, :data:`raytpu.core.specs.spec.MULTI_HOST_NAME_LIMIT`)."""
+    """A short, time-ordered RayJob suffix: base-36 seconds since the epoch (``RUN_ID_LENGTH`` until 2059)."""
     value = int(time.time() if now is None else now)
     digits = "0123456789abcdefghijklmnopqrstuvwxyz"
     out = ""
@@ -166,12 +148,10 @@ def dcn_smoke_job(slice_name: str) -> str:
 
 
 def longest_smoke_job(slice_name: str, count: int, multislice: bool) -> str:
-    """The longest base name of the smoke jobs ``raytpu smoke`` derives for a slice of ``count`` copies: the last
-    copy's, or the DCN job's when a workload spans several copies."""
+    """The longest smoke job base name for ``count`` copies: the last copy's, or the DCN job's."""
     return max([smoke_job(slice_name, count - 1)] + ([dcn_smoke_job(slice_name)] if multislice else []), key=len)
 
 
 def service_account_id(cluster: str, role: str) -> str:
-    """A Google service account id the cluster stack creates (``raytpu-<cluster>-<role>``: ``ray`` for the Ray pods,
-    ``node`` for nodes, ``img`` for the image builder), 6-30 characters."""
+    """A Google service account id the cluster stack creates (``raytpu-<cluster>-<role>``), 6-30 characters."""
     return f"raytpu-{cluster[:18].rstrip('-')}-{role}"

@@ -1,11 +1,7 @@
 """Smoke verdicts: find them in logs, render them as a table, write them as JSON and JUnit XML.
 
-The smoke workload prints exactly one line ``RAYTPU_SMOKE_VERDICT {json}`` per slice it checked; the JSON object
-is a :class:`Verdict` (its keys are the CLI contract: ``smoke.json`` holds the same objects). The readers below
-take any verdict-shaped mapping and read it with defaults: a line another version of the smoke check printed may
-lack keys.
-
-Standard library only: ``raytpu local smoke``, ``raytpu smoke`` and ``raytpu demo`` all use it.
+One ``RAYTPU_SMOKE_VERDICT {json}`` line per slice checked, a :class:`Verdict` (keys: the CLI contract); readers
+default missing keys, since another version may have printed the line. Standard library only.
 """
 
 # No ``from __future__ import annotations`` here: Python 3.11's TypedDict reads NotRequired only from evaluated
@@ -31,8 +27,7 @@ JUNIT_NAME = "smoke.junit.xml"
 MARKDOWN_NAME = "smoke.md"
 HTML_NAME = "report.html"
 FORMAT = 1
-"""The ``format`` of every JSON report the kit writes (smoke, demo, submit): a reader refuses a newer one; a report
-without the key is format 1."""
+"""The ``format`` of every JSON report the kit writes; a reader refuses a newer one, none means 1."""
 
 _LINE = re.compile(rf"{MARKER}\s+(\{{.*\}})\s*$")
 
@@ -60,13 +55,8 @@ class HostRow(TypedDict):
 
 
 class PerfRow(TypedDict):
-    """One figure: per device and metric (``matmul_tflops``, ``hbm_bandwidth``), or slice-wide (``worker_id`` and
-    ``device`` None: ``allreduce_busbw``, ``allreduce_busbw_<x|y|z>`` for each mesh axis alone, ``allreduce_latency``).
-
-    ``ratio`` = value / reference (the catalog's per-device figure; for all-reduces the bus bandwidth the topology
-    should reach, ``raytpu.core.tpu.catalog.expected_busbw``), gated by ``min_ratio`` where ``gates``; ``peer_ratio`` =
-    value / the slice's median, gated by ``min_peer_ratio`` everywhere; ``ok``: no gating threshold missed.
-    """
+    """One figure, per device and metric or slice-wide, its ``ratio`` to the reference and ``peer_ratio`` to the median.
+    Keys and gating: docs/FACTS.md 25.29."""
 
     metric: str
     unit: str
@@ -83,10 +73,7 @@ class PerfRow(TypedDict):
 
 
 class DcnSection(TypedDict):
-    """The DCN check of a multi-slice run (``raytpu.workloads.smoke.dcn``), apart from the slice's ICI rows: the
-    slices the run spans (``slices``), this slice's checks (``dcn_reach`` names a slice that cannot reach the
-    others), one ``perf`` row per host (``dcn_allreduce_busbw``, GB/s per host), the source of the reference and
-    the ``MEGASCALE_*`` env this slice's hosts ran with (``megascale``, when they ran)."""
+    """The DCN check of a multi-slice run, apart from the slice's ICI rows: slices, checks, per-host ``perf``, env."""
 
     slices: list[str]
     checks: list[Check]
@@ -96,15 +83,7 @@ class DcnSection(TypedDict):
 
 
 class Verdict(TypedDict):
-    """What the smoke check found on one slice: the JSON object of a verdict line.
-
-    ``slice`` is the TPU slice's name (``TPU_NAME`` / ``ray.io/tpu-slice-name``). ``perf``: the smoke workload always
-    writes it; a verdict made for a job that gave none (``raytpu smoke``) has none. ``injected``: fault injection
-    that was active (tests, drills). ``state``: set by ``raytpu smoke`` for a slice it did not check (one of
-    :data:`STATES`), else it follows ``healthy``. ``job``: the RayJob that checked the slice (``raytpu smoke``).
-    ``dcn``: the cross-slice check where a multi-slice run spans this slice (:class:`DcnSection`); a failed gating
-    check of it makes the slice unhealthy.
-    """
+    """What the smoke check found on one slice: the JSON object of a verdict line (keys: docs/FACTS.md 25.29)."""
 
     slice: str
     healthy: bool
@@ -134,8 +113,7 @@ LOG_KEY = "raytpu_smoke"
 
 
 def headline(verdict: Mapping[str, Any]) -> str:
-    """What on-call reads first: ``slice X unhealthy: host 2: <problem>`` (the first cause found), or
-    ``slice X healthy: 4/4 hosts``."""
+    """What on-call reads first: ``slice X unhealthy: host 2: <problem>`` or ``slice X healthy: 4/4 hosts``."""
     state = state_of(verdict)
     head = f"slice {verdict.get('slice', '?')} {state}"
     if state == "healthy":
@@ -152,9 +130,8 @@ def headline(verdict: Mapping[str, Any]) -> str:
 
 
 def log_entry(verdict: Mapping[str, Any]) -> dict[str, Any]:
-    """The verdict as one structured log line: Cloud Logging reads a JSON line of a container's stdout as
-    ``jsonPayload``, ``severity`` as the entry's severity and ``message`` as its summary
-    (https://cloud.google.com/logging/docs/structured-logging). The log-based metric counts these by state."""
+    """The verdict as one structured log line (the log-based metric counts these by state).
+    Source: https://cloud.google.com/logging/docs/structured-logging (``jsonPayload``, ``severity``, ``message``)."""
     state = state_of(verdict)
     return {"severity": "ERROR" if state == "unhealthy" else "INFO", "message": headline(verdict),
             LOG_KEY: {"slice": verdict.get("slice"), "state": state, "pod_type": verdict.get("pod_type"),
@@ -162,11 +139,8 @@ def log_entry(verdict: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def parse_verdict_lines(text: str) -> list[Verdict]:
-    """Every verdict in ``text`` (a whole log), in order; lines that fail to parse are skipped.
-
-    The marker may be preceded by a log prefix (``(pid=..)``, a timestamp); the JSON runs to the end
-    of the line. An object with ``slice`` and ``healthy`` counts as a verdict (the readers default the rest).
-    """
+    """Every verdict in a whole log, in order, after any log prefix; unparsable lines are skipped.
+    An object with ``slice`` and ``healthy`` counts (the readers default the rest)."""
     found: list[Verdict] = []
     for line in text.splitlines():
         if MARKER not in line:
@@ -249,8 +223,7 @@ def render_table(verdicts: Iterable[Mapping[str, Any]]) -> str:
 
 
 def dcn_lines(verdict: Mapping[str, Any]) -> list[str]:
-    """The verdict's DCN section as its own table (empty without one): the slices of the run, its checks, and the
-    bus bandwidth of every host against the DCN figure per host and its source."""
+    """The verdict's DCN section as its own table (empty without one), each host against the per-host figure."""
     dcn = verdict.get("dcn")
     if not dcn:
         return []
@@ -285,9 +258,7 @@ def _against(ratio: Any, floor: Any, gates: bool, what: str) -> str:
 
 
 def perf_rows(verdict: Mapping[str, Any], limit: int = PERF_ROWS_SHOWN) -> tuple[list[list[str]], int]:
-    """The verdict's ``perf`` rows as a table (header first; empty without rows), each figure with its thresholds
-    and whether they gate here; and how many healthy device rows were left out (past ``limit`` device rows only
-    the ones that miss a threshold and the slowest per metric are shown)."""
+    """The ``perf`` rows as a table with thresholds, and how many healthy rows past ``limit`` were left out."""
     rows = list(verdict.get("perf") or [])
     if not rows:
         return [], 0
@@ -327,9 +298,7 @@ def all_healthy(verdicts: Iterable[Mapping[str, Any]]) -> bool:
 def junit_xml(verdicts: Iterable[Mapping[str, Any]], suite_name: str = "raytpu.smoke") -> str:
     """JUnit XML: a ``<testsuite>`` per slice, a ``<testcase>`` per check, ``<failure>`` with the detail.
 
-    A slice marked unhealthy with no failed check gets a ``slice-healthy`` failure so it never
-    reads as green; each host that is not ok adds a failed ``host-<worker_id>`` case. A busy or
-    unschedulable slice was not checked: its cases are ``<skipped>``, not failures.
+    An unhealthy slice never reads green; a busy or unschedulable one is ``<skipped>`` (docs/FACTS.md 25.29).
     """
     root = ET.Element("testsuites", name=suite_name)
     total_tests = total_failures = 0
@@ -375,8 +344,7 @@ def junit_xml(verdicts: Iterable[Mapping[str, Any]], suite_name: str = "raytpu.s
 
 
 def render_markdown(verdicts: Iterable[Mapping[str, Any]]) -> str:
-    """The smoke result as Markdown (a CI job summary): one row per slice with its headline, then the checks and
-    hosts that failed."""
+    """The smoke result as Markdown (a CI job summary): a headline row per slice, then what failed."""
     verdicts = list(verdicts)
     marks = {"healthy": OK_MARK, "busy": "⏸", "unschedulable": "⏳", "unhealthy": FAIL_MARK}
     unhealthy = sum(1 for v in verdicts if state_of(v) == "unhealthy")
@@ -424,13 +392,8 @@ def _dcn_markdown(verdict: Mapping[str, Any]) -> list[str]:
 def write_reports(verdicts: Iterable[Mapping[str, Any]], directory: str | os.PathLike[str],
                   extra: Mapping[str, Any] | None = None,
                   timelines: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[Path, Path]:
-    """Writes ``smoke.json``, ``smoke.junit.xml`` and ``smoke.md`` (:func:`render_markdown`, for a CI job
-    summary) into ``directory`` (created); returns the JSON and JUnit paths.
-
-    The JSON is ``{"healthy": bool, "slices": [verdict, ...], **extra}``, plus ``timelines`` (run name ->
-    :class:`raytpu.core.common.timeline.Timeline`: where each run's minutes went) when given; ``smoke.md`` shows them
-    too.
-    """
+    """Writes ``smoke.json``, ``smoke.junit.xml`` and ``smoke.md`` into ``directory``; returns the JSON and JUnit paths.
+    The JSON's shape: docs/FACTS.md 25.29."""
     verdicts = [dict(v) for v in verdicts]
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,15 +1,7 @@
 """Where the minutes of a run go: its phases, from "applied" to the first training step or token.
 
-A run (``raytpu submit --wait``, ``raytpu smoke``, ``raytpu local smoke``, ``raytpu demo``) passes the phases of
-:data:`PHASES` in that order. The command keeps a :class:`Recorder`: it stamps what it sees itself on its own
-monotonic clock, and takes :class:`Stamp` s made elsewhere (the Ray driver inside the job, Kubernetes object status)
-by their wall-clock time, converted to seconds since the run's start. :meth:`Recorder.finish` turns them into a
-:class:`Timeline`: one row per phase, each with ``at_s`` (when it was reached) and ``duration_s`` (what it added: from
-the previous phase reached to this one), closed by ``finished`` at the run's end, so the durations add up to
-``wall_s``. A phase that does not exist on the emulated slice (no scheduler, no TPU nodes) is ``not applicable``
-with the reason, one the emulated slice only imitates (``raytpu local`` sets the webhook's variables itself) is
-``emulated``: nothing is faked.
-
+A :class:`Recorder` stamps phases on the command's clock and takes stamps made elsewhere by wall time; its
+:class:`Timeline` durations add up to ``wall_s``, and nothing is faked (docs/FACTS.md 25.29).
 Standard library only: the workloads import it inside the Ray job (it is part of the core zip).
 """
 
@@ -59,13 +51,11 @@ NOT_REACHED = "not reached"
 STATUSES = (MEASURED, EMULATED, NOT_APPLICABLE, NOT_REACHED)
 
 MARK = "RAYTPU_TIMELINE"
-"""Prefix of the line a workload prints for each stamp it makes, so a run that dies before its result line still
-tells how far it got."""
+"""Prefix of a workload's stamp lines, so a run that dies early still tells how far it got."""
 
 
 class Stamp(TypedDict):
-    """A phase reached, as one process saw it: ``wall`` is ``time.time()`` (comparable across processes and, within
-    clock skew, across machines)."""
+    """A phase reached, as one process saw it; ``wall`` is ``time.time()``, comparable across processes."""
 
     phase: str
     wall: float
@@ -74,8 +64,7 @@ class Stamp(TypedDict):
 
 
 class Wait(TypedDict):
-    """Why a phase was waited for: a Kubernetes event (core/v1 Event ``reason``, ``message``), when it first
-    happened and how often."""
+    """Why a phase was waited for: a Kubernetes Event's ``reason`` and ``message``, first seen and count."""
 
     reason: str
     message: str
@@ -95,8 +84,7 @@ class PhaseRow(TypedDict):
 
 
 class Timeline(TypedDict):
-    """The JSON form: ``started_at`` (UTC, ISO 8601), ``wall_s`` (the run's length on the command's monotonic clock),
-    every phase of :data:`PHASES` in order (their ``duration_s`` add up to ``wall_s``)."""
+    """The JSON form: ``started_at`` (UTC), ``wall_s`` and every phase in order, durations adding up to ``wall_s``."""
 
     started_at: str
     wall_s: float
@@ -139,8 +127,7 @@ _command_start: tuple[float, float] | None = None
 
 
 def command_started() -> None:
-    """Notes that the command starts now (``raytpu.cli.main`` calls it first): :meth:`Recorder.for_command` counts
-    from here, so a timeline's ``wall_s`` is the command's, imports included."""
+    """Notes that the command starts now, so :meth:`Recorder.for_command`'s ``wall_s`` includes imports."""
     global _command_start
     _command_start = (time.monotonic(), time.time())
 
@@ -152,12 +139,9 @@ def command_ended() -> None:
 
 
 class Recorder:
-    """Collects a run's phases: started when built (or at ``start``, a ``(monotonic, wall)`` pair), on the command's
-    own clocks.
+    """Collects a run's phases on the command's own clocks; the earliest time a phase was reached wins.
 
-    ``monotonic`` measures the run (``wall_s``, and what this process stamps itself); ``wall`` places stamps made
-    by other processes or read from Kubernetes, which carry wall-clock times. The earliest time a phase was
-    reached wins (a stamp seen twice, by two sources, keeps the first).
+    ``monotonic`` measures the run; ``wall`` places stamps from other processes and Kubernetes (FACTS 25.29).
     """
 
     def __init__(self, monotonic: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
@@ -215,8 +199,7 @@ class Recorder:
                 known.append(dict(wait))  # type: ignore[arg-type]
 
     def finish(self, detail: str = "") -> Timeline:
-        """The timeline, with ``finished`` stamped now (the end of the run): every phase in order, durations adding
-        up to ``wall_s``."""
+        """The timeline, with ``finished`` stamped now: every phase in order, durations adding up to ``wall_s``."""
         wall_s = self.elapsed()
         self._set("finished", wall_s, detail or MEANING["finished"], MEASURED)
         rows: list[PhaseRow] = []

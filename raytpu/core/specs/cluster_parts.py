@@ -1,9 +1,5 @@
-"""The cluster's parts: GKE cluster, head pool, maintenance window, network, alerting and storage specs.
-
-Config sections ``cluster``, ``network``, ``alerting`` and ``storage``; each checks its own fields when built and
-raises every problem at once, and :class:`raytpu.core.specs.spec.ClusterSpec` composes them. Standard library and the
-kit's core only.
-"""
+"""The cluster's parts: config sections ``cluster``, ``network``, ``alerting`` and ``storage``, composed by
+``ClusterSpec``; each raises all its problems when built. Standard library and the kit's core only."""
 
 from __future__ import annotations
 
@@ -36,19 +32,10 @@ HH_MM = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
 
 @dataclass(frozen=True, kw_only=True)
 class MaintenanceWindowSpec:
-    """When GKE may auto-upgrade nodes (config section ``cluster.maintenance_window``), in UTC.
+    """When GKE may auto-upgrade nodes (``cluster.maintenance_window``), in UTC: an upgrade recreates a slice.
 
-    A node upgrade recreates a multi-host slice, and nodes on a release channel always auto-upgrade (GKE:
-    "Node auto-upgrade defaults to true and cannot be disabled", ReleaseChannel API reference), so the kit
-    confines upgrades to a weekly window. GKE requires "at least 48 hours of maintenance availability in a
-    32-day rolling window", counting only windows of at least four hours
-    (https://cloud.google.com/kubernetes-engine/docs/maintenance-window); any 32 days hold each weekday at least
-    four times, so ``len(days) * 4 * hours >= 48``.
-
-    Attributes:
-        days: Weekdays (``MO`` ... ``SU``); default ``SA``, ``SU``.
-        start_utc: Start, ``HH:MM`` UTC; default ``02:00``.
-        hours: Length, 4 to 24 hours; default 6.
+    GKE requires 48 hours in any 32 days, in windows of 4 hours or more, so ``len(days) * 4 * hours >= 48``.
+    Source: https://cloud.google.com/kubernetes-engine/docs/maintenance-window (FACTS 25.24; fields there).
     """
 
     days: tuple[str, ...] = ("SA", "SU")
@@ -79,13 +66,7 @@ class MaintenanceWindowSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class HeadPoolSpec:
-    """The CPU node pool Ray heads run on (Standard clusters).
-
-    Attributes:
-        machine_type: CPU machine type; default ``n2-standard-8`` (a Ray head with dashboard and GCS).
-        min_nodes: Autoscaling minimum per zone; default 1.
-        max_nodes: Autoscaling maximum per zone; default 3.
-    """
+    """The CPU node pool Ray heads run on (Standard clusters; fields: docs/FACTS.md 25.24)."""
 
     machine_type: str = "n2-standard-8"
     min_nodes: int = 1
@@ -117,22 +98,7 @@ class AuthorizedNetwork:
 
 @dataclass(frozen=True, kw_only=True)
 class GkeSpec:
-    """The GKE cluster (config section ``cluster``).
-
-    Attributes:
-        name: Cluster name, 1-40 characters.
-        mode: ``standard`` (node pools; default) or ``autopilot``.
-        release_channel: ``RAPID`` (default: TPU generations arrive there first), ``REGULAR``, ``STABLE``,
-            ``EXTENDED``.
-        deletion_protection: Terraform refuses to destroy the cluster while true; default true.
-        control_plane: How ``cdktf deploy`` and ``raytpu`` reach the API: ``dns`` (default), GKE's DNS-based
-            endpoint, reachable from anywhere but answering only callers whose Google identity IAM allows (no
-            address opened); or ``ip``, the IP endpoint, only from ``master_authorized_networks``.
-        master_authorized_networks: CIDRs allowed to reach the control plane's IP endpoint; default none.
-        head_pool: The Ray head pool; Standard default ``HeadPoolSpec()``; Autopilot has none (it is an error).
-        labels: GCP resource labels of everything the kit creates; default none.
-        maintenance_window: When GKE may upgrade nodes (and so recreate slices); default weekends.
-    """
+    """The GKE cluster (config section ``cluster``; fields: docs/FACTS.md 25.24)."""
 
     name: str
     mode: str = "standard"
@@ -204,13 +170,7 @@ NOTIFICATION_CHANNEL = re.compile(rf"^projects/{PROJECT_ID.pattern[1:-1]}/notifi
 
 @dataclass(frozen=True, kw_only=True)
 class AlertingSpec:
-    """Nightly-smoke alerting (config section ``alerting``; opt-in): a log-based metric counts the smoke jobs'
-    unhealthy verdicts and a Cloud Monitoring alert policy notifies ``notification_channels`` with the slice and
-    its cause.
-
-    Attributes:
-        notification_channels: Cloud Monitoring channels (``projects/P/notificationChannels/N``), at least one.
-    """
+    """Nightly-smoke alerting (``alerting``, opt-in): a log-based metric and an alert policy on unhealthy verdicts."""
 
     notification_channels: tuple[str, ...] = ()
 
@@ -230,19 +190,13 @@ DATA_ACCESS_ROLES: Mapping[str, tuple[str, ...]] = {
     "read": ("roles/storage.objectViewer",),
     "read-write": ("roles/storage.objectUser", "roles/storage.legacyBucketReader"),
 }
-"""What the Ray pods' service account is granted on a team's bucket, by ``access``: read and list objects; or also
-write and delete them, with ``storage.buckets.get``, which pyarrow's GcsFileSystem calls to create an output's
-directories (apache/arrow ``gcsfs.cc`` ``CreateDirMarkerRecursive`` -> ``GetBucketMetadata``; docs/FACTS.md 15)."""
+"""What the Ray pods' account is granted on a team's bucket, by ``access`` (write adds ``storage.buckets.get``).
+Source: apache/arrow ``gcsfs.cc`` ``CreateDirMarkerRecursive`` (docs/FACTS.md 15, 25.24)."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class DataBucket:
-    """A team's bucket the Ray pods may use (config ``storage.data_buckets[i]``): granted on that bucket only.
-
-    Attributes:
-        name: The bucket's name.
-        access: ``read`` (weights, datasets, code) or ``read-write`` (a batch output); default ``read``.
-    """
+    """A team's bucket the Ray pods may use (``storage.data_buckets[i]``), ``read`` or ``read-write``."""
 
     name: str
     access: str = "read"
@@ -259,13 +213,7 @@ class DataBucket:
 
 @dataclass(frozen=True, kw_only=True)
 class StorageSpec:
-    """Buckets (config section ``storage``).
-
-    Attributes:
-        bucket: Checkpoints, compile caches, the kit's core zip; default ``<project>-<cluster>-ray``.
-        state_bucket: Terraform state (GCS backend); default none (local state).
-        data_buckets: Other buckets the Ray pods read (or write), each granted by the identity module; default none.
-    """
+    """Buckets (config section ``storage``; fields: docs/FACTS.md 25.24)."""
 
     bucket: str | None = None
     state_bucket: str | None = None

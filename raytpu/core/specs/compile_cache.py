@@ -1,8 +1,6 @@
 """JAX's persistent compilation cache for every JAX program the kit runs: one folder per image and slice shape.
 
-The folder lives in the kit's bucket, reached through the pods' GCS FUSE mount (locally: the emulated slice's run
-folder, shared by its hosts and runs). The kit hands it to a job as environment variables, which JAX reads as its
-flags' defaults, so its trainer, a team's ``train_loop`` and a team's ``kind: job`` driver all use it unchanged.
+A folder of the kit's bucket, handed to a job as env vars JAX reads as its flags' defaults (docs/FACTS.md 25.28).
 Source: JAX 0.10.2 ``jax._src.config`` (``*_state(name=...)`` defaults from ``os.getenv(name.upper())``).
 Standard library only: the workloads import it inside the Ray job.
 """
@@ -27,11 +25,9 @@ OFF = "off"
 DIR_ENV = "JAX_COMPILATION_CACHE_DIR"
 """Source: JAX 0.10.2 ``jax._src.config.compilation_cache_dir`` (``jax_compilation_cache_dir``)."""
 MIN_TIME_ENV = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"
-"""Default 1 s, which would skip every small step of the kit's. Source: JAX 0.10.2
-``jax._src.config.persistent_cache_min_compile_time_secs``."""
+"""Default 1 s would skip every small step. Source: JAX 0.10.2 ``persistent_cache_min_compile_time_secs``."""
 MIN_SIZE_ENV = "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"
-"""-1: no size floor and no filesystem override. Source: JAX 0.10.2
-``jax._src.config.persistent_cache_min_entry_size_bytes``."""
+"""-1: no size floor, no filesystem override. Source: JAX 0.10.2 ``persistent_cache_min_entry_size_bytes``."""
 FOLDER_ENV = "RAYTPU_COMPILE_CACHE"
 """The same folder, for a team's own code (beside the other ``RAYTPU_*`` variables)."""
 ENV_NAMES = (DIR_ENV, MIN_TIME_ENV, MIN_SIZE_ENV, FOLDER_ENV)
@@ -43,9 +39,8 @@ _WRITABLE = ("a folder in the kit's bucket, which the pods write through its GCS
 
 
 def folder_problems(field: str, value: object) -> list[InvalidInput]:
-    """A cache location the pods can write: a relative folder of the kit's bucket, the one bucket mounted in every
-    pod (:func:`raytpu.core.manifests.kuberay.gcsfuse_mount_options`), or ``off``. JAX reaches ``gs://`` only with
-    ``etils[epath]`` (JAX 0.10.2 ``jax._src.lru_cache.LRUCache``), a pod's own disk dies with it: both refused."""
+    """A cache location the pods can write: a relative folder of the kit's bucket, or ``off`` (FACTS 25.28).
+    Source: JAX 0.10.2 ``jax._src.lru_cache.LRUCache`` (``gs://`` needs ``etils[epath]``)."""
     if value == OFF:
         return []
     if not isinstance(value, str):
@@ -72,8 +67,7 @@ def budget_problems(field: str, value: object) -> list[InvalidInput]:
 
 
 def image_key(image: str) -> str:
-    """A folder name for ``image``: readable (its last path part, made safe) and unique (a hash of the whole
-    reference), since an executable compiled in one image may not load in another."""
+    """A readable, unique folder name for ``image``: an executable compiled in one image may not load in another."""
     tail = _UNSAFE.sub("-", image.lower().rsplit("/", 1)[-1].split("@", 1)[0]).strip("-.")[:40] or "image"
     return f"{tail}-{hashlib.sha256(image.encode()).hexdigest()[:12]}"
 
@@ -85,15 +79,13 @@ def cache_dir(mount: str, folder: str, image: str, generation: str, topology: st
 
 
 def env(directory: str) -> dict[str, str]:
-    """The variables that turn the cache on at ``directory`` with thresholds that keep even a small step's
-    executable (any compile time, any size)."""
+    """The variables that turn the cache on at ``directory``, keeping any executable (any compile time, any size)."""
     return {DIR_ENV: directory, MIN_TIME_ENV: "0", MIN_SIZE_ENV: "-1"}
 
 
 def job_env(folder: str | None, *, mount: str, image: str, generation: str, topology: str,
             slices: int = 1, team: bool = False) -> dict[str, str]:
-    """A job's cache variables: :func:`env` at :func:`cache_dir` (``folder`` default :data:`DEFAULT_FOLDER`), and
-    :data:`FOLDER_ENV` for a team's code (``team``); none when ``folder`` is ``off``."""
+    """A job's cache variables at :func:`cache_dir`, plus :data:`FOLDER_ENV` for a team's code; none when ``off``."""
     if folder == OFF:
         return {}
     directory = cache_dir(mount, folder or DEFAULT_FOLDER, image, generation, topology, slices)
@@ -101,14 +93,12 @@ def job_env(folder: str | None, *, mount: str, image: str, generation: str, topo
 
 
 JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
-"""A submitted job's config, runtime env included, as its driver sees it. Source: Ray 2.60
-``ray._private.runtime_env.constants``; ``ray._private.worker.init`` merges it with ``ray.init``'s runtime env and
-raises on an env var key both set."""
+"""A submitted job's config, runtime env included, as its driver sees it (FACTS 25.28).
+Source: Ray 2.60 ``ray._private.runtime_env.constants``; ``ray._private.worker.init``."""
 
 
 def forwarded(environ: Mapping[str, str]) -> dict[str, str]:
-    """The cache's variables in ``environ`` a driver passes on to the Ray workers it starts: those its submitted
-    job's runtime env does not set already (its workers get those; Ray refuses the same key twice)."""
+    """The cache variables in ``environ`` a driver passes to its workers, less those its job's runtime env sets."""
     try:
         job = json.loads(environ.get(JOB_CONFIG_ENV) or "{}")
     except ValueError:
@@ -124,8 +114,7 @@ def over_budget(compile_s: float | None, budget_s: float | None) -> bool:
 
 
 def first_and_resumed(attempts: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """A preempted run's first start beside its last (resumed) one: ``{first_s, resumed_s, resumed_hits,
-    resumed_misses}``; None without a resumed start."""
+    """A preempted run's first start beside its resumed one (``first_s``, ``resumed_*``); None without a resume."""
     if len(attempts) < 2:
         return None
     first, resumed = attempts[0], attempts[-1]

@@ -1,11 +1,7 @@
 """Ray Data on the slice: the paths a workload reads and writes, the ``batch`` kind's rules, its processor config.
 
-A ``batch`` workload (offline inference with Ray Data LLM's vLLM engine processor) reads ``input`` and writes
-``output``; a ``train`` workload may read a ``dataset`` that Ray Train shards over the slice's hosts. Each is a
-``gs://BUCKET/PATH`` or a local path, Parquet (a file or a folder of files) or JSON lines (``.jsonl``/``.json``).
-The engine follows the serving rules (:mod:`raytpu.core.specs.vllm_rules`: TP = the slice's JAX devices, dividing the
-model's heads; the image's vLLM). The builders :mod:`raytpu.workloads.batch` and ``bench/data.py`` use are here, so
-the kit's pipeline and a hand-written one differ only where this module says. Standard library only.
+Paths are ``gs://BUCKET/PATH`` or local, Parquet or JSON lines; the engine follows the serving rules. The kit's
+pipeline and ``bench/data.py`` build from here (docs/FACTS.md 25.25). Standard library only.
 """
 
 from __future__ import annotations
@@ -25,8 +21,7 @@ from raytpu.core.tpu.plan import SlicePlan, plan_slice
 
 
 class BatchWork(Protocol):
-    """The fields of a batch workload its engine is built from (:class:`raytpu.core.specs.spec.WorkloadSpec` has
-    them); a protocol, so the spec layer imports this module and not the other way round."""
+    """The fields of a batch workload its engine is built from; a protocol, so this module does not import the spec."""
 
     @property
     def plan(self) -> SlicePlan: ...
@@ -46,8 +41,7 @@ PATH_VALID = ("gs://BUCKET/PATH or a local path (absolute, or relative to where 
               "folder of .parquet files) or JSON lines (.jsonl)")
 
 MULTI_HOST_PR = "https://github.com/ray-project/ray/pull/65422"
-"""Multi-host TPU batch inference for Ray Data LLM (a slice placement group per processor): open, neither in Ray
-2.56 (the serving image's) nor 2.60, whose ``vLLMEngineStage`` places an engine in bundles on one node.
+"""Multi-host TPU batch inference for Ray Data LLM: open, in neither Ray 2.56 nor 2.60 (one engine, one node).
 Source: ray-project/ray#65422 (open), tracking issue ray-project/ray#57137 (docs/FACTS.md section 20)."""
 
 DEFAULT_BATCH_SIZE = 64
@@ -71,8 +65,7 @@ GCS_VALID = ("gs://BUCKET/PATH: a bucket of 3-63 lowercase letters, digits, '-',
 
 def _gcs_problem(uri: str) -> str | None:
     """What breaks Cloud Storage's naming rules in ``gs://BUCKET/PATH``, or None.
-    Source: https://cloud.google.com/storage/docs/buckets#naming,
-    https://cloud.google.com/storage/docs/objects#naming"""
+    Source: https://cloud.google.com/storage/docs/buckets#naming, https://cloud.google.com/storage/docs/objects#naming"""
     bucket, _, path = uri[len("gs://"):].partition("/")
     if not bucket or not path.strip("/"):
         return "names no object path in the bucket"
@@ -87,8 +80,7 @@ def _gcs_problem(uri: str) -> str | None:
 
 
 def path_problems(field: str, value: object) -> list[InvalidInput]:
-    """A data path is ``gs://BUCKET/PATH`` (as Cloud Storage names it) or a local path: no other scheme, not blank,
-    no control characters, Parquet or JSON lines by its suffix."""
+    """A data path: ``gs://BUCKET/PATH`` or local, not blank, no control characters, Parquet or JSON lines."""
     if not isinstance(value, str):
         return [errors.invalid_value(field, value, "is not a path", PATH_VALID)]
     if not value.strip() or value != value.strip() or any(ord(c) < 32 for c in value):
@@ -120,8 +112,7 @@ def _parts(path: str) -> tuple[str, ...]:
 
 
 def overlap(input: str, output: str) -> str | None:
-    """How ``output`` overlaps ``input``, textually (same spelling rules as :func:`_parts`): ``is``, ``holds``,
-    ``sits inside``; None when apart."""
+    """How ``output`` overlaps ``input``, textually: ``is``, ``holds``, ``sits inside``; None when apart."""
     a, b = _parts(input), _parts(output)
     if a == b:
         return "is"
@@ -133,9 +124,8 @@ def overlap(input: str, output: str) -> str | None:
 
 
 def overlap_problems(input: str, output: str, field: str = "output", *, resolve: bool = False) -> list[InvalidInput]:
-    """``output`` that is, holds or sits inside ``input``: writing it (``--overwrite`` deletes the folder first)
-    would destroy or mix with the prompts. ``resolve``: local paths also compared as this machine resolves them
-    (absolute, symlinks followed), where the program runs."""
+    """``output`` that is, holds or sits inside ``input`` (writing it would destroy or mix with the prompts);
+    ``resolve`` also compares local paths as this machine resolves them."""
     how = overlap(input, output)
     if how is None and resolve and not input.startswith("gs://") and not output.startswith("gs://"):
         how = overlap(os.path.realpath(input), os.path.realpath(output))
@@ -168,9 +158,7 @@ def single_host_shapes(gen: str) -> list[str]:
 def batch_problems(*, batch: bool, plan: SlicePlan, input: object, output: object,
                    ray_version: str) -> list[InvalidInput]:
     """The ``batch`` kind's own rules: ``input`` and ``output`` given, paths, distinct; a single-host slice.
-
-    ``ray_version`` is the Ray the job's pods run (the serving image's, or the kit's in a team's own image); another
-    kind names neither field (refused by the spec's forbidden-field rule)."""
+    ``ray_version``: the Ray the job's pods run."""
     if not batch:
         return [errors.forbidden(name, value, "for a kind other than batch", "only with kind: batch")
                 for name, value in (("input", input), ("output", output)) if value is not None]
@@ -207,8 +195,7 @@ def output_problems(field: str, path: str, overwrite: bool) -> list[InvalidInput
 
 
 def run_problems(input: str, output: str, overwrite: bool, prefix: str = "") -> list[InvalidInput]:
-    """Where a batch runs (``submit --local``, the program before Ray): a local input that exists, an output apart
-    from it as this machine resolves them, and an output that holds nothing unless ``overwrite``."""
+    """Where a batch runs: a local input that exists, an output apart from it, empty unless ``overwrite``."""
     found = local_input_problems("input", input) + overlap_problems(input, output, resolve=True)
     found += [] if found else output_problems("output", output, overwrite)
     return [p.at(prefix) for p in found]
@@ -219,14 +206,13 @@ def run_problems(input: str, output: str, overwrite: bool, prefix: str = "") -> 
 
 ROW_FAILURES: dict[str, Any] = {"should_continue_on_error": True, "detokenize_stage": False,
                                 "log_engine_metrics": False}
-"""A row the engine refuses is kept with its error and the run goes on; the answer is the engine's text (Ray's
-detokenize stage would decode a ``stop`` string back in); no stat logger (:data:`NO_ROW_STATS`).
-Source: Ray 2.60/2.56 ``ProcessorConfig.should_continue_on_error``, ``DetokenizeUDF`` (docs/FACTS.md 20.1)."""
+"""A refused row is kept with its error and the run goes on; the answer is the engine's text; no stat logger.
+Source: Ray 2.60/2.56 ``ProcessorConfig.should_continue_on_error``, ``DetokenizeUDF`` (docs/FACTS.md 20.1, 25.25)."""
 ERROR_COLUMN = "__inference_error__"
 """Ray Data LLM's column of a failed row's message (empty for an answered row), kept in ``output``."""
 NO_ROW_STATS = {"disable_log_stats": True}
-"""Answered rows' ``metrics`` stay null, as failed rows' are: Ray Data cannot merge a block of failed rows with one of
-answers carrying them. Source: Ray 2.60/2.56 ``transform_pyarrow._backfill_missing_fields`` (docs/FACTS.md 20.1)."""
+"""Answered rows' ``metrics`` stay null, as failed rows' are, so Ray Data can merge their blocks.
+Source: Ray 2.60/2.56 ``transform_pyarrow._backfill_missing_fields`` (docs/FACTS.md 20.1)."""
 
 
 def row_stats_problems(engine_kwargs: Mapping[str, Any] | None) -> list[InvalidInput]:
@@ -240,10 +226,8 @@ def row_stats_problems(engine_kwargs: Mapping[str, Any] | None) -> list[InvalidI
 
 
 def engine_kwargs(work: BatchWork) -> dict[str, Any]:
-    """vLLM engine args of a batch workload on its TPU host: TP = the host's JAX devices (the serving rule), one
-    process driving them (``uni``: vLLM on TPU runs SPMD in one process per host), the workload's own on top.
-    Source: vLLM 0.29.0 ``ParallelConfig.__post_init__`` (TPU with SPMD -> ``uni``); Ray 2.56 and
-    2.60 ``vLLMEngineStage.post_init`` (otherwise ``ray`` whenever TP x PP > 1)."""
+    """vLLM engine args of a batch workload on its TPU host: TP = the host's JAX devices, one ``uni`` process.
+    Source: vLLM 0.29.0 ``ParallelConfig.__post_init__``; Ray 2.56/2.60 ``vLLMEngineStage.post_init`` (FACTS 25.25)."""
     extra = dict(work.engine_kwargs or {})
     tp, _ = parallel_sizes(extra, jax_devices(work.plan))
     base = {"tensor_parallel_size": tp, "max_model_len": work.max_model_len or DEFAULT_MAX_MODEL_LEN,
@@ -252,12 +236,8 @@ def engine_kwargs(work: BatchWork) -> dict[str, Any]:
 
 
 def processor_config(work: BatchWork, model_source: str) -> dict[str, Any]:
-    """The keyword arguments of ``ray.data.llm.vLLMEngineProcessorConfig`` for ``work`` on its TPU host: one engine
-    per slice copy (``concurrency``), holding every chip of the host (``placement_group_config``: one bundle of
-    ``TPU`` = the host's chips, which Ray Data turns into the engine actor's resources under ``uni``), on Ray's
-    accelerator type of the generation, its XLA cache in the kit's bucket (:mod:`raytpu.core.specs.xla_cache`; the
-    engine actors get ``runtime_env``). Source: Ray 2.56 and 2.60 ``vLLMEngineStage.post_init``,
-    ``OfflineProcessorConfig.runtime_env`` (``build_vllm_engine_processor`` passes it to the engine stage)."""
+    """The kwargs of ``vLLMEngineProcessorConfig`` for ``work``: one engine per slice copy, all its host's chips.
+    Source: Ray 2.56/2.60 ``vLLMEngineStage.post_init``, ``OfflineProcessorConfig.runtime_env`` (FACTS 25.25)."""
     plan = work.plan
     cache = xla_cache.cache_dir(model_source, plan, work.vllm_version or VLLM_VERSION)
     return {
@@ -278,9 +258,7 @@ CPU_TWIN: dict[str, Any] = {
     "env_vars": {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": "1",
                  "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"},
 }
-"""What the local CPU twin changes in :func:`processor_config` (as :data:`raytpu.core.manifests.serving.CPU_TWIN` does
-for serving): no accelerator type and no TPU bundle (one ``CPU`` bundle), TP 1, eager, the tiny model's context,
-vLLM's CPU engine env."""
+"""What the local CPU twin changes in :func:`processor_config`: one CPU bundle, TP 1, eager, vLLM's CPU env."""
 
 
 def cpu_twin(config: Mapping[str, Any], model_source: str) -> dict[str, Any]:

@@ -1,9 +1,5 @@
-"""Field rules: the patterns, limits and ``*_problems`` checks that the specs and the construct props share.
-
-Each check returns the problems of one value, named by ``field`` (none raises): :mod:`raytpu.core.specs.spec`,
-:mod:`raytpu.core.specs.cluster_parts` and ``raytpu.modules`` call the same ones. Standard library and the kit's errors
-only.
-"""
+"""Field rules: the patterns, limits and ``*_problems`` checks the specs and the construct props share.
+Each returns one value's problems, named by ``field``, and raises none. Stdlib and the kit's errors only."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""Multi-slice training: one job on N whole slices of one kind, the slices joined by the data-centre network (DCN).
-
-A ``train`` workload with ``slices: N`` (N > 1) runs as ONE RayJob whose TPU worker group has ``replicas: N``
-(one replica per slice, ``numOfHosts`` hosts each) and whose JaxTrainer reserves the N slices together, all or none
-(:mod:`raytpu.workloads.train`). This module holds the rules such a workload obeys and the numbers the builders
-read; their sources, [GKE] (GKE's Multislice page), [Ray] (Ray 2.60 Train v2's slice reservation) and [Webhook] (the
-KubeRay TPU webhook's ``MEGASCALE_*`` injection), are quoted in docs/FACTS.md section 14.
-Standard library and the kit's core only (the spec layer imports it).
-Source: https://cloud.google.com/tpu/docs/tpu-gke-multislice
-"""
+"""Multi-slice training: one job on N whole slices of one kind, joined by the data-centre network (DCN).
+Its rules and the builders' numbers (docs/FACTS.md 14, 25.23). Stdlib and the core only (the spec layer imports it).
+Source: https://cloud.google.com/tpu/docs/tpu-gke-multislice"""
 
 from __future__ import annotations
 
@@ -22,8 +15,7 @@ from raytpu.core.tpu.plan import SlicePlan
 
 
 class SpanningWork(Protocol):
-    """What :func:`widest` reads of a workload (:class:`raytpu.core.specs.spec.WorkloadSpec` has it); a protocol,
-    so the spec layer imports this module and not the other way round."""
+    """What :func:`widest` reads of a workload; a protocol, so this module does not import the spec."""
 
     @property
     def name(self) -> str: ...
@@ -35,50 +27,39 @@ class SpanningWork(Protocol):
 GKE_DOCS = "https://cloud.google.com/tpu/docs/tpu-gke-multislice"
 
 MIN_GKE_VERSION = {"standard": "1.27.4-gke.900", "autopilot": "1.29.2-gke.1521000"}
-"""Oldest GKE version that runs Multislice, per cluster mode [GKE]. Both lie below the Ray Operator add-on's floor
-(:data:`raytpu.core.tpu.catalog.RAY_OPERATOR_MIN_GKE_VERSION`), so a cluster the kit makes always clears them; the
-stack's version precondition still names them (:func:`raytpu.modules.gke_versions.version_floor`)."""
+"""Oldest GKE version that runs Multislice, per cluster mode; below the Ray Operator add-on's floor (FACTS 25.23)."""
 
 NUM_SLICES_ENV = "MEGASCALE_NUM_SLICES"
 """The env var whose presence makes GKE's TPU webhook inject the other ``MEGASCALE_*`` per replica [Webhook]."""
 WEBHOOK_INJECTED_ENV = ("MEGASCALE_SLICE_ID", "MEGASCALE_COORDINATOR_ADDRESS", "MEGASCALE_PORT")
 """What the webhook then adds to each TPU container [Webhook]."""
 MEGASCALE_PORT = 8081
-"""The DCN coordinator's port: the webhook's ``megascalePortBase`` and Ray 2.60's
-``ray._private.accelerators.tpu.DEFAULT_MEGASCALE_PORT``."""
+"""The DCN coordinator's port. Source: Ray 2.60 ``ray._private.accelerators.tpu.DEFAULT_MEGASCALE_PORT``."""
 MEGASCALE_ENV = (NUM_SLICES_ENV, *WEBHOOK_INJECTED_ENV)
-"""Every ``MEGASCALE_*`` a multi-slice pod carries; libtpu reads them when it starts and then waits for
-``MEGASCALE_NUM_SLICES`` slices (Ray 2.60 ``ray.train.v2.jax.config._JAX_MULTISLICE_OVERRIDE_KEYS`` overwrites them
-per worker for that reason)."""
+"""Every ``MEGASCALE_*`` a multi-slice pod carries; libtpu waits for that many slices when it starts.
+Source: Ray 2.60 ``ray.train.v2.jax.config._JAX_MULTISLICE_OVERRIDE_KEYS``."""
 
 
 def single_slice(env: MutableMapping[str, str]) -> list[str]:
-    """Removes every :data:`MEGASCALE_ENV` key from ``env`` (a process's ``os.environ`` before JAX starts), so a
-    check of one slice inside a multi-slice pod starts libtpu for that slice alone instead of waiting for the
-    others; the keys it removed. A per-task ``runtime_env`` cannot do it: Ray's ``env_vars`` set values, never unset
-    them (the pod's values would stay), so the task clears them itself."""
+    """Removes the :data:`MEGASCALE_ENV` keys from ``env`` so a one-slice check starts libtpu alone; the keys removed.
+    A ``runtime_env`` cannot unset variables (docs/FACTS.md 25.23)."""
     return [key for key in MEGASCALE_ENV if env.pop(key, None) is not None]
 
 
 def slice_env(slices: int) -> dict[str, str]:
-    """The worker env a job spanning ``slices`` slices sets (none for one slice: the webhook then injects no
-    ``MEGASCALE_*``, as a single-slice job wants)."""
+    """The worker env a job spanning ``slices`` slices sets (none for one slice)."""
     return {NUM_SLICES_ENV: str(slices)} if slices > 1 else {}
 
 
 def widest(workloads: Iterable[SpanningWork]) -> tuple[int, str | None]:
-    """How many slices one run of ``workloads`` spans at most
-    (:attr:`raytpu.core.specs.spec.WorkloadSpec.slices_per_run`), and the workload that spans them (the last by name
-    among equals); ``(1, None)`` when none spans several. The one place the multi-slice smoke job, ``raytpu local
-    smoke`` and the demo take their ``--dcn-slices`` from."""
+    """How many slices one run of ``workloads`` spans at most, and the workload (last by name among equals);
+    ``(1, None)`` when none spans several. The one source of ``--dcn-slices``."""
     return max(((w.slices_per_run, w.name) for w in workloads if w.multislice), default=(1, None))
 
 
 def reservation_waits(plan: SlicePlan, slices: int) -> int:
-    """How many waits one attempt of Ray Train 2.60 makes to place ``slices`` slices of ``plan``, each bounded by
-    ``RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S``: one per slice head, in turn, where Ray takes the slice for several
-    hosts, then the placement group's. Source: Ray 2.60 ``ray.util.tpu.SlicePlacementGroup._reserve_slice``
-    (``reserve_tpu_slice`` per slice), ``WorkerGroup._start_impl`` (``pg_handle.wait``); docs/FACTS.md 24.z."""
+    """How many waits of ``RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S`` one Ray Train attempt makes to place the slices.
+    Source: Ray 2.60 ``SlicePlacementGroup._reserve_slice``, ``WorkerGroup._start_impl`` (FACTS 24.z, 25.23)."""
     ray_multi_host = plan.chips > ray_serve_chips_per_host(plan)
     return (slices if ray_multi_host else 0) + 1
 

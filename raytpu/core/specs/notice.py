@@ -1,5 +1,4 @@
-"""A spot slice's preemption notice (``preemption_notice_s``): the node shutdown windows GKE takes and the rule on a
-slice; the pods' grace and Ray's drain that follow live with the pods (:mod:`raytpu.core.manifests.preemption`)."""
+"""A spot slice's preemption notice: the shutdown windows GKE takes and the rule on a slice (pods: manifests)."""
 
 from __future__ import annotations
 
@@ -10,22 +9,21 @@ from raytpu.core.common.errors import InvalidInput
 from raytpu.core.specs.provisioning import Provisioning
 
 NOTICE_S = 30
-"""Compute Engine stops a preempted VM this long after its notice, unless the slice raises it
-(:data:`NOTICE_CHOICES`). Source: https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms (termination and
-graceful shutdown)."""
+"""Compute Engine stops a preempted VM this long after its notice, unless the slice raises it.
+Source: https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms (termination and graceful shutdown)."""
 NOTICE_CHOICES = (30, 120)
-"""The node shutdown windows a spot slice may set (``preemption_notice_s``): 0 (no graceful shutdown) is the third
-value GKE takes. Source: compute-class-api 8067eae ``KubeletConfig.ShutdownGracePeriodSeconds`` (Enum 0;30;120)."""
+"""The shutdown windows a spot slice may set; 0 (no graceful shutdown) is GKE's third value.
+Source: compute-class-api 8067eae ``KubeletConfig.ShutdownGracePeriodSeconds`` (Enum 0;30;120)."""
 LONG_NOTICE_MIN_GKE_VERSION = "1.35.0-gke.1171000"
-"""The control plane a shutdown window above 30 s needs. Source: https://cloud.google.com/kubernetes-engine/docs/
-concepts/spot-vms ("Termination and graceful shutdown of Spot VMs"; stated for Standard, applied to both modes)."""
+"""The control plane a window above 30 s needs (stated for Standard, applied to both modes).
+Source: https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms ("Termination and graceful shutdown")."""
 CRITICAL_PODS_S = 15
 """The window's end kept for system pods, as GKE's default 30 s window keeps it.
 Source: https://cloud.google.com/kubernetes-engine/docs/how-to/preemptible-vms (docs/FACTS.md section 18)."""
 
 def notice_problems(notice_s: object, modes: Iterable[Provisioning]) -> list[InvalidInput]:
-    """A slice's ``preemption_notice_s`` against its modes: one of :data:`NOTICE_CHOICES`, on spot capacity only (GKE
-    and the ComputeClass API take the kubelet's shutdown window for Spot VMs only: docs/FACTS.md section 24.y)."""
+    """A slice's ``preemption_notice_s``: one of :data:`NOTICE_CHOICES`, on spot capacity only.
+    Source: GKE and the ComputeClass API, Spot VMs only (docs/FACTS.md section 24.y)."""
     if notice_s is None:
         return []
     if not isinstance(notice_s, int) or isinstance(notice_s, bool) or notice_s not in NOTICE_CHOICES:

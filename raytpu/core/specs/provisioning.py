@@ -1,12 +1,5 @@
-"""Provisioning modes: how a TPU slice's capacity is obtained. One home per mode.
-
-Each :class:`Provisioning` value knows its own rules (which slice fields it needs or forbids), the node-pool
-fields it sets on Standard (:class:`PoolFields`, provider-neutral: the TpuSlicePool construct maps them 1:1
-onto ``google_container_node_pool``), the labels and tolerations a pod needs to land on its nodes, and its
-entry in an Autopilot ComputeClass's ``spec.priorities``. Adding a mode is one entry in :data:`MODES`
-(plus tests). Standard library only.
-Source: https://cloud.google.com/kubernetes-engine/docs/concepts/tpus (each mode's page: docs/FACTS.md section 13).
-"""
+"""Provisioning modes: how a TPU slice's capacity is obtained, one entry of :data:`MODES` each (FACTS 25.22).
+Standard library only. Source: https://cloud.google.com/kubernetes-engine/docs/concepts/tpus (FACTS section 13)."""
 
 from __future__ import annotations
 
@@ -32,8 +25,8 @@ RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 MAX_RUN_DURATION_S = (600, 7 * 24 * 3600)
 """Flex-start ``max_run_duration`` bounds: 10 minutes to GKE's 7-day maximum."""
 VM_MAX_RUN_S = 120 * 24 * 3600
-"""The longest run duration of a VM that is not flex-start: Compute Engine's time limit is 30 s to 120 days (the kit
-keeps its 10-minute floor). Source: https://cloud.google.com/compute/docs/instances/limit-vm-runtime (Limitations)."""
+"""The longest run duration of a VM that is not flex-start (the kit keeps a 10-minute floor).
+Source: https://cloud.google.com/compute/docs/instances/limit-vm-runtime (Limitations)."""
 
 
 def reservation_parts(reservation: str) -> tuple[str | None, str]:
@@ -45,20 +38,8 @@ def reservation_parts(reservation: str) -> tuple[str | None, str]:
 
 @dataclass(frozen=True)
 class PoolFields:
-    """What a mode sets on a Standard TPU node pool (mapped onto provider fields by TpuSlicePool).
-
-    Attributes:
-        spot: ``node_config.spot``.
-        flex_start: ``node_config.flex_start`` (also required by queued provisioning).
-        queued: ``queued_provisioning.enabled``.
-        reservation: ``SPECIFIC_RESERVATION`` affinity on the slice's reservation; else ``NO_RESERVATION``.
-            Spot, flex-start and queued pools must not consume one. On-demand pools do not either, on purpose,
-            rather than GKE's default ``ANY_RESERVATION``, which could drain capacity bought for another team's
-            slice; Autopilot consumes a reservation only when asked, so on-demand means the same in both modes.
-            Source: https://cloud.google.com/kubernetes-engine/docs/how-to/consuming-reservations (FACTS section 13).
-        scale_from_zero: Autoscale 0..hosts per zone instead of a fixed ``node_count`` (capacity on demand).
-        auto_repair: ``management.auto_repair`` (flex-start and queued nodes must not be repaired).
-    """
+    """What a mode sets on a Standard node pool; no mode consumes a reservation it does not name (FACTS 25.22).
+    Source: https://cloud.google.com/kubernetes-engine/docs/how-to/consuming-reservations (FACTS section 13)."""
 
     spot: bool = False
     flex_start: bool = False
@@ -70,20 +51,7 @@ class PoolFields:
 
 @dataclass(frozen=True)
 class Provisioning:
-    """One provisioning mode.
-
-    Attributes:
-        name: What ``raytpu.yaml`` says (``spot``).
-        pool: Its node-pool fields on Standard.
-        pod_flag: A node label GKE sets on its nodes that pods select (``"true"``) and tolerate; None if none.
-        needs_reservation: The slice must name a reservation; every other mode forbids one.
-        runs_ray: A Ray cluster (head + TPU worker group) can run on it. Queued provisioning cannot: its pool
-            gets nodes only through a ProvisioningRequest, and the kit makes none (docs/FACTS.md 24.z).
-        priority: Its ComputeClass priority fields on Autopilot (beside ``tpu``); None: not offered there.
-        why_no_reservation: Why a reservation cannot be combined with it (error text).
-        min_gke_version: Oldest GKE version that offers it for TPUs; None: no floor above the kit's own.
-        max_run_s: The longest ``max_run_duration_s`` its nodes take (flex-start's 7 days, else a VM's 120).
-    """
+    """One provisioning mode (its fields: docs/FACTS.md 25.22)."""
 
     name: str
     pool: PoolFields
@@ -121,13 +89,8 @@ class Provisioning:
 
     def compute_class_priority(self, tpu: Mapping[str, Any], reservation: str | None, project: str, zone: str,
                                max_run_duration_s: int | None = None) -> dict[str, Any]:
-        """This mode's ``spec.priorities`` entry for a TPU shape ``tpu`` (``{type, count, topology}``) in ``zone``.
-
-        ``location.zones`` holds the slice to its one zone (else autoprovisioning picks any zone of the cluster's,
-        and two DCN-joined slices may land apart); every priority carries the slice's ``maxRunDurationSeconds``, a
-        field of any priority, whatever its capacity.
-        Source: compute-class-api ``Priority.Location.Zones``, ``Priority.MaxRunDurationSeconds`` (FACTS section 13).
-        """
+        """This mode's ``spec.priorities`` entry for TPU shape ``tpu`` in ``zone``, held to that zone.
+        Source: compute-class-api ``Priority.Location.Zones``, ``Priority.MaxRunDurationSeconds`` (FACTS 13, 25.22)."""
         if self.priority is None:
             raise errors.forbidden("provisioning", self.name, "in an Autopilot ComputeClass",
                                    ", ".join(m.name for m in MODES.values() if m.priority is not None))
@@ -141,9 +104,8 @@ class Provisioning:
 
 
 def run_duration_problems(max_run_duration_s: int | None, modes: tuple[Provisioning, ...]) -> list[InvalidInput]:
-    """A slice's ``max_run_duration_s`` against every mode it may run on (its provisioning and fallbacks): any mode
-    takes one (the provider's ``node_config.max_run_duration`` and a ComputeClass priority's
-    ``maxRunDurationSeconds`` are not tied to flex-start: docs/FACTS.md section 21), within the tightest bound."""
+    """A slice's ``max_run_duration_s`` against the tightest bound of every mode it may run on (any mode takes one).
+    Source: docs/FACTS.md section 21."""
     if max_run_duration_s is None:
         return []
     tightest = min(modes, key=lambda m: m.max_run_s)
@@ -175,9 +137,7 @@ NAMES: tuple[str, ...] = tuple(MODES)
 
 
 def generation_problems(modes: tuple[Provisioning, ...], generation: str) -> list[InvalidInput]:
-    """Flex-start (as ``provisioning`` or ``fallback[i]``) on a generation GKE says flex-start does not support:
-    its pods would wait for capacity that never comes. A generation merely unlisted there is warned, not refused
-    (:meth:`raytpu.core.tpu.catalog.OfferedZones.warnings`).
+    """Flex-start on a generation GKE says it does not support (pods would wait forever); merely unlisted: warned.
     Source: https://cloud.google.com/kubernetes-engine/docs/concepts/dws ("TPU v3 and v4 are not supported")."""
     if OFFERED.flex_start.get(generation) != ():
         return []

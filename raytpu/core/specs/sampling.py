@@ -1,6 +1,4 @@
-"""The ``batch`` kind's sampling fields (``max_tokens``, ``temperature``, ``top_p``, ``stop``, ``chat_template``):
-their rules, checked offline, and the vLLM ``SamplingParams`` each row is answered with. Standard library only.
-"""
+"""The ``batch`` kind's sampling fields: their rules, checked offline, and each row's vLLM ``SamplingParams``."""
 
 from __future__ import annotations
 
@@ -23,8 +21,7 @@ MAX_STOP_STRINGS = 64
 
 
 class SamplingWork(Protocol):
-    """The fields these rules read (:class:`raytpu.core.specs.spec.WorkloadSpec` has them); a protocol, so the spec
-    layer imports this module and not the other way round."""
+    """The fields these rules read; a protocol, so this module does not import the spec."""
 
     @property
     def kind(self) -> WorkloadKind: ...
@@ -49,10 +46,8 @@ def _context(work: SamplingWork) -> int:
 
 
 def sampling_problems(work: SamplingWork) -> list[InvalidInput]:
-    """Each sampling field given to a kind other than ``batch`` (forbidden), or out of the range vLLM accepts.
-    Source: vLLM 0.29.0 ``SamplingParams._verify_args`` (temperature finite in [0, 2], top_p in (0, 1], max_tokens
-    >= 1, no empty stop string); ``InputProcessor._validate_model_input`` (a prompt of the whole context is refused:
-    at most context - 1 tokens are generated)."""
+    """Each sampling field given to a kind other than ``batch``, or out of the range vLLM accepts (FACTS 25.28).
+    Source: vLLM 0.29.0 ``SamplingParams._verify_args``; ``InputProcessor._validate_model_input``."""
     given = {name: getattr(work, name) for name in SAMPLING_FIELDS if getattr(work, name) is not None}
     if not work.kind.batches:
         return [errors.forbidden(name, value, f"for kind {work.kind.name}", "only with kind: batch")
@@ -89,8 +84,7 @@ def stop_problems(stop: object) -> list[InvalidInput]:
 
 
 def sampling_params(work: SamplingWork) -> dict[str, Any]:
-    """The keyword arguments of ``vllm.SamplingParams`` every row of ``work`` is answered with: its fields, else
-    :data:`DEFAULT_MAX_TOKENS` and greedy; ``top_p`` and ``stop`` only when given (vLLM's defaults otherwise)."""
+    """The ``vllm.SamplingParams`` kwargs for ``work``'s rows: its fields, else the defaults and greedy."""
     params: dict[str, Any] = {
         "max_tokens": work.max_tokens if work.max_tokens is not None else DEFAULT_MAX_TOKENS,
         "temperature": float(work.temperature if work.temperature is not None else DEFAULT_TEMPERATURE)}

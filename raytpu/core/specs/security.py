@@ -1,8 +1,7 @@
 """What runs on the cluster may do and who may reach it (config section ``security``): locked down by default.
 
-Every setting here relaxes or opens something the kit closes otherwise; the README's security section says what
-each one protects against. The pod side is :mod:`raytpu.core.manifests.pod_security`, the network side
-:mod:`raytpu.core.manifests.network_policy`, the ports :mod:`raytpu.core.manifests.ray_ports`.
+Each setting relaxes something the kit closes (README's security section); the pods, network and ports sides live
+in :mod:`raytpu.core.manifests`.
 """
 
 from __future__ import annotations
@@ -16,8 +15,7 @@ from raytpu.core.common.errors import InvalidInput
 from raytpu.core.specs.field_rules import dns_subdomain_problems
 
 SERVE_ENDPOINTS = ("cluster-ip", "internal-lb", "public-lb")
-"""How a RayService's OpenAI endpoint is exposed: in-cluster only; a GKE internal passthrough load balancer (the
-VPC); a public load balancer (requires ``serve_api_key_secret``)."""
+"""How a RayService's OpenAI endpoint is exposed: in-cluster, an internal load balancer, or a public one with a key."""
 NAMESPACE_SOURCE = "namespace:"
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 SOURCE_FORMS = "a CIDR (10.20.0.0/16, 203.0.113.7/32) or namespace:NAME (every pod of that namespace)"
@@ -25,9 +23,8 @@ SOURCE_FIELDS = ("serve_from", "dashboard_from", "metrics_from", "operator_from"
 ROOT_UID = 0
 IMAGE_UID = 1000
 IMAGE_GID = 100
-"""rayproject/ray's user: ``ray``, uid 1000, group ``users`` (gid 100) (ray-project/ray
-``docker/base-deps/Dockerfile``: ``useradd ... --uid $RAY_UID --gid $RAY_GID``, ``RAY_UID=1000``, ``RAY_GID=100``).
-Stated numerically: kubelet cannot check ``runAsNonRoot`` against an image whose USER is a name."""
+"""rayproject/ray's user ``ray`` (uid 1000, gid 100), stated numerically so kubelet can check ``runAsNonRoot``.
+Source: ray-project/ray ``docker/base-deps/Dockerfile`` (``RAY_UID``, ``RAY_GID``)."""
 
 
 def source_problems(field: str, value: object) -> list[InvalidInput]:
@@ -55,29 +52,7 @@ def is_everywhere(source: str) -> bool:
 
 @dataclass(frozen=True, kw_only=True)
 class SecuritySpec:
-    """Config section ``security``. The defaults are the locked-down setup.
-
-    Attributes:
-        serve_endpoint: How RayServices' OpenAI endpoint is exposed (:data:`SERVE_ENDPOINTS`). Default
-            ``cluster-ip``: reachable from inside the cluster only.
-        serve_from: Sources admitted to the Serve port besides the namespace's pods (CIDRs or ``namespace:NAME``).
-            Default none; with ``internal-lb`` and none given, the VPC subnet's range; with ``public-lb``, every
-            address (the API key guards it).
-        dashboard_from: Sources admitted to the dashboard/job API and Ray client ports besides the namespace's pods
-            (e.g. a CI runner's range). Default none.
-        metrics_from: Sources admitted to Ray's metrics port besides Google Cloud Managed Service for
-            Prometheus's collectors, which are always admitted (e.g. a self-run Prometheus's namespace). Default none.
-        operator_from: Where KubeRay's operator calls Ray heads from (dashboard, Serve health). Default: the control
-            plane's range (``network.master_cidr``) and the Konnectivity agents it reaches pods through, where GKE
-            hosts the Ray Operator add-on's operator; name a self-installed operator's namespace
-            (``namespace:ray-system``) instead.
-        serve_api_key_secret: A Secret in the namespace whose ``api-key`` every request to the OpenAI endpoint must
-            present (``Authorization: Bearer <key>``). Required with ``public-lb``. Default none.
-        writable_root_filesystem: Lets Ray containers write outside their scratch volumes (an image that writes
-            elsewhere). Default False (read-only root filesystem).
-        run_as_user: The uid Ray containers run as (non-root). Default 1000, the Ray image's user.
-        run_as_group: Their gid. Default 100, the Ray image's group.
-    """
+    """Config section ``security``; the defaults are the locked-down setup (fields: docs/FACTS.md 25.27)."""
 
     serve_endpoint: str = "cluster-ip"
     serve_from: tuple[str, ...] = ()

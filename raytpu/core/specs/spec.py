@@ -1,16 +1,8 @@
-"""The one spec: frozen values every layer reads (constructs, stacks, KubeRay builders, CLI, workloads).
+"""The one spec: frozen values every layer reads, compiled once from ``raytpu.yaml`` (attribute paths are config paths).
 
-``raytpu.yaml`` is parsed once (:mod:`raytpu.config`, pydantic) and compiled into a :class:`ClusterSpec`;
-its attribute paths are the config's paths (``spec.cluster.labels`` is ``cluster.labels``). Each config field is
-declared once, with its default, here or in :mod:`raytpu.core.specs.cluster_parts`: the config's structure is derived
-from these dataclasses (a field written other than as its type, such as a workload's ``slice`` name, is listed in
-:data:`raytpu.config.WRITTEN_AS`). Every rule lives in the spec layer, once (single-value checks in
-:mod:`raytpu.core.specs.field_rules`): each spec checks its own fields when it is built and raises every problem at
-once, each named by its field (``labels['Team']``); :class:`ClusterSpec` checks what spans its parts (``slices[1].zone``
-inside ``region``). The config compiler places each problem under the path it built the spec at, so ``raytpu
-validate`` reports ``cluster.labels['Team']``. Consumers trust a spec: a spec that exists is valid.
-
-Standard library and the kit's core only: no pydantic, no CDK, no Ray.
+Each field is declared once, with its default; each spec raises all its problems when built, named by field, and
+:class:`ClusterSpec` checks what spans its parts. A spec that exists is valid. Stdlib and the core only.
+Details: docs/FACTS.md 25.20.
 """
 
 from __future__ import annotations
@@ -51,9 +43,7 @@ from raytpu.core.tpu.models import by_hf_id
 from raytpu.core.tpu.plan import SlicePlan, plan_slice
 
 MULTI_HOST_NAME_LIMIT = 35
-"""Longest RayJob/RayService name with a multi-host TPU worker group: GKE's TPU webhook keeps the last 50
-characters of ``<RayCluster name>-headless`` as the pods' subdomain, KubeRay names that Service uncut, and the
-RayCluster adds 6 characters to the name, so a longer one yields ``TPU_WORKER_HOSTNAMES`` that resolve nowhere.
+"""Longest RayJob/RayService name with a multi-host TPU worker group (longer: hosts cannot resolve each other).
 Source: ai-on-gke kuberay-tpu-webhook ``CheckName`` (docs/FACTS.md section 8)."""
 
 SERVING_FIELDS = ("model", "model_source", "max_model_len", "engine_kwargs", "hf_token_secret")
@@ -65,8 +55,7 @@ ENCODED_PREFIX = "base64:"
 
 
 def derived_name_problems(field: str, value: str, derived: str, what: str, run: bool = True) -> list[InvalidInput]:
-    """``value`` is too long when the name the kit derives from it (``derived``, plus a run suffix when ``run``)
-    passes :data:`MULTI_HOST_NAME_LIMIT` on a multi-host slice; ``what`` names the derived object."""
+    """``value`` is too long when ``derived`` (plus a run suffix) passes :data:`MULTI_HOST_NAME_LIMIT`."""
     longest = names.run_name(derived, "x" * names.RUN_ID_LENGTH) if run else derived
     if len(longest) <= MULTI_HOST_NAME_LIMIT:
         return []
@@ -81,25 +70,9 @@ def derived_name_problems(field: str, value: str, derived: str, what: str, run: 
 
 @dataclass(frozen=True, kw_only=True)
 class SliceSpec:
-    """One kind of TPU slice: its shape (a SlicePlan), where it lives and how its capacity is obtained.
+    """One kind of TPU slice: its shape, zone, copies and how capacity is obtained (:meth:`create` from names).
 
-    Build one with :meth:`create` (from generation/topology names) or directly from a plan.
-
-    Attributes:
-        name: DNS-safe name; node pools are ``<name>-<i>``, the Autopilot ComputeClass ``raytpu-<name>``.
-        plan: The slice's SlicePlan.
-        zone: The one zone of its hosts.
-        count: How many such slices (one node pool each on Standard); default 1.
-        provisioning: How capacity is obtained; default on-demand.
-        reservation: The specific reservation (with ``reservation`` provisioning only).
-        fallback: Autopilot only: modes to try, in order, after ``provisioning`` (ComputeClass priorities).
-        max_run_duration_s: Nodes are reclaimed after this long, whatever the provisioning (600 s up to flex-start's
-            7 days, else 120 days); default none (flex-start: GKE's 7 days).
-        disk_size_gib: Boot disk per host (Standard only); default 100 there.
-        preemption_notice_s: Spot only: the node's shutdown window after a preemption notice, 30 or 120 s (GKE
-            >= 1.35.0-gke.1171000 for 120); the pods' grace and Ray's drain follow it. Default: GKE's 30.
-        transparent_hugepages: The hosts' transparent hugepages set to ``always`` (the TPU runtime starts and
-            stops faster on v5e and newer); false leaves the kernel's ``madvise``. Default true.
+    Field meanings and bounds (the config's reference): docs/FACTS.md 25.21.
     """
 
     name: str
@@ -167,7 +140,7 @@ class SliceSpec:
     @classmethod
     def create(cls, *, name: str, generation: str, topology: str, zone: str, machine_type: str | None = None,
                provisioning: str = "on-demand", fallback: tuple[str, ...] = (), **rest: Any) -> SliceSpec:
-        """Plans the shape and builds the spec; raises every problem at once (plan and fields)."""
+        """Plans the shape and builds the spec; raises every problem at once."""
         problems = Problems()
         plan = problems.build("", lambda: plan_slice(generation, topology, machine_type))
         mode = problems.build("", lambda: _mode(provisioning, "provisioning"))
@@ -224,7 +197,7 @@ def _mode(name: str, field: str) -> Provisioning:
 
 
 def _fallback_offered() -> list[str]:
-    """Modes a slice may fall back to: ComputeClass priorities that need no reservation of their own."""
+    """ComputeClass priorities that need no reservation of their own."""
     return [m.name for m in PROVISIONING_MODES.values() if m.priority is not None and not m.needs_reservation]
 
 
@@ -246,14 +219,12 @@ _REF_DOMAIN = rf"(?:{_REF_LABEL}(?:\.{_REF_LABEL})*(?::[0-9]+)?/)?"
 _REF_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _IMAGE_REFERENCE = re.compile(rf"^{_REF_DOMAIN}{_REF_COMPONENT}(?:/{_REF_COMPONENT})*"
                               r"(?::(?P<tag>[\w][\w.-]{0,127})(?P<digest>@sha256:[0-9a-f]{64})?|@sha256:[0-9a-f]{64})$")
-"""An image reference with a tag, a digest or both: distribution/reference ``regexp.go``'s ``referencePat``
-(``domainAndPort`` less IPv6 hosts, ``pathComponent``, ``tag``; digests: sha256 only), which containerd parses
-with, here with the tag or digest required."""
+"""An image reference with a tag, a digest or both (required here; no IPv6 hosts; sha256 digests only).
+Source: distribution/reference ``regexp.go`` ``referencePat``."""
 
 
 def image_problem(image: str) -> tuple[str, str] | None:
-    """What is wrong with an image reference, and what is valid (None: it pins what every pod pulls): a tag or a
-    digest, and no ``latest`` tag without a digest (it floats: pods of one slice could run different images)."""
+    """(what is wrong, what is valid), or None when it pins what every pod pulls (``latest`` alone floats)."""
     found = _IMAGE_REFERENCE.match(image)
     if found and (found["tag"] != "latest" or found["digest"]):
         return None
@@ -264,19 +235,12 @@ def image_problem(image: str) -> tuple[str, str] | None:
 
 
 SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
-"""A key of a Secret: k8s.io/apimachinery ``validation.IsConfigMapKey`` (``[-._a-zA-Z0-9]+``, at most 253, not
-``.`` or ``..``), which Secret keys obey."""
+"""A Secret key (not ``.`` or ``..`` either). Source: k8s.io/apimachinery ``validation.IsConfigMapKey``."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class SecretKeyRef:
-    """One key of a Kubernetes Secret in the workloads' namespace, read by pods as an env var
-    (``valueFrom.secretKeyRef``).
-
-    Attributes:
-        name: The Secret's name (a DNS-1123 subdomain).
-        key: The key within it (letters, digits, ``-``, ``_``, ``.``).
-    """
+    """One key (``key``) of a Secret (``name``, DNS-1123) in the workloads' namespace, read as an env var."""
 
     name: str
     key: str
@@ -291,10 +255,8 @@ class SecretKeyRef:
 
 def gated_model_problems(source: str, secret: SecretKeyRef | None, field: str = "hf_token_secret",
                          outcome: str = "the RayService never becomes ready") -> list[InvalidInput]:
-    """A model of the built-in table whose Hugging Face repository is gated (``gated``), downloaded without a token:
-    Hugging Face refuses the download, so the engine never loads and the RayService never becomes ready, after its
-    slices were provisioned. Refused, not warned: the outcome is certain, and the fix (a Secret, or the weights on
-    GCS) is cheap. A path in the image or any ``gs://`` source downloads nothing from Hugging Face."""
+    """A gated model of the built-in table downloaded from Hugging Face without a token: refused, since the
+    download surely fails after the slices were provisioned and the fix is cheap (docs/FACTS.md 25.20)."""
     if secret is not None or source.startswith(("gs://", "/")):
         return []
     shape = by_hf_id(source)
@@ -309,56 +271,14 @@ def gated_model_problems(source: str, secret: SecretKeyRef | None, field: str = 
 
 
 BUDGETED_KINDS = ("train", "smoke")
-"""Kinds whose start's compile the kit measures (its trainer, a team's ``train_loop``, the smoke check)."""
+"""Kinds whose start's compile the kit measures."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class WorkloadSpec:
-    """A Ray workload on one kind of slice.
+    """A Ray workload on one kind of slice; serving, batch, training and team-code fields apply by kind.
 
-    Attributes:
-        name: DNS-safe name (the KubeRay object's name; RayJobs add a run suffix).
-        kind: What runs (:mod:`raytpu.core.specs.kinds`).
-        slice: The slice it runs on.
-        image: Container image of its Ray pods, with a tag or digest (the team's own, carrying what the kind's
-            program imports and the kit's Ray); default the kit's image of its kind, by digest
-            (:func:`raytpu.images.pod_image`).
-        slices: How many slices of ``slice`` it spans: for a kind that spans slices (``train``), how many slices
-            ONE run reserves together over DCN (multi-slice, :mod:`raytpu.core.specs.multislice`), default 1, the other
-            copies of ``slice`` kept as spares a restart can move to; for other kinds, how many independent copies
-            it uses, default all of them (``slice.count``).
-        model: Serving only: the served model name (``/v1/models``), also its source unless ``model_source``
-            is set; default ``vllm_rules.DEFAULT_MODEL``.
-        model_source: Serving only: Hugging Face id or ``gs://BUCKET/PATH`` (read through the pods' GCS FUSE
-            mount when it is the kit's bucket); default ``model``.
-        max_model_len: Serving only: context length (prompt + completion); default 4096.
-        engine_kwargs: Serving only: more vLLM engine args, checked by name against those of the vLLM its pods run
-            (:attr:`vllm_version`; :func:`raytpu.core.specs.vllm_rules.engine_kwargs_problems`).
-        hf_token_secret: Serving only: the Secret key holding a Hugging Face token, mounted in every Ray container
-            as the file ``HF_TOKEN_PATH`` names; required for a gated model of the built-in table downloaded from
-            Hugging Face (:func:`gated_model_problems`); default none.
-        input: Batch only (required): the prompts, ``gs://`` or local Parquet/JSONL (:mod:`raytpu.core.specs.data`).
-        output: Batch only (required): where the results go, same forms; an existing one is never overwritten
-            unasked.
-        dataset: Training only: a ``gs://`` or local Parquet/JSONL dataset Ray Train shards over the hosts; default
-            none (the program's synthetic batches).
-        max_tokens: Batch only: tokens generated per row at most, below the context; default 64.
-        temperature: Batch only: sampling temperature, 0 to 2 (0: greedy); default 0.
-        top_p: Batch only: nucleus sampling, > 0 and <= 1; default vLLM's (1).
-        stop: Batch only: strings that end a row's answer (not included in it); default none.
-        chat_template: Batch only: whether each prompt goes through the model's chat template as a user message;
-            default: when the model's tokenizer has one (:mod:`raytpu.core.specs.sampling`).
-        code: Kinds train and job: the team's code folder (relative to the config file; :mod:`raytpu.teamcode`
-            checks and ships it as the job's ``working_dir``); default none (code baked into ``image``).
-        train_loop: Train only: ``MODULE:FUNCTION`` in ``code``, run as Ray Train's ``train_loop_per_worker``
-            by the JaxTrainer the kit builds for the slice; default none (the kit's own trainer).
-        train_config: With ``train_loop``: the mapping it receives as ``train_loop_config``; default ``{}``.
-        entrypoint: Job only (required): the team's Ray driver, a command run in ``code`` on the slice's Ray
-            cluster with the slice in ``RAYTPU_*`` (:func:`raytpu.core.specs.user_code.run_env`).
-        compile_cache: Kinds that run JAX (train, job, smoke): the folder of JAX's persistent compilation cache in
-            the kit's bucket, or ``off``; default ``compile-cache`` (:mod:`raytpu.core.specs.compile_cache`).
-        compile_budget_s: Kinds train and smoke: seconds a start may compile before its first step; reports flag a
-            start over it. Default none (no flag).
+    Field meanings and defaults (the config's reference): docs/FACTS.md 25.21.
     """
 
     name: str
@@ -469,17 +389,14 @@ class WorkloadSpec:
 
     @property
     def vllm_version(self) -> str | None:
-        """The vLLM a serving workload's pods run: the kit's image's, as its ``versions.toml`` records it; with an
-        image of the team's own, the one Ray 2.60's ``ray[llm]`` pins (such an image carries the kit's Ray:
-        :func:`raytpu.images.pod_image`). None for other kinds."""
+        """The vLLM a serving workload's pods run (the kit's image's, or the one ``ray[llm]`` pins); else None."""
         if not self.kind.takes_model:
             return None
         return vllm_rules.VLLM_VERSION if self.image is not None else vllm_rules.IMAGE_VLLM_VERSION
 
     @property
     def ray_version(self) -> str:
-        """The Ray the workload's pods run: the serving image's for kinds that take a model (``serve``, ``batch``),
-        the kit's in the job image or in an image of the team's own."""
+        """The Ray the pods run: the serving image's for kinds that take a model in the kit's image, else the kit's."""
         return vllm_rules.IMAGE_RAY_VERSION if self.kind.takes_model and self.image is None else RAY_VERSION
 
     @property
@@ -489,8 +406,7 @@ class WorkloadSpec:
 
     @property
     def slices_per_run(self) -> int:
-        """How many slices one run reserves together (all or none): ``slices`` for a kind that spans slices
-        (multi-slice training), else 1."""
+        """How many slices one run reserves together (all or none): ``slices`` for multi-slice kinds, else 1."""
         return (self.slices or 1) if self.kind.spans_slices else 1
 
     @property
@@ -526,9 +442,8 @@ class WorkloadSpec:
         return cls(**{**fields, "kind": kinds.kind(fields["kind"]), "slice": SliceSpec.from_json(fields["slice"])})
 
     def env(self) -> dict[str, str]:
-        """``{RAYTPU_WORKLOAD: <json>}``: how the spec travels into the job's environment; as ``base64:<json as
-        base64>`` when it holds ``$`` or a backquote, which the RayJob submitter's bash would expand inside
-        ``--runtime-env-json`` (KubeRay v1.7.0 ``BuildJobSubmitCommand`` quotes it with Go's ``strconv.Quote``)."""
+        """``{RAYTPU_WORKLOAD: <json>}``, base64-encoded when it holds ``$`` or a backquote (bash would expand them).
+        Source: KubeRay v1.7.0 ``BuildJobSubmitCommand`` (``strconv.Quote``)."""
         text = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
         if "$" in text or "`" in text:
             text = ENCODED_PREFIX + base64.b64encode(text.encode()).decode()
@@ -557,21 +472,7 @@ class WorkloadSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class ClusterSpec:
-    """One GKE cluster and everything on it: the whole of ``raytpu.yaml``, valid.
-
-    Attributes:
-        project: GCP project id.
-        region: GCP region of the cluster, network and bucket.
-        cluster: The GKE cluster.
-        network: VPC ranges; default ``NetworkSpec()``.
-        storage: Buckets; default ``StorageSpec()``.
-        slices: TPU slice kinds (at least one).
-        workloads: Ray workloads on them; default none.
-        namespace: Namespace of Ray objects and of the Kubernetes service account; default ``ray``.
-        ksa_name: Kubernetes service account Ray pods run as (Workload Identity); default ``ray``.
-        alerting: Nightly-smoke alerting; default none (off).
-        security: What Ray pods may do and who may reach them; default locked down (:class:`SecuritySpec`).
-    """
+    """One GKE cluster and everything on it: the whole of ``raytpu.yaml``, valid (fields: docs/FACTS.md 25.21)."""
 
     project: str
     region: str
@@ -626,11 +527,8 @@ class ClusterSpec:
 def cluster_problems(*, project: object, region: object, cluster: GkeSpec | None, storage: StorageSpec | None,
                      slices: Sequence[SliceSpec | None], workloads: Sequence[WorkloadSpec | None]
                      ) -> list[InvalidInput]:
-    """The rules of :class:`ClusterSpec`: its own fields and what spans its parts, named by config path.
-
-    A part given as None failed its own rules: the rules that need it are skipped and the others still run
-    (``raytpu validate`` reports every problem at once), with list indices kept as in the config.
-    """
+    """The rules of :class:`ClusterSpec`, named by config path; a part given as None (it failed its own rules)
+    skips the rules that need it, so every other problem is still reported."""
     found = project_problems("project", project)
     project_ok = not found
     region_bad = region_problems("region", region)

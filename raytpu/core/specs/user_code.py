@@ -1,8 +1,6 @@
-"""A team's own code on the slice: the rules of ``code``, ``train_loop``, ``train_config`` and ``entrypoint`` that need
-no file system, and the ``RAYTPU_*`` environment every run of the team's code gets.
+"""A team's own code on the slice: the code fields' rules that need no file system, and the ``RAYTPU_*`` env.
 
-The folder's own checks (it exists, what ships, the module defines the function) read files:
-:mod:`raytpu.teamcode`. Standard library only (it ships to the pods: the train program parses ``train_loop``).
+The folder's own checks read files (:mod:`raytpu.teamcode`). Standard library only (it ships to the pods).
 """
 
 from __future__ import annotations
@@ -28,8 +26,8 @@ TRAIN_LOOP = re.compile(rf"^(?P<module>{_IDENTIFIER}(\.{_IDENTIFIER})*):(?P<func
 TRAIN_LOOP_VALID = "MODULE:FUNCTION, a module inside `code` and a function of it taking one argument, e.g. " \
                    "lm.train:train_loop"
 MAX_TRAIN_CONFIG_BYTES = 64 * 1024
-"""``train_config`` travels as JSON in the RayJob (``RAYTPU_WORKLOAD``); hyperparameters, not data, fit well within
-this (a Kubernetes object is at most 1.5 MiB in etcd: https://etcd.io/docs/v3.5/dev-guide/limit/)."""
+"""``train_config`` travels as JSON in the RayJob: hyperparameters, not data (FACTS 25.30).
+Source: https://etcd.io/docs/v3.5/dev-guide/limit/ (an object is at most 1.5 MiB)."""
 MAX_ENTRYPOINT_CHARS = 4096
 PYTHONS = ("python", "python3")
 """An entrypoint starting with one of these runs a script (or ``-m`` module) the kit looks for inside ``code``."""
@@ -37,16 +35,14 @@ PYTHON_VALUE_OPTIONS = ("-W", "-X", "-Q")
 """Python options that take the next word as their value (so it is not the script)."""
 
 SUBMITTER_SHELL = frozenset("$`;&|<>()\\#*?[]{}~!")
-"""Characters bash would act on in an entrypoint before Ray sees it (expansions, lists, redirections, globs,
-comments)."""
+"""Characters bash would act on in an entrypoint before Ray sees it (expansions, lists, redirections, globs)."""
 
 ENV_PREFIX = "RAYTPU_"
 
 
 def workload_problems(kind: WorkloadKind, *, image: str | None, code: object, train_loop: object,
                       train_config: object, entrypoint: object) -> list[InvalidInput]:
-    """Which of the code fields ``kind`` takes, and their values: a ``job`` needs its entrypoint, ``train_config``
-    goes with ``train_loop``, and a ``train_loop`` without ``code`` must live in the team's own ``image``."""
+    """Which code fields ``kind`` takes, and how they go together (a ``train_loop`` without ``code``: in ``image``)."""
     given = {"code": code, "train_loop": train_loop, "train_config": train_config, "entrypoint": entrypoint}
     takes = {"train_loop": ("code", "train_loop", "train_config"), "entrypoint": ("code", "entrypoint")}
     allowed = takes.get(kind.code_entry or "", ())
@@ -108,8 +104,7 @@ _KEYWORDS = frozenset(("False", "None", "True", "and", "as", "assert", "async", 
 
 
 def train_config_problems(field: str, value: object) -> list[InvalidInput]:
-    """A mapping of string keys that JSON carries as it is (no NaN or infinity, no dates or binary: what the train
-    function receives must be what the YAML said), within :data:`MAX_TRAIN_CONFIG_BYTES`."""
+    """A mapping of string keys JSON carries as it is (no NaN, dates or binary), within the size limit."""
     valid = "a mapping of hyperparameters (strings, numbers, booleans, null, lists and mappings of them), e.g. " \
             "{steps: 20000, lr: 3.0e-4}"
     if not isinstance(value, Mapping):
@@ -194,9 +189,7 @@ def entrypoint_words(field: str, value: object) -> tuple[list[str], list[Invalid
 
 
 def entrypoint_target(words: list[str]) -> tuple[str, str] | None:
-    """What an entrypoint runs from the code folder, as ``("script", PATH)`` or ``("module", NAME)``: the script
-    (or ``-m`` module) of ``python``/``python3``, or a relative path run directly (``./run.sh``); None otherwise
-    (another program, or ``python -c``: nothing in the folder to look for)."""
+    """What an entrypoint runs from the code folder: ``("script", PATH)`` or ``("module", NAME)``; else None."""
     if not words:
         return None
     first = words[0]
@@ -218,8 +211,7 @@ def entrypoint_target(words: list[str]) -> tuple[str, str] | None:
 
 
 def run_env(plan: SlicePlan, *, slices: int, storage: str, run: str) -> dict[str, str]:
-    """The ``RAYTPU_*`` variables a team's driver and workers read: the slice (generation, topology, hosts, chips per
-    host, slices in the run, Ray's accelerator and pod type) and where the run keeps its checkpoints."""
+    """The ``RAYTPU_*`` variables a team's driver and workers read: the slice's shape and the run's checkpoints."""
     return {f"{ENV_PREFIX}{key}": str(value) for key, value in {
         "GENERATION": plan.generation, "TOPOLOGY": plan.topology, "HOSTS": plan.hosts,
         "CHIPS_PER_HOST": plan.chips_per_host, "SLICES": slices, "ACCELERATOR_TYPE": plan.ray_accelerator_type,

@@ -1,13 +1,7 @@
-"""What vLLM and Ray Serve LLM accept of a serving workload, checked offline: the rules :mod:`raytpu.core.specs.spec`
-runs.
+"""What vLLM and Ray Serve LLM accept of a serving workload, checked offline: the rules the spec runs.
 
-A serving workload's slice must be one Ray Serve LLM places a replica on (:func:`slice_problems`), its model source
-one the kit reads (:func:`model_source_problems`), and its engine kwargs names vLLM knows with a parallel layout
-that uses the slice's JAX devices and divides a known model's heads (:func:`engine_kwargs_problems`). The facts are
-recorded here (vLLM's argument names, Ray's hosts-per-slice rule; model shapes in the one table,
-:data:`raytpu.core.tpu.models.MODELS`), each cited by symbol and version,
-so ``raytpu validate`` needs neither vLLM nor Ray; the serve tier checks the records against the real packages.
-The builders that use them are :mod:`raytpu.core.manifests.serving`. Standard library and the spec layer only.
+The slice, the model source and the engine kwargs, from facts recorded here by symbol and version, so ``raytpu
+validate`` needs neither vLLM nor Ray; the serve tier checks the records (docs/FACTS.md 25.26). Stdlib and specs only.
 """
 
 from __future__ import annotations
@@ -26,23 +20,17 @@ from raytpu.core.tpu.plan import SlicePlan
 VLLM_VERSION = "0.29.0"
 """The vLLM that Ray 2.60's ``ray[llm]`` extra pins (``vllm[audio]==0.29.0`` in its METADATA)."""
 DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
-"""Small and ungated. Its 16 attention heads (:data:`raytpu.core.tpu.models.MODELS`) take a tensor-parallel size of at
-most 16 JAX devices: ``raytpu validate`` refuses it on a larger slice unless pipeline stages bring each stage's size
-down."""
+"""Small and ungated; its 16 heads cap TP at 16 JAX devices unless pipeline stages split a larger slice."""
 
 
 JAX_DEVICES_PER_CHIP: dict[str, int] = {"tpu7x": 2}
-"""JAX devices per chip where it is not 1: what vLLM on TPU shards over. An Ironwood chip's two TensorCores are two
-JAX devices; v4, v5e, v5p and v6e run one device per chip (megacore), so this is not the catalog's
-``tensorcores_per_chip``. A multi-host replica's one TP over every device is a layout upstream had not tested at the
-serving image's pin; ``pipeline_parallel_size`` = hosts is the tested one.
-Source: jax 0.10.2 ``jax._src.mesh_utils._get_physical_tpu_mesh`` (docs/FACTS.md sections 9 and 11)."""
+"""JAX devices per chip where it is not 1 (Ironwood's two TensorCores; not ``tensorcores_per_chip``).
+Source: jax 0.10.2 ``jax._src.mesh_utils._get_physical_tpu_mesh`` (docs/FACTS.md sections 9, 11 and 25.26)."""
 DEFAULT_MAX_MODEL_LEN = 4096
 MIN_MAX_MODEL_LEN = 16
 KIT_ENGINE_ARGS = {"model": "the workload's model_source", "served_model_name": "the workload's model",
                    "max_model_len": "the workload's max_model_len"}
-"""Engine args the kit sets from the workload's own fields (Ray Serve LLM itself rejects ``model`` and
-``served_model_name`` in ``engine_kwargs``); the value says which field to set instead."""
+"""Engine args set from the workload's own fields (Ray Serve LLM rejects them); the value names that field."""
 
 VLLM_ENGINE_ARGS: tuple[str, ...] = (
     "_api_process_count", "_api_process_rank", "additional_config", "aggregate_engine_logging", "all2all_backend",
@@ -100,11 +88,8 @@ VLLM_ENGINE_ARGS: tuple[str, ...] = (
     "use_replayssm", "use_tqdm_on_load", "video_pruning_method", "video_pruning_rate", "watermark",
     "weight_transfer_config", "worker_cls", "worker_extension_cls",
 )
-"""Field names of vLLM 0.29.0's ``AsyncEngineArgs`` (the keys Ray Serve LLM passes to the engine).
-
-Recorded so that ``raytpu validate`` checks engine kwargs where vLLM is not installed; the serve tier compares
-this tuple with ``dataclasses.fields(vllm.engine.arg_utils.AsyncEngineArgs)`` and vLLM's own CLI parser.
-"""
+"""Field names of vLLM 0.29.0's ``AsyncEngineArgs`` (the keys Ray Serve LLM passes to the engine), recorded for
+``raytpu validate``; the serve tier compares them with vLLM's dataclass and CLI parser."""
 
 VLLM_FRONTEND_ARGS: tuple[str, ...] = (
     "allow_credentials", "allowed_headers", "allowed_methods", "allowed_origins", "api_key", "chat_template",
@@ -134,21 +119,17 @@ IMAGE_VLLM_NOT_YET: tuple[str, ...] = (
     "prefix_cache_retention_interval", "prefix_match_unit", "replayssm_buffer_len", "return_sampling_mask",
     "sse_keep_alive_interval", "use_replayssm", "video_pruning_method",
 )
-"""Names of vLLM 0.29.0 (:data:`VLLM_ENGINE_ARGS`, :data:`VLLM_FRONTEND_ARGS`) the serving image's vLLM (a commit
-between 0.24 and 0.25) does not have yet; :data:`IMAGE_VLLM_ONLY`: the names it has that 0.29.0 dropped. Read from
-the nearest tag. Source: vLLM v0.24.0 ``EngineArgs``/``FrontendArgs`` fields (docs/FACTS.md section 9)."""
+"""Names of vLLM 0.29.0 the serving image's vLLM (between 0.24 and 0.25) lacks; :data:`IMAGE_VLLM_ONLY`: the reverse.
+Source: vLLM v0.24.0 ``EngineArgs``/``FrontendArgs`` fields, the nearest tag (docs/FACTS.md section 9)."""
 IMAGE_VLLM_ONLY: tuple[str, ...] = (
     "calculate_kv_scales", "max_long_partial_prefills", "max_num_partial_prefills", "override_attention_dtype",
 )
 
 IMAGE_VLLM_VERSION = "9969466a597810db6e06b4942dd6cc2086885ee2"
-"""The vLLM the kit's serving image carries, as ``raytpu/images/serve/versions.toml`` records it (``[versions] vllm``;
-tests/test_serving.py checks they agree). A constant, not read from the file: the jobs' core zip carries the spec
-layer but no image definitions."""
+"""The vLLM of the kit's serving image, as its ``versions.toml`` records it (the core zip carries no image files)."""
 
 IMAGE_RAY_VERSION = "2.56.0"
-"""The Ray the kit's serving image carries (its vLLM-TPU base's), as ``raytpu/images/serve/versions.toml`` records it
-(``[versions] ray``; tests/test_serving.py checks they agree): what ``serve`` and ``batch`` pods run on GKE."""
+"""The Ray of the kit's serving image (``versions.toml``): what ``serve`` and ``batch`` pods run on GKE."""
 
 
 ENGINE_ARG_NAMES: dict[str, frozenset[str]] = {
@@ -157,9 +138,7 @@ ENGINE_ARG_NAMES: dict[str, frozenset[str]] = {
     IMAGE_VLLM_VERSION: (frozenset(VLLM_ENGINE_ARGS) | frozenset(VLLM_FRONTEND_ARGS)
                          | frozenset(IMAGE_VLLM_ONLY)) - frozenset(IMAGE_VLLM_NOT_YET),
 }
-"""The engine_kwargs names each vLLM the kit runs accepts, by its version (a release, or a commit as the serving
-image's ``versions.toml`` records it): 0.29.0 where Ray 2.60 runs (the local emulated slice, a team's own image
-carrying the kit's Ray), the serving image's commit on GKE (:data:`IMAGE_VLLM_VERSION`)."""
+"""The engine_kwargs names each vLLM the kit runs accepts: 0.29.0 where Ray 2.60 runs, the image's commit on GKE."""
 
 
 def vllm_label(version: str) -> str:
@@ -173,9 +152,8 @@ def vllm_label(version: str) -> str:
 
 
 def jax_devices(plan: SlicePlan) -> int:
-    """The JAX devices of a slice, which a replica's engine shards over (chips x :data:`JAX_DEVICES_PER_CHIP`):
-    tpu-inference's worker takes the first TP devices, so TP = chips leaves half of an Ironwood slice idle.
-    Source: tpu-inference ``TPUWorker.init_device`` at the serving image's pin (docs/FACTS.md section 11)."""
+    """The JAX devices of a slice a replica's engine shards over (chips x :data:`JAX_DEVICES_PER_CHIP`).
+    Source: tpu-inference ``TPUWorker.init_device`` at the serving image's pin (docs/FACTS.md section 11, 25.26)."""
     return plan.chips * JAX_DEVICES_PER_CHIP.get(plan.generation, 1)
 
 
@@ -196,19 +174,11 @@ def engine_kwargs_problems(kwargs: Any, plan: SlicePlan, field: str = "engine_kw
                            model_source: str | None = None, shape: ModelShape | None = None,
                            vllm_version: str = VLLM_VERSION, holder: str = "the slice a replica reserves"
                            ) -> list[InvalidInput]:
-    """What is wrong with a workload's extra vLLM engine args, one problem per bad key or value (``holder``: what
-    holds the engine's devices, in the workload kind's words).
+    """What is wrong with a workload's extra vLLM engine args, one problem per bad key or value.
 
-    Names must be fields of ``AsyncEngineArgs``/``FrontendArgs`` of the vLLM the pods run, ``vllm_version``
-    (:data:`ENGINE_ARG_NAMES`; recorded here so that ``raytpu validate`` needs no vLLM; the serve tier checks
-    0.29.0's record against vLLM and its own parser);
-    ``tensor_parallel_size`` x ``pipeline_parallel_size`` must use every JAX device of the slice a replica reserves
-    (:func:`jax_devices`); on a multi-host slice a pipeline stage is one host (Source: tpu-inference
-    ``TPUWorker.init_device``, ``_initialize_ray_cluster``; docs/FACTS.md section 11);
-    TP must divide the attention heads of a model the kit knows (:func:`head_problems`; the workload's ``model`` and
-    ``model_source``); a multi-host engine runs on Ray's executor (the slice's hosts are Ray nodes, not vLLM
-    processes). ``shape`` stands in for the built-in table (:func:`raytpu.core.tpu.models.by_hf_id`) where the
-    caller knows the model's shape itself (``raytpu plan --model-config``).
+    Names of the vLLM the pods run; TP x PP uses every JAX device, one host per pipeline stage; TP divides a known
+    model's heads (``shape`` when the caller knows it). ``holder``: what holds the devices, in the kind's words.
+    Source: tpu-inference ``TPUWorker.init_device``, ``_initialize_ray_cluster`` (docs/FACTS.md section 11, 25.26).
     """
     if kwargs is not None and not isinstance(kwargs, Mapping):
         return [errors.invalid_value(field, kwargs, "is not a mapping", "a mapping of vLLM engine argument names "
@@ -261,8 +231,7 @@ def engine_kwargs_problems(kwargs: Any, plan: SlicePlan, field: str = "engine_kw
 
 
 def sized_model(model: str | None, model_source: str | None) -> str:
-    """The model whose shape rules a workload: its ``model_source``, except a ``gs://`` copy of ``model``'s weights
-    (no Hugging Face id to look up there), which is ``model``'s shape."""
+    """The model whose shape rules a workload: ``model_source``, but ``model``'s for a ``gs://`` copy of its weights."""
     if model and model_source and model_source.startswith("gs://"):
         return model
     return model_source or model or DEFAULT_MODEL
@@ -270,13 +239,8 @@ def sized_model(model: str | None, model_source: str | None) -> str:
 
 def head_problems(tp: int, plan: SlicePlan, source: str, field: str,
                   shape: ModelShape | None = None) -> list[InvalidInput]:
-    """A TP that does not divide the attention heads of a known model (the built-in table,
-    :func:`raytpu.core.tpu.models.by_hf_id`; ``source``: the weights' id), with the layouts that do: one pipeline
-    stage per host, a smaller slice of the same generation, or another model. ``field`` is
-    ``...tensor_parallel_size`` (the value shown is the TP) or ``model``/``model_source`` (the value shown is the
-    model). ``shape``: the model's, where it is not in the table. The one heads rule: ``raytpu plan`` lays a model out
-    by it too (:func:`raytpu.sizing.candidates.layout`).
-    Source: vLLM 0.29.0 ``ModelConfig.verify_with_parallel_config`` (docs/FACTS.md section 11)."""
+    """A TP that does not divide a known model's attention heads, with layouts that do; ``raytpu plan`` uses it too.
+    Source: vLLM 0.29.0 ``ModelConfig.verify_with_parallel_config`` (docs/FACTS.md section 11, 25.26)."""
     shape = shape or by_hf_id(source)
     if shape is None or shape.heads % tp == 0:
         return []
@@ -317,10 +281,8 @@ RAY_SINGLE_HOST_TOPOLOGIES = ("1x1", "2x2", "2x4")
 
 
 def ray_serve_chips_per_host(plan: SlicePlan) -> int:
-    """The chips per host Ray Serve LLM 2.60 assumes for the slice: Ray 2.60
-    ``ray._private.accelerators.tpu.get_chips_per_host(topology, version)``, since its ``TPUAccelerator``
-    (``ray/llm/_internal/serve/core/configs/accelerators.py``) calls ``slice_placement_group`` without
-    ``chips_per_vm``."""
+    """The chips per host Ray Serve LLM 2.60 assumes for the slice (it passes no ``chips_per_vm``).
+    Source: Ray 2.60 ``ray._private.accelerators.tpu.get_chips_per_host`` (docs/FACTS.md 25.26)."""
     if plan.generation in RAY_8_CHIP_HOST_GENERATIONS and plan.topology in RAY_SINGLE_HOST_TOPOLOGIES:
         return plan.chips
     return 4

@@ -1,11 +1,5 @@
 """Where a vLLM engine keeps its XLA compilation cache: in the kit's bucket, so a new pod finds it.
-
-The serving image's vLLM (tpu-inference) hands ``VLLM_XLA_CACHE_PATH`` to JAX as its persistent compilation cache
-(``jax_compilation_cache_dir``). The folder is per model, slice shape and vLLM version, under the bucket's GCS FUSE
-mount; JAX's own key (computation, compile options, JAX and libtpu versions) tells entries apart within it. Why a
-shared bucket folder is safe where GKE's sample keeps the cache on local disk: docs/FACTS.md section 24.x.
-Standard library only.
-"""
+One folder per model, slice shape and vLLM version; safe to share: docs/FACTS.md 24.x, 25.28. Stdlib only."""
 
 from __future__ import annotations
 
@@ -28,7 +22,7 @@ def _part(text: str, limit: int = 60) -> str:
 
 
 def cache_dir(model_source: str, plan: SlicePlan, vllm_version: str, mount_path: str = GCS_MOUNT_PATH) -> str:
-    """The engine's cache folder as its pods see it: ``<mount>/xla-cache/vllm/<vLLM>/<generation>-<topology>/<model>``
-    (one folder per model, slice shape and vLLM version: what the issue keys a warm start by)."""
+    """The engine's cache folder as its pods see it, one per model, slice shape and vLLM version:
+    ``<mount>/xla-cache/vllm/<vLLM>/<generation>-<topology>/<model>``."""
     return "/".join((mount_path.rstrip("/"), PREFIX, _part(vllm_version, 40), f"{plan.generation}-{plan.topology}",
                      _part(model_source)))
