@@ -1,5 +1,4 @@
-"""The kinds the kit talks to and where the Kubernetes API serves them: one table, so a path, a message's
-``rayjobs.ray.io`` and the CDK's ``kubernetes_manifest`` checks all spell a kind the same way."""
+"""The kinds the kit talks to and where the API serves them: one table, so every path and message spells them alike."""
 
 from __future__ import annotations
 
@@ -60,8 +59,7 @@ RESOURCES = {r.kind: r for r in (
     Resource("Ingress", "networking.k8s.io/v1", "ingresses"),
     Resource("CustomResourceDefinition", "apiextensions.k8s.io/v1", "customresourcedefinitions", namespaced=False),
 )}
-"""The kinds :class:`~raytpu.cluster.kube_client.KubeClient` knows, by kind; :func:`resource` also accepts
-``rayjob`` and ``rayjobs``."""
+"""The kinds ``KubeClient`` knows, by kind; :func:`resource` also accepts ``rayjob`` and ``rayjobs``."""
 
 
 def resource(kind: str) -> Resource:

@@ -1,31 +1,5 @@
-"""KubeRay manifests (``ray.io/v1`` RayCluster, RayJob, RayService) as plain dicts, from specs.
-
-Pure builders: standard library plus the kit's core (:mod:`raytpu.core.specs.spec`); no cdktn, ray or jax import (an
-import-boundary test checks it). The workloads stack applies what :func:`workload_manifest` returns (one per workload);
-``raytpu submit``/``raytpu smoke`` apply the same dicts. Every number of a TPU worker group comes from the
-workload's slice (its SlicePlan):
-
-- ``numOfHosts`` = ``plan.hosts`` (the TPU webhook rejects ``numOfHosts != max(chips / chips per host, 1)``);
-- ``replicas`` = ``minReplicas`` = ``maxReplicas`` = number of slices;
-- ``google.com/tpu`` requests == limits == ``plan.chips_per_host``;
-- nodeSelector = ``plan.node_selector`` (accelerator + topology), plus the provisioning mode's selector
-  (spot, flex-start, queued; Autopilot: the slice's ComputeClass) and matching tolerations; on Standard the slice's
-  own node label (:data:`raytpu.core.common.names.SLICE_LABEL`, which its pools give their nodes) pins the group to its
-  pools (:func:`tpu_placement`).
-
-A RayJob runs ``python -m raytpu.workloads.<program>`` (its kind's program) and receives its WorkloadSpec as
-JSON in ``RAYTPU_WORKLOAD`` (runtime env): the pod never re-plans its slice.
-
-Pod labels: KubeRay itself labels every Ray pod ``app.kubernetes.io/name: kuberay`` (template labels may override
-it), which is the label the GKE Ray TPU webhook selects on, so the templates here never set it.
-Source: KubeRay ``labelPod`` (``ray-operator/controllers/ray/common/pod.go``).
-
-Security (:mod:`raytpu.core.manifests.pod_security`, :mod:`raytpu.core.manifests.network_policy`, config section
-``security``): every pod runs non-root with no capabilities, the runtime's seccomp profile, a read-only root filesystem
-and no API token; every pod template carries :data:`raytpu.core.common.names.CLUSTER_LABEL`, which the object's
-NetworkPolicy (:func:`network_policy`) selects. The head service is ``ClusterIP``; a RayService's OpenAI endpoint is
-``ClusterIP`` too unless ``security.serve_endpoint`` asks for a load balancer.
-"""
+"""KubeRay manifests (RayCluster, RayJob, RayService) as plain dicts from specs: pure builders, numbers from the slice's
+SlicePlan, pods locked down (FACTS 25.40). Source: KubeRay v1.7.0 ``labelPod`` (``common/pod.go``)."""
 
 from __future__ import annotations
 
@@ -53,15 +27,12 @@ GCS_VOLUME = "gcs-bucket"
 WORKER_GROUP = "tpu"
 """groupName of the TPU worker group."""
 TPU_ENV = {"JAX_PLATFORMS": "tpu,cpu", "ENABLE_PJRT_COMPATIBILITY": "true"}
-"""``tpu,cpu``, not a bare ``tpu``, which crashes with "Unknown backend cpu" (GoogleCloudPlatform/
-kubernetes-engine-samples ai-ml/gke-ray/tpu/get-started)."""
+"""``tpu,cpu``: a bare ``tpu`` crashes with "Unknown backend cpu" (kubernetes-engine-samples; FACTS 25.40)."""
 
 MIN_KUBERAY_VERSION = "1.6.0"
 """The oldest KubeRay the kit's objects need: ``authOptions`` and ``preRunningDeadlineSeconds`` arrived in 1.6."""
 NEWEST_FIELDS = {"RayService": ("spec.rayClusterConfig.authOptions",)}
-"""Per kind Terraform applies, the fields the kit sets that arrived last (in :data:`MIN_KUBERAY_VERSION`): a served
-CRD without them belongs to an older KubeRay (the workloads stack checks them before planning an object;
-``raytpu submit`` checks every field of what it applies, :meth:`raytpu.cluster.kube_client.KubeClient.check_schema`)."""
+"""Per kind, the kit's fields that arrived last (in :data:`MIN_KUBERAY_VERSION`): a CRD without them is older."""
 
 MAX_NAME_LENGTH = {"RayCluster": 53, "RayJob": 47, "RayService": 47}
 """KubeRay's name limits (it appends suffixes to derive cluster and pod names); names are DNS-1035 labels."""
@@ -70,22 +41,7 @@ _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 @dataclass(frozen=True, kw_only=True)
 class Pods:
-    """What every Ray pod of a cluster shares.
-
-    Attributes:
-        image: Container image of head, workers and submitter (the kit's, by digest:
-            :func:`raytpu.images.pod_image`).
-        ray_version: The Ray ``image`` runs (the RayCluster's ``rayVersion``). Default the kit's Ray.
-        service_account: Kubernetes service account (Workload Identity). Default None (namespace default).
-        bucket: GCS bucket mounted through GCS FUSE at :data:`raytpu.core.common.names.GCS_MOUNT_PATH`. Default None (no
-        volume). head_cpu: Head pod CPU request and limit. Default ``"2"``.
-        head_memory: Head pod memory request and limit. Default ``"8Gi"``.
-        env: Extra environment for every Ray container. Default none.
-        labels: Extra pod labels. Default none.
-        cluster: The GKE cluster's name: on Autopilot, multi-host tpu7x pods select its slice's workload policy
-            (:func:`raytpu.core.common.names.workload_policy_name`). Default None.
-        security: Pod security and exposure settings (config section ``security``). Default: locked down.
-    """
+    """What every Ray pod of a cluster shares: image, Ray, account, bucket, head size, env, labels (FACTS 25.40)."""
 
     image: str
     ray_version: str = RAY_VERSION
@@ -108,18 +64,8 @@ def _env(values: Mapping[str, str]) -> list[dict[str, Any]]:
 
 def tpu_placement(item: SliceSpec, autopilot: bool,
                   cluster: str | None = None) -> tuple[dict[str, str], list[dict[str, Any]]]:
-    """(nodeSelector, tolerations) of the TPU pods of slice ``item``.
-
-    The slice's accelerator and topology labels, the TPU taint's toleration, and either the slice's Autopilot
-    ComputeClass (which carries spot/reservation/flex-start) or the provisioning mode's own node label. On Standard
-    also :data:`raytpu.core.common.names.SLICE_LABEL` = the slice's name, a label its pools give their nodes:
-    accelerator, topology and provisioning label do not tell apart two slices of one generation and topology (a v6e 2x4
-    on one 8-chip host or on two 4-chip hosts; an on-demand and a spot copy, since Standard spot pools carry only the
-    TPU taint). A nodeSelector, not a node affinity: for a multi-host group the GKE TPU webhook replaces the pod's whole
-    ``/spec/affinity`` with its own. Autopilot has no pools: there the slice's own ComputeClass separates it, and a
-    multi-host tpu7x slice also selects its HIGH_THROUGHPUT workload policy (Ironwood rejects COMPACT), which needs
-    ``cluster``. Source: ai-on-gke kuberay-tpu-webhook ``injectAffinity`` (docs/FACTS.md sections 8 and 12).
-    """
+    """(nodeSelector, tolerations) of slice ``item``'s TPU pods, on Standard with its own ``SLICE_LABEL`` (25.40).
+    Source: ai-on-gke kuberay-tpu-webhook ``injectAffinity`` (docs/FACTS.md sections 8 and 12)."""
     selector = dict(item.plan.node_selector)
     tolerations: list[dict[str, Any]] = [{"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
     if autopilot and item.plan.placement == "workload-policy":
@@ -139,8 +85,7 @@ def tpu_placement(item: SliceSpec, autopilot: bool,
 
 
 def gcsfuse_mount_options(security: SecuritySpec) -> str:
-    """GCS FUSE mount options: files owned by the pods' non-root user, else the mount is root's and Ray cannot write
-    checkpoints. Source: gcs-fuse-csi-driver ``docs/authentication.md`` (docs/FACTS.md section 12)."""
+    """GCS FUSE options: files owned by the pods' user, so Ray writes checkpoints (gcs-fuse-csi-driver; FACTS 12)."""
     return f"implicit-dirs,uid={security.run_as_user},gid={security.run_as_group}"
 
 
@@ -205,17 +150,12 @@ def head_group(pods: Pods, serves: bool = False) -> dict[str, Any]:
 
 
 HOST_SHARE = 0.9
-"""The Ray worker's share of its TPU host's allocatable CPU and memory; the rest is for GKE's DaemonSets and the
-GCS FUSE sidecar GKE injects into the pod (whose requests add to the pod's)."""
+"""The Ray worker's share of its host's allocatable CPU and memory; the rest: DaemonSets, the GCS FUSE sidecar."""
 
 
 def host_resources(plan: SlicePlan, autopilot: bool) -> dict[str, dict[str, str]]:
-    """A TPU worker container's resources: all the host's chips, and on Standard :data:`HOST_SHARE` of the
-    machine type's allocatable CPU and memory as requests (memory also as limit), so the pod is not BestEffort,
-    the first evicted. No CPU limit: CFS quotas throttle the bursts of a host's input pipeline, and the worker has
-    the host to itself. On Autopilot the TPU count alone: GKE gives each TPU workload its own node and enforces no
-    default requests on the accelerator compute class.
-    Source: https://cloud.google.com/kubernetes-engine/docs/how-to/tpus-autopilot (docs/FACTS.md section 12)."""
+    """A TPU worker's resources: all the host's chips, on Standard :data:`HOST_SHARE` as requests (FACTS 25.40).
+    Source: https://cloud.google.com/kubernetes-engine/docs/how-to/tpus-autopilot"""
     tpus = str(plan.chips_per_host)
     resources = {"requests": {TPU_RESOURCE: tpus}, "limits": {TPU_RESOURCE: tpus}}
     if not autopilot:
@@ -228,15 +168,8 @@ def host_resources(plan: SlicePlan, autopilot: bool) -> dict[str, dict[str, str]
 
 def worker_group(work: WorkloadSpec, pods: Pods, *, autopilot: bool, env: Mapping[str, str] | None = None,
                  group_name: str = WORKER_GROUP, serves: bool = False) -> dict[str, Any]:
-    """The TPU worker group: one pod per host, ``numOfHosts`` hosts per replica, one replica per slice.
-
-    A multi-slice run (:attr:`WorkloadSpec.multislice`) also sets ``MEGASCALE_NUM_SLICES``: GKE's TPU webhook then
-    gives each replica's pods ``MEGASCALE_SLICE_ID`` (the replica index), ``MEGASCALE_COORDINATOR_ADDRESS`` and
-    ``MEGASCALE_PORT`` (:mod:`raytpu.core.specs.multislice`). Ray Train overwrites the coordinator and slice id with the
-    ones of the worker group it placed (Ray 2.60 ``ray.train.v2.jax.config._JAX_MULTISLICE_OVERRIDE_KEYS``).
-    On capacity GKE takes back (spot, flex-start, also as an Autopilot fallback) the pods get a grace, a drain
-    timeout and a preStop that fit GKE's notice (:mod:`raytpu.core.manifests.preemption`).
-    """
+    """The TPU worker group: one pod per host, ``numOfHosts`` per replica, one replica per slice (FACTS 25.40).
+    Source: Ray 2.60 ``ray.train.v2.jax.config._JAX_MULTISLICE_OVERRIDE_KEYS``."""
     plan = work.plan
     selector, tolerations = tpu_placement(work.slice, autopilot, pods.cluster)
     container: dict[str, Any] = {
@@ -277,8 +210,7 @@ def _own(pods: Pods, kind: str, name: str) -> Pods:
 
 
 def object_name_problems(kind: str, name: str, work: WorkloadSpec | None = None) -> list[InvalidInput]:
-    """What is wrong with ``name`` for a KubeRay object of ``kind`` (running ``work``): KubeRay's length and
-    DNS-1035 rule, then GKE's TPU webhook's shorter limit when the worker group is multi-host."""
+    """What is wrong with ``name`` for a KubeRay ``kind``: KubeRay's DNS-1035 rule, then the TPU webhook's limit."""
     limit = MAX_NAME_LENGTH[kind]
     if len(name) > limit or not _DNS_1035.match(name):
         return [errors.invalid_value(f"{kind} name", name, "is not a valid KubeRay name",
@@ -307,9 +239,7 @@ def ray_cluster(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = 
 
 def runtime_env(py_modules: Sequence[str] = (), env_vars: Mapping[str, str] | None = None,
                 working_dir: str | None = None) -> dict[str, Any]:
-    """A Ray runtime env: ``py_modules`` URIs (the kit's core zip), a team's code as ``working_dir`` and env vars. No
-    ``pip``: the pods' image carries what the program imports (:mod:`raytpu.images`), so no run installs packages on
-    its hosts."""
+    """A Ray runtime env: ``py_modules``, a team's ``working_dir``, env vars; no ``pip`` (the image has it all)."""
     out: dict[str, Any] = {}
     if py_modules:
         out["py_modules"] = list(py_modules)
@@ -321,8 +251,7 @@ def runtime_env(py_modules: Sequence[str] = (), env_vars: Mapping[str, str] | No
 
 
 def entrypoint(work: WorkloadSpec, *args: str) -> str:
-    """``python -m raytpu.workloads.<program> ARGS``: a job's command (its spec comes in ``RAYTPU_WORKLOAD``); the
-    team's own ``entrypoint`` as written for ``kind: job``."""
+    """``python -m raytpu.workloads.<program> ARGS`` (a job's command), or a ``kind: job``'s own ``entrypoint``."""
     if work.kind.runs_entrypoint:
         assert work.entrypoint is not None and not args
         return work.entrypoint
@@ -332,11 +261,7 @@ def entrypoint(work: WorkloadSpec, *args: str) -> str:
 def ray_job(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = False, args: Sequence[str] = (),
             namespace: str = "default", runtime: Mapping[str, Any] | None = None,
             labels: Mapping[str, str] | None = None, worker_env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """A RayJob that creates its own cluster on ``work``'s slice, runs its kind's program and cleans up.
-
-    The program receives ``work`` as JSON in ``RAYTPU_WORKLOAD`` (added to ``runtime``'s env vars); ``worker_env``
-    goes to the TPU worker containers only.
-    """
+    """A RayJob with its own cluster on ``work``'s slice; ``worker_env`` goes to the TPU worker containers only."""
     limits = work.kind.limits
     assert limits is not None, f"kind {work.kind.name} is not a RayJob"
     pods = _own(pods, "RayJob", name)
@@ -363,8 +288,7 @@ def ray_job(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = Fals
 
 
 def _compile_cache_env(work: WorkloadSpec, pods: Pods) -> dict[str, str]:
-    """JAX's persistent compilation cache in the bucket's mount, one per image and slice shape, for a job that runs
-    JAX (vLLM keeps its own cache); none without a bucket."""
+    """JAX's compile cache in the bucket's mount per image and slice shape (JAX jobs only; none without a bucket)."""
     if pods.bucket is None or work.kind.takes_model:
         return {}
     return compile_cache.job_env(work.compile_cache, mount=names.GCS_MOUNT_PATH, image=pods.image,
@@ -377,12 +301,7 @@ SUBMITTER_RESOURCES = {"requests": {"cpu": "500m", "memory": "200Mi"}, "limits":
 
 
 def submitter_template(pods: Pods) -> dict[str, Any]:
-    """The K8sJobMode submitter pod: KubeRay's default (the head's image, ``restartPolicy: Never``), hardened.
-
-    KubeRay keeps a given template as is and fills in the container's command (``ray job submit ...``) and env
-    (dashboard address, submission id, the auth token). It talks to the head's dashboard only, so it mounts no
-    bucket and runs on no TPU node. Source: KubeRay v1.7.0 ``configureSubmitterContainer``.
-    """
+    """The submitter pod: KubeRay's default, hardened. Source: KubeRay v1.7.0 ``configureSubmitterContainer``."""
     container = {"name": "ray-job-submitter", "image": pods.image, "resources": SUBMITTER_RESOURCES}
     template = _pod_template(replace(pods, bucket=None), container)
     template["spec"]["restartPolicy"] = "Never"
@@ -395,29 +314,8 @@ UPGRADE_STRATEGIES = ("None", "NewCluster", "NewClusterWithIncrementalUpgrade")
 def ray_service(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = False, namespace: str = "default",
                 upgrade_strategy: str = "None", labels: Mapping[str, str] | None = None,
                 py_modules: str | None = None, bucket_name: str | None = None) -> dict[str, Any]:
-    """A RayService serving ``work`` with Ray Serve LLM (:func:`raytpu.core.manifests.serving.serve_config`).
-
-    - ``upgradeStrategy`` defaults to ``None``: ``NewCluster`` builds a second cluster, i.e. a second set of
-      slices, before switching (https://docs.ray.io/en/latest/cluster/kubernetes/user-guides/rayservice.html,
-      "zero downtime upgrade"). With ``None`` a change of ``serveConfigV2`` (model, engine args, replicas) is
-      applied in place to the running cluster (Serve redeploys the app: replicas restart, the endpoint is down
-      while the model loads); a change of ``rayClusterConfig`` (image, pods) is not rolled out until the
-      RayService is recreated.
-    - Readiness: KubeRay marks the RayService ready, and its ``<name>-serve-svc`` (ClusterIP, port
-      ``serving.SERVE_PORT``: the OpenAI API) routes to a pod, only once the app is ``RUNNING``, which Ray Serve
-      LLM reaches after the engine has loaded the model. TPU workers keep KubeRay's own readiness probe (Serve's
-      proxy on :8000 of that pod): on a multi-host slice the Serve config puts an ingress replica, hence a proxy,
-      on every TPU pod (:func:`raytpu.core.manifests.serving.ingress_deployment_config`); a single-host slice's one pod
-      runs the LLM server, streamed direct through HAProxy (:data:`raytpu.core.manifests.serving.DIRECT_STREAMING_ENV`).
-    - TPU workers request the ephemeral storage the engine writes per host and keep vLLM's XLA compilation cache in
-      the mounted bucket (:func:`raytpu.core.manifests.engine_pods.add_engine_needs`).
-    - The app imports its ingress from the kit's core (``py_modules``, default :func:`names.py_modules_uri` when the
-      pods mount a bucket).
-    - Every Ray container runs Serve's hot path lean (:data:`raytpu.core.manifests.serving.SERVE_HOT_PATH_ENV`; the
-      pods' own ``env`` wins).
-    - ``bucket_name``: the mounted bucket's literal name where ``pods.bucket`` is a Terraform token, compared with a
-      ``model_source``'s bucket to read the weights in place (default ``pods.bucket``).
-    """
+    """A RayService serving ``work`` with Ray Serve LLM; ``upgradeStrategy`` None updates in place (FACTS 25.40).
+    Source: https://docs.ray.io/en/latest/cluster/kubernetes/user-guides/rayservice.html"""
     if upgrade_strategy not in UPGRADE_STRATEGIES:
         raise errors.invalid_choice("upgrade_strategy", upgrade_strategy, UPGRADE_STRATEGIES)
     mounted = (bucket_name or pods.bucket) if pods.bucket is not None else None
@@ -447,18 +345,11 @@ def ray_service(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = 
 
 
 INTERNAL_LB_ANNOTATION = {"networking.gke.io/load-balancer-type": "Internal"}
-"""GKE's internal passthrough Network Load Balancer
-(https://cloud.google.com/kubernetes-engine/docs/how-to/internal-load-balancing)."""
+"""GKE's internal passthrough NLB (https://cloud.google.com/kubernetes-engine/docs/how-to/internal-load-balancing)."""
 
 
 def serve_service(name: str, security: SecuritySpec) -> dict[str, Any] | None:
-    """A RayService's ``serveService`` for a load-balanced endpoint, or None (KubeRay's ClusterIP
-    ``<name>-serve-svc``).
-
-    KubeRay keeps the given name, type, annotations and labels, sets the selector itself (the serving pods of
-    the active cluster) and keeps the ports named ``serve``. A public load balancer admits only ``serve_from``
-    when it is given (``loadBalancerSourceRanges``). Source: KubeRay v1.7.0 ``BuildServeService``.
-    """
+    """A load-balanced ``serveService``, or None. Source: KubeRay v1.7.0 ``BuildServeService``."""
     if security.serve_endpoint == "cluster-ip":
         return None
     internal = security.serve_endpoint == "internal-lb"
@@ -478,25 +369,14 @@ def serve_service(name: str, security: SecuritySpec) -> dict[str, Any] | None:
 
 
 ImageOf = Callable[[WorkloadSpec], tuple[str, str]]
-"""What a workload's pods run: (image reference, the Ray it carries), from :func:`raytpu.images.resolver` over the
-record of built images. A function, so that this module (in the jobs' core zip) needs no image definitions."""
+"""What a workload's pods run: (image, its Ray), from :func:`raytpu.images.resolver`; a function keeps images out."""
 
 
 def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf, service_account: str,
                       bucket: str, namespace: str = "default", py_modules: str | None = None,
                       name: str | None = None, args: Sequence[str] = (),
                       worker_env: Mapping[str, str] | None = None, code_zip: str | None = None) -> dict[str, Any]:
-    """The KubeRay object of one workload of ``spec``: a RayJob for job kinds, a RayService for serving.
-
-    RayJobs receive the kit's core through ``runtimeEnvYAML.py_modules`` (``py_modules``, default
-    :func:`names.py_modules_uri`: the zip :func:`names.core_zip_uri` names, read through the bucket's FUSE mount) and
-    their spec in ``RAYTPU_WORKLOAD``; ``args`` are per-run flags of the program (:meth:`WorkloadKind.run_args`).
-    ``service_account`` and ``bucket`` may be Terraform tokens: they are copied, never parsed. Its pods run
-    ``images(work)`` (:func:`raytpu.images.resolver`: the kit's image by its built digest, or the workload's own;
-    InvalidInput when the kind's image is needed and has no digest). A team's code (:attr:`WorkloadSpec.runs_team_code`)
-    runs with its ``code_zip`` (:attr:`raytpu.teamcode.bundle.Bundle.object_name`) as ``working_dir`` and the slice
-    in ``RAYTPU_*`` (:func:`raytpu.core.specs.user_code.run_env`).
-    """
+    """The KubeRay object of one workload: a RayJob or a RayService; tokens copied, never parsed (FACTS 25.40)."""
     reference, ray_version = images(work)
     pods = Pods(image=reference, ray_version=ray_version, service_account=service_account,
                 bucket=bucket, cluster=spec.cluster.name, security=spec.security)
@@ -537,9 +417,7 @@ def pod_templates(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def network_policy(obj: Mapping[str, Any], spec: ClusterSpec) -> dict[str, Any]:
-    """The NetworkPolicy of KubeRay object ``obj`` (:mod:`raytpu.core.manifests.network_policy`): its ports are the ones
-    its pod templates declare, by name (:mod:`raytpu.core.manifests.ray_ports`); apply it before the object, so no pod
-    ever runs open."""
+    """The NetworkPolicy of ``obj``, its ports by name from the pod templates; apply it first, so no pod runs open."""
     by_name = {p.name: p for p in ray_ports.ALL}
     declared = {port["name"] for template in pod_templates(obj) for container in template["spec"]["containers"]
                 for port in container.get("ports", [])}
@@ -551,8 +429,7 @@ def network_policy(obj: Mapping[str, Any], spec: ClusterSpec) -> dict[str, Any]:
 
 
 def owned_by(policy: Mapping[str, Any], owner: Mapping[str, Any]) -> dict[str, Any]:
-    """``policy`` owned by the applied object ``owner`` (the server's copy, with its uid): Kubernetes' garbage
-    collector deletes the policy with it."""
+    """``policy`` owned by the applied ``owner`` (with its uid), so the garbage collector deletes it with it."""
     meta = owner["metadata"]
     ref = {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": meta["name"], "uid": meta["uid"]}
     return {**policy, "metadata": {**policy["metadata"], "ownerReferences": [ref]}}
@@ -566,10 +443,7 @@ def with_network_policies(objs: Sequence[Mapping[str, Any]], spec: ClusterSpec) 
 def smoke_jobs(spec: ClusterSpec, *, images: ImageOf, service_account: str, bucket: str,
                namespace: str = "default", py_modules: str | None = None, image: str | None = None,
                suffix: str = "") -> list[dict[str, Any]]:
-    """The RayJobs of :func:`smoke_runs.smoke_workloads`, named ``smoke-<slice>-<i>[-<suffix>]`` (``images``: as
-    :func:`workload_manifest`). On Standard, job ``i`` selects copy ``i``'s node pool: every copy of a slice
-    carries the same :data:`names.SLICE_LABEL`, so without it two jobs may check one copy and leave the other unchecked.
-    Autopilot has no pools to name (each job gets a slice the ComputeClass provisions)."""
+    """The RayJobs of :func:`smoke_runs.smoke_workloads`; job ``i`` selects copy ``i``'s pool (FACTS 25.40)."""
     jobs = []
     for run in smoke_runs.smoke_workloads(spec, image):
         job = workload_manifest(spec, run.work, images=images, service_account=service_account, bucket=bucket,
@@ -584,9 +458,7 @@ def smoke_jobs(spec: ClusterSpec, *, images: ImageOf, service_account: str, buck
 def dcn_smoke_jobs(spec: ClusterSpec, *, images: ImageOf, service_account: str, bucket: str,
                    namespace: str = "default", py_modules: str | None = None, image: str | None = None,
                    suffix: str = "") -> list[dict[str, Any]]:
-    """The RayJobs of :func:`smoke_runs.dcn_smoke_workloads` (``smoke-<slice>-dcn[-<suffix>]``): the TPU workers
-    carry ``MEGASCALE_NUM_SLICES=N`` as a multi-slice train RayJob's do (:func:`multislice.slice_env`: the TPU webhook
-    then injects each replica's ``MEGASCALE_*``), the entrypoint runs ``--dcn-slices N``."""
+    """The RayJobs of :func:`smoke_runs.dcn_smoke_workloads`: ``MEGASCALE_NUM_SLICES=N``, ``--dcn-slices N``."""
     return [workload_manifest(spec, work, images=images, service_account=service_account, bucket=bucket,
                               namespace=namespace, py_modules=py_modules, name=names.run_name(base, suffix),
                               args=("--dcn-slices", str(work.slices_spanned)),

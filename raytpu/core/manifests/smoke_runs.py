@@ -1,5 +1,4 @@
-"""The smoke jobs a config yields (``raytpu smoke``): one per slice copy, one multi-slice job per slice a multi-slice
-workload spans, each a WorkloadSpec of the smoke kind; :mod:`raytpu.core.manifests.kuberay` builds their RayJobs."""
+"""The smoke jobs a config yields (``raytpu smoke``): one per slice copy, one per multi-slice span, as WorkloadSpecs."""
 
 from __future__ import annotations
 
@@ -12,9 +11,7 @@ from raytpu.core.specs.spec import ClusterSpec, SliceSpec, WorkloadSpec
 
 
 def slice_image(spec: ClusterSpec, item: SliceSpec) -> str | None:
-    """The image a smoke job on ``item`` runs when it is not the smoke kind's default: the one its checking workload
-    (:attr:`raytpu.core.specs.kinds.WorkloadKind.checks`) or any workload on it names (a team's own image carries JAX).
-    None: the kit's image of the smoke kind."""
+    """The image a smoke job on ``item`` runs: its checking (or any) workload's, else None (the smoke kind's)."""
     on_slice = [w for w in spec.workloads if w.slice == item and w.image is not None]
     smoke = [w.image for w in on_slice if w.kind.checks]
     return (smoke or [w.image for w in on_slice] or [None])[0]
@@ -29,10 +26,7 @@ class SmokeRun(NamedTuple):
 
 
 def smoke_workloads(spec: ClusterSpec, image: str | None = None) -> list[SmokeRun]:
-    """One single-slice smoke job per slice copy that runs Ray, named ``smoke-<slice>-<i>``.
-
-    Slices whose provisioning cannot run a Ray cluster (queued) are left out; the caller reports them.
-    """
+    """One smoke job per slice copy that runs Ray (``smoke-<slice>-<i>``); queued slices are left to the caller."""
     smoke = workload_kind("smoke")
     return [SmokeRun(names.smoke_job(item.name, i),
                      WorkloadSpec(name=names.smoke_workload(item.name), kind=smoke, slice=item, slices=1,
@@ -41,18 +35,13 @@ def smoke_workloads(spec: ClusterSpec, image: str | None = None) -> list[SmokeRu
 
 
 def dcn_span(spec: ClusterSpec, item: SliceSpec) -> int:
-    """How many copies of ``item`` one run of the config's multi-slice workloads spans
-    (:func:`raytpu.core.specs.multislice.widest` of the workloads on it); 1 when none spans several."""
+    """How many copies of ``item`` the config's widest multi-slice workload on it spans; 1 when none does."""
     return multislice.widest(w for w in spec.workloads if w.slice == item)[0]
 
 
 def dcn_smoke_workloads(spec: ClusterSpec, image: str | None = None) -> list[tuple[str, WorkloadSpec]]:
-    """(job base name, spec) of one multi-slice smoke job per slice a multi-slice workload spans.
-
-    The job spans N copies (``slices: N``: a worker group of ``replicas: N``), as the workload's RayJob does, and
-    its program adds the cross-slice all-reduce (``--dcn-slices N``, :mod:`raytpu.workloads.smoke.dcn`) to the
-    per-slice checks. Named ``smoke-<slice>-dcn``.
-    """
+    """(job base name, spec) of one multi-slice smoke job (``smoke-<slice>-dcn``) per slice a multi-slice workload
+    spans: ``replicas: N`` and the cross-slice all-reduce (``--dcn-slices N``)."""
     smoke = workload_kind("smoke")
     return [(names.dcn_smoke_job(item.name),
              WorkloadSpec(name=names.smoke_workload(item.name), kind=smoke, slice=item, slices=span,

@@ -1,13 +1,7 @@
-"""The one TPU catalog: every fact about a TPU generation on GKE, as explicit, cited tables.
-
-Everything else in the kit (node pools, KubeRay groups, JaxTrainer scaling, smoke expectations) reads these
-records through :mod:`raytpu.core.tpu.plan`; no TPU literal appears anywhere else. The catalog tells two truths apart:
-``topologies``, what GKE can provision as one slice (one shape per size), and ``ray_topologies``, what the pinned
-Ray can reserve as one (``SlicePlacementGroup`` raises ``ValueError`` outside it; a test checks the copy against
-Ray's own table). Per-chip figures come from the Cloud TPU system architecture pages.
-Source: https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus ; each figure's evidence is in
-docs/FACTS.md section 10. Standard library only: the CLI's ``describe`` path imports this and nothing heavy.
-"""
+"""The one TPU catalog: every fact about a TPU generation on GKE, as cited tables; no TPU literal appears elsewhere.
+``topologies`` is what GKE provisions as one slice, ``ray_topologies`` what the pinned Ray reserves as one (a test
+checks it against Ray's table). Standard library only: ``describe`` imports it.
+Source: https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus (evidence: docs/FACTS.md section 10)."""
 
 from __future__ import annotations
 
@@ -19,9 +13,7 @@ from raytpu.core.common.errors import InvalidInput, invalid_choice
 from raytpu.core.tpu.ici import SliceICI, ici_expected
 
 RAY_VERSION = "2.60.0"
-"""The one Ray version of the kit: whose TPU tables ``ray_topologies`` records, what the kit's images and job
-packages pin (:mod:`raytpu.core.specs.kinds`) and the RayCluster's ``spec.rayVersion``
-(:mod:`raytpu.core.manifests.kuberay`)."""
+"""The one Ray version of the kit: whose TPU tables ``ray_topologies`` copies, what images pin, ``spec.rayVersion``."""
 
 RAY_OPERATOR_MIN_GKE_VERSION = "1.30.0-gke.1747000"
 """Oldest GKE version with the Ray Operator add-on: the floor of every cluster the kit makes."""
@@ -32,35 +24,27 @@ MULTI_HOST_CHIPS_PER_VM = 4
 
 @dataclass(frozen=True)
 class MachineType:
-    """A GCE machine type that carries TPU chips: its name, chips, vCPUs and memory per VM, as a GKE node has them.
-
-    ``vcpus`` is what the node's kubelet sees, so pod requests fit it: GKE runs some TPU machine types with SMT off
-    (ct6e-standard-8t: 180, where Compute Engine lists 360 threads).
-    Source: cluster-autoscaler ``NewMachineTypeInfo`` and ``gcloud compute machine-types list``, each figure checked
-    against both (docs/FACTS.md section 10).
-    """
+    """A GCE machine type that carries TPU chips, as a GKE node has them (``vcpus``: the kubelet's, SMT off on some).
+    Source: cluster-autoscaler ``NewMachineTypeInfo`` and ``gcloud compute machine-types list`` (FACTS section 10)."""
 
     name: str
     chips: int
     vcpus: int
     memory_gib: int
     network_gbps: float | None = None
-    """The VM's DCN line rate, Gbps (its NICs' total; all slices of a multi-slice run meet over it). None:
-    unpublished (the smoke check then falls back to the scaling book's 25 GB/s per host).
+    """The VM's DCN line rate, Gbps; None: unpublished (the smoke check assumes 25 GB/s per host).
     Source: https://cloud.google.com/compute/docs/accelerator-optimized-machines ("Maximum network bandwidth")."""
 
     @property
     def allocatable_cpu_m(self) -> int:
-        """Millicores GKE leaves to pods: 6% of the first core, 1% of the next, 0.5% of the next 2 and 0.25% of
-        every core above 4 are reserved (https://cloud.google.com/kubernetes-engine/docs/concepts/
-        plan-node-sizes#memory_and_cpu_reservations; nodes here run at most 110 pods, so no extra 400m)."""
+        """Millicores GKE leaves to pods: 6%, 1%, 0.5% x2, then 0.25% per core reserved (<= 110 pods: no 400m).
+        Source: https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes"""
         reserved = _tiered(self.vcpus * 1000, ((1000, 0.06), (1000, 0.01), (2000, 0.005), (None, 0.0025)))
         return self.vcpus * 1000 - int(reserved + 0.999)
 
     @property
     def allocatable_memory_mib(self) -> int:
-        """MiB GKE leaves to pods: 25% of the first 4 GiB, 20% of the next 4, 10% of the next 8, 6% of the next
-        112 and 2% above 128 GiB are reserved, plus a 100 MiB eviction threshold (same page)."""
+        """MiB GKE leaves to pods: 25/20/10/6/2% tiers (4, 4, 8, 112 GiB, rest) reserved, less 100 MiB eviction."""
         total = self.memory_gib * 1024
         reserved = _tiered(total, ((4096, 0.25), (4096, 0.20), (8192, 0.10), (114688, 0.06), (None, 0.02)))
         return total - int(reserved + 0.999) - 100
@@ -77,66 +61,22 @@ def _tiered(amount: float, tiers: tuple[tuple[float | None, float], ...]) -> flo
 
 @dataclass(frozen=True)
 class SmokeFloors:
-    """What a healthy device of a generation reaches in the smoke check, as fractions of the catalog's figures.
-
-    ``raytpu.workloads.smoke`` gates every device on these on real TPU. Each floor sits well below what a healthy
-    device measures and above one half, so a device running at half speed fails; the ICI floor is one half of the
-    topology's expected bus bandwidth (:func:`expected_busbw`), a margin below the model, not a measured fraction.
-    Source: JAX's Pallas TPU matmul guide and AI-Hypercomputer/accelerator-microbenchmarks ``Ironwood/``
-    (measured references in docs/FACTS.md section 10).
-
-    Attributes:
-        matmul_of_peak: bf16 TFLOP/s of a chain of 8192x8192 matmuls in one compiled loop, over the per-device
-            share of ``peak_bf16_tflops_per_chip``.
-        hbm_of_spec: GB/s of a streaming read + write of a 512 MiB array in one compiled loop, over the per-device
-            share of ``hbm_gbps_per_chip``.
-        busbw_of_expected: All-reduce bus bandwidth per chip (256 MiB per device), over the expected figure for
-            the slice's topology (:func:`expected_busbw`); the same floor for each mesh axis's own all-reduce
-            over that axis's expected figure. About one half: a slice (or one axis) below half its links' rate fails,
-            where the old floor (0.035-0.05 of the bidirectional per-chip ICI figure) passed 1/5 to 1/14 of it.
-    """
+    """What a healthy device reaches in the smoke check, as fractions of the catalog's figures.
+    Each floor sits above one half, so a device at half speed fails; what each measures: docs/FACTS.md 25.36.
+    Source: JAX's Pallas TPU matmul guide, AI-Hypercomputer/accelerator-microbenchmarks (FACTS section 10)."""
 
     matmul_of_peak: float
     hbm_of_spec: float
     busbw_of_expected: float = 0.5
     dcn_of_line_rate: float = 0.5
-    """The DCN check's floor: a host's cross-slice all-reduce bus bandwidth over its machine type's line rate
-    (:attr:`MachineType.network_gbps` / 8). A ring all-reduce's bus bandwidth is what each host sends per second,
-    so the line rate bounds it; one half, as the ICI floor, fails a host at half its NICs' rate (a margin below the
-    bound: no public TPU DCN all-reduce figure exists to measure against)."""
+    """The DCN check's floor: a host's cross-slice all-reduce bus bandwidth over its line rate (FACTS 25.36)."""
 
 
 @dataclass(frozen=True)
 class Generation:
-    """One TPU generation as GKE and Ray see it.
-
-    Attributes:
-        name: The kit's name for it (``v6e``); what users write in ``raytpu.yaml``.
-        gke_accelerator: Value of the ``cloud.google.com/gke-tpu-accelerator`` node label.
-        machine_types: TPU VM shapes, smallest first.
-        mesh_dims: 2 for a 2D torus (v5e, v6e), 3 for a 3D one (v4, v5p, tpu7x).
-        topologies: Every shape GKE provisions as one slice, by chip count (canonical spelling).
-        ray_topologies: The shapes the pinned Ray can reserve as one slice (canonical spelling).
-        hbm_gib_per_chip: High-bandwidth memory per chip.
-        hbm_gbps_per_chip: HBM bandwidth per chip, GB/s.
-        ici_gbps_per_chip: Bidirectional inter-chip interconnect bandwidth per chip, GB/s (None: unpublished).
-        ici_link_gbps: One-way ICI bandwidth of one link, GB/s (one link to each neighbour per mesh axis and
-            direction): what :func:`expected_busbw` computes a topology's all-reduce bus bandwidth from.
-            Source: jax-ml/scaling-book ``tpus.md`` "ICI BW/link" table; tpu7x derived (FACTS section 10).
-        peak_bf16_tflops_per_chip: Peak dense bf16 TFLOP/s per chip.
-        tensorcores_per_chip: TensorCores per chip; pod-type names count cores (``v4-8`` is 4 chips).
-        ray_accelerator_type: Ray's ``accelerator_type`` resource suffix (``TPU-V6E``).
-        ray_pod_prefix: Prefix of Ray's pod type (``v6e`` in ``v6e-16``; ``v5litepod`` for v5e, ``v7x`` for tpu7x).
-        gke_pod_prefix: Prefix of the ``TPU_ACCELERATOR_TYPE`` env GKE sets (``tpu7x-8``).
-        multi_host_placement: ``compact`` or ``workload-policy`` (tpu7x rejects COMPACT).
-        min_gke_version: Oldest GKE version that schedules this generation (Standard).
-        min_gke_version_autopilot: The same on Autopilot; None means as on Standard.
-        zones: Zones Google documents as offering it (:data:`OFFERED`), the kit's default first.
-        jax_device_kinds: What ``jax.Device.device_kind`` reports for this generation (libtpu's own name for the
-            hardware, independent of the env GKE sets). Source: jax 0.10.2 ``jax._src.mesh_utils``.
-        smoke: The smoke check's per-device floors for this generation (:class:`SmokeFloors`); every
-            generation of :data:`GENERATIONS` has them.
-    """
+    """One TPU generation as GKE and Ray see it; each field's meaning and source: docs/FACTS.md 25.36.
+    ``name`` is what users write (``v6e``); ``ici_link_gbps`` feeds :func:`expected_busbw`; ``jax_device_kinds`` is
+    libtpu's ``device_kind``. Source: jax-ml/scaling-book ``tpus.md``; jax 0.10.2 ``jax._src.mesh_utils``."""
 
     name: str
     gke_accelerator: str
@@ -238,8 +178,7 @@ _RAY_3D_SMALL = ("2x2x1", "2x2x2", "2x2x4", "2x4x4")
 
 
 def _ray_box(max_x: int, max_y: int, max_z: int) -> tuple[str, ...]:
-    """Ray 2.60's ``ray._private.accelerators.tpu._get_larger_3d_topologies`` in canonical order: every 4-multiple
-    box up to (max_x, max_y, max_z) in any axis order, written non-decreasing."""
+    """Ray 2.60 ``ray._private.accelerators.tpu._get_larger_3d_topologies``, each box written non-decreasing."""
     shapes = set()
     for x in range(4, max_x + 1, 4):
         for y in range(4, max_y + 1, 4):
@@ -292,20 +231,8 @@ Source: https://cloud.google.com/tpu/docs/tpu7x ("RAM (GB)")."""
 @dataclass(frozen=True)
 class OfferedZones:
     """The zones Google documents as offering a TPU generation, per provisioning mode: one dated, cited table.
-
-    Both lists give warnings, not refusals (``raytpu validate`` prints them, exit 0): Google's two flex-start pages
-    disagree with each other, so the lists move, and a refusal would block a zone added since ``read_on`` with no
-    way around it. docs/FACTS.md section 1 keeps the evidence.
-
-    Attributes:
-        read_on: When the pages below were read.
-        any_mode: Generation -> zones of the TPU regions and zones page (North America, and the zones of other
-            regions the kit's docs name); a generation outside it is offered in no documented zone.
-        any_mode_source: That page.
-        flex_start: Generation -> zones of GKE's flex-start page; a generation absent here is not listed there
-            (tpu7x: warned); an empty tuple: GKE says flex-start does not support it (refused).
-        flex_start_source: That page.
-    """
+    Warnings, not refusals: the pages disagree and move (docs/FACTS.md section 1). A generation absent from
+    ``flex_start`` is warned; an empty tuple is refused (GKE says flex-start does not support it)."""
 
     read_on: str
     any_mode: dict[str, tuple[str, ...]]
@@ -314,8 +241,7 @@ class OfferedZones:
     flex_start_source: str
 
     def warnings(self, generation_name: str, modes: tuple[str, ...], zone: str) -> list[str]:
-        """What a slice of ``generation_name`` in ``zone`` whose provisioning and fallback are ``modes`` should be
-        told: the zone is not documented for the generation, or (flex-start) for the generation under flex-start."""
+        """Warnings for a slice in ``zone`` under ``modes``: zone undocumented for the generation (or flex-start)."""
         out = []
         offered = self.any_mode.get(generation_name, ())
         if zone not in offered:
@@ -358,8 +284,7 @@ OFFERED = OfferedZones(
 """Where each generation is offered, per provisioning mode (see :class:`OfferedZones`)."""
 
 FLEX_START_MIN_GKE_VERSION = "1.33.0-gke.1712000"
-"""Oldest GKE version that runs flex-start TPUs. Source: https://cloud.google.com/kubernetes-engine/docs/concepts/dws
-("To run TPUs, use GKE version 1.33.0-gke.1712000 or later")."""
+"""Oldest GKE version that runs flex-start TPUs. Source: https://cloud.google.com/kubernetes-engine/docs/concepts/dws"""
 
 
 GENERATIONS: dict[str, Generation] = {
@@ -440,20 +365,14 @@ ACCELERATOR_TYPE = re.compile(r"^([a-z0-9]+)-([0-9]+)$")
 
 
 def accelerator_prefixes() -> dict[str, Generation]:
-    """Every prefix an accelerator type name of a generation starts with: the kit's name, GKE's
-    ``TPU_ACCELERATOR_TYPE`` prefix and Ray's pod-type prefix (``v5e``/``v5litepod``, ``tpu7x``/``v7x``)."""
+    """Every accelerator type prefix of a generation: the kit's, GKE's ``TPU_ACCELERATOR_TYPE``'s and Ray's."""
     return {p: g for g in GENERATIONS.values() for p in (g.name, g.gke_pod_prefix, g.ray_pod_prefix)}
 
 
 def from_accelerator_type(name: str, field: str = "generation") -> tuple[str, str] | None:
-    """``(generation, topology)`` of an accelerator type name people already use, None if ``name`` is not one.
-
-    The size counts TensorCores where a chip has two (v4, v5p, tpu7x: ``v5p-128`` is 64 chips) and chips where it
-    has one (v5e, v6e: ``v6e-16`` is 16 chips), as :attr:`Generation.tensorcores_per_chip` says; the topology is
-    GKE's one shape of that many chips (:attr:`Generation.topologies` holds one per size), refused listing the
-    sizes when none or several have it.
-    Source: ray 2.60 ``ray._private.accelerators.tpu.get_tpu_cores_per_chip`` (docs/FACTS.md section 1).
-    """
+    """``(generation, topology)`` of an accelerator type name (``v5p-128``), None if ``name`` is not one.
+    The size counts TensorCores (``tensorcores_per_chip``); refused listing sizes when no or several shapes fit.
+    Source: ray 2.60 ``ray._private.accelerators.tpu.get_tpu_cores_per_chip`` (docs/FACTS.md section 1)."""
     match = ACCELERATOR_TYPE.match(name.strip().lower())
     gen = accelerator_prefixes().get(match[1]) if match else None
     if match is None or gen is None:
@@ -471,12 +390,8 @@ def from_accelerator_type(name: str, field: str = "generation") -> tuple[str, st
 
 
 def offered_topology(gen: Generation, topology: str, field: str = "topology") -> str:
-    """Returns ``topology`` if ``gen`` offers it, else raises an error that says why.
-
-    The error distinguishes a malformed string, a 2D/3D mix-up, a non-canonical order (and
-    names the canonical one), a dimension that is not a multiple of 4, and a size beyond the
-    generation's largest slice.
-    """
+    """Returns ``topology`` if ``gen`` offers it, else raises an error that says why (malformed, 2D/3D, order,
+    not a multiple of 4, too large)."""
     if topology in gen.topologies:
         return topology
     kind = f"{gen.mesh_dims}D"

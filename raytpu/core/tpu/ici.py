@@ -1,12 +1,6 @@
-"""The ICI all-reduce bus bandwidth a healthy TPU slice should reach, per topology and per mesh axis.
-
-The one place the smoke check's ICI expectations are computed (``raytpu.workloads.smoke`` gates on them;
-:func:`raytpu.core.tpu.catalog.expected_busbw` feeds it the catalog's link rates). The model: bus bandwidth as NCCL
-defines it for an all-reduce; along one axis a chip moves the one-way link rate, doubled when the axis wraps around (a
-ring uses both directions); the axes of a slice add. v5e/v6e (2D) wrap an axis only at its full 16 chips; v4, v5p and
-tpu7x (3D) wrap every axis of a slice made of whole 4x4x4 cubes. Twisted tori count as plain wraparounds.
-Source: jax-ml/scaling-book ``tpus.md`` (TPU Networking); the evidence is in docs/FACTS.md section 10.
-Standard library only.
+"""The ICI all-reduce bus bandwidth a healthy TPU slice should reach, per topology and per mesh axis (smoke gate).
+Per axis a chip moves the one-way link rate, doubled where the axis wraps; axes add (when each wraps: FACTS 25.36).
+Source: jax-ml/scaling-book ``tpus.md`` (TPU Networking); evidence in docs/FACTS.md section 10. Standard library only.
 """
 
 from __future__ import annotations
@@ -23,8 +17,7 @@ ICI_CUBE_EDGE = 4
 
 @dataclass(frozen=True)
 class AxisICI:
-    """One mesh axis of a slice: its size, whether it wraps around, and the all-reduce bus bandwidth per chip an
-    all-reduce over this axis alone should reach (GB/s)."""
+    """One mesh axis of a slice: its size, whether it wraps, and its own all-reduce bus bandwidth per chip (GB/s)."""
 
     name: str
     size: int
@@ -73,23 +66,20 @@ def ici_wraparound(mesh_dims: int, dims: tuple[int, ...]) -> tuple[bool, ...]:
 
 
 def ici_axis_busbw(link_gbps: float, size: int, wraps: bool) -> float:
-    """All-reduce bus bandwidth per chip over one axis: 0 for size 1, else the one-way link rate, doubled by a
-    wraparound (a ring uses both directions)."""
+    """Bus bandwidth per chip over one axis: 0 for size 1, else the link rate, doubled by a wraparound."""
     if size < 2:
         return 0.0
     return link_gbps * (2 if wraps else 1)
 
 
 def ici_expected(link_gbps: float, mesh_dims: int, topology: str) -> SliceICI:
-    """The expected bus bandwidth of ``topology`` (``4x4``, ``2x2x4``) on a generation with ``mesh_dims`` mesh
-    dimensions and ``link_gbps`` one-way per link: each axis's figure and their sum."""
+    """The expected bus bandwidth of ``topology`` at ``link_gbps`` per link: each axis's figure and their sum."""
     return ici_for_dims(link_gbps, mesh_dims, tuple(int(d) for d in topology.split("x")))
 
 
 def ici_for_dims(link_gbps: float, mesh_dims: int, dims: tuple[int, ...],
              names: tuple[str, ...] = ICI_AXIS_NAMES) -> SliceICI:
-    """:func:`ici_expected` for axis sizes ``dims`` named ``names`` (e.g. the mesh a host built from the devices'
-    physical coordinates, whose axis order need not be the topology string's)."""
+    """:func:`ici_expected` for axis sizes ``dims`` named ``names`` (a host's mesh, in its own axis order)."""
     wraps = ici_wraparound(mesh_dims, dims)
     return SliceICI("x".join(map(str, dims)), link_gbps,
                     tuple(AxisICI(names[i], d, w, ici_axis_busbw(link_gbps, d, w))

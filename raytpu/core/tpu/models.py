@@ -1,9 +1,6 @@
 """A model's shape, as far as memory and tensor parallelism go: the one table of built-in models.
-
-Each built-in entry is the model's own ``config.json`` on Hugging Face (the URL beside it; for gated repositories,
-public verbatim copies: docs/FACTS.md section 16). Parameters are counted from the shape (:meth:`ModelShape.params`),
-not copied from a model card, and the tests compare the count with the size each model is published as.
-"""
+Each entry is the model's own ``config.json`` (URL beside it; gated ones: docs/FACTS.md section 16); parameters are
+counted from the shape and tested against the published size."""
 
 from __future__ import annotations
 
@@ -22,8 +19,7 @@ MAX_POSITIONS = 100_000_000
 
 @dataclass(frozen=True)
 class Mla:
-    """Multi-head latent attention's ranks, as DeepSeek-V2/V3's ``config.json`` names them (``q_lora_rank`` 0: no
-    query down-projection, the config's ``null``)."""
+    """Multi-head latent attention's ranks, as DeepSeek-V2/V3 name them (``q_lora_rank`` 0: the config's null)."""
 
     q_lora_rank: int
     kv_lora_rank: int
@@ -35,39 +31,9 @@ class Mla:
 @dataclass(frozen=True)
 class ModelShape:
     """The fields of a decoder-only transformer's ``config.json`` that decide its memory.
-
-    Attributes:
-        name: What ``--model`` calls it (the table's key), or the config file's name.
-        layers: ``num_hidden_layers``.
-        hidden: ``hidden_size``.
-        heads: ``num_attention_heads``.
-        kv_heads: ``num_key_value_heads`` (``num_attention_heads`` when absent: plain multi-head attention).
-        head_dim: ``head_dim``, else ``hidden_size / num_attention_heads``.
-        intermediate: ``intermediate_size`` (per expert: ``moe_intermediate_size`` where the config has one).
-        vocab: ``vocab_size``.
-        max_positions: ``max_position_embeddings``: the longest context the model takes.
-        tied_embeddings: ``tie_word_embeddings``: the output projection reuses the input embedding.
-        experts: ``num_local_experts`` (Mixtral) or ``num_experts`` (Qwen MoE); 1 for a dense model. Every expert's
-            weights are resident when serving or training, though only ``experts_per_token`` run per token.
-        experts_per_token: ``num_experts_per_tok``; 1 for a dense model.
-        sliding_layers: Layers whose attention sees only the last ``sliding_window`` tokens (Gemma 3: five of every
-            six, ``sliding_window_pattern`` 6, or ``layer_types`` ``sliding_attention``); their KV cache holds at most
-            that many tokens (vLLM's hybrid KV cache manager allocates sliding-window layers by the window:
-            ``vllm/v1/core/single_type_kv_cache_manager.py`` ``SlidingWindowManager``). 0: every layer attends to
-            the whole context.
-        sliding_window: ``sliding_window`` of those layers (tokens).
-        dense_layers: The first layers of a mixture of experts that have one dense MLP of ``dense_intermediate``
-            instead of experts (DeepSeek-V3's ``first_k_dense_replace``).
-        dense_intermediate: ``intermediate_size`` of those dense layers.
-        shared_intermediate: The width of the always-on shared expert(s) of every expert layer
-            (``n_shared_experts`` x ``moe_intermediate_size``; Qwen2-MoE's ``shared_expert_intermediate_size``).
-        mla: Multi-head latent attention (DeepSeek-V2/V3): its ranks; the KV cache then holds one latent per token
-            and layer, not keys and values per head.
-        hf_id: The Hugging Face repository, where the shape comes from one.
-        source: Where the numbers come from.
-        gated: The Hugging Face repository is gated: downloading it needs a token of an account that accepted the
-            model's license (``raytpu validate`` refuses a serving workload that would download it without one).
-    """
+    Each field is named after the ``config.json`` key it reads (the mapping: docs/FACTS.md 25.35). ``experts``: all
+    resident, ``experts_per_token`` run; ``sliding_layers`` cache only ``sliding_window`` tokens; ``mla``: one latent
+    per token and layer; ``gated``: downloading needs a token of an account that accepted the license."""
 
     name: str
     layers: int
@@ -92,22 +58,19 @@ class ModelShape:
     gated: bool = False
 
     def kv_token_layers(self, context: int) -> int:
-        """Tokens x layers the KV cache holds for one sequence of ``context`` tokens: every full-attention layer the
-        whole context, a sliding-window layer at most its window."""
+        """Tokens x layers the KV cache holds for one ``context``-token sequence (sliding layers: their window)."""
         window = min(context, self.sliding_window) if self.sliding_layers else context
         return (self.layers - self.sliding_layers) * context + self.sliding_layers * window
 
     def kv_elements_per_token_layer(self) -> int:
-        """KV cache elements one token holds in one layer: a key and a value per KV head, or MLA's one latent
-        (``kv_lora_rank + qk_rope_head_dim``: vLLM ``vllm/config/model.py`` ``ModelConfig.get_head_size``)."""
+        """KV elements per token and layer: key and value per KV head, or MLA's latent (FACTS 25.35)."""
         if self.mla:
             return self.mla.kv_lora_rank + self.mla.qk_rope_head_dim
         return 2 * self.kv_heads * self.head_dim
 
     @property
     def cache_heads(self) -> int:
-        """The KV heads vLLM shards the cache over: MLA's latent is one (vLLM ``ModelConfig.get_num_kv_heads``:
-        "When using MLA during decode it becomes MQA"), so every tensor-parallel rank holds all of it."""
+        """KV heads vLLM shards the cache over: MLA's latent is one (vLLM ``ModelConfig.get_num_kv_heads``)."""
         return 1 if self.mla else self.kv_heads
 
     def attention_params(self) -> int:
@@ -123,12 +86,8 @@ class ModelShape:
         return q + kv + self.heads * m.v_head_dim * self.hidden
 
     def params(self) -> int:
-        """Parameters of a Llama-style decoder: per layer the attention (:meth:`attention_params`), a gated MLP
-        (gate, up, down: 3 x hidden x width) per expert plus the shared expert and the router (a mixture of
-        experts' first ``dense_layers`` have one dense MLP instead), and two norms; then the embedding, the output
-        projection unless tied, and the final norm. Biases and q/k norms (a few thousand per layer) are left out,
-        and so are multi-token-prediction layers (``num_nextn_predict_layers``), which vLLM loads only to draft
-        speculative tokens."""
+        """Parameters of a Llama-style decoder: attention, gated MLPs (experts, shared expert, router), norms,
+        embeddings; biases, q/k norms and multi-token-prediction layers are left out (docs/FACTS.md 25.35)."""
         if self.experts > 1:
             expert_mlp = 3 * self.hidden * (self.intermediate * self.experts + self.shared_intermediate)
             expert_mlp += self.hidden * self.experts  # the router

@@ -1,9 +1,5 @@
-"""Slice planning: (generation, topology, machine type) -> the SlicePlan every layer reads.
-
-The node pool construct, the KubeRay worker group, JaxTrainer's ScalingConfig, Serve's
-accelerator config and the smoke check's expectations all take their numbers from a SlicePlan.
-Standard library only.
-"""
+"""Slice planning: (generation, topology, machine type) -> the SlicePlan that pools, KubeRay groups, JaxTrainer,
+Serve and the smoke check read. Standard library only."""
 
 from __future__ import annotations
 
@@ -36,25 +32,8 @@ RAY_POD_TYPE_LABEL = "ray.io/tpu-pod-type"
 @dataclass(frozen=True)
 class SlicePlan:
     """Everything derived from one slice shape. Field names are the CLI's JSON keys.
-
-    Attributes:
-        generation: Catalog name (``v6e``).
-        topology: Canonical torus shape (``4x4``).
-        machine_type: TPU VM shape of every host.
-        gke_accelerator: ``cloud.google.com/gke-tpu-accelerator`` node label value.
-        hosts: VMs in the slice (KubeRay ``numOfHosts``, node pool ``node_count``).
-        chips_per_host: Chips per VM (the ``google.com/tpu`` request per pod).
-        chips: Chips in the slice.
-        single_host: True when one VM carries the whole slice.
-        placement: ``none`` (single-host), ``compact`` or ``workload-policy`` (multi-host tpu7x).
-        ray_accelerator_type: Ray's accelerator type (``TPU-V6E``).
-        ray_pod_type: Ray's pod type (``v6e-16``); its head resource is ``TPU-<pod type>-head``.
-        ray_reservable: The pinned Ray (``raytpu.core.tpu.catalog.RAY_VERSION``) can reserve this shape as one slice
-            (``slice_placement_group``); GKE provisions shapes Ray cannot (e.g. v5p 4x4x28).
-        hbm_gib_per_chip: HBM per chip, from the catalog.
-        peak_bf16_tflops_per_chip: Peak bf16 TFLOP/s per chip, from the catalog.
-        node_selector: The labels a pod selects to land on this slice's nodes.
-    """
+    ``hosts`` is KubeRay's ``numOfHosts`` and the pool's ``node_count``; ``ray_reservable``: the pinned Ray can
+    reserve the shape as one slice (GKE provisions some it cannot, e.g. v5p 4x4x28)."""
 
     generation: str
     topology: str
@@ -105,16 +84,8 @@ class SlicePlan:
 
 def plan_slice(generation_name: str, topology: str, machine_type: str | None = None,
                field_prefix: str = "") -> SlicePlan:
-    """Plans one slice, or raises InvalidInput naming the field that makes it impossible.
-
-    Args:
-        generation_name: A catalog generation (``v4``, ``v5e``, ``v5p``, ``v6e``, ``tpu7x``).
-        topology: The torus shape in canonical order (``4x4``, ``2x2x4``).
-        machine_type: The TPU VM shape. Defaults to the one VM that carries the whole
-            topology when there is one (so v6e ``2x4`` is one 8-chip host), else the
-            generation's 4-chip VM.
-        field_prefix: Prepended to field names in errors (``slices[0].``).
-    """
+    """Plans one slice, or raises InvalidInput naming the field (``field_prefix``: ``slices[0].``) that makes it
+    impossible. ``machine_type`` defaults to the one VM that carries the topology, else the 4-chip VM."""
     gen = generation(generation_name, f"{field_prefix}generation")
     offered_topology(gen, topology, f"{field_prefix}topology")
     chips = chips_in(topology)
