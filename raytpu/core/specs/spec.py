@@ -26,7 +26,8 @@ from typing import Any
 
 from raytpu.core.common import errors, names
 from raytpu.core.common.errors import InvalidInput, InvalidInputs, Problems
-from raytpu.core.specs import compile_cache, data, kinds, multislice, node_disk, notice, sampling, user_code, vllm_rules
+from raytpu.core.specs import (compile_cache, data, grants, kinds, multislice, node_disk, notice, sampling, user_code,
+                                vllm_rules)
 from raytpu.core.specs.cluster_parts import AlertingSpec, GkeSpec, NetworkSpec, StorageSpec
 from raytpu.core.specs.field_rules import (
     DEFAULT_DISK_SIZE_GIB,
@@ -655,6 +656,8 @@ def cluster_problems(*, project: object, region: object, cluster: GkeSpec | None
         if work.slice not in slices:
             found.append(errors.invalid_choice(f"workloads[{i}].slice", work.slice.name,
                                                list(dict.fromkeys(s.name for s in slices if s is not None))))
+    if storage is not None:
+        found += grants.read_only_write_problems(workloads, storage.data_buckets)
     if cluster is not None and not cluster.autopilot and None not in workloads:
         bucket = storage.bucket if storage is not None and storage.bucket else (
             f"{project}-{cluster.name}-ray" if project_ok else None)
