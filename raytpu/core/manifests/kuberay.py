@@ -341,7 +341,8 @@ def ray_job(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = Fals
     assert limits is not None, f"kind {work.kind.name} is not a RayJob"
     pods = _own(pods, "RayJob", name)
     env = {**dict((runtime or {}).get("env_vars") or {}), **_compile_cache_env(work, pods), **work.env()}
-    waits_s = preemption.pre_running_deadline_s(limits.pre_running_deadline_s, limits.active_deadline_s,
+    run_s = work.run_deadline_s  # a run with no deadline waits for capacity as long as its kind may run
+    waits_s = preemption.pre_running_deadline_s(limits.pre_running_deadline_s, run_s or limits.active_deadline_s,
                                                 work.slice.modes, work.kind.checks)
     spec: dict[str, Any] = {
         "entrypoint": entrypoint(work, *args),
@@ -350,12 +351,14 @@ def ray_job(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = Fals
         "ttlSecondsAfterFinished": limits.ttl_s,
         # both clocks start when KubeRay first sees the RayJob, before any pod: the wait for capacity is added so
         # the job keeps its whole run time. Source: KubeRay v1.7.0 initRayJobStatusIfNeed (Status.StartTime)
-        "activeDeadlineSeconds": waits_s + limits.active_deadline_s,
+        "activeDeadlineSeconds": None if run_s is None else waits_s + run_s,
         "preRunningDeadlineSeconds": waits_s,
         "backoffLimit": limits.backoff_limit,
         "runtimeEnvYAML": json.dumps({**dict(runtime or {}), "env_vars": env}, sort_keys=True),  # JSON is YAML
         "rayClusterSpec": ray_cluster_spec(work, pods, autopilot=autopilot, worker_env=worker_env),
     }
+    if run_s is None:  # optional in the CRD: no deadline. Source: KubeRay v1.7.0 RayJobSpec.ActiveDeadlineSeconds
+        del spec["activeDeadlineSeconds"]
     if limits.submission_mode == "K8sJobMode":
         spec["submitterPodTemplate"] = submitter_template(pods)
     return {"apiVersion": API_VERSION, "kind": "RayJob", "metadata": _metadata("RayJob", name, namespace, labels, work),

@@ -26,8 +26,18 @@ from typing import Any
 
 from raytpu.core.common import errors, names
 from raytpu.core.common.errors import InvalidInput, InvalidInputs, Problems
-from raytpu.core.specs import (compile_cache, data, grants, kinds, multislice, node_disk, notice, sampling, user_code,
-                                vllm_rules)
+from raytpu.core.specs import (
+    compile_cache,
+    data,
+    grants,
+    kinds,
+    multislice,
+    node_disk,
+    notice,
+    sampling,
+    user_code,
+    vllm_rules,
+)
 from raytpu.core.specs.cluster_parts import AlertingSpec, GkeSpec, NetworkSpec, StorageSpec
 from raytpu.core.specs.field_rules import (
     DEFAULT_DISK_SIZE_GIB,
@@ -360,6 +370,8 @@ class WorkloadSpec:
             the kit's bucket, or ``off``; default ``compile-cache`` (:mod:`raytpu.core.specs.compile_cache`).
         compile_budget_s: Kinds train and smoke: seconds a start may compile before its first step; reports flag a
             start over it. Default none (no flag).
+        run_time_s: RayJob kinds: seconds the job may run once up (its ``activeDeadlineSeconds`` less the wait for
+            capacity), or ``unlimited`` (train, job); default its kind's (:data:`raytpu.core.specs.kinds.KINDS`).
     """
 
     name: str
@@ -387,6 +399,7 @@ class WorkloadSpec:
     entrypoint: str | None = None
     compile_cache: str | None = None
     compile_budget_s: float | None = None
+    run_time_s: int | str | None = None
 
     def __post_init__(self) -> None:
         found = dns_label_problems("name", self.name)
@@ -441,6 +454,7 @@ class WorkloadSpec:
             name: getattr(self, name) for name in user_code.CODE_FIELDS})
         found += sampling.sampling_problems(self)
         found += self._compile_problems()
+        found += kinds.run_time_problems(self.kind, self.run_time_s)
         if self.kind.batches:
             found += data.row_stats_problems(self.engine_kwargs)
         if self.slices is not None:
@@ -462,6 +476,13 @@ class WorkloadSpec:
                       if self.kind.name not in BUDGETED_KINDS
                       else compile_cache.budget_problems("compile_budget_s", self.compile_budget_s))
         return found
+
+    @property
+    def run_deadline_s(self) -> int | None:
+        """Seconds its RayJob may run once up: ``run_time_s``, else its kind's; None: no deadline."""
+        if self.run_time_s == kinds.NO_RUN_DEADLINE or self.kind.limits is None:
+            return None
+        return self.run_time_s if isinstance(self.run_time_s, int) else self.kind.limits.active_deadline_s
 
     @property
     def plan(self) -> SlicePlan:
@@ -513,7 +534,7 @@ class WorkloadSpec:
                 "slices": self.slices, **serving, "input": self.input, "output": self.output, "dataset": self.dataset,
                 "code": self.code, "train_loop": self.train_loop, "train_config": user_code.as_json(self.train_config),
                 "entrypoint": self.entrypoint, "compile_cache": self.compile_cache,
-                "compile_budget_s": self.compile_budget_s,
+                "compile_budget_s": self.compile_budget_s, "run_time_s": self.run_time_s,
                 **{name: getattr(self, name) for name in sampling.SAMPLING_FIELDS}}
 
     @classmethod
