@@ -39,7 +39,7 @@ from raytpu.core.common import errors, names
 from raytpu.core.common.errors import InvalidInput
 from raytpu.core.manifests import engine_pods, pod_security, preemption, ray_ports, serving, smoke_runs
 from raytpu.core.manifests import network_policy as netpol
-from raytpu.core.specs import compile_cache, multislice, user_code
+from raytpu.core.specs import compile_cache, multislice, node_disk, user_code
 from raytpu.core.specs.security import NAMESPACE_SOURCE, SecuritySpec
 from raytpu.core.specs.spec import MULTI_HOST_NAME_LIMIT, ClusterSpec, SliceSpec, WorkloadSpec
 from raytpu.core.tpu.catalog import RAY_VERSION, generation
@@ -184,16 +184,20 @@ def _pod_template(pods: Pods, container: dict[str, Any], *, node_selector: Mappi
     return template
 
 
-def head_group(pods: Pods, serves: bool = False) -> dict[str, Any]:
+AUTOPILOT_RAY_FILES = {"ephemeral-storage": f"{node_disk.SCRATCH_GIB:g}Gi"}
+"""On Autopilot, each Ray container's ephemeral-storage request: the kit's allowance for Ray's files in /tmp (session
+logs, runtime-env zips, spilled objects), not Autopilot's 1 GiB default, which becomes a limit that evicts.
+Source: https://cloud.google.com/kubernetes-engine/docs/concepts/autopilot-resource-requests (docs/FACTS.md 24.t)."""
+
+
+def head_group(pods: Pods, serves: bool = False, autopilot: bool = False) -> dict[str, Any]:
     """The Ray head: CPU only, ``num-cpus: 0`` (no work lands on it), ClusterIP service, dashboard on 8265."""
+    requests = {"cpu": pods.head_cpu, "memory": pods.head_memory, **(AUTOPILOT_RAY_FILES if autopilot else {})}
     container = {
         "name": "ray-head",
         "image": pods.image,
         "ports": [p.container_port() for p in ray_ports.head_ports(serves)],
-        "resources": {
-            "requests": {"cpu": pods.head_cpu, "memory": pods.head_memory},
-            "limits": {"cpu": pods.head_cpu, "memory": pods.head_memory},
-        },
+        "resources": {"requests": requests, "limits": {"cpu": pods.head_cpu, "memory": pods.head_memory}},
     }
     if pods.env:
         container["env"] = _env(pods.env)
@@ -218,7 +222,9 @@ def host_resources(plan: SlicePlan, autopilot: bool) -> dict[str, dict[str, str]
     Source: https://cloud.google.com/kubernetes-engine/docs/how-to/tpus-autopilot (docs/FACTS.md section 12)."""
     tpus = str(plan.chips_per_host)
     resources = {"requests": {TPU_RESOURCE: tpus}, "limits": {TPU_RESOURCE: tpus}}
-    if not autopilot:
+    if autopilot:  # an engine's larger request replaces it (engine_pods)
+        resources["requests"] |= AUTOPILOT_RAY_FILES
+    else:
         machine = generation(plan.generation).machine_type(plan.machine_type)
         memory = f"{int(machine.allocatable_memory_mib * HOST_SHARE)}Mi"
         resources["requests"] |= {"cpu": f"{int(machine.allocatable_cpu_m * HOST_SHARE)}m", "memory": memory}
@@ -266,7 +272,7 @@ def ray_cluster_spec(work: WorkloadSpec, pods: Pods, *, autopilot: bool,
     return {
         "rayVersion": pods.ray_version,
         "authOptions": {"mode": names.AUTH_MODE},
-        "headGroupSpec": head_group(pods, serves),
+        "headGroupSpec": head_group(pods, serves, autopilot),
         "workerGroupSpecs": [worker_group(work, pods, autopilot=autopilot, env=worker_env, serves=serves)],
     }
 
