@@ -217,8 +217,8 @@ def host_resources(plan: SlicePlan, autopilot: bool) -> dict[str, dict[str, str]
     """A TPU worker container's resources: all the host's chips, and on Standard :data:`HOST_SHARE` of the
     machine type's allocatable CPU and memory as requests (memory also as limit), so the pod is not BestEffort,
     the first evicted. No CPU limit: CFS quotas throttle the bursts of a host's input pipeline, and the worker has
-    the host to itself. On Autopilot the TPU count alone: GKE gives each TPU workload its own node and enforces no
-    default requests on the accelerator compute class.
+    the host to itself. On Autopilot the TPU count and :data:`AUTOPILOT_RAY_FILES`: GKE gives each TPU workload its
+    own node and enforces no default CPU or memory requests on the accelerator compute class.
     Source: https://cloud.google.com/kubernetes-engine/docs/how-to/tpus-autopilot (docs/FACTS.md section 12)."""
     tpus = str(plan.chips_per_host)
     resources = {"requests": {TPU_RESOURCE: tpus}, "limits": {TPU_RESOURCE: tpus}}
