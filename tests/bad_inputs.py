@@ -562,6 +562,11 @@ CASES: tuple[Case, ...] = (
     # Ray Data (issue 31): a batch workload and a train workload's dataset
     _validate("batch-no-input", batch_config(input=None), "workloads[3].input", I31),
     _validate("batch-no-output", batch_config(output=None), "workloads[3].output", I31),
+    # an output in a bucket storage.data_buckets grants read only: the batch would run, then get 403 writing
+    _validate("batch-output-read-only-bucket",
+              batch_config() + "storage: {data_buckets: [{name: my-ml-project-data}]}\n", "workloads[3].output"),
+    _validate("batch-output-read-only-second-entry", batch_config(output="gs://team-out/a/b.jsonl") +
+              "storage: {data_buckets: [{name: x-data}, {name: team-out, access: read}]}\n", "workloads[3].output"),
     _validate("batch-input-http", batch_config(input="https://example.com/prompts.jsonl"), "workloads[3].input", I31),
     _validate("batch-output-is-input", batch_config(output="gs://my-ml-project-data/prompts.jsonl"),
               "workloads[3].output", I31),

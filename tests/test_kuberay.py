@@ -202,8 +202,12 @@ def test_every_kind_validates_against_crd_and_webhook_for_each_plan_provisioning
         resources = pod["containers"][0]["resources"]
         assert resources["requests"][TPU_RESOURCE] == resources["limits"][TPU_RESOURCE] == tpus
         # Standard: CPU and memory requested from the machine type (not BestEffort); Autopilot sets its own
-        assert {"cpu", "memory"} <= resources["requests"].keys() if mode == "standard" else \
-            resources == {"requests": {TPU_RESOURCE: tpus}, "limits": {TPU_RESOURCE: tpus}}
+        # and Autopilot's 1 GiB ephemeral-storage default is replaced by Ray's files' 10Gi (an engine's is larger)
+        assert {"cpu", "memory"} <= resources["requests"].keys() if mode == "standard" else (
+            resources["limits"] == {TPU_RESOURCE: tpus} and resources["requests"].keys() ==
+            {TPU_RESOURCE, "ephemeral-storage"} and int(resources["requests"]["ephemeral-storage"][:-2]) >= 10)
+        head = _cluster_of(manifest)["headGroupSpec"]["template"]["spec"]["containers"][0]
+        assert ("ephemeral-storage" in head["resources"]["requests"]) is (mode == "autopilot")
         assert pod["nodeSelector"] == {**plan.node_selector, **selected}
         assert {t["key"] for t in pod["tolerations"]} == {TPU_RESOURCE, *tolerated}
 

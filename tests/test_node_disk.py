@@ -82,7 +82,7 @@ def test_no_estimate_without_an_engine_of_a_known_model(work: WorkloadSpec) -> N
 def test_a_pool_without_disk_size_gib_gets_room_for_its_largest_engine_and_a_given_disk_is_kept() -> None:
     item = _slice()
     big, small = _work(item, model=LLAMA_70B), _work(item, kind="batch", model="Qwen/Qwen3-0.6B")
-    assert node_disk.boot_disk_gib(item, (big, small), BUCKET) == 280
+    assert node_disk.boot_disk_gib(item, (big, small), BUCKET) == 290  # 142Gi + the sidecar's 5Gi > 280's 144.3
     assert node_disk.boot_disk_gib(item, (small,), BUCKET) == 100
     assert node_disk.boot_disk_gib(item, (), BUCKET) == 100
     given = _slice(disk_size_gib=500)
@@ -97,10 +97,11 @@ def _cluster(item: SliceSpec, *works: WorkloadSpec, mode: str = "standard") -> C
 
 
 @pytest.mark.parametrize(("kind", "fields", "disk", "valid"), [
-    ("serve", {"model": LLAMA_70B}, 100, f"disk_size_gib: 280 or more, or leave disk_size_gib out (the kit sizes "
+    ("serve", {"model": LLAMA_70B}, 100, f"disk_size_gib: 290 or more, or leave disk_size_gib out (the kit sizes "
      f"the boot disk from the slice's engine workloads), or model_source: gs://{BUCKET}/PATH"),
-    ("serve", {"model": LLAMA_70B, "model_source": "gs://other/m"}, 270, "disk_size_gib: 280 or more"),
-    ("batch", {"model": LLAMA_70B}, 200, "disk_size_gib: 280 or more, or leave disk_size_gib out"),
+    ("serve", {"model": LLAMA_70B, "model_source": "gs://other/m"}, 270, "disk_size_gib: 290 or more"),
+    ("serve", {"model": LLAMA_70B}, 280, "disk_size_gib: 290 or more"),  # 144.3 GiB < 142Gi + the sidecar's 5Gi
+    ("batch", {"model": LLAMA_70B}, 200, "disk_size_gib: 290 or more, or leave disk_size_gib out"),
     ("serve", {"model": "Qwen/Qwen3-8B"}, 40, "disk_size_gib: 100 or more"),
     ("serve", {}, 10, "disk_size_gib: 100 or more"),
 ])
@@ -118,7 +119,7 @@ def test_a_given_disk_too_small_for_the_engine_is_refused_naming_it(kind: str, f
 
 
 @pytest.mark.parametrize(("fields", "disk"), [
-    ({"model": LLAMA_70B}, 280),
+    ({"model": LLAMA_70B}, 290),
     ({"model": LLAMA_70B, "model_source": f"gs://{BUCKET}/models/llama"}, 100),  # read in place
     ({"model": "org/unknown"}, 10),                                               # not checked
 ])
@@ -207,7 +208,7 @@ def test_validate_names_the_boot_disk_it_sized() -> None:
 
     item = _slice()
     assert disk_note(_cluster(item, _work(item, model=LLAMA_70B)), item) == (
-        ", boot disk 280 GiB per host (room for llama-3.3-70b's 131.4 GiB of weights, which workload serve downloads "
+        ", boot disk 290 GiB per host (room for llama-3.3-70b's 131.4 GiB of weights, which workload serve downloads "
         "to every host)")
     assert disk_note(_cluster(item, _work(item)), item) == ""  # the default disk holds the default model
 
@@ -230,3 +231,18 @@ def test_a_service_applied_by_terraform_reads_the_kit_bucket_in_place_though_its
     pod = group["template"]["spec"]
     assert pod["containers"][0]["resources"]["requests"]["ephemeral-storage"] == "10Gi"
     assert any(v.get("csi", {}).get("volumeAttributes", {}).get("bucketName") == token for v in pod["volumes"])
+
+
+@pytest.mark.parametrize("model", [LLAMA_70B, "Qwen/Qwen3-8B", "Qwen/Qwen3-0.6B", None])
+@pytest.mark.parametrize("kind", ["serve", "batch"])
+def test_the_sized_disk_holds_the_pods_requests_with_the_gcsfuse_sidecar_and_a_margin(kind: str,
+                                                                                      model: str | None) -> None:
+    """The GCS FUSE sidecar requests 5Gi of ephemeral storage by default (gcs-fuse-csi-driver webhook flag
+    sidecar-ephemeral-storage-request): the engine's request plus it must fit the sized disk's allocatable."""
+    item = _slice()
+    work = _work(item, kind=kind, **({"model": model} if model else {}))
+    need = node_disk.engine_disk(work, BUCKET)
+    assert need is not None
+    requests = int(need.request.removesuffix("Gi")) + node_disk.GCSFUSE_SIDECAR_GIB
+    disk = node_disk.boot_disk_gib(item, (work,), BUCKET)
+    assert requests + node_disk.MARGIN_GIB <= node_disk.allocatable_gib(disk)

@@ -813,11 +813,15 @@ def test_a_70b_model_gets_a_boot_disk_that_holds_its_weights_unless_read_in_plac
     stacks = synth_text(BIG_MODELS.replace("MODE", "standard"))
     pools = by_name(stacks["big-cluster"], "google_container_node_pool")
     disks = {name: pools[name]["node_config"]["disk_size_gb"] for name in ("hf-0", "gcs-0", "batch-0")}
-    assert disks == {"hf-0": 280, "gcs-0": 100, "batch-0": 280}
-    assert node_disk.allocatable_gib(280) >= 131.4 + node_disk.SCRATCH_GIB > node_disk.allocatable_gib(270)
+    assert disks == {"hf-0": 290, "gcs-0": 100, "batch-0": 290}  # 280 holds 144.3 GiB < 142Gi + the sidecar's 5Gi
+    assert node_disk.allocatable_gib(290) >= 131.4 + node_disk.SCRATCH_GIB > node_disk.allocatable_gib(270)
     services = _objects(stacks["big-workloads"])
     requests = {name: cluster_resources(services[name]) for name in ("hf", "gcs")}
     assert requests == {"hf": "142Gi", "gcs": "10Gi"}
+    for name in ("hf", "gcs"):  # every engine pod's requests, the GCS FUSE sidecar's 5Gi default included, fit
+        pod_gib = int(requests[name].removesuffix("Gi")) + node_disk.GCSFUSE_SIDECAR_GIB
+        assert mounts_gcsfuse(services[name]) and pod_gib + node_disk.MARGIN_GIB <= \
+            node_disk.allocatable_gib(disks[f"{name}-0"])
     from crd import operator_errors, schema_errors, webhook_errors
     for manifest in (m for m in services.values() if m["kind"] == "RayService"):  # KubeRay v1.7.0's CRDs, webhook
         assert schema_errors(manifest) == [] and webhook_errors(manifest) == [] and operator_errors(manifest) == []
@@ -831,6 +835,12 @@ def test_on_autopilot_the_engines_request_the_storage_their_weights_need() -> No
     assert not resources(stacks["big-cluster"], "google_container_node_pool")
     services = _objects(stacks["big-workloads"])
     assert {name: cluster_resources(services[name]) for name in ("hf", "gcs")} == {"hf": "142Gi", "gcs": "10Gi"}
+
+
+def mounts_gcsfuse(manifest: dict[str, Any]) -> bool:
+    """The TPU worker pods mount the bucket through GCS FUSE: the CSI webhook injects its sidecar."""
+    [group] = manifest["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    return bool(group["template"]["metadata"]["annotations"].get("gke-gcsfuse/volumes") == "true")
 
 
 def cluster_resources(manifest: dict[str, Any]) -> str:
@@ -858,4 +868,4 @@ def test_an_engine_added_after_its_slices_pools_grows_their_boot_disk(tmp_path: 
                                    hf_token_secret=SecretKeyRef(name="hf-secret", key="token")))
     app.synth()
     pools = by_name(read_stacks(tmp_path)["late-cluster"], "google_container_node_pool")
-    assert {n: pools[n]["node_config"]["disk_size_gb"] for n in ("hf-0", "gcs-0")} == {"hf-0": 280, "gcs-0": 100}
+    assert {n: pools[n]["node_config"]["disk_size_gb"] for n in ("hf-0", "gcs-0")} == {"hf-0": 290, "gcs-0": 100}

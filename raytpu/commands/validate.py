@@ -134,14 +134,17 @@ def deadline_warnings(work: WorkloadSpec) -> list[str]:
     """A RayJob whose deadline (``activeDeadlineSeconds``) outlasts its flex-start slice's ``max_run_duration_s``:
     GKE deletes the nodes at the run duration, so a job that takes its time is cut before its deadline.
     Source: https://cloud.google.com/kubernetes-engine/docs/concepts/dws (nodes removed at maxRunDurationSeconds)."""
-    item, limits = work.slice, work.kind.limits
+    item, run_s = work.slice, work.run_deadline_s
     ends = item.max_run_duration_s
-    if limits is None or ends is None or "flex-start" not in _modes(item) or ends >= limits.active_deadline_s:
+    if not work.kind.is_job or ends is None or "flex-start" not in _modes(item):
         return []
-    return [f"workloads.{work.name}: its RayJob may run {limits.active_deadline_s} s (activeDeadlineSeconds) or "
-            f"more once its slice is up, past slice {item.name}'s flex-start max_run_duration_s {ends}: GKE "
-            f"deletes the nodes at {ends} s and cuts the job; raise slices[].max_run_duration_s to at least "
-            f"{limits.active_deadline_s}, or run it on on-demand, spot or a reservation"]
+    if run_s is not None and run_s <= ends:
+        return []
+    runs = f"{run_s} s (activeDeadlineSeconds) or more" if run_s else "with no deadline (run_time_s: unlimited)"
+    return [f"workloads.{work.name}: its RayJob may run {runs} once its slice is up, past slice {item.name}'s "
+            f"flex-start max_run_duration_s {ends}: GKE deletes the nodes at {ends} s and cuts the job; raise "
+            f"slices[].max_run_duration_s to at least {run_s or 'its run time'}, or run it on on-demand, spot or a "
+            "reservation"]
 
 
 def disk_note(spec: ClusterSpec, item: SliceSpec) -> str:

@@ -13,7 +13,7 @@ from raytpu.core.common import errors, names
 from raytpu.core.common.errors import InvalidInput
 from raytpu.core.manifests import engine_pods, pod_security, preemption, ray_ports, serving, smoke_runs
 from raytpu.core.manifests import network_policy as netpol
-from raytpu.core.specs import compile_cache, multislice, user_code
+from raytpu.core.specs import compile_cache, multislice, node_disk, user_code
 from raytpu.core.specs.security import NAMESPACE_SOURCE, SecuritySpec
 from raytpu.core.specs.spec import MULTI_HOST_NAME_LIMIT, ClusterSpec, SliceSpec, WorkloadSpec
 from raytpu.core.tpu.catalog import RAY_VERSION, generation
@@ -129,16 +129,20 @@ def _pod_template(pods: Pods, container: dict[str, Any], *, node_selector: Mappi
     return template
 
 
-def head_group(pods: Pods, serves: bool = False) -> dict[str, Any]:
+AUTOPILOT_RAY_FILES = {"ephemeral-storage": f"{node_disk.SCRATCH_GIB:g}Gi"}
+"""On Autopilot, each Ray container's ephemeral-storage request: the kit's allowance for Ray's files in /tmp (session
+logs, runtime-env zips, spilled objects), not Autopilot's 1 GiB default, which becomes a limit that evicts.
+Source: https://cloud.google.com/kubernetes-engine/docs/concepts/autopilot-resource-requests (docs/FACTS.md 24.t)."""
+
+
+def head_group(pods: Pods, serves: bool = False, autopilot: bool = False) -> dict[str, Any]:
     """The Ray head: CPU only, ``num-cpus: 0`` (no work lands on it), ClusterIP service, dashboard on 8265."""
+    requests = {"cpu": pods.head_cpu, "memory": pods.head_memory, **(AUTOPILOT_RAY_FILES if autopilot else {})}
     container = {
         "name": "ray-head",
         "image": pods.image,
         "ports": [p.container_port() for p in ray_ports.head_ports(serves)],
-        "resources": {
-            "requests": {"cpu": pods.head_cpu, "memory": pods.head_memory},
-            "limits": {"cpu": pods.head_cpu, "memory": pods.head_memory},
-        },
+        "resources": {"requests": requests, "limits": {"cpu": pods.head_cpu, "memory": pods.head_memory}},
     }
     if pods.env:
         container["env"] = _env(pods.env)
@@ -154,11 +158,14 @@ HOST_SHARE = 0.9
 
 
 def host_resources(plan: SlicePlan, autopilot: bool) -> dict[str, dict[str, str]]:
-    """A TPU worker's resources: all the host's chips, on Standard :data:`HOST_SHARE` as requests (FACTS 25.40).
+    """A TPU worker's resources: all the host's chips, on Standard :data:`HOST_SHARE` as requests, on Autopilot
+    :data:`AUTOPILOT_RAY_FILES` of ephemeral storage (FACTS 25.40).
     Source: https://cloud.google.com/kubernetes-engine/docs/how-to/tpus-autopilot"""
     tpus = str(plan.chips_per_host)
     resources = {"requests": {TPU_RESOURCE: tpus}, "limits": {TPU_RESOURCE: tpus}}
-    if not autopilot:
+    if autopilot:  # an engine's larger request replaces it (engine_pods)
+        resources["requests"] |= AUTOPILOT_RAY_FILES
+    else:
         machine = generation(plan.generation).machine_type(plan.machine_type)
         memory = f"{int(machine.allocatable_memory_mib * HOST_SHARE)}Mi"
         resources["requests"] |= {"cpu": f"{int(machine.allocatable_cpu_m * HOST_SHARE)}m", "memory": memory}
@@ -199,7 +206,7 @@ def ray_cluster_spec(work: WorkloadSpec, pods: Pods, *, autopilot: bool,
     return {
         "rayVersion": pods.ray_version,
         "authOptions": {"mode": names.AUTH_MODE},
-        "headGroupSpec": head_group(pods, serves),
+        "headGroupSpec": head_group(pods, serves, autopilot),
         "workerGroupSpecs": [worker_group(work, pods, autopilot=autopilot, env=worker_env, serves=serves)],
     }
 
@@ -266,7 +273,8 @@ def ray_job(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = Fals
     assert limits is not None, f"kind {work.kind.name} is not a RayJob"
     pods = _own(pods, "RayJob", name)
     env = {**dict((runtime or {}).get("env_vars") or {}), **_compile_cache_env(work, pods), **work.env()}
-    waits_s = preemption.pre_running_deadline_s(limits.pre_running_deadline_s, limits.active_deadline_s,
+    run_s = work.run_deadline_s  # a run with no deadline waits for capacity as long as its kind may run
+    waits_s = preemption.pre_running_deadline_s(limits.pre_running_deadline_s, run_s or limits.active_deadline_s,
                                                 work.slice.modes, work.kind.checks)
     spec: dict[str, Any] = {
         "entrypoint": entrypoint(work, *args),
@@ -275,12 +283,14 @@ def ray_job(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = Fals
         "ttlSecondsAfterFinished": limits.ttl_s,
         # both clocks start when KubeRay first sees the RayJob, before any pod: the wait for capacity is added so
         # the job keeps its whole run time. Source: KubeRay v1.7.0 initRayJobStatusIfNeed (Status.StartTime)
-        "activeDeadlineSeconds": waits_s + limits.active_deadline_s,
+        "activeDeadlineSeconds": None if run_s is None else waits_s + run_s,
         "preRunningDeadlineSeconds": waits_s,
         "backoffLimit": limits.backoff_limit,
         "runtimeEnvYAML": json.dumps({**dict(runtime or {}), "env_vars": env}, sort_keys=True),  # JSON is YAML
         "rayClusterSpec": ray_cluster_spec(work, pods, autopilot=autopilot, worker_env=worker_env),
     }
+    if run_s is None:  # optional in the CRD: no deadline. Source: KubeRay v1.7.0 RayJobSpec.ActiveDeadlineSeconds
+        del spec["activeDeadlineSeconds"]
     if limits.submission_mode == "K8sJobMode":
         spec["submitterPodTemplate"] = submitter_template(pods)
     return {"apiVersion": API_VERSION, "kind": "RayJob", "metadata": _metadata("RayJob", name, namespace, labels, work),

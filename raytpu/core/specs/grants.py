@@ -2,18 +2,46 @@
 
 The identity module grants the kit's bucket (read-write) and each ``storage.data_buckets`` entry, and nothing else, so
 a path in any other bucket fails with PERMISSION_DENIED only after the slice is up; ``raytpu validate`` names each
-such path first (a warning: a bucket may be granted by hand). Standard library and the kit's core only.
+such path first (a warning: a bucket may be granted by hand). A written path in a bucket listed ``access: read`` is an
+error: the job would run to its end, then fail writing. Standard library and the kit's core only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from raytpu.core.common import errors, names
+from raytpu.core.specs.cluster_parts import DataBucket
 
-if TYPE_CHECKING:
-    from raytpu.core.specs.spec import ClusterSpec
+
+class Named(Protocol):
+    """A part with a name (a cluster, a workload)."""
+
+    @property
+    def name(self) -> str: ...
+
+
+class Storage(Protocol):
+    """The storage field the grant rules read."""
+
+    @property
+    def data_buckets(self) -> Sequence[DataBucket]: ...
+
+
+class ClusterSpec(Protocol):
+    """The config fields the grant rules read (:class:`raytpu.core.specs.spec.ClusterSpec` has them)."""
+
+    @property
+    def project(self) -> str: ...
+    @property
+    def bucket(self) -> str: ...
+    @property
+    def cluster(self) -> Named: ...
+    @property
+    def storage(self) -> Storage: ...
+    @property
+    def workloads(self) -> Sequence[Named]: ...
 
 READ_PATHS = ("model_source", "input", "dataset")
 """Workload fields the pods read from (a ``gs://`` model source, batch input, training dataset)."""
@@ -47,6 +75,26 @@ def uncovered_path(path: object, field: str, covered: Mapping[str, bool], *, wri
     return (f"{field}: {shown} is in gs://{bucket}, which no grant covers ({account} may use only the kit's bucket "
             "and storage.data_buckets), so the pods get PERMISSION_DENIED after the slice is up; add "
             f"{{name: {bucket}, access: {'read-write' if write else 'read'}}} to storage.data_buckets")
+
+
+def read_only_write_problems(workloads: Sequence[Named | None], data_buckets: Sequence[DataBucket]
+                             ) -> list[errors.InvalidInput]:
+    """Each written path (``output``) in a bucket that ``storage.data_buckets`` lists ``access: read``: an error, as a
+    whole batch would run, then fail writing. Source: cloud.google.com/storage/docs/access-control/iam-roles
+    (roles/storage.objectViewer has no storage.objects.create)."""
+    listed = {data.name: j for j, data in enumerate(data_buckets)}
+    found = []
+    for i, work in enumerate(workloads):
+        for name in WRITE_PATHS:
+            bucket = bucket_of(getattr(work, name, None))
+            j = listed.get(bucket) if bucket is not None else None
+            if j is not None and not data_buckets[j].writes:
+                found.append(errors.invalid_value(
+                    f"workloads[{i}].{name}", getattr(work, name),
+                    f"is written, but storage.data_buckets[{j}] ({bucket}) grants access: read only, so the job "
+                    "would run to its end and fail with 403 writing there",
+                    f"set access: read-write on storage.data_buckets[{j}], or write to another granted bucket"))
+    return found
 
 
 def path_warnings(spec: ClusterSpec) -> list[str]:

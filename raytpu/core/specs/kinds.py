@@ -152,6 +152,34 @@ KINDS: dict[str, WorkloadKind] = {k.name: k for k in (
 NAMES: tuple[str, ...] = tuple(KINDS)
 
 
+NO_RUN_DEADLINE = "unlimited"
+"""``run_time_s: unlimited``: a train or job RayJob without ``activeDeadlineSeconds``, e.g. a multi-day pretrain."""
+UNBOUNDED_KINDS = ("train", "job")
+MAX_RUN_TIME_S = 365 * 24 * 3600
+"""A year: the RayJob's ``activeDeadlineSeconds`` (run time plus waits) stays an int32.
+Source: KubeRay v1.7.0 ray.io_rayjobs.yaml (spec.activeDeadlineSeconds format int32)."""
+
+
+def run_time_problems(of: WorkloadKind, run_time_s: object) -> list[errors.InvalidInput]:
+    """``workloads[].run_time_s``: seconds a RayJob may run once up (None: its kind's), or ``unlimited`` for train/job.
+    Source: KubeRay v1.7.0 checkActiveDeadlineAndUpdateStatusIfNeeded (Failed/DeadlineExceeded, cluster deleted)."""
+    if run_time_s is None:
+        return []
+    if of.limits is None:
+        return [errors.forbidden("run_time_s", run_time_s, f"for kind {of.name} (a RayService has no deadline)",
+                                 "only with kinds " + ", ".join(k.name for k in KINDS.values() if k.is_job))]
+    if run_time_s == NO_RUN_DEADLINE:
+        return [] if of.name in UNBOUNDED_KINDS else [errors.forbidden(
+            "run_time_s", run_time_s, f"for kind {of.name} (an unattended {of.name} run stays bounded)",
+            f"seconds from 1 to {MAX_RUN_TIME_S}")]
+    if isinstance(run_time_s, bool) or not isinstance(run_time_s, int) or not 1 <= run_time_s <= MAX_RUN_TIME_S:
+        no_limit = f", or {NO_RUN_DEADLINE}" if of.name in UNBOUNDED_KINDS else ""
+        return [errors.invalid_value("run_time_s", run_time_s, "is not a whole number of seconds in range",
+                                     f"seconds from 1 to {MAX_RUN_TIME_S} (default {of.limits.active_deadline_s})"
+                                     f"{no_limit}")]
+    return []
+
+
 def kind(name: str, field: str = "kind") -> WorkloadKind:
     """The kind called ``name``; InvalidInput listing the kinds otherwise."""
     try:

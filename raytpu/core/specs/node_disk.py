@@ -48,6 +48,12 @@ SCRATCH_GIB = 10.0
 """The kit's allowance for the rest a Ray container writes there: Ray's session files and logs, runtime-env zips,
 tokenizer files, GCS FUSE's staging of new cache entries. An allowance, not a measured figure."""
 
+GCSFUSE_SIDECAR_GIB = 5
+"""The GCS FUSE CSI sidecar's default ephemeral-storage request, in every pod that mounts the kit's bucket.
+Source: GoogleCloudPlatform/gcs-fuse-csi-driver cmd/webhook/main.go flag sidecar-ephemeral-storage-request (5Gi)."""
+MARGIN_GIB = 2.0
+"""Room left when the kit sizes a disk: GKE's allocatable is modelled, not published per size (docs/FACTS.md 24.t)."""
+
 # GKE's local ephemeral storage reservation on a boot disk of D GiB (COS_CONTAINERD; docs/FACTS.md section 24.x).
 # Source: https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes#local_ephemeral_storage_reservation
 EVICTION_SHARE = 0.10
@@ -77,11 +83,16 @@ def disk_for(need_gib: float) -> int | None:
     return size
 
 
+def pod_gib(need_gib: float) -> int:
+    """A TPU pod's ephemeral-storage requests: its container's (``need_gib`` rounded up) plus the GCS FUSE sidecar's."""
+    return math.ceil(need_gib) + GCSFUSE_SIDECAR_GIB
+
+
 def host_disk(weights_gib: float) -> dict[str, float | int | None]:
     """``raytpu plan --mode serve``'s ``disk``: what a host that downloads ``weights_gib`` writes, the boot disk that
-    holds it (None: none does) and that disk's allocatable storage."""
+    holds it with the sidecar's request and a margin (None: none does) and that disk's allocatable storage."""
     need = weights_gib + SCRATCH_GIB
-    size = disk_for(need)
+    size = disk_for(pod_gib(need) + MARGIN_GIB)
     return {"weights_gib": round(weights_gib, 1), "scratch_gib": SCRATCH_GIB, "need_gib": round(need, 1),
             "disk_size_gib": size, "allocatable_gib": round(allocatable_gib(size), 1) if size else None}
 
@@ -144,7 +155,7 @@ def boot_disk_gib(item: SliceSpec, workloads: tuple[WorkloadSpec, ...], bucket: 
     if item.disk_size_gib is not None:
         return item.disk_size_gib
     need = slice_need(item, workloads, bucket)
-    sized = disk_for(need.need_gib) if need is not None else None
+    sized = disk_for(pod_gib(need.need_gib) + MARGIN_GIB) if need is not None else None
     return max(DEFAULT_DISK_SIZE_GIB, sized or DEFAULT_DISK_SIZE_GIB)
 
 
@@ -156,11 +167,12 @@ def disk_problems(item: SliceSpec, workloads: tuple[WorkloadSpec, ...], bucket: 
     if item.disk_size_gib is None or need is None:
         return []
     room = allocatable_gib(item.disk_size_gib)
-    if need.need_gib <= room:
+    if pod_gib(need.need_gib) <= room:
         return []
-    enough = disk_for(need.need_gib)
+    enough = disk_for(pod_gib(need.need_gib) + MARGIN_GIB)
     what = (f"{need.model}'s {need.weights_gib:,.1f} GiB of bf16 weights, which every host downloads, + "
-            f"{SCRATCH_GIB:g} GiB for Ray's files" if need.weights_gib else f"{SCRATCH_GIB:g} GiB for Ray's files")
+            f"{SCRATCH_GIB:g} GiB for Ray's files" if need.weights_gib else f"{SCRATCH_GIB:g} GiB for Ray's files") + (
+        f", + {GCSFUSE_SIDECAR_GIB} GiB the GCS FUSE sidecar requests")
     valid = [f"disk_size_gib: {enough} or more" if enough else "no disk GKE offers holds it",
              "or leave disk_size_gib out (the kit sizes the boot disk from the slice's engine workloads)"]
     if need.weights_gib and not need.batch and bucket:
@@ -168,5 +180,5 @@ def disk_problems(item: SliceSpec, workloads: tuple[WorkloadSpec, ...], bucket: 
                      "GCS FUSE mount)")
     return [errors.invalid_value(
         "disk_size_gib", item.disk_size_gib, f"GiB leaves {room:,.1f} GiB of allocatable ephemeral storage per "
-        f"host (GKE's local ephemeral storage reservation), less than the {need.need_gib:,.1f} GiB workload "
-        f"{need.workload} writes there ({what})", ", ".join(valid))]
+        f"host (GKE's local ephemeral storage reservation), less than the {pod_gib(need.need_gib)} GiB workload "
+        f"{need.workload}'s pods request there ({what})", ", ".join(valid))]

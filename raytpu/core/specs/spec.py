@@ -18,7 +18,18 @@ from typing import Any
 
 from raytpu.core.common import errors, names
 from raytpu.core.common.errors import InvalidInput, InvalidInputs, Problems
-from raytpu.core.specs import compile_cache, data, kinds, multislice, node_disk, notice, sampling, user_code, vllm_rules
+from raytpu.core.specs import (
+    compile_cache,
+    data,
+    grants,
+    kinds,
+    multislice,
+    node_disk,
+    notice,
+    sampling,
+    user_code,
+    vllm_rules,
+)
 from raytpu.core.specs.cluster_parts import AlertingSpec, GkeSpec, NetworkSpec, StorageSpec
 from raytpu.core.specs.field_rules import (
     DEFAULT_DISK_SIZE_GIB,
@@ -306,6 +317,7 @@ class WorkloadSpec:
     entrypoint: str | None = None
     compile_cache: str | None = None
     compile_budget_s: float | None = None
+    run_time_s: int | str | None = None
 
     def __post_init__(self) -> None:
         found = dns_label_problems("name", self.name)
@@ -360,6 +372,7 @@ class WorkloadSpec:
             name: getattr(self, name) for name in user_code.CODE_FIELDS})
         found += sampling.sampling_problems(self)
         found += self._compile_problems()
+        found += kinds.run_time_problems(self.kind, self.run_time_s)
         if self.kind.batches:
             found += data.row_stats_problems(self.engine_kwargs)
         if self.slices is not None:
@@ -381,6 +394,13 @@ class WorkloadSpec:
                       if self.kind.name not in BUDGETED_KINDS
                       else compile_cache.budget_problems("compile_budget_s", self.compile_budget_s))
         return found
+
+    @property
+    def run_deadline_s(self) -> int | None:
+        """Seconds its RayJob may run once up: ``run_time_s``, else its kind's; None: no deadline."""
+        if self.run_time_s == kinds.NO_RUN_DEADLINE or self.kind.limits is None:
+            return None
+        return self.run_time_s if isinstance(self.run_time_s, int) else self.kind.limits.active_deadline_s
 
     @property
     def plan(self) -> SlicePlan:
@@ -428,7 +448,7 @@ class WorkloadSpec:
                 "slices": self.slices, **serving, "input": self.input, "output": self.output, "dataset": self.dataset,
                 "code": self.code, "train_loop": self.train_loop, "train_config": user_code.as_json(self.train_config),
                 "entrypoint": self.entrypoint, "compile_cache": self.compile_cache,
-                "compile_budget_s": self.compile_budget_s,
+                "compile_budget_s": self.compile_budget_s, "run_time_s": self.run_time_s,
                 **{name: getattr(self, name) for name in sampling.SAMPLING_FIELDS}}
 
     @classmethod
@@ -553,6 +573,8 @@ def cluster_problems(*, project: object, region: object, cluster: GkeSpec | None
         if work.slice not in slices:
             found.append(errors.invalid_choice(f"workloads[{i}].slice", work.slice.name,
                                                list(dict.fromkeys(s.name for s in slices if s is not None))))
+    if storage is not None:
+        found += grants.read_only_write_problems(workloads, storage.data_buckets)
     if cluster is not None and not cluster.autopilot and None not in workloads:
         bucket = storage.bucket if storage is not None and storage.bucket else (
             f"{project}-{cluster.name}-ray" if project_ok else None)
