@@ -13,7 +13,7 @@ from pathlib import Path
 from raytpu.cluster.outputs import StackOutputs
 from raytpu.core import core_zip
 from raytpu.core.common import names
-from raytpu.core.specs import node_disk, notice
+from raytpu.core.specs import compile_cache, node_disk, notice, xla_cache
 from raytpu.core.specs.provisioning import Provisioning
 from raytpu.core.specs.spec import ClusterSpec, SliceSpec
 from raytpu.modules.bucket import Bucket, BucketObject, BucketObjectProps, BucketProps
@@ -63,6 +63,13 @@ def declare_backend(stack: TerraformStack, id: str, spec: ClusterSpec) -> None:
         GcsBackend(stack, bucket=spec.storage.state_bucket, prefix=f"raytpu/{id}")
     else:
         LocalBackend(stack, path=f"../../../terraform.{id}.tfstate")
+
+
+def _cache_prefixes(spec: ClusterSpec) -> tuple[str, ...]:
+    """The bucket folders compile caches write: JAX's (the default and each workload's own) and vLLM's."""
+    jax = {w.compile_cache or compile_cache.DEFAULT_FOLDER for w in spec.workloads
+           if w.compile_cache != compile_cache.OFF}
+    return tuple(sorted(f"{f.strip('/')}/" for f in jax | {compile_cache.DEFAULT_FOLDER, xla_cache.PREFIX}))
 
 
 def _modes(slices: Iterable[SliceSpec]) -> list[Provisioning]:
@@ -115,7 +122,8 @@ class ClusterStack(TerraformStack):
             node_service_account=self.node_identity.email,
         ))
         self.bucket = Bucket(self, "storage", BucketProps(
-            name=spec.bucket, project=spec.project, location=spec.region, labels=labels))
+            name=spec.bucket, project=spec.project, location=spec.region, labels=labels,
+            cache_prefixes=_cache_prefixes(spec)))
         self.core_zip: BucketObject = self.bucket.add_object("core-zip", BucketObjectProps(
             name=names.core_zip_object(), source=str(core_zip_file()), content_type="application/zip"))
         self.identity = self.cluster.add_workload_identity("workload-identity", WorkloadIdentityProps(

@@ -172,11 +172,15 @@ def test_the_xla_cache_folder_is_one_per_model_slice_shape_and_vllm_version() ->
 
 
 def test_serving_and_batch_engines_share_the_cache_folder_of_their_model_and_slice() -> None:
-    """Issue 40 item 12: the batch engine had no VLLM_XLA_CACHE_PATH (its emptyDir went unused)."""
+    """Issue 40 item 12: the batch engine had no VLLM_XLA_CACHE_PATH (its emptyDir went unused). Both keep programs
+    under 1 s too: vLLM's TPU backend lowers JAX's floors only with VLLM_XLA_CHECK_RECOMPILATION (tpu-inference v0.27.0
+    ``CompilationManager.__init__``)."""
     item = _slice()
     serve = serving.llm_config(_work(item, model="Qwen/Qwen3-8B"))["runtime_env"]["env_vars"][xla_cache.ENV]
     batch = data.processor_config(_work(item, kind="batch", model="Qwen/Qwen3-8B"), "Qwen/Qwen3-8B")
-    assert batch["runtime_env"] == {"env_vars": {xla_cache.ENV: serve}}
+    assert batch["runtime_env"] == {"env_vars": {xla_cache.ENV: serve,
+                                                 "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+                                                 "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1"}}
     twin = data.cpu_twin(batch, "/models/tiny")  # locally the CPU twin's env replaces it: no TPU, no XLA cache
     assert xla_cache.ENV not in twin["runtime_env"]["env_vars"]
 

@@ -52,6 +52,7 @@ def test_a_multi_host_replica_reserves_one_whole_slice_and_shards_over_all_its_c
     assert llm["model_loading_config"] == {"model_id": "org/m", "model_source": "org/m"}
     assert llm["runtime_env"]["env_vars"] == {
         "VLLM_XLA_CACHE_PATH": xla_cache.cache_dir("org/m", work.plan, vllm_rules.IMAGE_VLLM_VERSION),
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1",
         "TPU_MULTIHOST_BACKEND": "ray"}
 
 

@@ -253,6 +253,13 @@ def test_network_bucket_and_identity(standard: dict) -> None:
     assert bucket["uniform_bucket_level_access"] is True
     assert bucket["public_access_prevention"] == "enforced"
     assert bucket["versioning"] == {"enabled": True}
+    # JAX's cache never evicts (jax_compilation_cache_max_size -1; jax-v0.10.2 docs/persistent_compilation_cache.md
+    # asks for an age rule): the cache folders, and only they, expire; checkpoints keep only the old-versions rule.
+    old_versions, caches = bucket["lifecycle_rule"]
+    assert old_versions["condition"] == {"days_since_noncurrent_time": 30, "with_state": "ARCHIVED"}
+    assert caches == {"action": {"type": "Delete"},
+                      "condition": {"age": 30, "matches_prefix": ["compile-cache/", "xla-cache/vllm/"],
+                                    "with_state": "LIVE"}}
     binding = only(stack, "google_service_account_iam_member")
     assert binding["role"] == "roles/iam.workloadIdentityUser"
     assert binding["member"] == "serviceAccount:my-ml-project.svc.id.goog[ray/ray]"

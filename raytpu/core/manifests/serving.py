@@ -80,7 +80,8 @@ def llm_config(work: WorkloadSpec, *, mounted_bucket: str | None = None) -> dict
     extra = dict(work.engine_kwargs or {})
     tp, _ = parallel_sizes(extra, jax_devices(plan))
     engine: dict[str, Any] = {"tensor_parallel_size": tp, "max_model_len": work.max_model_len or DEFAULT_MAX_MODEL_LEN}
-    env = {xla_cache.ENV: xla_cache.cache_dir(work.model_source or model, plan, work.vllm_version or VLLM_VERSION)}
+    env = xla_cache.engine_env(xla_cache.cache_dir(work.model_source or model, plan,
+                                                  work.vllm_version or VLLM_VERSION))
     if not plan.single_host:
         engine["distributed_executor_backend"] = "ray"
         env["TPU_MULTIHOST_BACKEND"] = "ray"

@@ -242,7 +242,7 @@ def processor_config(work: BatchWork, model_source: str) -> dict[str, Any]:
     cache = xla_cache.cache_dir(model_source, plan, work.vllm_version or VLLM_VERSION)
     return {
         "model_source": model_source,
-        "runtime_env": {"env_vars": {xla_cache.ENV: cache}},
+        "runtime_env": {"env_vars": xla_cache.engine_env(cache)},
         "engine_kwargs": engine_kwargs(work),
         "accelerator_type": plan.ray_accelerator_type,
         "placement_group_config": {"bundles": [{"TPU": plan.chips_per_host, "CPU": 1}], "strategy": "STRICT_PACK"},
