@@ -15,6 +15,9 @@ CORE_PACKAGES = ("core", "workloads")
 """Subpackages shipped whole (``*.py``, ``py.typed``): what a Ray job may import. The CLI, ``cluster``, ``local``,
 ``sizing`` and the CDK subpackages never run inside one."""
 
+BUILDER = "core/core_zip.py"
+"""This module: it builds the zip on the user's machine and never runs inside a job, so it is not shipped."""
+
 ZIP_TOP = "raytpu-core"
 """The zip's one top-level folder, holding ``raytpu/``: Ray unpacks a remote ``py_modules`` zip (``file://``, ``gs://``)
 without it. Source: Ray 2.60 ``ray._private.runtime_env.packaging.download_and_unpack_package``
@@ -39,8 +42,9 @@ def core_zip_files(root: str | Path | None = None) -> list[tuple[str, Path]]:
             rel = Path(dirpath).relative_to(base)
             dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
             for name in filenames:
-                if name.endswith((".py", ".typed")) and not name.startswith("."):
-                    files[(Path("raytpu") / package / rel / name).as_posix()] = Path(dirpath) / name
+                entry = (Path(package) / rel / name).as_posix()
+                if name.endswith((".py", ".typed")) and not name.startswith(".") and entry != BUILDER:
+                    files[f"raytpu/{entry}"] = Path(dirpath) / name
     return sorted(files.items())
 
 
