@@ -21,6 +21,7 @@ CRITICAL_PODS_S = 15
 """The window's end kept for system pods, as GKE's default 30 s window keeps it.
 Source: https://cloud.google.com/kubernetes-engine/docs/how-to/preemptible-vms (docs/FACTS.md section 18)."""
 
+
 def notice_problems(notice_s: object, modes: Iterable[Provisioning]) -> list[InvalidInput]:
     """A slice's ``preemption_notice_s``: one of :data:`NOTICE_CHOICES`, on spot capacity only.
     Source: GKE and the ComputeClass API, Spot VMs only (docs/FACTS.md section 24.y)."""
