@@ -67,8 +67,7 @@ def declare_backend(stack: TerraformStack, id: str, spec: ClusterSpec) -> None:
 
 def _cache_prefixes(spec: ClusterSpec) -> tuple[str, ...]:
     """The bucket folders compile caches write: JAX's (the default and each workload's own) and vLLM's."""
-    jax = {w.compile_cache or compile_cache.DEFAULT_FOLDER for w in spec.workloads
-           if w.compile_cache != compile_cache.OFF}
+    jax = {f for w in spec.workloads if (f := compile_cache.folder_in_bucket(w.compile_cache)) is not None}
     return tuple(sorted(f"{f.strip('/')}/" for f in jax | {compile_cache.DEFAULT_FOLDER, xla_cache.PREFIX}))
 
 

@@ -78,17 +78,27 @@ def cache_dir(mount: str, folder: str, image: str, generation: str, topology: st
     return f"{mount.rstrip('/')}/{folder.strip('/')}/{image_key(image)}/{shape}"
 
 
+KEEP_EVERY_ENTRY = {MIN_TIME_ENV: "0", MIN_SIZE_ENV: "-1"}
+"""JAX's floors lowered: every executable is kept, whatever its compile time or size."""
+
+
+def folder_in_bucket(value: str | None) -> str | None:
+    """A workload's ``compile_cache`` as the folder its programs write, or None when ``off``."""
+    return None if value == OFF else value or DEFAULT_FOLDER
+
+
 def env(directory: str) -> dict[str, str]:
     """The variables that turn the cache on at ``directory``, keeping any executable (any compile time, any size)."""
-    return {DIR_ENV: directory, MIN_TIME_ENV: "0", MIN_SIZE_ENV: "-1"}
+    return {DIR_ENV: directory, **KEEP_EVERY_ENTRY}
 
 
 def job_env(folder: str | None, *, mount: str, image: str, generation: str, topology: str,
             slices: int = 1, team: bool = False) -> dict[str, str]:
     """A job's cache variables at :func:`cache_dir`, plus :data:`FOLDER_ENV` for a team's code; none when ``off``."""
-    if folder == OFF:
+    in_bucket = folder_in_bucket(folder)
+    if in_bucket is None:
         return {}
-    directory = cache_dir(mount, folder or DEFAULT_FOLDER, image, generation, topology, slices)
+    directory = cache_dir(mount, in_bucket, image, generation, topology, slices)
     return env(directory) | ({FOLDER_ENV: directory} if team else {})
 
 

@@ -7,7 +7,7 @@ import hashlib
 import re
 
 from raytpu.core.common.names import GCS_MOUNT_PATH
-from raytpu.core.specs.compile_cache import MIN_SIZE_ENV, MIN_TIME_ENV
+from raytpu.core.specs.compile_cache import KEEP_EVERY_ENTRY
 from raytpu.core.tpu.plan import SlicePlan
 
 ENV = "VLLM_XLA_CACHE_PATH"
@@ -33,4 +33,4 @@ def engine_env(directory: str) -> dict[str, str]:
     """An engine's cache variables: the folder, and JAX's floors lowered so programs under 1 s are kept too (vLLM's
     TPU backend lowers them only with ``VLLM_XLA_CHECK_RECOMPILATION``).
     Source: vllm-project/tpu-inference v0.27.0 ``CompilationManager.__init__``; docs/FACTS.md 24.u.1."""
-    return {ENV: directory, MIN_TIME_ENV: "0", MIN_SIZE_ENV: "-1"}
+    return {ENV: directory, **KEEP_EVERY_ENTRY}
