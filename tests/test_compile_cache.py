@@ -48,6 +48,7 @@ def test_one_cache_per_image_and_slice_shape_in_the_buckets_mount() -> None:
     assert compile_cache.FOLDER_ENV not in env  # the kit's own trainer; a team's code is told the folder too
     assert _env(kuberay.ray_job("j", _work("job"), PODS))[compile_cache.FOLDER_ENV] == folder
     # thresholds that keep the kit's small steps: any compile time, any size (JAX's default skips < 1 s)
+    # Source: JAX 0.10.2 jax._src.config persistent_cache_min_compile_time_secs / _min_entry_size_bytes (env defaults)
     assert env[compile_cache.MIN_TIME_ENV] == "0" and env[compile_cache.MIN_SIZE_ENV] == "-1"
     other_image = _env(kuberay.ray_job("j", _work(), kuberay.Pods(image=IMAGE.replace("a", "b"), bucket="b")))
     other_shape = _env(kuberay.ray_job("j", WorkloadSpec(name="w", kind=kinds.kind("train"), slice=_slice("2x4")),

@@ -37,6 +37,7 @@ def _work(item: SliceSpec | None = None, kind: str = "serve", **fields: Any) -> 
 
 @pytest.mark.parametrize(("disk", "allocatable"), [
     # GKE's plan-node-sizes example node: a 100 GB boot disk, allocatable 47060071478 bytes (43.83 GiB)
+    # Source: https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes (local ephemeral storage)
     (100, 47060071478 / GIB),
     (10, 0.09), (200, 97.42), (280, 144.30), (300, 162.02), (1000, 782.18),
 ])
