@@ -84,7 +84,9 @@ def sa_key() -> Any:
 
 @pytest.fixture(scope="session")
 def start_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., local.LocalCluster]]:
-    """Starts local clusters (each in its own run dir); stops every one at the end of the session at the latest."""
+    """Starts local clusters (each in its own run dir); stops every one at the end of the session at the latest.
+    A module's own cluster stops when its module ends (its fixture yields, then ``local.stop``): idle Ray nodes
+    left running take CPU from the timed checks of later modules."""
     started: list[Path] = []
 
     def start(plan: SlicePlan, num_slices: int = 1) -> local.LocalCluster:
@@ -95,6 +97,7 @@ def start_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable
     yield start
     for directory in started:
         local.stop(directory)
+
 
 
 @pytest.fixture(scope="session")

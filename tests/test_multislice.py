@@ -17,6 +17,7 @@ import os
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -248,10 +249,12 @@ def test_pod_hostnames_with_the_replica_index_stay_dns_labels_for_every_slice_co
 
 
 @pytest.fixture(scope="module")
-def two_v5p(start_cluster: Any) -> local.LocalCluster:
+def two_v5p(start_cluster: Any) -> Iterator[local.LocalCluster]:
     """Two emulated v5p 2x2x2 slices of two 4-chip hosts each: the smallest multi-host shape Ray 2.60 reserves
     across slices (the session's v6e 2x4 pair cannot be: :func:`raytpu.core.specs.multislice.problems`)."""
-    return start_cluster(plan_slice("v5p", "2x2x2"), 2)
+    cluster = start_cluster(plan_slice("v5p", "2x2x2"), 2)
+    yield cluster
+    local.stop(cluster.run_dir)
 
 
 def _train_workers(address: str) -> list[Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -128,9 +128,11 @@ def test_whole_slices_are_what_the_resumed_workers_report(tmp_path: Path) -> Non
 
 
 @pytest.fixture(scope="module")
-def one_slice(start_cluster: Callable[..., local.LocalCluster]) -> local.LocalCluster:
+def one_slice(start_cluster: Callable[..., local.LocalCluster]) -> Iterator[local.LocalCluster]:
     """One emulated v6e 2x4 slice of two hosts: the run's slice is the one preempted."""
-    return start_cluster(plan_slice("v6e", "2x4", generation("v6e").multi_host_machine_type.name))
+    cluster = start_cluster(plan_slice("v6e", "2x4", generation("v6e").multi_host_machine_type.name))
+    yield cluster
+    local.stop(cluster.run_dir)
 
 
 def _phases(cut: dict[str, Any]) -> dict[str, str]:

@@ -178,7 +178,9 @@ def test_two_reservations_take_different_slices_and_a_third_waits(cluster: local
 def test_smoke_passes_on_healthy_slices(cluster: local.LocalCluster, plan: SlicePlan) -> None:
     done = run_smoke(cluster)
     verdicts: Sequence[Mapping[str, Any]] = report.parse_verdict_lines(done.stdout)  # as JSON: figures checked below
-    assert done.returncode == 0, done.stderr[-3000:]
+    failed = [(v["slice"], c["name"], c.get("detail", "")[:400]) for v in verdicts for c in v["checks"]
+              if not c["ok"] and not c.get("informational")]
+    assert done.returncode == 0, (failed, done.stderr[-3000:])
     assert sorted(v["slice"] for v in verdicts) == sorted(cluster.slices)
     floors = generation(plan.generation).smoke
     assert floors is not None

@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -101,7 +100,7 @@ def submit(config: Path, cluster: local.LocalCluster, workload: str, *extra: str
 
 
 def test_a_train_loop_and_a_teams_driver_run_through_submit_local(
-        two_slices: local.LocalCluster, tmp_path: Path, start_cluster: Callable[..., local.LocalCluster]) -> None:
+        two_slices: local.LocalCluster, tmp_path: Path) -> None:
     config = project(tmp_path)
     report = tmp_path / "reports" / "pretrain.json"
     ran = submit(config, two_slices, "pretrain", "--run-id", "t1", "--report", str(report))
