@@ -855,5 +855,6 @@ def test_serve_says_the_boot_disk_that_holds_the_weights_each_host_downloads(
     disk = data["disk"]
     assert disk["weights_gib"] == pytest.approx(weights_gib, abs=0.05)
     assert disk["need_gib"] == pytest.approx(weights_gib + 10, abs=0.05)
+    assert disk["sidecar_gib"] == 5  # Source: gcs-fuse-csi-driver cmd/webhook/main.go sidecar-ephemeral-storage-request
     assert disk["disk_size_gib"] == disk_size_gib
     assert "disk" not in plan_json(capsys, *argv[:2], "--mode", "train")

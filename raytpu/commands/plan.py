@@ -282,7 +282,8 @@ def run(args: argparse.Namespace) -> int:
           f"headroom: {args.headroom:.0%} of HBM kept free (XLA scratch buffers, runtime; vLLM leaves 8-10%)")
     if disk:
         print(f"  disk: every host that downloads the weights writes {disk['need_gib']:,} GiB (weights + "
-              f"{disk['scratch_gib']:g} GiB for Ray's files): a boot disk of "
+              f"{disk['scratch_gib']:g} GiB for Ray's files; the GCS FUSE sidecar requests {disk['sidecar_gib']:g} "
+              "GiB more): a boot disk of "
               + (f"{disk['disk_size_gib']} GiB ({disk['allocatable_gib']:,} GiB allocatable; slices[].disk_size_gib, "
                  "which the kit sizes itself when left out)" if disk["disk_size_gib"] else
                  "no size GKE offers: serve the weights from the kit's bucket (model_source: gs://)"))
