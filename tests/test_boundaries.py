@@ -263,6 +263,57 @@ def test_the_emulated_slice_and_constructs_read_names_in_the_core(path: Path) ->
     assert not found, sorted(found)
 
 
+SIDES = [p for d in ("cluster", "local") for p in sorted((ROOT / "raytpu" / d).rglob("*.py"))]
+"""The API clients' package and the emulated slice: library code that submits and follows runs."""
+PRINTERS = ("raytpu.cli", "raytpu.commands", "raytpu.runs.followed_run")
+"""What prints a run for the command: the CLI and its printer of a followed run."""
+
+
+@pytest.mark.parametrize("path", SIDES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_the_two_sides_never_import_the_printers(path: Path) -> None:
+    """Issue 43 item 3: ``cluster/`` and ``local/`` return what the command prints and stream lines to the sinks it
+    passes (``raytpu.runs.following.Streams``); they import neither the CLI nor ``raytpu.runs.followed_run``."""
+    found = {m for m in imported_modules(path) if any(m == p or m.startswith(f"{p}.") for p in PRINTERS)}
+    assert not found, sorted(found)
+
+
+CONSOLE_WRITERS = {
+    "raytpu/cluster/gke.py": "follow_jobs and wait_for_service print progress to stderr when a caller passes no "
+                             "progress sink (raytpu smoke, raytpu runs)",
+    "raytpu/cluster/runs.py": "cancel prints progress to stderr when a caller passes no progress sink",
+    "raytpu/local/deploy.py": "deploy_serving's default progress and echo sinks write to stderr",
+    "raytpu/local/data_demo.py": "a program of its own (python -m raytpu.local.data_demo, run by raytpu demo --data): "
+                                 "its console is its output",
+}
+"""The modules of the two sides that still write to the console themselves, and why."""
+
+
+def console_writes(source: str) -> list[int]:
+    """The lines that call the builtin ``print`` or read ``sys.stdout``/``sys.stderr``."""
+    return sorted({node.lineno for node in ast.walk(ast.parse(source))
+                   if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print")
+                   or (isinstance(node, ast.Attribute) and node.attr in ("stdout", "stderr")
+                       and isinstance(node.value, ast.Name) and node.value.id == "sys")})
+
+
+@pytest.mark.parametrize("path", SIDES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_the_two_sides_print_nothing_themselves(path: Path) -> None:
+    """Issue 43 item 3: library code hands its lines to a sink the command passes; only
+    :data:`CONSOLE_WRITERS` still write to the console, each for its reason (and each still does)."""
+    lines = console_writes(path.read_text())
+    if path.relative_to(ROOT).as_posix() in CONSOLE_WRITERS:
+        assert lines, "no longer writes to the console: remove it from CONSOLE_WRITERS"
+    else:
+        assert not lines, f"prints on lines {lines}; stream through a sink the command passes"
+
+
+def test_the_console_finder_sees_print_and_the_std_streams() -> None:
+    source = ("import sys\nprint('a')\ndef f():\n    sys.stderr.write('b')\nout = sys.stdout\n"
+              "log = lambda s: s\nlog('c')\n")
+    assert console_writes(source) == [2, 4, 5]
+    assert set(CONSOLE_WRITERS) <= {p.relative_to(ROOT).as_posix() for p in SIDES}
+
+
 def test_the_http_retry_is_neutral() -> None:
     """raytpu/cluster/http_retry.py serves the Kubernetes and the Google API clients alike: it reads neither."""
     found = imported_modules(ROOT / "raytpu" / "cluster" / "http_retry.py")

@@ -1177,6 +1177,32 @@ def test_submit_local_batch_without_vllm_here_says_which_environment(
     assert batch_local == []
 
 
+def test_submit_local_prints_nothing_itself_and_hands_the_command_its_lines_and_its_end(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        batch_local: list[tuple[tuple[str, ...], WorkloadSpec]]) -> None:
+    """Issue 43 item 3: library code streams the driver's log and its progress to the command's sinks and hands it the
+    followed run; it writes nothing to the console itself."""
+    from raytpu import local
+    from raytpu.local.submission import submit_local
+    from raytpu.runs.following import FollowedRun, Streams
+
+    def submit_job(_cluster: local.LocalCluster, _kind_name: str, *_extra: str, **options: Any) -> str:
+        options["sink"]("a driver line")
+        return "SUCCEEDED"
+
+    monkeypatch.setattr(local, "submit_job", submit_job)
+    out: list[str] = []
+    err: list[str] = []
+    ended: list[FollowedRun] = []
+    work = parse(BATCH_CONFIG).workload("label")
+    assert submit_local(work, directory=tmp_path, run_id="r1", timeout_s=5.0, streams=Streams(out.append, err.append,
+                        ended.append), cpu_model="model", prefix="workloads[3]") == 0
+    assert capsys.readouterr() == ("", "")
+    assert (out, err) == (["a driver line"], ["Ray job label-r1: SUCCEEDED"])
+    [run] = ended
+    assert (run.name, run.problem, run.log) == ("label-r1", None, ("a driver line",))
+
+
 # ---------------------------------------------------------------------- a team's code (issue 38)
 
 

@@ -4,7 +4,6 @@ RayService keeps its name (applying again updates it). ``raytpu submit`` is the 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -15,7 +14,7 @@ from raytpu.cluster.kube_errors import KubeError
 from raytpu.core.common import errors, names, report, timeline
 from raytpu.core.manifests import kuberay, serving
 from raytpu.core.specs import vllm_rules
-from raytpu.runs import followed_run
+from raytpu.runs.following import FollowedRun, Sink, Streams
 from raytpu.teamcode.bundle import Bundle, bundle
 
 if TYPE_CHECKING:
@@ -64,18 +63,27 @@ class StackRun:
                                          code_zip=self.code.object_name if self.code else None)
 
 
-def preview(run: StackRun, manifest: dict[str, Any], refs: Mapping[str, str]) -> list[dict[str, Any]]:
-    """What ``--dry-run`` shows: the object behind its NetworkPolicy; prints the header naming unbuilt images."""
+@dataclass(frozen=True)
+class Preview:
+    """What ``--dry-run`` shows: the header naming unbuilt images, the object behind its NetworkPolicy, and where a
+    team's code zip would go (``note``, for stderr)."""
+
+    header: str
+    manifests: list[dict[str, Any]]
+    note: str | None
+
+
+def preview(run: StackRun, manifest: dict[str, Any], refs: Mapping[str, str]) -> Preview:
+    """The ``--dry-run`` view of ``manifest``; nothing is uploaded or applied."""
     manifests = kuberay.with_network_policies([manifest], run.spec)
-    print(images.mark_preview(manifests, [n for n in [images.unbuilt(run.work, refs)] if n]), end="")
-    if run.code is not None:
-        print(f"code: {run.code_uri} ({run.code.files} files; not uploaded: --dry-run)", file=sys.stderr)
-    return manifests
+    note = f"code: {run.code_uri} ({run.code.files} files; not uploaded: --dry-run)" if run.code is not None else None
+    return Preview(images.mark_preview(manifests, [n for n in [images.unbuilt(run.work, refs)] if n]), manifests, note)
 
 
-def apply(client: KubeClient, run: StackRun, manifest: dict[str, Any]) -> None:
+def apply(client: KubeClient, run: StackRun, manifest: dict[str, Any], say: Sink) -> None:
     """Checks the served CRD, a RayService's API key Secret, a RayJob's slice copies and free name, uploads a team's
-    code zip if missing, then applies the object behind its NetworkPolicy. Raises before anything is applied."""
+    code zip if missing (``say``s where), then applies the object behind its NetworkPolicy. Raises before anything is
+    applied."""
     client.check_schema(manifest, kuberay.MIN_KUBERAY_VERSION)
     if manifest["kind"] == "RayService":
         check_api_key_secret(client, run.spec.security.serve_api_key_secret, run.outputs.namespace)
@@ -87,8 +95,7 @@ def apply(client: KubeClient, run: StackRun, manifest: dict[str, Any]) -> None:
         from raytpu.cluster import google_api
 
         uploaded = google_api.upload_code(run.code_uri, run.code.data)
-        print(f"code: {run.code_uri} ({run.code.files} files, {'uploaded' if uploaded else 'already there'})",
-              file=sys.stderr)
+        say(f"code: {run.code_uri} ({run.code.files} files, {'uploaded' if uploaded else 'already there'})")
     gke.apply_with_network_policy(client, manifest, run.spec)
 
 
@@ -112,20 +119,20 @@ def name_taken(run: StackRun, state: gke.JobState) -> errors.InvalidInput:
         f"another --run-id, or resubmit a second later; wait for it to end, or `{cancel}`")
 
 
-def submit(run: StackRun, manifest: dict[str, Any], *, wait: bool, timeout_s: float, report_path: str | None) -> int:
+def submit(run: StackRun, manifest: dict[str, Any], *, wait: bool, timeout_s: float, streams: Streams) -> int:
     """Applies the object and, with ``wait``, follows it: a RayJob to its end, a RayService until it serves; the
-    run's timeline is shown and written to ``report_path``. Returns the exit code."""
+    followed run goes to ``streams.ended``. Returns the exit code."""
     recorder = timeline.Recorder.for_command()
     with gke.connect(run.outputs) as client:
-        apply(client, run, manifest)
+        apply(client, run, manifest, streams.err)
         kind, name = manifest["kind"], run.name
         recorder.mark("applied", f"{kind} {name} applied (server-side apply)")
-        print(f"applied {kind} {name} in namespace {run.outputs.namespace}", file=sys.stderr)
+        streams.err(f"applied {kind} {name} in namespace {run.outputs.namespace}")
         if run.work.kind.trains:
-            print(f"checkpoints: {names.checkpoint_uri(run.outputs.bucket, name)}", file=sys.stderr)
+            streams.err(f"checkpoints: {names.checkpoint_uri(run.outputs.bucket, name)}")
         if not wait:
-            print(f"submitted {kind} {name}; `raytpu submit {run.work.name} --stack {run.stack} --wait` follows "
-                  "a service, a job's progress is its RayJob status")
+            streams.out(f"submitted {kind} {name}; `raytpu submit {run.work.name} --stack {run.stack} --wait` "
+                        "follows a service, a job's progress is its RayJob status")
             return 0
         from raytpu.cluster.kube_timeline import KubePhases
 
@@ -133,17 +140,16 @@ def submit(run: StackRun, manifest: dict[str, Any], *, wait: bool, timeout_s: fl
         lines: list[str] = []  # the driver's log, as followed
         try:
             if kind == "RayService":
-                return wait_service(client, name, run.work, run.outputs.namespace, timeout_s,
+                return wait_service(client, name, run.work, run.outputs.namespace, timeout_s, streams,
                                     unreached=operator_hint(run.spec, name))
-            return follow_job(client, name, run.work.kind, timeout_s, recorder, lines)
+            return follow_job(client, name, run.work.kind, timeout_s, recorder, streams, lines)
         finally:
             watcher.stop()
             watcher.apply_to(recorder)
             if kind == "RayService":
                 for phase, why in service_unmeasured(run.spec.security.serve_endpoint).items():
                     recorder.note(phase, why)
-            followed_run.show_timeline(recorder.finish(), name, report_path, watcher.problem,
-                                       followed_run.team_result(lines))
+            streams.ended(FollowedRun(name, recorder.finish(), watcher.problem, tuple(lines)))
 
 
 def service_unmeasured(serve_endpoint: str) -> dict[str, str]:
@@ -213,40 +219,40 @@ def operator_hint(spec: ClusterSpec, name: str) -> str:
 
 
 def wait_service(client: KubeClient, name: str, work: WorkloadSpec, namespace: str, timeout_s: float,
-                 unreached: str | None = None) -> int:
-    """Waits until the RayService serves, then prints its in-cluster OpenAI endpoint and model; ``unreached`` is
-    printed if the operator shows it cannot reach the head (:func:`raytpu.cluster.gke.wait_for_service`)."""
-    if not gke.wait_for_service(client, name, timeout_s=timeout_s, unreached=unreached):
+                 streams: Streams, unreached: str | None = None) -> int:
+    """Waits until the RayService serves, then streams its in-cluster OpenAI endpoint and model; ``unreached`` goes
+    to ``streams.err`` if the operator shows it cannot reach the head (:func:`raytpu.cluster.gke.wait_for_service`)."""
+    if not gke.wait_for_service(client, name, timeout_s=timeout_s, progress=streams.err, unreached=unreached):
         raise errors.RuntimeFailure(f"{name}: RayService not ready after {timeout_s:g}s",
                                     "a larger --timeout-s, or the RayService's status conditions")
-    print(f"endpoint: http://{names.serve_service(name)}.{namespace}.svc.cluster.local:{serving.SERVE_PORT}/v1")
-    print(f"model: {work.model or vllm_rules.DEFAULT_MODEL}")
+    streams.out(f"endpoint: http://{names.serve_service(name)}.{namespace}.svc.cluster.local:{serving.SERVE_PORT}/v1")
+    streams.out(f"model: {work.model or vllm_rules.DEFAULT_MODEL}")
     service = client.get("Service", names.serve_service(name))  # a load balancer's address, once GKE has given one
     for ingress in ((service or {}).get("status", {}).get("loadBalancer", {}).get("ingress") or [])[:1]:
-        print(f"load balancer: http://{ingress.get('ip') or ingress.get('hostname')}:{serving.SERVE_PORT}/v1")
+        streams.out(f"load balancer: http://{ingress.get('ip') or ingress.get('hostname')}:{serving.SERVE_PORT}/v1")
     return 0
 
 
-def follow_job(client: KubeClient, name: str, kind: WorkloadKind, timeout_s: float,
-               recorder: timeline.Recorder, lines: list[str] | None = None) -> int:
-    """Follows a RayJob: progress on stderr, the submitter's log on stdout (kept in ``lines``), exit with its result;
-    the timeline stamps the driver prints go to ``recorder``."""
+def follow_job(client: KubeClient, name: str, kind: WorkloadKind, timeout_s: float, recorder: timeline.Recorder,
+               streams: Streams, lines: list[str] | None = None) -> int:
+    """Follows a RayJob: progress to ``streams.err``, the submitter's log to ``streams.out`` (kept in ``lines``), exit
+    with its result; the timeline stamps the driver prints go to ``recorder``."""
     lines = [] if lines is None else lines
-    streamer = gke.LogStreamer(client, name, sink=followed_run.echo(lines))
+    streamer = gke.LogStreamer(client, name, sink=streams.keeping(lines))
     streamer.start()
     try:
-        state = gke.follow_jobs(client, [name], timeout_s=timeout_s)[name]
+        state = gke.follow_jobs(client, [name], timeout_s=timeout_s, progress=streams.err)[name]
     finally:
         streamer.stop()
         recorder.take(timeline.parse_stamp_lines("\n".join(lines)))
     if not state.done:
         raise errors.RuntimeFailure(f"{name}: still {state.describe()} after {timeout_s:g}s",
                                     "a larger --timeout-s, or the RayJob's status")
-    verdicts = followed_run.show_verdicts(kind, lines)
+    verdicts = streams.verdicts(kind, lines)
     if not state.succeeded:
         raise errors.RuntimeFailure(f"{name}: RayJob ended {state.describe()}", "see its driver log above")
     if kind.checks and not report.all_healthy(verdicts):
         raise errors.RuntimeFailure(f"{name}: smoke check found an unhealthy slice (or printed no verdict)",
                                     "every slice healthy")
-    print(f"RayJob {name}: {state.describe()}", file=sys.stderr)
+    streams.err(f"RayJob {name}: {state.describe()}")
     return 0

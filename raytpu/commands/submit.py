@@ -51,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
     """Builds, applies and (with --wait) follows the workload (:mod:`raytpu.cluster.submission`; ``--local``:
     :mod:`raytpu.local.submission`)."""
     import os
+    import sys
 
     from raytpu import config as config_mod
     from raytpu.cli.cli_args import refuse_combinations
@@ -73,11 +74,13 @@ def run(args: argparse.Namespace) -> int:
                                                 f"{flag} with --local")
                             for flag, given in (("--cpu-model", args.cpu_model is not None),
                                                 ("--overwrite", args.overwrite)) if given])
+    from raytpu.runs.followed_run import streams
+
     if args.local:
         from raytpu.local.submission import submit_local
 
         return submit_local(work, directory=args.dir, run_id=args.run_id, timeout_s=args.timeout_s,
-                            report_path=args.report, cpu_model=args.cpu_model, overwrite=args.overwrite,
+                            streams=streams(args.report), cpu_model=args.cpu_model, overwrite=args.overwrite,
                             prefix=f"workloads[{spec.workloads.index(work)}]")
     if not args.stack:
         raise errors.missing("--stack", "(or --local)", "the cluster stack's id, <cluster name>-cluster")
@@ -91,8 +94,13 @@ def run(args: argparse.Namespace) -> int:
     refs = load_refs(args.config)  # a preview (--dry-run) shows an unbuilt image as a placeholder, marked
     manifest = stack_run.manifest(refs, args.py_modules, preview=args.dry_run)
     if args.dry_run:
-        print_yaml(submission.preview(stack_run, manifest, refs))
+        shown = submission.preview(stack_run, manifest, refs)
+        print(shown.header, end="")
+        if shown.note:
+            print(shown.note, file=sys.stderr)
+        print_yaml(shown.manifests)
         return 0
     if args.upload_core:
         google_api.upload_core(google_api.upload_target(args.py_modules, outputs.bucket))
-    return submission.submit(stack_run, manifest, wait=args.wait, timeout_s=args.timeout_s, report_path=args.report)
+    return submission.submit(stack_run, manifest, wait=args.wait, timeout_s=args.timeout_s,
+                             streams=streams(args.report))

@@ -15,7 +15,7 @@ from raytpu.core.common import errors, names, timeline
 from raytpu.core.specs import data
 from raytpu.local.from_config import job_workload
 from raytpu.local.phases import emulated_phases
-from raytpu.runs import followed_run
+from raytpu.runs.following import FollowedRun, Streams
 
 if TYPE_CHECKING:
     from raytpu.core.specs.spec import WorkloadSpec
@@ -84,10 +84,10 @@ def team_runtime(cluster: local.LocalCluster, work: WorkloadSpec, run_name: str,
 
 
 def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: str | None, timeout_s: float,
-                 report_path: str | None, cpu_model: str | None = None, overwrite: bool = False,
-                 prefix: str = "") -> int:
-    """Runs ``work`` on the local cluster in ``directory`` (default run dir); returns the exit code. Names such as
-    ``local.submit_job`` are read at call time, so what the package exports is what runs."""
+                 streams: Streams, cpu_model: str | None = None, overwrite: bool = False, prefix: str = "") -> int:
+    """Runs ``work`` on the local cluster in ``directory`` (default run dir), its lines and its end to ``streams``;
+    returns the exit code. Names such as ``local.submit_job`` are read at call time, so what the package exports is
+    what runs."""
     if not work.kind.is_job:
         raise errors.invalid_value("WORKLOAD", work.name, f"is a {work.kind.object_kind}; --local runs RayJobs",
                                    "a job workload (smoke, train, batch)")
@@ -110,7 +110,7 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
     lines: list[str] = []
     refused = False
     try:
-        status = local.submit_job(cluster, work.kind.name, *extra, timeout_s=timeout_s, sink=followed_run.echo(lines),
+        status = local.submit_job(cluster, work.kind.name, *extra, timeout_s=timeout_s, sink=streams.keeping(lines),
                                   work=local_work, runtime=runtime, submission_id=run_name,
                                   entrypoint=work.entrypoint if work.kind.runs_entrypoint else None)
     except errors.InvalidInput:
@@ -119,10 +119,9 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
     finally:
         if not refused:
             recorder.take(timeline.parse_stamp_lines("\n".join(lines)))
-            followed_run.show_timeline(recorder.finish(), run_name, report_path, None,
-                                       followed_run.team_result(lines))
-    followed_run.show_verdicts(work.kind, lines)
+            streams.ended(FollowedRun(run_name, recorder.finish(), None, tuple(lines)))
+    streams.verdicts(work.kind, lines)
     if status != "SUCCEEDED":
         raise errors.RuntimeFailure(f"{run_name}: Ray job ended {status}", "see its driver log above")
-    print(f"Ray job {run_name}: {status}", file=sys.stderr)
+    streams.err(f"Ray job {run_name}: {status}")
     return 0

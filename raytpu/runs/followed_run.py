@@ -1,40 +1,30 @@
-"""What a followed run prints and writes, on a stack or the emulated slice alike: the driver's log echoed (and kept for
-its verdicts and stamps), a checking job's verdict table, the timeline as a table and a JSON report."""
+"""What a followed run prints and writes, on a stack or the emulated slice alike: the command's
+:class:`raytpu.runs.following.Streams` (the driver's log and progress printed as they come) and, at the run's end, the
+timeline as a table and a JSON report."""
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from raytpu.core.common import errors, report, timeline
+from raytpu.runs.following import FollowedRun, Streams
 
 if TYPE_CHECKING:
-    from raytpu.core.common.report import Verdict
     from raytpu.core.common.timeline import Timeline
-    from raytpu.core.specs.kinds import WorkloadKind
 
 
-def echo(lines: list[str]) -> Callable[[str], None]:
-    """A log sink that prints each driver line and keeps it (for the verdicts a smoke job prints)."""
+def streams(report_path: str | None) -> Streams:
+    """What ``raytpu submit`` prints a submission's lines with; the run's end shows its timeline (and its train
+    result) and writes it to ``report_path``."""
 
-    def show(line: str) -> None:
-        lines.append(line)
-        print(line, flush=True)
+    def ended(run: FollowedRun) -> None:
+        show_timeline(run.timeline, run.name, report_path, run.problem, team_result(list(run.log)))
 
-    return show
-
-
-def show_verdicts(kind: WorkloadKind, lines: list[str]) -> list[Verdict]:
-    """A checking job's verdicts (:attr:`raytpu.core.specs.kinds.WorkloadKind.checks`) as ``raytpu smoke``'s table;
-    none for other kinds."""
-    if not kind.checks:
-        return []
-    verdicts = report.parse_verdict_lines("\n".join(lines))
-    print(report.render_table(verdicts))
-    return verdicts
+    return Streams(out=lambda line: print(line, flush=True),
+                   err=lambda line: print(line, file=sys.stderr, flush=True), ended=ended)
 
 
 COMPILE_KEYS = ("compile", "compile_attempts", "compile_budget_s", "compile_over_budget", "compile_warning")
