@@ -265,14 +265,15 @@ def test_the_emulated_slice_and_constructs_read_names_in_the_core(path: Path) ->
 
 SIDES = [p for d in ("cluster", "local") for p in sorted((ROOT / "raytpu" / d).rglob("*.py"))]
 """The API clients' package and the emulated slice: library code that submits and follows runs."""
-PRINTERS = ("raytpu.cli", "raytpu.commands", "raytpu.runs.followed_run")
+PRINTERS = ("raytpu.cli", "raytpu.commands")
 """What prints a run for the command: the CLI and its printer of a followed run."""
 
 
 @pytest.mark.parametrize("path", SIDES, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_the_two_sides_never_import_the_printers(path: Path) -> None:
     """Issue 43 item 3: ``cluster/`` and ``local/`` return what the command prints and stream lines to the sinks it
-    passes (``raytpu.runs.following.Streams``); they import neither the CLI nor ``raytpu.runs.followed_run``."""
+    passes (``raytpu.runs.following.Streams``); they import neither the CLI
+    nor its printer ``raytpu.cli.followed_run``."""
     found = {m for m in imported_modules(path) if any(m == p or m.startswith(f"{p}.") for p in PRINTERS)}
     assert not found, sorted(found)
 

@@ -2,7 +2,7 @@
 standard library at module level, heavy imports inside ``run``, so ``raytpu describe`` starts fast). Errors become
 ``error: <field>: <problem>; valid: <...>`` on stderr, exit 2 (bad input) or 1 (runtime failure), never a traceback.
 Beside it, what commands share: ``argtypes``, ``cli_args``, ``machine`` and the printed forms ``slice_map``,
-``report_html``."""
+``report_html``, ``followed_run``."""
 
 from __future__ import annotations
 

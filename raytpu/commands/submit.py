@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
                                                 f"{flag} with --local")
                             for flag, given in (("--cpu-model", args.cpu_model is not None),
                                                 ("--overwrite", args.overwrite)) if given])
-    from raytpu.runs.followed_run import streams
+    from raytpu.cli.followed_run import streams
 
     if args.local:
         from raytpu.local.submission import submit_local

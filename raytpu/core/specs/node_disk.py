@@ -94,7 +94,8 @@ def host_disk(weights_gib: float) -> dict[str, float | int | None]:
     need = weights_gib + SCRATCH_GIB
     size = disk_for(pod_gib(need) + MARGIN_GIB)
     return {"weights_gib": round(weights_gib, 1), "scratch_gib": SCRATCH_GIB, "need_gib": round(need, 1),
-            "sidecar_gib": GCSFUSE_SIDECAR_GIB, "disk_size_gib": size, "allocatable_gib": round(allocatable_gib(size), 1) if size else None}
+            "sidecar_gib": GCSFUSE_SIDECAR_GIB, "disk_size_gib": size,
+            "allocatable_gib": round(allocatable_gib(size), 1) if size else None}
 
 
 @dataclass(frozen=True)
