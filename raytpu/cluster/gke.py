@@ -44,24 +44,43 @@ class JobState:
     message: str = ""
     reason: str = ""
     exists: bool = True
+    failed: int = 0
+    backoff_limit: int = 0
 
     @property
     def done(self) -> bool:
-        """The job will not change any more (a job not found yet may still appear: not done)."""
-        return self.exists and (self.deployment in TERMINAL_DEPLOYMENT or self.job in TERMINAL_JOB)
+        """The job will not change any more (a job not found yet may still appear: not done); a failed Ray job with
+        retries left is not (KubeRay persists ``Retrying`` with the old ``jobStatus``, then starts a new attempt).
+        Source: KubeRay v1.7.0 checkBackoffLimitAndUpdateStatusIfNeeded."""
+        if self.deployment in TERMINAL_DEPLOYMENT:
+            return self.exists
+        retries_left = self.deployment == "Retrying" or (self.job == "FAILED" and self.failed < self.backoff_limit)
+        return self.exists and self.job in TERMINAL_JOB and not retries_left
+
+    @property
+    def attempt(self) -> int:
+        """Which attempt this is (1 first): ``status.failed`` counts the failed ones, the last included once Failed."""
+        return self.failed + (self.deployment != "Failed")
 
     @property
     def succeeded(self) -> bool:
         """The Ray job finished with SUCCEEDED."""
         return self.job == "SUCCEEDED" and self.deployment != "Failed"
 
+    @property
+    def status(self) -> str:
+        """``Running/RUNNING``, with ``attempt 2 of 4`` when the RayJob may retry."""
+        text = f"{self.deployment or 'New'}/{self.job or '-'}"
+        if self.backoff_limit:
+            text += f" attempt {min(self.attempt, self.backoff_limit + 1)} of {self.backoff_limit + 1}"
+        return text
+
     def describe(self) -> str:
-        """``Running/RUNNING`` plus the reason and message when KubeRay gives one."""
+        """:attr:`status` plus the reason and message when KubeRay gives one."""
         if not self.exists:
             return "not found"
-        text = f"{self.deployment or 'New'}/{self.job or '-'}"
         extra = ": ".join(x for x in (self.reason, self.message) if x)
-        return f"{text} ({extra})" if extra else text
+        return f"{self.status} ({extra})" if extra else self.status
 
 
 def apply_with_network_policy(client: KubeClient, obj: Mapping[str, Any], spec: ClusterSpec) -> dict[str, Any]:
@@ -82,7 +101,13 @@ def job_state(name: str, obj: Mapping[str, Any] | None) -> JobState:
     status = obj.get("status") or {}
     return JobState(name, deployment=str(status.get("jobDeploymentStatus", "")),
                     job=str(status.get("jobStatus", "")), message=str(status.get("message", ""))[:300],
-                    reason=str(status.get("reason", "")))
+                    reason=str(status.get("reason", "")), failed=_count(status.get("failed")),
+                    backoff_limit=_count((obj.get("spec") or {}).get("backoffLimit")))
+
+
+def _count(value: object) -> int:
+    """A count KubeRay writes (an int32 that may be absent); 0 when absent or not a whole number."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def follow_jobs(client: KubeClient, names: Iterable[str], *, timeout_s: float,
@@ -120,8 +145,8 @@ def follow_jobs(client: KubeClient, names: Iterable[str], *, timeout_s: float,
 
 
 class LogStreamer:
-    """Streams a K8sJobMode RayJob's driver log (its submitter Job's pod) to ``sink`` while it runs: it looks again
-    every ``poll_s`` until the pod appears (once the Ray cluster is up), and stops at the log's end or :meth:`stop`."""
+    """Streams a K8sJobMode RayJob's driver log (its submitter Job's pod) to ``sink`` while it runs: every ``poll_s``
+    it looks for a pod it has not streamed (once the Ray cluster is up; a retry's new pod) until :meth:`stop`."""
 
     def __init__(self, client: KubeClient, job_name: str, sink: Callable[[str], Any], poll_s: float = 3.0) -> None:
         self.client = client
@@ -141,14 +166,15 @@ class LogStreamer:
         self._thread.join(timeout=timeout_s)
 
     def _run(self) -> None:
+        streamed: set[str] = set()  # a pod whose log ended; a newer one is the next attempt's (a RayJob's retries)
         while True:
             last_look = self._done.is_set()
-            streamed = False
             with contextlib.suppress(RuntimeFailure):  # no pod yet, or a broken stream: look again
-                for line in self.client.job_logs(self.job_name, follow=True):
-                    streamed = True
-                    self.sink(line)
-            if streamed or last_look:
+                if (pod := self.client.job_pod(self.job_name)) is not None and pod not in streamed:
+                    for line in self.client.logs(pod, follow=True):
+                        streamed.add(pod)
+                        self.sink(line)
+            if last_look:
                 return
             self._done.wait(self.poll_s)
 

@@ -235,11 +235,15 @@ class KubeClient:
     def job_logs(self, job_name: str, follow: bool = False) -> Iterator[str]:
         """Log lines of the newest pod of Job ``job_name`` (KubeRay's submitter Job is named like the RayJob); nothing
         when it has no pod yet or any more."""
+        if (pod := self.job_pod(job_name)) is not None:
+            yield from self.logs(pod, follow=follow)
+
+    def job_pod(self, job_name: str) -> str | None:
+        """The name of Job ``job_name``'s newest pod; None when it has none."""
         pods = self.pods(f"job-name={job_name}")
         if not pods:
-            return
-        newest = max(pods, key=lambda p: str(p.get("metadata", {}).get("creationTimestamp", "")))
-        yield from self.logs(str(newest["metadata"]["name"]), follow=follow)
+            return None
+        return str(max(pods, key=lambda p: str(p.get("metadata", {}).get("creationTimestamp", "")))["metadata"]["name"])
 
     def close(self) -> None:
         """Closes the connection pool."""

@@ -48,7 +48,7 @@ def to_run(kind: str, obj: Mapping[str, Any], now: float) -> Run:
     created = unix(str(meta.get("creationTimestamp", "")))
     if kind == "RayJob":
         state = gke.job_state(str(meta.get("name")), obj)
-        text, done = f"{state.deployment or 'New'}/{state.job or '-'}", state.done
+        text, done = state.status, state.done
         workload = str(carried_spec(_carried_env(obj)).get("name", ""))
         started = unix(str(status.get("startTime", ""))) or created
     else:

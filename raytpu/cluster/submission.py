@@ -106,7 +106,7 @@ def name_taken(run: StackRun, state: gke.JobState) -> errors.InvalidInput:
     24.z)."""
     cancel = f"raytpu runs cancel {run.name} --stack {run.stack}"
     run_id = run.name.removeprefix(f"{run.work.name}-")
-    status = f"{state.deployment or 'New'}/{state.job or '-'}"  # KubeRay's message could pass the line's bound
+    status = state.status  # KubeRay's message could pass the line's bound
     if state.done:
         return errors.invalid_value(
             "--run-id", run_id, f"names RayJob {run.name}, which exists and has finished ({status}); "

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -83,6 +84,12 @@ def team_runtime(cluster: local.LocalCluster, work: WorkloadSpec, run_name: str,
     return runtime
 
 
+def attempt_id(run_name: str, attempt: int) -> str:
+    """The submission id of a run's ``attempt`` (1 first): the run's name, then ``<run>-retry<N>``. Its
+    ``RAYTPU_RUN`` and checkpoints stay the run's, as a retried RayJob keeps its name (docs/FACTS.md 26)."""
+    return run_name if attempt == 1 else f"{run_name}-retry{attempt - 1}"
+
+
 def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: str | None, timeout_s: float,
                  streams: Streams, cpu_model: str | None = None, overwrite: bool = False, prefix: str = "") -> int:
     """Runs ``work`` on the local cluster in ``directory`` (default run dir), its lines and its end to ``streams``;
@@ -109,12 +116,20 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
                   timeline.EMULATED)
     lines: list[str] = []
     refused = False
+    attempts, ends = 1 + (work.retries or 0), time.monotonic() + timeout_s  # --timeout-s bounds them all
     try:
-        status = local.submit_job(cluster, work.kind.name, *extra, timeout_s=timeout_s, sink=streams.keeping(lines),
-                                  work=local_work, runtime=runtime, submission_id=run_name,
-                                  entrypoint=work.entrypoint if work.kind.runs_entrypoint else None)
+        for attempt in range(1, attempts + 1):  # as KubeRay's backoffLimit: a FAILED Ray job is run again, anew
+            submission_id = attempt_id(run_name, attempt)
+            status = local.submit_job(cluster, work.kind.name, *extra, timeout_s=max(ends - time.monotonic(), 1.0),
+                                      sink=streams.keeping(lines), work=local_work, runtime=runtime,
+                                      submission_id=submission_id,
+                                      entrypoint=work.entrypoint if work.kind.runs_entrypoint else None)
+            if status != "FAILED" or attempt == attempts:
+                break
+            streams.err(f"Ray job {submission_id}: {status} (attempt {attempt} of {attempts}); retrying as "
+                        f"{attempt_id(run_name, attempt + 1)}")
     except errors.InvalidInput:
-        refused = True  # (a run id in use) nothing ran: no timeline, no report
+        refused = attempt == 1  # (a run id in use) nothing ran: no timeline, no report
         raise
     finally:
         if not refused:
@@ -122,6 +137,7 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
             streams.ended(FollowedRun(run_name, recorder.finish(), None, tuple(lines)))
     streams.verdicts(work.kind, lines)
     if status != "SUCCEEDED":
-        raise errors.RuntimeFailure(f"{run_name}: Ray job ended {status}", "see its driver log above")
-    streams.err(f"Ray job {run_name}: {status}")
+        tried = f" after {attempt} attempts" if attempt > 1 else ""
+        raise errors.RuntimeFailure(f"{run_name}: Ray job ended {status}{tried}", "see its driver log above")
+    streams.err(f"Ray job {submission_id}: {status}")
     return 0

@@ -285,7 +285,9 @@ def ray_job(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = Fals
         # the job keeps its whole run time. Source: KubeRay v1.7.0 initRayJobStatusIfNeed (Status.StartTime)
         "activeDeadlineSeconds": None if run_s is None else waits_s + run_s,
         "preRunningDeadlineSeconds": waits_s,
-        "backoffLimit": limits.backoff_limit,
+        # each retry is a new RayCluster whose attempt restarts both clocks (docs/FACTS.md 26): no room to add here.
+        # Source: KubeRay v1.7.0 initRayJobStatusIfNeed (Status.StartTime), reached again from Retrying via New
+        "backoffLimit": work.backoff_limit,
         "runtimeEnvYAML": json.dumps({**dict(runtime or {}), "env_vars": env}, sort_keys=True),  # JSON is YAML
         "rayClusterSpec": ray_cluster_spec(work, pods, autopilot=autopilot, worker_env=worker_env),
     }

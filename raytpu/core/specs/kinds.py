@@ -51,6 +51,10 @@ class JobLimits:
                   for name in ("active_deadline_s", "pre_running_deadline_s") if getattr(self, name) < 1]
         found += [errors.invalid_value(name, getattr(self, name), "is negative", "a whole number >= 0")
                   for name in ("ttl_s", "backoff_limit") if getattr(self, name) < 0]
+        if self.backoff_limit > 0 and self.submission_mode == "InteractiveMode":
+            # Source: KubeRay v1.7.0 utils/validation.go ValidateRayJobSpec ("incompatible with InteractiveMode")
+            found.append(errors.forbidden("backoff_limit", self.backoff_limit, "with submission_mode InteractiveMode",
+                                          "0, or another submission_mode"))
         return found
 
 
@@ -177,6 +181,31 @@ def run_time_problems(of: WorkloadKind, run_time_s: object) -> list[errors.Inval
         return [errors.invalid_value("run_time_s", run_time_s, "is not a whole number of seconds in range",
                                      f"seconds from 1 to {MAX_RUN_TIME_S} (default {of.limits.active_deadline_s})"
                                      f"{no_limit}")]
+    return []
+
+
+RETRYING_KINDS = ("job",)
+"""Kinds that take ``retries`` (why the others refuse it: :func:`retries_problems`, docs/FACTS.md 26)."""
+MAX_RETRIES = 10
+"""Each retry is a whole new RayCluster with the full deadlines (docs/FACTS.md 26): 10 is twice a train run's preemption
+budget (``preemption.MAX_PREEMPTIONS``) and bounds a driver failing for good to 11 times its slice-hours."""
+
+
+def retries_problems(of: WorkloadKind, retries: object) -> list[errors.InvalidInput]:
+    """``workloads[].retries``: whole new attempts of a ``kind: job`` RayJob after a failure (its ``backoffLimit``).
+    Source: KubeRay v1.7.0 checkBackoffLimitAndUpdateStatusIfNeeded (Retrying while failed < backoffLimit + 1)."""
+    if retries is None:
+        return []
+    if of.name not in RETRYING_KINDS:
+        why = "a RayService has no backoffLimit" if of.limits is None else {
+            "train": "Ray Train restarts it inside the run, with the kit's budget per capacity",
+            "smoke": "a retried check would hide a failing slice",
+            "batch": "a retry runs the whole dataset again"}.get(of.name, "it is not a team's own driver")
+        return [errors.forbidden("retries", retries, f"for kind {of.name} ({why})",
+                                 f"only with kind {', '.join(RETRYING_KINDS)}; remove it here")]
+    if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= MAX_RETRIES:
+        return [errors.invalid_value("retries", retries, "is not a whole number in range",
+                                     f"a whole number from 0 to {MAX_RETRIES} (default 0: no retry)")]
     return []
 
 

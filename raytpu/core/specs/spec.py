@@ -318,6 +318,7 @@ class WorkloadSpec:
     compile_cache: str | None = None
     compile_budget_s: float | None = None
     run_time_s: int | str | None = None
+    retries: int | None = None
 
     def __post_init__(self) -> None:
         found = dns_label_problems("name", self.name)
@@ -373,6 +374,7 @@ class WorkloadSpec:
         found += sampling.sampling_problems(self)
         found += self._compile_problems()
         found += kinds.run_time_problems(self.kind, self.run_time_s)
+        found += kinds.retries_problems(self.kind, self.retries)
         if self.kind.batches:
             found += data.row_stats_problems(self.engine_kwargs)
         if self.slices is not None:
@@ -401,6 +403,12 @@ class WorkloadSpec:
         if self.run_time_s == kinds.NO_RUN_DEADLINE or self.kind.limits is None:
             return None
         return self.run_time_s if isinstance(self.run_time_s, int) else self.kind.limits.active_deadline_s
+
+    @property
+    def backoff_limit(self) -> int:
+        """Its RayJob's ``backoffLimit``: ``retries``, else its kind's (0: a failed run stays failed)."""
+        assert self.kind.limits is not None, f"kind {self.kind.name} is not a RayJob"
+        return self.kind.limits.backoff_limit if self.retries is None else self.retries
 
     @property
     def plan(self) -> SlicePlan:
@@ -448,7 +456,7 @@ class WorkloadSpec:
                 "slices": self.slices, **serving, "input": self.input, "output": self.output, "dataset": self.dataset,
                 "code": self.code, "train_loop": self.train_loop, "train_config": user_code.as_json(self.train_config),
                 "entrypoint": self.entrypoint, "compile_cache": self.compile_cache,
-                "compile_budget_s": self.compile_budget_s, "run_time_s": self.run_time_s,
+                "compile_budget_s": self.compile_budget_s, "run_time_s": self.run_time_s, "retries": self.retries,
                 **{name: getattr(self, name) for name in sampling.SAMPLING_FIELDS}}
 
     @classmethod
