@@ -13,6 +13,7 @@ from raytpu.core.common import errors, names
 from raytpu.core.common.errors import InvalidInput
 from raytpu.core.manifests import engine_pods, pod_security, preemption, ray_ports, serving, smoke_runs
 from raytpu.core.manifests import network_policy as netpol
+from raytpu.core.manifests.kube_resources import resource
 from raytpu.core.specs import compile_cache, multislice, node_disk, user_code
 from raytpu.core.specs.security import NAMESPACE_SOURCE, SecuritySpec
 from raytpu.core.specs.spec import MULTI_HOST_NAME_LIMIT, ClusterSpec, SliceSpec, WorkloadSpec
@@ -29,10 +30,22 @@ WORKER_GROUP = "tpu"
 TPU_ENV = {"JAX_PLATFORMS": "tpu,cpu", "ENABLE_PJRT_COMPATIBILITY": "true"}
 """``tpu,cpu``: a bare ``tpu`` crashes with "Unknown backend cpu" (kubernetes-engine-samples; FACTS 25.40)."""
 
-MIN_KUBERAY_VERSION = "1.6.0"
-"""The oldest KubeRay the kit's objects need: ``authOptions`` and ``preRunningDeadlineSeconds`` arrived in 1.6."""
-NEWEST_FIELDS = {"RayService": ("spec.rayClusterConfig.authOptions",)}
-"""Per kind, the kit's fields that arrived last (in :data:`MIN_KUBERAY_VERSION`): a CRD without them is older."""
+NEWEST_FIELDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "RayCluster": (("spec.authOptions",), "1.5.1"),
+    "RayJob": (("spec.preRunningDeadlineSeconds",), "1.6.0"),
+    "RayService": (("spec.rayClusterConfig.authOptions",), "1.5.1"),
+}
+"""Per kind, (the kit's fields that arrived last, the KubeRay release that brought them): a CRD without them is older.
+Source: ray-project/kuberay CRDs by tag, kuberay#4179 (v1.5.1), kuberay#4525 (v1.6.0) (docs/FACTS.md 24.za)."""
+MIN_KUBERAY_VERSION = max((v for _, v in NEWEST_FIELDS.values()), key=lambda v: tuple(map(int, v.split("."))))
+"""The oldest KubeRay every object the kit emits works with: the newest release of :data:`NEWEST_FIELDS`."""
+
+
+def kuberay_remedy(version: str, kind: str) -> str:
+    """What fixes a cluster whose KubeRay is older than ``version`` (GKE publishes no add-on-to-KubeRay table)."""
+    return (f"KubeRay {version} or newer: a GKE version whose Ray Operator add-on ships it (GKE does not document "
+            f"which KubeRay each version ships; after an upgrade `kubectl get crd {resource(kind).display} -o yaml` "
+            "shows the fields it serves)")
 
 MAX_NAME_LENGTH = {"RayCluster": 53, "RayJob": 47, "RayService": 47}
 """KubeRay's name limits (it appends suffixes to derive cluster and pod names); names are DNS-1035 labels."""
