@@ -4,6 +4,7 @@ SlicePlan, pods locked down (FACTS 25.40). Source: KubeRay v1.7.0 ``labelPod`` (
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -142,15 +143,19 @@ def _pod_template(pods: Pods, container: dict[str, Any], *, node_selector: Mappi
     return template
 
 
-AUTOPILOT_RAY_FILES = {"ephemeral-storage": f"{node_disk.SCRATCH_GIB:g}Gi"}
-"""On Autopilot, each Ray container's ephemeral-storage request: the kit's allowance for Ray's files in /tmp (session
-logs, runtime-env zips, spilled objects), not Autopilot's 1 GiB default, which becomes a limit that evicts.
-Source: https://cloud.google.com/kubernetes-engine/docs/concepts/autopilot-resource-requests (docs/FACTS.md 24.t)."""
+def autopilot_ray_files(gib: float = node_disk.SCRATCH_GIB) -> dict[str, str]:
+    """On Autopilot, each Ray container's ephemeral-storage request, which Autopilot also makes its limit (an eviction
+    line): Ray's files in /tmp (session logs, runtime-env zips, spilled objects), ``workloads[].ray_disk_gib`` or the
+    kit's allowance, never Autopilot's 1 GiB default (docs/FACTS.md 24.za).
+    Source: https://cloud.google.com/kubernetes-engine/docs/concepts/autopilot-resource-requests"""
+    return {"ephemeral-storage": f"{math.ceil(gib)}Gi"}
 
 
-def head_group(pods: Pods, serves: bool = False, autopilot: bool = False) -> dict[str, Any]:
+def head_group(pods: Pods, serves: bool = False, autopilot: bool = False,
+               ray_files_gib: float = node_disk.SCRATCH_GIB) -> dict[str, Any]:
     """The Ray head: CPU only, ``num-cpus: 0`` (no work lands on it), ClusterIP service, dashboard on 8265."""
-    requests = {"cpu": pods.head_cpu, "memory": pods.head_memory, **(AUTOPILOT_RAY_FILES if autopilot else {})}
+    files = autopilot_ray_files(ray_files_gib) if autopilot else {}
+    requests = {"cpu": pods.head_cpu, "memory": pods.head_memory, **files}
     container = {
         "name": "ray-head",
         "image": pods.image,
@@ -170,14 +175,15 @@ HOST_SHARE = 0.9
 """The Ray worker's share of its host's allocatable CPU and memory; the rest: DaemonSets, the GCS FUSE sidecar."""
 
 
-def host_resources(plan: SlicePlan, autopilot: bool) -> dict[str, dict[str, str]]:
+def host_resources(plan: SlicePlan, autopilot: bool,
+                   ray_files_gib: float = node_disk.SCRATCH_GIB) -> dict[str, dict[str, str]]:
     """A TPU worker's resources: all the host's chips, on Standard :data:`HOST_SHARE` as requests, on Autopilot
-    :data:`AUTOPILOT_RAY_FILES` of ephemeral storage (FACTS 25.40).
+    :func:`autopilot_ray_files` of ephemeral storage (FACTS 25.40).
     Source: https://cloud.google.com/kubernetes-engine/docs/how-to/tpus-autopilot"""
     tpus = str(plan.chips_per_host)
     resources = {"requests": {TPU_RESOURCE: tpus}, "limits": {TPU_RESOURCE: tpus}}
     if autopilot:  # an engine's larger request replaces it (engine_pods)
-        resources["requests"] |= AUTOPILOT_RAY_FILES
+        resources["requests"] |= autopilot_ray_files(ray_files_gib)
     else:
         machine = generation(plan.generation).machine_type(plan.machine_type)
         memory = f"{int(machine.allocatable_memory_mib * HOST_SHARE)}Mi"
@@ -196,7 +202,7 @@ def worker_group(work: WorkloadSpec, pods: Pods, *, autopilot: bool, env: Mappin
         "name": "ray-worker",
         "image": pods.image,
         "env": _env({**TPU_ENV, **multislice.slice_env(work.slices_per_run), **pods.env, **(env or {})}),
-        "resources": host_resources(plan, autopilot),
+        "resources": host_resources(plan, autopilot, work.ray_files_gib),
         "ports": [p.container_port() for p in ray_ports.worker_ports(serves, not plan.single_host)],
     }
     template = _pod_template(pods, container, node_selector=selector, tolerations=tolerations)
@@ -219,7 +225,7 @@ def ray_cluster_spec(work: WorkloadSpec, pods: Pods, *, autopilot: bool,
     return {
         "rayVersion": pods.ray_version,
         "authOptions": {"mode": names.AUTH_MODE},
-        "headGroupSpec": head_group(pods, serves, autopilot),
+        "headGroupSpec": head_group(pods, serves, autopilot, work.ray_files_gib),
         "workerGroupSpecs": [worker_group(work, pods, autopilot=autopilot, env=worker_env, serves=serves)],
     }
 
