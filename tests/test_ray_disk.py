@@ -3,7 +3,10 @@ workload, which Autopilot also makes the pod's limit (docs/FACTS.md 24.za); refu
 
 from __future__ import annotations
 
+import kind_fields
 import pytest
+import yaml
+from emitted import MATRIX
 from image_refs import FIXTURE_IMAGES
 
 from raytpu import config
@@ -14,20 +17,12 @@ from raytpu.core.specs.spec import ClusterSpec
 
 pytestmark = pytest.mark.unit
 
-CONFIG = """
-project: my-ml-project
-region: us-central1
-cluster: {name: ap, mode: MODE}
-slices:
-  - {name: multi, generation: v6e, topology: 4x4, zone: us-central1-b}
-workloads:
-  - {name: work, kind: KIND, slice: multi, FIELD}
-"""
-
-
 def _parse(mode: str = "autopilot", kind: str = "train", field: str = "ray_disk_gib: 200") -> ClusterSpec:
-    fields = f"{field}, entrypoint: ray status" if kind == "job" else field
-    return config.parse(CONFIG.replace("MODE", mode).replace("KIND", kind).replace("FIELD", fields))
+    """The matrix config of tests/emitted.py in ``mode`` with one ``kind`` workload on its multi-host slice."""
+    data = yaml.safe_load(MATRIX.replace("MODE", mode))
+    data["workloads"] = [{"name": "work", "kind": kind, "slice": "multi", **kind_fields.fields(kind),
+                          **yaml.safe_load("{" + field + "}")}]
+    return config.parse(yaml.safe_dump(data))
 
 
 def _requests(text_field: str, kind: str = "train") -> list[dict[str, str]]:
