@@ -9,6 +9,7 @@ from typing import Any
 
 from raytpu.core.common import errors
 from raytpu.core.manifests.kube_resources import resource
+from raytpu.core.manifests.kuberay import kuberay_remedy
 from raytpu.modules import _props
 from raytpu.modules.cdk import (
     Construct,
@@ -90,8 +91,8 @@ class RayWorkload(Construct):
             lifecycle = TerraformResourceLifecycle(precondition=[Precondition(
                 condition=f"${{{hcl_crd_declares(crd.fqn + '.object', f)}}}",
                 error_message=f"The cluster's KubeRay (GKE's Ray Operator add-on) serves a {props.kind} CRD without "
-                              f"{f}, which KubeRay {version} brought; valid: a GKE version whose Ray Operator "
-                              f"add-on ships KubeRay {version} or newer.") for f in fields_])
+                              f"{f}, which KubeRay {version} brought; valid: "
+                              f"{kuberay_remedy(version, props.kind)}.") for f in fields_])
         self.manifest = km.Manifest(
             self, "manifest",
             manifest=dict(props.manifest),

@@ -140,7 +140,7 @@ class WorkloadsStack(TerraformStack):
                                              service_account=self.service_account.name,
                                              bucket=cluster.bucket.name, namespace=self.namespace.name)
         workload = RayWorkload(self, f"workload-{work.name}", RayWorkloadProps(
-            manifest=manifest, requires=(kuberay.NEWEST_FIELDS[manifest["kind"]], kuberay.MIN_KUBERAY_VERSION),
+            manifest=manifest, requires=kuberay.NEWEST_FIELDS[manifest["kind"]],
             network_policy=kuberay.network_policy(manifest, cluster.spec)))
         self.workloads.append(workload)
         return workload

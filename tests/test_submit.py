@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
-from crd import operator_errors, schema_errors, webhook_errors
+from crd import REPO, load_yaml, operator_errors, schema_errors, webhook_errors
 from google.oauth2 import service_account
 from image_refs import FIXTURE_IMAGES, write_record
 from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, serving, status_body, use_adc
@@ -350,8 +350,8 @@ def test_a_finished_run_is_submitted_again_under_its_name_after_the_named_cancel
 
 def test_an_older_kuberay_is_named_before_anything_is_applied(fake: Cluster,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
-    """KubeRay 1.5's RayJob CRD has no ``authOptions`` (added in 1.6.0, ray-project/kuberay#4179): the vendored
-    v1.7.0 CRD with that field removed stands in for it."""
+    """KubeRay 1.5.0's RayJob CRD has no ``authOptions`` (added in 1.5.1, ray-project/kuberay#4179 cherry-picked by
+    #4214): the vendored v1.7.0 CRD with that field removed stands in for it."""
     crd = fake.server.crds["rayjobs.ray.io"] = copy.deepcopy(fake.server.crds["rayjobs.ray.io"])
     cluster_schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"][
         "rayClusterSpec"]["properties"]
@@ -360,8 +360,34 @@ def test_an_older_kuberay_is_named_before_anything_is_applied(fake: Cluster,
     _, err = capsys.readouterr()
     assert err == ("error: kubernetes: the cluster's rayjobs.ray.io (KubeRay) does not declare "
                    "spec.rayClusterSpec.authOptions: its KubeRay is older than the kit's objects need; valid: KubeRay "
-                   "1.6.0 or newer: a GKE version whose Ray Operator add-on ships it (the add-on follows the "
-                   "cluster's version)\n")
+                   "1.6.0 or newer: a GKE version whose Ray Operator add-on ships it (GKE does not document which "
+                   "KubeRay each version ships; after an upgrade `kubectl get crd rayjobs.ray.io -o yaml` shows the "
+                   "fields it serves)\n")
+    assert fake.applied() == []
+
+
+OLDER_KUBERAY = REPO / "tests" / "data" / "kuberay-crds"
+
+
+@pytest.mark.parametrize(("argv", "crd_name", "release_file", "named"), [
+    (("submit", "train"), "rayjobs.ray.io", "v1.5.2/ray.io_rayjobs.yaml",
+     "spec.preRunningDeadlineSeconds (KubeRay 1.6.0)"),
+    (("submit", "smoke"), "rayjobs.ray.io", "v1.5.2/ray.io_rayjobs.yaml",
+     "spec.preRunningDeadlineSeconds (KubeRay 1.6.0)"),
+    (("smoke",), "rayjobs.ray.io", "v1.5.2/ray.io_rayjobs.yaml", "spec.preRunningDeadlineSeconds (KubeRay 1.6.0)"),
+    (("submit", "serve"), "rayservices.ray.io", "v1.5.0/ray.io_rayservices.yaml",
+     "spec.rayClusterConfig.authOptions (KubeRay 1.5.1)"),
+], ids=["train", "submit-smoke", "smoke", "serve"])
+def test_a_real_older_kuberay_crd_is_refused_naming_the_field_and_its_release(
+        fake: Cluster, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], crd_name: str, release_file: str,
+        named: str) -> None:
+    """The cluster serves the CRD of the KubeRay release before the field's (vendored unchanged): exit 1 before
+    anything is applied, the field, the release that brought it and the kit's minimum named."""
+    fake.server.crds[crd_name] = load_yaml((OLDER_KUBERAY / release_file).read_text())
+    assert main(*argv, "--stack", STACK, "--run-id", "old") == 1
+    _, err = capsys.readouterr()
+    assert f"the cluster's {crd_name} (KubeRay) does not declare {named}: its KubeRay is older" in err
+    assert "valid: KubeRay 1.6.0 or newer" in err and "Traceback" not in err
     assert fake.applied() == []
 
 

@@ -151,7 +151,7 @@ def _pruned_crd(kind: str, field_path: str, keep_last: bool) -> dict[str, Any]:
 def test_the_kuberay_version_check_is_judged_by_terraform_against_the_crds(standard: dict) -> None:
     """Each KubeRay object of the workloads stack carries a precondition over the live CRD
     (``data.kubernetes_resource``): ``kubernetes_manifest`` plans against the cluster's CRDs, so an older KubeRay
-    would fail the plan on a field it lacks (``authOptions``, ``preRunningDeadlineSeconds``: KubeRay 1.6.0). Terraform
+    would fail the plan on a field it lacks (a RayService's ``authOptions``: KubeRay 1.5.1). Terraform
     evaluates each condition here against the vendored v1.7.0 CRD and against it without the field."""
     stack = standard["ray-tpu-workloads"]
     checked = 0
@@ -160,8 +160,10 @@ def test_the_kuberay_version_check_is_judged_by_terraform_against_the_crds(stand
         if kind not in kuberay.NEWEST_FIELDS:
             continue
         conditions = manifest["lifecycle"]["precondition"]
-        assert [f for f in kuberay.NEWEST_FIELDS[kind] if not any(f in c["error_message"] for c in conditions)] == []
-        for condition, field_path in zip(conditions, kuberay.NEWEST_FIELDS[kind], strict=True):
+        fields, version = kuberay.NEWEST_FIELDS[kind]
+        assert [f for f in fields if not any(f"{f}, which KubeRay {version} brought" in c["error_message"]
+                                             for c in conditions)] == []
+        for condition, field_path in zip(conditions, fields, strict=True):
             reference = re.search(r"data\.kubernetes_resource\.[\w-]+\.object", condition["condition"])
             assert reference is not None
             cases = [condition["condition"][2:-1].replace(reference[0], f"jsondecode({json.dumps(json.dumps(crd))})")

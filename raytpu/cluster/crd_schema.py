@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from raytpu.cluster.kube_errors import KubeError
+from raytpu.core.manifests import kuberay
 from raytpu.core.manifests.kube_resources import Resource
 
 
@@ -44,11 +45,12 @@ def served_schema(crd: Mapping[str, Any], res: Resource) -> Mapping[str, Any]:
 
 
 def check_declared(obj: Mapping[str, Any], res: Resource, crd: Mapping[str, Any], needs: str) -> None:
-    """Raises a KubeError (422) naming ``obj``'s first fields the cluster's CRD does not declare; ``needs`` names
-    the oldest KubeRay the kit supports."""
+    """Raises a KubeError (422) naming ``obj``'s first fields the cluster's CRD does not declare (with the release that
+    brought those of :data:`kuberay.NEWEST_FIELDS`); ``needs`` names the oldest KubeRay the kit supports."""
     missing = undeclared_fields(obj, served_schema(crd, res))
     if missing:
-        raise KubeError(422, f"the cluster's {res.display} (KubeRay) does not declare {', '.join(missing[:3])}"
+        newest, brought = kuberay.NEWEST_FIELDS.get(str(obj.get("kind")), ((), ""))
+        named = [f"{f} (KubeRay {brought})" if f in newest else f for f in missing[:3]]
+        raise KubeError(422, f"the cluster's {res.display} (KubeRay) does not declare {', '.join(named)}"
                         f"{f' and {len(missing) - 3} more' if len(missing) > 3 else ''}: its KubeRay is older "
-                        f"than the kit's objects need", f"KubeRay {needs} or newer: a GKE version whose Ray "
-                        "Operator add-on ships it (the add-on follows the cluster's version)")
+                        f"than the kit's objects need", kuberay.kuberay_remedy(needs, str(obj.get("kind"))))

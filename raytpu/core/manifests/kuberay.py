@@ -4,6 +4,7 @@ SlicePlan, pods locked down (FACTS 25.40). Source: KubeRay v1.7.0 ``labelPod`` (
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -13,6 +14,7 @@ from raytpu.core.common import errors, names
 from raytpu.core.common.errors import InvalidInput
 from raytpu.core.manifests import engine_pods, pod_security, preemption, ray_ports, serving, smoke_runs
 from raytpu.core.manifests import network_policy as netpol
+from raytpu.core.manifests.kube_resources import resource
 from raytpu.core.specs import compile_cache, multislice, node_disk, user_code
 from raytpu.core.specs.security import NAMESPACE_SOURCE, SecuritySpec
 from raytpu.core.specs.spec import MULTI_HOST_NAME_LIMIT, ClusterSpec, SliceSpec, WorkloadSpec
@@ -29,10 +31,22 @@ WORKER_GROUP = "tpu"
 TPU_ENV = {"JAX_PLATFORMS": "tpu,cpu", "ENABLE_PJRT_COMPATIBILITY": "true"}
 """``tpu,cpu``: a bare ``tpu`` crashes with "Unknown backend cpu" (kubernetes-engine-samples; FACTS 25.40)."""
 
-MIN_KUBERAY_VERSION = "1.6.0"
-"""The oldest KubeRay the kit's objects need: ``authOptions`` and ``preRunningDeadlineSeconds`` arrived in 1.6."""
-NEWEST_FIELDS = {"RayService": ("spec.rayClusterConfig.authOptions",)}
-"""Per kind, the kit's fields that arrived last (in :data:`MIN_KUBERAY_VERSION`): a CRD without them is older."""
+NEWEST_FIELDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "RayCluster": (("spec.authOptions",), "1.5.1"),
+    "RayJob": (("spec.preRunningDeadlineSeconds",), "1.6.0"),
+    "RayService": (("spec.rayClusterConfig.authOptions",), "1.5.1"),
+}
+"""Per kind, (the kit's fields that arrived last, the KubeRay release that brought them): a CRD without them is older.
+Source: ray-project/kuberay CRDs by tag, kuberay#4179 (v1.5.1), kuberay#4525 (v1.6.0) (docs/FACTS.md 24.za)."""
+MIN_KUBERAY_VERSION = max((v for _, v in NEWEST_FIELDS.values()), key=lambda v: tuple(map(int, v.split("."))))
+"""The oldest KubeRay every object the kit emits works with: the newest release of :data:`NEWEST_FIELDS`."""
+
+
+def kuberay_remedy(version: str, kind: str) -> str:
+    """What fixes a cluster whose KubeRay is older than ``version`` (GKE publishes no add-on-to-KubeRay table)."""
+    return (f"KubeRay {version} or newer: a GKE version whose Ray Operator add-on ships it (GKE does not document "
+            f"which KubeRay each version ships; after an upgrade `kubectl get crd {resource(kind).display} -o yaml` "
+            "shows the fields it serves)")
 
 MAX_NAME_LENGTH = {"RayCluster": 53, "RayJob": 47, "RayService": 47}
 """KubeRay's name limits (it appends suffixes to derive cluster and pod names); names are DNS-1035 labels."""
@@ -129,15 +143,19 @@ def _pod_template(pods: Pods, container: dict[str, Any], *, node_selector: Mappi
     return template
 
 
-AUTOPILOT_RAY_FILES = {"ephemeral-storage": f"{node_disk.SCRATCH_GIB:g}Gi"}
-"""On Autopilot, each Ray container's ephemeral-storage request: the kit's allowance for Ray's files in /tmp (session
-logs, runtime-env zips, spilled objects), not Autopilot's 1 GiB default, which becomes a limit that evicts.
-Source: https://cloud.google.com/kubernetes-engine/docs/concepts/autopilot-resource-requests (docs/FACTS.md 24.t)."""
+def autopilot_ray_files(gib: float = node_disk.SCRATCH_GIB) -> dict[str, str]:
+    """On Autopilot, each Ray container's ephemeral-storage request, which Autopilot also makes its limit (an eviction
+    line): Ray's files in /tmp (session logs, runtime-env zips, spilled objects), ``workloads[].ray_disk_gib`` or the
+    kit's allowance, never Autopilot's 1 GiB default (docs/FACTS.md 24.za).
+    Source: https://cloud.google.com/kubernetes-engine/docs/concepts/autopilot-resource-requests"""
+    return {"ephemeral-storage": f"{math.ceil(gib)}Gi"}
 
 
-def head_group(pods: Pods, serves: bool = False, autopilot: bool = False) -> dict[str, Any]:
+def head_group(pods: Pods, serves: bool = False, autopilot: bool = False,
+               ray_files_gib: float = node_disk.SCRATCH_GIB) -> dict[str, Any]:
     """The Ray head: CPU only, ``num-cpus: 0`` (no work lands on it), ClusterIP service, dashboard on 8265."""
-    requests = {"cpu": pods.head_cpu, "memory": pods.head_memory, **(AUTOPILOT_RAY_FILES if autopilot else {})}
+    files = autopilot_ray_files(ray_files_gib) if autopilot else {}
+    requests = {"cpu": pods.head_cpu, "memory": pods.head_memory, **files}
     container = {
         "name": "ray-head",
         "image": pods.image,
@@ -157,14 +175,15 @@ HOST_SHARE = 0.9
 """The Ray worker's share of its host's allocatable CPU and memory; the rest: DaemonSets, the GCS FUSE sidecar."""
 
 
-def host_resources(plan: SlicePlan, autopilot: bool) -> dict[str, dict[str, str]]:
+def host_resources(plan: SlicePlan, autopilot: bool,
+                   ray_files_gib: float = node_disk.SCRATCH_GIB) -> dict[str, dict[str, str]]:
     """A TPU worker's resources: all the host's chips, on Standard :data:`HOST_SHARE` as requests, on Autopilot
-    :data:`AUTOPILOT_RAY_FILES` of ephemeral storage (FACTS 25.40).
+    :func:`autopilot_ray_files` of ephemeral storage (FACTS 25.40).
     Source: https://cloud.google.com/kubernetes-engine/docs/how-to/tpus-autopilot"""
     tpus = str(plan.chips_per_host)
     resources = {"requests": {TPU_RESOURCE: tpus}, "limits": {TPU_RESOURCE: tpus}}
     if autopilot:  # an engine's larger request replaces it (engine_pods)
-        resources["requests"] |= AUTOPILOT_RAY_FILES
+        resources["requests"] |= autopilot_ray_files(ray_files_gib)
     else:
         machine = generation(plan.generation).machine_type(plan.machine_type)
         memory = f"{int(machine.allocatable_memory_mib * HOST_SHARE)}Mi"
@@ -183,7 +202,7 @@ def worker_group(work: WorkloadSpec, pods: Pods, *, autopilot: bool, env: Mappin
         "name": "ray-worker",
         "image": pods.image,
         "env": _env({**TPU_ENV, **multislice.slice_env(work.slices_per_run), **pods.env, **(env or {})}),
-        "resources": host_resources(plan, autopilot),
+        "resources": host_resources(plan, autopilot, work.ray_files_gib),
         "ports": [p.container_port() for p in ray_ports.worker_ports(serves, not plan.single_host)],
     }
     template = _pod_template(pods, container, node_selector=selector, tolerations=tolerations)
@@ -206,7 +225,7 @@ def ray_cluster_spec(work: WorkloadSpec, pods: Pods, *, autopilot: bool,
     return {
         "rayVersion": pods.ray_version,
         "authOptions": {"mode": names.AUTH_MODE},
-        "headGroupSpec": head_group(pods, serves, autopilot),
+        "headGroupSpec": head_group(pods, serves, autopilot, work.ray_files_gib),
         "workerGroupSpecs": [worker_group(work, pods, autopilot=autopilot, env=worker_env, serves=serves)],
     }
 

@@ -72,6 +72,11 @@ def allocatable_gib(disk_gib: int) -> float:
     return max(0.0, capacity - reserved - EVICTION_SHARE * capacity)
 
 
+RAY_DISK_GIB = (1, math.floor(allocatable_gib(DISK_SIZE_GIB[1])) - GCSFUSE_SIDECAR_GIB)
+"""``workloads[].ray_disk_gib``: GiB; at most what the largest boot disk GKE takes leaves a pod (Autopilot's own
+maximum for TPU Pods is not published: docs/FACTS.md 24.za)."""
+
+
 def disk_for(need_gib: float) -> int | None:
     """The smallest boot disk (a multiple of 10 GiB, at least the default) whose allocatable storage holds
     ``need_gib``; None when even the largest disk GKE takes does not."""

@@ -319,6 +319,7 @@ class WorkloadSpec:
     compile_budget_s: float | None = None
     run_time_s: int | str | None = None
     retries: int | None = None
+    ray_disk_gib: int | None = None
 
     def __post_init__(self) -> None:
         found = dns_label_problems("name", self.name)
@@ -375,6 +376,7 @@ class WorkloadSpec:
         found += self._compile_problems()
         found += kinds.run_time_problems(self.kind, self.run_time_s)
         found += kinds.retries_problems(self.kind, self.retries)
+        found += self._ray_disk_problems()
         if self.kind.batches:
             found += data.row_stats_problems(self.engine_kwargs)
         if self.slices is not None:
@@ -383,6 +385,21 @@ class WorkloadSpec:
             if not bad and self.kind.spans_slices:
                 found += multislice.problems(self.plan, self.slices)
         raise_all(found)
+
+    def _ray_disk_problems(self) -> list[InvalidInput]:
+        """``ray_disk_gib``: not for engines (their request is sized from the model), else a whole GiB in range."""
+        if self.ray_disk_gib is None:
+            return []
+        if self.kind.takes_model:
+            return [errors.forbidden("ray_disk_gib", self.ray_disk_gib, f"for kind {self.kind.name}",
+                                     "leave it out: an engine's request is its model's weights + "
+                                     f"{node_disk.SCRATCH_GIB:g} GiB (raytpu plan --mode serve prints it)")]
+        return range_problems("ray_disk_gib", self.ray_disk_gib, *node_disk.RAY_DISK_GIB, " GiB")
+
+    @property
+    def ray_files_gib(self) -> float:
+        """GiB each Ray container writes on Autopilot (spilled objects, logs): ``ray_disk_gib``, else the allowance."""
+        return float(self.ray_disk_gib) if self.ray_disk_gib is not None else node_disk.SCRATCH_GIB
 
     def _compile_problems(self) -> list[InvalidInput]:
         found: list[InvalidInput] = []
@@ -457,6 +474,7 @@ class WorkloadSpec:
                 "code": self.code, "train_loop": self.train_loop, "train_config": user_code.as_json(self.train_config),
                 "entrypoint": self.entrypoint, "compile_cache": self.compile_cache,
                 "compile_budget_s": self.compile_budget_s, "run_time_s": self.run_time_s, "retries": self.retries,
+                "ray_disk_gib": self.ray_disk_gib,
                 **{name: getattr(self, name) for name in sampling.SAMPLING_FIELDS}}
 
     @classmethod
@@ -581,6 +599,12 @@ def cluster_problems(*, project: object, region: object, cluster: GkeSpec | None
         if work.slice not in slices:
             found.append(errors.invalid_choice(f"workloads[{i}].slice", work.slice.name,
                                                list(dict.fromkeys(s.name for s in slices if s is not None))))
+    for i, work in enumerate(workloads):
+        if cluster is not None and not cluster.autopilot and work is not None and work.ray_disk_gib is not None:
+            found.append(errors.forbidden(  # Standard sets no ephemeral-storage limit: nothing to raise
+                f"workloads[{i}].ray_disk_gib", work.ray_disk_gib, "with cluster.mode: standard (no per-pod "
+                "limit there; Ray's files share the boot disk's allocatable storage)", "leave it out and size the "
+                "node with slices[].disk_size_gib, or use cluster.mode: autopilot"))
     if storage is not None:
         found += grants.read_only_write_problems(workloads, storage.data_buckets)
     if cluster is not None and not cluster.autopilot and None not in workloads:

@@ -1,0 +1,56 @@
+"""``workloads[].ray_disk_gib``: on Autopilot the ephemeral-storage request of every Ray container of a non-engine
+workload, which Autopilot also makes the pod's limit (docs/FACTS.md 24.za); refused where it means nothing."""
+
+from __future__ import annotations
+
+import kind_fields
+import pytest
+import yaml
+from emitted import MATRIX
+from image_refs import FIXTURE_IMAGES
+
+from raytpu import config
+from raytpu.core.common.errors import InvalidInput, InvalidInputs
+from raytpu.core.manifests import kuberay
+from raytpu.core.specs import node_disk
+from raytpu.core.specs.spec import ClusterSpec
+
+pytestmark = pytest.mark.unit
+
+def _parse(mode: str = "autopilot", kind: str = "train", field: str = "ray_disk_gib: 200") -> ClusterSpec:
+    """The matrix config of tests/emitted.py in ``mode`` with one ``kind`` workload on its multi-host slice."""
+    data = yaml.safe_load(MATRIX.replace("MODE", mode))
+    data["workloads"] = [{"name": "work", "kind": kind, "slice": "multi", **kind_fields.fields(kind),
+                          **yaml.safe_load("{" + field + "}")}]
+    return config.parse(yaml.safe_dump(data))
+
+
+def _requests(text_field: str, kind: str = "train") -> list[dict[str, str]]:
+    spec = _parse(kind=kind, field=text_field)
+    obj = kuberay.workload_manifest(spec, spec.workloads[0], images=FIXTURE_IMAGES, service_account="ray",
+                                    bucket="b", name="work-r1")
+    return [t["spec"]["containers"][0]["resources"]["requests"] for t in kuberay.pod_templates(obj)[:2]]
+
+
+@pytest.mark.parametrize("kind", ["train", "smoke", "job"])
+def test_the_head_and_tpu_workers_request_what_the_workload_declares(kind: str) -> None:
+    assert [r["ephemeral-storage"] for r in _requests("ray_disk_gib: 200", kind)] == ["200Gi", "200Gi"]
+
+
+def test_without_it_the_allowance_stays() -> None:
+    assert [r["ephemeral-storage"] for r in _requests("image: example.com/x:1")] == [
+        f"{node_disk.SCRATCH_GIB:g}Gi"] * 2
+
+
+@pytest.mark.parametrize(("mode", "kind", "field", "said"), [
+    ("autopilot", "train", "ray_disk_gib: 0", f"0 is out of range; valid: 1 to {node_disk.RAY_DISK_GIB[1]} GiB"),
+    ("autopilot", "train", "ray_disk_gib: 99999999", "99999999 is out of range"),
+    ("autopilot", "train", "ray_disk_gib: lots", "'lots': input should be a valid integer"),
+    ("autopilot", "train", "ray_disk_gib: true", "valid: a whole number"),
+    ("autopilot", "serve", "ray_disk_gib: 50", "is not allowed for kind serve; valid: leave it out"),
+    ("standard", "train", "ray_disk_gib: 50", "is not allowed with cluster.mode: standard"),
+], ids=["zero", "above-any-disk", "text", "bool", "engine", "standard"])
+def test_bad_ray_disk_gib_is_refused_naming_the_field(mode: str, kind: str, field: str, said: str) -> None:
+    with pytest.raises((InvalidInput, InvalidInputs)) as info:
+        _parse(mode, kind, field)
+    assert "workloads[0].ray_disk_gib" in str(info.value) and said in str(info.value), str(info.value)
