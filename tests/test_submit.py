@@ -280,8 +280,9 @@ def test_submit_wait_records_the_runs_timeline_from_pods_nodes_events_and_the_dr
     assert not [t for t in threading.enumerate() if t.name.startswith("raytpu-timeline-")]
     assert "smoke-tl: where the minutes went" in err and "FailedScheduling x7: 0/3 nodes are available" in err
     # read through the kit's client: the pods by KubeRay's label, each TPU node by name, a pending pod's events
-    assert fake.server.of("GET", "/api/v1/namespaces/ray/pods")[0].query["labelSelector"] == \
-        "ray.io/originated-from-cr-name=smoke-tl"
+    # (the log streamer reads the submitter's pods by the Job's own label: Kubernetes batch/v1 job-name)
+    assert {r.query.get("labelSelector") for r in fake.server.of("GET", "/api/v1/namespaces/ray/pods")} >= {
+        "ray.io/originated-from-cr-name=smoke-tl", "job-name=smoke-tl"}
     assert {r.path for r in fake.server.of("GET", "/api/v1/nodes/")} == {f"/api/v1/nodes/tpu-{s}-{h}" for s, h in hosts}
     assert {r.query["fieldSelector"] for r in fake.server.of("GET", "/api/v1/namespaces/ray/events")} >= {
         f"involvedObject.name={name}-w00"}
