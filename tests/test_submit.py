@@ -29,6 +29,7 @@ from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, serving, sta
 
 from raytpu import __version__, cli
 from raytpu.cluster import gke, google_api, submission
+from raytpu.cluster.kube_client import KubeClient
 from raytpu.config import parse
 from raytpu.core import core_zip
 from raytpu.core.common import names, report
@@ -189,7 +190,8 @@ def test_submit_smoke_waits_applies_exact_manifest_streams_the_log_and_prints_ve
     assert [r.path for r in fake.server.of("PATCH")] == [
         policy_path, "/apis/ray.io/v1/namespaces/ray/rayjobs/smoke-r1", policy_path]
     policy = kuberay.network_policy(expected("smoke", "smoke-r1"), parse(CONFIG))
-    owner = {"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "smoke-r1", "uid": "uid-smoke-r1"}
+    owner = {"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "smoke-r1", "uid": "uid-smoke-r1",
+             "blockOwnerDeletion": False, "controller": False}
     assert fake.applied("networkpolicies") == [
         policy, {**policy, "metadata": {**policy["metadata"], "ownerReferences": [owner]}}]
     patch = fake.server.of("PATCH")[1]
@@ -198,6 +200,77 @@ def test_submit_smoke_waits_applies_exact_manifest_streams_the_log_and_prints_ve
     # google-auth got a token from the (loopback) token endpoint, and every API call carries one the server issued
     assert fake.server.of("POST", "/token")
     assert all(r.bearer and r.bearer in fake.server._valid_tokens for r in fake.server.api_requests())
+
+
+POLICY_PATH = "/apis/networking.k8s.io/v1/namespaces/ray/networkpolicies/job-train-o1"
+RAYJOB_PATH = "/apis/ray.io/v1/namespaces/ray/rayjobs/train-o1"
+
+
+def test_submitted_rayjobs_policy_is_owned_by_it_with_the_exact_owner_patch(fake: Cluster) -> None:
+    """At the API boundary: the third request is a server-side apply (the kit's one write mechanism, same field
+    manager) of exactly the policy plus one ownerReference to the RayJob's uid from the apply's answer, and the
+    server's policy carries it, so the garbage collector deletes it with the RayJob."""
+    assert main("submit", "train", "--stack", STACK, "--run-id", "o1") == 0
+    policy = kuberay.network_policy(expected("train", "train-o1"), parse(CONFIG))
+    owner = {"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "train-o1", "uid": "uid-train-o1",
+             "blockOwnerDeletion": False, "controller": False}
+    patches = fake.server.of("PATCH")
+    assert [r.path for r in patches] == [POLICY_PATH, RAYJOB_PATH, POLICY_PATH]
+    assert patches[2].json == {**policy, "metadata": {**policy["metadata"], "ownerReferences": [owner]}}
+    assert patches[2].query == {"fieldManager": "raytpu", "force": "false", "fieldValidation": "Strict"}
+    assert patches[2].headers["content-type"] == "application/apply-patch+yaml"
+    stored = fake.server.get_object("networkpolicies", "job-train-o1")
+    assert stored is not None and stored["metadata"]["ownerReferences"] == [owner]
+    job = fake.server.get_object("rayjobs", "train-o1")
+    assert job is not None and job["metadata"]["uid"] == owner["uid"]
+
+
+@pytest.mark.parametrize(("status", "body"), [
+    (422, status_body(422, "Invalid", 'RayJob.ray.io "train-o1" is invalid: spec: Invalid value')),
+    (403, status_body(403, "Forbidden", 'rayjobs.ray.io "train-o1" is forbidden: User cannot patch')),
+    (409, status_body(409, "Conflict", "Apply failed with 1 conflict: conflict with \"kubectl\"")),
+    (500, status_body(500, "InternalError", "etcdserver: request timed out")),
+])
+def test_a_failed_rayjob_apply_leaves_no_policy_behind(fake: Cluster, capsys: pytest.CaptureFixture[str],
+                                                        status: int, body: dict[str, Any]) -> None:
+    """Nothing half-written: the RayJob's apply fails, no RayJob exists, so the policy applied just before it is
+    deleted; the apply's own error is the one reported, without a traceback."""
+    fake.server.fail("PATCH", RAYJOB_PATH, status, body, times=10)
+    assert main("submit", "train", "--stack", STACK, "--run-id", "o1") == 1  # a KubeError
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1].startswith("error: ") and "Traceback" not in err
+    assert fake.server.get_object("networkpolicies", "job-train-o1") is None
+    assert fake.server.get_object("rayjobs", "train-o1") is None
+    assert [r.path for r in fake.server.of("DELETE")] == [POLICY_PATH]
+    assert fake.server.of("DELETE")[0].query == {"propagationPolicy": "Background"}
+
+
+def test_a_policy_is_kept_when_its_object_exists_after_a_failed_apply(fake: Cluster) -> None:
+    """A reply lost after the server created the RayJob: its pods need the policy, so it stays."""
+    client = KubeClient(fake.server.url, fake.server.tls.ca_b64, "ray")  # ADC: the fixture's key, as submit's
+    policy = kuberay.network_policy(expected("train", "train-o1"), parse(CONFIG))
+    fake.server.put(copy.deepcopy(policy))
+    fake.server.put(expected("train", "train-o1"))
+    with client:
+        gke._withdraw(client, policy, "RayJob", "train-o1")
+    assert fake.server.get_object("networkpolicies", "job-train-o1") is not None
+    assert fake.server.of("DELETE") == []
+
+
+def test_a_rayservice_update_keeps_its_policy_owned_and_a_failed_one_keeps_it(
+        fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    """Re-applying a RayService: its policy's first apply already names the existing owner (an apply without the
+    reference would drop it, the kit owning that field), and a failed update never deletes the policy its running
+    pods rely on."""
+    assert main("submit", "serve", "--stack", STACK) == 0
+    owned = fake.applied("networkpolicies")[-1]
+    fake.server.fail("PATCH", "/rayservices/serve", 422, status_body(422, "Invalid", "spec: Invalid value"))
+    assert main("submit", "serve", "--stack", STACK) == 1
+    assert "Traceback" not in capsys.readouterr().err
+    assert fake.applied("networkpolicies")[1:] == [owned, owned]
+    stored = fake.server.get_object("networkpolicies", "service-serve")
+    assert stored is not None and stored["metadata"]["ownerReferences"] == owned["metadata"]["ownerReferences"]
+    assert fake.server.of("DELETE") == []
 
 
 def test_submit_wait_records_the_runs_timeline_from_pods_nodes_events_and_the_driver(
@@ -301,6 +374,9 @@ def test_submit_train_without_wait_applies_and_returns(fake: Cluster, capsys: py
     assert [(r.method, r.path) for r in fake.server.api_requests()] == [
         ("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/rayjobs.ray.io"),
         ("GET", "/api/v1/nodes"), ("GET", "/api/v1/nodes"),
+        ("GET", "/apis/ray.io/v1/namespaces/ray/rayjobs/train-r2"),
+        # apply_with_network_policy reads the object again: an existing one's policy stays owned (and is never
+        # withdrawn) through its update
         ("GET", "/apis/ray.io/v1/namespaces/ray/rayjobs/train-r2"),
         policy, ("PATCH", "/apis/ray.io/v1/namespaces/ray/rayjobs/train-r2"), policy]
 

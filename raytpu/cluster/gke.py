@@ -13,7 +13,7 @@ from typing import Any
 
 from raytpu.cluster.kube_client import KubeClient
 from raytpu.cluster.outputs import StackOutputs
-from raytpu.core.common.errors import RuntimeFailure
+from raytpu.core.common.errors import RaytpuError, RuntimeFailure
 from raytpu.core.specs.spec import ClusterSpec
 
 Progress = Callable[[str], None]
@@ -85,13 +85,30 @@ class JobState:
 
 def apply_with_network_policy(client: KubeClient, obj: Mapping[str, Any], spec: ClusterSpec) -> dict[str, Any]:
     """Applies a KubeRay object behind its NetworkPolicy: the policy first (no pod runs unguarded), the object, then the
-    policy again, owned by the object (deleted with it). Returns the server's object."""
+    policy owned by it, so the garbage collector deletes it with the object (``runs cancel``, kubectl, anything).
+    A failed apply of a new object deletes its new policy (:func:`_withdraw`). Returns the server's object.
+    Source: https://kubernetes.io/docs/concepts/overview/working-with-objects/owners-dependents"""
     from raytpu.core.manifests import kuberay
     policy = kuberay.network_policy(obj, spec)
-    client.apply(policy)
-    applied = client.apply(obj)
+    kind, name = obj["kind"], obj["metadata"]["name"]
+    existing = client.get(kind, name)  # an update keeps its policy owned throughout
+    client.apply(kuberay.owned_by(policy, existing) if existing else policy)
+    try:
+        applied = client.apply(obj)
+    except RaytpuError:
+        if existing is None:
+            _withdraw(client, policy, kind, name)
+        raise
     client.apply(kuberay.owned_by(policy, applied))
     return applied
+
+
+def _withdraw(client: KubeClient, policy: Mapping[str, Any], kind: str, name: str) -> None:
+    """Deletes the policy of an object whose apply failed, unless the object exists after all (a reply lost after the
+    server created it: its pods need the policy). Best effort: the apply's own error is the one reported."""
+    with contextlib.suppress(RaytpuError):
+        if client.get(kind, name) is None:
+            client.delete("NetworkPolicy", policy["metadata"]["name"])
 
 
 def job_state(name: str, obj: Mapping[str, Any] | None) -> JobState:

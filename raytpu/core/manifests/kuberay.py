@@ -460,9 +460,12 @@ def network_policy(obj: Mapping[str, Any], spec: ClusterSpec) -> dict[str, Any]:
 
 
 def owned_by(policy: Mapping[str, Any], owner: Mapping[str, Any]) -> dict[str, Any]:
-    """``policy`` owned by the applied ``owner`` (with its uid), so the garbage collector deletes it with it."""
+    """``policy`` owned by the applied ``owner`` (with its uid), so the garbage collector deletes it with it; neither
+    the controller nor blocking the owner's deletion (true needs delete permission on the owner, else 422).
+    Source: https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/object-meta/ (OwnerReference)"""
     meta = owner["metadata"]
-    ref = {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": meta["name"], "uid": meta["uid"]}
+    ref = {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": meta["name"], "uid": meta["uid"],
+           "blockOwnerDeletion": False, "controller": False}
     return {**policy, "metadata": {**policy["metadata"], "ownerReferences": [ref]}}
 
 
