@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from raytpu.modules import _props
-from raytpu.modules.cdk import Construct, kubernetes_manifest
+from raytpu.modules import _props, node_system
+from raytpu.modules.cdk import Construct, Precondition, TerraformResourceLifecycle, kubernetes_manifest
 from raytpu.modules.compute_class_props import WHEN_UNSATISFIABLE, ComputeClassProps
+from raytpu.modules.gke_versions import long_notice_check
 
 __all__ = ["WHEN_UNSATISFIABLE", "ComputeClass", "ComputeClassProps"]
 
@@ -17,5 +18,10 @@ class ComputeClass(Construct):
     def __init__(self, scope: Construct, id: str, props: ComputeClassProps) -> None:
         super().__init__(scope, id)
         self.props = props
-        self.manifest = kubernetes_manifest.Manifest(self, "manifest", manifest=props.manifest())
+        lifecycle = None
+        if props.master_version is not None and node_system.shutdown_window(props.slice) is not None:
+            # GKE refuses the window on an older control plane, whatever the channel's default.
+            check = Precondition(**long_notice_check(props.master_version))
+            lifecycle = TerraformResourceLifecycle(precondition=[check])
+        self.manifest = kubernetes_manifest.Manifest(self, "manifest", manifest=props.manifest(), lifecycle=lifecycle)
         _props.apply_overrides(self.manifest, props.overrides)

@@ -21,10 +21,12 @@ class ComputeClassProps:
     """Props of :class:`ComputeClass`: the slice (its shape, then its provisioning and each ``fallback`` mode in order
     as ``spec.priorities``; its provisioning must offer a priority, not queued), the reservation's project,
     ``when_unsatisfiable`` (``DoNotScaleUp``: pods wait for a listed shape; or ``ScaleUpAnyway``), labels and
-    ``overrides`` of the ``kubernetes_manifest``."""
+    ``overrides`` of the ``kubernetes_manifest``; ``master_version``, the cluster's control-plane version (a token),
+    which a window above 30 s is checked against (None: not checked)."""
 
     slice: SliceSpec
     project: str
+    master_version: str | None = None
     when_unsatisfiable: str = "DoNotScaleUp"
     labels: Mapping[str, str] = field(default_factory=dict)
     overrides: Mapping[str, Any] = field(default_factory=dict)

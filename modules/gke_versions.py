@@ -15,6 +15,9 @@ from raytpu.core.tpu.catalog import RAY_OPERATOR_MIN_GKE_VERSION, generation
 from raytpu.core.tpu.plan import SlicePlan
 from raytpu.modules import node_system
 
+LONG_NOTICE = (LONG_NOTICE_MIN_GKE_VERSION, "a preemption notice above 30 s")
+"""(the version, what needs it) of a shutdown window above GKE's default."""
+
 _VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:-gke\.(\d+))?$")
 
 
@@ -44,7 +47,7 @@ def version_floor(plans: Iterable[SlicePlan], mode: str = "standard", multislice
     if mode == "autopilot":
         wanted.append((node_system.COMPUTE_CLASS_MIN_GKE_VERSION, "a ComputeClass's nodeSystemConfig"))
     if long_notice:
-        wanted.append((LONG_NOTICE_MIN_GKE_VERSION, "a preemption notice above 30 s"))
+        wanted.append(LONG_NOTICE)
     for needed, why in wanted:
         if version_key(needed) > version_key(floor[0]):
             floor = (needed, why)
@@ -72,3 +75,15 @@ def hcl_version_at_least(version: str, floor: str) -> str:
     for i in (2, 1, 0):
         condition = f"({parts[i]} > {wanted[i]} || ({parts[i]} == {wanted[i]} && {condition}))"
     return f"try({condition}, false)"
+
+
+def long_notice_check(master_version: str) -> dict[str, str]:
+    """A precondition (``condition``, ``error_message``) that the cluster's own control plane, its computed
+    ``master_version`` (a token), is new enough for a window above 30 s: the cluster's precondition judges the
+    channel's default, not a cluster that lags it. Unknown at plan (a new cluster), Terraform checks it at apply.
+    Source: hashicorp/google 8.7.0 ``google_container_cluster.master_version`` (docs/FACTS.md section 24.y)."""
+    floor, needed_by = LONG_NOTICE
+    return {"condition": f"${{{hcl_version_at_least(master_version, floor)}}}",
+            "error_message": f"The cluster's control plane runs a version older than {floor}, which {needed_by} "
+                             f"needs; valid: upgrade the control plane to {floor} or newer (gcloud container "
+                             "clusters upgrade --master), or remove the slice's preemption_notice_s."}

@@ -26,17 +26,19 @@ def thp_setting(item: SliceSpec) -> str:
 
 
 def shutdown_window(item: SliceSpec) -> tuple[int, int] | None:
-    """(the node's shutdown window, the system pods' share of it) when the slice sets ``preemption_notice_s``; else
-    none (GKE's default 30 s and 15 s). A Standard pool's ``node_config.kubelet_config``
-    ``shutdown_grace_period_seconds`` and ``shutdown_grace_period_critical_pods_seconds``.
-    Source: cdktn-provider-google 21.1.0 ``ContainerNodePoolNodeConfigKubeletConfig``."""
-    if item.preemption_notice_s is None:
+    """(the node's shutdown window, the system pods' share of it) when the slice raises ``preemption_notice_s`` above
+    GKE's default; else none: a stated 30 s is GKE's default for Spot VMs, and its fields would tie the cluster to
+    GKE 1.35 for nothing. A Standard pool's ``node_config.kubelet_config`` ``shutdown_grace_period_seconds`` and
+    ``shutdown_grace_period_critical_pods_seconds``.
+    Source: cdktn-provider-google 21.1.0 ``ContainerNodePoolNodeConfigKubeletConfig``; compute-class-api 33b4e26
+    (2026-01-06) ``KubeletConfig.ShutdownGracePeriodSeconds`` (docs/FACTS.md section 24.y)."""
+    if item.notice_s <= notice.NOTICE_S:
         return None
-    return item.preemption_notice_s, notice.CRITICAL_PODS_S
+    return item.notice_s, notice.CRITICAL_PODS_S
 
 
 def compute_class_config(item: SliceSpec) -> dict[str, Any]:
-    """A ComputeClass's ``priorityDefaults.nodeSystemConfig``: hugepages, and the window when the slice sets one (its
+    """A ComputeClass's ``priorityDefaults.nodeSystemConfig``: hugepages, and the window when the slice raises it (its
     every priority is then spot, as the CRD requires of a default window: "shutdownGracePeriodSeconds is only
     supported for Spot"). Source: compute-class-api 8067eae ``PriorityDefaults``, ``ComputeClassSpec`` XValidation."""
     config: dict[str, Any] = {"linuxNodeConfig": {"transparentHugepageEnabled": thp_setting(item)}}
@@ -45,3 +47,4 @@ def compute_class_config(item: SliceSpec) -> dict[str, Any]:
         config["kubeletConfig"] = {"shutdownGracePeriodSeconds": window[0],
                                    "shutdownGracePeriodCriticalPodsSeconds": window[1]}
     return config
+

@@ -11,7 +11,8 @@ from raytpu.core.specs.provisioning import RESERVATION_KEY, TPU_TAINT, reservati
 from raytpu.core.specs.spec import SliceSpec
 from raytpu.modules import _props, node_system
 from raytpu.modules._node_pool import JoinedCluster, NodePoolOptions, hardened_node_config, joined_to
-from raytpu.modules.cdk import Construct, TerraformResourceLifecycle, container_node_pool
+from raytpu.modules.cdk import Construct, Precondition, TerraformResourceLifecycle, container_node_pool
+from raytpu.modules.gke_versions import long_notice_check
 from raytpu.modules.workload_policy import WorkloadPolicy, WorkloadPolicyProps
 
 
@@ -96,9 +97,12 @@ class TpuSlicePool(Construct):
             "linux_node_config": np.ContainerNodePoolNodeConfigLinuxNodeConfig(
                 transparent_hugepage_enabled=node_system.thp_setting(item))}
         window = node_system.shutdown_window(item)
+        checks = []
         if window is not None:
             node_config["kubelet_config"] = np.ContainerNodePoolNodeConfigKubeletConfig(
                 shutdown_grace_period_seconds=window[0], shutdown_grace_period_critical_pods_seconds=window[1])
+            # The API refuses the window on an older control plane, whatever the channel's default.
+            checks.append(Precondition(**long_notice_check(props.cluster.cluster.master_version)))
         if fields.spot:
             node_config["spot"] = True
         if fields.flex_start:
@@ -130,7 +134,7 @@ class TpuSlicePool(Construct):
                 taint=[np.ContainerNodePoolNodeConfigTaint(key=TPU_TAINT, value="present", effect="NO_SCHEDULE")],
                 **node_config,
             ),
-            lifecycle=TerraformResourceLifecycle(ignore_changes=list(TPU_HOST_DRIFT)),
+            lifecycle=TerraformResourceLifecycle(ignore_changes=list(TPU_HOST_DRIFT), precondition=checks or None),
             **sizing,  # type: ignore[arg-type]
         )
         if self.workload_policy is not None:

@@ -113,7 +113,9 @@ class WorkloadsStack(TerraformStack):
         spec = self.props.cluster.spec
         if spec.cluster.autopilot and item.provisioning.priority is not None and item.name not in self.compute_classes:
             self.compute_classes[item.name] = ComputeClass(
-                self, f"compute-class-{item.name}", ComputeClassProps(slice=item, project=spec.project))
+                self, f"compute-class-{item.name}", ComputeClassProps(
+                    slice=item, project=spec.project,
+                    master_version=self.props.cluster.cluster.cluster.master_version))
 
     def _image_not_built(self, work: WorkloadSpec, image: str) -> None:
         """Stands in for ``work``: a ``terraform_data`` whose precondition (on a false local: it must refer to an

@@ -23,6 +23,13 @@ NOTICE_CONFIG = STANDARD_EXAMPLE.read_text().replace(
     "    provisioning: spot\n", "    provisioning: spot\n    preemption_notice_s: 120\n", 1).replace(
     "    provisioning: on-demand ", "    transparent_hugepages: false\n    provisioning: on-demand ", 1)
 """The Standard example with a 120 s notice on its spot slice and hugepages off on its on-demand one."""
+AUTOPILOT_NOTICE_CONFIG = AUTOPILOT_EXAMPLE.read_text().replace(
+    "    provisioning: spot\n", "    provisioning: spot\n    preemption_notice_s: 120\n", 1)
+"""The Autopilot example with a 120 s notice on its spot-only slice (``batch``)."""
+DEFAULT_NOTICE_CONFIGS = {mode: path.read_text().replace(
+    "    provisioning: spot\n", "    provisioning: spot\n    preemption_notice_s: 30\n", 1)
+    for mode, path in EXAMPLES.items()}
+"""Each example with GKE's default notice (30 s) stated on its first spot-only slice."""
 
 
 def _tmpdir() -> Path:

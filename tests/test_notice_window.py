@@ -5,7 +5,8 @@ Rules, with their sources (evidence: docs/FACTS.md section 24.y):
 - GKE's kubelet ``shutdownGracePeriodSeconds`` takes 0, 30 or 120, on Spot VMs only, and its critical-pods share is
   at most the window (compute-class-api 8067eae ``KubeletConfig``, ``Priority`` XValidation; the GKE API's
   ``NodeKubeletConfig``: "only valid for Spot VMs. Allowed values: 0, 30, 120").
-- A window above 30 s needs a control plane at 1.35.0-gke.1171000 or later (GKE's Spot VMs page).
+- A window above 30 s needs a control plane at 1.35.0-gke.1171000 or later (GKE's Spot VMs page); 30 s is GKE's
+  default, so the kit states no kubelet field for it (the fields arrived with GKE 1.35: compute-class-api 33b4e26).
 - A ComputeClass's ``nodeSystemConfig`` (Autopilot and Standard) needs GKE 1.32.1-gke.1729000 (GKE's node system
   config page); ``linuxNodeConfig.transparentHugepageEnabled`` takes ALWAYS, MADVISE, NEVER, UNSPECIFIED.
 """
@@ -25,7 +26,7 @@ from raytpu.core.specs.cluster_parts import GkeSpec
 from raytpu.core.specs.spec import ClusterSpec, SliceSpec, WorkloadSpec
 from raytpu.modules import node_system
 from raytpu.modules.compute_class_props import ComputeClassProps
-from raytpu.modules.gke_versions import version_floor, version_key
+from raytpu.modules.gke_versions import long_notice_check, version_floor, version_key
 
 pytestmark = pytest.mark.unit
 
@@ -88,10 +89,32 @@ def test_a_120_s_notice_reaches_every_reclaimable_tpu_pod_and_the_objects_still_
             assert ray["lifecycle"]["preStop"]["exec"]["command"][-1] == preemption.prestop_drain(100)
 
 
-def test_the_node_window_is_set_only_when_the_slice_asks() -> None:
+def test_the_node_window_is_set_only_when_the_slice_raises_it() -> None:
+    """30 s is GKE's default for Spot VMs, and the kubelet shutdown fields arrived with GKE 1.35 (compute-class-api
+    33b4e26, 2026-01-06): stating 30 sets none of them, so it ties the cluster to no newer version."""
     assert node_system.shutdown_window(_slice()) is None
-    assert node_system.shutdown_window(_slice(preemption_notice_s=30)) == (30, 15)
+    assert node_system.shutdown_window(_slice(preemption_notice_s=30)) is None
     assert node_system.shutdown_window(_slice(preemption_notice_s=120)) == (120, 15)
+
+
+def test_a_compute_class_states_no_window_for_gkes_default_notice() -> None:
+    """The ComputeClass of a spot slice that states 30 s carries hugepages only, like one that states nothing."""
+    stated = ComputeClassProps(slice=_slice(preemption_notice_s=30), project="p").manifest()["spec"]
+    unstated = ComputeClassProps(slice=_slice(), project="p").manifest()["spec"]
+    assert stated["priorityDefaults"] == unstated["priorityDefaults"] == {"nodeSystemConfig": {
+        "linuxNodeConfig": {"transparentHugepageEnabled": "TRANSPARENT_HUGEPAGE_ENABLED_ALWAYS"}}}
+
+
+def test_the_control_plane_check_names_the_floor_and_what_is_valid() -> None:
+    """The pool's and the ComputeClass's precondition over the cluster's own ``master_version`` (its verdicts are
+    judged by Terraform in tests/test_synth.py)."""
+    check = long_notice_check("google_container_cluster.gke.master_version")
+    assert check["condition"].startswith("${try(") and check["condition"].endswith(", false)}")
+    assert "google_container_cluster.gke.master_version)" in check["condition"]
+    assert check["error_message"] == (
+        "The cluster's control plane runs a version older than 1.35.0-gke.1171000, which a preemption notice above "
+        "30 s needs; valid: upgrade the control plane to 1.35.0-gke.1171000 or newer (gcloud container clusters "
+        "upgrade --master), or remove the slice's preemption_notice_s.")
 
 
 def test_hugepages_are_always_unless_turned_off() -> None:

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from _synth import (
     AUTOPILOT_EXAMPLE,
+    AUTOPILOT_NOTICE_CONFIG,
+    DEFAULT_NOTICE_CONFIGS,
     EVERY_MODE,
     EXAMPLES,
     IRON,
@@ -243,6 +245,99 @@ def test_tpu_pools_get_hugepages_and_a_spot_slices_window_and_the_cluster_its_ve
     assert worker["terminationGracePeriodSeconds"] == 105
     assert "signal.alarm(102)" in worker["containers"][0]["lifecycle"]["preStop"]["exec"]["command"][-1]
 
+
+
+_VERSION_ARG = re.compile(r'regex\("[^"]*", ([^()]+)\)')
+
+
+def _control_plane_checks(stacks: dict[str, dict[str, Any]]) -> dict[str, tuple[dict[str, str], str]]:
+    """Pool or ComputeClass name -> (its precondition, the Terraform reference it reads the version from, a
+    cross-stack output resolved to the cluster stack's own expression)."""
+    cluster_id = next(s for s in stacks if s.endswith("-cluster"))
+    outputs = {k: v["value"] for k, v in stacks[cluster_id].get("output", {}).items()}
+    found = {}
+    for stack in stacks.values():
+        for rtype in ("google_container_node_pool", "kubernetes_manifest"):
+            for res in resources(stack, rtype).values():
+                for check in res.get("lifecycle", {}).get("precondition", []):
+                    if "control plane runs" not in check["error_message"]:
+                        continue
+                    (reference,) = set(_VERSION_ARG.findall(check["condition"]))
+                    output = reference.rsplit(".outputs.", 1)[-1]
+                    name = res["name"] if rtype != "kubernetes_manifest" else res["manifest"]["metadata"]["name"]
+                    found[name] = (check, outputs.get(output, f"${{{reference}}}"))
+    return found
+
+
+def test_a_long_window_is_checked_against_the_clusters_own_control_plane() -> None:
+    """Issue 40: the cluster's precondition judges the release channel's default version, so a cluster lagging its
+    channel would pass it and GKE would then refuse the 120 s window. The Standard pool and the Autopilot
+    ComputeClass that carry the window each check the cluster's computed ``master_version`` (the workloads stack
+    through a cross-stack output); Terraform judges it: true for 1.35.1-gke.100, false for 1.34.9-gke.1."""
+    standard = synth_text(NOTICE_CONFIG)
+    autopilot = synth_text(AUTOPILOT_NOTICE_CONFIG)
+    checks = {**_control_plane_checks(standard), **_control_plane_checks(autopilot)}
+    assert sorted(checks) == ["raytpu-batch", "serve-0"]  # only what carries a window; not train-0 nor head pools
+    pool_cluster = next(iter(resources(standard["ray-tpu-cluster"], "google_container_cluster")))
+    auto_cluster = next(iter(resources(autopilot["ray-tpu-auto-cluster"], "google_container_cluster")))
+    assert checks["serve-0"][1] == f"${{google_container_cluster.{pool_cluster}.master_version}}"
+    assert checks["raytpu-batch"][1] == f"${{google_container_cluster.{auto_cluster}.master_version}}"
+    pool = by_name(standard["ray-tpu-cluster"], "google_container_node_pool")["serve-0"]
+    assert pool["lifecycle"]["ignore_changes"]  # the TPU host drift it ignored still is
+    cases = {"1.35.1-gke.100": True, "1.34.9-gke.1": False, "1.35.0-gke.1171000": True, "1.35.0-gke.1170999": False}
+    for check, _ in checks.values():
+        assert "1.35.0-gke.1171000" in check["error_message"] and "valid:" in check["error_message"]
+        (reference,) = set(_VERSION_ARG.findall(check["condition"]))
+        listed = ", ".join(check["condition"][2:-1].replace(reference, json.dumps(v)) for v in cases)
+        verdicts = re.findall(r"\b(true|false)\b", _terraform_console(f"[{listed}]"))
+        assert verdicts == [str(v).lower() for v in cases.values()], cases
+
+
+@pytest.mark.parametrize(("version", "applies"), [("1.35.1-gke.100", True), ("1.34.9-gke.1", False)])
+def test_a_new_clusters_unknown_version_passes_the_plan_and_is_judged_at_apply(version: str, applies: bool,
+                                                                              tmp_path: Path) -> None:
+    """A new cluster's ``master_version`` is unknown at plan: the pool's precondition, as synthesized, lets the plan
+    through and Terraform judges it at apply. Here ``terraform_data`` (built in, no provider) stands for the cluster:
+    its ``output`` is unknown until it is created."""
+    check, _ = _control_plane_checks(synth_text(NOTICE_CONFIG))["serve-0"]
+    (reference,) = set(_VERSION_ARG.findall(check["condition"]))
+    condition = check["condition"][2:-1].replace(reference, "terraform_data.cluster.output")
+    (tmp_path / "main.tf").write_text(
+        f'resource "terraform_data" "cluster" {{\n  input = {json.dumps(version)}\n}}\n'
+        'resource "terraform_data" "pool" {\n  lifecycle {\n    precondition {\n'
+        f'      condition = {condition}\n      error_message = {json.dumps(check["error_message"])}\n'
+        '    }\n  }\n}\n')
+    env = {**os.environ, "TF_CLI_CONFIG_FILE": "/dev/null", "CHECKPOINT_DISABLE": "1", "TF_IN_AUTOMATION": "1"}
+
+    def terraform(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["terraform", *args, "-input=false", "-no-color"], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    assert terraform("init").returncode == 0
+    plan = terraform("plan")
+    assert plan.returncode == 0 and "known after apply" in plan.stdout, plan.stderr
+    applied = terraform("apply", "-auto-approve")
+    assert (applied.returncode == 0) == applies, applied.stderr
+    assert ("Resource precondition failed" in applied.stderr) == (not applies)
+
+@pytest.mark.parametrize("mode", ["standard", "autopilot"])
+def test_gkes_default_notice_stated_emits_no_kubelet_fields_and_no_version_need(mode: str,
+                                                                                request: pytest.FixtureRequest) -> None:
+    """``preemption_notice_s: 30`` is GKE's default window for Spot VMs; the kubelet shutdown fields of the pool
+    and of the ComputeClass arrived with GKE 1.35 (compute-class-api 33b4e26, 2026-01-06), so stating 30 emits
+    none of them, adds no precondition and leaves the cluster's floor where the example has it."""
+    example = request.getfixturevalue(mode)
+    stacks = synth_text(DEFAULT_NOTICE_CONFIGS[mode])
+    cluster_id = next(s for s in stacks if s.endswith("-cluster"))
+    assert all("kubelet_config" not in p["node_config"]
+               for p in resources(stacks[cluster_id], "google_container_node_pool").values())
+    classes = [m["manifest"] for s in stacks.values() for m in resources(s, "kubernetes_manifest").values()
+               if m["manifest"]["kind"] == "ComputeClass"]
+    assert all("kubeletConfig" not in c["spec"]["priorityDefaults"]["nodeSystemConfig"] for c in classes)
+    assert bool(classes) == (mode == "autopilot")
+    assert _control_plane_checks(stacks) == {}
+    assert _floor(only(stacks[cluster_id], "google_container_cluster")) == _floor(
+        only(example[cluster_id], "google_container_cluster"))
 
 def test_network_bucket_and_identity(standard: dict) -> None:
     stack = standard["ray-tpu-cluster"]
