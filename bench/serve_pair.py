@@ -26,7 +26,7 @@ class Window:
 
     max_tokens: int
     min_batches: int = 3
-    min_s: float = 12.0
+    min_s: float = 30.0
     min_tokens: int = 1024
 
     def full(self, batches: int, busy_s: float, tokens: int) -> bool:
