@@ -292,3 +292,39 @@ def test_an_agent_past_rays_fixed_wait_is_seen_at_once_and_its_host_started_agai
             ("(head)", -1, True), (cluster.slices[0], 0, True), (cluster.slices[0], 1, True)]
     finally:
         local.stop(run_dir)
+
+
+@pytest.mark.unit
+def test_a_slice_that_stops_while_a_run_is_followed_is_exit_1_naming_what_to_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`raytpu local down` (or a crash) mid-run: Ray 2.60's JobSubmissionClient then raises requests' ConnectionError
+    (its ``_do_request``); the follower says the slice stopped answering, exit 1, no traceback."""
+    import ray.job_submission
+    import requests
+
+    from raytpu.core.common.errors import RuntimeFailure
+    from raytpu.core.specs.kinds import kind
+    from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
+    from raytpu.local import jobs
+
+    class GoneMidRun:
+        def __init__(self, _address: str) -> None: ...
+
+        def submit_job(self, **_options: Any) -> str:
+            return "fit-1"
+
+        def get_job_status(self, _job_id: str) -> Any:
+            raise requests.exceptions.ConnectionError("Connection refused")
+
+    cluster = local.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1", plan={},
+                                 slices=[], dashboard="http://127.0.0.1:2")
+    monkeypatch.setattr(jobs, "check_head", lambda _cluster: None)
+    monkeypatch.setattr(jobs, "speak_auth", lambda _cluster: None)
+    monkeypatch.setattr(jobs, "compile_env", lambda _cluster, _work: {})
+    monkeypatch.setattr(ray.job_submission, "JobSubmissionClient", GoneMidRun)
+    work = WorkloadSpec(name="fit", kind=kind("train"), slice=SliceSpec.create(
+        name="s", generation="v6e", topology="2x4", zone="us-east5-b"))
+    with pytest.raises(RuntimeFailure) as raised:
+        jobs.submit_job(cluster, "train", work=work, timeout_s=5, poll_s=0.01)
+    assert "job fit-1: the emulated slice stopped answering" in raised.value.problem
+    assert f"raytpu local status --dir {tmp_path}" in (raised.value.valid or "") and raised.value.exit_code == 1

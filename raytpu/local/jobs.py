@@ -104,7 +104,15 @@ def submit_job(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: fl
             raise invalid_value("--run-id", submission_id, "names a job this cluster has run (a new run never "
                                 "reuses a name)", "a --run-id of no existing run (`raytpu runs --local`)") from exc
         raise
-    status = follow_job(client, job_id, sink or (lambda _line: None), timeout_s=timeout_s, poll_s=poll_s)
+    from requests.exceptions import ConnectionError as Unreachable  # what Ray's client raises on a dead dashboard
+
+    try:
+        status = follow_job(client, job_id, sink or (lambda _line: None), timeout_s=timeout_s, poll_s=poll_s)
+    except Unreachable as exc:  # the slice went away mid-run (`raytpu local down`, a crash)
+        raise RuntimeFailure(f"local.{kind_name}: job {job_id}: the emulated slice stopped answering while its run was "
+                             f"followed (its dashboard {cluster.dashboard})",
+                             f"`raytpu local status --dir {cluster.run_dir}`, then `raytpu local up` and submit "
+                             "again") from exc
     if status is None:
         client.stop_job(job_id)
         raise RuntimeFailure(f"local.{kind_name}: job {job_id} still running after {timeout_s:g}s",
