@@ -359,7 +359,7 @@ def test_network_bucket_and_identity(standard: dict) -> None:
                                     "with_state": "LIVE"}}
     binding = only(stack, "google_service_account_iam_member")
     assert binding["role"] == "roles/iam.workloadIdentityUser"
-    assert binding["member"] == "serviceAccount:my-ml-project.svc.id.goog[ray/ray]"
+    assert binding["member"] == "serviceAccount:my-ml-project.svc.id.goog[ray/ray-tpu-ray]"  # one KSA name per cluster
     # the cluster (the identity pool exists only once it does), and the IAM API it calls (tests/test_first_apply.py)
     (iam_api,) = [k for k, r in resources(stack, "google_project_service").items()
                   if r["service"] == "iam.googleapis.com"]
@@ -439,7 +439,8 @@ def test_cluster_stack_outputs_exactly_the_stack_outputs_schema(example: str, st
     region = "us-east5" if example == "standard" else "us-central1"
     assert outputs["location"]["value"] == region
     assert outputs["project"]["value"] == "my-ml-project"
-    assert (outputs["namespace"]["value"], outputs["service_account"]["value"]) == ("ray", "ray")
+    cluster = "ray-tpu" if example == "standard" else "ray-tpu-auto"
+    assert (outputs["namespace"]["value"], outputs["service_account"]["value"]) == ("ray", f"{cluster}-ray")
     assert outputs["endpoint"]["value"].startswith("${google_container_cluster.gke_cluster_")
     assert outputs["cluster_name"]["value"].startswith("${google_container_cluster.gke_cluster_")
     assert outputs["bucket"]["value"].startswith("${google_storage_bucket.storage_bucket_")

@@ -76,7 +76,6 @@ WRITTEN_AS: dict[tuple[type, str], dict[str, Any]] = {
     (WorkloadSpec, "slice"): {"slice": str},
     # Not configurable.
     (ClusterSpec, "namespace"): {},
-    (ClusterSpec, "ksa_name"): {},
 }
 """The one place a spec field is written in YAML other than as its spec type: (spec, field) -> the YAML keys and types
 standing for it."""

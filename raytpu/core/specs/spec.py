@@ -528,9 +528,15 @@ class ClusterSpec:
     slices: tuple[SliceSpec, ...]
     workloads: tuple[WorkloadSpec, ...] = ()
     namespace: str = "ray"
-    ksa_name: str = "ray"
     alerting: AlertingSpec | None = None
     security: SecuritySpec = SecuritySpec()
+
+    @property
+    def ksa_name(self) -> str:
+        """The pods' Kubernetes service account, ``<cluster>-ray``: one name per cluster, since every cluster of a
+        project shares its Workload Identity pool and a namespace/KSA pair names one principal in all of them.
+        Source: https://cloud.google.com/kubernetes-engine/docs/concepts/workload-identity (identity sameness)."""
+        return f"{self.cluster.name}-ray"
 
     def __post_init__(self) -> None:
         raise_all(cluster_problems(project=self.project, region=self.region, cluster=self.cluster,
