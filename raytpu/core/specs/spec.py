@@ -535,7 +535,7 @@ class ClusterSpec:
     def ksa_name(self) -> str:
         """The pods' Kubernetes service account, ``<cluster>-ray``: one name per cluster, since every cluster of a
         project shares its Workload Identity pool and a namespace/KSA pair names one principal in all of them.
-        Source: https://cloud.google.com/kubernetes-engine/docs/concepts/workload-identity (identity sameness)."""
+        Source: https://cloud.google.com/kubernetes-engine/fleet-management/docs/best-practices-workload-identity."""
         return f"{self.cluster.name}-ray"
 
     def __post_init__(self) -> None:
