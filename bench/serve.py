@@ -301,7 +301,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="batches per arm of a pair, at least (default 3)")
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--window-s", type=float, default=30.0,
-                        help="seconds of batches per arm of a pair, at least (default 30: 12 did not hold at 4 streams)")
+                        help="seconds of batches per arm of a pair, at least (default 30; 12 did not hold)")
     parser.add_argument("--window-tokens", type=int, default=1024,
                         help="completion tokens per arm of a pair, at least (default 1024)")
     parser.add_argument("--block-s", type=float, default=5.0,
