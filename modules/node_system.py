@@ -47,4 +47,3 @@ def compute_class_config(item: SliceSpec) -> dict[str, Any]:
         config["kubeletConfig"] = {"shutdownGracePeriodSeconds": window[0],
                                    "shutdownGracePeriodCriticalPodsSeconds": window[1]}
     return config
-

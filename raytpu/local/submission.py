@@ -116,7 +116,7 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
                   timeline.EMULATED)
     lines: list[str] = []
     refused = False
-    attempts, ends = 1 + (work.retries or 0), time.monotonic() + timeout_s  # --timeout-s bounds them all
+    attempts, ends = 1 + work.backoff_limit, time.monotonic() + timeout_s  # --timeout-s bounds them all
     try:
         for attempt in range(1, attempts + 1):  # as KubeRay's backoffLimit: a FAILED Ray job is run again, anew
             submission_id = attempt_id(run_name, attempt)
