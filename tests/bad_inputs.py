@@ -346,6 +346,10 @@ TEAM_CASES: tuple[Case, ...] = (
     _team("team-entrypoint-empty", "workloads[4].entrypoint", job={"entrypoint": "  "}),
     _team("team-entrypoint-unclosed-quote", "workloads[4].entrypoint", job={"entrypoint": "python 'x.py"}),
     _team("team-entrypoint-newline", "workloads[4].entrypoint", job={"entrypoint": "python x.py\nrm -rf /"}),
+    # Source: KubeRay v1.7.0 common/job.go BuildJobSubmitCommand (unquoted in `bash -ce`: \r is not a separator)
+    _team("team-entrypoint-carriage-return", "workloads[4].entrypoint",
+          job={"entrypoint": "python tools/reserve.py\r--topology 4x4"}),
+    _team("team-entrypoint-form-feed", "workloads[4].entrypoint", job={"entrypoint": "python\x0ctools/reserve.py"}),
     _team("team-entrypoint-no-script", "workloads[4].entrypoint", job={"entrypoint": "python tools/nope.py"}),
     _team("team-entrypoint-outside", "workloads[4].entrypoint", job={"entrypoint": "python ../raytpu.yaml"}),
     _team("team-entrypoint-no-module", "workloads[4].entrypoint", job={"entrypoint": "python -m tools.nope"}),

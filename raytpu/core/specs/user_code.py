@@ -174,6 +174,12 @@ def entrypoint_words(field: str, value: object) -> tuple[list[str], list[Invalid
                                          "script inside `code`)")]
     if "\n" in value or "\0" in value:
         return [], [errors.invalid_value(field, value, "holds a line break or NUL", "one command line")]
+    if odd := sorted({repr(c)[1:-1] for c in value if c.isspace() and c not in " \t"}):
+        # bash splits words only at space, tab and newline, so `x.py\r--flag` stays one word (shlex would split it)
+        # Source: KubeRay v1.7.0 common/job.go BuildJobSubmitCommand (entrypoint unquoted after `--` in `bash -ce`)
+        return [], [errors.invalid_value(field, value, f"holds whitespace {' '.join(odd)}, which the submitter's "
+                                         "bash keeps inside a word (it splits only at space and tab)",
+                                         "one command line separated by spaces or tabs")]
     if shell := sorted({c for c in value if c in SUBMITTER_SHELL}):
         # Source: KubeRay v1.7.0 common/job.go BuildJobSubmitCommand (the entrypoint follows `--` unquoted, run by
         # `bash -ce` in the submitter pod)
