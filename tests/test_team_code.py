@@ -243,7 +243,10 @@ def test_both_forms_pass_the_vendored_crds_and_carry_the_code_and_the_slice(spec
         "RAYTPU_GENERATION": "v6e", "RAYTPU_TOPOLOGY": "4x4", "RAYTPU_HOSTS": "4", "RAYTPU_CHIPS_PER_HOST": "4",
         "RAYTPU_SLICES": "1", "RAYTPU_STORAGE": f"/mnt/gcs/checkpoints/{workload}-r1", "RAYTPU_RUN": f"{workload}-r1"}
     carried = json.loads(env["RAYTPU_WORKLOAD"])
-    assert carried["code"] == spec.workload(workload).code
+    # issue 49: the job runs in working_dir's copy; the submitting machine's path stays on the submitting machine
+    # Source: Ray 2.60 ray._private.runtime_env.working_dir.WorkingDirPlugin.modify_context (`cd <dir> &&`)
+    assert carried["code"] == user_code.SHIPPED_CODE
+    assert spec.workload(workload).code not in json.dumps(job)
 
 
 def test_a_train_loop_runs_the_kits_train_program_with_its_config(spec: Any) -> None:
@@ -270,10 +273,13 @@ def test_the_kits_own_workloads_get_no_team_environment(spec: Any) -> None:
 
 
 def test_the_spec_round_trips_through_the_pods_json(spec: Any) -> None:
+    from dataclasses import replace
+
     from raytpu.core.specs.spec import WorkloadSpec
 
     for work in spec.workloads:
-        assert WorkloadSpec.from_env(work.env()) == work
+        shipped = work if work.code is None else replace(work, code=user_code.SHIPPED_CODE)
+        assert WorkloadSpec.from_env(work.env()) == shipped
 
 
 # ---------------------------------------------------------------------- the upload
@@ -355,7 +361,7 @@ def test_a_spec_holding_what_the_submitters_bash_expands_travels_encoded(spec: A
     work = replace(spec.workload("pretrain"), train_config={"prompt": "cost $HOME `id`"})
     env = work.env()
     assert env["RAYTPU_WORKLOAD"].startswith("base64:") and "$" not in env["RAYTPU_WORKLOAD"]
-    assert WorkloadSpec.from_env(env) == work
+    assert WorkloadSpec.from_env(env) == replace(work, code=user_code.SHIPPED_CODE)
     assert not spec.workload("custom").env()["RAYTPU_WORKLOAD"].startswith("base64:")  # plain JSON stays readable
 
 

@@ -10,9 +10,7 @@ from pathlib import Path
 from raytpu.core.common import errors
 from raytpu.core.specs import multislice
 from raytpu.core.specs.data import DATA_FIELDS
-from raytpu.core.specs.sampling import SAMPLING_FIELDS
-from raytpu.core.specs.spec import SERVING_FIELDS, ClusterSpec, WorkloadSpec
-from raytpu.core.specs.user_code import CODE_FIELDS
+from raytpu.core.specs.spec import ClusterSpec, WorkloadSpec
 from raytpu.core.tpu.plan import SlicePlan
 from raytpu.local.state import LocalCluster
 
@@ -48,14 +46,11 @@ def optional_config(path: str | None) -> ClusterSpec | None:
 
 
 def job_workload(cluster: LocalCluster, work: WorkloadSpec) -> WorkloadSpec:
-    """The spec a job workload runs with on ``cluster`` (``submit --local``): its own name, image, ``slices``, model,
-    data, ``dataset``, sampling and code, on the emulated slices; a local data path made absolute (the job runs from a
+    """The spec a job workload runs with on ``cluster`` (``submit --local``): every field of ``work`` (copied whole,
+    so none is dropped; issue 49) on the emulated slices; a local data path made absolute (the job runs from a
     folder of Ray's choosing)."""
-    own = {f: getattr(work, f) for f in (*SERVING_FIELDS, *CODE_FIELDS, "dataset", *SAMPLING_FIELDS)
-           if getattr(work, f) is not None}
-    own |= {f: local_path(getattr(work, f)) for f in (*DATA_FIELDS, "dataset") if getattr(work, f) is not None}
-    return WorkloadSpec(name=work.name, kind=work.kind, slice=cluster.slice_spec, image=work.image,
-                        slices=work.slices if work.multislice else None, **own)
+    local = {f: local_path(getattr(work, f)) for f in (*DATA_FIELDS, "dataset") if getattr(work, f) is not None}
+    return replace(work, slice=cluster.slice_spec, slices=work.slices if work.multislice else None, **local)
 
 
 def local_path(path: str) -> str:
@@ -86,4 +81,5 @@ def serving_workload(cluster: LocalCluster, config: str | None = None, name: str
         raise errors.invalid_value("workload", work.name, f"runs on a {work.plan.generation} {work.plan.topology} "
                                    f"slice; the local cluster emulates {running.generation} {running.topology}",
                                    f"`raytpu local down` then `raytpu local up --slice {work.slice.name}`")
-    return replace(local_work, name=work.name, **{f: getattr(work, f) for f in SERVING_FIELDS})
+    # every field of the config's workload (none dropped; issue 49), on the local slice, as the kit's image runs it
+    return replace(work, slice=local_work.slice, slices=local_work.slices, image=None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import NamedTuple
 
 from raytpu.core.common import names
@@ -27,11 +28,18 @@ class SmokeRun(NamedTuple):
 
 def smoke_workloads(spec: ClusterSpec, image: str | None = None) -> list[SmokeRun]:
     """One smoke job per slice copy that runs Ray (``smoke-<slice>-<i>``); queued slices are left to the caller."""
-    smoke = workload_kind("smoke")
-    return [SmokeRun(names.smoke_job(item.name, i),
-                     WorkloadSpec(name=names.smoke_workload(item.name), kind=smoke, slice=item, slices=1,
-                                  image=image or slice_image(spec, item)), item.pool_names[i])
+    return [SmokeRun(names.smoke_job(item.name, i), smoke_workload(spec, item, 1, image), item.pool_names[i])
             for item in spec.slices if item.provisioning.runs_ray for i in range(item.count)]
+
+
+def smoke_workload(spec: ClusterSpec, item: SliceSpec, slices: int, image: str | None) -> WorkloadSpec:
+    """The smoke spec of ``item``: the config's smoke workload on it copied whole (its ``compile_cache``,
+    ``compile_budget_s``, ``ray_disk_gib``...: none dropped, issue 49), else the defaults; named for the slice."""
+    own = [w for w in spec.workloads if w.slice == item and w.kind.name == "smoke"]
+    base = own[0] if own else WorkloadSpec(name=names.smoke_workload(item.name), kind=workload_kind("smoke"),
+                                           slice=item)
+    return replace(base, name=names.smoke_workload(item.name), slices=slices,
+                   image=image or slice_image(spec, item))
 
 
 def dcn_span(spec: ClusterSpec, item: SliceSpec) -> int:
@@ -42,8 +50,5 @@ def dcn_span(spec: ClusterSpec, item: SliceSpec) -> int:
 def dcn_smoke_workloads(spec: ClusterSpec, image: str | None = None) -> list[tuple[str, WorkloadSpec]]:
     """(job base name, spec) of one multi-slice smoke job (``smoke-<slice>-dcn``) per slice a multi-slice workload
     spans: ``replicas: N`` and the cross-slice all-reduce (``--dcn-slices N``)."""
-    smoke = workload_kind("smoke")
-    return [(names.dcn_smoke_job(item.name),
-             WorkloadSpec(name=names.smoke_workload(item.name), kind=smoke, slice=item, slices=span,
-                          image=image or slice_image(spec, item)))
+    return [(names.dcn_smoke_job(item.name), smoke_workload(spec, item, span, image))
             for item in spec.slices if item.provisioning.runs_ray and (span := dcn_span(spec, item)) > 1]

@@ -12,7 +12,7 @@ import json
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from typing import Any
 
@@ -27,6 +27,7 @@ from raytpu.core.specs import (
     node_disk,
     notice,
     sampling,
+    spec_json,
     user_code,
     vllm_rules,
 )
@@ -465,32 +466,29 @@ class WorkloadSpec:
         return self.slices_per_run > 1
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON form a Ray job receives in ``RAYTPU_WORKLOAD``."""
-        serving = {name: getattr(self, name) for name in SERVING_FIELDS}
-        if self.hf_token_secret is not None:
-            serving["hf_token_secret"] = {"name": self.hf_token_secret.name, "key": self.hf_token_secret.key}
-        return {"name": self.name, "kind": self.kind.name, "slice": self.slice.to_json(), "image": self.image,
-                "slices": self.slices, **serving, "input": self.input, "output": self.output, "dataset": self.dataset,
-                "code": self.code, "train_loop": self.train_loop, "train_config": user_code.as_json(self.train_config),
-                "entrypoint": self.entrypoint, "compile_cache": self.compile_cache,
-                "compile_budget_s": self.compile_budget_s, "run_time_s": self.run_time_s, "retries": self.retries,
-                "ray_disk_gib": self.ray_disk_gib,
-                **{name: getattr(self, name) for name in sampling.SAMPLING_FIELDS}}
+        """The JSON form a Ray job receives in ``RAYTPU_WORKLOAD``: every field, derived from the dataclass (one
+        serialization for every path that ships or rebuilds a spec, so a new field cannot be dropped; issue 49)."""
+        return {f.name: spec_json.encode(getattr(self, f.name)) for f in fields(self)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> WorkloadSpec:
-        """Inverse of :meth:`to_json`."""
-        fields = dict(data)
-        if fields.get("hf_token_secret") is not None:
-            fields["hf_token_secret"] = SecretKeyRef(**fields["hf_token_secret"])
-        if isinstance(fields.get("stop"), list):  # JSON has no tuples
-            fields["stop"] = tuple(fields["stop"])
-        return cls(**{**fields, "kind": kinds.kind(fields["kind"]), "slice": SliceSpec.from_json(fields["slice"])})
+        """Inverse of :meth:`to_json` (each field decoded by its annotated type)."""
+        if not isinstance(data, Mapping):
+            raise TypeError(f"a workload spec is a JSON object, not {type(data).__name__}")
+        hints = spec_json.field_types(cls)
+        given = {name: spec_json.decode(hints[name], value) for name, value in data.items() if name in hints}
+        if unknown := sorted(set(data) - set(hints)):
+            raise TypeError(f"unknown workload fields {', '.join(unknown)}")
+        return cls(**given)
 
     def env(self) -> dict[str, str]:
-        """``{RAYTPU_WORKLOAD: <json>}``, base64-encoded when it holds ``$`` or a backquote (bash would expand them).
+        """``{RAYTPU_WORKLOAD: <json>}``, base64-encoded when it holds ``$`` or a backquote (bash would expand them);
+        ``code`` as the job sees it (Ray's ``working_dir``), not the submitting machine's path (issue 49).
         Source: KubeRay v1.7.0 ``BuildJobSubmitCommand`` (``strconv.Quote``)."""
-        text = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+        shipped = self.to_json()
+        if shipped.get("code") is not None:  # the submitting machine's path: the job runs in the folder's copy
+            shipped["code"] = user_code.SHIPPED_CODE
+        text = json.dumps(shipped, sort_keys=True, separators=(",", ":"))
         if "$" in text or "`" in text:
             text = ENCODED_PREFIX + base64.b64encode(text.encode()).decode()
         return {WORKLOAD_ENV: text}

@@ -39,6 +39,11 @@ SUBMITTER_SHELL = frozenset("$`;&|<>()\\#*?[]{}~!")
 
 ENV_PREFIX = "RAYTPU_"
 
+SHIPPED_CODE = "."
+"""``code`` in the spec a job receives: the folder ships as the job's ``runtime_env.working_dir``, which Ray makes the
+driver's current folder, so the submitting machine's absolute path would only leak it.
+Source: Ray 2.60 ``ray._private.runtime_env.working_dir.WorkingDirPlugin.modify_context`` (``cd <dir> &&``)."""
+
 
 def workload_problems(kind: WorkloadKind, *, image: str | None, code: object, train_loop: object,
                       train_config: object, entrypoint: object) -> list[InvalidInput]:
