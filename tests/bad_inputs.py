@@ -550,6 +550,10 @@ CASES: tuple[Case, ...] = (
     _edit("engine-kwargs-tp-3", "workloads.2.engine_kwargs", {"tensor_parallel_size": 3},
           "workloads[2].engine_kwargs.tensor_parallel_size"),
     _edit("model-source-scheme", "workloads.2.model_source", "ftp://models/llama", "workloads[2].model_source"),
+    # issue 49: Source: Ray 2.60 ray.train.v2.api.config.CheckpointConfig (num_to_keep >= 1, or None: all)
+    _edit("keep-checkpoints-zero", "workloads.1.keep_checkpoints", 0, "workloads[1].keep_checkpoints"),
+    _edit("keep-checkpoints-word", "workloads.1.keep_checkpoints", "newest", "workloads[1].keep_checkpoints"),
+    _edit("keep-checkpoints-on-serve", "workloads.2.keep_checkpoints", 3, "workloads[2].keep_checkpoints"),
     _edit("workload-slices-zero", "workloads.1.slices", 0, "workloads[1].slices"),
     _edit("workload-slices-beyond-count", "workloads.1.slices", 4, "workloads[1].slices"),
     _edit("image-uppercase", "workloads.1.image", "US-Docker.pkg.dev/P/R/Train:v1", "workloads[1].image"),

@@ -43,7 +43,8 @@ def samples(spec: ClusterSpec) -> list[WorkloadSpec]:
                      chat_template=False),
         WorkloadSpec(name="train-all", kind=kind("train"), slice=train, slices=1, dataset="gs://team-data/tokens",
                      code="/abs/src", train_loop="lm.train:loop", train_config={"lr": 0.1, "dims": [1, 2]},
-                     compile_cache="teams/ml/cache", compile_budget_s=42.5, run_time_s=1234, ray_disk_gib=77),
+                     compile_cache="teams/ml/cache", compile_budget_s=42.5, run_time_s=1234, ray_disk_gib=77,
+                     keep_checkpoints=5),
         WorkloadSpec(name="job-all", kind=kind("job"), slice=train, code="/abs/src", retries=2,
                      entrypoint="python tools/reserve.py --topology 4x4", run_time_s="unlimited"),
     ]

@@ -135,3 +135,62 @@ def test_a_train_loop_that_fails_is_exit_1_with_the_teams_error(two_slices: loca
     assert ran.returncode == 1, ran.stderr[-3000:]
     assert "ValueError" in ran.stdout and "bad batch" in ran.stdout
     assert "Traceback" not in ran.stderr
+
+
+SLOW_CONFIG = CONFIG.replace("count: 2}", "count: 2, provisioning: spot}").replace("{steps: 4, lr: 0.5}",
+                                                                                  "{steps: 40, lr: 0.5}")
+SLOW_TRAIN = TRAIN.replace("    for step in range(start, config[\"steps\"]):\n",
+                           "    import time\n    for step in range(start, config[\"steps\"]):\n        time.sleep(0.5)\n")
+
+
+def test_a_team_run_survives_losing_the_host_its_rank_0_ran_on(two_slices: local.LocalCluster,
+                                                              tmp_path: Path) -> None:
+    """Issue 49: the kit's report sink sat on any node (0 CPUs, unpinned), TPU hosts included, and a crashed host
+    failed the run with ActorDiedError and no summary. It now sits on the driver's node; a host crash (no notice)
+    mid-run is a retry, and the run ends with its summary.
+    Source: Ray 2.60 ray.train.v2.api.data_parallel_trainer.DataParallelTrainer._initialize_and_run_controller
+    (the controller: num_cpus=0, label_selector={RAY_NODE_ID_KEY: the driver's node})."""
+    import time
+
+    from ray.job_submission import JobSubmissionClient
+    from ray.util.state import list_actors
+
+    from raytpu.local.connection import speak_auth
+
+    config = project(tmp_path)
+    config.write_text(SLOW_CONFIG)
+    (tmp_path / "src" / "lm" / "train.py").write_text(SLOW_TRAIN)
+    report, storage = tmp_path / "report.json", Path(two_slices.run_dir) / "checkpoints" / "pretrain-t9"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
+    log = tmp_path / "submit.log"
+    with log.open("w") as sink:
+        proc = subprocess.Popen([sys.executable, "-m", "raytpu", "submit", "pretrain", "--local", "--config",
+                                 str(config), "--dir", two_slices.run_dir, "--run-id", "t9", "--report", str(report)],
+                                env=env, stdout=sink, stderr=subprocess.STDOUT, cwd=tmp_path, start_new_session=True)
+    deadline = time.monotonic() + 400
+    try:
+        while not list(storage.glob("checkpoint_*")) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert list(storage.glob("checkpoint_*")), log.read_text()[-3000:]
+        speak_auth(two_slices)
+        [running] = [j for j in JobSubmissionClient(two_slices.dashboard).list_jobs() if j.status.value == "RUNNING"]
+        [sink_actor] = [a for a in list_actors(address=two_slices.dashboard, filters=[("state", "=", "ALIVE")])
+                        if a.class_name == "Reports"]
+        assert sink_actor.node_id == running.driver_node_id  # pinned where the driver runs, never a TPU host
+        [pinned] = [line.rsplit(" ", 1)[-1] for line in log.read_text().splitlines()
+                    if line.startswith("train: workers pinned to slice ")]
+        crashed = subprocess.run([sys.executable, "-m", "raytpu", "local", "preempt", "--dir", two_slices.run_dir,
+                                  "--slice", pinned, "--host", "0", "--notice-s", "0"],
+                                 env=env, capture_output=True, text=True, timeout=300)
+        assert crashed.returncode == 0, crashed.stderr[-3000:]
+        proc.wait(timeout=max(deadline - time.monotonic(), 1))
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 15)
+            proc.wait(timeout=60)
+    text = log.read_text()
+    assert proc.returncode == 0, text[-4000:]
+    assert "ActorDiedError" not in text and "Traceback" not in text, text[-4000:]
+    train = json.loads(report.read_text())["train"]
+    assert train["ok"] and train["metrics"]["step"] == 40 and "reports_lost" not in train, train
+    assert len(train["attempts"]) >= 2 and train["attempts"][-1]["resumed"], train["attempts"]

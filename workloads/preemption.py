@@ -39,17 +39,21 @@ def add_preemption_arguments(parser: argparse.ArgumentParser) -> None:
                         help="rank 0 appends every finished step here as a JSON line (drills: steps lost)")
 
 
-def failure_config(args: argparse.Namespace) -> Any:
+def failure_config(args: argparse.Namespace, *, relax_collectives: bool = True) -> Any:
     """The run's FailureConfig: worker failures, slice retries and preemptions, each with its own budget.
 
     ``relax_collectives_on_preemption`` lets the ranks off a preempted slice commit the checkpoint without it in a
     multi-slice run; Ray ignores it when rank 0 is preempted (``TrainController._relax_collectives_during_
-    preemption``), as on a single slice, where every rank is."""
+    preemption``), as on a single slice, where every rank is. Only the kit's own trainer sets it (its checkpoint is
+    rank 0's alone): a team's loop may shard its checkpoint per rank, and the narrowed gate would register as latest
+    a checkpoint missing the preempted slice's shards (``relax_collectives=False``, issue 49).
+    Source: Ray 2.60 ``TrainController._relax_collectives_during_preemption`` (``ReportCallbackHandler.
+    set_required_ranks(surviving)``)."""
     from ray.train.v2.api.config import FailureConfig
 
     return FailureConfig(max_failures=args.max_failures, controller_failure_limit=args.slice_retries,
                          max_preemption_failures=args.max_preemption_failures,
-                         relax_collectives_on_preemption=True, preemption_grace_s=args.preemption_grace_s)
+                         relax_collectives_on_preemption=relax_collectives, preemption_grace_s=args.preemption_grace_s)
 
 
 def preemption_notice(step: int) -> dict[str, Any] | None:

@@ -24,6 +24,9 @@ from raytpu.core.specs.spec import WorkloadSpec
 from raytpu.workloads.compile_watch import CompileWatch
 
 MAX_METRIC_CHARS = 2000
+SINK_WAIT_S = 10.0
+"""How long rank 0 and the driver wait on the report sink; past it (or with the sink gone) the run goes on."""
+NO_REPORTS: dict[str, Any] = {"attempts": [], "reports": 0, "last": None}
 
 
 def load_train_loop(train_loop: str) -> Callable[..., Any]:
@@ -95,10 +98,41 @@ def report_log(sink: Any) -> Any:
 
     class ReportLog(UserCallback):
         def after_report(self, run_context: Any, metrics: list[dict[str, Any]], checkpoint: Any) -> None:
-            sink.reported.remote(time.time(), plain(metrics[0] if metrics else {}),
-                                 checkpoint.path if checkpoint is not None else None)
+            tell(sink, "reported", time.time(), plain(metrics[0] if metrics else {}),
+                 checkpoint.path if checkpoint is not None else None)
 
     return ReportLog()
+
+
+def tell(sink: Any, method: str, *args: Any) -> Any:
+    """``sink.<method>.remote(*args)``, never raising: the sink only gathers the summary, and losing it (its node
+    gone) must not fail the run (issue 49). Returns the call's ref, or None."""
+    try:
+        return getattr(sink, method).remote(*args)
+    except Exception as exc:  # a dead actor's handle, a closed connection: the report is lost, the run goes on
+        print(f"train: report sink unreachable ({type(exc).__name__}); the summary may miss this {method}",
+              file=sys.stderr, flush=True)
+        return None
+
+
+def pinned_sink() -> Any:
+    """The report sink, pinned to the driver's node (0 CPUs) as Ray Train pins its controller, so a TPU host's
+    loss never takes it. Source: Ray 2.60 ``ray.train.v2.api.data_parallel_trainer.DataParallelTrainer.
+    _initialize_and_run_controller`` (``label_selector={RAY_NODE_ID_KEY: get_runtime_context().get_node_id()}``)."""
+    import ray
+
+    node = ray.get_runtime_context().get_node_id()
+    return ray.remote(num_cpus=0, label_selector={ray._raylet.RAY_NODE_ID_KEY: node})(Reports).remote()
+
+
+def gathered(sink: Any) -> tuple[dict[str, Any], str | None]:
+    """What the sink gathered, or nothing and why (the sink lost or not answering within :data:`SINK_WAIT_S`)."""
+    import ray
+
+    try:
+        return ray.get(sink.summary.remote(), timeout=SINK_WAIT_S), None
+    except Exception as exc:  # ActorDiedError, GetTimeoutError: the summary goes out without the reports
+        return dict(NO_REPORTS), f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc) else ''}"
 
 
 def run_attempt(train_loop: str, sink: Any, config: dict[str, Any]) -> Any:
@@ -110,8 +144,10 @@ def run_attempt(train_loop: str, sink: Any, config: dict[str, Any]) -> Any:
     function = load_train_loop(train_loop)
     if ray.train.get_context().get_world_rank() != 0:
         return function(config)
-    ray.get(sink.started.remote(time.time(), ray.train.get_checkpoint() is not None))
-    with CompileWatch(on_compile=lambda watch: sink.compiled.remote(watch.summary())):
+    started = tell(sink, "started", time.time(), ray.train.get_checkpoint() is not None)
+    if started is not None:  # bounded, never raising: recorded before this attempt's first report, sink or no sink
+        ray.wait([started], timeout=SINK_WAIT_S)
+    with CompileWatch(on_compile=lambda watch: tell(sink, "compiled", watch.summary())):
         return function(config)
 
 
@@ -125,7 +161,7 @@ def build_trainer(work: WorkloadSpec, args: argparse.Namespace, sink: Any, slice
     from raytpu.workloads.train import scaling_config
 
     assert work.train_loop is not None
-    run = RunConfig(name=args.name, storage_path=args.storage_path, failure_config=failure_config(args),
+    run = RunConfig(name=args.name, storage_path=args.storage_path, failure_config=failure_config(args, relax_collectives=False),
                     checkpoint_config=CheckpointConfig(num_to_keep=args.keep_checkpoints), callbacks=[report_log(sink)])
     return JaxTrainer(functools.partial(run_attempt, work.train_loop, sink),
                       train_loop_config=dict(work.train_config or {}), datasets=datasets,
@@ -162,7 +198,7 @@ def run(args: argparse.Namespace, work: WorkloadSpec, env: dict[str, str]) -> di
         ray.init(address=args.address or os.environ.get("RAY_ADDRESS") or "auto", log_to_driver=True,
                  logging_level=logging.ERROR, runtime_env={"env_vars": env})
     datasets = read_dataset(work.dataset)
-    sink: Any = ray.remote(num_cpus=0)(Reports).remote()
+    sink = pinned_sink()
     t0 = time.monotonic()
     summary: dict[str, Any] = {"ok": False, "train_loop": work.train_loop, "slice": f"{plan.generation} "
                                f"{plan.topology}", "slices": slices, "workers": plan.hosts * slices,
@@ -183,7 +219,11 @@ def run(args: argparse.Namespace, work: WorkloadSpec, env: dict[str, str]) -> di
         if held is not None:
             held.release()
     summary["duration_s"] = round(time.monotonic() - t0, 2)
-    reports: dict[str, Any] = ray.get(sink.summary.remote())
+    reports, lost = gathered(sink)
+    if lost is not None:
+        summary["reports_lost"] = lost
+        print(f"train: the run's reports were lost ({lost}); the summary has the result only", file=sys.stderr,
+              flush=True)
     last = reports["last"] or {}
     summary.update(reports=reports["reports"], attempts=reports["attempts"], metrics=last.get("metrics"),
                    checkpoint=last.get("checkpoint"), stamps=team_stamps(reports["attempts"]))

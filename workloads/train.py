@@ -23,7 +23,7 @@ from typing import Any
 
 from raytpu.core.common import errors
 from raytpu.core.common.timeline import Stamp, stamp, stamp_line
-from raytpu.core.specs import compile_cache, data, multislice
+from raytpu.core.specs import checkpoints, compile_cache, data, multislice
 from raytpu.core.specs.spec import WorkloadSpec
 from raytpu.core.tpu.plan import RAY_SLICE_LABEL, SlicePlan
 from raytpu.workloads import train_data
@@ -371,7 +371,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "reserves in turn, then the placement group): each of its waits gets an equal share "
                              f"(default: {WAIT_S:g}s per wait, Ray's own)")
     parser.add_argument("--step-sleep-s", type=float, default=0.0, help="pause per step (tests: a longer run)")
-    parser.add_argument("--keep-checkpoints", type=int, default=2, help="checkpoints kept (the newest)")
+    parser.add_argument("--keep-checkpoints", type=int, default=None,
+                        help="checkpoints kept (the newest; default: the workload's keep_checkpoints, else 2)")
     add_preemption_arguments(parser)
     parser.add_argument("--address", default=None, help="Ray address (default: RAY_ADDRESS, else auto)")
     return parser
@@ -383,6 +384,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     work = WorkloadSpec.from_env()
     plan, slices = work.plan, work.slices_per_run
+    if args.keep_checkpoints is None:  # the workload's keep_checkpoints (None: Ray keeps all)
+        args.keep_checkpoints = checkpoints.kept(work.keep_checkpoints)
     if not args.storage_path.startswith(("gs://", "s3://")):
         args.storage_path = os.path.abspath(args.storage_path)
     args.name = args.name or default_run_name()

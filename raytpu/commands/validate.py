@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         if work.kind.is_job and work.slice.name in held:
             how = f"a RayJob that cannot run beside {held[work.slice.name]} (see the warning)"
         span = f" ({work.slices_per_run} slices per run, joined over DCN)" if work.multislice else ""
-        print(f"  {work.name}: {work.kind.name} on {work.slice.name}{span}, {how}{runs(work)}")
+        print(f"  {work.name}: {work.kind.name} on {work.slice.name}{span}, {how}{runs(work)}{kept(work)}")
     for work in spec.workloads:
         for line in [*fit_warnings(work), *serving_warnings(spec, work), *deadline_warnings(work),
                      *disk_warnings(spec, work)]:
@@ -81,6 +81,14 @@ def runs(work: WorkloadSpec) -> str:
     if work.kind.runs_entrypoint:
         return f"; runs `{work.entrypoint}` {where}".rstrip()
     return "; runs the kit's own demo trainer (no train_loop)" if work.kind.trains else ""
+
+
+def kept(work: WorkloadSpec) -> str:
+    """How many checkpoints a training run keeps (issue 49: it was 2, silently; Ray's default keeps all)."""
+    from raytpu.core.specs import checkpoints
+
+    return f"; {checkpoints.described(work.keep_checkpoints)}" if work.kind.name in checkpoints.CHECKPOINTING_KINDS \
+        else ""
 
 
 def zone_warnings(item: SliceSpec) -> list[str]:

@@ -19,6 +19,7 @@ from typing import Any
 from raytpu.core.common import errors, names
 from raytpu.core.common.errors import InvalidInput, InvalidInputs, Problems
 from raytpu.core.specs import (
+    checkpoints,
     compile_cache,
     data,
     grants,
@@ -321,6 +322,7 @@ class WorkloadSpec:
     run_time_s: int | str | None = None
     retries: int | None = None
     ray_disk_gib: int | None = None
+    keep_checkpoints: int | str | None = None
 
     def __post_init__(self) -> None:
         found = dns_label_problems("name", self.name)
@@ -378,6 +380,7 @@ class WorkloadSpec:
         found += kinds.run_time_problems(self.kind, self.run_time_s)
         found += kinds.retries_problems(self.kind, self.retries)
         found += self._ray_disk_problems()
+        found += checkpoints.problems(self.kind, self.keep_checkpoints)
         if self.kind.batches:
             found += data.row_stats_problems(self.engine_kwargs)
         if self.slices is not None:
