@@ -161,7 +161,9 @@ def build_trainer(work: WorkloadSpec, args: argparse.Namespace, sink: Any, slice
     from raytpu.workloads.train import scaling_config
 
     assert work.train_loop is not None
-    run = RunConfig(name=args.name, storage_path=args.storage_path, failure_config=failure_config(args, relax_collectives=False),
+    # a team's checkpoint may be sharded per rank: never registered without a preempted slice's shards (issue 49)
+    failures = failure_config(args, relax_collectives=False)
+    run = RunConfig(name=args.name, storage_path=args.storage_path, failure_config=failures,
                     checkpoint_config=CheckpointConfig(num_to_keep=args.keep_checkpoints), callbacks=[report_log(sink)])
     return JaxTrainer(functools.partial(run_attempt, work.train_loop, sink),
                       train_loop_config=dict(work.train_config or {}), datasets=datasets,
