@@ -139,8 +139,8 @@ def test_a_train_loop_that_fails_is_exit_1_with_the_teams_error(two_slices: loca
 
 SLOW_CONFIG = CONFIG.replace("count: 2}", "count: 2, provisioning: spot}").replace("{steps: 4, lr: 0.5}",
                                                                                   "{steps: 40, lr: 0.5}")
-SLOW_TRAIN = TRAIN.replace("    for step in range(start, config[\"steps\"]):\n",
-                           "    import time\n    for step in range(start, config[\"steps\"]):\n        time.sleep(0.5)\n")
+LOOP = "    for step in range(start, config[\"steps\"]):\n"
+SLOW_TRAIN = TRAIN.replace(LOOP, f"    import time\n{LOOP}        time.sleep(0.5)\n")
 
 
 def test_a_team_run_survives_losing_the_host_its_rank_0_ran_on(two_slices: local.LocalCluster,
