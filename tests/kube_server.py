@@ -285,6 +285,7 @@ class KubeApiServer:
         self._rv = itertools.count(100)
         self._last_rv = 99
         self._logs: dict[str, list[str]] = {}
+        self._log_breaks: dict[str, list[int]] = {}
         self.crds: dict[str, dict[str, Any]] = {crd(kind)["metadata"]["name"]: crd(kind) for kind in CRD_FILES}
         """The CRDs the cluster serves, by name (the vendored KubeRay ones, shared: a test that edits one replaces
         it with its own copy first)."""
@@ -368,6 +369,10 @@ class KubeApiServer:
                   "spec": {"containers": [{"name": container, "image": "rayproject/ray:2.60.0"}]},
                   "status": {"phase": "Succeeded"}})
         self._logs[name] = lines
+
+    def break_log(self, pod: str, *after: int) -> None:
+        """The next followed reads of ``pod``'s log break mid-stream, one after each count of lines in ``after``."""
+        self._log_breaks[pod] = list(after)
 
     def of(self, method: str, path: str = "") -> list[Recorded]:
         """The recorded requests of ``method`` whose path contains ``path``."""
@@ -601,8 +606,12 @@ class KubeApiServer:
         if query.get("follow") != "true":
             h.send_text(200, "".join(lines))
             return
+        breaks = self._log_breaks.get(pod) or []
+        cut = breaks.pop(0) if breaks else None
         h.start_chunked("text/plain")
-        for line in lines:  # one chunk per line, a moment apart: what a running container writes
+        for i, line in enumerate(lines):  # one chunk per line, a moment apart: what a running container writes
+            if i == cut:
+                h.drop()  # the stream breaks mid-run (a dropped connection)
             h.chunk(line.encode())
             time.sleep(0.005)
         h.end_chunked()

@@ -167,6 +167,82 @@ def test_cancel_of_a_rayjob_kuberay_keeps_is_exit_1_after_the_timeout(
     assert "error: nightly-r2: RayJob still there after 1s" in capsys.readouterr().err
 
 
+
+def test_cancel_waits_for_every_ray_cluster_of_the_run_an_earlier_attempts_too(
+        api: KubeApiServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """A retry's RayJob names only its new cluster; the earlier attempt's, still going, holds the slice too.
+    Source: KubeRay v1.7.0 utils/constant.go RayOriginatedFromCRNameLabelKey (every pod of the run's clusters)."""
+    earlier = "pretrain-r1-raycluster-a1-worker-0"
+    api.add_pod(earlier, {"ray.io/cluster": "pretrain-r1-raycluster-a1", "ray.io/node-type": "worker",
+                          "ray.io/originated-from-cr-name": "pretrain-r1"}, [], container="ray-worker")
+
+    def collect_garbage() -> None:
+        while api.get_object("rayjobs", "pretrain-r1") is not None:
+            time.sleep(0.05)
+        api.remove("pods", f"{RAY_CLUSTER}-worker-0")
+        time.sleep(1.5)  # cancel must still be waiting here: the earlier attempt's pod is left
+        gone.append(time.monotonic())
+        api.remove("pods", earlier)
+
+    gone: list[float] = []
+    collector = threading.Thread(target=collect_garbage)
+    collector.start()
+    assert main("runs", "cancel", "pretrain-r1", "--stack", STACK) == 0
+    ended = time.monotonic()
+    collector.join()
+    assert gone and ended >= gone[0]
+    assert "cancelled; no pod of its Ray cluster is left" in capsys.readouterr().err
+
+
+def test_follow_resumes_a_broken_stream_and_a_replacement_pod_prints_no_line_twice(
+        api: KubeApiServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 49: a broken stream lost the rest of the log, and a replacement submitter pod (same Ray job) replayed it
+    whole (`ray job logs --follow` from the start). Source: KubeRay v1.7.0 rayjob_controller.go (a retry gets a new
+    status.jobId; a replacement pod of the submitter Job keeps it)."""
+    running = {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING", "rayClusterName": RAY_CLUSTER,
+               "jobId": "pretrain-r1-abcde", "startTime": "2026-01-01T00:01:00Z"}
+    api.set_status("rayjobs", "pretrain-r1", running)
+    api.add_pod("pretrain-r1-submit", {"job-name": "pretrain-r1"}, ["driver: started", "step 1", "step 2"])
+    api.break_log("pretrain-r1-submit", 2, 3)  # read twice, broken each time: after "step 1", then after "step 2"
+
+    def reads(pod: str) -> int:
+        return sum(1 for r in api.of("GET", f"/pods/{pod}/log") if r.query.get("follow") == "true")
+
+    def run_on() -> None:
+        while reads("pretrain-r1-submit") < 2:
+            time.sleep(0.05)
+        time.sleep(0.3)  # the submitter pod is replaced (its node lost): the new one replays the job's whole log
+        api.add_pod("pretrain-r1-submit-2", {"job-name": "pretrain-r1"},
+                    ["following job pretrain-r1-abcde", "driver: started", "step 1", "step 2", "step 3",
+                     "RAYTPU_TRAIN_RESULT {}"], created="2026-01-01T00:05:00Z")
+        while reads("pretrain-r1-submit-2") < 1:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        api.set_status("rayjobs", "pretrain-r1", {**running, "jobDeploymentStatus": "Complete",
+                                                  "jobStatus": "SUCCEEDED"})
+
+    runner = threading.Thread(target=run_on)
+    runner.start()
+    assert main("runs", "logs", "pretrain-r1", "--follow", "--stack", STACK) == 0
+    runner.join()
+    assert capsys.readouterr().out.splitlines() == [
+        "driver: started", "step 1", "step 2", "following job pretrain-r1-abcde", "step 3", "RAYTPU_TRAIN_RESULT {}"]
+
+
+def test_follow_past_its_timeout_is_exit_1_saying_the_run_goes_on(
+        api: KubeApiServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """It stopped after an hour with exit 0 while the run went on; now it ends with the run, or says why."""
+    assert main("runs", "logs", "pretrain-r1", "--follow", "--timeout-s", "1", "--stack", STACK) == 1
+    err = capsys.readouterr().err
+    assert "error: pretrain-r1: still Running/RUNNING after --timeout-s 1 (the run goes on" in err
+
+
+def test_follow_with_no_timeout_waits_for_the_run() -> None:
+    from raytpu.commands import runs as runs_command
+    from raytpu.core.specs.kinds import MAX_RUN_TIME_S
+
+    assert runs_command.FOLLOW_S > MAX_RUN_TIME_S  # longer than any run's deadline
+
 BAD = [
     (("runs", "cancel", "nope", "--stack", STACK),
      "error: RUN: 'nope' is not allowed (no such run here); valid: pretrain-r1, serve, nightly-r2"),

@@ -3,6 +3,7 @@ follow RayJobs and RayServices with progress, every call through :class:`raytpu.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import sys
 import threading
@@ -161,9 +162,41 @@ def follow_jobs(client: KubeClient, names: Iterable[str], *, timeout_s: float,
     return dict(states)
 
 
+class PrintedLines:
+    """The lines printed of one attempt's driver log, so that reading it again prints only what is new: a stream that
+    broke mid-run is read again from the start, and a replacement submitter pod (the Job's next pod, same Ray job)
+    replays the whole log (``ray job logs --follow``). A re-read is aligned with what was printed, line by line in
+    order; a line not printed before is new (issue 49)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._at: dict[str, list[int]] = {}  # line -> its positions among those printed, ascending
+
+    def reader(self) -> Callable[[str], bool]:
+        """One read of the log: called with each line, True when it is new (then counted as printed)."""
+        behind, position = self.count, 0  # a re-read replays the first `behind` lines printed
+
+        def new(line: str) -> bool:
+            nonlocal position
+            if position < behind:
+                seen = self._at.get(line, [])
+                at = bisect.bisect_left(seen, position)
+                if at < len(seen) and seen[at] < behind:
+                    position = seen[at] + 1
+                    return False
+            self._at.setdefault(line, []).append(self.count)
+            self.count += 1
+            return True
+
+        return new
+
+
 class LogStreamer:
     """Streams a K8sJobMode RayJob's driver log (its submitter Job's pod) to ``sink`` while it runs: every ``poll_s``
-    it looks for a pod it has not streamed (once the Ray cluster is up; a retry's new pod) until :meth:`stop`."""
+    it looks for a pod whose log has not ended (once the Ray cluster is up; a retry's new pod; a stream that broke,
+    read again) until :meth:`stop`. Each line is printed once per attempt (:class:`PrintedLines`): a retry is a new
+    Ray job (``status.jobId``), whose lines all print. Source: KubeRay v1.7.0 ``rayjob_controller.go`` (a retry clears
+    ``jobId``; ``initRayJobStatusIfNeed`` makes a new one; docs/FACTS.md 25.59, "What a retry is")."""
 
     def __init__(self, client: KubeClient, job_name: str, sink: Callable[[str], Any], poll_s: float = 3.0) -> None:
         self.client = client
@@ -182,15 +215,26 @@ class LogStreamer:
         self._done.set()
         self._thread.join(timeout=timeout_s)
 
+    def _attempt(self, pod: str) -> str:
+        """The Ray job the pod's log belongs to (the RayJob's ``status.jobId``), else the pod."""
+        with contextlib.suppress(RuntimeFailure, AttributeError):
+            job_id = ((self.client.get("RayJob", self.job_name) or {}).get("status") or {}).get("jobId")
+            if job_id:
+                return f"job:{job_id}"
+        return f"pod:{pod}"
+
     def _run(self) -> None:
-        streamed: set[str] = set()  # a pod whose log ended; a newer one is the next attempt's (a RayJob's retries)
+        ended: set[str] = set()  # a pod whose log ended; a newer one is a replacement or the next attempt's
+        printed: dict[str, PrintedLines] = {}
         while True:
             last_look = self._done.is_set()
             with contextlib.suppress(RuntimeFailure):  # no pod yet, or a broken stream: look again
-                if (pod := self.client.job_pod(self.job_name)) is not None and pod not in streamed:
+                if (pod := self.client.job_pod(self.job_name)) is not None and pod not in ended:
+                    new = printed.setdefault(self._attempt(pod), PrintedLines()).reader()
                     for line in self.client.logs(pod, follow=True):
-                        streamed.add(pod)
-                        self.sink(line)
+                        if new(line):
+                            self.sink(line)
+                    ended.add(pod)  # the stream ended whole: the container exited
             if last_look:
                 return
             self._done.wait(self.poll_s)

@@ -24,6 +24,9 @@ POLL_S = 1.0
 """How often cancel looks whether the object and its pods are gone."""
 RAY_CLUSTER_LABEL = "ray.io/cluster"
 """KubeRay's label on every pod of a RayCluster. Source: KubeRay v1.7.0 ``utils/constant.go`` ``RayClusterLabelKey``."""
+ORIGIN_LABEL = "ray.io/originated-from-cr-name"
+"""KubeRay's label on every pod of a RayJob's or RayService's clusters, naming it (every attempt's cluster).
+Source: KubeRay v1.7.0 ``utils/constant.go`` ``RayOriginatedFromCRNameLabelKey``."""
 TRAIN_LOGS = "/tmp/ray/session_latest/logs/train/ray-train-app-worker-*.log"
 """Where a Ray Train 2.60 worker's prints land in its pod. Source: Ray 2.60 ``LoggingManager`` (docs/FACTS.md
 section 23)."""
@@ -98,9 +101,13 @@ def driver_log(client: KubeClient, run: Run, *, follow: bool, timeout_s: float, 
     streamer = gke.LogStreamer(client, run.run, sink=sink)
     streamer.start()
     try:
-        gke.follow_jobs(client, [run.run], timeout_s=timeout_s)
+        state = gke.follow_jobs(client, [run.run], timeout_s=timeout_s)[run.run]
     finally:
         streamer.stop()
+    if not state.done:  # the follow ends with the run, or says why it did not (issue 49: it stopped at 1 h, exit 0)
+        raise errors.RuntimeFailure(f"{run.run}: still {state.describe()} after --timeout-s {timeout_s:g} (the run "
+                                    "goes on; only the following stopped)",
+                                    f"raytpu runs logs {run.run} --follow again, or raytpu runs cancel {run.run}")
 
 
 def rank_log(client: KubeClient, run: Run, rank: int) -> None:
@@ -118,9 +125,18 @@ def rank_log(client: KubeClient, run: Run, rank: int) -> None:
         "for a run on the emulated slice")
 
 
+def _run_pods(client: KubeClient, run: str, clusters: list[str]) -> list[str]:
+    """The names of the pods left of ``run``: its known clusters' and every pod marked as the run's (any attempt)."""
+    pods = [p for c in clusters for p in client.pods(f"{RAY_CLUSTER_LABEL}={c}")]
+    pods += client.pods(f"{ORIGIN_LABEL}={run}")
+    return sorted({str((p.get("metadata") or {}).get("name")) for p in pods})
+
+
 def cancel(client: KubeClient, run: Run, *, timeout_s: float, progress: Sink | None = None) -> None:
-    """Deletes the RayJob or RayService, then waits until it and its Ray clusters' pods are gone (the slice free);
-    RuntimeFailure when that takes longer than ``timeout_s``."""
+    """Deletes the RayJob or RayService, then waits until it and every Ray cluster's pods are gone (the slice free):
+    the clusters in its status and any pod KubeRay marks as the run's (an earlier attempt's cluster, still going, is
+    no longer in the status); RuntimeFailure when that takes longer than ``timeout_s``.
+    Source: KubeRay v1.7.0 ``utils/constant.go`` ``RayOriginatedFromCRNameLabelKey`` (docs/FACTS.md 25.9)."""
     say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     deadline = time.monotonic() + timeout_s
     clusters = ray_clusters(client.get(run.object, run.run))
@@ -131,7 +147,7 @@ def cancel(client: KubeClient, run: Run, *, timeout_s: float, progress: Sink | N
             raise errors.RuntimeFailure(f"{run.run}: {run.object} still there after {timeout_s:g}s",
                                         "its finalizers (KubeRay's operator must be running), or a larger --timeout-s")
         time.sleep(POLL_S)
-    while left := [p for c in clusters for p in client.pods(f"{RAY_CLUSTER_LABEL}={c}")]:
+    while left := _run_pods(client, run.run, clusters):
         if time.monotonic() > deadline:
             raise errors.RuntimeFailure(f"{run.run}: {len(left)} pod(s) of its Ray cluster still there after "
                                         f"{timeout_s:g}s", "a larger --timeout-s, or the pods' events")

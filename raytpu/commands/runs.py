@@ -25,7 +25,8 @@ def _target(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--local", action="store_true", help="the emulated slice's runs (`raytpu local up`)")
     parser.add_argument("--dir", type=argtypes.path, help="with --local: the local cluster's run directory")
     parser.add_argument("--timeout-s", type=argtypes.positive_seconds,
-                        help="how long --follow or cancel waits (default 3600 and 600)")
+                        help="how long --follow or cancel waits (default: --follow until the run ends, cancel 600); "
+                             "past it, exit 1")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,10 +65,14 @@ def run(args: argparse.Namespace) -> int:
         raise errors.forbidden("--dir", args.dir, "without --local", "--dir with --local")
     if not args.local and not args.stack:
         raise errors.missing("--stack", "(or --local)", "the cluster stack's id, <cluster name>-cluster")
-    timeout_s = args.timeout_s or (600.0 if action == "cancel" else 3600.0)
+    timeout_s = args.timeout_s or (600.0 if action == "cancel" else FOLLOW_S)
     if args.local:
         return _local(args, action, timeout_s)
     return _stack(args, action, timeout_s)
+
+
+FOLLOW_S = 366 * 24 * 3600.0
+"""``--follow`` with no ``--timeout-s``: until the run ends (a run's deadline is at most a year; issue 49)."""
 
 
 def _say(line: str) -> None:
