@@ -43,6 +43,9 @@ class CompileWatch:
     def __enter__(self) -> CompileWatch:
         import jax.monitoring
 
+        from raytpu.workloads import cache_files
+
+        cache_files.install()  # an interrupted cache write is never a permanent miss (issue 49)
         jax.monitoring.register_event_duration_secs_listener(self._on_duration)
         jax.monitoring.register_event_listener(self._on_event)
         return self
