@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from raytpu.core.common import errors
 from raytpu.core.specs import multislice
@@ -49,7 +50,8 @@ def job_workload(cluster: LocalCluster, work: WorkloadSpec) -> WorkloadSpec:
     """The spec a job workload runs with on ``cluster`` (``submit --local``): every field of ``work`` (copied whole,
     so none is dropped; issue 49) on the emulated slices; a local data path made absolute (the job runs from a
     folder of Ray's choosing)."""
-    local = {f: local_path(getattr(work, f)) for f in (*DATA_FIELDS, "dataset") if getattr(work, f) is not None}
+    local: dict[str, Any] = {f: local_path(getattr(work, f)) for f in (*DATA_FIELDS, "dataset")
+                             if getattr(work, f) is not None}
     return replace(work, slice=cluster.slice_spec, slices=work.slices if work.multislice else None, **local)
 
 

@@ -11,7 +11,6 @@ import dataclasses
 import types
 import typing
 from collections.abc import Mapping
-from functools import cache
 from typing import Any
 
 from raytpu.core.specs.kinds import WorkloadKind, kind
@@ -35,8 +34,7 @@ def encode(value: object) -> Any:
     raise TypeError(f"{type(value).__name__} is not a JSON value")
 
 
-@cache
-def field_types(cls: type) -> dict[str, Any]:
+def field_types(cls: Any) -> dict[str, Any]:
     """The annotated type of each init field of dataclass ``cls``."""
     hints = typing.get_type_hints(cls)
     return {f.name: hints[f.name] for f in dataclasses.fields(cls) if f.init}
