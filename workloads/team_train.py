@@ -122,7 +122,8 @@ def pinned_sink() -> Any:
     import ray
 
     node = ray.get_runtime_context().get_node_id()
-    return ray.remote(num_cpus=0, label_selector={ray._raylet.RAY_NODE_ID_KEY: node})(Reports).remote()
+    key = ray._raylet.RAY_NODE_ID_KEY  # type: ignore[attr-defined]
+    return ray.remote(num_cpus=0, label_selector={key: node})(Reports).remote()
 
 
 def gathered(sink: Any) -> tuple[dict[str, Any], str | None]:
