@@ -315,6 +315,7 @@ class WorkloadSpec:
     train_loop: str | None = None
     train_config: Mapping[str, Any] | None = field(default=None, hash=False)
     entrypoint: str | None = None
+    requirements: str | None = None
     compile_cache: str | None = None
     compile_budget_s: float | None = None
     run_time_s: int | str | None = None
@@ -472,7 +473,7 @@ class WorkloadSpec:
         return {"name": self.name, "kind": self.kind.name, "slice": self.slice.to_json(), "image": self.image,
                 "slices": self.slices, **serving, "input": self.input, "output": self.output, "dataset": self.dataset,
                 "code": self.code, "train_loop": self.train_loop, "train_config": user_code.as_json(self.train_config),
-                "entrypoint": self.entrypoint, "compile_cache": self.compile_cache,
+                "entrypoint": self.entrypoint, "requirements": self.requirements, "compile_cache": self.compile_cache,
                 "compile_budget_s": self.compile_budget_s, "run_time_s": self.run_time_s, "retries": self.retries,
                 "ray_disk_gib": self.ray_disk_gib,
                 **{name: getattr(self, name) for name in sampling.SAMPLING_FIELDS}}

@@ -18,7 +18,7 @@ from raytpu.core.common.errors import InvalidInput
 from raytpu.core.specs.kinds import WorkloadKind
 from raytpu.core.tpu.plan import SlicePlan
 
-CODE_FIELDS = ("code", "train_loop", "train_config", "entrypoint")
+CODE_FIELDS = ("code", "train_loop", "train_config", "entrypoint", "requirements")
 """The workload fields that bring a team's code (``raytpu.yaml``; the CLI contract)."""
 
 _IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -41,7 +41,7 @@ ENV_PREFIX = "RAYTPU_"
 
 
 def workload_problems(kind: WorkloadKind, *, image: str | None, code: object, train_loop: object,
-                      train_config: object, entrypoint: object) -> list[InvalidInput]:
+                      train_config: object, entrypoint: object, requirements: object = None) -> list[InvalidInput]:
     """Which code fields ``kind`` takes, and how they go together (a ``train_loop`` without ``code``: in ``image``)."""
     given = {"code": code, "train_loop": train_loop, "train_config": train_config, "entrypoint": entrypoint}
     takes = {"train_loop": ("code", "train_loop", "train_config"), "entrypoint": ("code", "entrypoint")}
@@ -67,6 +67,12 @@ def workload_problems(kind: WorkloadKind, *, image: str | None, code: object, tr
                                               "takes neither)", f"train_loop: MODULE:FUNCTION with {name}"))
         if train_config is not None:
             found += train_config_problems("train_config", train_config)
+    if requirements is not None and code is None:
+        found.append(errors.forbidden("requirements", requirements, "without code (the file is read from the code "
+                                      "folder)", "code: ./src with requirements: requirements.txt inside it"))
+    elif requirements is not None and (not isinstance(requirements, str) or not requirements.strip()):
+        found.append(errors.invalid_value("requirements", requirements, "is not a file path",
+                                          "a file inside `code`, e.g. requirements.txt"))
     if code is not None and (not isinstance(code, str) or not code.strip() or "://" in code):
         found.append(errors.invalid_value("code", code, "is not a local folder path",
                                           "a folder relative to the config file, e.g. ./src"))
