@@ -70,6 +70,10 @@ def workload_problems(kind: WorkloadKind, *, image: str | None, code: object, tr
     if requirements is not None and code is None:
         found.append(errors.forbidden("requirements", requirements, "without code (the file is read from the code "
                                       "folder)", "code: ./src with requirements: requirements.txt inside it"))
+    elif requirements is not None and image is not None:
+        found.append(errors.forbidden("requirements", requirements, f"with image {image} (the kit resolves and "
+                                      "layers requirements on its own job image only)", "requirements on the kit's "
+                                      "image (no `image`), or the libraries built into your own image"))
     elif requirements is not None and (not isinstance(requirements, str) or not requirements.strip()):
         found.append(errors.invalid_value("requirements", requirements, "is not a file path",
                                           "a file inside `code`, e.g. requirements.txt"))
