@@ -160,7 +160,8 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
         tried = f" after {attempt} attempts" if attempt > 1 else ""
         from raytpu.teamcode import failures
 
-        raise errors.RuntimeFailure(failures.failed_problem(f"{run_name}: Ray job ended {status}{tried}", lines),
-                                    failures.failed_valid(lines, prefix, has_requirements=work.requirements is not None))
+        raise errors.RuntimeFailure(
+            failures.failed_problem(f"{run_name}: Ray job ended {status}{tried}", lines),
+            failures.failed_valid(lines, prefix, has_requirements=work.requirements is not None))
     streams.err(f"Ray job {submission_id}: {status}")
     return 0
