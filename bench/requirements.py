@@ -71,19 +71,22 @@ def main() -> int:
         figures["venv_found_s"], _ = timed(lambda: envs.ensure(root / "run", lock))
         figures["extras"] = len(lock.extras)
         if args.dir:
-            env = {**os.environ, "XDG_CACHE_HOME": str(root / "xdg")}
+            env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")} | {
+                "XDG_CACHE_HOME": str(root / "xdg")}
 
             def submit(run_id: str) -> None:
-                subprocess.run([sys.executable, "-m", "raytpu", "submit", "benchreqs", "--local", "--wait",
-                                "--config", str(root / "raytpu.yaml"), "--dir", args.dir, "--run-id", run_id],
-                               check=True, capture_output=True, env=env, cwd=root)
+                done = subprocess.run([sys.executable, "-m", "raytpu", "submit", "benchreqs", "--local", "--wait",
+                                       "--config", str(root / "raytpu.yaml"), "--dir", args.dir, "--run-id",
+                                       run_id], capture_output=True, text=True, env=env, cwd=root, check=False)
+                if done.returncode != 0:
+                    raise SystemExit(f"submit {run_id}: exit {done.returncode}: {done.stderr[-2000:]}")
 
             envs_dir = Path(args.dir) / "envs" / lock.digest
             if envs_dir.exists():
                 import shutil
 
                 shutil.rmtree(envs_dir)
-            stamp = f"{int(time.time()):x}"
+            stamp = f"{int(time.time()) % 36**4:x}"[-4:]
             figures["submit_cold_s"], _ = timed(lambda: submit(f"bc{stamp}"))
             figures["submit_warm_s"], _ = timed(lambda: submit(f"bw{stamp}"))
     if args.json:
