@@ -305,13 +305,15 @@ TEAM_SRC: dict[str, Content] = {"src": DIR, "src/lm/__init__.py": "", "src/tools
 
 
 def _team(case_id: str, field_name: str, train: Mapping[str, object] | None = None,
-          job: Mapping[str, object] | None = None, files: Mapping[str, Content] | None = None) -> Case:
+          job: Mapping[str, object] | None = None, files: Mapping[str, Content] | None = None,
+          item: str | None = None) -> Case:
     """A bad team-code workload: validate exits 2 naming the field (workloads[3] is the train_loop one, [4] the job)."""
     return Case(case_id, ("validate", "raytpu.yaml"), field_name,
-                {**TEAM_SRC, **(files or {}), "raytpu.yaml": team_config(train, job)}, item=I38)
+                {**TEAM_SRC, **(files or {}), "raytpu.yaml": team_config(train, job)}, item=item or I38)
 
 
 I38 = "38.4 your code: checked before anything runs"
+I47 = "47.1 requirements: checked and resolved before anything runs"
 TEAM_CASES: tuple[Case, ...] = (
     _team("team-train-loop-no-colon", "workloads[3].train_loop", {"train_loop": "lm.train.train_loop"}),
     _team("team-train-loop-keyword", "workloads[3].train_loop", {"train_loop": "lm.class:train_loop"}),
@@ -361,6 +363,15 @@ TEAM_CASES: tuple[Case, ...] = (
     _team("team-train-loop-on-job", "workloads[4].train_loop", job={"train_loop": "lm.train:train_loop"}),
     _team("team-code-on-smoke", "workloads[4].code", job={"kind": "smoke", "entrypoint": None}),
     _team("team-job-slices-zero", "workloads[4].slices", job={"slices": 0}),
+    _team("reqs-missing-file", "workloads[3].requirements", {"requirements": "requirements.txt"}, item=I47),
+    _team("reqs-outside-code", "workloads[3].requirements", {"requirements": "../raytpu.yaml"}, item=I47),
+    _team("reqs-absolute", "workloads[3].requirements", {"requirements": "/etc/hosts"}, item=I47),
+    _team("reqs-clash-jax", "workloads[3].requirements", {"requirements": "requirements.txt"},
+          files={"src/requirements.txt": "jax==0.4.30\n"}, item=I47),
+    _team("reqs-without-code", "workloads[3].requirements", {"requirements": "r.txt", "code": None,
+                                                             "train_loop": None, "train_config": None}, item=I47),
+    _team("reqs-unresolvable", "workloads[3].requirements", {"requirements": "requirements.txt"},
+          files={"src/requirements.txt": "no-such-package-raytpu-heldout-zz\n"}, item=I47),
 )
 
 

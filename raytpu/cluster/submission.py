@@ -142,7 +142,9 @@ def submit(run: StackRun, manifest: dict[str, Any], *, wait: bool, timeout_s: fl
             if kind == "RayService":
                 return wait_service(client, name, run.work, run.outputs.namespace, timeout_s, streams,
                                     unreached=operator_hint(run.spec, name))
-            return follow_job(client, name, run.work.kind, timeout_s, recorder, streams, lines)
+            return follow_job(client, name, run.work.kind, timeout_s, recorder, streams, lines,
+                              prefix=f"workloads[{run.spec.workloads.index(run.work)}]",
+                              requirements=run.work.requirements is not None)
         finally:
             watcher.stop()
             watcher.apply_to(recorder)
@@ -234,7 +236,8 @@ def wait_service(client: KubeClient, name: str, work: WorkloadSpec, namespace: s
 
 
 def follow_job(client: KubeClient, name: str, kind: WorkloadKind, timeout_s: float, recorder: timeline.Recorder,
-               streams: Streams, lines: list[str] | None = None) -> int:
+               streams: Streams, lines: list[str] | None = None, *, prefix: str = "", requirements: bool = False
+               ) -> int:
     """Follows a RayJob: progress to ``streams.err``, the submitter's log to ``streams.out`` (kept in ``lines``), exit
     with its result; the timeline stamps the driver prints go to ``recorder``."""
     lines = [] if lines is None else lines
@@ -250,7 +253,10 @@ def follow_job(client: KubeClient, name: str, kind: WorkloadKind, timeout_s: flo
                                     "a larger --timeout-s, or the RayJob's status")
     verdicts = streams.verdicts(kind, lines)
     if not state.succeeded:
-        raise errors.RuntimeFailure(f"{name}: RayJob ended {state.describe()}", "see its driver log above")
+        from raytpu.teamcode import failures
+
+        raise errors.RuntimeFailure(failures.failed_problem(f"{name}: RayJob ended {state.describe()}", lines),
+                                    failures.failed_valid(lines, prefix, has_requirements=requirements))
     if kind.checks and not report.all_healthy(verdicts):
         raise errors.RuntimeFailure(f"{name}: smoke check found an unhealthy slice (or printed no verdict)",
                                     "every slice healthy")

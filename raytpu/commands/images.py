@@ -141,8 +141,39 @@ def build(args: argparse.Namespace) -> int:
         built[name] = ImageBuild(api, IMAGES[name], target, timeout_s=args.timeout_s, poll_s=args.poll_s).run()
         path = record.save(args.config, name, built[name])
         print(f"recorded {name}: {built[name].ref} in {path}", file=sys.stderr)
+    if not args.images:  # then one image per requirements lock, on the job image as recorded
+        for name, definition in team_definitions(spec, args.config, args.stack).items():
+            if name in built or name in record.load_refs(args.config):
+                print(f"image {name}: built already (its lock's hash names it)", file=sys.stderr)
+                continue
+            built[name] = ImageBuild(api, definition, target, timeout_s=args.timeout_s, poll_s=args.poll_s).run()
+            path = record.save(args.config, name, built[name])
+            print(f"recorded {name}: {built[name].ref} in {path}", file=sys.stderr)
     print(versions_table(built), file=sys.stderr)
     return 0
+
+
+def team_definitions(spec: Any, config: str, stack: str) -> dict[str, Any]:
+    """The image of each workload's requirements lock (:mod:`raytpu.images.team`), FROM the job image as
+    recorded; InvalidInput when that is not built (it is built first by the same command)."""
+    from pathlib import Path
+
+    from raytpu.core.common import errors
+    from raytpu.images import record, team
+    from raytpu.teamcode.requirements import resolve
+
+    wanted = [(i, w) for i, w in enumerate(spec.workloads) if w.requirements is not None and w.image is None]
+    if not wanted:
+        return {}
+    job_ref = record.load_refs(config).get(team.BASE_IMAGE)
+    if job_ref is None:
+        raise errors.missing(f"image {team.BASE_IMAGE}", "to layer the workloads' requirements on",
+                             f"`raytpu images build --stack {stack}` (it builds the job image first)")
+    found = {}
+    for i, work in wanted:
+        lock = resolve(f"workloads[{i}].requirements", Path(work.code), work.requirements)
+        found[team.name_of(lock)] = team.definition(lock, job_ref)
+    return found
 
 
 VERSION_COLUMNS = ("image", "ref", "base digest", "ray", "jax/libtpu or vllm", "protobuf")

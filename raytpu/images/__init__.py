@@ -36,6 +36,8 @@ def pod_image(work: WorkloadSpec, refs: Mapping[str, str], *, stack: str) -> Pod
     if work.image is not None:
         return PodImage(work.image, RAY_VERSION)
     image = for_kind(work.kind.name)
+    if work.requirements is not None:
+        return _team_image(work, refs, stack=stack)
     reference = refs.get(image.name)
     if reference is None:
         raise errors.missing(
@@ -47,6 +49,33 @@ def pod_image(work: WorkloadSpec, refs: Mapping[str, str], *, stack: str) -> Pod
         raise errors.invalid_value(f"raytpu.images.json {image.name}", reference, "is not a digest reference",
                                    REF_RULE)
     return PodImage(reference, image.ray_version)
+
+
+def team_image_name(work: WorkloadSpec) -> str:
+    """``team-<lock digest>``: the image of ``work``'s requirements (resolved from the cache: the config's load
+    resolved them). Source of the layering: :mod:`raytpu.images.team`."""
+    from pathlib import Path
+
+    from raytpu.images.team import name_of
+    from raytpu.teamcode.requirements import resolve
+
+    assert work.code is not None and work.requirements is not None
+    return name_of(resolve("requirements", Path(work.code), work.requirements))
+
+
+def _team_image(work: WorkloadSpec, refs: Mapping[str, str], *, stack: str) -> PodImage:
+    """The image of ``work``'s lock by digest; InvalidInput naming ``raytpu images build`` when it is not built."""
+    name = team_image_name(work)
+    reference = refs.get(name)
+    if reference is None:
+        raise errors.missing(
+            f"image {name}", f"by workload {work.name!r} (its requirements' lock {name.removeprefix('team-')}), but "
+            "no image of that lock is built (none in raytpu.images.json beside the config)",
+            f"`raytpu images build --stack {stack}` first (it builds the kit's job image, then one image per lock "
+            "on it)")
+    if not DIGEST_REF.match(reference):
+        raise errors.invalid_value(f"raytpu.images.json {name}", reference, "is not a digest reference", REF_RULE)
+    return PodImage(reference, for_kind(work.kind.name).ray_version)
 
 
 def resolver(refs: Mapping[str, str], *, stack: str) -> Callable[[WorkloadSpec], PodImage]:
@@ -88,5 +117,5 @@ def unbuilt(work: WorkloadSpec, refs: Mapping[str, str]) -> str | None:
     """The name of the kit's image ``work`` needs and ``refs`` lacks; None when it runs an image it has."""
     if work.image is not None:
         return None
-    name = for_kind(work.kind.name).name
+    name = team_image_name(work) if work.requirements is not None else for_kind(work.kind.name).name
     return None if name in refs else name

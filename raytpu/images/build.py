@@ -165,7 +165,7 @@ def resolved_base(definition: ImageDefinition, build: dict[str, Any]) -> str:
         raise RuntimeFailure(f"image {definition.name}: base {definition.base} resolved to {digest}, but "
                              f"versions.toml pins base_digest {definition.base_digest}",
                              "the pinned digest, or base_digest updated in versions.toml after review")
-    return f"{definition.base}@{digest}"
+    return f"{definition.base.split('@')[0]}@{digest}"  # a base named by digest (a team's image) keeps one
 
 
 def _stderr(line: str) -> None:

@@ -26,6 +26,8 @@ BASE_REF = re.compile(r"^[a-z0-9][a-z0-9.-]*(?::[0-9]+)?(?:/[a-z0-9][a-z0-9._-]*
                       r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?@sha256:[0-9a-f]{64}$")
 """``REGISTRY/IMAGE[:TAG]@sha256:<64 hex>``: a base kept with its tag for the reader (the digest is what is pulled).
 Source: distribution/reference ``reference.go``."""
+TEAM_NAME = re.compile(r"^team-[0-9a-f]{16}$")
+"""A team's image per lock (raytpu.images.team.NAME)."""
 BASE_RULE = "REGISTRY/IMAGE[:TAG]@sha256:<64 lowercase hex digits>, the base as the build resolved it"
 FIELDS = {"ref", "build", "versions", "base"}
 
@@ -82,7 +84,7 @@ def load(config_path: str | Path) -> dict[str, BuiltImage]:
     built: dict[str, BuiltImage] = {}
     for name, entry in images.items():
         where = f"{path}: images.{name}"
-        if name not in IMAGES:
+        if name not in IMAGES and not TEAM_NAME.match(name):  # a team's image per lock: raytpu.images.team
             found.append(errors.invalid_choice(where, name, sorted(IMAGES), " (the kit's images)"))
             continue
         if not isinstance(entry, dict) or not {"ref", "build"} <= set(entry) <= FIELDS:

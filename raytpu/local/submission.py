@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -81,7 +82,23 @@ def team_runtime(cluster: local.LocalCluster, work: WorkloadSpec, run_name: str,
             partial.write_bytes(made.data)
             partial.replace(path)
         runtime["working_dir"] = names.working_dir_uri(made.object_name, mount)
+        if work.requirements is not None:
+            lock = lock_runtime(cluster, work, code_field)
+            runtime = {**runtime, **lock, "env_vars": {**runtime["env_vars"], **lock["env_vars"]}}
     return runtime
+
+
+def lock_runtime(cluster: local.LocalCluster, work: WorkloadSpec, code_field: str) -> dict[str, Any]:
+    """The team's driver and workers in the venv of its lock (built once per lock in the run folder): Ray's
+    ``py_executable``, and that venv's ``bin`` first on ``PATH`` (an entrypoint's ``python``)."""
+    from raytpu.teamcode import envs, requirements
+
+    assert work.code is not None and work.requirements is not None
+    field = code_field.rsplit(".", 1)[0] + ".requirements" if "." in code_field else "requirements"
+    lock = requirements.resolve(field, Path(work.code), work.requirements)
+    python, _built = envs.ensure(Path(cluster.run_dir), lock)
+    return {"py_executable": str(python), "env_vars": {"PATH": os.pathsep.join(
+        [str(python.parent), os.path.dirname(sys.executable), os.environ.get("PATH", os.defpath)])}}
 
 
 def attempt_id(run_name: str, attempt: int) -> str:
@@ -110,6 +127,9 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
     extra = [*work.kind.run_args(run_name, mount_path=cluster.run_dir), *program_args]
     local_work = job_workload(cluster, work)
     runtime = team_runtime(cluster, local_work, run_name, errors.join_path(prefix, "code"))
+    entrypoint = work.entrypoint if work.kind.runs_entrypoint else None
+    if runtime is not None and "py_executable" in runtime and entrypoint is None:  # the driver in the lock's venv
+        entrypoint = shlex.join([runtime["py_executable"], "-m", work.kind.module, *extra])
     recorder = timeline.Recorder.for_command()
     emulated_phases(recorder, cluster.hosts_recorded_wall())
     recorder.mark("applied", f"{run_name} submitted through Ray's Job Submission API (the emulated RayJob)",
@@ -123,7 +143,7 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
             status = local.submit_job(cluster, work.kind.name, *extra, timeout_s=max(ends - time.monotonic(), 1.0),
                                       sink=streams.keeping(lines), work=local_work, runtime=runtime,
                                       submission_id=submission_id,
-                                      entrypoint=work.entrypoint if work.kind.runs_entrypoint else None)
+                                      entrypoint=entrypoint)
             if status != "FAILED" or attempt == attempts:
                 break
             streams.err(f"Ray job {submission_id}: {status} (attempt {attempt} of {attempts}); retrying as "
@@ -138,6 +158,10 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
     streams.verdicts(work.kind, lines)
     if status != "SUCCEEDED":
         tried = f" after {attempt} attempts" if attempt > 1 else ""
-        raise errors.RuntimeFailure(f"{run_name}: Ray job ended {status}{tried}", "see its driver log above")
+        from raytpu.teamcode import failures
+
+        raise errors.RuntimeFailure(
+            failures.failed_problem(f"{run_name}: Ray job ended {status}{tried}", lines),
+            failures.failed_valid(lines, prefix, has_requirements=work.requirements is not None))
     streams.err(f"Ray job {submission_id}: {status}")
     return 0

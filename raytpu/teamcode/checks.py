@@ -121,8 +121,26 @@ def folder_problems(field: str, folder: Path, work_fields: dict[str, object]) ->
     except errors.InvalidInput as exc:
         return [exc]
     train_loop, entrypoint = work_fields.get("train_loop"), work_fields.get("entrypoint")
+    found = requirements_problems(f"{prefix}.requirements", folder, work_fields.get("requirements"))
     if isinstance(train_loop, str) and not user_code.train_loop_problems("train_loop", train_loop):
-        return train_loop_problems(f"{prefix}.train_loop", folder, train_loop)
+        return found + train_loop_problems(f"{prefix}.train_loop", folder, train_loop)
     if isinstance(entrypoint, str):
-        return entrypoint_problems(f"{prefix}.entrypoint", folder, entrypoint)
+        return found + entrypoint_problems(f"{prefix}.entrypoint", folder, entrypoint)
+    return found
+
+
+def requirements_problems(field: str, folder: Path, relative: object) -> list[InvalidInput]:
+    """The requirements file is inside the code folder and resolves against the kit's image (a clash, a package no
+    index has: :func:`raytpu.teamcode.requirements.resolve`, cached by content)."""
+    if relative is None or not isinstance(relative, str) or not relative.strip():
+        return []  # absent, or a spelling the spec reports
+    from raytpu.teamcode import requirements
+
+    found = requirements.file_problems(field, folder, relative)
+    if found:
+        return found
+    try:
+        requirements.resolve(field, folder, relative)
+    except errors.InvalidInput as exc:
+        return [exc]
     return []

@@ -317,6 +317,7 @@ class WorkloadSpec:
     train_loop: str | None = None
     train_config: Mapping[str, Any] | None = field(default=None, hash=False)
     entrypoint: str | None = None
+    requirements: str | None = None
     compile_cache: str | None = None
     compile_budget_s: float | None = None
     run_time_s: int | str | None = None

@@ -18,7 +18,7 @@ from raytpu.core.common.errors import InvalidInput
 from raytpu.core.specs.kinds import WorkloadKind
 from raytpu.core.tpu.plan import SlicePlan
 
-CODE_FIELDS = ("code", "train_loop", "train_config", "entrypoint")
+CODE_FIELDS = ("code", "train_loop", "train_config", "entrypoint", "requirements")
 """The workload fields that bring a team's code (``raytpu.yaml``; the CLI contract)."""
 
 _IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -46,7 +46,7 @@ Source: Ray 2.60 ``ray._private.runtime_env.working_dir.WorkingDirPlugin.modify_
 
 
 def workload_problems(kind: WorkloadKind, *, image: str | None, code: object, train_loop: object,
-                      train_config: object, entrypoint: object) -> list[InvalidInput]:
+                      train_config: object, entrypoint: object, requirements: object = None) -> list[InvalidInput]:
     """Which code fields ``kind`` takes, and how they go together (a ``train_loop`` without ``code``: in ``image``)."""
     given = {"code": code, "train_loop": train_loop, "train_config": train_config, "entrypoint": entrypoint}
     takes = {"train_loop": ("code", "train_loop", "train_config"), "entrypoint": ("code", "entrypoint")}
@@ -72,6 +72,16 @@ def workload_problems(kind: WorkloadKind, *, image: str | None, code: object, tr
                                               "takes neither)", f"train_loop: MODULE:FUNCTION with {name}"))
         if train_config is not None:
             found += train_config_problems("train_config", train_config)
+    if requirements is not None and code is None:
+        found.append(errors.forbidden("requirements", requirements, "without code (the file is read from the code "
+                                      "folder)", "code: ./src with requirements: requirements.txt inside it"))
+    elif requirements is not None and image is not None:
+        found.append(errors.forbidden("requirements", requirements, f"with image {image} (the kit resolves and "
+                                      "layers requirements on its own job image only)", "requirements on the kit's "
+                                      "image (no `image`), or the libraries built into your own image"))
+    elif requirements is not None and (not isinstance(requirements, str) or not requirements.strip()):
+        found.append(errors.invalid_value("requirements", requirements, "is not a file path",
+                                          "a file inside `code`, e.g. requirements.txt"))
     if code is not None and (not isinstance(code, str) or not code.strip() or "://" in code):
         found.append(errors.invalid_value("code", code, "is not a local folder path",
                                           "a folder relative to the config file, e.g. ./src"))

@@ -1,0 +1,226 @@
+"""A workload's ``requirements`` (issue 47.1): the file's rules, resolution against the job image's pins with the real
+uv (a lock named by its hash, cached: the second resolve runs no uv), clashes named with both versions, the image
+per lock on GKE (its Cloud Build definition, the RayJob pinned to it by digest against the vendored CRDs, ``submit``
+naming ``raytpu images build`` when it is not built), and a failed run's missing module named with the field."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from crd import schema_errors
+from image_refs import FIXTURE_REFS
+
+from raytpu import images
+from raytpu.config import parse
+from raytpu.core.common import errors
+from raytpu.core.manifests import kuberay
+from raytpu.images import build as build_mod
+from raytpu.images import team
+from raytpu.images.record import DIGEST_REF
+from raytpu.teamcode import envs, failures, requirements
+
+pytestmark = pytest.mark.unit
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG = (REPO / "raytpu.example.yaml").read_text().split("\nworkloads:")[0] + """
+workloads:
+  - name: pretrain
+    kind: train
+    slice: train
+    code: ./src
+    requirements: requirements.txt
+    train_loop: lm.train:train_loop
+"""
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def project(root: Path, reqs: str = "inflection>=0.5\n") -> Path:
+    for rel, text in {"src/lm/__init__.py": "", "src/lm/train.py": "def train_loop(config):\n    pass\n",
+                      "src/requirements.txt": reqs}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root / "src"
+
+
+def problems(exc: BaseException) -> list[str]:
+    return [str(p) for p in errors.problems_of(exc)]  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------- the file
+
+
+@pytest.mark.parametrize(("relative", "why"), [
+    ("nope.txt", "is not a file in code"), ("../outside.txt", "outside the code folder"),
+    ("/etc/hosts", "outside the code folder"), ("link.txt", "links outside the code folder"),
+    ("lm", "is not a file in code")])
+def test_the_file_must_be_a_file_inside_code(tmp_path: Path, relative: str, why: str) -> None:
+    src = project(tmp_path)
+    (tmp_path / "outside.txt").write_text("optax\n")
+    (src / "link.txt").symlink_to(tmp_path / "outside.txt")
+    found = requirements.file_problems("workloads[0].requirements", src, relative)
+    assert len(found) == 1 and why in str(found[0]) and str(found[0]).startswith("workloads[0].requirements:")
+
+
+def test_a_link_inside_code_is_fine(tmp_path: Path) -> None:
+    src = project(tmp_path)
+    (src / "reqs.txt").symlink_to(src / "requirements.txt")
+    assert requirements.file_problems("requirements", src, "reqs.txt") == []
+
+
+def test_requirements_need_code_and_the_kits_image(tmp_path: Path) -> None:
+    project(tmp_path)
+    no_code = CONFIG.replace("    code: ./src\n", "").replace("    train_loop: lm.train:train_loop\n", "")
+    with pytest.raises(errors.InvalidInputs) as caught:
+        parse(no_code, str(tmp_path / "raytpu.yaml"), base=tmp_path)
+    assert any(p.startswith("workloads[0].requirements:") and "without code" in p for p in problems(caught.value))
+    own_image = CONFIG.replace("    code: ./src\n", "    code: ./src\n    image: us-docker.pkg.dev/p/r/i:1\n")
+    with pytest.raises((errors.InvalidInput, errors.InvalidInputs)) as caught2:
+        parse(own_image, str(tmp_path / "raytpu.yaml"), base=tmp_path)
+    assert any(p.startswith("workloads[0].requirements:") and "with image" in p for p in problems(caught2.value))
+
+
+# ---------------------------------------------------------------------- resolution
+
+
+def test_a_clash_with_the_images_pins_names_the_package_and_both_versions(tmp_path: Path) -> None:
+    src = project(tmp_path, "inflection\njax==0.4.30  # old\n")
+    with pytest.raises(errors.InvalidInput) as caught:
+        requirements.resolve("workloads[3].requirements", src, "requirements.txt")
+    [line] = problems(caught.value)
+    pinned = requirements.image_pins()["jax"]
+    assert line.startswith("workloads[3].requirements: 'jax==0.4.30'") and "jax==0.4.30" in line
+    assert f"the kit's image pins jax=={pinned}" in line
+
+
+def test_a_range_holding_the_pin_is_no_clash() -> None:
+    assert requirements.clash_problems("r", "jax>=0.4\nnumpy\n-r other.txt\n", requirements.image_pins()) == []
+
+
+def test_resolution_is_against_the_image_and_cached_by_content(tmp_path: Path, own_cache: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    src = project(tmp_path, "inflection>=0.5\nnumpy\n")
+    lock = requirements.resolve("requirements", src, "requirements.txt")
+    assert set(lock.extras) == {"inflection"}  # numpy is the image's own pin: nothing to add
+    assert requirements.pins(lock.text)["numpy"] == requirements.image_pins()["numpy"]
+    assert len(lock.digest) == 16 and lock.extras_text() == f"inflection=={lock.extras['inflection']}\n"
+    monkeypatch.setattr(requirements, "uv_binary", lambda: pytest.fail("the second resolve ran uv"))
+    assert requirements.resolve("requirements", src, "requirements.txt") == lock
+    (src / "requirements.txt").write_text("inflection>=0.5\n")  # same extras: same lock name
+    monkeypatch.undo()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(own_cache))
+    assert requirements.resolve("requirements", src, "requirements.txt").digest == lock.digest
+
+
+def test_a_package_no_index_has_is_refused_naming_the_field(tmp_path: Path) -> None:
+    src = project(tmp_path, "no-such-package-raytpu-heldout-zz\n")
+    with pytest.raises(errors.InvalidInput) as caught:
+        requirements.resolve("workloads[1].requirements", src, "requirements.txt")
+    assert str(caught.value).startswith("workloads[1].requirements: 'requirements.txt' does not resolve")
+    assert "no-such-package-raytpu-heldout-zz" in str(caught.value)
+
+
+def test_a_transitive_clash_is_refused(tmp_path: Path) -> None:
+    src = project(tmp_path, "numba==0.58.1\n")  # needs numpy<1.27; the image pins numpy 2
+    with pytest.raises(errors.InvalidInput) as caught:
+        requirements.resolve("requirements", src, "requirements.txt")
+    assert "does not resolve against the kit's image pins" in str(caught.value)
+    assert "numpy>=1.22,<1.27" in str(caught.value) and f"numpy=={requirements.image_pins()['numpy']}" in str(
+        caught.value)
+
+
+def test_uv_is_found_beside_the_kit() -> None:
+    assert os.access(requirements.uv_binary(), os.X_OK)
+
+
+def test_a_venv_per_lock_sees_the_kit_and_is_built_once(tmp_path: Path) -> None:
+    lock = requirements.Lock("", {})
+    python, built = envs.ensure(tmp_path, lock)
+    assert built and python.is_file()
+    assert envs.ensure(tmp_path, lock) == (python, False)
+    import subprocess
+
+    ran = subprocess.run([str(python), "-c", "import ray, raytpu; print(ray.__version__)"], capture_output=True,
+                         text=True, check=True)
+    assert ran.stdout.strip() == "2.60.0"
+
+
+# ---------------------------------------------------------------------- GKE: an image per lock
+
+
+@pytest.fixture
+def spec(tmp_path: Path) -> Any:
+    project(tmp_path)
+    return parse(CONFIG, str(tmp_path / "raytpu.yaml"), base=tmp_path)
+
+
+def test_the_rayjob_runs_the_image_of_its_lock_by_digest(spec: Any, tmp_path: Path) -> None:
+    work = spec.workload("pretrain")
+    name = images.team_image_name(work)
+    assert team.NAME.match(name)
+    ref = f"us-docker.pkg.dev/fixture-project/raytpu-fixture/{name}@sha256:{'a' * 64}"
+    resolve = images.resolver({**FIXTURE_REFS, name: ref}, stack="fixture-cluster")
+    job = kuberay.workload_manifest(spec, work, images=resolve, service_account="ray", bucket="b", namespace="ray",
+                                    name="pretrain-r1", args=work.kind.run_args("pretrain-r1"), code_zip="w.zip")
+    assert schema_errors(job) == []
+    pods = [job["spec"]["rayClusterSpec"]["headGroupSpec"], *job["spec"]["rayClusterSpec"]["workerGroupSpecs"]]
+    assert {c["image"] for p in pods for c in p["template"]["spec"]["containers"]} == {ref}
+    runtime = yaml.safe_load(job["spec"]["runtimeEnvYAML"])
+    assert not {"pip", "uv", "conda"} & set(runtime)  # nothing installed at start: the image holds the lock
+    assert json.loads(runtime["env_vars"]["RAYTPU_WORKLOAD"])["requirements"] == "requirements.txt"
+
+
+def test_submit_names_the_build_command_when_the_locks_image_is_missing(spec: Any) -> None:
+    work = spec.workload("pretrain")
+    with pytest.raises(errors.InvalidInput) as caught:
+        images.pod_image(work, FIXTURE_REFS, stack="ray-tpu-cluster")
+    assert str(caught.value).startswith(f"image {images.team_image_name(work)}:")
+    assert "`raytpu images build --stack ray-tpu-cluster`" in str(caught.value)
+    assert images.unbuilt(work, FIXTURE_REFS) == images.team_image_name(work)
+
+
+def test_the_locks_image_is_built_on_the_job_image_by_digest(spec: Any, tmp_path: Path) -> None:
+    work = spec.workload("pretrain")
+    lock = requirements.resolve("requirements", Path(work.code), work.requirements)
+    job_ref = FIXTURE_REFS["job"]
+    definition = team.definition(lock, job_ref, root=tmp_path / "ctx")
+    assert definition.name == team.name_of(lock) and definition.base == job_ref
+    assert definition.base_problems() == []
+    assert (definition.context / "lock-extras.txt").read_text() == lock.extras_text()
+    assert "FROM ${BASE_IMAGE}" in definition.dockerfile.read_text()
+    again = build_mod.context_tarball(team.definition(lock, job_ref, root=tmp_path / "ctx"))
+    assert build_mod.context_tarball(definition) == again  # the same lock, the same context bytes
+    target = build_mod.Target(project="p", location="us-east5", registry="us-east5-docker.pkg.dev/p/raytpu",
+                              bucket="b", builder="builder@p.iam.gserviceaccount.com")
+    body = build_mod.build_body(definition, target, source_object="o", generation=None, tag="t", timeout_s=600)
+    assert body["images"] == [f"us-east5-docker.pkg.dev/p/raytpu/{definition.name}:t"]
+    assert body["steps"][0]["env"] == [f"BASE={job_ref}", f"PINNED={job_ref.split('@')[1]}"]
+    import base64
+
+    built = {"id": "1", "results": {"buildStepOutputs": [base64.b64encode(job_ref.split("@")[1].encode()).decode()]}}
+    assert build_mod.resolved_base(definition, built) == job_ref
+    assert DIGEST_REF.match(job_ref)
+
+
+# ---------------------------------------------------------------------- a missing module, said plainly
+
+
+def test_a_missing_module_names_the_module_and_the_field() -> None:
+    log = ["Traceback (most recent call last):", "  File \"lm/train.py\", line 1, in <module>",
+           "ModuleNotFoundError: No module named 'optax'"]
+    assert failures.missing_module(log) == "optax"
+    said = failures.failed_valid(log, "workloads[3]", has_requirements=False)
+    assert "optax" in said and "workloads[3].requirements" in said and "driver log" not in said
+    assert "workloads[3].requirements" in failures.failed_valid(log, "workloads[3]", has_requirements=True)
+    assert failures.failed_problem("pretrain-r1: Ray job ended FAILED", log).endswith("No module named 'optax'")
+    assert failures.failed_valid(["KeyError: 'x'"], "workloads[3]", has_requirements=False) == \
+        "see its driver log above"
