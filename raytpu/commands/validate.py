@@ -187,7 +187,7 @@ def fit_warnings(work: WorkloadSpec) -> list[str]:
     from raytpu.core.tpu import models
     from raytpu.sizing import candidates, memory
 
-    if not work.kind.takes_model:
+    if not work.runs_vllm:
         return []
     name, plan = work.name, work.plan
     source = vllm_rules.sized_model(work.model, work.model_source)

@@ -189,7 +189,8 @@ def _code_folders(config: Any, base: Path) -> tuple[Any, list[InvalidInput]]:
         folder = Path(os.path.abspath(base / os.path.expanduser(code)))
         workloads[i] = work.model_copy(update={"code": str(folder)})
         found += folder_problems(f"workloads[{i}].code", folder, {"train_loop": work.train_loop,
-                                                                 "entrypoint": work.entrypoint})
+                                                                 "entrypoint": work.entrypoint,
+                                                                 "serve_app": work.serve_app})
     return (config.model_copy(update={"workloads": tuple(workloads)}) if workloads else config), found
 
 
