@@ -81,7 +81,8 @@ def _shown(value: object) -> object:
 
 def _where(name: str) -> str:
     return {"entrypoint": "only with kind job", "train_loop": "only with kind train",
-            "train_config": "only with kind train and train_loop", "code": "only with kinds train, job and serve (with serve_app)"}[name]
+            "train_config": "only with kind train and train_loop",
+            "code": "only with kinds train, job and serve (with serve_app)"}[name]
 
 
 def split_train_loop(value: str) -> tuple[str, str]:
