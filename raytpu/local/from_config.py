@@ -68,17 +68,16 @@ def serving_workload(cluster: LocalCluster, config: str | None = None, name: str
     workload) moved onto the local slice, else the defaults. Its slice must be the one running."""
     from raytpu.config import choose, load
 
-    local_work = cluster.workload("serve")
     path = choose(config, local=True)
     if config is None and not Path(path).exists():
         if name is not None:
             raise errors.missing("config", "with --workload", "--config naming a raytpu.yaml")
-        return local_work
+        return cluster.workload("serve")
     serving = [w for w in load(path).workloads if w.kind.serves]
     chosen = [w for w in serving if name in (None, w.name)]
     if not chosen:
         if name is None:
-            return local_work
+            return cluster.workload("serve")
         raise errors.invalid_choice("workload", name, [w.name for w in serving] or ["(no serving workload)"])
     work = chosen[0]
     if work.plan != cluster.slice_plan:
@@ -86,4 +85,6 @@ def serving_workload(cluster: LocalCluster, config: str | None = None, name: str
         raise errors.invalid_value("workload", work.name, f"runs on a {work.plan.generation} {work.plan.topology} "
                                    f"slice; the local cluster emulates {running.generation} {running.topology}",
                                    f"`raytpu local down` then `raytpu local up --slice {work.slice.name}`")
-    return replace(local_work, name=work.name, **{f: getattr(work, f) for f in SERVING_FIELDS})
+    if work.serve_app is not None:  # a team's own app: none of the LLM rules of the kit's default serve workload
+        return replace(work, slice=cluster.slice_spec)
+    return replace(cluster.workload("serve"), name=work.name, **{f: getattr(work, f) for f in SERVING_FIELDS})
