@@ -31,7 +31,8 @@ from starlette.requests import Request
 class Echo:
     async def __call__(self, request: Request) -> dict:
         body = await request.json()
-        return {"echo": body["text"], "storage": os.environ["RAYTPU_STORAGE"], "chips": os.environ["RAYTPU_CHIPS_PER_HOST"]}
+        env = os.environ
+        return {"echo": body["text"], "storage": env["RAYTPU_STORAGE"], "chips": env["RAYTPU_CHIPS_PER_HOST"]}
 
 
 app = Echo.bind()
