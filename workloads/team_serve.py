@@ -43,7 +43,7 @@ def deployments(app: Any) -> Iterator[Any]:
             seen.add(id(item))
             dep = item._bound_deployment
             yield dep
-            todo += [*dep.init_args, *dep.init_kwargs.values()]
+            todo += [*dep.init_args, *dict(dep.init_kwargs).values()]
         elif isinstance(item, list | tuple):
             todo += list(item)
         elif isinstance(item, dict):
@@ -77,7 +77,7 @@ def _guarded_class(cls: type, key: bytes) -> type:
     from ray.serve._private.http_util import ASGIAppReplicaWrapper
 
     if issubclass(cls, ASGIAppReplicaWrapper):
-        class GuardedAsgi(cls):  # type: ignore[valid-type, misc]
+        class GuardedAsgi(cls):
             async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
                 async def inner(s: Any, r: Any, se: Any) -> None:
                     await super(GuardedAsgi, self).__call__(s, r, se)
@@ -85,7 +85,7 @@ def _guarded_class(cls: type, key: bytes) -> type:
         GuardedAsgi.__name__ = GuardedAsgi.__qualname__ = cls.__name__
         return GuardedAsgi
 
-    class Guarded(cls):  # type: ignore[valid-type, misc]
+    class Guarded(cls):
         async def __call__(self, request: Any, *args: Any, **kwargs: Any) -> Any:
             if not _allowed(request, key):
                 return _unauthorized()
