@@ -92,19 +92,21 @@ def test_it_runs_on_the_slices_hosts_behind_the_api_key_on_the_job_image(spec: A
 # ------------------------------------------------------------------------------------------- the kit's builder
 
 
-@serve.deployment(ray_actor_options={"resources": {"TPU": 8}})
-class Big:
+class _Big:
     def __call__(self, request: Any) -> str:
         return "big"
 
 
-@serve.deployment
-class Front:
+class _Front:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
 
     async def __call__(self, request: Any) -> str:
         return "front"
+
+
+Big = serve.deployment(name="Big", ray_actor_options={"resources": {"TPU": 8}})(_Big)
+Front = serve.deployment(name="Front")(_Front)
 
 
 def test_a_deployment_larger_than_a_host_is_refused_by_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
