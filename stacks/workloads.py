@@ -89,7 +89,9 @@ class WorkloadsStack(TerraformStack):
         self.workloads: list[RayWorkload] = []
         self.unbuilt: dict[str, DataResource] = {}
         for work in spec.workloads:
-            if not work.kind.is_job:  # one-shot RayJobs are submitted (`raytpu submit`), never applied here
+            # one-shot RayJobs are submitted (`raytpu submit`), never applied here; so is a RayService of a team's
+            # code (`serve_app`): submit uploads its code zip to the bucket first, which Terraform does not
+            if not work.kind.is_job and work.code is None:
                 self._apply(work)
 
     def add_workload(self, work: WorkloadSpec) -> RayWorkload | None:
@@ -103,6 +105,11 @@ class WorkloadsStack(TerraformStack):
                 "apply (a finished RayJob stays: redeploys do nothing, deleting it re-runs the job)",
                 f"`raytpu submit {work.name} --stack {self.props.cluster.spec.cluster.name}-cluster` for the job "
                 "(list it in the config's workloads), add_workload for RayServices")
+        if work.code is not None:
+            raise errors.invalid_value(
+                "code", work.code, f"of workload {work.name!r}: its code zip is uploaded by `raytpu submit`, which "
+                "Terraform does not do", f"`raytpu submit {work.name} --stack {self.props.cluster.spec.cluster.name}"
+                "-cluster` for a RayService of a team's serve_app")
         self.props.cluster.spec = self.props.cluster.spec.with_workload(work)
         self.props.cluster.fit_boot_disks(work.slice)
         return self._apply(work)

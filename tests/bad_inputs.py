@@ -375,6 +375,41 @@ TEAM_CASES: tuple[Case, ...] = (
 )
 
 
+I47_2 = "47.2 serve_app: a team's own Ray Serve app, checked before it runs"
+SERVE_SRC: dict[str, Content] = {"src": DIR, "src/lm/__init__.py": "",
+                                 "src/lm/serve.py": "from ray import serve\n\n\n@serve.deployment\nclass Scorer:\n"
+                                                    "    def __call__(self, request):\n        return 'x'\n\n\n"
+                                                    "app = Scorer.bind()\n"}
+
+
+def _serve_app(case_id: str, field_name: str, fields: Mapping[str, object],
+               files: Mapping[str, Content] | None = None) -> Case:
+    """The example's serve workload (workloads[2]) made a team's own app, fields replaced (None drops one)."""
+    def edit(d: dict[str, Any]) -> None:
+        work = {**d["workloads"][2], "code": "./src", "serve_app": "lm.serve:app", **fields}
+        d["workloads"][2] = {k: v for k, v in work.items() if v is not None}
+    return Case(case_id, ("validate", "raytpu.yaml"), field_name,
+                {**SERVE_SRC, **(files or {}), "raytpu.yaml": config(edit)}, item=I47_2)
+
+
+SERVE_APP_CASES: tuple[Case, ...] = (
+    _serve_app("serve-app-no-module", "workloads[2].serve_app", {"serve_app": "lm.nope:app"}),
+    _serve_app("serve-app-no-name", "workloads[2].serve_app", {"serve_app": "lm.serve:nope"}),
+    _serve_app("serve-app-not-module-app", "workloads[2].serve_app", {"serve_app": "lm.serve"}),
+    _serve_app("serve-app-keyword", "workloads[2].serve_app", {"serve_app": "lm.class:app"}),
+    _serve_app("serve-app-syntax-error", "workloads[2].serve_app", {}, files={"src/lm/serve.py": "app = (\n"}),
+    _serve_app("serve-app-name-only-nested", "workloads[2].serve_app", {},
+               files={"src/lm/serve.py": "def build():\n    app = 1\n    return app\n"}),
+    _serve_app("serve-app-with-model", "workloads[2].serve_app", {"model": "Qwen/Qwen2.5-0.5B-Instruct"}),
+    _serve_app("serve-app-with-engine-kwargs", "workloads[2].serve_app", {"engine_kwargs": {"enforce_eager": True}}),
+    _serve_app("serve-app-no-code", "workloads[2].code", {"code": None}),
+    _serve_app("serve-code-no-app", "workloads[2].code", {"serve_app": None}),
+    Case("serve-app-on-train", ("validate", "raytpu.yaml"), "workloads[1].serve_app",
+         {**SERVE_SRC, "raytpu.yaml": config(lambda d: d["workloads"][1].update(serve_app="lm.serve:app"))},
+         item=I47_2),
+)
+
+
 # ---------------------------------------------------------------------------------------------- the corpus
 
 I1 = "28.1 synth --out"
@@ -934,6 +969,7 @@ CASES: tuple[Case, ...] = (
          {"r.json": '{"slices": ['}),
     Case("unknown-command", ("deploy",), "COMMAND"),
     *TEAM_CASES,
+    *SERVE_APP_CASES,
 )
 
 

@@ -107,7 +107,9 @@ def test_the_job_image_carries_the_jax_and_libtpu_of_the_tpu_extra_and_ray_train
     pins = _pins(IMAGES["job"].lock)
     assert {p: pins[p] for p in ("jax", "jaxlib", "libtpu", "ray")} == {
         "jax": "0.10.2", "jaxlib": "0.10.2", "libtpu": "0.0.42.1", "ray": "2.60.0"}
-    assert "ray[default,train]==2.60.0" in IMAGES["job"].context.joinpath("requirements.in").read_text()
+    # Ray Serve too: a team's own serve_app runs on the job image (issue 47 item 2)
+    assert "ray[default,serve,train]==2.60.0" in IMAGES["job"].context.joinpath("requirements.in").read_text()
+    assert {"fastapi", "starlette", "uvicorn"} <= pins.keys()
     assert "jax[tpu]==0.10.2" in IMAGES["job"].context.joinpath("requirements.in").read_text()
 
 

@@ -85,7 +85,7 @@ def list_images(args: argparse.Namespace) -> int:
     runs: list[dict[str, Any]] = []
     for work in spec.workloads:
         own = work.image is not None
-        name = None if own else images.for_kind(work.kind.name).name
+        name = None if own else images.image_of(work).name
         reference = work.image if own else (built[name].ref if name in built else None)
         runs.append({"workload": work.name, "kind": work.kind.name, "image": name or "(its own)",
                      "reference": reference, "built": own or name in built})

@@ -267,6 +267,14 @@ def _serve(args: argparse.Namespace) -> int:
 
     cluster = _cluster(args)
     work = serving_workload(cluster, args.config, args.workload)
+    if work.serve_app is not None:  # a team's own app: the kit's .venv runs it, no vLLM
+        from raytpu.local.team_app import deploy_team_app
+
+        _alive(cluster)
+        print(f"endpoint: {deploy_team_app(cluster, work, args.timeout_s, args.api_key_file, _progress)}")
+        sys.stdout.flush()
+        _progress("serving until `raytpu local down`")
+        return 0
     require_vllm()
     _alive(cluster)  # the head, once the arguments and this environment are known good
     url, model = deploy_serve(cluster, work, args.timeout_s, args.api_key_file)

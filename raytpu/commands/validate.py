@@ -54,6 +54,9 @@ def run(args: argparse.Namespace) -> int:
     for work in spec.workloads:
         how = ("a RayService the workloads stack applies" if not work.kind.is_job else
                f"a RayJob run by `raytpu submit {work.name} --stack {stack}` (Terraform applies no RayJob)")
+        if work.serve_app is not None:
+            how = (f"a RayService of its own Serve app {work.serve_app}, applied by `raytpu submit {work.name} "
+                   f"--stack {stack}` (it uploads the code zip; the workloads stack applies none)")
         if work.kind.is_job and work.slice.name in held:
             how = f"a RayJob that cannot run beside {held[work.slice.name]} (see the warning)"
         span = f" ({work.slices_per_run} slices per run, joined over DCN)" if work.multislice else ""
@@ -195,7 +198,7 @@ def fit_warnings(work: WorkloadSpec) -> list[str]:
     from raytpu.core.tpu import models
     from raytpu.sizing import candidates, memory
 
-    if not work.kind.takes_model:
+    if not work.runs_vllm:
         return []
     name, plan = work.name, work.plan
     source = vllm_rules.sized_model(work.model, work.model_source)

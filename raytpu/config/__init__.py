@@ -190,7 +190,8 @@ def _code_folders(config: Any, base: Path) -> tuple[Any, list[InvalidInput]]:
         workloads[i] = work.model_copy(update={"code": str(folder)})
         found += folder_problems(f"workloads[{i}].code", folder, {"train_loop": work.train_loop,
                                                                  "entrypoint": work.entrypoint,
-                                                                 "requirements": work.requirements})
+                                                                 "requirements": work.requirements,
+                                                                 "serve_app": work.serve_app})
     return (config.model_copy(update={"workloads": tuple(workloads)}) if workloads else config), found
 
 

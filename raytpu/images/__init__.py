@@ -29,13 +29,23 @@ def for_kind(kind: str) -> ImageDefinition:
     return found[0]
 
 
+TEAM_SERVE_IMAGE_OF = "job"
+"""A team's own Serve app (``serve_app``) runs on the image of kind ``job``: Ray 2.60 with Serve and JAX[tpu]. The
+serving image is vLLM-TPU's, with Ray 2.56, for the kit's LLM app (raytpu/images/job/requirements.in says why)."""
+
+
+def image_of(work: WorkloadSpec) -> ImageDefinition:
+    """The kit's image ``work`` runs when it names none: its kind's, or the job image for a ``serve_app``."""
+    return for_kind(TEAM_SERVE_IMAGE_OF if work.serve_app is not None else work.kind.name)
+
+
 def pod_image(work: WorkloadSpec, refs: Mapping[str, str], *, stack: str) -> PodImage:
     """What ``work``'s pods run: its own ``image`` (carrying the kit's Ray), else its kind's image at the digest
     ``refs`` records. InvalidInput: no built digest (naming the command that builds it for ``stack``, the cluster
     stack's id), or a malformed reference."""
     if work.image is not None:
         return PodImage(work.image, RAY_VERSION)
-    image = for_kind(work.kind.name)
+    image = image_of(work)
     if work.requirements is not None:
         return _team_image(work, refs, stack=stack)
     reference = refs.get(image.name)
@@ -95,7 +105,7 @@ def preview_resolver(refs: Mapping[str, str], *, stack: str) -> Callable[[Worklo
     def image(work: WorkloadSpec) -> PodImage:
         if unbuilt(work, refs) is None:
             return pod_image(work, refs, stack=stack)
-        return PodImage(NOT_BUILT, for_kind(work.kind.name).ray_version)
+        return PodImage(NOT_BUILT, image_of(work).ray_version)
     return image
 
 
@@ -117,5 +127,5 @@ def unbuilt(work: WorkloadSpec, refs: Mapping[str, str]) -> str | None:
     """The name of the kit's image ``work`` needs and ``refs`` lacks; None when it runs an image it has."""
     if work.image is not None:
         return None
-    name = team_image_name(work) if work.requirements is not None else for_kind(work.kind.name).name
+    name = team_image_name(work) if work.requirements is not None else image_of(work).name
     return None if name in refs else name

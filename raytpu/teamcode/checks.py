@@ -122,6 +122,9 @@ def folder_problems(field: str, folder: Path, work_fields: dict[str, object]) ->
         return [exc]
     train_loop, entrypoint = work_fields.get("train_loop"), work_fields.get("entrypoint")
     found = requirements_problems(f"{prefix}.requirements", folder, work_fields.get("requirements"))
+    serve_app = work_fields.get("serve_app")
+    if isinstance(serve_app, str) and not user_code.train_loop_problems("serve_app", serve_app):
+        return found + serve_app_problems(f"{prefix}.serve_app", folder, serve_app)
     if isinstance(train_loop, str) and not user_code.train_loop_problems("train_loop", train_loop):
         return found + train_loop_problems(f"{prefix}.train_loop", folder, train_loop)
     if isinstance(entrypoint, str):
@@ -143,4 +146,34 @@ def requirements_problems(field: str, folder: Path, relative: object) -> list[In
         requirements.resolve(field, folder, relative)
     except errors.InvalidInput as exc:
         return [exc]
+    return []
+
+
+def serve_app_problems(field: str, folder: Path, serve_app: str) -> list[InvalidInput]:
+    """The module of ``serve_app`` is in ``folder`` and binds the name at its top level (a ``Deployment.bind()``
+    assignment, an app builder ``def``, an import): read with :mod:`ast`, never imported, as ``train_loop`` is.
+    Source: Ray 2.60 ``ray.serve._private.api.call_user_app_builder_with_args_if_necessary`` (the import path names
+    an ``Application`` or a function returning one)."""
+    from raytpu.core.specs import serve_app as rules
+
+    module, name = rules.split(serve_app)
+    path = module_file(folder, module)
+    if path is None:
+        tried = "/".join(module.split("."))
+        return [errors.invalid_value(field, serve_app, f"names module {module}, found in neither {tried}.py nor "
+                                     f"{tried}/__init__.py under code ({folder})", rules.VALID)]
+    if path.stat().st_size > MAX_MODULE_BYTES:
+        return [errors.invalid_value(field, serve_app, f"names {path}, over {MAX_MODULE_BYTES // 2**20} MiB",
+                                     "a Python module of source code")]
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (SyntaxError, ValueError) as exc:
+        line = getattr(exc, "lineno", None)
+        return [errors.invalid_value(field, serve_app, f"names {path.name}, which Python cannot parse"
+                                     f"{f' (line {line})' if line else ''}: {getattr(exc, 'msg', exc)}",
+                                     "a module Python 3.11 parses")]
+    if not any(_binds(node, name) for node in tree.body):
+        return [errors.invalid_value(field, serve_app, f"{path.name} defines no {name} at its top level",
+                                     f"{name} = MyDeployment.bind() (or def {name}(args): ...) at the top level "
+                                     f"of {path.name}")]
     return []

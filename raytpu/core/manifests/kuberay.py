@@ -12,7 +12,7 @@ from typing import Any
 
 from raytpu.core.common import errors, names
 from raytpu.core.common.errors import InvalidInput
-from raytpu.core.manifests import engine_pods, pod_security, preemption, ray_ports, serving, smoke_runs
+from raytpu.core.manifests import engine_pods, pod_security, preemption, ray_ports, serving, smoke_runs, team_serving
 from raytpu.core.manifests import network_policy as netpol
 from raytpu.core.manifests.kube_resources import resource
 from raytpu.core.specs import compile_cache, multislice, node_disk, user_code
@@ -344,28 +344,37 @@ UPGRADE_STRATEGIES = ("None", "NewCluster", "NewClusterWithIncrementalUpgrade")
 
 def ray_service(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = False, namespace: str = "default",
                 upgrade_strategy: str = "None", labels: Mapping[str, str] | None = None,
-                py_modules: str | None = None, bucket_name: str | None = None) -> dict[str, Any]:
-    """A RayService serving ``work`` with Ray Serve LLM; ``upgradeStrategy`` None updates in place (FACTS 25.40).
-    Source: https://docs.ray.io/en/latest/cluster/kubernetes/user-guides/rayservice.html"""
+                py_modules: str | None = None, bucket_name: str | None = None,
+                team_runtime: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A RayService serving ``work`` with Ray Serve LLM, or its team's own ``serve_app`` in ``team_runtime`` (the
+    runtime env team RayJobs get: :mod:`raytpu.core.manifests.team_serving`); ``upgradeStrategy`` None updates in
+    place (FACTS 25.40). Source: https://docs.ray.io/en/latest/cluster/kubernetes/user-guides/rayservice.html"""
     if upgrade_strategy not in UPGRADE_STRATEGIES:
         raise errors.invalid_choice("upgrade_strategy", upgrade_strategy, UPGRADE_STRATEGIES)
     mounted = (bucket_name or pods.bucket) if pods.bucket is not None else None
-    direct = serving.DIRECT_STREAMING_ENV if serving.streams_direct(work, local=False) else {}
-    pods = replace(_own(pods, "RayService", name), env={**serving.SERVE_HOT_PATH_ENV, **direct, **pods.env})
-    worker_env = {} if work.plan.single_host else {"TPU_MULTIHOST_BACKEND": "ray"}
+    llm = work.runs_vllm
+    direct = serving.DIRECT_STREAMING_ENV if llm and serving.streams_direct(work, local=False) else {}
+    hot_path = serving.SERVE_HOT_PATH_ENV if llm else {}  # a team's sync code keeps Serve's own thread defaults
+    pods = replace(_own(pods, "RayService", name), env={**hot_path, **direct, **pods.env})
+    worker_env = {} if work.plan.single_host or not llm else {"TPU_MULTIHOST_BACKEND": "ray"}
     cluster = ray_cluster_spec(work, pods, autopilot=autopilot, worker_env=worker_env, serves=True)
-    engine_pods.add_engine_needs(cluster, work, mounted)
+    if llm:
+        engine_pods.add_engine_needs(cluster, work, mounted)
     key_secret = pods.security.serve_api_key_secret
     if key_secret is not None:
         for group in (cluster["headGroupSpec"], *cluster["workerGroupSpecs"]):
             engine_pods.add_api_key(group["template"]["spec"], key_secret)
+    key_file = engine_pods.SERVE_API_KEY_FILE if key_secret is not None else None
+    if llm:
+        config = serving.serve_config(work, mounted_bucket=mounted, api_key_file=key_file,
+                                      py_modules=(py_modules or names.py_modules_uri(),)
+                                      if py_modules or pods.bucket else ())
+    else:
+        assert team_runtime is not None, "a serve_app runs in its team's runtime env (workload_manifest)"
+        config = team_serving.serve_config(work, team_runtime, key_file)
     spec: dict[str, Any] = {
         "upgradeStrategy": {"type": upgrade_strategy},
-        "serveConfigV2": json.dumps(serving.serve_config(  # JSON is YAML
-            work, mounted_bucket=mounted,
-            py_modules=(py_modules or names.py_modules_uri(),) if py_modules or pods.bucket else (),
-            api_key_file=engine_pods.SERVE_API_KEY_FILE if key_secret is not None else None),
-            sort_keys=True),
+        "serveConfigV2": json.dumps(config, sort_keys=True),  # JSON is YAML
         "rayClusterConfig": cluster,
     }
     service = serve_service(name, pods.security)
@@ -428,8 +437,14 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf,
         if work.kind.takes_model:
             engine_pods.add_engine_needs(job["spec"]["rayClusterSpec"], work, spec.bucket)
         return job
+    team = None
+    if work.serve_app is not None:  # the team's code as its RayJobs get it, the checkpoints of every run beside it
+        assert (work.code is None) == (code_zip is None), "a code folder ships as its zip (raytpu.teamcode.bundle)"
+        team = runtime_env([py_modules or names.py_modules_uri()],
+                           team_serving.team_env(work, name, names.GCS_MOUNT_PATH),
+                           names.working_dir_uri(code_zip) if code_zip else None)
     return ray_service(name, work, pods, autopilot=autopilot, namespace=namespace, labels=labels,
-                       py_modules=py_modules, bucket_name=spec.bucket)
+                       py_modules=py_modules, bucket_name=spec.bucket, team_runtime=team)
 
 
 def ray_cluster_of(obj: Mapping[str, Any]) -> dict[str, Any]:

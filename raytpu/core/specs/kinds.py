@@ -78,7 +78,8 @@ class WorkloadKind:
             unhealthy verdict). ``submit`` refuses any RayJob whose copies another workload holds.
         code_entry: The field that names a team's code in ``code`` (:mod:`raytpu.core.specs.user_code`): ``train_loop``
             (optional: without it the kit's own trainer runs) or ``entrypoint`` (required: the team's own driver,
-            run instead of a program of the kit's); None: the kind runs the kit's program only.
+            run instead of a program of the kit's) or ``serve_app`` (optional: a team's own Ray Serve app instead of
+            the kit's LLM app, :mod:`raytpu.core.specs.serve_app`); None: the kind runs the kit's program only.
 
     Its default image is the kit's image listing it (:data:`raytpu.images.definitions.IMAGES`), which carries
     everything its program imports.
@@ -92,7 +93,7 @@ class WorkloadKind:
     spans_slices: bool = False
     trains: bool = False
     checks: bool = False
-    code_entry: Literal["train_loop", "entrypoint"] | None = None
+    code_entry: Literal["train_loop", "entrypoint", "serve_app"] | None = None
 
     @property
     def module(self) -> str:
@@ -146,7 +147,7 @@ KINDS: dict[str, WorkloadKind] = {k.name: k for k in (
     WorkloadKind("job", None, "RayJob",
                  JobLimits(active_deadline_s=24 * 3600, pre_running_deadline_s=3600, ttl_s=600),
                  spans_slices=True, code_entry="entrypoint"),
-    WorkloadKind("serve", "serve", "RayService", takes_model=True),
+    WorkloadKind("serve", "serve", "RayService", takes_model=True, code_entry="serve_app"),
     # offline batch inference (Ray Data LLM's vLLM engine processor): input and output paths, one host
     WorkloadKind("batch", "batch", "RayJob",
                  JobLimits(active_deadline_s=12 * 3600, pre_running_deadline_s=3600, ttl_s=600), takes_model=True),

@@ -40,6 +40,8 @@ class WorkloadSpec(Protocol):
     def model_source(self) -> str | None: ...
     @property
     def slice(self) -> object: ...
+    @property
+    def runs_vllm(self) -> bool: ...
 
 GIB = 2**30
 WEIGHT_BYTES = 2
@@ -138,7 +140,7 @@ def downloads(work: WorkloadSpec, bucket: str | None) -> bool:
 def engine_disk(work: WorkloadSpec, bucket: str | None) -> EngineDisk | None:
     """What ``work`` writes per host, for an engine workload that reads its weights in place or whose model is in the
     built-in table; None otherwise (another model's size is unknown before it downloads)."""
-    if not work.kind.takes_model:
+    if not work.runs_vllm:
         return None
     name = sized_model(work.model, work.model_source)
     if not downloads(work, bucket):

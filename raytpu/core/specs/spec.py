@@ -28,6 +28,7 @@ from raytpu.core.specs import (
     node_disk,
     notice,
     sampling,
+    serve_app,
     spec_json,
     user_code,
     vllm_rules,
@@ -318,6 +319,7 @@ class WorkloadSpec:
     train_config: Mapping[str, Any] | None = field(default=None, hash=False)
     entrypoint: str | None = None
     requirements: str | None = None
+    serve_app: str | None = None
     compile_cache: str | None = None
     compile_budget_s: float | None = None
     run_time_s: int | str | None = None
@@ -355,7 +357,9 @@ class WorkloadSpec:
                 found.append(errors.forbidden(name, getattr(self, name), f"for kind {self.kind.name}",
                                               "only with kinds " + ", ".join(k.name for k in kinds.KINDS.values()
                                                                              if k.takes_model)))
-        if self.kind.takes_model:
+        found += serve_app.problems(self.kind.name, serve_app=self.serve_app, code=self.code, image=self.image,
+                                    llm_fields={name: getattr(self, name) for name in SERVING_FIELDS})
+        if self.runs_vllm:
             found += vllm_rules.slice_problems(self.plan)
             found += vllm_rules.model_source_problems(self.model_source)
             if self.max_model_len is not None:
@@ -395,7 +399,7 @@ class WorkloadSpec:
         """``ray_disk_gib``: not for engines (their request is sized from the model), else a whole GiB in range."""
         if self.ray_disk_gib is None:
             return []
-        if self.kind.takes_model:
+        if self.runs_vllm:
             return [errors.forbidden("ray_disk_gib", self.ray_disk_gib, f"for kind {self.kind.name}",
                                      "leave it out: an engine's request is its model's weights + "
                                      f"{node_disk.SCRATCH_GIB:g} GiB (raytpu plan --mode serve prints it)")]
@@ -440,14 +444,19 @@ class WorkloadSpec:
     @property
     def vllm_version(self) -> str | None:
         """The vLLM a serving workload's pods run (the kit's image's, or the one ``ray[llm]`` pins); else None."""
-        if not self.kind.takes_model:
+        if not self.runs_vllm:
             return None
         return vllm_rules.VLLM_VERSION if self.image is not None else vllm_rules.IMAGE_VLLM_VERSION
 
     @property
     def ray_version(self) -> str:
         """The Ray the pods run: the serving image's for kinds that take a model in the kit's image, else the kit's."""
-        return vllm_rules.IMAGE_RAY_VERSION if self.kind.takes_model and self.image is None else RAY_VERSION
+        return vllm_rules.IMAGE_RAY_VERSION if self.runs_vllm and self.image is None else RAY_VERSION
+
+    @property
+    def runs_vllm(self) -> bool:
+        """It runs the kit's vLLM engine (a kind that takes a model, without a team's own ``serve_app``)."""
+        return self.kind.takes_model and self.serve_app is None
 
     @property
     def slices_spanned(self) -> int:
@@ -462,7 +471,7 @@ class WorkloadSpec:
     @property
     def runs_team_code(self) -> bool:
         """It runs a team's code (a ``train_loop`` or an ``entrypoint``), not only a program of the kit's."""
-        return self.train_loop is not None or self.kind.runs_entrypoint
+        return self.train_loop is not None or self.kind.runs_entrypoint or self.serve_app is not None
 
     @property
     def multislice(self) -> bool:

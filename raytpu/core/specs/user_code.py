@@ -49,7 +49,8 @@ def workload_problems(kind: WorkloadKind, *, image: str | None, code: object, tr
                       train_config: object, entrypoint: object, requirements: object = None) -> list[InvalidInput]:
     """Which code fields ``kind`` takes, and how they go together (a ``train_loop`` without ``code``: in ``image``)."""
     given = {"code": code, "train_loop": train_loop, "train_config": train_config, "entrypoint": entrypoint}
-    takes = {"train_loop": ("code", "train_loop", "train_config"), "entrypoint": ("code", "entrypoint")}
+    takes = {"train_loop": ("code", "train_loop", "train_config"), "entrypoint": ("code", "entrypoint"),
+             "serve_app": ("code",)}  # serve_app's own rules: raytpu.core.specs.serve_app
     allowed = takes.get(kind.code_entry or "", ())
     found = [errors.forbidden(name, _shown(value), f"for kind {kind.name}", _where(name))
              for name, value in given.items() if value is not None and name not in allowed]
@@ -95,7 +96,8 @@ def _shown(value: object) -> object:
 
 def _where(name: str) -> str:
     return {"entrypoint": "only with kind job", "train_loop": "only with kind train",
-            "train_config": "only with kind train and train_loop", "code": "only with kinds train and job"}[name]
+            "train_config": "only with kind train and train_loop",
+            "code": "only with kinds train, job and serve (with serve_app)"}[name]
 
 
 def split_train_loop(value: str) -> tuple[str, str]:

@@ -1,0 +1,55 @@
+"""``raytpu local serve --workload NAME`` for a team's own Serve app (``serve_app``): the RayService's serveConfigV2
+(:func:`raytpu.core.manifests.team_serving.serve_config`) with the team's code as the emulated RayJobs get it
+(:func:`raytpu.local.submission.team_runtime`: the same zip in the run folder as ``working_dir``), every run's
+checkpoints under ``<run folder>/checkpoints`` as ``RAYTPU_STORAGE``; deployed by a driver process
+(:mod:`raytpu.workloads.team_serve_local`). No vLLM: the kit's ``.venv`` runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from raytpu.core.common.errors import RuntimeFailure
+from raytpu.core.manifests import team_serving
+from raytpu.core.specs.spec import WorkloadSpec
+from raytpu.local.state import LocalCluster, Progress
+
+LOCAL_PROXY = "HeadOnly"
+"""One proxy on the head at 127.0.0.1, as the LLM path's local deploy (:mod:`raytpu.workloads.serve`)."""
+
+
+def local_config(cluster: LocalCluster, work: WorkloadSpec, api_key_file: str | None) -> dict[str, object]:
+    """serveConfigV2 of ``work`` on ``cluster``: GKE's, the code zip and checkpoints in the run folder."""
+    from raytpu.local.submission import team_runtime
+
+    runtime = team_runtime(cluster, work, work.name, "code") or {}
+    runtime["env_vars"] = {**runtime.get("env_vars", {}),
+                           **team_serving.team_env(work, work.name, str(cluster.run_dir))}
+    config = team_serving.serve_config(work, runtime, os.path.abspath(api_key_file) if api_key_file else None)
+    return {**config, "proxy_location": LOCAL_PROXY}
+
+
+def deploy_team_app(cluster: LocalCluster, work: WorkloadSpec, timeout_s: float, api_key_file: str | None,
+                    progress: Progress) -> str:
+    """Deploys ``work``'s app on ``cluster`` and returns its URL; RuntimeFailure with Serve's reason when it fails
+    (a deployment too large for a host is named there)."""
+    from raytpu.workloads.team_serve_local import CONFIG_ENV
+
+    progress(f"deploying {work.name} ({work.serve_app}) onto {cluster.address}")
+    env = {**cluster.driver_env(), CONFIG_ENV: json.dumps(local_config(cluster, work, api_key_file))}
+    cmd = [sys.executable, "-m", "raytpu.workloads.team_serve_local", "--deploy-timeout-s", f"{timeout_s:g}"]
+    try:
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s + 60,
+                              start_new_session=True)
+    except subprocess.TimeoutExpired as exc:
+        raise RuntimeFailure(f"local.serve: {work.name} did not deploy within {timeout_s + 60:g}s",
+                             "a larger --timeout-s") from exc
+    sys.stderr.write(done.stderr)
+    found = dict(line.split(": ", 1) for line in done.stdout.splitlines() if ": " in line)
+    if done.returncode != 0 or "endpoint" not in found:
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise RuntimeFailure(f"local.serve: {work.name} exited {done.returncode} without an endpoint: {last}",
+                             "its log above")
+    return found["endpoint"].strip()

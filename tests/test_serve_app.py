@@ -1,0 +1,142 @@
+"""A team's own Ray Serve app (issue 47 item 2): its RayService against the vendored KubeRay CRDs and Ray 2.60's
+``ServeDeploySchema``, carrying the team's code as team RayJobs do; the kit's builder refusing a deployment too large
+for a host (naming it) and putting the API key in front of the app's ingress. Unit tier: Serve objects are built,
+no cluster is started (the emulated slice's end-to-end test is tests/test_serve_app_slice.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from crd import schema_errors, webhook_errors
+from image_refs import FIXTURE_IMAGES, FIXTURE_REFS
+from ray import serve
+from ray.serve.schema import ServeDeploySchema
+from starlette.requests import Request
+
+from raytpu import images
+from raytpu.config import parse
+from raytpu.core.common import names
+from raytpu.core.common.errors import RuntimeFailure
+from raytpu.core.manifests import engine_pods, kuberay, team_serving
+from raytpu.workloads import team_serve
+
+pytestmark = pytest.mark.unit
+REPO = Path(__file__).resolve().parents[1]
+HEAD = (REPO / "raytpu.example.yaml").read_text().split("\nworkloads:")[0]
+CONFIG = HEAD + """
+security: {serve_api_key_secret: serve-key}
+workloads:
+  - name: scorer
+    kind: serve
+    slice: serve
+    code: ./src
+    serve_app: lm.serve:app
+"""
+SRC = {"lm/__init__.py": "", "lm/serve.py": "app = None\n"}
+
+
+@pytest.fixture
+def spec(tmp_path: Path) -> Any:
+    for name, text in SRC.items():
+        (tmp_path / "src" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "src" / name).write_text(text)
+    return parse(CONFIG, str(tmp_path / "raytpu.yaml"), base=tmp_path)
+
+
+def service(spec: Any) -> dict[str, Any]:
+    return kuberay.workload_manifest(spec, spec.workload("scorer"), images=FIXTURE_IMAGES, service_account="ray",
+                                     bucket="b", namespace="ray", code_zip="scorer-abc.zip")
+
+
+def test_the_rayservice_passes_the_vendored_crds_and_rays_serve_schema(spec: Any) -> None:
+    obj = service(spec)
+    assert obj["kind"] == "RayService"
+    assert schema_errors(obj) == [] and webhook_errors(obj) == []
+    config = yaml.safe_load(obj["spec"]["serveConfigV2"])
+    ServeDeploySchema.model_validate(config)  # Ray 2.60's own schema of what the dashboard accepts
+    [app] = config["applications"]
+    assert app["import_path"] == team_serving.BUILDER == "raytpu.workloads.team_serve:build"
+    assert app["args"] == {"serve_app": "lm.serve:app", "chips_per_host": 8,
+                           "api_key_file": engine_pods.SERVE_API_KEY_FILE}
+
+
+def test_it_carries_the_teams_code_as_team_rayjobs_do(spec: Any) -> None:
+    [app] = yaml.safe_load(service(spec)["spec"]["serveConfigV2"])["applications"]
+    runtime = app["runtime_env"]
+    assert runtime["working_dir"] == "file:///mnt/gcs/code/scorer-abc.zip"
+    assert runtime["py_modules"] == [names.py_modules_uri()]
+    env = runtime["env_vars"]
+    assert (env["RAYTPU_STORAGE"], env["RAYTPU_RUN"], env["RAYTPU_CHIPS_PER_HOST"]) == (
+        "/mnt/gcs/checkpoints", "scorer", "8")
+
+
+def test_it_runs_on_the_slices_hosts_behind_the_api_key_on_the_job_image(spec: Any) -> None:
+    obj = service(spec)
+    cluster = obj["spec"]["rayClusterConfig"]
+    [workers] = cluster["workerGroupSpecs"]
+    assert workers["numOfHosts"] == 1 and workers["template"]["spec"]["nodeSelector"]
+    for group in (cluster["headGroupSpec"], workers):
+        mounts = group["template"]["spec"]["containers"][0]["volumeMounts"]
+        assert any(m["name"] == engine_pods.SERVE_API_KEY_VOLUME for m in mounts)
+        assert group["template"]["spec"]["containers"][0]["image"] == FIXTURE_REFS["job"]
+    assert images.image_of(spec.workload("scorer")).name == "job"
+    policy = kuberay.network_policy(obj, spec)
+    assert policy["kind"] == "NetworkPolicy"
+
+
+# ------------------------------------------------------------------------------------------- the kit's builder
+
+
+class _Big:
+    def __call__(self, request: Any) -> str:
+        return "big"
+
+
+class _Front:
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    async def __call__(self, request: Any) -> str:
+        return "front"
+
+
+Big = serve.deployment(name="Big", ray_actor_options={"resources": {"TPU": 8}})(_Big)
+Front = serve.deployment(name="Front")(_Front)
+
+
+def test_a_deployment_larger_than_a_host_is_refused_by_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(team_serve, "import_app", lambda *_: Front.bind(Big.bind()))
+    with pytest.raises(RuntimeFailure, match=r"deployment Big asks for 8 TPU per replica.*\(4\)"):
+        team_serve.build({"serve_app": "lm.serve:app", "chips_per_host": 4})
+    assert team_serve.tpu_problems(Front.bind(Big.bind()), 8) == []
+
+
+def test_placement_group_bundles_count_packed_on_one_host() -> None:
+    packed = Big.options(ray_actor_options={}, placement_group_bundles=[{"CPU": 1, "TPU": 4}, {"TPU": 4}],
+                         placement_group_strategy="STRICT_PACK").bind()
+    spread = Big.options(ray_actor_options={}, placement_group_bundles=[{"CPU": 1, "TPU": 4}, {"TPU": 4}],
+                         placement_group_strategy="SPREAD").bind()
+    assert [team_serve.replica_tpu(next(team_serve.deployments(a))) for a in (packed, spread)] == [8, 4]
+
+
+def _request(path: str, key: str | None) -> Request:
+    headers = [(b"authorization", f"Bearer {key}".encode())] if key else []
+    return Request({"type": "http", "method": "POST", "path": path, "headers": headers, "query_string": b""})
+
+
+def test_the_ingress_answers_401_without_the_key(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "key").write_text("s3cret\n")
+    monkeypatch.setattr(team_serve, "import_app", lambda *_: Front.bind(Big.options(ray_actor_options={}).bind()))
+    app = team_serve.build({"serve_app": "x:y", "chips_per_host": 4, "api_key_file": str(tmp_path / "key")})
+    dep = app._bound_deployment
+    assert dep.name == "Front"
+    replica = dep.func_or_class("inner")
+    denied = asyncio.run(replica(_request("/", None)))
+    assert denied.status_code == 401 and json.loads(denied.body)["error"]["type"] == "authentication_error"
+    assert asyncio.run(replica(_request("/", "wrong"))).status_code == 401
+    assert asyncio.run(replica(_request("/", "s3cret"))) == "front"

@@ -1,0 +1,108 @@
+"""A team's own Ray Serve app on the emulated slice (issue 47 item 2): ``raytpu local serve --workload NAME`` deploys a
+held-out project's app (one replica per 4-chip host, its TPU reserved as on GKE) from the shipped code zip and prints
+``endpoint: URL``; it answers over HTTP with the API key only; an app whose deployment asks for more TPU than a host
+has is refused naming that deployment. Serve is shut down afterwards: the session's slices go back whole."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from raytpu import local
+
+pytestmark = [pytest.mark.slice, pytest.mark.timeout(900)]
+
+APP = '''\
+import os
+
+from ray import serve
+from starlette.requests import Request
+
+
+@serve.deployment(num_replicas=2, ray_actor_options={"num_cpus": 0, "resources": {"TPU": 4}})
+class Echo:
+    async def __call__(self, request: Request) -> dict:
+        body = await request.json()
+        env = os.environ
+        return {"echo": body["text"], "storage": env["RAYTPU_STORAGE"], "chips": env["RAYTPU_CHIPS_PER_HOST"]}
+
+
+app = Echo.bind()
+
+
+@serve.deployment(ray_actor_options={"num_cpus": 0, "resources": {"TPU": 8}})
+class Huge:
+    def __call__(self, request: Request) -> str:
+        return "never"
+
+
+def build_huge(args: dict) -> object:
+    return Huge.bind()
+'''
+
+CONFIG = """\
+project: my-ml-project
+region: us-east5
+cluster: {name: ray-tpu}
+slices:
+  - {name: train, generation: v6e, topology: 2x4, machine_type: ct6e-standard-4t, zone: us-east5-b, count: 2}
+workloads:
+  - {name: echo, kind: serve, slice: train, code: ./src, serve_app: scorer.app:app}
+  - {name: huge, kind: serve, slice: train, code: ./src, serve_app: scorer.app:build_huge}
+"""
+KEY = "local-key-47"
+
+
+@pytest.fixture
+def project(tmp_path: Path, two_slices: local.LocalCluster) -> Iterator[Path]:
+    for rel, text in {"src/scorer/__init__.py": "", "src/scorer/app.py": APP, "raytpu.yaml": CONFIG,
+                      "key": KEY + "\n"}.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    yield tmp_path
+    shutdown = "import ray; from ray import serve; ray.init(); serve.shutdown()"
+    subprocess.run([sys.executable, "-c", shutdown], env=two_slices.driver_env(), timeout=120, check=False,
+                   capture_output=True)
+
+
+def serve(folder: Path, cluster: local.LocalCluster, workload: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    return subprocess.run([sys.executable, "-m", "raytpu", "local", "--dir", cluster.run_dir, "serve", "--workload",
+                           workload, "--config", str(folder / "raytpu.yaml"), "--api-key-file", str(folder / "key"),
+                           "--timeout-s", "240"], capture_output=True, text=True, timeout=400, env=env, cwd=folder)
+
+
+def post(url: str, body: dict[str, object], key: str | None) -> tuple[int, object]:
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def test_a_teams_app_serves_from_its_code_behind_the_key(project: Path, two_slices: local.LocalCluster) -> None:
+    ran = serve(project, two_slices, "echo")
+    assert ran.returncode == 0, ran.stderr[-3000:] + ran.stdout[-3000:]
+    [url] = [line.split(": ", 1)[1] for line in ran.stdout.splitlines() if line.startswith("endpoint: ")]
+    status, answer = post(url, {"text": "hi"}, KEY)
+    assert status == 200, answer
+    assert answer == {"echo": "hi", "storage": f"{two_slices.run_dir}/checkpoints", "chips": "4"}
+    status, answer = post(url, {"text": "hi"}, None)
+    assert status == 401 and answer["error"]["type"] == "authentication_error"  # type: ignore[index]
+    assert post(url, {"text": "hi"}, "wrong")[0] == 401
+
+
+def test_a_deployment_larger_than_a_host_is_refused_by_name(project: Path, two_slices: local.LocalCluster) -> None:
+    ran = serve(project, two_slices, "huge")
+    assert ran.returncode == 1, ran.stderr[-3000:]
+    assert "deployment Huge asks for 8 TPU per replica, more than a host of the slice has (4)" in ran.stderr
