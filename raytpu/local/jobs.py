@@ -47,7 +47,7 @@ def run_workload(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: 
     ``timeout_s`` (killed)."""
     cmd = workload_command(kind_name, *extra)
     spec = work or cluster.workload(kind_name)
-    env = cluster.driver_env() | compile_env(cluster, spec) | spec.env()
+    env = cluster.driver_env() | compile_env(cluster, spec) | spec.workload_env()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     err_lines: list[str] = []
@@ -94,7 +94,7 @@ def submit_job(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: fl
     client = JobSubmissionClient(cluster.dashboard)
     spec = work or cluster.workload(kind_name, slices)
     labels = {**MANAGED_BY, WORKLOAD_LABEL: spec.kind.name, SLICE_LABEL: spec.slice.name}
-    env = dict((runtime or {}).get("env_vars") or {}) | compile_env(cluster, spec) | spec.env() | {ENV_EMULATED: "1"}
+    env = dict((runtime or {}).get("env_vars") or {}) | compile_env(cluster, spec) | spec.workload_env() | {ENV_EMULATED: "1"}
     try:
         job_id = client.submit_job(entrypoint=entrypoint or shlex.join(workload_command(kind_name, *extra)),
                                    runtime_env={**(runtime or {}), "env_vars": env},

@@ -26,6 +26,7 @@ from raytpu.core.specs import (
     multislice,
     node_disk,
     notice,
+    run_env,
     sampling,
     user_code,
     vllm_rules,
@@ -320,6 +321,8 @@ class WorkloadSpec:
     run_time_s: int | str | None = None
     retries: int | None = None
     ray_disk_gib: int | None = None
+    env: Mapping[str, str] | None = field(default=None, hash=False)
+    secrets: Mapping[str, str] | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         found = dns_label_problems("name", self.name)
@@ -372,6 +375,8 @@ class WorkloadSpec:
                 "dataset", self.dataset, f"for kind {self.kind.name}", "only with kinds that train (train)")])
         found += user_code.workload_problems(self.kind, image=self.image, **{
             name: getattr(self, name) for name in user_code.CODE_FIELDS})
+        found += run_env.env_problems("env", self.env) + run_env.secrets_problems("secrets", self.secrets, self.env)
+        found += run_env.without_code_problems(self.has_code, self.env, self.secrets)
         found += sampling.sampling_problems(self)
         found += self._compile_problems()
         found += kinds.run_time_problems(self.kind, self.run_time_s)
@@ -460,6 +465,12 @@ class WorkloadSpec:
         return self.train_loop is not None or self.kind.runs_entrypoint
 
     @property
+    def has_code(self) -> bool:
+        """It brings a team's code (``code``, ``train_loop``, ``entrypoint``, or any code field another kind adds, such
+        as ``serve_app``): what ``env`` and ``secrets`` are for."""
+        return any(getattr(self, name, None) is not None for name in (*user_code.CODE_FIELDS, "serve_app"))
+
+    @property
     def multislice(self) -> bool:
         """One run spans several slices joined over DCN."""
         return self.slices_per_run > 1
@@ -474,7 +485,8 @@ class WorkloadSpec:
                 "code": self.code, "train_loop": self.train_loop, "train_config": user_code.as_json(self.train_config),
                 "entrypoint": self.entrypoint, "compile_cache": self.compile_cache,
                 "compile_budget_s": self.compile_budget_s, "run_time_s": self.run_time_s, "retries": self.retries,
-                "ray_disk_gib": self.ray_disk_gib,
+                "ray_disk_gib": self.ray_disk_gib, "env": self.env and dict(self.env),
+                "secrets": self.secrets and dict(self.secrets),
                 **{name: getattr(self, name) for name in sampling.SAMPLING_FIELDS}}
 
     @classmethod
@@ -487,7 +499,7 @@ class WorkloadSpec:
             fields["stop"] = tuple(fields["stop"])
         return cls(**{**fields, "kind": kinds.kind(fields["kind"]), "slice": SliceSpec.from_json(fields["slice"])})
 
-    def env(self) -> dict[str, str]:
+    def workload_env(self) -> dict[str, str]:
         """``{RAYTPU_WORKLOAD: <json>}``, base64-encoded when it holds ``$`` or a backquote (bash would expand them).
         Source: KubeRay v1.7.0 ``BuildJobSubmitCommand`` (``strconv.Quote``)."""
         text = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
