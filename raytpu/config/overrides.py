@@ -84,3 +84,17 @@ def summary(given: Sequence[str]) -> dict[str, Any]:
     """The overrides as ``{KEY: value}`` (JSON), what reports and run listings show."""
     return {".".join(path): value for path, value in (parse_one(text, (text.partition("=")[0].split(".")[0],))
                                                       for text in given)}
+
+
+ANNOTATION = "raytpu.dev/overrides"
+"""Where a run records its ``--set`` overrides (JSON): a RayJob's annotation, a local job's metadata. Not a label:
+a label value is at most 63 characters of ``[A-Za-z0-9_.-]``; annotations hold any text, 256 KiB in all.
+Source: k8s.io/apimachinery pkg/api/validation ``ValidateAnnotations`` (TotalAnnotationSizeLimitB = 256 KiB),
+pkg/util/validation ``IsValidLabelValue``."""
+
+
+def annotate(manifest: dict[str, Any], overridden: Mapping[str, Any]) -> None:
+    """Records ``overridden`` on the object's metadata (:data:`ANNOTATION`)."""
+    import json
+
+    manifest["metadata"].setdefault("annotations", {})[ANNOTATION] = json.dumps(dict(overridden), sort_keys=True)

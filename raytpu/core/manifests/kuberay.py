@@ -15,7 +15,7 @@ from raytpu.core.common.errors import InvalidInput
 from raytpu.core.manifests import engine_pods, pod_security, preemption, ray_ports, serving, smoke_runs
 from raytpu.core.manifests import network_policy as netpol
 from raytpu.core.manifests.kube_resources import resource
-from raytpu.core.specs import compile_cache, multislice, node_disk, user_code
+from raytpu.core.specs import compile_cache, multislice, node_disk, run_env, user_code
 from raytpu.core.specs.security import NAMESPACE_SOURCE, SecuritySpec
 from raytpu.core.specs.spec import MULTI_HOST_NAME_LIMIT, ClusterSpec, SliceSpec, WorkloadSpec
 from raytpu.core.tpu.catalog import RAY_VERSION, generation
