@@ -14,6 +14,7 @@ import yaml
 
 from raytpu.core.common import errors
 from raytpu.core.common.errors import InvalidInput
+from raytpu.runs.run_list import OVERRIDES_KEY
 
 FLAG = "--set"
 FIXED = ("name",)
@@ -86,7 +87,7 @@ def summary(given: Sequence[str]) -> dict[str, Any]:
                                                       for text in given)}
 
 
-ANNOTATION = "raytpu.dev/overrides"
+ANNOTATION = OVERRIDES_KEY
 """Where a run records its ``--set`` overrides (JSON): a RayJob's annotation, a local job's metadata. Not a label:
 a label value is at most 63 characters of ``[A-Za-z0-9_.-]``; annotations hold any text, 256 KiB in all.
 Source: k8s.io/apimachinery pkg/api/validation ``ValidateAnnotations`` (TotalAnnotationSizeLimitB = 256 KiB),
