@@ -11,6 +11,7 @@ import pytest
 import yaml
 from crd import schema_errors
 from image_refs import FIXTURE_IMAGES
+from k8s_schema import schema_errors as pod_schema_errors
 from test_team_code import CONFIG, SRC, write
 
 from raytpu.config import overrides, parse
@@ -43,7 +44,9 @@ def test_secrets_are_secret_key_refs_on_head_and_workers_never_values(tmp_path: 
     job = kuberay.workload_manifest(spec, work, images=FIXTURE_IMAGES, service_account="ray", bucket="b",
                                     namespace="ray", name="pretrain-r1", args=work.kind.run_args("pretrain-r1"),
                                     code_zip="w-abc.zip")
-    assert schema_errors(job) == []
+    assert schema_errors(job) == []  # the vendored KubeRay CRD
+    for template in kuberay.pod_templates(job):  # Kubernetes v1.34 OpenAPI: EnvVar, SecretKeySelector {name, key}
+        assert pod_schema_errors(template["spec"], "PodSpec") == []
     cluster = job["spec"]["rayClusterSpec"]
     ref = {"name": "WANDB_API_KEY", "valueFrom": {"secretKeyRef": {"name": "wandb-key", "key": "value"}}}
     for group in (cluster["headGroupSpec"], *cluster["workerGroupSpecs"]):
@@ -66,7 +69,8 @@ def test_secrets_are_secret_key_refs_on_head_and_workers_never_values(tmp_path: 
     ("secrets: {MEGASCALE_PORT: ok-name}", "workloads[0].secrets.MEGASCALE_PORT"),
 ])
 def test_names_the_kit_owns_and_bad_names_are_refused(tmp_path: Path, entry: str, field: str) -> None:
-    text = CONFIG.replace("    train_loop: lm.train:train_loop\n", f"    train_loop: lm.train:train_loop\n    {entry}\n")
+    loop = "    train_loop: lm.train:train_loop\n"
+    text = CONFIG.replace(loop, f"{loop}    {entry}\n")
     found = problems(text, tmp_path)
     assert any(line.startswith(f"{field}:") for line in found), found
 

@@ -95,7 +95,8 @@ def submit_job(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: fl
     client = JobSubmissionClient(cluster.dashboard)
     spec = work or cluster.workload(kind_name, slices)
     labels = {**MANAGED_BY, WORKLOAD_LABEL: spec.kind.name, SLICE_LABEL: spec.slice.name, **(metadata or {})}
-    env = dict((runtime or {}).get("env_vars") or {}) | compile_env(cluster, spec) | spec.workload_env() | {ENV_EMULATED: "1"}
+    env = dict((runtime or {}).get("env_vars") or {}) | compile_env(cluster, spec) | spec.workload_env() \
+        | {ENV_EMULATED: "1"}
     try:
         job_id = client.submit_job(entrypoint=entrypoint or shlex.join(workload_command(kind_name, *extra)),
                                    runtime_env={**(runtime or {}), "env_vars": env},
