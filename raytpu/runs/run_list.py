@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from raytpu.core.common import errors
 from raytpu.core.common.table import text_table
@@ -26,7 +27,7 @@ class Run:
     age_s: float | None
     started_at: str
     done: bool = False
-    overrides: dict[str, object] | None = None
+    overrides: dict[str, Any] | None = None
     """What ``raytpu submit --set`` changed for this run (``{KEY: value}``), read from :data:`OVERRIDES_KEY`."""
 
 
