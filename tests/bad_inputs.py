@@ -316,6 +316,8 @@ I38 = "38.4 your code: checked before anything runs"
 I47 = "47.1 requirements: checked and resolved before anything runs"
 TEAM_CASES: tuple[Case, ...] = (
     _team("team-train-loop-no-colon", "workloads[3].train_loop", {"train_loop": "lm.train.train_loop"}),
+    _team("team-env-kit-name", "workloads[3].env.JAX_PLATFORMS", {"env": {"JAX_PLATFORMS": "cpu"}}),
+    _team("team-secret-not-dns", "workloads[3].secrets.WANDB_API_KEY", {"secrets": {"WANDB_API_KEY": "Wandb_Key"}}),
     _team("team-train-loop-keyword", "workloads[3].train_loop", {"train_loop": "lm.class:train_loop"}),
     _team("team-train-loop-number", "workloads[3].train_loop", {"train_loop": 3}),
     _team("team-train-loop-no-module", "workloads[3].train_loop", {"train_loop": "lm.nope:train_loop"}),

@@ -61,7 +61,7 @@ class Cluster:
 
     def run(self, work: WorkloadSpec, *flags: str) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, **self.cluster.auth_env(), "RAY_ADDRESS": self.cluster.address, "HF_HUB_OFFLINE": "1",
-               tiny_llm.ENV_CACHE_DIR: str(self.cache), WORKLOAD_ENV: work.env()[WORKLOAD_ENV]}
+               tiny_llm.ENV_CACHE_DIR: str(self.cache), WORKLOAD_ENV: work.workload_env()[WORKLOAD_ENV]}
         return subprocess.run([sys.executable, "-m", "raytpu.workloads.batch", "--cpu-model", str(self.model),
                                *flags], cwd=ROOT, env=env, capture_output=True,
                               text=True, timeout=900)

@@ -102,7 +102,7 @@ def test_the_fields_travel_in_the_jobs_spec_json() -> None:
     work = _batch(**GIVEN)
     sent = work.to_json()
     assert {k: sent[k] for k in GIVEN} == GIVEN
-    env = work.env()
+    env = work.workload_env()
     assert WorkloadSpec.from_env(env) == work and WorkloadSpec.from_env(env).stop == ("END",)
     assert WorkloadSpec.from_json(_batch().to_json()) == _batch()
 

@@ -200,7 +200,7 @@ def test_a_job_reads_its_workload_spec_from_the_zip_alone_without_pydantic_or_ya
         "assert not bad and 'raytpu.config' not in sys.modules, bad\n"
         "print(json.dumps(work.to_json(), sort_keys=True))\n"
     )
-    env = {**os.environ, **work.env()}
+    env = {**os.environ, **work.workload_env()}
     result = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True,
                             timeout=60, cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr

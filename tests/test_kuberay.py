@@ -292,12 +292,12 @@ def test_every_rayjob_carries_its_workload_spec_and_a_plain_entrypoint(gen: str,
 
 def test_ray_job_spec_in_env_overrides_a_stale_one_and_keeps_other_env() -> None:
     work = _work(kind="train")
-    stale = _work(_slice(topology="2x4"), kind="train").env()
+    stale = _work(_slice(topology="2x4"), kind="train").workload_env()
     job = kuberay.ray_job("j", work, PODS, args=["--name", "j"],
                           runtime=kuberay.runtime_env(["gs://b/z.zip"], {"K": "V", **stale}))
     cache = compile_cache.job_env(None, mount=names.GCS_MOUNT_PATH, image=PODS.image, generation="v6e",
                                   topology=work.plan.topology)
-    assert _runtime(job) == {"py_modules": ["gs://b/z.zip"], "env_vars": {"K": "V", **cache, **work.env()}}
+    assert _runtime(job) == {"py_modules": ["gs://b/z.zip"], "env_vars": {"K": "V", **cache, **work.workload_env()}}
     assert job["spec"]["entrypoint"] == "python -m raytpu.workloads.train --name j"
 
 

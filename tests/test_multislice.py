@@ -364,7 +364,7 @@ def test_one_run_across_two_slices_waits_for_both_then_survives_a_host_kill(two_
     try:
         held = slices.reserve_slice(plan, cluster.slices[0], timeout_s=60)
         earlier = {w["actor_id"] for w in _train_workers(cluster.address)}
-        proc = subprocess.Popen(cmd, env=cluster.driver_env() | work.env(), stdout=subprocess.PIPE,
+        proc = subprocess.Popen(cmd, env=cluster.driver_env() | work.workload_env(), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
         err: list[str] = []
         reader = threading.Thread(target=lambda: err.extend(proc.stderr or []), daemon=True)

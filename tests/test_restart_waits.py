@@ -115,7 +115,7 @@ def test_the_train_program_exits_2_on_a_bad_bound_before_ray_is_reached(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Any, value: str) -> None:
     work = WorkloadSpec(name="train", kind=kinds.kind("train"),
                         slice=SliceSpec.create(name="t", generation="v6e", topology="4x4", zone="us-east5-b"))
-    for key, text in work.env().items():
+    for key, text in work.workload_env().items():
         monkeypatch.setenv(key, text)
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")  # never reached
     assert train.main(["--storage-path", str(tmp_path), "--start-timeout-s", value]) == 2

@@ -159,7 +159,7 @@ def test_a_bad_dcn_slices_exits_2_naming_the_flag_before_any_ray(value: str, mor
     from raytpu.config import load
 
     spec = load(Path(__file__).resolve().parent.parent / "raytpu.example.yaml")
-    for key, env in spec.workload("smoke").env().items():
+    for key, env in spec.workload("smoke").workload_env().items():
         monkeypatch.setenv(key, env)
 
     def no_ray(*_args: Any, **_kwargs: Any) -> None:

@@ -471,7 +471,7 @@ def test_an_unreachable_cluster_still_prints_a_verdict(monkeypatch: pytest.Monke
     from raytpu.config import load
 
     spec = load(Path(__file__).resolve().parent.parent / "raytpu.example.yaml")
-    for key, value in spec.workload("smoke").env().items():
+    for key, value in spec.workload("smoke").workload_env().items():
         monkeypatch.setenv(key, value)
 
     def unreachable(*_args: Any, **_kwargs: Any) -> None:

@@ -324,7 +324,7 @@ def test_workload_spec_round_trips_through_json_and_the_environment(case: str,
                                                                     make: Callable[[], WorkloadSpec]) -> None:
     work = make()
     assert WorkloadSpec.from_json(json.loads(json.dumps(work.to_json()))) == work
-    env = work.env()
+    env = work.workload_env()
     assert list(env) == [WORKLOAD_ENV]
     assert json.loads(env[WORKLOAD_ENV]) == work.to_json()
     assert WorkloadSpec.from_env(env) == work
@@ -333,7 +333,7 @@ def test_workload_spec_round_trips_through_json_and_the_environment(case: str,
 
 def test_from_env_reads_the_process_environment_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     work = a_workload()
-    monkeypatch.setenv(WORKLOAD_ENV, work.env()[WORKLOAD_ENV])
+    monkeypatch.setenv(WORKLOAD_ENV, work.workload_env()[WORKLOAD_ENV])
     assert WorkloadSpec.from_env() == work
     monkeypatch.delenv(WORKLOAD_ENV)
     with pytest.raises(InvalidInput) as exc:

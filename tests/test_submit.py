@@ -1153,7 +1153,7 @@ def test_submit_local_runs_the_workload_under_its_own_name_and_image(
     [work] = given
     assert work is not None and (work.name, work.image, work.slices) == ("pretrain", "example.com/team:t1", 2)
     assert work.slice == cluster.slice_spec
-    assert json.loads(work.env()[WORKLOAD_ENV])["name"] == "pretrain"
+    assert json.loads(work.workload_env()[WORKLOAD_ENV])["name"] == "pretrain"
 
 
 def test_the_local_job_spec_keeps_the_workloads_own_fields_on_the_emulated_slices(tmp_path: Path) -> None:
@@ -1169,7 +1169,7 @@ def test_the_local_job_spec_keeps_the_workloads_own_fields_on_the_emulated_slice
                                                                      cluster.slice_spec)
     train = job_workload(cluster, spec.workload("pretrain"))
     assert (train.name, train.slices, train.multislice) == ("pretrain", 2, True)
-    assert WorkloadSpec.from_env(train.env()) == train  # what the job reads back in RAYTPU_WORKLOAD
+    assert WorkloadSpec.from_env(train.workload_env()) == train  # what the job reads back in RAYTPU_WORKLOAD
 
 
 BATCH_CONFIG = CONFIG + "  - {name: label, kind: batch, slice: serve, input: prompts.jsonl, output: answers}\n"
@@ -1211,7 +1211,7 @@ def test_submit_local_runs_a_batch_workload_on_its_engines_cpu_twin(
     assert extra == ("--cpu-model", str(tmp_path / "model"))
     assert (work.name, work.kind.name, work.input, work.output) == (
         "label", "batch", str(tmp_path / "prompts.jsonl"), str(tmp_path / "answers"))
-    assert WorkloadSpec.from_env(work.env()) == work
+    assert WorkloadSpec.from_env(work.workload_env()) == work
 
 
 def test_submit_local_replaces_a_batch_output_only_with_overwrite(

@@ -279,7 +279,7 @@ def test_the_spec_round_trips_through_the_pods_json(spec: Any) -> None:
 
     for work in spec.workloads:
         shipped = work if work.code is None else replace(work, code=user_code.SHIPPED_CODE)
-        assert WorkloadSpec.from_env(work.env()) == shipped
+        assert WorkloadSpec.from_env(work.workload_env()) == shipped
 
 
 # ---------------------------------------------------------------------- the upload
@@ -359,10 +359,10 @@ def test_a_spec_holding_what_the_submitters_bash_expands_travels_encoded(spec: A
     from raytpu.core.specs.spec import WorkloadSpec
 
     work = replace(spec.workload("pretrain"), train_config={"prompt": "cost $HOME `id`"})
-    env = work.env()
+    env = work.workload_env()
     assert env["RAYTPU_WORKLOAD"].startswith("base64:") and "$" not in env["RAYTPU_WORKLOAD"]
     assert WorkloadSpec.from_env(env) == replace(work, code=user_code.SHIPPED_CODE)
-    assert not spec.workload("custom").env()["RAYTPU_WORKLOAD"].startswith("base64:")  # plain JSON stays readable
+    assert not spec.workload("custom").workload_env()["RAYTPU_WORKLOAD"].startswith("base64:")  # plain JSON stays readable
 
 
 @pytest.mark.parametrize("entrypoint", ["python a.py && echo x", "python a.py; rm -rf /", "python a.py | tee log",

@@ -310,7 +310,7 @@ def test_the_example_survives_local_preempt_checkpointing_at_the_notice(cluster:
 def test_reserve_holds_one_whole_slice_and_hears_from_every_host(cluster: Any) -> None:
     done = subprocess.run([sys.executable, "tools/reserve.py", "--topology", "2x4", "--accelerator", "v6e",
                            "--chips-per-host", "4", "--timeout-s", "120"], cwd=SRC,
-                          env=cluster.driver_env() | cluster.workload("train").env(),
+                          env=cluster.driver_env() | cluster.workload("train").workload_env(),
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     rows = [line.split() for line in done.stdout.splitlines()[2:] if line and line[0].isdigit()]

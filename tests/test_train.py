@@ -189,7 +189,7 @@ def test_two_host_2x4_workers_land_on_one_slice_of_two(two_slices: local.LocalCl
         held_ids = {pg.id.hex() for pg in holds.values()}
         cmd = local.workload_command("train", "--storage-path", str(tmp_path), "--steps", "4",
                                      "--checkpoint-every", "2", "--start-timeout-s", "120")
-        env = two.driver_env() | two.workload("train").env()
+        env = two.driver_env() | two.workload("train").workload_env()
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         err: list[str] = []
         assert proc.stderr is not None
@@ -235,7 +235,7 @@ def test_host_killed_mid_run_resumes_from_checkpoint_and_finishes(cluster: local
     plan = cluster.slice_plan
     cmd = local.workload_command("train", "--storage-path", str(tmp_path), "--steps", "40",
                                  "--checkpoint-every", "5", "--step-sleep-s", "0.3", "--max-failures", "2")
-    env = cluster.driver_env() | cluster.workload("train").env()
+    env = cluster.driver_env() | cluster.workload("train").workload_env()
     ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR)
     try:
         other = slices.reserve_slice(plan, cluster.slices[1], timeout_s=60)

@@ -16,12 +16,13 @@ if TYPE_CHECKING:
     from raytpu.core.common.timeline import Timeline
 
 
-def streams(report_path: str | None) -> Streams:
+def streams(report_path: str | None, overridden: dict[str, Any] | None = None) -> Streams:
     """What ``raytpu submit`` prints a submission's lines with; the run's end shows its timeline (and its train
-    result) and writes it to ``report_path``."""
+    result) and writes it to ``report_path``, with ``overridden`` (``--set``) under ``"overrides"`` when given."""
 
     def ended(run: FollowedRun) -> None:
-        show_timeline(run.timeline, run.name, report_path, run.problem, team_result(list(run.log)))
+        extra = team_result(list(run.log)) | ({"overrides": overridden} if overridden else {})
+        show_timeline(run.timeline, run.name, report_path, run.problem, extra)
 
     return Streams(out=lambda line: print(line, flush=True),
                    err=lambda line: print(line, file=sys.stderr, flush=True), ended=ended)

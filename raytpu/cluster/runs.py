@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from raytpu.cluster import gke
 from raytpu.core.common import errors, names
-from raytpu.runs.run_list import Run, carried_spec, iso, unix
+from raytpu.runs.run_list import Run, carried_overrides, carried_spec, iso, unix
 
 if TYPE_CHECKING:
     from raytpu.cluster.kube_client import KubeClient
@@ -60,7 +60,7 @@ def to_run(kind: str, obj: Mapping[str, Any], now: float) -> Run:
     return Run(run=str(meta.get("name", "")), object=kind, kind=str(labels.get(names.WORKLOAD_LABEL, "")),
                workload=workload, slice=str(labels.get(names.SLICE_LABEL, "")), state=text,
                age_s=None if created is None else round(now - created, 1),
-               started_at=iso(started), done=done)
+               started_at=iso(started), done=done, overrides=carried_overrides(meta.get("annotations")))
 
 
 def list_runs(client: KubeClient, now: float | None = None) -> list[Run]:

@@ -43,6 +43,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cpu-model", default=None, type=argtypes.path, metavar="PATH",
                         help="with --local, a batch workload (required): run its engine's CPU twin with the model "
                              "folder at PATH (e.g. the tiny model `python -m raytpu.workloads.tiny_llm` prints)")
+    parser.add_argument("--set", action="append", default=None, dest="overrides", metavar="KEY=VALUE",
+                        help="change a field of this workload for this run only (repeatable; a YAML scalar), e.g. "
+                             "--set train_config.d_model=256 --set train_config.steps=20; every rule of the file "
+                             "applies")
     parser.add_argument("--overwrite", action="store_true",
                         help="with --local, a batch workload: replace its output when it exists")
 
@@ -64,8 +68,12 @@ def run(args: argparse.Namespace) -> int:
     # --local falls back to the example as `local` does, and says so; a present raytpu.yaml goes unsaid, as for GCP
     plain = os.path.exists(config_mod.DEFAULT_CONFIG) and not os.environ.get(config_mod.CONFIG_ENV)
     args.config = config_mod.choose(args.config, local=args.local, announce=not plain)
-    spec = config_mod.load(args.config)
+    given = tuple(args.overrides or ())
+    spec = config_mod.load(args.config, workload=args.workload, overrides=given)
     work = spec.workload(args.workload)
+    from raytpu.config import overrides
+
+    overridden = overrides.summary(given) if given else None
     if (args.report is not None and not (args.wait or args.local)) or args.report == "":
         raise errors.invalid_value("--report", args.report, "is the timeline of a run that is followed",
                                    "a file path, with --wait or --local")
@@ -80,8 +88,9 @@ def run(args: argparse.Namespace) -> int:
         from raytpu.local.submission import submit_local
 
         return submit_local(work, directory=args.dir, run_id=args.run_id, timeout_s=args.timeout_s,
-                            streams=streams(args.report), cpu_model=args.cpu_model, overwrite=args.overwrite,
-                            prefix=f"workloads[{spec.workloads.index(work)}]")
+                            streams=streams(args.report, overridden), cpu_model=args.cpu_model,
+                            overwrite=args.overwrite, prefix=f"workloads[{spec.workloads.index(work)}]",
+                            overridden=overridden)
     if not args.stack:
         raise errors.missing("--stack", "(or --local)", "the cluster stack's id, <cluster name>-cluster")
     from raytpu.cli.cli_args import print_yaml
@@ -93,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
     stack_run = submission.StackRun.of(spec, work, outputs, args.stack, args.run_id)
     refs = load_refs(args.config)  # a preview (--dry-run) shows an unbuilt image as a placeholder, marked
     manifest = stack_run.manifest(refs, args.py_modules, preview=args.dry_run)
+    if overridden:  # what `raytpu runs` shows of this run (an annotation: labels hold no JSON, 63 characters)
+        overrides.annotate(manifest, overridden)
     if args.dry_run:
         shown = submission.preview(stack_run, manifest, refs)
         print(shown.header, end="")
@@ -103,4 +114,4 @@ def run(args: argparse.Namespace) -> int:
     if args.upload_core:
         google_api.upload_core(google_api.upload_target(args.py_modules, outputs.bucket))
     return submission.submit(stack_run, manifest, wait=args.wait, timeout_s=args.timeout_s,
-                             streams=streams(args.report))
+                             streams=streams(args.report, overridden))

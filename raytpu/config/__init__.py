@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError, create_model
 
+from raytpu.config import overrides as override
 from raytpu.config import reading
 from raytpu.core.common import errors
 from raytpu.core.common.errors import InvalidInput, InvalidInputs, Problems, join_path
@@ -143,16 +144,19 @@ LIMITS = {"slices": 100, "workloads": 100}
 
 
 
-def load(path: str | Path | None = None) -> ClusterSpec:
+def load(path: str | Path | None = None, *, workload: str | None = None,
+         overrides: collections.abc.Sequence[str] = ()) -> ClusterSpec:
     """Reads and compiles a config file (default :func:`default_path`); raises InvalidInputs listing every
-    problem with its config path. A workload's ``code`` is relative to the file's folder."""
+    problem with its config path. A workload's ``code`` is relative to the file's folder. ``overrides``
+    (``--set KEY=VALUE``) change ``workload``'s fields before compiling (:mod:`raytpu.config.overrides`)."""
     path = Path(path or default_path())
     text = reading.read_text(path, "config", f"a readable UTF-8 config (start from raytpu.example.yaml; "
                              f"{CONFIG_ENV} names the default)")
-    return parse(text, str(path), base=path.parent)
+    return parse(text, str(path), base=path.parent, workload=workload, overrides=overrides)
 
 
-def parse(text: str, source: str = DEFAULT_CONFIG, base: Path | None = None) -> ClusterSpec:
+def parse(text: str, source: str = DEFAULT_CONFIG, base: Path | None = None, *, workload: str | None = None,
+          overrides: collections.abc.Sequence[str] = ()) -> ClusterSpec:
     """Validates and compiles config text; InvalidInputs lists every problem with its field path. Code folders are made
     absolute against ``base`` (default: the working folder) and checked (:mod:`raytpu.teamcode.checks`)."""
     data = reading.load_yaml(text, source, field_at)
@@ -163,6 +167,20 @@ def parse(text: str, source: str = DEFAULT_CONFIG, base: Path | None = None) -> 
         if isinstance(data.get(key), list) and len(data[key]) > limit:
             raise InvalidInput(key, f"{len(data[key]):,} {key} in {source} are over the limit",
                                f"at most {limit} {key} in one config (split the fleet into several configs)")
+    if overrides and workload is not None:
+        try:
+            return _parse_data(override.apply(data, workload, overrides, list(structure_of(WorkloadSpec).model_fields)),
+                               base)
+        except (InvalidInput, InvalidInputs) as exc:
+            index = next((i for i, w in enumerate(data.get("workloads") or ())
+                          if isinstance(w, dict) and w.get("name") == workload), None)
+            raise InvalidInputs([override.renamed(p, f"workloads[{index}]", overrides)
+                                 for p in errors.problems_of(exc)]) from exc
+    return _parse_data(data, base)
+
+
+def _parse_data(data: dict[str, Any], base: Path | None) -> ClusterSpec:
+    """The loaded YAML checked and compiled (:func:`parse`'s second half)."""
     try:
         config = Config.model_validate(data)
     except ValidationError as exc:

@@ -52,7 +52,7 @@ def batch_part(directory: Path) -> dict[str, Any]:
     model = tiny_llm.ensure()
     cluster = local.start(item.plan, 1, directory / "cluster", progress=_say)
     try:
-        env = {**cluster.driver_env(), "HF_HUB_OFFLINE": "1", WORKLOAD_ENV: work.env()[WORKLOAD_ENV]}
+        env = {**cluster.driver_env(), "HF_HUB_OFFLINE": "1", WORKLOAD_ENV: work.workload_env()[WORKLOAD_ENV]}
         done = subprocess.run([sys.executable, "-m", "raytpu.workloads.batch", "--cpu-model", str(model.path),
                                "--overwrite"], env=env, capture_output=True,
                               text=True, timeout=1200)

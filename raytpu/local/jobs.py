@@ -47,7 +47,7 @@ def run_workload(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: 
     ``timeout_s`` (killed)."""
     cmd = workload_command(kind_name, *extra)
     spec = work or cluster.workload(kind_name)
-    env = cluster.driver_env() | compile_env(cluster, spec) | spec.env()
+    env = cluster.driver_env() | compile_env(cluster, spec) | spec.workload_env()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     err_lines: list[str] = []
@@ -81,7 +81,8 @@ def run_workload(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: 
 def submit_job(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: float = 600.0,
                sink: Progress | None = None, poll_s: float = 1.0, slices: int | None = None,
                work: WorkloadSpec | None = None, entrypoint: str | None = None,
-               runtime: dict[str, Any] | None = None, submission_id: str | None = None) -> str:
+               runtime: dict[str, Any] | None = None, submission_id: str | None = None,
+               metadata: dict[str, str] | None = None) -> str:
     """Submits a workload through Ray's Job Submission API (as KubeRay's submitter does), streams its driver log to
     ``sink`` and returns its final status; RuntimeFailure past ``timeout_s``. The spec travels in ``RAYTPU_WORKLOAD``:
     ``work`` (:func:`raytpu.local.from_config.job_workload`), default :meth:`LocalCluster.workload` over ``slices``;
@@ -93,8 +94,9 @@ def submit_job(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: fl
 
     client = JobSubmissionClient(cluster.dashboard)
     spec = work or cluster.workload(kind_name, slices)
-    labels = {**MANAGED_BY, WORKLOAD_LABEL: spec.kind.name, SLICE_LABEL: spec.slice.name}
-    env = dict((runtime or {}).get("env_vars") or {}) | compile_env(cluster, spec) | spec.env() | {ENV_EMULATED: "1"}
+    labels = {**MANAGED_BY, WORKLOAD_LABEL: spec.kind.name, SLICE_LABEL: spec.slice.name, **(metadata or {})}
+    env = dict((runtime or {}).get("env_vars") or {}) | compile_env(cluster, spec) | spec.workload_env() \
+        | {ENV_EMULATED: "1"}
     try:
         job_id = client.submit_job(entrypoint=entrypoint or shlex.join(workload_command(kind_name, *extra)),
                                    runtime_env={**(runtime or {}), "env_vars": env},

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from raytpu.core.common import errors, names
 from raytpu.local.connection import speak_auth
 from raytpu.local.state import LocalCluster
-from raytpu.runs.run_list import Run, carried_spec, iso
+from raytpu.runs.run_list import Run, carried_overrides, carried_spec, iso
 
 if TYPE_CHECKING:
     from ray.job_submission import JobDetails, JobSubmissionClient
@@ -49,7 +49,7 @@ def to_run(job: JobDetails, now: float) -> Run:
                workload=str(spec.get("name", "")),
                slice=labels.get(names.SLICE_LABEL) or _slice_name(spec.get("slice")),
                state=str(job.status.value), age_s=None if started is None else round(now - started, 1),
-               started_at=iso(started), done=job.status.is_terminal())
+               started_at=iso(started), done=job.status.is_terminal(), overrides=carried_overrides(labels))
 
 
 def _slice_name(carried: object) -> str:

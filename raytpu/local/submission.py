@@ -5,6 +5,7 @@ API, followed as on a stack. A ``batch`` there runs its engine's CPU twin with `
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shlex
 import sys
@@ -57,11 +58,11 @@ def batch_args(work: WorkloadSpec, *, cpu_model: str | None, overwrite: bool, pr
     return ["--cpu-model", os.path.abspath(cpu_model), *(["--overwrite"] if overwrite else [])]
 
 
-def team_runtime(cluster: local.LocalCluster, work: WorkloadSpec, run_name: str, code_field: str
-                 ) -> dict[str, Any] | None:
+def team_runtime(cluster: local.LocalCluster, work: WorkloadSpec, run_name: str, code_field: str,
+                 secrets: dict[str, str] | None = None) -> dict[str, Any] | None:
     """A team's code on the emulated slice as on GKE: the same content-addressed zip as ``working_dir`` (in
-    ``<run dir>/code/``, standing in for the bucket's mount), the ``RAYTPU_*`` variables, this interpreter first on
-    ``PATH``."""
+    ``<run dir>/code/``, standing in for the bucket's mount), the ``RAYTPU_*`` variables, the workload's ``env`` and
+    ``secrets`` (their values from the submitting shell), this interpreter first on ``PATH``."""
     if not work.runs_team_code:
         return None
     from raytpu.core.common import names
@@ -70,6 +71,7 @@ def team_runtime(cluster: local.LocalCluster, work: WorkloadSpec, run_name: str,
 
     mount = str(cluster.run_dir)
     runtime: dict[str, Any] = {"env_vars": {
+        **dict(work.env or {}), **(secrets or {}),
         **user_code.run_env(work.plan, slices=work.slices_per_run, storage=names.run_storage(run_name, mount),
                             run=run_name),
         "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", os.defpath)])}}
@@ -108,7 +110,8 @@ def attempt_id(run_name: str, attempt: int) -> str:
 
 
 def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: str | None, timeout_s: float,
-                 streams: Streams, cpu_model: str | None = None, overwrite: bool = False, prefix: str = "") -> int:
+                 streams: Streams, cpu_model: str | None = None, overwrite: bool = False, prefix: str = "",
+                 overridden: dict[str, Any] | None = None) -> int:
     """Runs ``work`` on the local cluster in ``directory`` (default run dir), its lines and its end to ``streams``;
     returns the exit code. Names such as ``local.submit_job`` are read at call time, so what the package exports is
     what runs."""
@@ -116,6 +119,9 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
         raise errors.invalid_value("WORKLOAD", work.name, f"is a {work.kind.object_kind}; --local runs RayJobs",
                                    "a job workload (smoke, train, batch)")
     program_args = batch_args(work, cpu_model=cpu_model, overwrite=overwrite, prefix=prefix)
+    from raytpu.core.specs import run_env
+
+    secrets = run_env.local_secret_values(work.secrets, os.environ, prefix)  # exit 2 before anything starts
     if work.dataset is not None:
         errors.raise_found([p.at(prefix) for p in data.local_input_problems("dataset", work.dataset)])
     cluster = local.LocalCluster.load(local.run_dir(directory))
@@ -126,10 +132,13 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
     # the run dir stands in for the pods' GCS FUSE mount: <run dir>/checkpoints/<run name>, as on GKE
     extra = [*work.kind.run_args(run_name, mount_path=cluster.run_dir), *program_args]
     local_work = job_workload(cluster, work)
-    runtime = team_runtime(cluster, local_work, run_name, errors.join_path(prefix, "code"))
+    runtime = team_runtime(cluster, local_work, run_name, errors.join_path(prefix, "code"), secrets)
     entrypoint = work.entrypoint if work.kind.runs_entrypoint else None
     if runtime is not None and "py_executable" in runtime and entrypoint is None:  # the driver in the lock's venv
         entrypoint = shlex.join([runtime["py_executable"], "-m", work.kind.module, *extra])
+    from raytpu.config import overrides
+
+    metadata = {overrides.ANNOTATION: json.dumps(overridden, sort_keys=True)} if overridden else None
     recorder = timeline.Recorder.for_command()
     emulated_phases(recorder, cluster.hosts_recorded_wall())
     recorder.mark("applied", f"{run_name} submitted through Ray's Job Submission API (the emulated RayJob)",
@@ -142,8 +151,7 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
             submission_id = attempt_id(run_name, attempt)
             status = local.submit_job(cluster, work.kind.name, *extra, timeout_s=max(ends - time.monotonic(), 1.0),
                                       sink=streams.keeping(lines), work=local_work, runtime=runtime,
-                                      submission_id=submission_id,
-                                      entrypoint=entrypoint)
+                                      submission_id=submission_id, metadata=metadata, entrypoint=entrypoint)
             if status != "FAILED" or attempt == attempts:
                 break
             streams.err(f"Ray job {submission_id}: {status} (attempt {attempt} of {attempts}); retrying as "

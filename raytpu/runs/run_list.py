@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from raytpu.core.common import errors
 from raytpu.core.common.table import text_table
@@ -26,6 +27,22 @@ class Run:
     age_s: float | None
     started_at: str
     done: bool = False
+    overrides: dict[str, Any] | None = None
+    """What ``raytpu submit --set`` changed for this run (``{KEY: value}``), read from :data:`OVERRIDES_KEY`."""
+
+
+OVERRIDES_KEY = "raytpu.dev/overrides"
+"""Where a run records its ``--set`` overrides as JSON: a RayJob's annotation, a local job's metadata
+(:mod:`raytpu.config.overrides` writes it)."""
+
+
+def carried_overrides(recorded: Mapping[str, object] | None) -> dict[str, object] | None:
+    """The ``--set`` overrides recorded under :data:`OVERRIDES_KEY`; None when none (or unreadable)."""
+    try:
+        found = json.loads(str((recorded or {}).get(OVERRIDES_KEY) or "null"))
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def iso(seconds: float | None) -> str:
@@ -64,13 +81,21 @@ def age(seconds: float | None) -> str:
 def render(runs: Sequence[Run], as_json: bool) -> str:
     """The runs as ``{"runs": [...]}`` JSON, or as a table (``no runs`` when there is none)."""
     if as_json:
-        return json.dumps({"runs": [asdict(r) for r in runs]}, indent=2)
+        return json.dumps({"runs": [_shown(r) for r in runs]}, indent=2)
     if not runs:
         return "no runs"
     rows = [["RUN", "OBJECT", "KIND", "WORKLOAD", "SLICE", "STATE", "AGE"]]
     rows += [[r.run, r.object, r.kind or "-", r.workload or "-", r.slice or "-", r.state or "-", age(r.age_s)]
              for r in runs]
     return "\n".join(text_table(rows))
+
+
+def _shown(run: Run) -> dict[str, object]:
+    """A run as JSON: ``overrides`` only for a run that had some (a run without keeps the keys it always had)."""
+    out = asdict(run)
+    if out["overrides"] is None:
+        del out["overrides"]
+    return out
 
 
 def pick(runs: Sequence[Run], name: str) -> Run:

@@ -15,7 +15,7 @@ from raytpu.core.common.errors import InvalidInput
 from raytpu.core.manifests import engine_pods, pod_security, preemption, ray_ports, serving, smoke_runs, team_serving
 from raytpu.core.manifests import network_policy as netpol
 from raytpu.core.manifests.kube_resources import resource
-from raytpu.core.specs import compile_cache, multislice, node_disk, user_code
+from raytpu.core.specs import compile_cache, multislice, node_disk, run_env, user_code
 from raytpu.core.specs.security import NAMESPACE_SOURCE, SecuritySpec
 from raytpu.core.specs.spec import MULTI_HOST_NAME_LIMIT, ClusterSpec, SliceSpec, WorkloadSpec
 from raytpu.core.tpu.catalog import RAY_VERSION, generation
@@ -291,7 +291,7 @@ def ray_job(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = Fals
     limits = work.kind.limits
     assert limits is not None, f"kind {work.kind.name} is not a RayJob"
     pods = _own(pods, "RayJob", name)
-    env = {**dict((runtime or {}).get("env_vars") or {}), **_compile_cache_env(work, pods), **work.env()}
+    env = {**dict((runtime or {}).get("env_vars") or {}), **_compile_cache_env(work, pods), **work.workload_env()}
     run_s = work.run_deadline_s  # a run with no deadline waits for capacity as long as its kind may run
     waits_s = preemption.pre_running_deadline_s(limits.pre_running_deadline_s, run_s or limits.active_deadline_s,
                                                 work.slice.modes, work.kind.checks)
@@ -428,14 +428,16 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf,
             args = [*args, *preemption.train_run_args(work.slice.modes, work.slice.max_run_duration_s,
                                                       multislice.reservation_waits(work.plan, work.slices_per_run))]
         assert (work.code is None) == (code_zip is None), "a code folder ships as its zip (raytpu.teamcode.bundle)"
-        team_env = user_code.run_env(work.plan, slices=work.slices_per_run, storage=names.run_storage(name),
-                                     run=name) if work.runs_team_code else None
+        team_env = {**dict(work.env or {}), **user_code.run_env(
+            work.plan, slices=work.slices_per_run, storage=names.run_storage(name), run=name)} \
+            if work.runs_team_code else None
         runtime = runtime_env([py_modules or names.py_modules_uri()], team_env,
                               names.working_dir_uri(code_zip) if code_zip else None)
         job = ray_job(name, work, pods, autopilot=autopilot, args=args, namespace=namespace, labels=labels,
                       runtime=runtime, worker_env=worker_env)
         if work.kind.takes_model:
             engine_pods.add_engine_needs(job["spec"]["rayClusterSpec"], work, spec.bucket)
+        add_team_env(job["spec"]["rayClusterSpec"], work)
         return job
     team = None
     if work.serve_app is not None:  # the team's code as its RayJobs get it, the checkpoints of every run beside it
@@ -443,8 +445,23 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf,
         team = runtime_env([py_modules or names.py_modules_uri()],
                            team_serving.team_env(work, name, names.GCS_MOUNT_PATH),
                            names.working_dir_uri(code_zip) if code_zip else None)
-    return ray_service(name, work, pods, autopilot=autopilot, namespace=namespace, labels=labels,
-                       py_modules=py_modules, bucket_name=spec.bucket, team_runtime=team)
+    service = ray_service(name, work, pods, autopilot=autopilot, namespace=namespace, labels=labels,
+                          py_modules=py_modules, bucket_name=spec.bucket, team_runtime=team)
+    add_team_env(service["spec"]["rayClusterConfig"], work)
+    return service
+
+
+def add_team_env(cluster: dict[str, Any], work: WorkloadSpec) -> None:
+    """``env`` and ``secrets`` on the Ray container of the head (where the job's driver and Serve's controller run
+    the team's code) and of every worker group (its Ray Train workers, tasks, replicas); not the submitter, which
+    only runs ``ray job submit``. Secrets as ``secretKeyRef``, read by the kubelet: no value in the object.
+    Source: Kubernetes v1 OpenAPI io.k8s.api.core.v1.EnvVar / SecretKeySelector (tests/data, vendored)."""
+    entries = run_env.plain_env_vars(work.env) + run_env.secret_env_vars(work.secrets)
+    if not entries:
+        return
+    for group in (cluster["headGroupSpec"], *cluster["workerGroupSpecs"]):
+        container = group["template"]["spec"]["containers"][0]
+        container["env"] = [*container.get("env", []), *entries]
 
 
 def ray_cluster_of(obj: Mapping[str, Any]) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from raytpu.core.specs import (
     multislice,
     node_disk,
     notice,
+    run_env,
     sampling,
     serve_app,
     spec_json,
@@ -326,6 +327,8 @@ class WorkloadSpec:
     retries: int | None = None
     ray_disk_gib: int | None = None
     keep_checkpoints: int | str | None = None
+    env: Mapping[str, str] | None = field(default=None, hash=False)
+    secrets: Mapping[str, str] | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         found = dns_label_problems("name", self.name)
@@ -380,6 +383,8 @@ class WorkloadSpec:
                 "dataset", self.dataset, f"for kind {self.kind.name}", "only with kinds that train (train)")])
         found += user_code.workload_problems(self.kind, image=self.image, **{
             name: getattr(self, name) for name in user_code.CODE_FIELDS})
+        found += run_env.env_problems("env", self.env) + run_env.secrets_problems("secrets", self.secrets, self.env)
+        found += run_env.without_code_problems(self.has_code, self.env, self.secrets)
         found += sampling.sampling_problems(self)
         found += self._compile_problems()
         found += kinds.run_time_problems(self.kind, self.run_time_s)
@@ -474,6 +479,12 @@ class WorkloadSpec:
         return self.train_loop is not None or self.kind.runs_entrypoint or self.serve_app is not None
 
     @property
+    def has_code(self) -> bool:
+        """It brings a team's code (``code``, ``train_loop``, ``entrypoint``, or any code field another kind adds, such
+        as ``serve_app``): what ``env`` and ``secrets`` are for."""
+        return any(getattr(self, name, None) is not None for name in (*user_code.CODE_FIELDS, "serve_app"))
+
+    @property
     def multislice(self) -> bool:
         """One run spans several slices joined over DCN."""
         return self.slices_per_run > 1
@@ -494,7 +505,7 @@ class WorkloadSpec:
             raise TypeError(f"unknown workload fields {', '.join(unknown)}")
         return cls(**given)
 
-    def env(self) -> dict[str, str]:
+    def workload_env(self) -> dict[str, str]:
         """``{RAYTPU_WORKLOAD: <json>}``, base64-encoded when it holds ``$`` or a backquote (bash would expand them);
         ``code`` as the job sees it (Ray's ``working_dir``), not the submitting machine's path (issue 49).
         Source: KubeRay v1.7.0 ``BuildJobSubmitCommand`` (``strconv.Quote``)."""

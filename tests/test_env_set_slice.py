@@ -1,0 +1,94 @@
+"""Issue 47.3-4 on the emulated slice: a workload's ``secrets`` reach the team's function from the submitting shell and
+are never written (run folder, Ray's logs, the report, the output), ``env`` reaches it too, and ``--set`` changes
+``train_config`` for the run and is recorded in the report."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SENTINEL = "sentinel-5e1b7c-secret-value-never-written"
+
+LOOP = '''\
+import hashlib
+import os
+
+import ray.train
+
+
+def train_loop(config):
+    token = os.environ.get("TEAM_TOKEN", "")
+    ray.train.report({"token_ok": int(hashlib.sha256(token.encode()).hexdigest() == config["token_sha"]),
+                      "project_ok": int(os.environ.get("TEAM_PROJECT") == "lm"), "steps": config["steps"]})
+'''
+
+CONFIG = """\
+project: my-ml-project
+region: us-east5
+cluster: {{name: ray-tpu}}
+slices:
+  - {{name: train, generation: v6e, topology: 2x4, machine_type: ct6e-standard-4t, zone: us-east5-b, count: 2,
+     provisioning: spot}}
+workloads:
+  - name: pretrain
+    kind: train
+    slice: train
+    code: {src}
+    train_loop: team.loop:train_loop
+    train_config: {{steps: 1000, token_sha: {sha}}}
+    env: {{TEAM_PROJECT: lm}}
+    secrets: {{TEAM_TOKEN: team-token}}
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(two_slices: Any) -> Any:
+    return two_slices
+
+
+def _grep(root: Path, needle: bytes) -> list[str]:
+    """Every file under ``root`` holding ``needle``."""
+    found = []
+    for path in root.rglob("*"):
+        try:
+            if path.is_file() and not path.is_symlink() and needle in path.read_bytes():
+                found.append(str(path))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.slice
+@pytest.mark.timeout(480)
+def test_secret_reaches_the_function_and_is_written_nowhere(cluster: Any, tmp_path: Path) -> None:
+    src = tmp_path / "src" / "team"
+    src.mkdir(parents=True)
+    (src / "__init__.py").write_text("")
+    (src / "loop.py").write_text(LOOP)
+    config = tmp_path / "raytpu.yaml"
+    config.write_text(CONFIG.format(src=tmp_path / "src", sha=hashlib.sha256(SENTINEL.encode()).hexdigest()))
+    report = tmp_path / "out" / "report.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
+    command = [sys.executable, "-m", "raytpu", "submit", "pretrain", "--local", "--config", str(config), "--dir",
+               cluster.run_dir, "--run-id", "sec1", "--report", str(report), "--set", "train_config.steps=3"]
+    unset = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert unset.returncode == 2 and "workloads[0].secrets.TEAM_TOKEN: is required" in unset.stderr, unset.stderr
+    done = subprocess.run(command, env={**env, "TEAM_TOKEN": SENTINEL}, capture_output=True, text=True, timeout=420)
+    assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
+    document = json.loads(report.read_text())
+    assert document["overrides"] == {"train_config.steps": 3}
+    assert document["train"]["metrics"] == {"token_ok": 1, "project_ok": 1, "steps": 3}, document["train"]
+    assert SENTINEL not in done.stdout and SENTINEL not in done.stderr
+    leaks = [*_grep(Path(cluster.run_dir), SENTINEL.encode()), *_grep(Path(cluster.temp_dir), SENTINEL.encode()),
+             *_grep(tmp_path / "out", SENTINEL.encode())]
+    assert leaks == [], leaks
+    runs = subprocess.run([sys.executable, "-m", "raytpu", "runs", "--local", "--dir", cluster.run_dir, "--json"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert SENTINEL not in runs.stdout
