@@ -1333,6 +1333,8 @@ def test_a_team_dry_run_shows_the_rayjob_with_its_code_and_uploads_nothing(
     made = bundle("code", tmp_path / "src", "pretrain")
     assert yaml.safe_load(job["spec"]["runtimeEnvYAML"])["working_dir"] == names.working_dir_uri(made.object_name)
     assert f"code: gs://my-bucket/code/{made.object_name} (1 files; not uploaded: --dry-run)" in err
+    size = (tmp_path / "src" / "lm" / "train.py").stat().st_size
+    assert f"{size:>14,}  lm/train.py" in err  # every file and its size
     assert fake.server.requests == []
 
 

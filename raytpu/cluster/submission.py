@@ -76,7 +76,10 @@ class Preview:
 def preview(run: StackRun, manifest: dict[str, Any], refs: Mapping[str, str]) -> Preview:
     """The ``--dry-run`` view of ``manifest``; nothing is uploaded or applied."""
     manifests = kuberay.with_network_policies([manifest], run.spec)
-    note = f"code: {run.code_uri} ({run.code.files} files; not uploaded: --dry-run)" if run.code is not None else None
+    note = None
+    if run.code is not None:  # what ships, file by file: the team sees every name before the bucket does
+        note = "\n".join([f"code: {run.code_uri} ({run.code.files} files; not uploaded: --dry-run)",
+                          *run.code.listing()])
     return Preview(images.mark_preview(manifests, [n for n in [images.unbuilt(run.work, refs)] if n]), manifests, note)
 
 
