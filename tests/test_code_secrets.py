@@ -129,7 +129,8 @@ def tree() -> list[str]:
              "x/y/cache", "a/z.txt", "a/b/z.txt", "a/b/c/z.txt", "b/a/z.txt", "deep/one", "deep/two/three",
              "#hash.txt", "!bang.txt", "trailing.txt", "sp ace.txt ", "sp ace.txt", "ax.txt", "dx.txt", "py.txt",
              "qy.txt",
-             "br.txt", "dr.txt", "m.PYC", "file1.py", "file12.py", "dir.tmp/f", "f.tmp", "nested/inner/f", "x/nested/inner/g",
+             "br.txt", "dr.txt", "m.PYC", "file1.py", "file12.py", "dir.tmp/f", "f.tmp", "nested/inner/f",
+             "x/nested/inner/g",
              "n/a.py", "n/keep.py", "n/local.txt", "n/m/local.txt", "plain.txt"]
     rng = random.Random(48)
     return names + [f"r{rng.randrange(99)}/{rng.choice(['a.log', 'cache', 'x.md', 'z.txt'])}" for _ in range(20)]
