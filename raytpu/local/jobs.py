@@ -86,12 +86,15 @@ class RunIdTaken(InvalidInput):
 def free_run_id(cluster: LocalCluster, workload: str) -> str:
     """A default run id no job of ``workload`` on the cluster has (:func:`raytpu.core.common.names.run_id`, moved on
     a second at a time past the taken ones: two submissions in one second get two runs)."""
-    check_head(cluster)
-    speak_auth(cluster)
+    run_id = names.run_id()
+    try:
+        check_head(cluster)
+        speak_auth(cluster)
+    except RuntimeFailure:  # a dead head: submit_job says so, with what to run
+        return run_id
     from ray.job_submission import JobSubmissionClient
 
     taken = {job.submission_id for job in JobSubmissionClient(cluster.dashboard).list_jobs() if job.submission_id}
-    run_id = names.run_id()
     while f"{workload}-{run_id}" in taken:
         run_id = names.next_run_id(run_id)
     return run_id
