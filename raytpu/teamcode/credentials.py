@@ -16,8 +16,10 @@ import fnmatch
 import re
 from pathlib import Path
 
-SECRET_DIRS = (".ssh", ".gnupg", ".aws", ".kube", ".docker", ".azure", "gcloud")
-"""Folders of credentials (``~/.aws``, ``~/.kube``, ``~/.config/gcloud`` ...), never shipped."""
+SECRET_DIRS = (".ssh", ".gnupg", ".aws", ".kube", ".docker", ".azure")
+"""Folders of credentials (``~/.aws``, ``~/.kube`` ...), never shipped."""
+SECRET_DIR_PATHS = (".config/gcloud",)
+"""Path tails of credential folders whose own name a team's package could have (the Cloud SDK's config folder)."""
 SECRET_NAMES = (".env", ".env.*", "*.env", ".envrc", "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore",
                 "*.ppk", "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", "deploy_key*", "*_deploy_key*",
                 ".netrc", "_netrc", ".npmrc", ".pypirc", ".git-credentials", ".htpasswd", ".pgpass", "credentials",
@@ -48,7 +50,7 @@ def secret_name(rel: str, is_dir: bool) -> bool:
     lowered = rel.lower()
     name = lowered.rsplit("/", 1)[-1]
     if is_dir:
-        return name in SECRET_DIRS
+        return name in SECRET_DIRS or any(lowered == tail or lowered.endswith("/" + tail) for tail in SECRET_DIR_PATHS)
     return (any(fnmatch.fnmatchcase(name, pattern) for pattern in SECRET_NAMES)
             or any(lowered == tail or lowered.endswith("/" + tail) for tail in SECRET_PATHS))
 
