@@ -58,7 +58,16 @@ class Fifo:
 
 
 FIFO = Fifo()
-Content = str | bytes | Dir | Fifo
+
+
+@dataclass(frozen=True)
+class Link:
+    """A symbolic link to create, leading to ``target`` (as written: relative to the link's folder, or absolute)."""
+
+    target: str
+
+
+Content = str | bytes | Dir | Fifo | Link
 
 
 @dataclass(frozen=True)
@@ -409,6 +418,64 @@ SERVE_APP_CASES: tuple[Case, ...] = (
     Case("serve-app-on-train", ("validate", "raytpu.yaml"), "workloads[1].serve_app",
          {**SERVE_SRC, "raytpu.yaml": config(lambda d: d["workloads"][1].update(serve_app="lm.serve:app"))},
          item=I47_2),
+)
+
+I48_1 = "48.1 a secret in the code folder"
+I48_2 = "48.2 tracebacks"
+I48_3 = "48.3 values that lose data or GCS refuses"
+PEM_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEA\n-----END OPENSSH PRIVATE KEY-----\n"
+
+
+def _secret(case_id: str, files: Mapping[str, Content]) -> Case:
+    """A code folder holding a file that looks secret by content: refused naming ``workloads[3].code``."""
+    return dataclasses.replace(_team(case_id, "workloads[3].code", files=files), item=I48_1)
+
+
+def _link(case_id: str, files: Mapping[str, Content]) -> Case:
+    return dataclasses.replace(_team(case_id, "workloads[3].code", files=files), item=I48_2)
+
+
+def _cache(case_id: str, folder: str) -> Case:
+    return _edit(case_id, "workloads.1.compile_cache", folder, "workloads[1].compile_cache", I48_3)
+
+
+def _data_bucket(case_id: str, name: str) -> Case:
+    return _edit(case_id, "storage", {"data_buckets": [{"name": name}]}, "storage.data_buckets[0].name", I48_3)
+
+
+ISSUE48_CASES: tuple[Case, ...] = (
+    _secret("code-pem-in-a-py-file", {"src/lm/settings.py": f"KEY = {PEM_KEY!r}\n"}),
+    _secret("code-service-account-json", {"src/conf/app.json": '{"type": "service_account", "private_key": "x"}'}),
+    _secret("code-aws-key-id", {"src/lm/cfg.py": "AWS = 'AKIAIOSFODNN7EXAMPLE'\n"}),
+    _secret("code-github-token", {"src/notes.txt": "token ghp_" + "x" * 36 + "\n"}),
+    _secret("code-hf-token", {"src/run.sh": "export HF_TOKEN=hf_" + "Ab1" * 12 + "\n"}),
+    _secret("code-link-to-a-key", {"src/key.txt": PEM_KEY, "src/lm/key_link.py": Link("../key.txt")}),
+    _secret("code-gitignore-negation-no-opt-in", {"src/lm/k.py": PEM_KEY, "src/.gitignore": "!lm/k.py\n"}),
+    _link("code-dangling-link", {"src/old.py": Link("gone.py")}),
+    _link("code-link-loop", {"src/loop": Link("loop")}),
+    _link("code-link-out", {"src/etc": Link("/etc")}),
+    _validate("yaml-env-tag", "project: !env GCP_PROJECT\n", "project", I48_2),
+    _validate("yaml-python-tag", "project: !!python/name:os.system\n", "project", I48_2),
+    _validate("yaml-5000-digit-int", EXAMPLE_TEXT.replace("count: 1", "count: " + "9" * 5000, 1), "slices[0].count",
+              I48_2),
+    _validate("yaml-list-key", "? [a, b]\n: 1\n", "config", I48_2),
+    _validate("yaml-mapping-key", "slices:\n  - {name: x}\n  - ? {a: 1}\n    : 2\n", "slices[1]", I48_2),
+    _validate("yaml-bad-date", "project: 2024-13-45\n", "config", I48_2),
+    _cache("compile-cache-checkpoints", "checkpoints"),
+    _cache("compile-cache-raytpu", "raytpu"),
+    _cache("compile-cache-in-checkpoints", "checkpoints/jax"),
+    _cache("compile-cache-code", "code"),
+    _cache("compile-cache-holds-xla", "xla-cache"),
+    _validate("compile-cache-holds-a-dataset", config(_all(
+        _set("workloads.1.dataset", "gs://my-ml-project-ray-tpu-ray/teams/data"),
+        _set("workloads.1.compile_cache", "teams"))), "workloads[1].compile_cache", I48_3),
+    _validate("batch-output-in-the-default-cache", batch_config(
+        output="gs://my-ml-project-ray-tpu-ray/compile-cache/answers"), "workloads[3].output", I48_3),
+    _data_bucket("data-bucket-goog-prefix", "goog-data"),
+    _data_bucket("data-bucket-google", "my-google-data"),
+    _data_bucket("data-bucket-g00gle", "team-g00gle"),
+    _data_bucket("data-bucket-ip", "192.168.5.4"),
+    _data_bucket("data-bucket-the-kits-default", "my-ml-project-ray-tpu-ray"),
 )
 
 
@@ -972,6 +1039,7 @@ CASES: tuple[Case, ...] = (
     Case("unknown-command", ("deploy",), "COMMAND"),
     *TEAM_CASES,
     *SERVE_APP_CASES,
+    *ISSUE48_CASES,
 )
 
 
@@ -1008,6 +1076,8 @@ def write_files(folder: Path, files: Mapping[str, Content]) -> None:
             path.mkdir(exist_ok=True)
         elif isinstance(content, Fifo):
             os.mkfifo(path)
+        elif isinstance(content, Link):
+            path.symlink_to(content.target)
         elif isinstance(content, bytes):
             path.write_bytes(content)
         else:

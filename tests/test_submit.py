@@ -390,6 +390,17 @@ def test_a_run_id_that_names_an_existing_run_is_refused(fake: Cluster, capsys: p
     assert len(fake.applied()) == 1
 
 
+def test_two_submits_in_one_second_without_a_run_id_are_two_runs(
+        fake: Cluster, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 48: a default id whose RayJob exists moves on to the next second's; --run-id is never blamed."""
+    monkeypatch.setattr(names, "run_id", lambda now=None: "tk9z00")
+    assert main("submit", "train", "--stack", STACK) == 0
+    assert main("submit", "train", "--stack", STACK) == 0
+    _, err = capsys.readouterr()
+    assert "--run-id" not in err
+    assert [m["metadata"]["name"] for m in fake.applied() if m["kind"] == "RayJob"] == ["train-tk9z00", "train-tk9z01"]
+
+
 @pytest.mark.parametrize(("status", "said"), [
     ({"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}, "has finished (Complete/SUCCEEDED)"),
     ({"jobDeploymentStatus": "Failed", "jobStatus": "FAILED", "reason": "DeadlineExceeded", "message": "x" * 900},
@@ -1333,6 +1344,8 @@ def test_a_team_dry_run_shows_the_rayjob_with_its_code_and_uploads_nothing(
     made = bundle("code", tmp_path / "src", "pretrain")
     assert yaml.safe_load(job["spec"]["runtimeEnvYAML"])["working_dir"] == names.working_dir_uri(made.object_name)
     assert f"code: gs://my-bucket/code/{made.object_name} (1 files; not uploaded: --dry-run)" in err
+    size = (tmp_path / "src" / "lm" / "train.py").stat().st_size
+    assert f"{size:>14,}  lm/train.py" in err  # every file and its size
     assert fake.server.requests == []
 
 

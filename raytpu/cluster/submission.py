@@ -4,7 +4,7 @@ RayService keeps its name (applying again updates it). ``raytpu submit`` is the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -76,7 +76,10 @@ class Preview:
 def preview(run: StackRun, manifest: dict[str, Any], refs: Mapping[str, str]) -> Preview:
     """The ``--dry-run`` view of ``manifest``; nothing is uploaded or applied."""
     manifests = kuberay.with_network_policies([manifest], run.spec)
-    note = f"code: {run.code_uri} ({run.code.files} files; not uploaded: --dry-run)" if run.code is not None else None
+    note = None
+    if run.code is not None:  # what ships, file by file: the team sees every name before the bucket does
+        note = "\n".join([f"code: {run.code_uri} ({run.code.files} files; not uploaded: --dry-run)",
+                          *run.code.listing()])
     return Preview(images.mark_preview(manifests, [n for n in [images.unbuilt(run.work, refs)] if n]), manifests, note)
 
 
@@ -99,6 +102,10 @@ def apply(client: KubeClient, run: StackRun, manifest: dict[str, Any], say: Sink
     gke.apply_with_network_policy(client, manifest, run.spec)
 
 
+class NameTaken(errors.InvalidInput):
+    """A RayJob of the run's name exists (nothing was applied): a default run id moves on to the next one."""
+
+
 def name_taken(run: StackRun, state: gke.JobState) -> errors.InvalidInput:
     """Why a RayJob of the run's name blocks it (server-side apply would update that run in place) and the command
     that frees the name. KubeRay keeps a finished RayJob: ``shutdownAfterJobFinishes`` deletes only its Ray cluster,
@@ -107,16 +114,33 @@ def name_taken(run: StackRun, state: gke.JobState) -> errors.InvalidInput:
     cancel = f"raytpu runs cancel {run.name} --stack {run.stack}"
     run_id = run.name.removeprefix(f"{run.work.name}-")
     status = state.status  # KubeRay's message could pass the line's bound
+    shown = errors.excerpt(run_id)
     if state.done:
-        return errors.invalid_value(
-            "--run-id", run_id, f"names RayJob {run.name}, which exists and has finished ({status}); "
+        return NameTaken(
+            "--run-id", f"{shown} names RayJob {run.name}, which exists and has finished ({status}); "
             "KubeRay keeps a finished RayJob (its Ray cluster goes, the object and its driver log stay)",
             f"`{cancel}` first (it deletes that RayJob and its driver log; checkpoints stay in the bucket), then "
             "this submit again: a train run of that name resumes from its last checkpoint; or another --run-id")
-    return errors.invalid_value(
-        "--run-id", run_id, f"names RayJob {run.name}, which exists and has not finished ({status}); a "
-        "new run never updates a running one (run ids are base-36 seconds: two submissions in one second share one)",
-        f"another --run-id, or resubmit a second later; wait for it to end, or `{cancel}`")
+    return NameTaken(
+        "--run-id", f"{shown} names RayJob {run.name}, which exists and has not finished ({status}); a new run "
+        "never updates a running one", f"another --run-id; wait for it to end, or `{cancel}`")
+
+
+def submit_new(run: StackRun, manifest: dict[str, Any],
+               rebuilt: Callable[[str], tuple[StackRun, dict[str, Any]]] | None, **follow: Any) -> int:
+    """:func:`submit`; a run with a default id (``rebuilt`` given: it makes the run of another id) whose RayJob
+    exists (two submissions in one second) moves on to the next second's id
+    (:func:`raytpu.core.common.names.next_run_id`), so every submission is a new run and a collision is never
+    reported as the user's ``--run-id``."""
+    for _ in range(names.MAX_RUN_ID_TRIES):
+        try:
+            return submit(run, manifest, **follow)
+        except NameTaken:
+            if rebuilt is None:
+                raise
+            run, manifest = rebuilt(names.next_run_id(run.name.removeprefix(f"{run.work.name}-")))
+    raise errors.RuntimeFailure(f"submit: {names.MAX_RUN_ID_TRIES} run ids in a row up to {run.name} are taken by "
+                                "RayJobs of this workload", "a --run-id of your own")
 
 
 def submit(run: StackRun, manifest: dict[str, Any], *, wait: bool, timeout_s: float, streams: Streams) -> int:

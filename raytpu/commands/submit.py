@@ -19,6 +19,7 @@ timed out or a slice is unhealthy, 2 on bad input (unknown workload, missing out
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 HELP = "apply a workload of raytpu.yaml (RayJob or RayService) to a deployed stack, optionally waiting for it"
 
@@ -113,5 +114,13 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.upload_core:
         google_api.upload_core(google_api.upload_target(args.py_modules, outputs.bucket))
-    return submission.submit(stack_run, manifest, wait=args.wait, timeout_s=args.timeout_s,
-                             streams=streams(args.report, overridden))
+
+    def rebuilt(run_id: str) -> tuple[submission.StackRun, dict[str, Any]]:
+        run = submission.StackRun.of(spec, work, outputs, args.stack, run_id)
+        made = run.manifest(refs, args.py_modules, preview=False)
+        if overridden:
+            overrides.annotate(made, overridden)
+        return run, made
+
+    return submission.submit_new(stack_run, manifest, None if args.run_id else rebuilt, wait=args.wait,
+                                 timeout_s=args.timeout_s, streams=streams(args.report, overridden))

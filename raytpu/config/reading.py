@@ -92,7 +92,14 @@ def load_yaml(text: str, source: str, field_of: Callable[[Loc], str] = lambda lo
         if node is None:
             return None
         _check(node, source, field_of, max_nodes)
-        return loader.construct_document(node)
+        try:
+            return loader.construct_document(node)
+        except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:  # e.g. a date 2024-13-45
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}" if mark else ""
+            raise InvalidInput("config", f"{source} holds a value the kit cannot read{where}: "
+                               f"{excerpt(str(getattr(exc, 'problem', None) or exc), 120)}",
+                               "plain YAML scalars, lists and mappings as in raytpu.example.yaml") from exc
     finally:
         loader.dispose()
 
@@ -109,6 +116,7 @@ def _check(root: yaml.Node, source: str, field_of: Callable[[Loc], str], max_nod
             raise InvalidInput(field_of(loc), f"{source} holds over {max_nodes:,} YAML values here or before "
                                "(aliases counted as what they repeat)",
                                f"a config of at most {max_nodes:,} values, aliases expanded")
+        _readable(node, loc, source, field_of)
         if isinstance(node, yaml.SequenceNode):
             stack.extend((item, (*loc, i)) for i, item in reversed(list(enumerate(node.value))))
         elif isinstance(node, yaml.MappingNode):
@@ -116,6 +124,33 @@ def _check(root: yaml.Node, source: str, field_of: Callable[[Loc], str], max_nod
                 checked.add(id(node))
                 _unique_keys(node, loc, source, field_of)
             stack.extend((value, (*loc, _key(key))) for key, value in reversed(node.value))
+
+
+_TAGS = frozenset(f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "seq", "map",
+                                                           "timestamp"))
+"""The YAML tags a config may hold: the core schema's (a ``!env`` or ``!!python/name`` tag is refused by name)."""
+MAX_INT_DIGITS = 30
+"""The most digits an integer may have (Python refuses over 4,300; no field of the kit needs 30)."""
+
+
+def _readable(node: yaml.Node, loc: Loc, source: str, field_of: Callable[[Loc], str]) -> None:
+    """A node the kit reads: a core-schema tag, scalar keys, a bounded integer; else one error naming its field."""
+    line = node.start_mark.line + 1
+    if node.tag not in _TAGS:
+        tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+        raise InvalidInput(field_of(loc), f"has the YAML tag {excerpt(tag, 60)} (line {line} of {source}), which "
+                           "the kit does not read", "plain values without tags (strings, numbers, true/false, "
+                           "lists, mappings); put the value itself in the file")
+    if node.tag == _INT and isinstance(node, yaml.ScalarNode) and len(node.value.lstrip("+-")) > MAX_INT_DIGITS:
+        raise InvalidInput(field_of(loc), f"is an integer of {len(node.value.lstrip('+-')):,} digits (line {line} "
+                           f"of {source})", f"an integer of at most {MAX_INT_DIGITS} digits")
+    if isinstance(node, yaml.MappingNode):
+        for key, _ in node.value:
+            if not isinstance(key, yaml.ScalarNode):
+                kind = "list" if isinstance(key, yaml.SequenceNode) else "mapping"
+                raise InvalidInput(field_of(loc) if loc else "config", f"has a {kind} as a key (line "
+                                   f"{key.start_mark.line + 1} of {source})", "keys that are plain names, e.g. "
+                                   "name: value")
 
 
 def _unique_keys(node: yaml.MappingNode, loc: Loc, source: str, field_of: Callable[[Loc], str]) -> None:

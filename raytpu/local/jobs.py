@@ -11,7 +11,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from raytpu.core.common.errors import RuntimeFailure, invalid_value
+from raytpu.core.common import names
+from raytpu.core.common.errors import InvalidInput, RuntimeFailure, excerpt
 from raytpu.core.common.names import MANAGED_BY, SLICE_LABEL, WORKLOAD_LABEL
 from raytpu.core.specs import compile_cache
 from raytpu.core.specs.kinds import kind
@@ -78,6 +79,27 @@ def run_workload(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: 
     return subprocess.CompletedProcess(cmd, proc.returncode, "".join(out_parts), "".join(err_lines))
 
 
+class RunIdTaken(InvalidInput):
+    """A job of that submission id exists on the cluster (nothing was submitted)."""
+
+
+def free_run_id(cluster: LocalCluster, workload: str) -> str:
+    """A default run id no job of ``workload`` on the cluster has (:func:`raytpu.core.common.names.run_id`, moved on
+    a second at a time past the taken ones: two submissions in one second get two runs)."""
+    run_id = names.run_id()
+    try:
+        check_head(cluster)
+        speak_auth(cluster)
+    except RuntimeFailure:  # a dead head: submit_job says so, with what to run
+        return run_id
+    from ray.job_submission import JobSubmissionClient
+
+    taken = {job.submission_id for job in JobSubmissionClient(cluster.dashboard).list_jobs() if job.submission_id}
+    while f"{workload}-{run_id}" in taken:
+        run_id = names.next_run_id(run_id)
+    return run_id
+
+
 def submit_job(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: float = 600.0,
                sink: Progress | None = None, poll_s: float = 1.0, slices: int | None = None,
                work: WorkloadSpec | None = None, entrypoint: str | None = None,
@@ -103,8 +125,8 @@ def submit_job(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: fl
                                    submission_id=submission_id, metadata=labels)
     except RuntimeError as exc:  # Ray 2.60 JobManager.submit_job: "Job with submission_id ... already exists"
         if submission_id and "already exists" in str(exc):
-            raise invalid_value("--run-id", submission_id, "names a job this cluster has run (a new run never "
-                                "reuses a name)", "a --run-id of no existing run (`raytpu runs --local`)") from exc
+            raise RunIdTaken("--run-id", f"{excerpt(submission_id)} names a job this cluster has run (a new run "
+                             "never reuses a name)", "a --run-id of no existing run (`raytpu runs --local`)") from exc
         raise
     from requests.exceptions import ConnectionError as Unreachable  # what Ray's client raises on a dead dashboard
 

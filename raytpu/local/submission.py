@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from raytpu import local
-from raytpu.core.common import errors, names, timeline
+from raytpu.core.common import errors, timeline
 from raytpu.core.specs import data
 from raytpu.local.from_config import job_workload
 from raytpu.local.phases import emulated_phases
@@ -128,7 +128,7 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
     if cluster is None:
         raise errors.RuntimeFailure(f"local: no local cluster recorded in {local.run_dir(directory)}",
                                     "start one with `raytpu local up`")
-    run_name = f"{work.name}-{run_id or names.run_id()}"
+    run_name = f"{work.name}-{run_id or local.free_run_id(cluster, work.name)}"
     # the run dir stands in for the pods' GCS FUSE mount: <run dir>/checkpoints/<run name>, as on GKE
     extra = [*work.kind.run_args(run_name, mount_path=cluster.run_dir), *program_args]
     local_work = job_workload(cluster, work)
@@ -156,8 +156,11 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
                 break
             streams.err(f"Ray job {submission_id}: {status} (attempt {attempt} of {attempts}); retrying as "
                         f"{attempt_id(run_name, attempt + 1)}")
-    except errors.InvalidInput:
+    except errors.InvalidInput as exc:
         refused = attempt == 1  # (a run id in use) nothing ran: no timeline, no report
+        if refused and run_id is None and isinstance(exc, local.RunIdTaken):  # a submit that same second took it
+            return submit_local(work, directory=directory, run_id=None, timeout_s=timeout_s, streams=streams,
+                                cpu_model=cpu_model, overwrite=overwrite, prefix=prefix)
         raise
     finally:
         if not refused:

@@ -114,13 +114,28 @@ RUN_ID_LENGTH = 6
 
 def run_id(now: float | None = None) -> str:
     """A short, time-ordered RayJob suffix: base-36 seconds since the epoch (``RUN_ID_LENGTH`` until 2059)."""
-    value = int(time.time() if now is None else now)
+    return run_id_of(int(time.time() if now is None else now))
+
+
+def run_id_of(value: int) -> str:
+    """``value`` in base 36 (lowercase): the id :func:`run_id` gives that second."""
     digits = "0123456789abcdefghijklmnopqrstuvwxyz"
     out = ""
     while value:
         value, rem = divmod(value, 36)
         out = digits[rem] + out
     return out or "0"
+
+
+def next_run_id(run_id: str) -> str:
+    """The id one second after ``run_id`` (a default id whose name is taken: two submissions in one second). The
+    next submission that second moves on again, so every submission gets its own name, still time-ordered and
+    :data:`RUN_ID_LENGTH` long."""
+    return run_id_of(int(run_id, 36) + 1)
+
+
+MAX_RUN_ID_TRIES = 20
+"""How many later ids a submit without ``--run-id`` tries before it gives up (twenty submissions in one second)."""
 
 
 DCN_SMOKE_SUFFIX = "dcn"

@@ -38,8 +38,37 @@ _WRITABLE = ("a folder in the kit's bucket, which the pods write through its GCS
              "or teams/ml/jax-cache); or off")
 
 
+KIT_FOLDERS = {"raytpu": "the kit's core zip (raytpu/raytpu-<version>.zip) and image build contexts",
+               "code": "the teams' code zips", "checkpoints": "every run's checkpoints",
+               "xla-cache/vllm": "vLLM's XLA cache"}
+"""The folders of the kit's bucket the kit or its workloads write (raytpu.core.common.names ``core_zip_object``,
+``code_zip_object``, ``run_storage``; raytpu.images.build ``CONTEXT_PREFIX``; raytpu.core.specs.xla_cache
+``PREFIX``). A compile cache's folder gets a lifecycle rule deleting its objects 30 days after they are written,
+matched by prefix (modules/bucket.py ``_lifecycle_rules``, ``matches_prefix``; stacks/cluster.py
+``_cache_prefixes``), so a cache may not be, hold or sit inside one of them."""
+
+
+def overlap(cache: str, folder: str) -> bool:
+    """Whether the bucket folders ``cache`` and ``folder`` are one, or one holds the other (a lifecycle rule with
+    prefix ``cache/`` deletes every object under it).
+    Source: https://cloud.google.com/storage/docs/lifecycle#matchesprefix-suffix"""
+    a, b = cache.strip("/"), folder.strip("/")
+    return a == b or b.startswith(a + "/") or a.startswith(b + "/")
+
+
+def kit_folder_problems(field: str, value: str) -> list[InvalidInput]:
+    """A cache folder clear of :data:`KIT_FOLDERS`."""
+    for folder, what in KIT_FOLDERS.items():
+        if overlap(value, folder):
+            return [errors.invalid_value(field, value, f"is, holds or sits inside {folder}/ ({what}), and the bucket "
+                                         "deletes a cache's objects 30 days after they are written",
+                                         f"a folder of its own, e.g. {DEFAULT_FOLDER} or teams/ml/jax-cache; or off")]
+    return []
+
+
 def folder_problems(field: str, value: object) -> list[InvalidInput]:
-    """A cache location the pods can write: a relative folder of the kit's bucket, or ``off`` (FACTS 25.28).
+    """A cache location the pods can write: a relative folder of the kit's bucket, clear of the folders the kit
+    writes (:data:`KIT_FOLDERS`), or ``off`` (FACTS 25.28).
     Source: JAX 0.10.2 ``jax._src.lru_cache.LRUCache`` (``gs://`` needs ``etils[epath]``)."""
     if value == OFF:
         return []
@@ -54,7 +83,7 @@ def folder_problems(field: str, value: object) -> list[InvalidInput]:
     elif len(value) > 200 or not _FOLDER.match(value):
         why = "is not a folder path (letters, digits, '.', '_', '-', '/'-separated, at most 200 characters)"
     else:
-        return []
+        return kit_folder_problems(field, value)
     return [errors.invalid_value(field, value, why, _WRITABLE)]
 
 

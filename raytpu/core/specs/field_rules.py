@@ -63,9 +63,32 @@ def cluster_name_problems(field: str, value: object) -> list[InvalidInput]:
 
 def bucket_problems(field: str, value: object) -> list[InvalidInput]:
     """A GCS bucket name (https://cloud.google.com/storage/docs/buckets#naming)."""
-    return errors.unmatched(field, value, BUCKET, "is not a bucket name",
-                            "3-63 characters: lowercase letters, digits, '-', '_', '.'; starts and ends with a letter "
-                            "or digit")
+    found = errors.unmatched(field, value, BUCKET, "is not a bucket name",
+                             "3-63 characters: lowercase letters, digits, '-', '_', '.'; starts and ends with a letter "
+                             "or digit")
+    if found or not isinstance(value, str):
+        return found
+    why = reserved_bucket_name(value)
+    return [errors.invalid_value(field, value, why, "a name without goog at its start, without google or a close "
+                                 "misspelling, not an IP address")] if why else []
+
+
+_LOOKALIKE = str.maketrans("013", "ole")
+_GOOGLE = re.compile(r"g+o+g+l+e+|g+o+g+e+l+|g+o{2,}l+e+")
+
+
+def reserved_bucket_name(name: str) -> str | None:
+    """Why GCS refuses ``name`` although its characters are valid, or None. Source:
+    https://cloud.google.com/storage/docs/buckets#naming ("Bucket names cannot be represented as an IP address in
+    dotted-decimal notation", "cannot begin with the goog prefix", "cannot contain google or close misspellings,
+    such as g00gle")."""
+    if re.fullmatch(r"[0-9]{1,3}(\.[0-9]{1,3}){3}", name):
+        return "is an IP address in dotted-decimal form, which GCS refuses as a bucket name"
+    if name.startswith("goog"):
+        return "starts with goog, a prefix GCS keeps for Google"
+    if _GOOGLE.search(re.sub(r"[-_.]", "", name.translate(_LOOKALIKE))):
+        return "contains google or a close misspelling (such as g00gle), which GCS refuses in a bucket name"
+    return None
 
 
 def label_problems(field: str, labels: Mapping[str, str]) -> list[InvalidInput]:

@@ -635,6 +635,12 @@ def cluster_problems(*, project: object, region: object, cluster: GkeSpec | None
                 "node with slices[].disk_size_gib, or use cluster.mode: autopilot"))
     if storage is not None:
         found += grants.read_only_write_problems(workloads, storage.data_buckets)
+        if storage.bucket is None and project_ok and cluster is not None:
+            found += _kit_bucket_problems(f"{project}-{cluster.name}-ray", storage)
+    kit_bucket = storage.bucket if storage is not None and storage.bucket else (
+        f"{project}-{cluster.name}-ray" if project_ok and cluster is not None else None)
+    if kit_bucket is not None:
+        found += _cache_clash_problems(kit_bucket, workloads)
     if cluster is not None and not cluster.autopilot and None not in workloads:
         bucket = storage.bucket if storage is not None and storage.bucket else (
             f"{project}-{cluster.name}-ray" if project_ok else None)
@@ -642,6 +648,40 @@ def cluster_problems(*, project: object, region: object, cluster: GkeSpec | None
         for i, item in enumerate(slices):
             if item is not None:
                 found += [p.at(f"slices[{i}]") for p in node_disk.disk_problems(item, known, bucket)]
+    return found
+
+
+def _kit_bucket_problems(bucket: str, storage: StorageSpec) -> list[InvalidInput]:
+    """A data bucket that is the kit's own (its default name): the grant would turn it read-only for the pods."""
+    return [errors.invalid_value(f"storage.data_buckets[{i}].name", data.name, "is the kit's own bucket "
+                                 "(<project>-<cluster>-ray), which the pods already read and write", "another bucket")
+            for i, data in enumerate(storage.data_buckets) if data.name == bucket]
+
+
+def _cache_clash_problems(bucket: str, workloads: Sequence[WorkloadSpec | None]) -> list[InvalidInput]:
+    """A compile cache folder that is, holds or sits inside a folder of the kit's bucket a workload writes or reads
+    (a batch ``output``, a ``dataset``, a ``model_source``): the cache's lifecycle rule would delete it."""
+    used = {}
+    for j, work in enumerate(workloads):
+        for name in ("output", "dataset", "model_source"):
+            value = getattr(work, name, None) if work is not None else None
+            if isinstance(value, str) and value.startswith(f"gs://{bucket}/"):
+                used[value.removeprefix(f"gs://{bucket}/")] = f"workloads[{j}].{name}"
+    found = []
+    for i, work in enumerate(workloads):
+        folder = compile_cache.folder_in_bucket(work.compile_cache) if work is not None else None
+        clash = next(((p, f) for p, f in used.items() if folder is not None and compile_cache.overlap(folder, p)),
+                     None)
+        if clash is not None and work is not None and work.compile_cache is None:  # the default: name theirs
+            found.append(errors.invalid_value(clash[1], f"gs://{bucket}/{clash[0]}", f"is in the folder "
+                                              f"{folder}/ workloads[{i}] caches compiled programs in, whose objects "
+                                              "the bucket deletes 30 days after they are written",
+                                              f"a path outside gs://{bucket}/{folder}/, or another bucket"))
+        elif clash is not None:
+            found.append(errors.invalid_value(f"workloads[{i}].compile_cache", folder, f"is, holds or sits inside "
+                                              f"{clash[1]} (gs://{bucket}/{clash[0]}), and the bucket deletes a "
+                                              "cache's objects 30 days after they are written",
+                                              "a folder of its own, e.g. compile-cache; or off"))
     return found
 
 
