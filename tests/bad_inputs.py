@@ -174,7 +174,7 @@ def batch_config(**fields: object) -> str:
 OUTPUTS: dict[str, str] = {
     "endpoint": "https://gke-0123456789abcdef-123456789012.us-east5.gke.goog", "ca_certificate": "",
     "cluster_name": "ray-tpu", "location": "us-east5", "project": "my-ml-project", "namespace": "ray",
-    "service_account": "ray", "bucket": "my-ml-project-ray-tpu-ray",
+    "service_account": "ray-tpu-ray", "bucket": "my-ml-project-ray-tpu-ray",
     "registry": "us-east5-docker.pkg.dev/my-ml-project/ray-tpu-images",
     "builder_service_account": "raytpu-ray-tpu-img@my-ml-project.iam.gserviceaccount.com"}
 """The outputs of the example's cluster stack (raytpu.cluster.outputs.StackOutputs)."""
@@ -386,6 +386,7 @@ I39_4 = "39.4 model configs"
 I39_5 = "39.5 what validate misses"
 I40_1 = "40.1 a large model fits its hosts' disks"
 I41 = "41 compile cache and compile budget"
+I49 = "49 Autopilot disk, outputs of another kit version, chat template"
 
 CASES: tuple[Case, ...] = (
     # catalog, describe
@@ -816,6 +817,13 @@ CASES: tuple[Case, ...] = (
          {**CFG, "outputs.json": outputs(cluster_name="other")}, item=I2),
     Case("submit-outputs-other-location", SUBMIT, OUT_FIELD + "location",
          {**CFG, "outputs.json": outputs(location="europe-west4")}, item=I2),
+    # an outputs file from before the per-cluster KSA (service_account ray) or of another bucket: pods never run
+    Case("submit-outputs-before-ksa-rename", SUBMIT, OUT_FIELD + "service_account",
+         {**CFG, "outputs.json": outputs(service_account="ray")}, item=I49),
+    Case("smoke-outputs-before-ksa-rename", SMOKE, OUT_FIELD + "service_account",
+         {**CFG, "outputs.json": outputs(service_account="ray")}, item=I49),
+    Case("submit-outputs-other-bucket", SUBMIT, OUT_FIELD + "bucket",
+         {**CFG, "outputs.json": outputs(bucket="another-bucket")}, item=I49),
     Case("submit-terraform-form-other-stack", ("submit", "train", "--stack", "other-cluster", "--dry-run"),
          "--stack", {**CFG, "outputs.json": terraform_outputs()}, item=I2),
     Case("submit-wait-timeout-negative", ("submit", "train", "--stack", STACK, "--wait", "--timeout-s", "-5"),
