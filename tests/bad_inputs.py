@@ -604,6 +604,16 @@ CASES: tuple[Case, ...] = (
     _edit("temperature-on-train", "workloads.1.temperature", 0.5, "workloads[1].temperature", I38_8),
     _edit("stop-on-smoke", "workloads.0.stop", ["END"], "workloads[0].stop", I38_8),
     _edit("chat-template-on-serve", "workloads.2.chat_template", False, "workloads[2].chat_template", I38_8),
+    # issue 49 item 10: chat_template_kwargs for the engine kinds, a mapping of template variable names
+    _edit("chat-template-kwargs-on-train", "workloads.1.chat_template_kwargs", {"enable_thinking": False},
+          "workloads[1].chat_template_kwargs", I49),
+    _edit("chat-template-kwargs-list", "workloads.2.chat_template_kwargs", ["enable_thinking"],
+          "workloads[2].chat_template_kwargs", I49),
+    _edit("chat-template-kwargs-reserved", "workloads.2.chat_template_kwargs", {"tokenize": True},
+          "workloads[2].chat_template_kwargs.tokenize", I49),
+    _validate("batch-chat-template-kwargs-without-template",
+              batch_config(chat_template=False, chat_template_kwargs={"enable_thinking": False}),
+              "workloads[3].chat_template_kwargs", I49),
     # issue 39.3: formats by suffix, gs:// as Cloud Storage names it, an output apart from its input
     Case("batch-output-holds-input", ("validate", "raytpu.yaml", "--overwrite"), "workloads[3].output",
          {"raytpu.yaml": batch_config(input="data/prompts.jsonl", output="data"), "data": DIR,

@@ -43,7 +43,8 @@ STACK = "ray-tpu-cluster"
 REGISTRY = "us-east5-docker.pkg.dev/my-ml-project/ray-tpu-images"
 BUILDER = "raytpu-ray-tpu-img@my-ml-project.iam.gserviceaccount.com"
 OUTPUTS = {"endpoint": "https://gke.example", "ca_certificate": "", "cluster_name": "ray-tpu", "location": "us-east5",
-           "project": "my-ml-project", "namespace": "ray", "service_account": "ray-tpu-ray", "bucket": "my-ml-project-ray-tpu-ray",
+           "project": "my-ml-project", "namespace": "ray", "service_account": "ray-tpu-ray",
+           "bucket": "my-ml-project-ray-tpu-ray",
            "registry": REGISTRY, "builder_service_account": BUILDER}
 BASES = {image.base: "sha256:" + hashlib.sha256(image.base.encode()).hexdigest() for image in IMAGES.values()}
 """What the loopback registry serves for each base tag (made up here, in the test's registry only: the kit never

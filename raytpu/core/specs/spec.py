@@ -19,6 +19,7 @@ from typing import Any
 from raytpu.core.common import errors, names
 from raytpu.core.common.errors import InvalidInput, InvalidInputs, Problems
 from raytpu.core.specs import (
+    chat_template,
     compile_cache,
     data,
     grants,
@@ -311,6 +312,7 @@ class WorkloadSpec:
     top_p: float | None = None
     stop: tuple[str, ...] | None = None
     chat_template: bool | None = None
+    chat_template_kwargs: Mapping[str, Any] | None = field(default=None, hash=False)
     code: str | None = None
     train_loop: str | None = None
     train_config: Mapping[str, Any] | None = field(default=None, hash=False)
@@ -373,6 +375,8 @@ class WorkloadSpec:
         found += user_code.workload_problems(self.kind, image=self.image, **{
             name: getattr(self, name) for name in user_code.CODE_FIELDS})
         found += sampling.sampling_problems(self)
+        found += chat_template.problems(self.kind.name, self.kind.takes_model, self.kind.batches,
+                                        self.chat_template_kwargs, self.chat_template, self.engine_kwargs)
         found += self._compile_problems()
         found += kinds.run_time_problems(self.kind, self.run_time_s)
         found += kinds.retries_problems(self.kind, self.retries)
@@ -474,7 +478,7 @@ class WorkloadSpec:
                 "code": self.code, "train_loop": self.train_loop, "train_config": user_code.as_json(self.train_config),
                 "entrypoint": self.entrypoint, "compile_cache": self.compile_cache,
                 "compile_budget_s": self.compile_budget_s, "run_time_s": self.run_time_s, "retries": self.retries,
-                "ray_disk_gib": self.ray_disk_gib,
+                "ray_disk_gib": self.ray_disk_gib, "chat_template_kwargs": user_code.as_json(self.chat_template_kwargs),
                 **{name: getattr(self, name) for name in sampling.SAMPLING_FIELDS}}
 
     @classmethod
