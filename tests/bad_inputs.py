@@ -435,6 +435,8 @@ CASES: tuple[Case, ...] = (
     _edit("cluster-a-list", "cluster", ["ray-tpu"], "cluster"),
     _edit("cluster-name-int", "cluster.name", 123, "cluster.name"),
     _edit("cluster-mode-case", "cluster.mode", "Standard", "cluster.mode"),
+    _edit("cluster-legacy-ksa-bool", "cluster.legacy_ksa", True, "cluster.legacy_ksa", I49),
+    _edit("cluster-legacy-ksa-unknown", "cluster.legacy_ksa", "remove", "cluster.legacy_ksa", I49),
     _edit("control-plane-unknown", "cluster.control_plane", "public", "cluster.control_plane"),
     _edit("maintenance-day", "cluster.maintenance_window.days", ["XX"], "cluster.maintenance_window.days[0]"),
     _edit("maintenance-start", "cluster.maintenance_window.start_utc", "25:00",

@@ -38,7 +38,7 @@ def test_serve_passes_it_as_vllms_frontend_default() -> None:
 
 
 def test_batch_passes_it_to_ray_data_llms_chat_template_stage(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Source: Ray 2.60 ray.data.llm.build_processor builder_kwargs -> build_vllm_engine_processor(chat_template_kwargs)"""
+    """Source: Ray 2.60 ray.data.llm.build_processor builder_kwargs, build_vllm_engine_processor chat_template_kwargs"""
     import ray.data.llm
     from ray.llm._internal.batch.processor.vllm_engine_proc import build_vllm_engine_processor
 
