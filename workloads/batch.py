@@ -148,9 +148,9 @@ def build(config: dict[str, Any], columns: tuple[str, ...], params: dict[str, An
     from ray.data.llm import build_processor, vLLMEngineProcessorConfig
 
     preprocess, shape = row_functions(columns, params, chat)
-    extra = {"builder_kwargs": {"chat_template_kwargs": dict(template_kwargs)}} if chat and template_kwargs else {}
+    builder = {"chat_template_kwargs": dict(template_kwargs)} if chat and template_kwargs else None
     processor = build_processor(vLLMEngineProcessorConfig(**config, chat_template_stage=chat), preprocess=preprocess,
-                                **extra)
+                                **({"builder_kwargs": builder} if builder else {}))  # type: ignore[arg-type]
     return lambda ds: processor(ds).map(shape)
 
 
