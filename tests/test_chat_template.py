@@ -50,7 +50,7 @@ def test_batch_passes_it_to_ray_data_llms_chat_template_stage(monkeypatch: pytes
     monkeypatch.setattr(ray.data.llm, "build_processor", lambda config, **kw: seen.append(kw) or (lambda ds: ds))
     batch.build({"model_source": "m"}, ("prompt",), {"max_tokens": 4}, True, OFF)
     batch.build({"model_source": "m"}, ("prompt",), {"max_tokens": 4}, True, None)
-    assert seen[0]["builder_kwargs"] == {"chat_template_kwargs": OFF} and "builder_kwargs" not in seen[1]
+    assert seen[0]["builder_kwargs"] == {"chat_template_kwargs": OFF} and seen[1]["builder_kwargs"] is None
 
 
 def test_it_travels_in_the_workloads_json() -> None:

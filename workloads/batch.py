@@ -150,7 +150,7 @@ def build(config: dict[str, Any], columns: tuple[str, ...], params: dict[str, An
     preprocess, shape = row_functions(columns, params, chat)
     builder = {"chat_template_kwargs": dict(template_kwargs)} if chat and template_kwargs else None
     processor = build_processor(vLLMEngineProcessorConfig(**config, chat_template_stage=chat), preprocess=preprocess,
-                                **({"builder_kwargs": builder} if builder else {}))  # type: ignore[arg-type]
+                                builder_kwargs=builder)
     return lambda ds: processor(ds).map(shape)
 
 
