@@ -76,5 +76,6 @@ def test_a_bad_value_is_refused_naming_the_field(kind: str, fields: dict[str, An
     """Source: Ray 2.60 ChatTemplateUDF.__call__ (the names it passes apply_chat_template itself)"""
     with pytest.raises((InvalidInput, InvalidInputs)) as info:
         _work(kind, **fields)
-    problems = info.value.problems if isinstance(info.value, InvalidInputs) else [info.value]
+    error = info.value
+    problems = error.problems if isinstance(error, InvalidInputs) else [error] if isinstance(error, InvalidInput) else []
     assert any(p.field == field and said in str(p) for p in problems), str(info.value)
