@@ -47,7 +47,12 @@ def test_batch_passes_it_to_ray_data_llms_chat_template_stage(monkeypatch: pytes
     assert "builder_kwargs" in inspect.signature(ray.data.llm.build_processor).parameters
     assert "chat_template_kwargs" in inspect.signature(build_vllm_engine_processor).parameters
     seen: list[dict[str, Any]] = []
-    monkeypatch.setattr(ray.data.llm, "build_processor", lambda config, **kw: seen.append(kw) or (lambda ds: ds))
+
+    def build_processor(config: Any, **kw: Any) -> Any:
+        seen.append(kw)
+        return lambda ds: ds
+
+    monkeypatch.setattr(ray.data.llm, "build_processor", build_processor)
     batch.build({"model_source": "m"}, ("prompt",), {"max_tokens": 4}, True, OFF)
     batch.build({"model_source": "m"}, ("prompt",), {"max_tokens": 4}, True, None)
     assert seen[0]["builder_kwargs"] == {"chat_template_kwargs": OFF} and seen[1]["builder_kwargs"] is None
@@ -77,5 +82,6 @@ def test_a_bad_value_is_refused_naming_the_field(kind: str, fields: dict[str, An
     with pytest.raises((InvalidInput, InvalidInputs)) as info:
         _work(kind, **fields)
     error = info.value
-    problems = error.problems if isinstance(error, InvalidInputs) else [error] if isinstance(error, InvalidInput) else []
+    problems = error.problems if isinstance(error, InvalidInputs) else [error] if isinstance(error, InvalidInput) else (
+        [])
     assert any(p.field == field and said in str(p) for p in problems), str(info.value)
