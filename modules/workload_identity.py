@@ -37,6 +37,8 @@ NODE_ROLES = (
 )
 """What GKE nodes need (GKE hardening guide's minimal node service account) plus pulling images."""
 GSA_ANNOTATION = "iam.gke.io/gcp-service-account"
+LEGACY_KSA_NAME = "ray"
+"""The KSA every kit cluster's pods ran as before the per-cluster name (``ClusterSpec.ksa_name``)."""
 BUCKET_METADATA_ROLE = "roles/storage.legacyBucketReader"
 """Granted beside ``bucket_role`` because Ray Train's checkpoint storage (pyarrow's GcsFileSystem) calls
 ``storage.buckets.get``, which ``roles/storage.objectUser`` lacks; this role adds it (with object listing), nothing
@@ -72,9 +74,14 @@ class WorkloadIdentityProps:
     data_buckets: tuple[DataBucket, ...] = ()
     display_name: str = "raytpu Ray workloads"
     overrides: Mapping[str, Any] = field(default_factory=dict)
+    legacy_ksa: str | None = None
+    """``cluster.legacy_ksa`` (:data:`raytpu.core.specs.cluster_parts.LEGACY_KSA`): ``keep`` also binds
+    ``namespace/ray`` at the binding's earlier address, ``drop`` leaves it out; either moves ``ksa_name``'s binding
+    to ``workload-identity-user-cluster``, so neither step replaces a binding in place."""
 
     def __post_init__(self) -> None:
         errors.raise_found([
+            *(choice_problems("legacy_ksa", self.legacy_ksa, ("keep", "drop")) if self.legacy_ksa is not None else []),
             *account_id_problems("account_id", self.account_id),
             *_props.resource_name_problems("namespace", self.namespace),
             *ksa_name_problems("ksa_name", self.ksa_name),
@@ -84,14 +91,20 @@ class WorkloadIdentityProps:
     @property
     def member(self) -> str:
         """The Workload Identity principal of the KSA."""
-        return f"serviceAccount:{self.project}.svc.id.goog[{self.namespace}/{self.ksa_name}]"
+        return self.member_of(self.ksa_name)
+
+    def member_of(self, ksa_name: str) -> str:
+        """The Workload Identity principal of KSA ``ksa_name`` in the namespace."""
+        return f"serviceAccount:{self.project}.svc.id.goog[{self.namespace}/{ksa_name}]"
 
 
 class WorkloadIdentity(Construct):
     """A Google service account that the KSA ``namespace/ksa_name`` may impersonate, with access to its buckets and
     nothing else. Create it with :meth:`GkeCluster.add_workload_identity`: the binding waits for the identity pool.
 
-    Resource ids: ``gsa``, ``workload-identity-user``, ``bucket-access`` (objects: ``bucket_role``), ``bucket-metadata``
+    Resource ids: ``gsa``, ``workload-identity-user`` (with ``legacy_ksa``: ``workload-identity-user-cluster``, and
+    ``workload-identity-user`` binding ``namespace/ray`` while ``keep``), ``bucket-access`` (objects: ``bucket_role``),
+    ``bucket-metadata``
     (:data:`BUCKET_METADATA_ROLE`), ``data-<bucket>-<role>`` per data bucket and role (dots as ``-``)."""
 
     def __init__(self, scope: Construct, id: str, props: WorkloadIdentityProps, *,
@@ -100,11 +113,21 @@ class WorkloadIdentity(Construct):
         self.props = props
         self.gsa = service_account.ServiceAccount(
             self, "gsa", account_id=props.account_id, project=props.project, display_name=props.display_name)
+        # An upgrade from the shared `ray` KSA moves no principal between addresses: a replaced iam_member removes its
+        # member while another address adds it, in no set order (docs/FACTS.md 27.b).
         self.binding = service_account_iam_member.ServiceAccountIamMember(
-            self, "workload-identity-user",
+            self, "workload-identity-user" if props.legacy_ksa is None else "workload-identity-user-cluster",
             service_account_id=self.gsa.name,
             role="roles/iam.workloadIdentityUser",
             member=props.member,
+            depends_on=list(after) or None,
+        )
+        member = service_account_iam_member.ServiceAccountIamMember
+        self.legacy_binding = None if props.legacy_ksa != "keep" else member(
+            self, "workload-identity-user",
+            service_account_id=self.gsa.name,
+            role="roles/iam.workloadIdentityUser",
+            member=props.member_of(LEGACY_KSA_NAME),
             depends_on=list(after) or None,
         )
         self.bucket_access = storage_bucket_iam_member.StorageBucketIamMember(

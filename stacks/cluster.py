@@ -128,7 +128,7 @@ class ClusterStack(TerraformStack):
         self.identity = self.cluster.add_workload_identity("workload-identity", WorkloadIdentityProps(
             project=spec.project, account_id=names.service_account_id(gke.name, "ray"),
             namespace=spec.namespace, ksa_name=spec.ksa_name, bucket=self.bucket.name,
-            data_buckets=spec.storage.data_buckets))
+            data_buckets=spec.storage.data_buckets, legacy_ksa=gke.legacy_ksa))
         self.head_pool: HeadPool | None = None
         if gke.head_pool is not None:
             self.head_pool = self.cluster.add_head_pool("head-pool", HeadPoolOptions(

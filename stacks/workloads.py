@@ -24,6 +24,7 @@ from raytpu.modules.cdk import (
 from raytpu.modules.compute_class import ComputeClass, ComputeClassProps
 from raytpu.modules.ray_workload import RayWorkload, RayWorkloadProps
 from raytpu.modules.workload_identity import (
+    LEGACY_KSA_NAME,
     KubernetesNamespace,
     KubernetesNamespaceProps,
     KubernetesServiceAccount,
@@ -81,8 +82,13 @@ class WorkloadsStack(TerraformStack):
         declare_backend(self, id, spec)
 
         self.namespace = KubernetesNamespace(self, "namespace", KubernetesNamespaceProps(name=spec.namespace))
-        self.service_account = KubernetesServiceAccount(self, "ksa", KubernetesServiceAccountProps(
+        legacy = spec.cluster.legacy_ksa  # cluster.legacy_ksa: no KSA changes name at an address (FACTS 27.b)
+        self.service_account = KubernetesServiceAccount(self, "ksa" if legacy is None else "ksa-cluster",
+                                                        KubernetesServiceAccountProps(
             name=spec.ksa_name, namespace=self.namespace.name, gsa_email=cluster.identity.email))
+        self.legacy_service_account = None if legacy != "keep" else KubernetesServiceAccount(
+            self, "ksa", KubernetesServiceAccountProps(name=LEGACY_KSA_NAME, namespace=self.namespace.name,
+                                                       gsa_email=cluster.identity.email))
         self.compute_classes: dict[str, ComputeClass] = {}
         for item in spec.slices:
             self._compute_class(item)

@@ -183,7 +183,7 @@ def batch_config(**fields: object) -> str:
 OUTPUTS: dict[str, str] = {
     "endpoint": "https://gke-0123456789abcdef-123456789012.us-east5.gke.goog", "ca_certificate": "",
     "cluster_name": "ray-tpu", "location": "us-east5", "project": "my-ml-project", "namespace": "ray",
-    "service_account": "ray", "bucket": "my-ml-project-ray-tpu-ray",
+    "service_account": "ray-tpu-ray", "bucket": "my-ml-project-ray-tpu-ray",
     "registry": "us-east5-docker.pkg.dev/my-ml-project/ray-tpu-images",
     "builder_service_account": "raytpu-ray-tpu-img@my-ml-project.iam.gserviceaccount.com"}
 """The outputs of the example's cluster stack (raytpu.cluster.outputs.StackOutputs)."""
@@ -505,6 +505,7 @@ I39_4 = "39.4 model configs"
 I39_5 = "39.5 what validate misses"
 I40_1 = "40.1 a large model fits its hosts' disks"
 I41 = "41 compile cache and compile budget"
+I49 = "49 Autopilot disk, outputs of another kit version, chat template"
 
 CASES: tuple[Case, ...] = (
     # catalog, describe
@@ -553,6 +554,8 @@ CASES: tuple[Case, ...] = (
     _edit("cluster-a-list", "cluster", ["ray-tpu"], "cluster"),
     _edit("cluster-name-int", "cluster.name", 123, "cluster.name"),
     _edit("cluster-mode-case", "cluster.mode", "Standard", "cluster.mode"),
+    _edit("cluster-legacy-ksa-bool", "cluster.legacy_ksa", True, "cluster.legacy_ksa", I49),
+    _edit("cluster-legacy-ksa-unknown", "cluster.legacy_ksa", "remove", "cluster.legacy_ksa", I49),
     _edit("control-plane-unknown", "cluster.control_plane", "public", "cluster.control_plane"),
     _edit("maintenance-day", "cluster.maintenance_window.days", ["XX"], "cluster.maintenance_window.days[0]"),
     _edit("maintenance-start", "cluster.maintenance_window.start_utc", "25:00",
@@ -726,6 +729,16 @@ CASES: tuple[Case, ...] = (
     _edit("temperature-on-train", "workloads.1.temperature", 0.5, "workloads[1].temperature", I38_8),
     _edit("stop-on-smoke", "workloads.0.stop", ["END"], "workloads[0].stop", I38_8),
     _edit("chat-template-on-serve", "workloads.2.chat_template", False, "workloads[2].chat_template", I38_8),
+    # issue 49 item 10: chat_template_kwargs for the engine kinds, a mapping of template variable names
+    _edit("chat-template-kwargs-on-train", "workloads.1.chat_template_kwargs", {"enable_thinking": False},
+          "workloads[1].chat_template_kwargs", I49),
+    _edit("chat-template-kwargs-list", "workloads.2.chat_template_kwargs", ["enable_thinking"],
+          "workloads[2].chat_template_kwargs", I49),
+    _edit("chat-template-kwargs-reserved", "workloads.2.chat_template_kwargs", {"tokenize": True},
+          "workloads[2].chat_template_kwargs.tokenize", I49),
+    _validate("batch-chat-template-kwargs-without-template",
+              batch_config(chat_template=False, chat_template_kwargs={"enable_thinking": False}),
+              "workloads[3].chat_template_kwargs", I49),
     # issue 39.3: formats by suffix, gs:// as Cloud Storage names it, an output apart from its input
     Case("batch-output-holds-input", ("validate", "raytpu.yaml", "--overwrite"), "workloads[3].output",
          {"raytpu.yaml": batch_config(input="data/prompts.jsonl", output="data"), "data": DIR,
@@ -939,6 +952,13 @@ CASES: tuple[Case, ...] = (
          {**CFG, "outputs.json": outputs(cluster_name="other")}, item=I2),
     Case("submit-outputs-other-location", SUBMIT, OUT_FIELD + "location",
          {**CFG, "outputs.json": outputs(location="europe-west4")}, item=I2),
+    # an outputs file from before the per-cluster KSA (service_account ray) or of another bucket: pods never run
+    Case("submit-outputs-before-ksa-rename", SUBMIT, OUT_FIELD + "service_account",
+         {**CFG, "outputs.json": outputs(service_account="ray")}, item=I49),
+    Case("smoke-outputs-before-ksa-rename", SMOKE, OUT_FIELD + "service_account",
+         {**CFG, "outputs.json": outputs(service_account="ray")}, item=I49),
+    Case("submit-outputs-other-bucket", SUBMIT, OUT_FIELD + "bucket",
+         {**CFG, "outputs.json": outputs(bucket="another-bucket")}, item=I49),
     Case("submit-terraform-form-other-stack", ("submit", "train", "--stack", "other-cluster", "--dry-run"),
          "--stack", {**CFG, "outputs.json": terraform_outputs()}, item=I2),
     Case("submit-wait-timeout-negative", ("submit", "train", "--stack", STACK, "--wait", "--timeout-s", "-5"),

@@ -177,8 +177,11 @@ class CloudBuildServer:
             if data is None:
                 return h.send(404, json.dumps(google_error(404, "No such object")).encode())
             if query.get("alt") != "media":  # the object's metadata
+                # md5Hash: "MD5 hash of the data, encoded using base64" (GCS JSON API, Objects resource)
                 return h.send(200, json.dumps({"kind": "storage#object", "bucket": m["bucket"], "size": str(len(data)),
-                                               "name": urllib.parse.unquote(m["object"])}).encode())
+                                               "name": urllib.parse.unquote(m["object"]),
+                                               "md5Hash": base64.b64encode(hashlib.md5(data).digest()).decode()
+                                               }).encode())
             start = int(re.fullmatch(r"bytes=(\d+)-", h.headers.get("Range", "bytes=0-"))[1])  # type: ignore[index]
             if start >= len(data):
                 return h.send(416, json.dumps(google_error(416, "Requested range not satisfiable")).encode())

@@ -219,14 +219,16 @@ def test_cluster_stack_uploads_the_core_zip_where_py_modules_looks(example: str)
     bucket_id = next(iter(resources(stack, "google_storage_bucket")))
     obj = only(stack, "google_storage_bucket_object")
     assert obj["bucket"] == f"${{google_storage_bucket.{bucket_id}.name}}"
-    assert obj["name"] == names.core_zip_object() == f"raytpu/raytpu-{__version__}.zip"
+    # named by its content: a zip someone else wrote under the version's name is not the one jobs import
+    digest = hashlib.sha256(core_zip.core_zip_bytes()).hexdigest()[:16]
+    assert obj["name"] == names.core_zip_object() == f"raytpu/raytpu-{__version__}-{digest}.zip"
     assert names.py_modules_uri() == f"file://{names.GCS_MOUNT_PATH}/{obj['name']}"
     assert names.core_zip_uri("b") == f"gs://b/{obj['name']}"
     assert obj["content_type"] == "application/zip"
     assert obj["//"]["metadata"]["path"] == f"{sid}/storage/core-zip/object"  # stable construct ids
     source = obj["source"]
     assert source.startswith("assets/") and not Path(source).is_absolute() and ".." not in source
-    assert source.endswith(f"/raytpu-{__version__}.zip")
+    assert source.endswith(f"/raytpu-{__version__}-{digest}.zip")
     asset = outdir / "stacks" / sid / source
     assert asset.is_file(), f"{source} is not in the synth output"
     data = asset.read_bytes()

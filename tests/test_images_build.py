@@ -43,7 +43,8 @@ STACK = "ray-tpu-cluster"
 REGISTRY = "us-east5-docker.pkg.dev/my-ml-project/ray-tpu-images"
 BUILDER = "raytpu-ray-tpu-img@my-ml-project.iam.gserviceaccount.com"
 OUTPUTS = {"endpoint": "https://gke.example", "ca_certificate": "", "cluster_name": "ray-tpu", "location": "us-east5",
-           "project": "my-ml-project", "namespace": "ray", "service_account": "ray", "bucket": "my-bucket",
+           "project": "my-ml-project", "namespace": "ray", "service_account": "ray-tpu-ray",
+           "bucket": "my-ml-project-ray-tpu-ray",
            "registry": REGISTRY, "builder_service_account": BUILDER}
 BASES = {image.base: "sha256:" + hashlib.sha256(image.base.encode()).hexdigest() for image in IMAGES.values()}
 """What the loopback registry serves for each base tag (made up here, in the test's registry only: the kit never
@@ -82,7 +83,7 @@ def test_a_build_uploads_the_context_builds_by_the_schema_streams_its_log_and_re
                            "--poll-s", "0.01"], capture_output=True, text=True, env=env, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     # the context: the image's own folder, uploaded to the stack's bucket
-    (upload,) = site.of("POST", r"^/upload/storage/v1/b/my-bucket/o$")
+    (upload,) = site.of("POST", r"^/upload/storage/v1/b/my-ml-project-ray-tpu-ray/o$")
     assert upload.query["uploadType"] == "media" and upload.query["name"].startswith("raytpu/images/job-")
     with tarfile.open(fileobj=io.BytesIO(upload.body), mode="r:gz") as tar:
         names = tar.getnames()
@@ -93,7 +94,7 @@ def test_a_build_uploads_the_context_builds_by_the_schema_streams_its_log_and_re
     assert len(creates) == 2 and creates[0].body == creates[1].body
     body = creates[1].json
     assert request_errors("Build", body) == [] and site.schema_errors == []
-    assert body["source"]["storageSource"]["bucket"] == "my-bucket"
+    assert body["source"]["storageSource"]["bucket"] == "my-ml-project-ray-tpu-ray"
     assert body["source"]["storageSource"]["object"] == upload.query["name"]
     (image,) = body["images"]
     assert image.startswith(f"{REGISTRY}/job:")
@@ -103,7 +104,7 @@ def test_a_build_uploads_the_context_builds_by_the_schema_streams_its_log_and_re
         {"id": "base", "name": DOCKER_BUILDER, "env": [f"BASE={job.base}", "PINNED="], "script": RESOLVE_BASE},
         {"id": "build", "name": DOCKER_BUILDER, "env": [f"IMAGE={image}"], "script": BUILD_FROM_BASE}]
     assert body["serviceAccount"] == f"projects/my-ml-project/serviceAccounts/{BUILDER}"
-    assert body["logsBucket"] == "gs://my-bucket/raytpu/images/logs"
+    assert body["logsBucket"] == "gs://my-ml-project-ray-tpu-ray/raytpu/images/logs"
     assert all(r.headers["authorization"].startswith("Bearer ya29.build-") for r in site.requests
                if r.path != "/token")
     # progress on stderr, the log on stdout, each log line once
@@ -231,7 +232,7 @@ def test_a_failed_build_names_its_step_shows_the_log_tail_and_records_nothing(
 @pytest.mark.parametrize(("path", "status", "message", "reason", "expected"), [
     (r"/builds$", 403, "The caller does not have permission", "", "roles/cloudbuild.builds.editor on the project"),
     (r"^/upload/", 403, "raytpu-ci does not have storage.objects.create access", "",
-     "roles/storage.objectCreator on gs://my-bucket"),
+     "roles/storage.objectCreator on gs://my-ml-project-ray-tpu-ray"),
     (r"/builds/", 403, "The caller does not have permission", "", "roles/cloudbuild.builds.viewer"),
     (r"/builds$", 403, "caller does not have permission to act as service account projects/-/serviceAccounts/"
      f"{BUILDER}", "", "roles/iam.serviceAccountUser on the builder service account"),

@@ -458,7 +458,7 @@ def test_ray_service_serves_the_specs_app_with_a_local_xla_cache() -> None:
     config = yaml.safe_load(service["spec"]["serveConfigV2"])
     assert config == serving.serve_config(work, mounted_bucket=BUCKET, py_modules=(names.py_modules_uri(),))
     (app,) = config["applications"]  # the ingress comes from the kit's core zip, as RayJobs' programs do
-    assert app["runtime_env"] == {"py_modules": [f"file:///mnt/gcs/raytpu/raytpu-{__version__}.zip"]}
+    assert app["runtime_env"] == {"py_modules": [f"file:///mnt/gcs/raytpu/raytpu-{__version__}-{names.core_zip_digest()}.zip"]}
     assert app["args"]["ingress_cls_config"] == {"ingress_cls": "raytpu.workloads.openai_ingress:OpenAIErrorIngress"}
     pod = _worker(service)["template"]["spec"]
     env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
@@ -585,14 +585,14 @@ def test_workload_manifests_one_per_workload_valid_and_tokens_kept(mode: str) ->
     assert smoke["spec"]["entrypoint"] == "python -m raytpu.workloads.smoke"
     assert _worker(smoke)["replicas"] == 2
     runtime = _runtime(smoke)
-    assert runtime["py_modules"] == [f"file:///mnt/gcs/raytpu/raytpu-{__version__}.zip"]
+    assert runtime["py_modules"] == [f"file:///mnt/gcs/raytpu/raytpu-{__version__}-{names.core_zip_digest()}.zip"]
     cache = compile_cache.cache_dir(names.GCS_MOUNT_PATH, "compile-cache", _worker(smoke)["template"]["spec"][
         "containers"][0]["image"], "v6e", spec.workload("smoke").plan.topology)
     assert runtime["env_vars"] == {WORKLOAD_ENV: runtime["env_vars"][WORKLOAD_ENV], **compile_cache.env(cache)}
     carried = WorkloadSpec.from_env(runtime["env_vars"])
     assert carried == spec.workload("smoke") and carried.slices_spanned == 2
     assert carried.plan == spec.slice_named("train").plan
-    assert names.core_zip_uri("b") == f"gs://b/raytpu/raytpu-{__version__}.zip"
+    assert names.core_zip_uri("b") == f"gs://b/raytpu/raytpu-{__version__}-{names.core_zip_digest()}.zip"
     assert train["spec"]["entrypoint"] == (  # on-demand too: a restart budget that covers a re-created slice
         "python -m raytpu.workloads.train --storage-path /mnt/gcs/checkpoints --name train"
         f" --start-timeout-s {preemption.RESTART_WAIT_S} --slice-retries {preemption.MAX_PREEMPTIONS}")

@@ -41,6 +41,7 @@ CONFIG = """\
 project: my-ml-project
 region: {region}
 cluster: {{name: ray-tpu, mode: {mode}}}
+storage: {{bucket: my-bucket}}
 slices:
   - {{name: train, generation: {generation}, topology: {topology}, zone: {zone}, count: {count}{extra}}}
 workloads:
@@ -52,7 +53,7 @@ CA_B64 = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUIKLS0tLS1FTkQgQ0VS"\
     "VElGSUNBVEUtLS0tLQo="  # a PEM, base64, as GKE outputs it
 OUTPUTS = {"ray-tpu-cluster": {"endpoint": "34.1.2.3", "ca_certificate": CA_B64,
                                "cluster_name": "ray-tpu", "location": "us-east5", "project": "my-ml-project",
-                               "namespace": "ray", "service_account": "ray-workloads", "bucket": "my-bucket"},
+                               "namespace": "ray", "service_account": "ray-tpu-ray", "bucket": "my-bucket"},
            "ray-tpu-workloads": {}}
 
 

@@ -25,11 +25,13 @@ from raytpu import cli
 from raytpu.cluster.outputs import DEFAULT_OUTPUTS, StackOutputs
 from raytpu.core.common.errors import InvalidInput, InvalidInputs
 
+REPO = Path(__file__).resolve().parents[1]
+
 unit = pytest.mark.unit
 
 STACK = "ray-tpu-cluster"
 VALUES = {"endpoint": "34.1.2.3", "ca_certificate": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t", "cluster_name": "ray-tpu",
-          "location": "us-east5", "project": "my-ml-project", "namespace": "ray", "service_account": "ray",
+          "location": "us-east5", "project": "my-ml-project", "namespace": "ray", "service_account": "ray-tpu-ray",
           "bucket": "my-ml-project-ray-tpu-ray", "registry": "us-east5-docker.pkg.dev/my-ml-project/ray-tpu-images",
           "builder_service_account": "raytpu-ray-tpu-img@my-ml-project.iam.gserviceaccount.com"}
 REQUIRED = ("endpoint", "ca_certificate", "cluster_name", "location", "project", "namespace", "service_account",
@@ -413,3 +415,28 @@ def test_bad_output_values_exit_2_naming_the_field_before_anything_is_written(
     assert out == "" and "Traceback" not in err
     assert err.splitlines()[0].startswith(message), err
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@unit
+def test_an_outputs_file_from_before_the_ksa_rename_is_refused_naming_the_output(tmp_path: Path) -> None:
+    """The example outputs as the kit wrote them before the per-cluster KSA (commit fc74ab9: ``service_account``
+    ``ray``): pods would name a KSA the stack no longer has and never be created; exit 2 naming FILE: STACK.OUTPUT.
+    Source: stacks/cluster.py outputs ``service_account`` = ``ClusterSpec.ksa_name`` (``<cluster>-ray``)"""
+    from raytpu import config
+    old = json.loads((REPO / "examples" / "outputs.example.json").read_text())
+    old[STACK]["service_account"] = "ray"  # `git show fc74ab9~1:examples/outputs.example.json`
+    path = tmp_path / "outputs.json"
+    path.write_text(json.dumps(old))
+    spec = config.load(REPO / "raytpu.example.yaml")
+    with pytest.raises(InvalidInput) as info:
+        StackOutputs.read(path, STACK, spec, "raytpu.yaml")
+    assert str(info.value).startswith(f"{path}: {STACK}.service_account: 'ray' is not the service_account the "
+                                      "cluster stack of raytpu.yaml writes ('ray-tpu-ray')"), str(info.value)
+    old[STACK] |= {"service_account": "ray-tpu-ray", "bucket": "my-ml-project-ray-tpu"}
+    path.write_text(json.dumps(old))
+    with pytest.raises(InvalidInput) as info:
+        StackOutputs.read(path, STACK, spec, "raytpu.yaml")
+    assert info.value.field == f"{path}: {STACK}.bucket", str(info.value)
+    old[STACK]["bucket"] = "my-ml-project-ray-tpu-ray"
+    path.write_text(json.dumps(old))
+    assert StackOutputs.read(path, STACK, spec, "raytpu.yaml").service_account == "ray-tpu-ray"

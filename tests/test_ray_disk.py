@@ -32,14 +32,50 @@ def _requests(text_field: str, kind: str = "train") -> list[dict[str, str]]:
     return [t["spec"]["containers"][0]["resources"]["requests"] for t in kuberay.pod_templates(obj)[:2]]
 
 
+HEAD_MAX = f"{node_disk.AUTOPILOT_POD_MAX_GIB - node_disk.GCSFUSE_SIDECAR_GIB}Gi"
+"""The head's container with the bucket mounted: the general-purpose class's 10 GiB per Pod less the sidecar's 5."""
+
+
 @pytest.mark.parametrize("kind", ["train", "smoke", "job"])
-def test_the_head_and_tpu_workers_request_what_the_workload_declares(kind: str) -> None:
-    assert [r["ephemeral-storage"] for r in _requests("ray_disk_gib: 200", kind)] == ["200Gi", "200Gi"]
+def test_tpu_workers_request_what_the_workload_declares_the_head_at_most_its_class_allows(kind: str) -> None:
+    assert [r["ephemeral-storage"] for r in _requests("ray_disk_gib: 200", kind)] == [HEAD_MAX, "200Gi"]
 
 
-def test_without_it_the_allowance_stays() -> None:
+def test_a_small_declaration_reaches_the_head_too() -> None:
+    assert [r["ephemeral-storage"] for r in _requests("ray_disk_gib: 3")] == ["3Gi", "3Gi"]
+
+
+def test_without_it_the_allowance_stays_on_the_workers_and_the_head_fits_its_class() -> None:
     assert [r["ephemeral-storage"] for r in _requests("image: example.com/x:1")] == [
-        f"{node_disk.SCRATCH_GIB:g}Gi"] * 2
+        HEAD_MAX, f"{node_disk.SCRATCH_GIB:g}Gi"]
+
+
+def _gib(quantity: str) -> float:
+    """A ``NGi`` or ``NMi`` quantity in GiB (the kit writes only these)."""
+    return float(quantity[:-2]) / (1024 if quantity.endswith("Mi") else 1)
+
+
+def test_no_general_purpose_pod_the_kit_emits_on_autopilot_asks_for_more_than_autopilot_allows() -> None:
+    """Every non-TPU pod (the head, the RayJob submitter) of every emitted Autopilot object: its containers'
+    ephemeral-storage requests (Autopilot's 1 GiB default where none is set) plus the GCS FUSE sidecar's 5 GiB
+    where the pod mounts the bucket stay within the class's per-Pod maximum, or Autopilot rejects the pod.
+    Source: GKE autopilot-resource-requests, "must be between 10 MiB and 10 GiB" (docs/FACTS.md 27.a)"""
+    from emitted import every_object, pods_of
+    checked = 0
+    for item in every_object():
+        if item.mode != "autopilot":
+            continue
+        for role, pod in pods_of(item.obj):
+            spec = pod["spec"]
+            if any("google.com/tpu" in c.get("resources", {}).get("requests", {}) for c in spec["containers"]):
+                continue
+            total = sum(_gib(c.get("resources", {}).get("requests", {}).get("ephemeral-storage", "1Gi"))
+                        for c in spec["containers"])
+            sidecar = node_disk.GCSFUSE_SIDECAR_GIB if pod["metadata"].get("annotations", {}).get(
+                kuberay.GCSFUSE_ANNOTATION) == "true" else 0
+            assert total + sidecar <= node_disk.AUTOPILOT_POD_MAX_GIB, (item.name, role, total, sidecar)
+            checked += 1
+    assert checked > 20
 
 
 @pytest.mark.parametrize(("mode", "kind", "field", "said"), [

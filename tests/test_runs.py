@@ -36,12 +36,13 @@ workloads:
 slices: [{name: train, generation: v6e, topology: 4x4, zone: us-east5-b},
          {name: serve, generation: v6e, topology: 2x4, zone: us-east5-b}]
 cluster: {name: ray-tpu}
+storage: {bucket: my-bucket}
 project: my-ml-project
 region: us-east5
 """
 STACK = "ray-tpu-cluster"
 OUTPUTS = {"cluster_name": "ray-tpu", "location": "us-east5", "project": "my-ml-project", "namespace": "ray",
-           "service_account": "ray-workloads", "bucket": "my-bucket"}
+           "service_account": "ray-tpu-ray", "bucket": "my-bucket"}
 RAY_CLUSTER = "pretrain-r1-raycluster-x7"
 
 
@@ -49,7 +50,7 @@ def manifest(workload: str, name: str) -> dict[str, Any]:
     """The object ``raytpu submit`` applies for ``workload`` as ``name``: the kit's own labels and runtime env."""
     spec = parse(CONFIG)
     return kuberay.workload_manifest(spec, spec.workload(workload), images=FIXTURE_IMAGES,
-                                     service_account="ray-workloads", bucket="my-bucket", namespace="ray", name=name)
+                                     service_account="ray-tpu-ray", bucket="my-bucket", namespace="ray", name=name)
 
 
 @pytest.fixture

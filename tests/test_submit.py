@@ -46,6 +46,7 @@ CONFIG = """\
 project: my-ml-project
 region: us-east5
 cluster: {name: ray-tpu}
+storage: {bucket: my-bucket}
 slices:
   - {name: train, generation: v6e, topology: 4x4, zone: us-east5-b, count: 2}
   - {name: serve, generation: v6e, topology: 2x4, zone: us-east5-b, provisioning: spot}
@@ -59,7 +60,7 @@ STACK = "ray-tpu-cluster"
 """The cluster stack's id: ``<cluster name>-cluster``."""
 OUTPUTS = {STACK: {"endpoint": "34.1.2.3", "ca_certificate": "LS0tLS1CRUdJTg==", "cluster_name": "ray-tpu",
                    "location": "us-east5", "project": "my-ml-project", "namespace": "ray",
-                   "service_account": "ray-workloads", "bucket": "my-bucket"},
+                   "service_account": "ray-tpu-ray", "bucket": "my-bucket"},
            "ray-tpu-workloads": {}}
 """What ``cdktf deploy --outputs-file`` writes for the two stacks (the workloads stack exports nothing)."""
 
@@ -159,7 +160,7 @@ def expected(workload: str, name: str) -> dict[str, Any]:
     spec = parse(CONFIG)
     args = ["--storage-path", "/mnt/gcs/checkpoints", "--name", name] if workload == "train" else []
     return kuberay.workload_manifest(spec, spec.workload(workload), images=FIXTURE_IMAGES,
-                                     service_account="ray-workloads", bucket="my-bucket", namespace="ray", name=name,
+                                     service_account="ray-tpu-ray", bucket="my-bucket", namespace="ray", name=name,
                                      args=args)
 
 
@@ -743,7 +744,7 @@ def test_smoke_one_job_per_slice_copy_reports_and_exits_1_on_unhealthy(
     applied = fake.applied()
     assert [m["metadata"]["name"] for m in applied] == names
     config = parse(CONFIG)
-    assert applied == kuberay.smoke_jobs(config, images=FIXTURE_IMAGES, service_account="ray-workloads",
+    assert applied == kuberay.smoke_jobs(config, images=FIXTURE_IMAGES, service_account="ray-tpu-ray",
                                          bucket="my-bucket",
                                          namespace="ray", suffix="n1")
     for manifest in applied:
@@ -988,7 +989,7 @@ def test_a_multi_slice_workload_adds_one_smoke_job_over_its_copies_after_the_per
     assert [m["metadata"]["name"] for m in applied] == [*per_copy, "smoke-train-dcn-m1"]
     spec = parse(MULTISLICE_CONFIG)
     dcn_job = applied[-1]
-    assert [dcn_job] == kuberay.dcn_smoke_jobs(spec, images=FIXTURE_IMAGES, service_account="ray-workloads",
+    assert [dcn_job] == kuberay.dcn_smoke_jobs(spec, images=FIXTURE_IMAGES, service_account="ray-tpu-ray",
                                                bucket="my-bucket", namespace="ray", suffix="m1")
     assert schema_errors(dcn_job) == [] and webhook_errors(dcn_job) == [] and operator_errors(dcn_job) == []
     group = dcn_job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
@@ -1029,7 +1030,7 @@ def test_a_multi_slice_workload_adds_one_smoke_job_over_its_copies_after_the_per
 
 def expected_multislice_train(spec: Any) -> dict[str, Any]:
     return kuberay.workload_manifest(spec, spec.workload("train"), images=FIXTURE_IMAGES,
-                                     service_account="ray-workloads", bucket="my-bucket", namespace="ray",
+                                     service_account="ray-tpu-ray", bucket="my-bucket", namespace="ray",
                                      name="train-r1", args=kinds.kind("train").run_args("train-r1"))
 
 

@@ -309,6 +309,20 @@ def test_the_code_zip_is_uploaded_once_and_created_only_if_absent(storage: Cloud
     assert len(uploads) == 1 and uploads[0].query["ifGenerationMatch"] == "0"
 
 
+def test_an_existing_code_zip_that_holds_other_bytes_is_refused_not_trusted(storage: CloudBuildServer,
+                                                                           tmp_path: Path) -> None:
+    """A pod that may write the bucket replaced the zip named by this code's SHA-256: submit stops (exit 1) naming
+    it, never runs what is there. Source: GCS JSON API Objects resource md5Hash (base64 MD5 of the data)"""
+    made = bundle_mod.bundle("code", write(tmp_path / "src", SRC), "pretrain")
+    uri = names.code_zip_uri("my-bucket", made.object_name)
+    storage.objects[("my-bucket", f"code/{made.object_name}")] = b"PK evil"
+    with pytest.raises(errors.RuntimeFailure, match=re.escape(f"{uri} exists but does not hold this code")):
+        google_api.upload_code(uri, made.data)
+    assert not storage.of("POST", "/upload/")
+    storage.objects[("my-bucket", f"code/{made.object_name}")] = made.data
+    assert google_api.upload_code(uri, made.data) is False
+
+
 def test_a_refused_upload_names_the_grant(storage: CloudBuildServer, tmp_path: Path) -> None:
     storage.fail("GET", r"/storage/v1/b/", 403, "caller does not have storage.objects.get access")
     with pytest.raises(errors.RuntimeFailure, match=re.escape("roles/storage.objectUser on gs://my-bucket")):

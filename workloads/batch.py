@@ -15,7 +15,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from raytpu.core.common import errors
@@ -139,13 +139,18 @@ def has_chat_template(model_source: str, trust_remote_code: bool = False) -> boo
     return bool(getattr(processor, "chat_template", None))
 
 
-def build(config: dict[str, Any], columns: tuple[str, ...], params: dict[str, Any], chat: bool) -> Any:
+def build(config: dict[str, Any], columns: tuple[str, ...], params: dict[str, Any], chat: bool,
+          template_kwargs: Mapping[str, Any] | None = None) -> Any:
     """The Ray Data LLM processor of ``config`` (keyword arguments of ``vLLMEngineProcessorConfig``) with the chat
-    template stage when ``chat``; its rows shaped by :func:`row_functions`."""
+    template stage when ``chat``, given ``template_kwargs`` (``chat_template_kwargs``); its rows shaped by
+    :func:`row_functions`. Source: Ray 2.60 ``ray.data.llm.build_processor`` ``builder_kwargs``
+    (``build_vllm_engine_processor(chat_template_kwargs=...)``; raytpu.core.specs.chat_template)."""
     from ray.data.llm import build_processor, vLLMEngineProcessorConfig
 
     preprocess, shape = row_functions(columns, params, chat)
-    processor = build_processor(vLLMEngineProcessorConfig(**config, chat_template_stage=chat), preprocess=preprocess)
+    builder = {"chat_template_kwargs": dict(template_kwargs)} if chat and template_kwargs else None
+    processor = build_processor(vLLMEngineProcessorConfig(**config, chat_template_stage=chat), preprocess=preprocess,
+                                builder_kwargs=builder)
     return lambda ds: processor(ds).map(shape)
 
 
@@ -213,7 +218,7 @@ def run(work: WorkloadSpec, *, overwrite: bool = False, cpu_model: str | None = 
     chat = work.chat_template if work.chat_template is not None else has_chat_template(
         config["model_source"], bool(config["engine_kwargs"].get("trust_remote_code")))
     params = sampling.sampling_params(work)
-    processor = build(config, columns, params, chat)
+    processor = build(config, columns, params, chat, work.chat_template_kwargs)
     import ray
 
     counter: Any = ray.remote(num_cpus=0)(RowCount).remote()

@@ -153,14 +153,34 @@ def upload_code(uri: str, data: bytes, api: GoogleApi | None = None) -> bool:
     api = api or GoogleApi()
     bucket, _, name = uri.removeprefix("gs://").partition("/")
     role = f"roles/storage.objectUser on gs://{bucket} (the kit's bucket)"
-    found = api.call("GET", f"{api.storage}/storage/v1/b/{bucket}/o/{quote(name, safe='')}", f"look up {uri}",
-                     role=role, ok=(404,))
+    url = f"{api.storage}/storage/v1/b/{bucket}/o/{quote(name, safe='')}"
+    found = api.call("GET", url, f"look up {uri}", role=role, ok=(404,))
     if found.status_code != 404:
+        _check_same(uri, found.json(), data)
         return False
     made = api.call("POST", f"{api.storage}/upload/storage/v1/b/{bucket}/o", f"upload {uri}", role=role, ok=(412,),
                     params={"uploadType": "media", "name": name, "ifGenerationMatch": "0"}, data=data,
                     headers={"Content-Type": "application/zip"}, timeout=300)
-    return made.status_code != 412
+    if made.status_code == 412:  # another submit made it first: trusted only if it holds these bytes
+        _check_same(uri, api.call("GET", url, f"look up {uri}", role=role).json(), data)
+        return False
+    return True
+
+
+def _check_same(uri: str, metadata: Any, data: bytes) -> None:
+    """An existing code zip is used only if it holds ``data``: its name says what it should hold, but any pod that may
+    write the bucket could have replaced it. Compared by the object's ``md5Hash`` (base64 MD5 of its data; absent
+    for a composite object, which the kit never makes: refused too). RuntimeFailure naming the object otherwise.
+    Source: GCS JSON API Objects resource (md5Hash), https://cloud.google.com/storage/docs/json_api/v1/objects"""
+    import base64
+    import hashlib
+
+    want = base64.b64encode(hashlib.md5(data).digest()).decode()
+    got = metadata.get("md5Hash") if isinstance(metadata, dict) else None
+    if got != want:
+        raise RuntimeFailure(f"{uri} exists but does not hold this code (MD5 {got or 'not given'}, this code's "
+                             f"{want}): it was overwritten after upload", f"delete it (`gcloud storage rm {uri}`) "
+                             "and submit again, and see who writes the bucket's code/ folder")
 
 
 def _first_line(exc: object) -> str:

@@ -212,6 +212,15 @@ def belong_problems(outputs: StackOutputs, spec: ClusterSpec, where: Callable[[s
                                   f"the outputs of the cluster stack deployed from {config} "
                                   f"({cluster_stack_id(spec.cluster.name)}), or the config it was deployed from")
              for name, want in expected.items() if getattr(outputs, name) != want]
+    # What this kit's cluster stack of ``spec`` writes (stacks/cluster.py): an outputs file from another kit version
+    # (before the per-cluster KSA, outputs ``ray``) or another bucket makes pods that can never run as the account.
+    for name, want in (("service_account", spec.ksa_name), ("bucket", spec.bucket)):
+        if getattr(outputs, name) != want:
+            found.append(errors.invalid_value(
+                where(name), getattr(outputs, name), f"is not the {name} the cluster stack of {config} writes "
+                f"({want!r})", f"the outputs of `cdktf deploy {cluster_stack_id(spec.cluster.name)} --outputs-file "
+                f"FILE` run with this raytpu (an outputs file from an earlier deploy is stale), or the config it "
+                "was deployed from"))
     registry = REGISTRY.match(outputs.registry)
     builder = SERVICE_ACCOUNT.match(outputs.builder_service_account)
     for name, other in (("registry", registry and (registry[1], registry[2]) != (spec.region, spec.project)),

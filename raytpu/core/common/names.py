@@ -6,6 +6,7 @@ Standard library only (it ships to the pods).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
 
@@ -66,18 +67,29 @@ GCS_MOUNT_PATH = "/mnt/gcs"
 """Where every Ray pod sees the kit's bucket through GCS FUSE."""
 
 
-def core_zip_object(version: str = __version__) -> str:
-    """The object name of the kit's core zip in the bucket: ``raytpu/raytpu-<version>.zip``."""
-    return f"raytpu/raytpu-{version}.zip"
+@functools.cache
+def core_zip_digest() -> str:
+    """The first 16 hex digits of the SHA-256 of this kit's core zip (:func:`raytpu.core.core_zip.core_zip_bytes`: the
+    same bytes on every machine from the same sources)."""
+    from raytpu.core.core_zip import core_zip_bytes
+
+    return hashlib.sha256(core_zip_bytes()).hexdigest()[:16]
+
+
+def core_zip_object(version: str = __version__, digest: str | None = None) -> str:
+    """The object name of the kit's core zip in the bucket, named by its content: ``raytpu/raytpu-<version>-<sha256
+    16>.zip``. A job imports exactly the code it was built against: a zip another writer put under a version's name
+    is not the one jobs name (issue 49 item 5; docs/FACTS.md 27.c)."""
+    return f"raytpu/raytpu-{version}-{digest or core_zip_digest()}.zip"
 
 
 def core_zip_uri(bucket: str, version: str = __version__) -> str:
-    """Where the kit's core zip is uploaded: ``gs://<bucket>/raytpu/raytpu-<version>.zip``."""
+    """Where the kit's core zip is uploaded: ``gs://<bucket>/`` + :func:`core_zip_object`."""
     return f"gs://{bucket}/{core_zip_object(version)}"
 
 
 def py_modules_uri(version: str = __version__, mount_path: str = GCS_MOUNT_PATH) -> str:
-    """How jobs reach that zip: ``file:///mnt/gcs/raytpu/raytpu-<version>.zip``, so the image needs no GCS client."""
+    """How jobs reach that zip: ``file:///mnt/gcs/`` + :func:`core_zip_object`, so the image needs no GCS client."""
     return f"file://{mount_path}/{core_zip_object(version)}"
 
 

@@ -153,8 +153,11 @@ def autopilot_ray_files(gib: float = node_disk.SCRATCH_GIB) -> dict[str, str]:
 
 def head_group(pods: Pods, serves: bool = False, autopilot: bool = False,
                ray_files_gib: float = node_disk.SCRATCH_GIB) -> dict[str, Any]:
-    """The Ray head: CPU only, ``num-cpus: 0`` (no work lands on it), ClusterIP service, dashboard on 8265."""
-    files = autopilot_ray_files(ray_files_gib) if autopilot else {}
+    """The Ray head: CPU only, ``num-cpus: 0`` (no work lands on it), ClusterIP service, dashboard on 8265. On
+    Autopilot its ephemeral storage stays within the general-purpose class's per-Pod maximum, sidecar included
+    (:func:`raytpu.core.specs.node_disk.head_ray_files_gib`)."""
+    head_gib = node_disk.head_ray_files_gib(ray_files_gib, pods.bucket is not None)
+    files = autopilot_ray_files(head_gib) if autopilot else {}
     requests = {"cpu": pods.head_cpu, "memory": pods.head_memory, **files}
     container = {
         "name": "ray-head",

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from raytpu.core.common.errors import InvalidInput
 from raytpu.core.common.names import GCS_MOUNT_PATH
-from raytpu.core.specs import xla_cache
+from raytpu.core.specs import chat_template, xla_cache
 from raytpu.core.specs.vllm_rules import DEFAULT_MAX_MODEL_LEN, DEFAULT_MODEL, VLLM_VERSION, jax_devices, parallel_sizes
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ def llm_config(work: WorkloadSpec, *, mounted_bucket: str | None = None) -> dict
                                  "model_source": model_source_in_pod(work.model_source or model, mounted_bucket)},
         "accelerator_type": plan.ray_accelerator_type,
         "accelerator_config": {"kind": "tpu", "topology": plan.topology},
-        "engine_kwargs": engine | extra,
+        "engine_kwargs": engine | chat_template.engine_kwargs(work.chat_template_kwargs) | extra,
         "deployment_config": {"autoscaling_config": {"min_replicas": work.slices_spanned,
                                                      "max_replicas": work.slices_spanned}},
         "runtime_env": {"env_vars": env},

@@ -24,6 +24,11 @@ from raytpu.core.specs.field_rules import (
 )
 
 CLUSTER_MODES = ("standard", "autopilot")
+LEGACY_KSA = ("keep", "drop")
+"""``cluster.legacy_ksa``, for a cluster first deployed before the per-cluster KSA (``<cluster>-ray``), whose pods
+ran as ``ray``: ``keep`` binds both principals and keeps the ``ray`` KSA at the addresses they had (the upgrade only
+adds); ``drop``, once every workload runs as the new KSA, removes the old ones (the upgrade only deletes). Absent:
+a cluster deployed with this kit. README "Upgrading from the shared ray KSA"; docs/FACTS.md 27.b."""
 CONTROL_PLANE_ACCESS = ("dns", "ip")
 RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
 WEEKDAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
@@ -109,9 +114,12 @@ class GkeSpec:
     head_pool: HeadPoolSpec | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     maintenance_window: MaintenanceWindowSpec = field(default_factory=MaintenanceWindowSpec)
+    legacy_ksa: str | None = None
 
     def __post_init__(self) -> None:
         found = cluster_name_problems("name", self.name)
+        if self.legacy_ksa is not None:
+            found += choice_problems("legacy_ksa", self.legacy_ksa, LEGACY_KSA)
         found += choice_problems("mode", self.mode, CLUSTER_MODES)
         found += choice_problems("release_channel", self.release_channel, RELEASE_CHANNELS)
         found += choice_problems("control_plane", self.control_plane, CONTROL_PLANE_ACCESS)

@@ -53,6 +53,12 @@ tokenizer files, GCS FUSE's staging of new cache entries. An allowance, not a me
 GCSFUSE_SIDECAR_GIB = 5
 """The GCS FUSE CSI sidecar's default ephemeral-storage request, in every pod that mounts the kit's bucket.
 Source: GoogleCloudPlatform/gcs-fuse-csi-driver cmd/webhook/main.go flag sidecar-ephemeral-storage-request (5Gi)."""
+AUTOPILOT_POD_MAX_GIB = 10
+"""Autopilot's ceiling on a general-purpose Pod's ephemeral-storage requests, summed over its containers (the GCS FUSE
+sidecar's included): a Pod that asks for more is rejected, not scaled down. The Ray head runs in that class.
+Source: https://cloud.google.com/kubernetes-engine/docs/concepts/autopilot-resource-requests ("The ephemeral storage
+request must be between 10 MiB and 10 GiB for all compute classes and hardware configurations", quoted in
+GoogleCloudPlatform/gcs-fuse-csi-driver#21; #57 (2024) says the same 10Gi; docs/FACTS.md 24.za, 27.a)."""
 MARGIN_GIB = 2.0
 """Room left when the kit sizes a disk: GKE's allocatable is modelled, not published per size (docs/FACTS.md 24.t)."""
 
@@ -190,3 +196,11 @@ def disk_problems(item: SliceSpec, workloads: tuple[WorkloadSpec, ...], bucket: 
         "disk_size_gib", item.disk_size_gib, f"GiB leaves {room:,.1f} GiB of allocatable ephemeral storage per "
         f"host (GKE's local ephemeral storage reservation), less than the {pod_gib(need.need_gib)} GiB workload "
         f"{need.workload}'s pods request there ({what})", ", ".join(valid))]
+
+
+def head_ray_files_gib(wanted_gib: float, mounts_bucket: bool) -> float:
+    """The Ray head's own ephemeral-storage request on Autopilot: what the workload asks for Ray's files, at most
+    :data:`AUTOPILOT_POD_MAX_GIB` less the GCS FUSE sidecar's request when the head mounts the bucket (the head runs
+    in the general-purpose class; its TPU workers do not, so ``ray_disk_gib`` above it still reaches them)."""
+    ceiling = AUTOPILOT_POD_MAX_GIB - (GCSFUSE_SIDECAR_GIB if mounts_bucket else 0)
+    return min(wanted_gib, float(ceiling))

@@ -19,6 +19,7 @@ from typing import Any
 from raytpu.core.common import errors, names
 from raytpu.core.common.errors import InvalidInput, InvalidInputs, Problems
 from raytpu.core.specs import (
+    chat_template,
     checkpoints,
     compile_cache,
     data,
@@ -315,6 +316,7 @@ class WorkloadSpec:
     top_p: float | None = None
     stop: tuple[str, ...] | None = None
     chat_template: bool | None = None
+    chat_template_kwargs: Mapping[str, Any] | None = field(default=None, hash=False)
     code: str | None = None
     train_loop: str | None = None
     train_config: Mapping[str, Any] | None = field(default=None, hash=False)
@@ -386,6 +388,8 @@ class WorkloadSpec:
         found += run_env.env_problems("env", self.env) + run_env.secrets_problems("secrets", self.secrets, self.env)
         found += run_env.without_code_problems(self.has_code, self.env, self.secrets)
         found += sampling.sampling_problems(self)
+        found += chat_template.problems(self.kind.name, self.kind.takes_model, self.kind.batches,
+                                        self.chat_template_kwargs, self.chat_template, self.engine_kwargs)
         found += self._compile_problems()
         found += kinds.run_time_problems(self.kind, self.run_time_s)
         found += kinds.retries_problems(self.kind, self.retries)

@@ -1,0 +1,87 @@
+"""``workloads[].chat_template_kwargs`` (issue 49 item 10): Qwen3, the kit's default model, thinks unless its chat
+template gets ``enable_thinking: false``. Batch passes it to Ray Data LLM's chat template stage, serve to vLLM's
+frontend default; bad values are exit 2 naming the field (raytpu/core/specs/chat_template.py)."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import pytest
+
+from raytpu.core.common.errors import InvalidInput, InvalidInputs
+from raytpu.core.manifests import serving
+from raytpu.core.specs import chat_template, kinds, vllm_rules
+from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
+
+pytestmark = pytest.mark.unit
+
+ONE_HOST = SliceSpec.create(name="one", generation="v6e", topology="2x4", zone="us-east5-b")
+IO = {"input": "gs://my-data/prompts.jsonl", "output": "gs://my-data/answers"}
+OFF = {"enable_thinking": False}
+
+
+def _work(kind: str, **fields: Any) -> WorkloadSpec:
+    return WorkloadSpec(name="w", kind=kinds.kind(kind), slice=ONE_HOST, **({**IO, **fields} if kind == "batch"
+                                                                           else fields))
+
+
+def test_serve_passes_it_as_vllms_frontend_default() -> None:
+    """Source: vLLM 0.29.0 FrontendArgs.default_chat_template_kwargs; Ray 2.60 VLLMEngineConfig.from_llm_config"""
+    assert chat_template.SERVE_ENGINE_KEY in vllm_rules.VLLM_FRONTEND_ARGS
+    assert chat_template.SERVE_ENGINE_KEY not in vllm_rules.IMAGE_VLLM_NOT_YET
+    config = serving.llm_config(_work("serve", chat_template_kwargs=OFF))
+    assert config["engine_kwargs"]["default_chat_template_kwargs"] == OFF
+    assert "default_chat_template_kwargs" not in serving.llm_config(_work("serve"))["engine_kwargs"]
+    assert serving.engine_cli_args({"default_chat_template_kwargs": OFF}) == [
+        "--default-chat-template-kwargs", '{"enable_thinking": false}']
+
+
+def test_batch_passes_it_to_ray_data_llms_chat_template_stage(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Source: Ray 2.60 ray.data.llm.build_processor builder_kwargs, build_vllm_engine_processor chat_template_kwargs"""
+    import ray.data.llm
+    from ray.llm._internal.batch.processor.vllm_engine_proc import build_vllm_engine_processor
+
+    from raytpu.workloads import batch
+
+    assert "builder_kwargs" in inspect.signature(ray.data.llm.build_processor).parameters
+    assert "chat_template_kwargs" in inspect.signature(build_vllm_engine_processor).parameters
+    seen: list[dict[str, Any]] = []
+
+    def build_processor(config: Any, **kw: Any) -> Any:
+        seen.append(kw)
+        return lambda ds: ds
+
+    monkeypatch.setattr(ray.data.llm, "build_processor", build_processor)
+    batch.build({"model_source": "m"}, ("prompt",), {"max_tokens": 4}, True, OFF)
+    batch.build({"model_source": "m"}, ("prompt",), {"max_tokens": 4}, True, None)
+    assert seen[0]["builder_kwargs"] == {"chat_template_kwargs": OFF} and seen[1]["builder_kwargs"] is None
+
+
+def test_it_travels_in_the_workloads_json() -> None:
+    work = _work("batch", chat_template_kwargs=OFF)
+    assert WorkloadSpec.from_json(work.to_json()).chat_template_kwargs == OFF
+
+
+@pytest.mark.parametrize(("kind", "fields", "field", "said"), [
+    ("train", {"chat_template_kwargs": OFF}, "chat_template_kwargs", "only with kinds serve and batch"),
+    ("serve", {"chat_template_kwargs": ["enable_thinking"]}, "chat_template_kwargs", "is not a non-empty mapping"),
+    ("serve", {"chat_template_kwargs": {}}, "chat_template_kwargs", "is not a non-empty mapping"),
+    ("batch", {"chat_template_kwargs": {"tokenize": True}}, "chat_template_kwargs.tokenize",
+     "is passed by Ray's chat template stage itself"),
+    ("batch", {"chat_template_kwargs": {"enable thinking": False}}, "chat_template_kwargs.enable thinking",
+     "is not a template variable name"),
+    ("batch", {"chat_template_kwargs": {"x": float("nan")}}, "chat_template_kwargs", "JSON cannot carry"),
+    ("batch", {"chat_template_kwargs": OFF, "chat_template": False}, "chat_template_kwargs",
+     "has no effect with chat_template: false"),
+    ("serve", {"chat_template_kwargs": OFF, "engine_kwargs": {"default_chat_template_kwargs": OFF}},
+     "chat_template_kwargs", "is given twice"),
+], ids=["train", "list", "empty", "reserved", "name", "nan", "no-template", "twice"])
+def test_a_bad_value_is_refused_naming_the_field(kind: str, fields: dict[str, Any], field: str, said: str) -> None:
+    """Source: Ray 2.60 ChatTemplateUDF.__call__ (the names it passes apply_chat_template itself)"""
+    with pytest.raises((InvalidInput, InvalidInputs)) as info:
+        _work(kind, **fields)
+    error = info.value
+    problems = error.problems if isinstance(error, InvalidInputs) else [error] if isinstance(error, InvalidInput) else (
+        [])
+    assert any(p.field == field and said in str(p) for p in problems), str(info.value)
