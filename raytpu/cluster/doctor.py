@@ -5,6 +5,7 @@ permission, never an error. Sources of each rule: docs/FACTS.md section "raytpu 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
@@ -59,15 +60,23 @@ class Permission:
         return f"{self.verb} {self.resource} (API group {self.group or 'core'})"
 
 
+RBAC_DENIAL = re.compile(r'cannot (\w+) resource "([^"]+)" in API group "([^"]*)"')
+"""The RBAC authorizer's sentence in a 403 (k8s.io/apiserver ``forbiddenMessage``): the verb, resource and group
+actually refused, which may be another read than the check's first (the holders' pod list reads nodes first)."""
+
+
 def guarded(check: str, expected: str, need: Permission, read: Reader) -> list[Check]:
-    """The rows of ``read``; a 403 is one ``?`` row naming the permission (the RBAC rule or IAM role is the fix)."""
+    """The rows of ``read``; a 403 is one ``?`` row naming the permission refused (the server's sentence, else
+    ``need``), with the RBAC grant as the fix."""
     try:
         rows = read()
     except KubeError as exc:
         if exc.status != 403:
             raise
-        return [unknown(check, f"forbidden: {need}", expected,
-                        f"grant {need} (roles/container.viewer holds it) to the caller")]
+        said = RBAC_DENIAL.search(exc.problem)
+        named = f"{said[1]} {said[2]} (API group {said[3] or 'core'})" if said else str(need)
+        return [unknown(check, f"forbidden: {named}", expected,
+                        f"grant {named} (roles/container.viewer holds it) to the caller")]
     return rows if isinstance(rows, list) else [rows]
 
 
