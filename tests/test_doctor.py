@@ -197,3 +197,17 @@ def test_report_dir_gets_doctor_json(cluster: KubeApiServer, capsys: pytest.Capt
     code, document = doctor(capsys, "--report", "reports")
     assert code == 0
     assert json.loads((tmp_path / "reports" / "doctor.json").read_text()) == document
+
+
+def test_the_smoke_report_page_shows_the_doctor_table(cluster: KubeApiServer, capsys: pytest.CaptureFixture[str],
+                                                      tmp_path: Path) -> None:
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "smoke.json").write_text(json.dumps({"format": 1, "stack": STACK, "slices": []}))
+    _old_crd(cluster)
+    code, _ = doctor(capsys, "--report", "reports")
+    assert code == 1
+    page = (tmp_path / "reports" / "report.html").read_text()  # the smoke page drawn again, the table in it
+    assert "raytpu doctor of stack ray-tpu-cluster" in page and "1 of " in page
+    assert "✗ crd rayjobs.ray.io" in page and "✓ gke version" in page
+    assert cli.main(["report", "reports/smoke.json", "--out", "again.html"]) == 0
+    assert "✗ crd rayjobs.ray.io" in (tmp_path / "again.html").read_text()

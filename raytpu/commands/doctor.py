@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from raytpu.core.common.checkup import Check
 
 HELP = "check a deployed stack (or --local, the emulated slice) against what the kit expects; exit 1 if one fails"
-REPORT_NAME = "doctor.json"
+REPORT_NAME = "doctor.json"  # raytpu.cli.report_html.DOCTOR_NAME
 """The file ``--report DIR`` writes; ``raytpu report`` shows its table beside the smoke report of the same folder."""
 
 
@@ -67,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     document = checkup.to_json(checks, "local" if args.local else "cluster", where)
     if report_dir is not None:
         _write(report_dir, document)
+        _page(report_dir)
     if args.json:
         print(json.dumps(document, indent=2, ensure_ascii=False))
     else:
@@ -116,6 +117,17 @@ def _report_dir(given: str | None) -> Path | None:
         raise InvalidInput("--report", f"{excerpt(given, 200, tail=True) or '(empty)'} is not a folder",
                            f"a folder to write {REPORT_NAME} in (made when missing)")
     return path
+
+
+def _page(folder: Path) -> None:
+    """The smoke report's page of ``folder`` drawn again with the doctor table, when the smoke check ran first."""
+    import sys
+
+    from raytpu.cli import report_html
+    from raytpu.core.common import report
+
+    if (folder / report.JSON_NAME).is_file():
+        print(f"doctor: {report_html.write_beside(folder / report.JSON_NAME)} shows the table", file=sys.stderr)
 
 
 def _write(folder: Path, document: dict[str, Any]) -> None:
