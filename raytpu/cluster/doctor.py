@@ -12,6 +12,7 @@ from typing import Any
 
 from raytpu.cluster import occupancy
 from raytpu.cluster.crd_schema import served_schema, undeclared_fields
+from raytpu.cluster.gke import service_ready
 from raytpu.cluster.kube_client import KubeClient
 from raytpu.cluster.kube_errors import KubeError
 from raytpu.cluster.outputs import StackOutputs
@@ -42,9 +43,11 @@ OPERATOR_VERSION_NOTE = ("GKE documents no KubeRay version for the Ray Operator 
                          "the evidence")
 """What GKE's add-on says of its own KubeRay: nothing documented (docs/FACTS.md, "GKE's add-on and its KubeRay"), so
 the doctor reports the fields the CRDs serve, never a guessed release."""
-WAITING = ("", "New", "Initializing", "Waiting")
-"""RayJob ``jobDeploymentStatus`` values of a job that has not started running (KubeRay v1.7.0 ``rayjob_types.go``)."""
-FAILED = ("Failed",)
+WAITING = ("", "Initializing", "Waiting")
+"""RayJob ``jobDeploymentStatus`` values of a job that has not started running (New is ``""``). Source: KubeRay v1.7.0
+``ray-operator/apis/ray/v1/rayjob_types.go`` ``JobDeploymentStatus``."""
+FAILED = ("Failed", "ValidationFailed")
+"""RayJob ``jobDeploymentStatus`` values of a job that failed for good (same source)."""
 CRD_KINDS = ("RayJob", "RayService", "RayCluster")
 Reader = Callable[[], Check | list[Check]]
 
@@ -325,8 +328,12 @@ def _runs(client: KubeClient, kind: str) -> list[Check]:
     for obj in client.objects(kind, SELECTOR):
         name = str((obj.get("metadata") or {}).get("name"))
         status = obj.get("status") or {}
-        state = str(status.get("jobDeploymentStatus", "")) if kind == "RayJob" else str(status.get("serviceStatus", ""))
-        stuck = state in WAITING + FAILED if kind == "RayJob" else state in ("", "FailedToGetOrCreateRayCluster")
+        if kind == "RayJob":
+            state = str(status.get("jobDeploymentStatus", ""))
+            stuck = state in WAITING + FAILED
+        else:  # not serving: waiting for capacity, or failing (gke.service_ready reads both KubeRay forms)
+            state = str(status.get("serviceStatus") or "not ready")
+            stuck = not service_ready(obj)
         if not stuck:
             continue
         events = client.events(f"involvedObject.name={name}")
