@@ -138,7 +138,7 @@ def _old_crd(server: KubeApiServer) -> None:
     server.crds = {**server.crds, "rayjobs.ray.io": crd}
 
 
-BROKEN: dict[str, tuple[Callable[[KubeApiServer], None], str, str]] = {
+BROKEN: dict[str, tuple[Callable[[KubeApiServer], object], str, str]] = {
     # case: (break it, the failing check, a word its found names)
     "a node missing": (lambda s: s._objects.pop(("nodes", None, "gke-train-1-3")), "slice train pool train-1",
                        "3 of 4 hosts Ready"),
@@ -159,8 +159,9 @@ BROKEN: dict[str, tuple[Callable[[KubeApiServer], None], str, str]] = {
         {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e1"}, "involvedObject": {"name": JOB},
          "reason": "FailedScheduling", "message": "0/9 nodes are available", "lastTimestamp": "2026-01-01T00:01:00Z"})),
                       f"rayjobs {JOB}", "FailedScheduling: 0/9 nodes"),
-    "a service not serving": (lambda s: s.put({"apiVersion": "ray.io/v1", "kind": "RayService", "metadata": {
-        "name": "serve", "labels": names.MANAGED_BY}, "status": {"conditions": [{"type": "Ready", "status": "False"}]}}),
+    "a service not serving": (lambda s: s.put({
+        "apiVersion": "ray.io/v1", "kind": "RayService", "metadata": {"name": "serve", "labels": names.MANAGED_BY},
+        "status": {"conditions": [{"type": "Ready", "status": "False"}]}}),
                               "rayservices serve", "not ready"),
 }
 

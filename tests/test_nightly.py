@@ -102,8 +102,8 @@ def test_the_cloud_build_config_follows_the_schema_and_its_substitution_rules() 
 def test_both_nightlies_run_doctor_beside_the_smoke_check_into_the_report_folder() -> None:
     steps = yaml.safe_load(WORKFLOW.read_text())["jobs"]["smoke"]["steps"]
     (doctor,) = [s for s in steps if "raytpu doctor" in s.get("run", "")]
-    assert doctor["if"] == "always()" and steps.index(doctor) > [i for i, s in enumerate(steps)
-                                                                  if "raytpu smoke" in s.get("run", "")][0]
+    smoke = next(i for i, s in enumerate(steps) if "raytpu smoke" in s.get("run", ""))
+    assert doctor["if"] == "always()" and steps.index(doctor) > smoke
     build = yaml.safe_load(CLOUDBUILD.read_text())
     line = next(line for s in build["steps"] for line in " ".join(s.get("args", [])).splitlines()
                 if "raytpu doctor" in line)
