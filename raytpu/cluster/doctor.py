@@ -79,7 +79,7 @@ def guarded(check: str, expected: str, need: Permission, read: Reader) -> list[C
         said = RBAC_DENIAL.search(exc.problem)
         named = f"{said[1]} {said[2]} (API group {said[3] or 'core'})" if said else str(need)
         return [unknown(check, f"forbidden: {named}", expected,
-                        f"grant {named} (roles/container.viewer holds it) to the caller")]
+                        f"grant the caller {named}: an RBAC rule, or an IAM role holding it")]
     return rows if isinstance(rows, list) else [rows]
 
 
