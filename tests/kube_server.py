@@ -14,6 +14,7 @@ base64 of the PEM) speaks the Kubernetes API paths the kit uses, the way kube-ap
   (``?watch=1&resourceVersion=N``): newline-delimited WatchEvents, chunked, from an event history; the test
   drives state changes (``set_status``), drops a stream mid-way (``drop_next_watch``) or expires old
   versions (``compact``: 410 Gone as an ERROR event, or as an HTTP 410 answer);
+- ``GET /version`` (``git_version``), ServiceAccounts, MutatingWebhookConfigurations and CSIDrivers to read;
 - pods and their ``/log`` (``follow=true`` streams the lines chunk by chunk), nodes, events;
 - ``POST /token``: an OAuth2 token endpoint that checks a service account's signed JWT assertion, so a real
   ``google.oauth2.service_account.Credentials`` refreshes its token here; API calls must carry a token it
@@ -73,6 +74,9 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     "services": ("v1", "Service", True),
     "secrets": ("v1", "Secret", True),
     "customresourcedefinitions": ("apiextensions.k8s.io/v1", "CustomResourceDefinition", False),
+    "serviceaccounts": ("v1", "ServiceAccount", True),
+    "mutatingwebhookconfigurations": ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", False),
+    "csidrivers": ("storage.k8s.io/v1", "CSIDriver", False),
 }
 _PATH = re.compile(r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
                    r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>log))?$")
@@ -273,6 +277,8 @@ class KubeApiServer:
         self.sa_key = sa_key
         self.token_ttl_s = token_ttl_s
         self.serve_ray = True
+        self.git_version = "v1.35.1-gke.1396000"
+        """What ``GET /version`` answers as ``gitVersion`` (GKE's form)."""
         self.watch_gone_as_http = False
         self.requests: list[Recorded] = []
         self.tokens: list[str] = []
@@ -474,8 +480,13 @@ class KubeApiServer:
         if path.startswith("/apis/ray.io") and not self.serve_ray:
             h.send_text(404, "404 page not found\n")
             return
+        if h.command == "GET" and path == "/version":
+            h.send_json(200, {"major": "1", "minor": "35", "gitVersion": self.git_version, "platform": "linux/amd64"})
+            return
         discovery = {"/api/v1": "v1", "/apis/batch/v1": "batch/v1", "/apis/ray.io/v1": "ray.io/v1",
-                     "/apis/apiextensions.k8s.io/v1": "apiextensions.k8s.io/v1"}
+                     "/apis/apiextensions.k8s.io/v1": "apiextensions.k8s.io/v1",
+                     "/apis/admissionregistration.k8s.io/v1": "admissionregistration.k8s.io/v1",
+                     "/apis/storage.k8s.io/v1": "storage.k8s.io/v1"}
         if h.command == "GET" and path in discovery:
             h.send_json(200, _discovery(discovery[path]))
             return

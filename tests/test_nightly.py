@@ -97,3 +97,16 @@ def test_the_cloud_build_config_follows_the_schema_and_its_substitution_rules() 
     line = next(line for line in smoke["args"][-1].splitlines() if "raytpu smoke" in line)
     assert build_parser().parse_args(_smoke_argv(line)).command == "smoke"
     assert build["steps"][-1]["id"] == "verdict"  # the build fails on an unhealthy slice after the copy
+
+
+def test_both_nightlies_run_doctor_beside_the_smoke_check_into_the_report_folder() -> None:
+    steps = yaml.safe_load(WORKFLOW.read_text())["jobs"]["smoke"]["steps"]
+    (doctor,) = [s for s in steps if "raytpu doctor" in s.get("run", "")]
+    smoke = next(i for i, s in enumerate(steps) if "raytpu smoke" in s.get("run", ""))
+    assert doctor["if"] == "always()" and steps.index(doctor) > smoke
+    build = yaml.safe_load(CLOUDBUILD.read_text())
+    line = next(line for s in build["steps"] for line in " ".join(s.get("args", [])).splitlines()
+                if "raytpu doctor" in line)
+    for run in (doctor["run"], line.replace("$$", "$")):
+        args = build_parser().parse_args(_smoke_argv(run))
+        assert (args.command, args.json, args.report) == ("doctor", True, "reports/")

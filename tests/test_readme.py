@@ -37,6 +37,7 @@ EXCEPTIONS: dict[str, str] = {
     "raytpu submit train --stack ray-tpu-cluster --outputs outputs.json": "needs a deployed stack's outputs",
     "raytpu submit serve --stack": "needs a deployed stack (tests/test_submit.py, against a loopback API server)",
     "raytpu smoke --stack": "needs a deployed stack (tests/test_submit.py, against a loopback API server)",
+    "raytpu doctor --stack": "needs a deployed stack (tests/test_doctor.py, against a loopback API server)",
     "raytpu submit train --local": "needs an emulated slice (`raytpu local up`; tests/test_local.py)",
     "raytpu submit label-reviews --local": "needs an emulated slice and vLLM's CPU build (tests/test_batch.py)",
     "raytpu local": "starts, reads or stops an emulated slice (the slice tier: tests/test_local.py, test_preempt.py)",

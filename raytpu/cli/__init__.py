@@ -22,7 +22,7 @@ from raytpu.core.common import timeline
 from raytpu.core.common.errors import EXIT_INVALID, InvalidInput, InvalidInputs, RaytpuError, report
 
 ORDER = ("catalog", "describe", "validate", "synth", "local", "demo", "images", "submit", "runs", "smoke",
-         "report")
+         "doctor", "report")
 """Help-listing order; any other module in ``raytpu.commands`` is listed after these."""
 
 

@@ -64,11 +64,13 @@ border-right:1px solid #fff;color:#fff}
 _PHASE_COLORS = ("#1f5f99", "#7a3e9d", "#2e7d6b", "#a34d1a", "#445", "#8c2f5c", "#5b6b12", "#2c4f7c")
 
 
-def render(document: Mapping[str, Any], source: str) -> str:
-    """The page of a saved report ``document`` (smoke, demo or submit; :func:`parts` reads it)."""
+def render(document: Mapping[str, Any], source: str, doctor: Mapping[str, Any] | None = None) -> str:
+    """The page of a saved report ``document`` (smoke, demo or submit; :func:`parts` reads it); with ``doctor`` (the
+    ``doctor.json`` of the same folder, :func:`doctor_beside`), its table after the verdict."""
     title, verdicts, timelines = parts(document)
     ordered = sorted(verdicts, key=lambda v: (RANK.get(report.state_of(v), 0), _worst_ratio(v)))
     body = [verdict_section(ordered, title, source)]
+    body += [doctor_section(doctor)] if doctor else []
     body += [LEGEND] if ordered else []
     body += [slice_section(v) for v in ordered]
     body += [timeline_section(name, run) for name, run in timelines.items()]
@@ -118,6 +120,37 @@ def verdict_section(verdicts: list[Mapping[str, Any]], title: str, source: str) 
         lines.append("<h3>Failed checks</h3><table><tr><th>slice</th><th>check</th><th>value</th><th>expected</th>"
                      f"<th>detail</th></tr>{rows}</table>")
     return "<section>" + "\n".join(lines) + "</section>"
+
+
+DOCTOR_NAME = "doctor.json"
+"""What ``raytpu doctor --report DIR`` writes; a report page of the same folder shows it."""
+
+
+def doctor_beside(report_path: Path) -> Mapping[str, Any] | None:
+    """The ``doctor.json`` in ``report_path``'s folder, when there is one the page can show (else None: the page is the
+    smoke report's, and a missing or unreadable doctor table only leaves its section out)."""
+    import json
+
+    try:
+        document = json.loads((report_path.parent / DOCTOR_NAME).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return document if isinstance(document, dict) and isinstance(document.get("checks"), list) else None
+
+
+def doctor_section(document: Mapping[str, Any]) -> str:
+    """``raytpu doctor``'s table: each check with its mark, found, expected and fix; failed and unread rows first."""
+    from raytpu.core.common.checkup import rows_of
+
+    checks = sorted(rows_of(document), key=lambda c: {"fail": 0, "unknown": 1}.get(c.state, 2))
+    bad = sum(c.state == "fail" for c in checks)
+    banner, cls = ((f"{report.FAIL_MARK} {bad} of {len(checks)} doctor check(s) failed", "bad") if bad else
+                   (f"{report.OK_MARK} every doctor check holds ({len(checks)})", "good"))
+    where = f" of stack {document['stack']}" if document.get("stack") else ""
+    rows = "".join(f"<tr><td>{_e(c.mark)} {_e(c.check)}</td><td>{_e(c.found)}</td><td>{_e(c.expected)}</td>"
+                   f"<td>{_e(c.fix)}</td></tr>" for c in checks)
+    return (f"<section id=\"doctor\"><h2>raytpu doctor{_e(where)}</h2><div class=\"banner {cls}\">{_e(banner)}</div>"
+            f"<table><tr><th>check</th><th>found</th><th>expected</th><th>fix</th></tr>{rows}</table></section>")
 
 
 def slice_section(verdict: Mapping[str, Any]) -> str:
@@ -253,7 +286,7 @@ def write_beside(json_path: Path) -> Path:
     import json
 
     page = json_path.parent / report.HTML_NAME
-    write(page, render(json.loads(json_path.read_text(encoding="utf-8")), json_path.name))
+    write(page, render(json.loads(json_path.read_text(encoding="utf-8")), json_path.name, doctor_beside(json_path)))
     return page
 
 

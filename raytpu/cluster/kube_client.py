@@ -213,6 +213,14 @@ class KubeClient:
         """Nodes matching ``label_selector`` (e.g. a TPU node pool's ``cloud.google.com/gke-nodepool=...``)."""
         return self._list(resource("Node"), [("labelSelector", label_selector)])
 
+    def listed(self, kind: str, label_selector: str = "") -> list[dict[str, Any]]:
+        """Every object of ``kind`` (cluster-scoped kinds: the cluster's; namespaced: the namespace's), read-only."""
+        return self._list(resource(kind), [("labelSelector", label_selector)] if label_selector else [])
+
+    def version(self) -> dict[str, Any]:
+        """The API server's ``GET /version`` (``gitVersion``: GKE's ``v1.31.2-gke.1115000``)."""
+        return self._json("get version", "GET", "/version", RESOURCES["Namespace"], None) or {}
+
     def events(self, field_selector: str) -> list[dict[str, Any]]:
         """Events in the namespace matching ``field_selector`` (e.g. ``involvedObject.name=...``)."""
         return self._list(resource("Event"), [("fieldSelector", field_selector)])

@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     source = Path(args.file)
     out = out_path(source, args.out)
     document = read(source)
-    report_html.write(out, report_html.render(document, str(source)))
+    report_html.write(out, report_html.render(document, str(source), report_html.doctor_beside(source)))
     print(f"wrote {out}", file=sys.stderr)
     return 0
 

@@ -58,6 +58,9 @@ RESOURCES = {r.kind: r for r in (
     Resource("NetworkPolicy", "networking.k8s.io/v1", "networkpolicies"),
     Resource("Ingress", "networking.k8s.io/v1", "ingresses"),
     Resource("CustomResourceDefinition", "apiextensions.k8s.io/v1", "customresourcedefinitions", namespaced=False),
+    Resource("MutatingWebhookConfiguration", "admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations",
+             namespaced=False),
+    Resource("CSIDriver", "storage.k8s.io/v1", "csidrivers", namespaced=False),
 )}
 """The kinds ``KubeClient`` knows, by kind; :func:`resource` also accepts ``rayjob`` and ``rayjobs``."""
 

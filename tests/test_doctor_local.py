@@ -1,0 +1,40 @@
+"""``raytpu doctor --local`` on a real emulated slice (slice tier): every check holds on a fresh slice; a host killed
+is the one failing row, named with the host."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from raytpu import cli, local
+from raytpu.core.tpu.catalog import RAY_VERSION, generation
+from raytpu.core.tpu.plan import plan_slice
+from raytpu.local.procs import kill_host
+
+pytestmark = pytest.mark.slice
+
+
+@pytest.fixture(scope="module")
+def one_slice(start_cluster: Callable[..., local.LocalCluster]) -> Iterator[local.LocalCluster]:
+    cluster = start_cluster(plan_slice("v6e", "2x4", generation("v6e").multi_host_machine_type.name))
+    yield cluster
+    local.stop(cluster.run_dir)
+
+
+def test_doctor_local_holds_then_names_a_dead_host(one_slice: local.LocalCluster,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["doctor", "--local", "--dir", one_slice.run_dir, "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    checks = {r["check"]: r for r in document["checks"]}
+    name = one_slice.slices[0]
+    assert document["doctor"] == "local" and document["ok"]
+    assert checks["ray version"]["found"] == RAY_VERSION
+    assert checks[f"slice {name} hosts"]["found"] == "2 alive"
+    assert checks[f"slice {name} resources"]["state"] == "ok" and checks[f"slice {name} labels"]["state"] == "ok"
+
+    kill_host(one_slice, name, 1)
+    assert cli.main(["doctor", "--local", "--dir", one_slice.run_dir, "--json"]) == 1
+    failed = [r for r in json.loads(capsys.readouterr().out)["checks"] if r["state"] == "fail"]
+    assert [(r["check"], r["found"]) for r in failed] == [(f"slice {name} hosts", "1 of 2 alive (down: 1)")]
