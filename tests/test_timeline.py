@@ -48,6 +48,8 @@ def test_every_phase_is_listed_in_order_and_the_durations_add_up_to_the_wall_tim
               timeline.stamp("webhook_env", "env", wall=start + 1.0),
               timeline.stamp("ray_joined", "joined", wall=start + 50.0),
               timeline.stamp("reserved", "reserved", wall=start + 51.0),
+              timeline.stamp("smoke_checked", "smoke", wall=start + 55.0),
+              timeline.compile_started(start + 70.0, 10.0, "trainer's start"),
               timeline.stamp("compiled", "XLA compile", wall=start + 70.0),
               timeline.stamp("first_step", "step 1", wall=start + 80.0)])
     clock.advance(99.5)
@@ -56,7 +58,8 @@ def test_every_phase_is_listed_in_order_and_the_durations_add_up_to_the_wall_tim
     assert run["wall_s"] == 100.0
     took = {r["phase"]: r["duration_s"] for r in run["phases"]}
     assert took == {"applied": 0.5, "scheduled": 29.5, "nodes_ready": 0.0, "webhook_env": 0.0, "ray_joined": 20.0,
-                    "reserved": 1.0, "compiled": 19.0, "first_step": 10.0, "finished": 20.0}
+                    "reserved": 1.0, "smoke_checked": 4.0, "trainer_started": 5.0, "compiled": 10.0,
+                    "first_step": 10.0, "finished": 20.0}
     assert sum(took.values()) == pytest.approx(run["wall_s"])
     at = {r["phase"]: r["at_s"] for r in run["phases"]}
     assert at["nodes_ready"] == 25.0 and at["webhook_env"] == 1.0  # when it happened is kept as it was

@@ -277,6 +277,7 @@ def _smoke(cluster: LocalCluster, spec: ClusterSpec, plan: SlicePlan, report: di
     done = local.run_workload(cluster, "smoke", *smoke_args(dcn_slices), timeout_s=240)
     verdicts = report["smoke"] = smoke_report.parse_verdict_lines(done.stdout)
     recorder.take(s for s in timeline.parse_stamp_lines(done.stdout) if s["phase"] == "reserved")
+    recorder.mark("smoke_checked", f"the smoke check's {len(verdicts)} verdict(s) read (exit {done.returncode})")
     why = "; ".join(smoke_report.headline(v) for v in verdicts if smoke_report.state_of(v) != "healthy")
     _step(report, "smoke", done.returncode == 0 and smoke_report.all_healthy(verdicts), started,
           why=why or f"exit {done.returncode}" + ("" if verdicts else ", no verdict"),
@@ -298,14 +299,11 @@ def _train(cluster: LocalCluster, steps: int, report: dict[str, Any], recorder: 
                               "--checkpoint-every", str(max(steps // 3, 1)), timeout_s=300)
     train = report["train"] = parse_result(done.stdout)
     stamps = {s["phase"]: s for s in timeline.parse_stamp_lines(done.stdout)}
-    if "compiled" in stamps:
-        recorder.take([stamps["compiled"]])
-    if "first_step" in stamps:  # what else the minutes before the first step went to, in the demo
-        smoke_s = next(s["duration_s"] for s in report["steps"] if s["step"] == "smoke")
-        placed = (f"; JaxTrainer's workers placed at {stamps['reserved']['wall'] - recorder.start_wall:.1f}s"
+    if "trainer_started" in stamps:  # from the smoke check's end: the train job's driver, then JaxTrainer's start
+        placed = (f"; its workers placed at {stamps['reserved']['wall'] - recorder.start_wall:.1f}s"
                   if "reserved" in stamps else "")
-        stamps["first_step"]["detail"] += f"; before it the smoke check ({smoke_s:.1f}s){placed}"
-        recorder.take([stamps["first_step"]])
+        stamps["trainer_started"]["detail"] = "the train job's driver, " + stamps["trainer_started"]["detail"] + placed
+    recorder.take(stamps[phase] for phase in ("trainer_started", "compiled", "first_step") if phase in stamps)
     ok = done.returncode == 0 and bool(train and train.get("ok"))
     _step(report, "train", ok, started, why=str((train or {}).get("error") or f"exit {done.returncode}"),
           exit_code=done.returncode,
@@ -327,7 +325,8 @@ def _train_preempted(cluster: LocalCluster, args: argparse.Namespace, report: di
                  every=max(steps // 3, 1), progress=_say)
     train = report["train"] = done["train"]
     cut = report["preemption"] = done["preemption"]
-    stamps = [s for s in timeline.parse_stamp_lines(done["stdout"]) if s["phase"] in ("compiled", "first_step")]
+    stamps = [s for s in timeline.parse_stamp_lines(done["stdout"])
+              if s["phase"] in ("trainer_started", "compiled", "first_step")]
     recorder.take(stamps)
     compiled = compile_cache.first_and_resumed(train.get("compile_attempts") or [])
     if compiled is not None:  # the resumed start's compile beside the first one's: what the cache saved
