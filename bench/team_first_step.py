@@ -3,11 +3,12 @@ started with ``ray job submit`` by hand (a plain JaxTrainer driver), on one runn
 
     .venv/bin/python bench/team_first_step.py [--repeats 3] [--json]
 
-One emulated v6e 2x4 slice (2 hosts x 4 chips) is started once (not timed) and stopped by PID at the end. Each repeat
-runs both paths in turn (alternating which goes first) on the same cluster: the time from launching the command to
-the function's first ``ray.train.report`` (rank 0 writes its wall time to a file: no log parsing), and the time to
-the command's end. ``submit --local``'s own timeline (``--report``) says where its seconds went. Prints p50 of each
-path, the ratio kit/hand in the same run, and the machine's load average (a shared machine's figures are noisy).
+One emulated v6e 4x4 slice (4 hosts x 4 chips, as the demo) is started once (not timed) and stopped by PID at the
+end. Each repeat runs both paths in turn (alternating which goes first) on the same cluster: the time from launching
+the command to the function's first ``ray.train.report`` (rank 0 writes its wall time to a file: no log parsing),
+and the time to the command's end. ``submit --local``'s own timeline (``--report``) says where its seconds went.
+Prints p50 of each path, the ratio kit/hand in the same run, and the machine's load average (a shared machine's
+figures are noisy).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from lm.train import train_loop
 ray.init()
 config = json.loads(sys.argv[1])
 JaxTrainer(train_loop, train_loop_config=config,
-           scaling_config=ScalingConfig(use_tpu=True, topology="2x4", accelerator_type="TPU-V6E", num_workers=2,
+           scaling_config=ScalingConfig(use_tpu=True, topology="4x4", accelerator_type="TPU-V6E", num_workers=4,
                                         resources_per_worker={"TPU": 4, "CPU": 1}),
            run_config=RunConfig(name=config["tag"], storage_path=sys.argv[2])).fit()
 print("hand run done")
@@ -64,7 +65,7 @@ project: my-ml-project
 region: us-east5
 cluster: {{name: ray-tpu}}
 slices:
-  - {{name: train, generation: v6e, topology: 2x4, machine_type: ct6e-standard-4t, zone: us-east5-b}}
+  - {{name: train, generation: v6e, topology: 4x4, machine_type: ct6e-standard-4t, zone: us-east5-b}}
 workloads:
   - name: pretrain
     kind: train
@@ -111,14 +112,15 @@ def kit(config: Path, cluster: local.LocalCluster, marks: Path) -> dict[str, Any
 
 
 def hand(config: Path, cluster: local.LocalCluster, marks: Path) -> dict[str, Any]:
-    """``ray job submit --working-dir src -- python hand.py CONFIG STORAGE``: the function in a plain JaxTrainer."""
+    """``ray job submit --working-dir src -- PYTHON hand.py CONFIG STORAGE``: the function in a plain JaxTrainer (this
+    interpreter, as ``submit --local`` puts it first on the job's PATH)."""
     tag = f"h{secrets.token_hex(2)}"
     train_config = {"steps": 2, "marks": str(marks), "tag": tag}
     env = {**os.environ, **cluster.ray_cli_env()}
     ray_cli = str(Path(sys.executable).with_name("ray"))
     started = time.time()
     done = subprocess.run([ray_cli, "job", "submit", "--working-dir", str(config.parent / "src"),
-                           "--submission-id", tag, "--", "python", "hand.py", json.dumps(train_config),
+                           "--submission-id", tag, "--", sys.executable, "hand.py", json.dumps(train_config),
                            str(Path(cluster.run_dir) / "hand-checkpoints")],
                           capture_output=True, text=True, timeout=600, env=env, cwd=config.parent)
     ended = time.time()
