@@ -108,7 +108,7 @@ def kit(config: Path, cluster: local.LocalCluster, marks: Path) -> dict[str, Any
                   if r["at_s"] is not None}
     return {"exit": done.returncode, "first_step_s": None if first is None else round(first - started, 2),
             "total_s": round(ended - started, 2), "phases": phases,
-            **({} if done.returncode == 0 else {"stderr": done.stderr[-1500:]})}
+            **({} if done.returncode == 0 else {"stderr": done.stderr[-800:], "stdout": done.stdout[-1500:]})}
 
 
 def hand(config: Path, cluster: local.LocalCluster, marks: Path) -> dict[str, Any]:

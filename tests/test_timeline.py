@@ -10,6 +10,7 @@ kit's client from the loopback API server, end to end.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -257,7 +258,7 @@ def test_kubernetes_times_parse(value: Any, seconds: float | None) -> None:
     assert kube_timeline.parse_time(value) == seconds
 
 
-def assert_phases_tile_the_run(run: dict[str, Any]) -> None:
+def assert_phases_tile_the_run(run: Mapping[str, Any]) -> None:
     """The phases reached do not overlap (each starts where the one before it ended, in order) and their durations add
     up to the wall time; a phase not reached adds nothing."""
     previous = 0.0
@@ -273,7 +274,7 @@ def assert_phases_tile_the_run(run: dict[str, Any]) -> None:
     assert sum(r["duration_s"] for r in run["phases"]) == pytest.approx(run["wall_s"], abs=0.01)
 
 
-def _compile_s(run: dict[str, Any]) -> float:
+def _compile_s(run: Mapping[str, Any]) -> float:
     return next(r["duration_s"] for r in run["phases"] if r["phase"] == "compiled")
 
 
