@@ -46,7 +46,7 @@ def test_demo_passes_every_step_within_memory_and_leaves_nothing_running(tmp_pat
     assert "host 0" in out, "the slice map of describe is part of the demo's output"
     assert not local.tagged_processes(f"{local.TMP_PREFIX}d{proc.pid}-")
     # where the minutes went: the whole demo, phases the emulated slice lacks said so, the first *training* step
-    assert_emulated_timeline(report["timeline"], took)
+    assert_emulated_timeline(report["timeline"], took, smoke_checked="measured")
     first = next(r for r in report["timeline"]["phases"] if r["phase"] == "first_step")
     assert first["detail"].startswith("training step 1 done")
     assert "== where the minutes went" in out

@@ -122,18 +122,18 @@ def _raytpu(*args: str, run_dir: Path, timeout: float = 300, command: str = "loc
 
 
 def assert_emulated_timeline(run: dict[str, Any], took_s: float, reserved: str = "measured",
-                             compiled: str = "measured") -> None:
+                             compiled: str = "measured", smoke_checked: str = "not applicable") -> None:
     """A local run's timeline (raytpu.core.common.timeline): every phase, in order; the ones the emulated slice lacks
-    said so, the ones it imitates marked emulated (``reserved`` too for the serving CPU twin, whose replica takes CPU
-    bundles), the Ray ones measured; its durations add up to its wall time, which is within 5% of the wall time the
-    caller measured around the whole command."""
+    said so (the smoke check outside the demo), the ones it imitates marked emulated (``reserved`` too for the
+    serving CPU twin, whose replica takes CPU bundles), the Ray ones measured; its durations add up to its wall time,
+    which is within 5% of the wall time the caller measured around the whole command."""
     from raytpu.core.common import timeline
     rows = {r["phase"]: r for r in run["phases"]}
     assert list(rows) == list(timeline.PHASES)
     assert {p: rows[p]["status"] for p in timeline.PHASES} == {
         "applied": "emulated", "scheduled": "not applicable", "nodes_ready": "not applicable",
-        "webhook_env": "emulated", "ray_joined": "measured", "reserved": reserved, "compiled": compiled,
-        "first_step": "measured", "finished": "measured"}
+        "webhook_env": "emulated", "ray_joined": "measured", "reserved": reserved, "smoke_checked": smoke_checked,
+        "trainer_started": compiled, "compiled": compiled, "first_step": "measured", "finished": "measured"}
     if compiled == "measured":  # from JAX's own monitoring events (raytpu/workloads/compile_watch.py)
         assert "cache hit(s)" in rows["compiled"]["detail"]
     assert "no Kubernetes scheduler" in rows["scheduled"]["detail"]

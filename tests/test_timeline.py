@@ -10,6 +10,8 @@ kit's client from the loopback API server, end to end.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -48,6 +50,8 @@ def test_every_phase_is_listed_in_order_and_the_durations_add_up_to_the_wall_tim
               timeline.stamp("webhook_env", "env", wall=start + 1.0),
               timeline.stamp("ray_joined", "joined", wall=start + 50.0),
               timeline.stamp("reserved", "reserved", wall=start + 51.0),
+              timeline.stamp("smoke_checked", "smoke", wall=start + 55.0),
+              timeline.compile_started(start + 70.0, 10.0, "trainer's start"),
               timeline.stamp("compiled", "XLA compile", wall=start + 70.0),
               timeline.stamp("first_step", "step 1", wall=start + 80.0)])
     clock.advance(99.5)
@@ -56,7 +60,8 @@ def test_every_phase_is_listed_in_order_and_the_durations_add_up_to_the_wall_tim
     assert run["wall_s"] == 100.0
     took = {r["phase"]: r["duration_s"] for r in run["phases"]}
     assert took == {"applied": 0.5, "scheduled": 29.5, "nodes_ready": 0.0, "webhook_env": 0.0, "ray_joined": 20.0,
-                    "reserved": 1.0, "compiled": 19.0, "first_step": 10.0, "finished": 20.0}
+                    "reserved": 1.0, "smoke_checked": 4.0, "trainer_started": 5.0, "compiled": 10.0,
+                    "first_step": 10.0, "finished": 20.0}
     assert sum(took.values()) == pytest.approx(run["wall_s"])
     at = {r["phase"]: r["at_s"] for r in run["phases"]}
     assert at["nodes_ready"] == 25.0 and at["webhook_env"] == 1.0  # when it happened is kept as it was
@@ -251,3 +256,101 @@ def test_expected_pods_reads_the_kuberay_worker_groups() -> None:
                                                 (None, None), ("", None), ("yesterday", None), (5, None)])
 def test_kubernetes_times_parse(value: Any, seconds: float | None) -> None:
     assert kube_timeline.parse_time(value) == seconds
+
+
+def assert_phases_tile_the_run(run: Mapping[str, Any]) -> None:
+    """The phases reached do not overlap (each starts where the one before it ended, in order) and their durations add
+    up to the wall time; a phase not reached adds nothing."""
+    previous = 0.0
+    for row in run["phases"]:
+        if row["at_s"] is None:
+            assert row["duration_s"] == 0.0 and row["status"] in (timeline.NOT_REACHED, timeline.NOT_APPLICABLE), row
+            continue
+        end = min(max(row["at_s"], previous), run["wall_s"])
+        assert row["duration_s"] == pytest.approx(end - previous, abs=0.002), row
+        assert row["duration_s"] >= 0.0
+        previous = end
+    assert previous == pytest.approx(run["wall_s"], abs=0.002)
+    assert sum(r["duration_s"] for r in run["phases"]) == pytest.approx(run["wall_s"], abs=0.01)
+
+
+def _compile_s(run: Mapping[str, Any]) -> float:
+    return next(r["duration_s"] for r in run["phases"] if r["phase"] == "compiled")
+
+
+def test_a_recorded_demos_phases_tile_its_run_and_compiled_is_the_compile_alone() -> None:
+    recorded = json.loads((Path(__file__).parent / "data" / "demo_timeline.json").read_text())
+    run = recorded["timeline"]
+    assert_phases_tile_the_run(run)
+    rows = {r["phase"]: r for r in run["phases"]}
+    assert [p for p in timeline.PHASES if rows[p]["status"] == timeline.MEASURED] == [
+        "ray_joined", "reserved", "smoke_checked", "trainer_started", "compiled", "first_step", "finished"]
+    assert _compile_s(run) == pytest.approx(recorded["compile"]["s"], abs=0.002)  # what jax.monitoring timed
+
+
+def _train_metrics(placed: float, compile_s: float, compiled_wall: float, first_step: float) -> dict[str, Any]:
+    return {"placed_wall": placed, "workers": 4, "slice_name": "s0", "first_step_wall": first_step, "first_step": 1,
+            "compile_attempts": [{"s": compile_s, "hits": 7, "misses": 0, "wall": compiled_wall}]}
+
+
+@pytest.mark.parametrize("compile_s", [0.14, 3.0])
+def test_a_demos_timeline_names_the_smoke_check_the_trainers_start_and_the_compile_apart(
+        compile_s: float, capsys: pytest.CaptureFixture[str]) -> None:
+    from raytpu.workloads.train import train_stamps
+
+    clock = Clock()
+    rec = recorder(clock)
+    start = clock.wall
+    rec.mark("applied", "slice starts", timeline.EMULATED)
+    clock.advance(16.6)
+    rec.mark("ray_joined", "4 nodes")
+    rec.take([timeline.stamp("reserved", "smoke's bundles", wall=start + 18.0)])
+    clock.advance(15.3)
+    rec.mark("smoke_checked", "1 verdict")  # at 31.9 s
+    rec.take(train_stamps(_train_metrics(placed=start + 46.0, compile_s=compile_s, compiled_wall=start + 50.0,
+                                         first_step=start + 50.5)))
+    clock.advance(25.0)
+    run = rec.finish("torn down")
+    assert_phases_tile_the_run(run)
+    took = {r["phase"]: r["duration_s"] for r in run["phases"]}
+    assert took["smoke_checked"] == pytest.approx(13.9)  # the smoke check, after its reservation
+    assert took["compiled"] == pytest.approx(compile_s)  # the compile alone, not the trainer's start
+    assert took["trainer_started"] == pytest.approx(50.0 - compile_s - 31.9)
+    assert "imports and set-up" in {r["phase"]: r["detail"] for r in run["phases"]}["trainer_started"]
+    assert "RAYTPU_TIMELINE" in capsys.readouterr().out
+
+
+def test_a_submitted_team_runs_timeline_has_no_smoke_check_and_tiles_the_run(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from raytpu.workloads.team_train import Reports, team_stamps
+
+    clock = Clock()
+    rec = recorder(clock)
+    start = clock.wall
+    rec.mark("applied", "submitted", timeline.EMULATED)
+    reports = Reports()
+    reports.started(start + 5.0, resumed=False)
+    reports.compiled({"s": 0.5, "hits": 0, "misses": 2, "wall": start + 8.0})
+    reports.reported(start + 9.0, {"loss": 1.0}, None)
+    rec.take(timeline.parse_stamp_lines("\n".join(timeline.stamp_line(s) for s in
+                                                  team_stamps(reports.summary()["attempts"]))))
+    clock.advance(12.0)
+    run = rec.finish()
+    assert_phases_tile_the_run(run)
+    rows = {r["phase"]: r for r in run["phases"]}
+    assert rows["smoke_checked"]["status"] == timeline.NOT_APPLICABLE
+    assert [rows[p]["duration_s"] for p in ("reserved", "trainer_started", "compiled", "first_step")] == [
+        5.0, 2.5, 0.5, 1.0]
+    capsys.readouterr()
+
+
+def test_a_program_that_compiles_without_a_trainer_says_so() -> None:
+    clock = Clock()
+    rec = recorder(clock)
+    rec.take([timeline.stamp("compiled", "smoke's compile", wall=clock.wall + 1.0)])
+    clock.advance(2.0)
+    rows = {r["phase"]: r for r in rec.finish()["phases"]}
+    assert rows["trainer_started"]["status"] == timeline.NOT_APPLICABLE
+    assert rows["trainer_started"]["detail"] == timeline.NO_TRAINER
+    unreached = {r["phase"]: r for r in recorder(Clock()).finish()["phases"]}
+    assert unreached["trainer_started"]["status"] == timeline.NOT_REACHED  # stopped before any compile

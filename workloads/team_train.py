@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from raytpu.core.common import errors
-from raytpu.core.common.timeline import Stamp, stamp, stamp_line
+from raytpu.core.common.timeline import Stamp, compile_started, stamp, stamp_line
 from raytpu.core.specs import compile_cache, user_code
 from raytpu.core.specs.spec import WorkloadSpec
 from raytpu.workloads.compile_watch import CompileWatch
@@ -257,6 +257,8 @@ def team_stamps(attempts: list[dict[str, Any]]) -> list[Stamp]:
         made.append(stamp("reserved", "JaxTrainer's workers placed on the slice (the team's function started)",
                           wall=first["started_wall"]))
         if (compiled := first.get("compile")) and compiled.get("wall"):
+            made.append(compile_started(compiled["wall"], compiled["s"], "JaxTrainer's workers placed, then the "
+                                        "team's function up to its first compile (imports, set-up; rank 0)"))
             made.append(stamp("compiled", compile_cache.describe(compiled["s"], compiled["hits"], compiled["misses"])
                               + " (rank 0)", wall=compiled["wall"]))
         if first["first_report_wall"]:

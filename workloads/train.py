@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from raytpu.core.common import errors
-from raytpu.core.common.timeline import Stamp, stamp, stamp_line
+from raytpu.core.common.timeline import Stamp, compile_started, stamp, stamp_line
 from raytpu.core.specs import checkpoints, compile_cache, data, multislice
 from raytpu.core.specs.spec import WorkloadSpec
 from raytpu.core.tpu.plan import RAY_SLICE_LABEL, SlicePlan
@@ -508,6 +508,11 @@ def train_stamps(metrics: dict[str, Any]) -> list[Stamp]:
     attempts = metrics.get("compile_attempts") or []
     if attempts and attempts[-1].get("wall"):
         last = attempts[-1]
+        placed = metrics.get("placed_wall")
+        imports = f"; the loop's imports and set-up {last['wall'] - last['s'] - placed:.1f}s of it" if placed else ""
+        made.append(compile_started(float(last["wall"]), float(last["s"]),
+                                    "JaxTrainer's controller, placement group and worker actors, then the training "
+                                    f"function up to its first compile{imports}"))
         made.append(stamp("compiled", compile_cache.describe(last["s"], last["hits"], last["misses"]),
                           wall=float(last["wall"])))
     if metrics.get("first_step_wall"):

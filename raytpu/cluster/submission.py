@@ -192,7 +192,7 @@ def service_unmeasured(serve_endpoint: str) -> dict[str, str]:
     }.get(serve_endpoint, f"security.serve_endpoint {serve_endpoint}")
     inside = ("not measured by `submit --wait` for a RayService: its replicas reserve their slices inside the "
               "cluster, where no program of ours runs to stamp this phase")
-    return {"ray_joined": inside, "reserved": inside,
+    return {"ray_joined": inside, "reserved": inside, "trainer_started": inside,
             "compiled": "not measured for a RayService: vLLM compiles inside its engine, with its own XLA cache",
             "first_step": f"first token not measured by `submit --wait`: {where}; `raytpu demo --serve` measures "
                           "it on the emulated slice with the openai client"}

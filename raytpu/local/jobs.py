@@ -42,10 +42,12 @@ def compile_env(cluster: LocalCluster, work: WorkloadSpec) -> dict[str, str]:
 
 
 def run_workload(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: float = 600.0,
-                 echo: Progress | None = None, work: WorkloadSpec | None = None) -> subprocess.CompletedProcess[str]:
+                 echo: Progress | None = None, work: WorkloadSpec | None = None,
+                 on_stdout: Progress | None = None) -> subprocess.CompletedProcess[str]:
     """Runs a workload as a driver process, as a RayJob entrypoint would (spec ``work`` in ``RAYTPU_WORKLOAD``, default
-    :meth:`LocalCluster.workload`); stderr lines go to ``echo`` as they come, stdout is captured. RuntimeFailure past
-    ``timeout_s`` (killed)."""
+    :meth:`LocalCluster.workload`); stderr lines go to ``echo`` as they come, stdout is captured (each line also to
+    ``on_stdout`` as it comes: a stamp line can start the next step early). RuntimeFailure past ``timeout_s``
+    (killed)."""
     cmd = workload_command(kind_name, *extra)
     spec = work or cluster.workload(kind_name)
     env = cluster.driver_env() | compile_env(cluster, spec) | spec.workload_env()
@@ -63,9 +65,14 @@ def run_workload(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: 
 
     # one reader per pipe: `communicate` would read stderr too and take lines from under `pump` (seen under load:
     # a failed smoke run's stderr came back empty)
-    readers = [threading.Thread(target=pump, daemon=True),
-               threading.Thread(target=lambda: out_parts.append(proc.stdout.read() if proc.stdout else ""),
-                                daemon=True)]
+    def pump_out() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            out_parts.append(line)
+            if on_stdout is not None:
+                on_stdout(line.rstrip("\n"))
+
+    readers = [threading.Thread(target=pump, daemon=True), threading.Thread(target=pump_out, daemon=True)]
     for reader in readers:
         reader.start()
     try:

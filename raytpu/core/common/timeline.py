@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, NotRequired, TypedDict
 
 PHASES: tuple[str, ...] = ("applied", "scheduled", "nodes_ready", "webhook_env", "ray_joined", "reserved",
-                           "compiled", "first_step", "finished")
+                           "smoke_checked", "trainer_started", "compiled", "first_step", "finished")
 """Every phase of a run, in the order a run passes them."""
 
 MEANING: dict[str, str] = {
@@ -26,8 +26,11 @@ MEANING: dict[str, str] = {
                    "admission)",
     "ray_joined": "every host's Ray node alive with its slice labels (ray.io/tpu-slice-name, ray.io/tpu-worker-id)",
     "reserved": "the whole slice reserved (one placement-group bundle per host)",
-    "compiled": "XLA compilation before the first step done (or its executables loaded from JAX's persistent "
-                "compilation cache): seconds, cache hits and misses",
+    "smoke_checked": "the smoke check's verdicts read (raytpu demo checks the slice before it trains)",
+    "trainer_started": "the trainer started up to its first compile: Ray Train's controller, the placement group, "
+                       "the worker actors, the training function's imports and set-up (the time before its compiles)",
+    "compiled": "XLA compilation before the first step (or its executables loaded from JAX's persistent "
+                "compilation cache): exactly the seconds jax.monitoring timed, with cache hits and misses",
     "first_step": "the first training step, the first token, or the smoke check's first host result",
     "finished": "the run ended (result read)",
 }
@@ -49,6 +52,12 @@ EMULATED = "emulated"
 NOT_APPLICABLE = "not applicable"
 NOT_REACHED = "not reached"
 STATUSES = (MEASURED, EMULATED, NOT_APPLICABLE, NOT_REACHED)
+
+NO_TRAINER = "no trainer in this run: its program compiled without one (its start is in the phases before)"
+OPTIONAL: dict[str, str] = {
+    "smoke_checked": "no smoke check in this run (raytpu demo runs one before it trains)",
+}
+"""Phases only some runs have: one never reached is "not applicable" (with this detail), not "not reached"."""
 
 MARK = "RAYTPU_TIMELINE"
 """Prefix of a workload's stamp lines, so a run that dies early still tells how far it got."""
@@ -105,6 +114,13 @@ def stamp(phase: str, detail: str, status: str = MEASURED, wall: float | None = 
 def stamp_line(made: Mapping[str, Any]) -> str:
     """The line a workload prints for a stamp (:data:`MARK`)."""
     return f"{MARK} {json.dumps(dict(made), sort_keys=True, separators=(',', ':'))}"
+
+
+def compile_started(compiled_wall: float, compile_s: float, detail: str) -> Stamp:
+    """The ``trainer_started`` stamp of a trainer whose compiles (``compile_s`` in all, as ``jax.monitoring`` timed
+    them) ended at ``compiled_wall``: placed ``compile_s`` before it, so ``compiled`` adds exactly the compile seconds
+    and everything before them (controller, placement, actors, imports, set-up) is the trainer's start."""
+    return stamp("trainer_started", detail, wall=compiled_wall - max(compile_s, 0.0))
 
 
 def parse_stamp_lines(text: str) -> list[Stamp]:
@@ -205,6 +221,10 @@ class Recorder:
         rows: list[PhaseRow] = []
         previous = 0.0
         for phase in self.phases:
+            if phase in OPTIONAL and phase not in self._status:
+                self.absent(phase, self._detail.get(phase) or OPTIONAL[phase])
+            if phase == "trainer_started" and phase not in self._status and "compiled" in self._at:
+                self.absent(phase, NO_TRAINER)  # a program compiled without a trainer (the smoke check)
             status = self._status.get(phase, NOT_REACHED)
             at = self._at.get(phase)
             row: PhaseRow = {"phase": phase, "status": status, "at_s": None if at is None else round(at, 3),

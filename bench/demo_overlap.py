@@ -1,0 +1,81 @@
+"""Benchmark of ``raytpu demo`` with its train driver started during the smoke check (the default) beside the same demo
+with it started after the smoke (``RAYTPU_DEMO_OVERLAP=0``), alternating, in one run.
+
+    .venv/bin/python bench/demo_overlap.py [--repeats 2] [--json]
+
+Each repeat runs both (order alternating) with ``--no-synth`` into a run directory of its own; prints the demo's wall
+time, its timeline's phase durations (slice start, smoke check, trainer's start, compile, first step) and the ratio
+overlapped/serial of the p50 wall times, with the machine's load average (a shared machine's figures are noisy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+PHASES = ("ray_joined", "reserved", "smoke_checked", "trainer_started", "compiled", "first_step", "finished")
+
+
+def demo(overlap: bool, folder: Path) -> dict[str, Any]:
+    report = folder / f"demo-{int(overlap)}.json"
+    env = {**os.environ, "RAYTPU_DEMO_OVERLAP": "1" if overlap else "0"}
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "raytpu", "demo", "--no-synth", "--report", str(report),
+                           "--dir", str(folder / "run")], capture_output=True, text=True, timeout=900, env=env)
+    took = time.monotonic() - started
+    out: dict[str, Any] = {"exit": done.returncode, "wall_s": round(took, 1)}
+    if report.exists():
+        document = json.loads(report.read_text())
+        out["phases"] = {r["phase"]: r["duration_s"] for r in document["timeline"]["phases"] if r["phase"] in PHASES}
+        out["final_loss"] = (document.get("train") or {}).get("final_loss")
+    if done.returncode:
+        out["stderr"] = done.stderr[-1500:]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    folder = Path(tempfile.mkdtemp(prefix="raytpu-bench-demo-"))
+    runs: dict[str, list[dict[str, Any]]] = {"overlapped": [], "serial": []}
+    load_before = [round(x, 1) for x in os.getloadavg()]
+    try:
+        for i in range(args.repeats):
+            for overlap in ((True, False) if i % 2 == 0 else (False, True)):
+                result = demo(overlap, folder)
+                runs["overlapped" if overlap else "serial"].append(result)
+                print(f"repeat {i + 1} {'overlapped' if overlap else 'serial'}: {json.dumps(result)}",
+                      file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    out: dict[str, Any] = {"runs": runs, "loadavg_before": load_before,
+                           "loadavg_after": [round(x, 1) for x in os.getloadavg()]}
+    for name, got in runs.items():
+        walls = [r["wall_s"] for r in got if r["exit"] == 0]
+        out[f"{name}_p50_s"] = round(statistics.median(walls), 1) if walls else None
+    if out["overlapped_p50_s"] and out["serial_p50_s"]:
+        out["ratio"] = round(out["overlapped_p50_s"] / out["serial_p50_s"], 2)
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
+        print(f"load average before {out['loadavg_before']}, after {out['loadavg_after']}")
+        for name, got in runs.items():
+            print(f"  {name:<10} p50 {out[f'{name}_p50_s']}s; phases: " +
+                  "; ".join(json.dumps(r.get("phases")) for r in got))
+        print(f"  overlapped/serial: {out.get('ratio')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
