@@ -37,7 +37,8 @@ def samples(spec: ClusterSpec) -> list[WorkloadSpec]:
     return [
         WorkloadSpec(name="serve-all", kind=kind("serve"), slice=serve, image=IMAGE, model="Qwen/Qwen3-0.6B",
                      model_source="gs://team-models/qwen3", max_model_len=2048,
-                     engine_kwargs={"gpu_memory_utilization": 0.8}, hf_token_secret=SecretKeyRef(name="hf", key="t")),
+                     engine_kwargs={"gpu_memory_utilization": 0.8}, hf_token_secret=SecretKeyRef(name="hf", key="t"),
+                     chat_template_kwargs={"enable_thinking": False}),
         WorkloadSpec(name="batch-all", kind=kind("batch"), slice=serve, input="gs://team-data/in.jsonl",
                      output="gs://team-data/out", max_tokens=7, temperature=0.5, top_p=0.9, stop=("x", "y"),
                      chat_template=False),
@@ -46,7 +47,9 @@ def samples(spec: ClusterSpec) -> list[WorkloadSpec]:
                      compile_cache="teams/ml/cache", compile_budget_s=42.5, run_time_s=1234, ray_disk_gib=77,
                      keep_checkpoints=5),
         WorkloadSpec(name="job-all", kind=kind("job"), slice=train, code="/abs/src", retries=2,
-                     entrypoint="python tools/reserve.py --topology 4x4", run_time_s="unlimited"),
+                     entrypoint="python tools/reserve.py --topology 4x4", run_time_s="unlimited",
+                     requirements="requirements.txt", env={"WANDB_PROJECT": "lm"}, secrets={"WANDB_API_KEY": "wandb-key"}),
+        WorkloadSpec(name="app-all", kind=kind("serve"), slice=serve, code="/abs/src", serve_app="lm.serve:app"),
     ]
 
 

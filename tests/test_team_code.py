@@ -376,7 +376,8 @@ def test_a_spec_holding_what_the_submitters_bash_expands_travels_encoded(spec: A
     env = work.workload_env()
     assert env["RAYTPU_WORKLOAD"].startswith("base64:") and "$" not in env["RAYTPU_WORKLOAD"]
     assert WorkloadSpec.from_env(env) == replace(work, code=user_code.SHIPPED_CODE)
-    assert not spec.workload("custom").workload_env()["RAYTPU_WORKLOAD"].startswith("base64:")  # plain JSON stays readable
+    plain = spec.workload("custom").workload_env()["RAYTPU_WORKLOAD"]
+    assert not plain.startswith("base64:")  # plain JSON stays readable
 
 
 @pytest.mark.parametrize("entrypoint", ["python a.py && echo x", "python a.py; rm -rf /", "python a.py | tee log",

@@ -46,7 +46,8 @@ def deploy_team_app(cluster: LocalCluster, work: WorkloadSpec, timeout_s: float,
     except subprocess.TimeoutExpired as exc:
         raise RuntimeFailure(f"local.serve: {work.name} did not deploy within {timeout_s + 60:g}s",
                              "a larger --timeout-s") from exc
-    sys.stderr.write(done.stderr)
+    for line in done.stderr.splitlines():  # Serve's own log of the deploy, through the command's sink
+        progress(line)
     found = dict(line.split(": ", 1) for line in done.stdout.splitlines() if ": " in line)
     if done.returncode != 0 or "endpoint" not in found:
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
