@@ -114,7 +114,7 @@ class WorkloadIdentity(Construct):
         self.gsa = service_account.ServiceAccount(
             self, "gsa", account_id=props.account_id, project=props.project, display_name=props.display_name)
         # An upgrade from the shared `ray` KSA moves no principal between addresses: a replaced iam_member removes its
-        # member while another address adds it, in no set order (docs/FACTS.md 27.b).
+        # member while another address adds it, in no set order (docs/FACTS.md 31.b).
         self.binding = service_account_iam_member.ServiceAccountIamMember(
             self, "workload-identity-user" if props.legacy_ksa is None else "workload-identity-user-cluster",
             service_account_id=self.gsa.name,

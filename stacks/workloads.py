@@ -82,7 +82,7 @@ class WorkloadsStack(TerraformStack):
         declare_backend(self, id, spec)
 
         self.namespace = KubernetesNamespace(self, "namespace", KubernetesNamespaceProps(name=spec.namespace))
-        legacy = spec.cluster.legacy_ksa  # cluster.legacy_ksa: no KSA changes name at an address (FACTS 27.b)
+        legacy = spec.cluster.legacy_ksa  # cluster.legacy_ksa: no KSA changes name at an address (FACTS 31.b)
         self.service_account = KubernetesServiceAccount(self, "ksa" if legacy is None else "ksa-cluster",
                                                         KubernetesServiceAccountProps(
             name=spec.ksa_name, namespace=self.namespace.name, gsa_email=cluster.identity.email))

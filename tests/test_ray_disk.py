@@ -59,7 +59,7 @@ def test_no_general_purpose_pod_the_kit_emits_on_autopilot_asks_for_more_than_au
     """Every non-TPU pod (the head, the RayJob submitter) of every emitted Autopilot object: its containers'
     ephemeral-storage requests (Autopilot's 1 GiB default where none is set) plus the GCS FUSE sidecar's 5 GiB
     where the pod mounts the bucket stay within the class's per-Pod maximum, or Autopilot rejects the pod.
-    Source: GKE autopilot-resource-requests, "must be between 10 MiB and 10 GiB" (docs/FACTS.md 27.a)"""
+    Source: GKE autopilot-resource-requests, "must be between 10 MiB and 10 GiB" (docs/FACTS.md 31.a)"""
     from emitted import every_object, pods_of
     checked = 0
     for item in every_object():

@@ -79,7 +79,7 @@ def core_zip_digest() -> str:
 def core_zip_object(version: str = __version__, digest: str | None = None) -> str:
     """The object name of the kit's core zip in the bucket, named by its content: ``raytpu/raytpu-<version>-<sha256
     16>.zip``. A job imports exactly the code it was built against: a zip another writer put under a version's name
-    is not the one jobs name (issue 49 item 5; docs/FACTS.md 27.c)."""
+    is not the one jobs name (issue 49 item 5; docs/FACTS.md 31.c)."""
     return f"raytpu/raytpu-{version}-{digest or core_zip_digest()}.zip"
 
 

@@ -28,7 +28,7 @@ LEGACY_KSA = ("keep", "drop")
 """``cluster.legacy_ksa``, for a cluster first deployed before the per-cluster KSA (``<cluster>-ray``), whose pods
 ran as ``ray``: ``keep`` binds both principals and keeps the ``ray`` KSA at the addresses they had (the upgrade only
 adds); ``drop``, once every workload runs as the new KSA, removes the old ones (the upgrade only deletes). Absent:
-a cluster deployed with this kit. README "Upgrading from the shared ray KSA"; docs/FACTS.md 27.b."""
+a cluster deployed with this kit. README "Upgrading from the shared ray KSA"; docs/FACTS.md 31.b."""
 CONTROL_PLANE_ACCESS = ("dns", "ip")
 RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
 WEEKDAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")

@@ -58,7 +58,7 @@ AUTOPILOT_POD_MAX_GIB = 10
 sidecar's included): a Pod that asks for more is rejected, not scaled down. The Ray head runs in that class.
 Source: https://cloud.google.com/kubernetes-engine/docs/concepts/autopilot-resource-requests ("The ephemeral storage
 request must be between 10 MiB and 10 GiB for all compute classes and hardware configurations", quoted in
-GoogleCloudPlatform/gcs-fuse-csi-driver#21; #57 (2024) says the same 10Gi; docs/FACTS.md 24.za, 27.a)."""
+GoogleCloudPlatform/gcs-fuse-csi-driver#21; #57 (2024) says the same 10Gi; docs/FACTS.md 24.za, 31.a)."""
 MARGIN_GIB = 2.0
 """Room left when the kit sizes a disk: GKE's allocatable is modelled, not published per size (docs/FACTS.md 24.t)."""
 
