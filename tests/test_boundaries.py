@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -370,3 +372,19 @@ def test_no_tpu_literal_outside_the_catalog(path: Path) -> None:
                if isinstance(node, ast.Constant) and isinstance(node.value, str)}
     found = {lit for lit in tpu_literals() for s in strings if re.search(rf"(?<![\w-]){re.escape(lit)}(?![\w-])", s)}
     assert not found, f"{path.name} spells catalog facts: {sorted(found)}"
+
+
+def test_collecting_the_tests_loads_no_ray() -> None:
+    """Ray 2.60 reads its auth mode once, when ``ray._raylet`` loads; the slice tier's session sets token auth before
+    its first cluster (tests/conftest.py), so a test module importing Ray at collection breaks every slice test."""
+    here = Path(__file__).resolve().parent
+    modules = sorted(p.stem for p in here.glob("test_*.py"))
+    script = ("import sys\nsys.path.insert(0, sys.argv[1])\n"
+              "for name in sys.argv[2:]:\n    try:\n        __import__(name)\n"
+              "    except BaseException:\n        pass  # a module that skips itself (pytest.skip) or needs .venv-serve\n"
+              "    if 'ray._raylet' in sys.modules:\n        print(name)\n        break\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    done = subprocess.run([sys.executable, "-c", script, str(here), *modules], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=here)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "", f"{done.stdout.strip()} loads Ray when imported: import it inside the test"

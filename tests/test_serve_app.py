@@ -14,8 +14,6 @@ import pytest
 import yaml
 from crd import schema_errors, webhook_errors
 from image_refs import FIXTURE_IMAGES, FIXTURE_REFS
-from ray import serve
-from ray.serve.schema import ServeDeploySchema
 from starlette.requests import Request
 
 from raytpu import images
@@ -58,6 +56,8 @@ def test_the_rayservice_passes_the_vendored_crds_and_rays_serve_schema(spec: Any
     assert obj["kind"] == "RayService"
     assert schema_errors(obj) == [] and webhook_errors(obj) == []
     config = yaml.safe_load(obj["spec"]["serveConfigV2"])
+    from ray.serve.schema import ServeDeploySchema  # Ray loads here, not at collection (tests/conftest.py: auth)
+
     ServeDeploySchema.model_validate(config)  # Ray 2.60's own schema of what the dashboard accepts
     [app] = config["applications"]
     assert app["import_path"] == team_serving.BUILDER == "raytpu.workloads.team_serve:build"
@@ -105,18 +105,27 @@ class _Front:
         return "front"
 
 
-Big = serve.deployment(name="Big", ray_actor_options={"resources": {"TPU": 8}})(_Big)
-Front = serve.deployment(name="Front")(_Front)
+@pytest.fixture(name="apps")
+def _apps() -> tuple[Any, Any]:
+    """``(Big, Front)`` as Serve deployments: Ray imported by the test that needs it, never at collection (Ray 2.60
+    reads its auth mode once, when ``ray._raylet`` loads: the slice tier's session sets it first)."""
+    from ray import serve
+
+    return (serve.deployment(name="Big", ray_actor_options={"resources": {"TPU": 8}})(_Big),
+            serve.deployment(name="Front")(_Front))
 
 
-def test_a_deployment_larger_than_a_host_is_refused_by_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_deployment_larger_than_a_host_is_refused_by_its_name(monkeypatch: pytest.MonkeyPatch,
+                                                                apps: tuple[Any, Any]) -> None:
+    Big, Front = apps
     monkeypatch.setattr(team_serve, "import_app", lambda *_: Front.bind(Big.bind()))
     with pytest.raises(RuntimeFailure, match=r"deployment Big asks for 8 TPU per replica.*\(4\)"):
         team_serve.build({"serve_app": "lm.serve:app", "chips_per_host": 4})
     assert team_serve.tpu_problems(Front.bind(Big.bind()), 8) == []
 
 
-def test_placement_group_bundles_count_packed_on_one_host() -> None:
+def test_placement_group_bundles_count_packed_on_one_host(apps: tuple[Any, Any]) -> None:
+    Big, _ = apps
     packed = Big.options(ray_actor_options={}, placement_group_bundles=[{"CPU": 1, "TPU": 4}, {"TPU": 4}],
                          placement_group_strategy="STRICT_PACK").bind()
     spread = Big.options(ray_actor_options={}, placement_group_bundles=[{"CPU": 1, "TPU": 4}, {"TPU": 4}],
@@ -129,7 +138,9 @@ def _request(path: str, key: str | None) -> Request:
     return Request({"type": "http", "method": "POST", "path": path, "headers": headers, "query_string": b""})
 
 
-def test_the_ingress_answers_401_without_the_key(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_the_ingress_answers_401_without_the_key(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                 apps: tuple[Any, Any]) -> None:
+    Big, Front = apps
     (tmp_path / "key").write_text("s3cret\n")
     monkeypatch.setattr(team_serve, "import_app", lambda *_: Front.bind(Big.options(ray_actor_options={}).bind()))
     app = team_serve.build({"serve_app": "x:y", "chips_per_host": 4, "api_key_file": str(tmp_path / "key")})
