@@ -55,13 +55,15 @@ OBJECT_NAME_RULE = "1-1024 bytes of UTF-8, no carriage return or line feed, not 
 @dataclass(frozen=True, kw_only=True)
 class BucketObjectProps:
     """Props of :class:`BucketObject`: the object's name (e.g. ``raytpu/raytpu-0.1.0.zip``), the local file (read when
-    the construct is created, so it must exist), its ``Content-Type``, the bucket (set by :meth:`Bucket.add_object`)
-    and ``overrides`` of ``google_storage_bucket_object``."""
+    the construct is created, so it must exist), its ``Content-Type``, the bucket (set by :meth:`Bucket.add_object`),
+    ``keep_replaced`` (an object replaced by a new name or content stays in the bucket for what still reads it) and
+    ``overrides`` of ``google_storage_bucket_object``."""
 
     name: str
     source: str
     content_type: str | None = None
     bucket: str | None = None
+    keep_replaced: bool = False
     overrides: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -104,6 +106,9 @@ class BucketObject(Construct):
             source=self.asset.path,
             source_md5_hash=self.md5_hash,
             content_type=props.content_type,
+            # Source: google provider 8.7.0 storage_bucket_object deletion_policy ("ABANDON": removed from state,
+            # not deleted); a new name is a replacement (ForceNew), and running pods still import the old object
+            deletion_policy="ABANDON" if props.keep_replaced else None,
         )
         _props.apply_overrides(self.object, props.overrides)
 

@@ -124,7 +124,8 @@ class ClusterStack(TerraformStack):
             name=spec.bucket, project=spec.project, location=spec.region, labels=labels,
             cache_prefixes=_cache_prefixes(spec)))
         self.core_zip: BucketObject = self.bucket.add_object("core-zip", BucketObjectProps(
-            name=names.core_zip_object(), source=str(core_zip_file()), content_type="application/zip"))
+            name=names.core_zip_object(), source=str(core_zip_file()), content_type="application/zip",
+            keep_replaced=True))
         self.identity = self.cluster.add_workload_identity("workload-identity", WorkloadIdentityProps(
             project=spec.project, account_id=names.service_account_id(gke.name, "ray"),
             namespace=spec.namespace, ksa_name=spec.ksa_name, bucket=self.bucket.name,

@@ -404,7 +404,8 @@ def test_every_command_chooses_its_config_through_the_one_rule() -> None:
 
     sources = {p.name: p.read_text() for p in Path(raytpu.commands.__file__).parent.glob("*.py")}
     readers = sorted(n for n, text in sources.items() if "args.config" in text)
-    assert readers == ["demo.py", "doctor.py", "images.py", "local.py", "smoke.py", "submit.py", "synth.py", "validate.py"]
+    assert readers == ["demo.py", "doctor.py", "images.py", "local.py", "smoke.py", "submit.py", "synth.py",
+                       "validate.py"]
     for name in readers:
         text = sources[name]
         assert "choose(" in text and "default_path" not in text and "\"raytpu.example.yaml\"" not in text, name

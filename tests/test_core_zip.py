@@ -225,6 +225,9 @@ def test_cluster_stack_uploads_the_core_zip_where_py_modules_looks(example: str)
     assert names.py_modules_uri() == f"file://{names.GCS_MOUNT_PATH}/{obj['name']}"
     assert names.core_zip_uri("b") == f"gs://b/{obj['name']}"
     assert obj["content_type"] == "application/zip"
+    # a new kit version (a new name: a replacement) must not delete the zip running pods' new nodes still import
+    # Source: google provider 8.7.0 storage_bucket_object deletion_policy (ABANDON: left in the bucket)
+    assert obj["deletion_policy"] == "ABANDON"
     assert obj["//"]["metadata"]["path"] == f"{sid}/storage/core-zip/object"  # stable construct ids
     source = obj["source"]
     assert source.startswith("assets/") and not Path(source).is_absolute() and ".." not in source
@@ -322,5 +325,5 @@ def test_add_object_returns_the_child_in_this_bucket(tmp_path: Path) -> None:
     bucket_id = next(iter(resources(synthesized, "google_storage_bucket")))
     assert obj["bucket"] == f"${{google_storage_bucket.{bucket_id}.name}}"
     assert (obj["name"], obj["source_md5hash"], obj["metadata"]) == ("dir/data.bin", md5, {"k": "v"})
-    assert "content_type" not in obj
+    assert "content_type" not in obj and "deletion_policy" not in obj
     assert (tmp_path / "out" / "stacks" / "s" / obj["source"]).read_bytes() == b"hello"

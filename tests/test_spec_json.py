@@ -48,7 +48,8 @@ def samples(spec: ClusterSpec) -> list[WorkloadSpec]:
                      keep_checkpoints=5),
         WorkloadSpec(name="job-all", kind=kind("job"), slice=train, code="/abs/src", retries=2,
                      entrypoint="python tools/reserve.py --topology 4x4", run_time_s="unlimited",
-                     requirements="requirements.txt", env={"WANDB_PROJECT": "lm"}, secrets={"WANDB_API_KEY": "wandb-key"}),
+                     requirements="requirements.txt", env={"WANDB_PROJECT": "lm"},
+                     secrets={"WANDB_API_KEY": "wandb-key"}),
         WorkloadSpec(name="app-all", kind=kind("serve"), slice=serve, code="/abs/src", serve_app="lm.serve:app"),
     ]
 

@@ -1352,6 +1352,26 @@ def test_a_team_dry_run_shows_the_rayjob_with_its_code_and_uploads_nothing(
     assert fake.server.requests == []
 
 
+def test_a_secret_the_cluster_lacks_is_exit_2_naming_it_before_anything_is_applied(
+        fake: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``secretKeyRef`` to a missing Secret or key holds every Ray pod in CreateContainerConfigError until the
+    RayJob's deadline, its slice held (Source: Kubernetes v1 SecretKeySelector: ``optional`` unset, both must exist)."""
+    _team_folder(tmp_path)
+    (tmp_path / "raytpu.yaml").write_text(TEAM_CONFIG.replace(
+        "train_config: {steps: 3}}", "train_config: {steps: 3}, secrets: {WANDB_API_KEY: wandb-key}}"))
+    monkeypatch.setattr(google_api, "upload_code", lambda *a: pytest.fail("uploaded before the secret check"))
+    assert main("submit", "pretrain", "--stack", STACK, "--run-id", "s1") == 2
+    err = capsys.readouterr().err
+    assert ("error: workloads[3].secrets.WANDB_API_KEY: 'wandb-key' names no Secret in namespace ray; valid: create "
+            "it first: kubectl -n ray create secret generic wandb-key --from-literal=value=...") in err
+    fake.server.put({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "wandb-key"},
+                     "data": {"WANDB_API_KEY": "c2VjcmV0"}})
+    assert main("submit", "pretrain", "--stack", STACK, "--run-id", "s1") == 2
+    err = capsys.readouterr().err
+    assert "workloads[3].secrets.WANDB_API_KEY: 'wandb-key' has no key value (it holds WANDB_API_KEY)" in err
+    assert "Traceback" not in err and fake.applied() == [] and fake.applied("networkpolicies") == []
+
+
 def test_a_teams_code_is_uploaded_after_the_checks_and_before_the_rayjob(
         fake: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """The upload itself is tested at the GCS boundary (tests/test_team_code.py); here, its place among the calls."""

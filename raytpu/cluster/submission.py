@@ -13,7 +13,7 @@ from raytpu.cluster import gke, occupancy
 from raytpu.cluster.kube_errors import KubeError
 from raytpu.core.common import errors, names, report, timeline
 from raytpu.core.manifests import kuberay, serving
-from raytpu.core.specs import vllm_rules
+from raytpu.core.specs import run_env, vllm_rules
 from raytpu.runs.following import FollowedRun, Sink, Streams
 from raytpu.teamcode.bundle import Bundle, bundle
 
@@ -90,6 +90,8 @@ def apply(client: KubeClient, run: StackRun, manifest: dict[str, Any], say: Sink
     client.check_schema(manifest, kuberay.MIN_KUBERAY_VERSION)
     if manifest["kind"] == "RayService":
         check_api_key_secret(client, run.spec.security.serve_api_key_secret, run.outputs.namespace)
+    check_team_secrets(client, run.work, f"workloads[{run.spec.workloads.index(run.work)}].secrets",
+                       run.outputs.namespace)
     if run.work.kind.is_job:
         check_free(client, run.work, run.spec.cluster.autopilot)
     if run.work.kind.is_job and (existing := client.get("RayJob", run.name)) is not None:
@@ -228,6 +230,32 @@ def check_api_key_secret(client: KubeClient, secret: str | None, namespace: str)
         raise errors.invalid_value("security.serve_api_key_secret", secret, f"names no Secret in namespace "
                                    f"{namespace}", f"create it first: kubectl -n {namespace} create secret generic "
                                    f"{secret} --from-literal=api-key=$(openssl rand -hex 32)")
+
+
+def check_team_secrets(client: KubeClient, work: WorkloadSpec, field: str, namespace: str) -> None:
+    """Refuses a workload whose ``secrets`` name a Secret that does not exist or lacks the key the pods read: the
+    kubelet would hold every Ray pod in CreateContainerConfigError (the slice held) until the RayJob's deadline.
+    Not checked when reading Secrets is forbidden.
+    Source: Kubernetes v1 ``SecretKeySelector`` (``optional`` unset: the Secret and its key must exist)."""
+    found: list[errors.InvalidInput] = []
+    for env_name, secret in sorted((work.secrets or {}).items()):
+        try:
+            obj = client.get("Secret", secret)
+        except KubeError as exc:
+            if exc.status == 403:
+                return
+            raise
+        keys = {*(obj or {}).get("data", {}), *(obj or {}).get("stringData", {})}
+        create = (f"kubectl -n {namespace} create secret generic {secret} "
+                  f"--from-literal={run_env.SECRET_KEY}=...")
+        if obj is None:
+            found.append(errors.invalid_value(f"{field}.{env_name}", secret, f"names no Secret in namespace "
+                                              f"{namespace}", f"create it first: {create}"))
+        elif run_env.SECRET_KEY not in keys:
+            found.append(errors.invalid_value(f"{field}.{env_name}", secret, f"has no key {run_env.SECRET_KEY} "
+                                              f"(it holds {', '.join(sorted(keys)) or 'no key'})",
+                                              f"the value under key {run_env.SECRET_KEY}: {create}"))
+    errors.raise_found(found)
 
 
 def operator_hint(spec: ClusterSpec, name: str) -> str:

@@ -13,10 +13,8 @@ CORE_FILES = ("__init__.py", "py.typed")
 
 CORE_PACKAGES = ("core", "workloads")
 """Subpackages shipped whole (``*.py``, ``py.typed``): what a Ray job may import. The CLI, ``cluster``, ``local``,
-``sizing`` and the CDK subpackages never run inside one."""
-
-BUILDER = "core/core_zip.py"
-"""This module: it builds the zip on the user's machine and never runs inside a job, so it is not shipped."""
+``sizing`` and the CDK subpackages never run inside one. This module ships too: :mod:`raytpu.core.common.names` names
+the zip by its digest (``core_zip_object``), so a job importing it reads the same bytes from its own copy."""
 
 ZIP_TOP = "raytpu-core"
 """The zip's one top-level folder, holding ``raytpu/``: Ray unpacks a remote ``py_modules`` zip (``file://``, ``gs://``)
@@ -43,7 +41,7 @@ def core_zip_files(root: str | Path | None = None) -> list[tuple[str, Path]]:
             dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
             for name in filenames:
                 entry = (Path(package) / rel / name).as_posix()
-                if name.endswith((".py", ".typed")) and not name.startswith(".") and entry != BUILDER:
+                if name.endswith((".py", ".typed")) and not name.startswith("."):
                     files[f"raytpu/{entry}"] = Path(dirpath) / name
     return sorted(files.items())
 
