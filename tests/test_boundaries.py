@@ -381,7 +381,7 @@ def test_collecting_the_tests_loads_no_ray() -> None:
     modules = sorted(p.stem for p in here.glob("test_*.py"))
     script = ("import sys\nsys.path.insert(0, sys.argv[1])\n"
               "for name in sys.argv[2:]:\n    try:\n        __import__(name)\n"
-              "    except BaseException:\n        pass  # a module that skips itself (pytest.skip) or needs .venv-serve\n"
+              "    except BaseException:\n        pass\n"  # a module that skips itself or needs .venv-serve
               "    if 'ray._raylet' in sys.modules:\n        print(name)\n        break\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
     done = subprocess.run([sys.executable, "-c", script, str(here), *modules], capture_output=True, text=True,
