@@ -117,3 +117,22 @@ def test_the_override_is_recorded_as_an_annotation() -> None:
     manifest: dict[str, Any] = {"metadata": {"name": "x"}}
     overrides.annotate(manifest, {"train_config.steps": 20})
     assert yaml.safe_load(manifest["metadata"]["annotations"][overrides.ANNOTATION]) == {"train_config.steps": 20}
+
+
+def test_local_secrets_travel_in_a_private_file_never_in_the_runtime_env(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray 2.60's runtime env agent logs a job's ``env_vars`` (``runtime_env_agent.log``): a local run's secret values
+    go in a 0600 file whose path alone the runtime env carries; the team's function loads it, the run removes it."""
+    import os
+    import stat
+
+    from raytpu.workloads import local_secrets
+
+    path = local_secrets.write({"TEAM_TOKEN": "s3cret"})
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600 and stat.S_IMODE(os.stat(Path(path).parent).st_mode) == 0o700
+    monkeypatch.setenv(local_secrets.ENV, path)
+    monkeypatch.delenv("TEAM_TOKEN", raising=False)
+    local_secrets.load()
+    assert os.environ["TEAM_TOKEN"] == "s3cret"
+    local_secrets.remove(path)
+    assert not Path(path).parent.exists()

@@ -142,6 +142,9 @@ def run_attempt(train_loop: str, sink: Any, config: dict[str, Any]) -> Any:
     import ray
     import ray.train
 
+    from raytpu.workloads import local_secrets
+
+    local_secrets.load()  # the emulated slice's secrets (GKE: the kubelet's secretKeyRef env)
     function = load_train_loop(train_loop)
     if ray.train.get_context().get_world_rank() != 0:
         return function(config)

@@ -61,8 +61,9 @@ def batch_args(work: WorkloadSpec, *, cpu_model: str | None, overwrite: bool, pr
 def team_runtime(cluster: local.LocalCluster, work: WorkloadSpec, run_name: str, code_field: str,
                  secrets: dict[str, str] | None = None) -> dict[str, Any] | None:
     """A team's code on the emulated slice as on GKE: the same content-addressed zip as ``working_dir`` (in
-    ``<run dir>/code/``, standing in for the bucket's mount), the ``RAYTPU_*`` variables, the workload's ``env`` and
-    ``secrets`` (their values from the submitting shell), this interpreter first on ``PATH``."""
+    ``<run dir>/code/``, standing in for the bucket's mount), the ``RAYTPU_*`` variables, the workload's ``env``,
+    ``secrets`` (the local secrets file's path: :mod:`raytpu.workloads.local_secrets`), this interpreter first on
+    ``PATH``."""
     if not work.runs_team_code:
         return None
     from raytpu.core.common import names
@@ -132,8 +133,19 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
     # the run dir stands in for the pods' GCS FUSE mount: <run dir>/checkpoints/<run name>, as on GKE
     extra = [*work.kind.run_args(run_name, mount_path=cluster.run_dir), *program_args]
     local_work = job_workload(cluster, work)
-    runtime = team_runtime(cluster, local_work, run_name, errors.join_path(prefix, "code"), secrets)
+    from raytpu.workloads import local_secrets
+
+    handed = local_secrets.write(secrets) if secrets else None  # a private file: Ray logs a runtime env's env_vars
+    try:
+        runtime = team_runtime(cluster, local_work, run_name, errors.join_path(prefix, "code"),
+                               {local_secrets.ENV: handed} if handed else None)
+    except BaseException:
+        if handed:
+            local_secrets.remove(handed)
+        raise
     entrypoint = work.entrypoint if work.kind.runs_entrypoint else None
+    if handed and entrypoint is not None:  # the team's own driver starts with them in its environment
+        entrypoint = f"python -m raytpu.workloads.local_secrets {entrypoint}"
     if runtime is not None and "py_executable" in runtime and entrypoint is None:  # the driver in the lock's venv
         entrypoint = shlex.join([runtime["py_executable"], "-m", work.kind.module, *extra])
     from raytpu.config import overrides
@@ -163,6 +175,8 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
                                 cpu_model=cpu_model, overwrite=overwrite, prefix=prefix)
         raise
     finally:
+        if handed:
+            local_secrets.remove(handed)
         if not refused:
             recorder.take(timeline.parse_stamp_lines("\n".join(lines)))
             streams.ended(FollowedRun(run_name, recorder.finish(), None, tuple(lines)))
