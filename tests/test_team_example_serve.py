@@ -55,7 +55,7 @@ def raytpu(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_train_then_serve_the_trained_model(project: Path, two_slices: local.LocalCluster) -> None:
     config = str(project / "raytpu.yaml")
     trained = raytpu(project, "submit", "pretrain", "--local", "--config", config, "--dir", two_slices.run_dir,
-                     "--run-id", "ex1")
+                     "--run-id", "exs1")
     assert trained.returncode == 0, trained.stderr[-3000:] + trained.stdout[-3000:]
     served = raytpu(project, "local", "--dir", two_slices.run_dir, "serve", "--workload", "scorer", "--config", config,
                     "--api-key-file", str(project / "key"), "--timeout-s", "300")
@@ -66,7 +66,7 @@ def test_train_then_serve_the_trained_model(project: Path, two_slices: local.Loc
     with urllib.request.urlopen(request, timeout=60) as resp:
         answer = json.loads(resp.read())
     assert answer["step"] == SMALL["steps"]
-    assert answer["checkpoint"].startswith(f"{two_slices.run_dir}/checkpoints/pretrain-ex1/checkpoint_")
+    assert answer["checkpoint"].startswith(f"{two_slices.run_dir}/checkpoints/pretrain-exs1/checkpoint_")
     assert 0 <= answer["next_token"] < SMALL["vocab"] and len(answer["top"]) == 5
     assert answer["top"][0][0] == answer["next_token"]
     bad = urllib.request.Request(url, data=json.dumps({"tokens": [999]}).encode(), method="POST",

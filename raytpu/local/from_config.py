@@ -65,17 +65,16 @@ def serving_workload(cluster: LocalCluster, config: str | None = None, name: str
     workload) moved onto the local slice, else the defaults. Its slice must be the one running."""
     from raytpu.config import choose, load
 
-    local_work = cluster.workload("serve")
     path = choose(config, local=True)
     if config is None and not Path(path).exists():
         if name is not None:
             raise errors.missing("config", "with --workload", "--config naming a raytpu.yaml")
-        return local_work
+        return cluster.workload("serve")
     serving = [w for w in load(path).workloads if w.kind.serves]
     chosen = [w for w in serving if name in (None, w.name)]
     if not chosen:
         if name is None:
-            return local_work
+            return cluster.workload("serve")
         raise errors.invalid_choice("workload", name, [w.name for w in serving] or ["(no serving workload)"])
     work = chosen[0]
     if work.plan != cluster.slice_plan:
@@ -84,4 +83,5 @@ def serving_workload(cluster: LocalCluster, config: str | None = None, name: str
                                    f"slice; the local cluster emulates {running.generation} {running.topology}",
                                    f"`raytpu local down` then `raytpu local up --slice {work.slice.name}`")
     # every field of the config's workload (none dropped; issue 49), on the local slice, as the kit's image runs it
-    return replace(work, slice=local_work.slice, slices=local_work.slices, image=None)
+    # (the kit's default serve workload is built only when asked for: it holds the LLM's slice rules, a team's app not)
+    return replace(work, slice=cluster.slice_spec, slices=None, image=None)
