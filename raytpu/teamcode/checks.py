@@ -25,25 +25,35 @@ def module_file(folder: Path, module: str) -> Path | None:
     return None
 
 
+def parsed_module(field: str, value: str, folder: Path, module: str,
+                  valid: str) -> tuple[Path, ast.Module] | InvalidInput:
+    """``module``'s file inside ``folder`` and its syntax tree (read, never imported), or the problem naming ``field``:
+    no such module, too large, or not Python that parses. ``valid`` is the field's own spelling rule."""
+    path = module_file(folder, module)
+    if path is None:
+        tried = "/".join(module.split("."))
+        return errors.invalid_value(field, value, f"names module {module}, found in neither {tried}.py nor "
+                                    f"{tried}/__init__.py under code ({folder})", valid)
+    if path.stat().st_size > MAX_MODULE_BYTES:
+        return errors.invalid_value(field, value, f"names {path}, over {MAX_MODULE_BYTES // 2**20} MiB",
+                                    "a Python module of source code")
+    try:
+        return path, ast.parse(path.read_bytes(), filename=str(path))
+    except (SyntaxError, ValueError) as exc:
+        line = getattr(exc, "lineno", None)
+        return errors.invalid_value(field, value, f"names {path.name}, which Python cannot parse"
+                                    f"{f' (line {line})' if line else ''}: {getattr(exc, 'msg', exc)}",
+                                    "a module Python 3.11 parses")
+
+
 def train_loop_problems(field: str, folder: Path, train_loop: str) -> list[InvalidInput]:
     """The module of ``train_loop`` is in ``folder`` and defines the function at its top level, taking one
     argument (Ray Train passes ``train_loop_config``)."""
     module, function = user_code.split_train_loop(train_loop)
-    path = module_file(folder, module)
-    if path is None:
-        tried = "/".join(module.split("."))
-        return [errors.invalid_value(field, train_loop, f"names module {module}, found in neither {tried}.py nor "
-                                     f"{tried}/__init__.py under code ({folder})", user_code.TRAIN_LOOP_VALID)]
-    if path.stat().st_size > MAX_MODULE_BYTES:
-        return [errors.invalid_value(field, train_loop, f"names {path}, over {MAX_MODULE_BYTES // 2**20} MiB",
-                                     "a Python module of source code")]
-    try:
-        tree = ast.parse(path.read_bytes(), filename=str(path))
-    except (SyntaxError, ValueError) as exc:
-        line = getattr(exc, "lineno", None)
-        return [errors.invalid_value(field, train_loop, f"names {path.name}, which Python cannot parse"
-                                     f"{f' (line {line})' if line else ''}: {getattr(exc, 'msg', exc)}",
-                                     "a module Python 3.11 parses")]
+    parsed = parsed_module(field, train_loop, folder, module, user_code.TRAIN_LOOP_VALID)
+    if isinstance(parsed, InvalidInput):
+        return [parsed]
+    path, tree = parsed
     return _function_problems(field, train_loop, tree, function, path.name)
 
 
@@ -157,21 +167,10 @@ def serve_app_problems(field: str, folder: Path, serve_app: str) -> list[Invalid
     from raytpu.core.specs import serve_app as rules
 
     module, name = rules.split(serve_app)
-    path = module_file(folder, module)
-    if path is None:
-        tried = "/".join(module.split("."))
-        return [errors.invalid_value(field, serve_app, f"names module {module}, found in neither {tried}.py nor "
-                                     f"{tried}/__init__.py under code ({folder})", rules.VALID)]
-    if path.stat().st_size > MAX_MODULE_BYTES:
-        return [errors.invalid_value(field, serve_app, f"names {path}, over {MAX_MODULE_BYTES // 2**20} MiB",
-                                     "a Python module of source code")]
-    try:
-        tree = ast.parse(path.read_bytes(), filename=str(path))
-    except (SyntaxError, ValueError) as exc:
-        line = getattr(exc, "lineno", None)
-        return [errors.invalid_value(field, serve_app, f"names {path.name}, which Python cannot parse"
-                                     f"{f' (line {line})' if line else ''}: {getattr(exc, 'msg', exc)}",
-                                     "a module Python 3.11 parses")]
+    parsed = parsed_module(field, serve_app, folder, module, rules.VALID)
+    if isinstance(parsed, InvalidInput):
+        return [parsed]
+    path, tree = parsed
     if not any(_binds(node, name) for node in tree.body):
         return [errors.invalid_value(field, serve_app, f"{path.name} defines no {name} at its top level",
                                      f"{name} = MyDeployment.bind() (or def {name}(args): ...) at the top level "
