@@ -3,6 +3,7 @@ account bound to it, and a least-privilege service account for nodes."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from raytpu.modules import _props
 from raytpu.modules.cdk import (
     Construct,
     ITerraformDependable,
+    TerraformResourceLifecycle,
     kubernetes_namespace,
     kubernetes_service_account,
     project_iam_member,
@@ -74,6 +76,10 @@ class WorkloadIdentityProps:
     data_buckets: tuple[DataBucket, ...] = ()
     display_name: str = "raytpu Ray workloads"
     overrides: Mapping[str, Any] = field(default_factory=dict)
+    write_folders: tuple[str, ...] | None = None
+    """Folders of ``bucket`` the pods write (:func:`raytpu.core.specs.grants.pod_write_folders`): ``bucket_role`` is
+    then granted on those folders' objects only (IAM Conditions), and ``roles/storage.objectViewer`` on the whole
+    bucket; None grants ``bucket_role`` on the whole bucket (docs/FACTS.md 33.a)."""
     legacy_ksa: str | None = None
     """``cluster.legacy_ksa`` (:data:`raytpu.core.specs.cluster_parts.LEGACY_KSA`): ``keep`` also binds
     ``namespace/ray`` at the binding's earlier address, ``drop`` leaves it out; either moves ``ksa_name``'s binding
@@ -86,6 +92,7 @@ class WorkloadIdentityProps:
             *_props.resource_name_problems("namespace", self.namespace),
             *ksa_name_problems("ksa_name", self.ksa_name),
             *choice_problems("bucket_role", self.bucket_role, BUCKET_ROLES),
+            *(p for f in self.write_folders or () for p in folder_problems("write_folders", f)),
             *_props.override_problems("overrides", self.overrides)])
 
     @property
@@ -98,12 +105,46 @@ class WorkloadIdentityProps:
         return f"serviceAccount:{self.project}.svc.id.goog[{self.namespace}/{ksa_name}]"
 
 
+def folder_problems(field_name: str, value: object) -> list[InvalidInput]:
+    """A folder of the bucket: not empty, no slash at its ends, no ``"``, ``\\``, ``..``, CR or LF (it is quoted into
+    a condition's CEL string)."""
+    if isinstance(value, str) and value and value == value.strip("/") and not set(value) & set('"\\\r\n') \
+            and ".." not in value.split("/"):
+        return []
+    return [errors.invalid_value(field_name, value, "is not a folder of the bucket",
+                                 "a path like checkpoints or teams/ml/jax-cache, without slashes at its ends")]
+
+
+def object_name(bucket: str, name: str) -> str:
+    """An object's ``resource.name`` in an IAM condition. Source: https://cloud.google.com/iam/docs/
+    conditions-resource-attributes (Cloud Storage objects: ``projects/_/buckets/BUCKET/objects/OBJECT``)."""
+    return f"projects/_/buckets/{bucket}/objects/{name}"
+
+
+def write_condition(bucket: str, folder: str) -> str:
+    """The CEL expression that holds for the objects under ``folder/``, and for the folder markers of ``folder`` and
+    each folder above it (GCS FUSE with implicit-dirs and pyarrow's GcsFileSystem create ``a/``, ``a/b/`` when they make
+    a folder's parents). Source: https://cloud.google.com/storage/docs/access-control/iam#conditions."""
+    parts = folder.split("/")
+    markers = [object_name(bucket, "/".join(parts[:i]) + "/") for i in range(1, len(parts))]
+    terms = [f'resource.name.startsWith("{object_name(bucket, folder + "/")}")',
+             *(f'resource.name == "{m}"' for m in markers)]
+    return " || ".join(terms)
+
+
+def write_id(folder: str) -> str:
+    """The id of the write grant on ``folder``: readable, and a short hash keeps two folders that read alike apart."""
+    readable = re.sub(r"[^a-z0-9]+", "-", folder.lower()).strip("-")[:40]
+    return f"bucket-write-{readable}-{hashlib.sha256(folder.encode()).hexdigest()[:6]}"
+
+
 class WorkloadIdentity(Construct):
     """A Google service account that the KSA ``namespace/ksa_name`` may impersonate, with access to its buckets and
     nothing else. Create it with :meth:`GkeCluster.add_workload_identity`: the binding waits for the identity pool.
 
     Resource ids: ``gsa``, ``workload-identity-user`` (with ``legacy_ksa``: ``workload-identity-user-cluster``, and
-    ``workload-identity-user`` binding ``namespace/ray`` while ``keep``), ``bucket-access`` (objects: ``bucket_role``),
+    ``workload-identity-user`` binding ``namespace/ray`` while ``keep``), ``bucket-access`` (objects: ``bucket_role``;
+    with ``write_folders`` ``roles/storage.objectViewer``, and ``bucket-write-<folder>-<hash>`` per folder),
     ``bucket-metadata``
     (:data:`BUCKET_METADATA_ROLE`), ``data-<bucket>-<role>`` per data bucket and role (dots as ``-``)."""
 
@@ -130,9 +171,23 @@ class WorkloadIdentity(Construct):
             member=props.member_of(LEGACY_KSA_NAME),
             depends_on=list(after) or None,
         )
-        self.bucket_access = storage_bucket_iam_member.StorageBucketIamMember(
-            self, "bucket-access", bucket=props.bucket, role=props.bucket_role,
+        iam = storage_bucket_iam_member
+        self.bucket_writes = [iam.StorageBucketIamMember(
+            self, write_id(folder), bucket=props.bucket, role=props.bucket_role,
             member=f"serviceAccount:{self.gsa.email}",
+            condition=iam.StorageBucketIamMemberCondition(
+                title=f"raytpu pods write {folder}/"[:100], expression=write_condition(props.bucket, folder)),
+        ) for folder in props.write_folders or ()]
+        # Scoped: read everything, write the folders above. The address keeps its name: an unscoped stack's
+        # objectUser grant there is replaced (role is ForceNew) by this one, created first and after the writes, so a
+        # running pod keeps reading and writing its folders throughout (docs/FACTS.md 33.a).
+        self.bucket_access = iam.StorageBucketIamMember(
+            self, "bucket-access", bucket=props.bucket,
+            role=props.bucket_role if props.write_folders is None else "roles/storage.objectViewer",
+            member=f"serviceAccount:{self.gsa.email}",
+            depends_on=list(self.bucket_writes) or None,
+            lifecycle=TerraformResourceLifecycle(create_before_destroy=True) if props.write_folders is not None
+            else None,
         )
         self.bucket_metadata = storage_bucket_iam_member.StorageBucketIamMember(
             self, "bucket-metadata", bucket=props.bucket, role=BUCKET_METADATA_ROLE,

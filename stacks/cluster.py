@@ -13,7 +13,7 @@ from pathlib import Path
 from raytpu.cluster.outputs import StackOutputs
 from raytpu.core import core_zip
 from raytpu.core.common import names
-from raytpu.core.specs import compile_cache, node_disk, notice, xla_cache
+from raytpu.core.specs import compile_cache, grants, node_disk, notice, xla_cache
 from raytpu.core.specs.provisioning import Provisioning
 from raytpu.core.specs.spec import ClusterSpec, SliceSpec
 from raytpu.modules.bucket import Bucket, BucketObject, BucketObjectProps, BucketProps
@@ -129,7 +129,8 @@ class ClusterStack(TerraformStack):
         self.identity = self.cluster.add_workload_identity("workload-identity", WorkloadIdentityProps(
             project=spec.project, account_id=names.service_account_id(gke.name, "ray"),
             namespace=spec.namespace, ksa_name=spec.ksa_name, bucket=self.bucket.name,
-            data_buckets=spec.storage.data_buckets, legacy_ksa=gke.legacy_ksa))
+            data_buckets=spec.storage.data_buckets, legacy_ksa=gke.legacy_ksa,
+            write_folders=grants.pod_write_folders(spec.bucket, spec.workloads, _cache_prefixes(spec))))
         self.head_pool: HeadPool | None = None
         if gke.head_pool is not None:
             self.head_pool = self.cluster.add_head_pool("head-pool", HeadPoolOptions(

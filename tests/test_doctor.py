@@ -215,3 +215,33 @@ def test_the_smoke_report_page_shows_the_doctor_table(cluster: KubeApiServer, ca
     assert "✗ crd rayjobs.ray.io" in page and "✓ gke version" in page
     assert cli.main(["report", "reports/smoke.json", "--out", "again.html"]) == 0
     assert "✗ crd rayjobs.ray.io" in (tmp_path / "again.html").read_text()
+
+
+def _service_on(server: KubeApiServer, ksa: str) -> None:
+    """A kit RayService whose pods run as ``ksa`` (one applied before the per-cluster KSA runs as ``ray``)."""
+    head = {"template": {"spec": {"serviceAccountName": ksa}}}
+    server.put({"apiVersion": "ray.io/v1", "kind": "RayService",
+                "metadata": {"name": "serve", "labels": names.MANAGED_BY},
+                "spec": {"rayClusterConfig": {"headGroupSpec": head}},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+
+
+@pytest.mark.parametrize("legacy", [None, "drop", "keep"])
+def test_a_rayservice_still_on_the_old_ksa_is_named_and_fails_unless_legacy_ksa_keeps_it_bound(
+        legacy: str | None, cluster: KubeApiServer, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Review finding b (docs/FACTS.md 33.c): KubeRay v1.7.0 applies no pod template change to a running RayService
+    with upgradeStrategy None (rayservice_controller.go shouldPrepareNewCluster), so one started before the upgrade
+    runs as ``ray`` until re-created, and ``legacy_ksa: drop`` removes that KSA's binding."""
+    if legacy is not None:
+        (tmp_path / "raytpu.yaml").write_text(CONFIG.replace("cluster: {name: ray-tpu}",
+                                                             f"cluster: {{name: ray-tpu, legacy_ksa: {legacy}}}"))
+    _service_on(cluster, KSA)
+    code, document = doctor(capsys)
+    assert code == 0 and {r["check"]: r for r in document["checks"]}["pods' service account"]["state"] == "ok"
+    _service_on(cluster, "ray")
+    code, document = doctor(capsys)
+    row = {r["check"]: r for r in document["checks"]}["pods' service account"]
+    assert row["found"].startswith("RayService serve on ray")
+    assert f"raytpu submit serve --stack {STACK} --replace" in (row["fix"] if row["state"] == "fail" else row["found"])
+    assert (code, row["state"]) == ((0, "ok") if legacy == "keep" else (1, "fail"))
+    only_reads(cluster)

@@ -15,7 +15,7 @@ from raytpu.cluster.crd_schema import served_schema, undeclared_fields
 from raytpu.cluster.gke import service_ready
 from raytpu.cluster.kube_client import KubeClient
 from raytpu.cluster.kube_errors import KubeError
-from raytpu.cluster.outputs import StackOutputs
+from raytpu.cluster.outputs import StackOutputs, cluster_stack_id
 from raytpu.cluster.runs import SELECTOR
 from raytpu.core.common.checkup import Check, fail, ok, unknown
 from raytpu.core.common.names import NODE_POOL_LABEL
@@ -262,6 +262,8 @@ def identity(client: KubeClient, spec: ClusterSpec, outputs: StackOutputs) -> li
                 f"...@{spec.project}.iam.gserviceaccount.com")
     rows = guarded("service account", expected, Permission("get", "ServiceAccount"),
                    lambda: _ksa(client, spec, outputs, expected))
+    rows += guarded("pods' service account", f"every kit RayService and running RayJob on {outputs.service_account}",
+                    Permission("list", "RayService"), lambda: _old_ksa(client, spec, outputs))
     if outputs.bucket == spec.bucket:
         rows.append(ok("bucket", outputs.bucket, spec.bucket))
     else:
@@ -279,6 +281,42 @@ def _ksa(client: KubeClient, spec: ClusterSpec, outputs: StackOutputs, expected:
         return fail("service account", f"{GSA_ANNOTATION}={gsa or '(none)'}", expected,
                     "deploy the workloads stack again (it sets the annotation)")
     return ok("service account", f"{outputs.service_account} -> {gsa}", expected)
+
+
+def _template_ksa(obj: Mapping[str, Any]) -> str | None:
+    """The KSA a KubeRay object's head pod runs as (RayService ``rayClusterConfig``, RayJob ``rayClusterSpec``)."""
+    spec = obj.get("spec") or {}
+    cluster = spec.get("rayClusterConfig") or spec.get("rayClusterSpec") or {}
+    name = ((cluster.get("headGroupSpec") or {}).get("template") or {}).get("spec", {}).get("serviceAccountName")
+    return str(name) if name else None
+
+
+def _old_ksa(client: KubeClient, spec: ClusterSpec, outputs: StackOutputs) -> Check:
+    """The kit's RayServices and unfinished RayJobs whose pods run as another KSA than the stack's (the shared
+    ``ray`` of a stack from before ``cluster.legacy_ksa``). KubeRay v1.7.0 applies no pod template change to a running
+    RayService with upgradeStrategy None, so such a RayService keeps its KSA until re-created; ``legacy_ksa: drop``
+    takes that KSA's binding away (docs/FACTS.md 31.b, 33.c)."""
+    expected = f"every kit RayService and running RayJob on {outputs.service_account}"
+    others = []
+    for kind in ("RayService", "RayJob"):
+        for obj in client.objects(kind, SELECTOR):
+            status = str((obj.get("status") or {}).get("jobDeploymentStatus", ""))
+            if kind == "RayJob" and status in ("Complete", "Failed", "ValidationFailed"):
+                continue
+            ksa = _template_ksa(obj)
+            if ksa is not None and ksa != outputs.service_account:
+                others.append((kind, str((obj.get("metadata") or {}).get("name")), ksa))
+    if not others:
+        return ok("pods' service account", expected.removeprefix("every kit "), expected)
+    found = "; ".join(f"{kind} {name} on {ksa}" for kind, name, ksa in others[:3]) + (
+        f" and {len(others) - 3} more" if len(others) > 3 else "")
+    services = [name for kind, name, _ in others if kind == "RayService"]
+    stack = cluster_stack_id(outputs.cluster_name)
+    fix = (f"raytpu submit {services[0]} --stack {stack} --replace (each RayService); " if services else "") + (
+        "let running RayJobs end; only then set cluster.legacy_ksa: drop")
+    if spec.cluster.legacy_ksa == "keep":
+        return ok("pods' service account", f"{found} (kept bound: legacy_ksa keep; {fix})", expected)
+    return fail("pods' service account", found, expected, fix)
 
 
 # ---------------------------------------------------------------------------------------------- what runs

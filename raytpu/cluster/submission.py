@@ -35,6 +35,8 @@ class StackRun:
     stack: str
     name: str
     code: Bundle | None = None
+    replace: bool = False
+    """``submit --replace``: a RayService whose Ray cluster spec this submit changes is deleted and re-created."""
 
     @classmethod
     def of(cls, spec: ClusterSpec, work: WorkloadSpec, outputs: StackOutputs, stack: str,
@@ -88,8 +90,17 @@ def apply(client: KubeClient, run: StackRun, manifest: dict[str, Any], say: Sink
     code zip if missing (``say``s where), then applies the object behind its NetworkPolicy. Raises before anything is
     applied."""
     client.check_schema(manifest, kuberay.MIN_KUBERAY_VERSION)
+    changed = None
     if manifest["kind"] == "RayService":
         check_api_key_secret(client, run.spec.security.serve_api_key_secret, run.outputs.namespace)
+        changed = service_drift(client.get("RayService", run.name), manifest)
+        if changed is not None and not run.replace:
+            raise errors.InvalidInput(
+                "--replace", f"is not given, and this submit changes RayService {run.name}'s Ray cluster spec (at "
+                f"{errors.excerpt(changed)}), which KubeRay v1.7.0 never applies to a running RayService with "
+                "upgradeStrategy None: its pods would keep the old spec",
+                "--replace (deletes the RayService, waits for its pods to go, then applies it anew: the endpoint is "
+                "down until the new one serves); or submit without changing the cluster's fields")
     check_team_secrets(client, run.work, f"workloads[{run.spec.workloads.index(run.work)}].secrets",
                        run.outputs.namespace)
     if run.work.kind.is_job:
@@ -101,7 +112,53 @@ def apply(client: KubeClient, run: StackRun, manifest: dict[str, Any], say: Sink
 
         uploaded = google_api.upload_code(run.code_uri, run.code.data)
         say(f"code: {run.code_uri} ({run.code.files} files, {'uploaded' if uploaded else 'already there'})")
+    if changed is not None:
+        from raytpu.cluster import runs
+        from raytpu.runs.run_list import Run
+
+        say(f"{run.name}: RayService's Ray cluster spec changed at {errors.excerpt(changed)}; --replace: deleting it "
+            "first (KubeRay applies no cluster change to a running RayService with upgradeStrategy None)")
+        runs.cancel(client, Run(run=run.name, object="RayService", kind="", workload=run.work.name,
+                                slice=run.work.slice.name, state="", age_s=None, started_at=""),
+                    timeout_s=REPLACE_TIMEOUT_S, progress=say)
     gke.apply_with_network_policy(client, manifest, run.spec)
+
+
+REPLACE_TIMEOUT_S = 900.0
+"""How long ``--replace`` waits for the old RayService and its pods to go (its slices' TPU pods drain first)."""
+
+
+def service_drift(stored: Mapping[str, Any] | None, manifest: Mapping[str, Any]) -> str | None:
+    """Where ``manifest``'s ``spec.rayClusterConfig`` differs from the live RayService ``stored`` (None: the same, or
+    no such RayService). Keys only ``stored`` has are not a difference: the API server fills in the CRD's defaults
+    (KubeRay v1.7.0's CRD declares ``default:`` values, e.g. a port's ``protocol: TCP``). KubeRay v1.7.0
+    ``rayservice_controller.go`` ``shouldPrepareNewCluster``/``shouldUpdateCluster``: with upgradeStrategy None a
+    changed cluster spec (other than worker groups added at the end) is neither rolled nor applied (docs/FACTS.md
+    33.b)."""
+    if stored is None:
+        return None
+    return _first_difference((stored.get("spec") or {}).get("rayClusterConfig"),
+                             manifest["spec"]["rayClusterConfig"], "spec.rayClusterConfig")
+
+
+def _first_difference(have: Any, want: Any, path: str) -> str | None:
+    if isinstance(want, Mapping):
+        if not isinstance(have, Mapping):
+            return path
+        for key, value in want.items():
+            found = _first_difference(have.get(key), value, f"{path}.{key}")
+            if found is not None:
+                return found
+        return None
+    if isinstance(want, list):
+        if not isinstance(have, list) or len(have) != len(want):
+            return path
+        for i, (a, b) in enumerate(zip(have, want, strict=True)):
+            found = _first_difference(a, b, f"{path}[{i}]")
+            if found is not None:
+                return found
+        return None
+    return None if have == want else path
 
 
 class NameTaken(errors.InvalidInput):

@@ -19,6 +19,7 @@ timed out or a slice is unhealthy, 2 on bad input (unknown workload, missing out
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
 HELP = "apply a workload of raytpu.yaml (RayJob or RayService) to a deployed stack, optionally waiting for it"
@@ -50,6 +51,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "applies")
     parser.add_argument("--overwrite", action="store_true",
                         help="with --local, a batch workload: replace its output when it exists")
+    parser.add_argument("--replace", action="store_true",
+                        help="a serve workload whose Ray cluster spec changed: delete the running RayService and "
+                             "apply it anew (KubeRay applies no cluster change to a running one; the endpoint is "
+                             "down until the new one serves)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -100,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
     from raytpu.images.record import load_refs
 
     outputs = StackOutputs.read(args.outputs, args.stack, spec, args.config)
-    stack_run = submission.StackRun.of(spec, work, outputs, args.stack, args.run_id)
+    stack_run = dataclasses.replace(submission.StackRun.of(spec, work, outputs, args.stack, args.run_id),
+                                    replace=args.replace)
     refs = load_refs(args.config)  # a preview (--dry-run) shows an unbuilt image as a placeholder, marked
     manifest = stack_run.manifest(refs, args.py_modules, preview=args.dry_run)
     if overridden:  # what `raytpu runs` shows of this run (an annotation: labels hold no JSON, 63 characters)

@@ -109,3 +109,53 @@ def path_warnings(spec: ClusterSpec) -> list[str]:
             if line:
                 found.append(line)
     return found
+
+
+POD_READ_ONLY_FOLDERS = {"raytpu": "the kit's core zip and image build contexts", "code": "the teams' code zips"}
+"""Folders of the kit's bucket that only the submitting user's credentials write (``raytpu deploy``, ``raytpu submit``,
+``raytpu images build``); the pods only read them (docs/FACTS.md 33.a)."""
+CHECKPOINTS_FOLDER = "checkpoints"
+"""Where every run's checkpoints land (:func:`raytpu.core.common.names.run_storage`)."""
+
+
+def folder_of(bucket: str, path: object) -> str | None:
+    """The folder of ``gs://<bucket>/...`` that ``path`` names inside the kit's ``bucket`` (no slashes at its ends),
+    ``""`` for the bucket's root; None for any other path."""
+    if not isinstance(path, str) or bucket_of(path) != bucket:
+        return None
+    return path.removeprefix(f"gs://{bucket}").strip("/")
+
+
+def pod_write_folders(bucket: str, workloads: Sequence[Named], cache_folders: Sequence[str]) -> tuple[str, ...]:
+    """The folders of the kit's bucket the pods write: every run's checkpoints, the compile caches
+    (``cache_folders``) and each workload's written paths (a batch ``output``) inside ``bucket``; a folder inside
+    another listed one is left out. Sorted, without slashes at their ends."""
+    found = {CHECKPOINTS_FOLDER, *(f.strip("/") for f in cache_folders)}
+    for work in workloads:
+        for name in WRITE_PATHS:
+            folder = folder_of(bucket, getattr(work, name, None))
+            if folder:
+                found.add(folder)
+    return tuple(sorted(f for f in found if not any(f.startswith(g + "/") for g in found if g != f)))
+
+
+def _clashes(folder: str, other: str) -> bool:
+    return folder == "" or folder == other or folder.startswith(other + "/") or other.startswith(folder + "/")
+
+
+def kit_folder_write_problems(bucket: str, workloads: Sequence[Named | None]) -> list[errors.InvalidInput]:
+    """A written path (``output``) at the kit bucket's root, or that is, holds or sits inside a folder the pods only
+    read (:data:`POD_READ_ONLY_FOLDERS`): the pods may not write there (docs/FACTS.md 33.a)."""
+    found = []
+    for i, work in enumerate(workloads):
+        for name in WRITE_PATHS:
+            value = getattr(work, name, None)
+            folder = folder_of(bucket, value)
+            hit = None if folder is None else next((f for f in POD_READ_ONLY_FOLDERS if _clashes(folder, f)), None)
+            if hit is not None:
+                where = "is the kit bucket's root" if folder == "" else f"is, holds or sits inside {hit}/"
+                found.append(errors.invalid_value(
+                    f"workloads[{i}].{name}", value,
+                    f"{where}, which holds {POD_READ_ONLY_FOLDERS[hit]}: the pods may only read there",
+                    f"a folder of its own, e.g. gs://{bucket}/outputs/{getattr(work, 'name', 'batch')}"))
+    return found

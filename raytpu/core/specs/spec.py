@@ -645,6 +645,7 @@ def cluster_problems(*, project: object, region: object, cluster: GkeSpec | None
         f"{project}-{cluster.name}-ray" if project_ok and cluster is not None else None)
     if kit_bucket is not None:
         found += _cache_clash_problems(kit_bucket, workloads)
+        found += grants.kit_folder_write_problems(kit_bucket, workloads)
     if cluster is not None and not cluster.autopilot and None not in workloads:
         bucket = storage.bucket if storage is not None and storage.bucket else (
             f"{project}-{cluster.name}-ray" if project_ok else None)
