@@ -471,6 +471,11 @@ ISSUE48_CASES: tuple[Case, ...] = (
         _set("workloads.1.compile_cache", "teams"))), "workloads[1].compile_cache", I48_3),
     _validate("batch-output-in-the-default-cache", batch_config(
         output="gs://my-ml-project-ray-tpu-ray/compile-cache/answers"), "workloads[3].output", I48_3),
+    # issue 49 item 5: the pods only read the kit bucket's raytpu/ and code/ (IAM Conditions scope their writes)
+    _validate("batch-output-in-the-code-zips", batch_config(output="gs://my-ml-project-ray-tpu-ray/code/answers"),
+              "workloads[3].output", I48_3),
+    _validate("batch-output-at-the-kit-bucket-root", batch_config(output="gs://my-ml-project-ray-tpu-ray/"),
+              "workloads[3].output", I48_3),
     _data_bucket("data-bucket-goog-prefix", "goog-data"),
     _data_bucket("data-bucket-google", "my-google-data"),
     _data_bucket("data-bucket-g00gle", "team-g00gle"),
