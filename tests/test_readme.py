@@ -1,6 +1,6 @@
-"""Issue 39.7: README.md works as written on a fresh clone.
+"""Issue 39.7: README.md works as written on a fresh clone, and so do the guides it links (issue 50: docs/guides/).
 
-Every command of its ```bash and ```console blocks either runs here, in a copy of the checkout's files (no
+Every command of their ```bash and ```console blocks either runs here, in a copy of the checkout's files (no
 ``raytpu.yaml``, no records, no reports: what a fresh clone has), and exits 0 with the output a ```console block
 shows; or matches one of :data:`EXCEPTIONS`, whose reason says why it cannot run in the unit tier, and then its
 arguments must still parse (a renamed flag or command fails here).
@@ -23,6 +23,8 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCS = (README, *sorted((ROOT / "docs" / "guides").glob("*.md")))
+"""The README and the guides its content moved to (issue 50): each one's commands run as the README's did."""
 RAYTPU = re.compile(r"^(?:\S*/)?raytpu(?:\s|$)")
 
 EXCEPTIONS: dict[str, str] = {
@@ -39,6 +41,10 @@ EXCEPTIONS: dict[str, str] = {
     "raytpu smoke --stack": "needs a deployed stack (tests/test_submit.py, against a loopback API server)",
     "raytpu doctor --stack": "needs a deployed stack (tests/test_doctor.py, against a loopback API server)",
     "raytpu submit train --local": "needs an emulated slice (`raytpu local up`; tests/test_local.py)",
+    "raytpu submit pretrain --config examples/team_project/raytpu.yaml --local": "needs an emulated slice (`raytpu "
+        "local up`; this file's team example test runs it, smaller, in the slice tier)",
+    "raytpu submit pretrain --config examples/team_project/raytpu.yaml --stack ray-tpu-cluster --wait":
+        "needs a deployed stack (tests/test_submit.py, against a loopback API server)",
     "raytpu submit label-reviews --local": "needs an emulated slice and vLLM's CPU build (tests/test_batch.py)",
     "raytpu local": "starts, reads or stops an emulated slice (the slice tier: tests/test_local.py, test_preempt.py)",
     "raytpu runs": "needs a deployed stack or an emulated slice with runs (tests/test_runs.py against a loopback API "
@@ -55,6 +61,8 @@ class Command:
     text: str
     shown: tuple[str, ...] = ()
     """A ```console block's output lines after the command (``...`` elides)."""
+    source: str = "README.md"
+    """The file the command is written in, relative to the checkout."""
 
 
 def blocks(text: str) -> list[tuple[int, str, list[tuple[int, str]]]]:
@@ -72,16 +80,16 @@ def blocks(text: str) -> list[tuple[int, str, list[tuple[int, str]]]]:
     return found
 
 
-def commands(text: str) -> list[Command]:
-    """The commands of README ``text``: a bash block's every non-comment line; a console block's ``$`` lines, each
-    with the output shown under it."""
+def commands(text: str, source: str = "README.md") -> list[Command]:
+    """The commands of README (or guide) ``text``: a bash block's every non-comment line; a console block's ``$``
+    lines, each with the output shown under it."""
     found: list[Command] = []
     for start, language, lines in blocks(text):
         if language == "bash":
             for number, line in lines:
                 command = re.sub(r"\s+#.*$", "", line).strip()
                 if command and not command.startswith("#"):
-                    found.append(Command(start, number, command))
+                    found.append(Command(start, number, command, source=source))
             continue
         for index, (number, line) in enumerate(lines):
             if line.startswith("$ "):
@@ -90,7 +98,7 @@ def commands(text: str) -> list[Command]:
                     if out.startswith("$ "):
                         break
                     shown.append(out)
-                found.append(Command(start, number, line[2:].strip(), tuple(shown)))
+                found.append(Command(start, number, line[2:].strip(), tuple(shown), source))
     return found
 
 
@@ -138,7 +146,15 @@ def fresh_clone(target: Path) -> Path:
     return target
 
 
-README_COMMANDS = commands(README.read_text(encoding="utf-8"))
+README_COMMANDS = [c for doc in DOCS
+                   for c in commands(doc.read_text(encoding="utf-8"), doc.relative_to(ROOT).as_posix())]
+
+
+def test_the_readme_and_its_guides_are_read() -> None:
+    """The README links every guide whose commands this test runs (a guide it does not read would go untested)."""
+    assert len(DOCS) >= 9, DOCS
+    readme = README.read_text(encoding="utf-8")
+    assert all(f"({doc.relative_to(ROOT).as_posix()})" in readme for doc in DOCS[1:]), DOCS
 
 
 def test_the_readme_has_commands_of_both_kinds() -> None:
@@ -146,7 +162,7 @@ def test_the_readme_has_commands_of_both_kinds() -> None:
     assert len(README_COMMANDS) >= 25 and len(runnable) >= 6, [c.text for c in runnable]
 
 
-@pytest.mark.parametrize("command", [pytest.param(c, id=f"line-{c.line}") for c in README_COMMANDS
+@pytest.mark.parametrize("command", [pytest.param(c, id=f"{c.source}-line-{c.line}") for c in README_COMMANDS
                                      if exception(c.text) and RAYTPU.match(bare(c.text))])
 def test_a_listed_exception_still_parses(command: Command) -> None:
     """A command that cannot run here names a command and flags that exist (``[--x]`` is an optional flag)."""
@@ -154,21 +170,23 @@ def test_a_listed_exception_still_parses(command: Command) -> None:
 
     argv = shlex.split(bare(command.text).replace("[", "").replace("]", ""), comments=True)[1:]
     _, unknown = build_parser().parse_known_args(argv)
-    assert not unknown, f"README line {command.line}: {command.text!r}: unknown {unknown}"
+    assert not unknown, f"{command.source} line {command.line}: {command.text!r}: unknown {unknown}"
 
 
-@pytest.mark.parametrize("start", sorted({c.block for c in README_COMMANDS if exception(c.text) is None}))
-def test_a_readme_block_runs_on_a_fresh_clone(start: int, tmp_path: Path) -> None:
-    """Each block's runnable commands, in order, in one fresh copy: each exits 0, prints what the README shows."""
+@pytest.mark.parametrize(("source", "start"), [
+    pytest.param(source, start, id=f"{source}-line-{start}")
+    for source, start in sorted({(c.source, c.block) for c in README_COMMANDS if exception(c.text) is None})])
+def test_a_readme_block_runs_on_a_fresh_clone(source: str, start: int, tmp_path: Path) -> None:
+    """Each block's runnable commands, in order, in one fresh copy: each exits 0, prints what its file shows."""
     clone = fresh_clone(tmp_path / "clone")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAYTPU_", "GOOGLE_", "CLOUDSDK_"))}
     env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", RAY_USAGE_STATS_ENABLED="0",
                CHECKPOINT_DISABLE="1", CLOUDSDK_CONFIG=str(tmp_path / "gcloud"), NO_GCE_CHECK="True",
                GOOGLE_APPLICATION_CREDENTIALS=str(tmp_path / "none.json"), PYTHONPATH=str(ROOT))
-    for command in (c for c in README_COMMANDS if c.block == start and exception(c.text) is None):
+    for command in (c for c in README_COMMANDS if (c.source, c.block) == (source, start) and exception(c.text) is None):
         proc = subprocess.run(["bash", "-c", command.text], cwd=clone, env=env, capture_output=True, text=True,
                               timeout=120, check=False)
-        where = f"README line {command.line}: {command.text!r}"
+        where = f"{command.source} line {command.line}: {command.text!r}"
         assert proc.returncode == 0, f"{where} exited {proc.returncode}: {proc.stderr[-2000:]}"
         assert "Traceback" not in proc.stderr, f"{where}: {proc.stderr[-2000:]}"
         if command.shown:
