@@ -1,6 +1,6 @@
 """``raytpu.yaml``: its structure checked by pydantic, then compiled once into a ``ClusterSpec``.
 
-Every field is declared once, on its spec dataclass (:mod:`raytpu.core.specs.spec` names them all); the YAML structure is derived
+Every field is declared once, on its spec dataclass (:mod:`raytpu.core.specs.spec`); the YAML structure is derived
 from them (:func:`structure_of`: types and unknown keys) and every value rule lives in the specs, which
 :func:`compile_config` runs, placing each problem under its config path (``slices[1].reservation``): whatever
 ``raytpu validate`` accepts, every layer accepts. :mod:`raytpu.config.reading` reads any file a user hands the kit."""

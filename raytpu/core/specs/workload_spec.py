@@ -30,6 +30,7 @@ from raytpu.core.specs import (
     spec_json,
     user_code,
     vllm_rules,
+    workload_fields,
 )
 from raytpu.core.specs.field_rules import (
     dns_label_problems,
@@ -44,8 +45,8 @@ from raytpu.core.tpu.catalog import RAY_VERSION, generation
 from raytpu.core.tpu.models import by_hf_id
 from raytpu.core.tpu.plan import SlicePlan
 
-SERVING_FIELDS = ("model", "model_source", "max_model_len", "engine_kwargs", "hf_token_secret")
-"""WorkloadSpec fields only a serving kind takes."""
+SERVING_FIELDS = workload_fields.group("llm")
+"""WorkloadSpec fields only a serving kind takes (the kit's LLM app's)."""
 
 WORKLOAD_ENV = "RAYTPU_WORKLOAD"
 ENCODED_PREFIX = "base64:"
@@ -107,7 +108,7 @@ def gated_model_problems(source: str, secret: SecretKeyRef | None, field: str = 
         "model_source: gs://BUCKET/PATH with the weights copied there")]
 
 
-BUDGETED_KINDS = ("train", "smoke")
+BUDGETED_KINDS = workload_fields.taking("compile_budget_s")
 """Kinds whose start's compile the kit measures."""
 
 
@@ -178,11 +179,7 @@ class WorkloadSpec:
                 f"Ray {RAY_VERSION} cannot reserve as one slice (slice_placement_group raises ValueError outside "
                 "its VALID_TPU_TOPOLOGY)", f"a slice of a shape Ray {RAY_VERSION} reserves, nearest: "
                 f"{', '.join(nearest)}; or keep this slice without workloads"))
-        for name in SERVING_FIELDS:
-            if getattr(self, name) is not None and not self.kind.takes_model:
-                found.append(errors.forbidden(name, getattr(self, name), f"for kind {self.kind.name}",
-                                              "only with kinds " + ", ".join(k.name for k in kinds.KINDS.values()
-                                                                             if k.takes_model)))
+        found += workload_fields.refusals(self.kind.name, {name: getattr(self, name) for name in SERVING_FIELDS})
         found += serve_app.problems(self.kind.name, serve_app=self.serve_app, code=self.code, image=self.image,
                                     llm_fields={name: getattr(self, name) for name in SERVING_FIELDS})
         if self.runs_vllm:
@@ -199,11 +196,11 @@ class WorkloadSpec:
             found += gated_model_problems(self.model_source or self.model or vllm_rules.DEFAULT_MODEL,
                                           self.hf_token_secret, outcome="the batch RayJob fails when its engine "
                                           "starts" if batch else "the RayService never becomes ready")
-        found += data.batch_problems(batch=self.kind.batches, plan=self.plan, input=self.input,
+        found += data.batch_problems(kind=self.kind.name, plan=self.plan, input=self.input,
                                      output=self.output, ray_version=self.ray_version)
         if self.dataset is not None:
-            found += (data.path_problems("dataset", self.dataset) if self.kind.trains else [errors.forbidden(
-                "dataset", self.dataset, f"for kind {self.kind.name}", "only with kinds that train (train)")])
+            found += (data.path_problems("dataset", self.dataset) if workload_fields.takes(self.kind.name, "dataset")
+                      else [workload_fields.refusal("dataset", self.dataset, self.kind.name)])
         found += user_code.workload_problems(self.kind, image=self.image, **{
             name: getattr(self, name) for name in user_code.CODE_FIELDS})
         found += run_env.env_problems("env", self.env) + run_env.secrets_problems("secrets", self.secrets, self.env)
@@ -218,6 +215,9 @@ class WorkloadSpec:
         found += checkpoints.problems(self.kind, self.keep_checkpoints)
         if self.kind.batches:
             found += data.row_stats_problems(self.engine_kwargs)
+        refused = {p.field for p in found}  # a field no rule refused yet (a new one): refused by the table alone
+        found += workload_fields.refusals(self.kind.name, {name: getattr(self, name) for name in workload_fields.FIELDS
+                                                           if name not in refused})
         if self.slices is not None:
             bad = range_problems("slices", self.slices, 1, self.slice.count)
             found += bad
@@ -242,15 +242,12 @@ class WorkloadSpec:
 
     def _compile_problems(self) -> list[InvalidInput]:
         found: list[InvalidInput] = []
-        if self.compile_cache is not None:
-            found += ([errors.forbidden("compile_cache", self.compile_cache, f"for kind {self.kind.name} (vLLM keeps "
-                                        "its own XLA cache)", "only with kinds that run JAX: train, job, smoke")]
-                      if self.kind.takes_model else compile_cache.folder_problems("compile_cache", self.compile_cache))
-        if self.compile_budget_s is not None:
-            found += ([errors.forbidden("compile_budget_s", self.compile_budget_s, f"for kind {self.kind.name} (the "
-                                        "kit does not measure its compile)", "only with kinds train and smoke")]
-                      if self.kind.name not in BUDGETED_KINDS
-                      else compile_cache.budget_problems("compile_budget_s", self.compile_budget_s))
+        for name, rule in (("compile_cache", compile_cache.folder_problems),
+                           ("compile_budget_s", compile_cache.budget_problems)):
+            value = getattr(self, name)
+            if value is not None:
+                found += (rule(name, value) if workload_fields.takes(self.kind.name, name)
+                          else [workload_fields.refusal(name, value, self.kind.name)])
         return found
 
     @property
