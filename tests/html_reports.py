@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from test_smoke_unit import args, judged, node, result
 
-from raytpu.cli import report_html
+from raytpu.console import report_html
 from raytpu.core.common import report, timeline
 from raytpu.core.tpu.plan import SlicePlan, plan_slice
 from raytpu.workloads import slices

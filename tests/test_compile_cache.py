@@ -209,7 +209,7 @@ def test_a_team_loops_compile_is_kept_until_its_first_report_and_stamped(capsys:
 
 @pytest.mark.unit
 def test_a_followed_runs_report_carries_the_compile_and_its_budget_flag(capsys: pytest.CaptureFixture[str]) -> None:
-    from raytpu.cli.followed_run import team_result
+    from raytpu.console.followed_run import team_result
 
     summary = {"ok": True, "compile": {"s": 12.0, "hits": 0, "misses": 4}, "compile_budget_s": 5.0,
                "compile_over_budget": True, "compile_warning": "compile 12.0s exceeds compile_budget_s 5s"}

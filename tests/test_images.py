@@ -447,7 +447,7 @@ def test_a_preview_before_a_build_is_shown_marked_and_refused_by_the_api_server(
     import yaml
 
     from raytpu import cli
-    from raytpu.core.specs.spec import _IMAGE_REFERENCE
+    from raytpu.core.specs.workload_spec import _IMAGE_REFERENCE
 
     _fresh_clone(tmp_path, monkeypatch, record=False)
     argv = ["submit", workload, "--stack", "ray-tpu-cluster", "--run-id", "r1"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from raytpu.cli import machine
+from raytpu.console import machine
 
 pytestmark = pytest.mark.unit
 

@@ -22,7 +22,8 @@ from html_reports import (
     the_plan,
 )
 
-from raytpu.cli import main, report_html
+from raytpu.cli import main
+from raytpu.console import report_html
 from raytpu.core.common import report
 
 pytestmark = pytest.mark.unit

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
-import json
 import logging
 import os
 import signal
@@ -19,6 +18,7 @@ from typing import Any
 
 from raytpu.core.common import errors
 from raytpu.core.common.timeline import Stamp, compile_started, stamp, stamp_line
+from raytpu.core.common.train_result import result_line
 from raytpu.core.specs import compile_cache, user_code
 from raytpu.core.specs.spec import WorkloadSpec
 from raytpu.workloads.compile_watch import CompileWatch
@@ -162,7 +162,7 @@ def build_trainer(work: WorkloadSpec, args: argparse.Namespace, sink: Any, slice
     from ray.train.v2.jax import JaxTrainer
 
     from raytpu.workloads.preemption import failure_config
-    from raytpu.workloads.train import scaling_config
+    from raytpu.workloads.slice_training import scaling_config
 
     assert work.train_loop is not None
     # a team's checkpoint may be sharded per rank: never registered without a preempted slice's shards (issue 49)
@@ -185,8 +185,7 @@ def run(args: argparse.Namespace, work: WorkloadSpec, env: dict[str, str]) -> di
     """Fits the team's function on the slice; returns the summary (printed as ``RAYTPU_TRAIN_RESULT {json}``)."""
     import ray
 
-    from raytpu.workloads.train import (
-        MARKER,
+    from raytpu.workloads.slice_training import (
         PIN_NOTICE,
         compile_verdict,
         ray_assumed_hosts,
@@ -242,7 +241,7 @@ def run(args: argparse.Namespace, work: WorkloadSpec, env: dict[str, str]) -> di
             summary["error"] = f"{type(result.error).__name__}: {str(result.error).splitlines()[0][:500]}"
         summary["checkpoint"] = result.checkpoint.path if result.checkpoint else summary["checkpoint"]
         summary["ok"] = result.error is None
-    print(f"{MARKER} {json.dumps(summary, sort_keys=True)}", flush=True)
+    print(result_line(summary), flush=True)
     return summary
 
 

@@ -23,6 +23,9 @@ from typing import Any
 
 from raytpu.core.common import errors
 from raytpu.core.common.timeline import Stamp, compile_started, stamp, stamp_line
+from raytpu.core.common.train_result import MARKER as MARKER  # kept importable here; readers use the core's
+from raytpu.core.common.train_result import parse_result as parse_result
+from raytpu.core.common.train_result import result_line
 from raytpu.core.specs import checkpoints, compile_cache, data, multislice
 from raytpu.core.specs.spec import WorkloadSpec
 from raytpu.core.tpu.plan import RAY_SLICE_LABEL, SlicePlan
@@ -38,14 +41,20 @@ from raytpu.workloads.preemption import (
     record_progress,
     wait_for_reclaim,
 )
+from raytpu.workloads.slice_training import (
+    PIN_NOTICE,
+    compile_verdict,
+    ray_assumed_hosts,
+    reserve_for_pinning,
+    scaling_config,
+    stamp_joined,
+)
 
-MARKER = "RAYTPU_TRAIN_RESULT"
 STATE_FILE = "state.npz"
 META_FILE = "meta.json"
 WAIT_S = 60.0
 """``--start-timeout-s``'s default share per wait: Ray 2.60's ``DEFAULT_WORKER_GROUP_START_TIMEOUT_S``."""
-PIN_NOTICE = "reserving a whole slice"
-"""Begins the stderr line the driver prints before it waits for a slice to pin its workers to."""
+
 
 
 def default_run_name() -> str:
@@ -283,40 +292,6 @@ def _device_grid(devices: list[Any], slice_ids: list[int] | None, slices: int) -
     return np.array(rows)
 
 
-def ray_assumed_hosts(plan: SlicePlan) -> int:
-    """Hosts per slice that Ray 2.60's slice reservation derives from ``plan``'s topology alone (every v5e/v6e topology
-    of up to 8 chips is one host there). Source: Ray 2.60 ``ray.util.tpu.get_tpu_worker_resources`` (docs/FACTS.md
-    25.59).
-    """
-    from ray.util.tpu import get_tpu_worker_resources
-
-    hosts, _ = get_tpu_worker_resources(plan.topology, plan.ray_accelerator_type)
-    return hosts
-
-
-def scaling_config(plan: SlicePlan, slice_name: str | None = None, slices: int = 1) -> Any:
-    """JaxTrainer's ScalingConfig for ``slices`` whole slices of ``plan``: one worker per host, all its chips; with
-    ``slice_name``, every worker also takes that slice's own resource, so all land on it. Source: Ray 2.60
-    ``TPUAcceleratorManager.get_current_node_additional_resources`` (docs/FACTS.md 25.59).
-    """
-    from ray.train.v2.api.config import ScalingConfig
-
-    resources = {"TPU": plan.chips_per_host, "CPU": 1} | ({slice_name: 1} if slice_name else {})
-    return ScalingConfig(use_tpu=True, topology=plan.topology, accelerator_type=plan.ray_accelerator_type,
-                         num_workers=plan.hosts * slices, resources_per_worker=resources)
-
-
-def reserve_for_pinning(plan: SlicePlan, timeout_s: float) -> Any:
-    """Holds a whole, idle slice of ``plan`` for the workers to be pinned to, its head kept so other reservations skip
-    it (docs/FACTS.md 25.59); ``release()`` it after the run. TimeoutError when none is free within ``timeout_s``.
-    """
-    from raytpu.workloads.slices import reserve_slice
-
-    held = reserve_slice(plan, timeout_s=timeout_s)
-    held.handle.shutdown()  # the hosts' TPUs go to the workers' placement group; the head pg stays
-    return held
-
-
 def build_trainer(plan: SlicePlan, args: argparse.Namespace, launch: str, slice_name: str | None = None,
                   slices: int = 1, datasets: dict[str, Any] | None = None) -> Any:
     """The JaxTrainer (not yet fitted) for ``plan`` and the workload's flags; ``launch`` tags this launch's
@@ -439,7 +414,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if result is not None:
         summary.update(_outcome(result, args, launch))
     summary.update(compile_verdict(summary.get("compile"), work.compile_budget_s))
-    print(f"{MARKER} {json.dumps(summary, sort_keys=True)}", flush=True)
+    print(result_line(summary), flush=True)
     return summary
 
 
@@ -480,22 +455,6 @@ def _outcome(result: Any, args: argparse.Namespace, launch: str) -> dict[str, An
     return out
 
 
-def stamp_joined(plan: SlicePlan) -> None:
-    """Prints the ``ray_joined`` stamp (:mod:`raytpu.core.common.timeline`) when a whole slice of ``plan`` is alive as
-    the driver starts (on GKE KubeRay starts the driver once the cluster's pods are ready, so it usually is)."""
-    from raytpu.workloads.slices import inventory
-
-    try:
-        complete = [inv for inv in inventory(plan).values() if inv.complete]
-    except Exception as exc:  # the timeline is a report: a failed look must not fail the training
-        print(f"train: timeline: could not list the slices ({type(exc).__name__}: {exc})", file=sys.stderr, flush=True)
-        return
-    if complete:
-        print(stamp_line(stamp("ray_joined", f"{len(complete)} whole {plan.ray_pod_type} slice(s) alive as the "
-                                             f"driver started ({', '.join(inv.name for inv in complete)})")),
-              flush=True)
-
-
 def train_stamps(metrics: dict[str, Any]) -> list[Stamp]:
     """The run's timeline stamps (:mod:`raytpu.core.common.timeline`) from the reported metrics: ``reserved`` when the
     workers started (JaxTrainer places them only once its slice reservation holds) and ``first_step`` when the first
@@ -521,32 +480,6 @@ def train_stamps(metrics: dict[str, Any]) -> list[Stamp]:
     for item in made:
         print(stamp_line(item), flush=True)
     return made
-
-
-def compile_verdict(compile: dict[str, Any] | None, budget_s: float | None) -> dict[str, Any]:
-    """The summary's ``compile_over_budget`` (and a ``compile_warning`` line) when the start compiled for longer than
-    the workload's ``compile_budget_s``: a run that suddenly compiles everything again is seen."""
-    if compile is None or budget_s is None:
-        return {}
-    over = compile_cache.over_budget(compile.get("s"), budget_s)
-    found: dict[str, Any] = {"compile_budget_s": budget_s, "compile_over_budget": over}
-    if over:
-        found["compile_warning"] = (f"compile {compile['s']:.1f}s exceeds compile_budget_s {budget_s:g}s "
-                                    f"({compile.get('hits', 0)} cache hit(s), {compile.get('misses', 0)} miss(es))")
-        print(f"train: warning: {found['compile_warning']}", file=sys.stderr, flush=True)
-    return found
-
-
-def parse_result(text: str) -> dict[str, Any] | None:
-    """The last ``RAYTPU_TRAIN_RESULT`` summary in ``text``, or None."""
-    found = None
-    for line in text.splitlines():
-        if line.startswith(MARKER + " "):
-            try:
-                found = json.loads(line[len(MARKER) + 1:])
-            except json.JSONDecodeError:
-                continue
-    return found
 
 
 def main(argv: list[str] | None = None) -> int:

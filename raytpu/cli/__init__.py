@@ -1,8 +1,8 @@
 """The ``raytpu`` command: a thin dispatcher over ``raytpu.commands.*`` (each: ``HELP``, ``add_arguments``, ``run``;
 standard library at module level, heavy imports inside ``run``, so ``raytpu describe`` starts fast). Errors become
 ``error: <field>: <problem>; valid: <...>`` on stderr, exit 2 (bad input) or 1 (runtime failure), never a traceback.
-Beside it, what commands share: ``argtypes``, ``cli_args``, ``machine`` and the printed forms ``slice_map``,
-``report_html``, ``followed_run``."""
+What commands share lives apart, in :mod:`raytpu.console` (argument types, options, the machine check and the printed
+forms), which imports neither the commands nor this dispatcher."""
 
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
 """``raytpu describe GENERATION TOPOLOGY`` (or ``raytpu describe v6e-16``): the SlicePlan, as JSON or as a slice map
-(:mod:`raytpu.cli.slice_map`)."""
+(:mod:`raytpu.console.slice_map`)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
-from raytpu.cli.slice_map import render
+from raytpu.console.slice_map import render
 from raytpu.core.common import errors
 from raytpu.core.tpu.catalog import ACCELERATOR_TYPE, accelerator_prefixes, from_accelerator_type
 from raytpu.core.tpu.plan import plan_slice

@@ -20,14 +20,14 @@ if TYPE_CHECKING:
     from raytpu.core.common.checkup import Check
 
 HELP = "check a deployed stack (or --local, the emulated slice) against what the kit expects; exit 1 if one fails"
-REPORT_NAME = "doctor.json"  # raytpu.cli.report_html.DOCTOR_NAME
+REPORT_NAME = "doctor.json"  # raytpu.console.report_html.DOCTOR_NAME
 """The file ``--report DIR`` writes; ``raytpu report`` shows its table beside the smoke report of the same folder."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the stack target, ``--config``, ``--json``, ``--report``, ``--local`` and ``--dir``."""
-    from raytpu.cli import argtypes
-    from raytpu.cli.cli_args import add_stack_target
+    from raytpu.console import argtypes
+    from raytpu.console.cli_args import add_stack_target
 
     add_stack_target(parser, stack_note="; required unless --local")
     parser.set_defaults(outputs=None)  # None: not given (refused with --local); the stack reads outputs.json
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     import json
     import sys
 
-    from raytpu.cli.cli_args import refuse_combinations
+    from raytpu.console.cli_args import refuse_combinations
     from raytpu.core.common import checkup, errors
 
     local = ("--local", args.local)
@@ -123,7 +123,7 @@ def _page(folder: Path) -> None:
     """The smoke report's page of ``folder`` drawn again with the doctor table, when the smoke check ran first."""
     import sys
 
-    from raytpu.cli import report_html
+    from raytpu.console import report_html
     from raytpu.core.common import report
 
     if (folder / report.JSON_NAME).is_file():

@@ -21,7 +21,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from raytpu.cli import argtypes
+from raytpu.console import argtypes
 
 if TYPE_CHECKING:
     from raytpu.images import record

@@ -34,8 +34,8 @@ DIR_HELP = "run directory (default: $RAYTPU_LOCAL_DIR or .raytpu/local)"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the ``up``, ``status``, ``down`` and ``smoke`` actions."""
-    from raytpu.cli import argtypes
-    from raytpu.cli.cli_args import LOCAL_DEFAULT
+    from raytpu.console import argtypes
+    from raytpu.console.cli_args import LOCAL_DEFAULT
 
     parser.add_argument("--dir", default=None, type=argtypes.path, help=DIR_HELP)
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _up(args: argparse.Namespace) -> int:
     from raytpu import local
-    from raytpu.cli.cli_args import refuse_combinations
+    from raytpu.console.cli_args import refuse_combinations
     from raytpu.core.common.errors import invalid_value
     from raytpu.local.run_lock import hold
 
@@ -205,8 +205,8 @@ def _down(args: argparse.Namespace) -> int:
 
 def _smoke(args: argparse.Namespace) -> int:
     from raytpu import local
-    from raytpu.cli import report_html
-    from raytpu.cli.cli_args import refuse_combinations
+    from raytpu.console import report_html
+    from raytpu.console.cli_args import refuse_combinations
     from raytpu.core.common import report, timeline
     from raytpu.local.from_config import dcn_slices_of, optional_config
     from raytpu.local.phases import emulated_phases
@@ -214,7 +214,7 @@ def _smoke(args: argparse.Namespace) -> int:
     dcn_slices = ("--dcn-slices", args.dcn_slices is not None)
     refuse_combinations(together=[(("--config", args.config is not None), dcn_slices)])
     if args.report:  # written after the run: refused before it
-        from raytpu.cli import machine
+        from raytpu.console import machine
         from raytpu.core.common import errors
 
         errors.raise_found(machine.output_folder_problems("--report", args.report))

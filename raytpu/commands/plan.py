@@ -23,7 +23,7 @@ MAX_BATCH = 1_000_000
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the model (one of --model, --model-config, --params), the workload and the output options."""
-    from raytpu.cli import argtypes
+    from raytpu.console import argtypes
     from raytpu.core.tpu.models import MODELS
     from raytpu.sizing.memory import DEFAULT_DTYPE, DEFAULT_HEADROOM, DTYPE_BYTES, OPTIMIZER_STATES, REMAT
 
@@ -124,7 +124,7 @@ def _check(args: argparse.Namespace, shape: ModelShape | None) -> None:
         from raytpu.sizing import plot
 
         plot.target(args.plot)
-        from raytpu.cli import machine
+        from raytpu.console import machine
 
         # matplotlib writes its config and font cache under MPLCONFIGDIR, else HOME, and temporary files in TMPDIR
         machine.check_environment("TMPDIR", "MPLCONFIGDIR" if os.environ.get("MPLCONFIGDIR") else "HOME")

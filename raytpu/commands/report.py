@@ -2,7 +2,7 @@
 
 The output path is checked before the report is read (exit 2 naming ``--out``); a report that is not JSON, not a
 report, or from a newer kit (its ``format``) exits 2 naming ``FILE``. The page is written atomically and never
-replaces a file the kit did not write (:data:`raytpu.cli.report_html.GENERATOR`).
+replaces a file the kit did not write (:data:`raytpu.console.report_html.GENERATOR`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ VALID = "a report the kit wrote: smoke.json, `local smoke --json`, demo.json or 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds ``FILE`` and ``--out``."""
-    from raytpu.cli import argtypes
+    from raytpu.console import argtypes
 
     parser.add_argument("file", metavar="FILE", type=argtypes.path, help="the JSON report")
     parser.add_argument("--out", default=None, type=argtypes.path,
@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Checks ``--out``, reads the report, renders and writes the page."""
-    from raytpu.cli import report_html
+    from raytpu.console import report_html
 
     source = Path(args.file)
     out = out_path(source, args.out)
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
 def out_path(source: Path, given: str | None) -> Path:
     """Where the page goes; InvalidInput naming ``--out`` when it cannot be written there or would replace the
     report itself or a file the kit did not write."""
-    from raytpu.cli import report_html
+    from raytpu.console import report_html
     from raytpu.core.common.errors import InvalidInput, excerpt
 
     out = Path(given) if given else source.with_suffix(".html")

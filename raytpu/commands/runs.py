@@ -18,8 +18,8 @@ HELP = "list the workload runs on a stack or the emulated slice; follow a run's 
 
 def _target(parser: argparse.ArgumentParser) -> None:
     """Where the runs are: a stack (its outputs) or the emulated slice; and how long a wait may take."""
-    from raytpu.cli import argtypes
-    from raytpu.cli.cli_args import add_stack_target
+    from raytpu.console import argtypes
+    from raytpu.console.cli_args import add_stack_target
 
     add_stack_target(parser, stack_note="; required unless --local")
     parser.add_argument("--local", action="store_true", help="the emulated slice's runs (`raytpu local up`)")

@@ -40,8 +40,8 @@ HELP = "run the smoke check on every slice of a deployed stack; JSON + JUnit rep
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the stack options, ``--report``, ``--timeout-s`` and ``--image``."""
-    from raytpu.cli import argtypes
-    from raytpu.cli.cli_args import add_stack_arguments
+    from raytpu.console import argtypes
+    from raytpu.console.cli_args import add_stack_arguments
 
     add_stack_arguments(parser)
     parser.add_argument("--report", default="reports", type=argtypes.path,
@@ -70,10 +70,10 @@ def run(args: argparse.Namespace) -> int:
     """Applies the smoke jobs, waits, collects verdicts, prints the table and writes the reports."""
     from raytpu import config as config_mod
     from raytpu import images
-    from raytpu.cli import report_html
-    from raytpu.cli.cli_args import print_yaml
     from raytpu.cluster import gke, google_api, occupancy
     from raytpu.cluster.outputs import StackOutputs
+    from raytpu.console import report_html
+    from raytpu.console.cli_args import print_yaml
     from raytpu.core.common import errors, names, report, timeline
     from raytpu.core.manifests import kuberay, smoke_runs
     from raytpu.images.record import load_refs

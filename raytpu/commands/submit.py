@@ -27,8 +27,8 @@ HELP = "apply a workload of raytpu.yaml (RayJob or RayService) to a deployed sta
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds WORKLOAD and the stack, config, outputs, wait and dry-run options."""
-    from raytpu.cli import argtypes
-    from raytpu.cli.cli_args import add_stack_arguments
+    from raytpu.console import argtypes
+    from raytpu.console.cli_args import add_stack_arguments
 
     parser.add_argument("workload", metavar="WORKLOAD", help="a workload name from the config's workloads list")
     add_stack_arguments(parser, stack_note="; required unless --local")
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from raytpu import config as config_mod
-    from raytpu.cli.cli_args import refuse_combinations
+    from raytpu.console.cli_args import refuse_combinations
     from raytpu.core.common import errors
 
     local = ("--local", args.local)
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
                                                 f"{flag} with --local")
                             for flag, given in (("--cpu-model", args.cpu_model is not None),
                                                 ("--overwrite", args.overwrite)) if given])
-    from raytpu.cli.followed_run import streams
+    from raytpu.console.followed_run import streams
 
     if args.local:
         from raytpu.local.submission import submit_local
@@ -99,9 +99,9 @@ def run(args: argparse.Namespace) -> int:
                             overridden=overridden)
     if not args.stack:
         raise errors.missing("--stack", "(or --local)", "the cluster stack's id, <cluster name>-cluster")
-    from raytpu.cli.cli_args import print_yaml
     from raytpu.cluster import google_api, submission
     from raytpu.cluster.outputs import StackOutputs
+    from raytpu.console.cli_args import print_yaml
     from raytpu.images.record import load_refs
 
     outputs = StackOutputs.read(args.outputs, args.stack, spec, args.config)

@@ -19,7 +19,7 @@ HELP = "synthesize the Terraform JSON of every stack of a raytpu.yaml (what `cdk
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds CONFIG and --out."""
-    from raytpu.cli import argtypes
+    from raytpu.console import argtypes
     parser.add_argument("config", metavar="CONFIG", nargs="?", default=None, type=argtypes.path,
                         help="path of the config (default: $RAYTPU_CONFIG, else raytpu.yaml)")
     parser.add_argument("--out", metavar="DIR", default="cdktf.out", type=argtypes.path,
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     """Checks DIR and the config, synthesizes into a folder beside DIR, then swaps it in for DIR."""
     from raytpu.stacks import synth_out
     synth_out.check(args.out)  # before the config and CDK Terrain are loaded: refused in milliseconds
-    from raytpu.cli import machine
+    from raytpu.console import machine
 
     machine.check_environment("TMPDIR", "HOME")  # CDK Terrain's node runtime writes in both
 

@@ -14,7 +14,7 @@ HELP = "check a raytpu.yaml; every problem is reported with its field path"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the optional CONFIG path."""
-    from raytpu.cli import argtypes
+    from raytpu.console import argtypes
     parser.add_argument("config", metavar="CONFIG", nargs="?", default=None, type=argtypes.path,
                         help="path of the config (default: $RAYTPU_CONFIG, else raytpu.yaml)")
     parser.add_argument("--overwrite", action="store_true",

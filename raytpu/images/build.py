@@ -19,9 +19,8 @@ import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from raytpu.cluster.google_api import GoogleApi
 from raytpu.core.common.errors import RuntimeFailure
 from raytpu.images.definitions import DIGEST, ImageDefinition
 from raytpu.images.record import BuiltImage, ref_problems
@@ -176,10 +175,21 @@ def _stdout(line: str) -> None:
     print(line, flush=True)
 
 
+class BuildApi(Protocol):
+    """What a build calls: an authorized Google API session (:class:`raytpu.cluster.google_api.GoogleApi`); a protocol,
+    so the images package does not import the API clients' package, which imports it."""
+
+    storage: str
+    cloudbuild: str
+
+    def call(self, method: str, url: str, what: str, *, role: str | Callable[[str], str], ok: tuple[int, ...] = (),
+             **kwargs: Any) -> Any: ...
+
+
 class ImageBuild:
     """One build of one image: upload, create, follow, read the digest."""
 
-    def __init__(self, api: GoogleApi, definition: ImageDefinition, target: Target, *, timeout_s: int,
+    def __init__(self, api: BuildApi, definition: ImageDefinition, target: Target, *, timeout_s: int,
                  poll_s: float = 3.0, progress: Callable[[str], None] = _stderr,
                  log: Callable[[str], None] = _stdout) -> None:
         self.api, self.definition, self.target = api, definition, target

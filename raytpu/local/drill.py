@@ -14,11 +14,11 @@ from typing import Any
 
 from raytpu.core.common import timeline
 from raytpu.core.common.errors import RuntimeFailure
+from raytpu.core.common.train_result import parse_result
 from raytpu.local.jobs import run_workload
 from raytpu.local.preempt import Preemption, preempt, target
 from raytpu.local.state import LocalCluster, Progress
 from raytpu.workloads.preemption import read_progress
-from raytpu.workloads.train import parse_result
 
 STEP_SLEEP_S = 0.3
 """A pause per step, so the drill lands mid-run on a fast machine too."""

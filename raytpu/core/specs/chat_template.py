@@ -22,6 +22,7 @@ from typing import Any
 
 from raytpu.core.common import errors
 from raytpu.core.common.errors import InvalidInput
+from raytpu.core.specs import workload_fields
 
 FIELD = "chat_template_kwargs"
 SERVE_ENGINE_KEY = "default_chat_template_kwargs"
@@ -44,8 +45,8 @@ def problems(kind_name: str, takes_model: bool, batches: bool, value: object, ch
     the template, beside ``engine_kwargs.default_chat_template_kwargs`` (two sources for one setting)."""
     if value is None:
         return []
-    if not takes_model:
-        return [errors.forbidden(FIELD, value, f"for kind {kind_name}", "only with kinds serve and batch")]
+    if not workload_fields.takes(kind_name, FIELD):
+        return [workload_fields.refusal(FIELD, value, kind_name)]
     if not isinstance(value, Mapping) or not value:
         return [errors.invalid_value(FIELD, value, "is not a non-empty mapping", VALID)]
     found = [errors.invalid_value(f"{FIELD}.{key}" if isinstance(key, str) else FIELD, key,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from raytpu.core.common import errors
 from raytpu.core.common.errors import InvalidInput
+from raytpu.core.specs import workload_fields
 from raytpu.core.specs.kinds import WorkloadKind
 
 FIELD = "keep_checkpoints"
@@ -18,7 +19,7 @@ DEFAULT_KEEP = 2
 KEEP_ALL = "all"
 """``keep_checkpoints: all``: Ray's own default, every checkpoint stays."""
 MAX_KEEP = 10_000
-CHECKPOINTING_KINDS = ("train",)
+CHECKPOINTING_KINDS = workload_fields.taking(FIELD)
 """Kinds whose run the kit checkpoints through Ray Train (the kit's trainer and a team's ``train_loop``)."""
 VALID = f"a whole number from 1 to {MAX_KEEP:,} (the newest kept; default {DEFAULT_KEEP}), or {KEEP_ALL}"
 
@@ -27,9 +28,8 @@ def problems(of: WorkloadKind, value: object) -> list[InvalidInput]:
     """``keep_checkpoints`` only where the kit checkpoints, and a count Ray takes (or ``all``)."""
     if value is None:
         return []
-    if of.name not in CHECKPOINTING_KINDS:
-        return [errors.forbidden(FIELD, value, f"for kind {of.name} (the kit keeps no checkpoints of it)",
-                                 f"only with kind {', '.join(CHECKPOINTING_KINDS)}; remove it here")]
+    if not workload_fields.takes(of.name, FIELD):
+        return [workload_fields.refusal(FIELD, value, of.name)]
     if value == KEEP_ALL:
         return []
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_KEEP:

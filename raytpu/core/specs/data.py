@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from raytpu.core.common import errors
 from raytpu.core.common.errors import InvalidInput
-from raytpu.core.specs import xla_cache
+from raytpu.core.specs import workload_fields, xla_cache
 from raytpu.core.specs.vllm_rules import DEFAULT_MAX_MODEL_LEN, VLLM_VERSION, jax_devices, parallel_sizes
 from raytpu.core.tpu.catalog import generation
 from raytpu.core.tpu.plan import SlicePlan, plan_slice
@@ -155,19 +155,18 @@ def single_host_shapes(gen: str) -> list[str]:
     return shapes
 
 
-def batch_problems(*, batch: bool, plan: SlicePlan, input: object, output: object,
+def batch_problems(*, kind: str, plan: SlicePlan, input: object, output: object,
                    ray_version: str) -> list[InvalidInput]:
     """The ``batch`` kind's own rules: ``input`` and ``output`` given, paths, distinct; a single-host slice.
     ``ray_version``: the Ray the job's pods run."""
-    if not batch:
-        return [errors.forbidden(name, value, "for a kind other than batch", "only with kind: batch")
-                for name, value in (("input", input), ("output", output)) if value is not None]
+    if not workload_fields.takes(kind, "input"):
+        return workload_fields.refusals(kind, {"input": input, "output": output})
     found = []
     for name, value in (("input", input), ("output", output)):
-        if value is None:
-            found.append(errors.missing(name, "(a batch workload reads input and writes output)", PATH_VALID))
-        else:
+        if value is not None:
             found += path_problems(name, value)
+        elif workload_fields.requires(kind, name):
+            found.append(errors.missing(name, "(a batch workload reads input and writes output)", PATH_VALID))
     if not found and isinstance(input, str) and isinstance(output, str):
         found += overlap_problems(input, output)
     if not plan.single_host:

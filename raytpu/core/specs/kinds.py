@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from raytpu.core.common import errors, names
+from raytpu.core.specs import workload_fields
 
 SUBMISSION_MODES = ("K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode")
 
@@ -170,9 +171,8 @@ def run_time_problems(of: WorkloadKind, run_time_s: object) -> list[errors.Inval
     Source: KubeRay v1.7.0 checkActiveDeadlineAndUpdateStatusIfNeeded (Failed/DeadlineExceeded, cluster deleted)."""
     if run_time_s is None:
         return []
-    if of.limits is None:
-        return [errors.forbidden("run_time_s", run_time_s, f"for kind {of.name} (a RayService has no deadline)",
-                                 "only with kinds " + ", ".join(k.name for k in KINDS.values() if k.is_job))]
+    if not workload_fields.takes(of.name, "run_time_s") or of.limits is None:
+        return [workload_fields.refusal("run_time_s", run_time_s, of.name)]
     if run_time_s == NO_RUN_DEADLINE:
         return [] if of.name in UNBOUNDED_KINDS else [errors.forbidden(
             "run_time_s", run_time_s, f"for kind {of.name} (an unattended {of.name} run stays bounded)",
@@ -185,7 +185,7 @@ def run_time_problems(of: WorkloadKind, run_time_s: object) -> list[errors.Inval
     return []
 
 
-RETRYING_KINDS = ("job",)
+RETRYING_KINDS = workload_fields.taking("retries")
 """Kinds that take ``retries`` (why the others refuse it: :func:`retries_problems`, docs/FACTS.md 26)."""
 MAX_RETRIES = 10
 """Each retry is a whole new RayCluster with the full deadlines (docs/FACTS.md 26): 10 is twice a train run's preemption
@@ -197,13 +197,8 @@ def retries_problems(of: WorkloadKind, retries: object) -> list[errors.InvalidIn
     Source: KubeRay v1.7.0 checkBackoffLimitAndUpdateStatusIfNeeded (Retrying while failed < backoffLimit + 1)."""
     if retries is None:
         return []
-    if of.name not in RETRYING_KINDS:
-        why = "a RayService has no backoffLimit" if of.limits is None else {
-            "train": "Ray Train restarts it inside the run, with the kit's budget per capacity",
-            "smoke": "a retried check would hide a failing slice",
-            "batch": "a retry runs the whole dataset again"}.get(of.name, "it is not a team's own driver")
-        return [errors.forbidden("retries", retries, f"for kind {of.name} ({why})",
-                                 f"only with kind {', '.join(RETRYING_KINDS)}; remove it here")]
+    if not workload_fields.takes(of.name, "retries"):
+        return [workload_fields.refusal("retries", retries, of.name)]
     if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= MAX_RETRIES:
         return [errors.invalid_value("retries", retries, "is not a whole number in range",
                                      f"a whole number from 0 to {MAX_RETRIES} (default 0: no retry)")]

@@ -7,10 +7,11 @@ from typing import Any, Protocol
 
 from raytpu.core.common import errors
 from raytpu.core.common.errors import InvalidInput
+from raytpu.core.specs import workload_fields
 from raytpu.core.specs.kinds import WorkloadKind
 from raytpu.core.specs.vllm_rules import DEFAULT_MAX_MODEL_LEN
 
-SAMPLING_FIELDS = ("max_tokens", "temperature", "top_p", "stop", "chat_template")
+SAMPLING_FIELDS = workload_fields.group("sampling")
 """WorkloadSpec fields only the ``batch`` kind takes."""
 DEFAULT_MAX_TOKENS = 64
 DEFAULT_TEMPERATURE = 0.0
@@ -49,9 +50,8 @@ def sampling_problems(work: SamplingWork) -> list[InvalidInput]:
     """Each sampling field given to a kind other than ``batch``, or out of the range vLLM accepts (FACTS 25.28).
     Source: vLLM 0.29.0 ``SamplingParams._verify_args``; ``InputProcessor._validate_model_input``."""
     given = {name: getattr(work, name) for name in SAMPLING_FIELDS if getattr(work, name) is not None}
-    if not work.kind.batches:
-        return [errors.forbidden(name, value, f"for kind {work.kind.name}", "only with kind: batch")
-                for name, value in given.items()]
+    if refused := workload_fields.refusals(work.kind.name, given):
+        return refused
     found = []
     if "max_tokens" in given:
         tokens, context = given["max_tokens"], _context(work)

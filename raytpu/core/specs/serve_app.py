@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from raytpu.core.common import errors
 from raytpu.core.common.errors import InvalidInput
-from raytpu.core.specs import user_code
+from raytpu.core.specs import user_code, workload_fields
 
 FIELD = "serve_app"
 VALID = "MODULE:APP, a module inside `code` and a Ray Serve application it defines at top level (a bound " \
         "deployment, e.g. app = Scorer.bind(), or an app builder function), e.g. lm.serve:app"
-LLM_FIELDS = ("model", "model_source", "max_model_len", "engine_kwargs", "hf_token_secret")
+LLM_FIELDS = workload_fields.group("llm")
 """The kit's LLM app's fields (:data:`raytpu.core.specs.spec.SERVING_FIELDS`): none goes with a team's own app."""
 
 
@@ -23,8 +23,8 @@ def problems(kind_name: str, *, serve_app: object, code: object, image: object,
     if serve_app is None:
         return [] if code is None or kind_name != "serve" else [errors.forbidden(
             "code", code, "without serve_app (the kit's LLM app takes no code)", "serve_app: MODULE:APP with code")]
-    if kind_name != "serve":
-        return [errors.forbidden(FIELD, serve_app, f"for kind {kind_name}", "only with kind serve")]
+    if not workload_fields.takes(kind_name, FIELD):
+        return [workload_fields.refusal(FIELD, serve_app, kind_name)]
     found = [errors.forbidden(FIELD, serve_app, f"with {name} (the kit's LLM app); a serve workload runs either a "
                               "model or its own app", f"serve_app without {name}, or {name} without serve_app")
              for name, value in llm_fields.items() if value is not None]

@@ -15,10 +15,11 @@ from typing import Any
 
 from raytpu.core.common import errors
 from raytpu.core.common.errors import InvalidInput
+from raytpu.core.specs import workload_fields
 from raytpu.core.specs.kinds import WorkloadKind
 from raytpu.core.tpu.plan import SlicePlan
 
-CODE_FIELDS = ("code", "train_loop", "train_config", "entrypoint", "requirements")
+CODE_FIELDS = workload_fields.group("code")
 """The workload fields that bring a team's code (``raytpu.yaml``; the CLI contract)."""
 
 _IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -49,17 +50,13 @@ def workload_problems(kind: WorkloadKind, *, image: str | None, code: object, tr
                       train_config: object, entrypoint: object, requirements: object = None) -> list[InvalidInput]:
     """Which code fields ``kind`` takes, and how they go together (a ``train_loop`` without ``code``: in ``image``)."""
     given = {"code": code, "train_loop": train_loop, "train_config": train_config, "entrypoint": entrypoint}
-    takes = {"train_loop": ("code", "train_loop", "train_config"), "entrypoint": ("code", "entrypoint"),
-             "serve_app": ("code",)}  # serve_app's own rules: raytpu.core.specs.serve_app
-    allowed = takes.get(kind.code_entry or "", ())
-    found = [errors.forbidden(name, _shown(value), f"for kind {kind.name}", _where(name))
-             for name, value in given.items() if value is not None and name not in allowed]
-    if kind.code_entry == "entrypoint":
-        if entrypoint is None:
-            found.append(errors.missing("entrypoint", f"for kind {kind.name} (the team's own Ray driver)",
-                                        "a command run in the code folder, e.g. python tools/reserve.py"))
-        else:
-            found += entrypoint_words("entrypoint", entrypoint)[1]
+    found = workload_fields.refusals(kind.name, {name: None if value is None else _shown(value)
+                                                 for name, value in given.items()})
+    if entrypoint is None and workload_fields.requires(kind.name, "entrypoint"):
+        found.append(errors.missing("entrypoint", f"for kind {kind.name} (the team's own Ray driver)",
+                                    "a command run in the code folder, e.g. python tools/reserve.py"))
+    elif entrypoint is not None and workload_fields.takes(kind.name, "entrypoint"):
+        found += entrypoint_words("entrypoint", entrypoint)[1]
     if kind.code_entry == "train_loop":
         if train_loop is not None:
             found += train_loop_problems("train_loop", train_loop)
@@ -92,12 +89,6 @@ def workload_problems(kind: WorkloadKind, *, image: str | None, code: object, tr
 def _shown(value: object) -> object:
     """A mapping or list as YAML's flow style would show it (JSON), not as Python's repr."""
     return json.dumps(value, default=str) if isinstance(value, Mapping | list | tuple) else value
-
-
-def _where(name: str) -> str:
-    return {"entrypoint": "only with kind job", "train_loop": "only with kind train",
-            "train_config": "only with kind train and train_loop",
-            "code": "only with kinds train, job and serve (with serve_app)"}[name]
 
 
 def split_train_loop(value: str) -> tuple[str, str]:

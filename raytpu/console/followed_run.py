@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from raytpu.core.common import errors, report, timeline
+from raytpu.core.common.train_result import parse_result
 from raytpu.runs.following import FollowedRun, Streams
 
 if TYPE_CHECKING:
@@ -35,8 +36,6 @@ COMPILE_KEYS = ("compile", "compile_attempts", "compile_budget_s", "compile_over
 def team_result(lines: list[str]) -> dict[str, Any]:
     """What a training run reported in its ``RAYTPU_TRAIN_RESULT`` line (empty for other runs): a team's run's
     ``{"train": {...}}`` (train_loop, ok, metrics, checkpoint, reports, attempts, error?) and :data:`COMPILE_KEYS`."""
-    from raytpu.workloads.train import parse_result
-
     summary = parse_result("\n".join(lines)) or {}
     keys = ("train_loop", "ok", "metrics", "checkpoint", "reports", "attempts", "error") if "train_loop" in summary \
         else ()
