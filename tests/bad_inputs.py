@@ -924,6 +924,9 @@ CASES: tuple[Case, ...] = (
          item=I14),
     # images build
     Case("images-unknown-image", (*IMAGES, "base"), "IMAGE", CFG_OUT),
+    Case("images-unknown-team-image", (*IMAGES, "team-0123456789abcdef"), "IMAGE",
+         {**CFG_OUT, **TEAM_SRC, "src/requirements.txt": "inflection==0.5.1\n",
+          "raytpu.yaml": team_config({"requirements": "requirements.txt"})}, item=I47, process=True),
     Case("images-no-action", ("images",), "ACTION"),
     Case("images-no-stack", ("images", "build"), "--stack", CFG_OUT),
     Case("images-poll-negative", (*IMAGES, "--poll-s", "-1"), "--poll-s", CFG_OUT, item=I11, process=True),

@@ -2,7 +2,8 @@
 knows only the calls the kit's build steps make, and refuses any other, so a step script that asks Docker something
 else fails the test.
 
-- ``docker pull REF``: REF (a tag, or ``tag@digest``) must be in the registry the server was given;
+- ``docker pull REF``: REF (a tag, ``tag@digest`` or ``repository@digest``) must be in the registry the server was
+  given;
 - ``docker image inspect --format '{{range .RepoDigests}}{{println .}}{{end}}' REF``: the image's ``RepoDigests``
   as Docker prints them (the familiar repository name, without ``docker.io/`` or the tag, ``@`` its digest);
 - ``docker build --tag T --build-arg K=V .``: the Dockerfile read with BuildKit's parser (the ``dockerfile``
@@ -48,7 +49,8 @@ def main(argv: list[str]) -> int:
             print(f"Error response from daemon: manifest for {argv[1]} not found: manifest unknown", file=sys.stderr)
             return 1
         pulled.append(argv[1])
-        print(f"{tag.rsplit(':', 1)[1]}: Pulling from {_familiar(tag)}\nDigest: {registry[tag]}\n"
+        label = tag.rsplit("/", 1)[-1].partition(":")[2] or digest  # a reference by digest alone: its digest
+        print(f"{label}: Pulling from {_familiar(tag)}\nDigest: {registry[tag]}\n"
               f"Status: Downloaded newer image for {argv[1]}")
     elif argv[:3] == ["image", "inspect", "--format"] and len(argv) == 5:
         if argv[3] != INSPECT_FORMAT or argv[4] not in pulled:

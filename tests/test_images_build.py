@@ -368,3 +368,69 @@ def test_a_base_not_by_digest_is_refused_and_never_saved(tmp_path: Path, base: s
     with pytest.raises(record.InvalidInput, match="is not a base image by digest"):
         record.save(tmp_path / "raytpu.yaml", "job", record.BuiltImage(f"{REGISTRY}/job@{DIGEST}", "b", {}, base))
     assert not (tmp_path / record.RECORD_NAME).exists()
+
+
+# ---------------------------------------------------------------------- a team's image per requirements lock
+
+TEAM_WORKLOAD = """
+  - name: pretrain
+    kind: train
+    slice: train
+    code: ./src
+    requirements: requirements.txt
+    train_loop: lm.train:train_loop
+"""
+
+
+@pytest.fixture
+def team_site(site: CloudBuildServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The example config plus a workload whose requirements the job image lacks; its team image's name."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the lock and the image's context, this test's
+    for rel, text in {"src/lm/__init__.py": "", "src/lm/train.py": "def train_loop(config):\n    pass\n",
+                      "src/requirements.txt": "inflection==0.5.1\n"}.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    (tmp_path / "raytpu.yaml").write_text((tmp_path / "raytpu.yaml").read_text().rstrip("\n") + TEAM_WORKLOAD)
+    from raytpu import config as config_mod
+    from raytpu.images import team_image_name
+
+    return team_image_name(config_mod.load(str(tmp_path / "raytpu.yaml")).workload("pretrain"))
+
+
+def test_a_team_image_is_built_by_name_from_the_job_image_by_digest_and_recorded(
+        site: CloudBuildServer, team_site: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 47.1 on GKE: ``raytpu images build job team-<hash>`` builds the job image, then the lock's image FROM
+    the job image as just recorded (by digest), through the same Cloud Build path; only the lock's extras go in."""
+    assert build(team_site) == 2  # the job image is not recorded yet: refused before any request
+    assert f"error: image job: is required to layer {team_site} on" in capsys.readouterr().err
+    assert site.requests == []
+    assert build("job") == 0
+    job_ref = record.load_refs(tmp_path / "raytpu.yaml")["job"]
+    site.registry[job_ref.split("@")[0]] = job_ref.split("@")[1]  # the registry now serves the pushed job image
+    capsys.readouterr()
+    assert build(team_site) == 0
+    create = site.of("POST", r"/builds$")[-1].json
+    assert request_errors("Build", create) == [] and site.schema_errors == []
+    assert create["images"][0].startswith(f"{REGISTRY}/{team_site}:")
+    assert create["steps"][0]["env"] == [f"BASE={job_ref}", f"PINNED={job_ref.split('@')[1]}"]
+    upload = site.of("POST", r"^/upload/storage/v1/b/my-ml-project-ray-tpu-ray/o$")[-1]
+    with tarfile.open(fileobj=io.BytesIO(upload.body), mode="r:gz") as tar:
+        files = {m.name: tar.extractfile(m).read().decode() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
+    assert set(files) == {"Dockerfile", "lock-extras.txt"} and files["lock-extras.txt"].split() == ["inflection==0.5.1"]
+    built = record.load(tmp_path / "raytpu.yaml")
+    assert sorted(built) == ["job", team_site] and built[team_site].base == job_ref
+    assert list(site.built_from.values())[-1] == job_ref
+    assert len(site.of("POST", r"/builds$")) == 2  # the job image was not built again
+    capsys.readouterr()
+    assert cli.main(["images", "list", "--json"]) == 0
+    rows = {r["workload"]: r for r in json.loads(capsys.readouterr().out)["workloads"]}
+    assert rows["pretrain"]["image"] == team_site and rows["pretrain"]["reference"] == built[team_site].ref
+
+
+def test_an_image_name_no_lock_of_the_config_has_lists_the_team_images(
+        site: CloudBuildServer, team_site: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert build("team-0123456789abcdef") == 2
+    err = capsys.readouterr().err
+    assert (f"error: IMAGE: 'team-0123456789abcdef' is not allowed (the kit's images, then the config's team "
+            f"images); valid: job, serve, {team_site}") in err
+    assert site.requests == []

@@ -203,29 +203,3 @@ def test_a_readme_block_runs_on_a_fresh_clone(source: str, start: int, tmp_path:
 ])
 def test_shown_output_is_matched_with_elisions(shown: tuple[str, ...], actual: list[str], ok: bool) -> None:
     assert matches(shown, actual) is ok
-
-
-EXAMPLE_README = ROOT / "examples" / "team_project" / "README.md"
-
-
-@pytest.mark.slice
-@pytest.mark.timeout(900)
-def test_the_team_examples_small_try_runs_as_written(tmp_path: Path) -> None:
-    """Issue 47.4: the example README's ```bash block (local up, submit pretrain --local --set ..., local down) runs
-    as written in a fresh clone on the emulated slice; ``local down`` runs even when the submit fails."""
-    found = commands(EXAMPLE_README.read_text(encoding="utf-8"))
-    assert [bare(c.text).split()[:3] for c in found] == [["raytpu", "local", "up"], ["raytpu", "submit", "pretrain"],
-                                                          ["raytpu", "local", "down"]]
-    assert "--set" in found[1].text
-    clone = fresh_clone(tmp_path / "clone")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAYTPU_", "RAY_AUTH", "RAY_ADDRESS"))}
-    env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", RAY_USAGE_STATS_ENABLED="0",
-               CHECKPOINT_DISABLE="1", PYTHONPATH=str(ROOT))
-    try:
-        for command in found[:2]:
-            proc = subprocess.run(["bash", "-c", command.text], cwd=clone, env=env, capture_output=True, text=True,
-                                  timeout=420, check=False)
-            assert proc.returncode == 0, f"{command.text!r} exited {proc.returncode}: {proc.stderr[-3000:]}"
-    finally:
-        subprocess.run(["bash", "-c", found[2].text], cwd=clone, env=env, capture_output=True, timeout=120,
-                       check=False)

@@ -142,6 +142,22 @@ def test_uv_is_found_beside_the_kit() -> None:
     assert os.access(requirements.uv_binary(), os.X_OK)
 
 
+def test_uv_is_a_dependency_of_the_kit_pinned_where_make_pins_it() -> None:
+    """``pip install raytpu`` brings the uv the kit runs; the lock and the Makefile agree on its version."""
+    import re
+    import tomllib
+
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    ranges = [d for d in declared if re.match(r"uv\b", d)]
+    make_pin = re.search(r"^UV_VERSION := (\S+)$", (REPO / "Makefile").read_text(), re.M)
+    assert ranges and make_pin
+    locked = requirements.pins((REPO / "requirements.lock").read_text())
+    assert locked["uv"] == make_pin.group(1)
+    from packaging.specifiers import SpecifierSet
+
+    assert make_pin.group(1) in SpecifierSet(ranges[0][2:])
+
+
 def test_a_venv_per_lock_sees_the_kit_and_is_built_once(tmp_path: Path) -> None:
     lock = requirements.Lock("", {})
     python, built = envs.ensure(tmp_path, lock)

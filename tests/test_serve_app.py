@@ -151,3 +151,62 @@ def test_the_ingress_answers_401_without_the_key(monkeypatch: pytest.MonkeyPatch
     assert denied.status_code == 401 and json.loads(denied.body)["error"]["type"] == "authentication_error"
     assert asyncio.run(replica(_request("/", "wrong"))).status_code == 401
     assert asyncio.run(replica(_request("/", "s3cret"))) == "front"
+
+
+# ---------------------------------------------------------------------- locally: env and secrets (issue 47.3)
+
+
+def _local(tmp_path: Path) -> Any:
+    from raytpu import local
+
+    return local.LocalCluster(run_dir=str(tmp_path / "run"), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1",
+                              plan={}, slices=[])
+
+
+def test_locally_the_app_gets_its_env_and_only_the_secrets_files_path(spec: Any, tmp_path: Path) -> None:
+    """The values stay in a private file Ray's runtime env never carries (Ray logs its env_vars); every worker of
+    the app loads it at its start through Ray's worker setup hook."""
+    from dataclasses import replace
+
+    from raytpu.local import team_app
+    from raytpu.workloads import local_secrets
+
+    work = replace(spec.workload("scorer"), env={"TEAM_MODE": "m"}, secrets={"TEAM_TOKEN": "team-token"})
+    path = local_secrets.write({"TEAM_TOKEN": "v-47"})
+    try:
+        config = team_app.local_config(_local(tmp_path), work, None, path)
+        env = config["applications"][0]["runtime_env"]["env_vars"]  # type: ignore[index]
+        assert env["TEAM_MODE"] == "m" and env[local_secrets.ENV] == path
+        assert env[local_secrets.SETUP_HOOK_ENV] == "raytpu.workloads.local_secrets.load"
+        assert "v-47" not in json.dumps(config) and "TEAM_TOKEN" not in env
+        from ray._private import ray_constants
+
+        assert local_secrets.SETUP_HOOK_ENV == ray_constants.WORKER_PROCESS_SETUP_HOOK_ENV_VAR
+    finally:
+        local_secrets.remove(path)
+
+
+def test_locally_an_unset_secret_is_refused_before_anything_deploys(spec: Any, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from raytpu.core.common.errors import InvalidInput
+    from raytpu.local import team_app
+
+    monkeypatch.delenv("TEAM_TOKEN", raising=False)
+    work = replace(spec.workload("scorer"), secrets={"TEAM_TOKEN": "team-token"})
+    said: list[str] = []
+    with pytest.raises(InvalidInput, match=r"workloads\[0\]\.secrets\.TEAM_TOKEN"):
+        team_app.deploy_team_app(_local(tmp_path), work, 1.0, None, said.append, "workloads[0]")
+    assert said == [] and not (tmp_path / "run").exists()
+
+
+def test_a_served_apps_secrets_file_lasts_until_local_down(tmp_path: Path) -> None:
+    from raytpu.workloads import local_secrets
+
+    path = local_secrets.write({"A": "1"})
+    local_secrets.keep(str(tmp_path), path)
+    assert oct(Path(path).stat().st_mode & 0o777) == "0o600"
+    assert local_secrets.remove_kept(str(tmp_path)) == 1
+    assert not Path(path).exists() and not (tmp_path / local_secrets.KEPT).exists()
+    assert local_secrets.remove_kept(str(tmp_path)) == 0

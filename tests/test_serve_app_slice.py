@@ -48,6 +48,32 @@ def build_huge(args: dict) -> object:
     return Huge.bind()
 '''
 
+WORDY = '''\
+import hashlib
+import os
+
+import inflection  # not in the kit's environment: from the project's requirements.txt (a venv per lock)
+from ray import serve
+from starlette.requests import Request
+
+AT_IMPORT = os.environ.get("TEAM_TOKEN")  # read at import, as a team's tracker client does
+
+
+@serve.deployment(ray_actor_options={"num_cpus": 0})
+class Wordy:
+    async def __call__(self, request: Request) -> dict:
+        body = await request.json()
+        token = os.environ.get("TEAM_TOKEN") or ""
+        return {"plural": inflection.pluralize(body["text"]), "mode": os.environ.get("TEAM_MODE"),
+                "token_sha": hashlib.sha256(token.encode()).hexdigest(), "at_import": AT_IMPORT == token,
+                "library": os.path.dirname(inflection.__file__)}
+
+
+app = Wordy.bind()
+'''
+SENTINEL = "s3cr3t-serve-47-" + "7f1c9e"
+"""A secret's value: it reaches the app and is never written (run folder, Ray's temp folder, output)."""
+
 CONFIG = """\
 project: my-ml-project
 region: us-east5
@@ -57,14 +83,16 @@ slices:
 workloads:
   - {name: echo, kind: serve, slice: train, code: ./src, serve_app: scorer.app:app}
   - {name: huge, kind: serve, slice: train, code: ./src, serve_app: scorer.app:build_huge}
+  - {name: wordy, kind: serve, slice: train, code: ./src, serve_app: scorer.wordy:app, requirements: requirements.txt,
+     env: {TEAM_MODE: held-out}, secrets: {TEAM_TOKEN: team-token}}
 """
 KEY = "local-key-47"
 
 
 @pytest.fixture
 def project(tmp_path: Path, two_slices: local.LocalCluster) -> Iterator[Path]:
-    for rel, text in {"src/scorer/__init__.py": "", "src/scorer/app.py": APP, "raytpu.yaml": CONFIG,
-                      "key": KEY + "\n"}.items():
+    for rel, text in {"src/scorer/__init__.py": "", "src/scorer/app.py": APP, "src/scorer/wordy.py": WORDY,
+                      "src/requirements.txt": "inflection\n", "raytpu.yaml": CONFIG, "key": KEY + "\n"}.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
     yield tmp_path
@@ -73,8 +101,10 @@ def project(tmp_path: Path, two_slices: local.LocalCluster) -> Iterator[Path]:
                    capture_output=True)
 
 
-def serve(folder: Path, cluster: local.LocalCluster, workload: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+def serve(folder: Path, cluster: local.LocalCluster, workload: str,
+          extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "TEAM_TOKEN"))}
+    env.update(extra_env or {})
     return subprocess.run([sys.executable, "-m", "raytpu", "local", "--dir", cluster.run_dir, "serve", "--workload",
                            workload, "--config", str(folder / "raytpu.yaml"), "--api-key-file", str(folder / "key"),
                            "--timeout-s", "240"], capture_output=True, text=True, timeout=400, env=env, cwd=folder)
@@ -106,3 +136,38 @@ def test_a_deployment_larger_than_a_host_is_refused_by_name(project: Path, two_s
     ran = serve(project, two_slices, "huge")
     assert ran.returncode == 1, ran.stderr[-3000:]
     assert "deployment Huge asks for 8 TPU per replica, more than a host of the slice has (4)" in ran.stderr
+
+
+def _grep(root: Path, needle: bytes) -> list[str]:
+    found = []
+    for path in root.rglob("*"):
+        try:
+            if path.is_file() and not path.is_symlink() and needle in path.read_bytes():
+                found.append(str(path))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_held_out_app_serves_with_its_own_library_env_and_secret(project: Path,
+                                                                   two_slices: local.LocalCluster) -> None:
+    """Issue 47 items 1-3 for serve_app: a library the kit's environment lacks (``inflection``, from the project's
+    requirements, in the lock's venv in the run folder), the workload's ``env``, and its secret from the serving
+    shell's environment (refused with exit 2 naming it when unset), seen at import and per request, written nowhere."""
+    import hashlib
+
+    unset = serve(project, two_slices, "wordy")
+    assert unset.returncode == 2 and "workloads[2].secrets.TEAM_TOKEN: is required" in unset.stderr, unset.stderr
+    ran = serve(project, two_slices, "wordy", {"TEAM_TOKEN": SENTINEL})
+    assert ran.returncode == 0, ran.stderr[-3000:] + ran.stdout[-3000:]
+    [url] = [line.split(": ", 1)[1] for line in ran.stdout.splitlines() if line.startswith("endpoint: ")]
+    status, answer = post(url, {"text": "deployment"}, KEY)
+    assert status == 200, answer
+    assert isinstance(answer, dict)
+    assert answer["plural"] == "deployments" and answer["mode"] == "held-out"
+    assert answer["token_sha"] == hashlib.sha256(SENTINEL.encode()).hexdigest() and answer["at_import"] is True
+    assert str(answer["library"]).startswith(f"{two_slices.run_dir}/envs/")
+    assert post(url, {"text": "x"}, None)[0] == 401
+    assert SENTINEL not in ran.stdout and SENTINEL not in ran.stderr
+    leaks = [*_grep(Path(two_slices.run_dir), SENTINEL.encode()), *_grep(Path(two_slices.temp_dir), SENTINEL.encode())]
+    assert leaks == [], leaks

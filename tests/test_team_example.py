@@ -66,7 +66,7 @@ def test_checkpoint_round_trips_params_optimizer_state_and_position_exactly(tmp_
     checkpoint.save(str(tmp_path), params, opt_state, {"step": 3, "data_position": position})
     loaded_params, loaded_opt, state = checkpoint.load(str(tmp_path), params, opt_state)
     assert _equal(loaded_params, params) and _equal(loaded_opt, opt_state)
-    assert int(loaded_opt["count"]) == 3
+    assert int(loaded_opt[0].count) == 3  # optax's ScaleByAdamState: the step count it bias-corrects with
     assert state == {"step": 3, "data_position": 3}
 
 
@@ -114,6 +114,33 @@ def test_adamw_leaves_norm_scales_undecayed() -> None:
     zero = {k: jnp.zeros_like(v) for k, v in params.items()}
     updated, _ = optim.update(c, params, zero, optim.init(params))
     assert np.allclose(updated["ln1"], 1.0) and np.all(np.asarray(updated["w"]) < 1.0)
+
+
+@pytest.mark.unit
+def test_the_learning_rate_warms_up_then_decays_by_a_cosine_to_its_floor() -> None:
+    import itertools
+
+    c = resolve({"lr": 1.0, "warmup": 4, "steps": 20})
+    lrs = [float(np.asarray(optim.schedule(c)(i))) for i in range(21)]
+    assert lrs[0] == pytest.approx(0.25) and lrs[4] == pytest.approx(1.0)
+    assert all(a < b for a, b in itertools.pairwise(lrs[:5]))
+    assert all(a > b for a, b in itertools.pairwise(lrs[4:]))
+    assert lrs[20] == pytest.approx(optim.FLOOR)
+
+
+@pytest.mark.unit
+def test_the_optimizer_is_optax_from_the_projects_requirements() -> None:
+    """optax comes from the example's own ``requirements.txt`` (the kit's image has none; its raytpu.yaml names
+    the file on every workload that runs the code)."""
+    import optax
+
+    from raytpu.teamcode import requirements
+
+    assert isinstance(optim.optimizer(resolve({})), optax.GradientTransformation)
+    wanted = requirements.pins((SRC / "requirements.txt").read_text())
+    kit = requirements.pins((SRC.parents[2] / "requirements.lock").read_text())
+    assert wanted["optax"] == kit["optax"] == optax.__version__  # the kit's venv (tests, mypy) has the same optax
+    assert "optax" not in requirements.image_pins()
 
 
 @pytest.mark.unit
@@ -201,6 +228,7 @@ workloads:
     kind: train
     slice: train
     code: {src}
+    requirements: requirements.txt
     train_loop: lm.train:train_loop
     train_config: {train_config}
 """

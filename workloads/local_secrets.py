@@ -30,6 +30,43 @@ def remove(path: str) -> None:
     shutil.rmtree(os.path.dirname(path), ignore_errors=True)
 
 
+KEPT = "serve-secrets.txt"
+"""In the run folder: the paths of the secrets files a served app still reads (``raytpu local down`` removes them)."""
+
+SETUP_HOOK_ENV = "__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR"
+"""Every Ray worker of a runtime env carrying it runs the named function at its start, before it imports anything of
+the app: how a served app's build task and replicas load the file (a Serve app's runtime env is not ``ray.init``'s,
+where the public ``worker_process_setup_hook`` field is turned into this variable).
+Source: Ray 2.60 ray/_private/workers/default_worker.py (reads it, runs load_and_execute_setup_hook) and
+ray/_private/runtime_env/setup_hook.py export_setup_func_module (a module path as the value)."""
+
+
+def setup_hook() -> str:
+    """The import path of :func:`load`, as Ray's worker setup hook takes it."""
+    return f"{__name__ if __name__ != '__main__' else 'raytpu.workloads.local_secrets'}.load"
+
+
+def keep(run_dir: str, path: str) -> None:
+    """Records ``path`` in ``run_dir`` (a served app reads it until ``local down``)."""
+    with open(os.path.join(run_dir, KEPT), "a", encoding="utf-8") as out:
+        out.write(path + "\n")
+
+
+def remove_kept(run_dir: str) -> int:
+    """Removes every secrets file recorded in ``run_dir`` and the record; how many there were."""
+    record = os.path.join(run_dir, KEPT)
+    try:
+        with open(record, encoding="utf-8") as given:
+            paths = [line.strip() for line in given if line.strip()]
+    except FileNotFoundError:
+        return 0
+    for path in paths:
+        if os.path.basename(path) == "secrets.json":  # only files this module wrote
+            remove(path)
+    os.unlink(record)
+    return len(paths)
+
+
 def load() -> None:
     """Puts the file's values into this process's environment (a no-op where no file is named: GKE, or no secrets)."""
     path = os.environ.get(ENV)

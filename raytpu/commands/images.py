@@ -1,7 +1,9 @@
 """``raytpu images build [IMAGE...] --stack NAME``: build the kit's images with Cloud Build on a deployed stack and
 record their digests.
 
-Each image (:data:`raytpu.images.definitions.IMAGES`; by default every one a workload of the config runs) is built by
+Each image (:data:`raytpu.images.definitions.IMAGES`; by default every one a workload of the config runs, then the
+image of each workload's requirements lock, ``team-<hash>``: :mod:`raytpu.images.team`; an ``IMAGE`` may name one of
+those, built FROM the job image as recorded or as built by the same command) is built by
 Cloud Build in the stack's region from the installed kit's definition and pushed to the stack's Artifact Registry
 repository (:mod:`raytpu.images.build` says why the kit calls the API instead of owning a trigger). Progress goes to
 stderr, the build log to stdout; once an image is built, its digest is recorded in ``raytpu.images.json`` beside the
@@ -45,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions.required = True
     build = actions.add_parser("build", help="build and push images, record their digests beside the config")
     build.add_argument("images", nargs="*", metavar="IMAGE",
-                       help="images to build (default: every image a workload of the config runs)")
+                       help="images to build (default: every image a workload of the config runs, then each "
+                            "workload requirements lock's team-<hash>, named by `raytpu images list`)")
     build.add_argument("--stack", required=True, help="the cluster stack's id in the outputs file "
                                                       "(<cluster name>-cluster, e.g. ray-tpu-cluster)")
     build.add_argument("--config", default=None, type=argtypes.path,
@@ -85,7 +88,8 @@ def list_images(args: argparse.Namespace) -> int:
     runs: list[dict[str, Any]] = []
     for work in spec.workloads:
         own = work.image is not None
-        name = None if own else images.image_of(work).name
+        name = None if own else (images.team_image_name(work) if work.requirements is not None
+                                 else images.image_of(work).name)
         reference = work.image if own else (built[name].ref if name in built else None)
         runs.append({"workload": work.name, "kind": work.kind.name, "image": name or "(its own)",
                      "reference": reference, "built": own or name in built})
@@ -115,13 +119,21 @@ def build(args: argparse.Namespace) -> int:
     from raytpu.cluster.google_api import GoogleApi
     from raytpu.cluster.outputs import StackOutputs
     from raytpu.core.common import errors
-    from raytpu.images import record
+    from raytpu.images import record, team
     from raytpu.images.build import ImageBuild, Target
     from raytpu.images.definitions import DIGEST, IMAGES
 
     args.config = config_mod.choose(args.config)
     spec = config_mod.load(args.config)
-    names = chosen_images(args.images, {w.kind.name for w in spec.workloads}, args.config)
+    locks = team_locks(spec)
+    asked_team = [n for n in dict.fromkeys(args.images) if n in locks]
+    asked_kit = [n for n in args.images if n not in locks]
+    names = chosen_images(asked_kit, {w.kind.name for w in spec.workloads}, args.config, sorted(locks)) \
+        if asked_kit or not args.images else []
+    if asked_team and team.BASE_IMAGE not in names and team.BASE_IMAGE not in record.load_refs(args.config):
+        raise errors.missing(f"image {team.BASE_IMAGE}", f"to layer {asked_team[0]} on",
+                             f"`raytpu images build {team.BASE_IMAGE} {' '.join(asked_team)} --stack {args.stack}` "
+                             "(the job image first, in the same command)")
     outputs = StackOutputs.read(args.outputs, args.stack, spec, args.config)
     for output in ("registry", "builder_service_account"):
         if not getattr(outputs, output):
@@ -141,9 +153,11 @@ def build(args: argparse.Namespace) -> int:
         built[name] = ImageBuild(api, IMAGES[name], target, timeout_s=args.timeout_s, poll_s=args.poll_s).run()
         path = record.save(args.config, name, built[name])
         print(f"recorded {name}: {built[name].ref} in {path}", file=sys.stderr)
-    if not args.images:  # then one image per requirements lock, on the job image as recorded
+    if not args.images or asked_team:  # then one image per requirements lock, on the job image as recorded
         for name, definition in team_definitions(spec, args.config, args.stack).items():
-            if name in built or name in record.load_refs(args.config):
+            if asked_team and name not in asked_team:
+                continue
+            if not asked_team and (name in built or name in record.load_refs(args.config)):
                 print(f"image {name}: built already (its lock's hash names it)", file=sys.stderr)
                 continue
             built[name] = ImageBuild(api, definition, target, timeout_s=args.timeout_s, poll_s=args.poll_s).run()
@@ -151,6 +165,18 @@ def build(args: argparse.Namespace) -> int:
             print(f"recorded {name}: {built[name].ref} in {path}", file=sys.stderr)
     print(versions_table(built), file=sys.stderr)
     return 0
+
+
+def team_locks(spec: Any) -> dict[str, Any]:
+    """``{team-<hash>: lock}`` of the config's workloads with ``requirements`` (the names ``IMAGE`` may give)."""
+    from pathlib import Path
+
+    from raytpu.images import team
+    from raytpu.teamcode.requirements import resolve
+
+    return {team.name_of(lock): lock for lock in (
+        resolve(f"workloads[{i}].requirements", Path(w.code), w.requirements)
+        for i, w in enumerate(spec.workloads) if w.requirements is not None and w.image is None)}
 
 
 def team_definitions(spec: Any, config: str, stack: str) -> dict[str, Any]:
@@ -194,8 +220,9 @@ def versions_table(built: dict[str, record.BuiltImage]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
 
-def chosen_images(asked: list[str], kinds: set[str], config: str) -> list[str]:
-    """The images to build: those ``asked``, else every image a workload kind of the config runs.
+def chosen_images(asked: list[str], kinds: set[str], config: str, team: list[str] | None = None) -> list[str]:
+    """The kit's images to build: those ``asked``, else every image a workload kind of the config runs (``team``:
+    the config's team images, also valid names, listed when a name is unknown).
 
     Raises:
         InvalidInputs: an unknown image (the valid ones listed), an image whose definition names a kind the kit
@@ -211,7 +238,9 @@ def chosen_images(asked: list[str], kinds: set[str], config: str) -> list[str]:
     used = [name for name, image in IMAGES.items() if kinds & set(image.kinds)]
     for name in asked:
         if name not in IMAGES:
-            found.append(errors.invalid_choice("IMAGE", name, sorted(IMAGES), " (the kit's images)"))
+            found.append(errors.invalid_choice("IMAGE", name, [*sorted(IMAGES), *(team or [])],
+                                               " (the kit's images" + (", then the config's team images)"
+                                                                       if team else ")")))
         elif name not in used:
             found.append(errors.invalid_value(
                 "IMAGE", name, f"is run by no workload of {config} (it runs kinds {', '.join(IMAGES[name].kinds)}; "

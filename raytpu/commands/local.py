@@ -271,7 +271,10 @@ def _serve(args: argparse.Namespace) -> int:
         from raytpu.local.team_app import deploy_team_app
 
         _alive(cluster)
-        print(f"endpoint: {deploy_team_app(cluster, work, args.timeout_s, args.api_key_file, _progress)}")
+        from raytpu.local.from_config import workload_field
+
+        field = workload_field(args.config, work.name)
+        print(f"endpoint: {deploy_team_app(cluster, work, args.timeout_s, args.api_key_file, _progress, field)}")
         sys.stdout.flush()
         _progress("serving until `raytpu local down`")
         return 0

@@ -56,7 +56,7 @@ if [ -n "$PINNED" ] && [ "$digests" != "$PINNED" ]; then
   exit 1
 fi
 printf '%s' "$digests" > "$BUILDER_OUTPUT/output"
-printf '%s@%s' "$BASE" "$digests" > {BASE_FILE}
+printf '%s@%s' "${{BASE%%@*}}" "$digests" > {BASE_FILE}
 """
 BUILD_FROM_BASE = f"""#!/usr/bin/env bash
 set -euo pipefail

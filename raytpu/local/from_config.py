@@ -85,3 +85,11 @@ def serving_workload(cluster: LocalCluster, config: str | None = None, name: str
     # every field of the config's workload (none dropped; issue 49), on the local slice, as the kit's image runs it
     # (the kit's default serve workload is built only when asked for: it holds the LLM's slice rules, a team's app not)
     return replace(work, slice=cluster.slice_spec, slices=None, image=None)
+
+
+def workload_field(config: str | None, name: str) -> str:
+    """``workloads[i]``: where the config names workload ``name`` (its fields' errors say so)."""
+    from raytpu.config import choose, load
+
+    names = [w.name for w in load(choose(config, local=True)).workloads]
+    return f"workloads[{names.index(name)}]" if name in names else "workload"

@@ -172,5 +172,8 @@ def stop(directory: str | Path | None = None, grace_s: float = 1.0) -> int:
     for node in cluster.nodes:
         reap(node.pid)
     shutil.rmtree(cluster.temp_dir, ignore_errors=True)
+    from raytpu.workloads import local_secrets
+
+    local_secrets.remove_kept(str(where))  # a served app's secrets, read until now
     (where / STATE_FILE).unlink(missing_ok=True)
     return len(groups) + len(stragglers)

@@ -1,4 +1,4 @@
-"""The mesh over every device of the slice and the one jitted training step (forward, backward, AdamW).
+"""The mesh over every device of the slice and the one jitted training step (forward, backward, optax's AdamW).
 
 Axes ``("data", "fsdp")``: the batch is split over both; with ``fsdp`` > 1 each parameter (and its optimizer
 moments) is also split over ``fsdp`` along its first evenly divisible dimension, and XLA gathers it for use.
@@ -68,13 +68,14 @@ def init_state(c: Config, mesh: Mesh) -> tuple[Any, Any, Any, Any]:
     shapes = jax.eval_shape(lambda: model.init_params(c, jax.random.key(c.seed)))
     p_sharding = param_shardings(shapes, mesh)
     params = jax.jit(lambda: model.init_params(c, jax.random.key(c.seed)), out_shardings=p_sharding)()
-    o_sharding = opt_shardings(p_sharding, mesh)
+    o_sharding = opt_shardings(p_sharding, mesh, shapes)
     opt_state = jax.jit(optim.init, out_shardings=o_sharding)(params)
     return params, opt_state, p_sharding, o_sharding
 
 
-def opt_shardings(p_sharding: Any, mesh: Mesh) -> Any:
-    return {"m": p_sharding, "v": p_sharding, "count": NamedSharding(mesh, P())}
+def opt_shardings(p_sharding: Any, mesh: Mesh, shapes: Any) -> Any:
+    """Each optimizer moment sharded as its parameter; the step counts replicated."""
+    return optim.shardings(p_sharding, NamedSharding(mesh, P()), shapes)
 
 
 def place(host_tree: Any, shardings: Any) -> Any:

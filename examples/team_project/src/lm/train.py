@@ -35,7 +35,7 @@ def train_loop(config: dict[str, Any]) -> None:
     mesh = step.make_mesh(c)
     shapes = jax.eval_shape(lambda: model.init_params(c, jax.random.key(c.seed)))
     p_sharding = step.param_shardings(shapes, mesh)
-    o_sharding = step.opt_shardings(p_sharding, mesh)
+    o_sharding = step.opt_shardings(p_sharding, mesh, shapes)
 
     start, position = 0, 0
     resumed = ray.train.get_checkpoint()
