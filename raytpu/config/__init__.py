@@ -312,7 +312,19 @@ def _from_pydantic(error: Any) -> InvalidInput:
                               f"{_keys(_model_at(loc[:-1]))}")
     if loc and loc[-1] == "generation":
         return errors.invalid_choice(field, value, GENERATIONS)
-    return InvalidInput(field, f"{errors.excerpt(value)}: {error['msg'].lower()}", _expected(kind))
+    return InvalidInput(field, f"{errors.excerpt(value)}: {_problem(kind, error['msg'])}", _expected(kind))
+
+
+_YAML_PROBLEMS = {"model_type": "is not a mapping", "dict_type": "is not a mapping", "tuple_type": "is not a list",
+                  "list_type": "is not a list", "string_type": "is not a string", "bool_type": "is not true or false",
+                  "bool_parsing": "is not true or false"}
+"""Pydantic's wording where it names Python (``a valid tuple``, ``an instance of clustermodel``), in YAML's terms:
+the user wrote YAML (issue 48)."""
+
+
+def _problem(kind: str, message: str) -> str:
+    """What is wrong, in YAML's terms where pydantic's message names Python types or the kit's model classes."""
+    return _YAML_PROBLEMS.get(kind) or message.lower()
 
 
 def _expected(kind: str) -> str:
