@@ -503,6 +503,11 @@ ISSUE48_CASES: tuple[Case, ...] = (
     _yaml_shown("yaml-shown-hf-token-secret", "workloads.2.hf_token_secret", True,
                 "workloads[2].hf_token_secret: true: is not a mapping", ("secretkeyrefmodel", "instance of")),
     _yaml_shown("yaml-shown-count-bool", "slices.0.count", True, "slices[0].count: true", ("True",)),
+    _yaml_shown("hf-token-secret-keys-named", "workloads.2.hf_token_secret", "hf-secret",
+                "workloads[2].hf_token_secret: 'hf-secret': is not a mapping; valid: a mapping with the keys name, key",
+                ("secretkeyrefmodel",)),
+    _yaml_shown("hf-token-secret-on-smoke-as-yaml", "workloads.0.hf_token_secret", {"name": "hf", "key": "k"},
+                "workloads[0].hf_token_secret: {name: hf, key: k} is not allowed for kind smoke", ("SecretKeyRef",)),
 )
 
 

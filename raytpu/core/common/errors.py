@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import reprlib
@@ -81,6 +82,9 @@ def yaml_flow(value: object, limit: int = MAX_EXCERPT, depth: int = 0) -> str:
             return value
         cut = value[:limit]
         return "'" + cut.replace("'", "''") + "'" + ("..." if len(value) > limit else "")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # a spec read from YAML: its fields
+        value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)
+                 if getattr(value, f.name) is not None}
     if isinstance(value, dict | list | tuple | set | frozenset):
         if depth >= _FLOW_DEPTH:
             return "{...}" if isinstance(value, dict) else "[...]"
