@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -64,7 +64,8 @@ workloads:
 
 
 @pytest.fixture(scope="module")
-def neighbours(start_cluster: Callable[..., local.LocalCluster]) -> tuple[local.LocalCluster, local.LocalCluster]:
+def neighbours(start_cluster: Callable[..., local.LocalCluster]) -> Iterator[tuple[local.LocalCluster,
+                                                                                 local.LocalCluster]]:
     """Two one-host v6e 2x2 slices, each its own local cluster, side by side."""
     from raytpu.core.tpu.plan import plan_slice
 
@@ -75,7 +76,7 @@ def neighbours(start_cluster: Callable[..., local.LocalCluster]) -> tuple[local.
     except BaseException:
         local.stop(first.run_dir)
         raise
-    yield first, second  # type: ignore[misc]
+    yield first, second
     local.stop(first.run_dir)
     local.stop(second.run_dir)
 
