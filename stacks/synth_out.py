@@ -8,15 +8,17 @@ beside DIR (a rename swaps it in), the old one put back if the swap fails; ``os.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import re
 import secrets
 import shutil
 import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from raytpu.core.common.errors import InvalidInput, excerpt
+from raytpu.core.common.errors import InvalidInput, RuntimeFailure, excerpt
 
 FIELD = "--out"
 MARKER = ".raytpu-synth"
@@ -189,3 +191,23 @@ def replacing(out: str | Path) -> Iterator[Path]:
         for folder in made:
             with contextlib.suppress(OSError):
                 os.rmdir(folder)
+
+
+FULL_DISK_WORDS = re.compile(r"\b(ENOSPC|EDQUOT|EROFS)\b|No space left on device|Disk quota exceeded|Read-only file "
+                             r"system")
+"""How a refused write reads in an error of node's (``ENOSPC: no space left on device, write``) or of Python's."""
+
+
+def full_disk(exc: BaseException) -> bool:
+    """Whether ``exc`` is a write the file system refused: an OSError of those errnos, or an error naming one."""
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
+    return FULL_DISK_WORDS.search(str(exc)) is not None
+
+
+def unwritten(out: str, exc: BaseException) -> RuntimeFailure:
+    """A synth whose output could not be written (a full file system): one line (exit 1) naming ``--out``; the
+    folder is as it was (:func:`replacing`)."""
+    why = exc.strerror if isinstance(exc, OSError) and exc.strerror else excerpt(str(exc), 120)
+    return RuntimeFailure(f"{FIELD}: {_excerpt(out)} could not be written ({why}); it is as it was",
+                          "free space on that file system (or another --out), then `raytpu synth` again")

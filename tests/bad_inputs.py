@@ -87,6 +87,8 @@ class Case:
         item: The issue item that owns the case, when another change fixes it (for the report).
         process: Run it in its own process even in the test (:func:`run_in_process` cannot stop a run that hangs,
             nor one that reaches the network or loads CDK Terrain or matplotlib).
+        shows: Text the first error line must hold (the value as the user wrote it in YAML: ``true``, ``{a: 1}``).
+        hides: Texts the first error line must not hold (a Python repr, a class name of the kit's).
     """
 
     id: str
@@ -98,6 +100,8 @@ class Case:
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
     item: str = ""
     process: bool = False
+    shows: str = ""
+    hides: tuple[str, ...] = ()
 
     @property
     def command(self) -> str:
@@ -127,6 +131,9 @@ class Outcome:
             found.append("the first stderr line does not start with 'error: '")
         elif not (head.startswith(f"error: {case.field}: ") or f"/{case.field}: " in head):
             found.append(f"the first line does not name {case.field!r}")
+        if case.shows and case.shows not in self.first_line:
+            found.append(f"the first line does not show {case.shows!r}")
+        found += [f"the first line shows {hidden!r}" for hidden in case.hides if hidden in self.first_line]
         if len(self.stderr.encode()) > MAX_STDERR:
             found.append(f"stderr is {len(self.stderr.encode())} bytes (over {MAX_STDERR})")
         if self.changed:
@@ -443,6 +450,14 @@ def _data_bucket(case_id: str, name: str) -> Case:
     return _edit(case_id, "storage", {"data_buckets": [{"name": name}]}, "storage.data_buckets[0].name", I48_3)
 
 
+I48_4 = "48.4 messages in YAML's terms"
+
+
+def _yaml_shown(case_id: str, path: str, value: object, shows: str, hides: tuple[str, ...]) -> Case:
+    """A wrong-typed value, named as the user wrote it in YAML (never its Python repr, never a model class)."""
+    return dataclasses.replace(_edit(case_id, path, value, shows.split(": ", 1)[0], I48_4), shows=shows,
+                               hides=hides)
+
 ISSUE48_CASES: tuple[Case, ...] = (
     _secret("code-pem-in-a-py-file", {"src/lm/settings.py": f"KEY = {PEM_KEY!r}\n"}),
     _secret("code-service-account-json", {"src/conf/app.json": '{"type": "service_account", "private_key": "x"}'}),
@@ -481,6 +496,23 @@ ISSUE48_CASES: tuple[Case, ...] = (
     _data_bucket("data-bucket-g00gle", "team-g00gle"),
     _data_bucket("data-bucket-ip", "192.168.5.4"),
     _data_bucket("data-bucket-the-kits-default", "my-ml-project-ray-tpu-ray"),
+    _yaml_shown("yaml-shown-true", "cluster.name", True, "cluster.name: true: is not a string", ("True",)),
+    _yaml_shown("yaml-shown-null", "project", None, "project: null: is not a string", ("None",)),
+    _yaml_shown("yaml-shown-mapping", "slices.0.zone", {"a": 1}, "slices[0].zone: {a: 1}: is not a string",
+                ("{'a'",)),
+    _yaml_shown("yaml-shown-list", "region", ["x"], "region: [x]: is not a string", ("['x']",)),
+    _yaml_shown("yaml-shown-cluster-list", "cluster", ["ray-tpu"], "cluster: [ray-tpu]: is not a mapping",
+                ("clustermodel", "instance of")),
+    _yaml_shown("yaml-shown-workloads-mapping", "workloads", {"a": 1}, "workloads: {a: 1}: is not a list",
+                ("tuple",)),
+    _yaml_shown("yaml-shown-hf-token-secret", "workloads.2.hf_token_secret", True,
+                "workloads[2].hf_token_secret: true: is not a mapping", ("secretkeyrefmodel", "instance of")),
+    _yaml_shown("yaml-shown-count-bool", "slices.0.count", True, "slices[0].count: true", ("True",)),
+    _yaml_shown("hf-token-secret-keys-named", "workloads.2.hf_token_secret", "hf-secret",
+                "workloads[2].hf_token_secret: 'hf-secret': is not a mapping; valid: a mapping with the keys name, key",
+                ("secretkeyrefmodel",)),
+    _yaml_shown("hf-token-secret-on-smoke-as-yaml", "workloads.0.hf_token_secret", {"name": "hf", "key": "k"},
+                "workloads[0].hf_token_secret: {name: hf, key: k} is not allowed for kind smoke", ("SecretKeyRef",)),
 )
 
 

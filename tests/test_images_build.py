@@ -300,7 +300,7 @@ def test_a_definition_no_workload_kind_runs_is_bad_input(site: CloudBuildServer,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setitem(IMAGES, "gpu", dataclasses.replace(IMAGES["job"], name="gpu", kinds=("inference",)))
     assert build("job") == 2
-    assert ("error: images.gpu.kinds: ['inference'] names no workload kind of the kit; valid: smoke, train, job, "
+    assert ("error: images.gpu.kinds: [inference] names no workload kind of the kit; valid: smoke, train, job, "
             "serve, batch" in capsys.readouterr().err)
     assert site.requests == []
 

@@ -259,14 +259,14 @@ def test_default_outputs_file_is_the_documented_one(tmp_path: Path, monkeypatch:
 
 
 BAD_VALUES = [  # (output, value, the problem's start): every type the JSON may hold, and strings that are no value
-    ("namespace", None, "None is not DNS-safe"),
+    ("namespace", None, "null is not DNS-safe"),
     ("namespace", "", "'' is not DNS-safe"),
     ("namespace", "Ray", "'Ray' is not DNS-safe"),
-    ("bucket", ["b"], "['b'] is not a bucket name"),
+    ("bucket", ["b"], "[b] is not a bucket name"),
     ("bucket", "", "'' is not a bucket name"),
     ("bucket", 12345, "12345 is not a bucket name"),
-    ("service_account", {"name": "ray"}, "{'name': 'ray'} is not a Kubernetes ServiceAccount name"),
-    ("service_account", True, "True is not a Kubernetes ServiceAccount name"),
+    ("service_account", {"name": "ray"}, "{name: ray} is not a Kubernetes ServiceAccount name"),
+    ("service_account", True, "true is not a Kubernetes ServiceAccount name"),
     ("service_account", "", "'' is not a Kubernetes ServiceAccount name"),
     ("service_account", "Ray", "'Ray' is not a Kubernetes ServiceAccount name"),
     ("service_account", "ray..workers", "'ray..workers' is not a Kubernetes ServiceAccount name"),
@@ -276,19 +276,19 @@ BAD_VALUES = [  # (output, value, the problem's start): every type the JSON may 
     ("service_account", "a" * 254, f"'{'a' * 79}... (254 characters) is not a Kubernetes ServiceAccount name"),
     ("endpoint", "", "'' is not an endpoint"),
     ("endpoint", "  ", "'  ' is not an endpoint"),
-    ("endpoint", None, "None is not an endpoint"),
+    ("endpoint", None, "null is not an endpoint"),
     ("endpoint", "http://34.1.2.3", "'http://34.1.2.3' is not an https URL"),
-    ("ca_certificate", None, "None is not a CA certificate"),
+    ("ca_certificate", None, "null is not a CA certificate"),
     ("ca_certificate", "bm90IGEgY2VydA==", "'bm90IGEgY2VydA==...' is not a base64-encoded PEM certificate"),
     ("cluster_name", 42, "42 is not a GKE cluster name"),
     ("cluster_name", "Ray_TPU", "'Ray_TPU' is not a GKE cluster name"),
     ("location", "us-east5-b", "'us-east5-b' is not a GCP region"),
-    ("location", None, "None is not a GCP region"),
+    ("location", None, "null is not a GCP region"),
     ("project", "My Project", "'My Project' is not a GCP project id"),
     ("project", 1.5, "1.5 is not a GCP project id"),
-    ("registry", ["us-east5-docker.pkg.dev/p/r"], "['us-east5-docker.pkg.dev/p/r'] is not an Artifact Registry"),
+    ("registry", ["us-east5-docker.pkg.dev/p/r"], "[us-east5-docker.pkg.dev/p/r] is not an Artifact Registry"),
     ("registry", "gcr.io/my-ml-project", "'gcr.io/my-ml-project' is not an Artifact Registry"),
-    ("registry", None, "None is not an Artifact Registry"),
+    ("registry", None, "null is not an Artifact Registry"),
     ("builder_service_account", "someone@gmail.com", "'someone@gmail.com' is not a service account email"),
     ("builder_service_account", 0, "0 is not a service account email"),
 ]
@@ -381,10 +381,10 @@ def test_terraform_output_json_is_checked_against_stack(stack: str) -> None:
 
 BAD_FILES = [  # (outputs.json's stack values, the first stderr line)
     ({**VALUES, "namespace": None},
-     f"error: outputs.json: {STACK}.namespace: None is not DNS-safe; valid: 1-30 characters"),
-    ({**VALUES, "bucket": ["b"]}, f"error: outputs.json: {STACK}.bucket: ['b'] is not a bucket name"),
+     f"error: outputs.json: {STACK}.namespace: null is not DNS-safe; valid: 1-30 characters"),
+    ({**VALUES, "bucket": ["b"]}, f"error: outputs.json: {STACK}.bucket: [b] is not a bucket name"),
     ({**VALUES, "service_account": {"name": "ray"}},
-     f"error: outputs.json: {STACK}.service_account: {{'name': 'ray'}} is not a Kubernetes ServiceAccount name; "
+     f"error: outputs.json: {STACK}.service_account: {{name: ray}} is not a Kubernetes ServiceAccount name; "
      "valid: a DNS subdomain"),
     ({**VALUES, "endpoint": ""}, f"error: outputs.json: {STACK}.endpoint: '' is not an endpoint"),
     ({**VALUES, "bucket": ""}, f"error: outputs.json: {STACK}.bucket: '' is not a bucket name"),

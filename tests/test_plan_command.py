@@ -508,7 +508,7 @@ BAD: list[tuple[str, Any, str]] = [
      "--model-config.sliding_window_pattern: 0 is not a positive whole number"),
     ("config short layer types", lambda t: ["--model-config", _config(t, sliding_window=1024,
                                                                       layer_types=["full_attention"])],
-     "--model-config.layer_types: ['full_attention'] is not a list of 32 layer types"),
+     "--model-config.layer_types: [full_attention] is not a list of 32 layer types"),
     # architectures plan does not model are refused by the key that says so, not miscounted
     ("config gemma 3n shared kv", lambda t: ["--model-config", _config(t, num_kv_shared_layers=15)],
      "--model-config.num_kv_shared_layers: 15 means layers that reuse another layer's KV cache (Gemma 3n), which "

@@ -118,7 +118,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _raise_interrupt(_signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt
+    from raytpu.runs.interrupt import Terminated
+
+    raise Terminated  # a KeyboardInterrupt: a followed run tells it from Ctrl-C (exit 143, not 130)
 
 
 def _interrupt_on_sigterm() -> Callable[[], object]:

@@ -184,7 +184,9 @@ def _status(args: argparse.Namespace) -> int:
         print(f"{cluster.address}  {plan.generation} {plan.topology} x {len(cluster.slices)} slice(s)  "
               f"run dir {cluster.run_dir}")
         print(local.render_status(rows))
-    return 0 if all(r.alive for r in rows) else 1
+    from raytpu.local.status_table import healthy
+
+    return 0 if healthy(rows) else 1  # a host replaced since (a preempt) is no fault
 
 
 def _down(args: argparse.Namespace) -> int:

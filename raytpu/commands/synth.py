@@ -53,9 +53,14 @@ def run(args: argparse.Namespace) -> int:
     from raytpu.stacks.app import synth
 
     out = Path(args.out)
-    with synth_out.replacing(out) as tmp:
-        _progress("synthesizing")
-        written = [path.relative_to(tmp) for path in synth(spec, refs, tmp)]
+    try:
+        with synth_out.replacing(out) as tmp:
+            _progress("synthesizing")
+            written = [path.relative_to(tmp) for path in synth(spec, refs, tmp)]
+    except Exception as exc:  # a full file system mid-write (Python's OSError, or node's error naming ENOSPC)
+        if not synth_out.full_disk(exc):
+            raise
+        raise synth_out.unwritten(str(out), exc) from exc  # DIR is as it was (synth_out.replacing)
     for path in written:
         print(out / path)
     _progress(f"done in {time.monotonic() - started:.1f}s: {len(written)} stack(s) in {out}/stacks")

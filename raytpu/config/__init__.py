@@ -8,6 +8,7 @@ from them (:func:`structure_of`: types and unknown keys) and every value rule li
 from __future__ import annotations
 
 import collections.abc
+import contextlib
 import dataclasses
 import functools
 import operator
@@ -312,7 +313,23 @@ def _from_pydantic(error: Any) -> InvalidInput:
                               f"{_keys(_model_at(loc[:-1]))}")
     if loc and loc[-1] == "generation":
         return errors.invalid_choice(field, value, GENERATIONS)
-    return InvalidInput(field, f"{errors.excerpt(value)}: {error['msg'].lower()}", _expected(kind))
+    valid = _expected(kind)
+    if kind == "model_type":  # a mapping of the kit's (hf_token_secret): say its keys
+        with contextlib.suppress(Exception):
+            valid = f"a mapping with the keys {_keys(_model_at(loc))}"
+    return InvalidInput(field, f"{errors.excerpt(value)}: {_problem(kind, error['msg'])}", valid)
+
+
+_YAML_PROBLEMS = {"model_type": "is not a mapping", "dict_type": "is not a mapping", "tuple_type": "is not a list",
+                  "list_type": "is not a list", "string_type": "is not a string", "bool_type": "is not true or false",
+                  "bool_parsing": "is not true or false"}
+"""Pydantic's wording where it names Python (``a valid tuple``, ``an instance of clustermodel``), in YAML's terms:
+the user wrote YAML (issue 48)."""
+
+
+def _problem(kind: str, message: str) -> str:
+    """What is wrong, in YAML's terms where pydantic's message names Python types or the kit's model classes."""
+    return _YAML_PROBLEMS.get(kind) or message.lower()
 
 
 def _expected(kind: str) -> str:

@@ -44,11 +44,15 @@ def _base_env(cluster: LocalCluster) -> dict[str, str]:
     """Every node's environment: this process's (a value set here wins over the kit's serving defaults,
     :data:`raytpu.core.manifests.serving.SERVE_HOT_PATH_ENV` and
     :data:`~raytpu.core.manifests.serving.DIRECT_STREAMING_ENV`: the local twin streams direct), Ray's token auth, the
-    cluster's tag."""
+    cluster's tag, and this cluster's own addresses (never the caller's ``RAY_ADDRESS``): every worker a node starts
+    inherits them, so Ray code that finds its cluster by itself (Ray Train's ``PlacementGroupCleaner`` reads the
+    State API with no address) reaches this cluster when another runs on the machine (issue 48).
+    Source: Ray 2.60 ``ray._private.services.canonicalize_bootstrap_address_or_die`` ("Found multiple active Ray
+    instances" without ``RAY_ADDRESS``)."""
     own = {k: v for k, v in os.environ.items() if k not in WEBHOOK_ENV and k != "RAY_ADDRESS"}
     env = SERVE_HOT_PATH_ENV | DIRECT_STREAMING_ENV | own
     env.update({"RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1", ENV_CLUSTER: cluster.temp_dir,
-                **cluster.auth_env()})
+                **cluster.ray_cli_env()})
     return env
 
 

@@ -13,7 +13,16 @@ from raytpu.core.tpu.plan import SlicePlan
 from raytpu.local import diagnose, launch, procs
 from raytpu.local.connection import wait_for_nodes
 from raytpu.local.emulation import slice_names
-from raytpu.local.state import LocalCluster, NodeProc, Progress, auth_token_file, run_dir, temp_prefix
+from raytpu.local.state import (
+    LocalCluster,
+    NodeProc,
+    Progress,
+    auth_token_file,
+    full_disk,
+    run_dir,
+    temp_prefix,
+    unwritable,
+)
 
 START_RETRIES = 2
 """How many times a node whose start failed for a cause a restart can fix is started again."""
@@ -149,12 +158,17 @@ def start(plan: SlicePlan, num_slices: int = 1, directory: str | Path | None = N
     temp_dir = f"{temp_prefix()}{secrets.token_hex(3)}"  # a bad prefix is refused before anything is made
     if existing is not None:
         procs.stop(where)
-    where.mkdir(parents=True, exist_ok=True)
-    cluster = LocalCluster(run_dir=str(where), temp_dir=temp_dir, address=f"127.0.0.1:{launch.free_port()}",
-                           plan=plan.to_json(), slices=slice_names(plan, num_slices, prefix),
-                           dashboard=f"http://127.0.0.1:{launch.free_port()}",
-                           auth_token_path=str(auth_token_file(where)), started_by=owner)
-    cluster.save()
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        cluster = LocalCluster(run_dir=str(where), temp_dir=temp_dir, address=f"127.0.0.1:{launch.free_port()}",
+                               plan=plan.to_json(), slices=slice_names(plan, num_slices, prefix),
+                               dashboard=f"http://127.0.0.1:{launch.free_port()}",
+                               auth_token_path=str(auth_token_file(where)), started_by=owner)
+        cluster.save()
+    except OSError as exc:  # a full or read-only file system: one line, nothing half-written (issue 48)
+        if not full_disk(exc):
+            raise
+        raise unwritable(where, exc) from exc
     hosts = [(name, w) for name in cluster.slices for w in range(plan.hosts)]
     slots = slots or start_slots()
     t0 = time.monotonic()
@@ -170,6 +184,11 @@ def start(plan: SlicePlan, num_slices: int = 1, directory: str | Path | None = N
         cluster.save()
         say(f"cluster ready in {cluster.started_s:.1f}s: {len(hosts)} host node(s), address {cluster.address}")
         return cluster
+    except OSError as exc:  # a node's log or the state file on a full file system
+        procs.stop(where)
+        if not full_disk(exc):
+            raise
+        raise unwritable(where, exc) from exc
     except BaseException:
         procs.stop(where)
         raise

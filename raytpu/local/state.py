@@ -4,6 +4,7 @@ the cluster's Ray auth token. Standard library at import (plus the kit's spec la
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
@@ -12,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raytpu.core.common.errors import InvalidInput, invalid_value
+from raytpu.core.common.errors import InvalidInput, RuntimeFailure, excerpt, invalid_value
 from raytpu.core.common.names import AUTH_MODE
 from raytpu.core.specs.kinds import kind
 from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
@@ -108,8 +109,12 @@ class LocalCluster:
         self.nodes.sort(key=lambda n: (n.role != "head", rank.get(n.slice_name, len(rank)), n.worker_id))
         path = Path(self.run_dir) / STATE_FILE
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
-        tmp.replace(path)
+        try:
+            tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
+            tmp.replace(path)
+        except BaseException:  # a full file system: no half-written state is left (issue 48)
+            tmp.unlink(missing_ok=True)
+            raise
 
     @classmethod
     def load(cls, run_dir: str | Path) -> LocalCluster | None:
@@ -170,6 +175,29 @@ def auth_token_file(where: Path) -> Path:
     if given and Path(given).is_file():
         return Path(given).resolve()
     path = (where / "auth_token").resolve()  # absolute: every node runs in the run dir, the driver may not
-    path.touch(mode=0o600)
-    path.write_text(os.environ.get("RAY_AUTH_TOKEN") or secrets.token_hex(32))
+    tmp = path.with_name(f".auth_token.{os.getpid()}")
+    try:
+        tmp.touch(mode=0o600)
+        tmp.write_text(os.environ.get("RAY_AUTH_TOKEN") or secrets.token_hex(32))
+        tmp.replace(path)  # whole or not at all: a full file system leaves no empty token (issue 48)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
+
+
+FULL_DISK = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+"""A write refused by the file system itself (no space, over quota, read-only), not by the path."""
+
+
+def full_disk(exc: OSError) -> bool:
+    """Whether ``exc`` is a write the file system refused (:data:`FULL_DISK`)."""
+    return exc.errno in FULL_DISK
+
+
+def unwritable(where: Path, exc: OSError) -> RuntimeFailure:
+    """A run folder the cluster cannot be written into (a full file system, ENOSPC; a read-only one): one error line
+    (exit 1) naming the folder, never a traceback."""
+    return RuntimeFailure(f"local: cannot write the run folder {excerpt(str(where), 120, tail=True)} "
+                          f"({exc.strerror or exc})", "free space on that file system (or another --dir), then "
+                          "`raytpu local up` again; nothing of this start is left there")

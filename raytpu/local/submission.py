@@ -157,6 +157,7 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
                   timeline.EMULATED)
     lines: list[str] = []
     refused = False
+    interrupted: KeyboardInterrupt | None = None
     attempts, ends = 1 + work.backoff_limit, time.monotonic() + timeout_s  # --timeout-s bounds them all
     try:
         for attempt in range(1, attempts + 1):  # as KubeRay's backoffLimit: a FAILED Ray job is run again, anew
@@ -172,14 +173,18 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
         refused = attempt == 1  # (a run id in use) nothing ran: no timeline, no report
         if refused and run_id is None and isinstance(exc, local.RunIdTaken):  # a submit that same second took it
             return submit_local(work, directory=directory, run_id=None, timeout_s=timeout_s, streams=streams,
-                                cpu_model=cpu_model, overwrite=overwrite, prefix=prefix)
+                                cpu_model=cpu_model, overwrite=overwrite, prefix=prefix, overridden=overridden)
         raise
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the run is stopped below, its timeline never "finished"
+        interrupted = exc
     finally:
         if handed:
             local_secrets.remove(handed)
-        if not refused:
+        if not refused and interrupted is None:
             recorder.take(timeline.parse_stamp_lines("\n".join(lines)))
             streams.ended(FollowedRun(run_name, recorder.finish(), None, tuple(lines)))
+    if interrupted is not None:
+        return stop_interrupted(cluster, submission_id, interrupted, streams)
     streams.verdicts(work.kind, lines)
     if status != "SUCCEEDED":
         tried = f" after {attempt} attempts" if attempt > 1 else ""
@@ -190,3 +195,34 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
             failures.failed_valid(lines, prefix, has_requirements=work.requirements is not None))
     streams.err(f"Ray job {submission_id}: {status}")
     return 0
+
+
+STOP_S = 120.0
+"""How long an interrupted submit waits for its run to stop and free the slice (Ray stops a job's driver with SIGTERM,
+then SIGKILL after ``RAY_JOB_STOP_WAIT_TIME_S``, 3 s by default).
+Source: Ray 2.60 ``JobSupervisor.DEFAULT_RAY_JOB_STOP_WAIT_TIME_S``."""
+
+
+def stop_interrupted(cluster: local.LocalCluster, submission_id: str, interrupt: KeyboardInterrupt,
+                     streams: Streams, timeout_s: float = STOP_S) -> int:
+    """After Ctrl-C or SIGTERM: stops the Ray job ``submission_id`` and waits until its placement groups are gone
+    (``raytpu runs cancel``'s stop); returns 130 or 143 (:mod:`raytpu.runs.interrupt`). A job that was never
+    submitted (the signal came first) is said so."""
+    from raytpu.local import runs
+    from raytpu.runs.interrupt import stop_on_interrupt
+    from raytpu.runs.run_list import Run
+
+    def stop() -> bool:
+        client = runs.jobs_client(cluster)
+        try:
+            client.get_job_info(submission_id)
+        except RuntimeError:  # Ray 2.60 JobSubmissionClient.get_job_info: the job does not exist
+            return False
+        run = Run(run=submission_id, object="Ray job", kind="", workload="", slice="", state="", age_s=None,
+                  started_at="", done=False)
+        runs.cancel(cluster, client, run, timeout_s=timeout_s, progress=streams.err)
+        return True
+
+    cancel = f"raytpu runs cancel {submission_id} --local --dir {shlex.quote(str(cluster.run_dir))}"
+    return stop_on_interrupt(interrupt, submission_id, stop, cancel, streams.err)
+

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import reprlib
@@ -45,17 +46,60 @@ class InvalidInput(RaytpuError, ValueError):
 
 
 def excerpt(value: object, limit: int = MAX_EXCERPT, *, tail: bool = False) -> str:
-    """``value`` as an error shows it: its repr cut to about ``limit`` characters (the tail with ``tail``).
-    Containers go through :mod:`reprlib`, so an alias bomb costs no more than a short string."""
+    """``value`` as an error shows it, cut to about ``limit`` characters (the tail with ``tail``): a string quoted, any
+    other value as the user wrote it in YAML (``true``, ``null``, ``{a: 1}``, ``[x]``: never a Python repr such as
+    ``True`` or ``{'a': 1}``; issue 48). Containers are cut by depth and length, so an alias bomb costs no more than a
+    short string."""
     if tail and isinstance(value, str) and len(value) > limit:
         return f"{'...' + value[-limit:]!r} ({len(value)} characters)"
     try:
-        shown = repr(value)[: limit * 4] if isinstance(value, str | int | float | None) else _REPR.repr(value)
+        shown = repr(value)[: limit * 4] if isinstance(value, str) else yaml_flow(value, limit)
     except ValueError:  # an int past Python's 4300-digit str limit
         return f"a whole number of {value.bit_length() if isinstance(value, int) else '?'} bits"
     if len(shown) <= limit:
         return shown
     return f"{shown[:limit]}..." + (f" ({len(value)} characters)" if isinstance(value, str) else "")
+
+
+_FLOW_ITEMS = 6
+"""Items of a list or mapping an excerpt shows (then ``...``)."""
+_FLOW_DEPTH = 3
+_PLAIN = re.compile(r"[A-Za-z_/.][A-Za-z0-9_./@+-]*\Z")
+_YAML_WORDS = frozenset({"true", "false", "null", "yes", "no", "on", "off", "y", "n", "~"})
+
+
+def yaml_flow(value: object, limit: int = MAX_EXCERPT, depth: int = 0) -> str:
+    """``value`` in YAML's flow style, bounded (about ``limit`` characters a string, :data:`_FLOW_ITEMS` items a
+    container, :data:`_FLOW_DEPTH` levels): what a user wrote in ``raytpu.yaml`` reads back as they wrote it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)[: limit * 4]
+    if isinstance(value, str):
+        if _PLAIN.match(value) and value.lower() not in _YAML_WORDS and len(value) <= limit:
+            return value
+        cut = value[:limit]
+        return "'" + cut.replace("'", "''") + "'" + ("..." if len(value) > limit else "")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # a spec read from YAML: its fields
+        value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)
+                 if getattr(value, f.name) is not None}
+    if isinstance(value, dict | list | tuple | set | frozenset):
+        if depth >= _FLOW_DEPTH:
+            return "{...}" if isinstance(value, dict) else "[...]"
+        if isinstance(value, dict):
+            items = list(value.items())
+            shown = [f"{yaml_flow(k, limit, depth + 1)}: {yaml_flow(v, limit, depth + 1)}"
+                     for k, v in items[:_FLOW_ITEMS]]
+            opened, closed = "{", "}"
+        else:
+            items = list(value)
+            shown = [yaml_flow(v, limit, depth + 1) for v in items[:_FLOW_ITEMS]]
+            opened, closed = "[", "]"
+        more = [f"... ({len(items)} items)"] if len(items) > _FLOW_ITEMS else []
+        return opened + ", ".join(shown + more) + closed
+    return _REPR.repr(value)
 
 
 _REPR = reprlib.Repr()
