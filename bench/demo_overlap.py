@@ -2,6 +2,8 @@
 the same demo with it started after the smoke (``RAYTPU_DEMO_OVERLAP=0``), alternating, in one run.
 
     .venv/bin/python bench/demo_overlap.py [--repeats 2] [--json]
+    .venv/bin/python bench/demo_overlap.py --before /tmp/base   # this tree beside another checkout (a git worktree
+                                                                 # of an earlier commit), each with its own defaults
 
 Each repeat runs both (order alternating) with ``--no-synth`` into a run directory of its own; prints the demo's wall
 time, its timeline's phase durations (slice start, smoke check, trainer's start, compile, first step), the seconds
@@ -27,12 +29,19 @@ from typing import Any
 PHASES = ("ray_joined", "reserved", "smoke_checked", "trainer_started", "compiled", "first_step", "finished")
 
 
-def demo(overlap: bool, folder: Path) -> dict[str, Any]:
+def demo(overlap: bool, folder: Path, before: str | None = None) -> dict[str, Any]:
+    """One demo: with ``before``, "overlapped" is this tree and "serial" the checkout ``before`` (first on
+    ``PYTHONPATH`` of the demo and every Ray process it starts), each with its own default."""
     report = folder / f"demo-{int(overlap)}.json"
     env = {**os.environ, "RAYTPU_DEMO_OVERLAP": "1" if overlap else "0"}
+    if before is not None:
+        env.pop("RAYTPU_DEMO_OVERLAP")
+        if not overlap:
+            env["PYTHONPATH"] = before
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "raytpu", "demo", "--no-synth", "--report", str(report),
-                           "--dir", str(folder / "run")], capture_output=True, text=True, timeout=900, env=env)
+                           "--dir", str(folder / "run")], capture_output=True, text=True, timeout=900, env=env,
+                          cwd=before if before is not None and not overlap else None)
     took = time.monotonic() - started
     out: dict[str, Any] = {"exit": done.returncode, "wall_s": round(took, 1)}
     if report.exists():
@@ -49,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--before", default=None, help="a checkout of an earlier commit: 'serial' runs it, "
+                        "'overlapped' this tree, each with its defaults (before vs after)")
     args = parser.parse_args(argv)
     folder = Path(tempfile.mkdtemp(prefix="raytpu-bench-demo-"))
     runs: dict[str, list[dict[str, Any]]] = {"overlapped": [], "serial": []}
@@ -56,13 +67,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for i in range(args.repeats):
             for overlap in ((True, False) if i % 2 == 0 else (False, True)):
-                result = demo(overlap, folder)
+                result = demo(overlap, folder, args.before)
                 runs["overlapped" if overlap else "serial"].append(result)
                 print(f"repeat {i + 1} {'overlapped' if overlap else 'serial'}: {json.dumps(result)}",
                       file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    out: dict[str, Any] = {"runs": runs, "loadavg_before": load_before,
+    out: dict[str, Any] = {"runs": runs, "loadavg_before": load_before, "before": args.before,
                            "loadavg_after": [round(x, 1) for x in os.getloadavg()]}
     for name, got in runs.items():
         for key, label in (("wall_s", "p50_s"), ("after_slice_s", "after_slice_p50_s")):
