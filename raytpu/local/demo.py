@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 OVERLAP_ENV = "RAYTPU_DEMO_OVERLAP"
 """``0`` starts the train step's driver only after the smoke check ended; by default it starts once the smoke check
-holds the slice (:class:`EarlyTrain`; ``bench/demo_overlap.py`` compares both, side by side: docs/notes/h51.md)."""
+holds the slice and its first host check returned (:class:`EarlyTrain`; ``bench/demo_overlap.py`` compares both, side
+by side: docs/notes/h51.md)."""
 
 
 @dataclass
@@ -183,7 +184,7 @@ def _on_the_slice(demo: Demo, spec: ClusterSpec, plan: SlicePlan) -> None:
             _train_preempted(demo, cluster)
         else:
             early = EarlyTrain(cluster, demo.options.steps)
-            _smoke(demo, cluster, spec, plan, on_reserved=early.launch if overlapped() else None)
+            _smoke(demo, cluster, spec, plan, on_measured=early.launch if overlapped() else None)
             _train(demo, early)
     except Exception as exc:  # the report names the failure; teardown below always runs
         demo.report["steps"].append({"step": "error", "ok": False, "error": f"{type(exc).__name__}: {exc}"})
@@ -209,12 +210,16 @@ TRAIN_TIMEOUT_S = 300.0
 
 
 class EarlyTrain:
-    """The train step's driver, started as soon as the smoke check holds the slice (its ``reserved`` stamp): the
-    driver's start, imports, ``ray.init`` and JaxTrainer's controller overlap the smoke check, and its placement group
+    """The train step's driver, started once the smoke check's first host check returned (its ``first_step`` stamp:
+    a host returns past ``jax.distributed.shutdown``'s barrier, so every host's measurements are done and no CPU the
+    driver takes skews the smoke's verdict, which judges each device against the slice's median (started at the
+    smoke's ``reserved`` stamp it failed a loaded run's smoke with one device at 0.18x): the driver's start, imports,
+    ``ray.init`` and JaxTrainer's controller
+    overlap the end of the smoke check (its last results, verdict, release, exit), and its placement group
     waits until the smoke releases the slice (Ray places a pending group once its bundles are free). Such a driver's
     wait for its workers (``--start-timeout-s``) is the smoke's own bound, so a slow smoke check never fails the
     training; its start after the smoke keeps the train workload's default. Started after the smoke when it never
-    reserved."""
+    got a host's result."""
 
     def __init__(self, cluster: LocalCluster, steps: int) -> None:
         self.cluster, self.steps = cluster, steps
@@ -284,9 +289,9 @@ def _slice_up(demo: Demo, plan: SlicePlan) -> LocalCluster:
 
 
 def _smoke(demo: Demo, cluster: LocalCluster, spec: ClusterSpec, plan: SlicePlan,
-           on_reserved: Callable[[], None] | None = None) -> None:
+           on_measured: Callable[[], None] | None = None) -> None:
     """The ``smoke`` step: the smoke workload on the slice (across the train workload's DCN span when it fits); its
-    verdicts go to ``report["smoke"]``; ``on_reserved`` is called once it holds the slice."""
+    verdicts go to ``report["smoke"]``; ``on_measured`` is called once the first host check returned."""
     from raytpu import local
     from raytpu.core.common import report as smoke_report
     from raytpu.core.common import timeline
@@ -298,8 +303,8 @@ def _smoke(demo: Demo, cluster: LocalCluster, spec: ClusterSpec, plan: SlicePlan
         demo.say(why)
 
     def heard(line: str) -> None:
-        if on_reserved is not None and any(s["phase"] == "reserved" for s in timeline.parse_stamp_lines(line)):
-            on_reserved()
+        if on_measured is not None and any(s["phase"] == "first_step" for s in timeline.parse_stamp_lines(line)):
+            on_measured()
 
     done = local.run_workload(cluster, "smoke", *smoke_args(dcn_slices), timeout_s=SMOKE_TIMEOUT_S, on_stdout=heard)
     verdicts = demo.report["smoke"] = smoke_report.parse_verdict_lines(done.stdout)
