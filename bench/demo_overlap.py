@@ -1,11 +1,15 @@
-"""Benchmark of ``raytpu demo`` with its train driver started during the smoke check (the default) beside the same demo
-with it started after the smoke (``RAYTPU_DEMO_OVERLAP=0``), alternating, in one run.
+"""Benchmark of ``raytpu demo`` with its train driver started during the smoke check (``RAYTPU_DEMO_OVERLAP=1``) beside
+the same demo with it started after the smoke (``RAYTPU_DEMO_OVERLAP=0``), alternating, in one run.
 
     .venv/bin/python bench/demo_overlap.py [--repeats 2] [--json]
+    .venv/bin/python bench/demo_overlap.py --before /tmp/base   # this tree beside another checkout (a git worktree
+                                                                 # of an earlier commit), each with its own defaults
 
 Each repeat runs both (order alternating) with ``--no-synth`` into a run directory of its own; prints the demo's wall
-time, its timeline's phase durations (slice start, smoke check, trainer's start, compile, first step) and the ratio
-overlapped/serial of the p50 wall times, with the machine's load average (a shared machine's figures are noisy).
+time, its timeline's phase durations (slice start, smoke check, trainer's start, compile, first step), the seconds
+after the slice was up (what the overlap can change; the slice's start is the same work in both and the noisiest
+part on a shared machine) and the ratios overlapped/serial of the p50s and of each pair, with the machine's load
+average (a shared machine's figures are noisy).
 """
 
 from __future__ import annotations
@@ -25,18 +29,26 @@ from typing import Any
 PHASES = ("ray_joined", "reserved", "smoke_checked", "trainer_started", "compiled", "first_step", "finished")
 
 
-def demo(overlap: bool, folder: Path) -> dict[str, Any]:
+def demo(overlap: bool, folder: Path, before: str | None = None) -> dict[str, Any]:
+    """One demo: with ``before``, "overlapped" is this tree and "serial" the checkout ``before`` (first on
+    ``PYTHONPATH`` of the demo and every Ray process it starts), each with its own default."""
     report = folder / f"demo-{int(overlap)}.json"
     env = {**os.environ, "RAYTPU_DEMO_OVERLAP": "1" if overlap else "0"}
+    if before is not None:
+        env.pop("RAYTPU_DEMO_OVERLAP")
+        if not overlap:
+            env["PYTHONPATH"] = before
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "raytpu", "demo", "--no-synth", "--report", str(report),
-                           "--dir", str(folder / "run")], capture_output=True, text=True, timeout=900, env=env)
+                           "--dir", str(folder / "run")], capture_output=True, text=True, timeout=900, env=env,
+                          cwd=before if before is not None and not overlap else None)
     took = time.monotonic() - started
     out: dict[str, Any] = {"exit": done.returncode, "wall_s": round(took, 1)}
     if report.exists():
         document = json.loads(report.read_text())
         out["phases"] = {r["phase"]: r["duration_s"] for r in document["timeline"]["phases"] if r["phase"] in PHASES}
         out["final_loss"] = (document.get("train") or {}).get("final_loss")
+        out["after_slice_s"] = round(sum(v for k, v in out["phases"].items() if k != "ray_joined"), 1)
     if done.returncode:
         out["stderr"] = done.stderr[-1500:]
     return out
@@ -46,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--before", default=None, help="a checkout of an earlier commit: 'serial' runs it, "
+                        "'overlapped' this tree, each with its defaults (before vs after)")
     args = parser.parse_args(argv)
     folder = Path(tempfile.mkdtemp(prefix="raytpu-bench-demo-"))
     runs: dict[str, list[dict[str, Any]]] = {"overlapped": [], "serial": []}
@@ -53,19 +67,25 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for i in range(args.repeats):
             for overlap in ((True, False) if i % 2 == 0 else (False, True)):
-                result = demo(overlap, folder)
+                result = demo(overlap, folder, args.before)
                 runs["overlapped" if overlap else "serial"].append(result)
                 print(f"repeat {i + 1} {'overlapped' if overlap else 'serial'}: {json.dumps(result)}",
                       file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    out: dict[str, Any] = {"runs": runs, "loadavg_before": load_before,
+    out: dict[str, Any] = {"runs": runs, "loadavg_before": load_before, "before": args.before,
                            "loadavg_after": [round(x, 1) for x in os.getloadavg()]}
     for name, got in runs.items():
-        walls = [r["wall_s"] for r in got if r["exit"] == 0]
-        out[f"{name}_p50_s"] = round(statistics.median(walls), 1) if walls else None
+        for key, label in (("wall_s", "p50_s"), ("after_slice_s", "after_slice_p50_s")):
+            values = [r[key] for r in got if r["exit"] == 0 and r.get(key) is not None]
+            out[f"{name}_{label}"] = round(statistics.median(values), 1) if values else None
     if out["overlapped_p50_s"] and out["serial_p50_s"]:
         out["ratio"] = round(out["overlapped_p50_s"] / out["serial_p50_s"], 2)
+    if out["overlapped_after_slice_p50_s"] and out["serial_after_slice_p50_s"]:
+        out["after_slice_ratio"] = round(out["overlapped_after_slice_p50_s"] / out["serial_after_slice_p50_s"], 2)
+    out["pair_after_slice_ratios"] = [round(a["after_slice_s"] / b["after_slice_s"], 2)
+                                      for a, b in zip(runs["overlapped"], runs["serial"], strict=False)
+                                      if a.get("after_slice_s") and b.get("after_slice_s")]
     if args.json:
         print(json.dumps(out, indent=1))
     else:
@@ -73,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, got in runs.items():
             print(f"  {name:<10} p50 {out[f'{name}_p50_s']}s; phases: " +
                   "; ".join(json.dumps(r.get("phases")) for r in got))
-        print(f"  overlapped/serial: {out.get('ratio')}")
+        print(f"  overlapped/serial: wall {out.get('ratio')}, after the slice was up {out.get('after_slice_ratio')} "
+              f"(each pair: {out['pair_after_slice_ratios']})")
     return 0
 
 

@@ -20,24 +20,9 @@ and the teardown, always; its JSON report is ``--report`` (default ``reports/dem
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
-import os
-import shutil
 import sys
-import threading
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    import subprocess
-    from collections.abc import Callable, Iterator
-
-    from raytpu.core.common.timeline import Recorder
-    from raytpu.core.specs.spec import ClusterSpec, WorkloadSpec
-    from raytpu.core.tpu.plan import SlicePlan
-    from raytpu.local import LocalCluster, PeakMemory
+from typing import Any
 
 HELP = "run the example end to end locally: validate, describe, synth, emulated slice, smoke, train, report"
 
@@ -80,34 +65,11 @@ def _say(line: str) -> None:
     sys.stderr.flush()
 
 
-def _step(report: dict[str, Any], name: str, ok: bool, started: float, why: str = "", **details: Any) -> None:
-    """Records a step; a failed one says ``why`` on its line (the full account is in the report)."""
-    report["steps"].append({"step": name, "ok": ok, "duration_s": round(time.monotonic() - started, 2), **details})
-    line = f"{'ok  ' if ok else 'FAIL'} {name} ({time.monotonic() - started:.1f}s)"
-    _say(line if ok or not why else f"{line}: {why}")
-
-
-def _synth_available() -> bool:
-    import importlib.util
-
-    try:
-        return all(importlib.util.find_spec(m) is not None for m in ("cdktn", "raytpu.stacks.app"))
-    except (ImportError, ValueError):
-        return False
-
-
-def _start_synth(config_path: str, out: str) -> subprocess.Popen[str]:
-    import subprocess
-
-    # `raytpu synth` calls raytpu.stacks.app.synth; a child process keeps jsii's node runtime out of the demo.
-    return subprocess.Popen([sys.executable, "-m", "raytpu", "synth", config_path, "--out", out],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
 def smoke_args(dcn_slices: int | None) -> tuple[str, ...]:
-    """The smoke program's flags in the demo: ``--dcn-slices N`` when the emulated cluster covers a multi-slice
-    train workload's N slices (:func:`raytpu.local.from_config.dcn_slices_of`)."""
-    return ("--dcn-slices", str(dcn_slices)) if dcn_slices else ()
+    """The smoke program's flags in the demo (:func:`raytpu.local.demo.smoke_args`)."""
+    from raytpu.local.demo import smoke_args as flags
+
+    return flags(dcn_slices)
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -142,12 +104,9 @@ def check_args(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Runs the demo; returns 0 when every step passed."""
-    from raytpu import local
+    """Runs the demo (:mod:`raytpu.local.demo`); returns 0 when every step passed."""
     from raytpu.config import choose
-    from raytpu.core.common import timeline
-    from raytpu.core.common.report import FORMAT
-    from raytpu.local.from_config import config_slice_plan
+    from raytpu.local import demo
 
     check_args(args)
     args.config = choose(args.config, local=True)
@@ -157,267 +116,32 @@ def run(args: argparse.Namespace) -> int:
         from raytpu.local import data_demo
 
         where = f"{args.dir}-data"
-        with claim(where, *(Path(where) / part / "cluster" for part in ("batch", "train"))):
+        with demo.claim(where, *(Path(where) / part / "cluster" for part in ("batch", "train"))):
             return data_demo.run_demo(args.report or data_demo.DEFAULT_REPORT, where, args.serve_python)
-    t0 = time.monotonic()
-    recorder = timeline.Recorder.for_command()
-    args.report = args.report or DEFAULT_REPORT
-    report: dict[str, Any] = {"format": FORMAT, "config": args.config, "steps": [], "ok": False,
-                              "smoke": [], "train": None}
-    spec = _validate(args.config, report)  # InvalidInputs -> exit 2 before anything starts
-    plan = config_slice_plan(spec)
-    with claim(args.dir):
-        _synth(args, report)
-        # a temp-dir prefix of our own: the memory sampler counts this cluster's processes, nobody else's
-        os.environ[local.ENV_TMP_PREFIX] = f"{local.TMP_PREFIX}d{os.getpid()}-"
-        with local.PeakMemory(tag_prefix=os.environ[local.ENV_TMP_PREFIX]) as memory:
-            _on_the_slice(args, spec, plan, report, recorder)
-    report["timeline"] = recorder.finish("torn down")
-    return _write_report(report, Path(args.report), memory, t0)
-
-
-@contextlib.contextmanager
-def claim(directory: str, *clusters: Path) -> Iterator[None]:
-    """The demo's run directory held for this demo (:mod:`raytpu.local.run_lock`), refused (exit 2, naming
-    ``--dir``) when another command holds it or a cluster the demo did not start runs there (or in ``clusters``,
-    its parts' folders): the demo stops only its own cluster."""
-    from raytpu import local
-    from raytpu.local.run_lock import hold
-    from raytpu.local.startup import refuse_running
-
-    where = local.run_dir(directory)
-    with hold(where, "raytpu demo"):
-        for folder in (where, *clusters):
-            refuse_running(local.run_dir(folder))
-        yield
-
-
-def _validate(config: str, report: dict[str, Any]) -> ClusterSpec:
-    """The ``validate`` step: the config read (every rule), and each slice described."""
-    from raytpu.cli.slice_map import render
-    from raytpu.config import load
-
-    started = time.monotonic()
-    spec = load(config)
-    _step(report, "validate", True, started, slices=len(spec.slices), workloads=len(spec.workloads))
-    for item in spec.slices:
-        print(f"== slice {item.name!r}\n{render(item.plan)}\n")
-    return spec
-
-
-def _synth(args: argparse.Namespace, report: dict[str, Any]) -> None:
-    """The ``synth`` step, in a child process; skipped with ``--no-synth`` or without the CDK layer."""
-    if args.no_synth:
-        report["steps"].append({"step": "synth", "ok": True, "skipped": "--no-synth"})
-    elif not _synth_available():
-        report["steps"].append({"step": "synth", "ok": True, "skipped": "raytpu.stacks.app or cdktn not installed"})
-        _say("skip synth: raytpu.stacks.app or cdktn is not installed")
-    else:
-        _say(f"synthesizing the stacks of {args.config} into {args.out}")
-        synth_started = time.monotonic()
-        synth_proc = _start_synth(args.config, args.out)
-        out, err = synth_proc.communicate(timeout=600)
-        files = [line.strip() for line in out.splitlines() if line.strip()]
-        _step(report, "synth", synth_proc.returncode == 0, synth_started, files=files,
-              **({} if synth_proc.returncode == 0 else {"stderr": err[-2000:]}))
-
-
-def _on_the_slice(args: argparse.Namespace, spec: ClusterSpec, plan: SlicePlan, report: dict[str, Any],
-                  recorder: Recorder) -> None:
-    """The steps on an emulated slice of ``plan`` (up, smoke, train), then its ``teardown``, always; a failure is the
-    report's ``error`` step."""
-    from raytpu import local
-    early: EarlyTrain | None = None
-    try:
-        cluster = _slice_up(args, plan, report, recorder)
-        if args.preempt:
-            _smoke(cluster, spec, plan, report, recorder)
-            _train_preempted(cluster, args, report, recorder)
-        else:
-            early = EarlyTrain(cluster, args.steps)
-            _smoke(cluster, spec, plan, report, recorder,
-                   on_reserved=early.launch if os.environ.get(OVERLAP_ENV) == "1" else None)
-            _train(cluster, report, recorder, early)
-    except Exception as exc:  # the report names the failure; teardown below always runs
-        report["steps"].append({"step": "error", "ok": False, "error": f"{type(exc).__name__}: {exc}"})
-        _say(f"FAIL {type(exc).__name__}: {exc}")
-    finally:
-        started = time.monotonic()
-        local.stop(args.dir)
-        if early is not None:
-            early.join(30.0)  # a driver started early ends with its cluster
-        _step(report, "teardown", True, started)
-
-
-OVERLAP_ENV = "RAYTPU_DEMO_OVERLAP"
-"""``1`` starts the train step's driver once the smoke check holds the slice; default: after the smoke ended (one
-loaded pair of bench/demo_overlap.py had the overlap slower, 1.44x: not the default until a quiet run says so)."""
-
-
-class EarlyTrain:
-    """The train step's driver, started as soon as the smoke check holds the slice (its ``reserved`` stamp): the
-    driver's start, imports, ``ray.init`` and JaxTrainer's controller overlap the smoke check, and its placement group
-    waits until the smoke releases the slice (Ray places a pending group once its bundles are free; the wait is bounded
-    by the train workload's ``--start-timeout-s``). Started after the smoke when it never reserved."""
-
-    def __init__(self, cluster: LocalCluster, steps: int) -> None:
-        self.cluster, self.steps = cluster, steps
-        self.started: float | None = None
-        self.during_smoke = False
-        self._thread: threading.Thread | None = None
-        self._done: subprocess.CompletedProcess[str] | None = None
-        self._error: BaseException | None = None
-        self._lock = threading.Lock()
-
-    def launch(self, during_smoke: bool = True) -> None:
-        """Starts the driver (once)."""
-        from raytpu import local
-
-        with self._lock:
-            if self._thread is not None:
-                return
-            self.started, self.during_smoke = time.monotonic(), during_smoke
-            storage = Path(self.cluster.run_dir) / "checkpoints"
-            shutil.rmtree(storage, ignore_errors=True)  # earlier demos' checkpoints (each launch is a new run name)
-
-            def drive() -> None:
-                try:
-                    self._done = local.run_workload(
-                        self.cluster, "train", "--storage-path", str(storage), "--steps", str(self.steps),
-                        "--checkpoint-every", str(max(self.steps // 3, 1)), timeout_s=300)
-                except BaseException as exc:  # raised on the demo's thread by result()
-                    self._error = exc
-
-            self._thread = threading.Thread(target=drive, name="raytpu-demo-train", daemon=True)
-            self._thread.start()
-
-    def join(self, timeout_s: float | None = None) -> None:
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-
-    def result(self) -> subprocess.CompletedProcess[str]:
-        """The driver's end (started now if it was not)."""
-        self.launch(during_smoke=False)
-        self.join()
-        if self._error is not None:
-            raise self._error
-        assert self._done is not None
-        return self._done
-
-
-def _slice_up(args: argparse.Namespace, plan: SlicePlan, report: dict[str, Any], recorder: Recorder) -> LocalCluster:
-    """The ``local slice up`` step: one emulated slice of ``plan`` in the demo's own run directory."""
-    from raytpu import local
-    from raytpu.core.common import timeline
-    from raytpu.local.phases import emulated_phases
-
-    started = time.monotonic()
-    synthesized = any(s["step"] == "synth" and not s.get("skipped") for s in report["steps"])
-    recorder.mark("applied", f"validated{' and synthesized' if synthesized else ''}; the emulated slice "
-                  "starts (where GKE would get the RayJob)", timeline.EMULATED)
-    emulated_phases(recorder)  # each host gets the webhook's variables as it is launched
-    cluster = local.start(plan, 1, args.dir, progress=_say, owner="raytpu demo")  # clears a dead leftover
-    recorder.mark("ray_joined", f"{plan.hosts} Ray node(s) registered with ray.io/tpu-slice-name="
-                  f"{cluster.slices[0]} and their ray.io/tpu-worker-id")
-    _step(report, "local slice up", True, started, address=cluster.address, slices=cluster.slices,
-          hosts=plan.hosts, chips_per_host=plan.chips_per_host)
-    return cluster
-
-
-def _smoke(cluster: LocalCluster, spec: ClusterSpec, plan: SlicePlan, report: dict[str, Any],
-           recorder: Recorder, on_reserved: Callable[[], None] | None = None) -> None:
-    """The ``smoke`` step: the smoke workload on the slice (across the train workload's DCN span when it fits); its
-    verdicts go to ``report["smoke"]``; ``on_reserved`` is called once it holds the slice."""
-    from raytpu import local
+    options = demo.DemoOptions(config=args.config, report=args.report or DEFAULT_REPORT, steps=args.steps,
+                               out=args.out, no_synth=args.no_synth, dir=args.dir, preempt=args.preempt,
+                               notice_s=args.notice_s)
+    report, _memory = demo.run_demo(options, _say, _show, described=_describe)
+    path = Path(options.report)
+    demo.write_report(report, path)
     from raytpu.core.common import report as smoke_report
-    from raytpu.core.common import timeline
-    from raytpu.local.from_config import dcn_slices_of
 
-    started = time.monotonic()
-    dcn_slices, why = dcn_slices_of(spec, plan, len(cluster.slices))
-    if why:
-        _say(why)
-    def heard(line: str) -> None:
-        if on_reserved is not None and any(s["phase"] == "reserved" for s in timeline.parse_stamp_lines(line)):
-            on_reserved()
-
-    done = local.run_workload(cluster, "smoke", *smoke_args(dcn_slices), timeout_s=240, on_stdout=heard)
-    verdicts = report["smoke"] = smoke_report.parse_verdict_lines(done.stdout)
-    recorder.take(s for s in timeline.parse_stamp_lines(done.stdout) if s["phase"] == "reserved")
-    recorder.mark("smoke_checked", f"the smoke check's {len(verdicts)} verdict(s) read (exit {done.returncode})")
-    why = "; ".join(smoke_report.headline(v) for v in verdicts if smoke_report.state_of(v) != "healthy")
-    _step(report, "smoke", done.returncode == 0 and smoke_report.all_healthy(verdicts), started,
-          why=why or f"exit {done.returncode}" + ("" if verdicts else ", no verdict"),
-          exit_code=done.returncode,
-          **({} if verdicts else {"stderr": done.stderr[-2000:]}))
-
-
-def _train(cluster: LocalCluster, report: dict[str, Any], recorder: Recorder, early: EarlyTrain) -> None:
-    """The ``train`` step: a few JaxTrainer steps with checkpoints in the run directory (its driver started during
-    the smoke check: :class:`EarlyTrain`); its result goes to ``report["train"]`` and its phases to the timeline."""
-    from raytpu.core.common import timeline
-    from raytpu.workloads.train import parse_result
-
-    done = early.result()
-    started = early.started if early.started is not None else time.monotonic()
-    train = report["train"] = parse_result(done.stdout)
-    stamps = {s["phase"]: s for s in timeline.parse_stamp_lines(done.stdout)}
-    if "trainer_started" in stamps:  # from the smoke check's end: the train job's driver, then JaxTrainer's start
-        placed = (f"; its workers placed at {stamps['reserved']['wall'] - recorder.start_wall:.1f}s"
-                  if "reserved" in stamps else "")
-        driver = ("the train job's driver (started while the smoke check held the slice), " if early.during_smoke
-                  else "the train job's driver, ")
-        stamps["trainer_started"]["detail"] = driver + stamps["trainer_started"]["detail"] + placed
-    recorder.take(stamps[phase] for phase in ("trainer_started", "compiled", "first_step") if phase in stamps)
-    ok = done.returncode == 0 and bool(train and train.get("ok"))
-    _step(report, "train", ok, started, why=str((train or {}).get("error") or f"exit {done.returncode}"),
-          exit_code=done.returncode,
-          **({} if train else {"stderr": done.stderr[-2000:]}))
-
-
-def _train_preempted(cluster: LocalCluster, args: argparse.Namespace, report: dict[str, Any],
-                     recorder: Recorder) -> None:
-    """The ``train`` step with a host preempted mid-run (:func:`raytpu.local.drill.drill`): the run's result goes to
-    ``report["train"]``, what the preemption cost to ``report["preemption"]``. It passes when the run finished on a
-    whole slice and, with a notice, resumed from the checkpoint written at it with at most one step lost."""
-    from raytpu.core.common import timeline
-    from raytpu.core.specs import compile_cache
-    from raytpu.local.drill import drill
-
-    started = time.monotonic()
-    steps = max(args.steps, 20)  # a periodic checkpoint, then the preemption halfway, then steps after the resume
-    done = drill(cluster, args.notice_s, Path(cluster.run_dir) / "checkpoints", steps=steps,
-                 every=max(steps // 3, 1), progress=_say)
-    train = report["train"] = done["train"]
-    cut = report["preemption"] = done["preemption"]
-    stamps = [s for s in timeline.parse_stamp_lines(done["stdout"])
-              if s["phase"] in ("trainer_started", "compiled", "first_step")]
-    recorder.take(stamps)
-    compiled = compile_cache.first_and_resumed(train.get("compile_attempts") or [])
-    if compiled is not None:  # the resumed start's compile beside the first one's: what the cache saved
-        cut["compile"] = compiled
-    ok = done["exit_code"] == 0 and bool(train.get("ok")) and cut["resumed_on_whole_slice"] and (
-        not args.notice_s or (cut["checkpoint_at_notice"] and (cut["steps_lost"] or 0) <= 1))
-    _step(report, "train (preempted)", ok, started, why=str(train.get("error") or f"steps lost {cut['steps_lost']}, "
-          f"checkpoint at notice {cut['checkpoint_at_notice']}"), exit_code=done["exit_code"])
-
-
-def _write_report(report: dict[str, Any], path: Path, memory: PeakMemory, t0: float) -> int:
-    """Completes the report (memory, duration, ok), writes it (the smoke verdicts as ``smoke.json`` and
-    ``smoke.junit.xml`` beside it), prints it; 0 when every step passed."""
-    from raytpu.core.common import report as smoke_report
     verdicts = report["smoke"]
-    report["peak_memory_mib"] = round(memory.peak_pss_bytes / 2**20)
-    report["peak_memory_rss_sum_mib"] = round(memory.peak_rss_bytes / 2**20)
-    report["duration_s"] = round(time.monotonic() - t0, 1)
-    report["ok"] = all(s["ok"] for s in report["steps"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
-    if verdicts:
-        smoke_report.write_reports(verdicts, path.parent)  # smoke.json + smoke.junit.xml beside it
     print(render_report(report, smoke_report.render_table(verdicts) if verdicts else "no smoke verdict"))
     print(f"\nreport written to {path}")
     return 0 if report["ok"] else 1
+
+
+def _show(text: str) -> None:
+    print(text, flush=True)
+
+
+def _describe(spec: Any) -> None:
+    """Each slice of the validated config as a map (:func:`raytpu.cli.slice_map.render`)."""
+    from raytpu.cli.slice_map import render
+
+    for item in spec.slices:
+        print(f"== slice {item.name!r}\n{render(item.plan)}\n")
 
 
 def render_report(report: dict[str, Any], smoke_table: str) -> str:
@@ -479,86 +203,20 @@ def _num(value: Any, unit: str = "") -> str:
 
 
 def serve_demo(args: argparse.Namespace) -> int:
-    """``make serve``: the config's serving workload on its own emulated slice, asked, torn down; 0 on success.
+    """``make serve`` (:func:`raytpu.local.demo.serve_demo`): prints the timeline up to the first token; 0 when it
+    passed."""
+    import json
 
-    Its timeline (:mod:`raytpu.core.common.timeline`) runs up to the first token: ``first_step`` is stamped when the
-    official ``openai`` client gets the first streamed content of the first question
-    (:mod:`raytpu.local.llm_client`)."""
-    from raytpu import local
-    from raytpu.config import load
     from raytpu.core.common import timeline
-    from raytpu.core.common.errors import InvalidInput
+    from raytpu.local import demo
 
-    t0 = time.monotonic()
-    recorder = timeline.Recorder.for_command()
-    serving = [w for w in load(args.config).workloads if w.kind.serves]
-    if not serving:
-        raise InvalidInput("config", f"{args.config} has no serving workload", "a config with a `kind: serve` "
-                           "workload, e.g. raytpu.example.yaml")
-    directory = f"{args.dir}-serve"
-    os.environ[local.ENV_TMP_PREFIX] = f"{local.TMP_PREFIX}s{os.getpid()}-"
-    report: dict[str, Any] = {"config": args.config, "serve": serving[0].name, "ok": False, "answers": []}
-    with claim(directory), local.PeakMemory(tag_prefix=os.environ[local.ENV_TMP_PREFIX]) as memory:
-        try:
-            _serve_and_ask(args.config, serving[0], directory, report, recorder)
-        except Exception as exc:  # one line names the failure; teardown below always runs
-            report["error"] = f"{type(exc).__name__}: {exc}"
-            _say(f"FAIL {type(exc).__name__}: {exc}")
-        finally:
-            local.stop(directory)
-    report["timeline"] = recorder.finish("torn down")
-    return _write_serve_report(report, Path(args.report if args.report is not None else DEFAULT_SERVE_REPORT),
-                               memory, t0)
-
-
-def _serve_and_ask(config: str, work: WorkloadSpec, directory: str, report: dict[str, Any],
-                   recorder: Recorder) -> None:
-    """An emulated slice of ``work``'s slice in ``directory``, ``work`` deployed on it and asked a few questions
-    with the openai client: the endpoint, model, answers and ``ok`` go to ``report``, the phases to ``recorder``."""
-    from raytpu import local
-    from raytpu.core.common import timeline
-    from raytpu.local.deploy import deploy_serve
-    from raytpu.local.from_config import serving_workload
-    from raytpu.local.llm_client import ask
-    from raytpu.local.phases import emulated_phases
-
-    recorder.mark("applied", "validated; the emulated slice starts (where GKE would get the RayService)",
-                  timeline.EMULATED)
-    emulated_phases(recorder)  # each host gets the webhook's variables as it is launched
-    plan = work.plan
-    cluster = local.start(plan, 1, directory, progress=_say, owner="raytpu demo --serve")
-    recorder.mark("ray_joined", f"{plan.hosts} Ray node(s) registered with ray.io/tpu-slice-name="
-                  f"{cluster.slices[0]} and their ray.io/tpu-worker-id")
-    url, model = deploy_serve(cluster, serving_workload(cluster, config, work.name), 420.0, recorder=recorder)
-    deployed_s = recorder.elapsed()
-    print(f"endpoint: {url}\nmodel: {model}", flush=True)
-    report.update(endpoint=url, model=model)
-    results = ask(url, model)
-    report["answers"] = [{"ttft_s": round(r.ttft_s, 3), "completion_tokens": r.completion_tokens,
-                          "prompt_tokens": r.prompt_tokens, "tokens_per_s": round(r.tokens_per_s, 1),
-                          "finish_reason": r.finish_reason} for r in results]
-    first = results[0] if results else None
-    if first is not None and first.first_token_wall is not None:
-        recorder.take([timeline.stamp("first_step", f"first token: the openai client's first streamed "
-                                      f"content of the first question ({first.ttft_s * 1000:.0f} ms after "
-                                      f"it was sent); before it the deploy program returned the endpoint at "
-                                      f"{deployed_s:.1f}s (once /v1/models listed the model) and the client "
-                                      "listed the models",
-                                      wall=first.first_token_wall)])
-    report["ok"] = bool(results) and all(r.completion_tokens > 0 for r in results)
-
-
-def _write_serve_report(report: dict[str, Any], path: Path, memory: PeakMemory, t0: float) -> int:
-    """Completes the serving report (memory, duration), writes it, prints its timeline; 0 when it passed."""
-    from raytpu.core.common import timeline
-    report["peak_memory_mib"] = round(memory.peak_pss_bytes / 2**20)
-    report["peak_memory_rss_sum_mib"] = round(memory.peak_rss_bytes / 2**20)
-    report["duration_s"] = round(time.monotonic() - t0, 1)
+    report, memory = demo.serve_demo(args.config, args.dir, _say, _show)
+    path = Path(args.report if args.report is not None else DEFAULT_SERVE_REPORT)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     print("\n== " + timeline.render(report["timeline"]))
     print(f"\npeak memory {memory.peak_pss_bytes / 2**30:.2f} GiB PSS of every process (RSS sum "
-          f"{memory.peak_rss_bytes / 2**30:.2f} GiB), wall time {time.monotonic() - t0:.0f}s, torn down, "
+          f"{memory.peak_rss_bytes / 2**30:.2f} GiB), wall time {report['duration_s']:.0f}s, torn down, "
           f"{'PASSED' if report['ok'] else 'FAILED'}")
     print(f"report written to {path}")
     return 0 if report["ok"] else 1

@@ -6,22 +6,53 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from collections import defaultdict
 
 import psutil
 
-from raytpu.local.procs import tagged_processes
+from raytpu.local.state import ENV_CLUSTER
 
 
-def tree_processes(root: int | None = None, tag_prefix: str | None = None) -> set[int]:
+def tree_processes(root: int | None = None, tag_prefix: str | None = None,
+                   tags: TagCache | None = None) -> set[int]:
     """``root`` (default: this process), its descendants and, with ``tag_prefix``, every process of a local
-    cluster whose temp dir starts with it (node daemons are reparented away from us) and their descendants."""
-    roots = [os.getpid() if root is None else root, *(tagged_processes(tag_prefix) if tag_prefix else [])]
+    cluster whose temp dir starts with it (node daemons are reparented away from us) and their descendants. One pass
+    over the process table (``tags`` remembers each process's tag across calls: a sampler's)."""
+    tags = tags if tags is not None else TagCache()
+    roots = [os.getpid() if root is None else root]
+    children: dict[int, list[int]] = defaultdict(list)
+    for proc in psutil.process_iter(["ppid", "status", "create_time"]):
+        info = proc.info
+        if info["ppid"] is not None:
+            children[info["ppid"]].append(proc.pid)
+        if tag_prefix and info["status"] != psutil.STATUS_ZOMBIE and proc.pid != os.getpid() \
+                and tags.tag(proc, info["create_time"]).startswith(tag_prefix):
+            roots.append(proc.pid)
     seen: set[int] = set()
-    for pid in roots:
-        with contextlib.suppress(psutil.Error):
+    while roots:
+        pid = roots.pop()
+        if pid not in seen:
             seen.add(pid)
-            seen.update(child.pid for child in psutil.Process(pid).children(recursive=True))
+            roots.extend(children.get(pid, ()))
     return seen
+
+
+class TagCache:
+    """Each process's ``RAYTPU_LOCAL_CLUSTER`` tag (:func:`raytpu.local.procs.tagged_processes`), read from its
+    environment once per process (pid and start time): a sampler every 0.5 s read every process's environment on
+    the machine each time, 12% of a core through ``raytpu demo`` (docs/notes/h51.md)."""
+
+    def __init__(self) -> None:
+        self._tags: dict[tuple[int, float], str] = {}
+
+    def tag(self, proc: psutil.Process, started: float | None) -> str:
+        key = (proc.pid, started or 0.0)
+        if key not in self._tags:
+            try:
+                self._tags[key] = proc.environ().get(ENV_CLUSTER, "")
+            except psutil.Error:
+                return ""  # gone, or not ours to read: asked again next time
+        return self._tags[key]
 
 
 def memory_bytes(pids: set[int]) -> tuple[int, int]:
@@ -47,11 +78,12 @@ class PeakMemory:
         self.peak_rss_bytes = 0
         self.peak_pss_bytes = 0
         self._stop = threading.Event()
+        self._tags = TagCache()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            rss, pss = memory_bytes(tree_processes(self.root, tag_prefix=self.tag_prefix))
+            rss, pss = memory_bytes(tree_processes(self.root, tag_prefix=self.tag_prefix, tags=self._tags))
             self.peak_rss_bytes = max(self.peak_rss_bytes, rss)
             self.peak_pss_bytes = max(self.peak_pss_bytes, pss)
             self._stop.wait(self.interval_s)
