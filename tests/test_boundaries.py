@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -49,10 +50,7 @@ def imports_of(source: str, package: tuple[str, ...]) -> set[str]:
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = ".".join([*package[:len(package) - node.level + 1], *([node.module] if node.module else [])])
-            else:
-                base = node.module or ""
+            base = from_base(node, package)
             found.add(base)
             found.update(f"{base}.{alias.name}" for alias in node.names)
     return found
@@ -166,6 +164,24 @@ def module_of(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def from_base(node: ast.ImportFrom, package: Sequence[str]) -> str:
+    """The module a ``from ... import`` reads from, a relative one resolved against ``package``."""
+    if not node.level:
+        return node.module or ""
+    return ".".join([*package[:len(package) - node.level + 1], *([node.module] if node.module else [])])
+
+
+def imported(node: ast.AST, package: Sequence[str], known: set[str]) -> set[str]:
+    """What one statement imports (nothing unless it is an import); ``from a import b`` is ``a.b`` when that is a
+    module of ``known``."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names}
+    if not isinstance(node, ast.ImportFrom):
+        return set()
+    base = from_base(node, package)
+    return {f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names}
+
+
 def module_level_imports(source: str, package: list[str], known: set[str]) -> set[str]:
     """The modules of ``known`` that ``source`` imports when it is imported: every import outside a function body
     (``if TYPE_CHECKING:`` blocks and class bodies count); ``from a import b`` is ``a.b`` when that is a module."""
@@ -175,12 +191,7 @@ def module_level_imports(source: str, package: list[str], known: set[str]) -> se
         for node in body:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 continue
-            if isinstance(node, ast.Import):
-                found.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                base = (".".join([*package[:len(package) - node.level + 1], *([node.module] if node.module else [])])
-                        if node.level else node.module or "")
-                found.update(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names)
+            found.update(imported(node, package, known))
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.ExceptHandler):
                     visit(child.body)
@@ -248,12 +259,7 @@ def all_imports(source: str, package: list[str], known: set[str]) -> set[str]:
     does is an arrow all the same); ``from a import b`` is ``a.b`` when that is a module."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = (".".join([*package[:len(package) - node.level + 1], *([node.module] if node.module else [])])
-                    if node.level else node.module or "")
-            found.update(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names)
+        found.update(imported(node, package, known))
     return found & known
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from leaks import files_holding
 
 SENTINEL = "sentinel-5e1b7c-secret-value-never-written"
 
@@ -53,18 +54,6 @@ def cluster(two_slices: Any) -> Any:
     return two_slices
 
 
-def _grep(root: Path, needle: bytes) -> list[str]:
-    """Every file under ``root`` holding ``needle``."""
-    found = []
-    for path in root.rglob("*"):
-        try:
-            if path.is_file() and not path.is_symlink() and needle in path.read_bytes():
-                found.append(str(path))
-        except OSError:
-            continue
-    return found
-
-
 @pytest.mark.slice
 @pytest.mark.timeout(480)
 def test_secret_reaches_the_function_and_is_written_nowhere(cluster: Any, tmp_path: Path) -> None:
@@ -86,8 +75,8 @@ def test_secret_reaches_the_function_and_is_written_nowhere(cluster: Any, tmp_pa
     assert document["overrides"] == {"train_config.steps": 3}
     assert document["train"]["metrics"] == {"token_ok": 1, "project_ok": 1, "steps": 3}, document["train"]
     assert SENTINEL not in done.stdout and SENTINEL not in done.stderr
-    leaks = [*_grep(Path(cluster.run_dir), SENTINEL.encode()), *_grep(Path(cluster.temp_dir), SENTINEL.encode()),
-             *_grep(tmp_path / "out", SENTINEL.encode())]
+    roots = [Path(cluster.run_dir), Path(cluster.temp_dir), tmp_path / "out"]
+    leaks = [found for root in roots for found in files_holding(root, SENTINEL.encode())]
     assert leaks == [], leaks
     runs = subprocess.run([sys.executable, "-m", "raytpu", "runs", "--local", "--dir", cluster.run_dir, "--json"],
                           env=env, capture_output=True, text=True, timeout=120)

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from leaks import files_holding
 
 from raytpu import local
 
@@ -138,17 +139,6 @@ def test_a_deployment_larger_than_a_host_is_refused_by_name(project: Path, two_s
     assert "deployment Huge asks for 8 TPU per replica, more than a host of the slice has (4)" in ran.stderr
 
 
-def _grep(root: Path, needle: bytes) -> list[str]:
-    found = []
-    for path in root.rglob("*"):
-        try:
-            if path.is_file() and not path.is_symlink() and needle in path.read_bytes():
-                found.append(str(path))
-        except OSError:
-            continue
-    return found
-
-
 def test_a_held_out_app_serves_with_its_own_library_env_and_secret(project: Path,
                                                                    two_slices: local.LocalCluster) -> None:
     """Issue 47 items 1-3 for serve_app: a library the kit's environment lacks (``inflection``, from the project's
@@ -169,5 +159,6 @@ def test_a_held_out_app_serves_with_its_own_library_env_and_secret(project: Path
     assert str(answer["library"]).startswith(f"{two_slices.run_dir}/envs/")
     assert post(url, {"text": "x"}, None)[0] == 401
     assert SENTINEL not in ran.stdout and SENTINEL not in ran.stderr
-    leaks = [*_grep(Path(two_slices.run_dir), SENTINEL.encode()), *_grep(Path(two_slices.temp_dir), SENTINEL.encode())]
+    roots = [Path(two_slices.run_dir), Path(two_slices.temp_dir)]
+    leaks = [found for root in roots for found in files_holding(root, SENTINEL.encode())]
     assert leaks == [], leaks
