@@ -263,11 +263,6 @@ def all_imports(source: str, package: list[str], known: set[str]) -> set[str]:
     return found & known
 
 
-SHIMS = {"raytpu.cli.argtypes", "raytpu.cli.cli_args", "raytpu.cli.machine", "raytpu.cli.slice_map"}
-"""Old names of :mod:`raytpu.console` modules, still imported by ``raytpu/commands/demo.py`` (its owner moves them);
-the one arrow from ``commands`` back to ``cli`` the package check lets pass, and only while it is used."""
-
-
 def import_graph() -> dict[str, set[str]]:
     """Every shipped module -> the shipped modules it imports at any depth (:func:`all_imports`)."""
     modules = {module_of(p): p for p in SHIPPED}
@@ -293,14 +288,9 @@ def test_no_import_cycle_between_packages(depth: int) -> None:
     packages: dict[str, set[str]] = {}
     for name, imported in import_graph().items():
         own = ".".join(name.split(".")[:depth])
-        kept = {".".join(m.split(".")[:depth]) for m in imported if not (name == "raytpu.commands.demo" and m in SHIMS)}
+        kept = {".".join(m.split(".")[:depth]) for m in imported}
         packages.setdefault(own, set()).update(kept - {own})
     assert not import_cycles(packages)
-
-
-def test_the_shims_are_still_used() -> None:
-    """Remove :data:`SHIMS` (and the files) once ``commands/demo.py`` imports ``raytpu.console``."""
-    assert SHIMS & import_graph()["raytpu.commands.demo"]
 
 
 def test_the_any_depth_finder_sees_imports_inside_functions() -> None:

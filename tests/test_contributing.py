@@ -1,7 +1,7 @@
 """Issue 50.2: the layout lives once, in docs/CONTRIBUTING.md, and every path it names exists.
 
 Its "Layout" block names one path from the repository's root at the start of each line, and files of that folder in
-the description (``memory.py``); the rest of the page names paths in backticks (``raytpu/cli/machine.py``, or a
+the description (``memory.py``); the rest of the page names paths in backticks (``raytpu/console/machine.py``, or a
 bare file name such as ``measure.py`` that some file of the checkout carries). ``<name>`` stands for any name: the
 path before it must exist; ``*`` is a glob that must match. Every package of ``raytpu/`` has its line, so a new one
 cannot go undescribed.
@@ -128,9 +128,9 @@ def test_no_other_page_holds_a_copy_of_the_layout() -> None:
 
 
 @pytest.mark.parametrize(("token", "base", "absent"), [
-    ("memory.py", "raytpu/cli", False),
-    ("raytpu/cli/machine.py", "", False),
-    ("raytpu/cli/nothing.py", "", True),
+    ("memory.py", "raytpu/console", False),
+    ("raytpu/console/machine.py", "", False),
+    ("raytpu/console/nothing.py", "", True),
     ("raytpu/images/<name>/", "", False),
     ("raytpu/nothing/<name>/", "", True),
     ("tests/test_*.py", "", False),

@@ -1,4 +1,4 @@
-"""raytpu/cli/machine.py (issue 39.2): TMPDIR, HOME and output paths checked before work, one error naming each.
+"""raytpu/console/machine.py (issue 39.2): TMPDIR, HOME and output paths checked before work, one error naming each.
 
 As root a chmod stops no write, so unwritable folders are paths under /proc and files where folders belong; a full
 disk is /dev/full (a device: refused as an output before anything is written)."""

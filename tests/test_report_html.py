@@ -1,5 +1,5 @@
-"""Issue 42: the report page (raytpu/cli/report_html.py) and ``raytpu report``: verdict first, chip map with the failing
-chip marked, interconnect bars, timelines, self-contained; bad reports and outputs refused before anything is
+"""Issue 42: the report page (raytpu/console/report_html.py) and ``raytpu report``: verdict first, chip map with the
+failing chip marked, interconnect bars, timelines, self-contained; bad reports and outputs refused before anything is
 written (the CLI contract's cases are in tests/bad_inputs.py)."""
 
 from __future__ import annotations

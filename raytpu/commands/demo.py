@@ -35,8 +35,8 @@ DEFAULT_SERVE_PYTHON = ".venv-serve/bin/python"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds ``--config``, ``--report``, ``--steps``, ``--out``, ``--no-synth``."""
-    from raytpu.cli import argtypes
-    from raytpu.cli.cli_args import LOCAL_DEFAULT
+    from raytpu.console import argtypes
+    from raytpu.console.cli_args import LOCAL_DEFAULT
 
     parser.add_argument("--config", default=None, type=argtypes.path,
                         help=f"config to demo (default: {LOCAL_DEFAULT})")
@@ -75,7 +75,7 @@ def smoke_args(dcn_slices: int | None) -> tuple[str, ...]:
 def check_args(args: argparse.Namespace) -> None:
     """The flags a demo only uses after minutes of work (training steps, the report at the end), and flags that
     cannot go together: refused first."""
-    from raytpu.cli.cli_args import refuse_combinations
+    from raytpu.console.cli_args import refuse_combinations
     from raytpu.core.common import errors
     from raytpu.core.common.errors import invalid_value
 
@@ -91,7 +91,7 @@ def check_args(args: argparse.Namespace) -> None:
     if args.report is not None and (args.report == "" or Path(args.report).is_dir()):
         raise invalid_value("--report", args.report, "is not a file path (a folder, or empty)",
                             "the path of the JSON report to write")
-    from raytpu.cli import machine
+    from raytpu.console import machine
     from raytpu.local.data_demo import DEFAULT_REPORT as DEFAULT_DATA_REPORT
 
     default = DEFAULT_SERVE_REPORT if args.serve else DEFAULT_DATA_REPORT if args.data else DEFAULT_REPORT
@@ -137,8 +137,8 @@ def _show(text: str) -> None:
 
 
 def _describe(spec: Any) -> None:
-    """Each slice of the validated config as a map (:func:`raytpu.cli.slice_map.render`)."""
-    from raytpu.cli.slice_map import render
+    """Each slice of the validated config as a map (:func:`raytpu.console.slice_map.render`)."""
+    from raytpu.console.slice_map import render
 
     for item in spec.slices:
         print(f"== slice {item.name!r}\n{render(item.plan)}\n")
