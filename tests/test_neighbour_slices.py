@@ -3,8 +3,9 @@
 - Every process a cluster's nodes start knows its own cluster: Ray code that finds its cluster by itself (Ray Train's
   ``PlacementGroupCleaner`` reads the State API with no address) failed with "Found multiple active Ray instances"
   while a second cluster ran.
-- Ctrl-C or SIGTERM during ``raytpu submit NAME --local`` stops the run and frees its slice (exit 130 / 143, no
-  timeline that says it ended); a second Ctrl-C leaves it running and names ``raytpu runs cancel``.
+- Ctrl-C or SIGTERM during ``raytpu submit NAME --local`` stops the run and frees its slice (exit 130, the CLI
+  contract's "interrupted"; no timeline that says it ended); a second Ctrl-C leaves it running and names
+  ``raytpu runs cancel``.
 - Two submissions in one second get two runs."""
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ def test_a_worker_finds_its_own_cluster_while_another_runs(neighbours: tuple[loc
 
 
 @pytest.mark.parametrize(("sig", "code", "name", "run_id"), [(signal.SIGINT, 130, "Ctrl-C", "int"),
-                                                             (signal.SIGTERM, 143, "SIGTERM", "term")])
+                                                             (signal.SIGTERM, 130, "SIGTERM", "term")])
 def test_an_interrupted_submit_stops_its_run_and_frees_the_slice(
         neighbours: tuple[local.LocalCluster, local.LocalCluster], tmp_path: Path, sig: int, code: int, name: str,
         run_id: str) -> None:

@@ -120,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _raise_interrupt(_signum: int, _frame: object) -> None:
     from raytpu.runs.interrupt import Terminated
 
-    raise Terminated  # a KeyboardInterrupt: a followed run tells it from Ctrl-C (exit 143, not 130)
+    raise Terminated  # a KeyboardInterrupt: a followed run names it apart from Ctrl-C (both exit 130)
 
 
 def _interrupt_on_sigterm() -> Callable[[], object]:

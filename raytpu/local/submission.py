@@ -206,7 +206,7 @@ Source: Ray 2.60 ``JobSupervisor.DEFAULT_RAY_JOB_STOP_WAIT_TIME_S``."""
 def stop_interrupted(cluster: local.LocalCluster, submission_id: str, interrupt: KeyboardInterrupt,
                      streams: Streams, timeout_s: float = STOP_S) -> int:
     """After Ctrl-C or SIGTERM: stops the Ray job ``submission_id`` and waits until its placement groups are gone
-    (``raytpu runs cancel``'s stop); returns 130 or 143 (:mod:`raytpu.runs.interrupt`). A job that was never
+    (``raytpu runs cancel``'s stop); returns 130 (:mod:`raytpu.runs.interrupt`). A job that was never
     submitted (the signal came first) is said so."""
     from raytpu.local import runs
     from raytpu.runs.interrupt import stop_on_interrupt

@@ -9,9 +9,8 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-EXIT_SIGINT = 130
-EXIT_SIGTERM = 143
-"""128 + the signal's number: what a shell reports for a command that a signal ended."""
+EXIT_INTERRUPTED = 130
+"""The CLI contract's "interrupted" (docs/DESIGN.md: every command exits 130 on Ctrl-C and on SIGTERM)."""
 
 
 class Terminated(KeyboardInterrupt):
@@ -20,11 +19,6 @@ class Terminated(KeyboardInterrupt):
 
 class LeftRunning(KeyboardInterrupt):
     """A second signal while an interrupted run was being stopped: the command leaves it as it is."""
-
-
-def exit_code(interrupt: KeyboardInterrupt) -> int:
-    """130 for Ctrl-C, 143 for SIGTERM."""
-    return EXIT_SIGTERM if isinstance(interrupt, Terminated) else EXIT_SIGINT
 
 
 def signal_name(interrupt: KeyboardInterrupt) -> str:
@@ -54,9 +48,9 @@ def second_signal_leaves() -> Iterator[None]:
 def stop_on_interrupt(interrupt: KeyboardInterrupt, run: str, stop: Callable[[], bool], cancel_command: str,
                       say: Callable[[str], None]) -> int:
     """Stops ``run`` after ``interrupt`` (``stop`` returns once it has ended and its slice is free, False when it was
-    never submitted, or raises) and says so on ``say``; the exit code (130/143). A second signal meanwhile leaves it
+    never submitted, or raises) and says so on ``say``; the exit code (130). A second signal meanwhile leaves it
     running, naming ``cancel_command``; a failed stop says the same and re-raises."""
-    code = exit_code(interrupt)
+    code = EXIT_INTERRUPTED
     say(f"{signal_name(interrupt)}: stopping run {run} and freeing its slice (again to leave it running)")
     try:
         with second_signal_leaves():
