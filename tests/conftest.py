@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -109,3 +111,33 @@ def two_slices(start_cluster: Callable[..., local.LocalCluster]) -> local.LocalC
     from raytpu.core.tpu.plan import plan_slice
 
     return start_cluster(plan_slice("v6e", "2x4", generation("v6e").multi_host_machine_type.name), 2)
+
+
+# Serve's system actors live in namespace "serve" (ray.serve._private.constants.SERVE_NAMESPACE, Ray 2.60); its
+# client gives the controller 30 s and returns while proxies may still be dying (ServeControllerClient.shutdown).
+_STOP_SERVE = """
+import time, ray
+from ray import serve
+from ray.util.state import list_actors
+ray.init()
+serve.shutdown()
+deadline = time.monotonic() + 120
+while True:
+    alive = [a.class_name for a in list_actors(filters=[("state", "!=", "DEAD")], limit=10000)
+             if a.ray_namespace == "serve"]
+    if not alive:
+        break
+    if time.monotonic() > deadline:
+        raise SystemExit(f"Serve actors still alive after 120 s: {alive}")
+    time.sleep(1)
+"""
+
+
+@pytest.fixture
+def serve_stopped_after(two_slices: local.LocalCluster) -> Iterator[None]:
+    """Shut Serve down after a test and wait until its controller and proxies are dead, so the next test's
+    ``serve.start`` never meets a proxy still being killed (the flake between two serve_app test files)."""
+    yield
+    done = subprocess.run([sys.executable, "-c", _STOP_SERVE], env=two_slices.driver_env(), timeout=300,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]

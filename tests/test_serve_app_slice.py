@@ -91,15 +91,12 @@ KEY = "local-key-47"
 
 
 @pytest.fixture
-def project(tmp_path: Path, two_slices: local.LocalCluster) -> Iterator[Path]:
+def project(tmp_path: Path, serve_stopped_after: None) -> Iterator[Path]:
     for rel, text in {"src/scorer/__init__.py": "", "src/scorer/app.py": APP, "src/scorer/wordy.py": WORDY,
                       "src/requirements.txt": "inflection\n", "raytpu.yaml": CONFIG, "key": KEY + "\n"}.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
     yield tmp_path
-    shutdown = "import ray; from ray import serve; ray.init(); serve.shutdown()"
-    subprocess.run([sys.executable, "-c", shutdown], env=two_slices.driver_env(), timeout=120, check=False,
-                   capture_output=True)
 
 
 def serve(folder: Path, cluster: local.LocalCluster, workload: str,

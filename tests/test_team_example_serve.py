@@ -29,7 +29,7 @@ SMALL = {"steps": 4, "checkpoint_every": 2, "batch_size": 8, "seq_len": 16, "d_m
 
 
 @pytest.fixture
-def project(tmp_path: Path, two_slices: local.LocalCluster) -> Iterator[Path]:
+def project(tmp_path: Path, serve_stopped_after: None) -> Iterator[Path]:
     shutil.copytree(EXAMPLE / "src", tmp_path / "src")
     config = yaml.safe_load((EXAMPLE / "raytpu.yaml").read_text())
     config["slices"] = [{"name": "train", "generation": "v6e", "topology": "2x4", "machine_type": "ct6e-standard-4t",
@@ -41,9 +41,6 @@ def project(tmp_path: Path, two_slices: local.LocalCluster) -> Iterator[Path]:
     (tmp_path / "raytpu.yaml").write_text(yaml.safe_dump(config))
     (tmp_path / "key").write_text(KEY)
     yield tmp_path
-    shutdown = "import ray; from ray import serve; ray.init(); serve.shutdown()"
-    subprocess.run([sys.executable, "-c", shutdown], env=two_slices.driver_env(), timeout=120, check=False,
-                   capture_output=True)
 
 
 def raytpu(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:

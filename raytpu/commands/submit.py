@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how long --wait waits (default 3600)")
     parser.add_argument("--local", action="store_true",
                         help="run it on the emulated slice (`raytpu local up`) through Ray's Job Submission API "
-                             "and follow it; --stack and --outputs are not needed")
+                             "and follow it; not with --stack, --dry-run or --py-modules (--outputs is not read)")
     parser.add_argument("--dir", default=None, type=argtypes.path,
                         help="with --local: the local cluster's run directory")
     parser.add_argument("--report", default=None, type=argtypes.path, metavar="FILE",

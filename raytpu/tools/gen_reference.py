@@ -44,17 +44,18 @@ def type_name(hint: Any) -> str:
     return getattr(hint, "__name__", str(hint))
 
 
-def _default(item: dataclasses.Field[Any]) -> str:
+def _default(item: dataclasses.Field[Any], hint: Any) -> str:
+    """As the YAML structure reads it (``raytpu.config.structure_of``): a key that admits null is never required."""
     if item.default is not dataclasses.MISSING:
         value = item.default
-        if dataclasses.is_dataclass(value):
+        if dataclasses.is_dataclass(value) and not hasattr(value, "name"):
             return "its defaults"
         if value == ():
             return "empty"
         return "unset" if value is None else f"`{getattr(value, 'name', value)!s}`"
     if item.default_factory is not dataclasses.MISSING:
         return "empty"
-    return "**required**"
+    return "unset" if type(None) in typing.get_args(hint) else "**required**"
 
 
 def _source(cls: type) -> str:
@@ -80,11 +81,13 @@ def _rows(spec: type, path: str) -> tuple[list[str], list[tuple[str, type]]]:
             if spec is WorkloadSpec:
                 row = workload_fields.FIELDS[item.name]
                 kinds = ", ".join(row.kinds) if row.kinds else "all"
+                if row.beside:
+                    kinds = f"{', '.join(workload_fields.FIELDS[row.beside].kinds or ())} (with `{row.beside}`)"
                 required = "all" if "*" in row.required else ", ".join(row.required) or "none"
-                rows.append(f"| `{key}` | {type_name(hint)} | {_default(item)} | {kinds} | {required} | {row.doc} | "
-                            f"`raytpu/core/specs/{row.rule}.py` |")
+                rows.append(f"| `{key}` | {type_name(hint)} | {_default(item, hint)} | {kinds} | {required} | "
+                            f"{row.doc} | `raytpu/core/specs/{row.rule}.py` |")
             else:
-                rows.append(f"| `{key}` | {type_name(hint)} | {_default(item)} | `{_source(spec)}` |")
+                rows.append(f"| `{key}` | {type_name(hint)} | {_default(item, hint)} | `{_source(spec)}` |")
     return rows, nested
 
 

@@ -37,6 +37,7 @@ class Field:
             rule passes.
         only: A refusal's valid values; ``{kinds}`` joined by commas, ``{kinds_and}`` with a final "and".
         reasons: ``{reason}`` by the workload's kind; ``reason`` for a kind not listed there.
+        beside: A field it is taken only beside (its own rule refuses it alone); the reference lists that field's kinds.
     """
 
     name: str
@@ -49,6 +50,7 @@ class Field:
     only: str = "only with kinds {kinds}"
     reasons: Mapping[str, str] = field(default_factory=dict)
     reason: str = ""
+    beside: str = ""
 
     def takes(self, kind: str) -> bool:
         """``kind`` takes this field."""
@@ -64,8 +66,8 @@ FIELDS: dict[str, Field] = {f.name: f for f in (
     Field(name="slice", group="workload", required=("*",), doc="the name of the slice (slices[].name) it runs on"),
     Field(name="image", group="workload", doc="a team image with a tag or digest, carrying the kit's Ray; default "
           "the kit's image for the kind (raytpu images build)"),
-    Field(name="slices", group="workload", rule="multislice", doc="how many copies of the slice it uses: for train "
-          "and job one run spanning them over DCN, for the others independent copies; default all"),
+    Field(name="slices", group="workload", rule="multislice", doc="train and job: how many copies of the slice "
+          "one run spans over DCN (default 1); the other kinds: how many copies it runs on (default all)"),
     Field(name="model", group="llm", kinds=SERVING, rule="vllm_rules",
           doc="the Hugging Face model id the engine runs (default the kit's small model)"),
     Field(name="model_source", group="llm", kinds=SERVING, rule="vllm_rules",
@@ -102,8 +104,9 @@ FIELDS: dict[str, Field] = {f.name: f for f in (
           "train_loop", doc="the mapping the train_loop function receives (hyperparameters)"),
     Field(name="entrypoint", group=_C, kinds=("job",), required=("job",), rule="user_code",
           only="only with kind {kinds}", doc="the team's own Ray driver: a command run in the code folder"),
-    Field(name="requirements", group=_C, rule="user_code",
-          doc="a requirements file inside code, layered on the kit's job image"),
+    Field(name="requirements", group=_C, rule="user_code", beside="code",
+          doc="a requirements file, its path relative to code: the packages beyond the kit's image, resolved "
+          "against its pins"),
     Field(name="serve_app", group="serving", kinds=("serve",), rule="serve_app", only="only with kind {kinds}",
           doc="MODULE:APP in code: the team's own Ray Serve app instead of the kit's LLM app"),
     Field(name="compile_cache", group="runtime", kinds=("train", "job", "smoke"), rule="compile_cache",
@@ -127,8 +130,11 @@ FIELDS: dict[str, Field] = {f.name: f for f in (
     Field(name="keep_checkpoints", group="train", kinds=("train",), rule="checkpoints",
           why="for kind {kind} (the kit keeps no checkpoints of it)", only="only with kind {kinds}; remove it here",
           doc="how many of the newest checkpoints stay (default 2), or all"),
-    Field(name="env", group="runtime", rule="run_env", doc="environment variables of the team's code"),
-    Field(name="secrets", group="runtime", rule="run_env", doc="env var -> Secret name/key the team's code reads"),
+    Field(name="env", group="runtime", rule="run_env", beside="code",
+          doc="plain environment variables of the team's code (ENV_NAME: value)"),
+    Field(name="secrets", group="runtime", rule="run_env", beside="code",
+          doc="ENV_NAME: the name of a Kubernetes Secret (its key `value`) the team's code reads; locally, the "
+          "submitting shell's variable of that name"),
 )}
 """Every ``workloads[]`` field, in the order ``raytpu.yaml``'s reference lists them."""
 
