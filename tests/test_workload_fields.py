@@ -1,6 +1,6 @@
 """Issue 50 item 3: which kind takes which workload field is one table (raytpu/core/specs/workload_fields.py); the
 refusals, the YAML structure, the spec's JSON and the config reference follow it. A field and a kind are added in a
-scratch copy of the package, touching only the files docs/notes/h50code.md names."""
+scratch copy of the package, touching only the files docs/CONTRIBUTING.md names."""
 
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ def tree_processes(root: int | None = None, tag_prefix: str | None = None,
 class TagCache:
     """Each process's ``RAYTPU_LOCAL_CLUSTER`` tag (:func:`raytpu.local.procs.tagged_processes`), read from its
     environment once per process (pid and start time): a sampler every 0.5 s read every process's environment on
-    the machine each time, 12% of a core through ``raytpu demo`` (docs/notes/h51.md)."""
+    the machine each time, 12% of a core through ``raytpu demo`` (bench/memory_sample.py)."""
 
     def __init__(self) -> None:
         self._tags: dict[tuple[int, float], str] = {}
