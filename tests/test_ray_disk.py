@@ -78,14 +78,26 @@ def test_no_general_purpose_pod_the_kit_emits_on_autopilot_asks_for_more_than_au
     assert checked > 20
 
 
+def test_the_largest_declaration_fills_an_accelerator_pod_to_autopilots_maximum_with_the_sidecar() -> None:
+    """A TPU worker's Pod is its container's request plus the GCS FUSE sidecar's 5 GiB; one GiB more is refused.
+    Source: GKE autopilot-resource-requests#min-max-requests, 56 TiB for accelerator Pods, read second-hand
+    (docs/FACTS.md 34)"""
+    top = node_disk.RAY_DISK_GIB[1]
+    assert top + node_disk.GCSFUSE_SIDECAR_GIB == node_disk.AUTOPILOT_ACCELERATOR_POD_MAX_GIB == 56 * 1024
+    assert _requests(f"ray_disk_gib: {top}")[1]["ephemeral-storage"] == f"{top}Gi"
+
+
 @pytest.mark.parametrize(("mode", "kind", "field", "said"), [
     ("autopilot", "train", "ray_disk_gib: 0", f"0 is out of range; valid: 1 to {node_disk.RAY_DISK_GIB[1]} GiB"),
     ("autopilot", "train", "ray_disk_gib: 99999999", "99999999 is out of range"),
+    # Source: GKE autopilot-resource-requests#min-max-requests (56 TiB per accelerator Pod; docs/FACTS.md 34)
+    ("autopilot", "smoke", "ray_disk_gib: 57340", "57340 is out of range; valid: 1 to 57339 GiB (a TPU worker's "
+     "Pod, with the GCS FUSE sidecar's 5 GiB, within Autopilot's 56 TiB per accelerator Pod)"),
     ("autopilot", "train", "ray_disk_gib: lots", "'lots': input should be a valid integer"),
     ("autopilot", "train", "ray_disk_gib: true", "valid: a whole number"),
     ("autopilot", "serve", "ray_disk_gib: 50", "is not allowed for kind serve; valid: leave it out"),
     ("standard", "train", "ray_disk_gib: 50", "is not allowed with cluster.mode: standard"),
-], ids=["zero", "above-any-disk", "text", "bool", "engine", "standard"])
+], ids=["zero", "above-any-disk", "over-autopilot-accelerator-pod", "text", "bool", "engine", "standard"])
 def test_bad_ray_disk_gib_is_refused_naming_the_field(mode: str, kind: str, field: str, said: str) -> None:
     with pytest.raises((InvalidInput, InvalidInputs)) as info:
         _parse(mode, kind, field)

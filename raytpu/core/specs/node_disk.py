@@ -59,6 +59,11 @@ sidecar's included): a Pod that asks for more is rejected, not scaled down. The 
 Source: https://cloud.google.com/kubernetes-engine/docs/concepts/autopilot-resource-requests ("The ephemeral storage
 request must be between 10 MiB and 10 GiB for all compute classes and hardware configurations", quoted in
 GoogleCloudPlatform/gcs-fuse-csi-driver#21; #57 (2024) says the same 10Gi; docs/FACTS.md 24.za, 31.a)."""
+AUTOPILOT_ACCELERATOR_POD_MAX_GIB = 56 * 1024
+"""Autopilot's ceiling on an accelerator Pod's ephemeral-storage requests (56 TiB, GKE 1.29.3-gke.1038000 or later;
+a TPU worker's container plus the GCS FUSE sidecar). Read second-hand: GKE's table itself was out of reach here,
+and whether TPU Pods share the GPU figure is that paraphrase's wording, not GKE's (docs/FACTS.md 34).
+Source: vladkol/harbor-gke-ext docs/troubleshooting.md, citing autopilot-resource-requests#min-max-requests."""
 MARGIN_GIB = 2.0
 """Room left when the kit sizes a disk: GKE's allocatable is modelled, not published per size (docs/FACTS.md 24.t)."""
 
@@ -80,9 +85,14 @@ def allocatable_gib(disk_gib: int) -> float:
     return max(0.0, capacity - reserved - EVICTION_SHARE * capacity)
 
 
-RAY_DISK_GIB = (1, math.floor(allocatable_gib(DISK_SIZE_GIB[1])) - GCSFUSE_SIDECAR_GIB)
-"""``workloads[].ray_disk_gib``: GiB; at most what the largest boot disk GKE takes leaves a pod (Autopilot's own
-maximum for TPU Pods is not published: docs/FACTS.md 24.za)."""
+RAY_DISK_GIB = (1, min(math.floor(allocatable_gib(DISK_SIZE_GIB[1])),
+                       AUTOPILOT_ACCELERATOR_POD_MAX_GIB) - GCSFUSE_SIDECAR_GIB)
+"""``workloads[].ray_disk_gib`` (Autopilot only): GiB; a TPU worker's Pod, that plus the GCS FUSE sidecar's request,
+within Autopilot's accelerator Pod maximum (Autopilot rejects a Pod over it) and what the largest boot disk GKE takes
+leaves a pod."""
+RAY_DISK_WHY = (f" GiB (a TPU worker's Pod, with the GCS FUSE sidecar's {GCSFUSE_SIDECAR_GIB} GiB, within Autopilot's "
+                f"{AUTOPILOT_ACCELERATOR_POD_MAX_GIB // 1024} TiB per accelerator Pod)")
+"""The unit of ``ray_disk_gib``'s range error: why its ceiling is there."""
 
 
 def disk_for(need_gib: float) -> int | None:

@@ -233,7 +233,7 @@ class WorkloadSpec:
             return [errors.forbidden("ray_disk_gib", self.ray_disk_gib, f"for kind {self.kind.name}",
                                      "leave it out: an engine's request is its model's weights + "
                                      f"{node_disk.SCRATCH_GIB:g} GiB (raytpu plan --mode serve prints it)")]
-        return range_problems("ray_disk_gib", self.ray_disk_gib, *node_disk.RAY_DISK_GIB, " GiB")
+        return range_problems("ray_disk_gib", self.ray_disk_gib, *node_disk.RAY_DISK_GIB, node_disk.RAY_DISK_WHY)
 
     @property
     def ray_files_gib(self) -> float:
