@@ -13,6 +13,7 @@ from raytpu.core.manifests.kuberay import kuberay_remedy
 from raytpu.modules import _props
 from raytpu.modules.cdk import (
     Construct,
+    DataResource,
     Precondition,
     TerraformResourceLifecycle,
     data_kubernetes_resource,
@@ -72,7 +73,9 @@ def hcl_crd_declares(crd_object: str, field_path: str) -> str:
 
 class RayWorkload(Construct):
     """Applies one KubeRay object. Resource ids: ``manifest``; ``crd`` (the live CRD, with ``requires``);
-    ``network-policy`` (with ``network_policy``: the object waits for it, so none of its pods runs unguarded)."""
+    ``network-policy`` (with ``network_policy``: the object waits for it, so none of its pods runs unguarded);
+    ``cluster-spec`` (a RayService: a changed ``spec.rayClusterConfig`` replaces the object, since KubeRay applies
+    no cluster change to a running RayService with upgradeStrategy None, as ``submit --replace`` does)."""
 
     def __init__(self, scope: Construct, id: str, props: RayWorkloadProps) -> None:
         super().__init__(scope, id)
@@ -81,14 +84,22 @@ class RayWorkload(Construct):
         self.network_policy = None if props.network_policy is None else km.Manifest(
             self, "network-policy", manifest=dict(props.network_policy),
             field_manager=km.ManifestFieldManager(name=props.field_manager, force_conflicts=False))
-        lifecycle = None
+        # Source: KubeRay v1.7.0 rayservice_controller.go shouldPrepareNewCluster; Terraform's terraform_data
+        # (triggers_replace) and lifecycle replace_triggered_by: developer.hashicorp.com/terraform/language/resources
+        self.cluster_spec = None if props.kind != "RayService" else DataResource(
+            self, "cluster-spec", triggers_replace={"rayClusterConfig": props.manifest["spec"]["rayClusterConfig"]})
+        # a bare address: cdktn renders a resource given here as "${...}", which Terraform's JSON syntax refuses there
+        # (hashicorp/terraform-cdk#3532, #3645)
+        replaced_by = None if self.cluster_spec is None else [
+            f"{self.cluster_spec.terraform_resource_type}.{self.cluster_spec.friendly_unique_id}"]
+        lifecycle = TerraformResourceLifecycle(replace_triggered_by=replaced_by) if replaced_by else None
         if props.requires:
             fields_, version = props.requires
             crd = data_kubernetes_resource.DataKubernetesResource(
                 self, "crd", api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition",
                 metadata=data_kubernetes_resource.DataKubernetesResourceMetadata(
                     name=resource(props.kind).display))
-            lifecycle = TerraformResourceLifecycle(precondition=[Precondition(
+            lifecycle = TerraformResourceLifecycle(replace_triggered_by=replaced_by, precondition=[Precondition(
                 condition=f"${{{hcl_crd_declares(crd.fqn + '.object', f)}}}",
                 error_message=f"The cluster's KubeRay (GKE's Ray Operator add-on) serves a {props.kind} CRD without "
                               f"{f}, which KubeRay {version} brought; valid: "
