@@ -83,7 +83,7 @@ class BucketObjectProps:
 
 class BucketObject(Construct):
     """A local file uploaded as an object, through a Terraform asset in the synth output so the stack directory is
-    self-contained; a changed file re-uploads, an unchanged one leaves the plan empty (docs/FACTS.md 25.58).
+    self-contained; a changed file re-uploads, an unchanged one leaves the plan empty (docs/FACTS.md#terraform-modules).
 
     Resource ids: ``asset`` (the TerraformAsset), ``object``."""
 

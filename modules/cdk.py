@@ -1,6 +1,6 @@
 """The one place the CDK framework (CDK Terrain, ``cdktn``) and its provider bindings are imported, so moving to another
-CDKTF-compatible framework edits this file only (docs/FACTS.md 25.58). Importing it starts the jsii runtime (node),
-so only construct modules and stacks import it."""
+CDKTF-compatible framework edits this file only (docs/FACTS.md#terraform-modules). Importing it starts the jsii runtime
+(node), so only construct modules and stacks import it."""
 
 from __future__ import annotations
 

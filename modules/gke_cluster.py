@@ -47,7 +47,7 @@ def maintenance_policy(window: MaintenanceWindowSpec) -> container_cluster.Conta
 class GkeClusterOptions:
     """What a caller chooses for the cluster: its spec, the create version (default the channel's), the version floor a
     precondition enforces, the nodes' service account, GCS FUSE and Ray logging/monitoring (on by default), and
-    ``overrides`` of ``google_container_cluster``. Why each: docs/FACTS.md 25.58."""
+    ``overrides`` of ``google_container_cluster``. Why each: docs/FACTS.md#terraform-modules."""
 
     spec: GkeSpec
     min_master_version: str | None = None
@@ -91,7 +91,7 @@ def _fields(options: Any) -> dict[str, Any]:
 class GkeCluster(Construct):
     """A private regional GKE cluster ready for Ray on TPU: Ray Operator add-on, Workload Identity, private nodes,
     Dataplane V2 (NetworkPolicy), GCS FUSE; Standard clusters drop the default pool, so add pools with
-    :meth:`add_slice_pool` and :meth:`add_head_pool`. What is always on: docs/FACTS.md 25.58.
+    :meth:`add_slice_pool` and :meth:`add_head_pool`. What is always on: docs/FACTS.md#terraform-modules.
 
     Resource ids: ``cluster``."""
 

@@ -81,7 +81,8 @@ def long_notice_check(master_version: str) -> dict[str, str]:
     """A precondition (``condition``, ``error_message``) that the cluster's own control plane, its computed
     ``master_version`` (a token), is new enough for a window above 30 s: the cluster's precondition judges the
     channel's default, not a cluster that lags it. Unknown at plan (a new cluster), Terraform checks it at apply.
-    Source: hashicorp/google 8.7.0 ``google_container_cluster.master_version`` (docs/FACTS.md section 24.y)."""
+    Source: hashicorp/google 8.7.0 ``google_container_cluster.master_version``
+    (docs/FACTS.md#preemption-notice-window)."""
     floor, needed_by = LONG_NOTICE
     return {"condition": f"${{{hcl_version_at_least(master_version, floor)}}}",
             "error_message": f"The cluster's control plane runs a version older than {floor}, which {needed_by} "

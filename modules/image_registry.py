@@ -55,7 +55,8 @@ class ImageRegistryProps:
 
 class ImageRegistry(Construct):
     """A Docker-format repository with immutable tags, a builder service account that may push to it and use the bucket,
-    and pull access for ``pullers``. Source: googleapis ``DockerRepositoryConfig.immutable_tags`` (docs/FACTS.md 25.58).
+    and pull access for ``pullers``. Source: googleapis ``DockerRepositoryConfig.immutable_tags``
+    (docs/FACTS.md#terraform-modules).
 
     Resource ids: ``repository``, ``builder``, ``builder-push``, ``builder-bucket``, ``pull-<i>``."""
 

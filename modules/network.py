@@ -52,7 +52,7 @@ class NetworkProps:
 
 class Network(Construct):
     """A custom-mode VPC with one subnet, Cloud Router and Cloud NAT (private nodes need egress), and a logged,
-    lowest-priority deny of all ingress under GKE's own allow rules (docs/FACTS.md 25.58).
+    lowest-priority deny of all ingress under GKE's own allow rules (docs/FACTS.md#terraform-modules).
 
     Resources (ids are stable API): ``vpc``, ``subnet``, ``router``, ``nat``, ``deny-ingress``."""
 

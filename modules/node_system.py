@@ -1,6 +1,6 @@
 """A TPU slice's node system config: its shutdown window and transparent hugepages, as a Standard pool's provider
 fields and as an Autopilot ComputeClass's ``priorityDefaults.nodeSystemConfig``. Free of the CDK framework, so the
-unit tier checks it without starting jsii (docs/FACTS.md section 24.y)."""
+unit tier checks it without starting jsii (docs/FACTS.md#preemption-notice-window)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def shutdown_window(item: SliceSpec) -> tuple[int, int] | None:
     GKE 1.35 for nothing. A Standard pool's ``node_config.kubelet_config`` ``shutdown_grace_period_seconds`` and
     ``shutdown_grace_period_critical_pods_seconds``.
     Source: cdktn-provider-google 21.1.0 ``ContainerNodePoolNodeConfigKubeletConfig``; compute-class-api 33b4e26
-    (2026-01-06) ``KubeletConfig.ShutdownGracePeriodSeconds`` (docs/FACTS.md section 24.y)."""
+    (2026-01-06) ``KubeletConfig.ShutdownGracePeriodSeconds`` (docs/FACTS.md#preemption-notice-window)."""
     if item.notice_s <= notice.NOTICE_S:
         return None
     return item.notice_s, notice.CRITICAL_PODS_S

@@ -1,7 +1,7 @@
 """ProjectServices: the Google APIs a stack calls, enabled in its project, and :class:`RequireApis`, which makes every
 resource and data source wait for the APIs it calls (a fresh project has them off). Service Usage itself cannot be
-enabled this way. Source: https://developer.hashicorp.com/terraform/language/meta-arguments/depends_on (docs/FACTS.md
-section 15, 25.58)."""
+enabled this way. Source: https://developer.hashicorp.com/terraform/language/meta-arguments/depends_on
+(docs/FACTS.md#terraform-constructs, docs/FACTS.md#terraform-modules)."""
 
 from __future__ import annotations
 
@@ -69,8 +69,8 @@ class ProjectServicesProps:
 
 class ProjectServices(Construct):
     """One ``google_project_service`` per API with ``disable_on_destroy = false`` (the default would turn the API off
-    for the whole project on destroy). Source: terraform-provider-google 8.x ``google_project_service`` (docs/FACTS.md
-    section 15).
+    for the whole project on destroy). Source: terraform-provider-google 8.x ``google_project_service``
+    (docs/FACTS.md#terraform-constructs).
 
     Resource ids: the API's first label (``container``, ``compute``...)."""
 

@@ -27,8 +27,8 @@ class SmokeAlerting(Construct):
     """A log-based alert policy over the smoke jobs' verdict lines, and a log-based metric that counts them.
 
     The policy matches the log entries itself (a LogMatch condition) and names the slice and headline, so the first
-    apply succeeds; the metric keeps the history for charts. Source: terraform-provider-google #11102 (docs/FACTS.md
-    25.58, section 15).
+    apply succeeds; the metric keeps the history for charts. Source: terraform-provider-google #11102
+    (docs/FACTS.md#terraform-modules, docs/FACTS.md#terraform-constructs).
 
     Resource ids: ``unhealthy-metric``, ``unhealthy-policy``."""
 

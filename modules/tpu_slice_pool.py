@@ -56,14 +56,14 @@ TPU_HOST_DRIFT = ("node_config[0].advanced_machine_features", "node_config[0].sh
                   "upgrade_settings")
 """Fields GKE rewrites on TPU hosts (SMT off, shielded instance config, upgrade settings), ignored after create so a
 later plan never replaces a slice (the first two are ForceNew).
-Source: vllm-project/ci-infra's TPU node pools' ``lifecycle.ignore_changes`` (docs/FACTS.md section 15)."""
+Source: vllm-project/ci-infra's TPU node pools' ``lifecycle.ignore_changes`` (docs/FACTS.md#terraform-constructs)."""
 
 
 class TpuSlicePool(Construct):
     """One TPU slice as a GKE node pool: the plan's shape, a placement policy on multi-host pools (a per-cluster
     HIGH_THROUGHPUT workload policy for multi-host tpu7x), the TPU taint, stated reservation affinity and secure boot;
     provisioning fields from the slice's mode, node system settings from :mod:`raytpu.modules.node_system`.
-    Details: docs/FACTS.md 25.58.
+    Details: docs/FACTS.md#terraform-modules.
 
     Resource ids: ``pool``; ``workload-policy`` (multi-host tpu7x only)."""
 
@@ -79,7 +79,8 @@ class TpuSlicePool(Construct):
         placement = None
         if plan.placement == "compact":
             # Queued pools too: COMPACT + tpu_topology is how a multi-host TPU slice is asked for; tpu7x takes its
-            # workload policy below, queued or not. Source: cluster-toolkit gke-node-pool (docs/FACTS.md section 15).
+            # workload policy below, queued or not. Source: cluster-toolkit gke-node-pool
+            # (docs/FACTS.md#terraform-constructs).
             placement = np.ContainerNodePoolPlacementPolicy(type="COMPACT", tpu_topology=plan.topology)
         elif plan.placement == "workload-policy":
             self.workload_policy = WorkloadPolicy(self, "workload-policy", WorkloadPolicyProps(
@@ -140,7 +141,8 @@ class TpuSlicePool(Construct):
         if self.workload_policy is not None:
             # A workload policy replaces COMPACT: `type` is Required in the schema but must be empty, and GKE stores
             # the topology, so it is stated too (the block is ForceNew: a missing field would replace the pool on
-            # every apply). Source: provider ``resource_container_node_pool.go`` placement_policy (FACTS section 15).
+            # every apply). Source: provider ``resource_container_node_pool.go`` placement_policy
+            # (docs/FACTS.md#terraform-constructs).
             self.pool.add_override("placement_policy", {"type": "", "policy_name": self.workload_policy.name,
                                                         "tpu_topology": plan.topology})
         _props.apply_overrides(self.pool, props.overrides)

@@ -44,7 +44,8 @@ LEGACY_KSA_NAME = "ray"
 BUCKET_METADATA_ROLE = "roles/storage.legacyBucketReader"
 """Granted beside ``bucket_role`` because Ray Train's checkpoint storage (pyarrow's GcsFileSystem) calls
 ``storage.buckets.get``, which ``roles/storage.objectUser`` lacks; this role adds it (with object listing), nothing
-that writes. Source: apache/arrow ``gcsfs.cc`` ``GetBucketMetadata`` (docs/FACTS.md sections 8 and 15)."""
+that writes. Source: apache/arrow ``gcsfs.cc`` ``GetBucketMetadata`` (docs/FACTS.md#storage-buckets-get and
+docs/FACTS.md#terraform-constructs)."""
 
 
 def account_id_problems(field_name: str, value: str) -> list[InvalidInput]:
@@ -79,7 +80,7 @@ class WorkloadIdentityProps:
     write_folders: tuple[str, ...] | None = None
     """Folders of ``bucket`` the pods write (:func:`raytpu.core.specs.grants.pod_write_folders`): ``bucket_role`` is
     then granted on those folders' objects only (IAM Conditions), and ``roles/storage.objectViewer`` on the whole
-    bucket; None grants ``bucket_role`` on the whole bucket (docs/FACTS.md 33.a)."""
+    bucket; None grants ``bucket_role`` on the whole bucket (docs/FACTS.md#storage-pod-write-folders)."""
     legacy_ksa: str | None = None
     """``cluster.legacy_ksa`` (:data:`raytpu.core.specs.cluster_parts.LEGACY_KSA`): ``keep`` also binds
     ``namespace/ray`` at the binding's earlier address, ``drop`` leaves it out; either moves ``ksa_name``'s binding
@@ -155,7 +156,7 @@ class WorkloadIdentity(Construct):
         self.gsa = service_account.ServiceAccount(
             self, "gsa", account_id=props.account_id, project=props.project, display_name=props.display_name)
         # An upgrade from the shared `ray` KSA moves no principal between addresses: a replaced iam_member removes its
-        # member while another address adds it, in no set order (docs/FACTS.md 31.b).
+        # member while another address adds it, in no set order (docs/FACTS.md#networking-legacy-ksa).
         self.binding = service_account_iam_member.ServiceAccountIamMember(
             self, "workload-identity-user" if props.legacy_ksa is None else "workload-identity-user-cluster",
             service_account_id=self.gsa.name,
@@ -180,7 +181,7 @@ class WorkloadIdentity(Construct):
         ) for folder in props.write_folders or ()]
         # Scoped: read everything, write the folders above. The address keeps its name: an unscoped stack's
         # objectUser grant there is replaced (role is ForceNew) by this one, created first and after the writes, so a
-        # running pod keeps reading and writing its folders throughout (docs/FACTS.md 33.a).
+        # running pod keeps reading and writing its folders throughout (docs/FACTS.md#storage-pod-write-folders).
         self.bucket_access = iam.StorageBucketIamMember(
             self, "bucket-access", bucket=props.bucket,
             role=props.bucket_role if props.write_folders is None else "roles/storage.objectViewer",

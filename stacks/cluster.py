@@ -58,7 +58,7 @@ def core_zip_file() -> Path:
 def declare_backend(stack: TerraformStack, id: str, spec: ClusterSpec) -> None:
     """The stack's Terraform state: GCS with ``storage.state_bucket``, else the project root's
     ``terraform.<id>.tfstate`` named relative to the stack's directory, so the JSON is the same wherever the checkout
-    lives. Source: docs/FACTS.md 25.16."""
+    lives. Source: docs/FACTS.md#terraform-stacks."""
     if spec.storage.state_bucket:
         GcsBackend(stack, bucket=spec.storage.state_bucket, prefix=f"raytpu/{id}")
     else:

@@ -72,7 +72,7 @@ class WorkloadsStack(TerraformStack):
         google_provider.GoogleProvider(self, "google", project=spec.project, region=spec.region)
         # The access token as an ephemeral resource: Terraform opens it on every plan and apply and never writes it to
         # state or plan files, where a data source's access_token would sit in plain text (:data:`TERRAFORM_VERSIONS`;
-        # docs/FACTS.md section 15).
+        # docs/FACTS.md#terraform-constructs).
         client = ephemeral_google_client_config.EphemeralGoogleClientConfig(self, "client")
         # The DNS-based endpoint has a publicly trusted certificate (no CA); the IP endpoint, the cluster's own CA.
         kubernetes_provider.KubernetesProvider(
@@ -82,7 +82,8 @@ class WorkloadsStack(TerraformStack):
         declare_backend(self, id, spec)
 
         self.namespace = KubernetesNamespace(self, "namespace", KubernetesNamespaceProps(name=spec.namespace))
-        legacy = spec.cluster.legacy_ksa  # cluster.legacy_ksa: no KSA changes name at an address (FACTS 31.b)
+        # cluster.legacy_ksa: no KSA changes name at an address (docs/FACTS.md#networking-legacy-ksa)
+        legacy = spec.cluster.legacy_ksa
         self.service_account = KubernetesServiceAccount(self, "ksa" if legacy is None else "ksa-cluster",
                                                         KubernetesServiceAccountProps(
             name=spec.ksa_name, namespace=self.namespace.name, gsa_email=cluster.identity.email))
@@ -103,8 +104,8 @@ class WorkloadsStack(TerraformStack):
     def add_workload(self, work: WorkloadSpec) -> RayWorkload | None:
         """Adds a RayService on one of the cluster stack's slices and returns its KubeRay object (None while its kit
         image is not built); call it after the last ``add_slice``. Terraform owns long-lived objects only: a finished
-        RayJob stays behind (docs/FACTS.md section 8). InvalidInput for a one-shot kind (naming ``raytpu submit``);
-        InvalidInputs (``workloads[<i>]``) when its slice is not the cluster's or its name is taken."""
+        RayJob stays behind (docs/FACTS.md#kuberay-finished-rayjob). InvalidInput for a one-shot kind (naming ``raytpu
+        submit``); InvalidInputs (``workloads[<i>]``) when its slice is not the cluster's or its name is taken."""
         if work.kind.is_job:
             raise errors.invalid_value(
                 "kind", work.kind.name, f"of workload {work.name!r} is a one-shot RayJob, which Terraform does not "

@@ -640,7 +640,8 @@ CASES: tuple[Case, ...] = (
     _validate("disk-tiny-for-default-model", config(_set("slices.1.disk_size_gib", 10)), "slices[1].disk_size_gib",
               I40_1),
     # a TPU worker's Pod over Autopilot's accelerator maximum (issue 49 item 3): 57,340 + the GCS FUSE sidecar's 5 GiB
-    # Source: GKE autopilot-resource-requests#min-max-requests, 56 TiB per accelerator Pod (docs/FACTS.md 34)
+    # Source: GKE autopilot-resource-requests#min-max-requests, 56 TiB per accelerator Pod
+    # (docs/FACTS.md#autopilot-tpu-pod-ceiling)
     _validate("ray-disk-over-autopilot-accelerator-pod", config(_all(
         _set("cluster.mode", "autopilot"), _set("workloads.1.ray_disk_gib", 57340))), "workloads[1].ray_disk_gib",
               I49),

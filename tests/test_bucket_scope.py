@@ -1,7 +1,8 @@
-"""The pods' writes to the kit's bucket are scoped by folder (issue 49 item 5; docs/FACTS.md 33.a): the pods' account
-reads the whole bucket, and writes only the folders its workloads write (checkpoints, compile caches, a batch output
-in the kit's bucket), through IAM Conditions on the object's name; the core zip (``raytpu/``) and the teams' code
-zips (``code/``) are read-only to them. Judged on the synthesized JSON (synth tier) and on the rules (unit)."""
+"""The pods' writes to the kit's bucket are scoped by folder (issue 49 item 5; docs/FACTS.md#storage-pod-write-folders):
+the pods' account reads the whole bucket, and writes only the folders its workloads write (checkpoints, compile caches,
+a batch output in the kit's bucket), through IAM Conditions on the object's name; the core zip (``raytpu/``) and the
+teams' code zips (``code/``) are read-only to them. Judged on the synthesized JSON (synth tier) and on the rules
+(unit)."""
 
 from __future__ import annotations
 

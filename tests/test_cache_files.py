@@ -31,7 +31,8 @@ print(json.dumps({"hits": watch.hits, "compiles": watch.compiles, "dropped": cc.
 
 
 def _start(cache: Path) -> dict[str, Any]:
-    """One JAX process's start: its compile of the step, with the cache the kit's env names (FACTS 25.28)."""
+    """One JAX process's start: its compile of the step, with the cache the kit's env names
+    (docs/FACTS.md#compile-cache-details)."""
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_COMPILATION_CACHE_DIR": str(cache),
            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1"}
     done = subprocess.run([sys.executable, "-c", START], env=env, capture_output=True, text=True, timeout=120)

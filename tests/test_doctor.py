@@ -229,9 +229,9 @@ def _service_on(server: KubeApiServer, ksa: str) -> None:
 @pytest.mark.parametrize("legacy", [None, "drop", "keep"])
 def test_a_rayservice_still_on_the_old_ksa_is_named_and_fails_unless_legacy_ksa_keeps_it_bound(
         legacy: str | None, cluster: KubeApiServer, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    """Review finding b (docs/FACTS.md 33.c): KubeRay v1.7.0 applies no pod template change to a running RayService
-    with upgradeStrategy None (rayservice_controller.go shouldPrepareNewCluster), so one started before the upgrade
-    runs as ``ray`` until re-created, and ``legacy_ksa: drop`` removes that KSA's binding."""
+    """Review finding b (docs/FACTS.md#networking-legacy-ksa-services): KubeRay v1.7.0 applies no pod template change to
+    a running RayService with upgradeStrategy None (rayservice_controller.go shouldPrepareNewCluster), so one started
+    before the upgrade runs as ``ray`` until re-created, and ``legacy_ksa: drop`` removes that KSA's binding."""
     if legacy is not None:
         (tmp_path / "raytpu.yaml").write_text(CONFIG.replace("cluster: {name: ray-tpu}",
                                                              f"cluster: {{name: ray-tpu, legacy_ksa: {legacy}}}"))

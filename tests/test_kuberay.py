@@ -143,7 +143,8 @@ def _runtime(job: dict[str, Any]) -> dict[str, Any]:
 def _expected_placement(item: SliceSpec, mode: str) -> tuple[dict[str, str], set[str]]:
     """(extra nodeSelector, extra toleration keys) of a slice, from the spelled-out table above."""
     if mode == "autopilot" and item.provisioning.name != "queued":  # queued has no ComputeClass priority
-        # a multi-host tpu7x slice also selects its workload policy (Ironwood rejects COMPACT; docs/FACTS.md section 8)
+        # a multi-host tpu7x slice also selects its workload policy (Ironwood rejects COMPACT;
+        # docs/FACTS.md#gke-node-pools-placement)
         policy = {"cloud.google.com/placement-policy-name": names.workload_policy_name("ray-tpu", item.name)}
         return {COMPUTE_CLASS: f"raytpu-{item.name}", **(policy if item.plan.placement == "workload-policy" else {})}, \
             set()
@@ -175,7 +176,7 @@ def test_every_kind_validates_against_crd_and_webhook_for_each_plan_provisioning
     plan = item.plan
     if not MODES[provisioning].runs_ray:
         # queued: the pool gets nodes only through a ProvisioningRequest, which the kit does not make (GKE API
-        # NodePool.QueuedProvisioning.enabled; docs/FACTS.md 24.z)
+        # NodePool.QueuedProvisioning.enabled; docs/FACTS.md#preemption-restart-waits)
         for kind in kinds.NAMES:
             with pytest.raises(InvalidInputs, match="the kit makes none"):
                 _work(item, kind)

@@ -1,8 +1,8 @@
 """Which KubeRay release the kit's objects need, checked against real CRDs: every field path the kit emits is declared
 by v1.7.0's CRD of its kind, and the release before the one :data:`kuberay.NEWEST_FIELDS` names lacks exactly
 those fields (KubeRay v1.5.2's RayJob CRD, v1.5.0's RayService CRD, both vendored unchanged from
-ray-project/kuberay ``ray-operator/config/crd/bases/``; docs/FACTS.md 24.k). A RayJob's precondition (the
-``RayWorkload`` construct) is judged by Terraform itself against both."""
+ray-project/kuberay ``ray-operator/config/crd/bases/``; docs/FACTS.md#kuberay-release-floor). A RayJob's precondition
+(the ``RayWorkload`` construct) is judged by Terraform itself against both."""
 
 from __future__ import annotations
 

@@ -31,7 +31,8 @@ PROJECT = "my-project"
 REGION = "us-east5"
 ZONE = "us-east5-b"
 
-# Shapes: docs/FACTS.md section 1 (machine types, hosts) and section 2 (placement): single-host pools set no
+# Shapes: docs/FACTS.md#tpu-catalog-gke (machine types, hosts) and docs/FACTS.md#gke-node-pools-rules (placement):
+# single-host pools set no
 # placement policy ("TPU topology can't be specified with single-host TPU slice pool"), multi-host
 # v4/v5e/v5p/v6e pools are COMPACT with tpu_topology, multi-host tpu7x uses a HIGH_THROUGHPUT workload policy
 # (https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus).
@@ -54,7 +55,7 @@ NO_RESERVATION = {"consume_reservation_type": "NO_RESERVATION"}
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 
 # One v6e 4x4 (4 hosts) slice per provisioning mode of raytpu.core.specs.provisioning.MODES, and what its pool must say.
-# Fields (docs/FACTS.md section 2, terraform-provider-google google_container_node_pool):
+# Fields (docs/FACTS.md#gke-node-pools-rules, terraform-provider-google google_container_node_pool):
 # - spot: node_config.spot (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms);
 # - reservation: node_config.reservation_affinity SPECIFIC_RESERVATION with key
 #   compute.googleapis.com/reservation-name, else NO_RESERVATION stated (GKE TPU pools want it stated;
@@ -179,7 +180,7 @@ def test_pool_shape_per_generation(pools: dict[str, Any], name: str, gen: str, t
                                    want_machine: str, hosts: int, placement: str) -> None:
     pool = pools[f"{name}-0"]
     assert pool["node_config"]["machine_type"] == want_machine
-    assert pool["node_count"] == hosts  # docs/FACTS.md section 2: node_count = hosts
+    assert pool["node_count"] == hosts  # docs/FACTS.md#gke-node-pools-rules: node_count = hosts
     assert pool["node_locations"] == [ZONE]  # one zone per slice
     assert "guest_accelerator" not in pool["node_config"]  # TPUs never use guest_accelerator (that is GPUs)
     policy = pool.get("placement_policy")
@@ -208,7 +209,7 @@ def test_tpu7x_multi_host_gets_high_throughput_workload_policy(stack: dict[str, 
     name = names.workload_policy_name("c", "tpu7x-multi-0")
     assert list(policies) == [name], "only multi-host tpu7x pools get a workload policy"
     policy = policies[name]
-    # docs/FACTS.md section 2: workload_policy { type = "HIGH_THROUGHPUT", accelerator_topology = "<topo>" }
+    # docs/FACTS.md#gke-node-pools-rules: workload_policy { type = "HIGH_THROUGHPUT", accelerator_topology = "<topo>" }
     assert policy["workload_policy"] == {"type": "HIGH_THROUGHPUT", "accelerator_topology": "2x2x2"}
     assert policy["region"] == REGION and policy["project"] == PROJECT
 
@@ -218,11 +219,12 @@ def test_every_tpu_pool_is_hardened_tainted_and_joins_its_cluster(pools: dict[st
     assert len(tpu_pools) == len(SHAPES) + len(MODE_CASES) + 2
     for name, pool in tpu_pools.items():
         config = pool["node_config"]
-        # docs/FACTS.md section 3: node pools run the GKE metadata server (Workload Identity)
+        # docs/FACTS.md#gke-cluster-terraform: node pools run the GKE metadata server (Workload Identity)
         assert config["workload_metadata_config"] == {"mode": "GKE_METADATA"}, name
         assert config["taint"] == [{"key": "google.com/tpu", "value": "present", "effect": "NO_SCHEDULE"}], name
         assert config["shielded_instance_config"]["enable_secure_boot"] is True, name
-        assert "consume_reservation_type" in config["reservation_affinity"], name  # stated, docs/FACTS.md section 2
+        # stated, docs/FACTS.md#gke-node-pools-rules
+        assert "consume_reservation_type" in config["reservation_affinity"], name
         assert config["resource_labels"]["managed-by"] == "raytpu", name
         assert config["metadata"] == {"disable-legacy-endpoints": "true"}, name
         assert pool["cluster"].startswith("${google_container_cluster.gke_cluster_"), name
@@ -257,7 +259,8 @@ def test_provisioning_mode_sets_the_pool_fields(pools: dict[str, Any], case: str
     if want["scale_from_zero"]:
         assert "node_count" not in pool
         assert pool["initial_node_count"] == 0
-        # Per-zone limits, not total_*: flex-start TPU pools need them (provider quirk, docs/FACTS.md section 2).
+        # Per-zone limits, not total_*: flex-start TPU pools need them (provider quirk,
+        # docs/FACTS.md#gke-node-pools-rules).
         assert pool["autoscaling"] == {"min_node_count": 0, "max_node_count": MODE_HOSTS, "location_policy": "ANY"}
     else:
         assert pool["node_count"] == MODE_HOSTS
@@ -302,7 +305,7 @@ def test_standard_cluster_takes_its_spec_and_network(stack: dict[str, Any]) -> N
     assert cluster["deletion_protection"] is True
     assert cluster["release_channel"] == {"channel": "RAPID"}
     assert cluster["resource_labels"] == {"managed-by": "raytpu", "team": "ml"}
-    # docs/FACTS.md section 3: ray_operator_config is a LIST block in the bindings.
+    # docs/FACTS.md#gke-cluster-terraform: ray_operator_config is a LIST block in the bindings.
     assert cluster["addons_config"]["ray_operator_config"] == [{
         "enabled": True, "ray_cluster_logging_config": {"enabled": True},
         "ray_cluster_monitoring_config": {"enabled": True}}]
@@ -324,7 +327,7 @@ def test_autopilot_cluster_has_no_node_config(built: dict[str, Any]) -> None:
     assert cluster["enable_autopilot"] is True
     # hashicorp/terraform-provider-google google/services/container/resource_container_cluster.go (e03b7622):
     # enable_shielded_nodes, network_policy, remove_default_node_pool and enable_intranode_visibility are
-    # ConflictsWith enable_autopilot (docs/FACTS.md section 8); Autopilot rejects node_config.
+    # ConflictsWith enable_autopilot (docs/FACTS.md#gke-cluster-provider-rules); Autopilot rejects node_config.
     for field in ("node_config", "remove_default_node_pool", "enable_shielded_nodes", "network_policy",
                   "enable_intranode_visibility", "initial_node_count"):
         assert field not in cluster, field
@@ -334,7 +337,8 @@ def test_autopilot_cluster_has_no_node_config(built: dict[str, Any]) -> None:
 
 
 # ComputeClass priorities per mode
-# (https://cloud.google.com/kubernetes-engine/docs/concepts/about-custom-compute-classes, docs/FACTS.md section 3): spot
+# (https://cloud.google.com/kubernetes-engine/docs/concepts/about-custom-compute-classes,
+# docs/FACTS.md#gke-cluster-terraform): spot
 # -> `spot: true`; reservation -> `reservations: {affinity: Specific, specific: [{name, project}]}`; flex-start ->
 # `flexStart: {enabled: true}` and the slice's `maxRunDurationSeconds`; on-demand -> the TPU shape alone; queued has
 # none. Every priority holds the slice's one zone, `location: {zones: [zone]}` (issue 27 item 6;
@@ -567,7 +571,7 @@ def test_version_floor_takes_the_newest_requirement() -> None:
     from raytpu.core.tpu.catalog import RAY_OPERATOR_MIN_GKE_VERSION
     from raytpu.modules.gke_versions import version_floor
 
-    # docs/FACTS.md section 1: Ray Operator 1.30.0-gke.1747000; v6e 1.31.2-gke.1115000; tpu7x Standard
+    # docs/FACTS.md#tpu-catalog-gke: Ray Operator 1.30.0-gke.1747000; v6e 1.31.2-gke.1115000; tpu7x Standard
     # 1.34.0-gke.2201000, Autopilot 1.34.1-gke.3084001.
     assert version_floor([])[0] == RAY_OPERATOR_MIN_GKE_VERSION
     assert version_floor([plan_slice("v5e", "2x2")])[0] == RAY_OPERATOR_MIN_GKE_VERSION
@@ -575,7 +579,8 @@ def test_version_floor_takes_the_newest_requirement() -> None:
     assert version_floor([plan_slice("tpu7x", "2x2x2"), plan_slice("v6e", "4x4")])[0] == "1.34.0-gke.2201000"
     assert version_floor([plan_slice("tpu7x", "2x2x2")], "autopilot")[0] == "1.34.1-gke.3084001"
     # an Autopilot ComputeClass carries nodeSystemConfig (transparent hugepages), which needs 1.32.1-gke.1729000
-    # (https://cloud.google.com/kubernetes-engine/docs/how-to/node-system-config; docs/FACTS.md section 24.y)
+    # (https://cloud.google.com/kubernetes-engine/docs/how-to/node-system-config;
+    # docs/FACTS.md#preemption-notice-window)
     assert version_floor([plan_slice("v6e", "4x4")], "autopilot") == ("1.32.1-gke.1729000",
                                                                      "a ComputeClass's nodeSystemConfig")
 

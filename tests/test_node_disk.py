@@ -1,6 +1,7 @@
 """Unit tests of what a vLLM engine writes to its host's disk (raytpu.core.specs.node_disk) and where its XLA cache
 lives (raytpu.core.specs.xla_cache): GKE's allocatable ephemeral storage, the sized boot disk, the refusal, the pods'
-request, the cache folder of serving and batch (issue 40 items 1 and 12, issue 41 item 2; docs/FACTS.md section 24)."""
+request, the cache folder of serving and batch (issue 40 items 1 and 12, issue 41 item 2;
+docs/FACTS.md#disk-vllm-xla-cache)."""
 
 from __future__ import annotations
 

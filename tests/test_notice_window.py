@@ -1,6 +1,6 @@
 """A spot slice's notice window and every TPU host's transparent hugepages (issue 40 item 4, issue 41 item 4).
 
-Rules, with their sources (evidence: docs/FACTS.md section 24.y):
+Rules, with their sources (evidence: docs/FACTS.md#preemption-notice-window):
 
 - GKE's kubelet ``shutdownGracePeriodSeconds`` takes 0, 30 or 120, on Spot VMs only, and its critical-pods share is
   at most the window (compute-class-api 8067eae ``KubeletConfig``, ``Priority`` XValidation; the GKE API's

@@ -1,6 +1,6 @@
 """Ray pods on capacity GKE takes back get their notice (issue 30 item 1; :mod:`raytpu.core.manifests.preemption`).
 
-Rules, with their sources (evidence: docs/FACTS.md section 18):
+Rules, with their sources (evidence: docs/FACTS.md#preemption-notice-budget):
 
 - GKE stops a preempted VM 30 s after the notice; graceful node shutdown gives non-system pods 15 s of it, and a
   ``terminationGracePeriodSeconds`` above 15 has no effect (https://cloud.google.com/kubernetes-engine/docs/how-to/
@@ -66,7 +66,8 @@ def test_tpu_pods_on_reclaimed_capacity_get_the_notice_and_others_keep_kuberays_
     (the grace less 5 s for Ray's processes' stop), by Ray's own SIGTERM handler (2.60) or by the preStop (2.56,
     whose handler stops at once: ``ray._private.node.Node._register_shutdown_hooks``); the head and a RayJob's
     submitter run on no TPU node and keep KubeRay's defaults, as do on-demand and reservation workers.
-    Source: https://cloud.google.com/kubernetes-engine/docs/how-to/preemptible-vms (docs/FACTS.md section 18)."""
+    Source: https://cloud.google.com/kubernetes-engine/docs/how-to/preemptible-vms
+    (docs/FACTS.md#preemption-notice-budget)."""
     for obj in _objects(provisioning, mode):
         assert schema_errors(obj) == [] and webhook_errors(obj) == [] and operator_errors(obj) == [], obj["kind"]
         cluster = kuberay.ray_cluster_of(obj)

@@ -1,5 +1,6 @@
 """``workloads[].ray_disk_gib``: on Autopilot the ephemeral-storage request of every Ray container of a non-engine
-workload, which Autopilot also makes the pod's limit (docs/FACTS.md 24.za); refused where it means nothing."""
+workload, which Autopilot also makes the pod's limit (docs/FACTS.md#autopilot-ephemeral-limit); refused where it means
+nothing."""
 
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ def test_no_general_purpose_pod_the_kit_emits_on_autopilot_asks_for_more_than_au
     """Every non-TPU pod (the head, the RayJob submitter) of every emitted Autopilot object: its containers'
     ephemeral-storage requests (Autopilot's 1 GiB default where none is set) plus the GCS FUSE sidecar's 5 GiB
     where the pod mounts the bucket stay within the class's per-Pod maximum, or Autopilot rejects the pod.
-    Source: GKE autopilot-resource-requests, "must be between 10 MiB and 10 GiB" (docs/FACTS.md 31.a)"""
+    Source: GKE autopilot-resource-requests, "must be between 10 MiB and 10 GiB" (docs/FACTS.md#autopilot-pod-max)"""
     from emitted import every_object, pods_of
     checked = 0
     for item in every_object():
@@ -81,7 +82,7 @@ def test_no_general_purpose_pod_the_kit_emits_on_autopilot_asks_for_more_than_au
 def test_the_largest_declaration_fills_an_accelerator_pod_to_autopilots_maximum_with_the_sidecar() -> None:
     """A TPU worker's Pod is its container's request plus the GCS FUSE sidecar's 5 GiB; one GiB more is refused.
     Source: GKE autopilot-resource-requests#min-max-requests, 56 TiB for accelerator Pods, read second-hand
-    (docs/FACTS.md 34)"""
+    (docs/FACTS.md#autopilot-tpu-pod-ceiling)"""
     top = node_disk.RAY_DISK_GIB[1]
     assert top + node_disk.GCSFUSE_SIDECAR_GIB == node_disk.AUTOPILOT_ACCELERATOR_POD_MAX_GIB == 56 * 1024
     assert _requests(f"ray_disk_gib: {top}")[1]["ephemeral-storage"] == f"{top}Gi"
@@ -90,7 +91,8 @@ def test_the_largest_declaration_fills_an_accelerator_pod_to_autopilots_maximum_
 @pytest.mark.parametrize(("mode", "kind", "field", "said"), [
     ("autopilot", "train", "ray_disk_gib: 0", f"0 is out of range; valid: 1 to {node_disk.RAY_DISK_GIB[1]} GiB"),
     ("autopilot", "train", "ray_disk_gib: 99999999", "99999999 is out of range"),
-    # Source: GKE autopilot-resource-requests#min-max-requests (56 TiB per accelerator Pod; docs/FACTS.md 34)
+    # Source: GKE autopilot-resource-requests#min-max-requests (56 TiB per accelerator Pod;
+    # docs/FACTS.md#autopilot-tpu-pod-ceiling)
     ("autopilot", "smoke", "ray_disk_gib: 57340", "57340 is out of range; valid: 1 to 57339 GiB (a TPU worker's "
      "Pod, with the GCS FUSE sidecar's 5 GiB, within Autopilot's 56 TiB per accelerator Pod)"),
     ("autopilot", "train", "ray_disk_gib: lots", "'lots': input should be a valid integer"),

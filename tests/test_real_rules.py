@@ -76,7 +76,8 @@ def private_cluster_block(cluster: dict[str, Any]) -> str | None:
 def create_version_not_pinned(cluster: dict[str, Any]) -> str | None:
     """RCC:2999: ``min_master_version`` is sent as the cluster's ``InitialClusterVersion``, and GKE refuses a
     version it no longer offers ("Master version ... is unsupported"): a pinned patch version goes stale
-    (docs/FACTS.md section 8). Unset, GKE creates the cluster at the release channel's default (RCC:1667)."""
+    (docs/FACTS.md#gke-cluster-provider-rules). Unset, GKE creates the cluster at the release channel's default
+    (RCC:1667)."""
     version = cluster.get("min_master_version")
     return f"min_master_version pinned to {version}" if version else None
 
@@ -84,7 +85,7 @@ def create_version_not_pinned(cluster: dict[str, Any]) -> str | None:
 def control_plane_reachable(cluster: dict[str, Any]) -> str | None:
     """A private-nodes cluster whose public endpoint has no authorized network (and public CIDR access off) accepts
     no one, not even VMs in its VPC; GKE's DNS-based endpoint with external traffic allowed is reachable with IAM
-    from anywhere (docs/FACTS.md section 8;
+    from anywhere (docs/FACTS.md#networking-private-endpoint;
     https://cloud.google.com/kubernetes-engine/docs/concepts/network-isolation)."""
     dns = _get(cluster, "control_plane_endpoints_config.dns_endpoint_config.allow_external_traffic")
     networks = _get(cluster, "master_authorized_networks_config.cidr_blocks")
@@ -127,8 +128,8 @@ def tpu_host_drift_ignored(pool: dict[str, Any]) -> str | None:
 
 def autopilot_ironwood_placed_by_policy(stack: dict[str, Any], slices: dict[str, str]) -> str | None:
     """Autopilot multi-host tpu7x: a pre-created HIGH_THROUGHPUT workload policy with the slice's topology, which its
-    pods select with ``cloud.google.com/placement-policy-name`` (docs/FACTS.md section 8; GKE Ironwood docs
-    https://cloud.google.com/kubernetes-engine/docs/how-to/tpu-ironwood). ``slices``: name -> topology."""
+    pods select with ``cloud.google.com/placement-policy-name`` (docs/FACTS.md#gke-node-pools-placement; GKE Ironwood
+    docs https://cloud.google.com/kubernetes-engine/docs/how-to/tpu-ironwood). ``slices``: name -> topology."""
     policies = {p["name"]: p for p in resources(stack, "google_compute_resource_policy").values()}
     for name, topology in slices.items():
         policy = policies.get(names.workload_policy_name(CLUSTER_NAMES["autopilot"], name))
@@ -145,8 +146,8 @@ def placement_type_required(pool: dict[str, Any]) -> str | None:
 
 
 def single_host_no_topology(pool: dict[str, Any], hosts: int) -> str | None:
-    """GKE: "TPU topology can't be specified with single-host TPU slice pool" (docs/FACTS.md §2; GKE TPU node pool docs
-    https://cloud.google.com/kubernetes-engine/docs/how-to/tpus#node-pool)."""
+    """GKE: "TPU topology can't be specified with single-host TPU slice pool" (docs/FACTS.md#gke-node-pools-rules; GKE
+    TPU node pool docs https://cloud.google.com/kubernetes-engine/docs/how-to/tpus#node-pool)."""
     if hosts == 1 and _get(pool, "placement_policy.tpu_topology") is not None:
         return "single-host pool states a tpu_topology"
     return None

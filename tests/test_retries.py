@@ -1,6 +1,6 @@
 """``workloads[].retries`` (issue 40: a ``kind: job`` had no restart budget): a team's driver run again as a whole new
 RayJob attempt after a failure, KubeRay's ``backoffLimit``. Source: KubeRay v1.7.0
-``checkBackoffLimitAndUpdateStatusIfNeeded`` (docs/FACTS.md 26)."""
+``checkBackoffLimitAndUpdateStatusIfNeeded`` (docs/FACTS.md#kuberay-retries)."""
 
 from __future__ import annotations
 

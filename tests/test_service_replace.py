@@ -1,8 +1,9 @@
-"""A serve workload re-submitted with another Ray cluster spec (issue 49 review finding a; docs/FACTS.md 33.b): KubeRay
-v1.7.0 never applies a changed ``rayClusterConfig`` to a running RayService whose ``upgradeStrategy`` is None, so
-``raytpu submit`` refuses the change (exit 2 naming ``--replace``; nothing applied or deleted), and with ``--replace``
-deletes the RayService, waits for it to go, then applies it anew. A change of ``serveConfigV2`` only (which KubeRay
-does apply) and the CRD defaults the API server adds are not a cluster change. Judged at the loopback API server.
+"""A serve workload re-submitted with another Ray cluster spec (issue 49 review finding a;
+docs/FACTS.md#ray-serve-changed-spec): KubeRay v1.7.0 never applies a changed ``rayClusterConfig`` to a running
+RayService whose ``upgradeStrategy`` is None, so ``raytpu submit`` refuses the change (exit 2 naming ``--replace``;
+nothing applied or deleted), and with ``--replace`` deletes the RayService, waits for it to go, then applies it anew. A
+change of ``serveConfigV2`` only (which KubeRay does apply) and the CRD defaults the API server adds are not a cluster
+change. Judged at the loopback API server.
 
 Source: KubeRay v1.7.0 ray-operator/controllers/ray/rayservice_controller.go shouldPrepareNewCluster,
 shouldUpdateCluster

@@ -179,7 +179,8 @@ DIRECT: list[tuple[str, Callable[[], object], str, str, str]] = [
      "on-demand, spot, reservation, flex-start; or cluster.mode: standard"),
     ("cluster-default-bucket-too-long", lambda: a_cluster(project="p" * 30, name="c" * 30), "storage.bucket",
      "not a bucket name", "3-63"),
-    # docs/FACTS.md section 8: with no authorized network and public CIDR access off, the IP endpoint accepts no one
+    # docs/FACTS.md#networking-private-endpoint: with no authorized network and public CIDR access off, the IP endpoint
+    # accepts no one
     ("control-plane-ip-alone", lambda: GkeSpec(name="ray", control_plane="ip"), "control_plane",
      "reachable from nowhere", "control_plane: dns (the default), or master_authorized_networks"),
     ("control-plane-choice", lambda: GkeSpec(name="ray", control_plane="public"), "control_plane", "'public'",

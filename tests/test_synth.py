@@ -488,8 +488,8 @@ def test_cross_stack_references_resolve(example: str, standard: dict, autopilot:
 
 def test_workloads_stack_applies_long_lived_objects_only(standard: dict) -> None:
     """Terraform applies the RayService; the config's RayJobs (smoke, train) are `raytpu submit`'s: KubeRay deletes
-    a finished job's cluster but not the RayJob (docs/FACTS.md section 8), so a Terraform-owned job would never re-run
-    on a deploy and would re-run when deleted."""
+    a finished job's cluster but not the RayJob (docs/FACTS.md#kuberay-finished-rayjob), so a Terraform-owned job would
+    never re-run on a deploy and would re-run when deleted."""
     stack = standard["ray-tpu-workloads"]
     manifests = resources(stack, "kubernetes_manifest")
     objects = {m["manifest"]["metadata"]["name"]: m["manifest"] for m in manifests.values()}
@@ -524,7 +524,8 @@ def test_autopilot_cluster_has_no_node_pools_and_gets_compute_classes(autopilot:
     assert _floor(cluster) == ("1.34.1-gke.3084001", "tpu7x on Autopilot")
     assert resources(cluster_stack, "google_container_node_pool") == {}
     # Autopilot places the multi-host tpu7x slice ("big", 2x2x2) by a HIGH_THROUGHPUT workload policy its pods
-    # select with cloud.google.com/placement-policy-name (docs/FACTS.md section 8; Ironwood rejects COMPACT:
+    # select with cloud.google.com/placement-policy-name (docs/FACTS.md#gke-node-pools-placement; Ironwood rejects
+    # COMPACT:
     # https://cloud.google.com/kubernetes-engine/docs/how-to/tpu-ironwood)
     (policy,) = resources(cluster_stack, "google_compute_resource_policy").values()
     assert policy["workload_policy"] == {"type": "HIGH_THROUGHPUT", "accelerator_topology": "2x2x2"}
@@ -791,7 +792,7 @@ def test_added_slices_get_their_pools_and_raise_the_cluster_version(extended: di
     assert research["placement_policy"] == {"type": "COMPACT", "tpu_topology": "2x2x4"}
     assert research["node_config"]["spot"] is True and research["node_locations"] == ["us-east5-a"]
     assert sorted(pools["iron-0"]["placement_policy"]) == ["policy_name", "tpu_topology", "type"]  # workload policy
-    # docs/FACTS.md section 1: tpu7x on Standard needs 1.34.0-gke.2201000 (the example's v6e alone: 1.31.2).
+    # docs/FACTS.md#tpu-catalog-gke: tpu7x on Standard needs 1.34.0-gke.2201000 (the example's v6e alone: 1.31.2).
     assert _floor(only(cluster, "google_container_cluster")) == ("1.34.0-gke.2201000", "tpu7x on Standard")
     from raytpu.cluster.outputs import StackOutputs
 
@@ -815,7 +816,7 @@ def test_workload_on_an_added_slice_selects_that_slice(extended: dict, name: str
     assert manifest["metadata"]["labels"]["raytpu.dev/slice"] == item.name
     [group] = cluster_spec(manifest)["workerGroupSpecs"]
     template = group["template"]["spec"]
-    # docs/FACTS.md section 4: numOfHosts = hosts per slice; google.com/tpu requests == limits == chips per host;
+    # docs/FACTS.md#kuberay-crds: numOfHosts = hosts per slice; google.com/tpu requests == limits == chips per host;
     # nodeSelector gke-tpu-accelerator + gke-tpu-topology (+ the mode's node label: Spot's
     # cloud.google.com/gke-spot, https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms).
     assert group["numOfHosts"] == plan.hosts and group["replicas"] == item.count
@@ -848,7 +849,7 @@ def test_autopilot_added_slice_gets_a_compute_class_its_workload_selects(extende
     assert compute_class["kind"] == "ComputeClass"
     assert compute_class["spec"]["priorities"] == [priority]
     [group] = objects[work]["spec"]["rayClusterConfig"]["workerGroupSpecs"]
-    # docs/FACTS.md section 3: pods select their ComputeClass with cloud.google.com/compute-class.
+    # docs/FACTS.md#gke-cluster-terraform: pods select their ComputeClass with cloud.google.com/compute-class.
     assert group["template"]["spec"]["nodeSelector"]["cloud.google.com/compute-class"] == f"raytpu-{slice_name}"
     assert resources(extended["auto-cluster"], "google_container_node_pool") == {}
 
@@ -914,8 +915,9 @@ job (Ray Data LLM downloads even the kit's bucket)."""
 
 
 def test_a_70b_model_gets_a_boot_disk_that_holds_its_weights_unless_read_in_place() -> None:
-    """Issue 40 item 1: GKE leaves 43.8 GiB of a 100 GiB boot disk allocatable (docs/FACTS.md section 24.x); the kit
-    sizes a Standard pool's disk from what its engine writes per host, and its pods request that ephemeral storage."""
+    """Issue 40 item 1: GKE leaves 43.8 GiB of a 100 GiB boot disk allocatable (docs/FACTS.md#disk-vllm-xla-cache); the
+    kit sizes a Standard pool's disk from what its engine writes per host, and its pods request that ephemeral
+    storage."""
     from raytpu.core.specs import node_disk
 
     stacks = synth_text(BIG_MODELS.replace("MODE", "standard"))

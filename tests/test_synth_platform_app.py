@@ -64,7 +64,7 @@ def test_outside_app_workload_runs_on_its_own_slice(stacks: dict[str, Any]) -> N
     assert service["metadata"]["labels"]["raytpu.dev/slice"] == "research"
     assert service["metadata"]["namespace"].startswith("${kubernetes_namespace_v1.")
     [group] = cluster_spec(service)["workerGroupSpecs"]
-    # docs/FACTS.md section 4: numOfHosts = hosts (v5p 2x2x4: 4 VMs of 4 chips), one replica per slice.
+    # docs/FACTS.md#kuberay-crds: numOfHosts = hosts (v5p 2x2x4: 4 VMs of 4 chips), one replica per slice.
     assert (group["numOfHosts"], group["replicas"]) == (4, 1)
     assert group["template"]["spec"]["nodeSelector"] == {
         "cloud.google.com/gke-tpu-accelerator": "tpu-v5p-slice", "cloud.google.com/gke-tpu-topology": "2x2x4",

@@ -1,7 +1,7 @@
 """An upgrade of a cluster deployed before the per-cluster KSA (``ray`` -> ``<cluster>-ray``), judged on the synthesized
 plan against the stack that version synthesized (tests/upgrade/pre_ksa_rename.json): with ``cluster.legacy_ksa:
 keep`` the old binding and KSA stay at their addresses unchanged and the new ones are added (nothing replaced, so
-running pods keep the bucket); ``drop`` then only removes the old ones (docs/FACTS.md 31.b)."""
+running pods keep the bucket); ``drop`` then only removes the old ones (docs/FACTS.md#networking-legacy-ksa)."""
 
 from __future__ import annotations
 

@@ -92,7 +92,8 @@ def write(ds: Any, path: str, overwrite: bool) -> None:
     """Writes ``ds`` to ``path`` in its format, streaming (each write task writes its own file as its rows are
     answered: a run cut short keeps its finished tasks' files); replaces what is there only with ``overwrite``. No
     folder marker on ``gs://`` (pyarrow's would read the bucket's metadata, which the pods' object roles may not).
-    Source: Ray 2.60 ``Dataset.write_datasink``, ``try_create_dir``; arrow ``gcsfs.cc`` (docs/FACTS.md 20.1)."""
+    Source: Ray 2.60 ``Dataset.write_datasink``, ``try_create_dir``; arrow ``gcsfs.cc``
+    (docs/FACTS.md#ray-data-sampling)."""
     options = {"mode": "overwrite" if overwrite else "error", "try_create_dir": not path.startswith("gs://")}
     if data.data_format(path) == "jsonl":
         ds.write_json(path, **options)
@@ -129,7 +130,8 @@ def row_functions(columns: tuple[str, ...], params: dict[str, Any], chat: bool) 
 
 def has_chat_template(model_source: str, trust_remote_code: bool = False) -> bool:
     """Whether the model's processor (``AutoProcessor``: a text model's tokenizer) has a chat template, read as Ray
-    Data LLM's chat template stage reads it. Source: Ray 2.60/2.56 ``ChatTemplateUDF.__init__`` (docs/FACTS.md 20.1)."""
+    Data LLM's chat template stage reads it. Source: Ray 2.60/2.56 ``ChatTemplateUDF.__init__``
+    (docs/FACTS.md#ray-data-sampling)."""
     from ray.llm._internal.common.utils.download_utils import NodeModelDownloadable, download_model_files
     from transformers import AutoProcessor
 

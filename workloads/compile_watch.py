@@ -1,7 +1,7 @@
 """What one JAX process compiled, from JAX's own monitoring events: XLA compile seconds, persistent-cache hits and
 misses. A hit is counted, not assumed; a miss is a compile the cache did not serve (compiles - hits), since JAX
 records its own miss events on process 0 only (kept as ``written``). Source: JAX 0.10.2 ``jax._src.compiler
-._cache_write``; the events: docs/FACTS.md 24.u.
+._cache_write``; the events: docs/FACTS.md#compile-cache-jax.
 """
 
 from __future__ import annotations

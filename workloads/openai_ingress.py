@@ -1,6 +1,6 @@
 """The kit's OpenAI front of Ray Serve LLM: OpenAI's error shapes and an optional API key (a Bearer token on model
 requests; list and health stay open), for the direct layout (:class:`LLMServer`) and a multi-host slice's ingress
-(:class:`OpenAIErrorIngress`). Source: Ray 2.60 ``OpenAiIngress._get_model_id``; docs/FACTS.md 25.55.
+(:class:`OpenAIErrorIngress`). Source: Ray 2.60 ``OpenAiIngress._get_model_id``; docs/FACTS.md#ray-serve-openai-ingress.
 Runs where ``ray[serve,llm]`` is installed.
 """
 

@@ -2,8 +2,9 @@
 slices. At the notice every rank writes a just-in-time checkpoint and stops stepping; Ray Train restarts on a whole
 slice and charges ``max_preemption_failures``, not ``max_failures``.
 
-Source: Ray 2.60 ``ray.train.v2._internal.execution.preemption.PreemptionWatcher``; the chain: docs/FACTS.md 25.53.
-Standard library at import (Ray inside the functions): the emulated-slice drill reads :func:`read_progress`.
+Source: Ray 2.60 ``ray.train.v2._internal.execution.preemption.PreemptionWatcher``; the chain:
+docs/FACTS.md#preemption-workloads. Standard library at import (Ray inside the functions): the emulated-slice drill
+reads :func:`read_progress`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The same :func:`raytpu.core.manifests.serving.serve_config` app with vLLM's CPU build and the tiny offline model;
 it prints ``endpoint:`` and ``model:`` once the app answers and exits, the app running until ``raytpu local down``.
-Progress goes to stderr. Needs ``ray[serve,llm]`` and vLLM (``.venv-serve``). Details: docs/FACTS.md 25.57.
+Progress goes to stderr. Needs ``ray[serve,llm]`` and vLLM (``.venv-serve``). Details: docs/FACTS.md#ray-serve-cpu-twin.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def deploy_local(address: str, work: WorkloadSpec, *, port: int | None = None, c
     """Deploys the CPU twin of ``work``'s app onto the Ray cluster at ``address``; returns once it answers.
 
     InvalidInput when vLLM's parser rejects the engine kwargs; RuntimeFailure when the app fails to deploy or does
-    not answer within ``timeout_s``. Proxy and port: docs/FACTS.md 25.57.
+    not answer within ``timeout_s``. Proxy and port: docs/FACTS.md#ray-serve-cpu-twin.
     """
     tiny = tiny_llm.ensure(cache_dir)
     config = serving.serve_config(work, cpu_model=(tiny.name, str(tiny.path)),

@@ -17,8 +17,8 @@ PIN_NOTICE = "reserving a whole slice"
 
 def ray_assumed_hosts(plan: SlicePlan) -> int:
     """Hosts per slice that Ray 2.60's slice reservation derives from ``plan``'s topology alone (every v5e/v6e topology
-    of up to 8 chips is one host there). Source: Ray 2.60 ``ray.util.tpu.get_tpu_worker_resources`` (docs/FACTS.md
-    25.59).
+    of up to 8 chips is one host there). Source: Ray 2.60 ``ray.util.tpu.get_tpu_worker_resources``
+    (docs/FACTS.md#ray-tpu-slices).
     """
     from ray.util.tpu import get_tpu_worker_resources
 
@@ -29,7 +29,7 @@ def ray_assumed_hosts(plan: SlicePlan) -> int:
 def scaling_config(plan: SlicePlan, slice_name: str | None = None, slices: int = 1) -> Any:
     """JaxTrainer's ScalingConfig for ``slices`` whole slices of ``plan``: one worker per host, all its chips; with
     ``slice_name``, every worker also takes that slice's own resource, so all land on it. Source: Ray 2.60
-    ``TPUAcceleratorManager.get_current_node_additional_resources`` (docs/FACTS.md 25.59).
+    ``TPUAcceleratorManager.get_current_node_additional_resources`` (docs/FACTS.md#ray-tpu-slices).
     """
     from ray.train.v2.api.config import ScalingConfig
 
@@ -40,7 +40,8 @@ def scaling_config(plan: SlicePlan, slice_name: str | None = None, slices: int =
 
 def reserve_for_pinning(plan: SlicePlan, timeout_s: float) -> Any:
     """Holds a whole, idle slice of ``plan`` for the workers to be pinned to, its head kept so other reservations skip
-    it (docs/FACTS.md 25.59); ``release()`` it after the run. TimeoutError when none is free within ``timeout_s``.
+    it (docs/FACTS.md#ray-tpu-slices); ``release()`` it after the run. TimeoutError when none is free within
+    ``timeout_s``.
     """
     from raytpu.workloads.slices import reserve_slice
 

@@ -120,7 +120,7 @@ class Reservation:
 def _idle(inv: SliceInventory) -> bool:
     """Every host of the slice has all its TPU free; a missing TPU key means 0 free (Ray drops the key at 0, which
     ``ray.util.tpu.get_num_ready_tpu_slices`` misreads as idle). Source: Ray 2.60 ``ray._private.state
-    .available_resources_per_node`` (docs/FACTS.md 25.59).
+    .available_resources_per_node`` (docs/FACTS.md#ray-tpu-slices).
     """
     from ray._private.state import available_resources_per_node
 

@@ -1,6 +1,6 @@
 """A team's ``train_loop`` on its slice: the JaxTrainer the kit builds around the team's function, with what the kit's
 own trainer gets (slice, storage, restart budget, dataset, ``train_config``); what it reports is gathered on the
-driver for the summary and the timeline (docs/FACTS.md 25.56).
+driver for the summary and the timeline (docs/FACTS.md#ray-train-team-train).
 """
 
 from __future__ import annotations

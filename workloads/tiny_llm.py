@@ -1,7 +1,7 @@
 """A tiny random-weight Llama with a real tokenizer, generated offline, for the local serve tier.
 
 vLLM needs a model directory and tests may not download one: :func:`ensure` builds it deterministically from this
-file alone and caches it under a fingerprint of its inputs (how: docs/FACTS.md 25.54).
+file alone and caches it under a fingerprint of its inputs (how: docs/FACTS.md#local-tiny-llm).
 ``python -m raytpu.workloads.tiny_llm [--cache-dir D]`` prints ``path: ...`` and ``model: ...``.
 """
 

@@ -4,7 +4,7 @@ The model is a small MLP, or the workload's ``train_loop`` (:mod:`raytpu.workloa
 from the workload spec (``RAYTPU_WORKLOAD``), never re-planned; where Ray 2.60 cannot see a whole slice the driver
 reserves one itself (:func:`scaling_config`). ``--name`` resumes an existing run; rank 0 checkpoints, restarts resume
 from it, and waits for a slice are bounded (:func:`attempt_wait`). Prints ``RAYTPU_TRAIN_RESULT {json}``; exits 1
-when training failed or ran no step. Details: docs/FACTS.md 25.52.
+when training failed or ran no step. Details: docs/FACTS.md#ray-train-workloads.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Ray Train splits the dataset into equal shards, one per host; :class:`Feed` lays each host's numpy batches out on the
 trainer's own sharding (not ``iter_jax_batches``, whose 1D mesh would reshard every step). A short last batch is
 padded with weight 0; a resumed run skips to the checkpointed position. Source: Ray 2.60
-``ray.train._internal.data_config.DataConfig.configure``; docs/FACTS.md 24.v.
+``ray.train._internal.data_config.DataConfig.configure``; docs/FACTS.md#ray-data-training-feed.
 Rows: ``id`` (a whole number, unique per row), ``y`` (the target) and ``f0`` ... ``f{features-1}`` (the features).
 """
 

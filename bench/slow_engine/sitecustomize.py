@@ -1,6 +1,7 @@
 """Slows Ray Serve LLM's engine start in every Ray process of the twin (``bench/serve_start.py`` puts this folder on
 ``PYTHONPATH``): ``VLLMEngine._start_async_llm_engine`` first blocks its thread ``RAYTPU_BENCH_ENGINE_START_S``, as
-vLLM's ``AsyncLLM()`` does on TPU while weights load and XLA compiles (docs/FACTS.md 24.w). Inert without it.
+vLLM's ``AsyncLLM()`` does on TPU while weights load and XLA compiles (docs/FACTS.md#ray-serve-start-bench). Inert
+without it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``raytpu doctor --stack``: what runs on a deployed cluster against what the kit was built and tested for, read
 through the Kubernetes API (list and get only; nothing is written). Each check is a
 :class:`~raytpu.core.common.checkup.Check` row; a read the caller may not make (RBAC 403) is a ``?`` row naming the
-permission, never an error. Sources of each rule: docs/FACTS.md section "raytpu doctor"."""
+permission, never an error. Sources of each rule: docs/FACTS.md#client-doctor."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ GSA_ANNOTATION = "iam.gke.io/gcp-service-account"
 workload_identity.py)."""
 OPERATOR_VERSION_NOTE = ("GKE documents no KubeRay version for the Ray Operator add-on: the served CRD fields are "
                          "the evidence")
-"""What GKE's add-on says of its own KubeRay: nothing documented (docs/FACTS.md, "GKE's add-on and its KubeRay"), so
+"""What GKE's add-on says of its own KubeRay: nothing documented (docs/FACTS.md#kuberay-gke-addon), so
 the doctor reports the fields the CRDs serve, never a guessed release."""
 WAITING = ("", "Initializing", "Waiting")
 """RayJob ``jobDeploymentStatus`` values of a job that has not started running (New is ``""``). Source: KubeRay v1.7.0
@@ -295,7 +295,8 @@ def _old_ksa(client: KubeClient, spec: ClusterSpec, outputs: StackOutputs) -> Ch
     """The kit's RayServices and unfinished RayJobs whose pods run as another KSA than the stack's (the shared
     ``ray`` of a stack from before ``cluster.legacy_ksa``). KubeRay v1.7.0 applies no pod template change to a running
     RayService with upgradeStrategy None, so such a RayService keeps its KSA until re-created; ``legacy_ksa: drop``
-    takes that KSA's binding away (docs/FACTS.md 31.b, 33.c)."""
+    takes that KSA's binding away (docs/FACTS.md#networking-legacy-ksa,
+    docs/FACTS.md#networking-legacy-ksa-services)."""
     expected = f"every kit RayService and running RayJob on {outputs.service_account}"
     others = []
     for kind in ("RayService", "RayJob"):

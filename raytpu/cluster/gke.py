@@ -196,7 +196,7 @@ class LogStreamer:
     it looks for a pod whose log has not ended (once the Ray cluster is up; a retry's new pod; a stream that broke,
     read again) until :meth:`stop`. Each line is printed once per attempt (:class:`PrintedLines`): a retry is a new
     Ray job (``status.jobId``), whose lines all print. Source: KubeRay v1.7.0 ``rayjob_controller.go`` (a retry clears
-    ``jobId``; ``initRayJobStatusIfNeed`` makes a new one; docs/FACTS.md 25.59, "What a retry is")."""
+    ``jobId``; ``initRayJobStatusIfNeed`` makes a new one; docs/FACTS.md#kuberay-retries)."""
 
     def __init__(self, client: KubeClient, job_name: str, sink: Callable[[str], Any], poll_s: float = 3.0) -> None:
         self.client = client
@@ -251,7 +251,7 @@ def service_ready(obj: Mapping[str, Any] | None) -> bool:
 
 OPERATOR_GRACE_S = 180.0
 """How long a RayService's head may be Ready with no Serve application status before :func:`wait_for_service` says the
-operator cannot reach it (reachable, the app is listed in seconds). Source: docs/FACTS.md 25.8."""
+operator cannot reach it (reachable, the app is listed in seconds). Source: docs/FACTS.md#ray-serve-operator-grace."""
 CHECK_EVERY_S = 30.0
 """How often :func:`wait_for_service` looks at a RayService that is not changing."""
 

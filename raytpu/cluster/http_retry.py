@@ -3,7 +3,7 @@
 The ``kubernetes`` client's pool applies it to every request (:mod:`raytpu.cluster.kube_client`); Cloud Build and
 Storage mount it on their ``requests`` session. 429, 5xx (any verb, unless a subclass narrows it) and connection errors
 are retried after ``Retry-After`` or a backoff, at most :data:`MAX_PAUSE_S`; the last error answer is returned so its
-body names the problem. Source: docs/FACTS.md 25.4. Loads urllib3: imported only when a client is made."""
+body names the problem. Source: docs/FACTS.md#client-http-retry. Loads urllib3: imported only when a client is made."""
 
 from __future__ import annotations
 

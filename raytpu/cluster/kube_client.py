@@ -3,8 +3,9 @@
 Server-side apply with ``force=false`` and ``fieldValidation=Strict`` (a field another manager owns is a conflict, an
 unknown field an error); watches that resume; pod logs, streamed; one request path for every kind through the
 ``kubernetes`` client's generic ``ApiClient`` (the server's JSON as it came), a google-auth token refreshed before
-expiry and on 401, failures as :class:`~raytpu.cluster.kube_errors.KubeError` lines. Source: docs/FACTS.md 25.5. Cheap
-to import. Tested at the HTTP boundary against a loopback server (``tests/kube_server.py``)."""
+expiry and on 401, failures as :class:`~raytpu.cluster.kube_errors.KubeError` lines. Source:
+docs/FACTS.md#client-kube-client. Cheap to import. Tested at the HTTP boundary against a loopback server
+(``tests/kube_server.py``)."""
 
 from __future__ import annotations
 
@@ -155,7 +156,7 @@ class KubeClient:
         """Yields the object on each change until it is deleted or ``timeout_s`` passes. Lists first unless given
         ``resource_version``; resumes a dropped stream from the last version, lists again on 410 Gone; drops in a row
         pause by the request policy. Hand-written: kubernetes 37.0.2 ``Watch.stream`` does neither
-        (docs/FACTS.md 25.5)."""
+        (docs/FACTS.md#client-kube-client)."""
         from urllib3.exceptions import MaxRetryError
 
         res = resource(kind)

@@ -96,7 +96,8 @@ def not_served(res: Resource) -> KubeError:
 
 def _forbidden(head: str, message: str) -> KubeError:
     """403: the IAM permission GKE's authorizer names, and who lacks it (custom resources need
-    ``container.thirdPartyObjects.*``; roles/container.developer holds both). Source: docs/FACTS.md 25.6."""
+    ``container.thirdPartyObjects.*``; roles/container.developer holds both). Source:
+    docs/FACTS.md#client-kube-errors."""
     found = _PERMISSIONS.search(message)
     permissions = [p.strip().strip('"') for p in found.group(1).split(",")] if found else []
     who = _PRINCIPAL.search(message)
@@ -111,7 +112,7 @@ def _forbidden(head: str, message: str) -> KubeError:
 
 def _conflict(head: str, obj: Mapping[str, Any], message: str) -> KubeError:
     """409: for server-side apply, the fields another field manager owns, and that manager (from ``details.causes``).
-    Source: docs/FACTS.md 25.6."""
+    Source: docs/FACTS.md#client-kube-errors."""
     causes = [c for c in (obj.get("details") or {}).get("causes") or [] if isinstance(c, dict)]
     managers = sorted({m for c in causes for m in _MANAGER.findall(str(c.get("message", "")))}
                       or set(_MANAGER.findall(message)))

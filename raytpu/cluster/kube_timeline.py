@@ -1,6 +1,7 @@
 """The phases of a run Kubernetes knows, from object status and events (the server's times, never our clock):
 ``scheduled`` (every Ray pod's ``PodScheduled``; pending pods' events say why not), ``nodes_ready`` (TPU pods' nodes
-``Ready``), ``webhook_env`` (TPU pods' ``TPU_WORKER_*`` env, at creation). Source: docs/FACTS.md 25.7."""
+``Ready``), ``webhook_env`` (TPU pods' ``TPU_WORKER_*`` env, at creation). Source:
+docs/FACTS.md#client-kube-timeline."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A slice in use is not a failed slice: ``busy`` and ``unschedulable`` slices told apart from ``unhealthy`` ones.
 :func:`holders` finds what holds a slice copy before ``raytpu smoke`` submits (a held copy is ``busy``);
-:func:`unschedulable_reason` reads a job's scheduling events after. Source: docs/FACTS.md 25.9."""
+:func:`unschedulable_reason` reads a job's scheduling events after. Source: docs/FACTS.md#client-occupancy."""
 
 from __future__ import annotations
 

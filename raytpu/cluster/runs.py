@@ -1,5 +1,5 @@
 """``raytpu runs --stack`` through the Kubernetes API: the kit's RayJobs and RayServices, their driver's log, and cancel
-(deleting the object frees the slice). Source: KubeRay v1.7.0 ``rayjob_controller.go`` (docs/FACTS.md section 23)."""
+(deleting the object frees the slice). Source: KubeRay v1.7.0 ``rayjob_controller.go`` (docs/FACTS.md#client-runs)."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ ORIGIN_LABEL = "ray.io/originated-from-cr-name"
 """KubeRay's label on every pod of a RayJob's or RayService's clusters, naming it (every attempt's cluster).
 Source: KubeRay v1.7.0 ``utils/constant.go`` ``RayOriginatedFromCRNameLabelKey``."""
 TRAIN_LOGS = "/tmp/ray/session_latest/logs/train/ray-train-app-worker-*.log"
-"""Where a Ray Train 2.60 worker's prints land in its pod. Source: Ray 2.60 ``LoggingManager`` (docs/FACTS.md
-section 23)."""
+"""Where a Ray Train 2.60 worker's prints land in its pod. Source: Ray 2.60 ``LoggingManager``
+(docs/FACTS.md#client-runs)."""
 
 
 def _carried_env(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -136,7 +136,8 @@ def cancel(client: KubeClient, run: Run, *, timeout_s: float, progress: Sink | N
     """Deletes the RayJob or RayService, then waits until it and every Ray cluster's pods are gone (the slice free):
     the clusters in its status and any pod KubeRay marks as the run's (an earlier attempt's cluster, still going, is
     no longer in the status); RuntimeFailure when that takes longer than ``timeout_s``.
-    Source: KubeRay v1.7.0 ``utils/constant.go`` ``RayOriginatedFromCRNameLabelKey`` (docs/FACTS.md 25.9)."""
+    Source: KubeRay v1.7.0 ``utils/constant.go`` ``RayOriginatedFromCRNameLabelKey``
+    (docs/FACTS.md#client-occupancy)."""
     say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     deadline = time.monotonic() + timeout_s
     clusters = ray_clusters(client.get(run.object, run.run))

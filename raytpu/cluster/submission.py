@@ -133,8 +133,8 @@ def service_drift(stored: Mapping[str, Any] | None, manifest: Mapping[str, Any])
     no such RayService). Keys only ``stored`` has are not a difference: the API server fills in the CRD's defaults
     (KubeRay v1.7.0's CRD declares ``default:`` values, e.g. a port's ``protocol: TCP``). KubeRay v1.7.0
     ``rayservice_controller.go`` ``shouldPrepareNewCluster``/``shouldUpdateCluster``: with upgradeStrategy None a
-    changed cluster spec (other than worker groups added at the end) is neither rolled nor applied (docs/FACTS.md
-    33.b)."""
+    changed cluster spec (other than worker groups added at the end) is neither rolled nor applied
+    (docs/FACTS.md#ray-serve-changed-spec)."""
     if stored is None:
         return None
     return _first_difference((stored.get("spec") or {}).get("rayClusterConfig"),
@@ -168,8 +168,8 @@ class NameTaken(errors.InvalidInput):
 def name_taken(run: StackRun, state: gke.JobState) -> errors.InvalidInput:
     """Why a RayJob of the run's name blocks it (server-side apply would update that run in place) and the command
     that frees the name. KubeRay keeps a finished RayJob: ``shutdownAfterJobFinishes`` deletes only its Ray cluster,
-    ``ttlSecondsAfterFinished`` later. Source: KubeRay v1.7.0 ``handleShutdownAfterJobFinishes`` (docs/FACTS.md
-    24.z)."""
+    ``ttlSecondsAfterFinished`` later. Source: KubeRay v1.7.0 ``handleShutdownAfterJobFinishes``
+    (docs/FACTS.md#preemption-restart-waits)."""
     cancel = f"raytpu runs cancel {run.name} --stack {run.stack}"
     run_id = run.name.removeprefix(f"{run.work.name}-")
     status = state.status  # KubeRay's message could pass the line's bound

@@ -4,7 +4,8 @@ The kit calls the Cloud Build API itself, not a trigger the stack owns: a trigge
 wheel-installed kit has none), and the digest must come back to be recorded (:mod:`raytpu.images.record`, written only
 once the build succeeded). Steps: the folder as a deterministic ``.tar.gz`` in the stack's bucket, ``builds.create``
 (resolve the base's digest, ``docker build`` FROM it, push), then ``builds.get`` polled while the log streams. Source:
-https://cloud.google.com/build/docs/api/reference/rest/v1/projects.locations.builds (docs/FACTS.md 25.14)."""
+https://cloud.google.com/build/docs/api/reference/rest/v1/projects.locations.builds
+(docs/FACTS.md#images-cloud-build)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The images record ``raytpu.images.json`` beside the config: each kit image's digest as built. ``raytpu images build``
 writes it (atomically, after a build succeeded); :func:`load_refs` gives the manifest builders every pod's image by
-digest. Format: docs/FACTS.md 25.15. Standard library only."""
+digest. Format: docs/FACTS.md#images-record. Standard library only."""
 
 from __future__ import annotations
 

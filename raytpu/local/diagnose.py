@@ -3,7 +3,7 @@
 Ray 2.60.0's fixed start-time limits (15 s for each agent's port file, 30 s for the raylet to register; no flag or
 ``RAY_*`` variable sets them) are missed on a busy 2-core machine, so :mod:`raytpu.local.startup` starts hosts a few at
 a time, reads each raylet's log as it runs, and restarts only what a restart can fix: a lost port race on new ports, a
-slow agent alone. Source: docs/FACTS.md 25.1. Standard library only."""
+slow agent alone. Source: docs/FACTS.md#local-start-limits. Standard library only."""
 
 from __future__ import annotations
 
@@ -47,7 +47,8 @@ class StartFailure:
 
 _PORT_SIGNS = ("address already in use", "already occupied", "failed to start the grpc server",
                "used by other components", "port number")
-"""Ray 2.60.0's words for a port another process holds (dashboard, GCS, OS). Source: docs/FACTS.md 25.1."""
+"""Ray 2.60.0's words for a port another process holds (dashboard, GCS, OS). Source:
+docs/FACTS.md#local-start-limits."""
 _MEMORY_SIGNS = ("cannot allocate memory", "memoryerror", "[errno 12]", "no space left on device", "std::bad_alloc")
 _GCS_SIGNS = ("failed to connect to gcs", "timed out while waiting for gcs to become available",
               "unable to connect to gcs")

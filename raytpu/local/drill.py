@@ -2,7 +2,7 @@
 and what it cost: steps lost, time to resume, from which checkpoint (``raytpu demo --preempt``, the slice tests,
 ``bench/preempt.py``). Steps lost are measured from rank 0's progress file, not inferred. Multi-slice: the run resumes
 on N whole slices or waits; ``resumed_on_slices`` is what the resumed processes report, not the plan. Source: Ray 2.60
-``TrainController._execute_resize_decision`` (docs/FACTS.md 25.2). Standard library at import."""
+``TrainController._execute_resize_decision`` (docs/FACTS.md#preemption-drill). Standard library at import."""
 
 from __future__ import annotations
 

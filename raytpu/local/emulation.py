@@ -1,5 +1,6 @@
 """What GKE gives a TPU host, emulated: the webhook's ``TPU_*`` environment and the slice names, from which Ray's
-``TPUAcceleratorManager`` derives resources and labels as on GKE (docs/FACTS.md section 5). Standard library only."""
+``TPUAcceleratorManager`` derives resources and labels as on GKE (docs/FACTS.md#ray-tpu-basics). Standard library
+only."""
 
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 An emulated host's ``ray start`` does not block, so no process holds Ray's SIGTERM drain handler: :func:`preempt` makes
 its GCS drain call (:func:`drain`, deadline at the notice's end), SIGKILLs the host's process group when the notice
 ends, as the kubelet does, and starts a replacement; ``notice_s`` 0 is a crash (SIGKILL at once, no drain). Source: Ray
-2.60 ``Node._drain_node_before_shutdown`` (docs/FACTS.md 25.3). psutil at import; ``ray`` in :func:`drain`."""
+2.60 ``Node._drain_node_before_shutdown`` (docs/FACTS.md#preemption-local). psutil at import; ``ray`` in
+:func:`drain`."""
 
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ def target(cluster: LocalCluster, host: int | None, slice_name: str | None = Non
 def drain(cluster: LocalCluster, node: NodeProc, deadline_wall: float) -> str:
     """Asks the GCS to drain ``node`` for a preemption by ``deadline_wall``, as ``ray start --block`` does on SIGTERM
     (``DRAIN_NODE_REASON_PREEMPTION``: the raylet cannot reject it); returns the node id (hex). Source:
-    docs/FACTS.md 25.3."""
+    docs/FACTS.md#preemption-local."""
     from raytpu.local.connection import check_head, speak_auth
 
     check_head(cluster)

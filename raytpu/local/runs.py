@@ -21,7 +21,7 @@ Sink = Callable[[str], None]
 
 TRAIN_LOG_GLOB = "session_*/logs/train/ray-train-app-worker-*.log"
 """A Ray Train worker's log under a node's temp dir: the training function's prints as JSON records (``world_rank``,
-``job_id``). Source: Ray 2.60 ``LoggingManager`` (docs/FACTS.md section 23)."""
+``job_id``). Source: Ray 2.60 ``LoggingManager`` (docs/FACTS.md#client-runs)."""
 POLL_S = 0.5
 
 

@@ -33,7 +33,7 @@ HEAD = ("", -1)
 def start_slots() -> int:
     """How many hosts start at once at first: one per core this process may run on (an agent needs about 3 CPU-s within
     Ray's 15 s port-file wait); :func:`_start_nodes` drops to one at a time once a host is slow. Source:
-    docs/FACTS.md 25.1 (``bench/local_start.py --slots 1 2 4``)."""
+    docs/FACTS.md#local-start-limits (``bench/local_start.py --slots 1 2 4``)."""
     return max(1, len(os.sched_getaffinity(0)))
 
 

@@ -106,7 +106,8 @@ def lock_runtime(cluster: local.LocalCluster, work: WorkloadSpec, code_field: st
 
 def attempt_id(run_name: str, attempt: int) -> str:
     """The submission id of a run's ``attempt`` (1 first): the run's name, then ``<run>-retry<N>``. Its
-    ``RAYTPU_RUN`` and checkpoints stay the run's, as a retried RayJob keeps its name (docs/FACTS.md 26)."""
+    ``RAYTPU_RUN`` and checkpoints stay the run's, as a retried RayJob keeps its name
+    (docs/FACTS.md#kuberay-retries)."""
     return run_name if attempt == 1 else f"{run_name}-retry{attempt - 1}"
 
 

@@ -1,7 +1,7 @@
 """A Hugging Face ``config.json`` read as transformers reads it: omitted keys take the ``model_type``'s defaults
 (:data:`MODEL_TYPE_DEFAULTS`), and an architecture ``raytpu plan`` does not model is refused by name, not miscounted.
 Another type must state every key (an unstated ``tie_word_embeddings`` counts untied: an overestimate). Source:
-docs/FACTS.md 25.12. Standard library only."""
+docs/FACTS.md#sizing-hf-config. Standard library only."""
 
 from __future__ import annotations
 
@@ -127,7 +127,7 @@ def from_hf_config(config: Any, name: str, field: str = "--model-config") -> Mod
 def _shape(config: Mapping[str, Any], name: str, field: str) -> ModelShape:
     """The shape in a parsed ``config.json`` (a multimodal config's ``text_config``): layers, widths, heads, KV heads
     (default: the heads), ``head_dim`` (default: hidden / heads), vocabulary, context, tied embeddings, the experts,
-    MLA's ranks and which layers slide; every problem names the key. Keys: docs/FACTS.md 25.12."""
+    MLA's ranks and which layers slide; every problem names the key. Keys: docs/FACTS.md#sizing-hf-config."""
     config = _text_config(config)
     _refuse_unmodeled(config, field)
     layers = _int_field(config, "num_hidden_layers", field, MAX_LAYERS)
@@ -197,7 +197,8 @@ def _expert_layers(config: Mapping[str, Any], field: str, layers: int, experts: 
 
 def _sliding(config: Mapping[str, Any], layers: int, field: str) -> tuple[int, int]:
     """(sliding-window layers, window) where ``layer_types`` or ``sliding_window_pattern`` says which slide; a bare
-    ``sliding_window`` is not trusted: every layer at full context, an overestimate. Source: docs/FACTS.md 25.12."""
+    ``sliding_window`` is not trusted: every layer at full context, an overestimate. Source:
+    docs/FACTS.md#sizing-hf-config."""
     window = _int_field(config, "sliding_window", field, MAX_POSITIONS, required=False)
     if window is None or config.get("use_sliding_window") is False:
         return 0, 0

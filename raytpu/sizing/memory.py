@@ -3,7 +3,7 @@
 Serve: weights + KV cache (2 x layers x KV heads x head_dim x context x batch x bytes; a sliding layer at most its
 window), replicated where TP exceeds the KV heads. Train: weights, gradients and optimizer state at their dtypes plus
 activations per Korthikanti et al. (arXiv:2205.05198); logits not counted. Headroom keeps 10% of HBM free by default
-(``--headroom``). Source: docs/FACTS.md 25.11 and section 16."""
+(``--headroom``). Source: docs/FACTS.md#sizing-memory."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ DTYPE_BYTES: dict[str, float] = {"fp32": 4, "bf16": 2, "fp8": 1, "int8": 1, "int
 
 OPTIMIZER_STATES: dict[str, int] = {"adamw": 2, "adam": 2, "lion": 1, "sgd": 1, "adafactor": 0}
 """Per-parameter state tensors: Adam(W) two moments, Lion one, SGD with momentum one, Adafactor none of parameter size.
-Source: optax ``scale_by_adam``, ``scale_by_lion``, ``trace``, ``scale_by_factored_rms`` (docs/FACTS.md 25.11)."""
+Source: optax ``scale_by_adam``, ``scale_by_lion``, ``trace``, ``scale_by_factored_rms``
+(docs/FACTS.md#sizing-memory)."""
 
 REMAT = ("full", "offload", "off")
 """``full``: each layer's input kept, the layer recomputed backward; ``offload``: those inputs in host memory too;
@@ -30,7 +31,7 @@ DEFAULT_HEADROOM = 0.10
 DEFAULT_DTYPE = {"serve": "bf16", "train": "fp32"}
 """Weights' dtype by mode: serving loads the checkpoint's bf16; training keeps fp32 master weights and gradients (16
 bytes a parameter with AdamW; ``--dtype bf16``: 12). Source: AI-Hypercomputer/maxtext ``MaxText/configs/base.yml``
-(docs/FACTS.md 25.11)."""
+(docs/FACTS.md#sizing-memory)."""
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@
 A checkpoint (weights and optimizer state) is written by every host its shard (``--checkpoint-writers all``) or by
 one host whole (``one``: the kit's own trainer), within Ray's drain for the slice's notice
 (:func:`raytpu.core.manifests.preemption.drain_s`) less the poll, the step in flight and the report barrier. When it
-does not fit, checkpointing every ``write_s / CHECKPOINT_SHARE`` s bounds the loss. Source: docs/FACTS.md 25.13, 24.y
-and section 18."""
+does not fit, checkpointing every ``write_s / CHECKPOINT_SHARE`` s bounds the loss. Source:
+docs/FACTS.md#preemption-budget-arithmetic, docs/FACTS.md#preemption-notice-window and
+docs/FACTS.md#preemption-notice-budget."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """TPU prices per chip-hour in one dated, cited table (:data:`DEFAULT_PRICES`, ``us-central1``) and the
 ``--prices FILE`` reader (same format, e.g. a negotiated price). Unpublished prices (flex-start, TPU7x) are ``None``,
-never guessed; ``--region`` reads :data:`REGIONAL_CHIP_HOUR`. Source: skypilot-catalog ``vms.csv`` (docs/FACTS.md
-section 16)."""
+never guessed; ``--region`` reads :data:`REGIONAL_CHIP_HOUR`. Source: skypilot-catalog ``vms.csv``
+(docs/FACTS.md#sizing-prices)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ TABLE_KEYS = ("source", "read_on", "region", "currency", "per_chip_hour", "regio
 
 REGIONAL_CHIP_HOUR: dict[str, dict[str, tuple[float, float | None]]] = {
     # generation: {region: (on-demand, spot) USD per chip-hour}; a placeholder spot there is None here.
-    # Source: skypilot-org/skypilot-catalog catalogs/v8/gcp/vms.csv (docs/FACTS.md section 16)
+    # Source: skypilot-org/skypilot-catalog catalogs/v8/gcp/vms.csv (docs/FACTS.md#sizing-prices)
     "v4": {"us-central2": (3.22, 0.9215)},
     "v5e": {
         "asia-east1": (1.38948, 0.55579), "asia-northeast1": (1.54104, 0.4244), "asia-southeast1": (1.56, 0.78),

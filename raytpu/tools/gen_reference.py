@@ -111,7 +111,7 @@ def config_reference() -> str:
            "Every field of every section, from the spec dataclasses (type, default) and, for `workloads[]`, "
            "the table of which kind takes which field (`raytpu/core/specs/workload_fields.py`). A field's "
            "value rules run in its spec's module; `raytpu validate` reports every broken one at once. "
-           "Meanings and bounds in depth: docs/FACTS.md 25.21.", ""]
+           "Meanings and bounds in depth: docs/FACTS.md#spec-fields.", ""]
     queue: list[tuple[str, type]] = [("", ClusterSpec)]
     seen: set[type] = set()
     while queue:

@@ -3,7 +3,7 @@ rows, and the slice that cannot reach the others named (a TCP probe of the coord
 
 Each host joins with the ``MEGASCALE_*`` env a multi-slice run gives it; bus bandwidth per host is judged against
 its line rate, gated where the ICI rows gate. Source: Ray 2.60 ``ray.util.tpu.get_tpu_coordinator_env_vars``;
-docs/FACTS.md 25.51.
+docs/FACTS.md#measurements-dcn.
 """
 
 from __future__ import annotations

@@ -27,10 +27,11 @@ measured one at a time and each device keeps its best of five rounds."""
 class SmokeOptions:
     """One run's options; None thresholds mean the generation's floor (:class:`raytpu.core.tpu.catalog.SmokeFloors`).
 
-    The ``min_*`` ratios are the floors of the checks they name (docs/FACTS.md 25.50); ``slice_name`` None checks every
-    slice; ``check_timeout_s`` None grows with the hosts (:func:`raytpu.workloads.smoke.driver.check_limit_s`);
-    ``bandwidth_mib`` None is 256 per device on TPU, 1 on CPU; ``address`` None is ``RAY_ADDRESS``, else auto;
-    ``dcn_slices`` above 1 gives the first that many slices the DCN check (:mod:`raytpu.workloads.smoke.dcn`).
+    The ``min_*`` ratios are the floors of the checks they name (docs/FACTS.md#measurements-smoke-checks);
+    ``slice_name`` None checks every slice; ``check_timeout_s`` None grows with the hosts
+    (:func:`raytpu.workloads.smoke.driver.check_limit_s`); ``bandwidth_mib`` None is 256 per device on TPU, 1 on CPU;
+    ``address`` None is ``RAY_ADDRESS``, else auto; ``dcn_slices`` above 1 gives the first that many slices the DCN
+    check (:mod:`raytpu.workloads.smoke.dcn`).
     """
 
     slice_name: str | None = None

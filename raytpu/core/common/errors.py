@@ -269,7 +269,7 @@ def _walk_json(value: object, field: str, depth: int = 0) -> None:
 
 def read_json_file(path: str, field: str, what: str) -> object:
     """The JSON in the file at ``path``; InvalidInput naming ``field`` for a non-regular file, size, encoding, depth
-    or a repeated key (FACTS 25.29). ``what`` says what it should be."""
+    or a repeated key (docs/FACTS.md#spec-common). ``what`` says what it should be."""
     import json
     import stat
 

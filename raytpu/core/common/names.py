@@ -1,7 +1,7 @@
 """Every name one layer writes and another reads: labels, object names, URIs, the Ray auth mode.
 
-Builders, constructs, ``validate`` and readers all take them from here, so a rule is written once (FACTS 25.29).
-Standard library only (it ships to the pods).
+Builders, constructs, ``validate`` and readers all take them from here, so a rule is written once
+(docs/FACTS.md#spec-common). Standard library only (it ships to the pods).
 """
 
 from __future__ import annotations
@@ -40,8 +40,9 @@ def cluster_label(kind: str, name: str) -> str:
 # --------------------------------------------------------------------------------------------- objects
 
 AUTH_MODE = "token"
-"""Ray's token authentication on every cluster: without it anyone who reaches the dashboard runs code (FACTS 25.29).
-Source: KubeRay 1.6+ ``authOptions``, ``IsAuthEnabled`` (docs/FACTS.md section 17)."""
+"""Ray's token authentication on every cluster: without it anyone who reaches the dashboard runs code
+(docs/FACTS.md#spec-common).
+Source: KubeRay 1.6+ ``authOptions``, ``IsAuthEnabled`` (docs/FACTS.md#networking-ray-pods)."""
 
 
 def workload_policy_name(cluster_name: str, slice_name: str) -> str:
@@ -79,7 +80,7 @@ def core_zip_digest() -> str:
 def core_zip_object(version: str = __version__, digest: str | None = None) -> str:
     """The object name of the kit's core zip in the bucket, named by its content: ``raytpu/raytpu-<version>-<sha256
     16>.zip``. A job imports exactly the code it was built against: a zip another writer put under a version's name
-    is not the one jobs name (issue 49 item 5; docs/FACTS.md 31.c)."""
+    is not the one jobs name (issue 49 item 5; docs/FACTS.md#storage-bucket-writers)."""
     return f"raytpu/raytpu-{version}-{digest or core_zip_digest()}.zip"
 
 

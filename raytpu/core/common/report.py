@@ -56,7 +56,7 @@ class HostRow(TypedDict):
 
 class PerfRow(TypedDict):
     """One figure, per device and metric or slice-wide, its ``ratio`` to the reference and ``peer_ratio`` to the median.
-    Keys and gating: docs/FACTS.md 25.29."""
+    Keys and gating: docs/FACTS.md#spec-common."""
 
     metric: str
     unit: str
@@ -83,7 +83,7 @@ class DcnSection(TypedDict):
 
 
 class Verdict(TypedDict):
-    """What the smoke check found on one slice: the JSON object of a verdict line (keys: docs/FACTS.md 25.29)."""
+    """What the smoke check found on one slice: the JSON object of a verdict line (keys: docs/FACTS.md#spec-common)."""
 
     slice: str
     healthy: bool
@@ -298,7 +298,7 @@ def all_healthy(verdicts: Iterable[Mapping[str, Any]]) -> bool:
 def junit_xml(verdicts: Iterable[Mapping[str, Any]], suite_name: str = "raytpu.smoke") -> str:
     """JUnit XML: a ``<testsuite>`` per slice, a ``<testcase>`` per check, ``<failure>`` with the detail.
 
-    An unhealthy slice never reads green; a busy or unschedulable one is ``<skipped>`` (docs/FACTS.md 25.29).
+    An unhealthy slice never reads green; a busy or unschedulable one is ``<skipped>`` (docs/FACTS.md#spec-common).
     """
     root = ET.Element("testsuites", name=suite_name)
     total_tests = total_failures = 0
@@ -393,7 +393,7 @@ def write_reports(verdicts: Iterable[Mapping[str, Any]], directory: str | os.Pat
                   extra: Mapping[str, Any] | None = None,
                   timelines: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[Path, Path]:
     """Writes ``smoke.json``, ``smoke.junit.xml`` and ``smoke.md`` into ``directory``; returns the JSON and JUnit paths.
-    The JSON's shape: docs/FACTS.md 25.29."""
+    The JSON's shape: docs/FACTS.md#spec-common."""
     verdicts = [dict(v) for v in verdicts]
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,7 @@
 """Where the minutes of a run go: its phases, from "applied" to the first training step or token.
 
 A :class:`Recorder` stamps phases on the command's clock and takes stamps made elsewhere by wall time; its
-:class:`Timeline` durations add up to ``wall_s``, and nothing is faked (docs/FACTS.md 25.29).
+:class:`Timeline` durations add up to ``wall_s``, and nothing is faked (docs/FACTS.md#spec-common).
 Standard library only: the workloads import it inside the Ray job (it is part of the core zip).
 """
 
@@ -157,7 +157,8 @@ def command_ended() -> None:
 class Recorder:
     """Collects a run's phases on the command's own clocks; the earliest time a phase was reached wins.
 
-    ``monotonic`` measures the run; ``wall`` places stamps from other processes and Kubernetes (FACTS 25.29).
+    ``monotonic`` measures the run; ``wall`` places stamps from other processes and Kubernetes
+    (docs/FACTS.md#spec-common).
     """
 
     def __init__(self, monotonic: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,

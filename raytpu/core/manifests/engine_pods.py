@@ -33,7 +33,7 @@ def add_api_key(pod_spec: dict[str, Any], secret: str) -> None:
 HF_TOKEN_FILE = "/etc/raytpu/hf-token/token"
 """Where every Ray container sees ``hf_token_secret``'s key; ``HF_TOKEN_PATH`` names it to huggingface_hub, which
 reads the token there when no ``HF_TOKEN`` is set. Source: huggingface_hub 2.4.0 ``constants.HF_TOKEN_PATH``,
-``utils._auth.get_token`` (docs/FACTS.md section 12)."""
+``utils._auth.get_token`` (docs/FACTS.md#kuberay-tpu-pods)."""
 
 
 def _add_hf_token(pod_spec: dict[str, Any], secret: SecretKeyRef) -> None:

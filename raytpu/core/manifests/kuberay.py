@@ -1,5 +1,6 @@
 """KubeRay manifests (RayCluster, RayJob, RayService) as plain dicts from specs: pure builders, numbers from the slice's
-SlicePlan, pods locked down (FACTS 25.40). Source: KubeRay v1.7.0 ``labelPod`` (``common/pod.go``)."""
+SlicePlan, pods locked down (docs/FACTS.md#kuberay-builders). Source: KubeRay v1.7.0 ``labelPod``
+(``common/pod.go``)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ GCS_VOLUME = "gcs-bucket"
 WORKER_GROUP = "tpu"
 """groupName of the TPU worker group."""
 TPU_ENV = {"JAX_PLATFORMS": "tpu,cpu", "ENABLE_PJRT_COMPATIBILITY": "true"}
-"""``tpu,cpu``: a bare ``tpu`` crashes with "Unknown backend cpu" (kubernetes-engine-samples; FACTS 25.40)."""
+"""``tpu,cpu``: a bare ``tpu`` crashes with "Unknown backend cpu" (kubernetes-engine-samples;
+docs/FACTS.md#kuberay-builders)."""
 
 NEWEST_FIELDS: dict[str, tuple[tuple[str, ...], str]] = {
     "RayCluster": (("spec.authOptions",), "1.5.1"),
@@ -37,7 +39,8 @@ NEWEST_FIELDS: dict[str, tuple[tuple[str, ...], str]] = {
     "RayService": (("spec.rayClusterConfig.authOptions",), "1.5.1"),
 }
 """Per kind, (the kit's fields that arrived last, the KubeRay release that brought them): a CRD without them is older.
-Source: ray-project/kuberay CRDs by tag, kuberay#4179 (v1.5.1), kuberay#4525 (v1.6.0) (docs/FACTS.md 24.za)."""
+Source: ray-project/kuberay CRDs by tag, kuberay#4179 (v1.5.1), kuberay#4525 (v1.6.0)
+(docs/FACTS.md#kuberay-release-floor)."""
 MIN_KUBERAY_VERSION = max((v for _, v in NEWEST_FIELDS.values()), key=lambda v: tuple(map(int, v.split("."))))
 """The oldest KubeRay every object the kit emits works with: the newest release of :data:`NEWEST_FIELDS`."""
 
@@ -55,7 +58,8 @@ _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 @dataclass(frozen=True, kw_only=True)
 class Pods:
-    """What every Ray pod of a cluster shares: image, Ray, account, bucket, head size, env, labels (FACTS 25.40)."""
+    """What every Ray pod of a cluster shares: image, Ray, account, bucket, head size, env, labels
+    (docs/FACTS.md#kuberay-builders)."""
 
     image: str
     ray_version: str = RAY_VERSION
@@ -78,8 +82,10 @@ def _env(values: Mapping[str, str]) -> list[dict[str, Any]]:
 
 def tpu_placement(item: SliceSpec, autopilot: bool,
                   cluster: str | None = None) -> tuple[dict[str, str], list[dict[str, Any]]]:
-    """(nodeSelector, tolerations) of slice ``item``'s TPU pods, on Standard with its own ``SLICE_LABEL`` (25.40).
-    Source: ai-on-gke kuberay-tpu-webhook ``injectAffinity`` (docs/FACTS.md sections 8 and 12)."""
+    """(nodeSelector, tolerations) of slice ``item``'s TPU pods, on Standard with its own ``SLICE_LABEL``
+    (docs/FACTS.md#kuberay-builders).
+    Source: ai-on-gke kuberay-tpu-webhook ``injectAffinity`` (docs/FACTS.md#kuberay-webhook and
+    docs/FACTS.md#kuberay-tpu-pods)."""
     selector = dict(item.plan.node_selector)
     tolerations: list[dict[str, Any]] = [{"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
     if autopilot and item.plan.placement == "workload-policy":
@@ -99,7 +105,8 @@ def tpu_placement(item: SliceSpec, autopilot: bool,
 
 
 def gcsfuse_mount_options(security: SecuritySpec) -> str:
-    """GCS FUSE options: files owned by the pods' user, so Ray writes checkpoints (gcs-fuse-csi-driver; FACTS 12)."""
+    """GCS FUSE options: files owned by the pods' user, so Ray writes checkpoints (gcs-fuse-csi-driver;
+    docs/FACTS.md#kuberay-tpu-pods)."""
     return f"implicit-dirs,uid={security.run_as_user},gid={security.run_as_group}"
 
 
@@ -146,7 +153,7 @@ def _pod_template(pods: Pods, container: dict[str, Any], *, node_selector: Mappi
 def autopilot_ray_files(gib: float = node_disk.SCRATCH_GIB) -> dict[str, str]:
     """On Autopilot, each Ray container's ephemeral-storage request, which Autopilot also makes its limit (an eviction
     line): Ray's files in /tmp (session logs, runtime-env zips, spilled objects), ``workloads[].ray_disk_gib`` or the
-    kit's allowance, never Autopilot's 1 GiB default (docs/FACTS.md 24.za).
+    kit's allowance, never Autopilot's 1 GiB default (docs/FACTS.md#autopilot-ephemeral-limit).
     Source: https://cloud.google.com/kubernetes-engine/docs/concepts/autopilot-resource-requests"""
     return {"ephemeral-storage": f"{math.ceil(gib)}Gi"}
 
@@ -181,7 +188,7 @@ HOST_SHARE = 0.9
 def host_resources(plan: SlicePlan, autopilot: bool,
                    ray_files_gib: float = node_disk.SCRATCH_GIB) -> dict[str, dict[str, str]]:
     """A TPU worker's resources: all the host's chips, on Standard :data:`HOST_SHARE` as requests, on Autopilot
-    :func:`autopilot_ray_files` of ephemeral storage (FACTS 25.40).
+    :func:`autopilot_ray_files` of ephemeral storage (docs/FACTS.md#kuberay-builders).
     Source: https://cloud.google.com/kubernetes-engine/docs/how-to/tpus-autopilot"""
     tpus = str(plan.chips_per_host)
     resources = {"requests": {TPU_RESOURCE: tpus}, "limits": {TPU_RESOURCE: tpus}}
@@ -197,7 +204,8 @@ def host_resources(plan: SlicePlan, autopilot: bool,
 
 def worker_group(work: WorkloadSpec, pods: Pods, *, autopilot: bool, env: Mapping[str, str] | None = None,
                  group_name: str = WORKER_GROUP, serves: bool = False) -> dict[str, Any]:
-    """The TPU worker group: one pod per host, ``numOfHosts`` per replica, one replica per slice (FACTS 25.40).
+    """The TPU worker group: one pod per host, ``numOfHosts`` per replica, one replica per slice
+    (docs/FACTS.md#kuberay-builders).
     Source: Ray 2.60 ``ray.train.v2.jax.config._JAX_MULTISLICE_OVERRIDE_KEYS``."""
     plan = work.plan
     selector, tolerations = tpu_placement(work.slice, autopilot, pods.cluster)
@@ -307,7 +315,8 @@ def ray_job(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = Fals
         # the job keeps its whole run time. Source: KubeRay v1.7.0 initRayJobStatusIfNeed (Status.StartTime)
         "activeDeadlineSeconds": None if run_s is None else waits_s + run_s,
         "preRunningDeadlineSeconds": waits_s,
-        # each retry is a new RayCluster whose attempt restarts both clocks (docs/FACTS.md 26): no room to add here.
+        # each retry is a new RayCluster whose attempt restarts both clocks (docs/FACTS.md#kuberay-retries): no room to
+        # add here.
         # Source: KubeRay v1.7.0 initRayJobStatusIfNeed (Status.StartTime), reached again from Retrying via New
         "backoffLimit": work.backoff_limit,
         "runtimeEnvYAML": json.dumps({**dict(runtime or {}), "env_vars": env}, sort_keys=True),  # JSON is YAML
@@ -351,7 +360,8 @@ def ray_service(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = 
                 team_runtime: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A RayService serving ``work`` with Ray Serve LLM, or its team's own ``serve_app`` in ``team_runtime`` (the
     runtime env team RayJobs get: :mod:`raytpu.core.manifests.team_serving`); ``upgradeStrategy`` None updates in
-    place (FACTS 25.40). Source: https://docs.ray.io/en/latest/cluster/kubernetes/user-guides/rayservice.html"""
+    place (docs/FACTS.md#kuberay-builders). Source:
+    https://docs.ray.io/en/latest/cluster/kubernetes/user-guides/rayservice.html"""
     if upgrade_strategy not in UPGRADE_STRATEGIES:
         raise errors.invalid_choice("upgrade_strategy", upgrade_strategy, UPGRADE_STRATEGIES)
     mounted = (bucket_name or pods.bucket) if pods.bucket is not None else None
@@ -419,7 +429,8 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf,
                       bucket: str, namespace: str = "default", py_modules: str | None = None,
                       name: str | None = None, args: Sequence[str] = (),
                       worker_env: Mapping[str, str] | None = None, code_zip: str | None = None) -> dict[str, Any]:
-    """The KubeRay object of one workload: a RayJob or a RayService; tokens copied, never parsed (FACTS 25.40)."""
+    """The KubeRay object of one workload: a RayJob or a RayService; tokens copied, never parsed
+    (docs/FACTS.md#kuberay-builders)."""
     reference, ray_version = images(work)
     pods = Pods(image=reference, ray_version=ray_version, service_account=service_account,
                 bucket=bucket, cluster=spec.cluster.name, security=spec.security)
@@ -512,7 +523,8 @@ def with_network_policies(objs: Sequence[Mapping[str, Any]], spec: ClusterSpec) 
 def smoke_jobs(spec: ClusterSpec, *, images: ImageOf, service_account: str, bucket: str,
                namespace: str = "default", py_modules: str | None = None, image: str | None = None,
                suffix: str = "") -> list[dict[str, Any]]:
-    """The RayJobs of :func:`smoke_runs.smoke_workloads`; job ``i`` selects copy ``i``'s pool (FACTS 25.40)."""
+    """The RayJobs of :func:`smoke_runs.smoke_workloads`; job ``i`` selects copy ``i``'s pool
+    (docs/FACTS.md#kuberay-builders)."""
     jobs = []
     for run in smoke_runs.smoke_workloads(spec, image):
         job = workload_manifest(spec, run.work, images=images, service_account=service_account, bucket=bucket,

@@ -1,5 +1,7 @@
-"""One NetworkPolicy per Ray cluster: who may reach its pods, on which port (ingress only): FACTS 25.37.
-Source: KubeRay v1.7.0 ``updateHeadPodServeLabel``; prometheus-engine ``manifests/operator.yaml`` (FACTS section 17)."""
+"""One NetworkPolicy per Ray cluster: who may reach its pods, on which port (ingress only):
+docs/FACTS.md#networking-policy.
+Source: KubeRay v1.7.0 ``updateHeadPodServeLabel``; prometheus-engine ``manifests/operator.yaml``
+(docs/FACTS.md#networking-ray-pods)."""
 
 from __future__ import annotations
 

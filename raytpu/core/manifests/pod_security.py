@@ -1,4 +1,4 @@
-"""The security fields of every pod the kit emits, and why each is enough: FACTS 25.38.
+"""The security fields of every pod the kit emits, and why each is enough: docs/FACTS.md#networking-pod-security.
 Source: https://cloud.google.com/kubernetes-engine/docs/concepts/tpus (no privileged mode from 1.28)."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from raytpu.core.specs.security import SecuritySpec
 HOME = "/home/raytpu"
 """``$HOME`` of every Ray container: an emptyDir (the image's own home may be root's, or read-only)."""
 USER = "raytpu"
-"""``$USER`` of every Ray container, for ``getpass.getuser()`` (FACTS 25.38). Source: Python ``getpass.getuser``."""
+"""``$USER`` of every Ray container, for ``getpass.getuser()`` (docs/FACTS.md#networking-pod-security). Source: Python
+``getpass.getuser``."""
 SCRATCH = {"tmp": "/tmp", "home": HOME}
 """Writable emptyDir volumes (name: mount path): everything Ray, libtpu, pip, JAX and vLLM write at run time."""
 IMAGE_PULL_POLICY = "Always"

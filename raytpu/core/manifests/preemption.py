@@ -1,5 +1,6 @@
 """What a Ray pod on capacity GKE takes back gets, so Ray drains rather than dies; every run gets a restart budget.
-How and why: FACTS 25.42 (sections 18 and 24.y). Standard library only."""
+How and why: docs/FACTS.md#preemption-manifests (docs/FACTS.md#preemption-notice-budget and
+docs/FACTS.md#preemption-notice-window). Standard library only."""
 
 from __future__ import annotations
 
@@ -53,7 +54,8 @@ for pid in os.listdir(root):
 
 
 def prestop_drain(drain: int = DRAIN_S) -> str:
-    """preStop of a Ray that does not drain on SIGTERM. Source: Ray 2.56 ``ray drain-node`` (FACTS 25.42)."""
+    """preStop of a Ray that does not drain on SIGTERM. Source: Ray 2.56 ``ray drain-node``
+    (docs/FACTS.md#preemption-manifests)."""
     return f"""\
 import os, signal, sys, time
 signal.alarm({drain + 2})  # ends the hook, a GCS call that hangs too (the head gone), before the grace does
@@ -117,7 +119,8 @@ def reclaimable_pod_fields(pod_spec: dict[str, Any], ray_version: str, notice_s:
 
 
 RESTART_WAIT_S = 1800
-"""Each wait of a run's restart for a replacement slice. Source: Ray 2.60 ``WorkerGroup`` (FACTS 25.42)."""
+"""Each wait of a run's restart for a replacement slice. Source: Ray 2.60 ``WorkerGroup``
+(docs/FACTS.md#preemption-manifests)."""
 
 
 MAX_PREEMPTIONS = 5
@@ -127,7 +130,9 @@ MAX_FAILURES_RECLAIMABLE = MAX_PREEMPTIONS + 1
 
 
 def train_run_args(modes: Iterable[Provisioning], max_run_duration_s: int | None = None, waits: int = 1) -> list[str]:
-    """The train program's restart flags for a slice provisioned by ``modes`` (FACTS 25.42, 24.z, section 21).
+    """The train program's restart flags for a slice provisioned by ``modes`` (docs/FACTS.md#preemption-manifests,
+    docs/FACTS.md#preemption-restart-waits, docs/FACTS.md#preemption-taken-back,
+    docs/FACTS.md#preemption-failure-budget).
     Source: https://cloud.google.com/kubernetes-engine/docs/concepts/handle-disruption-gpu-tpu"""
     args = ["--start-timeout-s", str(RESTART_WAIT_S * waits), "--slice-retries", str(MAX_PREEMPTIONS)]
     if reclaimable(modes, max_run_duration_s):

@@ -1,4 +1,5 @@
-"""Every port a Ray pod listens on and who may reach it (FACTS 25.39): one list for pod templates and policies.
+"""Every port a Ray pod listens on and who may reach it (docs/FACTS.md#networking-ray-ports): one list for pod templates
+and policies.
 Source: Ray 2.60 ``ray.train.v2.jax.config._JaxBackend.on_start``."""
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ DASHBOARD_AGENT = RayPort("dashboard-agent", 52365, "cluster", "per-node dashboa
 METRICS = RayPort("metrics", 8080, "metrics", "Prometheus metrics (KubeRay: metrics-export-port)")
 MXLA = RayPort("mxla", multislice.MEGASCALE_PORT, "cluster", "megascale (multi-slice) runtime: libtpu's "
                "MEGASCALE_PORT, where the slices of one multi-slice run meet over DCN")
-"""Cross-slice port (FACTS 25.39). Source: kuberay-tpu-webhook ``megascalePortBase``; Ray ``DEFAULT_MEGASCALE_PORT``."""
+"""Cross-slice port (docs/FACTS.md#networking-ray-ports). Source: kuberay-tpu-webhook ``megascalePortBase``; Ray
+``DEFAULT_MEGASCALE_PORT``."""
 SERVE = RayPort("serve", serving.SERVE_PORT, "serve", "Ray Serve HTTP proxy: the OpenAI API")
 
 ALL = (GCS, DASHBOARD, CLIENT, DASHBOARD_AGENT, METRICS, MXLA, SERVE)

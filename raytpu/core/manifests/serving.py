@@ -1,5 +1,5 @@
-"""Ray Serve LLM (vLLM) on whole TPU slices: one LLMConfig builder for RayService and local slice (FACTS 25.41).
-Standard library only. Source: Ray 2.60 Serve LLM ``TPUAccelerator``."""
+"""Ray Serve LLM (vLLM) on whole TPU slices: one LLMConfig builder for RayService and local slice
+(docs/FACTS.md#ray-serve-serving). Standard library only. Source: Ray 2.60 Serve LLM ``TPUAccelerator``."""
 
 from __future__ import annotations
 
@@ -107,7 +107,8 @@ CPU_TWIN: dict[str, Any] = {
     "env_vars": {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": "1",
                  "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"},
 }
-"""Everything the local CPU twin changes in :func:`llm_config`'s TPU config (why each: FACTS 25.41)."""
+"""Everything the local CPU twin changes in :func:`llm_config`'s TPU config (why each:
+docs/FACTS.md#ray-serve-serving)."""
 
 
 def cpu_twin(config: Mapping[str, Any], model: str, model_path: str) -> dict[str, Any]:
@@ -135,7 +136,8 @@ SERVE_HOT_PATH_ENV: dict[str, str] = {
     "RAY_SERVE_REQUEST_PATH_LOG_BUFFER_SIZE": "1000",
     "RAY_SERVE_LOG_TO_STDERR": "0",
 }
-"""Environment of every serving Ray process: the kit's part of ``RAY_SERVE_THROUGHPUT_OPTIMIZED`` (FACTS 25.41).
+"""Environment of every serving Ray process: the kit's part of ``RAY_SERVE_THROUGHPUT_OPTIMIZED``
+(docs/FACTS.md#ray-serve-serving).
 Source: Ray 2.60 ``ray/serve/_private/constants.py`` ``RAY_SERVE_THROUGHPUT_OPTIMIZED``."""
 
 
@@ -146,7 +148,7 @@ DIRECT_BUILDER = "raytpu.workloads.openai_ingress:build_direct_app"
 """The app where :func:`streams_direct`: Ray's ``LLMServer`` as ingress, serving vLLM's OpenAI app via HAProxy."""
 
 DIRECT_STREAMING_ENV = {"RAY_SERVE_ENABLE_HA_PROXY": "1", "RAY_SERVE_EXPERIMENTAL_PIP_HAPROXY": "1"}
-"""Environment where :func:`streams_direct`: Serve's HAProxy (FACTS 25.41).
+"""Environment where :func:`streams_direct`: Serve's HAProxy (docs/FACTS.md#ray-serve-serving).
 Source: https://docs.ray.io/en/latest/serve/advanced-guides/haproxy.html"""
 
 API_KEY_FILE_ENV = "RAYTPU_SERVE_API_KEY_FILE"
@@ -154,17 +156,20 @@ API_KEY_FILE_ENV = "RAYTPU_SERVE_API_KEY_FILE"
 
 
 def streams_direct(work: WorkloadSpec, *, local: bool) -> bool:
-    """Whether the app is :data:`DIRECT_BUILDER`'s: locally and on single-host slices (FACTS 25.41)."""
+    """Whether the app is :data:`DIRECT_BUILDER`'s: locally and on single-host slices
+    (docs/FACTS.md#ray-serve-serving)."""
     return local or work.plan.single_host
 
 
 PROXY_LOCATION = "EveryNode"
-"""Where Serve runs its proxies (default, stated). Source: Ray 2.60 ``ray.serve.config.ProxyLocation`` (25.41)."""
+"""Where Serve runs its proxies (default, stated). Source: Ray 2.60 ``ray.serve.config.ProxyLocation``
+(docs/FACTS.md#ray-serve-serving)."""
 
 
 def ingress_deployment_config(work: WorkloadSpec) -> dict[str, Any]:
-    """The ingress's options on GKE: one replica per TPU host, so each passes KubeRay's probe (FACTS 25.41).
-    Source: KubeRay v1.7.0 ``initLivenessAndReadinessProbe`` (docs/FACTS.md section 11)."""
+    """The ingress's options on GKE: one replica per TPU host, so each passes KubeRay's probe
+    (docs/FACTS.md#ray-serve-serving).
+    Source: KubeRay v1.7.0 ``initLivenessAndReadinessProbe`` (docs/FACTS.md#vllm-serve-llm-tpu)."""
     return {"num_replicas": work.plan.hosts * work.slices_spanned, "max_replicas_per_node": 1}
 
 

@@ -28,7 +28,7 @@ LEGACY_KSA = ("keep", "drop")
 """``cluster.legacy_ksa``, for a cluster first deployed before the per-cluster KSA (``<cluster>-ray``), whose pods
 ran as ``ray``: ``keep`` binds both principals and keeps the ``ray`` KSA at the addresses they had (the upgrade only
 adds); ``drop``, once every workload runs as the new KSA, removes the old ones (the upgrade only deletes). Absent:
-a cluster deployed with this kit. README "Upgrading from the shared ray KSA"; docs/FACTS.md 31.b."""
+a cluster deployed with this kit. README "Upgrading from the shared ray KSA"; docs/FACTS.md#networking-legacy-ksa."""
 CONTROL_PLANE_ACCESS = ("dns", "ip")
 RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
 WEEKDAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
@@ -40,7 +40,8 @@ class MaintenanceWindowSpec:
     """When GKE may auto-upgrade nodes (``cluster.maintenance_window``), in UTC: an upgrade recreates a slice.
 
     GKE requires 48 hours in any 32 days, in windows of 4 hours or more, so ``len(days) * 4 * hours >= 48``.
-    Source: https://cloud.google.com/kubernetes-engine/docs/maintenance-window (FACTS 25.24; fields there).
+    Source: https://cloud.google.com/kubernetes-engine/docs/maintenance-window (docs/FACTS.md#gke-cluster-fields; fields
+    there).
     """
 
     days: tuple[str, ...] = ("SA", "SU")
@@ -71,7 +72,7 @@ class MaintenanceWindowSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class HeadPoolSpec:
-    """The CPU node pool Ray heads run on (Standard clusters; fields: docs/FACTS.md 25.24)."""
+    """The CPU node pool Ray heads run on (Standard clusters; fields: docs/FACTS.md#gke-cluster-fields)."""
 
     machine_type: str = "n2-standard-8"
     min_nodes: int = 1
@@ -103,7 +104,7 @@ class AuthorizedNetwork:
 
 @dataclass(frozen=True, kw_only=True)
 class GkeSpec:
-    """The GKE cluster (config section ``cluster``; fields: docs/FACTS.md 25.24)."""
+    """The GKE cluster (config section ``cluster``; fields: docs/FACTS.md#gke-cluster-fields)."""
 
     name: str
     mode: str = "standard"
@@ -199,7 +200,8 @@ DATA_ACCESS_ROLES: Mapping[str, tuple[str, ...]] = {
     "read-write": ("roles/storage.objectUser", "roles/storage.legacyBucketReader"),
 }
 """What the Ray pods' account is granted on a team's bucket, by ``access`` (write adds ``storage.buckets.get``).
-Source: apache/arrow ``gcsfs.cc`` ``CreateDirMarkerRecursive`` (docs/FACTS.md 15, 25.24)."""
+Source: apache/arrow ``gcsfs.cc`` ``CreateDirMarkerRecursive`` (docs/FACTS.md#terraform-constructs,
+docs/FACTS.md#gke-cluster-fields)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -221,7 +223,7 @@ class DataBucket:
 
 @dataclass(frozen=True, kw_only=True)
 class StorageSpec:
-    """Buckets (config section ``storage``; fields: docs/FACTS.md 25.24)."""
+    """Buckets (config section ``storage``; fields: docs/FACTS.md#gke-cluster-fields)."""
 
     bucket: str | None = None
     state_bucket: str | None = None

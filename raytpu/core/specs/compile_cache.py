@@ -1,6 +1,7 @@
 """JAX's persistent compilation cache for every JAX program the kit runs: one folder per image and slice shape.
 
-A folder of the kit's bucket, handed to a job as env vars JAX reads as its flags' defaults (docs/FACTS.md 25.28).
+A folder of the kit's bucket, handed to a job as env vars JAX reads as its flags' defaults
+(docs/FACTS.md#compile-cache-details).
 Source: JAX 0.10.2 ``jax._src.config`` (``*_state(name=...)`` defaults from ``os.getenv(name.upper())``).
 Standard library only: the workloads import it inside the Ray job.
 """
@@ -68,7 +69,7 @@ def kit_folder_problems(field: str, value: str) -> list[InvalidInput]:
 
 def folder_problems(field: str, value: object) -> list[InvalidInput]:
     """A cache location the pods can write: a relative folder of the kit's bucket, clear of the folders the kit
-    writes (:data:`KIT_FOLDERS`), or ``off`` (FACTS 25.28).
+    writes (:data:`KIT_FOLDERS`), or ``off`` (docs/FACTS.md#compile-cache-details).
     Source: JAX 0.10.2 ``jax._src.lru_cache.LRUCache`` (``gs://`` needs ``etils[epath]``)."""
     if value == OFF:
         return []
@@ -132,7 +133,7 @@ def job_env(folder: str | None, *, mount: str, image: str, generation: str, topo
 
 
 JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
-"""A submitted job's config, runtime env included, as its driver sees it (FACTS 25.28).
+"""A submitted job's config, runtime env included, as its driver sees it (docs/FACTS.md#compile-cache-details).
 Source: Ray 2.60 ``ray._private.runtime_env.constants``; ``ray._private.worker.init``."""
 
 

@@ -1,7 +1,7 @@
 """Ray Data on the slice: the paths a workload reads and writes, the ``batch`` kind's rules, its processor config.
 
 Paths are ``gs://BUCKET/PATH`` or local, Parquet or JSON lines; the engine follows the serving rules. The kit's
-pipeline and ``bench/data.py`` build from here (docs/FACTS.md 25.25). Standard library only.
+pipeline and ``bench/data.py`` build from here (docs/FACTS.md#ray-data-specs). Standard library only.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ PATH_VALID = ("gs://BUCKET/PATH or a local path (absolute, or relative to where 
 
 MULTI_HOST_PR = "https://github.com/ray-project/ray/pull/65422"
 """Multi-host TPU batch inference for Ray Data LLM: open, in neither Ray 2.56 nor 2.60 (one engine, one node).
-Source: ray-project/ray#65422 (open), tracking issue ray-project/ray#57137 (docs/FACTS.md section 20)."""
+Source: ray-project/ray#65422 (open), tracking issue ray-project/ray#57137 (docs/FACTS.md#ray-data-batch)."""
 
 DEFAULT_BATCH_SIZE = 64
 PROMPT_COLUMN = "prompt"
@@ -206,12 +206,13 @@ def run_problems(input: str, output: str, overwrite: bool, prefix: str = "") -> 
 ROW_FAILURES: dict[str, Any] = {"should_continue_on_error": True, "detokenize_stage": False,
                                 "log_engine_metrics": False}
 """A refused row is kept with its error and the run goes on; the answer is the engine's text; no stat logger.
-Source: Ray 2.60/2.56 ``ProcessorConfig.should_continue_on_error``, ``DetokenizeUDF`` (docs/FACTS.md 20.1, 25.25)."""
+Source: Ray 2.60/2.56 ``ProcessorConfig.should_continue_on_error``, ``DetokenizeUDF`` (docs/FACTS.md#ray-data-sampling,
+docs/FACTS.md#ray-data-specs)."""
 ERROR_COLUMN = "__inference_error__"
 """Ray Data LLM's column of a failed row's message (empty for an answered row), kept in ``output``."""
 NO_ROW_STATS = {"disable_log_stats": True}
 """Answered rows' ``metrics`` stay null, as failed rows' are, so Ray Data can merge their blocks.
-Source: Ray 2.60/2.56 ``transform_pyarrow._backfill_missing_fields`` (docs/FACTS.md 20.1)."""
+Source: Ray 2.60/2.56 ``transform_pyarrow._backfill_missing_fields`` (docs/FACTS.md#ray-data-sampling)."""
 
 
 def row_stats_problems(engine_kwargs: Mapping[str, Any] | None) -> list[InvalidInput]:
@@ -226,7 +227,8 @@ def row_stats_problems(engine_kwargs: Mapping[str, Any] | None) -> list[InvalidI
 
 def engine_kwargs(work: BatchWork) -> dict[str, Any]:
     """vLLM engine args of a batch workload on its TPU host: TP = the host's JAX devices, one ``uni`` process.
-    Source: vLLM 0.29.0 ``ParallelConfig.__post_init__``; Ray 2.56/2.60 ``vLLMEngineStage.post_init`` (FACTS 25.25)."""
+    Source: vLLM 0.29.0 ``ParallelConfig.__post_init__``; Ray 2.56/2.60 ``vLLMEngineStage.post_init``
+    (docs/FACTS.md#ray-data-specs)."""
     extra = dict(work.engine_kwargs or {})
     tp, _ = parallel_sizes(extra, jax_devices(work.plan))
     base = {"tensor_parallel_size": tp, "max_model_len": work.max_model_len or DEFAULT_MAX_MODEL_LEN,
@@ -236,7 +238,8 @@ def engine_kwargs(work: BatchWork) -> dict[str, Any]:
 
 def processor_config(work: BatchWork, model_source: str) -> dict[str, Any]:
     """The kwargs of ``vLLMEngineProcessorConfig`` for ``work``: one engine per slice copy, all its host's chips.
-    Source: Ray 2.56/2.60 ``vLLMEngineStage.post_init``, ``OfflineProcessorConfig.runtime_env`` (FACTS 25.25)."""
+    Source: Ray 2.56/2.60 ``vLLMEngineStage.post_init``, ``OfflineProcessorConfig.runtime_env``
+    (docs/FACTS.md#ray-data-specs)."""
     plan = work.plan
     cache = xla_cache.cache_dir(model_source, plan, work.vllm_version or VLLM_VERSION)
     return {

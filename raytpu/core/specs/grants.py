@@ -113,7 +113,7 @@ def path_warnings(spec: ClusterSpec) -> list[str]:
 
 POD_READ_ONLY_FOLDERS = {"raytpu": "the kit's core zip and image build contexts", "code": "the teams' code zips"}
 """Folders of the kit's bucket that only the submitting user's credentials write (``raytpu deploy``, ``raytpu submit``,
-``raytpu images build``); the pods only read them (docs/FACTS.md 33.a)."""
+``raytpu images build``); the pods only read them (docs/FACTS.md#storage-pod-write-folders)."""
 CHECKPOINTS_FOLDER = "checkpoints"
 """Where every run's checkpoints land (:func:`raytpu.core.common.names.run_storage`)."""
 
@@ -145,7 +145,7 @@ def _clashes(folder: str, other: str) -> bool:
 
 def kit_folder_write_problems(bucket: str, workloads: Sequence[Named | None]) -> list[errors.InvalidInput]:
     """A written path (``output``) at the kit bucket's root, or that is, holds or sits inside a folder the pods only
-    read (:data:`POD_READ_ONLY_FOLDERS`): the pods may not write there (docs/FACTS.md 33.a)."""
+    read (:data:`POD_READ_ONLY_FOLDERS`): the pods may not write there (docs/FACTS.md#storage-pod-write-folders)."""
     found = []
     for i, work in enumerate(workloads):
         for name in WRITE_PATHS:

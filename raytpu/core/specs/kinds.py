@@ -186,10 +186,11 @@ def run_time_problems(of: WorkloadKind, run_time_s: object) -> list[errors.Inval
 
 
 RETRYING_KINDS = workload_fields.taking("retries")
-"""Kinds that take ``retries`` (why the others refuse it: :func:`retries_problems`, docs/FACTS.md 26)."""
+"""Kinds that take ``retries`` (why the others refuse it: :func:`retries_problems`, docs/FACTS.md#kuberay-retries)."""
 MAX_RETRIES = 10
-"""Each retry is a whole new RayCluster with the full deadlines (docs/FACTS.md 26): 10 is twice a train run's preemption
-budget (``preemption.MAX_PREEMPTIONS``) and bounds a driver failing for good to 11 times its slice-hours."""
+"""Each retry is a whole new RayCluster with the full deadlines (docs/FACTS.md#kuberay-retries): 10 is twice a train
+run's preemption budget (``preemption.MAX_PREEMPTIONS``) and bounds a driver failing for good to 11 times its
+slice-hours."""
 
 
 def retries_problems(of: WorkloadKind, retries: object) -> list[errors.InvalidInput]:

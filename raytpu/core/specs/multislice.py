@@ -1,5 +1,6 @@
 """Multi-slice training: one job on N whole slices of one kind, joined by the data-centre network (DCN).
-Its rules and the builders' numbers (docs/FACTS.md 14, 25.23). Stdlib and the core only (the spec layer imports it).
+Its rules and the builders' numbers (docs/FACTS.md#ray-train-multislice, docs/FACTS.md#ray-train-multislice-layout).
+Stdlib and the core only (the spec layer imports it).
 Source: https://cloud.google.com/tpu/docs/tpu-gke-multislice"""
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ class SpanningWork(Protocol):
 GKE_DOCS = "https://cloud.google.com/tpu/docs/tpu-gke-multislice"
 
 MIN_GKE_VERSION = {"standard": "1.27.4-gke.900", "autopilot": "1.29.2-gke.1521000"}
-"""Oldest GKE version that runs Multislice, per cluster mode; below the Ray Operator add-on's floor (FACTS 25.23)."""
+"""Oldest GKE version that runs Multislice, per cluster mode; below the Ray Operator add-on's floor
+(docs/FACTS.md#ray-train-multislice-layout)."""
 
 NUM_SLICES_ENV = "MEGASCALE_NUM_SLICES"
 """The env var whose presence makes GKE's TPU webhook inject the other ``MEGASCALE_*`` per replica [Webhook]."""
@@ -42,7 +44,7 @@ Source: Ray 2.60 ``ray.train.v2.jax.config._JAX_MULTISLICE_OVERRIDE_KEYS``."""
 
 def single_slice(env: MutableMapping[str, str]) -> list[str]:
     """Removes the :data:`MEGASCALE_ENV` keys from ``env`` so a one-slice check starts libtpu alone; the keys removed.
-    A ``runtime_env`` cannot unset variables (docs/FACTS.md 25.23)."""
+    A ``runtime_env`` cannot unset variables (docs/FACTS.md#ray-train-multislice-layout)."""
     return [key for key in MEGASCALE_ENV if env.pop(key, None) is not None]
 
 
@@ -59,7 +61,8 @@ def widest(workloads: Iterable[SpanningWork]) -> tuple[int, str | None]:
 
 def reservation_waits(plan: SlicePlan, slices: int) -> int:
     """How many waits of ``RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S`` one Ray Train attempt makes to place the slices.
-    Source: Ray 2.60 ``SlicePlacementGroup._reserve_slice``, ``WorkerGroup._start_impl`` (FACTS 24.z, 25.23)."""
+    Source: Ray 2.60 ``SlicePlacementGroup._reserve_slice``, ``WorkerGroup._start_impl``
+    (docs/FACTS.md#preemption-restart-waits, docs/FACTS.md#ray-train-multislice-layout)."""
     ray_multi_host = plan.chips > ray_serve_chips_per_host(plan)
     return (slices if ray_multi_host else 0) + 1
 

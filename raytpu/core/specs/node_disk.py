@@ -2,8 +2,9 @@
 
 Every host of an engine (a RayService replica's slice, a ``batch`` job's host) writes the model's whole checkpoint
 to its pod's scratch volume (``$HOME``, node-local) unless the pods read it in place from the kit's bucket: GKE
-gives pods only the disk's allocatable ephemeral storage, far less than the disk (docs/FACTS.md section 24.x). The
-kit's own pools get a boot disk that holds it; a ``disk_size_gib`` too small for it is refused. Standard library only.
+gives pods only the disk's allocatable ephemeral storage, far less than the disk (docs/FACTS.md#disk-vllm-xla-cache).
+The kit's own pools get a boot disk that holds it; a ``disk_size_gib`` too small for it is refused. Standard library
+only.
 """
 
 from __future__ import annotations
@@ -58,16 +59,19 @@ AUTOPILOT_POD_MAX_GIB = 10
 sidecar's included): a Pod that asks for more is rejected, not scaled down. The Ray head runs in that class.
 Source: https://cloud.google.com/kubernetes-engine/docs/concepts/autopilot-resource-requests ("The ephemeral storage
 request must be between 10 MiB and 10 GiB for all compute classes and hardware configurations", quoted in
-GoogleCloudPlatform/gcs-fuse-csi-driver#21; #57 (2024) says the same 10Gi; docs/FACTS.md 24.za, 31.a)."""
+GoogleCloudPlatform/gcs-fuse-csi-driver#21; #57 (2024) says the same 10Gi; docs/FACTS.md#autopilot-ephemeral-limit,
+docs/FACTS.md#autopilot-pod-max)."""
 AUTOPILOT_ACCELERATOR_POD_MAX_GIB = 56 * 1024
 """Autopilot's ceiling on an accelerator Pod's ephemeral-storage requests (56 TiB, GKE 1.29.3-gke.1038000 or later;
 a TPU worker's container plus the GCS FUSE sidecar). Read second-hand: GKE's table itself was out of reach here,
-and whether TPU Pods share the GPU figure is that paraphrase's wording, not GKE's (docs/FACTS.md 34).
+and whether TPU Pods share the GPU figure is that paraphrase's wording, not GKE's
+(docs/FACTS.md#autopilot-tpu-pod-ceiling).
 Source: vladkol/harbor-gke-ext docs/troubleshooting.md, citing autopilot-resource-requests#min-max-requests."""
 MARGIN_GIB = 2.0
-"""Room left when the kit sizes a disk: GKE's allocatable is modelled, not published per size (docs/FACTS.md 24.t)."""
+"""Room left when the kit sizes a disk: GKE's allocatable is modelled, not published per size
+(docs/FACTS.md#disk-allocatable-model)."""
 
-# GKE's local ephemeral storage reservation on a boot disk of D GiB (COS_CONTAINERD; docs/FACTS.md section 24.x).
+# GKE's local ephemeral storage reservation on a boot disk of D GiB (COS_CONTAINERD; docs/FACTS.md#disk-vllm-xla-cache).
 # Source: https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes#local_ephemeral_storage_reservation
 EVICTION_SHARE = 0.10
 """The kubelet's eviction threshold: 10% of the filesystem's capacity."""

@@ -19,12 +19,13 @@ LONG_NOTICE_MIN_GKE_VERSION = "1.35.0-gke.1171000"
 Source: https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms ("Termination and graceful shutdown")."""
 CRITICAL_PODS_S = 15
 """The window's end kept for system pods, as GKE's default 30 s window keeps it.
-Source: https://cloud.google.com/kubernetes-engine/docs/how-to/preemptible-vms (docs/FACTS.md section 18)."""
+Source: https://cloud.google.com/kubernetes-engine/docs/how-to/preemptible-vms
+(docs/FACTS.md#preemption-notice-budget)."""
 
 
 def notice_problems(notice_s: object, modes: Iterable[Provisioning]) -> list[InvalidInput]:
     """A slice's ``preemption_notice_s``: one of :data:`NOTICE_CHOICES`, on spot capacity only.
-    Source: GKE and the ComputeClass API, Spot VMs only (docs/FACTS.md section 24.y)."""
+    Source: GKE and the ComputeClass API, Spot VMs only (docs/FACTS.md#preemption-notice-window)."""
     if notice_s is None:
         return []
     if not isinstance(notice_s, int) or isinstance(notice_s, bool) or notice_s not in NOTICE_CHOICES:

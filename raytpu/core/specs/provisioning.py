@@ -1,5 +1,6 @@
-"""Provisioning modes: how a TPU slice's capacity is obtained, one entry of :data:`MODES` each (FACTS 25.22).
-Standard library only. Source: https://cloud.google.com/kubernetes-engine/docs/concepts/tpus (FACTS section 13)."""
+"""Provisioning modes: how a TPU slice's capacity is obtained, one entry of :data:`MODES` each
+(docs/FACTS.md#gke-node-pools-mode-fields). Standard library only. Source:
+https://cloud.google.com/kubernetes-engine/docs/concepts/tpus (docs/FACTS.md#gke-node-pools-provisioning-modes)."""
 
 from __future__ import annotations
 
@@ -38,8 +39,10 @@ def reservation_parts(reservation: str) -> tuple[str | None, str]:
 
 @dataclass(frozen=True)
 class PoolFields:
-    """What a mode sets on a Standard node pool; no mode consumes a reservation it does not name (FACTS 25.22).
-    Source: https://cloud.google.com/kubernetes-engine/docs/how-to/consuming-reservations (FACTS section 13)."""
+    """What a mode sets on a Standard node pool; no mode consumes a reservation it does not name
+    (docs/FACTS.md#gke-node-pools-mode-fields).
+    Source: https://cloud.google.com/kubernetes-engine/docs/how-to/consuming-reservations
+    (docs/FACTS.md#gke-node-pools-provisioning-modes)."""
 
     spot: bool = False
     flex_start: bool = False
@@ -51,7 +54,7 @@ class PoolFields:
 
 @dataclass(frozen=True)
 class Provisioning:
-    """One provisioning mode (its fields: docs/FACTS.md 25.22)."""
+    """One provisioning mode (its fields: docs/FACTS.md#gke-node-pools-mode-fields)."""
 
     name: str
     pool: PoolFields
@@ -90,7 +93,8 @@ class Provisioning:
     def compute_class_priority(self, tpu: Mapping[str, Any], reservation: str | None, project: str, zone: str,
                                max_run_duration_s: int | None = None) -> dict[str, Any]:
         """This mode's ``spec.priorities`` entry for TPU shape ``tpu`` in ``zone``, held to that zone.
-        Source: compute-class-api ``Priority.Location.Zones``, ``Priority.MaxRunDurationSeconds`` (FACTS 13, 25.22)."""
+        Source: compute-class-api ``Priority.Location.Zones``, ``Priority.MaxRunDurationSeconds``
+        (docs/FACTS.md#gke-node-pools-provisioning-modes, docs/FACTS.md#gke-node-pools-mode-fields)."""
         if self.priority is None:
             raise errors.forbidden("provisioning", self.name, "in an Autopilot ComputeClass",
                                    ", ".join(m.name for m in MODES.values() if m.priority is not None))
@@ -105,7 +109,7 @@ class Provisioning:
 
 def run_duration_problems(max_run_duration_s: int | None, modes: tuple[Provisioning, ...]) -> list[InvalidInput]:
     """A slice's ``max_run_duration_s`` against the tightest bound of every mode it may run on (any mode takes one).
-    Source: docs/FACTS.md section 21."""
+    Source: docs/FACTS.md#gke-node-pools-run-duration."""
     if max_run_duration_s is None:
         return []
     tightest = min(modes, key=lambda m: m.max_run_s)
@@ -125,7 +129,8 @@ MODES: dict[str, Provisioning] = {p.name: p for p in (
                  pod_flag=FLEX_START_LABEL, priority={"flexStart": {"enabled": True}},
                  why_no_reservation="flex-start capacity is exclusive with reservations",
                  min_gke_version=FLEX_START_MIN_GKE_VERSION, max_run_s=MAX_RUN_DURATION_S[1]),
-    # GKE requires flex-start together with queued provisioning on the pool (docs/FACTS.md section 8).
+    # GKE requires flex-start together with queued provisioning on the pool
+    # (docs/FACTS.md#gke-node-pools-queued-provisioning).
     Provisioning("queued", PoolFields(flex_start=True, queued=True, scale_from_zero=True, auto_repair=False),
                  pod_flag=QUEUED_LABEL, runs_ray=False, priority=None,
                  why_no_reservation="queued provisioning (DWS) is exclusive with reservations",

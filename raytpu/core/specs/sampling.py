@@ -47,7 +47,8 @@ def _context(work: SamplingWork) -> int:
 
 
 def sampling_problems(work: SamplingWork) -> list[InvalidInput]:
-    """Each sampling field given to a kind other than ``batch``, or out of the range vLLM accepts (FACTS 25.28).
+    """Each sampling field given to a kind other than ``batch``, or out of the range vLLM accepts
+    (docs/FACTS.md#ray-data-sampling-fields).
     Source: vLLM 0.29.0 ``SamplingParams._verify_args``; ``InputProcessor._validate_model_input``."""
     given = {name: getattr(work, name) for name in SAMPLING_FIELDS if getattr(work, name) is not None}
     if refused := workload_fields.refusals(work.kind.name, given):

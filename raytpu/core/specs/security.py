@@ -52,7 +52,8 @@ def is_everywhere(source: str) -> bool:
 
 @dataclass(frozen=True, kw_only=True)
 class SecuritySpec:
-    """Config section ``security``; the defaults are the locked-down setup (fields: docs/FACTS.md 25.27)."""
+    """Config section ``security``; the defaults are the locked-down setup (fields:
+    docs/FACTS.md#networking-security-spec)."""
 
     serve_endpoint: str = "cluster-ip"
     serve_from: tuple[str, ...] = ()

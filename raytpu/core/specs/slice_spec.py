@@ -1,6 +1,6 @@
 """A kind of TPU slice in ``raytpu.yaml`` (``slices[]``): its shape, zone, copies and provisioning, valid once built.
 
-Stdlib and the core only. Details: docs/FACTS.md 25.20.
+Stdlib and the core only. Details: docs/FACTS.md#spec-build.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from raytpu.core.tpu.plan import SlicePlan, plan_slice
 
 MULTI_HOST_NAME_LIMIT = 35
 """Longest RayJob/RayService name with a multi-host TPU worker group (longer: hosts cannot resolve each other).
-Source: ai-on-gke kuberay-tpu-webhook ``CheckName`` (docs/FACTS.md section 8)."""
+Source: ai-on-gke kuberay-tpu-webhook ``CheckName`` (docs/FACTS.md#kuberay-webhook)."""
 
 
 def derived_name_problems(field: str, value: str, derived: str, what: str, run: bool = True) -> list[InvalidInput]:
@@ -48,7 +48,7 @@ def derived_name_problems(field: str, value: str, derived: str, what: str, run: 
 class SliceSpec:
     """One kind of TPU slice: its shape, zone, copies and how capacity is obtained (:meth:`create` from names).
 
-    Field meanings and bounds (the config's reference): docs/FACTS.md 25.21.
+    Field meanings and bounds (the config's reference): docs/FACTS.md#spec-fields.
     """
 
     name: str

@@ -2,7 +2,7 @@
 
 Each field is declared once, with its default; each spec raises all its problems when built, named by field, and
 :class:`ClusterSpec` checks what spans its parts. A spec that exists is valid. Stdlib and the core only.
-Details: docs/FACTS.md 25.20.
+Details: docs/FACTS.md#spec-build.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ __all__ = ["MULTI_HOST_NAME_LIMIT", "SERVING_FIELDS", "WORKLOAD_ENV", "ClusterSp
 
 @dataclass(frozen=True, kw_only=True)
 class ClusterSpec:
-    """One GKE cluster and everything on it: the whole of ``raytpu.yaml``, valid (fields: docs/FACTS.md 25.21)."""
+    """One GKE cluster and everything on it: the whole of ``raytpu.yaml``, valid (fields: docs/FACTS.md#spec-fields)."""
 
     project: str
     region: str

@@ -27,7 +27,7 @@ TRAIN_LOOP = re.compile(rf"^(?P<module>{_IDENTIFIER}(\.{_IDENTIFIER})*):(?P<func
 TRAIN_LOOP_VALID = "MODULE:FUNCTION, a module inside `code` and a function of it taking one argument, e.g. " \
                    "lm.train:train_loop"
 MAX_TRAIN_CONFIG_BYTES = 64 * 1024
-"""``train_config`` travels as JSON in the RayJob: hyperparameters, not data (FACTS 25.30).
+"""``train_config`` travels as JSON in the RayJob: hyperparameters, not data (docs/FACTS.md#spec-user-code).
 Source: https://etcd.io/docs/v3.5/dev-guide/limit/ (an object is at most 1.5 MiB)."""
 MAX_ENTRYPOINT_CHARS = 4096
 PYTHONS = ("python", "python3")

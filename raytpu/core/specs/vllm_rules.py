@@ -1,7 +1,8 @@
 """What vLLM and Ray Serve LLM accept of a serving workload, checked offline: the rules the spec runs.
 
 The slice, the model source and the engine kwargs, from facts recorded here by symbol and version, so ``raytpu
-validate`` needs neither vLLM nor Ray; the serve tier checks the records (docs/FACTS.md 25.26). Stdlib and specs only.
+validate`` needs neither vLLM nor Ray; the serve tier checks the records (docs/FACTS.md#vllm-rules). Stdlib and specs
+only.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
 
 JAX_DEVICES_PER_CHIP: dict[str, int] = {"tpu7x": 2}
 """JAX devices per chip where it is not 1 (Ironwood's two TensorCores; not ``tensorcores_per_chip``).
-Source: jax 0.10.2 ``jax._src.mesh_utils._get_physical_tpu_mesh`` (docs/FACTS.md sections 9, 11 and 25.26)."""
+Source: jax 0.10.2 ``jax._src.mesh_utils._get_physical_tpu_mesh`` (docs/FACTS.md#vllm-devices-per-chip,
+docs/FACTS.md#vllm-serve-llm-tpu and docs/FACTS.md#vllm-rules)."""
 DEFAULT_MAX_MODEL_LEN = 4096
 MIN_MAX_MODEL_LEN = 16
 KIT_ENGINE_ARGS = {"model": "the workload's model_source", "served_model_name": "the workload's model",
@@ -120,7 +122,7 @@ IMAGE_VLLM_NOT_YET: tuple[str, ...] = (
     "sse_keep_alive_interval", "use_replayssm", "video_pruning_method",
 )
 """Names of vLLM 0.29.0 the serving image's vLLM (between 0.24 and 0.25) lacks; :data:`IMAGE_VLLM_ONLY`: the reverse.
-Source: vLLM v0.24.0 ``EngineArgs``/``FrontendArgs`` fields, the nearest tag (docs/FACTS.md section 9)."""
+Source: vLLM v0.24.0 ``EngineArgs``/``FrontendArgs`` fields, the nearest tag (docs/FACTS.md#vllm-engine-args)."""
 IMAGE_VLLM_ONLY: tuple[str, ...] = (
     "calculate_kv_scales", "max_long_partial_prefills", "max_num_partial_prefills", "override_attention_dtype",
 )
@@ -153,7 +155,8 @@ def vllm_label(version: str) -> str:
 
 def jax_devices(plan: SlicePlan) -> int:
     """The JAX devices of a slice a replica's engine shards over (chips x :data:`JAX_DEVICES_PER_CHIP`).
-    Source: tpu-inference ``TPUWorker.init_device`` at the serving image's pin (docs/FACTS.md section 11, 25.26)."""
+    Source: tpu-inference ``TPUWorker.init_device`` at the serving image's pin (docs/FACTS.md#vllm-serve-llm-tpu,
+    docs/FACTS.md#vllm-rules)."""
     return plan.chips * JAX_DEVICES_PER_CHIP.get(plan.generation, 1)
 
 
@@ -178,7 +181,8 @@ def engine_kwargs_problems(kwargs: Any, plan: SlicePlan, field: str = "engine_kw
 
     Names of the vLLM the pods run; TP x PP uses every JAX device, one host per pipeline stage; TP divides a known
     model's heads (``shape`` when the caller knows it). ``holder``: what holds the devices, in the kind's words.
-    Source: tpu-inference ``TPUWorker.init_device``, ``_initialize_ray_cluster`` (docs/FACTS.md section 11, 25.26).
+    Source: tpu-inference ``TPUWorker.init_device``, ``_initialize_ray_cluster`` (docs/FACTS.md#vllm-serve-llm-tpu,
+    docs/FACTS.md#vllm-rules).
     """
     if kwargs is not None and not isinstance(kwargs, Mapping):
         return [errors.invalid_value(field, kwargs, "is not a mapping", "a mapping of vLLM engine argument names "
@@ -240,7 +244,8 @@ def sized_model(model: str | None, model_source: str | None) -> str:
 def head_problems(tp: int, plan: SlicePlan, source: str, field: str,
                   shape: ModelShape | None = None) -> list[InvalidInput]:
     """A TP that does not divide a known model's attention heads, with layouts that do; ``raytpu plan`` uses it too.
-    Source: vLLM 0.29.0 ``ModelConfig.verify_with_parallel_config`` (docs/FACTS.md section 11, 25.26)."""
+    Source: vLLM 0.29.0 ``ModelConfig.verify_with_parallel_config`` (docs/FACTS.md#vllm-serve-llm-tpu,
+    docs/FACTS.md#vllm-rules)."""
     shape = shape or by_hf_id(source)
     if shape is None or shape.heads % tp == 0:
         return []
@@ -282,7 +287,7 @@ RAY_SINGLE_HOST_TOPOLOGIES = ("1x1", "2x2", "2x4")
 
 def ray_serve_chips_per_host(plan: SlicePlan) -> int:
     """The chips per host Ray Serve LLM 2.60 assumes for the slice (it passes no ``chips_per_vm``).
-    Source: Ray 2.60 ``ray._private.accelerators.tpu.get_chips_per_host`` (docs/FACTS.md 25.26)."""
+    Source: Ray 2.60 ``ray._private.accelerators.tpu.get_chips_per_host`` (docs/FACTS.md#vllm-rules)."""
     if plan.generation in RAY_8_CHIP_HOST_GENERATIONS and plan.topology in RAY_SINGLE_HOST_TOPOLOGIES:
         return plan.chips
     return 4

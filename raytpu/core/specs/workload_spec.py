@@ -1,7 +1,7 @@
 """A Ray workload in ``raytpu.yaml`` (``workloads[]``) on one kind of slice, valid once built, and its JSON form (the
 ``RAYTPU_WORKLOAD`` a job receives). Which kind takes which field: :mod:`raytpu.core.specs.workload_fields`.
 
-Stdlib and the core only. Details: docs/FACTS.md 25.20.
+Stdlib and the core only. Details: docs/FACTS.md#spec-build.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ class SecretKeyRef:
 def gated_model_problems(source: str, secret: SecretKeyRef | None, field: str = "hf_token_secret",
                          outcome: str = "the RayService never becomes ready") -> list[InvalidInput]:
     """A gated model of the built-in table downloaded from Hugging Face without a token: refused, since the
-    download surely fails after the slices were provisioned and the fix is cheap (docs/FACTS.md 25.20)."""
+    download surely fails after the slices were provisioned and the fix is cheap (docs/FACTS.md#spec-build)."""
     if secret is not None or source.startswith(("gs://", "/")):
         return []
     shape = by_hf_id(source)
@@ -116,7 +116,7 @@ BUDGETED_KINDS = workload_fields.taking("compile_budget_s")
 class WorkloadSpec:
     """A Ray workload on one kind of slice; serving, batch, training and team-code fields apply by kind.
 
-    Field meanings and defaults (the config's reference): docs/FACTS.md 25.21.
+    Field meanings and defaults (the config's reference): docs/FACTS.md#spec-fields.
     """
 
     name: str
@@ -160,7 +160,7 @@ class WorkloadSpec:
             found.append(errors.invalid_value("image", self.image, *wrong))
         if not self.slice.provisioning.runs_ray:
             found.append(errors.invalid_value(
-                # Source: GKE API NodePool.QueuedProvisioning.enabled (docs/FACTS.md 24.z)
+                # Source: GKE API NodePool.QueuedProvisioning.enabled (docs/FACTS.md#preemption-restart-waits)
                 "slice", self.slice.name, f"uses provisioning: {self.slice.provisioning.name}, whose node pool gets "
                 "nodes only through a ProvisioningRequest (GKE queued provisioning), and the kit makes none for its "
                 "Ray clusters (nor runs Kueue, which would make one per job): the TPU pods would stay Pending",

@@ -1,5 +1,6 @@
 """Where a vLLM engine keeps its XLA compilation cache: in the kit's bucket, so a new pod finds it.
-One folder per model, slice shape and vLLM version; safe to share: docs/FACTS.md 24.x, 25.28. Stdlib only."""
+One folder per model, slice shape and vLLM version; safe to share: docs/FACTS.md#disk-vllm-xla-cache,
+docs/FACTS.md#compile-cache-xla. Stdlib only."""
 
 from __future__ import annotations
 
@@ -32,5 +33,5 @@ def cache_dir(model_source: str, plan: SlicePlan, vllm_version: str, mount_path:
 def engine_env(directory: str) -> dict[str, str]:
     """An engine's cache variables: the folder, and JAX's floors lowered so programs under 1 s are kept too (vLLM's
     TPU backend lowers them only with ``VLLM_XLA_CHECK_RECOMPILATION``).
-    Source: vllm-project/tpu-inference v0.27.0 ``CompilationManager.__init__``; docs/FACTS.md 24.u.1."""
+    Source: vllm-project/tpu-inference v0.27.0 ``CompilationManager.__init__``; docs/FACTS.md#compile-cache-review."""
     return {ENV: directory, **KEEP_EVERY_ENTRY}

@@ -1,7 +1,8 @@
 """The one TPU catalog: every fact about a TPU generation on GKE, as cited tables; no TPU literal appears elsewhere.
 ``topologies`` is what GKE provisions as one slice, ``ray_topologies`` what the pinned Ray reserves as one (a test
 checks it against Ray's table). Standard library only: ``describe`` imports it.
-Source: https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus (evidence: docs/FACTS.md section 10)."""
+Source: https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus (evidence:
+docs/FACTS.md#tpu-catalog-evidence)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ MULTI_HOST_CHIPS_PER_VM = 4
 @dataclass(frozen=True)
 class MachineType:
     """A GCE machine type that carries TPU chips, as a GKE node has them (``vcpus``: the kubelet's, SMT off on some).
-    Source: cluster-autoscaler ``NewMachineTypeInfo`` and ``gcloud compute machine-types list`` (FACTS section 10)."""
+    Source: cluster-autoscaler ``NewMachineTypeInfo`` and ``gcloud compute machine-types list``
+    (docs/FACTS.md#tpu-catalog-machine-types)."""
 
     name: str
     chips: int
@@ -62,19 +64,22 @@ def _tiered(amount: float, tiers: tuple[tuple[float | None, float], ...]) -> flo
 @dataclass(frozen=True)
 class SmokeFloors:
     """What a healthy device reaches in the smoke check, as fractions of the catalog's figures.
-    Each floor sits above one half, so a device at half speed fails; what each measures: docs/FACTS.md 25.36.
-    Source: JAX's Pallas TPU matmul guide, AI-Hypercomputer/accelerator-microbenchmarks (FACTS section 10)."""
+    Each floor sits above one half, so a device at half speed fails; what each measures:
+    docs/FACTS.md#tpu-catalog-fields.
+    Source: JAX's Pallas TPU matmul guide, AI-Hypercomputer/accelerator-microbenchmarks
+    (docs/FACTS.md#measurements-smoke-floors)."""
 
     matmul_of_peak: float
     hbm_of_spec: float
     busbw_of_expected: float = 0.5
     dcn_of_line_rate: float = 0.5
-    """The DCN check's floor: a host's cross-slice all-reduce bus bandwidth over its line rate (FACTS 25.36)."""
+    """The DCN check's floor: a host's cross-slice all-reduce bus bandwidth over its line rate
+    (docs/FACTS.md#tpu-catalog-fields)."""
 
 
 @dataclass(frozen=True)
 class Generation:
-    """One TPU generation as GKE and Ray see it; each field's meaning and source: docs/FACTS.md 25.36.
+    """One TPU generation as GKE and Ray see it; each field's meaning and source: docs/FACTS.md#tpu-catalog-fields.
     ``name`` is what users write (``v6e``); ``ici_link_gbps`` feeds :func:`expected_busbw`; ``jax_device_kinds`` is
     libtpu's ``device_kind``. Source: jax-ml/scaling-book ``tpus.md``; jax 0.10.2 ``jax._src.mesh_utils``."""
 
@@ -152,7 +157,8 @@ SHAPES_2D = ("1x1", "2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16")
 """v5e and v6e. Source: https://cloud.google.com/tpu/docs/v6e (table "Topology | TPU chips | Hosts | VMs")."""
 
 SHAPES_V4 = ("2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8", "8x8x12", "8x8x16", "8x16x16")
-"""GKE's v4 table (v4-8 ... v4-4096). Source: xpk ``UserFacingNameToSystemCharacteristics`` (FACTS section 10)."""
+"""GKE's v4 table (v4-8 ... v4-4096). Source: xpk ``UserFacingNameToSystemCharacteristics``
+(docs/FACTS.md#tpu-catalog-evidence)."""
 
 SHAPES_V5P = (
     "2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x4x12", "4x8x8",
@@ -169,7 +175,7 @@ SHAPES_V5P = (
     "4x28x52", "8x8x92", "4x12x124", "4x8x188", "4x20x76", "16x16x24", "12x24x24", "16x20x28",
 )
 """GKE's v5p table (v5p-8 ... v5p-17920, one shape per size, e.g. 4x4x28 = v5p-896, 16x20x28 = 8,960 chips).
-Source: xpk ``UserFacingNameToSystemCharacteristics`` (FACTS section 10)."""
+Source: xpk ``UserFacingNameToSystemCharacteristics`` (docs/FACTS.md#tpu-catalog-evidence)."""
 
 SHAPES_TPU7X = (*SHAPES_V5P[:-1], "16x16x32", "16x20x28", "16x24x24")
 """v5p's table plus 16x16x32 and the full 16x24x24 pod. Source: xpk ``UserFacingNameToSystemCharacteristics``."""
@@ -209,7 +215,8 @@ def _generation_2d(name: str, label: str, prefix: str, hbm: float, hbm_gbps: flo
     )
 
 
-# TPU machine types: (name, chips, vCPUs, GiB, DCN Gbps); each figure's two sources: docs/FACTS.md section 10.
+# TPU machine types: (name, chips, vCPUs, GiB, DCN Gbps); each figure's two sources:
+# docs/FACTS.md#tpu-catalog-machine-types.
 CT4P_4T = MachineType("ct4p-hightpu-4t", 4, 240, 407)
 CT5LP_1T = MachineType("ct5lp-hightpu-1t", 1, 24, 48)
 CT5LP_4T = MachineType("ct5lp-hightpu-4t", 4, 112, 192, 100)
@@ -231,7 +238,7 @@ Source: https://cloud.google.com/tpu/docs/tpu7x ("RAM (GB)")."""
 @dataclass(frozen=True)
 class OfferedZones:
     """The zones Google documents as offering a TPU generation, per provisioning mode: one dated, cited table.
-    Warnings, not refusals: the pages disagree and move (docs/FACTS.md section 1). A generation absent from
+    Warnings, not refusals: the pages disagree and move (docs/FACTS.md#tpu-catalog-gke). A generation absent from
     ``flex_start`` is warned; an empty tuple is refused (GKE says flex-start does not support it)."""
 
     read_on: str
@@ -372,7 +379,7 @@ def accelerator_prefixes() -> dict[str, Generation]:
 def from_accelerator_type(name: str, field: str = "generation") -> tuple[str, str] | None:
     """``(generation, topology)`` of an accelerator type name (``v5p-128``), None if ``name`` is not one.
     The size counts TensorCores (``tensorcores_per_chip``); refused listing sizes when no or several shapes fit.
-    Source: ray 2.60 ``ray._private.accelerators.tpu.get_tpu_cores_per_chip`` (docs/FACTS.md section 1)."""
+    Source: ray 2.60 ``ray._private.accelerators.tpu.get_tpu_cores_per_chip`` (docs/FACTS.md#tpu-catalog-gke)."""
     match = ACCELERATOR_TYPE.match(name.strip().lower())
     gen = accelerator_prefixes().get(match[1]) if match else None
     if match is None or gen is None:

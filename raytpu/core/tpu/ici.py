@@ -1,6 +1,8 @@
 """The ICI all-reduce bus bandwidth a healthy TPU slice should reach, per topology and per mesh axis (smoke gate).
-Per axis a chip moves the one-way link rate, doubled where the axis wraps; axes add (when each wraps: FACTS 25.36).
-Source: jax-ml/scaling-book ``tpus.md`` (TPU Networking); evidence in docs/FACTS.md section 10. Standard library only.
+Per axis a chip moves the one-way link rate, doubled where the axis wraps; axes add (when each wraps:
+docs/FACTS.md#tpu-catalog-fields).
+Source: jax-ml/scaling-book ``tpus.md`` (TPU Networking); evidence in docs/FACTS.md#tpu-catalog-ici. Standard library
+only.
 """
 
 from __future__ import annotations

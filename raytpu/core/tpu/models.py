@@ -1,5 +1,5 @@
 """A model's shape, as far as memory and tensor parallelism go: the one table of built-in models.
-Each entry is the model's own ``config.json`` (URL beside it; gated ones: docs/FACTS.md section 16); parameters are
+Each entry is the model's own ``config.json`` (URL beside it; gated ones: docs/FACTS.md#sizing-models); parameters are
 counted from the shape and tested against the published size."""
 
 from __future__ import annotations
@@ -31,9 +31,10 @@ class Mla:
 @dataclass(frozen=True)
 class ModelShape:
     """The fields of a decoder-only transformer's ``config.json`` that decide its memory.
-    Each field is named after the ``config.json`` key it reads (the mapping: docs/FACTS.md 25.35). ``experts``: all
-    resident, ``experts_per_token`` run; ``sliding_layers`` cache only ``sliding_window`` tokens; ``mla``: one latent
-    per token and layer; ``gated``: downloading needs a token of an account that accepted the license."""
+    Each field is named after the ``config.json`` key it reads (the mapping: docs/FACTS.md#sizing-model-fields).
+    ``experts``: all resident, ``experts_per_token`` run; ``sliding_layers`` cache only ``sliding_window`` tokens;
+    ``mla``: one latent per token and layer; ``gated``: downloading needs a token of an account that accepted the
+    license."""
 
     name: str
     layers: int
@@ -63,7 +64,8 @@ class ModelShape:
         return (self.layers - self.sliding_layers) * context + self.sliding_layers * window
 
     def kv_elements_per_token_layer(self) -> int:
-        """KV elements per token and layer: key and value per KV head, or MLA's latent (FACTS 25.35)."""
+        """KV elements per token and layer: key and value per KV head, or MLA's latent
+        (docs/FACTS.md#sizing-model-fields)."""
         if self.mla:
             return self.mla.kv_lora_rank + self.mla.qk_rope_head_dim
         return 2 * self.kv_heads * self.head_dim
@@ -87,7 +89,8 @@ class ModelShape:
 
     def params(self) -> int:
         """Parameters of a Llama-style decoder: attention, gated MLPs (experts, shared expert, router), norms,
-        embeddings; biases, q/k norms and multi-token-prediction layers are left out (docs/FACTS.md 25.35)."""
+        embeddings; biases, q/k norms and multi-token-prediction layers are left out
+        (docs/FACTS.md#sizing-model-fields)."""
         if self.experts > 1:
             expert_mlp = 3 * self.hidden * (self.intermediate * self.experts + self.shared_intermediate)
             expert_mlp += self.hidden * self.experts  # the router
@@ -124,36 +127,35 @@ def _hf(repo: str) -> str:
 
 def _llama(name: str, repo: str, layers: int, hidden: int, heads: int, intermediate: int) -> ModelShape:
     # Llama 3.1/3.3: 8 KV heads, head_dim 128, vocab 128256, max_position_embeddings 131072, untied embeddings.
-    # Gated: every meta-llama card asks to agree to share contact information. Source: docs/FACTS.md section 16.
+    # Gated: every meta-llama card asks to agree to share contact information. Source: docs/FACTS.md#sizing-models.
     return ModelShape(name, layers, hidden, heads, 8, hidden // heads, intermediate, 128256, 131072,
                       hf_id=repo, source=_hf(repo), gated=True)
 
 
 MODELS: dict[str, ModelShape] = {m.name: m for m in (
-    # Source: its config.json (a public copy: docs/FACTS.md section 16)
+    # Source: its config.json (a public copy: docs/FACTS.md#sizing-models)
     _llama("llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct", 32, 4096, 32, 14336),
-    # Source: its config.json (a public copy: docs/FACTS.md section 16)
+    # Source: its config.json (a public copy: docs/FACTS.md#sizing-models)
     _llama("llama-3.1-70b", "meta-llama/Llama-3.1-70B-Instruct", 80, 8192, 64, 28672),
-    # Source: its config.json (public copies: docs/FACTS.md section 16)
+    # Source: its config.json (public copies: docs/FACTS.md#sizing-models)
     _llama("llama-3.1-405b", "meta-llama/Llama-3.1-405B-Instruct", 126, 16384, 128, 53248),
     # 3.1 70B's architecture (its model card: the same config fields)
     _llama("llama-3.3-70b", "meta-llama/Llama-3.3-70B-Instruct", 80, 8192, 64, 28672),
-    # Source: its config.json and model card (docs/FACTS.md section 16)
+    # Source: its config.json and model card (docs/FACTS.md#sizing-models)
     ModelShape("qwen3-0.6b", 28, 1024, 16, 8, 128, 3072, 151936, 40960, tied_embeddings=True,
                hf_id="Qwen/Qwen3-0.6B", source=_hf("Qwen/Qwen3-0.6B")),
-    # Source: its config.json (a vendored copy: docs/FACTS.md section 16)
+    # Source: its config.json (a vendored copy: docs/FACTS.md#sizing-models)
     ModelShape("qwen3-8b", 36, 4096, 32, 8, 128, 12288, 151936, 40960,
                hf_id="Qwen/Qwen3-8B", source=_hf("Qwen/Qwen3-8B")),
-    # Source: its config.json (a public copy: docs/FACTS.md section 16)
+    # Source: its config.json (a public copy: docs/FACTS.md#sizing-models)
     ModelShape("qwen3-8b-base", 36, 4096, 32, 8, 128, 12288, 151936, 32768,
                hf_id="Qwen/Qwen3-8B-Base", source=_hf("Qwen/Qwen3-8B-Base")),
     # Gated (Gemma 3's card front matter); the text_config of its config.json, sliding on 40 of 48 layers;
-    # the vision tower (about 0.4B parameters) is not counted. Source: docs/FACTS.md section 16
+    # the vision tower (about 0.4B parameters) is not counted. Source: docs/FACTS.md#sizing-models
     ModelShape("gemma-3-12b", 48, 3840, 16, 8, 256, 15360, 262208, 131072, tied_embeddings=True,
                sliding_layers=40, sliding_window=1024, hf_id="google/gemma-3-12b-it",
                source=_hf("google/gemma-3-12b-it"), gated=True),
-    # Not gated (its card: apache-2.0, no extra_gated_* keys). Source: its config.json (docs/FACTS.md
-    # section 16)
+    # Not gated (its card: apache-2.0, no extra_gated_* keys). Source: its config.json (docs/FACTS.md#sizing-models)
     ModelShape("mixtral-8x7b", 32, 4096, 32, 8, 128, 14336, 32000, 32768, experts=8, experts_per_token=2,
                hf_id="mistralai/Mixtral-8x7B-Instruct-v0.1", source=_hf("mistralai/Mixtral-8x7B-Instruct-v0.1")),
 )}
