@@ -195,6 +195,27 @@ def test_the_rayjob_runs_the_image_of_its_lock_by_digest(spec: Any, tmp_path: Pa
     assert json.loads(runtime["env_vars"]["RAYTPU_WORKLOAD"])["requirements"] == "requirements.txt"
 
 
+def test_a_teams_serve_app_declares_the_ray_of_the_image_it_runs(tmp_path: Path) -> None:
+    """A lock's image is layered on the job image (Ray 2.60), never the serving image (vLLM's Ray): the RayService's
+    ``rayVersion`` names the Ray its pods run. Source: KubeRay v1.7.0 ``RayClusterSpec.RayVersion`` (the version
+    checks KubeRay makes, e.g. token auth's 2.52 floor, read it)."""
+    project(tmp_path)
+    (tmp_path / "src" / "lm" / "serve.py").write_text("app = object()\n")
+    config = CONFIG + """  - name: scorer
+    kind: serve
+    slice: serve
+    code: ./src
+    requirements: requirements.txt
+    serve_app: lm.serve:app
+"""
+    spec = parse(config, str(tmp_path / "raytpu.yaml"), base=tmp_path)
+    work = spec.workload("scorer")
+    name = images.team_image_name(work)
+    ref = f"us-docker.pkg.dev/fixture-project/raytpu-fixture/{name}@sha256:{'a' * 64}"
+    image = images.resolver({**FIXTURE_REFS, name: ref}, stack="fixture-cluster")(work)
+    assert image == (ref, images.IMAGES[team.BASE_IMAGE].ray_version) and image.ray_version == "2.60.0"
+
+
 def test_submit_names_the_build_command_when_the_locks_image_is_missing(spec: Any) -> None:
     work = spec.workload("pretrain")
     with pytest.raises(errors.InvalidInput) as caught:

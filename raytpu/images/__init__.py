@@ -85,7 +85,9 @@ def _team_image(work: WorkloadSpec, refs: Mapping[str, str], *, stack: str) -> P
             "on it)")
     if not DIGEST_REF.match(reference):
         raise errors.invalid_value(f"raytpu.images.json {name}", reference, "is not a digest reference", REF_RULE)
-    return PodImage(reference, for_kind(work.kind.name).ray_version)
+    from raytpu.images.team import BASE_IMAGE
+
+    return PodImage(reference, IMAGES[BASE_IMAGE].ray_version)  # a lock's image is layered on the job image
 
 
 def resolver(refs: Mapping[str, str], *, stack: str) -> Callable[[WorkloadSpec], PodImage]:
