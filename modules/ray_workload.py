@@ -59,6 +59,13 @@ class RayWorkloadProps:
         return str(self.manifest["kind"])
 
     @property
+    def rolls_by_replacement(self) -> bool:
+        """A RayService with upgradeStrategy None: KubeRay applies no change of its Ray cluster spec, so Terraform
+        replaces it (NewCluster rolls by itself). Source: KubeRay v1.7.0 ``RayServiceUpgradeNone``."""
+        strategy = self.manifest.get("spec", {}).get("upgradeStrategy") or {}
+        return self.kind == "RayService" and strategy.get("type") == "None"
+
+    @property
     def name(self) -> str:
         """The object's name."""
         return str(self.manifest["metadata"]["name"])
@@ -74,8 +81,8 @@ def hcl_crd_declares(crd_object: str, field_path: str) -> str:
 class RayWorkload(Construct):
     """Applies one KubeRay object. Resource ids: ``manifest``; ``crd`` (the live CRD, with ``requires``);
     ``network-policy`` (with ``network_policy``: the object waits for it, so none of its pods runs unguarded);
-    ``cluster-spec`` (a RayService: a changed ``spec.rayClusterConfig`` replaces the object, since KubeRay applies
-    no cluster change to a running RayService with upgradeStrategy None, as ``submit --replace`` does)."""
+    ``cluster-spec`` (:attr:`RayWorkloadProps.rolls_by_replacement`: a changed ``spec.rayClusterConfig`` replaces the
+    object, as ``submit --replace`` does)."""
 
     def __init__(self, scope: Construct, id: str, props: RayWorkloadProps) -> None:
         super().__init__(scope, id)
@@ -86,7 +93,7 @@ class RayWorkload(Construct):
             field_manager=km.ManifestFieldManager(name=props.field_manager, force_conflicts=False))
         # Source: KubeRay v1.7.0 rayservice_controller.go shouldPrepareNewCluster; Terraform's terraform_data
         # (triggers_replace) and lifecycle replace_triggered_by: developer.hashicorp.com/terraform/language/resources
-        self.cluster_spec = None if props.kind != "RayService" else DataResource(
+        self.cluster_spec = None if not props.rolls_by_replacement else DataResource(
             self, "cluster-spec", triggers_replace={"rayClusterConfig": props.manifest["spec"]["rayClusterConfig"]})
         # a bare address: cdktn renders a resource given here as "${...}", which Terraform's JSON syntax refuses there
         # (hashicorp/terraform-cdk#3532, #3645)

@@ -80,3 +80,25 @@ def test_a_changed_cluster_spec_replaces_the_rayservice_and_an_unchanged_one_doe
     assert plan.returncode == 2, plan.stdout[-2000:] + plan.stderr[-2000:]  # 2: changes
     assert "terraform_data.rayservice will be replaced due to changes in replace_triggered_by" in plan.stdout, \
         plan.stdout[-3000:]
+
+
+def test_a_rayservice_that_rolls_by_itself_is_never_replaced(tmp_path: Path) -> None:
+    """upgradeStrategy NewCluster: KubeRay v1.7.0 rolls a changed cluster spec by itself (a new RayCluster, then the
+    switch), so a replacement would only add downtime: no trigger."""
+    from _synth import read_stacks
+
+    from raytpu.modules.cdk import App, TerraformStack, kubernetes_provider
+    from raytpu.modules.ray_workload import RayWorkload, RayWorkloadProps
+
+    _, stacks = synth_config(str(STANDARD_EXAMPLE))
+    service, _, _ = _rayservice(stacks[WORKLOADS])
+    rolling = copy.deepcopy(service["manifest"])
+    rolling["spec"]["upgradeStrategy"] = {"type": "NewCluster"}
+    app = App(outdir=str(tmp_path))
+    stack = TerraformStack(app, "services")
+    kubernetes_provider.KubernetesProvider(stack, "kubernetes", host="https://example.invalid")
+    RayWorkload(stack, "serve", RayWorkloadProps(manifest=rolling))
+    app.synth()
+    synthesized = read_stacks(tmp_path)["services"]["resource"]
+    assert "terraform_data" not in synthesized
+    assert "lifecycle" not in next(iter(synthesized["kubernetes_manifest"].values()))
