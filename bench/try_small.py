@@ -1,6 +1,7 @@
 """The team example tried small on the emulated slice: ``local up``, ``submit pretrain --local --set ...``, ``local
 down``, with the whole cluster's peak memory (:class:`raytpu.local.PeakMemory`, PSS and RSS of every process of this
-cluster) and each step's wall time. Issue 47.4: find ``--set`` values that fit a 2-core, 24 GiB machine.
+cluster) and each step's wall time. Issue 47.4: find ``--set`` values that fit a 2-core, 24 GiB machine. The submit
+runs twice on the same slice: cold (the lock's venv is built in the run folder) and warm (found there).
 
     .venv/bin/python bench/try_small.py --set train_config.d_model=256 --set train_config.steps=20 ...
 """
@@ -32,6 +33,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as run_dir, local.PeakMemory(tag_prefix=prefix) as memory:
         steps = {"up": [*raytpu, "local", "up", "--config", CONFIG, "--dir", run_dir],
                  "submit": [*raytpu, "submit", "pretrain", "--config", CONFIG, "--local", "--dir", run_dir, *sets]}
+        steps["submit_warm"] = steps["submit"]
         try:
             for name, command in steps.items():
                 start = time.monotonic()
@@ -47,7 +49,7 @@ def main() -> int:
     out["peak_pss_gib"] = round(memory.peak_pss_bytes / 2**30, 2)
     out["peak_rss_gib"] = round(memory.peak_rss_bytes / 2**30, 2)
     print(json.dumps(out, indent=2))
-    return 0 if out.get("submit_rc") == 0 else 1
+    return 0 if out.get("submit_rc") == 0 and out.get("submit_warm_rc") == 0 else 1
 
 
 if __name__ == "__main__":
