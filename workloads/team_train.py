@@ -256,8 +256,9 @@ def team_stamps(attempts: list[dict[str, Any]]) -> list[Stamp]:
     made: list[Stamp] = []
     if attempts:
         first = attempts[0]
-        made.append(stamp("reserved", "JaxTrainer's workers placed on the slice (the team's function started)",
-                          wall=first["started_wall"]))
+        made.append(stamp("reserved", "JaxTrainer's workers placed on the slice and the team's function started: "
+                          "since the driver joined, Ray Train's controller, the slice's placement group and its worker "
+                          "actors", wall=first["started_wall"]))
         if (compiled := first.get("compile")) and compiled.get("wall"):
             made.append(compile_started(compiled["wall"], compiled["s"], "JaxTrainer's workers placed, then the "
                                         "team's function up to its first compile (imports, set-up; rank 0)"))

@@ -82,11 +82,11 @@ def run_demo(options: DemoOptions, say: Progress, show: Progress,
     described(spec)
     plan = config_slice_plan(spec)
     with claim(options.dir):
-        _synth(demo)
+        synthesized = _start_synth_step(demo)  # beside the slice's start: the two share no state
         # a temp-dir prefix of our own: the memory sampler counts this cluster's processes, nobody else's
         os.environ[local.ENV_TMP_PREFIX] = f"{local.TMP_PREFIX}d{os.getpid()}-"
         with local.PeakMemory(tag_prefix=os.environ[local.ENV_TMP_PREFIX]) as memory:
-            _on_the_slice(demo, spec, plan)
+            _on_the_slice(demo, spec, plan, synthesized)
     report = demo.report
     report["timeline"] = demo.recorder.finish("torn down")
     report["peak_memory_mib"] = round(memory.peak_pss_bytes / 2**20)
@@ -155,31 +155,41 @@ def _validate(demo: Demo) -> ClusterSpec:
     return spec
 
 
-def _synth(demo: Demo) -> None:
-    """The ``synth`` step, in a child process; skipped with ``--no-synth`` or without the CDK layer."""
+def _start_synth_step(demo: Demo) -> Callable[[], None]:
+    """Starts the ``synth`` step in a child process; returns what waits for it and records the step in its place
+    (after ``validate``; idempotent). Skipped with ``--no-synth`` or without the CDK layer."""
     options, report = demo.options, demo.report
     if options.no_synth:
         report["steps"].append({"step": "synth", "ok": True, "skipped": "--no-synth"})
-    elif not synth_available():
+        return lambda: None
+    if not synth_available():
         report["steps"].append({"step": "synth", "ok": True, "skipped": "raytpu.stacks.app or cdktn not installed"})
         demo.say("skip synth: raytpu.stacks.app or cdktn is not installed")
-    else:
-        demo.say(f"synthesizing the stacks of {options.config} into {options.out}")
-        synth_started = time.monotonic()
-        synth_proc = _start_synth(options.config, options.out)
+        return lambda: None
+    demo.say(f"synthesizing the stacks of {options.config} into {options.out} (beside the slice's start)")
+    synth_started = time.monotonic()
+    synth_proc = _start_synth(options.config, options.out)
+    place = len(report["steps"])
+
+    def finish() -> None:
+        if synth_proc.returncode is not None:
+            return
         out, err = synth_proc.communicate(timeout=600)
         files = [line.strip() for line in out.splitlines() if line.strip()]
         demo.step("synth", synth_proc.returncode == 0, synth_started, files=files,
                   **({} if synth_proc.returncode == 0 else {"stderr": err[-2000:]}))
+        report["steps"].insert(place, report["steps"].pop())
+    return finish
 
 
-def _on_the_slice(demo: Demo, spec: ClusterSpec, plan: SlicePlan) -> None:
-    """The steps on an emulated slice of ``plan`` (up, smoke, train), then its ``teardown``, always; a failure is the
-    report's ``error`` step."""
+def _on_the_slice(demo: Demo, spec: ClusterSpec, plan: SlicePlan, synthesized: Callable[[], None]) -> None:
+    """The steps on an emulated slice of ``plan`` (up, then the synth started beside it is waited for, smoke,
+    train), then its ``teardown``, always; a failure is the report's ``error`` step."""
     from raytpu import local
     early: EarlyTrain | None = None
     try:
         cluster = _slice_up(demo, plan)
+        synthesized()
         if demo.options.preempt:
             _smoke(demo, cluster, spec, plan)
             _train_preempted(demo, cluster)
@@ -191,6 +201,7 @@ def _on_the_slice(demo: Demo, spec: ClusterSpec, plan: SlicePlan) -> None:
         demo.report["steps"].append({"step": "error", "ok": False, "error": f"{type(exc).__name__}: {exc}"})
         demo.say(f"FAIL {type(exc).__name__}: {exc}")
     finally:
+        synthesized()  # the child reaped, its step recorded, whatever failed
         started = time.monotonic()
         local.stop(demo.options.dir)
         if early is not None:
@@ -277,9 +288,9 @@ def _slice_up(demo: Demo, plan: SlicePlan) -> LocalCluster:
     from raytpu.local.phases import emulated_phases
 
     started = time.monotonic()
-    synthesized = any(s["step"] == "synth" and not s.get("skipped") for s in demo.report["steps"])
-    demo.recorder.mark("applied", f"validated{' and synthesized' if synthesized else ''}; the emulated slice "
-                       "starts (where GKE would get the RayJob)", timeline.EMULATED)
+    skipped = any(s["step"] == "synth" and s.get("skipped") for s in demo.report["steps"])
+    demo.recorder.mark("applied", f"validated{'' if skipped else '; the stacks synthesize beside the slice'}; the "
+                       "emulated slice starts (where GKE would get the RayJob)", timeline.EMULATED)
     emulated_phases(demo.recorder)  # each host gets the webhook's variables as it is launched
     cluster = local.start(plan, 1, demo.options.dir, progress=demo.say, owner="raytpu demo")  # clears a dead leftover
     demo.recorder.mark("ray_joined", f"{plan.hosts} Ray node(s) registered with ray.io/tpu-slice-name="
