@@ -28,11 +28,13 @@ CITED = re.compile(r"FACTS\.md#([A-Za-z0-9_-]+)")
 LINKED = re.compile(r"\]\(#([A-Za-z0-9_-]+)\)")
 KEBAB = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 NUMBER = r"\d+(?:\.(?:\d+|[a-z]{1,2}))*\b"
-OLD_STYLE = re.compile(rf"\bFACTS(?:\.md)?`?(?:[ \t]+|[ \t]*\n[ \t]*(?:#[ \t]*)?)\(?(?:(?:[Ss]ections?|§§?)[ \t]*)?"
+BREAK = r"[ \t]*(?:\n[ \t]*(?:#[ \t]*)?)?"
+"""Spaces, or a line break (a comment's ``#`` after it) where a reference is wrapped."""
+OLD_STYLE = re.compile(rf"\bFACTS(?:\.md)?`?(?:[ \t]+|[ \t]*\n[ \t]*(?:#[ \t]*)?)\(?(?:(?:[Ss]ections?|§§?){BREAK})?"
                        rf"{NUMBER}|\bFACTS\b[^\n]*?(?:\b[Ss]ections?|§)[ \t]*\d")
 """A numbered reference: FACTS 25.40, docs/FACTS.md section 24.y, FACTS.md §2, docs/FACTS.md\\n    section 16, or
 a section number later on a line that names FACTS."""
-INSIDE_OLD = re.compile(r"(?<!RFC 6902 )(?<!\d{4}\.\d{5}, )\b(?:[Ss]ections?|§)[ \t]*\d")
+INSIDE_OLD = re.compile(rf"(?<!RFC 6902 )(?<!\d{{4}}\.\d{{5}}, )\b(?:[Ss]ections?|§){BREAK}\d")
 """Inside docs/FACTS.md, a reference by number to one of its own sections (an RFC's or a paper's are theirs)."""
 
 
@@ -121,6 +123,8 @@ def test_no_numbered_reference_remains() -> None:
     ("(FACTS 25.40)", True),
     ("see FACTS.md §2", True),
     ("(docs/FACTS.md\n    section 16)", True),
+    ("(docs/FACTS.md section\n  12).", True),
+    ("# see docs/FACTS.md section\n# 24.x", True),
     ("How and why: docs/FACTS.md#preemption-manifests (sections 18 and 24.y).", True),
     ("Source: docs/FACTS.md#kuberay-builders.", False),
     ("FACTS_TABLE = {", False),
