@@ -100,6 +100,27 @@ def test_every_emulated_node_runs_serves_hot_path_settings_unless_this_process_s
 
 
 @pytest.mark.unit
+def test_a_driver_reaches_its_own_cluster_not_one_this_process_spoke_to_before(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``speak_auth`` exports a cluster's addresses into this process; a driver started later for another cluster
+    must not inherit them (the State API goes to ``RAY_API_SERVER_ADDRESS`` first: Ray 2.60
+    ``ray.dashboard.utils.get_address_for_submission_client``). Found when a test's teardown listed another cluster's
+    actors."""
+    from raytpu.local.connection import speak_auth
+
+    cluster = local.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1", plan={},
+                                 slices=[], dashboard="http://127.0.0.1:2", auth_token_path="/tmp/raytpu-x/token")
+    other = local.LocalCluster(run_dir=str(tmp_path / "o"), temp_dir="/tmp/raytpu-y", address="127.0.0.1:3",
+                               plan={}, slices=[], dashboard="http://127.0.0.1:4", auth_token_path="/tmp/y")
+    for key in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.delenv(key, raising=False)  # speak_auth below sets them; monkeypatch puts them back
+    speak_auth(other)
+    env = cluster.driver_env()
+    assert (env["RAY_ADDRESS"], env["RAY_API_SERVER_ADDRESS"], env["RAY_AUTH_TOKEN_PATH"]) == (
+        "127.0.0.1:1", "http://127.0.0.1:2", "/tmp/raytpu-x/token")
+
+
+@pytest.mark.unit
 def test_stop_without_a_cluster_is_a_no_op(tmp_path: Path) -> None:
     assert local.stop(tmp_path) == 0
 

@@ -140,10 +140,11 @@ class LocalCluster:
         return (Path(self.run_dir) / STATE_FILE).stat().st_mtime
 
     def driver_env(self) -> dict[str, str]:
-        """Environment for a driver process (``python -m raytpu.workloads.smoke``) on this cluster."""
+        """Environment for a driver process (``python -m raytpu.workloads.smoke``) on this cluster: its own addresses,
+        the State API's too (:meth:`ray_cli_env`), never another cluster's this process spoke to before."""
         env = {k: v for k, v in os.environ.items() if k not in WEBHOOK_ENV}
-        env.update({"RAY_ADDRESS": self.address, ENV_EMULATED: "1", "RAY_USAGE_STATS_ENABLED": "0",
-                    ENV_CLUSTER: self.temp_dir, **self.auth_env()})
+        env.update({ENV_EMULATED: "1", "RAY_USAGE_STATS_ENABLED": "0", ENV_CLUSTER: self.temp_dir,
+                    **self.ray_cli_env()})
         return env
 
 
