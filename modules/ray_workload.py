@@ -99,18 +99,20 @@ class RayWorkload(Construct):
         # (hashicorp/terraform-cdk#3532, #3645)
         replaced_by = None if self.cluster_spec is None else [
             f"{self.cluster_spec.terraform_resource_type}.{self.cluster_spec.friendly_unique_id}"]
-        lifecycle = TerraformResourceLifecycle(replace_triggered_by=replaced_by) if replaced_by else None
+        preconditions: list[Precondition] = []
         if props.requires:
             fields_, version = props.requires
             crd = data_kubernetes_resource.DataKubernetesResource(
                 self, "crd", api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition",
                 metadata=data_kubernetes_resource.DataKubernetesResourceMetadata(
                     name=resource(props.kind).display))
-            lifecycle = TerraformResourceLifecycle(replace_triggered_by=replaced_by, precondition=[Precondition(
+            preconditions = [Precondition(
                 condition=f"${{{hcl_crd_declares(crd.fqn + '.object', f)}}}",
                 error_message=f"The cluster's KubeRay (GKE's Ray Operator add-on) serves a {props.kind} CRD without "
                               f"{f}, which KubeRay {version} brought; valid: "
-                              f"{kuberay_remedy(version, props.kind)}.") for f in fields_])
+                              f"{kuberay_remedy(version, props.kind)}.") for f in fields_]
+        lifecycle = TerraformResourceLifecycle(replace_triggered_by=replaced_by, precondition=preconditions or None) \
+            if replaced_by or preconditions else None
         self.manifest = km.Manifest(
             self, "manifest",
             manifest=dict(props.manifest),

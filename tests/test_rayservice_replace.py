@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _synth import STANDARD_EXAMPLE, resources, synth_config
+from _synth import STANDARD_EXAMPLE, read_stacks, resources, synth_config
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]
 
@@ -85,8 +85,6 @@ def test_a_changed_cluster_spec_replaces_the_rayservice_and_an_unchanged_one_doe
 def test_a_rayservice_that_rolls_by_itself_is_never_replaced(tmp_path: Path) -> None:
     """upgradeStrategy NewCluster: KubeRay v1.7.0 rolls a changed cluster spec by itself (a new RayCluster, then the
     switch), so a replacement would only add downtime: no trigger."""
-    from _synth import read_stacks
-
     from raytpu.modules.cdk import App, TerraformStack, kubernetes_provider
     from raytpu.modules.ray_workload import RayWorkload, RayWorkloadProps
 
