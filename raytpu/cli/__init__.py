@@ -19,7 +19,7 @@ from typing import NoReturn
 
 from raytpu import __version__
 from raytpu.core.common import timeline
-from raytpu.core.common.errors import EXIT_INVALID, InvalidInput, InvalidInputs, RaytpuError, report
+from raytpu.core.common.errors import EXIT_INTERRUPTED, EXIT_INVALID, InvalidInput, InvalidInputs, RaytpuError, report
 
 ORDER = ("catalog", "describe", "validate", "synth", "local", "demo", "images", "submit", "runs", "smoke",
          "doctor", "report")
@@ -108,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("error: interrupted\n")
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # `raytpu catalog | head`: the reader left; not an error of ours
         sys.stderr.close()
         return 0

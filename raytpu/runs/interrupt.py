@@ -1,6 +1,6 @@
 """A followed run interrupted (Ctrl-C, SIGTERM): the command stops the run it started before it exits, so nothing is
 left holding the slice; a second signal while it stops leaves the run going and says how to cancel it (issue 48).
-Standard library only."""
+Standard library and the kit's exit codes."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-EXIT_INTERRUPTED = 130
-"""The CLI contract's "interrupted" (docs/DESIGN.md: every command exits 130 on Ctrl-C and on SIGTERM)."""
+from raytpu.core.common.errors import EXIT_INTERRUPTED
 
 
 class Terminated(KeyboardInterrupt):

@@ -15,6 +15,8 @@ T = TypeVar("T")
 
 EXIT_RUNTIME = 1
 EXIT_INVALID = 2
+EXIT_INTERRUPTED = 130
+"""Ctrl-C or SIGTERM, for every command (docs/DESIGN.md, the CLI contract)."""
 
 _MAX_LISTED = 12
 MAX_EXCERPT = 80
