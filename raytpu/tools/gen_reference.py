@@ -44,8 +44,9 @@ def type_name(hint: Any) -> str:
     return getattr(hint, "__name__", str(hint))
 
 
-def _default(item: dataclasses.Field[Any], hint: Any) -> str:
-    """As the YAML structure reads it (``raytpu.config.structure_of``): a key that admits null is never required."""
+def _default(item: dataclasses.Field[Any], required: bool) -> str:
+    """The field's default; without one, ``required`` (as the YAML structure, ``raytpu.config.structure_of``, reads
+    the key: one that admits null is not)."""
     if item.default is not dataclasses.MISSING:
         value = item.default
         if dataclasses.is_dataclass(value) and not hasattr(value, "name"):
@@ -55,7 +56,7 @@ def _default(item: dataclasses.Field[Any], hint: Any) -> str:
         return "unset" if value is None else f"`{getattr(value, 'name', value)!s}`"
     if item.default_factory is not dataclasses.MISSING:
         return "empty"
-    return "unset" if type(None) in typing.get_args(hint) else "**required**"
+    return "**required**" if required else "unset"
 
 
 def _source(cls: type) -> str:
@@ -64,11 +65,12 @@ def _source(cls: type) -> str:
 
 def _rows(spec: type, path: str) -> tuple[list[str], list[tuple[str, type]]]:
     """The table rows of ``spec``'s fields as ``raytpu.yaml`` writes them, and the nested sections found."""
-    from raytpu.config import WRITTEN_AS
+    from raytpu.config import WRITTEN_AS, structure_of
     from raytpu.core.specs import workload_fields
     from raytpu.core.specs.spec import WorkloadSpec
 
     hints = typing.get_type_hints(spec)
+    structure = structure_of(spec).model_fields
     rows, nested = [], []
     for item in dataclasses.fields(spec):
         for key, hint in WRITTEN_AS.get((spec, item.name), {item.name: hints[item.name]}).items():
@@ -76,6 +78,7 @@ def _rows(spec: type, path: str) -> tuple[list[str], list[tuple[str, type]]]:
             inner = [a for a in (*parts, *(b for a in parts for b in typing.get_args(a)))
                      if isinstance(a, type) and dataclasses.is_dataclass(a)]
             listed = "[]" if any(typing.get_origin(a) is tuple for a in parts) else ""
+            default = _default(item, structure[key].is_required())
             if inner:
                 nested.append((f"{path}.{key}{listed}" if path else f"{key}{listed}", inner[0]))
             if spec is WorkloadSpec:
@@ -84,10 +87,10 @@ def _rows(spec: type, path: str) -> tuple[list[str], list[tuple[str, type]]]:
                 if row.beside:
                     kinds = f"{', '.join(workload_fields.FIELDS[row.beside].kinds or ())} (with `{row.beside}`)"
                 required = "all" if "*" in row.required else ", ".join(row.required) or "none"
-                rows.append(f"| `{key}` | {type_name(hint)} | {_default(item, hint)} | {kinds} | {required} | "
+                rows.append(f"| `{key}` | {type_name(hint)} | {default} | {kinds} | {required} | "
                             f"{row.doc} | `raytpu/core/specs/{row.rule}.py` |")
             else:
-                rows.append(f"| `{key}` | {type_name(hint)} | {_default(item, hint)} | `{_source(spec)}` |")
+                rows.append(f"| `{key}` | {type_name(hint)} | {default} | `{_source(spec)}` |")
     return rows, nested
 
 
