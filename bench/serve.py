@@ -134,10 +134,15 @@ def cpu_seconds(pids: set[int]) -> float:
     return total
 
 
+RAY_WORKER_NICENESS = 15
+"""The niceness Ray starts every worker process at, so the app's replica and the vLLM engine it spawns (the raylet,
+GCS and dashboard stay at 0). Source: Ray 2.60 ``src/ray/common/ray_config_def.h`` ``worker_niceness``."""
+
+
 @contextlib.contextmanager
-def vllm_server(model: tiny_llm.TinyModel) -> Iterator[tuple[Server, int, str]]:
-    """vLLM's own OpenAI server (``python -m vllm.entrypoints.openai.api_server``) with the twin's engine args; yields
-    it, its root pid and its log's path."""
+def vllm_server(model: tiny_llm.TinyModel, niceness: int = 0) -> Iterator[tuple[Server, int, str]]:
+    """vLLM's own OpenAI server (``python -m vllm.entrypoints.openai.api_server``) with the twin's engine args, at
+    ``niceness`` (its engine processes inherit it); yields it, its root pid and its log's path."""
     app = serving.serve_config(WORK, cpu_model=(model.name, str(model.path)))["applications"][0]
     twin = app["args"]["llm_configs"][0]
     port = free_port()
@@ -147,7 +152,8 @@ def vllm_server(model: tiny_llm.TinyModel) -> Iterator[tuple[Server, int, str]]:
     env = os.environ | twin["runtime_env"]["env_vars"]
     log = tempfile.NamedTemporaryFile(prefix="raytpu-bench-vllm-", suffix=".log", delete=False)  # noqa: SIM115
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=lambda: os.setpriority(os.PRIO_PROCESS, 0, niceness))
     try:
         url = f"http://127.0.0.1:{port}/v1"
         wait_answering(Endpoint(url, model.name), time.monotonic() + 300)
@@ -243,7 +249,7 @@ def session(model: tiny_llm.TinyModel, env: dict[str, str], args: argparse.Names
     everything = local.PeakMemory(tag_prefix=local.temp_prefix())
     with contextlib.ExitStack() as stack:
         stack.enter_context(everything)
-        vllm, vllm_pid, log = stack.enter_context(vllm_server(model))
+        vllm, vllm_pid, log = stack.enter_context(vllm_server(model, args.vllm_niceness))
         vllm_mem = stack.enter_context(local.PeakMemory(root=vllm_pid))
         ray = stack.enter_context(ray_server(env))
         servers = {"vllm": vllm, "ray": ray}
@@ -252,7 +258,8 @@ def session(model: tiny_llm.TinyModel, env: dict[str, str], args: argparse.Names
         for server in servers.values():
             asyncio.run(_batch(server.url, server.model, 2, 8, 10_000))  # warm-up
         levels = {str(c): measure_level(servers, c, args) for c in args.concurrency}
-    return {"env": env, "ready_s": {"vllm": vllm.ready_s, "ray": ray.ready_s}, "vllm_log": log, "pinned": pinned,
+    return {"env": env, "vllm_niceness": args.vllm_niceness, "ready_s": {"vllm": vllm.ready_s, "ray": ray.ready_s},
+            "vllm_log": log, "pinned": pinned,
             "peak_pss_gib": {"vllm": vllm_mem.peak_pss_bytes / 2**30, "all": everything.peak_pss_bytes / 2**30},
             "load_avg": [load0, _load()], "by_concurrency": levels}
 
@@ -287,6 +294,9 @@ def check(args: argparse.Namespace) -> int:
     for flag in ("window_s", "window_tokens", "block_s"):
         if getattr(args, flag) < 0:
             return _bad(f"--{flag.replace('_', '-')}", getattr(args, flag), "must be at least 0", "e.g. 12, 1024, 3")
+    if not 0 <= args.vllm_niceness <= 19:
+        return _bad("--vllm-niceness", args.vllm_niceness, "must be 0..19 (raising a process's priority needs "
+                    "privileges)", f"{RAY_WORKER_NICENESS} (Ray's worker niceness) or 0")
     if args.agree <= 0:
         return _bad("--agree", args.agree, "must be above 0", "e.g. 0.15")
     bad_env = [kv for kv in args.alt_ray_env if "=" not in kv]
@@ -316,6 +326,10 @@ def main() -> int:
     parser.add_argument("--pin-engine", action="store_true",
                         help="both vLLM engines' processes on one core, every other process and the client on the "
                         "others (a TPU host's engine does not compete with the serving path for cores)")
+    parser.add_argument("--vllm-niceness", type=int, default=0,
+                        help=f"vLLM's own server's niceness (default 0, as a plain start; {RAY_WORKER_NICENESS} is "
+                        "what Ray gives the app's replica and engine, so both servers stand alike against the client "
+                        "and the machine)")
     parser.add_argument("--cache-dir", default=None)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

@@ -142,7 +142,8 @@ def test_settling_needs_ttft_p50_to_agree_too() -> None:
     (["--concurrency", "4", "0"], "--concurrency"), (["--pairs", "0"], "--pairs"), (["--pairs", "1"], "--pairs"),
     (["--max-pairs", "0"], "--max-pairs"), (["--block-s", "-2"], "--block-s"),
     (["--pairs", "4", "--max-pairs", "3"], "--max-pairs"),
-    (["--alt-ray-env", "NOEQUALS"], "--alt-ray-env"), (["--alt-ray-env", "A=1", "B"], "--alt-ray-env")])
+    (["--alt-ray-env", "NOEQUALS"], "--alt-ray-env"), (["--alt-ray-env", "A=1", "B"], "--alt-ray-env"),
+    (["--vllm-niceness", "-1"], "--vllm-niceness"), (["--vllm-niceness", "20"], "--vllm-niceness")])
 def test_bad_bench_arguments_exit_2_naming_the_flag_before_any_server_starts(
         argv: list[str], named: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(sys, "argv", ["bench/serve.py", *argv])
