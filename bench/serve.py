@@ -135,8 +135,8 @@ def cpu_seconds(pids: set[int]) -> float:
 
 
 RAY_WORKER_NICENESS = 15
-"""The niceness Ray starts every worker process at, so the app's replica and the vLLM engine it spawns (the raylet,
-GCS and dashboard stay at 0). Source: Ray 2.60 ``src/ray/common/ray_config_def.h`` ``worker_niceness``."""
+"""The niceness Ray starts every worker process at: the app's replica, the vLLM engine it spawns and HAProxy (the
+raylet, GCS and dashboard stay at 0). Source: Ray 2.60 ``src/ray/common/ray_config_def.h`` ``worker_niceness``."""
 
 
 @contextlib.contextmanager
@@ -265,7 +265,8 @@ def session(model: tiny_llm.TinyModel, env: dict[str, str], args: argparse.Names
 
 
 def _print_table(name: str, result: dict[str, Any]) -> None:
-    print(f"{name} (env {result['env'] or 'the kit'}): ready vLLM {result['ready_s']['vllm']:.0f}s, Ray "
+    print(f"{name} (env {result['env'] or 'the kit'}; vLLM at niceness {result['vllm_niceness']}): "
+          f"ready vLLM {result['ready_s']['vllm']:.0f}s, Ray "
           f"{result['ready_s']['ray']:.0f}s; peak PSS vLLM {result['peak_pss_gib']['vllm']:.2f} GiB, all "
           f"{result['peak_pss_gib']['all']:.2f} GiB; load {result['load_avg']}")
     print(f"{'c':>3} | {'pairs':>5} | {'vLLM tok/s':>10} | {'Ray tok/s':>9} | ratio (median; spread) of the last pairs")
