@@ -94,12 +94,19 @@ def user_env(**extra: str) -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS", "RAY_API"))} | extra
 
 
+def as_from_a_terminal() -> None:
+    """Ctrl-C deliverable, as in a user's terminal: a test run started in the background (``make test &``, nohup)
+    ignores SIGINT, which its children inherit, and Python then installs no KeyboardInterrupt handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def submit(config: Path, cluster: local.LocalCluster, workload: str, *extra: str, log: Path,
            env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     with log.open("wb") as sink:
         return subprocess.Popen([sys.executable, "-m", "raytpu", "submit", workload, "--local", "--wait", "--config",
                                  str(config), "--dir", cluster.run_dir, *extra], env=env or user_env(), stdout=sink,
-                                stderr=subprocess.STDOUT, cwd=config.parent, start_new_session=True)
+                                stderr=subprocess.STDOUT, cwd=config.parent, start_new_session=True,
+                                preexec_fn=as_from_a_terminal)
 
 
 def wait_for(log: Path, text: str, proc: subprocess.Popen[bytes], timeout_s: float = 300) -> None:
