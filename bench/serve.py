@@ -140,9 +140,10 @@ raylet, GCS and dashboard stay at 0). Source: Ray 2.60 ``src/ray/common/ray_conf
 
 
 @contextlib.contextmanager
-def vllm_server(model: tiny_llm.TinyModel, niceness: int = 0) -> Iterator[tuple[Server, int, str]]:
+def vllm_server(model: tiny_llm.TinyModel, niceness: int | None = None) -> Iterator[tuple[Server, int, str]]:
     """vLLM's own OpenAI server (``python -m vllm.entrypoints.openai.api_server``) with the twin's engine args, at
-    ``niceness`` (its engine processes inherit it); yields it, its root pid and its log's path."""
+    ``niceness`` (None: this process's, as a plain start; its engine processes inherit it); yields it, its root pid
+    and its log's path."""
     app = serving.serve_config(WORK, cpu_model=(model.name, str(model.path)))["applications"][0]
     twin = app["args"]["llm_configs"][0]
     port = free_port()
@@ -152,8 +153,9 @@ def vllm_server(model: tiny_llm.TinyModel, niceness: int = 0) -> Iterator[tuple[
     env = os.environ | twin["runtime_env"]["env_vars"]
     log = tempfile.NamedTemporaryFile(prefix="raytpu-bench-vllm-", suffix=".log", delete=False)  # noqa: SIM115
     t0 = time.monotonic()
+    nice = None if niceness is None else (lambda: os.setpriority(os.PRIO_PROCESS, 0, niceness))
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            preexec_fn=lambda: os.setpriority(os.PRIO_PROCESS, 0, niceness))
+                            preexec_fn=nice)
     try:
         url = f"http://127.0.0.1:{port}/v1"
         wait_answering(Endpoint(url, model.name), time.monotonic() + 300)
@@ -265,7 +267,8 @@ def session(model: tiny_llm.TinyModel, env: dict[str, str], args: argparse.Names
 
 
 def _print_table(name: str, result: dict[str, Any]) -> None:
-    print(f"{name} (env {result['env'] or 'the kit'}; vLLM at niceness {result['vllm_niceness']}): "
+    nice = "inherited" if result["vllm_niceness"] is None else result["vllm_niceness"]
+    print(f"{name} (env {result['env'] or 'the kit'}; vLLM's niceness {nice}): "
           f"ready vLLM {result['ready_s']['vllm']:.0f}s, Ray "
           f"{result['ready_s']['ray']:.0f}s; peak PSS vLLM {result['peak_pss_gib']['vllm']:.2f} GiB, all "
           f"{result['peak_pss_gib']['all']:.2f} GiB; load {result['load_avg']}")
@@ -295,7 +298,7 @@ def check(args: argparse.Namespace) -> int:
     for flag in ("window_s", "window_tokens", "block_s"):
         if getattr(args, flag) < 0:
             return _bad(f"--{flag.replace('_', '-')}", getattr(args, flag), "must be at least 0", "e.g. 12, 1024, 3")
-    if not 0 <= args.vllm_niceness <= 19:
+    if args.vllm_niceness is not None and not 0 <= args.vllm_niceness <= 19:
         return _bad("--vllm-niceness", args.vllm_niceness, "must be 0..19 (raising a process's priority needs "
                     "privileges)", f"{RAY_WORKER_NICENESS} (Ray's worker niceness) or 0")
     if args.agree <= 0:
@@ -327,10 +330,10 @@ def main() -> int:
     parser.add_argument("--pin-engine", action="store_true",
                         help="both vLLM engines' processes on one core, every other process and the client on the "
                         "others (a TPU host's engine does not compete with the serving path for cores)")
-    parser.add_argument("--vllm-niceness", type=int, default=0,
-                        help=f"vLLM's own server's niceness (default 0, as a plain start; {RAY_WORKER_NICENESS} is "
-                        "what Ray gives the app's replica and engine, so both servers stand alike against the client "
-                        "and the machine)")
+    parser.add_argument("--vllm-niceness", type=int, default=None,
+                        help="vLLM's own server's niceness (default: this process's, as a plain start; "
+                        f"{RAY_WORKER_NICENESS} is what Ray gives the app's replica and engine, so both servers stand "
+                        "alike against the client and the machine)")
     parser.add_argument("--cache-dir", default=None)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
