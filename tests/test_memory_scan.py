@@ -1,5 +1,6 @@
 """The memory sampler's process scan (:func:`raytpu.local.memory.tree_processes`): a cluster's processes found by
-their tag, their children with them, nothing else; the same set again from its tag cache."""
+their tag, their children with them, nothing else; the same set again from its tag cache; PSS read only when it could
+be a new peak."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from raytpu.local.memory import TagCache, tree_processes
+from raytpu.local.memory import PeakMemory, TagCache, memory_bytes, tree_processes
 from raytpu.local.state import ENV_CLUSTER
 
 pytestmark = pytest.mark.unit
@@ -48,3 +49,44 @@ def test_the_scan_finds_a_clusters_processes_and_their_children_and_no_other(tmp
         for proc in (ours, other):
             os.killpg(proc.pid, 9)
             proc.wait()
+
+
+GROWER = ("import sys\nheld = []\nprint('up', flush=True)\nfor line in sys.stdin:\n"
+          "    held.append(bytearray(int(line)))  # zero-filled: every page touched, resident\n"
+          "    print('ok', flush=True)\n")
+
+
+def test_the_sampler_reads_pss_only_when_it_could_be_a_new_peak_and_finds_the_same_peak() -> None:
+    """A process that grows, holds, grows: PSS is read on growth (the RSS bound passes the peak), not while it holds
+    (until ``recheck_s``); the peak equals a full read's."""
+    proc = subprocess.Popen([sys.executable, "-c", GROWER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stdout.readline().strip() == "up"
+
+    def grow(mib: int) -> None:
+        proc.stdin.write(f"{mib * 2**20}\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "ok"
+
+    try:
+        sampler = PeakMemory(root=proc.pid, recheck_s=3600.0)
+        sampler.sample()
+        assert sampler.pss_reads == 1  # the first sample always reads
+        grow(64)
+        sampler.sample()
+        assert sampler.pss_reads == 2
+        for _ in range(3):  # holding: the bound stays at the peak
+            sampler.sample()
+        assert sampler.pss_reads == 2
+        grow(32)
+        sampler.sample()
+        assert sampler.pss_reads == 3
+        assert sampler.peak_pss_bytes == pytest.approx(memory_bytes({proc.pid})[1], rel=0.01)
+        assert sampler.peak_pss_bytes > 96 * 2**20
+        again = PeakMemory(root=proc.pid, recheck_s=0.0)
+        again.sample()
+        again.sample()
+        assert again.pss_reads == 2  # recheck_s 0: every sample reads (bench/memory_sampler.py's baseline)
+    finally:
+        os.killpg(proc.pid, 9)
+        proc.wait()
