@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import socket
 import subprocess
 import sys
@@ -56,17 +55,21 @@ def _base_env(cluster: LocalCluster) -> dict[str, str]:
     return env
 
 
-def _ray_exe() -> str:
-    beside = Path(sys.executable).parent / "ray"
-    return str(beside) if beside.exists() else (shutil.which("ray") or "ray")
+RAY_CLI = ("import sys; sys.modules['ray.serve.scripts'] = None; from ray.scripts.scripts import main; "
+           "sys.argv[0] = 'ray'; main()")
+"""Ray's own CLI (``ray start ...``) without its optional ``serve`` subcommand group, whose import is more than half of
+``ray start``'s CPU (1.7 CPU-s against 0.7 for importing the CLI, bench/ray_cli.py) and which ``ray start`` never uses.
+Ray's CLI skips that group when its import fails, as in a Ray installed without Serve.
+Source: Ray 2.60 ``ray.scripts.scripts`` (``from ray.serve.scripts import cli`` in a ``try``)."""
 
 
 def _node_args(cluster: LocalCluster, head: bool, temp: str) -> list[str]:
     """``ray start`` for one node. Ray picks a host's ports itself (0, and agents write port files), so hosts starting
     together never race; the head's GCS, dashboard and client ports are chosen here, known in advance (Ray refuses 0 for
     the client's). Source: Ray 2.60.0 ``ray._private.parameter.RayParams._check_usage``."""
-    args = [_ray_exe(), "start", "--disable-usage-stats", "--temp-dir", temp, "--include-log-monitor", "true",
-            "--object-store-memory", str(OBJECT_STORE_BYTES), "--node-ip-address", "127.0.0.1",
+    args = [sys.executable, "-c", RAY_CLI, "start", "--disable-usage-stats", "--temp-dir", temp,
+            "--include-log-monitor", "true", "--object-store-memory", str(OBJECT_STORE_BYTES),
+            "--node-ip-address", "127.0.0.1",
             # Ray's default is a fixed 52365, which every second node on one machine would lose
             "--dashboard-agent-listen-port", "0", "--log-style", "record"]
     if head:
