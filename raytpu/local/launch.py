@@ -39,6 +39,13 @@ def free_port() -> int:
     raise RuntimeFailure("local: no free TCP port found")
 
 
+NO_FIRST_DRIVER_PRESTART = {"RAY_prestart_worker_first_driver": "0"}
+"""Ray's raylet starts idle workers for the first driver it sees; on the emulated head that is the kit's own node
+check (:func:`raytpu.local.connection.wait_for_nodes`), so both sat idle through every later job (0.6 CPU-s each on
+2 cores, bench/demo_cpu.py --workers). A value in this process's environment wins.
+Source: Ray 2.60 ``ray_config_def.h`` ``prestart_worker_first_driver``."""
+
+
 def _base_env(cluster: LocalCluster) -> dict[str, str]:
     """Every node's environment: this process's (a value set here wins over the kit's serving defaults,
     :data:`raytpu.core.manifests.serving.SERVE_HOT_PATH_ENV` and
@@ -49,7 +56,7 @@ def _base_env(cluster: LocalCluster) -> dict[str, str]:
     Source: Ray 2.60 ``ray._private.services.canonicalize_bootstrap_address_or_die`` ("Found multiple active Ray
     instances" without ``RAY_ADDRESS``)."""
     own = {k: v for k, v in os.environ.items() if k not in WEBHOOK_ENV and k != "RAY_ADDRESS"}
-    env = SERVE_HOT_PATH_ENV | DIRECT_STREAMING_ENV | own
+    env = SERVE_HOT_PATH_ENV | DIRECT_STREAMING_ENV | NO_FIRST_DRIVER_PRESTART | own
     env.update({"RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1", ENV_CLUSTER: cluster.temp_dir,
                 **cluster.ray_cli_env()})
     return env
