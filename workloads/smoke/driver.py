@@ -166,11 +166,12 @@ def _run_hosts(plan: SlicePlan, reservation: Reservation, options: SmokeOptions,
     limit = _limit(options, plan)
     pg = reservation.placement_group
     strategy = PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=0)
-    coordinator = ray.get(ray.remote(num_cpus=0)(coordinator_address).options(scheduling_strategy=strategy).remote(),
-                          timeout=limit)
-    # the job's compilation cache reaches the host checks (Ray starts their worker processes, not this driver)
-    task = ray.remote(num_cpus=1, max_calls=1, max_retries=0,
-                      runtime_env={"env_vars": compile_cache.forwarded(os.environ)})(host_check)
+    # the job's compilation cache reaches the host checks (Ray starts their worker processes, not this driver); the
+    # coordinator's task gets the same runtime env, so host 0's check reuses its worker process instead of a new one
+    runtime_env = {"env_vars": compile_cache.forwarded(os.environ)}
+    coordinator = ray.get(ray.remote(num_cpus=0, runtime_env=runtime_env)(coordinator_address).options(
+        scheduling_strategy=strategy).remote(), timeout=limit)
+    task = ray.remote(num_cpus=1, max_calls=1, max_retries=0, runtime_env=runtime_env)(host_check)
     pending: dict[Any, int] = {}
     for worker in range(plan.hosts):
         # bundle i sits on the host labelled ray.io/tpu-worker-id=i (bundle_selectors): JAX process i is TPU worker i
