@@ -1,6 +1,6 @@
 """An emulated TPU slice on this machine: real Ray processes that Ray takes for GKE TPU hosts.
 
-A Ray head plus one ``ray start --block`` per host with the GKE TPU webhook's ``TPU_*`` environment and
+A Ray head plus one ``ray start`` per host with the GKE TPU webhook's ``TPU_*`` environment and
 ``{"TPU": chips_per_host}``, so Ray derives resources and labels as on GKE (docs/FACTS.md#ray-tpu-basics); chips are JAX
 CPU devices. Each process leads its own process group, recorded by PID in a run directory: ``raytpu local
 up|status|down`` work across invocations and :func:`stop` never touches Ray processes it did not start. This package

@@ -1,5 +1,6 @@
-"""One ``ray start --block`` process: its command line, environment, ports, log and temp dir. Each node leads a new
-session, is recorded as soon as launched and carries the cluster's tag, so :func:`raytpu.local.procs.stop` finds it."""
+"""One node's ``ray start``: its command line, environment, ports, log and temp dir. Each node leads a new session
+(its daemons stay in it), is recorded as soon as launched and carries the cluster's tag, so
+:func:`raytpu.local.procs.stop` finds it."""
 
 from __future__ import annotations
 

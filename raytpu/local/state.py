@@ -37,7 +37,7 @@ Progress = Callable[[str], None]
 
 @dataclass
 class NodeProc:
-    """One ``ray start --block`` process (a process-group leader: ``pid`` is also its group id) and what it emulates:
+    """One node's ``ray start`` (a session leader: ``pid`` is also the group id its daemons keep) and what it emulates:
     ``role`` (``head`` or ``host``), ``log``, ``slice_name`` (``TPU_NAME``), ``worker_id`` (``TPU_WORKER_ID``; the head
     has "" and -1), ``killed`` (taken down on purpose by :func:`raytpu.local.procs.kill_host`), ``temp`` (its
     ``--temp-dir``)."""
