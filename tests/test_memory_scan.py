@@ -61,12 +61,13 @@ def test_the_sampler_reads_pss_only_when_it_could_be_a_new_peak_and_finds_the_sa
     (until ``recheck_s``); the peak equals a full read's."""
     proc = subprocess.Popen([sys.executable, "-c", GROWER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                             start_new_session=True)
-    assert proc.stdin is not None and proc.stdout is not None and proc.stdout.readline().strip() == "up"
+    stdin, stdout = proc.stdin, proc.stdout
+    assert stdin is not None and stdout is not None and stdout.readline().strip() == "up"
 
     def grow(mib: int) -> None:
-        proc.stdin.write(f"{mib * 2**20}\n")
-        proc.stdin.flush()
-        assert proc.stdout.readline().strip() == "ok"
+        stdin.write(f"{mib * 2**20}\n")
+        stdin.flush()
+        assert stdout.readline().strip() == "ok"
 
     try:
         sampler = PeakMemory(root=proc.pid, recheck_s=3600.0)

@@ -65,9 +65,9 @@ def _base_env(cluster: LocalCluster) -> dict[str, str]:
 
 RAY_CLI = ("import sys; sys.modules['ray.serve.scripts'] = None; from ray.scripts.scripts import main; "
            "sys.argv[0] = 'ray'; main()")
-"""Ray's own CLI (``ray start ...``) without its optional ``serve`` subcommand group, whose import is more than half of
-``ray start``'s CPU (1.7 CPU-s against 0.7 for importing the CLI, bench/ray_cli.py) and which ``ray start`` never uses.
-Ray's CLI skips that group when its import fails, as in a Ray installed without Serve.
+"""Ray's own CLI (``ray start ...``) without its optional ``serve`` subcommand group, which ``ray start`` never uses
+and whose import was half of its CPU (a bare head's ``ray start``: 0.9 CPU-s against 1.9, bench/ray_cli.py). Ray's
+CLI skips that group when its import fails, as in a Ray installed without Serve.
 Source: Ray 2.60 ``ray.scripts.scripts`` (``from ray.serve.scripts import cli`` in a ``try``)."""
 
 
