@@ -100,6 +100,31 @@ def test_every_emulated_node_runs_serves_hot_path_settings_unless_this_process_s
 
 
 @pytest.mark.unit
+def test_emulated_nodes_prestart_no_workers_for_the_first_driver_unless_this_process_says(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The head's first driver is the kit's node check; workers prestarted for it serve no later job."""
+    cluster = local.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1", plan={},
+                                 slices=[])
+    monkeypatch.delenv("RAY_prestart_worker_first_driver", raising=False)
+    assert launch._base_env(cluster)["RAY_prestart_worker_first_driver"] == "0"
+    monkeypatch.setenv("RAY_prestart_worker_first_driver", "1")
+    assert launch._base_env(cluster)["RAY_prestart_worker_first_driver"] == "1"
+
+
+@pytest.mark.unit
+def test_the_nodes_ray_cli_is_rays_own_without_its_serve_group() -> None:
+    """``launch.RAY_CLI`` runs Ray's click group (``start`` among its commands) without importing Ray Serve."""
+    listed = subprocess.run([sys.executable, "-c", launch.RAY_CLI, "--help"], capture_output=True, text=True,
+                            timeout=120, check=True).stdout
+    commands = {line.split()[0] for line in listed.split("Commands:", 1)[1].splitlines() if line.strip()}
+    assert {"start", "stop", "status"} <= commands
+    assert "serve" not in commands
+    probe = launch.RAY_CLI.replace("main()", "import ray.scripts.scripts; print('ray.serve' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                          check=True).stdout.strip() == "False"
+
+
+@pytest.mark.unit
 def test_a_driver_reaches_its_own_cluster_not_one_this_process_spoke_to_before(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``speak_auth`` exports a cluster's addresses into this process; a driver started later for another cluster
