@@ -100,7 +100,7 @@ class PeakMemory:
         self.recheck_s = recheck_s
         self.peak_rss_bytes = 0
         self.peak_pss_bytes = 0
-        self.samples = self.pss_reads = 0
+        self.pss_reads = 0
         self._stop = threading.Event()
         self._tags = TagCache()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -111,7 +111,6 @@ class PeakMemory:
         """One sample: every process's RSS, and the group's PSS when it could exceed the peak."""
         pids = tree_processes(self.root, tag_prefix=self.tag_prefix, tags=self._tags)
         resident = resident_bytes(pids)
-        self.samples += 1
         self.peak_rss_bytes = max(self.peak_rss_bytes, sum(resident.values()))
         pss_then, rss_then = self._read_at
         bound = pss_then + sum(max(rss - rss_then.get(pid, 0), 0) for pid, rss in resident.items())
