@@ -167,11 +167,15 @@ def test_a_team_run_survives_losing_the_host_its_rank_0_ran_on(two_slices: local
         proc = subprocess.Popen([sys.executable, "-m", "raytpu", "submit", "pretrain", "--local", "--config",
                                  str(config), "--dir", two_slices.run_dir, "--run-id", "t9", "--report", str(report)],
                                 env=env, stdout=sink, stderr=subprocess.STDOUT, cwd=tmp_path, start_new_session=True)
+    # a checkpoint the controller registered: a folder alone may be one it never heard of before the crash (it polls
+    # the workers every 2 s). Source: Ray 2.60 ray.train.v2 CheckpointManager.register_checkpoint (writes
+    # CHECKPOINT_MANAGER_SNAPSHOT_FILENAME), DEFAULT_HEALTH_CHECK_INTERVAL_S
+    registered = storage / "checkpoint_manager_snapshot.json"
     deadline = time.monotonic() + 400
     try:
-        while not list(storage.glob("checkpoint_*")) and proc.poll() is None and time.monotonic() < deadline:
+        while not registered.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.5)
-        assert list(storage.glob("checkpoint_*")), log.read_text()[-3000:]
+        assert registered.exists() and list(storage.glob("checkpoint_*")), log.read_text()[-3000:]
         speak_auth(two_slices)
         [running] = [j for j in JobSubmissionClient(two_slices.dashboard).list_jobs() if j.status.value == "RUNNING"]
         [sink_actor] = [a for a in list_actors(address=two_slices.dashboard, filters=[("state", "=", "ALIVE")])
