@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import secrets
 import signal
 import socket
@@ -39,23 +40,26 @@ def _port() -> int:
         return int(s.getsockname()[1])
 
 
-def bare_start() -> float:
-    """Seconds for one bare ``ray start --head`` to return 0; the node is killed by PID afterwards."""
+def bare_start(cli: tuple[str, ...] = ()) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the CLI process) for one bare ``ray start --head`` to return 0, run as ``cli``
+    (default the ``ray`` script beside this interpreter); the node is killed by PID afterwards."""
     temp = f"{local.TMP_PREFIX}b{secrets.token_hex(3)}"
     env = os.environ | {local.ENV_CLUSTER: temp, "RAY_USAGE_STATS_ENABLED": "0"}
-    args = [str(Path(sys.executable).parent / "ray"), "start", "--head", "--disable-usage-stats", "--temp-dir", temp,
-            "--port", str(_port()), "--dashboard-port", str(_port()), "--ray-client-server-port", str(_port()),
-            "--dashboard-agent-listen-port", "0"]
+    args = [*(cli or (str(Path(sys.executable).parent / "ray"),)), "start", "--head", "--disable-usage-stats",
+            "--temp-dir", temp, "--port", str(_port()), "--dashboard-port", str(_port()), "--ray-client-server-port",
+            str(_port()), "--dashboard-agent-listen-port", "0"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)  # the node's daemons are never our reaped children
     started = time.monotonic()
     done = subprocess.run(args, env=env, capture_output=True, text=True, start_new_session=True, timeout=300)
     took = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     for pid in local.tagged_processes(temp):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
     subprocess.run(["rm", "-rf", temp], check=False)
     if done.returncode != 0:
         raise SystemExit(f"bare ray start failed:\n{done.stderr[-2000:]}")
-    return took
+    return took, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def emulated_start(plan: SlicePlan, slots: int) -> tuple[float, int]:
@@ -85,7 +89,7 @@ def run(plan: SlicePlan, repeats: int, slot_choices: list[int]) -> dict[str, Any
             emulated: dict[int, list[float]] = {s: [] for s in slot_choices}
             restarts: dict[int, int] = dict.fromkeys(slot_choices, 0)
             for i in range(repeats):
-                bare.append(bare_start())
+                bare.append(bare_start()[0])
                 for slots in slot_choices:
                     took, again = emulated_start(plan, slots)
                     emulated[slots].append(took)

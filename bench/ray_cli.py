@@ -4,24 +4,24 @@ alternating, side by side in one run.
 
     .venv/bin/python bench/ray_cli.py [--repeats 4] [--generation v6e --topology 4x4]
 
-Each repeat, in alternating order: one bare ``ray start --head`` through each (the CLI process's own CPU seconds from
-its rusage, and its wall time; the node killed by PID), then the whole emulated slice (:func:`raytpu.local.start`,
-head + hosts) through each (wall time and the machine's busy CPU seconds from ``/proc/stat``). Prints p50 of each
-and the ratios kit/installed.
+Each repeat, in alternating order: one bare ``ray start --head`` through each (``bench/local_start.py``'s bare start:
+the CLI process's own CPU seconds from its rusage, and its wall time), then the whole emulated slice
+(:func:`raytpu.local.start`, head + hosts) through each (wall time and the machine's busy CPU seconds from
+``/proc/stat``). Prints p50 of each and the ratios kit/installed.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import secrets
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+
+from demo_cpu import busy_s  # bench/ is this script's first sys.path entry
+from local_start import bare_start
 
 from raytpu import local
 from raytpu.core.tpu.plan import SlicePlan, plan_slice
@@ -32,33 +32,10 @@ INSTALLED = "import sys; from ray.scripts.scripts import main; sys.argv[0] = 'ra
 CLIS = {"installed": INSTALLED, "kit": launch.RAY_CLI}
 
 
-def busy_s() -> float:
-    with open("/proc/stat") as f:
-        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in f.readline().split()[1:9])
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-
-
 def head_start(cli: str) -> tuple[float, float]:
-    """(CPU seconds of the CLI process, wall seconds) of one bare ``ray start --head``; the node is killed by PID."""
-    temp = f"{local.TMP_PREFIX}c{secrets.token_hex(3)}"
-    env = os.environ | {local.ENV_CLUSTER: temp, "RAY_USAGE_STATS_ENABLED": "0"}
-    ports = [str(launch.free_port()) for _ in range(3)]
-    args = [sys.executable, "-c", cli, "start", "--head", "--disable-usage-stats", "--temp-dir", temp, "--port",
-            ports[0], "--dashboard-port", ports[1], "--ray-client-server-port", ports[2],
-            "--dashboard-agent-listen-port", "0"]
-    started = time.monotonic()
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
-    _, status, usage = os.wait4(proc.pid, 0)
-    took = time.monotonic() - started
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    for pid in local.tagged_processes(temp):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-    subprocess.run(["rm", "-rf", temp], check=False)
-    if proc.returncode != 0:
-        raise SystemExit(f"ray start --head failed (exit {proc.returncode})")
-    return usage.ru_utime + usage.ru_stime, took
+    """(CPU seconds of the CLI process, wall seconds) of one bare ``ray start --head`` through ``cli``."""
+    wall, cpu = bare_start((sys.executable, "-c", cli))
+    return cpu, wall
 
 
 def slice_start(plan: SlicePlan, cli: str) -> tuple[float, float]:
