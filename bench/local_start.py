@@ -30,6 +30,7 @@ from typing import Any
 
 from raytpu import local
 from raytpu.core.tpu.plan import SlicePlan, plan_slice
+from raytpu.local.procs import signal_group
 
 BUSY = [sys.executable, "-c", "while True: pass"]
 
@@ -50,15 +51,20 @@ def bare_start(cli: tuple[str, ...] = ()) -> tuple[float, float]:
             str(_port()), "--dashboard-agent-listen-port", "0"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)  # the node's daemons are never our reaped children
     started = time.monotonic()
-    done = subprocess.run(args, env=env, capture_output=True, text=True, start_new_session=True, timeout=300)
+    done = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    _, err = done.communicate(timeout=300)
     took = time.monotonic() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # the node's daemons stay in the group its ray start led (killpg also reaches one forked after a listing), then
+    # whatever carries the tag: an agent seen left behind after a SIGKILL by listing alone
+    signal_group(done.pid, signal.SIGKILL)
     for pid in local.tagged_processes(temp):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
     subprocess.run(["rm", "-rf", temp], check=False)
     if done.returncode != 0:
-        raise SystemExit(f"bare ray start failed:\n{done.stderr[-2000:]}")
+        raise SystemExit(f"bare ray start failed:\n{err[-2000:]}")
     return took, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
