@@ -102,7 +102,8 @@ def test_every_emulated_node_runs_serves_hot_path_settings_unless_this_process_s
 @pytest.mark.unit
 def test_emulated_nodes_prestart_no_workers_for_the_first_driver_unless_this_process_says(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The head's first driver is the kit's node check; workers prestarted for it serve no later job."""
+    """The head's first driver is the kit's node check; workers prestarted for it serve no later job.
+    Source: Ray 2.60 ``ray_config_def.h`` ``prestart_worker_first_driver``."""
     cluster = local.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1", plan={},
                                  slices=[])
     monkeypatch.delenv("RAY_prestart_worker_first_driver", raising=False)
@@ -113,7 +114,8 @@ def test_emulated_nodes_prestart_no_workers_for_the_first_driver_unless_this_pro
 
 @pytest.mark.unit
 def test_the_nodes_ray_cli_is_rays_own_without_its_serve_group() -> None:
-    """``launch.RAY_CLI`` runs Ray's click group (``start`` among its commands) without importing Ray Serve."""
+    """``launch.RAY_CLI`` runs Ray's click group (``start`` among its commands) without importing Ray Serve.
+    Source: Ray 2.60 ``ray.scripts.scripts`` (the ``serve`` group added in a ``try`` that skips it on ImportError)."""
     listed = subprocess.run([sys.executable, "-c", launch.RAY_CLI, "--help"], capture_output=True, text=True,
                             timeout=120, check=True).stdout
     commands = {line.split()[0] for line in listed.split("Commands:", 1)[1].splitlines() if line.strip()}
