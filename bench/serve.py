@@ -1,7 +1,7 @@
 """Benchmark: Ray Serve LLM (the kit's app, CPU twin, on the emulated slice) vs vLLM's own OpenAI server.
 
     .venv-serve/bin/python bench/serve.py [--concurrency 1 4 16] [--rounds 3] [--window-s 12] [--window-tokens 1024]
-        [--max-tokens 64] [--block-s 3] [--pairs 3] [--max-pairs 6] [--agree 0.15] [--json]
+        [--max-tokens 64] [--block-s 3] [--pairs 3] [--max-pairs 6] [--agree 0.15] [--set KEY=VALUE] [--json]
 
 The example's serving workload (``raytpu.example.yaml``), same tiny model (:mod:`raytpu.workloads.tiny_llm`),
 same engine arguments (the CPU twin's, via :func:`raytpu.core.manifests.serving.engine_cli_args`), same engine env,
@@ -47,7 +47,9 @@ from serve_pair import ARMS, METRICS, SETTLE_S, Pair, Window, pair_ratios, settl
 
 from raytpu import local
 from raytpu.config import load
+from raytpu.core.common.errors import InvalidInputs
 from raytpu.core.manifests import serving
+from raytpu.core.specs.spec import WorkloadSpec
 from raytpu.local.deploy import deploy_serve
 from raytpu.local.from_config import serving_workload
 from raytpu.local.llm_client import StreamResult, astream_chat
@@ -56,7 +58,8 @@ from raytpu.workloads import tiny_llm
 from raytpu.workloads.serve import Endpoint, free_port, wait_answering
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "raytpu.example.yaml"
-WORK = next(w for w in load(EXAMPLE).workloads if w.kind.takes_model)
+SERVING = next(w for w in load(EXAMPLE).workloads if w.kind.takes_model).name
+"""The example's serving workload, which both servers serve (with ``--set``'s changes)."""
 
 
 async def _batch(url: str, model: str, c: int, max_tokens: int, seed: int) -> tuple[list[StreamResult], float]:
@@ -140,11 +143,12 @@ raylet, GCS and dashboard stay at 0). Source: Ray 2.60 ``src/ray/common/ray_conf
 
 
 @contextlib.contextmanager
-def vllm_server(model: tiny_llm.TinyModel, niceness: int | None = None) -> Iterator[tuple[Server, int, str]]:
+def vllm_server(model: tiny_llm.TinyModel, work: WorkloadSpec, niceness: int | None = None
+                ) -> Iterator[tuple[Server, int, str]]:
     """vLLM's own OpenAI server (``python -m vllm.entrypoints.openai.api_server``) with the twin's engine args, at
     ``niceness`` (None: this process's, as a plain start; its engine processes inherit it); yields it, its root pid
     and its log's path."""
-    app = serving.serve_config(WORK, cpu_model=(model.name, str(model.path)))["applications"][0]
+    app = serving.serve_config(work, cpu_model=(model.name, str(model.path)))["applications"][0]
     twin = app["args"]["llm_configs"][0]
     port = free_port()
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model.path),
@@ -177,15 +181,16 @@ def vllm_server(model: tiny_llm.TinyModel, niceness: int | None = None) -> Itera
 
 
 @contextlib.contextmanager
-def ray_server(env: dict[str, str]) -> Iterator[Server]:
-    """The kit's app on a fresh emulated slice, deployed by the serve workload (as ``raytpu local serve``), with
-    ``env`` in the environment its processes start with."""
+def ray_server(work: WorkloadSpec, overrides: list[str], env: dict[str, str]) -> Iterator[Server]:
+    """The kit's app on a fresh emulated slice, deployed by the serve workload (as ``raytpu local serve``, ``work``
+    read again with ``overrides``), with ``env`` in the environment its processes start with."""
     with tempfile.TemporaryDirectory(prefix="raytpu-bench-serve-") as directory:
         try:
             t0 = time.monotonic()
             with _environ(env):
-                cluster = local.start(WORK.plan, 1, directory)
-                url, served = deploy_serve(cluster, serving_workload(cluster, str(EXAMPLE), WORK.name), 600.0)
+                cluster = local.start(work.plan, 1, directory)
+                url, served = deploy_serve(cluster, serving_workload(cluster, str(EXAMPLE), work.name, overrides),
+                                           600.0)
             ready_s = time.monotonic() - t0
             print(f"Ray Serve LLM ready in {ready_s:.0f}s (cluster {cluster.started_s:.0f}s)", file=sys.stderr,
                   flush=True)
@@ -245,15 +250,16 @@ def measure_level(servers: dict[str, Server], c: int, args: argparse.Namespace) 
             **summary([p["ratio"] for p in pairs], args.pairs, args.agree)}
 
 
-def session(model: tiny_llm.TinyModel, env: dict[str, str], args: argparse.Namespace) -> dict[str, Any]:
-    """vLLM alone and the kit's app (with ``env``) up at once, every level measured in pairs."""
+def session(model: tiny_llm.TinyModel, work: WorkloadSpec, env: dict[str, str], args: argparse.Namespace
+            ) -> dict[str, Any]:
+    """vLLM alone and the kit's app (with ``env``) up at once, both serving ``work``, every level measured in pairs."""
     load0 = _load()
     everything = local.PeakMemory(tag_prefix=local.temp_prefix())
     with contextlib.ExitStack() as stack:
         stack.enter_context(everything)
-        vllm, vllm_pid, log = stack.enter_context(vllm_server(model, args.vllm_niceness))
+        vllm, vllm_pid, log = stack.enter_context(vllm_server(model, work, args.vllm_niceness))
         vllm_mem = stack.enter_context(local.PeakMemory(root=vllm_pid))
-        ray = stack.enter_context(ray_server(env))
+        ray = stack.enter_context(ray_server(work, args.set, env))
         servers = {"vllm": vllm, "ray": ray}
         pinned = pin(vllm.processes() | ray.processes()) if args.pin_engine else None
         stack.callback(unpin_self, ALL_CORES)
@@ -334,10 +340,18 @@ def main() -> int:
                         help="vLLM's own server's niceness (default: this process's, as a plain start; "
                         f"{RAY_WORKER_NICENESS} is what Ray gives the app's replica and engine, so both servers stand "
                         "alike against the client and the machine)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a field of the example's serving workload changed for both servers, as `raytpu submit "
+                        "--set` (e.g. engine_kwargs.stream_interval=4); repeatable")
     parser.add_argument("--cache-dir", default=None)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if check(args):
+        return 2
+    try:
+        work = load(EXAMPLE, workload=SERVING, overrides=args.set).workload(SERVING)
+    except InvalidInputs as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     alt_env = dict(kv.split("=", 1) for kv in args.alt_ray_env)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -348,9 +362,9 @@ def main() -> int:
         "model": model.name, "max_tokens": args.max_tokens, "window": vars(window(args)), "pairs": args.pairs,
         "max_pairs": args.max_pairs, "block_s": args.block_s, "settle_s": SETTLE_S, "agree": args.agree,
         "pin_engine": args.pin_engine, "cpus": os.cpu_count(),
-        "ray_serve": session(model, {}, args)}
+        "set": args.set, "ray_serve": session(model, work, {}, args)}
     if alt_env:
-        result["ray_serve_alt"] = session(model, alt_env, args)
+        result["ray_serve_alt"] = session(model, work, alt_env, args)
     if args.json:
         print(json.dumps(result, indent=2))
         return 0

@@ -143,7 +143,9 @@ def test_settling_needs_ttft_p50_to_agree_too() -> None:
     (["--max-pairs", "0"], "--max-pairs"), (["--block-s", "-2"], "--block-s"),
     (["--pairs", "4", "--max-pairs", "3"], "--max-pairs"),
     (["--alt-ray-env", "NOEQUALS"], "--alt-ray-env"), (["--alt-ray-env", "A=1", "B"], "--alt-ray-env"),
-    (["--vllm-niceness", "-1"], "--vllm-niceness"), (["--vllm-niceness", "20"], "--vllm-niceness")])
+    (["--vllm-niceness", "-1"], "--vllm-niceness"), (["--vllm-niceness", "20"], "--vllm-niceness"),
+    (["--set", "bogus=4"], "--set"), (["--set", "NOEQUALS"], "--set"),
+    (["--set", "engine_kwargs.stream_intervl=4"], "--set")])
 def test_bad_bench_arguments_exit_2_naming_the_flag_before_any_server_starts(
         argv: list[str], named: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(sys, "argv", ["bench/serve.py", *argv])

@@ -113,6 +113,19 @@ def test_emulated_nodes_prestart_no_workers_for_the_first_driver_unless_this_pro
 
 
 @pytest.mark.unit
+def test_a_serving_workload_takes_set_overrides_onto_the_local_slice(tmp_path: Path) -> None:
+    """``bench/serve.py --set`` reaches the app deployed locally as ``raytpu submit --set`` reaches a submitted one."""
+    from raytpu.local.from_config import serving_workload
+
+    serve = next(w for w in load(EXAMPLE).workloads if w.kind.serves)
+    cluster = local.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1",
+                                 plan=serve.plan.to_json(), slices=["s0"])
+    work = serving_workload(cluster, str(EXAMPLE), serve.name, ["engine_kwargs.stream_interval=4"])
+    assert work.engine_kwargs == {**(serve.engine_kwargs or {}), "stream_interval": 4}
+    assert work.slice == cluster.slice_spec and work.image is None
+    assert serving_workload(cluster, str(EXAMPLE), serve.name).engine_kwargs == serve.engine_kwargs
+
+
 def test_the_nodes_ray_cli_is_rays_own_without_its_serve_group() -> None:
     """``launch.RAY_CLI`` runs Ray's click group (``start`` among its commands) without importing Ray Serve.
     Source: Ray 2.60 ``ray.scripts.scripts`` (the ``serve`` group added in a ``try`` that skips it on ImportError)."""

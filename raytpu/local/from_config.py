@@ -4,6 +4,7 @@ the workload specs moved onto the local slice. Standard library at import; the c
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -60,9 +61,11 @@ def local_path(path: str) -> str:
     return path if path.startswith("gs://") else os.path.abspath(path)
 
 
-def serving_workload(cluster: LocalCluster, config: str | None = None, name: str | None = None) -> WorkloadSpec:
+def serving_workload(cluster: LocalCluster, config: str | None = None, name: str | None = None,
+                     overrides: Sequence[str] = ()) -> WorkloadSpec:
     """The serving WorkloadSpec to deploy on ``cluster``: the config's (``name``, else its first serving
-    workload) moved onto the local slice, else the defaults. Its slice must be the one running."""
+    workload) moved onto the local slice, else the defaults. Its slice must be the one running. ``overrides``
+    (``--set KEY=VALUE``) change workload ``name``'s fields."""
     from raytpu.config import choose, load
 
     path = choose(config, local=True)
@@ -70,7 +73,7 @@ def serving_workload(cluster: LocalCluster, config: str | None = None, name: str
         if name is not None:
             raise errors.missing("config", "with --workload", "--config naming a raytpu.yaml")
         return cluster.workload("serve")
-    serving = [w for w in load(path).workloads if w.kind.serves]
+    serving = [w for w in load(path, workload=name, overrides=overrides).workloads if w.kind.serves]
     chosen = [w for w in serving if name in (None, w.name)]
     if not chosen:
         if name is None:
