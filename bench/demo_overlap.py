@@ -29,7 +29,7 @@ from typing import Any
 PHASES = ("ray_joined", "reserved", "smoke_checked", "trainer_started", "compiled", "first_step", "finished")
 
 
-def demo(overlap: bool, folder: Path, before: str | None = None) -> dict[str, Any]:
+def demo(overlap: bool, folder: Path, before: str | None = None, synth: bool = False) -> dict[str, Any]:
     """One demo: with ``before``, "overlapped" is this tree and "serial" the checkout ``before`` (first on
     ``PYTHONPATH`` of the demo and every Ray process it starts), each with its own default."""
     report = folder / f"demo-{int(overlap)}.json"
@@ -39,8 +39,9 @@ def demo(overlap: bool, folder: Path, before: str | None = None) -> dict[str, An
         if not overlap:
             env["PYTHONPATH"] = before
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "raytpu", "demo", "--no-synth", "--report", str(report),
-                           "--dir", str(folder / "run")], capture_output=True, text=True, timeout=900, env=env,
+    done = subprocess.run([sys.executable, "-m", "raytpu", "demo", *(() if synth else ("--no-synth",)),
+                           "--report", str(report), "--dir", str(folder / "run"), "--out", str(folder / "cdktf.out")],
+                          capture_output=True, text=True, timeout=900, env=env,
                           cwd=before if before is not None and not overlap else None)
     took = time.monotonic() - started
     out: dict[str, Any] = {"exit": done.returncode, "wall_s": round(took, 1)}
@@ -48,6 +49,7 @@ def demo(overlap: bool, folder: Path, before: str | None = None) -> dict[str, An
         document = json.loads(report.read_text())
         out["phases"] = {r["phase"]: r["duration_s"] for r in document["timeline"]["phases"] if r["phase"] in PHASES}
         out["final_loss"] = (document.get("train") or {}).get("final_loss")
+        out["peak_memory_mib"] = document.get("peak_memory_mib")
         out["after_slice_s"] = round(sum(v for k, v in out["phases"].items() if k != "ray_joined"), 1)
     if done.returncode:
         out["stderr"] = done.stderr[-1500:]
@@ -60,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--before", default=None, help="a checkout of an earlier commit: 'serial' runs it, "
                         "'overlapped' this tree, each with its defaults (before vs after)")
+    parser.add_argument("--synth", action="store_true", help="the stacks synthesized as in `make run` (default "
+                        "--no-synth: the synth is the same work in both)")
     args = parser.parse_args(argv)
     folder = Path(tempfile.mkdtemp(prefix="raytpu-bench-demo-"))
     runs: dict[str, list[dict[str, Any]]] = {"overlapped": [], "serial": []}
@@ -67,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for i in range(args.repeats):
             for overlap in ((True, False) if i % 2 == 0 else (False, True)):
-                result = demo(overlap, folder, args.before)
+                result = demo(overlap, folder, args.before, args.synth)
                 runs["overlapped" if overlap else "serial"].append(result)
                 print(f"repeat {i + 1} {'overlapped' if overlap else 'serial'}: {json.dumps(result)}",
                       file=sys.stderr, flush=True)
