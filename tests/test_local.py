@@ -126,6 +126,7 @@ def test_a_serving_workload_takes_set_overrides_onto_the_local_slice(tmp_path: P
     assert serving_workload(cluster, str(EXAMPLE), serve.name).engine_kwargs == serve.engine_kwargs
 
 
+@pytest.mark.unit
 def test_the_nodes_ray_cli_is_rays_own_without_its_serve_group() -> None:
     """``launch.RAY_CLI`` runs Ray's click group (``start`` among its commands) without importing Ray Serve.
     Source: Ray 2.60 ``ray.scripts.scripts`` (the ``serve`` group added in a ``try`` that skips it on ImportError)."""
