@@ -51,7 +51,7 @@ from raytpu.core.common.errors import InvalidInputs
 from raytpu.core.manifests import serving
 from raytpu.core.specs.spec import WorkloadSpec
 from raytpu.local.deploy import deploy_serve
-from raytpu.local.from_config import serving_workload
+from raytpu.local.from_config import serving_on_slice
 from raytpu.local.llm_client import StreamResult, astream_chat
 from raytpu.local.procs import processes_under
 from raytpu.workloads import tiny_llm
@@ -181,16 +181,15 @@ def vllm_server(model: tiny_llm.TinyModel, work: WorkloadSpec, niceness: int | N
 
 
 @contextlib.contextmanager
-def ray_server(work: WorkloadSpec, overrides: list[str], env: dict[str, str]) -> Iterator[Server]:
-    """The kit's app on a fresh emulated slice, deployed by the serve workload (as ``raytpu local serve``, ``work``
-    read again with ``overrides``), with ``env`` in the environment its processes start with."""
+def ray_server(work: WorkloadSpec, env: dict[str, str]) -> Iterator[Server]:
+    """The kit's app serving ``work`` on a fresh emulated slice, deployed by the serve workload (as ``raytpu local
+    serve``), with ``env`` in the environment its processes start with."""
     with tempfile.TemporaryDirectory(prefix="raytpu-bench-serve-") as directory:
         try:
             t0 = time.monotonic()
             with _environ(env):
                 cluster = local.start(work.plan, 1, directory)
-                url, served = deploy_serve(cluster, serving_workload(cluster, str(EXAMPLE), work.name, overrides),
-                                           600.0)
+                url, served = deploy_serve(cluster, serving_on_slice(cluster, work), 600.0)
             ready_s = time.monotonic() - t0
             print(f"Ray Serve LLM ready in {ready_s:.0f}s (cluster {cluster.started_s:.0f}s)", file=sys.stderr,
                   flush=True)
@@ -259,7 +258,7 @@ def session(model: tiny_llm.TinyModel, work: WorkloadSpec, env: dict[str, str], 
         stack.enter_context(everything)
         vllm, vllm_pid, log = stack.enter_context(vllm_server(model, work, args.vllm_niceness))
         vllm_mem = stack.enter_context(local.PeakMemory(root=vllm_pid))
-        ray = stack.enter_context(ray_server(work, args.set, env))
+        ray = stack.enter_context(ray_server(work, env))
         servers = {"vllm": vllm, "ray": ray}
         pinned = pin(vllm.processes() | ray.processes()) if args.pin_engine else None
         stack.callback(unpin_self, ALL_CORES)

@@ -31,7 +31,7 @@ from raytpu import local
 from raytpu.config import load
 from raytpu.local.connection import connect
 from raytpu.local.deploy import deploy_serve
-from raytpu.local.from_config import serving_workload
+from raytpu.local.from_config import serving_on_slice
 from raytpu.workloads import tiny_llm
 
 HERE = Path(__file__).resolve().parent
@@ -125,7 +125,7 @@ def run_arm(arm: str, args: argparse.Namespace) -> dict[str, Any]:
             def deploy() -> None:
                 started = time.monotonic()
                 try:
-                    deploy_serve(cluster, serving_workload(cluster, str(EXAMPLE), WORK.name), 900.0)
+                    deploy_serve(cluster, serving_on_slice(cluster, WORK), 900.0)
                     outcome["ready_s"] = time.monotonic() - started
                 except Exception as exc:
                     outcome["failed"] = str(exc)

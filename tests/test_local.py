@@ -115,14 +115,16 @@ def test_emulated_nodes_prestart_no_workers_for_the_first_driver_unless_this_pro
 @pytest.mark.unit
 def test_a_serving_workload_takes_set_overrides_onto_the_local_slice(tmp_path: Path) -> None:
     """``bench/serve.py --set`` reaches the app deployed locally as ``raytpu submit --set`` reaches a submitted one."""
-    from raytpu.local.from_config import serving_workload
+    from raytpu.local.from_config import serving_on_slice, serving_workload
 
     serve = next(w for w in load(EXAMPLE).workloads if w.kind.serves)
     cluster = local.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1",
                                  plan=serve.plan.to_json(), slices=["s0"])
-    work = serving_workload(cluster, str(EXAMPLE), serve.name, ["engine_kwargs.stream_interval=4"])
+    changed = load(EXAMPLE, workload=serve.name, overrides=["engine_kwargs.stream_interval=4"]).workload(serve.name)
+    work = serving_on_slice(cluster, changed)
     assert work.engine_kwargs == {**(serve.engine_kwargs or {}), "stream_interval": 4}
     assert work.slice == cluster.slice_spec and work.image is None
+    assert serving_workload(cluster, str(EXAMPLE), serve.name) == serving_on_slice(cluster, serve)
     assert serving_workload(cluster, str(EXAMPLE), serve.name).engine_kwargs == serve.engine_kwargs
 
 

@@ -4,7 +4,6 @@ the workload specs moved onto the local slice. Standard library at import; the c
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -61,11 +60,9 @@ def local_path(path: str) -> str:
     return path if path.startswith("gs://") else os.path.abspath(path)
 
 
-def serving_workload(cluster: LocalCluster, config: str | None = None, name: str | None = None,
-                     overrides: Sequence[str] = ()) -> WorkloadSpec:
+def serving_workload(cluster: LocalCluster, config: str | None = None, name: str | None = None) -> WorkloadSpec:
     """The serving WorkloadSpec to deploy on ``cluster``: the config's (``name``, else its first serving
-    workload) moved onto the local slice, else the defaults. Its slice must be the one running. ``overrides``
-    (``--set KEY=VALUE``) change workload ``name``'s fields."""
+    workload) moved onto the local slice (:func:`serving_on_slice`), else the defaults."""
     from raytpu.config import choose, load
 
     path = choose(config, local=True)
@@ -73,13 +70,17 @@ def serving_workload(cluster: LocalCluster, config: str | None = None, name: str
         if name is not None:
             raise errors.missing("config", "with --workload", "--config naming a raytpu.yaml")
         return cluster.workload("serve")
-    serving = [w for w in load(path, workload=name, overrides=overrides).workloads if w.kind.serves]
+    serving = [w for w in load(path).workloads if w.kind.serves]
     chosen = [w for w in serving if name in (None, w.name)]
     if not chosen:
         if name is None:
             return cluster.workload("serve")
         raise errors.invalid_choice("workload", name, [w.name for w in serving] or ["(no serving workload)"])
-    work = chosen[0]
+    return serving_on_slice(cluster, chosen[0])
+
+
+def serving_on_slice(cluster: LocalCluster, work: WorkloadSpec) -> WorkloadSpec:
+    """Serving workload ``work`` on ``cluster``'s emulated slice, which must be the slice it runs on."""
     if work.plan != cluster.slice_plan:
         running = cluster.slice_plan
         raise errors.invalid_value("workload", work.name, f"runs on a {work.plan.generation} {work.plan.topology} "
