@@ -19,7 +19,6 @@ import os
 import resource
 import secrets
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,15 +29,10 @@ from typing import Any
 
 from raytpu import local
 from raytpu.core.tpu.plan import SlicePlan, plan_slice
+from raytpu.local.launch import free_port
 from raytpu.local.procs import signal_group
 
 BUSY = [sys.executable, "-c", "while True: pass"]
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def bare_start(cli: tuple[str, ...] = ()) -> tuple[float, float]:
@@ -47,8 +41,8 @@ def bare_start(cli: tuple[str, ...] = ()) -> tuple[float, float]:
     temp = f"{local.TMP_PREFIX}b{secrets.token_hex(3)}"
     env = os.environ | {local.ENV_CLUSTER: temp, "RAY_USAGE_STATS_ENABLED": "0"}
     args = [*(cli or (str(Path(sys.executable).parent / "ray"),)), "start", "--head", "--disable-usage-stats",
-            "--temp-dir", temp, "--port", str(_port()), "--dashboard-port", str(_port()), "--ray-client-server-port",
-            str(_port()), "--dashboard-agent-listen-port", "0"]
+            "--temp-dir", temp, "--port", str(free_port()), "--dashboard-port", str(free_port()),
+            "--ray-client-server-port", str(free_port()), "--dashboard-agent-listen-port", "0"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)  # the node's daemons are never our reaped children
     started = time.monotonic()
     done = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,

@@ -32,12 +32,6 @@ INSTALLED = "import sys; from ray.scripts.scripts import main; sys.argv[0] = 'ra
 CLIS = {"installed": INSTALLED, "kit": launch.RAY_CLI}
 
 
-def head_start(cli: str) -> tuple[float, float]:
-    """(CPU seconds of the CLI process, wall seconds) of one bare ``ray start --head`` through ``cli``."""
-    wall, cpu = bare_start((sys.executable, "-c", cli))
-    return cpu, wall
-
-
 def slice_start(plan: SlicePlan, cli: str) -> tuple[float, float]:
     """(machine busy CPU seconds, wall seconds) of head + every host registering, started with ``cli``."""
     launch.RAY_CLI = cli
@@ -66,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(args.repeats):
         order = list(CLIS) if i % 2 == 0 else list(reversed(CLIS))
         for name in order:
-            cpu, wall = head_start(CLIS[name])
+            wall, cpu = bare_start((sys.executable, "-c", CLIS[name]))
             figures[name]["head_cpu"].append(cpu)
             figures[name]["head_wall"].append(wall)
         for name in order:
