@@ -23,7 +23,7 @@ from collections import defaultdict
 TICK = os.sysconf("SC_CLK_TCK")
 ROLES = (  # first match on a process's titles and command lines wins
     ("RayTrainWorker", "Ray Train worker (the training function)"),
-    ("ray::host_check", "smoke host check"),
+    ("HostProcess", "smoke host check"),
     ("TrainController", "Ray Train controller"),
     ("SynchronizationActor", "Ray Train synchronization actor"),
     ("DatasetManager", "Ray Train dataset manager"),

@@ -227,6 +227,32 @@ def test_smoke_passes_on_healthy_slices(cluster: local.LocalCluster, plan: Slice
     assert lines[0]["phase"] == "ray_joined" and all(s in lines for v in verdicts for s in v["stamps"])
 
 
+def workers_started(cluster: local.LocalCluster) -> dict[str, int]:
+    """Worker processes each node's raylet has started, by node (``head`` or ``<slice>/<worker id>``), counted in its
+    own log. Source: Ray 2.60 ``WorkerPool::StartWorkerProcess`` ("Started worker process with pid")."""
+    counts = {}
+    for node in cluster.nodes:
+        if node.killed:
+            continue
+        log = Path(node.temp) / "session_latest" / "logs" / "raylet.out"
+        counts["head" if node.role == "head" else f"{node.slice_name}/{node.worker_id}"] = \
+            log.read_text(errors="replace").count("Started worker process with pid")
+    return counts
+
+
+def test_the_smoke_starts_one_worker_process_per_host_and_none_on_the_head(cluster: local.LocalCluster,
+                                                                             plan: SlicePlan) -> None:
+    """Each host's check runs in one Ray actor (raytpu.workloads.smoke.host_process). As a task it cost every host a
+    second worker process that never ran anything, and the head a third: a raylet starts one more worker for a task
+    lease with a backlog (Ray 2.60 ``WorkerPool::PrestartWorkers``, "Prestarting 1 workers given lease backlog size
+    1"), while an actor's lease, from the GCS, has none."""
+    before = workers_started(cluster)
+    done = run_smoke(cluster)
+    assert done.returncode == 0, done.stderr[-3000:]
+    started = {node: n - before[node] for node, n in workers_started(cluster).items()}
+    assert started == {"head": 0} | {f"{name}/{w}": 1 for name in cluster.slices for w in range(plan.hosts)}, started
+
+
 def test_a_slow_device_is_named_and_makes_its_slice_unhealthy(cluster: local.LocalCluster, plan: SlicePlan,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """One device 10x slower than its peers (a delay injected into its timed loops) fails the slice on any

@@ -200,42 +200,37 @@ def _run(plan: SlicePlan, reservations: list[Reservation], limit_s: float, reach
     ``s x hosts + i``), waiting at most ``limit_s``; once a host failed, the others get ``reach_s`` more to fail
     too (a cut-off coordinator fails them all), then are stopped."""
     import ray
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
     from ray.util.tpu import get_tpu_coordinator_env_vars
 
     from raytpu.core.specs.multislice import MEGASCALE_PORT
-    from raytpu.workloads.smoke.measure import coordinator_address
+    from raytpu.workloads.smoke.host_process import start_hosts, stop_hosts
 
-    first = PlacementGroupSchedulingStrategy(placement_group=reservations[0].placement_group,
-                                             placement_group_bundle_index=0)
-    ip, port = ray.get(ray.remote(num_cpus=0)(coordinator_address).options(scheduling_strategy=first).remote(),
-                       timeout=limit_s)
-    task = ray.remote(num_cpus=1, max_calls=1, max_retries=0)(dcn_host_check)
-    total = plan.hosts * len(reservations)
+    keys = [(s, w) for s in range(len(reservations)) for w in range(plan.hosts)]
+    actors = start_hosts([(reservations[s].placement_group, w) for s, w in keys], plan.chips_per_host)
+    total = len(keys)
     pending: dict[Any, tuple[int, int]] = {}
-    for s, reservation in enumerate(reservations):
-        megascale = get_tpu_coordinator_env_vars(ip, len(reservations), s, str(MEGASCALE_PORT))
-        for w in range(plan.hosts):
-            strategy = PlacementGroupSchedulingStrategy(placement_group=reservation.placement_group,
-                                                        placement_group_bundle_index=w)
-            ref = task.options(scheduling_strategy=strategy, resources={"TPU": plan.chips_per_host}).remote(
-                f"{ip}:{port}", total, s * plan.hosts + w, plan.hosts, megascale, int(limit_s), reach_s, s == cut_off)
-            pending[ref] = (s, w)
     run = DcnRun({}, {}, [])
-    deadline = time.monotonic() + limit_s
-    while pending and time.monotonic() < deadline:
-        done, _ = ray.wait(list(pending), num_returns=1, timeout=max(deadline - time.monotonic(), 0.1))
-        for ref in done:
-            key = pending.pop(ref)
-            try:
-                run.results[key] = ray.get(ref)
-            except Exception as exc:
-                if not run.failed:
-                    deadline = min(deadline, time.monotonic() + reach_s + 5)
-                run.failed[key] = cause_of(exc)
-    for ref, key in pending.items():
-        ray.cancel(ref, force=True)
-        run.late.append(key)
+    try:
+        ip, port = ray.get(actors[0].address.remote(), timeout=limit_s)
+        for (s, w), actor in zip(keys, actors, strict=True):
+            megascale = get_tpu_coordinator_env_vars(ip, len(reservations), s, str(MEGASCALE_PORT))
+            ref = actor.run.remote(dcn_host_check, f"{ip}:{port}", total, s * plan.hosts + w, plan.hosts, megascale,
+                                   int(limit_s), reach_s, s == cut_off)
+            pending[ref] = (s, w)
+        deadline = time.monotonic() + limit_s
+        while pending and time.monotonic() < deadline:
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=max(deadline - time.monotonic(), 0.1))
+            for ref in done:
+                key = pending.pop(ref)
+                try:
+                    run.results[key] = ray.get(ref)
+                except Exception as exc:
+                    if not run.failed:
+                        deadline = min(deadline, time.monotonic() + reach_s + 5)
+                    run.failed[key] = cause_of(exc)
+    finally:
+        stop_hosts(actors)
+    run.late.extend(pending.values())
     return run
 
 

@@ -1,5 +1,6 @@
-"""What the driver does for each slice: check its hosts' labels, reserve it whole, run the host task on every host
-(:func:`raytpu.workloads.smoke.measure.host_check`) within a time limit, and judge the results into a verdict."""
+"""What the driver does for each slice: check its hosts' labels, reserve it whole, run the host check on every host
+(:func:`raytpu.workloads.smoke.measure.host_check`, in one actor per host: :mod:`.host_process`) within a time
+limit, and judge the results into a verdict."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ from raytpu.core.tpu.plan import (
 )
 from raytpu.workloads.slices import RESERVE_TIMEOUT_S, Reservation, SliceInventory, reserve_slice
 from raytpu.workloads.smoke.faults import Faults
+from raytpu.workloads.smoke.host_process import start_hosts, stop_hosts
 from raytpu.workloads.smoke.judge import judge
-from raytpu.workloads.smoke.measure import coordinator_address, host_check
+from raytpu.workloads.smoke.measure import host_check
 from raytpu.workloads.smoke.options import SmokeOptions
 from raytpu.workloads.smoke.verdict import cause_of, informational, new_check, slice_verdict
 
@@ -161,40 +163,35 @@ def _run_hosts(plan: SlicePlan, reservation: Reservation, options: SmokeOptions,
     raised or gave nothing within the limit (the others are stopped: they would wait for the missing peer).
     ``first_result`` is called with the worker id of the first host whose check returned."""
     import ray
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     limit = _limit(options, plan)
     pg = reservation.placement_group
-    strategy = PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=0)
-    # the job's compilation cache reaches the host checks (Ray starts their worker processes, not this driver); the
-    # coordinator's task gets the same runtime env, so host 0's check reuses its worker process instead of a new one
+    # the job's compilation cache reaches the host checks (Ray starts their worker processes, not this driver)
     runtime_env = {"env_vars": compile_cache.forwarded(os.environ)}
-    coordinator = ray.get(ray.remote(num_cpus=0, runtime_env=runtime_env)(coordinator_address).options(
-        scheduling_strategy=strategy).remote(), timeout=limit)
-    task = ray.remote(num_cpus=1, max_calls=1, max_retries=0, runtime_env=runtime_env)(host_check)
+    actors = start_hosts([(pg, worker) for worker in range(plan.hosts)], plan.chips_per_host, runtime_env)
     pending: dict[Any, int] = {}
-    for worker in range(plan.hosts):
-        # bundle i sits on the host labelled ray.io/tpu-worker-id=i (bundle_selectors): JAX process i is TPU worker i
-        strategy = PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=worker)
-        ref = task.options(scheduling_strategy=strategy, resources={"TPU": plan.chips_per_host}).remote(
-            f"{coordinator[0]}:{coordinator[1]}", plan.hosts, worker, int(limit), options.bandwidth_mib,
-            faults.for_host(worker), plan.topology)
-        pending[ref] = worker
     results: dict[int, dict[str, Any]] = {}
     failed: dict[int, str] = {}
-    deadline = time.monotonic() + limit
-    while pending and not failed and time.monotonic() < deadline:
-        done, _ = ray.wait(list(pending), num_returns=1, timeout=max(deadline - time.monotonic(), 0.1))
-        for ref in done:
-            worker = pending.pop(ref)
-            try:
-                results[worker] = ray.get(ref)
-                if len(results) == 1:
-                    first_result(worker)
-            except Exception as exc:
-                failed[worker] = cause_of(exc)
-    for ref in pending:
-        ray.cancel(ref, force=True)
+    try:
+        # bundle i sits on the host labelled ray.io/tpu-worker-id=i (bundle_selectors): JAX process i is TPU worker i
+        coordinator = ray.get(actors[0].address.remote(), timeout=limit)
+        for worker, actor in enumerate(actors):
+            ref = actor.run.remote(host_check, f"{coordinator[0]}:{coordinator[1]}", plan.hosts, worker, int(limit),
+                                   options.bandwidth_mib, faults.for_host(worker), plan.topology)
+            pending[ref] = worker
+        deadline = time.monotonic() + limit
+        while pending and not failed and time.monotonic() < deadline:
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=max(deadline - time.monotonic(), 0.1))
+            for ref in done:
+                worker = pending.pop(ref)
+                try:
+                    results[worker] = ray.get(ref)
+                    if len(results) == 1:
+                        first_result(worker)
+                except Exception as exc:
+                    failed[worker] = cause_of(exc)
+    finally:
+        stop_hosts(actors)
     if not failed and not pending:
         return results
     late = sorted(pending.values())

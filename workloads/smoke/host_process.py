@@ -1,0 +1,46 @@
+"""One Ray actor per host bundle runs that host's check: a worker process of its own (as a ``max_calls=1`` task
+had), which on host 0 first names the ``jax.distributed`` coordinator's address. Tasks cost two worker processes per
+host and one more on the driver's node, of which only one ran anything: a raylet starts one more worker for every
+task lease with a backlog (Ray 2.60 ``WorkerPool::PrestartWorkers``, "Prestarting 1 workers given lease backlog size
+1"), while an actor's lease comes from the GCS with none (docs/FACTS.md#smoke-host-processes)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from raytpu.workloads.smoke.measure import coordinator_address
+
+
+class HostProcess:
+    """The actor: serves the coordinator's address, then runs one check in this process."""
+
+    def address(self) -> tuple[str, int]:
+        return coordinator_address()
+
+    def run(self, check: Callable[..., Any], *args: Any) -> Any:
+        return check(*args)
+
+
+def start_hosts(bundles: list[tuple[Any, int]], chips_per_host: int,
+                runtime_env: dict[str, Any] | None = None) -> list[Any]:
+    """One :class:`HostProcess` in each (placement group, bundle index), holding its TPU chips and one CPU; no
+    restart, no retry (a host that dies is a finding, not something to hide)."""
+    import ray
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    actor = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(HostProcess)
+    options: dict[str, Any] = {"resources": {"TPU": chips_per_host}}
+    if runtime_env:
+        options["runtime_env"] = runtime_env
+    return [actor.options(scheduling_strategy=PlacementGroupSchedulingStrategy(placement_group=pg,
+                                                                            placement_group_bundle_index=index),
+                          **options).remote() for pg, index in bundles]
+
+
+def stop_hosts(actors: list[Any]) -> None:
+    """Ends every host's process (its chips free again, as a ``max_calls=1`` task's exit freed them)."""
+    import ray
+
+    for actor in actors:
+        ray.kill(actor, no_restart=True)
