@@ -58,7 +58,7 @@ GROWER = ("import sys\nheld = []\nprint('up', flush=True)\nfor line in sys.stdin
 
 def test_the_sampler_reads_pss_only_when_it_could_be_a_new_peak_and_finds_the_same_peak() -> None:
     """A process that grows, holds, grows: PSS is read on growth (the RSS bound passes the peak), not while it holds
-    (until ``recheck_s``); the peak equals a full read's."""
+    (until ``recheck_s``), nor within ``pss_gap_s`` of the last read; the peak equals a full read's."""
     proc = subprocess.Popen([sys.executable, "-c", GROWER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                             start_new_session=True)
     stdin, stdout = proc.stdin, proc.stdout
@@ -70,7 +70,7 @@ def test_the_sampler_reads_pss_only_when_it_could_be_a_new_peak_and_finds_the_sa
         assert stdout.readline().strip() == "ok"
 
     try:
-        sampler = PeakMemory(root=proc.pid, recheck_s=3600.0)
+        sampler = PeakMemory(root=proc.pid, recheck_s=3600.0, pss_gap_s=0.0)
         sampler.sample()
         assert sampler.pss_reads == 1  # the first sample always reads
         grow(64)
@@ -88,6 +88,14 @@ def test_the_sampler_reads_pss_only_when_it_could_be_a_new_peak_and_finds_the_sa
         again.sample()
         again.sample()
         assert again.pss_reads == 2  # recheck_s 0: every sample reads (bench/memory_sampler.py's baseline)
+        gapped = PeakMemory(root=proc.pid, recheck_s=3600.0, pss_gap_s=3600.0)
+        gapped.sample()
+        grow(16)
+        gapped.sample()
+        assert gapped.pss_reads == 1  # growth within pss_gap_s of the last read: not read yet
+        gapped.pss_gap_s = 0.0
+        gapped.sample()
+        assert gapped.pss_reads == 2 and gapped.peak_pss_bytes > sampler.peak_pss_bytes  # once the gap has passed
     finally:
         os.killpg(proc.pid, 9)
         proc.wait()

@@ -90,14 +90,17 @@ class PeakMemory:
     PSS has grown by at most what its processes' RSS grew (a page mapped adds at most one page to either), so while
     that bound stays under the peak the read is skipped, and at least every ``recheck_s`` (a copy-on-write copy or a
     sharer outside the group leaving adds PSS without RSS). Reading PSS every 0.5 s took 12% of a core through
-    ``raytpu demo`` (bench/memory_sample.py)."""
+    ``raytpu demo`` (bench/memory_sample.py). While the group grows the bound passes the peak at nearly every sample,
+    so PSS is read at most every ``pss_gap_s``: a peak held for less than that can be missed (bench/memory_sampler.py
+    measures what it costs and misses)."""
 
     def __init__(self, tag_prefix: str | None = None, interval_s: float = 0.5, root: int | None = None,
-                 recheck_s: float = 5.0) -> None:
+                 recheck_s: float = 5.0, pss_gap_s: float = 2.0) -> None:
         self.root = root
         self.tag_prefix = tag_prefix
         self.interval_s = interval_s
         self.recheck_s = recheck_s
+        self.pss_gap_s = pss_gap_s
         self.peak_rss_bytes = 0
         self.peak_pss_bytes = 0
         self.pss_reads = 0
@@ -115,7 +118,8 @@ class PeakMemory:
         pss_then, rss_then = self._read_at
         bound = pss_then + sum(max(rss - rss_then.get(pid, 0), 0) for pid, rss in resident.items())
         now = time.monotonic()
-        if self._read_pss is None or bound > self.peak_pss_bytes or now - self._read_pss >= self.recheck_s:
+        since = None if self._read_pss is None else now - self._read_pss
+        if since is None or since >= self.recheck_s or (bound > self.peak_pss_bytes and since >= self.pss_gap_s):
             rss, pss = memory_bytes(set(resident))
             self.pss_reads += 1
             self._read_pss, self._read_at = now, (pss, resident)
