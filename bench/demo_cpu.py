@@ -32,6 +32,7 @@ ROLES = (  # first match on a process's titles and command lines wins
     ("_get_tpu_slice_name", "Ray Train slice-name task"),
     ("PreemptionWatcher", "the kit's preemption watcher"),
     ("ray::IDLE", "Ray worker started, never used (ray::IDLE)"),
+    ("raylet/raylet", "raylet (per node)"),  # its command line names default_worker.py too
     ("default_worker.py", "Ray worker (other)"),
     ("raytpu.workloads.smoke", "smoke driver"),
     ("raytpu.workloads.train", "train driver"),
@@ -44,7 +45,6 @@ ROLES = (  # first match on a process's titles and command lines wins
     ("log_monitor.py", "log monitor (per node)"),
     ("autoscaler/_private/monitor.py", "autoscaler monitor (head)"),
     ("ray.util.client.server", "Ray client server (head)"),
-    ("raylet/raylet", "raylet (per node)"),
     ("gcs_server", "GCS (head)"),
     ("bin/ray start", "ray start (the CLI, per node)"),
     ("from ray.scripts.scripts import main", "ray start (the CLI, per node)"),  # raytpu.local.launch.RAY_CLI
@@ -121,8 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{'at s':>5}  {'CPU-s':>5}  node  titles")
         for first, cpu, names in sorted(seen.values()):
             joined = " | ".join(names)
-            if "default_worker.py" in joined or ("ray::" in joined and "Agent" not in joined
-                                                and "RuntimeEnv" not in joined):
+            if role(names) != "raylet (per node)" and ("default_worker.py" in joined or (
+                    "ray::" in joined and "Agent" not in joined and "RuntimeEnv" not in joined)):
                 node = re.search(r"raylet-name=\S*?/(\d+)-[0-9a-f]{4}/", joined)
                 titles = [n[:48] for n in names if n.startswith("ray::")]
                 print(f"{first:5.1f}  {cpu:5.2f}  {node.group(1) if node else '?':>4}  {', '.join(titles)}")
