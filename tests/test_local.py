@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from raytpu import local
@@ -130,16 +131,20 @@ def test_a_serving_workload_takes_set_overrides_onto_the_local_slice(tmp_path: P
 
 @pytest.mark.unit
 def test_the_nodes_ray_cli_is_rays_own_without_its_serve_group() -> None:
-    """``launch.RAY_CLI`` runs Ray's click group (``start`` among its commands) without importing Ray Serve.
-    Source: Ray 2.60 ``ray.scripts.scripts`` (the ``serve`` group added in a ``try`` that skips it on ImportError)."""
+    """``launch.RAY_CLI`` runs Ray's click group (``start`` among its commands) without importing Ray Serve, and with
+    Ray Client reported missing. Source: Ray 2.60 ``ray.scripts.scripts`` (the ``serve`` group added in a ``try`` that
+    skips it on ImportError; ``start`` sets a client port only when ``get_ray_client_dependency_error()`` is None)."""
     listed = subprocess.run([sys.executable, "-c", launch.RAY_CLI, "--help"], capture_output=True, text=True,
                             timeout=120, check=True).stdout
     commands = {line.split()[0] for line in listed.split("Commands:", 1)[1].splitlines() if line.strip()}
     assert {"start", "stop", "status"} <= commands
     assert "serve" not in commands
-    probe = launch.RAY_CLI.replace("main()", "import ray.scripts.scripts; print('ray.serve' in sys.modules)")
+    # nor a Ray Client server on the head: `ray start` gives it one only when the client's dependencies import
+    probe = launch.RAY_CLI.replace("scripts.main()", "print('ray.serve' in sys.modules, "
+                                   "scripts.get_ray_client_dependency_error() is None)")
+    assert probe != launch.RAY_CLI
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
-                          check=True).stdout.strip() == "False"
+                          check=True).stdout.strip() == "False False"
 
 
 @pytest.mark.unit
@@ -218,6 +223,12 @@ def test_local_cli_up_status_smoke_down_across_invocations(tmp_path: Path) -> No
         assert up.returncode == 0, up.stderr
         assert "RAY_ADDRESS=" in up.stdout
         assert "worker 0 up" in up.stderr  # progress while nodes start
+
+        cluster = local.LocalCluster.load(tmp_path)
+        assert cluster is not None
+        gcs = cluster.address.rsplit(":", 1)[1]  # no Ray Client server beside this head (launch.RAY_CLI)
+        assert not [p.pid for p in psutil.process_iter(["cmdline"]) if "ray.util.client.server" in
+                    " ".join(p.info["cmdline"] or []) and f":{gcs}" in " ".join(p.info["cmdline"] or [])]
 
         status = _raytpu("status", "--json", run_dir=tmp_path)
         assert status.returncode == 0, status.stderr

@@ -529,32 +529,39 @@ def test_the_dcn_host_check_starts_with_rays_megascale_over_the_pods(monkeypatch
 
 @pytest.mark.slice
 @pytest.mark.timeout(600)
-def test_on_a_pod_with_megascale_the_per_slice_task_runs_without_it_and_the_dcn_task_with_rays(
+def test_on_a_pod_with_megascale_the_per_slice_check_runs_without_it_and_the_dcn_check_with_rays(
         two_v5p: local.LocalCluster) -> None:
-    """Real Ray tasks on an emulated host whose environment carries the webhook's MEGASCALE_* (a per-task
-    ``runtime_env``, as the pod env reaches a worker on GKE): the per-slice host check starts JAX with none of them
-    (it names the four it removed), the DCN host check with the ones Ray's ``get_tpu_coordinator_env_vars`` gives."""
+    """Each check in the actor the smoke driver runs it in (``host_process.start_hosts``), on an emulated host whose
+    environment carries the webhook's MEGASCALE_* (the actor's ``runtime_env``, as the pod env reaches a worker on
+    GKE): the per-slice host check starts JAX with none of them (it names the four it removed), the DCN host check, in
+    a process of its own, with the ones Ray's ``get_tpu_coordinator_env_vars`` gives."""
     import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
     from ray.util.tpu import get_tpu_coordinator_env_vars
 
     from raytpu.workloads.smoke import dcn, measure
+    from raytpu.workloads.smoke.host_process import start_hosts, stop_hosts
 
     plan: SlicePlan = two_v5p.slice_plan
     pod = {"env_vars": POD_MEGASCALE}
     ray.init(address=two_v5p.address, log_to_driver=False, logging_level=logging.ERROR)
     try:
-        host: dict[str, Any] = {"num_cpus": 1, "max_calls": 1, "max_retries": 0,
-                                "resources": {"TPU": plan.chips_per_host}, "runtime_env": pod}
-        ip, port = ray.get(ray.remote(num_cpus=0, resources={"TPU": plan.chips_per_host})(
-            measure.coordinator_address).remote(), timeout=120)
-        check = ray.remote(**host)(measure.host_check)
-        checked: dict[str, Any] = ray.get(check.remote(f"{ip}:{port}", 1, 0, 120, None, {}), timeout=300)
-        ip, port = ray.get(ray.remote(num_cpus=0, resources={"TPU": plan.chips_per_host})(
-            measure.coordinator_address).remote(), timeout=120)
-        ours = get_tpu_coordinator_env_vars(ip, 1, 0, str(multislice.MEGASCALE_PORT))
-        dcn_check = ray.remote(**host)(dcn.dcn_host_check)
-        joined: dict[str, Any] = ray.get(dcn_check.remote(f"{ip}:{port}", 1, 0, 1, ours, 120, 30.0, False),
-                                         timeout=300)
+        pg = placement_group([{"CPU": 1, "TPU": plan.chips_per_host}])
+        ray.get(pg.ready(), timeout=120)
+        try:
+            host = start_hosts([(pg, 0)], plan.chips_per_host, pod)
+            ip, port = ray.get(host[0].address.remote(), timeout=120)
+            checked: dict[str, Any] = ray.get(host[0].run.remote(measure.host_check, f"{ip}:{port}", 1, 0, 120, None,
+                                                                 {}), timeout=300)
+            stop_hosts(host, graceful=True)
+            host = start_hosts([(pg, 0)], plan.chips_per_host, pod)
+            ip, port = ray.get(host[0].address.remote(), timeout=120)
+            ours = get_tpu_coordinator_env_vars(ip, 1, 0, str(multislice.MEGASCALE_PORT))
+            joined: dict[str, Any] = ray.get(host[0].run.remote(dcn.dcn_host_check, f"{ip}:{port}", 1, 0, 1, ours,
+                                                                120, 30.0, False), timeout=300)
+            stop_hosts(host, graceful=True)
+        finally:
+            remove_placement_group(pg)
     finally:
         ray.shutdown()
     assert sorted(checked["megascale_cleared"]) == sorted(multislice.MEGASCALE_ENV), checked

@@ -483,3 +483,20 @@ def test_an_unreachable_cluster_still_prints_a_verdict(monkeypatch: pytest.Monke
     verdict = parse_verdict_line(capsys.readouterr().out)
     assert verdict is not None and not verdict["healthy"]
     assert verdict["checks"][0]["detail"] == "the check failed: ConnectionError: no Ray cluster at 10.9.9.9:6379"
+
+
+def test_a_host_whose_process_died_is_named_with_its_workers_exit_detail() -> None:
+    """A host's check runs in an actor (``host_process``): when its process dies, Ray's ``ActorDiedError`` puts the
+    worker's exit detail on a later line, which the verdict keeps.
+    Source: Ray 2.60 ``ray.exceptions.ActorDiedError``."""
+    from ray.core.generated.common_pb2 import ActorDiedErrorContext
+    from ray.exceptions import ActorDiedError, RayTaskError
+
+    from raytpu.workloads.smoke.verdict import cause_of
+
+    detail = "Worker exit type: SYSTEM_ERROR Worker exit detail: the worker process died (libtpu aborted)"
+    died = ActorDiedError(ActorDiedErrorContext(error_message=f"The actor is dead. {detail}", class_name="HostProcess",
+                                                actor_id=bytes(16), pid=42, node_ip_address="10.0.0.3"))
+    assert cause_of(died) == f"ActorDiedError: {ActorDiedError.BASE_ERROR_MSG} (The actor is dead. {detail})"
+    raised = RayTaskError("run", "Traceback ...", RuntimeError("fault injected on host 1\nmore"))
+    assert cause_of(raised) == "RuntimeError: fault injected on host 1"

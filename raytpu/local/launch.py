@@ -63,18 +63,20 @@ def _base_env(cluster: LocalCluster) -> dict[str, str]:
     return env
 
 
-RAY_CLI = ("import sys; sys.modules['ray.serve.scripts'] = None; from ray.scripts.scripts import main; "
-           "sys.argv[0] = 'ray'; main()")
+RAY_CLI = ("import sys; sys.modules['ray.serve.scripts'] = None; from ray.scripts import scripts; "
+           "scripts.get_ray_client_dependency_error = lambda: ImportError('no Ray Client on an emulated node'); "
+           "sys.argv[0] = 'ray'; scripts.main()")
 """Ray's own CLI (``ray start ...``) without its optional ``serve`` subcommand group, which ``ray start`` never uses
-and whose import was half of its CPU (a bare head's ``ray start``: 0.9 CPU-s against 1.9, bench/ray_cli.py). Ray's
-CLI skips that group when its import fails, as in a Ray installed without Serve.
-Source: Ray 2.60 ``ray.scripts.scripts`` (``from ray.serve.scripts import cli`` in a ``try``)."""
+(Ray's CLI skips it when its import fails), and without a Ray Client server on the head, which no kit command
+speaks to (Ray gives the head one when the client's dependencies import, and refuses port 0 for it): less CPU per
+node (docs/FACTS.md#local-start-limits).
+Source: Ray 2.60 ``ray.scripts.scripts`` (``from ray.serve.scripts import cli`` in a ``try``; ``start``:
+``has_ray_client`` sets ``ray_client_server_port = 10001``), ``ray._private.node.Node.start_head_processes``."""
 
 
 def _node_args(cluster: LocalCluster, head: bool, temp: str) -> list[str]:
     """``ray start`` for one node. Ray picks a host's ports itself (0, and agents write port files), so hosts starting
-    together never race; the head's GCS, dashboard and client ports are chosen here, known in advance (Ray refuses 0 for
-    the client's). Source: Ray 2.60.0 ``ray._private.parameter.RayParams._check_usage``."""
+    together never race; the head's GCS and dashboard ports are chosen here, known in advance."""
     args = [sys.executable, "-c", RAY_CLI, "start", "--disable-usage-stats", "--temp-dir", temp,
             "--include-log-monitor", "true", "--object-store-memory", str(OBJECT_STORE_BYTES),
             "--node-ip-address", "127.0.0.1",
@@ -85,8 +87,7 @@ def _node_args(cluster: LocalCluster, head: bool, temp: str) -> list[str]:
         # the dashboard serves Ray's Job Submission API (`raytpu submit --local`), as the head on GKE does
         dashboard_port = cluster.dashboard.rsplit(":", 1)[1]
         args += ["--head", "--port", port, "--num-cpus", str(HEAD_CPUS), "--include-dashboard", "true",
-                 "--dashboard-host", "127.0.0.1", "--dashboard-port", dashboard_port,
-                 "--ray-client-server-port", str(free_port())]
+                 "--dashboard-host", "127.0.0.1", "--dashboard-port", dashboard_port]
     else:
         args += ["--address", cluster.address]
     return args

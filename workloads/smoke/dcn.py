@@ -229,7 +229,7 @@ def _run(plan: SlicePlan, reservations: list[Reservation], limit_s: float, reach
                         deadline = min(deadline, time.monotonic() + reach_s + 5)
                     run.failed[key] = cause_of(exc)
     finally:
-        stop_hosts(actors)
+        stop_hosts(actors, graceful=len(run.results) == len(actors))
     run.late.extend(pending.values())
     return run
 

@@ -191,7 +191,7 @@ def _run_hosts(plan: SlicePlan, reservation: Reservation, options: SmokeOptions,
                 except Exception as exc:
                     failed[worker] = cause_of(exc)
     finally:
-        stop_hosts(actors)
+        stop_hosts(actors, graceful=len(results) == len(actors))
     if not failed and not pending:
         return results
     late = sorted(pending.values())

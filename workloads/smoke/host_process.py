@@ -6,6 +6,7 @@ task lease with a backlog (Ray 2.60 ``WorkerPool::PrestartWorkers``, "Prestartin
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -38,9 +39,15 @@ def start_hosts(bundles: list[tuple[Any, int]], chips_per_host: int,
                           **options).remote() for pg, index in bundles]
 
 
-def stop_hosts(actors: list[Any]) -> None:
-    """Ends every host's process (its chips free again, as a ``max_calls=1`` task's exit freed them)."""
+def stop_hosts(actors: list[Any], graceful: bool) -> None:
+    """Ends every host's process, so its chips are free again: ``graceful`` after its check returned (Ray's
+    ``__ray_terminate__`` queues a normal exit, as a ``max_calls=1`` task's worker exited), else killed (a host that
+    raised, hung or was left waiting for one). Source: Ray 2.60 ``ray.actor`` (``__ray_terminate__``), ``ray.kill``."""
     import ray
 
     for actor in actors:
-        ray.kill(actor, no_restart=True)
+        with contextlib.suppress(Exception):  # one actor already gone must not keep the others alive
+            if graceful:
+                actor.__ray_terminate__.remote()
+            else:
+                ray.kill(actor, no_restart=True)

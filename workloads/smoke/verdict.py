@@ -38,11 +38,15 @@ def rounded(value: float | None) -> float | None:
 
 
 def cause_of(exc: BaseException) -> str:
-    """``Type: first line`` of an exception; a Ray task error is named by the error its task raised."""
+    """``Type: first line`` of an exception; a Ray task error is named by the error its task raised, a dead actor
+    (a host's check process) also by its worker's exit detail. Source: Ray 2.60 ``ray.exceptions.ActorDiedError``
+    (the context's ``error_message`` on a later line)."""
     cause = getattr(exc, "cause", None)
     exc = cause if isinstance(cause, BaseException) else exc
     lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0][:300] if lines else ''}".rstrip(": ")
+    detail = next((line.strip()[:300] for line in lines[1:] if "exit detail" in line.lower()), "")
+    named = f"{type(exc).__name__}: {lines[0][:300] if lines else ''}".rstrip(": ")
+    return f"{named} ({detail})" if detail else named
 
 
 def slice_verdict(plan: SlicePlan, name: str, hosts_found: int, checks: list[Check], hosts: dict[int, HostRow],
