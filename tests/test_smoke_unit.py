@@ -489,7 +489,7 @@ def test_a_host_whose_process_died_is_named_with_its_workers_exit_detail() -> No
     """A host's check runs in an actor (``host_process``): when its process dies, Ray's ``ActorDiedError`` puts the
     worker's exit detail on a later line, which the verdict keeps.
     Source: Ray 2.60 ``ray.exceptions.ActorDiedError``."""
-    from ray.core.generated.common_pb2 import ActorDiedErrorContext
+    from ray.core.generated.common_pb2 import ActorDiedErrorContext  # type: ignore[attr-defined]
     from ray.exceptions import ActorDiedError, RayTaskError
 
     from raytpu.workloads.smoke.verdict import cause_of
