@@ -1,8 +1,7 @@
-"""One Ray actor per host bundle runs that host's check: a worker process of its own (as a ``max_calls=1`` task
-had), which on host 0 first names the ``jax.distributed`` coordinator's address. Tasks cost two worker processes per
-host and one more on the driver's node, of which only one ran anything: a raylet starts one more worker for every
-task lease with a backlog (Ray 2.60 ``WorkerPool::PrestartWorkers``, "Prestarting 1 workers given lease backlog size
-1"), while an actor's lease comes from the GCS with none (docs/FACTS.md#smoke-host-processes)."""
+"""One Ray actor per host bundle runs that host's check in a worker process of its own (as a ``max_calls=1`` task
+had); host 0's first names the ``jax.distributed`` coordinator's address. Tasks cost each host a second worker process
+that never ran anything, and the driver's node a third: a raylet starts one more worker for every task lease with a
+backlog (Ray 2.60 ``WorkerPool::PrestartWorkers``); an actor gets just its own (docs/FACTS.md#smoke-host-processes)."""
 
 from __future__ import annotations
 
