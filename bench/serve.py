@@ -249,6 +249,14 @@ def measure_level(servers: dict[str, Server], c: int, args: argparse.Namespace) 
             **summary([p["ratio"] for p in pairs], args.pairs, args.agree)}
 
 
+def exit_on_sigterm() -> None:
+    """A SIGTERM (a CI timeout, ``kill``) unwinds like Ctrl-C, so vLLM's server and the emulated slice are stopped on
+    the way out. Set again once a slice is up: the slice's start connects this process to Ray, whose C++ signal
+    handler then ends the process at once on SIGTERM (its servers left running).
+    Source: Ray 2.60 ``RayLog::InstallFailureSignalHandler`` (SIGTERM among the failure signals)."""
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+
+
 def session(model: tiny_llm.TinyModel, work: WorkloadSpec, env: dict[str, str], args: argparse.Namespace
             ) -> dict[str, Any]:
     """vLLM alone and the kit's app (with ``env``) up at once, both serving ``work``, every level measured in pairs."""
@@ -259,6 +267,7 @@ def session(model: tiny_llm.TinyModel, work: WorkloadSpec, env: dict[str, str], 
         vllm, vllm_pid, log = stack.enter_context(vllm_server(model, work, args.vllm_niceness))
         vllm_mem = stack.enter_context(local.PeakMemory(root=vllm_pid))
         ray = stack.enter_context(ray_server(work, env))
+        exit_on_sigterm()
         servers = {"vllm": vllm, "ray": ray}
         pinned = pin(vllm.processes() | ray.processes()) if args.pin_engine else None
         stack.callback(unpin_self, ALL_CORES)
@@ -353,6 +362,7 @@ def main() -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     alt_env = dict(kv.split("=", 1) for kv in args.alt_ray_env)
+    exit_on_sigterm()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))  # token auth as on GKE; one token per process
     model = tiny_llm.ensure(args.cache_dir)
