@@ -252,8 +252,9 @@ def measure_level(servers: dict[str, Server], c: int, args: argparse.Namespace) 
 def exit_on_sigterm() -> None:
     """A SIGTERM (a CI timeout, ``kill``) unwinds like Ctrl-C, so vLLM's server and the emulated slice are stopped on
     the way out. Set again once a slice is up: the slice's start connects this process to Ray, whose C++ signal
-    handler then ends the process at once on SIGTERM (its servers left running).
-    Source: Ray 2.60 ``RayLog::InstallFailureSignalHandler`` (SIGTERM among the failure signals)."""
+    handler then ends the process at once on SIGTERM (its servers left running: seen here).
+    Source: Ray 2.60 ``RayLog::InstallFailureSignalHandler`` -> ``absl::InstallFailureSignalHandler`` (SIGTERM among
+    absl's failure signals, raised again with the default action)."""
     signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
 
 
