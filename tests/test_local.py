@@ -20,7 +20,7 @@ from raytpu import local
 from raytpu.config import load
 from raytpu.core.common.errors import RuntimeFailure
 from raytpu.core.tpu.plan import SlicePlan, plan_slice
-from raytpu.local import diagnose, launch
+from raytpu.local import diagnose, launch, procs
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "raytpu.example.yaml"
 
@@ -288,6 +288,38 @@ def test_local_cli_up_status_smoke_down_across_invocations(tmp_path: Path) -> No
     assert down.returncode == 0
     after = _raytpu("status", run_dir=tmp_path)
     assert after.returncode == 1 and "no local cluster" in after.stderr
+
+
+@pytest.mark.slice
+@pytest.mark.timeout(300)
+def test_a_demo_stopped_by_sigterm_once_its_slice_is_up_tears_it_down(tmp_path: Path) -> None:
+    """SIGTERM ends a kit command as Ctrl-C does: its cleanup runs, exit 130 (``raytpu.cli``). The demo's start of the
+    slice connects its own process to Ray, whose ``ray.init`` and ``ray.shutdown`` replace that handler (Ray 2.60
+    ``ray.init`` ``sigterm_handler``, ``RayLog::InstallFailureSignalHandler``); ``raytpu.local.connection`` puts it
+    back. Before, the demo ended at once and its slice kept running."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    log = tmp_path / "demo.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "raytpu", "demo", "--no-synth", "--dir", str(tmp_path / "run"),
+                                 "--report", str(tmp_path / "demo.json")], env=env, stdout=out,
+                                stderr=subprocess.STDOUT, text=True, cwd=EXAMPLE.parent, start_new_session=True)
+    temp_dir = ""
+    try:
+        deadline = time.monotonic() + 180
+        while "local slice up" not in log.read_text() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        cluster = local.LocalCluster.load(tmp_path / "run")
+        assert cluster is not None and proc.poll() is None, log.read_text()[-3000:]
+        temp_dir = cluster.temp_dir
+        os.kill(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=120) == 130, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    text = log.read_text()
+    assert "ok   teardown" in text and "error: interrupted" in text and "Traceback" not in text, text[-3000:]
+    assert not procs.processes_under(temp_dir)
 
 
 @pytest.mark.unit

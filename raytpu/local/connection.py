@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from raytpu.core.common.errors import RuntimeFailure
@@ -49,9 +52,30 @@ def connect(cluster: LocalCluster) -> bool:
 
     if ray.is_initialized():
         return False
-    ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR,
-             configure_logging=False)
+    _keeping_sigterm(lambda: ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR,
+                                      configure_logging=False))
     return True
+
+
+def disconnect() -> None:
+    """``ray.shutdown()``, this process's SIGTERM handler kept (:func:`_keeping_sigterm`)."""
+    import ray
+
+    _keeping_sigterm(ray.shutdown)
+
+
+def _keeping_sigterm(call: Callable[[], object]) -> None:
+    """Runs ``call`` (``ray.init``, ``ray.shutdown``), then puts back this process's SIGTERM handler. Ray's replaced a
+    kit command's (an interrupt: its cleanup runs, exit 130; ``raytpu.cli``), and ``ray.shutdown`` left SIGTERM at its
+    default, so a ``raytpu demo`` stopped once its slice was up left the slice running (docs/FACTS.md#local-sigterm).
+    Source: Ray 2.60 ``ray.init`` (``sigterm_handler``), ``RayLog::InstallFailureSignalHandler``."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        call()
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def wait_for_nodes(cluster: LocalCluster, count: int, timeout_s: float) -> list[dict[str, Any]]:
@@ -70,4 +94,4 @@ def wait_for_nodes(cluster: LocalCluster, count: int, timeout_s: float) -> list[
             time.sleep(0.3)
     finally:
         if connected:
-            ray.shutdown()
+            disconnect()

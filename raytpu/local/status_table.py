@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from raytpu.core.common.table import text_table
-from raytpu.local.connection import connect
+from raytpu.local.connection import connect, disconnect
 from raytpu.local.procs import node_alive
 from raytpu.local.state import LocalCluster
 
@@ -34,7 +34,7 @@ def status(cluster: LocalCluster) -> list[HostStatus]:
         nodes = ray.nodes()
     finally:
         if connected:
-            ray.shutdown()
+            disconnect()
     return status_rows(cluster, nodes)
 
 
