@@ -251,10 +251,7 @@ def measure_level(servers: dict[str, Server], c: int, args: argparse.Namespace) 
 
 def exit_on_sigterm() -> None:
     """A SIGTERM (a CI timeout, ``kill``) unwinds like Ctrl-C, so vLLM's server and the emulated slice are stopped on
-    the way out. Set again once a slice is up: the slice's start connects this process to Ray, whose C++ signal
-    handler then ends the process at once on SIGTERM (its servers left running: seen here).
-    Source: Ray 2.60 ``RayLog::InstallFailureSignalHandler`` -> ``absl::InstallFailureSignalHandler`` (SIGTERM among
-    absl's failure signals, raised again with the default action)."""
+    the way out (the slice's start keeps this handler: :func:`raytpu.local.connection.connect`)."""
     signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
 
 
@@ -268,7 +265,6 @@ def session(model: tiny_llm.TinyModel, work: WorkloadSpec, env: dict[str, str], 
         vllm, vllm_pid, log = stack.enter_context(vllm_server(model, work, args.vllm_niceness))
         vllm_mem = stack.enter_context(local.PeakMemory(root=vllm_pid))
         ray = stack.enter_context(ray_server(work, env))
-        exit_on_sigterm()
         servers = {"vllm": vllm, "ray": ray}
         pinned = pin(vllm.processes() | ray.processes()) if args.pin_engine else None
         stack.callback(unpin_self, ALL_CORES)
