@@ -24,3 +24,14 @@ def guarded(body: Callable[[], int]) -> int:
         failure.__cause__ = exc  # reported, not raised: the cause is set by hand for RAYTPU_DEBUG=1
         report(failure)
         return EXIT_RUNTIME
+
+
+def end_quiet_driver(connected_here: bool) -> None:
+    """Ends the Ray connection a driver with ``log_to_driver=False`` made itself, once its last line is out: at exit
+    Ray's hook would first sleep half a second for worker log lines such a driver never prints. A connection the
+    caller had before is left alone. Source: Ray 2.60 ``ray._private.worker.shutdown`` (``_exiting_interpreter``);
+    docs/FACTS.md#local-driver-exit."""
+    if connected_here:
+        import ray
+
+        ray.shutdown()

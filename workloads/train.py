@@ -30,7 +30,7 @@ from raytpu.core.specs import checkpoints, compile_cache, data, multislice
 from raytpu.core.specs.spec import WorkloadSpec
 from raytpu.core.tpu.plan import RAY_SLICE_LABEL, SlicePlan
 from raytpu.workloads import train_data
-from raytpu.workloads._entry import guarded
+from raytpu.workloads._entry import end_quiet_driver, guarded
 from raytpu.workloads.compile_watch import CompileWatch
 from raytpu.workloads.preemption import (
     PREEMPTION_POLL_ENV,
@@ -377,7 +377,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         from raytpu.workloads import team_train
 
         return team_train.run(args, work, env)
-    if not ray.is_initialized():
+    connected_here = not ray.is_initialized()
+    if connected_here:
         ray.init(address=args.address or os.environ.get("RAY_ADDRESS") or "auto", log_to_driver=False,
                  logging_level=logging.ERROR, runtime_env={"env_vars": env})
     datasets = train_data.datasets(work.dataset, args.features)  # a bad dataset is exit 2, before any slice
@@ -415,6 +416,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         summary.update(_outcome(result, args, launch))
     summary.update(compile_verdict(summary.get("compile"), work.compile_budget_s))
     print(result_line(summary), flush=True)
+    end_quiet_driver(connected_here)
     return summary
 
 

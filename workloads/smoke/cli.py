@@ -17,7 +17,7 @@ from raytpu.core.common.timeline import stamp, stamp_line
 from raytpu.core.specs.spec import WorkloadSpec
 from raytpu.core.tpu.plan import RAY_SLICE_LABEL, RAY_WORKER_LABEL
 from raytpu.workloads import smoke as program
-from raytpu.workloads._entry import guarded
+from raytpu.workloads._entry import end_quiet_driver, guarded
 from raytpu.workloads.slices import RESERVE_TIMEOUT_S, SliceInventory, wait_for_hosts
 from raytpu.workloads.smoke import dcn
 from raytpu.workloads.smoke.driver import check_limit_s, check_slice
@@ -89,8 +89,9 @@ def run(options: SmokeOptions) -> list[Verdict]:
         limit_s = check_limit_s(plan.hosts, limits.active_deadline_s if limits else None, options.reserve_timeout_s)
         options = replace(options, check_timeout_s=limit_s)
     verdicts: list[Verdict] = []
+    connected_here = not ray.is_initialized()
     try:
-        if not ray.is_initialized():
+        if connected_here:
             ray.init(address=options.address or os.environ.get("RAY_ADDRESS") or "auto", log_to_driver=False,
                      logging_level=logging.ERROR)
         slices = wait_for_hosts(plan, work.slices_spanned, options.slice_name, limit_s)
@@ -115,6 +116,7 @@ def run(options: SmokeOptions) -> list[Verdict]:
     for v in verdicts:
         print(format_verdict_line(v), flush=True)
         print(json.dumps(log_entry(v), sort_keys=True), flush=True)  # Cloud Logging's structured line
+    end_quiet_driver(connected_here)
     return verdicts
 
 
