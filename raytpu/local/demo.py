@@ -26,6 +26,11 @@ if TYPE_CHECKING:
     from raytpu.core.tpu.plan import SlicePlan
     from raytpu.local import LocalCluster, PeakMemory
 
+TEARDOWN_GRACE_S = 0.25
+"""SIGTERM to SIGKILL when the training demo's slice goes (its drivers have exited; no serving engine, whose cleanup
+keeps :func:`raytpu.local.stop`'s default): the processes that heed SIGTERM are gone within 0.2 s, while the GCS,
+raylets and runtime-env agents ignore it and outlast any grace (docs/FACTS.md#local-teardown)."""
+
 OVERLAP_ENV = "RAYTPU_DEMO_OVERLAP"
 """``1`` starts the train step's driver once the smoke check's first host check returned (:class:`EarlyTrain`); by
 default after the smoke ended: in a bench run (bench/demo_overlap.py) on a swamped machine (load 17-62) both
@@ -203,7 +208,7 @@ def _on_the_slice(demo: Demo, spec: ClusterSpec, plan: SlicePlan, synthesized: C
     finally:
         synthesized()  # the child reaped, its step recorded, whatever failed
         started = time.monotonic()
-        local.stop(demo.options.dir)
+        local.stop(demo.options.dir, grace_s=TEARDOWN_GRACE_S)
         if early is not None:
             early.join(30.0)  # a driver started early ends with its cluster
         demo.step("teardown", True, started)
