@@ -30,7 +30,7 @@ ROLES = (  # first match on a process's titles and command lines wins
     ("PlacementGroupCleaner", "Ray Train placement-group cleaner"),
     ("AutoscalingCoordinator", "Ray Train autoscaling coordinator"),
     ("_get_tpu_slice_name", "Ray Train slice-name task"),
-    ("PreemptionWatcher", "the kit's preemption watcher"),
+    ("PreemptionWatcher", "Ray Train preemption watcher"),
     ("ray::IDLE", "Ray worker started, never used (ray::IDLE)"),
     ("raylet/raylet", "raylet (per node)"),  # its command line names default_worker.py too
     ("default_worker.py", "Ray worker (other)"),
