@@ -27,6 +27,7 @@ from raytpu.core.tpu.catalog import expected_busbw, generation
 from raytpu.core.tpu.plan import SlicePlan, plan_slice
 from raytpu.local import diagnose
 from raytpu.workloads import slices
+from raytpu.workloads._entry import end_quiet_driver
 from raytpu.workloads.smoke import cli, driver
 from raytpu.workloads.smoke.faults import ENV_INJECT_ERROR, ENV_INJECT_SLOW
 from raytpu.workloads.smoke.options import MIN_PEER_RATIO
@@ -145,6 +146,15 @@ def test_a_topology_ray_refuses_ends_in_a_verdict_and_holds_nothing(cluster: loc
     assert not reservation["ok"] and "ValueError" in reservation["detail"] and "'1x8'" in reservation["detail"]
     held = slices.reserve_slice(plan, slice_name=name, timeout_s=10)  # the claimed head was given back
     held.release()
+
+
+def test_a_driver_ends_only_the_ray_connection_it_made(cluster: local.LocalCluster) -> None:
+    """The smoke and train drivers end their own connection after their last line (Ray's exit hook sleeps 0.5 s
+    first: Ray 2.60 ``ray._private.worker.shutdown``); a caller's connection (here the module's) stays usable."""
+    import ray
+
+    end_quiet_driver(connected_here=False)
+    assert ray.is_initialized() and ray.cluster_resources().get("TPU", 0) > 0
 
 
 def test_rays_slice_placement_group_also_takes_one_whole_slice(cluster: local.LocalCluster,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 from raytpu.core.common.errors import EXIT_RUNTIME, RaytpuError, RuntimeFailure, report
@@ -29,9 +30,12 @@ def guarded(body: Callable[[], int]) -> int:
 def end_quiet_driver(connected_here: bool) -> None:
     """Ends the Ray connection a driver with ``log_to_driver=False`` made itself, once its last line is out: at exit
     Ray's hook would first sleep half a second for worker log lines such a driver never prints. A connection the
-    caller had before is left alone. Source: Ray 2.60 ``ray._private.worker.shutdown`` (``_exiting_interpreter``);
-    docs/FACTS.md#local-driver-exit."""
-    if connected_here:
-        import ray
+    caller had before is left alone, and a failure here changes nothing, as at exit (the verdict is out).
+    Source: Ray 2.60 ``ray._private.worker.shutdown`` (``_exiting_interpreter``); docs/FACTS.md#local-driver-exit."""
+    if not connected_here:
+        return
+    import ray
 
-        ray.shutdown()
+    with contextlib.suppress(Exception):
+        if ray.is_initialized():
+            ray.shutdown()
