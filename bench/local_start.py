@@ -35,14 +35,17 @@ from raytpu.local.procs import signal_group
 BUSY = [sys.executable, "-c", "while True: pass"]
 
 
-def bare_start(cli: tuple[str, ...] = ()) -> tuple[float, float]:
+def bare_start(cli: tuple[str, ...] = (), client_server: bool = True) -> tuple[float, float]:
     """(wall seconds, CPU seconds of the CLI process) for one bare ``ray start --head`` to return 0, run as ``cli``
-    (default the ``ray`` script beside this interpreter); the node is killed by PID afterwards."""
+    (default the ``ray`` script beside this interpreter); the node is killed by PID afterwards. ``client_server``:
+    a free port for Ray's Client server (Ray's CLI would take a fixed 10001); False as the kit's launcher starts
+    none (:data:`raytpu.local.launch.RAY_CLI`)."""
     temp = f"{local.TMP_PREFIX}b{secrets.token_hex(3)}"
     env = os.environ | {local.ENV_CLUSTER: temp, "RAY_USAGE_STATS_ENABLED": "0"}
     args = [*(cli or (str(Path(sys.executable).parent / "ray"),)), "start", "--head", "--disable-usage-stats",
             "--temp-dir", temp, "--port", str(free_port()), "--dashboard-port", str(free_port()),
-            "--ray-client-server-port", str(free_port()), "--dashboard-agent-listen-port", "0"]
+            "--dashboard-agent-listen-port", "0",
+            *(("--ray-client-server-port", str(free_port())) if client_server else ())]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)  # the node's daemons are never our reaped children
     started = time.monotonic()
     done = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,

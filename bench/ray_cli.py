@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(args.repeats):
         order = list(CLIS) if i % 2 == 0 else list(reversed(CLIS))
         for name in order:
-            wall, cpu = bare_start((sys.executable, "-c", CLIS[name]))
+            wall, cpu = bare_start((sys.executable, "-c", CLIS[name]), client_server=name == "installed")
             figures[name]["head_cpu"].append(cpu)
             figures[name]["head_wall"].append(wall)
         for name in order:
