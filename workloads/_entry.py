@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
 from collections.abc import Callable
+from typing import Any
 
 from raytpu.core.common.errors import EXIT_RUNTIME, RaytpuError, RuntimeFailure, report
 
@@ -25,6 +28,18 @@ def guarded(body: Callable[[], int]) -> int:
         failure.__cause__ = exc  # reported, not raised: the cause is set by hand for RAYTPU_DEBUG=1
         report(failure)
         return EXIT_RUNTIME
+
+
+def connect_quiet_driver(address: str | None, **init: Any) -> bool:
+    """Connects this driver to its Ray cluster (``address``, else ``$RAY_ADDRESS``, else the running one) without its
+    workers' logs, unless it is connected already; returns whether it connected here (for :func:`end_quiet_driver`)."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    ray.init(address=address or os.environ.get("RAY_ADDRESS") or "auto", log_to_driver=False,
+             logging_level=logging.ERROR, **init)
+    return True
 
 
 def end_quiet_driver(connected_here: bool) -> None:

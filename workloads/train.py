@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import math
 import os
 import secrets
@@ -30,7 +29,7 @@ from raytpu.core.specs import checkpoints, compile_cache, data, multislice
 from raytpu.core.specs.spec import WorkloadSpec
 from raytpu.core.tpu.plan import RAY_SLICE_LABEL, SlicePlan
 from raytpu.workloads import train_data
-from raytpu.workloads._entry import end_quiet_driver, guarded
+from raytpu.workloads._entry import connect_quiet_driver, end_quiet_driver, guarded
 from raytpu.workloads.compile_watch import CompileWatch
 from raytpu.workloads.preemption import (
     PREEMPTION_POLL_ENV,
@@ -356,8 +355,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Fits the trainer; returns the summary (also printed as ``RAYTPU_TRAIN_RESULT {json}``)."""
-    import ray
-
     work = WorkloadSpec.from_env()
     plan, slices = work.plan, work.slices_per_run
     if args.keep_checkpoints is None:  # the workload's keep_checkpoints (None: Ray keeps all)
@@ -378,10 +375,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         from raytpu.workloads import team_train
 
         return team_train.run(args, work, env)
-    connected_here = not ray.is_initialized()
-    if connected_here:
-        ray.init(address=args.address or os.environ.get("RAY_ADDRESS") or "auto", log_to_driver=False,
-                 logging_level=logging.ERROR, runtime_env={"env_vars": env})
+    connected_here = connect_quiet_driver(args.address, runtime_env={"env_vars": env})
     datasets = train_data.datasets(work.dataset, args.features)  # a bad dataset is exit 2, before any slice
     t0 = time.monotonic()
     summary: dict[str, Any] = {"ok": False, "slice": f"{plan.generation} {plan.topology}", "slices": slices,

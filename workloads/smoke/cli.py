@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
-import os
 import sys
 from dataclasses import fields, replace
 from typing import get_args
@@ -17,7 +15,7 @@ from raytpu.core.common.timeline import stamp, stamp_line
 from raytpu.core.specs.spec import WorkloadSpec
 from raytpu.core.tpu.plan import RAY_SLICE_LABEL, RAY_WORKER_LABEL
 from raytpu.workloads import smoke as program
-from raytpu.workloads._entry import end_quiet_driver, guarded
+from raytpu.workloads._entry import connect_quiet_driver, end_quiet_driver, guarded
 from raytpu.workloads.slices import RESERVE_TIMEOUT_S, SliceInventory, wait_for_hosts
 from raytpu.workloads.smoke import dcn
 from raytpu.workloads.smoke.driver import check_limit_s, check_slice
@@ -70,8 +68,6 @@ def parse_options(argv: list[str] | None = None) -> SmokeOptions:
 def run(options: SmokeOptions) -> list[Verdict]:
     """Checks the slices; returns their verdicts (also printed, one line each). Past reading its spec, every
     failure becomes a verdict naming the cause."""
-    import ray
-
     work = WorkloadSpec.from_env()
     plan = work.plan
     faults = Faults.from_env()
@@ -89,11 +85,9 @@ def run(options: SmokeOptions) -> list[Verdict]:
         limit_s = check_limit_s(plan.hosts, limits.active_deadline_s if limits else None, options.reserve_timeout_s)
         options = replace(options, check_timeout_s=limit_s)
     verdicts: list[Verdict] = []
-    connected_here = not ray.is_initialized()
+    connected_here = False
     try:
-        if connected_here:
-            ray.init(address=options.address or os.environ.get("RAY_ADDRESS") or "auto", log_to_driver=False,
-                     logging_level=logging.ERROR)
+        connected_here = connect_quiet_driver(options.address)
         slices = wait_for_hosts(plan, work.slices_spanned, options.slice_name, limit_s)
         joined = [inv for inv in slices.values() if inv.complete]
         if joined and len(joined) == len(slices):
