@@ -710,6 +710,16 @@ CASES: tuple[Case, ...] = (
           "workloads[2].engine_kwargs"),
     _edit("engine-kwargs-tp-3", "workloads.2.engine_kwargs", {"tensor_parallel_size": 3},
           "workloads[2].engine_kwargs.tensor_parallel_size"),
+    # Source: vllm 0.29.0 vllm/config/scheduler.py SchedulerConfig.stream_interval Field(ge=1), max_num_seqs (ge=1);
+    # vllm/config/cache.py CacheConfig.gpu_memory_utilization Field(gt=0, le=1)
+    _edit("engine-kwargs-stream-interval-zero", "workloads.2.engine_kwargs", {"stream_interval": 0},
+          "workloads[2].engine_kwargs.stream_interval"),
+    _edit("engine-kwargs-memory-fraction-over-one", "workloads.2.engine_kwargs", {"gpu_memory_utilization": 1.5},
+          "workloads[2].engine_kwargs.gpu_memory_utilization"),
+    _edit("engine-kwargs-max-num-seqs-word", "workloads.2.engine_kwargs", {"max_num_seqs": "lots"},
+          "workloads[2].engine_kwargs.max_num_seqs"),
+    _edit("engine-kwargs-max-num-seqs-fraction", "workloads.2.engine_kwargs", {"max_num_seqs": 2.5},
+          "workloads[2].engine_kwargs.max_num_seqs"),
     _edit("model-source-scheme", "workloads.2.model_source", "ftp://models/llama", "workloads[2].model_source"),
     # issue 49: Source: Ray 2.60 ray.train.v2.api.config.CheckpointConfig (num_to_keep >= 1, or None: all)
     _edit("keep-checkpoints-zero", "workloads.1.keep_checkpoints", 0, "workloads[1].keep_checkpoints"),

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import pytest
 
 from raytpu import local
@@ -222,6 +223,45 @@ def test_recorded_engine_args_are_vllms() -> None:
     import vllm
 
     assert vllm.__version__.split("+")[0] == vllm_rules.VLLM_VERSION
+
+
+def test_recorded_engine_arg_bounds_are_vllms() -> None:
+    """Every numeric bound vLLM's config dataclasses put on an engine arg (pydantic ``Field`` ge/gt/le/lt, read as
+    ``annotated_types`` metadata) is the kit's record, and each config refuses a value just past it."""
+    import inspect
+    import pkgutil
+    import types
+    import typing
+
+    import annotated_types
+    import vllm.config
+
+    read: dict[str, vllm_rules.Bound] = {}
+    refusals = 0
+    for info in pkgutil.iter_modules(vllm.config.__path__):
+        module = importlib.import_module(f"vllm.config.{info.name}")
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ != module.__name__:
+                continue
+            for name, field in (getattr(cls, "__pydantic_fields__", None) or {}).items():
+                limits = {type(m).__name__.lower(): getattr(m, type(m).__name__.lower()) for m in field.metadata
+                          if isinstance(m, (annotated_types.Ge, annotated_types.Gt, annotated_types.Le,
+                                            annotated_types.Lt))}
+                if not limits or name not in vllm_rules.VLLM_ENGINE_ARGS or name in vllm_rules.KIT_ENGINE_ARGS:
+                    continue
+                args = typing.get_args(field.annotation) if isinstance(field.annotation, types.UnionType) else ()
+                number = next(a for a in args or (field.annotation,) if a is not type(None))
+                read[name] = vllm_rules.Bound(number, **limits, optional=type(None) in args)
+                past = limits.get("ge", limits.get("gt", 1)) - 1 if {"ge", "gt"} & set(limits) else \
+                    limits.get("le", limits.get("lt", 0)) + 1
+                assert read[name].problem(past) is not None, (name, past)
+                adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(
+                    typing.Annotated[field.annotation, *field.metadata])  # type: ignore[arg-type]
+                with pytest.raises(pydantic.ValidationError):
+                    adapter.validate_python(past)
+                refusals += 1
+    assert read == vllm_rules.ENGINE_ARG_BOUNDS_0_29
+    assert refusals == len(read) >= 40
 
 
 def test_vllms_parser_rejects_bad_values_the_name_check_lets_through() -> None:

@@ -327,6 +327,33 @@ def test_engine_arg_names_are_checked_against_the_vllm_the_pods_run(image: str |
     assert refused_as in problems[f"engine_kwargs.{arg}"], problems
 
 
+@pytest.mark.parametrize(("image", "kwargs", "refused_as"), [
+    # Source: vllm 0.29.0 vllm/config/scheduler.py SchedulerConfig.stream_interval Field(ge=1)
+    (None, {"stream_interval": 0}, "0 is not >= 1: vLLM commit 9969466 refuses it at the engine's start; valid: an "
+     "integer >= 1"),
+    # Source: vllm 0.29.0 vllm/config/cache.py CacheConfig.gpu_memory_utilization Field(gt=0, le=1)
+    (OWN_IMAGE, {"gpu_memory_utilization": 0}, "0 is not > 0: vLLM 0.29.0 refuses it at the engine's start; valid: "
+     "a number > 0 and <= 1"),
+    (OWN_IMAGE, {"max_num_seqs": "4"}, None),  # pydantic's lax mode reads a numeric string as its number
+    (OWN_IMAGE, {"max_num_seqs": 4.5}, "4.5 is not a whole number"),
+    (OWN_IMAGE, {"max_num_seqs": None}, "null is not a number"),
+    (OWN_IMAGE, {"max_num_queued_reqs": None}, None),  # int | None in SchedulerConfig
+    # Source: vllm 0.29.0 vllm/config/model.py ModelConfig.max_logprobs Field(ge=-1); v0.24.0's has no bound
+    (OWN_IMAGE, {"max_logprobs": -2}, "-2 is not >= -1"),
+    (None, {"max_logprobs": -2}, None),
+    # Source: vLLM v0.24.0 vllm/config/scheduler.py SchedulerConfig.max_num_partial_prefills Field(ge=1)
+    (None, {"max_num_partial_prefills": 0}, "0 is not >= 1"),
+])
+def test_engine_arg_values_are_checked_against_the_bounds_of_the_vllm_the_pods_run(
+        image: str | None, kwargs: dict[str, Any], refused_as: str | None) -> None:
+    if refused_as is None:
+        _work(image=image, engine_kwargs=kwargs)
+        return
+    (arg,) = kwargs
+    problems = _problems(image=image, engine_kwargs=kwargs)
+    assert refused_as in problems[f"engine_kwargs.{arg}"], problems
+
+
 def test_the_serving_images_vllm_is_the_one_its_versions_toml_records_and_its_names_are_recorded() -> None:
     import tomllib
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import functools
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from raytpu.core.common import errors
 from raytpu.core.common.errors import InvalidInput
@@ -143,6 +143,84 @@ ENGINE_ARG_NAMES: dict[str, frozenset[str]] = {
 """The engine_kwargs names each vLLM the kit runs accepts: 0.29.0 where Ray 2.60 runs, the image's commit on GKE."""
 
 
+class Bound(NamedTuple):
+    """A numeric engine arg's type and limits as vLLM's config dataclass field declares them (pydantic ``Field``'s
+    ``ge``/``gt``/``le``/``lt``): a value past them fails the engine's start, minutes into a deploy."""
+
+    number: type
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+    optional: bool = False
+
+    def problem(self, value: Any) -> str | None:
+        """Why ``value`` breaks the bound (None: it does not), read as pydantic's lax mode reads it (a numeric
+        string is its number, a boolean 0 or 1)."""
+        if value is None and self.optional:
+            return None
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                return "is not a number"
+        if not isinstance(value, (int, float)):
+            return "is not a number"
+        if self.number is int and not float(value).is_integer():
+            return "is not a whole number"
+        limits = (("ge", ">=", value >= (self.ge or 0)), ("gt", ">", value > (self.gt or 0)),
+                  ("le", "<=", value <= (self.le or 0)), ("lt", "<", value < (self.lt or 0)))
+        broken = [f"{sign} {getattr(self, name):g}" for name, sign, holds in limits
+                  if getattr(self, name) is not None and not holds]
+        return f"is not {' and '.join(broken)}" if broken else None
+
+    def valid(self) -> str:
+        limits = [f"{sign} {getattr(self, name):g}" for name, sign in (("ge", ">="), ("gt", ">"), ("le", "<="),
+                                                                        ("lt", "<")) if getattr(self, name) is not None]
+        kind = "an integer" if self.number is int else "a number"
+        return f"{kind} {' and '.join(limits)}" + (", or null" if self.optional else "")
+
+
+ENGINE_ARG_BOUNDS_0_29: dict[str, Bound] = {
+    "_api_process_count": Bound(int, gt=0), "_api_process_rank": Bound(int, ge=-1), "block_size": Bound(int, gt=0),
+    "cpu_offload_gb": Bound(float, ge=0), "data_parallel_rank": Bound(int, ge=0),
+    "data_parallel_rpc_port": Bound(int, ge=1, le=65535), "data_parallel_size": Bound(int, ge=1),
+    "data_parallel_size_local": Bound(int, ge=0), "dbo_decode_token_threshold": Bound(int, ge=0),
+    "dbo_prefill_token_threshold": Bound(int, ge=0), "decode_context_parallel_size": Bound(int, ge=1),
+    "gpu_memory_utilization": Bound(float, gt=0, le=1), "kv_cache_metrics_sample": Bound(float, gt=0, le=1),
+    "long_prefill_token_threshold": Bound(int, ge=0), "mamba_block_size": Bound(int, gt=0, optional=True),
+    "max_logprobs": Bound(int, ge=-1), "max_loras": Bound(int, ge=1), "max_num_batched_tokens": Bound(int, ge=1),
+    "max_num_queued_reqs": Bound(int, ge=0, optional=True), "max_num_queued_tokens": Bound(int, ge=0, optional=True),
+    "max_num_scheduled_tokens": Bound(int, ge=0, optional=True), "max_num_seqs": Bound(int, ge=1),
+    "max_parallel_loading_workers": Bound(int, ge=1, optional=True),
+    "mm_encoder_fp8_scale_save_margin": Bound(float, gt=0), "mm_ipc_gpu_memory_gb": Bound(float, ge=0),
+    "mm_processor_cache_gb": Bound(float, ge=0), "mm_shm_cache_max_object_size_mb": Bound(int, ge=0),
+    "nnodes": Bound(int, ge=1), "node_rank": Bound(int, ge=0), "offload_group_size": Bound(int, ge=0),
+    "offload_num_in_group": Bound(int, ge=1), "offload_prefetch_step": Bound(int, ge=0),
+    "pipeline_parallel_size": Bound(int, ge=1), "prefill_context_parallel_size": Bound(int, ge=1),
+    "prefill_schedule_interval": Bound(int, ge=1), "prefix_cache_retention_interval": Bound(int, ge=0, optional=True),
+    "prefix_match_unit": Bound(int, gt=0, optional=True), "replayssm_buffer_len": Bound(int, gt=0),
+    "safetensors_prefetch_block_size": Bound(int, ge=1), "safetensors_prefetch_num_threads": Bound(int, ge=1),
+    "shutdown_timeout": Bound(int, ge=0), "stream_interval": Bound(int, ge=1), "tensor_parallel_size": Bound(int, ge=1),
+    "ubatch_size": Bound(int, ge=0), "video_pruning_rate": Bound(float, ge=0, lt=1, optional=True),
+    "watermark": Bound(float, ge=0, lt=1),
+}
+"""vLLM 0.29.0's bounded engine args (the kit's own, ``max_model_len``, aside).
+Source: vllm 0.29.0 ``vllm/config/*.py`` pydantic fields, e.g. ``SchedulerConfig.stream_interval`` (the serve tier
+reads them back; docs/FACTS.md#vllm-engine-arg-bounds)."""
+
+IMAGE_VLLM_UNBOUNDED = ("data_parallel_rpc_port", "long_prefill_token_threshold", "max_logprobs")
+"""Engine args the image's vLLM has without 0.29.0's bound. Source: vLLM v0.24.0 sdist ``vllm/config/*.py``."""
+
+ENGINE_ARG_BOUNDS: dict[str, dict[str, Bound]] = {
+    VLLM_VERSION: ENGINE_ARG_BOUNDS_0_29,
+    IMAGE_VLLM_VERSION: {name: bound for name, bound in ENGINE_ARG_BOUNDS_0_29.items()
+                         if name in ENGINE_ARG_NAMES[IMAGE_VLLM_VERSION] and name not in IMAGE_VLLM_UNBOUNDED}
+    | {"max_long_partial_prefills": Bound(int, ge=1), "max_num_partial_prefills": Bound(int, ge=1)},
+}
+"""The bounds each vLLM the kit runs puts on engine args, by version as :data:`ENGINE_ARG_NAMES`."""
+
+
 def vllm_label(version: str) -> str:
     """``0.29.0``, or a commit by its short form (``commit 9969466``)."""
     return f"commit {version[:7]}" if len(version) == 40 else version
@@ -204,6 +282,9 @@ def engine_kwargs_problems(kwargs: Any, plan: SlicePlan, field: str = "engine_kw
                                       f"workload's pods run{known_to}",
                                       ", ".join(close) if close else f"a field of vLLM {label}'s "
                                       "AsyncEngineArgs or FrontendArgs (e.g. max_num_seqs, max_num_batched_tokens)"))
+        elif (bound := ENGINE_ARG_BOUNDS[vllm_version].get(key)) and (problem := bound.problem(kwargs[key])):
+            found.append(errors.invalid_value(where, kwargs[key], f"{problem}: vLLM {label} refuses it at the "
+                                              "engine's start", bound.valid()))
     if found:
         return found
     devices = jax_devices(plan)
