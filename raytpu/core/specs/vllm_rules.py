@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import operator
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -143,6 +144,9 @@ ENGINE_ARG_NAMES: dict[str, frozenset[str]] = {
 """The engine_kwargs names each vLLM the kit runs accepts: 0.29.0 where Ray 2.60 runs, the image's commit on GKE."""
 
 
+_LIMITS = (("ge", ">=", operator.ge), ("gt", ">", operator.gt), ("le", "<=", operator.le), ("lt", "<", operator.lt))
+
+
 class Bound(NamedTuple):
     """A numeric engine arg's type and limits as vLLM's config dataclass field declares them (pydantic ``Field``'s
     ``ge``/``gt``/``le``/``lt``): a value past them fails the engine's start, minutes into a deploy."""
@@ -168,15 +172,12 @@ class Bound(NamedTuple):
             return "is not a number"
         if self.number is int and not float(value).is_integer():
             return "is not a whole number"
-        limits = (("ge", ">=", value >= (self.ge or 0)), ("gt", ">", value > (self.gt or 0)),
-                  ("le", "<=", value <= (self.le or 0)), ("lt", "<", value < (self.lt or 0)))
-        broken = [f"{sign} {getattr(self, name):g}" for name, sign, holds in limits
-                  if getattr(self, name) is not None and not holds]
+        broken = [f"{sign} {limit:g}" for name, sign, holds in _LIMITS
+                  if (limit := getattr(self, name)) is not None and not holds(value, limit)]
         return f"is not {' and '.join(broken)}" if broken else None
 
     def valid(self) -> str:
-        limits = [f"{sign} {getattr(self, name):g}" for name, sign in (("ge", ">="), ("gt", ">"), ("le", "<="),
-                                                                        ("lt", "<")) if getattr(self, name) is not None]
+        limits = [f"{sign} {limit:g}" for name, sign, _ in _LIMITS if (limit := getattr(self, name)) is not None]
         kind = "an integer" if self.number is int else "a number"
         return f"{kind} {' and '.join(limits)}" + (", or null" if self.optional else "")
 
