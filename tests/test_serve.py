@@ -227,7 +227,8 @@ def test_recorded_engine_args_are_vllms() -> None:
 
 def test_recorded_engine_arg_bounds_are_vllms() -> None:
     """Every numeric bound vLLM's config dataclasses put on an engine arg (pydantic ``Field`` ge/gt/le/lt, read as
-    ``annotated_types`` metadata) is the kit's record, and each config refuses a value just past it."""
+    ``annotated_types`` metadata) is the kit's record, None allowed where ``EngineArgs`` takes it, and each config
+    refuses a value just past it."""
     import inspect
     import pkgutil
     import types
@@ -235,7 +236,10 @@ def test_recorded_engine_arg_bounds_are_vllms() -> None:
 
     import annotated_types
     import vllm.config
+    from vllm.engine.arg_utils import AsyncEngineArgs
 
+    takes_none = {f.name for f in dataclasses.fields(AsyncEngineArgs)
+                  if isinstance(f.type, types.UnionType) and type(None) in typing.get_args(f.type)}
     read: dict[str, vllm_rules.Bound] = {}
     refusals = 0
     for info in pkgutil.iter_modules(vllm.config.__path__):
@@ -247,11 +251,12 @@ def test_recorded_engine_arg_bounds_are_vllms() -> None:
                 limits = {type(m).__name__.lower(): getattr(m, type(m).__name__.lower()) for m in field.metadata
                           if isinstance(m, (annotated_types.Ge, annotated_types.Gt, annotated_types.Le,
                                             annotated_types.Lt))}
-                if not limits or name not in vllm_rules.VLLM_ENGINE_ARGS or name in vllm_rules.KIT_ENGINE_ARGS:
+                if (not limits or name not in vllm_rules.VLLM_ENGINE_ARGS or name in vllm_rules.KIT_ENGINE_ARGS
+                        or name in vllm_rules.MULTIMODAL_ENGINE_ARGS):
                     continue
                 args = typing.get_args(field.annotation) if isinstance(field.annotation, types.UnionType) else ()
                 number = next(a for a in args or (field.annotation,) if a is not type(None))
-                read[name] = vllm_rules.Bound(number, **limits, optional=type(None) in args)
+                read[name] = vllm_rules.Bound(number, **limits, optional=name in takes_none)
                 past = limits.get("ge", limits.get("gt", 1)) - 1 if {"ge", "gt"} & set(limits) else \
                     limits.get("le", limits.get("lt", 0)) + 1
                 assert read[name].problem(past) is not None, (name, past)
@@ -260,7 +265,7 @@ def test_recorded_engine_arg_bounds_are_vllms() -> None:
                 with pytest.raises(pydantic.ValidationError):
                     adapter.validate_python(past)
                 refusals += 1
-    assert read == vllm_rules.ENGINE_ARG_BOUNDS_0_29
+    assert read == {name: bound._replace(needs=None) for name, bound in vllm_rules.ENGINE_ARG_BOUNDS_0_29.items()}
     assert refusals == len(read) >= 40
 
 

@@ -334,22 +334,32 @@ def test_engine_arg_names_are_checked_against_the_vllm_the_pods_run(image: str |
     # Source: vllm 0.29.0 vllm/config/cache.py CacheConfig.gpu_memory_utilization Field(gt=0, le=1)
     (OWN_IMAGE, {"gpu_memory_utilization": 0}, "0 is not > 0: vLLM 0.29.0 refuses it at the engine's start; valid: "
      "a number > 0 and <= 1"),
-    (OWN_IMAGE, {"max_num_seqs": "4"}, None),  # pydantic's lax mode reads a numeric string as its number
+    # a string: vLLM compares some args raw before pydantic reads them ("8" as max_num_seqs alone, "1" as
+    # pipeline_parallel_size: a TypeError at the engine's start, EngineArgs.create_engine_config)
+    (OWN_IMAGE, {"max_num_seqs": "4"}, "'4' is a string, not a number"),
     (OWN_IMAGE, {"max_num_seqs": 4.5}, "4.5 is not a whole number"),
-    (OWN_IMAGE, {"max_num_seqs": None}, "null is not a number"),
-    (OWN_IMAGE, {"max_num_queued_reqs": None}, None),  # int | None in SchedulerConfig
+    (OWN_IMAGE, {"max_num_seqs": 10**400}, None),  # a whole number, however long
+    (OWN_IMAGE, {"max_num_seqs": True}, None),  # pydantic's lax mode: 1
+    # Source: vllm 0.29.0 vllm/engine/arg_utils.py EngineArgs.max_num_seqs: int | None (vLLM sets its default)
+    (OWN_IMAGE, {"max_num_seqs": None}, None),
+    (OWN_IMAGE, {"stream_interval": None}, "null is not a number"),
     # Source: vllm 0.29.0 vllm/config/model.py ModelConfig.max_logprobs Field(ge=-1); v0.24.0's has no bound
     (OWN_IMAGE, {"max_logprobs": -2}, "-2 is not >= -1"),
     (None, {"max_logprobs": -2}, None),
     # Source: vLLM v0.24.0 vllm/config/scheduler.py SchedulerConfig.max_num_partial_prefills Field(ge=1)
     (None, {"max_num_partial_prefills": 0}, "0 is not >= 1"),
+    # Source: vllm 0.29.0 EngineArgs.create_engine_config: a LoRAConfig (max_loras ge=1) only with enable_lora
+    (OWN_IMAGE, {"max_loras": 0}, None),
+    (OWN_IMAGE, {"max_loras": 0, "enable_lora": True}, "0 is not >= 1"),
+    # Source: vllm 0.29.0 ModelConfig.__post_init__: a MultiModalConfig only for a multimodal model
+    (OWN_IMAGE, {"mm_processor_cache_gb": -1}, None),
 ])
 def test_engine_arg_values_are_checked_against_the_bounds_of_the_vllm_the_pods_run(
         image: str | None, kwargs: dict[str, Any], refused_as: str | None) -> None:
     if refused_as is None:
         _work(image=image, engine_kwargs=kwargs)
         return
-    (arg,) = kwargs
+    arg = next(iter(kwargs))
     problems = _problems(image=image, engine_kwargs=kwargs)
     assert refused_as in problems[f"engine_kwargs.{arg}"], problems
 

@@ -149,7 +149,9 @@ _LIMITS = (("ge", ">=", operator.ge), ("gt", ">", operator.gt), ("le", "<=", ope
 
 class Bound(NamedTuple):
     """A numeric engine arg's type and limits as vLLM's config dataclass field declares them (pydantic ``Field``'s
-    ``ge``/``gt``/``le``/``lt``): a value past them fails the engine's start, minutes into a deploy."""
+    ``ge``/``gt``/``le``/``lt``): a value past them fails the engine's start, minutes into a deploy. ``optional``:
+    ``EngineArgs`` takes None (vLLM fills the value in); ``needs``: the engine arg without which vLLM builds no such
+    config."""
 
     number: type
     ge: float | None = None
@@ -157,20 +159,19 @@ class Bound(NamedTuple):
     le: float | None = None
     lt: float | None = None
     optional: bool = False
+    needs: str | None = None
 
     def problem(self, value: Any) -> str | None:
-        """Why ``value`` breaks the bound (None: it does not), read as pydantic's lax mode reads it (a numeric
-        string is its number, a boolean 0 or 1)."""
+        """Why ``value`` breaks the bound (None: it does not). A boolean is 0 or 1 (pydantic's lax mode); a string is
+        refused: vLLM compares some args raw before pydantic reads them (``"1"`` as ``pipeline_parallel_size`` is a
+        TypeError at the engine's start)."""
         if value is None and self.optional:
             return None
         if isinstance(value, str):
-            try:
-                value = float(value)
-            except ValueError:
-                return "is not a number"
+            return "is a string, not a number"
         if not isinstance(value, (int, float)):
             return "is not a number"
-        if self.number is int and not float(value).is_integer():
+        if self.number is int and isinstance(value, float) and not value.is_integer():
             return "is not a whole number"
         broken = [f"{sign} {limit:g}" for name, sign, holds in _LIMITS
                   if (limit := getattr(self, name)) is not None and not holds(value, limit)]
@@ -183,19 +184,19 @@ class Bound(NamedTuple):
 
 
 ENGINE_ARG_BOUNDS_0_29: dict[str, Bound] = {
-    "_api_process_count": Bound(int, gt=0), "_api_process_rank": Bound(int, ge=-1), "block_size": Bound(int, gt=0),
-    "cpu_offload_gb": Bound(float, ge=0), "data_parallel_rank": Bound(int, ge=0),
-    "data_parallel_rpc_port": Bound(int, ge=1, le=65535), "data_parallel_size": Bound(int, ge=1),
-    "data_parallel_size_local": Bound(int, ge=0), "dbo_decode_token_threshold": Bound(int, ge=0),
+    "_api_process_count": Bound(int, gt=0), "_api_process_rank": Bound(int, ge=-1),
+    "block_size": Bound(int, gt=0, optional=True), "cpu_offload_gb": Bound(float, ge=0),
+    "data_parallel_rank": Bound(int, ge=0, optional=True),
+    "data_parallel_rpc_port": Bound(int, ge=1, le=65535, optional=True), "data_parallel_size": Bound(int, ge=1),
+    "data_parallel_size_local": Bound(int, ge=0, optional=True), "dbo_decode_token_threshold": Bound(int, ge=0),
     "dbo_prefill_token_threshold": Bound(int, ge=0), "decode_context_parallel_size": Bound(int, ge=1),
     "gpu_memory_utilization": Bound(float, gt=0, le=1), "kv_cache_metrics_sample": Bound(float, gt=0, le=1),
     "long_prefill_token_threshold": Bound(int, ge=0), "mamba_block_size": Bound(int, gt=0, optional=True),
-    "max_logprobs": Bound(int, ge=-1), "max_loras": Bound(int, ge=1), "max_num_batched_tokens": Bound(int, ge=1),
+    "max_logprobs": Bound(int, ge=-1), "max_loras": Bound(int, ge=1, needs="enable_lora"),
+    "max_num_batched_tokens": Bound(int, ge=1, optional=True),
     "max_num_queued_reqs": Bound(int, ge=0, optional=True), "max_num_queued_tokens": Bound(int, ge=0, optional=True),
-    "max_num_scheduled_tokens": Bound(int, ge=0, optional=True), "max_num_seqs": Bound(int, ge=1),
+    "max_num_scheduled_tokens": Bound(int, ge=0, optional=True), "max_num_seqs": Bound(int, ge=1, optional=True),
     "max_parallel_loading_workers": Bound(int, ge=1, optional=True),
-    "mm_encoder_fp8_scale_save_margin": Bound(float, gt=0), "mm_ipc_gpu_memory_gb": Bound(float, ge=0),
-    "mm_processor_cache_gb": Bound(float, ge=0), "mm_shm_cache_max_object_size_mb": Bound(int, ge=0),
     "nnodes": Bound(int, ge=1), "node_rank": Bound(int, ge=0), "offload_group_size": Bound(int, ge=0),
     "offload_num_in_group": Bound(int, ge=1), "offload_prefetch_step": Bound(int, ge=0),
     "pipeline_parallel_size": Bound(int, ge=1), "prefill_context_parallel_size": Bound(int, ge=1),
@@ -203,12 +204,16 @@ ENGINE_ARG_BOUNDS_0_29: dict[str, Bound] = {
     "prefix_match_unit": Bound(int, gt=0, optional=True), "replayssm_buffer_len": Bound(int, gt=0),
     "safetensors_prefetch_block_size": Bound(int, ge=1), "safetensors_prefetch_num_threads": Bound(int, ge=1),
     "shutdown_timeout": Bound(int, ge=0), "stream_interval": Bound(int, ge=1), "tensor_parallel_size": Bound(int, ge=1),
-    "ubatch_size": Bound(int, ge=0), "video_pruning_rate": Bound(float, ge=0, lt=1, optional=True),
-    "watermark": Bound(float, ge=0, lt=1),
+    "ubatch_size": Bound(int, ge=0), "watermark": Bound(float, ge=0, lt=1),
 }
-"""vLLM 0.29.0's bounded engine args (the kit's own, ``max_model_len``, aside).
+"""vLLM 0.29.0's bounded engine args (the kit's own, ``max_model_len``, and :data:`MULTIMODAL_ENGINE_ARGS` aside).
 Source: vllm 0.29.0 ``vllm/config/*.py`` pydantic fields, e.g. ``SchedulerConfig.stream_interval`` (the serve tier
 reads them back; docs/FACTS.md#vllm-engine-arg-bounds)."""
+
+MULTIMODAL_ENGINE_ARGS = ("mm_encoder_fp8_scale_save_margin", "mm_ipc_gpu_memory_gb", "mm_processor_cache_gb",
+                          "mm_shm_cache_max_object_size_mb", "video_pruning_rate")
+"""Bounded on ``MultiModalConfig``, which vLLM builds only for a multimodal model (``ModelConfig.__post_init__``):
+not checked, as the kit cannot tell offline whether a model is one."""
 
 IMAGE_VLLM_UNBOUNDED = ("data_parallel_rpc_port", "long_prefill_token_threshold", "max_logprobs")
 """Engine args the image's vLLM has without 0.29.0's bound. Source: vLLM v0.24.0 sdist ``vllm/config/*.py``."""
@@ -283,7 +288,8 @@ def engine_kwargs_problems(kwargs: Any, plan: SlicePlan, field: str = "engine_kw
                                       f"workload's pods run{known_to}",
                                       ", ".join(close) if close else f"a field of vLLM {label}'s "
                                       "AsyncEngineArgs or FrontendArgs (e.g. max_num_seqs, max_num_batched_tokens)"))
-        elif (bound := ENGINE_ARG_BOUNDS[vllm_version].get(key)) and (problem := bound.problem(kwargs[key])):
+        elif ((bound := ENGINE_ARG_BOUNDS[vllm_version].get(key)) and (bound.needs is None or kwargs.get(bound.needs))
+              and (problem := bound.problem(kwargs[key]))):
             found.append(errors.invalid_value(where, kwargs[key], f"{problem}: vLLM {label} refuses it at the "
                                               "engine's start", bound.valid()))
     if found:
