@@ -320,11 +320,17 @@ OWN_IMAGE = "example.com/serve:1"
 ])
 def test_engine_arg_names_are_checked_against_the_vllm_the_pods_run(image: str | None, arg: str,
                                                                     refused_as: str | None) -> None:
+    _assert_engine_args(image, {arg: 2}, refused_as)
+
+
+def _assert_engine_args(image: str | None, kwargs: dict[str, Any], refused_as: str | None) -> None:
+    """A serving workload on ``image`` with ``kwargs`` is valid (``refused_as`` None), or its first key's problem
+    says ``refused_as``."""
     if refused_as is None:
-        _work(image=image, engine_kwargs={arg: 2})
+        _work(image=image, engine_kwargs=kwargs)
         return
-    problems = _problems(image=image, engine_kwargs={arg: 2})
-    assert refused_as in problems[f"engine_kwargs.{arg}"], problems
+    problems = _problems(image=image, engine_kwargs=kwargs)
+    assert refused_as in problems[f"engine_kwargs.{next(iter(kwargs))}"], problems
 
 
 @pytest.mark.parametrize(("image", "kwargs", "refused_as"), [
@@ -356,12 +362,7 @@ def test_engine_arg_names_are_checked_against_the_vllm_the_pods_run(image: str |
 ])
 def test_engine_arg_values_are_checked_against_the_bounds_of_the_vllm_the_pods_run(
         image: str | None, kwargs: dict[str, Any], refused_as: str | None) -> None:
-    if refused_as is None:
-        _work(image=image, engine_kwargs=kwargs)
-        return
-    arg = next(iter(kwargs))
-    problems = _problems(image=image, engine_kwargs=kwargs)
-    assert refused_as in problems[f"engine_kwargs.{arg}"], problems
+    _assert_engine_args(image, kwargs, refused_as)
 
 
 def test_the_serving_images_vllm_is_the_one_its_versions_toml_records_and_its_names_are_recorded() -> None:
