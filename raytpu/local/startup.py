@@ -144,11 +144,13 @@ def refuse_running(where: Path) -> LocalCluster | None:
 
 def start(plan: SlicePlan, num_slices: int = 1, directory: str | Path | None = None,
           progress: Progress | None = None, timeout_s: float | None = None,
-          prefix: str = "raytpu-local", slots: int | None = None, owner: str = "") -> LocalCluster:
+          prefix: str = "raytpu-local", slots: int | None = None, owner: str = "",
+          log_monitor: bool = True) -> LocalCluster:
     """Starts a head plus ``num_slices`` emulated slices of ``plan``; stops everything on failure. ``directory``
     defaults to :func:`raytpu.local.state.run_dir`, ``timeout_s`` (whole start) to :func:`start_timeout_s`, ``slots``
     (hosts at once) to :func:`start_slots`; ``progress`` gets a line per milestone; slices are named
-    ``<prefix>-<pod type>-<i>``; ``owner`` is recorded as :attr:`LocalCluster.started_by`. InvalidInput: ``num_slices``
+    ``<prefix>-<pod type>-<i>``; ``owner`` is recorded as :attr:`LocalCluster.started_by`; ``log_monitor`` False starts
+    no Ray log monitor (for drivers that all connect with ``log_to_driver=False``). InvalidInput: ``num_slices``
     < 1, or a cluster already runs there; RuntimeFailure: a node failed to start."""
     if num_slices < 1:
         raise invalid_value("slices", num_slices, "must be at least 1", "1, 2, ...")
@@ -163,7 +165,8 @@ def start(plan: SlicePlan, num_slices: int = 1, directory: str | Path | None = N
         cluster = LocalCluster(run_dir=str(where), temp_dir=temp_dir, address=f"127.0.0.1:{launch.free_port()}",
                                plan=plan.to_json(), slices=slice_names(plan, num_slices, prefix),
                                dashboard=f"http://127.0.0.1:{launch.free_port()}",
-                               auth_token_path=str(auth_token_file(where)), started_by=owner)
+                               auth_token_path=str(auth_token_file(where)), started_by=owner,
+                               log_monitor=log_monitor)
         cluster.save()
     except OSError as exc:  # a full or read-only file system: one line, nothing half-written (issue 48)
         if not full_disk(exc):

@@ -57,7 +57,8 @@ class LocalCluster:
     dir (short, under /tmp, for unix socket paths), ``address`` the GCS ``host:port``, ``plan`` every slice's SlicePlan
     as JSON, ``slices`` the ``TPU_NAME`` of each, ``nodes`` every process (head first), ``started_s`` from the first
     ``ray start`` until all registered, ``dashboard`` the Job Submission API's URL, ``auth_token_path`` the token file,
-    ``started_by`` the command that started it (for a refusal's message)."""
+    ``started_by`` the command that started it (for a refusal's message), ``log_monitor`` whether its nodes run Ray's log
+    monitor (what a ``log_to_driver=True`` driver, a team's, reads its workers' output through)."""
 
     run_dir: str
     temp_dir: str
@@ -69,6 +70,7 @@ class LocalCluster:
     dashboard: str = ""
     auth_token_path: str = ""
     started_by: str = ""
+    log_monitor: bool = True
 
     def auth_env(self) -> dict[str, str]:
         """Ray's token authentication, as on GKE (``raytpu.core.common.names.AUTH_MODE``): every node, worker and driver
