@@ -114,6 +114,25 @@ def test_emulated_nodes_prestart_no_workers_for_the_first_driver_unless_this_pro
 
 
 @pytest.mark.unit
+def test_a_cluster_started_without_the_log_monitor_keeps_it_off_for_every_node_it_starts_later(tmp_path: Path) -> None:
+    """``raytpu demo``'s drivers take no worker output (``log_to_driver=False``), so its nodes run no log monitor;
+    the setting is in the cluster's state, so a host started again (the preemption drill) follows it.
+    Source: Ray 2.60 ``ray.scripts.scripts.start`` ``--include-log-monitor``."""
+    def flag(cluster: local.LocalCluster, head: bool) -> str:
+        args = launch._node_args(cluster, head, "/tmp/raytpu-x/0")
+        return args[args.index("--include-log-monitor") + 1]
+
+    cluster = local.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1", plan={},
+                                 slices=[], dashboard="http://127.0.0.1:2")
+    assert flag(cluster, True) == flag(cluster, False) == "true"  # `raytpu local up`: a team's driver reads it
+    cluster.log_monitor = False
+    cluster.save()
+    loaded = local.LocalCluster.load(tmp_path)
+    assert loaded is not None and loaded.log_monitor is False
+    assert flag(loaded, True) == flag(loaded, False) == "false"
+
+
+@pytest.mark.unit
 def test_a_serving_workload_takes_set_overrides_onto_the_local_slice(tmp_path: Path) -> None:
     """``bench/serve.py --set`` reaches the app deployed locally as ``raytpu submit --set`` reaches a submitted one."""
     from raytpu.local.from_config import serving_on_slice, serving_workload
