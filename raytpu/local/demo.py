@@ -297,7 +297,7 @@ def _slice_up(demo: Demo, plan: SlicePlan) -> LocalCluster:
     demo.recorder.mark("applied", f"validated{'' if skipped else '; the stacks synthesize beside the slice'}; the "
                        "emulated slice starts (where GKE would get the RayJob)", timeline.EMULATED)
     emulated_phases(demo.recorder)  # each host gets the webhook's variables as it is launched
-    # clears a dead leftover; no log monitor: the demo's drivers (smoke, train) take no worker output (log_to_driver=False)
+    # clears a dead leftover; no log monitor: the demo's smoke and train drivers take no worker output
     cluster = local.start(plan, 1, demo.options.dir, progress=demo.say, owner="raytpu demo", log_monitor=False)
     demo.recorder.mark("ray_joined", f"{plan.hosts} Ray node(s) registered with ray.io/tpu-slice-name="
                        f"{cluster.slices[0]} and their ray.io/tpu-worker-id")

@@ -78,8 +78,8 @@ def _node_args(cluster: LocalCluster, head: bool, temp: str) -> list[str]:
     """``ray start`` for one node. Ray picks a host's ports itself (0, and agents write port files), so hosts starting
     together never race; the head's GCS and dashboard ports are chosen here, known in advance."""
     args = [sys.executable, "-c", RAY_CLI, "start", "--disable-usage-stats", "--temp-dir", temp,
-            "--include-log-monitor", "true" if cluster.log_monitor else "false", "--object-store-memory", str(OBJECT_STORE_BYTES),
-            "--node-ip-address", "127.0.0.1",
+            "--include-log-monitor", "true" if cluster.log_monitor else "false",
+            "--object-store-memory", str(OBJECT_STORE_BYTES), "--node-ip-address", "127.0.0.1",
             # Ray's default is a fixed 52365, which every second node on one machine would lose
             "--dashboard-agent-listen-port", "0", "--log-style", "record"]
     if head:

@@ -57,8 +57,8 @@ class LocalCluster:
     dir (short, under /tmp, for unix socket paths), ``address`` the GCS ``host:port``, ``plan`` every slice's SlicePlan
     as JSON, ``slices`` the ``TPU_NAME`` of each, ``nodes`` every process (head first), ``started_s`` from the first
     ``ray start`` until all registered, ``dashboard`` the Job Submission API's URL, ``auth_token_path`` the token file,
-    ``started_by`` the command that started it (for a refusal's message), ``log_monitor`` whether its nodes run Ray's log
-    monitor (what a ``log_to_driver=True`` driver, a team's, reads its workers' output through)."""
+    ``started_by`` the command that started it (for a refusal's message), ``log_monitor`` whether its nodes run Ray's
+    log monitor (what a ``log_to_driver=True`` driver, a team's, reads its workers' output through)."""
 
     run_dir: str
     temp_dir: str
