@@ -147,6 +147,11 @@ def test_a_train_report_flags_a_start_over_its_budget(capsys: pytest.CaptureFixt
     assert compile_verdict({"s": 1.0, "hits": 4, "misses": 0}, 5.0) == {"compile_budget_s": 5.0,
                                                                         "compile_over_budget": False}
     assert compile_verdict(None, 5.0) == {} and compile_verdict({"s": 1.0}, None) == {}
+    # process 0 hit the cache; process 1 compiled for 9 s, and the first step waited for it
+    hosts = compile_verdict({"s": 0.5, "hits": 4, "misses": 0, "processes": [
+        {"s": 0.5, "hits": 4, "misses": 0, "wall": 10.0}, {"s": 9.0, "hits": 0, "misses": 4, "wall": 18.0}]}, 5.0)
+    assert hosts["compile_over_budget"] is True and hosts["compile_warning"].startswith("compile 9.0s exceeds")
+    assert "0 cache hit(s), 4 miss(es)" in capsys.readouterr().err
 
 
 @pytest.mark.unit

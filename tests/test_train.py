@@ -130,6 +130,11 @@ def test_training_converges(cluster: local.LocalCluster, first_run: tuple[Path, 
     assert summary["compiles_during_steps"] == 0, summary
     assert 2 <= summary["compiles"] < STEPS  # the data and the update function, once each, not once per step
     assert summary["compile_time_s"] > summary["step_time_s"] > 0
+    # every process's compile, by JAX process index (one gather after the compile): process 0's is the summary's own
+    processes = summary["compile"]["processes"]
+    assert len(processes) == summary["workers"] and all(p["hits"] + p["misses"] > 0 for p in processes)
+    assert {k: processes[0][k] for k in ("s", "hits", "misses")} == {k: summary["compile"][k]
+                                                                    for k in ("s", "hits", "misses")}
 
 
 @pytest.mark.slice

@@ -172,6 +172,8 @@ def _train(config: dict[str, Any], watch: CompileWatch) -> None:
         jax.ShapeDtypeStruct((global_batch,), jnp.float32, sharding=data_sharding)
     ).compile()  # a compiled executable never recompiles: a changed input shape or sharding raises instead
     compile_time = time.perf_counter() - t
+    mine = watch.summary()  # this process's compile, before the gather's own
+    processes = _compile_by_process(mine, float(config["placed_wall"]))
     compiled_before_steps = watch.compiles
     # the training function's own output: Ray Train 2.60 keeps it in this worker's log (`raytpu runs logs --rank N`)
     print(f"train: rank {rank}: {len(devices)} devices, compiled in {compile_time:.2f}s, steps {start_step}-{steps}",
@@ -193,7 +195,7 @@ def _train(config: dict[str, Any], watch: CompileWatch) -> None:
         window_losses.append(loss_value)
         if first_step_wall is None:  # this attempt's compile: what a restart or a resume pays again
             first_step_wall = time.time()
-            compile_attempts.append({**watch.summary(), "restarts": restarts, "launch": launch})
+            compile_attempts.append({**mine, "processes": processes, "restarts": restarts, "launch": launch})
         if config.get("step_sleep_s"):
             time.sleep(float(config["step_sleep_s"]))
         done = step + 1
@@ -239,6 +241,21 @@ def _train(config: dict[str, Any], watch: CompileWatch) -> None:
 
 MESH_AXES = ("slice", "data")
 """The training mesh: ``slice`` crosses the DCN (one entry per slice), ``data`` stays within a slice's ICI."""
+
+
+def _compile_by_process(mine: dict[str, Any], since_wall: float) -> list[dict[str, Any]]:
+    """Every process's compile so far (seconds, cache hits, misses, when it ended), by JAX process index, in one gather
+    (a collective: every process calls it once per attempt): the first step waits for the last of them, and a host the
+    cache did not serve shows (JAX writes the cache from process 0 only)."""
+    import jax
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    ended = (mine["wall"] or since_wall) - since_wall  # float32 holds seconds since placement, not an epoch time
+    row = np.array([mine["s"], mine["hits"], mine["misses"], ended], np.float32)
+    table = np.asarray(multihost_utils.process_allgather(row)).reshape(jax.process_count(), len(row))
+    return [{"s": round(float(s), 3), "hits": int(hits), "misses": int(misses), "wall": round(since_wall + float(w), 3)}
+            for s, hits, misses, w in table]
 
 
 def _megascale_view(slices: int, names: list[str], ids: list[int]) -> dict[str, Any]:
@@ -463,14 +480,13 @@ def train_stamps(metrics: dict[str, Any]) -> list[Stamp]:
                                       f"{slice_name}", wall=float(metrics["placed_wall"])))
     attempts = metrics.get("compile_attempts") or []
     if attempts and attempts[-1].get("wall"):
-        last = attempts[-1]
+        last = compile_cache.last_to_finish(attempts[-1])
         placed = metrics.get("placed_wall")
         imports = f"; the loop's imports and set-up {last['wall'] - last['s'] - placed:.1f}s of it" if placed else ""
         made.append(compile_started(float(last["wall"]), float(last["s"]),
                                     "JaxTrainer's controller, placement group and worker actors, then the training "
                                     f"function up to its first compile{imports}"))
-        made.append(stamp("compiled", compile_cache.describe(last["s"], last["hits"], last["misses"]),
-                          wall=float(last["wall"])))
+        made.append(stamp("compiled", compile_cache.describe_processes(attempts[-1]), wall=float(last["wall"])))
     if metrics.get("first_step_wall"):
         made.append(stamp("first_step", f"training step {metrics.get('first_step', '?')} done (compilation before "
                                         "it)", wall=float(metrics["first_step_wall"])))

@@ -164,6 +164,7 @@ def render_report(report: dict[str, Any], smoke_table: str) -> str:
                   f"  compile time      {_num(train.get('compile_time_s'), 's')} (once, before the first step; "
                   f"{train.get('compiles_during_steps', '-')} compilations while stepping; "
                   f"{(train.get('compile') or {}).get('hits', '-')} cache hit(s))",
+                  *_per_process_compile(train.get("compile") or {}),
                   f"  step time         {_num(train.get('step_time_s'), 's')} (median, compilation excluded)",
                   f"  throughput        {_num(train.get('samples_per_s'))} samples/s",
                   f"  checkpoint        {train.get('checkpoint')}"]
@@ -189,6 +190,15 @@ def render_report(report: dict[str, Any], smoke_table: str) -> str:
               f"(PSS of every process; RSS sum {report['peak_memory_rss_sum_mib']} MiB), "
               f"{'PASSED' if report['ok'] else 'FAILED'}"]
     return "\n".join(lines)
+
+
+def _per_process_compile(compile: dict[str, Any]) -> list[str]:
+    """Each host's compile and cache hits where the start ran on more than one (the first step waits for the last)."""
+    processes = compile.get("processes") or []
+    if len(processes) < 2:
+        return []
+    each = ", ".join(f"{p['s']:.2f}s/{p['hits']}" for p in processes)
+    return [f"  compile per host  {each} (seconds/cache hits, by JAX process; JAX writes the cache from process 0)"]
 
 
 def _compile_lines(compiled: dict[str, Any] | None) -> list[str]:

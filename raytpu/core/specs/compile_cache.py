@@ -165,3 +165,31 @@ def first_and_resumed(attempts: list[dict[str, Any]]) -> dict[str, Any] | None:
 def describe(compile_s: float, hits: int, misses: int, when: str = "before the first step") -> str:
     """The ``compiled`` phase's detail: seconds and where the executables came from."""
     return f"XLA compile {compile_s:.2f}s {when}: {hits} cache hit(s), {misses} miss(es)"
+
+
+def by_process(compile: dict[str, Any]) -> list[dict[str, Any]]:
+    """A start's compile per process (``processes``, by JAX process index: ``s``, ``hits``, ``misses``, ``wall``); a
+    record with none is its one process's."""
+    return list(compile.get("processes") or [compile])
+
+
+def last_to_finish(compile: dict[str, Any]) -> dict[str, Any]:
+    """The process whose compile ended last: the one a start's first step (a collective) waited for."""
+    return max(by_process(compile), key=lambda p: p.get("wall") or 0.0)
+
+
+def longest(compile: dict[str, Any]) -> dict[str, Any]:
+    """The process that compiled longest: what a compile budget judges."""
+    return max(by_process(compile), key=lambda p: p.get("s") or 0.0)
+
+
+def describe_processes(compile: dict[str, Any]) -> str:
+    """The ``compiled`` detail of a start over one or more processes: the last to finish, beside process 0."""
+    processes = by_process(compile)
+    last = last_to_finish(compile)
+    if len(processes) < 2:
+        return describe(last["s"], last["hits"], last["misses"])
+    first = processes[0]
+    where = f"before the first step on process {processes.index(last)}, the last of {len(processes)} to finish"
+    return (describe(last["s"], last["hits"], last["misses"], where)
+            + f"; process 0: {first['s']:.2f}s, {first['hits']} hit(s), {first['misses']} miss(es)")
