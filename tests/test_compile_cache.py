@@ -213,6 +213,31 @@ def test_a_team_loops_compile_is_kept_until_its_first_report_and_stamped(capsys:
 
 
 @pytest.mark.unit
+def test_a_team_runs_compiled_phase_is_the_rank_its_first_report_waited_for(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every rank tells its compile; rank 1 finished last (JAX writes the cache from process 0 only), so the phase is
+    its compile, beside rank 0's; a rank's later compile replaces its earlier one, none counts after the report."""
+    from raytpu.workloads.team_train import Reports, team_stamps
+
+    reports = Reports()
+    reports.compiled({"s": 5.0, "hits": 0, "misses": 1, "wall": 99.0}, 1)  # before any attempt: nothing to keep
+    reports.started(100.0, resumed=False)
+    reports.compiled({"s": 0.1, "hits": 3, "misses": 0, "wall": 101.0}, 0)
+    reports.compiled({"s": 0.5, "hits": 0, "misses": 1, "wall": 101.2}, 1)
+    reports.compiled({"s": 1.4, "hits": 0, "misses": 3, "wall": 102.5}, 1)
+    reports.reported(103.0, {"loss": 1.0}, None)
+    reports.compiled({"s": 9.0, "hits": 0, "misses": 9, "wall": 110.0}, 1)
+    attempt = reports.summary()["attempts"][0]
+    assert attempt["compile"]["s"] == 0.1
+    assert [(p["process"], p["s"]) for p in attempt["processes"]] == [(0, 0.1), (1, 1.4)]
+    stamps = {s["phase"]: s for s in team_stamps([attempt])}
+    assert stamps["compiled"]["wall"] == 102.5 and stamps["trainer_started"]["wall"] == pytest.approx(101.1)
+    assert stamps["compiled"]["detail"] == ("XLA compile 1.40s before the first step on process 1, the last of 2 to "
+                                            "finish: 0 cache hit(s), 3 miss(es); process 0: 0.10s, 3 hit(s), 0 "
+                                            "miss(es)")
+    capsys.readouterr()
+
+
+@pytest.mark.unit
 def test_a_followed_runs_report_carries_the_compile_and_its_budget_flag(capsys: pytest.CaptureFixture[str]) -> None:
     from raytpu.console.followed_run import team_result
 

@@ -276,6 +276,10 @@ def test_the_example_trains_and_checkpoints_through_submit_local(cluster: Any, t
     assert train["ok"] and train["metrics"]["step"] == 6 and train["reports"] == 2, train
     assert train["metrics"]["devices"] == 8  # two hosts x 4 emulated chips
     assert [a["resumed"] for a in train["attempts"]] == [False]
+    # every rank told its compile (the first report waited for the last): rank 0's is the attempt's own
+    processes = train["attempts"][0]["processes"]
+    assert [p["process"] for p in processes] == [0, 1] and all(p["s"] > 0 for p in processes)
+    assert processes[0]["s"] == train["attempts"][0]["compile"]["s"]
     state = json.loads((Path(train["checkpoint"]) / checkpoint.STATE).read_text())
     assert (state["step"], state["data_position"]) == (6, 6)
     assert {p.name for p in Path(train["checkpoint"]).iterdir()} >= {checkpoint.PARAMS, checkpoint.OPT}

@@ -74,10 +74,17 @@ class Reports:
         self.attempts.append({"attempt": len(self.attempts) + 1, "started_wall": wall, "resumed": resumed,
                               "first_report_wall": None, "reports": 0})
 
-    def compiled(self, summary: dict[str, Any]) -> None:
-        """Rank 0's compile so far (:class:`CompileWatch`): kept until the attempt's first report."""
-        if self.attempts and self.attempts[-1]["first_report_wall"] is None:
-            self.attempts[-1]["compile"] = summary
+    def compiled(self, summary: dict[str, Any], rank: int = 0) -> None:
+        """A rank's compile so far (:class:`CompileWatch`), kept until the attempt's first report: rank 0's as the
+        attempt's ``compile``, every rank's in its ``processes`` (the first report waits for the last)."""
+        if not self.attempts or self.attempts[-1]["first_report_wall"] is not None:
+            return
+        current = self.attempts[-1]
+        if rank == 0:
+            current["compile"] = summary
+        processes = [p for p in current.get("processes", []) if p["process"] != rank]
+        processes.append({"process": rank, **{k: summary.get(k) for k in ("s", "hits", "misses", "wall")}})
+        current["processes"] = sorted(processes, key=lambda p: p["process"])
 
     def reported(self, wall: float, metrics: dict[str, Any], checkpoint: str | None) -> None:
         self.reports += 1
@@ -146,12 +153,12 @@ def run_attempt(train_loop: str, sink: Any, config: dict[str, Any]) -> Any:
 
     local_secrets.load()  # the emulated slice's secrets (GKE: the kubelet's secretKeyRef env)
     function = load_train_loop(train_loop)
-    if ray.train.get_context().get_world_rank() != 0:
-        return function(config)
-    started = tell(sink, "started", time.time(), ray.train.get_checkpoint() is not None)
-    if started is not None:  # bounded, never raising: recorded before this attempt's first report, sink or no sink
-        ray.wait([started], timeout=SINK_WAIT_S)
-    with CompileWatch(on_compile=lambda watch: tell(sink, "compiled", watch.summary())):
+    rank = ray.train.get_context().get_world_rank()
+    if rank == 0:
+        started = tell(sink, "started", time.time(), ray.train.get_checkpoint() is not None)
+        if started is not None:  # bounded, never raising: recorded before this attempt's first report, sink or none
+            ray.wait([started], timeout=SINK_WAIT_S)
+    with CompileWatch(on_compile=lambda watch: tell(sink, "compiled", watch.summary(), rank)):
         return function(config)
 
 
@@ -260,10 +267,11 @@ def team_stamps(attempts: list[dict[str, Any]]) -> list[Stamp]:
                           "since the driver joined, Ray Train's controller, the slice's placement group and its worker "
                           "actors", wall=first["started_wall"]))
         if (compiled := first.get("compile")) and compiled.get("wall"):
-            made.append(compile_started(compiled["wall"], compiled["s"], "JaxTrainer's workers placed, then the "
-                                        "team's function up to its first compile (imports, set-up; rank 0)"))
-            made.append(stamp("compiled", compile_cache.describe(compiled["s"], compiled["hits"], compiled["misses"])
-                              + " (rank 0)", wall=compiled["wall"]))
+            compiled = {**compiled, "processes": first.get("processes") or []}
+            last = compile_cache.last_to_finish(compiled)
+            made.append(compile_started(last["wall"], last["s"], "JaxTrainer's workers placed, then the team's "
+                                        "function up to its first compile (imports, set-up)"))
+            made.append(stamp("compiled", compile_cache.describe_processes(compiled), wall=last["wall"]))
         if first["first_report_wall"]:
             kind = "resumed from a checkpoint" if first["resumed"] else "first"
             made.append(stamp("first_step", f"the team's function reported ({kind} report)",

@@ -254,8 +254,8 @@ def _compile_by_process(mine: dict[str, Any], since_wall: float) -> list[dict[st
     ended = (mine["wall"] or since_wall) - since_wall  # float32 holds seconds since placement, not an epoch time
     row = np.array([mine["s"], mine["hits"], mine["misses"], ended], np.float32)
     table = np.asarray(multihost_utils.process_allgather(row)).reshape(jax.process_count(), len(row))
-    return [{"s": round(float(s), 3), "hits": int(hits), "misses": int(misses), "wall": round(since_wall + float(w), 3)}
-            for s, hits, misses, w in table]
+    return [{"process": i, "s": round(float(s), 3), "hits": int(hits), "misses": int(misses),
+             "wall": round(since_wall + float(w), 3)} for i, (s, hits, misses, w) in enumerate(table)]
 
 
 def _megascale_view(slices: int, names: list[str], ids: list[int]) -> dict[str, Any]:

@@ -168,8 +168,8 @@ def describe(compile_s: float, hits: int, misses: int, when: str = "before the f
 
 
 def by_process(compile: dict[str, Any]) -> list[dict[str, Any]]:
-    """A start's compile per process (``processes``, by JAX process index: ``s``, ``hits``, ``misses``, ``wall``); a
-    record with none is its one process's."""
+    """A start's compile per process (``processes``, by JAX process index: ``s``, ``hits``, ``misses``, ``wall``, and
+    ``process`` where one may be missing); a record with none is its one process's."""
     return list(compile.get("processes") or [compile])
 
 
@@ -189,7 +189,9 @@ def describe_processes(compile: dict[str, Any]) -> str:
     last = last_to_finish(compile)
     if len(processes) < 2:
         return describe(last["s"], last["hits"], last["misses"])
-    first = processes[0]
-    where = f"before the first step on process {processes.index(last)}, the last of {len(processes)} to finish"
+    first = processes[0]  # process 0's, or the lowest that reported
+    number = last.get("process", processes.index(last))
+    where = f"before the first step on process {number}, the last of {len(processes)} to finish"
     return (describe(last["s"], last["hits"], last["misses"], where)
-            + f"; process 0: {first['s']:.2f}s, {first['hits']} hit(s), {first['misses']} miss(es)")
+            + f"; process {first.get('process', 0)}: {first['s']:.2f}s, {first['hits']} hit(s), {first['misses']} "
+              "miss(es)")
