@@ -234,6 +234,10 @@ def test_a_team_runs_compiled_phase_is_the_rank_its_first_report_waited_for(caps
     assert stamps["compiled"]["detail"] == ("XLA compile 1.40s before the first step on process 1, the last of 2 to "
                                             "finish: 0 cache hit(s), 3 miss(es); process 0: 0.10s, 3 hit(s), 0 "
                                             "miss(es)")
+    # rank 0 finished last: its figures are the phase's, not repeated beside it
+    reports.attempts[0]["processes"][1]["wall"] = 100.5
+    assert {s["phase"]: s for s in team_stamps([attempt])}["compiled"]["detail"] == (
+        "XLA compile 0.10s before the first step on process 0, the last of 2 to finish: 3 cache hit(s), 0 miss(es)")
     capsys.readouterr()
 
 

@@ -192,6 +192,8 @@ def describe_processes(compile: dict[str, Any]) -> str:
     first = processes[0]  # process 0's, or the lowest that reported
     number = last.get("process", processes.index(last))
     where = f"before the first step on process {number}, the last of {len(processes)} to finish"
-    return (describe(last["s"], last["hits"], last["misses"], where)
-            + f"; process {first.get('process', 0)}: {first['s']:.2f}s, {first['hits']} hit(s), {first['misses']} "
-              "miss(es)")
+    text = describe(last["s"], last["hits"], last["misses"], where)
+    if last is first:  # its figures are already the phase's
+        return text
+    return (text + f"; process {first.get('process', 0)}: {first['s']:.2f}s, {first['hits']} hit(s), "
+            f"{first['misses']} miss(es)")
