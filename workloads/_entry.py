@@ -30,6 +30,18 @@ def guarded(body: Callable[[], int]) -> int:
         return EXIT_RUNTIME
 
 
+def job_runtime_env(runtime_env: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``runtime_env`` for a job driver's ``ray.init``: on an emulated slice (``RAYTPU_EMULATED=1``) its workers start
+    without the nodes' serving-only variables (:mod:`raytpu.workloads.job_worker_env`); elsewhere unchanged."""
+    from raytpu.local.emulation import ENV_EMULATED
+    from raytpu.workloads.job_worker_env import HOOK
+
+    runtime_env = dict(runtime_env or {})
+    if os.environ.get(ENV_EMULATED) == "1":
+        runtime_env.setdefault("worker_process_setup_hook", HOOK)
+    return runtime_env
+
+
 def connect_quiet_driver(address: str | None, **init: Any) -> bool:
     """Connects this driver to its Ray cluster (``address``, else ``$RAY_ADDRESS``, else the running one) without its
     workers' logs, unless it is connected already; returns whether it connected here (for :func:`end_quiet_driver`)."""
@@ -37,6 +49,7 @@ def connect_quiet_driver(address: str | None, **init: Any) -> bool:
 
     if ray.is_initialized():
         return False
+    init["runtime_env"] = job_runtime_env(init.get("runtime_env"))
     ray.init(address=address or os.environ.get("RAY_ADDRESS") or "auto", log_to_driver=False,
              logging_level=logging.ERROR, **init)
     return True

@@ -21,6 +21,7 @@ from raytpu.core.common.timeline import Stamp, compile_started, stamp, stamp_lin
 from raytpu.core.common.train_result import result_line
 from raytpu.core.specs import compile_cache, user_code
 from raytpu.core.specs.spec import WorkloadSpec
+from raytpu.workloads._entry import job_runtime_env
 from raytpu.workloads.compile_watch import CompileWatch
 
 MAX_METRIC_CHARS = 2000
@@ -208,7 +209,7 @@ def run(args: argparse.Namespace, work: WorkloadSpec, env: dict[str, str]) -> di
     plan, slices = work.plan, work.slices_per_run
     if not ray.is_initialized():  # workers' output reaches the driver's log (Ray Train keeps it in files too)
         ray.init(address=args.address or os.environ.get("RAY_ADDRESS") or "auto", log_to_driver=True,
-                 logging_level=logging.ERROR, runtime_env={"env_vars": env})
+                 logging_level=logging.ERROR, runtime_env=job_runtime_env({"env_vars": env}))
     datasets = read_dataset(work.dataset)
     sink = pinned_sink()
     t0 = time.monotonic()

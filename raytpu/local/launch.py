@@ -18,6 +18,7 @@ from raytpu.core.tpu.plan import SlicePlan
 from raytpu.local import procs
 from raytpu.local.emulation import WEBHOOK_ENV, host_env
 from raytpu.local.state import ENV_CLUSTER, LocalCluster, NodeProc
+from raytpu.workloads.job_worker_env import SERVING_ONLY_ENV
 
 HOST_CPUS = 2
 """Logical CPUs per emulated host: one for the slice bundle, one spare for helpers."""
@@ -50,16 +51,17 @@ Source: Ray 2.60 ``ray_config_def.h`` ``prestart_worker_first_driver``."""
 def _base_env(cluster: LocalCluster) -> dict[str, str]:
     """Every node's environment: this process's (a value set here wins over the kit's serving defaults,
     :data:`raytpu.core.manifests.serving.SERVE_HOT_PATH_ENV` and
-    :data:`~raytpu.core.manifests.serving.DIRECT_STREAMING_ENV`: the local twin streams direct), Ray's token auth, the
-    cluster's tag, and this cluster's own addresses (never the caller's ``RAY_ADDRESS``): every worker a node starts
-    inherits them, so Ray code that finds its cluster by itself (Ray Train's ``PlacementGroupCleaner`` reads the
-    State API with no address) reaches this cluster when another runs on the machine (issue 48).
+    :data:`~raytpu.core.manifests.serving.DIRECT_STREAMING_ENV`: the local twin streams direct, and a job's workers
+    drop the latter: :mod:`raytpu.workloads.job_worker_env`), Ray's token auth, the cluster's tag, and this cluster's
+    own addresses (never the caller's ``RAY_ADDRESS``): every worker a node starts inherits them, so Ray code that
+    finds its cluster by itself (Ray Train's ``PlacementGroupCleaner`` reads the State API with no address) reaches
+    this cluster when another runs on the machine (issue 48).
     Source: Ray 2.60 ``ray._private.services.canonicalize_bootstrap_address_or_die`` ("Found multiple active Ray
     instances" without ``RAY_ADDRESS``)."""
     own = {k: v for k, v in os.environ.items() if k not in WEBHOOK_ENV and k != "RAY_ADDRESS"}
     env = SERVE_HOT_PATH_ENV | DIRECT_STREAMING_ENV | NO_FIRST_DRIVER_PRESTART | own
     env.update({"RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1", ENV_CLUSTER: cluster.temp_dir,
-                **cluster.ray_cli_env()})
+                SERVING_ONLY_ENV: ",".join(DIRECT_STREAMING_ENV), **cluster.ray_cli_env()})
     return env
 
 

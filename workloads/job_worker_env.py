@@ -1,0 +1,25 @@
+"""A job's Ray workers on the emulated slice without its nodes' serving-only variables, as a RayJob's pods on GKE
+never carry them: every emulated node gets Serve's HAProxy switch for the local twin, and JAX 0.10.2 warns at each
+``jax.distributed.initialize`` that a variable whose name holds ``_proxy`` "may cause a hang". Standard library only:
+Ray runs :func:`drop_serving_env` at the start of every worker of a job whose driver names it
+(:func:`raytpu.workloads._entry.job_runtime_env`).
+Source: JAX 0.10.2 ``jax._src.distributed.State.initialize`` (``'_proxy' in key.lower()``); Ray 2.60
+``RuntimeEnv(worker_process_setup_hook=...)``."""
+
+from __future__ import annotations
+
+import os
+
+SERVING_ONLY_ENV = "RAYTPU_SERVING_ONLY_ENV"
+"""In every emulated node's environment: the comma-separated names only Serve reads
+(:data:`raytpu.core.manifests.serving.DIRECT_STREAMING_ENV`, set by :mod:`raytpu.local.launch`)."""
+
+HOOK = "raytpu.workloads.job_worker_env.drop_serving_env"
+""":func:`drop_serving_env` as Ray's ``worker_process_setup_hook`` names it."""
+
+
+def drop_serving_env() -> None:
+    """Removes the node's serving-only variables from this worker's environment (a no-op off the emulated slice)."""
+    for name in os.environ.get(SERVING_ONLY_ENV, "").split(","):
+        if name:
+            os.environ.pop(name, None)
