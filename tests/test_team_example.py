@@ -280,7 +280,7 @@ def test_the_example_trains_and_checkpoints_through_submit_local(cluster: Any, t
     assert train["metrics"]["devices"] == 8  # two hosts x 4 emulated chips
     assert [a["resumed"] for a in train["attempts"]] == [False]
     # every rank told its compile (the first report waited for the last): rank 0's is the attempt's own
-    processes = train["attempts"][0]["processes"]
+    processes = train["attempts"][0]["compile"]["processes"]
     assert [p["process"] for p in processes] == [0, 1] and all(p["s"] > 0 for p in processes)
     assert processes[0]["s"] == train["attempts"][0]["compile"]["s"]
     state = json.loads((Path(train["checkpoint"]) / checkpoint.STATE).read_text())

@@ -70,22 +70,25 @@ class Reports:
         self.attempts: list[dict[str, Any]] = []
         self.reports = 0
         self.last: dict[str, Any] | None = None
+        self._ranks: dict[int, dict[str, Any]] = {}  # the current attempt's compile by rank
 
     def started(self, wall: float, resumed: bool) -> None:
         self.attempts.append({"attempt": len(self.attempts) + 1, "started_wall": wall, "resumed": resumed,
                               "first_report_wall": None, "reports": 0})
+        self._ranks = {}
 
     def compiled(self, summary: dict[str, Any], rank: int = 0) -> None:
         """A rank's compile so far (:class:`CompileWatch`), kept until the attempt's first report: rank 0's as the
-        attempt's ``compile``, every rank's in its ``processes`` (the first report waits for the last)."""
+        attempt's ``compile``, with every rank's in its ``processes`` as a kit run's (the first report waits for the
+        last)."""
         if not self.attempts or self.attempts[-1]["first_report_wall"] is not None:
             return
+        self._ranks[rank] = {"process": rank, **{k: summary.get(k) for k in ("s", "hits", "misses", "wall")}}
         current = self.attempts[-1]
         if rank == 0:
-            current["compile"] = summary
-        processes = [p for p in current.get("processes", []) if p["process"] != rank]
-        processes.append({"process": rank, **{k: summary.get(k) for k in ("s", "hits", "misses", "wall")}})
-        current["processes"] = sorted(processes, key=lambda p: p["process"])
+            current["compile"] = dict(summary)
+        if "compile" in current:
+            current["compile"]["processes"] = [self._ranks[r] for r in sorted(self._ranks)]
 
     def reported(self, wall: float, metrics: dict[str, Any], checkpoint: str | None) -> None:
         self.reports += 1
@@ -268,7 +271,6 @@ def team_stamps(attempts: list[dict[str, Any]]) -> list[Stamp]:
                           "since the driver joined, Ray Train's controller, the slice's placement group and its worker "
                           "actors", wall=first["started_wall"]))
         if (compiled := first.get("compile")) and compiled.get("wall"):
-            compiled = {**compiled, "processes": first.get("processes") or []}
             last = compile_cache.last_to_finish(compiled)
             made.append(compile_started(last["wall"], last["s"], "JaxTrainer's workers placed, then the team's "
                                         "function up to its first compile (imports, set-up)"))
