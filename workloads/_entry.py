@@ -31,8 +31,10 @@ def guarded(body: Callable[[], int]) -> int:
 
 
 def job_runtime_env(runtime_env: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``runtime_env`` for a job driver's ``ray.init``: on an emulated slice (``RAYTPU_EMULATED=1``) its workers start
-    without the nodes' serving-only variables (:mod:`raytpu.workloads.job_worker_env`); elsewhere unchanged."""
+    """``runtime_env`` for the team train driver's ``ray.init``, whose workers' output it echoes: on an emulated slice
+    (``RAYTPU_EMULATED=1``) they start without the nodes' serving-only variables
+    (:mod:`raytpu.workloads.job_worker_env`); elsewhere unchanged. The kit's quiet drivers take no worker output and
+    name no hook: a runtime env would cost the smoke's host actors the raylets' prestarted workers."""
     from raytpu.local.emulation import ENV_EMULATED
     from raytpu.workloads.job_worker_env import HOOK
 
@@ -49,7 +51,6 @@ def connect_quiet_driver(address: str | None, **init: Any) -> bool:
 
     if ray.is_initialized():
         return False
-    init["runtime_env"] = job_runtime_env(init.get("runtime_env"))
     ray.init(address=address or os.environ.get("RAY_ADDRESS") or "auto", log_to_driver=False,
              logging_level=logging.ERROR, **init)
     return True

@@ -2,7 +2,7 @@
 never carry them: every emulated node gets Serve's HAProxy switch for the local twin, and JAX 0.10.2 warns at each
 ``jax.distributed.initialize`` that a variable whose name holds ``_proxy`` "may cause a hang". Standard library only:
 Ray runs :func:`drop_serving_env` at the start of every worker of a job whose driver names it
-(:func:`raytpu.workloads._entry.job_runtime_env`).
+(the team train driver: :func:`raytpu.workloads._entry.job_runtime_env`).
 Source: JAX 0.10.2 ``jax._src.distributed.State.initialize`` (``'_proxy' in key.lower()``); Ray 2.60
 ``RuntimeEnv(worker_process_setup_hook=...)``."""
 
