@@ -220,13 +220,15 @@ def test_a_team_runs_compiled_phase_is_the_rank_its_first_report_waited_for(caps
 
     reports = Reports()
     reports.compiled({"s": 5.0, "hits": 0, "misses": 1, "wall": 99.0}, 1)  # before any attempt: nothing to keep
-    reports.started(100.0, resumed=False)
+    reports.started(100.2, resumed=False, rank=1)
+    reports.started(100.0, resumed=False, rank=0)
     reports.compiled({"s": 0.1, "hits": 3, "misses": 0, "wall": 101.0}, 0)
     reports.compiled({"s": 0.5, "hits": 0, "misses": 1, "wall": 101.2}, 1)
     reports.compiled({"s": 1.4, "hits": 0, "misses": 3, "wall": 102.5}, 1)
     reports.reported(103.0, {"loss": 1.0}, None)
     reports.compiled({"s": 9.0, "hits": 0, "misses": 9, "wall": 110.0}, 1)
     attempt = reports.summary()["attempts"][0]
+    assert len(reports.attempts) == 1 and attempt["started_wall"] == 100.0  # the first rank's start
     assert attempt["compile"]["s"] == 0.1
     assert [(p["process"], p["s"]) for p in attempt["compile"]["processes"]] == [(0, 0.1), (1, 1.4)]
     stamps = {s["phase"]: s for s in team_stamps([attempt])}
@@ -244,6 +246,27 @@ def test_a_team_runs_compiled_phase_is_the_rank_its_first_report_waited_for(caps
     assert {s["phase"]: s for s in team_stamps([attempt])}["compiled"]["detail"] == (
         "XLA compile 0.10s before the first step on process 0, the last of 2 to finish: 3 cache hit(s), 0 miss(es)")
     capsys.readouterr()
+
+
+@pytest.mark.unit
+def test_a_restarts_compiles_count_in_the_attempt_each_rank_started_whatever_ranks_order() -> None:
+    """A restart where rank 1 starts and compiles before rank 0 tells its start: rank 1's compile is the second
+    attempt's, not the first's (Ray 2.60 runs one caller's calls to an actor in order; ranks race each other)."""
+    from raytpu.workloads.team_train import Reports
+
+    reports = Reports()
+    for rank in (0, 1):
+        reports.started(100.0, resumed=False, rank=rank)
+        reports.compiled({"s": 2.0, "hits": 0, "misses": 4, "wall": 103.0}, rank)
+    reports.reported(104.0, {"loss": 1.0}, "ckpt-1")
+    reports.started(200.0, resumed=True, rank=1)  # the restart: rank 1 first
+    reports.compiled({"s": 1.5, "hits": 0, "misses": 4, "wall": 202.0}, 1)
+    reports.started(200.5, resumed=True, rank=0)
+    reports.compiled({"s": 0.2, "hits": 4, "misses": 0, "wall": 201.0}, 0)
+    first, second = reports.summary()["attempts"]
+    assert [p["s"] for p in first["compile"]["processes"]] == [2.0, 2.0]
+    assert second["started_wall"] == 200.0 and second["resumed"]
+    assert [(p["process"], p["s"]) for p in second["compile"]["processes"]] == [(0, 0.2), (1, 1.5)]
 
 
 @pytest.mark.unit

@@ -70,25 +70,38 @@ class Reports:
         self.attempts: list[dict[str, Any]] = []
         self.reports = 0
         self.last: dict[str, Any] | None = None
-        self._ranks: dict[int, dict[str, Any]] = {}  # the current attempt's compile by rank
+        self._started: list[set[int]] = []  # per attempt: the ranks that started in it
+        self._compiles: list[dict[int, dict[str, Any]]] = []  # per attempt: each rank's compile
+        self._attempt_of: dict[int, int] = {}  # rank -> the attempt it started last
 
-    def started(self, wall: float, resumed: bool) -> None:
-        self.attempts.append({"attempt": len(self.attempts) + 1, "started_wall": wall, "resumed": resumed,
-                              "first_report_wall": None, "reports": 0})
-        self._ranks = {}
+    def started(self, wall: float, resumed: bool, rank: int = 0) -> None:
+        """A rank entered the team's function. A rank that already started in the current attempt opens the next (a
+        restart), whichever rank comes first; a rank's own calls arrive in the order it made them (Ray 2.60 runs one
+        caller's calls to an actor in order), so its compile is counted in the attempt it started."""
+        if not self.attempts or rank in self._started[-1]:
+            self.attempts.append({"attempt": len(self.attempts) + 1, "started_wall": wall, "resumed": resumed,
+                                  "first_report_wall": None, "reports": 0})
+            self._started.append(set())
+            self._compiles.append({})
+        current = self.attempts[-1]
+        current["started_wall"] = min(current["started_wall"], wall)
+        self._started[-1].add(rank)
+        self._attempt_of[rank] = len(self.attempts) - 1
 
     def compiled(self, summary: dict[str, Any], rank: int = 0) -> None:
-        """A rank's compile so far (:class:`CompileWatch`), kept until the attempt's first report: rank 0's as the
+        """A rank's compile so far (:class:`CompileWatch`), kept until its attempt's first report: rank 0's as the
         attempt's ``compile``, with every rank's in its ``processes`` as a kit run's (the first report waits for the
         last)."""
-        if not self.attempts or self.attempts[-1]["first_report_wall"] is not None:
+        index = self._attempt_of.get(rank)
+        if index is None or self.attempts[index]["first_report_wall"] is not None:
             return
-        self._ranks[rank] = {"process": rank, **{k: summary.get(k) for k in ("s", "hits", "misses", "wall")}}
-        current = self.attempts[-1]
+        compiles = self._compiles[index]
+        compiles[rank] = {"process": rank, **{k: summary.get(k) for k in ("s", "hits", "misses", "wall")}}
+        attempt = self.attempts[index]
         if rank == 0:
-            current["compile"] = dict(summary)
-        if "compile" in current:
-            current["compile"]["processes"] = [self._ranks[r] for r in sorted(self._ranks)]
+            attempt["compile"] = dict(summary)
+        if "compile" in attempt:
+            attempt["compile"]["processes"] = [compiles[r] for r in sorted(compiles)]
 
     def reported(self, wall: float, metrics: dict[str, Any], checkpoint: str | None) -> None:
         self.reports += 1
@@ -148,8 +161,8 @@ def gathered(sink: Any) -> tuple[dict[str, Any], str | None]:
 
 
 def run_attempt(train_loop: str, sink: Any, config: dict[str, Any]) -> Any:
-    """One worker's attempt: rank 0 tells ``sink`` it started (and whether from a checkpoint), then the team's
-    function runs with its ``train_config``."""
+    """One worker's attempt: it tells ``sink`` it started (and whether from a checkpoint), then the team's function
+    runs with its ``train_config``."""
     import ray
     import ray.train
 
@@ -158,10 +171,9 @@ def run_attempt(train_loop: str, sink: Any, config: dict[str, Any]) -> Any:
     local_secrets.load()  # the emulated slice's secrets (GKE: the kubelet's secretKeyRef env)
     function = load_train_loop(train_loop)
     rank = ray.train.get_context().get_world_rank()
-    if rank == 0:
-        started = tell(sink, "started", time.time(), ray.train.get_checkpoint() is not None)
-        if started is not None:  # bounded, never raising: recorded before this attempt's first report, sink or none
-            ray.wait([started], timeout=SINK_WAIT_S)
+    started = tell(sink, "started", time.time(), ray.train.get_checkpoint() is not None, rank)
+    if rank == 0 and started is not None:  # bounded, never raising: recorded before the attempt's first report
+        ray.wait([started], timeout=SINK_WAIT_S)
     with CompileWatch(on_compile=lambda watch: tell(sink, "compiled", watch.summary(), rank)):
         return function(config)
 
