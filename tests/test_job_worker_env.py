@@ -13,8 +13,9 @@ import pytest
 from raytpu import local
 from raytpu.core.manifests.serving import DIRECT_STREAMING_ENV
 from raytpu.local import launch
+from raytpu.local.emulation import ENV_EMULATED
 from raytpu.workloads import job_worker_env
-from raytpu.workloads._entry import job_runtime_env
+from raytpu.workloads.job_worker_env import job_runtime_env
 
 
 def _cluster(tmp_path: Path) -> local.LocalCluster:
@@ -54,6 +55,7 @@ def test_the_hook_is_a_no_op_where_no_node_named_any(monkeypatch: pytest.MonkeyP
 @pytest.mark.unit
 def test_a_job_driver_names_the_hook_on_an_emulated_slice_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """Ray imports the hook by its dotted name (Ray 2.60 ``ray._private.runtime_env.setup_hook``)."""
+    assert job_worker_env.EMULATED == ENV_EMULATED
     module, _, function = job_worker_env.HOOK.rpartition(".")
     assert getattr(importlib.import_module(module), function) is job_worker_env.drop_serving_env
     monkeypatch.setenv("RAYTPU_EMULATED", "1")

@@ -30,20 +30,6 @@ def guarded(body: Callable[[], int]) -> int:
         return EXIT_RUNTIME
 
 
-def job_runtime_env(runtime_env: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``runtime_env`` for the team train driver's ``ray.init``, whose workers' output it echoes: on an emulated slice
-    (``RAYTPU_EMULATED=1``) they start without the nodes' serving-only variables
-    (:mod:`raytpu.workloads.job_worker_env`); elsewhere unchanged. The kit's quiet drivers take no worker output and
-    name no hook: a runtime env would cost the smoke's host actors the raylets' prestarted workers."""
-    from raytpu.local.emulation import ENV_EMULATED
-    from raytpu.workloads.job_worker_env import HOOK
-
-    runtime_env = dict(runtime_env or {})
-    if os.environ.get(ENV_EMULATED) == "1":
-        runtime_env.setdefault("worker_process_setup_hook", HOOK)
-    return runtime_env
-
-
 def connect_quiet_driver(address: str | None, **init: Any) -> bool:
     """Connects this driver to its Ray cluster (``address``, else ``$RAY_ADDRESS``, else the running one) without its
     workers' logs, unless it is connected already; returns whether it connected here (for :func:`end_quiet_driver`)."""

@@ -2,13 +2,18 @@
 never carry them: every emulated node gets Serve's HAProxy switch for the local twin, and JAX 0.10.2 warns at each
 ``jax.distributed.initialize`` that a variable whose name holds ``_proxy`` "may cause a hang". Standard library only:
 Ray runs :func:`drop_serving_env` at the start of every worker of a job whose driver names it
-(the team train driver: :func:`raytpu.workloads._entry.job_runtime_env`).
+(the team train driver: :func:`job_runtime_env`).
 Source: JAX 0.10.2 ``jax._src.distributed.State.initialize`` (``'_proxy' in key.lower()``); Ray 2.60
 ``RuntimeEnv(worker_process_setup_hook=...)``."""
 
 from __future__ import annotations
 
 import os
+from typing import Any
+
+EMULATED = "RAYTPU_EMULATED"
+"""``1`` in an emulated slice's drivers and hosts (:data:`raytpu.local.emulation.ENV_EMULATED`; named again here, as
+this module imports nothing of the kit)."""
 
 SERVING_ONLY_ENV = "RAYTPU_SERVING_ONLY_ENV"
 """In every emulated node's environment: the comma-separated names only Serve reads
@@ -23,3 +28,14 @@ def drop_serving_env() -> None:
     for name in os.environ.get(SERVING_ONLY_ENV, "").split(","):
         if name:
             os.environ.pop(name, None)
+
+
+def job_runtime_env(runtime_env: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``runtime_env`` for the team train driver's ``ray.init``, whose workers' output it echoes: on an emulated slice
+    (``RAYTPU_EMULATED=1``) they start without the nodes' serving-only variables; elsewhere unchanged. The kit's
+    quiet drivers take no worker output and name no hook: a runtime env would cost the smoke's host actors the
+    raylets' prestarted workers."""
+    runtime_env = dict(runtime_env or {})
+    if os.environ.get(EMULATED) == "1":
+        runtime_env.setdefault("worker_process_setup_hook", HOOK)
+    return runtime_env

@@ -21,8 +21,8 @@ from raytpu.core.common.timeline import Stamp, compile_started, stamp, stamp_lin
 from raytpu.core.common.train_result import result_line
 from raytpu.core.specs import compile_cache, user_code
 from raytpu.core.specs.spec import WorkloadSpec
-from raytpu.workloads._entry import job_runtime_env
 from raytpu.workloads.compile_watch import CompileWatch
+from raytpu.workloads.job_worker_env import job_runtime_env
 
 MAX_METRIC_CHARS = 2000
 SINK_WAIT_S = 10.0
