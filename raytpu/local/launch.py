@@ -51,7 +51,7 @@ Source: Ray 2.60 ``ray_config_def.h`` ``prestart_worker_first_driver``."""
 def _base_env(cluster: LocalCluster) -> dict[str, str]:
     """Every node's environment: this process's (a value set here wins over the kit's serving defaults,
     :data:`raytpu.core.manifests.serving.SERVE_HOT_PATH_ENV` and
-    :data:`~raytpu.core.manifests.serving.DIRECT_STREAMING_ENV`: the local twin streams direct, and a job's workers
+    :data:`~raytpu.core.manifests.serving.DIRECT_STREAMING_ENV`: the local twin streams direct, and a team run's workers
     drop the latter: :mod:`raytpu.workloads.job_worker_env`), Ray's token auth, the cluster's tag, and this cluster's
     own addresses (never the caller's ``RAY_ADDRESS``): every worker a node starts inherits them, so Ray code that
     finds its cluster by itself (Ray Train's ``PlacementGroupCleaner`` reads the State API with no address) reaches
