@@ -70,7 +70,7 @@ class Reports:
         self.attempts: list[dict[str, Any]] = []
         self.reports = 0
         self.last: dict[str, Any] | None = None
-        self._started: list[set[int]] = []  # per attempt: the ranks that started in it
+        self._started: set[int] = set()  # the ranks that started in the current attempt
         self._compiles: list[dict[int, dict[str, Any]]] = []  # per attempt: each rank's compile
         self._attempt_of: dict[int, int] = {}  # rank -> the attempt it started last
 
@@ -78,14 +78,14 @@ class Reports:
         """A rank entered the team's function. A rank that already started in the current attempt opens the next (a
         restart), whichever rank comes first; a rank's own calls arrive in the order it made them (Ray 2.60 runs one
         caller's calls to an actor in order), so its compile is counted in the attempt it started."""
-        if not self.attempts or rank in self._started[-1]:
+        if not self.attempts or rank in self._started:
             self.attempts.append({"attempt": len(self.attempts) + 1, "started_wall": wall, "resumed": resumed,
                                   "first_report_wall": None, "reports": 0})
-            self._started.append(set())
+            self._started = set()
             self._compiles.append({})
         current = self.attempts[-1]
         current["started_wall"] = min(current["started_wall"], wall)
-        self._started[-1].add(rank)
+        self._started.add(rank)
         self._attempt_of[rank] = len(self.attempts) - 1
 
     def compiled(self, summary: dict[str, Any], rank: int = 0) -> None:
