@@ -200,40 +200,61 @@ def _per_device(local: list[Any], sizes: Sizes, barrier: Any, stretch: dict[int,
     """bf16 TFLOP/s and copy GB/s of every local device, each timed alone inside one compiled loop, best of rounds that
     start together on every host. Random normal data (a chip draws more power on it than on constants), scaled by
     1/sqrt(n) so chained products keep their size. ``turns`` (process id, processes): emulated hosts sharing the
-    machine's cores measure one at a time; TPU hosts (``turns`` None) at once."""
+    machine's cores measure one at a time; TPU hosts (``turns`` None) at once.
+
+    Two programs over the host's devices, the device to time an argument (the others pass their input through): two
+    compiles per host instead of two per device (docs/FACTS.md#compile-cache-jax)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
     from jax import lax
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     n = sizes.matmul_n
     rng = np.random.default_rng(0)
     a_host = rng.standard_normal((n, n), dtype=np.float32).astype(jnp.bfloat16)
     b_host = (rng.standard_normal((n, n), dtype=np.float32) / math.sqrt(n)).astype(jnp.bfloat16)
     copy_bytes = sizes.copy_mib * 2**20
-    chain = jax.jit(lambda a, b, k: lax.fori_loop(0, k, lambda _, x: x @ b, a))
-    stream = jax.jit(lambda x, k: lax.fori_loop(0, k, lambda _, y: y + 1.0, x))
-    work = []
-    for d in local:
-        a, b = jax.device_put(a_host, d), jax.device_put(b_host, d)
-        x = jax.device_put(np.zeros(copy_bytes // 4, np.float32), d)
-        jax.block_until_ready((chain(a, b, 1), stream(x, 1)))  # compile and warm up on this device
-        work.append((a, b, x))
-    matmul = [math.inf] * len(work)
-    copy = [math.inf] * len(work)
+    mesh = Mesh(np.array(local), ("local",))
+    spec = P("local")
+
+    def on_each(host: Any) -> Any:  # one copy per local device, stacked on a leading axis
+        parts = [jax.device_put(host[None], d) for d in local]
+        return jax.make_array_from_single_device_arrays((len(local), *host.shape), NamedSharding(mesh, spec), parts)
+
+    def alone(loop: Any) -> Any:  # ``loop`` on local device ``j`` only
+        def body(x: Any, *rest: Any) -> Any:
+            *operands, k, j = rest
+            return lax.cond(lax.axis_index("local") == j, lambda: loop(x, *operands, k), lambda: x)
+        return body
+
+    chain = jax.jit(jax.shard_map(alone(lambda a, b, k: lax.fori_loop(0, k, lambda _, x: x @ b, a)), mesh=mesh,
+                                  in_specs=(spec, spec, P(), P()), out_specs=spec))
+    stream_in_place = jax.jit(jax.shard_map(alone(lambda x, k: lax.fori_loop(0, k, lambda _, y: y + 1.0, x)),
+                                            mesh=mesh, in_specs=(spec, P(), P()), out_specs=spec), donate_argnums=0)
+    a, b = on_each(a_host), on_each(b_host)
+    copied = [on_each(np.zeros(copy_bytes // 4, np.float32))]
+
+    def stream(k: int, j: int) -> Any:  # donated: the devices not timed write nothing
+        copied[0] = stream_in_place(copied[0], k, j)
+        return copied[0]
+
+    jax.block_until_ready((chain(a, b, 1, 0), stream(1, 0)))  # compile and warm up
+    matmul = [math.inf] * len(local)
+    copy = [math.inf] * len(local)
     me, hosts = turns or (0, 1)
     for round_ in range(sizes.rounds):
         for turn in range(hosts):
             barrier()
             if turn != me:
                 continue
-            a, b, x = work[0]  # untimed: the turn's first timing would pay for waking up after the barrier
-            jax.block_until_ready((chain(a, b, 1), stream(x, 1)))
-            for j in range(len(work)):  # a different device first each round: no device always meets the same noise
-                i = (j + round_) % len(work)
-                a, b, x = work[i]
-                matmul[i] = min(matmul[i], _timed(chain, (a, b, sizes.matmul_iters), stretch.get(i, 1.0)))
-                copy[i] = min(copy[i], _timed(stream, (x, sizes.copy_iters), stretch.get(i, 1.0)))
+            # untimed: the turn's first timing would pay for waking up after the barrier
+            jax.block_until_ready((chain(a, b, 1, 0), stream(1, 0)))
+            for j in range(len(local)):  # a different device first each round: no device always meets the same noise
+                i = (j + round_) % len(local)
+                matmul[i] = min(matmul[i], _timed(chain, (a, b, sizes.matmul_iters, i), stretch.get(i, 1.0)))
+                copy[i] = min(copy[i], _timed(stream, (sizes.copy_iters, i), stretch.get(i, 1.0)))
     return ([2 * n**3 * sizes.matmul_iters / t / 1e12 for t in matmul],
             [2 * copy_bytes * sizes.copy_iters / t / 1e9 for t in copy])
 
