@@ -114,6 +114,17 @@ def first_run(cluster: local.LocalCluster, tmp_path_factory: pytest.TempPathFact
     return mount, summary
 
 
+@pytest.mark.unit
+def test_the_coordinator_the_driver_starts_is_the_one_ray_train_waits_for() -> None:
+    """Ray Train's controller asks Ray's autoscaling coordinator for the workers' resources before it places any (Ray
+    2.60 ``ScalingPolicy.after_controller_start``, through ``TrainAutoscalingCoordinatorClient``); the kit's drivers
+    start it first through the very function that client calls, so no second actor is made."""
+    from ray.data._internal.cluster_autoscaler import get_or_create_autoscaling_coordinator
+    from ray.train.v2._internal.execution.scaling_policy import autoscaling_coordinator_client
+
+    assert autoscaling_coordinator_client.get_or_create_autoscaling_coordinator is get_or_create_autoscaling_coordinator
+
+
 @pytest.mark.slice
 @pytest.mark.timeout(300)
 def test_training_converges(cluster: local.LocalCluster, first_run: tuple[Path, dict[str, Any]]) -> None:
@@ -135,6 +146,20 @@ def test_training_converges(cluster: local.LocalCluster, first_run: tuple[Path, 
     assert len(processes) == summary["workers"] and all(p["hits"] + p["misses"] > 0 for p in processes)
     assert {k: processes[0][k] for k in ("s", "hits", "misses")} == {k: summary["compile"][k]
                                                                     for k in ("s", "hits", "misses")}
+
+
+@pytest.mark.slice
+@pytest.mark.timeout(120)
+def test_the_run_and_ray_train_share_one_autoscaling_coordinator(cluster: local.LocalCluster,
+                                                                  first_run: tuple[Path, dict[str, Any]]) -> None:
+    """After a run whose driver started Ray's autoscaling coordinator itself (``start_autoscaling_coordinator``), one
+    such actor is alive on the cluster: Ray Train found it by name (Ray 2.60 ``get_or_create_autoscaling_coordinator``:
+    name and namespace ``AutoscalingCoordinator``, ``get_if_exists``) instead of making its own."""
+    from ray.util.state import list_actors
+
+    alive = list_actors(address=cluster.address, filters=[("class_name", "=", "_AutoscalingCoordinatorActor"),
+                                                          ("state", "=", "ALIVE")], limit=100)
+    assert len(alive) == 1, alive
 
 
 @pytest.mark.slice

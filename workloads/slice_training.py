@@ -26,6 +26,18 @@ def ray_assumed_hosts(plan: SlicePlan) -> int:
     return hosts
 
 
+def start_autoscaling_coordinator() -> None:
+    """Starts Ray's autoscaling coordinator (a detached actor, once per cluster) without waiting for it: Ray Train's
+    controller blocks on it before it places any worker, so on a cluster no run has used yet its process starts beside
+    the controller's instead of after it. Nothing where this Ray has none.
+    Source: Ray 2.60 ``ScalingPolicy.after_controller_start``, ``get_or_create_autoscaling_coordinator``."""
+    try:
+        from ray.data._internal.cluster_autoscaler import get_or_create_autoscaling_coordinator
+    except ImportError:
+        return
+    get_or_create_autoscaling_coordinator()
+
+
 def scaling_config(plan: SlicePlan, slice_name: str | None = None, slices: int = 1) -> Any:
     """JaxTrainer's ScalingConfig for ``slices`` whole slices of ``plan``: one worker per host, all its chips; with
     ``slice_name``, every worker also takes that slice's own resource, so all land on it. Source: Ray 2.60

@@ -214,6 +214,7 @@ def run(args: argparse.Namespace, work: WorkloadSpec, env: dict[str, str]) -> di
         ray_assumed_hosts,
         reserve_for_pinning,
         stamp_joined,
+        start_autoscaling_coordinator,
     )
 
     assert work.train_loop is not None
@@ -227,6 +228,7 @@ def run(args: argparse.Namespace, work: WorkloadSpec, env: dict[str, str]) -> di
                  logging_level=logging.ERROR, runtime_env=job_runtime_env({"env_vars": env}))
     datasets = read_dataset(work.dataset)
     sink = pinned_sink()
+    start_autoscaling_coordinator()
     t0 = time.monotonic()
     summary: dict[str, Any] = {"ok": False, "train_loop": work.train_loop, "slice": f"{plan.generation} "
                                f"{plan.topology}", "slices": slices, "workers": plan.hosts * slices,

@@ -47,6 +47,7 @@ from raytpu.workloads.slice_training import (
     reserve_for_pinning,
     scaling_config,
     stamp_joined,
+    start_autoscaling_coordinator,
 )
 
 STATE_FILE = "state.npz"
@@ -402,6 +403,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     held = None
     try:
         stamp_joined(plan)
+        start_autoscaling_coordinator()
         print(f"train: each attempt to place the workers waits at most {args.start_timeout_s:g}s in all "
               f"({start_wait['waits']} wait(s) of {start_wait['per_wait_s']:g}s: the slice heads Ray reserves in turn, "
               "then the placement group)", file=sys.stderr, flush=True)
