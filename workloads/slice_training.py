@@ -28,14 +28,18 @@ def ray_assumed_hosts(plan: SlicePlan) -> int:
 
 def start_autoscaling_coordinator() -> None:
     """Starts Ray's autoscaling coordinator (a detached actor, once per cluster) without waiting for it: Ray Train's
-    controller blocks on it before it places any worker, so on a cluster no run has used yet its process starts beside
-    the controller's instead of after it. Nothing where this Ray has none.
-    Source: Ray 2.60 ``ScalingPolicy.after_controller_start``, ``get_or_create_autoscaling_coordinator``."""
+    controller blocks on it before it places any worker, so on a fresh cluster whose head starts two workers at once
+    (the emulated one) its process starts beside the controller's instead of after it. A head with ``num-cpus: 0``
+    (GKE's) starts one at a time: there it gains nothing and costs nothing. A failure is only a lost speed-up (the
+    controller makes it anyway), so nothing raises. Source: Ray 2.60 ``ScalingPolicy.after_controller_start``,
+    ``get_or_create_autoscaling_coordinator``, ``services.start_raylet`` (``maximum_startup_concurrency``)."""
     try:
         from ray.data._internal.cluster_autoscaler import get_or_create_autoscaling_coordinator
-    except ImportError:
-        return
-    get_or_create_autoscaling_coordinator()
+
+        get_or_create_autoscaling_coordinator()
+    except Exception as exc:  # an import or GCS error: Ray Train makes the coordinator itself
+        print(f"train: Ray's autoscaling coordinator not started ahead ({type(exc).__name__}); Ray Train starts it",
+              file=sys.stderr, flush=True)
 
 
 def scaling_config(plan: SlicePlan, slice_name: str | None = None, slices: int = 1) -> Any:
