@@ -233,12 +233,12 @@ def _per_device(local: list[Any], sizes: Sizes, barrier: Any, stretch: dict[int,
                                   in_specs=(spec, spec, P(), P()), out_specs=spec))
     stream_in_place = jax.jit(jax.shard_map(alone(lambda x, k: lax.fori_loop(0, k, lambda _, y: y + 1.0, x)),
                                             mesh=mesh, in_specs=(spec, P(), P()), out_specs=spec), donate_argnums=0)
-    a, b = on_each(a_host), on_each(b_host)
-    copied = [on_each(np.zeros(copy_bytes // 4, np.float32))]
+    a, b, x = on_each(a_host), on_each(b_host), on_each(np.zeros(copy_bytes // 4, np.float32))
 
     def stream(k: int, j: int) -> Any:  # donated: the devices not timed write nothing
-        copied[0] = stream_in_place(copied[0], k, j)
-        return copied[0]
+        nonlocal x
+        x = stream_in_place(x, k, j)
+        return x
 
     jax.block_until_ready((chain(a, b, 1, 0), stream(1, 0)))  # compile and warm up
     matmul = [math.inf] * len(local)
