@@ -370,7 +370,9 @@ print(json.dumps({"tflops": tflops, "gbps": gbps, "compiles": watch.summary()["c
 def test_every_local_device_is_timed_alone_by_two_programs_for_the_host() -> None:
     """The real per-device code on 4 JAX CPU devices (one process): two compiles for the host, not two per device (a
     host past the first on a TPU slice misses the compile cache: docs/FACTS.md#compile-cache-jax), and device 2,
-    slowed x4 by the program's fault injection, is the one that shows it in both rates."""
+    slowed x4 by the program's fault injection, is the one that shows it in both rates.
+    Source: JAX 0.10.2 ``jax._src.cache_key._hash_serialized_compile_options`` (keeps the device assignment except on
+    GPU), ``jax._src.compiler._cache_write`` (process 0 writes only)."""
     import json
     import os
     import subprocess
