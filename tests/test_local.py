@@ -101,6 +101,23 @@ def test_every_emulated_node_runs_serves_hot_path_settings_unless_this_process_s
 
 
 @pytest.mark.unit
+def test_emulated_nodes_run_serves_haproxy_with_one_thread_unless_this_process_says(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray's HAProxy manager reads its thread count from its node's environment, where Ray's default is 4; the
+    emulated slice says 1 (bench/serve.py), and a value in this process's environment wins.
+    Source: Ray 2.60 ``ray/serve/_private/constants.py`` ``RAY_SERVE_HAPROXY_NBTHREAD``."""
+    from ray.serve._private import constants
+
+    cluster = local.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1", plan={},
+                                 slices=[])
+    monkeypatch.delenv("RAY_SERVE_HAPROXY_NBTHREAD", raising=False)
+    assert constants.RAY_SERVE_HAPROXY_NBTHREAD == 4
+    assert launch._base_env(cluster)["RAY_SERVE_HAPROXY_NBTHREAD"] == "1"
+    monkeypatch.setenv("RAY_SERVE_HAPROXY_NBTHREAD", "4")
+    assert launch._base_env(cluster)["RAY_SERVE_HAPROXY_NBTHREAD"] == "4"
+
+
+@pytest.mark.unit
 def test_emulated_nodes_prestart_no_workers_for_the_first_driver_unless_this_process_says(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The head's first driver is the kit's node check; workers prestarted for it serve no later job.

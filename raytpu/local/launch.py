@@ -48,6 +48,13 @@ check (:func:`raytpu.local.connection.wait_for_nodes`), so both sat idle through
 Source: Ray 2.60 ``ray_config_def.h`` ``prestart_worker_first_driver``."""
 
 
+LOCAL_HAPROXY_ENV = {"RAY_SERVE_HAPROXY_NBTHREAD": "1"}
+"""Serve's HAProxy on the emulated slice runs one thread, not Ray's 4: on a 2-core machine its four threads cost the
+app's 16 streams a quarter of their tokens/s, one thread none (docs/FACTS.md#ray-serve-16-streams). A value in this
+process's environment wins.
+Source: Ray 2.60 ``ray/serve/_private/constants.py`` ``RAY_SERVE_HAPROXY_NBTHREAD``."""
+
+
 def _base_env(cluster: LocalCluster) -> dict[str, str]:
     """Every node's environment: this process's (a value set here wins over the kit's serving defaults,
     :data:`raytpu.core.manifests.serving.SERVE_HOT_PATH_ENV` and
@@ -59,7 +66,7 @@ def _base_env(cluster: LocalCluster) -> dict[str, str]:
     Source: Ray 2.60 ``ray._private.services.canonicalize_bootstrap_address_or_die`` ("Found multiple active Ray
     instances" without ``RAY_ADDRESS``)."""
     own = {k: v for k, v in os.environ.items() if k not in WEBHOOK_ENV and k != "RAY_ADDRESS"}
-    env = SERVE_HOT_PATH_ENV | DIRECT_STREAMING_ENV | NO_FIRST_DRIVER_PRESTART | own
+    env = SERVE_HOT_PATH_ENV | DIRECT_STREAMING_ENV | LOCAL_HAPROXY_ENV | NO_FIRST_DRIVER_PRESTART | own
     env.update({"RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1", ENV_CLUSTER: cluster.temp_dir,
                 SERVING_ONLY_ENV: ",".join(DIRECT_STREAMING_ENV), **cluster.ray_cli_env()})
     return env
