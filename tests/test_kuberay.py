@@ -526,6 +526,21 @@ def test_every_tpu_host_of_a_rayservice_runs_a_serve_proxy_for_kuberays_readines
     assert "ingress_deployment_config" not in twin
 
 
+@pytest.mark.parametrize(("gen", "topology", "count", "zone"), [
+    ("v6e", "2x4", 1, ZONE), ("v6e", "4x4", 2, ZONE), ("tpu7x", "2x2x2", 1, "us-central1-c")])
+def test_an_llm_rayservices_endpoint_leaves_the_cpu_head_out(gen: str, topology: str, count: int, zone: str) -> None:
+    """KubeRay v1.7.0's serve Service selects pods labelled ``ray.io/serve=true``; it labels the head so once the
+    head's proxy answers ``/-/healthz``, unless the RayService sets ``excludeHeadPodFromServeSvc``
+    (ray-operator/controllers/ray/rayservice_controller.go ``updateHeadPodServeLabel``; common/service.go
+    ``BuildServeService``), and Serve always runs a proxy on the head (Ray 2.60 ``ServeController._update_proxy_nodes``).
+    The head (2 CPUs, ``num-cpus: 0``) would take a share of the connections only to forward them to a TPU host,
+    where every request ends: each TPU host runs an ingress or the LLM server itself (the test above)."""
+    item = SliceSpec.create(name="serve", generation=gen, topology=topology, zone=zone, count=count)
+    service = kuberay.ray_service("llm", _work(item, "serve"), PODS)
+    assert service["spec"]["excludeHeadPodFromServeSvc"] is True
+    assert schema_errors(service) == []  # a field of the vendored v1.7.0 CRD
+
+
 def test_upgrade_strategy_is_checked() -> None:
     with pytest.raises(InvalidInput, match="upgrade_strategy"):
         kuberay.ray_service("s", _work(kind="serve"), PODS, upgrade_strategy="Rolling")

@@ -65,6 +65,12 @@ def test_the_rayservice_passes_the_vendored_crds_and_rays_serve_schema(spec: Any
                            "api_key_file": engine_pods.SERVE_API_KEY_FILE}
 
 
+def test_a_team_apps_endpoint_keeps_kuberays_default_for_the_head(spec: Any) -> None:
+    """A team's deployments may run anywhere, the head included; KubeRay v1.7.0 then labels the head for the serve
+    Service when its proxy is healthy (``updateHeadPodServeLabel``), as without the kit."""
+    assert "excludeHeadPodFromServeSvc" not in service(spec)["spec"]
+
+
 def test_it_carries_the_teams_code_as_team_rayjobs_do(spec: Any) -> None:
     [app] = yaml.safe_load(service(spec)["spec"]["serveConfigV2"])["applications"]
     runtime = app["runtime_env"]
