@@ -360,8 +360,8 @@ def ray_service(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = 
                 team_runtime: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A RayService serving ``work`` with Ray Serve LLM, or its team's own ``serve_app`` in ``team_runtime`` (the
     runtime env team RayJobs get: :mod:`raytpu.core.manifests.team_serving`); ``upgradeStrategy`` None updates in
-    place (docs/FACTS.md#kuberay-builders). An LLM app's Service leaves the head out: every TPU host serves it, and
-    the CPU head would only forward (docs/FACTS.md#ray-serve-serving). Source:
+    place (docs/FACTS.md#kuberay-builders). Where HAProxy serves the LLM app, its Service leaves the head out: the
+    CPU head would only forward to the TPU host (docs/FACTS.md#ray-serve-serving). Source:
     https://docs.ray.io/en/latest/cluster/kubernetes/user-guides/rayservice.html"""
     if upgrade_strategy not in UPGRADE_STRATEGIES:
         raise errors.invalid_choice("upgrade_strategy", upgrade_strategy, UPGRADE_STRATEGIES)
@@ -391,7 +391,7 @@ def ray_service(name: str, work: WorkloadSpec, pods: Pods, *, autopilot: bool = 
         "serveConfigV2": json.dumps(config, sort_keys=True),  # JSON is YAML
         "rayClusterConfig": cluster,
     }
-    if llm:
+    if direct:
         spec["excludeHeadPodFromServeSvc"] = True
     service = serve_service(name, pods.security)
     if service is not None:
