@@ -340,7 +340,7 @@ TEAM_CASES: tuple[Case, ...] = (
     _team("team-train-loop-no-function", "workloads[3].train_loop", {"train_loop": "lm.train:nope"}),
     _team("team-train-loop-two-args", "workloads[3].train_loop",
           files={"src/lm/train.py": "def train_loop(config, extra):\n    pass\n"}),
-    _team("team-train-loop-no-args", "workloads[3].train_loop",
+    _team("team-train-config-to-no-args", "workloads[3].train_config",  # no train_config: fine (Ray calls it bare)
           files={"src/lm/train.py": "def train_loop():\n    pass\n"}),
     _team("team-train-loop-async", "workloads[3].train_loop",
           files={"src/lm/train.py": "async def train_loop(config):\n    pass\n"}),

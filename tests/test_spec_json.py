@@ -47,7 +47,7 @@ def samples(spec: ClusterSpec) -> list[WorkloadSpec]:
                      compile_cache="teams/ml/cache", compile_budget_s=42.5, run_time_s=1234, ray_disk_gib=77,
                      keep_checkpoints=5),
         WorkloadSpec(name="job-all", kind=kind("job"), slice=train, code="/abs/src", retries=2,
-                     entrypoint="python tools/reserve.py --topology 4x4", run_time_s="unlimited",
+                     entrypoint="python tools/reserve.py --topology 4x4", run_time_s="unlimited", run_on="every_host",
                      requirements="requirements.txt", env={"WANDB_PROJECT": "lm"},
                      secrets={"WANDB_API_KEY": "wandb-key"}),
         WorkloadSpec(name="app-all", kind=kind("serve"), slice=serve, code="/abs/src", serve_app="lm.serve:app"),

@@ -527,7 +527,7 @@ def test_submit_serve_applies_rayservice_waits_until_ready_and_prints_the_endpoi
     assert "serve: ready" in err
     # no request is sent to the in-cluster endpoint: the first token is said not measured, with why
     rows = {r["phase"]: r for r in json.loads(Path("t.json").read_text())["timeline"]["phases"]}
-    assert rows["first_step"]["status"] == "not reached" and rows["first_step"]["at_s"] is None
+    assert rows["first_step"]["status"] == "not measured" and rows["first_step"]["at_s"] is None
     assert rows["first_step"]["detail"] == submission.service_unmeasured("cluster-ip")["first_step"]
     assert "reachable from inside the cluster only" in rows["first_step"]["detail"]
 

@@ -136,11 +136,11 @@ def test_a_folder_over_the_limit_is_refused_naming_the_field(tmp_path: Path, mon
 @pytest.mark.parametrize(("source", "ok"), [
     ("def train_loop(config):\n    pass\n", True),
     ("def train_loop(config, seed=0, *, debug=False):\n    pass\n", True),
-    ("def train_loop(*args):\n    pass\n", False),  # Ray Train would call it with no config
-    ("def train_loop(config=None):\n    pass\n", False),  # likewise: it would train on its defaults
+    ("def train_loop(*args):\n    pass\n", True),  # Ray Train counts *args as a required argument: the config
+    ("def train_loop(config=None):\n    pass\n", True),  # without train_config called with none, as Ray Train does
     ("from lm.impl import train_loop\n", True),  # bound by an import: its arguments are not known
     ("train_loop = make_loop()\n", True),
-    ("def train_loop():\n    pass\n", False),
+    ("def train_loop():\n    pass\n", True),  # without train_config: Ray Train calls it with no argument
     ("def train_loop(config, extra):\n    pass\n", False),
     ("def train_loop(config, *, required):\n    pass\n", False),
     ("async def train_loop(config):\n    pass\n", False),
@@ -152,6 +152,195 @@ def test_train_loop_is_read_without_importing_the_team_code(tmp_path: Path, sour
     write(tmp_path, {"lm/train.py": "raise SystemExit('imported!')\n" + source})
     found = checks.train_loop_problems("train_loop", tmp_path, "lm.train:train_loop")
     assert (found == []) is ok, found
+
+
+@pytest.mark.parametrize(("source", "ok"), [
+    ("def train_loop(config):\n    pass\n", True),
+    ("def train_loop(config=None):\n    pass\n", True),  # the kit passes it the config
+    ("def train_loop(*args):\n    pass\n", True),
+    ("def train_loop():\n    pass\n", False),
+    ("def train_loop(*, debug=False):\n    pass\n", False),  # no positional argument either
+])
+def test_a_train_config_needs_a_parameter_to_go_to(tmp_path: Path, source: str, ok: bool) -> None:
+    """Issue 67: Ray 2.60 calls a train_loop_per_worker of no required parameter with no argument; a train_config
+    would then go nowhere, so it is refused under its own field."""
+    write(tmp_path, {"lm/train.py": source})
+    found = checks.train_loop_problems("workloads[0].train_loop", tmp_path, "lm.train:train_loop", {"steps": 3})
+    assert (found == []) is ok, found
+    if not ok:
+        assert [p.field for p in found] == ["workloads[0].train_config"]
+        assert "nothing to pass it to" in found[0].problem
+        assert found[0].valid.startswith("a parameter on the function") and "no train_config" in found[0].valid
+
+
+def _validate(config: Path) -> Any:
+    import subprocess
+
+    return subprocess.run([sys.executable, "-m", "raytpu", "validate", str(config)], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)
+
+
+def test_a_train_loop_of_no_argument_validates_and_refuses_a_train_config(tmp_path: Path) -> None:
+    write(tmp_path / "src", {**SRC, "lm/train.py": "def train_loop():\n    return 1\n"})
+    (tmp_path / "raytpu.yaml").write_text(CONFIG)
+    refused = _validate(tmp_path / "raytpu.yaml")
+    assert refused.returncode == 2, refused.stderr
+    assert "Traceback" not in refused.stderr and refused.stdout == ""
+    assert refused.stderr.splitlines() == [
+        "error: workloads[0].train_config: '{\"steps\": 200, \"lr\": 0.0003, \"schedule\": {\"warmup\": 10}}' is set, "
+        "but lm.train:train_loop takes no argument (train_loop()), so there is nothing to pass it to; valid: a "
+        "parameter on the function (def train_loop(config): ... at the top level of train.py) or no train_config"]
+    (tmp_path / "raytpu.yaml").write_text(re.sub(r"\n    train_config: .*\n", "\n", CONFIG))
+    accepted = _validate(tmp_path / "raytpu.yaml")
+    assert accepted.returncode == 0, accepted.stderr
+    assert "runs lm.train:train_loop" in accepted.stdout
+
+
+def _required(params: str) -> Any:
+    namespace: dict[str, Any] = {}
+    exec(f"def f({params}):\n    return 'called'\n", namespace)  # the test's own source
+    return namespace["f"]
+
+
+@pytest.mark.parametrize("params", ["", "config", "config=None", "*args", "config, seed=0, *, debug=False",
+                                    "config, /", "*, debug=False", "**kwargs", "a, b", "config, *, must"])
+def test_the_source_and_the_function_read_alike_and_as_ray_counts(params: str) -> None:
+    """One rule for validate (ast) and the train program (inspect); its count is Ray Train's own."""
+    import ast
+
+    from ray.train._internal.utils import count_required_parameters
+
+    node = ast.parse(f"def f({params}):\n    pass\n").body[0]
+    assert isinstance(node, ast.FunctionDef)
+    read, found = user_code.LoopParameters.of_source(node.args), user_code.LoopParameters.of_function(_required(params))
+    assert found is not None
+    assert (read.required, read.positional, read.required_keywords) == (found.required, found.positional,
+                                                                        found.required_keywords)
+    assert read.required == count_required_parameters(_required(params))
+
+
+@pytest.mark.parametrize(("params", "configured", "passed"), [
+    ("", False, False),
+    ("config", False, True),  # {} as Ray Train passes it
+    ("config", True, True),
+    ("config=None", False, False),  # Ray Train calls it with none: it trains on its defaults
+    ("config=None", True, True),  # the kit passes the workload's train_config
+    ("*args", False, True),
+    ("*args", True, True),
+])
+def test_the_train_programs_call_passes_the_config_only_where_it_can_go(params: str, configured: bool,
+                                                                        passed: bool) -> None:
+    """``run_attempt`` calls the team's function with ``train_loop_arguments``: no argument to a function of none."""
+    config = {"steps": 3} if configured else {}
+    function = _required(params)
+    arguments = user_code.train_loop_arguments(function, config, configured)
+    assert arguments == ((config,) if passed else ())
+    assert function(*arguments) == "called"
+
+
+def test_run_attempt_is_still_given_the_config_by_ray_train() -> None:
+    """The JaxTrainer's function is ``run_attempt`` bound to the workload: one required argument, so Ray Train 2.60
+    passes it train_loop_config, and run_attempt decides what the team's function gets."""
+    import functools
+
+    from ray.train._internal.utils import count_required_parameters
+
+    from raytpu.workloads import team_train
+
+    bound = functools.partial(team_train.run_attempt, "lm.train:train_loop", object(), configured=False)
+    assert count_required_parameters(bound) == 1
+
+
+def test_the_train_program_refuses_a_train_config_its_function_cannot_take(spec: Any, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Code in an image is read only on the pod: there too a train_config for a function of no argument is exit 2
+    naming the field, before any slice is reserved."""
+    from dataclasses import replace
+
+    from raytpu.workloads import team_train
+
+    write(tmp_path, {"zero/__init__.py": "", "zero/train.py": "def train_loop():\n    return 7\n"})
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    work = replace(spec.workload("pretrain"), train_loop="zero.train:train_loop")
+    with pytest.raises(InvalidInput, match=r"^train_config: .* takes no argument \(train_loop\(\)\), so there is "
+                       "nothing to pass it to"):
+        team_train.run(None, work, {})  # type: ignore[arg-type]
+
+
+# a job's driver entrypoint that never imports ray (issue 67): it would run on the head's CPU, the chips waiting
+
+HEAD_WARNING = ("warning: workloads[1].entrypoint: runs on the Ray head (CPU); the slice's 16 chips would wait: set "
+                "workloads[1].run_on: every_host")
+
+
+def _job_config(tmp_path: Path, files: dict[str, str], entrypoint: str = "python train.py",
+                run_on: str | None = None) -> Path:
+    write(tmp_path / "src", {**SRC, **files})
+    text = CONFIG.replace('entrypoint: python tools/reserve.py --topology "4x4"', f"entrypoint: {entrypoint}"
+                          + (f"\n    run_on: {run_on}" if run_on else ""))
+    (tmp_path / "raytpu.yaml").write_text(text)
+    return tmp_path / "raytpu.yaml"
+
+
+def test_a_driver_script_that_never_imports_ray_is_warned_of(tmp_path: Path) -> None:
+    proc = _validate(_job_config(tmp_path, {"train.py": "import jax\nimport numpy as np\nprint(jax.devices())\n"}))
+    assert proc.returncode == 0, proc.stderr
+    warned = [line for line in proc.stderr.splitlines() if "entrypoint" in line]
+    assert len(warned) == 1 and warned[0].startswith(HEAD_WARNING), proc.stderr
+    assert "workloads[1].run_on" in warned[0] and "16 chips" in warned[0] and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(("files", "entrypoint", "run_on"), [
+    ({"train.py": "import ray\n"}, "python train.py", None),
+    ({"train.py": "import jax\nfrom ray.util import tpu\n"}, "python train.py", None),
+    ({"train.py": "def main():\n    import ray.train\n"}, "python train.py", "driver"),
+    ({"train.py": "from lib import util\n", "lib/__init__.py": "", "lib/util.py": "import ray\n"},
+     "python train.py", None),  # a module of the code folder it imports does
+    ({"tools/run.py": "from . import helper\n", "tools/helper.py": "from ray import train\n"},
+     "python -m tools.run", None),
+    ({"train.py": "import jax\n"}, "python train.py", "every_host"),
+    ({"run.sh": "python train.py\n"}, "./run.sh", None),  # not a Python script: not read
+    ({"train.py": "x = " + "+".join(["1"] * 100_000) + "\n"}, "python train.py", None),  # ast.parse: RecursionError
+    ({"train.py": "import jax\nimport big\n", "big.py": "#" * (2 << 20) + "\n"}, "python train.py", None),
+])
+def test_no_warning_where_the_script_may_be_a_ray_driver_or_runs_on_every_host(
+        tmp_path: Path, files: dict[str, str], entrypoint: str, run_on: str | None) -> None:
+    proc = _validate(_job_config(tmp_path, files, entrypoint, run_on))
+    assert proc.returncode == 0, proc.stderr
+    assert "entrypoint" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_the_import_walk_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chain of local imports past MAX_IMPORT_FILES counts as importing ray (unread), not as a warning."""
+    chain = {f"m{i}.py": f"import m{i + 1}\n" for i in range(60)}
+    spec_ = parse(_job_config(tmp_path, {"train.py": "import m0\n", **chain}).read_text(),
+                  str(tmp_path / "raytpu.yaml"), base=tmp_path)
+    assert checks.head_warnings("workloads[1]", spec_.workload("custom")) == []
+    monkeypatch.setattr(checks, "MAX_IMPORT_FILES", 100)
+    assert checks.head_warnings("workloads[1]", spec_.workload("custom"))[0].startswith(
+        HEAD_WARNING.removeprefix("warning: "))
+
+
+def test_a_multislice_job_counts_every_slices_chips(tmp_path: Path) -> None:
+    text = _job_config(tmp_path, {"train.py": "import jax\n"}).read_text()
+    text = text.replace("    count: 1\n", "    count: 2\n", 1).replace("    slices: 1\n    code",
+                                                                  "    slices: 2\n    code")
+    work = parse(text, str(tmp_path / "raytpu.yaml"), base=tmp_path).workload("custom")
+    assert work.slices_per_run == 2
+    assert "the 2 slices' 32 chips would wait" in checks.head_warnings("workloads[1]", work)[0]
+
+
+def test_submit_says_the_warning_before_it_submits(tmp_path: Path) -> None:
+    import subprocess
+
+    config = _job_config(tmp_path, {"train.py": "import jax\n"})
+    for where in (["--local", "--dir", str(tmp_path / "run")],  # no local cluster: refused after the warning
+                  ["--stack", "ray-tpu-cluster", "--outputs", str(tmp_path / "none.json")]):  # no outputs: likewise
+        proc = subprocess.run([sys.executable, "-m", "raytpu", "submit", "custom", "--config", str(config), *where],
+                              capture_output=True, text=True, cwd=REPO, timeout=120)
+        assert proc.returncode != 0 and proc.stderr.startswith(HEAD_WARNING), proc.stderr
+        assert "Traceback" not in proc.stderr
 
 
 def test_a_package_module_is_found_by_its_init(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,8 @@ from raytpu.core.tpu.plan import RAY_POD_TYPE_LABEL, RAY_SLICE_LABEL, RAY_WORKER
 
 RESERVE_TIMEOUT_S = 60.0
 """How long :func:`reserve_slice` waits for a whole slice by default."""
+FIRST_WAIT_NOTE_S, WAIT_NOTE_EVERY_S = 20.0, 60.0
+"""A reservation still waiting after 20 s says what it waits for, then once a minute (issue 67 item 5)."""
 
 
 @dataclass
@@ -154,13 +157,14 @@ def bundle_selectors(plan: SlicePlan, slice_name: str) -> list[dict[str, str]]:
 
 
 def reserve_slice(plan: SlicePlan, slice_name: str | None = None, timeout_s: float = RESERVE_TIMEOUT_S,
-                  poll_s: float = 0.5) -> Reservation:
+                  poll_s: float = 0.5, progress: Callable[[str], None] | None = None) -> Reservation:
     """Reserves one whole slice of ``plan`` (all hosts, all chips) or raises TimeoutError naming each slice tried and
     what was wrong with it (missing worker ids, busy).
 
     Completeness is checked first, then the reservation is pinned by slice name and bundle by worker id
     (:func:`bundle_selectors`), so it never takes worker 0 of an incomplete slice and hangs. With ``slice_name`` None,
-    any complete idle slice, waiting for one until ``timeout_s``. ValueError when Ray refuses the shape (outside
+    any complete idle slice, waiting for one until ``timeout_s``; ``progress`` hears what it waits for after
+    :data:`FIRST_WAIT_NOTE_S`, then every :data:`WAIT_NOTE_EVERY_S`. ValueError when Ray refuses the shape (outside
     ``VALID_TPU_TOPOLOGY``); nothing is left held.
     """
     import ray
@@ -170,6 +174,7 @@ def reserve_slice(plan: SlicePlan, slice_name: str | None = None, timeout_s: flo
     deadline = t0 + timeout_s
     last: dict[str, SliceInventory] = {}
     tried: set[str] = set()
+    said = 0
     while True:
         last = inventory(plan)
         candidates = [inv for name, inv in last.items()
@@ -204,13 +209,21 @@ def reserve_slice(plan: SlicePlan, slice_name: str | None = None, timeout_s: flo
             tried.add(inv.name)
         if time.monotonic() >= deadline:
             break
+        waited = time.monotonic() - t0
+        if progress is not None and waited >= FIRST_WAIT_NOTE_S + said * WAIT_NOTE_EVERY_S:
+            said += 1
+            progress(f"waiting {waited:.0f}s of {timeout_s:g}s for {_wanted(plan, slice_name)}; slices: "
+                     f"{_states(plan, slice_name, last, tried)}")
         time.sleep(poll_s)
     raise TimeoutError(_timeout_message(plan, slice_name, timeout_s, last, tried))
 
 
-def _timeout_message(plan: SlicePlan, slice_name: str | None, timeout_s: float,
-                     seen: dict[str, SliceInventory], tried: set[str]) -> str:
+def _wanted(plan: SlicePlan, slice_name: str | None) -> str:
     what = f"slice {slice_name!r}" if slice_name else f"a free {plan.ray_pod_type} slice"
+    return f"{what} ({plan.generation} {plan.topology}, {plan.hosts} hosts x {plan.chips_per_host} chips)"
+
+
+def _states(plan: SlicePlan, slice_name: str | None, seen: dict[str, SliceInventory], tried: set[str]) -> str:
     states = []
     for name, inv in seen.items():
         if slice_name and name != slice_name:
@@ -219,6 +232,10 @@ def _timeout_message(plan: SlicePlan, slice_name: str | None, timeout_s: float,
                       slice_name is None else f"{name} (not placed)")
     if slice_name and slice_name not in seen:
         states.append(f"{slice_name} (no alive host)")
-    found = "; ".join(states) or f"no {plan.ray_pod_type} hosts at all"
-    return (f"could not reserve {what} ({plan.generation} {plan.topology}, {plan.hosts} hosts x "
-            f"{plan.chips_per_host} chips) within {timeout_s:g}s; nothing was placed. Slices: {found}")
+    return "; ".join(states) or f"no {plan.ray_pod_type} hosts at all"
+
+
+def _timeout_message(plan: SlicePlan, slice_name: str | None, timeout_s: float,
+                     seen: dict[str, SliceInventory], tried: set[str]) -> str:
+    return (f"could not reserve {_wanted(plan, slice_name)} within {timeout_s:g}s; nothing was placed. Slices: "
+            f"{_states(plan, slice_name, seen, tried)}")

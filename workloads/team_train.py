@@ -160,9 +160,10 @@ def gathered(sink: Any) -> tuple[dict[str, Any], str | None]:
         return dict(NO_REPORTS), f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc) else ''}"
 
 
-def run_attempt(train_loop: str, sink: Any, config: dict[str, Any]) -> Any:
+def run_attempt(train_loop: str, sink: Any, config: dict[str, Any], *, configured: bool = True) -> Any:
     """One worker's attempt: it tells ``sink`` it started (and whether from a checkpoint), then the team's function
-    runs with its ``train_config``."""
+    runs with its ``train_config``, or with no argument when it takes none and none is set (``configured``: the
+    workload sets ``train_config``; :func:`raytpu.core.specs.user_code.train_loop_arguments`, validate's rule)."""
     import ray
     import ray.train
 
@@ -175,7 +176,7 @@ def run_attempt(train_loop: str, sink: Any, config: dict[str, Any]) -> Any:
     if rank == 0 and started is not None:  # bounded, never raising: recorded before the attempt's first report
         ray.wait([started], timeout=SINK_WAIT_S)
     with CompileWatch(on_compile=lambda watch: tell(sink, "compiled", watch.summary(), rank)):
-        return function(config)
+        return function(*user_code.train_loop_arguments(function, config, configured))
 
 
 def build_trainer(work: WorkloadSpec, args: argparse.Namespace, sink: Any, slice_name: str | None,
@@ -192,7 +193,7 @@ def build_trainer(work: WorkloadSpec, args: argparse.Namespace, sink: Any, slice
     failures = failure_config(args, relax_collectives=False)
     run = RunConfig(name=args.name, storage_path=args.storage_path, failure_config=failures,
                     checkpoint_config=CheckpointConfig(num_to_keep=args.keep_checkpoints), callbacks=[report_log(sink)])
-    return JaxTrainer(functools.partial(run_attempt, work.train_loop, sink),
+    return JaxTrainer(functools.partial(run_attempt, work.train_loop, sink, configured=work.train_config is not None),
                       train_loop_config=dict(work.train_config or {}), datasets=datasets,
                       scaling_config=scaling_config(work.plan, slice_name, work.slices_per_run), run_config=run)
 
@@ -218,7 +219,10 @@ def run(args: argparse.Namespace, work: WorkloadSpec, env: dict[str, str]) -> di
     )
 
     assert work.train_loop is not None
-    load_train_loop(work.train_loop)  # a bad train_loop is exit 2 here, before any slice is reserved
+    # a bad train_loop (or a train_config its function cannot take) is exit 2 here, before any slice is reserved
+    parameters = user_code.LoopParameters.of_function(load_train_loop(work.train_loop))
+    if parameters is not None:
+        errors.raise_found(user_code.loop_call_problems("", work.train_loop, parameters, work.train_config))
     # the workers' working folder stays the code folder (Ray Train 2.60 moves them to a session folder by default:
     # ray.train.v2.api.data_parallel_trainer, RAY_CHDIR_TO_TRIAL_DIR), so the team's relative paths resolve
     os.environ.setdefault("RAY_CHDIR_TO_TRIAL_DIR", "0")

@@ -232,8 +232,11 @@ def submit(run: StackRun, manifest: dict[str, Any], *, wait: bool, timeout_s: fl
             watcher.stop()
             watcher.apply_to(recorder)
             if kind == "RayService":
-                for phase, why in service_unmeasured(run.spec.security.serve_endpoint).items():
-                    recorder.note(phase, why)
+                recorder.unmeasured(service_unmeasured(run.spec.security.serve_endpoint))
+            elif run.work.kind.runs_entrypoint:
+                from raytpu.core.specs import user_code
+
+                recorder.unmeasured(user_code.unmeasured_phases(run.work.on_every_host))
             streams.ended(FollowedRun(name, recorder.finish(), watcher.problem, tuple(lines)))
 
 

@@ -89,7 +89,10 @@ def run(args: argparse.Namespace) -> int:
                             for flag, given in (("--cpu-model", args.cpu_model is not None),
                                                 ("--overwrite", args.overwrite)) if given])
     from raytpu.console.followed_run import streams
+    from raytpu.teamcode.checks import head_warnings
 
+    for line in head_warnings(f"workloads[{spec.workloads.index(work)}]", work):  # validate's, said before the run
+        print(f"warning: {line}", file=sys.stderr)
     if args.local:
         from raytpu.local.submission import submit_local
 

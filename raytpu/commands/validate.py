@@ -23,8 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Loads the config; prints a one-line summary per slice when it is valid, and a warning (stderr) for every
-    ``security`` setting that opens something to the outside and every slice in a zone Google does not document
-    for it."""
+    ``security`` setting that opens something to the outside, every slice in a zone Google does not document for
+    it, and every job whose driver entrypoint never imports ray (:func:`raytpu.teamcode.checks.head_warnings`)."""
     from raytpu.config import choose, load
     from raytpu.core.tpu.catalog import RAY_VERSION
 
@@ -61,9 +61,10 @@ def run(args: argparse.Namespace) -> int:
             how = f"a RayJob that cannot run beside {held[work.slice.name]} (see the warning)"
         span = f" ({work.slices_per_run} slices per run, joined over DCN)" if work.multislice else ""
         print(f"  {work.name}: {work.kind.name} on {work.slice.name}{span}, {how}{runs(work)}{kept(work)}")
-    for work in spec.workloads:
+    from raytpu.teamcode.checks import head_warnings
+    for i, work in enumerate(spec.workloads):
         for line in [*fit_warnings(work), *serving_warnings(spec, work), *deadline_warnings(work),
-                     *disk_warnings(spec, work)]:
+                     *disk_warnings(spec, work), *head_warnings(f"workloads[{i}]", work)]:
             print(f"warning: {line}", file=sys.stderr)
         if work.kind.is_job and work.slice.name in held:
             print(f"warning: workloads.{work.name}: every copy of slice {work.slice.name} is held by "
@@ -81,8 +82,11 @@ def runs(work: WorkloadSpec) -> str:
     where = f"from {work.code}" if work.code else "from its image" if work.image else ""
     if work.train_loop:
         return f"; runs {work.train_loop} {where} in the kit's JaxTrainer".rstrip()
+    if work.kind.runs_entrypoint and work.on_every_host:
+        hosts = work.plan.hosts * work.slices_per_run
+        return f"; runs `{work.entrypoint}` {where} once on each of its {hosts} TPU host(s)".replace("  ", " ")
     if work.kind.runs_entrypoint:
-        return f"; runs `{work.entrypoint}` {where}".rstrip()
+        return f"; runs `{work.entrypoint}` {where} as a Ray driver on the head".rstrip()
     return "; runs the kit's own demo trainer (no train_loop)" if work.kind.trains else ""
 
 

@@ -208,6 +208,7 @@ def _code_folders(config: Any, base: Path) -> tuple[Any, list[InvalidInput]]:
         folder = Path(os.path.abspath(base / os.path.expanduser(code)))
         workloads[i] = work.model_copy(update={"code": str(folder)})
         found += folder_problems(f"workloads[{i}].code", folder, {"train_loop": work.train_loop,
+                                                                 "train_config": work.train_config,
                                                                  "entrypoint": work.entrypoint,
                                                                  "requirements": work.requirements,
                                                                  "serve_app": work.serve_app})

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -57,12 +58,29 @@ def _slice_name(carried: object) -> str:
 
 
 def list_runs(client: JobSubmissionClient, now: float | None = None) -> list[Run]:
-    """Every job submitted through the Job Submission API, oldest first."""
+    """Every job submitted through the Job Submission API, oldest first; a running one whose placement group is
+    pending says what it waits for (:func:`waits`)."""
     from ray.job_submission import JobType
 
     at = time.time() if now is None else now
-    runs = [to_run(job, at) for job in client.list_jobs() if job.type == JobType.SUBMISSION and job.submission_id]
+    jobs = [job for job in client.list_jobs() if job.type == JobType.SUBMISSION and job.submission_id]
+    waiting = waits(client.get_address(), [str(job.job_id) for job in jobs
+                                           if job.job_id and not job.status.is_terminal()], at)
+    runs = [replace(to_run(job, at), waiting_for=waiting.get(str(job.job_id))) for job in jobs]
     return sorted(runs, key=lambda r: (r.started_at, r.run))
+
+
+def waits(dashboard: str, job_ids: list[str], now: float) -> dict[str, str]:
+    """``{job id: waiting line}`` of the running jobs ``job_ids`` (:func:`raytpu.local.pending.job_waits`: one
+    state API call, two when one waits; none when no job runs); {} when the look fails: the listing goes on."""
+    from raytpu.local import pending
+
+    if not job_ids:
+        return {}
+    try:
+        return pending.job_waits(pending.StateApi(dashboard), job_ids, now)
+    except Exception:  # the runs are listed without their notes
+        return {}
 
 
 def driver_log(client: JobSubmissionClient, run: Run, *, follow: bool, timeout_s: float, sink: Sink) -> None:

@@ -144,28 +144,41 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
         if handed:
             local_secrets.remove(handed)
         raise
-    entrypoint = work.entrypoint if work.kind.runs_entrypoint else None
+    entrypoint = work.entrypoint if work.kind.runs_entrypoint and not work.on_every_host else None
     if handed and entrypoint is not None:  # the team's own driver starts with them in its environment
         entrypoint = f"python -m raytpu.workloads.local_secrets {entrypoint}"
-    if runtime is not None and "py_executable" in runtime and entrypoint is None:  # the driver in the lock's venv
-        entrypoint = shlex.join([runtime["py_executable"], "-m", work.kind.module, *extra])
+    python = (runtime or {}).get("py_executable", sys.executable)
+    if work.on_every_host:  # the kit's driver starts it on every host (each host loads the secrets itself)
+        from raytpu.core.manifests.kuberay import EVERY_HOST_PROGRAM
+
+        entrypoint = shlex.join([python, "-m", EVERY_HOST_PROGRAM])
+    elif runtime is not None and "py_executable" in runtime and entrypoint is None:  # the driver in the lock's venv
+        entrypoint = shlex.join([python, "-m", work.kind.module, *extra])
     from raytpu.config import overrides
 
     metadata = {overrides.ANNOTATION: json.dumps(overridden, sort_keys=True)} if overridden else None
     recorder = timeline.Recorder.for_command()
     emulated_phases(recorder, cluster.hosts_recorded_wall())
+    if work.kind.runs_entrypoint:
+        from raytpu.core.specs import user_code
+
+        recorder.unmeasured(user_code.unmeasured_phases(work.on_every_host))
     recorder.mark("applied", f"{run_name} submitted through Ray's Job Submission API (the emulated RayJob)",
                   timeline.EMULATED)
     lines: list[str] = []
     refused = False
     interrupted: KeyboardInterrupt | None = None
     attempts, ends = 1 + work.backoff_limit, time.monotonic() + timeout_s  # --timeout-s bounds them all
+    from raytpu.local.pending import watching
+
     try:
         for attempt in range(1, attempts + 1):  # as KubeRay's backoffLimit: a FAILED Ray job is run again, anew
             submission_id = attempt_id(run_name, attempt)
-            status = local.submit_job(cluster, work.kind.name, *extra, timeout_s=max(ends - time.monotonic(), 1.0),
-                                      sink=streams.keeping(lines), work=local_work, runtime=runtime,
-                                      submission_id=submission_id, metadata=metadata, entrypoint=entrypoint)
+            with watching(cluster, submission_id, streams.err):  # a placement group that stays pending is said
+                status = local.submit_job(cluster, work.kind.name, *extra,
+                                          timeout_s=max(ends - time.monotonic(), 1.0), sink=streams.keeping(lines),
+                                          work=local_work, runtime=runtime, submission_id=submission_id,
+                                          metadata=metadata, entrypoint=entrypoint)
             if status != "FAILED" or attempt == attempts:
                 break
             streams.err(f"Ray job {submission_id}: {status} (attempt {attempt} of {attempts}); retrying as "

@@ -29,6 +29,9 @@ class Run:
     done: bool = False
     overrides: dict[str, Any] | None = None
     """What ``raytpu submit --set`` changed for this run (``{KEY: value}``), read from :data:`OVERRIDES_KEY`."""
+    waiting_for: str | None = None
+    """A running run's placement group that is not placed: what it waits for and what is free (one line, the
+    emulated slice's :func:`raytpu.local.pending.waiting_line`); None when nothing of it waits."""
 
 
 OVERRIDES_KEY = "raytpu.dev/overrides"
@@ -79,7 +82,8 @@ def age(seconds: float | None) -> str:
 
 
 def render(runs: Sequence[Run], as_json: bool) -> str:
-    """The runs as ``{"runs": [...]}`` JSON, or as a table (``no runs`` when there is none)."""
+    """The runs as ``{"runs": [...]}`` JSON, or as a table (``no runs`` when there is none) with a line beneath it
+    for each run that waits (``RUN: waiting ...``)."""
     if as_json:
         return json.dumps({"runs": [_shown(r) for r in runs]}, indent=2)
     if not runs:
@@ -87,14 +91,17 @@ def render(runs: Sequence[Run], as_json: bool) -> str:
     rows = [["RUN", "OBJECT", "KIND", "WORKLOAD", "SLICE", "STATE", "AGE"]]
     rows += [[r.run, r.object, r.kind or "-", r.workload or "-", r.slice or "-", r.state or "-", age(r.age_s)]
              for r in runs]
-    return "\n".join(text_table(rows))
+    notes = [f"{r.run}: {r.waiting_for}" for r in runs if r.waiting_for]  # too long for a column: beneath
+    return "\n".join([*text_table(rows), *(["", *notes] if notes else [])])
 
 
 def _shown(run: Run) -> dict[str, object]:
-    """A run as JSON: ``overrides`` only for a run that had some (a run without keeps the keys it always had)."""
+    """A run as JSON: ``overrides`` only for a run that had some, ``waiting_for`` only for one that waits (a run
+    without keeps the keys it always had)."""
     out = asdict(run)
-    if out["overrides"] is None:
-        del out["overrides"]
+    for key in ("overrides", "waiting_for"):
+        if out[key] is None:
+            del out[key]
     return out
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+_HOST_FAILED = re.compile(r"error: every_host: (?P<what>host \d+ \(.*?\) (?:exited with code \d+|was lost .*?));")
+"""The every-host driver's own error line (:mod:`raytpu.workloads.every_host`): which host ended the run."""
 _MISSING = re.compile(r"(?:ModuleNotFoundError|ImportError): No module named '(?P<module>[A-Za-z0-9_.]+)'")
 
 
@@ -35,6 +37,9 @@ def failed_valid(lines: Iterable[str], prefix: str, *, has_requirements: bool) -
 
 
 def failed_problem(head: str, lines: Iterable[str]) -> str:
-    """``head``, plus the missing module when the log shows one."""
+    """``head``, plus the missing module when the log shows one, and the host that ended an every-host run."""
+    lines = list(lines)
+    host = next((m.group("what") for line in reversed(lines) if (m := _HOST_FAILED.search(line))), None)
+    head = head if host is None else f"{head}: {host}, the other hosts stopped"
     module = missing_module(lines)
     return head if module is None else f"{head}: ModuleNotFoundError: No module named {module!r}"

@@ -51,7 +51,9 @@ MEASURED = "measured"
 EMULATED = "emulated"
 NOT_APPLICABLE = "not applicable"
 NOT_REACHED = "not reached"
-STATUSES = (MEASURED, EMULATED, NOT_APPLICABLE, NOT_REACHED)
+NOT_MEASURED = "not measured"
+"""A phase the run may well have passed where no program of the kit's could see it (a team's own driver's)."""
+STATUSES = (MEASURED, EMULATED, NOT_APPLICABLE, NOT_REACHED, NOT_MEASURED)
 
 NO_TRAINER = "no trainer in this run: its program compiled without one (its start is in the phases before)"
 OPTIONAL: dict[str, str] = {
@@ -171,6 +173,7 @@ class Recorder:
         self._status: dict[str, str] = {}
         self._detail: dict[str, str] = {}
         self._waits: dict[str, list[Wait]] = {}
+        self._unmeasured: dict[str, str] = {}
 
     @classmethod
     def for_command(cls) -> "Recorder":
@@ -204,6 +207,13 @@ class Recorder:
         if phase not in self._status:
             self._detail[phase] = detail
 
+    def unmeasured(self, phases: Mapping[str, str]) -> None:
+        """Phases this run's program does not stamp (phase -> why): unless a stamp reaches one, it is "not measured",
+        not "not reached"."""
+        for phase, why in phases.items():
+            self._check(phase)
+            self._unmeasured[phase] = why
+
     def waited(self, phase: str, waits: Iterable[Wait]) -> None:
         """Why ``phase`` was waited for (capacity events), kept beside it whether or not it was reached."""
         self._check(phase)
@@ -226,6 +236,8 @@ class Recorder:
                 self.absent(phase, self._detail.get(phase) or OPTIONAL[phase])
             if phase == "trainer_started" and phase not in self._status and "compiled" in self._at:
                 self.absent(phase, NO_TRAINER)  # a program compiled without a trainer (the smoke check)
+            if phase not in self._status and phase in self._unmeasured:
+                self._status[phase], self._detail[phase] = NOT_MEASURED, self._unmeasured[phase]
             status = self._status.get(phase, NOT_REACHED)
             at = self._at.get(phase)
             row: PhaseRow = {"phase": phase, "status": status, "at_s": None if at is None else round(at, 3),

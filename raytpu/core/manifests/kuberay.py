@@ -287,11 +287,16 @@ def runtime_env(py_modules: Sequence[str] = (), env_vars: Mapping[str, str] | No
     return out
 
 
+EVERY_HOST_PROGRAM = "raytpu.workloads.every_host"
+"""The kit's driver of a ``run_on: every_host`` job: it runs the team's entrypoint on every TPU host."""
+
+
 def entrypoint(work: WorkloadSpec, *args: str) -> str:
-    """``python -m raytpu.workloads.<program> ARGS`` (a job's command), or a ``kind: job``'s own ``entrypoint``."""
+    """``python -m raytpu.workloads.<program> ARGS`` (a job's command), a ``kind: job``'s own ``entrypoint`` (its Ray
+    driver, on the head), or, with ``run_on: every_host``, the kit's driver that runs it on every TPU host."""
     if work.kind.runs_entrypoint:
         assert work.entrypoint is not None and not args
-        return work.entrypoint
+        return f"python -m {EVERY_HOST_PROGRAM}" if work.on_every_host else work.entrypoint
     return " ".join(["python", "-m", work.kind.module, *args])
 
 

@@ -67,8 +67,11 @@ def reservation_waits(plan: SlicePlan, slices: int) -> int:
     return (slices if ray_multi_host else 0) + 1
 
 
-def problems(plan: SlicePlan, slices: int, field: str = "slices") -> list[InvalidInput]:
-    """Why one job cannot span ``slices`` slices of ``plan`` (none for ``slices <= 1``)."""
+def problems(plan: SlicePlan, slices: int, field: str = "slices", *,
+             pins_each_slice: bool = False) -> list[InvalidInput]:
+    """Why one job cannot span ``slices`` slices of ``plan`` (none for ``slices <= 1``). ``pins_each_slice``: the
+    kit reserves every slice itself, by slice name and worker id (``run_on: every_host``), not through Ray Train's
+    SlicePlacementGroup, so Ray's own idea of the slice's hosts does not matter."""
     if slices <= 1:
         return []
     shape = f"{plan.generation} {plan.topology} on {plan.hosts} x {plan.machine_type}"
@@ -78,7 +81,7 @@ def problems(plan: SlicePlan, slices: int, field: str = "slices") -> list[Invali
             f"multi-host TPU slice node pools ({GKE_DOCS})",
             "slices: 1 (or leave it unset), or a multi-host slice such as v6e 4x4 or v5p 2x2x2")]
     ray_chips = ray_serve_chips_per_host(plan)
-    if ray_chips != plan.chips_per_host:
+    if ray_chips != plan.chips_per_host and not pins_each_slice:
         return [errors.invalid_value(
             field, slices, f"cannot be reserved slice by slice by Ray {RAY_VERSION}: it takes a {plan.generation} "
             f"{plan.topology} for one host of {ray_chips} chips (ray._private.accelerators.tpu.get_chips_per_host), "

@@ -5,12 +5,15 @@ The folder's own checks read files (:mod:`raytpu.teamcode`). Standard library on
 
 from __future__ import annotations
 
+import ast
 import datetime
+import inspect
 import json
 import math
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from raytpu.core.common import errors
@@ -24,8 +27,8 @@ CODE_FIELDS = workload_fields.group("code")
 
 _IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
 TRAIN_LOOP = re.compile(rf"^(?P<module>{_IDENTIFIER}(\.{_IDENTIFIER})*):(?P<function>{_IDENTIFIER})$")
-TRAIN_LOOP_VALID = "MODULE:FUNCTION, a module inside `code` and a function of it taking one argument, e.g. " \
-                   "lm.train:train_loop"
+TRAIN_LOOP_VALID = "MODULE:FUNCTION, a module inside `code` and a function of it taking one argument (its " \
+                   "train_config) or none, e.g. lm.train:train_loop"
 MAX_TRAIN_CONFIG_BYTES = 64 * 1024
 """``train_config`` travels as JSON in the RayJob: hyperparameters, not data (docs/FACTS.md#spec-user-code).
 Source: https://etcd.io/docs/v3.5/dev-guide/limit/ (an object is at most 1.5 MiB)."""
@@ -91,6 +94,33 @@ def _shown(value: object) -> object:
     return json.dumps(value, default=str) if isinstance(value, Mapping | list | tuple) else value
 
 
+DRIVER, EVERY_HOST = "driver", "every_host"
+RUN_ON = (DRIVER, EVERY_HOST)
+"""``workloads[].run_on`` of a ``kind: job``: the entrypoint as a Ray driver on the head (default), or once per TPU
+host of the run (docs/FACTS.md#run-on-every-host)."""
+
+
+def run_on_problems(field: str, value: object, kind_name: str) -> list[InvalidInput]:
+    """``run_on``: one of :data:`RUN_ON` (another kind refuses it from the fields table)."""
+    if value is None or not workload_fields.takes(kind_name, "run_on") or value in RUN_ON:
+        return []
+    return [errors.invalid_value(field, value, "is not where an entrypoint can run",
+                                 f"{DRIVER} (default: once, on the Ray head: a Ray driver) or {EVERY_HOST} (once on "
+                                 "every TPU host: a plain JAX program)")]
+
+
+def unmeasured_phases(on_every_host: bool) -> dict[str, str]:
+    """The timeline phases a ``kind: job`` run leaves to the team's code (``raytpu.core.common.timeline``): a team's
+    driver places and trains as it likes; on every host the kit places the hosts, and the program compiles and steps
+    in processes of its own."""
+    inside = "not measured: the team's own Ray driver runs this part; the kit's code does not see it"
+    program = "not measured: the team's program runs on every host as a process of its own; the kit does not see " \
+              "its compile or steps"
+    if on_every_host:
+        return {"compiled": program, "first_step": program}
+    return {phase: inside for phase in ("ray_joined", "reserved", "trainer_started", "compiled", "first_step")}
+
+
 def split_train_loop(value: str) -> tuple[str, str]:
     """``(module, function)`` of a valid ``train_loop``."""
     module, _, function = value.partition(":")
@@ -103,6 +133,94 @@ def train_loop_problems(field: str, value: object) -> list[InvalidInput]:
             part in _KEYWORDS for part in re.split(r"[.:]", value)):
         return []
     return [errors.invalid_value(field, value, "is not MODULE:FUNCTION", TRAIN_LOOP_VALID)]
+
+
+@dataclass(frozen=True)
+class LoopParameters:
+    """What a ``train_loop`` function's parameters say about how it is called, read from its source (:mod:`ast`, by
+    ``validate``) or from the function itself (:mod:`inspect`, by the train program): one rule for both.
+
+    ``required`` counts as Ray Train counts: positional parameters without a default, ``*args`` as one.
+    Source: Ray 2.60 ``ray.train._internal.utils.count_required_parameters``."""
+
+    required: int
+    positional: bool
+    """It takes a positional argument at all (a positional parameter, with or without a default, or ``*args``)."""
+    required_keywords: tuple[str, ...]
+    shown: str
+    """The parameters as written, e.g. ``config, seed=0``."""
+
+    @classmethod
+    def of_source(cls, args: ast.arguments) -> LoopParameters:
+        """From a ``def``'s parameters as :mod:`ast` reads them (never imported)."""
+        positional = [*args.posonlyargs, *args.args]
+        return cls(required=len(positional) - len(args.defaults) + (args.vararg is not None),
+                   positional=bool(positional) or args.vararg is not None,
+                   required_keywords=tuple(a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True)
+                                           if d is None),
+                   shown=ast.unparse(args))
+
+    @classmethod
+    def of_function(cls, function: Callable[..., Any]) -> LoopParameters | None:
+        """From the function itself (:func:`inspect.signature`, as Ray Train reads it); None when Python cannot tell
+        (some builtins)."""
+        try:
+            signature = inspect.signature(function)
+        except (TypeError, ValueError):
+            return None
+        parameters = list(signature.parameters.values())
+        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        star = inspect.Parameter.VAR_POSITIONAL
+        return cls(required=len([p for p in parameters if (p.kind in kinds and p.default is inspect.Parameter.empty)
+                                 or p.kind == star]),
+                   positional=any(p.kind in (*kinds, star) for p in parameters),
+                   required_keywords=tuple(p.name for p in parameters if p.kind == inspect.Parameter.KEYWORD_ONLY
+                                           and p.default is inspect.Parameter.empty),
+                   shown=str(signature.replace(return_annotation=inspect.Signature.empty))[1:-1])
+
+
+def passes_config(parameters: LoopParameters | None, configured: bool) -> bool:
+    """Whether the kit calls the team's function with its ``train_config`` (``{}`` when unset, as Ray Train passes
+    it) or with no argument: with it when a parameter is required, or when ``train_config`` is set and the function
+    takes a positional argument (``def f(config=None)``); with none when nothing is required and nothing is set, as
+    Ray Train calls such a function. A function whose parameters cannot be read gets the config.
+    Source: Ray 2.60 ``ray.train.v2._internal.util.construct_train_func`` (one required parameter: the config; none:
+    called with no argument)."""
+    if parameters is None:
+        return True
+    return parameters.required >= 1 or (configured and parameters.positional)
+
+
+def train_loop_arguments(function: Callable[..., Any], config: Mapping[str, Any] | None, configured: bool
+                         ) -> tuple[Any, ...]:
+    """The arguments the kit calls the team's ``train_loop`` with: ``(config,)`` or ``()`` (:func:`passes_config`)."""
+    return (config,) if passes_config(LoopParameters.of_function(function), configured) else ()
+
+
+def loop_call_problems(prefix: str, train_loop: str, parameters: LoopParameters, train_config: object,
+                       where: str = "") -> list[InvalidInput]:
+    """Whether the kit can call the function of ``train_loop`` (its ``parameters``) with what the workload gives it:
+    at most one required argument and no required keyword (Ray Train passes ``train_loop_config`` or nothing); a
+    ``train_config`` only to a function that takes an argument. ``prefix`` is the workload's config path (``""`` on
+    the pod), ``where`` the module's file, when known."""
+    function = split_train_loop(train_loop)[1]
+    valid = f"def {function}(config): ...{f' at the top level of {where}' if where else ''}"
+    if parameters.required > 1 or parameters.required_keywords:
+        # Source: Ray 2.60 ray.train.v2._internal.util.construct_train_func (0 or 1 required arguments; a required
+        # keyword-only parameter is never passed)
+        what = (f"needs keyword argument(s) {', '.join(parameters.required_keywords)}, which nothing passes"
+                if parameters.required <= 1 else "needs more than one argument")
+        return [errors.invalid_value(errors.join_path(prefix, "train_loop"), train_loop,
+                                     f"{function} takes ({parameters.shown}): it {what} (Ray Train passes "
+                                     "train_loop_config or nothing)", f"{valid} (or {function}() without "
+                                     "train_config)")]
+    if train_config is not None and not parameters.positional:
+        # Source: Ray 2.60 ray.train.v2._internal.util.construct_train_func (no required parameter: called bare)
+        return [errors.invalid_value(errors.join_path(prefix, "train_config"), _shown(train_config),
+                                     f"is set, but {train_loop} takes no argument ({function}({parameters.shown})), "
+                                     "so there is nothing to pass it to",
+                                     f"a parameter on the function ({valid}) or no train_config")]
+    return []
 
 
 _KEYWORDS = frozenset(("False", "None", "True", "and", "as", "assert", "async", "await", "break", "class",

@@ -104,6 +104,9 @@ FIELDS: dict[str, Field] = {f.name: f for f in (
           "train_loop", doc="the mapping the train_loop function receives (hyperparameters)"),
     Field(name="entrypoint", group=_C, kinds=("job",), required=("job",), rule="user_code",
           only="only with kind {kinds}", doc="the team's own Ray driver: a command run in the code folder"),
+    Field(name="run_on", group="runtime", kinds=("job",), rule="user_code", only="only with kind {kinds}",
+          doc="where the entrypoint runs: driver (default: once, on the Ray head, a Ray driver) or every_host (once "
+          "on every TPU host of the run, all at once: a plain JAX program calling jax.distributed.initialize())"),
     Field(name="requirements", group=_C, rule="user_code", beside="code",
           doc="a requirements file, its path relative to code: the packages beyond the kit's image, resolved "
           "against its pins"),

@@ -143,6 +143,7 @@ class WorkloadSpec:
     train_loop: str | None = None
     train_config: Mapping[str, Any] | None = field(default=None, hash=False)
     entrypoint: str | None = None
+    run_on: str | None = None
     requirements: str | None = None
     serve_app: str | None = None
     compile_cache: str | None = None
@@ -203,6 +204,7 @@ class WorkloadSpec:
                       else [workload_fields.refusal("dataset", self.dataset, self.kind.name)])
         found += user_code.workload_problems(self.kind, image=self.image, **{
             name: getattr(self, name) for name in user_code.CODE_FIELDS})
+        found += user_code.run_on_problems("run_on", self.run_on, self.kind.name)
         found += run_env.env_problems("env", self.env) + run_env.secrets_problems("secrets", self.secrets, self.env)
         found += run_env.without_code_problems(self.has_code, self.env, self.secrets)
         found += sampling.sampling_problems(self)
@@ -222,7 +224,7 @@ class WorkloadSpec:
             bad = range_problems("slices", self.slices, 1, self.slice.count)
             found += bad
             if not bad and self.kind.spans_slices:
-                found += multislice.problems(self.plan, self.slices)
+                found += multislice.problems(self.plan, self.slices, pins_each_slice=self.on_every_host)
         raise_all(found)
 
     def _ray_disk_problems(self) -> list[InvalidInput]:
@@ -299,6 +301,12 @@ class WorkloadSpec:
     def runs_team_code(self) -> bool:
         """It runs a team's code (a ``train_loop`` or an ``entrypoint``), not only a program of the kit's."""
         return self.train_loop is not None or self.kind.runs_entrypoint or self.serve_app is not None
+
+    @property
+    def on_every_host(self) -> bool:
+        """Its entrypoint runs once on every TPU host of the run (``run_on: every_host``), not as a driver on the
+        head."""
+        return self.run_on == user_code.EVERY_HOST
 
     @property
     def has_code(self) -> bool:
