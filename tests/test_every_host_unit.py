@@ -188,3 +188,31 @@ def test_the_spec_carries_run_on_to_the_job() -> None:
     work = _work()
     assert WorkloadSpec.from_env(work.workload_env()).on_every_host
     assert json.loads(work.workload_env()[WORKLOAD_ENV])["run_on"] == "every_host"
+
+
+def test_a_program_that_keeps_running_after_the_notice_is_killed_at_its_deadline() -> None:
+    """A program that joined JAX's distributed runtime keeps running on SIGTERM (XLA's preemption notifier takes it:
+    openxla/xla ``SigtermNotifier``); the notice's deadline bounds it."""
+    proc = host_process.HostProcess()
+    proc.start("trap '' TERM; sleep 60", {}, drop=("OMP_NUM_THREADS",))
+    time.sleep(0.3)
+    proc.notice({"deadline_ms": int((time.time() + 1) * 1000)})
+    deadline = time.monotonic() + 15
+    while (seen := proc.poll())["code"] is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert seen["code"] == -signal.SIGKILL
+
+
+def test_the_hosts_program_does_not_inherit_rays_one_thread_setting() -> None:
+    os.environ["OMP_NUM_THREADS"] = "1"  # what Ray sets in a num_cpus=1 actor
+    try:
+        proc = host_process.HostProcess()
+        proc.start("echo omp=${OMP_NUM_THREADS:-unset}", {}, drop=("OMP_NUM_THREADS",))
+        deadline = time.monotonic() + 10
+        lines: list[str] = []
+        while (seen := proc.poll())["code"] is None and time.monotonic() < deadline:
+            lines += seen["lines"]
+            time.sleep(0.1)
+        assert lines + seen["lines"] == ["omp=unset"]
+    finally:
+        del os.environ["OMP_NUM_THREADS"]

@@ -25,6 +25,9 @@ RESERVE_TIMEOUT_S = 600.0
 """How long the driver waits for the run's whole slices (on GKE KubeRay starts it once the pods are ready)."""
 STOP_GRACE_S = 10.0
 """How long a host's program has between SIGTERM and SIGKILL when the run ends early (another host failed, cancel)."""
+RAY_SET_ENV = ("OMP_NUM_THREADS",)
+"""What Ray sets in an actor from its ``num_cpus`` (1 here) and a host's program must not inherit, unless the
+workload's ``env`` sets it. Source: Ray 2.60 ``ray._private.utils.set_omp_num_threads_if_unset``."""
 POLL_S = 0.25
 POLL_TIMEOUT_S = 60.0
 """A host actor not answering a poll for this long is treated as lost."""
@@ -65,7 +68,7 @@ def host_env(host: Host, count: int, coordinator: str) -> dict[str, str]:
 
     env = {"RAYTPU_HOST_RANK": str(host.rank), "RAYTPU_HOST_COUNT": str(count),
            "RAYTPU_SLICE_INDEX": str(host.slice_index), "RAYTPU_SLICE_NAME": host.slice_name,
-           "JAX_COORDINATOR_ADDRESS": coordinator}
+           "JAX_COORDINATOR_ADDRESS": coordinator, "PYTHONUNBUFFERED": os.environ.get("PYTHONUNBUFFERED", "1")}
     if os.environ.get("RAYTPU_EMULATED") == "1":
         env["PYTHONPATH"] = os.pathsep.join(p for p in (EMULATION_FOLDER, os.environ.get("PYTHONPATH")) if p)
     return env
@@ -241,9 +244,11 @@ def run(args: argparse.Namespace, work: WorkloadSpec) -> int:
         hosts = place(work, held)
         print(stamp_line(stamp("reserved", f"{len(held)} whole {work.plan.ray_pod_type} slice(s) held and one "
                                            f"actor placed on each of their {len(hosts)} host(s)")), flush=True)
-        coordinator = f"{hosts[0].ip}:{hosts[0].port}"
+        ip = hosts[0].ip
+        coordinator = f"[{ip}]:{hosts[0].port}" if ":" in ip else f"{ip}:{hosts[0].port}"
         say(f"starting `{work.entrypoint}` on {len(hosts)} host(s); JAX coordinator {coordinator}")
-        ray.get([h.actor.start.remote(work.entrypoint, host_env(h, len(hosts), coordinator))
+        drop = tuple(name for name in RAY_SET_ENV if name not in (work.env or {}))
+        ray.get([h.actor.start.remote(work.entrypoint, host_env(h, len(hosts), coordinator), drop)
                  for h in hosts], timeout=POLL_TIMEOUT_S)
         print(stamp_line(stamp("trainer_started", f"the entrypoint started on every host ({len(hosts)} processes)")),
               flush=True)

@@ -29,14 +29,20 @@ EMULATION_FOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jax
 the emulated slice as JAX finds a GKE TPU slice (:mod:`raytpu.workloads.jax_emulation.sitecustomize`)."""
 NOTICE_FILE = "RAYTPU_PREEMPTION_NOTICE"
 """Names the file (JSON) a host's program finds the preemption notice in, written just before its SIGTERM."""
+NOTICE_KILL_S = 30.0
+"""SIGKILL this long after a notice that names no deadline (GKE's default spot notice window)."""
 _PR_SET_PDEATHSIG = 1
+
+
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+"""Looked up here, not in the forked child: a ``dlopen`` after fork in a multi-threaded Ray worker can deadlock."""
 
 
 def _die_with_parent() -> None:
     """In the child before exec: SIGKILL when the actor's process dies (a driver killed before it could stop us).
     Source: Linux prctl(2) PR_SET_PDEATHSIG."""
     with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def free_port() -> int:
@@ -67,6 +73,7 @@ class HostProcess:
         self.started_wall: float | None = None
         self.ended_wall: float | None = None
         self.notice_file: str | None = None
+        self.kill_at: float | None = None
 
     def identity(self, slice_index: int, hosts: int) -> dict[str, Any]:
         """Where this actor runs: the node's IP and id, its slice's worker id, its JAX process id, and a free port."""
@@ -77,14 +84,16 @@ class HostProcess:
                 "worker": int(env.get("TPU_WORKER_ID") or 0), "slice_name": env.get("TPU_NAME", ""),
                 "rank": jax_process_id(env, slice_index, hosts), "port": free_port()}
 
-    def start(self, command: str, env: dict[str, str]) -> int:
+    def start(self, command: str, env: dict[str, str], drop: tuple[str, ...] = ()) -> int:
         """Starts ``command`` (run by bash, as KubeRay runs an entrypoint) in this actor's working folder (the code
-        folder) with this process's environment plus ``env``; returns its pid."""
+        folder) with this process's environment less ``drop`` plus ``env``; returns its pid."""
         from raytpu.workloads import local_secrets
 
         local_secrets.load()  # the emulated slice's secrets (GKE: the kubelet's secretKeyRef env)
         child = dict(os.environ)
         for name in child.get(SERVING_ONLY_ENV, "").split(","):  # Serve's switches of an emulated node: not a job's
+            child.pop(name, None)
+        for name in drop:
             child.pop(name, None)
         child.update(env)
         self.notice_file = os.path.join(tempfile.mkdtemp(prefix="raytpu-notice-"), "notice.json")
@@ -112,6 +121,8 @@ class HostProcess:
     def poll(self) -> dict[str, Any]:
         """The lines since the last poll, how many were dropped, and the exit code once the process has ended and its
         output is read (None while it runs)."""
+        if self.kill_at is not None and time.time() >= self.kill_at and self.proc is not None:
+            self._signal(signal.SIGKILL)
         code = None if self.proc is None else self.proc.poll()
         if code is not None:
             if self.ended_wall is None:
@@ -127,11 +138,15 @@ class HostProcess:
 
     def notice(self, notice: dict[str, Any]) -> None:
         """A preemption notice for the run: written where ``RAYTPU_PREEMPTION_NOTICE`` points, then SIGTERM to the
-        program, as Kubernetes tells a pod (its notice window is the program's time to save)."""
+        program, and SIGKILL at the notice's deadline (:meth:`poll`). A program that joined JAX's distributed runtime
+        keeps running on SIGTERM (XLA's preemption notifier takes the signal: it reads
+        ``multihost_utils.reached_preemption_sync_point``), so the deadline bounds it."""
         if self.notice_file:
             with contextlib.suppress(OSError), open(self.notice_file, "w", encoding="utf-8") as out:
                 json.dump(notice, out)
         self._signal(signal.SIGTERM)
+        deadline_ms = notice.get("deadline_ms") or 0
+        self.kill_at = deadline_ms / 1000 if deadline_ms else time.time() + NOTICE_KILL_S
 
     def stop(self, grace_s: float) -> int | None:
         """SIGTERM to the program's process group, SIGKILL after ``grace_s``; its exit code (None: never started)."""
