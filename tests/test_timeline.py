@@ -380,3 +380,45 @@ def test_a_program_that_compiles_without_a_trainer_says_so() -> None:
     assert rows["trainer_started"]["detail"] == timeline.NO_TRAINER
     unreached = {r["phase"]: r for r in recorder(Clock()).finish()["phases"]}
     assert unreached["trainer_started"]["status"] == timeline.NOT_REACHED  # stopped before any compile
+
+
+class _PendingCluster:
+    """The three reads :class:`KubePhases` makes, answered with the pods and the scheduler's event above (the exact
+    JSON the Kubernetes API returns for them): a stand-in for the API, as GKE cannot be reached from here."""
+
+    def __init__(self, pods: list[dict[str, Any]]) -> None:
+        self.pods_now = pods
+
+    def pods(self, selector: str) -> list[dict[str, Any]]:
+        return self.pods_now
+
+    def get(self, kind: str, name: str) -> dict[str, Any] | None:
+        return None
+
+    def events(self, selector: str) -> list[dict[str, Any]]:
+        return [FAILED_SCHEDULING] if selector.endswith("=w0") else []
+
+
+def test_a_run_whose_pods_wait_says_what_for_after_20_s_then_every_minute() -> None:
+    """Issue 67 item 5 on GKE: from the pods' state, what the run waits for and the scheduler's word on what is free."""
+    pending = [ray_pod("head", "j", None, created=T0, scheduled=T0 + 1, node="cpu-1"),
+               ray_pod("w0", "j", 0, created=T0, scheduled=None, node=None),
+               ray_pod("w1", "j", 1, created=T0, scheduled=None, node=None)]
+    cluster = _PendingCluster(pending)
+    now = [0.0]
+    job = {"spec": {"rayClusterSpec": {"workerGroupSpecs": [{"replicas": 1, "numOfHosts": 2}]}}}
+    watcher = kube_timeline.KubePhases(cluster, "j", job, True, clock=lambda: now[0])  # type: ignore[arg-type]
+    said = []
+    for at in (0, 10, 21, 50, 81, 100):
+        now[0] = float(at)
+        watcher.sample()
+        said.append((at, watcher.waiting_line()))
+    lines = [(at, line) for at, line in said if line]
+    assert [at for at, _ in lines] == [21, 81]
+    assert lines[0][1].startswith("j: waiting 21s: 2 of 3 pod(s) not scheduled (of 3 the RayJob makes); "
+                                  "FailedScheduling: '0/3 nodes are available: 3 Insufficient google.com/tpu.")
+    cluster.pods_now = [ray_pod(p, "j", w, created=T0, scheduled=T0 + 200, node=f"tpu-{p}")
+                        for p, w in (("head", None), ("w0", 0), ("w1", 1))]
+    now[0] = 130.0
+    watcher.sample()
+    assert watcher.waiting_line() is None  # scheduled: nothing more to say

@@ -6,12 +6,14 @@ docs/FACTS.md#client-kube-timeline."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
 from raytpu.cluster.kube_client import KubeClient
 from raytpu.cluster.occupancy import ORIGIN_LABEL, SCHEDULING_REASONS, requests_tpu
+from raytpu.core.common.errors import excerpt
 from raytpu.core.common.timeline import Recorder, Stamp, Wait, stamp
 
 NODE_TYPE_LABEL = "ray.io/node-type"
@@ -24,6 +26,8 @@ EVENT_PODS_PER_LOOK = 4
 look."""
 THREAD_PREFIX = "raytpu-timeline-"
 POLL_S = 5.0
+FIRST_WAIT_NOTE_S, WAIT_NOTE_EVERY_S = 20.0, 60.0
+"""A run whose pods still wait for a node after 20 s says what for, then once a minute (issue 67 item 5)."""
 """How often :class:`KubePhases` looks while a run goes on (the times come from the server, not from the poll)."""
 
 
@@ -114,7 +118,8 @@ class KubePhases:
     keeping each phase's earliest time: KubeRay deletes the pods once the job ends (``shutdownAfterJobFinishes``)."""
 
     def __init__(self, client: KubeClient, job_name: str, manifest: Mapping[str, Any], multi_host: bool,
-                 poll_s: float | None = None) -> None:
+                 poll_s: float | None = None, progress: Callable[[str], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.client = client
         self.job_name = job_name
         self.ray_pods, self.tpu_hosts = expected_pods(manifest)
@@ -127,6 +132,10 @@ class KubePhases:
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"{THREAD_PREFIX}{job_name}", daemon=True)
         self.problem: str | None = None
+        self.progress, self.clock = progress, clock
+        self._pending_since: float | None = None
+        self._said = 0
+        self._unscheduled: tuple[int, int] = (0, 0)  # pods not yet scheduled, pods seen
 
     def start(self) -> KubePhases:
         """Starts looking in a background thread."""
@@ -157,6 +166,7 @@ class KubePhases:
                 name = pending[(self._looks * EVENT_PODS_PER_LOOK + i) % len(pending)]
                 events[name] = self.client.events(f"involvedObject.name={name}")
             self._looks += 1
+            self._unscheduled = (len(pending), len(pods))
         except Exception as exc:  # reported in the timeline instead: the run does not depend on it
             self.problem = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
             return
@@ -176,7 +186,31 @@ class KubePhases:
         recorder.waited("scheduled", [{**wait, "at_s": None if when is None else round(when - recorder.start_wall, 1)}
                                       for wait, when in sorted(self.waits.values(), key=lambda w: w[1] or 0.0)])
 
+    def waiting_line(self) -> str | None:
+        """What the run's pods wait for, once some have waited :data:`FIRST_WAIT_NOTE_S` unscheduled, then every
+        :data:`WAIT_NOTE_EVERY_S`: how many, and the scheduler's newest word on what the nodes have free (issue 67
+        item 5); None otherwise."""
+        unscheduled, seen = self._unscheduled
+        now = self.clock()
+        if not unscheduled:
+            self._pending_since, self._said = None, 0
+            return None
+        if self._pending_since is None:
+            self._pending_since = now
+        waited = now - self._pending_since
+        if waited < FIRST_WAIT_NOTE_S + self._said * WAIT_NOTE_EVERY_S:
+            return None
+        self._said += 1
+        newest = max(self.waits.values(), key=lambda w: (w[1] or 0.0), default=None)
+        why = (f"; {newest[0]['reason']}: {excerpt(newest[0]['message'], 240)}" if newest else
+               "; no scheduler event yet")
+        return (f"{self.job_name}: waiting {waited:.0f}s: {unscheduled} of {seen} pod(s) not scheduled (of "
+                f"{self.ray_pods} the RayJob makes){why}")
+
     def _run(self) -> None:
         while not self._done.is_set():
             self.sample()
+            line = self.waiting_line() if self.progress is not None else None
+            if line is not None and self.progress is not None:
+                self.progress(line)
             self._done.wait(self.poll_s)

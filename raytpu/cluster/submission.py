@@ -219,7 +219,8 @@ def submit(run: StackRun, manifest: dict[str, Any], *, wait: bool, timeout_s: fl
             return 0
         from raytpu.cluster.kube_timeline import KubePhases
 
-        watcher = KubePhases(client, name, manifest, multi_host=not run.work.plan.single_host).start()
+        watcher = KubePhases(client, name, manifest, multi_host=not run.work.plan.single_host,
+                             progress=streams.err).start()
         lines: list[str] = []  # the driver's log, as followed
         try:
             if kind == "RayService":
