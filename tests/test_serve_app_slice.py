@@ -47,6 +47,11 @@ class Huge:
 
 def build_huge(args: dict) -> object:
     return Huge.bind()
+
+
+def build_broken(args: dict) -> object:
+    import scorer.missing_helper  # noqa: F401  (not in the code folder: the deploy fails on it)
+    return Huge.bind()
 '''
 
 WORDY = '''\
@@ -84,6 +89,7 @@ slices:
 workloads:
   - {name: echo, kind: serve, slice: train, code: ./src, serve_app: scorer.app:app}
   - {name: huge, kind: serve, slice: train, code: ./src, serve_app: scorer.app:build_huge}
+  - {name: broken, kind: serve, slice: train, code: ./src, serve_app: scorer.app:build_broken}
   - {name: wordy, kind: serve, slice: train, code: ./src, serve_app: scorer.wordy:app, requirements: requirements.txt,
      env: {TEAM_MODE: held-out}, secrets: {TEAM_TOKEN: team-token}}
 """
@@ -134,6 +140,17 @@ def test_a_deployment_larger_than_a_host_is_refused_by_name(project: Path, two_s
     ran = serve(project, two_slices, "huge")
     assert ran.returncode == 1, ran.stderr[-3000:]
     assert "deployment Huge asks for 8 TPU per replica, more than a host of the slice has (4)" in ran.stderr
+
+
+def test_an_app_that_fails_to_deploy_says_what_failed_in_one_line(project: Path,
+                                                                   two_slices: local.LocalCluster) -> None:
+    """Issue 71 item 4: the exception's type and message, not "exited 1 without an endpoint: {}"."""
+    ran = serve(project, two_slices, "broken")
+    assert ran.returncode == 1, ran.stderr[-3000:]
+    last = ran.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: local.serve: broken did not deploy: serve: app ") and "DEPLOY_FAILED" in last, last
+    assert "ModuleNotFoundError: No module named 'scorer.missing_helper'" in last and len(last) < 1200, last
+    assert "{}" not in last
 
 
 def test_a_held_out_app_serves_with_its_own_library_env_and_secret(project: Path,

@@ -1412,3 +1412,62 @@ def test_a_train_loop_runs_report_carries_its_last_metrics_and_checkpoint(
     assert written["run"] == "pretrain-r9"
     assert written["train"] == {key: summary[key] for key in ("ok", "train_loop", "metrics", "reports", "checkpoint",
                                                               "attempts")}
+
+
+def test_a_serve_application_that_failed_to_deploy_is_named_at_once(
+        fake: Cluster, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 71 item 4: KubeRay v1.7.0 carries Serve's DEPLOY_FAILED and its message per application
+    (``status.pendingServiceStatus.applicationStatuses``, ray.io_rayservices.yaml; Ray 2.60
+    ``ray.serve.schema.ApplicationStatus``): ``--wait`` fails on it, quoting the message, instead of waiting out its
+    timeout and advising a larger one."""
+    monkeypatch.setattr(gke, "CHECK_EVERY_S", 0.2)
+    message = ("Traceback (most recent call last):\n  File \"lm/serve.py\", line 3\nModuleNotFoundError: No module "
+               "named 'optax'")
+
+    def drive() -> None:
+        deadline = time.monotonic() + 20
+        while fake.server.get_object("rayservices", "serve") is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        fake.server.set_status("rayservices", "serve", {
+            "serviceStatus": "", "numServeEndpoints": 0, "pendingServiceStatus": {
+                "rayClusterName": "serve-x7k2p",
+                "applicationStatuses": {"llm": {"status": "DEPLOY_FAILED", "message": message}}},
+            "conditions": [{"type": "Ready", "status": "False", "reason": "Initializing"}]})
+
+    thread = threading.Thread(target=drive, daemon=True)
+    thread.start()
+    fake.threads.append(thread)
+    started = time.monotonic()
+    assert main("submit", "serve", "--stack", STACK, "--wait", "--timeout-s", "60") == 1
+    assert time.monotonic() - started < 30  # not its 60 s timeout
+    err = capsys.readouterr().err
+    last = err.splitlines()[-1]
+    assert last.startswith("error: serve: Serve application llm DEPLOY_FAILED: ModuleNotFoundError: No module named "
+                           "'optax'; valid: fix what the message names")
+    assert "a larger --timeout-s" not in last and "Traceback" not in err.replace("Traceback (most recent call", "")
+
+
+def test_failed_applications_reads_both_clusters_statuses() -> None:
+    service = {"status": {"activeServiceStatus": {"applicationStatuses": {"a": {"status": "RUNNING"}}},
+                          "pendingServiceStatus": {"applicationStatuses": {
+                              "b": {"status": "DEPLOY_FAILED", "message": "x\n  y"}, "c": {"status": "UNHEALTHY"}}}}}
+    assert gke.failed_applications(service) == [("b", "x\n  y")]
+    assert gke.failed_applications({}) == []
+
+
+@pytest.mark.parametrize(("message", "said"), [
+    ("Traceback (most recent call last):\n  File \"x.py\", line 1\nImportError: cannot import name 'app'",
+     "ImportError: cannot import name 'app'"),
+    ("ray.exceptions.RayActorError: The actor died\n", "ray.exceptions.RayActorError: The actor died"),
+    ("Deploying app failed: a deployment asks {'TPU': 16}, more than any node has", "Deploying app failed: a "
+     "deployment asks {'TPU': 16}, more than any node has"),
+    ("Traceback (most recent call last):\nray.exceptions.RayTaskError(RuntimeFailure): build failed\n  File \"b.py\"\n"
+     "raytpu.core.common.errors.RuntimeFailure: deployment Huge asks for 8 TPU",
+     "raytpu.core.common.errors.RuntimeFailure: deployment Huge asks for 8 TPU"),
+    ("", ""), ("ValueError: " + "x" * 1000, "ValueError: " + "x" * 288 + "..."),
+])
+def test_a_failed_apps_message_comes_down_to_its_exception(message: str, said: str) -> None:
+    """What ``submit --wait`` and ``local serve`` quote of Serve's message (a traceback): one bounded line."""
+    from raytpu.core.common.errors import exception_line
+
+    assert exception_line(message) == said

@@ -20,6 +20,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from raytpu.core.common import errors
 from raytpu.core.common.errors import RuntimeFailure, missing
 from raytpu.core.common.timeline import EMULATED, Stamp, stamp, stamp_line
 from raytpu.core.manifests import serving
@@ -100,8 +101,12 @@ def _wait_running(app_name: str, deadline: float, progress: Callable[[str], None
         if state == "RUNNING":
             return
         if state in ("DEPLOY_FAILED", "UNHEALTHY"):
-            details = {name: d.message for name, d in (app.deployments.items() if app else []) if d.message}
-            raise RuntimeFailure(f"serve: app {app_name!r} is {state}: {app.message if app else ''} {details}")
+            said = [errors.exception_line(app.message if app else "")] + [
+                f"deployment {name}: {errors.exception_line(d.message)}"
+                for name, d in (app.deployments.items() if app else []) if d.message]
+            raise RuntimeFailure(f"serve: app {app_name!r} is {state}: " + "; ".join(s for s in said if s)[:600],
+                                 "fix what it names (the app's import, its requirements, what a deployment asks of "
+                                 "a host), then deploy again")
         if time.monotonic() > deadline:
             raise RuntimeFailure(f"serve: app {app_name!r} still {state} at the deploy timeout",
                                  "a larger --deploy-timeout-s")

@@ -14,6 +14,7 @@ from typing import Any
 
 from raytpu.cluster.kube_client import KubeClient
 from raytpu.cluster.outputs import StackOutputs
+from raytpu.core.common import errors
 from raytpu.core.common.errors import RaytpuError, RuntimeFailure
 from raytpu.core.specs.spec import ClusterSpec
 
@@ -271,10 +272,30 @@ def operator_unreached(client: KubeClient, obj: Mapping[str, Any]) -> bool:
     return False
 
 
+DEPLOY_FAILED = "DEPLOY_FAILED"
+"""A Serve application that failed to deploy (its import, a missing requirement, a deployment asking more than a host
+has): terminal for that config, so waiting on is pointless. Source: Ray 2.60 ``ray.serve.schema.ApplicationStatus``;
+KubeRay v1.7.0 copies each application's status and message into the RayService's ``status.activeServiceStatus`` /
+``pendingServiceStatus.applicationStatuses`` (``ray.io_rayservices.yaml``)."""
+
+
+def failed_applications(service: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(application, Serve's message) of every application of the RayService that failed to deploy, on its active or
+    its pending cluster."""
+    status = service.get("status") or {}
+    found = []
+    for side in ("pendingServiceStatus", "activeServiceStatus"):
+        for app, state in sorted(((status.get(side) or {}).get("applicationStatuses") or {}).items()):
+            if isinstance(state, Mapping) and state.get("status") == DEPLOY_FAILED:
+                found.append((str(app), str(state.get("message") or "")))
+    return found
+
+
 def wait_for_service(client: KubeClient, name: str, *, timeout_s: float, progress: Progress | None = None,
                      clock: Callable[[], float] = time.monotonic, unreached: str | None = None) -> bool:
     """Watches RayService ``name`` until ready (True) or ``timeout_s`` passes (False); prints ``unreached`` (the fix)
-    once when :func:`operator_unreached` holds for :data:`OPERATOR_GRACE_S`, and waits on."""
+    once when :func:`operator_unreached` holds for :data:`OPERATOR_GRACE_S`, and waits on. RuntimeFailure quoting
+    Serve's message as soon as an application failed to deploy (:func:`failed_applications`)."""
     say = progress or _stderr
     start = clock()
     last = ""
@@ -283,6 +304,12 @@ def wait_for_service(client: KubeClient, name: str, *, timeout_s: float, progres
         seen: Mapping[str, Any] | None = None
         for seen in client.watch("RayService", name, timeout_s=min(left, CHECK_EVERY_S)):
             ready = service_ready(seen)
+            if (failed := failed_applications(seen)) and not ready:
+                app, message = failed[0]
+                raise errors.RuntimeFailure(
+                    f"{name}: Serve application {app} {DEPLOY_FAILED}: {errors.exception_line(message)}",
+                    f"fix what the message names (the app's import, its requirements, what a deployment asks of a "
+                    f"host), then submit again; `raytpu runs logs {name}` has the head's log")
             status = seen.get("status") or {}
             now = "ready" if ready else str(status.get("serviceStatus") or "not ready")
             if now != last:

@@ -340,11 +340,16 @@ def wait_service(client: KubeClient, name: str, work: WorkloadSpec, namespace: s
     if not gke.wait_for_service(client, name, timeout_s=timeout_s, progress=streams.err, unreached=unreached):
         raise errors.RuntimeFailure(f"{name}: RayService not ready after {timeout_s:g}s",
                                     "a larger --timeout-s, or the RayService's status conditions")
-    streams.out(f"endpoint: http://{names.serve_service(name)}.{namespace}.svc.cluster.local:{serving.SERVE_PORT}/v1")
-    streams.out(f"model: {work.model or vllm_rules.DEFAULT_MODEL}")
+    root = f"http://{names.serve_service(name)}.{namespace}.svc.cluster.local:{serving.SERVE_PORT}"
+    if work.runs_vllm:  # the kit's OpenAI app and its model; a team's own app answers at its root
+        streams.out(f"endpoint: {root}/v1")
+        streams.out(f"model: {work.model or vllm_rules.DEFAULT_MODEL}")
+    else:
+        streams.out(f"endpoint: {root}/")
     service = client.get("Service", names.serve_service(name))  # a load balancer's address, once GKE has given one
     for ingress in ((service or {}).get("status", {}).get("loadBalancer", {}).get("ingress") or [])[:1]:
-        streams.out(f"load balancer: http://{ingress.get('ip') or ingress.get('hostname')}:{serving.SERVE_PORT}/v1")
+        streams.out(f"load balancer: http://{ingress.get('ip') or ingress.get('hostname')}:{serving.SERVE_PORT}"
+                    + ("/v1" if work.runs_vllm else "/"))
     return 0
 
 

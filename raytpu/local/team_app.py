@@ -64,7 +64,9 @@ def deploy_team_app(cluster: LocalCluster, work: WorkloadSpec, timeout_s: float,
         progress(line)
     found = dict(line.split(": ", 1) for line in done.stdout.splitlines() if ": " in line)
     if done.returncode != 0 or "endpoint" not in found:
-        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise RuntimeFailure(f"local.serve: {work.name} exited {done.returncode} without an endpoint: {last}",
-                             "its log above")
+        lines = done.stderr.strip().splitlines() or ["(no output)"]
+        said = next((line.removeprefix("error: ") for line in reversed(lines) if line.startswith("error: ")),
+                    lines[-1])  # the deploy's own error line (workloads/_entry.py), else its last word
+        problem, _, valid = said.partition("; valid: ")
+        raise RuntimeFailure(f"local.serve: {work.name} did not deploy: {problem}", valid or "its log above")
     return found["endpoint"].strip()

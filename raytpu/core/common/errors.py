@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import os
 import re
 import reprlib
@@ -79,6 +80,8 @@ def yaml_flow(value: object, limit: int = MAX_EXCERPT, depth: int = 0) -> str:
         return "true" if value else "false"
     if isinstance(value, int | float):
         return repr(value)[: limit * 4]
+    if isinstance(value, datetime.date):  # YAML 1.1's timestamp (2024-01-01): as the user wrote it, not a repr
+        return value.isoformat()
     if isinstance(value, str):
         if _PLAIN.match(value) and value.lower() not in _YAML_WORDS and len(value) <= limit:
             return value
@@ -130,6 +133,14 @@ def join_path(prefix: str, field: str) -> str:
     if not prefix:
         return field
     return f"{prefix}{field}" if field.startswith("[") else f"{prefix}.{field}"
+
+
+def join_key(path: str, key: object) -> str:
+    """``path`` and a mapping's ``key`` as a field path shows it: ``train_config.lr``, ``train_config['a b']``, and a
+    key YAML typed as it wrote it (``train_config[2024-01-01]``, ``train_config[3]``), never a Python repr."""
+    if isinstance(key, str):
+        return join_path(path, key if key.isidentifier() else f"[{key!r}]")
+    return f"{path}[{yaml_flow(key)}]"
 
 
 def problems_of(error: InvalidInput | InvalidInputs) -> list[InvalidInput]:
@@ -298,3 +309,15 @@ def read_json_file(path: str, field: str, what: str) -> object:
         raise invalid_value(field, path, f"nests deeper than {MAX_JSON_DEPTH} levels", what) from exc
     _walk_json(value, field)
     return value
+
+
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(\([\w.]+\))?: \S")
+"""How Python prints an exception under its traceback: ``module.Name: message`` (Ray: ``RayTaskError(Name): ...``)."""
+
+
+def exception_line(message: str, limit: int = 300) -> str:
+    """A failure's message (often a whole Python traceback, as Serve reports a failed app) as one line: the
+    exception's type and message, else its last line, at most ``limit`` characters."""
+    lines = [line.strip() for line in str(message or "").splitlines() if line.strip()]
+    found = next((line for line in reversed(lines) if _EXCEPTION_LINE.match(line)), lines[-1] if lines else "")
+    return found if len(found) <= limit else found[:limit] + "..."
