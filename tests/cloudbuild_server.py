@@ -109,6 +109,8 @@ class CloudBuildServer:
     """Base tag -> the digest the registry serves for it (what ``docker pull`` of the tag gets)."""
     built_from: dict[str, str] = field(default_factory=dict)
     """Build id -> the ``FROM`` its ``docker build`` resolved (the Dockerfile's, through its build args)."""
+    serve_pushed: bool = False
+    """The registry serves what a build pushed (Artifact Registry does; off by default, tests add it by hand)."""
 
     def __post_init__(self) -> None:
         self._tokens: set[str] = set()
@@ -235,6 +237,8 @@ class CloudBuildServer:
             if fake.failed is None:
                 build["status"] = "SUCCESS"
                 digest = "sha256:" + hashlib.sha256(build["id"].encode()).hexdigest()
+                if self.serve_pushed:
+                    self.registry[build["images"][0].rsplit(":", 1)[0]] = digest
                 build["results"] = {"images": [{"name": build["images"][0], "digest": digest}],
                                     "buildStepOutputs": [base64.b64encode(o).decode() for o in fake.outputs]}
                 log += b"PUSH\nDONE"  # the last line has no newline

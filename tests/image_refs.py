@@ -19,11 +19,18 @@ FIXTURE_IMAGES = resolver(FIXTURE_REFS, stack="fixture-cluster")
 """What the manifest builders take as ``images``: the fixture record, resolved per workload."""
 
 
-def write_record(directory: Path) -> Path:
+def refs_in(registry: str | None) -> dict[str, str]:
+    """The fixture refs, moved into ``registry`` (a stack's ``registry`` output: ``images build`` pushes there)."""
+    if registry is None:
+        return dict(FIXTURE_REFS)
+    return {name: f"{registry}/{ref.rsplit('/', 1)[1]}" for name, ref in FIXTURE_REFS.items()}
+
+
+def write_record(directory: Path, registry: str | None = None) -> Path:
     """Writes the fixture record into ``directory`` (beside a config there) in the format ``raytpu images build``
-    writes (:mod:`raytpu.images.record`); returns its path."""
+    writes (:mod:`raytpu.images.record`), its images in ``registry`` (default the fixture's); returns its path."""
     path = directory / RECORD_NAME
     images = {name: {"ref": ref, "build": f"projects/fixture-project/locations/us/builds/fixture-{name}",
-                     "versions": dict(IMAGES[name].versions)} for name, ref in FIXTURE_REFS.items()}
+                     "versions": dict(IMAGES[name].versions)} for name, ref in refs_in(registry).items()}
     path.write_text(json.dumps({"images": images}, indent=2) + "\n")
     return path

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 from emitted import every_object
-from image_refs import FIXTURE_IMAGES, FIXTURE_REFS
+from image_refs import FIXTURE_IMAGES, FIXTURE_REFS, refs_in
 from import_check import run_with_core_zip
 
 from raytpu import images
@@ -438,8 +438,8 @@ def _fresh_clone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record: bool) 
     monkeypatch.delenv("RAYTPU_CONFIG", raising=False)
     shutil.copy(ROOT / "raytpu.example.yaml", tmp_path / "raytpu.yaml")
     shutil.copy(ROOT / "examples" / "outputs.example.json", tmp_path / "outputs.json")
-    if record:
-        write_record(tmp_path)
+    if record:  # in the stack's registry, where `raytpu images build` pushes
+        write_record(tmp_path, json.loads((tmp_path / "outputs.json").read_text())["ray-tpu-cluster"]["registry"])
 
 
 @pytest.mark.unit
@@ -494,7 +494,8 @@ def test_a_preview_after_a_build_is_what_would_be_applied(tmp_path: Path, monkey
     out = capsys.readouterr().out
     assert "PREVIEW" not in out and images.NOT_BUILT not in out
     docs = list(yaml.safe_load_all(out))
-    assert {c["image"] for d in docs for c in _containers(d)} == {FIXTURE_REFS["job"]}
+    registry = json.loads(Path("outputs.json").read_text())["ray-tpu-cluster"]["registry"]
+    assert {c["image"] for d in docs for c in _containers(d)} == {refs_in(registry)["job"]}
 
 
 def _containers(manifest: dict[str, Any]) -> list[dict[str, Any]]:
@@ -541,10 +542,11 @@ def test_images_list_shows_the_record_and_what_each_workload_runs(
     assert cli.main(["images", "list", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert listed["config"] == "raytpu.yaml" and listed["record"] == str(tmp_path.resolve() / "raytpu.images.json")
+    refs = refs_in(json.loads(Path("outputs.json").read_text())["ray-tpu-cluster"]["registry"])
     assert {n: (i["built"], i["ref"]) for n, i in listed["images"].items()} == {
-        n: (record, FIXTURE_REFS[n] if record else None) for n in IMAGES}
+        n: (record, refs[n] if record else None) for n in IMAGES}
     assert [(w["workload"], w["image"], w["reference"], w["built"]) for w in listed["workloads"]] == [
-        (w, i, FIXTURE_REFS[i] if record else None, record) for w, i in
+        (w, i, refs[i] if record else None, record) for w, i in
         (("smoke", "job"), ("train", "job"), ("serve", "serve"))]
     assert cli.main(["images", "list"]) == 0
     table = capsys.readouterr().out.splitlines()

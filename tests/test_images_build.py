@@ -434,3 +434,34 @@ def test_an_image_name_no_lock_of_the_config_has_lists_the_team_images(
     assert (f"error: IMAGE: 'team-0123456789abcdef' is not allowed (the kit's images, then the config's team "
             f"images); valid: job, serve, {team_site}") in err
     assert site.requests == []
+
+
+def test_a_team_image_follows_the_job_image_it_was_built_on(
+        site: CloudBuildServer, team_site: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 71 item 1: after the kit's job image is rebuilt (a kit upgrade, a security rebuild), the lock's image
+    built on the old one is not run (no pod would get the new Ray, JAX and libtpu under the new ``rayVersion``):
+    ``load_refs`` leaves it out, ``images list`` says so, and ``raytpu images build`` builds it again on the new
+    job image instead of saying "built already"."""
+    site.serve_pushed = True
+    assert build("job") == 0
+    first = record.load_refs(tmp_path / "raytpu.yaml")["job"]
+    site.registry[first.split("@")[0]] = first.split("@")[1]
+    assert build(team_site) == 0
+    kept = json.loads((tmp_path / record.RECORD_NAME).read_text())
+    newer = first.split("@")[0] + "@sha256:" + "e" * 64  # the job image as a later build recorded it
+    kept["images"]["job"]["ref"] = newer
+    (tmp_path / record.RECORD_NAME).write_text(json.dumps(kept))
+    assert team_site not in record.load_refs(tmp_path / "raytpu.yaml")
+    capsys.readouterr()
+    assert cli.main(["images", "list", "--json"]) == 0
+    rows = {r["workload"]: r for r in json.loads(capsys.readouterr().out)["workloads"]}
+    assert rows["pretrain"]["built"] is False and "earlier job image" in rows["pretrain"]["stale"]
+    site.registry[newer.split("@")[0]] = newer.split("@")[1]
+    builds = len(site.of("POST", r"/builds$"))
+    assert build() == 0
+    err = capsys.readouterr().err
+    assert f"image {team_site}: built already" not in err
+    built = record.load(tmp_path / "raytpu.yaml")
+    base = built[team_site].base
+    assert base is not None and base.endswith(built["job"].ref.split("@")[1])
+    assert len(site.of("POST", r"/builds$")) > builds

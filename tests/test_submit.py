@@ -1471,3 +1471,19 @@ def test_a_failed_apps_message_comes_down_to_its_exception(message: str, said: s
     from raytpu.core.common.errors import exception_line
 
     assert exception_line(message) == said
+
+
+@pytest.mark.parametrize("command", [("submit", "train"), ("smoke",)])
+def test_an_image_of_another_registry_is_not_run_on_this_stack(
+        fake: Cluster, capsys: pytest.CaptureFixture[str], command: tuple[str, ...]) -> None:
+    """Issue 71 item 10: the record beside the config is per folder; a second config's (another project's) images
+    there are refused on this stack (its ``registry`` output), exit 2 naming the command that builds them, before any
+    request: its pods would sit in ImagePullBackOff until their deadline."""
+    outputs = json.loads(Path("outputs.json").read_text())
+    outputs[STACK]["registry"] = "us-east5-docker.pkg.dev/my-ml-project/raytpu"  # the record's are fixture-project's
+    Path("outputs.json").write_text(json.dumps(outputs))
+    assert main(*command, "--stack", STACK, "--run-id", "x1") == 2
+    err = capsys.readouterr().err
+    assert "has no built digest for this stack" in err and f"raytpu images build --stack {STACK}" in err, err
+    assert "Traceback" not in err
+    assert [r for r in fake.server.requests if r.method != "GET"] == []  # nothing applied

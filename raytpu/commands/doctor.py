@@ -87,7 +87,7 @@ def _stack(args: argparse.Namespace) -> tuple[list[Check], dict[str, str]]:
     args.config = config_mod.choose(args.config)
     spec = config_mod.load(args.config)
     outputs = StackOutputs.read(args.outputs or DEFAULT_OUTPUTS, args.stack, spec, args.config)
-    refs = load_refs(args.config)
+    refs = load_refs(args.config, outputs.registry or None)
     with gke.connect(outputs) as client:
         return doctor.diagnose(client, spec, outputs, refs), {"stack": args.stack}
 

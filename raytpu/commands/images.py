@@ -90,9 +90,12 @@ def list_images(args: argparse.Namespace) -> int:
         own = work.image is not None
         name = None if own else (images.team_image_name(work) if work.requirements is not None
                                  else images.image_of(work).name)
-        reference = work.image if own else (built[name].ref if name in built else None)
+        old = not own and name in built and record.stale(str(name), built[str(name)], built)
+        reference = work.image if own else (built[name].ref if name in built and not old else None)
         runs.append({"workload": work.name, "kind": work.kind.name, "image": name or "(its own)",
-                     "reference": reference, "built": own or name in built})
+                     "reference": reference, "built": own or (name in built and not old),
+                     **({"stale": "built on an earlier job image: raytpu images build builds it again"}
+                        if old else {})})
     if args.json:
         print(json.dumps({"config": args.config, "record": str(record.record_path(args.config)), "images": kit,
                           "workloads": runs}, indent=2))
@@ -157,8 +160,9 @@ def build(args: argparse.Namespace) -> int:
         for name, definition in team_definitions(spec, args.config, args.stack).items():
             if asked_team and name not in asked_team:
                 continue
-            if not asked_team and (name in built or name in record.load_refs(args.config)):
-                print(f"image {name}: built already (its lock's hash names it)", file=sys.stderr)
+            if not asked_team and (name in built or name in record.load_refs(args.config, outputs.registry)):
+                print(f"image {name}: built already on the current job image (its lock's hash names it)",
+                      file=sys.stderr)
                 continue
             built[name] = ImageBuild(api, definition, target, timeout_s=args.timeout_s, poll_s=args.poll_s).run()
             path = record.save(args.config, name, built[name])

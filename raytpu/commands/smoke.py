@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     spec = config_mod.load(args.config)
     outputs = StackOutputs.read(args.outputs, args.stack, spec, args.config)
     suffix = args.run_id or names.run_id()
-    refs = load_refs(args.config)  # a preview (--dry-run) shows an unbuilt image as a placeholder, marked
+    refs = load_refs(args.config, outputs.registry or None)  # a preview shows an unbuilt image as a placeholder
     resolver = images.preview_resolver if args.dry_run else images.resolver
     jobs = kuberay.smoke_jobs(spec, images=resolver(refs, stack=args.stack),
                               service_account=outputs.service_account, bucket=outputs.bucket,

@@ -110,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
     outputs = StackOutputs.read(args.outputs, args.stack, spec, args.config)
     stack_run = dataclasses.replace(submission.StackRun.of(spec, work, outputs, args.stack, args.run_id),
                                     replace=args.replace)
-    refs = load_refs(args.config)  # a preview (--dry-run) shows an unbuilt image as a placeholder, marked
+    # the stack's own registry only; a preview (--dry-run) shows an unbuilt image as a placeholder, marked
+    refs = load_refs(args.config, outputs.registry or None)
     manifest = stack_run.manifest(refs, args.py_modules, preview=args.dry_run)
     if overridden:  # what `raytpu runs` shows of this run (an annotation: labels hold no JSON, 63 characters)
         overrides.annotate(manifest, overridden)

@@ -52,7 +52,8 @@ def pod_image(work: WorkloadSpec, refs: Mapping[str, str], *, stack: str) -> Pod
     if reference is None:
         raise errors.missing(
             f"image {image.name}", f"by workload {work.name!r} (kind {work.kind.name}), but the kit's image "
-            f"{image.name!r} has no built digest (none in raytpu.images.json beside the config)",
+            f"{image.name!r} has no built digest for this stack (none in raytpu.images.json beside the config, or "
+            "one in another project's registry)",
             f"`raytpu images build --stack {stack}` first, or the workload's own image (workloads[].image, with a "
             "tag or digest)")
     if not DIGEST_REF.match(reference):
@@ -80,7 +81,8 @@ def _team_image(work: WorkloadSpec, refs: Mapping[str, str], *, stack: str) -> P
     if reference is None:
         raise errors.missing(
             f"image {name}", f"by workload {work.name!r} (its requirements' lock {name.removeprefix('team-')}), but "
-            "no image of that lock is built (none in raytpu.images.json beside the config)",
+            "no image of that lock is built on the kit's current job image for this stack (raytpu.images.json beside "
+            "the config records none, one built on an earlier job image, or one in another registry)",
             f"`raytpu images build --stack {stack}` first (it builds the kit's job image, then one image per lock "
             "on it)")
     if not DIGEST_REF.match(reference):

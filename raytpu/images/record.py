@@ -109,10 +109,32 @@ def load(config_path: str | Path) -> dict[str, BuiltImage]:
     return built
 
 
-def load_refs(config_path: str | Path) -> dict[str, str]:
-    """Image name -> reference by digest from the record beside ``config_path`` (``{}`` without one); InvalidInput(s),
-    exit 2, naming the field of a malformed record."""
-    return {name: image.ref for name, image in load(config_path).items()}
+TEAM_BASE = "job"
+"""The kit's image every team image is layered on (:data:`raytpu.images.team.BASE_IMAGE`)."""
+
+
+def stale(name: str, image: BuiltImage, built: Mapping[str, BuiltImage]) -> bool:
+    """A team image built on a job image other than the one recorded now (the kit upgraded, or the job image was
+    rebuilt): its pods would run the old Ray, JAX and libtpu under the new ``rayVersion`` and core zip."""
+    job = built.get(TEAM_BASE)
+    if not TEAM_NAME.match(name) or job is None or image.base is None:
+        return False
+    return image.base.partition("@")[2] != job.ref.partition("@")[2]
+
+
+def load_refs(config_path: str | Path, registry: str | None = None) -> dict[str, str]:
+    """Image name -> reference by digest from the record beside ``config_path`` (``{}`` without one), less what no pod
+    may run: a team image built on an earlier job image (:func:`stale`: ``raytpu images build`` builds it again), and,
+    given the stack's ``registry``, an image outside it (another project's or region's record in the same folder).
+    InvalidInput(s), exit 2, naming the field of a malformed record."""
+    built = load(config_path)
+    return {name: image.ref for name, image in built.items()
+            if not stale(name, image, built) and (not registry or in_registry(image.ref, registry))}
+
+
+def in_registry(ref: str, registry: str) -> bool:
+    """``ref`` (``REGISTRY/NAME@sha256:...``) is an image of the repository ``registry`` itself."""
+    return ref.partition("@")[0].rsplit("/", 1)[0] == registry.rstrip("/")
 
 
 def save(config_path: str | Path, name: str, image: BuiltImage) -> Path:
