@@ -21,12 +21,20 @@ LOOP = '''\
 import hashlib
 import os
 
+import ray
 import ray.train
+
+
+@ray.remote(num_cpus=0)
+def token_in_a_task():
+    return os.environ.get("TEAM_TOKEN", "")
 
 
 def train_loop(config):
     token = os.environ.get("TEAM_TOKEN", "")
+    in_task = ray.get(token_in_a_task.remote())  # a task the team's code starts sees it too (issue 71 item 6)
     ray.train.report({"token_ok": int(hashlib.sha256(token.encode()).hexdigest() == config["token_sha"]),
+                      "task_token_ok": int(in_task == token),
                       "project_ok": int(os.environ.get("TEAM_PROJECT") == "lm"), "steps": config["steps"]})
 '''
 
@@ -73,7 +81,8 @@ def test_secret_reaches_the_function_and_is_written_nowhere(cluster: Any, tmp_pa
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
     document = json.loads(report.read_text())
     assert document["overrides"] == {"train_config.steps": 3}
-    assert document["train"]["metrics"] == {"token_ok": 1, "project_ok": 1, "steps": 3}, document["train"]
+    assert document["train"]["metrics"] == {"token_ok": 1, "task_token_ok": 1, "project_ok": 1, "steps": 3}, \
+        document["train"]
     assert SENTINEL not in done.stdout and SENTINEL not in done.stderr
     roots = [Path(cluster.run_dir), Path(cluster.temp_dir), tmp_path / "out"]
     leaks = [found for root in roots for found in files_holding(root, SENTINEL.encode())]

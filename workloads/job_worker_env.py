@@ -24,10 +24,15 @@ HOOK = "raytpu.workloads.job_worker_env.drop_serving_env"
 
 
 def drop_serving_env() -> None:
-    """Removes the node's serving-only variables from this worker's environment (a no-op off the emulated slice)."""
+    """Removes the node's serving-only variables from this worker's environment and loads the run's secrets file, as
+    :func:`raytpu.workloads.local_secrets.load` (a no-op off the emulated slice): this hook replaces that one in the
+    workers of a driver that names it."""
     for name in os.environ.get(SERVING_ONLY_ENV, "").split(","):
         if name:
             os.environ.pop(name, None)
+    from raytpu.workloads import local_secrets
+
+    local_secrets.load()
 
 
 def job_runtime_env(runtime_env: dict[str, Any] | None = None) -> dict[str, Any]:

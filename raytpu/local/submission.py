@@ -118,8 +118,14 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
     returns the exit code. Names such as ``local.submit_job`` are read at call time, so what the package exports is
     what runs."""
     if not work.kind.is_job:
-        raise errors.invalid_value("WORKLOAD", work.name, f"is a {work.kind.object_kind}; --local runs RayJobs",
-                                   "a job workload (smoke, train, batch)")
+        from raytpu.core.specs.kinds import KINDS
+
+        jobs = ", ".join(k.name for k in KINDS.values() if k.is_job)
+        raise errors.invalid_value("WORKLOAD", work.name, f"is a {work.kind.object_kind} (kind {work.kind.name}); "
+                                   f"--local runs RayJobs, and `raytpu local serve --workload {work.name}` (with the "
+                                   "same --config) deploys this one on the emulated slice",
+                                   f"a workload of a job kind ({jobs}), or `raytpu local serve --workload "
+                                   f"{work.name}`")
     program_args = batch_args(work, cpu_model=cpu_model, overwrite=overwrite, prefix=prefix)
     from raytpu.core.specs import run_env
 
@@ -134,12 +140,13 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
     # the run dir stands in for the pods' GCS FUSE mount: <run dir>/checkpoints/<run name>, as on GKE
     extra = [*work.kind.run_args(run_name, mount_path=cluster.run_dir), *program_args]
     local_work = job_workload(cluster, work)
-    from raytpu.workloads import local_secrets
+    from raytpu.workloads import job_worker_env, local_secrets
 
     handed = local_secrets.write(secrets) if secrets else None  # a private file: Ray logs a runtime env's env_vars
     try:
         runtime = team_runtime(cluster, local_work, run_name, errors.join_path(prefix, "code"),
-                               {local_secrets.ENV: handed} if handed else None)
+                               {local_secrets.ENV: handed, local_secrets.SETUP_HOOK_ENV: job_worker_env.HOOK}
+                               if handed else None)  # every Ray worker of the run loads them, as pods have them
     except BaseException:
         if handed:
             local_secrets.remove(handed)
