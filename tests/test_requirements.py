@@ -170,6 +170,62 @@ def test_a_venv_per_lock_sees_the_kit_and_is_built_once(tmp_path: Path) -> None:
     assert ran.stdout.strip() == "2.60.0"
 
 
+BUILD_AT_ONCE = """
+import json, sys
+from pathlib import Path
+from raytpu.teamcode import envs, requirements
+python, built = envs.ensure(Path(sys.argv[1]), requirements.Lock("", {}))
+print(json.dumps({"python": str(python), "built": built}))
+"""
+
+
+def test_two_first_submits_of_one_lock_at_once_build_it_once_and_both_run(tmp_path: Path) -> None:
+    """Issue 71 item 3: one builder per lock (a file lock), the venv built under its own name and renamed into place:
+    the second waits and takes the first's, never deleting a half-built venv."""
+    import json
+    import subprocess
+    import sys
+
+    procs = [subprocess.Popen([sys.executable, "-c", BUILD_AT_ONCE, str(tmp_path)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    results = [json.loads(p.communicate(timeout=300)[0]) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert sorted(r["built"] for r in results) == [False, False, True]
+    assert len({r["python"] for r in results}) == 1
+    assert [p.name for p in (tmp_path / "envs").iterdir() if not p.name.endswith(".lock")] == [
+        requirements.Lock("", {}).digest]  # no partial venv left beside it
+    ran = subprocess.run([results[0]["python"], "-c", "import raytpu"], capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+
+
+@pytest.mark.parametrize(("stderr", "says"), [
+    ("error: Failed to install: No space left on device (os error 28)", "free space"),
+    ("error: failed to create directory: Read-only file system (os error 30)", "a writable run folder"),
+    ("error: Failed to fetch: `https://pypi.org/simple/inflection/` Caused by: dns error", "a reachable package index"),
+    ("error: Because nothing satisfies x==9 ...", "what uv's message above names"),
+])
+def test_a_failed_uv_run_names_its_real_cause(stderr: str, says: str) -> None:
+    assert envs.uv_valid(stderr).startswith(says)
+
+
+@pytest.mark.parametrize(("code", "says"), [(28, "free space"), (30, "a writable run folder"),
+                                            (13, "a writable run folder")])
+def test_a_run_folder_that_cannot_take_the_venv_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int,
+                                                         says: str) -> None:
+    """A full or read-only run folder is one error line naming the folder, not a traceback nor the package index
+    (issue 68 item 1); the failure is made where the venv is written (root writes anywhere, so it is injected)."""
+    import errno
+
+    def full(env: Path, lock: requirements.Lock) -> None:
+        raise OSError(code, errno.errorcode[code] if code in errno.errorcode else "x", str(env))
+
+    monkeypatch.setattr(envs, "_build", full)
+    with pytest.raises(errors.RuntimeFailure) as raised:
+        envs.ensure(tmp_path, requirements.Lock("", {}))
+    assert str(tmp_path / "envs") in raised.value.problem and raised.value.valid is not None
+    assert raised.value.valid.startswith(says)
+
+
 # ---------------------------------------------------------------------- GKE: an image per lock
 
 

@@ -8,6 +8,8 @@ Source: Ray 2.60 ray/_private/runtime_env/py_executable.py PyExecutablePlugin.mo
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import shutil
 import subprocess
@@ -34,15 +36,49 @@ def python_of(env: Path) -> Path:
 
 def ensure(run_dir: Path, lock: Lock) -> tuple[Path, bool]:
     """The venv of ``lock`` (its python), and whether it was built now (False: from the run folder, nothing
-    installed). RuntimeFailure (exit 1) when uv cannot install the extras."""
+    installed). One builder per lock at a time (a file lock beside the venvs); the venv is built under a name of its
+    own and renamed into place once complete, so a second submit of the same lock waits and never sees, nor deletes,
+    a half-built one. RuntimeFailure (exit 1) naming the real cause: the folder full or read-only, the index
+    unreachable, or uv's own reason."""
     env = env_dir(run_dir, lock)
     if (env / DONE).is_file():
         return python_of(env), False
-    if env.exists():
-        shutil.rmtree(env)
-    env.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        env.parent.mkdir(parents=True, exist_ok=True)
+        with open(env.parent / f".{lock.digest}.lock", "a+") as held:
+            fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # released when the file closes, or the process dies
+            if (env / DONE).is_file():  # another submit built it while this one waited
+                return python_of(env), False
+            building = env.parent / f".{lock.digest}.{os.getpid()}.building"
+            shutil.rmtree(building, ignore_errors=True)
+            try:
+                _build(building, lock)
+                if env.exists():  # cut short before its marker (a killed build of an older kit): replaced whole
+                    shutil.rmtree(env)
+                building.rename(env)
+            finally:
+                shutil.rmtree(building, ignore_errors=True)
+    except OSError as exc:
+        raise errors.RuntimeFailure(f"requirements: cannot build the lock's venv in {env.parent} "
+                                    f"({exc.strerror or exc})", folder_valid(exc)) from exc
+    return python_of(env), True
+
+
+def folder_valid(exc: OSError) -> str:
+    """What to do about a folder that cannot be written."""
+    if exc.errno == errno.ENOSPC:
+        return "free space on that disk, or a run folder on another (--dir)"
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return "a writable run folder (--dir)"
+    return "a run folder this user can write (--dir)"
+
+
+def _build(env: Path, lock: Lock) -> None:
+    """A relocatable venv at ``env`` with the lock's extras over the kit's packages, its marker written last."""
     uv = uv_binary()
-    _run([uv, "venv", "--quiet", "--python", sys.executable, str(env)], "create the venv")
+    # --relocatable: its scripts find their interpreter relative to themselves, so the venv works once renamed
+    # Source: uv 0.13 `uv venv --relocatable`
+    _run([uv, "venv", "--quiet", "--relocatable", "--python", sys.executable, str(env)], "create the venv")
     site = _site_packages(env)
     # the kit's own packages (and their .pth files: the editable kit) after the lock's: a `.pth` line that starts
     # with `import` runs. Source: Python 3.11 Lib/site.py addpackage
@@ -56,7 +92,6 @@ def ensure(run_dir: Path, lock: Lock) -> tuple[Path, bool]:
              "install the lock's packages")
     (env / "lock.txt").write_text(lock.text)
     (env / DONE).write_text(lock.digest + "\n")
-    return python_of(env), True
 
 
 def _site_packages(env: Path) -> Path:
@@ -75,5 +110,22 @@ def _run(cmd: list[str], what: str) -> None:
                                     "a reachable package index (PyPI), then submit again") from exc
     if done.returncode != 0:
         tail = " ".join(done.stderr.split())[-400:]
-        raise errors.RuntimeFailure(f"requirements: uv could not {what}: {tail}",
-                                    "a reachable package index (PyPI), then submit again")
+        raise errors.RuntimeFailure(f"requirements: uv could not {what}: {tail}", uv_valid(done.stderr))
+
+
+UV_CAUSES = (
+    (("No space left on device", "os error 28"), "free space where the run folder (--dir) and uv's cache are"),
+    (("Read-only file system", "os error 30"), "a writable run folder (--dir) and uv cache (UV_CACHE_DIR)"),
+    (("Permission denied", "os error 13"), "a run folder and uv cache this user can write"),
+    (("dns error", "error sending request", "Connection refused", "connection error", "timed out",
+      "Could not connect", "Failed to fetch"), "a reachable package index (PyPI, or the index the file names)"),
+)
+"""What uv's error says went wrong, by the words uv (its Rust I/O errors) prints, and what to do."""
+
+
+def uv_valid(stderr: str) -> str:
+    """What to do about a failed uv run, from what it printed; a reachable index only when that is what it says."""
+    for words, valid in UV_CAUSES:
+        if any(word.lower() in stderr.lower() for word in words):
+            return f"{valid}, then submit again"
+    return "what uv's message above names, then submit again"
