@@ -217,7 +217,7 @@ def test_a_run_folder_that_cannot_take_the_venv_is_named(tmp_path: Path, monkeyp
     import errno
 
     def full(env: Path, lock: requirements.Lock) -> None:
-        raise OSError(code, errno.errorcode[code] if code in errno.errorcode else "x", str(env))
+        raise OSError(code, os.strerror(code), str(env))
 
     monkeypatch.setattr(envs, "_build", full)
     with pytest.raises(errors.RuntimeFailure) as raised:
