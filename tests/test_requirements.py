@@ -214,7 +214,6 @@ def test_a_run_folder_that_cannot_take_the_venv_is_named(tmp_path: Path, monkeyp
                                                          says: str) -> None:
     """A full or read-only run folder is one error line naming the folder, not a traceback nor the package index
     (issue 68 item 1); the failure is made where the venv is written (root writes anywhere, so it is injected)."""
-    import errno
 
     def full(env: Path, lock: requirements.Lock) -> None:
         raise OSError(code, os.strerror(code), str(env))
