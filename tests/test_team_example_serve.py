@@ -54,6 +54,11 @@ def test_train_then_serve_the_trained_model(project: Path, two_slices: local.Loc
     trained = raytpu(project, "submit", "pretrain", "--local", "--config", config, "--dir", two_slices.run_dir,
                      "--run-id", "exs1")
     assert trained.returncode == 0, trained.stderr[-3000:] + trained.stdout[-3000:]
+    # a newer folder a preemption cut short mid-upload (Ray uploads a checkpoint's files in parallel): its state.json
+    # is there, its params are not, and Ray Train never registered it; the scorer takes the registered one (issue 71)
+    cut = Path(two_slices.run_dir) / "checkpoints" / "pretrain-exs1" / "checkpoint_2099-01-01_00-00-00.000000"
+    cut.mkdir(parents=True)
+    (cut / "state.json").write_text(json.dumps({"step": 999}))
     served = raytpu(project, "local", "--dir", two_slices.run_dir, "serve", "--workload", "scorer", "--config", config,
                     "--api-key-file", str(project / "key"), "--timeout-s", "300")
     assert served.returncode == 0, served.stderr[-3000:] + served.stdout[-3000:]

@@ -28,11 +28,20 @@ TOP = 5
 
 
 def latest_checkpoint(root: str, run: str) -> str:
-    """The newest ``<root>/<run>-*/checkpoint_*`` holding a complete checkpoint (its ``state.json`` written last)."""
-    found = glob.glob(os.path.join(root, f"{run}-*", "checkpoint_*", checkpoint.STATE))
-    if not found:
-        raise FileNotFoundError(f"no checkpoint of run {run!r} under {root} (train it first: raytpu submit {run})")
-    return os.path.dirname(max(found, key=os.path.getmtime))
+    """The newest checkpoint Ray Train registered for a run ``<root>/<run>-*`` (the newest run first). Ray uploads a
+    checkpoint's files in parallel and registers it in the run's checkpoint manager snapshot only once all are
+    there, so a folder a preemption cut short mid-upload is never taken, whatever files it holds.
+    Source: Ray 2.60 ``ray.train.Result.from_path`` (``CheckpointManager.latest_checkpoint_result``)."""
+    import ray.train
+
+    for folder in sorted(glob.glob(os.path.join(root, f"{run}-*")), key=os.path.getmtime, reverse=True):
+        try:
+            result = ray.train.Result.from_path(folder)
+        except RuntimeError:  # no snapshot yet: the run registered no checkpoint
+            continue
+        if result.checkpoint is not None:
+            return str(result.checkpoint.path)
+    raise FileNotFoundError(f"no checkpoint of run {run!r} under {root} (train it first: raytpu submit {run})")
 
 
 class NextToken:
