@@ -23,6 +23,23 @@ def one_slice(start_cluster: Callable[..., local.LocalCluster]) -> Iterator[loca
     local.stop(cluster.run_dir)
 
 
+def test_doctor_local_as_a_user_runs_it_is_quick_and_quiet(one_slice: local.LocalCluster) -> None:
+    """A fresh process, as a user types it (issue 71 item 9): it imported Ray before the cluster's token was set, so
+    it printed Ray's auth warnings, then a traceback after 22 s."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "raytpu", "doctor", "--local", "--dir", one_slice.run_dir], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert time.monotonic() - started < 15
+    assert "Traceback" not in done.stderr and "token" not in done.stderr.lower(), done.stderr[-2000:]
+
+
 def test_doctor_local_holds_then_names_a_dead_host(one_slice: local.LocalCluster,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["doctor", "--local", "--dir", one_slice.run_dir, "--json"]) == 0

@@ -11,13 +11,14 @@ from raytpu.local.status_table import HostStatus, status
 
 
 def diagnose(cluster: LocalCluster) -> list[Check]:
-    """The rows: Ray version, then per slice its hosts, labels and resources."""
+    """The rows: Ray version, then per slice its hosts, labels and resources. The GCS is asked first: it gives this
+    process the cluster's token before Ray loads (importing Ray earlier leaves it without, and every call fails)."""
+    hosts = status(cluster)
     import ray
 
     rows = [ok("ray version", ray.__version__, RAY_VERSION) if ray.__version__ == RAY_VERSION else
             fail("ray version", ray.__version__, RAY_VERSION, f"install the kit's lock (ray=={RAY_VERSION}): "
                  "make .venv/.installed")]
-    hosts = status(cluster)
     plan = cluster.slice_plan
     for name in cluster.slices:
         mine = [h for h in hosts if h.slice_name == name]
