@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -245,3 +246,53 @@ def test_a_rayservice_still_on_the_old_ksa_is_named_and_fails_unless_legacy_ksa_
     assert f"raytpu submit serve --stack {STACK} --replace" in (row["fix"] if row["state"] == "fail" else row["found"])
     assert (code, row["state"]) == ((0, "ok") if legacy == "keep" else (1, "fail"))
     only_reads(cluster)
+
+
+def _job(server: KubeApiServer, state: str, started_ago_s: float | None = None, deadline_s: int = 600) -> None:
+    from datetime import UTC, datetime
+
+    status: dict[str, Any] = {"jobDeploymentStatus": state}
+    if started_ago_s is not None:
+        status["startTime"] = datetime.fromtimestamp(time.time() - started_ago_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    server.put({"apiVersion": "ray.io/v1", "kind": "RayJob",
+                "metadata": {"name": "old-run", "labels": names.MANAGED_BY},
+                "spec": {"preRunningDeadlineSeconds": deadline_s}, "status": status})
+
+
+@pytest.mark.parametrize(("state", "ago", "pods", "failing"), [
+    ("Initializing", 60, False, False),  # waiting for capacity inside its deadline: information
+    ("Initializing", 900, False, True),  # past its preRunningDeadlineSeconds: stuck
+    ("Failed", None, False, False),  # failed, its cluster gone (KubeRay keeps the object): history
+    ("Failed", None, True, True),  # failed while its pods still hold the slice
+])
+def test_a_run_keeps_the_doctor_red_only_while_it_is_stuck_now(
+        cluster: KubeApiServer, capsys: pytest.CaptureFixture[str], state: str, ago: float | None, pods: bool,
+        failing: bool) -> None:
+    """Issue 71 item 9: an old failed or a capacity-queued RayJob kept ``doctor --stack`` red for ever. Source: KubeRay
+    v1.7.0 checkPreRunningDeadlineAndUpdateStatusIfNeeded (status.startTime + spec.preRunningDeadlineSeconds)."""
+    _job(cluster, state, ago)
+    if pods:
+        cluster.put({"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": "old-run-head", "labels": {"ray.io/originated-from-cr-name": "old-run"}},
+            "spec": {"containers": [{"name": "ray-head", "image": "x"}]}, "status": {"phase": "Running"}})
+    code, document = doctor(capsys)
+    checks = {r["check"]: r for r in document["checks"]}
+    row = checks.get("rayjobs old-run")
+    assert (code == 1) is failing and (row is not None and row["state"] == "fail") is failing, checks
+    if state == "Initializing" and not failing:
+        assert row is not None and row["state"] == "ok" and "left of its preRunningDeadlineSeconds" in row["found"]
+    only_reads(cluster)
+
+
+def test_the_service_account_row_reads_the_pods_that_run(cluster: KubeApiServer,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 71 item 9: a RayService updated in place names the stack's KSA in its spec while its pods, started before
+    the upgrade, still run as ``ray``: the live pods' ``serviceAccountName`` is what runs."""
+    _service_on(cluster, KSA)
+    cluster.put({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "serve-head", "labels": {"ray.io/originated-from-cr-name": "serve"}},
+        "spec": {"serviceAccountName": "ray", "containers": [{"name": "ray-head", "image": "x"}]},
+        "status": {"phase": "Running"}})
+    code, document = doctor(capsys)
+    row = {r["check"]: r for r in document["checks"]}["pods' service account"]
+    assert code == 1 and row["state"] == "fail" and row["found"].startswith("RayService serve on ray"), row

@@ -6,6 +6,7 @@ permission, never an error. Sources of each rule: docs/FACTS.md#client-doctor.""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
@@ -15,6 +16,7 @@ from raytpu.cluster.crd_schema import served_schema, undeclared_fields
 from raytpu.cluster.gke import service_ready
 from raytpu.cluster.kube_client import KubeClient
 from raytpu.cluster.kube_errors import KubeError
+from raytpu.cluster.kube_timeline import parse_time
 from raytpu.cluster.outputs import StackOutputs, cluster_stack_id
 from raytpu.cluster.runs import SELECTOR
 from raytpu.core.common.checkup import Check, fail, ok, unknown
@@ -298,15 +300,23 @@ def _old_ksa(client: KubeClient, spec: ClusterSpec, outputs: StackOutputs) -> Ch
     takes that KSA's binding away (docs/FACTS.md#networking-legacy-ksa,
     docs/FACTS.md#networking-legacy-ksa-services)."""
     expected = f"every kit RayService and running RayJob on {outputs.service_account}"
+    live: dict[str, set[str]] = {}  # object name -> the KSAs its pods run as now
+    for pod in client.pods(""):
+        owner = str(((pod.get("metadata") or {}).get("labels") or {}).get(occupancy.ORIGIN_LABEL, ""))
+        ksa = (pod.get("spec") or {}).get("serviceAccountName")  # admission always sets it on a created pod
+        if owner and ksa:
+            live.setdefault(owner, set()).add(str(ksa))
     others = []
     for kind in ("RayService", "RayJob"):
         for obj in client.objects(kind, SELECTOR):
             status = str((obj.get("status") or {}).get("jobDeploymentStatus", ""))
             if kind == "RayJob" and status in ("Complete", "Failed", "ValidationFailed"):
                 continue
-            ksa = _template_ksa(obj)
-            if ksa is not None and ksa != outputs.service_account:
-                others.append((kind, str((obj.get("metadata") or {}).get("name")), ksa))
+            name = str((obj.get("metadata") or {}).get("name"))
+            # the live pods' KSA: a RayService updated in place keeps its pods (and their KSA) while its spec names
+            # the new one; the spec only where no pod runs yet
+            running = live.get(name) or ({ksa} if (ksa := _template_ksa(obj)) else set())
+            others += [(kind, name, ksa) for ksa in sorted(running) if ksa != outputs.service_account]
     if not others:
         return ok("pods' service account", expected.removeprefix("every kit "), expected)
     found = "; ".join(f"{kind} {name} on {ksa}" for kind, name, ksa in others[:3]) + (
@@ -361,14 +371,26 @@ def _images(client: KubeClient, refs: Mapping[str, str]) -> Check:
     return ok("images", f"{seen} running Ray containers, each a recorded digest", expected)
 
 
-def _runs(client: KubeClient, kind: str) -> list[Check]:
+def _runs(client: KubeClient, kind: str, now: float | None = None) -> list[Check]:
+    """The kit's runs that are stuck now: a RayJob failed while its pods still hold a slice, or waiting past its
+    capacity deadline; a RayService not serving. A failed RayJob whose cluster is gone is history (KubeRay keeps the
+    object), and one still inside its wait is information: neither keeps the doctor red."""
     plural = resource(kind).plural
     rows = []
+    holders = {str(((p.get("metadata") or {}).get("labels") or {}).get(occupancy.ORIGIN_LABEL, ""))
+               for p in client.pods("")} if kind == "RayJob" else set()
+    now = time.time() if now is None else now
     for obj in client.objects(kind, SELECTOR):
         name = str((obj.get("metadata") or {}).get("name"))
         status = obj.get("status") or {}
+        note = ""
         if kind == "RayJob":
             state = str(status.get("jobDeploymentStatus", ""))
+            left = _wait_left(obj, now) if state in WAITING else None
+            if state in FAILED and name not in holders:
+                continue  # its cluster is gone: nothing held, nothing to fix here
+            if left is not None and left > 0:
+                note = f"waiting for capacity, {left:.0f}s left of its preRunningDeadlineSeconds"
             stuck = state in WAITING + FAILED
         else:  # not serving: waiting for capacity, or failing (gke.service_ready reads both KubeRay forms)
             state = str(status.get("serviceStatus") or "not ready")
@@ -378,6 +400,20 @@ def _runs(client: KubeClient, kind: str) -> list[Check]:
         events = client.events(f"involvedObject.name={name}")
         last = max(events, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""), default=None)
         said = f"; last event {last.get('reason')}: {str(last.get('message', ''))[:160]}" if last else ""
+        if note:
+            rows.append(ok(f"{plural} {name}", f"{state or 'New'}: {note}{said}", "running or done"))
+            continue
         rows.append(fail(f"{plural} {name}", f"{state or 'New'}{said}", "running or done",
                          f"raytpu runs logs {name}; free capacity, or cancel it (raytpu runs cancel {name})"))
     return rows or [ok(plural, "none waiting or failed", "none waiting or failed")]
+
+
+def _wait_left(job: Mapping[str, Any], now: float) -> float | None:
+    """Seconds a waiting RayJob has left before KubeRay fails it (``status.startTime`` plus
+    ``spec.preRunningDeadlineSeconds``); None when it names no deadline. Source: KubeRay v1.7.0
+    ``checkPreRunningDeadlineAndUpdateStatusIfNeeded`` (docs/FACTS.md#kuberay-retries)."""
+    started = parse_time((job.get("status") or {}).get("startTime"))
+    deadline = (job.get("spec") or {}).get("preRunningDeadlineSeconds")
+    if started is None or not isinstance(deadline, int):
+        return None
+    return started + deadline - now
