@@ -316,3 +316,37 @@ def test_a_missing_module_names_the_module_and_the_field() -> None:
     assert failures.failed_problem("pretrain-r1: Ray job ended FAILED", log).endswith("No module named 'optax'")
     assert failures.failed_valid(["KeyError: 'x'"], "workloads[3]", has_requirements=False) == \
         "see its driver log above"
+
+
+def test_an_included_file_is_resolved_with_the_file_and_keys_the_lock(tmp_path: Path) -> None:
+    """Issue 71 item 2: ``-r base.txt`` is honoured (its packages in the lock, both sides install the lock) and the
+    lock's cache key follows the included file, not only the file the config names."""
+    (tmp_path / "requirements.txt").write_text("-r base.txt\n")
+    (tmp_path / "base.txt").write_text("inflection==0.5.1\n")
+    cache = tmp_path / "cache"
+    first = requirements.resolve("requirements", tmp_path, "requirements.txt", cache=cache)
+    assert first.extras == {"inflection": "0.5.1"}
+    (tmp_path / "base.txt").write_text("inflection==0.5.0\n")
+    assert requirements.resolve("requirements", tmp_path, "requirements.txt", cache=cache).extras == {
+        "inflection": "0.5.0"}
+
+
+def test_validate_reads_files_only_and_resolves_on_asking(tmp_path: Path) -> None:
+    """Issue 71 item 13: loading a config runs no uv (offline it called a good file unresolvable after 13 s);
+    ``validate --resolve`` resolves, and an unreachable index reads as one (exit 1), not as a bad file."""
+    import subprocess
+    import sys
+
+    project(tmp_path)
+    (tmp_path / "raytpu.yaml").write_text(CONFIG)
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "UV_INDEX_URL": "http://127.0.0.1:9/simple",
+           "UV_OFFLINE": "0", "UV_NO_CACHE": "1"}
+    plain = subprocess.run([sys.executable, "-m", "raytpu", "validate", str(tmp_path / "raytpu.yaml")], env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0, plain.stderr
+    assert not (tmp_path / "cache" / "raytpu").exists()  # nothing resolved
+    asked = subprocess.run([sys.executable, "-m", "raytpu", "validate", str(tmp_path / "raytpu.yaml"), "--resolve"],
+                           env=env, capture_output=True, text=True, timeout=300)
+    assert asked.returncode == 1, asked.stderr
+    assert "cannot reach the package index" in asked.stderr and "a reachable package index" in asked.stderr
+    assert "Traceback" not in asked.stderr

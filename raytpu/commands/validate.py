@@ -19,12 +19,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="path of the config (default: $RAYTPU_CONFIG, else raytpu.yaml)")
     parser.add_argument("--overwrite", action="store_true",
                         help="accept a batch workload whose local output exists (its run will replace it)")
+    parser.add_argument("--resolve", action="store_true",
+                        help="also resolve each workload's requirements against the kit's image (needs the package "
+                             "index; without it validate reads files only, offline)")
 
 
 def run(args: argparse.Namespace) -> int:
     """Loads the config; prints a one-line summary per slice when it is valid, and a warning (stderr) for every
     ``security`` setting that opens something to the outside, every slice in a zone Google does not document for
-    it, and every job whose driver entrypoint never imports ray (:func:`raytpu.teamcode.checks.head_warnings`)."""
+    it, every job whose driver entrypoint never imports ray (:func:`raytpu.teamcode.checks.head_warnings`), and every
+    ``env`` name that looks like a secret's (:func:`raytpu.core.specs.run_env.secret_like_warnings`)."""
     from raytpu.config import choose, load
     from raytpu.core.tpu.catalog import RAY_VERSION
 
@@ -36,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     errors.raise_found([p for i, w in enumerate(spec.workloads) if w.output is not None and w.input is not None
                         for p in (data.overlap_problems(w.input, w.output, f"workloads[{i}].output", resolve=True)
                                   or data.output_problems(f"workloads[{i}].output", w.output, args.overwrite))])
+    locks = resolved_locks(spec) if args.resolve else {}
     print(f"{args.config}: valid ({spec.cluster.mode} cluster {spec.cluster.name!r} in {spec.region}, "
           f"{len(spec.slices)} slice kind(s), {len(spec.workloads)} workload(s))")
     for item in spec.slices:
@@ -60,11 +65,14 @@ def run(args: argparse.Namespace) -> int:
         if work.kind.is_job and work.slice.name in held:
             how = f"a RayJob that cannot run beside {held[work.slice.name]} (see the warning)"
         span = f" ({work.slices_per_run} slices per run, joined over DCN)" if work.multislice else ""
-        print(f"  {work.name}: {work.kind.name} on {work.slice.name}{span}, {how}{runs(work)}{kept(work)}")
+        lock = f"; {locks[work.name]}" if work.name in locks else ""
+        print(f"  {work.name}: {work.kind.name} on {work.slice.name}{span}, {how}{runs(work)}{kept(work)}{lock}")
+    from raytpu.core.specs.run_env import secret_like_warnings
     from raytpu.teamcode.checks import head_warnings
     for i, work in enumerate(spec.workloads):
         for line in [*fit_warnings(work), *serving_warnings(spec, work), *deadline_warnings(work),
-                     *disk_warnings(spec, work), *head_warnings(f"workloads[{i}]", work)]:
+                     *disk_warnings(spec, work), *head_warnings(f"workloads[{i}]", work),
+                     *secret_like_warnings(f"workloads[{i}]", work.env)]:
             print(f"warning: {line}", file=sys.stderr)
         if work.kind.is_job and work.slice.name in held:
             print(f"warning: workloads.{work.name}: every copy of slice {work.slice.name} is held by "
@@ -75,6 +83,30 @@ def run(args: argparse.Namespace) -> int:
     for line in path_warnings(spec):
         print(f"warning: {line}", file=sys.stderr)
     return 0
+
+
+def resolved_locks(spec: ClusterSpec) -> dict[str, str]:
+    """``--resolve``: each workload's requirements resolved (uv, the package index), every problem reported together
+    (exit 2 for a line no index serves or a clash, 1 when the index is unreachable); workload -> its lock's line."""
+    from pathlib import Path
+
+    from raytpu.core.common import errors
+    from raytpu.images.team import name_of
+    from raytpu.teamcode.requirements import resolve
+
+    found: list[errors.InvalidInput] = []
+    locks = {}
+    for i, work in enumerate(spec.workloads):
+        if work.requirements is None or work.code is None:
+            continue
+        try:
+            lock = resolve(f"workloads[{i}].requirements", Path(work.code), work.requirements)
+        except errors.InvalidInput as exc:
+            found.append(exc)
+            continue
+        locks[work.name] = f"lock {name_of(lock)}: {len(lock.extras)} package(s) beyond the kit's image"
+    errors.raise_found(found)
+    return locks
 
 
 def runs(work: WorkloadSpec) -> str:

@@ -143,20 +143,18 @@ def folder_problems(field: str, folder: Path, work_fields: dict[str, object]) ->
 
 
 def requirements_problems(field: str, folder: Path, relative: object) -> list[InvalidInput]:
-    """The requirements file is inside the code folder and resolves against the kit's image (a clash, a package no
-    index has: :func:`raytpu.teamcode.requirements.resolve`, cached by content)."""
+    """The requirements file is inside the code folder, every line one the kit honours on both sides, and no line
+    clashes with the image's pins: read from files only, offline. Resolving it (a package no index has, a transitive
+    clash) is for where a lock is needed: ``submit``, ``images build``, ``validate --resolve``
+    (:func:`raytpu.teamcode.requirements.resolve`, cached by content)."""
     if relative is None or not isinstance(relative, str) or not relative.strip():
         return []  # absent, or a spelling the spec reports
     from raytpu.teamcode import requirements
 
-    found = requirements.file_problems(field, folder, relative)
+    found = requirements.file_problems(field, folder, relative) or requirements.line_problems(field, folder, relative)
     if found:
         return found
-    try:
-        requirements.resolve(field, folder, relative)
-    except errors.InvalidInput as exc:
-        return [exc]
-    return []
+    return requirements.clash_problems(field, requirements.expanded(folder, relative), requirements.image_pins())
 
 
 def serve_app_problems(field: str, folder: Path, serve_app: str) -> list[InvalidInput]:

@@ -18,7 +18,7 @@ import sysconfig
 from pathlib import Path
 
 from raytpu.core.common import errors
-from raytpu.teamcode.requirements import Lock, uv_binary
+from raytpu.teamcode.requirements import Lock, uv_binary, uv_valid
 
 INSTALL_TIMEOUT_S = 900.0
 DONE = ".raytpu-complete"
@@ -112,20 +112,3 @@ def _run(cmd: list[str], what: str) -> None:
         tail = " ".join(done.stderr.split())[-400:]
         raise errors.RuntimeFailure(f"requirements: uv could not {what}: {tail}", uv_valid(done.stderr))
 
-
-UV_CAUSES = (
-    (("No space left on device", "os error 28"), "free space where the run folder (--dir) and uv's cache are"),
-    (("Read-only file system", "os error 30"), "a writable run folder (--dir) and uv cache (UV_CACHE_DIR)"),
-    (("Permission denied", "os error 13"), "a run folder and uv cache this user can write"),
-    (("dns error", "error sending request", "Connection refused", "connection error", "timed out",
-      "Could not connect", "Failed to fetch"), "a reachable package index (PyPI, or the index the file names)"),
-)
-"""What uv's error says went wrong, by the words uv (its Rust I/O errors) prints, and what to do."""
-
-
-def uv_valid(stderr: str) -> str:
-    """What to do about a failed uv run, from what it printed; a reachable index only when that is what it says."""
-    for words, valid in UV_CAUSES:
-        if any(word.lower() in stderr.lower() for word in words):
-            return f"{valid}, then submit again"
-    return "what uv's message above names, then submit again"

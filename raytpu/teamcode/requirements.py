@@ -76,6 +76,94 @@ def file_problems(field: str, folder: Path, relative: object) -> list[InvalidInp
     return []
 
 
+INCLUDES = ("-r", "--requirement")
+"""Lines that include another requirements file: honoured, the file read from the code folder into the one text
+resolved (its content is part of the lock's cache key)."""
+MAX_INCLUDE_DEPTH = 5
+FROM_INDEX = ("every line a package from PyPI, `name` with optional extras, version specifiers and markers (the image "
+              "build and the emulated slice's venv both install the lock from PyPI); put what PyPI lacks into your own "
+              "image (workloads[].image)")
+REFUSED_OPTIONS = {
+    "-c": "a constraints file: put those pins in the requirements file (the kit resolves against its image's pins)",
+    "--constraint": "a constraints file: put those pins in the requirements file",
+    "-e": "an editable install: the project's own code ships as `code` (its folder is the job's working folder)",
+    "--editable": "an editable install: the project's own code ships as `code`",
+    "-i": "another index: the image build and the venv install from PyPI only, so the index would resolve here and "
+          "the same names be fetched from PyPI there (dependency confusion)",
+    "--index-url": "another index: the image build and the venv install from PyPI only (dependency confusion)",
+    "--extra-index-url": "another index: the image build and the venv install from PyPI only (dependency confusion)",
+    "-f": "a folder or page of archives: the image build cannot see it",
+    "--find-links": "a folder or page of archives: the image build cannot see it",
+    "--no-index": "no index: the kit installs the lock from PyPI",
+}
+"""Option lines the kit refuses, each with why (issue 71 item 2); any other option line is refused as unknown."""
+
+
+def line_problems(field: str, folder: Path, relative: str, depth: int = 0) -> list[InvalidInput]:
+    """Every line the kit would not honour on both sides: a direct URL, a VCS or local path, ``--hash``, another index,
+    an editable, a constraints file, an unknown option; ``-r FILE`` is followed (inside the code folder)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    found: list[InvalidInput] = []
+    text = (folder / relative).read_text(encoding="utf-8")
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.split(" #", 1)[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        where = f"{relative}:{number}: {line[:120]}"
+        if line.startswith("-"):
+            option, _, value = line.replace("=", " ", 1).partition(" ")
+            if option in INCLUDES:
+                found += _include_problems(field, folder, relative, value.strip(), where, depth)
+            else:
+                why = REFUSED_OPTIONS.get(option, f"the option {option}, which the kit does not carry to the image "
+                                          "build and the venv")
+                found.append(errors.invalid_value(field, where, f"is {why}", FROM_INDEX))
+            continue
+        if "--hash" in line:
+            found.append(errors.invalid_value(field, where, "pins a hash, which neither the image build nor the "
+                                              "venv checks (they install the lock's name==version)",
+                                              "the line without --hash (the lock pins the exact version)"))
+            continue
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            found.append(errors.invalid_value(field, where, "is not a package requirement (a path, a URL or a "
+                                              "VCS link installs what no index serves)", FROM_INDEX))
+            continue
+        if req.url:
+            found.append(errors.invalid_value(field, where, f"installs {req.name} from {req.url[:80]}, which "
+                                              "neither the image build nor the venv fetches", FROM_INDEX))
+    return found
+
+
+def _include_problems(field: str, folder: Path, relative: str, included: str, where: str,
+                      depth: int) -> list[InvalidInput]:
+    if depth >= MAX_INCLUDE_DEPTH:
+        return [errors.invalid_value(field, where, f"includes files more than {MAX_INCLUDE_DEPTH} deep",
+                                     "fewer nested -r files")]
+    target = str(Path(relative).parent / included) if included else ""
+    problems = file_problems(field, folder, target)
+    if problems:
+        return [errors.invalid_value(field, where, f"includes {included or '(nothing)'}, which is not a file "
+                                     "inside the code folder", "-r FILE, a path relative to the requirements "
+                                     "file, inside `code`")]
+    return line_problems(field, folder, target, depth + 1)
+
+
+def expanded(folder: Path, relative: str, depth: int = 0) -> str:
+    """The requirements text with every ``-r FILE`` replaced by that file's (what is resolved, and keyed)."""
+    out = []
+    for raw in (folder / relative).read_text(encoding="utf-8").splitlines():
+        line = raw.split(" #", 1)[0].strip()
+        option, _, value = line.replace("=", " ", 1).partition(" ")
+        if option in INCLUDES and depth < MAX_INCLUDE_DEPTH:
+            out.append(expanded(folder, str(Path(relative).parent / value.strip()), depth + 1))
+        else:
+            out.append(raw)
+    return "\n".join(out) + "\n"
+
+
 def clash_problems(field: str, text: str, pinned: dict[str, str]) -> list[InvalidInput]:
     """Each line asking for a version of a package the image pins that the pin does not satisfy (name, both
     versions). Transitive clashes are uv's to find (:func:`resolve`)."""
@@ -152,7 +240,8 @@ def resolve(field: str, folder: Path, relative: str, *, cache: Path | None = Non
     """The lock of ``folder/relative`` against every pin of the image: from the cache when the same file was
     resolved against the same image before, else through ``uv pip compile`` (the image's lock as constraints,
     its interpreter and platform). InvalidInput (exit 2, ``field``) for a clash or a package no index has."""
-    text = (folder / relative).read_text(encoding="utf-8")
+    errors.raise_found(line_problems(field, folder, relative))
+    text = expanded(folder, relative)
     image = IMAGE_LOCK.read_text()
     pinned = pins(image)
     errors.raise_found(clash_problems(field, text, pinned))
@@ -161,16 +250,24 @@ def resolve(field: str, folder: Path, relative: str, *, cache: Path | None = Non
     kept = cache / f"{key}.lock"
     if kept.is_file():
         return _lock(kept.read_text(), pinned)
-    cache.mkdir(parents=True, exist_ok=True)
     source = cache / f".{key}.{os.getpid()}.in"
-    source.write_text(text)
     out = cache / f".{key}.{os.getpid()}.out"
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        source.write_text(text)
+    except OSError as exc:  # a read-only HOME, XDG_CACHE_HOME naming a file, a full disk
+        raise errors.RuntimeFailure(f"requirements: cannot keep the lock in {cache} ({exc.strerror or exc})",
+                                    "XDG_CACHE_HOME naming a writable folder (the kit keeps its locks in "
+                                    "$XDG_CACHE_HOME/raytpu/locks, default ~/.cache)") from exc
     try:
         done = subprocess.run(
             [uv_binary(), "pip", "compile", "--quiet", "--no-header", "--python-version", PYTHON_VERSION,
              "--python-platform", PLATFORM, "--constraint", str(IMAGE_LOCK), str(source), "-o", str(out)],
             capture_output=True, text=True, timeout=RESOLVE_TIMEOUT_S, cwd=folder, check=False)
         if done.returncode != 0:
+            if unreachable(done.stderr):
+                raise errors.RuntimeFailure(f"requirements: cannot reach the package index to resolve {relative}: "
+                                            f"{_uv_reason(done.stderr)}", uv_valid(done.stderr))
             raise errors.invalid_value(field, relative, f"does not resolve against the kit's image pins: "
                                        f"{_uv_reason(done.stderr)}", VALID)
         lock = out.read_text()
@@ -193,3 +290,28 @@ def _uv_reason(stderr: str) -> str:
     lines = [line.strip() for line in stderr.splitlines() if line.strip() and not line.strip().startswith("hint")]
     reason = " ".join(lines).replace("×", "").strip()
     return (reason[:400] + "...") if len(reason) > 400 else reason or "uv failed"
+
+
+UV_CAUSES = (
+    (("No space left on device", "os error 28"), "free space where the run folder (--dir) and uv's cache are"),
+    (("Read-only file system", "os error 30"), "a writable run folder (--dir) and uv cache (UV_CACHE_DIR)"),
+    (("Permission denied", "os error 13"), "a run folder and uv cache this user can write"),
+)
+NETWORK_WORDS = ("dns error", "error sending request", "Connection refused", "connection error", "timed out",
+                 "Could not connect", "Failed to fetch", "failed to lookup address")
+"""What uv (its Rust I/O and HTTP errors) prints for each cause."""
+
+
+def unreachable(stderr: str) -> bool:
+    """uv failed because no package index answered (offline, DNS, a proxy), not because of what was asked."""
+    return any(word.lower() in stderr.lower() for word in NETWORK_WORDS)
+
+
+def uv_valid(stderr: str) -> str:
+    """What to do about a failed uv run, from what it printed; a reachable index only when that is what it says."""
+    for words, valid in UV_CAUSES:
+        if any(word.lower() in stderr.lower() for word in words):
+            return f"{valid}, then submit again"
+    if unreachable(stderr):
+        return "a reachable package index (PyPI), then submit again"
+    return "what uv's message above names, then submit again"
