@@ -31,6 +31,12 @@ class BucketProps:
     """Folders of compile caches: their objects are deleted ``cache_retention_days`` after they were written (JAX's
     cache never evicts: its guide asks for an age rule). Source: jax-v0.10.2 docs/persistent_compilation_cache.md."""
     cache_retention_days: int = 30
+    checkpoint_prefixes: tuple[str, ...] = ()
+    """Folders of checkpoints: a version replaced or deleted there (Ray Train deletes the checkpoints past a run's
+    ``keep_checkpoints``) is deleted ``checkpoint_noncurrent_days`` after, not ``noncurrent_version_retention_days``:
+    a deleted checkpoint stays billed while its noncurrent version lasts.
+    Source: https://cloud.google.com/storage/docs/lifecycle#dayssincenoncurrenttime"""
+    checkpoint_noncurrent_days: int = 1
     soft_delete_retention_s: int = 7 * 24 * 3600
     force_destroy: bool = False
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -41,6 +47,7 @@ class BucketProps:
         found += range_problems("noncurrent_version_retention_days", self.noncurrent_version_retention_days, 1,
                                 3650, " days")
         found += range_problems("cache_retention_days", self.cache_retention_days, 1, 3650, " days")
+        found += range_problems("checkpoint_noncurrent_days", self.checkpoint_noncurrent_days, 1, 3650, " days")
         if self.soft_delete_retention_s != 0:
             found += range_problems("soft_delete_retention_s", self.soft_delete_retention_s, 7 * 24 * 3600,
                                     90 * 24 * 3600, " seconds (or 0 to disable)")
@@ -119,13 +126,23 @@ class BucketObject(Construct):
 
 
 def _lifecycle_rules(props: BucketProps) -> list[Any]:
-    """Old versions deleted after their retention; compile caches' objects after ``cache_retention_days``."""
+    """Old versions deleted after their retention, those under the checkpoint folders after
+    ``checkpoint_noncurrent_days``; compile caches' objects after ``cache_retention_days``. Cloud Storage deletes a
+    version any rule matches, so the shorter rule wins under its prefixes and the others keep their 30 days.
+    Source: https://cloud.google.com/storage/docs/lifecycle#dayssincenoncurrenttime (``daysSinceNoncurrentTime``,
+    ``matchesPrefix``); google provider 8.7.0 ``storage_bucket`` ``lifecycle_rule.condition``."""
     sb = storage_bucket
     rules = [sb.StorageBucketLifecycleRule(
         action=sb.StorageBucketLifecycleRuleAction(type="Delete"),
         condition=sb.StorageBucketLifecycleRuleCondition(
             days_since_noncurrent_time=props.noncurrent_version_retention_days, with_state="ARCHIVED"),
     )] if props.versioning else []
+    if props.versioning and props.checkpoint_prefixes:
+        rules.append(sb.StorageBucketLifecycleRule(
+            action=sb.StorageBucketLifecycleRuleAction(type="Delete"),
+            condition=sb.StorageBucketLifecycleRuleCondition(
+                days_since_noncurrent_time=props.checkpoint_noncurrent_days,
+                matches_prefix=sorted(props.checkpoint_prefixes), with_state="ARCHIVED")))
     if props.cache_prefixes:
         rules.append(sb.StorageBucketLifecycleRule(
             action=sb.StorageBucketLifecycleRuleAction(type="Delete"),

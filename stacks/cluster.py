@@ -122,7 +122,7 @@ class ClusterStack(TerraformStack):
         ))
         self.bucket = Bucket(self, "storage", BucketProps(
             name=spec.bucket, project=spec.project, location=spec.region, labels=labels,
-            cache_prefixes=_cache_prefixes(spec)))
+            cache_prefixes=_cache_prefixes(spec), checkpoint_prefixes=(f"{grants.CHECKPOINTS_FOLDER}/",)))
         self.core_zip: BucketObject = self.bucket.add_object("core-zip", BucketObjectProps(
             name=names.core_zip_object(), source=str(core_zip_file()), content_type="application/zip",
             keep_replaced=True))

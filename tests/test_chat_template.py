@@ -85,3 +85,84 @@ def test_a_bad_value_is_refused_naming_the_field(kind: str, fields: dict[str, An
     problems = error.problems if isinstance(error, InvalidInputs) else [error] if isinstance(error, InvalidInput) else (
         [])
     assert any(p.field == field and said in str(p) for p in problems), str(info.value)
+
+
+# ------------------------------------------------------------------------- issue 71 item 12: Qwen3 thinks by default
+
+
+def test_the_built_in_models_that_think_are_the_qwen3_chat_models() -> None:
+    """Source: the Qwen3-0.6B and Qwen3-8B model cards, "Switching Between Thinking and Non-Thinking Mode"
+    (enable_thinking=True by default); Qwen3-8B-Base is pretrained only (docs/FACTS.md#vllm-chat-template)."""
+    from raytpu.core.tpu.models import MODELS
+
+    assert sorted(m.hf_id or m.name for m in MODELS.values() if m.thinks) == ["Qwen/Qwen3-0.6B", "Qwen/Qwen3-8B"]
+    assert vllm_rules.DEFAULT_MODEL == "Qwen/Qwen3-0.6B"  # the README's batch example runs it
+
+
+@pytest.mark.parametrize(("model", "model_source", "given", "gets"), [
+    (None, None, None, OFF),  # the default model, Qwen3-0.6B
+    ("Qwen/Qwen3-8B", None, None, OFF),
+    ("qwen3-8b", None, None, OFF),  # the table's own name
+    (None, "Qwen/Qwen3-0.6B", None, OFF),
+    ("Qwen/Qwen3-8B", "gs://my-models/qwen3-8b", None, OFF),  # a gs:// copy of its weights: still that model
+    ("Qwen/Qwen3-8B-Base", None, None, None),  # pretrained only: no thinking mode
+    ("meta-llama/Llama-3.1-8B-Instruct", None, None, None),
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1", None, None, None),
+    ("someone/unknown-model", None, None, None),
+    (None, "gs://my-models/unknown", None, None),  # the weights' model is not known
+    (None, "/models/qwen3", None, None),
+    (None, None, {"enable_thinking": True}, {"enable_thinking": True}),  # an explicit value wins, whatever it says
+    (None, None, OFF, OFF),
+    ("Qwen/Qwen3-8B", None, {"custom": 1}, {"custom": 1}),  # given without enable_thinking: exactly as given
+    ("meta-llama/Llama-3.1-8B-Instruct", None, {"enable_thinking": False}, OFF),
+])
+def test_a_batch_of_a_qwen3_gets_thinking_off_unless_its_config_says(
+        model: str | None, model_source: str | None, given: dict[str, Any] | None,
+        gets: dict[str, Any] | None) -> None:
+    assert chat_template.batch_kwargs(model, model_source, given) == gets
+
+
+@pytest.mark.parametrize(("fields", "gets"), [
+    ({}, OFF),
+    ({"model": "Qwen/Qwen3-8B"}, OFF),
+    ({"chat_template_kwargs": {"enable_thinking": True}}, {"enable_thinking": True}),
+    ({"model": "Qwen/Qwen3-8B-Base"}, None),
+    ({"model": "mistralai/Mixtral-8x7B-Instruct-v0.1"}, None),
+], ids=["default", "qwen3-8b", "explicit", "base", "mixtral"])
+@pytest.mark.parametrize("cpu_model", [None, "/models/tiny"], ids=["tpu", "cpu-twin"])
+def test_the_batch_job_builds_its_processor_with_them(monkeypatch: pytest.MonkeyPatch, fields: dict[str, Any],
+                                                      gets: dict[str, Any] | None, cpu_model: str | None) -> None:
+    """What ``python -m raytpu.workloads.batch`` builds from the spec it receives (RAYTPU_WORKLOAD's JSON): the
+    processor config of the model, and the chat template stage's kwargs (Ray Data and the engine stubbed)."""
+    import ray
+
+    from raytpu.workloads import batch
+
+    work = WorkloadSpec.from_json(_work("batch", **fields).to_json())
+    built: list[tuple[dict[str, Any], bool, Any]] = []
+
+    def build(config: dict[str, Any], columns: tuple[str, ...], params: dict[str, Any], chat: bool,
+              template_kwargs: Any = None) -> Any:
+        built.append((config, chat, template_kwargs))
+        return lambda ds: ds
+
+    class Remote:  # ray.remote(...)(RowCount): .remote() makes the actor, .total.remote() asks it
+        def __init__(self, cls: Any) -> None:
+            self.total = self
+
+        def remote(self) -> Any:
+            return self
+
+    monkeypatch.setattr(batch, "refuse_taken", lambda output, overwrite: None)
+    monkeypatch.setattr(batch, "read", lambda path: "dataset")
+    monkeypatch.setattr(batch, "input_columns", lambda path, ds: ("prompt",))
+    monkeypatch.setattr(batch, "has_chat_template", lambda source, trust=False: True)
+    monkeypatch.setattr(batch, "build", build)
+    monkeypatch.setattr(batch, "counted", lambda ds, counter: ds)
+    monkeypatch.setattr(batch, "write", lambda ds, path, overwrite: None)
+    monkeypatch.setattr(ray, "remote", lambda **kw: Remote)
+    monkeypatch.setattr(ray, "get", lambda ref: 0)
+    batch.run(work, cpu_model=cpu_model)
+    ((config, chat, template_kwargs),) = built
+    assert chat is True and template_kwargs == gets
+    assert config["model_source"] == (cpu_model or work.model or vllm_rules.DEFAULT_MODEL)

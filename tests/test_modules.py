@@ -513,6 +513,8 @@ def test_other_props_guard_rails() -> None:
          lambda: BucketProps(name="okay-bucket", project="p", location="us", noncurrent_version_retention_days=0)),
         ("cache_retention_days",
          lambda: BucketProps(name="okay-bucket", project="p", location="us", cache_retention_days=0)),
+        ("checkpoint_noncurrent_days",
+         lambda: BucketProps(name="okay-bucket", project="p", location="us", checkpoint_noncurrent_days=0)),
         ("bucket_role", lambda: WorkloadIdentityProps(project="p", account_id="raytpu-ray", namespace="ray",
                                                       ksa_name="ray", bucket="b", bucket_role="roles/owner")),
         ("account_id", lambda: WorkloadIdentityProps(project="p", account_id="x", namespace="ray",

@@ -339,6 +339,28 @@ def test_gkes_default_notice_stated_emits_no_kubelet_fields_and_no_version_need(
     assert _floor(only(stacks[cluster_id], "google_container_cluster")) == _floor(
         only(example[cluster_id], "google_container_cluster"))
 
+CHECKPOINT_VERSIONS_RULE = {"action": {"type": "Delete"},
+                            "condition": {"days_since_noncurrent_time": 1, "matches_prefix": ["checkpoints/"],
+                                          "with_state": "ARCHIVED"}}
+"""Issue 71 item 11: a checkpoint Ray Train deletes past ``keep_checkpoints`` becomes a noncurrent version of the
+versioned bucket; under ``checkpoints/`` such versions go after a day, not the other objects' 30.
+Source: https://cloud.google.com/storage/docs/lifecycle#dayssincenoncurrenttime"""
+
+
+@pytest.mark.parametrize("example", [STANDARD_EXAMPLE, AUTOPILOT_EXAMPLE], ids=["standard", "autopilot"])
+def test_deleted_checkpoints_noncurrent_versions_go_after_a_day(example: Path, standard: dict,
+                                                                autopilot: dict) -> None:
+    stacks = standard if example == STANDARD_EXAMPLE else autopilot
+    (bucket,) = [only(s, "google_storage_bucket") for s in stacks.values() if resources(s, "google_storage_bucket")]
+    rules = bucket["lifecycle_rule"]
+    assert [r for r in rules if "checkpoints/" in r["condition"].get("matches_prefix", [])] == [
+        CHECKPOINT_VERSIONS_RULE]
+    # the other versions keep their 30 days, and no rule touches a live checkpoint
+    assert {"action": {"type": "Delete"}, "condition": {"days_since_noncurrent_time": 30,
+                                                        "with_state": "ARCHIVED"}} in rules
+    assert bucket["versioning"] == {"enabled": True}
+
+
 def test_network_bucket_and_identity(standard: dict) -> None:
     stack = standard["ray-tpu-cluster"]
     subnet = only(stack, "google_compute_subnetwork")
@@ -351,9 +373,10 @@ def test_network_bucket_and_identity(standard: dict) -> None:
     assert bucket["public_access_prevention"] == "enforced"
     assert bucket["versioning"] == {"enabled": True}
     # JAX's cache never evicts (jax_compilation_cache_max_size -1; jax-v0.10.2 docs/persistent_compilation_cache.md
-    # asks for an age rule): the cache folders, and only they, expire; checkpoints keep only the old-versions rule.
-    old_versions, caches = bucket["lifecycle_rule"]
+    # asks for an age rule): the cache folders, and only they, expire; checkpoints' live objects never do.
+    old_versions, checkpoints, caches = bucket["lifecycle_rule"]
     assert old_versions["condition"] == {"days_since_noncurrent_time": 30, "with_state": "ARCHIVED"}
+    assert checkpoints == CHECKPOINT_VERSIONS_RULE
     assert caches == {"action": {"type": "Delete"},
                       "condition": {"age": 30, "matches_prefix": ["compile-cache/", "xla-cache/vllm/"],
                                     "with_state": "LIVE"}}

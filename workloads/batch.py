@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from raytpu.core.common import errors
-from raytpu.core.specs import data, sampling
+from raytpu.core.specs import chat_template, data, sampling
 from raytpu.core.specs.spec import WorkloadSpec
 from raytpu.core.specs.vllm_rules import DEFAULT_MODEL
 from raytpu.workloads._entry import guarded
@@ -220,7 +220,8 @@ def run(work: WorkloadSpec, *, overwrite: bool = False, cpu_model: str | None = 
     chat = work.chat_template if work.chat_template is not None else has_chat_template(
         config["model_source"], bool(config["engine_kwargs"].get("trust_remote_code")))
     params = sampling.sampling_params(work)
-    processor = build(config, columns, params, chat, work.chat_template_kwargs)
+    processor = build(config, columns, params, chat,
+                      chat_template.batch_kwargs(work.model, work.model_source, work.chat_template_kwargs))
     import ray
 
     counter: Any = ray.remote(num_cpus=0)(RowCount).remote()

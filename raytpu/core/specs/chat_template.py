@@ -11,6 +11,11 @@
   Source: vLLM 0.29.0 ``FrontendArgs`` (:data:`raytpu.core.specs.vllm_rules.VLLM_FRONTEND_ARGS`); Ray 2.60
   ``VLLMEngineConfig.from_llm_config`` (FrontendArgs fields to ``frontend_kwargs``).
 
+A batch of a built-in model that thinks (Qwen3: :attr:`raytpu.core.tpu.models.ModelShape.thinks`) gets
+``{enable_thinking: false}`` unless the config gives ``chat_template_kwargs`` (:func:`batch_kwargs`): a batch's
+``generated_text`` is the answer, not the model's reasoning cut off by ``max_tokens``. A serving workload keeps the
+model's own default: each request may set ``chat_template_kwargs`` itself.
+
 Standard library only."""
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from typing import Any
 from raytpu.core.common import errors
 from raytpu.core.common.errors import InvalidInput
 from raytpu.core.specs import workload_fields
+from raytpu.core.specs.vllm_rules import sized_model
+from raytpu.core.tpu.models import by_hf_id
 
 FIELD = "chat_template_kwargs"
 SERVE_ENGINE_KEY = "default_chat_template_kwargs"
@@ -67,6 +74,21 @@ def problems(kind_name: str, takes_model: bool, batches: bool, value: object, ch
         found.append(errors.invalid_value(FIELD, value, f"is given twice (engine_kwargs.{SERVE_ENGINE_KEY} too)",
                                           f"one of chat_template_kwargs and engine_kwargs.{SERVE_ENGINE_KEY}"))
     return found
+
+
+NO_THINKING: dict[str, Any] = {"enable_thinking": False}
+"""What a batch of a model that thinks gets when its config gives no ``chat_template_kwargs``. Source: the Qwen3 model
+cards, "Switching Between Thinking and Non-Thinking Mode" (docs/FACTS.md#vllm-chat-template)."""
+
+
+def batch_kwargs(model: str | None, model_source: str | None, value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The ``chat_template_kwargs`` a batch's chat template stage gets: the config's ``value`` when it gives one (it
+    wins, whatever it says), else :data:`NO_THINKING` for a built-in model that thinks (the model whose shape rules
+    the workload, :func:`raytpu.core.specs.vllm_rules.sized_model`), else none."""
+    if value is not None:
+        return dict(value)
+    shape = by_hf_id(sized_model(model, model_source))
+    return dict(NO_THINKING) if shape is not None and shape.thinks else None
 
 
 def engine_kwargs(value: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -34,7 +34,8 @@ class ModelShape:
     Each field is named after the ``config.json`` key it reads (the mapping: docs/FACTS.md#sizing-model-fields).
     ``experts``: all resident, ``experts_per_token`` run; ``sliding_layers`` cache only ``sliding_window`` tokens;
     ``mla``: one latent per token and layer; ``gated``: downloading needs a token of an account that accepted the
-    license."""
+    license; ``thinks``: its chat template makes it reason in a ``<think>`` block before answering unless the
+    template gets ``enable_thinking: false`` (Qwen3's hybrid thinking, on by default)."""
 
     name: str
     layers: int
@@ -57,6 +58,7 @@ class ModelShape:
     hf_id: str | None = None
     source: str = ""
     gated: bool = False
+    thinks: bool = False
 
     def kv_token_layers(self, context: int) -> int:
         """Tokens x layers the KV cache holds for one ``context``-token sequence (sliding layers: their window)."""
@@ -141,12 +143,13 @@ MODELS: dict[str, ModelShape] = {m.name: m for m in (
     _llama("llama-3.1-405b", "meta-llama/Llama-3.1-405B-Instruct", 126, 16384, 128, 53248),
     # 3.1 70B's architecture (its model card: the same config fields)
     _llama("llama-3.3-70b", "meta-llama/Llama-3.3-70B-Instruct", 80, 8192, 64, 28672),
-    # Source: its config.json and model card (docs/FACTS.md#sizing-models)
+    # Source: its config.json and model card (docs/FACTS.md#sizing-models); thinks: its card's "Switching Between
+    # Thinking and Non-Thinking Mode" (enable_thinking=True by default; docs/FACTS.md#vllm-chat-template)
     ModelShape("qwen3-0.6b", 28, 1024, 16, 8, 128, 3072, 151936, 40960, tied_embeddings=True,
-               hf_id="Qwen/Qwen3-0.6B", source=_hf("Qwen/Qwen3-0.6B")),
-    # Source: its config.json (a vendored copy: docs/FACTS.md#sizing-models)
+               hf_id="Qwen/Qwen3-0.6B", source=_hf("Qwen/Qwen3-0.6B"), thinks=True),
+    # Source: its config.json (a vendored copy: docs/FACTS.md#sizing-models); thinks: as Qwen3-0.6B (its card)
     ModelShape("qwen3-8b", 36, 4096, 32, 8, 128, 12288, 151936, 40960,
-               hf_id="Qwen/Qwen3-8B", source=_hf("Qwen/Qwen3-8B")),
+               hf_id="Qwen/Qwen3-8B", source=_hf("Qwen/Qwen3-8B"), thinks=True),
     # Source: its config.json (a public copy: docs/FACTS.md#sizing-models)
     ModelShape("qwen3-8b-base", 36, 4096, 32, 8, 128, 12288, 151936, 32768,
                hf_id="Qwen/Qwen3-8B-Base", source=_hf("Qwen/Qwen3-8B-Base")),
