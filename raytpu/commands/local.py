@@ -265,10 +265,11 @@ def _smoke(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     from raytpu.local.deploy import deploy_serve, require_vllm
-    from raytpu.local.from_config import serving_workload
+    from raytpu.local.from_config import config_serving_workload, serving_on_slice
 
+    chosen = config_serving_workload(args.config, args.workload)  # a wrong --workload is said before the cluster
     cluster = _cluster(args)
-    work = serving_workload(cluster, args.config, args.workload)
+    work = cluster.workload("serve") if chosen is None else serving_on_slice(cluster, chosen)
     if work.serve_app is not None:  # a team's own app: the kit's .venv runs it, no vLLM
         from raytpu.local.team_app import deploy_team_app
 

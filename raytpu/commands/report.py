@@ -21,6 +21,9 @@ MAX_REPORT_BYTES = 64 << 20
 """The largest report read (64 MiB): a v6e 16x16 smoke.json with every chip's figures is under 1 MiB."""
 
 VALID = "a report the kit wrote: smoke.json, `local smoke --json`, demo.json or `submit --wait --report`"
+MAX_REPORT_DEPTH = 32
+"""The deepest nesting of lists and objects read (the kit's reports nest 6 levels): deeper is no report, and Python's
+JSON reader and ``str`` would recurse through it."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,11 +38,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Checks ``--out``, reads the report, renders and writes the page."""
     from raytpu.console import report_html
+    from raytpu.core.common.errors import InvalidInput, excerpt
 
     source = Path(args.file)
     out = out_path(source, args.out)
     document = read(source)
-    report_html.write(out, report_html.render(document, str(source), report_html.doctor_beside(source)))
+    try:
+        page = report_html.render(document, str(source), report_html.doctor_beside(source))
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
+        # read() refuses the shapes the page cannot draw; a value of a shape it did not foresee still names the file
+        raise InvalidInput("FILE", f"{excerpt(str(source), 200, tail=True)} is not a report this kit can render "
+                           f"({type(exc).__name__}: {excerpt(str(exc), 120)})", VALID) from exc
+    report_html.write(out, page)
     print(f"wrote {out}", file=sys.stderr)
     return 0
 
@@ -77,10 +87,12 @@ def read(source: Path) -> Mapping[str, Any]:
     """The report in ``source``; InvalidInput naming ``FILE`` when it is not JSON, not a report, or newer."""
     from raytpu.config.reading import read_text
     from raytpu.core.common import report
-    from raytpu.core.common.errors import InvalidInput, excerpt, invalid_value
+    from raytpu.core.common.errors import InvalidInput, excerpt, invalid_value, nesting
 
     shown = excerpt(str(source), 200, tail=True)
     text = read_text(source, "FILE", VALID, limit=MAX_REPORT_BYTES)
+    deep = InvalidInput("FILE", f"{shown} nests lists and objects deeper than {MAX_REPORT_DEPTH} levels, which no "
+                        "report does", VALID)
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -88,6 +100,10 @@ def read(source: Path) -> Mapping[str, Any]:
         truncated = ": it ends early (truncated?)" if ends else ""
         raise InvalidInput("FILE", f"{shown} is not JSON{truncated}: {exc.msg} (line {exc.lineno}, column "
                            f"{exc.colno})", VALID) from exc
+    except RecursionError as exc:  # Python's JSON reader recurses once per level
+        raise deep from exc
+    if nesting(document, MAX_REPORT_DEPTH) > MAX_REPORT_DEPTH:
+        raise deep
     made = document.get("format", report.FORMAT) if isinstance(document, dict) else report.FORMAT
     if isinstance(made, bool) or not isinstance(made, int) or made < 1:
         raise invalid_value("FILE", made, f"is not a report format (in {shown})", f"1..{report.FORMAT}")
@@ -109,11 +125,48 @@ def _not_a_report(document: Any) -> str:
         return "it has none of the keys slices, steps, timeline, timelines"
     if not isinstance(verdicts, list) or not all(isinstance(v, dict) and "slice" in v for v in verdicts):
         return "its slices are not a list of verdicts"
+    key = "slices" if "slices" in document else "smoke"
+    for i, verdict in enumerate(verdicts):
+        if wrong := _verdict_shape(verdict, f"{key}[{i}]"):
+            return wrong
     timelines = [document.get("timeline"), *(document.get("timelines") or {}).values()] \
         if isinstance(document.get("timelines") or {}, dict) else [None, "not an object"]
     if not all(t is None or (isinstance(t, dict) and isinstance(t.get("phases", []), list)) for t in timelines):
         return "a timeline is not an object with a list of phases"
     return ""
+
+
+_OBJECT_LISTS = ("checks", "hosts", "perf")
+"""A verdict's lists of objects (:class:`raytpu.core.common.report.Verdict`; its ``dcn`` holds ``checks`` and
+``perf``): the page reads each item's keys."""
+
+
+def _verdict_shape(verdict: Mapping[str, Any], where: str) -> str:
+    """Where a verdict is not shaped as the kit writes one (empty when it is): each of its lists of objects a list
+    of objects, its ``dcn`` an object, a host's ``problems`` and ``injected`` lists."""
+    dcn = verdict.get("dcn")
+    if dcn is not None and not isinstance(dcn, dict):
+        return f"{where}.dcn is {_json_type(dcn)}, not an object"
+    parts = [(f"{where}.{k}", verdict.get(k)) for k in _OBJECT_LISTS]
+    parts += [(f"{where}.dcn.{k}", dcn.get(k)) for k in ("checks", "perf")] if dcn else []
+    for path, items in parts:
+        if items is None:
+            continue
+        if not isinstance(items, list):
+            return f"{path} is {_json_type(items)}, not a list of objects"
+        for j, item in enumerate(items):
+            if not isinstance(item, dict):
+                return f"{path}[{j}] is {_json_type(item)}, not an object"
+    lists = [(f"{where}.injected", verdict.get("injected"))]
+    lists += [(f"{where}.hosts[{j}].problems", h.get("problems")) for j, h in enumerate(verdict.get("hosts") or [])]
+    return next((f"{path} is {_json_type(value)}, not a list" for path, value in lists
+                 if value is not None and not isinstance(value, list)), "")
+
+
+def _json_type(value: Any) -> str:
+    """``value``'s JSON type, with its article (``a string``)."""
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list",
+            dict: "an object"}.get(type(value), "null")
 
 
 def _probe(folder: Path, shown: str, valid: str) -> None:

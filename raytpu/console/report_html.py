@@ -133,7 +133,7 @@ def doctor_beside(report_path: Path) -> Mapping[str, Any] | None:
 
     try:
         document = json.loads((report_path.parent / DOCTOR_NAME).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):  # RecursionError: nested thousands deep
         return None
     return document if isinstance(document, dict) and isinstance(document.get("checks"), list) else None
 

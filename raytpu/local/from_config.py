@@ -63,20 +63,33 @@ def local_path(path: str) -> str:
 def serving_workload(cluster: LocalCluster, config: str | None = None, name: str | None = None) -> WorkloadSpec:
     """The serving WorkloadSpec to deploy on ``cluster``: the config's (``name``, else its first serving
     workload) moved onto the local slice (:func:`serving_on_slice`), else the defaults."""
+    work = config_serving_workload(config, name)
+    return cluster.workload("serve") if work is None else serving_on_slice(cluster, work)
+
+
+def config_serving_workload(config: str | None = None, name: str | None = None) -> WorkloadSpec | None:
+    """The config's serving workload ``name`` (else its first), judged before any cluster is looked at: InvalidInput
+    naming ``workload`` for a name the config lacks or a workload that serves nothing (a job kind's: ``submit
+    --local`` runs it). None when there is none to take and no name was given: the kit's default serve workload."""
     from raytpu.config import choose, load
 
     path = choose(config, local=True)
     if config is None and not Path(path).exists():
         if name is not None:
             raise errors.missing("config", "with --workload", "--config naming a raytpu.yaml")
-        return cluster.workload("serve")
-    serving = [w for w in load(path).workloads if w.kind.serves]
+        return None
+    workloads = load(path).workloads
+    serving = [w for w in workloads if w.kind.serves]
     chosen = [w for w in serving if name in (None, w.name)]
-    if not chosen:
-        if name is None:
-            return cluster.workload("serve")
-        raise errors.invalid_choice("workload", name, [w.name for w in serving] or ["(no serving workload)"])
-    return serving_on_slice(cluster, chosen[0])
+    if chosen or name is None:
+        return chosen[0] if chosen else None
+    listed = errors.listing(w.name for w in serving) if serving else "(the config has no serving workload)"
+    job = next((w for w in workloads if w.name == name and w.kind.is_job), None)
+    if job is not None:
+        raise errors.invalid_value("workload", name, f"is a {job.kind.name} workload (a RayJob): `local serve` "
+                                   "deploys a serving workload (a RayService)",
+                                   f"a serving workload: {listed}; `raytpu submit {name} --local` runs this one")
+    raise errors.invalid_choice("workload", name, [w.name for w in serving] or ["(no serving workload)"])
 
 
 def serving_on_slice(cluster: LocalCluster, work: WorkloadSpec) -> WorkloadSpec:
