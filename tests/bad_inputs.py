@@ -330,6 +330,7 @@ def _team(case_id: str, field_name: str, train: Mapping[str, object] | None = No
 
 I38 = "38.4 your code: checked before anything runs"
 I47 = "47.1 requirements: checked and resolved before anything runs"
+I71_2 = "71.2 every requirements line honoured or refused"
 TEAM_CASES: tuple[Case, ...] = (
     _team("team-train-loop-no-colon", "workloads[3].train_loop", {"train_loop": "lm.train.train_loop"}),
     _team("team-env-kit-name", "workloads[3].env.JAX_PLATFORMS", {"env": {"JAX_PLATFORMS": "cpu"}}),
@@ -388,10 +389,92 @@ TEAM_CASES: tuple[Case, ...] = (
           files={"src/requirements.txt": "jax==0.4.30\n"}, item=I47),
     _team("reqs-without-code", "workloads[3].requirements", {"requirements": "r.txt", "code": None,
                                                              "train_loop": None, "train_config": None}, item=I47),
-    _team("reqs-unresolvable", "workloads[3].requirements", {"requirements": "requirements.txt"},
-          files={"src/requirements.txt": "no-such-package-raytpu-heldout-zz\n"}, item=I47),
+    # resolving needs the index: `validate --resolve` (plain validate reads files only, offline; issue 71 item 13)
+    dataclasses.replace(_team("reqs-unresolvable", "workloads[3].requirements", {"requirements": "requirements.txt"},
+                              files={"src/requirements.txt": "no-such-package-raytpu-heldout-zz\n"}, item=I47),
+                        argv=("validate", "raytpu.yaml", "--resolve")),
+    # every line honoured on both sides or refused, naming the line (issue 71 item 2)
+    *(_team(f"reqs-line-{case}", "workloads[3].requirements", {"requirements": "requirements.txt"},
+            files={"src/requirements.txt": f"optax==0.2.8\n{line}\n", **extra}, item=I71_2)
+      for case, line, extra in (
+          ("direct-url", "mylib @ https://example.com/mylib-1.0-py3-none-any.whl", {}),
+          ("vcs", "git+https://github.com/org/mylib.git@v1#egg=mylib", {}),
+          ("local-path", "./vendor/mylib", {}),
+          ("editable", "-e .", {}),
+          ("hash", "einops==0.8.1 --hash=sha256:" + "0" * 64, {}),
+          ("index-url", "--index-url https://pypi.internal.example/simple", {}),
+          ("extra-index", "--extra-index-url https://pypi.internal.example/simple", {}),
+          ("constraints", "-c constraints.txt", {"src/constraints.txt": "einops==0.8.1\n"}),
+          ("include-missing", "-r base.txt", {}),
+          ("include-outside", "-r ../outside.txt", {"outside.txt": "einops\n"}),
+          ("include-refuses", "-r base.txt", {"src/base.txt": "--find-links /wheels\n"}),
+          ("unknown-option", "--prefer-binary", {}),
+      )),
 )
 
+
+I68_2 = "68.2 env and secrets rules a team can live with"
+I71_8 = "71.8 --set reads values as the config file does"
+
+
+def _team_set(case_id: str, field_name: str, *given: str, shows: str = "",
+              train: Mapping[str, object] | None = None) -> Case:
+    """``raytpu submit pretrain --stack ... --dry-run --set ...`` of the team workload (issue 68.2, 71.8)."""
+    return Case(case_id, ("submit", "pretrain", "--stack", STACK, "--dry-run",
+                          *(arg for text in given for arg in ("--set", text))), field_name,
+                {**TEAM_SRC, "raytpu.yaml": team_config(train), "raytpu.images.json": FIXTURE_RECORD,
+                 "outputs.json": outputs()}, item=I68_2, shows=shows)
+
+
+ENV_CASES: tuple[Case, ...] = (
+    # names that break every worker, bypass Workload Identity, or that KubeRay sets: refused, saying why
+    *(dataclasses.replace(_team(f"env-name-{name.lower()}", f"workloads[3].env.{name}", {"env": {name: "x"}},
+                                item=I68_2), shows=why)
+      for name, why in (("PYTHONHOME", "standard library"), ("LD_PRELOAD", "every process of the pods"),
+                        ("LD_AUDIT", "every process of the pods"), ("LD_LIBRARY_PATH", "library search"),
+                        ("GOOGLE_APPLICATION_CREDENTIALS", "Workload Identity"),
+                        ("GCE_METADATA_HOST", "Workload Identity"), ("GCE_METADATA_ROOT", "Workload Identity"),
+                        ("GCE_METADATA_IP", "Workload Identity"), ("FQ_RAY_IP", "KubeRay"),
+                        ("KUBERAY_GEN_RAY_START_CMD", "KubeRay"), ("RAY_IP", "set by the kit"),
+                        ("RAY_PORT", "set by the kit"), ("RAY_CLUSTER_NAME", "set by the kit"),
+                        ("RAY_CLOUD_INSTANCE_ID", "set by the kit"), ("RAY_NODE_TYPE_NAME", "set by the kit"),
+                        ("xla_flags", "case-sensitive"), ("XLA_PYTHON_CLIENT_PREALLOCATE", "set by the kit"),
+                        ("LIBTPU_INIT_ARG", "set by the kit"), ("HOME", "set by the kit"))),
+    dataclasses.replace(_team("secret-name-ld-preload", "workloads[3].secrets.LD_PRELOAD",
+                              {"secrets": {"LD_PRELOAD": "lib"}}, item=I68_2), shows="every process of the pods"),
+    # a value that is not a string: how to quote it, in YAML and on a command line
+    *(dataclasses.replace(_team(f"env-value-{label}", "workloads[3].env.N", {"env": {"N": value}}, item=I68_2),
+                          shows=shows)
+      for label, value, shows in (("int", 8, "N: \"8\""), ("bool", True, "--set env.N='\"true\"'"),
+                                  ("float", 2.5, "N: \"2.5\""), ("null", None, "N: \"\""),
+                                  ("list", [1], "a list or mapping"), ("mapping", {"a": 1}, "a list or mapping"))),
+    # secrets: a Secret's name or {name, key}; anything else says both forms
+    *(dataclasses.replace(_team(f"secret-{label}", field_name, {"secrets": {"TOKEN": value}}, item=I68_2),
+                          shows=shows)
+      for label, value, field_name, shows in (
+          ("number", 5, "workloads[3].secrets.TOKEN", "{name: SECRET, key: KEY}"),
+          ("null", None, "workloads[3].secrets.TOKEN", "--from-literal=value="),
+          ("list", ["a"], "workloads[3].secrets.TOKEN", "{name: SECRET, key: KEY}"),
+          ("ref-no-key", {"name": "tok"}, "workloads[3].secrets.TOKEN.key", "is required"),
+          ("ref-extra", {"name": "tok", "key": "v", "ns": "x"}, "workloads[3].secrets.TOKEN.ns",
+           "is not a known key"),
+          ("ref-bad-name", {"name": "Tok_1", "key": "v"}, "workloads[3].secrets.TOKEN.name", "Secret name"),
+          ("ref-bad-key", {"name": "tok", "key": ".."}, "workloads[3].secrets.TOKEN.key", "Secret key"),
+          ("ref-key-number", {"name": "tok", "key": 1}, "workloads[3].secrets.TOKEN.key", "is not a string"))),
+    # --set: env values quoted as in the file, secrets never per run
+    _team_set("set-env-number", "--set env.BATCH", "env.BATCH=32", shows="--set env.BATCH='\"32\"'"),
+    _team_set("set-env-true", "--set env.DEBUG", "env.DEBUG=true", shows="DEBUG: \"true\""),
+    _team_set("set-env-preload", "--set env.LD_PRELOAD", "env.LD_PRELOAD=/x.so", shows="every process"),
+    _team_set("set-env-credentials", "--set env.GOOGLE_APPLICATION_CREDENTIALS",
+              "env.GOOGLE_APPLICATION_CREDENTIALS=/k.json", shows="Workload Identity"),
+    _team_set("set-secret", "--set 'secrets.WANDB_API_KEY'", "secrets.WANDB_API_KEY=abc",
+              shows="cannot be set for one run"),
+    _team_set("set-secrets-whole", "--set 'secrets'", "secrets=abc", shows="cannot be set for one run"),
+    dataclasses.replace(_team_set("set-python-tag", "--set train_config.lr", "train_config.lr=!!python/name:os.system",
+                                  shows="YAML tag"), item=I71_8),
+    dataclasses.replace(_team_set("set-compile-cache-bool", "--set compile_cache", "compile_cache=false"),
+                        item=I71_8),
+)
 
 I47_2 = "47.2 serve_app: a team's own Ray Serve app, checked before it runs"
 SERVE_SRC: dict[str, Content] = {"src": DIR, "src/lm/__init__.py": "",
@@ -1116,6 +1199,12 @@ CASES: tuple[Case, ...] = (
     Case("report-verdicts-not-a-list", ("report", "r.json"), "FILE", {"r.json": '{"slices": {"a": 1}}'}),
     Case("report-newer-format", ("report", "r.json"), "FILE", {"r.json": '{"format": 99, "slices": []}'}),
     Case("report-utf16", ("report", "r.json"), "FILE", {"r.json": '{"slices": []}'.encode("utf-16")}),
+    # issue 68 item 5: hostile reports are exit 2 naming the file, never a traceback
+    Case("report-checks-strings", ("report", "r.json"), "FILE",
+         {"r.json": '{"slices": [{"slice": "a", "healthy": false, "checks": ["hosts", "psum"]}]}'}),
+    Case("report-nested-5000", ("report", "r.json"), "FILE", {"r.json": "[" * 5000 + "]" * 5000}),
+    Case("report-timeline-nested-5000", ("report", "r.json"), "FILE",
+         {"r.json": '{"slices": [], "timeline": ' + '{"a": ' * 5000 + "1" + "}" * 5001}),
     Case("report-out-folder", ("report", "r.json", "--out", "page.html"), "--out",
          {"r.json": '{"slices": []}', "page.html": DIR}),
     Case("report-out-not-html", ("report", "r.json", "--out", "r.json"), "--out", {"r.json": '{"slices": []}'}),
@@ -1127,6 +1216,7 @@ CASES: tuple[Case, ...] = (
          {"r.json": '{"slices": ['}),
     Case("unknown-command", ("deploy",), "COMMAND"),
     *TEAM_CASES,
+    *ENV_CASES,
     *SERVE_APP_CASES,
     *ISSUE48_CASES,
 )

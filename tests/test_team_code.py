@@ -187,7 +187,7 @@ def test_a_train_loop_of_no_argument_validates_and_refuses_a_train_config(tmp_pa
     assert refused.returncode == 2, refused.stderr
     assert "Traceback" not in refused.stderr and refused.stdout == ""
     assert refused.stderr.splitlines() == [
-        "error: workloads[0].train_config: '{\"steps\": 200, \"lr\": 0.0003, \"schedule\": {\"warmup\": 10}}' is set, "
+        "error: workloads[0].train_config: {steps: 200, lr: 0.0003, schedule: {warmup: 10}} is set, "  # as in YAML
         "but lm.train:train_loop takes no argument (train_loop()), so there is nothing to pass it to; valid: a "
         "parameter on the function (def train_loop(config): ... at the top level of train.py) or no train_config"]
     (tmp_path / "raytpu.yaml").write_text(re.sub(r"\n    train_config: .*\n", "\n", CONFIG))

@@ -80,7 +80,8 @@ def test_a_field_added_to_the_table_is_refused_where_it_is_not_taken(monkeypatch
 
 
 SCRATCH_FIELD = {
-    "raytpu/core/specs/workload_spec.py": ("    secrets: Mapping[str, str] | None = field(default=None, hash=False)\n",
+    "raytpu/core/specs/workload_spec.py": ("    secrets: Mapping[str, str | SecretKeyRef] | None = field(default=None, "
+                                           "hash=False)\n",
                                            "    warmup_s: int | None = None\n"),
     "raytpu/core/specs/workload_fields.py": ('          "submitting shell\'s variable of that name"),\n',
                                              '    Field(name="warmup_s", group="runtime", kinds=("train",), doc="a '

@@ -299,7 +299,8 @@ def check_team_secrets(client: KubeClient, work: WorkloadSpec, field: str, names
     Not checked when reading Secrets is forbidden.
     Source: Kubernetes v1 ``SecretKeySelector`` (``optional`` unset: the Secret and its key must exist)."""
     found: list[errors.InvalidInput] = []
-    for env_name, secret in sorted((work.secrets or {}).items()):
+    for env_name, given in sorted((work.secrets or {}).items()):
+        secret, key = run_env.secret_source(given)
         try:
             obj = client.get("Secret", secret)
         except KubeError as exc:
@@ -307,15 +308,16 @@ def check_team_secrets(client: KubeClient, work: WorkloadSpec, field: str, names
                 return
             raise
         keys = {*(obj or {}).get("data", {}), *(obj or {}).get("stringData", {})}
-        create = (f"kubectl -n {namespace} create secret generic {secret} "
-                  f"--from-literal={run_env.SECRET_KEY}=...")
+        create = f"kubectl -n {namespace} create secret generic {secret} --from-literal={key}=..."
         if obj is None:
             found.append(errors.invalid_value(f"{field}.{env_name}", secret, f"names no Secret in namespace "
                                               f"{namespace}", f"create it first: {create}"))
-        elif run_env.SECRET_KEY not in keys:
-            found.append(errors.invalid_value(f"{field}.{env_name}", secret, f"has no key {run_env.SECRET_KEY} "
+        elif key not in keys:
+            found.append(errors.invalid_value(f"{field}.{env_name}", secret, f"has no key {key} "
                                               f"(it holds {', '.join(sorted(keys)) or 'no key'})",
-                                              f"the value under key {run_env.SECRET_KEY}: {create}"))
+                                              f"the value under key {key}: {create}"
+                                              + ("" if key != run_env.SECRET_KEY else
+                                                 f", or {{name: {secret}, key: KEY}} naming a key it holds")))
     errors.raise_found(found)
 
 

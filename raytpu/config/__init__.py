@@ -27,7 +27,7 @@ from raytpu.config import overrides as override
 from raytpu.config import reading
 from raytpu.core.common import errors
 from raytpu.core.common.errors import InvalidInput, InvalidInputs, Problems, join_path
-from raytpu.core.specs import kinds
+from raytpu.core.specs import kinds, run_env
 from raytpu.core.specs.cluster_parts import AlertingSpec, GkeSpec, NetworkSpec, StorageSpec
 from raytpu.core.specs.security import SecuritySpec
 from raytpu.core.specs.spec import ClusterSpec, SliceSpec, WorkloadSpec, cluster_problems
@@ -185,7 +185,7 @@ def _parse_data(data: dict[str, Any], base: Path | None) -> ClusterSpec:
     try:
         config = Config.model_validate(data)
     except ValidationError as exc:
-        raise InvalidInputs([_from_pydantic(e) for e in exc.errors()]) from exc
+        raise InvalidInputs(structure_problems(exc.errors())) from exc
     config, found = _code_folders(config, base or Path.cwd())
     try:
         spec = compile_config(config)
@@ -260,15 +260,24 @@ _BROKEN = object()
 def _build(problems: Problems, path: str, spec: type, written: BaseModel | None,
            make: Callable[..., Any] | None = None) -> Any:
     """The spec ``spec`` (built by ``make``) from its section as written (None: absent), only the keys given; nested
-    sections first, under their paths. None when it has problems, recorded under ``path``."""
-    given = {}
+    sections first, under their paths. None when it has problems, recorded under ``path``. A nested section that
+    failed is left out of its parent, so a problem the parent then finds at that very field (``hf_token_secret`` is
+    required for a gated model) is the same problem said again: only the section's own are kept."""
+    given, broken = {}, set()
     for key in type(written).model_fields if written is not None else ():
         value = getattr(written, key)
         if value is not None:
             part = _part(problems, join_path(path, key), value)
             if part is not _BROKEN:
                 given[key] = part
-    return problems.build(path, partial(make or spec, **given))
+            else:
+                broken.add(join_path(path, key))
+    if not broken:
+        return problems.build(path, partial(make or spec, **given))
+    own = Problems()
+    built = own.build(path, partial(make or spec, **given))
+    problems.items += [p for p in own.items if p.field not in broken]
+    return built
 
 
 def _part(problems: Problems, path: str, value: Any) -> Any:
@@ -281,6 +290,9 @@ def _part(problems: Problems, path: str, value: Any) -> Any:
         spec = _SPEC_OF[type(value)]
         built = _build(problems, path, spec, value)
         return _BROKEN if built is None and (built := _default(spec)) is None else built
+    if isinstance(value, Mapping) and any(isinstance(v, BaseModel) for v in value.values()):  # secrets' {name, key}
+        parts = {k: _part(problems, join_path(path, str(k)), v) for k, v in value.items()}
+        return {k: v for k, v in parts.items() if v is not _BROKEN}
     return value
 
 
@@ -300,12 +312,102 @@ def _workload(on: SliceSpec, **given: Any) -> WorkloadSpec:
 # ---------------------------------------------------------------------------------------------- structure errors
 
 
+def structure_problems(found: collections.abc.Sequence[Any]) -> list[InvalidInput]:
+    """pydantic's errors as InvalidInputs, one line per problem, each naming the config's own field: pydantic reports
+    a value no member of a union field takes (``keep_checkpoints: true`` of ``int | str``) once per member, under
+    the member's tag (``keep_checkpoints.int``, ``keep_checkpoints.str``); those become one line naming the field
+    (:func:`_union_problem`), or, where one member's own fields were wrong, that member's problems alone."""
+    lines: list[InvalidInput | tuple[Any, ...]] = []
+    unions: dict[tuple[Any, ...], list[Any]] = {}
+    for error in found:
+        loc, union = _untagged(tuple(error["loc"]))
+        if union is None:
+            lines.append(_from_pydantic({**error, "loc": loc}))
+            continue
+        if union not in unions:
+            unions[union] = []
+            lines.append(union)
+        unions[union].append({**error, "loc": loc})
+    out: list[InvalidInput] = []
+    for line in lines:
+        for problem in [line] if isinstance(line, InvalidInput) else _union_problem(line, unions[line]):
+            if str(problem) not in {str(p) for p in out}:
+                out.append(problem)
+    return out
+
+
+def _untagged(loc: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[Any, ...] | None]:
+    """``loc`` without the member tag pydantic puts after a union-typed field, and the location of that field (None:
+    the location crosses no union). Walks the structure's annotations as far as they go."""
+    node: Any = Config
+    out: list[Any] = []
+    union: tuple[Any, ...] | None = None
+    parts = list(loc)
+    while parts:
+        part = parts.pop(0)
+        out.append(part)
+        if node is None:
+            continue
+        node = _unwrap(node)
+        if isinstance(part, str) and isinstance(node, type) and issubclass(node, BaseModel) \
+                and part in node.model_fields:
+            node = node.model_fields[part].annotation
+        elif isinstance(part, int) and typing.get_origin(node) is tuple:
+            node = _unwrap(node, index=True)
+        elif typing.get_origin(node) in (dict, collections.abc.Mapping) and part != "[key]":
+            node = typing.get_args(node)[-1]
+        else:
+            node = None
+            continue
+        members = [a for a in typing.get_args(node) if a is not type(None)] \
+            if typing.get_origin(node) in (typing.Union, types.UnionType) else []
+        if len(members) > 1 and parts:  # pydantic names the member next: drop it; below it, no annotation to walk
+            parts.pop(0)
+            union = union or tuple(out)
+            node = None
+    return tuple(out), union
+
+
+def _union_problem(field_loc: tuple[Any, ...], found: list[Any]) -> list[InvalidInput]:
+    """The problems of one union-typed field: a member's own nested problems where a member went deeper (the value
+    had its shape), else one line: the value is none of the members."""
+    deeper = [e for e in found if len(e["loc"]) > len(field_loc)]
+    if deeper:
+        return [_from_pydantic(e) for e in deeper]
+    expected = list(dict.fromkeys(_expected(e["type"]) for e in found))
+    valid = " or ".join(expected) if _UNKNOWN not in expected else _UNKNOWN
+    if doc := _doc_of(field_loc):
+        valid = f"{valid}: {doc}"
+    return [InvalidInput(_path(field_loc), f"{errors.excerpt(found[0].get('input'))}: is not "
+                         f"{' or '.join(e for e in expected if e != _UNKNOWN) or 'a value it takes'}", valid)]
+
+
+def _doc_of(loc: tuple[Any, ...]) -> str:
+    """What a ``workloads[i]`` field is for (its row's doc, to the first ``;``), else nothing; for a ``secrets`` entry,
+    its two forms."""
+    from raytpu.core.specs import workload_fields
+
+    if len(loc) == 4 and loc[0] == "workloads" and loc[2] == "secrets":
+        return run_env.SECRET_FORMS
+    if len(loc) == 3 and loc[0] == "workloads" and loc[2] in workload_fields.FIELDS:
+        return workload_fields.FIELDS[loc[2]].doc.split(";")[0]
+    return ""
+
+
 def _from_pydantic(error: Any) -> InvalidInput:
     """One pydantic error as an InvalidInput with a dotted/indexed field path and the valid values."""
     loc = tuple(error["loc"])
     field = _path(loc)
     kind = error["type"]
     value = error.get("input")
+    if loc[-1:] == ("[key]",):  # a mapping's key; pydantic's loc holds its repr (datetime.date(2024, 1, 1))
+        field = errors.join_key(_path(loc[:-2]), value)
+        quote = f" (quote it: '{errors.yaml_flow(value)}')" if kind == "string_type" else ""
+        return InvalidInput(field, f"the key {errors.yaml_flow(value)} {_problem(kind, error['msg'])}",
+                            f"{_expected(kind)} as the key{quote}")
+    if kind == "string_type" and len(loc) == 4 and loc[0] == "workloads" and loc[2] == "env":  # N: 8
+        return InvalidInput(field, f"{errors.excerpt(value)}: is not a string",
+                            run_env.string_value_hint(str(loc[3]), value))
     if kind == "extra_forbidden":
         return InvalidInput(field, "is not a known key", f"keys of {_path(loc[:-1]) or 'the top level'}: "
                             f"{_keys(_model_at(loc[:-1]))}")
@@ -333,6 +435,9 @@ def _problem(kind: str, message: str) -> str:
     return _YAML_PROBLEMS.get(kind) or message.lower()
 
 
+_UNKNOWN = "see raytpu.example.yaml"
+
+
 def _expected(kind: str) -> str:
     return {
         "int_parsing": "a whole number", "int_type": "a whole number", "int_from_float": "a whole number",
@@ -340,7 +445,7 @@ def _expected(kind: str) -> str:
         "float_type": "a number",
         "model_type": "a mapping", "dict_type": "a mapping", "tuple_type": "a list", "list_type": "a list",
         "greater_than_equal": "a larger number", "less_than_equal": "a smaller number",
-    }.get(kind, "see raytpu.example.yaml")
+    }.get(kind, _UNKNOWN)
 
 
 def field_at(loc: tuple[Any, ...]) -> str:
@@ -376,9 +481,12 @@ def _model_at(loc: tuple[Any, ...]) -> Any:
     for part in loc:
         if isinstance(part, int):
             node = _unwrap(node, index=True)
+        elif typing.get_origin(node := _unwrap(node)) in (dict, collections.abc.Mapping):  # an entry of a mapping
+            node = typing.get_args(node)[-1]
         else:
-            node = _unwrap(node).model_fields[part].annotation
-    return _unwrap(node)
+            node = node.model_fields[part].annotation
+    models = [a for a in typing.get_args(node) if isinstance(a, type) and issubclass(a, BaseModel)]
+    return models[0] if len(models) == 1 else _unwrap(node)  # a union's mapping member (secrets' {name, key})
 
 
 def _unwrap(node: Any, index: bool = False) -> Any:

@@ -1,7 +1,9 @@
 """``raytpu submit NAME --set KEY=VALUE``: one workload's fields changed for one run, without editing the file GKE runs.
 
 Each override is applied to the loaded YAML before it is compiled, so every rule of the config file judges it; a
-problem in an overridden value is named ``--set KEY``. Values are YAML scalars (``256``, ``3e-4``, ``true``, ``dots``).
+problem in an overridden value is named ``--set KEY``. Values are YAML scalars (``256``, ``3e-4``, ``true``, ``dots``)
+read by the config file's own loader (:func:`raytpu.config.reading.load_yaml`, YAML 1.2's core scalars), so the same
+text means the same value in both: ``off`` and ``no`` are strings, ``010`` is 10, ``12:30`` a string.
 """
 
 from __future__ import annotations
@@ -10,8 +12,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import yaml
-
+from raytpu.config import reading
 from raytpu.core.common import errors
 from raytpu.core.common.errors import InvalidInput
 from raytpu.runs.run_list import OVERRIDES_KEY
@@ -21,7 +22,14 @@ FIXED = ("name",)
 """Fields an override may not change: the workload is looked up by its name."""
 MAPPING_FIELDS = ("train_config", "engine_kwargs", "env")
 """Fields that are mappings: ``--set FIELD.KEY=VALUE`` sets one key inside (``train_config.d_model=256``).
-Not ``secrets``: a secret's Secret name belongs in the file (and locally its value comes from the shell)."""
+Not ``secrets`` (:data:`NOT_PER_RUN`)."""
+NOT_PER_RUN = {"secrets": (
+    "cannot be set for one run: a secret never travels on the command line (it would stay in the shell's history and "
+    "in the run's recorded overrides); on GKE the pods read it from the Kubernetes Secret the config names, locally "
+    "from your shell's variable of that name",
+    "change the Secret itself, or the config's secrets entry (NAME: SECRET or {name: SECRET, key: KEY}); for a local "
+    "run, export NAME=... before `raytpu submit --local`")}
+"""Workload fields ``--set`` refuses, and why: (what is wrong, what to do)."""
 VALID = "KEY=VALUE, KEY a workload field (e.g. steps of train_config: train_config.steps) and VALUE a YAML scalar"
 
 
@@ -31,6 +39,9 @@ def parse_one(text: str, fields: Sequence[str]) -> tuple[tuple[str, ...], Any]:
     if not sep or not key:
         raise errors.invalid_value(FLAG, text, "is not KEY=VALUE", VALID)
     path = tuple(key.split("."))
+    if path[0] in NOT_PER_RUN:
+        why, instead = NOT_PER_RUN[path[0]]
+        raise InvalidInput(f"{FLAG} {errors.excerpt(key)}", f"{path[0]} {why}", instead)
     allowed = [f for f in fields if f not in FIXED]
     if path[0] not in allowed or any(not part for part in path):
         raise errors.invalid_choice(f"{FLAG} {errors.excerpt(key)}", path[0],
@@ -39,10 +50,10 @@ def parse_one(text: str, fields: Sequence[str]) -> tuple[tuple[str, ...], Any]:
     if len(path) > 1 and path[0] not in MAPPING_FIELDS:
         raise errors.invalid_value(f"{FLAG} {key}", key, f"goes inside {path[0]}, which is not a mapping",
                                    f"{path[0]}=VALUE, or KEY inside one of {', '.join(MAPPING_FIELDS)}")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as exc:
-        raise errors.invalid_value(f"{FLAG} {key}", raw, f"is not a YAML scalar ({str(exc).splitlines()[0]})",
+    try:  # the config file's loader: the same text means the same value (YAML 1.2's core scalars)
+        value = reading.load_yaml(raw, "the value", lambda loc: f"{FLAG} {key}") if raw.strip() else ""
+    except InvalidInput as exc:
+        raise errors.invalid_value(f"{FLAG} {key}", raw, f"is not a YAML scalar the kit reads ({exc.problem})",
                                    "a number, true/false, null or a string") from exc
     if isinstance(value, Mapping | list):
         raise errors.invalid_value(f"{FLAG} {key}", raw, "is a YAML mapping or list, not a scalar",

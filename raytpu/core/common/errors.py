@@ -280,6 +280,18 @@ def _walk_json(value: object, field: str, depth: int = 0) -> None:
             _walk_json(item, f"{field}[{index}]", depth + 1)
 
 
+def nesting(value: object, limit: int) -> int:
+    """How many levels of lists and objects ``value`` (parsed JSON) nests, counted without recursion and only up to
+    ``limit + 1`` (a file nested thousands deep costs no more than one nested ``limit``)."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list) and depth <= limit:
+            deepest = max(deepest, depth + 1)
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
 def read_json_file(path: str, field: str, what: str) -> object:
     """The JSON in the file at ``path``; InvalidInput naming ``field`` for a non-regular file, size, encoding, depth
     or a repeated key (docs/FACTS.md#spec-common). ``what`` says what it should be."""

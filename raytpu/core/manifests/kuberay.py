@@ -450,9 +450,10 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf,
             args = [*args, *preemption.train_run_args(work.slice.modes, work.slice.max_run_duration_s,
                                                       multislice.reservation_waits(work.plan, work.slices_per_run))]
         assert (work.code is None) == (code_zip is None), "a code folder ships as its zip (raytpu.teamcode.bundle)"
-        team_env = {**dict(work.env or {}), **user_code.run_env(
-            work.plan, slices=work.slices_per_run, storage=names.run_storage(name), run=name)} \
-            if work.runs_team_code else None
+        # the team's env goes on the containers only (add_team_env): the submitter's bash would expand `$` and
+        # backquotes in runtimeEnvYAML, and Ray `$NAME` in its env_vars (docs/FACTS.md#spec-run-env)
+        team_env = user_code.run_env(work.plan, slices=work.slices_per_run, storage=names.run_storage(name),
+                                     run=name) if work.runs_team_code else None
         runtime = runtime_env([py_modules or names.py_modules_uri()], team_env,
                               names.working_dir_uri(code_zip) if code_zip else None)
         job = ray_job(name, work, pods, autopilot=autopilot, args=args, namespace=namespace, labels=labels,
@@ -476,7 +477,9 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf,
 def add_team_env(cluster: dict[str, Any], work: WorkloadSpec) -> None:
     """``env`` and ``secrets`` on the Ray container of the head (where the job's driver and Serve's controller run
     the team's code) and of every worker group (its Ray Train workers, tasks, replicas); not the submitter, which
-    only runs ``ray job submit``. Secrets as ``secretKeyRef``, read by the kubelet: no value in the object.
+    only runs ``ray job submit``. Only here, not in the runtime env: every Ray process inherits its container's
+    environment, and no shell or Ray expansion touches a value on the way (``$`` doubled for the kubelet). Secrets as
+    ``secretKeyRef``, read by the kubelet: no value in the object.
     Source: Kubernetes v1 OpenAPI io.k8s.api.core.v1.EnvVar / SecretKeySelector (tests/data, vendored)."""
     entries = run_env.plain_env_vars(work.env) + run_env.secret_env_vars(work.secrets)
     if not entries:

@@ -47,7 +47,11 @@ def decode(hint: Any, value: Any) -> Any:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         options = [a for a in args if a is not type(None)]
+        if len(options) > 1 and isinstance(value, Mapping):  # a spec among plain types: a JSON object is the spec
+            options = [a for a in options if isinstance(a, type) and dataclasses.is_dataclass(a)] or [Any]
         return decode(options[0], value) if len(options) == 1 else value
+    if origin in (dict, Mapping) and len(args) == 2 and isinstance(value, Mapping):
+        return {k: decode(args[1], v) for k, v in value.items()}
     if hint is WorkloadKind:
         return kind(value)
     if origin is tuple and isinstance(value, list | tuple):

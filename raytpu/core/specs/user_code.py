@@ -53,7 +53,7 @@ def workload_problems(kind: WorkloadKind, *, image: str | None, code: object, tr
                       train_config: object, entrypoint: object, requirements: object = None) -> list[InvalidInput]:
     """Which code fields ``kind`` takes, and how they go together (a ``train_loop`` without ``code``: in ``image``)."""
     given = {"code": code, "train_loop": train_loop, "train_config": train_config, "entrypoint": entrypoint}
-    found = workload_fields.refusals(kind.name, {name: None if value is None else _shown(value)
+    found = workload_fields.refusals(kind.name, {name: None if value is None else value
                                                  for name, value in given.items()})
     if entrypoint is None and workload_fields.requires(kind.name, "entrypoint"):
         found.append(errors.missing("entrypoint", f"for kind {kind.name} (the team's own Ray driver)",
@@ -69,7 +69,7 @@ def workload_problems(kind: WorkloadKind, *, image: str | None, code: object, tr
                                             "image whose Python path holds the module"))
         for name in ("code", "train_config"):
             if given[name] is not None and train_loop is None:
-                found.append(errors.forbidden(name, _shown(given[name]), "without train_loop (the kit's own trainer "
+                found.append(errors.forbidden(name, given[name], "without train_loop (the kit's own trainer "
                                               "takes neither)", f"train_loop: MODULE:FUNCTION with {name}"))
         if train_config is not None:
             found += train_config_problems("train_config", train_config)
@@ -89,9 +89,6 @@ def workload_problems(kind: WorkloadKind, *, image: str | None, code: object, tr
     return found
 
 
-def _shown(value: object) -> object:
-    """A mapping or list as YAML's flow style would show it (JSON), not as Python's repr."""
-    return json.dumps(value, default=str) if isinstance(value, Mapping | list | tuple) else value
 
 
 DRIVER, EVERY_HOST = "driver", "every_host"
@@ -216,7 +213,7 @@ def loop_call_problems(prefix: str, train_loop: str, parameters: LoopParameters,
                                      "train_config)")]
     if train_config is not None and not parameters.positional:
         # Source: Ray 2.60 ray.train.v2._internal.util.construct_train_func (no required parameter: called bare)
-        return [errors.invalid_value(errors.join_path(prefix, "train_config"), _shown(train_config),
+        return [errors.invalid_value(errors.join_path(prefix, "train_config"), train_config,
                                      f"is set, but {train_loop} takes no argument ({function}({parameters.shown})), "
                                      "so there is nothing to pass it to",
                                      f"a parameter on the function ({valid}) or no train_config")]
@@ -234,31 +231,37 @@ def train_config_problems(field: str, value: object) -> list[InvalidInput]:
     valid = "a mapping of hyperparameters (strings, numbers, booleans, null, lists and mappings of them), e.g. " \
             "{steps: 20000, lr: 3.0e-4}"
     if not isinstance(value, Mapping):
-        return [errors.invalid_value(field, _shown(value), f"is a {_yaml_type(value)}, not a mapping", valid)]
+        return [errors.invalid_value(field, value, f"is a {_yaml_type(value)}, not a mapping", valid)]
     bad = _unjsonable(value, field)
     if bad is not None:
-        where, item = bad
-        return [errors.invalid_value(where, _as_yaml(item), f"is a {_yaml_type(item)}, which JSON cannot carry as "
-                                     "written", valid)]
+        where, item, is_key = bad
+        shown = _as_yaml(item)
+        if is_key:  # YAML typed the key (2024-01-01 a date, 3 an integer): JSON's keys are strings
+            return [InvalidInput(where, f"the key {shown} is {_a(_yaml_type(item))}, which JSON cannot carry as a "
+                                 "key", f"a string key: quote it, '{shown}'")]
+        quote = f" (quoted, '{shown}' is the string)" if isinstance(item, datetime.date) else ""
+        return [InvalidInput(where, f"{shown} is {_a(_yaml_type(item))}, which JSON cannot carry as written",
+                             valid + quote)]
     size = len(json.dumps(value, separators=(",", ":")))
     if size > MAX_TRAIN_CONFIG_BYTES:
-        return [errors.invalid_value(field, _shown(value), f"is {size:,} bytes as JSON",
+        return [errors.invalid_value(field, (value), f"is {size:,} bytes as JSON",
                                      f"at most {MAX_TRAIN_CONFIG_BYTES:,} bytes (data belongs in `dataset` or "
                                      "`code`, not in hyperparameters)")]
     return []
 
 
-def _unjsonable(value: object, path: str) -> tuple[str, object] | None:
-    """The first value under ``value`` (and its config path) that JSON would not carry unchanged."""
+def _unjsonable(value: object, path: str) -> tuple[str, object, bool] | None:
+    """The first value or key under ``value`` that JSON would not carry unchanged: its config path (a key as YAML
+    wrote it, :func:`raytpu.core.common.errors.join_key`), itself, and whether it is a mapping's key."""
     if value is None or isinstance(value, bool | int | str):
         return None
     if isinstance(value, float):
-        return None if math.isfinite(value) else (path, value)
+        return None if math.isfinite(value) else (path, value, False)
     if isinstance(value, Mapping):
         for key, item in value.items():
             if not isinstance(key, str):
-                return f"{path}[{key!r}]", key
-            found = _unjsonable(item, errors.join_path(path, key if key.isidentifier() else f"[{key!r}]"))
+                return errors.join_key(path, key), key, True
+            found = _unjsonable(item, errors.join_key(path, key))
             if found:
                 return found
         return None
@@ -267,16 +270,21 @@ def _unjsonable(value: object, path: str) -> tuple[str, object] | None:
             if found := _unjsonable(item, f"{path}[{i}]"):
                 return found
         return None
-    return path, value
+    return path, value, False
 
 
 def _as_yaml(value: object) -> str:
-    """A value as YAML writes it (``.nan``, ``2024-01-01``), not as Python's repr."""
-    if isinstance(value, float):
+    """A value as YAML writes it (``.nan``, ``2024-01-01``, ``3``), not as Python's repr; ``!!<type>`` for the rest."""
+    if isinstance(value, float) and not math.isfinite(value):
         return ".nan" if math.isnan(value) else ("-.inf" if value < 0 else ".inf")
-    if isinstance(value, datetime.date):
-        return value.isoformat()
+    if isinstance(value, bool | int | float | datetime.date) or value is None:
+        return errors.yaml_flow(value)
     return f"!!{_yaml_type(value)}"
+
+
+def _a(noun: str) -> str:
+    """``noun`` with its indefinite article (``an integer``, ``a timestamp``)."""
+    return f"{'an' if noun[:1] in 'aeiou' else 'a'} {noun}"
 
 
 def _yaml_type(value: object) -> str:

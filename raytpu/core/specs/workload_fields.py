@@ -94,7 +94,7 @@ FIELDS: dict[str, Field] = {f.name: f for f in (
                         ("chat_template", "apply the model's chat template to each row (default true)"))),
     Field(name="chat_template_kwargs", group="serving", kinds=SERVING, rule="chat_template",
           only="only with kinds {kinds_and}", doc="keyword arguments of the model's chat template "
-          "({enable_thinking: false})"),
+          "({enable_thinking: false}); a batch of a built-in Qwen3 gets {enable_thinking: false} unless set here"),
     Field(name="code", group=_C, kinds=("train", "job", "serve"), rule="user_code",
           only="only with kinds {kinds_and} (with serve_app)",
           doc="a local folder of the team's code, shipped with every run"),
@@ -132,11 +132,16 @@ FIELDS: dict[str, Field] = {f.name: f for f in (
           doc="GiB of disk each Ray container writes on Autopilot (not for engines)"),
     Field(name="keep_checkpoints", group="train", kinds=("train",), rule="checkpoints",
           why="for kind {kind} (the kit keeps no checkpoints of it)", only="only with kind {kinds}; remove it here",
-          doc="how many of the newest checkpoints stay (default 2), or all"),
+          doc="how many of the newest checkpoints stay (default 2), or all; one Ray deletes past them stays a day "
+          "as a noncurrent version (the bucket's lifecycle rule for checkpoints/), then 7 days in soft delete"),
     Field(name="env", group="runtime", rule="run_env", beside="code",
-          doc="plain environment variables of the team's code (ENV_NAME: value)"),
+          doc="plain environment variables of the team's code (ENV_NAME: \"value\", quoted; passed as written, `$` "
+          "and backquotes included); LIBTPU_INIT_ARGS and XLA_FLAGS are yours, names the kit, Ray, KubeRay or "
+          "the TPU webhook set are refused, as are PYTHONHOME, LD_PRELOAD, LD_LIBRARY_PATH and "
+          "GOOGLE_APPLICATION_CREDENTIALS"),
     Field(name="secrets", group="runtime", rule="run_env", beside="code",
-          doc="ENV_NAME: the name of a Kubernetes Secret (its key `value`) the team's code reads; locally, the "
+          doc="ENV_NAME: the name of a Kubernetes Secret (its key `value`), or ENV_NAME: {name: SECRET, key: KEY}, "
+          "that the team's code reads; locally, the "
           "submitting shell's variable of that name"),
 )}
 """Every ``workloads[]`` field, in the order ``raytpu.yaml``'s reference lists them."""

@@ -153,7 +153,7 @@ class WorkloadSpec:
     ray_disk_gib: int | None = None
     keep_checkpoints: int | str | None = None
     env: Mapping[str, str] | None = field(default=None, hash=False)
-    secrets: Mapping[str, str] | None = field(default=None, hash=False)
+    secrets: Mapping[str, str | SecretKeyRef] | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         found = dns_label_problems("name", self.name)
@@ -184,7 +184,8 @@ class WorkloadSpec:
         found += serve_app.problems(self.kind.name, serve_app=self.serve_app, code=self.code, image=self.image,
                                     llm_fields={name: getattr(self, name) for name in SERVING_FIELDS})
         if self.runs_vllm:
-            found += vllm_rules.slice_problems(self.plan)
+            if not self.kind.batches:  # Serve LLM's reservation; a batch's one host is data.batch_problems' rule
+                found += vllm_rules.slice_problems(self.plan)
             found += vllm_rules.model_source_problems(self.model_source)
             if self.max_model_len is not None:
                 found += range_problems("max_model_len", self.max_model_len, vllm_rules.MIN_MAX_MODEL_LEN, 10**7,
