@@ -331,6 +331,8 @@ def _team(case_id: str, field_name: str, train: Mapping[str, object] | None = No
 I38 = "38.4 your code: checked before anything runs"
 I47 = "47.1 requirements: checked and resolved before anything runs"
 I71_2 = "71.2 every requirements line honoured or refused"
+I68_4 = "68.4 checks that come too late or never"
+I67 = "67 run_on: every_host"
 TEAM_CASES: tuple[Case, ...] = (
     _team("team-train-loop-no-colon", "workloads[3].train_loop", {"train_loop": "lm.train.train_loop"}),
     _team("team-env-kit-name", "workloads[3].env.JAX_PLATFORMS", {"env": {"JAX_PLATFORMS": "cpu"}}),
@@ -372,6 +374,15 @@ TEAM_CASES: tuple[Case, ...] = (
           job={"entrypoint": "python tools/reserve.py\r--topology 4x4"}),
     _team("team-entrypoint-form-feed", "workloads[4].entrypoint", job={"entrypoint": "python\x0ctools/reserve.py"}),
     _team("team-entrypoint-no-script", "workloads[4].entrypoint", job={"entrypoint": "python tools/nope.py"}),
+    # the script is checked whichever spelling starts it (issue 68 item 4)
+    _team("team-entrypoint-assignment-no-script", "workloads[4].entrypoint",
+          job={"entrypoint": "FOO=1 python tools/missing.py"}, item=I68_4),
+    _team("team-entrypoint-python3-11-no-script", "workloads[4].entrypoint",
+          job={"entrypoint": "python3.11 tools/missing.py"}, item=I68_4),
+    _team("team-run-on-unknown", "workloads[4].run_on", job={"run_on": "everywhere"}, item=I67),
+    _team("team-run-on-train", "workloads[3].run_on", {"run_on": "every_host"}, item=I67),
+    _team("team-run-on-every-host-no-script", "workloads[4].entrypoint",
+          job={"entrypoint": "python tools/nope.py", "run_on": "every_host"}, item=I67),
     _team("team-entrypoint-outside", "workloads[4].entrypoint", job={"entrypoint": "python ../raytpu.yaml"}),
     _team("team-entrypoint-no-module", "workloads[4].entrypoint", job={"entrypoint": "python -m tools.nope"}),
     _team("team-entrypoint-excluded", "workloads[4].entrypoint", job={"entrypoint": "python .venv/run.py"},

@@ -216,3 +216,19 @@ def test_the_hosts_program_does_not_inherit_rays_one_thread_setting() -> None:
         assert lines + seen["lines"] == ["omp=unset"]
     finally:
         del os.environ["OMP_NUM_THREADS"]
+
+
+@pytest.mark.parametrize(("entrypoint", "target"), [
+    ("FOO=1 python tools/missing.py", ("script", "tools/missing.py")),
+    ("python3.11 tools/missing.py --x", ("script", "tools/missing.py")),
+    ("env A=1 B=2 python3 -m lm.run", ("module", "lm.run")),
+    ("/usr/bin/python3 -u train.py", ("script", "train.py")),
+    ("./run.sh", ("script", "./run.sh")),
+    ("ray status", None),
+    ("X=1", None),
+])
+def test_the_script_is_checked_whichever_spelling_starts_it(entrypoint: str, target: tuple[str, str] | None) -> None:
+    """Issue 68 item 4: ``FOO=1 python tools/missing.py`` and ``python3.11 tools/missing.py`` passed validate."""
+    import shlex
+
+    assert user_code.entrypoint_target(shlex.split(entrypoint)) == target

@@ -200,8 +200,8 @@ def head_warnings(prefix: str, work: WorkloadSpec) -> list[str]:
     if target is None:
         return []
     what, name = target
-    if what == "script" and words[0].rsplit("/", 1)[-1] not in user_code.PYTHONS and not name.endswith(".py"):
-        return []  # a shell script or a program: not read
+    if what == "script" and name.startswith("./") and not name.endswith(".py"):
+        return []  # a shell script or a program run directly: not read
     try:
         if what == "script":
             if Path(name).is_absolute() or ".." in Path(name).parts:

@@ -33,8 +33,10 @@ MAX_TRAIN_CONFIG_BYTES = 64 * 1024
 """``train_config`` travels as JSON in the RayJob: hyperparameters, not data (docs/FACTS.md#spec-user-code).
 Source: https://etcd.io/docs/v3.5/dev-guide/limit/ (an object is at most 1.5 MiB)."""
 MAX_ENTRYPOINT_CHARS = 4096
-PYTHONS = ("python", "python3")
-"""An entrypoint starting with one of these runs a script (or ``-m`` module) the kit looks for inside ``code``."""
+PYTHON_COMMAND = re.compile(r"^python(3(\.\d+)?)?$")
+"""``python``, ``python3``, ``python3.11``: however the entrypoint spells the interpreter, its script is checked."""
+ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+"""A variable assignment bash reads before the command word. Source: bash(1) "SIMPLE COMMAND EXPANSION"."""
 PYTHON_VALUE_OPTIONS = ("-W", "-X", "-Q")
 """Python options that take the next word as their value (so it is not the script)."""
 
@@ -330,10 +332,14 @@ def entrypoint_words(field: str, value: object) -> tuple[list[str], list[Invalid
 
 def entrypoint_target(words: list[str]) -> tuple[str, str] | None:
     """What an entrypoint runs from the code folder: ``("script", PATH)`` or ``("module", NAME)``; else None."""
+    if words and words[0] == "env":  # `env NAME=value ... python x.py`
+        words = words[1:]
+    while words and ASSIGNMENT.match(words[0]):  # bash's `NAME=value python x.py`: the command comes after
+        words = words[1:]
     if not words:
         return None
     first = words[0]
-    if first.rsplit("/", 1)[-1] not in PYTHONS:
+    if not PYTHON_COMMAND.match(first.rsplit("/", 1)[-1]):
         return ("script", first) if first.startswith("./") else None
     args = iter(words[1:])
     for word in args:
