@@ -71,7 +71,9 @@ def healthy(server: KubeApiServer) -> None:
 
 def running_pod(server: KubeApiServer, name: str, image: str) -> None:
     server.put({"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": name, "labels": {"ray.io/originated-from-cr-name": JOB}},
+                # a Ray pod as KubeRay v1.7.0 labels it (labelPod) plus the kit's template label
+                "metadata": {"name": name, "labels": {"ray.io/cluster": f"{JOB}-raycluster-x",
+                                                      "raytpu.dev/ray-cluster": f"job-{JOB}"}},
                 "spec": {"nodeName": "gke-train-0-0", "containers": [{"name": "ray-head", "image": image, "resources": {
                     "requests": {TPU_RESOURCE: "4"}, "limits": {TPU_RESOURCE: "4"}}}]},
                 "status": {"phase": "Running", "containerStatuses": [
@@ -273,7 +275,8 @@ def test_a_run_keeps_the_doctor_red_only_while_it_is_stuck_now(
     _job(cluster, state, ago)
     if pods:
         cluster.put({"apiVersion": "v1", "kind": "Pod", "metadata": {
-            "name": "old-run-head", "labels": {"ray.io/originated-from-cr-name": "old-run"}},
+            "name": "old-run-head", "labels": {"ray.io/cluster": "old-run-raycluster-x",
+                                               "raytpu.dev/ray-cluster": "job-old-run"}},
             "spec": {"containers": [{"name": "ray-head", "image": "x"}]}, "status": {"phase": "Running"}})
     code, document = doctor(capsys)
     checks = {r["check"]: r for r in document["checks"]}
@@ -290,9 +293,24 @@ def test_the_service_account_row_reads_the_pods_that_run(cluster: KubeApiServer,
     the upgrade, still run as ``ray``: the live pods' ``serviceAccountName`` is what runs."""
     _service_on(cluster, KSA)
     cluster.put({"apiVersion": "v1", "kind": "Pod", "metadata": {
-        "name": "serve-head", "labels": {"ray.io/originated-from-cr-name": "serve"}},
+        "name": "serve-head",
+        "labels": {"ray.io/cluster": "serve-raycluster-x", "raytpu.dev/ray-cluster": "service-serve"}},
         "spec": {"serviceAccountName": "ray", "containers": [{"name": "ray-head", "image": "x"}]},
         "status": {"phase": "Running"}})
     code, document = doctor(capsys)
     row = {r["check"]: r for r in document["checks"]}["pods' service account"]
     assert code == 1 and row["state"] == "fail" and row["found"].startswith("RayService serve on ray"), row
+
+
+def test_a_waiting_run_whose_pod_cannot_start_is_red_inside_its_deadline(
+        cluster: KubeApiServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """The reviewer's finding: a missing Secret or image is no capacity wait (kubelet ContainerStateWaiting.reason)."""
+    _job(cluster, "Initializing", 60)
+    cluster.put({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "old-run-head", "labels": {"raytpu.dev/ray-cluster": "job-old-run"}},
+        "spec": {"containers": [{"name": "ray-head", "image": "x"}]},
+        "status": {"phase": "Pending", "containerStatuses": [
+            {"name": "ray-head", "state": {"waiting": {"reason": "CreateContainerConfigError"}}}]}})
+    code, document = doctor(capsys)
+    row = {r["check"]: r for r in document["checks"]}["rayjobs old-run"]
+    assert code == 1 and row["state"] == "fail" and "CreateContainerConfigError" in row["found"], row

@@ -35,6 +35,7 @@ def train_loop(config):
     in_task = ray.get(token_in_a_task.remote())  # a task the team's code starts sees it too (issue 71 item 6)
     ray.train.report({"token_ok": int(hashlib.sha256(token.encode()).hexdigest() == config["token_sha"]),
                       "task_token_ok": int(in_task == token),
+                      "cost_ok": int(os.environ.get("TEAM_COST") == "cost $5 ${HOME} `x`"),
                       "project_ok": int(os.environ.get("TEAM_PROJECT") == "lm"), "steps": config["steps"]})
 '''
 
@@ -52,7 +53,7 @@ workloads:
     code: {src}
     train_loop: team.loop:train_loop
     train_config: {{steps: 1000, token_sha: {sha}}}
-    env: {{TEAM_PROJECT: lm}}
+    env: {{TEAM_PROJECT: lm, TEAM_COST: "cost $5 ${{HOME}} `x`"}}
     secrets: {{TEAM_TOKEN: team-token}}
 """
 
@@ -81,7 +82,9 @@ def test_secret_reaches_the_function_and_is_written_nowhere(cluster: Any, tmp_pa
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
     document = json.loads(report.read_text())
     assert document["overrides"] == {"train_config.steps": 3}
-    assert document["train"]["metrics"] == {"token_ok": 1, "task_token_ok": 1, "project_ok": 1, "steps": 3}, \
+    # TEAM_COST as written: Ray would expand $NAME in a runtime env's values (issue 71 item 7, locally)
+    assert document["train"]["metrics"] == {"token_ok": 1, "task_token_ok": 1, "cost_ok": 1, "project_ok": 1,
+                                            "steps": 3}, \
         document["train"]
     assert SENTINEL not in done.stdout and SENTINEL not in done.stderr
     roots = [Path(cluster.run_dir), Path(cluster.temp_dir), tmp_path / "out"]

@@ -38,10 +38,13 @@ def test_a_team_image_built_on_an_earlier_job_image_is_not_run(tmp_path: Path) -
     assert sorted(refs) == ["job", "team-fedcba9876543210"]  # the one on the current job image stays
 
 
-def test_a_record_from_before_bases_were_kept_is_read_as_it_was(tmp_path: Path) -> None:
-    config = _write(tmp_path, {"job": {"ref": f"{REG}/job@sha256:{NEW}"},
-                               "team-0123456789abcdef": {"ref": f"{REG}/team-0123456789abcdef@sha256:{TEAM}"}})
-    assert sorted(record.load_refs(config)) == ["job", "team-0123456789abcdef"]
+def test_a_team_image_whose_base_cannot_be_checked_is_built_again(tmp_path: Path) -> None:
+    """A record from before bases were kept, or no job image recorded: nothing proves it is on the current job image."""
+    team = {"ref": f"{REG}/team-0123456789abcdef@sha256:{TEAM}"}
+    config = _write(tmp_path, {"job": {"ref": f"{REG}/job@sha256:{NEW}"}, "team-0123456789abcdef": dict(team)})
+    assert sorted(record.load_refs(config)) == ["job"]
+    config = _write(tmp_path, {"team-0123456789abcdef": {**team, "base": f"{REG}/job@sha256:{NEW}"}})
+    assert record.load_refs(config) == {}
 
 
 def test_only_the_stacks_registry_counts(tmp_path: Path) -> None:

@@ -350,3 +350,13 @@ def test_validate_reads_files_only_and_resolves_on_asking(tmp_path: Path) -> Non
     assert asked.returncode == 1, asked.stderr
     assert "cannot reach the package index" in asked.stderr and "a reachable package index" in asked.stderr
     assert "Traceback" not in asked.stderr
+
+
+def test_a_uv_config_in_the_code_folder_does_not_move_the_index(tmp_path: Path) -> None:
+    """The reviewer's finding: uv 0.13 reads a ``uv.toml`` (or ``[tool.uv]`` of ``pyproject.toml``) in its working
+    folder, the team's code folder, so the lock would resolve against an index the image build never uses; the kit
+    resolves with ``--no-config``."""
+    (tmp_path / "requirements.txt").write_text("inflection==0.5.1\n")
+    (tmp_path / "uv.toml").write_text('[pip]\nindex-url = "http://127.0.0.1:9/simple"\n')
+    lock = requirements.resolve("requirements", tmp_path, "requirements.txt", cache=tmp_path / "cache")
+    assert lock.extras == {"inflection": "0.5.1"}

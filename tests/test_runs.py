@@ -175,7 +175,7 @@ def test_cancel_waits_for_every_ray_cluster_of_the_run_an_earlier_attempts_too(
     Source: KubeRay v1.7.0 utils/constant.go RayOriginatedFromCRNameLabelKey (every pod of the run's clusters)."""
     earlier = "pretrain-r1-raycluster-a1-worker-0"
     api.add_pod(earlier, {"ray.io/cluster": "pretrain-r1-raycluster-a1", "ray.io/node-type": "worker",
-                          "ray.io/originated-from-cr-name": "pretrain-r1"}, [], container="ray-worker")
+                          "raytpu.dev/ray-cluster": "job-pretrain-r1"}, [], container="ray-worker")
 
     def collect_garbage() -> None:
         while api.get_object("rayjobs", "pretrain-r1") is not None:

@@ -358,7 +358,7 @@ def test_submit_wait_records_the_runs_timeline_from_pods_nodes_events_and_the_dr
     # read through the kit's client: the pods by KubeRay's label, each TPU node by name, a pending pod's events
     # (the log streamer reads the submitter's pods by the Job's own label: Kubernetes batch/v1 job-name)
     assert {r.query.get("labelSelector") for r in fake.server.of("GET", "/api/v1/namespaces/ray/pods")} >= {
-        "ray.io/originated-from-cr-name=smoke-tl", "job-name=smoke-tl"}
+        "raytpu.dev/ray-cluster=job-smoke-tl", "ray.io/originated-from-cr-name=smoke-tl", "job-name=smoke-tl"}
     assert {r.path for r in fake.server.of("GET", "/api/v1/nodes/")} == {f"/api/v1/nodes/tpu-{s}-{h}" for s, h in hosts}
     assert {r.query["fieldSelector"] for r in fake.server.of("GET", "/api/v1/namespaces/ray/events")} >= {
         f"involvedObject.name={name}-w00"}
@@ -839,7 +839,7 @@ def test_slice_without_capacity_is_unschedulable_not_unhealthy(fake: Cluster,
     fake.job("smoke-serve-0-u1", ("Complete", "SUCCEEDED"), log=verdict_line("b"))
     fake.job("smoke-train-1-u1", ("Initializing", ""))
     fake.server.put({"apiVersion": "v1", "kind": "Pod", "metadata": {
-        "name": "smoke-train-1-u1-tpu-worker-0", "labels": {"ray.io/originated-from-cr-name": "smoke-train-1-u1"}},
+        "name": "smoke-train-1-u1-tpu-worker-0", "labels": {"raytpu.dev/ray-cluster": "job-smoke-train-1-u1"}},
         "spec": {"containers": [{"name": "ray-worker", "image": "x"}]}, "status": {"phase": "Pending"}})
     fake.server.put({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e1"},
                      "involvedObject": {"kind": "Pod", "name": "smoke-train-1-u1-tpu-worker-0"},
@@ -1421,6 +1421,7 @@ def test_a_serve_application_that_failed_to_deploy_is_named_at_once(
     ``ray.serve.schema.ApplicationStatus``): ``--wait`` fails on it, quoting the message, instead of waiting out its
     timeout and advising a larger one."""
     monkeypatch.setattr(gke, "CHECK_EVERY_S", 0.2)
+    monkeypatch.setattr(gke, "FAILED_GRACE_S", 1.0)  # Serve may recover a DEPLOY_FAILED: it must last (60 s)
     message = ("Traceback (most recent call last):\n  File \"lm/serve.py\", line 3\nModuleNotFoundError: No module "
                "named 'optax'")
 
@@ -1447,11 +1448,27 @@ def test_a_serve_application_that_failed_to_deploy_is_named_at_once(
     assert "a larger --timeout-s" not in last and "Traceback" not in err.replace("Traceback (most recent call", "")
 
 
+def test_a_service_ready_before_its_apps_run_is_not_done() -> None:
+    """KubeRay's Ready counts serve endpoints, which exist before any replica runs (reviewer's finding)."""
+    def service(app_status: str) -> dict[str, Any]:
+        return {"status": {"conditions": [{"type": "Ready", "status": "True"}],
+                           "activeServiceStatus": {"applicationStatuses": {"app": {"status": app_status}}}}}
+
+    assert gke.service_ready(service("DEPLOYING")) and not gke.apps_running(service("DEPLOYING"))
+    assert gke.apps_running(service("RUNNING"))
+
+
 def test_failed_applications_reads_both_clusters_statuses() -> None:
     service = {"status": {"activeServiceStatus": {"applicationStatuses": {"a": {"status": "RUNNING"}}},
                           "pendingServiceStatus": {"applicationStatuses": {
                               "b": {"status": "DEPLOY_FAILED", "message": "x\n  y"}, "c": {"status": "UNHEALTHY"}}}}}
     assert gke.failed_applications(service) == [("b", "x\n  y")]
+    generic = {"status": {"pendingServiceStatus": {"applicationStatuses": {"app": {
+        "status": "DEPLOY_FAILED", "message": "Failed to update the deployments ['Model'].",
+        "serveDeploymentStatuses": {"Model": {"status": "DEPLOY_FAILED", "message": "Replica failed to start: "
+                                              "ValueError: bad shape"}}}}}}}
+    [(app, said)] = gke.failed_applications(generic)  # the deployment's own message, where the app's only names it
+    assert app == "app" and "ValueError: bad shape" in said
     assert gke.failed_applications({}) == []
 
 
@@ -1487,3 +1504,14 @@ def test_an_image_of_another_registry_is_not_run_on_this_stack(
     assert "has no built digest for this stack" in err and f"raytpu images build --stack {STACK}" in err, err
     assert "Traceback" not in err
     assert [r for r in fake.server.requests if r.method != "GET"] == []  # nothing applied
+
+
+def test_a_rayjob_kuberay_refused_ends_the_wait_at_once(fake: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    """The reviewer's finding: KubeRay v1.7.0 sets ``jobDeploymentStatus: ValidationFailed`` before any ``jobStatus``
+    and never requeues it (RayJobReconciler.Reconcile, validateRayJob): the wait ends there, exit 1."""
+    fake.job("train-v1", ("ValidationFailed", ""))
+    started = time.monotonic()
+    assert main("submit", "train", "--stack", STACK, "--wait", "--run-id", "v1", "--timeout-s", "60") == 1
+    assert time.monotonic() - started < 30
+    err = capsys.readouterr().err
+    assert "RayJob ended ValidationFailed" in err and "Traceback" not in err

@@ -180,7 +180,7 @@ def ray_pod(name: str, job: str, worker: int | None, *, created: float, schedule
                   "lastTransitionTime": iso(created), "message": "0/3 nodes are available"})
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "creationTimestamp": iso(created), "labels": {
-                "ray.io/originated-from-cr-name": job, "ray.io/node-type": "head" if worker is None else "worker",
+                "raytpu.dev/ray-cluster": f"job-{job}", "ray.io/node-type": "head" if worker is None else "worker",
                 "app.kubernetes.io/name": "kuberay"}},
             "spec": {**({"nodeName": node} if node else {}),
                      "containers": [{"name": "ray-worker" if worker is not None else "ray-head", "image": "x",

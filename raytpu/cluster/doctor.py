@@ -243,8 +243,7 @@ def _finished_holders(client: KubeClient, held: list[str]) -> list[str]:
             for p in client.pods("")}
     done = {str((j.get("metadata") or {}).get("name")) for j in client.objects("RayJob", SELECTOR)
             if str((j.get("status") or {}).get("jobDeploymentStatus")) in ("Complete", "Failed")}
-    origins = {str(((pods[h].get("metadata") or {}).get("labels") or {}).get(occupancy.ORIGIN_LABEL, ""))
-               for h in held if h in pods}
+    origins = {occupancy.owner(pods[h]) for h in held if h in pods}
     return sorted(origins & done)
 
 
@@ -302,7 +301,7 @@ def _old_ksa(client: KubeClient, spec: ClusterSpec, outputs: StackOutputs) -> Ch
     expected = f"every kit RayService and running RayJob on {outputs.service_account}"
     live: dict[str, set[str]] = {}  # object name -> the KSAs its pods run as now
     for pod in client.pods(""):
-        owner = str(((pod.get("metadata") or {}).get("labels") or {}).get(occupancy.ORIGIN_LABEL, ""))
+        owner = occupancy.owner(pod)
         ksa = (pod.get("spec") or {}).get("serviceAccountName")  # admission always sets it on a created pod
         if owner and ksa:
             live.setdefault(owner, set()).add(str(ksa))
@@ -354,7 +353,7 @@ def _images(client: KubeClient, refs: Mapping[str, str]) -> Check:
     foreign, seen = [], 0
     for pod in client.pods(""):
         meta = pod.get("metadata") or {}
-        if str((meta.get("labels") or {}).get(occupancy.ORIGIN_LABEL, "")) not in kit:
+        if occupancy.owner(pod) not in kit:
             continue
         if (pod.get("status") or {}).get("phase") != "Running":
             continue
@@ -377,8 +376,7 @@ def _runs(client: KubeClient, kind: str, now: float | None = None) -> list[Check
     object), and one still inside its wait is information: neither keeps the doctor red."""
     plural = resource(kind).plural
     rows = []
-    holders = {str(((p.get("metadata") or {}).get("labels") or {}).get(occupancy.ORIGIN_LABEL, ""))
-               for p in client.pods("")} if kind == "RayJob" else set()
+    holders = {occupancy.owner(p) for p in client.pods("")} if kind == "RayJob" else set()
     now = time.time() if now is None else now
     for obj in client.objects(kind, SELECTOR):
         name = str((obj.get("metadata") or {}).get("name"))
@@ -389,9 +387,12 @@ def _runs(client: KubeClient, kind: str, now: float | None = None) -> list[Check
             left = _wait_left(obj, now) if state in WAITING else None
             if state in FAILED and name not in holders:
                 continue  # its cluster is gone: nothing held, nothing to fix here
-            if left is not None and left > 0:
-                note = f"waiting for capacity, {left:.0f}s left of its preRunningDeadlineSeconds"
             stuck = state in WAITING + FAILED
+            broken = _pods_broken(client, name) if state in WAITING else ""
+            if left is not None and left > 0 and not broken:
+                note = f"waiting for capacity, {left:.0f}s left of its preRunningDeadlineSeconds"
+            elif broken:
+                state = f"{state or 'New'} ({broken})"
         else:  # not serving: waiting for capacity, or failing (gke.service_ready reads both KubeRay forms)
             state = str(status.get("serviceStatus") or "not ready")
             stuck = not service_ready(obj)
@@ -406,6 +407,22 @@ def _runs(client: KubeClient, kind: str, now: float | None = None) -> list[Check
         rows.append(fail(f"{plural} {name}", f"{state or 'New'}{said}", "running or done",
                          f"raytpu runs logs {name}; free capacity, or cancel it (raytpu runs cancel {name})"))
     return rows or [ok(plural, "none waiting or failed", "none waiting or failed")]
+
+
+BROKEN_POD_REASONS = ("CreateContainerConfigError", "CreateContainerError", "ImagePullBackOff", "ErrImagePull",
+                      "InvalidImageName", "CrashLoopBackOff")
+"""A container waiting for one of these is not waiting for capacity: no deadline makes it start (a Secret or an image
+missing, a crash). Source: Kubernetes ``ContainerStateWaiting.reason`` (kubelet)."""
+
+
+def _pods_broken(client: KubeClient, job: str) -> str:
+    """A pod of RayJob ``job`` whose container waits for something capacity will not bring, as ``pod: reason``."""
+    for pod in occupancy.pods_of(client, "RayJob", job):
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            waiting = (status.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") in BROKEN_POD_REASONS:
+                return f"{(pod.get('metadata') or {}).get('name')}: {waiting.get('reason')}"
+    return ""
 
 
 def _wait_left(job: Mapping[str, Any], now: float) -> float | None:

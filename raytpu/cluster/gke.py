@@ -32,7 +32,9 @@ def _stderr(line: str) -> None:
 
 # --------------------------------------------------------------------------------------------- RayJob status
 
-TERMINAL_DEPLOYMENT = ("Complete", "Failed")
+TERMINAL_DEPLOYMENT = ("Complete", "Failed", "ValidationFailed")
+"""A RayJob KubeRay will not move on from; ``ValidationFailed`` comes before any ``jobStatus`` and is never requeued.
+Source: KubeRay v1.7.0 ``RayJobReconciler.Reconcile`` (``validateRayJob``)."""
 TERMINAL_JOB = ("SUCCEEDED", "FAILED", "STOPPED")
 
 
@@ -67,7 +69,7 @@ class JobState:
     @property
     def succeeded(self) -> bool:
         """The Ray job finished with SUCCEEDED."""
-        return self.job == "SUCCEEDED" and self.deployment != "Failed"
+        return self.job == "SUCCEEDED" and self.deployment not in ("Failed", "ValidationFailed")
 
     @property
     def status(self) -> str:
@@ -250,6 +252,14 @@ def service_ready(obj: Mapping[str, Any] | None) -> bool:
     return status.get("serviceStatus") == "Running"
 
 
+def apps_running(obj: Mapping[str, Any] | None) -> bool:
+    """Every Serve application the serving cluster lists is RUNNING (none listed: nothing to contradict ``Ready``).
+    KubeRay's Ready counts serve endpoints, which the head's proxy gives as soon as routes exist, before replicas run.
+    Source: KubeRay v1.7.0 ``calculateConditions`` (NumServeEndpoints); Ray 2.60 ``ProxyRouter.ready_for_traffic``."""
+    apps = (((obj or {}).get("status") or {}).get("activeServiceStatus") or {}).get("applicationStatuses") or {}
+    return all(isinstance(a, Mapping) and a.get("status") == "RUNNING" for a in apps.values())
+
+
 OPERATOR_GRACE_S = 180.0
 """How long a RayService's head may be Ready with no Serve application status before :func:`wait_for_service` says the
 operator cannot reach it (reachable, the app is listed in seconds). Source: docs/FACTS.md#ray-serve-operator-grace."""
@@ -279,15 +289,24 @@ KubeRay v1.7.0 copies each application's status and message into the RayService'
 ``pendingServiceStatus.applicationStatuses`` (``ray.io_rayservices.yaml``)."""
 
 
+FAILED_GRACE_S = 60.0
+"""How long an application must stay DEPLOY_FAILED before ``--wait`` fails on it: Serve moves a deployment whose health
+check failed while updating to DEPLOY_FAILED and back to HEALTHY when it recovers, and the first status after an
+in-place update may still be the previous config's. Source: Ray 2.60 ``DeploymentStatusInfo.handle_transition``;
+KubeRay v1.7.0 ``reconcileServe`` (statuses read before ``updateServeDeployment``)."""
+
+
 def failed_applications(service: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(application, Serve's message) of every application of the RayService that failed to deploy, on its active or
-    its pending cluster."""
+    its pending cluster; the failing deployment's own message where the application's only names it."""
     status = service.get("status") or {}
     found = []
     for side in ("pendingServiceStatus", "activeServiceStatus"):
         for app, state in sorted(((status.get(side) or {}).get("applicationStatuses") or {}).items()):
             if isinstance(state, Mapping) and state.get("status") == DEPLOY_FAILED:
-                found.append((str(app), str(state.get("message") or "")))
+                deployments = [str((d or {}).get("message") or "") for d in
+                               (state.get("serveDeploymentStatuses") or {}).values() if isinstance(d, Mapping)]
+                found.append((str(app), "\n".join([str(state.get("message") or ""), *filter(None, deployments)])))
     return found
 
 
@@ -300,11 +319,14 @@ def wait_for_service(client: KubeClient, name: str, *, timeout_s: float, progres
     start = clock()
     last = ""
     stuck_since: float | None = None
+    failing_since: float | None = None
     while (left := timeout_s - (clock() - start)) > 0:
         seen: Mapping[str, Any] | None = None
         for seen in client.watch("RayService", name, timeout_s=min(left, CHECK_EVERY_S)):
-            ready = service_ready(seen)
-            if (failed := failed_applications(seen)) and not ready:
+            ready = service_ready(seen) and apps_running(seen)
+            failed = failed_applications(seen)
+            failing_since = (failing_since or clock()) if failed else None
+            if failed and failing_since is not None and clock() - failing_since >= FAILED_GRACE_S:
                 app, message = failed[0]
                 raise errors.RuntimeFailure(
                     f"{name}: Serve application {app} {DEPLOY_FAILED}: {errors.exception_line(message)}",
@@ -315,7 +337,7 @@ def wait_for_service(client: KubeClient, name: str, *, timeout_s: float, progres
             if now != last:
                 say(f"[{clock() - start:5.0f}s] {name}: {now}")
                 last = now
-            if ready:
+            if ready and not failed:
                 return True
         if seen is not None and client.get("RayService", name) is None:
             return False  # deleted

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from raytpu.cluster.kube_client import KubeClient
-from raytpu.cluster.occupancy import ORIGIN_LABEL, SCHEDULING_REASONS, requests_tpu
+from raytpu.cluster.occupancy import SCHEDULING_REASONS, pods_of, requests_tpu
 from raytpu.core.common.errors import excerpt
 from raytpu.core.common.timeline import Recorder, Stamp, Wait, stamp
 
@@ -123,6 +123,7 @@ class KubePhases:
         self.client = client
         self.job_name = job_name
         self.ray_pods, self.tpu_hosts = expected_pods(manifest)
+        self.kind = str(manifest.get("kind") or "RayJob")
         self.multi_host = multi_host
         self.poll_s = POLL_S if poll_s is None else poll_s
         self.stamps: dict[str, Stamp] = {}
@@ -153,7 +154,7 @@ class KubePhases:
         """One look: pods, the nodes they are on, the pending pods' events. A failing look is noted, not raised
         (the timeline is a report; the run's own result does not depend on it)."""
         try:
-            pods = self.client.pods(f"{ORIGIN_LABEL}={self.job_name}")
+            pods = pods_of(self.client, self.kind, self.job_name)
             for name in {str((p.get("spec") or {}).get("nodeName")) for p in pods if requests_tpu(p)} - {"None"}:
                 if condition_time(self._nodes.get(name) or {}, "Ready") is None:
                     node = self.client.get("Node", name)

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from raytpu.cluster import gke
+from raytpu.cluster import gke, occupancy
 from raytpu.core.common import errors, names
 from raytpu.runs.run_list import Run, carried_overrides, carried_spec, iso, unix
 
@@ -24,7 +24,6 @@ POLL_S = 1.0
 """How often cancel looks whether the object and its pods are gone."""
 RAY_CLUSTER_LABEL = "ray.io/cluster"
 """KubeRay's label on every pod of a RayCluster. Source: KubeRay v1.7.0 ``utils/constant.go`` ``RayClusterLabelKey``."""
-ORIGIN_LABEL = "ray.io/originated-from-cr-name"
 """KubeRay's label on every pod of a RayJob's or RayService's clusters, naming it (every attempt's cluster).
 Source: KubeRay v1.7.0 ``utils/constant.go`` ``RayOriginatedFromCRNameLabelKey``."""
 TRAIN_LOGS = "/tmp/ray/session_latest/logs/train/ray-train-app-worker-*.log"
@@ -128,7 +127,7 @@ def rank_log(client: KubeClient, run: Run, rank: int) -> None:
 def _run_pods(client: KubeClient, run: str, clusters: list[str]) -> list[str]:
     """The names of the pods left of ``run``: its known clusters' and every pod marked as the run's (any attempt)."""
     pods = [p for c in clusters for p in client.pods(f"{RAY_CLUSTER_LABEL}={c}")]
-    pods += client.pods(f"{ORIGIN_LABEL}={run}")
+    pods += occupancy.pods_of(client, "RayJob", run)
     return sorted({str((p.get("metadata") or {}).get("name")) for p in pods})
 
 

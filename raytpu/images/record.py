@@ -116,9 +116,11 @@ TEAM_BASE = "job"
 def stale(name: str, image: BuiltImage, built: Mapping[str, BuiltImage]) -> bool:
     """A team image built on a job image other than the one recorded now (the kit upgraded, or the job image was
     rebuilt): its pods would run the old Ray, JAX and libtpu under the new ``rayVersion`` and core zip."""
-    job = built.get(TEAM_BASE)
-    if not TEAM_NAME.match(name) or job is None or image.base is None:
+    if not TEAM_NAME.match(name):
         return False
+    job = built.get(TEAM_BASE)
+    if job is None or image.base is None:  # nothing to check it against (or a record from before bases): built again
+        return True
     return image.base.partition("@")[2] != job.ref.partition("@")[2]
 
 

@@ -10,6 +10,7 @@ import os
 import shlex
 import sys
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,11 +60,11 @@ def batch_args(work: WorkloadSpec, *, cpu_model: str | None, overwrite: bool, pr
 
 
 def team_runtime(cluster: local.LocalCluster, work: WorkloadSpec, run_name: str, code_field: str,
-                 secrets: dict[str, str] | None = None) -> dict[str, Any] | None:
+                 secrets: dict[str, str] | None = None, in_file: Collection[str] = ()) -> dict[str, Any] | None:
     """A team's code on the emulated slice as on GKE: the same content-addressed zip as ``working_dir`` (in
     ``<run dir>/code/``, standing in for the bucket's mount), the ``RAYTPU_*`` variables, the workload's ``env``,
     ``secrets`` (the local secrets file's path: :mod:`raytpu.workloads.local_secrets`), this interpreter first on
-    ``PATH``."""
+    ``PATH``. The ``env`` names in ``in_file`` travel in that file instead (values Ray would expand)."""
     if not work.runs_team_code:
         return None
     from raytpu.core.common import names
@@ -72,7 +73,7 @@ def team_runtime(cluster: local.LocalCluster, work: WorkloadSpec, run_name: str,
 
     mount = str(cluster.run_dir)
     runtime: dict[str, Any] = {"env_vars": {
-        **dict(work.env or {}), **(secrets or {}),
+        **{k: v for k, v in (work.env or {}).items() if k not in in_file}, **(secrets or {}),
         **user_code.run_env(work.plan, slices=work.slices_per_run, storage=names.run_storage(run_name, mount),
                             run=run_name),
         "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", os.defpath)])}}
@@ -142,11 +143,14 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
     local_work = job_workload(cluster, work)
     from raytpu.workloads import job_worker_env, local_secrets
 
-    handed = local_secrets.write(secrets) if secrets else None  # a private file: Ray logs a runtime env's env_vars
+    # values Ray would expand ($NAME, ${NAME}: Ray 2.60 ray._private.utils.update_envs) travel as written, beside
+    # the secrets, in a private file (Ray logs a runtime env's env_vars), as the pods' env carries them on GKE
+    literal = {name: value for name, value in (work.env or {}).items() if "$" in value}
+    handed = local_secrets.write({**literal, **secrets}) if secrets or literal else None
     try:
         runtime = team_runtime(cluster, local_work, run_name, errors.join_path(prefix, "code"),
                                {local_secrets.ENV: handed, local_secrets.SETUP_HOOK_ENV: job_worker_env.HOOK}
-                               if handed else None)  # every Ray worker of the run loads them, as pods have them
+                               if handed else None, in_file=literal)  # every Ray worker of the run loads them
     except BaseException:
         if handed:
             local_secrets.remove(handed)

@@ -88,7 +88,8 @@ def _build(env: Path, lock: Lock) -> None:
     if lock.extras:
         extras = env / "lock-extras.txt"
         extras.write_text(lock.extras_text())
-        _run([uv, "pip", "install", "--quiet", "--no-deps", "--python", str(python_of(env)), "-r", str(extras)],
+        _run([uv, "pip", "install", "--quiet", "--no-config", "--no-deps", "--python", str(python_of(env)), "-r",
+              str(extras)],
              "install the lock's packages")
     (env / "lock.txt").write_text(lock.text)
     (env / DONE).write_text(lock.digest + "\n")

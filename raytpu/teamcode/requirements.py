@@ -245,7 +245,7 @@ def resolve(field: str, folder: Path, relative: str, *, cache: Path | None = Non
     image = IMAGE_LOCK.read_text()
     pinned = pins(image)
     errors.raise_found(clash_problems(field, text, pinned))
-    key = hashlib.sha256("\0".join((text, image, PYTHON_VERSION, PLATFORM)).encode()).hexdigest()[:24]
+    key = hashlib.sha256("\0".join((text, image, PYTHON_VERSION, PLATFORM, _uv_version())).encode()).hexdigest()[:24]
     cache = cache or cache_dir()
     kept = cache / f"{key}.lock"
     if kept.is_file():
@@ -261,7 +261,9 @@ def resolve(field: str, folder: Path, relative: str, *, cache: Path | None = Non
                                     "$XDG_CACHE_HOME/raytpu/locks, default ~/.cache)") from exc
     try:
         done = subprocess.run(
-            [uv_binary(), "pip", "compile", "--quiet", "--no-header", "--python-version", PYTHON_VERSION,
+            # --no-config: a uv.toml or [tool.uv] of the team's folder (the cwd) would resolve against an index
+            # the image build never uses. Source: uv 0.13 `--no-config`
+            [uv_binary(), "pip", "compile", "--quiet", "--no-config", "--no-header", "--python-version", PYTHON_VERSION,
              "--python-platform", PLATFORM, "--constraint", str(IMAGE_LOCK), str(source), "-o", str(out)],
             capture_output=True, text=True, timeout=RESOLVE_TIMEOUT_S, cwd=folder, check=False)
         if done.returncode != 0:
@@ -279,6 +281,16 @@ def resolve(field: str, folder: Path, relative: str, *, cache: Path | None = Non
     finally:
         source.unlink(missing_ok=True)
         out.unlink(missing_ok=True)
+
+
+def _uv_version() -> str:
+    """The uv that resolves (part of a lock's cache key: another uv may resolve the same file otherwise)."""
+    try:
+        from importlib.metadata import version
+
+        return version("uv")
+    except Exception:  # uv from PATH, not the pinned package: its path stands for it
+        return uv_binary()
 
 
 def _lock(text: str, pinned: dict[str, str]) -> Lock:

@@ -37,6 +37,12 @@ def cluster_label(kind: str, name: str) -> str:
     return f"{_KIND_PREFIX[kind]}-{name}"
 
 
+def object_of_cluster_label(value: str) -> str:
+    """The object name a :data:`CLUSTER_LABEL` value names ("" for any other value)."""
+    prefix, _, name = value.partition("-")
+    return name if prefix in _KIND_PREFIX.values() and name else ""
+
+
 # --------------------------------------------------------------------------------------------- objects
 
 AUTH_MODE = "token"
