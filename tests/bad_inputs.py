@@ -332,6 +332,7 @@ I38 = "38.4 your code: checked before anything runs"
 I47 = "47.1 requirements: checked and resolved before anything runs"
 I71_2 = "71.2 every requirements line honoured or refused"
 I68_4 = "68.4 checks that come too late or never"
+I68_1 = "68.1 interrupted and starved runs"
 I67 = "67 run_on: every_host"
 TEAM_CASES: tuple[Case, ...] = (
     _team("team-train-loop-no-colon", "workloads[3].train_loop", {"train_loop": "lm.train.train_loop"}),
@@ -949,6 +950,12 @@ CASES: tuple[Case, ...] = (
          env={"MPLCONFIGDIR": "{CWD}/notes.txt"}, item=I39_2, process=True),
     Case("plan-plot-tmpdir-missing", (*PLAN, "--plot", "plan.png"), "TMPDIR", env={"TMPDIR": "{CWD}/no-tmp"},
          item=I39_2, process=True),
+    # checked before the run, not after it: a whole job, then a failure (issue 68 item 1); no cluster is needed
+    Case("submit-local-report-unwritable", ("submit", "train", "--local", "--dir", "run", "--report",
+                                            "/proc/raytpu/train.json"), "--report", CFG, item=I68_1),
+    Case("submit-local-report-under-a-file", ("submit", "train", "--local", "--dir", "run", "--report",
+                                              "notes.txt/train.json"), "--report", {**CFG, "notes.txt": "mine\n"},
+         item=I68_1),
     Case("demo-report-unwritable", ("demo", "--config", "raytpu.yaml", "--no-synth", "--dir", "run", "--report",
                                     "/proc/raytpu/demo.json"), "--report", CFG, item=I39_2),
     Case("demo-report-dev-full", ("demo", "--config", "raytpu.yaml", "--no-synth", "--dir", "run", "--report",

@@ -83,6 +83,10 @@ def run(args: argparse.Namespace) -> int:
     if (args.report is not None and not (args.wait or args.local)) or args.report == "":
         raise errors.invalid_value("--report", args.report, "is the timeline of a run that is followed",
                                    "a file path, with --wait or --local")
+    if args.report is not None:  # checked before the run, not after it (issue 68 item 1)
+        from raytpu.console.machine import output_file_problems
+
+        errors.raise_found(output_file_problems("--report", args.report))
     if not args.local:
         errors.raise_found([errors.InvalidInput(flag, "is for a batch workload run on the emulated slice",
                                                 f"{flag} with --local")
