@@ -918,6 +918,9 @@ CASES: tuple[Case, ...] = (
     Case("submit-local-batch-input-missing", ("submit", "batch", "--local", "--cpu-model", "model", "--dir", "run"),
          "workloads[3].input", {**CFG, "raytpu.yaml": batch_config(input="nope.jsonl", output="answers"),
                                 "model": DIR}, item=I39_3),
+    Case("submit-local-batch-cpu-model-empty", ("submit", "batch", "--local", "--cpu-model", "model", "--dir", "run"),
+         "--cpu-model", {**CFG, "raytpu.yaml": batch_config(input="in.jsonl", output="answers"),
+                         "in.jsonl": '{"prompt": "hi"}\n', "model/.keep": ""}, item=I68_4),
     Case("submit-local-train-dataset-missing", ("submit", "train", "--local", "--dir", "run"), "workloads[1].dataset",
          {**CFG, "raytpu.yaml": config(_set("workloads.1.dataset", "nope.parquet"))}, item=I39_3),
     # issue 39.5: what validate missed

@@ -51,7 +51,11 @@ def batch_args(work: WorkloadSpec, *, cpu_model: str | None, overwrite: bool, pr
     if not os.path.isdir(cpu_model):
         raise errors.invalid_value("--cpu-model", cpu_model, "is not a folder", CPU_MODEL_VALID)
     assert work.input is not None and work.output is not None  # the spec requires both for kind batch
-    errors.raise_found(data.run_problems(work.input, work.output, overwrite, prefix))
+    found = data.run_problems(work.input, work.output, overwrite, prefix)
+    if not os.path.isfile(os.path.join(cpu_model, "config.json")):  # before the cluster is looked for (issue 68)
+        found.append(errors.invalid_value("--cpu-model", cpu_model, "is a folder without config.json (no model)",
+                                          CPU_MODEL_VALID))
+    errors.raise_found(found)
     if not has_vllm():  # the job runs this interpreter (local.workload_command), as `local serve` does
         raise errors.RuntimeFailure(f"local.batch: vLLM is not installed in {sys.executable}'s environment",
                                     "the serve environment (`make serve` builds .venv-serve; then `.venv-serve/bin/"
