@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import logging
 import os
+import socket
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
-from raytpu.core.common.errors import EXIT_RUNTIME, RaytpuError, RuntimeFailure, report
+from raytpu.core.common.errors import EXIT_RUNTIME, InvalidInput, RaytpuError, RuntimeFailure, report
 
 
 def guarded(body: Callable[[], int]) -> int:
@@ -54,3 +56,27 @@ def end_quiet_driver(connected_here: bool) -> None:
     with contextlib.suppress(Exception):
         if ray.is_initialized():
             ray.shutdown()
+
+
+class Parser(argparse.ArgumentParser):
+    """A workload's flags: a bad one is the CLI's one ``error:`` line and exit 2, not argparse's usage text."""
+
+    def error(self, message: str) -> NoReturn:
+        failure = InvalidInput("ARGS", message, f"the flags `{self.prog} --help` lists")
+        report(failure)
+        raise SystemExit(failure.exit_code)
+
+
+def check_address(address: str | None, timeout_s: float = 5.0) -> None:
+    """ConnectionError at once when ``address`` (``host:port`` of a Ray GCS) does not answer: ``ray.init`` of a closed
+    port retries for minutes. Other forms (``auto``, ``ray://``, none) are left to Ray."""
+    if not address or "://" in address or ":" not in address:
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return
+    except ValueError:
+        return  # not host:port: Ray says what it is
+    except OSError as exc:
+        raise ConnectionError(f"nothing answers at {address} ({exc.strerror or exc})") from exc

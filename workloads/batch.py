@@ -10,7 +10,6 @@ slice. An ``output`` that exists is refused before anything is read (exit 2, ``o
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -22,7 +21,7 @@ from raytpu.core.common import errors
 from raytpu.core.specs import chat_template, data, sampling
 from raytpu.core.specs.spec import WorkloadSpec
 from raytpu.core.specs.vllm_rules import DEFAULT_MODEL
-from raytpu.workloads._entry import guarded
+from raytpu.workloads._entry import Parser, check_address, guarded
 
 REPORT_PREFIX = "batch: "
 """The line the report is printed on (``batch: {json}``), which ``raytpu submit --wait`` and the tests read."""
@@ -240,7 +239,7 @@ def run(work: WorkloadSpec, *, overwrite: bool = False, cpu_model: str | None = 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m raytpu.workloads.batch", description=__doc__.split("\n")[0])
+    parser = Parser(prog="python -m raytpu.workloads.batch", description=__doc__.split("\n")[0])
     parser.add_argument("--overwrite", action="store_true", help="replace an output that exists")
     parser.add_argument("--cpu-model", default=None, metavar="PATH",
                         help="run the CPU twin of the engine with the model at PATH (the emulated slice)")
@@ -256,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         # before Ray: nothing is read, started or written
         errors.raise_found(data.run_problems(work.input, work.output, args.overwrite))
         refuse_taken(work.output, args.overwrite)
+        check_address(args.address or os.environ.get("RAY_ADDRESS"))  # a closed port: exit 1 now, not in minutes
         import ray
 
         ray.init(address=args.address or os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True,

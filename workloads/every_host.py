@@ -18,7 +18,7 @@ from raytpu.core.common import errors
 from raytpu.core.common.table import text_table
 from raytpu.core.common.timeline import stamp, stamp_line
 from raytpu.core.specs.spec import WorkloadSpec
-from raytpu.workloads._entry import guarded
+from raytpu.workloads._entry import Parser, guarded
 
 PROGRAM = "every_host"
 RESERVE_TIMEOUT_S = 600.0
@@ -299,7 +299,7 @@ def _stopped(signum: int, frame: Any) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=f"python -m raytpu.workloads.{PROGRAM}",
+    parser = Parser(prog=f"python -m raytpu.workloads.{PROGRAM}",
                                      description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--reserve-timeout-s", type=float, default=RESERVE_TIMEOUT_S,
                         help="how long to wait for the run's whole slices")

@@ -7,7 +7,6 @@ Progress goes to stderr. Needs ``ray[serve,llm]`` and vLLM (``.venv-serve``). De
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import logging
@@ -26,7 +25,7 @@ from raytpu.core.common.timeline import EMULATED, Stamp, stamp, stamp_line
 from raytpu.core.manifests import serving
 from raytpu.core.specs.spec import WorkloadSpec
 from raytpu.workloads import tiny_llm
-from raytpu.workloads._entry import guarded
+from raytpu.workloads._entry import Parser, guarded
 
 
 @dataclass(frozen=True)
@@ -137,7 +136,7 @@ def reserved_stamp(running_wall: float) -> Stamp:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m raytpu.workloads.serve", description=__doc__.split("\n")[0])
+    parser = Parser(prog="python -m raytpu.workloads.serve", description=__doc__.split("\n")[0])
     parser.add_argument("--address", default=None, help="Ray GCS address (default $RAY_ADDRESS)")
     parser.add_argument("--port", type=int, default=None, help="Serve HTTP port (default: a free one)")
     parser.add_argument("--cache-dir", default=None, help=f"tiny model cache (default ${tiny_llm.ENV_CACHE_DIR} "

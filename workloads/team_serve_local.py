@@ -10,7 +10,6 @@ Source: Ray 2.60 ``ray.serve._private.client.ServeControllerClient.deploy_apps``
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -20,7 +19,7 @@ import urllib.error
 import urllib.request
 
 from raytpu.core.common.errors import RuntimeFailure, missing
-from raytpu.workloads._entry import guarded
+from raytpu.workloads._entry import Parser, guarded
 from raytpu.workloads.serve import _wait_running, free_port
 
 CONFIG_ENV = "RAYTPU_SERVE_CONFIG"
@@ -75,7 +74,7 @@ def _wait_answering(url: str, deadline: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m raytpu.workloads.team_serve_local",
+    parser = Parser(prog="python -m raytpu.workloads.team_serve_local",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--address", default=None, help="Ray GCS address (default $RAY_ADDRESS)")
     parser.add_argument("--port", type=int, default=None, help="Serve HTTP port (default: a free one)")

@@ -7,7 +7,6 @@ file alone and caches it under a fingerprint of its inputs (how: docs/FACTS.md#l
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -16,6 +15,8 @@ import struct
 import tempfile
 from pathlib import Path
 from typing import Any, NamedTuple
+
+from raytpu.workloads._entry import Parser
 
 MODEL_NAME = "raytpu-tiny-llm"
 """The served model name (``model_id`` of the LLMConfig, what ``/v1/models`` lists)."""
@@ -234,7 +235,7 @@ def _write_safetensors(path: Path, tensors: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m raytpu.workloads.tiny_llm", description=__doc__.split("\n")[0])
+    parser = Parser(prog="python -m raytpu.workloads.tiny_llm", description=__doc__.split("\n")[0])
     parser.add_argument("--cache-dir", default=None, help=f"default ${ENV_CACHE_DIR} or {DEFAULT_CACHE_DIR}")
     args = parser.parse_args(argv)
     model = ensure(args.cache_dir)

@@ -29,7 +29,7 @@ from raytpu.core.specs import checkpoints, compile_cache, data, multislice
 from raytpu.core.specs.spec import WorkloadSpec
 from raytpu.core.tpu.plan import RAY_SLICE_LABEL, SlicePlan
 from raytpu.workloads import train_data
-from raytpu.workloads._entry import connect_quiet_driver, end_quiet_driver, guarded
+from raytpu.workloads._entry import Parser, connect_quiet_driver, end_quiet_driver, guarded
 from raytpu.workloads.compile_watch import CompileWatch
 from raytpu.workloads.preemption import (
     PREEMPTION_POLL_ENV,
@@ -344,7 +344,7 @@ def attempt_wait(plan: SlicePlan, slices: int, attempt_s: float | None) -> dict[
 
 def build_parser() -> argparse.ArgumentParser:
     """The workload's per-run flags (its slice comes from ``RAYTPU_WORKLOAD``)."""
-    parser = argparse.ArgumentParser(prog="python -m raytpu.workloads.train", description=__doc__.split("\n")[0])
+    parser = Parser(prog="python -m raytpu.workloads.train", description=__doc__.split("\n")[0])
     parser.add_argument("--storage-path", required=True,
                         help="checkpoint root: a directory every Ray node shares (GKE: the bucket's GCS FUSE mount)")
     parser.add_argument("--name", default=None,

@@ -15,7 +15,7 @@ from raytpu.core.common.timeline import stamp, stamp_line
 from raytpu.core.specs.spec import WorkloadSpec
 from raytpu.core.tpu.plan import RAY_SLICE_LABEL, RAY_WORKER_LABEL
 from raytpu.workloads import smoke as program
-from raytpu.workloads._entry import connect_quiet_driver, end_quiet_driver, guarded
+from raytpu.workloads._entry import Parser, connect_quiet_driver, end_quiet_driver, guarded
 from raytpu.workloads.slices import RESERVE_TIMEOUT_S, SliceInventory, wait_for_hosts
 from raytpu.workloads.smoke import dcn
 from raytpu.workloads.smoke.driver import check_limit_s, check_slice
@@ -26,7 +26,7 @@ from raytpu.workloads.smoke.verdict import cause_of, failed_verdict
 
 def build_parser() -> argparse.ArgumentParser:
     """The workload's per-run flags (its slice comes from ``RAYTPU_WORKLOAD``)."""
-    parser = argparse.ArgumentParser(prog="python -m raytpu.workloads.smoke",
+    parser = Parser(prog="python -m raytpu.workloads.smoke",
                                      description=(program.__doc__ or "").split("\n")[0])
     parser.add_argument("--slice-name", default=None, help="check only this slice")
     parser.add_argument("--reserve-timeout-s", type=float, default=RESERVE_TIMEOUT_S)
