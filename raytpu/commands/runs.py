@@ -22,7 +22,9 @@ def _target(parser: argparse.ArgumentParser) -> None:
     from raytpu.console.cli_args import add_stack_target
 
     add_stack_target(parser, stack_note="; required unless --local")
-    parser.add_argument("--local", action="store_true", help="the emulated slice's runs (`raytpu local up`)")
+    parser.add_argument("--local", action="store_true", help="the emulated slice's runs (`raytpu local up`); the "
+                        "default when no --stack is given and an emulated slice is up")
+    parser.add_argument("--config", type=argtypes.path, help=argparse.SUPPRESS)  # named in its error, not parsed away
     parser.add_argument("--dir", type=argtypes.path, help="with --local: the local cluster's run directory")
     parser.add_argument("--timeout-s", type=argtypes.positive_seconds,
                         help="how long --follow or cancel waits (default: --follow until the run ends, cancel 600); "
@@ -59,12 +61,20 @@ def run(args: argparse.Namespace) -> int:
     from raytpu.core.common import errors
 
     action = getattr(args, "action", None)
+    if getattr(args, "config", None) is not None:
+        raise errors.forbidden("--config", args.config, "for runs (it reads no config: it lists every run of the "
+                               "stack or the emulated slice)", "leave it out; --stack NAME or --local [--dir DIR]")
     if args.local and args.stack:
         raise errors.forbidden("--stack", args.stack, "with --local", "one of --stack NAME or --local")
     if args.dir is not None and not args.local:
         raise errors.forbidden("--dir", args.dir, "without --local", "--dir with --local")
     if not args.local and not args.stack:
-        raise errors.missing("--stack", "(or --local)", "the cluster stack's id, <cluster name>-cluster")
+        from raytpu import local
+
+        if local.LocalCluster.load(local.run_dir(None)) is None:  # no emulated slice here either: say both ways
+            raise errors.missing("--stack", "(or --local)", "the cluster stack's id, <cluster name>-cluster; or "
+                                 "--local for the emulated slice (`raytpu local up` starts one)")
+        args.local = True  # only an emulated slice is up: its runs (issue 68 item 6)
     timeout_s = args.timeout_s or (600.0 if action == "cancel" else FOLLOW_S)
     if args.local:
         return _local(args, action, timeout_s)
