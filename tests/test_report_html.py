@@ -216,3 +216,18 @@ def test_a_v6e_2x4_on_two_4_chip_hosts_is_drawn_as_two_hosts_of_4() -> None:
     page = report_html.render(smoke_document(judged(plan, results)), "smoke.json")
     assert page.count('<div class="hl">') == 2 and len(chips(page)) == 8
     assert {n: c for n, c in chips(page).items() if c != "ok"} == {6: "fail"}
+
+
+def test_a_team_runs_result_and_its_overrides_are_on_the_page() -> None:
+    """Issue 68 item 6: a ``submit --report`` of a team's ``train_loop`` run with ``--set`` (as the example's README
+    says the report shows them): the run's result and what was overridden, escaped."""
+    document = {"format": 1, "run": "pretrain-r1", "overrides": {"train_config.steps": 20},
+                "timeline": {"started_at": "2026-12-07T10:00:00+00:00", "wall_s": 10.0, "phases": []},
+                "train": {"train_loop": "lm.train:train_loop", "ok": True, "metrics": {"loss": 1.5, "step": 20},
+                          "checkpoint": "/run/checkpoints/pretrain-r1/checkpoint_x", "reports": 20,
+                          "attempts": [{"resumed": False}, {"resumed": True}]}}
+    page = report_html.render(document, "report.json")
+    assert "the run&#x27;s result" in page or "the run's result" in page
+    assert "--set train_config.steps</td><td>20" in page
+    assert "lm.train:train_loop" in page and "&quot;loss&quot;: 1.5" in page and "2 (fresh, resumed)" in page
+    assert report_html.result_section({"timeline": {}}) == ""

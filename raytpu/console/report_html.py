@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import html
+import json
 import math
 import os
 import tempfile
@@ -73,6 +74,7 @@ def render(document: Mapping[str, Any], source: str, doctor: Mapping[str, Any] |
     body += [doctor_section(doctor)] if doctor else []
     body += [LEGEND] if ordered else []
     body += [slice_section(v) for v in ordered]
+    body += [result] if (result := result_section(document)) else []
     body += [timeline_section(name, run) for name, run in timelines.items()]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"generator\" content=\"{GENERATOR}\"><title>{_e(title)}</title>"
@@ -239,6 +241,34 @@ def dcn_bars(verdict: Mapping[str, Any]) -> str:
     bars = "".join(_bar(f"host {r.get('worker_id')}", r) for r in dcn.get("perf") or [] if isinstance(r, Mapping))
     return (f"<h3>DCN over {_e(', '.join(str(s) for s in dcn.get('slices') or []))}</h3>"
             f"<p class=\"muted\">reference: {_e(dcn.get('source', ''))}</p>{bars}")
+
+
+def result_section(document: Mapping[str, Any]) -> str:
+    """A ``submit --report``'s own result: a team run's ``train`` (ok, its last metrics, checkpoint, reports,
+    attempts, error) and the ``--set`` overrides the run had; "" when it has neither."""
+    rows = []
+    overrides = document.get("overrides")
+    if isinstance(overrides, Mapping) and overrides:
+        rows += [("--set " + _e(key), _e(errors_free_json(value))) for key, value in overrides.items()]
+    train = document.get("train")
+    if isinstance(train, Mapping):
+        for key in ("train_loop", "ok", "error", "metrics", "checkpoint", "reports"):
+            if key in train:
+                rows.append((_e(key), _e(errors_free_json(train[key]))))
+        attempts = train.get("attempts")
+        if isinstance(attempts, list):
+            rows.append(("attempts", _e(f"{len(attempts)} (" + ", ".join(
+                "resumed" if isinstance(a, Mapping) and a.get("resumed") else "fresh" for a in attempts) + ")")))
+    if not rows:
+        return ""
+    body = "".join(f"<tr><td>{key}</td><td>{value}</td></tr>" for key, value in rows)
+    return f"<section><h2>the run's result</h2><table><tr><th>what</th><th>value</th></tr>{body}</table></section>"
+
+
+def errors_free_json(value: Any) -> str:
+    """A value as compact JSON (a report's values are JSON already), at most 300 characters."""
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= 300 else text[:300] + "..."
 
 
 def timeline_section(name: str, run: Mapping[str, Any]) -> str:
