@@ -89,9 +89,9 @@ slices:
 workloads:
   - {name: echo, kind: serve, slice: train, code: ./src, serve_app: scorer.app:app}
   - {name: huge, kind: serve, slice: train, code: ./src, serve_app: scorer.app:build_huge}
-  - {name: broken, kind: serve, slice: train, code: ./src, serve_app: scorer.app:build_broken}
   - {name: wordy, kind: serve, slice: train, code: ./src, serve_app: scorer.wordy:app, requirements: requirements.txt,
      env: {TEAM_MODE: held-out}, secrets: {TEAM_TOKEN: team-token}}
+  - {name: broken, kind: serve, slice: train, code: ./src, serve_app: scorer.app:build_broken}
 """
 KEY = "local-key-47"
 
