@@ -1201,6 +1201,7 @@ def batch_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[t
     monkeypatch.chdir(tmp_path)
     (tmp_path / "raytpu.yaml").write_text(BATCH_CONFIG)
     (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")  # a model folder holds its config (issue 68 item 4)
     (tmp_path / "prompts.jsonl").write_text('{"prompt": "hi"}\n')  # a local input must exist (issue 39.3)
     local.LocalCluster(str(tmp_path), "/tmp/none", "127.0.0.1:1",
                        parse(BATCH_CONFIG).slice_named("serve").plan.to_json(), ["s0"]).save()

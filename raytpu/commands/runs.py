@@ -61,8 +61,8 @@ def run(args: argparse.Namespace) -> int:
     from raytpu.core.common import errors
 
     action = getattr(args, "action", None)
-    if getattr(args, "config", None) is not None:
-        raise errors.forbidden("--config", args.config, "for runs (it reads no config: it lists every run of the "
+    if (given := getattr(args, "config", None)) is not None:
+        raise errors.forbidden("--config", given, "for runs (it reads no config: it lists every run of the "
                                "stack or the emulated slice)", "leave it out; --stack NAME or --local [--dir DIR]")
     if args.local and args.stack:
         raise errors.forbidden("--stack", args.stack, "with --local", "one of --stack NAME or --local")
