@@ -249,12 +249,12 @@ def result_section(document: Mapping[str, Any]) -> str:
     rows = []
     overrides = document.get("overrides")
     if isinstance(overrides, Mapping) and overrides:
-        rows += [("--set " + _e(key), _e(errors_free_json(value))) for key, value in overrides.items()]
+        rows += [("--set " + _e(key), _e(_compact_json(value))) for key, value in overrides.items()]
     train = document.get("train")
     if isinstance(train, Mapping):
         for key in ("train_loop", "ok", "error", "metrics", "checkpoint", "reports"):
             if key in train:
-                rows.append((_e(key), _e(errors_free_json(train[key]))))
+                rows.append((_e(key), _e(_compact_json(train[key]))))
         attempts = train.get("attempts")
         if isinstance(attempts, list):
             rows.append(("attempts", _e(f"{len(attempts)} (" + ", ".join(
@@ -265,7 +265,7 @@ def result_section(document: Mapping[str, Any]) -> str:
     return f"<section><h2>the run's result</h2><table><tr><th>what</th><th>value</th></tr>{body}</table></section>"
 
 
-def errors_free_json(value: Any) -> str:
+def _compact_json(value: Any) -> str:
     """A value as compact JSON (a report's values are JSON already), at most 300 characters."""
     text = json.dumps(value, sort_keys=True, default=str)
     return text if len(text) <= 300 else text[:300] + "..."
