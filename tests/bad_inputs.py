@@ -639,6 +639,41 @@ I40_1 = "40.1 a large model fits its hosts' disks"
 I41 = "41 compile cache and compile budget"
 I49 = "49 Autopilot disk, outputs of another kit version, chat template"
 
+I69 = "69 teams share the slices"
+TEAMS = [{"name": "research", "quota": {"train": 16}}, {"name": "product", "quota": {"train": 16, "serve": 8}}]
+
+
+def _teams(case_id: str, field_name: str, *edits: Callable[[dict[str, Any]], object], shows: str = "") -> Case:
+    """The example with two teams (``train`` a run of research's): one edit makes it wrong (issue 69)."""
+    text = config(_all(_set("teams", copy.deepcopy(TEAMS)), _set("workloads.1.team", "research"), *edits))
+    return Case(case_id, ("validate", "raytpu.yaml"), field_name, {"raytpu.yaml": text}, item=I69, shows=shows)
+
+
+TEAMS_CASES: tuple[Case, ...] = (
+    _teams("teams-workload-without-team", "workloads[1].team", _set("workloads.1.team", None)),
+    _teams("teams-unknown-team", "workloads[1].team", _set("workloads.1.team", "reserch"), shows="research"),
+    _teams("teams-quota-unknown-slice", "teams[0].quota", _set("teams.0.quota", {"trian": 16}), shows="train"),
+    _teams("teams-quota-part-of-a-host", "teams[0].quota.train", _set("teams.0.quota.train", 6)),
+    _teams("teams-quota-negative", "teams[0].quota.train", _set("teams.0.quota.train", -4)),
+    _teams("teams-quota-string", "teams[0].quota.train", _set("teams.0.quota.train", "16")),
+    _teams("teams-quota-never-admits", "workloads[1].team", _set("teams.0.quota.train", 8),
+           shows="teams[0].quota.train"),
+    _teams("teams-same-name", "teams[1].name", _set("teams.1.name", "research")),
+    _teams("teams-name-too-long", "teams[0].name", _set("teams.0.name", "r" * 60), _set("workloads.1.team", None)),
+    _teams("teams-name-not-dns", "teams[0].name", _set("teams.0.name", "Research")),
+    _teams("teams-priority-unknown", "workloads[1].priority", _set("workloads.1.priority", "urgent"),
+           shows="high"),
+    _teams("teams-priority-number", "workloads[1].priority", _set("workloads.1.priority", 1)),
+    _teams("teams-team-on-serve", "workloads[2].team", _set("workloads.2.team", "product")),
+    _teams("teams-team-on-smoke", "workloads[0].priority", _set("workloads.0.priority", "high")),
+    _teams("teams-own-compile-cache", "workloads[1].compile_cache", _set("workloads.1.compile_cache", "jax")),
+    _teams("teams-can-borrow-string", "teams[0].can_borrow", _set("teams.0.can_borrow", "yes")),
+    _teams("teams-not-a-list", "teams", _set("teams", {"research": {}})),
+    _teams("teams-unknown-key", "teams[0].quotas", _set("teams.0.quotas", {"train": 16})),
+    _edit("team-without-teams", "workloads.1.team", "research", "workloads[1].team", I69),
+)
+
+
 CASES: tuple[Case, ...] = (
     # catalog, describe
     Case("catalog-positional", ("catalog", "v6e"), "v6e"),
@@ -1240,6 +1275,7 @@ CASES: tuple[Case, ...] = (
     *ENV_CASES,
     *SERVE_APP_CASES,
     *ISSUE48_CASES,
+    *TEAMS_CASES,
 )
 
 

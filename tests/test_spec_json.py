@@ -49,7 +49,8 @@ def samples(spec: ClusterSpec) -> list[WorkloadSpec]:
         WorkloadSpec(name="job-all", kind=kind("job"), slice=train, code="/abs/src", retries=2,
                      entrypoint="python tools/reserve.py --topology 4x4", run_time_s="unlimited", run_on="every_host",
                      requirements="requirements.txt", env={"WANDB_PROJECT": "lm"},
-                     secrets={"WANDB_API_KEY": "wandb-key", "DB_PASS": SecretKeyRef(name="db", key="password")}),
+                     secrets={"WANDB_API_KEY": "wandb-key", "DB_PASS": SecretKeyRef(name="db", key="password")},
+                     team="research", priority="high"),
         WorkloadSpec(name="app-all", kind=kind("serve"), slice=serve, code="/abs/src", serve_app="lm.serve:app"),
     ]
 

@@ -4,6 +4,7 @@ RayService keeps its name (applying again updates it). ``raytpu submit`` is the 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -12,7 +13,7 @@ from raytpu import images
 from raytpu.cluster import gke, occupancy
 from raytpu.cluster.kube_errors import KubeError
 from raytpu.core.common import errors, names, report, timeline
-from raytpu.core.manifests import kuberay, serving
+from raytpu.core.manifests import kuberay, kueue, serving
 from raytpu.core.specs import run_env, vllm_rules
 from raytpu.runs.following import FollowedRun, Sink, Streams
 from raytpu.teamcode.bundle import Bundle, bundle
@@ -44,6 +45,9 @@ class StackRun:
         """Every RayJob submission is a new run: its own name, and (train) its own checkpoint directory; a team's
         code folder is zipped (InvalidInput naming ``workloads[i].code`` when it cannot ship)."""
         name = f"{work.name}-{run_id or names.run_id()}" if work.kind.is_job else work.name
+        team = spec.team_of(work)
+        if team is not None:  # the team's own namespace: its KSA (the same name), Secrets and queue
+            outputs = dataclasses.replace(outputs, namespace=team.namespace)
         code = None
         if work.code is not None:
             code = bundle(f"workloads[{spec.workloads.index(work)}].code", work.code, work.name)
@@ -52,17 +56,26 @@ class StackRun:
     @property
     def code_uri(self) -> str | None:
         """Where the code zip lives in the bucket (``gs://<bucket>/code/<workload>-<sha256>.zip``)."""
-        return names.code_zip_uri(self.outputs.bucket, self.code.object_name) if self.code else None
+        return names.code_zip_uri(self.outputs.bucket, self.code_name) if self.code_name else None
+
+    @property
+    def code_name(self) -> str | None:
+        """The code zip's name under ``code/``: a team's under ``code/<team>/``, the only code its identity reads."""
+        if self.code is None:
+            return None
+        return self.code.object_name if self.work.team is None else f"{self.work.team}/{self.code.object_name}"
 
     def manifest(self, refs: Mapping[str, str], py_modules: str | None, *, preview: bool = False) -> dict[str, Any]:
         """The workload's KubeRay object; a ``preview`` shows an image not built yet as a placeholder."""
         resolve = images.preview_resolver if preview else images.resolver
-        return kuberay.workload_manifest(self.spec, self.work, images=resolve(refs, stack=self.stack),
-                                         service_account=self.outputs.service_account,
-                                         bucket=self.outputs.bucket, namespace=self.outputs.namespace,
-                                         py_modules=py_modules, name=self.name,
-                                         args=self.work.kind.run_args(self.name),
-                                         code_zip=self.code.object_name if self.code else None)
+        manifest = kuberay.workload_manifest(self.spec, self.work, images=resolve(refs, stack=self.stack),
+                                             service_account=self.outputs.service_account,
+                                             bucket=self.outputs.bucket, namespace=self.outputs.namespace,
+                                             py_modules=py_modules, name=self.name,
+                                             args=self.work.kind.run_args(self.name, team=self.work.team),
+                                             code_zip=self.code_name)
+        team = self.spec.team_of(self.work)
+        return manifest if team is None else kueue.queued(manifest, team, self.work)
 
 
 @dataclass(frozen=True)
@@ -212,7 +225,7 @@ def submit(run: StackRun, manifest: dict[str, Any], *, wait: bool, timeout_s: fl
         recorder.mark("applied", f"{kind} {name} applied (server-side apply)")
         streams.err(f"applied {kind} {name} in namespace {run.outputs.namespace}")
         if run.work.kind.trains:
-            streams.err(f"checkpoints: {names.checkpoint_uri(run.outputs.bucket, name)}")
+            streams.err(f"checkpoints: {names.checkpoint_uri(run.outputs.bucket, name, run.work.team)}")
         if not wait:
             streams.out(f"submitted {kind} {name}; `raytpu submit {run.work.name} --stack {run.stack} --wait` "
                         "follows a service, a job's progress is its RayJob status")

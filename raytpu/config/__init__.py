@@ -31,6 +31,7 @@ from raytpu.core.specs import kinds, run_env
 from raytpu.core.specs.cluster_parts import AlertingSpec, GkeSpec, NetworkSpec, StorageSpec
 from raytpu.core.specs.security import SecuritySpec
 from raytpu.core.specs.spec import ClusterSpec, SliceSpec, WorkloadSpec, cluster_problems
+from raytpu.core.specs.teams import TeamSpec
 from raytpu.core.tpu.catalog import GENERATIONS
 
 DEFAULT_CONFIG = "raytpu.yaml"
@@ -140,7 +141,7 @@ Config: Any = structure_of(ClusterSpec)
 
 # ---------------------------------------------------------------------------------------------- parse, compile
 
-LIMITS = {"slices": 100, "workloads": 100}
+LIMITS = {"slices": 100, "workloads": 100, "teams": 50}
 """The most entries of each list a config may hold (docs/DESIGN.md, "Limits"), checked before the structure."""
 
 
@@ -226,6 +227,7 @@ def compile_config(config: Any) -> ClusterSpec:
     security = _build(problems, "security", SecuritySpec, config.security)
     alerting = None if config.alerting is None else _build(problems, "alerting", AlertingSpec, config.alerting)
     slices = [_build(problems, f"slices[{i}]", SliceSpec, s, SliceSpec.create) for i, s in enumerate(config.slices)]
+    teams = [_build(problems, f"teams[{i}]", TeamSpec, t) for i, t in enumerate(config.teams or ())]
     built = {s.name: s for s in slices if s is not None}
     names = list(dict.fromkeys(s.name for s in config.slices))
     workloads: list[WorkloadSpec | None] = []  # one entry per config workload (None: it failed)
@@ -240,14 +242,15 @@ def compile_config(config: Any) -> ClusterSpec:
     if problems or gke is None or network is None or storage is None or security is None:
         # The cluster-wide rules still judge the parts that compiled: every problem is reported at once.
         for problem in cluster_problems(project=config.project, region=config.region, cluster=gke, storage=storage,
-                                        slices=slices, workloads=workloads):
+                                        slices=slices, workloads=workloads,
+                                        teams=teams):
             problems.add(problem)
         problems.raise_any()
         raise AssertionError("unreachable: a part failed without a problem")
     spec = problems.build("", partial(
         ClusterSpec, project=config.project, region=config.region, cluster=gke, network=network, storage=storage,
         slices=tuple(s for s in slices if s is not None), workloads=tuple(w for w in workloads if w is not None),
-        alerting=alerting, security=security))
+        alerting=alerting, security=security, teams=tuple(t for t in teams if t is not None)))
     problems.raise_any()
     assert spec is not None
     return spec

@@ -78,8 +78,8 @@ def team_runtime(cluster: local.LocalCluster, work: WorkloadSpec, run_name: str,
     mount = str(cluster.run_dir)
     runtime: dict[str, Any] = {"env_vars": {
         **{k: v for k, v in (work.env or {}).items() if k not in in_file}, **(secrets or {}),
-        **user_code.run_env(work.plan, slices=work.slices_per_run, storage=names.run_storage(run_name, mount),
-                            run=run_name),
+        **user_code.run_env(work.plan, slices=work.slices_per_run,
+                            storage=names.run_storage(run_name, mount, work.team), run=run_name),
         "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", os.defpath)])}}
     if work.code is not None:
         made = bundle(code_field, work.code, work.name)
@@ -142,8 +142,8 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
         raise errors.RuntimeFailure(f"local: no local cluster recorded in {local.run_dir(directory)}",
                                     "start one with `raytpu local up`")
     run_name = f"{work.name}-{run_id or local.free_run_id(cluster, work.name)}"
-    # the run dir stands in for the pods' GCS FUSE mount: <run dir>/checkpoints/<run name>, as on GKE
-    extra = [*work.kind.run_args(run_name, mount_path=cluster.run_dir), *program_args]
+    # the run dir stands in for the pods' GCS FUSE mount: <run dir>/checkpoints[/<team>]/<run name>, as on GKE
+    extra = [*work.kind.run_args(run_name, mount_path=cluster.run_dir, team=work.team), *program_args]
     local_work = job_workload(cluster, work)
     from raytpu.workloads import job_worker_env, local_secrets
 

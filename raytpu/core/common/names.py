@@ -115,14 +115,20 @@ def working_dir_uri(bundle_name: str, mount_path: str = GCS_MOUNT_PATH) -> str:
     return f"file://{mount_path}/{code_zip_object(bundle_name)}"
 
 
-def run_storage(run_name: str, mount_path: str = GCS_MOUNT_PATH) -> str:
-    """A run's checkpoint folder as its pods see it: ``<mount>/checkpoints/<run>``."""
-    return f"{mount_path}/checkpoints/{run_name}"
+def checkpoints_folder(team: str | None = None) -> str:
+    """The folder of the kit's bucket runs keep checkpoints in: ``checkpoints``, a team's ``checkpoints/<team>`` (the
+    only one its identity writes)."""
+    return "checkpoints" if team is None else f"checkpoints/{team}"
 
 
-def checkpoint_uri(bucket: str, name: str) -> str:
+def run_storage(run_name: str, mount_path: str = GCS_MOUNT_PATH, team: str | None = None) -> str:
+    """A run's checkpoint folder as its pods see it: ``<mount>/checkpoints[/<team>]/<run>``."""
+    return f"{mount_path}/{checkpoints_folder(team)}/{run_name}"
+
+
+def checkpoint_uri(bucket: str, name: str, team: str | None = None) -> str:
     """Where run ``name``'s checkpoints land in the bucket (written through the GCS FUSE mount)."""
-    return f"gs://{bucket}/checkpoints/{name}"
+    return f"gs://{bucket}/{checkpoints_folder(team)}/{name}"
 
 
 # --------------------------------------------------------------------------------------------- jobs and runs

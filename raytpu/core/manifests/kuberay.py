@@ -339,7 +339,8 @@ def _compile_cache_env(work: WorkloadSpec, pods: Pods) -> dict[str, str]:
     """JAX's compile cache in the bucket's mount per image and slice shape (JAX jobs only; none without a bucket)."""
     if pods.bucket is None or work.kind.takes_model:
         return {}
-    return compile_cache.job_env(work.compile_cache, mount=names.GCS_MOUNT_PATH, image=pods.image,
+    folder = work.compile_cache if work.team is None else compile_cache.team_folder(work.team, work.compile_cache)
+    return compile_cache.job_env(folder, mount=names.GCS_MOUNT_PATH, image=pods.image,
                                  generation=work.plan.generation, topology=work.plan.topology,
                                  slices=work.slices_per_run, team=work.runs_team_code)
 
@@ -452,7 +453,8 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf,
         assert (work.code is None) == (code_zip is None), "a code folder ships as its zip (raytpu.teamcode.bundle)"
         # the team's env goes on the containers only (add_team_env): the submitter's bash would expand `$` and
         # backquotes in runtimeEnvYAML, and Ray `$NAME` in its env_vars (docs/FACTS.md#spec-run-env)
-        team_env = user_code.run_env(work.plan, slices=work.slices_per_run, storage=names.run_storage(name),
+        team_env = user_code.run_env(work.plan, slices=work.slices_per_run,
+                                     storage=names.run_storage(name, team=work.team),
                                      run=name) if work.runs_team_code else None
         runtime = runtime_env([py_modules or names.py_modules_uri()], team_env,
                               names.working_dir_uri(code_zip) if code_zip else None)

@@ -112,6 +112,11 @@ KEEP_EVERY_ENTRY = {MIN_TIME_ENV: "0", MIN_SIZE_ENV: "-1"}
 """JAX's floors lowered: every executable is kept, whatever its compile time or size."""
 
 
+def team_folder(team: str, value: str | None) -> str:
+    """A team run's cache: ``compile-cache/<team>`` (its identity writes there only; a team sets no other), or off."""
+    return OFF if value == OFF else f"{DEFAULT_FOLDER}/{team}"
+
+
 def folder_in_bucket(value: str | None) -> str | None:
     """A workload's ``compile_cache`` as the folder its programs write, or None when ``off``."""
     return None if value == OFF else value or DEFAULT_FOLDER

@@ -122,7 +122,7 @@ class WorkloadKind:
         """A one-shot RayJob (as opposed to a long-lived RayService)."""
         return self.object_kind == "RayJob"
 
-    def run_args(self, run_name: str, mount_path: str = names.GCS_MOUNT_PATH) -> list[str]:
+    def run_args(self, run_name: str, mount_path: str = names.GCS_MOUNT_PATH, team: str | None = None) -> list[str]:
         """Per-run flags of the program (none unless it :attr:`trains`): Ray Train storage under the bucket's GCS
         FUSE mount, a run name of its own.
 
@@ -135,7 +135,8 @@ class WorkloadKind:
         ``storage.buckets.get``, which that role lacks. Ray's KubeRay guide checkpoints the same way, under the mount:
         https://docs.ray.io/en/latest/cluster/kubernetes/examples/distributed-checkpointing-with-gcsfuse.html
         """
-        return ["--storage-path", f"{mount_path}/checkpoints", "--name", run_name] if self.trains else []
+        storage = f"{mount_path}/{names.checkpoints_folder(team)}"
+        return ["--storage-path", storage, "--name", run_name] if self.trains else []
 
 
 KINDS: dict[str, WorkloadKind] = {k.name: k for k in (

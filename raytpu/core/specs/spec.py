@@ -27,6 +27,7 @@ from raytpu.core.specs.field_rules import (
 from raytpu.core.specs.provisioning import MODES as PROVISIONING_MODES
 from raytpu.core.specs.security import SecuritySpec
 from raytpu.core.specs.slice_spec import MULTI_HOST_NAME_LIMIT, SliceSpec, derived_name_problems
+from raytpu.core.specs.teams import TeamSpec, teams_problems
 from raytpu.core.specs.workload_spec import (
     SERVING_FIELDS,
     WORKLOAD_ENV,
@@ -57,6 +58,7 @@ class ClusterSpec:
     namespace: str = "ray"
     alerting: AlertingSpec | None = None
     security: SecuritySpec = SecuritySpec()
+    teams: tuple[TeamSpec, ...] = ()
 
     @property
     def ksa_name(self) -> str:
@@ -67,7 +69,7 @@ class ClusterSpec:
 
     def __post_init__(self) -> None:
         raise_all(cluster_problems(project=self.project, region=self.region, cluster=self.cluster,
-                                storage=self.storage, slices=self.slices, workloads=self.workloads))
+                                storage=self.storage, slices=self.slices, workloads=self.workloads, teams=self.teams))
 
     @property
     def bucket(self) -> str:
@@ -94,6 +96,10 @@ class ClusterSpec:
         raise errors.invalid_choice(field, name, [w.name for w in self.workloads] or
                                     ["(none: add workloads to the config)"])
 
+    def team_of(self, work: WorkloadSpec) -> TeamSpec | None:
+        """The team ``work`` runs as (its namespace, identity and queue); None without ``teams``."""
+        return next((t for t in self.teams if t.name == work.team), None)
+
     def with_slice(self, item: SliceSpec) -> ClusterSpec:
         """This spec plus one slice (checked like every other: unique name, zone in the region, mode rules)."""
         return replace(self, slices=(*self.slices, item))
@@ -104,8 +110,8 @@ class ClusterSpec:
 
 
 def cluster_problems(*, project: object, region: object, cluster: GkeSpec | None, storage: StorageSpec | None,
-                     slices: Sequence[SliceSpec | None], workloads: Sequence[WorkloadSpec | None]
-                     ) -> list[InvalidInput]:
+                     slices: Sequence[SliceSpec | None], workloads: Sequence[WorkloadSpec | None],
+                     teams: Sequence[TeamSpec | None] = ()) -> list[InvalidInput]:
     """The rules of :class:`ClusterSpec`, named by config path; a part given as None (it failed its own rules)
     skips the rules that need it, so every other problem is still reported."""
     found = project_problems("project", project)
@@ -154,6 +160,7 @@ def cluster_problems(*, project: object, region: object, cluster: GkeSpec | None
         for i, item in enumerate(slices):
             if item is not None:
                 found += [p.at(f"slices[{i}]") for p in node_disk.disk_problems(item, known, bucket)]
+    found += teams_problems(teams, slices, workloads, kit_bucket)
     return found
 
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from raytpu.core.common import errors
 from raytpu.core.common.errors import InvalidInput
 
+TEAM_RUNS = ("train", "job", "batch")
+"""The kinds a team runs through its queue (``team``, ``priority``); serving and the smoke are the platform's."""
 SERVING = ("serve", "batch")
 """The kinds that run a model on vLLM (:attr:`raytpu.core.specs.kinds.WorkloadKind.takes_model`, a test checks they
 agree): they take the ``llm`` group."""
@@ -143,6 +145,13 @@ FIELDS: dict[str, Field] = {f.name: f for f in (
           doc="ENV_NAME: the name of a Kubernetes Secret (its key `value`), or ENV_NAME: {name: SECRET, key: KEY}, "
           "that the team's code reads; locally, the "
           "submitting shell's variable of that name"),
+    Field(name="team", group="teams", kinds=TEAM_RUNS, rule="teams",
+          why="for kind {kind} (the platform's own: it runs outside the teams' queues)", only="only with kinds "
+          "{kinds_and}", doc="the team (teams[].name) whose namespace, identity and queue the run uses; required "
+          "once teams is set"),
+    Field(name="priority", group="teams", kinds=TEAM_RUNS, rule="teams",
+          why="for kind {kind} (the platform's own: it runs outside the teams' queues)", only="only with kinds "
+          "{kinds_and}", doc="low, normal (default) or high: a high run may preempt a low one of the cohort"),
 )}
 """Every ``workloads[]`` field, in the order ``raytpu.yaml``'s reference lists them."""
 

@@ -154,6 +154,8 @@ class WorkloadSpec:
     keep_checkpoints: int | str | None = None
     env: Mapping[str, str] | None = field(default=None, hash=False)
     secrets: Mapping[str, str | SecretKeyRef] | None = field(default=None, hash=False)
+    team: str | None = None
+    priority: str | None = None
 
     def __post_init__(self) -> None:
         found = dns_label_problems("name", self.name)
