@@ -35,7 +35,7 @@ def spec_of(**change: Any) -> ClusterSpec:
     data["teams"] = copy.deepcopy(TEAMS)
     data["workloads"][1].update(team="research", priority="low")
     for path, value in change.items():
-        node = data
+        node: Any = data
         *parents, last = path.split("__")
         for part in parents:
             node = node[int(part)] if part.isdigit() else node[part]
@@ -200,7 +200,28 @@ def test_a_team_service_account_id_is_valid_and_unique() -> None:
 
 
 def test_queued_slices_get_queued_provisioning() -> None:
-    spec = spec_of()
-    assert kueue.queued_provisioning(spec) == []
-    checks = [o for o in kueue.objects(spec) if o["kind"] == "ClusterQueue"]
-    assert all("admissionChecksStrategy" not in q["spec"] for q in checks)
+    """A queued (flex-start) slice is a team's to use: Kueue's ProvisioningRequest admission check asks GKE for the
+    TPU pod set alone (GKE takes one pod set per request; the CPU head and submitter schedule as usual).
+    Source: https://cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest (Kueue);
+    Kueue v0.19.2 pkg/controller/admissionchecks/provisioning (ProvisioningRequestConfig.managedResources)."""
+    assert kueue.queued_provisioning(spec_of()) == []
+    spec = spec_of(slices__0__provisioning="queued", workloads__0__slice="serve")
+    objects = kueue.objects(spec)
+    config, check = kueue.queued_provisioning(spec)
+    assert config["spec"] == {"provisioningClassName": "queued-provisioning.gke.io", "managedResources": [TPU_RESOURCE]}
+    assert check["spec"]["controllerName"] == "kueue.x-k8s.io/provisioning-request"
+    assert check["spec"]["parameters"]["name"] == config["metadata"]["name"]
+    for queue in (o for o in objects if o["kind"] == "ClusterQueue"):
+        assert queue["spec"]["admissionChecksStrategy"] == {
+            "admissionChecks": [{"name": check["metadata"]["name"], "onFlavors": ["raytpu-train"]}]}
+    job = job_of(spec)
+    tpu_pods = [t for _, _, t in pod_sets(job) if TPU_RESOURCE in requests_of(t)]
+    assert [t["spec"]["nodeSelector"]["cloud.google.com/gke-queued"] for t in tpu_pods] == ["true"]
+    assert kueue_webhook_errors(job) == [] and crd.schema_errors(job) == []
+
+
+def test_a_queued_slice_stays_refused_outside_the_teams() -> None:
+    data = copy.deepcopy(EXAMPLE)
+    data["slices"][0]["provisioning"] = "queued"
+    with pytest.raises(Exception, match=r"workloads\[0\]\.slice.*team's run"):
+        config_module.parse(yaml.safe_dump(data))

@@ -161,13 +161,13 @@ class WorkloadSpec:
         found = dns_label_problems("name", self.name)
         if self.image is not None and (wrong := image_problem(self.image)):
             found.append(errors.invalid_value("image", self.image, *wrong))
-        if not self.slice.provisioning.runs_ray:
+        if not self.slice.provisioning.runs_ray and self.team is None:  # a team's run: Kueue's admission check
             found.append(errors.invalid_value(
                 # Source: GKE API NodePool.QueuedProvisioning.enabled (docs/FACTS.md#preemption-restart-waits)
                 "slice", self.slice.name, f"uses provisioning: {self.slice.provisioning.name}, whose node pool gets "
-                "nodes only through a ProvisioningRequest (GKE queued provisioning), and the kit makes none for its "
-                "Ray clusters (nor runs Kueue, which would make one per job): the TPU pods would stay Pending",
-                "a slice whose provisioning runs a Ray cluster: " +
+                "nodes only through a ProvisioningRequest (GKE queued provisioning), which only Kueue makes, for a "
+                "team's run: the TPU pods would stay Pending",
+                "a team's run (teams, and team on the workload), or a slice whose provisioning runs a Ray cluster: " +
                 ", ".join(m.name for m in PROVISIONING_MODES.values() if m.runs_ray)))
         if not found and not self.plan.single_host:
             found += derived_name_problems("name", self.name, self.name, f"its {self.kind.object_kind}",
