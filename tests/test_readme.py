@@ -1,4 +1,5 @@
-"""Issue 39.7: README.md works as written on a fresh clone, and so do the guides it links (issue 50: docs/guides/).
+"""Issue 39.7: README.md works as written on a fresh clone, and so do the guides it links (issue 50: docs/guides/) and
+the team example's README (issue 68.6: its walk from training to serving).
 
 Every command of their ```bash and ```console blocks either runs here, in a copy of the checkout's files (no
 ``raytpu.yaml``, no records, no reports: what a fresh clone has), and exits 0 with the output a ```console block
@@ -8,6 +9,7 @@ arguments must still parse (a renamed flag or command fails here).
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shlex
@@ -23,8 +25,11 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-DOCS = (README, *sorted((ROOT / "docs" / "guides").glob("*.md")))
-"""The README and the guides its content moved to (issue 50): each one's commands run as the README's did."""
+EXAMPLE_README = ROOT / "examples" / "team_project" / "README.md"
+DOCS = (README, *sorted((ROOT / "docs" / "guides").glob("*.md")), EXAMPLE_README)
+"""The README, the guides its content moved to (issue 50) and the team example's README it links (issue 68.6): each
+one's commands run as the README's did. The example's need an emulated slice: tests/test_readme_small_try.py runs
+them, as written, in the slice tier; here their arguments parse."""
 RAYTPU = re.compile(r"^(?:\S*/)?raytpu(?:\s|$)")
 
 EXCEPTIONS: dict[str, str] = {
@@ -42,7 +47,15 @@ EXCEPTIONS: dict[str, str] = {
     "raytpu doctor --stack": "needs a deployed stack (tests/test_doctor.py, against a loopback API server)",
     "raytpu submit train --local": "needs an emulated slice (`raytpu local up`; tests/test_local.py)",
     "raytpu submit pretrain --config examples/team_project/raytpu.yaml --local": "needs an emulated slice (`raytpu "
-        "local up`; this file's team example test runs it, smaller, in the slice tier)",
+        "local up`; tests/test_readme_small_try.py runs the example README's as written, in the slice tier)",
+    "raytpu local up --config examples/team_project/raytpu.yaml": "starts the example's emulated slice "
+        "(tests/test_readme_small_try.py runs the example README's walk as written, slice tier)",
+    "raytpu local serve --config examples/team_project/raytpu.yaml --workload scorer": "deploys the example's app "
+        "onto the emulated slice it trained on (tests/test_readme_small_try.py, slice tier)",
+    "echo my-key > .raytpu/key": "the example README's serve walk, after `raytpu local up` made .raytpu/ "
+                                 "(tests/test_readme_small_try.py, slice tier)",
+    'curl -s -H "Authorization: Bearer my-key"': "asks the example's app `raytpu local serve` deployed on an emulated "
+                                                 "slice (tests/test_readme_small_try.py, slice tier)",
     "raytpu submit pretrain --config examples/team_project/raytpu.yaml --stack ray-tpu-cluster --wait":
         "needs a deployed stack (tests/test_submit.py, against a loopback API server)",
     "raytpu submit label-reviews --local": "needs an emulated slice and vLLM's CPU build (tests/test_batch.py)",
@@ -52,6 +65,7 @@ EXCEPTIONS: dict[str, str] = {
     "raytpu report reports/": "needs a saved report (tests/test_report_html.py renders every kind)",
 }
 """Commands (by prefix, after ``.venv/bin/`` or ``.venv-serve/bin/``) that do not run here, and why."""
+SHELL_OPERATORS = frozenset({"|", "||", "&&", ";", ">", ">>", "<", "2>", "2>&1"})
 
 
 @dataclass(frozen=True)
@@ -165,10 +179,12 @@ def test_the_readme_has_commands_of_both_kinds() -> None:
 @pytest.mark.parametrize("command", [pytest.param(c, id=f"{c.source}-line-{c.line}") for c in README_COMMANDS
                                      if exception(c.text) and RAYTPU.match(bare(c.text))])
 def test_a_listed_exception_still_parses(command: Command) -> None:
-    """A command that cannot run here names a command and flags that exist (``[--x]`` is an optional flag)."""
+    """A command that cannot run here names a command and flags that exist (``[--x]`` is an optional flag; a pipe or
+    a redirection ends its arguments)."""
     from raytpu.cli import build_parser
 
-    argv = shlex.split(bare(command.text).replace("[", "").replace("]", ""), comments=True)[1:]
+    words = shlex.split(bare(command.text).replace("[", "").replace("]", ""), comments=True)
+    argv = list(itertools.takewhile(lambda word: word not in SHELL_OPERATORS, words))[1:]
     _, unknown = build_parser().parse_known_args(argv)
     assert not unknown, f"{command.source} line {command.line}: {command.text!r}: unknown {unknown}"
 

@@ -2,7 +2,10 @@
 small through ``raytpu submit --local``, then ``raytpu local serve --workload scorer`` deploys the project's own Serve
 app (``examples/team_project/src/lm/serve.py``), which loads that run's newest checkpoint from the run folder and
 answers next-token requests over HTTP with the API key. The example's own code and config: only the slices (the
-session's two emulated v6e 2x4 slices) and train_config (a few CPU steps) are made small here."""
+session's two emulated v6e 2x4 slices, scorer moved onto pretrain's to share one) and train_config (a few CPU steps)
+are made small here. The example README's walk itself (its own slices, local down and up between, curl) runs as
+written in tests/test_readme_small_try.py; this test checks what the walk does not (a checkpoint cut short, a bad
+request's 400, a missing key's 401)."""
 
 from __future__ import annotations
 
