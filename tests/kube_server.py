@@ -77,6 +77,9 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     "serviceaccounts": ("v1", "ServiceAccount", True),
     "mutatingwebhookconfigurations": ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", False),
     "csidrivers": ("storage.k8s.io/v1", "CSIDriver", False),
+    "workloads": ("kueue.x-k8s.io/v1beta2", "Workload", True),
+    "localqueues": ("kueue.x-k8s.io/v1beta2", "LocalQueue", True),
+    "clusterqueues": ("kueue.x-k8s.io/v1beta2", "ClusterQueue", False),
 }
 _PATH = re.compile(r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
                    r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>log))?$")
@@ -486,7 +489,8 @@ class KubeApiServer:
         discovery = {"/api/v1": "v1", "/apis/batch/v1": "batch/v1", "/apis/ray.io/v1": "ray.io/v1",
                      "/apis/apiextensions.k8s.io/v1": "apiextensions.k8s.io/v1",
                      "/apis/admissionregistration.k8s.io/v1": "admissionregistration.k8s.io/v1",
-                     "/apis/storage.k8s.io/v1": "storage.k8s.io/v1"}
+                     "/apis/storage.k8s.io/v1": "storage.k8s.io/v1",
+                     "/apis/kueue.x-k8s.io/v1beta2": "kueue.x-k8s.io/v1beta2"}
         if h.command == "GET" and path in discovery:
             h.send_json(200, _discovery(discovery[path]))
             return

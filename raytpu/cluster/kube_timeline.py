@@ -11,10 +11,13 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from raytpu.cluster import queues
 from raytpu.cluster.kube_client import KubeClient
+from raytpu.cluster.kube_errors import KubeError
 from raytpu.cluster.occupancy import SCHEDULING_REASONS, pods_of, requests_tpu
 from raytpu.core.common.errors import excerpt
 from raytpu.core.common.timeline import Recorder, Stamp, Wait, stamp
+from raytpu.core.manifests import kueue
 
 NODE_TYPE_LABEL = "ray.io/node-type"
 """KubeRay's label on every Ray pod: ``head`` or ``worker`` (``utils/constant.go`` RayNodeTypeLabelKey, v1.7.0)."""
@@ -137,6 +140,9 @@ class KubePhases:
         self._pending_since: float | None = None
         self._said = 0
         self._unscheduled: tuple[int, int] = (0, 0)  # pods not yet scheduled, pods seen
+        labels = (manifest.get("metadata") or {}).get("labels") or {}
+        self._queued = kueue.QUEUE_LABEL in labels  # a team's run: Kueue's word until it admits it
+        self._queue_said_at: float | None = None
 
     def start(self) -> KubePhases:
         """Starts looking in a background thread."""
@@ -208,9 +214,29 @@ class KubePhases:
         return (f"{self.job_name}: waiting {waited:.0f}s: {unscheduled} of {seen} pod(s) not scheduled (of "
                 f"{self.ray_pods} the RayJob makes){why}")
 
+    def queue_line(self) -> str | None:
+        """While Kueue has not admitted a team's run: its queue, position, priority and Kueue's reason, at the first
+        look and then once a minute (issue 69 item 4); None once admitted or when it is not queued."""
+        now = self.clock()
+        if not self._queued or (self._queue_said_at is not None and now - self._queue_said_at < WAIT_NOTE_EVERY_S):
+            return None
+        try:
+            note = queues.note(self.client, self.job_name)
+        except KubeError as exc:
+            self.problem = f"Kueue's queue not read: {exc}"
+            return None
+        if note is None:
+            self._queued = False
+            return None
+        self._queue_said_at = now
+        return f"{self.job_name}: {note}"
+
     def _run(self) -> None:
         while not self._done.is_set():
             self.sample()
+            queued = self.queue_line() if self.progress is not None else None
+            if queued is not None and self.progress is not None:
+                self.progress(queued)
             line = self.waiting_line() if self.progress is not None else None
             if line is not None and self.progress is not None:
                 self.progress(line)

@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from raytpu.cluster import gke, occupancy
+from raytpu.cluster import gke, occupancy, queues
 from raytpu.core.common import errors, names
+from raytpu.core.manifests import kueue
 from raytpu.runs.run_list import Run, carried_overrides, carried_spec, iso, unix
 
 if TYPE_CHECKING:
@@ -63,10 +65,26 @@ def to_run(kind: str, obj: Mapping[str, Any], now: float) -> Run:
 
 
 def list_runs(client: KubeClient, now: float | None = None) -> list[Run]:
-    """The kit's RayJobs and RayServices in the stack's namespace, oldest first; any workload kind."""
+    """The kit's RayJobs and RayServices in the client's namespace, oldest first; any workload kind. A team's queued
+    RayJob carries where it stands in Kueue's queue (:mod:`raytpu.cluster.queues`)."""
     at = time.time() if now is None else now
-    runs = [to_run(kind, obj, at) for kind in OBJECTS for obj in client.objects(kind, SELECTOR)]
+    found = [(kind, obj) for kind in OBJECTS for obj in client.objects(kind, SELECTOR)]
+    states = queues.states(client) if any(kueue.QUEUE_LABEL in ((o.get("metadata") or {}).get("labels") or {})
+                                           for _, o in found) else {}
+    runs = []
+    for kind, obj in found:
+        run = to_run(kind, obj, at)
+        state = states.get(str((obj.get("metadata") or {}).get("uid", "")))
+        if state is not None and not run.done:
+            run = dataclasses.replace(run, queue=dataclasses.asdict(state),
+                                      waiting_for=state.line() if state.position is not None else run.waiting_for)
+        runs.append(run)
     return sorted(runs, key=lambda r: (-(r.age_s or 0.0), r.run))
+
+
+def queue_usage(client: KubeClient) -> list[str]:
+    """The namespace's queue: chips in use (against the quota, where this user may read it) and runs waiting."""
+    return queues.usage(client)
 
 
 def ray_clusters(obj: Mapping[str, Any] | None) -> list[str]:

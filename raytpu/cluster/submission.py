@@ -116,7 +116,7 @@ def apply(client: KubeClient, run: StackRun, manifest: dict[str, Any], say: Sink
                 "down until the new one serves); or submit without changing the cluster's fields")
     check_team_secrets(client, run.work, f"workloads[{run.spec.workloads.index(run.work)}].secrets",
                        run.outputs.namespace)
-    if run.work.kind.is_job:
+    if run.work.kind.is_job and run.work.team is None:  # a team's run waits in its queue for the slice
         check_free(client, run.work, run.spec.cluster.autopilot)
     if run.work.kind.is_job and (existing := client.get("RayJob", run.name)) is not None:
         raise name_taken(run, gke.job_state(run.name, existing))

@@ -11,6 +11,7 @@ RUN, named with the known runs).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 HELP = "list the workload runs on a stack or the emulated slice; follow a run's logs, or cancel it"
@@ -26,6 +27,8 @@ def _target(parser: argparse.ArgumentParser) -> None:
                         "default when no --stack is given and an emulated slice is up")
     parser.add_argument("--config", type=argtypes.path, help=argparse.SUPPRESS)  # named in its error, not parsed away
     parser.add_argument("--dir", type=argtypes.path, help="with --local: the local cluster's run directory")
+    parser.add_argument("--team", type=_team, help="with --stack: a team's runs (its namespace, raytpu-TEAM), their "
+                        "place in its queue and its chips in use")
     parser.add_argument("--timeout-s", type=argtypes.positive_seconds,
                         help="how long --follow or cancel waits (default: --follow until the run ends, cancel 600); "
                              "past it, exit 1")
@@ -48,6 +51,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _target(cancel)
 
 
+def _team(text: str) -> str:
+    """A team's name (``teams[].name``): a DNS label."""
+    from raytpu.core.specs.field_rules import DNS_LABEL
+
+    if not DNS_LABEL.match(text):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a team name; valid: a teams[].name of the config (a "
+                                         "DNS label: lowercase letters, digits, hyphens)")
+    return text
+
+
 def _rank(text: str) -> int:
     """A world rank: an integer >= 0."""
     if not text.isdigit():
@@ -66,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
                                "stack or the emulated slice)", "leave it out; --stack NAME or --local [--dir DIR]")
     if args.local and args.stack:
         raise errors.forbidden("--stack", args.stack, "with --local", "one of --stack NAME or --local")
+    if getattr(args, "team", None) is not None and args.local:
+        raise errors.forbidden("--team", args.team, "with --local (the emulated slice has no queues: every run is "
+                               "listed)", "--team with --stack")
     if args.dir is not None and not args.local:
         raise errors.forbidden("--dir", args.dir, "without --local", "--dir with --local")
     if not args.local and not args.stack:
@@ -99,10 +115,15 @@ def _stack(args: argparse.Namespace, action: str | None, timeout_s: float) -> in
     from raytpu.runs.run_list import pick, render
 
     outputs = StackOutputs.read(args.outputs, args.stack)
+    team = getattr(args, "team", None)
+    if team is not None:  # the team's namespace: a member whose Role is that namespace's reads only there
+        from raytpu.core.specs.teams import NAMESPACE_PREFIX
+
+        outputs = dataclasses.replace(outputs, namespace=f"{NAMESPACE_PREFIX}{team}")
     with gke.connect(outputs) as client:
         found = runs.list_runs(client)
         if action is None:
-            print(render(found, args.json))
+            print(render(found, args.json, runs.queue_usage(client) if team is not None else ()))
             return 0
         chosen = pick(found, args.run)
         if action == "cancel":

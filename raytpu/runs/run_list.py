@@ -31,7 +31,10 @@ class Run:
     """What ``raytpu submit --set`` changed for this run (``{KEY: value}``), read from :data:`OVERRIDES_KEY`."""
     waiting_for: str | None = None
     """A running run's placement group that is not placed: what it waits for and what is free (one line, the
-    emulated slice's :func:`raytpu.local.pending.waiting_line`); None when nothing of it waits."""
+    emulated slice's :func:`raytpu.local.pending.waiting_line`), or a team's run Kueue has not admitted: its queue,
+    position, priority and Kueue's reason (:class:`raytpu.cluster.queues.Queued`); None when nothing of it waits."""
+    queue: dict[str, Any] | None = None
+    """A team's run: ``{queue, priority, position, waiting, why}`` (position null once admitted)."""
 
 
 OVERRIDES_KEY = "raytpu.dev/overrides"
@@ -81,17 +84,19 @@ def age(seconds: float | None) -> str:
     return f"{max(int(seconds), 0)}s"
 
 
-def render(runs: Sequence[Run], as_json: bool) -> str:
-    """The runs as ``{"runs": [...]}`` JSON, or as a table (``no runs`` when there is none) with a line beneath it
-    for each run that waits (``RUN: waiting ...``)."""
+def render(runs: Sequence[Run], as_json: bool, usage: Sequence[str] = ()) -> str:
+    """The runs as ``{"runs": [...]}`` JSON (``usage`` added when given), or as a table (``no runs`` when there is
+    none) with a line beneath it for each run that waits (``RUN: waiting ...``) and the queue's ``usage`` lines."""
     if as_json:
-        return json.dumps({"runs": [_shown(r) for r in runs]}, indent=2)
+        return json.dumps({"runs": [_shown(r) for r in runs], **({"usage": list(usage)} if usage else {})},
+                          indent=2)
     if not runs:
-        return "no runs"
+        return "\n".join(["no runs", *usage])
     rows = [["RUN", "OBJECT", "KIND", "WORKLOAD", "SLICE", "STATE", "AGE"]]
     rows += [[r.run, r.object, r.kind or "-", r.workload or "-", r.slice or "-", r.state or "-", age(r.age_s)]
              for r in runs]
     notes = [f"{r.run}: {r.waiting_for}" for r in runs if r.waiting_for]  # too long for a column: beneath
+    notes += list(usage)
     return "\n".join([*text_table(rows), *(["", *notes] if notes else [])])
 
 
@@ -99,7 +104,7 @@ def _shown(run: Run) -> dict[str, object]:
     """A run as JSON: ``overrides`` only for a run that had some, ``waiting_for`` only for one that waits (a run
     without keeps the keys it always had)."""
     out = asdict(run)
-    for key in ("overrides", "waiting_for"):
+    for key in ("overrides", "waiting_for", "queue"):
         if out[key] is None:
             del out[key]
     return out

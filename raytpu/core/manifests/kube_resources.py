@@ -61,6 +61,9 @@ RESOURCES = {r.kind: r for r in (
     Resource("MutatingWebhookConfiguration", "admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations",
              namespaced=False),
     Resource("CSIDriver", "storage.k8s.io/v1", "csidrivers", namespaced=False),
+    Resource("Workload", "kueue.x-k8s.io/v1beta2", "workloads"),
+    Resource("LocalQueue", "kueue.x-k8s.io/v1beta2", "localqueues"),
+    Resource("ClusterQueue", "kueue.x-k8s.io/v1beta2", "clusterqueues", namespaced=False),
 )}
 """The kinds ``KubeClient`` knows, by kind; :func:`resource` also accepts ``rayjob`` and ``rayjobs``."""
 
