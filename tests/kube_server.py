@@ -70,6 +70,7 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     "configmaps": ("v1", "ConfigMap", True),
     "nodes": ("v1", "Node", False),
     "jobs": ("batch/v1", "Job", True),
+    "deployments": ("apps/v1", "Deployment", True),
     "networkpolicies": ("networking.k8s.io/v1", "NetworkPolicy", True),
     "services": ("v1", "Service", True),
     "secrets": ("v1", "Secret", True),
@@ -361,11 +362,11 @@ class KubeApiServer:
             obj["status"] = status
             return self._store(key, obj, "MODIFIED")
 
-    def remove(self, plural: str, name: str) -> None:
+    def remove(self, plural: str, name: str, namespace: str = NAMESPACE) -> None:
         """Deletes an object server-side (a DELETED event)."""
         with self._changed:
-            obj = self._objects.pop((plural, NAMESPACE, name))
-            self._record_event(plural, NAMESPACE, "DELETED", obj)
+            obj = self._objects.pop((plural, namespace, name))
+            self._record_event(plural, namespace, "DELETED", obj)
 
     def get_object(self, plural: str, name: str) -> dict[str, Any] | None:
         return copy.deepcopy(self._objects.get((plural, NAMESPACE, name)))
@@ -487,6 +488,7 @@ class KubeApiServer:
             h.send_json(200, {"major": "1", "minor": "35", "gitVersion": self.git_version, "platform": "linux/amd64"})
             return
         discovery = {"/api/v1": "v1", "/apis/batch/v1": "batch/v1", "/apis/ray.io/v1": "ray.io/v1",
+                     "/apis/apps/v1": "apps/v1",
                      "/apis/apiextensions.k8s.io/v1": "apiextensions.k8s.io/v1",
                      "/apis/admissionregistration.k8s.io/v1": "admissionregistration.k8s.io/v1",
                      "/apis/storage.k8s.io/v1": "storage.k8s.io/v1",

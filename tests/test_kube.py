@@ -524,7 +524,7 @@ def test_endpoint_becomes_an_https_url(endpoint: str, url: str) -> None:
     (lambda: api_host("http://34.1.2.3"), "endpoint"),
     (lambda: api_host(" "), "endpoint"),
     (lambda: ca_pem("bm90IGEgY2VydA=="), "ca_certificate"),
-    (lambda: resource("Deployment"), "kind"),
+    (lambda: resource("StatefulSet"), "kind"),
     (lambda: manifest_target({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {}}),
      "manifest.metadata.name"),
     (lambda: manifest_target({"apiVersion": "ray.io/v1alpha1", "kind": "RayJob", "metadata": {"name": "x"}}),

@@ -108,6 +108,13 @@ class KubeClient:
 
     # ------------------------------------------------------------------------------------ the public API
 
+    def in_namespace(self, namespace: str) -> KubeClient:
+        """A client of the same cluster and credentials in another namespace (a team's, Kueue's); close it after."""
+        other = KubeClient(self.host, None, namespace, self._credentials, timeout_s=self.timeout_s,
+                           retries=self.retries, field_manager=self.field_manager, backoff_s=self.backoff_s)
+        other.ca_pem = self.ca_pem
+        return other
+
     def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """Server-side applies ``obj`` (created or updated; fields of other managers conflict); the server's object."""
         res, name = manifest_target(obj)

@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _stack(args: argparse.Namespace) -> tuple[list[Check], dict[str, str]]:
     from raytpu import config as config_mod
-    from raytpu.cluster import doctor, gke
+    from raytpu.cluster import doctor, doctor_kueue, gke
     from raytpu.cluster.outputs import DEFAULT_OUTPUTS, StackOutputs
     from raytpu.images.record import load_refs
 
@@ -89,7 +89,7 @@ def _stack(args: argparse.Namespace) -> tuple[list[Check], dict[str, str]]:
     outputs = StackOutputs.read(args.outputs or DEFAULT_OUTPUTS, args.stack, spec, args.config)
     refs = load_refs(args.config, outputs.registry or None)
     with gke.connect(outputs) as client:
-        return doctor.diagnose(client, spec, outputs, refs), {"stack": args.stack}
+        return doctor.diagnose(client, spec, outputs, refs) + doctor_kueue.rows(client, spec), {"stack": args.stack}
 
 
 def _local(args: argparse.Namespace) -> tuple[list[Check], dict[str, str]]:

@@ -55,6 +55,7 @@ RESOURCES = {r.kind: r for r in (
     Resource("Node", "v1", "nodes", namespaced=False),
     Resource("Namespace", "v1", "namespaces", namespaced=False),
     Resource("Job", "batch/v1", "jobs"),
+    Resource("Deployment", "apps/v1", "deployments"),
     Resource("NetworkPolicy", "networking.k8s.io/v1", "networkpolicies"),
     Resource("Ingress", "networking.k8s.io/v1", "ingresses"),
     Resource("CustomResourceDefinition", "apiextensions.k8s.io/v1", "customresourcedefinitions", namespaced=False),
