@@ -368,16 +368,16 @@ class KubeApiServer:
             obj = self._objects.pop((plural, namespace, name))
             self._record_event(plural, namespace, "DELETED", obj)
 
-    def get_object(self, plural: str, name: str) -> dict[str, Any] | None:
-        return copy.deepcopy(self._objects.get((plural, NAMESPACE, name)))
+    def get_object(self, plural: str, name: str, namespace: str = NAMESPACE) -> dict[str, Any] | None:
+        return copy.deepcopy(self._objects.get((plural, namespace, name)))
 
     def add_pod(self, name: str, labels: dict[str, str], lines: list[str], created: str = "2026-01-01T00:00:00Z",
-                container: str = "ray-job-submitter") -> None:
+                container: str = "ray-job-submitter", namespace: str = NAMESPACE) -> None:
         """A pod (with one container) whose log is ``lines``."""
         self.put({"apiVersion": "v1", "kind": "Pod",
                   "metadata": {"name": name, "labels": labels, "creationTimestamp": created},
                   "spec": {"containers": [{"name": container, "image": "rayproject/ray:2.60.0"}]},
-                  "status": {"phase": "Succeeded"}})
+                  "status": {"phase": "Succeeded"}}, namespace=namespace)
         self._logs[name] = lines
 
     def break_log(self, pod: str, *after: int) -> None:
