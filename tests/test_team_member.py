@@ -122,7 +122,7 @@ def test_a_member_submits_lists_reads_and_cancels_with_the_guides_role_alone(
     assert cli.main(["runs", "cancel", "train-r1", "--stack", STACK, "--team", "research"]) == 0
     remover.join()
 
-    role, created = guide_role(), set()
+    role, created = guide_role(), set[str]()
     checked = [need for r in member.api_requests() if "/namespaces/" in r.path for need in needs(r, created)]
     assert checked
     assert {ns for ns, *_ in checked} == {TEAM_NS}
