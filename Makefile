@@ -13,6 +13,8 @@ UV_VERSION := 0.13.9
 # ray/jax/vllm from .pyc (import ray, jax and the CLI: 1.3 s instead of 4.4 where PYTHONDONTWRITEBYTECODE is set).
 UV_FLAGS := --quiet --compile-bytecode
 export RAY_USAGE_STATS_ENABLED := 0
+# A crash in native code (Ray's, gRPC's or JAX's threads) prints every thread's Python stack, at exit too.
+export PYTHONFAULTHANDLER := 1
 export CHECKPOINT_DISABLE := 1
 # Bytecode caches are written (to the gitignored __pycache__/) even where the shell sets PYTHONDONTWRITEBYTECODE:
 # without them every CLI process, Ray worker and pytest worker compiles the kit's modules again (the unit tier: 49 s

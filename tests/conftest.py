@@ -148,13 +148,19 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     atexit.register(_exit_before_native_teardown, session)
 
 
+NATIVE_TEARDOWN = ("torch", "ray", "jax", "grpc")
+"""Modules whose native threads may still run while the interpreter finalizes."""
+
+
 def _exit_before_native_teardown(session: pytest.Session) -> None:
-    """The serve tier's process (vLLM's CPU build loads torch, tokenizers and gRPC) ends after Python's exit hooks
-    (pytest's own, registered later, run first) with the run's own status, skipping the interpreter's finalization:
-    a native library's teardown there once killed the tier with SIGSEGV after all its tests had passed (CI of stop
-    60; 21 reruns did not repeat it), the class of crash https://github.com/NVIDIA-NeMo/Megatron-Bridge/pull/2818
-    ends the same way. An xdist worker exits as xdist says."""
-    if "torch" not in sys.modules or hasattr(session.config, "workerinput"):
+    """A tier's process that loaded one of :data:`NATIVE_TEARDOWN` (the serve tier's vLLM and torch; the slice tier's
+    Ray, gRPC and JAX) ends after Python's exit hooks (pytest's own, registered later, run first) with the run's own
+    status, skipping the interpreter's finalization: a native library's teardown there killed the serve tier with
+    SIGSEGV after all its tests had passed (CI of stop 60; 21 reruns did not repeat it) and the slice tier after "69
+    passed, 3 skipped" (issue 72), the class of crash https://github.com/NVIDIA-NeMo/Megatron-Bridge/pull/2818 ends the
+    same way. The Makefile sets PYTHONFAULTHANDLER, so a crash that still comes prints every thread's stack. An xdist
+    worker exits as xdist says."""
+    if not any(name in sys.modules for name in NATIVE_TEARDOWN) or hasattr(session.config, "workerinput"):
         return
     sys.stdout.flush()
     sys.stderr.flush()
