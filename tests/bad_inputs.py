@@ -328,6 +328,10 @@ def _team(case_id: str, field_name: str, train: Mapping[str, object] | None = No
                 {**TEAM_SRC, **(files or {}), "raytpu.yaml": team_config(train, job)}, item=item or I38)
 
 
+REQS: dict[str, Content] = {**TEAM_SRC, "src/requirements.txt": "inflection==0.5.1\n",
+                             "raytpu.yaml": team_config({"requirements": "requirements.txt"})}
+"""A team's workload with requirements: what the lock cache (``$XDG_CACHE_HOME/raytpu``) is written for."""
+
 I38 = "38.4 your code: checked before anything runs"
 I47 = "47.1 requirements: checked and resolved before anything runs"
 I71_2 = "71.2 every requirements line honoured or refused"
@@ -1008,6 +1012,19 @@ CASES: tuple[Case, ...] = (
          "--report", item=I39_2),
     Case("local-smoke-report-a-file", ("local", "--dir", "run", "smoke", "--report", "notes.txt"), "--report",
          {"notes.txt": "mine\n"}, item=I39_2),
+    # issue 68 item 1: a cache the kit writes, or the run folder, that cannot be (a file where the folder belongs; as
+    # root /proc stands in for a read-only HOME: tests/test_cache_homes.py and test_full_disk.py mount real ones)
+    *(Case(f"{name}-cache-home-a-file", argv, "XDG_CACHE_HOME", {**REQS, "notes.txt": "mine\n"},
+           env={"XDG_CACHE_HOME": "{CWD}/notes.txt", "MPLCONFIGDIR": ""}, item=I68_1, process=True)
+      for name, argv in (("validate-resolve", ("validate", "raytpu.yaml", "--resolve")),
+                         ("images-list", ("images", "list", "--config", "raytpu.yaml")),
+                         ("plan-plot", (*PLAN, "--plot", "plan.png")))),
+    Case("validate-resolve-home-unwritable", ("validate", "raytpu.yaml", "--resolve"), "HOME", REQS,
+         env={"HOME": "/proc/raytpu-home", "XDG_CACHE_HOME": ""}, item=I68_1, process=True),
+    Case("demo-serve-cache-home-a-file", ("demo", "--serve", "--config", "raytpu.yaml", "--dir", "run"),
+         "XDG_CACHE_HOME", {**CFG, "notes.txt": "mine\n"}, env={"XDG_CACHE_HOME": "{CWD}/notes.txt"}, item=I68_1),
+    Case("local-up-dir-under-a-file", ("local", "--dir", "notes.txt/run", "up", "--generation", "v6e", "--topology",
+                                       "2x4"), "--dir", {"notes.txt": "mine\n"}, item=I68_1),
     # synth
     Case("synth-out-nonempty-folder", ("synth", "raytpu.yaml", "--out", "mine"), "--out",
          {**CFG, "mine": DIR, "mine/notes.txt": "mine\n"}, item=I1, process=True),

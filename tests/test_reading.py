@@ -127,7 +127,8 @@ def test_nesting_deeper_than_libyaml_reads_is_a_yaml_error_not_a_recursion_error
 @pytest.mark.parametrize(("section", "limit"), sorted(config.LIMITS.items()))
 def test_more_entries_than_a_list_limit_are_refused_before_any_is_compiled(section: str, limit: int) -> None:
     data = copy.deepcopy(EXAMPLE)
-    data[section] = [data[section][0]] * (limit + 1)
+    one = data[section][0] if section in data else {"name": "research", "quota": {"train": 16}}
+    data[section] = [one] * (limit + 1)
     [problem] = _refusal(yaml.safe_dump(data))
     assert problem.field == section and f"at most {limit}" in problem.valid
 

@@ -7,6 +7,7 @@ file alone and caches it under a fingerprint of its inputs (how: docs/FACTS.md#l
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -16,7 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from raytpu.workloads._entry import Parser
+from raytpu.core.common.errors import RaytpuError, RuntimeFailure, excerpt, invalid_value
+from raytpu.workloads._entry import Parser, guarded
 
 MODEL_NAME = "raytpu-tiny-llm"
 """The served model name (``model_id`` of the LLMConfig, what ``/v1/models`` lists)."""
@@ -94,24 +96,44 @@ def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
 
 
 def ensure(cache_dir: str | os.PathLike[str] | None = None) -> TinyModel:
-    """The tiny model's directory under ``cache_dir`` (built now if missing) and its served name."""
+    """The tiny model's directory under ``cache_dir`` (built now if missing) and its served name. A cache that cannot
+    be written is one error line naming where it came from (:func:`_refused`), not a build elsewhere: the folder is
+    handed to vLLM's replicas, which read it after this process ends, so it must last."""
     root = cache_root(cache_dir)
     target = root / f"{MODEL_NAME}-{fingerprint()}"
     if (target / "config.json").exists():
         return TinyModel(target, MODEL_NAME)
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
-    tmp.chmod(0o755)
     try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
+    except OSError as exc:
+        raise _refused(cache_dir, root, exc) from exc
+    try:
+        tmp.chmod(0o755)
         build(tmp)
         try:
             tmp.rename(target)
         except OSError:  # another process won the race: its copy is the same bytes
             if not (target / "config.json").exists():
                 raise
+    except OSError as exc:  # the disk filled up while it was written: nothing half-built is left
+        raise _refused(cache_dir, root, exc) from exc
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return TinyModel(target, MODEL_NAME)
+
+
+def _refused(cache_dir: object, root: Path, exc: OSError) -> RaytpuError:
+    """The tiny model's cache ``root`` refused a write: RuntimeFailure (exit 1) for a full disk, else InvalidInput
+    (exit 2) naming ``--cache-dir``, ``RAYTPU_TINY_LLM_DIR`` or ``HOME``, whichever chose it."""
+    where = f"{excerpt(str(root), 120, tail=True)}: {exc.strerror or exc}"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return RuntimeFailure(f"tiny_llm: cannot build the tiny model in its cache ({where})",
+                              f"free space on that disk, or ${ENV_CACHE_DIR} naming a folder on another")
+    field, value = (("--cache-dir", cache_dir) if cache_dir else (ENV_CACHE_DIR, os.environ[ENV_CACHE_DIR])
+                    if os.environ.get(ENV_CACHE_DIR) else ("HOME", os.path.expanduser("~")))
+    return invalid_value(field, str(value), f"cannot hold the tiny model's cache ({where})",
+                         f"a folder you can write (made if missing; default {DEFAULT_CACHE_DIR})")
 
 
 def build(directory: Path) -> None:
@@ -238,10 +260,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = Parser(prog="python -m raytpu.workloads.tiny_llm", description=__doc__.split("\n")[0])
     parser.add_argument("--cache-dir", default=None, help=f"default ${ENV_CACHE_DIR} or {DEFAULT_CACHE_DIR}")
     args = parser.parse_args(argv)
-    model = ensure(args.cache_dir)
-    print(f"path: {model.path}")
-    print(f"model: {model.name}")
-    return 0
+
+    def body() -> int:
+        model = ensure(args.cache_dir)
+        print(f"path: {model.path}")
+        print(f"model: {model.name}")
+        return 0
+
+    return guarded(body)
 
 
 if __name__ == "__main__":

@@ -96,7 +96,9 @@ def check_args(args: argparse.Namespace) -> None:
 
     default = DEFAULT_SERVE_REPORT if args.serve else DEFAULT_DATA_REPORT if args.data else DEFAULT_REPORT
     errors.raise_found(machine.output_file_problems("--report", args.report or default))
-    machine.check_environment("TMPDIR", "HOME")  # synth's node runtime, Ray's and vLLM's caches write in them
+    # synth's node runtime, Ray's and vLLM's caches write in them; vLLM and Hugging Face keep theirs under
+    # XDG_CACHE_HOME when it is set (VLLM_CACHE_ROOT, HF_HOME), and the tiny model's under HOME
+    machine.check_environment("TMPDIR", "HOME", *(("XDG_CACHE_HOME",) if args.serve or args.data else ()))
     if not args.no_synth and not args.serve and not args.data:
         from raytpu.stacks.synth_out import check
 

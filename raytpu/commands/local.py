@@ -282,6 +282,11 @@ def _serve(args: argparse.Namespace) -> int:
         _progress("serving until `raytpu local down`")
         return 0
     require_vllm()
+    from raytpu.console import machine
+
+    # the serve workload builds the tiny model under ~/.cache (tiny_llm), vLLM and Hugging Face keep their caches under
+    # XDG_CACHE_HOME (else ~/.cache), all in processes whose traceback would be the only word: refused first, as demo
+    machine.check_environment("TMPDIR", "HOME", "XDG_CACHE_HOME")
     _alive(cluster)  # the head, once the arguments and this environment are known good
     url, model = deploy_serve(cluster, work, args.timeout_s, args.api_key_file)
     print(f"endpoint: {url}")

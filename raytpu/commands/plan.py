@@ -126,8 +126,11 @@ def _check(args: argparse.Namespace, shape: ModelShape | None) -> None:
         plot.target(args.plot)
         from raytpu.console import machine
 
-        # matplotlib writes its config and font cache under MPLCONFIGDIR, else HOME, and temporary files in TMPDIR
-        machine.check_environment("TMPDIR", "MPLCONFIGDIR" if os.environ.get("MPLCONFIGDIR") else "HOME")
+        # matplotlib writes its config and font cache under MPLCONFIGDIR, else HOME (the cache under XDG_CACHE_HOME
+        # when set), and temporary files in TMPDIR; an unusable one is refused, as before any plot: matplotlib would
+        # fall back to a new temporary folder each run, with two lines of warning
+        machine.check_environment("TMPDIR", *(("MPLCONFIGDIR",) if os.environ.get("MPLCONFIGDIR")
+                                              else ("HOME", "XDG_CACHE_HOME")))
         if importlib.util.find_spec("matplotlib") is None:
             raise errors.invalid_value("--plot", args.plot, "needs matplotlib, which is not installed",
                                        "pip install 'raytpu[plot]' (requirements.lock pins it), or no --plot")

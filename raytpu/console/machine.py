@@ -1,6 +1,7 @@
-"""The folders a command writes (``TMPDIR``, ``HOME``, an output path), checked before work: a missing ``TMPDIR`` stops
-CDK Terrain's node runtime with a JavaScript traceback; an unwritable ``HOME`` hung synth. Each is one ``error:`` line
-(exit 2). Writability is probed with a file (as root ``os.access`` says yes even under ``/proc``)."""
+"""The folders a command writes (``TMPDIR``, ``HOME``, ``XDG_CACHE_HOME``, an output path), checked before work: a
+missing ``TMPDIR`` stops CDK Terrain's node runtime with a JavaScript traceback; an unwritable ``HOME`` hung synth.
+Each is one ``error:`` line (exit 2). Writability is probed with a file (as root ``os.access`` says yes even under
+``/proc``)."""
 
 from __future__ import annotations
 
@@ -41,17 +42,35 @@ def folder_problem(path: str) -> str | None:
     return None if why is None else f"cannot be written ({why})"
 
 
+MADE_IF_MISSING = frozenset({"XDG_CACHE_HOME"})
+"""Variables naming a folder that its users make when it is missing (XDG base directories: the kit's lock cache, uv,
+matplotlib, vLLM, Hugging Face): a missing one is fine, a file there or no folder to make it in is not."""
+
+
+def _made_problem(path: str) -> str | None:
+    """Why ``path`` is not a folder this process can write or make (None when it is)."""
+    if os.path.lexists(path):
+        return folder_problem(path)
+    nearest = Path(os.path.abspath(path))
+    while not nearest.exists() and nearest != nearest.parent:
+        nearest = nearest.parent
+    why = folder_problem(str(nearest))
+    return None if why is None else f"cannot be made: {errors.excerpt(str(nearest), _SHOWN, tail=True)} {why}"
+
+
 def environment_problems(*names: str) -> list[InvalidInput]:
-    """``TMPDIR`` / ``HOME`` (of ``names``) set to a folder that does not exist or cannot be written; with
-    ``TMPDIR`` unset, the temporary folder Python would pick must be usable too."""
+    """``TMPDIR`` / ``HOME`` / ``XDG_CACHE_HOME`` (of ``names``) set to a folder that does not exist (but
+    :data:`MADE_IF_MISSING`'s may) or cannot be written; with ``TMPDIR`` unset, the temporary folder Python would pick
+    must be usable too."""
+    valid = {"TMPDIR": "a folder you can write, or TMPDIR unset", "HOME": "a home folder you can write",
+             "XDG_CACHE_HOME": "a folder you can write (made if missing), or XDG_CACHE_HOME unset (~/.cache)"}
     found = []
     for name in names:
         value = os.environ.get(name)
         if value:
-            if why := folder_problem(value):
-                found.append(errors.invalid_value(name, errors.excerpt(value, _SHOWN, tail=True), why,
-                                                  f"a folder you can write, or {name} unset"
-                                                  if name == "TMPDIR" else "a home folder you can write"))
+            if why := (_made_problem if name in MADE_IF_MISSING else folder_problem)(value):
+                found.append(InvalidInput(name, f"{errors.excerpt(value, _SHOWN, tail=True)} {why}",
+                                          valid.get(name, "a folder you can write")))
         elif name == "TMPDIR":
             try:
                 tempfile.gettempdir()

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from raytpu.images.definitions import IMAGES, ImageDefinition
-from raytpu.teamcode.requirements import Lock, cache_dir
+from raytpu.teamcode.requirements import Lock, cache_dir, cache_refused
 
 PREFIX = "team-"
 NAME = re.compile(r"^team-[0-9a-f]{16}$")
@@ -41,10 +41,13 @@ def definition(lock: Lock, job_ref: str, *, root: Path | None = None) -> ImageDe
     job = IMAGES[BASE_IMAGE]
     name = name_of(lock)
     context = (root or cache_dir().parent / "images") / name
-    context.mkdir(parents=True, exist_ok=True)
-    for file, text in {"Dockerfile": DOCKERFILE, "lock-extras.txt": lock.extras_text()}.items():
-        if not (context / file).is_file() or (context / file).read_text() != text:
-            (context / file).write_text(text)
+    try:
+        context.mkdir(parents=True, exist_ok=True)
+        for file, text in {"Dockerfile": DOCKERFILE, "lock-extras.txt": lock.extras_text()}.items():
+            if not (context / file).is_file() or (context / file).read_text() != text:
+                (context / file).write_text(text)
+    except OSError as exc:  # the lock read from a cache that is read-only now: one error line, as the lock's own
+        raise cache_refused(context, exc) from exc
     digest = job_ref.partition("@")[2]
     return ImageDefinition(name=name, context=context, versions=MappingProxyType({**job.versions, **lock.extras}),
                            kinds=job.kinds, base=job_ref, base_digest=digest, python=job.python)

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import psutil
 
-from raytpu.core.common.errors import RuntimeFailure, invalid_value
-from raytpu.local.state import Progress
+from raytpu.core.common.errors import RaytpuError, RuntimeFailure, folder_valid, full_disk, invalid_value
+from raytpu.local.state import Progress, unwritable
 
 LOCK_FILE = "owner.lock"
 TAKE_OVER_WAIT_S = 60.0
@@ -92,19 +92,31 @@ def _take_over(lock_path: Path, where: Path, say: Progress) -> int:
     return got
 
 
+def _refusal(where: Path, exc: OSError, command: str) -> RaytpuError:
+    """The run folder refused ``command``'s lock or holder record: a file system that is full, over quota or
+    read-only is RuntimeFailure (exit 1: docs/guides/commands.md), a folder this user may not write (or a file where
+    a folder belongs) InvalidInput naming ``--dir`` (exit 2); each says what to do (:func:`folder_valid`)."""
+    if full_disk(exc):
+        return unwritable(where, exc, command)
+    return invalid_value("--dir", str(where), f"cannot hold the run directory's lock ({exc.strerror or exc})",
+                         folder_valid(exc))
+
+
 @contextlib.contextmanager
 def hold(where: Path, command: str, *, take_over: bool = False, progress: Progress | None = None) -> Iterator[None]:
     """Holds ``where`` (created if missing) for ``command`` while the block runs. InvalidInput (exit 2, naming ``--dir``
     and the holder) when another command holds it; ``take_over`` (``down``) ends that holder first, RuntimeFailure when
-    it does not end within :data:`TAKE_OVER_WAIT_S`."""
+    it does not end within :data:`TAKE_OVER_WAIT_S`. A folder that cannot take the lock or its holder's record is one
+    error line (:func:`_refusal`), nothing left behind; only ``down`` goes on when the record alone does not fit (a full
+    disk: stopping the cluster writes nothing, and frees space)."""
     lock_path = where / LOCK_FILE
     made = [p for p in (where, *where.parents) if not p.exists()]  # removed again if the command leaves them empty
     try:
         where.mkdir(parents=True, exist_ok=True)
         fd = _try_lock(lock_path)
     except OSError as exc:
-        raise invalid_value("--dir", str(where), f"cannot hold the run directory's lock ({exc.strerror})",
-                            "a folder this user can write") from exc
+        _remove_empty(made)
+        raise _refusal(where, exc, command) from exc
     if fd is None and take_over:
         fd = _take_over(lock_path, where, progress or (lambda _line: None))
     if fd is None:
@@ -112,13 +124,25 @@ def hold(where: Path, command: str, *, take_over: bool = False, progress: Progre
                             "another run directory, or wait for that command to end (`raytpu local down` ends it "
                             "and its cluster)")
     try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps({"command": command, "pid": os.getpid()}).encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps({"command": command, "pid": os.getpid()}).encode(), 0)
+        except OSError as exc:  # ENOSPC, EDQUOT: the flock holds without its record
+            if not (take_over and full_disk(exc)):
+                raise _refusal(where, exc, command) from exc
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)  # a half record would read as "another raytpu command" anyway: none at all
         yield
     finally:
         with contextlib.suppress(OSError):
             lock_path.unlink()  # while still held: a command that opened it now sees a new inode (_try_lock)
         os.close(fd)
-        for folder in made:
-            with contextlib.suppress(OSError):
-                folder.rmdir()  # only when empty: a refused or failed command leaves no folder behind
+        _remove_empty(made)
+
+
+def _remove_empty(made: list[Path]) -> None:
+    """Removes the folders a command made, deepest first, where it left them empty: a refused or failed command
+    leaves no folder behind."""
+    for folder in made:
+        with contextlib.suppress(OSError):
+            folder.rmdir()

@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raytpu.core.common.errors import InvalidInput, RuntimeFailure, excerpt, invalid_value
+from raytpu.core.common.errors import InvalidInput, RuntimeFailure, excerpt, folder_valid, invalid_value
+from raytpu.core.common.errors import full_disk as full_disk  # re-exported: raytpu.local.startup imports it from here
 from raytpu.core.common.names import AUTH_MODE
 from raytpu.core.specs.kinds import kind
 from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
@@ -162,11 +163,28 @@ def run_dir(explicit: str | Path | None = None) -> Path:
 
 def temp_prefix() -> str:
     """Prefix of a new cluster's Ray temp dir: ``$RAYTPU_LOCAL_TMP_PREFIX`` (tests), else ``/tmp/raytpu-``; always under
-    ``/tmp/raytpu-`` (short socket paths; :func:`raytpu.local.procs.stop` sweeps only those)."""
+    ``/tmp/raytpu-`` (short socket paths; :func:`raytpu.local.procs.stop` sweeps only those). RuntimeFailure (exit 1)
+    when ``/tmp`` takes no byte (full, read-only): Ray's own start would fail there after a minute, read as an
+    unreachable GCS."""
     prefix = os.environ.get(ENV_TMP_PREFIX, TMP_PREFIX)
     if not prefix.startswith(TMP_PREFIX) or "/" in prefix[len(TMP_PREFIX):]:
         raise invalid_value(ENV_TMP_PREFIX, prefix, f"must start with {TMP_PREFIX} and name no subdirectory",
                             f"{TMP_PREFIX}<letters>-")
+    probe = f"{prefix}probe-{secrets.token_hex(4)}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, b"\0")  # a full file system takes the file, not its first byte
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as exc:
+        folder = os.path.dirname(TMP_PREFIX)
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        fix = f"free space in {folder}" if full else f"a {folder} this user can write"
+        raise RuntimeFailure(f"local: cannot write Ray's temp folder {folder} ({exc.strerror or exc})",
+                             f"{fix} (each node keeps its Ray session, logs and sockets in {TMP_PREFIX}*), then "
+                             "start again") from exc
     return prefix
 
 
@@ -189,18 +207,9 @@ def auth_token_file(where: Path) -> Path:
     return path
 
 
-FULL_DISK = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
-"""A write refused by the file system itself (no space, over quota, read-only), not by the path."""
-
-
-def full_disk(exc: OSError) -> bool:
-    """Whether ``exc`` is a write the file system refused (:data:`FULL_DISK`)."""
-    return exc.errno in FULL_DISK
-
-
-def unwritable(where: Path, exc: OSError) -> RuntimeFailure:
-    """A run folder the cluster cannot be written into (a full file system, ENOSPC; a read-only one): one error line
-    (exit 1) naming the folder, never a traceback."""
+def unwritable(where: Path, exc: OSError, command: str = "raytpu local up") -> RuntimeFailure:
+    """A run folder ``command`` cannot write into (a full file system, ENOSPC; over quota; a read-only one): one error
+    line (exit 1) naming the folder and what to do, never a traceback."""
     return RuntimeFailure(f"local: cannot write the run folder {excerpt(str(where), 120, tail=True)} "
-                          f"({exc.strerror or exc})", "free space on that file system (or another --dir), then "
-                          "`raytpu local up` again; nothing of this start is left there")
+                          f"({exc.strerror or exc})", f"{folder_valid(exc)}, then `{command}` again; nothing of "
+                          "this command is left there")

@@ -8,6 +8,7 @@ has is refused here, exit 2 naming the field, before anything is built, uploaded
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -213,9 +214,32 @@ class Lock:
 
 
 def cache_dir() -> Path:
-    """Where locks are kept across submits: ``$XDG_CACHE_HOME/raytpu/locks`` (``~/.cache`` by default)."""
+    """Where locks are kept across submits: ``$XDG_CACHE_HOME/raytpu/locks`` (``~/.cache`` by default).
+
+    A folder there that cannot be written is an error (:func:`cache_refused`), not a resolve without the cache: the
+    kept lock is what keeps a team's image name (``team-<hash>``) the same from ``raytpu images build`` to a later
+    ``submit`` (resolving again may pick a newer release), and a team image's build context is written beside it."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "raytpu" / "locks"
+
+
+def cache_refused(folder: Path, exc: OSError) -> errors.RaytpuError:
+    """The kit's cache ``folder`` (under ``$XDG_CACHE_HOME``, else ``~/.cache``) refused a write: one error line.
+    A full disk or quota is RuntimeFailure (exit 1); a file where a folder belongs, a read-only or another user's
+    folder is the environment's bad value, InvalidInput naming ``XDG_CACHE_HOME`` (else ``HOME``), exit 2 as
+    :mod:`raytpu.console.machine` names a bad ``TMPDIR`` or ``HOME``."""
+    where = f"{errors.excerpt(str(folder), 120, tail=True)}: {exc.strerror or exc}"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return errors.RuntimeFailure(f"requirements: cannot keep the lock in the kit's cache ({where})",
+                                     "free space on that disk, or XDG_CACHE_HOME naming a folder on another")
+    if os.environ.get("XDG_CACHE_HOME"):
+        return errors.invalid_value("XDG_CACHE_HOME", os.environ["XDG_CACHE_HOME"],
+                                    f"cannot hold the kit's cache ({where})",
+                                    "a folder you can write (made if missing; the kit keeps requirement locks in "
+                                    "$XDG_CACHE_HOME/raytpu), or XDG_CACHE_HOME unset (~/.cache)")
+    return errors.invalid_value("HOME", os.path.expanduser("~"), f"cannot hold the kit's cache ({where})",
+                                "a home folder you can write, or XDG_CACHE_HOME naming a folder you can write (the "
+                                "kit keeps requirement locks in ~/.cache/raytpu)")
 
 
 def uv_binary() -> str:
@@ -248,17 +272,15 @@ def resolve(field: str, folder: Path, relative: str, *, cache: Path | None = Non
     key = hashlib.sha256("\0".join((text, image, PYTHON_VERSION, PLATFORM, _uv_version())).encode()).hexdigest()[:24]
     cache = cache or cache_dir()
     kept = cache / f"{key}.lock"
-    if kept.is_file():
-        return _lock(kept.read_text(), pinned)
     source = cache / f".{key}.{os.getpid()}.in"
     out = cache / f".{key}.{os.getpid()}.out"
     try:
+        if kept.is_file():
+            return _lock(kept.read_text(), pinned)
         cache.mkdir(parents=True, exist_ok=True)
         source.write_text(text)
     except OSError as exc:  # a read-only HOME, XDG_CACHE_HOME naming a file, a full disk
-        raise errors.RuntimeFailure(f"requirements: cannot keep the lock in {cache} ({exc.strerror or exc})",
-                                    "XDG_CACHE_HOME naming a writable folder (the kit keeps its locks in "
-                                    "$XDG_CACHE_HOME/raytpu/locks, default ~/.cache)") from exc
+        raise cache_refused(cache, exc) from exc
     try:
         done = subprocess.run(
             # --no-config: a uv.toml or [tool.uv] of the team's folder (the cwd) would resolve against an index
@@ -270,6 +292,9 @@ def resolve(field: str, folder: Path, relative: str, *, cache: Path | None = Non
             if unreachable(done.stderr):
                 raise errors.RuntimeFailure(f"requirements: cannot reach the package index to resolve {relative}: "
                                             f"{_uv_reason(done.stderr)}", uv_valid(done.stderr))
+            if uv_environment(done.stderr):  # uv's cache or a full disk, not the file
+                raise errors.RuntimeFailure(f"requirements: uv could not resolve {relative}: "
+                                            f"{_uv_reason(done.stderr)}", uv_valid(done.stderr))
             raise errors.invalid_value(field, relative, f"does not resolve against the kit's image pins: "
                                        f"{_uv_reason(done.stderr)}", VALID)
         lock = out.read_text()
@@ -278,6 +303,8 @@ def resolve(field: str, folder: Path, relative: str, *, cache: Path | None = Non
     except subprocess.TimeoutExpired as exc:
         raise errors.RuntimeFailure(f"requirements: uv took over {RESOLVE_TIMEOUT_S:.0f} s to resolve {relative}",
                                     "a reachable package index (PyPI), then submit again") from exc
+    except OSError as exc:  # the cache filled up while uv wrote the lock
+        raise cache_refused(cache, exc) from exc
     finally:
         source.unlink(missing_ok=True)
         out.unlink(missing_ok=True)
@@ -305,6 +332,8 @@ def _uv_reason(stderr: str) -> str:
 
 
 UV_CAUSES = (
+    (("Failed to initialize cache",), "UV_CACHE_DIR (else XDG_CACHE_HOME, else HOME) naming a folder this user can "
+                                      "write (uv's cache)"),
     (("No space left on device", "os error 28"), "free space where the run folder (--dir) and uv's cache are"),
     (("Read-only file system", "os error 30"), "a writable run folder (--dir) and uv cache (UV_CACHE_DIR)"),
     (("Permission denied", "os error 13"), "a run folder and uv cache this user can write"),
@@ -317,6 +346,11 @@ NETWORK_WORDS = ("dns error", "error sending request", "Connection refused", "co
 def unreachable(stderr: str) -> bool:
     """uv failed because no package index answered (offline, DNS, a proxy), not because of what was asked."""
     return any(word.lower() in stderr.lower() for word in NETWORK_WORDS)
+
+
+def uv_environment(stderr: str) -> bool:
+    """uv failed for a cause of this machine (:data:`UV_CAUSES`: its cache, a full or read-only disk), not the file."""
+    return any(word.lower() in stderr.lower() for words, _valid in UV_CAUSES for word in words)
 
 
 def uv_valid(stderr: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import errno
 import os
 import re
 import reprlib
@@ -241,6 +242,26 @@ def missing(field: str, why: str, valid: str) -> InvalidInput:
 def forbidden(field: str, value: object, why: str, valid: str) -> InvalidInput:
     """A field that must be absent in this context."""
     return InvalidInput(field, f"{excerpt(value)} is not allowed {why}", valid)
+
+
+FULL_DISK = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+"""A write the file system itself refused (no space, over quota, read-only), not the path (a file where a folder
+belongs, another user's folder)."""
+
+
+def full_disk(exc: OSError) -> bool:
+    """Whether ``exc`` is a write the file system refused (:data:`FULL_DISK`)."""
+    return exc.errno in FULL_DISK
+
+
+def folder_valid(exc: OSError, flag: str = "--dir", folder: str = "run folder") -> str:
+    """What to do about a ``folder`` (chosen with ``flag``: an option or a variable) that ``exc`` says cannot be
+    written: an error line's ``valid:`` part."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"free space on that disk, or a {folder} on another ({flag})"
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return f"a writable {folder} ({flag})"
+    return f"a {folder} this user can write ({flag})"
 
 
 MAX_JSON_BYTES = 1 << 20
