@@ -57,6 +57,8 @@ from cdktn_provider_google import (
     storage_bucket_object,
 )
 from cdktn_provider_google import provider as google_provider
+from cdktn_provider_helm import provider as helm_provider
+from cdktn_provider_helm import release as helm_release
 from cdktn_provider_kubernetes import data_kubernetes_resource
 from cdktn_provider_kubernetes import manifest as kubernetes_manifest
 from cdktn_provider_kubernetes import namespace_v1 as kubernetes_namespace
@@ -113,6 +115,8 @@ __all__ = [
     "data_kubernetes_resource",
     "ephemeral_google_client_config",
     "google_provider",
+    "helm_provider",
+    "helm_release",
     "kubernetes_manifest",
     "kubernetes_namespace",
     "kubernetes_provider",

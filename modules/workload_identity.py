@@ -81,6 +81,10 @@ class WorkloadIdentityProps:
     """Folders of ``bucket`` the pods write (:func:`raytpu.core.specs.grants.pod_write_folders`): ``bucket_role`` is
     then granted on those folders' objects only (IAM Conditions), and ``roles/storage.objectViewer`` on the whole
     bucket; None grants ``bucket_role`` on the whole bucket (docs/FACTS.md#storage-pod-write-folders)."""
+    read_folders: tuple[str, ...] | None = None
+    """With ``write_folders``, the other folders the pods read (a team's: the core zip, its code zips): the
+    ``roles/storage.objectViewer`` grant is then on those folders' objects only, not the whole bucket, so one team
+    reads no other team's objects (docs/FACTS.md#kueue-team-identity). None keeps the whole-bucket read."""
     legacy_ksa: str | None = None
     """``cluster.legacy_ksa`` (:data:`raytpu.core.specs.cluster_parts.LEGACY_KSA`): ``keep`` also binds
     ``namespace/ray`` at the binding's earlier address, ``drop`` leaves it out; either moves ``ksa_name``'s binding
@@ -94,6 +98,10 @@ class WorkloadIdentityProps:
             *ksa_name_problems("ksa_name", self.ksa_name),
             *choice_problems("bucket_role", self.bucket_role, BUCKET_ROLES),
             *(p for f in self.write_folders or () for p in folder_problems("write_folders", f)),
+            *(p for f in self.read_folders or () for p in folder_problems("read_folders", f)),
+            *([errors.forbidden("read_folders", "set", "without write_folders (the pods would write the whole "
+                                "bucket)", "write_folders too, or leave read_folders out")]
+              if self.read_folders is not None and self.write_folders is None else []),
             *_props.override_problems("overrides", self.overrides)])
 
     @property
@@ -133,10 +141,11 @@ def write_condition(bucket: str, folder: str) -> str:
     return " || ".join(terms)
 
 
-def write_id(folder: str) -> str:
-    """The id of the write grant on ``folder``: readable, and a short hash keeps two folders that read alike apart."""
+def write_id(folder: str, verb: str = "write") -> str:
+    """The id of the write (or ``read``) grant on ``folder``: readable, and a short hash keeps two folders that read
+    alike apart."""
     readable = re.sub(r"[^a-z0-9]+", "-", folder.lower()).strip("-")[:40]
-    return f"bucket-write-{readable}-{hashlib.sha256(folder.encode()).hexdigest()[:6]}"
+    return f"bucket-{verb}-{readable}-{hashlib.sha256(folder.encode()).hexdigest()[:6]}"
 
 
 class WorkloadIdentity(Construct):
@@ -145,7 +154,8 @@ class WorkloadIdentity(Construct):
 
     Resource ids: ``gsa``, ``workload-identity-user`` (with ``legacy_ksa``: ``workload-identity-user-cluster``, and
     ``workload-identity-user`` binding ``namespace/ray`` while ``keep``), ``bucket-access`` (objects: ``bucket_role``;
-    with ``write_folders`` ``roles/storage.objectViewer``, and ``bucket-write-<folder>-<hash>`` per folder),
+    with ``write_folders`` ``roles/storage.objectViewer``, and ``bucket-write-<folder>-<hash>`` per folder; with
+    ``read_folders`` ``bucket-read-<folder>-<hash>`` per folder instead of ``bucket-access``),
     ``bucket-metadata``
     (:data:`BUCKET_METADATA_ROLE`), ``data-<bucket>-<role>`` per data bucket and role (dots as ``-``)."""
 
@@ -179,10 +189,17 @@ class WorkloadIdentity(Construct):
             condition=iam.StorageBucketIamMemberCondition(
                 title=f"raytpu pods write {folder}/"[:100], expression=write_condition(props.bucket, folder)),
         ) for folder in props.write_folders or ()]
+        # read_folders: read those folders only (their objects and the markers above them), no whole-bucket grant
+        self.bucket_reads = [iam.StorageBucketIamMember(
+            self, write_id(folder, "read"), bucket=props.bucket, role="roles/storage.objectViewer",
+            member=f"serviceAccount:{self.gsa.email}",
+            condition=iam.StorageBucketIamMemberCondition(
+                title=f"raytpu pods read {folder}/"[:100], expression=write_condition(props.bucket, folder)),
+        ) for folder in props.read_folders or ()]
         # Scoped: read everything, write the folders above. The address keeps its name: an unscoped stack's
         # objectUser grant there is replaced (role is ForceNew) by this one, created first and after the writes, so a
         # running pod keeps reading and writing its folders throughout (docs/FACTS.md#storage-pod-write-folders).
-        self.bucket_access = iam.StorageBucketIamMember(
+        self.bucket_access = None if props.read_folders is not None else iam.StorageBucketIamMember(
             self, "bucket-access", bucket=props.bucket,
             role=props.bucket_role if props.write_folders is None else "roles/storage.objectViewer",
             member=f"serviceAccount:{self.gsa.email}",

@@ -13,31 +13,44 @@ from pathlib import Path
 from raytpu.cluster.outputs import StackOutputs
 from raytpu.core import core_zip
 from raytpu.core.common import names
-from raytpu.core.specs import compile_cache, grants, node_disk, notice, xla_cache
+from raytpu.core.specs import compile_cache, grants, node_disk, notice, teams, xla_cache
 from raytpu.core.specs.provisioning import Provisioning
 from raytpu.core.specs.spec import ClusterSpec, SliceSpec
 from raytpu.modules.bucket import Bucket, BucketObject, BucketObjectProps, BucketProps
 from raytpu.modules.cdk import (
     Aspects,
     Construct,
+    Fn,
     GcsBackend,
     LocalBackend,
     TerraformOutput,
     TerraformStack,
+    ephemeral_google_client_config,
     google_provider,
+    helm_provider,
 )
 from raytpu.modules.gke_cluster import GkeCluster, GkeClusterProps
 from raytpu.modules.gke_versions import version_floor
 from raytpu.modules.head_pool import HeadPool, HeadPoolOptions
 from raytpu.modules.image_registry import ImageRegistry, ImageRegistryProps
+from raytpu.modules.kueue_install import KueueInstall, KueueInstallProps
 from raytpu.modules.network import Network, NetworkProps
 from raytpu.modules.project_services import ProjectServices, ProjectServicesProps, RequireApis
 from raytpu.modules.smoke_alerting import SmokeAlerting, SmokeAlertingProps
 from raytpu.modules.tpu_slice_pool import TpuSlicePool, TpuSlicePoolOptions
-from raytpu.modules.workload_identity import NodeServiceAccount, NodeServiceAccountProps, WorkloadIdentityProps
+from raytpu.modules.workload_identity import (
+    NodeServiceAccount,
+    NodeServiceAccountProps,
+    WorkloadIdentity,
+    WorkloadIdentityProps,
+)
 from raytpu.modules.workload_policy import WorkloadPolicy, WorkloadPolicyProps
 
 _CORE_ZIP_DIR: Path | None = None
+TERRAFORM_VERSIONS = ">=1.10.0"
+"""Terraform versions a stack with an ephemeral access token needs (the workloads stack; the cluster stack with
+``teams``, for Helm): ephemeral resources came in 1.10. Source:
+https://developer.hashicorp.com/terraform/language/resources/ephemeral"""
 
 
 def core_zip_file() -> Path:
@@ -91,14 +104,18 @@ class ClusterStackProps:
 class ClusterStack(TerraformStack):
     """Everything below Kubernetes: APIs, VPC, GKE (Standard or Autopilot), a node pool per slice copy and the head pool
     (Standard), the service accounts, the bucket with the core zip RayJobs load as ``py_modules`` (GCS FUSE), the image
-    registry and its builder. One output per field of :class:`raytpu.cluster.outputs.StackOutputs`; a GCS backend with
+    registry and its builder; with ``teams``, Kueue (Helm, provider from the cluster's endpoint) and each team's
+    Google service account. One output per field of :class:`raytpu.cluster.outputs.StackOutputs`; a GCS backend with
     ``storage.state_bucket``. Construct ids (API): ``apis``, ``network``, ``node-identity``, ``gke``, ``storage``,
-    ``storage/core-zip``, ``images``, ``gke/workload-identity``, ``gke/head-pool``, ``gke/slice-<slice>-<i>``."""
+    ``storage/core-zip``, ``images``, ``gke/workload-identity``, ``gke/head-pool``, ``gke/slice-<slice>-<i>``,
+    ``kueue`` and ``gke/team-<team>-identity`` (with ``teams``)."""
 
     def __init__(self, scope: Construct, id: str, props: ClusterStackProps) -> None:
         super().__init__(scope, id)
         self.props = props
         spec = props.spec
+        if spec.teams:  # Helm's access token is ephemeral (set before any child: constructs refuses it after)
+            self.node.set_context("targetVersions", {"terraform": TERRAFORM_VERSIONS})
         self.spec = spec
         """The cluster's spec, with the slices (:meth:`add_slice`) and workloads added since."""
         gke = spec.cluster
@@ -131,6 +148,16 @@ class ClusterStack(TerraformStack):
             namespace=spec.namespace, ksa_name=spec.ksa_name, bucket=self.bucket.name,
             data_buckets=spec.storage.data_buckets, legacy_ksa=gke.legacy_ksa,
             write_folders=grants.pod_write_folders(spec.bucket, spec.workloads, _cache_prefixes(spec))))
+        self.team_identities: dict[str, WorkloadIdentity] = {}
+        """Each team's Google service account (``teams``), by team name."""
+        for team in spec.teams:
+            self.team_identities[team.name] = self.cluster.add_workload_identity(
+                f"team-{team.name}-identity", WorkloadIdentityProps(
+                    project=spec.project, account_id=teams.service_account_id(gke.name, team.name),
+                    namespace=team.namespace, ksa_name=spec.ksa_name, bucket=self.bucket.name,
+                    data_buckets=spec.storage.data_buckets, display_name=f"raytpu team {team.name}",
+                    write_folders=team.write_folders, read_folders=team.read_folders))
+        self.kueue: KueueInstall | None = None
         self.head_pool: HeadPool | None = None
         if gke.head_pool is not None:
             self.head_pool = self.cluster.add_head_pool("head-pool", HeadPoolOptions(
@@ -141,6 +168,8 @@ class ClusterStack(TerraformStack):
         """Autopilot: the workload policy of each multi-host tpu7x slice, by slice name."""
         for item in spec.slices:
             self._add_pools(item)
+        if spec.teams:
+            self._install_kueue()
         # the kit's images, built into the cluster's region by `raytpu images build` (raytpu.images.build)
         self.images = ImageRegistry(self, "images", ImageRegistryProps(
             project=spec.project, location=spec.region, repository_id=f"{gke.name}-images",
@@ -179,6 +208,19 @@ class ClusterStack(TerraformStack):
         for pool in self.pools.get(item.name, []):
             pool.grow_boot_disk(size)
 
+    def _install_kueue(self) -> None:
+        """Kueue by Helm onto this cluster, after its node pools (the controller needs a node; uninstalled first)."""
+        gke = self.spec.cluster
+        # the kubernetes provider's shape in the workloads stack: the DNS endpoint's certificate is publicly trusted.
+        # Source: hashicorp/helm 3.3.0 provider `kubernetes` object (docs/FACTS.md#kueue-helm-provider)
+        client = ephemeral_google_client_config.EphemeralGoogleClientConfig(self, "client")
+        ca = None if gke.control_plane == "dns" else Fn.base64decode(self.cluster.ca_certificate)
+        helm_provider.HelmProvider(self, "helm", kubernetes=helm_provider.HelmProviderKubernetes(
+            host=f"https://{self.cluster.endpoint}", token=client.access_token, cluster_ca_certificate=ca))
+        pools = [p.pool for pools in self.pools.values() for p in pools]
+        head = [self.head_pool.pool] if self.head_pool is not None else []
+        self.kueue = KueueInstall(self, "kueue", KueueInstallProps(), after=[self.cluster.cluster, *head, *pools])
+
     def _add_pools(self, item: SliceSpec) -> list[TpuSlicePool]:
         gke = self.spec.cluster
         pools: list[TpuSlicePool] = []
@@ -195,4 +237,6 @@ class ClusterStack(TerraformStack):
                     cluster_name=gke.name, owner=item.name, project=self.spec.project, region=item.region,
                     topology=item.plan.topology))
         self.pools[item.name] = pools
+        if self.kueue is not None:
+            self.kueue.wait_for(*(p.pool for p in pools))
         return pools

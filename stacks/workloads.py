@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from raytpu import images
 from raytpu.core.common import errors
-from raytpu.core.manifests import kuberay
+from raytpu.core.manifests import kuberay, kueue
 from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
 from raytpu.modules.cdk import (
     Construct,
@@ -22,6 +22,7 @@ from raytpu.modules.cdk import (
     kubernetes_provider,
 )
 from raytpu.modules.compute_class import ComputeClass, ComputeClassProps
+from raytpu.modules.kueue_object import KueueObject, KueueObjectProps
 from raytpu.modules.ray_workload import RayWorkload, RayWorkloadProps
 from raytpu.modules.workload_identity import (
     LEGACY_KSA_NAME,
@@ -30,7 +31,7 @@ from raytpu.modules.workload_identity import (
     KubernetesServiceAccount,
     KubernetesServiceAccountProps,
 )
-from raytpu.stacks.cluster import ClusterStack, declare_backend
+from raytpu.stacks.cluster import TERRAFORM_VERSIONS, ClusterStack, declare_backend
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,16 +44,13 @@ class WorkloadsStackProps:
     images: Mapping[str, str]
 
 
-TERRAFORM_VERSIONS = ">=1.10.0"
-"""Terraform versions the workloads stack needs: its access token is an ephemeral resource (1.10+). Source:
-https://developer.hashicorp.com/terraform/language/resources/ephemeral"""
-
-
 class WorkloadsStack(TerraformStack):
     """The Kubernetes side: a kubernetes provider from the cluster stack's endpoint (token from an ephemeral
     ``google_client_config``, never in state), the KSA, a ComputeClass per slice on Autopilot, and a RayService per
-    serving workload behind its NetworkPolicy (RayJobs are ``raytpu submit``'s). Construct ids (API): ``namespace``,
-    ``ksa``, ``compute-class-<slice>``, ``workload-<name>``, ``image-not-built-<name>`` for an unbuilt kit image."""
+    serving workload behind its NetworkPolicy (RayJobs are ``raytpu submit``'s); with ``teams``, each team's namespace
+    and KSA and the Kueue objects. Construct ids (API): ``namespace``, ``ksa``, ``compute-class-<slice>``,
+    ``workload-<name>``, ``image-not-built-<name>`` for an unbuilt kit image, ``team-<team>-namespace``,
+    ``team-<team>-ksa``, ``kueue-<kind lowercase>-<name>``."""
 
     def __init__(self, scope: Construct, id: str, props: WorkloadsStackProps) -> None:
         super().__init__(scope, id)
@@ -90,6 +88,18 @@ class WorkloadsStack(TerraformStack):
         self.legacy_service_account = None if legacy != "keep" else KubernetesServiceAccount(
             self, "ksa", KubernetesServiceAccountProps(name=LEGACY_KSA_NAME, namespace=self.namespace.name,
                                                        gsa_email=cluster.identity.email))
+        self.team_namespaces: dict[str, KubernetesNamespace] = {}
+        self.team_service_accounts: dict[str, KubernetesServiceAccount] = {}
+        for team in spec.teams:
+            self.team_namespaces[team.name] = KubernetesNamespace(
+                self, f"team-{team.name}-namespace", KubernetesNamespaceProps(
+                    name=team.namespace, labels={kueue.QUEUED_NAMESPACE_LABEL: "true"}))
+            self.team_service_accounts[team.name] = KubernetesServiceAccount(
+                self, f"team-{team.name}-ksa", KubernetesServiceAccountProps(
+                    name=spec.ksa_name, namespace=self.team_namespaces[team.name].name,
+                    gsa_email=cluster.team_identities[team.name].email))
+        self.kueue_objects: list[KueueObject] = []
+        self._apply_kueue_objects()
         self.compute_classes: dict[str, ComputeClass] = {}
         for item in spec.slices:
             self._compute_class(item)
@@ -100,6 +110,25 @@ class WorkloadsStack(TerraformStack):
             # code (`serve_app`): submit uploads its code zip to the bucket first, which Terraform does not
             if not work.kind.is_job and work.code is None:
                 self._apply(work)
+
+    def _apply_kueue_objects(self) -> None:
+        """Every Kueue object of the teams: a ClusterQueue after the flavors, cohort and checks it names; a LocalQueue
+        after its namespace and every cluster-scoped object (destroyed in the reverse order, so Kueue's in-use
+        finalizers never wait on an object still to go)."""
+        spec = self.props.cluster.spec
+        namespaces = {t.namespace: self.team_namespaces[t.name].namespace for t in spec.teams}
+        named: list[KueueObject] = []
+        queues: list[KueueObject] = []
+        for manifest in kueue.objects(spec):
+            props = KueueObjectProps(manifest=manifest)
+            if props.namespaced:
+                after = [namespaces[manifest["metadata"]["namespace"]], *(o.manifest for o in (*named, *queues))]
+            else:
+                after = [o.manifest for o in named] if props.kind == "ClusterQueue" else []
+            made = KueueObject(self, f"kueue-{props.kind.lower()}-{props.name}", props, after=after)
+            if not props.namespaced:
+                (queues if props.kind == "ClusterQueue" else named).append(made)
+            self.kueue_objects.append(made)
 
     def add_workload(self, work: WorkloadSpec) -> RayWorkload | None:
         """Adds a RayService on one of the cluster stack's slices and returns its KubeRay object (None while its kit

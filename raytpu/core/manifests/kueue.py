@@ -21,6 +21,8 @@ API_VERSION = "kueue.x-k8s.io/v1beta2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 COHORT = "raytpu"
+QUEUED_NAMESPACE_LABEL = "raytpu.dev/queued"
+"""On each team's namespace: the namespaces Kueue manages (its ``managedJobsNamespaceSelector``)."""
 CPU_FLAVOR = "raytpu-cpu"
 """The flavor of what every pod asks beside chips (heads, submitters, hosts' CPU and memory): no node labels."""
 CPU_SIDE = ("cpu", "memory", "ephemeral-storage")
