@@ -225,3 +225,15 @@ def test_a_queued_slice_stays_refused_outside_the_teams() -> None:
     data["slices"][0]["provisioning"] = "queued"
     with pytest.raises(Exception, match=r"workloads\[0\]\.slice.*team's run"):
         config_module.parse(yaml.safe_dump(data))
+
+
+def test_a_team_run_on_the_emulated_slice_keeps_its_checkpoints_in_its_teams_folder() -> None:
+    """Issue 69 item 6: ``submit --local`` runs in the team's name (the run folder stands in for the bucket's mount);
+    the emulated slice has no Kueue (docs/guides/teams.md)."""
+    from raytpu.core.common import names
+
+    work = spec_of().workload("train")
+    assert work.kind.run_args("train-r1", "/runs/here", team=work.team) == [
+        "--storage-path", "/runs/here/checkpoints/research", "--name", "train-r1"]
+    assert names.run_storage("train-r1", "/runs/here", work.team) == "/runs/here/checkpoints/research/train-r1"
+    assert names.checkpoint_uri("b", "train-r1", work.team) == "gs://b/checkpoints/research/train-r1"
