@@ -51,6 +51,10 @@ CHART_MANAGER_CONFIG: Mapping[str, Any] = {
 ``managerConfig.controllerManagerConfigYaml`` replaces the chart's whole string, so the kit repeats the rest.
 ProvisioningRequest admission checks need nothing here: ``ProvisioningACC`` went GA in 0.14 and its gate is gone.
 Source: Kueue v0.19.2 charts/kueue/values.yaml; pkg/features/kube_features.go (docs/FACTS.md#kueue-chart)."""
+KUEUE_PORTS = (9443, 8082)
+"""The ports the control plane calls on Kueue's controller pod: its webhooks and its visibility API (an aggregated
+API). Source: Kueue v0.19.2 charts/kueue/templates/manager/manager.yaml (containerPort ``webhook-server``,
+``visibility``)."""
 _VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from raytpu.core.common import errors
 from raytpu.core.specs.cluster_parts import NetworkSpec
-from raytpu.core.specs.field_rules import choice_problems, region_problems
+from raytpu.core.specs.field_rules import choice_problems, range_problems, region_problems
 from raytpu.modules import _props
 from raytpu.modules.cdk import (
     Construct,
@@ -38,6 +38,9 @@ class NetworkProps:
     flow_log_sampling: float = 0.5
     flow_log_interval: str = "INTERVAL_5_SEC"
     nat_log_filter: str = "ERRORS_ONLY"
+    webhook_ports: tuple[int, ...] = ()
+    """Node ports the control plane calls (webhooks, aggregated APIs) beyond 443 and 10250, which GKE's own rule
+    opens: allowed from the control plane's range (``spec.master_cidr``)."""
     overrides: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -47,6 +50,7 @@ class NetworkProps:
             *_props.fraction_problems("flow_log_sampling", self.flow_log_sampling),
             *choice_problems("flow_log_interval", self.flow_log_interval, FLOW_LOG_INTERVALS),
             *choice_problems("nat_log_filter", self.nat_log_filter, NAT_LOG_FILTERS),
+            *(p for port in self.webhook_ports for p in range_problems("webhook_ports", port, 1, 65535)),
             *_props.override_problems("overrides", self.overrides)])
 
 
@@ -54,7 +58,8 @@ class Network(Construct):
     """A custom-mode VPC with one subnet, Cloud Router and Cloud NAT (private nodes need egress), and a logged,
     lowest-priority deny of all ingress under GKE's own allow rules (docs/FACTS.md#terraform-modules).
 
-    Resources (ids are stable API): ``vpc``, ``subnet``, ``router``, ``nat``, ``deny-ingress``."""
+    Resources (ids are stable API): ``vpc``, ``subnet``, ``router``, ``nat``, ``deny-ingress``, and with
+    ``webhook_ports`` ``control-plane-webhooks``."""
 
     def __init__(self, scope: Construct, id: str, props: NetworkProps) -> None:
         super().__init__(scope, id)
@@ -106,6 +111,21 @@ class Network(Construct):
             priority=65534,
             source_ranges=["0.0.0.0/0"],
             deny=[compute_firewall.ComputeFirewallDeny(protocol="all")],
+            log_config=compute_firewall.ComputeFirewallLogConfig(metadata="INCLUDE_ALL_METADATA"),
+        )
+        # A private cluster's control plane reaches its nodes on 443 and 10250 only (GKE's own rule); a webhook served
+        # on another port needs a rule from the control plane's range.
+        # Source: https://cloud.google.com/kubernetes-engine/docs/how-to/private-clusters#add_firewall_rules
+        self.webhooks = None if not props.webhook_ports else compute_firewall.ComputeFirewall(
+            self, "control-plane-webhooks",
+            name=f"{props.name}-control-plane-webhooks",
+            project=props.project,
+            network=self.vpc.id,
+            direction="INGRESS",
+            priority=1000,
+            source_ranges=[props.spec.master_cidr],
+            allow=[compute_firewall.ComputeFirewallAllow(protocol="tcp",
+                                                         ports=[str(p) for p in props.webhook_ports])],
             log_config=compute_firewall.ComputeFirewallLogConfig(metadata="INCLUDE_ALL_METADATA"),
         )
         _props.apply_overrides(self.subnet, props.overrides)

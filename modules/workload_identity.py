@@ -81,6 +81,8 @@ class WorkloadIdentityProps:
     """Folders of ``bucket`` the pods write (:func:`raytpu.core.specs.grants.pod_write_folders`): ``bucket_role`` is
     then granted on those folders' objects only (IAM Conditions), and ``roles/storage.objectViewer`` on the whole
     bucket; None grants ``bucket_role`` on the whole bucket (docs/FACTS.md#storage-pod-write-folders)."""
+    write_excluded: tuple[str, ...] = ()
+    """Folders inside ``write_folders`` these pods may not write (the teams' own, for the kit's pods)."""
     read_folders: tuple[str, ...] | None = None
     """With ``write_folders``, the other folders the pods read (a team's: the core zip, its code zips): the
     ``roles/storage.objectViewer`` grant is then on those folders' objects only, not the whole bucket, so one team
@@ -99,6 +101,7 @@ class WorkloadIdentityProps:
             *choice_problems("bucket_role", self.bucket_role, BUCKET_ROLES),
             *(p for f in self.write_folders or () for p in folder_problems("write_folders", f)),
             *(p for f in self.read_folders or () for p in folder_problems("read_folders", f)),
+            *(p for f in self.write_excluded for p in folder_problems("write_excluded", f)),
             *([errors.forbidden("read_folders", "set", "without write_folders (the pods would write the whole "
                                 "bucket)", "write_folders too, or leave read_folders out")]
               if self.read_folders is not None and self.write_folders is None else []),
@@ -130,15 +133,28 @@ def object_name(bucket: str, name: str) -> str:
     return f"projects/_/buckets/{bucket}/objects/{name}"
 
 
-def write_condition(bucket: str, folder: str) -> str:
+def write_condition(bucket: str, folder: str, excluded: Sequence[str] = ()) -> str:
     """The CEL expression that holds for the objects under ``folder/``, and for the folder markers of ``folder`` and
     each folder above it (GCS FUSE with implicit-dirs and pyarrow's GcsFileSystem create ``a/``, ``a/b/`` when they make
-    a folder's parents). Source: https://cloud.google.com/storage/docs/access-control/iam#conditions."""
+    a folder's parents), but for none under an ``excluded`` folder inside it (a team's, in the kit's own folders).
+    Source: https://cloud.google.com/storage/docs/access-control/iam#conditions."""
     parts = folder.split("/")
     markers = [object_name(bucket, "/".join(parts[:i]) + "/") for i in range(1, len(parts))]
     terms = [f'resource.name.startsWith("{object_name(bucket, folder + "/")}")',
              *(f'resource.name == "{m}"' for m in markers)]
-    return " || ".join(terms)
+    inside = [e for e in excluded if e.startswith(folder + "/")]
+    if not inside:
+        return " || ".join(terms)
+    return f"({' || '.join(terms)})" + "".join(
+        f' && !resource.name.startsWith("{object_name(bucket, e + "/")}")' for e in inside)
+
+
+def lookup_condition(bucket: str, folders: Sequence[str]) -> str:
+    """The CEL expression that holds for the names GCS FUSE looks up on the way to ``folders`` without a trailing
+    slash (``a``, ``a/b`` for ``a/b``): it asks for the file and the folder of a name at once, and a 403 on either is an
+    error, not "no such file". Source: GoogleCloudPlatform/gcsfuse internal/fs/inode/dir.go ``LookUpChild``."""
+    names = dict.fromkeys("/".join(f.split("/")[:i]) for f in folders for i in range(1, len(f.split("/")) + 1))
+    return " || ".join(f'resource.name == "{object_name(bucket, name)}"' for name in names)
 
 
 def write_id(folder: str, verb: str = "write") -> str:
@@ -187,7 +203,8 @@ class WorkloadIdentity(Construct):
             self, write_id(folder), bucket=props.bucket, role=props.bucket_role,
             member=f"serviceAccount:{self.gsa.email}",
             condition=iam.StorageBucketIamMemberCondition(
-                title=f"raytpu pods write {folder}/"[:100], expression=write_condition(props.bucket, folder)),
+                title=f"raytpu pods write {folder}/"[:100],
+                expression=write_condition(props.bucket, folder, props.write_excluded)),
         ) for folder in props.write_folders or ()]
         # read_folders: read those folders only (their objects and the markers above them), no whole-bucket grant
         self.bucket_reads = [iam.StorageBucketIamMember(
@@ -196,6 +213,13 @@ class WorkloadIdentity(Construct):
             condition=iam.StorageBucketIamMemberCondition(
                 title=f"raytpu pods read {folder}/"[:100], expression=write_condition(props.bucket, folder)),
         ) for folder in props.read_folders or ()]
+        if props.read_folders is not None:  # and the names GCS FUSE looks up on the way there (none is written)
+            self.bucket_reads.append(iam.StorageBucketIamMember(
+                self, "bucket-read-lookups", bucket=props.bucket, role="roles/storage.objectViewer",
+                member=f"serviceAccount:{self.gsa.email}",
+                condition=iam.StorageBucketIamMemberCondition(
+                    title="raytpu pods look up their folders' names", expression=lookup_condition(
+                        props.bucket, (*props.read_folders, *(props.write_folders or ()))))))
         # Scoped: read everything, write the folders above. The address keeps its name: an unscoped stack's
         # objectUser grant there is replaced (role is ForceNew) by this one, created first and after the writes, so a
         # running pod keeps reading and writing its folders throughout (docs/FACTS.md#storage-pod-write-folders).

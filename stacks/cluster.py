@@ -33,7 +33,7 @@ from raytpu.modules.gke_cluster import GkeCluster, GkeClusterProps
 from raytpu.modules.gke_versions import version_floor
 from raytpu.modules.head_pool import HeadPool, HeadPoolOptions
 from raytpu.modules.image_registry import ImageRegistry, ImageRegistryProps
-from raytpu.modules.kueue_install import KueueInstall, KueueInstallProps
+from raytpu.modules.kueue_install import KUEUE_PORTS, KueueInstall, KueueInstallProps
 from raytpu.modules.network import Network, NetworkProps
 from raytpu.modules.project_services import ProjectServices, ProjectServicesProps, RequireApis
 from raytpu.modules.smoke_alerting import SmokeAlerting, SmokeAlertingProps
@@ -127,7 +127,8 @@ class ClusterStack(TerraformStack):
         Aspects.of(self).add(RequireApis(self.apis))
 
         self.network = Network(self, "network", NetworkProps(
-            name=gke.name, project=spec.project, region=spec.region, spec=spec.network))
+            name=gke.name, project=spec.project, region=spec.region, spec=spec.network,
+            webhook_ports=KUEUE_PORTS if spec.teams else ()))
         self.node_identity = NodeServiceAccount(self, "node-identity", NodeServiceAccountProps(
             project=spec.project, account_id=names.service_account_id(gke.name, "node")))
         self.cluster = GkeCluster(self, "gke", GkeClusterProps(
@@ -147,7 +148,9 @@ class ClusterStack(TerraformStack):
             project=spec.project, account_id=names.service_account_id(gke.name, "ray"),
             namespace=spec.namespace, ksa_name=spec.ksa_name, bucket=self.bucket.name,
             data_buckets=spec.storage.data_buckets, legacy_ksa=gke.legacy_ksa,
-            write_folders=grants.pod_write_folders(spec.bucket, spec.workloads, _cache_prefixes(spec))))
+            write_folders=grants.pod_write_folders(spec.bucket, [w for w in spec.workloads if w.team is None],
+                                                   _cache_prefixes(spec)),
+            write_excluded=tuple(f for team in spec.teams for f in team.write_folders)))
         self.team_identities: dict[str, WorkloadIdentity] = {}
         """Each team's Google service account (``teams``), by team name."""
         for team in spec.teams:

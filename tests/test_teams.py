@@ -237,3 +237,20 @@ def test_a_team_run_on_the_emulated_slice_keeps_its_checkpoints_in_its_teams_fol
         "--storage-path", "/runs/here/checkpoints/research", "--name", "train-r1"]
     assert names.run_storage("train-r1", "/runs/here", work.team) == "/runs/here/checkpoints/research/train-r1"
     assert names.checkpoint_uri("b", "train-r1", work.team) == "gs://b/checkpoints/research/train-r1"
+
+
+def test_the_queued_provisioning_check_is_on_the_queues_that_may_use_the_queued_slice_alone() -> None:
+    """A ClusterQueue with an inactive admission check admits nothing, so the check sits only on the queues of teams
+    that may run there (a quota on the queued slice, or borrowing one). Source: Kueue v0.19.2
+    pkg/cache/scheduler/clusterqueue.go ``updateQueueStatus``."""
+    spec = spec_of(slices__0__provisioning="queued", workloads__0__slice="serve",
+                   teams__1__quota={"serve": 8})  # product: no chips of the queued slice, no borrowing
+    queues = {o["metadata"]["name"]: o["spec"] for o in kueue.objects(spec) if o["kind"] == "ClusterQueue"}
+    assert "admissionChecksStrategy" in queues["raytpu-research"]
+    assert "admissionChecksStrategy" not in queues["raytpu-product"]
+
+
+def test_a_team_runs_ray_cluster_goes_as_soon_as_it_ends() -> None:
+    """Kueue hands its chips to the next run when it finishes; its pods must not hold them for KubeRay's TTL."""
+    assert job_of(spec_of())["spec"]["ttlSecondsAfterFinished"] == 0
+    assert job_of(config_module.parse(yaml.safe_dump(EXAMPLE)))["spec"]["ttlSecondsAfterFinished"] > 0

@@ -258,10 +258,20 @@ _TERM = re.compile(r'^resource\.name(?:\.startsWith\("([^"]*)"\)| == "([^"]*)")$
 
 
 def _allows(expression: str, bucket_token: str, obj: str) -> bool:
-    """Whether an IAM condition the kit writes (``||`` of ``startsWith`` and ``==`` on ``resource.name``) holds for
-    object ``obj`` of the bucket."""
+    """Whether an IAM condition the kit writes holds for object ``obj`` of the bucket: an ``||`` of ``startsWith`` and
+    ``==`` on ``resource.name``, parenthesized and followed by ``&& !resource.name.startsWith(...)`` exclusions where
+    some folder inside is not to be written."""
     name = f"projects/_/buckets/B/objects/{obj}"
-    for term in expression.replace(bucket_token, "B").split(" || "):
+    either, *excluded = expression.replace(bucket_token, "B").split(" && ")
+    if excluded:
+        assert either.startswith("(") and either.endswith(")"), either
+        either = either[1:-1]
+    for term in excluded:
+        match = _TERM.match(term.removeprefix("!"))
+        assert term.startswith("!") and match and match[1] is not None, term
+        if name.startswith(match[1]):
+            return False
+    for term in either.split(" || "):
         match = _TERM.match(term)
         assert match, term
         prefix, exact = match.groups()
@@ -291,12 +301,20 @@ def test_each_team_writes_exactly_its_own_folders_and_reads_only_the_core_and_it
                   if g["role"] == "roles/storage.objectUser"}
         reads = {g["condition"]["title"]: g["condition"]["expression"] for g in ours
                  if g["role"] == "roles/storage.objectViewer"}
+        lookups = reads.pop("raytpu pods look up their folders' names")
         assert sorted(writes) == sorted(f"raytpu pods write {f}/" for f in team.write_folders)
         assert sorted(reads) == sorted(f"raytpu pods read {f}/" for f in team.read_folders)
         # nothing else on the kit's bucket but its metadata (Ray Train's storage.buckets.get), unconditioned
         assert sorted(g["role"] for g in ours if "condition" in g) == sorted(
             ["roles/storage.objectUser"] * len(team.write_folders) +
-            ["roles/storage.objectViewer"] * len(team.read_folders))
+            ["roles/storage.objectViewer"] * (len(team.read_folders) + 1))
+        # GCS FUSE looks up each name on the way to a folder as a file too (a 403 there fails the lookup): those exact
+        # names are readable, nothing under another folder. Source: gcsfuse internal/fs/inode/dir.go LookUpChild
+        for name in ("raytpu", "code", f"code/{team.name}", "checkpoints", f"checkpoints/{team.name}",
+                     "compile-cache", f"compile-cache/{team.name}", "outputs", f"outputs/{team.name}"):
+            assert _allows(lookups, token, name), name
+        for obj in ("checkpoints/train", "checkpoints/x/y", "code/x", "raytpu/x", f"checkpoints/{team.name}/x"):
+            assert not _allows(lookups, token, obj), obj
         assert [g["role"] for g in ours if "condition" not in g] == ["roles/storage.legacyBucketReader"]
         assert all(g["member"].startswith("serviceAccount:${google_service_account.gke_team-" + team.name)
                    for g in grants)
@@ -369,10 +387,14 @@ def test_the_queued_slice_is_admitted_through_gkes_queued_provisioning() -> None
     assert check["spec"]["controllerName"] == "kueue.x-k8s.io/provisioning-request"
     config = applied[f"kueue-provisioningrequestconfig-{kueue.PROVISIONING_CHECK}"]
     assert config["spec"]["provisioningClassName"] == "queued-provisioning.gke.io"
+    # on the queues of the teams that may run on the queued slice alone: alpha (its quota), beta and epsilon
+    # (borrowing it); a queue with an inactive check admits nothing (Kueue v0.19.2 pkg/cache/scheduler/clusterqueue.go)
+    checked = {}
     for team in _spec("five-teams").teams:
         queue = applied[f"kueue-clusterqueue-{team.queue}"]
-        assert queue["spec"]["admissionChecksStrategy"]["admissionChecks"] == [
-            {"name": kueue.PROVISIONING_CHECK, "onFlavors": ["raytpu-qd"]}]
+        checked[team.name] = queue["spec"].get("admissionChecksStrategy", {}).get("admissionChecks")
+    want = [{"name": kueue.PROVISIONING_CHECK, "onFlavors": ["raytpu-qd"]}]
+    assert checked == {"alpha": want, "beta": want, "gamma": None, "delta": None, "epsilon": want}
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))
@@ -493,3 +515,35 @@ def test_checkov_finds_nothing_new_in_the_five_team_stacks() -> None:
                 left.append(f"{sid}: {check['check_id']} {check['resource']}")
     assert left == []
     assert passed > 100
+
+
+def test_the_control_plane_reaches_kueues_webhooks_through_the_private_clusters_firewall() -> None:
+    """A private (VPC-peered) cluster's control plane reaches its nodes on 443 and 10250 only; Kueue's webhooks (9443,
+    ``failurePolicy: Fail``) and visibility API (8082) need a rule from its range, else every team RayJob is refused.
+    Source: https://cloud.google.com/kubernetes-engine/docs/how-to/private-clusters#add_firewall_rules; Kueue v0.19.2
+    charts/kueue/templates/manager/manager.yaml (containerPorts)."""
+    spec = _spec("one-team")
+    firewalls = resources(_stack(_synth("one-team")[1], "-cluster"), "google_compute_firewall")
+    (rule,) = [r for r in firewalls.values() if r["name"].endswith("-control-plane-webhooks")]
+    assert rule["direction"] == "INGRESS" and rule["source_ranges"] == [spec.network.master_cidr]
+    assert rule["allow"] == [{"protocol": "tcp", "ports": ["9443", "8082"]}]
+    assert rule["priority"] < 65534  # above the kit's deny of all ingress
+    plain = resources(_stack(synth_config(str(STANDARD_EXAMPLE))[1], "-cluster"), "google_compute_firewall")
+    assert not [r for r in plain.values() if r["name"].endswith("-control-plane-webhooks")]
+
+
+def test_the_kits_own_pods_write_no_teams_folder() -> None:
+    """Serving (a team's own Serve app included) and the smoke run as the kit's Google SA: its writes stop at every
+    team's folders, so no code outside a team's runs rewrites its checkpoints or the compile cache its hosts load."""
+    spec = _spec("five-teams")
+    cluster = _stack(_synth("five-teams")[1], "-cluster")
+    (bucket_id,) = resources(cluster, "google_storage_bucket")
+    token = f"${{google_storage_bucket.{bucket_id}.name}}"
+    writes = [g["condition"]["expression"] for g in _grants(cluster, "workload-identity")
+              if g["bucket"] == token and g["role"] == "roles/storage.objectUser"]
+    assert writes
+    for team in spec.teams:
+        for folder in team.write_folders:
+            assert not any(_allows(e, token, f"{folder}/x") for e in writes), folder
+    assert any(_allows(e, token, "checkpoints/serve-r1/checkpoint_0/x") for e in writes)
+    assert any(_allows(e, token, f"{compile_cache.DEFAULT_FOLDER}/img/v5p-2x2x4/entry") for e in writes)

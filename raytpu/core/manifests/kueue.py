@@ -79,7 +79,10 @@ def cluster_queue(team: TeamSpec, spec: ClusterSpec) -> dict[str, Any]:
         "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any",
                        "borrowWithinCohort": {"policy": "LowerPriority"}},
     }
-    queued = [flavor_name(s) for s in spec.slices if s.provisioning.pool.queued]
+    # only where the team may run: a queue with an inactive check admits nothing at all
+    # Source: Kueue v0.19.2 pkg/cache/scheduler/clusterqueue.go ``updateQueueStatus`` (inactiveAdmissionChecks)
+    queued = [flavor_name(s) for s in spec.slices if s.provisioning.pool.queued
+              and (team.quota.get(s.name, 0) or (team.can_borrow and any(t.quota.get(s.name) for t in spec.teams)))]
     if queued:
         body["admissionChecksStrategy"] = {"admissionChecks": [{"name": PROVISIONING_CHECK, "onFlavors": queued}]}
     return _object("ClusterQueue", team.queue, spec=body)
@@ -126,8 +129,11 @@ def objects(spec: ClusterSpec) -> list[dict[str, Any]]:
 
 def queued(job: dict[str, Any], team: TeamSpec, work: WorkloadSpec) -> dict[str, Any]:
     """A team's RayJob in its queue at its priority, created suspended (Kueue starts it once admitted; KubeRay's
-    deadlines count from then). Source: Kueue v0.19.2 pkg/controller/jobs/rayjob ``RunWithPodSetsInfo``; KubeRay
-    v1.7.0 ``initRayJobStatusIfNeed`` (StartTime reset after Suspended)."""
+    deadlines count from then), its Ray cluster deleted as soon as it ends: Kueue gives its chips to the next run at
+    once, whose pods would otherwise wait for this one's (the submitter's log stays).
+    Source: Kueue v0.19.2 pkg/controller/jobs/rayjob ``RunWithPodSetsInfo``; KubeRay v1.7.0 ``initRayJobStatusIfNeed``
+    (StartTime reset after Suspended), ``handleShutdownAfterJobFinishes`` (deletes the RayCluster only)."""
     labels = {**job["metadata"].get("labels", {}), QUEUE_LABEL: team.queue,
               PRIORITY_LABEL: priority_class(work.priority)}
-    return {**job, "metadata": {**job["metadata"], "labels": labels}, "spec": {**job["spec"], "suspend": True}}
+    spec = {**job["spec"], "suspend": True, "ttlSecondsAfterFinished": 0}
+    return {**job, "metadata": {**job["metadata"], "labels": labels}, "spec": spec}
