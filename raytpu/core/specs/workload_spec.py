@@ -165,8 +165,8 @@ class WorkloadSpec:
             found.append(errors.invalid_value(
                 # Source: GKE API NodePool.QueuedProvisioning.enabled (docs/FACTS.md#preemption-restart-waits)
                 "slice", self.slice.name, f"uses provisioning: {self.slice.provisioning.name}, whose node pool gets "
-                "nodes only through a ProvisioningRequest (GKE queued provisioning), which only Kueue makes, for a "
-                "team's run: the TPU pods would stay Pending",
+                "nodes only through a ProvisioningRequest (GKE queued provisioning), and the kit makes none for a run "
+                "of no team (Kueue makes one for a team's run): the TPU pods would stay Pending",
                 "a team's run (teams, and team on the workload), or a slice whose provisioning runs a Ray cluster: " +
                 ", ".join(m.name for m in PROVISIONING_MODES.values() if m.runs_ray)))
         if not found and not self.plan.single_host:
