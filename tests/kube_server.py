@@ -754,6 +754,19 @@ def serving(tls: TlsFiles, sa_key: ServiceAccountKey, **kwargs: Any) -> Iterator
         server.close()
 
 
+def stack_folder(server: KubeApiServer, monkeypatch: Any, directory: Path, config: str, stack: str,
+                 outputs: dict[str, str]) -> None:
+    """A user's folder for a deployed stack behind ``server``: the config, the images record, ``outputs.json`` naming
+    the server (its CA), and ADC (:func:`use_adc`), then works in it."""
+    from image_refs import write_record
+
+    (directory / "raytpu.yaml").write_text(config)
+    write_record(directory)
+    (directory / "outputs.json").write_text(json.dumps({stack: {**outputs, "endpoint": server.url,
+                                                                "ca_certificate": server.tls.ca_b64}}))
+    use_adc(server, monkeypatch, directory)
+
+
 def use_adc(server: KubeApiServer, monkeypatch: Any, directory: Path) -> None:
     """This process's Application Default Credentials: a service-account key file in ``directory`` whose token
     endpoint is ``server``; the server's CA trusted, no proxy in the way. Then works in ``directory``."""

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from image_refs import FIXTURE_REFS, write_record
-from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, forbidden, serving, use_adc
+from image_refs import FIXTURE_REFS
+from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, forbidden, serving, stack_folder
 
 from raytpu import cli
 from raytpu.cluster.doctor import GCSFUSE_DRIVER, GSA_ANNOTATION, WEBHOOK_SERVICE
@@ -87,11 +87,7 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tls: TlsFiles,
             sa_key: ServiceAccountKey) -> Iterator[KubeApiServer]:
     """A healthy cluster behind outputs.json, the config and the images record in the working folder."""
     with serving(tls, sa_key) as server:
-        (tmp_path / "raytpu.yaml").write_text(CONFIG)
-        write_record(tmp_path)
-        (tmp_path / "outputs.json").write_text(json.dumps({STACK: {**OUTPUTS, "endpoint": server.url,
-                                                                   "ca_certificate": tls.ca_b64}}))
-        use_adc(server, monkeypatch, tmp_path)
+        stack_folder(server, monkeypatch, tmp_path, CONFIG, STACK, OUTPUTS)
         healthy(server)
         yield server
 

@@ -4,15 +4,13 @@ kit's stacks leave them (Source: Kueue v0.19.2 charts/kueue/templates/manager). 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from image_refs import write_record
-from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, forbidden, serving, use_adc
+from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, forbidden, serving, stack_folder
 from test_doctor import GSA_ANNOTATION, OUTPUTS, STACK, doctor, healthy, only_reads, rows
 
 from raytpu.config import parse
@@ -59,11 +57,7 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tls: TlsFiles,
             sa_key: ServiceAccountKey) -> Iterator[KubeApiServer]:
     """A healthy cluster with Kueue as the cluster stack installs it and the queues the workloads stack makes."""
     with serving(tls, sa_key) as server:
-        (tmp_path / "raytpu.yaml").write_text(CONFIG)
-        write_record(tmp_path)
-        (tmp_path / "outputs.json").write_text(json.dumps({STACK: {**OUTPUTS, "endpoint": server.url,
-                                                                   "ca_certificate": tls.ca_b64}}))
-        use_adc(server, monkeypatch, tmp_path)
+        stack_folder(server, monkeypatch, tmp_path, CONFIG, STACK, OUTPUTS)
         healthy(server)
         server.put(kueue_deployment("v0.19.2"), namespace="kueue-system")
         server.put(manager_config(["batch/job", "ray.io/rayjob", "ray.io/raycluster"]), namespace="kueue-system")
@@ -72,7 +66,6 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tls: TlsFiles,
                 server.put(obj, namespace=obj["metadata"].get("namespace"))
         for team in SPEC.teams:
             server.put(team_ksa(team.name), namespace=team.namespace)
-        monkeypatch.chdir(tmp_path)
         yield server
 
 

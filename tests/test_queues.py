@@ -108,7 +108,6 @@ def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tls: TlsFiles,
         for obj in objects:
             assert schema_errors(as_written(obj)) == [], obj["kind"]
             server.put(obj, namespace=TEAM_NS)
-        monkeypatch.chdir(tmp_path)
         yield server
 
 

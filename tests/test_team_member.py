@@ -11,7 +11,6 @@ https://kubernetes.io/docs/reference/using-api/server-side-apply/ (apply creatin
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import time
@@ -22,8 +21,7 @@ from typing import Any
 import pytest
 import yaml
 from crd import REPO
-from image_refs import write_record
-from kube_server import KubeApiServer, Recorded, ServiceAccountKey, TlsFiles, forbidden, serving, use_adc
+from kube_server import KubeApiServer, Recorded, ServiceAccountKey, TlsFiles, forbidden, serving, stack_folder
 
 from raytpu import cli
 
@@ -83,12 +81,7 @@ def member(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tls: TlsFiles,
            sa_key: ServiceAccountKey) -> Iterator[KubeApiServer]:
     """The team's config and outputs, and an API server that forbids every cluster-scoped read."""
     with serving(tls, sa_key) as server:
-        (tmp_path / "raytpu.yaml").write_text(CONFIG)
-        write_record(tmp_path)
-        (tmp_path / "outputs.json").write_text(json.dumps({STACK: {**OUTPUTS, "endpoint": server.url,
-                                                                   "ca_certificate": tls.ca_b64}}))
-        use_adc(server, monkeypatch, tmp_path)
-        monkeypatch.chdir(tmp_path)
+        stack_folder(server, monkeypatch, tmp_path, CONFIG, STACK, OUTPUTS)
         server.fail("GET", CLUSTER_SCOPED, 403, forbidden("get", "customresourcedefinitions", "apiextensions.k8s.io",
                                                           "", "container.customResourceDefinitions.get"),
                     times=10_000)
