@@ -13,6 +13,7 @@ import yaml
 
 from raytpu.cluster.doctor import GSA_ANNOTATION, Permission, guarded
 from raytpu.cluster.kube_client import KubeClient
+from raytpu.cluster.queues import tpu_quota
 from raytpu.core.common.checkup import Check, fail, ok
 from raytpu.core.manifests import kueue
 from raytpu.core.specs.spec import ClusterSpec
@@ -78,18 +79,8 @@ def _integrations(client: KubeClient) -> Check:
     return ok("kueue integrations", expected, expected)
 
 
-def _tpu_quota(queue: Mapping[str, Any]) -> dict[str, int]:
-    found: dict[str, int] = {}
-    for group in (queue.get("spec") or {}).get("resourceGroups") or ():
-        for flavor in group.get("flavors") or ():
-            for res in flavor.get("resources") or ():
-                if res.get("name") == "google.com/tpu":
-                    found[str(flavor.get("name"))] = int(res.get("nominalQuota") or 0)
-    return found
-
-
 def _quota_text(queue: Mapping[str, Any]) -> str:
-    return ", ".join(f"{flavor} {chips}" for flavor, chips in _tpu_quota(queue).items() if chips) or "no chips"
+    return ", ".join(f"{flavor} {chips}" for flavor, chips in tpu_quota(queue).items() if chips) or "no chips"
 
 
 def _cluster_queue(client: KubeClient, want: Mapping[str, Any]) -> Check:
@@ -98,7 +89,7 @@ def _cluster_queue(client: KubeClient, want: Mapping[str, Any]) -> Check:
     found = client.get("ClusterQueue", name)
     if found is None:
         return fail(check, "absent", expected, "deploy the workloads stack (it makes the teams' queues)")
-    if _tpu_quota(found) != _tpu_quota(want) or (found.get("spec") or {}).get("cohortName") != kueue.COHORT:
+    if tpu_quota(found) != tpu_quota(want) or (found.get("spec") or {}).get("cohortName") != kueue.COHORT:
         return fail(check, _quota_text(found), expected, "deploy the workloads stack again: the queue differs from "
                     "the config's teams")
     return ok(check, _quota_text(found), expected)

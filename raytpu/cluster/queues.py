@@ -96,15 +96,21 @@ def queue_states(workloads: Sequence[Mapping[str, Any]]) -> dict[str, Queued]:
     return found
 
 
-def usage_lines(local_queues: Sequence[Mapping[str, Any]], cluster_queue: Mapping[str, Any] | None) -> list[str]:
-    """``queue raytpu-research: 16 of 16 chips of raytpu-train in use, 1 waiting`` per flavor with a quota or a use;
-    the quota from the ClusterQueue when this user may read it (it is cluster-scoped), else the use alone."""
+def tpu_quota(cluster_queue: Mapping[str, Any] | None) -> dict[str, int]:
+    """A ClusterQueue's nominal quota of chips, by flavor."""
     quota: dict[str, int] = {}
     for group in ((cluster_queue or {}).get("spec") or {}).get("resourceGroups") or ():
         for flavor in group.get("flavors") or ():
             for res in flavor.get("resources") or ():
                 if res.get("name") == TPU_RESOURCE:
                     quota[str(flavor.get("name"))] = int(res.get("nominalQuota") or 0)
+    return quota
+
+
+def usage_lines(local_queues: Sequence[Mapping[str, Any]], cluster_queue: Mapping[str, Any] | None) -> list[str]:
+    """``queue raytpu-research: 16 of 16 chips of raytpu-train in use, 1 waiting`` per flavor with a quota or a use;
+    the quota from the ClusterQueue when this user may read it (it is cluster-scoped), else the use alone."""
+    quota = tpu_quota(cluster_queue)
     lines = []
     for queue in local_queues:
         status = queue.get("status") or {}
