@@ -15,15 +15,12 @@ from raytpu.core.manifests import kueue
 from raytpu.modules import _props
 from raytpu.modules.cdk import Construct, ITerraformDependable, TerraformResource, helm_release
 
-CHART = "kueue"
+CHART = kueue.RELEASE
 CHART_REPOSITORY = "oci://registry.k8s.io/kueue/charts"
 """Where Kueue publishes its chart, one version per release. Source: Kueue v0.19.2 charts/kueue/README.md (``helm
 install kueue oci://registry.k8s.io/kueue/charts/kueue --version="0.19.2"``); docs/FACTS.md#kueue-chart."""
-NAMESPACE = "kueue-system"
-"""Source: Kueue v0.19.2 charts/kueue/README.md (``--create-namespace --namespace=kueue-system``)."""
-RAY_FRAMEWORKS = ("ray.io/rayjob", "ray.io/raycluster")
-"""The integrations teams' runs need: a team's RayJob is queued; the RayCluster it makes is its own, not queued again.
-Source: Kueue v0.19.2 pkg/controller/jobs/rayjob, pkg/controller/jobs/raycluster."""
+NAMESPACE = kueue.SYSTEM_NAMESPACE
+RAY_FRAMEWORKS = kueue.RAY_FRAMEWORKS
 CHART_FRAMEWORKS = ("batch/job", "kubeflow.org/mpijob", "ray.io/rayjob", "ray.io/rayservice", "ray.io/raycluster",
                     "jobset.x-k8s.io/jobset", "workload.codeflare.dev/appwrapper", "trainer.kubeflow.org/trainjob",
                     "pod", "deployment", "statefulset", "leaderworkerset.x-k8s.io/leaderworkerset")

@@ -19,10 +19,8 @@ from raytpu.core.manifests import kueue
 from raytpu.core.specs.spec import ClusterSpec
 from raytpu.core.specs.teams import TeamSpec, service_account_id
 
-NAMESPACE = "kueue-system"
-RELEASE = "kueue"
+NAMESPACE, RELEASE, RAY_FRAMEWORKS = kueue.SYSTEM_NAMESPACE, kueue.RELEASE, kueue.RAY_FRAMEWORKS
 CONFIG_KEY = "controller_manager_config.yaml"
-RAY_FRAMEWORKS = ("ray.io/rayjob", "ray.io/raycluster")
 FIX_DEPLOY = "deploy the cluster stack (it installs Kueue for teams) and then the workloads stack (the queues)"
 
 

@@ -18,6 +18,14 @@ from raytpu.core.tpu.plan import TPU_RESOURCE
 VERSION = "0.19.2"
 """The Kueue release the cluster stack installs (its Helm chart, this version)."""
 API_VERSION = "kueue.x-k8s.io/v1beta2"
+RELEASE = "kueue"
+"""The Helm release (and chart) name: the Deployment ``kueue-controller-manager``, the ConfigMap
+``kueue-manager-config``."""
+SYSTEM_NAMESPACE = "kueue-system"
+"""Source: Kueue v0.19.2 charts/kueue/README.md (``--create-namespace --namespace=kueue-system``)."""
+RAY_FRAMEWORKS = ("ray.io/rayjob", "ray.io/raycluster")
+"""The integrations teams' runs need: a team's RayJob is queued; the RayCluster it makes is its own, not queued again.
+Source: Kueue v0.19.2 pkg/controller/jobs/rayjob, pkg/controller/jobs/raycluster."""
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 COHORT = "raytpu"
