@@ -11,10 +11,8 @@ import difflib
 import importlib
 import pkgutil
 import re
-import signal
 import sys
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import NoReturn
 
 from raytpu import __version__
@@ -94,13 +92,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         args, unknown = build_parser().parse_known_args(argv)
     except SystemExit as exc:  # --help, --version, or a usage error already printed by fail(): its code
         return exc.code if isinstance(exc.code, int) else EXIT_INVALID
+    except KeyboardInterrupt:  # Ctrl-C while the commands load: nothing started yet
+        sys.stderr.write("error: interrupted\n")
+        return EXIT_INTERRUPTED
     if unknown:
         parser = args._parser
         known = [o for action in parser._actions for o in action.option_strings]
         report(InvalidInput(unknown[0], "is not a known option" + did_you_mean(unknown[0].split("=", 1)[0], known),
                             f"options of `{parser.prog}`: {parser.options()}"))
         return EXIT_INVALID
-    restore = _interrupt_on_sigterm()
+    from raytpu.runs import interrupt
+
+    restore = interrupt.install()  # SIGTERM ends a command as Ctrl-C does (its cleanup runs, exit 130)
     try:
         return int(args._run(args))
     except (InvalidInput, InvalidInputs, RaytpuError) as exc:
@@ -115,21 +118,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         restore()
         timeline.command_ended()
-
-
-def _raise_interrupt(_signum: int, _frame: object) -> None:
-    from raytpu.runs.interrupt import Terminated
-
-    raise Terminated  # a KeyboardInterrupt: a followed run names it apart from Ctrl-C (both exit 130)
-
-
-def _interrupt_on_sigterm() -> Callable[[], object]:
-    """SIGTERM ends a command as Ctrl-C does (its cleanup runs, exit 130: `raytpu local down` ends a drill so);
-    returns what puts the handler it replaced back (nothing to do off the main thread, where none can be set)."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    return lambda: signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

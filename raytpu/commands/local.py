@@ -159,14 +159,23 @@ def _up(args: argparse.Namespace) -> int:
         raise invalid_value("--timeout-s", args.timeout_s, "is not a bound on the start",
                             f"seconds in (0, {MAX_START_S:g}], or no --timeout-s (60 s plus 60 s per node)")
     plan = plan_from_args(args)
-    with hold(local.run_dir(args.dir), "raytpu local up"):
+    where = local.run_dir(args.dir)
+    with hold(where, "raytpu local up"):
         cluster = local.start(plan, args.slices, args.dir, progress=_progress, timeout_s=args.timeout_s,
                               owner="raytpu local up")
-    for name, value in cluster.ray_cli_env().items():  # what Ray's own CLI needs: `export` these lines
-        print(f"{name}={value}")
-    print(f"slices: {', '.join(cluster.slices)} ({plan.generation} {plan.topology}, {plan.hosts} host(s) "
-          f"x {plan.chips_per_host} chips)")
-    print("next: raytpu local status | raytpu local smoke | raytpu local down")
+        try:
+            for name, value in cluster.ray_cli_env().items():  # what Ray's own CLI needs: `export` these lines
+                print(f"{name}={value}")
+            print(f"slices: {', '.join(cluster.slices)} ({plan.generation} {plan.topology}, {plan.hosts} host(s) "
+                  f"x {plan.chips_per_host} chips)")
+            print("next: raytpu local status | raytpu local smoke | raytpu local down")
+            sys.stdout.flush()
+        except KeyboardInterrupt:  # Ctrl-C before `up` returned: what it started goes too (issue 68)
+            from raytpu.runs.interrupt import interrupts_held
+
+            with interrupts_held():
+                local.stop(where)
+            raise
     return 0
 
 

@@ -21,6 +21,7 @@ from raytpu.local.connection import check_head, speak_auth
 from raytpu.local.emulation import ENV_EMULATED
 from raytpu.local.procs import signal_group
 from raytpu.local.state import LocalCluster, Progress
+from raytpu.runs.interrupt import interrupts_held, raise_missed
 
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
@@ -90,6 +91,16 @@ class RunIdTaken(InvalidInput):
     """A job of that submission id exists on the cluster (nothing was submitted)."""
 
 
+def jobs_client_class() -> type[JobSubmissionClient]:
+    """Ray's job client, Ray loaded whole (call :func:`speak_auth` first): a Ctrl-C waits until it has loaded. One
+    raised while Ray's compiled core module loads was dropped there (the run went on, submitted) or left ``ray``
+    half-imported (the stop's own import of it failed: exit 1) (issue 68).
+    Source: Ray 2.60 ``ray/__init__.py`` (``import ray._raylet``: a Cython module whose init imports Python modules)."""
+    with interrupts_held():
+        from ray.job_submission import JobSubmissionClient
+    return JobSubmissionClient
+
+
 def free_run_id(cluster: LocalCluster, workload: str) -> str:
     """A default run id no job of ``workload`` on the cluster has (:func:`raytpu.core.common.names.run_id`, moved on
     a second at a time past the taken ones: two submissions in one second get two runs)."""
@@ -99,9 +110,7 @@ def free_run_id(cluster: LocalCluster, workload: str) -> str:
         speak_auth(cluster)
     except RuntimeFailure:  # a dead head: submit_job says so, with what to run
         return run_id
-    from ray.job_submission import JobSubmissionClient
-
-    taken = {job.submission_id for job in JobSubmissionClient(cluster.dashboard).list_jobs() if job.submission_id}
+    taken = {job.submission_id for job in jobs_client_class()(cluster.dashboard).list_jobs() if job.submission_id}
     while f"{workload}-{run_id}" in taken:
         run_id = names.next_run_id(run_id)
     return run_id
@@ -119,17 +128,16 @@ def submit_job(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: fl
     carries a RayJob's labels (``raytpu runs``); ``submission_id`` names it."""
     check_head(cluster)  # a client of a dead dashboard retries for a while, then raises
     speak_auth(cluster)  # the client sends the cluster's token, to this cluster's address
-    from ray.job_submission import JobSubmissionClient
-
-    client = JobSubmissionClient(cluster.dashboard)
+    client = jobs_client_class()(cluster.dashboard)
     spec = work or cluster.workload(kind_name, slices)
     labels = {**MANAGED_BY, WORKLOAD_LABEL: spec.kind.name, SLICE_LABEL: spec.slice.name, **(metadata or {})}
     env = dict((runtime or {}).get("env_vars") or {}) | compile_env(cluster, spec) | spec.workload_env() \
         | {ENV_EMULATED: "1"}
     try:
-        job_id = client.submit_job(entrypoint=entrypoint or shlex.join(workload_command(kind_name, *extra)),
-                                   runtime_env={**(runtime or {}), "env_vars": env},
-                                   submission_id=submission_id, metadata=labels)
+        with interrupts_held():  # submitted or not, never unknown: a Ctrl-C waits for Ray's answer (issue 68)
+            job_id = client.submit_job(entrypoint=entrypoint or shlex.join(workload_command(kind_name, *extra)),
+                                       runtime_env={**(runtime or {}), "env_vars": env},
+                                       submission_id=submission_id, metadata=labels)
     except RuntimeError as exc:  # Ray 2.60 JobManager.submit_job: "Job with submission_id ... already exists"
         if submission_id and "already exists" in str(exc):
             raise RunIdTaken("--run-id", f"{excerpt(submission_id)} names a job this cluster has run (a new run "
@@ -158,6 +166,7 @@ def follow_job(client: JobSubmissionClient, job_id: str, sink: Progress, *, time
     shown = 0
     deadline = time.monotonic() + timeout_s
     while True:
+        raise_missed()  # a Ctrl-C Python dropped (raytpu.runs.interrupt) ends the follow at the next look
         status = client.get_job_status(job_id)
         logs = client.get_job_logs(job_id)
         for line in logs[shown:].splitlines():

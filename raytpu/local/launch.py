@@ -18,6 +18,7 @@ from raytpu.core.tpu.plan import SlicePlan
 from raytpu.local import procs
 from raytpu.local.emulation import WEBHOOK_ENV, host_env
 from raytpu.local.state import ENV_CLUSTER, LocalCluster, NodeProc
+from raytpu.runs.interrupt import interrupts_held
 from raytpu.workloads.job_worker_env import SERVING_ONLY_ENV
 
 HOST_CPUS = 2
@@ -104,16 +105,17 @@ def _node_args(cluster: LocalCluster, head: bool, temp: str) -> list[str]:
 
 def _spawn(cluster: LocalCluster, role: str, env: dict[str, str], args: list[str], name: str, temp: str,
            slice_name: str = "", worker_id: int = -1) -> NodeProc:
-    """Runs ``ray start`` as the leader of a new session; the node's daemons stay in its process group."""
+    """Runs ``ray start`` as the leader of a new session; the node's daemons stay in its process group. Started and
+    recorded with Ctrl-C held: one in between left a node no stop knew of (issue 68)."""
     log = Path(cluster.run_dir) / "logs" / f"{name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "wb") as out:
+    with interrupts_held(), open(log, "wb") as out:
         proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, cwd=cluster.run_dir)
-    procs.track(proc)
-    node = NodeProc(role=role, pid=proc.pid, log=str(log), slice_name=slice_name, worker_id=worker_id, temp=temp)
-    cluster.nodes.append(node)
-    cluster.save()
+        procs.track(proc)
+        node = NodeProc(role=role, pid=proc.pid, log=str(log), slice_name=slice_name, worker_id=worker_id, temp=temp)
+        cluster.nodes.append(node)
+        cluster.save()
     return node
 
 

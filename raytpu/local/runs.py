@@ -159,14 +159,18 @@ def rank_log(cluster: LocalCluster, client: JobSubmissionClient, run: Run, rank:
 
 def cancel(cluster: LocalCluster, client: JobSubmissionClient, run: Run, *, timeout_s: float, progress: Sink) -> None:
     """Stops the job (Job Submission API ``stop_job``), then waits until it has ended and every placement group it
-    created is removed (State API): the slice is free. RuntimeFailure past ``timeout_s``."""
+    created is removed (State API): the slice is free. RuntimeFailure past ``timeout_s``. A stop Ray did not deliver
+    (no supervisor actor yet: a job just submitted) is asked again until it is.
+    Source: Ray 2.60 ``JobManager.stop_job`` (fire and forget; False when the job's supervisor actor is not found)."""
     from ray.util.state import list_placement_groups
 
     deadline = time.monotonic() + timeout_s
-    if client.stop_job(run.run):
+    if requested := client.stop_job(run.run):
         progress(f"{run.run}: stop requested")
     while True:
         info = client.get_job_info(run.run)
+        if not requested and not info.status.is_terminal() and (requested := client.stop_job(run.run)):
+            progress(f"{run.run}: stop requested")
         held = [] if not info.job_id else [
             pg.placement_group_id for pg in list_placement_groups(
                 address=cluster.dashboard, filters=[("creator_job_id", "=", info.job_id)],

@@ -23,6 +23,7 @@ from raytpu.local.state import (
     temp_prefix,
     unwritable,
 )
+from raytpu.runs.interrupt import interrupts_held, raise_missed
 
 START_RETRIES = 2
 """How many times a node whose start failed for a cause a restart can fix is started again."""
@@ -183,18 +184,27 @@ def start(plan: SlicePlan, num_slices: int = 1, directory: str | Path | None = N
             f"{plan.hosts} host(s) x {plan.chips_per_host} chips ({plan.machine_type}) each, {slots} at a time")
         _start_nodes(cluster, hosts, slots, deadline, say, t0)
         wait_for_nodes(cluster, 1 + len(hosts), max(deadline - time.monotonic(), 5.0))
+        raise_missed()  # a Ctrl-C Python dropped (inside Ray's connection, a finalizer) stops the start here
         cluster.started_s = round(time.monotonic() - t0, 2)
         cluster.save()
         say(f"cluster ready in {cluster.started_s:.1f}s: {len(hosts)} host node(s), address {cluster.address}")
         return cluster
     except OSError as exc:  # a node's log or the state file on a full file system
-        procs.stop(where)
+        _stop_started(where)
         if not full_disk(exc):
             raise
         raise unwritable(where, exc) from exc
     except BaseException:
-        procs.stop(where)
+        _stop_started(where)
         raise
+
+
+def _stop_started(where: Path) -> None:
+    """Stops every process a failed or interrupted start launched and clears its state, whole: a second Ctrl-C (or
+    SIGTERM) meanwhile waits until it is done (cut short, it left a head running and a state file whose `local status`
+    failed; issue 68)."""
+    with interrupts_held():
+        procs.stop(where)
 
 
 def add_host(cluster: LocalCluster, slice_name: str, worker_id: int, timeout_s: float | None = None) -> NodeProc:

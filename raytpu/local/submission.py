@@ -185,10 +185,12 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
     interrupted: KeyboardInterrupt | None = None
     attempts, ends = 1 + work.backoff_limit, time.monotonic() + timeout_s  # --timeout-s bounds them all
     from raytpu.local.pending import watching
+    from raytpu.runs.interrupt import raise_missed
 
     try:
         for attempt in range(1, attempts + 1):  # as KubeRay's backoffLimit: a FAILED Ray job is run again, anew
             submission_id = attempt_id(run_name, attempt)
+            raise_missed()  # a Ctrl-C Python dropped (raytpu.runs.interrupt) ends it here, before the submission
             with watching(cluster, submission_id, streams.err):  # a placement group that stays pending is said
                 status = local.submit_job(cluster, work.kind.name, *extra,
                                           timeout_s=max(ends - time.monotonic(), 1.0), sink=streams.keeping(lines),

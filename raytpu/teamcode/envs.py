@@ -8,7 +8,6 @@ Source: Ray 2.60 ray/_private/runtime_env/py_executable.py PyExecutablePlugin.mo
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
 import shutil
@@ -18,7 +17,7 @@ import sysconfig
 from pathlib import Path
 
 from raytpu.core.common import errors
-from raytpu.teamcode.requirements import Lock, uv_binary, uv_valid
+from raytpu.teamcode.requirements import Lock, run_uv, uv_binary, uv_valid
 
 INSTALL_TIMEOUT_S = 900.0
 DONE = ".raytpu-complete"
@@ -49,8 +48,9 @@ def ensure(run_dir: Path, lock: Lock) -> tuple[Path, bool]:
             fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # released when the file closes, or the process dies
             if (env / DONE).is_file():  # another submit built it while this one waited
                 return python_of(env), False
+            for left in env.parent.glob(f".{lock.digest}.*.building"):  # a killed builder's (this one holds the lock)
+                shutil.rmtree(left, ignore_errors=True)
             building = env.parent / f".{lock.digest}.{os.getpid()}.building"
-            shutil.rmtree(building, ignore_errors=True)
             try:
                 _build(building, lock)
                 if env.exists():  # cut short before its marker (a killed build of an older kit): replaced whole
@@ -60,17 +60,8 @@ def ensure(run_dir: Path, lock: Lock) -> tuple[Path, bool]:
                 shutil.rmtree(building, ignore_errors=True)
     except OSError as exc:
         raise errors.RuntimeFailure(f"requirements: cannot build the lock's venv in {env.parent} "
-                                    f"({exc.strerror or exc})", folder_valid(exc)) from exc
+                                    f"({exc.strerror or exc})", errors.folder_valid(exc)) from exc
     return python_of(env), True
-
-
-def folder_valid(exc: OSError) -> str:
-    """What to do about a folder that cannot be written."""
-    if exc.errno == errno.ENOSPC:
-        return "free space on that disk, or a run folder on another (--dir)"
-    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-        return "a writable run folder (--dir)"
-    return "a run folder this user can write (--dir)"
 
 
 def _build(env: Path, lock: Lock) -> None:
@@ -104,8 +95,7 @@ def _site_packages(env: Path) -> Path:
 
 def _run(cmd: list[str], what: str) -> None:
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, check=False,
-                              env={**os.environ, "VIRTUAL_ENV": ""})
+        done = run_uv(cmd, INSTALL_TIMEOUT_S, env={**os.environ, "VIRTUAL_ENV": ""})
     except subprocess.TimeoutExpired as exc:
         raise errors.RuntimeFailure(f"requirements: uv did not {what} in {INSTALL_TIMEOUT_S:.0f} s",
                                     "a reachable package index (PyPI), then submit again") from exc

@@ -13,10 +13,12 @@ import hashlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from raytpu.core.common import errors
 from raytpu.core.common.errors import InvalidInput
@@ -260,6 +262,28 @@ def uv_binary() -> str:
     return found
 
 
+def run_uv(cmd: list[str], timeout_s: float, **popen: Any) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run`` for uv that an interrupt never leaves running: uv starts with Ctrl-C held (one inside
+    ``Popen`` would leave a started uv unknown, writing on), and is killed and waited for on any exception before the
+    caller removes what it wrote; a uv that Ctrl-C ended first (the terminal signals the whole group) is the
+    interrupt, never a failure of uv's (issue 68). TimeoutExpired past ``timeout_s``."""
+    from raytpu.runs.interrupt import interrupts_held
+
+    proc = None
+    try:
+        with interrupts_held():
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+        out, err = proc.communicate(timeout=timeout_s)
+    except BaseException:
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+        raise
+    if proc.returncode == -signal.SIGINT:
+        raise KeyboardInterrupt
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 def resolve(field: str, folder: Path, relative: str, *, cache: Path | None = None) -> Lock:
     """The lock of ``folder/relative`` against every pin of the image: from the cache when the same file was
     resolved against the same image before, else through ``uv pip compile`` (the image's lock as constraints,
@@ -282,12 +306,12 @@ def resolve(field: str, folder: Path, relative: str, *, cache: Path | None = Non
     except OSError as exc:  # a read-only HOME, XDG_CACHE_HOME naming a file, a full disk
         raise cache_refused(cache, exc) from exc
     try:
-        done = subprocess.run(
+        done = run_uv(
             # --no-config: a uv.toml or [tool.uv] of the team's folder (the cwd) would resolve against an index
             # the image build never uses. Source: uv 0.13 `--no-config`
             [uv_binary(), "pip", "compile", "--quiet", "--no-config", "--no-header", "--python-version", PYTHON_VERSION,
              "--python-platform", PLATFORM, "--constraint", str(IMAGE_LOCK), str(source), "-o", str(out)],
-            capture_output=True, text=True, timeout=RESOLVE_TIMEOUT_S, cwd=folder, check=False)
+            RESOLVE_TIMEOUT_S, cwd=folder)
         if done.returncode != 0:
             if unreachable(done.stderr):
                 raise errors.RuntimeFailure(f"requirements: cannot reach the package index to resolve {relative}: "
