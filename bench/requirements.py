@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from raytpu.images import team
 from raytpu.teamcode import envs, requirements
 
 CONFIG = """\
@@ -63,9 +64,11 @@ def main() -> int:
         (src / "requirements.txt").write_text("\n".join(args.packages) + "\n")
         (root / "raytpu.yaml").write_text(CONFIG)
         cache = root / "locks"
+        image = team.base_lock()
         figures["resolve_cold_s"], lock = timed(lambda: requirements.resolve("r", src, "requirements.txt",
-                                                                            cache=cache))
-        figures["resolve_warm_s"], _ = timed(lambda: requirements.resolve("r", src, "requirements.txt", cache=cache))
+                                                                            image=image, cache=cache))
+        figures["resolve_warm_s"], _ = timed(lambda: requirements.resolve("r", src, "requirements.txt", image=image,
+                                                                         cache=cache))
         assert isinstance(lock, requirements.Lock)
         figures["venv_install_s"], _ = timed(lambda: envs.ensure(root / "run", lock))
         figures["venv_found_s"], _ = timed(lambda: envs.ensure(root / "run", lock))

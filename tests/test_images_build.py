@@ -392,9 +392,12 @@ def team_site(site: CloudBuildServer, tmp_path: Path, monkeypatch: pytest.Monkey
         (tmp_path / rel).write_text(text)
     (tmp_path / "raytpu.yaml").write_text((tmp_path / "raytpu.yaml").read_text().rstrip("\n") + TEAM_WORKLOAD)
     from raytpu import config as config_mod
-    from raytpu.images import team_image_name
+    from raytpu.images import team
 
-    return team_image_name(config_mod.load(str(tmp_path / "raytpu.yaml")).workload("pretrain"))
+    spec = config_mod.load(str(tmp_path / "raytpu.yaml"))
+    name = team.image_name(team.prepare(spec, spec.workload("pretrain")))
+    assert name is not None
+    return name
 
 
 def test_a_team_image_is_built_by_name_from_the_job_image_by_digest_and_recorded(

@@ -25,6 +25,7 @@ from raytpu.cluster.outputs import StackOutputs
 from raytpu.cluster.submission import StackRun
 from raytpu.config import parse
 from raytpu.core.manifests import kueue
+from raytpu.images import team
 
 pytestmark = pytest.mark.unit
 
@@ -51,7 +52,8 @@ def team_job(server: KubeApiServer, workload: str, run: str, created: str) -> di
     """The RayJob ``raytpu submit`` applies for a team's ``workload``, as the server keeps it (suspended)."""
     spec = parse(CONFIG)
     outputs = StackOutputs(**OUTPUTS, endpoint=server.url, ca_certificate="")
-    job = StackRun.of(spec, spec.workload(workload), outputs, STACK, run).manifest({}, None, preview=True)
+    work = spec.workload(workload)
+    job = StackRun.of(spec, work, outputs, STACK, run, team.prepare(spec, work)).manifest({}, None, preview=True)
     job["metadata"]["creationTimestamp"] = created
     return server.put(job, namespace=TEAM_NS)
 

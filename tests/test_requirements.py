@@ -27,6 +27,7 @@ from raytpu.teamcode import envs, failures, requirements
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[1]
+JOB_LOCK = team.base_lock()
 CONFIG = (REPO / "raytpu.example.yaml").read_text().split("\nworkloads:")[0] + """
 workloads:
   - name: pretrain
@@ -95,36 +96,36 @@ def test_requirements_need_code_and_the_kits_image(tmp_path: Path) -> None:
 def test_a_clash_with_the_images_pins_names_the_package_and_both_versions(tmp_path: Path) -> None:
     src = project(tmp_path, "inflection\njax==0.4.30  # old\n")
     with pytest.raises(errors.InvalidInput) as caught:
-        requirements.resolve("workloads[3].requirements", src, "requirements.txt")
+        requirements.resolve("workloads[3].requirements", src, "requirements.txt", image=JOB_LOCK)
     [line] = problems(caught.value)
-    pinned = requirements.image_pins()["jax"]
+    pinned = JOB_LOCK.pins["jax"]
     assert line.startswith("workloads[3].requirements: 'jax==0.4.30'") and "jax==0.4.30" in line
     assert f"the kit's image pins jax=={pinned}" in line
 
 
 def test_a_range_holding_the_pin_is_no_clash() -> None:
-    assert requirements.clash_problems("r", "jax>=0.4\nnumpy\n-r other.txt\n", requirements.image_pins()) == []
+    assert requirements.clash_problems("r", "jax>=0.4\nnumpy\n-r other.txt\n", JOB_LOCK) == []
 
 
 def test_resolution_is_against_the_image_and_cached_by_content(tmp_path: Path, own_cache: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     src = project(tmp_path, "inflection>=0.5\nnumpy\n")
-    lock = requirements.resolve("requirements", src, "requirements.txt")
+    lock = requirements.resolve("requirements", src, "requirements.txt", image=JOB_LOCK)
     assert set(lock.extras) == {"inflection"}  # numpy is the image's own pin: nothing to add
-    assert requirements.pins(lock.text)["numpy"] == requirements.image_pins()["numpy"]
+    assert requirements.pins(lock.text)["numpy"] == JOB_LOCK.pins["numpy"]
     assert len(lock.digest) == 16 and lock.extras_text() == f"inflection=={lock.extras['inflection']}\n"
     monkeypatch.setattr(requirements, "uv_binary", lambda: pytest.fail("the second resolve ran uv"))
-    assert requirements.resolve("requirements", src, "requirements.txt") == lock
+    assert requirements.resolve("requirements", src, "requirements.txt", image=JOB_LOCK) == lock
     (src / "requirements.txt").write_text("inflection>=0.5\n")  # same extras: same lock name
     monkeypatch.undo()
     monkeypatch.setenv("XDG_CACHE_HOME", str(own_cache))
-    assert requirements.resolve("requirements", src, "requirements.txt").digest == lock.digest
+    assert requirements.resolve("requirements", src, "requirements.txt", image=JOB_LOCK).digest == lock.digest
 
 
 def test_a_package_no_index_has_is_refused_naming_the_field(tmp_path: Path) -> None:
     src = project(tmp_path, "no-such-package-raytpu-heldout-zz\n")
     with pytest.raises(errors.InvalidInput) as caught:
-        requirements.resolve("workloads[1].requirements", src, "requirements.txt")
+        requirements.resolve("workloads[1].requirements", src, "requirements.txt", image=JOB_LOCK)
     assert str(caught.value).startswith("workloads[1].requirements: 'requirements.txt' does not resolve")
     assert "no-such-package-raytpu-heldout-zz" in str(caught.value)
 
@@ -132,9 +133,9 @@ def test_a_package_no_index_has_is_refused_naming_the_field(tmp_path: Path) -> N
 def test_a_transitive_clash_is_refused(tmp_path: Path) -> None:
     src = project(tmp_path, "numba==0.58.1\n")  # needs numpy<1.27; the image pins numpy 2
     with pytest.raises(errors.InvalidInput) as caught:
-        requirements.resolve("requirements", src, "requirements.txt")
+        requirements.resolve("requirements", src, "requirements.txt", image=JOB_LOCK)
     assert "does not resolve against the kit's image pins" in str(caught.value)
-    assert "numpy>=1.22,<1.27" in str(caught.value) and f"numpy=={requirements.image_pins()['numpy']}" in str(
+    assert "numpy>=1.22,<1.27" in str(caught.value) and f"numpy=={JOB_LOCK.pins['numpy']}" in str(
         caught.value)
 
 
@@ -236,10 +237,10 @@ def spec(tmp_path: Path) -> Any:
 
 def test_the_rayjob_runs_the_image_of_its_lock_by_digest(spec: Any, tmp_path: Path) -> None:
     work = spec.workload("pretrain")
-    name = images.team_image_name(work)
-    assert team.NAME.match(name)
+    name = team.image_name(team.prepare(spec, work))
+    assert name is not None and team.NAME.match(name)
     ref = f"us-docker.pkg.dev/fixture-project/raytpu-fixture/{name}@sha256:{'a' * 64}"
-    resolve = images.resolver({**FIXTURE_REFS, name: ref}, stack="fixture-cluster")
+    resolve = images.resolver({**FIXTURE_REFS, name: ref}, stack="fixture-cluster", team_image=name)
     job = kuberay.workload_manifest(spec, work, images=resolve, service_account="ray", bucket="b", namespace="ray",
                                     name="pretrain-r1", args=work.kind.run_args("pretrain-r1"), code_zip="w.zip")
     assert schema_errors(job) == []
@@ -265,24 +266,26 @@ def test_a_teams_serve_app_declares_the_ray_of_the_image_it_runs(tmp_path: Path)
 """
     spec = parse(config, str(tmp_path / "raytpu.yaml"), base=tmp_path)
     work = spec.workload("scorer")
-    name = images.team_image_name(work)
+    name = team.image_name(team.prepare(spec, work))
+    assert name is not None
     ref = f"us-docker.pkg.dev/fixture-project/raytpu-fixture/{name}@sha256:{'a' * 64}"
-    image = images.resolver({**FIXTURE_REFS, name: ref}, stack="fixture-cluster")(work)
+    image = images.resolver({**FIXTURE_REFS, name: ref}, stack="fixture-cluster", team_image=name)(work)
     assert image == (ref, images.IMAGES[team.BASE_IMAGE].ray_version) and image.ray_version == "2.60.0"
 
 
 def test_submit_names_the_build_command_when_the_locks_image_is_missing(spec: Any) -> None:
     work = spec.workload("pretrain")
+    name = team.image_name(team.prepare(spec, work))
     with pytest.raises(errors.InvalidInput) as caught:
-        images.pod_image(work, FIXTURE_REFS, stack="ray-tpu-cluster")
-    assert str(caught.value).startswith(f"image {images.team_image_name(work)}:")
+        images.pod_image(work, FIXTURE_REFS, stack="ray-tpu-cluster", team_image=name)
+    assert str(caught.value).startswith(f"image {name}:")
     assert "`raytpu images build --stack ray-tpu-cluster`" in str(caught.value)
-    assert images.unbuilt(work, FIXTURE_REFS) == images.team_image_name(work)
+    assert images.unbuilt(work, FIXTURE_REFS, name) == name
 
 
 def test_the_locks_image_is_built_on_the_job_image_by_digest(spec: Any, tmp_path: Path) -> None:
     work = spec.workload("pretrain")
-    lock = requirements.resolve("requirements", Path(work.code), work.requirements)
+    lock = requirements.resolve("requirements", Path(work.code), work.requirements, image=JOB_LOCK)
     job_ref = FIXTURE_REFS["job"]
     definition = team.definition(lock, job_ref, root=tmp_path / "ctx")
     assert definition.name == team.name_of(lock) and definition.base == job_ref
@@ -324,11 +327,11 @@ def test_an_included_file_is_resolved_with_the_file_and_keys_the_lock(tmp_path: 
     (tmp_path / "requirements.txt").write_text("-r base.txt\n")
     (tmp_path / "base.txt").write_text("inflection==0.5.1\n")
     cache = tmp_path / "cache"
-    first = requirements.resolve("requirements", tmp_path, "requirements.txt", cache=cache)
+    first = requirements.resolve("requirements", tmp_path, "requirements.txt", image=JOB_LOCK, cache=cache)
     assert first.extras == {"inflection": "0.5.1"}
     (tmp_path / "base.txt").write_text("inflection==0.5.0\n")
-    assert requirements.resolve("requirements", tmp_path, "requirements.txt", cache=cache).extras == {
-        "inflection": "0.5.0"}
+    again = requirements.resolve("requirements", tmp_path, "requirements.txt", image=JOB_LOCK, cache=cache)
+    assert again.extras == {"inflection": "0.5.0"}
 
 
 def test_validate_reads_files_only_and_resolves_on_asking(tmp_path: Path) -> None:
@@ -358,5 +361,5 @@ def test_a_uv_config_in_the_code_folder_does_not_move_the_index(tmp_path: Path) 
     resolves with ``--no-config``."""
     (tmp_path / "requirements.txt").write_text("inflection==0.5.1\n")
     (tmp_path / "uv.toml").write_text('[pip]\nindex-url = "http://127.0.0.1:9/simple"\n')
-    lock = requirements.resolve("requirements", tmp_path, "requirements.txt", cache=tmp_path / "cache")
+    lock = requirements.resolve("requirements", tmp_path, "requirements.txt", image=JOB_LOCK, cache=tmp_path / "cache")
     assert lock.extras == {"inflection": "0.5.1"}

@@ -180,7 +180,9 @@ def test_locally_the_app_gets_its_env_and_only_the_secrets_files_path(spec: Any,
     work = replace(spec.workload("scorer"), env={"TEAM_MODE": "m"}, secrets={"TEAM_TOKEN": "team-token"})
     path = local_secrets.write({"TEAM_TOKEN": "v-47"})
     try:
-        config = team_app.local_config(_local(tmp_path), work, None, path)
+        from raytpu.images import team
+
+        config = team_app.local_config(_local(tmp_path), work, team.prepare(spec, work), None, path)
         env = config["applications"][0]["runtime_env"]["env_vars"]  # type: ignore[index]
         assert env["TEAM_MODE"] == "m" and env[local_secrets.ENV] == path
         assert env[local_secrets.SETUP_HOOK_ENV] == "raytpu.workloads.local_secrets.load"
@@ -198,12 +200,13 @@ def test_locally_an_unset_secret_is_refused_before_anything_deploys(spec: Any, t
 
     from raytpu.core.common.errors import InvalidInput
     from raytpu.local import team_app
+    from raytpu.teamcode.prepared import TeamCode
 
     monkeypatch.delenv("TEAM_TOKEN", raising=False)
     work = replace(spec.workload("scorer"), secrets={"TEAM_TOKEN": "team-token"})
     said: list[str] = []
     with pytest.raises(InvalidInput, match=r"workloads\[0\]\.secrets\.TEAM_TOKEN"):
-        team_app.deploy_team_app(_local(tmp_path), work, 1.0, None, said.append, "workloads[0]")
+        team_app.deploy_team_app(_local(tmp_path), work, TeamCode("workloads[0]"), 1.0, None, said.append)
     assert said == [] and not (tmp_path / "run").exists()
 
 

@@ -1303,6 +1303,7 @@ def test_submit_local_prints_nothing_itself_and_hands_the_command_its_lines_and_
     from raytpu import local
     from raytpu.local.submission import submit_local
     from raytpu.runs.following import FollowedRun, Streams
+    from raytpu.teamcode.prepared import TeamCode
 
     def submit_job(_cluster: local.LocalCluster, _kind_name: str, *_extra: str, **options: Any) -> str:
         options["sink"]("a driver line")
@@ -1314,7 +1315,7 @@ def test_submit_local_prints_nothing_itself_and_hands_the_command_its_lines_and_
     ended: list[FollowedRun] = []
     work = parse(BATCH_CONFIG).workload("label")
     assert submit_local(work, directory=tmp_path, run_id="r1", timeout_s=5.0, streams=Streams(out.append, err.append,
-                        ended.append), cpu_model="model", prefix="workloads[3]") == 0
+                        ended.append), cpu_model="model", code=TeamCode("workloads[3]")) == 0
     assert capsys.readouterr() == ("", "")
     assert (out, err) == (["a driver line"], ["Ray job label-r1: SUCCEEDED"])
     [run] = ended

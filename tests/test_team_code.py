@@ -546,11 +546,14 @@ def test_reported_metrics_become_plain_json() -> None:
 
 
 def test_invalid_inputs_of_both_kinds_at_once(tmp_path: Path) -> None:
-    """Every problem at once, each under its own workload."""
+    """Every problem at once, each under its own workload; loading the config reads no folder (issue 70)."""
+    from raytpu.images import team
+
     write(tmp_path / "src", SRC)
     text = CONFIG.replace("lm.train:train_loop", "lm.train:nope").replace("tools/reserve.py", "tools/gone.py")
+    spec_ = parse(text, str(tmp_path / "raytpu.yaml"), base=tmp_path)
     with pytest.raises(InvalidInputs) as raised:
-        parse(text, str(tmp_path / "raytpu.yaml"), base=tmp_path)
+        team.prepare_all(spec_, lock=False)
     assert [p.field for p in raised.value.problems] == ["workloads[0].train_loop", "workloads[1].entrypoint"]
 
 

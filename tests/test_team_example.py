@@ -134,13 +134,14 @@ def test_the_optimizer_is_optax_from_the_projects_requirements() -> None:
     the file on every workload that runs the code)."""
     import optax
 
+    from raytpu.images import team
     from raytpu.teamcode import requirements
 
     assert isinstance(optim.optimizer(resolve({})), optax.GradientTransformation)
     wanted = requirements.pins((SRC / "requirements.txt").read_text())
     kit = requirements.pins((SRC.parents[2] / "requirements.lock").read_text())
     assert wanted["optax"] == kit["optax"] == optax.__version__  # the kit's venv (tests, mypy) has the same optax
-    assert "optax" not in requirements.image_pins()
+    assert "optax" not in team.base_lock().pins
 
 
 @pytest.mark.unit

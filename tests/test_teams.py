@@ -23,6 +23,7 @@ from raytpu.core.manifests import kuberay, kueue
 from raytpu.core.specs import teams
 from raytpu.core.specs.spec import ClusterSpec
 from raytpu.core.tpu.plan import TPU_RESOURCE
+from raytpu.images import team
 
 pytestmark = pytest.mark.unit
 
@@ -44,7 +45,8 @@ def spec_of(**change: Any) -> ClusterSpec:
 
 
 def job_of(spec: ClusterSpec, workload: str = "train") -> dict[str, Any]:
-    run = StackRun.of(spec, spec.workload(workload), StackOutputs(**OUTPUTS), "ray-tpu-cluster", "abc123")
+    work = spec.workload(workload)
+    run = StackRun.of(spec, work, StackOutputs(**OUTPUTS), "ray-tpu-cluster", "abc123", team.prepare(spec, work))
     return run.manifest({}, None, preview=True)
 
 

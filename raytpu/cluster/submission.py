@@ -16,13 +16,14 @@ from raytpu.core.common import errors, names, report, timeline
 from raytpu.core.manifests import kuberay, kueue, serving
 from raytpu.core.specs import run_env, vllm_rules
 from raytpu.runs.following import FollowedRun, Sink, Streams
-from raytpu.teamcode.bundle import Bundle, bundle
+from raytpu.teamcode.bundle import Bundle
 
 if TYPE_CHECKING:
     from raytpu.cluster.kube_client import KubeClient
     from raytpu.cluster.outputs import StackOutputs
     from raytpu.core.specs.kinds import WorkloadKind
     from raytpu.core.specs.spec import ClusterSpec, WorkloadSpec
+    from raytpu.teamcode.prepared import TeamCode
 
 
 @dataclass(frozen=True)
@@ -35,23 +36,33 @@ class StackRun:
     outputs: StackOutputs
     stack: str
     name: str
-    code: Bundle | None = None
+    team_code: TeamCode
+    """The workload's code as read once by the command (its zip, its lock, its config path)."""
     replace: bool = False
     """``submit --replace``: a RayService whose Ray cluster spec this submit changes is deleted and re-created."""
 
     @classmethod
     def of(cls, spec: ClusterSpec, work: WorkloadSpec, outputs: StackOutputs, stack: str,
-           run_id: str | None) -> StackRun:
-        """Every RayJob submission is a new run: its own name, and (train) its own checkpoint directory; a team's
-        code folder is zipped (InvalidInput naming ``workloads[i].code`` when it cannot ship)."""
+           run_id: str | None, code: TeamCode) -> StackRun:
+        """Every RayJob submission is a new run: its own name, and (train) its own checkpoint directory; ``code`` is
+        the workload's team code, read once (:func:`raytpu.images.team.prepare`)."""
         name = f"{work.name}-{run_id or names.run_id()}" if work.kind.is_job else work.name
         team = spec.team_of(work)
         if team is not None:  # the team's own namespace: its KSA (the same name), Secrets and queue
             outputs = dataclasses.replace(outputs, namespace=team.namespace)
-        code = None
-        if work.code is not None:
-            code = bundle(f"workloads[{spec.workloads.index(work)}].code", work.code, work.name)
         return cls(spec, work, outputs, stack, name, code)
+
+    @property
+    def code(self) -> Bundle | None:
+        """The code folder's zip (None: no ``code``)."""
+        return self.team_code.zip
+
+    @property
+    def team_image(self) -> str | None:
+        """The image of the workload's requirements lock (None: no requirements)."""
+        from raytpu.images import team
+
+        return team.image_name(self.team_code)
 
     @property
     def code_uri(self) -> str | None:
@@ -68,7 +79,8 @@ class StackRun:
     def manifest(self, refs: Mapping[str, str], py_modules: str | None, *, preview: bool = False) -> dict[str, Any]:
         """The workload's KubeRay object; a ``preview`` shows an image not built yet as a placeholder."""
         resolve = images.preview_resolver if preview else images.resolver
-        manifest = kuberay.workload_manifest(self.spec, self.work, images=resolve(refs, stack=self.stack),
+        manifest = kuberay.workload_manifest(self.spec, self.work,
+                                             images=resolve(refs, stack=self.stack, team_image=self.team_image),
                                              service_account=self.outputs.service_account,
                                              bucket=self.outputs.bucket, namespace=self.outputs.namespace,
                                              py_modules=py_modules, name=self.name,
@@ -95,7 +107,8 @@ def preview(run: StackRun, manifest: dict[str, Any], refs: Mapping[str, str]) ->
     if run.code is not None:  # what ships, file by file: the team sees every name before the bucket does
         note = "\n".join([f"code: {run.code_uri} ({run.code.files} files; not uploaded: --dry-run)",
                           *run.code.listing()])
-    return Preview(images.mark_preview(manifests, [n for n in [images.unbuilt(run.work, refs)] if n]), manifests, note)
+    missing = [n for n in [images.unbuilt(run.work, refs, run.team_image)] if n]
+    return Preview(images.mark_preview(manifests, missing), manifests, note)
 
 
 def apply(client: KubeClient, run: StackRun, manifest: dict[str, Any], say: Sink) -> None:
@@ -114,7 +127,7 @@ def apply(client: KubeClient, run: StackRun, manifest: dict[str, Any], say: Sink
                 "upgradeStrategy None: its pods would keep the old spec",
                 "--replace (deletes the RayService, waits for its pods to go, then applies it anew: the endpoint is "
                 "down until the new one serves); or submit without changing the cluster's fields")
-    check_team_secrets(client, run.work, f"workloads[{run.spec.workloads.index(run.work)}].secrets",
+    check_team_secrets(client, run.work, run.team_code.at("secrets"),
                        run.outputs.namespace)
     if run.work.kind.is_job and run.work.team is None:  # a team's run waits in its queue for the slice
         check_free(client, run.work, run.spec.cluster.autopilot)
@@ -240,7 +253,7 @@ def submit(run: StackRun, manifest: dict[str, Any], *, wait: bool, timeout_s: fl
                 return wait_service(client, name, run.work, run.outputs.namespace, timeout_s, streams,
                                     unreached=operator_hint(run.spec, name))
             return follow_job(client, name, run.work.kind, timeout_s, recorder, streams, lines,
-                              prefix=f"workloads[{run.spec.workloads.index(run.work)}]",
+                              prefix=run.team_code.field,
                               requirements=run.work.requirements is not None)
         finally:
             watcher.stop()

@@ -26,7 +26,11 @@ from typing import TYPE_CHECKING, Any
 from raytpu.console import argtypes
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
     from raytpu.images import record
+    from raytpu.teamcode.prepared import TeamCode
+    from raytpu.teamcode.requirements import Lock
 
 HELP = ("build the kit's container images with Cloud Build on a deployed stack and record their digests; list "
         "what is recorded")
@@ -82,13 +86,16 @@ def list_images(args: argparse.Namespace) -> int:
 
     args.config = config_mod.choose(args.config)
     spec = config_mod.load(args.config)
+    from raytpu.images import team
+
+    codes = team.prepare_all(spec, lock=True)  # each workload's folder walked and its lock worked out once
     built = record.load(args.config)
     kit = {name: {"built": name in built, "kinds": list(IMAGES[name].kinds),
                   **(built[name].to_json() if name in built else {"ref": None})} for name in IMAGES}
     runs: list[dict[str, Any]] = []
     for work in spec.workloads:
         own = work.image is not None
-        name = None if own else (images.team_image_name(work) if work.requirements is not None
+        name = None if own else (team.image_name(codes[work.name]) if work.requirements is not None
                                  else images.image_of(work).name)
         old = not own and name in built and record.stale(str(name), built[str(name)], built)
         reference = work.image if own else (built[name].ref if name in built and not old else None)
@@ -128,7 +135,7 @@ def build(args: argparse.Namespace) -> int:
 
     args.config = config_mod.choose(args.config)
     spec = config_mod.load(args.config)
-    locks = team_locks(spec)
+    locks = team_locks(team.prepare_all(spec, lock=True).values())  # each folder walked, each lock worked out, once
     asked_team = [n for n in dict.fromkeys(args.images) if n in locks]
     asked_kit = [n for n in args.images if n not in locks]
     names = chosen_images(asked_kit, {w.kind.name for w in spec.workloads}, args.config, sorted(locks)) \
@@ -157,7 +164,7 @@ def build(args: argparse.Namespace) -> int:
         path = record.save(args.config, name, built[name])
         print(f"recorded {name}: {built[name].ref} in {path}", file=sys.stderr)
     if not args.images or asked_team:  # then one image per requirements lock, on the job image as recorded
-        for name, definition in team_definitions(spec, args.config, args.stack).items():
+        for name, definition in team_definitions(locks, args.config, args.stack).items():
             if asked_team and name not in asked_team:
                 continue
             if not asked_team and (name in built or name in record.load_refs(args.config, outputs.registry)):
@@ -171,39 +178,26 @@ def build(args: argparse.Namespace) -> int:
     return 0
 
 
-def team_locks(spec: Any) -> dict[str, Any]:
-    """``{team-<hash>: lock}`` of the config's workloads with ``requirements`` (the names ``IMAGE`` may give)."""
-    from pathlib import Path
-
+def team_locks(codes: Iterable[TeamCode]) -> dict[str, Lock]:
+    """``{team-<hash>: lock}`` of the workloads' prepared code (the names ``IMAGE`` may give)."""
     from raytpu.images import team
-    from raytpu.teamcode.requirements import resolve
 
-    return {team.name_of(lock): lock for lock in (
-        resolve(f"workloads[{i}].requirements", Path(w.code), w.requirements)
-        for i, w in enumerate(spec.workloads) if w.requirements is not None and w.image is None)}
+    return {team.name_of(code.lock): code.lock for code in codes if code.lock is not None}
 
 
-def team_definitions(spec: Any, config: str, stack: str) -> dict[str, Any]:
-    """The image of each workload's requirements lock (:mod:`raytpu.images.team`), FROM the job image as
-    recorded; InvalidInput when that is not built (it is built first by the same command)."""
-    from pathlib import Path
-
+def team_definitions(locks: Mapping[str, Lock], config: str, stack: str) -> dict[str, Any]:
+    """The image of each requirements lock (:mod:`raytpu.images.team`), FROM the job image as recorded; InvalidInput
+    when that is not built (it is built first by the same command)."""
     from raytpu.core.common import errors
     from raytpu.images import record, team
-    from raytpu.teamcode.requirements import resolve
 
-    wanted = [(i, w) for i, w in enumerate(spec.workloads) if w.requirements is not None and w.image is None]
-    if not wanted:
+    if not locks:
         return {}
     job_ref = record.load_refs(config).get(team.BASE_IMAGE)
     if job_ref is None:
         raise errors.missing(f"image {team.BASE_IMAGE}", "to layer the workloads' requirements on",
                              f"`raytpu images build --stack {stack}` (it builds the job image first)")
-    found = {}
-    for i, work in wanted:
-        lock = resolve(f"workloads[{i}].requirements", Path(work.code), work.requirements)
-        found[team.name_of(lock)] = team.definition(lock, job_ref)
-    return found
+    return {name: team.definition(lock, job_ref) for name, lock in locks.items()}
 
 
 VERSION_COLUMNS = ("image", "ref", "base digest", "ray", "jax/libtpu or vllm", "protobuf")

@@ -277,16 +277,18 @@ def _serve(args: argparse.Namespace) -> int:
     from raytpu.local.from_config import config_serving_workload, serving_on_slice
 
     chosen = config_serving_workload(args.config, args.workload)  # a wrong --workload is said before the cluster
+    code = None
+    if chosen is not None and chosen.work.serve_app is not None:  # a team's app: its code read once, before the cluster
+        from raytpu.images import team
+
+        code = team.prepare(chosen.spec, chosen.work)
     cluster = _cluster(args)
-    work = cluster.workload("serve") if chosen is None else serving_on_slice(cluster, chosen)
-    if work.serve_app is not None:  # a team's own app: the kit's .venv runs it, no vLLM
+    work = cluster.workload("serve") if chosen is None else serving_on_slice(cluster, chosen.work)
+    if code is not None:  # a team's own app: the kit's .venv runs it, no vLLM
         from raytpu.local.team_app import deploy_team_app
 
         _alive(cluster)
-        from raytpu.local.from_config import workload_field
-
-        field = workload_field(args.config, work.name)
-        print(f"endpoint: {deploy_team_app(cluster, work, args.timeout_s, args.api_key_file, _progress, field)}")
+        print(f"endpoint: {deploy_team_app(cluster, work, code, args.timeout_s, args.api_key_file, _progress)}")
         sys.stdout.flush()
         _progress("serving until `raytpu local down`")
         return 0

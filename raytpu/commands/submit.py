@@ -78,7 +78,11 @@ def run(args: argparse.Namespace) -> int:
     spec = config_mod.load(args.config, workload=args.workload, overrides=given)
     work = spec.workload(args.workload)
     from raytpu.config import overrides
+    from raytpu.images import team
+    from raytpu.teamcode.prepared import field_of
 
+    with overrides.naming(field_of(spec, work.name), given):  # its folder walked, its lock worked out: once
+        code = team.prepare(spec, work)
     overridden = overrides.summary(given) if given else None
     if (args.report is not None and not (args.wait or args.local)) or args.report == "":
         raise errors.invalid_value("--report", args.report, "is the timeline of a run that is followed",
@@ -95,15 +99,14 @@ def run(args: argparse.Namespace) -> int:
     from raytpu.console.followed_run import streams
     from raytpu.teamcode.checks import head_warnings
 
-    for line in head_warnings(f"workloads[{spec.workloads.index(work)}]", work):  # validate's, said before the run
+    for line in head_warnings(code.field, work):  # validate's, said before the run
         print(f"warning: {line}", file=sys.stderr)
     if args.local:
         from raytpu.local.submission import submit_local
 
         return submit_local(work, directory=args.dir, run_id=args.run_id, timeout_s=args.timeout_s,
                             streams=streams(args.report, overridden), cpu_model=args.cpu_model,
-                            overwrite=args.overwrite, prefix=f"workloads[{spec.workloads.index(work)}]",
-                            overridden=overridden)
+                            overwrite=args.overwrite, code=code, overridden=overridden)
     if not args.stack:
         raise errors.missing("--stack", "(or --local)", "the cluster stack's id, <cluster name>-cluster")
     from raytpu.cluster import google_api, submission
@@ -112,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     from raytpu.images.record import load_refs
 
     outputs = StackOutputs.read(args.outputs, args.stack, spec, args.config)
-    stack_run = dataclasses.replace(submission.StackRun.of(spec, work, outputs, args.stack, args.run_id),
+    stack_run = dataclasses.replace(submission.StackRun.of(spec, work, outputs, args.stack, args.run_id, code),
                                     replace=args.replace)
     # the stack's own registry only; a preview (--dry-run) shows an unbuilt image as a placeholder, marked
     refs = load_refs(args.config, outputs.registry or None)
@@ -130,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         google_api.upload_core(google_api.upload_target(args.py_modules, outputs.bucket))
 
     def rebuilt(run_id: str) -> tuple[submission.StackRun, dict[str, Any]]:
-        run = submission.StackRun.of(spec, work, outputs, args.stack, run_id)
+        run = submission.StackRun.of(spec, work, outputs, args.stack, run_id, code)
         made = run.manifest(refs, args.py_modules, preview=False)
         if overridden:
             overrides.annotate(made, overridden)

@@ -7,7 +7,10 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from raytpu.core.specs.spec import ClusterSpec, SliceSpec, WorkloadSpec
+    from raytpu.teamcode.prepared import TeamCode
 
 HELP = "check a raytpu.yaml; every problem is reported with its field path"
 
@@ -37,10 +40,15 @@ def run(args: argparse.Namespace) -> int:
     spec = load(args.config)
     from raytpu.core.common import errors
     from raytpu.core.specs import data
+    from raytpu.images import team
+
+    codes = team.prepare_all(spec, lock=False)  # every code folder walked once and checked
     errors.raise_found([p for i, w in enumerate(spec.workloads) if w.output is not None and w.input is not None
                         for p in (data.overlap_problems(w.input, w.output, f"workloads[{i}].output", resolve=True)
                                   or data.output_problems(f"workloads[{i}].output", w.output, args.overwrite))])
-    locks = resolved_locks(spec) if args.resolve else {}
+    if args.resolve:  # resolving needs the index: only on asking
+        codes = team.lock_all(spec, codes)
+    locks = lock_lines(codes)
     print(f"{args.config}: valid ({spec.cluster.mode} cluster {spec.cluster.name!r} in {spec.region}, "
           f"{len(spec.slices)} slice kind(s), {len(spec.workloads)} workload(s))")
     for item in spec.slices:
@@ -69,10 +77,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {work.name}: {work.kind.name} on {work.slice.name}{span}, {how}{runs(work)}{kept(work)}{lock}")
     from raytpu.core.specs.run_env import secret_like_warnings
     from raytpu.teamcode.checks import head_warnings
-    for i, work in enumerate(spec.workloads):
+    for work in spec.workloads:
         for line in [*fit_warnings(work), *serving_warnings(spec, work), *deadline_warnings(work),
-                     *disk_warnings(spec, work), *head_warnings(f"workloads[{i}]", work),
-                     *secret_like_warnings(f"workloads[{i}]", work.env)]:
+                     *disk_warnings(spec, work), *head_warnings(codes[work.name].field, work),
+                     *secret_like_warnings(codes[work.name].field, work.env)]:
             print(f"warning: {line}", file=sys.stderr)
         if work.kind.is_job and work.slice.name in held:
             print(f"warning: workloads.{work.name}: every copy of slice {work.slice.name} is held by "
@@ -85,28 +93,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def resolved_locks(spec: ClusterSpec) -> dict[str, str]:
-    """``--resolve``: each workload's requirements resolved (uv, the package index), every problem reported together
-    (exit 2 for a line no index serves or a clash, 1 when the index is unreachable); workload -> its lock's line."""
-    from pathlib import Path
-
-    from raytpu.core.common import errors
+def lock_lines(codes: Mapping[str, TeamCode]) -> dict[str, str]:
+    """``--resolve``: workload -> its lock's line (the locks were worked out by :func:`raytpu.images.team.prepare_all`:
+    every problem together, exit 2 for a line no index serves or a clash, 1 when the index is unreachable)."""
     from raytpu.images.team import name_of
-    from raytpu.teamcode.requirements import resolve
 
-    found: list[errors.InvalidInput] = []
-    locks = {}
-    for i, work in enumerate(spec.workloads):
-        if work.requirements is None or work.code is None:
-            continue
-        try:
-            lock = resolve(f"workloads[{i}].requirements", Path(work.code), work.requirements)
-        except errors.InvalidInput as exc:
-            found.append(exc)
-            continue
-        locks[work.name] = f"lock {name_of(lock)}: {len(lock.extras)} package(s) beyond the kit's image"
-    errors.raise_found(found)
-    return locks
+    return {name: f"lock {name_of(code.lock)}: {len(code.lock.extras)} package(s) beyond the kit's image"
+            for name, code in codes.items() if code.lock is not None}
 
 
 def runs(work: WorkloadSpec) -> str:

@@ -160,7 +160,7 @@ def load(path: str | Path | None = None, *, workload: str | None = None,
 def parse(text: str, source: str = DEFAULT_CONFIG, base: Path | None = None, *, workload: str | None = None,
           overrides: collections.abc.Sequence[str] = ()) -> ClusterSpec:
     """Validates and compiles config text; InvalidInputs lists every problem with its field path. Code folders are made
-    absolute against ``base`` (default: the working folder) and checked (:mod:`raytpu.teamcode.checks`)."""
+    absolute against ``base`` (default: the working folder), never read (:mod:`raytpu.teamcode.prepared` reads them)."""
     data = reading.load_yaml(text, source, field_at)
     if not isinstance(data, dict):
         shown = "empty" if data is None else f"a {type(data).__name__}, not a mapping"
@@ -187,33 +187,20 @@ def _parse_data(data: dict[str, Any], base: Path | None) -> ClusterSpec:
         config = Config.model_validate(data)
     except ValidationError as exc:
         raise InvalidInputs(structure_problems(exc.errors())) from exc
-    config, found = _code_folders(config, base or Path.cwd())
-    try:
-        spec = compile_config(config)
-    except (InvalidInput, InvalidInputs) as exc:
-        raise InvalidInputs([*errors.problems_of(exc), *found]) from exc
-    errors.raise_found(found)
-    return spec
+    return compile_config(_code_folders(config, base or Path.cwd()))
 
 
-def _code_folders(config: Any, base: Path) -> tuple[Any, list[InvalidInput]]:
-    """``config`` with every workload's ``code`` made absolute against ``base``, and the problems found in those
-    folders (those of a kind that takes code, spelled as a local path: the spec reports the others)."""
-    from raytpu.teamcode.checks import folder_problems
-
-    workloads, found = list(config.workloads or ()), []
+def _code_folders(config: Any, base: Path) -> Any:
+    """``config`` with every workload's ``code`` made absolute against ``base`` (those of a kind that takes code,
+    spelled as a local path: the spec reports the others). No folder is read here: a workload's code is read once,
+    by the command that needs it (:mod:`raytpu.teamcode.prepared`)."""
+    workloads = list(config.workloads or ())
     for i, work in enumerate(workloads):
         code, kind = work.code, kinds.KINDS.get(work.kind)
         if not isinstance(code, str) or not code.strip() or "://" in code or kind is None or not kind.code_entry:
             continue
-        folder = Path(os.path.abspath(base / os.path.expanduser(code)))
-        workloads[i] = work.model_copy(update={"code": str(folder)})
-        found += folder_problems(f"workloads[{i}].code", folder, {"train_loop": work.train_loop,
-                                                                 "train_config": work.train_config,
-                                                                 "entrypoint": work.entrypoint,
-                                                                 "requirements": work.requirements,
-                                                                 "serve_app": work.serve_app})
-    return (config.model_copy(update={"workloads": tuple(workloads)}) if workloads else config), found
+        workloads[i] = work.model_copy(update={"code": str(Path(os.path.abspath(base / os.path.expanduser(code))))})
+    return config.model_copy(update={"workloads": tuple(workloads)}) if workloads else config
 
 
 def compile_config(config: Any) -> ClusterSpec:

@@ -8,8 +8,9 @@ text means the same value in both: ``off`` and ``no`` are strings, ``010`` is 10
 
 from __future__ import annotations
 
+import contextlib
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from raytpu.config import reading
@@ -90,6 +91,19 @@ def renamed(problem: InvalidInput, prefix: str, given: Sequence[str]) -> Invalid
         if problem.field == where or problem.field.startswith((f"{where}.", f"{where}[")):
             return InvalidInput(f"{FLAG} {key}{problem.field[len(where):]}", problem.problem, problem.valid)
     return problem
+
+
+@contextlib.contextmanager
+def naming(prefix: str, given: Sequence[str]) -> Iterator[None]:
+    """Problems raised inside (a team's code read after the config: :mod:`raytpu.teamcode.prepared`) named by their
+    ``--set KEY`` when they are about an overridden field of workload ``prefix`` (:func:`renamed`)."""
+    try:
+        yield
+    except (InvalidInput, errors.InvalidInputs) as exc:
+        if not given:
+            raise
+        found = [renamed(p, prefix, given) for p in errors.problems_of(exc)]
+        raise (found[0] if isinstance(exc, InvalidInput) else errors.InvalidInputs(found)) from exc
 
 
 def summary(given: Sequence[str]) -> dict[str, Any]:

@@ -39,15 +39,16 @@ def image_of(work: WorkloadSpec) -> ImageDefinition:
     return for_kind(TEAM_SERVE_IMAGE_OF if work.serve_app is not None else work.kind.name)
 
 
-def pod_image(work: WorkloadSpec, refs: Mapping[str, str], *, stack: str) -> PodImage:
-    """What ``work``'s pods run: its own ``image`` (carrying the kit's Ray), else its kind's image at the digest
-    ``refs`` records. InvalidInput: no built digest (naming the command that builds it for ``stack``, the cluster
-    stack's id), or a malformed reference."""
+def pod_image(work: WorkloadSpec, refs: Mapping[str, str], *, stack: str, team_image: str | None = None) -> PodImage:
+    """What ``work``'s pods run: its own ``image`` (carrying the kit's Ray), else the image of its requirements' lock
+    (``team_image``, :func:`raytpu.images.team.name_of` of the lock its :class:`~raytpu.teamcode.prepared.TeamCode`
+    holds), else its kind's image at the digest ``refs`` records. InvalidInput: no built digest (naming the command
+    that builds it for ``stack``, the cluster stack's id), or a malformed reference."""
     if work.image is not None:
         return PodImage(work.image, RAY_VERSION)
     image = image_of(work)
     if work.requirements is not None:
-        return _team_image(work, refs, stack=stack)
+        return _team_image(work, _team_name(work, team_image), refs, stack=stack)
     reference = refs.get(image.name)
     if reference is None:
         raise errors.missing(
@@ -62,21 +63,15 @@ def pod_image(work: WorkloadSpec, refs: Mapping[str, str], *, stack: str) -> Pod
     return PodImage(reference, image.ray_version)
 
 
-def team_image_name(work: WorkloadSpec) -> str:
-    """``team-<lock digest>``: the image of ``work``'s requirements (resolved from the cache: the config's load
-    resolved them). Source of the layering: :mod:`raytpu.images.team`."""
-    from pathlib import Path
-
-    from raytpu.images.team import name_of
-    from raytpu.teamcode.requirements import resolve
-
-    assert work.code is not None and work.requirements is not None
-    return name_of(resolve("requirements", Path(work.code), work.requirements))
+def _team_name(work: WorkloadSpec, team_image: str | None) -> str:
+    """The team image a workload with requirements runs: its lock's, which its caller worked out once."""
+    assert team_image is not None, f"{work.name}: a workload with requirements runs its lock's image (TeamCode.lock)"
+    return team_image
 
 
-def _team_image(work: WorkloadSpec, refs: Mapping[str, str], *, stack: str) -> PodImage:
-    """The image of ``work``'s lock by digest; InvalidInput naming ``raytpu images build`` when it is not built."""
-    name = team_image_name(work)
+def _team_image(work: WorkloadSpec, name: str, refs: Mapping[str, str], *, stack: str) -> PodImage:
+    """The image ``name`` of ``work``'s lock by digest; InvalidInput naming ``raytpu images build`` when it is not
+    built."""
     reference = refs.get(name)
     if reference is None:
         raise errors.missing(
@@ -92,9 +87,10 @@ def _team_image(work: WorkloadSpec, refs: Mapping[str, str], *, stack: str) -> P
     return PodImage(reference, IMAGES[BASE_IMAGE].ray_version)  # a lock's image is layered on the job image
 
 
-def resolver(refs: Mapping[str, str], *, stack: str) -> Callable[[WorkloadSpec], PodImage]:
+def resolver(refs: Mapping[str, str], *, stack: str, team_image: str | None = None
+             ) -> Callable[[WorkloadSpec], PodImage]:
     """:func:`pod_image` over ``refs``: the ``images`` :func:`raytpu.core.manifests.kuberay.workload_manifest` takes."""
-    return partial(pod_image, refs=refs, stack=stack)
+    return partial(pod_image, refs=refs, stack=stack, team_image=team_image)
 
 
 NOT_BUILT = "<not built: run raytpu images build>"
@@ -104,11 +100,12 @@ PREVIEW_ANNOTATION = "raytpu preview: images not built, not applicable"
 each at ``kubectl apply``. Source: k8s.io/apimachinery ``ValidateAnnotations`` (``IsQualifiedName``)."""
 
 
-def preview_resolver(refs: Mapping[str, str], *, stack: str) -> Callable[[WorkloadSpec], PodImage]:
+def preview_resolver(refs: Mapping[str, str], *, stack: str, team_image: str | None = None
+                     ) -> Callable[[WorkloadSpec], PodImage]:
     """:func:`resolver`, but an unbuilt kit image is :data:`NOT_BUILT` (:func:`mark_preview` makes it unappliable)."""
     def image(work: WorkloadSpec) -> PodImage:
-        if unbuilt(work, refs) is None:
-            return pod_image(work, refs, stack=stack)
+        if unbuilt(work, refs, team_image) is None:
+            return pod_image(work, refs, stack=stack, team_image=team_image)
         return PodImage(NOT_BUILT, image_of(work).ray_version)
     return image
 
@@ -127,9 +124,10 @@ def mark_preview(manifests: list[dict[str, object]], missing: list[str]) -> str:
             "# `raytpu images build --stack STACK` first; then --dry-run shows what would be applied.\n")
 
 
-def unbuilt(work: WorkloadSpec, refs: Mapping[str, str]) -> str | None:
-    """The name of the kit's image ``work`` needs and ``refs`` lacks; None when it runs an image it has."""
+def unbuilt(work: WorkloadSpec, refs: Mapping[str, str], team_image: str | None = None) -> str | None:
+    """The name of the kit's image ``work`` needs (``team_image``: its lock's, for a workload with requirements) and
+    ``refs`` lacks; None when it runs an image it has."""
     if work.image is not None:
         return None
-    name = team_image_name(work) if work.requirements is not None else image_of(work).name
+    name = _team_name(work, team_image) if work.requirements is not None else image_of(work).name
     return None if name in refs else name

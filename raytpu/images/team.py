@@ -8,11 +8,18 @@ Its build context is a folder the kit writes under its cache (a Dockerfile and t
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from raytpu.images.definitions import IMAGES, ImageDefinition
-from raytpu.teamcode.requirements import Lock, cache_dir, cache_refused
+from raytpu.teamcode import prepared
+from raytpu.teamcode.prepared import TeamCode
+from raytpu.teamcode.requirements import ImageLock, Lock, cache_dir, cache_refused
+
+if TYPE_CHECKING:
+    from raytpu.core.specs.spec import ClusterSpec, WorkloadSpec
 
 PREFIX = "team-"
 NAME = re.compile(r"^team-[0-9a-f]{16}$")
@@ -51,3 +58,29 @@ def definition(lock: Lock, job_ref: str, *, root: Path | None = None) -> ImageDe
     digest = job_ref.partition("@")[2]
     return ImageDefinition(name=name, context=context, versions=MappingProxyType({**job.versions, **lock.extras}),
                            kinds=job.kinds, base=job_ref, base_digest=digest, python=job.python)
+
+
+def base_lock() -> ImageLock:
+    """Every pin of the job image, as :mod:`raytpu.teamcode` takes them: a team's lock is resolved against them."""
+    path = IMAGES[BASE_IMAGE].lock
+    return ImageLock(path, path.read_text(), f"{path.name} of raytpu/images/{BASE_IMAGE}")
+
+
+def prepare(spec: ClusterSpec, work: WorkloadSpec, *, lock: bool = True, ship: bool = True) -> TeamCode:
+    """``work``'s team code read once against the job image's pins (:func:`raytpu.teamcode.prepared.prepare`)."""
+    return prepared.prepare(spec, work, base_lock(), lock=lock, ship=ship)
+
+
+def prepare_all(spec: ClusterSpec, *, lock: bool, ship: bool = False) -> dict[str, TeamCode]:
+    """Every workload's team code, by name (:func:`raytpu.teamcode.prepared.prepare_all`)."""
+    return prepared.prepare_all(spec, base_lock(), lock=lock, ship=ship)
+
+
+def lock_all(spec: ClusterSpec, codes: Mapping[str, TeamCode]) -> dict[str, TeamCode]:
+    """``codes`` with their locks (:func:`raytpu.teamcode.prepared.lock_all`)."""
+    return prepared.lock_all(spec, codes, base_lock())
+
+
+def image_name(code: TeamCode) -> str | None:
+    """The image of ``code``'s lock (None: no lock)."""
+    return None if code.lock is None else name_of(code.lock)

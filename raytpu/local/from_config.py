@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from raytpu.core.common import errors
 from raytpu.core.specs import multislice
@@ -63,11 +63,18 @@ def local_path(path: str) -> str:
 def serving_workload(cluster: LocalCluster, config: str | None = None, name: str | None = None) -> WorkloadSpec:
     """The serving WorkloadSpec to deploy on ``cluster``: the config's (``name``, else its first serving
     workload) moved onto the local slice (:func:`serving_on_slice`), else the defaults."""
-    work = config_serving_workload(config, name)
-    return cluster.workload("serve") if work is None else serving_on_slice(cluster, work)
+    chosen = config_serving_workload(config, name)
+    return cluster.workload("serve") if chosen is None else serving_on_slice(cluster, chosen.work)
 
 
-def config_serving_workload(config: str | None = None, name: str | None = None) -> WorkloadSpec | None:
+class ChosenWorkload(NamedTuple):
+    """A workload of a config and the config it was read from (its field path and its code are read from it)."""
+
+    spec: ClusterSpec
+    work: WorkloadSpec
+
+
+def config_serving_workload(config: str | None = None, name: str | None = None) -> ChosenWorkload | None:
     """The config's serving workload ``name`` (else its first), judged before any cluster is looked at: InvalidInput
     naming ``workload`` for a name the config lacks or a workload that serves nothing (a job kind's: ``submit
     --local`` runs it). None when there is none to take and no name was given: the kit's default serve workload."""
@@ -78,11 +85,12 @@ def config_serving_workload(config: str | None = None, name: str | None = None) 
         if name is not None:
             raise errors.missing("config", "with --workload", "--config naming a raytpu.yaml")
         return None
-    workloads = load(path).workloads
+    spec = load(path)
+    workloads = spec.workloads
     serving = [w for w in workloads if w.kind.serves]
     chosen = [w for w in serving if name in (None, w.name)]
     if chosen or name is None:
-        return chosen[0] if chosen else None
+        return ChosenWorkload(spec, chosen[0]) if chosen else None
     listed = errors.listing(w.name for w in serving) if serving else "(the config has no serving workload)"
     job = next((w for w in workloads if w.name == name and w.kind.is_job), None)
     if job is not None:
@@ -102,11 +110,3 @@ def serving_on_slice(cluster: LocalCluster, work: WorkloadSpec) -> WorkloadSpec:
     # every field of the config's workload (none dropped; issue 49), on the local slice, as the kit's image runs it
     # (the kit's default serve workload is built only when asked for: it holds the LLM's slice rules, a team's app not)
     return replace(work, slice=cluster.slice_spec, slices=None, image=None)
-
-
-def workload_field(config: str | None, name: str) -> str:
-    """``workloads[i]``: where the config names workload ``name`` (its fields' errors say so)."""
-    from raytpu.config import choose, load
-
-    names = [w.name for w in load(choose(config, local=True)).workloads]
-    return f"workloads[{names.index(name)}]" if name in names else "workload"

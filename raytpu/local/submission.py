@@ -20,9 +20,11 @@ from raytpu.core.specs import data
 from raytpu.local.from_config import job_workload
 from raytpu.local.phases import emulated_phases
 from raytpu.runs.following import FollowedRun, Streams
+from raytpu.teamcode.prepared import TeamCode
 
 if TYPE_CHECKING:
     from raytpu.core.specs.spec import WorkloadSpec
+    from raytpu.teamcode.requirements import Lock
 
 
 CPU_MODEL_VALID = ("a local model folder (config.json, weights, tokenizer) vLLM's CPU build loads, e.g. the tiny "
@@ -63,17 +65,17 @@ def batch_args(work: WorkloadSpec, *, cpu_model: str | None, overwrite: bool, pr
     return ["--cpu-model", os.path.abspath(cpu_model), *(["--overwrite"] if overwrite else [])]
 
 
-def team_runtime(cluster: local.LocalCluster, work: WorkloadSpec, run_name: str, code_field: str,
+def team_runtime(cluster: local.LocalCluster, work: WorkloadSpec, run_name: str, code: TeamCode,
                  secrets: dict[str, str] | None = None, in_file: Collection[str] = ()) -> dict[str, Any] | None:
-    """A team's code on the emulated slice as on GKE: the same content-addressed zip as ``working_dir`` (in
+    """A team's code on the emulated slice as on GKE: ``code``'s content-addressed zip as ``working_dir`` (in
     ``<run dir>/code/``, standing in for the bucket's mount), the ``RAYTPU_*`` variables, the workload's ``env``,
     ``secrets`` (the local secrets file's path: :mod:`raytpu.workloads.local_secrets`), this interpreter first on
-    ``PATH``. The ``env`` names in ``in_file`` travel in that file instead (values Ray would expand)."""
+    ``PATH``; with a lock, the venv of it. The ``env`` names in ``in_file`` travel in that file instead (values Ray
+    would expand)."""
     if not work.runs_team_code:
         return None
     from raytpu.core.common import names
     from raytpu.core.specs import user_code
-    from raytpu.teamcode.bundle import bundle
 
     mount = str(cluster.run_dir)
     runtime: dict[str, Any] = {"env_vars": {
@@ -81,29 +83,25 @@ def team_runtime(cluster: local.LocalCluster, work: WorkloadSpec, run_name: str,
         **user_code.run_env(work.plan, slices=work.slices_per_run,
                             storage=names.run_storage(run_name, mount, work.team), run=run_name),
         "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", os.defpath)])}}
-    if work.code is not None:
-        made = bundle(code_field, work.code, work.name)
-        path = Path(mount) / names.code_zip_object(made.object_name)
+    if code.zip is not None:
+        path = Path(mount) / names.code_zip_object(code.zip.object_name)
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             partial = path.with_name(f".{path.name}.{os.getpid()}")
-            partial.write_bytes(made.data)
+            partial.write_bytes(code.zip.data)
             partial.replace(path)
-        runtime["working_dir"] = names.working_dir_uri(made.object_name, mount)
-        if work.requirements is not None:
-            lock = lock_runtime(cluster, work, code_field)
-            runtime = {**runtime, **lock, "env_vars": {**runtime["env_vars"], **lock["env_vars"]}}
+        runtime["working_dir"] = names.working_dir_uri(code.zip.object_name, mount)
+    if code.lock is not None:
+        lock = lock_runtime(cluster, code.lock)
+        runtime = {**runtime, **lock, "env_vars": {**runtime["env_vars"], **lock["env_vars"]}}
     return runtime
 
 
-def lock_runtime(cluster: local.LocalCluster, work: WorkloadSpec, code_field: str) -> dict[str, Any]:
-    """The team's driver and workers in the venv of its lock (built once per lock in the run folder): Ray's
+def lock_runtime(cluster: local.LocalCluster, lock: Lock) -> dict[str, Any]:
+    """The team's driver and workers in the venv of ``lock`` (built once per lock in the run folder): Ray's
     ``py_executable``, and that venv's ``bin`` first on ``PATH`` (an entrypoint's ``python``)."""
-    from raytpu.teamcode import envs, requirements
+    from raytpu.teamcode import envs
 
-    assert work.code is not None and work.requirements is not None
-    field = code_field.rsplit(".", 1)[0] + ".requirements" if "." in code_field else "requirements"
-    lock = requirements.resolve(field, Path(work.code), work.requirements)
     python, _built = envs.ensure(Path(cluster.run_dir), lock)
     return {"py_executable": str(python), "env_vars": {"PATH": os.pathsep.join(
         [str(python.parent), os.path.dirname(sys.executable), os.environ.get("PATH", os.defpath)])}}
@@ -117,11 +115,16 @@ def attempt_id(run_name: str, attempt: int) -> str:
 
 
 def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: str | None, timeout_s: float,
-                 streams: Streams, cpu_model: str | None = None, overwrite: bool = False, prefix: str = "",
-                 overridden: dict[str, Any] | None = None) -> int:
+                 streams: Streams, cpu_model: str | None = None, overwrite: bool = False,
+                 code: TeamCode | None = None, overridden: dict[str, Any] | None = None) -> int:
     """Runs ``work`` on the local cluster in ``directory`` (default run dir), its lines and its end to ``streams``;
-    returns the exit code. Names such as ``local.submit_job`` are read at call time, so what the package exports is
+    returns the exit code. ``code``: the workload's team code as the command read it once (None only for a workload
+    without ``code``). Names such as ``local.submit_job`` are read at call time, so what the package exports is
     what runs."""
+    if code is None:
+        assert work.code is None, f"{work.name}: its code folder is read once by the command (TeamCode)"
+        code = TeamCode("")
+    prefix = code.field
     if not work.kind.is_job:
         from raytpu.core.specs.kinds import KINDS
 
@@ -152,7 +155,7 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
     literal = {name: value for name, value in (work.env or {}).items() if "$" in value}
     handed = local_secrets.write({**literal, **secrets}) if secrets or literal else None
     try:
-        runtime = team_runtime(cluster, local_work, run_name, errors.join_path(prefix, "code"),
+        runtime = team_runtime(cluster, local_work, run_name, code,
                                {local_secrets.ENV: handed, local_secrets.SETUP_HOOK_ENV: job_worker_env.HOOK}
                                if handed else None, in_file=literal)  # every Ray worker of the run loads them
     except BaseException:
@@ -204,7 +207,7 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
         refused = attempt == 1  # (a run id in use) nothing ran: no timeline, no report
         if refused and run_id is None and isinstance(exc, local.RunIdTaken):  # a submit that same second took it
             return submit_local(work, directory=directory, run_id=None, timeout_s=timeout_s, streams=streams,
-                                cpu_model=cpu_model, overwrite=overwrite, prefix=prefix, overridden=overridden)
+                                cpu_model=cpu_model, overwrite=overwrite, code=code, overridden=overridden)
         raise
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the run is stopped below, its timeline never "finished"
         interrupted = exc

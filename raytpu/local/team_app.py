@@ -10,19 +10,23 @@ import json
 import os
 import subprocess
 import sys
+from typing import TYPE_CHECKING
 
 from raytpu.core.common.errors import RuntimeFailure
 from raytpu.core.manifests import team_serving
 from raytpu.core.specs.spec import WorkloadSpec
 from raytpu.local.state import LocalCluster, Progress
 
+if TYPE_CHECKING:
+    from raytpu.teamcode.prepared import TeamCode
+
 LOCAL_PROXY = "HeadOnly"
 """One proxy on the head at 127.0.0.1, as the LLM path's local deploy (:mod:`raytpu.workloads.serve`)."""
 
 
-def local_config(cluster: LocalCluster, work: WorkloadSpec, api_key_file: str | None,
+def local_config(cluster: LocalCluster, work: WorkloadSpec, code: TeamCode, api_key_file: str | None,
                  secrets_file: str | None = None) -> dict[str, object]:
-    """serveConfigV2 of ``work`` on ``cluster``: GKE's, the code zip and checkpoints in the run folder; the workload's
+    """serveConfigV2 of ``work`` on ``cluster``: GKE's, ``code``'s zip and checkpoints in the run folder; the workload's
     ``env`` as on GKE, its secrets through ``secrets_file`` (:mod:`raytpu.workloads.local_secrets`: never in the
     runtime env, which Ray logs), loaded by every worker of the app at its start."""
     from raytpu.local.submission import team_runtime
@@ -30,29 +34,29 @@ def local_config(cluster: LocalCluster, work: WorkloadSpec, api_key_file: str | 
 
     handed = ({local_secrets.ENV: secrets_file, local_secrets.SETUP_HOOK_ENV: local_secrets.setup_hook()}
               if secrets_file else None)
-    runtime = team_runtime(cluster, work, work.name, "code", handed) or {}
+    runtime = team_runtime(cluster, work, work.name, code, handed) or {}
     runtime["env_vars"] = {**runtime.get("env_vars", {}),
                            **team_serving.team_env(work, work.name, str(cluster.run_dir))}
     config = team_serving.serve_config(work, runtime, os.path.abspath(api_key_file) if api_key_file else None)
     return {**config, "proxy_location": LOCAL_PROXY}
 
 
-def deploy_team_app(cluster: LocalCluster, work: WorkloadSpec, timeout_s: float, api_key_file: str | None,
-                    progress: Progress, prefix: str = "workload") -> str:
+def deploy_team_app(cluster: LocalCluster, work: WorkloadSpec, code: TeamCode, timeout_s: float,
+                    api_key_file: str | None, progress: Progress) -> str:
     """Deploys ``work``'s app on ``cluster`` and returns its URL; RuntimeFailure with Serve's reason when it fails
     (a deployment too large for a host is named there). Its secrets come from this process's environment (exit 2
-    naming ``<prefix>.secrets.NAME`` when one is unset, before anything is deployed); their file stays while the
-    app serves, until ``raytpu local down``."""
+    naming ``<code.field>.secrets.NAME`` when one is unset, before anything is deployed); their file stays while
+    the app serves, until ``raytpu local down``."""
     from raytpu.core.specs import run_env
     from raytpu.workloads import local_secrets
     from raytpu.workloads.team_serve_local import CONFIG_ENV
 
-    values = run_env.local_secret_values(work.secrets, os.environ, prefix)
+    values = run_env.local_secret_values(work.secrets, os.environ, code.field)
     progress(f"deploying {work.name} ({work.serve_app}) onto {cluster.address}")
     handed = local_secrets.write(values) if values else None
     if handed:
         local_secrets.keep(str(cluster.run_dir), handed)
-    env = {**cluster.driver_env(), CONFIG_ENV: json.dumps(local_config(cluster, work, api_key_file, handed))}
+    env = {**cluster.driver_env(), CONFIG_ENV: json.dumps(local_config(cluster, work, code, api_key_file, handed))}
     cmd = [sys.executable, "-m", "raytpu.workloads.team_serve_local", "--deploy-timeout-s", f"{timeout_s:g}"]
     try:
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s + 60,

@@ -11,6 +11,7 @@ import fnmatch
 import hashlib
 import os
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -188,9 +189,14 @@ class _Walk:
 
 
 def bundle(field: str, folder: str | os.PathLike[str], workload: str) -> Bundle:
-    """The code folder's zip, deterministically (sorted entries, fixed timestamps and modes, stored), named by the
-    SHA-256 of its bytes."""
+    """The code folder's zip (:func:`zipped` of one :func:`code_files` walk)."""
     files, left_out = code_files(field, folder)
+    return zipped(files, left_out, workload)
+
+
+def zipped(files: Sequence[tuple[str, Path]], left_out: Sequence[str], workload: str) -> Bundle:
+    """The zip of a walk's ``files``, deterministically (sorted entries, fixed timestamps and modes, stored), named by
+    the SHA-256 of its bytes."""
     data = deterministic_zip([(f"{ZIP_TOP}/{name}", path, bool(path.stat().st_mode & 0o111)) for name, path in files])
     return Bundle(data, f"{workload}-{hashlib.sha256(data).hexdigest()}.zip", len(files), tuple(left_out),
                   tuple((name, path.stat().st_size) for name, path in files))

@@ -17,6 +17,7 @@ from raytpu.teamcode.bundle import excluded
 
 if TYPE_CHECKING:
     from raytpu.core.specs.workload_spec import WorkloadSpec
+    from raytpu.teamcode.requirements import ImageLock
 
 MAX_MODULE_BYTES = 4 * 1024 * 1024
 
@@ -119,42 +120,33 @@ def entrypoint_problems(field: str, folder: Path, entrypoint: str) -> list[Inval
     return []
 
 
-def folder_problems(field: str, folder: Path, work_fields: dict[str, object]) -> list[InvalidInput]:
-    """Every check of one workload's code folder: the folder itself (:func:`raytpu.teamcode.bundle.code_files`),
-    then its ``train_loop`` or ``entrypoint``; each problem under the field it is about (``field`` is the config path
-    of ``code``, e.g. ``workloads[2].code``)."""
-    from raytpu.teamcode.bundle import code_files
-
-    prefix = field.rsplit(".", 1)[0]
-    try:
-        code_files(field, folder)
-    except errors.InvalidInput as exc:
-        return [exc]
-    train_loop, entrypoint = work_fields.get("train_loop"), work_fields.get("entrypoint")
-    found = requirements_problems(f"{prefix}.requirements", folder, work_fields.get("requirements"))
-    serve_app = work_fields.get("serve_app")
-    if isinstance(serve_app, str) and not user_code.train_loop_problems("serve_app", serve_app):
-        return found + serve_app_problems(f"{prefix}.serve_app", folder, serve_app)
-    if isinstance(train_loop, str) and not user_code.train_loop_problems("train_loop", train_loop):
-        return found + train_loop_problems(f"{prefix}.train_loop", folder, train_loop, work_fields.get("train_config"))
-    if isinstance(entrypoint, str):
-        return found + entrypoint_problems(f"{prefix}.entrypoint", folder, entrypoint)
+def folder_problems(prefix: str, folder: Path, work: WorkloadSpec, image: ImageLock) -> list[InvalidInput]:
+    """Every check of one workload's code folder after its walk (:class:`raytpu.teamcode.prepared.TeamCode`): its
+    ``requirements`` against ``image``'s pins, then its ``serve_app``, ``train_loop`` or ``entrypoint``; each problem
+    under the field it is about (``prefix`` is the workload's config path, e.g. ``workloads[2]``)."""
+    found = requirements_problems(f"{prefix}.requirements", folder, work.requirements, image)
+    if work.serve_app is not None:
+        return found + serve_app_problems(f"{prefix}.serve_app", folder, work.serve_app)
+    if work.train_loop is not None:
+        return found + train_loop_problems(f"{prefix}.train_loop", folder, work.train_loop, work.train_config)
+    if work.entrypoint is not None:
+        return found + entrypoint_problems(f"{prefix}.entrypoint", folder, work.entrypoint)
     return found
 
 
-def requirements_problems(field: str, folder: Path, relative: object) -> list[InvalidInput]:
+def requirements_problems(field: str, folder: Path, relative: str | None, image: ImageLock) -> list[InvalidInput]:
     """The requirements file is inside the code folder, every line one the kit honours on both sides, and no line
-    clashes with the image's pins: read from files only, offline. Resolving it (a package no index has, a transitive
+    clashes with ``image``'s pins: read from files only, offline. Resolving it (a package no index has, a transitive
     clash) is for where a lock is needed: ``submit``, ``images build``, ``validate --resolve``
     (:func:`raytpu.teamcode.requirements.resolve`, cached by content)."""
-    if relative is None or not isinstance(relative, str) or not relative.strip():
-        return []  # absent, or a spelling the spec reports
+    if relative is None:
+        return []
     from raytpu.teamcode import requirements
 
     found = requirements.file_problems(field, folder, relative) or requirements.line_problems(field, folder, relative)
     if found:
         return found
-    return requirements.clash_problems(field, requirements.expanded(folder, relative), requirements.image_pins())
+    return requirements.clash_problems(field, requirements.expanded(folder, relative), image)
 
 
 def serve_app_problems(field: str, folder: Path, serve_app: str) -> list[InvalidInput]:

@@ -23,8 +23,6 @@ from typing import Any
 from raytpu.core.common import errors
 from raytpu.core.common.errors import InvalidInput
 
-IMAGE_LOCK = Path(__file__).resolve().parents[1] / "images" / "job" / "requirements.lock"
-"""Every pin of the kit's job image (what a team's lock is resolved against)."""
 PYTHON_VERSION = "3.11"
 PLATFORM = "x86_64-manylinux_2_31"
 """The job image's interpreter and platform (the image lock's header: libtpu ships manylinux_2_31 wheels only)."""
@@ -50,8 +48,18 @@ def pins(text: str) -> dict[str, str]:
     return found
 
 
-def image_pins() -> dict[str, str]:
-    return pins(IMAGE_LOCK.read_text())
+@dataclass(frozen=True)
+class ImageLock:
+    """Every pin of the image a team's lock is resolved against and layered on, handed in by its owner
+    (:func:`raytpu.images.team.base_lock`): the lock file (uv's constraints), its text, and how errors name it."""
+
+    path: Path
+    text: str
+    shown: str
+
+    @property
+    def pins(self) -> dict[str, str]:
+        return pins(self.text)
 
 
 def file_problems(field: str, folder: Path, relative: object) -> list[InvalidInput]:
@@ -167,11 +175,12 @@ def expanded(folder: Path, relative: str, depth: int = 0) -> str:
     return "\n".join(out) + "\n"
 
 
-def clash_problems(field: str, text: str, pinned: dict[str, str]) -> list[InvalidInput]:
-    """Each line asking for a version of a package the image pins that the pin does not satisfy (name, both
+def clash_problems(field: str, text: str, image: ImageLock) -> list[InvalidInput]:
+    """Each line asking for a version of a package ``image`` pins that the pin does not satisfy (name, both
     versions). Transitive clashes are uv's to find (:func:`resolve`)."""
     from packaging.requirements import InvalidRequirement, Requirement
 
+    pinned = image.pins
     found = []
     for line in _lines(text):
         try:
@@ -183,7 +192,7 @@ def clash_problems(field: str, text: str, pinned: dict[str, str]) -> list[Invali
             found.append(errors.invalid_value(
                 field, line, f"asks for {req.name}{req.specifier}, but the kit's image pins {req.name}=={have}",
                 f"{req.name} left out (the image's {have} serves the project) or a range holding {have}; the "
-                f"image's pins: {IMAGE_LOCK.name} of raytpu/images/job"))
+                f"image's pins: {image.shown}"))
     return found
 
 
@@ -284,16 +293,16 @@ def run_uv(cmd: list[str], timeout_s: float, **popen: Any) -> subprocess.Complet
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
-def resolve(field: str, folder: Path, relative: str, *, cache: Path | None = None) -> Lock:
-    """The lock of ``folder/relative`` against every pin of the image: from the cache when the same file was
+def resolve(field: str, folder: Path, relative: str, *, image: ImageLock, cache: Path | None = None) -> Lock:
+    """The lock of ``folder/relative`` against every pin of ``image``: from the cache when the same file was
     resolved against the same image before, else through ``uv pip compile`` (the image's lock as constraints,
     its interpreter and platform). InvalidInput (exit 2, ``field``) for a clash or a package no index has."""
     errors.raise_found(line_problems(field, folder, relative))
     text = expanded(folder, relative)
-    image = IMAGE_LOCK.read_text()
-    pinned = pins(image)
-    errors.raise_found(clash_problems(field, text, pinned))
-    key = hashlib.sha256("\0".join((text, image, PYTHON_VERSION, PLATFORM, _uv_version())).encode()).hexdigest()[:24]
+    pinned = image.pins
+    errors.raise_found(clash_problems(field, text, image))
+    key = hashlib.sha256("\0".join((text, image.text, PYTHON_VERSION, PLATFORM, _uv_version())).encode()
+                         ).hexdigest()[:24]
     cache = cache or cache_dir()
     kept = cache / f"{key}.lock"
     source = cache / f".{key}.{os.getpid()}.in"
@@ -310,7 +319,7 @@ def resolve(field: str, folder: Path, relative: str, *, cache: Path | None = Non
             # --no-config: a uv.toml or [tool.uv] of the team's folder (the cwd) would resolve against an index
             # the image build never uses. Source: uv 0.13 `--no-config`
             [uv_binary(), "pip", "compile", "--quiet", "--no-config", "--no-header", "--python-version", PYTHON_VERSION,
-             "--python-platform", PLATFORM, "--constraint", str(IMAGE_LOCK), str(source), "-o", str(out)],
+             "--python-platform", PLATFORM, "--constraint", str(image.path), str(source), "-o", str(out)],
             RESOLVE_TIMEOUT_S, cwd=folder)
         if done.returncode != 0:
             if unreachable(done.stderr):
