@@ -94,6 +94,6 @@ def test_a_wheel_built_from_a_fresh_clone_holds_the_three_packages_and_no_link(t
                     for p in (clone / folder).rglob("*.py")}
         assert expected and expected <= names, sorted(expected - names)
     assert not [n for n in names if n.startswith(tuple(f"{folder}/" for folder in MAPPED))]  # none at the top
-    assert {"raytpu/py.typed", "raytpu/images/job/Dockerfile",
+    assert {"raytpu/py.typed", "raytpu/__init__.pyi", "raytpu/images/job/Dockerfile",
             "raytpu/images/serve/requirements.lock"} <= names
     assert not [i.filename for i in infos if (i.external_attr >> 16) & 0o170000 == 0o120000]  # no link entry
