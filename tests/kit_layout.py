@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import tomllib
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SETUPTOOLS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
@@ -20,3 +24,21 @@ def module_name(path: Path) -> str:
     if parts[0] in MAPPED:
         parts[:1] = MAPPED[parts[0]].split(".")
     return ".".join(parts)
+
+
+def git_files(*args: str) -> list[str]:
+    """``git ls-files -z ARGS`` of the checkout; skips the test where git cannot list it (an unpacked archive)."""
+    listed = subprocess.run(["git", "ls-files", "-z", *args], cwd=ROOT, capture_output=True, check=False)
+    if listed.returncode:
+        pytest.skip(f"needs git to tell a fresh clone's files from local ones: {listed.stderr.decode().strip()}")
+    return [name for name in listed.stdout.decode().split("\0") if name]
+
+
+def checkout_copy(target: Path) -> Path:
+    """The checkout's files as a clone holds them (tracked, or new and not ignored; a link copied as a link)."""
+    for name in git_files("-co", "--exclude-standard"):
+        source, copy = ROOT / name, target / name
+        if source.is_file() or source.is_symlink():  # a deleted file, not yet committed, is not there
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, copy, follow_symlinks=False)
+    return target

@@ -6,26 +6,17 @@ carry real files."""
 from __future__ import annotations
 
 import importlib.util
-import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
-from kit_layout import MAPPED, ROOT, SETUPTOOLS, module_name
+from kit_layout import MAPPED, ROOT, SETUPTOOLS, checkout_copy, git_files, module_name
 
 from raytpu.core import core_zip
 
 pytestmark = pytest.mark.unit
-
-
-def git_files(*args: str) -> list[str]:
-    """``git ls-files`` of the checkout (NUL-separated); skips where git cannot list it (an unpacked archive)."""
-    listed = subprocess.run(["git", "ls-files", "-z", *args], cwd=ROOT, capture_output=True, check=False)
-    if listed.returncode:
-        pytest.skip(f"needs git to list the checkout's files: {listed.stderr.decode().strip()}")
-    return [line for line in listed.stdout.decode().split("\0") if line]
 
 
 def test_the_tree_holds_no_symlink() -> None:
@@ -64,24 +55,13 @@ def test_the_core_zip_reads_the_workloads_from_their_real_files() -> None:
     assert not [path for path in sources.values() if any(part.is_symlink() for part in path.parents)]
 
 
-def fresh_clone(target: Path) -> Path:
-    """The checkout as a clone holds it: its tracked files and new ones git does not ignore, links kept as links."""
-    for name in git_files("-co", "--exclude-standard"):
-        source, copy = ROOT / name, target / name
-        if not (source.exists() or source.is_symlink()):
-            continue  # deleted, not yet committed
-        copy.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source, copy, follow_symlinks=False)
-    return target
-
-
 def test_a_wheel_built_from_a_fresh_clone_holds_the_three_packages_and_no_link(tmp_path: Path) -> None:
     """What ``pip install`` of the repository builds (setuptools, isolated, as uv builds ``-e .``): the mapped
     packages are in it as ``raytpu/<folder>/``, file for file, with the image definitions and the typing markers."""
     uv = Path(sys.executable).with_name("uv")
     if not uv.is_file():
         pytest.skip("needs the venv's uv (make .venv/.installed) to build the wheel")
-    clone = fresh_clone(tmp_path / "clone")
+    clone = checkout_copy(tmp_path / "clone")
     built = subprocess.run([str(uv), "build", "--wheel", "--quiet", "--out-dir", str(tmp_path / "dist"), str(clone)],
                            capture_output=True, text=True, timeout=180, check=False)
     assert built.returncode == 0, built.stderr[-3000:]
