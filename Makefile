@@ -76,9 +76,11 @@ data: $(VENV)/.installed $(SERVE_VENV)/.installed
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 
+# mypy through raytpu.tools.typecheck: it names stacks/, modules/ and workloads/ to mypy as the raytpu.* packages
+# they install as (pyproject's package-dir), which mypy cannot learn from the editable install's import hook.
 typecheck: $(VENV)/.installed
-	$(VENV)/bin/mypy -p raytpu
-	$(VENV)/bin/mypy tests bench examples/platform_app/app.py
+	$(VENV)/bin/python -m raytpu.tools.typecheck -p raytpu
+	$(VENV)/bin/python -m raytpu.tools.typecheck tests bench examples/platform_app/app.py
 	$(VENV)/bin/mypy -p lm -p tools
 
 # The unit tier runs two pytest workers per core, at most 8 (its tests share nothing, and some wait on a loopback

@@ -20,7 +20,8 @@ from raytpu.modules.cdk import AssetType, Construct, TerraformAsset, storage_buc
 class BucketProps:
     """Props of :class:`Bucket`: a globally unique name, project, location (the slices' region, so checkpoints stay near
     the TPUs), versioning and retention (on by default: a bad checkpoint write can be undone), ``force_destroy``,
-    labels (``managed-by: raytpu`` always added) and ``overrides`` of ``google_storage_bucket``."""
+    labels (``managed-by: raytpu`` always added) and ``overrides`` of ``google_storage_bucket``.
+    Public API: ``from raytpu import BucketProps``."""
 
     name: str
     project: str
@@ -154,7 +155,7 @@ def _lifecycle_rules(props: BucketProps) -> list[Any]:
 class Bucket(Construct):
     """A bucket with uniform bucket-level access, public access prevention enforced and versioning.
 
-    Resource id: ``bucket``. Children: :meth:`add_object`."""
+    Resource id: ``bucket``. Children: :meth:`add_object`. Public API: ``from raytpu import Bucket``."""
 
     def __init__(self, scope: Construct, id: str, props: BucketProps) -> None:
         super().__init__(scope, id)

@@ -96,7 +96,8 @@ def _long_notice(slices: Iterable[SliceSpec]) -> bool:
 
 @dataclass(frozen=True, kw_only=True)
 class ClusterStackProps:
-    """Props of :class:`ClusterStack`: ``spec``, the cluster spec every resource is derived from."""
+    """Props of :class:`ClusterStack`: ``spec``, the cluster spec every resource is derived from.
+    Public API: ``from raytpu import ClusterStackProps``."""
 
     spec: ClusterSpec
 
@@ -108,7 +109,7 @@ class ClusterStack(TerraformStack):
     Google service account. One output per field of :class:`raytpu.cluster.outputs.StackOutputs`; a GCS backend with
     ``storage.state_bucket``. Construct ids (API): ``apis``, ``network``, ``node-identity``, ``gke``, ``storage``,
     ``storage/core-zip``, ``images``, ``gke/workload-identity``, ``gke/head-pool``, ``gke/slice-<slice>-<i>``,
-    ``kueue`` and ``gke/team-<team>-identity`` (with ``teams``)."""
+    ``kueue`` and ``gke/team-<team>-identity`` (with ``teams``). Public API: ``from raytpu import ClusterStack``."""
 
     def __init__(self, scope: Construct, id: str, props: ClusterStackProps) -> None:
         super().__init__(scope, id)

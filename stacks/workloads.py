@@ -38,7 +38,8 @@ from raytpu.stacks.cluster import TERRAFORM_VERSIONS, ClusterStack, declare_back
 class WorkloadsStackProps:
     """Props of :class:`WorkloadsStack`: ``cluster`` (its outputs configure the kubernetes provider; its spec, every
     slice added, is what workloads run on) and ``images`` (:func:`raytpu.images.record.load_refs`): a workload whose kit
-    image is missing stops the plan at a precondition naming the build command, while the cluster stack deploys."""
+    image is missing stops the plan at a precondition naming the build command, while the cluster stack deploys.
+    Public API: ``from raytpu import WorkloadsStackProps``."""
 
     cluster: ClusterStack
     images: Mapping[str, str]
@@ -50,7 +51,7 @@ class WorkloadsStack(TerraformStack):
     serving workload behind its NetworkPolicy (RayJobs are ``raytpu submit``'s); with ``teams``, each team's namespace
     and KSA and the Kueue objects. Construct ids (API): ``namespace``, ``ksa``, ``compute-class-<slice>``,
     ``workload-<name>``, ``image-not-built-<name>`` for an unbuilt kit image, ``team-<team>-namespace``,
-    ``team-<team>-ksa``, ``kueue-<kind lowercase>-<name>``."""
+    ``team-<team>-ksa``, ``kueue-<kind lowercase>-<name>``. Public API: ``from raytpu import WorkloadsStack``."""
 
     def __init__(self, scope: Construct, id: str, props: WorkloadsStackProps) -> None:
         super().__init__(scope, id)

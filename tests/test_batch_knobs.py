@@ -202,7 +202,7 @@ def test_production_code_never_sets_ignore_eos() -> None:
     roots = ("raytpu", "workloads", "modules", "stacks", "examples")
     found = []
     for root in roots:
-        for folder, _, files in os.walk(ROOT / root):  # not into symlinks: raytpu/ links the other roots
+        for folder, _, files in os.walk(ROOT / root):
             found += [f"{folder}/{f}" for f in files if f.endswith((".py", ".yaml", ".toml", ".json", ".txt"))
                       and "ignore_eos" in Path(folder, f).read_text(encoding="utf-8", errors="replace")]
     assert found == []

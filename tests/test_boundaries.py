@@ -11,15 +11,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from kit_layout import MAPPED, module_name
 
 from raytpu.core.tpu.catalog import GENERATIONS
 
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[1]
-LINKED = {"stacks", "modules", "workloads"}  # raytpu/<name> is a symlink to the top-level folder
-SHIPPED = [p for d in ("raytpu", *sorted(LINKED)) for p in sorted((ROOT / d).rglob("*.py"))
-           if not (p.parts[len(ROOT.parts)] == "raytpu" and p.parts[len(ROOT.parts) + 1] in LINKED)]
+LINKED = set(MAPPED)  # top-level folders installed as raytpu.<name> (pyproject's package-dir)
+SHIPPED = [p for d in ("raytpu", *sorted(LINKED)) for p in sorted((ROOT / d).rglob("*.py"))]
 CATALOG = ROOT / "raytpu" / "core" / "tpu" / "catalog.py"
 
 
@@ -145,7 +145,7 @@ def test_cdk_code_and_the_core_zip_never_import_the_api_clients(path: Path) -> N
 
 def test_core_zip_builder_imports_the_standard_library_only() -> None:
     found = top_level(imported_modules(ROOT / "raytpu" / "core" / "core_zip.py"))
-    assert found <= {"__future__", "io", "os", "zipfile", "pathlib", "raytpu"}, sorted(found)
+    assert found <= {"__future__", "importlib", "io", "os", "zipfile", "pathlib", "raytpu"}, sorted(found)
 
 
 TOP = {"__init__", "__main__", "cdktf_app"}
@@ -159,9 +159,7 @@ def test_the_top_of_the_package_holds_packages_and_entry_points_only() -> None:
 
 def module_of(path: Path) -> str:
     """The dotted name a shipped file imports as (``stacks/app.py`` is ``raytpu.stacks.app``)."""
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    parts = ["raytpu", *parts] if parts[0] in LINKED else parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    return module_name(path)
 
 
 def from_base(node: ast.ImportFrom, package: Sequence[str]) -> str:

@@ -140,11 +140,10 @@ def test_core_zip_is_byte_identical_across_builds(tmp_path: Path) -> None:
 
 def test_core_zip_ignores_file_times_and_modes(tmp_path: Path) -> None:
     """A fresh checkout (new mtimes, another umask) gives the same bytes: the asset hash does not churn."""
-    import raytpu
-
     copy = tmp_path / "raytpu"
-    shutil.copytree(Path(raytpu.__file__).resolve().parent, copy, copy_function=shutil.copy,
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    for package, folder in core_zip.package_folders().items():  # laid out as a wheel installs them
+        shutil.copytree(folder, copy if package == "raytpu" else copy / package, copy_function=shutil.copy,
+                        ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
     for path in copy.rglob("*"):
         if path.is_file():
             path.chmod(0o600)

@@ -48,7 +48,7 @@ TPU_ONLY = {"libtpu": "the TPU runtime (PJRT plugin) that jax[tpu] adds; JAX loa
 """What the job twin leaves out of the job image's lock, and why: wheels that exist for TPU hosts only."""
 
 PROGRAMS = {"job": sorted({kinds.kind(k).module for k in ("smoke", "train")} | {
-    f"raytpu.workloads.smoke.{p.stem}" for p in (ROOT / "raytpu" / "workloads" / "smoke").glob("[!_]*.py")} | {
+    f"raytpu.workloads.smoke.{p.stem}" for p in (ROOT / "workloads" / "smoke").glob("[!_]*.py")} | {
     "raytpu.workloads.slices"}),
             "serve": ["raytpu.workloads.openai_ingress"]}
 """What each image runs: the job kinds' programs, every module of them (smoke is a package whose JAX imports are

@@ -13,13 +13,13 @@ import itertools
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from kit_layout import checkout_copy
 
 pytestmark = pytest.mark.unit
 
@@ -144,18 +144,7 @@ def matches(shown: tuple[str, ...], actual: list[str]) -> bool:
 
 def fresh_clone(target: Path) -> Path:
     """A copy of the checkout's files as git sees them (tracked, or new and not ignored), the environment linked."""
-    listed = subprocess.run(["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
-                            check=False)
-    if listed.returncode:
-        pytest.skip("needs git to tell a fresh clone's files from local ones")
-    for name in filter(None, listed.stdout.decode().split("\0")):
-        source = ROOT / name
-        if source.is_file() and not source.is_symlink():
-            (target / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target / name)
-        elif source.is_symlink():
-            (target / name).parent.mkdir(parents=True, exist_ok=True)
-            (target / name).symlink_to(os.readlink(source))
+    checkout_copy(target)
     (target / ".venv").symlink_to(Path(sys.executable).parents[1])
     return target
 

@@ -12,14 +12,20 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from raytpu.config import load
-from raytpu.core.specs.kinds import kind
-from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
-from raytpu.images.record import load_refs
-from raytpu.modules.bucket import Bucket, BucketProps
-from raytpu.modules.cdk import App  # cdktn.App; importing it via raytpu also quiets jsii's node banner
-from raytpu.stacks.cluster import ClusterStack, ClusterStackProps
-from raytpu.stacks.workloads import WorkloadsStack, WorkloadsStackProps
+from raytpu import (  # App is cdktn.App; loading it through raytpu also quiets jsii's node banner
+    App,
+    Bucket,
+    BucketProps,
+    ClusterStack,
+    ClusterStackProps,
+    SliceSpec,
+    WorkloadSpec,
+    WorkloadsStack,
+    WorkloadsStackProps,
+    kind,
+    load,
+    load_refs,
+)
 
 HERE = Path(__file__).resolve().parent
 

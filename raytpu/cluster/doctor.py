@@ -39,7 +39,7 @@ GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
 """The Cloud Storage FUSE CSI driver's CSIDriver object. Source: https://cloud.google.com/kubernetes-engine/docs/how-to/
 persistent-volumes/cloud-storage-fuse-csi-driver-setup (driver name)."""
 GSA_ANNOTATION = "iam.gke.io/gcp-service-account"
-"""Workload Identity: the KSA's annotation naming the Google service account it acts as (raytpu/modules/
+"""Workload Identity: the KSA's annotation naming the Google service account it acts as (modules/
 workload_identity.py)."""
 OPERATOR_VERSION_NOTE = ("GKE documents no KubeRay version for the Ray Operator add-on: the served CRD fields are "
                          "the evidence")

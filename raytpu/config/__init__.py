@@ -150,7 +150,8 @@ def load(path: str | Path | None = None, *, workload: str | None = None,
          overrides: collections.abc.Sequence[str] = ()) -> ClusterSpec:
     """Reads and compiles a config file (default :func:`default_path`); raises InvalidInputs listing every
     problem with its config path. A workload's ``code`` is relative to the file's folder. ``overrides``
-    (``--set KEY=VALUE``) change ``workload``'s fields before compiling (:mod:`raytpu.config.overrides`)."""
+    (``--set KEY=VALUE``) change ``workload``'s fields before compiling (:mod:`raytpu.config.overrides`).
+    Public API: ``from raytpu import load``."""
     path = Path(path or default_path())
     text = reading.read_text(path, "config", f"a readable UTF-8 config (start from raytpu.example.yaml; "
                              f"{CONFIG_ENV} names the default)")

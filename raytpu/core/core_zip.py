@@ -25,18 +25,34 @@ CORE_ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 """The timestamp of every zip entry (the earliest a zip can hold), so the same sources give the same bytes."""
 
 
-def core_zip_files(root: str | Path | None = None) -> list[tuple[str, Path]]:
-    """``(name in the zip, source file)`` of every core file, sorted; ``root``: the ``raytpu`` package directory
-    (default: the imported one's). Symlinked subpackages (``workloads``) are followed."""
-    if root is None:
-        import raytpu
+def package_folders(root: str | Path | None = None) -> dict[str, Path]:
+    """The folder of ``raytpu`` and of each of :data:`CORE_PACKAGES`: under ``root`` (a ``raytpu`` folder laid out as
+    installed) when given, else where the import system finds them. Found, not assumed beside ``raytpu/``: the
+    source tree keeps ``workloads/`` at the top and the editable install maps it (pyproject's ``package-dir``); a
+    wheel, and the zip itself in a job, nest it."""
+    if root is not None:
+        return {"raytpu": Path(root), **{package: Path(root) / package for package in CORE_PACKAGES}}
+    import importlib.util
 
-        root = Path(raytpu.__file__).resolve().parent
-    root = Path(root)
-    files = {f"raytpu/{name}": root / name for name in CORE_FILES if (root / name).is_file()}
+    import raytpu
+
+    folders = {"raytpu": Path(raytpu.__file__).resolve().parent}
     for package in CORE_PACKAGES:
-        base = root / package
-        for dirpath, dirnames, filenames in os.walk(base, followlinks=True):
+        spec = importlib.util.find_spec(f"raytpu.{package}")
+        assert spec is not None and spec.submodule_search_locations, f"raytpu.{package} is not installed"
+        folders[package] = Path(next(iter(spec.submodule_search_locations))).resolve()
+    return folders
+
+
+def core_zip_files(root: str | Path | None = None) -> list[tuple[str, Path]]:
+    """``(name in the zip, source file)`` of every core file, sorted; ``root``: the ``raytpu`` package directory,
+    laid out as installed (default: the imported package's folders, :func:`package_folders`)."""
+    folders = package_folders(root)
+    top = folders["raytpu"]
+    files = {f"raytpu/{name}": top / name for name in CORE_FILES if (top / name).is_file()}
+    for package in CORE_PACKAGES:
+        base = folders[package]
+        for dirpath, dirnames, filenames in os.walk(base):
             rel = Path(dirpath).relative_to(base)
             dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
             for name in filenames:

@@ -128,7 +128,7 @@ def load_refs(config_path: str | Path, registry: str | None = None) -> dict[str,
     """Image name -> reference by digest from the record beside ``config_path`` (``{}`` without one), less what no pod
     may run: a team image built on an earlier job image (:func:`stale`: ``raytpu images build`` builds it again), and,
     given the stack's ``registry``, an image outside it (another project's or region's record in the same folder).
-    InvalidInput(s), exit 2, naming the field of a malformed record."""
+    InvalidInput(s), exit 2, naming the field of a malformed record. Public API: ``from raytpu import load_refs``."""
     built = load(config_path)
     return {name: image.ref for name, image in built.items()
             if not stale(name, image, built) and (not registry or in_registry(image.ref, registry))}

@@ -23,7 +23,7 @@ RELEASE = "kueue"
 ``kueue-manager-config``."""
 SYSTEM_NAMESPACE = "kueue-system"
 """Source: Kueue v0.19.2 charts/kueue/README.md (``--create-namespace --namespace=kueue-system``)."""
-RAY_FRAMEWORKS = ("ray.io/rayjob", "ray.io/raycluster")
+RAY_FRAMEWORKS: tuple[str, ...] = ("ray.io/rayjob", "ray.io/raycluster")
 """The integrations teams' runs need: a team's RayJob is queued; the RayCluster it makes is its own, not queued again.
 Source: Kueue v0.19.2 pkg/controller/jobs/rayjob, pkg/controller/jobs/raycluster."""
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

@@ -208,7 +208,7 @@ def retries_problems(of: WorkloadKind, retries: object) -> list[errors.InvalidIn
 
 
 def kind(name: str, field: str = "kind") -> WorkloadKind:
-    """The kind called ``name``; InvalidInput listing the kinds otherwise."""
+    """The kind called ``name``; InvalidInput listing the kinds otherwise. Public API: ``from raytpu import kind``."""
     try:
         return KINDS[name]
     except KeyError as exc:

@@ -49,6 +49,7 @@ class SliceSpec:
     """One kind of TPU slice: its shape, zone, copies and how capacity is obtained (:meth:`create` from names).
 
     Field meanings and bounds (the config's reference): docs/FACTS.md#spec-fields.
+    Public API: ``from raytpu import SliceSpec``.
     """
 
     name: str

@@ -117,6 +117,7 @@ class WorkloadSpec:
     """A Ray workload on one kind of slice; serving, batch, training and team-code fields apply by kind.
 
     Field meanings and defaults (the config's reference): docs/FACTS.md#spec-fields.
+    Public API: ``from raytpu import WorkloadSpec``.
     """
 
     name: str
