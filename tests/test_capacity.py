@@ -111,9 +111,9 @@ FLOOR_CASES = [
 @pytest.mark.parametrize(("case", "plans", "mode", "modes", "expected"), FLOOR_CASES, ids=[c[0] for c in FLOOR_CASES])
 def test_version_floor_holds_flex_start_tpus_at_gkes_floor(case: str, plans: list[tuple[str, str]], mode: str,
                                                           modes: tuple[str, ...], expected: tuple[str, str]) -> None:
+    from raytpu.core.specs.gke_versions import version_floor
     from raytpu.core.specs.provisioning import MODES
     from raytpu.core.tpu.plan import plan_slice
-    from raytpu.modules.gke_versions import version_floor
 
     assert version_floor([plan_slice(*p) for p in plans], mode,
                          provisioning=[MODES[m] for m in modes]) == expected
