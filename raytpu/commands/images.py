@@ -128,7 +128,7 @@ def build(args: argparse.Namespace) -> int:
 
     args.config = config_mod.choose(args.config)
     spec = config_mod.load(args.config)
-    locks = team_locks(spec)
+    locks = team.config_locks(spec)
     asked_team = [n for n in dict.fromkeys(args.images) if n in locks]
     asked_kit = [n for n in args.images if n not in locks]
     names = chosen_images(asked_kit, {w.kind.name for w in spec.workloads}, args.config, sorted(locks)) \
@@ -157,7 +157,7 @@ def build(args: argparse.Namespace) -> int:
         path = record.save(args.config, name, built[name])
         print(f"recorded {name}: {built[name].ref} in {path}", file=sys.stderr)
     if not args.images or asked_team:  # then one image per requirements lock, on the job image as recorded
-        for name, definition in team_definitions(spec, args.config, args.stack).items():
+        for name, definition in team.config_definitions(spec, args.config, args.stack).items():
             if asked_team and name not in asked_team:
                 continue
             if not asked_team and (name in built or name in record.load_refs(args.config, outputs.registry)):
@@ -167,61 +167,8 @@ def build(args: argparse.Namespace) -> int:
             built[name] = ImageBuild(api, definition, target, timeout_s=args.timeout_s, poll_s=args.poll_s).run()
             path = record.save(args.config, name, built[name])
             print(f"recorded {name}: {built[name].ref} in {path}", file=sys.stderr)
-    print(versions_table(built), file=sys.stderr)
+    print(record.versions_table(built), file=sys.stderr)
     return 0
-
-
-def team_locks(spec: Any) -> dict[str, Any]:
-    """``{team-<hash>: lock}`` of the config's workloads with ``requirements`` (the names ``IMAGE`` may give)."""
-    from pathlib import Path
-
-    from raytpu.images import team
-    from raytpu.teamcode.requirements import resolve
-
-    return {team.name_of(lock): lock for lock in (
-        resolve(f"workloads[{i}].requirements", Path(w.code), w.requirements)
-        for i, w in enumerate(spec.workloads) if w.requirements is not None and w.image is None)}
-
-
-def team_definitions(spec: Any, config: str, stack: str) -> dict[str, Any]:
-    """The image of each workload's requirements lock (:mod:`raytpu.images.team`), FROM the job image as
-    recorded; InvalidInput when that is not built (it is built first by the same command)."""
-    from pathlib import Path
-
-    from raytpu.core.common import errors
-    from raytpu.images import record, team
-    from raytpu.teamcode.requirements import resolve
-
-    wanted = [(i, w) for i, w in enumerate(spec.workloads) if w.requirements is not None and w.image is None]
-    if not wanted:
-        return {}
-    job_ref = record.load_refs(config).get(team.BASE_IMAGE)
-    if job_ref is None:
-        raise errors.missing(f"image {team.BASE_IMAGE}", "to layer the workloads' requirements on",
-                             f"`raytpu images build --stack {stack}` (it builds the job image first)")
-    found = {}
-    for i, work in wanted:
-        lock = resolve(f"workloads[{i}].requirements", Path(work.code), work.requirements)
-        found[team.name_of(lock)] = team.definition(lock, job_ref)
-    return found
-
-
-VERSION_COLUMNS = ("image", "ref", "base digest", "ray", "jax/libtpu or vllm", "protobuf")
-
-
-def versions_table(built: dict[str, record.BuiltImage]) -> str:
-    """What each image built now runs, one row per image: its digest, its base's, and the versions that matter
-    (the serving image's vLLM; the job image's JAX/libtpu)."""
-    rows = [VERSION_COLUMNS]
-    for name, image in built.items():
-        v = image.versions
-        stack = (f"vllm {v['vllm'][:12]}" if "vllm" in v
-                 else f"jax {v.get('jax', '-')} / libtpu {v.get('libtpu', '-')}")
-        base = image.base.rsplit("@", 1)[1] if image.base else "-"
-        rows.append((name, image.ref.rsplit("@", 1)[0] + "@" + image.ref.rsplit("@", 1)[1][:19], base[:19],
-                     v.get("ray", "-"), stack, v.get("protobuf", "-")))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(VERSION_COLUMNS))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
 
 def chosen_images(asked: list[str], kinds: set[str], config: str, team: list[str] | None = None) -> list[str]:

@@ -10,9 +10,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from raytpu.images.definitions import IMAGES, ImageDefinition
-from raytpu.teamcode.requirements import Lock, cache_dir, cache_refused
+from raytpu.teamcode.requirements import Lock, cache_dir, cache_refused, resolve
+
+if TYPE_CHECKING:
+    from raytpu.core.specs.spec import ClusterSpec
 
 PREFIX = "team-"
 NAME = re.compile(r"^team-[0-9a-f]{16}$")
@@ -51,3 +55,36 @@ def definition(lock: Lock, job_ref: str, *, root: Path | None = None) -> ImageDe
     digest = job_ref.partition("@")[2]
     return ImageDefinition(name=name, context=context, versions=MappingProxyType({**job.versions, **lock.extras}),
                            kinds=job.kinds, base=job_ref, base_digest=digest, python=job.python)
+
+
+def _locked(spec: ClusterSpec) -> list[tuple[str, str, str]]:
+    """(field, code folder, requirements file) of each workload that runs the image of its lock (a spec rule
+    requires ``code`` beside ``requirements``)."""
+    return [(f"workloads[{i}].requirements", w.code, w.requirements) for i, w in enumerate(spec.workloads)
+            if w.requirements is not None and w.code is not None and w.image is None]
+
+
+def config_locks(spec: ClusterSpec) -> dict[str, Lock]:
+    """``{team-<hash>: lock}`` of the config's workloads with ``requirements`` (the names ``images build IMAGE``
+    may give)."""
+    return {name_of(lock): lock for lock in (resolve(field, Path(code), req) for field, code, req in _locked(spec))}
+
+
+def config_definitions(spec: ClusterSpec, config: str, stack: str) -> dict[str, ImageDefinition]:
+    """The image of each workload's requirements lock, FROM the job image as recorded; InvalidInput when that is
+    not built (``images build`` builds it first)."""
+    from raytpu.core.common import errors
+    from raytpu.images import record
+
+    wanted = _locked(spec)
+    if not wanted:
+        return {}
+    job_ref = record.load_refs(config).get(BASE_IMAGE)
+    if job_ref is None:
+        raise errors.missing(f"image {BASE_IMAGE}", "to layer the workloads' requirements on",
+                             f"`raytpu images build --stack {stack}` (it builds the job image first)")
+    found = {}
+    for field, code, req in wanted:
+        lock = resolve(field, Path(code), req)
+        found[name_of(lock)] = definition(lock, job_ref)
+    return found
