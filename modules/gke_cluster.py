@@ -11,6 +11,7 @@ from raytpu.core.common import errors
 from raytpu.core.common.errors import InvalidInput
 from raytpu.core.specs.cluster_parts import GkeSpec, MaintenanceWindowSpec
 from raytpu.core.specs.field_rules import region_problems
+from raytpu.core.specs.gke_versions import hcl_version_at_least, version_key, version_problems
 from raytpu.core.tpu.catalog import RAY_OPERATOR_MIN_GKE_VERSION
 from raytpu.modules import _props
 from raytpu.modules._node_pool import NODE_OAUTH_SCOPES
@@ -21,7 +22,6 @@ from raytpu.modules.cdk import (
     container_cluster,
     data_google_container_engine_versions,
 )
-from raytpu.modules.gke_versions import hcl_version_at_least, version_key, version_problems
 from raytpu.modules.head_pool import HeadPool, HeadPoolOptions, HeadPoolProps
 from raytpu.modules.network import Network
 from raytpu.modules.tpu_slice_pool import TpuSlicePool, TpuSlicePoolOptions, TpuSlicePoolProps

@@ -9,9 +9,6 @@ from typing import Any
 from raytpu.core.specs import notice
 from raytpu.core.specs.spec import SliceSpec
 
-COMPUTE_CLASS_MIN_GKE_VERSION = "1.32.1-gke.1729000"
-"""The version a ComputeClass's ``nodeSystemConfig`` needs (Autopilot and Standard).
-Source: https://cloud.google.com/kubernetes-engine/docs/how-to/node-system-config ("ComputeClass")."""
 THP_ALWAYS = "TRANSPARENT_HUGEPAGE_ENABLED_ALWAYS"
 """Transparent hugepages for all anonymous memory: what JAX asks of TPU v5e and newer hosts.
 Source: jax 0.10.2 ``_src/cloud_tpu_init.py`` (``hardware_utils.transparent_hugepages_enabled``)."""

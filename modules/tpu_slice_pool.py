@@ -7,12 +7,12 @@ from dataclasses import dataclass, replace
 from raytpu.core.common import errors, names
 from raytpu.core.common.errors import InvalidInput
 from raytpu.core.specs.field_rules import DISK_SIZE_GIB, range_problems
+from raytpu.core.specs.gke_versions import long_notice_check
 from raytpu.core.specs.provisioning import RESERVATION_KEY, TPU_TAINT, reservation_parts
 from raytpu.core.specs.spec import SliceSpec
 from raytpu.modules import _props, node_system
 from raytpu.modules._node_pool import JoinedCluster, NodePoolOptions, hardened_node_config, joined_to
 from raytpu.modules.cdk import Construct, Precondition, TerraformResourceLifecycle, container_node_pool
-from raytpu.modules.gke_versions import long_notice_check
 from raytpu.modules.workload_policy import WorkloadPolicy, WorkloadPolicyProps
 
 

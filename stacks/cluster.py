@@ -14,6 +14,7 @@ from raytpu.cluster.outputs import StackOutputs
 from raytpu.core import core_zip
 from raytpu.core.common import names
 from raytpu.core.specs import compile_cache, grants, node_disk, notice, teams, xla_cache
+from raytpu.core.specs.gke_versions import version_floor
 from raytpu.core.specs.provisioning import Provisioning
 from raytpu.core.specs.spec import ClusterSpec, SliceSpec
 from raytpu.modules.bucket import Bucket, BucketObject, BucketObjectProps, BucketProps
@@ -30,7 +31,6 @@ from raytpu.modules.cdk import (
     helm_provider,
 )
 from raytpu.modules.gke_cluster import GkeCluster, GkeClusterProps
-from raytpu.modules.gke_versions import version_floor
 from raytpu.modules.head_pool import HeadPool, HeadPoolOptions
 from raytpu.modules.image_registry import ImageRegistry, ImageRegistryProps
 from raytpu.modules.kueue_install import KUEUE_PORTS, KueueInstall, KueueInstallProps

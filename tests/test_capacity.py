@@ -52,7 +52,7 @@ ZONE_CASES = [
 @pytest.mark.parametrize(("case", "fields", "expected"), ZONE_CASES, ids=[c[0] for c in ZONE_CASES])
 def test_validate_warns_where_the_generation_or_its_mode_is_not_documented(case: str, fields: dict[str, Any],
                                                                           expected: list[str]) -> None:
-    from raytpu.commands.validate import zone_warnings
+    from raytpu.core.specs.spec_warnings import zone_warnings
 
     found = zone_warnings(a_slice(**fields))
     assert len(found) == len(expected) == len([w for w in found if "read 2026-12-03" in w]), found
@@ -111,9 +111,9 @@ FLOOR_CASES = [
 @pytest.mark.parametrize(("case", "plans", "mode", "modes", "expected"), FLOOR_CASES, ids=[c[0] for c in FLOOR_CASES])
 def test_version_floor_holds_flex_start_tpus_at_gkes_floor(case: str, plans: list[tuple[str, str]], mode: str,
                                                           modes: tuple[str, ...], expected: tuple[str, str]) -> None:
+    from raytpu.core.specs.gke_versions import version_floor
     from raytpu.core.specs.provisioning import MODES
     from raytpu.core.tpu.plan import plan_slice
-    from raytpu.modules.gke_versions import version_floor
 
     assert version_floor([plan_slice(*p) for p in plans], mode,
                          provisioning=[MODES[m] for m in modes]) == expected
@@ -171,8 +171,8 @@ def test_queued_refusal_states_that_the_kit_makes_no_provisioning_request() -> N
 def test_a_job_outlasting_its_flex_start_run_duration_is_warned(kind: str, run_s: int | None, warned: bool) -> None:
     """Issue 39.5: train's RayJob may run 24 h (activeDeadlineSeconds); a flex-start slice deleted after 1 h cuts
     it. A RayService has its own flex-start warning (serving_warnings)."""
-    from raytpu.commands.validate import deadline_warnings
     from raytpu.core.specs import kinds
+    from raytpu.core.specs.spec_warnings import deadline_warnings
 
     item = a_slice(topology="4x4", provisioning="flex-start", max_run_duration_s=run_s)
     work = WorkloadSpec(name="w", kind=kinds.kind(kind), slice=item)

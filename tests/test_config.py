@@ -406,9 +406,12 @@ def test_every_command_chooses_its_config_through_the_one_rule() -> None:
     readers = sorted(n for n, text in sources.items() if "args.config" in text)
     assert readers == ["demo.py", "doctor.py", "images.py", "local.py", "smoke.py", "submit.py", "synth.py",
                        "validate.py"]
+    root = Path(raytpu.commands.__file__).parents[1]
+    handed = {"doctor.py": "cluster/side.py", "local.py": "local/chosen_plan.py"}  # the side or plan chooses it
     for name in readers:
         text = sources[name]
-        assert "choose(" in text and "default_path" not in text and "\"raytpu.example.yaml\"" not in text, name
+        chooser = (root / handed[name]).read_text() if name in handed else text
+        assert "choose(" in chooser and "default_path" not in text and "\"raytpu.example.yaml\"" not in text, name
 
 
 def test_local_up_takes_its_slice_from_the_users_raytpu_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -217,9 +217,9 @@ def test_a_batch_jobs_problems_speak_of_its_job_not_a_rayservice(fields: dict[st
 
 
 def test_a_batch_model_from_another_bucket_and_a_gs_copy_of_a_known_model_are_warned_as_for_serving() -> None:
-    from raytpu.commands.validate import fit_warnings
     from raytpu.config import parse
     from raytpu.core.specs.grants import path_warnings
+    from raytpu.sizing.serving_fit import fit_warnings
 
     example = (Path(__file__).resolve().parents[1] / "raytpu.example.yaml").read_text()
     spec = parse(example + "  - {name: b, kind: batch, slice: serve, model: meta-llama/Llama-3.1-405B-Instruct, "

@@ -311,8 +311,8 @@ def test_local_cli_up_status_smoke_down_across_invocations(tmp_path: Path) -> No
         train_run = json.loads((tmp_path / "l1.json").read_text())
         assert train_run["run"] == "train-l1" and "train-l1: where the minutes went" in job.stderr
         assert_emulated_timeline(train_run["timeline"], took)  # joined, JaxTrainer's placement, the first step
-        service = _raytpu("serve", *config, run_dir=tmp_path, command="submit")
-        assert service.returncode == 2 and "--local runs RayJobs" in service.stderr
+        service = _raytpu("serve", *config, run_dir=tmp_path, command="submit")  # deployed as `local serve` does:
+        assert service.returncode == 2 and "the local cluster emulates" in service.stderr  # its slice is not this one
         cluster = local.LocalCluster.load(tmp_path)
         assert cluster is not None
         local.kill_host(cluster, cluster.slices[0], 0)  # the only host: the smoke job finds it missing, fails

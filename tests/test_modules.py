@@ -570,8 +570,8 @@ def test_autopilot_cluster_refuses_node_pools(built: dict[str, Any]) -> None:
 
 
 def test_version_floor_takes_the_newest_requirement() -> None:
+    from raytpu.core.specs.gke_versions import version_floor
     from raytpu.core.tpu.catalog import RAY_OPERATOR_MIN_GKE_VERSION
-    from raytpu.modules.gke_versions import version_floor
 
     # docs/FACTS.md#tpu-catalog-gke: Ray Operator 1.30.0-gke.1747000; v6e 1.31.2-gke.1115000; tpu7x Standard
     # 1.34.0-gke.2201000, Autopilot 1.34.1-gke.3084001.

@@ -160,7 +160,7 @@ def test_scaling_config_spans_hosts_times_slices_workers() -> None:
 @pytest.mark.unit
 def test_gke_multislice_floors_lie_below_the_ray_operator_floor_and_are_named_when_higher(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from raytpu.modules import gke_versions
+    from raytpu.core.specs import gke_versions
 
     plans = [plan_slice("v6e", "4x4")]
     for mode, floor in multislice.MIN_GKE_VERSION.items():

@@ -1,6 +1,6 @@
 """Issue 68 item 3, "messages that name the wrong thing": each error names the user's own field or command, once.
 
-- ``submit NAME --local`` of a RayService lists every job kind (from ``KINDS``) and names ``raytpu local serve``;
+- ``submit NAME --local`` of a RayService deploys it as ``local serve`` does (issue 70; it was refused);
 - ``local serve --workload NAME`` judges NAME before it looks for a cluster;
 - a union-typed field (``keep_checkpoints``, ``run_time_s``: ``int | str``) given neither is one line naming the field,
   never pydantic's member tags (``keep_checkpoints.int``);
@@ -22,13 +22,11 @@ from raytpu.cli import main
 from raytpu.config import parse
 from raytpu.core.common import errors
 from raytpu.core.common.errors import InvalidInput, InvalidInputs
-from raytpu.core.specs.kinds import KINDS
 
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "raytpu.example.yaml"
-JOB_KINDS = [k.name for k in KINDS.values() if k.is_job]
 GATED = "meta-llama/Llama-3.1-8B-Instruct"
 
 
@@ -71,16 +69,16 @@ def app_config(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("name", ["serve", "app"])
-def test_submit_local_of_a_serving_workload_names_local_serve_and_every_job_kind(
+def test_submit_local_of_a_serving_workload_deploys_it_on_the_slice_it_looks_for(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Issue 70: ``submit NAME --local`` deploys a serving workload as ``local serve --workload NAME`` does (no longer
+    refused naming the job kinds): with no slice up it says to start one, as for a job."""
     monkeypatch.setenv("RAYTPU_LOCAL_DIR", str(tmp_path / "no-slice"))
-    assert main(["submit", name, "--local", "--config", str(app_config(tmp_path))]) == 2
+    assert main(["submit", name, "--local", "--config", str(app_config(tmp_path))]) == 1
     err = capsys.readouterr().err
     (line,) = error_lines(err)
-    assert line.startswith(f"error: WORKLOAD: '{name}' is a RayService") and "Traceback" not in err
-    assert f"`raytpu local serve --workload {name}`" in line
-    assert f"({', '.join(JOB_KINDS)})" in line and "job" in JOB_KINDS  # the registry's job kinds, job among them
-    assert not (tmp_path / "no-slice").exists()  # refused before any cluster was looked for
+    assert line.startswith("error: local: no local cluster recorded in") and "`raytpu local up`" in line
+    assert "Traceback" not in err and not (tmp_path / "no-slice").exists()
 
 
 @pytest.mark.parametrize(("name", "said"), [

@@ -196,7 +196,7 @@ def test_serving_and_batch_engines_share_the_cache_folder_of_their_model_and_sli
 ])
 def test_validate_warns_on_autopilot_where_the_request_may_pass_its_unstated_maximum(
         mode: str, kind: str, fields: dict[str, Any], says: str | None) -> None:
-    from raytpu.commands.validate import disk_warnings
+    from raytpu.core.specs.spec_warnings import disk_warnings
 
     item = _slice()
     work = _work(item, kind=kind, **fields)

@@ -23,10 +23,10 @@ from raytpu.core.common.errors import InvalidInputs
 from raytpu.core.manifests import kuberay, preemption
 from raytpu.core.specs import kinds, notice
 from raytpu.core.specs.cluster_parts import GkeSpec
+from raytpu.core.specs.gke_versions import COMPUTE_CLASS_MIN_GKE_VERSION, long_notice_check, version_floor, version_key
 from raytpu.core.specs.spec import ClusterSpec, SliceSpec, WorkloadSpec
 from raytpu.modules import node_system
 from raytpu.modules.compute_class_props import ComputeClassProps
-from raytpu.modules.gke_versions import long_notice_check, version_floor, version_key
 
 pytestmark = pytest.mark.unit
 
@@ -144,5 +144,5 @@ def test_the_version_floor_names_the_longer_window_and_autopilots_node_system_co
                                                                   "a preemption notice above 30 s")
     assert version_floor(plans, "autopilot", long_notice=True)[0] == notice.LONG_NOTICE_MIN_GKE_VERSION
     floor = version_floor(plans, "autopilot")[0]
-    assert version_key(floor) >= version_key(node_system.COMPUTE_CLASS_MIN_GKE_VERSION)
+    assert version_key(floor) >= version_key(COMPUTE_CLASS_MIN_GKE_VERSION)
     assert version_key(version_floor(plans, "standard")[0]) < version_key(notice.LONG_NOTICE_MIN_GKE_VERSION)

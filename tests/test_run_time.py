@@ -10,11 +10,11 @@ import pytest
 from crd import schema_errors
 
 from raytpu import cli
-from raytpu.commands.validate import deadline_warnings
 from raytpu.core.manifests import kuberay
 from raytpu.core.specs import kinds
 from raytpu.core.specs.kinds import MAX_RUN_TIME_S
 from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
+from raytpu.core.specs.spec_warnings import deadline_warnings
 
 pytestmark = pytest.mark.unit
 

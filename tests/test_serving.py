@@ -503,7 +503,7 @@ def test_validate_warns_where_a_rayservice_would_go_down_or_never_load(slice_fie
                                                                         says: list[str]) -> None:
     """Reviewer findings (issue 27): serving on flex-start is torn down at the run duration; weights in another
     bucket are unreadable by the pods' identity. Warnings, as the config may be right (a bucket granted by hand)."""
-    from raytpu.commands.validate import serving_warnings
+    from raytpu.core.specs.spec_warnings import serving_warnings
 
     spec = _spec(slice_fields, workload_fields)
     found = serving_warnings(spec, spec.workloads[0])

@@ -24,10 +24,10 @@ from raytpu.core.common.names import NODE_POOL_LABEL
 from raytpu.core.manifests import kuberay
 from raytpu.core.manifests.kube_resources import resource
 from raytpu.core.specs import notice
+from raytpu.core.specs.gke_versions import version_floor, version_key
 from raytpu.core.specs.provisioning import TPU_TAINT
 from raytpu.core.specs.spec import ClusterSpec, SliceSpec
 from raytpu.core.tpu.plan import ACCELERATOR_LABEL, TOPOLOGY_LABEL, TPU_RESOURCE
-from raytpu.modules.gke_versions import version_floor, version_key
 
 WEBHOOK_CONFIG = "kuberay-tpu-mutating-webhook-cfg"
 WEBHOOK_SERVICE = "kuberay-tpu-webhook"

@@ -16,6 +16,7 @@ from raytpu.core.common import errors, names, report, timeline
 from raytpu.core.manifests import kuberay, kueue, serving
 from raytpu.core.specs import run_env, vllm_rules
 from raytpu.runs.following import FollowedRun, Sink, Streams
+from raytpu.runs.side import Preview
 from raytpu.teamcode.bundle import Bundle
 
 if TYPE_CHECKING:
@@ -88,16 +89,6 @@ class StackRun:
                                              code_zip=self.code_name)
         team = self.spec.team_of(self.work)
         return manifest if team is None else kueue.queued(manifest, team, self.work)
-
-
-@dataclass(frozen=True)
-class Preview:
-    """What ``--dry-run`` shows: the header naming unbuilt images, the object behind its NetworkPolicy, and where a
-    team's code zip would go (``note``, for stderr)."""
-
-    header: str
-    manifests: list[dict[str, Any]]
-    note: str | None
 
 
 def preview(run: StackRun, manifest: dict[str, Any], refs: Mapping[str, str]) -> Preview:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from raytpu.core.common.checkup import Check
+    pass
 
 HELP = "check a deployed stack (or --local, the emulated slice) against what the kit expects; exit 1 if one fails"
 REPORT_NAME = "doctor.json"  # raytpu.console.report_html.DOCTOR_NAME
@@ -50,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from raytpu.console.cli_args import refuse_combinations
-    from raytpu.core.common import checkup, errors
+    from raytpu.console.sides import side_for
+    from raytpu.core.common import checkup
 
     local = ("--local", args.local)
     refuse_combinations(together=[(("--stack", bool(args.stack)), local),
@@ -58,13 +59,9 @@ def run(args: argparse.Namespace) -> int:
                                   (("--config", args.config is not None), local)],
                         without=[(("--dir", args.dir is not None), local)])
     report_dir = _report_dir(args.report)
-    if args.local:
-        checks, where = _local(args)
-    else:
-        if not args.stack:
-            raise errors.missing("--stack", "(or --local)", "the cluster stack's id, <cluster name>-cluster")
-        checks, where = _stack(args)
-    document = checkup.to_json(checks, "local" if args.local else "cluster", where)
+    side = side_for(args, args.local)
+    checks, where = side.doctor(args.config)
+    document = checkup.to_json(checks, side.name, where)
     if report_dir is not None:
         _write(report_dir, document)
         _page(report_dir)
@@ -77,33 +74,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"doctor: {document['counts']['fail']} check(s) failed", file=sys.stderr)
     return code
 
-
-def _stack(args: argparse.Namespace) -> tuple[list[Check], dict[str, str]]:
-    from raytpu import config as config_mod
-    from raytpu.cluster import doctor, doctor_kueue, gke
-    from raytpu.cluster.outputs import DEFAULT_OUTPUTS, StackOutputs
-    from raytpu.images.record import load_refs
-
-    args.config = config_mod.choose(args.config)
-    spec = config_mod.load(args.config)
-    outputs = StackOutputs.read(args.outputs or DEFAULT_OUTPUTS, args.stack, spec, args.config)
-    refs = load_refs(args.config, outputs.registry or None)
-    with gke.connect(outputs) as client:
-        return doctor.diagnose(client, spec, outputs, refs) + doctor_kueue.rows(client, spec), {"stack": args.stack}
-
-
-def _local(args: argparse.Namespace) -> tuple[list[Check], dict[str, str]]:
-    from raytpu import local
-    from raytpu.core.common.errors import RuntimeFailure
-    from raytpu.local import doctor
-    from raytpu.local.connection import check_head
-
-    where = local.run_dir(args.dir)
-    cluster = local.LocalCluster.load(where)
-    if cluster is None:
-        raise RuntimeFailure(f"local: no local cluster recorded in {where}; start one with `raytpu local up`")
-    check_head(cluster)
-    return doctor.diagnose(cluster), {"dir": str(where)}
 
 
 def _report_dir(given: str | None) -> Path | None:

@@ -26,11 +26,8 @@ from typing import TYPE_CHECKING, Any
 from raytpu.console import argtypes
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
 
     from raytpu.images import record
-    from raytpu.teamcode.prepared import TeamCode
-    from raytpu.teamcode.requirements import Lock
 
 HELP = ("build the kit's container images with Cloud Build on a deployed stack and record their digests; list "
         "what is recorded")
@@ -135,7 +132,7 @@ def build(args: argparse.Namespace) -> int:
 
     args.config = config_mod.choose(args.config)
     spec = config_mod.load(args.config)
-    locks = team_locks(team.prepare_all(spec, lock=True).values())  # each folder walked, each lock worked out, once
+    locks = team.config_locks(team.prepare_all(spec, lock=True).values())  # each folder walked and locked once
     asked_team = [n for n in dict.fromkeys(args.images) if n in locks]
     asked_kit = [n for n in args.images if n not in locks]
     names = chosen_images(asked_kit, {w.kind.name for w in spec.workloads}, args.config, sorted(locks)) \
@@ -164,7 +161,7 @@ def build(args: argparse.Namespace) -> int:
         path = record.save(args.config, name, built[name])
         print(f"recorded {name}: {built[name].ref} in {path}", file=sys.stderr)
     if not args.images or asked_team:  # then one image per requirements lock, on the job image as recorded
-        for name, definition in team_definitions(locks, args.config, args.stack).items():
+        for name, definition in team.config_definitions(locks, args.config, args.stack).items():
             if asked_team and name not in asked_team:
                 continue
             if not asked_team and (name in built or name in record.load_refs(args.config, outputs.registry)):
@@ -174,48 +171,8 @@ def build(args: argparse.Namespace) -> int:
             built[name] = ImageBuild(api, definition, target, timeout_s=args.timeout_s, poll_s=args.poll_s).run()
             path = record.save(args.config, name, built[name])
             print(f"recorded {name}: {built[name].ref} in {path}", file=sys.stderr)
-    print(versions_table(built), file=sys.stderr)
+    print(record.versions_table(built), file=sys.stderr)
     return 0
-
-
-def team_locks(codes: Iterable[TeamCode]) -> dict[str, Lock]:
-    """``{team-<hash>: lock}`` of the workloads' prepared code (the names ``IMAGE`` may give)."""
-    from raytpu.images import team
-
-    return {team.name_of(code.lock): code.lock for code in codes if code.lock is not None}
-
-
-def team_definitions(locks: Mapping[str, Lock], config: str, stack: str) -> dict[str, Any]:
-    """The image of each requirements lock (:mod:`raytpu.images.team`), FROM the job image as recorded; InvalidInput
-    when that is not built (it is built first by the same command)."""
-    from raytpu.core.common import errors
-    from raytpu.images import record, team
-
-    if not locks:
-        return {}
-    job_ref = record.load_refs(config).get(team.BASE_IMAGE)
-    if job_ref is None:
-        raise errors.missing(f"image {team.BASE_IMAGE}", "to layer the workloads' requirements on",
-                             f"`raytpu images build --stack {stack}` (it builds the job image first)")
-    return {name: team.definition(lock, job_ref) for name, lock in locks.items()}
-
-
-VERSION_COLUMNS = ("image", "ref", "base digest", "ray", "jax/libtpu or vllm", "protobuf")
-
-
-def versions_table(built: dict[str, record.BuiltImage]) -> str:
-    """What each image built now runs, one row per image: its digest, its base's, and the versions that matter
-    (the serving image's vLLM; the job image's JAX/libtpu)."""
-    rows = [VERSION_COLUMNS]
-    for name, image in built.items():
-        v = image.versions
-        stack = (f"vllm {v['vllm'][:12]}" if "vllm" in v
-                 else f"jax {v.get('jax', '-')} / libtpu {v.get('libtpu', '-')}")
-        base = image.base.rsplit("@", 1)[1] if image.base else "-"
-        rows.append((name, image.ref.rsplit("@", 1)[0] + "@" + image.ref.rsplit("@", 1)[1][:19], base[:19],
-                     v.get("ray", "-"), stack, v.get("protobuf", "-")))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(VERSION_COLUMNS))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
 
 def chosen_images(asked: list[str], kinds: set[str], config: str, team: list[str] | None = None) -> list[str]:

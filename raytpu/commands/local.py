@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -26,16 +25,13 @@ if TYPE_CHECKING:
 
 HELP = "run an emulated TPU slice locally: up, status, down, smoke, serve, preempt"
 
-MAX_START_S = 24 * 3600.0
-"""The longest ``up --timeout-s``: a start that needs a day is not a start."""
-
 DIR_HELP = "run directory (default: $RAYTPU_LOCAL_DIR or .raytpu/local)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the ``up``, ``status``, ``down`` and ``smoke`` actions."""
     from raytpu.console import argtypes
-    from raytpu.console.cli_args import LOCAL_DEFAULT
+    from raytpu.console.cli_args import LOCAL_DEFAULT, add_api_key_file
 
     parser.add_argument("--dir", default=None, type=argtypes.path, help=DIR_HELP)
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
@@ -76,9 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     serve.add_argument("--ask", action="store_true", help="then ask a few questions with the openai client")
     serve.add_argument("--timeout-s", type=argtypes.positive_seconds, default=420.0,
                        help="bound on the deploy (default 420)")
-    serve.add_argument("--api-key-file", default=None, type=argtypes.path,
-                       help="require the API key in this file (Authorization: Bearer <key>) on every request, as "
-                            "security.serve_api_key_secret does on GKE")
+    add_api_key_file(serve)
     preempt = actions.add_parser("preempt", help="preempt one emulated host as GKE does: its node drains for a "
                                  "preemption (as on SIGTERM), it is killed after the notice, a replacement starts")
     preempt.add_argument("--host", type=argtypes.worker_index, default=None, metavar="N",
@@ -97,26 +91,10 @@ def _progress(line: str) -> None:
 
 
 def plan_from_args(args: argparse.Namespace) -> SlicePlan:
-    """The SlicePlan to emulate: ``--generation/--topology``, else a slice of the config."""
-    from raytpu.config import choose, load
-    from raytpu.core.common import errors
-    from raytpu.core.tpu.catalog import from_accelerator_type
-    from raytpu.core.tpu.plan import plan_slice
-    from raytpu.local.from_config import config_slice_plan
+    """The SlicePlan to emulate (:func:`raytpu.local.chosen_plan.emulated_plan`)."""
+    from raytpu.local.chosen_plan import emulated_plan
 
-    named = from_accelerator_type(args.generation, "--generation") if args.generation and not args.topology else None
-    if named is not None:  # --generation v6e-16: an accelerator type names both
-        return plan_slice(*named, args.machine_type)
-    if args.generation or args.topology:
-        if not (args.generation and args.topology):
-            raise errors.missing("topology" if args.generation else "generation", "with the other",
-                                 "both --generation and --topology, or neither (use the config's slice)")
-        return plan_slice(args.generation, args.topology, args.machine_type)
-    path = choose(args.config, local=True)
-    if not Path(path).exists():
-        raise errors.invalid_value("config", path, "does not exist",
-                                   "a raytpu.yaml path, or --generation and --topology")
-    return config_slice_plan(load(path), args.slice_name)
+    return emulated_plan(args.generation, args.topology, args.machine_type, args.config, args.slice_name)
 
 
 def _cluster(args: argparse.Namespace) -> LocalCluster:
@@ -148,53 +126,32 @@ def run(args: argparse.Namespace) -> int:
 def _up(args: argparse.Namespace) -> int:
     from raytpu import local
     from raytpu.console.cli_args import refuse_combinations
-    from raytpu.core.common.errors import invalid_value
+    from raytpu.core.common.errors import raise_found
+    from raytpu.local.chosen_plan import start_timeout_problems
     from raytpu.local.run_lock import hold
+    from raytpu.local.startup import announce_started
 
     generation = ("--generation", args.generation is not None)
     refuse_combinations(together=[(("--config", args.config is not None), generation),
                                   (("--slice", args.slice_name is not None), generation)],
                         without=[(("--machine-type", args.machine_type is not None), generation)])
-    if args.timeout_s is not None and not 0 < args.timeout_s <= MAX_START_S:  # nan too: before anything starts
-        raise invalid_value("--timeout-s", args.timeout_s, "is not a bound on the start",
-                            f"seconds in (0, {MAX_START_S:g}], or no --timeout-s (60 s plus 60 s per node)")
+    raise_found(start_timeout_problems(args.timeout_s))  # before anything starts
     plan = plan_from_args(args)
-    where = local.run_dir(args.dir)
-    with hold(where, "raytpu local up"):
+    with hold(local.run_dir(args.dir), "raytpu local up"):
         cluster = local.start(plan, args.slices, args.dir, progress=_progress, timeout_s=args.timeout_s,
                               owner="raytpu local up")
-        try:
-            for name, value in cluster.ray_cli_env().items():  # what Ray's own CLI needs: `export` these lines
-                print(f"{name}={value}")
-            print(f"slices: {', '.join(cluster.slices)} ({plan.generation} {plan.topology}, {plan.hosts} host(s) "
-                  f"x {plan.chips_per_host} chips)")
-            print("next: raytpu local status | raytpu local smoke | raytpu local down")
-            sys.stdout.flush()
-        except KeyboardInterrupt:  # Ctrl-C before `up` returned: what it started goes too (issue 68)
-            from raytpu.runs.interrupt import interrupts_held
-
-            with interrupts_held():
-                local.stop(where)
-            raise
+        announce_started(cluster, plan)
     return 0
 
 
 def _status(args: argparse.Namespace) -> int:
-    from dataclasses import asdict
-
     from raytpu import local
+    from raytpu.local.status_table import healthy, status_document, status_header
+
     cluster = _alive(_cluster(args))
     rows = local.status(cluster)
-    if args.json:
-        print(json.dumps({"address": cluster.address, "slices": cluster.slices, "plan": cluster.plan,
-                          "nodes": [asdict(r) for r in rows]}, indent=2))
-    else:
-        plan = cluster.slice_plan
-        print(f"{cluster.address}  {plan.generation} {plan.topology} x {len(cluster.slices)} slice(s)  "
-              f"run dir {cluster.run_dir}")
-        print(local.render_status(rows))
-    from raytpu.local.status_table import healthy
-
+    print(json.dumps(status_document(cluster, rows), indent=2) if args.json else
+          f"{status_header(cluster)}\n{local.render_status(rows)}")
     return 0 if healthy(rows) else 1  # a host replaced since (a preempt) is no fault
 
 
@@ -215,99 +172,67 @@ def _down(args: argparse.Namespace) -> int:
 
 
 def _smoke(args: argparse.Namespace) -> int:
-    from raytpu import local
+    """Checks the flags against the recorded cluster, runs :func:`raytpu.local.smoke_run.run_smoke`, prints the
+    verdicts and the timeline, writes ``--report``."""
     from raytpu.console import report_html
     from raytpu.console.cli_args import refuse_combinations
-    from raytpu.core.common import report, timeline
+    from raytpu.core.common import errors, report, timeline
     from raytpu.local.from_config import dcn_slices_of, optional_config
-    from raytpu.local.phases import emulated_phases
+    from raytpu.local.smoke_run import dcn_problems, run_smoke
 
     dcn_slices = ("--dcn-slices", args.dcn_slices is not None)
     refuse_combinations(together=[(("--config", args.config is not None), dcn_slices)])
     if args.report:  # written after the run: refused before it
         from raytpu.console import machine
-        from raytpu.core.common import errors
 
         errors.raise_found(machine.output_folder_problems("--report", args.report))
     recorder = timeline.Recorder.for_command()
     cluster = _cluster(args)
-    plan = cluster.slice_plan
-    if args.dcn_slices is not None and not 1 <= args.dcn_slices <= len(cluster.slices):
-        from raytpu.core.common.errors import invalid_value
-
-        raise invalid_value("--dcn-slices", args.dcn_slices, "is more slices than this local cluster has"
-                            if args.dcn_slices > 1 else "is not a number of slices",
-                            f"1..{len(cluster.slices)} (`raytpu local up --slices N` for more)")
+    errors.raise_found(dcn_problems(args.dcn_slices, len(cluster.slices)))
     _alive(cluster)  # the head, once the arguments are known good
     if args.dcn_slices is None:  # the explicit flag wins
-        args.dcn_slices, why = dcn_slices_of(optional_config(args.config), plan, len(cluster.slices))
+        args.dcn_slices, why = dcn_slices_of(optional_config(args.config), cluster.slice_plan, len(cluster.slices))
         if why:
             _progress(why)
-    _progress(f"smoke check of {len(cluster.slices)} {plan.ray_pod_type} slice(s) at {cluster.address}")
-    emulated_phases(recorder, cluster.hosts_recorded_wall())
-    recorder.mark("applied", "the smoke driver started on the emulated slice, as a RayJob's submitter starts it",
-                  timeline.EMULATED)
-    extra = ("--dcn-slices", str(args.dcn_slices)) if args.dcn_slices else ()
-    done = local.run_workload(cluster, "smoke", *extra, timeout_s=args.timeout_s)
-    recorder.take(timeline.parse_stamp_lines(done.stdout))
-    verdicts = report.parse_verdict_lines(done.stdout)
-    runs = {"smoke": recorder.finish("verdicts read" if verdicts else "the driver ended with no verdict")}
-    if not verdicts:
-        tail = "\n".join(done.stderr.strip().splitlines()[-20:])
+    done = run_smoke(cluster, args.dcn_slices, args.timeout_s, recorder, _progress)
+    runs = {"smoke": done.timeline}
+    if not done.verdicts:
         sys.stderr.write(f"error: local.smoke: the smoke workload printed no verdict (exit {done.returncode}):\n"
-                         f"{tail}\n")
-        sys.stderr.write(timeline.render(runs["smoke"]) + "\n")
+                         f"{done.stderr}\n")
+        sys.stderr.write(timeline.render(done.timeline) + "\n")
         return 1
     if args.report:
-        json_path, junit_path = report.write_reports(verdicts, args.report, timelines=runs)
+        json_path, junit_path = report.write_reports(done.verdicts, args.report, timelines=runs)
         _progress(f"wrote {json_path}, {junit_path} and {report_html.write_beside(json_path)}")
     if args.json:
-        print(json.dumps({"format": report.FORMAT, "healthy": report.all_healthy(verdicts), "slices": verdicts,
-                          "timeline": runs["smoke"]}, indent=2, sort_keys=True))
-        sys.stderr.write(timeline.render(runs["smoke"]) + "\n")
+        print(json.dumps({"format": report.FORMAT, "healthy": report.all_healthy(done.verdicts),
+                          "slices": done.verdicts, "timeline": done.timeline}, indent=2, sort_keys=True))
+        sys.stderr.write(timeline.render(done.timeline) + "\n")
     else:
-        print(report.render_table(verdicts))
+        print(report.render_table(done.verdicts))
         print()
-        print(timeline.render(runs["smoke"]))
-    return 0 if report.all_healthy(verdicts) and done.returncode == 0 else 1
+        print(timeline.render(done.timeline))
+    return 0 if report.all_healthy(done.verdicts) and done.returncode == 0 else 1
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from raytpu.local.deploy import deploy_serve, require_vllm
+    """``raytpu submit NAME --local``'s deploy of a serving workload (:meth:`raytpu.local.side.LocalSide.serve`),
+    kept under its first name; without a config, the kit's own serving workload."""
+    from raytpu.console import machine
+    from raytpu.console.followed_run import streams
     from raytpu.local.from_config import config_serving_workload, serving_on_slice
+    from raytpu.local.side import LocalSide
 
     chosen = config_serving_workload(args.config, args.workload)  # a wrong --workload is said before the cluster
-    code = None
-    if chosen is not None and chosen.work.serve_app is not None:  # a team's app: its code read once, before the cluster
-        from raytpu.images import team
-
-        code = team.prepare(chosen.spec, chosen.work)
-    cluster = _cluster(args)
-    work = cluster.workload("serve") if chosen is None else serving_on_slice(cluster, chosen.work)
-    if code is not None:  # a team's own app: the kit's .venv runs it, no vLLM
-        from raytpu.local.team_app import deploy_team_app
-
-        _alive(cluster)
-        print(f"endpoint: {deploy_team_app(cluster, work, code, args.timeout_s, args.api_key_file, _progress)}")
-        sys.stdout.flush()
-        _progress("serving until `raytpu local down`")
-        return 0
-    require_vllm()
-    from raytpu.console import machine
-
-    # the serve workload builds the tiny model under ~/.cache (tiny_llm), vLLM and Hugging Face keep their caches under
-    # XDG_CACHE_HOME (else ~/.cache), all in processes whose traceback would be the only word: refused first, as demo
-    machine.check_environment("TMPDIR", "HOME", "XDG_CACHE_HOME")
-    _alive(cluster)  # the head, once the arguments and this environment are known good
-    url, model = deploy_serve(cluster, work, args.timeout_s, args.api_key_file)
-    print(f"endpoint: {url}")
-    print(f"model: {model}")
-    sys.stdout.flush()
-    if args.ask:
+    code = None if chosen is None else chosen.team_code()
+    side = LocalSide(args.dir, check_environment=machine.check_environment, cluster=_cluster(args))
+    work = side.default_serving() if chosen is None else serving_on_slice(side.cluster(), chosen.work)
+    said = side.deploy(work, timeout_s=args.timeout_s, api_key_file=args.api_key_file, code=code,
+                       streams=streams(None))
+    if args.ask and "model" in said:
         from raytpu.local.llm_client import ask
 
-        ask(url, model)
-    _progress("serving until `raytpu local down`")
+        ask(said["endpoint"], said["model"])
     return 0
 
 

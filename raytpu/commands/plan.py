@@ -17,7 +17,6 @@ if TYPE_CHECKING:
 HELP = "size a model to every TPU slice of the catalog: HBM fit, Ray, serving rules, $/h"
 
 DEFAULT_CONTEXT = 4096
-SHOWN_PER_GENERATION = 3
 MAX_BATCH = 1_000_000
 
 
@@ -109,15 +108,10 @@ def _check(args: argparse.Namespace, shape: ModelShape | None) -> None:
     if args.region is not None and args.prices is not None:
         raise errors.forbidden("--region", args.region, "with --prices (the file names its own region)",
                                "--region REGION or --prices FILE")
-    if args.write_gb_s is not None:
-        from raytpu.sizing.preemption_budget import WRITE_GB_S_RANGE
+    from raytpu.sizing.preemption_budget import flag_problems
 
-        if args.mode != "train":
-            raise errors.forbidden("--write-gb-s", args.write_gb_s, "with --mode serve", "--mode train")
-        if not WRITE_GB_S_RANGE[0] <= args.write_gb_s <= WRITE_GB_S_RANGE[1]:
-            raise errors.invalid_value("--write-gb-s", args.write_gb_s, "is out of range",
-                                       f"a rate in [{WRITE_GB_S_RANGE[0]:g}, {WRITE_GB_S_RANGE[1]:g}] GB/s per host")
-    _check_budget(args)
+    errors.raise_found(flag_problems(args.mode, args.write_gb_s, args.notice_s, args.step_s,
+                                     args.checkpoint_writers)[:1])  # the first, as each flag is read in turn
     if args.tokens_per_s is not None and args.mode != "serve":
         raise errors.forbidden("--tokens-per-s", args.tokens_per_s, "with --mode train", "--mode serve")
     if args.plot is not None:
@@ -146,37 +140,6 @@ def _need_for(args: argparse.Namespace, shape: ModelShape | None, params: int) -
                              optimizer_dtype=args.optimizer_dtype, context=args.context, batch=args.batch,
                              remat=args.remat)
     return lambda tp: need
-
-
-def _money(value: float | None) -> str:
-    return "n/p" if value is None else f"{value:,.2f}"
-
-
-def _table(found: list[Candidate], best: Candidate | None, minimal: dict[str, Candidate], show_all: bool,
-           per_tokens: bool) -> list[str]:
-    from raytpu.sizing.memory import GIB
-
-    head = ["GEN", "TOPOLOGY", "CHIPS", "HOSTS", "HBM GiB", "NEED GiB", "FREE", "RAY", "SERVABLE",
-            "$/h OD", "$/h SPOT", "$/h FLEX"] + (["$/Mtok OD"] if per_tokens else [])
-    rows, hidden = [], 0
-    for gen in dict.fromkeys(c.plan.generation for c in found):
-        fits = [c for c in found if c.plan.generation == gen and c.fits]
-        shown = fits if show_all else fits[:SHOWN_PER_GENERATION]
-        hidden += len(fits) - len(shown)
-        for c in shown:
-            mark = " *" if c is best else (" <" if minimal.get(gen) is c else "")
-            serv = {True: "yes", False: "no", None: "-"}[c.servable] + (f" ({c.servable_note})" if c.servable_note
-                                                                          and c.servable else "")
-            rows.append([gen, c.plan.topology + mark, str(c.plan.chips), str(c.plan.hosts),
-                         f"{c.hbm_bytes / GIB:,.0f}", f"{c.need.total / GIB:,.1f}", f"{100 * c.free_fraction:.0f}%",
-                         "yes" if c.plan.ray_reservable else "no", serv,
-                         *(_money(c.price_per_hour[k]) for k in ("on_demand", "spot", "flex_start")),
-                         *([_money(c.usd_per_million_tokens["on_demand"])] if per_tokens else [])])
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in [head, *rows]]
-    if hidden:
-        lines.append(f"({hidden} larger fitting slices not shown; --all lists them)")
-    return lines
 
 
 def _nothing_fits(args: argparse.Namespace, found: list[Candidate]) -> None:
@@ -211,31 +174,12 @@ def _nothing_to_draw(args: argparse.Namespace, found: list[Candidate], region: s
         + (", --prices FILE pricing them" if usable else "") + ", or no --plot (the table lists those slices)")
 
 
-def _check_budget(args: argparse.Namespace) -> None:
-    """The preemption budget's flags: train only, each within its range."""
-    from raytpu.core.common import errors
-    from raytpu.core.specs import notice
-    from raytpu.sizing.preemption_budget import STEP_S_RANGE, WRITERS
-
-    for flag in ("notice_s", "step_s", "checkpoint_writers"):
-        given = getattr(args, flag)
-        if given is not None and args.mode != "train":
-            raise errors.forbidden(f"--{flag.replace('_', '-')}", given, "with --mode serve", "--mode train")
-    if args.notice_s is not None and args.notice_s not in notice.NOTICE_CHOICES:
-        raise errors.invalid_choice("--notice-s", args.notice_s, notice.NOTICE_CHOICES,
-                                    " (GKE's node shutdown window takes 30 or 120 seconds)")
-    if args.step_s is not None and not STEP_S_RANGE[0] <= args.step_s <= STEP_S_RANGE[1]:
-        raise errors.invalid_value("--step-s", args.step_s, "is out of range",
-                                   f"seconds in [{STEP_S_RANGE[0]:g}, {STEP_S_RANGE[1]:g}]")
-    if args.checkpoint_writers is not None and args.checkpoint_writers not in WRITERS:
-        raise errors.invalid_choice("--checkpoint-writers", args.checkpoint_writers, WRITERS)
-
-
 def run(args: argparse.Namespace) -> int:
     """Prints the need, the fitting slices (table or JSON) and, with --plot, writes the picture."""
     from raytpu.core.specs import node_disk, notice
     from raytpu.sizing import candidates, preemption_budget, prices
     from raytpu.sizing.memory import GIB
+    from raytpu.sizing.plan_text import candidate_table, need_lines
 
     shape, params = _shape(args)
     _check(args, shape)
@@ -276,25 +220,10 @@ def run(args: argparse.Namespace) -> int:
             **({"disk": disk} if disk else {}),
         }, indent=2))
         return 0
-    print(f"{title}: {params:,} parameters")
-    for line in need.assumptions:
-        print(f"  {line}")
-    terms = " + ".join(f"{k.replace('_', ' ')} {v / GIB:,.1f}" for k, v in need.terms.items())
-    tp_note = " (at TP 1; a TP above the KV heads adds KV copies)" if args.mode == "serve" and shape else ""
-    print(f"  need: {terms} = {need.total / GIB:,.1f} GiB{tp_note}; "
-          f"headroom: {args.headroom:.0%} of HBM kept free (XLA scratch buffers, runtime; vLLM leaves 8-10%)")
-    if disk:
-        print(f"  disk: every host that downloads the weights writes {disk['need_gib']:,} GiB (weights + "
-              f"{disk['scratch_gib']:g} GiB for Ray's files; the GCS FUSE sidecar requests {disk['sidecar_gib']:g} "
-              "GiB more): a boot disk of "
-              + (f"{disk['disk_size_gib']} GiB ({disk['allocatable_gib']:,} GiB allocatable; slices[].disk_size_gib, "
-                 "which the kit sizes itself when left out)" if disk["disk_size_gib"] else
-                 "no size GKE offers: serve the weights from the kit's bucket (model_source: gs://)"))
-    other = ", ".join(f"{g}: {r}" for g, r in table.regions.items() if r != table.region)
-    print(f"  prices: {table.currency}/h per slice, {table.region}{f' ({other})' if other else ''}, read "
-          f"{table.read_on} from {table.source}; n/p = not published there")
+    print("\n".join(need_lines(f"{title}: {params:,} parameters", need, args.headroom, disk, table,
+                                tp_note=args.mode == "serve" and shape is not None)))
     print()
-    lines = _table(found, best, minimal, args.all, args.tokens_per_s is not None)
+    lines = candidate_table(found, best, minimal, args.all, args.tokens_per_s is not None)
     print("\n".join(lines))
     print("< smallest usable slice of its generation; * cheapest usable on-demand"
           + (f"; plot: {args.plot}" if args.plot else ""))

@@ -11,7 +11,6 @@ RUN, named with the known runs).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 
 HELP = "list the workload runs on a stack or the emulated slice; follow a run's logs, or cancel it"
@@ -70,31 +69,41 @@ def _rank(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Lists, prints logs or cancels, on the stack or the emulated slice."""
+    """Chooses the side once (:func:`raytpu.console.sides.side_for`), then lists, prints logs or cancels there."""
+    from raytpu.console.sides import side_for
     from raytpu.core.common import errors
+    from raytpu.runs.run_list import pick, render
 
     action = getattr(args, "action", None)
     if (given := getattr(args, "config", None)) is not None:
         raise errors.forbidden("--config", given, "for runs (it reads no config: it lists every run of the "
                                "stack or the emulated slice)", "leave it out; --stack NAME or --local [--dir DIR]")
-    if args.local and args.stack:
-        raise errors.forbidden("--stack", args.stack, "with --local", "one of --stack NAME or --local")
-    if getattr(args, "team", None) is not None and args.local:
-        raise errors.forbidden("--team", args.team, "with --local (the emulated slice has no queues: every run is "
-                               "listed)", "--team with --stack")
-    if args.dir is not None and not args.local:
-        raise errors.forbidden("--dir", args.dir, "without --local", "--dir with --local")
-    if not args.local and not args.stack:
-        from raytpu import local
-
-        if local.LocalCluster.load(local.run_dir(None)) is None:  # no emulated slice here either: say both ways
-            raise errors.missing("--stack", "(or --local)", "the cluster stack's id, <cluster name>-cluster; or "
-                                 "--local for the emulated slice (`raytpu local up` starts one)")
-        args.local = True  # only an emulated slice is up: its runs (issue 68 item 6)
+    team = getattr(args, "team", None)
+    # refused one at a time, as before the side was chosen: --stack before --team
+    stack_only = [*([errors.forbidden("--stack", args.stack, "with --local", "one of --stack NAME or --local")]
+                    if args.stack else []),
+                  *([errors.forbidden("--team", team, "with --local (the emulated slice has no queues: every run is "
+                                      "listed)", "--team with --stack")] if team is not None else [])]
+    local_only = ([errors.forbidden("--dir", args.dir, "without --local", "--dir with --local")]
+                  if args.dir is not None else [])
+    side = side_for(args, args.local, with_local=stack_only[:1], without_local=local_only, detect=True,
+                    valid="the cluster stack's id, <cluster name>-cluster; or --local for the emulated slice "
+                          "(`raytpu local up` starts one)")
     timeout_s = args.timeout_s or (600.0 if action == "cancel" else FOLLOW_S)
-    if args.local:
-        return _local(args, action, timeout_s)
-    return _stack(args, action, timeout_s)
+    try:
+        found = side.list_runs()
+        if action is None:
+            print(render(found, args.json, side.usage()))
+            return 0
+        chosen = pick(found, args.run)
+        if action == "cancel":
+            side.cancel(chosen, timeout_s=timeout_s, progress=_say)
+        else:
+            side.logs(chosen, rank=getattr(args, "rank", None), follow=getattr(args, "follow", False),
+                      timeout_s=timeout_s, sink=_out)
+    finally:
+        side.close()
+    return 0
 
 
 FOLLOW_S = 366 * 24 * 3600.0
@@ -107,55 +116,3 @@ def _say(line: str) -> None:
 
 def _out(line: str) -> None:
     print(line, flush=True)
-
-
-def _stack(args: argparse.Namespace, action: str | None, timeout_s: float) -> int:
-    from raytpu.cluster import gke, runs
-    from raytpu.cluster.outputs import StackOutputs
-    from raytpu.runs.run_list import pick, render
-
-    outputs = StackOutputs.read(args.outputs, args.stack)
-    team = getattr(args, "team", None)
-    if team is not None:  # the team's namespace: a member whose Role is that namespace's reads only there
-        from raytpu.core.specs.teams import NAMESPACE_PREFIX
-
-        outputs = dataclasses.replace(outputs, namespace=f"{NAMESPACE_PREFIX}{team}")
-    with gke.connect(outputs) as client:
-        found = runs.list_runs(client)
-        if action is None:
-            print(render(found, args.json, runs.queue_usage(client) if team is not None else ()))
-            return 0
-        chosen = pick(found, args.run)
-        if action == "cancel":
-            runs.cancel(client, chosen, timeout_s=timeout_s, progress=_say)
-        elif getattr(args, "rank", None) is not None:
-            runs.rank_log(client, chosen, args.rank)
-        else:
-            runs.driver_log(client, chosen, follow=getattr(args, "follow", False), timeout_s=timeout_s, sink=_out)
-    return 0
-
-
-def _local(args: argparse.Namespace, action: str | None, timeout_s: float) -> int:
-    from raytpu import local
-    from raytpu.core.common import errors
-    from raytpu.local import runs
-    from raytpu.runs.run_list import pick, render
-
-    cluster = local.LocalCluster.load(local.run_dir(args.dir))
-    if cluster is None:
-        raise errors.RuntimeFailure(f"local: no local cluster recorded in {local.run_dir(args.dir)}",
-                                    "start one with `raytpu local up`")
-    client = runs.jobs_client(cluster)
-    found = runs.list_runs(client)
-    if action is None:
-        print(render(found, args.json))
-        return 0
-    chosen = pick(found, args.run)
-    follow = getattr(args, "follow", False)
-    if action == "cancel":
-        runs.cancel(cluster, client, chosen, timeout_s=timeout_s, progress=_say)
-    elif getattr(args, "rank", None) is not None:
-        runs.rank_log(cluster, client, chosen, args.rank, follow=follow, timeout_s=timeout_s, sink=_out)
-    else:
-        runs.driver_log(client, chosen, follow=follow, timeout_s=timeout_s, sink=_out)
-    return 0

@@ -28,11 +28,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Loads the config; prints a one-line summary per slice when it is valid, and a warning (stderr) for every
-    ``security`` setting that opens something to the outside, every slice in a zone Google does not document for
-    it, every job whose driver entrypoint never imports ray (:func:`raytpu.teamcode.checks.head_warnings`), and every
-    ``env`` name that looks like a secret's (:func:`raytpu.core.specs.run_env.secret_like_warnings`)."""
+    """Loads the config; prints a one-line summary per slice and workload when it is valid, then its warnings on
+    stderr (:func:`raytpu.core.specs.spec_warnings.config_warnings`, with the model fit of :mod:`raytpu.sizing` and the
+    driver check of :func:`raytpu.teamcode.checks.head_warnings`)."""
     from raytpu.config import choose, load
+    from raytpu.core.specs.spec_warnings import config_warnings, served_copies
     from raytpu.core.tpu.catalog import RAY_VERSION
 
     args.config = choose(args.config)
@@ -58,11 +58,6 @@ def run(args: argparse.Namespace) -> int:
               f"{plan.chips_per_host} chips ({plan.machine_type}), {item.provisioning.name}, {item.zone}{ray}"
               f"{disk_note(spec, item)}")
     stack = f"{spec.cluster.name}-cluster"
-    for warning in spec.security.warnings():
-        print(f"warning: {warning}", file=sys.stderr)
-    for i, item in enumerate(spec.slices):
-        for line in zone_warnings(item):
-            print(f"warning: slices[{i}].zone: {line}", file=sys.stderr)
     held = served_copies(spec)
     for work in spec.workloads:
         how = ("a RayService the workloads stack applies" if not work.kind.is_job else
@@ -75,20 +70,10 @@ def run(args: argparse.Namespace) -> int:
         span = f" ({work.slices_per_run} slices per run, joined over DCN)" if work.multislice else ""
         lock = f"; {locks[work.name]}" if work.name in locks else ""
         print(f"  {work.name}: {work.kind.name} on {work.slice.name}{span}, {how}{runs(work)}{kept(work)}{lock}")
-    from raytpu.core.specs.run_env import secret_like_warnings
+    from raytpu.sizing.serving_fit import fit_warnings
     from raytpu.teamcode.checks import head_warnings
-    for work in spec.workloads:
-        for line in [*fit_warnings(work), *serving_warnings(spec, work), *deadline_warnings(work),
-                     *disk_warnings(spec, work), *head_warnings(codes[work.name].field, work),
-                     *secret_like_warnings(codes[work.name].field, work.env)]:
-            print(f"warning: {line}", file=sys.stderr)
-        if work.kind.is_job and work.slice.name in held:
-            print(f"warning: workloads.{work.name}: every copy of slice {work.slice.name} is held by "
-                  f"{held[work.slice.name]}; its RayJob's pods would stay Pending (google.com/tpu is an extended "
-                  "resource: a chip is never shared), so `raytpu submit` refuses while they hold it; give the job "
-                  "its own slice, or run `raytpu smoke`, which skips held copies as busy", file=sys.stderr)
-    from raytpu.core.specs.grants import path_warnings
-    for line in path_warnings(spec):
+
+    for line in config_warnings(spec, fit=lambda _prefix, work: fit_warnings(work), head=head_warnings):
         print(f"warning: {line}", file=sys.stderr)
     return 0
 
@@ -123,70 +108,6 @@ def kept(work: WorkloadSpec) -> str:
         else ""
 
 
-def zone_warnings(item: SliceSpec) -> list[str]:
-    """Where Google does not document the slice's generation (or, flex-start, its generation under flex-start) in
-    the slice's zone: :data:`raytpu.core.tpu.catalog.OFFERED`. A warning, not an error: the lists move (see there)."""
-    from raytpu.core.tpu.catalog import OFFERED
-
-    return OFFERED.warnings(item.plan.generation, _modes(item), item.zone)
-
-
-def _modes(item: SliceSpec) -> tuple[str, ...]:
-    """The provisioning modes a slice may run on: its own, then its fallbacks."""
-    return (item.provisioning.name, *(m.name for m in item.fallback))
-
-
-def served_copies(spec: ClusterSpec) -> dict[str, str]:
-    """Slices whose every copy a RayService holds (its workers request all their hosts' chips for as long as it
-    runs), with the services that hold them. A RayService spans all copies of its slice, or ``slices`` of them."""
-    holders: dict[str, list[str]] = {}
-    copies: dict[str, int] = {}
-    for work in spec.workloads:
-        if not work.kind.is_job:
-            holders.setdefault(work.slice.name, []).append(f"RayService {work.name!r}")
-            copies[work.slice.name] = copies.get(work.slice.name, 0) + work.slices_spanned
-    return {name: ", ".join(who) for name, who in holders.items() if copies[name] >= spec.slice_named(name).count}
-
-
-def serving_warnings(spec: ClusterSpec, work: WorkloadSpec) -> list[str]:
-    """A RayService where it would go down: on flex-start capacity or a slice with a run duration, which GKE takes
-    back then. (Weights in a bucket no grant covers: :func:`raytpu.core.specs.grants.path_warnings`.)"""
-    from raytpu.core.specs.provisioning import MAX_RUN_DURATION_S
-
-    if work.kind.is_job:
-        return []
-    out = []
-    item = work.slice
-    if "flex-start" in _modes(item):
-        # Source: https://cloud.google.com/kubernetes-engine/docs/concepts/dws (flex-start nodes run at most 7 days)
-        ends = item.max_run_duration_s or MAX_RUN_DURATION_S[1]
-        out.append(f"workloads.{work.name}: serves from slice {item.name}, which may run on flex-start capacity: GKE "
-                   f"deletes flex-start nodes when their run duration ends ({ends} s), so the RayService goes down "
-                   "and waits for new capacity; serve from on-demand, spot or a reservation")
-    elif item.max_run_duration_s is not None:
-        out.append(f"workloads.{work.name}: serves from slice {item.name}, whose nodes end at its max_run_duration_s "
-                   f"({item.max_run_duration_s} s), so the RayService goes down then and waits for new nodes; "
-                   f"remove max_run_duration_s from slice {item.name} for a long-lived service")
-    return out
-
-
-def deadline_warnings(work: WorkloadSpec) -> list[str]:
-    """A RayJob whose deadline (``activeDeadlineSeconds``) outlasts its flex-start slice's ``max_run_duration_s``:
-    GKE deletes the nodes at the run duration, so a job that takes its time is cut before its deadline.
-    Source: https://cloud.google.com/kubernetes-engine/docs/concepts/dws (nodes removed at maxRunDurationSeconds)."""
-    item, run_s = work.slice, work.run_deadline_s
-    ends = item.max_run_duration_s
-    if not work.kind.is_job or ends is None or "flex-start" not in _modes(item):
-        return []
-    if run_s is not None and run_s <= ends:
-        return []
-    runs = f"{run_s} s (activeDeadlineSeconds) or more" if run_s else "with no deadline (run_time_s: unlimited)"
-    return [f"workloads.{work.name}: its RayJob may run {runs} once its slice is up, past slice {item.name}'s "
-            f"flex-start max_run_duration_s {ends}: GKE deletes the nodes at {ends} s and cuts the job; raise "
-            f"slices[].max_run_duration_s to at least {run_s or 'its run time'}, or run it on on-demand, spot or a "
-            "reservation"]
-
-
 def disk_note(spec: ClusterSpec, item: SliceSpec) -> str:
     """On Standard, a boot disk the kit sized above the default for the weights of the slice's engines."""
     from raytpu.core.specs import node_disk
@@ -200,50 +121,3 @@ def disk_note(spec: ClusterSpec, item: SliceSpec) -> str:
         return ""
     return (f", boot disk {size} GiB per host (room for {need.model}'s {need.weights_gib:,.1f} GiB of weights, which "
             f"workload {need.workload} downloads to every host)")
-
-
-def disk_warnings(spec: ClusterSpec, work: WorkloadSpec) -> list[str]:
-    """On Autopilot, an engine whose ephemeral-storage request is more than a default Standard node would hold:
-    GKE refuses a request above its maximum, which the sources the kit read do not state for TPU pods."""
-    from raytpu.core.specs import node_disk
-    from raytpu.core.specs.field_rules import DEFAULT_DISK_SIZE_GIB
-
-    need = node_disk.engine_disk(work, spec.bucket)
-    if not spec.cluster.autopilot or need is None or need.need_gib <= node_disk.allocatable_gib(DEFAULT_DISK_SIZE_GIB):
-        return []
-    fix = "" if need.batch else f"; or serve it from gs://{spec.bucket}/PATH (read in place, no download)"
-    return [f"workloads.{work.name}: its TPU pods request {need.request} of ephemeral storage ({need.model}'s "
-            f"{need.weights_gib:,.1f} GiB of weights, downloaded to every host, + Ray's files); Autopilot refuses a "
-            "request above its maximum for the pod's hardware, which the kit could not find stated for TPU pods: if "
-            f"GKE refuses the pods, run the workload on a Standard cluster, whose boot disk the kit sizes{fix}"]
-
-
-def fit_warnings(work: WorkloadSpec) -> list[str]:
-    """A serving workload whose model cannot fit its slice (weights + KV cache for one sequence of its
-    ``max_model_len``, bf16, 10% headroom: :mod:`raytpu.sizing.memory`); only models of ``raytpu plan``'s built-in
-    table are known here, so another model gets a note saying it was not checked. A warning, not an error: a
-    quantized checkpoint may fit where the estimate says no."""
-    from raytpu.core.specs import vllm_rules
-    from raytpu.core.tpu import models
-    from raytpu.sizing import candidates, memory
-
-    if not work.runs_vllm:
-        return []
-    name, plan = work.name, work.plan
-    source = vllm_rules.sized_model(work.model, work.model_source)
-    shape = models.by_hf_id(source)
-    if shape is None:
-        return [f"workloads.{name}: model {source!r} is not in `raytpu plan`'s built-in table, so its fit on "
-                f"{plan.generation} {plan.topology} was not checked (run `raytpu plan --model-config config.json`), "
-                "nor the room its weights need on each host's disk (slices[].disk_size_gib; "
-                "`raytpu plan --model-config config.json --mode serve` prints the disk that holds them)"]
-    context = work.max_model_len or vllm_rules.DEFAULT_MAX_MODEL_LEN
-    need = memory.serve_need(shape.params(), shape, dtype="bf16", kv_dtype="bf16", context=context, batch=1,
-                             tensor_parallel=candidates.layout(plan, shape).tensor_parallel)
-    usable = plan.chips * plan.hbm_gib_per_chip * memory.GIB * (1 - memory.DEFAULT_HEADROOM)
-    if need.total <= usable:
-        return []
-    return [f"workloads.{name}: {shape.name} needs {need.total / memory.GIB:,.1f} GiB in bf16 (weights + KV cache "
-            f"for one {context}-token sequence), more than the {usable / memory.GIB:,.1f} GiB usable on "
-            f"{plan.generation} {plan.topology} ({plan.chips} x {plan.hbm_gib_per_chip:g} GiB, 10% kept free); "
-            f"`raytpu plan --model {shape.name}` lists the slices that fit"]

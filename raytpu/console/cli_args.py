@@ -66,3 +66,13 @@ def print_yaml(manifests: list[dict[str, object]]) -> None:
     import yaml
 
     print(yaml.safe_dump_all(manifests, sort_keys=False, width=120), end="")
+
+
+def add_api_key_file(parser: argparse.ArgumentParser, when: str = "") -> None:
+    """``--api-key-file FILE``: the key a serving workload deployed on the emulated slice requires (``local serve``,
+    ``submit --local``); ``when`` starts its help (submit: with --local, a serving workload)."""
+    from raytpu.console import argtypes
+
+    parser.add_argument("--api-key-file", default=None, type=argtypes.path, metavar="FILE" if when else None,
+                        help=f"{when}require the API key in this file (Authorization: Bearer <key>) on every request, "
+                             "as security.serve_api_key_secret does on GKE")

@@ -158,3 +158,21 @@ def save(config_path: str | Path, name: str, image: BuiltImage) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+VERSION_COLUMNS = ("image", "ref", "base digest", "ray", "jax/libtpu or vllm", "protobuf")
+
+
+def versions_table(built: dict[str, BuiltImage]) -> str:
+    """What each image built now runs, one row per image: its digest, its base's, and the versions that matter
+    (the serving image's vLLM; the job image's JAX/libtpu)."""
+    rows = [VERSION_COLUMNS]
+    for name, image in built.items():
+        v = image.versions
+        stack = (f"vllm {v['vllm'][:12]}" if "vllm" in v
+                 else f"jax {v.get('jax', '-')} / libtpu {v.get('libtpu', '-')}")
+        base = image.base.rsplit("@", 1)[1] if image.base else "-"
+        rows.append((name, image.ref.rsplit("@", 1)[0] + "@" + image.ref.rsplit("@", 1)[1][:19], base[:19],
+                     v.get("ray", "-"), stack, v.get("protobuf", "-")))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(VERSION_COLUMNS))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)

@@ -8,7 +8,7 @@ Its build context is a folder the kit writes under its cache (a Dockerfile and t
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -84,3 +84,23 @@ def lock_all(spec: ClusterSpec, codes: Mapping[str, TeamCode]) -> dict[str, Team
 def image_name(code: TeamCode) -> str | None:
     """The image of ``code``'s lock (None: no lock)."""
     return None if code.lock is None else name_of(code.lock)
+
+
+def config_locks(codes: Iterable[TeamCode]) -> dict[str, Lock]:
+    """``{team-<hash>: lock}`` of the workloads' prepared code (the names ``images build IMAGE`` may give)."""
+    return {name_of(code.lock): code.lock for code in codes if code.lock is not None}
+
+
+def config_definitions(locks: Mapping[str, Lock], config: str, stack: str) -> dict[str, ImageDefinition]:
+    """The image of each requirements lock, FROM the job image as recorded; InvalidInput when that is not built
+    (``images build`` builds it first)."""
+    from raytpu.core.common import errors
+    from raytpu.images import record
+
+    if not locks:
+        return {}
+    job_ref = record.load_refs(config).get(BASE_IMAGE)
+    if job_ref is None:
+        raise errors.missing(f"image {BASE_IMAGE}", "to layer the workloads' requirements on",
+                             f"`raytpu images build --stack {stack}` (it builds the job image first)")
+    return {name: definition(lock, job_ref) for name, lock in locks.items()}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from raytpu.core.common import errors
 from raytpu.core.specs import multislice
@@ -14,6 +14,9 @@ from raytpu.core.specs.data import DATA_FIELDS
 from raytpu.core.specs.spec import ClusterSpec, WorkloadSpec
 from raytpu.core.tpu.plan import SlicePlan
 from raytpu.local.state import LocalCluster
+
+if TYPE_CHECKING:
+    from raytpu.teamcode.prepared import TeamCode
 
 
 def config_slice_plan(spec: ClusterSpec, slice_name: str | None = None) -> SlicePlan:
@@ -72,6 +75,14 @@ class ChosenWorkload(NamedTuple):
 
     spec: ClusterSpec
     work: WorkloadSpec
+
+    def team_code(self) -> TeamCode | None:
+        """A ``serve_app``'s code read once, before any cluster is looked at; None for the kit's LLM app."""
+        if self.work.serve_app is None:
+            return None
+        from raytpu.images import team
+
+        return team.prepare(self.spec, self.work)
 
 
 def config_serving_workload(config: str | None = None, name: str | None = None) -> ChosenWorkload | None:

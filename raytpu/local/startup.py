@@ -212,3 +212,22 @@ def add_host(cluster: LocalCluster, slice_name: str, worker_id: int, timeout_s: 
     t0 = time.monotonic()
     _start_nodes(cluster, [(slice_name, worker_id)], 1, t0 + (timeout_s or start_timeout_s(1)), lambda _l: None, t0)
     return next(n for n in cluster.hosts(slice_name) if n.worker_id == worker_id)
+
+
+def announce_started(cluster: LocalCluster, plan: SlicePlan) -> None:
+    """Prints :func:`started_lines` on stdout; a Ctrl-C before they are out stops what the start launched too, whole
+    (``local up`` must not return leaving it; issue 68)."""
+    try:
+        print("\n".join(started_lines(cluster, plan)), flush=True)
+    except KeyboardInterrupt:
+        _stop_started(Path(cluster.run_dir))
+        raise
+
+
+def started_lines(cluster: LocalCluster, plan: SlicePlan) -> list[str]:
+    """What ``raytpu local up`` prints once the slices are up: the variables Ray's own CLI needs (``export`` them),
+    the slices and what to run next."""
+    return [*(f"{name}={value}" for name, value in cluster.ray_cli_env().items()),
+            f"slices: {', '.join(cluster.slices)} ({plan.generation} {plan.topology}, {plan.hosts} host(s) "
+            f"x {plan.chips_per_host} chips)",
+            "next: raytpu local status | raytpu local smoke | raytpu local down"]

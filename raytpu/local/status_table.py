@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from raytpu.core.common.table import text_table
@@ -86,3 +86,16 @@ def render_status(rows: list[HostStatus]) -> str:
              "replaced" if r.replaced else "yes" if r.alive else "NO", "ok" if r.labels_ok else "MISMATCH",
              r.resources) for r in rows]
     return "\n".join(text_table([header, *body], rule=False))
+
+
+def status_document(cluster: LocalCluster, rows: list[HostStatus]) -> dict[str, Any]:
+    """``local status --json``: the head's address, the slices, the plan and every node's row."""
+    return {"address": cluster.address, "slices": cluster.slices, "plan": cluster.plan,
+            "nodes": [asdict(r) for r in rows]}
+
+
+def status_header(cluster: LocalCluster) -> str:
+    """The line above the table: the head's address, what it emulates and where its run folder is."""
+    plan = cluster.slice_plan
+    return (f"{cluster.address}  {plan.generation} {plan.topology} x {len(cluster.slices)} slice(s)  "
+            f"run dir {cluster.run_dir}")

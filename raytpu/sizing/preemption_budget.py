@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from raytpu.core.common import errors
+from raytpu.core.common.errors import InvalidInput
 from raytpu.core.manifests import preemption
 from raytpu.core.specs import notice
 from raytpu.core.tpu.plan import SlicePlan
@@ -126,3 +128,30 @@ def budget(need: Need, write_gb_s: float | None, notice_s: int = notice.NOTICE_S
     size = sum(need.terms.get(term, 0.0) for term in CHECKPOINTED)
     return Budget(size, ASSUMED_WRITE_GB_S if write_gb_s is None else write_gb_s, write_gb_s is None,
                   notice_s, ASSUMED_STEP_S if step_s is None else step_s, step_s is None, writers)
+
+
+def flag_problems(mode: str, write_gb_s: float | None, notice_s: int | None, step_s: float | None,
+                  writers: str | None) -> list[InvalidInput]:
+    """``raytpu plan``'s budget flags, in the order they are read: each train only (``mode``), each within its range
+    (``--write-gb-s`` :data:`WRITE_GB_S_RANGE`, ``--notice-s`` GKE's windows, ``--step-s`` :data:`STEP_S_RANGE`,
+    ``--checkpoint-writers`` :data:`WRITERS`)."""
+    found = []
+    if write_gb_s is not None:
+        if mode != "train":
+            found.append(errors.forbidden("--write-gb-s", write_gb_s, "with --mode serve", "--mode train"))
+        elif not WRITE_GB_S_RANGE[0] <= write_gb_s <= WRITE_GB_S_RANGE[1]:
+            found.append(errors.invalid_value("--write-gb-s", write_gb_s, "is out of range",
+                                              f"a rate in [{WRITE_GB_S_RANGE[0]:g}, {WRITE_GB_S_RANGE[1]:g}] GB/s per "
+                                              "host"))
+    found += [errors.forbidden(flag, given, "with --mode serve", "--mode train")
+              for flag, given in (("--notice-s", notice_s), ("--step-s", step_s), ("--checkpoint-writers", writers))
+              if given is not None and mode != "train"]
+    if notice_s is not None and notice_s not in notice.NOTICE_CHOICES:
+        found.append(errors.invalid_choice("--notice-s", notice_s, notice.NOTICE_CHOICES,
+                                           " (GKE's node shutdown window takes 30 or 120 seconds)"))
+    if step_s is not None and not STEP_S_RANGE[0] <= step_s <= STEP_S_RANGE[1]:
+        found.append(errors.invalid_value("--step-s", step_s, "is out of range",
+                                          f"seconds in [{STEP_S_RANGE[0]:g}, {STEP_S_RANGE[1]:g}]"))
+    if writers is not None and writers not in WRITERS:
+        found.append(errors.invalid_choice("--checkpoint-writers", writers, WRITERS))
+    return found

@@ -1,5 +1,6 @@
-"""GKE version rules of the cluster construct: the version format, its order, and the floor a cluster's slices
-need. Free of the CDK framework, so the unit tier checks them without starting jsii."""
+"""GKE version rules: the version format, its order, the floor a cluster's slices need, and the Terraform
+precondition that checks a live control plane against a floor. Read by the cluster construct and stack and by
+``raytpu doctor``; a spec rule, so it lives with the specs (it imports no CDK)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from raytpu.core.specs.notice import LONG_NOTICE_MIN_GKE_VERSION
 from raytpu.core.specs.provisioning import Provisioning
 from raytpu.core.tpu.catalog import RAY_OPERATOR_MIN_GKE_VERSION, generation
 from raytpu.core.tpu.plan import SlicePlan
-from raytpu.modules import node_system
 
+COMPUTE_CLASS_MIN_GKE_VERSION = "1.32.1-gke.1729000"
+"""The version a ComputeClass's ``nodeSystemConfig`` needs (Autopilot and Standard).
+Source: https://cloud.google.com/kubernetes-engine/docs/how-to/node-system-config ("ComputeClass")."""
 LONG_NOTICE = (LONG_NOTICE_MIN_GKE_VERSION, "a preemption notice above 30 s")
 """(the version, what needs it) of a shutdown window above GKE's default."""
 
@@ -45,7 +48,7 @@ def version_floor(plans: Iterable[SlicePlan], mode: str = "standard", multislice
     floor = (RAY_OPERATOR_MIN_GKE_VERSION, "the Ray Operator add-on")
     wanted = [(MULTISLICE_MIN_GKE_VERSION[mode], f"Multislice on {mode.capitalize()}")] if multislice else []
     if mode == "autopilot":
-        wanted.append((node_system.COMPUTE_CLASS_MIN_GKE_VERSION, "a ComputeClass's nodeSystemConfig"))
+        wanted.append((COMPUTE_CLASS_MIN_GKE_VERSION, "a ComputeClass's nodeSystemConfig"))
     if long_notice:
         wanted.append(LONG_NOTICE)
     for needed, why in wanted:
