@@ -100,7 +100,8 @@ def test_submit_local_deploys_a_serving_workload_as_local_serve_does(
     assert by_submit["timeout_s"] == by_alias["timeout_s"] == SERVE_TIMEOUT_S
     assert by_submit["api_key_file"] is by_alias["api_key_file"] is None
     if name == "app":  # a team app's fields are named where the config has them, both ways
-        assert by_submit["prefix"] == by_alias["prefix"] == "workloads[3]"
+        assert by_submit["code"].field == by_alias["code"].field == "workloads[3]"
+        assert by_submit["code"].files == by_alias["code"].files  # the same folder, read once by each command
 
 
 def test_submit_local_maps_the_serve_flags(deployed: tuple[Path, list[dict[str, Any]]], tmp_path: Path) -> None:

@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         report(InvalidInput(unknown[0], "is not a known option" + did_you_mean(unknown[0].split("=", 1)[0], known),
                             f"options of `{parser.prog}`: {parser.options()}"))
         return EXIT_INVALID
-    from raytpu.runs import interrupt
+    from raytpu.core.common import interrupt
 
     restore = interrupt.install()  # SIGTERM ends a command as Ctrl-C does (its cleanup runs, exit 130)
     try:

@@ -140,7 +140,7 @@ def _up(args: argparse.Namespace) -> int:
     with hold(local.run_dir(args.dir), "raytpu local up"):
         cluster = local.start(plan, args.slices, args.dir, progress=_progress, timeout_s=args.timeout_s,
                               owner="raytpu local up")
-        announce_started(cluster, plan)
+        announce_started(cluster, plan, lambda text: print(text, flush=True))
     return 0
 
 

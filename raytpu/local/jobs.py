@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from raytpu.core.common import names
 from raytpu.core.common.errors import InvalidInput, RuntimeFailure, excerpt
+from raytpu.core.common.interrupt import interrupts_held, raise_missed
 from raytpu.core.common.names import MANAGED_BY, SLICE_LABEL, WORKLOAD_LABEL
 from raytpu.core.specs import compile_cache
 from raytpu.core.specs.kinds import kind
@@ -21,7 +22,6 @@ from raytpu.local.connection import check_head, speak_auth
 from raytpu.local.emulation import ENV_EMULATED
 from raytpu.local.procs import signal_group
 from raytpu.local.state import LocalCluster, Progress
-from raytpu.runs.interrupt import interrupts_held, raise_missed
 
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
@@ -166,7 +166,7 @@ def follow_job(client: JobSubmissionClient, job_id: str, sink: Progress, *, time
     shown = 0
     deadline = time.monotonic() + timeout_s
     while True:
-        raise_missed()  # a Ctrl-C Python dropped (raytpu.runs.interrupt) ends the follow at the next look
+        raise_missed()  # a Ctrl-C Python dropped (raytpu.core.common.interrupt) ends the follow at the next look
         status = client.get_job_status(job_id)
         logs = client.get_job_logs(job_id)
         for line in logs[shown:].splitlines():

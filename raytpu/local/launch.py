@@ -13,12 +13,12 @@ import sys
 from pathlib import Path
 
 from raytpu.core.common.errors import RuntimeFailure
+from raytpu.core.common.interrupt import interrupts_held
 from raytpu.core.manifests.serving import DIRECT_STREAMING_ENV, SERVE_HOT_PATH_ENV
 from raytpu.core.tpu.plan import SlicePlan
 from raytpu.local import procs
 from raytpu.local.emulation import WEBHOOK_ENV, host_env
 from raytpu.local.state import ENV_CLUSTER, LocalCluster, NodeProc
-from raytpu.runs.interrupt import interrupts_held
 from raytpu.workloads.job_worker_env import SERVING_ONLY_ENV
 
 HOST_CPUS = 2

@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 import secrets
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from raytpu.core.common.errors import RuntimeFailure, invalid_value
+from raytpu.core.common.interrupt import interrupts_held, raise_missed
 from raytpu.core.tpu.plan import SlicePlan
 from raytpu.local import diagnose, launch, procs
 from raytpu.local.connection import wait_for_nodes
@@ -23,7 +25,6 @@ from raytpu.local.state import (
     temp_prefix,
     unwritable,
 )
-from raytpu.runs.interrupt import interrupts_held, raise_missed
 
 START_RETRIES = 2
 """How many times a node whose start failed for a cause a restart can fix is started again."""
@@ -214,11 +215,11 @@ def add_host(cluster: LocalCluster, slice_name: str, worker_id: int, timeout_s: 
     return next(n for n in cluster.hosts(slice_name) if n.worker_id == worker_id)
 
 
-def announce_started(cluster: LocalCluster, plan: SlicePlan) -> None:
-    """Prints :func:`started_lines` on stdout; a Ctrl-C before they are out stops what the start launched too, whole
-    (``local up`` must not return leaving it; issue 68)."""
+def announce_started(cluster: LocalCluster, plan: SlicePlan, say: Callable[[str], None]) -> None:
+    """Says :func:`started_lines` on ``say`` (the command's stdout); a Ctrl-C before they are out stops what the start
+    launched too, whole (``local up`` must not return leaving it; issue 68)."""
     try:
-        print("\n".join(started_lines(cluster, plan)), flush=True)
+        say("\n".join(started_lines(cluster, plan)))
     except KeyboardInterrupt:
         _stop_started(Path(cluster.run_dir))
         raise

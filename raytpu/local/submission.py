@@ -187,13 +187,13 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
     refused = False
     interrupted: KeyboardInterrupt | None = None
     attempts, ends = 1 + work.backoff_limit, time.monotonic() + timeout_s  # --timeout-s bounds them all
+    from raytpu.core.common.interrupt import raise_missed
     from raytpu.local.pending import watching
-    from raytpu.runs.interrupt import raise_missed
 
     try:
         for attempt in range(1, attempts + 1):  # as KubeRay's backoffLimit: a FAILED Ray job is run again, anew
             submission_id = attempt_id(run_name, attempt)
-            raise_missed()  # a Ctrl-C Python dropped (raytpu.runs.interrupt) ends it here, before the submission
+            raise_missed()  # a Ctrl-C Python dropped (raytpu.core.common.interrupt) ends it here, before the submission
             with watching(cluster, submission_id, streams.err):  # a placement group that stays pending is said
                 status = local.submit_job(cluster, work.kind.name, *extra,
                                           timeout_s=max(ends - time.monotonic(), 1.0), sink=streams.keeping(lines),
@@ -240,10 +240,10 @@ Source: Ray 2.60 ``JobSupervisor.DEFAULT_RAY_JOB_STOP_WAIT_TIME_S``."""
 def stop_interrupted(cluster: local.LocalCluster, submission_id: str, interrupt: KeyboardInterrupt,
                      streams: Streams, timeout_s: float = STOP_S) -> int:
     """After Ctrl-C or SIGTERM: stops the Ray job ``submission_id`` and waits until its placement groups are gone
-    (``raytpu runs cancel``'s stop); returns 130 (:mod:`raytpu.runs.interrupt`). A job that was never
+    (``raytpu runs cancel``'s stop); returns 130 (:mod:`raytpu.core.common.interrupt`). A job that was never
     submitted (the signal came first) is said so."""
+    from raytpu.core.common.interrupt import stop_on_interrupt
     from raytpu.local import runs
-    from raytpu.runs.interrupt import stop_on_interrupt
     from raytpu.runs.run_list import Run
 
     def stop() -> bool:

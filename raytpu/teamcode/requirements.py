@@ -276,7 +276,7 @@ def run_uv(cmd: list[str], timeout_s: float, **popen: Any) -> subprocess.Complet
     ``Popen`` would leave a started uv unknown, writing on), and is killed and waited for on any exception before the
     caller removes what it wrote; a uv that Ctrl-C ended first (the terminal signals the whole group) is the
     interrupt, never a failure of uv's (issue 68). TimeoutExpired past ``timeout_s``."""
-    from raytpu.runs.interrupt import interrupts_held
+    from raytpu.core.common.interrupt import interrupts_held
 
     proc = None
     try:
