@@ -88,7 +88,7 @@ typecheck: $(VENV)/.installed
 # The synth tier (CDK synth on node: computes) runs
 # beside the slice tier (Ray clusters: wait as much as they compute), its output in reports/synth-tier.log and shown
 # once both are done; the slice tier runs one test at a time, as a cluster's start is sized for the whole machine
-# (raytpu/local/diagnose.py). (xdist's loadgroup cannot keep the slice tests together under pytest 9: it renames
+# (raytpu/local/slice/diagnose.py). (xdist's loadgroup cannot keep the slice tests together under pytest 9: it renames
 # test ids through an attribute pytest 9 no longer reads.)
 PYTEST_PARALLEL := --numprocesses=$(shell n=$$(nproc 2>/dev/null || echo 2); echo $$((n * 2 > 8 ? 8 : n * 2)))
 

@@ -27,10 +27,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from raytpu import local
 from raytpu.core.specs import data, kinds
 from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
-from raytpu.local.connection import speak_auth
+from raytpu.local.slice import procs, startup
+from raytpu.local.slice.connection import speak_auth
 from raytpu.workloads import batch, tiny_llm
 
 ORDERS = (("kit", "hand"), ("hand", "kit"))
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         source = root / "prompts.jsonl"
         source.write_text("".join(json.dumps({"id": i, "prompt": f"question {i}: what is {i} plus {i}?"}) + "\n"
                                   for i in range(args.rows)))
-        cluster = local.start(SLICE.plan, 1, root / "cluster")
+        cluster = startup.start(SLICE.plan, 1, root / "cluster")
         runs: dict[str, list[dict[str, Any]]] = {"kit": [], "hand": []}
         try:
             speak_auth(cluster)
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                     runs[side].append(timed(sides[side], stages))
             ray.shutdown()
         finally:
-            local.stop(root / "cluster")
+            procs.stop(root / "cluster")
     ratios = [k["rows_per_s"] / h["rows_per_s"] for k, h in zip(runs["kit"], runs["hand"], strict=True)]
     result: dict[str, Any] = {
         "rows": args.rows, "max_tokens": args.max_tokens, "repeats": args.repeats,

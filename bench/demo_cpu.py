@@ -47,7 +47,7 @@ ROLES = (  # first match on a process's titles and command lines wins
     ("ray.util.client.server", "Ray client server (head)"),
     ("gcs_server", "GCS (head)"),
     ("bin/ray start", "ray start (the CLI, per node)"),
-    ("from ray.scripts.scripts import main", "ray start (the CLI, per node)"),  # raytpu.local.launch.RAY_CLI
+    ("from ray.scripts.scripts import main", "ray start (the CLI, per node)"),  # raytpu.local.slice.launch.RAY_CLI
     ("raytpu demo", "raytpu demo (its own process: steps, memory sampler)"),
 )
 

@@ -26,7 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from raytpu import local
+from raytpu.local.slice import procs as local_procs
+from raytpu.local.slice import startup, state
 
 PROGRAM = '''\
 import os, sys, time
@@ -69,7 +70,7 @@ def first_step_wall(marks: Path, tag: str) -> float | None:
     return float(path.read_text()) if path.exists() else None
 
 
-def kit(folder: Path, cluster: local.LocalCluster, marks: Path) -> dict[str, Any]:
+def kit(folder: Path, cluster: state.LocalCluster, marks: Path) -> dict[str, Any]:
     """``raytpu submit plain --local`` of the every-host program."""
     tag = f"k{secrets.token_hex(2)}"
     config = folder / "raytpu.yaml"
@@ -82,7 +83,7 @@ def kit(folder: Path, cluster: local.LocalCluster, marks: Path) -> dict[str, Any
     return result(done, started, first_step_wall(marks, tag))
 
 
-def hand(folder: Path, cluster: local.LocalCluster, marks: Path) -> dict[str, Any]:
+def hand(folder: Path, cluster: state.LocalCluster, marks: Path) -> dict[str, Any]:
     """Four processes of this interpreter, each given the coordinator, the process count and its id, 4 CPU devices
     each (what the emulated hosts give JAX), started at once."""
     tag = f"h{secrets.token_hex(2)}"
@@ -126,7 +127,7 @@ def run(max_pairs: int, within: float) -> dict[str, Any]:
     (folder / "src" / "step.py").write_text(PROGRAM)
     plan = plan_slice("v6e", "4x4", "ct6e-standard-4t")
     load_before = os.getloadavg()
-    cluster = local.start(plan, 1, folder / "cluster", owner="bench/every_host_first_step.py")
+    cluster = startup.start(plan, 1, folder / "cluster", owner="bench/every_host_first_step.py")
     out: dict[str, Any] = {"slice": "v6e 4x4 (4 hosts x 4 chips)", "pairs": [],
                            "loadavg_before": [round(x, 1) for x in load_before]}
     ratios: list[float] = []
@@ -143,7 +144,7 @@ def run(max_pairs: int, within: float) -> dict[str, Any]:
             if agreed(ratios, within):
                 break
     finally:
-        local.stop(folder / "cluster")
+        local_procs.stop(folder / "cluster")
         shutil.rmtree(folder, ignore_errors=True)
     out["loadavg_after"] = [round(x, 1) for x in os.getloadavg()]
     out["ratios"] = ratios

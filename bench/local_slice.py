@@ -26,11 +26,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from raytpu import local
 from raytpu.config import load
 from raytpu.core.common import report
 from raytpu.core.tpu.plan import SlicePlan, plan_slice
-from raytpu.local.from_config import config_slice_plan
+from raytpu.local.running import jobs
+from raytpu.local.slice import procs, startup
+from raytpu.local.slice.from_config import config_slice_plan
 
 
 def one_repeat(plan: SlicePlan, reservations: int) -> dict[str, float]:
@@ -42,7 +43,7 @@ def one_repeat(plan: SlicePlan, reservations: int) -> dict[str, float]:
 
     with tempfile.TemporaryDirectory(prefix="raytpu-bench-") as directory:
         started = time.monotonic()
-        cluster = local.start(plan, 1, directory)
+        cluster = startup.start(plan, 1, directory)
         figures = {"start_s": time.monotonic() - started}
         try:
             ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR)
@@ -67,7 +68,7 @@ def one_repeat(plan: SlicePlan, reservations: int) -> dict[str, float]:
                            env=cluster.driver_env(), check=True, capture_output=True, timeout=120)
             figures["bare_driver_s"] = time.monotonic() - started
             started = time.monotonic()
-            done = local.run_workload(cluster, "smoke", timeout_s=300)
+            done = jobs.run_workload(cluster, "smoke", timeout_s=300)
             figures["smoke_s"] = time.monotonic() - started
             verdict = report.parse_verdict_line(done.stdout)
             if done.returncode != 0 or verdict is None:
@@ -77,7 +78,7 @@ def one_repeat(plan: SlicePlan, reservations: int) -> dict[str, float]:
             if ray.is_initialized():
                 ray.shutdown()
             started = time.monotonic()
-            local.stop(directory)
+            procs.stop(directory)
             figures["stop_s"] = time.monotonic() - started
     return figures
 

@@ -4,10 +4,10 @@
 
 Each repeat, in each condition (``quiet``, then ``busy``: another process spinning on one core, as on a user's
 busy laptop), measures side by side: one bare single-node ``ray start --head`` (Ray's defaults, its own temp dir
-and ports, torn down by PID), then :func:`raytpu.local.start` of head + every host of the slice for each ``--slots``
-value (0: the kit's default, :func:`raytpu.local.start_slots`). Prints p50/p95 per condition and the ratio of
-each emulated start's p50 to the bare node's p50 measured in the same run, plus how many nodes had to be started
-again (a slow agent, a lost port race).
+and ports, torn down by PID), then :func:`raytpu.local.slice.startup.start` of head + every host of the slice for each
+``--slots`` value (0: the kit's default, :func:`raytpu.local.slice.startup.start_slots`). Prints p50/p95 per condition
+and the ratio of each emulated start's p50 to the bare node's p50 measured in the same run, plus how many nodes had to
+be started again (a slow agent, a lost port race).
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from raytpu import local
 from raytpu.core.tpu.plan import SlicePlan, plan_slice
-from raytpu.local.launch import free_port
-from raytpu.local.procs import signal_group
+from raytpu.local.slice import procs, startup, state
+from raytpu.local.slice.launch import free_port
+from raytpu.local.slice.procs import signal_group
 
 BUSY = [sys.executable, "-c", "while True: pass"]
 
@@ -39,9 +39,9 @@ def bare_start(cli: tuple[str, ...] = (), client_server: bool = True) -> tuple[f
     """(wall seconds, CPU seconds of the CLI process) for one bare ``ray start --head`` to return 0, run as ``cli``
     (default the ``ray`` script beside this interpreter); the node is killed by PID afterwards. ``client_server``:
     a free port for Ray's Client server (Ray's CLI would take a fixed 10001); False as the kit's launcher starts
-    none (:data:`raytpu.local.launch.RAY_CLI`)."""
-    temp = f"{local.TMP_PREFIX}b{secrets.token_hex(3)}"
-    env = os.environ | {local.ENV_CLUSTER: temp, "RAY_USAGE_STATS_ENABLED": "0"}
+    none (:data:`raytpu.local.slice.launch.RAY_CLI`)."""
+    temp = f"{state.TMP_PREFIX}b{secrets.token_hex(3)}"
+    env = os.environ | {state.ENV_CLUSTER: temp, "RAY_USAGE_STATS_ENABLED": "0"}
     args = [*(cli or (str(Path(sys.executable).parent / "ray"),)), "start", "--head", "--disable-usage-stats",
             "--temp-dir", temp, "--port", str(free_port()), "--dashboard-port", str(free_port()),
             "--dashboard-agent-listen-port", "0",
@@ -56,7 +56,7 @@ def bare_start(cli: tuple[str, ...] = (), client_server: bool = True) -> tuple[f
     # the node's daemons stay in the group its ray start led (killpg also reaches one forked after a listing), then
     # whatever carries the tag: an agent seen left behind after a SIGKILL by listing alone
     signal_group(done.pid, signal.SIGKILL)
-    for pid in local.tagged_processes(temp):
+    for pid in procs.tagged_processes(temp):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
     subprocess.run(["rm", "-rf", temp], check=False)
@@ -71,10 +71,10 @@ def emulated_start(plan: SlicePlan, slots: int) -> tuple[float, int]:
         lines: list[str] = []
         started = time.monotonic()
         try:
-            local.start(plan, 1, directory, progress=lines.append, slots=slots or None)
+            startup.start(plan, 1, directory, progress=lines.append, slots=slots or None)
             return time.monotonic() - started, sum("starting it again" in line for line in lines)
         finally:
-            local.stop(directory)
+            procs.stop(directory)
 
 
 def p95(values: list[float]) -> float:
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--generation", default="v6e")
     parser.add_argument("--topology", default="4x4")
     parser.add_argument("--slots", type=int, nargs="+", default=[0],
-                        help="hosts started at once; 0 is the kit's default (raytpu.local.start_slots)")
+                        help="hosts started at once; 0 is the kit's default (raytpu.local.slice.startup.start_slots)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))  # token auth as on GKE; one token per process
@@ -128,10 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     results = run(plan, args.repeats, args.slots)
     if args.json:
         print(json.dumps({"plan": plan.to_json(), "cpus": len(os.sched_getaffinity(0)), "default_slots":
-                          local.start_slots(), "results": results}, indent=2))
+                          startup.start_slots(), "results": results}, indent=2))
         return 0
     print(f"emulated {plan.generation} {plan.topology} (head + {plan.hosts} hosts) vs one bare `ray start --head`, "
-          f"{args.repeats} repeats, {len(os.sched_getaffinity(0))} CPUs, default slots {local.start_slots()}")
+          f"{args.repeats} repeats, {len(os.sched_getaffinity(0))} CPUs, default slots {startup.start_slots()}")
     print(f"{'condition':<9} {'start':<22} {'p50':>7} {'p95':>7} {'vs bare':>8} {'restarts':>9}")
     for condition, figures in results.items():
         bare = figures["bare"]

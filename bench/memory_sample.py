@@ -1,5 +1,5 @@
-"""Benchmark of one memory sample's process scan (``raytpu demo``'s :class:`raytpu.local.PeakMemory`, every 0.5 s):
-the per-root walk that read every process's environment each time beside the one-pass scan with its tag cache,
+"""Benchmark of one memory sample's process scan (``raytpu demo``'s :class:`raytpu.local.slice.memory.PeakMemory`, every
+0.5 s): the per-root walk that read every process's environment each time beside the one-pass scan with its tag cache,
 alternating, in one run, on whatever runs on this machine now (start a local cluster first for a realistic table).
 
     .venv/bin/python bench/memory_sample.py [--repeats 20] [--prefix /tmp/raytpu-]
@@ -19,8 +19,8 @@ import time
 
 import psutil
 
-from raytpu.local.memory import TagCache, tree_processes
-from raytpu.local.procs import tagged_processes
+from raytpu.local.slice.memory import TagCache, tree_processes
+from raytpu.local.slice.procs import tagged_processes
 
 
 def per_root_walk(tag_prefix: str) -> set[int]:

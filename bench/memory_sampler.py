@@ -1,6 +1,6 @@
-"""Benchmark of ``raytpu demo``'s memory sampler (:class:`raytpu.local.PeakMemory`) over one real demo: PSS read at
-every sample, the bounded sampler (PSS read only when it could be a new peak) and the demo's own (bounded, and PSS at
-most every ``pss_gap_s``), all sampling the demo's processes at the same moments, in rotating order.
+"""Benchmark of ``raytpu demo``'s memory sampler (:class:`raytpu.local.slice.memory.PeakMemory`) over one real demo: PSS
+read at every sample, the bounded sampler (PSS read only when it could be a new peak) and the demo's own (bounded, and
+PSS at most every ``pss_gap_s``), all sampling the demo's processes at the same moments, in rotating order.
 
     .venv/bin/python bench/memory_sampler.py [--interval 0.5] [-- demo flags...]
 
@@ -16,7 +16,8 @@ import subprocess
 import sys
 import time
 
-from raytpu.local import TMP_PREFIX, PeakMemory
+from raytpu.local.slice.memory import PeakMemory
+from raytpu.local.slice.state import TMP_PREFIX
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     raytpu = os.path.join(os.path.dirname(sys.executable), "raytpu")
     demo = subprocess.Popen([raytpu, "demo", "--dir", ".raytpu/bench-memory", "--report",
                              "reports/bench-memory.json", *args.demo], stdout=subprocess.DEVNULL)
-    prefix = f"{TMP_PREFIX}d{demo.pid}-"  # the demo tags its cluster with its own pid (raytpu.local.demo.run_demo)
+    prefix = f"{TMP_PREFIX}d{demo.pid}-"  # the demo tags its cluster with its pid (raytpu.local.demos.demo.run_demo)
     samplers = {"every": PeakMemory(tag_prefix=prefix, root=demo.pid, recheck_s=0.0),
                 "bounded": PeakMemory(tag_prefix=prefix, root=demo.pid, pss_gap_s=0.0),
                 "gapped": PeakMemory(tag_prefix=prefix, root=demo.pid)}

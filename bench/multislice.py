@@ -23,9 +23,10 @@ import sys
 import tempfile
 import time
 
-from raytpu import local
 from raytpu.core.tpu.plan import plan_slice
-from raytpu.local.connection import connect
+from raytpu.local.running import jobs
+from raytpu.local.slice import procs, startup, state
+from raytpu.local.slice.connection import connect
 
 
 def reserve_seconds(plan_topology: str, generation: str, num_slices: int, chips_per_host: int) -> float:
@@ -46,14 +47,14 @@ def reserve_seconds(plan_topology: str, generation: str, num_slices: int, chips_
     return elapsed
 
 
-def train_step_seconds(cluster: local.LocalCluster, slices: int, steps: int, storage: str) -> dict[str, float]:
+def train_step_seconds(cluster: state.LocalCluster, slices: int, steps: int, storage: str) -> dict[str, float]:
     """One training run spanning ``slices`` slices: its median step time and wall time."""
     from raytpu.workloads import train
 
     started = time.monotonic()
-    done = local.run_workload(cluster, "train", "--storage-path", storage, "--steps", str(steps),
-                              "--checkpoint-every", str(steps), timeout_s=600,
-                              work=cluster.workload("train", slices))
+    done = jobs.run_workload(cluster, "train", "--storage-path", storage, "--steps", str(steps),
+                             "--checkpoint-every", str(steps), timeout_s=600,
+                             work=cluster.workload("train", slices))
     summary = train.parse_result(done.stdout)
     if done.returncode != 0 or not summary or not summary["ok"]:
         raise SystemExit(f"train on {slices} slice(s) failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
@@ -72,8 +73,8 @@ def main() -> int:
     figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="raytpu-bench-ms-") as directory:
         print(f"starting 2 emulated {plan.ray_pod_type} slices ...", file=sys.stderr)
-        cluster = local.start(plan, 2, directory)
-        import ray  # after the start: Ray reads its auth mode once, when it loads (raytpu.local.connection)
+        cluster = startup.start(plan, 2, directory)
+        import ray  # after the start: Ray reads its auth mode once, when it loads (raytpu.local.slice.connection)
 
         try:
             connect(cluster)
@@ -93,7 +94,7 @@ def main() -> int:
         finally:
             if ray.is_initialized():
                 ray.shutdown()
-            local.stop(directory)
+            procs.stop(directory)
     figures["reserve_ratio_2_over_1"] = figures["reserve_2_slices_s"] / figures["reserve_1_slice_s"]
     figures["step_ratio_2_over_1"] = figures["train_2_step_s"] / figures["train_1_step_s"]
     if args.json:

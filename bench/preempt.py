@@ -6,9 +6,9 @@ side by side on one cluster.
 
 One emulated v6e 2x4 slice (two hosts); with ``--slices 2``, two emulated v5p 2x2x2 slices (two hosts each, the
 smallest shape Ray 2.60 reserves across slices) and a training run spanning both, a host of the second preempted.
-Each case is one training run (:func:`raytpu.local.drill.drill`): one host preempted once step ``--at-step`` is done,
-replaced, the run resumed on whole slices (with two, on both: Ray Train restarts the whole worker group and reserves
-both slices again; ``resumed_on_slices`` is what the resumed workers report). ``with notice``: the host's
+Each case is one training run (:func:`raytpu.local.demos.drill.drill`): one host preempted once step ``--at-step`` is
+done, replaced, the run resumed on whole slices (with two, on both: Ray Train restarts the whole worker group and
+reserves both slices again; ``resumed_on_slices`` is what the resumed workers report). ``with notice``: the host's
 node drains for a preemption (as its ``ray start --block`` does on SIGTERM) and is killed ``--notice-s`` later: the
 run checkpoints at the notice. ``no notice``: the host is killed at once (a crash): the run resumes from its last
 periodic checkpoint (every ``--every`` steps). Steps lost are measured (rank 0's progress file), ``resumed_after_s`` is
@@ -26,10 +26,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from raytpu import local
 from raytpu.core.tpu.catalog import generation
 from raytpu.core.tpu.plan import plan_slice
-from raytpu.local.drill import drill
+from raytpu.local.demos.drill import drill
+from raytpu.local.slice import procs, startup, state
 
 FIELDS = ("host", "notice_s", "checkpoint_at_notice", "last_step_before_kill", "resumed_from_step", "steps_lost",
           "resumed_after_s", "resumed_on_whole_slice", "resumed_on_slices", "run_ok")
@@ -37,12 +37,12 @@ FIELDS = ("host", "notice_s", "checkpoint_at_notice", "last_step_before_kill", "
 
 def run(notice_s: float, steps: int, every: int, at_step: int, slices: int = 1) -> dict[str, Any]:
     """Both cases on one fresh cluster of ``slices`` slices, torn down after."""
-    os.environ.setdefault(local.ENV_TMP_PREFIX, f"{local.TMP_PREFIX}b{os.getpid()}-")
+    os.environ.setdefault(state.ENV_TMP_PREFIX, f"{state.TMP_PREFIX}b{os.getpid()}-")
     plan = (plan_slice("v6e", "2x4", generation("v6e").multi_host_machine_type.name) if slices == 1
             else plan_slice("v5p", "2x2x2"))  # a v6e 2x4 is one host to Ray's reservation: one slice only
     with tempfile.TemporaryDirectory(prefix="raytpu-bench-") as directory:
         started = time.monotonic()
-        cluster = local.start(plan, slices, directory)
+        cluster = startup.start(plan, slices, directory)
         out: dict[str, Any] = {"slice": f"{slices} x {plan.generation} {plan.topology}, {plan.hosts} hosts each",
                                "start_s": round(time.monotonic() - started, 1), "cases": {}}
         try:
@@ -52,7 +52,7 @@ def run(notice_s: float, steps: int, every: int, at_step: int, slices: int = 1) 
                 out["cases"][name] = {k: done["preemption"][k] for k in FIELDS} | {
                     "run_s": done["train"].get("duration_s")}
         finally:
-            local.stop(directory)
+            procs.stop(directory)
     return out
 
 

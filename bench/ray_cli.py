@@ -1,12 +1,12 @@
 """Benchmark of how the emulated slice runs ``ray start``: Ray's CLI as installed (it imports its optional ``serve``
-subcommand group) beside the kit's launcher (:data:`raytpu.local.launch.RAY_CLI`, the same CLI without that group),
-alternating, side by side in one run.
+subcommand group) beside the kit's launcher (:data:`raytpu.local.slice.launch.RAY_CLI`, the same CLI without that
+group), alternating, side by side in one run.
 
     .venv/bin/python bench/ray_cli.py [--repeats 4] [--generation v6e --topology 4x4]
 
 Each repeat, in alternating order: one bare ``ray start --head`` through each (``bench/local_start.py``'s bare start:
 the CLI process's own CPU seconds from its rusage, and its wall time), then the whole emulated slice
-(:func:`raytpu.local.start`, head + hosts) through each (wall time and the machine's busy CPU seconds from
+(:func:`raytpu.local.slice.startup.start`, head + hosts) through each (wall time and the machine's busy CPU seconds from
 ``/proc/stat``). Prints p50 of each and the ratios kit/installed.
 """
 
@@ -23,9 +23,8 @@ import time
 from demo_cpu import busy_s  # bench/ is this script's first sys.path entry
 from local_start import bare_start
 
-from raytpu import local
 from raytpu.core.tpu.plan import SlicePlan, plan_slice
-from raytpu.local import launch
+from raytpu.local.slice import launch, procs, startup
 
 INSTALLED = "import sys; from ray.scripts.scripts import main; sys.argv[0] = 'ray'; main()"
 """Ray's ``ray`` console script: ``ray.scripts.scripts:main`` (Ray 2.60 ``entry_points``)."""
@@ -39,10 +38,10 @@ def slice_start(plan: SlicePlan, cli: str) -> tuple[float, float]:
         with tempfile.TemporaryDirectory(prefix="raytpu-bench-") as directory:
             busy, started = busy_s(), time.monotonic()
             try:
-                local.start(plan, 1, directory, progress=lambda _line: None)
+                startup.start(plan, 1, directory, progress=lambda _line: None)
                 return busy_s() - busy, time.monotonic() - started
             finally:
-                local.stop(directory)
+                procs.stop(directory)
     finally:
         launch.RAY_CLI = CLIS["kit"]
 

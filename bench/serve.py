@@ -20,7 +20,7 @@ only ratios that hold are figures to quote. Also each arm's ``other_server_cpu_s
 per second of the measured one's batches), peak memory (vLLM's tree; everything: both servers and this client) and
 the 1-minute load average at each pair's start and end.
 No process is left behind: vLLM's server is its own process group, stopped by PID; the cluster by
-:func:`raytpu.local.stop`.
+:func:`raytpu.local.slice.procs.stop`.
 """
 
 from __future__ import annotations
@@ -45,15 +45,15 @@ from typing import Any
 import psutil
 from serve_pair import ARMS, METRICS, SETTLE_S, Pair, Window, pair_ratios, settled, summary
 
-from raytpu import local
 from raytpu.config import load
 from raytpu.core.common.errors import InvalidInputs
 from raytpu.core.manifests import serving
 from raytpu.core.specs.spec import WorkloadSpec
-from raytpu.local.deploy import deploy_serve
-from raytpu.local.from_config import serving_on_slice
-from raytpu.local.llm_client import StreamResult, astream_chat
-from raytpu.local.procs import processes_under
+from raytpu.local.running.deploy import deploy_serve
+from raytpu.local.running.llm_client import StreamResult, astream_chat
+from raytpu.local.slice import memory, procs, startup, state
+from raytpu.local.slice.from_config import serving_on_slice
+from raytpu.local.slice.procs import processes_under
 from raytpu.workloads import tiny_llm
 from raytpu.workloads.serve import Endpoint, free_port, wait_answering
 
@@ -165,7 +165,7 @@ def vllm_server(model: tiny_llm.TinyModel, work: WorkloadSpec, niceness: int | N
         wait_answering(Endpoint(url, model.name), time.monotonic() + 300)
         ready_s = time.monotonic() - t0
         print(f"vLLM OpenAI server ready in {ready_s:.0f}s", file=sys.stderr, flush=True)
-        yield Server(url, model.name, ready_s, lambda: local.tree_processes(proc.pid)), proc.pid, log.name
+        yield Server(url, model.name, ready_s, lambda: memory.tree_processes(proc.pid)), proc.pid, log.name
     finally:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGTERM)
@@ -175,7 +175,7 @@ def vllm_server(model: tiny_llm.TinyModel, work: WorkloadSpec, niceness: int | N
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
-        for pid in local.tree_processes(proc.pid) - {proc.pid}:  # anything that left the group
+        for pid in memory.tree_processes(proc.pid) - {proc.pid}:  # anything that left the group
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
 
@@ -188,14 +188,14 @@ def ray_server(work: WorkloadSpec, env: dict[str, str]) -> Iterator[Server]:
         try:
             t0 = time.monotonic()
             with _environ(env):
-                cluster = local.start(work.plan, 1, directory)
+                cluster = startup.start(work.plan, 1, directory)
                 url, served = deploy_serve(cluster, serving_on_slice(cluster, work), 600.0)
             ready_s = time.monotonic() - t0
             print(f"Ray Serve LLM ready in {ready_s:.0f}s (cluster {cluster.started_s:.0f}s)", file=sys.stderr,
                   flush=True)
             yield Server(url, served, ready_s, lambda: {p.pid for p in processes_under(cluster.temp_dir)})
         finally:
-            local.stop(directory)
+            procs.stop(directory)
 
 
 @contextlib.contextmanager
@@ -251,7 +251,7 @@ def measure_level(servers: dict[str, Server], c: int, args: argparse.Namespace) 
 
 def exit_on_sigterm() -> None:
     """A SIGTERM (a CI timeout, ``kill``) unwinds like Ctrl-C, so vLLM's server and the emulated slice are stopped on
-    the way out (the slice's start keeps this handler: :func:`raytpu.local.connection.connect`)."""
+    the way out (the slice's start keeps this handler: :func:`raytpu.local.slice.connection.connect`)."""
     signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
 
 
@@ -259,11 +259,11 @@ def session(model: tiny_llm.TinyModel, work: WorkloadSpec, env: dict[str, str], 
             ) -> dict[str, Any]:
     """vLLM alone and the kit's app (with ``env``) up at once, both serving ``work``, every level measured in pairs."""
     load0 = _load()
-    everything = local.PeakMemory(tag_prefix=local.temp_prefix())
+    everything = memory.PeakMemory(tag_prefix=state.temp_prefix())
     with contextlib.ExitStack() as stack:
         stack.enter_context(everything)
         vllm, vllm_pid, log = stack.enter_context(vllm_server(model, work, args.vllm_niceness))
-        vllm_mem = stack.enter_context(local.PeakMemory(root=vllm_pid))
+        vllm_mem = stack.enter_context(memory.PeakMemory(root=vllm_pid))
         ray = stack.enter_context(ray_server(work, env))
         servers = {"vllm": vllm, "ray": ray}
         pinned = pin(vllm.processes() | ray.processes()) if args.pin_engine else None

@@ -10,7 +10,7 @@ this driver calls the replica's ``check_health`` (the method Serve's controller 
 ``health_check_period_s``, failing it after ``health_check_timeout_s``) every ``--probe-every-s`` and records how long
 each call takes to come back. Reported per arm: the deploy's time to ready, the longest and median probe wait during the
 start and after it, probes that waited past Serve's default health-check timeout, and replicas Serve restarted.
-One cluster at a time; each stopped by :func:`raytpu.local.stop`.
+One cluster at a time; each stopped by :func:`raytpu.local.slice.procs.stop`.
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from raytpu import local
 from raytpu.config import load
-from raytpu.local.connection import connect
-from raytpu.local.deploy import deploy_serve
-from raytpu.local.from_config import serving_on_slice
+from raytpu.local.running.deploy import deploy_serve
+from raytpu.local.slice import procs, startup, state
+from raytpu.local.slice.connection import connect
+from raytpu.local.slice.from_config import serving_on_slice
 from raytpu.workloads import tiny_llm
 
 HERE = Path(__file__).resolve().parent
@@ -60,7 +60,7 @@ def _replicas_created() -> int:
     return sum(a.class_name.startswith("ServeReplica:") for a in list_actors(raise_on_missing_output=False))
 
 
-def probe(cluster: local.LocalCluster, deployed: threading.Event, every_s: float, after_s: float
+def probe(cluster: state.LocalCluster, deployed: threading.Event, every_s: float, after_s: float
           ) -> list[dict[str, Any]]:
     """``check_health`` calls to the replica until ``after_s`` past ``deployed``: each with its start (seconds since
     the probe began), its wait, whether the deploy had finished, and the error it raised (an uninitialized replica
@@ -118,7 +118,7 @@ def run_arm(arm: str, args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="raytpu-bench-start-") as directory:
         try:
             t0 = time.monotonic()
-            cluster = local.start(WORK.plan, 1, directory)
+            cluster = startup.start(WORK.plan, 1, directory)
             deployed = threading.Event()
             outcome: dict[str, Any] = {}
 
@@ -143,7 +143,7 @@ def run_arm(arm: str, args: argparse.Namespace) -> dict[str, Any]:
             import ray
 
             ray.shutdown()
-            local.stop(directory)
+            procs.stop(directory)
     return {"separate_thread": arm, **outcome, **summary(rows), "probes": rows}
 
 

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from raytpu import local
+from raytpu.local.slice import procs, startup, state
 
 TRAIN = '''\
 import os, time
@@ -90,7 +90,7 @@ def first_step_wall(marks: Path, tag: str) -> float | None:
     return float(path.read_text()) if path.exists() else None
 
 
-def kit(config: Path, cluster: local.LocalCluster, marks: Path) -> dict[str, Any]:
+def kit(config: Path, cluster: state.LocalCluster, marks: Path) -> dict[str, Any]:
     """``raytpu submit pretrain --local`` with this repeat's tag; its timeline from ``--report``."""
     tag = f"k{secrets.token_hex(2)}"  # a --run-id: at most 6 characters
     config.write_text(CONFIG.format(marks=marks).replace("tag: TAG", f"tag: {tag}"))
@@ -111,7 +111,7 @@ def kit(config: Path, cluster: local.LocalCluster, marks: Path) -> dict[str, Any
             **({} if done.returncode == 0 else {"stderr": done.stderr[-800:], "stdout": done.stdout[-1500:]})}
 
 
-def hand(config: Path, cluster: local.LocalCluster, marks: Path) -> dict[str, Any]:
+def hand(config: Path, cluster: state.LocalCluster, marks: Path) -> dict[str, Any]:
     """``ray job submit --working-dir src -- PYTHON hand.py CONFIG STORAGE``: the function in a plain JaxTrainer (this
     interpreter, as ``submit --local`` puts it first on the job's PATH)."""
     tag = f"h{secrets.token_hex(2)}"
@@ -137,7 +137,7 @@ def p50(runs: list[dict[str, Any]], key: str) -> float | None:
 
 def run(repeats: int) -> dict[str, Any]:
     from raytpu.config import load
-    from raytpu.local.from_config import config_slice_plan
+    from raytpu.local.slice.from_config import config_slice_plan
 
     folder = Path(tempfile.mkdtemp(prefix="raytpu-bench-team-"))
     marks = folder / "marks"
@@ -146,7 +146,7 @@ def run(repeats: int) -> dict[str, Any]:
     plan = config_slice_plan(load(str(config)))
     directory = folder / "cluster"
     load_before = os.getloadavg()
-    cluster = local.start(plan, 1, directory, owner="bench/team_first_step.py")
+    cluster = startup.start(plan, 1, directory, owner="bench/team_first_step.py")
     out: dict[str, Any] = {"slice": f"{plan.generation} {plan.topology} ({plan.hosts} hosts)", "kit": [], "hand": [],
                            "loadavg_before": [round(x, 1) for x in load_before]}
     try:
@@ -157,7 +157,7 @@ def run(repeats: int) -> dict[str, Any]:
                 out[name].append(result)
                 print(f"repeat {i + 1} {name}: {json.dumps(result)}", file=sys.stderr, flush=True)
     finally:
-        local.stop(directory)
+        procs.stop(directory)
         shutil.rmtree(folder, ignore_errors=True)
     out["loadavg_after"] = [round(x, 1) for x in os.getloadavg()]
     for name in ("kit", "hand"):

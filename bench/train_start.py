@@ -23,10 +23,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from raytpu import local
 from raytpu.config import load
 from raytpu.core.common import timeline
-from raytpu.local.from_config import config_slice_plan
+from raytpu.local.running import jobs
+from raytpu.local.slice import procs, startup, state
+from raytpu.local.slice.from_config import config_slice_plan
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "raytpu.example.yaml"
 FIRST_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
@@ -52,11 +53,11 @@ def processes(temp_dir: Path, since: float) -> list[dict[str, Any]]:
     return sorted(found, key=lambda p: p["at_s"])
 
 
-def one_run(cluster: local.LocalCluster, folder: Path, steps: int) -> dict[str, Any]:
+def one_run(cluster: state.LocalCluster, folder: Path, steps: int) -> dict[str, Any]:
     """The train driver once; its process starts and stamps relative to its start."""
     started = time.time()
-    done = local.run_workload(cluster, "train", "--storage-path", str(folder), "--steps", str(steps),
-                              "--checkpoint-every", str(max(steps // 3, 1)), timeout_s=600)
+    done = jobs.run_workload(cluster, "train", "--storage-path", str(folder), "--steps", str(steps),
+                             "--checkpoint-every", str(max(steps // 3, 1)), timeout_s=600)
     took = time.time() - started
     stamps = {s["phase"]: round(s["wall"] - started, 2) for s in timeline.parse_stamp_lines(done.stdout)}
     return {"exit": done.returncode, "wall_s": round(took, 1), "stamps": stamps,
@@ -84,10 +85,10 @@ def main() -> int:
     plan = config_slice_plan(load(str(EXAMPLE)))
     with tempfile.TemporaryDirectory(prefix="raytpu-bench-train-start-") as directory:
         try:
-            cluster = local.start(plan, 1, directory, progress=lambda line: print(line, file=sys.stderr))
+            cluster = startup.start(plan, 1, directory, progress=lambda line: print(line, file=sys.stderr))
             runs = [one_run(cluster, Path(directory) / f"checkpoints-{i}", args.steps) for i in range(args.repeats)]
         finally:
-            local.stop(directory)
+            procs.stop(directory)
     if args.json:
         print(json.dumps({"runs": runs}, indent=2))
     else:

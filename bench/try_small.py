@@ -1,7 +1,7 @@
 """The team example tried small on the emulated slice: ``local up``, ``submit pretrain --local --set ...``, ``local
-down``, with the whole cluster's peak memory (:class:`raytpu.local.PeakMemory`, PSS and RSS of every process of this
-cluster) and each step's wall time. Issue 47.4: find ``--set`` values that fit a 2-core, 24 GiB machine. The submit
-runs twice on the same slice: cold (the lock's venv is built in the run folder) and warm (found there).
+down``, with the whole cluster's peak memory (:class:`raytpu.local.slice.memory.PeakMemory`, PSS and RSS of every
+process of this cluster) and each step's wall time. Issue 47.4: find ``--set`` values that fit a 2-core, 24 GiB machine.
+The submit runs twice on the same slice: cold (the lock's venv is built in the run folder) and warm (found there).
 
     .venv/bin/python bench/try_small.py --set train_config.d_model=256 --set train_config.steps=20 ...
 """
@@ -16,7 +16,8 @@ import sys
 import tempfile
 import time
 
-from raytpu import local
+from raytpu.local.slice import memory as local_memory
+from raytpu.local.slice import state
 
 CONFIG = "examples/team_project/raytpu.yaml"
 
@@ -25,12 +26,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE")
     args = parser.parse_args()
-    prefix = f"{local.TMP_PREFIX}trysmall{os.getpid()}-"
-    env = {**os.environ, local.ENV_TMP_PREFIX: prefix, "RAY_USAGE_STATS_ENABLED": "0"}
+    prefix = f"{state.TMP_PREFIX}trysmall{os.getpid()}-"
+    env = {**os.environ, state.ENV_TMP_PREFIX: prefix, "RAY_USAGE_STATS_ENABLED": "0"}
     raytpu = [sys.executable, "-m", "raytpu"]
     sets = [word for value in args.overrides for word in ("--set", value)]
     out: dict[str, object] = {"set": args.overrides}
-    with tempfile.TemporaryDirectory() as run_dir, local.PeakMemory(tag_prefix=prefix) as memory:
+    with tempfile.TemporaryDirectory() as run_dir, local_memory.PeakMemory(tag_prefix=prefix) as memory:
         steps = {"up": [*raytpu, "local", "up", "--config", CONFIG, "--dir", run_dir],
                  "submit": [*raytpu, "submit", "pretrain", "--config", CONFIG, "--local", "--dir", run_dir, *sets]}
         steps["submit_warm"] = steps["submit"]

@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from raytpu import local
 from raytpu.core.tpu.plan import SlicePlan
+from raytpu.local.slice import procs, startup, state
 
-SESSION_PREFIX = f"{local.TMP_PREFIX}t{os.getpid()}-"
+SESSION_PREFIX = f"{state.TMP_PREFIX}t{os.getpid()}-"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -34,17 +34,17 @@ def no_ray_process_outlives_the_run(tmp_path_factory: pytest.TempPathFactory) ->
 
     Every cluster of the run uses Ray's token authentication, as on GKE, with one token for the session: Ray
     caches the token once per process, and this process drives every cluster."""
-    os.environ[local.ENV_TMP_PREFIX] = SESSION_PREFIX
+    os.environ[state.ENV_TMP_PREFIX] = SESSION_PREFIX
     token = tmp_path_factory.mktemp("ray-auth") / "auth_token"
     token.write_text(os.urandom(32).hex())
     token.chmod(0o600)
     os.environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)})
-    before = set(local.tagged_processes(SESSION_PREFIX))
+    before = set(procs.tagged_processes(SESSION_PREFIX))
     yield
     deadline = time.monotonic() + 10
     leaked = {}
     while time.monotonic() < deadline:  # killed workers may take a moment to exit
-        leaked = {p: t for p, t in local.tagged_processes(SESSION_PREFIX).items() if p not in before}
+        leaked = {p: t for p, t in procs.tagged_processes(SESSION_PREFIX).items() if p not in before}
         if not leaked:
             break
         time.sleep(0.5)
@@ -86,25 +86,25 @@ def sa_key() -> Any:
 
 
 @pytest.fixture(scope="session")
-def start_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., local.LocalCluster]]:
+def start_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., state.LocalCluster]]:
     """Starts local clusters (each in its own run dir); stops every one at the end of the session at the latest.
-    A module's own cluster stops when its module ends (its fixture yields, then ``local.stop``): idle Ray nodes
+    A module's own cluster stops when its module ends (its fixture yields, then ``procs.stop``): idle Ray nodes
     left running take CPU from the timed checks of later modules."""
     started: list[Path] = []
 
-    def start(plan: SlicePlan, num_slices: int = 1) -> local.LocalCluster:
+    def start(plan: SlicePlan, num_slices: int = 1) -> state.LocalCluster:
         directory = tmp_path_factory.mktemp("local")
         started.append(directory)
-        return local.start(plan, num_slices, directory, timeout_s=240)
+        return startup.start(plan, num_slices, directory, timeout_s=240)
 
     yield start
     for directory in started:
-        local.stop(directory)
+        procs.stop(directory)
 
 
 
 @pytest.fixture(scope="session")
-def two_slices(start_cluster: Callable[..., local.LocalCluster]) -> local.LocalCluster:
+def two_slices(start_cluster: Callable[..., state.LocalCluster]) -> state.LocalCluster:
     """Two emulated v6e 2x4 slices of two 4-chip hosts each (xpk's shape, the smallest multi-host slice), shared
     by ``test_smoke_slice`` (which kills a host and replaces it, leaving both slices whole) and then every slice
     test of ``test_train`` (a run reserves one whole slice of the two). Started once per session."""
@@ -135,7 +135,7 @@ while True:
 
 
 @pytest.fixture
-def serve_stopped_after(two_slices: local.LocalCluster) -> Iterator[None]:
+def serve_stopped_after(two_slices: state.LocalCluster) -> Iterator[None]:
     """Shut Serve down after a test and wait until its controller and proxies are dead, so the next test's
     ``serve.start`` never meets a proxy still being killed (the flake between two serve_app test files)."""
     yield

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from raytpu import local
 from raytpu.core.specs import kinds
 from raytpu.core.specs.spec import WORKLOAD_ENV, SliceSpec, WorkloadSpec
+from raytpu.local.slice import procs, startup, state
 
 pytestmark = pytest.mark.serve
 
@@ -56,7 +56,7 @@ def _prompts(folder: Path, failing: int = 0) -> Path:
 
 
 class Cluster:
-    def __init__(self, cluster: local.LocalCluster, model: Path, cache: Path) -> None:
+    def __init__(self, cluster: state.LocalCluster, model: Path, cache: Path) -> None:
         self.cluster, self.model, self.cache = cluster, model, cache
 
     def run(self, work: WorkloadSpec, *flags: str) -> subprocess.CompletedProcess[str]:
@@ -74,10 +74,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     cache = tmp_path_factory.mktemp("tiny-llm")
     model = tiny_llm.ensure(cache)
     try:
-        started = local.start(SLICE.plan, 1, run_dir, timeout_s=240)
+        started = startup.start(SLICE.plan, 1, run_dir, timeout_s=240)
         yield Cluster(started, model.path, cache)
     finally:
-        local.stop(run_dir)
+        procs.stop(run_dir)
 
 
 def _report(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:

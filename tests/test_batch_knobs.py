@@ -212,7 +212,7 @@ def test_production_code_never_sets_ignore_eos() -> None:
 def test_submit_local_runs_the_workload_with_its_sampling_fields() -> None:
     from types import SimpleNamespace
 
-    from raytpu.local.from_config import job_workload
+    from raytpu.local.slice.from_config import job_workload
 
     local: Any = SimpleNamespace(slice_spec=ONE_HOST)  # what job_workload reads of the emulated slice
     moved = job_workload(local, _batch(**GIVEN))

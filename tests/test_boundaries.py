@@ -310,7 +310,7 @@ def test_library_code_never_imports_the_cli(path: Path) -> None:
     assert not found, sorted(found)
 
 
-@pytest.mark.parametrize("path", [*sorted((ROOT / "raytpu" / "local").glob("*.py")),
+@pytest.mark.parametrize("path", [*sorted((ROOT / "raytpu" / "local").rglob("*.py")),
                                   *sorted((ROOT / "modules").glob("*.py"))],
                          ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_the_emulated_slice_and_constructs_read_names_in_the_core(path: Path) -> None:
@@ -339,9 +339,9 @@ CONSOLE_WRITERS = {
     "raytpu/cluster/gke.py": "follow_jobs and wait_for_service print progress to stderr when a caller passes no "
                              "progress sink (raytpu smoke, raytpu runs)",
     "raytpu/cluster/runs.py": "cancel prints progress to stderr when a caller passes no progress sink",
-    "raytpu/local/deploy.py": "deploy_serving's default progress and echo sinks write to stderr",
-    "raytpu/local/data_demo.py": "a program of its own (python -m raytpu.local.data_demo, run by raytpu demo --data): "
-                                 "its console is its output",
+    "raytpu/local/running/deploy.py": "deploy_serving's default progress and echo sinks write to stderr",
+    "raytpu/local/demos/data_demo.py": "a program of its own (python -m raytpu.local.demos.data_demo, run by raytpu "
+                                       "demo --data): its console is its output",
 }
 """The modules of the two sides that still write to the console themselves, and why."""
 

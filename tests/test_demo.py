@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from test_local import assert_emulated_timeline
 
-from raytpu import local
+from raytpu.local.slice import procs, state
 
 pytestmark = pytest.mark.slice
 
@@ -25,7 +25,7 @@ def test_demo_passes_every_step_within_memory_and_leaves_nothing_running(tmp_pat
     its own, which every node and the demo itself must read)."""
     report_path = tmp_path / "reports" / "demo.json"
     env = {k: v for k, v in os.environ.items()  # the demo picks its own temp prefix and token
-           if k not in (local.ENV_TMP_PREFIX, "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")}
+           if k not in (state.ENV_TMP_PREFIX, "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")}
     began = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-m", "raytpu", "demo", "--steps", "10", "--report", str(report_path),
@@ -44,7 +44,7 @@ def test_demo_passes_every_step_within_memory_and_leaves_nothing_running(tmp_pat
     assert report["peak_memory_mib"] < 6 * 1024
     assert (report_path.parent / "smoke.junit.xml").exists()
     assert "host 0" in out, "the slice map of describe is part of the demo's output"
-    assert not local.tagged_processes(f"{local.TMP_PREFIX}d{proc.pid}-")
+    assert not procs.tagged_processes(f"{state.TMP_PREFIX}d{proc.pid}-")
     # where the minutes went: the whole demo, phases the emulated slice lacks said so, the first *training* step
     assert_emulated_timeline(report["timeline"], took, smoke_checked="measured")
     first = next(r for r in report["timeline"]["phases"] if r["phase"] == "first_step")

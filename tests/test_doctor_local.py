@@ -8,22 +8,23 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from raytpu import cli, local
+from raytpu import cli
 from raytpu.core.tpu.catalog import RAY_VERSION, generation
 from raytpu.core.tpu.plan import plan_slice
-from raytpu.local.procs import kill_host
+from raytpu.local.slice import procs, state
+from raytpu.local.slice.procs import kill_host
 
 pytestmark = pytest.mark.slice
 
 
 @pytest.fixture(scope="module")
-def one_slice(start_cluster: Callable[..., local.LocalCluster]) -> Iterator[local.LocalCluster]:
+def one_slice(start_cluster: Callable[..., state.LocalCluster]) -> Iterator[state.LocalCluster]:
     cluster = start_cluster(plan_slice("v6e", "2x4", generation("v6e").multi_host_machine_type.name))
     yield cluster
-    local.stop(cluster.run_dir)
+    procs.stop(cluster.run_dir)
 
 
-def test_doctor_local_as_a_user_runs_it_is_quick_and_quiet(one_slice: local.LocalCluster) -> None:
+def test_doctor_local_as_a_user_runs_it_is_quick_and_quiet(one_slice: state.LocalCluster) -> None:
     """A fresh process, as a user types it (issue 71 item 9): it imported Ray before the cluster's token was set, so
     it printed Ray's auth warnings, then a traceback after 22 s."""
     import os
@@ -40,7 +41,7 @@ def test_doctor_local_as_a_user_runs_it_is_quick_and_quiet(one_slice: local.Loca
     assert "Traceback" not in done.stderr and "token" not in done.stderr.lower(), done.stderr[-2000:]
 
 
-def test_doctor_local_holds_then_names_a_dead_host(one_slice: local.LocalCluster,
+def test_doctor_local_holds_then_names_a_dead_host(one_slice: state.LocalCluster,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["doctor", "--local", "--dir", one_slice.run_dir, "--json"]) == 0
     document = json.loads(capsys.readouterr().out)

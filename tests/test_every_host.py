@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from raytpu import local
+from raytpu.local.slice import procs, state
 
 pytestmark = [pytest.mark.slice, pytest.mark.timeout(900)]
 
@@ -72,7 +72,7 @@ def project(folder: Path, args: str = "", *, generation: str = "v6e", topology: 
     return config
 
 
-def command(config: Path, cluster: local.LocalCluster, *extra: str) -> list[str]:
+def command(config: Path, cluster: state.LocalCluster, *extra: str) -> list[str]:
     return [sys.executable, "-m", "raytpu", "submit", "plain", "--local", "--config", str(config), "--dir",
             cluster.run_dir, *extra]
 
@@ -102,7 +102,7 @@ def gone(marker: str, within_s: float = 30.0) -> bool:
     return True
 
 
-def test_a_plain_jax_program_runs_once_on_every_host_of_two_slices(two_slices: local.LocalCluster,
+def test_a_plain_jax_program_runs_once_on_every_host_of_two_slices(two_slices: state.LocalCluster,
                                                                      tmp_path: Path) -> None:
     config = project(tmp_path)
     report = tmp_path / "report.json"
@@ -121,7 +121,7 @@ def test_a_plain_jax_program_runs_once_on_every_host_of_two_slices(two_slices: l
     assert "every host as a process of its own" in phases["first_step"]["detail"]
 
 
-def test_a_failing_host_ends_the_others_with_its_exit_code(two_slices: local.LocalCluster, tmp_path: Path) -> None:
+def test_a_failing_host_ends_the_others_with_its_exit_code(two_slices: state.LocalCluster, tmp_path: Path) -> None:
     marker = f"--marker={uuid.uuid4().hex}"
     config = project(tmp_path, f"--fail-rank 1 --sleep 300 {marker}")
     started = time.monotonic()
@@ -138,7 +138,7 @@ def test_a_failing_host_ends_the_others_with_its_exit_code(two_slices: local.Loc
     assert gone(marker), [p.info for p in programs(marker)]
 
 
-def test_ctrl_c_stops_every_host_and_leaves_nothing(two_slices: local.LocalCluster, tmp_path: Path) -> None:
+def test_ctrl_c_stops_every_host_and_leaves_nothing(two_slices: state.LocalCluster, tmp_path: Path) -> None:
     marker = f"--marker={uuid.uuid4().hex}"
     config = project(tmp_path, f"--sleep 300 {marker}")
     submit = subprocess.Popen(command(config, two_slices, "--run-id", "e3"), env=env(), stdout=subprocess.PIPE,
@@ -163,16 +163,16 @@ def test_ctrl_c_stops_every_host_and_leaves_nothing(two_slices: local.LocalClust
 
 
 @pytest.fixture(scope="module")
-def one_host(start_cluster: Callable[..., local.LocalCluster]) -> Iterator[local.LocalCluster]:
+def one_host(start_cluster: Callable[..., state.LocalCluster]) -> Iterator[state.LocalCluster]:
     """One emulated single-host v5e 2x2 slice (4 chips on one host)."""
     from raytpu.core.tpu.plan import plan_slice
 
     cluster = start_cluster(plan_slice("v5e", "2x2"))
     yield cluster
-    local.stop(cluster.run_dir)
+    procs.stop(cluster.run_dir)
 
 
-def test_a_one_host_slice_runs_the_program_on_its_host(one_host: local.LocalCluster, tmp_path: Path) -> None:
+def test_a_one_host_slice_runs_the_program_on_its_host(one_host: state.LocalCluster, tmp_path: Path) -> None:
     config = project(tmp_path, generation="v5e", topology="2x2", machine="ct5lp-hightpu-4t", count=1, slices=1)
     ran = subprocess.run(command(config, one_host, "--run-id", "e5"), env=env(), capture_output=True, text=True,
                          timeout=600, cwd=tmp_path)

@@ -90,7 +90,7 @@ def test_local_up_on_a_full_disk_is_one_line_and_leaves_nothing_half_written(
 
 
 def test_a_full_disk_is_told_from_another_os_error() -> None:
-    from raytpu.local.state import full_disk
+    from raytpu.local.slice.state import full_disk
     from raytpu.stacks import synth_out
 
     assert full_disk(OSError(errno.ENOSPC, "x")) and full_disk(OSError(errno.EROFS, "x"))
@@ -125,7 +125,7 @@ def _recorded(tmp_path: Path, run: Path) -> str:
     line that puts it there."""
     from dataclasses import asdict
 
-    from raytpu.local.state import LocalCluster
+    from raytpu.local.slice.state import LocalCluster
 
     recorded = LocalCluster(run_dir=str(run), temp_dir=f"/tmp/raytpu-fulltest-{secrets.token_hex(4)}",
                             address="127.0.0.1:1", plan={}, slices=[])

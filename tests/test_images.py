@@ -323,24 +323,24 @@ def _check_app(python: Path, workdir: Path) -> subprocess.CompletedProcess[str]:
     """``serve_app_check.py`` in the twin. Its one-node Ray runs in a temp dir named like the suite's local
     clusters, and every process it starts carries their tag (``RAYTPU_LOCAL_CLUSTER``), so the session's guard
     (``conftest.py``) finds any that outlives the check; none may."""
-    from raytpu import local
     from raytpu.core import core_zip
+    from raytpu.local.slice import procs, state
     core = workdir / "core.zip"
     core.write_bytes(core_zip.core_zip_bytes())
-    ray_dir = tempfile.mkdtemp(prefix=os.environ.get(local.ENV_TMP_PREFIX, local.TMP_PREFIX))
+    ray_dir = tempfile.mkdtemp(prefix=os.environ.get(state.ENV_TMP_PREFIX, state.TMP_PREFIX))
     app, ray_env = _serve_app()
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(core / core_zip.ZIP_TOP), "HOME": str(workdir),
            "PYTHONNOUSERSITE": "1", **ray_env, "RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1",
-           "VLLM_NO_USAGE_STATS": "1", local.ENV_CLUSTER: ray_dir}
+           "VLLM_NO_USAGE_STATS": "1", state.ENV_CLUSTER: ray_dir}
     try:
         return subprocess.run([str(python), str(Path(__file__).parent / "serve_app_check.py"), json.dumps(app),
                                ray_dir],
                               cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
     finally:
         deadline = time.monotonic() + 30  # ray.shutdown() has signalled them; they exit within seconds
-        while local.tagged_processes(ray_dir) and time.monotonic() < deadline:
+        while procs.tagged_processes(ray_dir) and time.monotonic() < deadline:
             time.sleep(0.5)
-        assert local.tagged_processes(ray_dir) == {}, "the check's Ray node outlived it"
+        assert procs.tagged_processes(ray_dir) == {}, "the check's Ray node outlived it"
         shutil.rmtree(ray_dir, ignore_errors=True)
 
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from raytpu import local
-from raytpu.local.procs import processes_under
-from raytpu.local.state import STATE_FILE
+from raytpu.local.slice import procs
+from raytpu.local.slice.procs import processes_under
+from raytpu.local.slice.state import STATE_FILE
 
 pytestmark = [pytest.mark.slice, pytest.mark.timeout(600)]
 
@@ -50,7 +50,7 @@ def left_running(temp_dir: str, wait_s: float = 10) -> list[str]:
 def run_dir(tmp_path: Path) -> Iterator[Path]:
     """A run folder whose cluster, if one is left there, is stopped after the test."""
     yield tmp_path / "run"
-    local.stop(tmp_path / "run")
+    procs.stop(tmp_path / "run")
 
 
 @pytest.mark.parametrize("second", [False, True], ids=["ctrl-c", "ctrl-c-twice"])

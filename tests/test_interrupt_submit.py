@@ -26,7 +26,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from raytpu import local
+from raytpu.local.slice import procs, state
 
 pytestmark = [pytest.mark.slice, pytest.mark.timeout(600)]
 
@@ -58,12 +58,12 @@ STOPPED_WITHIN_S = 15.0
 
 
 @pytest.fixture(scope="module")
-def slice_(start_cluster: Callable[..., local.LocalCluster]) -> Iterator[local.LocalCluster]:
+def slice_(start_cluster: Callable[..., state.LocalCluster]) -> Iterator[state.LocalCluster]:
     from raytpu.core.tpu.plan import plan_slice
 
     cluster = start_cluster(plan_slice("v6e", "2x2"))
     yield cluster
-    local.stop(cluster.run_dir)
+    procs.stop(cluster.run_dir)
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +85,7 @@ def as_from_a_terminal() -> None:
 class Submit:
     """``raytpu submit WORKLOAD --local --wait`` in a process group of its own, its output read as it comes."""
 
-    def __init__(self, project: Path, cluster: local.LocalCluster, workload: str, run_id: str, cache: Path) -> None:
+    def __init__(self, project: Path, cluster: state.LocalCluster, workload: str, run_id: str, cache: Path) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS", "RAY_API"))}
         self.proc = subprocess.Popen(
             [sys.executable, "-X", "importtime", "-m", "raytpu", "submit", workload, "--local", "--wait", "--config",
@@ -131,9 +131,9 @@ class Submit:
         return code
 
 
-def job_state(cluster: local.LocalCluster, run: str) -> tuple[str, list[str]] | None:
+def job_state(cluster: state.LocalCluster, run: str) -> tuple[str, list[str]] | None:
     """The Ray job's status and its placement groups not removed; None when it was never submitted."""
-    from raytpu.local.connection import speak_auth
+    from raytpu.local.slice.connection import speak_auth
 
     speak_auth(cluster)
     from ray.job_submission import JobSubmissionClient
@@ -164,7 +164,7 @@ def uv_child(proc: subprocess.Popen[str]) -> psutil.Process | None:
     return None
 
 
-def assert_nothing_built_or_running(cluster: local.LocalCluster, run: str, uv: psutil.Process | None = None) -> None:
+def assert_nothing_built_or_running(cluster: state.LocalCluster, run: str, uv: psutil.Process | None = None) -> None:
     envs = Path(cluster.run_dir) / "envs"
     partial = [p.name for p in envs.iterdir() if p.name.endswith(".building")] if envs.is_dir() else []
     assert not partial, f"half-built venvs left in {envs}: {partial}"
@@ -175,7 +175,7 @@ def assert_nothing_built_or_running(cluster: local.LocalCluster, run: str, uv: p
 
 
 @pytest.fixture
-def fresh(slice_: local.LocalCluster, tmp_path: Path) -> Path:
+def fresh(slice_: state.LocalCluster, tmp_path: Path) -> Path:
     """A first submit of the lock: no venv of it in the run folder, no lock in the cache (returned)."""
     shutil.rmtree(Path(slice_.run_dir) / "envs", ignore_errors=True)
     return tmp_path / "cache"
@@ -183,7 +183,7 @@ def fresh(slice_: local.LocalCluster, tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("whole_group", [True, False], ids=["terminal", "raytpu-only"])
 def test_ctrl_c_during_the_lock_build_ends_the_submit_with_nothing_half_built(
-        slice_: local.LocalCluster, project: Path, fresh: Path, whole_group: bool) -> None:
+        slice_: state.LocalCluster, project: Path, fresh: Path, whole_group: bool) -> None:
     run_id = "lockg" if whole_group else "lockp"
     submit = Submit(project, slice_, "req", run_id, fresh)
     uv = None
@@ -201,7 +201,7 @@ def test_ctrl_c_during_the_lock_build_ends_the_submit_with_nothing_half_built(
 @pytest.mark.parametrize(("workload", "whole_group"), [("req", True), ("hold", False)],
                          ids=["lock-terminal", "plain-raytpu-only"])
 def test_ctrl_c_while_ray_loads_ends_the_submit_with_nothing_submitted(
-        slice_: local.LocalCluster, project: Path, fresh: Path, workload: str, whole_group: bool) -> None:
+        slice_: state.LocalCluster, project: Path, fresh: Path, workload: str, whole_group: bool) -> None:
     run_id = "rayg" if whole_group else "rayp"
     submit = Submit(project, slice_, workload, run_id, fresh)
     submit.wait_for(lambda line: line.startswith("import time:") and line.endswith(" ray._version"))  # in _raylet's
@@ -214,7 +214,7 @@ def test_ctrl_c_while_ray_loads_ends_the_submit_with_nothing_submitted(
 
 @pytest.mark.parametrize(("workload", "running"), [("hold", "holding the slice"), ("loop", "step 2")])
 def test_ctrl_c_on_a_running_run_stops_it_and_frees_the_slice_within_seconds(
-        slice_: local.LocalCluster, project: Path, tmp_path: Path, workload: str, running: str) -> None:
+        slice_: state.LocalCluster, project: Path, tmp_path: Path, workload: str, running: str) -> None:
     run = f"{workload}-run"
     submit = Submit(project, slice_, workload, "run", tmp_path / "cache")
     submit.wait_for(lambda line: line.endswith(running))

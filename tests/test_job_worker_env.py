@@ -10,16 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from raytpu import local
 from raytpu.core.manifests.serving import DIRECT_STREAMING_ENV
-from raytpu.local import launch
-from raytpu.local.emulation import ENV_EMULATED
+from raytpu.local.slice import launch, state
+from raytpu.local.slice.emulation import ENV_EMULATED
 from raytpu.workloads import job_worker_env
 from raytpu.workloads.job_worker_env import job_runtime_env
 
 
-def _cluster(tmp_path: Path) -> local.LocalCluster:
-    return local.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1", plan={},
+def _cluster(tmp_path: Path) -> state.LocalCluster:
+    return state.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1", plan={},
                               slices=[])
 
 

@@ -16,17 +16,17 @@ from typing import Any
 import psutil
 import pytest
 
-from raytpu import local
 from raytpu.config import load
 from raytpu.core.common.errors import RuntimeFailure
 from raytpu.core.tpu.plan import SlicePlan, plan_slice
-from raytpu.local import diagnose, launch, procs
+from raytpu.local.slice import diagnose, emulation, launch, procs, startup, state, status_table
+from raytpu.local.slice import procs as local_procs
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "raytpu.example.yaml"
 
 
 def example_train_plan() -> SlicePlan:
-    from raytpu.local.from_config import config_slice_plan
+    from raytpu.local.slice.from_config import config_slice_plan
 
     return config_slice_plan(load(EXAMPLE))
 
@@ -34,7 +34,7 @@ def example_train_plan() -> SlicePlan:
 @pytest.mark.unit
 def test_host_env_multi_host_matches_what_the_gke_webhook_injects() -> None:
     plan = example_train_plan()
-    env = local.host_env(plan, "s-0", 2)
+    env = emulation.host_env(plan, "s-0", 2)
     assert env["TPU_NAME"] == "s-0"
     assert env["TPU_WORKER_ID"] == "2"
     assert env["TPU_ACCELERATOR_TYPE"] == plan.gke_accelerator_type
@@ -48,7 +48,7 @@ def test_host_env_multi_host_matches_what_the_gke_webhook_injects() -> None:
 def test_host_env_single_host_has_no_worker_hostnames() -> None:
     single = plan_slice("v6e", "2x4")
     assert single.single_host
-    assert "TPU_WORKER_HOSTNAMES" not in local.host_env(single, "s", 0)
+    assert "TPU_WORKER_HOSTNAMES" not in emulation.host_env(single, "s", 0)
 
 
 MULTI_HOST = [("v4", "2x2x2"), ("v5e", "4x4"), ("v5p", "2x2x2"), ("v6e", "4x4"), ("tpu7x", "2x2x2")]
@@ -62,7 +62,7 @@ def test_rays_tpu_detection_of_the_emulated_env_gives_the_plans_labels_and_resou
 
     plan = plan_slice(gen, topology)
     for worker in (0, plan.hosts - 1):
-        for key, value in local.host_env(plan, "s-0", worker).items():
+        for key, value in emulation.host_env(plan, "s-0", worker).items():
             monkeypatch.setenv(key, value)
         assert TPUAcceleratorManager.get_current_node_accelerator_labels() | {
             "ray.io/accelerator-type": TPUAcceleratorManager.get_current_node_accelerator_type()
@@ -75,7 +75,7 @@ def test_rays_tpu_detection_of_the_emulated_env_gives_the_plans_labels_and_resou
 @pytest.mark.unit
 def test_slice_names_are_distinct_and_name_the_pod_type() -> None:
     plan = example_train_plan()
-    names = local.slice_names(plan, 3)
+    names = emulation.slice_names(plan, 3)
     assert len(set(names)) == 3
     assert all(plan.ray_pod_type in n for n in names)
 
@@ -87,7 +87,7 @@ def test_every_emulated_node_runs_serves_hot_path_settings_unless_this_process_s
     environment wins, so a bench can run Ray's defaults beside the kit's."""
     from raytpu.core.manifests.serving import DIRECT_STREAMING_ENV, SERVE_HOT_PATH_ENV
 
-    cluster = local.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1", plan={},
+    cluster = state.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1", plan={},
                                  slices=[])
     monkeypatch.delenv("RAY_SERVE_LOG_TO_STDERR", raising=False)
     monkeypatch.delenv("RAY_SERVE_EXPERIMENTAL_PIP_HAPROXY", raising=False)
@@ -108,7 +108,7 @@ def test_emulated_nodes_run_serves_haproxy_with_one_thread_unless_this_process_s
     Source: Ray 2.60 ``ray/serve/_private/constants.py`` ``RAY_SERVE_HAPROXY_NBTHREAD``."""
     from ray.serve._private import constants
 
-    cluster = local.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1", plan={},
+    cluster = state.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1", plan={},
                                  slices=[])
     monkeypatch.delenv("RAY_SERVE_HAPROXY_NBTHREAD", raising=False)
     assert constants.RAY_SERVE_HAPROXY_NBTHREAD == 4
@@ -122,7 +122,7 @@ def test_emulated_nodes_prestart_no_workers_for_the_first_driver_unless_this_pro
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The head's first driver is the kit's node check; workers prestarted for it serve no later job.
     Source: Ray 2.60 ``ray_config_def.h`` ``prestart_worker_first_driver``."""
-    cluster = local.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1", plan={},
+    cluster = state.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1", plan={},
                                  slices=[])
     monkeypatch.delenv("RAY_prestart_worker_first_driver", raising=False)
     assert launch._base_env(cluster)["RAY_prestart_worker_first_driver"] == "0"
@@ -135,16 +135,16 @@ def test_a_cluster_started_without_the_log_monitor_keeps_it_off_for_every_node_i
     """``raytpu demo``'s drivers take no worker output (``log_to_driver=False``), so its nodes run no log monitor;
     the setting is in the cluster's state, so a host started again (the preemption drill) follows it.
     Source: Ray 2.60 ``ray.scripts.scripts.start`` ``--include-log-monitor``."""
-    def flag(cluster: local.LocalCluster, head: bool) -> str:
+    def flag(cluster: state.LocalCluster, head: bool) -> str:
         args = launch._node_args(cluster, head, "/tmp/raytpu-x/0")
         return args[args.index("--include-log-monitor") + 1]
 
-    cluster = local.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1", plan={},
+    cluster = state.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1", plan={},
                                  slices=[], dashboard="http://127.0.0.1:2")
     assert flag(cluster, True) == flag(cluster, False) == "true"  # `raytpu local up`: a team's driver reads it
     cluster.log_monitor = False
     cluster.save()
-    loaded = local.LocalCluster.load(tmp_path)
+    loaded = state.LocalCluster.load(tmp_path)
     assert loaded is not None and loaded.log_monitor is False
     assert flag(loaded, True) == flag(loaded, False) == "false"
 
@@ -152,10 +152,10 @@ def test_a_cluster_started_without_the_log_monitor_keeps_it_off_for_every_node_i
 @pytest.mark.unit
 def test_a_serving_workload_takes_set_overrides_onto_the_local_slice(tmp_path: Path) -> None:
     """``bench/serve.py --set`` reaches the app deployed locally as ``raytpu submit --set`` reaches a submitted one."""
-    from raytpu.local.from_config import serving_on_slice, serving_workload
+    from raytpu.local.slice.from_config import serving_on_slice, serving_workload
 
     serve = next(w for w in load(EXAMPLE).workloads if w.kind.serves)
-    cluster = local.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1",
+    cluster = state.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1",
                                  plan=serve.plan.to_json(), slices=["s0"])
     changed = load(EXAMPLE, workload=serve.name, overrides=["engine_kwargs.stream_interval=4"]).workload(serve.name)
     work = serving_on_slice(cluster, changed)
@@ -190,11 +190,11 @@ def test_a_driver_reaches_its_own_cluster_not_one_this_process_spoke_to_before(
     must not inherit them (the State API goes to ``RAY_API_SERVER_ADDRESS`` first: Ray 2.60
     ``ray.dashboard.utils.get_address_for_submission_client``). Found when a test's teardown listed another cluster's
     actors."""
-    from raytpu.local.connection import speak_auth
+    from raytpu.local.slice.connection import speak_auth
 
-    cluster = local.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1", plan={},
+    cluster = state.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1", plan={},
                                  slices=[], dashboard="http://127.0.0.1:2", auth_token_path="/tmp/raytpu-x/token")
-    other = local.LocalCluster(run_dir=str(tmp_path / "o"), temp_dir="/tmp/raytpu-y", address="127.0.0.1:3",
+    other = state.LocalCluster(run_dir=str(tmp_path / "o"), temp_dir="/tmp/raytpu-y", address="127.0.0.1:3",
                                plan={}, slices=[], dashboard="http://127.0.0.1:4", auth_token_path="/tmp/y")
     for key in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH"):
         monkeypatch.delenv(key, raising=False)  # speak_auth below sets them; monkeypatch puts them back
@@ -206,16 +206,16 @@ def test_a_driver_reaches_its_own_cluster_not_one_this_process_spoke_to_before(
 
 @pytest.mark.unit
 def test_stop_without_a_cluster_is_a_no_op(tmp_path: Path) -> None:
-    assert local.stop(tmp_path) == 0
+    assert local_procs.stop(tmp_path) == 0
 
 
 @pytest.mark.unit
 def test_temp_prefix_outside_tmp_raytpu_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
     from raytpu.core.common.errors import InvalidInput
 
-    monkeypatch.setenv(local.ENV_TMP_PREFIX, "/home/x/")
-    with pytest.raises(InvalidInput, match=local.ENV_TMP_PREFIX):
-        local.temp_prefix()
+    monkeypatch.setenv(state.ENV_TMP_PREFIX, "/home/x/")
+    with pytest.raises(InvalidInput, match=state.ENV_TMP_PREFIX):
+        state.temp_prefix()
 
 
 def _raytpu(*args: str, run_dir: Path, timeout: float = 300, command: str = "local"
@@ -260,7 +260,7 @@ def test_local_cli_up_status_smoke_down_across_invocations(tmp_path: Path) -> No
         assert "RAY_ADDRESS=" in up.stdout
         assert "worker 0 up" in up.stderr  # progress while nodes start
 
-        cluster = local.LocalCluster.load(tmp_path)
+        cluster = state.LocalCluster.load(tmp_path)
         assert cluster is not None
         gcs = cluster.address.rsplit(":", 1)[1]  # no Ray Client server beside this head (launch.RAY_CLI)
         assert not [p.pid for p in psutil.process_iter(["cmdline"]) if "ray.util.client.server" in
@@ -276,7 +276,7 @@ def test_local_cli_up_status_smoke_down_across_invocations(tmp_path: Path) -> No
         # Ray's token authentication is on, as KubeRay's authOptions turn it on for GKE
         # (raytpu.core.common.names.AUTH_MODE): the Job Submission API refuses a request without the cluster's token and
         # answers one with it.
-        cluster = local.LocalCluster.load(tmp_path)
+        cluster = state.LocalCluster.load(tmp_path)
         assert cluster is not None and cluster.auth_env()["RAY_AUTH_MODE"] == "token"
         token = Path(cluster.auth_token_path).read_text().strip()
         with pytest.raises(urllib.error.HTTPError) as refused:
@@ -313,9 +313,9 @@ def test_local_cli_up_status_smoke_down_across_invocations(tmp_path: Path) -> No
         assert_emulated_timeline(train_run["timeline"], took)  # joined, JaxTrainer's placement, the first step
         service = _raytpu("serve", *config, run_dir=tmp_path, command="submit")  # deployed as `local serve` does:
         assert service.returncode == 2 and "the local cluster emulates" in service.stderr  # its slice is not this one
-        cluster = local.LocalCluster.load(tmp_path)
+        cluster = state.LocalCluster.load(tmp_path)
         assert cluster is not None
-        local.kill_host(cluster, cluster.slices[0], 0)  # the only host: the smoke job finds it missing, fails
+        local_procs.kill_host(cluster, cluster.slices[0], 0)  # the only host: the smoke job finds it missing, fails
         failed = _raytpu("smoke", *config, "--run-id", "l2", run_dir=tmp_path, command="submit")
         assert failed.returncode == 1, failed.stderr[-3000:]
         assert "error: smoke-l2: Ray job ended FAILED" in failed.stderr and "UNHEALTHY" in failed.stdout
@@ -331,8 +331,8 @@ def test_local_cli_up_status_smoke_down_across_invocations(tmp_path: Path) -> No
 def test_a_demo_stopped_by_sigterm_once_its_slice_is_up_tears_it_down(tmp_path: Path) -> None:
     """SIGTERM ends a kit command as Ctrl-C does: its cleanup runs, exit 130 (``raytpu.cli``). The demo's start of the
     slice connects its own process to Ray, whose ``ray.init`` and ``ray.shutdown`` replace that handler (Ray 2.60
-    ``ray.init`` ``sigterm_handler``, ``RayLog::InstallFailureSignalHandler``); ``raytpu.local.connection`` puts it
-    back. Before, the demo ended at once and its slice kept running."""
+    ``ray.init`` ``sigterm_handler``, ``RayLog::InstallFailureSignalHandler``); ``raytpu.local.slice.connection`` puts
+    it back. Before, the demo ended at once and its slice kept running."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
     log = tmp_path / "demo.log"
     with open(log, "w") as out:
@@ -344,7 +344,7 @@ def test_a_demo_stopped_by_sigterm_once_its_slice_is_up_tears_it_down(tmp_path: 
         deadline = time.monotonic() + 180
         while "local slice up" not in log.read_text() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
-        cluster = local.LocalCluster.load(tmp_path / "run")
+        cluster = state.LocalCluster.load(tmp_path / "run")
         assert cluster is not None and proc.poll() is None, log.read_text()[-3000:]
         temp_dir = cluster.temp_dir
         os.kill(proc.pid, signal.SIGTERM)
@@ -379,21 +379,21 @@ def test_a_node_that_loses_a_port_race_is_started_again(tmp_path: Path, monkeypa
 
     monkeypatch.setattr(launch, "free_port", clashing)  # where startup and launch read it
     lines: list[str] = []
-    cluster = local.start(plan_slice("v6e", "2x2"), 1, tmp_path, progress=lines.append)
+    cluster = startup.start(plan_slice("v6e", "2x2"), 1, tmp_path, progress=lines.append)
     try:
         assert any("port taken" in line and "new ports" in line for line in lines), lines
-        assert [r.alive for r in local.status(cluster)] == [True, True]
+        assert [r.alive for r in status_table.status(cluster)] == [True, True]
 
         # the head goes away: a host started now cannot reach the GCS, which is said at once, not at a deadline
         head = cluster.nodes[0]
         os.killpg(head.pid, signal.SIGKILL)
         started = time.monotonic()
         with pytest.raises(RuntimeFailure, match="GCS unreachable: the head stopped") as failed:
-            local.add_host(cluster, cluster.slices[0], 0)
+            startup.add_host(cluster, cluster.slices[0], 0)
         assert time.monotonic() - started < diagnose.REGISTER_WAIT_S, failed.value
         assert "raytpu local down" in str(failed.value)
     finally:
-        local.stop(tmp_path)
+        local_procs.stop(tmp_path)
 
 
 SLOW_AGENT_ONCE = """
@@ -425,18 +425,18 @@ def test_an_agent_past_rays_fixed_wait_is_seen_at_once_and_its_host_started_agai
     plan = plan_slice("v6e", "2x4", "ct6e-standard-4t")  # two hosts, started together
     lines: list[tuple[float, str]] = []
     run_dir = tmp_path / "run"
-    cluster = local.start(plan, 1, run_dir, progress=lambda line: lines.append((time.monotonic(), line)), slots=2)
+    cluster = startup.start(plan, 1, run_dir, progress=lambda line: lines.append((time.monotonic(), line)), slots=2)
     try:
         hosts_started = next(t for t, line in lines if "at a time" in line)
         told = [(t, line) for t, line in lines if "agent too slow" in line]
         assert len(told) == 1 and "worker 1" in told[0][1] and "no other node starting" in told[0][1], lines
         assert told[0][0] - hosts_started < diagnose.REGISTER_WAIT_S, lines  # before `ray start` gives up
         assert (tmp_path / "held-once").exists()
-        rows = local.status(cluster)
+        rows = status_table.status(cluster)
         assert [(r.slice_name, r.worker_id, r.alive) for r in rows] == [
             ("(head)", -1, True), (cluster.slices[0], 0, True), (cluster.slices[0], 1, True)]
     finally:
-        local.stop(run_dir)
+        local_procs.stop(run_dir)
 
 
 @pytest.mark.unit
@@ -450,7 +450,7 @@ def test_a_slice_that_stops_while_a_run_is_followed_is_exit_1_naming_what_to_run
     from raytpu.core.common.errors import RuntimeFailure
     from raytpu.core.specs.kinds import kind
     from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
-    from raytpu.local import jobs
+    from raytpu.local.running import jobs
 
     class GoneMidRun:
         def __init__(self, _address: str) -> None: ...
@@ -461,7 +461,7 @@ def test_a_slice_that_stops_while_a_run_is_followed_is_exit_1_naming_what_to_run
         def get_job_status(self, _job_id: str) -> Any:
             raise requests.exceptions.ConnectionError("Connection refused")
 
-    cluster = local.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1", plan={},
+    cluster = state.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1", plan={},
                                  slices=[], dashboard="http://127.0.0.1:2")
     monkeypatch.setattr(jobs, "check_head", lambda _cluster: None)
     monkeypatch.setattr(jobs, "speak_auth", lambda _cluster: None)

@@ -1,4 +1,4 @@
-"""raytpu.local.diagnose: a failed ``ray start`` told by its real cause, from the lines Ray 2.60.0 really writes.
+"""raytpu.local.slice.diagnose: a failed ``ray start`` told by its real cause, from the lines Ray 2.60.0 really writes.
 
 Each log line below was captured from Ray 2.60.0 on this kind of machine (the emulator's own failures: a port held
 by another process, an agent held back past the raylet's wait, a host whose GCS was gone). The agent case is also
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from raytpu import local
-from raytpu.local.diagnose import AGENT_PORT_WAIT_S, Cause, agent_abort, diagnose
+from raytpu.local.slice import state
+from raytpu.local.slice.diagnose import AGENT_PORT_WAIT_S, Cause, agent_abort, diagnose
 
 pytestmark = pytest.mark.unit
 
@@ -85,11 +85,11 @@ def test_no_raylet_log_yet_is_no_abort(tmp_path: Path) -> None:
 
 def test_hosts_are_listed_by_slice_and_worker_id_whatever_order_they_started_in(tmp_path: Path) -> None:
     """Restarts append nodes in any order (seen: 0, 2, 3, 1); every listing reads the saved order."""
-    cluster = local.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1", plan={},
+    cluster = state.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1", plan={},
                                  slices=["s-0", "s-1"])
     for slice_name, worker in [("s-1", 0), ("s-0", 2), ("s-0", 3), ("", -1), ("s-0", 1), ("s-1", 1), ("s-0", 0)]:
         role = "head" if worker < 0 else "host"
-        cluster.nodes.append(local.NodeProc(role=role, pid=1, log="", slice_name=slice_name, worker_id=worker))
+        cluster.nodes.append(state.NodeProc(role=role, pid=1, log="", slice_name=slice_name, worker_id=worker))
     cluster.save()
-    order = [(n.slice_name, n.worker_id) for n in local.LocalCluster.load(tmp_path).nodes]  # type: ignore[union-attr]
+    order = [(n.slice_name, n.worker_id) for n in state.LocalCluster.load(tmp_path).nodes]  # type: ignore[union-attr]
     assert order == [("", -1), ("s-0", 0), ("s-0", 1), ("s-0", 2), ("s-0", 3), ("s-1", 0), ("s-1", 1)]

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from raytpu import local
-from raytpu.local import procs
+from raytpu.local.slice import procs, state
+from raytpu.local.slice import procs as local_procs
 
 ROOT = Path(__file__).resolve().parents[1]
 UP = ("up", "--generation", "v6e", "--topology", "2x2")  # one 4-chip host: the cheapest slice
@@ -31,17 +31,17 @@ def _raytpu(*argv: str, where: Path, timeout: float = 300, command: str = "local
                           env=_env(), capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
-def _left(cluster: local.LocalCluster) -> list[int]:
+def _left(cluster: state.LocalCluster) -> list[int]:
     """Every process of ``cluster`` still running: its recorded nodes' groups and anything carrying its tag."""
     groups = [p.pid for n in cluster.nodes for p in procs.cluster_group(n.pid, cluster.temp_dir)]
-    return sorted(set(groups) | set(local.tagged_processes(cluster.temp_dir)))
+    return sorted(set(groups) | set(local_procs.tagged_processes(cluster.temp_dir)))
 
 
 def test_one_owner_per_run_folder_and_down_during_a_drill_leaves_nothing(tmp_path: Path) -> None:
     where = tmp_path / "run"
     up = _raytpu(*UP, where=where)
     assert up.returncode == 0, up.stderr
-    cluster = local.LocalCluster.load(where)
+    cluster = state.LocalCluster.load(where)
     assert cluster is not None and cluster.started_by == "raytpu local up"
     drill: subprocess.Popen[str] | None = None
     try:
@@ -91,14 +91,14 @@ def test_one_owner_per_run_folder_and_down_during_a_drill_leaves_nothing(tmp_pat
         if drill is not None and drill.poll() is None:
             drill.kill()
             drill.wait()
-        local.stop(where)
+        local_procs.stop(where)
 
 
 def test_status_of_a_dead_head_is_exit_1_at_once(tmp_path: Path) -> None:
     where = tmp_path / "run"
     up = _raytpu(*UP, where=where)
     assert up.returncode == 0, up.stderr
-    cluster = local.LocalCluster.load(where)
+    cluster = state.LocalCluster.load(where)
     assert cluster is not None
     try:
         head = cluster.nodes[0]

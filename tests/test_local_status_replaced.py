@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from raytpu import local
 from raytpu.core.tpu.plan import plan_slice
-from raytpu.local import status_table
+from raytpu.local.slice import state, status_table
 
 pytestmark = pytest.mark.unit
 
@@ -23,14 +22,14 @@ def gcs_node(worker_id: int) -> dict[str, object]:
             "Resources": {"TPU": 4.0, "CPU": 1.0}}
 
 
-def cluster(tmp_path: Path, *hosts: local.NodeProc) -> local.LocalCluster:
-    head = local.NodeProc(role="head", pid=10, log="")
-    return local.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1",
+def cluster(tmp_path: Path, *hosts: state.NodeProc) -> state.LocalCluster:
+    head = state.NodeProc(role="head", pid=10, log="")
+    return state.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1",
                               plan=PLAN.to_json(), slices=["s-0"], nodes=[head, *hosts])
 
 
-def host(pid: int, worker_id: int, killed: bool = False) -> local.NodeProc:
-    return local.NodeProc(role="host", pid=pid, log="", slice_name="s-0", worker_id=worker_id, killed=killed)
+def host(pid: int, worker_id: int, killed: bool = False) -> state.NodeProc:
+    return state.NodeProc(role="host", pid=pid, log="", slice_name="s-0", worker_id=worker_id, killed=killed)
 
 
 @pytest.fixture(autouse=True)

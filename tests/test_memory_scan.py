@@ -1,4 +1,4 @@
-"""The memory sampler's process scan (:func:`raytpu.local.memory.tree_processes`): a cluster's processes found by
+"""The memory sampler's process scan (:func:`raytpu.local.slice.memory.tree_processes`): a cluster's processes found by
 their tag, their children with them, nothing else; the same set again from its tag cache; PSS read only when it could
 be a new peak."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from raytpu.local.memory import PeakMemory, TagCache, memory_bytes, tree_processes
-from raytpu.local.state import ENV_CLUSTER
+from raytpu.local.slice.memory import PeakMemory, TagCache, memory_bytes, tree_processes
+from raytpu.local.slice.state import ENV_CLUSTER
 
 pytestmark = pytest.mark.unit
 

@@ -26,7 +26,7 @@ import yaml
 from crd import operator_errors, schema_errors, webhook_errors
 from image_refs import FIXTURE_IMAGES, write_record
 
-from raytpu import cli, local
+from raytpu import cli
 from raytpu.config import parse
 from raytpu.core.common import names
 from raytpu.core.common.errors import InvalidInputs
@@ -35,6 +35,8 @@ from raytpu.core.specs import kinds, multislice
 from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
 from raytpu.core.tpu.catalog import GENERATIONS, RAY_OPERATOR_MIN_GKE_VERSION
 from raytpu.core.tpu.plan import RAY_SLICE_LABEL, SlicePlan, plan_slice
+from raytpu.local.running import jobs as local_jobs
+from raytpu.local.slice import procs, startup, state
 from raytpu.workloads import train
 
 CONFIG = """\
@@ -250,12 +252,12 @@ def test_pod_hostnames_with_the_replica_index_stay_dns_labels_for_every_slice_co
 
 
 @pytest.fixture(scope="module")
-def two_v5p(start_cluster: Any) -> Iterator[local.LocalCluster]:
+def two_v5p(start_cluster: Any) -> Iterator[state.LocalCluster]:
     """Two emulated v5p 2x2x2 slices of two 4-chip hosts each: the smallest multi-host shape Ray 2.60 reserves
     across slices (the session's v6e 2x4 pair cannot be: :func:`raytpu.core.specs.multislice.problems`)."""
     cluster = start_cluster(plan_slice("v5p", "2x2x2"), 2)
     yield cluster
-    local.stop(cluster.run_dir)
+    procs.stop(cluster.run_dir)
 
 
 def _train_workers(address: str) -> list[Any]:
@@ -280,7 +282,7 @@ def _wait_for(what: str, ok: Any, proc: subprocess.Popen[str], err: list[str], t
 @pytest.mark.unit
 def test_local_smoke_takes_the_dcn_span_from_the_multi_slice_train_workload_when_enough_slices_run() -> None:
     from raytpu.commands.demo import smoke_args
-    from raytpu.local.from_config import dcn_slices_of
+    from raytpu.local.slice.from_config import dcn_slices_of
 
     spec = parse(config())
     plan = SlicePlan.from_json(spec.slice_named("train").plan.to_json())  # as a local cluster records it
@@ -333,7 +335,7 @@ def test_local_smoke_passes_the_derived_dcn_flag_to_the_smoke_program(
 
     monkeypatch.setattr(local_cmd, "_cluster", lambda args: _Emulated(plan, slices))
     monkeypatch.setattr(local_cmd, "_alive", lambda cluster: cluster)  # the stand-in has no head process to probe
-    monkeypatch.setattr(local, "run_workload", run_workload)
+    monkeypatch.setattr(local_jobs, "run_workload", run_workload)
     # --dcn-slices and --config cannot go together (the flag says what the config would): the flag alone
     config_args = [] if "--dcn-slices" in argv else ["--config", str(tmp_path / "raytpu.yaml")]
     assert cli.main(["local", "smoke", *config_args, *argv]) == 0
@@ -344,7 +346,7 @@ def test_local_smoke_passes_the_derived_dcn_flag_to_the_smoke_program(
 
 @pytest.mark.slice
 @pytest.mark.timeout(600)
-def test_one_run_across_two_slices_waits_for_both_then_survives_a_host_kill(two_v5p: local.LocalCluster,
+def test_one_run_across_two_slices_waits_for_both_then_survives_a_host_kill(two_v5p: state.LocalCluster,
                                                                             tmp_path: Path) -> None:
     """Slice 0 held: the run says it waits for two whole slices and places no worker. Freed: it trains on both
     (4 workers, JAX processes 0-1 on one slice and 2-3 on the other, each with the MEGASCALE env Ray sets, a
@@ -357,9 +359,9 @@ def test_one_run_across_two_slices_waits_for_both_then_survives_a_host_kill(two_
     cluster = two_v5p
     plan: SlicePlan = cluster.slice_plan
     work = cluster.workload("train", 2)
-    cmd = local.workload_command("train", "--storage-path", str(tmp_path), "--steps", "40", "--checkpoint-every", "5",
-                                 "--step-sleep-s", "0.3", "--max-failures", "2", "--start-timeout-s", "60",
-                                 "--slice-retries", "6")
+    cmd = local_jobs.workload_command("train", "--storage-path", str(tmp_path), "--steps", "40", "--checkpoint-every",
+                                      "5", "--step-sleep-s", "0.3", "--max-failures", "2", "--start-timeout-s", "60",
+                                      "--slice-retries", "6")
     ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR)
     proc = None
     try:
@@ -378,8 +380,8 @@ def test_one_run_across_two_slices_waits_for_both_then_survives_a_host_kill(two_
         _wait_for("a checkpoint", lambda: any("checkpoint_2" in f.read_text()
                                               for f in tmp_path.glob("*/checkpoint_manager_snapshot.json")),
                   proc, err, 240)
-        local.kill_host(cluster, cluster.slices[1], plan.hosts - 1)
-        local.add_host(cluster, cluster.slices[1], plan.hosts - 1)  # GKE would recreate the pod
+        procs.kill_host(cluster, cluster.slices[1], plan.hosts - 1)
+        startup.add_host(cluster, cluster.slices[1], plan.hosts - 1)  # GKE would recreate the pod
         out, _ = proc.communicate(timeout=300)
         reader.join(timeout=5)
     finally:
@@ -416,15 +418,15 @@ def ray_nodes(address: str) -> list[dict[str, Any]]:
 @pytest.mark.slice
 @pytest.mark.timeout(420)
 def test_a_host_of_slice_1_preempted_with_notice_costs_a_step_and_the_run_resumes_on_both_whole_slices(
-        two_v5p: local.LocalCluster, tmp_path: Path) -> None:
-    """The preemption drill (:func:`raytpu.local.drill.drill`) on a run spanning both slices: host 1 of slice 1
+        two_v5p: state.LocalCluster, tmp_path: Path) -> None:
+    """The preemption drill (:func:`raytpu.local.demos.drill.drill`) on a run spanning both slices: host 1 of slice 1
     drained for a preemption, killed at the notice's end and replaced. The run checkpoints at the notice, Ray Train
     restarts the whole worker group, and the resumed workers report both slices, every host of each; no worker of
     the run is left alive."""
     import ray
     from ray.util.state import list_placement_groups
 
-    from raytpu.local.drill import drill
+    from raytpu.local.demos.drill import drill
 
     cluster = two_v5p
     plan: SlicePlan = cluster.slice_plan
@@ -452,7 +454,7 @@ def test_a_host_of_slice_1_preempted_with_notice_costs_a_step_and_the_run_resume
 @pytest.mark.slice
 @pytest.mark.timeout(600)
 def test_smoke_all_reduces_across_two_slices_over_dcn_and_names_a_slice_cut_off(
-        two_v5p: local.LocalCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+        two_v5p: state.LocalCluster, monkeypatch: pytest.MonkeyPatch) -> None:
     """``--dcn-slices 2``: the smoke check also all-reduces across both emulated slices (one process per host, JAX
     on CPU, each with the MEGASCALE_* env Ray's ``get_tpu_coordinator_env_vars`` gives it), reported in each
     verdict's ``dcn`` section apart from the ICI rows; then, with slice 1's hosts dialling a closed port instead of
@@ -461,7 +463,7 @@ def test_smoke_all_reduces_across_two_slices_over_dcn_and_names_a_slice_cut_off(
     from raytpu.workloads.smoke import dcn
 
     cluster = two_v5p
-    done = local.run_workload(cluster, "smoke", "--dcn-slices", "2", "--reserve-timeout-s", "30", timeout_s=300)
+    done = local_jobs.run_workload(cluster, "smoke", "--dcn-slices", "2", "--reserve-timeout-s", "30", timeout_s=300)
     verdicts = report.parse_verdict_lines(done.stdout)
     assert done.returncode == 0 and [v["slice"] for v in verdicts] == cluster.slices, done.stderr[-4000:]
     for s, v in enumerate(verdicts):
@@ -481,7 +483,7 @@ def test_smoke_all_reduces_across_two_slices_over_dcn_and_names_a_slice_cut_off(
     assert "DCN (cross-slice all-reduce over" in report.render_table(verdicts)
 
     monkeypatch.setenv(dcn.ENV_INJECT_UNREACHABLE, "1")
-    done = local.run_workload(cluster, "smoke", "--dcn-slices", "2", "--reserve-timeout-s", "30", timeout_s=300)
+    done = local_jobs.run_workload(cluster, "smoke", "--dcn-slices", "2", "--reserve-timeout-s", "30", timeout_s=300)
     verdicts = report.parse_verdict_lines(done.stdout)
     assert done.returncode == 1 and len(verdicts) == 2, done.stderr[-4000:]
     first, cut = verdicts
@@ -530,7 +532,7 @@ def test_the_dcn_host_check_starts_with_rays_megascale_over_the_pods(monkeypatch
 @pytest.mark.slice
 @pytest.mark.timeout(600)
 def test_on_a_pod_with_megascale_the_per_slice_check_runs_without_it_and_the_dcn_check_with_rays(
-        two_v5p: local.LocalCluster) -> None:
+        two_v5p: state.LocalCluster) -> None:
     """Each check in the actor the smoke driver runs it in (``host_process.start_hosts``), on an emulated host whose
     environment carries the webhook's MEGASCALE_* (the actor's ``runtime_env``, as the pod env reaches a worker on
     GKE): the per-slice host check starts JAX with none of them (it names the four it removed), the DCN host check, in

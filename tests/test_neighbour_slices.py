@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from raytpu import local
+from raytpu.local.slice import procs, state
 
 pytestmark = [pytest.mark.slice, pytest.mark.timeout(900)]
 
@@ -65,8 +65,8 @@ workloads:
 
 
 @pytest.fixture(scope="module")
-def neighbours(start_cluster: Callable[..., local.LocalCluster]) -> Iterator[tuple[local.LocalCluster,
-                                                                                 local.LocalCluster]]:
+def neighbours(start_cluster: Callable[..., state.LocalCluster]) -> Iterator[tuple[state.LocalCluster,
+                                                                                 state.LocalCluster]]:
     """Two one-host v6e 2x2 slices, each its own local cluster, side by side."""
     from raytpu.core.tpu.plan import plan_slice
 
@@ -75,11 +75,11 @@ def neighbours(start_cluster: Callable[..., local.LocalCluster]) -> Iterator[tup
     try:
         second = start_cluster(plan)
     except BaseException:
-        local.stop(first.run_dir)
+        procs.stop(first.run_dir)
         raise
     yield first, second
-    local.stop(first.run_dir)
-    local.stop(second.run_dir)
+    procs.stop(first.run_dir)
+    procs.stop(second.run_dir)
 
 
 def project(folder: Path) -> Path:
@@ -100,7 +100,7 @@ def as_from_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def submit(config: Path, cluster: local.LocalCluster, workload: str, *extra: str, log: Path,
+def submit(config: Path, cluster: state.LocalCluster, workload: str, *extra: str, log: Path,
            env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     with log.open("wb") as sink:
         return subprocess.Popen([sys.executable, "-m", "raytpu", "submit", workload, "--local", "--wait", "--config",
@@ -116,12 +116,12 @@ def wait_for(log: Path, text: str, proc: subprocess.Popen[bytes], timeout_s: flo
     assert text in log.read_text(), log.read_text()[-3000:]
 
 
-def job_and_groups(cluster: local.LocalCluster, submission_id: str) -> tuple[str, list[str]]:
+def job_and_groups(cluster: state.LocalCluster, submission_id: str) -> tuple[str, list[str]]:
     """The job's status and its placement groups not removed."""
     from ray.job_submission import JobSubmissionClient
     from ray.util.state import list_placement_groups
 
-    from raytpu.local.connection import speak_auth
+    from raytpu.local.slice.connection import speak_auth
 
     speak_auth(cluster)
     info = JobSubmissionClient(cluster.dashboard).get_job_info(submission_id)
@@ -130,7 +130,7 @@ def job_and_groups(cluster: local.LocalCluster, submission_id: str) -> tuple[str
     return str(info.status.value), [g.placement_group_id for g in groups if g.state != "REMOVED"]
 
 
-def test_a_worker_finds_its_own_cluster_while_another_runs(neighbours: tuple[local.LocalCluster, local.LocalCluster],
+def test_a_worker_finds_its_own_cluster_while_another_runs(neighbours: tuple[state.LocalCluster, state.LocalCluster],
                                                            tmp_path: Path) -> None:
     config = project(tmp_path)
     for cluster in neighbours:
@@ -144,7 +144,7 @@ def test_a_worker_finds_its_own_cluster_while_another_runs(neighbours: tuple[loc
 @pytest.mark.parametrize(("sig", "code", "name", "run_id"), [(signal.SIGINT, 130, "Ctrl-C", "int"),
                                                              (signal.SIGTERM, 130, "SIGTERM", "term")])
 def test_an_interrupted_submit_stops_its_run_and_frees_the_slice(
-        neighbours: tuple[local.LocalCluster, local.LocalCluster], tmp_path: Path, sig: int, code: int, name: str,
+        neighbours: tuple[state.LocalCluster, state.LocalCluster], tmp_path: Path, sig: int, code: int, name: str,
         run_id: str) -> None:
     cluster, config = neighbours[0], project(tmp_path)
     run, log = f"hold-{run_id}", tmp_path / "submit.log"
@@ -164,7 +164,7 @@ def test_an_interrupted_submit_stops_its_run_and_frees_the_slice(
 
 
 def test_a_second_ctrl_c_leaves_the_run_going_and_names_the_command_that_cancels_it(
-        neighbours: tuple[local.LocalCluster, local.LocalCluster], tmp_path: Path) -> None:
+        neighbours: tuple[state.LocalCluster, state.LocalCluster], tmp_path: Path) -> None:
     cluster, config = neighbours[0], project(tmp_path)
     log = tmp_path / "submit.log"
     # the driver ignores SIGTERM: Ray's stop waits seconds before it kills it, time for a second Ctrl-C
@@ -188,12 +188,12 @@ def test_a_second_ctrl_c_leaves_the_run_going_and_names_the_command_that_cancels
     assert job_and_groups(cluster, "hold-twice") == ("STOPPED", [])
 
 
-def test_two_submits_in_one_second_are_two_runs(neighbours: tuple[local.LocalCluster, local.LocalCluster],
+def test_two_submits_in_one_second_are_two_runs(neighbours: tuple[state.LocalCluster, state.LocalCluster],
                                                 tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Both submissions see the same second (names.run_id fixed): the second moves on to the next id."""
     from raytpu import config as config_mod
     from raytpu.core.common import names
-    from raytpu.local.submission import submit_local
+    from raytpu.local.running.submission import submit_local
     from raytpu.runs.following import Streams
 
     cluster, config = neighbours[1], project(tmp_path)

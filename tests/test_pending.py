@@ -1,5 +1,5 @@
-"""A run that cannot be placed says so (issue 67), without a cluster: :mod:`raytpu.local.pending`'s line from recorded
-state-API dicts, its bound, its timing in ``submit --local``, and the note ``raytpu runs --local`` shows.
+"""A run that cannot be placed says so (issue 67), without a cluster: :mod:`raytpu.local.running.pending`'s line from
+recorded state-API dicts, its bound, its timing in ``submit --local``, and the note ``raytpu runs --local`` shows.
 
 The records are trimmed from a Ray 2.60 cluster of two emulated v6e 2x4 slices (``ray.util.state``
 ``list_placement_groups(detail=True)`` and ``list_nodes(detail=True)``, each state as ``vars``): a job holding one
@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from raytpu.local import pending
-from raytpu.local import runs as local_runs
+from raytpu.local.running import pending
+from raytpu.local.running import runs as local_runs
 from raytpu.runs.run_list import Run, render
 
 pytestmark = pytest.mark.unit
@@ -222,7 +222,7 @@ def test_job_waits_reads_the_nodes_only_when_a_running_job_waits() -> None:
 
 
 class Jobs:
-    """What :func:`raytpu.local.runs.list_runs` asks of the Job Submission API."""
+    """What :func:`raytpu.local.running.runs.list_runs` asks of the Job Submission API."""
 
     def __init__(self) -> None:
         from ray.job_submission import JobDetails, JobStatus, JobType

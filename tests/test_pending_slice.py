@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from raytpu import local
+from raytpu.local.slice import state
 
 pytestmark = [pytest.mark.slice, pytest.mark.timeout(600)]
 
@@ -51,7 +51,7 @@ def user_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS", "RAY_API_SERVER"))}
 
 
-def listed(cluster: local.LocalCluster, folder: Path) -> dict[str, dict[str, object]]:
+def listed(cluster: state.LocalCluster, folder: Path) -> dict[str, dict[str, object]]:
     shown = subprocess.run([sys.executable, "-m", "raytpu", "runs", "--local", "--dir", cluster.run_dir, "--json"],
                            env=user_env(), capture_output=True, text=True, timeout=120, cwd=folder)
     assert shown.returncode == 0, shown.stderr
@@ -59,7 +59,7 @@ def listed(cluster: local.LocalCluster, folder: Path) -> dict[str, dict[str, obj
 
 
 def test_a_run_whose_placement_group_cannot_be_placed_says_what_it_waits_for_and_what_is_free(
-        two_slices: local.LocalCluster, tmp_path: Path) -> None:
+        two_slices: state.LocalCluster, tmp_path: Path) -> None:
     (tmp_path / "src" / "tools").mkdir(parents=True)
     (tmp_path / "src" / "tools" / "stuck.py").write_text(STUCK)
     config = tmp_path / "raytpu.yaml"

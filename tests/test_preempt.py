@@ -16,13 +16,12 @@ from typing import Any
 
 import pytest
 
-from raytpu import local
 from raytpu.cli import main
 from raytpu.core.common import timeline
 from raytpu.core.common.errors import InvalidInput
 from raytpu.core.tpu.catalog import generation
 from raytpu.core.tpu.plan import plan_slice
-from raytpu.local import preempt
+from raytpu.local.slice import preempt, procs, state, status_table
 from raytpu.workloads import preemption
 
 
@@ -52,7 +51,7 @@ def test_preempt_refuses_bad_flags_and_a_missing_slice(capsys: pytest.CaptureFix
 @pytest.mark.unit
 def test_a_host_out_of_the_slice_is_refused_naming_host(tmp_path: Path) -> None:
     plan = plan_slice("v6e", "2x4", generation("v6e").multi_host_machine_type.name)
-    cluster = local.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-none", address="127.0.0.1:1",
+    cluster = state.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-none", address="127.0.0.1:1",
                                  plan=plan.to_json(), slices=["s0"])
     with pytest.raises(InvalidInput) as bad:
         preempt.target(cluster, plan.hosts)
@@ -82,10 +81,10 @@ def test_progress_lines_survive_a_torn_last_line(tmp_path: Path) -> None:
 def test_the_section_measures_steps_lost_from_the_progress_lines(tmp_path: Path) -> None:
     """Steps lost are the last step finished before the kill minus the step the run resumed from (its first step after
     the kill, less one); with a notice the run resumed at the notice's checkpoint, and the phases are all measured."""
-    from raytpu.local.drill import section
+    from raytpu.local.demos.drill import section
 
     plan = plan_slice("v6e", "2x4", generation("v6e").multi_host_machine_type.name)
-    cluster = local.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-none", address="127.0.0.1:1",
+    cluster = state.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-none", address="127.0.0.1:1",
                                  plan=plan.to_json(), slices=["s0"])
     record = preempt.Preemption("s0", 1, 10.0, notice_wall=100.0, gone_wall=110.0, how="killed at the notice's end",
                                 replaced_wall=115.0)
@@ -111,10 +110,10 @@ def test_the_section_measures_steps_lost_from_the_progress_lines(tmp_path: Path)
 def test_whole_slices_are_what_the_resumed_workers_report(tmp_path: Path) -> None:
     """A run of N slices resumed on whole slices only when its workers sat on N slices of the cluster, all hosts of
     each (the preempted host's slice among them), with every chip: planned counts alone do not make it whole."""
-    from raytpu.local.drill import whole_slices
+    from raytpu.local.demos.drill import whole_slices
 
     plan = plan_slice("v5p", "2x2x2")
-    cluster = local.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-none", address="127.0.0.1:1",
+    cluster = state.LocalCluster(run_dir=str(tmp_path), temp_dir="/tmp/raytpu-none", address="127.0.0.1:1",
                                  plan=plan.to_json(), slices=["s0", "s1"])
     whole = {"devices": 2 * plan.chips, "ray_slices": {"s0": plan.hosts, "s1": plan.hosts}}
     assert whole_slices(whole, cluster, 2, "s1")
@@ -128,11 +127,11 @@ def test_whole_slices_are_what_the_resumed_workers_report(tmp_path: Path) -> Non
 
 
 @pytest.fixture(scope="module")
-def one_slice(start_cluster: Callable[..., local.LocalCluster]) -> Iterator[local.LocalCluster]:
+def one_slice(start_cluster: Callable[..., state.LocalCluster]) -> Iterator[state.LocalCluster]:
     """One emulated v6e 2x4 slice of two hosts: the run's slice is the one preempted."""
     cluster = start_cluster(plan_slice("v6e", "2x4", generation("v6e").multi_host_machine_type.name))
     yield cluster
-    local.stop(cluster.run_dir)
+    procs.stop(cluster.run_dir)
 
 
 def _phases(cut: dict[str, Any]) -> dict[str, str]:
@@ -141,10 +140,10 @@ def _phases(cut: dict[str, Any]) -> dict[str, str]:
 
 @pytest.mark.slice
 @pytest.mark.timeout(480)
-def test_preempted_with_notice_loses_at_most_one_step(one_slice: local.LocalCluster, tmp_path: Path) -> None:
+def test_preempted_with_notice_loses_at_most_one_step(one_slice: state.LocalCluster, tmp_path: Path) -> None:
     """The notice (the host's node draining for a preemption) reaches the run; it checkpoints, stops stepping, and
     resumes from that checkpoint on the whole slice once the host is replaced."""
-    from raytpu.local.drill import drill
+    from raytpu.local.demos.drill import drill
 
     done = drill(one_slice, 10.0, tmp_path / "ckpt", steps=30, every=10, at_step=14)
     train, cut = done["train"], done["preemption"]
@@ -158,11 +157,11 @@ def test_preempted_with_notice_loses_at_most_one_step(one_slice: local.LocalClus
 
 @pytest.mark.slice
 @pytest.mark.timeout(480)
-def test_a_host_crash_resumes_from_the_last_periodic_checkpoint(one_slice: local.LocalCluster,
+def test_a_host_crash_resumes_from_the_last_periodic_checkpoint(one_slice: state.LocalCluster,
                                                                 tmp_path: Path) -> None:
     """No notice: the run cannot checkpoint, and resumes from the periodic checkpoint before the crash (and says so),
     losing the steps since."""
-    from raytpu.local.drill import drill
+    from raytpu.local.demos.drill import drill
 
     done = drill(one_slice, 0.0, tmp_path / "ckpt", steps=30, every=10, at_step=14)
     train, cut = done["train"], done["preemption"]
@@ -175,7 +174,7 @@ def test_a_host_crash_resumes_from_the_last_periodic_checkpoint(one_slice: local
 
 @pytest.mark.slice
 @pytest.mark.timeout(300)
-def test_the_command_refuses_a_host_past_the_slice_then_preempts_one(one_slice: local.LocalCluster) -> None:
+def test_the_command_refuses_a_host_past_the_slice_then_preempts_one(one_slice: state.LocalCluster) -> None:
     """``raytpu local preempt`` on a running slice: a host past its size exits 2 naming ``--host``; a crash of the
     last host is done, reported as JSON, and the host is replaced (the slice is whole again)."""
     cmd = [sys.executable, "-m", "raytpu", "local", "--dir", one_slice.run_dir, "preempt"]
@@ -185,8 +184,8 @@ def test_the_command_refuses_a_host_past_the_slice_then_preempts_one(one_slice: 
     assert done.returncode == 0, done.stderr
     record = json.loads(done.stdout)
     assert record["how"] == "crashed (no notice)" and record["worker_id"] == 1 and record["replaced_wall"]
-    again = local.LocalCluster.load(one_slice.run_dir)
+    again = state.LocalCluster.load(one_slice.run_dir)
     assert again is not None
     live = {n.pid for n in again.hosts()}  # the killed host stays recorded, marked killed
-    rows = [r for r in local.status(again) if r.pid in live]
+    rows = [r for r in status_table.status(again) if r.pid in live]
     assert len(rows) == again.slice_plan.hosts and all(r.alive and r.labels_ok for r in rows), rows

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from raytpu.core.manifests import preemption
-from raytpu.local.launch import free_port
+from raytpu.local.slice.launch import free_port
 
 pytestmark = [pytest.mark.slice, pytest.mark.timeout(600)]
 

@@ -96,22 +96,23 @@ def test_one_gke_submit_walks_the_folder_once_and_locks_once(tmp_path: Path, mon
 
 def test_one_local_submit_walks_the_folder_once_and_locks_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                counted: dict[str, int]) -> None:
-    from raytpu import local
+    from raytpu.local.running import jobs as local_jobs
+    from raytpu.local.slice import state
     from raytpu.teamcode import envs
 
     path = write_project(tmp_path)
     monkeypatch.chdir(tmp_path)
     spec = config.load(path)
     (tmp_path / "run").mkdir()
-    local.LocalCluster(str(tmp_path / "run"), "/tmp/none", "127.0.0.1:1",
+    state.LocalCluster(str(tmp_path / "run"), "/tmp/none", "127.0.0.1:1",
                        spec.slice_named("serve").plan.to_json(), ["s0"]).save()
     given: list[dict[str, Any]] = []
 
-    def submit_job(_cluster: local.LocalCluster, _kind: str, *_extra: str, **options: Any) -> str:
+    def submit_job(_cluster: state.LocalCluster, _kind: str, *_extra: str, **options: Any) -> str:
         given.append(options["runtime"])  # where the run would start: nothing launches
         return "SUCCEEDED"
 
-    monkeypatch.setattr(local, "submit_job", submit_job)
+    monkeypatch.setattr(local_jobs, "submit_job", submit_job)
     def ensure(_run_dir: Path, lock: requirements.Lock) -> tuple[Path, bool]:
         assert lock is LOCK  # the lock the command worked out, handed on
         return Path(sys.executable), False

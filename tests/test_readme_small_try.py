@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from test_readme import EXAMPLE_README, ROOT, bare, commands, fresh_clone, matches
 
-from raytpu import local
+from raytpu.local.slice import state
 
 pytestmark = [pytest.mark.slice, pytest.mark.timeout(1500)]
 WALK = [["raytpu", "local", "up"], ["raytpu", "submit", "pretrain"], ["raytpu", "local", "down"],
@@ -44,7 +44,7 @@ def test_the_team_examples_walk_from_training_to_serving_runs_as_written(
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAYTPU_", "RAY_AUTH", "RAY_ADDRESS"))}
     env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", RAY_USAGE_STATS_ENABLED="0",
                CHECKPOINT_DISABLE="1", PYTHONPATH=str(ROOT))
-    env[local.ENV_TMP_PREFIX] = os.environ.get(local.ENV_TMP_PREFIX, local.TMP_PREFIX)  # the session's leak check
+    env[state.ENV_TMP_PREFIX] = os.environ.get(state.ENV_TMP_PREFIX, state.TMP_PREFIX)  # the session's leak check
     took: dict[str, float] = {}
 
     def run(command_text: str, timeout_s: float) -> subprocess.CompletedProcess[str]:

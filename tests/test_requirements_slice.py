@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from raytpu import local
+from raytpu.local.slice import state
 
 pytestmark = [pytest.mark.slice, pytest.mark.timeout(900)]
 
@@ -51,7 +51,7 @@ workloads:
 
 
 def test_a_library_the_kit_lacks_trains_from_the_projects_requirements(
-        two_slices: local.LocalCluster, tmp_path: Path) -> None:
+        two_slices: state.LocalCluster, tmp_path: Path) -> None:
     assert importlib.util.find_spec(LIBRARY) is None, f"the held-out library {LIBRARY} is in the kit's venv"
     for rel, text in {"src/heldout/__init__.py": "", "src/heldout/train.py": TRAIN,
                       "src/requirements.txt": f"{LIBRARY}>=0.5\n", "raytpu.yaml": CONFIG}.items():

@@ -214,19 +214,20 @@ def test_submit_wait_streams_every_attempts_driver_log_once() -> None:
 def test_submit_local_retries_a_failed_driver_naming_each_attempt(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], results: list[str],
         code: int, ids: list[str]) -> None:
-    from raytpu import local
     from raytpu.config import parse
+    from raytpu.local.running import jobs as local_jobs
+    from raytpu.local.slice import state as local_state
 
     config = _config(tmp_path, "job", "2")
-    local.LocalCluster(str(tmp_path), "/tmp/none", "127.0.0.1:1",
-                       parse(config.read_text()).slice_named("train").plan.to_json(), ["s0"]).save()
+    local_state.LocalCluster(str(tmp_path), "/tmp/none", "127.0.0.1:1",
+                             parse(config.read_text()).slice_named("train").plan.to_json(), ["s0"]).save()
     given: list[tuple[str, str]] = []
 
     def submit_job(_cluster: object, _kind: str, *_extra: str, **options: Any) -> str:
         given.append((options["submission_id"], options["runtime"]["env_vars"]["RAYTPU_RUN"]))
         return results[len(given) - 1]
 
-    monkeypatch.setattr(local, "submit_job", submit_job)
+    monkeypatch.setattr(local_jobs, "submit_job", submit_job)
     monkeypatch.chdir(tmp_path)
     assert cli.main(["submit", "again", "--local", "--config", str(config), "--dir", str(tmp_path),
                      "--run-id", "r1"]) == code

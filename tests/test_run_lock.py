@@ -1,4 +1,4 @@
-"""Issue 39.1: one owner per run folder (raytpu/local/run_lock.py), with real processes holding it (no Ray)."""
+"""Issue 39.1: one owner per run folder (raytpu/local/slice/run_lock.py), with real processes holding it (no Ray)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from raytpu.core.common.errors import InvalidInput, RuntimeFailure
-from raytpu.local import run_lock
+from raytpu.local.slice import run_lock
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HOLDER = """
 import signal, sys, time
 from pathlib import Path
-from raytpu.local.run_lock import hold
+from raytpu.local.slice.run_lock import hold
 if sys.argv[2] == "deaf":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 with hold(Path(sys.argv[1]), "raytpu local preempt"):

@@ -23,8 +23,8 @@ from raytpu.cluster import runs as stack_runs
 from raytpu.config import parse
 from raytpu.core.common import names
 from raytpu.core.manifests import kuberay
-from raytpu.local import LocalCluster, NodeProc
-from raytpu.local import runs as local_runs
+from raytpu.local.running import runs as local_runs
+from raytpu.local.slice.state import LocalCluster, NodeProc
 from raytpu.runs.run_list import Run, age
 
 pytestmark = pytest.mark.unit
@@ -305,7 +305,7 @@ def test_rank_records_keep_the_jobs_records_of_each_rank() -> None:
 
 
 class FakeJobs:
-    """What :mod:`raytpu.local.runs` asks of the Job Submission API, for one ended job."""
+    """What :mod:`raytpu.local.running.runs` asks of the Job Submission API, for one ended job."""
 
     def __init__(self, job_id: str) -> None:
         from ray.job_submission import JobStatus

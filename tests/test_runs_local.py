@@ -21,10 +21,10 @@ HOLDER = ("import ray, time; ray.init(); pg = ray.util.placement_group([{'CPU': 
 
 SUBMIT_HOLDER = f"""
 import shlex, sys
-from raytpu import local
+from raytpu.local.slice import state
 from raytpu.core.common import names
-from raytpu.local.runs import jobs_client
-cluster = local.LocalCluster.load(sys.argv[1])
+from raytpu.local.running.runs import jobs_client
+cluster = state.LocalCluster.load(sys.argv[1])
 jobs_client(cluster).submit_job(entrypoint=shlex.join([sys.executable, '-c', {HOLDER!r}]), submission_id='holder-1',
                                 metadata={{**names.MANAGED_BY, names.WORKLOAD_LABEL: 'job', names.SLICE_LABEL: 's'}})
 """

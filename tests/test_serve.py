@@ -27,14 +27,14 @@ from typing import Any
 import pydantic
 import pytest
 
-from raytpu import local
 from raytpu.config import load
 from raytpu.core.common.errors import InvalidInput
 from raytpu.core.manifests import kuberay, serving
 from raytpu.core.specs import kinds, vllm_rules
 from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
 from raytpu.core.tpu.catalog import GENERATIONS
-from raytpu.local.llm_client import StreamResult, astream_chat, stream_chat
+from raytpu.local.running.llm_client import StreamResult, astream_chat, stream_chat
+from raytpu.local.slice import memory, procs, startup, state
 
 pytestmark = pytest.mark.serve
 
@@ -67,7 +67,7 @@ class Endpoint:
 
 @dataclasses.dataclass
 class Deployment:
-    cluster: local.LocalCluster
+    cluster: state.LocalCluster
     endpoint: Endpoint
     model_dir: Path
     deploy_s: float
@@ -85,11 +85,11 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixture
     key_file = run_dir / "api-key"
     key_file.write_text(API_KEY + "\n")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", tiny_llm.ENV_CACHE_DIR: str(cache)}
-    peak = local.PeakMemory(tag_prefix=os.environ.get(local.ENV_TMP_PREFIX, local.TMP_PREFIX))
+    peak = memory.PeakMemory(tag_prefix=os.environ.get(state.ENV_TMP_PREFIX, state.TMP_PREFIX))
     peak.__enter__()
     timings = ""
     try:
-        cluster = local.start(SERVE.plan, 1, run_dir, timeout_s=240)
+        cluster = startup.start(SERVE.plan, 1, run_dir, timeout_s=240)
         t0 = time.monotonic()
         done = subprocess.run([sys.executable, "-m", "raytpu", "local", "--dir", str(run_dir), "serve",
                                "--config", str(EXAMPLES[0]), "--timeout-s", "400", "--api-key-file", str(key_file)],
@@ -106,7 +106,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixture
         yield Deployment(cluster, Endpoint(lines["endpoint"], lines["model"]), model.path,
                          deploy_s, AutoTokenizer.from_pretrained(model.path))
     finally:
-        local.stop(run_dir)
+        procs.stop(run_dir)
         peak.__exit__(None, None, None)
         reporter = request.config.pluginmanager.get_plugin("terminalreporter")
         capture = request.config.pluginmanager.get_plugin("capturemanager")
@@ -405,9 +405,9 @@ def test_sixteen_concurrent_streams_all_complete(deployment: Deployment) -> None
         assert res.completion_tokens == 24 or res.finish_reason == "stop"
 
 
-def _replica_pids(cluster: local.LocalCluster) -> set[int]:
+def _replica_pids(cluster: state.LocalCluster) -> set[int]:
     pids = set()
-    for pid in local.tagged_processes(cluster.temp_dir):
+    for pid in procs.tagged_processes(cluster.temp_dir):
         try:
             title = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:

@@ -163,9 +163,9 @@ def test_the_ingress_answers_401_without_the_key(monkeypatch: pytest.MonkeyPatch
 
 
 def _local(tmp_path: Path) -> Any:
-    from raytpu import local
+    from raytpu.local.slice import state
 
-    return local.LocalCluster(run_dir=str(tmp_path / "run"), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1",
+    return state.LocalCluster(run_dir=str(tmp_path / "run"), temp_dir="/tmp/raytpu-x", address="127.0.0.1:1",
                               plan={}, slices=[])
 
 
@@ -174,7 +174,7 @@ def test_locally_the_app_gets_its_env_and_only_the_secrets_files_path(spec: Any,
     the app loads it at its start through Ray's worker setup hook."""
     from dataclasses import replace
 
-    from raytpu.local import team_app
+    from raytpu.local.running import team_app
     from raytpu.workloads import local_secrets
 
     work = replace(spec.workload("scorer"), env={"TEAM_MODE": "m"}, secrets={"TEAM_TOKEN": "team-token"})
@@ -199,7 +199,7 @@ def test_locally_an_unset_secret_is_refused_before_anything_deploys(spec: Any, t
     from dataclasses import replace
 
     from raytpu.core.common.errors import InvalidInput
-    from raytpu.local import team_app
+    from raytpu.local.running import team_app
     from raytpu.teamcode.prepared import TeamCode
 
     monkeypatch.delenv("TEAM_TOKEN", raising=False)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from leaks import files_holding
 
-from raytpu import local
+from raytpu.local.slice import state
 
 pytestmark = [pytest.mark.slice, pytest.mark.timeout(900)]
 
@@ -105,7 +105,7 @@ def project(tmp_path: Path, serve_stopped_after: None) -> Iterator[Path]:
     yield tmp_path
 
 
-def serve(folder: Path, cluster: local.LocalCluster, workload: str,
+def serve(folder: Path, cluster: state.LocalCluster, workload: str,
           extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "TEAM_TOKEN"))}
     env.update(extra_env or {})
@@ -124,7 +124,7 @@ def post(url: str, body: dict[str, object], key: str | None) -> tuple[int, objec
         return exc.code, json.loads(exc.read() or b"null")
 
 
-def test_a_teams_app_serves_from_its_code_behind_the_key(project: Path, two_slices: local.LocalCluster) -> None:
+def test_a_teams_app_serves_from_its_code_behind_the_key(project: Path, two_slices: state.LocalCluster) -> None:
     ran = serve(project, two_slices, "echo")
     assert ran.returncode == 0, ran.stderr[-3000:] + ran.stdout[-3000:]
     [url] = [line.split(": ", 1)[1] for line in ran.stdout.splitlines() if line.startswith("endpoint: ")]
@@ -136,14 +136,14 @@ def test_a_teams_app_serves_from_its_code_behind_the_key(project: Path, two_slic
     assert post(url, {"text": "hi"}, "wrong")[0] == 401
 
 
-def test_a_deployment_larger_than_a_host_is_refused_by_name(project: Path, two_slices: local.LocalCluster) -> None:
+def test_a_deployment_larger_than_a_host_is_refused_by_name(project: Path, two_slices: state.LocalCluster) -> None:
     ran = serve(project, two_slices, "huge")
     assert ran.returncode == 1, ran.stderr[-3000:]
     assert "deployment Huge asks for 8 TPU per replica, more than a host of the slice has (4)" in ran.stderr
 
 
 def test_an_app_that_fails_to_deploy_says_what_failed_in_one_line(project: Path,
-                                                                   two_slices: local.LocalCluster) -> None:
+                                                                   two_slices: state.LocalCluster) -> None:
     """Issue 71 item 4: the exception's type and message, not "exited 1 without an endpoint: {}"."""
     ran = serve(project, two_slices, "broken")
     assert ran.returncode == 1, ran.stderr[-3000:]
@@ -154,7 +154,7 @@ def test_an_app_that_fails_to_deploy_says_what_failed_in_one_line(project: Path,
 
 
 def test_a_held_out_app_serves_with_its_own_library_env_and_secret(project: Path,
-                                                                   two_slices: local.LocalCluster) -> None:
+                                                                   two_slices: state.LocalCluster) -> None:
     """Issue 47 items 1-3 for serve_app: a library the kit's environment lacks (``inflection``, from the project's
     requirements, in the lock's venv in the run folder), the workload's ``env``, and its secret from the serving
     shell's environment (refused with exit 2 naming it when unset), seen at import and per request, written nowhere."""

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from test_local import assert_emulated_timeline
 
-from raytpu import local
+from raytpu.local.slice import procs, state
 
 pytestmark = pytest.mark.serve
 
@@ -33,7 +33,7 @@ def test_serve_demo_answers_and_times_every_phase_up_to_the_first_token(tmp_path
     which is within 5% of the command's as measured here; the first token is the openai client's."""
     report_path = tmp_path / "reports" / "demo-serve.json"
     env = {k: v for k, v in os.environ.items()
-           if k not in (local.ENV_TMP_PREFIX, "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")}
+           if k not in (state.ENV_TMP_PREFIX, "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")}
     env["HF_HUB_OFFLINE"] = "1"
     began = time.monotonic()
     proc = subprocess.Popen(
@@ -45,7 +45,7 @@ def test_serve_demo_answers_and_times_every_phase_up_to_the_first_token(tmp_path
     assert proc.returncode == 0, err[-3000:] + out[-3000:]
     report = json.loads(report_path.read_text())
     assert report["ok"] and report["answers"] and all(a["completion_tokens"] > 0 for a in report["answers"])
-    assert not local.tagged_processes(f"{local.TMP_PREFIX}s{proc.pid}-")
+    assert not procs.tagged_processes(f"{state.TMP_PREFIX}s{proc.pid}-")
     assert_emulated_timeline(report["timeline"], took, reserved="emulated", compiled="not reached")  # vLLM's own
     rows = {r["phase"]: r for r in report["timeline"]["phases"]}
     assert rows["reserved"]["detail"].startswith("app RUNNING")

@@ -276,12 +276,12 @@ def test_a_2x4_of_two_4_chip_hosts_cannot_be_served_and_validate_says_which_mach
 
 def _recorded_cluster(tmp_path: Path, topology: str) -> str:
     """A local cluster's state file only (no process): what `raytpu local serve` reads before it deploys."""
-    from raytpu import local
     from raytpu.core.tpu.plan import plan_slice
+    from raytpu.local.slice import state
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    local.LocalCluster(run_dir=str(run_dir), temp_dir=str(tmp_path / "tmp"), address="127.0.0.1:1",
+    state.LocalCluster(run_dir=str(run_dir), temp_dir=str(tmp_path / "tmp"), address="127.0.0.1:1",
                        plan=plan_slice("v6e", topology).to_json(), slices=["s0"]).save()
     return str(run_dir)
 

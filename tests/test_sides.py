@@ -17,7 +17,7 @@ import yaml
 from raytpu.cli import main
 from raytpu.cluster.side import ClusterSide
 from raytpu.config import parse
-from raytpu.local.side import SERVE_TIMEOUT_S, LocalSide
+from raytpu.local.running.side import SERVE_TIMEOUT_S, LocalSide
 from raytpu.runs.side import Side
 
 pytestmark = pytest.mark.unit

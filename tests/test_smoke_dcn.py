@@ -179,7 +179,7 @@ def test_local_smoke_refuses_more_dcn_slices_than_the_cluster_has(value: str, va
     """A recorded two-slice cluster (its state file only: nothing runs); exit 2 before any workload starts. Below 1
     is refused while parsing (issue 28 item 9), before the cluster is read; above its slices, once it is read."""
     from raytpu import cli as raytpu_cli
-    from raytpu.local.state import LocalCluster
+    from raytpu.local.slice.state import LocalCluster
 
     plan = plan_slice("v5p", "2x2x2")
     LocalCluster(str(tmp_path), "/tmp/none", "127.0.0.1:1", plan.to_json(), ["s0", "s1"]).save()

@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 from html_reports import in_chromium, marked, needs_chromium
 
-from raytpu import local
 from raytpu.core.common import report, timeline
 from raytpu.core.tpu.catalog import expected_busbw, generation
 from raytpu.core.tpu.plan import SlicePlan, plan_slice
-from raytpu.local import diagnose
+from raytpu.local.running import jobs
+from raytpu.local.slice import diagnose, procs, startup, state, status_table
 from raytpu.workloads import slices
 from raytpu.workloads._entry import end_quiet_driver
 from raytpu.workloads.smoke import cli, driver
@@ -39,7 +39,7 @@ STATE: dict[str, Any] = {}
 """Carries a pending placement group from one test to the next (tests run in file order)."""
 
 
-def connect(cluster: local.LocalCluster) -> None:
+def connect(cluster: state.LocalCluster) -> None:
     import logging
 
     import ray
@@ -56,7 +56,7 @@ def plan() -> SlicePlan:
 
 
 @pytest.fixture(scope="module")
-def cluster(two_slices: local.LocalCluster, plan: SlicePlan) -> Iterator[local.LocalCluster]:
+def cluster(two_slices: state.LocalCluster, plan: SlicePlan) -> Iterator[state.LocalCluster]:
     assert two_slices.slice_plan == plan
     connect(two_slices)
     yield two_slices
@@ -83,8 +83,8 @@ def slice_of(node_ids: list[str]) -> set[tuple[str, str]]:
     return {(labels[n]["ray.io/tpu-slice-name"], labels[n]["ray.io/tpu-worker-id"]) for n in node_ids}
 
 
-def run_smoke(cluster: local.LocalCluster, *extra: str) -> subprocess.CompletedProcess[str]:
-    return local.run_workload(cluster, "smoke", "--reserve-timeout-s", "30", *extra, timeout_s=240)
+def run_smoke(cluster: state.LocalCluster, *extra: str) -> subprocess.CompletedProcess[str]:
+    return jobs.run_workload(cluster, "smoke", "--reserve-timeout-s", "30", *extra, timeout_s=240)
 
 
 def only_verdict(done: subprocess.CompletedProcess[str]) -> report.Verdict:
@@ -97,16 +97,16 @@ def checks_of(verdict: Mapping[str, Any]) -> dict[str, report.Check]:
     return {c["name"]: c for c in verdict["checks"]}
 
 
-def test_hosts_carry_the_gke_labels_and_only_worker_0_the_head_resource(cluster: local.LocalCluster,
+def test_hosts_carry_the_gke_labels_and_only_worker_0_the_head_resource(cluster: state.LocalCluster,
                                                                           plan: SlicePlan) -> None:
-    rows = [r for r in local.status(cluster) if r.worker_id >= 0]
+    rows = [r for r in status_table.status(cluster) if r.worker_id >= 0]
     assert len(rows) == 2 * plan.hosts
     assert all(r.alive and r.labels_ok for r in rows)
     assert [plan.head_resource in r.resources for r in rows] == [w == 0 for _ in cluster.slices
                                                                   for w in range(plan.hosts)]
 
 
-def test_whole_slice_reservation_lands_on_one_slice(cluster: local.LocalCluster, plan: SlicePlan) -> None:
+def test_whole_slice_reservation_lands_on_one_slice(cluster: state.LocalCluster, plan: SlicePlan) -> None:
     held = slices.reserve_slice(plan, timeout_s=30)
     try:
         placed = slice_of(bundle_nodes(held.placement_group))
@@ -116,7 +116,7 @@ def test_whole_slice_reservation_lands_on_one_slice(cluster: local.LocalCluster,
         held.release()
 
 
-def test_bundle_i_lands_on_the_host_with_worker_id_i(cluster: local.LocalCluster, plan: SlicePlan) -> None:
+def test_bundle_i_lands_on_the_host_with_worker_id_i(cluster: state.LocalCluster, plan: SlicePlan) -> None:
     """Bundle i runs JAX process i: it must be TPU worker i (smoke pins it; Ray's SPREAD alone does not)."""
     import ray
     from ray.util.placement_group import placement_group_table
@@ -132,7 +132,7 @@ def test_bundle_i_lands_on_the_host_with_worker_id_i(cluster: local.LocalCluster
             held.release()
 
 
-def test_a_topology_ray_refuses_ends_in_a_verdict_and_holds_nothing(cluster: local.LocalCluster,
+def test_a_topology_ray_refuses_ends_in_a_verdict_and_holds_nothing(cluster: state.LocalCluster,
                                                                      plan: SlicePlan) -> None:
     """Ray 2.60's SlicePlacementGroup raises ValueError outside VALID_TPU_TOPOLOGY
     (``ray.util.tpu.SlicePlacementGroup._validate_tpu_config``); v6e 1x8 is not in it
@@ -148,7 +148,7 @@ def test_a_topology_ray_refuses_ends_in_a_verdict_and_holds_nothing(cluster: loc
     held.release()
 
 
-def test_a_driver_ends_only_the_ray_connection_it_made(cluster: local.LocalCluster) -> None:
+def test_a_driver_ends_only_the_ray_connection_it_made(cluster: state.LocalCluster) -> None:
     """The smoke and train drivers end their own connection after their last line (Ray's exit hook sleeps 0.5 s
     first: Ray 2.60 ``ray._private.worker.shutdown``); a caller's connection (here the module's) stays usable."""
     import ray
@@ -157,7 +157,7 @@ def test_a_driver_ends_only_the_ray_connection_it_made(cluster: local.LocalClust
     assert ray.is_initialized() and ray.cluster_resources().get("TPU", 0) > 0
 
 
-def test_rays_slice_placement_group_also_takes_one_whole_slice(cluster: local.LocalCluster,
+def test_rays_slice_placement_group_also_takes_one_whole_slice(cluster: state.LocalCluster,
                                                                  plan: SlicePlan) -> None:
     import ray
     from ray.util.tpu import slice_placement_group
@@ -171,7 +171,7 @@ def test_rays_slice_placement_group_also_takes_one_whole_slice(cluster: local.Lo
         spg.shutdown()
 
 
-def test_two_reservations_take_different_slices_and_a_third_waits(cluster: local.LocalCluster,
+def test_two_reservations_take_different_slices_and_a_third_waits(cluster: state.LocalCluster,
                                                                    plan: SlicePlan) -> None:
     first = slices.reserve_slice(plan, timeout_s=30)
     second = slices.reserve_slice(plan, timeout_s=30)
@@ -187,7 +187,7 @@ def test_two_reservations_take_different_slices_and_a_third_waits(cluster: local
     again.release()
 
 
-def test_smoke_passes_on_healthy_slices(cluster: local.LocalCluster, plan: SlicePlan) -> None:
+def test_smoke_passes_on_healthy_slices(cluster: state.LocalCluster, plan: SlicePlan) -> None:
     done = run_smoke(cluster)
     verdicts: Sequence[Mapping[str, Any]] = report.parse_verdict_lines(done.stdout)  # as JSON: figures checked below
     failed = [(v["slice"], c["name"], c.get("detail", "")[:400]) for v in verdicts for c in v["checks"]
@@ -239,7 +239,7 @@ def test_smoke_passes_on_healthy_slices(cluster: local.LocalCluster, plan: Slice
     assert lines[0]["phase"] == "ray_joined" and all(s in lines for v in verdicts for s in v["stamps"])
 
 
-def workers_started(cluster: local.LocalCluster) -> dict[str, int]:
+def workers_started(cluster: state.LocalCluster) -> dict[str, int]:
     """Worker processes each node's raylet has started, by node (``head`` or ``<slice>/<worker id>``), counted in its
     own log. Source: Ray 2.60 ``WorkerPool::StartWorkerProcess`` ("Started worker process with pid")."""
     counts = {}
@@ -252,7 +252,7 @@ def workers_started(cluster: local.LocalCluster) -> dict[str, int]:
     return counts
 
 
-def test_the_smoke_starts_one_worker_process_per_host_and_none_on_the_head(cluster: local.LocalCluster,
+def test_the_smoke_starts_one_worker_process_per_host_and_none_on_the_head(cluster: state.LocalCluster,
                                                                              plan: SlicePlan) -> None:
     """Each host's check runs in one Ray actor (raytpu.workloads.smoke.host_process). As a task it cost every host a
     second worker process that never ran anything, and the head a third: a raylet starts one more worker for a task
@@ -265,7 +265,7 @@ def test_the_smoke_starts_one_worker_process_per_host_and_none_on_the_head(clust
     assert started == {"head": 0} | {f"{name}/{w}": 1 for name in cluster.slices for w in range(plan.hosts)}, started
 
 
-def test_a_slow_device_is_named_and_makes_its_slice_unhealthy(cluster: local.LocalCluster, plan: SlicePlan,
+def test_a_slow_device_is_named_and_makes_its_slice_unhealthy(cluster: state.LocalCluster, plan: SlicePlan,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """One device 10x slower than its peers (a delay injected into its timed loops) fails the slice on any
     hardware, and the verdict names that device."""
@@ -284,7 +284,7 @@ def test_a_slow_device_is_named_and_makes_its_slice_unhealthy(cluster: local.Loc
     STATE["slow_verdict"] = v  # drawn in Chromium below
 
 
-def test_a_host_whose_check_raises_gives_a_verdict_naming_it(cluster: local.LocalCluster,
+def test_a_host_whose_check_raises_gives_a_verdict_naming_it(cluster: state.LocalCluster,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV_INJECT_ERROR, "1")
     started = time.monotonic()
@@ -299,14 +299,14 @@ def test_a_host_whose_check_raises_gives_a_verdict_naming_it(cluster: local.Loca
     assert [h["worker_id"] for h in v["hosts"] if not h["ok"]] == [1]
 
 
-def test_one_host_missing_nothing_is_placed_and_the_timeout_names_the_slice(cluster: local.LocalCluster,
+def test_one_host_missing_nothing_is_placed_and_the_timeout_names_the_slice(cluster: state.LocalCluster,
                                                                             plan: SlicePlan) -> None:
     import ray
     from ray.util.placement_group import placement_group_table
     from ray.util.tpu import slice_placement_group
 
     broken, healthy = cluster.slices
-    local.kill_host(cluster, broken, 1)
+    procs.kill_host(cluster, broken, 1)
     _wait_dead(broken, 1)
     with pytest.raises(TimeoutError) as caught:
         slices.reserve_slice(plan, slice_name=broken, timeout_s=SHORT_S)
@@ -328,7 +328,7 @@ def test_one_host_missing_nothing_is_placed_and_the_timeout_names_the_slice(clus
         held.release()
 
 
-def test_smoke_fails_on_the_broken_slice_naming_the_missing_host(cluster: local.LocalCluster) -> None:
+def test_smoke_fails_on_the_broken_slice_naming_the_missing_host(cluster: state.LocalCluster) -> None:
     spg = STATE.pop("pending_spg", None)
     if spg is not None:  # free the healthy slice's competitor first
         spg.shutdown()
@@ -363,13 +363,13 @@ def test_the_emulated_slices_pages_mark_the_slow_chip_and_the_missing_host(plan:
 
 
 def test_a_replacement_host_that_joins_late_is_waited_for_and_makes_the_slice_whole(
-        cluster: local.LocalCluster, plan: SlicePlan) -> None:
+        cluster: state.LocalCluster, plan: SlicePlan) -> None:
     broken, _ = cluster.slices
     outcome: dict[str, subprocess.CompletedProcess[str]] = {}
     waiting = threading.Thread(target=lambda: outcome.setdefault("smoke", run_smoke(cluster)))
     waiting.start()  # the smoke check starts while worker 1 is still missing
     time.sleep(3)
-    local.add_host(cluster, broken, 1)
+    startup.add_host(cluster, broken, 1)
     waiting.join(timeout=240)
     done = outcome["smoke"]
     assert done.returncode == 0, done.stderr[-3000:]

@@ -16,8 +16,8 @@ from raytpu.config import load, parse
 from raytpu.core.manifests import kuberay, smoke_runs
 from raytpu.core.specs.kinds import kind
 from raytpu.core.specs.spec import ClusterSpec, SecretKeyRef, WorkloadSpec
-from raytpu.local.from_config import job_workload
-from raytpu.local.state import LocalCluster
+from raytpu.local.slice.from_config import job_workload
+from raytpu.local.slice.state import LocalCluster
 
 pytestmark = pytest.mark.unit
 

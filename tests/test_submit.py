@@ -1146,21 +1146,22 @@ def test_submit_local_runs_the_workload_under_its_own_name_and_image(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """``--local`` gives the job the config's workload (name, image, slices) moved onto the emulated slices, as its
     RayJob gets it on GKE; a recorded two-slice cluster (its state file only: nothing runs)."""
-    from raytpu import local
     from raytpu.core.specs.spec import WORKLOAD_ENV
+    from raytpu.local.running import jobs as local_jobs
+    from raytpu.local.slice import state as local_state
 
     config = tmp_path / "raytpu.yaml"
     config.write_text(LOCAL_CONFIG)
-    cluster = local.LocalCluster(str(tmp_path), "/tmp/none", "127.0.0.1:1",
-                                 parse(LOCAL_CONFIG).slice_named("train").plan.to_json(), ["s0", "s1"])
+    cluster = local_state.LocalCluster(str(tmp_path), "/tmp/none", "127.0.0.1:1",
+                                       parse(LOCAL_CONFIG).slice_named("train").plan.to_json(), ["s0", "s1"])
     cluster.save()
     given: list[WorkloadSpec | None] = []
 
-    def submit_job(_cluster: local.LocalCluster, kind_name: str, *extra: str, **options: Any) -> str:
+    def submit_job(_cluster: local_state.LocalCluster, kind_name: str, *extra: str, **options: Any) -> str:
         given.append(options.get("work"))
         return "SUCCEEDED"
 
-    monkeypatch.setattr(local, "submit_job", submit_job)
+    monkeypatch.setattr(local_jobs, "submit_job", submit_job)
     assert main("submit", "pretrain", "--local", "--config", str(config), "--dir", str(tmp_path),
                 "--run-id", "r1") == 0
     assert "Ray job pretrain-r1: SUCCEEDED" in capsys.readouterr().err
@@ -1171,9 +1172,10 @@ def test_submit_local_runs_the_workload_under_its_own_name_and_image(
 
 
 def test_the_local_job_spec_keeps_the_workloads_own_fields_on_the_emulated_slices(tmp_path: Path) -> None:
-    """:func:`raytpu.local.from_config.job_workload`: a single-slice job keeps no ``slices`` (one copy per run)."""
-    from raytpu.local.from_config import job_workload
-    from raytpu.local.state import LocalCluster
+    """:func:`raytpu.local.slice.from_config.job_workload`: a single-slice job keeps no ``slices`` (one copy per
+    run)."""
+    from raytpu.local.slice.from_config import job_workload
+    from raytpu.local.slice.state import LocalCluster
 
     spec = parse(LOCAL_CONFIG)
     cluster = LocalCluster(str(tmp_path), "/tmp/none", "127.0.0.1:1", spec.slice_named("train").plan.to_json(),
@@ -1194,25 +1196,26 @@ BATCH_CONFIG = CONFIG + "  - {name: label, kind: batch, slice: serve, input: pro
 def batch_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[tuple[str, ...], WorkloadSpec]]:
     """A folder (the current one) with :data:`BATCH_CONFIG`, its input, a model folder ``model`` and a recorded
     emulated slice of the batch workload's shape (its state file only: nothing runs); returns what
-    ``local.submit_job`` is given."""
-    from raytpu import local
-    from raytpu.local import submission as submission_local
+    ``local_jobs.submit_job`` is given."""
+    from raytpu.local.running import jobs as local_jobs
+    from raytpu.local.running import submission as submission_local
+    from raytpu.local.slice import state as local_state
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "raytpu.yaml").write_text(BATCH_CONFIG)
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "config.json").write_text("{}")  # a model folder holds its config (issue 68 item 4)
     (tmp_path / "prompts.jsonl").write_text('{"prompt": "hi"}\n')  # a local input must exist (issue 39.3)
-    local.LocalCluster(str(tmp_path), "/tmp/none", "127.0.0.1:1",
-                       parse(BATCH_CONFIG).slice_named("serve").plan.to_json(), ["s0"]).save()
+    local_state.LocalCluster(str(tmp_path), "/tmp/none", "127.0.0.1:1",
+                             parse(BATCH_CONFIG).slice_named("serve").plan.to_json(), ["s0"]).save()
     given: list[tuple[tuple[str, ...], WorkloadSpec]] = []
 
-    def submit_job(_cluster: local.LocalCluster, kind_name: str, *extra: str, **options: Any) -> str:
+    def submit_job(_cluster: local_state.LocalCluster, kind_name: str, *extra: str, **options: Any) -> str:
         assert kind_name == "batch"
         given.append((extra, options["work"]))
         return "SUCCEEDED"
 
-    monkeypatch.setattr(local, "submit_job", submit_job)
+    monkeypatch.setattr(local_jobs, "submit_job", submit_job)
     monkeypatch.setattr(submission_local, "has_vllm", lambda: True)  # the serve environment's, not this one's
     return given
 
@@ -1270,8 +1273,8 @@ def test_submit_local_batch_flags_refused_where_they_make_no_sense(
 
 def test_the_local_job_spec_carries_a_train_workloads_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``dataset`` travels to the emulated run (absolute when local); a ``gs://`` one as written."""
-    from raytpu.local.from_config import job_workload
-    from raytpu.local.state import LocalCluster
+    from raytpu.local.slice.from_config import job_workload
+    from raytpu.local.slice.state import LocalCluster
 
     monkeypatch.chdir(tmp_path)
     spec = parse(LOCAL_CONFIG.replace("slices: 2, image", "slices: 2, dataset: data/train.parquet, image"))
@@ -1286,7 +1289,7 @@ def test_submit_local_batch_without_vllm_here_says_which_environment(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
         batch_local: list[tuple[tuple[str, ...], WorkloadSpec]]) -> None:
     """The job runs the submitting interpreter: without vLLM there it would fail on the slice; exit 1 up front."""
-    from raytpu.local import submission as submission_local
+    from raytpu.local.running import submission as submission_local
 
     monkeypatch.setattr(submission_local, "has_vllm", lambda: False)
     assert main("submit", "label", "--local", "--dir", str(tmp_path), "--cpu-model", "model") == 1
@@ -1300,16 +1303,17 @@ def test_submit_local_prints_nothing_itself_and_hands_the_command_its_lines_and_
         batch_local: list[tuple[tuple[str, ...], WorkloadSpec]]) -> None:
     """Issue 43 item 3: library code streams the driver's log and its progress to the command's sinks and hands it the
     followed run; it writes nothing to the console itself."""
-    from raytpu import local
-    from raytpu.local.submission import submit_local
+    from raytpu.local.running import jobs as local_jobs
+    from raytpu.local.running.submission import submit_local
+    from raytpu.local.slice import state as local_state
     from raytpu.runs.following import FollowedRun, Streams
     from raytpu.teamcode.prepared import TeamCode
 
-    def submit_job(_cluster: local.LocalCluster, _kind_name: str, *_extra: str, **options: Any) -> str:
+    def submit_job(_cluster: local_state.LocalCluster, _kind_name: str, *_extra: str, **options: Any) -> str:
         options["sink"]("a driver line")
         return "SUCCEEDED"
 
-    monkeypatch.setattr(local, "submit_job", submit_job)
+    monkeypatch.setattr(local_jobs, "submit_job", submit_job)
     out: list[str] = []
     err: list[str] = []
     ended: list[FollowedRun] = []

@@ -299,7 +299,7 @@ def test_the_example_survives_local_preempt_checkpointing_at_the_notice(cluster:
 
     from ray.job_submission import JobSubmissionClient
 
-    from raytpu.local.connection import speak_auth
+    from raytpu.local.slice.connection import speak_auth
 
     report, storage = tmp_path / "report.json", Path(cluster.run_dir) / "checkpoints" / "pretrain-ex2"
     config = _config(tmp_path, {"steps": 100000, "checkpoint_every": 40})  # long enough to be preempted mid-run

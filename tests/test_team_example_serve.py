@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from raytpu import local
+from raytpu.local.slice import state
 
 pytestmark = [pytest.mark.slice, pytest.mark.timeout(1200)]
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "team_project"
@@ -52,7 +52,7 @@ def raytpu(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           env=env, cwd=folder)
 
 
-def test_train_then_serve_the_trained_model(project: Path, two_slices: local.LocalCluster) -> None:
+def test_train_then_serve_the_trained_model(project: Path, two_slices: state.LocalCluster) -> None:
     config = str(project / "raytpu.yaml")
     trained = raytpu(project, "submit", "pretrain", "--local", "--config", config, "--dir", two_slices.run_dir,
                      "--run-id", "exs1")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from raytpu import local
 from raytpu.core.common import names
+from raytpu.local.slice import state
 from raytpu.teamcode.bundle import bundle
 
 pytestmark = [pytest.mark.slice, pytest.mark.timeout(900)]
@@ -92,7 +92,7 @@ def project(folder: Path) -> Path:
     return folder / "raytpu.yaml"
 
 
-def submit(config: Path, cluster: local.LocalCluster, workload: str, *extra: str) -> subprocess.CompletedProcess[str]:
+def submit(config: Path, cluster: state.LocalCluster, workload: str, *extra: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
     return subprocess.run([sys.executable, "-m", "raytpu", "submit", workload, "--local", "--config", str(config),
                            "--dir", cluster.run_dir, *extra], capture_output=True, text=True, timeout=600, env=env,
@@ -100,7 +100,7 @@ def submit(config: Path, cluster: local.LocalCluster, workload: str, *extra: str
 
 
 def test_a_train_loop_and_a_teams_driver_run_through_submit_local(
-        two_slices: local.LocalCluster, tmp_path: Path) -> None:
+        two_slices: state.LocalCluster, tmp_path: Path) -> None:
     config = project(tmp_path)
     report = tmp_path / "reports" / "pretrain.json"
     ran = submit(config, two_slices, "pretrain", "--run-id", "t1", "--report", str(report))
@@ -127,7 +127,7 @@ def test_a_train_loop_and_a_teams_driver_run_through_submit_local(
     assert f"storage {names.run_storage('custom-t2', two_slices.run_dir)}" in job.stdout
 
 
-def test_a_train_loop_that_fails_is_exit_1_with_the_teams_error(two_slices: local.LocalCluster,
+def test_a_train_loop_that_fails_is_exit_1_with_the_teams_error(two_slices: state.LocalCluster,
                                                                  tmp_path: Path) -> None:
     config = project(tmp_path)
     (tmp_path / "src" / "lm" / "train.py").write_text("def train_loop(config):\n    raise ValueError('bad batch')\n")
@@ -143,7 +143,7 @@ LOOP = "    for step in range(start, config[\"steps\"]):\n"
 SLOW_TRAIN = TRAIN.replace(LOOP, f"    import time\n{LOOP}        time.sleep(0.5)\n")
 
 
-def test_a_team_run_survives_losing_the_host_its_rank_0_ran_on(two_slices: local.LocalCluster,
+def test_a_team_run_survives_losing_the_host_its_rank_0_ran_on(two_slices: state.LocalCluster,
                                                               tmp_path: Path) -> None:
     """Issue 49: the kit's report sink sat on any node (0 CPUs, unpinned), TPU hosts included, and a crashed host
     failed the run with ActorDiedError and no summary. It now sits on the driver's node; a host crash (no notice)
@@ -155,7 +155,7 @@ def test_a_team_run_survives_losing_the_host_its_rank_0_ran_on(two_slices: local
     from ray.job_submission import JobSubmissionClient
     from ray.util.state import list_actors
 
-    from raytpu.local.connection import speak_auth
+    from raytpu.local.slice.connection import speak_auth
 
     config = project(tmp_path)
     config.write_text(SLOW_CONFIG)

@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 from image_refs import FIXTURE_IMAGES
 
-from raytpu import local
 from raytpu.core.common import names
 from raytpu.core.manifests import kuberay
 from raytpu.core.specs import kinds
 from raytpu.core.tpu.catalog import generation
 from raytpu.core.tpu.plan import RAY_SLICE_LABEL, RAY_WORKER_LABEL, SlicePlan, plan_slice
+from raytpu.local.running import jobs
+from raytpu.local.slice import procs, startup, state
 from raytpu.workloads import train
 
 
@@ -31,7 +32,7 @@ def plan() -> SlicePlan:
 
 
 @pytest.fixture(scope="module")
-def cluster(two_slices: local.LocalCluster, plan: SlicePlan) -> local.LocalCluster:
+def cluster(two_slices: state.LocalCluster, plan: SlicePlan) -> state.LocalCluster:
     """The session's two 2x4 slices (``conftest.two_slices``): a run reserves one whole slice of them, as on GKE."""
     assert two_slices.slice_plan == plan
     return two_slices
@@ -102,13 +103,13 @@ STEPS, EVERY = 30, 10
 
 
 @pytest.fixture(scope="module")
-def first_run(cluster: local.LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+def first_run(cluster: state.LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     """One run as the GKE job runs it: its own flags (``WorkloadKind.run_args``), a local directory standing in for the
     bucket's GCS FUSE mount. The convergence, checkpoint and relaunch tests read this one run (a JaxTrainer start
     costs its two workers' JAX import: one run instead of three)."""
     mount = tmp_path_factory.mktemp("mount")
-    done = local.run_workload(cluster, "train", *kinds.kind("train").run_args(RUN_NAME, mount_path=str(mount)),
-                              "--steps", str(STEPS), "--checkpoint-every", str(EVERY), timeout_s=240)
+    done = jobs.run_workload(cluster, "train", *kinds.kind("train").run_args(RUN_NAME, mount_path=str(mount)),
+                             "--steps", str(STEPS), "--checkpoint-every", str(EVERY), timeout_s=240)
     summary = train.parse_result(done.stdout)
     assert done.returncode == 0 and summary and summary["ok"], done.stderr[-3000:]
     return mount, summary
@@ -127,7 +128,7 @@ def test_the_coordinator_the_driver_starts_is_the_one_ray_train_waits_for() -> N
 
 @pytest.mark.slice
 @pytest.mark.timeout(300)
-def test_training_converges(cluster: local.LocalCluster, first_run: tuple[Path, dict[str, Any]]) -> None:
+def test_training_converges(cluster: state.LocalCluster, first_run: tuple[Path, dict[str, Any]]) -> None:
     """30 steps of the MLP: the loss halves, a fresh run reports all of its steps, and the step compiles once
     (XLA compilations counted through jax.monitoring, ``compile_watch.COMPILE_EVENT``: none while stepping), its compile
     time reported apart from its step time."""
@@ -150,7 +151,7 @@ def test_training_converges(cluster: local.LocalCluster, first_run: tuple[Path, 
 
 @pytest.mark.slice
 @pytest.mark.timeout(120)
-def test_the_run_and_ray_train_share_one_autoscaling_coordinator(cluster: local.LocalCluster,
+def test_the_run_and_ray_train_share_one_autoscaling_coordinator(cluster: state.LocalCluster,
                                                                   first_run: tuple[Path, dict[str, Any]]) -> None:
     """After a run whose driver started Ray's autoscaling coordinator itself (``start_autoscaling_coordinator``), one
     such actor is alive on the cluster: Ray Train found it by name (Ray 2.60 ``get_or_create_autoscaling_coordinator``:
@@ -172,19 +173,19 @@ def test_checkpoints_land_under_the_mount_the_job_is_given(first_run: tuple[Path
 
 @pytest.mark.slice
 @pytest.mark.timeout(400)
-def test_a_relaunch_under_the_same_name_reports_the_steps_it_ran(cluster: local.LocalCluster,
+def test_a_relaunch_under_the_same_name_reports_the_steps_it_ran(cluster: state.LocalCluster,
                                                                  first_run: tuple[Path, dict[str, Any]]) -> None:
     """Ray Train restores a run from ``storage/name``: a relaunch of a finished run trains nothing and must not
     report success; one with more steps resumes and reports only the steps it ran."""
     mount, _ = first_run
     run = [*kinds.kind("train").run_args(RUN_NAME, mount_path=str(mount)), "--checkpoint-every", str(EVERY)]
-    again = local.run_workload(cluster, "train", *run, "--steps", str(STEPS), timeout_s=240)
+    again = jobs.run_workload(cluster, "train", *run, "--steps", str(STEPS), timeout_s=240)
     summary = train.parse_result(again.stdout)
     assert again.returncode == 1 and summary and not summary["ok"], again.stderr[-3000:]
     assert summary["steps_run"] == 0 and summary["already_complete"] and summary["start_step"] == STEPS
     assert "trained nothing" in summary["error"]
 
-    more = local.run_workload(cluster, "train", *run, "--steps", str(STEPS + EVERY), timeout_s=240)
+    more = jobs.run_workload(cluster, "train", *run, "--steps", str(STEPS + EVERY), timeout_s=240)
     summary = train.parse_result(more.stdout)
     assert more.returncode == 0 and summary and summary["ok"], more.stderr[-3000:]
     assert (summary["steps_run"], summary["start_step"], summary["steps_done"]) == (EVERY, STEPS, STEPS + EVERY)
@@ -200,7 +201,7 @@ def _train_workers(address: str) -> list[Any]:
 
 @pytest.mark.slice
 @pytest.mark.timeout(480)
-def test_two_host_2x4_workers_land_on_one_slice_of_two(two_slices: local.LocalCluster, plan: SlicePlan,
+def test_two_host_2x4_workers_land_on_one_slice_of_two(two_slices: state.LocalCluster, plan: SlicePlan,
                                                         tmp_path: Path) -> None:
     """Two emulated 2-host v6e 2x4 slices, one host of each held busy: unpinned (Ray 2.60's own reservation), the
     two workers take the two free hosts of two slices; pinned, the run waits for a whole slice (freed here) and
@@ -217,8 +218,8 @@ def test_two_host_2x4_workers_land_on_one_slice_of_two(two_slices: local.LocalCl
         ray.get([pg.ready() for pg in holds.values()], timeout=60)
         earlier = {w["actor_id"] for w in _train_workers(two.address)}  # the shared cluster's earlier runs
         held_ids = {pg.id.hex() for pg in holds.values()}
-        cmd = local.workload_command("train", "--storage-path", str(tmp_path), "--steps", "4",
-                                     "--checkpoint-every", "2", "--start-timeout-s", "120")
+        cmd = jobs.workload_command("train", "--storage-path", str(tmp_path), "--steps", "4",
+                                    "--checkpoint-every", "2", "--start-timeout-s", "120")
         env = two.driver_env() | two.workload("train").workload_env()
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         err: list[str] = []
@@ -254,7 +255,7 @@ def test_two_host_2x4_workers_land_on_one_slice_of_two(two_slices: local.LocalCl
 
 @pytest.mark.slice
 @pytest.mark.timeout(420)
-def test_host_killed_mid_run_resumes_from_checkpoint_and_finishes(cluster: local.LocalCluster,
+def test_host_killed_mid_run_resumes_from_checkpoint_and_finishes(cluster: state.LocalCluster,
                                                                    tmp_path: Path) -> None:
     """The other slice is held, so the run lands on ``slices[0]``, whose last host is killed after the second
     checkpoint and recreated (as GKE recreates the pod): the run resumes from a checkpoint and finishes."""
@@ -263,8 +264,8 @@ def test_host_killed_mid_run_resumes_from_checkpoint_and_finishes(cluster: local
     from raytpu.workloads import slices
 
     plan = cluster.slice_plan
-    cmd = local.workload_command("train", "--storage-path", str(tmp_path), "--steps", "40",
-                                 "--checkpoint-every", "5", "--step-sleep-s", "0.3", "--max-failures", "2")
+    cmd = jobs.workload_command("train", "--storage-path", str(tmp_path), "--steps", "40",
+                                "--checkpoint-every", "5", "--step-sleep-s", "0.3", "--max-failures", "2")
     env = cluster.driver_env() | cluster.workload("train").workload_env()
     ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR)
     try:
@@ -279,9 +280,9 @@ def test_host_killed_mid_run_resumes_from_checkpoint_and_finishes(cluster: local
                 assert time.monotonic() < deadline, "no checkpoint written within 180s"
                 time.sleep(0.5)
             victim = plan.hosts - 1
-            local.kill_host(cluster, cluster.slices[0], victim)
+            procs.kill_host(cluster, cluster.slices[0], victim)
             print(f"killed worker {victim}", file=sys.stderr)
-            local.add_host(cluster, cluster.slices[0], victim)  # GKE would recreate the pod
+            startup.add_host(cluster, cluster.slices[0], victim)  # GKE would recreate the pod
             out, err = proc.communicate(timeout=300)
         finally:
             if proc.poll() is None:
@@ -300,7 +301,7 @@ def test_host_killed_mid_run_resumes_from_checkpoint_and_finishes(cluster: local
 
 @pytest.mark.slice
 @pytest.mark.timeout(300)
-def test_no_free_slice_fails_after_bounded_retries(cluster: local.LocalCluster, tmp_path: Path) -> None:
+def test_no_free_slice_fails_after_bounded_retries(cluster: state.LocalCluster, tmp_path: Path) -> None:
     import logging
 
     import ray
@@ -311,8 +312,8 @@ def test_no_free_slice_fails_after_bounded_retries(cluster: local.LocalCluster, 
     try:
         held = [slices.reserve_slice(cluster.slice_plan, name, timeout_s=60) for name in cluster.slices]  # all busy
         started = time.monotonic()
-        done = local.run_workload(cluster, "train", "--storage-path", str(tmp_path), "--steps", "5",
-                                  "--start-timeout-s", "5", "--slice-retries", "1", timeout_s=200)
+        done = jobs.run_workload(cluster, "train", "--storage-path", str(tmp_path), "--steps", "5",
+                                 "--start-timeout-s", "5", "--slice-retries", "1", timeout_s=200)
         elapsed = time.monotonic() - started
         for slice_held in held:
             slice_held.release()

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from raytpu import local
+from raytpu.local.running import jobs
+from raytpu.local.slice import state
 from raytpu.workloads import train, train_data
 
 pytestmark = pytest.mark.slice
@@ -29,14 +30,14 @@ def ids(ranges: list[list[int]]) -> list[int]:
     return [i for first, stop in ranges for i in range(first, stop)]
 
 
-def test_each_host_consumes_its_own_shard_once_per_epoch(two_slices: local.LocalCluster, tmp_path: Path) -> None:
+def test_each_host_consumes_its_own_shard_once_per_epoch(two_slices: state.LocalCluster, tmp_path: Path) -> None:
     dataset = tmp_path / "train.parquet"
     train_data.write_dataset(str(dataset), ROWS, FEATURES)
     work = dataclasses.replace(two_slices.workload("train"), dataset=str(dataset))
     steps = STEPS
-    done = local.run_workload(two_slices, "train", "--storage-path", str(tmp_path / "ckpt"), "--steps", str(steps),
-                              "--checkpoint-every", str(steps), "--batch-size", str(BATCH), "--features",
-                              str(FEATURES), timeout_s=400, work=work)
+    done = jobs.run_workload(two_slices, "train", "--storage-path", str(tmp_path / "ckpt"), "--steps", str(steps),
+                             "--checkpoint-every", str(steps), "--batch-size", str(BATCH), "--features",
+                             str(FEATURES), timeout_s=400, work=work)
     summary = train.parse_result(done.stdout)
     assert done.returncode == 0 and summary is not None and summary["ok"], (done.stdout[-2000:], done.stderr[-3000:])
     ledger = summary["train_data"]
@@ -47,7 +48,7 @@ def test_each_host_consumes_its_own_shard_once_per_epoch(two_slices: local.Local
     assert summary["final_loss"] < summary["first_loss"]
 
 
-def test_a_resumed_run_continues_the_epoch_at_its_checkpointed_rows(two_slices: local.LocalCluster,
+def test_a_resumed_run_continues_the_epoch_at_its_checkpointed_rows(two_slices: state.LocalCluster,
                                                                     tmp_path: Path) -> None:
     """3 steps, checkpointed; the same run resumed to 8 steps trains the other rows of the epoch, each once."""
     dataset = tmp_path / "train.parquet"
@@ -55,9 +56,9 @@ def test_a_resumed_run_continues_the_epoch_at_its_checkpointed_rows(two_slices: 
     work = dataclasses.replace(two_slices.workload("train"), dataset=str(dataset))
     ledgers = []
     for steps in (3, STEPS):
-        done = local.run_workload(two_slices, "train", "--storage-path", str(tmp_path / "ckpt"), "--name", "resumed",
-                                  "--steps", str(steps), "--checkpoint-every", "3", "--batch-size", str(BATCH),
-                                  "--features", str(FEATURES), timeout_s=400, work=work)
+        done = jobs.run_workload(two_slices, "train", "--storage-path", str(tmp_path / "ckpt"), "--name", "resumed",
+                                 "--steps", str(steps), "--checkpoint-every", "3", "--batch-size", str(BATCH),
+                                 "--features", str(FEATURES), timeout_s=400, work=work)
         summary = train.parse_result(done.stdout)
         assert done.returncode == 0 and summary is not None and summary["ok"], (done.stdout[-2000:],
                                                                                 done.stderr[-3000:])
@@ -69,15 +70,15 @@ def test_a_resumed_run_continues_the_epoch_at_its_checkpointed_rows(two_slices: 
     assert sorted(ids(first["id_ranges"]) + ids(second["id_ranges"])) == list(range(ROWS))
 
 
-def test_a_dataset_without_the_columns_is_refused_naming_it(two_slices: local.LocalCluster, tmp_path: Path) -> None:
+def test_a_dataset_without_the_columns_is_refused_naming_it(two_slices: state.LocalCluster, tmp_path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     dataset = tmp_path / "bad.parquet"
     pq.write_table(pa.table({"id": [1, 2], "y": [0.0, 1.0]}), str(dataset))
     work = dataclasses.replace(two_slices.workload("train"), dataset=str(dataset))
-    done = local.run_workload(two_slices, "train", "--storage-path", str(tmp_path / "ckpt"), "--steps", "2",
-                              timeout_s=200, work=work)
+    done = jobs.run_workload(two_slices, "train", "--storage-path", str(tmp_path / "ckpt"), "--steps", "2",
+                             timeout_s=200, work=work)
     assert done.returncode == 2, done.stderr[-2000:]
     assert "error: dataset: " in done.stderr and "lacks the column(s) f0" in done.stderr
     assert "Traceback" not in done.stderr

@@ -66,8 +66,8 @@ def _say(line: str) -> None:
 
 
 def smoke_args(dcn_slices: int | None) -> tuple[str, ...]:
-    """The smoke program's flags in the demo (:func:`raytpu.local.demo.smoke_args`)."""
-    from raytpu.local.demo import smoke_args as flags
+    """The smoke program's flags in the demo (:func:`raytpu.local.demos.demo.smoke_args`)."""
+    from raytpu.local.demos.demo import smoke_args as flags
 
     return flags(dcn_slices)
 
@@ -92,7 +92,7 @@ def check_args(args: argparse.Namespace) -> None:
         raise invalid_value("--report", args.report, "is not a file path (a folder, or empty)",
                             "the path of the JSON report to write")
     from raytpu.console import machine
-    from raytpu.local.data_demo import DEFAULT_REPORT as DEFAULT_DATA_REPORT
+    from raytpu.local.demos.data_demo import DEFAULT_REPORT as DEFAULT_DATA_REPORT
 
     default = DEFAULT_SERVE_REPORT if args.serve else DEFAULT_DATA_REPORT if args.data else DEFAULT_REPORT
     errors.raise_found(machine.output_file_problems("--report", args.report or default))
@@ -106,16 +106,16 @@ def check_args(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Runs the demo (:mod:`raytpu.local.demo`); returns 0 when every step passed."""
+    """Runs the demo (:mod:`raytpu.local.demos.demo`); returns 0 when every step passed."""
     from raytpu.config import choose
-    from raytpu.local import demo
+    from raytpu.local.demos import demo
 
     check_args(args)
     args.config = choose(args.config, local=True)
     if args.serve:
         return serve_demo(args)
     if args.data:
-        from raytpu.local import data_demo
+        from raytpu.local.demos import data_demo
 
         where = f"{args.dir}-data"
         with demo.claim(where, *(Path(where) / part / "cluster" for part in ("batch", "train"))):
@@ -215,12 +215,12 @@ def _num(value: Any, unit: str = "") -> str:
 
 
 def serve_demo(args: argparse.Namespace) -> int:
-    """``make serve`` (:func:`raytpu.local.demo.serve_demo`): prints the timeline up to the first token; 0 when it
+    """``make serve`` (:func:`raytpu.local.demos.demo.serve_demo`): prints the timeline up to the first token; 0 when it
     passed."""
     import json
 
     from raytpu.core.common import timeline
-    from raytpu.local import demo
+    from raytpu.local.demos import demo
 
     report, memory = demo.serve_demo(args.config, args.dir, _say, _show)
     path = Path(args.report if args.report is not None else DEFAULT_SERVE_REPORT)

@@ -5,7 +5,7 @@ Reads the cluster through the Kubernetes API with google-auth, as ``submit`` doe
 TPU webhook, the GCS FUSE CSI driver; each slice's nodes (Ready hosts, TPU labels, allocatable chips, taints, holders);
 the pods' service account and the bucket; the kit's pods' image digests against ``raytpu.images.json`` and its
 RayJobs/RayServices that wait or failed, with their last event. ``--local`` checks the emulated slice the same way
-(:mod:`raytpu.local.doctor`). Each row: check, ✓/✗/?, found, expected, fix; a read RBAC forbids is a ``?`` row
+(:mod:`raytpu.local.running.doctor`). Each row: check, ✓/✗/?, found, expected, fix; a read RBAC forbids is a ``?`` row
 naming the permission. ``--json`` prints the rows as JSON; ``--report DIR`` also writes them to ``DIR/doctor.json``,
 which the smoke report page shows. Exit 0 when every check holds, 1 when one fails, 2 on bad input.
 """

@@ -7,9 +7,10 @@
 it. Progress goes to stderr.
 
 ``serve`` deploys the config's serving workload (its model fields and engine args; the model itself is the
-tiny offline one) as the CPU twin of its Ray Serve LLM app onto the running slice (:mod:`raytpu.local.deploy`),
+tiny offline one) as the CPU twin of its Ray Serve LLM app onto the running slice (:mod:`raytpu.local.running.deploy`),
 prints ``endpoint:`` and ``model:`` and leaves it serving until ``down``; it needs vLLM's CPU build
-(``.venv-serve``, ``make serve``). What a config becomes on the emulated slice is :mod:`raytpu.local.from_config`.
+(``.venv-serve``, ``make serve``). What a config becomes on the emulated slice is
+:mod:`raytpu.local.slice.from_config`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from raytpu.core.tpu.plan import SlicePlan
-    from raytpu.local import LocalCluster
+    from raytpu.local.slice.state import LocalCluster
 
 HELP = "run an emulated TPU slice locally: up, status, down, smoke, serve, preempt"
 
@@ -91,27 +92,27 @@ def _progress(line: str) -> None:
 
 
 def plan_from_args(args: argparse.Namespace) -> SlicePlan:
-    """The SlicePlan to emulate (:func:`raytpu.local.chosen_plan.emulated_plan`)."""
-    from raytpu.local.chosen_plan import emulated_plan
+    """The SlicePlan to emulate (:func:`raytpu.local.slice.chosen_plan.emulated_plan`)."""
+    from raytpu.local.slice.chosen_plan import emulated_plan
 
     return emulated_plan(args.generation, args.topology, args.machine_type, args.config, args.slice_name)
 
 
 def _cluster(args: argparse.Namespace) -> LocalCluster:
     """The recorded cluster (a command checks its arguments against it, then :func:`_alive`)."""
-    from raytpu import local
     from raytpu.core.common.errors import RuntimeFailure
+    from raytpu.local.slice import state
 
-    cluster = local.LocalCluster.load(local.run_dir(args.dir))
+    cluster = state.LocalCluster.load(state.run_dir(args.dir))
     if cluster is None:
-        raise RuntimeFailure(f"local: no local cluster recorded in {local.run_dir(args.dir)}; "
+        raise RuntimeFailure(f"local: no local cluster recorded in {state.run_dir(args.dir)}; "
                              "start one with `raytpu local up`")
     return cluster
 
 
 def _alive(cluster: LocalCluster) -> LocalCluster:
     """``cluster`` with its head checked: exit 1 with what to run when it is gone, never a hang."""
-    from raytpu.local.connection import check_head
+    from raytpu.local.slice.connection import check_head
 
     check_head(cluster)
     return cluster
@@ -124,12 +125,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from raytpu import local
     from raytpu.console.cli_args import refuse_combinations
     from raytpu.core.common.errors import raise_found
-    from raytpu.local.chosen_plan import start_timeout_problems
-    from raytpu.local.run_lock import hold
-    from raytpu.local.startup import announce_started
+    from raytpu.local.slice import startup, state
+    from raytpu.local.slice.chosen_plan import start_timeout_problems
+    from raytpu.local.slice.run_lock import hold
+    from raytpu.local.slice.startup import announce_started
 
     generation = ("--generation", args.generation is not None)
     refuse_combinations(together=[(("--config", args.config is not None), generation),
@@ -137,48 +138,48 @@ def _up(args: argparse.Namespace) -> int:
                         without=[(("--machine-type", args.machine_type is not None), generation)])
     raise_found(start_timeout_problems(args.timeout_s))  # before anything starts
     plan = plan_from_args(args)
-    with hold(local.run_dir(args.dir), "raytpu local up"):
-        cluster = local.start(plan, args.slices, args.dir, progress=_progress, timeout_s=args.timeout_s,
-                              owner="raytpu local up")
+    with hold(state.run_dir(args.dir), "raytpu local up"):
+        cluster = startup.start(plan, args.slices, args.dir, progress=_progress, timeout_s=args.timeout_s,
+                                owner="raytpu local up")
         announce_started(cluster, plan, lambda text: print(text, flush=True))
     return 0
 
 
 def _status(args: argparse.Namespace) -> int:
-    from raytpu import local
-    from raytpu.local.status_table import healthy, status_document, status_header
+    from raytpu.local.slice import status_table
+    from raytpu.local.slice.status_table import healthy, status_document, status_header
 
     cluster = _alive(_cluster(args))
-    rows = local.status(cluster)
+    rows = status_table.status(cluster)
     print(json.dumps(status_document(cluster, rows), indent=2) if args.json else
-          f"{status_header(cluster)}\n{local.render_status(rows)}")
+          f"{status_header(cluster)}\n{status_table.render_status(rows)}")
     return 0 if healthy(rows) else 1  # a host replaced since (a preempt) is no fault
 
 
 def _down(args: argparse.Namespace) -> int:
     """Ends the command holding the run directory first (a drill), then stops the cluster: nothing left running."""
-    from raytpu import local
-    from raytpu.local.run_lock import hold
+    from raytpu.local.slice import procs, state
+    from raytpu.local.slice.run_lock import hold
 
-    where = local.run_dir(args.dir)
+    where = state.run_dir(args.dir)
     if not where.is_dir():
         _progress(f"nothing to stop ({where} does not exist)")
         return 0
     with hold(where, "raytpu local down", take_over=True, progress=_progress):
-        count = local.stop(where)
+        count = procs.stop(where)
     _progress(f"stopped ({count} process group(s) and leftover process(es) signalled)" if count
               else "nothing to stop")
     return 0
 
 
 def _smoke(args: argparse.Namespace) -> int:
-    """Checks the flags against the recorded cluster, runs :func:`raytpu.local.smoke_run.run_smoke`, prints the
+    """Checks the flags against the recorded cluster, runs :func:`raytpu.local.running.smoke_run.run_smoke`, prints the
     verdicts and the timeline, writes ``--report``."""
     from raytpu.console import report_html
     from raytpu.console.cli_args import refuse_combinations
     from raytpu.core.common import errors, report, timeline
-    from raytpu.local.from_config import dcn_slices_of, optional_config
-    from raytpu.local.smoke_run import dcn_problems, run_smoke
+    from raytpu.local.running.smoke_run import dcn_problems, run_smoke
+    from raytpu.local.slice.from_config import dcn_slices_of, optional_config
 
     dcn_slices = ("--dcn-slices", args.dcn_slices is not None)
     refuse_combinations(together=[(("--config", args.config is not None), dcn_slices)])
@@ -216,12 +217,13 @@ def _smoke(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    """``raytpu submit NAME --local``'s deploy of a serving workload (:meth:`raytpu.local.side.LocalSide.serve`),
-    kept under its first name; without a config, the kit's own serving workload."""
+    """``raytpu submit NAME --local``'s deploy of a serving workload
+    (:meth:`raytpu.local.running.side.LocalSide.serve`), kept under its first name; without a config, the kit's own
+    serving workload."""
     from raytpu.console import machine
     from raytpu.console.followed_run import streams
-    from raytpu.local.from_config import config_serving_workload, serving_on_slice
-    from raytpu.local.side import LocalSide
+    from raytpu.local.running.side import LocalSide
+    from raytpu.local.slice.from_config import config_serving_workload, serving_on_slice
 
     chosen = config_serving_workload(args.config, args.workload)  # a wrong --workload is said before the cluster
     code = None if chosen is None else chosen.team_code()
@@ -230,18 +232,18 @@ def _serve(args: argparse.Namespace) -> int:
     said = side.deploy(work, timeout_s=args.timeout_s, api_key_file=args.api_key_file, code=code,
                        streams=streams(None))
     if args.ask and "model" in said:
-        from raytpu.local.llm_client import ask
+        from raytpu.local.running.llm_client import ask
 
         ask(said["endpoint"], said["model"])
     return 0
 
 
 def _preempt(args: argparse.Namespace) -> int:
-    from raytpu import local
-    from raytpu.local.preempt import preempt, running_cluster, target
-    from raytpu.local.run_lock import hold
+    from raytpu.local.slice import state
+    from raytpu.local.slice.preempt import preempt, running_cluster, target
+    from raytpu.local.slice.run_lock import hold
 
-    where = local.run_dir(args.dir)
+    where = state.run_dir(args.dir)
     with hold(where, "raytpu local preempt"):  # a second drill is refused first, whatever the cluster's state
         cluster = running_cluster(where)
         node = target(cluster, args.host, args.slice_name)

@@ -4,8 +4,8 @@ free its slice (``cancel RUN``).
 
 On a stack: the RayJobs and RayServices the kit made, through the Kubernetes API as ``submit`` reaches it
 (:mod:`raytpu.cluster.runs`). Locally: the Job Submission API jobs of the cluster ``raytpu local up`` recorded
-(:mod:`raytpu.local.runs`). Exit 0 ok, 1 runtime failure (unreachable cluster, a timeout), 2 bad input (an unknown
-RUN, named with the known runs).
+(:mod:`raytpu.local.running.runs`). Exit 0 ok, 1 runtime failure (unreachable cluster, a timeout), 2 bad input (an
+unknown RUN, named with the known runs).
 """
 
 from __future__ import annotations

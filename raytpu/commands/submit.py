@@ -63,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Chooses the side once (:func:`raytpu.console.sides.side_for`: a stack, :class:`raytpu.cluster.side.ClusterSide`;
-    ``--local``, :class:`raytpu.local.side.LocalSide`), then builds, applies and follows the workload there."""
+    ``--local``, :class:`raytpu.local.running.side.LocalSide`), then builds, applies and follows the workload there."""
     import os
     import sys
 

@@ -24,11 +24,11 @@ def side_for(args: argparse.Namespace, local: bool, *, with_local: Sequence[Inva
     from raytpu.cluster.side import ClusterSide
     from raytpu.console import machine
     from raytpu.core.common import errors
-    from raytpu.local.side import LocalSide
+    from raytpu.local.running.side import LocalSide
 
     errors.raise_found(list(with_local if local else without_local))
     if not local and not args.stack and detect:
-        from raytpu.local.state import LocalCluster, run_dir
+        from raytpu.local.slice.state import LocalCluster, run_dir
 
         if LocalCluster.load(run_dir(None)) is None:  # no emulated slice here either: say both ways
             raise errors.missing("--stack", "(or --local)", valid)

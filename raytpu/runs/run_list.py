@@ -31,8 +31,9 @@ class Run:
     """What ``raytpu submit --set`` changed for this run (``{KEY: value}``), read from :data:`OVERRIDES_KEY`."""
     waiting_for: str | None = None
     """A running run's placement group that is not placed: what it waits for and what is free (one line, the
-    emulated slice's :func:`raytpu.local.pending.waiting_line`), or a team's run Kueue has not admitted: its queue,
-    position, priority and Kueue's reason (:class:`raytpu.cluster.queues.Queued`); None when nothing of it waits."""
+    emulated slice's :func:`raytpu.local.running.pending.waiting_line`), or a team's run Kueue has not admitted: its
+    queue, position, priority and Kueue's reason (:class:`raytpu.cluster.queues.Queued`); None when nothing of it
+    waits."""
     queue: dict[str, Any] | None = None
     """A team's run: ``{queue, priority, position, waiting, why}`` (position null once admitted)."""
 

@@ -1,7 +1,7 @@
 """One interface for the two places a run goes: a deployed stack (:class:`raytpu.cluster.side.ClusterSide`) or the
-emulated slice (:class:`raytpu.local.side.LocalSide`). A command chooses its side once (``--stack`` or ``--local``)
-and then speaks this vocabulary only; each side wraps its own steps, which return what the command prints and stream
-their lines to the sinks it passes."""
+emulated slice (:class:`raytpu.local.running.side.LocalSide`). A command chooses its side once (``--stack`` or
+``--local``) and then speaks this vocabulary only; each side wraps its own steps, which return what the command prints
+and stream their lines to the sinks it passes."""
 
 from __future__ import annotations
 

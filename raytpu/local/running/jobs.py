@@ -18,10 +18,10 @@ from raytpu.core.common.names import MANAGED_BY, SLICE_LABEL, WORKLOAD_LABEL
 from raytpu.core.specs import compile_cache
 from raytpu.core.specs.kinds import kind
 from raytpu.core.specs.spec import WorkloadSpec
-from raytpu.local.connection import check_head, speak_auth
-from raytpu.local.emulation import ENV_EMULATED
-from raytpu.local.procs import signal_group
-from raytpu.local.state import LocalCluster, Progress
+from raytpu.local.slice.connection import check_head, speak_auth
+from raytpu.local.slice.emulation import ENV_EMULATED
+from raytpu.local.slice.procs import signal_group
+from raytpu.local.slice.state import LocalCluster, Progress
 
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
@@ -123,9 +123,9 @@ def submit_job(cluster: LocalCluster, kind_name: str, *extra: str, timeout_s: fl
                metadata: dict[str, str] | None = None) -> str:
     """Submits a workload through Ray's Job Submission API (as KubeRay's submitter does), streams its driver log to
     ``sink`` and returns its final status; RuntimeFailure past ``timeout_s``. The spec travels in ``RAYTPU_WORKLOAD``:
-    ``work`` (:func:`raytpu.local.from_config.job_workload`), default :meth:`LocalCluster.workload` over ``slices``;
-    ``entrypoint`` replaces the kind's program (``kind: job``), ``runtime`` adds to the runtime env; its metadata
-    carries a RayJob's labels (``raytpu runs``); ``submission_id`` names it."""
+    ``work`` (:func:`raytpu.local.slice.from_config.job_workload`), default :meth:`LocalCluster.workload` over
+    ``slices``; ``entrypoint`` replaces the kind's program (``kind: job``), ``runtime`` adds to the runtime env; its
+    metadata carries a RayJob's labels (``raytpu runs``); ``submission_id`` names it."""
     check_head(cluster)  # a client of a dead dashboard retries for a while, then raises
     speak_auth(cluster)  # the client sends the cluster's token, to this cluster's address
     client = jobs_client_class()(cluster.dashboard)

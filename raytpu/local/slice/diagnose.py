@@ -1,9 +1,9 @@
 """Why one emulated node's ``ray start`` failed, read from its own logs, and what to do about it.
 
 Ray 2.60.0's fixed start-time limits (15 s for each agent's port file, 30 s for the raylet to register; no flag or
-``RAY_*`` variable sets them) are missed on a busy 2-core machine, so :mod:`raytpu.local.startup` starts hosts a few at
-a time, reads each raylet's log as it runs, and restarts only what a restart can fix: a lost port race on new ports, a
-slow agent alone. Source: docs/FACTS.md#local-start-limits. Standard library only."""
+``RAY_*`` variable sets them) are missed on a busy 2-core machine, so :mod:`raytpu.local.slice.startup` starts hosts a
+few at a time, reads each raylet's log as it runs, and restarts only what a restart can fix: a lost port race on new
+ports, a slow agent alone. Source: docs/FACTS.md#local-start-limits. Standard library only."""
 
 from __future__ import annotations
 

@@ -14,11 +14,12 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from raytpu import local
 from raytpu.core.common import errors, timeline
 from raytpu.core.specs import data
-from raytpu.local.from_config import job_workload
-from raytpu.local.phases import emulated_phases
+from raytpu.local.running import jobs as jobs
+from raytpu.local.slice import state as state
+from raytpu.local.slice.from_config import job_workload
+from raytpu.local.slice.phases import emulated_phases
 from raytpu.runs.following import FollowedRun, Streams
 from raytpu.teamcode.prepared import TeamCode
 
@@ -58,14 +59,14 @@ def batch_args(work: WorkloadSpec, *, cpu_model: str | None, overwrite: bool, pr
         found.append(errors.invalid_value("--cpu-model", cpu_model, "is a folder without config.json (no model)",
                                           CPU_MODEL_VALID))
     errors.raise_found(found)
-    if not has_vllm():  # the job runs this interpreter (local.workload_command), as `local serve` does
+    if not has_vllm():  # the job runs this interpreter (jobs.workload_command), as `local serve` does
         raise errors.RuntimeFailure(f"local.batch: vLLM is not installed in {sys.executable}'s environment",
                                     "the serve environment (`make serve` builds .venv-serve; then `.venv-serve/bin/"
                                     "raytpu local up --slice SLICE` and `.venv-serve/bin/raytpu submit NAME --local`)")
     return ["--cpu-model", os.path.abspath(cpu_model), *(["--overwrite"] if overwrite else [])]
 
 
-def team_runtime(cluster: local.LocalCluster, work: WorkloadSpec, run_name: str, code: TeamCode,
+def team_runtime(cluster: state.LocalCluster, work: WorkloadSpec, run_name: str, code: TeamCode,
                  secrets: dict[str, str] | None = None, in_file: Collection[str] = ()) -> dict[str, Any] | None:
     """A team's code on the emulated slice as on GKE: ``code``'s content-addressed zip as ``working_dir`` (in
     ``<run dir>/code/``, standing in for the bucket's mount), the ``RAYTPU_*`` variables, the workload's ``env``,
@@ -97,7 +98,7 @@ def team_runtime(cluster: local.LocalCluster, work: WorkloadSpec, run_name: str,
     return runtime
 
 
-def lock_runtime(cluster: local.LocalCluster, lock: Lock) -> dict[str, Any]:
+def lock_runtime(cluster: state.LocalCluster, lock: Lock) -> dict[str, Any]:
     """The team's driver and workers in the venv of ``lock`` (built once per lock in the run folder): Ray's
     ``py_executable``, and that venv's ``bin`` first on ``PATH`` (an entrypoint's ``python``)."""
     from raytpu.teamcode import envs
@@ -119,8 +120,8 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
                  code: TeamCode | None = None, overridden: dict[str, Any] | None = None) -> int:
     """Runs ``work`` on the local cluster in ``directory`` (default run dir), its lines and its end to ``streams``;
     returns the exit code. ``code``: the workload's team code as the command read it once (None only for a workload
-    without ``code``). Names such as ``local.submit_job`` are read at call time, so what the package exports is
-    what runs."""
+    without ``code``). Names such as ``jobs.submit_job`` are read through their module at call time, so what a test
+    patches there is what runs."""
     if code is None:
         assert work.code is None, f"{work.name}: its code folder is read once by the command (TeamCode)"
         code = TeamCode("")
@@ -128,11 +129,11 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
     if not work.kind.is_job:
         from raytpu.core.specs.kinds import KINDS
 
-        jobs = ", ".join(k.name for k in KINDS.values() if k.is_job)
+        job_kinds = ", ".join(k.name for k in KINDS.values() if k.is_job)
         raise errors.invalid_value("WORKLOAD", work.name, f"is a {work.kind.object_kind} (kind {work.kind.name}); "
                                    f"--local runs RayJobs, and `raytpu local serve --workload {work.name}` (with the "
                                    "same --config) deploys this one on the emulated slice",
-                                   f"a workload of a job kind ({jobs}), or `raytpu local serve --workload "
+                                   f"a workload of a job kind ({job_kinds}), or `raytpu local serve --workload "
                                    f"{work.name}`")
     program_args = batch_args(work, cpu_model=cpu_model, overwrite=overwrite, prefix=prefix)
     from raytpu.core.specs import run_env
@@ -140,11 +141,11 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
     secrets = run_env.local_secret_values(work.secrets, os.environ, prefix)  # exit 2 before anything starts
     if work.dataset is not None:
         errors.raise_found([p.at(prefix) for p in data.local_input_problems("dataset", work.dataset)])
-    cluster = local.LocalCluster.load(local.run_dir(directory))
+    cluster = state.LocalCluster.load(state.run_dir(directory))
     if cluster is None:
-        raise errors.RuntimeFailure(f"local: no local cluster recorded in {local.run_dir(directory)}",
+        raise errors.RuntimeFailure(f"local: no local cluster recorded in {state.run_dir(directory)}",
                                     "start one with `raytpu local up`")
-    run_name = f"{work.name}-{run_id or local.free_run_id(cluster, work.name)}"
+    run_name = f"{work.name}-{run_id or jobs.free_run_id(cluster, work.name)}"
     # the run dir stands in for the pods' GCS FUSE mount: <run dir>/checkpoints[/<team>]/<run name>, as on GKE
     extra = [*work.kind.run_args(run_name, mount_path=cluster.run_dir, team=work.team), *program_args]
     local_work = job_workload(cluster, work)
@@ -188,24 +189,24 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
     interrupted: KeyboardInterrupt | None = None
     attempts, ends = 1 + work.backoff_limit, time.monotonic() + timeout_s  # --timeout-s bounds them all
     from raytpu.core.common.interrupt import raise_missed
-    from raytpu.local.pending import watching
+    from raytpu.local.running.pending import watching
 
     try:
         for attempt in range(1, attempts + 1):  # as KubeRay's backoffLimit: a FAILED Ray job is run again, anew
             submission_id = attempt_id(run_name, attempt)
             raise_missed()  # a Ctrl-C Python dropped (raytpu.core.common.interrupt) ends it here, before the submission
             with watching(cluster, submission_id, streams.err):  # a placement group that stays pending is said
-                status = local.submit_job(cluster, work.kind.name, *extra,
-                                          timeout_s=max(ends - time.monotonic(), 1.0), sink=streams.keeping(lines),
-                                          work=local_work, runtime=runtime, submission_id=submission_id,
-                                          metadata=metadata, entrypoint=entrypoint)
+                status = jobs.submit_job(cluster, work.kind.name, *extra,
+                                         timeout_s=max(ends - time.monotonic(), 1.0), sink=streams.keeping(lines),
+                                         work=local_work, runtime=runtime, submission_id=submission_id,
+                                         metadata=metadata, entrypoint=entrypoint)
             if status != "FAILED" or attempt == attempts:
                 break
             streams.err(f"Ray job {submission_id}: {status} (attempt {attempt} of {attempts}); retrying as "
                         f"{attempt_id(run_name, attempt + 1)}")
     except errors.InvalidInput as exc:
         refused = attempt == 1  # (a run id in use) nothing ran: no timeline, no report
-        if refused and run_id is None and isinstance(exc, local.RunIdTaken):  # a submit that same second took it
+        if refused and run_id is None and isinstance(exc, jobs.RunIdTaken):  # a submit that same second took it
             return submit_local(work, directory=directory, run_id=None, timeout_s=timeout_s, streams=streams,
                                 cpu_model=cpu_model, overwrite=overwrite, code=code, overridden=overridden)
         raise
@@ -237,13 +238,13 @@ then SIGKILL after ``RAY_JOB_STOP_WAIT_TIME_S``, 3 s by default).
 Source: Ray 2.60 ``JobSupervisor.DEFAULT_RAY_JOB_STOP_WAIT_TIME_S``."""
 
 
-def stop_interrupted(cluster: local.LocalCluster, submission_id: str, interrupt: KeyboardInterrupt,
+def stop_interrupted(cluster: state.LocalCluster, submission_id: str, interrupt: KeyboardInterrupt,
                      streams: Streams, timeout_s: float = STOP_S) -> int:
     """After Ctrl-C or SIGTERM: stops the Ray job ``submission_id`` and waits until its placement groups are gone
     (``raytpu runs cancel``'s stop); returns 130 (:mod:`raytpu.core.common.interrupt`). A job that was never
     submitted (the signal came first) is said so."""
     from raytpu.core.common.interrupt import stop_on_interrupt
-    from raytpu.local import runs
+    from raytpu.local.running import runs
     from raytpu.runs.run_list import Run
 
     def stop() -> bool:

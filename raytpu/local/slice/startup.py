@@ -1,5 +1,5 @@
 """Bringing a local cluster up within one deadline: the head, then the hosts a few at a time, each failed start told by
-its cause (:mod:`raytpu.local.diagnose`) and started again when a restart can fix it."""
+its cause (:mod:`raytpu.local.slice.diagnose`) and started again when a restart can fix it."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from pathlib import Path
 from raytpu.core.common.errors import RuntimeFailure, invalid_value
 from raytpu.core.common.interrupt import interrupts_held, raise_missed
 from raytpu.core.tpu.plan import SlicePlan
-from raytpu.local import diagnose, launch, procs
-from raytpu.local.connection import wait_for_nodes
-from raytpu.local.emulation import slice_names
-from raytpu.local.state import (
+from raytpu.local.slice import diagnose, launch, procs
+from raytpu.local.slice.connection import wait_for_nodes
+from raytpu.local.slice.emulation import slice_names
+from raytpu.local.slice.state import (
     LocalCluster,
     NodeProc,
     Progress,
@@ -82,7 +82,7 @@ def _start_nodes(cluster: LocalCluster, keys: list[tuple[str, int]], slots: int,
                  progress: Progress, t0: float) -> None:
     """Starts the nodes ``keys`` at most ``slots`` at a time; returns once each has registered. Port races are retried
     on new ports, a slow agent or registration alone (``slots`` 1); anything else, or a node out of retries, raises at
-    once with its cause (:func:`raytpu.local.diagnose.diagnose`), remedy and log."""
+    once with its cause (:func:`raytpu.local.slice.diagnose.diagnose`), remedy and log."""
     queue = list(keys)
     running: list[NodeProc] = []
     launched: dict[int, float] = {}
@@ -149,8 +149,8 @@ def start(plan: SlicePlan, num_slices: int = 1, directory: str | Path | None = N
           prefix: str = "raytpu-local", slots: int | None = None, owner: str = "",
           log_monitor: bool = True) -> LocalCluster:
     """Starts a head plus ``num_slices`` emulated slices of ``plan``; stops everything on failure. ``directory``
-    defaults to :func:`raytpu.local.state.run_dir`, ``timeout_s`` (whole start) to :func:`start_timeout_s`, ``slots``
-    (hosts at once) to :func:`start_slots`; ``progress`` gets a line per milestone; slices are named
+    defaults to :func:`raytpu.local.slice.state.run_dir`, ``timeout_s`` (whole start) to :func:`start_timeout_s`,
+    ``slots`` (hosts at once) to :func:`start_slots`; ``progress`` gets a line per milestone; slices are named
     ``<prefix>-<pod type>-<i>``; ``owner`` is recorded as :attr:`LocalCluster.started_by`; ``log_monitor`` False starts
     no Ray log monitor (for drivers that all connect with ``log_to_driver=False``). InvalidInput: ``num_slices``
     < 1, or a cluster already runs there; RuntimeFailure: a node failed to start."""

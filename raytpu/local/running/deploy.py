@@ -10,8 +10,8 @@ import sys
 from raytpu.core.common import timeline
 from raytpu.core.common.errors import RuntimeFailure
 from raytpu.core.specs.spec import WorkloadSpec
-from raytpu.local.jobs import run_workload
-from raytpu.local.state import LocalCluster, Progress
+from raytpu.local.running.jobs import run_workload
+from raytpu.local.slice.state import LocalCluster, Progress
 
 
 def _echo(line: str) -> None:

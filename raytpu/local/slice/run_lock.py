@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 
 from raytpu.core.common.errors import RaytpuError, RuntimeFailure, folder_valid, full_disk, invalid_value
-from raytpu.local.state import Progress, unwritable
+from raytpu.local.slice.state import Progress, unwritable
 
 LOCK_FILE = "owner.lock"
 TAKE_OVER_WAIT_S = 60.0

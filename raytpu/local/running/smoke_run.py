@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from raytpu.core.common import errors, report, timeline
-from raytpu.local.phases import emulated_phases
-from raytpu.local.state import LocalCluster, Progress
+from raytpu.local.slice.phases import emulated_phases
+from raytpu.local.slice.state import LocalCluster, Progress
 
 if TYPE_CHECKING:
     from raytpu.core.common.report import Verdict
@@ -38,9 +38,9 @@ def dcn_problems(dcn_slices: int | None, available: int) -> list[errors.InvalidI
 def run_smoke(cluster: LocalCluster, dcn_slices: int | None, timeout_s: float, recorder: timeline.Recorder,
               progress: Progress) -> SmokeRun:
     """Runs the smoke workload over every slice of ``cluster`` (and across ``dcn_slices`` of them over DCN); the
-    emulated phases and the driver's stamps go to ``recorder``. ``raytpu.local.run_workload`` is read at call time
-    (what the package exports is what runs)."""
-    from raytpu import local
+    emulated phases and the driver's stamps go to ``recorder``. ``raytpu.local.running.jobs.run_workload`` is read at
+    call time (what a test patches there is what runs)."""
+    from raytpu.local.running import jobs
 
     plan = cluster.slice_plan
     progress(f"smoke check of {len(cluster.slices)} {plan.ray_pod_type} slice(s) at {cluster.address}")
@@ -48,7 +48,7 @@ def run_smoke(cluster: LocalCluster, dcn_slices: int | None, timeout_s: float, r
     recorder.mark("applied", "the smoke driver started on the emulated slice, as a RayJob's submitter starts it",
                   timeline.EMULATED)
     extra = ("--dcn-slices", str(dcn_slices)) if dcn_slices else ()
-    done = local.run_workload(cluster, "smoke", *extra, timeout_s=timeout_s)
+    done = jobs.run_workload(cluster, "smoke", *extra, timeout_s=timeout_s)
     recorder.take(timeline.parse_stamp_lines(done.stdout))
     verdicts = report.parse_verdict_lines(done.stdout)
     finished = recorder.finish("verdicts read" if verdicts else "the driver ended with no verdict")

@@ -1,6 +1,6 @@
 """``raytpu local serve --workload NAME`` for a team's own Serve app (``serve_app``): the RayService's serveConfigV2
 (:func:`raytpu.core.manifests.team_serving.serve_config`) with the team's code as the emulated RayJobs get it
-(:func:`raytpu.local.submission.team_runtime`: the same zip in the run folder as ``working_dir``), every run's
+(:func:`raytpu.local.running.submission.team_runtime`: the same zip in the run folder as ``working_dir``), every run's
 checkpoints under ``<run folder>/checkpoints`` as ``RAYTPU_STORAGE``; deployed by a driver process
 (:mod:`raytpu.workloads.team_serve_local`). No vLLM: the kit's ``.venv`` runs it."""
 
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from raytpu.core.common.errors import RuntimeFailure
 from raytpu.core.manifests import team_serving
 from raytpu.core.specs.spec import WorkloadSpec
-from raytpu.local.state import LocalCluster, Progress
+from raytpu.local.slice.state import LocalCluster, Progress
 
 if TYPE_CHECKING:
     from raytpu.teamcode.prepared import TeamCode
@@ -29,7 +29,7 @@ def local_config(cluster: LocalCluster, work: WorkloadSpec, code: TeamCode, api_
     """serveConfigV2 of ``work`` on ``cluster``: GKE's, ``code``'s zip and checkpoints in the run folder; the workload's
     ``env`` as on GKE, its secrets through ``secrets_file`` (:mod:`raytpu.workloads.local_secrets`: never in the
     runtime env, which Ray logs), loaded by every worker of the app at its start."""
-    from raytpu.local.submission import team_runtime
+    from raytpu.local.running.submission import team_runtime
     from raytpu.workloads import local_secrets
 
     handed = ({local_secrets.ENV: secrets_file, local_secrets.SETUP_HOOK_ENV: local_secrets.setup_hook()}

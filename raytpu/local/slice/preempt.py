@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from raytpu.core.common.errors import RuntimeFailure, invalid_value
-from raytpu.local import procs
-from raytpu.local.startup import add_host
-from raytpu.local.state import LocalCluster, NodeProc, Progress
+from raytpu.local.slice import procs
+from raytpu.local.slice.startup import add_host
+from raytpu.local.slice.state import LocalCluster, NodeProc, Progress
 
 REPLACE_ATTEMPTS = 3
 """Starts of a replacement host before the drill gives up (each start already retries what a restart can fix)."""
@@ -84,7 +84,7 @@ def drain(cluster: LocalCluster, node: NodeProc, deadline_wall: float) -> str:
     """Asks the GCS to drain ``node`` for a preemption by ``deadline_wall``, as ``ray start --block`` does on SIGTERM
     (``DRAIN_NODE_REASON_PREEMPTION``: the raylet cannot reject it); returns the node id (hex). Source:
     docs/FACTS.md#preemption-local."""
-    from raytpu.local.connection import check_head, speak_auth
+    from raytpu.local.slice.connection import check_head, speak_auth
 
     check_head(cluster)
     speak_auth(cluster)  # before Ray loads: it reads its auth mode once

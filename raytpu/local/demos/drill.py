@@ -1,8 +1,9 @@
-"""The preemption drill: a training run on the emulated slice, one host preempted mid-run (:mod:`raytpu.local.preempt`),
-and what it cost: steps lost, time to resume, from which checkpoint (``raytpu demo --preempt``, the slice tests,
-``bench/preempt.py``). Steps lost are measured from rank 0's progress file, not inferred. Multi-slice: the run resumes
-on N whole slices or waits; ``resumed_on_slices`` is what the resumed processes report, not the plan. Source: Ray 2.60
-``TrainController._execute_resize_decision`` (docs/FACTS.md#preemption-drill). Standard library at import."""
+"""The preemption drill: a training run on the emulated slice, one host preempted mid-run
+(:mod:`raytpu.local.slice.preempt`), and what it cost: steps lost, time to resume, from which checkpoint (``raytpu demo
+--preempt``, the slice tests, ``bench/preempt.py``). Steps lost are measured from rank 0's progress file, not inferred.
+Multi-slice: the run resumes on N whole slices or waits; ``resumed_on_slices`` is what the resumed processes report, not
+the plan. Source: Ray 2.60 ``TrainController._execute_resize_decision`` (docs/FACTS.md#preemption-drill). Standard
+library at import."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from typing import Any
 from raytpu.core.common import timeline
 from raytpu.core.common.errors import RuntimeFailure
 from raytpu.core.common.train_result import parse_result
-from raytpu.local.jobs import run_workload
-from raytpu.local.preempt import Preemption, preempt, target
-from raytpu.local.state import LocalCluster, Progress
+from raytpu.local.running.jobs import run_workload
+from raytpu.local.slice.preempt import Preemption, preempt, target
+from raytpu.local.slice.state import LocalCluster, Progress
 from raytpu.workloads.preemption import read_progress
 
 STEP_SLEEP_S = 0.3

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from raytpu.core.common import errors, names
-from raytpu.local.connection import speak_auth
-from raytpu.local.state import LocalCluster
+from raytpu.local.slice.connection import speak_auth
+from raytpu.local.slice.state import LocalCluster
 from raytpu.runs.run_list import Run, carried_overrides, carried_spec, iso
 
 if TYPE_CHECKING:
@@ -71,9 +71,9 @@ def list_runs(client: JobSubmissionClient, now: float | None = None) -> list[Run
 
 
 def waits(dashboard: str, job_ids: list[str], now: float) -> dict[str, str]:
-    """``{job id: waiting line}`` of the running jobs ``job_ids`` (:func:`raytpu.local.pending.job_waits`: one
+    """``{job id: waiting line}`` of the running jobs ``job_ids`` (:func:`raytpu.local.running.pending.job_waits`: one
     state API call, two when one waits; none when no job runs); {} when the look fails: the listing goes on."""
-    from raytpu.local import pending
+    from raytpu.local.running import pending
 
     if not job_ids:
         return {}
@@ -85,7 +85,7 @@ def waits(dashboard: str, job_ids: list[str], now: float) -> dict[str, str]:
 
 def driver_log(client: JobSubmissionClient, run: Run, *, follow: bool, timeout_s: float, sink: Sink) -> None:
     """The driver's log (Job Submission API); ``follow``: streamed until the job ends (or ``timeout_s``)."""
-    from raytpu.local.jobs import follow_job
+    from raytpu.local.running.jobs import follow_job
 
     if not follow:
         for line in client.get_job_logs(run.run).splitlines():

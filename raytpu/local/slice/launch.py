@@ -1,6 +1,6 @@
 """One node's ``ray start``: its command line, environment, ports, log and temp dir. Each node leads a new session
 (its daemons stay in it), is recorded as soon as launched and carries the cluster's tag, so
-:func:`raytpu.local.procs.stop` finds it."""
+:func:`raytpu.local.slice.procs.stop` finds it."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from raytpu.core.common.errors import RuntimeFailure
 from raytpu.core.common.interrupt import interrupts_held
 from raytpu.core.manifests.serving import DIRECT_STREAMING_ENV, SERVE_HOT_PATH_ENV
 from raytpu.core.tpu.plan import SlicePlan
-from raytpu.local import procs
-from raytpu.local.emulation import WEBHOOK_ENV, host_env
-from raytpu.local.state import ENV_CLUSTER, LocalCluster, NodeProc
+from raytpu.local.slice import procs
+from raytpu.local.slice.emulation import WEBHOOK_ENV, host_env
+from raytpu.local.slice.state import ENV_CLUSTER, LocalCluster, NodeProc
 from raytpu.workloads.job_worker_env import SERVING_ONLY_ENV
 
 HOST_CPUS = 2
@@ -44,8 +44,8 @@ def free_port() -> int:
 
 NO_FIRST_DRIVER_PRESTART = {"RAY_prestart_worker_first_driver": "0"}
 """Ray's raylet starts idle workers for the first driver it sees; on the emulated head that is the kit's own node
-check (:func:`raytpu.local.connection.wait_for_nodes`), so both sat idle through every later job (0.6 CPU-s each on
-2 cores, bench/demo_cpu.py --workers). A value in this process's environment wins.
+check (:func:`raytpu.local.slice.connection.wait_for_nodes`), so both sat idle through every later job (0.6 CPU-s each
+on 2 cores, bench/demo_cpu.py --workers). A value in this process's environment wins.
 Source: Ray 2.60 ``ray_config_def.h`` ``prestart_worker_first_driver``."""
 
 

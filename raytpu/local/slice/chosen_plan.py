@@ -18,7 +18,7 @@ def emulated_plan(generation: str | None, topology: str | None, machine_type: st
     """The SlicePlan to emulate: ``--generation/--topology`` (or ``--generation v6e-16`` alone), else slice
     ``slice_name`` of the config (default: its train workload's slice, else its first)."""
     from raytpu.config import choose, load
-    from raytpu.local.from_config import config_slice_plan
+    from raytpu.local.slice.from_config import config_slice_plan
 
     named = from_accelerator_type(generation, "--generation") if generation and not topology else None
     if named is not None:  # --generation v6e-16: an accelerator type names both

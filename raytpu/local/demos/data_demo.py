@@ -38,7 +38,7 @@ def _say(line: str) -> None:
 
 def batch_part(directory: Path) -> dict[str, Any]:
     """The batch part in this interpreter (it needs vLLM): slice up, 64 prompts answered, slice down."""
-    from raytpu import local
+    from raytpu.local.slice import procs, startup
     from raytpu.workloads import tiny_llm
     from raytpu.workloads.batch import REPORT_PREFIX
 
@@ -50,14 +50,14 @@ def batch_part(directory: Path) -> dict[str, Any]:
     work = WorkloadSpec(name="batch", kind=kinds.kind("batch"), slice=item, input=str(prompts),
                         output=str(directory / "answers"), max_tokens=MAX_TOKENS)
     model = tiny_llm.ensure()
-    cluster = local.start(item.plan, 1, directory / "cluster", progress=_say)
+    cluster = startup.start(item.plan, 1, directory / "cluster", progress=_say)
     try:
         env = {**cluster.driver_env(), "HF_HUB_OFFLINE": "1", WORKLOAD_ENV: work.workload_env()[WORKLOAD_ENV]}
         done = subprocess.run([sys.executable, "-m", "raytpu.workloads.batch", "--cpu-model", str(model.path),
                                "--overwrite"], env=env, capture_output=True,
                               text=True, timeout=1200)
     finally:
-        local.stop(directory / "cluster")
+        procs.stop(directory / "cluster")
     lines = [line for line in done.stdout.splitlines() if line.startswith(REPORT_PREFIX)]
     if done.returncode != 0 or not lines:
         return {"ok": False, "error": (done.stderr.strip().splitlines() or ["no report"])[-1][:500]}
@@ -67,22 +67,23 @@ def batch_part(directory: Path) -> dict[str, Any]:
 
 def train_part(directory: Path) -> dict[str, Any]:
     """The training part in this interpreter (it needs JAX): two hosts, one epoch of a Parquet dataset."""
-    from raytpu import local
+    from raytpu.local.running import jobs
+    from raytpu.local.slice import procs, startup
     from raytpu.workloads import train, train_data
 
     plan = plan_slice("v6e", "2x4", generation("v6e").multi_host_machine_type.name)
     directory.mkdir(parents=True, exist_ok=True)
     dataset = directory / "train.parquet"
     train_data.write_dataset(str(dataset), ROWS, FEATURES)
-    cluster = local.start(plan, 1, directory / "cluster", progress=_say)
+    cluster = startup.start(plan, 1, directory / "cluster", progress=_say)
     try:
         work = dataclasses.replace(cluster.workload("train"), dataset=str(dataset))
         steps = ROWS // BATCH
-        done = local.run_workload(cluster, "train", "--storage-path", str(directory / "checkpoints"), "--steps",
-                                  str(steps), "--checkpoint-every", str(steps), "--batch-size", str(BATCH),
-                                  "--features", str(FEATURES), timeout_s=900, work=work)
+        done = jobs.run_workload(cluster, "train", "--storage-path", str(directory / "checkpoints"), "--steps",
+                                 str(steps), "--checkpoint-every", str(steps), "--batch-size", str(BATCH),
+                                 "--features", str(FEATURES), timeout_s=900, work=work)
     finally:
-        local.stop(directory / "cluster")
+        procs.stop(directory / "cluster")
     summary = train.parse_result(done.stdout) or {}
     ledger = summary.get("train_data") or {}
     ok = bool(summary.get("ok")) and ledger.get("total_rows") == ledger.get("unique_rows") == ROWS
@@ -97,7 +98,7 @@ def run_demo(report_path: str, directory: str, serve_python: str) -> int:
     for part, python in (("batch", serve_python), ("train", sys.executable)):
         out = Path(directory) / f"{part}.json"
         _say(f"{part} part ({python})")
-        done = subprocess.run([python, "-m", "raytpu.local.data_demo", part, "--dir", str(Path(directory) / part),
+        done = subprocess.run([python, "-m", "raytpu.local.demos.data_demo", part, "--dir", str(Path(directory) / part),
                                "--out", str(out)], timeout=1800)
         parts[part] = json.loads(out.read_text()) if done.returncode == 0 and out.exists() else {
             "ok": False, "error": f"{part} part exited {done.returncode}"}
@@ -119,7 +120,7 @@ def run_demo(report_path: str, directory: str, serve_python: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m raytpu.local.data_demo")
+    parser = argparse.ArgumentParser(prog="python -m raytpu.local.demos.data_demo")
     parser.add_argument("part", choices=("batch", "train"))
     parser.add_argument("--dir", required=True)
     parser.add_argument("--out", required=True)

@@ -13,5 +13,5 @@ def emulated_phases(recorder: timeline.Recorder, hosts_started_wall: float | Non
     recorder.absent("nodes_ready", "no TPU nodes on the emulated slice (JAX CPU devices stand in for chips)")
     recorder.take([timeline.stamp(
         "webhook_env", "TPU_WORKER_ID, TPU_WORKER_HOSTNAMES, TPU_NAME given to each emulated host at launch by "
-        "`raytpu local` (raytpu.local.host_env), as the GKE TPU webhook gives them at pod admission",
+        "`raytpu local` (raytpu.local.slice.emulation.host_env), as the GKE TPU webhook gives them at pod admission",
         timeline.EMULATED, wall=hosts_started_wall)])

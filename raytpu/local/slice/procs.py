@@ -1,7 +1,7 @@
 """The processes of a local cluster: finding them, telling whether a node runs, stopping and killing them.
 
 Every node leads its own process group (its daemons stay in it); every process carries ``RAYTPU_LOCAL_CLUSTER``
-(:data:`raytpu.local.state.ENV_CLUSTER`). A group is signalled only while a member names the cluster's temp dir, a
+(:data:`raytpu.local.slice.state.ENV_CLUSTER`). A group is signalled only while a member names the cluster's temp dir, a
 leftover only when it carries the tag or names that dir: nothing the kit did not start. psutil at import."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 
 from raytpu.core.common.errors import RuntimeFailure
-from raytpu.local.state import ENV_CLUSTER, STATE_FILE, TMP_PREFIX, LocalCluster, NodeProc, run_dir
+from raytpu.local.slice.state import ENV_CLUSTER, STATE_FILE, TMP_PREFIX, LocalCluster, NodeProc, run_dir
 
 _STARTERS: dict[int, subprocess.Popen[bytes]] = {}
 """``ray start`` processes of this Python process, by PID (to collect their exit codes)."""

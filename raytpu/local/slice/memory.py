@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psutil
 
-from raytpu.local.state import ENV_CLUSTER
+from raytpu.local.slice.state import ENV_CLUSTER
 
 
 def tree_processes(root: int | None = None, tag_prefix: str | None = None,
@@ -40,7 +40,7 @@ def tree_processes(root: int | None = None, tag_prefix: str | None = None,
 
 
 class TagCache:
-    """Each process's ``RAYTPU_LOCAL_CLUSTER`` tag (:func:`raytpu.local.procs.tagged_processes`), read from its
+    """Each process's ``RAYTPU_LOCAL_CLUSTER`` tag (:func:`raytpu.local.slice.procs.tagged_processes`), read from its
     environment once per process (pid and start time): a sampler every 0.5 s read every process's environment on
     the machine each time, 12% of a core through ``raytpu demo`` (bench/memory_sample.py)."""
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from raytpu.core.common.checkup import Check, fail, ok
 from raytpu.core.tpu.catalog import RAY_VERSION
-from raytpu.local.state import LocalCluster
-from raytpu.local.status_table import HostStatus, status
+from raytpu.local.slice.state import LocalCluster
+from raytpu.local.slice.status_table import HostStatus, status
 
 
 def diagnose(cluster: LocalCluster) -> list[Check]:

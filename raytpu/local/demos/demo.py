@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from raytpu.local.state import Progress
+from raytpu.local.slice.state import Progress
 
 if TYPE_CHECKING:
     import subprocess
@@ -24,12 +24,13 @@ if TYPE_CHECKING:
     from raytpu.core.common.timeline import Recorder
     from raytpu.core.specs.spec import ClusterSpec, WorkloadSpec
     from raytpu.core.tpu.plan import SlicePlan
-    from raytpu.local import LocalCluster, PeakMemory
+    from raytpu.local.slice.memory import PeakMemory
+    from raytpu.local.slice.state import LocalCluster
 
 TEARDOWN_GRACE_S = 0.25
 """SIGTERM to SIGKILL when the training demo's slice goes (its drivers have exited; no serving engine, whose cleanup
-keeps :func:`raytpu.local.stop`'s default): the processes that heed SIGTERM are gone within 0.2 s, while the GCS,
-raylets and runtime-env agents ignore it and outlast any grace (docs/FACTS.md#local-teardown)."""
+keeps :func:`raytpu.local.slice.procs.stop`'s default): the processes that heed SIGTERM are gone within 0.2 s, while the
+GCS, raylets and runtime-env agents ignore it and outlast any grace (docs/FACTS.md#local-teardown)."""
 
 OVERLAP_ENV = "RAYTPU_DEMO_OVERLAP"
 """``1`` starts the train step's driver once the smoke check's first host check returned (:class:`EarlyTrain`); by
@@ -75,10 +76,11 @@ def run_demo(options: DemoOptions, say: Progress, show: Progress,
     """The demo's steps (validate, synth, slice up, smoke, train, teardown); returns its report (every key but
     ``timeline`` complete, ``ok`` set) and the memory it sampled. ``described`` gets the config once validated (the
     command prints its slices). InvalidInputs for a bad config, before anything starts."""
-    from raytpu import local
     from raytpu.core.common import timeline
     from raytpu.core.common.report import FORMAT
-    from raytpu.local.from_config import config_slice_plan
+    from raytpu.local.slice import memory as local_memory
+    from raytpu.local.slice import state
+    from raytpu.local.slice.from_config import config_slice_plan
 
     t0 = time.monotonic()
     demo = Demo(options, {"format": FORMAT, "config": options.config, "steps": [], "ok": False, "smoke": [],
@@ -89,8 +91,8 @@ def run_demo(options: DemoOptions, say: Progress, show: Progress,
     with claim(options.dir):
         synthesized = _start_synth_step(demo)  # beside the slice's start: the two share no state
         # a temp-dir prefix of our own: the memory sampler counts this cluster's processes, nobody else's
-        os.environ[local.ENV_TMP_PREFIX] = f"{local.TMP_PREFIX}d{os.getpid()}-"
-        with local.PeakMemory(tag_prefix=os.environ[local.ENV_TMP_PREFIX]) as memory:
+        os.environ[state.ENV_TMP_PREFIX] = f"{state.TMP_PREFIX}d{os.getpid()}-"
+        with local_memory.PeakMemory(tag_prefix=os.environ[state.ENV_TMP_PREFIX]) as memory:
             _on_the_slice(demo, spec, plan, synthesized)
     report = demo.report
     report["timeline"] = demo.recorder.finish("torn down")
@@ -113,23 +115,23 @@ def write_report(report: dict[str, Any], path: Path) -> None:
 
 @contextlib.contextmanager
 def claim(directory: str, *clusters: Path) -> Iterator[None]:
-    """The demo's run directory held for this demo (:mod:`raytpu.local.run_lock`), refused (exit 2, naming
+    """The demo's run directory held for this demo (:mod:`raytpu.local.slice.run_lock`), refused (exit 2, naming
     ``--dir``) when another command holds it or a cluster the demo did not start runs there (or in ``clusters``,
     its parts' folders): the demo stops only its own cluster."""
-    from raytpu import local
-    from raytpu.local.run_lock import hold
-    from raytpu.local.startup import refuse_running
+    from raytpu.local.slice import state
+    from raytpu.local.slice.run_lock import hold
+    from raytpu.local.slice.startup import refuse_running
 
-    where = local.run_dir(directory)
+    where = state.run_dir(directory)
     with hold(where, "raytpu demo"):
         for folder in (where, *clusters):
-            refuse_running(local.run_dir(folder))
+            refuse_running(state.run_dir(folder))
         yield
 
 
 def smoke_args(dcn_slices: int | None) -> tuple[str, ...]:
     """The smoke program's flags in the demo: ``--dcn-slices N`` when the emulated cluster covers a multi-slice
-    train workload's N slices (:func:`raytpu.local.from_config.dcn_slices_of`)."""
+    train workload's N slices (:func:`raytpu.local.slice.from_config.dcn_slices_of`)."""
     return ("--dcn-slices", str(dcn_slices)) if dcn_slices else ()
 
 
@@ -190,7 +192,7 @@ def _start_synth_step(demo: Demo) -> Callable[[], None]:
 def _on_the_slice(demo: Demo, spec: ClusterSpec, plan: SlicePlan, synthesized: Callable[[], None]) -> None:
     """The steps on an emulated slice of ``plan`` (up, then the synth started beside it is waited for, smoke,
     train), then its ``teardown``, always; a failure is the report's ``error`` step."""
-    from raytpu import local
+    from raytpu.local.slice import procs
     early: EarlyTrain | None = None
     try:
         cluster = _slice_up(demo, plan)
@@ -208,7 +210,7 @@ def _on_the_slice(demo: Demo, spec: ClusterSpec, plan: SlicePlan, synthesized: C
     finally:
         synthesized()  # the child reaped, its step recorded, whatever failed
         started = time.monotonic()
-        local.stop(demo.options.dir, grace_s=TEARDOWN_GRACE_S)
+        procs.stop(demo.options.dir, grace_s=TEARDOWN_GRACE_S)
         if early is not None:
             early.join(30.0)  # a driver started early ends with its cluster
         demo.step("teardown", True, started)
@@ -249,7 +251,7 @@ class EarlyTrain:
 
     def launch(self, during_smoke: bool = True) -> None:
         """Starts the driver (once)."""
-        from raytpu import local
+        from raytpu.local.running import jobs
 
         with self._lock:
             if self._thread is not None:
@@ -263,7 +265,7 @@ class EarlyTrain:
 
             def drive() -> None:
                 try:
-                    self._done = local.run_workload(
+                    self._done = jobs.run_workload(
                         self.cluster, "train", "--storage-path", str(storage), "--steps", str(self.steps),
                         "--checkpoint-every", str(max(self.steps // 3, 1)), *early, timeout_s=bound)
                 except BaseException as exc:  # raised on the demo's thread by result()
@@ -288,9 +290,9 @@ class EarlyTrain:
 
 def _slice_up(demo: Demo, plan: SlicePlan) -> LocalCluster:
     """The ``local slice up`` step: one emulated slice of ``plan`` in the demo's own run directory."""
-    from raytpu import local
     from raytpu.core.common import timeline
-    from raytpu.local.phases import emulated_phases
+    from raytpu.local.slice import startup
+    from raytpu.local.slice.phases import emulated_phases
 
     started = time.monotonic()
     skipped = any(s["step"] == "synth" and s.get("skipped") for s in demo.report["steps"])
@@ -298,7 +300,7 @@ def _slice_up(demo: Demo, plan: SlicePlan) -> LocalCluster:
                        "emulated slice starts (where GKE would get the RayJob)", timeline.EMULATED)
     emulated_phases(demo.recorder)  # each host gets the webhook's variables as it is launched
     # clears a dead leftover; no log monitor: the demo's smoke and train drivers take no worker output
-    cluster = local.start(plan, 1, demo.options.dir, progress=demo.say, owner="raytpu demo", log_monitor=False)
+    cluster = startup.start(plan, 1, demo.options.dir, progress=demo.say, owner="raytpu demo", log_monitor=False)
     demo.recorder.mark("ray_joined", f"{plan.hosts} Ray node(s) registered with ray.io/tpu-slice-name="
                        f"{cluster.slices[0]} and their ray.io/tpu-worker-id")
     demo.step("local slice up", True, started, address=cluster.address, slices=cluster.slices,
@@ -310,10 +312,10 @@ def _smoke(demo: Demo, cluster: LocalCluster, spec: ClusterSpec, plan: SlicePlan
            on_measured: Callable[[], None] | None = None) -> None:
     """The ``smoke`` step: the smoke workload on the slice (across the train workload's DCN span when it fits); its
     verdicts go to ``report["smoke"]``; ``on_measured`` is called once the first host check returned."""
-    from raytpu import local
     from raytpu.core.common import report as smoke_report
     from raytpu.core.common import timeline
-    from raytpu.local.from_config import dcn_slices_of
+    from raytpu.local.running import jobs
+    from raytpu.local.slice.from_config import dcn_slices_of
 
     started = time.monotonic()
     dcn_slices, why = dcn_slices_of(spec, plan, len(cluster.slices))
@@ -324,7 +326,7 @@ def _smoke(demo: Demo, cluster: LocalCluster, spec: ClusterSpec, plan: SlicePlan
         if on_measured is not None and any(s["phase"] == "first_step" for s in timeline.parse_stamp_lines(line)):
             on_measured()
 
-    done = local.run_workload(cluster, "smoke", *smoke_args(dcn_slices), timeout_s=SMOKE_TIMEOUT_S, on_stdout=heard)
+    done = jobs.run_workload(cluster, "smoke", *smoke_args(dcn_slices), timeout_s=SMOKE_TIMEOUT_S, on_stdout=heard)
     verdicts = demo.report["smoke"] = smoke_report.parse_verdict_lines(done.stdout)
     demo.recorder.take(s for s in timeline.parse_stamp_lines(done.stdout) if s["phase"] == "reserved")
     demo.recorder.mark("smoke_checked", f"the smoke check's {len(verdicts)} verdict(s) read (exit {done.returncode})")
@@ -359,12 +361,12 @@ def _train(demo: Demo, early: EarlyTrain) -> None:
 
 
 def _train_preempted(demo: Demo, cluster: LocalCluster) -> None:
-    """The ``train`` step with a host preempted mid-run (:func:`raytpu.local.drill.drill`): the run's result goes to
-    ``report["train"]``, what the preemption cost to ``report["preemption"]``. It passes when the run finished on a
+    """The ``train`` step with a host preempted mid-run (:func:`raytpu.local.demos.drill.drill`): the run's result goes
+    to ``report["train"]``, what the preemption cost to ``report["preemption"]``. It passes when the run finished on a
     whole slice and, with a notice, resumed from the checkpoint written at it with at most one step lost."""
     from raytpu.core.common import timeline
     from raytpu.core.specs import compile_cache
-    from raytpu.local.drill import drill
+    from raytpu.local.demos.drill import drill
 
     options, report = demo.options, demo.report
     started = time.monotonic()
@@ -392,11 +394,12 @@ def serve_demo(config: str, directory: str, say: Progress, show: Progress) -> tu
 
     Its timeline (:mod:`raytpu.core.common.timeline`) runs up to the first token: ``first_step`` is stamped when the
     official ``openai`` client gets the first streamed content of the first question
-    (:mod:`raytpu.local.llm_client`)."""
-    from raytpu import local
+    (:mod:`raytpu.local.running.llm_client`)."""
     from raytpu.config import load
     from raytpu.core.common import timeline
     from raytpu.core.common.errors import InvalidInput
+    from raytpu.local.slice import memory as local_memory
+    from raytpu.local.slice import procs, state
 
     t0 = time.monotonic()
     recorder = timeline.Recorder.for_command()
@@ -405,16 +408,16 @@ def serve_demo(config: str, directory: str, say: Progress, show: Progress) -> tu
         raise InvalidInput("config", f"{config} has no serving workload", "a config with a `kind: serve` "
                            "workload, e.g. raytpu.example.yaml")
     where = f"{directory}-serve"
-    os.environ[local.ENV_TMP_PREFIX] = f"{local.TMP_PREFIX}s{os.getpid()}-"
+    os.environ[state.ENV_TMP_PREFIX] = f"{state.TMP_PREFIX}s{os.getpid()}-"
     report: dict[str, Any] = {"config": config, "serve": serving[0].name, "ok": False, "answers": []}
-    with claim(where), local.PeakMemory(tag_prefix=os.environ[local.ENV_TMP_PREFIX]) as memory:
+    with claim(where), local_memory.PeakMemory(tag_prefix=os.environ[state.ENV_TMP_PREFIX]) as memory:
         try:
             _serve_and_ask(config, serving[0], where, report, recorder, say, show)
         except Exception as exc:  # one line names the failure; teardown below always runs
             report["error"] = f"{type(exc).__name__}: {exc}"
             say(f"FAIL {type(exc).__name__}: {exc}")
         finally:
-            local.stop(where)
+            procs.stop(where)
     report["timeline"] = recorder.finish("torn down")
     report["peak_memory_mib"] = round(memory.peak_pss_bytes / 2**20)
     report["peak_memory_rss_sum_mib"] = round(memory.peak_rss_bytes / 2**20)
@@ -426,18 +429,18 @@ def _serve_and_ask(config: str, work: WorkloadSpec, directory: str, report: dict
                    recorder: Recorder, say: Progress, show: Progress) -> None:
     """An emulated slice of ``work``'s slice in ``directory``, ``work`` deployed on it and asked a few questions
     with the openai client: the endpoint, model, answers and ``ok`` go to ``report``, the phases to ``recorder``."""
-    from raytpu import local
     from raytpu.core.common import timeline
-    from raytpu.local.deploy import deploy_serve
-    from raytpu.local.from_config import serving_workload
-    from raytpu.local.llm_client import ask
-    from raytpu.local.phases import emulated_phases
+    from raytpu.local.running.deploy import deploy_serve
+    from raytpu.local.running.llm_client import ask
+    from raytpu.local.slice import startup
+    from raytpu.local.slice.from_config import serving_workload
+    from raytpu.local.slice.phases import emulated_phases
 
     recorder.mark("applied", "validated; the emulated slice starts (where GKE would get the RayService)",
                   timeline.EMULATED)
     emulated_phases(recorder)  # each host gets the webhook's variables as it is launched
     plan = work.plan
-    cluster = local.start(plan, 1, directory, progress=say, owner="raytpu demo --serve")
+    cluster = startup.start(plan, 1, directory, progress=say, owner="raytpu demo --serve")
     recorder.mark("ray_joined", f"{plan.hosts} Ray node(s) registered with ray.io/tpu-slice-name="
                   f"{cluster.slices[0]} and their ray.io/tpu-worker-id")
     url, model = deploy_serve(cluster, serving_workload(cluster, config, work.name), 420.0, recorder=recorder)

@@ -13,7 +13,7 @@ from raytpu.core.specs import multislice
 from raytpu.core.specs.data import DATA_FIELDS
 from raytpu.core.specs.spec import ClusterSpec, WorkloadSpec
 from raytpu.core.tpu.plan import SlicePlan
-from raytpu.local.state import LocalCluster
+from raytpu.local.slice.state import LocalCluster
 
 if TYPE_CHECKING:
     from raytpu.teamcode.prepared import TeamCode

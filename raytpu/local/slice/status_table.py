@@ -6,9 +6,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from raytpu.core.common.table import text_table
-from raytpu.local.connection import connect, disconnect
-from raytpu.local.procs import node_alive
-from raytpu.local.state import LocalCluster
+from raytpu.local.slice.connection import connect, disconnect
+from raytpu.local.slice.procs import node_alive
+from raytpu.local.slice.state import LocalCluster
 
 
 @dataclass(frozen=True)

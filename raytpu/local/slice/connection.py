@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from raytpu.core.common.errors import RuntimeFailure
-from raytpu.local.procs import node_alive
-from raytpu.local.state import LocalCluster
+from raytpu.local.slice.procs import node_alive
+from raytpu.local.slice.state import LocalCluster
 
 HEAD_PROBE_S = 3.0
 """How long the head's GCS port gets to accept a connection before the head is reported unreachable."""

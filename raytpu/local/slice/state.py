@@ -14,19 +14,21 @@ from pathlib import Path
 from typing import Any
 
 from raytpu.core.common.errors import InvalidInput, RuntimeFailure, excerpt, folder_valid, invalid_value
-from raytpu.core.common.errors import full_disk as full_disk  # re-exported: raytpu.local.startup imports it from here
+from raytpu.core.common.errors import (
+    full_disk as full_disk,  # re-exported: raytpu.local.slice.startup imports it from here
+)
 from raytpu.core.common.names import AUTH_MODE
 from raytpu.core.specs.kinds import kind
 from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
 from raytpu.core.tpu.catalog import generation
 from raytpu.core.tpu.plan import SlicePlan
-from raytpu.local.emulation import ENV_EMULATED, WEBHOOK_ENV
+from raytpu.local.slice.emulation import ENV_EMULATED, WEBHOOK_ENV
 
 STATE_FILE = "cluster.json"
 ENV_RUN_DIR = "RAYTPU_LOCAL_DIR"
 ENV_CLUSTER = "RAYTPU_LOCAL_CLUSTER"
 """Set to the cluster's private temp dir in every process of a local cluster (nodes, workers, drivers): how
-:func:`raytpu.local.procs.stop` and the tests find them all, reparented or not."""
+:func:`raytpu.local.slice.procs.stop` and the tests find them all, reparented or not."""
 
 DEFAULT_RUN_DIR = Path(".raytpu") / "local"
 TMP_PREFIX = "/tmp/raytpu-"
@@ -40,7 +42,7 @@ Progress = Callable[[str], None]
 class NodeProc:
     """One node's ``ray start`` (a session leader: ``pid`` is also the group id its daemons keep) and what it emulates:
     ``role`` (``head`` or ``host``), ``log``, ``slice_name`` (``TPU_NAME``), ``worker_id`` (``TPU_WORKER_ID``; the head
-    has "" and -1), ``killed`` (taken down on purpose by :func:`raytpu.local.procs.kill_host`), ``temp`` (its
+    has "" and -1), ``killed`` (taken down on purpose by :func:`raytpu.local.slice.procs.kill_host`), ``temp`` (its
     ``--temp-dir``)."""
 
     role: str
@@ -163,8 +165,8 @@ def run_dir(explicit: str | Path | None = None) -> Path:
 
 def temp_prefix() -> str:
     """Prefix of a new cluster's Ray temp dir: ``$RAYTPU_LOCAL_TMP_PREFIX`` (tests), else ``/tmp/raytpu-``; always under
-    ``/tmp/raytpu-`` (short socket paths; :func:`raytpu.local.procs.stop` sweeps only those). RuntimeFailure (exit 1)
-    when ``/tmp`` takes no byte (full, read-only): Ray's own start would fail there after a minute, read as an
+    ``/tmp/raytpu-`` (short socket paths; :func:`raytpu.local.slice.procs.stop` sweeps only those). RuntimeFailure (exit
+    1) when ``/tmp`` takes no byte (full, read-only): Ray's own start would fail there after a minute, read as an
     unreachable GCS."""
     prefix = os.environ.get(ENV_TMP_PREFIX, TMP_PREFIX)
     if not prefix.startswith(TMP_PREFIX) or "/" in prefix[len(TMP_PREFIX):]:

@@ -1,6 +1,7 @@
 """The emulated slice as a :class:`raytpu.runs.side.Side`: ``raytpu submit|runs|doctor --local`` and ``raytpu local
-serve``. A thin adapter over :mod:`raytpu.local.submission`, :mod:`raytpu.local.deploy` (the kit's LLM app),
-:mod:`raytpu.local.team_app` (a team's ``serve_app``), :mod:`raytpu.local.runs` and :mod:`raytpu.local.doctor`."""
+serve``. A thin adapter over :mod:`raytpu.local.running.submission`, :mod:`raytpu.local.running.deploy` (the kit's LLM
+app), :mod:`raytpu.local.running.team_app` (a team's ``serve_app``), :mod:`raytpu.local.running.runs` and
+:mod:`raytpu.local.running.doctor`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from raytpu.core.common import errors
-from raytpu.local.state import LocalCluster, run_dir
+from raytpu.local.slice.state import LocalCluster, run_dir
 from raytpu.runs.side import FOLLOW_S
 
 if TYPE_CHECKING:
@@ -62,8 +63,9 @@ class LocalSide:
                                   "--dry-run with --stack NAME")
 
     def submit(self, work: WorkloadSpec, request: SubmitRequest, streams: Streams) -> int:
-        """A job workload through Ray's Job Submission API, followed (:func:`raytpu.local.submission.submit_local`);
-        a serving workload deployed as ``raytpu local serve --workload NAME`` deploys it (:meth:`serve`)."""
+        """A job workload through Ray's Job Submission API, followed
+        (:func:`raytpu.local.running.submission.submit_local`); a serving workload deployed as ``raytpu local serve
+        --workload NAME`` deploys it (:meth:`serve`)."""
         if request.api_key_file is not None and work.kind.is_job:
             raise errors.InvalidInput("--api-key-file", f"is for a serving workload; {work.name} is a "
                                       f"{work.kind.name} workload", "no --api-key-file for it, or a serving workload")
@@ -73,7 +75,7 @@ class LocalSide:
                                        "serves until `raytpu local down`: no run ends to report)",
                                        "no --report for it, or a job workload")
             return self.serve(work, request, streams)
-        from raytpu.local.submission import submit_local
+        from raytpu.local.running.submission import submit_local
 
         return submit_local(work, directory=self.directory, run_id=request.run_id,
                             timeout_s=request.timeout_s or FOLLOW_S,
@@ -83,7 +85,7 @@ class LocalSide:
     def serve(self, work: WorkloadSpec, request: SubmitRequest, streams: Streams) -> int:
         """Serving workload ``work`` moved onto the emulated slice (which must be its slice) and deployed
         (:meth:`deploy`)."""
-        from raytpu.local.from_config import serving_on_slice
+        from raytpu.local.slice.from_config import serving_on_slice
 
         if work.kind.is_job:
             raise errors.invalid_value("WORKLOAD", work.name, f"is a {work.kind.name} workload (a RayJob): it runs "
@@ -106,7 +108,7 @@ class LocalSide:
         """Deploys ``work`` (already on the emulated slice) and leaves it serving until ``raytpu local down``: a
         team's ``serve_app`` in the kit's ``.venv`` (no vLLM; its ``code`` as read once), else the kit's LLM app as
         its CPU twin (vLLM's CPU build). ``endpoint:`` (and ``model:``) to ``streams.out``, and returned."""
-        from raytpu.local.connection import check_head
+        from raytpu.local.slice.connection import check_head
 
         cluster = self.cluster()
 
@@ -114,13 +116,13 @@ class LocalSide:
             streams.err(f"raytpu local: {line}")
 
         if work.serve_app is not None:
-            from raytpu.local.team_app import deploy_team_app
+            from raytpu.local.running.team_app import deploy_team_app
 
             assert code is not None, f"{work.name}: a serve_app's code is read once by the command (TeamCode)"
             check_head(cluster)
             said = {"endpoint": deploy_team_app(cluster, work, code, timeout_s, api_key_file, progress)}
         else:
-            from raytpu.local.deploy import deploy_serve, require_vllm
+            from raytpu.local.running.deploy import deploy_serve, require_vllm
 
             require_vllm()
             self.check_environment(*SERVE_CACHES)
@@ -134,13 +136,13 @@ class LocalSide:
 
     def _jobs(self) -> JobSubmissionClient:
         if self._client is None:
-            from raytpu.local import runs
+            from raytpu.local.running import runs
 
             self._client = runs.jobs_client(self.cluster())
         return self._client
 
     def list_runs(self) -> list[Run]:
-        from raytpu.local import runs
+        from raytpu.local.running import runs
 
         return runs.list_runs(self._jobs())
 
@@ -148,7 +150,7 @@ class LocalSide:
         return []  # no queues on the emulated slice: every run is listed
 
     def logs(self, run: Run, *, rank: int | None, follow: bool, timeout_s: float, sink: Sink) -> None:
-        from raytpu.local import runs
+        from raytpu.local.running import runs
 
         if rank is not None:
             runs.rank_log(self.cluster(), self._jobs(), run, rank, follow=follow, timeout_s=timeout_s, sink=sink)
@@ -156,14 +158,15 @@ class LocalSide:
             runs.driver_log(self._jobs(), run, follow=follow, timeout_s=timeout_s, sink=sink)
 
     def cancel(self, run: Run, *, timeout_s: float, progress: Sink) -> None:
-        from raytpu.local import runs
+        from raytpu.local.running import runs
 
         runs.cancel(self.cluster(), self._jobs(), run, timeout_s=timeout_s, progress=progress)
 
     def doctor(self, config: str | None) -> tuple[list[Check], dict[str, str]]:
-        """:func:`raytpu.local.doctor.diagnose` of the recorded cluster, its head checked first (``config`` unread)."""
-        from raytpu.local import doctor
-        from raytpu.local.connection import check_head
+        """:func:`raytpu.local.running.doctor.diagnose` of the recorded cluster, its head checked first (``config``
+        unread)."""
+        from raytpu.local.running import doctor
+        from raytpu.local.slice.connection import check_head
 
         where = run_dir(self.directory)
         found = LocalCluster.load(where)

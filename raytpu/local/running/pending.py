@@ -27,7 +27,7 @@ from raytpu.core.tpu.plan import RAY_SLICE_LABEL, RAY_WORKER_LABEL
 from raytpu.runs.run_list import age
 
 if TYPE_CHECKING:
-    from raytpu.local.state import LocalCluster
+    from raytpu.local.slice.state import LocalCluster
 
 Sink = Callable[[str], None]
 Record = Mapping[str, Any]
@@ -344,7 +344,7 @@ class Watch:
 def watching(cluster: LocalCluster, submission_id: str, say: Sink) -> Iterator[Watch]:
     """A :class:`Watch` of ``submission_id`` on ``cluster`` while the block runs (the job is submitted and followed),
     stopped when it ends however it ends. It neither speaks the cluster's token nor loads Ray here: Ray reads its auth
-    mode once, when it loads (:mod:`raytpu.local.connection`), and the block's ``submit_job`` speaks the token and
+    mode once, when it loads (:mod:`raytpu.local.slice.connection`), and the block's ``submit_job`` speaks the token and
     loads Ray first; the first look comes :data:`LOOK_S` later, and a block that ends sooner never looks."""
     watch = Watch(StateApi(cluster.dashboard), submission_id, say)
     watch.start()
