@@ -407,7 +407,7 @@ def test_every_command_chooses_its_config_through_the_one_rule() -> None:
     assert readers == ["demo.py", "doctor.py", "images.py", "local.py", "smoke.py", "submit.py", "synth.py",
                        "validate.py"]
     root = Path(raytpu.commands.__file__).parents[1]
-    handed = {"doctor.py": "cluster/side.py", "local.py": "local/chosen_plan.py"}  # the side or plan chooses it
+    handed = {"doctor.py": "cluster/side.py", "local.py": "local/slice/chosen_plan.py"}  # the side or plan chooses it
     for name in readers:
         text = sources[name]
         chooser = (root / handed[name]).read_text() if name in handed else text

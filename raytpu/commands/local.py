@@ -9,8 +9,7 @@ it. Progress goes to stderr.
 ``serve`` deploys the config's serving workload (its model fields and engine args; the model itself is the
 tiny offline one) as the CPU twin of its Ray Serve LLM app onto the running slice (:mod:`raytpu.local.running.deploy`),
 prints ``endpoint:`` and ``model:`` and leaves it serving until ``down``; it needs vLLM's CPU build
-(``.venv-serve``, ``make serve``). What a config becomes on the emulated slice is
-:mod:`raytpu.local.slice.from_config`.
+(``.venv-serve``, ``make serve``). What a config becomes there: :mod:`raytpu.local.slice.from_config`.
 """
 
 from __future__ import annotations
@@ -127,10 +126,10 @@ def run(args: argparse.Namespace) -> int:
 def _up(args: argparse.Namespace) -> int:
     from raytpu.console.cli_args import refuse_combinations
     from raytpu.core.common.errors import raise_found
-    from raytpu.local.slice import startup, state
+    from raytpu.local.slice import state
     from raytpu.local.slice.chosen_plan import start_timeout_problems
     from raytpu.local.slice.run_lock import hold
-    from raytpu.local.slice.startup import announce_started
+    from raytpu.local.slice.startup import announce_started, start
 
     generation = ("--generation", args.generation is not None)
     refuse_combinations(together=[(("--config", args.config is not None), generation),
@@ -139,20 +138,19 @@ def _up(args: argparse.Namespace) -> int:
     raise_found(start_timeout_problems(args.timeout_s))  # before anything starts
     plan = plan_from_args(args)
     with hold(state.run_dir(args.dir), "raytpu local up"):
-        cluster = startup.start(plan, args.slices, args.dir, progress=_progress, timeout_s=args.timeout_s,
-                                owner="raytpu local up")
+        cluster = start(plan, args.slices, args.dir, progress=_progress, timeout_s=args.timeout_s,
+                        owner="raytpu local up")
         announce_started(cluster, plan, lambda text: print(text, flush=True))
     return 0
 
 
 def _status(args: argparse.Namespace) -> int:
-    from raytpu.local.slice import status_table
-    from raytpu.local.slice.status_table import healthy, status_document, status_header
+    from raytpu.local.slice.status_table import healthy, render_status, status, status_document, status_header
 
     cluster = _alive(_cluster(args))
-    rows = status_table.status(cluster)
+    rows = status(cluster)
     print(json.dumps(status_document(cluster, rows), indent=2) if args.json else
-          f"{status_header(cluster)}\n{status_table.render_status(rows)}")
+          f"{status_header(cluster)}\n{render_status(rows)}")
     return 0 if healthy(rows) else 1  # a host replaced since (a preempt) is no fault
 
 
@@ -217,9 +215,8 @@ def _smoke(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    """``raytpu submit NAME --local``'s deploy of a serving workload
-    (:meth:`raytpu.local.running.side.LocalSide.serve`), kept under its first name; without a config, the kit's own
-    serving workload."""
+    """``raytpu submit NAME --local``'s serving deploy (:meth:`raytpu.local.running.side.LocalSide.serve`), kept under
+    its first name; without a config, the kit's own serving workload."""
     from raytpu.console import machine
     from raytpu.console.followed_run import streams
     from raytpu.local.running.side import LocalSide
