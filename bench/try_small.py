@@ -16,8 +16,8 @@ import sys
 import tempfile
 import time
 
-from raytpu.local.slice import memory as local_memory
 from raytpu.local.slice import state
+from raytpu.local.slice.memory import PeakMemory
 
 CONFIG = "examples/team_project/raytpu.yaml"
 
@@ -31,7 +31,7 @@ def main() -> int:
     raytpu = [sys.executable, "-m", "raytpu"]
     sets = [word for value in args.overrides for word in ("--set", value)]
     out: dict[str, object] = {"set": args.overrides}
-    with tempfile.TemporaryDirectory() as run_dir, local_memory.PeakMemory(tag_prefix=prefix) as memory:
+    with tempfile.TemporaryDirectory() as run_dir, PeakMemory(tag_prefix=prefix) as memory:
         steps = {"up": [*raytpu, "local", "up", "--config", CONFIG, "--dir", run_dir],
                  "submit": [*raytpu, "submit", "pretrain", "--config", CONFIG, "--local", "--dir", run_dir, *sets]}
         steps["submit_warm"] = steps["submit"]

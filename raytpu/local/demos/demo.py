@@ -78,9 +78,9 @@ def run_demo(options: DemoOptions, say: Progress, show: Progress,
     command prints its slices). InvalidInputs for a bad config, before anything starts."""
     from raytpu.core.common import timeline
     from raytpu.core.common.report import FORMAT
-    from raytpu.local.slice import memory as local_memory
     from raytpu.local.slice import state
     from raytpu.local.slice.from_config import config_slice_plan
+    from raytpu.local.slice.memory import PeakMemory
 
     t0 = time.monotonic()
     demo = Demo(options, {"format": FORMAT, "config": options.config, "steps": [], "ok": False, "smoke": [],
@@ -92,7 +92,7 @@ def run_demo(options: DemoOptions, say: Progress, show: Progress,
         synthesized = _start_synth_step(demo)  # beside the slice's start: the two share no state
         # a temp-dir prefix of our own: the memory sampler counts this cluster's processes, nobody else's
         os.environ[state.ENV_TMP_PREFIX] = f"{state.TMP_PREFIX}d{os.getpid()}-"
-        with local_memory.PeakMemory(tag_prefix=os.environ[state.ENV_TMP_PREFIX]) as memory:
+        with PeakMemory(tag_prefix=os.environ[state.ENV_TMP_PREFIX]) as memory:
             _on_the_slice(demo, spec, plan, synthesized)
     report = demo.report
     report["timeline"] = demo.recorder.finish("torn down")
@@ -398,8 +398,8 @@ def serve_demo(config: str, directory: str, say: Progress, show: Progress) -> tu
     from raytpu.config import load
     from raytpu.core.common import timeline
     from raytpu.core.common.errors import InvalidInput
-    from raytpu.local.slice import memory as local_memory
     from raytpu.local.slice import procs, state
+    from raytpu.local.slice.memory import PeakMemory
 
     t0 = time.monotonic()
     recorder = timeline.Recorder.for_command()
@@ -410,7 +410,7 @@ def serve_demo(config: str, directory: str, say: Progress, show: Progress) -> tu
     where = f"{directory}-serve"
     os.environ[state.ENV_TMP_PREFIX] = f"{state.TMP_PREFIX}s{os.getpid()}-"
     report: dict[str, Any] = {"config": config, "serve": serving[0].name, "ok": False, "answers": []}
-    with claim(where), local_memory.PeakMemory(tag_prefix=os.environ[state.ENV_TMP_PREFIX]) as memory:
+    with claim(where), PeakMemory(tag_prefix=os.environ[state.ENV_TMP_PREFIX]) as memory:
         try:
             _serve_and_ask(config, serving[0], where, report, recorder, say, show)
         except Exception as exc:  # one line names the failure; teardown below always runs
