@@ -4,10 +4,10 @@ pair meets a colder machine), each run a fresh engine. Target: the median of the
 the spread (min-max) says how much of a gap is noise.
 
 Both read the same JSONL prompts, run vLLM's CPU build with the tiny offline model and the same engine arguments
-(the kit's CPU twin's: :data:`raytpu.core.specs.data.CPU_TWIN`), the same greedy sampling and no chat template, and
-write Parquet as rows are answered. Both time the same span, the streaming write (read, engine start, answers, write:
-Ray Data is lazy); ``call_s`` is each whole call (the kit also reads its input's schema and counts its rows first, and
-tallies what it wrote after, in one pass).
+(the kit's CPU twin's: :data:`raytpu.core.specs.runtime.data.CPU_TWIN`), the same greedy sampling and no chat template,
+and write Parquet as rows are answered. Both time the same span, the streaming write (read, engine start, answers,
+write: Ray Data is lazy); ``call_s`` is each whole call (the kit also reads its input's schema and counts its rows
+first, and tallies what it wrote after, in one pass).
 ``--stages`` adds each run's operators: first start and last end after the first operator's start, and their summed
 task time, from Ray Data's stats.
 Run in ``.venv-serve``::
@@ -27,7 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from raytpu.core.specs import data, kinds
+from raytpu.core.specs import kinds
+from raytpu.core.specs.runtime import data
 from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
 from raytpu.local.slice import procs, startup
 from raytpu.local.slice.connection import speak_auth

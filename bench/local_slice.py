@@ -3,7 +3,7 @@
     .venv/bin/python bench/local_slice.py [--repeats 3] [--config raytpu.example.yaml] [--json]
 
 Each repeat starts a fresh cluster (head + one Ray node per emulated host), connects a driver, reserves
-the whole slice ``--reservations`` times (``raytpu.workloads.slices.reserve_slice``: completeness check,
+the whole slice ``--reservations`` times (``raytpu.workloads.support.slices.reserve_slice``: completeness check,
 head claim, pinned ``slice_placement_group``, bounded wait), runs the smoke workload as a driver process
 (as a RayJob would), and tears the cluster down. Prints medians (and min/max) as a table.
 
@@ -39,7 +39,7 @@ def one_repeat(plan: SlicePlan, reservations: int) -> dict[str, float]:
     import ray
     from ray.util.placement_group import placement_group, remove_placement_group
 
-    from raytpu.workloads import slices
+    from raytpu.workloads.support import slices
 
     with tempfile.TemporaryDirectory(prefix="raytpu-bench-") as directory:
         started = time.monotonic()

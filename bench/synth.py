@@ -36,10 +36,10 @@ TARGETS = {"example/floor": 1.5, "slices-32/slices-1": 1.3}
 def floor_app(outdir: str) -> None:
     """The framework floor: one cluster in a bare app.
 
-    ``raytpu.modules.cdk`` is the one module that imports cdktn and the provider bindings (nothing of
+    ``raytpu.modules.parts.cdk`` is the one module that imports cdktn and the provider bindings (nothing of
     raytpu's constructs), so importing it gives the floor exactly raytpu's binding imports.
     """
-    from raytpu.modules import cdk
+    from raytpu.modules.parts import cdk
 
     app = cdk.App(outdir=outdir)
     stack = cdk.TerraformStack(app, "floor")

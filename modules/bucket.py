@@ -12,8 +12,8 @@ from typing import Any
 
 from raytpu.core.common import errors
 from raytpu.core.specs.field_rules import bucket_problems, label_problems, range_problems
-from raytpu.modules import _props
-from raytpu.modules.cdk import AssetType, Construct, TerraformAsset, storage_bucket, storage_bucket_object
+from raytpu.modules.parts import _props
+from raytpu.modules.parts.cdk import AssetType, Construct, TerraformAsset, storage_bucket, storage_bucket_object
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from raytpu.core.specs.gke_versions import long_notice_check
-from raytpu.modules import _props, node_system
-from raytpu.modules.cdk import Construct, Precondition, TerraformResourceLifecycle, kubernetes_manifest
-from raytpu.modules.compute_class_props import WHEN_UNSATISFIABLE, ComputeClassProps
+from raytpu.core.specs.slices.gke_versions import long_notice_check
+from raytpu.modules.parts import _props, node_system
+from raytpu.modules.parts.cdk import Construct, Precondition, TerraformResourceLifecycle, kubernetes_manifest
+from raytpu.modules.parts.compute_class_props import WHEN_UNSATISFIABLE, ComputeClassProps
 
 __all__ = ["WHEN_UNSATISFIABLE", "ComputeClass", "ComputeClassProps"]
 

@@ -9,21 +9,21 @@ from typing import Any
 
 from raytpu.core.common import errors
 from raytpu.core.common.errors import InvalidInput
-from raytpu.core.specs.cluster_parts import GkeSpec, MaintenanceWindowSpec
+from raytpu.core.specs.cluster.cluster_parts import GkeSpec, MaintenanceWindowSpec
 from raytpu.core.specs.field_rules import region_problems
-from raytpu.core.specs.gke_versions import hcl_version_at_least, version_key, version_problems
+from raytpu.core.specs.slices.gke_versions import hcl_version_at_least, version_key, version_problems
 from raytpu.core.tpu.catalog import RAY_OPERATOR_MIN_GKE_VERSION
-from raytpu.modules import _props
-from raytpu.modules._node_pool import NODE_OAUTH_SCOPES
-from raytpu.modules.cdk import (
+from raytpu.modules.head_pool import HeadPool, HeadPoolOptions, HeadPoolProps
+from raytpu.modules.network import Network
+from raytpu.modules.parts import _props
+from raytpu.modules.parts._node_pool import NODE_OAUTH_SCOPES
+from raytpu.modules.parts.cdk import (
     Construct,
     Precondition,
     TerraformResourceLifecycle,
     container_cluster,
     data_google_container_engine_versions,
 )
-from raytpu.modules.head_pool import HeadPool, HeadPoolOptions, HeadPoolProps
-from raytpu.modules.network import Network
 from raytpu.modules.tpu_slice_pool import TpuSlicePool, TpuSlicePoolOptions, TpuSlicePoolProps
 from raytpu.modules.workload_identity import WorkloadIdentity, WorkloadIdentityProps
 

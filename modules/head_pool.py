@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from raytpu.core.common.errors import InvalidInput
-from raytpu.core.specs.cluster_parts import HeadPoolSpec
+from raytpu.core.specs.cluster.cluster_parts import HeadPoolSpec
 from raytpu.core.specs.field_rules import DEFAULT_DISK_SIZE_GIB
-from raytpu.modules import _props
-from raytpu.modules._node_pool import JoinedCluster, NodePoolOptions, hardened_node_config, joined_to
-from raytpu.modules.cdk import Construct, container_node_pool
+from raytpu.modules.parts import _props
+from raytpu.modules.parts._node_pool import JoinedCluster, NodePoolOptions, hardened_node_config, joined_to
+from raytpu.modules.parts.cdk import Construct, container_node_pool
 
 HEAD_POOL_LABEL = "raytpu/pool"
 """Kubernetes node label of the head pool's nodes (value ``ray-head``)."""

@@ -9,8 +9,8 @@ from typing import Any
 
 from raytpu.core.common import errors
 from raytpu.core.specs.field_rules import label_problems, region_problems
-from raytpu.modules import _props
-from raytpu.modules.cdk import (
+from raytpu.modules.parts import _props
+from raytpu.modules.parts.cdk import (
     Construct,
     artifact_registry_repository,
     artifact_registry_repository_iam_member,

@@ -12,8 +12,8 @@ import yaml
 
 from raytpu.core.common import errors
 from raytpu.core.manifests import kueue
-from raytpu.modules import _props
-from raytpu.modules.cdk import Construct, ITerraformDependable, TerraformResource, helm_release
+from raytpu.modules.parts import _props
+from raytpu.modules.parts.cdk import Construct, ITerraformDependable, TerraformResource, helm_release
 
 CHART = kueue.RELEASE
 CHART_REPOSITORY = "oci://registry.k8s.io/kueue/charts"

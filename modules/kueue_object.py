@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raytpu.core.common import errors
-from raytpu.modules import _props
-from raytpu.modules.cdk import Construct, ITerraformDependable, kubernetes_manifest
+from raytpu.modules.parts import _props
+from raytpu.modules.parts.cdk import Construct, ITerraformDependable, kubernetes_manifest
 
 API_GROUP = "kueue.x-k8s.io"
 CLUSTER_SCOPED = ("ResourceFlavor", "Cohort", "WorkloadPriorityClass", "ProvisioningRequestConfig", "AdmissionCheck",

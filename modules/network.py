@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raytpu.core.common import errors
-from raytpu.core.specs.cluster_parts import NetworkSpec
+from raytpu.core.specs.cluster.cluster_parts import NetworkSpec
 from raytpu.core.specs.field_rules import choice_problems, range_problems, region_problems
-from raytpu.modules import _props
-from raytpu.modules.cdk import (
+from raytpu.modules.parts import _props
+from raytpu.modules.parts.cdk import (
     Construct,
     compute_firewall,
     compute_network,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from raytpu.modules.cdk import (
+from raytpu.modules.parts.cdk import (
     Construct,
     IConstruct,
     TerraformDataSource,

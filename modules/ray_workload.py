@@ -10,8 +10,8 @@ from typing import Any
 from raytpu.core.common import errors
 from raytpu.core.manifests.kube_resources import resource
 from raytpu.core.manifests.kuberay import kuberay_remedy
-from raytpu.modules import _props
-from raytpu.modules.cdk import (
+from raytpu.modules.parts import _props
+from raytpu.modules.parts.cdk import (
     Construct,
     DataResource,
     Precondition,

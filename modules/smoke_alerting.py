@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from raytpu.core.common.report import LOG_KEY
-from raytpu.core.specs.cluster_parts import AlertingSpec
-from raytpu.modules.cdk import Construct, logging_metric, monitoring_alert_policy
+from raytpu.core.specs.cluster.cluster_parts import AlertingSpec
+from raytpu.modules.parts.cdk import Construct, logging_metric, monitoring_alert_policy
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,12 +7,12 @@ from dataclasses import dataclass, replace
 from raytpu.core.common import errors, names
 from raytpu.core.common.errors import InvalidInput
 from raytpu.core.specs.field_rules import DISK_SIZE_GIB, range_problems
-from raytpu.core.specs.gke_versions import long_notice_check
-from raytpu.core.specs.provisioning import RESERVATION_KEY, TPU_TAINT, reservation_parts
+from raytpu.core.specs.slices.gke_versions import long_notice_check
+from raytpu.core.specs.slices.provisioning import RESERVATION_KEY, TPU_TAINT, reservation_parts
 from raytpu.core.specs.spec import SliceSpec
-from raytpu.modules import _props, node_system
-from raytpu.modules._node_pool import JoinedCluster, NodePoolOptions, hardened_node_config, joined_to
-from raytpu.modules.cdk import Construct, Precondition, TerraformResourceLifecycle, container_node_pool
+from raytpu.modules.parts import _props, node_system
+from raytpu.modules.parts._node_pool import JoinedCluster, NodePoolOptions, hardened_node_config, joined_to
+from raytpu.modules.parts.cdk import Construct, Precondition, TerraformResourceLifecycle, container_node_pool
 from raytpu.modules.workload_policy import WorkloadPolicy, WorkloadPolicyProps
 
 
@@ -62,7 +62,7 @@ Source: vllm-project/ci-infra's TPU node pools' ``lifecycle.ignore_changes`` (do
 class TpuSlicePool(Construct):
     """One TPU slice as a GKE node pool: the plan's shape, a placement policy on multi-host pools (a per-cluster
     HIGH_THROUGHPUT workload policy for multi-host tpu7x), the TPU taint, stated reservation affinity and secure boot;
-    provisioning fields from the slice's mode, node system settings from :mod:`raytpu.modules.node_system`.
+    provisioning fields from the slice's mode, node system settings from :mod:`raytpu.modules.parts.node_system`.
     Details: docs/FACTS.md#terraform-modules.
 
     Resource ids: ``pool``; ``workload-policy`` (multi-host tpu7x only)."""
@@ -149,7 +149,7 @@ class TpuSlicePool(Construct):
 
     def grow_boot_disk(self, disk_size_gib: int) -> None:
         """Raises the hosts' boot disk to ``disk_size_gib`` (a workload added after the pool needs room for its
-        weights: :func:`raytpu.core.specs.node_disk.boot_disk_gib`); never shrinks it."""
+        weights: :func:`raytpu.core.specs.serving.node_disk.boot_disk_gib`); never shrinks it."""
         errors.raise_found(range_problems("disk_size_gib", disk_size_gib, *DISK_SIZE_GIB, " GiB"))
         current = self.props.disk_size_gib or self.props.slice.disk_gib
         if disk_size_gib > current:

@@ -11,10 +11,10 @@ from typing import Any
 
 from raytpu.core.common import errors, names
 from raytpu.core.common.errors import InvalidInput
-from raytpu.core.specs.cluster_parts import DATA_ACCESS_ROLES, DataBucket
+from raytpu.core.specs.cluster.cluster_parts import DATA_ACCESS_ROLES, DataBucket
 from raytpu.core.specs.field_rules import choice_problems, dns_subdomain_problems
-from raytpu.modules import _props
-from raytpu.modules.cdk import (
+from raytpu.modules.parts import _props
+from raytpu.modules.parts.cdk import (
     Construct,
     ITerraformDependable,
     TerraformResourceLifecycle,
@@ -78,9 +78,9 @@ class WorkloadIdentityProps:
     display_name: str = "raytpu Ray workloads"
     overrides: Mapping[str, Any] = field(default_factory=dict)
     write_folders: tuple[str, ...] | None = None
-    """Folders of ``bucket`` the pods write (:func:`raytpu.core.specs.grants.pod_write_folders`): ``bucket_role`` is
-    then granted on those folders' objects only (IAM Conditions), and ``roles/storage.objectViewer`` on the whole
-    bucket; None grants ``bucket_role`` on the whole bucket (docs/FACTS.md#storage-pod-write-folders)."""
+    """Folders of ``bucket`` the pods write (:func:`raytpu.core.specs.cluster.grants.pod_write_folders`):
+    ``bucket_role`` is then granted on those folders' objects only (IAM Conditions), and ``roles/storage.objectViewer``
+    on the whole bucket; None grants ``bucket_role`` on the whole bucket (docs/FACTS.md#storage-pod-write-folders)."""
     write_excluded: tuple[str, ...] = ()
     """Folders inside ``write_folders`` these pods may not write (the teams' own, for the kit's pods)."""
     read_folders: tuple[str, ...] | None = None
@@ -88,7 +88,7 @@ class WorkloadIdentityProps:
     ``roles/storage.objectViewer`` grant is then on those folders' objects only, not the whole bucket, so one team
     reads no other team's objects (docs/FACTS.md#kueue-team-identity). None keeps the whole-bucket read."""
     legacy_ksa: str | None = None
-    """``cluster.legacy_ksa`` (:data:`raytpu.core.specs.cluster_parts.LEGACY_KSA`): ``keep`` also binds
+    """``cluster.legacy_ksa`` (:data:`raytpu.core.specs.cluster.cluster_parts.LEGACY_KSA`): ``keep`` also binds
     ``namespace/ray`` at the binding's earlier address, ``drop`` leaves it out; either moves ``ksa_name``'s binding
     to ``workload-identity-user-cluster``, so neither step replaces a binding in place."""
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from raytpu.core.common.names import workload_policy_name
-from raytpu.modules.cdk import Construct, compute_resource_policy
+from raytpu.modules.parts.cdk import Construct, compute_resource_policy
 
 
 @dataclass(frozen=True, kw_only=True)

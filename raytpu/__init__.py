@@ -14,10 +14,10 @@ __version__ = "0.1.0"
 _PUBLIC = {
     "load": "raytpu.config",
     "kind": "raytpu.core.specs.kinds",
-    "SliceSpec": "raytpu.core.specs.slice_spec",
+    "SliceSpec": "raytpu.core.specs.slices.slice_spec",
     "WorkloadSpec": "raytpu.core.specs.workload_spec",
     "load_refs": "raytpu.images.record",
-    "App": "raytpu.modules.cdk",
+    "App": "raytpu.modules.parts.cdk",
     "Bucket": "raytpu.modules.bucket",
     "BucketProps": "raytpu.modules.bucket",
     "ClusterStack": "raytpu.stacks.cluster",

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from raytpu.core.specs.spec import ClusterSpec
-from raytpu.modules.cdk import App
+from raytpu.modules.parts.cdk import App
 from raytpu.stacks.cluster import ClusterStack, ClusterStackProps
 from raytpu.stacks.workloads import WorkloadsStack, WorkloadsStackProps
 

@@ -13,12 +13,20 @@ from pathlib import Path
 from raytpu.cluster.outputs import StackOutputs
 from raytpu.core import core_zip
 from raytpu.core.common import names
-from raytpu.core.specs import compile_cache, grants, node_disk, notice, teams, xla_cache
-from raytpu.core.specs.gke_versions import version_floor
-from raytpu.core.specs.provisioning import Provisioning
+from raytpu.core.specs.cluster import grants, teams
+from raytpu.core.specs.runtime import compile_cache, xla_cache
+from raytpu.core.specs.serving import node_disk
+from raytpu.core.specs.slices import notice
+from raytpu.core.specs.slices.gke_versions import version_floor
+from raytpu.core.specs.slices.provisioning import Provisioning
 from raytpu.core.specs.spec import ClusterSpec, SliceSpec
 from raytpu.modules.bucket import Bucket, BucketObject, BucketObjectProps, BucketProps
-from raytpu.modules.cdk import (
+from raytpu.modules.gke_cluster import GkeCluster, GkeClusterProps
+from raytpu.modules.head_pool import HeadPool, HeadPoolOptions
+from raytpu.modules.image_registry import ImageRegistry, ImageRegistryProps
+from raytpu.modules.kueue_install import KUEUE_PORTS, KueueInstall, KueueInstallProps
+from raytpu.modules.network import Network, NetworkProps
+from raytpu.modules.parts.cdk import (
     Aspects,
     Construct,
     Fn,
@@ -30,11 +38,6 @@ from raytpu.modules.cdk import (
     google_provider,
     helm_provider,
 )
-from raytpu.modules.gke_cluster import GkeCluster, GkeClusterProps
-from raytpu.modules.head_pool import HeadPool, HeadPoolOptions
-from raytpu.modules.image_registry import ImageRegistry, ImageRegistryProps
-from raytpu.modules.kueue_install import KUEUE_PORTS, KueueInstall, KueueInstallProps
-from raytpu.modules.network import Network, NetworkProps
 from raytpu.modules.project_services import ProjectServices, ProjectServicesProps, RequireApis
 from raytpu.modules.smoke_alerting import SmokeAlerting, SmokeAlertingProps
 from raytpu.modules.tpu_slice_pool import TpuSlicePool, TpuSlicePoolOptions

@@ -9,7 +9,9 @@ from raytpu import images
 from raytpu.core.common import errors
 from raytpu.core.manifests import kuberay, kueue
 from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
-from raytpu.modules.cdk import (
+from raytpu.modules.compute_class import ComputeClass, ComputeClassProps
+from raytpu.modules.kueue_object import KueueObject, KueueObjectProps
+from raytpu.modules.parts.cdk import (
     Construct,
     DataResource,
     Fn,
@@ -21,8 +23,6 @@ from raytpu.modules.cdk import (
     google_provider,
     kubernetes_provider,
 )
-from raytpu.modules.compute_class import ComputeClass, ComputeClassProps
-from raytpu.modules.kueue_object import KueueObject, KueueObjectProps
 from raytpu.modules.ray_workload import RayWorkload, RayWorkloadProps
 from raytpu.modules.workload_identity import (
     LEGACY_KSA_NAME,

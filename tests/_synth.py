@@ -126,7 +126,7 @@ def synth_added_slices() -> tuple[Path, dict[str, dict[str, Any]]]:
     from raytpu.config import load
     from raytpu.core.specs.kinds import kind
     from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
-    from raytpu.modules.cdk import App
+    from raytpu.modules.parts.cdk import App
     from raytpu.stacks.cluster import ClusterStack, ClusterStackProps
     from raytpu.stacks.workloads import WorkloadsStack, WorkloadsStackProps
 

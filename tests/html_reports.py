@@ -19,8 +19,8 @@ from test_smoke_unit import args, judged, node, result
 from raytpu.console import report_html
 from raytpu.core.common import report, timeline
 from raytpu.core.tpu.plan import SlicePlan, plan_slice
-from raytpu.workloads import slices
 from raytpu.workloads.smoke import driver
+from raytpu.workloads.support import slices
 
 SLOW = (2, 1)
 """The slow chip: host 2's device 1 (chip 9 of the map)."""

@@ -1,6 +1,6 @@
 """What a workload of each kind needs besides its name, kind and slice, for the tests' kind matrices: ``batch`` reads
-an input and writes an output, and runs on one host only (raytpu/core/specs/data.py: multi-host is refused at validate);
-``job`` runs its entrypoint."""
+an input and writes an output, and runs on one host only (raytpu/core/specs/runtime/data.py: multi-host is refused at
+validate); ``job`` runs its entrypoint."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 
 Runs in ``.venv-serve`` (vLLM, Ray Data LLM); skipped elsewhere with the reason. The program runs as the RayJob's
 entrypoint runs it (``python -m raytpu.workloads.batch``, its spec in ``RAYTPU_WORKLOAD``), against the emulated
-slice's Ray cluster, with ``--cpu-model`` for the CPU twin (:func:`raytpu.core.specs.data.cpu_twin`).
+slice's Ray cluster, with ``--cpu-model`` for the CPU twin (:func:`raytpu.core.specs.runtime.data.cpu_twin`).
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def test_the_kits_tpu_processor_config_is_one_ray_data_llm_accepts() -> None:
     from ray.data.llm import vLLMEngineProcessorConfig
     from ray.llm._internal.batch.stages.vllm_engine_stage import vLLMEngineStage
 
-    from raytpu.core.specs import data
+    from raytpu.core.specs.runtime import data
 
     config = data.processor_config(_work(Path("/in.jsonl"), Path("/out")), "Qwen/Qwen3-0.6B")
     parsed = vLLMEngineProcessorConfig(**config, chat_template_stage=False)

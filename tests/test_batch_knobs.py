@@ -1,6 +1,6 @@
-"""The ``batch`` kind's sampling fields (issue 38 item 8): their rules (raytpu/core/specs/sampling.py), the spec's JSON,
-the processor config and rows built from them (raytpu/core/specs/data.py, workloads/batch.py), and ``ignore_eos`` kept
-out of production code."""
+"""The ``batch`` kind's sampling fields (issue 38 item 8): their rules (raytpu/core/specs/serving/sampling.py), the
+spec's JSON, the processor config and rows built from them (raytpu/core/specs/runtime/data.py, workloads/batch.py), and
+``ignore_eos`` kept out of production code."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ import pytest
 from kind_fields import fields as kind_fields
 
 from raytpu.core.common.errors import InvalidInputs
-from raytpu.core.specs import data, kinds, sampling
+from raytpu.core.specs import kinds
+from raytpu.core.specs.runtime import data
+from raytpu.core.specs.serving import sampling
 from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
 
 pytestmark = pytest.mark.unit

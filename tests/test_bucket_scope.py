@@ -11,7 +11,7 @@ import re
 import pytest
 
 from raytpu.core.common import errors
-from raytpu.core.specs import grants
+from raytpu.core.specs.cluster import grants
 
 BUCKET = "my-ml-project-ray-tpu-ray"
 

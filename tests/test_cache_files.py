@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from raytpu.workloads.cache_files import SafeFileCache
+from raytpu.workloads.support.cache_files import SafeFileCache
 
 pytestmark = pytest.mark.unit
 
 START = """\
 import json
-from raytpu.workloads.compile_watch import CompileWatch
+from raytpu.workloads.support.compile_watch import CompileWatch
 import jax, jax.numpy as jnp
 x = jnp.arange(8.0)
 with CompileWatch() as watch:

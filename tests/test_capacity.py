@@ -111,8 +111,8 @@ FLOOR_CASES = [
 @pytest.mark.parametrize(("case", "plans", "mode", "modes", "expected"), FLOOR_CASES, ids=[c[0] for c in FLOOR_CASES])
 def test_version_floor_holds_flex_start_tpus_at_gkes_floor(case: str, plans: list[tuple[str, str]], mode: str,
                                                           modes: tuple[str, ...], expected: tuple[str, str]) -> None:
-    from raytpu.core.specs.gke_versions import version_floor
-    from raytpu.core.specs.provisioning import MODES
+    from raytpu.core.specs.slices.gke_versions import version_floor
+    from raytpu.core.specs.slices.provisioning import MODES
     from raytpu.core.tpu.plan import plan_slice
 
     assert version_floor([plan_slice(*p) for p in plans], mode,
@@ -146,7 +146,7 @@ PRIORITY_CASES = [
 @pytest.mark.parametrize(("case", "fields", "expected"), PRIORITY_CASES, ids=[c[0] for c in PRIORITY_CASES])
 def test_compute_class_priorities_hold_the_slice_zone_and_run_duration(
         case: str, fields: dict[str, Any], expected: list[dict[str, Any]]) -> None:
-    from raytpu.modules.compute_class_props import ComputeClassProps
+    from raytpu.modules.parts.compute_class_props import ComputeClassProps
 
     priorities = ComputeClassProps(slice=a_slice(**fields), project="my-ml-project").priorities()
     assert [{k: v for k, v in p.items() if k != "tpu"} for p in priorities] == expected

@@ -1,6 +1,6 @@
 """``workloads[].chat_template_kwargs`` (issue 49 item 10): Qwen3, the kit's default model, thinks unless its chat
 template gets ``enable_thinking: false``. Batch passes it to Ray Data LLM's chat template stage, serve to vLLM's
-frontend default; bad values are exit 2 naming the field (raytpu/core/specs/chat_template.py)."""
+frontend default; bad values are exit 2 naming the field (raytpu/core/specs/serving/chat_template.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 
 from raytpu.core.common.errors import InvalidInput, InvalidInputs
 from raytpu.core.manifests import serving
-from raytpu.core.specs import chat_template, kinds, vllm_rules
+from raytpu.core.specs import kinds
+from raytpu.core.specs.serving import chat_template, vllm_rules
 from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
 
 pytestmark = pytest.mark.unit

@@ -14,7 +14,9 @@ import pytest
 import yaml
 
 from raytpu.cli import build_parser, main
-from raytpu.core.specs import cluster_parts, kinds, provisioning
+from raytpu.core.specs import kinds
+from raytpu.core.specs.cluster import cluster_parts
+from raytpu.core.specs.slices import provisioning
 from raytpu.core.tpu.catalog import GENERATIONS, RAY_VERSION
 
 pytestmark = pytest.mark.unit
@@ -393,7 +395,7 @@ def test_describe_imports_no_cdktn_ray_jax_or_pydantic() -> None:
 
 @pytest.mark.parametrize("module", ["raytpu.core.tpu.catalog", "raytpu.core.tpu.plan", "raytpu.config",
                                     "raytpu.core.common.errors", "raytpu.core.specs.spec",
-                                    "raytpu.core.specs.provisioning", "raytpu.core.specs.kinds"])
+                                    "raytpu.core.specs.slices.provisioning", "raytpu.core.specs.kinds"])
 def test_core_modules_import_no_cdktn_ray_or_jax(module: str) -> None:
     proc = _subprocess("-c", (
         f"import sys, {module}\n"

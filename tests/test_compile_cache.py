@@ -17,7 +17,8 @@ import pytest
 from raytpu.core.common import names, timeline
 from raytpu.core.common.errors import InvalidInput, InvalidInputs
 from raytpu.core.manifests import kuberay
-from raytpu.core.specs import compile_cache, kinds
+from raytpu.core.specs import kinds
+from raytpu.core.specs.runtime import compile_cache
 from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -174,7 +175,7 @@ def _jax_process(cache: Path, tmp: Path) -> dict[str, Any]:
     """One fresh process that compiles a small step under the kit's cache variables, as a job's worker would."""
     script = tmp / "step.py"
     script.write_text("import json\nimport jax, jax.numpy as jnp\n"
-                      "from raytpu.workloads.compile_watch import CompileWatch\n"
+                      "from raytpu.workloads.support.compile_watch import CompileWatch\n"
                       "with CompileWatch() as watch:\n"
                       "    jax.jit(lambda x: jnp.tanh(x @ x.T).sum())(jnp.ones((32, 32))).block_until_ready()\n"
                       "print(json.dumps(watch.summary()))\n")
@@ -196,7 +197,7 @@ def test_a_second_process_loads_every_executable_from_the_cache(tmp_path: Path) 
 
 @pytest.mark.unit
 def test_a_team_loops_compile_is_kept_until_its_first_report_and_stamped(capsys: pytest.CaptureFixture[str]) -> None:
-    from raytpu.workloads.team_train import Reports, team_stamps
+    from raytpu.workloads.support.team_train import Reports, team_stamps
 
     reports = Reports()
     reports.started(100.0, resumed=False)
@@ -216,7 +217,7 @@ def test_a_team_loops_compile_is_kept_until_its_first_report_and_stamped(capsys:
 def test_a_team_runs_compiled_phase_is_the_rank_its_first_report_waited_for(capsys: pytest.CaptureFixture[str]) -> None:
     """Every rank tells its compile; rank 1 finished last (JAX writes the cache from process 0 only), so the phase is
     its compile, beside rank 0's; a rank's later compile replaces its earlier one, none counts after the report."""
-    from raytpu.workloads.team_train import Reports, team_stamps
+    from raytpu.workloads.support.team_train import Reports, team_stamps
 
     reports = Reports()
     reports.compiled({"s": 5.0, "hits": 0, "misses": 1, "wall": 99.0}, 1)  # before any attempt: nothing to keep
@@ -237,7 +238,7 @@ def test_a_team_runs_compiled_phase_is_the_rank_its_first_report_waited_for(caps
                                             "finish: 0 cache hit(s), 3 miss(es); process 0: 0.10s, 3 hit(s), 0 "
                                             "miss(es)")
     # the run's compile budget judges the longest rank's, as a kit run's (workloads.slice_training.compile_verdict)
-    from raytpu.workloads.slice_training import compile_verdict
+    from raytpu.workloads.support.slice_training import compile_verdict
 
     assert compile_verdict(attempt["compile"], 1.0)["compile_over_budget"] is True
     capsys.readouterr()
@@ -252,7 +253,7 @@ def test_a_team_runs_compiled_phase_is_the_rank_its_first_report_waited_for(caps
 def test_a_restarts_compiles_count_in_the_attempt_each_rank_started_whatever_ranks_order() -> None:
     """A restart where rank 1 starts and compiles before rank 0 tells its start: rank 1's compile is the second
     attempt's, not the first's (Ray 2.60 runs one caller's calls to an actor in order; ranks race each other)."""
-    from raytpu.workloads.team_train import Reports
+    from raytpu.workloads.support.team_train import Reports
 
     reports = Reports()
     for rank in (0, 1):

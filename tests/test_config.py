@@ -15,7 +15,9 @@ from pydantic import ValidationError
 
 from raytpu.config import Config, compile_config, load, parse
 from raytpu.core.common.errors import EXIT_INVALID, InvalidInput, InvalidInputs, problems_of
-from raytpu.core.specs import cluster_parts, field_rules, kinds, provisioning
+from raytpu.core.specs import field_rules, kinds
+from raytpu.core.specs.cluster import cluster_parts
+from raytpu.core.specs.slices import provisioning
 from raytpu.core.specs.spec import ClusterSpec
 from raytpu.core.tpu.catalog import RAY_VERSION
 

@@ -122,7 +122,7 @@ def test_no_other_page_holds_a_copy_of_the_layout() -> None:
     """The README and docs/DESIGN.md link the layout rather than repeat it (issue 50: three copies had drifted)."""
     for page in (ROOT / "README.md", ROOT / "docs" / "DESIGN.md"):
         text = page.read_text(encoding="utf-8")
-        assert "## Where things go" not in text and "raytpu/core/specs/provisioning.py" not in text.split(
+        assert "## Where things go" not in text and "raytpu/core/specs/slices/provisioning.py" not in text.split(
             "## Layout", 1)[-1].split("\n## ", 1)[0], page
 
 

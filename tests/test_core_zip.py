@@ -58,7 +58,7 @@ def test_core_zip_holds_the_core_and_the_workloads_only() -> None:
     assert {n for n in names if n.startswith("raytpu/core/")} == core
     programs = {f"raytpu/workloads/{p.relative_to(ROOT / 'workloads').as_posix()}"
                 for p in (ROOT / "workloads").rglob("*.py")}
-    assert {"raytpu/workloads/__init__.py", "raytpu/workloads/smoke/__main__.py", "raytpu/workloads/slices.py",
+    assert {"raytpu/workloads/__init__.py", "raytpu/workloads/smoke/__main__.py", "raytpu/workloads/support/slices.py",
             "raytpu/workloads/train.py"} <= programs
     assert programs <= set(names)
     assert not [n for n in names
@@ -270,7 +270,7 @@ def test_resynth_changes_nothing(tmp_path: Path) -> None:
 
 
 def _stack() -> Any:
-    from raytpu.modules.cdk import App, TerraformStack
+    from raytpu.modules.parts.cdk import App, TerraformStack
 
     return TerraformStack(App(outdir=tempfile.mkdtemp()), "s")
 
@@ -306,7 +306,7 @@ def test_bucket_object_props_guard_rails(tmp_path: Path) -> None:
 
 def test_add_object_returns_the_child_in_this_bucket(tmp_path: Path) -> None:
     from raytpu.modules.bucket import Bucket, BucketObject, BucketObjectProps, BucketProps
-    from raytpu.modules.cdk import App, TerraformStack, google_provider
+    from raytpu.modules.parts.cdk import App, TerraformStack, google_provider
 
     file = tmp_path / "data.bin"
     file.write_bytes(b"hello")

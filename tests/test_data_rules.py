@@ -1,4 +1,4 @@
-"""raytpu/core/specs/data.py: the Ray Data paths, the batch kind's rules and its processor config (issue 31)."""
+"""raytpu/core/specs/runtime/data.py: the Ray Data paths, the batch kind's rules and its processor config (issue 31)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from raytpu.core.common.errors import InvalidInputs
-from raytpu.core.specs import data, kinds
+from raytpu.core.specs import kinds
+from raytpu.core.specs.runtime import data
 from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
 
 pytestmark = pytest.mark.unit
@@ -218,7 +219,7 @@ def test_a_batch_jobs_problems_speak_of_its_job_not_a_rayservice(fields: dict[st
 
 def test_a_batch_model_from_another_bucket_and_a_gs_copy_of_a_known_model_are_warned_as_for_serving() -> None:
     from raytpu.config import parse
-    from raytpu.core.specs.grants import path_warnings
+    from raytpu.core.specs.cluster.grants import path_warnings
     from raytpu.sizing.serving_fit import fit_warnings
 
     example = (Path(__file__).resolve().parents[1] / "raytpu.example.yaml").read_text()

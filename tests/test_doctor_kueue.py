@@ -15,7 +15,7 @@ from test_doctor import GSA_ANNOTATION, OUTPUTS, STACK, doctor, healthy, only_re
 
 from raytpu.config import parse
 from raytpu.core.manifests import kueue
-from raytpu.core.specs.teams import service_account_id
+from raytpu.core.specs.cluster.teams import service_account_id
 
 pytestmark = pytest.mark.unit
 

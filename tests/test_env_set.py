@@ -17,7 +17,7 @@ from test_team_code import CONFIG, SRC, write
 from raytpu.config import overrides, parse
 from raytpu.core.common.errors import InvalidInput, InvalidInputs
 from raytpu.core.manifests import kuberay
-from raytpu.core.specs import run_env
+from raytpu.core.specs.runtime import run_env
 
 pytestmark = pytest.mark.unit
 

@@ -20,12 +20,13 @@ from image_refs import FIXTURE_IMAGES
 
 from raytpu.core.common import timeline
 from raytpu.core.manifests import kuberay
-from raytpu.core.specs import kinds, user_code
-from raytpu.core.specs.cluster_parts import GkeSpec
+from raytpu.core.specs import kinds
+from raytpu.core.specs.cluster.cluster_parts import GkeSpec
+from raytpu.core.specs.runtime import user_code
 from raytpu.core.specs.spec import WORKLOAD_ENV, ClusterSpec, SliceSpec, WorkloadSpec
 from raytpu.teamcode import failures
-from raytpu.workloads import host_process
 from raytpu.workloads.every_host import exit_code
+from raytpu.workloads.support import host_process
 
 pytestmark = pytest.mark.unit
 

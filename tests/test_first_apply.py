@@ -181,7 +181,7 @@ def test_a_resource_an_app_adds_to_the_cluster_stack_waits_for_its_api_too() -> 
     from cdktn_provider_google import compute_address
 
     from raytpu import config
-    from raytpu.modules.cdk import App
+    from raytpu.modules.parts.cdk import App
     from raytpu.stacks.cluster import ClusterStack, ClusterStackProps
 
     outdir = tempfile.mkdtemp(prefix="raytpu-apis-")
@@ -305,7 +305,7 @@ def test_the_workloads_stack_targets_a_terraform_with_ephemeral_resources() -> N
     import tempfile
 
     from raytpu import config
-    from raytpu.modules.cdk import App
+    from raytpu.modules.parts.cdk import App
     from raytpu.stacks.cluster import ClusterStack, ClusterStackProps
     from raytpu.stacks.workloads import TERRAFORM_VERSIONS, WorkloadsStack, WorkloadsStackProps
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from raytpu import cli
-from raytpu.core.specs.grants import covered_buckets, uncovered_path
+from raytpu.core.specs.cluster.grants import covered_buckets, uncovered_path
 
 pytestmark = pytest.mark.unit
 

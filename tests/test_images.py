@@ -49,7 +49,7 @@ TPU_ONLY = {"libtpu": "the TPU runtime (PJRT plugin) that jax[tpu] adds; JAX loa
 
 PROGRAMS = {"job": sorted({kinds.kind(k).module for k in ("smoke", "train")} | {
     f"raytpu.workloads.smoke.{p.stem}" for p in (ROOT / "workloads" / "smoke").glob("[!_]*.py")} | {
-    "raytpu.workloads.slices"}),
+    "raytpu.workloads.support.slices"}),
             "serve": ["raytpu.workloads.openai_ingress"]}
 """What each image runs: the job kinds' programs, every module of them (smoke is a package whose JAX imports are
 in its submodules); the serving app's ingress (the kit's core, through ``py_modules``; the rest of the app is Ray

@@ -13,8 +13,8 @@ import pytest
 from raytpu.core.manifests.serving import DIRECT_STREAMING_ENV
 from raytpu.local.slice import launch, state
 from raytpu.local.slice.emulation import ENV_EMULATED
-from raytpu.workloads import job_worker_env
-from raytpu.workloads.job_worker_env import job_runtime_env
+from raytpu.workloads.support import job_worker_env
+from raytpu.workloads.support.job_worker_env import job_runtime_env
 
 
 def _cluster(tmp_path: Path) -> state.LocalCluster:

@@ -1,4 +1,4 @@
-"""raytpu.cluster.kube_client at its boundary: the Kubernetes API over loopback HTTPS.
+"""raytpu.cluster.kube.kube_client at its boundary: the Kubernetes API over loopback HTTPS.
 
 GKE cannot be reached from here, so these tests speak the Kubernetes API to ``kube_server.KubeApiServer``, a
 loopback HTTPS server (its CA made for the test and handed over base64-encoded, as GKE outputs it) that
@@ -38,8 +38,8 @@ from kube_server import (
     unavailable,
 )
 
-from raytpu.cluster.kube_client import SCOPES, KubeClient, api_host, ca_pem
-from raytpu.cluster.kube_errors import ADC_HELP, KubeError
+from raytpu.cluster.kube.kube_client import SCOPES, KubeClient, api_host, ca_pem
+from raytpu.cluster.kube.kube_errors import ADC_HELP, KubeError
 from raytpu.core.common.errors import EXIT_INVALID, EXIT_RUNTIME, InvalidInput
 from raytpu.core.manifests.kube_resources import manifest_target, resource
 
@@ -544,7 +544,7 @@ def test_ca_certificate_is_decoded_from_gkes_base64(tls: TlsFiles) -> None:
 
 
 def test_importing_the_module_loads_no_client_library() -> None:
-    code = ("import sys, raytpu.cluster.kube_client; print(sorted(m for m in sys.modules "
+    code = ("import sys, raytpu.cluster.kube.kube_client; print(sorted(m for m in sys.modules "
             "if m.split('.')[0] in ('kubernetes', 'google', 'urllib3', 'requests')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -29,10 +29,13 @@ from raytpu.config import parse
 from raytpu.core.common import names
 from raytpu.core.common.errors import InvalidInput, InvalidInputs
 from raytpu.core.manifests import engine_pods, kuberay, pod_security, preemption, ray_ports, serving, smoke_runs
-from raytpu.core.specs import compile_cache, kinds, multislice, vllm_rules
-from raytpu.core.specs.cluster_parts import GkeSpec
-from raytpu.core.specs.provisioning import MODES
-from raytpu.core.specs.provisioning import generation_problems as provisioning_generation_problems
+from raytpu.core.specs import kinds
+from raytpu.core.specs.cluster.cluster_parts import GkeSpec
+from raytpu.core.specs.runtime import compile_cache
+from raytpu.core.specs.serving import vllm_rules
+from raytpu.core.specs.slices import multislice
+from raytpu.core.specs.slices.provisioning import MODES
+from raytpu.core.specs.slices.provisioning import generation_problems as provisioning_generation_problems
 from raytpu.core.specs.spec import WORKLOAD_ENV, ClusterSpec, SecretKeyRef, SliceSpec, WorkloadSpec
 from raytpu.core.tpu.catalog import GENERATIONS, RAY_VERSION, generation
 from raytpu.core.tpu.plan import ACCELERATOR_LABEL, TOPOLOGY_LABEL, TPU_RESOURCE, plan_slice

@@ -18,7 +18,7 @@ from crd import REPO, load_yaml
 from emitted import every_object
 from test_synth import _terraform_console
 
-from raytpu.cluster.crd_schema import undeclared_fields
+from raytpu.cluster.kube.crd_schema import undeclared_fields
 from raytpu.core.manifests import kuberay
 
 CRDS = REPO / "tests" / "data" / "kuberay-crds"
@@ -131,7 +131,7 @@ def test_a_ray_job_applied_by_terraform_refuses_kuberay_1_5_naming_the_field_and
     """A platform app that applies a RayJob with ``RayWorkload`` (requires: NEWEST_FIELDS) gets a plan-time
     precondition naming the field and KubeRay 1.6.0; Terraform judges it against the real CRDs of v1.7.0 (true)
     and v1.5.2 (false)."""
-    from raytpu.modules.cdk import App, TerraformStack, kubernetes_provider
+    from raytpu.modules.parts.cdk import App, TerraformStack, kubernetes_provider
     from raytpu.modules.ray_workload import RayWorkload, RayWorkloadProps
 
     job = next(obj for obj in _emitted()["RayJob"] if obj["metadata"]["name"] == "train-r1")

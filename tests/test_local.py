@@ -241,7 +241,7 @@ def assert_emulated_timeline(run: dict[str, Any], took_s: float, reserved: str =
         "webhook_env": "emulated", "ray_joined": "measured", "reserved": reserved, "smoke_checked": smoke_checked,
         "trainer_started": compiled if trainer_started is None else trainer_started, "compiled": compiled,
         "first_step": "measured", "finished": "measured"}
-    if compiled == "measured":  # from JAX's own monitoring events (workloads/compile_watch.py)
+    if compiled == "measured":  # from JAX's own monitoring events (workloads/support/compile_watch.py)
         assert "cache hit(s)" in rows["compiled"]["detail"]
     assert "no Kubernetes scheduler" in rows["scheduled"]["detail"]
     reached = [rows[p]["at_s"] for p in ("ray_joined", "reserved", "first_step", "finished")]

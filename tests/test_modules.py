@@ -20,8 +20,8 @@ from _synth import by_name, only, read_stacks, resources
 
 from raytpu.core.common import names
 from raytpu.core.common.errors import InvalidInput, InvalidInputs, problems_of
-from raytpu.core.specs.cluster_parts import GkeSpec, HeadPoolSpec, NetworkSpec
-from raytpu.core.specs.provisioning import MODES as PROVISIONING_MODES
+from raytpu.core.specs.cluster.cluster_parts import GkeSpec, HeadPoolSpec, NetworkSpec
+from raytpu.core.specs.slices.provisioning import MODES as PROVISIONING_MODES
 from raytpu.core.specs.spec import SliceSpec
 from raytpu.core.tpu.plan import plan_slice
 
@@ -54,8 +54,8 @@ SHAPES = [
 NO_RESERVATION = {"consume_reservation_type": "NO_RESERVATION"}
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 
-# One v6e 4x4 (4 hosts) slice per provisioning mode of raytpu.core.specs.provisioning.MODES, and what its pool must say.
-# Fields (docs/FACTS.md#gke-node-pools-rules, terraform-provider-google google_container_node_pool):
+# One v6e 4x4 (4 hosts) slice per provisioning mode of raytpu.core.specs.slices.provisioning.MODES, and what its pool
+# must say. Fields (docs/FACTS.md#gke-node-pools-rules, terraform-provider-google google_container_node_pool):
 # - spot: node_config.spot (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms);
 # - reservation: node_config.reservation_affinity SPECIFIC_RESERVATION with key
 #   compute.googleapis.com/reservation-name, else NO_RESERVATION stated (GKE TPU pools want it stated;
@@ -113,11 +113,11 @@ def _fields_of(error: InvalidInput | InvalidInputs) -> list[str]:
 def built() -> dict[str, Any]:
     """One app: a Standard cluster with every shape, every mode, a two-copy slice and a head pool; an
     Autopilot cluster; a ComputeClass per mode that offers one. Returns the constructs and the synthesized JSON."""
-    from raytpu.modules.cdk import App, TerraformStack, google_provider, kubernetes_provider
     from raytpu.modules.compute_class import ComputeClass, ComputeClassProps
     from raytpu.modules.gke_cluster import GkeCluster, GkeClusterProps
     from raytpu.modules.head_pool import HeadPoolOptions
     from raytpu.modules.network import Network, NetworkProps
+    from raytpu.modules.parts.cdk import App, TerraformStack, google_provider, kubernetes_provider
     from raytpu.modules.tpu_slice_pool import TpuSlicePoolOptions
 
     outdir = Path(tempfile.mkdtemp(prefix="raytpu-modules-"))
@@ -570,7 +570,7 @@ def test_autopilot_cluster_refuses_node_pools(built: dict[str, Any]) -> None:
 
 
 def test_version_floor_takes_the_newest_requirement() -> None:
-    from raytpu.core.specs.gke_versions import version_floor
+    from raytpu.core.specs.slices.gke_versions import version_floor
     from raytpu.core.tpu.catalog import RAY_OPERATOR_MIN_GKE_VERSION
 
     # docs/FACTS.md#tpu-catalog-gke: Ray Operator 1.30.0-gke.1747000; v6e 1.31.2-gke.1115000; tpu7x Standard

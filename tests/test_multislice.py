@@ -1,8 +1,8 @@
-"""Multi-slice training (``workloads[].slices: N``, :mod:`raytpu.core.specs.multislice`): validation against GKE's,
-Ray's and the TPU webhook's rules, the one RayJob ``submit --dry-run`` shows (CRD schema, webhook, operator checks),
-and, on two emulated slices, one JaxTrainer run across both that waits while only one is free, places nothing until both
-are, survives a host of slice 1 killed mid-run and resumes from its checkpoint, and the preemption drill across both (a
-host of slice 1 preempted with notice: at most one step lost, resumed on both whole slices).
+"""Multi-slice training (``workloads[].slices: N``, :mod:`raytpu.core.specs.slices.multislice`): validation against
+GKE's, Ray's and the TPU webhook's rules, the one RayJob ``submit --dry-run`` shows (CRD schema, webhook, operator
+checks), and, on two emulated slices, one JaxTrainer run across both that waits while only one is free, places nothing
+until both are, survives a host of slice 1 killed mid-run and resumes from its checkpoint, and the preemption drill
+across both (a host of slice 1 preempted with notice: at most one step lost, resumed on both whole slices).
 
 Sources: https://cloud.google.com/tpu/docs/tpu-gke-multislice ("Multislice availability in GKE"); Ray 2.60
 ``ray.util.tpu`` (``get_tpu_num_slices_for_workers``, ``SlicePlacementGroup``) and ``ray.train.v2.jax.config``;
@@ -31,7 +31,8 @@ from raytpu.config import parse
 from raytpu.core.common import names
 from raytpu.core.common.errors import InvalidInputs
 from raytpu.core.manifests import kuberay
-from raytpu.core.specs import kinds, multislice
+from raytpu.core.specs import kinds
+from raytpu.core.specs.slices import multislice
 from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
 from raytpu.core.tpu.catalog import GENERATIONS, RAY_OPERATOR_MIN_GKE_VERSION
 from raytpu.core.tpu.plan import RAY_SLICE_LABEL, SlicePlan, plan_slice
@@ -162,7 +163,7 @@ def test_scaling_config_spans_hosts_times_slices_workers() -> None:
 @pytest.mark.unit
 def test_gke_multislice_floors_lie_below_the_ray_operator_floor_and_are_named_when_higher(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from raytpu.core.specs import gke_versions
+    from raytpu.core.specs.slices import gke_versions
 
     plans = [plan_slice("v6e", "4x4")]
     for mode, floor in multislice.MIN_GKE_VERSION.items():
@@ -254,7 +255,7 @@ def test_pod_hostnames_with_the_replica_index_stay_dns_labels_for_every_slice_co
 @pytest.fixture(scope="module")
 def two_v5p(start_cluster: Any) -> Iterator[state.LocalCluster]:
     """Two emulated v5p 2x2x2 slices of two 4-chip hosts each: the smallest multi-host shape Ray 2.60 reserves
-    across slices (the session's v6e 2x4 pair cannot be: :func:`raytpu.core.specs.multislice.problems`)."""
+    across slices (the session's v6e 2x4 pair cannot be: :func:`raytpu.core.specs.slices.multislice.problems`)."""
     cluster = start_cluster(plan_slice("v5p", "2x2x2"), 2)
     yield cluster
     procs.stop(cluster.run_dir)
@@ -354,7 +355,7 @@ def test_one_run_across_two_slices_waits_for_both_then_survives_a_host_kill(two_
     two whole slices and resumes from the checkpoint."""
     import ray
 
-    from raytpu.workloads import slices
+    from raytpu.workloads.support import slices
 
     cluster = two_v5p
     plan: SlicePlan = cluster.slice_plan

@@ -26,7 +26,7 @@ from raytpu.config import parse
 from raytpu.core.common import names
 from raytpu.core.common.errors import InvalidInputs
 from raytpu.core.manifests import engine_pods, kuberay, pod_security, ray_ports, serving
-from raytpu.core.specs.security import SecuritySpec
+from raytpu.core.specs.cluster.security import SecuritySpec
 
 pytestmark = pytest.mark.unit
 

@@ -1,6 +1,6 @@
-"""Unit tests of what a vLLM engine writes to its host's disk (raytpu.core.specs.node_disk) and where its XLA cache
-lives (raytpu.core.specs.xla_cache): GKE's allocatable ephemeral storage, the sized boot disk, the refusal, the pods'
-request, the cache folder of serving and batch (issue 40 items 1 and 12, issue 41 item 2;
+"""Unit tests of what a vLLM engine writes to its host's disk (raytpu.core.specs.serving.node_disk) and where its XLA
+cache lives (raytpu.core.specs.runtime.xla_cache): GKE's allocatable ephemeral storage, the sized boot disk, the
+refusal, the pods' request, the cache folder of serving and batch (issue 40 items 1 and 12, issue 41 item 2;
 docs/FACTS.md#disk-vllm-xla-cache)."""
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ import pytest
 from raytpu.core.common.errors import InvalidInputs
 from raytpu.core.common.names import GCS_MOUNT_PATH
 from raytpu.core.manifests import engine_pods, serving
-from raytpu.core.specs import data, kinds, node_disk, xla_cache
+from raytpu.core.specs import kinds
+from raytpu.core.specs.runtime import data, xla_cache
+from raytpu.core.specs.serving import node_disk
 from raytpu.core.specs.spec import ClusterSpec, SecretKeyRef, SliceSpec, WorkloadSpec
 
 pytestmark = pytest.mark.unit
@@ -92,7 +94,7 @@ def test_a_pool_without_disk_size_gib_gets_room_for_its_largest_engine_and_a_giv
 
 
 def _cluster(item: SliceSpec, *works: WorkloadSpec, mode: str = "standard") -> ClusterSpec:
-    from raytpu.core.specs.cluster_parts import GkeSpec, StorageSpec
+    from raytpu.core.specs.cluster.cluster_parts import GkeSpec, StorageSpec
 
     return ClusterSpec(project="my-ml-project", region="us-east5", cluster=GkeSpec(name="ray-tpu", mode=mode),
                        storage=StorageSpec(bucket=BUCKET), slices=(item,), workloads=works)

@@ -21,12 +21,18 @@ from image_refs import FIXTURE_IMAGES
 
 from raytpu.core.common.errors import InvalidInputs
 from raytpu.core.manifests import kuberay, preemption
-from raytpu.core.specs import kinds, notice
-from raytpu.core.specs.cluster_parts import GkeSpec
-from raytpu.core.specs.gke_versions import COMPUTE_CLASS_MIN_GKE_VERSION, long_notice_check, version_floor, version_key
+from raytpu.core.specs import kinds
+from raytpu.core.specs.cluster.cluster_parts import GkeSpec
+from raytpu.core.specs.slices import notice
+from raytpu.core.specs.slices.gke_versions import (
+    COMPUTE_CLASS_MIN_GKE_VERSION,
+    long_notice_check,
+    version_floor,
+    version_key,
+)
 from raytpu.core.specs.spec import ClusterSpec, SliceSpec, WorkloadSpec
-from raytpu.modules import node_system
-from raytpu.modules.compute_class_props import ComputeClassProps
+from raytpu.modules.parts import node_system
+from raytpu.modules.parts.compute_class_props import ComputeClassProps
 
 pytestmark = pytest.mark.unit
 

@@ -850,7 +850,8 @@ def test_serve_says_the_boot_disk_that_holds_the_weights_each_host_downloads(
         capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], weights_gib: float,
         disk_size_gib: int | None) -> None:
     """Issue 40 item 1: the weights in the plan's dtype + 10 GiB for Ray's files against GKE's allocatable ephemeral
-    storage (raytpu.core.specs.node_disk); the same figure a config's slice gets when it leaves disk_size_gib out."""
+    storage (raytpu.core.specs.serving.node_disk); the same figure a config's slice gets when it leaves disk_size_gib
+    out."""
     data = plan_json(capsys, *argv)
     disk = data["disk"]
     assert disk["weights_gib"] == pytest.approx(weights_gib, abs=0.05)

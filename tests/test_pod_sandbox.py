@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from raytpu.core.manifests import pod_security
-from raytpu.core.specs.security import SecuritySpec
+from raytpu.core.specs.cluster.security import SecuritySpec
 
 pytestmark = [pytest.mark.slice, pytest.mark.timeout(600)]
 

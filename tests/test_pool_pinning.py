@@ -20,7 +20,7 @@ from raytpu import config
 from raytpu.core.common import names
 from raytpu.core.common.names import COMPUTE_CLASS_LABEL
 from raytpu.core.manifests import kuberay
-from raytpu.core.specs.provisioning import FLEX_START_LABEL, QUEUED_LABEL, SPOT_LABEL
+from raytpu.core.specs.slices.provisioning import FLEX_START_LABEL, QUEUED_LABEL, SPOT_LABEL
 from raytpu.core.tpu.catalog import GENERATIONS
 from raytpu.core.tpu.plan import ACCELERATOR_LABEL, TOPOLOGY_LABEL
 

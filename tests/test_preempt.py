@@ -22,7 +22,7 @@ from raytpu.core.common.errors import InvalidInput
 from raytpu.core.tpu.catalog import generation
 from raytpu.core.tpu.plan import plan_slice
 from raytpu.local.slice import preempt, procs, state, status_table
-from raytpu.workloads import preemption
+from raytpu.workloads.support import preemption
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:

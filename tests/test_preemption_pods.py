@@ -27,8 +27,9 @@ from crd import operator_errors, schema_errors, webhook_errors
 from image_refs import FIXTURE_IMAGES
 
 from raytpu.core.manifests import kuberay, preemption
-from raytpu.core.specs import kinds, notice
-from raytpu.core.specs.cluster_parts import GkeSpec
+from raytpu.core.specs import kinds
+from raytpu.core.specs.cluster.cluster_parts import GkeSpec
+from raytpu.core.specs.slices import notice
 from raytpu.core.specs.spec import ClusterSpec, SliceSpec, WorkloadSpec
 
 pytestmark = pytest.mark.unit

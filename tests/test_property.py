@@ -42,11 +42,11 @@ from image_refs import FIXTURE_REFS
 
 from raytpu import config as config_module
 from raytpu.core.common.errors import InvalidInput, InvalidInputs, problems_of
-from raytpu.core.specs import node_disk, vllm_rules
-from raytpu.core.specs.cluster_parts import WEEKDAYS, NetworkSpec
+from raytpu.core.specs.cluster.cluster_parts import WEEKDAYS, NetworkSpec
 from raytpu.core.specs.kinds import KINDS
-from raytpu.core.specs.notice import NOTICE_CHOICES
-from raytpu.core.specs.provisioning import MODES, generation_problems
+from raytpu.core.specs.serving import node_disk, vllm_rules
+from raytpu.core.specs.slices.notice import NOTICE_CHOICES
+from raytpu.core.specs.slices.provisioning import MODES, generation_problems
 from raytpu.core.specs.spec import ClusterSpec
 from raytpu.core.tpu.catalog import GENERATIONS, generation
 from raytpu.core.tpu.models import by_hf_id
@@ -140,8 +140,8 @@ def ray_ready(item: dict[str, Any]) -> bool:
 
 
 def servable(item: dict[str, Any]) -> bool:
-    """Ray Serve LLM places a replica on the slice (raytpu.core.specs.vllm_rules.slice_problems: not a 2x4 of 4-chip
-    hosts)."""
+    """Ray Serve LLM places a replica on the slice (raytpu.core.specs.serving.vllm_rules.slice_problems: not a 2x4 of
+    4-chip hosts)."""
     return not vllm_rules.slice_problems(plan_slice(item["generation"], item["topology"], item.get("machine_type")))
 
 
@@ -225,7 +225,8 @@ def valid_config(rng: random.Random) -> dict[str, Any]:
             work: dict[str, Any] = {"name": _unique(rng, work_names, 1, 28), "kind": kind, "slice": item["name"]}
             if KINDS[kind].takes_model:
                 work.update(_serving_fields(rng, item))
-            if kind == "batch":  # Ray Data LLM runs on one host (raytpu.core.specs.data); input and output required
+            # Ray Data LLM runs on one host (raytpu.core.specs.runtime.data); input and output required
+            if kind == "batch":
                 work.update(input="gs://my-data/prompts.jsonl", output=f"gs://my-data/answers-{work['name']}")
             work.update(kind_fields.JOB_ENTRYPOINT if kind == "job" else {})  # a team's driver
             if rng.random() < 0.3:

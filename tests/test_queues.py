@@ -19,7 +19,7 @@ from kueue_crd import schema_errors
 
 from raytpu import cli
 from raytpu.cluster import queues
-from raytpu.cluster.kube_client import KubeClient
+from raytpu.cluster.kube.kube_client import KubeClient
 from raytpu.cluster.kube_timeline import KubePhases
 from raytpu.cluster.outputs import StackOutputs
 from raytpu.cluster.submission import StackRun

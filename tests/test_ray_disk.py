@@ -13,7 +13,7 @@ from image_refs import FIXTURE_IMAGES
 from raytpu import config
 from raytpu.core.common.errors import InvalidInput, InvalidInputs
 from raytpu.core.manifests import kuberay
-from raytpu.core.specs import node_disk
+from raytpu.core.specs.serving import node_disk
 from raytpu.core.specs.spec import ClusterSpec
 
 pytestmark = pytest.mark.unit

@@ -85,7 +85,7 @@ def test_a_changed_cluster_spec_replaces_the_rayservice_and_an_unchanged_one_doe
 def test_a_rayservice_that_rolls_by_itself_is_never_replaced(tmp_path: Path) -> None:
     """upgradeStrategy NewCluster: KubeRay v1.7.0 rolls a changed cluster spec by itself (a new RayCluster, then the
     switch), so a replacement would only add downtime: no trigger."""
-    from raytpu.modules.cdk import App, TerraformStack, kubernetes_provider
+    from raytpu.modules.parts.cdk import App, TerraformStack, kubernetes_provider
     from raytpu.modules.ray_workload import RayWorkload, RayWorkloadProps
 
     _, stacks = synth_config(str(STANDARD_EXAMPLE))

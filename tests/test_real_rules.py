@@ -24,7 +24,7 @@ from _synth import resources, synth_text
 from raytpu.core.common import names
 from raytpu.core.common.errors import InvalidInputs
 from raytpu.core.manifests import kuberay
-from raytpu.core.specs.provisioning import MODES, generation_problems
+from raytpu.core.specs.slices.provisioning import MODES, generation_problems
 from raytpu.core.tpu.catalog import GENERATIONS, MachineType
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(600)]

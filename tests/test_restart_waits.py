@@ -17,8 +17,9 @@ from image_refs import FIXTURE_IMAGES
 
 from raytpu.core.common.errors import InvalidInput
 from raytpu.core.manifests import kuberay, preemption
-from raytpu.core.specs import kinds, multislice
-from raytpu.core.specs.cluster_parts import GkeSpec
+from raytpu.core.specs import kinds
+from raytpu.core.specs.cluster.cluster_parts import GkeSpec
+from raytpu.core.specs.slices import multislice
 from raytpu.core.specs.spec import ClusterSpec, SliceSpec, WorkloadSpec
 from raytpu.core.tpu.catalog import GENERATIONS
 from raytpu.core.tpu.plan import plan_slice

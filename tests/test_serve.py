@@ -30,7 +30,8 @@ import pytest
 from raytpu.config import load
 from raytpu.core.common.errors import InvalidInput
 from raytpu.core.manifests import kuberay, serving
-from raytpu.core.specs import kinds, vllm_rules
+from raytpu.core.specs import kinds
+from raytpu.core.specs.serving import vllm_rules
 from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
 from raytpu.core.tpu.catalog import GENERATIONS
 from raytpu.local.running.llm_client import StreamResult, astream_chat, stream_chat

@@ -18,7 +18,9 @@ from test_cli import EXAMPLE, run_cli
 
 from raytpu.core.common.errors import InvalidInputs
 from raytpu.core.manifests import serving
-from raytpu.core.specs import kinds, vllm_rules, xla_cache
+from raytpu.core.specs import kinds
+from raytpu.core.specs.runtime import xla_cache
+from raytpu.core.specs.serving import vllm_rules
 from raytpu.core.specs.spec import SERVING_FIELDS, SecretKeyRef, SliceSpec, WorkloadSpec
 
 pytestmark = pytest.mark.unit
@@ -497,7 +499,7 @@ workloads:
     # any mode's run duration ends the nodes too (compute-class-api Priority.MaxRunDurationSeconds)
     (", max_run_duration_s: 86400", "", ["workloads.llm: serves from slice serve, whose nodes end at its "
                                          "max_run_duration_s (86400 s)"]),
-    # weights in a bucket no grant covers: tests/test_grants.py (raytpu.core.specs.grants.path_warnings)
+    # weights in a bucket no grant covers: tests/test_grants.py (raytpu.core.specs.cluster.grants.path_warnings)
 ])
 def test_validate_warns_where_a_rayservice_would_go_down_or_never_load(slice_fields: str, workload_fields: str,
                                                                         says: list[str]) -> None:

@@ -120,7 +120,7 @@ def test_a_cut_off_slice_fails_alone_and_the_others_stay_healthy(plan: SlicePlan
 
 
 def test_fewer_slices_than_the_run_spans_fail_every_slice_found(plan: SlicePlan) -> None:
-    from raytpu.workloads.slices import SliceInventory
+    from raytpu.workloads.support.slices import SliceInventory
 
     found = [SliceInventory("slice-a", {0: {}, 1: {}}, plan.hosts)]
     sections = dcn.check_dcn(plan, found, SmokeOptions(), 2, limit_s=5)

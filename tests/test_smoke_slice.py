@@ -26,11 +26,11 @@ from raytpu.core.tpu.catalog import expected_busbw, generation
 from raytpu.core.tpu.plan import SlicePlan, plan_slice
 from raytpu.local.running import jobs
 from raytpu.local.slice import diagnose, procs, startup, state, status_table
-from raytpu.workloads import slices
-from raytpu.workloads._entry import end_quiet_driver
 from raytpu.workloads.smoke import cli, driver
 from raytpu.workloads.smoke.faults import ENV_INJECT_ERROR, ENV_INJECT_SLOW
 from raytpu.workloads.smoke.options import MIN_PEER_RATIO
+from raytpu.workloads.support import slices
+from raytpu.workloads.support._entry import end_quiet_driver
 
 pytestmark = [pytest.mark.slice, pytest.mark.timeout(300)]
 

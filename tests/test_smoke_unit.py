@@ -1,5 +1,5 @@
-"""workloads/smoke/ and workloads/slices.py pieces that need no cluster: inventory, timeout messages, verdicts of
-broken slices, and how the host checks' results are judged on TPU (made-up results; the emulated slice runs the same
+"""workloads/smoke/ and workloads/support/slices.py pieces that need no cluster: inventory, timeout messages, verdicts
+of broken slices, and how the host checks' results are judged on TPU (made-up results; the emulated slice runs the same
 code on CPU)."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import pytest
 
 from raytpu.core.common.report import Check, HostRow, PerfRow, Verdict, parse_verdict_line
 from raytpu.core.tpu.plan import SlicePlan, plan_slice
-from raytpu.workloads import slices
 from raytpu.workloads.smoke import cli, driver, measure
 from raytpu.workloads.smoke.faults import ENV_INJECT_ERROR, ENV_INJECT_SLOW, ENV_INJECT_SLOW_AXIS, Faults
 from raytpu.workloads.smoke.judge import judge
 from raytpu.workloads.smoke.options import SmokeOptions
 from raytpu.workloads.smoke.verdict import gate, new_check, slice_verdict
+from raytpu.workloads.support import slices
 
 pytestmark = pytest.mark.unit
 
@@ -359,7 +359,7 @@ def test_the_per_axis_all_reduces_run_on_cpu_devices_and_a_slowed_axis_shows() -
 PER_DEVICE_PROBE = """
 import json
 import jax
-from raytpu.workloads.compile_watch import CompileWatch
+from raytpu.workloads.support.compile_watch import CompileWatch
 from raytpu.workloads.smoke import measure
 with CompileWatch() as watch:
     tflops, gbps = measure._per_device(jax.local_devices(), measure.CPU_SIZES, lambda: None, {2: 4.0}, (0, 1))

@@ -16,8 +16,8 @@ from image_refs import FIXTURE_IMAGES
 
 from raytpu.config import parse
 from raytpu.core.common.errors import EXIT_INVALID, InvalidInput, InvalidInputs, problems_of
-from raytpu.core.specs import kinds, provisioning
-from raytpu.core.specs.cluster_parts import (
+from raytpu.core.specs import kinds
+from raytpu.core.specs.cluster.cluster_parts import (
     CLUSTER_MODES,
     RELEASE_CHANNELS,
     AlertingSpec,
@@ -29,6 +29,7 @@ from raytpu.core.specs.cluster_parts import (
     StorageSpec,
 )
 from raytpu.core.specs.field_rules import DEFAULT_DISK_SIZE_GIB
+from raytpu.core.specs.slices import provisioning
 from raytpu.core.specs.spec import WORKLOAD_ENV, ClusterSpec, SliceSpec, WorkloadSpec
 from raytpu.core.tpu.catalog import RAY_VERSION
 from raytpu.core.tpu.plan import plan_slice

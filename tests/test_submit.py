@@ -29,15 +29,15 @@ from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, serving, sta
 
 from raytpu import __version__, cli
 from raytpu.cluster import gke, google_api, submission
-from raytpu.cluster.kube_client import KubeClient
+from raytpu.cluster.kube.kube_client import KubeClient
 from raytpu.config import parse
 from raytpu.core import core_zip
 from raytpu.core.common import names, report
 from raytpu.core.manifests import kuberay, preemption
 from raytpu.core.specs import kinds
-from raytpu.core.specs.security import SERVE_ENDPOINTS
+from raytpu.core.specs.cluster.security import SERVE_ENDPOINTS
+from raytpu.core.specs.serving.vllm_rules import DEFAULT_MODEL
 from raytpu.core.specs.spec import WorkloadSpec
-from raytpu.core.specs.vllm_rules import DEFAULT_MODEL
 from raytpu.images.record import RECORD_NAME
 
 pytestmark = pytest.mark.unit
@@ -911,7 +911,7 @@ def test_core_zip_has_one_top_level_package_with_workloads_and_no_cdk(tmp_path: 
     assert {n.split("/", 1)[0] for n in names} == {"raytpu"}
     assert {"raytpu/__init__.py", "raytpu/core/tpu/catalog.py", "raytpu/core/tpu/plan.py",
             "raytpu/core/manifests/kuberay.py", "raytpu/core/specs/spec.py", "raytpu/core/specs/kinds.py",
-            "raytpu/core/specs/provisioning.py",
+            "raytpu/core/specs/slices/provisioning.py",
             "raytpu/workloads/__init__.py"} <= set(names)
     assert not [n for n in names if n.startswith(("raytpu/stacks/", "raytpu/modules/")) or "__pycache__" in n]
     assert "raytpu/config/__init__.py" not in names  # jobs receive specs; they never parse YAML

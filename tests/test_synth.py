@@ -738,7 +738,7 @@ def test_every_provisioning_mode_through_the_config() -> None:
 
 def _stack(path: Path) -> Any:
     from raytpu.config import load
-    from raytpu.modules.cdk import App
+    from raytpu.modules.parts.cdk import App
     from raytpu.stacks.cluster import ClusterStack, ClusterStackProps
 
     return ClusterStack(App(outdir=tempfile.mkdtemp()), "c", ClusterStackProps(spec=load(path)))
@@ -779,7 +779,7 @@ def test_add_workload_on_a_foreign_slice_or_a_taken_name_raises_with_its_config_
     from raytpu.core.common.errors import InvalidInputs
     from raytpu.core.specs.kinds import kind
     from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
-    from raytpu.modules.cdk import App
+    from raytpu.modules.parts.cdk import App
     from raytpu.stacks.cluster import ClusterStack, ClusterStackProps
     from raytpu.stacks.workloads import WorkloadsStack, WorkloadsStackProps
 
@@ -941,7 +941,7 @@ def test_a_70b_model_gets_a_boot_disk_that_holds_its_weights_unless_read_in_plac
     """Issue 40 item 1: GKE leaves 43.8 GiB of a 100 GiB boot disk allocatable (docs/FACTS.md#disk-vllm-xla-cache); the
     kit sizes a Standard pool's disk from what its engine writes per host, and its pods request that ephemeral
     storage."""
-    from raytpu.core.specs import node_disk
+    from raytpu.core.specs.serving import node_disk
 
     stacks = synth_text(BIG_MODELS.replace("MODE", "standard"))
     pools = by_name(stacks["big-cluster"], "google_container_node_pool")
@@ -988,7 +988,7 @@ def test_an_engine_added_after_its_slices_pools_grows_their_boot_disk(tmp_path: 
     from raytpu.config import parse
     from raytpu.core.specs.kinds import kind
     from raytpu.core.specs.spec import SecretKeyRef, WorkloadSpec
-    from raytpu.modules.cdk import App
+    from raytpu.modules.parts.cdk import App
     from raytpu.stacks.cluster import ClusterStack, ClusterStackProps
     from raytpu.stacks.workloads import WorkloadsStack, WorkloadsStackProps
 

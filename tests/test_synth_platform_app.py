@@ -83,7 +83,7 @@ def test_outside_app_cannot_hand_terraform_a_one_shot_job(tmp_path: Path) -> Non
     from raytpu.core.common.errors import InvalidInput
     from raytpu.core.specs.kinds import kind
     from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
-    from raytpu.modules.cdk import App
+    from raytpu.modules.parts.cdk import App
     from raytpu.stacks.cluster import ClusterStack, ClusterStackProps
     from raytpu.stacks.workloads import WorkloadsStack, WorkloadsStackProps
 

@@ -32,7 +32,7 @@ from raytpu.config import parse
 from raytpu.core.common import errors, names
 from raytpu.core.common.errors import InvalidInput, InvalidInputs
 from raytpu.core.manifests import kuberay
-from raytpu.core.specs import user_code
+from raytpu.core.specs.runtime import user_code
 from raytpu.teamcode import bundle as bundle_mod
 from raytpu.teamcode import checks
 
@@ -245,7 +245,7 @@ def test_run_attempt_is_still_given_the_config_by_ray_train() -> None:
 
     from ray.train._internal.utils import count_required_parameters
 
-    from raytpu.workloads import team_train
+    from raytpu.workloads.support import team_train
 
     bound = functools.partial(team_train.run_attempt, "lm.train:train_loop", object(), configured=False)
     assert count_required_parameters(bound) == 1
@@ -257,7 +257,7 @@ def test_the_train_program_refuses_a_train_config_its_function_cannot_take(spec:
     naming the field, before any slice is reserved."""
     from dataclasses import replace
 
-    from raytpu.workloads import team_train
+    from raytpu.workloads.support import team_train
 
     write(tmp_path, {"zero/__init__.py": "", "zero/train.py": "def train_loop():\n    return 7\n"})
     monkeypatch.chdir(tmp_path)
@@ -523,7 +523,7 @@ def test_a_refused_upload_names_the_grant(storage: CloudBuildServer, tmp_path: P
 
 def test_a_train_loop_that_cannot_be_imported_is_exit_2_before_any_slice(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from raytpu.workloads import team_train
+    from raytpu.workloads.support import team_train
 
     write(tmp_path, {"broken/__init__.py": "", "broken/train.py": "import no_such_module_xyz\n",
                      "ok/__init__.py": "", "ok/train.py": "def train_loop(config):\n    return 7\n"})
@@ -540,7 +540,7 @@ def test_a_train_loop_that_cannot_be_imported_is_exit_2_before_any_slice(tmp_pat
 def test_reported_metrics_become_plain_json() -> None:
     import numpy as np
 
-    from raytpu.workloads.team_train import plain
+    from raytpu.workloads.support.team_train import plain
 
     assert json.dumps(plain({"loss": np.float32(0.5), "step": np.int64(3), "hist": np.zeros(3), "obj": object()}))
 

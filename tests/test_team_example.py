@@ -274,7 +274,7 @@ def test_the_example_trains_and_checkpoints_through_submit_local(cluster: Any, t
                           env=_env(), capture_output=True, text=True, timeout=420)
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
     # the workers' echoed lines: no JAX warning about the nodes' serving-only RAY_SERVE_ENABLE_HA_PROXY
-    # (raytpu.workloads.job_worker_env); source: JAX 0.10.2 jax._src.distributed.State.initialize
+    # (raytpu.workloads.support.job_worker_env); source: JAX 0.10.2 jax._src.distributed.State.initialize
     assert "detected proxy variable" not in done.stdout + done.stderr
     train = json.loads(report.read_text())["train"]
     assert train["ok"] and train["metrics"]["step"] == 6 and train["reports"] == 2, train

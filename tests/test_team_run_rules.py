@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from raytpu.cli import main
-from raytpu.core.specs import checkpoints
+from raytpu.core.specs.runtime import checkpoints
 
 pytestmark = pytest.mark.unit
 
@@ -62,8 +62,8 @@ def test_only_the_kits_trainer_relaxes_collectives_on_preemption() -> None:
     checkpoint without the preempted slice's shards would be registered as the latest.
     Source: Ray 2.60 TrainController._relax_collectives_during_preemption (ReportCallbackHandler.set_required_ranks
     to the surviving ranks)."""
-    from raytpu.workloads import team_train
-    from raytpu.workloads.preemption import failure_config
+    from raytpu.workloads.support import team_train
+    from raytpu.workloads.support.preemption import failure_config
 
     assert failure_config(_args()).relax_collectives_on_preemption is True
     source = Path(team_train.__file__).read_text()
@@ -86,7 +86,7 @@ class _Gone:
 def test_a_lost_report_sink_never_fails_the_run(capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 49: rank 0 waited on the sink at every attempt's start and the driver on its summary; a lost sink
     failed the run with ActorDiedError. Calls to it are guarded, the summary goes out without its reports."""
-    from raytpu.workloads import team_train
+    from raytpu.workloads.support import team_train
 
     assert team_train.tell(_Gone(), "started", 0.0, False) is None
     reports, lost = team_train.gathered(_Gone())

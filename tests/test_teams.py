@@ -20,7 +20,7 @@ from raytpu import config as config_module
 from raytpu.cluster.outputs import StackOutputs
 from raytpu.cluster.submission import StackRun
 from raytpu.core.manifests import kuberay, kueue
-from raytpu.core.specs import teams
+from raytpu.core.specs.cluster import teams
 from raytpu.core.specs.spec import ClusterSpec
 from raytpu.core.tpu.plan import TPU_RESOURCE
 from raytpu.images import team

@@ -31,7 +31,8 @@ from kueue_crd import crds, namespaced, rule_errors, schema_errors
 from raytpu.config import parse
 from raytpu.core.common.errors import InvalidInput, InvalidInputs
 from raytpu.core.manifests import kueue
-from raytpu.core.specs import compile_cache, teams, xla_cache
+from raytpu.core.specs.cluster import teams
+from raytpu.core.specs.runtime import compile_cache, xla_cache
 from raytpu.core.specs.spec import ClusterSpec
 
 pytestmark = [pytest.mark.synth, pytest.mark.timeout(900)]
@@ -223,7 +224,7 @@ def test_the_helm_provider_reaches_the_cluster_with_an_ephemeral_token(name: str
 
 def test_the_cluster_stack_with_teams_synthesizes_in_an_app_that_targets_older_terraform() -> None:
     """Its Helm token is ephemeral (Terraform 1.10+): the stack targets 1.10 itself, like the workloads stack."""
-    from raytpu.modules.cdk import App
+    from raytpu.modules.parts.cdk import App
     from raytpu.stacks.cluster import ClusterStack, ClusterStackProps
     from raytpu.stacks.workloads import WorkloadsStack, WorkloadsStackProps
 
@@ -236,7 +237,7 @@ def test_the_cluster_stack_with_teams_synthesizes_in_an_app_that_targets_older_t
 def test_a_slice_added_later_is_waited_for_too() -> None:
     """``ClusterStack.add_slice`` after the stack is built: Kueue installs after its pool as well."""
     from raytpu.core.specs.spec import SliceSpec
-    from raytpu.modules.cdk import App
+    from raytpu.modules.parts.cdk import App
     from raytpu.stacks.cluster import ClusterStack, ClusterStackProps
 
     outdir = Path(tempfile.mkdtemp(prefix="raytpu-teams-"))

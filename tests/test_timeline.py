@@ -18,7 +18,7 @@ import pytest
 
 from raytpu.cluster import kube_timeline
 from raytpu.core.common import timeline
-from raytpu.core.specs import compile_cache
+from raytpu.core.specs.runtime import compile_cache
 
 pytestmark = pytest.mark.unit
 
@@ -348,7 +348,7 @@ def test_the_compiled_phase_is_the_compile_the_first_step_waited_for_the_last_pr
 
 def test_a_submitted_team_runs_timeline_has_no_smoke_check_and_tiles_the_run(
         capsys: pytest.CaptureFixture[str]) -> None:
-    from raytpu.workloads.team_train import Reports, team_stamps
+    from raytpu.workloads.support.team_train import Reports, team_stamps
 
     clock = Clock()
     rec = recorder(clock)

@@ -261,7 +261,7 @@ def test_host_killed_mid_run_resumes_from_checkpoint_and_finishes(cluster: state
     checkpoint and recreated (as GKE recreates the pod): the run resumes from a checkpoint and finishes."""
     import ray
 
-    from raytpu.workloads import slices
+    from raytpu.workloads.support import slices
 
     plan = cluster.slice_plan
     cmd = jobs.workload_command("train", "--storage-path", str(tmp_path), "--steps", "40",
@@ -306,7 +306,7 @@ def test_no_free_slice_fails_after_bounded_retries(cluster: state.LocalCluster, 
 
     import ray
 
-    from raytpu.workloads import slices
+    from raytpu.workloads.support import slices
 
     ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR)
     try:

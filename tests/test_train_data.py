@@ -1,8 +1,8 @@
 """Training data from Ray Data on the emulated slice: a train workload's ``dataset`` (Parquet) reaches JaxTrainer
-through ``datasets=``, each of the slice's two hosts reads its own shard (:class:`raytpu.workloads.train_data.Feed`),
-and the report says how many rows each host consumed, that none was seen twice in the epoch, that the step trained on
-exactly the dataset's rows (its padding has weight 0), and that a resumed run continues the epoch where its checkpoint
-left it."""
+through ``datasets=``, each of the slice's two hosts reads its own shard
+(:class:`raytpu.workloads.support.train_data.Feed`), and the report says how many rows each host consumed, that none was
+seen twice in the epoch, that the step trained on exactly the dataset's rows (its padding has weight 0), and that a
+resumed run continues the epoch where its checkpoint left it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import pytest
 
 from raytpu.local.running import jobs
 from raytpu.local.slice import state
-from raytpu.workloads import train, train_data
+from raytpu.workloads import train
+from raytpu.workloads.support import train_data
 
 pytestmark = pytest.mark.slice
 

@@ -1,7 +1,7 @@
-"""The training feed (:class:`raytpu.workloads.train_data.Feed`) on 8 JAX CPU devices in one process, no Ray cluster:
-batches arrive on the trainer's own sharding (no reshard before the step), padding rows carry weight 0, and a feed
-started at a checkpointed position yields exactly the rows the first one had not yet given. Beside it, Ray 2.60's own
-conversion (``ray.data.util.jax_util.jax_sync_generator``, what ``iter_jax_batches`` returns) on the same data, and
+"""The training feed (:class:`raytpu.workloads.support.train_data.Feed`) on 8 JAX CPU devices in one process, no Ray
+cluster: batches arrive on the trainer's own sharding (no reshard before the step), padding rows carry weight 0, and a
+feed started at a checkpointed position yields exactly the rows the first one had not yet given. Beside it, Ray 2.60's
+own conversion (``ray.data.util.jax_util.jax_sync_generator``, what ``iter_jax_batches`` returns) on the same data, and
 the device order it would use on a v5e 2x4 (``create_device_mesh`` over 8 "TPU v5 lite" devices)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from raytpu.workloads import train_data
+from raytpu.workloads.support import train_data
 
 pytestmark = pytest.mark.unit
 
@@ -25,7 +25,8 @@ import jax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from jax.experimental import mesh_utils
 from ray.data.util.jax_util import jax_sync_generator
-from raytpu.workloads import train, train_data
+from raytpu.workloads import train
+from raytpu.workloads.support import train_data
 
 ROWS, FEATURES, GLOBAL = 20, 3, 8
 

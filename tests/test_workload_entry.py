@@ -11,7 +11,7 @@ import pytest
 
 from raytpu.core.specs import kinds
 from raytpu.core.specs.spec import SliceSpec, WorkloadSpec
-from raytpu.workloads._entry import check_address
+from raytpu.workloads.support._entry import check_address
 
 pytestmark = pytest.mark.unit
 

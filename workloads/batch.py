@@ -1,11 +1,12 @@
 """Offline batch inference on one TPU host: Ray Data reads ``input``, Ray Data LLM's vLLM engine processor answers each
-row's ``prompt`` with the workload's sampling (:mod:`raytpu.core.specs.sampling`), Ray Data writes ``output`` as rows
-are answered, a failed row with its error; the report gives rows in, out and failed, rows/s and tokens/s.
+row's ``prompt`` with the workload's sampling (:mod:`raytpu.core.specs.serving.sampling`), Ray Data writes ``output`` as
+rows are answered, a failed row with its error; the report gives rows in, out and failed, rows/s and tokens/s.
 
 The processor is ``ray.data.llm.build_processor`` over a ``vLLMEngineProcessorConfig`` built by
-:func:`raytpu.core.specs.data.processor_config` (the serving rules: TP = the host's JAX devices); ``--cpu-model PATH``
-runs its CPU twin (:func:`raytpu.core.specs.data.cpu_twin`, vLLM's CPU build) with the model at PATH, as on the emulated
-slice. An ``output`` that exists is refused before anything is read (exit 2, ``output``) unless ``--overwrite``.
+:func:`raytpu.core.specs.runtime.data.processor_config` (the serving rules: TP = the host's JAX devices); ``--cpu-model
+PATH`` runs its CPU twin (:func:`raytpu.core.specs.runtime.data.cpu_twin`, vLLM's CPU build) with the model at PATH, as
+on the emulated slice. An ``output`` that exists is refused before anything is read (exit 2, ``output``) unless
+``--overwrite``.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from raytpu.core.common import errors
-from raytpu.core.specs import chat_template, data, sampling
+from raytpu.core.specs.runtime import data
+from raytpu.core.specs.serving import chat_template, sampling
+from raytpu.core.specs.serving.vllm_rules import DEFAULT_MODEL
 from raytpu.core.specs.spec import WorkloadSpec
-from raytpu.core.specs.vllm_rules import DEFAULT_MODEL
-from raytpu.workloads._entry import Parser, check_address, guarded
+from raytpu.workloads.support._entry import Parser, check_address, guarded
 
 REPORT_PREFIX = "batch: "
 """The line the report is printed on (``batch: {json}``), which ``raytpu submit --wait`` and the tests read."""
@@ -49,7 +51,7 @@ def refuse_taken(output: str, overwrite: bool) -> None:
 
 
 def read(path: str) -> Any:
-    """The dataset at ``path``: JSON lines or Parquet (:func:`raytpu.core.specs.data.data_format`)."""
+    """The dataset at ``path``: JSON lines or Parquet (:func:`raytpu.core.specs.runtime.data.data_format`)."""
     import ray.data
 
     return ray.data.read_json(path, lines=True) if data.data_format(path) == "jsonl" else ray.data.read_parquet(path)
@@ -145,7 +147,7 @@ def build(config: dict[str, Any], columns: tuple[str, ...], params: dict[str, An
     """The Ray Data LLM processor of ``config`` (keyword arguments of ``vLLMEngineProcessorConfig``) with the chat
     template stage when ``chat``, given ``template_kwargs`` (``chat_template_kwargs``); its rows shaped by
     :func:`row_functions`. Source: Ray 2.60 ``ray.data.llm.build_processor`` ``builder_kwargs``
-    (``build_vllm_engine_processor(chat_template_kwargs=...)``; raytpu.core.specs.chat_template)."""
+    (``build_vllm_engine_processor(chat_template_kwargs=...)``; raytpu.core.specs.serving.chat_template)."""
     from ray.data.llm import build_processor, vLLMEngineProcessorConfig
 
     preprocess, shape = row_functions(columns, params, chat)

@@ -1,6 +1,6 @@
 """``run_on: every_host``: a team's entrypoint run once on every TPU host of the run, all at once, as xpk's
 ``--command`` and SkyPilot's ``run:`` do, built on Ray: this driver (on the head) reserves the run's whole slices, pins
-one actor per host (:mod:`raytpu.workloads.host_process`), starts the entrypoint on each with its rank and JAX's
+one actor per host (:mod:`raytpu.workloads.support.host_process`), starts the entrypoint on each with its rank and JAX's
 coordinator, streams every host's lines prefixed ``[host N]``, ends every host when one fails and exits with the
 first failing host's code (docs/FACTS.md#run-on-every-host)."""
 
@@ -18,7 +18,7 @@ from raytpu.core.common import errors
 from raytpu.core.common.table import text_table
 from raytpu.core.common.timeline import stamp, stamp_line
 from raytpu.core.specs.spec import WorkloadSpec
-from raytpu.workloads._entry import Parser, guarded
+from raytpu.workloads.support._entry import Parser, guarded
 
 PROGRAM = "every_host"
 RESERVE_TIMEOUT_S = 600.0
@@ -63,8 +63,8 @@ def exit_code(code: int) -> int:
 def host_env(host: Host, count: int, coordinator: str) -> dict[str, str]:
     """What every host's program gets beyond its node's environment and the job's: its rank, the run's process count
     and slice, JAX's coordinator, and on an emulated host the JAX shim first on ``PYTHONPATH`` (the notice file's
-    path is the host's own: :meth:`raytpu.workloads.host_process.HostProcess.start`)."""
-    from raytpu.workloads.host_process import EMULATION_FOLDER
+    path is the host's own: :meth:`raytpu.workloads.support.host_process.HostProcess.start`)."""
+    from raytpu.workloads.support.host_process import EMULATION_FOLDER
 
     env = {"RAYTPU_HOST_RANK": str(host.rank), "RAYTPU_HOST_COUNT": str(count),
            "RAYTPU_SLICE_INDEX": str(host.slice_index), "RAYTPU_SLICE_NAME": host.slice_name,
@@ -76,7 +76,7 @@ def host_env(host: Host, count: int, coordinator: str) -> dict[str, str]:
 
 def reserve(work: WorkloadSpec, timeout_s: float) -> list[Any]:
     """The run's whole slices, each held (one bundle per host, bundle i on worker i); released on failure."""
-    from raytpu.workloads.slices import reserve_slice
+    from raytpu.workloads.support.slices import reserve_slice
 
     held: list[Any] = []
     try:
@@ -96,7 +96,7 @@ def place(work: WorkloadSpec, held: list[Any]) -> list[Host]:
     import ray
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    from raytpu.workloads.host_process import HostProcess
+    from raytpu.workloads.support.host_process import HostProcess
 
     plan = work.plan
     remote = ray.remote(HostProcess)
@@ -228,8 +228,8 @@ def run(args: argparse.Namespace, work: WorkloadSpec) -> int:
     """Reserves, places, starts, follows, stops: the exit code of the run (0, or the first failing host's)."""
     import ray
 
-    from raytpu.workloads._entry import connect_quiet_driver, end_quiet_driver
-    from raytpu.workloads.slice_training import stamp_joined
+    from raytpu.workloads.support._entry import connect_quiet_driver, end_quiet_driver
+    from raytpu.workloads.support.slice_training import stamp_joined
 
     if not work.on_every_host or work.entrypoint is None:
         raise errors.invalid_value("RAYTPU_WORKLOAD", work.name, "is not a job with run_on: every_host",

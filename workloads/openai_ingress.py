@@ -18,7 +18,7 @@ from ray.serve.llm.deployment import LLMServer as RayLLMServer  # not ray.serve.
 from ray.serve.llm.ingress import OpenAiIngress
 
 from raytpu.core.manifests.serving import API_KEY_FILE_ENV
-from raytpu.workloads.api_key import (  # noqa: F401 (re-exported: its callers and tests import them here)
+from raytpu.workloads.support.api_key import (  # noqa: F401 (re-exported: its callers and tests import them here)
     OPEN_PATHS,
     UNAUTHORIZED,
     ApiKeyMiddleware,

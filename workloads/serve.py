@@ -25,7 +25,7 @@ from raytpu.core.common.timeline import EMULATED, Stamp, stamp, stamp_line
 from raytpu.core.manifests import serving
 from raytpu.core.specs.spec import WorkloadSpec
 from raytpu.workloads import tiny_llm
-from raytpu.workloads._entry import Parser, guarded
+from raytpu.workloads.support._entry import Parser, guarded
 
 
 @dataclass(frozen=True)

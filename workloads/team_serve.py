@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from raytpu.core.common.errors import RuntimeFailure
-from raytpu.workloads.api_key import UNAUTHORIZED, ApiKeyMiddleware, authorized, read_api_key
+from raytpu.workloads.support.api_key import UNAUTHORIZED, ApiKeyMiddleware, authorized, read_api_key
 
 
 def import_app(serve_app: str, args: dict[str, Any] | None = None) -> Any:

@@ -19,8 +19,8 @@ import urllib.error
 import urllib.request
 
 from raytpu.core.common.errors import RuntimeFailure, missing
-from raytpu.workloads._entry import Parser, guarded
 from raytpu.workloads.serve import _wait_running, free_port
+from raytpu.workloads.support._entry import Parser, guarded
 
 CONFIG_ENV = "RAYTPU_SERVE_CONFIG"
 

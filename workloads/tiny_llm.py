@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from raytpu.core.common.errors import RaytpuError, RuntimeFailure, excerpt, invalid_value
-from raytpu.workloads._entry import Parser, guarded
+from raytpu.workloads.support._entry import Parser, guarded
 
 MODEL_NAME = "raytpu-tiny-llm"
 """The served model name (``model_id`` of the LLMConfig, what ``/v1/models`` lists)."""

@@ -1,6 +1,6 @@
 """Data-parallel training with Ray Train v2's JaxTrainer, one worker per host of one whole slice (N for multi-slice).
 
-The model is a small MLP, or the workload's ``train_loop`` (:mod:`raytpu.workloads.team_train`). The slice comes
+The model is a small MLP, or the workload's ``train_loop`` (:mod:`raytpu.workloads.support.team_train`). The slice comes
 from the workload spec (``RAYTPU_WORKLOAD``), never re-planned; where Ray 2.60 cannot see a whole slice the driver
 reserves one itself (:func:`scaling_config`). ``--name`` resumes an existing run; rank 0 checkpoints, restarts resume
 from it, and waits for a slice are bounded (:func:`attempt_wait`). Prints ``RAYTPU_TRAIN_RESULT {json}``; exits 1
@@ -25,13 +25,14 @@ from raytpu.core.common.timeline import Stamp, compile_started, stamp, stamp_lin
 from raytpu.core.common.train_result import MARKER as MARKER  # kept importable here; readers use the core's
 from raytpu.core.common.train_result import parse_result as parse_result
 from raytpu.core.common.train_result import result_line
-from raytpu.core.specs import checkpoints, compile_cache, data, multislice
+from raytpu.core.specs.runtime import checkpoints, compile_cache, data
+from raytpu.core.specs.slices import multislice
 from raytpu.core.specs.spec import WorkloadSpec
 from raytpu.core.tpu.plan import RAY_SLICE_LABEL, SlicePlan
-from raytpu.workloads import train_data
-from raytpu.workloads._entry import Parser, connect_quiet_driver, end_quiet_driver, guarded
-from raytpu.workloads.compile_watch import CompileWatch
-from raytpu.workloads.preemption import (
+from raytpu.workloads.support import train_data
+from raytpu.workloads.support._entry import Parser, connect_quiet_driver, end_quiet_driver, guarded
+from raytpu.workloads.support.compile_watch import CompileWatch
+from raytpu.workloads.support.preemption import (
     PREEMPTION_POLL_ENV,
     PREEMPTION_POLL_S,
     add_preemption_arguments,
@@ -40,7 +41,7 @@ from raytpu.workloads.preemption import (
     record_progress,
     wait_for_reclaim,
 )
-from raytpu.workloads.slice_training import (
+from raytpu.workloads.support.slice_training import (
     PIN_NOTICE,
     compile_verdict,
     ray_assumed_hosts,
@@ -331,9 +332,9 @@ def build_trainer(plan: SlicePlan, args: argparse.Namespace, launch: str, slice_
 
 def attempt_wait(plan: SlicePlan, slices: int, attempt_s: float | None) -> dict[str, Any]:
     """Ray's per-wait timeout that keeps one attempt's whole wait within ``attempt_s`` (``--start-timeout-s``; None:
-    :data:`WAIT_S` per wait): Ray 2.60 gives each of its :func:`raytpu.core.specs.multislice.reservation_waits` the full
-    timeout, so N multi-host slices would otherwise wait up to N + 1 times it. InvalidInput for a bound that is not a
-    positive number."""
+    :data:`WAIT_S` per wait): Ray 2.60 gives each of its :func:`raytpu.core.specs.slices.multislice.reservation_waits`
+    the full timeout, so N multi-host slices would otherwise wait up to N + 1 times it. InvalidInput for a bound that is
+    not a positive number."""
     waits = multislice.reservation_waits(plan, slices)
     attempt_s = WAIT_S * waits if attempt_s is None else attempt_s
     if not math.isfinite(attempt_s) or attempt_s <= 0:
@@ -390,7 +391,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if work.dataset is not None:  # before Ray is reached
         errors.raise_found(data.local_input_problems("dataset", work.dataset))
     if work.train_loop is not None:  # the team's function, in the JaxTrainer the kit builds for the slice
-        from raytpu.workloads import team_train
+        from raytpu.workloads.support import team_train
 
         return team_train.run(args, work, env)
     connected_here = connect_quiet_driver(args.address, runtime_env={"env_vars": env})

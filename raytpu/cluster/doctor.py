@@ -12,10 +12,10 @@ from functools import partial
 from typing import Any
 
 from raytpu.cluster import occupancy
-from raytpu.cluster.crd_schema import served_schema, undeclared_fields
 from raytpu.cluster.gke import service_ready
-from raytpu.cluster.kube_client import KubeClient
-from raytpu.cluster.kube_errors import KubeError
+from raytpu.cluster.kube.crd_schema import served_schema, undeclared_fields
+from raytpu.cluster.kube.kube_client import KubeClient
+from raytpu.cluster.kube.kube_errors import KubeError
 from raytpu.cluster.kube_timeline import parse_time
 from raytpu.cluster.outputs import StackOutputs, cluster_stack_id
 from raytpu.cluster.runs import SELECTOR
@@ -23,9 +23,9 @@ from raytpu.core.common.checkup import Check, fail, ok, unknown
 from raytpu.core.common.names import NODE_POOL_LABEL
 from raytpu.core.manifests import kuberay
 from raytpu.core.manifests.kube_resources import resource
-from raytpu.core.specs import notice
-from raytpu.core.specs.gke_versions import version_floor, version_key
-from raytpu.core.specs.provisioning import TPU_TAINT
+from raytpu.core.specs.slices import notice
+from raytpu.core.specs.slices.gke_versions import version_floor, version_key
+from raytpu.core.specs.slices.provisioning import TPU_TAINT
 from raytpu.core.specs.spec import ClusterSpec, SliceSpec
 from raytpu.core.tpu.plan import ACCELERATOR_LABEL, TOPOLOGY_LABEL, TPU_RESOURCE
 

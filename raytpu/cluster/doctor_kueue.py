@@ -12,12 +12,12 @@ from typing import Any
 import yaml
 
 from raytpu.cluster.doctor import GSA_ANNOTATION, Permission, guarded
-from raytpu.cluster.kube_client import KubeClient
+from raytpu.cluster.kube.kube_client import KubeClient
 from raytpu.cluster.queues import tpu_quota
 from raytpu.core.common.checkup import Check, fail, ok
 from raytpu.core.manifests import kueue
+from raytpu.core.specs.cluster.teams import TeamSpec, service_account_id
 from raytpu.core.specs.spec import ClusterSpec
-from raytpu.core.specs.teams import TeamSpec, service_account_id
 
 NAMESPACE, RELEASE, RAY_FRAMEWORKS = kueue.SYSTEM_NAMESPACE, kueue.RELEASE, kueue.RAY_FRAMEWORKS
 CONFIG_KEY = "controller_manager_config.yaml"

@@ -1,5 +1,5 @@
 """Operating a deployed stack (:class:`~raytpu.cluster.outputs.StackOutputs`): connect with google-auth, apply, and
-follow RayJobs and RayServices with progress, every call through :class:`raytpu.cluster.kube_client.KubeClient`."""
+follow RayJobs and RayServices with progress, every call through :class:`raytpu.cluster.kube.kube_client.KubeClient`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from raytpu.cluster.kube_client import KubeClient
+from raytpu.cluster.kube.kube_client import KubeClient
 from raytpu.cluster.outputs import StackOutputs
 from raytpu.core.common import errors
 from raytpu.core.common.errors import RaytpuError, RuntimeFailure

@@ -1,6 +1,6 @@
 """Which failed requests to a Google API are retried and how long to wait: one urllib3 ``Retry`` for both clients.
 
-The ``kubernetes`` client's pool applies it to every request (:mod:`raytpu.cluster.kube_client`); Cloud Build and
+The ``kubernetes`` client's pool applies it to every request (:mod:`raytpu.cluster.kube.kube_client`); Cloud Build and
 Storage mount it on their ``requests`` session. 429, 5xx (any verb, unless a subclass narrows it) and connection errors
 are retried after ``Retry-After`` or a backoff, at most :data:`MAX_PAUSE_S`; the last error answer is returned so its
 body names the problem. Source: docs/FACTS.md#client-http-retry. Loads urllib3: imported only when a client is made."""

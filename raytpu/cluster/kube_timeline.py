@@ -12,8 +12,8 @@ from datetime import datetime
 from typing import Any
 
 from raytpu.cluster import queues
-from raytpu.cluster.kube_client import KubeClient
-from raytpu.cluster.kube_errors import KubeError
+from raytpu.cluster.kube.kube_client import KubeClient
+from raytpu.cluster.kube.kube_errors import KubeError
 from raytpu.cluster.occupancy import SCHEDULING_REASONS, pods_of, requests_tpu
 from raytpu.core.common.errors import excerpt
 from raytpu.core.common.timeline import Recorder, Stamp, Wait, stamp

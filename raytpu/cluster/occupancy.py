@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from raytpu.cluster.kube_client import KubeClient
+from raytpu.cluster.kube.kube_client import KubeClient
 from raytpu.core.common import names
 from raytpu.core.common.names import COMPUTE_CLASS_LABEL, NODE_POOL_LABEL, compute_class_name
 from raytpu.core.specs.spec import SliceSpec

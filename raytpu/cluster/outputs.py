@@ -148,8 +148,8 @@ SERVICE_ACCOUNT = re.compile(rf"^[a-z][a-z0-9-]{{4,28}}[a-z0-9]@({PROJECT_ID.pat
 
 
 def endpoint_problems(field: str, value: object) -> list[InvalidInput]:
-    """The control plane's address, as the API client takes it (:func:`raytpu.cluster.kube_client.api_host`)."""
-    from raytpu.cluster.kube_client import api_host
+    """The control plane's address, as the API client takes it (:func:`raytpu.cluster.kube.kube_client.api_host`)."""
+    from raytpu.cluster.kube.kube_client import api_host
 
     if not isinstance(value, str) or not value.strip():
         return [errors.invalid_value(field, value, "is not an endpoint",
@@ -162,9 +162,9 @@ def endpoint_problems(field: str, value: object) -> list[InvalidInput]:
 
 
 def ca_problems(field: str, value: object) -> list[InvalidInput]:
-    """The cluster CA as the API client takes it (:func:`raytpu.cluster.kube_client.ca_pem`); empty for the DNS
+    """The cluster CA as the API client takes it (:func:`raytpu.cluster.kube.kube_client.ca_pem`); empty for the DNS
     endpoint."""
-    from raytpu.cluster.kube_client import ca_pem
+    from raytpu.cluster.kube.kube_client import ca_pem
 
     if not isinstance(value, str):
         return [errors.invalid_value(field, value, "is not a CA certificate", "a base64-encoded PEM certificate, "

@@ -9,11 +9,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from raytpu.cluster.kube_errors import KubeError
+from raytpu.cluster.kube.kube_errors import KubeError
 from raytpu.core.tpu.plan import TPU_RESOURCE
 
 if TYPE_CHECKING:
-    from raytpu.cluster.kube_client import KubeClient
+    from raytpu.cluster.kube.kube_client import KubeClient
 
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 """Kueue's label on a Workload naming the job (here the RayJob) it stands for, by UID."""

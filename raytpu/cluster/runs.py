@@ -15,7 +15,7 @@ from raytpu.core.manifests import kueue
 from raytpu.runs.run_list import Run, carried_overrides, carried_spec, iso, unix
 
 if TYPE_CHECKING:
-    from raytpu.cluster.kube_client import KubeClient
+    from raytpu.cluster.kube.kube_client import KubeClient
 
 Sink = Callable[[str], None]
 

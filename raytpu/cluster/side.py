@@ -15,7 +15,7 @@ from raytpu.core.common import errors
 from raytpu.runs.side import FOLLOW_S
 
 if TYPE_CHECKING:
-    from raytpu.cluster.kube_client import KubeClient
+    from raytpu.cluster.kube.kube_client import KubeClient
     from raytpu.core.common.checkup import Check
     from raytpu.core.specs.spec import WorkloadSpec
     from raytpu.runs.following import Sink, Streams
@@ -104,7 +104,7 @@ class ClusterSide:
 
             outputs = StackOutputs.read(self.outputs_path, self.stack)
             if self.team is not None:  # the team's namespace: a member whose Role is that namespace's reads only there
-                from raytpu.core.specs.teams import NAMESPACE_PREFIX
+                from raytpu.core.specs.cluster.teams import NAMESPACE_PREFIX
 
                 outputs = dataclasses.replace(outputs, namespace=f"{NAMESPACE_PREFIX}{self.team}")
             self._client = gke.connect(outputs)

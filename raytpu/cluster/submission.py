@@ -11,16 +11,17 @@ from typing import TYPE_CHECKING, Any
 
 from raytpu import images
 from raytpu.cluster import gke, occupancy
-from raytpu.cluster.kube_errors import KubeError
+from raytpu.cluster.kube.kube_errors import KubeError
 from raytpu.core.common import errors, names, report, timeline
 from raytpu.core.manifests import kuberay, kueue, serving
-from raytpu.core.specs import run_env, vllm_rules
+from raytpu.core.specs.runtime import run_env
+from raytpu.core.specs.serving import vllm_rules
 from raytpu.runs.following import FollowedRun, Sink, Streams
 from raytpu.runs.side import Preview
 from raytpu.teamcode.bundle import Bundle
 
 if TYPE_CHECKING:
-    from raytpu.cluster.kube_client import KubeClient
+    from raytpu.cluster.kube.kube_client import KubeClient
     from raytpu.cluster.outputs import StackOutputs
     from raytpu.core.specs.kinds import WorkloadKind
     from raytpu.core.specs.spec import ClusterSpec, WorkloadSpec
@@ -252,7 +253,7 @@ def submit(run: StackRun, manifest: dict[str, Any], *, wait: bool, timeout_s: fl
             if kind == "RayService":
                 recorder.unmeasured(service_unmeasured(run.spec.security.serve_endpoint))
             elif run.work.kind.runs_entrypoint:
-                from raytpu.core.specs import user_code
+                from raytpu.core.specs.runtime import user_code
 
                 recorder.unmeasured(user_code.unmeasured_phases(run.work.on_every_host))
             streams.ended(FollowedRun(name, recorder.finish(), watcher.problem, tuple(lines)))

@@ -176,7 +176,8 @@ def _nothing_to_draw(args: argparse.Namespace, found: list[Candidate], region: s
 
 def run(args: argparse.Namespace) -> int:
     """Prints the need, the fitting slices (table or JSON) and, with --plot, writes the picture."""
-    from raytpu.core.specs import node_disk, notice
+    from raytpu.core.specs.serving import node_disk
+    from raytpu.core.specs.slices import notice
     from raytpu.sizing import candidates, preemption_budget, prices
     from raytpu.sizing.memory import GIB
     from raytpu.sizing.plan_text import candidate_table, need_lines

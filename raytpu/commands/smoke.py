@@ -30,7 +30,7 @@ from raytpu.core.tpu.plan import SlicePlan
 
 if TYPE_CHECKING:
     from raytpu.cluster.gke import JobState
-    from raytpu.cluster.kube_client import KubeClient
+    from raytpu.cluster.kube.kube_client import KubeClient
     from raytpu.core.common.report import Verdict
     from raytpu.core.common.timeline import Timeline
     from raytpu.core.specs.spec import ClusterSpec

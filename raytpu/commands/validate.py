@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
 
     spec = load(args.config)
     from raytpu.core.common import errors
-    from raytpu.core.specs import data
+    from raytpu.core.specs.runtime import data
     from raytpu.images import team
 
     codes = team.prepare_all(spec, lock=False)  # every code folder walked once and checked
@@ -102,7 +102,7 @@ def runs(work: WorkloadSpec) -> str:
 
 def kept(work: WorkloadSpec) -> str:
     """How many checkpoints a training run keeps (issue 49: it was 2, silently; Ray's default keeps all)."""
-    from raytpu.core.specs import checkpoints
+    from raytpu.core.specs.runtime import checkpoints
 
     return f"; {checkpoints.described(work.keep_checkpoints)}" if work.kind.name in checkpoints.CHECKPOINTING_KINDS \
         else ""
@@ -110,8 +110,8 @@ def kept(work: WorkloadSpec) -> str:
 
 def disk_note(spec: ClusterSpec, item: SliceSpec) -> str:
     """On Standard, a boot disk the kit sized above the default for the weights of the slice's engines."""
-    from raytpu.core.specs import node_disk
     from raytpu.core.specs.field_rules import DEFAULT_DISK_SIZE_GIB
+    from raytpu.core.specs.serving import node_disk
 
     if spec.cluster.autopilot or item.disk_size_gib is not None:
         return ""

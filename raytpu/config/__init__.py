@@ -27,11 +27,12 @@ from raytpu.config import overrides as override
 from raytpu.config import reading
 from raytpu.core.common import errors
 from raytpu.core.common.errors import InvalidInput, InvalidInputs, Problems, join_path
-from raytpu.core.specs import kinds, run_env
-from raytpu.core.specs.cluster_parts import AlertingSpec, GkeSpec, NetworkSpec, StorageSpec
-from raytpu.core.specs.security import SecuritySpec
+from raytpu.core.specs import kinds
+from raytpu.core.specs.cluster.cluster_parts import AlertingSpec, GkeSpec, NetworkSpec, StorageSpec
+from raytpu.core.specs.cluster.security import SecuritySpec
+from raytpu.core.specs.cluster.teams import TeamSpec
+from raytpu.core.specs.runtime import run_env
 from raytpu.core.specs.spec import ClusterSpec, SliceSpec, WorkloadSpec, cluster_problems
-from raytpu.core.specs.teams import TeamSpec
 from raytpu.core.tpu.catalog import GENERATIONS
 
 DEFAULT_CONFIG = "raytpu.yaml"

@@ -1,6 +1,6 @@
 """Every slice of the catalog checked against a model's need: fit, Ray, the kit's serving rules, price. Whether one is
-servable is decided by :mod:`raytpu.core.specs.vllm_rules`, not restated here: ``plan`` and ``validate`` give one
-verdict."""
+servable is decided by :mod:`raytpu.core.specs.serving.vllm_rules`, not restated here: ``plan`` and ``validate`` give
+one verdict."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from raytpu.core.specs import vllm_rules
+from raytpu.core.specs.serving import vllm_rules
 from raytpu.core.tpu.catalog import GENERATIONS
 from raytpu.core.tpu.models import ModelShape
 from raytpu.core.tpu.plan import SlicePlan, plan_slice

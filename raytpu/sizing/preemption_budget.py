@@ -16,7 +16,7 @@ from typing import Any
 from raytpu.core.common import errors
 from raytpu.core.common.errors import InvalidInput
 from raytpu.core.manifests import preemption
-from raytpu.core.specs import notice
+from raytpu.core.specs.slices import notice
 from raytpu.core.tpu.plan import SlicePlan
 from raytpu.sizing.memory import GIB, Need
 
@@ -26,7 +26,7 @@ order below the hosts' links; ``--write-gb-s`` states a measured rate."""
 WRITE_GB_S_RANGE = (0.001, 1000.0)
 POLL_S = 1.0
 """Ray Train's poll for draining nodes in the kit's runs (``RAY_TRAIN_PREEMPTION_POLL_INTERVAL_S``): a notice is seen
-up to this late. Source: ``raytpu.workloads.preemption.PREEMPTION_POLL_S`` (Ray 2.60's default is 5 s)."""
+up to this late. Source: ``raytpu.workloads.support.preemption.PREEMPTION_POLL_S`` (Ray 2.60's default is 5 s)."""
 ASSUMED_STEP_S = 1.0
 """One training step: an ASSUMPTION (a step runs to its end before the loop asks for the notice); ``--step-s`` states
 your measured step."""

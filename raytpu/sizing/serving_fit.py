@@ -14,7 +14,7 @@ def fit_warnings(work: WorkloadSpec) -> list[str]:
     ``max_model_len``, bf16, 10% headroom: :mod:`raytpu.sizing.memory`); only models of ``raytpu plan``'s built-in
     table are known here, so another model gets a note saying it was not checked. A warning, not an error: a
     quantized checkpoint may fit where the estimate says no."""
-    from raytpu.core.specs import vllm_rules
+    from raytpu.core.specs.serving import vllm_rules
     from raytpu.core.tpu import models
     from raytpu.sizing import candidates, memory
 

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 
 from raytpu.core.common import errors
 from raytpu.core.common.errors import InvalidInput
-from raytpu.core.specs import user_code, workload_fields
+from raytpu.core.specs import workload_fields
+from raytpu.core.specs.runtime import user_code
 from raytpu.teamcode.bundle import excluded
 
 if TYPE_CHECKING:
@@ -56,7 +57,8 @@ def train_loop_problems(field: str, folder: Path, train_loop: str, train_config:
                         ) -> list[InvalidInput]:
     """The module of ``train_loop`` is in ``folder`` and defines the function at its top level, taking one
     argument (Ray Train passes ``train_loop_config``) or, without ``train_config``, none
-    (:func:`raytpu.core.specs.user_code.loop_call_problems`; a ``train_config`` problem goes under that field)."""
+    (:func:`raytpu.core.specs.runtime.user_code.loop_call_problems`; a ``train_config`` problem goes under that
+    field)."""
     module, function = user_code.split_train_loop(train_loop)
     parsed = parsed_module(field, train_loop, folder, module, user_code.TRAIN_LOOP_VALID)
     if isinstance(parsed, InvalidInput):
@@ -154,7 +156,7 @@ def serve_app_problems(field: str, folder: Path, serve_app: str) -> list[Invalid
     assignment, an app builder ``def``, an import): read with :mod:`ast`, never imported, as ``train_loop`` is.
     Source: Ray 2.60 ``ray.serve._private.api.call_user_app_builder_with_args_if_necessary`` (the import path names
     an ``Application`` or a function returning one)."""
-    from raytpu.core.specs import serve_app as rules
+    from raytpu.core.specs.serving import serve_app as rules
 
     module, name = rules.split(serve_app)
     parsed = parsed_module(field, serve_app, folder, module, rules.VALID)

@@ -88,7 +88,7 @@ def _rows(spec: type, path: str) -> tuple[list[str], list[tuple[str, type]]]:
                     kinds = f"{', '.join(workload_fields.FIELDS[row.beside].kinds or ())} (with `{row.beside}`)"
                 required = "all" if "*" in row.required else ", ".join(row.required) or "none"
                 rows.append(f"| `{key}` | {type_name(hint)} | {default} | {kinds} | {required} | "
-                            f"{row.doc} | `raytpu/core/specs/{row.rule}.py` |")
+                            f"{row.doc} | `raytpu/core/specs/{row.rule.replace('.', '/')}.py` |")
             else:
                 rows.append(f"| `{key}` | {type_name(hint)} | {default} | `{_source(spec)}` |")
     return rows, nested

@@ -15,13 +15,13 @@ from raytpu.core.common.timeline import stamp, stamp_line
 from raytpu.core.specs.spec import WorkloadSpec
 from raytpu.core.tpu.plan import RAY_SLICE_LABEL, RAY_WORKER_LABEL
 from raytpu.workloads import smoke as program
-from raytpu.workloads._entry import Parser, connect_quiet_driver, end_quiet_driver, guarded
-from raytpu.workloads.slices import RESERVE_TIMEOUT_S, SliceInventory, wait_for_hosts
 from raytpu.workloads.smoke import dcn
 from raytpu.workloads.smoke.driver import check_limit_s, check_slice
 from raytpu.workloads.smoke.faults import Faults
 from raytpu.workloads.smoke.options import MIN_HBM_RATIO, MIN_PEER_RATIO, PerfThresholds, SmokeOptions
 from raytpu.workloads.smoke.verdict import cause_of, failed_verdict
+from raytpu.workloads.support._entry import Parser, connect_quiet_driver, end_quiet_driver, guarded
+from raytpu.workloads.support.slices import RESERVE_TIMEOUT_S, SliceInventory, wait_for_hosts
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -18,10 +18,10 @@ from raytpu.core.common.errors import invalid_value
 from raytpu.core.common.report import Check, DcnSection, PerfRow, Verdict
 from raytpu.core.tpu.catalog import generation
 from raytpu.core.tpu.plan import SlicePlan
-from raytpu.workloads.slices import Reservation, SliceInventory, reserve_slice
 from raytpu.workloads.smoke.measure import ENV_EMULATED
 from raytpu.workloads.smoke.options import SmokeOptions
 from raytpu.workloads.smoke.verdict import cause_of, gate, informational, new_check, rounded
+from raytpu.workloads.support.slices import Reservation, SliceInventory, reserve_slice
 
 DCN_GBPS_PER_HOST = 25.0
 """The fallback for a machine type with no published line rate (v4's), GB/s per host: "DCN bandwidth is typically
@@ -80,7 +80,7 @@ def dcn_host_check(coordinator: str, num_processes: int, process_id: int, hosts_
                    megascale: dict[str, str], init_timeout_s: int, reach_s: float, cut_off: bool) -> dict[str, Any]:
     """Runs on one host of one slice: reach the coordinator, join every host of every slice, all-reduce over the
     ``slice`` axis (known answer, then timed). ``cut_off``: fault injection, dial a closed port instead."""
-    from raytpu.core.specs.multislice import MEGASCALE_ENV
+    from raytpu.core.specs.slices.multislice import MEGASCALE_ENV
 
     # before jax starts (libtpu reads MEGASCALE_* at start on TPU), over what the pod has, as Ray 2.60 Train does:
     # Source: ray.train.v2.jax.config._setup_jax_distributed_environment (_JAX_MULTISLICE_OVERRIDE_KEYS), Ray 2.60
@@ -202,7 +202,7 @@ def _run(plan: SlicePlan, reservations: list[Reservation], limit_s: float, reach
     import ray
     from ray.util.tpu import get_tpu_coordinator_env_vars
 
-    from raytpu.core.specs.multislice import MEGASCALE_PORT
+    from raytpu.core.specs.slices.multislice import MEGASCALE_PORT
     from raytpu.workloads.smoke.host_process import start_hosts, stop_hosts
 
     keys = [(s, w) for s in range(len(reservations)) for w in range(plan.hosts)]

@@ -11,7 +11,7 @@ from typing import Any
 
 from raytpu.core.common.report import Check, HostRow, PerfRow, Verdict
 from raytpu.core.common.timeline import Stamp, stamp, stamp_line
-from raytpu.core.specs import compile_cache
+from raytpu.core.specs.runtime import compile_cache
 from raytpu.core.tpu.plan import (
     RAY_ACCELERATOR_LABEL,
     RAY_POD_TYPE_LABEL,
@@ -20,13 +20,13 @@ from raytpu.core.tpu.plan import (
     RAY_WORKER_LABEL,
     SlicePlan,
 )
-from raytpu.workloads.slices import RESERVE_TIMEOUT_S, Reservation, SliceInventory, reserve_slice
 from raytpu.workloads.smoke.faults import Faults
 from raytpu.workloads.smoke.host_process import start_hosts, stop_hosts
 from raytpu.workloads.smoke.judge import judge
 from raytpu.workloads.smoke.measure import host_check
 from raytpu.workloads.smoke.options import SmokeOptions
 from raytpu.workloads.smoke.verdict import cause_of, informational, new_check, slice_verdict
+from raytpu.workloads.support.slices import RESERVE_TIMEOUT_S, Reservation, SliceInventory, reserve_slice
 
 CHECK_BASE_S = 180.0
 """The check's time limit for a slice of a few hosts: import jax, libtpu start-up, a handful of compiles and the

@@ -297,8 +297,8 @@ def host_check(coordinator: str, num_processes: int, process_id: int, init_timeo
     """Runs on one host (inside the slice's bundle ``process_id``): identity, JAX multi-process init, devices, psum,
     all-reduce bandwidth (whole slice and per mesh axis) and latency, and every local device's matmul and copy rates.
     First, before JAX is imported, the pod's ``MEGASCALE_*`` (set for a multi-slice job's DCN check) go
-    (:func:`raytpu.core.specs.multislice.single_slice`): libtpu would otherwise wait for the other slices."""
-    from raytpu.core.specs.multislice import single_slice
+    (:func:`raytpu.core.specs.slices.multislice.single_slice`): libtpu would otherwise wait for the other slices."""
+    from raytpu.core.specs.slices.multislice import single_slice
 
     cleared = single_slice(os.environ)
     import ray
@@ -318,7 +318,7 @@ def host_check(coordinator: str, num_processes: int, process_id: int, init_timeo
     }
     import jax
 
-    from raytpu.workloads.compile_watch import CompileWatch
+    from raytpu.workloads.support.compile_watch import CompileWatch
 
     jax.distributed.initialize(coordinator, num_processes, process_id, initialization_timeout=init_timeout_s)
     try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from raytpu.workloads.slices import RESERVE_TIMEOUT_S
+from raytpu.workloads.support.slices import RESERVE_TIMEOUT_S
 
 PerfThresholds = Literal["auto", "on", "off"]
 """``auto``: the catalog floors gate on real TPU only (informational on an emulated slice); ``on``/``off``: always,

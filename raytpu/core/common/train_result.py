@@ -1,7 +1,7 @@
 """A training run's summary line, ``RAYTPU_TRAIN_RESULT {json}``: written by the trainers on the slice
-(``workloads/train.py``, ``workloads/team_train.py``), read back from the driver's log by the commands and the emulated
-slice. Beside the smoke verdict (:mod:`.report`) and timeline stamp (:mod:`.timeline`) lines, so a reader never imports
-a pod program. Standard library only."""
+(``workloads/train.py``, ``workloads/support/team_train.py``), read back from the driver's log by the commands and the
+emulated slice. Beside the smoke verdict (:mod:`.report`) and timeline stamp (:mod:`.timeline`) lines, so a reader never
+imports a pod program. Standard library only."""
 
 from __future__ import annotations
 

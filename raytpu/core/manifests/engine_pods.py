@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from raytpu.core.common.names import GCS_MOUNT_PATH
-from raytpu.core.specs import node_disk, xla_cache
+from raytpu.core.specs.runtime import xla_cache
+from raytpu.core.specs.serving import node_disk
 from raytpu.core.specs.spec import SecretKeyRef, WorkloadSpec
 
 XLA_CACHE_VOLUME = "xla-cache"
@@ -66,9 +67,9 @@ def _request_disk(pod_spec: dict[str, Any], need: node_disk.EngineDisk) -> None:
 
 def add_engine_needs(cluster: dict[str, Any], work: WorkloadSpec, bucket: str | None) -> None:
     """A cluster running a vLLM engine (a RayService, a ``batch`` RayJob): the TPU workers request room for what
-    the engine writes per host (:mod:`raytpu.core.specs.node_disk`, models of the built-in table) and, without the kit's
-    ``bucket`` mounted, keep the XLA cache on an emptyDir (with it, :mod:`raytpu.core.specs.xla_cache` puts it in the
-    bucket); the Hugging Face token on every pod."""
+    the engine writes per host (:mod:`raytpu.core.specs.serving.node_disk`, models of the built-in table) and, without
+    the kit's ``bucket`` mounted, keep the XLA cache on an emptyDir (with it, :mod:`raytpu.core.specs.runtime.xla_cache`
+    puts it in the bucket); the Hugging Face token on every pod."""
     worker = cluster["workerGroupSpecs"][0]["template"]["spec"]
     need = node_disk.engine_disk(work, bucket)
     if need is not None:

@@ -16,8 +16,10 @@ from raytpu.core.common.errors import InvalidInput
 from raytpu.core.manifests import engine_pods, pod_security, preemption, ray_ports, serving, smoke_runs, team_serving
 from raytpu.core.manifests import network_policy as netpol
 from raytpu.core.manifests.kube_resources import resource
-from raytpu.core.specs import compile_cache, multislice, node_disk, run_env, user_code
-from raytpu.core.specs.security import NAMESPACE_SOURCE, SecuritySpec
+from raytpu.core.specs.cluster.security import NAMESPACE_SOURCE, SecuritySpec
+from raytpu.core.specs.runtime import compile_cache, run_env, user_code
+from raytpu.core.specs.serving import node_disk
+from raytpu.core.specs.slices import multislice
 from raytpu.core.specs.spec import MULTI_HOST_NAME_LIMIT, ClusterSpec, SliceSpec, WorkloadSpec
 from raytpu.core.tpu.catalog import RAY_VERSION, generation
 from raytpu.core.tpu.plan import TPU_RESOURCE, SlicePlan
@@ -162,7 +164,7 @@ def head_group(pods: Pods, serves: bool = False, autopilot: bool = False,
                ray_files_gib: float = node_disk.SCRATCH_GIB) -> dict[str, Any]:
     """The Ray head: CPU only, ``num-cpus: 0`` (no work lands on it), ClusterIP service, dashboard on 8265. On
     Autopilot its ephemeral storage stays within the general-purpose class's per-Pod maximum, sidecar included
-    (:func:`raytpu.core.specs.node_disk.head_ray_files_gib`)."""
+    (:func:`raytpu.core.specs.serving.node_disk.head_ray_files_gib`)."""
     head_gib = node_disk.head_ray_files_gib(ray_files_gib, pods.bucket is not None)
     files = autopilot_ray_files(head_gib) if autopilot else {}
     requests = {"cpu": pods.head_cpu, "memory": pods.head_memory, **files}
@@ -453,7 +455,7 @@ def workload_manifest(spec: ClusterSpec, work: WorkloadSpec, *, images: ImageOf,
         assert (work.code is None) == (code_zip is None), "a code folder ships as its zip (raytpu.teamcode.bundle)"
         # the team's env goes on the containers only (add_team_env): the submitter's bash would expand `$` and
         # backquotes in runtimeEnvYAML, and Ray `$NAME` in its env_vars (docs/FACTS.md#spec-run-env)
-        team_env = user_code.run_env(work.plan, slices=work.slices_per_run,
+        team_env = user_code.raytpu_env(work.plan, slices=work.slices_per_run,
                                      storage=names.run_storage(name, team=work.team),
                                      run=name) if work.runs_team_code else None
         runtime = runtime_env([py_modules or names.py_modules_uri()], team_env,

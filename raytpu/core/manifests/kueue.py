@@ -9,10 +9,10 @@ from typing import Any
 
 from raytpu.core.common import names
 from raytpu.core.manifests.kuberay import tpu_placement
-from raytpu.core.specs import teams as team_rules
-from raytpu.core.specs.provisioning import TPU_TAINT
+from raytpu.core.specs.cluster import teams as team_rules
+from raytpu.core.specs.cluster.teams import TeamSpec
+from raytpu.core.specs.slices.provisioning import TPU_TAINT
 from raytpu.core.specs.spec import ClusterSpec, SliceSpec, WorkloadSpec
-from raytpu.core.specs.teams import TeamSpec
 from raytpu.core.tpu.plan import TPU_RESOURCE
 
 VERSION = "0.19.2"

@@ -10,7 +10,7 @@ from typing import Any
 
 from raytpu.core.common import names
 from raytpu.core.manifests import ray_ports
-from raytpu.core.specs.security import NAMESPACE_SOURCE, SecuritySpec
+from raytpu.core.specs.cluster.security import NAMESPACE_SOURCE, SecuritySpec
 
 API_VERSION = "networking.k8s.io/v1"
 NAMESPACE_LABEL = "kubernetes.io/metadata.name"

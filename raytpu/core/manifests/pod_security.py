@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from raytpu.core.specs.security import SecuritySpec
+from raytpu.core.specs.cluster.security import SecuritySpec
 
 HOME = "/home/raytpu"
 """``$HOME`` of every Ray container: an emptyDir (the image's own home may be root's, or read-only)."""

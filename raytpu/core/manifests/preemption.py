@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from raytpu.core.specs.notice import CRITICAL_PODS_S, NOTICE_S
-from raytpu.core.specs.provisioning import Provisioning
+from raytpu.core.specs.slices.notice import CRITICAL_PODS_S, NOTICE_S
+from raytpu.core.specs.slices.provisioning import Provisioning
 
 RECLAIMABLE = frozenset({"spot", "flex-start"})
 """Provisioning modes whose capacity GKE takes back while Ray runs (spot; flex-start at ``max_run_duration_s``)."""

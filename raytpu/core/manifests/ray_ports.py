@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from raytpu.core.manifests import serving
-from raytpu.core.specs import multislice
+from raytpu.core.specs.slices import multislice
 
 AUDIENCES = ("cluster", "namespace", "serve", "metrics")
 

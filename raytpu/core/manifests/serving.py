@@ -11,8 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 from raytpu.core.common.errors import InvalidInput
 from raytpu.core.common.names import GCS_MOUNT_PATH
-from raytpu.core.specs import chat_template, xla_cache
-from raytpu.core.specs.vllm_rules import DEFAULT_MAX_MODEL_LEN, DEFAULT_MODEL, VLLM_VERSION, jax_devices, parallel_sizes
+from raytpu.core.specs.runtime import xla_cache
+from raytpu.core.specs.serving import chat_template
+from raytpu.core.specs.serving.vllm_rules import (
+    DEFAULT_MAX_MODEL_LEN,
+    DEFAULT_MODEL,
+    VLLM_VERSION,
+    jax_devices,
+    parallel_sizes,
+)
 
 if TYPE_CHECKING:
     from raytpu.core.specs.spec import WorkloadSpec

@@ -6,8 +6,8 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from raytpu.core.common import names
-from raytpu.core.specs import multislice
 from raytpu.core.specs.kinds import kind as workload_kind
+from raytpu.core.specs.slices import multislice
 from raytpu.core.specs.spec import ClusterSpec, SliceSpec, WorkloadSpec
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from raytpu.core.common import names
 from raytpu.core.manifests.serving import PROXY_LOCATION
-from raytpu.core.specs import user_code
+from raytpu.core.specs.runtime import user_code
 
 if TYPE_CHECKING:
     from raytpu.core.specs.spec import WorkloadSpec
@@ -34,7 +34,7 @@ def storage_root(mount_path: str) -> str:
 def team_env(work: WorkloadSpec, name: str, mount_path: str) -> dict[str, str]:
     """The ``RAYTPU_*`` variables of a serve app: the slice's shape, ``RAYTPU_STORAGE`` the checkpoints of every
     run (``<mount>/checkpoints``: ``<run>/checkpoint_*`` under it), ``RAYTPU_RUN`` the RayService's name."""
-    return user_code.run_env(work.plan, slices=work.slices_spanned, storage=storage_root(mount_path), run=name)
+    return user_code.raytpu_env(work.plan, slices=work.slices_spanned, storage=storage_root(mount_path), run=name)
 
 
 def builder_args(work: WorkloadSpec, api_key_file: str | None) -> dict[str, Any]:

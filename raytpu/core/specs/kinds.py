@@ -71,16 +71,17 @@ class WorkloadKind:
         takes_model: The workload runs a model on vLLM (``workloads[].model`` and the other serving fields apply, by
             the serving rules): as a RayService (``serve``) or as a one-shot job (``batch``).
         spans_slices: One run may span several slices joined over DCN (``workloads[].slices: N``: multi-slice
-            training, :mod:`raytpu.core.specs.multislice`); other kinds treat ``slices`` as independent copies.
+            training, :mod:`raytpu.core.specs.slices.multislice`); other kinds treat ``slices`` as independent copies.
         trains: Its program trains: each run gets its own checkpoint storage and name (:meth:`run_args`), and the
             emulated slice is its slice by default (``raytpu local up``).
         checks: Its program checks slices and prints verdicts (``raytpu smoke`` runs it on every slice; the image a
             slice's workload of this kind names is the one the slice's smoke jobs run; ``submit`` fails on an
             unhealthy verdict). ``submit`` refuses any RayJob whose copies another workload holds.
-        code_entry: The field that names a team's code in ``code`` (:mod:`raytpu.core.specs.user_code`): ``train_loop``
-            (optional: without it the kit's own trainer runs) or ``entrypoint`` (required: the team's own driver,
-            run instead of a program of the kit's) or ``serve_app`` (optional: a team's own Ray Serve app instead of
-            the kit's LLM app, :mod:`raytpu.core.specs.serve_app`); None: the kind runs the kit's program only.
+        code_entry: The field that names a team's code in ``code`` (:mod:`raytpu.core.specs.runtime.user_code`):
+            ``train_loop`` (optional: without it the kit's own trainer runs) or ``entrypoint`` (required: the team's own
+            driver, run instead of a program of the kit's) or ``serve_app`` (optional: a team's own Ray Serve app
+            instead of the kit's LLM app, :mod:`raytpu.core.specs.serving.serve_app`); None: the kind runs the kit's
+            program only.
 
     Its default image is the kit's image listing it (:data:`raytpu.images.definitions.IMAGES`), which carries
     everything its program imports.

@@ -12,22 +12,20 @@ from dataclasses import dataclass, replace
 
 from raytpu.core.common import errors
 from raytpu.core.common.errors import InvalidInput
-from raytpu.core.specs import (
-    compile_cache,
-    grants,
-    node_disk,
-)
-from raytpu.core.specs.cluster_parts import AlertingSpec, GkeSpec, NetworkSpec, StorageSpec
+from raytpu.core.specs.cluster import grants
+from raytpu.core.specs.cluster.cluster_parts import AlertingSpec, GkeSpec, NetworkSpec, StorageSpec
+from raytpu.core.specs.cluster.security import SecuritySpec
+from raytpu.core.specs.cluster.teams import TeamSpec, teams_problems
 from raytpu.core.specs.field_rules import (
     bucket_problems,
     project_problems,
     raise_all,
     region_problems,
 )
-from raytpu.core.specs.provisioning import MODES as PROVISIONING_MODES
-from raytpu.core.specs.security import SecuritySpec
-from raytpu.core.specs.slice_spec import MULTI_HOST_NAME_LIMIT, SliceSpec, derived_name_problems
-from raytpu.core.specs.teams import TeamSpec, teams_problems
+from raytpu.core.specs.runtime import compile_cache
+from raytpu.core.specs.serving import node_disk
+from raytpu.core.specs.slices.provisioning import MODES as PROVISIONING_MODES
+from raytpu.core.specs.slices.slice_spec import MULTI_HOST_NAME_LIMIT, SliceSpec, derived_name_problems
 from raytpu.core.specs.workload_spec import (
     SERVING_FIELDS,
     WORKLOAD_ENV,

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from raytpu.core.specs.grants import path_warnings
-from raytpu.core.specs.run_env import secret_like_warnings
+from raytpu.core.specs.cluster.grants import path_warnings
+from raytpu.core.specs.runtime.run_env import secret_like_warnings
 from raytpu.core.specs.spec import ClusterSpec, SliceSpec, WorkloadSpec
 
 WorkloadRule = Callable[[str, WorkloadSpec], list[str]]
@@ -67,8 +67,8 @@ def served_copies(spec: ClusterSpec) -> dict[str, str]:
 
 def serving_warnings(spec: ClusterSpec, work: WorkloadSpec) -> list[str]:
     """A RayService where it would go down: on flex-start capacity or a slice with a run duration, which GKE takes
-    back then. (Weights in a bucket no grant covers: :func:`raytpu.core.specs.grants.path_warnings`.)"""
-    from raytpu.core.specs.provisioning import MAX_RUN_DURATION_S
+    back then. (Weights in a bucket no grant covers: :func:`raytpu.core.specs.cluster.grants.path_warnings`.)"""
+    from raytpu.core.specs.slices.provisioning import MAX_RUN_DURATION_S
 
     if work.kind.is_job:
         return []
@@ -107,8 +107,8 @@ def deadline_warnings(work: WorkloadSpec) -> list[str]:
 def disk_warnings(spec: ClusterSpec, work: WorkloadSpec) -> list[str]:
     """On Autopilot, an engine whose ephemeral-storage request is more than a default Standard node would hold:
     GKE refuses a request above its maximum, which the sources the kit read do not state for TPU pods."""
-    from raytpu.core.specs import node_disk
     from raytpu.core.specs.field_rules import DEFAULT_DISK_SIZE_GIB
+    from raytpu.core.specs.serving import node_disk
 
     need = node_disk.engine_disk(work, spec.bucket)
     if not spec.cluster.autopilot or need is None or need.need_gib <= node_disk.allocatable_gib(DEFAULT_DISK_SIZE_GIB):

@@ -16,31 +16,19 @@ from typing import Any
 
 from raytpu.core.common import errors, names
 from raytpu.core.common.errors import InvalidInput, InvalidInputs
-from raytpu.core.specs import (
-    chat_template,
-    checkpoints,
-    compile_cache,
-    data,
-    kinds,
-    multislice,
-    node_disk,
-    run_env,
-    sampling,
-    serve_app,
-    spec_json,
-    user_code,
-    vllm_rules,
-    workload_fields,
-)
+from raytpu.core.specs import kinds, spec_json, workload_fields
+from raytpu.core.specs.cluster.security import secret_name_problems
 from raytpu.core.specs.field_rules import (
     dns_label_problems,
     raise_all,
     range_problems,
 )
 from raytpu.core.specs.kinds import WorkloadKind
-from raytpu.core.specs.provisioning import MODES as PROVISIONING_MODES
-from raytpu.core.specs.security import secret_name_problems
-from raytpu.core.specs.slice_spec import SliceSpec, derived_name_problems
+from raytpu.core.specs.runtime import checkpoints, compile_cache, data, run_env, user_code
+from raytpu.core.specs.serving import chat_template, node_disk, sampling, serve_app, vllm_rules
+from raytpu.core.specs.slices import multislice
+from raytpu.core.specs.slices.provisioning import MODES as PROVISIONING_MODES
+from raytpu.core.specs.slices.slice_spec import SliceSpec, derived_name_problems
 from raytpu.core.tpu.catalog import RAY_VERSION, generation
 from raytpu.core.tpu.models import by_hf_id
 from raytpu.core.tpu.plan import SlicePlan
@@ -133,7 +121,7 @@ class WorkloadSpec:
     input: str | None = None
     output: str | None = None
     dataset: str | None = None
-    # batch sampling (raytpu.core.specs.sampling.SAMPLING_FIELDS)
+    # batch sampling (raytpu.core.specs.serving.sampling.SAMPLING_FIELDS)
     max_tokens: int | None = None
     temperature: float | None = None
     top_p: float | None = None

@@ -256,7 +256,8 @@ class OfferedZones:
                        f"{generation_name} ({', '.join(offered)}; read {self.read_on}, {self.any_mode_source}): "
                        "check the live list, or nothing may ever scale up there")
         flex = self.flex_start.get(generation_name)
-        if "flex-start" in modes and flex != ():  # () is refused (raytpu.core.specs.provisioning.generation_problems)
+        # () is refused (raytpu.core.specs.slices.provisioning.generation_problems)
+        if "flex-start" in modes and flex != ():
             if flex is None:
                 out.append(f"GKE's flex-start page lists no {generation_name} zones (read {self.read_on}, "
                            f"{self.flex_start_source}): check that flex-start offers {generation_name} in {zone}")

@@ -69,7 +69,8 @@ def train_part(directory: Path) -> dict[str, Any]:
     """The training part in this interpreter (it needs JAX): two hosts, one epoch of a Parquet dataset."""
     from raytpu.local.running import jobs
     from raytpu.local.slice import procs, startup
-    from raytpu.workloads import train, train_data
+    from raytpu.workloads import train
+    from raytpu.workloads.support import train_data
 
     plan = plan_slice("v6e", "2x4", generation("v6e").multi_host_machine_type.name)
     directory.mkdir(parents=True, exist_ok=True)

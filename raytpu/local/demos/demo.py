@@ -365,7 +365,7 @@ def _train_preempted(demo: Demo, cluster: LocalCluster) -> None:
     to ``report["train"]``, what the preemption cost to ``report["preemption"]``. It passes when the run finished on a
     whole slice and, with a notice, resumed from the checkpoint written at it with at most one step lost."""
     from raytpu.core.common import timeline
-    from raytpu.core.specs import compile_cache
+    from raytpu.core.specs.runtime import compile_cache
     from raytpu.local.demos.drill import drill
 
     options, report = demo.options, demo.report

@@ -19,7 +19,7 @@ from raytpu.core.common.train_result import parse_result
 from raytpu.local.running.jobs import run_workload
 from raytpu.local.slice.preempt import Preemption, preempt, target
 from raytpu.local.slice.state import LocalCluster, Progress
-from raytpu.workloads.preemption import read_progress
+from raytpu.workloads.support.preemption import read_progress
 
 STEP_SLEEP_S = 0.3
 """A pause per step, so the drill lands mid-run on a fast machine too."""

@@ -15,8 +15,8 @@ from raytpu.core.common import names
 from raytpu.core.common.errors import InvalidInput, RuntimeFailure, excerpt
 from raytpu.core.common.interrupt import interrupts_held, raise_missed
 from raytpu.core.common.names import MANAGED_BY, SLICE_LABEL, WORKLOAD_LABEL
-from raytpu.core.specs import compile_cache
 from raytpu.core.specs.kinds import kind
+from raytpu.core.specs.runtime import compile_cache
 from raytpu.core.specs.spec import WorkloadSpec
 from raytpu.local.slice.connection import check_head, speak_auth
 from raytpu.local.slice.emulation import ENV_EMULATED

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from raytpu.core.common import errors, timeline
-from raytpu.core.specs import data
+from raytpu.core.specs.runtime import data
 from raytpu.local.running import jobs as jobs
 from raytpu.local.slice import state as state
 from raytpu.local.slice.from_config import job_workload
@@ -76,12 +76,12 @@ def team_runtime(cluster: state.LocalCluster, work: WorkloadSpec, run_name: str,
     if not work.runs_team_code:
         return None
     from raytpu.core.common import names
-    from raytpu.core.specs import user_code
+    from raytpu.core.specs.runtime import user_code
 
     mount = str(cluster.run_dir)
     runtime: dict[str, Any] = {"env_vars": {
         **{k: v for k, v in (work.env or {}).items() if k not in in_file}, **(secrets or {}),
-        **user_code.run_env(work.plan, slices=work.slices_per_run,
+        **user_code.raytpu_env(work.plan, slices=work.slices_per_run,
                             storage=names.run_storage(run_name, mount, work.team), run=run_name),
         "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", os.defpath)])}}
     if code.zip is not None:
@@ -136,7 +136,7 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
                                    f"a workload of a job kind ({job_kinds}), or `raytpu local serve --workload "
                                    f"{work.name}`")
     program_args = batch_args(work, cpu_model=cpu_model, overwrite=overwrite, prefix=prefix)
-    from raytpu.core.specs import run_env
+    from raytpu.core.specs.runtime import run_env
 
     secrets = run_env.local_secret_values(work.secrets, os.environ, prefix)  # exit 2 before anything starts
     if work.dataset is not None:
@@ -149,7 +149,8 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
     # the run dir stands in for the pods' GCS FUSE mount: <run dir>/checkpoints[/<team>]/<run name>, as on GKE
     extra = [*work.kind.run_args(run_name, mount_path=cluster.run_dir, team=work.team), *program_args]
     local_work = job_workload(cluster, work)
-    from raytpu.workloads import job_worker_env, local_secrets
+    from raytpu.workloads import local_secrets
+    from raytpu.workloads.support import job_worker_env
 
     # values Ray would expand ($NAME, ${NAME}: Ray 2.60 ray._private.utils.update_envs) travel as written, beside
     # the secrets, in a private file (Ray logs a runtime env's env_vars), as the pods' env carries them on GKE
@@ -179,7 +180,7 @@ def submit_local(work: WorkloadSpec, *, directory: str | Path | None, run_id: st
     recorder = timeline.Recorder.for_command()
     emulated_phases(recorder, cluster.hosts_recorded_wall())
     if work.kind.runs_entrypoint:
-        from raytpu.core.specs import user_code
+        from raytpu.core.specs.runtime import user_code
 
         recorder.unmeasured(user_code.unmeasured_phases(work.on_every_host))
     recorder.mark("applied", f"{run_name} submitted through Ray's Job Submission API (the emulated RayJob)",

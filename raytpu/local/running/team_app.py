@@ -47,7 +47,7 @@ def deploy_team_app(cluster: LocalCluster, work: WorkloadSpec, code: TeamCode, t
     (a deployment too large for a host is named there). Its secrets come from this process's environment (exit 2
     naming ``<code.field>.secrets.NAME`` when one is unset, before anything is deployed); their file stays while
     the app serves, until ``raytpu local down``."""
-    from raytpu.core.specs import run_env
+    from raytpu.core.specs.runtime import run_env
     from raytpu.workloads import local_secrets
     from raytpu.workloads.team_serve_local import CONFIG_ENV
 
@@ -70,7 +70,7 @@ def deploy_team_app(cluster: LocalCluster, work: WorkloadSpec, code: TeamCode, t
     if done.returncode != 0 or "endpoint" not in found:
         lines = done.stderr.strip().splitlines() or ["(no output)"]
         said = next((line.removeprefix("error: ") for line in reversed(lines) if line.startswith("error: ")),
-                    lines[-1])  # the deploy's own error line (workloads/_entry.py), else its last word
+                    lines[-1])  # the deploy's own error line (workloads/support/_entry.py), else its last word
         problem, _, valid = said.partition("; valid: ")
         raise RuntimeFailure(f"local.serve: {work.name} did not deploy: {problem}", valid or "its log above")
     return found["endpoint"].strip()

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from raytpu.core.common import errors
-from raytpu.core.specs import multislice
-from raytpu.core.specs.data import DATA_FIELDS
+from raytpu.core.specs.runtime.data import DATA_FIELDS
+from raytpu.core.specs.slices import multislice
 from raytpu.core.specs.spec import ClusterSpec, WorkloadSpec
 from raytpu.core.tpu.plan import SlicePlan
 from raytpu.local.slice.state import LocalCluster

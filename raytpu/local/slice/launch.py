@@ -19,7 +19,7 @@ from raytpu.core.tpu.plan import SlicePlan
 from raytpu.local.slice import procs
 from raytpu.local.slice.emulation import WEBHOOK_ENV, host_env
 from raytpu.local.slice.state import ENV_CLUSTER, LocalCluster, NodeProc
-from raytpu.workloads.job_worker_env import SERVING_ONLY_ENV
+from raytpu.workloads.support.job_worker_env import SERVING_ONLY_ENV
 
 HOST_CPUS = 2
 """Logical CPUs per emulated host: one for the slice bundle, one spare for helpers."""
@@ -60,9 +60,9 @@ def _base_env(cluster: LocalCluster) -> dict[str, str]:
     """Every node's environment: this process's (a value set here wins over the kit's serving defaults,
     :data:`raytpu.core.manifests.serving.SERVE_HOT_PATH_ENV` and
     :data:`~raytpu.core.manifests.serving.DIRECT_STREAMING_ENV`: the local twin streams direct, and a team run's workers
-    drop the latter: :mod:`raytpu.workloads.job_worker_env`), Ray's token auth, the cluster's tag, and this cluster's
-    own addresses (never the caller's ``RAY_ADDRESS``): every worker a node starts inherits them, so Ray code that
-    finds its cluster by itself (Ray Train's ``PlacementGroupCleaner`` reads the State API with no address) reaches
+    drop the latter: :mod:`raytpu.workloads.support.job_worker_env`), Ray's token auth, the cluster's tag, and this
+    cluster's own addresses (never the caller's ``RAY_ADDRESS``): every worker a node starts inherits them, so Ray code
+    that finds its cluster by itself (Ray Train's ``PlacementGroupCleaner`` reads the State API with no address) reaches
     this cluster when another runs on the machine (issue 48).
     Source: Ray 2.60 ``ray._private.services.canonicalize_bootstrap_address_or_die`` ("Found multiple active Ray
     instances" without ``RAY_ADDRESS``)."""
