@@ -12,12 +12,12 @@ import os
 from typing import Any
 
 EMULATED = "RAYTPU_EMULATED"
-"""``1`` in an emulated slice's drivers and hosts (:data:`raytpu.local.emulation.ENV_EMULATED`; named again here, as
+"""``1`` in an emulated slice's drivers and hosts (:data:`raytpu.local.slice.emulation.ENV_EMULATED`; named again here, as
 this module imports nothing of the kit)."""
 
 SERVING_ONLY_ENV = "RAYTPU_SERVING_ONLY_ENV"
 """In every emulated node's environment: the comma-separated names only Serve reads
-(:data:`raytpu.core.manifests.serving.DIRECT_STREAMING_ENV`, set by :mod:`raytpu.local.launch`)."""
+(:data:`raytpu.core.manifests.serving.DIRECT_STREAMING_ENV`, set by :mod:`raytpu.local.slice.launch`)."""
 
 HOOK = "raytpu.workloads.support.job_worker_env.drop_serving_env"
 """:func:`drop_serving_env` as Ray's ``worker_process_setup_hook`` names it."""
