@@ -12,8 +12,8 @@ import os
 from typing import Any
 
 EMULATED = "RAYTPU_EMULATED"
-"""``1`` in an emulated slice's drivers and hosts (:data:`raytpu.local.slice.emulation.ENV_EMULATED`; named again here, as
-this module imports nothing of the kit)."""
+"""``1`` in an emulated slice's drivers and hosts (:data:`raytpu.local.slice.emulation.ENV_EMULATED`; named again
+here, as this module imports nothing of the kit)."""
 
 SERVING_ONLY_ENV = "RAYTPU_SERVING_ONLY_ENV"
 """In every emulated node's environment: the comma-separated names only Serve reads
