@@ -121,3 +121,16 @@ def test_a_broken_link_and_a_missing_anchor_are_found(tmp_path: Path) -> None:
     assert problem(ROOT / "README.md", "docs/guides/deploy.md#the-steps") is None
     assert problem(ROOT / "README.md", "docs/guides/deploy.md#no-such-step") == \
         "no heading #no-such-step in docs/guides/deploy.md"
+
+
+KIT_PATH = re.compile(r"`((?:raytpu|workloads|modules|stacks|tests|bench|examples)/[\w./-]+\.py)`")
+HISTORY = {ROOT / "docs" / "FACTS-changelog.md"}
+"""Pages that record what was, at the paths it had then."""
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p not in HISTORY], ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_module_path_a_page_names_exists(page: Path) -> None:
+    """Issue 70: the package was regrouped (``raytpu/local/slice/``, ``workloads/support/``, ...); a page naming a
+    module by its repository path (in backticks) names one that exists, so a newcomer following it lands on the file."""
+    missing = sorted({m[1] for m in KIT_PATH.finditer(page.read_text()) if not (ROOT / m[1]).exists()})
+    assert not missing, missing
