@@ -193,6 +193,7 @@ def test_two_submits_in_one_second_are_two_runs(neighbours: tuple[state.LocalClu
     """Both submissions see the same second (names.run_id fixed): the second moves on to the next id."""
     from raytpu import config as config_mod
     from raytpu.core.common import names
+    from raytpu.images import team
     from raytpu.local.running.submission import submit_local
     from raytpu.runs.following import Streams
 
@@ -201,7 +202,9 @@ def test_two_submits_in_one_second_are_two_runs(neighbours: tuple[state.LocalClu
     monkeypatch.setattr(names, "run_id", lambda now=None: "t5x2kq")
     ended: list[str] = []
     streams = Streams(out=lambda _line: None, err=lambda _line: None, ended=lambda run: ended.append(run.name))
+    work = spec.workload("quick")
+    code = team.prepare(spec, work)  # its folder read once, as `submit` reads it
     for _ in range(2):
-        assert submit_local(spec.workload("quick"), directory=cluster.run_dir, run_id=None, timeout_s=300,
-                            streams=streams) == 0
+        assert submit_local(work, directory=cluster.run_dir, run_id=None, timeout_s=300, streams=streams,
+                            code=code) == 0
     assert ended == ["quick-t5x2kq", f"quick-{names.next_run_id('t5x2kq')}"]
