@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from image_refs import FIXTURE_REFS, write_record
 
 REPO = Path(__file__).resolve().parents[1]
@@ -166,6 +167,17 @@ def only(stack: dict[str, Any], rtype: str) -> dict[str, Any]:
     found = list(resources(stack, rtype).values())
     assert len(found) == 1, f"expected one {rtype}, found {len(found)}"
     return found[0]
+
+
+def cdktf_cli() -> Path:
+    """``node_modules/.bin/cdktf`` (what ``npx cdktf`` runs); its absence fails under CI (the Makefile runs ``npm ci``)
+    and skips elsewhere, saying how to get it."""
+    cdktf = REPO / "node_modules" / ".bin" / "cdktf"
+    if not cdktf.exists():
+        if os.environ.get("CI"):
+            pytest.fail("node_modules/.bin/cdktf is missing: run `npm ci` (the Makefile does)")
+        pytest.skip("node_modules/.bin/cdktf is missing: run `npm ci`")
+    return cdktf
 
 
 def checkov_bin() -> Path | None:

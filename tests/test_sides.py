@@ -12,7 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-import yaml
+from test_named_right import app_config  # the example plus a team's Serve app, beside its code
 
 from raytpu.cli import main
 from raytpu.cluster.side import ClusterSide
@@ -23,7 +23,6 @@ from raytpu.runs.side import Side
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = ROOT / "raytpu.example.yaml"
 COMMANDS = ROOT / "raytpu" / "commands"
 MAX_COMMAND_LINES = 250
 
@@ -50,21 +49,6 @@ def test_no_command_is_over_250_lines(path: Path) -> None:
     """A command is an argparse adapter; what grows past that belongs in a library module."""
     count = len(path.read_text().splitlines())
     assert count <= MAX_COMMAND_LINES, f"{path.name}: {count} lines"
-
-
-def app_config(tmp_path: Path) -> Path:
-    """The example plus a team's Serve app (``app``, on the serve slice) and its code folder."""
-    (tmp_path / "src" / "lm").mkdir(parents=True)
-    (tmp_path / "src" / "lm" / "__init__.py").write_text("")
-    (tmp_path / "src" / "lm" / "serve.py").write_text(
-        "from ray import serve\n\n\n@serve.deployment\nclass App:\n    def __call__(self, request):\n"
-        "        return 'ok'\n\n\napp = App.bind()\n")
-    data = yaml.safe_load(EXAMPLE.read_text())
-    data["workloads"].append({"name": "app", "kind": "serve", "slice": "serve", "code": "./src",
-                              "serve_app": "lm.serve:app"})
-    path = tmp_path / "raytpu.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
 
 
 @pytest.fixture

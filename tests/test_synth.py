@@ -26,6 +26,7 @@ from _synth import (
     RESEARCH,
     STANDARD_EXAMPLE,
     by_name,
+    cdktf_cli,
     only,
     read_stacks,
     resources,
@@ -659,11 +660,7 @@ def test_app_reads_raytpu_config_else_raytpu_yaml() -> None:
 
 def test_npx_cdktf_synth_matches_raytpu_synth(tmp_path: Path, autopilot: dict) -> None:
     """CI exercises the node CLI once: `npx cdktf synth` (cdktf.json's app) == `raytpu synth`."""
-    cdktf = REPO / "node_modules" / ".bin" / "cdktf"
-    if not cdktf.exists():
-        if os.environ.get("CI"):
-            pytest.fail("node_modules/.bin/cdktf is missing: run `npm ci` (the Makefile does)")
-        pytest.skip("node_modules/.bin/cdktf is missing: run `npm ci`")
+    cdktf = cdktf_cli()
     out = tmp_path / "cdktf.out"
     env = {**os.environ, "RAYTPU_CONFIG": str(_with_record(tmp_path / "cfg", AUTOPILOT_EXAMPLE)),
            "CHECKPOINT_DISABLE": "1", "CI": "1",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from _synth import REPO, STANDARD_EXAMPLE, read_stacks
+from _synth import REPO, STANDARD_EXAMPLE, cdktf_cli, read_stacks
 from image_refs import FIXTURE_REFS, write_record
 
 from raytpu import config
@@ -65,11 +65,7 @@ def test_the_stacks_synthesize_without_the_code_folder_or_uv(tmp_path: Path, mon
 
 
 def test_npx_cdktf_synth_works_without_the_code_folder_and_starts_no_uv(tmp_path: Path) -> None:
-    cdktf = REPO / "node_modules" / ".bin" / "cdktf"
-    if not cdktf.exists():
-        if os.environ.get("CI"):
-            pytest.fail("node_modules/.bin/cdktf is missing: run `npm ci` (the Makefile does)")
-        pytest.skip("node_modules/.bin/cdktf is missing: run `npm ci`")
+    cdktf = cdktf_cli()
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(NO_UV)
