@@ -342,8 +342,9 @@ def test_validate_reads_files_only_and_resolves_on_asking(tmp_path: Path) -> Non
 
     project(tmp_path)
     (tmp_path / "raytpu.yaml").write_text(CONFIG)
+    # UV_HTTP_RETRIES=0: uv retries a refused connection 3 times with backoff (6 s); one refusal tells the same.
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "UV_INDEX_URL": "http://127.0.0.1:9/simple",
-           "UV_OFFLINE": "0", "UV_NO_CACHE": "1"}
+           "UV_OFFLINE": "0", "UV_NO_CACHE": "1", "UV_HTTP_RETRIES": "0"}
     plain = subprocess.run([sys.executable, "-m", "raytpu", "validate", str(tmp_path / "raytpu.yaml")], env=env,
                            capture_output=True, text=True, timeout=120)
     assert plain.returncode == 0, plain.stderr

@@ -19,6 +19,7 @@ from image_refs import FIXTURE_IMAGES
 from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, serving, use_adc
 
 from raytpu import cli
+from raytpu.cluster import gke
 from raytpu.cluster import runs as stack_runs
 from raytpu.config import parse
 from raytpu.core.common import names
@@ -63,6 +64,9 @@ def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tls: TlsFiles,
         (tmp_path / "outputs.json").write_text(json.dumps(
             {STACK: {**OUTPUTS, "endpoint": server.url, "ca_certificate": tls.ca_b64}}))
         use_adc(server, monkeypatch, tmp_path)
+        # Polls a loopback server: a look every 50 ms, not every second (cancel) or 3 (a log stream that broke)
+        monkeypatch.setattr(stack_runs, "POLL_S", 0.05)
+        monkeypatch.setattr(gke, "LOG_POLL_S", 0.05)
         server.put({**manifest("pretrain", "pretrain-r1"), "status": {
             "jobDeploymentStatus": "Running", "jobStatus": "RUNNING", "rayClusterName": RAY_CLUSTER,
             "startTime": "2026-01-01T00:01:00Z"}})
@@ -181,7 +185,7 @@ def test_cancel_waits_for_every_ray_cluster_of_the_run_an_earlier_attempts_too(
         while api.get_object("rayjobs", "pretrain-r1") is not None:
             time.sleep(0.05)
         api.remove("pods", f"{RAY_CLUSTER}-worker-0")
-        time.sleep(1.5)  # cancel must still be waiting here: the earlier attempt's pod is left
+        time.sleep(0.5)  # cancel (polling every 50 ms) must still be waiting here: the earlier attempt's pod is left
         gone.append(time.monotonic())
         api.remove("pods", earlier)
 

@@ -29,6 +29,7 @@ from kube_server import KubeApiServer, ServiceAccountKey, TlsFiles, serving, sta
 
 from raytpu import __version__, cli
 from raytpu.cluster import gke, google_api, submission
+from raytpu.cluster.http_retry import HttpRetry
 from raytpu.cluster.kube.kube_client import KubeClient
 from raytpu.config import parse
 from raytpu.core import core_zip
@@ -133,6 +134,8 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tls: TlsFiles,
                    "ray-tpu-workloads": {}}
         (tmp_path / "outputs.json").write_text(json.dumps(outputs))
         use_adc(server, monkeypatch, tmp_path)
+        # Retries are counted here, not waited for (the pause itself: tests/test_kube.py, backoff_s)
+        monkeypatch.setattr(HttpRetry, "get_backoff_time", lambda self: 0.0)
         cluster = Cluster(server)
         yield cluster
         for thread in cluster.threads:

@@ -194,6 +194,10 @@ class PrintedLines:
         return new
 
 
+LOG_POLL_S = 3.0
+"""How often :class:`LogStreamer` looks again for a pod to read (a broken stream, a replacement pod)."""
+
+
 class LogStreamer:
     """Streams a K8sJobMode RayJob's driver log (its submitter Job's pod) to ``sink`` while it runs: every ``poll_s``
     it looks for a pod whose log has not ended (once the Ray cluster is up; a retry's new pod; a stream that broke,
@@ -201,11 +205,12 @@ class LogStreamer:
     Ray job (``status.jobId``), whose lines all print. Source: KubeRay v1.7.0 ``rayjob_controller.go`` (a retry clears
     ``jobId``; ``initRayJobStatusIfNeed`` makes a new one; docs/FACTS.md#kuberay-retries)."""
 
-    def __init__(self, client: KubeClient, job_name: str, sink: Callable[[str], Any], poll_s: float = 3.0) -> None:
+    def __init__(self, client: KubeClient, job_name: str, sink: Callable[[str], Any],
+                 poll_s: float | None = None) -> None:
         self.client = client
         self.job_name = job_name
         self.sink = sink
-        self.poll_s = poll_s
+        self.poll_s = LOG_POLL_S if poll_s is None else poll_s
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
