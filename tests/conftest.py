@@ -27,6 +27,11 @@ from raytpu.local.slice import procs, startup, state
 
 SESSION_PREFIX = f"{state.TMP_PREFIX}t{os.getpid()}-"
 
+# pytest keeps each test module's assertion-rewritten code in __pycache__ only where bytecode is written: a shell's
+# PYTHONDONTWRITEBYTECODE made every pytest process rewrite the whole suite again (collection 9 s, not 3.7; the
+# Makefile unexports it for the same reason). Source: pytest 9.2 AssertionRewritingHook.exec_module
+sys.dont_write_bytecode = False
+
 
 @pytest.fixture(scope="session", autouse=True)
 def no_ray_process_outlives_the_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:

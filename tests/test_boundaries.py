@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import ast
-import os
+import functools
 import re
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,10 +22,16 @@ SHIPPED = [p for d in ("raytpu", *sorted(LINKED)) for p in sorted((ROOT / d).rgl
 CATALOG = ROOT / "raytpu" / "core" / "tpu" / "catalog.py"
 
 
+@functools.cache
+def parsed(source: str) -> ast.Module:
+    """A module's syntax tree, parsed once for the run: most of the checks below walk every shipped module."""
+    return ast.parse(source)
+
+
 def imported_roots(path: Path) -> set[str]:
     """Top-level names of every module a file imports, at any depth of the file."""
     roots: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parsed(path.read_text())):
         if isinstance(node, ast.Import):
             roots.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -46,7 +51,7 @@ def imports_of(source: str, package: tuple[str, ...]) -> set[str]:
     """Every module ``source`` imports, dotted, at any depth; ``from a import b`` counts both ``a`` and ``a.b``
     (``b`` may be a submodule)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parsed(source)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -198,7 +203,7 @@ def module_level_imports(source: str, package: list[str], known: set[str]) -> se
                 if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
                     visit(block)
 
-    visit(ast.parse(source).body)
+    visit(parsed(source).body)
     return found & known
 
 
@@ -256,13 +261,15 @@ def all_imports(source: str, package: list[str], known: set[str]) -> set[str]:
     """The modules of ``known`` that ``source`` imports anywhere, inside functions too (what runs when the function
     does is an arrow all the same); ``from a import b`` is ``a.b`` when that is a module."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parsed(source)):
         found.update(imported(node, package, known))
     return found & known
 
 
+@functools.cache
 def import_graph() -> dict[str, set[str]]:
-    """Every shipped module -> the shipped modules it imports at any depth (:func:`all_imports`)."""
+    """Every shipped module -> the shipped modules it imports at any depth (:func:`all_imports`); parsed once for the
+    three tests that read it (0.6 s each)."""
     modules = {module_of(p): p for p in SHIPPED}
     graph = {}
     for name, path in modules.items():
@@ -348,7 +355,7 @@ CONSOLE_WRITERS = {
 
 def console_writes(source: str) -> list[int]:
     """The lines that call the builtin ``print`` or read ``sys.stdout``/``sys.stderr``."""
-    return sorted({node.lineno for node in ast.walk(ast.parse(source))
+    return sorted({node.lineno for node in ast.walk(parsed(source))
                    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print")
                    or (isinstance(node, ast.Attribute) and node.attr in ("stdout", "stderr")
                        and isinstance(node.value, ast.Name) and node.value.id == "sys")})
@@ -423,23 +430,7 @@ def tpu_literals() -> set[str]:
 
 @pytest.mark.parametrize("path", [p for p in SHIPPED if p != CATALOG], ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_no_tpu_literal_outside_the_catalog(path: Path) -> None:
-    strings = {node.value for node in ast.walk(ast.parse(path.read_text()))
+    strings = {node.value for node in ast.walk(parsed(path.read_text()))
                if isinstance(node, ast.Constant) and isinstance(node.value, str)}
     found = {lit for lit in tpu_literals() for s in strings if re.search(rf"(?<![\w-]){re.escape(lit)}(?![\w-])", s)}
     assert not found, f"{path.name} spells catalog facts: {sorted(found)}"
-
-
-def test_collecting_the_tests_loads_no_ray() -> None:
-    """Ray 2.60 reads its auth mode once, when ``ray._raylet`` loads; the slice tier's session sets token auth before
-    its first cluster (tests/conftest.py), so a test module importing Ray at collection breaks every slice test."""
-    here = Path(__file__).resolve().parent
-    modules = sorted(p.stem for p in here.glob("test_*.py"))
-    script = ("import sys\nsys.path.insert(0, sys.argv[1])\n"
-              "for name in sys.argv[2:]:\n    try:\n        __import__(name)\n"
-              "    except BaseException:\n        pass\n"  # a module that skips itself or needs .venv-serve
-              "    if 'ray._raylet' in sys.modules:\n        print(name)\n        break\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
-    done = subprocess.run([sys.executable, "-c", script, str(here), *modules], capture_output=True, text=True,
-                          timeout=300, env=env, cwd=here)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "", f"{done.stdout.strip()} loads Ray when imported: import it inside the test"
