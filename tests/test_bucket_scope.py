@@ -41,7 +41,7 @@ def test_an_output_the_pods_could_not_write_in_the_kits_bucket_is_refused_naming
     assert grants.kit_folder_write_problems(BUCKET, [_Work("b", f"gs://{BUCKET}/codes/x")]) == []
 
 
-@pytest.mark.unit
+@pytest.mark.heavy  # imports the construct, so the CDK bindings: jsii starts node (5 s)
 def test_a_condition_covers_the_folder_and_the_folder_markers_above_it_only() -> None:
     """Source: https://cloud.google.com/iam/docs/conditions-resource-attributes (objects:
     ``projects/_/buckets/BUCKET/objects/OBJECT``)"""
@@ -65,7 +65,7 @@ def test_a_condition_covers_the_folder_and_the_folder_markers_above_it_only() ->
         assert folder_problems("write_folders", bad), bad
 
 
-@pytest.mark.unit
+@pytest.mark.heavy  # imports the construct, so the CDK bindings: jsii starts node (5 s)
 def test_props_refuse_a_folder_that_cannot_be_quoted_into_a_condition() -> None:
     from raytpu.modules.workload_identity import WorkloadIdentityProps
 

@@ -3,7 +3,8 @@
 failing chip and the missing host are marked in the DOM the browser built, and a screenshot of each is saved under
 reports/report-html/ for a reviewer. tests/test_smoke_slice.py does the same with the emulated slice's own verdicts.
 
-Unit tier: ``make setup`` installs Chromium where apt-get can (root); elsewhere these tests skip, saying so.
+Heavy tier (``make test-heavy``): ``make setup`` installs Chromium where apt-get can (root); elsewhere these tests
+skip, saying so.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from html_reports import (
     the_plan,
 )
 
-pytestmark = [pytest.mark.unit, needs_chromium]
+pytestmark = [pytest.mark.heavy, needs_chromium]  # a real headless Chromium, two launches a page
 
 
 def test_a_healthy_slice_renders_with_nothing_marked(tmp_path: Path) -> None:

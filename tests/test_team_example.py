@@ -53,13 +53,13 @@ def _equal(a: Any, b: Any) -> bool:
     return all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True))
 
 
-@pytest.mark.unit
+@pytest.mark.heavy
 def test_loss_falls_within_a_few_cpu_steps() -> None:
     _, _, losses, _ = _train(resolve({"steps": 30}), 30)
     assert np.mean(losses[-3:]) < np.mean(losses[:3]) - 0.5, losses
 
 
-@pytest.mark.unit
+@pytest.mark.heavy
 def test_checkpoint_round_trips_params_optimizer_state_and_position_exactly(tmp_path: Path) -> None:
     c = resolve({"steps": 3})
     params, opt_state, _, position = _train(c, 3)
@@ -70,7 +70,7 @@ def test_checkpoint_round_trips_params_optimizer_state_and_position_exactly(tmp_
     assert state == {"step": 3, "data_position": 3}
 
 
-@pytest.mark.unit
+@pytest.mark.heavy
 def test_a_resume_from_a_checkpoint_continues_the_same_data_and_the_same_run(tmp_path: Path) -> None:
     c = resolve({"steps": 6})
     straight_params, straight_opt, straight_losses, _ = _train(c, 6)

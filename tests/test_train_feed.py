@@ -14,9 +14,7 @@ from typing import Any
 
 import pytest
 
-from raytpu.workloads.support import train_data
-
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.heavy  # one JAX process on 8 CPU devices (seconds)
 
 PROBE = r"""
 import json
@@ -133,14 +131,3 @@ def test_a_feed_started_at_a_position_continues_where_the_first_one_was(probe: d
     assert probe["resumed"] == probe["continued"]
     odd = probe["odd_start"]  # a position inside a batch (the batch size changed): the next row still, padded
     assert (odd[0]["ids"], odd[0]["weight"], odd[1]["ids"]) == ([5, 6, 7], 3, list(range(8, 16)))
-
-
-@pytest.mark.parametrize(("ids", "ranges"), [
-    ([], []),
-    ([3, 1, 2, 2], [[1, 4]]),
-    ([0, 1, 5, 6, 9], [[0, 2], [5, 7], [9, 10]]),
-    (list(range(0, 2 * train_data.MAX_RANGES + 4, 2)), [[i, i + 1] for i in range(0, 2 * train_data.MAX_RANGES, 2)]
-     + ["..."]),
-])
-def test_id_ranges_are_sorted_half_open_and_bounded(ids: list[int], ranges: list[Any]) -> None:
-    assert train_data.id_ranges(ids) == ranges
