@@ -88,10 +88,13 @@ typecheck: $(VENV)/.installed
 # keeping the load at 4-9: -n 2 152 s, -n 3 146 s, -n 4 183 s).
 # The synth tier (CDK synth on node: computes) and then the heavy tier (real JAX on CPU, uv, wheels, subprocess CLIs,
 # a browser: computes) run beside the slice tier (Ray clusters: wait as much as they compute), one after the other in
-# one background job, their output in reports/synth-tier.log and reports/heavy-tier.log, shown once all are done; the
-# slice tier runs one test at a time, as a cluster's start is sized for the whole machine
-# (raytpu/local/slice/diagnose.py). (xdist's loadgroup cannot keep the slice tests together under pytest 9: it renames
-# test ids through an attribute pytest 9 no longer reads.)
+# one background job, their output in reports/synth-tier.log and reports/heavy-tier.log, shown once all are done.
+# The slice tier runs two files at once (xdist's loadfile: a file's tests and its own slice stay on one worker; the
+# longest files first, tests/conftest.py LONGEST_FIRST): a cluster's start backs off to one host at a time when hosts
+# start slowly (raytpu/local/slice/startup.py). 2 cores, 2026-12-08, both under the same outside load: 31:44 against
+# 42:16 one file at a time. (xdist's loadgroup cannot keep the slice tests together under pytest 9: it renames test
+# ids through an attribute pytest 9 no longer reads.)
+SLICE_PARALLEL := --numprocesses=2 --dist=loadfile
 PYTEST_PARALLEL := --numprocesses=$(shell n=$$(nproc 2>/dev/null || echo 2); echo $$((n + 1 > 8 ? 8 : n + 1)))
 
 test: setup $(SERVE_VENV)/.installed lint typecheck
@@ -106,7 +109,7 @@ test-synth-beside-slice: setup
 	$(VENV)/bin/pytest -m heavy -q -p no:cacheprovider --durations=5 > reports/heavy-tier.log 2>&1; heavy=$$?; \
 	echo "synth tier: exit $$synth; heavy tier: exit $$heavy" >> reports/heavy-tier.log; \
 	test $$synth -eq 0 && test $$heavy -eq 0; } & beside=$$!; \
-	$(VENV)/bin/pytest -m slice --durations=10; slice=$$?; \
+	$(VENV)/bin/pytest -m slice $(SLICE_PARALLEL) --durations=10; slice=$$?; \
 	wait $$beside; beside=$$?; echo "== synth tier (reports/synth-tier.log)"; tail -n 12 reports/synth-tier.log; \
 	echo "== heavy tier (reports/heavy-tier.log)"; tail -n 12 reports/heavy-tier.log; \
 	test $$slice -eq 0 && test $$beside -eq 0

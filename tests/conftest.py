@@ -149,6 +149,20 @@ def serve_stopped_after(two_slices: state.LocalCluster) -> Iterator[None]:
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+LONGEST_FIRST = ("test_multislice.py", "test_every_host.py", "test_train_data.py", "test_local.py",
+                 "test_team_example.py", "test_serve_app_slice.py", "test_readme_small_try.py",
+                 "test_smoke_slice.py", "test_train.py", "test_preempt.py", "test_team_slice.py",
+                 "test_team_example_serve.py", "test_images.py")
+"""The slice tier's files over about 90 s each, longest first (``--durations`` of a whole run, 2026-12-08): two
+workers taking whole files (xdist's ``--dist loadfile``) end together when the long files start first."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Orders files by :data:`LONGEST_FIRST` (others keep their order after them); a file's tests keep theirs."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     atexit.register(_exit_before_native_teardown, session)
 

@@ -149,7 +149,12 @@ def test_ctrl_c_stops_every_host_and_leaves_nothing(two_slices: state.LocalClust
             time.sleep(0.5)
         assert len(programs(marker)) >= 4, "the program never started on every host"
         submit.send_signal(signal.SIGINT)
-        _, err = submit.communicate(timeout=200)
+        try:
+            _, err = submit.communicate(timeout=200)
+        except subprocess.TimeoutExpired:
+            submit.kill()
+            _, err = submit.communicate()
+            pytest.fail(f"submit still running 200 s after its Ctrl-C; its stderr:\n{err[-4000:]}")
     finally:
         if submit.poll() is None:
             submit.kill()
