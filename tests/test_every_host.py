@@ -18,6 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from _terminal import as_from_a_terminal
 
 from raytpu.local.slice import procs, state
 
@@ -142,7 +143,7 @@ def test_ctrl_c_stops_every_host_and_leaves_nothing(two_slices: state.LocalClust
     marker = f"--marker={uuid.uuid4().hex}"
     config = project(tmp_path, f"--sleep 300 {marker}")
     submit = subprocess.Popen(command(config, two_slices, "--run-id", "e3"), env=env(), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+                              stderr=subprocess.PIPE, text=True, cwd=tmp_path, preexec_fn=as_from_a_terminal)
     try:
         deadline = time.monotonic() + 300
         while len(programs(marker)) < 4 and time.monotonic() < deadline:

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _terminal import as_from_a_terminal
 
 from raytpu.local.slice import procs
 from raytpu.local.slice.procs import processes_under
@@ -27,10 +28,6 @@ pytestmark = [pytest.mark.slice, pytest.mark.timeout(600)]
 UP = ["local", "up", "--generation", "v6e", "--topology", "2x2"]
 """A head and one emulated host."""
 
-
-def as_from_a_terminal() -> None:
-    """Ctrl-C deliverable, as in a user's terminal (a test run in the background ignores SIGINT)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def raytpu(run_dir: Path, *argv: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from _terminal import as_from_a_terminal
 
 from raytpu.local.slice import procs, state
 
@@ -75,11 +76,6 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (folder / rel).write_text(text)
     return folder
 
-
-def as_from_a_terminal() -> None:
-    """Ctrl-C deliverable, as in a user's terminal (a test run in the background ignores SIGINT, and so would its
-    children)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 class Submit:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from _terminal import as_from_a_terminal
 
 from raytpu.local.slice import procs, state
 
@@ -93,11 +94,6 @@ def user_env(**extra: str) -> dict[str, str]:
     """A user's shell: no Ray address or token of the caller's."""
     return {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS", "RAY_API"))} | extra
 
-
-def as_from_a_terminal() -> None:
-    """Ctrl-C deliverable, as in a user's terminal: a test run started in the background (``make test &``, nohup)
-    ignores SIGINT, which its children inherit, and Python then installs no KeyboardInterrupt handler."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def submit(config: Path, cluster: state.LocalCluster, workload: str, *extra: str, log: Path,
