@@ -95,6 +95,7 @@ typecheck: $(VENV)/.installed
 # 42:16 one file at a time. (xdist's loadgroup cannot keep the slice tests together under pytest 9: it renames test
 # ids through an attribute pytest 9 no longer reads.)
 SLICE_PARALLEL := --numprocesses=2 --dist=loadfile
+HEAVY_TIER = $(VENV)/bin/pytest -m heavy -q -p no:cacheprovider --durations=5
 PYTEST_PARALLEL := --numprocesses=$(shell n=$$(nproc 2>/dev/null || echo 2); echo $$((n + 1 > 8 ? 8 : n + 1)))
 
 test: setup $(SERVE_VENV)/.installed lint typecheck
@@ -106,7 +107,7 @@ test-synth-beside-slice: setup
 	@mkdir -p reports
 	@echo "synth and heavy tiers: running beside the slice tier (output: reports/synth-tier.log, reports/heavy-tier.log)"
 	@{ $(VENV)/bin/pytest -m synth -q -p no:cacheprovider --durations=5 > reports/synth-tier.log 2>&1; synth=$$?; \
-	$(VENV)/bin/pytest -m heavy -q -p no:cacheprovider --durations=5 > reports/heavy-tier.log 2>&1; heavy=$$?; \
+	$(HEAVY_TIER) > reports/heavy-tier.log 2>&1; heavy=$$?; \
 	echo "synth tier: exit $$synth; heavy tier: exit $$heavy" >> reports/heavy-tier.log; \
 	test $$synth -eq 0 && test $$heavy -eq 0; } & beside=$$!; \
 	$(VENV)/bin/pytest -m slice $(SLICE_PARALLEL) --durations=10; slice=$$?; \
@@ -126,7 +127,7 @@ test-unit: $(VENV)/.installed
 # training on CPU, JAX in fresh processes on 4-8 CPU devices, the CDK bindings loaded (jsii starts node), the whole
 # suite imported in a fresh interpreter, the report page in headless Chromium.
 test-heavy: $(VENV)/.installed
-	$(VENV)/bin/pytest -m heavy -q -p no:cacheprovider --durations=5
+	$(HEAVY_TIER)
 
 bench: setup
 	$(VENV)/bin/python bench/describe.py

@@ -4,12 +4,12 @@ The heavy tier: loading them loads the CDK Terrain bindings, whose jsii runtime 
 from __future__ import annotations
 
 import pytest
+from test_face import FACE
 
 import raytpu
 
 pytestmark = pytest.mark.heavy
 
-FACE = [name for name in raytpu.__all__ if name != "__version__"]
 RE_EXPORTED = {"App"}
 """CDK Terrain's own class, offered as it is (its docstring is cdktn's)."""
 

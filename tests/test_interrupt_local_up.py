@@ -29,7 +29,6 @@ UP = ["local", "up", "--generation", "v6e", "--topology", "2x2"]
 """A head and one emulated host."""
 
 
-
 def raytpu(run_dir: Path, *argv: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "raytpu", *argv, "--dir", str(run_dir)], capture_output=True,
                           text=True, timeout=timeout_s)

@@ -77,7 +77,6 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-
 class Submit:
     """``raytpu submit WORKLOAD --local --wait`` in a process group of its own, its output read as it comes."""
 

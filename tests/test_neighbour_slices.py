@@ -95,7 +95,6 @@ def user_env(**extra: str) -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS", "RAY_API"))} | extra
 
 
-
 def submit(config: Path, cluster: state.LocalCluster, workload: str, *extra: str, log: Path,
            env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     with log.open("wb") as sink:

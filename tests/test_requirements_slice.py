@@ -74,14 +74,14 @@ def test_a_library_the_kit_lacks_trains_from_the_projects_requirements(
     assert ran.returncode == 0, ran.stderr[-3000:] + ran.stdout[-3000:]
     after = env_folders()
     assert len(after - before) <= 1  # one built, or none: an earlier test on this slice built the same lock's venv
-    lock_env = [p for p in after if (p / ".raytpu-complete").is_file() and any(
-        f"from {site}/{LIBRARY}: TeamLoop" in ran.stdout for site in p.glob("lib/python*/site-packages"))]
-    assert len(lock_env) == 1, (sorted(after), ran.stdout[-3000:])
-    site = next(lock_env[0].glob("lib/python*/site-packages"))
+    used = [(p, site) for p in after if (p / ".raytpu-complete").is_file()
+            for site in p.glob("lib/python*/site-packages") if f"from {site}/{LIBRARY}: TeamLoop" in ran.stdout]
+    assert len(used) == 1, (sorted(after), ran.stdout[-3000:])
+    [(venv, site)] = used
     for rank in (0, 1):  # both workers of the JaxTrainer (one per host of the 2x4 slice) import it from the lock's venv
         assert f"rank {rank} imports {LIBRARY} from {site}/{LIBRARY}: TeamLoop" in ran.stdout, ran.stdout[-3000:]
-    built = (lock_env[0] / ".raytpu-complete").stat().st_mtime_ns
+    built = (venv / ".raytpu-complete").stat().st_mtime_ns
     again = submit("r2")
     assert again.returncode == 0, again.stderr[-3000:]
-    assert (lock_env[0] / ".raytpu-complete").stat().st_mtime_ns == built  # the second run installed nothing
+    assert (venv / ".raytpu-complete").stat().st_mtime_ns == built  # the second run installed nothing
     assert env_folders() == after
